@@ -1,0 +1,5 @@
+import sys
+
+from codeloupe.cli import main
+
+sys.exit(main())

@@ -1,0 +1,54 @@
+"""`codeloupe` command line: one module per subcommand, registered here in one place.
+
+Each subcommand module exposes `register(subparsers)`, which adds its parser and sets `func` to a
+callable `(args) -> int` (the exit code). Errors meant for the user are raised as `CliError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Order here is the order of `codeloupe --help`.
+_SUBCOMMANDS = ("index", "search", "ask", "graph", "chunks", "languages", "stats", "eval")
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as `codeloupe: <message>`, exit status 2 unless given."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="codeloupe", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in _SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"codeloupe.cli.{name}_cmd")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"codeloupe.cli.{name}_cmd":
+                continue  # subcommand not built into this version
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"codeloupe: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        print("codeloupe: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

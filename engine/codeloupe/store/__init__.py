@@ -1,0 +1,406 @@
+"""The workspace index: one SQLite file, the only module that speaks SQL.
+
+WAL mode, and every file's update is one transaction, so a crash or a kill mid-index leaves a consistent
+index that the next run resumes from. A schema version mismatch or a corrupt file triggers a clean rebuild
+(`Store.rebuilt_reason` says why). Two counters in `meta` let warm readers notice what changed:
+`content_generation` (files, chunks, symbols) and `vector_generation` (embeddings).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from codeloupe.store.edges import EDGES_SCHEMA
+from codeloupe.types import ChunkedFile
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL,
+    language TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    is_doc INTEGER NOT NULL DEFAULT 0,
+    encoding TEXT NOT NULL DEFAULT 'utf-8',
+    chunker_version INTEGER NOT NULL,
+    line_count INTEGER NOT NULL,
+    fallback_reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    breadcrumb TEXT NOT NULL,
+    symbols TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
+CREATE TABLE IF NOT EXISTS symbols (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    parent TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS symbols_file ON symbols(file_id);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name COLLATE NOCASE);
+CREATE TABLE IF NOT EXISTS skeletons (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    text TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    scale REAL NOT NULL,
+    vec BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS skeleton_vectors (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    scale REAL NOT NULL,
+    vec BLOB NOT NULL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The index file cannot be opened or written (permissions, disk full)."""
+
+
+@dataclass(frozen=True)
+class FileRow:
+    id: int
+    path: str
+    hash: str
+    language: str
+    size: int
+    mtime: float
+    is_doc: bool
+    chunker_version: int
+    line_count: int
+
+
+@dataclass
+class ChunkTable:
+    """Every chunk of the workspace as parallel columns (what the lanes build their matrices from)."""
+
+    ids: np.ndarray  # int64 [n]
+    file_ids: np.ndarray  # int64 [n]
+    start_lines: np.ndarray  # int32 [n]
+    end_lines: np.ndarray  # int32 [n]
+    kinds: list[str]
+    names: list[str]
+    breadcrumbs: list[str]
+    symbols: list[list[str]]
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class SymbolRow:
+    file_id: int
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    parent: str
+    signature: str
+
+
+@dataclass
+class VectorMatrix:
+    """int8 vectors with a per-row scale; `ids` are chunk ids (or file ids for skeletons)."""
+
+    ids: np.ndarray  # int64 [n]
+    q: np.ndarray  # int8 [n, d]
+    scales: np.ndarray  # float32 [n]
+
+    @property
+    def dim(self) -> int:
+        return int(self.q.shape[1]) if self.q.ndim == 2 else 0
+
+
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 [n, d] -> (int8 [n, d], float32 scale [n]) with symmetric per-row scaling."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    peak = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), np.float32)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
+    return q, scales
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.rebuilt_reason = ""
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the index directory {self.path.parent}: {exc}") from exc
+        self._conn = self._open()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = self._connect()
+            conn.executescript(_SCHEMA + EDGES_SCHEMA)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                has_files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+                if has_files:
+                    raise sqlite3.DatabaseError("schema version missing")
+                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                conn.close()
+                return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
+            conn.execute("PRAGMA quick_check").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "unable to open" in str(exc) or "readonly" in str(exc):
+                raise StoreError(f"cannot open the index {self.path}: {exc}") from exc
+            return self._rebuild(f"unreadable index ({exc})")
+        except sqlite3.DatabaseError as exc:
+            return self._rebuild(f"corrupt index ({exc})")
+
+    def _rebuild(self, reason: str) -> sqlite3.Connection:
+        self.rebuilt_reason = reason
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
+        conn = self._connect()
+        conn.executescript(_SCHEMA + EDGES_SCHEMA)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # transaction() and query() are for this package's own modules (store.edges); nothing outside the store
+    # speaks SQL.
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    # ------------------------------------------------------------------ meta
+
+    def get_meta(self, key: str, default: str = "") -> str:
+        rows = self.query("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def generation(self, name: str) -> int:
+        return int(self.get_meta(f"{name}_generation", "0"))
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection, name: str) -> None:
+        conn.execute(
+            "INSERT INTO meta VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+            (f"{name}_generation",),
+        )
+
+    # ------------------------------------------------------------------ files
+
+    def file_rows(self) -> dict[str, FileRow]:
+        rows = self.query(
+            "SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count FROM files"
+        )
+        return {r[1]: FileRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8]) for r in rows}
+
+    def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
+                     encoding: str, chunker_version: int, line_count: int) -> int:
+        """Store one file's chunks, symbols and skeleton in one transaction; returns the file id."""
+        with self.transaction() as conn:
+            old = conn.execute("SELECT id FROM files WHERE path=?", (chunked.path,)).fetchone()
+            if old:
+                conn.execute("DELETE FROM files WHERE id=?", (old[0],))
+            cur = conn.execute(
+                "INSERT INTO files (path, hash, language, size, mtime, is_doc, encoding, chunker_version,"
+                " line_count, fallback_reason) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (chunked.path, hash, chunked.language, size, mtime, int(is_doc), encoding, chunker_version,
+                 line_count, chunked.fallback_reason),
+            )
+            file_id = int(cur.lastrowid)
+            conn.executemany(
+                "INSERT INTO chunks (file_id, ord, start_line, end_line, kind, name, breadcrumb, symbols, text)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (file_id, i, c.start_line, c.end_line, c.kind, c.name, c.breadcrumb,
+                     json.dumps(list(c.symbols)), c.text)
+                    for i, c in enumerate(chunked.chunks)
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO symbols (file_id, name, kind, start_line, end_line, parent, signature)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature)
+                 for s in chunked.symbols],
+            )
+            conn.execute("INSERT INTO skeletons VALUES (?, ?)", (file_id, chunked.skeleton.text))
+            self._bump(conn, "content")
+        return file_id
+
+    def touch_file(self, path: str, size: int, mtime: float) -> None:
+        """Record a new mtime for a file whose content hash did not change."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE files SET size=?, mtime=? WHERE path=?", (size, mtime, path))
+
+    def delete_files(self, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
+            self._bump(conn, "content")
+        return len(paths)
+
+    # ------------------------------------------------------------------ reads for the lanes
+
+    def chunk_table(self) -> ChunkTable:
+        rows = self.query(
+            "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
+            " ORDER BY id"
+        )
+        return ChunkTable(
+            ids=np.array([r[0] for r in rows], dtype=np.int64),
+            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
+            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
+            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
+            kinds=[r[4] for r in rows],
+            names=[r[5] for r in rows],
+            breadcrumbs=[r[6] for r in rows],
+            symbols=[json.loads(r[7]) for r in rows],
+            texts=[r[8] for r in rows],
+        )
+
+    def symbol_rows(self) -> list[SymbolRow]:
+        rows = self.query(
+            "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols ORDER BY id"
+        )
+        return [SymbolRow(*r) for r in rows]
+
+    def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
+        rows = self.query(
+            "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+            " WHERE file_id=? ORDER BY start_line", (file_id,)
+        )
+        return [SymbolRow(*r) for r in rows]
+
+    def skeletons(self) -> dict[int, str]:
+        return dict(self.query("SELECT file_id, text FROM skeletons"))
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        for table in ("files", "chunks", "symbols"):
+            out[table] = self.query(f"SELECT count(*) FROM {table}")[0][0]
+        return out
+
+    def language_counts(self) -> dict[str, int]:
+        return dict(self.query("SELECT language, count(*) FROM files GROUP BY language ORDER BY 2 DESC"))
+
+    # ------------------------------------------------------------------ vectors
+
+    def chunks_missing_vectors(self, model: str, limit: int,
+                               prefer_paths: Iterable[str] = ()) -> list[tuple[int, str, str]]:
+        """(chunk id, breadcrumb, text) of chunks with no vector for `model`; chunks of `prefer_paths` first."""
+        prefer = list(prefer_paths)
+        rows: list[tuple[int, str, str]] = []
+        base = (
+            "SELECT c.id, c.breadcrumb, c.text FROM chunks c JOIN files f ON f.id = c.file_id"
+            " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id AND v.model = ?"
+            " WHERE v.chunk_id IS NULL"
+        )
+        if prefer:
+            marks = ",".join("?" * len(prefer))
+            rows = self.query(f"{base} AND f.path IN ({marks}) ORDER BY c.id LIMIT ?", (model, *prefer, limit))
+        if len(rows) < limit:
+            seen = {r[0] for r in rows}
+            more = self.query(f"{base} ORDER BY c.id LIMIT ?", (model, limit + len(seen)))
+            rows.extend(r for r in more if r[0] not in seen)
+        return rows[:limit]
+
+    def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
+        return self.query(
+            "SELECT s.file_id, s.text FROM skeletons s"
+            " LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id AND v.model = ?"
+            " WHERE v.file_id IS NULL ORDER BY s.file_id LIMIT ?",
+            (model, limit),
+        )
+
+    def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None:
+        """Store float32 vectors as int8 + scale. `table` is "chunk" or "skeleton"."""
+        key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
+        q, scales = quantize(vectors)
+        with self.transaction() as conn:
+            # A row may have vanished since it was handed out (file re-indexed): insert only live owners.
+            owner = "chunks" if table == "chunk" else "files"
+            live = {r[0] for r in conn.execute(
+                f"SELECT id FROM {owner} WHERE id IN ({','.join('?' * len(ids))})", ids)}
+            conn.executemany(
+                f"INSERT OR REPLACE INTO {key[0]} ({key[1]}, model, scale, vec) VALUES (?,?,?,?)",
+                [(i, model, float(s), row.tobytes()) for i, s, row in zip(ids, scales, q) if i in live],
+            )
+            self._bump(conn, "vector")
+
+    def vector_matrix(self, table: str, model: str) -> VectorMatrix:
+        key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
+        rows = self.query(f"SELECT {key[1]}, scale, vec FROM {key[0]} WHERE model=? ORDER BY {key[1]}", (model,))
+        if not rows:
+            return VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32))
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        scales = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
+        q = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), -1)
+        return VectorMatrix(ids, q, scales)
+
+    def vector_counts(self, model: str) -> dict[str, int]:
+        return {
+            "chunks_done": self.query("SELECT count(*) FROM chunk_vectors WHERE model=?", (model,))[0][0],
+            "skeletons_done": self.query("SELECT count(*) FROM skeleton_vectors WHERE model=?", (model,))[0][0],
+        }
+
+    def drop_vectors_not_of(self, model: str) -> None:
+        """Vectors of two models are never mixed: switching models forgets the other model's vectors."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM chunk_vectors WHERE model != ?", (model,))
+            conn.execute("DELETE FROM skeleton_vectors WHERE model != ?", (model,))
+            self._bump(conn, "vector")

@@ -1,0 +1,176 @@
+"""The engine's typed, editor-neutral vocabulary.
+
+Every public engine function returns these plain dataclasses. The CLI, the language server and the tests
+all stand on this boundary; nothing above it sees SQL rows, numpy arrays or tree-sitter nodes.
+
+Line numbers are 1-based and inclusive everywhere in the engine; the server converts to LSP's 0-based
+ranges in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------------- index
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A named definition found by the chunker (function, class, method, constant, ...)."""
+
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    parent: str = ""  # qualified name of the enclosing definition, "" at top level
+    signature: str = ""  # one line, as written in the source
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.parent}.{self.name}" if self.parent else self.name
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One block of a file's line partition (see `validate_partition`)."""
+
+    start_line: int
+    end_line: int
+    kind: str  # module | function | class | method | header | part | section | window | block
+    name: str
+    breadcrumb: str  # "path > class Sig > def method(sig)"
+    text: str  # the exact lines start_line..end_line, newlines included
+    symbols: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileSkeleton:
+    """Signatures, doc comments and module constants of one file, as one text (the file-level signal)."""
+
+    path: str
+    text: str
+
+
+@dataclass
+class ChunkedFile:
+    """What the chunker returns for one file."""
+
+    path: str
+    language: str
+    chunks: list[Chunk]
+    symbols: list[Symbol]
+    skeleton: FileSkeleton
+    fallback_reason: str = ""  # set when the file fell back to line windows
+
+
+@dataclass
+class IndexReport:
+    root: str
+    index_path: str
+    files_seen: int = 0
+    files_indexed: int = 0  # (re)chunked in this run
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    chunks: int = 0
+    symbols: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    decoded_fallback: int = 0  # files decoded with a non-UTF-8 fallback
+    partition_violations: int = 0
+    languages: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class Progress:
+    """One progress event from the indexer or the background embedder."""
+
+    phase: str  # scan | chunk | embed | graph | done
+    done: int
+    total: int
+    message: str = ""
+
+
+@dataclass
+class IndexStatus:
+    root: str
+    index_path: str
+    files: int
+    chunks: int
+    symbols: int
+    languages: dict[str, int]
+    vectors_done: int
+    vectors_total: int
+    skeleton_vectors_done: int
+    provider: str
+    model: str
+    schema_version: int
+
+
+# -------------------------------------------------------------------------------------------- search
+
+
+@dataclass
+class Snippet:
+    """A window of a chunk around its best-matching line (the rendering of noise, not a filter)."""
+
+    start_line: int
+    end_line: int
+    anchor_line: int
+    text: str
+    truncated: bool
+
+
+@dataclass
+class ChunkHit:
+    chunk_id: int
+    path: str
+    start_line: int
+    end_line: int
+    kind: str
+    name: str
+    breadcrumb: str
+    symbols: list[str]
+    score: float
+    lanes: dict[str, int]  # lane name -> 1-based rank in that lane
+    text: str  # the chunk verbatim (full for CORE files)
+    snippet: Snippet | None = None
+
+
+@dataclass
+class FileHit:
+    path: str  # POSIX, relative to the root
+    language: str
+    rank: int  # 1-based
+    score: float
+    best_start_line: int
+    best_end_line: int
+    symbols: list[str]
+    why: str  # one line: which lanes matched, what pinned it
+    via: str = "search"  # search | graph
+    chunks: list[ChunkHit] = field(default_factory=list)  # CORE: matching chunks in full; RELATED: best only
+
+
+@dataclass
+class LaneStatus:
+    name: str  # dense | skeleton | lexical | symbol | entity | graph
+    ready: bool
+    coverage: float  # 0..1: share of the corpus this lane could see
+    note: str = ""
+
+
+@dataclass
+class Bundle:
+    query: str
+    root: str
+    mode: str  # code | docs | both
+    issue_mode: bool
+    core: list[FileHit]
+    related: list[FileHit]
+    lanes: list[LaneStatus]
+    timing_ms: dict[str, float]
+    scope: str = ""
+
+    @property
+    def files(self) -> list[FileHit]:
+        """Every candidate in rank order, CORE first."""
+        return [*self.core, *self.related]
