@@ -1,0 +1,75 @@
+// The two webview panels: results (bundles, answers, status) and the graph. Each is reused while open.
+import { randomBytes } from 'node:crypto';
+import * as vscode from 'vscode';
+import type { LanguageClient } from 'vscode-languageclient/node';
+import { messageTarget, openAt } from './locations';
+import { isOpenMessage } from './protocol';
+import type { PageContext } from './render';
+
+export class Panel implements vscode.Disposable {
+    private panel: vscode.WebviewPanel | undefined;
+    /** Graph pages name files by workspace path; this maps them to URIs from the same graph answer. */
+    private pathToUri: ReadonlyMap<string, string> = new Map();
+
+    constructor(
+        private readonly viewType: string,
+        private readonly getClient: () => LanguageClient | undefined,
+    ) {}
+
+    /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce. */
+    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): vscode.Webview {
+        const panel = this.reveal(title);
+        this.pathToUri = pathToUri;
+        panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource });
+        return panel.webview;
+    }
+
+    /** Sends a message to the page if the panel is open (progress while an answer is written). */
+    post(message: unknown): void {
+        void this.panel?.webview.postMessage(message);
+    }
+
+    get webview(): vscode.Webview | undefined {
+        return this.panel?.webview;
+    }
+
+    private reveal(title: string): vscode.WebviewPanel {
+        if (this.panel !== undefined) {
+            this.panel.title = title;
+            this.panel.reveal(undefined, true);
+            return this.panel;
+        }
+        const panel = vscode.window.createWebviewPanel(this.viewType, title, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, {
+            enableScripts: true,
+            enableCommandUris: false,
+            localResourceRoots: [],
+            retainContextWhenHidden: false,
+        });
+        panel.webview.onDidReceiveMessage((message: unknown) => this.onMessage(message));
+        panel.onDidDispose(() => {
+            this.panel = undefined;
+        });
+        this.panel = panel;
+        return panel;
+    }
+
+    private async onMessage(message: unknown): Promise<void> {
+        const client = this.getClient();
+        if (!isOpenMessage(message) || client === undefined) {
+            return;
+        }
+        const target = messageTarget(client, message, this.pathToUri);
+        if (target === undefined) {
+            return;
+        }
+        try {
+            await openAt(target.uri, target.range, { preview: false });
+        } catch (error) {
+            void vscode.window.showErrorMessage(`codeloupe: cannot open ${target.uri.toString()}: ${String(error)}`);
+        }
+    }
+
+    dispose(): void {
+        this.panel?.dispose();
+    }
+}

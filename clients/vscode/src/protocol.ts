@@ -1,0 +1,173 @@
+// The codeloupe requests this client sends, typed after docs/protocol.md (the server contract).
+import { Location, ProgressToken, Range, RequestType } from 'vscode-languageclient/node';
+
+export type DocsMode = 'code' | 'docs' | 'both';
+
+export interface Snippet {
+    text: string;
+    /** 0-based line of the snippet's first line. */
+    startLine: number;
+    /** 0-based line the snippet is centred on (the best-matching line). */
+    anchorLine: number;
+    truncated: boolean;
+}
+
+export interface ChunkResult {
+    location: Location;
+    score: number;
+    kind: string;
+    name: string;
+    breadcrumb: string;
+    symbols: string[];
+    lanes: Record<string, number>;
+    /** Verbatim chunk text for CORE chunks; "" in RELATED. */
+    text: string;
+    snippet?: Snippet;
+}
+
+export interface FileResult {
+    uri: string;
+    path: string;
+    rank: number;
+    score: number;
+    language: string;
+    why: string;
+    via: 'search' | 'graph' | string;
+    symbols: string[];
+    location: Location;
+    chunks: ChunkResult[];
+}
+
+export interface LaneStatus {
+    name: string;
+    ready: boolean;
+    coverage: number;
+    note: string;
+}
+
+export interface SearchResult {
+    query: string;
+    issueMode: boolean;
+    mode: string;
+    core: FileResult[];
+    related: FileResult[];
+    lanes: LaneStatus[];
+    timingMs: Record<string, number>;
+}
+
+export interface SearchParams {
+    query: string;
+    scope?: string;
+    docs?: DocsMode;
+    limit?: number;
+    folderUri?: string;
+}
+
+export const SearchRequest = new RequestType<SearchParams, SearchResult, void>('codeloupe/search');
+
+export interface Citation {
+    k: number;
+    location: Location;
+    path: string;
+    /** 1-based, inclusive. */
+    startLine: number;
+    /** 1-based, inclusive. */
+    endLine: number;
+    text: string;
+}
+
+export interface AskResult {
+    answer: string;
+    citations: Citation[];
+    uncited: FileResult[];
+    abstained: boolean;
+    fallback: string | null;
+    bundle: SearchResult;
+}
+
+export interface AskParams {
+    query: string;
+    docs?: DocsMode;
+    agents?: boolean;
+    folderUri?: string;
+    workDoneToken?: ProgressToken;
+}
+
+export const AskRequest = new RequestType<AskParams, AskResult, void>('codeloupe/ask');
+
+/** One `$/progress` report of an ask: `report.message` carries one of these as JSON. */
+export interface AskEvent {
+    type: 'retrieval' | 'plan' | 'agent' | 'delta' | 'citation' | 'done' | string;
+    [field: string]: unknown;
+}
+
+export interface FolderStatus {
+    uri: string;
+    root: string;
+    state: 'indexing' | 'ready' | 'error' | string;
+    files: number;
+    chunks: number;
+    symbols: number;
+    vectors: { done: number; total: number };
+    languages: Record<string, number>;
+    provider: string;
+    model: string;
+    indexPath: string;
+    message: string;
+}
+
+export interface StatusResult {
+    folders: FolderStatus[];
+}
+
+export const StatusRequest = new RequestType<Record<string, never>, StatusResult, void>('codeloupe/status');
+
+export interface GraphNode {
+    path: string;
+    uri: string;
+    community: number | string;
+    degree: number;
+    god: boolean;
+}
+
+export interface GraphMapResult {
+    nodes: GraphNode[];
+    edges: { source: string; target: string; kind: string; weight: number }[];
+    communities: { id: number | string; name: string; size: number; members: string[] }[];
+    html?: string;
+}
+
+export interface GraphParams {
+    mode: 'map' | 'node' | 'path';
+    node?: string;
+    from?: string;
+    to?: string;
+    html?: boolean;
+    folderUri?: string;
+}
+
+export const GraphRequest = new RequestType<GraphParams, GraphMapResult, void>('codeloupe/graph');
+
+/** Result of `workspace/executeCommand` `codeloupe.reindex`. */
+export interface ReindexResult {
+    files: number;
+    chunks: number;
+}
+
+/** The message a webview page posts to open a file: our pages send `uri` + `range`; the engine's graph page
+ * may send a workspace-relative `path` and a 1-based `line` instead. */
+export interface OpenMessage {
+    type: 'open';
+    uri?: string;
+    path?: string;
+    range?: Range;
+    line?: number;
+}
+
+export function isOpenMessage(value: unknown): value is OpenMessage {
+    if (typeof value !== 'object' || value === null) {
+        return false;
+    }
+    const message = value as Record<string, unknown>;
+    return message.type === 'open' && (typeof message.uri === 'string' || typeof message.path === 'string');
+}

@@ -1,0 +1,314 @@
+// HTML for the results webview: pure functions of the server's answers (no vscode import).
+// Every page carries a strict CSP (no remote sources, scripts only with the page's nonce) and one script that
+// turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
+import MarkdownIt from 'markdown-it';
+import type { Location, Range } from 'vscode-languageclient/node';
+import type { AskEvent, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+
+export interface PageContext {
+    nonce: string;
+    /** The webview's own resource origin (`webview.cspSource`). */
+    cspSource: string;
+}
+
+export function escapeHtml(text: string): string {
+    return text.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch] ?? ch);
+}
+
+export function contentSecurityPolicy({ nonce, cspSource }: PageContext): string {
+    return [
+        "default-src 'none'",
+        `img-src ${cspSource} data:`,
+        `style-src ${cspSource} 'unsafe-inline'`,
+        `font-src ${cspSource}`,
+        `script-src 'nonce-${nonce}'`,
+        "connect-src 'none'",
+        "form-action 'none'",
+        "frame-src 'none'",
+        "base-uri 'none'",
+    ].join('; ');
+}
+
+/** The last line a range covers, 1-based: LSP ranges end exclusively, usually at character 0 of the next line. */
+export function lastLine(range: Range): number {
+    return range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
+}
+
+export function spanLabel(range: Range): string {
+    const first = range.start.line + 1;
+    const last = lastLine(range);
+    return first === last ? `L${first}` : `L${first}-${last}`;
+}
+
+function linkAttributes(location: Location): string {
+    return `href="#" data-uri="${escapeHtml(location.uri)}" data-range="${escapeHtml(JSON.stringify(location.range))}"`;
+}
+
+function locationLink(location: Location, text: string, className = 'loc'): string {
+    return `<a class="${className}" ${linkAttributes(location)}>${escapeHtml(text)}</a>`;
+}
+
+const STYLE = `
+body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground); padding: 0 1em 2em; }
+a { color: var(--vscode-textLink-foreground); text-decoration: none; cursor: pointer; }
+a:hover { text-decoration: underline; }
+pre { background: var(--vscode-textCodeBlock-background); padding: .5em; overflow-x: auto; }
+code, pre { font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size); }
+.muted { opacity: .75; }
+.file { margin: 1em 0; }
+.chunk { margin: .4em 0 .4em 1em; }
+.note { border-left: 3px solid var(--vscode-textLink-foreground); padding: .2em .6em; }
+.error { color: var(--vscode-errorForeground); }
+ul.map { list-style: none; padding-left: 0; }
+ul.map ul { list-style: none; padding-left: 1.2em; }
+td, th { text-align: left; padding: .1em .8em .1em 0; }
+`;
+
+// Runs in the webview. Links never navigate: file links become messages, anything else is inert.
+const CLIENT_SCRIPT = `
+(function () {
+  const vscode = acquireVsCodeApi();
+  document.addEventListener('click', function (event) {
+    const anchor = event.target instanceof Element ? event.target.closest('a') : null;
+    if (!anchor) { return; }
+    event.preventDefault();
+    const uri = anchor.getAttribute('data-uri');
+    if (!uri) { return; }
+    const range = anchor.getAttribute('data-range');
+    vscode.postMessage({ type: 'open', uri: uri, range: range ? JSON.parse(range) : undefined });
+  });
+  window.addEventListener('message', function (event) {
+    const message = event.data;
+    if (!message || message.type !== 'progress') { return; }
+    const status = document.getElementById('progress-status');
+    if (status && typeof message.status === 'string') { status.textContent = message.status; }
+    const draft = document.getElementById('progress-draft');
+    if (draft && typeof message.delta === 'string') { draft.textContent += message.delta; }
+  });
+}());
+`;
+
+export function renderPage(context: PageContext, title: string, body: string): string {
+    return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="${escapeHtml(contentSecurityPolicy(context))}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style nonce="${context.nonce}">${STYLE}</style>
+</head>
+<body>
+${body}
+<script nonce="${context.nonce}">${CLIENT_SCRIPT}</script>
+</body>
+</html>`;
+}
+
+function renderChunkHeader(chunk: ChunkResult): string {
+    const label = chunk.breadcrumb || chunk.name || chunk.kind;
+    return `${locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`)}`;
+}
+
+function renderCoreFile(file: FileResult): string {
+    const chunks = file.chunks.map((chunk) => `<div class="chunk">${renderChunkHeader(chunk)}
+<pre><code>${escapeHtml(chunk.text)}</code></pre></div>`).join('\n');
+    return `<div class="file"><h3>${file.rank}. ${locationLink(file.location, file.path)}</h3>
+<div class="muted">${escapeHtml(file.why)}${file.via === 'graph' ? ' (via the import graph)' : ''}</div>
+${chunks}</div>`;
+}
+
+/** RELATED files and uncited candidates: a map of links, no code. */
+function renderFileMap(files: FileResult[]): string {
+    if (files.length === 0) {
+        return '<p class="muted">None.</p>';
+    }
+    const items = files.map((file) => {
+        const chunks = file.chunks.map((chunk) => `<li>${renderChunkHeader(chunk)}</li>`).join('');
+        return `<li>${locationLink(file.location, file.path)} <span class="muted">${escapeHtml(file.why)}</span>${chunks ? `<ul>${chunks}</ul>` : ''}</li>`;
+    });
+    return `<ul class="map">${items.join('\n')}</ul>`;
+}
+
+function renderLanes(result: SearchResult): string {
+    const notReady = result.lanes.filter((lane) => !lane.ready || lane.coverage < 1);
+    if (notReady.length === 0) {
+        return '';
+    }
+    const notes = notReady.map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim());
+    return `<p class="note">Partial index: ${escapeHtml(notes.join('; '))}</p>`;
+}
+
+export function renderBundleBody(result: SearchResult): string {
+    return `<h2>${escapeHtml(result.query)}</h2>
+${renderLanes(result)}
+<h2 id="core">CORE (${result.core.length})</h2>
+${result.core.length > 0 ? result.core.map(renderCoreFile).join('\n') : '<p class="muted">No match.</p>'}
+<h2 id="related">RELATED (${result.related.length})</h2>
+${renderFileMap(result.related)}`;
+}
+
+export function renderBundle(context: PageContext, result: SearchResult, note?: string): string {
+    const noteHtml = note ? `<p class="note">${escapeHtml(note)}</p>` : '';
+    return renderPage(context, `codeloupe: ${result.query}`, noteHtml + renderBundleBody(result));
+}
+
+function citationLocation(citation: Citation, span?: string): Location {
+    if (span === undefined) {
+        return citation.location;
+    }
+    const [first, last] = span.split('-').map(Number);
+    return {
+        uri: citation.location.uri,
+        range: { start: { line: first - 1, character: 0 }, end: { line: last, character: 0 } },
+    };
+}
+
+/** A markdown renderer for answers: no raw HTML, no images (nothing may load), `[[k]]` / `[[k:a-b]]` become
+ * links to citation k, `file://...#L10-L20` links carry their range. */
+function answerMarkdown(citations: Citation[]): MarkdownIt {
+    const md = new MarkdownIt({ html: false, linkify: false });
+    md.disable('image');
+    md.validateLink = (url) => /^(file:|https?:|#)/i.test(url.trim());
+    const byNumber = new Map(citations.map((citation) => [citation.k, citation]));
+    md.inline.ruler.before('link', 'codeloupe_citation', (state, silent) => {
+        const match = /^\[\[(\d+)(?::(\d+-\d+))?\]\]/.exec(state.src.slice(state.pos));
+        if (match === null) {
+            return false;
+        }
+        const citation = byNumber.get(Number(match[1]));
+        if (citation === undefined) {
+            return false;
+        }
+        if (!silent) {
+            const token = state.push('codeloupe_citation', '', 0);
+            token.meta = { location: citationLocation(citation, match[2]), label: match[2] ? `${citation.k}:${match[2]}` : `${citation.k}` };
+        }
+        state.pos += match[0].length;
+        return true;
+    });
+    md.renderer.rules.codeloupe_citation = (tokens, index) => {
+        const { location, label } = tokens[index].meta as { location: Location; label: string };
+        return `<a class="cite" ${linkAttributes(location)}>[${escapeHtml(label)}]</a>`;
+    };
+    const defaultLinkOpen = md.renderer.rules.link_open ?? ((tokens, index, options, _env, self) => self.renderToken(tokens, index, options));
+    md.renderer.rules.link_open = (tokens, index, options, env, self) => {
+        const token = tokens[index];
+        const location = fileLinkLocation(token.attrGet('href') ?? '');
+        if (location !== undefined) {
+            token.attrSet('href', '#');
+            token.attrSet('data-uri', location.uri);
+            token.attrSet('data-range', JSON.stringify(location.range));
+        }
+        return defaultLinkOpen(tokens, index, options, env, self);
+    };
+    return md;
+}
+
+/** `file:///a.py#L10` or `#L10-L20` (1-based lines, as the server's hover links) -> a Location. */
+export function fileLinkLocation(href: string): Location | undefined {
+    if (!href.startsWith('file:')) {
+        return undefined;
+    }
+    const [uri, fragment = ''] = href.split('#', 2);
+    const lines = /^L(\d+)(?:-L?(\d+))?$/.exec(fragment);
+    const first = lines ? Number(lines[1]) : 1;
+    const last = lines?.[2] ? Number(lines[2]) : first;
+    return { uri, range: { start: { line: first - 1, character: 0 }, end: { line: lines ? last : first - 1, character: 0 } } };
+}
+
+function renderCitations(citations: Citation[]): string {
+    if (citations.length === 0) {
+        return '';
+    }
+    const items = citations.map((citation) => `<li>${locationLink(citation.location, `[${citation.k}] ${citation.path}:${citation.startLine}-${citation.endLine}`)}</li>`);
+    return `<h2 id="citations">Cited</h2><ul class="map">${items.join('\n')}</ul>`;
+}
+
+export function renderAnswer(context: PageContext, query: string, result: AskResult): string {
+    const notes: string[] = [];
+    if (result.fallback) {
+        notes.push(`No narration: ${result.fallback}. The answer below is the ranked bundle.`);
+    }
+    if (result.abstained) {
+        notes.push('The narrator abstained: the retrieved code did not answer the question. Every candidate is listed below.');
+    }
+    const body = `<h1>${escapeHtml(query)}</h1>
+${notes.map((note) => `<p class="note">${escapeHtml(note)}</p>`).join('\n')}
+<div id="answer">${answerMarkdown(result.citations).render(result.answer)}</div>
+${renderCitations(result.citations)}
+<h2 id="uncited">Not cited (${result.uncited.length})</h2>
+${renderFileMap(result.uncited)}`;
+    return renderPage(context, `codeloupe: ${query}`, body);
+}
+
+export function renderWaiting(context: PageContext, query: string): string {
+    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
+<p id="progress-status" class="muted">Asking the codebase...</p>
+<pre id="progress-draft"></pre>`);
+}
+
+export function renderError(context: PageContext, title: string, message: string): string {
+    return renderPage(context, title, `<h1>${escapeHtml(title)}</h1><p class="error">${escapeHtml(message)}</p>`);
+}
+
+/** One `$/progress` ask event as a status line and (for `delta` events) answer text to append. */
+export function describeAskEvent(event: AskEvent): { status?: string; delta?: string } {
+    if (event.type === 'delta') {
+        const text = typeof event.text === 'string' ? event.text : typeof event.delta === 'string' ? event.delta : undefined;
+        return { status: 'Writing the answer...', delta: text };
+    }
+    const detail = typeof event.message === 'string' ? event.message : '';
+    const labels: Record<string, string> = {
+        retrieval: 'Retrieved the candidates',
+        plan: 'Planning',
+        agent: 'Exploring',
+        citation: 'Citing code',
+        done: 'Done',
+    };
+    const label = labels[event.type] ?? event.type;
+    return { status: detail ? `${label}: ${detail}` : label };
+}
+
+function folderRow(folder: FolderStatus): string {
+    const vectors = folder.vectors.total > 0 ? `${folder.vectors.done}/${folder.vectors.total}` : '-';
+    const languages = Object.entries(folder.languages).map(([name, count]) => `${name} ${count}`).join(', ');
+    return `<tr><td>${escapeHtml(folder.root)}</td><td>${escapeHtml(folder.state)}</td><td>${folder.files}</td><td>${folder.chunks}</td>
+<td>${folder.symbols}</td><td>${vectors}</td><td>${escapeHtml(`${folder.provider} ${folder.model}`.trim())}</td><td>${escapeHtml(languages)}</td>
+<td>${escapeHtml(folder.indexPath)}</td><td>${escapeHtml(folder.message)}</td></tr>`;
+}
+
+export function renderStatus(context: PageContext, status: StatusResult): string {
+    const rows = status.folders.map(folderRow).join('\n');
+    return renderPage(context, 'codeloupe status', `<h1>Index status</h1>
+<table><tr><th>Folder</th><th>State</th><th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th>
+<th>Languages</th><th>Index</th><th>Message</th></tr>
+${rows}</table>`);
+}
+
+/**
+ * The engine's self-contained graph page, made safe for a webview: our CSP goes first in <head> and every script
+ * the page carries gets the nonce (a `src` pointing anywhere remote is still refused by the CSP).
+ */
+export function prepareGraphPage(context: PageContext, html: string): string {
+    const csp = `<meta http-equiv="Content-Security-Policy" content="${escapeHtml(contentSecurityPolicy(context))}">`;
+    const withNonces = html.replace(/<script\b(?![^>]*\bnonce=)/gi, `<script nonce="${context.nonce}"`);
+    if (/<head\b[^>]*>/i.test(withNonces)) {
+        return withNonces.replace(/<head\b[^>]*>/i, (head) => `${head}\n${csp}`);
+    }
+    return `<!DOCTYPE html><html><head>${csp}</head><body>${withNonces}</body></html>`;
+}
+
+/** Shown when the server's graph answer has no HTML page: the communities as lists of file links. */
+export function renderCommunities(context: PageContext, graph: GraphMapResult): string {
+    const uriOf = new Map(graph.nodes.map((node) => [node.path, node.uri]));
+    const start = { line: 0, character: 0 };
+    const sections = graph.communities.map((community) => {
+        const members = community.members.map((member) => {
+            const uri = uriOf.get(member);
+            return `<li>${uri ? locationLink({ uri, range: { start, end: start } }, member) : escapeHtml(member)}</li>`;
+        });
+        return `<h2>${escapeHtml(community.name)} (${community.size})</h2><ul class="map">${members.join('')}</ul>`;
+    });
+    return renderPage(context, 'codeloupe graph', `<h1>Communities</h1>${sections.join('\n')}`);
+}

@@ -1,0 +1,141 @@
+// "Codeloupe: Search the Codebase": a QuickPick that queries codeloupe/search as you type.
+import * as vscode from 'vscode';
+import type { LanguageClient, Location } from 'vscode-languageclient/node';
+import { openLspLocation } from './locations';
+import type { FileResult, SearchResult } from './protocol';
+import { SearchRequest } from './protocol';
+import { spanLabel } from './render';
+
+export const SEARCH_DEBOUNCE_MS = 150;
+
+export interface SearchItem extends vscode.QuickPickItem {
+    /** Set on file items: where accepting (or highlighting) the item goes. */
+    location?: Location;
+    /** Set on the item that opens the whole bundle. */
+    openBundle?: boolean;
+}
+
+/** The snippet's best line, trimmed: the anchor line when the server sent one, else the first non-blank line. */
+export function snippetLine(file: FileResult): string {
+    const chunk = file.chunks[0];
+    if (chunk === undefined) {
+        return '';
+    }
+    const snippet = chunk.snippet;
+    const lines = (snippet?.text ?? chunk.text).split('\n');
+    const anchor = snippet ? lines[snippet.anchorLine - snippet.startLine] : undefined;
+    return (anchor?.trim() || lines.find((line) => line.trim() !== '')?.trim()) ?? '';
+}
+
+function fileItem(file: FileResult): SearchItem {
+    const symbol = file.symbols[0] ?? file.chunks[0]?.name ?? '';
+    return {
+        label: `$(file-code) ${file.path}`,
+        description: [symbol, spanLabel(file.location.range)].filter((part) => part !== '').join(' · '),
+        detail: snippetLine(file),
+        location: file.location,
+        alwaysShow: true,
+    };
+}
+
+export function searchItems(result: SearchResult): SearchItem[] {
+    if (result.core.length === 0 && result.related.length === 0) {
+        return [{ label: 'No match', description: result.query, alwaysShow: true }];
+    }
+    const items: SearchItem[] = [{
+        label: '$(list-tree) Open the full bundle',
+        description: `${result.core.length} core, ${result.related.length} related`,
+        openBundle: true,
+        alwaysShow: true,
+    }];
+    items.push({ label: 'CORE', kind: vscode.QuickPickItemKind.Separator }, ...result.core.map(fileItem));
+    if (result.related.length > 0) {
+        items.push({ label: 'RELATED', kind: vscode.QuickPickItemKind.Separator }, ...result.related.map(fileItem));
+    }
+    return items;
+}
+
+/** Runs one search session; `showBundle` renders a whole result in the results panel. */
+export function runSearchPicker(client: LanguageClient, showBundle: (result: SearchResult) => void, initialQuery = ''): vscode.QuickPick<SearchItem> {
+    const picker = vscode.window.createQuickPick<SearchItem>();
+    picker.title = 'Codeloupe: Search the Codebase';
+    picker.placeholder = 'Describe what you are looking for, or paste a bug report';
+    picker.matchOnDescription = false;
+    picker.matchOnDetail = false;
+    let latest: SearchResult | undefined;
+    let lastQuery = '';
+    let pending: vscode.CancellationTokenSource | undefined;
+    let timer: NodeJS.Timeout | undefined;
+
+    const cancelPending = (): void => {
+        clearTimeout(timer);
+        pending?.cancel();
+        pending?.dispose();
+        pending = undefined;
+    };
+
+    const search = async (query: string): Promise<void> => {
+        cancelPending();
+        lastQuery = query;
+        if (query.trim() === '') {
+            picker.items = [];
+            picker.busy = false;
+            return;
+        }
+        const source = new vscode.CancellationTokenSource();
+        pending = source;
+        picker.busy = true;
+        try {
+            const result = await client.sendRequest(SearchRequest, { query }, source.token);
+            if (source.token.isCancellationRequested) {
+                return;
+            }
+            latest = result;
+            picker.items = searchItems(result);
+        } catch (error) {
+            if (!source.token.isCancellationRequested) {
+                picker.items = [{ label: `$(error) Search failed: ${error instanceof Error ? error.message : String(error)}`, alwaysShow: true }];
+            }
+        } finally {
+            if (pending === source) {
+                picker.busy = false;
+                pending = undefined;
+                source.dispose();
+            }
+        }
+    };
+
+    picker.onDidChangeValue((value) => {
+        clearTimeout(timer);
+        if (value === lastQuery) {
+            return;
+        }
+        timer = setTimeout(() => void search(value), SEARCH_DEBOUNCE_MS);
+    });
+    picker.onDidChangeActive((active) => {
+        const location = active[0]?.location;
+        if (location !== undefined) {
+            void openLspLocation(client, location, { preview: true }).catch(() => undefined);
+        }
+    });
+    picker.onDidAccept(() => {
+        const chosen = picker.selectedItems[0] ?? picker.activeItems[0];
+        if (chosen?.openBundle && latest !== undefined) {
+            showBundle(latest);
+            picker.hide();
+        } else if (chosen?.location !== undefined) {
+            void openLspLocation(client, chosen.location, { preview: false });
+            picker.hide();
+        }
+    });
+    picker.onDidHide(() => {
+        cancelPending();
+        picker.dispose();
+    });
+    picker.show();
+    if (initialQuery !== '') {
+        picker.value = initialQuery;
+        void search(initialQuery);
+    }
+    return picker;
+}
