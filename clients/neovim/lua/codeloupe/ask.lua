@@ -1,0 +1,355 @@
+--- `:Codeloupe ask`: the answer in a markdown view whose cited code opens with <CR> / gd.
+local config = require('codeloupe.config')
+local locations = require('codeloupe.locations')
+local lsp = require('codeloupe.lsp')
+local progress = require('codeloupe.progress')
+local search = require('codeloupe.search')
+local view = require('codeloupe.view')
+
+local M = {}
+
+M.buffer_name = 'codeloupe://ask'
+
+local method_not_found = -32601
+
+--- Lines plus, per line, what <CR> opens there.
+---@class codeloupe.Doc
+---@field lines string[]
+---@field targets table<integer, codeloupe.Target>
+local Doc = {}
+Doc.__index = Doc
+
+---@return codeloupe.Doc
+function Doc.new()
+  return setmetatable({ lines = {}, targets = {} }, Doc)
+end
+
+---@param text string  may hold newlines; each becomes a line with the same target
+---@param target codeloupe.Target?
+function Doc:add(text, target)
+  for line in vim.gsplit(text, '\n', { plain = true }) do
+    self.lines[#self.lines + 1] = line
+    self.targets[#self.lines] = target
+  end
+end
+
+---@param location lsp.Location?
+---@return boolean
+local function has_location(location)
+  return type(location) == 'table' and type(location.uri) == 'string' and type(location.range) == 'table'
+end
+
+--- A fence that cannot close early on backticks inside the code.
+---@param text string
+---@return string
+local function fence_for(text)
+  local longest = 2
+  for run in text:gmatch('`+') do
+    longest = math.max(longest, #run)
+  end
+  return string.rep('`', longest + 1)
+end
+
+--- Code shown verbatim, each line opening the same line on disk.
+---@param doc codeloupe.Doc
+---@param item codeloupe.Item
+---@param text string
+---@param language string?
+local function add_code(doc, item, text, language)
+  local body = text:gsub('\n$', '')
+  local fence = fence_for(body)
+  doc:add(fence .. (language or ''), item)
+  local offset = 0
+  for line in vim.gsplit(body, '\n', { plain = true }) do
+    doc:add(line, vim.tbl_extend('force', item, { lnum = item.lnum + offset }))
+    offset = offset + 1
+  end
+  doc:add(fence, item)
+end
+
+--- One list line per span of a FileResult (RELATED entries and uncited candidates).
+---@param doc codeloupe.Doc
+---@param file table FileResult
+local function add_span_lines(doc, file)
+  local items = search.items({ core = { file } })
+  for _, item in ipairs(items) do
+    local text = item.text:gsub('^CORE ?', '')
+    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, text), item)
+  end
+end
+
+--- The bundle as markdown: CORE files with their code, then every RELATED span.
+---@param doc codeloupe.Doc
+---@param bundle table SearchResult
+local function add_bundle(doc, bundle)
+  local core, related = bundle.core or {}, bundle.related or {}
+  if #core == 0 and #related == 0 then
+    doc:add('_Nothing was retrieved for this question._')
+    return
+  end
+  doc:add(('## Core (%d files)'):format(#core))
+  for _, file in ipairs(core) do
+    doc:add('')
+    local heading = ('### %s. %s'):format(tostring(file.rank or '-'), file.path or '')
+    if file.why and file.why ~= '' then
+      heading = heading .. ' (' .. file.why .. ')'
+    end
+    doc:add(heading, has_location(file.location) and locations.item(file.location) or nil)
+    for _, chunk in ipairs(file.chunks or {}) do
+      if has_location(chunk.location) then
+        local item = locations.item(chunk.location)
+        doc:add('')
+        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, chunk.breadcrumb or chunk.name or ''), item)
+        if type(chunk.text) == 'string' and chunk.text ~= '' then
+          add_code(doc, item, chunk.text, file.language)
+        end
+      end
+    end
+  end
+  doc:add('')
+  doc:add(('## Related (%d files)'):format(#related))
+  for _, file in ipairs(related) do
+    add_span_lines(doc, file)
+  end
+end
+
+---@param text string
+---@return string
+local function normalise_code(text)
+  return (text:gsub('%s+$', ''))
+end
+
+--- The citation whose verbatim text a fenced block of the answer is, and the block's first line there.
+---@param body string[]
+---@param citations table[]
+---@return table? citation, integer? first_line
+local function match_citation(body, citations)
+  local joined = normalise_code(table.concat(body, '\n'))
+  if joined == '' then
+    return nil
+  end
+  for _, citation in ipairs(citations) do
+    local text = normalise_code(citation.text or '')
+    if text == joined then
+      return citation, citation.startLine
+    end
+  end
+  -- A block may show part of a citation (or carry a header line): locate its first code line.
+  for _, citation in ipairs(citations) do
+    local offset = 0
+    for line in vim.gsplit(citation.text or '', '\n', { plain = true }) do
+      if body[1] ~= '' and line == body[1] then
+        return citation, citation.startLine + offset
+      end
+      offset = offset + 1
+    end
+  end
+end
+
+---@param citation table
+---@param root string?
+---@return codeloupe.Item
+local function citation_item(citation, root)
+  local filename
+  if has_location(citation.location) then
+    filename = vim.uri_to_fname(citation.location.uri)
+  else
+    filename = vim.fs.joinpath(root or vim.fn.getcwd(), citation.path)
+  end
+  return { filename = filename, lnum = citation.startLine, end_lnum = citation.endLine, col = 1, text = citation.path }
+end
+
+--- A prose line's target: the citation marker ([k], [[k]] or [[k:a-b]]) under or nearest the cursor.
+---@param line string
+---@param by_k table<integer, codeloupe.Item>
+---@return codeloupe.Target?
+local function marker_target(line, by_k)
+  local markers = {}
+  for start, k, finish in line:gmatch('()%[%[?(%d+)[^%]]*%]%]?()') do
+    local item = by_k[tonumber(k)]
+    if item then
+      markers[#markers + 1] = { start = start - 1, finish = finish - 1, item = item }
+    end
+  end
+  if #markers == 0 then
+    return nil
+  end
+  return function(col)
+    local best, distance = markers[1], math.huge
+    for _, marker in ipairs(markers) do
+      local d = col < marker.start and marker.start - col or (col >= marker.finish and col - marker.finish + 1 or 0)
+      if d < distance then
+        best, distance = marker, d
+      end
+    end
+    return best.item
+  end
+end
+
+--- The narrated answer: prose with spliced code (each code line opens its line on disk), the cited
+--- spans, then every candidate the answer did not cite.
+---@param doc codeloupe.Doc
+---@param result table AskResult
+---@param root string?
+local function add_answer(doc, result, root)
+  local citations = result.citations or {}
+  local by_k = {}
+  for _, citation in ipairs(citations) do
+    by_k[citation.k] = citation_item(citation, root)
+  end
+
+  local answer = vim.split(result.answer or '', '\n', { plain = true })
+  local i = 1
+  while i <= #answer do
+    local line = answer[i]
+    local fence = line:match('^%s*(```+)') or line:match('^%s*(~~~+)')
+    if fence then
+      local close = i + 1
+      while close <= #answer and not answer[close]:match('^%s*' .. vim.pesc(fence) .. '%s*$') do
+        close = close + 1
+      end
+      local body = vim.list_slice(answer, i + 1, close - 1)
+      local citation, first = match_citation(body, citations)
+      local item = citation and by_k[citation.k]
+      doc:add(line, item)
+      for offset, code in ipairs(body) do
+        doc:add(code, item and vim.tbl_extend('force', item, { lnum = first + offset - 1 }))
+      end
+      if close <= #answer then
+        doc:add(answer[close], item)
+      end
+      i = close + 1
+    else
+      doc:add(line, marker_target(line, by_k))
+      i = i + 1
+    end
+  end
+
+  if #citations > 0 then
+    doc:add('')
+    doc:add('## Cited')
+    for _, citation in ipairs(citations) do
+      doc:add(('- [%d] `%s:%d-%d`'):format(citation.k, citation.path, citation.startLine, citation.endLine), by_k[citation.k])
+    end
+  end
+  local uncited = result.uncited or {}
+  doc:add('')
+  doc:add(('## Not cited (%d files)'):format(#uncited))
+  for _, file in ipairs(uncited) do
+    add_span_lines(doc, file)
+  end
+end
+
+--- Lines and targets for an ask result (or a plain bundle when the answer fell back).
+---@param question string
+---@param result table AskResult
+---@param root string?
+---@return codeloupe.Doc
+function M.render(question, result, root)
+  local doc = Doc.new()
+  doc:add('# ' .. question)
+  doc:add('')
+  if result.fallback ~= nil and result.fallback ~= vim.NIL then
+    doc:add(('> No narrated answer (%s): showing everything retrieval found.'):format(tostring(result.fallback)))
+    doc:add('')
+    add_bundle(doc, result.bundle or {})
+    return doc
+  end
+  if result.abstained then
+    doc:add('> The narrator abstained: the retrieved code does not answer this question. Candidates below.')
+    doc:add('')
+  end
+  add_answer(doc, result, root)
+  return doc
+end
+
+---@param doc codeloupe.Doc
+local function show(doc)
+  view.show({
+    name = M.buffer_name,
+    filetype = 'markdown',
+    layout = config.options.layout,
+    lines = doc.lines,
+    targets = doc.targets,
+  })
+end
+
+---@param question string
+---@param events string[]
+---@param streamed string
+local function show_working(question, events, streamed)
+  local doc = Doc.new()
+  doc:add('# ' .. question)
+  doc:add('')
+  doc:add('_Working: ' .. table.concat(events, ' > ') .. ' ..._')
+  if streamed ~= '' then
+    doc:add('')
+    doc:add(streamed)
+  end
+  show(doc)
+end
+
+local next_token = 0
+
+--- `:Codeloupe ask {question}`.
+---@param question string
+function M.run(question)
+  if vim.trim(question) == '' then
+    vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
+    return
+  end
+  local client = lsp.require_client()
+  if not client then
+    return
+  end
+  next_token = next_token + 1
+  local token = ('codeloupe-ask-%d'):format(next_token)
+  local events, streamed = { 'asking' }, ''
+  show_working(question, events, streamed)
+
+  progress.listen(token, function(value)
+    if value.kind ~= 'report' or type(value.message) ~= 'string' then
+      return
+    end
+    local ok, event = pcall(vim.json.decode, value.message)
+    if not ok or type(event) ~= 'table' then
+      return
+    end
+    if event.type == 'delta' and type(event.text) == 'string' then
+      streamed = streamed .. event.text
+    elseif type(event.type) == 'string' and events[#events] ~= event.type then
+      events[#events + 1] = event.type
+    end
+    show_working(question, events, streamed)
+  end)
+
+  local params = {
+    query = question,
+    docs = config.options.ask.docs,
+    agents = config.options.ask.agents,
+    workDoneToken = token,
+  }
+  lsp.request(client, 'codeloupe/ask', params, function(err, result)
+    progress.unlisten(token)
+    if err and err.code == method_not_found then
+      -- An older server without ask: the bundle is still the answer.
+      search.request(client, question, function(bundle)
+        show(M.render(question, { fallback = 'the server has no codeloupe/ask', bundle = bundle }, client.root_dir))
+      end)
+      return
+    end
+    if err then
+      local message = lsp.error_message('codeloupe/ask', err)
+      vim.notify(message, vim.log.levels.ERROR)
+      local doc = Doc.new()
+      doc:add('# ' .. question)
+      doc:add('')
+      doc:add('> ' .. message)
+      show(doc)
+      return
+    end
+    show(M.render(question, result or {}, client.root_dir))
+  end)
+end
+
+return M

@@ -1,0 +1,246 @@
+--- `:Codeloupe graph [node X | path A B]`: the import/call graph as a tree in a scratch view.
+local config = require('codeloupe.config')
+local locations = require('codeloupe.locations')
+local lsp = require('codeloupe.lsp')
+local view = require('codeloupe.view')
+
+local M = {}
+
+M.buffer_name = 'codeloupe://graph'
+
+--- Lines plus, per line, what <CR> opens there.
+---@class codeloupe.Tree
+---@field lines string[]
+---@field targets table<integer, codeloupe.Target>
+---@field root string?
+
+---@param tree codeloupe.Tree
+---@param text string
+---@param target codeloupe.Item?
+local function add(tree, text, target)
+  tree.lines[#tree.lines + 1] = text
+  tree.targets[#tree.lines] = target
+end
+
+--- The file a graph entry names (by URI when given, else by workspace-relative path).
+---@param tree codeloupe.Tree
+---@param entry { uri: string?, path: string? }
+---@return codeloupe.Item?
+local function file_item(tree, entry)
+  local filename
+  if type(entry.uri) == 'string' then
+    filename = vim.uri_to_fname(entry.uri)
+  elseif type(entry.path) == 'string' then
+    filename = vim.fs.joinpath(tree.root or vim.fn.getcwd(), entry.path)
+  else
+    return nil
+  end
+  return { filename = filename, lnum = 1, end_lnum = 1, col = 1, text = entry.path or '' }
+end
+
+---@param location lsp.Location?
+---@return codeloupe.Item?
+local function location_item(location)
+  if type(location) == 'table' and location.uri and location.range then
+    return locations.item(location)
+  end
+end
+
+---@param names string[]?
+---@return string
+local function list(names)
+  if type(names) ~= 'table' or #names == 0 then
+    return ''
+  end
+  return table.concat(names, ', ')
+end
+
+---@param tree codeloupe.Tree
+---@param result table graph `map` result
+local function render_map(tree, result)
+  local nodes = {}
+  for _, node in ipairs(result.nodes or {}) do
+    nodes[node.path] = node
+  end
+  add(tree, ('# Graph: %d files, %d edges, %d communities'):format(
+    #(result.nodes or {}), #(result.edges or {}), #(result.communities or {})))
+  for _, community in ipairs(result.communities or {}) do
+    add(tree, '')
+    add(tree, ('## %s (%d files)'):format(tostring(community.name or community.id), community.size or #(community.members or {})))
+    local members = vim.deepcopy(community.members or {})
+    table.sort(members, function(a, b)
+      local da, db = (nodes[a] or {}).degree or 0, (nodes[b] or {}).degree or 0
+      if da ~= db then
+        return da > db
+      end
+      return a < b
+    end)
+    for _, path in ipairs(members) do
+      local node = nodes[path] or { path = path }
+      local notes = ('degree %d'):format(node.degree or 0)
+      if node.god then
+        notes = notes .. ', god node'
+      end
+      add(tree, ('- %s (%s)'):format(path, notes), file_item(tree, node))
+    end
+  end
+end
+
+---@param tree codeloupe.Tree
+---@param title string
+---@param neighbours table[]
+---@param describe fun(neighbour: table): string
+local function add_neighbours(tree, title, neighbours, describe)
+  add(tree, '')
+  add(tree, ('## %s (%d)'):format(title, #neighbours))
+  for _, neighbour in ipairs(neighbours) do
+    add(tree, '- ' .. describe(neighbour), file_item(tree, neighbour))
+  end
+end
+
+---@param neighbour table
+---@return string
+local function describe_edge(neighbour)
+  local text = neighbour.path
+  if neighbour.kind and neighbour.kind ~= '' then
+    text = ('%s [%s]'):format(text, neighbour.kind)
+  end
+  local symbols = list(neighbour.symbols)
+  if symbols ~= '' then
+    text = text .. ': ' .. symbols
+  end
+  return text
+end
+
+---@param tree codeloupe.Tree
+---@param result table graph `node` result
+local function render_node(tree, result)
+  add(tree, '# ' .. tostring(result.path), file_item(tree, result))
+  add(tree, ('community: %s%s'):format(tostring(result.community), result.god and ', god node' or ''))
+  add_neighbours(tree, 'Imports', result.imports or {}, describe_edge)
+  add_neighbours(tree, 'Importers', result.importers or {}, describe_edge)
+  add_neighbours(tree, 'Semantic neighbours', result.semantic or {}, function(neighbour)
+    return ('%s (cosine %.2f)'):format(neighbour.path, tonumber(neighbour.cosine) or 0)
+  end)
+  local symbols = result.symbols or {}
+  if #symbols > 0 then
+    add(tree, '')
+    add(tree, ('## Symbols (%d)'):format(#symbols))
+    for _, symbol in ipairs(symbols) do
+      add(tree, '- ' .. symbol)
+    end
+  end
+  local chunks = result.chunks or {}
+  if #chunks > 0 then
+    add(tree, '')
+    add(tree, ('## Chunks (%d)'):format(#chunks))
+    for _, chunk in ipairs(chunks) do
+      local item = location_item(chunk.location)
+      if item then
+        local first = vim.split(chunk.text or '', '\n', { plain = true, trimempty = true })[1] or ''
+        add(tree, ('- %d-%d %s'):format(item.lnum, item.end_lnum, vim.trim(first)), item)
+      end
+    end
+  end
+end
+
+---@param tree codeloupe.Tree
+---@param result table graph `path` result
+local function render_path(tree, result)
+  add(tree, ('# Path: %s -> %s'):format(tostring(result.from), tostring(result.to)))
+  if not result.found then
+    add(tree, 'no path found' .. ((result.note and result.note ~= '') and (': ' .. result.note) or ''))
+    return
+  end
+  local how = result.meetsInMiddle and 'found (the two searches meet in the middle)' or 'found'
+  add(tree, how .. ((result.note and result.note ~= '') and (': ' .. result.note) or ''))
+  add(tree, '')
+  for index, hop in ipairs(result.hops or {}) do
+    local use, definition = location_item(hop.use), location_item(hop.definition)
+    add(tree, ('%d. %s -[%s]-> %s'):format(index, hop.source, hop.kind or 'edge', hop.target),
+      use or file_item(tree, { path = hop.source }))
+    local carriers = list(hop.carriers)
+    if carriers ~= '' then
+      add(tree, '   carriers: ' .. carriers, definition or use)
+    end
+    if use then
+      add(tree, ('   use: %s:%d'):format(hop.source, use.lnum), use)
+    end
+    if definition then
+      add(tree, ('   definition: %s:%d'):format(locations.relative(tree.root, definition.filename), definition.lnum), definition)
+    end
+  end
+end
+
+local renderers = { map = render_map, node = render_node, path = render_path }
+
+--- Lines and targets for a graph result.
+---@param mode 'map'|'node'|'path'
+---@param result table
+---@param root string?
+---@return codeloupe.Tree
+function M.render(mode, result, root)
+  local tree = { lines = {}, targets = {}, root = root }
+  renderers[mode](tree, result)
+  return tree
+end
+
+--- The current file relative to the client's root, for `:Codeloupe graph node` without a name.
+---@param client vim.lsp.Client
+---@return string?
+local function current_path(client)
+  local name = vim.api.nvim_buf_get_name(0)
+  if name == '' or vim.bo.buftype ~= '' then
+    return nil
+  end
+  return locations.relative(client.root_dir, vim.fs.normalize(name))
+end
+
+local usage = 'usage: :Codeloupe graph [map | node [PATH] | path FROM TO]'
+
+--- `:Codeloupe graph` with its arguments.
+---@param args string[]
+function M.run(args)
+  local client = lsp.require_client()
+  if not client then
+    return
+  end
+  local mode = args[1] or 'map'
+  local params = { mode = mode }
+  if client.root_dir then
+    params.folderUri = vim.uri_from_fname(client.root_dir)
+  end
+  if mode == 'node' then
+    params.node = args[2] or current_path(client)
+    if not params.node then
+      vim.notify('codeloupe: graph node needs a file path (or run it from a file buffer); ' .. usage, vim.log.levels.ERROR)
+      return
+    end
+  elseif mode == 'path' then
+    if #args ~= 3 then
+      vim.notify('codeloupe: graph path needs two files; ' .. usage, vim.log.levels.ERROR)
+      return
+    end
+    params.from, params.to = args[2], args[3]
+  elseif mode ~= 'map' or #args > 1 then
+    vim.notify('codeloupe: ' .. usage, vim.log.levels.ERROR)
+    return
+  end
+  lsp.request(client, 'codeloupe/graph', params, function(err, result)
+    if err then
+      vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
+      return
+    end
+    local tree = M.render(mode, result or {}, client.root_dir)
+    view.show({
+      name = M.buffer_name,
+      filetype = 'markdown',
+      layout = config.options.layout,
+      lines = tree.lines,
+      targets = tree.targets,
+      focus = true,
+    })
+  end)
+end
+
+return M

@@ -1,0 +1,84 @@
+--- `:Codeloupe reindex` and `:Codeloupe status`: the workspace index as the server reports it.
+local lsp = require('codeloupe.lsp')
+
+local M = {}
+
+---@param languages table<string, integer>?
+---@return string
+local function describe_languages(languages)
+  local parts = {}
+  for name, count in pairs(languages or {}) do
+    parts[#parts + 1] = ('%s %d'):format(name, count)
+  end
+  table.sort(parts)
+  return table.concat(parts, ', ')
+end
+
+--- One folder of a codeloupe/status result as lines of text.
+---@param folder table
+---@return string[]
+function M.describe_folder(folder)
+  local vectors = folder.vectors or {}
+  local lines = {
+    ('%s: %s'):format(folder.root or folder.uri or '?', folder.state or 'unknown'),
+    ('  %d files, %d chunks, %d symbols, vectors %d/%d'):format(
+      folder.files or 0, folder.chunks or 0, folder.symbols or 0, vectors.done or 0, vectors.total or 0),
+    ('  embeddings: %s%s'):format(folder.provider or '?',
+      (folder.model and folder.model ~= '') and (' (' .. folder.model .. ')') or ''),
+  }
+  local languages = describe_languages(folder.languages)
+  if languages ~= '' then
+    lines[#lines + 1] = '  languages: ' .. languages
+  end
+  if folder.indexPath and folder.indexPath ~= '' then
+    lines[#lines + 1] = '  index: ' .. folder.indexPath
+  end
+  if folder.message and folder.message ~= '' then
+    lines[#lines + 1] = '  ' .. folder.message
+  end
+  return lines
+end
+
+--- `:Codeloupe status`.
+function M.status()
+  local client = lsp.require_client()
+  if not client then
+    return
+  end
+  lsp.request(client, 'codeloupe/status', {}, function(err, result)
+    if err then
+      vim.notify(lsp.error_message('codeloupe/status', err), vim.log.levels.ERROR)
+      return
+    end
+    local lines = { 'codeloupe status' }
+    for _, folder in ipairs((result or {}).folders or {}) do
+      vim.list_extend(lines, M.describe_folder(folder))
+    end
+    if #lines == 1 then
+      lines[2] = 'no workspace folders'
+    end
+    vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO, { title = 'codeloupe' })
+  end)
+end
+
+--- `:Codeloupe reindex`: re-scan the current buffer's workspace.
+function M.reindex()
+  local client = lsp.require_client()
+  if not client then
+    return
+  end
+  local arguments = client.root_dir and { vim.uri_from_fname(client.root_dir) } or {}
+  vim.notify('codeloupe: reindexing ' .. (client.root_dir or 'the workspace'), vim.log.levels.INFO)
+  lsp.request(client, 'workspace/executeCommand', { command = 'codeloupe.reindex', arguments = arguments },
+    function(err, result)
+      if err then
+        vim.notify(lsp.error_message('codeloupe.reindex', err), vim.log.levels.ERROR)
+        return
+      end
+      result = result or {}
+      vim.notify(('codeloupe: reindexed %d files, %d chunks'):format(result.files or 0, result.chunks or 0),
+        vim.log.levels.INFO)
+    end)
+end
+
+return M

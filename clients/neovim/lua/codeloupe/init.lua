@@ -1,0 +1,93 @@
+--- codeloupe for Neovim: a thin layer over the built-in LSP client talking to `codeloupe-lsp`.
+local config = require('codeloupe.config')
+local lsp = require('codeloupe.lsp')
+local progress = require('codeloupe.progress')
+
+local M = {}
+
+local group = vim.api.nvim_create_augroup('codeloupe', { clear = true })
+local lens_group = vim.api.nvim_create_augroup('codeloupe.codelens', { clear = true })
+
+---@param bufnr integer
+local function refresh_lenses(bufnr)
+  if vim.api.nvim_buf_is_loaded(bufnr) then
+    vim.lsp.codelens.refresh({ bufnr = bufnr })
+  end
+end
+
+---@param ev { buf: integer, data: { client_id: integer } }
+local function on_attach(ev)
+  local client = vim.lsp.get_client_by_id(ev.data.client_id)
+  if not client or client.name ~= lsp.name then
+    return
+  end
+  if config.options.codelens and client.server_capabilities.codeLensProvider then
+    vim.api.nvim_clear_autocmds({ group = lens_group, buffer = ev.buf })
+    vim.api.nvim_create_autocmd({ 'BufEnter', 'BufWritePost' }, {
+      group = lens_group,
+      buffer = ev.buf,
+      callback = function(args)
+        refresh_lenses(args.buf)
+      end,
+    })
+    refresh_lenses(ev.buf)
+  end
+end
+
+---@param ev { buf: integer, data: { client_id: integer } }
+local function on_detach(ev)
+  local client = vim.lsp.get_client_by_id(ev.data.client_id)
+  if client and client.name == lsp.name then
+    vim.api.nvim_clear_autocmds({ group = lens_group, buffer = ev.buf })
+  end
+end
+
+--- Configure and start codeloupe. Calling it again applies new options and pushes new settings to
+--- running servers.
+---@param opts table?  see |codeloupe-options|
+function M.setup(opts)
+  local reconfigure = config.configured
+  config.options = config.merge(opts)
+  config.configured = true
+
+  vim.api.nvim_clear_autocmds({ group = group })
+  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = progress.on_progress })
+  vim.api.nvim_create_autocmd('LspAttach', { group = group, callback = on_attach })
+  vim.api.nvim_create_autocmd('LspDetach', { group = group, callback = on_detach })
+
+  if lsp.enable(config.options) and reconfigure then
+    lsp.push_settings(config.options)
+  end
+end
+
+--- Statusline component: indexing progress of the current buffer's workspace ('' when none).
+---@return string
+function M.status()
+  return progress.status()
+end
+
+--- `:Codeloupe search[!] {query}` as a function.
+---@param query string
+---@param to_quickfix boolean?
+function M.search(query, to_quickfix)
+  require('codeloupe.search').run(query, to_quickfix == true)
+end
+
+--- `:Codeloupe ask {question}` as a function.
+---@param question string
+function M.ask(question)
+  require('codeloupe.ask').run(question)
+end
+
+--- `:Codeloupe graph [map | node X | path A B]` as a function.
+---@param args string[]?
+function M.graph(args)
+  require('codeloupe.graph').run(args or {})
+end
+
+--- `:Codeloupe reindex` as a function.
+function M.reindex()
+  require('codeloupe.index').reindex()
+end
+
+return M

@@ -1,0 +1,271 @@
+--- The codeloupe client: how it is started, which buffers it attaches to, and requests to it.
+local config = require('codeloupe.config')
+local locations = require('codeloupe.locations')
+
+local M = {}
+
+M.name = 'codeloupe'
+
+local has_011 = vim.fn.has('nvim-0.11') == 1
+
+--- Why the server cannot start (set by setup when the command is missing); commands repeat it.
+---@type string?
+M.start_error = nil
+
+--- The workspace root of `bufnr`: the first marker entry (in priority order) found above the file.
+---@param bufnr integer
+---@param markers (string|string[])[]
+---@return string?
+function M.root_dir(bufnr, markers)
+  if vim.api.nvim_buf_get_name(bufnr) == '' then
+    return nil
+  end
+  for _, marker in ipairs(markers) do
+    local root = vim.fs.root(bufnr, marker)
+    if root then
+      return root
+    end
+  end
+end
+
+--- Client capabilities: Neovim's, plus file-watcher registration so that files changed outside the
+--- editor (git checkout, formatters) reach the server. Neovim does not advertise it on Linux.
+---@param extra table?
+---@return lsp.ClientCapabilities
+function M.capabilities(extra)
+  local capabilities = vim.lsp.protocol.make_client_capabilities()
+  capabilities.workspace = capabilities.workspace or {}
+  capabilities.workspace.didChangeWatchedFiles = vim.tbl_extend(
+    'force',
+    capabilities.workspace.didChangeWatchedFiles or {},
+    { dynamicRegistration = true, relativePatternSupport = true }
+  )
+  return vim.tbl_deep_extend('force', capabilities, extra or {})
+end
+
+--- `codeloupe.showLocations` [uri, position, Location[]] (the code-lens command): list the locations.
+---@param command lsp.Command
+---@param ctx table
+local function show_locations(command, ctx)
+  local found = (command.arguments or {})[3] or {}
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  local root = client and client.root_dir
+  local items = {}
+  for _, location in ipairs(found) do
+    local item = locations.item(location)
+    local line = vim.fn.readfile(item.filename, '', item.lnum)[item.lnum]
+    item.text = vim.trim(line or '')
+    items[#items + 1] = item
+  end
+  if #items == 0 then
+    vim.notify('codeloupe: no locations', vim.log.levels.INFO)
+    return
+  end
+  local what = { title = 'codeloupe: ' .. (command.title or locations.relative(root, items[1].filename)), items = items }
+  if config.options.locations == 'loclist' then
+    vim.fn.setloclist(0, {}, ' ', what)
+    vim.cmd('lopen')
+  else
+    vim.fn.setqflist({}, ' ', what)
+    vim.cmd('botright copen')
+  end
+end
+
+--- The client configuration shared by the 0.11 and the 0.10 start paths.
+---@param opts codeloupe.Options
+---@return table
+function M.client_config(opts)
+  local settings = config.server_settings(opts.settings)
+  return {
+    name = M.name,
+    cmd = opts.cmd,
+    filetypes = opts.filetypes,
+    root_dir = function(bufnr, on_dir)
+      local root = M.root_dir(bufnr, opts.root_markers)
+      if root then
+        on_dir(root)
+      end
+    end,
+    -- Without a marker there is no workspace to index; never index $HOME by accident.
+    workspace_required = true,
+    init_options = settings,
+    settings = { codeloupe = settings },
+    capabilities = M.capabilities(opts.capabilities),
+    commands = { ['codeloupe.showLocations'] = show_locations },
+    on_attach = opts.on_attach,
+  }
+end
+
+--- Why `cmd` cannot start, or nil when it can (a function cmd is trusted).
+---@param cmd string[]|function
+---@return string?
+function M.missing_command(cmd)
+  if type(cmd) == 'table' and vim.fn.executable(cmd[1] or '') == 0 then
+    return ("codeloupe: the language server command %q is not executable; install it (pip install codeloupe) "
+      .. "or set `cmd` in require('codeloupe').setup()"):format(tostring(cmd[1]))
+  end
+end
+
+---@param bufnr integer
+---@param opts codeloupe.Options
+local function start_010(bufnr, opts)
+  if vim.bo[bufnr].buftype ~= '' then
+    return
+  end
+  if opts.filetypes and not vim.tbl_contains(opts.filetypes, vim.bo[bufnr].filetype) then
+    return
+  end
+  local root = M.root_dir(bufnr, opts.root_markers)
+  if not root then
+    return
+  end
+  local client_config = M.client_config(opts)
+  client_config.root_dir = root
+  vim.lsp.start(client_config, { bufnr = bufnr })
+end
+
+local group = vim.api.nvim_create_augroup('codeloupe.start', { clear = true })
+
+--- Register the client so it starts for every file buffer inside a workspace root.
+---@param opts codeloupe.Options
+---@return boolean started whether the server command was usable
+function M.enable(opts)
+  M.start_error = M.missing_command(opts.cmd)
+  if M.start_error then
+    vim.notify(M.start_error, vim.log.levels.ERROR)
+    return false
+  end
+  if has_011 then
+    -- Assigning (not vim.lsp.config(name, cfg)) so a second setup() replaces lists such as cmd
+    -- instead of merging them index by index; lsp/codeloupe.lua and later vim.lsp.config() calls
+    -- still merge over this.
+    vim.lsp.config[M.name] = M.client_config(opts)
+    vim.lsp.enable(M.name)
+  else
+    vim.api.nvim_clear_autocmds({ group = group })
+    vim.api.nvim_create_autocmd('FileType', {
+      group = group,
+      callback = function(ev)
+        start_010(ev.buf, opts)
+      end,
+    })
+    for _, bufnr in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(bufnr) and vim.bo[bufnr].filetype ~= '' then
+        start_010(bufnr, opts)
+      end
+    end
+  end
+  return true
+end
+
+--- Every running codeloupe client.
+---@return vim.lsp.Client[]
+function M.clients()
+  return vim.lsp.get_clients({ name = M.name })
+end
+
+--- The client for `bufnr`: the one attached to it, else the one whose workspace holds the current
+--- directory, else any. Views such as the quickfix list are not attached but belong to a workspace.
+---@param bufnr integer?
+---@return vim.lsp.Client?
+function M.client(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local attached = vim.lsp.get_clients({ name = M.name, bufnr = bufnr })
+  if attached[1] then
+    return attached[1]
+  end
+  local all = M.clients()
+  local cwd = vim.fs.normalize(vim.fn.getcwd())
+  for _, client in ipairs(all) do
+    local root = client.root_dir and vim.fs.normalize(client.root_dir)
+    if root and (cwd == root or cwd:sub(1, #root + 1) == root .. '/') then
+      return client
+    end
+  end
+  return all[1]
+end
+
+--- Like M.client, but tells the user why there is none.
+---@param bufnr integer?
+---@return vim.lsp.Client?
+function M.require_client(bufnr)
+  local client = M.client(bufnr)
+  if client then
+    return client
+  end
+  local reason = M.start_error
+  if not reason and not config.configured then
+    reason = "codeloupe: setup() has not been called; add require('codeloupe').setup() to your config"
+  end
+  vim.notify(
+    reason or 'codeloupe: no language server is running; open a file inside a workspace (a folder with .git, pyproject.toml, package.json, ...)',
+    vim.log.levels.ERROR
+  )
+end
+
+--- Send a request; 0.10 clients take no self argument.
+---@param client vim.lsp.Client
+---@param method string
+---@param params table
+---@param handler fun(err: lsp.ResponseError?, result: any, ctx: table)
+---@param bufnr integer?
+---@return boolean ok, integer? request_id
+function M.request(client, method, params, handler, bufnr)
+  if has_011 then
+    return client:request(method, params, handler, bufnr)
+  end
+  return client.request(method, params, handler, bufnr)
+end
+
+--- A synchronous request (for :checkhealth); nil result and an error message on failure or timeout.
+---@param client vim.lsp.Client
+---@param method string
+---@param params table
+---@param timeout_ms integer
+---@return any result, string? error
+function M.request_sync(client, method, params, timeout_ms)
+  local response, err
+  if has_011 then
+    response, err = client:request_sync(method, params, timeout_ms)
+  else
+    response, err = client.request_sync(method, params, timeout_ms)
+  end
+  if not response then
+    return nil, ('%s: %s'):format(method, err or 'no response')
+  end
+  if response.err then
+    return nil, M.error_message(method, response.err)
+  end
+  return response.result
+end
+
+---@param client vim.lsp.Client
+---@param method string
+---@param params table
+function M.notify(client, method, params)
+  if has_011 then
+    client:notify(method, params)
+  else
+    client.notify(method, params)
+  end
+end
+
+--- Push new settings to running clients (a second setup() call).
+---@param opts codeloupe.Options
+function M.push_settings(opts)
+  local settings = { codeloupe = config.server_settings(opts.settings) }
+  for _, client in ipairs(M.clients()) do
+    client.settings = settings
+    M.notify(client, 'workspace/didChangeConfiguration', { settings = settings })
+  end
+end
+
+--- A short message for a failed request.
+---@param method string
+---@param err lsp.ResponseError
+---@return string
+function M.error_message(method, err)
+  return ('codeloupe: %s failed: %s'):format(method, err.message or vim.inspect(err))
+end
+
+return M

@@ -1,0 +1,116 @@
+--- Indexing progress ($/progress from the server) for vim.notify and the statusline.
+local config = require('codeloupe.config')
+local lsp = require('codeloupe.lsp')
+
+local M = {}
+
+---@class codeloupe.ProgressState
+---@field active boolean
+---@field title string?
+---@field message string?
+---@field percentage integer?
+
+---@type table<integer, codeloupe.ProgressState>  client id -> latest indexing progress
+M.state = {}
+
+--- Request-scoped progress (e.g. an ask's events) goes to its own listener, not to the index state.
+---@type table<string|integer, fun(value: table)>
+local listeners = {}
+
+local report_interval_ms = 2000
+local last_report_at = 0
+
+---@param token string|integer
+---@param listener fun(value: table)
+function M.listen(token, listener)
+  listeners[token] = listener
+end
+
+---@param token string|integer
+function M.unlisten(token)
+  listeners[token] = nil
+end
+
+---@param state codeloupe.ProgressState
+---@return string
+local function describe(state)
+  local text = state.message or state.title or 'indexing'
+  if state.active and state.percentage then
+    text = ('%s (%d%%)'):format(text, state.percentage)
+  end
+  return text
+end
+
+---@param client vim.lsp.Client
+local function refresh_lenses(client)
+  if not config.options.codelens then
+    return
+  end
+  for bufnr in pairs(client.attached_buffers or {}) do
+    if vim.api.nvim_buf_is_loaded(bufnr) then
+      vim.lsp.codelens.refresh({ bufnr = bufnr })
+    end
+  end
+end
+
+--- LspProgress autocmd callback.
+---@param ev { data: { client_id: integer, params: lsp.ProgressParams } }
+function M.on_progress(ev)
+  local client = vim.lsp.get_client_by_id(ev.data.client_id)
+  if not client or client.name ~= lsp.name then
+    return
+  end
+  local params = ev.data.params
+  local value = params.value
+  if type(value) ~= 'table' then
+    return
+  end
+  local listener = listeners[params.token]
+  if listener then
+    listener(value)
+    return
+  end
+
+  local state = M.state[client.id] or { active = false }
+  M.state[client.id] = state
+  if value.kind == 'begin' then
+    state.active, state.title, state.message, state.percentage = true, value.title, value.message, value.percentage
+  elseif value.kind == 'report' then
+    state.message = value.message or state.message
+    state.percentage = value.percentage or state.percentage
+  elseif value.kind == 'end' then
+    state.active, state.percentage = false, nil
+    state.message = value.message or ('%s done'):format(state.title or 'indexing')
+    refresh_lenses(client)
+  end
+
+  if not config.options.progress then
+    return
+  end
+  local now = (vim.uv or vim.loop).now()
+  if value.kind == 'report' and now - last_report_at < report_interval_ms then
+    return
+  end
+  last_report_at = now
+  local prefix = value.kind == 'begin' and (state.title or 'indexing') .. ': ' or ''
+  vim.notify('codeloupe: ' .. prefix .. describe(state), vim.log.levels.INFO, { title = 'codeloupe' })
+end
+
+--- Statusline text for the current buffer's workspace: '' when no codeloupe client is attached.
+---@return string
+function M.status()
+  local client = vim.lsp.get_clients({ name = lsp.name, bufnr = vim.api.nvim_get_current_buf() })[1]
+  if not client then
+    return ''
+  end
+  local state = M.state[client.id]
+  if not state then
+    return 'codeloupe'
+  end
+  if state.active then
+    return 'codeloupe: ' .. describe(state)
+  end
+  return 'codeloupe: ready'
+end
+
+return M

@@ -1,0 +1,235 @@
+--- `:Codeloupe search`: results in Telescope, vim.ui.select, or the quickfix list.
+local config = require('codeloupe.config')
+local locations = require('codeloupe.locations')
+local lsp = require('codeloupe.lsp')
+
+local M = {}
+
+--- The line of a snippet the match is anchored on (0-based lines in the protocol).
+---@param snippet { text: string, startLine: integer, anchorLine: integer? }?
+---@return string
+local function anchor_line(snippet)
+  if type(snippet) ~= 'table' or type(snippet.text) ~= 'string' then
+    return ''
+  end
+  local lines = vim.split(snippet.text, '\n', { plain = true })
+  local index = (snippet.anchorLine or snippet.startLine or 0) - (snippet.startLine or 0) + 1
+  return vim.trim(lines[index] or lines[1] or '')
+end
+
+--- The first non-blank line of `text`.
+---@param text string?
+---@return string
+local function first_line(text)
+  for line in vim.gsplit(text or '', '\n', { plain = true }) do
+    if vim.trim(line) ~= '' then
+      return vim.trim(line)
+    end
+  end
+  return ''
+end
+
+--- Where in the file a chunk is: its breadcrumb without the leading path (the item shows the path).
+---@param chunk table
+---@param file table
+---@return string
+local function chunk_label(chunk, file)
+  local crumb = type(chunk.breadcrumb) == 'string' and chunk.breadcrumb or ''
+  local prefix = (file.path or '') .. ' > '
+  if crumb:sub(1, #prefix) == prefix then
+    crumb = crumb:sub(#prefix + 1)
+  elseif crumb == file.path then
+    crumb = ''
+  end
+  if crumb == '' then
+    crumb = (chunk.symbols or {})[1] or chunk.name or ''
+  end
+  return crumb
+end
+
+---@param tier string
+---@param label string
+---@param line string
+---@return string
+local function item_text(tier, label, line)
+  local parts = { tier }
+  if label ~= '' then
+    parts[#parts + 1] = label
+  end
+  local text = table.concat(parts, ' ')
+  if line ~= '' then
+    text = text .. ' | ' .. line
+  end
+  return text
+end
+
+--- Quickfix items for every CORE and RELATED span of a SearchResult, in rank order.
+---@param result table SearchResult (docs/protocol.md)
+---@return codeloupe.Item[]
+function M.items(result)
+  local items = {}
+  for _, tier in ipairs({ { 'core', 'CORE' }, { 'related', 'RELATED' } }) do
+    for _, file in ipairs(result[tier[1]] or {}) do
+      local meta = { tier = tier[2], rank = file.rank, score = file.score, why = file.why, path = file.path }
+      local chunks = file.chunks or {}
+      if #chunks == 0 and file.location then
+        local item = locations.item(file.location, item_text(tier[2], table.concat(file.symbols or {}, ', '), file.why or ''))
+        item.user_data = meta
+        items[#items + 1] = item
+      end
+      for _, chunk in ipairs(chunks) do
+        local line = anchor_line(chunk.snippet)
+        if line == '' then
+          line = first_line(chunk.text)
+        end
+        local item = locations.item(chunk.location, item_text(tier[2], chunk_label(chunk, file), line))
+        item.user_data = meta
+        items[#items + 1] = item
+      end
+    end
+  end
+  return items
+end
+
+---@param client vim.lsp.Client
+---@param item codeloupe.Item
+---@return string
+local function describe(client, item)
+  return ('%s:%d-%d  %s'):format(locations.relative(client.root_dir, item.filename), item.lnum, item.end_lnum, item.text)
+end
+
+---@param query string
+---@param items codeloupe.Item[]
+function M.to_quickfix(query, items)
+  vim.fn.setqflist({}, ' ', { title = 'codeloupe: ' .. query, items = items })
+  vim.cmd('botright copen')
+end
+
+---@param client vim.lsp.Client
+---@param query string
+---@param items codeloupe.Item[]
+local function select(client, query, items)
+  vim.ui.select(items, {
+    prompt = 'codeloupe: ' .. query,
+    kind = 'codeloupe',
+    format_item = function(item)
+      return describe(client, item)
+    end,
+  }, function(choice)
+    if choice then
+      locations.jump(choice)
+    end
+  end)
+end
+
+---@param client vim.lsp.Client
+---@param query string
+---@param items codeloupe.Item[]
+local function telescope(client, query, items)
+  local pickers = require('telescope.pickers')
+  local finders = require('telescope.finders')
+  local previewers = require('telescope.previewers')
+  local conf = require('telescope.config').values
+  local namespace = vim.api.nvim_create_namespace('codeloupe.preview')
+
+  pickers.new({}, {
+    prompt_title = 'codeloupe: ' .. query,
+    finder = finders.new_table({
+      results = items,
+      entry_maker = function(item)
+        return {
+          value = item,
+          display = describe(client, item),
+          ordinal = locations.relative(client.root_dir, item.filename) .. ' ' .. item.text,
+          filename = item.filename,
+          lnum = item.lnum,
+          col = 1,
+        }
+      end,
+    }),
+    sorter = conf.generic_sorter({}),
+    previewer = previewers.new_buffer_previewer({
+      title = 'codeloupe',
+      define_preview = function(self, entry)
+        local item = entry.value
+        conf.buffer_previewer_maker(item.filename, self.state.bufnr, {
+          bufname = self.state.bufname,
+          winid = self.state.winid,
+          callback = function(bufnr)
+            local last = vim.api.nvim_buf_line_count(bufnr)
+            local first = math.min(item.lnum, last)
+            vim.api.nvim_buf_clear_namespace(bufnr, namespace, 0, -1)
+            vim.api.nvim_buf_set_extmark(bufnr, namespace, first - 1, 0, {
+              end_row = math.min(item.end_lnum, last),
+              hl_group = 'Visual',
+              hl_eol = true,
+            })
+            pcall(vim.api.nvim_win_set_cursor, self.state.winid, { first, 0 })
+            vim.api.nvim_win_call(self.state.winid, function()
+              vim.cmd('normal! zt')
+            end)
+          end,
+        })
+      end,
+    }),
+  }):find()
+end
+
+---@param picker 'auto'|'telescope'|'select'
+---@return boolean
+local function use_telescope(picker)
+  if picker == 'select' then
+    return false
+  end
+  local available = pcall(require, 'telescope.pickers')
+  if not available and picker == 'telescope' then
+    vim.notify('codeloupe: picker "telescope" is set but telescope.nvim is not installed; using vim.ui.select',
+      vim.log.levels.WARN)
+  end
+  return available
+end
+
+--- Ask the server and hand the result to `on_result`.
+---@param client vim.lsp.Client
+---@param query string
+---@param on_result fun(result: table)
+function M.request(client, query, on_result)
+  local params = { query = query, limit = config.options.search.limit, docs = config.options.search.docs }
+  lsp.request(client, 'codeloupe/search', params, function(err, result)
+    if err then
+      vim.notify(lsp.error_message('codeloupe/search', err), vim.log.levels.ERROR)
+      return
+    end
+    on_result(result or {})
+  end)
+end
+
+--- `:Codeloupe search[!] {query}`.
+---@param query string
+---@param to_quickfix boolean  fill the quickfix list instead of opening a picker
+function M.run(query, to_quickfix)
+  if vim.trim(query) == '' then
+    vim.notify('codeloupe: search needs a query, e.g. :Codeloupe search where are sessions created', vim.log.levels.ERROR)
+    return
+  end
+  local client = lsp.require_client()
+  if not client then
+    return
+  end
+  M.request(client, query, function(result)
+    local items = M.items(result)
+    if #items == 0 then
+      vim.notify(('codeloupe: nothing found for %q'):format(query), vim.log.levels.WARN)
+      return
+    end
+    if to_quickfix then
+      M.to_quickfix(query, items)
+    elseif use_telescope(config.options.picker) then
+      telescope(client, query, items)
+    else
+      select(client, query, items)
+    end
+  end)
+end
+
+return M

