@@ -1,0 +1,149 @@
+"""The bundle: every candidate file, CORE in full and RELATED as a map. Completeness by construction.
+
+Files rank by their best chunk (with a small saturating credit for further matching chunks). The leaders
+within `CORE_GAP` of the top score are CORE and carry their matching chunks verbatim; every other candidate
+is RELATED and keeps its membership, its best span and a one-line why, losing only the code body.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codeloupe import ranking as R
+from codeloupe.lanes.tokens import tokenize
+from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
+    from codeloupe.search import Snapshot
+
+
+def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fused: np.ndarray, mask: np.ndarray,
+                 lane_ranks: dict[str, dict[int, int]], pins: dict[int, list[str]], limit: int, mode: str,
+                 scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
+    rows = np.flatnonzero(mask & (fused > 0))
+    by_file: dict[int, list[int]] = defaultdict(list)
+    file_ids = snap.table.file_ids
+    for row in rows[np.argsort(-fused[rows], kind="stable")].tolist():
+        by_file[int(file_ids[row])].append(row)
+
+    file_scores = {f: _file_score(fused, chunk_rows) for f, chunk_rows in by_file.items()}
+    ranked = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))[: max(limit, 1)]
+    query_terms = set(tokenize(query))
+    core_count = _core_count([file_scores[f] for f in ranked])
+    hits = [
+        _file_hit(snap, file_id, rank, file_scores[file_id], by_file[file_id], fused, lane_ranks,
+                  pins.get(file_id, []), query_terms, full=rank <= core_count)
+        for rank, file_id in enumerate(ranked, 1)
+    ]
+    core, related = hits[:core_count], hits[core_count:]
+    related.extend(_graph_neighbours(ws, snap, hits, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
+                                     mode_mask=mask))
+    return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
+                  related=related, lanes=lanes, timing_ms={}, scope=scope)
+
+
+def _core_count(scores: list[float]) -> int:
+    """CORE is a prefix of the ranking: the leader, then each next file while it is within the gap."""
+    if not scores:
+        return 0
+    count = 1
+    while count < min(R.CORE_MAX, len(scores)) and scores[count] >= scores[0] * (1.0 - R.CORE_GAP):
+        count += 1
+    return count
+
+
+def _file_score(fused: np.ndarray, chunk_rows: list[int]) -> float:
+    best = float(fused[chunk_rows[0]])
+    extra = sum(float(fused[r]) for r in chunk_rows[1: 1 + R.EXTRA_CHUNK_LIMIT])
+    return best + R.EXTRA_CHUNK_BONUS * extra / R.EXTRA_CHUNK_LIMIT
+
+
+def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], fused: np.ndarray,
+              lane_ranks: dict[str, dict[int, int]], pins: list[str], query_terms: set[str], *,
+              full: bool) -> FileHit:
+    best_row = chunk_rows[0]
+    best_score = float(fused[best_row])
+    if full:
+        shown = sorted((r for r in chunk_rows if fused[r] >= R.CORE_CHUNK_RATIO * best_score),
+                       key=lambda r: int(snap.table.start_lines[r]))
+    else:
+        shown = [best_row]
+    chunks = [_chunk_hit(snap, r, fused, lane_ranks, query_terms, with_text=full) for r in shown]
+    table = snap.table
+    symbols = list(dict.fromkeys(s for r in chunk_rows[:5] for s in table.symbols[r]))
+    return FileHit(
+        path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
+        score=round(score, 6), best_start_line=int(table.start_lines[best_row]),
+        best_end_line=int(table.end_lines[best_row]), symbols=symbols[:12],
+        why=_why(best_row, lane_ranks, pins), chunks=chunks,
+    )
+
+
+def _chunk_hit(snap: Snapshot, row: int, fused: np.ndarray, lane_ranks: dict[str, dict[int, int]],
+               query_terms: set[str], *, with_text: bool) -> ChunkHit:
+    table = snap.table
+    text = table.texts[row]
+    start = int(table.start_lines[row])
+    return ChunkHit(
+        chunk_id=int(table.ids[row]), path=snap.chunk_paths[row], start_line=start,
+        end_line=int(table.end_lines[row]), kind=table.kinds[row], name=table.names[row],
+        breadcrumb=table.breadcrumbs[row], symbols=list(table.symbols[row]), score=round(float(fused[row]), 6),
+        lanes={name: ranks[row] for name, ranks in lane_ranks.items() if row in ranks},
+        text=text if with_text else "", snippet=make_snippet(text, start, query_terms),
+    )
+
+
+def make_snippet(text: str, start_line: int, query_terms: set[str], radius: int = R.SNIPPET_RADIUS) -> Snippet:
+    """The chunk's best-matching line (most query terms) with `radius` lines either side."""
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return Snippet(start_line, start_line, start_line, "", False)
+    best, best_hits = 0, -1
+    for i, line in enumerate(lines):
+        hits = len(query_terms.intersection(tokenize(line))) if query_terms else 0
+        if hits > best_hits:
+            best, best_hits = i, hits
+    lo, hi = max(0, best - radius), min(len(lines), best + radius + 1)
+    return Snippet(start_line + lo, start_line + hi - 1, start_line + best, "".join(lines[lo:hi]),
+                   truncated=lo > 0 or hi < len(lines))
+
+
+_LANE_LABELS = {"dense": "dense", "lexical": "bm25", "symbol": "symbol", "entity": "entity"}
+
+
+def _why(row: int, lane_ranks: dict[str, dict[int, int]], pins: list[str]) -> str:
+    parts = [f"{_LANE_LABELS.get(name, name)} #{ranks[row]}" for name, ranks in lane_ranks.items() if row in ranks]
+    parts.extend(dict.fromkeys(pins))
+    return ", ".join(parts) or "matched"
+
+
+def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], *, limit: int, start_rank: int,
+                      mode_mask: np.ndarray) -> list[FileHit]:
+    """Graph neighbours of the top files, added to RELATED (annotation and membership only, never score)."""
+    from codeloupe.graph import neighbours
+
+    present = {h.path for h in hits}
+    top = [h.path for h in hits[: R.CORE_MAX]]
+    out: list[FileHit] = []
+    for path, reason in neighbours(ws, top, limit=limit):
+        file_id = snap.path_to_file.get(path)
+        if file_id is None or path in present:
+            continue
+        rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mode_mask[r]]
+        if not rows:
+            continue
+        present.add(path)
+        first = rows[0]
+        table = snap.table
+        out.append(FileHit(
+            path=path, language=snap.file_languages.get(file_id, ""), rank=start_rank + len(out), score=0.0,
+            best_start_line=int(table.start_lines[first]), best_end_line=int(table.end_lines[first]),
+            symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12],
+            why=reason, via="graph",
+        ))
+    return out
+

@@ -1,0 +1,49 @@
+"""`codeloupe index PATH`: bring the workspace index up to date and say what happened."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from .common import add_workspace_args, index_workspace, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("index", help="index a workspace (incremental)")
+    add_workspace_args(parser)
+    parser.add_argument("--no-embed", action="store_true", help="chunk only; compute vectors later")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    try:
+        report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+    finally:
+        ws.close()
+    if args.json:
+        out = dataclasses.asdict(report)
+        out["embedding"] = dataclasses.asdict(embedded) if embedded is not None else None
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"indexed {report.root}")
+    print(f"  files     {report.files_seen} seen, {report.files_indexed} (re)chunked, "
+          f"{report.files_unchanged} unchanged, {report.files_deleted} removed")
+    print(f"  chunks    {report.chunks}   symbols {report.symbols}")
+    if report.languages:
+        print("  languages " + ", ".join(f"{k} {v}" for k, v in list(report.languages.items())[:10]))
+    if report.skipped:
+        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in report.skipped.items()))
+    if report.decoded_fallback:
+        print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")
+    if report.partition_violations:
+        print(f"  WARNING   {report.partition_violations} files broke the line partition and fell back to "
+              "line windows (a chunker bug: please report it)")
+    if embedded is not None:
+        print(f"  vectors   {embedded.computed} computed, {embedded.cache_hits} from cache "
+              f"in {embedded.elapsed_s:.1f}s")
+    print(f"  index     {report.index_path}")
+    print(f"  elapsed   {report.elapsed_s:.2f}s")
+    return 0

@@ -1,0 +1,85 @@
+"""`codeloupe search PATH "query"`: the ranked, complete bundle (indexing first when needed)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from codeloupe.types import Bundle, FileHit
+
+from . import CliError
+from .common import add_workspace_args, index_workspace, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("search", help="search a workspace: CORE files in full, RELATED as a map")
+    add_workspace_args(parser)
+    parser.add_argument("query", help="a question, an identifier, or a pasted bug report ('-' reads stdin)")
+    docs = parser.add_mutually_exclusive_group()
+    docs.add_argument("--docs", action="store_const", const="docs", dest="mode", help="search docs only")
+    docs.add_argument("--with-docs", action="store_const", const="both", dest="mode", help="code and docs")
+    parser.add_argument("--scope", default="", help="confine retrieval to this sub-path of the workspace")
+    parser.add_argument("--limit", type=int, default=12, help="candidate files (default 12)")
+    parser.add_argument("--no-embed", action="store_true",
+                        help="do not compute missing vectors first (search with whatever lanes are ready)")
+    parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
+    parser.set_defaults(func=run, mode="code")
+
+
+def run(args: argparse.Namespace) -> int:
+    query = sys.stdin.read() if args.query == "-" else args.query
+    if not query.strip():
+        raise CliError("the query is empty")
+    ws = open_workspace(args)
+    try:
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        scope = ws.relative(args.scope) if args.scope else ""
+        bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(bundle), indent=2))
+    else:
+        render(bundle)
+    return 0
+
+
+def render(bundle: Bundle) -> None:
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    console = Console(highlight=False)
+    lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
+                      + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
+    mode = " · issue mode" if bundle.issue_mode else ""
+    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode} · "
+                  f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
+    if not bundle.core:
+        console.print("no match")
+        return
+    console.rule("CORE")
+    for hit in bundle.core:
+        console.print(f"[bold]{hit.rank}. {hit.path}[/bold]  [dim]{hit.why}[/dim]")
+        for chunk in hit.chunks:
+            console.print(f"[cyan]{hit.path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
+            console.print(Syntax(chunk.text.rstrip("\n"), _lexer(hit), line_numbers=True,
+                                 start_line=chunk.start_line, word_wrap=False))
+    if bundle.related:
+        console.rule("RELATED")
+        for hit in bundle.related:
+            console.print(_map_line(hit))
+
+
+def _map_line(hit: FileHit) -> str:
+    symbols = ", ".join(hit.symbols[:4])
+    via = " [magenta](via graph)[/magenta]" if hit.via == "graph" else ""
+    return (f"{hit.rank:>3}. [cyan]{hit.path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
+            f"{'  ' + symbols if symbols else ''}  [dim]{hit.why}[/dim]{via}")
+
+
+def _lexer(hit: FileHit) -> str:
+    return {"tsx": "tsx", "csharp": "csharp", "cpp": "cpp", "bash": "bash"}.get(hit.language, hit.language or "text")

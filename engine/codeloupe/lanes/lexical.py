@@ -1,0 +1,59 @@
+"""Okapi BM25 as one sparse matrix: a query is a column slice and a row sum, never a loop over documents."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+from scipy import sparse
+
+from codeloupe.ranking import BM25_B, BM25_K1
+
+
+class BM25Index:
+    """Documents are token lists; `scores(terms)` returns one BM25 score per document."""
+
+    def __init__(self, documents: Iterable[list[str]]) -> None:
+        vocab: dict[str, int] = {}
+        indptr = [0]
+        indices: list[int] = []
+        counts: list[int] = []
+        lengths: list[int] = []
+        for tokens in documents:
+            tf = Counter(tokens)
+            for term, n in tf.items():
+                col = vocab.setdefault(term, len(vocab))
+                indices.append(col)
+                counts.append(n)
+            indptr.append(len(indices))
+            lengths.append(len(tokens))
+        self.vocab = vocab
+        n_docs = len(lengths)
+        self.n_docs = n_docs
+        if n_docs == 0 or not vocab:
+            self._matrix = sparse.csc_matrix((n_docs, 0), dtype=np.float32)
+            return
+        tf_matrix = sparse.csr_matrix(
+            (np.asarray(counts, np.float32), np.asarray(indices, np.int32), np.asarray(indptr, np.int64)),
+            shape=(n_docs, len(vocab)),
+        )
+        doc_len = np.asarray(lengths, np.float32)
+        avg = float(doc_len.mean()) or 1.0
+        df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        # Per-entry BM25 weight, precomputed once: tf*(k1+1) / (tf + k1*(1-b+b*len/avg)) * idf.
+        rows = np.repeat(np.arange(n_docs), np.diff(tf_matrix.indptr))
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doc_len[rows] / avg)
+        tf = tf_matrix.data
+        tf_matrix.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
+        self._matrix = tf_matrix.tocsc()
+
+    def scores(self, terms: list[str]) -> np.ndarray:
+        cols = Counter(self.vocab[t] for t in terms if t in self.vocab)
+        if not cols:
+            return np.zeros(self.n_docs, np.float32)
+        keys = list(cols)
+        weights = np.asarray([cols[k] for k in keys], np.float32)
+        sub = self._matrix[:, keys]
+        return np.asarray(sub @ weights, dtype=np.float32).ravel()

@@ -1,0 +1,88 @@
+"""The symbol lane: identifiers named in a query, looked up in the symbol table.
+
+Only definitions are indexed here, so a `class X` / `def X` / `func X` chunk is what this lane returns; call
+sites and mentions are the lexical lane's business. A case-exact match of an identifier-shaped word is worth
+most; a plain English word that happens to name a symbol (`option` -> `Option`) is worth least; a name
+defined in many places is discounted, since it cannot say which one is meant.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
+from codeloupe.store import ChunkTable, SymbolRow
+
+_EXACT_IDENTIFIER = 3.0
+_QUALIFIED = 4.0
+_CASELESS_IDENTIFIER = 1.5
+_PLAIN_WORD = 0.6
+
+
+class SymbolIndex:
+    def __init__(self, table: ChunkTable, symbols: list[SymbolRow]) -> None:
+        self.n_chunks = len(table.ids)
+        # Per file: chunk start lines (sorted) and their row numbers, to find the chunk holding a line.
+        starts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for row, (file_id, start) in enumerate(zip(table.file_ids.tolist(), table.start_lines.tolist())):
+            starts[file_id].append((start, row))
+        self._file_starts = {f: sorted(v) for f, v in starts.items()}
+        self.by_name: dict[str, list[int]] = defaultdict(list)
+        self.by_lower: dict[str, list[int]] = defaultdict(list)
+        self.by_qualified: dict[str, list[int]] = defaultdict(list)
+        for sym in symbols:
+            row = self.chunk_at(sym.file_id, sym.start_line)
+            if row is None:
+                continue
+            self.by_name[sym.name].append(row)
+            self.by_lower[sym.name.lower()].append(row)
+            qualified = f"{sym.parent}.{sym.name}" if sym.parent else sym.name
+            self.by_qualified[qualified.lower()].append(row)
+
+    def chunk_at(self, file_id: int, line: int) -> int | None:
+        """Row of the chunk of `file_id` that holds `line`."""
+        spans = self._file_starts.get(file_id)
+        if not spans:
+            return None
+        i = bisect.bisect_right(spans, (line, math.inf)) - 1
+        return spans[max(i, 0)][1]
+
+    def definitions(self, name: str) -> list[int]:
+        """Chunk rows defining `name` (exact, then qualified, then case-insensitive)."""
+        key = _normalise_qualified(name)
+        return self.by_name.get(name) or self.by_qualified.get(key) or self.by_lower.get(name.lower(), [])
+
+    def scores(self, query: str) -> np.ndarray:
+        out = np.zeros(self.n_chunks, np.float32)
+        seen: set[str] = set()
+        for word in identifiers(query):
+            if word in seen or len(word) < 3 or word.lower() in STOP_WORDS:
+                continue
+            seen.add(word)
+            for rows, weight in self._matches(word):
+                if not rows:
+                    continue
+                share = weight / math.log2(1 + len(set(rows)))
+                for row in set(rows):
+                    out[row] += share
+        return out
+
+    def _matches(self, word: str) -> list[tuple[list[int], float]]:
+        if any(sep in word for sep in (".", "::", "#")):
+            key = _normalise_qualified(word)
+            last = key.rsplit(".", 1)[-1]
+            return [(self.by_qualified.get(key, []), _QUALIFIED),
+                    (self.by_lower.get(last, []), _CASELESS_IDENTIFIER)]
+        if looks_like_identifier(word):
+            exact = self.by_name.get(word, [])
+            return [(exact, _EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
+                                                                 _CASELESS_IDENTIFIER)]
+        return [(self.by_lower.get(word.lower(), []), _PLAIN_WORD)]
+
+
+def _normalise_qualified(name: str) -> str:
+    return name.replace("::", ".").replace("#", ".").lower()

@@ -1,0 +1,84 @@
+"""Identifier-aware tokens for the lexical lanes.
+
+`getUserById` -> `getuserbyid get user by id`, `snake_case` likewise: the joined form matches a query that
+names the identifier, the parts match a question written in words. A light suffix stemmer folds
+`reads`/`reading`/`read` together; English stop words are dropped (a question's "how does the" carries no
+signal and, being rare in code, would otherwise get a high IDF).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+STOP_WORDS = frozenset("""
+a an and are as at be been but by can could do does did doing for from had has have having how i if in into
+is it its itself me my no nor not of off on once only or other our out over own same she should so some such
+than that the their them then there these they this those through to too under until up very was we were
+what when where which while who whom why will with would you your yours also just get gets got use used uses
+using via each every any all both more most much many whether where's what's it's does doesn't don't
+""".split())
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """A deliberately light stemmer: plural and verb suffixes only, never below four letters."""
+    if len(word) <= 4 or not word.isalpha():
+        return word
+    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) + len(repl) >= 4:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            if suffix == "es" and not word.endswith(("ches", "shes", "xes", "zes", "sses")):
+                return word[:-1]
+            return word[: len(word) - len(suffix)] + repl
+    return word
+
+
+@lru_cache(maxsize=200_000)
+def word_tokens(word: str) -> tuple[str, ...]:
+    """The tokens one identifier contributes: its joined lower form plus its camel/snake parts."""
+    lower = word.lower()
+    parts = [p.lower() for piece in word.split("_") if piece for p in _CAMEL.findall(piece)]
+    out = []
+    if lower.strip("_") and lower not in STOP_WORDS:
+        out.append(stem(lower.strip("_")))
+    if len(parts) > 1:
+        out.extend(stem(p) for p in parts if p not in STOP_WORDS and len(p) > 1)
+    return tuple(out)
+
+
+def tokenize(text: str) -> list[str]:
+    out: list[str] = []
+    for word in _WORD.findall(text):
+        if len(word) > 64:
+            continue  # hashes, base64 and other blobs
+        out.extend(word_tokens(word))
+    return out
+
+
+def path_tokens(path: str) -> list[str]:
+    """A file's path as search terms: the stem twice (it names the file), the last three directory names."""
+    parts = path.split("/")
+    stem_part = parts[-1].rsplit(".", 1)[0]
+    dirs = parts[-4:-1]
+    return tokenize(stem_part) * 2 + tokenize(" ".join(dirs))
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|::|#)[A-Za-z_$][A-Za-z0-9_$]*)*")
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifier-shaped words of a query, dotted names kept whole (`Context.invoke`, `Foo::bar`)."""
+    return [m.group(0) for m in _IDENTIFIER.finditer(text)]
+
+
+def looks_like_identifier(word: str) -> bool:
+    """camelCase, snake_case, dotted or ALLCAPS words: things a person types only when naming code."""
+    if any(sep in word for sep in ("_", ".", "::", "#", "$")):
+        return len(word) > 1
+    inner = word[1:]
+    return any(ch.isupper() for ch in inner) and any(ch.islower() for ch in word)

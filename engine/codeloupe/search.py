@@ -1,0 +1,385 @@
+"""Hybrid retrieval: lanes ranked over one chunk table, fused by rank, rolled up to files, bundled.
+
+No model call anywhere: the dense lane is a matrix product against vectors computed at index time, BM25 is a
+sparse column slice, the symbol lane is a dictionary lookup. The in-memory snapshot is rebuilt only when the
+store's generation counters move (a re-index, new vectors), so a warm query touches no SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codeloupe import ranking as R
+from codeloupe.bundle import build_bundle
+from codeloupe.issue import IssueQuery, is_issue, parse_issue, resolve_suffix
+from codeloupe.lanes.lexical import BM25Index
+from codeloupe.lanes.symbols import SymbolIndex
+from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
+from codeloupe.store import ChunkTable
+from codeloupe.types import Bundle, LaneStatus
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
+
+log = logging.getLogger("codeloupe.search")
+
+LANES = ("dense", "lexical", "symbol", "entity")
+MODES = ("code", "docs", "both")
+
+_TEST_PATH = re.compile(
+    r"(^|/)(tests?|specs?|__tests__|testing|fixtures?|testdata|e2e)(/|$)|(^|/)test_[^/]*$|_test\.[a-z]+$"
+    r"|\.(test|spec)\.[a-z]+$|_spec\.rb$|(^|/)conftest\.py$"
+)
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_PATH.search(path.lower()))
+
+
+@dataclass
+class Snapshot:
+    """Everything a query needs, in memory, as of one content generation."""
+
+    generation: int
+    table: ChunkTable
+    file_paths: dict[int, str]
+    file_languages: dict[int, str]
+    file_is_doc: dict[int, bool]
+    chunk_paths: list[str]
+    chunk_is_doc: np.ndarray  # bool [n]
+    chunk_is_test: np.ndarray  # bool [n]
+    file_stems: dict[int, set[str]]
+    by_basename: dict[str, list[str]]
+    path_to_file: dict[str, int]
+    bm25: BM25Index
+    symbols: SymbolIndex
+    file_chunk_rows: dict[int, list[int]]
+    _entity: tuple[list[int], BM25Index] | None = None
+    _entity_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
+        """Per file: path + symbol names + signatures (built on the first issue-mode query)."""
+        with self._entity_lock:
+            if self._entity is None:
+                names: dict[int, list[str]] = defaultdict(list)
+                for sym in ws.store.symbol_rows():
+                    names[sym.file_id].append(f"{sym.name} {sym.signature}")
+                file_ids = sorted(self.file_paths)
+                docs = [path_tokens(self.file_paths[f]) + tokenize(" ".join(names.get(f, [])))
+                        for f in file_ids]
+                self._entity = (file_ids, BM25Index(docs))
+            return self._entity
+
+
+@dataclass
+class DenseSnapshot:
+    generation: int
+    model: str
+    chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
+    chunk_vectors: np.ndarray  # float32 [m, d]
+    skeleton_file_ids: np.ndarray  # int64 [f]
+    skeleton_vectors: np.ndarray  # float32 [f, d]
+    coverage: float
+
+
+class Searcher:
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._dense: DenseSnapshot | None = None
+        self._dense_error = ""
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self) -> Snapshot:
+        generation = self.ws.store.generation("content")
+        snap = self._snapshot
+        if snap is not None and snap.generation == generation:
+            return snap
+        with self._lock:
+            if self._snapshot is None or self._snapshot.generation != generation:
+                self._snapshot = self._build_snapshot(generation)
+                self._dense = None
+            return self._snapshot
+
+    def _build_snapshot(self, generation: int) -> Snapshot:
+        store = self.ws.store
+        table = store.chunk_table()
+        rows = store.file_rows()
+        file_paths = {r.id: r.path for r in rows.values()}
+        chunk_paths = [file_paths.get(f, "") for f in table.file_ids.tolist()]
+        file_chunk_rows: dict[int, list[int]] = defaultdict(list)
+        for i, f in enumerate(table.file_ids.tolist()):
+            file_chunk_rows[f].append(i)
+        by_basename: dict[str, list[str]] = defaultdict(list)
+        for path in file_paths.values():
+            by_basename[path.rsplit("/", 1)[-1]].append(path)
+        path_docs = {f: path_tokens(p) for f, p in file_paths.items()}
+        docs = (path_docs.get(f, []) + tokenize(crumb) + tokenize(text)
+                for f, crumb, text in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts))
+        return Snapshot(
+            generation=generation,
+            table=table,
+            file_paths=file_paths,
+            file_languages={r.id: r.language for r in rows.values()},
+            file_is_doc={r.id: r.is_doc for r in rows.values()},
+            chunk_paths=chunk_paths,
+            chunk_is_doc=np.array([rows[p].is_doc if p in rows else False for p in chunk_paths], dtype=bool),
+            chunk_is_test=np.array([is_test_path(p) for p in chunk_paths], dtype=bool),
+            file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
+                        for f, p in file_paths.items()},
+            by_basename=dict(by_basename),
+            path_to_file={p: f for f, p in file_paths.items()},
+            bm25=BM25Index(docs),
+            symbols=SymbolIndex(table, store.symbol_rows()),
+            file_chunk_rows=dict(file_chunk_rows),
+        )
+
+    def dense(self, snap: Snapshot) -> DenseSnapshot | None:
+        """The vectors as of now; None (with `_dense_error` set) when no provider or no vectors."""
+        from codeloupe.embed import describe_provider
+
+        _, model = describe_provider(self.ws.settings)
+        if not model:
+            self._dense_error = "no embedding provider configured"
+            return None
+        generation = self.ws.store.generation("vector")
+        cached = self._dense
+        if cached is not None and cached.generation == generation and cached.model == model:
+            return cached
+        with self._lock:
+            chunks = self.ws.store.vector_matrix("chunk", model)
+            skeletons = self.ws.store.vector_matrix("skeleton", model)
+            row_of = {int(cid): i for i, cid in enumerate(snap.table.ids.tolist())}
+            keep = [(i, row_of[int(cid)]) for i, cid in enumerate(chunks.ids.tolist()) if int(cid) in row_of]
+            src = np.array([k[0] for k in keep], dtype=np.int64)
+            vectors = (chunks.q[src].astype(np.float32) * chunks.scales[src, None]) if len(src) else \
+                np.zeros((0, max(chunks.dim, 1)), np.float32)
+            skel = skeletons.q.astype(np.float32) * skeletons.scales[:, None] if len(skeletons.ids) else \
+                np.zeros((0, max(vectors.shape[1], 1)), np.float32)
+            n = len(snap.table.ids)
+            self._dense = DenseSnapshot(
+                generation=generation, model=model,
+                chunk_rows=np.array([k[1] for k in keep], dtype=np.int64),
+                chunk_vectors=np.ascontiguousarray(vectors),
+                skeleton_file_ids=skeletons.ids, skeleton_vectors=np.ascontiguousarray(skel),
+                coverage=(len(keep) / n) if n else 1.0,
+            )
+            return self._dense
+
+    # ------------------------------------------------------------------ query
+
+    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = R.CANDIDATE_FILES,
+               lanes: tuple[str, ...] | None = None) -> Bundle:
+        started = time.perf_counter()
+        timing: dict[str, float] = {}
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        query = query.strip()
+        snap = self.snapshot()
+        timing["snapshot"] = _ms(started)
+        mask = self._mask(snap, scope, mode)
+        issue = parse_issue(query, R.FULL_TEXT_VARIANT_WEIGHT) if is_issue(query) else None
+        weights = dict(R.LANE_WEIGHTS_ISSUE if issue else _weights_for(query))
+        if lanes is not None:
+            weights = {name: (w if name in lanes else 0.0) for name, w in weights.items()}
+            if not any(weights.values()):
+                weights = {name: (1.0 if name in lanes else 0.0) for name in weights}
+
+        statuses: list[LaneStatus] = []
+        dense = self._dense_lane(snap, statuses) if weights.get("dense") else None
+        variants = issue.variants if issue else [(query, 1.0)]
+        query_vectors = self._embed_queries([v for v, _ in variants]) if dense is not None else None
+        timing["embed"] = _ms(started) - sum(timing.values())
+
+        fused = np.zeros(len(snap.table.ids), np.float32)
+        lane_ranks: dict[str, dict[int, int]] = defaultdict(dict)
+        norm = 0.0
+        for vi, (text, variant_weight) in enumerate(variants):
+            per_lane = self._lane_scores(snap, text, dense, None if query_vectors is None else query_vectors[vi],
+                                         weights, bool(issue))
+            for name, scores in per_lane.items():
+                ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
+                w = weights.get(name, 0.0) * variant_weight
+                for rank, row in enumerate(ranks, 1):
+                    fused[row] += w / (R.RRF_K + rank)
+                    if vi == 0:
+                        lane_ranks[name].setdefault(row, rank)
+                norm += w / (R.RRF_K + 1) if len(ranks) else 0.0
+        if weights.get("entity") and issue:
+            self._entity_lane(snap, query, weights["entity"], mask, fused, lane_ranks)
+            norm += weights["entity"] / (R.RRF_K + 1)
+        if norm > 0:
+            fused /= norm
+        timing["lanes"] = _ms(started) - sum(timing.values())
+
+        pins: dict[int, list[str]] = defaultdict(list)
+        if issue:
+            self._ground_issue(snap, issue, fused, mask, pins)
+        self._adjust(snap, query, fused, mask, issue is None)
+
+        statuses.extend(self._static_statuses(snap, weights, issue is not None))
+        bundle = build_bundle(self.ws, snap, query=query, fused=fused, mask=mask, lane_ranks=lane_ranks, pins=pins,
+                              limit=limit, mode=mode, scope=scope, issue_mode=issue is not None, lanes=statuses)
+        timing["bundle"] = _ms(started) - sum(timing.values())
+        timing["total"] = _ms(started)
+        bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
+        return bundle
+
+    def _mask(self, snap: Snapshot, scope: str, mode: str) -> np.ndarray:
+        if mode == "code":
+            mask = ~snap.chunk_is_doc
+        elif mode == "docs":
+            mask = snap.chunk_is_doc.copy()
+        else:
+            mask = np.ones(len(snap.table.ids), dtype=bool)
+        scope = scope.strip().strip("/")
+        if scope and scope != ".":
+            prefix = scope + "/"
+            mask &= np.array([p == scope or p.startswith(prefix) for p in snap.chunk_paths], dtype=bool)
+        return mask
+
+    def _dense_lane(self, snap: Snapshot, statuses: list[LaneStatus]) -> DenseSnapshot | None:
+        try:
+            dense = self.dense(snap)
+        except Exception as exc:  # a provider that cannot load must not take search down with it
+            log.warning("dense lane unavailable: %s", exc)
+            self._dense_error = str(exc)
+            dense = None
+        if dense is None or len(dense.chunk_rows) == 0:
+            note = self._dense_error if dense is None else "vectors are still being computed"
+            statuses.append(LaneStatus("dense", False, 0.0 if dense is None else dense.coverage, note))
+            return None
+        note = "" if dense.coverage >= 1.0 else f"{dense.coverage:.0%} of chunks embedded so far"
+        statuses.append(LaneStatus("dense", True, dense.coverage, note))
+        return dense
+
+    def _embed_queries(self, texts: list[str]) -> np.ndarray | None:
+        try:
+            provider = self.ws.embedding_provider()
+            return np.stack([provider.embed_query(t) for t in texts])
+        except Exception as exc:  # unreachable endpoint, missing model: lexical lanes still answer
+            log.warning("query embedding failed, searching without the dense lane: %s", exc)
+            self._dense_error = str(exc)
+            return None
+
+    def _lane_scores(self, snap: Snapshot, text: str, dense: DenseSnapshot | None, qvec: np.ndarray | None,
+                     weights: dict[str, float], issue: bool) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        n = len(snap.table.ids)
+        if weights.get("lexical"):
+            out["lexical"] = snap.bm25.scores(tokenize(text))
+        if weights.get("symbol"):
+            out["symbol"] = snap.symbols.scores(text)
+        if weights.get("dense") and dense is not None and qvec is not None:
+            scores = np.full(n, -np.inf, np.float32)
+            scores[dense.chunk_rows] = dense.chunk_vectors @ qvec
+            if len(dense.skeleton_file_ids):
+                file_sim = dict(zip(dense.skeleton_file_ids.tolist(), (dense.skeleton_vectors @ qvec).tolist()))
+                bonus = np.array([file_sim.get(f, 0.0) for f in snap.table.file_ids.tolist()], np.float32)
+                scores[dense.chunk_rows] += R.SKELETON_WEIGHT * bonus[dense.chunk_rows]
+            out["dense"] = scores
+        return out
+
+    def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fused: np.ndarray,
+                     lane_ranks: dict[str, dict[int, int]]) -> None:
+        file_ids, index = snap.entity_index(self.ws)
+        scores = index.scores(tokenize(query))
+        order = np.argsort(-scores, kind="stable")[: R.CANDIDATE_FILES * 2]
+        for rank, i in enumerate(order, 1):
+            if scores[i] <= 0:
+                break
+            rows = [r for r in snap.file_chunk_rows.get(file_ids[i], []) if mask[r]]
+            for row in rows:
+                fused[row] += weight / (R.RRF_K + rank)
+                lane_ranks["entity"].setdefault(row, rank)
+
+    def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fused: np.ndarray, mask: np.ndarray,
+                      pins: dict[int, list[str]]) -> None:
+        """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
+        pinned: dict[int, float] = {}
+        for frame in issue.frames:
+            for path in resolve_suffix(frame.path, snap.by_basename):
+                file_id = snap.path_to_file[path]
+                pinned[file_id] = max(pinned.get(file_id, 0.0), R.FRAME_BONUS)
+                pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
+                row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
+                if row is not None and mask[row]:
+                    fused[row] += R.FRAME_FUNCTION_BONUS
+        for mention in issue.paths:
+            for path in resolve_suffix(mention, snap.by_basename):
+                file_id = snap.path_to_file[path]
+                pinned[file_id] = max(pinned.get(file_id, 0.0), R.PATH_MENTION_BONUS)
+                pins[file_id].append(f"path {mention} in the text")
+        for name in issue.backticked:
+            for row in snap.symbols.definitions(name)[:3]:
+                file_id = int(snap.table.file_ids[row])
+                pinned[file_id] = max(pinned.get(file_id, 0.0), R.BACKTICK_BONUS)
+                pins[file_id].append(f"`{name}` defined here")
+                if mask[row]:
+                    fused[row] += R.BACKTICK_BONUS
+        for file_id, bonus in pinned.items():
+            rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
+            if rows:
+                best = max(rows, key=lambda r: fused[r])
+                fused[best] += bonus
+
+    def _adjust(self, snap: Snapshot, query: str, fused: np.ndarray, mask: np.ndarray, short_ok: bool) -> None:
+        """Soft penalties and capped boosts: tests demoted, a file named by a short query's word lifted."""
+        fused[snap.chunk_is_test] *= R.TEST_PENALTY
+        words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
+        if not short_ok or not words or len(words) > R.SHORT_QUERY_WORDS:
+            return
+        wanted = {stem(t) for w in words for t in tokenize(w)}
+        candidates = np.flatnonzero(mask & (fused > 0))
+        file_ids = snap.table.file_ids
+        for row in candidates.tolist():
+            stems = snap.file_stems.get(int(file_ids[row]), set())
+            if stems and stems <= wanted:
+                fused[row] *= 1.0 + R.FILENAME_BOOST
+
+    def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
+        out = [LaneStatus("lexical", True, 1.0), LaneStatus("symbol", True, 1.0)]
+        if issue:
+            out.append(LaneStatus("entity", True, 1.0))
+        return [s for s in out if weights.get(s.name, 0.0) > 0]
+
+
+def _weights_for(query: str) -> dict[str, float]:
+    words = query.split()
+    ids = [w for w in identifiers(query) if looks_like_identifier(w)]
+    if ids and (len(words) <= 3 or len(ids) * 3 >= len(words)):
+        return R.LANE_WEIGHTS_IDENTIFIER
+    return R.LANE_WEIGHTS_NATURAL
+
+
+def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool = True) -> list[int]:
+    """Rows under `mask`, best first, at most `depth` (argpartition, no full sort).
+
+    Lexical and symbol scores of zero mean "no match" and never rank; a cosine may be any finite value.
+    """
+    keep = mask & np.isfinite(scores)
+    if positive_only:
+        keep &= scores > 0
+    valid = np.flatnonzero(keep)
+    if len(valid) == 0:
+        return []
+    vals = scores[valid]
+    if len(valid) > depth:
+        part = np.argpartition(-vals, depth - 1)[:depth]
+        valid, vals = valid[part], vals[part]
+    order = np.lexsort((valid, -vals))
+    return valid[order].tolist()
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

@@ -1,0 +1,16 @@
+"""Shared test setup: every test gets its own cache dir, so no index or vector lands in the user cache."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    cache = tmp_path_factory.mktemp("codeloupe-cache")
+    monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+    for name in ("CODELOUPE_EMBED_PROVIDER", "CODELOUPE_EMBED_BASE_URL", "CODELOUPE_EMBED_MODEL",
+                 "CODELOUPE_EMBED_API_KEY", "CODELOUPE_CHAT_BASE_URL", "CODELOUPE_CHAT_MODEL",
+                 "CODELOUPE_CHAT_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return cache
