@@ -1,0 +1,141 @@
+"""`chunk_file`: one file's text -> its line partition, symbols and skeleton. Never raises."""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+from dataclasses import replace
+
+from codeloupe.chunk import skeleton as sk
+from codeloupe.chunk.languages import get_parser, is_doc_language
+from codeloupe.chunk.legacy_php import is_legacy_php, legacy_php_plan
+from codeloupe.chunk.lines import Lines, PartitionError, line_windows, validate_partition
+from codeloupe.chunk.sections import CutPlan, asciidoc_plan, markdown_plan, rst_plan, section_pieces
+from codeloupe.chunk.specs import spec_for
+from codeloupe.chunk.syntax import Definition, DefinitionFinder, Piece, SyntaxChunker
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
+
+log = logging.getLogger("codeloupe.chunk")
+
+# Bump whenever the chunks, symbols or skeleton for the same input change: the store re-chunks older files.
+CHUNKER_VERSION = 1
+
+# A line this long is a minified bundle or a data blob: parsing it buys nothing, windows it is.
+GIANT_LINE_CHARS = 20_000
+
+_DOC_PLANS = {"markdown": markdown_plan, "rst": rst_plan, "asciidoc": asciidoc_plan, "text": rst_plan}
+
+
+def chunk_file(path: str, text: str, language: str, budget: int = 4000) -> ChunkedFile:
+    """Partition `text` into chunks of at most `budget` non-whitespace characters (see `validate_partition`).
+
+    Never raises: a missing grammar, a parse failure or a giant line falls back to line windows and says
+    why in `fallback_reason`. Every line lands in exactly one chunk.
+    """
+    budget = max(1, int(budget))
+    lines = Lines(text)
+    if lines.count == 0:
+        return ChunkedFile(path, language, [], [], FileSkeleton(path, path))
+    reason = ""
+    definitions: list[Definition] = []
+    skeleton = FileSkeleton(path, path)
+    try:
+        longest = max(len(line) for line in lines.lines)
+        if longest > GIANT_LINE_CHARS:
+            reason = f"giant line ({longest} characters)"
+            pieces = _windows(lines, path, budget)
+        else:
+            pieces, definitions, skeleton, reason = _plan(path, lines, language, budget)
+    except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
+        log.warning("chunker failed on %s (%s); using line windows", path, exc, exc_info=True)
+        reason = f"error: {type(exc).__name__}: {exc}"
+        pieces = _windows(lines, path, budget)
+    symbols = [
+        Symbol(d.name, d.kind, d.start, d.end, d.parent, d.signature) for d in definitions if d.is_symbol
+    ]
+    chunks = _chunks(lines, _within_budget(lines, pieces, budget), symbols)
+    try:
+        validate_partition(text, chunks)
+    except PartitionError as exc:
+        log.error("chunks of %s are not a partition (%s); using line windows", path, exc)
+        reason = f"partition: {exc}"
+        chunks = _chunks(lines, _windows(lines, path, budget), symbols)
+    return ChunkedFile(path, language, chunks, symbols, skeleton, reason)
+
+
+def _plan(path: str, lines: Lines, language: str, budget: int
+          ) -> tuple[list[Piece], list[Definition], FileSkeleton, str]:
+    if is_doc_language(language):
+        plan = _DOC_PLANS.get(language, rst_plan)(lines.lines)
+        return section_pieces(lines, plan, budget, path), [], _doc_skeleton(path, plan), ""
+    parser = get_parser(language)
+    if parser is None:
+        return _windows(lines, path, budget), [], FileSkeleton(path, path), f"no grammar for {language!r}"
+    tree = parser.parse(lines.source)
+    spec = spec_for(language)
+    finder = DefinitionFinder(lines, spec)
+    definitions = finder.find(tree.root_node, parser.language)
+    if language == "php" and is_legacy_php(tree.root_node):
+        plan = legacy_php_plan(lines, definitions)
+        pieces = section_pieces(lines, plan, budget, path)
+    else:
+        pieces = SyntaxChunker(lines, spec, definitions, budget).chunk(tree.root_node, path)
+    return pieces, definitions, _code_skeleton(path, finder, tree.root_node, definitions), ""
+
+
+def _windows(lines: Lines, path: str, budget: int) -> list[Piece]:
+    return [Piece(w.start, w.end, "window", "", (path,)) for w in line_windows(lines, 1, lines.count, budget)]
+
+
+def _within_budget(lines: Lines, pieces: list[Piece], budget: int) -> list[Piece]:
+    """The budget is a promise: a multi-line piece over it (a giant comment run, a forced cut) is windowed."""
+    out: list[Piece] = []
+    for piece in pieces:
+        if piece.end > piece.start and lines.size(piece.start, piece.end) > budget:
+            out.extend(replace(piece, start=w.start, end=w.end, kind="window")
+                       for w in line_windows(lines, piece.start, piece.end, budget))
+        else:
+            out.append(piece)
+    return out
+
+
+def _chunks(lines: Lines, pieces: list[Piece], symbols: list[Symbol]) -> list[Chunk]:
+    """Attach text and symbols (each symbol goes to the chunk holding its first line)."""
+    ordered = sorted(symbols, key=lambda s: s.start_line)
+    starts = [s.start_line for s in ordered]
+    chunks = []
+    for piece in pieces:
+        inside = ordered[bisect_left(starts, piece.start):bisect_right(starts, piece.end)]
+        names = tuple(dict.fromkeys(s.qualified_name for s in inside))
+        chunks.append(Chunk(piece.start, piece.end, piece.kind, piece.name, " > ".join(piece.crumbs),
+                            lines.slice(piece.start, piece.end), names))
+    return chunks
+
+
+def _code_skeleton(path: str, finder: DefinitionFinder, root: object,
+                   definitions: list[Definition]) -> FileSkeleton:
+    builder = sk.SkeletonBuilder(path)
+    builder.add(sk.MODULE_DOC, finder.module_doc(root))
+    for definition in definitions:
+        depth = 0
+        owner = definition.owner
+        while owner is not None:
+            depth, owner = depth + 1, owner.owner
+        indent = "  " * depth
+        if definition.kind == "constant":
+            builder.add(sk.CONSTANT, indent + definition.signature)
+            continue
+        top = depth == 0
+        builder.add(sk.TOP_SIGNATURE if top else sk.MEMBER_SIGNATURE, indent + definition.label)
+        doc = finder.doc(definition)
+        if doc:
+            builder.add(sk.TOP_DOC if top else sk.MEMBER_DOC, f"{indent}  {doc}")
+    return builder.build()
+
+
+def _doc_skeleton(path: str, plan: CutPlan) -> FileSkeleton:
+    builder = sk.SkeletonBuilder(path)
+    for index in sorted(plan.headings):
+        level, title = plan.headings[index]
+        builder.add(sk.HEADING, "  " * (level - 1) + title)
+    return builder.build()
