@@ -152,5 +152,32 @@ def run_script(name: str, workspace: Path, scratch: Path) -> None:
         pytest.fail(f"{name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
 
 
+def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
+    """Range conversion, settings, quickfix items, the ask view's citation jumps, graph trees, completion."""
+    run_script("unit.lua", workspace, tmp_path)
+
+
 def test_missing_server_is_reported(workspace: Path, tmp_path: Path) -> None:
     run_script("missing_server.lua", workspace, tmp_path)
+
+
+def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) -> None:
+    """search! -> quickfix (paths and lines), picker jump, workspace/symbol, status, reindex, progress."""
+    run_script("search.lua", workspace, tmp_path)
+
+
+def test_ask_renders_the_bundle_and_follows_spans(workspace: Path, tmp_path: Path) -> None:
+    """Without a chat model the answer is the bundle, shown (not an error) and followable."""
+    run_script("ask.lua", workspace, tmp_path)
+
+
+def test_code_lenses_and_hover(workspace: Path, tmp_path: Path) -> None:
+    run_script("lens_hover.lua", workspace, tmp_path)
+
+
+def test_graph_views(workspace: Path, tmp_path: Path) -> None:
+    run_script("graph.lua", workspace, tmp_path)
+
+
+def test_checkhealth_reports_server_and_index(workspace: Path, tmp_path: Path) -> None:
+    run_script("health.lua", workspace, tmp_path)

@@ -1,0 +1,49 @@
+-- Against the real server with no chat model: :Codeloupe ask falls back to the bundle, rendered in
+-- a markdown view (never an error), and <CR> / gd on its spans and code lines open the code.
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
+H.setup()
+
+local cart = H.open('shop/cart.py')
+local origin = vim.api.nvim_get_current_win()
+H.ready(H.client(cart))
+
+local question = 'how are passwords verified at login'
+vim.cmd('Codeloupe ask ' .. question)
+local view
+H.wait(function()
+  view = vim.fn.bufnr('codeloupe://ask')
+  return view ~= -1 and H.text(view):find('## Related', 1, true) ~= nil
+end, 30000, 'the ask view to show the bundle')
+local text = H.text(view)
+H.equal(vim.bo[view].filetype, 'markdown', 'ask view filetype')
+H.check(vim.startswith(text, '# ' .. question), 'the view starts with the question:\n' .. text)
+H.check(text:find('> No narrated answer (', 1, true), 'the fallback reason is shown:\n' .. text)
+H.check(not H.notified('failed', vim.log.levels.ERROR), 'a fallback is not an error')
+H.check(text:find('shop/auth.py', 1, true), 'the bundle lists shop/auth.py:\n' .. text)
+
+-- <CR> on a span line opens the file at the span's first line, in the window the question came from.
+local span_line, first
+for number, line in ipairs(vim.api.nvim_buf_get_lines(view, 0, -1, false)) do
+  local start = line:match('^`shop/auth%.py:(%d+)%-%d+`') or line:match('^%- `shop/auth%.py:(%d+)%-%d+`')
+  if start then
+    span_line, first = number, tonumber(start)
+    break
+  end
+end
+H.check(span_line, 'a followable shop/auth.py span line:\n' .. text)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
+vim.api.nvim_win_set_cursor(0, { span_line, 0 })
+H.press('<CR>')
+H.equal({ H.where() }, { H.path('shop/auth.py'), first }, '<CR> on a span')
+H.equal(vim.api.nvim_get_current_win(), origin, 'the span opens in the original window')
+
+-- gd on a line of CORE code opens that exact line.
+local code = 'return hmac.compare_digest'
+if text:find(code, 1, true) then
+  vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
+  vim.api.nvim_win_set_cursor(0, { H.buffer_line(view, code), 0 })
+  H.press('gd')
+  H.equal({ H.where() }, { H.path('shop/auth.py'), H.line_of('shop/auth.py', code) }, 'gd on a code line')
+else
+  H.check(not text:find('## Core (0 files)', 1, true), 'verify_password is CORE for this question:\n' .. text)
+end

@@ -1,0 +1,128 @@
+-- Against the real server: attach and root detection, progress, :Codeloupe search! into quickfix
+-- (paths and lines checked against the server's own answer), the picker jump, workspace/symbol,
+-- :Codeloupe status / reindex and the statusline.
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
+H.setup({ picker = 'select' })
+
+local auth = H.open('shop/auth.py')
+local client = H.client(auth)
+H.equal(client.root_dir, H.root, 'workspace root')
+H.ready(client)
+
+-- web/package.json is nested: the workspace marker (.codeloupe.toml) wins, so the same client serves it.
+local session_js = H.open('web/session.js')
+H.equal(H.client(session_js).id, client.id, 'a file under a nested package.json shares the workspace client')
+H.equal(#vim.lsp.get_clients({ name = 'codeloupe' }), 1, 'codeloupe clients')
+
+-- The file-watcher capability reaches the server (Neovim leaves it off on Linux).
+H.equal(client.capabilities.workspace.didChangeWatchedFiles.dynamicRegistration, true, 'didChangeWatchedFiles')
+-- Settings travel as initializationOptions in camelCase.
+H.equal(client.config.init_options, { embedProvider = 'none' }, 'initializationOptions')
+
+H.wait(function()
+  return H.notified('^codeloupe: ')
+end, 10000, 'an indexing progress notification')
+H.wait(function()
+  return require('codeloupe').status() == 'codeloupe: ready'
+end, 10000, 'the statusline to say ready (it says ' .. require('codeloupe').status() .. ')')
+
+-- :Codeloupe search! fills the quickfix list with every CORE and RELATED span.
+local query = 'verify password hash'
+vim.cmd('Codeloupe search! ' .. query)
+H.wait(function()
+  return #vim.fn.getqflist() > 0
+end, 20000, 'quickfix items from :Codeloupe search!')
+local qf = vim.fn.getqflist({ title = 1, items = 1 })
+H.equal(qf.title, 'codeloupe: ' .. query, 'quickfix title')
+H.equal(vim.bo.buftype, 'quickfix', 'the quickfix window opens')
+
+local response = client:request_sync('codeloupe/search', { query = query }, 20000)
+H.check(response and not response.err, 'codeloupe/search failed: ' .. vim.inspect(response))
+local expected = {}
+for _, tier in ipairs({ 'core', 'related' }) do
+  for _, file in ipairs(response.result[tier]) do
+    local chunks = (file.chunks and #file.chunks > 0) and file.chunks or { { location = file.location } }
+    for _, chunk in ipairs(chunks) do
+      local range = chunk.location.range
+      expected[#expected + 1] = {
+        filename = vim.uri_to_fname(chunk.location.uri),
+        lnum = range.start.line + 1,
+        tier = tier == 'core' and 'CORE' or 'RELATED',
+      }
+    end
+  end
+end
+H.equal(#qf.items, #expected, 'one quickfix item per CORE and RELATED span')
+H.check(#response.result.core > 0, 'the query finds CORE results: ' .. vim.inspect(response.result))
+
+local verify_line = H.line_of('shop/auth.py', 'def verify_password')
+local covers_verify = false
+for index, item in ipairs(qf.items) do
+  local filename = vim.api.nvim_buf_get_name(item.bufnr)
+  H.equal({ filename, item.lnum }, { expected[index].filename, expected[index].lnum }, ('quickfix item %d'):format(index))
+  H.check(item.text:sub(1, #expected[index].tier) == expected[index].tier, 'item text starts with its tier: ' .. item.text)
+  H.check(vim.startswith(filename, H.root .. '/'), 'item inside the workspace: ' .. filename)
+  local line_count = #vim.fn.readfile(filename)
+  H.check(item.lnum >= 1 and item.end_lnum >= item.lnum and item.end_lnum <= line_count,
+    ('item %d has lines %d-%d in a %d-line file'):format(index, item.lnum, item.end_lnum, line_count))
+  if filename == H.path('shop/auth.py') and item.lnum <= verify_line and verify_line <= item.end_lnum then
+    covers_verify = true
+  end
+end
+H.check(covers_verify, 'a quickfix span covers def verify_password: ' .. vim.inspect(qf.items))
+H.check(qf.items[1].text:find('^CORE'), 'rank order starts with CORE: ' .. qf.items[1].text)
+
+-- :Codeloupe search opens the picker; choosing a result jumps there.
+vim.cmd('cclose')
+H.open('shop/cart.py')
+local chosen, shown
+vim.ui.select = function(items, opts, on_choice)
+  for _, item in ipairs(items) do
+    if item.filename == H.path('shop/auth.py') then
+      chosen, shown = item, opts.format_item(item)
+      break
+    end
+  end
+  on_choice(chosen)
+end
+vim.cmd('Codeloupe search ' .. query)
+H.wait(function()
+  return chosen ~= nil
+end, 20000, 'the picker to be offered shop/auth.py')
+H.check(vim.startswith(shown, ('shop/auth.py:%d-%d  CORE'):format(chosen.lnum, chosen.end_lnum)), 'picker line: ' .. shown)
+H.equal({ H.where() }, { H.path('shop/auth.py'), chosen.lnum }, 'the picker jumps to the chosen span')
+
+-- Plain workspace/symbol works through Neovim's own UI.
+local symbols
+vim.lsp.buf.workspace_symbol('verify_password', {
+  on_list = function(list)
+    symbols = list.items
+  end,
+})
+H.wait(function()
+  return symbols ~= nil
+end, 20000, 'workspace/symbol results')
+local found_symbol = false
+for _, item in ipairs(symbols) do
+  found_symbol = found_symbol or (item.filename == H.path('shop/auth.py') and item.text:find('verify_password', 1, true) ~= nil)
+end
+H.check(found_symbol, 'workspace/symbol finds verify_password in shop/auth.py: ' .. vim.inspect(symbols))
+
+-- :Codeloupe status and :Codeloupe reindex report through vim.notify.
+vim.cmd('Codeloupe status')
+H.wait(function()
+  return H.notified('^codeloupe status')
+end, 10000, ':Codeloupe status')
+local status = H.notified('^codeloupe status')
+H.check(status:find(H.root .. ': ready', 1, true), 'status names the ready workspace:\n' .. status)
+H.check(status:find('embeddings: none', 1, true), 'status names the provider:\n' .. status)
+
+vim.cmd('Codeloupe reindex')
+H.wait(function()
+  return H.notified('^codeloupe: reindexed')
+end, 30000, ':Codeloupe reindex')
+local files = #vim.fs.find(function(name)
+  return name:match('%.py$') or name:match('%.js$')
+end, { path = H.root, type = 'file', limit = math.huge })
+local reindexed = H.notified('^codeloupe: reindexed')
+H.check(tonumber(reindexed:match('reindexed (%d+) files')) >= files, reindexed .. ' (the fixture has ' .. files .. ' code files)')

@@ -1,0 +1,157 @@
+-- The plugin's pure parts on real data, no server: range conversion, settings, result -> quickfix
+-- items, the ask view's citation mapping (followed into the real fixture files), graph trees, completion.
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
+H.setup({ cmd = { 'true' } })
+
+local config = require('codeloupe.config')
+local locations = require('codeloupe.locations')
+
+---@param first integer 1-based
+---@param last integer 1-based inclusive
+---@return lsp.Range
+local function span(first, last)
+  return { start = { line = first - 1, character = 0 }, ['end'] = { line = last, character = 0 } }
+end
+
+-- Ranges: a..b travels as {a-1:0, b:0}; a range ending mid-line keeps its end line.
+H.equal({ locations.lines(span(10, 24)) }, { 10, 24 }, 'span 10-24')
+H.equal({ locations.lines(span(1, 1)) }, { 1, 1 }, 'span 1-1')
+H.equal({ locations.lines({ start = { line = 4, character = 2 }, ['end'] = { line = 4, character = 9 } }) }, { 5, 5 },
+  'a range inside one line')
+H.equal({ locations.lines({ start = { line = 4, character = 0 }, ['end'] = { line = 6, character = 3 } }) }, { 5, 7 },
+  'a range ending inside a line')
+
+-- Settings: snake_case and camelCase both reach the server as camelCase.
+H.equal(config.server_settings({ embed_provider = 'none', chatModel = 'm', chat_timeout_s = 5 }),
+  { embedProvider = 'none', chatModel = 'm', chatTimeoutS = 5 }, 'server settings')
+H.equal(config.merge({ cmd = { 'x' } }).cmd, { 'x' }, 'cmd replaces the default list')
+local ok, err = pcall(config.merge, { picker = 'fzf' })
+H.check(not ok and tostring(err):find('invalid picker', 1, true), 'a bad picker is refused: ' .. tostring(err))
+ok, err = pcall(config.merge, { settings = 'none' })
+H.check(not ok and tostring(err):find('settings', 1, true), 'settings must be a table: ' .. tostring(err))
+
+-- Search results -> quickfix items: CORE then RELATED, every chunk, label and anchor line in the text.
+local auth_uri = vim.uri_from_fname(H.path('shop/auth.py'))
+local sessions_uri = vim.uri_from_fname(H.path('shop/sessions.py'))
+local verify_line = H.line_of('shop/auth.py', 'def verify_password')
+local verify_end = verify_line + 2
+local result = {
+  query = 'verify password',
+  core = { {
+    uri = auth_uri, path = 'shop/auth.py', rank = 1, score = 0.9, why = 'bm25 #1', symbols = { 'verify_password' },
+    location = { uri = auth_uri, range = span(verify_line, verify_end) },
+    chunks = { {
+      location = { uri = auth_uri, range = span(verify_line, verify_end) },
+      breadcrumb = 'shop/auth.py > def verify_password(password, salt, expected)',
+      text = table.concat(vim.list_slice(vim.fn.readfile(H.path('shop/auth.py')), verify_line, verify_end), '\n'),
+      snippet = { text = 'def verify_password(...):\n    """Compare..."""', startLine = verify_line - 1, anchorLine = verify_line },
+    } },
+  } },
+  related = { {
+    uri = sessions_uri, path = 'shop/sessions.py', rank = 2, score = 0.4, why = 'graph', symbols = {},
+    location = { uri = sessions_uri, range = span(2, 2) },
+    chunks = {},
+  } },
+}
+local items = require('codeloupe.search').items(result)
+H.equal(#items, 2, 'one item per chunk, and one for a file without chunks')
+H.equal({ items[1].filename, items[1].lnum, items[1].end_lnum }, { H.path('shop/auth.py'), verify_line, verify_end },
+  'core item location')
+H.equal(items[1].text, 'CORE def verify_password(password, salt, expected) | """Compare..."""', 'core item text')
+H.equal({ items[2].filename, items[2].lnum }, { H.path('shop/sessions.py'), 2 }, 'related item location')
+H.check(items[2].text:find('^RELATED'), 'related item text: ' .. items[2].text)
+
+-- Ask: a fenced block equal to a citation maps each of its lines to the line on disk; [[k]] markers in
+-- prose and the "Cited" list open the citation; uncited candidates are listed and open too.
+local auth_lines = vim.fn.readfile(H.path('shop/auth.py'))
+local cited_text = table.concat(vim.list_slice(auth_lines, verify_line, verify_end), '\n')
+local ask = require('codeloupe.ask')
+local answer = {
+  answer = table.concat({
+    'Passwords are checked by `verify_password` [[1]], which hashes and compares:',
+    '',
+    '```python',
+    cited_text,
+    '```',
+    '',
+    'Sessions call it on login.',
+  }, '\n'),
+  citations = { {
+    k = 1, path = 'shop/auth.py', startLine = verify_line, endLine = verify_end, text = cited_text,
+    location = { uri = auth_uri, range = span(verify_line, verify_end) },
+  } },
+  uncited = result.related,
+  abstained = false,
+  fallback = vim.NIL,
+  bundle = result,
+}
+local doc = ask.render('how are passwords checked?', answer, H.root)
+local view = require('codeloupe.view')
+local origin = vim.api.nvim_get_current_win()
+local buf = view.show({ name = ask.buffer_name, filetype = 'markdown', layout = 'vsplit', lines = doc.lines,
+  targets = doc.targets })
+
+local return_line = H.buffer_line(buf, 'return hmac.compare_digest')
+vim.api.nvim_win_set_cursor(0, { return_line, 4 })
+H.press('<CR>')
+local name, line = H.where()
+H.equal(name, H.path('shop/auth.py'), 'followed code line opens the cited file')
+H.equal(line, H.line_of('shop/auth.py', 'return hmac.compare_digest'), 'followed code line opens its own line')
+H.equal(vim.api.nvim_get_current_win(), origin, 'spans open in the window the answer was asked from')
+
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+local prose = H.buffer_line(buf, '[[1]]')
+vim.api.nvim_win_set_cursor(0, { prose, 0 })
+H.press('gd')
+H.equal({ H.where() }, { H.path('shop/auth.py'), verify_line }, 'gd on a [[k]] marker opens the citation')
+
+vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+vim.api.nvim_win_set_cursor(0, { H.buffer_line(buf, '`shop/sessions.py:2-2`'), 0 })
+H.press('<CR>')
+H.equal({ H.where() }, { H.path('shop/sessions.py'), 2 }, 'an uncited candidate opens')
+H.check(H.text(buf):find('## Not cited (1 files)', 1, true), 'uncited section:\n' .. H.text(buf))
+
+-- A fallback answer renders the bundle itself: CORE code verbatim, every span followable.
+local fallback = ask.render('q', { fallback = 'no chat model configured', bundle = result, citations = {} }, H.root)
+local text = table.concat(fallback.lines, '\n')
+H.check(text:find('no chat model configured', 1, true) and text:find('## Related (1 files)', 1, true),
+  'fallback render:\n' .. text)
+local code_line
+for number, rendered in ipairs(fallback.lines) do
+  if rendered:find('return hmac.compare_digest', 1, true) then
+    code_line = number
+  end
+end
+H.check(code_line, 'the fallback shows CORE code:\n' .. text)
+H.equal(fallback.lines[code_line], auth_lines[H.line_of('shop/auth.py', 'return hmac.compare_digest')],
+  'CORE code is shown verbatim')
+H.equal(fallback.targets[code_line].lnum, H.line_of('shop/auth.py', 'return hmac.compare_digest'),
+  'a fallback code line opens its own line')
+
+-- Graph path trees: hops with carriers open the use site.
+local graph = require('codeloupe.graph')
+local tree = graph.render('path', {
+  from = 'shop/cart.py', to = 'shop/auth.py', found = true, meetsInMiddle = false, note = '',
+  hops = {
+    { source = 'shop/cart.py', target = 'shop/sessions.py', kind = 'import', carriers = { 'SessionStore' } },
+    { source = 'shop/sessions.py', target = 'shop/auth.py', kind = 'call', carriers = { 'verify_password' },
+      use = { uri = sessions_uri, range = span(12, 12) }, definition = { uri = auth_uri, range = span(verify_line, verify_end) } },
+  },
+}, H.root)
+local tree_text = table.concat(tree.lines, '\n')
+H.check(tree_text:find('2. shop/sessions.py -[call]-> shop/auth.py', 1, true), 'path tree:\n' .. tree_text)
+H.check(tree_text:find('carriers: verify_password', 1, true), 'carriers listed:\n' .. tree_text)
+local hop_line
+for number, rendered in ipairs(tree.lines) do
+  if rendered:find('^2%. ') then
+    hop_line = number
+  end
+end
+H.equal({ tree.targets[hop_line].filename, tree.targets[hop_line].lnum }, { H.path('shop/sessions.py'), 12 },
+  'a hop opens its use site')
+H.equal(tree.targets[1], nil, 'the title line opens nothing')
+
+-- :Codeloupe completion.
+local commands = require('codeloupe.commands')
+H.equal(commands.complete('s', 'Codeloupe s'), { 'search', 'status' }, 'subcommand completion')
+H.equal(commands.complete('', 'Codeloupe graph '), { 'map', 'node', 'path' }, 'graph mode completion')
