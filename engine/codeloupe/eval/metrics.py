@@ -20,10 +20,11 @@ the labels use each language's own notation (`Parameter.resolve_envvar_value`, `
    `ChunkHit.name`):
    - the name's segments end with the label's segments (``Parameter.resolve_envvar_value`` is held by
      ``click.core.Parameter.resolve_envvar_value`` and by ``Parameter.resolve_envvar_value``); or
-   - the name is a single segment equal to the label's last segment, and each of the label's qualifier
-     segments occurs as a whole word in the chunk's breadcrumb (a chunker that records ``resolve_envvar_value``
-     under breadcrumb ``core.py > class Parameter > def resolve_envvar_value`` still counts). A qualified
-     name with a different qualifier (``Option.resolve_envvar_value``) never holds the label.
+   - no name of the chunk qualifies the label's last segment differently, one name is that last segment
+     alone, and each of the label's qualifier segments occurs as a whole word in the chunk's breadcrumb (a
+     chunker that records ``resolve_envvar_value`` under breadcrumb ``core.py > class Parameter > def
+     resolve_envvar_value`` still counts; a chunk that also records ``Option.resolve_envvar_value`` does
+     not, even under ``class Option(Parameter)``).
 3. Only chunks of gold files count (the labels are defined in the gold files; a same-named helper in
    another file is not the answer).
 4. The chunk ranking is every `ChunkHit` in the bundle ordered by its score, highest first (ties keep
@@ -102,15 +103,12 @@ def chunk_holds_symbol(chunk: ChunkHit, label: str) -> bool:
     if not wanted:
         return False
     qualifiers, last = wanted[:-1], wanted[-1]
-    for name in (*chunk.symbols, chunk.name):
-        have = symbol_segments(name)
-        if not have:
-            continue
-        if have[-len(wanted):] == wanted:
-            return True
-        if have == (last,) and all(_whole_word(q, chunk.breadcrumb) for q in qualifiers):
-            return True
-    return False
+    names = [segments for segments in map(symbol_segments, (*chunk.symbols, chunk.name)) if segments]
+    if any(segments[-len(wanted):] == wanted for segments in names):
+        return True
+    if any(len(segments) > 1 and segments[-1] == last for segments in names):
+        return False  # the chunk qualifies this name itself, with other qualifiers
+    return (last,) in names and all(_whole_word(q, chunk.breadcrumb) for q in qualifiers)
 
 
 def ranked_chunks(bundle: Bundle) -> list[ChunkHit]:
