@@ -1,0 +1,13 @@
+"""codeloupe's language server: a thin pygls shell over `codeloupe.api.Workspace`.
+
+Each LSP feature is one small module that reads its params, calls one engine function off the event loop,
+and converts the result; every LSP <-> engine conversion lives in `convert.py`. The contract with the editor
+clients is docs/protocol.md.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("codeloupe")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"

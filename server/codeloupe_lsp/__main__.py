@@ -1,0 +1,42 @@
+"""`codeloupe-lsp` / `python -m codeloupe_lsp`: stdio by default, `--tcp HOST:PORT` for debugging."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from codeloupe_lsp import __version__
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="codeloupe-lsp", description="codeloupe language server")
+    parser.add_argument("--version", action="version", version=f"codeloupe-lsp {__version__}")
+    # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the default anyway.
+    parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
+    parser.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="serve one TCP client instead")
+    parser.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
+    args = parser.parse_args(argv)
+
+    # stdout is the protocol channel: logs go to stderr only.
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from codeloupe_lsp.server import build_server
+
+    server = build_server()
+    if args.tcp:
+        server.start_tcp(*args.tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`codeloupe/ask`: stream the engine's ask events as progress, answer with the spliced result.
+
+The engine's ask fails open to plain retrieval itself; when it cannot even start (not importable, a fault),
+the server answers the same fallback shape with the search bundle. Never an error for a valid query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, search_result
+from codeloupe_lsp.params import Params
+from codeloupe_lsp.server import CodeloupeServer
+
+log = logging.getLogger("codeloupe_lsp.ask")
+METHOD = "codeloupe/ask"
+MODES = ("code", "docs", "both")
+
+
+def register(server: CodeloupeServer) -> None:
+    @server.feature(METHOD)
+    async def on_ask(ls: CodeloupeServer, raw: Any) -> JSON:
+        params = Params(raw, METHOD)
+        query = params.text("query", required=True, non_empty=True)
+        mode = params.choice("docs", MODES, "code")
+        agents = params.flag("agents", None)
+        token = params.token("workDoneToken")
+        folder = ls.folders_for(params.text("folderUri"))[0]
+
+        progress = _Progress(ls, token)
+        progress.begin(query)
+        stop = threading.Event()
+        try:
+            try:
+                result = await asyncio.get_running_loop().run_in_executor(
+                    ls.thread_pool, _drive, lambda: folder.ws.ask(query, mode=mode, agents=agents),
+                    progress.threadsafe_report, stop)
+                if result is not None:
+                    return ask_result(result)
+                reason = "the ask stream ended without a result"
+            except asyncio.CancelledError:
+                stop.set()  # the engine stops at its next event; the response is the cancellation
+                raise
+            except Exception as exc:
+                log.exception("ask failed; answering with the plain bundle")
+                reason = f"ask failed: {type(exc).__name__}: {exc}"
+            bundle = await ls.engine(folder.ws.search, query, mode=mode)
+            return fallback_answer(search_result(bundle), reason)
+        finally:
+            progress.end()
+
+
+def _drive(start: Callable[[], Iterator[Any]], emit: Callable[[Any], None], stop: threading.Event) -> Any:
+    """Run the event generator on this worker thread; returns the `done` event's result."""
+    events = start()
+    try:
+        for event in events:
+            if stop.is_set():
+                return None
+            emit(event)
+            if event.type == "done":
+                return event.result
+        return None
+    finally:
+        events.close()
+
+
+class _Progress:
+    """`$/progress` on the client's workDoneToken, one JSON event per report (nothing without a token)."""
+
+    def __init__(self, ls: CodeloupeServer, token: str | int | None) -> None:
+        self.ls = ls
+        self.token = token
+        self.loop = asyncio.get_running_loop()
+
+    def begin(self, query: str) -> None:
+        if self.token is not None:
+            self.ls.work_done_progress.begin(self.token, lsp.WorkDoneProgressBegin(
+                title="codeloupe: ask", message=query, cancellable=False))
+
+    def threadsafe_report(self, event: Any) -> None:
+        if self.token is not None:
+            message = json.dumps(ask_event(event), default=str)
+            self.loop.call_soon_threadsafe(self._report, message)
+
+    def _report(self, message: str) -> None:
+        assert self.token is not None
+        self.ls.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(message=message))
+
+    def end(self) -> None:
+        if self.token is not None:
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd())

@@ -1,0 +1,54 @@
+"""Editor settings (initializationOptions, didChangeConfiguration) -> overrides for `load_settings`.
+
+The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
+one unknown key or bad value is reported and dropped while the rest still apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from codeloupe.settings import Settings, SettingsError, apply
+
+# Clients may nest the options under the extension's section name.
+SECTION = "codeloupe"
+
+
+@dataclass
+class EditorOptions:
+    overrides: dict[str, Any] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+
+    def problems(self) -> str:
+        """One warning covering every key that was ignored, or ""."""
+        parts = []
+        if self.unknown:
+            parts.append("unknown setting(s) ignored: " + ", ".join(sorted(self.unknown)))
+        parts.extend(self.invalid)
+        return "codeloupe: " + "; ".join(parts) if parts else ""
+
+
+def read_options(raw: Any) -> EditorOptions:
+    options = EditorOptions()
+    if raw is None:
+        return options
+    if not isinstance(raw, Mapping):
+        options.invalid.append(f"settings must be an object, got {type(raw).__name__}; ignored")
+        return options
+    if isinstance(raw.get(SECTION), Mapping):
+        raw = raw[SECTION]
+    scratch = Settings()
+    for key, value in raw.items():
+        try:
+            apply(scratch, {key: value}, "the editor settings")
+        except SettingsError as exc:
+            if str(exc).startswith("unknown setting"):
+                options.unknown.append(str(key))
+            else:
+                options.invalid.append(f"{exc}; ignored")
+            continue
+        options.overrides[key] = value
+    return options

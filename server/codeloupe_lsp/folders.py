@@ -1,0 +1,299 @@
+"""One warm `Workspace` per workspace folder, refreshed in the background.
+
+Writes to a folder's index (full index, saved files, vectors) run one at a time on that folder's own writer
+thread, so a `Workspace` never indexes concurrently with itself; reads (search, hover, status) run on the
+server's shared thread pool and see each write as soon as it commits. The event loop only schedules.
+
+Order of work in a folder, re-decided after every job: a requested full index, then saved/changed files,
+then vectors. Embedding stops early (`should_stop`) as soon as either of the others is requested, so a save
+is searchable again after at most one embedding batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lsprotocol import types as lsp
+
+from codeloupe.api import Workspace
+from codeloupe.settings import Settings
+from codeloupe.types import IndexReport, Progress
+from codeloupe_lsp.convert import folder_status, uri_to_path
+
+if TYPE_CHECKING:
+    from codeloupe_lsp.server import CodeloupeServer
+
+log = logging.getLogger("codeloupe_lsp.folders")
+T = TypeVar("T")
+
+# Progress notifications are rate-limited so a fast index does not flood the client.
+REPORT_INTERVAL_S = 0.1
+
+
+class RefreshProgress:
+    """The work-done progress of one background refresh: index (0-50 %) then vectors (50-100 %)."""
+
+    def __init__(self, server: CodeloupeServer, title: str) -> None:
+        self.server = server
+        self.title = title
+        self.token: str | None = None
+        self._last = 0.0
+
+    async def begin(self) -> None:
+        if not self.server.supports_progress():
+            return
+        token = f"codeloupe-index-{uuid.uuid4().hex[:12]}"
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except Exception as exc:  # the client refused the token: index without a progress bar
+            log.warning("window/workDoneProgress/create refused: %s", exc)
+            return
+        self.token = token
+        self.server.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(
+            title=self.title, message="scanning", percentage=0, cancellable=False))
+
+    def report(self, event: Progress) -> None:
+        """Called on the loop thread for each engine progress event."""
+        if self.token is None:
+            return
+        now = time.monotonic()
+        final = event.total and event.done >= event.total
+        if not final and now - self._last < REPORT_INTERVAL_S:
+            return
+        self._last = now
+        share = event.done / event.total if event.total else 1.0
+        if event.phase == "embed":
+            message, percentage = f"vectors {event.done}/{event.total}", 50 + 50 * share
+        elif event.phase in ("scan", "chunk"):
+            message, percentage = f"files {event.done}/{event.total}", 50 * share
+        else:
+            message, percentage = f"{event.phase} {event.done}/{event.total}", None
+        self.server.work_done_progress.report(self.token, lsp.WorkDoneProgressReport(
+            message=message, percentage=None if percentage is None else int(percentage)))
+
+    def note(self, message: str, percentage: int) -> None:
+        if self.token is not None:
+            self.server.work_done_progress.report(
+                self.token, lsp.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def end(self, message: str) -> None:
+        if self.token is not None:
+            self.server.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=message))
+            self.token = None
+
+
+class Folder:
+    """A workspace folder: its `Workspace`, its writer thread, and what is still to be done."""
+
+    def __init__(self, server: CodeloupeServer, uri: str, root: Path, settings: Settings) -> None:
+        self.server = server
+        self.uri = uri
+        self.root = root
+        self.ws = Workspace(root, settings=settings)
+        self.state = "indexing"
+        self.message = ""
+        self.embed_error = ""
+        self.last_report: IndexReport | None = None
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-writer-{root.name}")
+        self._full_wanted = False
+        self._full_waiters: list[asyncio.Future[IndexReport]] = []
+        self._changed: set[str] = set()
+        self._embed_wanted = False
+        self._prefer: list[str] = []
+        self._closing = False
+        self._pump: asyncio.Task[None] | None = None
+        self._progress: RefreshProgress | None = None
+        if self.ws.store.rebuilt_reason:
+            self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
+
+    # ---------------------------------------------------------------- requests (loop thread)
+
+    def request_full(self) -> asyncio.Future[IndexReport]:
+        """Re-scan the whole folder; the future resolves with the index report."""
+        waiter: asyncio.Future[IndexReport] = asyncio.get_running_loop().create_future()
+        self._full_waiters.append(waiter)
+        self._full_wanted = True
+        self._kick()
+        return waiter
+
+    def request_paths(self, rel_paths: Iterable[str]) -> None:
+        """Re-index these files (saved, created, changed or deleted), then embed them first."""
+        self._changed.update(rel_paths)
+        self._kick()
+
+
+    @property
+    def busy(self) -> bool:
+        return self._pump is not None and not self._pump.done()
+
+    async def idle(self) -> None:
+        """Wait until every requested write has been done (tests and the benchmark use this)."""
+        while self.busy:
+            assert self._pump is not None
+            await asyncio.shield(self._pump)
+
+    def _kick(self) -> None:
+        if self._closing or self.busy:
+            return
+        self._pump = asyncio.get_running_loop().create_task(self._run_pending())
+
+    def _should_stop_embedding(self) -> bool:
+        # Read from the writer thread; plain attribute reads are atomic under the GIL.
+        return self._closing or self._full_wanted or bool(self._changed)
+
+    async def _on_writer(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    # ---------------------------------------------------------------- the pump
+
+    async def _run_pending(self) -> None:
+        while not self._closing:
+            if self._full_wanted:
+                await self._index_all()
+            elif self._changed:
+                await self._index_changed()
+            elif self._embed_wanted and not self.embed_error:
+                await self._embed()
+            else:
+                break
+        if self._progress is not None:
+            self._progress.end(self._summary())
+            self._progress = None
+        if self.state == "indexing":
+            self.state = "ready"
+
+    async def _index_all(self) -> None:
+        self._full_wanted = False
+        waiters, self._full_waiters = self._full_waiters, []
+        self.state = "indexing"
+        if self._progress is None:
+            self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
+            await self._progress.begin()
+        callback = self._progress_callback(self._progress)
+        try:
+            report = await self._on_writer(self.ws.index, callback)
+        except Exception as exc:
+            log.exception("indexing %s failed", self.root)
+            self.state, self.message = "error", f"indexing failed: {exc}"
+            self.server.show_error(f"codeloupe: indexing {self.root} failed: {exc}")
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        self.last_report = report
+        self.message = ""
+        self._progress.note(f"files {report.files_seen}/{report.files_seen}, chunks {report.chunks}", 50)
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(report)
+        self._embed_wanted = True
+
+    async def _index_changed(self) -> None:
+        paths = sorted(self._changed)
+        self._changed.clear()
+        try:
+            report = await self._on_writer(self.ws.update_files, paths)
+        except Exception:
+            log.exception("re-indexing %s in %s failed", paths, self.root)
+            return
+        missing = [p for p in paths if not (self.root / p).exists()]
+        if report.files_deleted < len(missing):
+            # A deleted path that was not an indexed file is a directory (or was never indexed): only a
+            # full scan knows which indexed files lived under it.
+            self._full_wanted = True
+        self._prefer.extend(p for p in paths if p not in missing)
+        self._embed_wanted = True
+
+    async def _embed(self) -> None:
+        self._embed_wanted = False
+        prefer, self._prefer = self._prefer, []
+        callback = self._progress_callback(self._progress)
+        try:
+            report = await self._on_writer(lambda: self.ws.embed(callback, prefer_paths=prefer,
+                                                                 should_stop=self._should_stop_embedding))
+        except Exception as exc:
+            # No key, an unreachable endpoint, a broken model file: search keeps the lexical lanes. Retrying
+            # on every save would turn one warning into a loop, so wait for a settings change or a reindex.
+            log.warning("embedding %s failed: %s", self.root, exc)
+            self.embed_error = str(exc)
+            self.server.warn(f"codeloupe: embeddings unavailable ({exc}); searching with the lexical and "
+                             "symbol lanes only", once=True)
+            return
+        if report.stopped:
+            self._embed_wanted = True  # resumes after the index work that interrupted it
+            self._prefer = prefer + self._prefer
+
+    def _progress_callback(self, progress: RefreshProgress | None) -> Callable[[Progress], None] | None:
+        if progress is None:
+            return None
+        loop = asyncio.get_running_loop()
+        return lambda event: loop.call_soon_threadsafe(progress.report, event)
+
+    def _summary(self) -> str:
+        report = self.last_report
+        text = f"{report.files_seen} files, {report.chunks} chunks" if report else "up to date"
+        return text + (f"; embeddings unavailable: {self.embed_error}" if self.embed_error else "")
+
+    # ---------------------------------------------------------------- reads (shared pool)
+
+    def status(self) -> dict[str, Any]:
+        """The folder's `codeloupe/status` entry (runs on a worker thread)."""
+        return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def close(self) -> None:
+        """Stop after the current job, then close the index (on the writer, after anything still running)."""
+        self._closing = True
+        for waiter in self._full_waiters:
+            if not waiter.done():
+                waiter.cancel()
+        if self._progress is not None:
+            self._progress.end("stopped")
+            self._progress = None
+        await self._on_writer(self.ws.close)
+        self._writer.shutdown(wait=False)
+
+
+class Folders:
+    """The open folders, looked up by URI or by any path inside them (the deepest root wins)."""
+
+    def __init__(self) -> None:
+        self._by_uri: dict[str, Folder] = {}
+
+    def __iter__(self):
+        return iter(list(self._by_uri.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_uri)
+
+    def add(self, folder: Folder) -> None:
+        self._by_uri[folder.uri] = folder
+
+    def pop(self, uri: str) -> Folder | None:
+        return self._by_uri.pop(uri, None) or next(
+            (self._by_uri.pop(f.uri) for f in list(self._by_uri.values()) if same_folder(f.uri, uri)), None)
+
+    def get(self, uri: str) -> Folder | None:
+        return self._by_uri.get(uri) or next((f for f in self if same_folder(f.uri, uri)), None)
+
+    def containing(self, path: Path) -> Folder | None:
+        path = path.resolve()
+        best: Folder | None = None
+        for folder in self:
+            if path == folder.root or folder.root in path.parents:
+                if best is None or len(folder.root.parts) > len(best.root.parts):
+                    best = folder
+        return best
+
+
+def same_folder(a: str, b: str) -> bool:
+    pa, pb = uri_to_path(a), uri_to_path(b)
+    return pa is not None and pb is not None and pa.resolve() == pb.resolve()

@@ -1,0 +1,61 @@
+"""`codeloupe/search`: the ranked, complete bundle (docs/protocol.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codeloupe_lsp.convert import JSON, search_result, uri_to_path
+from codeloupe_lsp.folders import Folder
+from codeloupe_lsp.params import Params, invalid
+from codeloupe_lsp.server import CodeloupeServer
+
+METHOD = "codeloupe/search"
+MODES = ("code", "docs", "both")
+DEFAULT_LIMIT = 12
+
+
+def register(server: CodeloupeServer) -> None:
+    @server.feature(METHOD)
+    async def on_search(ls: CodeloupeServer, raw: Any) -> JSON:
+        params = Params(raw, METHOD)
+        query = params.text("query", required=True, non_empty=True)
+        return await search(ls, query, scope=params.text("scope"), mode=params.choice("docs", MODES, "code"),
+                            limit=params.integer("limit", DEFAULT_LIMIT), folder_uri=params.text("folderUri"))
+
+
+async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str = "code",
+                 limit: int = DEFAULT_LIMIT, folder_uri: str = "") -> JSON:
+    """Search one folder, or every folder and merge; `scope` may be a URI, which also picks the folder."""
+    targets: list[tuple[Folder, str]]
+    if scope.startswith("file:"):
+        if uri_to_path(scope) is None:
+            raise invalid(f"{METHOD}: `scope` {scope!r} is not a file: URI")
+        targets = [ls.folder_for(scope, "scope")]
+    else:
+        targets = [(folder, scope) for folder in ls.folders_for(folder_uri)]
+    results = [search_result(await ls.engine(folder.ws.search, query, scope=scope, mode=mode, limit=limit))
+               for folder, scope in targets]
+    return results[0] if len(results) == 1 else merge_results(results)
+
+
+def merge_results(results: list[JSON]) -> JSON:
+    """One result over several folders: every candidate kept, CORE before RELATED, each by score."""
+    core = sorted((f for r in results for f in r["core"]), key=lambda f: -f["score"])
+    related = sorted((f for r in results for f in r["related"]), key=lambda f: -f["score"])
+    for rank, file in enumerate([*core, *related], 1):
+        file["rank"] = rank
+    lanes: dict[str, JSON] = {}
+    for result in results:
+        for lane in result["lanes"]:
+            seen = lanes.setdefault(lane["name"], dict(lane))
+            seen["ready"] = seen["ready"] and lane["ready"]
+            seen["coverage"] = min(seen["coverage"], lane["coverage"])
+            if lane["note"] and lane["note"] not in seen["note"]:
+                seen["note"] = "; ".join(n for n in (seen["note"], lane["note"]) if n)
+    timing: dict[str, float] = {}
+    for result in results:
+        for key, ms in result["timingMs"].items():
+            timing[key] = timing.get(key, 0.0) + ms
+    first = results[0]
+    return {"query": first["query"], "issueMode": any(r["issueMode"] for r in results), "mode": first["mode"],
+            "core": core, "related": related, "lanes": list(lanes.values()), "timingMs": timing}

@@ -1,0 +1,188 @@
+"""The pygls server object, its protocol tweaks, and the helpers every feature module uses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, default_converter
+from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
+
+from codeloupe.api import WorkspaceError
+from codeloupe.settings import Settings, load_settings
+from codeloupe_lsp import __version__
+from codeloupe_lsp.config import EditorOptions
+from codeloupe_lsp.convert import uri_to_path
+from codeloupe_lsp.folders import Folder, Folders
+from codeloupe_lsp.params import invalid
+
+log = logging.getLogger("codeloupe_lsp")
+T = TypeVar("T")
+
+# LSP 3.17 "RequestFailed": the request was valid but the engine could not answer it.
+REQUEST_FAILED = -32803
+
+
+class RequestFailed(JsonRpcException):
+    CODE = REQUEST_FAILED
+    MESSAGE = "Request failed"
+
+
+class _MalformedRequest:
+    """A request whose params did not match the method's type: answered -32602 instead of dropped."""
+
+    def __init__(self, msg_id: Any, method: str, problem: str) -> None:
+        self.id, self.method, self.problem = msg_id, method, problem
+
+
+class CodeloupeProtocol(LanguageServerProtocol):
+    """pygls logs and drops a request whose params fail to structure; the client would wait forever."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except JsonRpcInvalidParams as exc:
+            if "id" not in data or "method" not in data:
+                raise
+            cause = exc.__cause__
+            if isinstance(cause, cattrs.BaseValidationError):
+                problem = "; ".join(cattrs.transform_error(cause, path="$"))
+            else:
+                problem = str(cause or exc)
+            return _MalformedRequest(data["id"], data["method"], problem)
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _MalformedRequest):
+            error = JsonRpcInvalidParams(message=f"{message.method}: invalid params: {message.problem}")
+            self._send_response(message.id, None, error.to_response_error())
+            return
+        super().handle_message(message)
+
+
+def _keep_raw(obj: dict[str, Any], cls: type) -> Any:
+    return cls(**obj)
+
+
+def _converter() -> cattrs.Converter:
+    """pygls turns untyped params into namedtuples, which rename keys like `from`; keep the JSON instead."""
+    converter = default_converter()
+    converter.register_structure_hook(JsonRPCRequestMessage, _keep_raw)
+    converter.register_structure_hook(JsonRPCNotification, _keep_raw)
+    return converter
+
+
+class CodeloupeServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("codeloupe", __version__, protocol_cls=CodeloupeProtocol, converter_factory=_converter,
+                         text_document_sync_kind=lsp.TextDocumentSyncKind.None_)
+        self.folders = Folders()
+        self.options = EditorOptions()
+        self._warned: set[str] = set()
+
+    # ---------------------------------------------------------------- client messages
+
+    def supports_progress(self) -> bool:
+        window = self.client_capabilities.window
+        return bool(window and window.work_done_progress)
+
+    def warn(self, message: str, *, once: bool = False) -> None:
+        """A `window/showMessage` warning; with `once`, the same text is shown only the first time."""
+        if once:
+            if message in self._warned:
+                return
+            self._warned.add(message)
+        log.warning("%s", message)
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
+
+    def show_error(self, message: str) -> None:
+        log.error("%s", message)
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
+
+    # ---------------------------------------------------------------- folders
+
+    def settings_for(self, root: Path) -> Settings:
+        return load_settings(root, self.options.overrides)
+
+    def open_folder(self, uri: str) -> Folder | None:
+        root = uri_to_path(uri)
+        if root is None or not root.is_dir():
+            self.warn(f"codeloupe: {uri} is not a local folder; not indexed")
+            return None
+        try:
+            folder = Folder(self, uri, root.resolve(), self.settings_for(root))
+        except Exception as exc:  # a bad settings file, an unwritable cache dir: say so, keep serving
+            log.exception("opening %s failed", root)
+            self.show_error(f"codeloupe: cannot open {root}: {exc}")
+            return None
+        self.folders.add(folder)
+        folder.request_full()
+        return folder
+
+    def folder_for(self, uri: str, what: str = "uri") -> tuple[Folder, str]:
+        """The folder holding `uri` and the path relative to it; anything else is refused with -32602."""
+        path = uri_to_path(uri)
+        if path is None:
+            raise invalid(f"`{what}` {uri!r} is not a file: URI")
+        folder = self.folders.containing(path)
+        if folder is None:
+            raise invalid(f"`{what}` {uri} is outside every workspace folder")
+        return folder, folder.ws.relative(path)
+
+    def folders_for(self, folder_uri: str) -> list[Folder]:
+        """`folderUri` given: that folder (or -32602); absent: every folder."""
+        if not folder_uri:
+            if not len(self.folders):
+                raise RequestFailed(message="no workspace folder is open")
+            return list(self.folders)
+        folder = self.folders.get(folder_uri)
+        if folder is None:
+            raise invalid(f"`folderUri` {folder_uri} is not an open workspace folder")
+        return [folder]
+
+    # ---------------------------------------------------------------- running engine calls
+
+    async def engine(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run one engine call on the shared read pool; engine refusals become -32602, faults -32803.
+
+        The event loop never waits on the engine itself, so other requests keep being answered, and a
+        cancelled request stops waiting at once (the call itself finishes in the background).
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.thread_pool, lambda: fn(*args, **kwargs))
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except WorkspaceError as exc:
+            raise invalid(str(exc)) from exc
+        except FileNotFoundError as exc:
+            raise RequestFailed(message=f"{exc.filename}: no such file (deleted since it was indexed?)") from exc
+        except Exception as exc:
+            log.exception("engine call %s failed", getattr(fn, "__qualname__", fn))
+            raise RequestFailed(message=f"codeloupe engine error: {type(exc).__name__}: {exc}") from exc
+
+
+def build_server() -> CodeloupeServer:
+    from codeloupe_lsp import (
+        ask,
+        codelens,
+        commands,
+        expand,
+        graph,
+        hover,
+        lifecycle,
+        search,
+        status,
+        symbols,
+    )
+
+    server = CodeloupeServer()
+    for module in (lifecycle, search, symbols, expand, status, graph, ask, codelens, hover, commands):
+        module.register(server)
+    return server

@@ -1,0 +1,24 @@
+"""`workspace/symbol`: the search engine's symbol-bearing chunks as WorkspaceSymbols with real ranges."""
+
+from __future__ import annotations
+
+from lsprotocol import types as lsp
+
+from codeloupe_lsp.convert import workspace_symbols
+from codeloupe_lsp.server import CodeloupeServer
+
+# Enough to fill an editor's symbol picker; every folder is asked.
+SYMBOL_FILES = 30
+
+
+def register(server: CodeloupeServer) -> None:
+    @server.feature(lsp.WORKSPACE_SYMBOL)
+    async def on_workspace_symbol(ls: CodeloupeServer,
+                                  params: lsp.WorkspaceSymbolParams) -> list[lsp.WorkspaceSymbol]:
+        if not params.query.strip():
+            return []
+        symbols: list[lsp.WorkspaceSymbol] = []
+        for folder in ls.folders:
+            bundle = await ls.engine(folder.ws.search, params.query, limit=SYMBOL_FILES)
+            symbols.extend(workspace_symbols(bundle))
+        return symbols

@@ -1,0 +1,190 @@
+"""Helpers to drive the real `codeloupe-lsp` over stdio with pytest-lsp's client, on fixture workspaces in tmp_path.
+
+Every server gets the test's own cache dir (the root conftest sets CODELOUPE_CACHE_DIR) and, unless a test
+says otherwise, `embedProvider: none`, so nothing downloads or loads a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.protocol import default_converter
+from pygls.protocol.json_rpc import JsonRPCResponseMessage
+from pygls.uris import from_fs_path
+from pytest_lsp import LanguageClient
+from pytest_lsp.client import register_lsp_features
+
+# A small project with imports between files, a doc file and an ignored directory.
+PROJECT: dict[str, str] = {
+    "app/__init__.py": "",
+    "app/auth.py": '''
+        """Password checks and session tokens."""
+
+        import hashlib
+
+        from app.store import load_user
+
+
+        def hash_password(password: str, salt: str) -> str:
+            """Salted SHA-256 of a password."""
+            return hashlib.sha256((salt + password).encode()).hexdigest()
+
+
+        class SessionManager:
+            """Issues and validates login sessions."""
+
+            def login(self, name: str, password: str) -> str:
+                user = load_user(name)
+                if user is None or user["hash"] != hash_password(password, user["salt"]):
+                    raise PermissionError("bad credentials")
+                return "token-" + name
+        ''',
+    "app/store.py": '''
+        """A tiny user store."""
+
+        USERS = {"ada": {"salt": "s1", "hash": "x"}}
+
+
+        def load_user(name: str):
+            return USERS.get(name)
+        ''',
+    "app/web.py": '''
+        from app.auth import SessionManager
+        from app.store import load_user
+
+
+        def handle_login(form: dict) -> str:
+            return SessionManager().login(form["name"], form["password"])
+
+
+        def profile(name: str) -> dict:
+            return load_user(name) or {}
+        ''',
+    "docs/guide.md": '''
+        # Guide
+
+        ## Logging in
+
+        Users log in with a password; the server answers with a session token.
+        ''',
+    "node_modules/dep/index.js": "module.exports = function ignoredDependency() {};\n",
+}
+
+
+def write_project(root: Path, files: dict[str, str] = PROJECT) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def uri(path: Path) -> str:
+    return from_fs_path(str(path))
+
+
+def _raw_converter():
+    """Custom-request results stay plain JSON (pygls would make namedtuples of them)."""
+    converter = default_converter()
+    converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+    return converter
+
+
+class Client(LanguageClient):
+    """pytest-lsp's client plus what our server asks of a client: capability registration."""
+
+    def __init__(self) -> None:
+        super().__init__(converter_factory=_raw_converter)
+        self.registrations: list[lsp.Registration] = []
+
+    async def request(self, method: str, params: Any) -> Any:
+        return await self.protocol.send_request_async(method, params)
+
+    async def command(self, name: str, *arguments: Any) -> Any:
+        return await self.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command=name, arguments=list(arguments)))
+
+    async def wait_until(self, predicate: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
+        """Wait for a condition the server brings about asynchronously (not a speed assertion)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate():
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.05)
+
+    async def status(self) -> list[dict[str, Any]]:
+        return (await self.request("codeloupe/status", {}))["folders"]
+
+    async def wait_ready(self, count: int = 1) -> list[dict[str, Any]]:
+        """Poll codeloupe/status until `count` folders exist and none is still indexing."""
+        folders: list[dict[str, Any]] = []
+
+        async def ready() -> bool:
+            nonlocal folders
+            folders = await self.status()
+            return len(folders) == count and all(f["state"] != "indexing" for f in folders)
+
+        deadline = asyncio.get_running_loop().time() + 120
+        while not await ready():
+            assert asyncio.get_running_loop().time() < deadline, f"folders never became ready: {folders}"
+            await asyncio.sleep(0.05)
+        return folders
+
+    async def search_until(self, query: str, accept: Callable[[dict[str, Any]], bool], what: str,
+                           **extra: Any) -> dict[str, Any]:
+        """Repeat a search until its result satisfies `accept` (a save is indexed in the background)."""
+        result: dict[str, Any] = {}
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            result = await self.request("codeloupe/search", {"query": query, **extra})
+            if accept(result):
+                return result
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}: {result}"
+            await asyncio.sleep(0.05)
+
+
+def make_client() -> Client:
+    client = Client()
+    register_lsp_features(client)
+
+    @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+    def on_register(params: lsp.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)
+
+    return client
+
+
+CAPABILITIES = lsp.ClientCapabilities(
+    window=lsp.WindowClientCapabilities(work_done_progress=True, show_document=lsp.ShowDocumentClientCapabilities(
+        support=True)),
+    workspace=lsp.WorkspaceClientCapabilities(
+        workspace_folders=True, configuration=True,
+        did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)),
+)
+
+
+async def start_server(roots: list[Path], options: dict[str, Any] | None = None,
+                       env: dict[str, str] | None = None) -> Client:
+    client = make_client()
+    await client.start_io(sys.executable, "-m", "codeloupe_lsp", env={**os.environ, **(env or {})})
+    init_options = {"embedProvider": "none", **(options or {})}
+    await client.initialize_session(lsp.InitializeParams(
+        capabilities=CAPABILITIES, process_id=os.getpid(),
+        workspace_folders=[lsp.WorkspaceFolder(uri=uri(r), name=r.name) for r in roots],
+        initialization_options=init_options))
+    return client
+
+
+async def stop_server(client: Client) -> None:
+    await client.shutdown_session()
+
+
+def location_paths(result: dict[str, Any]) -> list[str]:
+    return [f["path"] for f in [*result["core"], *result["related"]]]

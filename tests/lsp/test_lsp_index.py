@@ -1,0 +1,120 @@
+"""The warm index over the protocol: progress, search, saves, deletions, status, settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_helpers import Client, location_paths, start_server, stop_server, uri, write_project
+from lsprotocol import types as lsp
+
+
+async def test_initial_index_reports_progress_and_search_finds_the_right_files(project: Path) -> None:
+    client = await start_server([project])
+    try:
+        folders = await client.wait_ready()
+        assert folders[0]["root"] == str(project.resolve())
+        assert folders[0]["files"] == 5  # node_modules and the empty __init__.py are not indexed
+        assert folders[0]["state"] == "ready"
+
+        (token, reports), = client.progress_reports.items()
+        kinds = [r.kind for r in reports]
+        assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
+        assert any(r.kind == "report" and r.message.startswith("files ") for r in reports)
+        assert all(0 <= r.percentage <= 100 for r in reports if r.kind == "report" and r.percentage is not None)
+        assert any(reg.method == lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES for reg in client.registrations)
+
+        result = await client.request("codeloupe/search", {"query": "hash_password salted password"})
+        assert result["query"] == "hash_password salted password"
+        top = result["core"][0]
+        assert top["path"] == "app/auth.py"
+        assert top["uri"] == uri(project / "app/auth.py")
+        chunk = next(c for c in top["chunks"] if "hash_password" in c["text"])
+        start, end = chunk["location"]["range"]["start"], chunk["location"]["range"]["end"]
+        lines = (project / "app/auth.py").read_text().splitlines(keepends=True)
+        assert "".join(lines[start["line"]:end["line"]]) == chunk["text"]
+        assert start["character"] == 0 and end["character"] == 0
+        assert {lane["name"] for lane in result["lanes"]} >= {"lexical", "symbol"}
+        assert "node_modules/dep/index.js" not in location_paths(result)
+    finally:
+        await stop_server(client)
+
+
+async def test_saved_file_is_found_by_its_new_content_and_a_deleted_one_is_gone(client: Client,
+                                                                             project: Path) -> None:
+    path = project / "app/billing.py"
+    path.write_text("def refund_invoice(invoice_id):\n    return 'zanzibar-refund'\n", encoding="utf-8")
+    client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri(path))))
+    found = await client.search_until("zanzibar refund invoice", lambda r: "app/billing.py" in location_paths(r),
+                                      "the saved file")
+    assert found["core"][0]["path"] == "app/billing.py"
+
+    path.unlink()
+    client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[
+        lsp.FileEvent(uri=uri(path), type=lsp.FileChangeType.Deleted)]))
+    await client.search_until("zanzibar refund invoice", lambda r: "app/billing.py" not in location_paths(r),
+                              "the deleted file to leave the index")
+
+
+async def test_deleting_a_directory_drops_every_file_under_it(client: Client, project: Path) -> None:
+    for rel in ("app/store.py", "app/auth.py", "app/web.py", "app/__init__.py"):
+        (project / rel).unlink()
+    (project / "app").rmdir()
+    client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[
+        lsp.FileEvent(uri=uri(project / "app"), type=lsp.FileChangeType.Deleted)]))
+    await client.search_until("load_user", lambda r: not any(p.startswith("app/") for p in location_paths(r)),
+                              "the deleted directory to leave the index")
+
+
+async def test_reindex_command_reports_counts(client: Client, project: Path) -> None:
+    (project / "app/extra.py").write_text("def extra():\n    return 1\n", encoding="utf-8")
+    result = await client.command("codeloupe.reindex")
+    assert result["files"] == 6
+    assert result["chunks"] >= 6
+    one = await client.command("codeloupe.reindex", uri(project))
+    assert one["files"] == 6
+
+
+async def test_status_shape(client: Client, project: Path) -> None:
+    (folder,) = await client.status()
+    assert folder["uri"] == uri(project)
+    assert folder["languages"]["python"] == 3
+    assert folder["vectors"] == {"done": 0, "total": folder["chunks"]}
+    assert folder["provider"] == "none"
+    assert Path(folder["indexPath"]).is_file()
+    assert set(folder) == {"uri", "root", "state", "files", "chunks", "symbols", "vectors", "languages",
+                           "provider", "model", "indexPath", "message"}
+
+
+async def test_two_workspace_folders_are_indexed_and_searched_together(tmp_path: Path) -> None:
+    first = write_project(tmp_path / "first")
+    second = write_project(tmp_path / "second", {"lib/parser.py": "def parse_yaml_frontmatter(text):\n    ...\n"})
+    client = await start_server([first, second])
+    try:
+        folders = await client.wait_ready(count=2)
+        assert {f["root"] for f in folders} == {str(first.resolve()), str(second.resolve())}
+        both = await client.request("codeloupe/search", {"query": "parse_yaml_frontmatter"})
+        assert both["core"][0]["uri"] == uri(second / "lib/parser.py")
+        only_first = await client.request("codeloupe/search",
+                                          {"query": "parse_yaml_frontmatter", "folderUri": uri(first)})
+        assert all(f["uri"].startswith(uri(first)) for f in [*only_first["core"], *only_first["related"]])
+
+        client.workspace_did_change_workspace_folders(lsp.DidChangeWorkspaceFoldersParams(
+            event=lsp.WorkspaceFoldersChangeEvent(added=[], removed=[lsp.WorkspaceFolder(uri=uri(second),
+                                                                                          name="second")])))
+        await client.wait_ready(count=1)
+        gone = await client.request("codeloupe/search", {"query": "parse_yaml_frontmatter"})
+        assert "lib/parser.py" not in location_paths(gone)
+    finally:
+        await stop_server(client)
+
+
+async def test_unknown_settings_warn_once_and_the_rest_apply(project: Path) -> None:
+    client = await start_server([project], options={"chunkBudget": 900, "noSuchSetting": 1, "colour": "red"})
+    try:
+        await client.wait_ready()
+        warnings = [m.message for m in client.messages if m.type == lsp.MessageType.Warning]
+        assert len(warnings) == 1
+        assert "colour" in warnings[0] and "noSuchSetting" in warnings[0]
+    finally:
+        await stop_server(client)
