@@ -32,7 +32,7 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fused: np.ndarray
 
     file_scores = {f: _file_score(fused, chunk_rows) for f, chunk_rows in by_file.items()}
     ranked = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))[: max(limit, 1)]
-    query_terms = set(tokenize(query))
+    query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
     core_count = _core_count([file_scores[f] for f in ranked])
     hits = [
         _file_hit(snap, file_id, rank, file_scores[file_id], by_file[file_id], fused, lane_ranks,
@@ -63,7 +63,7 @@ def _file_score(fused: np.ndarray, chunk_rows: list[int]) -> float:
 
 
 def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], fused: np.ndarray,
-              lane_ranks: dict[str, dict[int, int]], pins: list[str], query_terms: set[str], *,
+              lane_ranks: dict[str, dict[int, int]], pins: list[str], query_terms: list[str], *,
               full: bool) -> FileHit:
     best_row = chunk_rows[0]
     best_score = float(fused[best_row])
@@ -84,7 +84,7 @@ def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows:
 
 
 def _chunk_hit(snap: Snapshot, row: int, fused: np.ndarray, lane_ranks: dict[str, dict[int, int]],
-               query_terms: set[str], *, with_text: bool) -> ChunkHit:
+               query_terms: list[str], *, with_text: bool) -> ChunkHit:
     table = snap.table
     text = table.texts[row]
     start = int(table.start_lines[row])
@@ -97,19 +97,35 @@ def _chunk_hit(snap: Snapshot, row: int, fused: np.ndarray, lane_ranks: dict[str
     )
 
 
-def make_snippet(text: str, start_line: int, query_terms: set[str], radius: int = R.SNIPPET_RADIUS) -> Snippet:
-    """The chunk's best-matching line (most query terms) with `radius` lines either side."""
+def make_snippet(text: str, start_line: int, query_terms: list[str], radius: int = R.SNIPPET_RADIUS) -> Snippet:
+    """The chunk's best-matching line (most of the query's rarest terms) with `radius` lines either side."""
     lines = text.splitlines(keepends=True)
     if not lines:
         return Snippet(start_line, start_line, start_line, "", False)
-    best, best_hits = 0, -1
-    for i, line in enumerate(lines):
-        hits = len(query_terms.intersection(tokenize(line))) if query_terms else 0
-        if hits > best_hits:
-            best, best_hits = i, hits
+    best = _best_line(text.lower(), query_terms)
     lo, hi = max(0, best - radius), min(len(lines), best + radius + 1)
     return Snippet(start_line + lo, start_line + hi - 1, start_line + best, "".join(lines[lo:hi]),
                    truncated=lo > 0 or hi < len(lines))
+
+
+def _best_line(lowered: str, terms: list[str]) -> int:
+    """0-based line holding the most distinct query terms: str.find per term, one newline count per hit."""
+    hits: list[tuple[int, str]] = []
+    for term in terms:
+        pos = lowered.find(term)
+        while pos >= 0 and len(hits) < 500:
+            hits.append((pos, term))
+            pos = lowered.find(term, pos + len(term))
+    if not hits:
+        return 0
+    hits.sort()
+    per_line: dict[int, set[str]] = defaultdict(set)
+    line, last = 0, 0
+    for pos, term in hits:
+        line += lowered.count("\n", last, pos)
+        last = pos
+        per_line[line].add(term)
+    return min(per_line, key=lambda n: (-len(per_line[n]), n))
 
 
 _LANE_LABELS = {"dense": "dense", "lexical": "bm25", "symbol": "symbol", "entity": "entity"}

@@ -49,3 +49,4 @@ CORE_MAX = 4
 CORE_CHUNK_RATIO = 0.80  # a CORE file shows every chunk scoring >= 80% of its best
 GRAPH_NEIGHBOURS = 7
 SNIPPET_RADIUS = 15
+SNIPPET_TERMS = 6  # the query's rarest terms pick a snippet's anchor line

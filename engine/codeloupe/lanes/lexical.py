@@ -31,6 +31,7 @@ class BM25Index:
         self.vocab = vocab
         n_docs = len(lengths)
         self.n_docs = n_docs
+        self._idf = np.zeros(len(vocab), np.float32)
         if n_docs == 0 or not vocab:
             self._matrix = sparse.csc_matrix((n_docs, 0), dtype=np.float32)
             return
@@ -42,12 +43,18 @@ class BM25Index:
         avg = float(doc_len.mean()) or 1.0
         df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        self._idf = idf
         # Per-entry BM25 weight, precomputed once: tf*(k1+1) / (tf + k1*(1-b+b*len/avg)) * idf.
         rows = np.repeat(np.arange(n_docs), np.diff(tf_matrix.indptr))
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doc_len[rows] / avg)
         tf = tf_matrix.data
         tf_matrix.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
         self._matrix = tf_matrix.tocsc()
+
+    def rarest(self, terms: list[str], k: int) -> list[str]:
+        """The `k` known terms with the highest IDF (what a snippet should centre on)."""
+        known = {t for t in terms if t in self.vocab}
+        return sorted(known, key=lambda t: (-float(self._idf[self.vocab[t]]), t))[:k]
 
     def scores(self, terms: list[str]) -> np.ndarray:
         cols = Counter(self.vocab[t] for t in terms if t in self.vocab)

@@ -1,0 +1,1 @@
+"""Retrieval lanes: each ranks every chunk of the workspace by one signal."""

@@ -1,0 +1,167 @@
+"""The indexer over a real SQLite file: incremental by hash, deletes, renames, kills, corrupt files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.chunk import validate_partition
+from codeloupe.store import SCHEMA_VERSION, Store
+
+
+def make_repo(root: Path, n: int = 5) -> Path:
+    (root / "pkg").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / "pkg" / f"mod{i}.py").write_text(textwrap.dedent(f'''\
+            """Module {i}."""
+
+            LIMIT_{i} = {i}
+
+
+            def handler_{i}(request):
+                """Handle request number {i}."""
+                return request + {i}
+
+
+            class Service{i}:
+                def run(self, value):
+                    return handler_{i}(value)
+            '''))
+    return root
+
+
+def chunk_rows(ws: Workspace, path: str) -> list[tuple[int, int, str]]:
+    rows = ws.store.query(
+        "SELECT c.start_line, c.end_line, c.text FROM chunks c JOIN files f ON f.id=c.file_id"
+        " WHERE f.path=? ORDER BY c.ord", (path,))
+    return [tuple(r) for r in rows]
+
+
+def test_index_then_unchanged_reindex_touches_nothing(tmp_path: Path) -> None:
+    ws = Workspace(make_repo(tmp_path / "repo"))
+    first = ws.index()
+    assert first.files_indexed == 5 and first.chunks > 0 and first.symbols >= 15
+    assert first.languages == {"python": 5}
+    gen = ws.store.generation("content")
+    second = ws.index()
+    assert second.files_indexed == 0 and second.files_unchanged == 5
+    assert ws.store.generation("content") == gen  # nothing rewritten
+
+
+def test_every_stored_file_is_a_line_partition(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    ws.index()
+    for path in ws.store.file_rows():
+        rows = chunk_rows(ws, path)
+        text = (repo / path).read_text()
+        assert "".join(r[2] for r in rows) == text
+        from codeloupe.types import Chunk
+        validate_partition(text, [Chunk(s, e, "block", "", "", t) for s, e, t in rows])
+
+
+def test_edit_delete_rename_and_touch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    ws.index()
+    # edit
+    (repo / "pkg/mod0.py").write_text("def renamed_handler():\n    return 42\n")
+    # delete
+    (repo / "pkg/mod1.py").unlink()
+    # rename
+    (repo / "pkg/mod2.py").rename(repo / "pkg/moved.py")
+    # touch without change: mtime moves, content does not
+    os.utime(repo / "pkg/mod3.py", (time.time() + 5, time.time() + 5))
+    report = ws.index()
+    assert report.files_indexed == 2  # the edit and the rename target
+    assert report.files_deleted == 2  # mod1 and the rename source
+    assert report.files_unchanged == 2
+    files = set(ws.store.file_rows())
+    assert files == {"pkg/mod0.py", "pkg/moved.py", "pkg/mod3.py", "pkg/mod4.py"}
+    names = {s.name for s in ws.store.symbol_rows()}
+    assert "renamed_handler" in names and "handler_1" not in names and "handler_0" not in names
+    orphans = ws.store.query("SELECT count(*) FROM chunks WHERE file_id NOT IN (SELECT id FROM files)")
+    assert orphans[0][0] == 0
+
+
+def test_update_files_fast_path_and_escape_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    ws.index()
+    (repo / "pkg/new.py").write_text("def brand_new_function():\n    pass\n")
+    report = ws.update_files([repo / "pkg/new.py"])
+    assert report.files_indexed == 1
+    assert "brand_new_function" in {s.name for s in ws.store.symbol_rows()}
+    (repo / "pkg/new.py").unlink()
+    assert ws.update_files(["pkg/new.py"]).files_deleted == 1
+    with pytest.raises(WorkspaceError, match="outside the workspace"):
+        ws.update_files(["../elsewhere.py"])
+
+
+def test_bad_files_are_counted_not_fatal(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "empty.py").write_text("")
+    (repo / "comments.py").write_text("# just\n# comments\n")
+    (repo / "latin.py").write_bytes("s = 'caf\xe9'\n".encode("cp1252"))
+    (repo / "blob.bin.py").write_bytes(b"\x00\x01\x02")
+    (repo / "huge.js").write_text("a" * (5 * 1024 * 1024))
+    (repo / "broken.py").write_text("def f(:\n  return\n")
+    report = Workspace(repo).index()
+    assert report.skipped.get("binary") == 1
+    assert report.skipped.get("too large") == 1
+    assert report.decoded_fallback == 1
+    assert report.files_indexed == 4  # empty, comments, latin, broken
+    assert report.partition_violations == 0
+
+
+def test_corrupt_and_old_schema_index_is_rebuilt(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    ws.index()
+    path = ws.store.path
+    ws.close()
+    path.write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    store = Store(path)
+    assert "corrupt" in store.rebuilt_reason or "unreadable" in store.rebuilt_reason
+    store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+    store.close()
+    again = Store(path)
+    assert "schema version" in again.rebuilt_reason
+    again.close()
+    assert Workspace(repo).index().files_indexed == 5
+
+
+def test_kill_during_index_then_resume(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    make_repo(repo, n=400)
+    script = (
+        "import sys; from codeloupe.api import Workspace\n"
+        "ws = Workspace(sys.argv[1])\n"
+        "def progress(p):\n"
+        "    if p.done >= 100: print('ready', flush=True)\n"
+        "ws.index(progress)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(repo)], stdout=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ws = Workspace(repo)
+    done_before = len(ws.store.file_rows())
+    assert 0 < done_before < 400
+    report = ws.index()
+    assert report.files_unchanged == done_before
+    assert report.files_indexed == 400 - done_before
+    assert ws.store.query("PRAGMA integrity_check")[0][0] == "ok"

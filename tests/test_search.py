@@ -1,0 +1,226 @@
+"""Retrieval end to end on a real index: lanes, fusion, issue mode, scope, docs mode, and the bundle."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+
+FILES = {
+    "app/auth.py": '''\
+        """Authentication: password hashing and login sessions."""
+
+        import hashlib
+
+        from app.db import find_user
+
+
+        def hash_password(password: str, salt: str) -> str:
+            """Derive the stored hash of a password."""
+            return hashlib.sha256((salt + password).encode()).hexdigest()
+
+
+        def verify_password(user, password: str) -> bool:
+            """Check a login attempt against the stored password hash."""
+            return hash_password(password, user.salt) == user.password_hash
+
+
+        class SessionManager:
+            """Creates and expires login sessions."""
+
+            def login(self, name: str, password: str):
+                user = find_user(name)
+                if user is None or not verify_password(user, password):
+                    raise PermissionError("bad credentials")
+                return self.open_session(user)
+
+            def open_session(self, user):
+                return {"user": user.name}
+        ''',
+    "app/db.py": '''\
+        """Database access."""
+
+        CONNECTION_URL = "sqlite:///app.db"
+
+
+        def connect(url: str = CONNECTION_URL):
+            """Open a database connection."""
+            return object()
+
+
+        def find_user(name: str):
+            """Look a user up by name."""
+            return None
+        ''',
+    "app/render.py": '''\
+        """HTML rendering of templates."""
+
+
+        def render_template(name: str, context: dict) -> str:
+            """Render a named template with its context."""
+            return name.format(**context)
+        ''',
+    "tests/test_auth.py": '''\
+        from app.auth import verify_password
+
+
+        def test_verify_password_rejects_wrong_password():
+            assert not verify_password(None, "wrong password")
+        ''',
+    "README.md": '''\
+        # Demo app
+
+        ## Installing
+
+        Run the installer, then configure the database connection URL.
+
+        ## Passwords
+
+        Passwords are hashed with a salt.
+        ''',
+    "web/server.js": '''\
+        const express = require('express');
+
+        function startServer(port) {
+          const app = express();
+          app.get('/health', (req, res) => res.send('ok'));
+          return app.listen(port);
+        }
+
+        module.exports = { startServer };
+        ''',
+}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repo")
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture
+def ws(repo: Path) -> Workspace:
+    workspace = Workspace(repo, overrides={"embed_provider": "none"})
+    workspace.index()
+    yield workspace
+    workspace.close()
+
+
+def paths(bundle) -> list[str]:
+    return [h.path for h in bundle.files]
+
+
+def test_identifier_query_finds_the_definition_first(ws: Workspace) -> None:
+    bundle = ws.search("verify_password")
+    assert paths(bundle)[0] == "app/auth.py"
+    best = bundle.core[0].chunks
+    assert any("def verify_password" in c.text for c in best)
+    assert "symbol" in bundle.core[0].why
+    assert "tests/test_auth.py" in paths(bundle)  # completeness: the test is a candidate, just lower
+
+
+def test_natural_language_query_and_lane_report(ws: Workspace) -> None:
+    bundle = ws.search("how are login sessions created")
+    assert paths(bundle)[0] == "app/auth.py"
+    lanes = {s.name: s for s in bundle.lanes}
+    assert lanes["dense"].ready is False and "no embedding provider" in lanes["dense"].note
+    assert lanes["lexical"].ready and lanes["symbol"].ready
+    assert bundle.timing_ms["total"] > 0
+
+
+def test_core_chunks_are_verbatim_and_related_is_a_map(ws: Workspace, repo: Path) -> None:
+    bundle = ws.search("database connection")
+    assert bundle.core, "a match must produce a CORE file"
+    for hit in bundle.core:
+        lines = (repo / hit.path).read_text().splitlines(keepends=True)
+        for chunk in hit.chunks:
+            assert chunk.text == "".join(lines[chunk.start_line - 1:chunk.end_line])
+    for hit in bundle.related:
+        assert all(c.text == "" for c in hit.chunks)
+        assert hit.best_start_line >= 1 and hit.why
+    ranks = [h.rank for h in bundle.files]
+    assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_docs_mode_scope_and_code_default(ws: Workspace) -> None:
+    assert "README.md" not in paths(ws.search("installing the database connection"))
+    docs = ws.search("installing the database connection", mode="docs")
+    assert paths(docs) == ["README.md"]
+    assert docs.core[0].chunks[0].kind == "section"
+    both = ws.search("passwords hashed with a salt", mode="both")
+    assert {"README.md", "app/auth.py"} <= set(paths(both))
+    scoped = ws.search("password", scope="tests")
+    assert paths(scoped) == ["tests/test_auth.py"]
+
+
+def test_issue_mode_grounds_traceback_frames_from_another_machine(ws: Workspace) -> None:
+    report = textwrap.dedent('''\
+        Login crashes with AttributeError when the user has no salt
+
+        Steps: create a user without a salt, call SessionManager.login with any password.
+
+        Traceback (most recent call last):
+          File "/home/someone/checkout/app/web.py", line 88, in handle
+            session = manager.login(name, password)
+          File "/home/someone/checkout/app/auth.py", line 22, in login
+            if user is None or not verify_password(user, password):
+          File "/home/someone/checkout/app/auth.py", line 14, in verify_password
+            return hash_password(password, user.salt) == user.password_hash
+        AttributeError: 'NoneType' object has no attribute 'salt'
+
+        Expected a clean PermissionError instead of a crash in `verify_password`.
+        ''')
+    bundle = ws.search(report)
+    assert bundle.issue_mode
+    assert paths(bundle)[0] == "app/auth.py"
+    assert "traceback frame" in bundle.core[0].why
+
+
+def test_javascript_and_unmatched_queries(ws: Workspace) -> None:
+    assert paths(ws.search("startServer port"))[0] == "web/server.js"
+    empty = ws.search("zzzqqq xyzzy")
+    assert empty.core == [] and empty.related == []
+
+
+def test_new_content_is_searchable_after_update(ws: Workspace, repo: Path) -> None:
+    path = repo / "app/billing.py"
+    path.write_text("def charge_invoice(customer, amount):\n    return amount\n")
+    try:
+        ws.update_files([path])
+        assert paths(ws.search("charge_invoice"))[0] == "app/billing.py"
+    finally:
+        path.unlink()
+        ws.update_files([path])
+    assert "app/billing.py" not in paths(ws.search("charge_invoice"))
+
+
+def test_cli_search_json(repo: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "codeloupe", "search", str(repo), "render a template", "--json",
+         "--embed-provider", "none"],
+        capture_output=True, text=True, check=True,
+    )
+    data = json.loads(out.stdout)
+    assert data["core"][0]["path"] == "app/render.py"
+    assert {"start_line", "end_line"} <= set(data["core"][0]["chunks"][0])
+    assert "total" in data["timing_ms"] and isinstance(data["related"], list)
+
+
+def test_cli_errors(tmp_path: Path) -> None:
+    missing = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path / "nope"), "x"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "no such directory" in missing.stderr
+    file = tmp_path / "f.py"
+    file.write_text("x = 1\n")
+    not_dir = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(file)], capture_output=True, text=True)
+    assert not_dir.returncode == 2 and "not a directory" in not_dir.stderr
