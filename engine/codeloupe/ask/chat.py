@@ -1,0 +1,154 @@
+"""The one door to a chat model: any OpenAI-compatible endpoint through the `openai` package.
+
+Every failure (no endpoint, no key, timeout, HTTP error, a broken stream) surfaces as `ChatUnavailable` or
+`ChatError` with a short reason; callers turn both into the plain bundle. No retries: a retry would double
+the wait before the user gets the bundle that is already in hand.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+
+from codeloupe.settings import Settings
+
+NOT_CONFIGURED = "no chat model configured"
+
+
+class ChatUnavailable(Exception):
+    """No usable endpoint is configured; the message is the fallback reason."""
+
+
+class ChatError(RuntimeError):
+    """A model call failed; the message is the fallback reason."""
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    id: str
+    name: str
+    arguments: dict[str, Any]  # {} when the model sent arguments that are not a JSON object
+    raw_arguments: str
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: str
+    tool_calls: list[ToolRequest] = field(default_factory=list)
+
+
+def is_loopback(base_url: str) -> bool:
+    host = urlparse(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ChatModel:
+    """A configured endpoint plus call counters (read into the ask metrics). Safe to share between threads."""
+
+    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.timeout_s = timeout_s
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key-needed-for-loopback",
+                                     timeout=timeout_s, max_retries=0)
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.failures = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChatModel:
+        base_url = settings.chat_base_url.strip()
+        if not base_url or not settings.chat_model.strip():
+            raise ChatUnavailable(NOT_CONFIGURED)
+        if urlparse(base_url).scheme not in ("http", "https"):
+            raise ChatUnavailable(f"chat_base_url {base_url!r} is not an http(s) URL")
+        if not settings.chat_api_key and not is_loopback(base_url):
+            raise ChatUnavailable(f"no chat_api_key for {base_url} (only loopback endpoints work without one)")
+        if settings.chat_timeout_s <= 0:
+            raise ChatUnavailable(f"chat_timeout_s must be positive (got {settings.chat_timeout_s})")
+        return cls(base_url, settings.chat_model.strip(), settings.chat_api_key, settings.chat_timeout_s)
+
+    def _count(self, failed: bool) -> None:
+        with self._lock:
+            self.calls += 1
+            self.failures += int(failed)
+
+    def stream(self, messages: list[dict[str, Any]], *, timeout_s: float | None = None) -> Iterator[str]:
+        """The assistant's text as it arrives. Raises `ChatError` (also part-way through)."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit
+        failed = True
+        try:
+            stream = self._client.chat.completions.create(
+                model=self.model, messages=messages, stream=True, temperature=0.0, timeout=limit)
+            for chunk in stream:
+                if time.monotonic() > deadline:
+                    stream.close()
+                    raise ChatError(f"chat model timed out after {limit:g}s")
+                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+            failed = False
+        except openai.OpenAIError as exc:
+            raise ChatError(describe_error(exc, limit)) from exc
+        finally:
+            self._count(failed)
+
+    def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                 timeout_s: float | None = None, temperature: float = 0.0) -> ChatReply:
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        if limit <= 0:
+            self._count(True)
+            raise ChatError("chat model timed out (no time left)")
+        failed = True
+        try:
+            extra: dict[str, Any] = {"tools": tools} if tools else {}
+            response = self._client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, timeout=limit, **extra)
+            if not response.choices:
+                raise ChatError("chat model returned no choices")
+            message = response.choices[0].message
+            calls = [_tool_request(call) for call in (message.tool_calls or []) if call.type == "function"]
+            failed = False
+            return ChatReply(content=message.content or "", tool_calls=calls)
+        except openai.OpenAIError as exc:
+            raise ChatError(describe_error(exc, limit)) from exc
+        finally:
+            self._count(failed)
+
+
+def _tool_request(call: Any) -> ToolRequest:
+    raw = call.function.arguments or ""
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError:
+        parsed = {}
+    return ToolRequest(call.id, call.function.name, parsed if isinstance(parsed, dict) else {}, raw)
+
+
+def describe_error(exc: openai.OpenAIError, limit: float) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return f"chat model timed out after {limit:g}s"
+    if isinstance(exc, openai.APIStatusError):
+        return f"chat model answered HTTP {exc.status_code}: {_short(exc.message)}"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        return f"chat model connection failed: {_short(str(cause) if cause else exc.message)}"
+    return f"chat model failed: {_short(str(exc))}"
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -1,0 +1,71 @@
+"""What `run_ask` streams: events, and the final result carried by the `done` event."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from codeloupe.types import Bundle, FileHit
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One span of a workspace file, read from disk at splice time and shown verbatim."""
+
+    k: int  # the excerpt number the model cited
+    path: str
+    start_line: int  # 1-based, inclusive, in the file as it is on disk now
+    end_line: int
+    text: str
+    language: str
+    requested: tuple[int, int] | None = None  # the lines the model asked for, before snapping; None: whole
+    snapped: bool = False  # widened to enclosing symbol edges
+    changed: bool = False  # the file changed since it was indexed and the span was re-located
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["requested"] = list(self.requested) if self.requested else None
+        return out
+
+
+@dataclass
+class AskResult:
+    answer: str  # markdown: the model's prose with every cited span spliced in as a fenced block
+    citations: list[Citation]
+    uncited: list[FileHit]  # every candidate the answer did not cite, in rank order
+    abstained: bool
+    fallback: str | None  # why the plain bundle was returned instead of a narrated answer
+    bundle: Bundle
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "citations": [c.to_dict() for c in self.citations],
+            "uncited": [dataclasses.asdict(f) for f in self.uncited],
+            "abstained": self.abstained,
+            "fallback": self.fallback,
+            "bundle": dataclasses.asdict(self.bundle),
+            "metrics": self.metrics,
+        }
+
+
+@dataclass
+class AskEvent:
+    """One event of the ask stream: `type` plus its fields; `done` carries the result.
+
+    Types: retrieval, rerank, plan, agent, delta, citation, fallback, done. `delta` events concatenate to
+    the streamed answer; when a model call fails part-way a `fallback` event follows and `done.answer`
+    replaces whatever was streamed.
+    """
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    result: AskResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, **self.data}
+        if self.result is not None:
+            out.update(self.result.to_dict())
+        return out

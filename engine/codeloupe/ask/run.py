@@ -1,0 +1,181 @@
+"""`run_ask`: retrieval, then (optionally) rerank, then one narrator or a team of agents, spliced from disk.
+
+Every path ends in exactly one `done` event. Whatever goes wrong with a model (nothing configured, a
+timeout, an error mid-stream, an answer that cites nothing) the result is the plain retrieval bundle with the
+reason in `fallback`; a failure of retrieval itself is the caller's error, raised.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any
+
+from codeloupe.api import Workspace
+from codeloupe.ask.agents import make_plan, run_agents
+from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
+from codeloupe.ask.events import AskEvent, AskResult
+from codeloupe.ask.excerpts import Excerpts
+from codeloupe.ask.prompts import excerpt_index, narrator_messages, synthesis_messages
+from codeloupe.ask.render import render_bundle, render_footer
+from codeloupe.ask.rerank import rerank
+from codeloupe.ask.shape import classify
+from codeloupe.ask.sources import Sources
+from codeloupe.ask.splice import Piece, SpanResolver, Splicer
+from codeloupe.types import Bundle
+
+MODES = ("code", "docs", "both")
+ABSTAINED_NOTE = "The retrieved code does not answer this question."
+NO_CITATIONS = "the model cited none of the retrieved code"
+_CITED_K = re.compile(r"\[\[\s*(\d+)")
+
+
+class AskError(ValueError):
+    """A request `ask` refuses before doing anything (an empty question, an unknown mode)."""
+
+
+class _Session:
+    """One question's shared state: the bundle, the numbering, the disk reader and the metrics."""
+
+    def __init__(self, ws: Workspace, question: str, bundle: Bundle, mode: str, started: float) -> None:
+        self.question = question
+        self.bundle = bundle
+        self.mode = mode
+        self.started = started
+        self.sources = Sources(ws)
+        self.excerpts = Excerpts.from_bundle(bundle, self.sources)
+        self.resolver = SpanResolver(self.excerpts, self.sources, whole_sections=mode == "docs")
+        self.metrics: dict[str, Any] = {}
+        self.chat: ChatModel | None = None
+
+    def rebundle(self, bundle: Bundle) -> None:
+        """Adopt a reordered bundle (rerank): the excerpt numbering follows the new order."""
+        self.bundle = bundle
+        self.excerpts = Excerpts.from_bundle(bundle, self.sources)
+        self.resolver = SpanResolver(self.excerpts, self.sources, whole_sections=self.mode == "docs")
+
+    def splice(self, deltas: Iterable[str]) -> Generator[AskEvent, None, tuple[Splicer, list[Piece]]]:
+        splicer = Splicer(self.resolver)
+        pieces: list[Piece] = []
+        first_token: float | None = None
+        for delta in deltas:
+            first_token = first_token or time.perf_counter()
+            for piece in splicer.feed(delta):
+                pieces.append(piece)
+                yield from _piece_events(piece)
+        for piece in splicer.finish():
+            pieces.append(piece)
+            yield from _piece_events(piece)
+        if first_token is not None:
+            self.metrics["first_token_ms"] = round((first_token - self.started) * 1000, 1)
+        return splicer, pieces
+
+    def _done(self, answer: str, *, citations: list | None = None, abstained: bool = False,
+              fallback: str | None = None) -> AskEvent:
+        cited = {c.path for c in citations or []}
+        self.metrics.update({
+            "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 1),
+            "excerpts": len(self.excerpts), "excerpts_omitted": self.excerpts.omitted,
+            "citations": len(citations or []), **{f"splice_{k}": v for k, v in sorted(self.resolver.stats.items())},
+        })
+        if self.chat is not None:
+            self.metrics.update({"model_calls": self.chat.calls, "model_failures": self.chat.failures})
+        result = AskResult(answer=answer, citations=list(citations or []),
+                           uncited=[h for h in self.bundle.files if h.path not in cited], abstained=abstained,
+                           fallback=fallback, bundle=self.bundle, metrics=self.metrics)
+        return AskEvent("done", result=result)
+
+    def fallback(self, reason: str) -> Iterator[AskEvent]:
+        yield AskEvent("fallback", {"reason": reason})
+        yield self._done(render_bundle(self.bundle, self.resolver), fallback=reason)
+
+    def finish(self, splicer: Splicer, pieces: list[Piece]) -> Iterator[AskEvent]:
+        spliced = "".join(p.text for p in pieces)
+        if splicer.abstained:
+            said = spliced.strip()
+            answer = f"{ABSTAINED_NOTE}\n\n" + (f"{said}\n\n" if said else "") + render_bundle(self.bundle,
+                                                                                           self.resolver)
+            yield self._done(answer, citations=splicer.citations, abstained=True)
+        elif not splicer.citations:
+            yield from self.fallback(NO_CITATIONS)
+        else:
+            cited = {c.path for c in splicer.citations}
+            footer = render_footer([h for h in self.bundle.files if h.path not in cited])
+            yield self._done(spliced + footer, citations=splicer.citations)
+
+
+def _piece_events(piece: Piece) -> Iterator[AskEvent]:
+    if piece.citation is not None:
+        yield AskEvent("citation", piece.citation.to_dict())
+    yield AskEvent("delta", {"text": piece.text, "kind": piece.kind})
+
+
+def run_ask(ws: Workspace, question: str, *, mode: str = "code", agents: bool | None = None,
+            best: bool = False) -> Iterator[AskEvent]:
+    """Answer `question` over the workspace; see `AskEvent` for the stream. `agents` forces fan-out on/off."""
+    question = question.strip()
+    if not question:
+        raise AskError("the question is empty")
+    if mode not in MODES:
+        raise AskError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
+    return _run(ws, question, mode, agents, best)
+
+
+def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: bool) -> Iterator[AskEvent]:
+    started = time.perf_counter()
+    bundle = ws.search(question, mode=mode)
+    session = _Session(ws, question, bundle, mode, started)
+    session.metrics["retrieval_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    yield AskEvent("retrieval", {"query": question, "mode": mode, "core": [h.path for h in bundle.core],
+                                 "related": [h.path for h in bundle.related], "timing_ms": bundle.timing_ms})
+    try:
+        session.chat = chat = ChatModel.from_settings(ws.settings)
+    except ChatUnavailable as exc:
+        yield from session.fallback(str(exc))
+        return
+    if best:
+        reordered, details = rerank(chat, question, bundle)
+        session.metrics["rerank"] = details
+        session.rebundle(reordered)
+        yield AskEvent("rerank", details)
+    if not len(session.excerpts):
+        yield from session.fallback("nothing was retrieved to narrate")
+        return
+    try:
+        deltas = yield from _deltas(ws, chat, session, agents)
+        if deltas is None:
+            return
+        splicer, pieces = yield from session.splice(deltas)
+    except ChatError as exc:
+        yield from session.fallback(str(exc))
+        return
+    yield from session.finish(splicer, pieces)
+
+
+def _deltas(ws: Workspace, chat: ChatModel, session: _Session,
+            agents: bool | None) -> Generator[AskEvent, None, Iterable[str] | None]:
+    """The text to splice: one narrator's stream, or the agents' merged answer. None: already fell back."""
+    question, excerpts = session.question, session.excerpts
+    shape = classify(session.bundle, question)
+    fan_out = shape.broad if agents is None else agents
+    session.metrics["broad"] = {"broad": shape.broad, "reasons": list(shape.reasons), "fan_out": fan_out}
+    tasks, source = make_plan(chat, question, excerpts.all()) if fan_out else ([], "single narrator")
+    yield AskEvent("plan", {"broad": shape.broad, "reasons": list(shape.reasons), "source": source,
+                            "agents": [{"agent": t.id, "question": t.question, "excerpts": list(t.ks)}
+                                       for t in tasks]})
+    if len(tasks) < 2:
+        return chat.stream(narrator_messages(question, excerpts.render(), docs=session.mode == "docs"))
+    outcomes = yield from run_agents(ws, chat, question, tasks, excerpts, session.sources, session.mode)
+    session.metrics["agents"] = [{"agent": o.task.id, "ok": o.answer is not None, "error": o.error,
+                                  "tool_calls": o.tool_calls, "elapsed_ms": round(o.elapsed_ms, 1)}
+                                 for o in outcomes]
+    answered = [(o.task.question, o.answer) for o in outcomes if o.answer]
+    if not answered:
+        yield from session.fallback("every agent failed: " + "; ".join(sorted({o.error or "" for o in outcomes})))
+        return None
+    if len(answered) == 1:
+        return [answered[0][1]]
+    cited = sorted({int(k) for _, text in answered for k in _CITED_K.findall(text)})
+    index = excerpt_index([e for e in excerpts.all() if e.k in cited])
+    return chat.stream(synthesis_messages(question, answered, index))

@@ -1,0 +1,202 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, the only stand-in the tests allow.
+
+It speaks `POST /v1/chat/completions` (and `/chat/completions`): plain JSON for `stream: false` (with tool
+calls when scripted) and server-sent events for `stream: true`. Each request is answered by the first
+scripted `Reply` whose `when` text occurs in the request's messages (replies without `when` match anything);
+a reply is used once unless `times` says otherwise. Unmatched requests get HTTP 500, so a test that does not
+script a call sees the engine's failure path, never a silent default. Every request body is recorded.
+
+Usage:
+    with ChatServer() as chat:
+        chat.add(Reply(text="The parser [[1]] reads ..."))
+        settings = {"chat_base_url": chat.base_url, "chat_model": "scripted"}
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Reply:
+    """One scripted answer.
+
+    text: the assistant's content. pieces: the exact deltas to stream it in (default: split every
+    `piece_size` characters), so tests can split citation markers across deltas. tool_calls: answered
+    instead of text (non-streamed calls only). error_after: stream this many pieces, then an SSE error event.
+    drop_after: stream this many pieces, then cut the connection mid-body. hang_s: wait this long before
+    answering (the server's shutdown releases it early). status: answer with this HTTP error status.
+    """
+
+    text: str = ""
+    when: str | None = None
+    pieces: list[str] | None = None
+    piece_size: int = 7
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    error_after: int | None = None
+    drop_after: int | None = None
+    hang_s: float = 0.0
+    status: int = 200
+    times: int = 1
+
+    def stream_pieces(self) -> list[str]:
+        if self.pieces is not None:
+            return list(self.pieces)
+        return [self.text[i:i + self.piece_size] for i in range(0, len(self.text), self.piece_size)]
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """Every message's text content (and tool results) of a request, joined: what `when` matches against."""
+    parts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+    return "\n".join(parts)
+
+
+class ChatServer:
+    def __init__(self) -> None:
+        self._replies: list[Reply] = []
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.released = threading.Event()  # set at shutdown: hung replies stop waiting
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def add(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    def take(self, body: dict[str, Any]) -> Reply | None:
+        text = request_text(body)
+        with self._lock:
+            self.requests.append(body)
+            for reply in self._replies:
+                if reply.times > 0 and (reply.when is None or reply.when in text):
+                    reply.times -= 1
+                    return reply
+        return None
+
+    def pending(self) -> list[Reply]:
+        """Scripted replies no request has used up (a test can assert its script was consumed)."""
+        with self._lock:
+            return [r for r in self._replies if r.times > 0]
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def _chunk_json(model: str, delta: dict[str, Any], finish: str | None) -> bytes:
+    payload = {
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            reply = server.take(body)
+            if reply is None:
+                self._json(500, {"error": {"message": "no scripted reply for this request", "type": "script"}})
+                return
+            if reply.hang_s and server.released.wait(reply.hang_s):
+                return  # the test is over: give up the connection without answering
+            if reply.status != 200:
+                self._json(reply.status, {"error": {"message": f"scripted status {reply.status}",
+                                                    "type": "server_error"}})
+                return
+            model = body.get("model", "scripted")
+            if body.get("stream"):
+                self._stream(reply, model)
+            else:
+                self._complete(reply, model)
+
+        def _json(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _complete(self, reply: Reply, model: str) -> None:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if reply.tool_calls:
+                message["tool_calls"] = [
+                    {"id": f"call_{i}", "type": "function",
+                     "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                    for i, call in enumerate(reply.tool_calls)
+                ]
+            self._json(200, {
+                "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            })
+
+        def _send_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _stream(self, reply: Reply, model: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._send_chunk(_chunk_json(model, {"role": "assistant", "content": ""}, None))
+            for sent, piece in enumerate(reply.stream_pieces()):
+                if reply.error_after is not None and sent == reply.error_after:
+                    error = {"error": {"message": "scripted failure mid-stream", "type": "server_error"}}
+                    self._send_chunk(f"data: {json.dumps(error)}\n\n".encode())
+                    self._send_chunk(b"")
+                    return
+                if reply.drop_after is not None and sent == reply.drop_after:
+                    self.wfile.write(b"400\r\ndata: {\"trunc")  # a chunk cut short, then the socket closes
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self._send_chunk(_chunk_json(model, {"content": piece}, None))
+            self._send_chunk(_chunk_json(model, {}, "stop"))
+            self._send_chunk(b"data: [DONE]\n\n")
+            self._send_chunk(b"")
+
+    return Handler

@@ -1,0 +1,219 @@
+"""The splice: cited prose in, code read from disk out, over a real indexed workspace (no model involved)."""
+
+from __future__ import annotations
+
+import random
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.ask.excerpts import Excerpts
+from codeloupe.ask.sources import Sources
+from codeloupe.ask.splice import SpanResolver, Splicer, render_block, snap_to_symbols
+from codeloupe.store import SymbolRow
+
+AUTH = '''\
+"""Authentication: password hashing and login sessions."""
+
+import hashlib
+
+
+def hash_password(password: str, salt: str) -> str:
+    """Derive the stored hash of a password."""
+    return hashlib.sha256((salt + password).encode()).hexdigest()
+
+
+class SessionManager:
+    """Creates and expires login sessions."""
+
+    def login(self, name: str, password: str):
+        user = find_user(name)
+        if user is None:
+            raise PermissionError("bad credentials")
+        return self.open_session(user)
+
+    def open_session(self, user):
+        return {"user": user.name}
+'''
+
+GUIDE = '''\
+# Guide
+
+Run it like this:
+
+```sh
+app --serve
+```
+'''
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app/auth.py").write_text(AUTH)
+    (tmp_path / "GUIDE.md").write_text(GUIDE)
+    return tmp_path
+
+
+@pytest.fixture
+def ws(repo: Path) -> Workspace:
+    workspace = Workspace(repo, overrides={"embed_provider": "none"})
+    workspace.index()
+    yield workspace
+    workspace.close()
+
+
+def lines_of(repo: Path, path: str, a: int, b: int) -> str:
+    return "".join((repo / path).read_text().splitlines(keepends=True)[a - 1:b])
+
+
+def numbered(repo: Path, spans: list[tuple[str, str, int, int]]) -> Excerpts:
+    """Excerpts [1], [2], ... over (path, language, start, end), their text read from disk now."""
+    excerpts = Excerpts()
+    for path, language, a, b in spans:
+        excerpts.add(path, language, a, b, lines_of(repo, path, a, b), label="")
+    return excerpts
+
+
+# Excerpt 1: hash_password (lines 6-8); 2: class SessionManager (11-21); 3: the guide (1-7).
+SPANS = [("app/auth.py", "python", 6, 8), ("app/auth.py", "python", 11, 21), ("GUIDE.md", "markdown", 1, 7)]
+
+
+def splice(ws: Workspace, repo: Path, pieces: list[str], *, whole_sections: bool = False,
+           spans: list | None = None) -> tuple[str, Splicer]:
+    resolver = SpanResolver(numbered(repo, spans or SPANS), Sources(ws), whole_sections=whole_sections)
+    splicer = Splicer(resolver)
+    out = [p for delta in pieces for p in splicer.feed(delta)] + splicer.finish()
+    return "".join(p.text for p in out), splicer
+
+
+def block(repo: Path, path: str, language: str, a: int, b: int, fence: str = "```", note: str = "") -> str:
+    return f"\n`{path}:{a}-{b}`{note}\n{fence}{language}\n{lines_of(repo, path, a, b)}{fence}\n"
+
+
+def test_whole_and_sub_range_citations_are_spliced_verbatim_after_their_line(ws, repo) -> None:
+    text = "Passwords are hashed first [[1]].\nThen `login` checks the user [[2:16-17]] and opens a session.\n"
+    answer, splicer = splice(ws, repo, [text])
+    assert answer == (
+        "Passwords are hashed first (`app/auth.py:6-8`).\n"
+        + block(repo, "app/auth.py", "python", 6, 8)
+        + "Then `login` checks the user (`app/auth.py:14-18`) and opens a session.\n"
+        + block(repo, "app/auth.py", "python", 14, 18)
+    )
+    first, second = splicer.citations
+    assert (first.k, first.requested, first.snapped) == (1, None, False)
+    # 16-17 sits inside `login` (14-18): the block opens at the method, never mid-function.
+    assert (second.k, second.requested, second.snapped) == (2, (16, 17), True)
+    assert second.text == lines_of(repo, "app/auth.py", 14, 18)
+    assert splicer.stats["snapped"] == 1
+
+
+def test_output_does_not_depend_on_how_the_stream_is_split(ws, repo) -> None:
+    text = ("Intro <<not the sentinel>> and [a link](x) [[1]]!\n```python\nprint('model code')\n```\n"
+            "Sessions [[2:20-21]], again [[1]], bad [[7]] [[2:90-95]] [[x]].\n<<ABSTAIN>> maybe")
+    whole, reference = splice(ws, repo, [text])
+    rng = random.Random(7)
+    splits = [[text[:i], text[i:]] for i in range(len(text) + 1)]
+    splits.append(list(text))
+    for _ in range(40):
+        cuts = sorted(rng.sample(range(1, len(text)), 12))
+        splits.append([text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])])
+    for pieces in splits:
+        answer, splicer = splice(ws, repo, pieces)
+        assert answer == whole, pieces
+        assert splicer.stats == reference.stats and splicer.abstained == reference.abstained
+
+
+def test_repeated_and_contained_spans_become_back_references(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, ["The class [[2]] defines `login` [[2:15-15]]; see [[2]] again."])
+    assert answer == (
+        "The class (`app/auth.py:11-21`) defines `login` (`app/auth.py:11-21`, shown above); see "
+        "(`app/auth.py:11-21`, shown above) again.\n" + block(repo, "app/auth.py", "python", 11, 21)
+    )
+    assert len(splicer.citations) == 1 and splicer.stats["repeated"] == 2
+
+
+def test_markers_that_resolve_to_nothing_are_removed_and_counted(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, ["Unknown [[9]], outside [[1:40-41]], odd [[one]], partly [[1:7-30]]."])
+    assert answer == "Unknown , outside , odd , partly (`app/auth.py:6-8`).\n" + block(
+        repo, "app/auth.py", "python", 6, 8)
+    assert splicer.stats["unknown"] == 1 and splicer.stats["out_of_range"] == 1
+    assert splicer.stats["malformed"] == 1 and splicer.stats["clamped"] == 1
+    assert splicer.citations[0].requested == (7, 30)
+
+
+def test_code_the_model_writes_is_removed(ws, repo) -> None:
+    text = ("Hashing [[1]]:\n```python\ndef hash_password(p, s):\n    return 'invented'\n```\n"
+            "  ~~~\n  more invented\n  ~~~\nInline `names` stay. Unclosed:\n````\nx = 1\n")
+    answer, splicer = splice(ws, repo, [text])
+    assert "invented" not in answer and "x = 1" not in answer
+    assert answer == ("Hashing (`app/auth.py:6-8`):\n" + block(repo, "app/auth.py", "python", 6, 8)
+                      + "Inline `names` stay. Unclosed:\n")
+    assert splicer.stats["code_blocks_removed"] == 3
+
+
+def test_abstention_sentinel_is_recognised_and_removed(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, ["<<ABST", "AIN>> The excerpts only cover hashing."])
+    assert splicer.abstained and answer == " The excerpts only cover hashing."
+    _, plain = splice(ws, repo, ["x << y and <<ABSTAINED>> is not it"])
+    assert not plain.abstained
+
+
+def test_a_changed_file_is_re_read_and_spans_re_located(ws, repo) -> None:
+    excerpts = numbered(repo, SPANS)  # numbered against the indexed version
+    path = repo / "app/auth.py"
+    path.write_text("# a new header\n# and another\n" + AUTH)
+    splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
+    out = splicer.feed("Hashing [[1]] and login [[2:15-16]].") + splicer.finish()
+    answer = "".join(p.text for p in out)
+    note = " (changed on disk since indexing: lines re-located)"
+    assert answer == ("Hashing (`app/auth.py:8-10`) and login (`app/auth.py:17-18`).\n"
+                      + block(repo, "app/auth.py", "python", 8, 10, note=note)
+                      + block(repo, "app/auth.py", "python", 17, 18, note=note))
+    assert all(c.changed and not c.snapped for c in splicer.citations)  # stale symbols are never used
+    assert splicer.stats["relocated"] == 2
+
+
+def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) -> None:
+    excerpts = numbered(repo, SPANS)
+    (repo / "app/auth.py").write_text(AUTH.replace("salt + password", "password + salt"))
+    splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
+    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    assert answer == "Hashing (`app/auth.py` changed since it was indexed; the cited lines are gone)."
+    assert splicer.citations == [] and splicer.stats["stale"] == 1
+
+
+def test_a_deleted_file_is_never_shown(ws, repo) -> None:
+    excerpts = numbered(repo, SPANS)
+    (repo / "app/auth.py").unlink()
+    splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
+    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    assert answer.startswith("Hashing (cannot read app/auth.py") and "```" not in answer
+    assert splicer.stats["unreadable"] == 1
+
+
+def test_docs_sections_are_whole_and_fences_outgrow_the_content(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, ["Start with the guide [[3:5-6]]."], whole_sections=True)
+    assert answer == "Start with the guide (`GUIDE.md:1-7`).\n" + block(repo, "GUIDE.md", "markdown", 1, 7, "````")
+    assert splicer.citations[0].requested is None
+
+
+def test_snap_to_symbols_widens_to_the_innermost_enclosing_definitions() -> None:
+    def sym(name: str, a: int, b: int) -> SymbolRow:
+        return SymbolRow(1, name, "function", a, b, "", "")
+
+    symbols = [sym("Outer", 1, 40), sym("first", 3, 10), sym("second", 12, 20), sym("inner", 14, 16)]
+    assert snap_to_symbols(5, 6, symbols) == (3, 10)
+    assert snap_to_symbols(15, 18, symbols) == (14, 20)
+    assert snap_to_symbols(11, 11, symbols) == (1, 40)  # between methods: the class is the enclosing symbol
+    assert snap_to_symbols(3, 20, symbols) == (3, 20)
+    assert snap_to_symbols(45, 50, symbols) == (45, 50)
+
+
+def test_block_rendering_uses_real_locations(ws, repo) -> None:
+    _, splicer = splice(ws, repo, ["[[1]]"])
+    rendered = render_block(splicer.citations[0])
+    assert rendered == block(repo, "app/auth.py", "python", 6, 8)
+    assert textwrap.dedent(rendered).count("```") == 2
