@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from chat_server import ChatServer, Reply
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "clients" / "neovim" / "tests"
 SCRIPT_TIMEOUT_S = 120
@@ -129,7 +131,7 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-def run_script(name: str, workspace: Path, scratch: Path) -> None:
+def run_script(name: str, workspace: Path, scratch: Path, extra_env: dict[str, str] | None = None) -> None:
     """Run clients/neovim/tests/<name> headless; fail with its output when it exits non-zero."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("CODELOUPE_", "NVIM", "XDG_"))}
     env.update(
@@ -142,6 +144,7 @@ def run_script(name: str, workspace: Path, scratch: Path) -> None:
         XDG_STATE_HOME=str(scratch / "xdg" / "state"),
         XDG_CACHE_HOME=str(scratch / "xdg" / "cache"),
     )
+    env.update(extra_env or {})
     command = [str(nvim_binary()), "--headless", "--clean", "-l", str(SCRIPTS / name)]
     try:
         proc = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
@@ -169,6 +172,14 @@ def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) 
 def test_ask_renders_the_bundle_and_follows_spans(workspace: Path, tmp_path: Path) -> None:
     """Without a chat model the answer is the bundle, shown (not an error) and followable."""
     run_script("ask.lua", workspace, tmp_path)
+
+
+def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) -> None:
+    """A narrated answer (the scripted chat model cites excerpt 1): spliced lines open the cited code."""
+    with ChatServer() as chat:
+        chat.add(Reply(text="Passwords are checked when a session logs in. [[1]]\n\nThat is the whole check."))
+        run_script("ask_model.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
+        assert not chat.pending(), "the narrator never called the chat model"
 
 
 def test_code_lenses_and_hover(workspace: Path, tmp_path: Path) -> None:

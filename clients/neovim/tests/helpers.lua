@@ -40,10 +40,10 @@ end
 --- Wait for `condition` (checked every 20 ms while the event loop runs); fail after `timeout_ms`.
 ---@param condition fun(): any
 ---@param timeout_ms integer
----@param what string
+---@param what string|fun(): string  a function is called on timeout, to describe the state then
 function H.wait(condition, timeout_ms, what)
   if not vim.wait(timeout_ms, condition, 20) then
-    H.fail(('timed out after %d ms waiting for %s'):format(timeout_ms, what))
+    H.fail(('timed out after %d ms waiting for %s'):format(timeout_ms, type(what) == 'function' and what() or what))
   end
 end
 
@@ -106,7 +106,7 @@ end
 function H.ready(client)
   local last
   H.wait(function()
-    local response = client:request_sync('codeloupe/status', {}, 5000)
+    local response = client:request_sync('codeloupe/status', vim.empty_dict(), 5000)
     if not response or response.err then
       last = response and response.err
       return false
@@ -122,7 +122,9 @@ function H.ready(client)
       end
     end
     return #folders > 0
-  end, 60000, 'the index to be ready (last status: ' .. vim.inspect(last) .. ')')
+  end, 60000, function()
+    return 'the index to be ready (last status: ' .. vim.inspect(last) .. ')'
+  end)
 end
 
 --- The 1-based number of the first line of a workspace file containing `needle` (plain text).

@@ -22,7 +22,9 @@ H.wait(function()
     return false
   end
   return true
-end, 20000, 'a codeloupe lens on def verify_password (lenses: ' .. vim.inspect(vim.lsp.codelens.get(auth)) .. ')')
+end, 20000, function()
+  return 'a codeloupe lens on def verify_password (lenses: ' .. vim.inspect(vim.lsp.codelens.get(auth)) .. ')'
+end)
 local lens = lens_on(verify_line)
 H.check(lens.command.title:find('1 file', 1, true), 'the lens counts its users: ' .. lens.command.title)
 

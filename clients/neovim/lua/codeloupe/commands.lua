@@ -23,18 +23,19 @@ local subcommands = {
 --- Handler of the user command.
 ---@param opts { args: string, fargs: string[], bang: boolean }
 function M.run(opts)
-  local name = opts.fargs[1]
-  local subcommand = name and subcommands[name]
+  -- `:Codeloupe search! q` and `:Codeloupe! search q` mean the same.
+  local name, bang = (opts.fargs[1] or ''):match('^(.-)(!?)$')
+  local subcommand = subcommands[name]
   if not subcommand then
     local known = vim.tbl_keys(subcommands)
     table.sort(known)
-    vim.notify(('codeloupe: unknown subcommand %q; use one of: %s'):format(name or '', table.concat(known, ', ')),
+    vim.notify(('codeloupe: unknown subcommand %q; use one of: %s'):format(opts.fargs[1] or '', table.concat(known, ', ')),
       vim.log.levels.ERROR)
     return
   end
   -- The query keeps its own spacing; only the subcommand word is removed.
   local rest = opts.args:match('^%s*%S+%s*(.-)%s*$') or ''
-  subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang)
+  subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang or bang == '!')
 end
 
 --- Completion for `:Codeloupe`.

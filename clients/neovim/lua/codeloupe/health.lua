@@ -29,7 +29,7 @@ end
 
 ---@param client vim.lsp.Client
 local function check_client(client)
-  local result, err = lsp.request_sync(client, 'codeloupe/status', {}, 5000)
+  local result, err = lsp.request_sync(client, 'codeloupe/status', vim.empty_dict(), 5000)
   if err then
     health.error(('client %d (%s): %s'):format(client.id, client.root_dir or '?', err))
     return

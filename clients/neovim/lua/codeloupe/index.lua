@@ -45,7 +45,7 @@ function M.status()
   if not client then
     return
   end
-  lsp.request(client, 'codeloupe/status', {}, function(err, result)
+  lsp.request(client, 'codeloupe/status', vim.empty_dict(), function(err, result)
     if err then
       vim.notify(lsp.error_message('codeloupe/status', err), vim.log.levels.ERROR)
       return

@@ -92,8 +92,14 @@ function M.on_progress(ev)
     return
   end
   last_report_at = now
-  local prefix = value.kind == 'begin' and (state.title or 'indexing') .. ': ' or ''
-  vim.notify('codeloupe: ' .. prefix .. describe(state), vim.log.levels.INFO, { title = 'codeloupe' })
+  local text = describe(state)
+  if value.kind == 'begin' and state.title and state.title ~= text then
+    text = state.title .. ': ' .. text
+  end
+  if not text:find('^codeloupe') then
+    text = 'codeloupe: ' .. text
+  end
+  vim.notify(text, vim.log.levels.INFO, { title = 'codeloupe' })
 end
 
 --- Statusline text for the current buffer's workspace: '' when no codeloupe client is attached.
