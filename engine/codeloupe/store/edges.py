@@ -1,8 +1,28 @@
-"""Graph edges in the workspace index (derived data: re-extracted without re-embedding)."""
+"""Graph data in the workspace index: per-file facts and the edges resolved from them.
+
+Both are derived data. A file's rows go when the file's row goes (re-indexing a file replaces its row, so its
+facts and outgoing edges vanish with the old content); an extractor upgrade re-extracts facts for unchanged
+files without touching chunks or vectors. Edges name their target by path because a target's row id changes
+whenever the target is re-indexed.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from codeloupe.store import Store, VectorMatrix
+
 EDGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS graph_facts (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    facts TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS edges (
     id INTEGER PRIMARY KEY,
     src_file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
@@ -13,4 +33,98 @@ CREATE TABLE IF NOT EXISTS edges (
     line INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS edges_src ON edges(src_file_id);
+CREATE INDEX IF NOT EXISTS edges_target ON edges(target_path);
 """
+
+# (kind, target path, raw specifier, carrier symbols, line)
+EdgeTuple = tuple[str, str, str, tuple[str, ...], int]
+
+
+def files_needing_facts(store: Store, version: int, paths: Sequence[str] | None = None
+                        ) -> list[tuple[int, str, str]]:
+    """(file id, path, language) of code files whose facts are missing or from another extractor version;
+    with `paths`, those files whatever their state."""
+    if paths is not None:
+        if not paths:
+            return []
+        marks = ",".join("?" * len(paths))
+        return store.query(
+            f"SELECT id, path, language FROM files WHERE is_doc = 0 AND path IN ({marks}) ORDER BY path",
+            list(paths))
+    return store.query(
+        "SELECT f.id, f.path, f.language FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id"
+        " WHERE f.is_doc = 0 AND (g.file_id IS NULL OR g.version != ?) ORDER BY f.path", (version,))
+
+
+def file_text(store: Store, file_id: int) -> str:
+    """A file's text as indexed: its chunks are a line partition, so they concatenate to the whole file."""
+    return "".join(r[0] for r in store.query("SELECT text FROM chunks WHERE file_id=? ORDER BY ord", (file_id,)))
+
+
+def put_facts(store: Store, version: int, rows: Iterable[tuple[int, str]]) -> None:
+    """Store (file id, facts JSON) rows; a file re-indexed meanwhile (its id is gone) is skipped."""
+    with store.transaction() as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO graph_facts (file_id, version, facts)"
+            " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM files WHERE id = ?)",
+            [(file_id, version, facts, file_id) for file_id, facts in rows],
+        )
+
+
+def all_facts(store: Store) -> dict[str, tuple[int, str, str]]:
+    """path -> (file id, language, facts JSON) for every file with facts."""
+    rows = store.query(
+        "SELECT f.path, f.id, f.language, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
+        " ORDER BY f.path")
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def node_files(store: Store) -> list[tuple[int, str, str]]:
+    """(file id, path, language) of every code file: the nodes of the graph."""
+    return store.query("SELECT id, path, language FROM files WHERE is_doc = 0 ORDER BY path")
+
+
+def edges_by_file(store: Store) -> dict[int, list[EdgeTuple]]:
+    out: dict[int, list[EdgeTuple]] = {}
+    for src, kind, target, raw, symbols, line in store.query(
+            "SELECT src_file_id, kind, target_path, raw, symbols, line FROM edges ORDER BY id"):
+        out.setdefault(src, []).append((kind, target, raw, tuple(json.loads(symbols)), line))
+    return out
+
+
+def replace_edges(store: Store, by_file: dict[int, list[EdgeTuple]]) -> None:
+    """Replace the outgoing edges of the given files, all in one transaction."""
+    if not by_file:
+        return
+    with store.transaction() as conn:
+        live = {r[0] for r in conn.execute("SELECT id FROM files")}
+        for file_id, edges in by_file.items():
+            conn.execute("DELETE FROM edges WHERE src_file_id=?", (file_id,))
+            if file_id in live:
+                conn.executemany(
+                    "INSERT INTO edges (src_file_id, kind, target_path, raw, symbols, line) VALUES (?,?,?,?,?,?)",
+                    [(file_id, kind, target, raw, json.dumps(list(symbols)), line)
+                     for kind, target, raw, symbols, line in edges],
+                )
+
+
+def chunk_spans(store: Store, file_id: int) -> list[tuple[int, int, str, str]]:
+    """(start line, end line, kind, name) of a file's chunks in order."""
+    return store.query("SELECT start_line, end_line, kind, name FROM chunks WHERE file_id=? ORDER BY ord",
+                       (file_id,))
+
+
+def skeleton_matrix(store: Store) -> tuple[list[int], np.ndarray]:
+    """(file ids, L2-normalised float32 skeleton vectors); empty when no skeleton has been embedded.
+
+    Vectors of two models are never stored together (`Store.drop_vectors_not_of`), so whichever model is
+    present is the current one.
+    """
+    models = [r[0] for r in store.query("SELECT DISTINCT model FROM skeleton_vectors ORDER BY model")]
+    if len(models) != 1:
+        return [], np.zeros((0, 0), np.float32)
+    matrix: VectorMatrix = store.vector_matrix("skeleton", models[0])
+    vectors = matrix.q.astype(np.float32) * matrix.scales[:, None]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    return [int(i) for i in matrix.ids], vectors

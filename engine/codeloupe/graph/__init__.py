@@ -1,0 +1,36 @@
+"""The workspace graph: import and call edges between real files, skeleton similarity, communities, hubs
+and hub-tolled routes. It supplies candidates and annotations; it never changes a ranking score."""
+
+from codeloupe.graph.build import ensure_edges, update_edges
+from codeloupe.graph.facts import EXTRACTOR_VERSION
+from codeloupe.graph.model import (
+    Community,
+    FileSummary,
+    GodNode,
+    GraphMap,
+    GraphNode,
+    GraphPath,
+    Hop,
+    MapEdge,
+    MapNode,
+    Neighbour,
+    Span,
+    Surprise,
+)
+from codeloupe.graph.query import (
+    GraphError,
+    definition_users,
+    file_summary,
+    graph_map,
+    graph_node,
+    graph_path,
+    neighbours,
+)
+from codeloupe.graph.render import render_html
+
+__all__ = [
+    "EXTRACTOR_VERSION", "Community", "FileSummary", "GodNode", "GraphError", "GraphMap", "GraphNode",
+    "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
+    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours", "render_html",
+    "update_edges",
+]

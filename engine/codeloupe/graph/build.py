@@ -1,0 +1,205 @@
+"""Keeping edges current in the store, and the in-memory graph built from them (cached per index state)."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from codeloupe.graph import analysis, semantic
+from codeloupe.graph.facts import EXTRACTOR_VERSION, Definition, FileFacts
+from codeloupe.graph.langs import RESOLVERS, extract_facts
+from codeloupe.graph.resolve import Edge, ResolveContext, resolve_file
+from codeloupe.store import edges as edge_store
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
+
+_STATE_KEY = "graph_state"
+_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_locks_guard = threading.Lock()
+
+
+def _lock(ws: Workspace) -> threading.RLock:
+    with _locks_guard:
+        lock = _locks.get(ws)
+        if lock is None:
+            lock = _locks[ws] = threading.RLock()
+        return lock
+
+
+def _state(ws: Workspace) -> str:
+    return f"{ws.store.generation('content')}:{EXTRACTOR_VERSION}"
+
+
+def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
+    """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
+    extractor), then re-resolve the workspace's edges and store the ones that changed.
+
+    Resolution is redone for every file because one file's change can change another's edges (a new
+    definition makes a name ambiguous, a deleted module turns imports external); it is cheap next to parsing,
+    and only files whose edges differ are written. Returns the number of files whose facts were extracted.
+    """
+    with _lock(ws):
+        store = ws.store
+        state = _state(ws)
+        todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
+        fresh = []
+        for file_id, _path, language in todo:
+            facts = extract_facts(language, edge_store.file_text(store, file_id))
+            fresh.append((file_id, (facts or FileFacts(language)).to_json()))
+        edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
+        _resolve_and_store(ws)
+        store.set_meta(_STATE_KEY, state)
+        return len(fresh)
+
+
+def _resolve_and_store(ws: Workspace) -> None:
+    stored = edge_store.all_facts(ws.store)
+    facts = {path: FileFacts.from_json(raw) for path, (_, _, raw) in stored.items()}
+    paths = {path for _, path, _ in edge_store.node_files(ws.store)}
+    ctx = ResolveContext(ws.root, facts, paths, RESOLVERS)
+    existing = edge_store.edges_by_file(ws.store)
+    changed: dict[int, list[edge_store.EdgeTuple]] = {}
+    for path, (file_id, _, _) in stored.items():
+        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
+        if rows != existing.get(file_id, []):
+            changed[file_id] = rows
+    edge_store.replace_edges(ws.store, changed)
+
+
+def ensure_edges(ws: Workspace) -> None:
+    """Bring the edges up to date when the index moved since they were resolved (or never were)."""
+    if ws.store.get_meta(_STATE_KEY) != _state(ws):
+        update_edges(ws)
+
+
+@dataclass
+class Graph:
+    """The combined graph of one index state: nodes are the workspace's code files (by index in `paths`)."""
+
+    paths: list[str]
+    languages: list[str]
+    file_ids: list[int]
+    definitions: list[list[Definition]]
+    edges: list[Edge]  # structural, including external ones (target "")
+    semantic: list[tuple[int, int, float]]  # i < j
+    surprises: list[tuple[int, int, float]]
+    community: list[int]
+    community_names: list[str]
+    out_edges: list[dict[int, list[Edge]]] = field(default_factory=list)
+    in_edges: list[dict[int, list[Edge]]] = field(default_factory=list)
+    similar: list[dict[int, float]] = field(default_factory=list)
+    degree: list[int] = field(default_factory=list)
+    gods: set[int] = field(default_factory=set)
+
+    def index_of(self, path: str) -> int | None:
+        return self._index.get(path)
+
+    def __post_init__(self) -> None:
+        self._index = {p: i for i, p in enumerate(self.paths)}
+
+    def neighbours(self, i: int) -> set[int]:
+        return set(self.out_edges[i]) | set(self.in_edges[i])
+
+    def members(self, community: int) -> list[int]:
+        return [i for i, c in enumerate(self.community) if c == community]
+
+
+def load_graph(ws: Workspace) -> Graph:
+    """The graph of the current index state, built once per state and shared by every caller."""
+    with _lock(ws):
+        ensure_edges(ws)
+        key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))
+        cached = _graphs.get(ws)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        graph = _build(ws)
+        _graphs[ws] = (key, graph)
+        return graph
+
+
+def _build(ws: Workspace) -> Graph:
+    nodes = edge_store.node_files(ws.store)
+    paths = [p for _, p, _ in nodes]
+    index = {p: i for i, p in enumerate(paths)}
+    id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
+    stored = edge_store.all_facts(ws.store)
+    definitions = [FileFacts.from_json(stored[p][2]).definitions if p in stored else [] for p in paths]
+
+    edges: list[Edge] = []
+    for file_id, rows in sorted(edge_store.edges_by_file(ws.store).items()):
+        source = nodes[id_to_index[file_id]][1] if file_id in id_to_index else None
+        if source is None:
+            continue
+        for kind, target, raw, symbols, line in rows:
+            if kind == "external" or target in index:
+                edges.append(Edge(source, kind, target, raw, symbols, line))
+    edges.sort(key=lambda e: (e.source, e.kind, e.target, e.line, e.raw, e.symbols))
+
+    n = len(paths)
+    out_edges: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in range(n)]
+    in_edges: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in range(n)]
+    for edge in edges:
+        if edge.kind != "external":
+            out_edges[index[edge.source]][index[edge.target]].append(edge)
+            in_edges[index[edge.target]][index[edge.source]].append(edge)
+    degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
+
+    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
+    rows = [id_to_index[f] for f in file_ids if f in id_to_index]
+    vectors = vectors[[k for k, f in enumerate(file_ids) if f in id_to_index]] if rows else vectors[:0]
+    candidates, close = semantic.similar_pairs(vectors)
+
+    def remap(pairs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
+        """Vector row numbers -> node indices, smaller index first."""
+        return sorted((min(rows[i], rows[j]), max(rows[i], rows[j]), c) for i, j, c in pairs)
+
+    similar_edges = semantic.capped_edges(remap(candidates), degree)
+    similar: list[dict[int, float]] = [{} for _ in range(n)]
+    for i, j, cosine in similar_edges:
+        similar[i][j] = similar[j][i] = cosine
+
+    weights: list[dict[int, float]] = [{} for _ in range(n)]
+    for i in range(n):
+        for j, carried in list(out_edges[i].items()) + list(in_edges[i].items()):
+            kinds = {e.kind for e in carried}
+            weights[i][j] = weights[i].get(j, 0.0) + float(len(kinds))
+        for j, cosine in similar[i].items():
+            weights[i][j] = weights[i].get(j, 0.0) + 0.5 * cosine
+    community = analysis.renumber_by_size(analysis.label_propagation(n, weights))
+
+    graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
+                  definitions=definitions, edges=edges, semantic=similar_edges, surprises=[],
+                  community=community, community_names=[], out_edges=[dict(d) for d in out_edges],
+                  in_edges=[dict(d) for d in in_edges], similar=similar, degree=degree,
+                  gods=set(analysis.god_nodes(degree)))
+    graph.community_names = _names(graph)
+    graph.surprises = [(i, j, c) for i, j, c in remap(close)
+                       if j not in graph.neighbours(i) and community[i] != community[j]]
+    return graph
+
+
+def _names(graph: Graph) -> list[str]:
+    """A readable, unique name per community."""
+    count = max(graph.community, default=-1) + 1
+    names: list[str] = []
+    used: dict[str, int] = {}
+    for c in range(count):
+        members = graph.members(c)
+        # The dominant symbol: the definition of a member that other files use most.
+        usage: dict[str, int] = defaultdict(int)
+        for m in members:
+            for source, carried in graph.in_edges[m].items():
+                if graph.community[source] != c:
+                    for edge in carried:
+                        for symbol in edge.symbols:
+                            usage[symbol] += 1
+        top = sorted(usage, key=lambda s: (-usage[s], s))
+        name = analysis.community_name([graph.paths[m] for m in members], top)
+        used[name] = used.get(name, 0) + 1
+        names.append(name if used[name] == 1 else f"{name} ({used[name]})")
+    return names

@@ -1,0 +1,126 @@
+"""What one file says about its neighbours, extracted from its syntax tree alone.
+
+Facts depend on nothing but the file's own text, so they are extracted once per content version and kept in
+the store; resolving them against the rest of the workspace (`resolve.py`) is cheap and is redone whenever the
+file set changes. Bumping `EXTRACTOR_VERSION` re-extracts every file's facts without re-chunking or
+re-embedding it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+EXTRACTOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Definition:
+    name: str
+    kind: str  # function | class | method | type | constant | module | ...
+    start_line: int
+    end_line: int
+    parent: str = ""  # qualified name of the enclosing definition; "" at top level
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.parent}.{self.name}" if self.parent else self.name
+
+
+@dataclass(frozen=True)
+class ImportFact:
+    """One import-like statement. `names` are (imported, local) pairs; ("*", "*") is a star import.
+
+    An empty `names` binds nothing (a side-effect import); `local` alone with imported "" binds the module
+    itself (`import x.y as z`, `const z = require("./z")`).
+    """
+
+    kind: str  # import | from | side | dynamic | require | reexport | use | mod | include | load
+    spec: str  # the raw specifier as written
+    line: int
+    names: tuple[tuple[str, str], ...] = ()
+    level: int = 0  # Python relative-import dots
+
+    @property
+    def written(self) -> str:
+        """The specifier as the source spells it (Python's relative dots included)."""
+        return "." * self.level + self.spec
+
+    @property
+    def is_star(self) -> bool:
+        return any(imported == "*" for imported, _ in self.names)
+
+
+@dataclass(frozen=True)
+class UseFact:
+    """A reference to a name defined elsewhere: a call site, a constructor, a base class, a decorator.
+
+    `receiver` is the qualifier as written (`mod` in `mod.f()`, `a::b` in `a::b::f()`), "" for a bare name.
+    `scope` is the lexical namespace the use sits in, for languages that resolve names through it (Ruby).
+    """
+
+    name: str
+    line: int
+    receiver: str = ""
+    scope: str = ""
+    kind: str = "call"  # call | ref
+
+
+@dataclass
+class FileFacts:
+    language: str
+    package: str = ""  # Go package clause, PHP namespace
+    definitions: list[Definition] = field(default_factory=list)
+    imports: list[ImportFact] = field(default_factory=list)
+    uses: list[UseFact] = field(default_factory=list)
+
+    def top_level(self) -> dict[str, Definition]:
+        """Top-level definitions by name (the first of a name wins: later ones are redefinitions)."""
+        out: dict[str, Definition] = {}
+        for d in self.definitions:
+            if not d.parent and d.name not in out:
+                out[d.name] = d
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "language": self.language,
+            "package": self.package,
+            "definitions": [[d.name, d.kind, d.start_line, d.end_line, d.parent] for d in self.definitions],
+            "imports": [[i.kind, i.spec, i.line, [list(n) for n in i.names], i.level] for i in self.imports],
+            "uses": [[u.name, u.line, u.receiver, u.scope, u.kind] for u in self.uses],
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> FileFacts:
+        raw = json.loads(text)
+        return cls(
+            language=raw["language"],
+            package=raw["package"],
+            definitions=[Definition(*d) for d in raw["definitions"]],
+            imports=[ImportFact(k, s, ln, tuple((a, b) for a, b in names), lvl)
+                     for k, s, ln, names, lvl in raw["imports"]],
+            uses=[UseFact(*u) for u in raw["uses"]],
+        )
+
+
+class FactsBuilder:
+    """Collects facts while a language walker visits a tree; repeated uses keep their first line only."""
+
+    def __init__(self, language: str) -> None:
+        self.facts = FileFacts(language)
+        self._seen_uses: set[tuple[str, str, str]] = set()
+
+    def define(self, name: str, kind: str, start_line: int, end_line: int, parent: str = "") -> None:
+        if name:
+            self.facts.definitions.append(Definition(name, kind, start_line, end_line, parent))
+
+    def imports(self, kind: str, spec: str, line: int, names: list[tuple[str, str]] | None = None,
+                level: int = 0) -> None:
+        self.facts.imports.append(ImportFact(kind, spec, line, tuple(names or ()), level))
+
+    def use(self, name: str, line: int, receiver: str = "", scope: str = "", kind: str = "call") -> None:
+        key = (receiver, name, scope)
+        if name and key not in self._seen_uses:
+            self._seen_uses.add(key)
+            self.facts.uses.append(UseFact(name, line, receiver, scope, kind))

@@ -1,0 +1,66 @@
+"""Small tree-sitter helpers shared by the language walkers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+
+from tree_sitter import Node, Parser
+
+
+@cache
+def parser_for(grammar: str) -> Parser:
+    from tree_sitter_language_pack import get_parser
+
+    return get_parser(grammar)
+
+
+def parse(grammar: str, text: str) -> Node:
+    return parser_for(grammar).parse(text.encode("utf-8")).root_node
+
+
+def walk(root: Node) -> Iterator[Node]:
+    """Every named node below `root`, in source order (pre-order), without recursion."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.named_children))
+
+
+def text(node: Node | None) -> str:
+    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+
+
+def line(node: Node) -> int:
+    return node.start_point[0] + 1
+
+
+def end_line(node: Node) -> int:
+    return node.end_point[0] + 1
+
+
+def string_value(node: Node | None) -> str:
+    """The contents of a string literal node without its quotes; "" for anything that is not a plain string."""
+    if node is None:
+        return ""
+    raw = text(node)
+    if len(raw) >= 2 and raw[0] in "'\"`" and raw[-1] == raw[0]:
+        inner = raw[1:-1]
+        if raw[0] == "`" and "${" in inner:
+            return ""  # a template with substitutions names no fixed file
+        return inner
+    return ""
+
+
+def enclosing(node: Node, kinds: frozenset[str], name_field: str = "name") -> list[str]:
+    """Names of the enclosing definitions of the given node types, outermost first."""
+    names: list[str] = []
+    current = node.parent
+    while current is not None:
+        if current.type in kinds:
+            name = text(current.child_by_field_name(name_field))
+            if name:
+                names.append(name)
+        current = current.parent
+    return list(reversed(names))

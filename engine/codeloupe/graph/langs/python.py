@@ -1,0 +1,173 @@
+"""Python: import statements (absolute, relative, star), top-level definitions, call sites and bases."""
+
+from __future__ import annotations
+
+import posixpath
+
+from tree_sitter import Node
+
+from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact
+from codeloupe.graph.langs.common import enclosing, end_line, line, parse, text, walk
+from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
+
+_SCOPES = frozenset({"class_definition", "function_definition"})
+
+
+def extract(source: str) -> FileFacts:
+    out = FactsBuilder("python")
+    root = parse("python", source)
+    for node in walk(root):
+        kind = node.type
+        if kind == "import_statement":
+            for name in node.children_by_field_name("name"):
+                _plain_import(out, name)
+        elif kind == "import_from_statement":
+            _from_import(out, node)
+        elif kind in ("function_definition", "class_definition"):
+            parents = enclosing(node, _SCOPES)
+            outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
+            out.define(text(node.child_by_field_name("name")),
+                       ("method" if parents else "function") if kind == "function_definition" else "class",
+                       line(outer), end_line(outer), ".".join(parents))
+            if kind == "class_definition":
+                for base in (node.child_by_field_name("superclasses") or node).named_children:
+                    if base.type in ("identifier", "attribute"):
+                        _use(out, base, "ref")
+        elif kind == "assignment" and _at_top(node, root):
+            target = node.child_by_field_name("left")
+            if target is not None and target.type == "identifier":
+                out.define(text(target), "constant", line(node), end_line(node))
+        elif kind == "call":
+            _use(out, node.child_by_field_name("function"), "call")
+        elif kind == "decorator":
+            inner = node.named_children[0] if node.named_children else None
+            if inner is not None and inner.type in ("identifier", "attribute"):
+                _use(out, inner, "ref")
+    return out.facts
+
+
+def _at_top(node: Node, root: Node) -> bool:
+    parent = node.parent
+    if parent is not None and parent.type == "expression_statement":
+        parent = parent.parent
+    return parent == root
+
+
+def _plain_import(out: FactsBuilder, name: Node) -> None:
+    if name.type == "aliased_import":
+        module = text(name.child_by_field_name("name"))
+        out.imports("import", module, line(name), [("", text(name.child_by_field_name("alias")))])
+    else:
+        module = text(name)
+        out.imports("import", module, line(name), [("", module)])
+
+
+def _from_import(out: FactsBuilder, node: Node) -> None:
+    module_node = node.child_by_field_name("module_name")
+    level = 0
+    module = text(module_node)
+    if module_node is not None and module_node.type == "relative_import":
+        prefix = next((c for c in module_node.named_children if c.type == "import_prefix"), None)
+        level = len(text(prefix).strip())
+        dotted = next((c for c in module_node.named_children if c.type == "dotted_name"), None)
+        module = text(dotted)
+    names: list[tuple[str, str]] = []
+    if any(c.type == "wildcard_import" for c in node.named_children):
+        names.append(("*", "*"))
+    for name in node.children_by_field_name("name"):
+        if name.type == "aliased_import":
+            names.append((text(name.child_by_field_name("name")), text(name.child_by_field_name("alias"))))
+        else:
+            names.append((text(name), text(name)))
+    out.imports("from", module, line(node), names, level)
+
+
+def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
+    """Record `f(...)`, `mod.f(...)`, `a.b.f(...)`; a call on anything else (`x().f`, `self.f`) is not a use."""
+    if target is None:
+        return
+    if target.type == "identifier":
+        out.use(text(target), line(target), kind=kind)
+    elif target.type == "attribute":
+        obj = target.child_by_field_name("object")
+        if obj is not None and _is_dotted(obj) and text(obj) not in ("self", "cls"):
+            out.use(text(target.child_by_field_name("attribute")), line(target), receiver=text(obj), kind=kind)
+
+
+def _is_dotted(node: Node) -> bool:
+    while node.type == "attribute":
+        node = node.child_by_field_name("object")
+        if node is None:
+            return False
+    return node.type == "identifier"
+
+
+class PythonResolver(LanguageResolver):
+    """Modules resolve against the import roots of the repository: its top, every directory holding a
+    top-level package (so `src/` layouts work), and, for a script outside any package, its own directory."""
+
+    family = "python"
+
+    def _roots(self, ctx: ResolveContext) -> list[str]:
+        roots = ctx.cache.get("python.roots")
+        if roots is None:
+            found = {""}
+            for path in ctx.paths:
+                if posixpath.basename(path) == "__init__.py":
+                    package = posixpath.dirname(path)
+                    parent = posixpath.dirname(package)
+                    if not ctx.exists(posixpath.join(parent, "__init__.py") if parent else "__init__.py"):
+                        found.add(parent)
+            roots = sorted(found, key=lambda r: (r.count("/") + bool(r), r))
+            ctx.cache["python.roots"] = roots
+        return roots
+
+    @staticmethod
+    def _module_file(ctx: ResolveContext, base: str) -> str:
+        for candidate in (f"{base}.py", f"{base}/__init__.py", f"{base}.pyi", f"{base}/__init__.pyi"):
+            if ctx.exists(candidate.lstrip("/")):
+                return candidate.lstrip("/")
+        return ""
+
+    def _absolute(self, ctx: ResolveContext, path: str, module: str) -> str:
+        relative = module.replace(".", "/")
+        roots = list(self._roots(ctx))
+        own_dir = posixpath.dirname(path)
+        if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in roots:
+            roots.insert(0, own_dir)  # a script imports its siblings
+        found = [f for f in (self._module_file(ctx, posixpath.join(r, relative)) for r in roots) if f]
+        if len(found) <= 1:
+            return found[0] if found else ""
+        # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins,
+        # and a tie is not guessed.
+        best = max(len(posixpath.commonpath([f, path])) for f in found)
+        near = [f for f in found if len(posixpath.commonpath([f, path])) == best]
+        return near[0] if len(near) == 1 else ""
+
+    def _base(self, path: str, imp: ImportFact) -> str:
+        """The directory a relative import starts from (`.` is the file's own package)."""
+        base = posixpath.dirname(path)
+        for _ in range(imp.level - 1):
+            base = posixpath.dirname(base)
+        return base
+
+    def bindings(self, ctx: ResolveContext, path: str, imp: ImportFact) -> list[Binding] | None:
+        if imp.kind == "import":
+            target = self._absolute(ctx, path, imp.spec)
+            return [Binding((target,), "", local) for _, local in imp.names] if target else None
+        if imp.level:
+            base = self._base(path, imp)
+            module_dir = posixpath.join(base, imp.spec.replace(".", "/")) if imp.spec else base
+            module = self._module_file(ctx, module_dir)
+        else:
+            module = self._absolute(ctx, path, imp.spec)
+            module_dir = module[: -len("/__init__.py")] if module.endswith("/__init__.py") else ""
+        out: list[Binding] = []
+        for imported, local in imp.names:
+            submodule = self._module_file(ctx, f"{module_dir}/{imported}") if module_dir and imported != "*" \
+                else ""
+            if submodule:
+                out.append(Binding((submodule,), "", local))
+            elif module:
+                out.append(Binding((module,), star=True) if imported == "*" else Binding((module,), imported, local))
+        return out or None

@@ -1,0 +1,324 @@
+"""The graph's questions: the map, one node, a route between two concepts, and the small per-file views
+retrieval and the editor use. None of these changes a ranking score: they add candidates and annotations."""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from codeloupe.graph.build import Graph, load_graph
+from codeloupe.graph.model import (
+    Community,
+    FileSummary,
+    GodNode,
+    GraphMap,
+    GraphNode,
+    GraphPath,
+    Hop,
+    MapEdge,
+    MapNode,
+    Neighbour,
+    Span,
+    Surprise,
+)
+from codeloupe.graph.resolve import Edge
+from codeloupe.store import edges as edge_store
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
+
+STRUCTURAL_HOP_COST = 1.0
+TEST_PENALTY = 0.85  # a concept resolves to a test file only when nothing else is about as close
+_TEST_PATTERN = re.compile(
+    r"(^|/)(tests?|spec|specs|__tests__|testdata)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$"
+    r"|_spec\.rb$|(^|/)conftest\.py$")
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+class GraphError(ValueError):
+    """A graph request that names nothing in the workspace."""
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_PATTERN.search(path))
+
+
+# ------------------------------------------------------------------------------------------------ map
+
+
+def graph_map(ws: Workspace) -> GraphMap:
+    graph = load_graph(ws)
+    nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], len(graph.in_edges[i]),
+                     len(graph.out_edges[i]), i in graph.gods) for i, p in enumerate(graph.paths)]
+    weights: Counter[tuple[str, str, str]] = Counter()
+    for edge in graph.edges:
+        weights[(edge.source, edge.target or edge.raw, edge.kind)] += 1
+    edges = [MapEdge(s, t, k, float(w)) for (s, t, k), w in sorted(weights.items())]
+    edges += [MapEdge(graph.paths[i], graph.paths[j], "semantic", round(c, 4)) for i, j, c in graph.semantic]
+    communities = [Community(c, graph.community_names[c], [graph.paths[m] for m in graph.members(c)])
+                   for c in range(len(graph.community_names))]
+    gods = [GodNode(graph.paths[i], graph.degree[i], len(graph.in_edges[i]), len(graph.out_edges[i]),
+                    graph.community[i]) for i in sorted(graph.gods, key=lambda i: (-graph.degree[i], i))]
+    surprises = [Surprise(graph.paths[i], graph.paths[j], round(c, 4))
+                 for i, j, c in sorted(graph.surprises, key=lambda s: (-s[2], s[0], s[1]))]
+    return GraphMap(nodes, edges, communities, gods, surprises)
+
+
+# ------------------------------------------------------------------------------------------------ node
+
+
+def graph_node(ws: Workspace, target: str) -> GraphNode:
+    graph = load_graph(ws)
+    i, how = resolve_target(ws, graph, target)
+    path = graph.paths[i]
+    imports = [_neighbour(graph, j, graph.out_edges[i][j]) for j in sorted(graph.out_edges[i])]
+    importers = [_neighbour(graph, j, graph.in_edges[i][j]) for j in sorted(graph.in_edges[i])]
+    external = sorted({e.raw for e in graph.edges if e.source == path and e.kind == "external"})
+    symbols = [d.qualified_name for d in graph.definitions[i]]
+    chunks = []
+    for start, end, _, _ in edge_store.chunk_spans(ws.store, graph.file_ids[i]):
+        try:
+            chunks.append((Span(path, start, end), ws.read_lines(path, start, end)))
+        except ValueError:
+            break  # the file changed on disk since it was indexed: show what still matches
+    return GraphNode(path, how, graph.community[i], graph.community_names[graph.community[i]], i in graph.gods,
+                     imports, importers, external, _similar(graph, i), symbols, chunks)
+
+
+def _neighbour(graph: Graph, j: int, edges: list[Edge]) -> Neighbour:
+    kind = "import" if any(e.kind == "import" for e in edges) else "call"
+    return Neighbour(graph.paths[j], kind, _carriers(edges), min(e.line for e in edges))
+
+
+def _carriers(edges: list[Edge]) -> list[str]:
+    """Carrier symbols, AST call sites first, then imported names."""
+    ordered = sorted(edges, key=lambda e: (e.kind != "call", e.line))
+    return list(dict.fromkeys(s for e in ordered for s in e.symbols))
+
+
+def _similar(graph: Graph, i: int) -> list[tuple[str, float]]:
+    return [(graph.paths[j], round(c, 4)) for j, c in sorted(graph.similar[i].items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def resolve_target(ws: Workspace, graph: Graph, target: str) -> tuple[int, str]:
+    """The node a request names: an exact path, then a file name (or path suffix), then the closest file by
+    skeleton embedding, then by words of paths and definitions. Tests lose ties to non-tests."""
+    text = target.strip()
+    if not text:
+        raise GraphError("empty graph target")
+    try:
+        rel = ws.relative(text)
+    except ValueError:
+        rel = text
+    for candidate in (rel, text):
+        if graph.index_of(candidate) is not None:
+            return graph.index_of(candidate), "path"
+    by_name = [i for i, p in enumerate(graph.paths) if p.endswith("/" + text) or posixpath.basename(p) == text]
+    if not by_name:
+        by_name = [i for i, p in enumerate(graph.paths) if posixpath.basename(p).lower() == text.lower()]
+    if by_name:
+        return min(by_name, key=lambda i: (is_test_path(graph.paths[i]), len(graph.paths[i]), graph.paths[i])), \
+            "filename"
+    found = _by_embedding(ws, graph, text)
+    if found is not None:
+        return found, "embedding"
+    found = _by_words(graph, text)
+    if found is not None:
+        return found, "lexical"
+    raise GraphError(f"nothing in the workspace matches {target!r} (not a path, a file name or a concept "
+                     "found in file names and definitions)")
+
+
+def _by_embedding(ws: Workspace, graph: Graph, text: str) -> int | None:
+    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
+    if not file_ids:
+        return None
+    try:
+        query = np.asarray(ws.embedding_provider().embed_query(text), dtype=np.float32).reshape(-1)
+    except Exception:  # noqa: BLE001 - any provider failure (no model, no network) falls back to words
+        return None
+    if query.shape[0] != vectors.shape[1] or not np.linalg.norm(query):
+        return None
+    scores = vectors @ (query / np.linalg.norm(query))
+    node_of = {file_id: i for i, file_id in enumerate(graph.file_ids)}
+    best: tuple[float, int] | None = None
+    for k, file_id in enumerate(file_ids):
+        i = node_of.get(file_id)
+        if i is None:
+            continue
+        score = round(float(scores[k]), 6) * (TEST_PENALTY if is_test_path(graph.paths[i]) else 1.0)
+        if best is None or score > best[0] or (score == best[0] and i < best[1]):
+            best = (score, i)
+    return best[1] if best is not None else None
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 1}
+
+
+def _by_words(graph: Graph, text: str) -> int | None:
+    """The file whose path and definition names share the rarest words with the concept."""
+    wanted = _words(text)
+    if not wanted:
+        return None
+    documents = [_words(p.replace("/", " ")) | {w for d in graph.definitions[i] for w in _words(d.name)}
+                 for i, p in enumerate(graph.paths)]
+    frequency = Counter(w for doc in documents for w in doc & wanted)
+    n = len(documents)
+    best: tuple[float, int] | None = None
+    for i, doc in enumerate(documents):
+        score = sum(math.log(1 + n / frequency[w]) for w in doc & wanted)
+        score *= TEST_PENALTY if is_test_path(graph.paths[i]) else 1.0
+        if score > 0 and (best is None or score > best[0] + 1e-12):
+            best = (score, i)
+    return best[1] if best is not None else None
+
+
+# ------------------------------------------------------------------------------------------------ path
+
+
+def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
+    from codeloupe.graph.analysis import hub_tolls, shortest_path
+
+    graph = load_graph(ws)
+    a, _ = resolve_target(ws, graph, source)
+    b, _ = resolve_target(ws, graph, target)
+    pa, pb = graph.paths[a], graph.paths[b]
+    if a == b:
+        return GraphPath(pa, pb, True, False, [], f"{source!r} and {target!r} are the same file")
+    adjacency: list[dict[int, float]] = [{} for _ in graph.paths]
+    for i in range(len(graph.paths)):
+        for j in graph.neighbours(i):
+            adjacency[i][j] = STRUCTURAL_HOP_COST
+        for j, cosine in graph.similar[i].items():
+            # A similarity hop costs a bit more than a real edge, less the closer the two files are.
+            adjacency[i].setdefault(j, 2.0 - cosine)
+    route = shortest_path(adjacency, hub_tolls(graph.degree), a, b)
+    if route is None:
+        return GraphPath(pa, pb, False, False, [], f"no route between {pa} and {pb} in the graph")
+    hops = [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])]
+    meets, note = _describe(graph, route, hops)
+    return GraphPath(pa, pb, True, meets, hops, note)
+
+
+def _hop(ws: Workspace, graph: Graph, u: int, v: int) -> Hop:
+    forward, backward = graph.out_edges[u].get(v, []), graph.out_edges[v].get(u, [])
+    if not forward and not backward:
+        cosine = graph.similar[u].get(v, 0.0)
+        return Hop(graph.paths[u], graph.paths[v], "semantic", "similar", [], cosine=round(cosine, 4))
+    user, definer, edges, direction = (u, v, forward, "uses") if forward else (v, u, backward, "used-by")
+    kind = "call" if any(e.kind == "call" for e in edges) else "import"
+    carriers = _carriers(edges) or _name_matches(ws, graph, user, definer)
+    use = definition = None
+    if carriers:
+        first = carriers[0]
+        lines = [e.line for e in sorted(edges, key=lambda e: (e.kind != "call", e.line)) if first in e.symbols]
+        use = Span(graph.paths[user], lines[0], lines[0]) if lines else None
+        spot = next((d for d in graph.definitions[definer] if d.name == first and not d.parent), None) \
+            or next((d for d in graph.definitions[definer] if d.name == first), None)
+        if spot is not None:
+            definition = Span(graph.paths[definer], spot.start_line, spot.end_line)
+    if use is None:
+        first_edge = min(edges, key=lambda e: e.line)
+        use = Span(graph.paths[user], first_edge.line, first_edge.line)
+    return Hop(graph.paths[u], graph.paths[v], kind, direction, carriers, use, definition)
+
+
+def _name_matches(ws: Workspace, graph: Graph, user: int, definer: int) -> list[str]:
+    """Top-level names of the definer that appear as words in the user's text (when no AST site carries)."""
+    try:
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", ws.read_lines(graph.paths[user])))
+    except ValueError:
+        return []
+    return [d.name for d in graph.definitions[definer] if not d.parent and d.name in words]
+
+
+def _describe(graph: Graph, route: list[int], hops: list[Hop]) -> tuple[bool, str]:
+    directions = [h.direction for h in hops]
+    ends = f"{graph.paths[route[0]]} and {graph.paths[route[-1]]}"
+    structural = [d for d in directions if d != "similar"]
+    if structural and all(d == "uses" for d in structural) and len(structural) == len(directions):
+        return False, f"{graph.paths[route[0]]} reaches {graph.paths[route[-1]]} through what it uses"
+    if structural and all(d == "used-by" for d in structural) and len(structural) == len(directions):
+        return False, f"{graph.paths[route[-1]]} reaches {graph.paths[route[0]]} through what it uses"
+    for k in range(1, len(route) - 1):
+        before, after = directions[k - 1], directions[k]
+        if before == "uses" and after == "used-by":
+            return True, (f"{ends} never call each other; they meet in {graph.paths[route[k]]}, "
+                          "which both sides use")
+        if before == "used-by" and after == "uses":
+            return True, (f"{ends} never call each other; they meet in {graph.paths[route[k]]}, "
+                          "which uses both sides")
+    return False, f"{ends} are linked through files that read alike (skeleton similarity)"
+
+
+# ------------------------------------------------------------------------------------------------ retrieval & editor
+
+
+def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[str, str]]:
+    """Graph neighbours of retrieval's top files, for its RELATED section: (path, one-line reason).
+
+    Files linked to more of the top files come first, then to higher-ranked ones; hubs (god nodes) and
+    similarity-only neighbours come after real edges. Deterministic.
+    """
+    graph = load_graph(ws)
+    given = [graph.index_of(p) for p in paths if graph.index_of(p) is not None]
+    chosen = set(given)
+    found: dict[int, list] = {}
+    for rank, i in enumerate(given):
+        path = graph.paths[i]
+        links: list[tuple[int, str, bool]] = []
+        for j, edges in sorted(graph.out_edges[i].items()):
+            verb = "imported by" if any(e.kind == "import" for e in edges) else "called from"
+            links.append((j, f"{verb} {path}", False))
+        for j, edges in sorted(graph.in_edges[i].items()):
+            verb = "imports" if any(e.kind == "import" for e in edges) else "calls into"
+            links.append((j, f"{verb} {path}", False))
+        for j, cosine in sorted(graph.similar[i].items()):
+            links.append((j, f"reads like {path} (cosine {cosine:.2f})", True))
+        for j, reason, similar_only in links:
+            if j in chosen:
+                continue
+            entry = found.setdefault(j, [0, rank, reason, True])
+            entry[0] += 0 if similar_only else 1
+            entry[3] = entry[3] and similar_only
+    order = sorted(found, key=lambda j: (found[j][3], j in graph.gods, -found[j][0], found[j][1], graph.paths[j]))
+    return [(graph.paths[j], found[j][2]) for j in order[:limit]]
+
+
+def file_summary(ws: Workspace, path: str) -> FileSummary:
+    graph = load_graph(ws)
+    i = _require(ws, graph, path)
+    return FileSummary(graph.paths[i], graph.community[i], graph.community_names[graph.community[i]],
+                       len(graph.out_edges[i]), len(graph.in_edges[i]), i in graph.gods, _similar(graph, i))
+
+
+def definition_users(ws: Workspace, path: str) -> dict[str, list[tuple[str, int]]]:
+    """Qualified name of each definition in `path` -> the other files that use it, with the line of the use
+    (the first call site, else the import)."""
+    graph = load_graph(ws)
+    i = _require(ws, graph, path)
+    names = {d.name: d.qualified_name for d in graph.definitions[i] if not d.parent}
+    users: dict[str, dict[str, int]] = defaultdict(dict)
+    for j, edges in sorted(graph.in_edges[i].items()):
+        for edge in sorted(edges, key=lambda e: (e.kind != "call", e.line)):
+            for symbol in edge.symbols:
+                if symbol in names:
+                    users[names[symbol]].setdefault(graph.paths[j], edge.line)
+    return {name: sorted(found.items()) for name, found in sorted(users.items())}
+
+
+def _require(ws: Workspace, graph: Graph, path: str) -> int:
+    try:
+        rel = ws.relative(path)
+    except ValueError as exc:
+        raise GraphError(str(exc)) from None
+    i = graph.index_of(rel)
+    if i is None:
+        raise GraphError(f"{rel}: not a code file of the index")
+    return i

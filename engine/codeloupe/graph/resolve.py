@@ -1,0 +1,298 @@
+"""Turn every file's facts into edges between real files of this workspace.
+
+Imports resolve to files, never to package names; a name imported from a package resolves through the
+package's re-exports to the file that defines it. Call sites resolve by the file's own import bindings first,
+then by the language's scoping rule (same Go package, PHP namespace, Ruby lexical nesting), then by a globally
+unique definition where the language allows one. Whatever cannot be resolved is kept as an external edge with
+its raw specifier; ambiguous names are left alone.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from codeloupe.graph.facts import FileFacts, ImportFact, UseFact
+
+MAX_REEXPORT_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A directed structural edge: `source` imports or calls into `target` ("" for an external one)."""
+
+    source: str
+    kind: str  # import | call | external
+    target: str
+    raw: str
+    symbols: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What one import binds in the importing file.
+
+    `targets` are the files of the imported module (several for a Go package, the representative first).
+    `symbol` is the imported name ("" when the module itself is bound); `local` the name it is bound to
+    ("" binds nothing: a side-effect import). `star` imports every name of the targets.
+    """
+
+    targets: tuple[str, ...]
+    symbol: str = ""
+    local: str = ""
+    star: bool = False
+
+
+class LanguageResolver:
+    """The per-language rules; the defaults suit a language with explicit imports and nothing else."""
+
+    family = ""
+    # May a bare name resolve to the one file of the workspace that defines it at top level?
+    global_names = False
+
+    def module_targets(self, ctx: ResolveContext, path: str, imp: ImportFact) -> tuple[str, ...]:
+        """The file(s) the import's specifier names; () when it is outside the workspace."""
+        return ()
+
+    def bindings(self, ctx: ResolveContext, path: str, imp: ImportFact) -> list[Binding] | None:
+        """What the import binds; None when it names nothing in this workspace (an external edge)."""
+        targets = self.module_targets(ctx, path, imp)
+        if not targets:
+            return None
+        out = [Binding(targets)] if not imp.names else []
+        for imported, local in imp.names:
+            if imported == "*":
+                out.append(Binding(targets, star=True))
+            elif imported == "":
+                out.append(Binding(targets, "", local or self.package_name(ctx, targets, imp)))
+            else:
+                out.append(Binding(targets, imported, local))
+        return out
+
+    def package_name(self, ctx: ResolveContext, targets: tuple[str, ...], imp: ImportFact) -> str:
+        return imp.spec.rsplit("/", 1)[-1]
+
+    def resolve_bare(self, ctx: ResolveContext, path: str, use: UseFact) -> str:
+        """A bare name the file neither defines nor imports: the language's own scoping rule."""
+        return ctx.unique_global(self.family, path, use.name) if self.global_names else ""
+
+    def resolve_qualified(self, ctx: ResolveContext, path: str, use: UseFact) -> str:
+        """`receiver.name` whose receiver is not an import binding of the file (`crate::a::f()`)."""
+        return ""
+
+
+@dataclass
+class _Bound:
+    targets: tuple[str, ...]
+    symbol: str
+
+
+class ResolveContext:
+    """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
+
+    def __init__(self, root: Path, facts: dict[str, FileFacts], paths: set[str],
+                 resolvers: dict[str, LanguageResolver]) -> None:
+        self.root = root
+        self.facts = facts
+        self.paths = paths
+        self.resolvers = resolvers  # language -> resolver
+        self.cache: dict[str, object] = {}  # per-language derived tables (module maps, load paths, ...)
+        self._definers: dict[tuple[tuple[str, ...], str], str] = {}
+        self._import_targets: dict[str, set[str]] = {}
+
+    @cached_property
+    def files_by_dir(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = defaultdict(list)
+        for path in sorted(self.paths):
+            out[posixpath.dirname(path)].append(path)
+        return out
+
+    @cached_property
+    def _global_definitions(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for path in sorted(self.facts):
+            resolver = self.resolvers.get(self.facts[path].language)
+            if resolver is None:
+                continue
+            for name in self.facts[path].top_level():
+                out[(resolver.family, name)].append(path)
+        return out
+
+    def resolver_for(self, path: str) -> LanguageResolver | None:
+        facts = self.facts.get(path)
+        return self.resolvers.get(facts.language) if facts is not None else None
+
+    def exists(self, path: str) -> bool:
+        return path in self.paths
+
+    def read_config(self, rel: str) -> str | None:
+        """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from disk; None when absent."""
+        try:
+            return (self.root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def unique_global(self, family: str, path: str, name: str) -> str:
+        """The one other file of the language family that defines `name` at top level; when several do,
+        the one among them this file imports; otherwise "" (ambiguous names are never guessed)."""
+        candidates = [p for p in self._global_definitions.get((family, name), []) if p != path]
+        return self.disambiguate(path, candidates)
+
+    def disambiguate(self, path: str, candidates: list[str]) -> str:
+        if len(candidates) == 1:
+            return candidates[0]
+        imported = [c for c in candidates if c in self.import_targets(path)]
+        return imported[0] if len(imported) == 1 else ""
+
+    def import_targets(self, path: str) -> set[str]:
+        """Every file `path` imports directly (module files, not re-export definers)."""
+        if path not in self._import_targets:
+            self._import_targets[path] = set()  # guards against import cycles while computing
+            resolver = self.resolver_for(path)
+            found: set[str] = set()
+            for imp in self.facts[path].imports if resolver is not None else ():
+                for binding in resolver.bindings(self, path, imp) or ():
+                    found.update(binding.targets)
+            found.discard(path)
+            self._import_targets[path] = found
+        return self._import_targets[path]
+
+    def find_definer(self, targets: tuple[str, ...], name: str, depth: int = 0) -> str:
+        """The file defining `name`, starting at `targets` and following re-exports (`from .x import name`
+        in a package `__init__`, `export {name} from`, `export * from`, a glob `pub use`)."""
+        key = (targets, name)
+        if key in self._definers:
+            return self._definers[key]
+        self._definers[key] = ""  # a re-export cycle ends here
+        found = ""
+        for target in targets:
+            facts = self.facts.get(target)
+            if facts is not None and name in facts.top_level():
+                found = target
+                break
+        if not found and depth < MAX_REEXPORT_DEPTH:
+            found = self._reexported(targets, name, depth)
+        self._definers[key] = found
+        return found
+
+    def _reexported(self, targets: tuple[str, ...], name: str, depth: int) -> str:
+        for target in targets:
+            resolver = self.resolver_for(target)
+            if resolver is None:
+                continue
+            stars: list[tuple[str, ...]] = []
+            for imp in self.facts[target].imports:
+                if not imp.is_star and not any(local == name for _, local in imp.names):
+                    continue
+                for binding in resolver.bindings(self, target, imp) or ():
+                    if binding.star:
+                        stars.append(binding.targets)
+                    elif binding.local == name:
+                        if not binding.symbol:
+                            return binding.targets[0]
+                        return self.find_definer(binding.targets, binding.symbol, depth + 1) or binding.targets[0]
+            for star in stars:
+                found = self.find_definer(star, name, depth + 1)
+                if found:
+                    return found
+        return ""
+
+
+@dataclass
+class _EdgeBag:
+    """Edges of one file, merged: one import edge per (target, statement), one call edge per (target, name)."""
+
+    source: str
+    rows: dict[tuple[str, str, str], Edge] = field(default_factory=dict)
+
+    def add(self, kind: str, target: str, raw: str, symbols: tuple[str, ...], line: int) -> None:
+        if target == self.source:
+            return
+        key = (kind, target, raw if kind != "call" else ",".join(symbols))
+        old = self.rows.get(key)
+        if old is None:
+            self.rows[key] = Edge(self.source, kind, target, raw, symbols, line)
+        else:
+            merged = tuple(dict.fromkeys(old.symbols + symbols))
+            self.rows[key] = Edge(self.source, kind, target, raw, merged, min(old.line, line))
+
+
+def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
+    """Every edge out of one file, in a deterministic order."""
+    facts = ctx.facts[path]
+    resolver = ctx.resolvers.get(facts.language)
+    if resolver is None:
+        return []
+    bag = _EdgeBag(path)
+    bound: dict[str, _Bound] = {}
+    stars: list[tuple[str, ...]] = []
+    packages: dict[str, tuple[ImportFact, set[str]]] = {}  # multi-file module bindings -> files actually used
+    for imp in facts.imports:
+        bindings = resolver.bindings(ctx, path, imp)
+        if bindings is None:
+            bag.add("external", "", imp.written, (), imp.line)
+            continue
+        for binding in bindings:
+            if binding.star:
+                stars.append(binding.targets)
+                for target in binding.targets[:1]:
+                    bag.add("import", target, imp.written, (), imp.line)
+            elif binding.symbol:
+                definer = ctx.find_definer(binding.targets, binding.symbol) or binding.targets[0]
+                bag.add("import", definer, imp.written, (binding.symbol,), imp.line)
+                if binding.local:
+                    bound[binding.local] = _Bound((definer,), binding.symbol)
+            else:
+                if binding.local:
+                    bound[binding.local] = _Bound(binding.targets, "")
+                if len(binding.targets) > 1 and binding.local:
+                    packages[binding.local] = (imp, set())
+                else:
+                    bag.add("import", binding.targets[0], imp.written, (), imp.line)
+
+    local = facts.top_level()
+    for use in facts.uses:
+        target, symbol = _resolve_use(ctx, resolver, path, use, bound, stars, local)
+        if not target:
+            continue
+        bag.add("call", target, use.name if not use.receiver else f"{use.receiver}.{use.name}", (symbol,),
+                use.line)
+        if use.receiver in packages and target in bound[use.receiver].targets:
+            packages[use.receiver][1].add(target)
+
+    for name, (imp, used) in packages.items():
+        # A package import points at the files whose definitions the importer uses, or else at the
+        # package's representative file.
+        for target in sorted(used) or [bound[name].targets[0]]:
+            bag.add("import", target, imp.written, (), imp.line)
+    return sorted(bag.rows.values(), key=lambda e: (e.kind, e.target, e.line, e.raw, e.symbols))
+
+
+def _resolve_use(ctx: ResolveContext, resolver: LanguageResolver, path: str, use: UseFact,
+                 bound: dict[str, _Bound], stars: list[tuple[str, ...]], local: dict) -> tuple[str, str]:
+    """(target file, carrier symbol) of one use, or ("", "")."""
+    if not use.receiver:
+        if use.name in bound:
+            binding = bound[use.name]
+            if binding.symbol:
+                return binding.targets[0], binding.symbol
+            if len(binding.targets) == 1:
+                return binding.targets[0], use.name  # a module called or constructed (`Layer()`)
+            return "", ""
+        if use.name in local:
+            return "", ""
+        for star in stars:
+            found = ctx.find_definer(star, use.name)
+            if found:
+                return found, use.name
+        return resolver.resolve_bare(ctx, path, use), use.name
+    binding = bound.get(use.receiver)
+    if binding is not None:
+        if binding.symbol:
+            return binding.targets[0], binding.symbol  # `Cls.method()` on an imported class
+        return ctx.find_definer(binding.targets, use.name), use.name
+    return resolver.resolve_qualified(ctx, path, use), use.name

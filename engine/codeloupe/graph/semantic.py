@@ -1,0 +1,49 @@
+"""The semantic lane: files whose skeletons (signatures, doc comments) embed close together."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NEIGHBOURS_PER_FILE = 3
+EDGE_COSINE = 0.80
+SURPRISE_COSINE = 0.85
+BLOCK_ROWS = 1024  # rows of the similarity product held at once
+
+
+def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+    """(each row's top neighbours with cosine >= EDGE_COSINE, every pair with cosine >= SURPRISE_COSINE),
+    both as (i, j, cosine) with i < j, from one blocked product of the L2-normalised rows."""
+    n = len(vectors)
+    neighbours: dict[tuple[int, int], float] = {}
+    close: dict[tuple[int, int], float] = {}
+    if n < 2:
+        return [], []
+    for start in range(0, n, BLOCK_ROWS):
+        block = vectors[start:start + BLOCK_ROWS] @ vectors.T
+        for offset, row in enumerate(block):
+            i = start + offset
+            row = np.round(row.astype(np.float64), 6)  # float noise must not reorder equal neighbours
+            row[i] = -1.0
+            order = np.lexsort((np.arange(n), -row))[:NEIGHBOURS_PER_FILE]
+            for j in order:
+                if row[j] >= EDGE_COSINE:
+                    neighbours[(min(i, int(j)), max(i, int(j)))] = float(row[j])
+            for j in np.nonzero(row >= SURPRISE_COSINE)[0]:
+                if int(j) > i:
+                    close[(i, int(j))] = float(row[j])
+    return ([(i, j, c) for (i, j), c in sorted(neighbours.items())],
+            [(i, j, c) for (i, j), c in sorted(close.items())])
+
+
+def capped_edges(candidates: list[tuple[int, int, float]], structural_degree: list[int]
+                 ) -> list[tuple[int, int, float]]:
+    """Keep similarity edges strongest first while both ends have room: a file never gets more similarity
+    edges than it has structural ones (nor more than NEIGHBOURS_PER_FILE)."""
+    room = [min(NEIGHBOURS_PER_FILE, d) for d in structural_degree]
+    kept = []
+    for i, j, cosine in sorted(candidates, key=lambda e: (-e[2], e[0], e[1])):
+        if room[i] > 0 and room[j] > 0:
+            room[i] -= 1
+            room[j] -= 1
+            kept.append((i, j, cosine))
+    return sorted(kept)
