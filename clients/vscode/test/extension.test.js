@@ -1,0 +1,515 @@
+'use strict';
+// The real extension (out/extension.js, as bundled) under the vscode stub, with the real vscode-languageclient
+// talking to the real codeloupe-lsp on a fixture workspace.
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const vscode = require('vscode');
+const extension = require('../out/extension.js');
+const packageJson = require('../package.json');
+const { launchChromium, openWebview } = require('./chromium');
+const { startChatServer } = require('./chatServer');
+const { lineOf, makeWorkspace, serverCommand, serverPython, waitFor } = require('./helpers');
+
+const probe = vscode.__test;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Activates the extension the way VS Code would, after resetting the stub to `options`. */
+function activate(options) {
+    probe.reset(options);
+    const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')) };
+    const api = extension.activate(context);
+    return {
+        api,
+        async close() {
+            await extension.deactivate();
+            context.subscriptions.forEach((disposable) => disposable.dispose());
+        },
+    };
+}
+
+/** Records the requests the extension sends through `client` for `method` (calls go through unchanged). */
+function recordRequests(client, method) {
+    const calls = [];
+    const original = client.sendRequest;
+    client.sendRequest = function (type, ...rest) {
+        const name = typeof type === 'string' ? type : type.method;
+        if (name !== method) {
+            return original.call(this, type, ...rest);
+        }
+        const call = { params: rest[0], token: rest[1] };
+        calls.push(call);
+        const pending = original.call(this, type, ...rest);
+        pending.then((result) => {
+            call.result = result;
+        }, (error) => {
+            call.error = error;
+        });
+        return pending;
+    };
+    return { calls, restore: () => delete client.sendRequest };
+}
+
+/** Waits until every folder is indexed: the server reopens folders when settings change. */
+function waitForReady(client) {
+    return waitFor('a ready index', async () => {
+        const status = await client.sendRequest('codeloupe/status', {});
+        return status.folders.length > 0 && status.folders.every((folder) => folder.state === 'ready');
+    });
+}
+
+const panelOf = (viewType) => probe.panels.filter((panel) => panel.viewType === viewType).at(-1);
+const sameRange = (a, b) => a.start.line === b.start.line && a.start.character === b.start.character
+    && a.end.line === b.end.line && a.end.character === b.end.character;
+
+function withPath(directories, run) {
+    const saved = process.env.PATH;
+    process.env.PATH = directories;
+    return Promise.resolve(run()).finally(() => {
+        process.env.PATH = saved;
+    });
+}
+
+describe('the extension against the real server', function () {
+    let workspace;
+    let session;
+    let client;
+    let browser;
+
+    before(async function () {
+        workspace = makeWorkspace();
+        process.env.CODELOUPE_CACHE_DIR = workspace.cacheDir;
+        session = activate({
+            folders: [workspace.root],
+            settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' },
+        });
+        [client, browser] = await Promise.all([session.api.whenReady(), launchChromium()]);
+        assert.ok(client, `the client started: ${session.api.unavailableReason}\n${probe.log.join('\n')}`);
+        await waitFor('the status item to show a ready index', () => /\$\(search\) codeloupe \d+ files/.test(probe.statusItems[0]?.text));
+    });
+
+    after(async function () {
+        await session?.close();
+        await browser?.close();
+        delete process.env.CODELOUPE_CACHE_DIR;
+        workspace?.remove();
+    });
+
+    it('registers every contributed command and runs the server with the settings as init options', async function () {
+        const contributed = packageJson.contributes.commands.map((command) => command.command);
+        for (const id of contributed) {
+            assert.ok(probe.commandIds().includes(id), `${id} registered`);
+        }
+        assert.ok(client.isRunning());
+        assert.deepEqual(client.clientOptions.initializationOptions, { embedProvider: 'none' },
+            'only explicitly set settings are sent, in the engine\'s camelCase names');
+        const status = await client.sendRequest('codeloupe/status', {});
+        assert.equal(status.folders[0].provider, 'none', 'the server applied embedProvider from the init options');
+        const item = probe.statusItems[0];
+        assert.equal(item.command, 'codeloupe.client.status');
+        assert.ok(item.visible);
+    });
+
+    it('search: debounces typing, converts Locations, previews on highlight and opens the exact range', async function () {
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            assert.ok(picker.visible);
+            picker.value = 'pass';
+            picker.value = 'password';
+            picker.value = 'check the password on login';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            assert.deepEqual(searches.calls.map((call) => call.params.query), ['check the password on login'], 'one request, for the last value');
+            assert.ok(items[0].openBundle, 'the first item opens the whole bundle');
+            const result = searches.calls[0].result;
+            const auth = items.find((item) => item.label.includes('app/auth.py'));
+            assert.ok(auth, `app/auth.py among ${items.map((item) => item.label)}`);
+            const file = [...result.core, ...result.related].find((candidate) => candidate.path === 'app/auth.py');
+            assert.deepEqual(auth.location, file.location);
+            const first = file.location.range.start.line + 1;
+            assert.match(auth.description, new RegExp(`L${first}(-\\d+)?$`), 'the span, 1-based');
+            assert.ok(auth.detail.length > 0 && !auth.detail.includes('\n'), 'a one-line snippet');
+
+            await picker.highlight(auth);
+            const preview = await waitFor('a preview', () => probe.shown.at(-1));
+            assert.equal(preview.uri.fsPath, path.join(workspace.root, 'app', 'auth.py'));
+            assert.equal(preview.options.preview, true);
+            assert.equal(preview.options.preserveFocus, true);
+            assert.ok(preview.options.selection instanceof vscode.Range, 'a vscode.Range, converted from the LSP range');
+            assert.ok(sameRange(preview.options.selection, file.location.range));
+
+            const shownBefore = probe.shown.length;
+            await picker.accept(auth);
+            const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
+            assert.equal(opened.options.preview, false);
+            assert.ok(sameRange(opened.options.selection, file.location.range));
+            assert.equal(picker.visible, false);
+            assert.ok(picker.disposed);
+        } finally {
+            searches.restore();
+        }
+    });
+
+    it('search: hiding the picker cancels the request in flight', async function () {
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'session token';
+            await waitFor('the request', () => searches.calls.length === 1, 5000, 5);
+            picker.hide();
+            assert.equal(searches.calls[0].token.isCancellationRequested, true);
+        } finally {
+            searches.restore();
+        }
+    });
+
+    it('the full bundle view lists CORE and RELATED with links to their exact ranges', async function () {
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'hash a password with a salt';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            await picker.accept(items.find((item) => item.openBundle));
+            const panel = panelOf('codeloupe.results');
+            assert.ok(panel, 'a results panel');
+            const result = searches.calls.at(-1).result;
+            view = await openWebview(browser, panel.webview.html);
+            assert.match(await view.page.$eval('body', (body) => body.textContent), /CORE \(\d+\)[\s\S]*RELATED \(\d+\)/);
+            const links = await view.links();
+            for (const file of [...result.core, ...result.related]) {
+                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)),
+                    `a link to ${file.path} ${JSON.stringify(file.location.range)}`);
+                for (const chunk of file.chunks) {
+                    assert.ok(links.some((link) => link.uri === chunk.location.uri && sameRange(link.range, chunk.location.range)),
+                        `a link to chunk ${chunk.breadcrumb}`);
+                }
+            }
+            const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent));
+            for (const chunk of result.core.flatMap((file) => file.chunks)) {
+                assert.ok(code.includes(chunk.text), `CORE chunk ${chunk.breadcrumb} shown verbatim`);
+            }
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
+    it('ask without a chat model shows the bundle answer, links every candidate, and opens what is clicked', async function () {
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            probe.answerInputBox('how is the login password checked');
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(asks.calls[0].params.query, 'how is the login password checked');
+            assert.equal(typeof asks.calls[0].params.workDoneToken, 'string');
+            assert.ok(result.fallback, 'no chat model: the server says why it fell back');
+            const panel = panelOf('codeloupe.results');
+            view = await openWebview(browser, panel.webview.html);
+            const text = await view.page.$eval('body', (body) => body.textContent);
+            assert.ok(text.includes(result.fallback), 'the fallback reason is shown, not an error');
+            assert.ok(!(await view.page.$('.error')), 'no error block');
+            const links = await view.links();
+            assert.ok(result.uncited.length > 0);
+            for (const file of result.uncited) {
+                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)), `uncited ${file.path} linked`);
+            }
+            const target = result.uncited[0];
+            const selector = `#uncited ~ ul a[data-uri="${target.location.uri}"]`;
+            const posted = await view.click(selector);
+            assert.equal(posted.length, 1);
+            assert.deepEqual(posted[0], { type: 'open', uri: target.location.uri, range: posted[0].range });
+            assert.ok(sameRange(posted[0].range, target.location.range));
+            await panel.receive(posted[0]);
+            const opened = probe.shown.at(-1);
+            assert.equal(opened.uri.toString(), target.location.uri);
+            assert.ok(sameRange(opened.options.selection, target.location.range));
+            assert.equal(opened.options.preview, false);
+            assert.deepEqual(view.requests, [], 'the page made no network request');
+            assert.deepEqual(await view.violations(), []);
+            const csp = await view.csp();
+            assert.match(csp, /default-src 'none'/);
+            assert.match(csp, /script-src 'nonce-[^']+'/);
+            assert.doesNotMatch(csp, /https?:|\*/, 'no remote source allowed');
+        } finally {
+            asks.restore();
+            await view?.close();
+        }
+    });
+
+    it('ask with a chat model renders the narration with every citation linked to its span, and streams progress', async function () {
+        const chat = await startChatServer('Login hashes the given password and compares it with the stored hash [[1]]. ' +
+            'The token comes from issue_token [[2]].');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const panel = panelOf('codeloupe.results');
+            const postedBefore = panel.posted.length;
+            probe.answerInputBox('how does login check the password and issue a token');
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.ok((await chat.requestCount()) > 0, 'the server called the scripted chat model');
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            assert.ok(result.citations.length > 0, 'the answer cites spans');
+            view = await openWebview(browser, panel.webview.html);
+            const links = await view.links();
+            for (const citation of result.citations) {
+                assert.ok(links.some((link) => link.uri === citation.location.uri && sameRange(link.range, citation.location.range)),
+                    `citation [${citation.k}] ${citation.path}:${citation.startLine}-${citation.endLine} linked`);
+            }
+            const code = await view.page.$$eval('#answer pre code', (blocks) => blocks.map((block) => block.textContent));
+            const fences = [...result.answer.matchAll(/```[^\n]*\n([\s\S]*?)```/g)].map((match) => match[1]);
+            assert.deepEqual(code, fences, 'code blocks exactly as the server sent them');
+            for (const file of result.uncited) {
+                assert.ok(links.some((link) => link.uri === file.location.uri), `uncited ${file.path} listed`);
+            }
+            const progress = panel.posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            assert.ok(progress.length > 0, 'ask progress events reached the view');
+            assert.deepEqual(view.requests, []);
+        } finally {
+            asks.restore();
+            await view?.close();
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+            await waitForReady(client);
+            await chat.close();
+        }
+    });
+
+    it('ask on a server without codeloupe/ask (-32601) shows the retrieval bundle instead of an error', async function () {
+        // Emulates an older server over the real wire: the extension's ask goes out as a method this server
+        // does not have, so the real server answers -32601 and the real client raises its real ResponseError.
+        const original = client.sendRequest;
+        client.sendRequest = function (type, ...rest) {
+            const name = typeof type === 'string' ? type : type.method;
+            return original.call(this, name === 'codeloupe/ask' ? 'codeloupe/askNotImplementedHere' : type, ...rest);
+        };
+        try {
+            probe.answerInputBox('where are session tokens issued');
+            const errorsBefore = probe.messages.filter((message) => message.level === 'error').length;
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            const html = panelOf('codeloupe.results').webview.html;
+            assert.match(html, /no codeloupe\/ask/);
+            assert.match(html, /CORE \(\d+\)/);
+            assert.match(html, /app\/tokens\.py/);
+            assert.doesNotMatch(html, /class="error"/);
+            assert.equal(probe.messages.filter((message) => message.level === 'error').length, errorsBefore);
+        } finally {
+            delete client.sendRequest;
+        }
+    });
+
+    it('code lenses run showLocations client-side as editor.action.showReferences with VS Code objects', async function () {
+        const file = path.join(workspace.root, 'app', 'tokens.py');
+        const document = await probe.openDocument(file);
+        const [{ provider }] = probe.providers.CodeLensProvider;
+        const token = new vscode.CancellationTokenSource().token;
+        const lenses = await provider.provideCodeLenses(document, token);
+        assert.ok(lenses.length > 0);
+        const resolved = await Promise.all(lenses.map((lens) => (lens.command ? lens : provider.resolveCodeLens(lens, token))));
+        const lens = resolved.find((candidate) => candidate.command?.command === 'codeloupe.client.showLocations'
+            && candidate.command.arguments[2].some((location) => location.uri.fsPath.endsWith(path.join('app', 'auth.py'))));
+        assert.ok(lens, `a showLocations lens naming app/auth.py in ${JSON.stringify(resolved.map((l) => l.command?.title))}`);
+        assert.ok(!resolved.some((candidate) => candidate.command?.command === 'codeloupe.showLocations'), 'no lens left on the server id');
+        const [uri, position, locations] = lens.command.arguments;
+        assert.ok(uri instanceof vscode.Uri && uri.fsPath === file);
+        assert.ok(position instanceof vscode.Position);
+        assert.ok(locations.every((location) => location instanceof vscode.Location && location.range instanceof vscode.Range));
+        await vscode.commands.executeCommand(lens.command.command, ...lens.command.arguments);
+        const references = probe.executed.find((entry) => entry.id === 'editor.action.showReferences');
+        assert.ok(references, 'editor.action.showReferences ran');
+        assert.deepEqual(references.args, [uri, position, locations]);
+    });
+
+    it('hover comes from the server as markdown naming the graph neighbours', async function () {
+        const file = path.join(workspace.root, 'app', 'tokens.py');
+        const document = await probe.openDocument(file);
+        const [{ provider }] = probe.providers.HoverProvider;
+        const line = lineOf(workspace.root, 'app/tokens.py', 'def issue_token(');
+        const hover = await provider.provideHover(document, new vscode.Position(line, 6), new vscode.CancellationTokenSource().token);
+        assert.ok(hover instanceof vscode.Hover);
+        const text = hover.contents.map((content) => content.value ?? String(content)).join('\n');
+        assert.match(text, /app\/auth\.py/);
+    });
+
+    it('the graph view wraps the engine page in our CSP and opens files the page asks for', async function () {
+        await vscode.commands.executeCommand('codeloupe.client.graph');
+        const panel = panelOf('codeloupe.graph');
+        assert.ok(panel, 'a graph panel');
+        const html = panel.webview.html;
+        const view = await openWebview(browser, html);
+        try {
+            assert.match(await view.csp(), /script-src 'nonce-/);
+            assert.deepEqual(view.requests, [], 'the graph page made no network request');
+            assert.deepEqual(await view.violations(), [], 'the graph page runs under the CSP');
+            assert.deepEqual(view.errors, [], 'the graph page ran without script errors');
+        } finally {
+            await view.close();
+        }
+        await panel.receive({ type: 'open', path: 'app/auth.py' });
+        assert.equal(probe.shown.at(-1).uri.fsPath, path.join(workspace.root, 'app', 'auth.py'));
+        await panel.receive({ type: 'open', path: 'web/server.js', line: 4 });
+        assert.equal(probe.shown.at(-1).uri.fsPath, path.join(workspace.root, 'web', 'server.js'));
+        assert.equal(probe.shown.at(-1).options.selection.start.line, 3);
+    });
+
+    it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
+        const query = 'quokka zebracorn lookup table';
+        const paths = async () => {
+            const result = await client.sendRequest('codeloupe/search', { query });
+            return [...result.core, ...result.related].map((file) => file.path);
+        };
+        assert.ok((await paths()).includes('generated/quokka_tables.py'), 'found before the change');
+        await probe.changeSettings({ 'codeloupe.ignore': ['generated/'] });
+        await waitForReady(client);
+        const reindexed = await vscode.commands.executeCommand('codeloupe.client.reindex');
+        assert.equal(typeof reindexed.files, 'number');
+        assert.ok(probe.messages.some((message) => message.text.includes(`reindexed ${reindexed.files} files`)));
+        assert.ok(!(await paths()).includes('generated/quokka_tables.py'), 'ignored after the change');
+        const status = await client.sendRequest('codeloupe/status', {});
+        assert.equal(status.folders[0].files, reindexed.files);
+    });
+
+    it('the status item opens the index status view', async function () {
+        await vscode.commands.executeCommand(probe.statusItems[0].command);
+        const html = panelOf('codeloupe.results').webview.html;
+        assert.match(html, /Index status/);
+        assert.ok(html.includes(workspace.root));
+    });
+});
+
+describe('the extension when it cannot or must not start', function () {
+    let workspace;
+    let emptyDir;
+
+    before(function () {
+        workspace = makeWorkspace();
+        emptyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'codeloupe-empty-path-'));
+        process.env.CODELOUPE_CACHE_DIR = workspace.cacheDir;
+    });
+
+    after(function () {
+        delete process.env.CODELOUPE_CACHE_DIR;
+        fs.rmSync(emptyDir, { recursive: true, force: true });
+        workspace?.remove();
+    });
+
+    it('a server command that does not exist gives an error naming the setting and the fix', async function () {
+        const session = activate({ folders: [workspace.root], settings: { 'codeloupe.server.command': path.join(emptyDir, 'codeloupe-lsp') } });
+        try {
+            assert.equal(await session.api.whenReady(), undefined);
+            const error = probe.messages.find((message) => message.level === 'error');
+            assert.ok(error, 'an error notification');
+            assert.match(error.text, /codeloupe\.server\.command/);
+            assert.match(error.text, /Fix:/);
+            assert.deepEqual(error.items, ['Open Settings']);
+            assert.equal(probe.statusItems[0].text, '$(error) codeloupe');
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            assert.equal(probe.quickPicks.length, 0, 'no picker without a server');
+            assert.ok(probe.messages.some((message) => message.level === 'warning' && message.text === error.text));
+        } finally {
+            await session.close();
+        }
+    });
+
+    it('no server on PATH and no Python interpreter: says how to install it', async function () {
+        await withPath(emptyDir, async () => {
+            const session = activate({ folders: [workspace.root] });
+            try {
+                assert.equal(await session.api.whenReady(), undefined);
+                const error = probe.messages.find((message) => message.level === 'error');
+                assert.match(error.text, /codeloupe-lsp is not on PATH/);
+                assert.match(error.text, /pip install codeloupe/);
+            } finally {
+                await session.close();
+            }
+        });
+    });
+
+    it('falls back to python -m codeloupe_lsp with the Python extension\'s interpreter', async function () {
+        const python = serverPython();
+        const pythonApi = { environments: { getActiveEnvironmentPath: () => ({ id: 'fixture', path: python }) } };
+        const pythonExtension = { id: 'ms-python.python', isActive: false, exports: undefined, activate: async () => pythonApi };
+        await withPath(emptyDir, async () => {
+            const session = activate({ folders: [workspace.root], settings: { 'codeloupe.embed.provider': 'none' }, extensions: { 'ms-python.python': pythonExtension } });
+            try {
+                const client = await session.api.whenReady();
+                assert.ok(client?.isRunning(), `started: ${session.api.unavailableReason}`);
+                assert.ok(probe.log.some((line) => line.includes(`starting ${python} -m codeloupe_lsp`)), probe.log.join('\n'));
+            } finally {
+                await session.close();
+            }
+        });
+    });
+
+    it('falls back to python.defaultInterpreterPath without the Python extension', async function () {
+        await withPath(emptyDir, async () => {
+            const session = activate({ folders: [workspace.root], settings: { 'codeloupe.embed.provider': 'none', 'python.defaultInterpreterPath': serverPython() } });
+            try {
+                const client = await session.api.whenReady();
+                assert.ok(client?.isRunning(), `started: ${session.api.unavailableReason}`);
+            } finally {
+                await session.close();
+            }
+        });
+    });
+
+    it('an untrusted workspace starts nothing and says why, then starts once trusted', async function () {
+        const session = activate({
+            trusted: false,
+            folders: [workspace.root],
+            settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' },
+        });
+        try {
+            assert.equal(await session.api.whenReady(), undefined);
+            assert.match(session.api.unavailableReason, /Restricted Mode/);
+            const notice = probe.messages.find((message) => message.level === 'info');
+            assert.match(notice.text, /Restricted Mode/);
+            assert.deepEqual(notice.items, ['Manage Workspace Trust']);
+            assert.equal(probe.statusItems[0].text, '$(shield) codeloupe');
+            assert.ok(!probe.log.some((line) => line.includes('starting ')), 'no server process was started');
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            assert.ok(probe.messages.some((message) => message.level === 'warning' && /Restricted Mode/.test(message.text)));
+            await probe.changeSettings({ 'codeloupe.server.command': serverCommand() });
+            assert.ok(!probe.log.some((line) => line.includes('starting ')), 'a settings change does not start it either');
+
+            await probe.grantTrust();
+            const client = await session.api.whenReady();
+            assert.ok(client?.isRunning(), `started once trusted: ${session.api.unavailableReason}\n${probe.log.join('\n')}`);
+        } finally {
+            await session.close();
+        }
+    });
+});
+
+describe('packaging', function () {
+    it('vsce package produces a .vsix with the bundle and the manifest', function () {
+        this.timeout(120000);
+        const { execFileSync } = require('node:child_process');
+        const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'codeloupe-vsix-'));
+        try {
+            const vsix = path.join(outDir, 'codeloupe.vsix');
+            execFileSync(process.execPath, [path.resolve(__dirname, '..', 'node_modules', '@vscode', 'vsce', 'vsce'), 'package', '--no-dependencies', '--skip-license',
+                '--allow-missing-repository', '--out', vsix], { cwd: path.resolve(__dirname, '..'), stdio: 'pipe' });
+            const bytes = fs.readFileSync(vsix);
+            assert.equal(bytes.subarray(0, 2).toString(), 'PK', 'a zip file');
+            for (const name of ['extension/package.json', 'extension/out/extension.js', 'extension/readme.md', 'extension.vsixmanifest']) {
+                assert.ok(bytes.includes(Buffer.from(name)), `${name} in the .vsix`);
+            }
+            assert.ok(!bytes.includes(Buffer.from('extension/src/')), 'no sources in the .vsix');
+            assert.ok(!bytes.includes(Buffer.from('extension/node_modules/')), 'dependencies are bundled, not shipped');
+        } finally {
+            fs.rmSync(outDir, { recursive: true, force: true });
+        }
+    });
+});

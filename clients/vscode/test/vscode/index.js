@@ -1,0 +1,751 @@
+'use strict';
+// A hand-written stand-in for the `vscode` module, enough to run the real extension and the real
+// vscode-languageclient under Node. It records what the extension does to the UI (messages, shown documents,
+// webviews, quick picks, executed commands) in `__test` and lets tests drive the UI (settings, input, trust).
+const path = require('node:path');
+const { fileURLToPath, pathToFileURL } = require('node:url');
+const fs = require('node:fs');
+
+// ---------------------------------------------------------------- basics
+
+class Disposable {
+    constructor(onDispose) {
+        this._onDispose = onDispose;
+    }
+    static from(...items) {
+        return new Disposable(() => items.forEach((item) => item?.dispose?.()));
+    }
+    dispose() {
+        const run = this._onDispose;
+        this._onDispose = undefined;
+        run?.();
+    }
+}
+
+class EventEmitter {
+    constructor() {
+        this._listeners = new Set();
+        this.event = (listener, thisArg, disposables) => {
+            const bound = thisArg ? listener.bind(thisArg) : listener;
+            this._listeners.add(bound);
+            const disposable = new Disposable(() => this._listeners.delete(bound));
+            disposables?.push(disposable);
+            return disposable;
+        };
+    }
+    fire(value) {
+        return [...this._listeners].map((listener) => listener(value));
+    }
+    dispose() {
+        this._listeners.clear();
+    }
+}
+
+class CancellationError extends Error {
+    constructor() {
+        super('Canceled');
+        this.name = 'Canceled';
+    }
+}
+
+class CancellationTokenSource {
+    constructor() {
+        const emitter = new EventEmitter();
+        this._emitter = emitter;
+        this.token = { isCancellationRequested: false, onCancellationRequested: emitter.event };
+    }
+    cancel() {
+        if (!this.token.isCancellationRequested) {
+            this.token.isCancellationRequested = true;
+            this._emitter.fire(undefined);
+        }
+    }
+    dispose() {
+        this._emitter.dispose();
+    }
+}
+
+class Uri {
+    constructor(scheme, authority, uriPath, query, fragment) {
+        this.scheme = scheme;
+        this.authority = authority ?? '';
+        this.path = uriPath ?? '';
+        this.query = query ?? '';
+        this.fragment = fragment ?? '';
+    }
+    static parse(value) {
+        const url = new URL(value);
+        return new Uri(url.protocol.slice(0, -1), url.host, decodeURIComponent(url.pathname), url.search.slice(1), url.hash.slice(1));
+    }
+    static file(fsPath) {
+        return new Uri('file', '', path.resolve(fsPath));
+    }
+    static joinPath(base, ...segments) {
+        return base.with({ path: path.posix.join(base.path, ...segments) });
+    }
+    static from({ scheme, authority, path: uriPath, query, fragment }) {
+        return new Uri(scheme, authority, uriPath, query, fragment);
+    }
+    get fsPath() {
+        return this.scheme === 'file' ? fileURLToPath(pathToFileURL(this.path)) : this.path;
+    }
+    with(change) {
+        return new Uri(change.scheme ?? this.scheme, change.authority ?? this.authority, change.path ?? this.path,
+            change.query ?? this.query, change.fragment ?? this.fragment);
+    }
+    toString() {
+        if (this.scheme === 'file') {
+            return pathToFileURL(this.path).href + (this.fragment ? `#${this.fragment}` : '');
+        }
+        return `${this.scheme}://${this.authority}${this.path}${this.query ? `?${this.query}` : ''}${this.fragment ? `#${this.fragment}` : ''}`;
+    }
+    toJSON() {
+        return { scheme: this.scheme, authority: this.authority, path: this.path, query: this.query, fragment: this.fragment };
+    }
+}
+
+class Position {
+    constructor(line, character) {
+        this.line = line;
+        this.character = character;
+    }
+    isBefore(other) {
+        return this.line < other.line || (this.line === other.line && this.character < other.character);
+    }
+    isAfter(other) {
+        return other.isBefore(this);
+    }
+    isEqual(other) {
+        return this.line === other.line && this.character === other.character;
+    }
+    compareTo(other) {
+        return this.isBefore(other) ? -1 : this.isEqual(other) ? 0 : 1;
+    }
+    translate(lineDelta = 0, characterDelta = 0) {
+        return new Position(this.line + lineDelta, this.character + characterDelta);
+    }
+    with(line = this.line, character = this.character) {
+        return new Position(line, character);
+    }
+}
+
+class Range {
+    constructor(a, b, c, d) {
+        if (typeof a === 'number') {
+            this.start = new Position(a, b);
+            this.end = new Position(c, d);
+        } else {
+            this.start = a;
+            this.end = b;
+        }
+    }
+    get isEmpty() {
+        return this.start.isEqual(this.end);
+    }
+    get isSingleLine() {
+        return this.start.line === this.end.line;
+    }
+    contains(value) {
+        const range = value instanceof Range ? value : new Range(value, value);
+        return !range.start.isBefore(this.start) && !this.end.isBefore(range.end);
+    }
+    with(start = this.start, end = this.end) {
+        return new Range(start, end);
+    }
+}
+
+class Selection extends Range {
+    constructor(anchor, active) {
+        super(anchor, active);
+        this.anchor = anchor;
+        this.active = active;
+    }
+}
+
+class Location {
+    constructor(uri, rangeOrPosition) {
+        this.uri = uri;
+        this.range = rangeOrPosition instanceof Position ? new Range(rangeOrPosition, rangeOrPosition) : rangeOrPosition;
+    }
+}
+
+class MarkdownString {
+    constructor(value = '', supportThemeIcons = false) {
+        this.value = value;
+        this.supportThemeIcons = supportThemeIcons;
+    }
+    appendText(text) {
+        this.value += text;
+        return this;
+    }
+    appendMarkdown(text) {
+        this.value += text;
+        return this;
+    }
+    appendCodeblock(code, language = '') {
+        this.value += `\n\`\`\`${language}\n${code}\n\`\`\`\n`;
+        return this;
+    }
+}
+
+class Hover {
+    constructor(contents, range) {
+        this.contents = Array.isArray(contents) ? contents : [contents];
+        this.range = range;
+    }
+}
+
+class CodeLens {
+    constructor(range, command) {
+        this.range = range;
+        this.command = command;
+    }
+    get isResolved() {
+        return this.command !== undefined;
+    }
+}
+
+class SymbolInformation {
+    constructor(name, kind, rangeOrContainer, locationOrUri, containerName) {
+        this.name = name;
+        this.kind = kind;
+        if (rangeOrContainer instanceof Range) {
+            this.location = new Location(locationOrUri, rangeOrContainer);
+            this.containerName = containerName;
+        } else {
+            this.containerName = rangeOrContainer;
+            this.location = locationOrUri;
+        }
+    }
+}
+
+/** Classes the client only extends or builds for features this server does not offer. */
+function plainClass(name) {
+    return { [name]: class {
+        constructor(...args) {
+            this.args = args;
+        }
+    } }[name];
+}
+
+class CodeActionKind {
+    constructor(value) {
+        this.value = value;
+    }
+    append(part) {
+        return new CodeActionKind(this.value ? `${this.value}.${part}` : part);
+    }
+    contains(other) {
+        return this.value === other.value || other.value.startsWith(`${this.value}.`);
+    }
+    intersects(other) {
+        return this.contains(other) || other.contains(this);
+    }
+}
+for (const [name, value] of Object.entries({ Empty: '', QuickFix: 'quickfix', Refactor: 'refactor', RefactorExtract: 'refactor.extract',
+    RefactorInline: 'refactor.inline', RefactorMove: 'refactor.move', RefactorRewrite: 'refactor.rewrite', Source: 'source',
+    SourceOrganizeImports: 'source.organizeImports', SourceFixAll: 'source.fixAll', Notebook: 'notebook' })) {
+    CodeActionKind[name] = new CodeActionKind(value);
+}
+
+function numberedEnum(names, first = 0) {
+    return Object.fromEntries(names.map((name, index) => [name, index + first]));
+}
+
+const SymbolKind = numberedEnum(['File', 'Module', 'Namespace', 'Package', 'Class', 'Method', 'Property', 'Field', 'Constructor', 'Enum',
+    'Interface', 'Function', 'Variable', 'Constant', 'String', 'Number', 'Boolean', 'Array', 'Object', 'Key', 'Null', 'EnumMember',
+    'Struct', 'Event', 'Operator', 'TypeParameter']);
+
+// ---------------------------------------------------------------- test state
+
+const packageJson = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'));
+const contributedDefaults = Object.fromEntries(Object.entries(packageJson.contributes.configuration.properties)
+    .map(([key, schema]) => [key, schema.default]));
+const builtinDefaults = { 'python.defaultInterpreterPath': 'python' };
+
+const state = {};
+const events = {
+    configuration: new EventEmitter(),
+    grantTrust: new EventEmitter(),
+    openDocument: new EventEmitter(),
+};
+
+/** Test-facing controls and records. */
+const __test = {
+    reset({ trusted = true, folders = [], settings = {}, extensions = {} } = {}) {
+        state.trusted = trusted;
+        state.folders = folders.map((folder, index) => ({ uri: Uri.file(folder), name: path.basename(folder), index }));
+        state.settings = { ...settings };
+        state.extensions = extensions;
+        state.commands = new Map();
+        state.inputAnswers = [];
+        this.messages = [];
+        this.shown = [];
+        this.executed = [];
+        this.panels = [];
+        this.quickPicks = [];
+        this.statusItems = [];
+        this.providers = {};
+        this.log = [];
+        this.progress = [];
+        workspace.textDocuments.length = 0;
+    },
+    /** Changes settings as the Settings UI would, then fires onDidChangeConfiguration; resolves after listeners. */
+    async changeSettings(changes) {
+        Object.assign(state.settings, changes);
+        const keys = Object.keys(changes);
+        const affects = (section) => keys.some((key) => key === section || key.startsWith(`${section}.`) || section.startsWith(`${key}.`));
+        await Promise.all(events.configuration.fire({ affectsConfiguration: affects }));
+    },
+    async grantTrust() {
+        state.trusted = true;
+        await Promise.all(events.grantTrust.fire(undefined));
+    },
+    answerInputBox(answer) {
+        state.inputAnswers.push(answer);
+    },
+    /** Opens a document as the editor would: listeners (the language client's didOpen) run. */
+    async openDocument(fsPath) {
+        const document = await workspace.openTextDocument(Uri.file(fsPath));
+        if (!workspace.textDocuments.includes(document)) {
+            workspace.textDocuments.push(document);
+            events.openDocument.fire(document);
+        }
+        return document;
+    },
+    commandIds() {
+        return [...state.commands.keys()];
+    },
+    messages: [],
+    shown: [],
+    executed: [],
+    panels: [],
+    quickPicks: [],
+    statusItems: [],
+    providers: {},
+    log: [],
+    progress: [],
+};
+
+// ---------------------------------------------------------------- workspace
+
+function configurationValue(key) {
+    if (Object.prototype.hasOwnProperty.call(state.settings, key)) {
+        return state.settings[key];
+    }
+    return contributedDefaults[key] ?? builtinDefaults[key];
+}
+
+function getConfiguration(section) {
+    const full = (key) => (section ? `${section}.${key}` : key);
+    return {
+        get(key, fallback) {
+            const value = configurationValue(full(key));
+            return value === undefined ? fallback : value;
+        },
+        has(key) {
+            return configurationValue(full(key)) !== undefined;
+        },
+        inspect(key) {
+            const name = full(key);
+            return {
+                key: name,
+                defaultValue: contributedDefaults[name] ?? builtinDefaults[name],
+                globalValue: Object.prototype.hasOwnProperty.call(state.settings, name) ? state.settings[name] : undefined,
+            };
+        },
+        async update(key, value) {
+            await __test.changeSettings({ [full(key)]: value });
+        },
+    };
+}
+
+class TextDocument {
+    constructor(uri, text, languageId) {
+        this.uri = uri;
+        this.fileName = uri.fsPath;
+        this.languageId = languageId;
+        this.version = 1;
+        this.isDirty = false;
+        this.isClosed = false;
+        this.isUntitled = false;
+        this.eol = 1;
+        this._text = text;
+        this._lines = text.split('\n');
+        this.lineCount = this._lines.length;
+    }
+    getText(range) {
+        if (range === undefined) {
+            return this._text;
+        }
+        const lines = this._lines.slice(range.start.line, range.end.line + 1);
+        lines[lines.length - 1] = lines[lines.length - 1].slice(0, range.isSingleLine ? range.end.character : range.end.character);
+        lines[0] = lines[0].slice(range.start.character);
+        return lines.join('\n');
+    }
+    lineAt(line) {
+        const index = typeof line === 'number' ? line : line.line;
+        const text = this._lines[index];
+        return { lineNumber: index, text, range: new Range(index, 0, index, text.length), isEmptyOrWhitespace: text.trim() === '' };
+    }
+}
+
+const LANGUAGES = { '.py': 'python', '.js': 'javascript', '.ts': 'typescript', '.md': 'markdown', '.go': 'go', '.rb': 'ruby' };
+const documents = new Map();
+
+const noEvent = new EventEmitter().event;
+
+const workspace = {
+    get isTrusted() {
+        return state.trusted;
+    },
+    get workspaceFolders() {
+        return state.folders.length > 0 ? state.folders : undefined;
+    },
+    get name() {
+        return state.folders[0]?.name;
+    },
+    getWorkspaceFolder(uri) {
+        return state.folders.find((folder) => uri.fsPath.startsWith(folder.uri.fsPath + path.sep));
+    },
+    textDocuments: [],
+    notebookDocuments: [],
+    getConfiguration,
+    onDidChangeConfiguration: events.configuration.event,
+    onDidGrantWorkspaceTrust: events.grantTrust.event,
+    onDidOpenTextDocument: events.openDocument.event,
+    onDidCloseTextDocument: noEvent,
+    onDidChangeTextDocument: noEvent,
+    onDidSaveTextDocument: noEvent,
+    onWillSaveTextDocument: noEvent,
+    onDidChangeWorkspaceFolders: noEvent,
+    onDidOpenNotebookDocument: noEvent,
+    onDidChangeNotebookDocument: noEvent,
+    onDidSaveNotebookDocument: noEvent,
+    onDidCloseNotebookDocument: noEvent,
+    onDidCreateFiles: noEvent,
+    onDidRenameFiles: noEvent,
+    onDidDeleteFiles: noEvent,
+    onWillCreateFiles: noEvent,
+    onWillRenameFiles: noEvent,
+    onWillDeleteFiles: noEvent,
+    async openTextDocument(uri) {
+        const key = uri.toString();
+        if (!documents.has(key)) {
+            const text = await fs.promises.readFile(uri.fsPath, 'utf8');
+            documents.set(key, new TextDocument(uri, text, LANGUAGES[path.extname(uri.fsPath)] ?? 'plaintext'));
+        }
+        return documents.get(key);
+    },
+    createFileSystemWatcher() {
+        return { onDidCreate: noEvent, onDidChange: noEvent, onDidDelete: noEvent, dispose() {} };
+    },
+    registerTextDocumentContentProvider() {
+        return new Disposable();
+    },
+    async applyEdit() {
+        return false;
+    },
+};
+
+// ---------------------------------------------------------------- window
+
+function message(level) {
+    return (text, ...items) => {
+        const choices = items.filter((item) => typeof item === 'string' || typeof item?.title === 'string');
+        __test.messages.push({ level, text, items: choices });
+        return Promise.resolve(undefined);
+    };
+}
+
+class QuickPick {
+    constructor() {
+        this._value = '';
+        this.items = [];
+        this.activeItems = [];
+        this.selectedItems = [];
+        this.busy = false;
+        this.visible = false;
+        this.buttons = [];
+        this._changeValue = new EventEmitter();
+        this._changeActive = new EventEmitter();
+        this._accept = new EventEmitter();
+        this._hide = new EventEmitter();
+        this.onDidChangeValue = this._changeValue.event;
+        this.onDidChangeActive = this._changeActive.event;
+        this.onDidChangeSelection = noEvent;
+        this.onDidAccept = this._accept.event;
+        this.onDidHide = this._hide.event;
+        this.onDidTriggerButton = noEvent;
+        this.onDidTriggerItemButton = noEvent;
+        this.disposed = false;
+    }
+    get value() {
+        return this._value;
+    }
+    /** Like typing: VS Code fires onDidChangeValue for user edits and for programmatic changes. */
+    set value(value) {
+        this._value = value;
+        this._changeValue.fire(value);
+    }
+    show() {
+        this.visible = true;
+    }
+    hide() {
+        if (this.visible) {
+            this.visible = false;
+            this._hide.fire(undefined);
+        }
+    }
+    dispose() {
+        this.disposed = true;
+    }
+    /** Test helper: highlight an item (arrow keys). */
+    highlight(item) {
+        this.activeItems = [item];
+        return this._changeActive.fire(this.activeItems);
+    }
+    /** Test helper: press Enter on an item. */
+    accept(item) {
+        this.activeItems = [item];
+        this.selectedItems = [item];
+        return this._accept.fire(undefined);
+    }
+}
+
+function createWebviewPanel(viewType, title, showOptions, options) {
+    const receive = new EventEmitter();
+    const disposed = new EventEmitter();
+    const panel = {
+        viewType,
+        title,
+        options,
+        visible: true,
+        posted: [],
+        revealed: 0,
+        webview: {
+            html: '',
+            options,
+            cspSource: 'vscode-webview://stub',
+            onDidReceiveMessage: receive.event,
+            postMessage(message) {
+                panel.posted.push(message);
+                return Promise.resolve(true);
+            },
+            asWebviewUri(uri) {
+                return uri;
+            },
+        },
+        onDidDispose: disposed.event,
+        onDidChangeViewState: noEvent,
+        reveal() {
+            panel.revealed += 1;
+        },
+        dispose() {
+            panel.visible = false;
+            disposed.fire(undefined);
+        },
+        /** Test helper: a message from the page; resolves when the extension has handled it. */
+        receive(message) {
+            return Promise.all(receive.fire(message));
+        },
+    };
+    __test.panels.push(panel);
+    return panel;
+}
+
+function createOutputChannel(name) {
+    const write = (level) => (text) => __test.log.push(`[${level}] ${text}`);
+    return {
+        name,
+        logLevel: 2,
+        onDidChangeLogLevel: noEvent,
+        trace: write('trace'),
+        debug: write('debug'),
+        info: write('info'),
+        warn: write('warn'),
+        error: (error) => write('error')(error instanceof Error ? error.message : String(error)),
+        append: write('raw'),
+        appendLine: write('raw'),
+        replace: write('raw'),
+        clear() {},
+        show() {},
+        hide() {},
+        dispose() {},
+    };
+}
+
+const window = {
+    activeTextEditor: undefined,
+    visibleTextEditors: [],
+    onDidChangeActiveTextEditor: noEvent,
+    onDidChangeVisibleTextEditors: noEvent,
+    onDidChangeTextEditorSelection: noEvent,
+    onDidChangeWindowState: noEvent,
+    tabGroups: { all: [], activeTabGroup: { tabs: [] }, onDidChangeTabs: noEvent, onDidChangeTabGroups: noEvent },
+    showInformationMessage: message('info'),
+    showWarningMessage: message('warning'),
+    showErrorMessage: message('error'),
+    async showInputBox() {
+        return state.inputAnswers.shift();
+    },
+    createQuickPick() {
+        const picker = new QuickPick();
+        __test.quickPicks.push(picker);
+        return picker;
+    },
+    async showTextDocument(target, options = {}) {
+        const uri = target instanceof Uri ? target : target.uri;
+        const document = await workspace.openTextDocument(uri);
+        __test.shown.push({ uri, options });
+        const selection = options.selection ?? new Range(0, 0, 0, 0);
+        return { document, selection: new Selection(selection.start, selection.end), revealRange() {}, options };
+    },
+    createWebviewPanel,
+    createOutputChannel,
+    createStatusBarItem(id, alignment, priority) {
+        const item = { id, alignment, priority, text: '', tooltip: '', command: undefined, visible: false, name: '',
+            show() { item.visible = true; }, hide() { item.visible = false; }, dispose() { item.visible = false; } };
+        __test.statusItems.push(item);
+        return item;
+    },
+    async withProgress(options, task) {
+        const source = new CancellationTokenSource();
+        const record = { options, reports: [] };
+        __test.progress.push(record);
+        return task({ report: (value) => record.reports.push(value) }, source.token);
+    },
+};
+
+// ---------------------------------------------------------------- commands, languages, extensions, env
+
+const commands = {
+    registerCommand(id, callback, thisArg) {
+        if (state.commands.has(id)) {
+            throw new Error(`command '${id}' already exists`);
+        }
+        state.commands.set(id, thisArg ? callback.bind(thisArg) : callback);
+        return new Disposable(() => state.commands.delete(id));
+    },
+    async executeCommand(id, ...args) {
+        const command = state.commands.get(id);
+        if (command !== undefined) {
+            return command(...args);
+        }
+        __test.executed.push({ id, args });
+        return undefined;
+    },
+    async getCommands() {
+        return [...state.commands.keys()];
+    },
+};
+
+const languages = new Proxy({
+    match(selector, document) {
+        const selectors = Array.isArray(selector) ? selector : [selector];
+        return selectors.some((entry) => typeof entry === 'string' ? entry === document.languageId
+            : (entry.scheme === undefined || entry.scheme === document.uri.scheme)
+              && (entry.language === undefined || entry.language === document.languageId)) ? 10 : 0;
+    },
+    createDiagnosticCollection(name) {
+        const entries = new Map();
+        return { name, set: (uri, diagnostics) => entries.set(uri.toString(), diagnostics), get: (uri) => entries.get(uri.toString()),
+            delete: (uri) => entries.delete(uri.toString()), has: (uri) => entries.has(uri.toString()), clear: () => entries.clear(),
+            forEach: () => undefined, dispose: () => entries.clear() };
+    },
+}, {
+    get(target, property) {
+        if (property in target) {
+            return target[property];
+        }
+        if (typeof property === 'string' && property.startsWith('register')) {
+            // registerHoverProvider(selector, provider) -> __test.providers.HoverProvider = [{selector, provider}]
+            const kind = property.slice('register'.length);
+            return (selector, provider) => {
+                (__test.providers[kind] ??= []).push({ selector, provider });
+                return new Disposable(() => {
+                    __test.providers[kind] = __test.providers[kind].filter((entry) => entry.provider !== provider);
+                });
+            };
+        }
+        return undefined;
+    },
+});
+
+const extensions = {
+    getExtension(id) {
+        return state.extensions[id];
+    },
+    get all() {
+        return Object.values(state.extensions);
+    },
+    onDidChange: noEvent,
+};
+
+const env = {
+    appName: 'Visual Studio Code (stub)',
+    appRoot: '',
+    language: 'en',
+    machineId: 'stub-machine',
+    sessionId: 'stub-session',
+    uriScheme: 'vscode',
+    async openExternal(uri) {
+        __test.executed.push({ id: 'env.openExternal', args: [uri] });
+        return true;
+    },
+};
+
+module.exports = {
+    version: '1.91.0',
+    __test,
+    Disposable,
+    EventEmitter,
+    CancellationError,
+    CancellationTokenSource,
+    Uri,
+    Position,
+    Range,
+    Selection,
+    Location,
+    MarkdownString,
+    Hover,
+    CodeLens,
+    SymbolInformation,
+    SymbolKind,
+    SymbolTag: { Deprecated: 1 },
+    CodeActionKind,
+    CallHierarchyItem: plainClass('CallHierarchyItem'),
+    TypeHierarchyItem: plainClass('TypeHierarchyItem'),
+    CompletionItem: plainClass('CompletionItem'),
+    CodeAction: plainClass('CodeAction'),
+    Diagnostic: plainClass('Diagnostic'),
+    DocumentLink: plainClass('DocumentLink'),
+    InlayHint: plainClass('InlayHint'),
+    TabInputText: plainClass('TabInputText'),
+    TabInputTextDiff: plainClass('TabInputTextDiff'),
+    TabInputCustom: plainClass('TabInputCustom'),
+    TabInputNotebook: plainClass('TabInputNotebook'),
+    ThemeIcon: class ThemeIcon {
+        constructor(id) {
+            this.id = id;
+        }
+    },
+    ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2, Three: 3 },
+    StatusBarAlignment: { Left: 1, Right: 2 },
+    ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
+    QuickPickItemKind: { Separator: -1, Default: 0 },
+    TextEditorRevealType: { Default: 0, InCenter: 1, InCenterIfOutsideViewport: 2, AtTop: 3 },
+    ConfigurationTarget: { Global: 1, Workspace: 2, WorkspaceFolder: 3 },
+    LogLevel: { Off: 0, Trace: 1, Debug: 2, Info: 3, Warning: 4, Error: 5 },
+    DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
+    DiagnosticTag: { Unnecessary: 1, Deprecated: 2 },
+    TextDocumentSaveReason: { Manual: 1, AfterDelay: 2, FocusOut: 3 },
+    FileType: { Unknown: 0, File: 1, Directory: 2, SymbolicLink: 64 },
+    EndOfLine: { LF: 1, CRLF: 2 },
+    workspace,
+    window,
+    commands,
+    languages,
+    extensions,
+    env,
+};
