@@ -15,11 +15,15 @@ Usage:
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+_EXCERPT_HEADER = re.compile(r"^\[(\d+)\] (\S+) lines (\d+)-(\d+)", re.M)
 
 
 @dataclass
@@ -32,7 +36,8 @@ class ToolCall:
 class Reply:
     """One scripted answer.
 
-    text: the assistant's content. pieces: the exact deltas to stream it in (default: split every
+    text: the assistant's content (or `render(request body)` computes it: citations whose numbers depend on
+    what the engine numbered). pieces: the exact deltas to stream it in (default: split every
     `piece_size` characters), so tests can split citation markers across deltas. tool_calls: answered
     instead of text (non-streamed calls only). error_after: stream this many pieces, then an SSE error event.
     drop_after: stream this many pieces, then cut the connection mid-body. hang_s: wait this long before
@@ -40,6 +45,7 @@ class Reply:
     """
 
     text: str = ""
+    render: Callable[[dict[str, Any]], str] | None = None
     when: str | None = None
     pieces: list[str] | None = None
     piece_size: int = 7
@@ -50,10 +56,14 @@ class Reply:
     status: int = 200
     times: int = 1
 
-    def stream_pieces(self) -> list[str]:
+    def content(self, body: dict[str, Any]) -> str:
+        return self.render(body) if self.render is not None else self.text
+
+    def stream_pieces(self, body: dict[str, Any]) -> list[str]:
         if self.pieces is not None:
             return list(self.pieces)
-        return [self.text[i:i + self.piece_size] for i in range(0, len(self.text), self.piece_size)]
+        text = self.content(body)
+        return [text[i:i + self.piece_size] for i in range(0, len(text), self.piece_size)]
 
 
 def request_text(body: dict[str, Any]) -> str:
@@ -68,11 +78,25 @@ def request_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def excerpt_numbers(body: dict[str, Any]) -> list[tuple[int, str, int, int]]:
+    """Every numbered excerpt `[k] path lines a-b` a request showed the model, as (k, path, a, b)."""
+    return [(int(k), path, int(a), int(b)) for k, path, a, b in _EXCERPT_HEADER.findall(request_text(body))]
+
+
+def cite(body: dict[str, Any], path: str, line: int | None = None) -> int:
+    """The number of the last excerpt of `path` (containing `line`, when given) that the request showed."""
+    found = [k for k, p, a, b in excerpt_numbers(body) if p == path and (line is None or a <= line <= b)]
+    if not found:
+        raise AssertionError(f"the request showed no excerpt of {path} (line {line})")
+    return found[-1]
+
+
 class ChatServer:
     def __init__(self) -> None:
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.errors: list[str] = []  # a scripted `render` that raised (the request got HTTP 500)
         self.released = threading.Event()  # set at shutdown: hung replies stop waiting
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -145,10 +169,16 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                                                     "type": "server_error"}})
                 return
             model = body.get("model", "scripted")
+            try:
+                reply.content(body)
+            except Exception as exc:  # a broken script must fail the test loudly, not look like a model error
+                server.errors.append(repr(exc))
+                self._json(500, {"error": {"message": f"script error: {exc!r}", "type": "script"}})
+                return
             if body.get("stream"):
-                self._stream(reply, model)
+                self._stream(reply, body, model)
             else:
-                self._complete(reply, model)
+                self._complete(reply, body, model)
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
@@ -158,8 +188,8 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _complete(self, reply: Reply, model: str) -> None:
-            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        def _complete(self, reply: Reply, body: dict[str, Any], model: str) -> None:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content(body) or None}
             if reply.tool_calls:
                 message["tool_calls"] = [
                     {"id": f"call_{i}", "type": "function",
@@ -177,13 +207,13 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _stream(self, reply: Reply, model: str) -> None:
+        def _stream(self, reply: Reply, body: dict[str, Any], model: str) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             self._send_chunk(_chunk_json(model, {"role": "assistant", "content": ""}, None))
-            for sent, piece in enumerate(reply.stream_pieces()):
+            for sent, piece in enumerate(reply.stream_pieces(body)):
                 if reply.error_after is not None and sent == reply.error_after:
                     error = {"error": {"message": "scripted failure mid-stream", "type": "server_error"}}
                     self._send_chunk(f"data: {json.dumps(error)}\n\n".encode())

@@ -1,0 +1,111 @@
+"""`codeloupe ask PATH "question"`: a walkthrough whose code is spliced from disk (indexing first if needed).
+
+On a terminal the prose streams as it arrives and every cited span is shown highlighted under its real path
+and line numbers; `--json` prints one event per line instead (the last is `done`). Without a configured chat
+model, or when the model fails, the answer is the plain retrieval bundle and the reason is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+
+from codeloupe.ask import AskError, AskEvent, AskResult
+from codeloupe.ask.events import Citation
+from codeloupe.types import FileHit
+
+from . import CliError
+from .common import add_workspace_args, index_workspace, open_workspace
+from .search_cmd import render as render_bundle
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("ask", help="a walkthrough: model prose citing spans, code spliced from disk")
+    add_workspace_args(parser)
+    parser.add_argument("question", help="a question or a pasted bug report ('-' reads stdin)")
+    parser.add_argument("--docs", action="store_const", const="docs", dest="mode", default="code",
+                        help="docs-only walkthrough: whole sections in reading order")
+    agents = parser.add_mutually_exclusive_group()
+    agents.add_argument("--agents", action="store_true", dest="agents", default=None,
+                        help="fan out to parallel agents even for a narrow question")
+    agents.add_argument("--no-agents", action="store_false", dest="agents", help="one narrator, never agents")
+    parser.add_argument("--best", action="store_true", help="let the model rerank the candidates first")
+    parser.add_argument("--no-embed", action="store_true", help="do not compute missing vectors first")
+    parser.add_argument("--json", action="store_true", help="print one JSON event per line")
+    chat = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
+    chat.add_argument("--chat-base-url")
+    chat.add_argument("--chat-model")
+    chat.add_argument("--chat-timeout-s", type=float)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    question = sys.stdin.read() if args.question == "-" else args.question
+    if not question.strip():
+        raise CliError("the question is empty")
+    ws = open_workspace(args)
+    try:
+        chat = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")
+                if getattr(args, key) is not None}
+        ws.settings = ws.settings.replace(**chat)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        try:
+            events = ws.ask(question, mode=args.mode, agents=args.agents, best=args.best)
+        except AskError as exc:
+            raise CliError(str(exc)) from exc
+        if args.json:
+            for event in events:
+                print(json.dumps(event.to_dict(), default=str), flush=True)
+        else:
+            show(events)
+    finally:
+        ws.close()
+    return 0
+
+
+def show(events: Iterable[AskEvent]) -> None:
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    out = Console(highlight=False, soft_wrap=True)
+    status = Console(stderr=True, highlight=False)
+    for event in events:
+        data = event.data
+        if event.type == "retrieval":
+            status.print(f"[dim]{len(data['core'])} core, {len(data['related'])} related files[/dim]")
+        elif event.type == "plan" and data["agents"]:
+            status.print(f"[dim]{len(data['agents'])} agents ({data['source']}): {', '.join(data['reasons'])}[/dim]")
+        elif event.type == "agent" and data["phase"] in ("tool", "failed"):
+            detail = data.get("tool") or data.get("error", "")
+            status.print(f"[dim]agent {data['agent']} {data['phase']}: {detail}[/dim]")
+        elif event.type == "citation":
+            cited = Citation(**{**data, "requested": tuple(data["requested"]) if data["requested"] else None})
+            out.print(f"[cyan]{cited.path}:{cited.start_line}-{cited.end_line}[/cyan]"
+                      + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
+            out.print(Syntax(cited.text.rstrip("\n"), cited.language or "text", line_numbers=True,
+                             start_line=cited.start_line, word_wrap=False))
+        elif event.type == "delta" and data["kind"] != "code":
+            out.print(data["text"], end="", markup=False)
+        elif event.type == "fallback":
+            status.print(f"\n[yellow]no walkthrough: {data['reason']}; the retrieved files:[/yellow]")
+        elif event.type == "done" and event.result is not None:
+            _finish(event.result, out)
+
+
+def _finish(result: AskResult, out) -> None:
+    if result.fallback is not None or result.abstained:
+        if result.abstained:
+            out.print("\n[yellow]The retrieved code does not answer this question.[/yellow]")
+        render_bundle(result.bundle)
+        return
+    if result.uncited:
+        out.rule("also retrieved, not cited")
+        for hit in result.uncited:
+            out.print(_map_line(hit))
+
+
+def _map_line(hit: FileHit) -> str:
+    symbols = f"  {', '.join(hit.symbols[:4])}" if hit.symbols else ""
+    return f"{hit.rank:>3}. [cyan]{hit.path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]{symbols}  [dim]{hit.why}[/dim]"

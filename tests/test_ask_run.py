@@ -1,0 +1,346 @@
+"""`ask` end to end: real index, real retrieval, real HTTP to a scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chat_server import ChatServer, Reply, ToolCall, cite, excerpt_numbers
+from codeloupe.api import Workspace
+from codeloupe.ask import AskError, AskEvent, AskResult
+
+FILES = {
+    "app/auth.py": '''\
+        """Authentication: password hashing and login sessions."""
+
+        import hashlib
+
+
+        def hash_password(password: str, salt: str) -> str:
+            """Derive the stored hash of a password."""
+            return hashlib.sha256((salt + password).encode()).hexdigest()
+
+
+        class SessionManager:
+            """Creates and expires login sessions."""
+
+            def login(self, name: str, password: str):
+                user = find_user(name)
+                if user is None or hash_password(password, user.salt) != user.password_hash:
+                    raise PermissionError("bad credentials")
+                return self.open_session(user)
+
+            def open_session(self, user):
+                return {"user": user.name}
+        ''',
+    "app/db.py": '''\
+        """Database access for users."""
+
+
+        def find_user(name: str):
+            """Look a user up by name for login."""
+            return None
+        ''',
+    "web/server.js": '''\
+        const express = require('express');
+
+        // Start the web server with the login route and a health check.
+        function startServer(port) {
+          const app = express();
+          app.post('/login', (req, res) => res.send(login(req.body)));
+          app.get('/health', (req, res) => res.send('ok'));
+          return app.listen(port);
+        }
+
+        module.exports = { startServer };
+        ''',
+    "docs/guide.md": '''\
+        # Guide
+
+        ## Logging in
+
+        Users log in with a password; sessions last a day.
+
+        ## Deploying
+
+        Start the web server behind a proxy.
+        ''',
+}
+
+QUESTION = "how does login check the password"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("askrepo")
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture
+def chat():
+    with ChatServer() as server:
+        yield server
+    assert server.errors == []
+
+
+def workspace(repo: Path, chat: ChatServer | None = None, **settings: Any) -> Workspace:
+    overrides: dict[str, Any] = {"embed_provider": "none", "chat_timeout_s": 5.0}
+    if chat is not None:
+        overrides.update(chat_base_url=chat.base_url, chat_model="scripted")
+    ws = Workspace(repo, overrides={**overrides, **settings})
+    ws.index()
+    return ws
+
+
+def ask(ws: Workspace, question: str = QUESTION, **kwargs: Any) -> tuple[list[AskEvent], AskResult]:
+    try:
+        events = list(ws.ask(question, **kwargs))
+    finally:
+        ws.close()
+    assert [e.type for e in events].count("done") == 1 and events[-1].type == "done"
+    assert events[-1].result is not None
+    json.dumps([e.to_dict() for e in events])  # every event is JSON-ready
+    return events, events[-1].result
+
+
+def disk(repo: Path, path: str, a: int, b: int) -> str:
+    return "".join((repo / path).read_text().splitlines(keepends=True)[a - 1:b])
+
+
+def assert_bundle_answer(result: AskResult, repo: Path) -> None:
+    """A fallback answer: every CORE chunk verbatim from disk, every RELATED file named, nothing cited."""
+    assert result.citations == [] and not result.abstained
+    for hit in result.bundle.core:
+        for chunk in hit.chunks:
+            assert disk(repo, hit.path, chunk.start_line, chunk.end_line) in result.answer
+    for hit in result.bundle.related:
+        assert f"`{hit.path}:" in result.answer
+    assert [h.path for h in result.uncited] == [h.path for h in result.bundle.files]
+
+
+# ------------------------------------------------------------------------------------------ fail open
+
+
+def test_no_endpoint_means_the_plain_bundle(repo: Path) -> None:
+    events, result = ask(workspace(repo))
+    assert result.fallback == "no chat model configured"
+    assert [e.type for e in events] == ["retrieval", "fallback", "done"]
+    assert result.bundle.core, "the fixture question must retrieve something"
+    assert_bundle_answer(result, repo)
+
+
+def test_a_remote_endpoint_without_a_key_is_not_called(repo: Path) -> None:
+    _, result = ask(workspace(repo, chat_base_url="https://models.example.com/v1", chat_model="m"))
+    assert "no chat_api_key" in result.fallback
+
+
+def test_bad_input_is_refused_before_any_work(repo: Path) -> None:
+    ws = workspace(repo)
+    try:
+        with pytest.raises(AskError, match="empty"):
+            ws.ask("   ")
+        with pytest.raises(AskError, match="unknown mode"):
+            ws.ask("x", mode="everything")
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize(("reply", "reason"), [
+    (Reply(text="Login hashes the password [[1]] and compares. " * 5, error_after=3), "scripted failure"),
+    (Reply(text="Login hashes the password [[1]] and compares. " * 5, drop_after=3), "connection failed"),
+    (Reply(status=500), "HTTP 500"),
+    (Reply(text="Login compares hashes.", hang_s=10), "timed out after 1s"),
+    (Reply(text="Login compares password hashes, trust me."), "the model cited none of the retrieved code"),
+])
+def test_model_failures_fall_back_to_the_bundle(repo: Path, chat: ChatServer, reply: Reply, reason: str) -> None:
+    chat.add(reply)
+    events, result = ask(workspace(repo, chat, chat_timeout_s=1.0), agents=False)
+    assert reason in result.fallback
+    assert [e.type for e in events][-2:] == ["fallback", "done"]
+    assert_bundle_answer(result, repo)
+    assert result.metrics["model_calls"] == 1
+
+
+# ------------------------------------------------------------------------------------------ narrator
+
+
+def test_narrated_answer_is_spliced_from_disk(repo: Path, chat: ChatServer) -> None:
+    def answer(body: dict[str, Any]) -> str:
+        k = cite(body, "app/auth.py", 15)
+        return (f"`login` looks the user up and compares password hashes [[{k}:16-17]].\n"
+                f"The hash itself comes from `hash_password` [[{k}:7-7]].\n"
+                "```python\nreturn 'what the model made up'\n```\n")
+
+    chat.add(Reply(render=answer, piece_size=5))
+    events, result = ask(workspace(repo, chat), agents=False)
+    assert result.fallback is None and not result.abstained
+    login, hashing = result.citations
+    assert (login.path, login.start_line, login.end_line, login.snapped) == ("app/auth.py", 14, 18, True)
+    assert (hashing.start_line, hashing.end_line) == (6, 8)
+    expected = (
+        "`login` looks the user up and compares password hashes (`app/auth.py:14-18`).\n"
+        f"\n`app/auth.py:14-18`\n```python\n{disk(repo, 'app/auth.py', 14, 18)}```\n"
+        "The hash itself comes from `hash_password` (`app/auth.py:6-8`).\n"
+        f"\n`app/auth.py:6-8`\n```python\n{disk(repo, 'app/auth.py', 6, 8)}```\n"
+    )
+    assert result.answer.startswith(expected)
+    assert "made up" not in result.answer and result.metrics["splice_code_blocks_removed"] == 1
+    # The footer names every candidate the answer did not cite.
+    assert "app/auth.py" not in [h.path for h in result.uncited]
+    footer = result.answer[len(expected):]
+    assert all(f"`{h.path}:" in footer for h in result.uncited)
+    # The streamed deltas are the answer without the footer; citations were announced as they were spliced.
+    streamed = "".join(e.data["text"] for e in events if e.type == "delta")
+    assert streamed == expected
+    assert [e.data["start_line"] for e in events if e.type == "citation"] == [14, 6]
+    # The model saw real paths and real line numbers, and was asked to stream.
+    request = chat.requests[0]
+    assert request["stream"] is True and request["model"] == "scripted"
+    assert re.search(r"^\s*16 \|\s+if user is None", request["messages"][1]["content"], re.M)
+
+
+def test_abstention_is_explicit(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(text="<<ABSTAIN>> The excerpts show login, not password resets."))
+    _, result = ask(workspace(repo, chat), "how are password resets emailed", agents=False)
+    assert result.abstained and result.fallback is None and result.citations == []
+    assert result.answer.startswith("The retrieved code does not answer this question.\n\n"
+                                    "The excerpts show login, not password resets.")
+
+
+def test_docs_walkthrough_cites_whole_sections(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(render=lambda body: f"First log in [[{cite(body, 'docs/guide.md', 5)}:5-5]]."))
+    _, result = ask(workspace(repo, chat), "how do users log in", mode="docs", agents=False)
+    (section,) = result.citations
+    assert section.path == "docs/guide.md" and section.start_line <= 3 and section.end_line >= 5
+    assert section.text == disk(repo, "docs/guide.md", section.start_line, section.end_line)
+    assert "whole sections" in chat.requests[0]["messages"][0]["content"]
+
+
+# ------------------------------------------------------------------------------------------ agents
+
+
+BROAD = "how does the web server log a user in, check the password and find the user in the database"
+
+
+def first_cited(body: dict[str, Any]) -> str:
+    """An agent's answer citing the first excerpt its request showed."""
+    return f"This part is handled here [[{excerpt_numbers(body)[0][0]}]]."
+
+
+def test_garbage_plan_falls_back_to_directory_clusters(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(text="Sure! I would split this into a few parts.", when="split a broad question"),
+             Reply(render=first_cited, when="Your part:", times=4),
+             Reply(render=lambda body: " ".join(re.findall(r"\[\[\d+\]\]", body["messages"][1]["content"])),
+                   when="merge their answers"))
+    events, result = ask(workspace(repo, chat), BROAD, agents=True)
+    plan = next(e for e in events if e.type == "plan")
+    assert plan.data["source"] == "clusters (unusable plan)"
+    assert len(plan.data["agents"]) >= 2
+    groups = [set(a["excerpts"]) for a in plan.data["agents"]]
+    assert sum(map(len, groups)) == len(set().union(*groups))  # disjoint slices
+    done = [e.data for e in events if e.type == "agent" and e.data["phase"] == "done"]
+    assert len(done) == len(plan.data["agents"])
+    assert result.fallback is None and len(result.citations) >= 2
+    for c in result.citations:
+        assert c.text == disk(repo, c.path, c.start_line, c.end_line)
+
+
+def test_agents_use_tools_and_a_hung_agent_dies_alone(repo: Path, chat: ChatServer) -> None:
+    def plan(body: dict[str, Any]) -> str:
+        ks = [k for k, *_ in excerpt_numbers(body)]
+        half = max(1, len(ks) // 2)
+        return json.dumps({"agents": [{"question": "How is the password checked?", "excerpts": ks[:half]},
+                                      {"question": "Where is the user stored?", "excerpts": ks[half:]}]})
+
+    chat.add(Reply(render=plan, when="split a broad question"),
+             Reply(tool_calls=[ToolCall("get_symbol", {"name": "SessionManager.login"}),
+                               ToolCall("get_file", {"path": "../outside.py"})],
+                   when="Your part: How is the password checked?"),
+             Reply(render=lambda body: f"Login compares hashes [[{cite(body, 'app/auth.py', 16)}]].",
+                   when="Your part: How is the password checked?"),
+             Reply(text="never sent", hang_s=10, when="Your part: Where is the user stored?"))
+    events, result = ask(workspace(repo, chat, chat_timeout_s=1.0), BROAD, agents=True)
+    agent_events = [e.data for e in events if e.type == "agent"]
+    tools = [a for a in agent_events if a["phase"] == "tool"]
+    assert [t["tool"] for t in tools] == ["get_symbol", "get_file"]
+    assert tools[0]["excerpts"] and tools[1]["excerpts"] == []
+    failed = [a for a in agent_events if a["phase"] == "failed"]
+    assert len(failed) == 1 and failed[0]["agent"] == 2 and "timed out" in failed[0]["error"]
+    followup = next(r for r in chat.requests if any(m["role"] == "tool" for m in r["messages"]))
+    symbol_result, file_result = [m["content"] for m in followup["messages"] if m["role"] == "tool"]
+    assert "def login" in symbol_result and "outside the workspace" in file_result
+    # One agent answered: its cited answer is spliced directly (no synthesis call).
+    assert result.fallback is None
+    (login,) = result.citations
+    assert (login.path, login.start_line, login.end_line) == ("app/auth.py", 14, 18)
+    assert login.text == disk(repo, "app/auth.py", 14, 18)
+    assert result.metrics["agents"][1]["ok"] is False
+
+
+def test_every_agent_failing_falls_back(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(text="not json", when="split a broad question"))  # unmatched agent calls get HTTP 500
+    _, result = ask(workspace(repo, chat), BROAD, agents=True)
+    assert result.fallback.startswith("every agent failed: chat model answered HTTP 500")
+    assert_bundle_answer(result, repo)
+
+
+def test_narrow_questions_never_fan_out_unless_forced(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(render=lambda body: f"Hashing [[{cite(body, 'app/auth.py', 7)}]]."))
+    events, result = ask(workspace(repo, chat), "hash_password", agents=False)
+    plan = next(e for e in events if e.type == "plan")
+    assert plan.data["agents"] == [] and plan.data["source"] == "single narrator"
+    assert len(chat.requests) == 1 and result.citations
+
+
+# ------------------------------------------------------------------------------------------ rerank
+
+
+def test_best_reranks_by_vote_within_the_floor(repo: Path, chat: ChatServer) -> None:
+    def reverse(body: dict[str, Any]) -> str:
+        n = len(re.findall(r"^Candidate \d+:", body["messages"][1]["content"], re.M))
+        return json.dumps({"order": list(range(n, 0, -1))})
+
+    chat.add(Reply(render=reverse, when="Order the candidate files", times=2),
+             Reply(text="no idea", when="Order the candidate files"),
+             Reply(render=lambda body: f"See [[{excerpt_numbers(body)[0][0]}]]."))
+    events, result = ask(workspace(repo, chat), QUESTION, best=True, agents=False)
+    rerank = next(e for e in events if e.type == "rerank").data
+    retrieved = next(e for e in events if e.type == "retrieval").data
+    before = [*retrieved["core"], *retrieved["related"]]
+    assert rerank["applied"] and rerank["votes"] == 2 and rerank["failed_votes"] == 1
+    assert sorted(rerank["order"]) == sorted(before)  # a permutation: nothing added, nothing dropped
+    for old, path in enumerate(before):
+        assert rerank["order"].index(path) <= old + 1  # a file falls at most one place
+    assert [h.rank for h in result.bundle.files] == list(range(1, len(before) + 1))
+
+
+def test_cli_json_streams_events_and_ends_with_done(repo: Path, chat: ChatServer, capsys) -> None:
+    from codeloupe.cli import main
+
+    chat.add(Reply(render=lambda body: f"Hashing [[{cite(body, 'app/auth.py', 7)}:7-8]]."))
+    status = main(["ask", str(repo), "hash_password", "--json", "--no-agents", "--embed-provider", "none",
+                   "--chat-base-url", chat.base_url, "--chat-model", "scripted"])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert status == 0 and lines[0]["type"] == "retrieval" and lines[-1]["type"] == "done"
+    done = lines[-1]
+    assert done["fallback"] is None and done["abstained"] is False
+    (cited,) = done["citations"]
+    assert cited["text"] == disk(repo, "app/auth.py", 6, 8) == disk(repo, cited["path"], cited["start_line"],
+                                                                     cited["end_line"])
+
+
+def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
+    from codeloupe.cli import main
+
+    assert main(["ask", str(repo), QUESTION, "--embed-provider", "none"]) == 0
+    captured = capsys.readouterr()
+    assert "no walkthrough: no chat model configured" in captured.err
+    assert "app/auth.py" in captured.out
