@@ -17,8 +17,14 @@ MAX_PROPAGATION_ROUNDS = 100
 
 
 def label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
-    """Community label per node: each node, visited in index order, takes the label its neighbours carry
-    the most weight for (ties -> the smallest label), until a full round changes nothing."""
+    """Community label per node: each node, visited in index order, takes the label its neighbours vote
+    for most (ties -> the smallest label), until a full round changes nothing.
+
+    A neighbour's vote is its edge weight divided by the neighbour's own number of neighbours. Plain votes
+    let one label flood a connected code base (every file touches a hub, the hub's label wins everywhere);
+    scaled votes keep a logger or a package `__init__` from speaking for the files it connects.
+    """
+    fan = [max(1, len(w)) for w in weights]
     labels = list(range(n))
     for _ in range(MAX_PROPAGATION_ROUNDS):
         changed = False
@@ -27,7 +33,7 @@ def label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
                 continue
             score: dict[int, float] = {}
             for neighbour, weight in weights[node].items():
-                score[labels[neighbour]] = score.get(labels[neighbour], 0.0) + weight
+                score[labels[neighbour]] = score.get(labels[neighbour], 0.0) + weight / fan[neighbour]
             best = max(score.values())
             # Float sums differ in the last bits with the order of addition: compare with a tolerance.
             label = min(lab for lab, s in score.items() if s >= best - 1e-9)
@@ -50,20 +56,21 @@ def renumber_by_size(labels: list[int]) -> list[int]:
     return [new_id[label] for label in labels]
 
 
-def community_name(members: list[str], top_symbols: list[str]) -> str:
-    """The members' common directory, else their dominant top-level directory or symbol."""
-    if len(members) == 1:
-        return members[0]
-    common = posixpath.commonpath(members) if all("/" in m for m in members) else ""
-    if common and common not in members:
-        return common
-    dirs = Counter(m.split("/", 1)[0] if "/" in m else "" for m in members)
-    top, count = min(dirs.items(), key=lambda kv: (-kv[1], kv[0]))
-    if top and count * 2 > len(members):
-        return f"{top}/…"
-    if top_symbols:
-        return top_symbols[0]
-    return posixpath.splitext(posixpath.basename(members[0]))[0]
+def common_directory(members: list[str]) -> str:
+    """The deepest directory holding every member ("" when there is none, or only one member)."""
+    if len(members) < 2 or not all("/" in m for m in members):
+        return ""
+    common = posixpath.commonpath(members)
+    return "" if common in members else common
+
+
+def community_name(directory: str, central: str, top_symbol: str) -> str:
+    """A community's name: its own directory when no other community shares it, else its most connected
+    file and the symbol other communities use most from that file."""
+    if directory:
+        return directory
+    name = posixpath.basename(central)
+    return f"{name} · {top_symbol}" if top_symbol else name
 
 
 def percentile_degree(degrees: list[int], q: float = 90.0) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -184,22 +184,29 @@ def _build(ws: Workspace) -> Graph:
 
 
 def _names(graph: Graph) -> list[str]:
-    """A readable, unique name per community."""
+    """A readable, unique name per community (tests are left out of the naming when there is code)."""
+    from codeloupe.graph.query import is_test_path
+
     count = max(graph.community, default=-1) + 1
-    names: list[str] = []
-    used: dict[str, int] = {}
+    code_members = []
     for c in range(count):
         members = graph.members(c)
-        # The dominant symbol: the definition of a member that other files use most.
-        usage: dict[str, int] = defaultdict(int)
-        for m in members:
-            for source, carried in graph.in_edges[m].items():
-                if graph.community[source] != c:
-                    for edge in carried:
-                        for symbol in edge.symbols:
-                            usage[symbol] += 1
-        top = sorted(usage, key=lambda s: (-usage[s], s))
-        name = analysis.community_name([graph.paths[m] for m in members], top)
-        used[name] = used.get(name, 0) + 1
+        code_members.append([m for m in members if not is_test_path(graph.paths[m])] or members)
+    directories = [analysis.common_directory([graph.paths[m] for m in code]) for code in code_members]
+    shared = Counter(directories)
+    names: list[str] = []
+    used: Counter[str] = Counter()
+    for c, code in enumerate(code_members):
+        central = min(code, key=lambda m: (-graph.degree[m], graph.paths[m]))
+        # The dominant symbol: the definition of the central file that other communities use most.
+        usage: Counter[str] = Counter()
+        for source, carried in graph.in_edges[central].items():
+            if graph.community[source] != c:
+                usage.update(symbol for edge in carried for symbol in edge.symbols)
+        top = min(usage, key=lambda s: (-usage[s], s)) if usage else ""
+        directory = directories[c] if shared[directories[c]] == 1 else ""
+        name = analysis.community_name(directory, graph.paths[central], top) if len(graph.members(c)) > 1 \
+            else graph.paths[central]
+        used[name] += 1
         names.append(name if used[name] == 1 else f"{name} ({used[name]})")
     return names

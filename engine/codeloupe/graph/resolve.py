@@ -10,6 +10,7 @@ its raw specifier; ambiguous names are left alone.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -101,7 +102,7 @@ class ResolveContext:
         self.paths = paths
         self.resolvers = resolvers  # language -> resolver
         self.cache: dict[str, object] = {}  # per-language derived tables (module maps, load paths, ...)
-        self._definers: dict[tuple[tuple[str, ...], str], str] = {}
+        self._definers: dict[tuple[tuple[str, ...], str], tuple[str, str]] = {}
         self._import_targets: dict[str, set[str]] = {}
 
     @cached_property
@@ -161,25 +162,30 @@ class ResolveContext:
             self._import_targets[path] = found
         return self._import_targets[path]
 
-    def find_definer(self, targets: tuple[str, ...], name: str, depth: int = 0) -> str:
-        """The file defining `name`, starting at `targets` and following re-exports (`from .x import name`
-        in a package `__init__`, `export {name} from`, `export * from`, a glob `pub use`)."""
+    def find_definer(self, targets: tuple[str, ...], name: str) -> str:
+        """The file defining `name`, starting at `targets` and following re-exports; "" when none does."""
+        return self.find_definition(targets, name)[0]
+
+    def find_definition(self, targets: tuple[str, ...], name: str, depth: int = 0) -> tuple[str, str]:
+        """(file, name there) defining `name`, starting at `targets` and following re-exports
+        (`from .x import name` in a package `__init__`, `export {a as name} from`, `export * from`, a glob
+        `pub use`); ("", "") when no file of the workspace defines it."""
         key = (targets, name)
         if key in self._definers:
             return self._definers[key]
-        self._definers[key] = ""  # a re-export cycle ends here
-        found = ""
+        self._definers[key] = ("", "")  # a re-export cycle ends here
+        found = ("", "")
         for target in targets:
             facts = self.facts.get(target)
             if facts is not None and name in facts.top_level():
-                found = target
+                found = (target, name)
                 break
-        if not found and depth < MAX_REEXPORT_DEPTH:
+        if not found[0] and depth < MAX_REEXPORT_DEPTH:
             found = self._reexported(targets, name, depth)
         self._definers[key] = found
         return found
 
-    def _reexported(self, targets: tuple[str, ...], name: str, depth: int) -> str:
+    def _reexported(self, targets: tuple[str, ...], name: str, depth: int) -> tuple[str, str]:
         for target in targets:
             resolver = self.resolver_for(target)
             if resolver is None:
@@ -193,13 +199,14 @@ class ResolveContext:
                         stars.append(binding.targets)
                     elif binding.local == name:
                         if not binding.symbol:
-                            return binding.targets[0]
-                        return self.find_definer(binding.targets, binding.symbol, depth + 1) or binding.targets[0]
+                            return binding.targets[0], name
+                        found = self.find_definition(binding.targets, binding.symbol, depth + 1)
+                        return found if found[0] else (binding.targets[0], binding.symbol)
             for star in stars:
-                found = self.find_definer(star, name, depth + 1)
-                if found:
+                found = self.find_definition(star, name, depth + 1)
+                if found[0]:
                     return found
-        return ""
+        return "", ""
 
 
 @dataclass
@@ -242,10 +249,11 @@ def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
                 for target in binding.targets[:1]:
                     bag.add("import", target, imp.written, (), imp.line)
             elif binding.symbol:
-                definer = ctx.find_definer(binding.targets, binding.symbol) or binding.targets[0]
-                bag.add("import", definer, imp.written, (binding.symbol,), imp.line)
+                definer, defined_as = ctx.find_definition(binding.targets, binding.symbol)
+                definer, defined_as = definer or binding.targets[0], defined_as or binding.symbol
+                bag.add("import", definer, imp.written, (defined_as,), imp.line)
                 if binding.local:
-                    bound[binding.local] = _Bound((definer,), binding.symbol)
+                    bound[binding.local] = _Bound((definer,), defined_as)
             else:
                 if binding.local:
                     bound[binding.local] = _Bound(binding.targets, "")
@@ -286,13 +294,18 @@ def _resolve_use(ctx: ResolveContext, resolver: LanguageResolver, path: str, use
         if use.name in local:
             return "", ""
         for star in stars:
-            found = ctx.find_definer(star, use.name)
-            if found:
-                return found, use.name
-        return resolver.resolve_bare(ctx, path, use), use.name
+            found = ctx.find_definition(star, use.name)
+            if found[0]:
+                return found
+        return resolver.resolve_bare(ctx, path, use), _short(use.name)
     binding = bound.get(use.receiver)
     if binding is not None:
         if binding.symbol:
             return binding.targets[0], binding.symbol  # `Cls.method()` on an imported class
-        return ctx.find_definer(binding.targets, use.name), use.name
+        return ctx.find_definition(binding.targets, use.name)
     return resolver.resolve_qualified(ctx, path, use), use.name
+
+
+def _short(name: str) -> str:
+    """The defined name inside a qualified one (Ruby `Shop::Cart` -> `Cart`, PHP `App\\User` -> `User`)."""
+    return re.split(r"::|\\", name)[-1]

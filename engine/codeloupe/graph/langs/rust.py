@@ -159,7 +159,14 @@ class RustResolver(LanguageResolver):
         return [Binding((module,), items[0], local)]
 
     def resolve_qualified(self, ctx: ResolveContext, path: str, use: UseFact) -> str:
-        resolved = self._resolve_path(ctx, path, use.receiver)
+        # `util::fmt::width()` after `use super::util;`: the path continues from what `util` names.
+        head, _, rest = use.receiver.partition("::")
+        full = use.receiver
+        for imp in ctx.facts[path].imports:
+            if rest and imp.kind == "use" and any(local == head for _, local in imp.names):
+                full = f"{imp.spec}::{rest}"
+                break
+        resolved = self._resolve_path(ctx, path, full)
         if resolved is None:
             return ""
         module, items = resolved
