@@ -111,6 +111,22 @@ H.press('<CR>')
 H.equal({ H.where() }, { H.path('shop/sessions.py'), 2 }, 'an uncited candidate opens')
 H.check(H.text(buf):find('## Not cited (1 files)', 1, true), 'uncited section:\n' .. H.text(buf))
 
+-- A float view closes when a span is followed; the span opens in the window below it.
+local float_origin = vim.api.nvim_get_current_win()
+local float_buf, float_win = view.show({ name = 'codeloupe://test-float', filetype = 'markdown', layout = 'float',
+  lines = { 'verify', 'nothing here' }, targets = { [1] = { filename = H.path('shop/auth.py'), lnum = verify_line } } })
+H.check(vim.api.nvim_win_get_config(float_win).relative ~= '', 'layout float opens a floating window')
+vim.api.nvim_win_set_cursor(float_win, { 2, 0 })
+H.press('<CR>')
+H.check(H.notified('nothing to open on this line'), 'a line without a target says so')
+H.equal(vim.api.nvim_get_current_win(), float_win, 'the float stays open on a line without a target')
+vim.api.nvim_win_set_cursor(float_win, { 1, 0 })
+H.press('<CR>')
+H.check(not vim.api.nvim_win_is_valid(float_win), 'the float closed')
+H.equal({ vim.api.nvim_get_current_win(), H.where() }, { float_origin, H.path('shop/auth.py'), verify_line },
+  'followed from a float')
+vim.api.nvim_buf_delete(float_buf, { force = true })
+
 -- A fallback answer renders the bundle itself: CORE code verbatim, every span followable.
 local fallback = ask.render('q', { fallback = 'no chat model configured', bundle = result, citations = {} }, H.root)
 local text = table.concat(fallback.lines, '\n')

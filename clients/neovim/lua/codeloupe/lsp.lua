@@ -136,9 +136,8 @@ function M.enable(opts)
     return false
   end
   if has_011 then
-    -- Assigning (not vim.lsp.config(name, cfg)) so a second setup() replaces lists such as cmd
-    -- instead of merging them index by index; lsp/codeloupe.lua and later vim.lsp.config() calls
-    -- still merge over this.
+    -- Assigning (not vim.lsp.config(name, cfg), which merges) so a second setup() drops options it
+    -- no longer sets; lsp/codeloupe.lua files and later vim.lsp.config() calls still merge over this.
     vim.lsp.config[M.name] = M.client_config(opts)
     vim.lsp.enable(M.name)
   else
