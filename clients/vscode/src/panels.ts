@@ -17,20 +17,15 @@ export class Panel implements vscode.Disposable {
     ) {}
 
     /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce. */
-    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): vscode.Webview {
+    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): void {
         const panel = this.reveal(title);
         this.pathToUri = pathToUri;
         panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource });
-        return panel.webview;
     }
 
     /** Sends a message to the page if the panel is open (progress while an answer is written). */
     post(message: unknown): void {
         void this.panel?.webview.postMessage(message);
-    }
-
-    get webview(): vscode.Webview | undefined {
-        return this.panel?.webview;
     }
 
     private reveal(title: string): vscode.WebviewPanel {

@@ -11,11 +11,11 @@ export interface PageContext {
     cspSource: string;
 }
 
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
     return text.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch] ?? ch);
 }
 
-export function contentSecurityPolicy({ nonce, cspSource }: PageContext): string {
+function contentSecurityPolicy({ nonce, cspSource }: PageContext): string {
     return [
         "default-src 'none'",
         `img-src ${cspSource} data:`,
@@ -30,7 +30,7 @@ export function contentSecurityPolicy({ nonce, cspSource }: PageContext): string
 }
 
 /** The last line a range covers, 1-based: LSP ranges end exclusively, usually at character 0 of the next line. */
-export function lastLine(range: Range): number {
+function lastLine(range: Range): number {
     return range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
 }
 
@@ -88,7 +88,7 @@ const CLIENT_SCRIPT = `
 }());
 `;
 
-export function renderPage(context: PageContext, title: string, body: string): string {
+function renderPage(context: PageContext, title: string, body: string): string {
     return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -107,7 +107,7 @@ ${body}
 
 function renderChunkHeader(chunk: ChunkResult): string {
     const label = chunk.breadcrumb || chunk.name || chunk.kind;
-    return `${locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`)}`;
+    return locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`);
 }
 
 function renderCoreFile(file: FileResult): string {
@@ -139,7 +139,7 @@ function renderLanes(result: SearchResult): string {
     return `<p class="note">Partial index: ${escapeHtml(notes.join('; '))}</p>`;
 }
 
-export function renderBundleBody(result: SearchResult): string {
+function renderBundleBody(result: SearchResult): string {
     return `<h2>${escapeHtml(result.query)}</h2>
 ${renderLanes(result)}
 <h2 id="core">CORE (${result.core.length})</h2>
@@ -206,7 +206,7 @@ function answerMarkdown(citations: Citation[]): MarkdownIt {
 }
 
 /** `file:///a.py#L10` or `#L10-L20` (1-based lines, as the server's hover links) -> a Location. */
-export function fileLinkLocation(href: string): Location | undefined {
+function fileLinkLocation(href: string): Location | undefined {
     if (!href.startsWith('file:')) {
         return undefined;
     }

@@ -6,7 +6,7 @@ import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
 import { spanLabel } from './render';
 
-export const SEARCH_DEBOUNCE_MS = 150;
+const SEARCH_DEBOUNCE_MS = 150;
 
 export interface SearchItem extends vscode.QuickPickItem {
     /** Set on file items: where accepting (or highlighting) the item goes. */
@@ -16,7 +16,7 @@ export interface SearchItem extends vscode.QuickPickItem {
 }
 
 /** The snippet's best line, trimmed: the anchor line when the server sent one, else the first non-blank line. */
-export function snippetLine(file: FileResult): string {
+function snippetLine(file: FileResult): string {
     const chunk = file.chunks[0];
     if (chunk === undefined) {
         return '';
@@ -38,7 +38,7 @@ function fileItem(file: FileResult): SearchItem {
     };
 }
 
-export function searchItems(result: SearchResult): SearchItem[] {
+function searchItems(result: SearchResult): SearchItem[] {
     if (result.core.length === 0 && result.related.length === 0) {
         return [{ label: 'No match', description: result.query, alwaysShow: true }];
     }
@@ -56,7 +56,7 @@ export function searchItems(result: SearchResult): SearchItem[] {
 }
 
 /** Runs one search session; `showBundle` renders a whole result in the results panel. */
-export function runSearchPicker(client: LanguageClient, showBundle: (result: SearchResult) => void, initialQuery = ''): vscode.QuickPick<SearchItem> {
+export function runSearchPicker(client: LanguageClient, showBundle: (result: SearchResult) => void, initialQuery = ''): void {
     const picker = vscode.window.createQuickPick<SearchItem>();
     picker.title = 'Codeloupe: Search the Codebase';
     picker.placeholder = 'Describe what you are looking for, or paste a bug report';
@@ -137,5 +137,4 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         picker.value = initialQuery;
         void search(initialQuery);
     }
-    return picker;
 }

@@ -85,7 +85,7 @@ function canImport(python: string, module: string): Promise<boolean> {
  * An absolute path to `program` if it exists and is executable: a path (relative ones resolve against `base`,
  * the workspace folder) or a bare name looked up on PATH.
  */
-export async function findExecutable(program: string, base?: string): Promise<string | undefined> {
+async function findExecutable(program: string, base?: string): Promise<string | undefined> {
     const env = process.env;
     const expanded = program.startsWith('~/') ? path.join(env.HOME ?? '', program.slice(2)) : program;
     const extensions = process.platform === 'win32' ? ['', ...(env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';')] : [''];

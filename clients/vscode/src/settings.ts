@@ -15,7 +15,7 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['chunkBudget', 'chunkBudget'],
 ];
 
-export type EngineOptions = Record<string, unknown>;
+type EngineOptions = Record<string, unknown>;
 
 /**
  * The options the user set explicitly (user, workspace or folder scope). Settings left at their default are not

@@ -8,13 +8,13 @@ const POLL_INDEXING_MS = 1000;
 /** Vectors can lag for minutes (or stall on an unreachable endpoint): poll them less often. */
 const POLL_VECTORS_MS = 5000;
 
-export interface StatusText {
+interface StatusText {
     text: string;
     tooltip: string;
 }
 
 /** Summarises every folder: indexing beats error beats ready; vectors show as a percentage until complete. */
-export function describeStatus(status: StatusResult): StatusText {
+function describeStatus(status: StatusResult): StatusText {
     const folders = status.folders;
     const files = folders.reduce((sum, folder) => sum + folder.files, 0);
     const done = folders.reduce((sum, folder) => sum + folder.vectors.done, 0);
@@ -35,17 +35,12 @@ export function describeStatus(status: StatusResult): StatusText {
 export class StatusItem implements vscode.Disposable {
     readonly item: vscode.StatusBarItem;
     private timer: NodeJS.Timeout | undefined;
-    private lastStatus: StatusResult | undefined;
 
     constructor(command: string) {
         this.item = vscode.window.createStatusBarItem('codeloupe.status', vscode.StatusBarAlignment.Left, 10);
         this.item.name = 'codeloupe';
         this.item.command = command;
         this.show('$(loading~spin) codeloupe', 'Starting the codeloupe language server');
-    }
-
-    get status(): StatusResult | undefined {
-        return this.lastStatus;
     }
 
     show(text: string, tooltip: string): void {
@@ -59,7 +54,6 @@ export class StatusItem implements vscode.Disposable {
         clearTimeout(this.timer);
         try {
             const status = await client.sendRequest(StatusRequest, {});
-            this.lastStatus = status;
             const { text, tooltip } = describeStatus(status);
             this.show(text, tooltip);
             const indexing = status.folders.some((folder) => folder.state === 'indexing');

@@ -342,22 +342,26 @@ describe('the extension against the real server', function () {
         assert.match(text, /app\/auth\.py/);
     });
 
-    it('the graph view wraps the engine page in our CSP and opens files the page asks for', async function () {
+    it('the graph view runs the engine page under our CSP and opens the file a click on the map names', async function () {
         await vscode.commands.executeCommand('codeloupe.client.graph');
         const panel = panelOf('codeloupe.graph');
         assert.ok(panel, 'a graph panel');
-        const html = panel.webview.html;
-        const view = await openWebview(browser, html);
+        const view = await openWebview(browser, panel.webview.html);
+        let posted;
         try {
             assert.match(await view.csp(), /script-src 'nonce-/);
+            await view.page.click('g.community');
+            posted = await view.click('#detail a');
             assert.deepEqual(view.requests, [], 'the graph page made no network request');
             assert.deepEqual(await view.violations(), [], 'the graph page runs under the CSP');
             assert.deepEqual(view.errors, [], 'the graph page ran without script errors');
         } finally {
             await view.close();
         }
-        await panel.receive({ type: 'open', path: 'app/auth.py' });
-        assert.equal(probe.shown.at(-1).uri.fsPath, path.join(workspace.root, 'app', 'auth.py'));
+        assert.equal(posted.length, 1, 'one open message from the page');
+        assert.equal(posted[0].type, 'open');
+        await panel.receive(posted[0]);
+        assert.equal(probe.shown.at(-1).uri.fsPath, path.join(workspace.root, ...posted[0].path.split('/')));
         await panel.receive({ type: 'open', path: 'web/server.js', line: 4 });
         assert.equal(probe.shown.at(-1).uri.fsPath, path.join(workspace.root, 'web', 'server.js'));
         assert.equal(probe.shown.at(-1).options.selection.start.line, 3);
