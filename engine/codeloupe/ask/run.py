@@ -158,7 +158,8 @@ def _deltas(ws: Workspace, chat: ChatModel, session: _Session,
     """The text to splice: one narrator's stream, or the agents' merged answer. None: already fell back."""
     question, excerpts = session.question, session.excerpts
     shape = classify(session.bundle, question)
-    fan_out = shape.broad if agents is None else agents
+    # A docs walkthrough reads sections in order: one narrator, unless agents are asked for.
+    fan_out = (shape.broad and session.mode != "docs") if agents is None else agents
     session.metrics["broad"] = {"broad": shape.broad, "reasons": list(shape.reasons), "fan_out": fan_out}
     tasks, source = make_plan(chat, question, excerpts.all()) if fan_out else ([], "single narrator")
     yield AskEvent("plan", {"broad": shape.broad, "reasons": list(shape.reasons), "source": source,
