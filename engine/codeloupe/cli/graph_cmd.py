@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its neighbours")
-    what.add_argument("--path", nargs=2, metavar=("A", "B"), help="a hub-tolled route between two concepts")
+    what.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--html", metavar="OUT", help="write the map as a self-contained HTML page")
     parser.add_argument("--no-embed", action="store_true",
@@ -27,15 +27,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.html and (args.node or args.path):
+    if args.html and (args.node or args.route):
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json)
         if args.node:
             result: GraphMap | GraphNode | GraphPath = graph_node(ws, args.node)
-        elif args.path:
-            result = graph_path(ws, args.path[0], args.path[1])
+        elif args.route:
+            result = graph_path(ws, args.route[0], args.route[1])
         else:
             result = graph_map(ws)
     except ValueError as exc:

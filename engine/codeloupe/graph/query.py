@@ -38,6 +38,12 @@ _TEST_PATTERN = re.compile(
     r"(^|/)(tests?|spec|specs|__tests__|testdata)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$"
     r"|_spec\.rb$|(^|/)conftest\.py$")
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+# Question words carry nothing when a concept is matched against path and definition names.
+_STOP_WORDS = frozenset({
+    "a", "all", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is",
+    "it", "no", "not", "of", "on", "or", "that", "the", "this", "to", "what", "where", "which", "why", "with",
+    "work", "works",
+})
 
 
 class GraphError(ValueError):
@@ -158,7 +164,7 @@ def _by_embedding(ws: Workspace, graph: Graph, text: str) -> int | None:
 
 
 def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text) if len(w) > 1}
+    return {w.lower() for w in _WORD.findall(text) if len(w) > 1} - _STOP_WORDS
 
 
 def _by_words(graph: Graph, text: str) -> int | None:

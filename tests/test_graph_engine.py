@@ -1,0 +1,378 @@
+"""The graph over real fixture repositories, indexed by the real indexer into a real SQLite index.
+
+Every fixture under tests/fixtures/graph is a small repository with known edges, one per language, plus a
+hub repository whose shortest plain route runs through its logger.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.cli import main as cli_main
+from codeloupe.graph import (
+    GraphError,
+    definition_users,
+    file_summary,
+    graph_map,
+    graph_node,
+    graph_path,
+    neighbours,
+    render_html,
+    update_edges,
+)
+from codeloupe.graph import build as graph_build
+from codeloupe.graph.analysis import shortest_path
+from codeloupe.graph.build import load_graph
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+
+def open_fixture(name: str, tmp_path: Path) -> Workspace:
+    """A copy of one fixture repository, indexed (a copy, so tests may edit files)."""
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    return ws
+
+
+@pytest.fixture
+def fixture_ws(request: pytest.FixtureRequest, tmp_path: Path):
+    ws = open_fixture(request.param, tmp_path)
+    yield ws
+    ws.close()
+
+
+def edge_set(ws: Workspace) -> set[tuple[str, str, str, tuple[str, ...]]]:
+    return {(e.source, e.kind, e.target or e.raw, e.symbols) for e in load_graph(ws).edges}
+
+
+def links(ws: Workspace) -> set[tuple[str, str, str]]:
+    return {(e.source, e.kind, e.target or e.raw) for e in load_graph(ws).edges}
+
+
+# ------------------------------------------------------------------------------------------ per language
+
+EXPECTED = {
+    "python": {
+        # absolute import through the package __init__ re-export to the defining file (src layout)
+        ("tests/check_shop.py", "import", "src/shop/cart.py", ("Cart",)),
+        # ... and through a star re-export
+        ("tests/check_shop.py", "import", "src/shop/pricing.py", ("total_price",)),
+        ("tests/check_shop.py", "import", "src/shop/payments/card.py", ("charge",)),
+        ("tests/check_shop.py", "call", "src/shop/log.py", ("log",)),  # `import shop.log` then shop.log.log()
+        # relative imports, one and two levels up, and a submodule imported from a package
+        ("src/shop/cart.py", "import", "src/shop/pricing.py", ("total_price",)),
+        ("src/shop/payments/card.py", "import", "src/shop/cart.py", ("Cart",)),
+        ("src/shop/payments/card.py", "import", "src/shop/log.py", ()),
+        ("src/shop/payments/card.py", "call", "src/shop/log.py", ("log",)),
+        ("src/shop/cart.py", "call", "src/shop/pricing.py", ("total_price",)),
+        # a script outside any package imports its sibling
+        ("scripts/report.py", "import", "scripts/helpers.py", ("fmt",)),
+        # unresolvable: kept as external with the raw specifier
+        ("src/shop/payments/card.py", "external", "requests", ()),
+    },
+    "js": {
+        ("lib/router/index.js", "import", "lib/router/layer.js", ()),  # CommonJS require
+        ("lib/router/index.js", "call", "lib/router/layer.js", ("Layer",)),  # new Layer()
+        ("lib/router/index.js", "import", "lib/plugins/extra.js", ()),  # dynamic import()
+        ("lib/router/index.js", "external", "methods", ()),
+        ("lib/router/route.js", "call", "lib/router/layer.js", ("Layer",)),
+        ("src/core/index.ts", "import", "src/core/parse.ts", ()),  # export * from
+        ("src/app.ts", "import", "src/core/parse.ts", ("parse",)),  # tsconfig paths + export * re-export
+        ("src/app.ts", "import", "src/core/format.ts", ("format",)),  # export {format as fmt} from
+        ("src/app.ts", "call", "src/core/format.ts", ("format",)),
+        ("src/app.ts", "import", "src/polyfill.ts", ()),  # side-effect import
+        ("src/app.ts", "import", "src/util/helper.ts", ("helper",)),  # './util/helper.js' names the .ts file
+        ("src/app.ts", "external", "react", ()),
+        ("src/view.tsx", "import", "src/components/index.tsx", ("Button",)),  # directory index resolution
+        ("src/view.tsx", "call", "src/components/index.tsx", ("Button",)),  # <Button />
+    },
+    "go": {
+        ("main.go", "import", "internal/store/store.go", ()),  # module path from go.mod -> package dir
+        ("main.go", "call", "internal/store/store.go", ("Open",)),
+        ("main.go", "call", "helpers.go", ("run",)),  # same-package sibling
+        ("internal/store/save.go", "call", "internal/store/validate.go", ("validate",)),
+        ("main.go", "external", "fmt", ()),
+    },
+    "ruby": {
+        ("lib/shop.rb", "import", "lib/shop/cart.rb", ()),  # require against lib/
+        ("lib/shop/cart.rb", "import", "lib/shop/pricing.rb", ()),  # require_relative
+        ("lib/shop.rb", "call", "lib/shop/cart.rb", ("Cart",)),  # constant through lexical nesting
+        ("lib/shop/cart.rb", "call", "lib/shop/pricing.rb", ("Pricing",)),
+        ("test/cart_test.rb", "call", "lib/shop/cart.rb", ("Cart",)),
+        ("lib/shop.rb", "external", "json", ()),
+    },
+    "php": {
+        ("src/Http/Controller.php", "import", "src/Models/User.php", ("User",)),  # use
+        ("src/Http/Controller.php", "import", "src/Support/Str.php", ("Str",)),  # group use
+        ("src/Http/Controller.php", "import", "src/Support/Arr.php", ("Arr",)),  # group use with alias
+        ("src/Http/Controller.php", "call", "src/Support/Arr.php", ("Arr",)),  # A::class
+        ("src/Http/Controller.php", "call", "src/Models/User.php", ("User",)),  # new User()
+        ("src/Http/Controller.php", "call", "src/Http/Loggable.php", ("Loggable",)),  # trait use, same namespace
+        ("src/Http/Controller.php", "call", "src/Http/BaseController.php", ("BaseController",)),
+        ("src/Http/Controller.php", "import", "src/bootstrap.php", ()),  # require_once __DIR__ . '...'
+        ("src/Http/Controller.php", "call", "src/bootstrap.php", ("boot",)),  # global function fallback
+        ("src/Models/User.php", "call", "src/Support/Greets.php", ("Greets",)),  # fully qualified trait
+        ("src/Http/Controller.php", "external", "Psr\\Log\\LoggerInterface", ()),
+    },
+    "rust": {
+        ("src/lib.rs", "import", "src/cart.rs", ()),  # mod cart;
+        ("src/lib.rs", "import", "src/util/mod.rs", ()),
+        ("src/util/mod.rs", "import", "src/util/pricing.rs", ()),
+        ("src/lib.rs", "import", "src/cart.rs", ("Cart",)),  # pub use cart::Cart
+        ("src/cart.rs", "import", "src/util/pricing.rs", ("total",)),  # use crate::...
+        ("src/cart.rs", "import", "src/util/mod.rs", ()),  # use super::util
+        ("src/cart.rs", "call", "src/util/fmt.rs", ("width",)),  # util::fmt::width() through the binding
+        ("src/lib.rs", "external", "serde::Serialize", ()),
+    },
+}
+
+
+@pytest.mark.parametrize("fixture_ws", sorted(EXPECTED), indirect=True)
+def test_known_edges_per_language(fixture_ws: Workspace) -> None:
+    name = fixture_ws.root.name
+    missing = EXPECTED[name] - edge_set(fixture_ws)
+    assert not missing, f"{name}: missing edges {sorted(missing)}"
+
+
+@pytest.mark.parametrize("fixture_ws", ["go"], indirect=True)
+def test_go_selector_is_never_a_bare_use(fixture_ws: Workspace) -> None:
+    # save.go calls the method `s.flush()`; the package function `flush` in flush.go must not be linked.
+    assert not any(e.target == "internal/store/flush.go" for e in load_graph(fixture_ws).edges)
+
+
+@pytest.mark.parametrize("fixture_ws", ["python"], indirect=True)
+def test_edges_never_name_packages(fixture_ws: Workspace) -> None:
+    graph = load_graph(fixture_ws)
+    for edge in graph.edges:
+        if edge.kind == "external":
+            assert edge.target == ""
+        else:
+            assert edge.target in graph.paths and edge.target != edge.source
+
+
+# ------------------------------------------------------------------------------------------ freshness
+
+
+def test_edges_follow_edits_and_deletions(tmp_path: Path) -> None:
+    ws = open_fixture("python", tmp_path)
+    try:
+        assert ("src/shop/cart.py", "import", "src/shop/log.py") in links(ws)
+        cart = ws.root / "src/shop/cart.py"
+        cart.write_text(cart.read_text().replace("from .log import log\n", "").replace('log("total")', "pass"))
+        ws.update_files([cart])
+        assert ("src/shop/cart.py", "import", "src/shop/log.py") not in links(ws)  # lazily re-resolved
+        (ws.root / "src/shop/pricing.py").unlink()
+        ws.update_files([ws.root / "src/shop/pricing.py"])
+        # The importer's edge to the deleted module turns external; nothing points at a missing file.
+        assert ("src/shop/cart.py", "external", ".pricing") in links(ws)
+        assert all(e.target != "src/shop/pricing.py" for e in load_graph(ws).edges)
+    finally:
+        ws.close()
+
+
+def test_extractor_upgrade_reextracts_without_reindexing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = open_fixture("python", tmp_path)
+    try:
+        before = links(ws)
+        files_before = ws.store.file_rows()
+        generation = ws.store.generation("content")
+        monkeypatch.setattr(graph_build, "EXTRACTOR_VERSION", 10_000)
+        assert update_edges(ws) == len(files_before)  # every file's facts re-extracted
+        assert ws.store.file_rows() == files_before  # no file re-chunked
+        assert ws.store.generation("content") == generation
+        assert links(ws) == before
+        assert update_edges(ws) == 0  # and nothing is stale afterwards
+    finally:
+        ws.close()
+
+
+# ------------------------------------------------------------------------------------------ analyses
+
+
+def test_two_builds_are_byte_identical(tmp_path: Path) -> None:
+    first = open_fixture("python", tmp_path / "a")
+    second = open_fixture("python", tmp_path / "b")
+    try:
+        one, two = graph_map(first), graph_map(second)
+        assert json.dumps(one.to_dict(), sort_keys=True) == json.dumps(two.to_dict(), sort_keys=True)
+        assert render_html(one) == render_html(two)
+        assert graph_path(first, "check_shop.py", "pricing.py").to_dict() == \
+            graph_path(second, "check_shop.py", "pricing.py").to_dict()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_route_avoids_the_logger_hub(tmp_path: Path) -> None:
+    ws = open_fixture("hub", tmp_path)
+    try:
+        graph = load_graph(ws)
+        a, b, log = (graph.index_of(f"app/{n}.py") for n in ("a", "b", "log"))
+        adjacency = [{j: 1.0 for j in graph.neighbours(i)} for i in range(len(graph.paths))]
+        plain = shortest_path(adjacency, [0.0] * len(graph.paths), a, b)
+        assert plain == [a, log, b]  # breadth-first goes through the hub
+        route = graph_path(ws, "app/a.py", "app/b.py")
+        assert route.found
+        assert [h.target for h in route.hops] == ["app/m1.py", "app/m2.py", "app/b.py"]
+        assert "app/log.py" in [g.path for g in graph_map(ws).gods]
+        first = route.hops[0]
+        assert first.carriers == ["step_one"] and first.direction == "uses" and first.kind == "call"
+        assert first.use is not None and first.use.path == "app/a.py" and first.use.start_line == 7
+        assert first.definition is not None and (first.definition.start_line, first.definition.end_line) == (4, 5)
+    finally:
+        ws.close()
+
+
+def test_route_that_meets_in_a_shared_middle(tmp_path: Path) -> None:
+    ws = open_fixture("python", tmp_path)
+    try:
+        route = graph_path(ws, "src/shop/payments/card.py", "scripts/report.py")
+        assert not route.found and route.hops == []
+        route = graph_path(ws, "src/shop/cart.py", "card.py")
+        assert route.found
+        meet = graph_path(ws, "src/shop/pricing.py", "src/shop/log.py")
+        assert meet.found and meet.meets_in_middle
+        assert "never call each other" in meet.note
+        assert {h.direction for h in meet.hops} == {"uses", "used-by"}
+    finally:
+        ws.close()
+
+
+def test_semantic_lane_capped_by_real_edges_and_surprises(tmp_path: Path) -> None:
+    ws = open_fixture("hub", tmp_path)
+    try:
+        rows = ws.store.file_rows()
+        ids = [rows[p].id for p in sorted(rows)]
+        paths = sorted(rows)
+        # Skeleton vectors as the embedder stores them: f3 and f4 read alike (cosine 1.0, both have one real
+        # edge); m1 and f5 too (0.9); __init__.py has no real edge, so no similarity edge may reach it.
+        vectors = np.zeros((len(ids), 8), np.float32)
+        for k in range(len(ids)):
+            vectors[k, k % 6] = 1.0  # the rest: spread over six directions, far from the pairs below
+
+        def put(path: str, vec: list[float]) -> None:
+            vectors[paths.index(path)] = np.array(vec, np.float32)
+
+        put("app/f3.py", [0, 0, 0, 0, 0, 0, 0, 1])
+        put("app/f4.py", [0, 0, 0, 0, 0, 0, 0, 1])
+        put("app/__init__.py", [0, 0, 0, 0, 0, 0, 0.999, 0.04])
+        put("app/m1.py", [1, 0, 0, 0, 0, 0, 0, 0])
+        put("app/f5.py", [0.9, 0.43589, 0, 0, 0, 0, 0, 0])
+        ws.store.put_vectors("skeleton", "test-model", ids, vectors)
+        gmap = graph_map(ws)
+        semantic = {(e.source, e.target): e.weight for e in gmap.edges if e.kind == "semantic"}
+        assert semantic[("app/f3.py", "app/f4.py")] == pytest.approx(1.0, abs=0.01)
+        assert semantic[("app/f5.py", "app/m1.py")] == pytest.approx(0.9, abs=0.01)
+        assert not any("app/__init__.py" in pair for pair in semantic)
+        graph = load_graph(ws)
+        assert all(len(graph.similar[i]) <= min(3, graph.degree[i]) for i in range(len(graph.paths)))
+        summary = file_summary(ws, "app/f3.py")
+        assert summary.semantic == [("app/f4.py", pytest.approx(1.0, abs=0.01))]
+        surprise_pairs = {(s.a, s.b) for s in gmap.surprises}
+        for a, b in surprise_pairs:
+            i, j = graph.index_of(a), graph.index_of(b)
+            assert j not in graph.neighbours(i) and graph.community[i] != graph.community[j]
+        assert ("app/f5.py", "app/m1.py") in surprise_pairs or graph.community[graph.index_of("app/f5.py")] \
+            == graph.community[graph.index_of("app/m1.py")]
+    finally:
+        ws.close()
+
+
+# ------------------------------------------------------------------------------------------ node & editor
+
+
+def test_node_by_path_name_and_concept(tmp_path: Path) -> None:
+    ws = open_fixture("python", tmp_path)
+    try:
+        node = graph_node(ws, "src/shop/cart.py")
+        assert node.resolved_by == "path"
+        assert {n.path for n in node.imports} == {"src/shop/log.py", "src/shop/pricing.py"}
+        users = {n.path: n for n in node.importers}
+        assert users["src/shop/payments/card.py"].symbols == ["Cart"]
+        assert "".join(text for _, text in node.chunks) == (ws.root / "src/shop/cart.py").read_text()
+        assert "Cart" in node.symbols and "Cart.total" in node.symbols
+        assert graph_node(ws, "card.py").path == "src/shop/payments/card.py"
+        assert graph_node(ws, "card.py").resolved_by == "filename"
+        concept = graph_node(ws, "total price")  # no vectors: words of paths and definitions
+        assert concept.resolved_by == "lexical" and concept.path == "src/shop/pricing.py"
+        data = node.to_dict()
+        assert {"path", "community", "god", "imports", "importers", "semantic", "symbols", "chunks"} <= set(data)
+        with pytest.raises(GraphError):
+            graph_node(ws, "zzzz qqqq")
+    finally:
+        ws.close()
+
+
+def test_neighbours_summary_and_definition_users(tmp_path: Path) -> None:
+    ws = open_fixture("python", tmp_path)
+    try:
+        related = neighbours(ws, ["src/shop/cart.py"], limit=7)
+        assert len(related) <= 7 and related == neighbours(ws, ["src/shop/cart.py"], limit=7)
+        reasons = dict(related)
+        assert reasons["src/shop/pricing.py"] == "imported by src/shop/cart.py"
+        assert reasons["src/shop/payments/card.py"] == "imports src/shop/cart.py"
+        assert "src/shop/cart.py" not in reasons
+        assert len(neighbours(ws, ["src/shop/cart.py"], limit=2)) == 2
+        summary = file_summary(ws, "src/shop/cart.py")
+        assert (summary.imports, summary.importers) == (2, 3)
+        users = definition_users(ws, "src/shop/cart.py")
+        assert dict(users["Cart"]) == {"src/shop/__init__.py": 4, "src/shop/payments/card.py": 4,
+                                       "tests/check_shop.py": 8}
+        with pytest.raises(GraphError):
+            file_summary(ws, "README.md")
+    finally:
+        ws.close()
+
+
+# ------------------------------------------------------------------------------------------ surfaces
+
+
+def test_cli_json_node_path_and_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    assert cli_main(["graph", str(root), "--json", "--no-embed"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {n["path"] for n in data["nodes"]} >= {"src/shop/cart.py", "tests/check_shop.py"}
+    assert all({"source", "target", "kind"} <= set(e) for e in data["edges"])
+    assert {e["kind"] for e in data["edges"]} == {"import", "call", "external"}
+    assert data["communities"] and all({"id", "name", "size", "members"} <= set(c) for c in data["communities"])
+    assert cli_main(["graph", str(root), "--json", "--no-embed", "--path", "cart.py", "log.py"]) == 0
+    assert json.loads(capsys.readouterr().out)["found"] is True
+    out = tmp_path / "map.html"
+    assert cli_main(["graph", str(root), "--no-embed", "--html", str(out)]) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    assert cli_main(["graph", str(root), "--no-embed", "--node", "zzzz qqqq"]) == 2
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian chromium (apt-get install -y chromium)")
+def test_html_renders_one_bubble_per_multi_file_community(tmp_path: Path) -> None:
+    ws = open_fixture("js", tmp_path)
+    try:
+        gmap = graph_map(ws)
+    finally:
+        ws.close()
+    expected = sum(1 for c in gmap.communities if c.size > 1)
+    assert expected >= 2
+    page = tmp_path / "map.html"
+    page.write_text(render_html(gmap), encoding="utf-8")
+    assert "http://" not in page.read_text().replace("http://www.w3.org/2000/svg", "")
+    dom = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    assert dom.count('class="community"') == expected
+    assert f"{len(gmap.nodes)} files, {expected} communities" in dom

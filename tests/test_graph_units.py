@@ -1,0 +1,95 @@
+"""Pure parts of the graph: extraction from real tree-sitter parses, and the deterministic analyses."""
+
+from __future__ import annotations
+
+import json
+
+from codeloupe.graph.analysis import god_nodes, hub_tolls, label_propagation, renumber_by_size, shortest_path
+from codeloupe.graph.facts import FileFacts
+from codeloupe.graph.langs import extract_facts
+from codeloupe.graph.langs.javascript import _strip_jsonc
+from codeloupe.graph.semantic import capped_edges
+
+
+def test_facts_round_trip_through_json() -> None:
+    facts = extract_facts("python", "from .a import b as c\nimport x.y\n\ndef f():\n    c()\n    x.y.z()\n")
+    assert facts is not None
+    assert FileFacts.from_json(facts.to_json()) == facts
+    assert [(i.kind, i.written, i.names) for i in facts.imports] == [
+        ("from", ".a", (("b", "c"),)), ("import", "x.y", (("", "x.y"),))]
+    assert {(u.receiver, u.name) for u in facts.uses} == {("", "c"), ("x.y", "z")}
+
+
+def test_unknown_language_has_no_facts() -> None:
+    assert extract_facts("markdown", "# title\n") is None
+
+
+def test_commonjs_bindings_and_definitions() -> None:
+    facts = extract_facts("javascript", (
+        "var Layer = require('./layer');\n"
+        "const {a, b: c} = require('./ab');\n"
+        "var flat = require('./f').flatten;\n"
+        "exports.run = function run() {};\n"
+        "Router.prototype.handle = function () {};\n"))
+    assert facts is not None
+    assert [(i.spec, i.names) for i in facts.imports] == [
+        ("./layer", (("", "Layer"),)), ("./ab", (("a", "a"), ("b", "c"))), ("./f", (("flatten", "flat"),))]
+    # A variable bound to another module is a binding, not a definition of this file.
+    assert {(d.name, d.parent) for d in facts.definitions} == {("run", ""), ("handle", "Router")}
+
+
+def test_ruby_nesting_anchors_scoped_class_names() -> None:
+    facts = extract_facts("ruby", "module Sinatra\n  class Sinatra::Application < Base\n    def run; end\n"
+                                  "  end\nend\n")
+    assert facts is not None
+    assert [(d.name, d.parent) for d in facts.definitions] == [
+        ("Sinatra", ""), ("Application", "Sinatra"), ("run", "Sinatra::Application")]
+    assert [(u.name, u.scope) for u in facts.uses] == [("Base", "Sinatra")]
+
+
+def test_go_selector_uses_carry_their_receiver() -> None:
+    facts = extract_facts("go", 'package m\n\nimport j "example.com/x/json"\n\n'
+                                "func F() { j.Marshal(1); helper(); v.run() }\n")
+    assert facts is not None
+    assert facts.package == "m"
+    assert {(u.receiver, u.name) for u in facts.uses} == {("j", "Marshal"), ("", "helper"), ("v", "run")}
+
+
+def test_jsonc_comments_and_trailing_commas() -> None:
+    raw = '{\n // c\n "paths": {"@/*": ["./src/*"]}, /* block */\n "x": "a//b",\n}\n'
+    assert json.loads(_strip_jsonc(raw)) == {"paths": {"@/*": ["./src/*"]}, "x": "a//b"}
+
+
+def test_label_propagation_is_deterministic_and_splits_at_a_bridge() -> None:
+    # Two triangles joined by one edge.
+    edges = [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5), (2, 3)]
+    weights: list[dict[int, float]] = [{} for _ in range(6)]
+    for a, b in edges:
+        weights[a][b] = weights[b][a] = 1.0
+    labels = renumber_by_size(label_propagation(6, weights))
+    assert labels == renumber_by_size(label_propagation(6, weights))
+    assert labels[0] == labels[1] == labels[2] != labels[3] == labels[4] == labels[5]
+    assert labels[0] == 0  # equal sizes: the community holding the smallest index is numbered first
+
+
+def test_tolls_hubs_and_routes() -> None:
+    # A star: node 0 is linked to everything; 1-5-6-2 is a detour around it.
+    n = 10
+    adjacency: list[dict[int, float]] = [{} for _ in range(n)]
+    for a, b in [(0, k) for k in range(1, 10)] + [(1, 5), (5, 6), (6, 2)]:
+        adjacency[a][b] = adjacency[b][a] = 1.0
+    degrees = [len(a) for a in adjacency]
+    assert god_nodes(degrees) == [0]
+    tolls = hub_tolls(degrees)
+    assert tolls[0] > 0 and all(t == 0 for t in tolls[1:])
+    assert shortest_path(adjacency, [0.0] * n, 1, 2) == [1, 0, 2]
+    assert shortest_path(adjacency, tolls, 1, 2) == [1, 5, 6, 2]
+    assert shortest_path(adjacency, tolls, 1, 1) == [1]
+    adjacency[3], adjacency[0] = {}, {k: 1.0 for k in adjacency[0] if k != 3}
+    assert shortest_path(adjacency, tolls, 3, 2) is None
+
+
+def test_similarity_edges_never_outnumber_real_ones() -> None:
+    candidates = [(0, 1, 0.95), (0, 2, 0.9), (1, 2, 0.85), (2, 3, 0.99)]
+    kept = capped_edges(candidates, structural_degree=[1, 3, 3, 0])
+    assert kept == [(0, 1, 0.95), (1, 2, 0.85)]  # 0 has room for one; 3 has no real edge at all
