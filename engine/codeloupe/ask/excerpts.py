@@ -99,5 +99,6 @@ class Excerpts:
             return len(self._by_k)
 
     def render(self, ks: list[int] | None = None) -> str:
-        chosen = self.all() if ks is None else [e for e in self.all() if e.k in set(ks)]
+        wanted = None if ks is None else set(ks)
+        chosen = [e for e in self.all() if wanted is None or e.k in wanted]
         return "\n\n".join(e.render() for e in chosen)
