@@ -48,6 +48,7 @@ class LangSpec:
     # value node types that make an assignment or declarator a function/class definition
     function_values: frozenset[str] = frozenset()
     class_values: frozenset[str] = frozenset()
+    object_values: frozenset[str] = frozenset()  # `module.exports = {...}`: a top-level dotted target only
     # containers that are not symbols themselves; their members belong to the enclosing definition
     transparent: Mapping[str, str] = field(default_factory=dict)  # node type -> breadcrumb label
     # how the syntax chunker derives a name for node types whose name is not in a field
@@ -73,6 +74,7 @@ _JS_COMMON = dict(
     function_values=frozenset({"function_expression", "function", "arrow_function",
                                "generator_function"}),
     class_values=frozenset({"class"}),
+    object_values=frozenset({"object"}),
 )
 
 SPECS: dict[str, LangSpec] = {}

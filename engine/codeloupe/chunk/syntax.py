@@ -32,7 +32,8 @@ _STATEMENT_WRAPPERS = frozenset({"expression_statement", "lexical_declaration", 
 _QUALIFIED = re.compile(r"^([\w$]+(?:(?:::|\.|:)[\w$]+)*)(?:::|\.|:)([\w$]+)$")
 _FIRST_WORD = re.compile(r"[A-Za-z_]\w*")
 _FUNCTION_KINDS = frozenset({"function", "method"})
-_CHUNK_KIND = {"function": "function", "method": "method", "constant": "block", "property": "method",
+_CHUNK_KIND = {"function": "function", "method": "method", "constant": "block", "variable": "block",
+               "property": "method",
                "macro": "function", "type": "class"}
 # Containers whose functions are methods (a function in a namespace or module is still a function).
 _METHOD_OWNERS = CONTAINER_KINDS - {"namespace", "module"}
@@ -142,6 +143,8 @@ class DefinitionFinder:
                 kind, body = "class", self._body(value)
             elif owner is None and outer.parent == root and _is_constant_name(name):
                 kind, body = "constant", None
+            elif owner is None and value.type in spec.object_values and "." in name:
+                kind, body = "variable", None  # `module.exports = {...}`
             else:
                 return None
         else:
@@ -440,6 +443,15 @@ class SyntaxChunker:
                 raw.append([start, end, leading, [node]])
         if not raw:
             return [_Unit(lo, hi, lo, ())]
+        # A run of bare punctuation / keywords (a closing `}` or `end`) closes what precedes it.
+        closed: list[list[Any]] = []
+        for item in raw:
+            if closed and not any(node.is_named for node in item[3]):
+                closed[-1][1] = item[1]
+                closed[-1][3].extend(item[3])
+            else:
+                closed.append(item)
+        raw = closed
         kept: list[list[Any]] = []
         for item in reversed(raw):
             follower = kept[-1] if kept else None
@@ -517,8 +529,8 @@ class SyntaxChunker:
 
     def _covers(self, definition: Definition, unit: _Unit) -> bool:
         """Whether the definition is the unit's substance (not a small thing nested in a larger statement)."""
-        spans = [self.lines.span(node) for node in unit.nodes
-                 if "comment" not in node.type and node.type not in self.spec.leading]
+        spans = [self.lines.span(node) for node in unit.nodes if node.is_named
+                 and "comment" not in node.type and node.type not in self.spec.leading]
         if not spans:
             return False
         return definition.start <= min(s for s, _ in spans) and definition.end >= max(e for _, e in spans)

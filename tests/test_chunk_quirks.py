@@ -1,0 +1,270 @@
+"""Fixture tests for the chunker's grammar quirks, edge inputs, skeletons, languages and CLI."""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+
+import pytest
+import tree_sitter_language_pack
+
+from codeloupe.chunk import (
+    CHUNKER_VERSION,
+    PartitionError,
+    available_languages,
+    chunk_file,
+    detect_language,
+    is_doc_language,
+    validate_partition,
+)
+from codeloupe.cli import main
+from codeloupe.types import Chunk, ChunkedFile
+
+FIXTURES = Path(__file__).parent / "fixtures" / "chunk"
+
+
+def chunked(name: str, budget: int = 4000) -> ChunkedFile:
+    text = (FIXTURES / name).read_text(encoding="utf-8")
+    result = chunk_file(name, text, detect_language(name, text[:100]), budget)
+    validate_partition(text, result.chunks)
+    return result
+
+
+def symbol(result: ChunkedFile, qualified: str):  # noqa: ANN201 - a Symbol
+    matches = [s for s in result.symbols if s.qualified_name == qualified]
+    assert matches, f"{qualified} not in {[s.qualified_name for s in result.symbols]}"
+    return matches[0]
+
+
+def chunk_at(result: ChunkedFile, line: int) -> Chunk:
+    return next(c for c in result.chunks if c.start_line <= line <= c.end_line)
+
+
+# ------------------------------------------------------------------------------------------- quirks
+
+
+def test_rust_impl_blocks_are_named_by_their_type() -> None:
+    result = chunked("rust_impl.rs", budget=60)
+    assert symbol(result, "impl Point").kind == "impl"
+    new = symbol(result, "Point.new")
+    assert (new.kind, new.parent, new.signature) == ("method", "Point", "pub fn new(x: i32, y: i32) -> Self")
+    assert symbol(result, "Point.fmt").parent == "Point"
+    assert symbol(result, "impl fmt::Display for Point").start_line == 21
+    crumb = chunk_at(result, 12).breadcrumb
+    assert crumb == "rust_impl.rs > impl Point > pub fn new(x: i32, y: i32) -> Self"
+    assert any(c.kind == "header" and c.name == "impl Point" for c in result.chunks)
+
+
+def test_ruby_class_self_methods_belong_to_the_class() -> None:
+    result = chunked("ruby_singleton.rb", budget=40)
+    load = symbol(result, "Settings.Config.load")
+    assert (load.kind, load.parent, load.start_line) == ("method", "Settings.Config", 7)
+    assert symbol(result, "Settings.Config.build").parent == "Settings.Config"
+    assert "class << self" not in [s.name for s in result.symbols]
+    assert " > class << self > def load(path)" in chunk_at(result, 8).breadcrumb
+
+
+def test_commonjs_assignments_are_definitions() -> None:
+    result = chunked("commonjs.js")
+    use = symbol(result, "proto.use")
+    assert (use.name, use.parent, use.kind, use.start_line) == ("use", "proto", "function", 8)
+    assert symbol(result, "exports.handle").signature == "exports.handle = function handle(req, res)"
+    assert symbol(result, "module.exports").start_line in (3, 17)
+    small = chunked("commonjs.js", budget=100)
+    assert chunk_at(small, 9).name == "proto.use"
+    # the JSDoc comment travels with the definition it documents
+    assert chunk_at(small, 5).start_line == chunk_at(small, 8).start_line
+
+
+def test_decorators_belong_to_the_definition() -> None:
+    result = chunked("decorated.py", budget=120)
+    index = symbol(result, "index")
+    assert (index.start_line, index.end_line, index.signature) == (6, 12, "def index(request)")
+    chunk = chunk_at(result, 10)
+    assert chunk.start_line <= 6 and chunk.name == "index" and "index" in chunk.symbols
+    assert symbol(result, "View.name").kind == "method"
+    assert "Serve the index." in result.skeleton.text
+
+
+def test_export_wrappers() -> None:
+    result = chunked("export_default.ts", budget=40)
+    assert symbol(result, "Router").kind == "class"
+    assert symbol(result, "Router.route").kind == "method"
+    assert symbol(result, "Handler").kind == "interface"
+    assert symbol(result, "compose").kind == "function"
+    assert chunk_at(result, 9).breadcrumb.startswith("export_default.ts > class Router > route(path: string)")
+    anonymous = chunked("export_default_fn.js")
+    assert [(s.name, s.kind) for s in anonymous.symbols] == [("default", "function")]
+
+
+def test_legacy_php_is_cut_at_banner_comments() -> None:
+    result = chunked("legacy.php", budget=300)
+    assert {c.kind for c in result.chunks} == {"section"}
+    starts = {c.start_line: c for c in result.chunks}
+    assert starts[20].name == "Rendering"  # the second banner starts a chunk
+    function = symbol(result, "fetch_items")
+    assert chunk_at(result, function.start_line) is chunk_at(result, function.end_line)
+
+
+def test_modern_php_uses_the_syntax_path() -> None:
+    text = "<?php\nnamespace App;\n\nclass Cart {\n    public function total() {\n        return 1;\n    }\n}\n"
+    result = chunk_file("Cart.php", text, "php")
+    assert result.chunks[0].kind == "module"
+    # `namespace App;` does not enclose the class in the tree: the class is top-level
+    assert symbol(result, "Cart.total").kind == "method"
+
+
+def test_markdown_fences_hide_hash_lines_and_sections_follow_headings() -> None:
+    result = chunked("fences.md", budget=100)
+    text = (FIXTURES / "fences.md").read_text(encoding="utf-8").splitlines()
+    fence_inside = {i for i in range(8, 11)} | {22}
+    for chunk in result.chunks:
+        assert chunk.kind == "section"
+        assert chunk.start_line not in fence_inside, chunk
+    assert "still not a heading" not in result.skeleton.text
+    assert result.skeleton.text.splitlines()[:3] == ["fences.md", "Project", "  Install"]
+    usage = chunk_at(result, 14)
+    assert usage.breadcrumb.startswith("fences.md > Project > ")
+    assert text[chunk_at(result, 7).start_line - 1].startswith(("```", "## Install", ""))
+
+
+def test_long_function_becomes_numbered_parts_and_class_a_header_plus_methods() -> None:
+    body = "".join(f"        value_{i} = compute_something({i}) + other_thing({i})\n" for i in range(60))
+    text = f"class Big:\n    '''Big doc.'''\n\n    def run(self):\n{body}\n    def stop(self):\n        pass\n"
+    result = chunk_file("big.py", text, "python", budget=600)
+    validate_partition(text, result.chunks)
+    assert result.chunks[0].kind == "header" and result.chunks[0].start_line == 1
+    parts = [c for c in result.chunks if c.kind == "part"]
+    assert len(parts) >= 3
+    assert [c.breadcrumb.rsplit(" > ", 1)[-1] for c in parts] == [
+        f"part {k}/{len(parts)}" for k in range(1, len(parts) + 1)]
+    assert all(c.name == "Big.run" for c in parts)
+    assert result.chunks[-1].name == "Big.stop" and result.chunks[-1].kind == "method"
+
+
+# ------------------------------------------------------------------------------------- edge inputs
+
+
+def test_empty_text_has_no_chunks() -> None:
+    result = chunk_file("empty.py", "", "python")
+    assert result.chunks == [] and result.symbols == [] and result.fallback_reason == ""
+    validate_partition("", [])
+
+
+def test_giant_single_line_falls_back_to_one_window() -> None:
+    text = "var a=" + "1+" * 2_500_000 + "1;"
+    result = chunk_file("bundle.min.js", text, "javascript")
+    assert result.fallback_reason.startswith("giant line")
+    assert len(result.chunks) == 1 and result.chunks[0].kind == "window"
+    validate_partition(text, result.chunks)
+
+
+@pytest.mark.parametrize("text", [
+    "# only\n# comments\n\n# here\n",
+    "def f():\r\n    return 1\r\n\r\nclass A:\r\n    pass\r\n",
+    "def f():\n    return 1",
+    "x = 1\ry = 2\x0cz = 3\u2028w = 4\n",
+])
+def test_edge_texts_partition(text: str) -> None:
+    result = chunk_file("edge.py", text, "python", budget=10)
+    validate_partition(text, result.chunks)
+    assert result.fallback_reason == ""
+
+
+def test_syntax_errors_still_partition() -> None:
+    result = chunked("syntax_error.py", budget=10)
+    assert result.fallback_reason == ""
+    assert len(result.chunks) >= 2
+
+
+def test_unknown_grammar_falls_back_to_windows() -> None:
+    text = "a\nb\nc\n"
+    result = chunk_file("x.weird", text, "no-such-grammar")
+    assert result.fallback_reason == "no grammar for 'no-such-grammar'"
+    assert [c.kind for c in result.chunks] == ["window"]
+
+
+def test_validate_partition_rejects_gaps_overlaps_and_edits() -> None:
+    text = "a\nb\nc"
+    ok = [Chunk(1, 2, "block", "", "p", "a\nb\n"), Chunk(3, 3, "block", "", "p", "c")]
+    validate_partition(text, ok)
+    with pytest.raises(PartitionError, match="starts at line 3; expected 1"):
+        validate_partition(text, ok[1:])
+    with pytest.raises(PartitionError, match="text differs"):
+        validate_partition(text, [ok[0], Chunk(3, 3, "block", "", "p", "C")])
+    with pytest.raises(PartitionError, match="the file has 3 lines"):
+        validate_partition(text, ok[:1])
+    with pytest.raises(PartitionError, match="empty file"):
+        validate_partition("", ok)
+
+
+# ---------------------------------------------------------------------------------------- skeleton
+
+
+def test_skeleton_starts_with_the_path_and_is_capped() -> None:
+    result = chunked("rust_impl.rs")
+    lines = result.skeleton.text.splitlines()
+    assert lines[0] == "rust_impl.rs" and "  pub fn new(x: i32, y: i32) -> Self" in lines
+    assert "    Make a point." in lines
+    many = "".join(f"def function_number_{i}(argument):\n    '''Doc {i}.'''\n\n" for i in range(400))
+    big = chunk_file("many.py", "'''Module doc.'''\n" + many, "python")
+    assert len(big.skeleton.text) <= 2000
+    assert big.skeleton.text.startswith("many.py\nModule doc.\ndef function_number_0(argument)")
+
+
+# --------------------------------------------------------------------------------------- languages
+
+
+@pytest.mark.parametrize(("path", "head", "expected"), [
+    ("a/b.py", "", "python"), ("x.tsx", "", "tsx"), ("x.ts", "", "typescript"), ("x.jsx", "", "javascript"),
+    ("x.mjs", "", "javascript"), ("x.cjs", "", "javascript"), ("Gemfile", "", "ruby"), ("Rakefile", "", "ruby"),
+    ("Makefile", "", "make"), ("Dockerfile", "", "dockerfile"), ("x.go", "", "go"), ("x.rs", "", "rust"),
+    ("x.php", "", "php"), ("X.java", "", "java"), ("x.c", "", "c"), ("x.cc", "", "cpp"), ("x.cs", "", "csharp"),
+    ("x.kt", "", "kotlin"), ("x.swift", "", "swift"), ("x.lua", "", "lua"), ("x.sh", "", "bash"),
+    ("x.toml", "", "toml"), ("x.yml", "", "yaml"), ("x.json", "", "json"), ("x.html", "", "html"),
+    ("x.css", "", "css"), ("x.sql", "", "sql"), ("README.md", "", "markdown"), ("x.rst", "", "rst"),
+    ("x.adoc", "", "asciidoc"), ("notes.txt", "", "text"), ("LICENSE", "", "text"),
+    ("bin/tool", "#!/usr/bin/env python3\n", "python"), ("bin/run", "#!/bin/sh\nset -e\n", "bash"),
+    ("bin/serve", "#!/usr/bin/env -S node --harmony\n", "javascript"), ("x.unknownext", "", "text"),
+])
+def test_detect_language(path: str, head: str, expected: str) -> None:
+    assert detect_language(path, head) == expected
+
+
+def test_doc_languages() -> None:
+    assert all(is_doc_language(name) for name in ("markdown", "rst", "asciidoc", "text"))
+    assert not any(is_doc_language(name) for name in ("toml", "yaml", "json", "python"))
+
+
+def test_available_languages_come_from_the_pack() -> None:
+    languages = available_languages()
+    assert languages == sorted(languages)
+    assert set(languages) <= set(typing.get_args(tree_sitter_language_pack.SupportedLanguage))
+    assert {"python", "typescript", "tsx", "ruby", "go", "rust", "php", "bash", "yaml"} <= set(languages)
+    assert isinstance(CHUNKER_VERSION, int)
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_chunks_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chunks", str(FIXTURES / "rust_impl.rs"), "--json", "--budget", "60"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["start_line"] == 1 and rows[-1]["end_line"] == 25
+    assert {"start_line", "end_line", "kind", "name", "breadcrumb", "symbols"} <= set(rows[0])
+    assert any("Point.new" in row["symbols"] for row in rows)
+
+
+def test_cli_chunks_table_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["chunks", str(FIXTURES / "fences.md")]) == 0
+    assert "section" in capsys.readouterr().out
+    assert main(["chunks", str(tmp_path / "missing.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["chunks", str(tmp_path)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+def test_cli_languages(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["languages", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == available_languages()
