@@ -29,8 +29,11 @@ function activate(options) {
     };
 }
 
-/** Records the requests the extension sends through `client` for `method` (calls go through unchanged). */
-function recordRequests(client, method) {
+/**
+ * Records the requests the extension sends through `client` for `method` (calls go through unchanged);
+ * `onSent` runs synchronously once a request is on its way, before any answer can be handled.
+ */
+function recordRequests(client, method, onSent = () => undefined) {
     const calls = [];
     const original = client.sendRequest;
     client.sendRequest = function (type, ...rest) {
@@ -46,6 +49,7 @@ function recordRequests(client, method) {
         }, (error) => {
             call.error = error;
         });
+        onSent(call);
         return pending;
     };
     return { calls, restore: () => delete client.sendRequest };
@@ -153,14 +157,15 @@ describe('the extension against the real server', function () {
     });
 
     it('search: hiding the picker cancels the request in flight', async function () {
-        const searches = recordRequests(client, 'codeloupe/search');
+        let picker;
+        const searches = recordRequests(client, 'codeloupe/search', () => picker.hide());
         try {
             await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
+            picker = probe.quickPicks.at(-1);
             picker.value = 'session token';
-            await waitFor('the request', () => searches.calls.length === 1, 5000, 5);
-            picker.hide();
+            await waitFor('the request', () => searches.calls.length === 1);
             assert.equal(searches.calls[0].token.isCancellationRequested, true);
+            assert.ok(picker.disposed);
         } finally {
             searches.restore();
         }

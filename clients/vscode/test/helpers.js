@@ -15,9 +15,11 @@ function serverCommand() {
     return command;
 }
 
-/** The interpreter next to the server executable (a venv's bin/), for the `python -m codeloupe_lsp` fallback. */
+/** The interpreter the server runs on (its console script's #! line), for the `python -m codeloupe_lsp` fallback. */
 function serverPython() {
-    return path.join(path.dirname(serverCommand()), 'python');
+    const command = serverCommand();
+    const shebang = /^#!(\S+)\s*$/.exec(fs.readFileSync(command, 'utf8').split('\n', 1)[0]);
+    return shebang ? shebang[1] : path.join(path.dirname(command), 'python');
 }
 
 const FIXTURE_FILES = {
