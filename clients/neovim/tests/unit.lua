@@ -109,7 +109,7 @@ vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.buffer_line(buf, '`shop/sessions.py:2-2`'), 0 })
 H.press('<CR>')
 H.equal({ H.where() }, { H.path('shop/sessions.py'), 2 }, 'an uncited candidate opens')
-H.check(H.text(buf):find('## Not cited (1 files)', 1, true), 'uncited section:\n' .. H.text(buf))
+H.check(H.text(buf):find('## Not cited (1 file)', 1, true), 'uncited section:\n' .. H.text(buf))
 
 -- A float view closes when a span is followed; the span opens in the window below it.
 local float_origin = vim.api.nvim_get_current_win()
@@ -130,7 +130,7 @@ vim.api.nvim_buf_delete(float_buf, { force = true })
 -- A fallback answer renders the bundle itself: CORE code verbatim, every span followable.
 local fallback = ask.render('q', { fallback = 'no chat model configured', bundle = result, citations = {} }, H.root)
 local text = table.concat(fallback.lines, '\n')
-H.check(text:find('no chat model configured', 1, true) and text:find('## Related (1 files)', 1, true),
+H.check(text:find('no chat model configured', 1, true) and text:find('## Related (1 file)', 1, true),
   'fallback render:\n' .. text)
 local code_line
 for number, rendered in ipairs(fallback.lines) do

@@ -87,7 +87,7 @@ local function add_bundle(doc, bundle)
     doc:add('_Nothing was retrieved for this question._')
     return
   end
-  doc:add(('## Core (%d files)'):format(#core))
+  doc:add(('## Core (%s)'):format(view.count(#core, 'file')))
   for _, file in ipairs(core) do
     doc:add('')
     local heading = ('### %s. %s'):format(tostring(file.rank or '-'), file.path or '')
@@ -107,7 +107,7 @@ local function add_bundle(doc, bundle)
     end
   end
   doc:add('')
-  doc:add(('## Related (%d files)'):format(#related))
+  doc:add(('## Related (%s)'):format(view.count(#related, 'file')))
   for _, file in ipairs(related) do
     add_span_lines(doc, file)
   end
@@ -234,7 +234,7 @@ local function add_answer(doc, result, root)
   end
   local uncited = result.uncited or {}
   doc:add('')
-  doc:add(('## Not cited (%d files)'):format(#uncited))
+  doc:add(('## Not cited (%s)'):format(view.count(#uncited, 'file')))
   for _, file in ipairs(uncited) do
     add_span_lines(doc, file)
   end

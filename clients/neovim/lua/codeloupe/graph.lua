@@ -62,11 +62,12 @@ local function render_map(tree, result)
   for _, node in ipairs(result.nodes or {}) do
     nodes[node.path] = node
   end
-  add(tree, ('# Graph: %d files, %d edges, %d communities'):format(
-    #(result.nodes or {}), #(result.edges or {}), #(result.communities or {})))
+  add(tree, ('# Graph: %s, %s, %s'):format(view.count(#(result.nodes or {}), 'file'),
+    view.count(#(result.edges or {}), 'edge'), view.count(#(result.communities or {}), 'community', 'communities')))
   for _, community in ipairs(result.communities or {}) do
     add(tree, '')
-    add(tree, ('## %s (%d files)'):format(tostring(community.name or community.id), community.size or #(community.members or {})))
+    local size = community.size or #(community.members or {})
+    add(tree, ('## %s (%s)'):format(tostring(community.name or community.id), view.count(size, 'file')))
     local members = vim.deepcopy(community.members or {})
     table.sort(members, function(a, b)
       local da, db = (nodes[a] or {}).degree or 0, (nodes[b] or {}).degree or 0

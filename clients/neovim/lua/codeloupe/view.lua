@@ -102,6 +102,15 @@ function M.show(opts)
   return buf, win
 end
 
+--- "1 file", "2 files": counts in view headings.
+---@param n integer
+---@param noun string
+---@param plural string?  when not noun .. 's'
+---@return string
+function M.count(n, noun, plural)
+  return ('%d %s'):format(n, n == 1 and noun or (plural or noun .. 's'))
+end
+
 --- The target on `lnum` of view `buf` (col is 0-based, for lines holding several references).
 ---@param buf integer
 ---@param lnum integer
