@@ -1,6 +1,6 @@
 """The bundle: every candidate file, CORE in full and RELATED as a map. Completeness by construction.
 
-Files rank by their best chunk (with a small saturating credit for further matching chunks). The leaders
+Files rank by their fused score (see `codeloupe.search.Fusion`). The leaders
 within `CORE_GAP` of the top score are CORE and carry their matching chunks verbatim; every other candidate
 is RELATED and keeps its membership, its best span and a one-line why, losing only the code body.
 """
@@ -18,27 +18,22 @@ from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
-    from codeloupe.search import Snapshot
+    from codeloupe.search import Fusion, Snapshot
 
 
-def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fused: np.ndarray, mask: np.ndarray,
-                 lane_ranks: dict[str, dict[int, int]], pins: dict[int, list[str]], limit: int, mode: str,
-                 scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
-    rows = np.flatnonzero(mask & (fused > 0))
-    by_file: dict[int, list[int]] = defaultdict(list)
-    file_ids = snap.table.file_ids
-    for row in rows[np.argsort(-fused[rows], kind="stable")].tolist():
-        by_file[int(file_ids[row])].append(row)
-
-    file_scores = {f: _file_score(fused, chunk_rows) for f, chunk_rows in by_file.items()}
+def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
+                 mode: str, scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
+    file_scores = {f: score for f, score in fusion.file.items() if score > 0}
     ranked = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))[: max(limit, 1)]
-    query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
+    chunk_scores = fusion.chunk
     core_count = _core_count([file_scores[f] for f in ranked])
-    hits = [
-        _file_hit(snap, file_id, rank, file_scores[file_id], by_file[file_id], fused, lane_ranks,
-                  pins.get(file_id, []), query_terms, full=rank <= core_count)
-        for rank, file_id in enumerate(ranked, 1)
-    ]
+    query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
+    hits = []
+    for rank, file_id in enumerate(ranked, 1):
+        rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
+        rows.sort(key=lambda r: (-chunk_scores[r], r))
+        hits.append(_file_hit(snap, file_id, rank, file_scores[file_id], rows, fusion, query_terms,
+                              full=rank <= core_count))
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
                                      mode_mask=mask))
@@ -56,43 +51,37 @@ def _core_count(scores: list[float]) -> int:
     return count
 
 
-def _file_score(fused: np.ndarray, chunk_rows: list[int]) -> float:
-    best = float(fused[chunk_rows[0]])
-    extra = sum(float(fused[r]) for r in chunk_rows[1: 1 + R.EXTRA_CHUNK_LIMIT])
-    return best + R.EXTRA_CHUNK_BONUS * extra / R.EXTRA_CHUNK_LIMIT
-
-
-def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], fused: np.ndarray,
-              lane_ranks: dict[str, dict[int, int]], pins: list[str], query_terms: list[str], *,
-              full: bool) -> FileHit:
+def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], fusion: Fusion,
+              query_terms: list[str], *, full: bool) -> FileHit:
+    """`chunk_rows`: the file's chunks under the mask, best first."""
     best_row = chunk_rows[0]
-    best_score = float(fused[best_row])
+    best_score = float(fusion.chunk[best_row])
     if full:
-        shown = sorted((r for r in chunk_rows if fused[r] >= R.CORE_CHUNK_RATIO * best_score),
+        shown = sorted((r for r in chunk_rows if fusion.chunk[r] >= R.CORE_CHUNK_RATIO * best_score),
                        key=lambda r: int(snap.table.start_lines[r]))
     else:
         shown = [best_row]
-    chunks = [_chunk_hit(snap, r, fused, lane_ranks, query_terms, with_text=full) for r in shown]
+    chunks = [_chunk_hit(snap, r, fusion, query_terms, with_text=full) for r in shown]
     table = snap.table
     symbols = list(dict.fromkeys(s for r in chunk_rows[:5] for s in table.symbols[r]))
     return FileHit(
         path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
         score=round(score, 6), best_start_line=int(table.start_lines[best_row]),
         best_end_line=int(table.end_lines[best_row]), symbols=symbols[:12],
-        why=_why(best_row, lane_ranks, pins), chunks=chunks,
+        why=_why(file_id, fusion), chunks=chunks,
     )
 
 
-def _chunk_hit(snap: Snapshot, row: int, fused: np.ndarray, lane_ranks: dict[str, dict[int, int]],
-               query_terms: list[str], *, with_text: bool) -> ChunkHit:
+def _chunk_hit(snap: Snapshot, row: int, fusion: Fusion, query_terms: list[str], *, with_text: bool) -> ChunkHit:
     table = snap.table
     text = table.texts[row]
     start = int(table.start_lines[row])
     return ChunkHit(
         chunk_id=int(table.ids[row]), path=snap.chunk_paths[row], start_line=start,
         end_line=int(table.end_lines[row]), kind=table.kinds[row], name=table.names[row],
-        breadcrumb=table.breadcrumbs[row], symbols=list(table.symbols[row]), score=round(float(fused[row]), 6),
-        lanes={name: ranks[row] for name, ranks in lane_ranks.items() if row in ranks},
+        breadcrumb=table.breadcrumbs[row], symbols=list(table.symbols[row]),
+        score=round(float(fusion.chunk[row]), 6),
+        lanes={name: ranks[row] for name, ranks in fusion.chunk_ranks.items() if row in ranks},
         text=text if with_text else "", snippet=make_snippet(text, start, query_terms),
     )
 
@@ -131,9 +120,10 @@ def _best_line(lowered: str, terms: list[str]) -> int:
 _LANE_LABELS = {"dense": "dense", "lexical": "bm25", "symbol": "symbol", "entity": "entity"}
 
 
-def _why(row: int, lane_ranks: dict[str, dict[int, int]], pins: list[str]) -> str:
-    parts = [f"{_LANE_LABELS.get(name, name)} #{ranks[row]}" for name, ranks in lane_ranks.items() if row in ranks]
-    parts.extend(dict.fromkeys(pins))
+def _why(file_id: int, fusion: Fusion) -> str:
+    parts = [f"{_LANE_LABELS.get(name, name)} #{ranks[file_id]}" for name, ranks in fusion.file_ranks.items()
+             if file_id in ranks]
+    parts.extend(dict.fromkeys(fusion.pins.get(file_id, [])))
     return ", ".join(parts) or "matched"
 
 

@@ -11,26 +11,31 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 # --- Dense: chunk cosine plus the file skeleton's cosine (the field's validated starting point).
-SKELETON_WEIGHT = 0.5
+SKELETON_WEIGHT = 0.5  # measured: 0.3 -> R@1 .900, 0.5 -> .912, 1.0 -> .912 with Acc@5 .900 (vs .938)
 
 # --- Reciprocal rank fusion.
 RRF_K = 60
-# Lane weights by query shape. An equal-weight BM25+MiniLM fusion measured slightly worse than dense alone on
-# query->function in the bakeoff, so natural-language questions lean dense; identifier-shaped queries lean on
-# the lexical and symbol lanes.
+# Lane weights by query shape. Natural-language questions lean dense; identifier-shaped queries lean on the
+# lexical and symbol lanes. Measured (file-level fusion, bench/tune_ranking.py): lexical 0.4 / 0.6 / 0.8 / 1.0
+# against dense 1.0 all gave R@1 .912 on natural queries (Acc@5 best at 0.6); identifier weights 0.6/1.0/1.2
+# and 1.0/1.0/1.0 tied; issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
 LANE_WEIGHTS_NATURAL = {"dense": 1.0, "lexical": 0.6, "symbol": 0.5, "entity": 0.0}
 LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "symbol": 1.2, "entity": 0.0}
-LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.8, "symbol": 0.6, "entity": 0.6}
+LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "symbol": 0.3, "entity": 0.3}
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 
-# --- Files rank by their best chunk; further matching chunks add a saturating bonus, so one large file
-# cannot fill the top by volume but a file that matches in several places edges out a one-hit file.
-EXTRA_CHUNK_BONUS = 0.15
-EXTRA_CHUNK_LIMIT = 3
+# --- Symbol lane: how much one query word's match is worth, by the word's shape.
+SYMBOL_QUALIFIED = 4.0  # `Context.invoke`, `Foo::bar`
+SYMBOL_EXACT_IDENTIFIER = 3.0  # `getUserById` defined with exactly that case
+SYMBOL_CASELESS_IDENTIFIER = 1.5
+# A plain English word inside a sentence ("option" -> `class Option`): 0.6 measured R@1 .775, 0.0 measured
+# .912 (with the lane at 0.5 for natural-language queries). Symbol names are also common words, so a
+# sentence's words drown the lane in definitions of `value`, `read`, `name`.
+SYMBOL_PLAIN_WORD = 0.0
 
 # --- Penalties and boosts.
-TEST_PENALTY = 0.85  # tests and fixtures answer "how is X tested", rarely "how does X work"
+TEST_PENALTY = 0.85  # tests and fixtures answer "how is X tested", rarely "how does X work" (0.6: same R@1)
 FILENAME_BOOST = 0.10  # a query word that is the file's stem (short queries only), capped
 SHORT_QUERY_WORDS = 8
 

@@ -90,6 +90,56 @@ class DenseSnapshot:
     coverage: float
 
 
+class Fusion:
+    """Reciprocal rank fusion at two grains.
+
+    Files are fused from each lane's *file* ranking (a file's rank in a lane is the rank of its best chunk
+    there), so a file whose best dense chunk and best BM25 chunk differ still collects both lanes' votes;
+    fusing chunks first and rolling up would hand the win to a big file whose one long chunk is second
+    everywhere. Chunks are fused too, to choose and order what a file shows.
+    """
+
+    def __init__(self, chunk_file_ids: np.ndarray) -> None:
+        self._chunk_file_ids = chunk_file_ids
+        self.chunk = np.zeros(len(chunk_file_ids), np.float32)
+        self.file: dict[int, float] = defaultdict(float)
+        self.chunk_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> chunk row -> rank
+        self.file_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> file id -> rank
+        self.pins: dict[int, list[str]] = defaultdict(list)  # file id -> what pinned it (issue mode)
+        self._norm = 0.0
+
+    def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool) -> None:
+        if not rows or weight <= 0:
+            return
+        files: list[int] = []
+        seen: set[int] = set()
+        for rank, row in enumerate(rows, 1):
+            self.chunk[row] += weight / (R.RRF_K + rank)
+            if record:
+                self.chunk_ranks[name].setdefault(row, rank)
+            file_id = int(self._chunk_file_ids[row])
+            if file_id not in seen:
+                seen.add(file_id)
+                files.append(file_id)
+        self.add_file_lane(name, files, weight, record=record)
+
+    def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True) -> None:
+        if not file_ids or weight <= 0:
+            return
+        for rank, file_id in enumerate(file_ids, 1):
+            self.file[file_id] += weight / (R.RRF_K + rank)
+            if record:
+                self.file_ranks[name].setdefault(file_id, rank)
+        self._norm += weight / (R.RRF_K + 1)
+
+    def normalise(self) -> None:
+        """Scale so a file ranked first by every lane scores 1.0 (bonuses are set on that scale)."""
+        if self._norm > 0:
+            self.chunk /= self._norm
+            for file_id in self.file:
+                self.file[file_id] /= self._norm
+
+
 class Searcher:
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -201,35 +251,25 @@ class Searcher:
         query_vectors = self._embed_queries([v for v, _ in variants]) if dense is not None else None
         timing["embed"] = _ms(started) - sum(timing.values())
 
-        fused = np.zeros(len(snap.table.ids), np.float32)
-        lane_ranks: dict[str, dict[int, int]] = defaultdict(dict)
-        norm = 0.0
+        fusion = Fusion(snap.table.file_ids)
         for vi, (text, variant_weight) in enumerate(variants):
             per_lane = self._lane_scores(snap, text, dense, None if query_vectors is None else query_vectors[vi],
-                                         weights, bool(issue))
+                                         weights)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
-                w = weights.get(name, 0.0) * variant_weight
-                for rank, row in enumerate(ranks, 1):
-                    fused[row] += w / (R.RRF_K + rank)
-                    if vi == 0:
-                        lane_ranks[name].setdefault(row, rank)
-                norm += w / (R.RRF_K + 1) if len(ranks) else 0.0
+                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant_weight, record=vi == 0)
         if weights.get("entity") and issue:
-            self._entity_lane(snap, query, weights["entity"], mask, fused, lane_ranks)
-            norm += weights["entity"] / (R.RRF_K + 1)
-        if norm > 0:
-            fused /= norm
+            self._entity_lane(snap, query, weights["entity"], mask, fusion)
+        fusion.normalise()
         timing["lanes"] = _ms(started) - sum(timing.values())
 
-        pins: dict[int, list[str]] = defaultdict(list)
         if issue:
-            self._ground_issue(snap, issue, fused, mask, pins)
-        self._adjust(snap, query, fused, mask, issue is None)
+            self._ground_issue(snap, issue, fusion, mask)
+        self._adjust(snap, query, fusion, issue is None)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None))
-        bundle = build_bundle(self.ws, snap, query=query, fused=fused, mask=mask, lane_ranks=lane_ranks, pins=pins,
-                              limit=limit, mode=mode, scope=scope, issue_mode=issue is not None, lanes=statuses)
+        bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
+                              scope=scope, issue_mode=issue is not None, lanes=statuses)
         timing["bundle"] = _ms(started) - sum(timing.values())
         timing["total"] = _ms(started)
         bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
@@ -273,7 +313,7 @@ class Searcher:
             return None
 
     def _lane_scores(self, snap: Snapshot, text: str, dense: DenseSnapshot | None, qvec: np.ndarray | None,
-                     weights: dict[str, float], issue: bool) -> dict[str, np.ndarray]:
+                     weights: dict[str, float]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
@@ -290,62 +330,56 @@ class Searcher:
             out["dense"] = scores
         return out
 
-    def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fused: np.ndarray,
-                     lane_ranks: dict[str, dict[int, int]]) -> None:
+    def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
+        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
         scores = index.scores(tokenize(query))
-        order = np.argsort(-scores, kind="stable")[: R.CANDIDATE_FILES * 2]
-        for rank, i in enumerate(order, 1):
-            if scores[i] <= 0:
-                break
-            rows = [r for r in snap.file_chunk_rows.get(file_ids[i], []) if mask[r]]
-            for row in rows:
-                fused[row] += weight / (R.RRF_K + rank)
-                lane_ranks["entity"].setdefault(row, rank)
+        order = [i for i in np.argsort(-scores, kind="stable").tolist()
+                 if scores[i] > 0 and file_ids[i] in allowed][: R.LANE_DEPTH]
+        fusion.add_file_lane("entity", [file_ids[i] for i in order], weight)
 
-    def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fused: np.ndarray, mask: np.ndarray,
-                      pins: dict[int, list[str]]) -> None:
+    def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fusion: Fusion, mask: np.ndarray) -> None:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
         pinned: dict[int, float] = {}
         for frame in issue.frames:
             for path in resolve_suffix(frame.path, snap.by_basename):
                 file_id = snap.path_to_file[path]
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.FRAME_BONUS)
-                pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
+                fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
                 row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
                 if row is not None and mask[row]:
-                    fused[row] += R.FRAME_FUNCTION_BONUS
+                    fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
         for mention in issue.paths:
             for path in resolve_suffix(mention, snap.by_basename):
                 file_id = snap.path_to_file[path]
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.PATH_MENTION_BONUS)
-                pins[file_id].append(f"path {mention} in the text")
+                fusion.pins[file_id].append(f"path {mention} in the text")
         for name in issue.backticked:
             for row in snap.symbols.definitions(name)[:3]:
                 file_id = int(snap.table.file_ids[row])
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.BACKTICK_BONUS)
-                pins[file_id].append(f"`{name}` defined here")
+                fusion.pins[file_id].append(f"`{name}` defined here")
                 if mask[row]:
-                    fused[row] += R.BACKTICK_BONUS
+                    fusion.chunk[row] += R.BACKTICK_BONUS
+        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
         for file_id, bonus in pinned.items():
-            rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
-            if rows:
-                best = max(rows, key=lambda r: fused[r])
-                fused[best] += bonus
+            if file_id in allowed:
+                fusion.file[file_id] += bonus
 
-    def _adjust(self, snap: Snapshot, query: str, fused: np.ndarray, mask: np.ndarray, short_ok: bool) -> None:
+    def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, short_ok: bool) -> None:
         """Soft penalties and capped boosts: tests demoted, a file named by a short query's word lifted."""
-        fused[snap.chunk_is_test] *= R.TEST_PENALTY
+        fusion.chunk[snap.chunk_is_test] *= R.TEST_PENALTY
+        for file_id in list(fusion.file):
+            if is_test_path(snap.file_paths[file_id]):
+                fusion.file[file_id] *= R.TEST_PENALTY
         words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
         if not short_ok or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
         wanted = {stem(t) for w in words for t in tokenize(w)}
-        candidates = np.flatnonzero(mask & (fused > 0))
-        file_ids = snap.table.file_ids
-        for row in candidates.tolist():
-            stems = snap.file_stems.get(int(file_ids[row]), set())
+        for file_id in list(fusion.file):
+            stems = snap.file_stems.get(file_id, set())
             if stems and stems <= wanted:
-                fused[row] *= 1.0 + R.FILENAME_BOOST
+                fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
     def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
         out = [LaneStatus("lexical", True, 1.0), LaneStatus("symbol", True, 1.0)]

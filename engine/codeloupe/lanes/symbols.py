@@ -2,8 +2,9 @@
 
 Only definitions are indexed here, so a `class X` / `def X` / `func X` chunk is what this lane returns; call
 sites and mentions are the lexical lane's business. A case-exact match of an identifier-shaped word is worth
-most; a plain English word that happens to name a symbol (`option` -> `Option`) is worth least; a name
-defined in many places is discounted, since it cannot say which one is meant.
+most; a name defined in many places is discounted, since it cannot say which one is meant. A plain English
+word inside a sentence (`option` in "how does an option read its value") is not a name at all: see
+ranking.SYMBOL_PLAIN_WORD.
 """
 
 from __future__ import annotations
@@ -14,13 +15,9 @@ from collections import defaultdict
 
 import numpy as np
 
+from codeloupe import ranking as R
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
 from codeloupe.store import ChunkTable, SymbolRow
-
-_EXACT_IDENTIFIER = 3.0
-_QUALIFIED = 4.0
-_CASELESS_IDENTIFIER = 1.5
-_PLAIN_WORD = 0.6
 
 
 class SymbolIndex:
@@ -59,29 +56,32 @@ class SymbolIndex:
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(self.n_chunks, np.float32)
         seen: set[str] = set()
+        # In a query of one to three words every word is a name the user is looking for ("Option"); in a
+        # sentence, plain words are English and only identifier-shaped words name code.
+        short = len(query.split()) <= 3
         for word in identifiers(query):
             if word in seen or len(word) < 3 or word.lower() in STOP_WORDS:
                 continue
             seen.add(word)
-            for rows, weight in self._matches(word):
-                if not rows:
+            for rows, weight in self._matches(word, short):
+                if not rows or weight <= 0:
                     continue
                 share = weight / math.log2(1 + len(set(rows)))
                 for row in set(rows):
                     out[row] += share
         return out
 
-    def _matches(self, word: str) -> list[tuple[list[int], float]]:
+    def _matches(self, word: str, short: bool) -> list[tuple[list[int], float]]:
         if any(sep in word for sep in (".", "::", "#")):
             key = _normalise_qualified(word)
             last = key.rsplit(".", 1)[-1]
-            return [(self.by_qualified.get(key, []), _QUALIFIED),
-                    (self.by_lower.get(last, []), _CASELESS_IDENTIFIER)]
-        if looks_like_identifier(word):
+            return [(self.by_qualified.get(key, []), R.SYMBOL_QUALIFIED),
+                    (self.by_lower.get(last, []), R.SYMBOL_CASELESS_IDENTIFIER)]
+        if short or looks_like_identifier(word):
             exact = self.by_name.get(word, [])
-            return [(exact, _EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
-                                                                 _CASELESS_IDENTIFIER)]
-        return [(self.by_lower.get(word.lower(), []), _PLAIN_WORD)]
+            return [(exact, R.SYMBOL_EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
+                                                                 R.SYMBOL_CASELESS_IDENTIFIER)]
+        return [(self.by_lower.get(word.lower(), []), R.SYMBOL_PLAIN_WORD)]  # a word inside a sentence
 
 
 def _normalise_qualified(name: str) -> str:
