@@ -56,12 +56,24 @@ class Workspace:
     # ------------------------------------------------------------------ indexing
 
     def index(self, progress: ProgressFn | None = None) -> IndexReport:
-        """Chunk and store everything that changed. Lexical and symbol lanes are ready when this returns."""
-        return index_workspace(self.root, self.store, self.settings, progress)
+        """Chunk and store everything that changed, then refresh graph edges (derived data, no vectors).
+
+        Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
+        """
+        from codeloupe.graph import update_edges
+
+        report = index_workspace(self.root, self.store, self.settings, progress)
+        update_edges(self)
+        return report
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
         """Re-index files that were saved, created or deleted (the editor's fast path)."""
-        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths])
+        from codeloupe.graph import update_edges
+
+        rel_paths = [self.relative(p) for p in paths]
+        report = index_paths(self.root, self.store, self.settings, rel_paths)
+        update_edges(self, rel_paths)
+        return report
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""

@@ -306,7 +306,10 @@ class Searcher:
     def _embed_queries(self, texts: list[str]) -> np.ndarray | None:
         try:
             provider = self.ws.embedding_provider()
-            return np.stack([provider.embed_query(t) for t in texts])
+            if len(texts) == 1:
+                return provider.embed_query(texts[0])[None, :]
+            # An issue's variants go through the model as one batch: one call, windows packed by length.
+            return provider.embed(texts)
         except Exception as exc:  # unreachable endpoint, missing model: lexical lanes still answer
             log.warning("query embedding failed, searching without the dense lane: %s", exc)
             self._dense_error = str(exc)
