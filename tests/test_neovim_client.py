@@ -165,7 +165,7 @@ def test_missing_server_is_reported(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) -> None:
-    """search! -> quickfix (paths and lines), picker jump, workspace/symbol, status, reindex, progress."""
+    """search! -> quickfix (paths, lines), picker jump, workspace/symbol, status, reindex, progress, file watching."""
     run_script("search.lua", workspace, tmp_path)
 
 

@@ -126,3 +126,25 @@ local files = #vim.fs.find(function(name)
 end, { path = H.root, type = 'file', limit = math.huge })
 local reindexed = H.notified('^codeloupe: reindexed')
 H.check(tonumber(reindexed:match('reindexed (%d+) files')) >= files, reindexed .. ' (the fixture has ' .. files .. ' code files)')
+
+-- A file written outside Neovim reaches the server through the file watcher the plugin opted in to.
+-- (At the workspace root: without inotifywait, Neovim's fallback watcher does not see subdirectories.)
+vim.fn.writefile({ 'def refund_invoice(invoice_id: int) -> None:', '    """Give the money back."""', '' },
+  H.path('billing.py'))
+local refund
+H.wait(function()
+  vim.lsp.buf.workspace_symbol('refund_invoice', {
+    on_list = function(list)
+      for _, item in ipairs(list.items) do
+        if item.filename == H.path('billing.py') then
+          refund = item
+        end
+      end
+    end,
+  })
+  vim.wait(500, function()
+    return refund ~= nil
+  end, 50)
+  return refund ~= nil
+end, 30000, 'the externally written billing.py to be indexed')
+H.equal(refund.lnum, 1, 'refund_invoice line')
