@@ -291,6 +291,10 @@ end
 
 local next_token = 0
 
+--- The ask in flight: a new question cancels it, and its late events and answer are dropped.
+---@type { client: vim.lsp.Client, request_id: integer?, token: string }?
+local in_flight
+
 --- `:Codeloupe ask {question}`.
 ---@param question string
 function M.run(question)
@@ -301,6 +305,12 @@ function M.run(question)
   local client = lsp.require_client()
   if not client then
     return
+  end
+  if in_flight then
+    progress.unlisten(in_flight.token)
+    if in_flight.request_id then
+      lsp.cancel(in_flight.client, in_flight.request_id)
+    end
   end
   next_token = next_token + 1
   local token = ('codeloupe-ask-%d'):format(next_token)
@@ -329,7 +339,12 @@ function M.run(question)
     agents = config.options.ask.agents,
     workDoneToken = token,
   }
-  lsp.request(client, 'codeloupe/ask', params, function(err, result)
+  in_flight = { client = client, token = token }
+  local _, request_id = lsp.request(client, 'codeloupe/ask', params, function(err, result)
+    if not in_flight or in_flight.token ~= token then
+      return
+    end
+    in_flight = nil
     progress.unlisten(token)
     if err and err.code == method_not_found then
       -- An older server without ask: the bundle is still the answer.
@@ -350,6 +365,9 @@ function M.run(question)
     end
     show(M.render(question, result or {}, client.root_dir))
   end)
+  if in_flight and in_flight.token == token then
+    in_flight.request_id = request_id
+  end
 end
 
 return M

@@ -216,6 +216,16 @@ function M.request(client, method, params, handler, bufnr)
   return client.request(method, params, handler, bufnr)
 end
 
+---@param client vim.lsp.Client
+---@param request_id integer
+function M.cancel(client, request_id)
+  if has_011 then
+    client:cancel_request(request_id)
+  else
+    client.cancel_request(request_id)
+  end
+end
+
 --- A synchronous request (for :checkhealth); nil result and an error message on failure or timeout.
 ---@param client vim.lsp.Client
 ---@param method string
