@@ -148,3 +148,13 @@ H.wait(function()
   return refund ~= nil
 end, 30000, 'the externally written billing.py to be indexed')
 H.equal(refund.lnum, 1, 'refund_invoice line')
+
+-- A second setup() pushes its settings to the running server (workspace/didChangeConfiguration); the
+-- server warns about the unknown key, under the camelCase name the plugin sent.
+require('codeloupe').setup({ cmd = H.cmd, picker = 'select', settings = { embed_provider = 'none', not_a_setting = 1 } })
+H.wait(function()
+  return vim.fn.execute('messages'):find('notASetting', 1, true) ~= nil
+end, 10000, function()
+  return 'the server to warn about notASetting (messages: ' .. vim.fn.execute('messages') .. ')'
+end)
+H.equal(#vim.lsp.get_clients({ name = 'codeloupe' }), 1, 'a second setup() reuses the running client')
