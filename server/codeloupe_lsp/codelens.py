@@ -1,5 +1,92 @@
-"""placeholder"""
+"""Code lenses: a file lens on line 0 and "used in N files" on definitions with cross-file users.
+
+Listing computes only where lenses go; titles and locations are filled in by `codeLens/resolve`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from codeloupe.api import Workspace
+from codeloupe_lsp.convert import (
+    file_lens_title,
+    line_location,
+    show_locations,
+    uri_to_path,
+    users_lens_title,
+)
+from codeloupe_lsp.params import invalid, read_uri
+from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.symbols import definition_of, file_symbols
 
 
-def register(server) -> None:
-    pass
+def register(server: CodeloupeServer) -> None:
+    @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=True))
+    async def on_code_lens(ls: CodeloupeServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+        uri = params.text_document.uri
+        path = uri_to_path(uri)
+        folder = ls.folders.containing(path) if path is not None else None
+        if folder is None or path is None:
+            return []
+        rel = folder.ws.relative(path)
+        places = await ls.engine(lens_lines, folder.ws, rel)
+        if places is None:
+            return []  # not a code file of the graph (docs, config)
+        lenses = [_lens(0, {"kind": "file", "uri": uri})]
+        lenses += [_lens(line - 1, {"kind": "definition", "uri": uri, "name": name}) for name, line in places]
+        return lenses
+
+    @server.feature(lsp.CODE_LENS_RESOLVE)
+    async def on_resolve(ls: CodeloupeServer, lens: lsp.CodeLens) -> lsp.CodeLens:
+        data = lens.data if isinstance(lens.data, dict) else {}
+        uri = read_uri(data.get("uri"), "codeLens/resolve: `data.uri`")
+        kind = data.get("kind")
+        folder, rel = ls.folder_for(uri, "data.uri")
+        line0 = lens.range.start.line
+        if kind == "file":
+            title, locations = await ls.engine(file_lens, folder.ws, folder.root, rel)
+        elif kind == "definition" and isinstance(data.get("name"), str):
+            title, locations = await ls.engine(definition_lens, folder.ws, folder.root, rel, data["name"])
+        else:
+            raise invalid(f"codeLens/resolve: `data` is not a codeloupe lens: {data!r}")
+        lens.command = show_locations(title, uri, line0, locations)
+        return lens
+
+
+def _lens(line0: int, data: dict[str, Any]) -> lsp.CodeLens:
+    return lsp.CodeLens(range=lsp.Range(start=lsp.Position(line=line0, character=0),
+                                        end=lsp.Position(line=line0, character=0)), data=data)
+
+
+def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
+    """(qualified name, 1-based line) of each definition in `rel` used by other files; None off the graph."""
+    from codeloupe.graph import GraphError, definition_users
+
+    try:
+        users = definition_users(ws, rel)
+    except GraphError:
+        return None
+    symbols = file_symbols(ws, rel)
+    places = []
+    for name, found in users.items():
+        definition = definition_of(symbols, name)
+        if found and definition is not None:
+            places.append((name, definition.start_line))
+    return places
+
+
+def file_lens(ws: Workspace, root: Path, rel: str) -> tuple[str, list[dict[str, Any]]]:
+    from codeloupe.graph import file_summary, graph_node
+
+    summary, node = file_summary(ws, rel), graph_node(ws, rel)
+    return file_lens_title(summary), [line_location(root, n.path, n.line) for n in node.importers]
+
+
+def definition_lens(ws: Workspace, root: Path, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:
+    from codeloupe.graph import definition_users
+
+    users = definition_users(ws, rel).get(name, [])
+    return users_lens_title(users), [line_location(root, path, line) for path, line in users]

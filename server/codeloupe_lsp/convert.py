@@ -8,15 +8,17 @@ lsprotocol types.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from codeloupe.ask.events import AskEvent, AskResult, Citation
-from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet
+from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet, Symbol
+
+if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
+    from codeloupe.ask.events import AskEvent, AskResult, Citation
+    from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
 
 JSON = dict[str, Any]
 
@@ -135,6 +137,14 @@ def symbol_kind(kind: str) -> lsp.SymbolKind:
     return _SYMBOL_KINDS.get(kind, lsp.SymbolKind.Object)
 
 
+def workspace_symbols(root: Path, found: list[tuple[str, Symbol]]) -> list[lsp.WorkspaceSymbol]:
+    """(path, definition) pairs -> WorkspaceSymbols spanning each definition's lines."""
+    return [lsp.WorkspaceSymbol(name=symbol.name, kind=symbol_kind(symbol.kind),
+                                location=lsp_location(root, path, symbol.start_line, symbol.end_line),
+                                container_name=symbol.parent or path)
+            for path, symbol in found]
+
+
 # ------------------------------------------------------------------------------------------ status
 
 
@@ -194,36 +204,91 @@ def _link(loc: JSON) -> str:
     return f"{loc['uri']}#L{loc['range']['start']['line'] + 1}"
 
 
-def _definition_line(chunk: ChunkHit, bare_name: str) -> int:
-    """The 1-based line in the chunk that first names `bare_name` as a whole word (its definition line)."""
-    pattern = re.compile(rf"(?<![\w$]){re.escape(bare_name)}(?![\w$])")
-    for offset, line in enumerate(chunk.text.splitlines()):
-        if pattern.search(line):
-            return chunk.start_line + offset
-    return chunk.start_line
+# ------------------------------------------------------------------------------------------ graph
 
 
-def workspace_symbols(bundle: Bundle) -> list[lsp.WorkspaceSymbol]:
-    """One WorkspaceSymbol per symbol of every matching chunk, in rank order.
+def _span_location(root: Path, span: JSON) -> JSON:
+    return location(root, span["path"], span["startLine"], span["endLine"])
 
-    A symbol that the chunk is named after spans the chunk (the chunker cuts at definitions); any other
-    symbol in it spans the line that defines it.
-    """
-    root = Path(bundle.root)
-    out: list[lsp.WorkspaceSymbol] = []
-    seen: set[tuple[str, str]] = set()
-    for hit in bundle.files:
-        for chunk in hit.chunks:
-            for qualified in chunk.symbols or ([chunk.name] if chunk.name else []):
-                if (hit.path, qualified) in seen:
-                    continue
-                seen.add((hit.path, qualified))
-                container, _, bare = qualified.rpartition(".")
-                if bare == chunk.name:
-                    start, end = chunk.start_line, chunk.end_line
-                else:
-                    start = end = _definition_line(chunk, bare)
-                out.append(lsp.WorkspaceSymbol(
-                    name=bare, kind=symbol_kind(chunk.kind if bare == chunk.name else ""),
-                    location=lsp_location(root, hit.path, start, end), container_name=container or hit.path))
+
+def _with_uri(root: Path, entry: JSON) -> JSON:
+    return {**entry, "uri": file_uri(root, entry["path"])}
+
+
+def graph_map(root: Path, graph: GraphMap, html: str | None) -> JSON:
+    out = graph.to_dict()
+    out["nodes"] = [_with_uri(root, node) for node in out["nodes"]]
+    if html is not None:
+        out["html"] = html
     return out
+
+
+def graph_node(root: Path, node: GraphNode) -> JSON:
+    out = _with_uri(root, node.to_dict())
+    out["imports"] = [_with_uri(root, n) for n in out["imports"]]
+    out["importers"] = [_with_uri(root, n) for n in out["importers"]]
+    out["semantic"] = [_with_uri(root, s) for s in out["semantic"]]
+    out["chunks"] = [{"location": _span_location(root, c), "text": c["text"]} for c in out["chunks"]]
+    return out
+
+
+def graph_path(root: Path, path: GraphPath) -> JSON:
+    out = path.to_dict()
+    for hop in out["hops"]:
+        for key in ("use", "definition"):
+            if key in hop:
+                hop[key] = _span_location(root, hop[key])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ lenses, hover
+
+def line_location(root: Path, rel_path: str, line: int) -> JSON:
+    return location(root, rel_path, line, line)
+
+
+def _md_link(root: Path, rel_path: str, line: int = 1) -> str:
+    return f"[{rel_path}]({file_uri(root, rel_path)}#L{line})"
+
+
+def file_lens_title(summary: FileSummary) -> str:
+    return f"{summary.community_name} · {summary.imports} imports · {summary.importers} importers"
+
+
+def users_lens_title(users: list[tuple[str, int]]) -> str:
+    return f"used in {len(users)} file{'s' if len(users) != 1 else ''}"
+
+
+def show_locations(title: str, uri: str, line0: int, locations: list[JSON]) -> lsp.Command:
+    return lsp.Command(title=title, command="codeloupe.showLocations",
+                       arguments=[uri, position(line0), locations])
+
+
+def file_hover(root: Path, node: GraphNode) -> str:
+    """Markdown for a file: community, hub status, and every neighbour as a link."""
+    status = " · **god node** (a hub: many files depend on it)" if node.god else ""
+    out = [f"**{node.path}** · community _{node.community_name}_{status}"]
+    # An import's line is in this file (link to the imported file's top); an importer's is in the importer.
+    for title, group, at_use in (("Imports", node.imports, False), ("Imported by", node.importers, True)):
+        if group:
+            out += ["", f"{title}:"]
+            out += [f"- {_md_link(root, n.path, n.line if at_use else 1)} "
+                    f"({n.kind}{': ' + ', '.join(n.symbols[:5]) if n.symbols else ''})" for n in group]
+    if node.semantic:
+        out += ["", "Reads like:"]
+        out += [f"- {_md_link(root, path)} (cosine {cosine:.2f})" for path, cosine in node.semantic]
+    return "\n".join(out)
+
+
+def import_hover(root: Path, neighbour: Neighbour, summary: FileSummary) -> str:
+    carriers = f" — uses {', '.join(neighbour.symbols[:8])}" if neighbour.symbols else ""
+    hub = " · **god node**" if summary.god else ""
+    return (f"{_md_link(root, neighbour.path)}{carriers}\n\n"
+            f"community _{summary.community_name}_ · {summary.imports} imports · "
+            f"{summary.importers} importers{hub}")
+
+
+def users_hover(root: Path, name: str, users: list[tuple[str, int]]) -> str:
+    lines = [f"**{name}** is {users_lens_title(users)}:", ""]
+    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in users]
+    return "\n".join(lines)

@@ -1,5 +1,51 @@
-"""placeholder"""
+"""`textDocument/hover`: graph neighbours of a file (first line), of an import, or of a definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from codeloupe.api import Workspace
+from codeloupe_lsp.convert import file_hover, import_hover, uri_to_path, users_hover
+from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.symbols import definition_of, file_symbols
 
 
-def register(server) -> None:
-    pass
+def register(server: CodeloupeServer) -> None:
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    async def on_hover(ls: CodeloupeServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        path = uri_to_path(params.text_document.uri)
+        folder = ls.folders.containing(path) if path is not None else None
+        if folder is None or path is None:
+            return None  # editors ask about every open file; outside the workspace there is nothing to say
+        line = params.position.line + 1
+        markdown = await ls.engine(hover_markdown, folder.ws, folder.root, folder.ws.relative(path), line)
+        if markdown is None:
+            return None
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=markdown),
+                         range=lsp.Range(start=lsp.Position(line=line - 1, character=0),
+                                         end=lsp.Position(line=line, character=0)))
+
+
+def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None:
+    """Runs on a worker thread: the markdown for 1-based `line` of `rel`, or None when it is not special."""
+    from codeloupe.graph import GraphError, definition_users, file_summary, graph_node
+
+    try:
+        node = graph_node(ws, rel)
+    except GraphError:
+        return None
+    if node.path != rel:  # graph_node also resolves fuzzy names; a file outside the graph is not its match
+        return None
+    if line == 1:
+        return file_hover(root, node)
+    imported = [n for n in node.imports if n.line == line]
+    if imported:
+        return "\n\n---\n\n".join(import_hover(root, n, file_summary(ws, n.path)) for n in imported)
+    symbols = file_symbols(ws, rel)
+    for name, users in definition_users(ws, rel).items():
+        definition = definition_of(symbols, name)
+        if users and definition is not None and definition.start_line == line:
+            return users_hover(root, name, users)
+    return None

@@ -1,9 +1,11 @@
-"""`workspace/symbol`: the search engine's symbol-bearing chunks as WorkspaceSymbols with real ranges."""
+"""`workspace/symbol`, and the definitions of a file with their real line spans (lenses and hover use them)."""
 
 from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from codeloupe.api import Workspace
+from codeloupe.types import Bundle, Symbol
 from codeloupe_lsp.convert import workspace_symbols
 from codeloupe_lsp.server import CodeloupeServer
 
@@ -20,5 +22,34 @@ def register(server: CodeloupeServer) -> None:
         symbols: list[lsp.WorkspaceSymbol] = []
         for folder in ls.folders:
             bundle = await ls.engine(folder.ws.search, params.query, limit=SYMBOL_FILES)
-            symbols.extend(workspace_symbols(bundle))
+            symbols.extend(workspace_symbols(folder.root, await ls.engine(matched_definitions, folder.ws, bundle)))
         return symbols
+
+
+def file_symbols(ws: Workspace, rel: str) -> list[Symbol]:
+    """The definitions the chunker recorded for `rel`, in line order ([] when it is not indexed)."""
+    return _symbols_by_path(ws, [rel]).get(rel, [])
+
+
+def definition_of(symbols: list[Symbol], qualified_name: str) -> Symbol | None:
+    """The definition the graph names `qualified_name`: by qualified name, else a top-level bare name."""
+    exact = next((s for s in symbols if s.qualified_name == qualified_name), None)
+    return exact or next((s for s in symbols if not s.parent and s.name == qualified_name), None)
+
+
+def matched_definitions(ws: Workspace, bundle: Bundle) -> list[tuple[str, Symbol]]:
+    """(path, definition) for every symbol named by a matching chunk, in rank order."""
+    by_path = _symbols_by_path(ws, [hit.path for hit in bundle.files])
+    found: list[tuple[str, Symbol]] = []
+    for hit in bundle.files:
+        named = {q for chunk in hit.chunks for q in chunk.symbols}
+        found.extend((hit.path, s) for s in by_path.get(hit.path, []) if s.qualified_name in named)
+    return found
+
+
+def _symbols_by_path(ws: Workspace, paths: list[str]) -> dict[str, list[Symbol]]:
+    # Read from the index's symbol table: `Workspace` has no public accessor for definitions yet.
+    rows = ws.store.file_rows()
+    return {path: [Symbol(s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature)
+                   for s in ws.store.symbols_of_file(rows[path].id)]
+            for path in paths if path in rows}

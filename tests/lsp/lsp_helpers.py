@@ -10,7 +10,9 @@ import asyncio
 import os
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,14 @@ class Client(LanguageClient):
 
     async def request(self, method: str, params: Any) -> Any:
         return await self.protocol.send_request_async(method, params)
+
+    async def raw_request(self, method: str, params: Any) -> Any:
+        """Send params exactly as given, bypassing the client's typing (to send malformed standard requests)."""
+        msg_id = f"raw-{uuid.uuid4().hex}"
+        future: Future[Any] = Future()
+        self.protocol._request_futures[msg_id] = future  # how pygls matches the response to the request
+        self.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await asyncio.wrap_future(future)
 
     async def command(self, name: str, *arguments: Any) -> Any:
         return await self.workspace_execute_command_async(
