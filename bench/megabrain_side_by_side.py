@@ -19,7 +19,10 @@ What it does, in order:
 4. codeloupe indexes and embeds each corpus into a fresh cache directory (cold as well, unless --cache-dir
    names one to reuse) and runs the same queries through `codeloupe.eval`.
 5. Both tables, a side-by-side table and the warm latency ratio are printed; everything (per-query rankings
-   of both engines) goes to --out (default bench/results/side_by_side.json).
+   of both engines, the checkout's git revision) goes to --out (default bench/results/side_by_side.json).
+
+megabrain's half does not depend on codeloupe, so ``--reuse-megabrain FILE`` (an earlier --out) skips it and
+re-runs only codeloupe's half; its index column then shows the earlier megabrain timings.
 
 Latency: codeloupe times `Workspace.search` (query embedded in process); megabrain's number is its runner's
 first pass, with the query embedded over loopback HTTP (its documented 12.1 ms p50 setting).
@@ -172,7 +175,7 @@ def comparison_table(ours: list[QueryOutcome], theirs: list[QueryOutcome], index
     corpora = list(dict.fromkeys(o.corpus for o in ours))
     header = ["corpus", "R@1 cl / mb", "Acc@5 cl / mb", "bundle recall cl / mb", "symbol hit@5 cl / mb",
               "MRR cl / mb", "p50 ms cl / mb", "p95 ms cl / mb", "mb p50 / cl p50", "mb p50 cached vector",
-              "cold index s cl / mb"]
+              "index+embed s cl / mb"]
     rows = []
     for corpus in [*corpora, "all"]:
         a = score([o for o in ours if corpus in ("all", o.corpus)])
@@ -191,6 +194,30 @@ def comparison_table(ours: list[QueryOutcome], theirs: list[QueryOutcome], index
     return "\n".join(lines)
 
 
+def megabrain_half(corpora: list[GoldenCorpus], repos: dict[str, Path], anchors: Path, work: Path
+                   ) -> tuple[dict[str, dict[str, Any]], str]:
+    """megabrain over every corpus, cold, behind one embedding server; returns (results by corpus, model)."""
+    mb_python = megabrain_python(Path(os.environ.get("MB_VENV", "/tmp/mbvenv")))
+    results: dict[str, dict[str, Any]] = {}
+    with embed_server(anchors, work) as (embed_url, embed_model):
+        for corpus in corpora:
+            started = time.perf_counter()
+            results[corpus.id] = run_megabrain(corpus, repos[corpus.id], mb_python, anchors, embed_url,
+                                               embed_model, work)
+            log(f"megabrain {corpus.id}: {time.perf_counter() - started:.1f}s")
+    return results, embed_model
+
+
+def git_revision() -> str:
+    """HEAD of this checkout, with "+dirty" when the engine has uncommitted changes (the tree is shared)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no", "engine") else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("golden", nargs="?", type=Path, default=SHARED / "golden" / "public.json")
@@ -200,27 +227,30 @@ def main() -> int:
                         help="the megabrain anchor scripts (embed_server.py, run_megabrain.py)")
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results" / "side_by_side.json")
     parser.add_argument("--cache-dir", help="codeloupe cache to reuse (default: a fresh one, so both runs are cold)")
+    parser.add_argument("--reuse-megabrain", type=Path, metavar="FILE",
+                        help="take megabrain's results from an earlier --out instead of running it again")
     args = parser.parse_args()
 
     golden = load_golden(args.golden)
     corpora = [golden.corpus(c) for c in args.corpus] if args.corpus else golden.corpora
     repos = {c.id: corpus_repo(args.corpora, c.id) for c in corpora}
-    mb_python = megabrain_python(Path(os.environ.get("MB_VENV", "/tmp/mbvenv")))
+    revision = git_revision()
 
     with tempfile.TemporaryDirectory(prefix="side-by-side-") as scratch:
         work = Path(scratch)
-        mb_results: dict[str, dict[str, Any]] = {}
-        with embed_server(args.anchors, work) as (embed_url, embed_model):
-            for corpus in corpora:
-                started = time.perf_counter()
-                mb_results[corpus.id] = run_megabrain(corpus, repos[corpus.id], mb_python, args.anchors,
-                                                      embed_url, embed_model, work)
-                log(f"megabrain {corpus.id}: {time.perf_counter() - started:.1f}s")
+        if args.reuse_megabrain:
+            earlier = json.loads(args.reuse_megabrain.read_text(encoding="utf-8"))
+            mb_results = {c.id: earlier["megabrain_raw"][c.id] for c in corpora}
+            embed_model = earlier["embed_model"]["megabrain"]
+        else:
+            mb_results, embed_model = megabrain_half(corpora, repos, args.anchors, work)
         options = EvalOptions(overrides={"cache_dir": args.cache_dir or str(work / "codeloupe-cache")})
         ours = run_golden(golden, args.corpora, options, [c.id for c in corpora], log)
 
     theirs = [o for c in corpora for o in megabrain_outcomes(c, mb_results[c.id])]
     index_s = {r.corpus: (r.index_s + r.embed_s, float(mb_results[r.corpus]["index"]["wall_s"])) for r in ours.runs}
+    cache_note = f"reused {args.cache_dir} (not cold)" if args.cache_dir else "fresh (cold)"
+    print(f"codeloupe at {revision}; codeloupe cache {cache_note}; megabrain embedder {embed_model}\n")
     print("## codeloupe\n")
     print(summary_table(ours.outcomes()))
     print("\n## megabrain 0.18.6 (same corpora, queries and embedding model)\n")
@@ -232,6 +262,7 @@ def main() -> int:
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
+        "codeloupe_revision": revision, "codeloupe_cache": cache_note,
         "embed_model": {"codeloupe": describe_provider(load_settings(None, options.overrides)),
                         "megabrain": embed_model},
         "codeloupe": full_json(ours),
