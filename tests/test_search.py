@@ -224,3 +224,13 @@ def test_cli_errors(tmp_path: Path) -> None:
     file.write_text("x = 1\n")
     not_dir = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(file)], capture_output=True, text=True)
     assert not_dir.returncode == 2 and "not a directory" in not_dir.stderr
+
+
+def test_frames_are_read_innermost_first() -> None:
+    from codeloupe.issue import frames
+
+    python = 'Traceback:\n  File "/x/app/web.py", line 3, in a\n  File "/x/app/auth.py", line 9, in b\nKeyError\n'
+    assert [f.path for f in frames(python)] == ["/x/app/auth.py", "/x/app/web.py"]
+    go = "panic: boom\n\ngoroutine 1 [running]:\nmain.inner()\n\t/src/app/tree.go:245 +0x1\nmain.outer()\n\t/src/app/gin.go:331 +0x2\n"
+    assert [f.path for f in frames(go)] == ["/src/app/tree.go", "/src/app/gin.go"]
+    assert frames('  File "a.py", line 7, in f\n')[0].function == "f"

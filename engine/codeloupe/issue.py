@@ -16,6 +16,8 @@ from codeloupe.ranking import ISSUE_MIN_IDENTIFIERS
 _SOURCE_EXT = r"(?:py|pyi|[cm]?[jt]sx?|go|rb|rs|php|java|kt|swift|cs|c|h|cc|cpp|hpp|lua|sh|ex|exs|scala|dart)"
 
 # Frame shapes, one per language family. Each yields a path and a line; some yield the function too.
+# Python prints the innermost frame (where it failed) last; Go, JS, Ruby, Rust and PHP print it first.
+_INNERMOST_LAST = 1  # how many of the patterns below, from the top, print innermost last
 _FRAMES = [
     re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?'),  # Python
     re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]+?) \()?(?:file://)?(?P<path>[^\s()]+?\.[cm]?[jt]sx?)"
@@ -73,10 +75,14 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
 
 
 def frames(text: str) -> list[Frame]:
+    """Stack frames named in `text`, innermost (closest to the failure) first."""
     out: list[Frame] = []
     seen: set[tuple[str, int]] = set()
-    for rx in _FRAMES:
-        for m in rx.finditer(text):
+    for i, rx in enumerate(_FRAMES):
+        matches = list(rx.finditer(text))
+        if i < _INNERMOST_LAST:
+            matches.reverse()
+        for m in matches:
             groups = m.groupdict()
             line = groups.get("line") or groups.get("line2") or "0"
             path = groups["path"].replace("\\", "/")

@@ -41,7 +41,8 @@ SHORT_QUERY_WORDS = 8
 
 # --- Issue mode: a pasted bug report.
 ISSUE_MIN_IDENTIFIERS = 25
-FRAME_BONUS = 0.5  # a file named by a traceback frame
+FRAME_BONUS = 0.5  # a file named by a traceback frame...
+FRAME_DEPTH_DECAY = 0.8  # ...times this per workspace file between it and the failure (0.8 and 0.6: R@1 .912, 1.0: .900)
 PATH_MENTION_BONUS = 0.3  # a file named by an explicit path in the text
 BACKTICK_BONUS = 0.15  # a definition named in `backticks`
 FRAME_FUNCTION_BONUS = 0.2  # the chunk enclosing the frame's line

@@ -344,10 +344,13 @@ class Searcher:
     def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fusion: Fusion, mask: np.ndarray) -> None:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
         pinned: dict[int, float] = {}
+        depth = 0  # workspace files in the order the frames reach them, innermost first
         for frame in issue.frames:
             for path in resolve_suffix(frame.path, snap.by_basename):
                 file_id = snap.path_to_file[path]
-                pinned[file_id] = max(pinned.get(file_id, 0.0), R.FRAME_BONUS)
+                if file_id not in pinned:
+                    pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
+                    depth += 1
                 fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
                 row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
                 if row is not None and mask[row]:
