@@ -109,8 +109,17 @@ class Graph:
         return [i for i, c in enumerate(self.community) if c == community]
 
 
-def load_graph(ws: Workspace) -> Graph:
-    """The graph of the current index state, built once per state and shared by every caller."""
+def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
+    """The graph of the current index state, built once per state and shared by every caller.
+
+    `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
+    (paths that no longer exist are dropped by the caller), so a search never waits for edges to be
+    re-resolved or communities recomputed while vectors stream in; only a workspace with no graph yet builds.
+    """
+    if allow_stale:
+        cached = _graphs.get(ws)
+        if cached is not None:
+            return cached[1]
     with _lock(ws):
         ensure_edges(ws)
         key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))

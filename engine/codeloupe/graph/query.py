@@ -270,9 +270,10 @@ def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[st
     """Graph neighbours of retrieval's top files, for its RELATED section: (path, one-line reason).
 
     Files linked to more of the top files come first, then to higher-ranked ones; hubs (god nodes) and
-    similarity-only neighbours come after real edges. Deterministic.
+    similarity-only neighbours come after real edges. Deterministic for a given graph; may answer from the
+    last graph built rather than wait for a rebuild (see `load_graph`).
     """
-    graph = load_graph(ws)
+    graph = load_graph(ws, allow_stale=True)
     given = [graph.index_of(p) for p in paths if graph.index_of(p) is not None]
     chosen = set(given)
     found: dict[int, list] = {}
