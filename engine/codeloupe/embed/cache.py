@@ -1,0 +1,94 @@
+"""The content-addressed vector cache: (model id, sha256 of the embedded text) -> int8 vector + scale.
+
+One SQLite file (`settings.embed_cache_path`) shared by every workspace and checkout, so a second checkout
+of a repository, a branch switch or a re-index after a chunker change embeds only text it has never seen.
+WAL lets several editors read and write it at once. It is only a cache: an unreadable file is replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from codeloupe.store import quantize
+
+log = logging.getLogger("codeloupe.embed")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    model TEXT NOT NULL,
+    text_sha256 BLOB NOT NULL,
+    scale REAL NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (model, text_sha256)
+) WITHOUT ROWID;
+"""
+_LOOKUP_CHUNK = 500  # keys per SELECT, under SQLite's bound-parameter limit
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class EmbeddingCache:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = self._open()
+        except sqlite3.DatabaseError as exc:
+            log.warning("the embedding cache %s is unreadable (%s); starting a new one", self.path, exc)
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            self._conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def get(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """float32 vectors for the keys that are cached (dequantised from int8 + scale)."""
+        found: dict[bytes, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), _LOOKUP_CHUNK):
+                part = keys[start:start + _LOOKUP_CHUNK]
+                rows = self._conn.execute(
+                    f"SELECT text_sha256, scale, vec FROM vectors WHERE model=? AND text_sha256 IN"
+                    f" ({','.join('?' * len(part))})", (model, *part),
+                ).fetchall()
+                for key, scale, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.int8).astype(np.float32) * np.float32(scale)
+        return found
+
+    def put(self, model: str, keys: list[bytes], vectors: np.ndarray) -> None:
+        if not keys:
+            return
+        q, scales = quantize(vectors)
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?,?,?,?)",
+                    [(model, key, float(s), row.tobytes()) for key, s, row in zip(keys, scales, q)],
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

