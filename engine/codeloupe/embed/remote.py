@@ -52,7 +52,7 @@ def openai_model_id(settings: Settings) -> str:
 
 
 class OpenAIProvider(QueryCachingProvider):
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, max_retries: int = MAX_RETRIES) -> None:
         super().__init__()
         self.base_url = _base_url(settings)
         self.model = _model(settings)
@@ -62,6 +62,7 @@ class OpenAIProvider(QueryCachingProvider):
         self._batch_size = max(1, settings.embed_batch_size)
         self._concurrency = max(1, settings.embed_concurrency)
         self._timeout_s = settings.embed_timeout_s
+        self._max_retries = max_retries
         key = settings.embed_api_key or os.environ.get("OPENAI_API_KEY", "")
         if not key:
             if not is_loopback(self.base_url):
@@ -71,7 +72,7 @@ class OpenAIProvider(QueryCachingProvider):
                 )
             key = "unused-for-loopback"  # the client insists on some key; a local server ignores it
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=settings.embed_timeout_s,
-                                     max_retries=MAX_RETRIES)
+                                     max_retries=max_retries)
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -105,7 +106,7 @@ class OpenAIProvider(QueryCachingProvider):
             response = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float",
                                                       **extra)
         except openai.APITimeoutError:
-            raise self._error(f"did not answer within {self._timeout_s:g}s ({MAX_RETRIES} retries)") from None
+            raise self._error(f"did not answer within {self._timeout_s:g}s ({self._max_retries} retries)") from None
         except openai.APIConnectionError as exc:
             raise self._error(f"is unreachable: {exc.__cause__ or exc}") from None
         except openai.APIStatusError as exc:

@@ -1,0 +1,208 @@
+"""The embedded default model and the user-model-directory provider, run for real (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codeloupe.embed import EmbeddingError, describe_provider, embedding_text, make_provider
+from codeloupe.embed.background import embed_pending
+from codeloupe.embed.local import (
+    MINILM_SHA256,
+    EncoderOptions,
+    OnnxSentenceEncoder,
+    file_sha256,
+    load_local_provider,
+    local_model_id,
+    minilm_tokenizer,
+    requantized_model,
+    shipped_model_path,
+    spread,
+    verify_model,
+)
+from codeloupe.settings import Settings
+
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "embed" / "minilm_reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(scope="module")
+def provider(model_cache: Path) -> OnnxSentenceEncoder:
+    return make_provider(Settings(cache_dir=str(model_cache)))
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_default_provider_matches_its_frozen_output_and_the_float32_model(provider: OnnxSentenceEncoder) -> None:
+    texts = [*REFERENCE["sentences"], REFERENCE["long_text"]]
+    vectors = provider.embed(texts)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(texts), provider.dim) == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    frozen = np.array(REFERENCE["frozen"][provider.model_id], dtype=np.float32)
+    assert _cosines(vectors, frozen).min() > 0.999
+    # The independent path: the original float32 weights through a numpy BERT (see make_reference.py).
+    float32 = np.array(REFERENCE["float32"], dtype=np.float32)
+    assert _cosines(vectors[: len(float32)], float32).min() > 0.98
+
+
+def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
+    shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
+    assert shipped.model_id == "local:all-MiniLM-L6-v2-int8@128"
+    float32 = np.array(REFERENCE["float32"], dtype=np.float32)
+    assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
+
+
+def test_a_query_is_closer_to_its_code_than_to_unrelated_code(provider: OnnxSentenceEncoder) -> None:
+    code = [
+        embedding_text("auth.py > def verify_password(user, password)",
+                       "def verify_password(user, password):\n    digest = hash_password(password, user.salt)\n"
+                       "    return hmac.compare_digest(digest, user.password_hash)\n"),
+        embedding_text("term.py > def progress_bar(items)",
+                       "def progress_bar(items):\n    for i, item in enumerate(items):\n"
+                       "        print(f'\\r[{\"#\" * i:<40}]', end='')\n        yield item\n"),
+        embedding_text("db.py > def connect(url)",
+                       "def connect(url):\n    return sqlite3.connect(url, timeout=30)\n"),
+    ]
+    vectors = provider.embed(code)
+    for query, expected in (("check the user's password when logging in", 0),
+                            ("show a progress bar in the terminal", 1),
+                            ("open the database connection", 2)):
+        scores = vectors @ provider.embed_query(query)
+        assert int(np.argmax(scores)) == expected, (query, scores)
+
+
+def test_a_long_texts_tail_shapes_its_vector(provider: OnnxSentenceEncoder) -> None:
+    head = "def parse_arguments(argv):\n    options = {}\n" + "    options['x'] = argv.pop(0)\n" * 60
+    tails = ["def send_email(smtp, message):\n    smtp.sendmail(message)\n" * 3,
+             "def resize_image(pixels, width):\n    return scale(pixels, width)\n" * 3]
+    vectors = provider.embed([head + tails[0], head + tails[1]])
+    email = provider.embed_query("send an email over smtp")
+    # Truncated to its first window, both texts would be identical; windowing keeps the tails apart.
+    assert _cosines(vectors[:1], vectors[1:])[0] < 0.995
+    assert vectors[0] @ email > vectors[1] @ email
+
+
+def test_window_selection_spreads_over_the_whole_text() -> None:
+    assert spread(3, 8) == [0, 1, 2]
+    assert spread(20, 8)[0] == 0 and spread(20, 8)[-1] == 19 and len(spread(20, 8)) == 8
+    assert spread(20, 1) == [0]
+
+
+def test_inputs_are_batched_by_length_under_the_token_budget(model_cache: Path) -> None:
+    """Small and large token budgets give the same vectors (padding is masked out of the mean)."""
+    texts = ["a", "def f(x):\n    return x\n" * 30, "class A:\n    pass\n", "b c d " * 40]
+    small = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
+                                options=EncoderOptions(batch_tokens=64))
+    large = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
+                                options=EncoderOptions(batch_tokens=100_000, sort_by_length=False))
+    assert _cosines(small.embed(texts), large.embed(texts)).min() > 0.9999
+
+
+def test_embed_query_is_cached_and_normalised(provider: OnnxSentenceEncoder) -> None:
+    first = provider.embed_query("where are routes registered")
+    again = provider.embed_query("where are routes registered")
+    assert again is first and not first.flags.writeable
+    assert first.shape == (provider.dim,) and abs(float(np.linalg.norm(first)) - 1.0) < 1e-5
+    assert _cosines(first[None], provider.embed(["where are routes registered"]))[0] > 0.9999
+
+
+def test_describe_provider_names_the_model_without_loading_it(provider: OnnxSentenceEncoder,
+                                                               model_cache: Path) -> None:
+    assert describe_provider(Settings(cache_dir=str(model_cache))) == ("local", provider.model_id)
+    assert provider.model_id == local_model_id(Settings(cache_dir=str(model_cache)))
+
+
+def test_provider_none_means_lexical_only(tmp_path: Path) -> None:
+    settings = Settings(cache_dir=str(tmp_path), embed_provider="none")
+    assert make_provider(settings) is None
+    assert describe_provider(settings) == ("none", "")
+    report = embed_pending(None, None, settings)  # type: ignore[arg-type]  # nothing is touched
+    assert (report.chunks_done, report.computed, report.stopped) == (0, 0, False)
+
+
+def test_unknown_provider_is_a_clear_error() -> None:
+    with pytest.raises(EmbeddingError, match="unknown embed_provider 'bert'.*local, onnx, openai, none"):
+        make_provider(Settings(embed_provider="bert"))
+
+
+def test_a_damaged_model_file_is_refused_by_name(tmp_path: Path) -> None:
+    damaged = tmp_path / "model.onnx"
+    damaged.write_bytes(b"not the model")
+    with pytest.raises(EmbeddingError) as caught:
+        verify_model(damaged, MINILM_SHA256, tmp_path / "cache")
+    message = str(caught.value)
+    assert str(damaged) in message and MINILM_SHA256 in message and "pip install" in message
+
+
+def test_the_checksum_is_remembered_by_path_size_and_mtime(tmp_path: Path) -> None:
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"aaaa")
+    first = file_sha256(file, tmp_path / "cache")
+    stat = file.stat()
+    file.write_bytes(b"bbbb")  # same size; restore the mtime: the remembered digest is used
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert file_sha256(file, tmp_path / "cache") == first
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert file_sha256(file, tmp_path / "cache") != first
+
+
+def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_path: Path) -> None:
+    settings = Settings(cache_dir=str(tmp_path))
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"\x00" * 64)
+    assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
+    provider = make_provider(settings)
+    assert provider.model_id == "local:all-MiniLM-L6-v2-int8@128"
+    assert describe_provider(settings) == ("local", provider.model_id)
+    assert provider.model_path == shipped_model_path()
+
+
+def _onnx_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    shutil.copyfile(shipped_model_path(), folder / "model.onnx")
+    tokenizer = minilm_tokenizer()
+    tokenizer.enable_truncation(128)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_user_onnx_model_directory_embeds_like_the_same_model(tmp_path: Path, model_cache: Path) -> None:
+    folder = _onnx_dir(tmp_path)
+    settings = Settings(cache_dir=str(model_cache), embed_provider="onnx", onnx_model_dir=str(folder))
+    user = make_provider(settings)
+    name, model_id = describe_provider(settings)
+    assert (name, model_id) == ("onnx", user.model_id)
+    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128")
+    shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
+    texts = REFERENCE["sentences"]
+    assert _cosines(user.embed(texts), shipped.embed(texts)).min() > 0.9999
+
+
+def test_an_incomplete_onnx_model_directory_names_the_missing_file(tmp_path: Path) -> None:
+    folder = _onnx_dir(tmp_path)
+    (folder / "tokenizer.json").unlink()
+    settings = Settings(cache_dir=str(tmp_path), embed_provider="onnx", onnx_model_dir=str(folder))
+    with pytest.raises(EmbeddingError, match="tokenizer.json is missing"):
+        make_provider(settings)
+    with pytest.raises(EmbeddingError, match="needs onnx_model_dir"):
+        make_provider(Settings(embed_provider="onnx"))
+
+
+def test_a_file_that_is_not_a_model_is_a_clear_error(tmp_path: Path) -> None:
+    folder = _onnx_dir(tmp_path)
+    (folder / "model.onnx").write_bytes(b"garbage")
+    settings = Settings(cache_dir=str(tmp_path), embed_provider="onnx", onnx_model_dir=str(folder))
+    with pytest.raises(EmbeddingError, match="onnxruntime cannot load the model .*model.onnx"):
+        make_provider(settings)
