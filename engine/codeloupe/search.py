@@ -85,8 +85,8 @@ class DenseSnapshot:
     model: str
     chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
     chunk_vectors: np.ndarray  # float32 [m, d]
-    skeleton_file_ids: np.ndarray  # int64 [f]
     skeleton_vectors: np.ndarray  # float32 [f, d]
+    chunk_skeleton: np.ndarray  # int64 [m]: for each vector row, its file's row in skeleton_vectors, or -1
     coverage: float
 
 
@@ -147,6 +147,7 @@ class Searcher:
         self._snapshot: Snapshot | None = None
         self._dense: DenseSnapshot | None = None
         self._dense_error = ""
+        self._dense_loading = False
 
     # ------------------------------------------------------------------ snapshots
 
@@ -204,27 +205,38 @@ class Searcher:
             return None
         generation = self.ws.store.generation("vector")
         cached = self._dense
-        if cached is not None and cached.generation == generation and cached.model == model:
+        if cached is not None and cached.model == model:
+            if cached.generation != generation:
+                self._reload_dense_in_background(snap, model, generation)
             return cached
         with self._lock:
-            chunks = self.ws.store.vector_matrix("chunk", model)
-            skeletons = self.ws.store.vector_matrix("skeleton", model)
-            row_of = {int(cid): i for i, cid in enumerate(snap.table.ids.tolist())}
-            keep = [(i, row_of[int(cid)]) for i, cid in enumerate(chunks.ids.tolist()) if int(cid) in row_of]
-            src = np.array([k[0] for k in keep], dtype=np.int64)
-            vectors = (chunks.q[src].astype(np.float32) * chunks.scales[src, None]) if len(src) else \
-                np.zeros((0, max(chunks.dim, 1)), np.float32)
-            skel = skeletons.q.astype(np.float32) * skeletons.scales[:, None] if len(skeletons.ids) else \
-                np.zeros((0, max(vectors.shape[1], 1)), np.float32)
-            n = len(snap.table.ids)
-            self._dense = DenseSnapshot(
-                generation=generation, model=model,
-                chunk_rows=np.array([k[1] for k in keep], dtype=np.int64),
-                chunk_vectors=np.ascontiguousarray(vectors),
-                skeleton_file_ids=skeletons.ids, skeleton_vectors=np.ascontiguousarray(skel),
-                coverage=(len(keep) / n) if n else 1.0,
-            )
+            self._dense = _load_dense(self.ws.store, snap, model, generation)
             return self._dense
+
+    def _reload_dense_in_background(self, snap: Snapshot, model: str, generation: int) -> None:
+        """New vectors arrived (background embedding): load them off the query path, then swap.
+
+        Queries keep using the vectors they have meanwhile, so a search during embedding never pays for
+        reading the whole matrix again.
+        """
+        with self._lock:
+            if self._dense_loading:
+                return
+            self._dense_loading = True
+
+        def load() -> None:
+            try:
+                fresh = _load_dense(self.ws.store, snap, model, generation)
+                with self._lock:
+                    if self._snapshot is snap:
+                        self._dense = fresh
+            except Exception:  # the next query retries; a failed reload must not kill the searcher
+                log.exception("reloading vectors failed")
+            finally:
+                with self._lock:
+                    self._dense_loading = False
+
+        threading.Thread(target=load, name="codeloupe-dense-reload", daemon=True).start()
 
     # ------------------------------------------------------------------ query
 
@@ -325,11 +337,11 @@ class Searcher:
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
             scores = np.full(n, -np.inf, np.float32)
-            scores[dense.chunk_rows] = dense.chunk_vectors @ qvec
-            if len(dense.skeleton_file_ids):
-                file_sim = dict(zip(dense.skeleton_file_ids.tolist(), (dense.skeleton_vectors @ qvec).tolist()))
-                bonus = np.array([file_sim.get(f, 0.0) for f in snap.table.file_ids.tolist()], np.float32)
-                scores[dense.chunk_rows] += R.SKELETON_WEIGHT * bonus[dense.chunk_rows]
+            chunk_scores = dense.chunk_vectors @ qvec
+            if len(dense.skeleton_vectors):
+                file_sim = np.append(dense.skeleton_vectors @ qvec, np.float32(0.0))  # row -1: no skeleton
+                chunk_scores += R.SKELETON_WEIGHT * file_sim[dense.chunk_skeleton]
+            scores[dense.chunk_rows] = chunk_scores
             out["dense"] = scores
         return out
 
@@ -400,6 +412,35 @@ def _weights_for(query: str) -> dict[str, float]:
     if ids and (len(words) <= 3 or len(ids) * 3 >= len(words)):
         return R.LANE_WEIGHTS_IDENTIFIER
     return R.LANE_WEIGHTS_NATURAL
+
+
+def _load_dense(store, snap: Snapshot, model: str, generation: int) -> DenseSnapshot:
+    """The store's int8 vectors of `model`, dequantised once into contiguous float32 matrices."""
+    chunks = store.vector_matrix("chunk", model)
+    skeletons = store.vector_matrix("skeleton", model)
+    ids = snap.table.ids  # sorted (the store returns chunks by id)
+    pos = np.minimum(np.searchsorted(ids, chunks.ids), max(len(ids) - 1, 0))
+    live = (ids[pos] == chunks.ids) if len(ids) else np.zeros(len(chunks.ids), bool)
+    src, rows = np.flatnonzero(live), pos[live]
+    dim = max(chunks.dim, skeletons.dim, 1)
+    vectors = chunks.q[src].astype(np.float32) * chunks.scales[src, None] if len(src) else np.zeros((0, dim), np.float32)
+    skel = skeletons.q.astype(np.float32) * skeletons.scales[:, None] if len(skeletons.ids) else \
+        np.zeros((0, dim), np.float32)
+    return DenseSnapshot(
+        generation=generation, model=model, chunk_rows=rows.astype(np.int64),
+        chunk_vectors=np.ascontiguousarray(vectors), skeleton_vectors=np.ascontiguousarray(skel),
+        chunk_skeleton=_skeleton_rows(snap.table.file_ids[rows], skeletons.ids),
+        coverage=(len(rows) / len(ids)) if len(ids) else 1.0,
+    )
+
+
+def _skeleton_rows(chunk_file_ids: np.ndarray, skeleton_file_ids: np.ndarray) -> np.ndarray:
+    """For each chunk's file id, the row of that file's skeleton vector (ids are sorted), or -1."""
+    if len(skeleton_file_ids) == 0:
+        return np.full(len(chunk_file_ids), -1, np.int64)
+    pos = np.searchsorted(skeleton_file_ids, chunk_file_ids)
+    pos = np.minimum(pos, len(skeleton_file_ids) - 1)
+    return np.where(skeleton_file_ids[pos] == chunk_file_ids, pos, -1)
 
 
 def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool = True) -> list[int]:
