@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from codeloupe_lsp import __version__
@@ -16,7 +17,7 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="codeloupe-lsp", description="codeloupe language server")
     parser.add_argument("--version", action="version", version=f"codeloupe-lsp {__version__}")
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the default anyway.
@@ -35,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         server.start_tcp(*args.tcp)
     else:
         server.start_io()
-    return 0
+    # Worker threads may still be in an index or a model call: leave without joining them (see shutdown).
+    # (pygls has already flushed and closed stdout.)
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -189,6 +189,7 @@ class Folder:
             return
         self.last_report = report
         self.message = ""
+        await self._on_writer(self._warm_readers)
         self._progress.note(f"files {report.files_seen}/{report.files_seen}, chunks {report.chunks}", 50)
         for waiter in waiters:
             if not waiter.done():
@@ -203,6 +204,7 @@ class Folder:
         except Exception:
             log.exception("re-indexing %s in %s failed", paths, self.root)
             return
+        await self._on_writer(self._warm_readers)
         missing = [p for p in paths if not (self.root / p).exists()]
         if report.files_deleted < len(missing):
             # A deleted path that was not an indexed file is a directory (or was never indexed): only a
@@ -230,6 +232,17 @@ class Folder:
             self._embed_wanted = True  # resumes after the index work that interrupted it
             self._prefer = prefer + self._prefer
 
+    def _warm_readers(self) -> None:
+        """On the writer: rebuild the search snapshot and the graph's edges for the new index state, which
+        the next search or hover would otherwise rebuild on a request thread."""
+        from codeloupe.graph import ensure_edges
+
+        try:
+            self.ws.searcher().snapshot()
+            ensure_edges(self.ws)
+        except Exception:  # a warm-up is an optimisation; the request that needs it will report the fault
+            log.exception("warming %s failed", self.root)
+
     def _progress_callback(self, progress: RefreshProgress | None) -> Callable[[Progress], None] | None:
         if progress is None:
             return None
@@ -249,8 +262,8 @@ class Folder:
 
     # ---------------------------------------------------------------- lifecycle
 
-    async def close(self) -> None:
-        """Stop after the current job, then close the index (on the writer, after anything still running)."""
+    def stop(self) -> None:
+        """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
         for waiter in self._full_waiters:
             if not waiter.done():
@@ -258,6 +271,10 @@ class Folder:
         if self._progress is not None:
             self._progress.end("stopped")
             self._progress = None
+
+    async def close(self) -> None:
+        """Stop, then close the index on the writer once the job in flight is done."""
+        self.stop()
         await self._on_writer(self.ws.close)
         self._writer.shutdown(wait=False)
 

@@ -68,10 +68,10 @@ def register(server: CodeloupeServer) -> None:
         _changed(ls, [change.uri for change in params.changes])
 
     @server.feature(lsp.SHUTDOWN)
-    async def on_shutdown(ls: CodeloupeServer, params: None) -> None:
-        for folder in list(ls.folders):
-            ls.folders.pop(folder.uri)
-            await folder.close()
+    def on_shutdown(ls: CodeloupeServer, params: None) -> None:
+        # Answer at once: waiting for an index in flight would stall the editor's shutdown.
+        for folder in ls.folders:
+            folder.stop()
 
 
 def _changed(ls: CodeloupeServer, uris: list[str]) -> None:

@@ -86,6 +86,19 @@ class CodeloupeServer(LanguageServer):
         self.options = EditorOptions()
         self._warned: set[str] = set()
 
+    def shutdown(self) -> None:
+        """Stop serving without waiting for worker threads (pygls would join them).
+
+        An index or a model call in flight must not hold the editor's shutdown for minutes; every store write
+        is its own transaction, so leaving mid-index loses nothing (`__main__` then exits the process).
+        """
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if self._thread_pool is not None:
+            self._thread_pool.shutdown(wait=False, cancel_futures=True)
+        if self._server is not None:
+            self._server.close()
+
     # ---------------------------------------------------------------- client messages
 
     def supports_progress(self) -> bool:

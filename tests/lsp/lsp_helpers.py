@@ -11,12 +11,13 @@ import os
 import sys
 import textwrap
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.protocol import default_converter
 from pygls.protocol.json_rpc import JsonRPCResponseMessage
 from pygls.uris import from_fs_path
@@ -198,3 +199,18 @@ async def stop_server(client: Client) -> None:
 
 def location_paths(result: dict[str, Any]) -> list[str]:
     return [f["path"] for f in [*result["core"], *result["related"]]]
+
+
+def disk_lines(path: Path, start0: int, end0: int) -> str:
+    """Lines start0..end0 (0-based, end exclusive) of a file as it is on disk."""
+    return "".join(path.read_text().splitlines(keepends=True)[start0:end0])
+
+
+async def expect_error(pending: Awaitable[Any], code: int) -> str:
+    """Await a request that must fail with `code`; returns the error message."""
+    try:
+        await pending
+    except JsonRpcException as exc:
+        assert exc.code == code, exc.message
+        return exc.message
+    raise AssertionError(f"expected error {code}, got a result")

@@ -1,21 +1,44 @@
-"""The features over the real server: workspace/symbol, lenses, hover, graph, scoped search, ask."""
+"""Requests answered by one shared server on the fixture project (tests here never change its files)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from lsp_helpers import Client, location_paths, start_server, stop_server, uri
+import pytest_asyncio
+from lsp_helpers import (
+    Client,
+    disk_lines,
+    expect_error,
+    location_paths,
+    start_server,
+    stop_server,
+    uri,
+    write_project,
+)
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException
 
-from chat_server import ChatServer, Reply
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def disk_lines(path: Path, start0: int, end0: int) -> str:
-    return "".join(path.read_text().splitlines(keepends=True)[start0:end0])
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_project(tmp_path_factory.mktemp("shared") / "project")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(project: Path, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    # Module fixtures start before the per-test cache fixture: give this server its own cache explicitly.
+    cache = tmp_path_factory.mktemp("shared-cache")
+    lsp_client = await start_server([project], env={"CODELOUPE_CACHE_DIR": str(cache)})
+    await lsp_client.wait_ready()
+    yield lsp_client
+    await stop_server(lsp_client)
+
+INVALID_PARAMS = -32602
+REQUEST_FAILED = -32803
 
 
 async def test_workspace_symbol_has_real_ranges(client: Client, project: Path) -> None:
@@ -63,12 +86,6 @@ async def test_code_lenses_resolve_lazily_to_show_locations(client: Client, proj
     assert not docs
 
 
-async def hover(client: Client, path: Path, line0: int) -> str | None:
-    result = await client.text_document_hover_async(lsp.HoverParams(
-        text_document=lsp.TextDocumentIdentifier(uri=uri(path)), position=lsp.Position(line=line0, character=3)))
-    return None if result is None else result.contents.value
-
-
 async def test_hover_on_first_line_import_and_definition(client: Client, project: Path) -> None:
     auth = project / "app/auth.py"
     first = await hover(client, auth, 0)
@@ -87,6 +104,12 @@ async def test_hover_on_first_line_import_and_definition(client: Client, project
 
     assert await hover(client, auth, class_line + 1) is None
     assert await hover(client, project.parent / "elsewhere.py", 0) is None
+
+
+async def hover(client: Client, path: Path, line0: int) -> str | None:
+    result = await client.text_document_hover_async(lsp.HoverParams(
+        text_document=lsp.TextDocumentIdentifier(uri=uri(path)), position=lsp.Position(line=line0, character=3)))
+    return None if result is None else result.contents.value
 
 
 async def test_graph_map_node_and_path(client: Client, project: Path) -> None:
@@ -111,9 +134,9 @@ async def test_graph_map_node_and_path(client: Client, project: Path) -> None:
             if key in hop:
                 assert hop[key]["uri"].startswith(uri(project))
 
-    with pytest.raises(JsonRpcException) as caught:
-        await client.request("codeloupe/graph", {"mode": "path", "from": "app/web.py"})
-    assert caught.value.code == -32602 and "`to`" in caught.value.message
+    message = await expect_error(client.request("codeloupe/graph", {"mode": "path", "from": "app/web.py"}),
+                                 INVALID_PARAMS)
+    assert "`to`" in message
 
 
 async def test_search_scope_limits_the_files(client: Client, project: Path) -> None:
@@ -126,6 +149,7 @@ async def test_search_scope_limits_the_files(client: Client, project: Path) -> N
 
 
 async def test_ask_without_a_chat_model_answers_the_bundle(client: Client, project: Path) -> None:
+    client.progress_reports["ask-1"] = []  # a client-created token, as an editor makes for its own request
     result = await client.request("codeloupe/ask", {"query": "how does login check the password",
                                                     "workDoneToken": "ask-1"})
     assert result["fallback"] and result["citations"] == []
@@ -138,41 +162,80 @@ async def test_ask_without_a_chat_model_answers_the_bundle(client: Client, proje
     assert events[0]["type"] == "retrieval" and events[-1]["type"] == "done"
 
 
-async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) -> None:
-    with ChatServer() as chat:
-        chat.add(Reply(text="Login loads the user and compares salted hashes [[1]].", times=5))
-        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted"})
-        try:
-            await client.wait_ready()
-            result = await client.request("codeloupe/ask", {"query": "how does login check the password",
-                                                            "workDoneToken": 7})
-        finally:
-            await stop_server(client)
-    assert result["fallback"] is None
-    (cited,) = result["citations"]
-    path = project / cited["path"]
-    rng = cited["location"]["range"]
-    assert cited["location"]["uri"] == uri(path)
-    assert cited["text"] == disk_lines(path, rng["start"]["line"], rng["end"]["line"])
-    assert (rng["start"]["line"] + 1, rng["end"]["line"]) == (cited["startLine"], cited["endLine"])
-    assert cited["text"].strip() in result["answer"]
-    types = [json.loads(r.message)["type"] for r in client.progress_reports[7] if r.kind == "report"]
-    assert "delta" in types and types[-1] == "done"
+async def test_expand_reads_lines_verbatim_from_disk(client: Client, project: Path) -> None:
+    path = project / "app/store.py"
+    lines = path.read_text().splitlines(keepends=True)
+    whole = await client.request("codeloupe/expand", {"uri": uri(path)})
+    assert whole["text"] == "".join(lines)
+    assert whole["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
+
+    span = {"start": {"line": 5, "character": 0}, "end": {"line": 7, "character": 0}}
+    part = await client.request("codeloupe/expand", {"uri": uri(path), "range": span})
+    assert part["text"] == "".join(lines[5:7])
+    assert part["range"] == span
 
 
-async def test_cancelling_an_ask_answers_request_cancelled(project: Path) -> None:
-    with ChatServer() as chat:
-        chat.add(Reply(text="never sent [[1]]", hang_s=60, times=5))
-        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted"})
-        try:
-            await client.wait_ready()
-            pending = asyncio.ensure_future(client.protocol.send_request_async(
-                "codeloupe/ask", {"query": "how does login work"}, msg_id="ask-to-cancel"))
-            await client.wait_until(lambda: chat.requests, "the ask to reach the chat model")
-            client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="ask-to-cancel"))
-            with pytest.raises(JsonRpcException) as caught:
-                await asyncio.wait_for(pending, timeout=30)
-            assert caught.value.code == -32800
-            assert (await client.status())[0]["state"] == "ready"  # still serving
-        finally:
-            await stop_server(client)
+async def test_expand_refuses_paths_outside_the_workspace_and_bad_ranges(client: Client, project: Path,
+                                                                         tmp_path: Path) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("password\n")
+    message = await expect_error(client.request("codeloupe/expand", {"uri": uri(outside)}), INVALID_PARAMS)
+    assert "outside every workspace folder" in message
+    escape = uri(project) + "/../secret.txt"
+    await expect_error(client.request("codeloupe/expand", {"uri": escape}), INVALID_PARAMS)
+
+    beyond = {"start": {"line": 500, "character": 0}, "end": {"line": 501, "character": 0}}
+    message = await expect_error(client.request("codeloupe/expand", {"uri": uri(project / "app/store.py"),
+                                                                     "range": beyond}), INVALID_PARAMS)
+    assert "outside the file" in message
+    message = await expect_error(client.request("codeloupe/expand", {"uri": uri(project / "app/store.py"),
+                                                                     "range": {"start": {"line": 1}}}),
+                                 INVALID_PARAMS)
+    assert "`range`.start.character" in message
+
+
+async def test_a_file_that_is_gone_answers_a_clear_error(client: Client, project: Path) -> None:
+    path = project / "app/vanished.py"  # as if deleted between a search and opening it
+    message = await expect_error(client.request("codeloupe/expand", {"uri": uri(path)}), INVALID_PARAMS)
+    assert "no such file" in message
+    span = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}
+    message = await expect_error(client.command("codeloupe.openLocation", uri(path), span), REQUEST_FAILED)
+    assert "no such file" in message
+
+
+async def test_open_location_sends_show_document_with_the_selection(client: Client, project: Path) -> None:
+    span = {"start": {"line": 6, "character": 0}, "end": {"line": 9, "character": 0}}
+    target = uri(project / "app/auth.py")
+    assert await client.command("codeloupe.openLocation", target, span) is True
+    shown = client.shown_documents[-1]
+    assert shown.uri == target
+    assert shown.take_focus is True
+    assert shown.selection == lsp.Range(start=lsp.Position(line=6, character=0),
+                                        end=lsp.Position(line=9, character=0))
+
+
+async def test_malformed_params_answer_invalid_params_naming_the_field(client: Client, project: Path) -> None:
+    message = await expect_error(client.request("codeloupe/search", {"limit": 3}), INVALID_PARAMS)
+    assert "`query` is required" in message
+    message = await expect_error(client.request("codeloupe/search", {"query": "x", "limit": "ten"}),
+                                 INVALID_PARAMS)
+    assert "`limit`" in message
+    message = await expect_error(client.request("codeloupe/search", {"query": "x", "docs": "pdf"}),
+                                 INVALID_PARAMS)
+    assert "`docs`" in message
+    message = await expect_error(client.request("codeloupe/search", ["not", "an", "object"]), INVALID_PARAMS)
+    assert "params must be an object" in message
+    message = await expect_error(client.request("codeloupe/graph", {"mode": "orbit"}), INVALID_PARAMS)
+    assert "`mode`" in message
+    # A standard request whose params do not match its type: pygls alone would never answer it.
+    message = await expect_error(client.raw_request(lsp.TEXT_DOCUMENT_HOVER, {
+        "textDocument": {"uri": uri(project / "app/auth.py")}}), INVALID_PARAMS)
+    assert "position" in message
+    message = await expect_error(client.command("codeloupe.openLocation", uri(project / "app/auth.py")),
+                                 INVALID_PARAMS)
+    assert "[uri, range]" in message
+    message = await expect_error(client.command("codeloupe.reindex", uri(project.parent / "elsewhere")),
+                                 INVALID_PARAMS)
+    assert "folderUri" in message
+    # ... and the server is still answering.
+    assert (await client.status())[0]["state"] == "ready"

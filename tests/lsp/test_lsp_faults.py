@@ -1,0 +1,93 @@
+"""Faults and long requests, each on its own server: a corrupt index, a dead embedding endpoint, ask."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from lsp_helpers import disk_lines, start_server, stop_server, uri
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+
+from chat_server import ChatServer, Reply
+
+
+async def test_a_corrupt_index_is_rebuilt_with_a_warning(project: Path) -> None:
+    first = await start_server([project])
+    (folder,) = await first.wait_ready()
+    await stop_server(first)
+    index = Path(folder["indexPath"])
+    for suffix in ("-wal", "-shm"):
+        Path(str(index) + suffix).unlink(missing_ok=True)
+    index.write_bytes(b"this is not a sqlite database" * 100)
+
+    second = await start_server([project])
+    try:
+        (rebuilt,) = await second.wait_ready()
+        assert rebuilt["files"] == folder["files"]
+        warnings = [m.message for m in second.messages if m.type == lsp.MessageType.Warning]
+        assert any("rebuilt" in w and "corrupt" in w for w in warnings), warnings
+    finally:
+        await stop_server(second)
+
+
+async def test_an_unreachable_embedding_endpoint_degrades_with_one_warning(project: Path) -> None:
+    client = await start_server([project], options={
+        "embedProvider": "openai", "embedBaseUrl": "http://127.0.0.1:9/v1", "embedApiKey": "k",
+        "embedModel": "m", "embedTimeoutS": 1})
+    try:
+        (folder,) = await client.wait_ready()
+        assert folder["state"] == "ready"
+        assert folder["message"]
+        path = project / "app/store.py"
+        for _ in range(3):  # saves re-index but do not retry the dead endpoint (no warning loop)
+            client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri(path))))
+        await client.wait_ready()
+        warnings = [m.message for m in client.messages if m.type == lsp.MessageType.Warning]
+        assert len([w for w in warnings if "embeddings unavailable" in w]) == 1, warnings
+    finally:
+        await stop_server(client)
+
+
+async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) -> None:
+    with ChatServer() as chat:
+        chat.add(Reply(text="Login loads the user and compares salted hashes [[1]].", times=5))
+        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted"})
+        try:
+            await client.wait_ready()
+            client.progress_reports[7] = []
+            result = await client.request("codeloupe/ask", {"query": "how does login check the password",
+                                                            "workDoneToken": 7})
+        finally:
+            await stop_server(client)
+    assert result["fallback"] is None
+    (cited,) = result["citations"]
+    path = project / cited["path"]
+    rng = cited["location"]["range"]
+    assert cited["location"]["uri"] == uri(path)
+    assert cited["text"] == disk_lines(path, rng["start"]["line"], rng["end"]["line"])
+    assert (rng["start"]["line"] + 1, rng["end"]["line"]) == (cited["startLine"], cited["endLine"])
+    assert cited["text"].strip() in result["answer"]
+    types = [json.loads(r.message)["type"] for r in client.progress_reports[7] if r.kind == "report"]
+    assert "delta" in types and types[-1] == "done"
+
+
+async def test_cancelling_an_ask_answers_request_cancelled(project: Path) -> None:
+    with ChatServer() as chat:
+        chat.add(Reply(text="never sent [[1]]", hang_s=60, times=5))
+        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted"})
+        try:
+            await client.wait_ready()
+            pending = asyncio.ensure_future(client.protocol.send_request_async(
+                "codeloupe/ask", {"query": "how does login work"}, msg_id="ask-to-cancel"))
+            await client.wait_until(lambda: chat.requests, "the ask to reach the chat model")
+            client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="ask-to-cancel"))
+            with pytest.raises(JsonRpcException) as caught:
+                await asyncio.wait_for(pending, timeout=30)
+            assert caught.value.code == -32800
+            assert (await client.status())[0]["state"] == "ready"  # still serving
+        finally:
+            await stop_server(client)
