@@ -7,6 +7,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from codeloupe.settings import SettingsError
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.server import CodeloupeServer
@@ -53,7 +54,12 @@ def register(server: CodeloupeServer) -> None:
             ls.warn(problems)
         ls.options = options
         for folder in list(ls.folders):
-            if ls.settings_for(folder.root) != folder.ws.settings:
+            try:
+                changed = ls.settings_for(folder.root) != folder.ws.settings
+            except SettingsError as exc:  # e.g. a broken .codeloupe.toml: keep the folder on its old settings
+                ls.show_error(f"codeloupe: {exc}")
+                continue
+            if changed:
                 # A new provider, model, budget or ignore list: reopen the folder on the new settings.
                 ls.folders.pop(folder.uri)
                 await folder.close()

@@ -106,6 +106,7 @@ class Client(LanguageClient):
     def __init__(self) -> None:
         super().__init__(converter_factory=_raw_converter)
         self.registrations: list[lsp.Registration] = []
+        self.init_result: lsp.InitializeResult | None = None
 
     async def request(self, method: str, params: Any) -> Any:
         return await self.protocol.send_request_async(method, params)
@@ -186,7 +187,7 @@ async def start_server(roots: list[Path], options: dict[str, Any] | None = None,
     client = make_client()
     await client.start_io(sys.executable, "-m", "codeloupe_lsp", env={**os.environ, **(env or {})})
     init_options = {"embedProvider": "none", **(options or {})}
-    await client.initialize_session(lsp.InitializeParams(
+    client.init_result = await client.initialize_session(lsp.InitializeParams(
         capabilities=CAPABILITIES, process_id=os.getpid(),
         workspace_folders=[lsp.WorkspaceFolder(uri=uri(r), name=r.name) for r in roots],
         initialization_options=init_options))

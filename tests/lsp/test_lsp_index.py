@@ -11,6 +11,12 @@ from lsprotocol import types as lsp
 async def test_initial_index_reports_progress_and_search_finds_the_right_files(project: Path) -> None:
     client = await start_server([project])
     try:
+        capabilities = client.init_result.capabilities
+        assert capabilities.text_document_sync.save
+        assert capabilities.code_lens_provider.resolve_provider is True
+        assert capabilities.hover_provider and capabilities.workspace_symbol_provider
+        assert set(capabilities.execute_command_provider.commands) == {"codeloupe.reindex",
+                                                                      "codeloupe.openLocation"}
         folders = await client.wait_ready()
         assert folders[0]["root"] == str(project.resolve())
         assert folders[0]["files"] == 5  # node_modules is never indexed
@@ -144,3 +150,15 @@ async def test_requests_are_answered_while_a_large_index_runs(tmp_path: Path) ->
         assert folder["files"] == 300
     finally:
         await stop_server(client)
+
+
+async def test_changed_configuration_reopens_the_folder_on_the_new_settings(client: Client,
+                                                                            project: Path) -> None:
+    query = {"query": "log in with a password session token", "docs": "both"}
+    assert "docs/guide.md" in location_paths(await client.request("codeloupe/search", query))
+    client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+        settings={"codeloupe": {"embedProvider": "none", "ignore": ["docs/"], "bogus": True}}))
+    await client.wait_until(lambda: any("bogus" in m.message for m in client.messages), "the unknown-key warning")
+    (folder,) = await client.wait_ready()
+    assert folder["files"] == 4
+    assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
