@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -21,6 +23,17 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
+
+
+def is_loopback_url(url: str) -> bool:
+    """True for an endpoint on this machine (no API key is needed to talk to it)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class SettingsError(ValueError):

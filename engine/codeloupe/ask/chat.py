@@ -7,7 +7,6 @@ the wait before the user gets the bundle that is already in hand.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import threading
 import time
@@ -18,7 +17,7 @@ from urllib.parse import urlparse
 
 import openai
 
-from codeloupe.settings import Settings
+from codeloupe.settings import Settings, is_loopback_url
 
 NOT_CONFIGURED = "no chat model configured"
 
@@ -45,16 +44,6 @@ class ChatReply:
     tool_calls: list[ToolRequest] = field(default_factory=list)
 
 
-def is_loopback(base_url: str) -> bool:
-    host = urlparse(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class ChatModel:
     """A configured endpoint plus call counters (read into the ask metrics). Safe to share between threads."""
 
@@ -75,7 +64,7 @@ class ChatModel:
             raise ChatUnavailable(NOT_CONFIGURED)
         if urlparse(base_url).scheme not in ("http", "https"):
             raise ChatUnavailable(f"chat_base_url {base_url!r} is not an http(s) URL")
-        if not settings.chat_api_key and not is_loopback(base_url):
+        if not settings.chat_api_key and not is_loopback_url(base_url):
             raise ChatUnavailable(f"no chat_api_key for {base_url} (only loopback endpoints work without one)")
         if settings.chat_timeout_s <= 0:
             raise ChatUnavailable(f"chat_timeout_s must be positive (got {settings.chat_timeout_s})")

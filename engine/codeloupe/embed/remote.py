@@ -7,7 +7,6 @@ retries 429, 5xx and timeouts with exponential backoff (honouring Retry-After); 
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
@@ -16,7 +15,7 @@ import numpy as np
 import openai
 
 from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
-from codeloupe.settings import Settings
+from codeloupe.settings import Settings, is_loopback_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "text-embedding-3-small"
@@ -32,16 +31,6 @@ def _base_url(settings: Settings) -> str:
 
 def _model(settings: Settings) -> str:
     return settings.embed_model or DEFAULT_MODEL
-
-
-def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def openai_model_id(settings: Settings) -> str:
@@ -65,7 +54,7 @@ class OpenAIProvider(QueryCachingProvider):
         self._max_retries = max_retries
         key = settings.embed_api_key or os.environ.get("OPENAI_API_KEY", "")
         if not key:
-            if not is_loopback(self.base_url):
+            if not is_loopback_url(self.base_url):
                 raise EmbeddingError(
                     f"the embedding endpoint {self.base_url} needs an API key: set embed_api_key"
                     " (CODELOUPE_EMBED_API_KEY) or OPENAI_API_KEY"
