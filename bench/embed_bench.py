@@ -238,11 +238,11 @@ def main() -> None:
         sample_file = tmp / "sample.json"
         sample_file.write_text(json.dumps([texts[k] for k in sample_ids]))
         print(f"\nspeed: {len(sample_ids)} sampled chunks, at most {MAX_WINDOWS} windows of each unless noted (xN)")
-        print(f"{'configuration':24} {'windows':>7} {'chunks/s':>8} {'CPU ms/window':>13} {'chunks/CPU-s':>12}"
+        print(f"{'configuration':27} {'windows':>7} {'chunks/s':>8} {'CPU ms/window':>13} {'chunks/CPU-s':>12}"
               f" {'peak MB':>7} {'load s':>6} {'query ms':>8}")
         for k, config in enumerate(c for c in SPEED_GRID if args.only in c.name):
             r = run_config(config, sample_file, queries_file, tmp / f"speed{k}", model_cache)
-            print(f"{config.name:24} {r['windows']:7d} {r['chunks'] / r['wall_s']:8.1f}"
+            print(f"{config.name:27} {r['windows']:7d} {r['chunks'] / r['wall_s']:8.1f}"
                   f" {1000 * r['cpu_s'] / r['windows']:13.1f} {r['chunks'] / r['cpu_s']:12.2f}"
                   f" {r['peak_rss_mb']:7.0f} {r['load_s']:6.2f} {r['query_ms']:8.2f}", flush=True)
 
@@ -250,7 +250,7 @@ def main() -> None:
             texts_file = tmp / "texts.json"
             texts_file.write_text(json.dumps(texts))
             print(f"\nquality: dense-only file retrieval over {len(texts)} chunks, {len(queries)} queries")
-            print(f"{'model':24} {'windows/chunk cap':>17} {'windows/chunk':>13} {'recall@10':>9} {'MRR':>6}")
+            print(f"{'model':27} {'windows/chunk cap':>17} {'windows/chunk':>13} {'recall@10':>9} {'MRR':>6}")
             for k, config in enumerate(c for c in QUALITY_GRID if args.only in c.name):
                 out = tmp / f"quality{k}"
                 run_config(config, texts_file, queries_file, out, model_cache)
@@ -260,7 +260,7 @@ def main() -> None:
                     chunk_vectors, kept = pool_windows(owners, windows, len(texts), cap)
                     recall, mrr = file_quality(chunk_vectors, query_vectors, paths, gold)
                     label = "all" if cap == ALL_WINDOWS else str(cap)
-                    print(f"{config.name:24} {label:>17} {kept / len(texts):13.2f} {recall:9.3f} {mrr:6.3f}",
+                    print(f"{config.name:27} {label:>17} {kept / len(texts):13.2f} {recall:9.3f} {mrr:6.3f}",
                           flush=True)
                     if k == 0 and cap == MAX_WINDOWS:
                         default = (chunk_vectors, query_vectors)
