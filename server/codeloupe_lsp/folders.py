@@ -133,12 +133,6 @@ class Folder:
     def busy(self) -> bool:
         return self._pump is not None and not self._pump.done()
 
-    async def idle(self) -> None:
-        """Wait until every requested write has been done (tests and the benchmark use this)."""
-        while self.busy:
-            assert self._pump is not None
-            await asyncio.shield(self._pump)
-
     def _kick(self) -> None:
         if self._closing or self.busy:
             return

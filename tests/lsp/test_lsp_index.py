@@ -162,3 +162,22 @@ async def test_changed_configuration_reopens_the_folder_on_the_new_settings(clie
     (folder,) = await client.wait_ready()
     assert folder["files"] == 4
     assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
+
+
+async def test_local_embeddings_stream_in_after_the_index(project: Path) -> None:
+    client = await start_server([project], options={"embedProvider": "local"})
+    try:
+        (folder,) = await client.wait_ready()
+        assert folder["provider"] == "local" and folder["model"]
+        assert folder["vectors"]["total"] > 0 and folder["vectors"]["done"] == folder["vectors"]["total"]
+        (reports,) = client.progress_reports.values()
+        vectors = [r for r in reports if r.kind == "report" and r.message.startswith("vectors ")]
+        assert vectors and vectors[-1].percentage == 100
+        files = [r for r in reports if r.kind == "report" and r.message.startswith("files ")]
+        assert reports.index(files[0]) < reports.index(vectors[0])  # lexical lanes first, then vectors
+        result = await client.request("codeloupe/search", {"query": "check a user's credentials"})
+        dense = next(lane for lane in result["lanes"] if lane["name"] == "dense")
+        assert dense["ready"] and dense["coverage"] == 1.0
+        assert "app/auth.py" in [f["path"] for f in result["core"]]
+    finally:
+        await stop_server(client)
