@@ -234,3 +234,39 @@ def test_frames_are_read_innermost_first() -> None:
     go = "panic: boom\n\ngoroutine 1 [running]:\nmain.inner()\n\t/src/app/tree.go:245 +0x1\nmain.outer()\n\t/src/app/gin.go:331 +0x2\n"
     assert [f.path for f in frames(go)] == ["/src/app/tree.go", "/src/app/gin.go"]
     assert frames('  File "a.py", line 7, in f\n')[0].function == "f"
+
+
+def test_changed_files_are_searched_beside_the_last_full_snapshot(ws: Workspace, repo: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe import ranking
+
+    searcher = ws.searcher()
+    searcher.refresh()
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)  # keep the background rebuild out of the way
+    base = searcher.snapshot()
+    (repo / "app/render.py").write_text("def paint_canvas(brush):\n    return brush\n")
+    (repo / "app/extra.py").write_text("def mix_colours(a, b):\n    return a\n")
+    try:
+        ws.update_files([repo / "app/render.py", repo / "app/extra.py"])
+        view = searcher.snapshot()
+        assert view.base is base and view.pending_files == 0
+        assert paths(ws.search("paint_canvas brush"))[0] == "app/render.py"
+        assert paths(ws.search("mix_colours"))[0] == "app/extra.py"
+        assert "app/render.py" not in paths(ws.search("named template context"))  # the old text is gone
+        delta_top = paths(ws.search("paint canvas brush mix colours"))
+        searcher.refresh()
+        assert searcher.snapshot().base is None
+        assert paths(ws.search("paint canvas brush mix colours")) == delta_top
+        # A bulk change waits for the rebuild and says so instead of re-tokenising on the query path.
+        monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 0)
+        (repo / "app/extra.py").write_text("def blend_colours(a, b):\n    return b\n")
+        ws.update_files([repo / "app/extra.py"])
+        bundle = ws.search("blend_colours")
+        assert "app/extra.py" not in paths(bundle)
+        assert any("join the index shortly" in lane.note for lane in bundle.lanes)
+        searcher.refresh()
+        assert paths(ws.search("blend_colours"))[0] == "app/extra.py"
+    finally:
+        (repo / "app/render.py").write_text(textwrap.dedent(FILES["app/render.py"]))
+        (repo / "app/extra.py").unlink()
+        ws.update_files([repo / "app/render.py", repo / "app/extra.py"])

@@ -14,7 +14,7 @@ from typing import Any
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
-from codeloupe.types import Bundle, IndexReport, IndexStatus
+from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol
 
 
 class WorkspaceError(ValueError):
@@ -105,6 +105,23 @@ class Workspace:
     def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
         return self.searcher().search(query, scope=scope, mode=mode, limit=limit)
 
+    def symbols(self, paths: Iterable[str]) -> dict[str, list[Symbol]]:
+        """The definitions of each indexed file among `paths` (files not in the index are left out)."""
+        rows = self.store.file_rows()
+        return {path: [Symbol(s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature)
+                       for s in self.store.symbols_of_file(rows[path].id)]
+                for path in paths if path in rows}
+
+    def warm(self) -> None:
+        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph.
+
+        Whoever writes the index calls this afterwards, so no query, hover or lens pays for the rebuild.
+        """
+        from codeloupe.graph import graph_map
+
+        self.searcher().refresh()
+        graph_map(self)
+
     def status(self) -> IndexStatus:
         from codeloupe.embed import describe_provider
 
@@ -141,11 +158,27 @@ class Workspace:
 
         return graph_map(self)
 
-    def graph_node(self, target: str):
-        """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`)."""
+    def graph_node(self, target: str, *, allow_stale: bool = False):
+        """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`).
+
+        `allow_stale` answers from the last graph built instead of rebuilding after a change (for hovers and
+        lenses, which must not wait; whoever writes the index refreshes the graph afterwards).
+        """
         from codeloupe.graph import graph_node
 
-        return graph_node(self, target)
+        return graph_node(self, target, allow_stale=allow_stale)
+
+    def file_summary(self, path: str, *, allow_stale: bool = False):
+        """Community, import/importer counts, god-node flag, semantic neighbours (`codeloupe.graph.FileSummary`)."""
+        from codeloupe.graph import file_summary
+
+        return file_summary(self, path, allow_stale=allow_stale)
+
+    def definition_users(self, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:
+        """For each definition in `path` used by other files: (path, line) of each cross-file use."""
+        from codeloupe.graph import definition_users
+
+        return definition_users(self, path, allow_stale=allow_stale)
 
     def graph_path(self, source: str, target: str):
         """A hub-tolled route between two concepts (`codeloupe.graph.GraphPath`)."""

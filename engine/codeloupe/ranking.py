@@ -48,6 +48,12 @@ BACKTICK_BONUS = 0.15  # a definition named in `backticks`
 FRAME_FUNCTION_BONUS = 0.2  # the chunk enclosing the frame's line
 FULL_TEXT_VARIANT_WEIGHT = 2.0
 
+# --- Freshness: after a change, changed files are searched beside the last full snapshot (a delta view) and
+# the full snapshot is rebuilt once the index has been quiet this long. Past this many changed files (a
+# branch switch, the first index) the view waits for the rebuild instead of re-tokenising on a query.
+REBUILD_QUIET_S = 1.0
+DELTA_MAX_FILES = 200
+
 # --- Bundle.
 CANDIDATE_FILES = 12
 CORE_GAP = 0.03  # CORE = files within 3% of the leader

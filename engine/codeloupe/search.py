@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,10 +21,10 @@ import numpy as np
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
 from codeloupe.issue import IssueQuery, is_issue, parse_issue, resolve_suffix
-from codeloupe.lanes.lexical import BM25Index
-from codeloupe.lanes.symbols import SymbolIndex
+from codeloupe.lanes.lexical import BM25Index, StackedBM25
+from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
-from codeloupe.store import ChunkTable
+from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
@@ -59,9 +60,14 @@ class Snapshot:
     file_stems: dict[int, set[str]]
     by_basename: dict[str, list[str]]
     path_to_file: dict[str, int]
-    bm25: BM25Index
-    symbols: SymbolIndex
+    bm25: BM25Index | StackedBM25
+    symbols: SymbolIndex | StackedSymbols
     file_chunk_rows: dict[int, list[int]]
+    # A delta view (files changed since the full snapshot was built, searched beside it): the full snapshot it
+    # stands on, which rows of it are still current, and how many changed files it could not take in.
+    base: Snapshot | None = None
+    live: np.ndarray | None = None
+    pending_files: int = 0
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,6 +94,7 @@ class DenseSnapshot:
     skeleton_vectors: np.ndarray  # float32 [f, d]
     chunk_skeleton: np.ndarray  # int64 [m]: for each vector row, its file's row in skeleton_vectors, or -1
     coverage: float
+    snapshot_generation: int  # the full snapshot whose rows `chunk_rows` index
 
 
 class Fusion:
@@ -148,52 +155,107 @@ class Searcher:
         self._dense: DenseSnapshot | None = None
         self._dense_error = ""
         self._dense_loading = False
+        self._view: Snapshot | None = None  # what queries search: the full snapshot or a delta view over it
+        self._rebuilding = False
 
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self) -> Snapshot:
+        """What a query searches: the full snapshot, or a delta view over it while a rebuild is pending.
+
+        A full rebuild re-tokenises every chunk (seconds on a large tree), so after a change the changed files
+        are searched beside the last full snapshot at once, and the full snapshot is rebuilt in the background
+        once the index has been quiet for a moment.
+        """
         generation = self.ws.store.generation("content")
-        snap = self._snapshot
-        if snap is not None and snap.generation == generation:
-            return snap
+        view = self._view
+        if view is not None and view.generation == generation:
+            return view
         with self._lock:
-            if self._snapshot is None or self._snapshot.generation != generation:
-                self._snapshot = self._build_snapshot(generation)
+            view = self._view
+            if view is not None and view.generation == generation:
+                return view
+            base = self._snapshot
+            if base is None:
+                self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
-            return self._snapshot
+                return self._view
+            self._view = self._delta_view(base, generation)
+            view = self._view
+        self._rebuild_in_background()
+        return view
+
+    def refresh(self) -> None:
+        """Rebuild the full snapshot now (whoever writes the index calls this so no query has to)."""
+        generation = self.ws.store.generation("content")
+        with self._lock:
+            current = self._snapshot
+        if current is not None and current.generation == generation:
+            return
+        fresh = self._build_snapshot(generation)
+        dense = None
+        if self._dense is not None:  # vectors were in use: load them for the new rows before swapping
+            dense = _load_dense(self.ws.store, fresh, self._dense.model, self.ws.store.generation("vector"))
+        with self._lock:
+            if self._snapshot is None or self._snapshot.generation < generation:
+                self._snapshot = fresh
+                self._dense = dense
+                if self._view is None or self._view.generation <= generation:
+                    self._view = fresh
+
+    def _rebuild_in_background(self) -> None:
+        with self._lock:
+            if self._rebuilding:
+                return
+            self._rebuilding = True
+
+        def rebuild() -> None:
+            try:
+                while True:
+                    seen = self.ws.store.generation("content")
+                    time.sleep(R.REBUILD_QUIET_S)
+                    if self.ws.store.generation("content") != seen:
+                        continue  # still changing: wait for a quiet moment
+                    self.refresh()
+                    if self.ws.store.generation("content") == seen:
+                        return
+            except Exception:  # a closed store, a failed read: the next change schedules another try
+                log.exception("rebuilding the search snapshot failed")
+            finally:
+                with self._lock:
+                    self._rebuilding = False
+
+        threading.Thread(target=rebuild, name="codeloupe-snapshot-rebuild", daemon=True).start()
 
     def _build_snapshot(self, generation: int) -> Snapshot:
         store = self.ws.store
         table = store.chunk_table()
-        rows = store.file_rows()
-        file_paths = {r.id: r.path for r in rows.values()}
-        chunk_paths = [file_paths.get(f, "") for f in table.file_ids.tolist()]
-        file_chunk_rows: dict[int, list[int]] = defaultdict(list)
-        for i, f in enumerate(table.file_ids.tolist()):
-            file_chunk_rows[f].append(i)
-        by_basename: dict[str, list[str]] = defaultdict(list)
-        for path in file_paths.values():
-            by_basename[path.rsplit("/", 1)[-1]].append(path)
-        path_docs = {f: path_tokens(p) for f, p in file_paths.items()}
-        docs = (path_docs.get(f, []) + tokenize(crumb) + tokenize(text)
-                for f, crumb, text in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts))
-        return Snapshot(
-            generation=generation,
-            table=table,
-            file_paths=file_paths,
-            file_languages={r.id: r.language for r in rows.values()},
-            file_is_doc={r.id: r.is_doc for r in rows.values()},
-            chunk_paths=chunk_paths,
-            chunk_is_doc=np.array([rows[p].is_doc if p in rows else False for p in chunk_paths], dtype=bool),
-            chunk_is_test=np.array([is_test_path(p) for p in chunk_paths], dtype=bool),
-            file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
-                        for f, p in file_paths.items()},
-            by_basename=dict(by_basename),
-            path_to_file={p: f for f, p in file_paths.items()},
-            bm25=BM25Index(docs),
-            symbols=SymbolIndex(table, store.symbol_rows()),
-            file_chunk_rows=dict(file_chunk_rows),
-        )
+        rows = list(store.file_rows().values())
+        return _assemble(generation, table, rows, bm25=BM25Index(_documents(table, rows)),
+                         symbols=SymbolIndex(table, store.symbol_rows()))
+
+    def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
+        """`base` with the rows of changed files masked out and their new chunks appended."""
+        store = self.ws.store
+        rows = list(store.file_rows().values())
+        current = {r.id for r in rows}
+        live = np.ones(len(base.table.ids), dtype=bool)
+        for file_id, chunk_rows in base.file_chunk_rows.items():
+            if file_id not in current:
+                live[chunk_rows] = False
+        added = [r for r in rows if r.id not in base.file_paths]
+        pending = 0
+        if len(added) > R.DELTA_MAX_FILES:  # a bulk change: wait for the rebuild rather than re-tokenise here
+            pending, added = len(added), []
+        added_ids = {r.id for r in added}
+        kept = [r for r in rows if r.id in base.file_paths or r.id in added_ids]
+        extra = store.chunk_table([r.id for r in added])
+        table = _concat_tables(base.table, extra)
+        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25)
+        symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
+        full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
+        return _assemble(generation, table, kept, bm25=StackedBM25([base.bm25, extra_bm25]), symbols=symbols,
+                         base=base, live=full_live, pending_files=pending)
 
     def dense(self, snap: Snapshot) -> DenseSnapshot | None:
         """The vectors as of now; None (with `_dense_error` set) when no provider or no vectors."""
@@ -203,14 +265,18 @@ class Searcher:
         if not model:
             self._dense_error = "no embedding provider configured"
             return None
+        base = snap.base or snap  # a delta view searches the base's vectors (its new rows have none yet)
         generation = self.ws.store.generation("vector")
         cached = self._dense
-        if cached is not None and cached.model == model:
+        if cached is not None and cached.model == model and cached.snapshot_generation == base.generation:
             if cached.generation != generation:
-                self._reload_dense_in_background(snap, model, generation)
+                self._reload_dense_in_background(base, model, generation)
             return cached
         with self._lock:
-            self._dense = _load_dense(self.ws.store, snap, model, generation)
+            if base is not self._snapshot:  # a view over a snapshot just replaced: its rows are not ours
+                self._dense_error = "vectors are being reloaded"
+                return None
+            self._dense = _load_dense(self.ws.store, base, model, generation)
             return self._dense
 
     def _reload_dense_in_background(self, snap: Snapshot, model: str, generation: int) -> None:
@@ -294,6 +360,8 @@ class Searcher:
             mask = snap.chunk_is_doc.copy()
         else:
             mask = np.ones(len(snap.table.ids), dtype=bool)
+        if snap.live is not None:
+            mask &= snap.live
         scope = scope.strip().strip("/")
         if scope and scope != ".":
             prefix = scope + "/"
@@ -400,7 +468,9 @@ class Searcher:
                 fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
     def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
-        out = [LaneStatus("lexical", True, 1.0), LaneStatus("symbol", True, 1.0)]
+        note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
+        seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
+        out = [LaneStatus("lexical", True, seen, note), LaneStatus("symbol", True, seen, note)]
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
@@ -412,6 +482,56 @@ def _weights_for(query: str) -> dict[str, float]:
     if ids and (len(words) <= 3 or len(ids) * 3 >= len(words)):
         return R.LANE_WEIGHTS_IDENTIFIER
     return R.LANE_WEIGHTS_NATURAL
+
+
+def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
+    """BM25 terms of each chunk: its file's path terms, breadcrumb and text."""
+    path_docs = {r.id: path_tokens(r.path) for r in files}
+    for f, crumb, text in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts):
+        yield path_docs.get(f, []) + tokenize(crumb) + tokenize(text)
+
+
+def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:
+    return ChunkTable(
+        ids=np.concatenate([a.ids, b.ids]), file_ids=np.concatenate([a.file_ids, b.file_ids]),
+        start_lines=np.concatenate([a.start_lines, b.start_lines]),
+        end_lines=np.concatenate([a.end_lines, b.end_lines]), kinds=a.kinds + b.kinds, names=a.names + b.names,
+        breadcrumbs=a.breadcrumbs + b.breadcrumbs, symbols=a.symbols + b.symbols, texts=a.texts + b.texts,
+    )
+
+
+def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25: BM25Index | StackedBM25,
+              symbols: SymbolIndex | StackedSymbols, base: Snapshot | None = None,
+              live: np.ndarray | None = None, pending_files: int = 0) -> Snapshot:
+    """The per-file maps a query needs, over `files` (the files whose rows are live in `table`)."""
+    file_paths = {r.id: r.path for r in files}
+    by_id = {r.id: r for r in files}
+    chunk_file_ids = table.file_ids.tolist()
+    chunk_paths = [file_paths.get(f, "") for f in chunk_file_ids]
+    file_chunk_rows: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(chunk_file_ids):
+        if f in by_id:
+            file_chunk_rows[f].append(i)
+    by_basename: dict[str, list[str]] = defaultdict(list)
+    for path in file_paths.values():
+        by_basename[path.rsplit("/", 1)[-1]].append(path)
+    if base is not None:  # reuse the per-chunk flags of the rows the base already had
+        n = len(base.table.ids)
+        is_doc = np.concatenate([base.chunk_is_doc, [by_id[f].is_doc for f in chunk_file_ids[n:]]]).astype(bool)
+        is_test = np.concatenate([base.chunk_is_test, [is_test_path(p) for p in chunk_paths[n:]]]).astype(bool)
+    else:
+        is_doc = np.array([by_id[f].is_doc if f in by_id else False for f in chunk_file_ids], dtype=bool)
+        is_test = np.array([is_test_path(p) for p in chunk_paths], dtype=bool)
+    return Snapshot(
+        generation=generation, table=table, file_paths=file_paths,
+        file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
+        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_is_test=is_test,
+        file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
+                    for f, p in file_paths.items()},
+        by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
+        bm25=bm25, symbols=symbols, file_chunk_rows=dict(file_chunk_rows),
+        base=base, live=live, pending_files=pending_files,
+    )
 
 
 def _load_dense(store, snap: Snapshot, model: str, generation: int) -> DenseSnapshot:
@@ -430,7 +550,7 @@ def _load_dense(store, snap: Snapshot, model: str, generation: int) -> DenseSnap
         generation=generation, model=model, chunk_rows=rows.astype(np.int64),
         chunk_vectors=np.ascontiguousarray(vectors), skeleton_vectors=np.ascontiguousarray(skel),
         chunk_skeleton=_skeleton_rows(snap.table.file_ids[rows], skeletons.ids),
-        coverage=(len(rows) / len(ids)) if len(ids) else 1.0,
+        coverage=(len(rows) / len(ids)) if len(ids) else 1.0, snapshot_generation=snap.generation,
     )
 
 

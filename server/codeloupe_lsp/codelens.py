@@ -63,10 +63,10 @@ def _lens(line0: int, data: dict[str, Any]) -> lsp.CodeLens:
 
 def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
     """(qualified name, 1-based line) of each definition in `rel` used by other files; None off the graph."""
-    from codeloupe.graph import GraphError, definition_users
+    from codeloupe.graph import GraphError
 
     try:
-        users = definition_users(ws, rel)
+        users = ws.definition_users(rel, allow_stale=True)
     except GraphError:
         return None
     symbols = file_symbols(ws, rel)
@@ -79,14 +79,11 @@ def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
 
 
 def file_lens(ws: Workspace, root: Path, rel: str) -> tuple[str, list[dict[str, Any]]]:
-    from codeloupe.graph import file_summary, graph_node
-
-    summary, node = file_summary(ws, rel), graph_node(ws, rel)
+    summary = ws.file_summary(rel, allow_stale=True)
+    node = ws.graph_node(rel, allow_stale=True)
     return file_lens_title(summary), [line_location(root, n.path, n.line) for n in node.importers]
 
 
 def definition_lens(ws: Workspace, root: Path, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:
-    from codeloupe.graph import definition_users
-
-    users = definition_users(ws, rel).get(name, [])
+    users = ws.definition_users(rel, allow_stale=True).get(name, [])
     return users_lens_title(users), [line_location(root, path, line) for path, line in users]

@@ -229,11 +229,8 @@ class Folder:
     def _warm_readers(self) -> None:
         """On the writer: rebuild the search snapshot and the graph's edges for the new index state, which
         the next search or hover would otherwise rebuild on a request thread."""
-        from codeloupe.graph import ensure_edges
-
         try:
-            self.ws.searcher().snapshot()
-            ensure_edges(self.ws)
+            self.ws.warm()
         except Exception:  # a warm-up is an optimisation; the request that needs it will report the fault
             log.exception("warming %s failed", self.root)
 

@@ -30,10 +30,10 @@ def register(server: CodeloupeServer) -> None:
 
 def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None:
     """Runs on a worker thread: the markdown for 1-based `line` of `rel`, or None when it is not special."""
-    from codeloupe.graph import GraphError, definition_users, file_summary, graph_node
+    from codeloupe.graph import GraphError
 
     try:
-        node = graph_node(ws, rel)
+        node = ws.graph_node(rel, allow_stale=True)
     except GraphError:
         return None
     if node.path != rel:  # graph_node also resolves fuzzy names; a file outside the graph is not its match
@@ -42,9 +42,9 @@ def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None
         return file_hover(root, node)
     imported = [n for n in node.imports if n.line == line]
     if imported:
-        return "\n\n---\n\n".join(import_hover(root, n, file_summary(ws, n.path)) for n in imported)
+        return "\n\n---\n\n".join(import_hover(root, n, ws.file_summary(n.path, allow_stale=True)) for n in imported)
     symbols = file_symbols(ws, rel)
-    for name, users in definition_users(ws, rel).items():
+    for name, users in ws.definition_users(rel, allow_stale=True).items():
         definition = definition_of(symbols, name)
         if users and definition is not None and definition.start_line == line:
             return users_hover(root, name, users)

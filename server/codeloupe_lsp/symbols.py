@@ -28,7 +28,7 @@ def register(server: CodeloupeServer) -> None:
 
 def file_symbols(ws: Workspace, rel: str) -> list[Symbol]:
     """The definitions the chunker recorded for `rel`, in line order ([] when it is not indexed)."""
-    return _symbols_by_path(ws, [rel]).get(rel, [])
+    return ws.symbols([rel]).get(rel, [])
 
 
 def definition_of(symbols: list[Symbol], qualified_name: str) -> Symbol | None:
@@ -39,17 +39,9 @@ def definition_of(symbols: list[Symbol], qualified_name: str) -> Symbol | None:
 
 def matched_definitions(ws: Workspace, bundle: Bundle) -> list[tuple[str, Symbol]]:
     """(path, definition) for every symbol named by a matching chunk, in rank order."""
-    by_path = _symbols_by_path(ws, [hit.path for hit in bundle.files])
+    by_path = ws.symbols([hit.path for hit in bundle.files])
     found: list[tuple[str, Symbol]] = []
     for hit in bundle.files:
         named = {q for chunk in hit.chunks for q in chunk.symbols}
         found.extend((hit.path, s) for s in by_path.get(hit.path, []) if s.qualified_name in named)
     return found
-
-
-def _symbols_by_path(ws: Workspace, paths: list[str]) -> dict[str, list[Symbol]]:
-    # Read from the index's symbol table: `Workspace` has no public accessor for definitions yet.
-    rows = ws.store.file_rows()
-    return {path: [Symbol(s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature)
-                   for s in ws.store.symbols_of_file(rows[path].id)]
-            for path in paths if path in rows}

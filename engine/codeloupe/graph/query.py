@@ -78,8 +78,8 @@ def graph_map(ws: Workspace) -> GraphMap:
 # ------------------------------------------------------------------------------------------------ node
 
 
-def graph_node(ws: Workspace, target: str) -> GraphNode:
-    graph = load_graph(ws)
+def graph_node(ws: Workspace, target: str, *, allow_stale: bool = False) -> GraphNode:
+    graph = load_graph(ws, allow_stale=allow_stale)
     i, how = resolve_target(ws, graph, target)
     path = graph.paths[i]
     imports = [_neighbour(graph, j, graph.out_edges[i][j]) for j in sorted(graph.out_edges[i])]
@@ -298,17 +298,17 @@ def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[st
     return [(graph.paths[j], found[j][2]) for j in order[:limit]]
 
 
-def file_summary(ws: Workspace, path: str) -> FileSummary:
-    graph = load_graph(ws)
+def file_summary(ws: Workspace, path: str, *, allow_stale: bool = False) -> FileSummary:
+    graph = load_graph(ws, allow_stale=allow_stale)
     i = _require(ws, graph, path)
     return FileSummary(graph.paths[i], graph.community[i], graph.community_names[graph.community[i]],
                        len(graph.out_edges[i]), len(graph.in_edges[i]), i in graph.gods, _similar(graph, i))
 
 
-def definition_users(ws: Workspace, path: str) -> dict[str, list[tuple[str, int]]]:
+def definition_users(ws: Workspace, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:
     """Qualified name of each definition in `path` -> the other files that use it, with the line of the use
     (the first call site, else the import)."""
-    graph = load_graph(ws)
+    graph = load_graph(ws, allow_stale=allow_stale)
     i = _require(ws, graph, path)
     names = {d.name: d.qualified_name for d in graph.definitions[i] if not d.parent}
     users: dict[str, dict[str, int]] = defaultdict(dict)

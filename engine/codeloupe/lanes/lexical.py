@@ -14,7 +14,9 @@ from codeloupe.ranking import BM25_B, BM25_K1
 class BM25Index:
     """Documents are token lists; `scores(terms)` returns one BM25 score per document."""
 
-    def __init__(self, documents: Iterable[list[str]]) -> None:
+    def __init__(self, documents: Iterable[list[str]], stats_from: BM25Index | None = None) -> None:
+        """`stats_from`: score these documents with another index's IDF and average length, so their scores
+        line up with that index's (a small batch of changed files searched beside the full index)."""
         vocab: dict[str, int] = {}
         indptr = [0]
         indices: list[int] = []
@@ -32,6 +34,7 @@ class BM25Index:
         n_docs = len(lengths)
         self.n_docs = n_docs
         self._idf = np.zeros(len(vocab), np.float32)
+        self.avg_len = 1.0
         if n_docs == 0 or not vocab:
             self._matrix = sparse.csc_matrix((n_docs, 0), dtype=np.float32)
             return
@@ -40,9 +43,15 @@ class BM25Index:
             shape=(n_docs, len(vocab)),
         )
         doc_len = np.asarray(lengths, np.float32)
-        avg = float(doc_len.mean()) or 1.0
-        df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        if stats_from is None or stats_from.n_docs == 0:
+            avg = float(doc_len.mean()) or 1.0
+            df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
+            idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        else:
+            avg = stats_from.avg_len
+            unseen = float(np.log1p((stats_from.n_docs + 0.5) / 0.5))  # a term the big index never saw
+            idf = np.array([stats_from.idf_of(term, unseen) for term in vocab], np.float32)
+        self.avg_len = avg
         self._idf = idf
         # Per-entry BM25 weight, precomputed once: tf*(k1+1) / (tf + k1*(1-b+b*len/avg)) * idf.
         rows = np.repeat(np.arange(n_docs), np.diff(tf_matrix.indptr))
@@ -50,6 +59,10 @@ class BM25Index:
         tf = tf_matrix.data
         tf_matrix.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
         self._matrix = tf_matrix.tocsc()
+
+    def idf_of(self, term: str, default: float) -> float:
+        col = self.vocab.get(term)
+        return default if col is None else float(self._idf[col])
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
         """The `k` known terms with the highest IDF (what a snippet should centre on)."""
@@ -64,3 +77,17 @@ class BM25Index:
         weights = np.asarray([cols[k] for k in keys], np.float32)
         sub = self._matrix[:, keys]
         return np.asarray(sub @ weights, dtype=np.float32).ravel()
+
+
+class StackedBM25:
+    """Several BM25 indexes over consecutive row ranges, scored as one (the first one's IDF picks snippets)."""
+
+    def __init__(self, parts: list[BM25Index]) -> None:
+        self.parts = parts
+
+    def scores(self, terms: list[str]) -> np.ndarray:
+        return np.concatenate([part.scores(terms) for part in self.parts])
+
+    def rarest(self, terms: list[str], k: int) -> list[str]:
+        return self.parts[0].rarest(terms, k)
+

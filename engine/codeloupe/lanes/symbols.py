@@ -86,3 +86,29 @@ class SymbolIndex:
 
 def _normalise_qualified(name: str) -> str:
     return name.replace("::", ".").replace("#", ".").lower()
+
+
+class StackedSymbols:
+    """A full symbol index plus one over a batch of changed files whose rows follow it.
+
+    Rows of files that have since changed (`live` false) never answer a lookup.
+    """
+
+    def __init__(self, base: SymbolIndex, extra: SymbolIndex, live: np.ndarray) -> None:
+        self.base, self.extra, self.live = base, extra, live
+        self.offset = base.n_chunks
+        self.n_chunks = base.n_chunks + extra.n_chunks
+
+    def chunk_at(self, file_id: int, line: int) -> int | None:
+        row = self.extra.chunk_at(file_id, line)
+        if row is not None:
+            return row + self.offset
+        row = self.base.chunk_at(file_id, line)
+        return row if row is not None and self.live[row] else None
+
+    def definitions(self, name: str) -> list[int]:
+        base = [r for r in self.base.definitions(name) if self.live[r]]
+        return base + [r + self.offset for r in self.extra.definitions(name)]
+
+    def scores(self, query: str) -> np.ndarray:
+        return np.concatenate([self.base.scores(query) * self.live[: self.offset], self.extra.scores(query)])

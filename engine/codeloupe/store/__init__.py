@@ -296,11 +296,10 @@ class Store:
 
     # ------------------------------------------------------------------ reads for the lanes
 
-    def chunk_table(self) -> ChunkTable:
-        rows = self.query(
-            "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
-            " ORDER BY id"
-        )
+    def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable:
+        """Every chunk (or those of `file_ids`), ordered by id."""
+        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
+        rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "id")
         return ChunkTable(
             ids=np.array([r[0] for r in rows], dtype=np.int64),
             file_ids=np.array([r[1] for r in rows], dtype=np.int64),
@@ -313,11 +312,19 @@ class Store:
             texts=[r[8] for r in rows],
         )
 
-    def symbol_rows(self) -> list[SymbolRow]:
-        rows = self.query(
-            "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols ORDER BY id"
-        )
+    def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
+        sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+        rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "")
         return [SymbolRow(*r) for r in rows]
+
+    def _in_files(self, sql: str, file_ids: Iterable[int], order: str) -> list[tuple]:
+        """`sql` restricted to `file_ids`; sorted by the first column when `order` is "id"."""
+        ids = list(file_ids)
+        out: list[tuple] = []
+        for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
+            part = ids[start:start + 500]
+            out.extend(self.query(f"{sql} WHERE file_id IN ({','.join('?' * len(part))})", part))
+        return sorted(out, key=lambda r: r[0]) if order == "id" else out
 
     def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
         rows = self.query(
@@ -401,6 +408,7 @@ class Store:
     def drop_vectors_not_of(self, model: str) -> None:
         """Vectors of two models are never mixed: switching models forgets the other model's vectors."""
         with self.transaction() as conn:
-            conn.execute("DELETE FROM chunk_vectors WHERE model != ?", (model,))
-            conn.execute("DELETE FROM skeleton_vectors WHERE model != ?", (model,))
-            self._bump(conn, "vector")
+            dropped = conn.execute("DELETE FROM chunk_vectors WHERE model != ?", (model,)).rowcount
+            dropped += conn.execute("DELETE FROM skeleton_vectors WHERE model != ?", (model,)).rowcount
+            if dropped:
+                self._bump(conn, "vector")
