@@ -11,15 +11,17 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 # --- Dense: chunk cosine plus the file skeleton's cosine (the field's validated starting point).
-SKELETON_WEIGHT = 0.5  # measured: 0.3 -> R@1 .900, 0.5 -> .912, 1.0 -> .912 with Acc@5 .900 (vs .938)
+SKELETON_WEIGHT = 0.5  # measured: 0.3 -> R@1 .900, 0.5 -> .925, 0.75 -> .925 with Acc@5 .912 (vs .925)
 
 # --- Reciprocal rank fusion.
 RRF_K = 60
-# Lane weights by query shape. Natural-language questions lean dense; identifier-shaped queries lean on the
-# lexical and symbol lanes. Measured (file-level fusion, bench/tune_ranking.py): lexical 0.4 / 0.6 / 0.8 / 1.0
-# against dense 1.0 all gave R@1 .912 on natural queries (Acc@5 best at 0.6); identifier weights 0.6/1.0/1.2
-# and 1.0/1.0/1.0 tied; issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
-LANE_WEIGHTS_NATURAL = {"dense": 1.0, "lexical": 0.6, "symbol": 0.5, "entity": 0.0}
+# Lane weights by query shape. Natural-language questions: BM25 (with path terms) is the stronger single lane
+# on code (alone: R@1 .912 vs dense .750 on the public set) and dense breaks its ties. Measured with the
+# per-channel int8 MiniLM (bench/tune_ranking.py, file-level fusion, skeleton 0.5), dense/lexical:
+# 1.0/0.6 -> R@1 .900 Acc@5 .900; 1.0/1.0 -> .925/.900; 0.6/1.0 -> .925/.912; 0.5/1.0 -> .925/.925;
+# 0.4/1.0 -> .925/.925. Identifier-shaped queries lean on the lexical and symbol lanes (0.6/1.0/1.2 and
+# 1.0/1.0/1.0 tied); issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
+LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "symbol": 0.5, "entity": 0.0}
 LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "symbol": 1.2, "entity": 0.0}
 LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "symbol": 0.3, "entity": 0.3}
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
