@@ -94,3 +94,18 @@ def test_symlinks_are_not_followed(tmp_path: Path) -> None:
     write(ws, "a.py", "x\n")
     (ws / "link").symlink_to(outside, target_is_directory=True)
     assert paths(ws) == ["a.py"]
+
+
+def test_path_skip_reason_agrees_with_the_walk(tmp_path: Path) -> None:
+    from codeloupe.discover import path_skip_reason
+
+    write(tmp_path, ".gitignore", "*.log\nsecret/\n")
+    write(tmp_path, "sub/.gitignore", "!keep.log\n/local.py\n")
+    files = {"main.py": "x\n", "app.log": "x\n", "secret/key.py": "x\n", "sub/keep.log": "x\n",
+             "sub/local.py": "x\n", "sub/deeper/local.py": "x\n", "node_modules/a.js": "x\n",
+             "yarn.lock": "x\n"}
+    for rel, text in files.items():
+        write(tmp_path, rel, text)
+    walked = set(paths(tmp_path))
+    for rel in files:
+        assert (path_skip_reason(tmp_path, rel, Settings()) == "") == (rel in walked), rel

@@ -67,13 +67,12 @@ class Workspace:
         return report
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
-        """Re-index files that were saved, created or deleted (the editor's fast path)."""
-        from codeloupe.graph import update_edges
+        """Re-index files that were saved, created or deleted (the editor's fast path).
 
-        rel_paths = [self.relative(p) for p in paths]
-        report = index_paths(self.root, self.store, self.settings, rel_paths)
-        update_edges(self, rel_paths)
-        return report
+        Search sees the change at once (a delta view); graph edges are re-resolved by the next fresh graph
+        read or `refresh_graph()`, not here, since resolution covers the whole workspace.
+        """
+        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths])
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""
@@ -117,9 +116,13 @@ class Workspace:
 
         Whoever writes the index calls this afterwards, so no query, hover or lens pays for the rebuild.
         """
+        self.searcher().refresh()
+        self.refresh_graph()
+
+    def refresh_graph(self) -> None:
+        """Re-resolve edges of changed files and rebuild the graph, so hovers and lenses read it fresh."""
         from codeloupe.graph import graph_map
 
-        self.searcher().refresh()
         graph_map(self)
 
     def status(self) -> IndexStatus:

@@ -175,6 +175,32 @@ def walk(root: Path, settings: Settings) -> Walk:
     return out
 
 
+def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
+    """Why the walk would skip the file `rel_path` ("" when it is a candidate), without walking the tree.
+
+    Only the ignore files on the way from the root to the file are read: the editor's save path asks this
+    for a file new to the index.
+    """
+    root = Path(root)
+    parts = rel_path.split("/")
+    rules = IgnoreRules(root, settings.ignore)
+    rules.enter("", root)
+    for depth, name in enumerate(parts[:-1], 1):
+        rel_dir = "/".join(parts[:depth])
+        if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
+            return "skipped directory"
+        if rules.ignored(rel_dir, is_dir=True):
+            return "ignored directory"
+        rules.enter(rel_dir, root / rel_dir)
+    path = root / rel_path
+    if path.is_symlink() or not path.is_file():
+        return "not a regular file"
+    reason = _path_skip_reason(parts[-1], path.stat().st_size, settings)
+    if not reason and rules.ignored(rel_path, is_dir=False):
+        reason = "ignored"
+    return reason
+
+
 def _path_skip_reason(name: str, size: int, settings: Settings) -> str:
     lower = name.lower()
     if name in IGNORE_FILE_NAMES:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
-from codeloupe.discover import Candidate, decode_source, walk
+from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, Store
 from codeloupe.types import ChunkedFile, IndexReport, Progress
@@ -86,18 +86,16 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
     existing = store.file_rows()
-    allowed = None  # the ignore rules are evaluated by a walk only when a path is new to the index
     skipped: Counter[str] = Counter()
     for rel in sorted(set(rel_paths)):
         path = root / rel
         if not path.is_file():
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
             continue
-        if rel not in existing:
-            if allowed is None:
-                allowed = {c.rel_path for c in walk(root, settings).candidates}
-            if rel not in allowed:
-                skipped["ignored"] += 1
+        if rel not in existing:  # new to the index: the walk's rules decide whether it belongs in it
+            reason = path_skip_reason(root, rel, settings)
+            if reason:
+                skipped[reason] += 1
                 continue
         st = path.stat()
         report.files_seen += 1

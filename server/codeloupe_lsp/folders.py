@@ -106,6 +106,9 @@ class Folder:
         self._full_waiters: list[asyncio.Future[IndexReport]] = []
         self._changed: set[str] = set()
         self._embed_wanted = False
+        self._graph_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-graph-{root.name}")
+        self._graph_job: asyncio.Future[None] | None = None
+        self._graph_again = False
         self._prefer: list[str] = []
         self._closing = False
         self._pump: asyncio.Task[None] | None = None
@@ -198,7 +201,9 @@ class Folder:
         except Exception:
             log.exception("re-indexing %s in %s failed", paths, self.root)
             return
-        await self._on_writer(self._warm_readers)
+        # Search sees the change already (the engine's delta view, with a full rebuild of its own once the
+        # index is quiet); the graph is refreshed after the burst of saves, before embedding resumes.
+        self._schedule_graph_refresh()
         missing = [p for p in paths if not (self.root / p).exists()]
         if report.files_deleted < len(missing):
             # A deleted path that was not an indexed file is a directory (or was never indexed): only a
@@ -225,6 +230,22 @@ class Folder:
         if report.stopped:
             self._embed_wanted = True  # resumes after the index work that interrupted it
             self._prefer = prefer + self._prefer
+
+    def _schedule_graph_refresh(self) -> None:
+        """Refresh the graph on its own thread, so the next save never queues behind it; coalesced."""
+        if self._graph_job is not None and not self._graph_job.done():
+            self._graph_again = True
+            return
+        self._graph_again = False
+        self._graph_job = asyncio.get_running_loop().run_in_executor(self._graph_worker, self._refresh_graph)
+        self._graph_job.add_done_callback(lambda _: self._graph_again and not self._closing
+                                          and self._schedule_graph_refresh())
+
+    def _refresh_graph(self) -> None:
+        try:
+            self.ws.refresh_graph()
+        except Exception:  # an optimisation: the request that needs the graph reports the fault itself
+            log.exception("refreshing the graph of %s failed", self.root)
 
     def _warm_readers(self) -> None:
         """On the writer: rebuild the search snapshot and the graph's edges for the new index state, which
@@ -268,6 +289,7 @@ class Folder:
         self.stop()
         await self._on_writer(self.ws.close)
         self._writer.shutdown(wait=False)
+        self._graph_worker.shutdown(wait=False)
 
 
 class Folders:
