@@ -165,3 +165,17 @@ def test_kill_during_index_then_resume(tmp_path: Path) -> None:
     assert report.files_unchanged == done_before
     assert report.files_indexed == 400 - done_before
     assert ws.store.query("PRAGMA integrity_check")[0][0] == "ok"
+
+
+def test_a_script_without_a_main_guard_can_index_a_large_tree(tmp_path: Path) -> None:
+    """Worker processes must not re-run the caller's script (the spawn start method would)."""
+    repo = make_repo(tmp_path / "repo", n=250)
+    script = tmp_path / "plain_script.py"
+    script.write_text(
+        "import sys\nfrom codeloupe.api import Workspace\n"
+        f"report = Workspace({str(repo)!r}).index()\nprint('indexed', report.files_indexed)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env=os.environ.copy())
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines() == ["indexed 250"]

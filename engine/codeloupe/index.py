@@ -14,10 +14,12 @@ import hashlib
 import logging
 import multiprocessing
 import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,14 +149,27 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepar
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Iterator[Prepared]:
     """Prepare files in order; in a pool of worker processes when there are enough to pay for starting it."""
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
-    if len(jobs) < POOL_MIN_FILES or workers < 2:
-        for candidate, known in jobs:
-            yield prepare(candidate, known, settings)
-        return
-    # spawn, not fork: the language server calls this from a process that has threads running.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield from pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs], [settings] * len(jobs),
-                            chunksize=16)
+    done = 0
+    if len(jobs) >= POOL_MIN_FILES and workers >= 2:
+        try:
+            with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
+                for prepared in pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs],
+                                         [settings] * len(jobs), chunksize=16):
+                    done += 1
+                    yield prepared
+            return
+        except (BrokenProcessPool, OSError, RuntimeError) as exc:
+            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...):
+            # finish in this process rather than fail the index.
+            log.warning("chunking in worker processes failed (%s); continuing in this process", exc)
+    for candidate, known in jobs[done:]:
+        yield prepare(candidate, known, settings)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # fork is cheap and needs no importable __main__, but forking a process that runs other threads (the
+    # language server) can deadlock the child on a lock some thread held: those use spawn.
+    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
 
 
 def _known_hash(row: FileRow | None) -> str:
