@@ -270,3 +270,21 @@ def test_changed_files_are_searched_beside_the_last_full_snapshot(ws: Workspace,
         (repo / "app/render.py").write_text(textwrap.dedent(FILES["app/render.py"]))
         (repo / "app/extra.py").unlink()
         ws.update_files([repo / "app/render.py", repo / "app/extra.py"])
+
+
+def test_the_lexical_index_is_reused_by_the_next_process_only_for_the_same_state(repo: Path) -> None:
+    first = Workspace(repo, overrides={"embed_provider": "none"})
+    first.index()
+    expected = paths(first.search("database connection"))
+    saved = first.store.path.with_name(first.store.path.name + ".bm25.npz")
+    assert saved.is_file()
+    stamp = saved.stat().st_mtime_ns
+    first.close()
+    again = Workspace(repo, overrides={"embed_provider": "none"})
+    assert paths(again.search("database connection")) == expected
+    assert saved.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+    saved.write_bytes(b"truncated")  # a damaged file is rebuilt, never trusted
+    fresh = Workspace(repo, overrides={"embed_provider": "none"})
+    assert paths(fresh.search("database connection")) == expected
+    again.close()
+    fresh.close()

@@ -228,11 +228,21 @@ class Searcher:
         threading.Thread(target=rebuild, name="codeloupe-snapshot-rebuild", daemon=True).start()
 
     def _build_snapshot(self, generation: int) -> Snapshot:
+        """The full snapshot; its BM25 matrix (the costly part: tokenising every chunk) is saved beside the
+        store and reused by the next process that opens the same index state (a restarted editor)."""
         store = self.ws.store
         table = store.chunk_table()
         rows = list(store.file_rows().values())
-        return _assemble(generation, table, rows, bm25=BM25Index(_documents(table, rows)),
-                         symbols=SymbolIndex(table, store.symbol_rows()))
+        saved = store.path.with_name(store.path.name + ".bm25.npz")
+        stamp = f"{store.index_id}:{generation}"
+        bm25 = BM25Index.load(saved, table.ids, stamp)
+        if bm25 is None:
+            bm25 = BM25Index(_documents(table, rows))
+            try:
+                bm25.save(saved, table.ids, stamp)
+            except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
+                log.warning("could not save the lexical index to %s: %s", saved, exc)
+        return _assemble(generation, table, rows, bm25=bm25, symbols=SymbolIndex(table, store.symbol_rows()))
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
         """`base` with the rows of changed files masked out and their new chunks appended."""

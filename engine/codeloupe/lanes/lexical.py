@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
 from codeloupe.ranking import BM25_B, BM25_K1
+
+# Bump when tokenisation or the BM25 weighting changes: a saved index of another version is rebuilt.
+TOKENS_VERSION = 1
 
 
 class BM25Index:
@@ -77,6 +81,42 @@ class BM25Index:
         weights = np.asarray([cols[k] for k in keys], np.float32)
         sub = self._matrix[:, keys]
         return np.asarray(sub @ weights, dtype=np.float32).ravel()
+
+
+    # ---------------------------------------------------------------- persistence
+
+    def save(self, path: Path, row_ids: np.ndarray, stamp: str) -> None:
+        """Write the index beside the store, tagged with what it was built from (atomic replace)."""
+        m = self._matrix
+        vocab = "\n".join(self.vocab).encode("utf-8")  # dict order is column order
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as fh:
+            np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
+                     idf=self._idf, vocab=np.frombuffer(vocab, np.uint8), row_ids=row_ids,
+                     meta=np.array([TOKENS_VERSION, self.n_docs], np.int64), stamp=np.array(stamp),
+                     avg_len=np.array([self.avg_len], np.float64))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index | None:
+        """The saved index if it was built from exactly these rows of the same index state, else None."""
+        try:
+            with np.load(path) as z:
+                meta = z["meta"]
+                if int(meta[0]) != TOKENS_VERSION or str(z["stamp"]) != stamp or \
+                        not np.array_equal(z["row_ids"], row_ids):
+                    return None
+                index = cls.__new__(cls)
+                shape = tuple(int(x) for x in z["shape"])
+                index._matrix = sparse.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+                index._idf = z["idf"]
+                index.avg_len = float(z["avg_len"][0])
+                index.n_docs = int(meta[1])
+                words = bytes(z["vocab"]).decode("utf-8").split("\n") if shape[1] else []
+                index.vocab = {w: i for i, w in enumerate(words)}
+                return index
+        except (OSError, KeyError, ValueError):  # missing, truncated or from another version: rebuild
+            return None
 
 
 class StackedBM25:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -228,6 +229,18 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    @property
+    def index_id(self) -> str:
+        """A random id given to this index file when it was created: files derived from it (the saved
+        lexical index) carry it, so they are never taken for a rebuilt index's."""
+        value = self.get_meta("index_id")
+        if not value:
+            value = uuid.uuid4().hex
+            with self.transaction() as conn:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (value,))
+            value = self.get_meta("index_id")
+        return value
 
     def generation(self, name: str) -> int:
         return int(self.get_meta(f"{name}_generation", "0"))
