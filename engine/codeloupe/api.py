@@ -60,10 +60,10 @@ class Workspace:
 
         Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
         """
-        from codeloupe.graph import update_edges
+        from codeloupe.graph import ensure_edges
 
         report = index_workspace(self.root, self.store, self.settings, progress)
-        update_edges(self)
+        ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         return report
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
