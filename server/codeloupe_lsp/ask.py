@@ -31,6 +31,7 @@ def register(server: CodeloupeServer) -> None:
         query = params.text("query", required=True, non_empty=True)
         mode = params.choice("docs", MODES, "code")
         agents = params.flag("agents", None)
+        best = bool(params.flag("best", False))
         token = params.token("workDoneToken")
         folder = ls.folders_for(params.text("folderUri"))[0]
 
@@ -40,7 +41,7 @@ def register(server: CodeloupeServer) -> None:
         try:
             try:
                 result = await asyncio.get_running_loop().run_in_executor(
-                    ls.thread_pool, _drive, lambda: folder.ws.ask(query, mode=mode, agents=agents),
+                    ls.thread_pool, _drive, lambda: folder.ws.ask(query, mode=mode, agents=agents, best=best),
                     progress.threadsafe_report, stop)
                 if result is not None:
                     return ask_result(result)

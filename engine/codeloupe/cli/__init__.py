@@ -24,16 +24,13 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="codeloupe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="codeloupe",
+        description="Code retrieval for the editor: ranked, complete bundles with no model call; walkthroughs "
+                    "whose code is read from disk.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"codeloupe.cli.{name}_cmd")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"codeloupe.cli.{name}_cmd":
-                continue  # subcommand not built into this version
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"codeloupe.cli.{name}_cmd").register(subparsers)
     return parser
 
 
