@@ -54,9 +54,11 @@ FRAME_FUNCTION_BONUS = 0.2  # the chunk enclosing the frame's line
 FULL_TEXT_VARIANT_WEIGHT = 2.0
 
 # --- Freshness: after a change, changed files are searched beside the last full snapshot (a delta view) and
-# the full snapshot is rebuilt once the index has been quiet this long. Past this many changed files (a
-# branch switch, the first index) the view waits for the rebuild instead of re-tokenising on a query.
-REBUILD_QUIET_S = 1.0
+# the full snapshot is rebuilt once the index has been quiet this long (a rebuild re-tokenises every chunk:
+# ~4 s of CPU on the standard library, which competes with an editing session). Past DELTA_MAX_FILES
+# changed files (a branch switch, the first index) the view leaves the rest out and the rebuild comes sooner.
+REBUILD_QUIET_S = 10.0
+PENDING_QUIET_S = 1.0
 DELTA_MAX_FILES = 200
 
 # --- Bundle.

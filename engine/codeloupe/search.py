@@ -213,7 +213,11 @@ class Searcher:
             try:
                 while True:
                     seen = self.ws.store.generation("content")
-                    time.sleep(R.REBUILD_QUIET_S)
+                    view = self._view
+                    # A few changed files are cheap to search beside the snapshot, so an editing session
+                    # (saves every few seconds) is not taxed by rebuilds; files left out of the view are not.
+                    quiet = R.REBUILD_QUIET_S if view is None or not view.pending_files else R.PENDING_QUIET_S
+                    time.sleep(quiet)
                     if self.ws.store.generation("content") != seen:
                         continue  # still changing: wait for a quiet moment
                     self.refresh()

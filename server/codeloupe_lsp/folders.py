@@ -35,6 +35,9 @@ T = TypeVar("T")
 
 # Progress notifications are rate-limited so a fast index does not flood the client.
 REPORT_INTERVAL_S = 0.1
+# Saves come in bursts; the graph (whose edges are resolved over the whole workspace) is refreshed once they
+# pause this long. Hovers and lenses read the last graph meanwhile.
+GRAPH_QUIET_S = 2.0
 
 
 class RefreshProgress:
@@ -109,6 +112,7 @@ class Folder:
         self._graph_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-graph-{root.name}")
         self._graph_job: asyncio.Future[None] | None = None
         self._graph_again = False
+        self._graph_timer: asyncio.TimerHandle | None = None
         self._prefer: list[str] = []
         self._closing = False
         self._pump: asyncio.Task[None] | None = None
@@ -232,14 +236,23 @@ class Folder:
             self._prefer = prefer + self._prefer
 
     def _schedule_graph_refresh(self) -> None:
-        """Refresh the graph on its own thread, so the next save never queues behind it; coalesced."""
+        """Refresh the graph once saves pause (a refresh re-resolves the workspace's edges), on its own thread
+        so the next save never queues behind it; coalesced."""
+        if self._graph_timer is not None:
+            self._graph_timer.cancel()
+        self._graph_timer = asyncio.get_running_loop().call_later(GRAPH_QUIET_S, self._start_graph_refresh)
+
+    def _start_graph_refresh(self) -> None:
+        self._graph_timer = None
+        if self._closing:
+            return
         if self._graph_job is not None and not self._graph_job.done():
             self._graph_again = True
             return
         self._graph_again = False
         self._graph_job = asyncio.get_running_loop().run_in_executor(self._graph_worker, self._refresh_graph)
         self._graph_job.add_done_callback(lambda _: self._graph_again and not self._closing
-                                          and self._schedule_graph_refresh())
+                                          and self._start_graph_refresh())
 
     def _refresh_graph(self) -> None:
         try:
@@ -277,6 +290,8 @@ class Folder:
     def stop(self) -> None:
         """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
+        if self._graph_timer is not None:
+            self._graph_timer.cancel()
         for waiter in self._full_waiters:
             if not waiter.done():
                 waiter.cancel()
