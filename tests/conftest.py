@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
 import pytest
+
+from codeloupe.api import Workspace
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +19,19 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
                  "CODELOUPE_CHAT_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     return cache
+
+
+@pytest.fixture
+def lexical_workspace() -> Iterator[Callable[[Path], Workspace]]:
+    """Open and index a workspace with embeddings off (fast, no model); closed after the test."""
+    opened: list[Workspace] = []
+
+    def open_indexed(root: Path) -> Workspace:
+        ws = Workspace(root, overrides={"embed_provider": "none"})
+        ws.index()
+        opened.append(ws)
+        return ws
+
+    yield open_indexed
+    for ws in opened:
+        ws.close()

@@ -58,11 +58,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(repo: Path) -> Workspace:
-    workspace = Workspace(repo, overrides={"embed_provider": "none"})
-    workspace.index()
-    yield workspace
-    workspace.close()
+def ws(repo: Path, lexical_workspace) -> Workspace:
+    return lexical_workspace(repo)
 
 
 def lines_of(repo: Path, path: str, a: int, b: int) -> str:

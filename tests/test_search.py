@@ -109,11 +109,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def ws(repo: Path) -> Workspace:
-    workspace = Workspace(repo, overrides={"embed_provider": "none"})
-    workspace.index()
-    yield workspace
-    workspace.close()
+def ws(repo: Path, lexical_workspace) -> Workspace:
+    return lexical_workspace(repo)
 
 
 def paths(bundle) -> list[str]:
