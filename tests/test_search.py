@@ -285,3 +285,12 @@ def test_the_lexical_index_is_reused_by_the_next_process_only_for_the_same_state
     assert paths(fresh.search("database connection")) == expected
     again.close()
     fresh.close()
+
+
+def test_search_symbols_returns_the_definitions_of_matching_chunks(ws: Workspace) -> None:
+    found = ws.search_symbols("verify_password")
+    path, symbol = found[0]
+    assert (path, symbol.name) == ("app/auth.py", "verify_password")
+    lines = (ws.root / path).read_text().splitlines()
+    assert lines[symbol.start_line - 1].startswith("def verify_password")
+    assert all(not p.startswith("tests/") for p, s in found[:1])

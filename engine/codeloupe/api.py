@@ -14,7 +14,7 @@ from typing import Any
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
-from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol
+from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol, UsedDefinition
 
 
 class WorkspaceError(ValueError):
@@ -177,11 +177,31 @@ class Workspace:
 
         return file_summary(self, path, allow_stale=allow_stale)
 
-    def definition_users(self, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:
-        """For each definition in `path` used by other files: (path, line) of each cross-file use."""
+    def used_definitions(self, path: str, *, allow_stale: bool = False) -> list[UsedDefinition]:
+        """The definitions of `path` that other files use, at their own line, with each use (path, line)."""
         from codeloupe.graph import definition_users
 
-        return definition_users(self, path, allow_stale=allow_stale)
+        rel = self.relative(path)
+        symbols = self.symbols([rel]).get(rel, [])
+        out = []
+        for name, users in definition_users(self, rel, allow_stale=allow_stale).items():
+            # The graph names top-level definitions; a bare name also matches a top-level symbol.
+            found = next((s for s in symbols if s.qualified_name == name), None) or \
+                next((s for s in symbols if not s.parent and s.name == name), None)
+            if users and found is not None:
+                out.append(UsedDefinition(name, found.start_line, users))
+        return out
+
+    def search_symbols(self, query: str, *, limit: int = 30) -> list[tuple[str, Symbol]]:
+        """(path, definition) of every symbol named by a matching chunk, in rank order: the search behind an
+        editor's workspace-symbol picker."""
+        bundle = self.search(query, limit=limit)
+        by_path = self.symbols([hit.path for hit in bundle.files])
+        found: list[tuple[str, Symbol]] = []
+        for hit in bundle.files:
+            named = {q for chunk in hit.chunks for q in chunk.symbols}
+            found.extend((hit.path, s) for s in by_path.get(hit.path, []) if s.qualified_name in named)
+        return found
 
     def graph_path(self, source: str, target: str):
         """A hub-tolled route between two concepts (`codeloupe.graph.GraphPath`)."""

@@ -174,3 +174,12 @@ class Bundle:
     def files(self) -> list[FileHit]:
         """Every candidate in rank order, CORE first."""
         return [*self.core, *self.related]
+
+
+@dataclass
+class UsedDefinition:
+    """A definition of one file that other files use (lenses: "used in N files"; hovers list the users)."""
+
+    qualified_name: str
+    start_line: int
+    users: list[tuple[str, int]]  # (path, 1-based line of the use)

@@ -20,7 +20,6 @@ from codeloupe_lsp.convert import (
 )
 from codeloupe_lsp.params import invalid, read_uri
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.symbols import definition_of, file_symbols
 
 
 def register(server: CodeloupeServer) -> None:
@@ -66,16 +65,9 @@ def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
     from codeloupe.graph import GraphError
 
     try:
-        users = ws.definition_users(rel, allow_stale=True)
+        return [(d.qualified_name, d.start_line) for d in ws.used_definitions(rel, allow_stale=True)]
     except GraphError:
         return None
-    symbols = file_symbols(ws, rel)
-    places = []
-    for name, found in users.items():
-        definition = definition_of(symbols, name)
-        if found and definition is not None:
-            places.append((name, definition.start_line))
-    return places
 
 
 def file_lens(ws: Workspace, root: Path, rel: str) -> tuple[str, list[dict[str, Any]]]:
@@ -85,5 +77,5 @@ def file_lens(ws: Workspace, root: Path, rel: str) -> tuple[str, list[dict[str, 
 
 
 def definition_lens(ws: Workspace, root: Path, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:
-    users = ws.definition_users(rel, allow_stale=True).get(name, [])
+    users = next((d.users for d in ws.used_definitions(rel, allow_stale=True) if d.qualified_name == name), [])
     return users_lens_title(users), [line_location(root, path, line) for path, line in users]

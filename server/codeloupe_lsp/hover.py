@@ -9,7 +9,6 @@ from lsprotocol import types as lsp
 from codeloupe.api import Workspace
 from codeloupe_lsp.convert import file_hover, import_hover, uri_to_path, users_hover
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.symbols import definition_of, file_symbols
 
 
 def register(server: CodeloupeServer) -> None:
@@ -43,9 +42,7 @@ def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None
     imported = [n for n in node.imports if n.line == line]
     if imported:
         return "\n\n---\n\n".join(import_hover(root, n, ws.file_summary(n.path, allow_stale=True)) for n in imported)
-    symbols = file_symbols(ws, rel)
-    for name, users in ws.definition_users(rel, allow_stale=True).items():
-        definition = definition_of(symbols, name)
-        if users and definition is not None and definition.start_line == line:
-            return users_hover(root, name, users)
+    for definition in ws.used_definitions(rel, allow_stale=True):
+        if definition.start_line == line:
+            return users_hover(root, definition.qualified_name, definition.users)
     return None
