@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -293,3 +294,14 @@ def test_search_symbols_returns_the_definitions_of_matching_chunks(ws: Workspace
     symbol = next(s for p, s in found if p == "app/auth.py" and s.name == "verify_password")
     lines = (ws.root / "app/auth.py").read_text().splitlines()
     assert lines[symbol.start_line - 1].startswith("def verify_password")
+
+
+def test_cli_search_with_an_unreachable_embedding_endpoint_degrades_to_lexical(repo: Path) -> None:
+    env = {**os.environ, "CODELOUPE_EMBED_PROVIDER": "openai", "CODELOUPE_EMBED_BASE_URL": "http://127.0.0.1:9/v1"}
+    out = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(repo), "render a template", "--json"],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "warning: no vectors computed" in out.stderr and "127.0.0.1:9" in out.stderr
+    data = json.loads(out.stdout)
+    assert data["core"][0]["path"] == "app/render.py"
+    assert {lane["name"]: lane["ready"] for lane in data["lanes"]}["dense"] is False

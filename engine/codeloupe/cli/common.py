@@ -49,12 +49,18 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
 
 def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
     """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise."""
+    from codeloupe.embed import EmbeddingError
+
     try:
         with progress_display(quiet) as progress:
             report = ws.index(progress)
             embedded = None
             if embed and ws.settings.embed_provider != "none":
-                embedded = ws.embed(progress)
+                try:
+                    embedded = ws.embed(progress)
+                except EmbeddingError as exc:
+                    # The lexical and symbol lanes still answer; the result says the dense lane is not ready.
+                    print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
     except DiscoverError as exc:
         raise CliError(str(exc)) from exc
     return report, embedded
