@@ -21,6 +21,8 @@ import numpy as np
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
 from codeloupe.issue import IssueQuery, is_issue, parse_issue, resolve_suffix
+from codeloupe.lanes.dense import DenseSnapshot, load_dense
+from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
@@ -72,29 +74,11 @@ class Snapshot:
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
-        """Per file: path + symbol names + signatures (built on the first issue-mode query)."""
+        """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
-                names: dict[int, list[str]] = defaultdict(list)
-                for sym in ws.store.symbol_rows():
-                    names[sym.file_id].append(f"{sym.name} {sym.signature}")
-                file_ids = sorted(self.file_paths)
-                docs = [path_tokens(self.file_paths[f]) + tokenize(" ".join(names.get(f, [])))
-                        for f in file_ids]
-                self._entity = (file_ids, BM25Index(docs))
+                self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
             return self._entity
-
-
-@dataclass
-class DenseSnapshot:
-    generation: int
-    model: str
-    chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
-    chunk_vectors: np.ndarray  # float32 [m, d]
-    skeleton_vectors: np.ndarray  # float32 [f, d]
-    chunk_skeleton: np.ndarray  # int64 [m]: for each vector row, its file's row in skeleton_vectors, or -1
-    coverage: float
-    snapshot_generation: int  # the full snapshot whose rows `chunk_rows` index
 
 
 class Fusion:
@@ -195,7 +179,8 @@ class Searcher:
         fresh = self._build_snapshot(generation)
         dense = None
         if self._dense is not None:  # vectors were in use: load them for the new rows before swapping
-            dense = _load_dense(self.ws.store, fresh, self._dense.model, self.ws.store.generation("vector"))
+            dense = load_dense(self.ws.store, fresh.table, fresh.generation, self._dense.model,
+                               self.ws.store.generation("vector"))
         with self._lock:
             if self._snapshot is None or self._snapshot.generation < generation:
                 self._snapshot = fresh
@@ -290,7 +275,7 @@ class Searcher:
             if base is not self._snapshot:  # a view over a snapshot just replaced: its rows are not ours
                 self._dense_error = "vectors are being reloaded"
                 return None
-            self._dense = _load_dense(self.ws.store, base, model, generation)
+            self._dense = load_dense(self.ws.store, base.table, base.generation, model, generation)
             return self._dense
 
     def _reload_dense_in_background(self, snap: Snapshot, model: str, generation: int) -> None:
@@ -306,7 +291,7 @@ class Searcher:
 
         def load() -> None:
             try:
-                fresh = _load_dense(self.ws.store, snap, model, generation)
+                fresh = load_dense(self.ws.store, snap.table, snap.generation, model, generation)
                 with self._lock:
                     if self._snapshot is snap:
                         self._dense = fresh
@@ -418,13 +403,7 @@ class Searcher:
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
-            scores = np.full(n, -np.inf, np.float32)
-            chunk_scores = dense.chunk_vectors @ qvec
-            if len(dense.skeleton_vectors):
-                file_sim = np.append(dense.skeleton_vectors @ qvec, np.float32(0.0))  # row -1: no skeleton
-                chunk_scores += R.SKELETON_WEIGHT * file_sim[dense.chunk_skeleton]
-            scores[dense.chunk_rows] = chunk_scores
-            out["dense"] = scores
+            out["dense"] = dense.scores(qvec, n)
         return out
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
@@ -546,35 +525,6 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
         bm25=bm25, symbols=symbols, file_chunk_rows=dict(file_chunk_rows),
         base=base, live=live, pending_files=pending_files,
     )
-
-
-def _load_dense(store, snap: Snapshot, model: str, generation: int) -> DenseSnapshot:
-    """The store's int8 vectors of `model`, dequantised once into contiguous float32 matrices."""
-    chunks = store.vector_matrix("chunk", model)
-    skeletons = store.vector_matrix("skeleton", model)
-    ids = snap.table.ids  # sorted (the store returns chunks by id)
-    pos = np.minimum(np.searchsorted(ids, chunks.ids), max(len(ids) - 1, 0))
-    live = (ids[pos] == chunks.ids) if len(ids) else np.zeros(len(chunks.ids), bool)
-    src, rows = np.flatnonzero(live), pos[live]
-    dim = max(chunks.dim, skeletons.dim, 1)
-    vectors = chunks.q[src].astype(np.float32) * chunks.scales[src, None] if len(src) else np.zeros((0, dim), np.float32)
-    skel = skeletons.q.astype(np.float32) * skeletons.scales[:, None] if len(skeletons.ids) else \
-        np.zeros((0, dim), np.float32)
-    return DenseSnapshot(
-        generation=generation, model=model, chunk_rows=rows.astype(np.int64),
-        chunk_vectors=np.ascontiguousarray(vectors), skeleton_vectors=np.ascontiguousarray(skel),
-        chunk_skeleton=_skeleton_rows(snap.table.file_ids[rows], skeletons.ids),
-        coverage=(len(rows) / len(ids)) if len(ids) else 1.0, snapshot_generation=snap.generation,
-    )
-
-
-def _skeleton_rows(chunk_file_ids: np.ndarray, skeleton_file_ids: np.ndarray) -> np.ndarray:
-    """For each chunk's file id, the row of that file's skeleton vector (ids are sorted), or -1."""
-    if len(skeleton_file_ids) == 0:
-        return np.full(len(chunk_file_ids), -1, np.int64)
-    pos = np.searchsorted(skeleton_file_ids, chunk_file_ids)
-    pos = np.minimum(pos, len(skeleton_file_ids) - 1)
-    return np.where(skeleton_file_ids[pos] == chunk_file_ids, pos, -1)
 
 
 def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool = True) -> list[int]:
