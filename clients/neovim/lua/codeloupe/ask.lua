@@ -78,6 +78,18 @@ local function add_span_lines(doc, file)
   end
 end
 
+--- A heading with the file count, then each file's spans as followable lines.
+---@param doc codeloupe.Doc
+---@param title string
+---@param files table[]
+local function add_file_section(doc, title, files)
+  doc:add('')
+  doc:add(('## %s (%s)'):format(title, view.count(#files, 'file')))
+  for _, file in ipairs(files) do
+    add_span_lines(doc, file)
+  end
+end
+
 --- The bundle as markdown: CORE files with their code, then every RELATED span.
 ---@param doc codeloupe.Doc
 ---@param bundle table SearchResult
@@ -106,11 +118,7 @@ local function add_bundle(doc, bundle)
       end
     end
   end
-  doc:add('')
-  doc:add(('## Related (%s)'):format(view.count(#related, 'file')))
-  for _, file in ipairs(related) do
-    add_span_lines(doc, file)
-  end
+  add_file_section(doc, 'Related', related)
 end
 
 ---@param text string
@@ -232,12 +240,7 @@ local function add_answer(doc, result, root)
       doc:add(('- [%d] `%s:%d-%d`'):format(citation.k, citation.path, citation.startLine, citation.endLine), by_k[citation.k])
     end
   end
-  local uncited = result.uncited or {}
-  doc:add('')
-  doc:add(('## Not cited (%s)'):format(view.count(#uncited, 'file')))
-  for _, file in ipairs(uncited) do
-    add_span_lines(doc, file)
-  end
+  add_file_section(doc, 'Not cited', result.uncited or {})
 end
 
 --- Lines and targets for an ask result (or a plain bundle when the answer fell back).
