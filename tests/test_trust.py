@@ -1,7 +1,7 @@
 """A cloned repository cannot send code or keys anywhere, load a model or exhaust the machine without trust.
 
-The hostile repository's settings point at a recording server on 127.0.0.1 that stands in for a host the
-repository chose; the user's own endpoint is a second one. Everything runs for real: the `codeloupe` CLI in a
+The hostile repository's settings point at a `ChatServer` on 127.0.0.1 that stands in for a host the
+repository chose (it records every request); the user's own endpoint is a second one. Everything runs for real: the `codeloupe` CLI in a
 subprocess, real settings files, the real trust store under the test's own config dir.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from chat_server import ChatServer
 from codeloupe.cli import main
 from codeloupe.embed.local import (
     MINILM_SHA256,
@@ -33,41 +34,11 @@ from codeloupe.settings import (
     load_settings,
     workspace_digest,
 )
-from codeloupe.trust import TrustStore, user_config_dir
-from recording_server import RecordingServer
+from codeloupe.trust import TrustStore
+from hostile import MARKER, hostile_repo, write_user_config
 
 USER_EMBED_KEY = "sk-user-embed-secret"
 USER_CHAT_KEY = "user-chat-secret"
-MARKER = "exfiltrate_me_marker"
-
-APP = f'''"""Payment reconciliation."""
-
-
-def {MARKER}(ledger):
-    """Match every payment in the ledger to an invoice."""
-    return [entry for entry in ledger if entry.get("invoice")]
-'''
-
-
-def hostile_repo(root: Path, host: str, extra: str = "") -> Path:
-    """A repository whose settings files send embeddings and questions to `host`, with its own key."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "app.py").write_text(APP, encoding="utf-8")
-    (root / "pyproject.toml").write_text(
-        '[project]\nname = "innocent"\nversion = "1.0"\n\n[tool.codeloupe]\n'
-        f'embed_provider = "openai"\nembed_base_url = "{host}"\nembed_model = "exfil"\n'
-        f'chat_base_url = "{host}"\nchat_model = "exfil"\nchunk_budget = 900\n', encoding="utf-8")
-    (root / ".codeloupe.toml").write_text(f'embed_api_key = "repo-key"\nignore = ["vendor/**"]\n{extra}',
-                                          encoding="utf-8")
-    return root
-
-
-def write_user_config(user_host: str) -> None:
-    """The user's own config.toml: their embedding and chat endpoint."""
-    config = user_config_dir() / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f'embed_provider = "openai"\nembed_base_url = "{user_host}"\nembed_model = "mine"\n'
-                      f'chat_base_url = "{user_host}"\nchat_model = "mine"\n', encoding="utf-8")
 
 
 def codeloupe(*args: str) -> subprocess.CompletedProcess[str]:
@@ -80,7 +51,7 @@ def codeloupe(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_an_untrusted_repository_receives_nothing_from_index_search_or_ask(tmp_path: Path) -> None:
-    with RecordingServer() as repo_host, RecordingServer() as user_host:
+    with ChatServer() as repo_host, ChatServer() as user_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url, 'cache_dir = "planted-cache"\n')
         write_user_config(user_host.base_url)
         for command in (["index", str(repo)], ["search", str(repo), MARKER],
@@ -93,18 +64,18 @@ def test_an_untrusted_repository_receives_nothing_from_index_search_or_ask(tmp_p
                 assert key in warnings[0]
             assert f"codeloupe trust {repo.resolve()}" in warnings[0]
             assert "chunk_budget" not in warnings[0].split("(")[1].split(")")[0]  # a safe key is applied
-        assert repo_host.requests == [], repo_host.everything()
+        assert repo_host.received == [], repo_host.everything()
         # Everything local still works, on the user's own settings: their endpoint, their key.
-        embedded = [seen for seen in user_host.requests if seen.path.endswith("/embeddings")]
+        embedded = [seen for seen in user_host.received if seen.path.endswith("/embeddings")]
         assert embedded and all(seen.authorization == f"Bearer {USER_EMBED_KEY}" for seen in embedded)
         assert MARKER in user_host.everything()
         assert any(seen.path.endswith("/chat/completions") and seen.authorization == f"Bearer {USER_CHAT_KEY}"
-                   for seen in user_host.requests)
+                   for seen in user_host.received)
         assert not (repo / "planted-cache").exists()
 
 
 def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_them(tmp_path: Path) -> None:
-    with RecordingServer() as repo_host, RecordingServer() as user_host:
+    with ChatServer() as repo_host, ChatServer() as user_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
         write_user_config(user_host.base_url)
         trusted = codeloupe("trust", str(repo))
@@ -113,23 +84,23 @@ def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_
             result = codeloupe(*command)
             assert result.returncode == 0, result.stderr
             assert "ignoring settings" not in result.stderr
-        paths = repo_host.paths()
+        paths = repo_host.received_paths()
         assert any(p.endswith("/embeddings") for p in paths) and any(p.endswith("/chat/completions") for p in paths)
         # The repository's key goes to the repository's endpoint; the user's keys never do.
-        assert all(seen.authorization == "Bearer repo-key" for seen in repo_host.requests
+        assert all(seen.authorization == "Bearer repo-key" for seen in repo_host.received
                    if seen.path.endswith("/embeddings"))
         assert USER_EMBED_KEY not in repo_host.everything() and USER_CHAT_KEY not in repo_host.everything()
-        assert user_host.requests == []
+        assert user_host.received == []
 
         # An edited settings file needs trust again: the repository is back to its harmless settings.
-        before = len(repo_host.requests)
+        before = len(repo_host.received)
         (repo / ".codeloupe.toml").write_text('embed_api_key = "repo-key"\nembed_batch_size = 1\n', encoding="utf-8")
         (repo / "more.py").write_text("def another_function():\n    return 2\n", encoding="utf-8")
         result = codeloupe("index", str(repo))
         assert result.returncode == 0, result.stderr
         assert "changed since you trusted it" in result.stderr
-        assert len(repo_host.requests) == before
-        assert any(seen.path.endswith("/embeddings") for seen in user_host.requests)
+        assert len(repo_host.received) == before
+        assert any(seen.path.endswith("/embeddings") for seen in user_host.received)
 
 
 def test_trust_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,21 +1,18 @@
 """The real server over stdio on a hostile repository: it learns trust from the client, and keys stay home.
 
-The repository's settings point embeddings and the chat model at a recording server on 127.0.0.1 (the
-repository's host); the user's config points at another one, and the editor supplies the user's keys.
+The repository's settings point embeddings and the chat model at a `ChatServer` on 127.0.0.1 (the
+repository's host, recording every request); the user's config points at another one, and the editor supplies the user's keys.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from lsp_helpers import Client, start_server, stop_server
 from lsprotocol import types as lsp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared stand-ins in tests/
-
-from recording_server import RecordingServer  # noqa: E402
-from test_trust import MARKER, hostile_repo, write_user_config  # noqa: E402
+from chat_server import ChatServer
+from hostile import MARKER, hostile_repo, write_user_config
 
 EDITOR_CHAT_KEY = "editor-chat-secret"
 EDITOR_EMBED_KEY = "editor-embed-secret"
@@ -36,50 +33,50 @@ async def _search_and_ask(client: Client) -> None:
 
 
 async def test_an_untrusted_folder_sends_nothing_to_the_repositorys_host(tmp_path: Path) -> None:
-    with RecordingServer() as repo_host, RecordingServer() as user_host:
+    with ChatServer() as repo_host, ChatServer() as user_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
         write_user_config(user_host.base_url)
         client = await start_server([repo], options=EDITOR)
         try:
             await _search_and_ask(client)
-            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in user_host.paths()),
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in user_host.received_paths()),
                                     "embeddings on the user's own endpoint")
             warnings = [w for w in _warnings(client) if "ignoring settings" in w]
             assert len(warnings) == 1 and "embed_base_url" in warnings[0] and "chat_base_url" in warnings[0]
             assert f"codeloupe trust {repo.resolve()}" in warnings[0]
         finally:
             await stop_server(client)
-        assert repo_host.requests == [], repo_host.everything()
-        assert all(seen.authorization == f"Bearer {EDITOR_EMBED_KEY}" for seen in user_host.requests
+        assert repo_host.received == [], repo_host.everything()
+        assert all(seen.authorization == f"Bearer {EDITOR_EMBED_KEY}" for seen in user_host.received
                    if seen.path.endswith("/embeddings"))
 
 
 async def test_a_folder_the_client_trusts_uses_its_settings_without_the_editors_keys(tmp_path: Path) -> None:
-    with RecordingServer() as repo_host, RecordingServer() as user_host:
+    with ChatServer() as repo_host, ChatServer() as user_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
         write_user_config(user_host.base_url)
         client = await start_server([repo], options={**EDITOR, "trusted": True})
         try:
             await _search_and_ask(client)
-            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.paths()),
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.received_paths()),
                                     "embeddings on the repository's endpoint")
             assert not [w for w in _warnings(client) if "ignoring settings" in w]
         finally:
             await stop_server(client)
-        assert any(p.endswith("/chat/completions") for p in repo_host.paths())
+        assert any(p.endswith("/chat/completions") for p in repo_host.received_paths())
         leaked = repo_host.everything()
         assert EDITOR_CHAT_KEY not in leaked and EDITOR_EMBED_KEY not in leaked
         # The editor's embedApiKey outranks the repository's embed_api_key and is the user's: the repository's
         # endpoint (loopback here) is sent no key at all.
-        assert {seen.authorization for seen in repo_host.requests} == {"Bearer unused-for-loopback",
+        assert {seen.authorization for seen in repo_host.received} == {"Bearer unused-for-loopback",
                                                                        "Bearer no-key-needed-for-loopback"}
-        assert user_host.requests == []
+        assert user_host.received == []
 
 
 async def test_trust_is_fixed_at_initialize_and_the_warning_is_not_repeated(tmp_path: Path) -> None:
     """A settings push cannot grant trust; a malformed decision is reported and means untrusted; reopening the
     folder on new settings does not repeat its warning."""
-    with RecordingServer() as repo_host:
+    with ChatServer() as repo_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
         client = await start_server([repo], options={"trusted": "yes"})
         try:
@@ -99,4 +96,4 @@ async def test_trust_is_fixed_at_initialize_and_the_warning_is_not_repeated(tmp_
             assert answer["fallback"] == "no chat model configured"
         finally:
             await stop_server(client)
-        assert repo_host.requests == []
+        assert repo_host.received == []
