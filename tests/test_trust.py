@@ -188,7 +188,7 @@ def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, m
     from codeloupe.ask.chat import ChatModel, ChatUnavailable
     from codeloupe.embed import EmbeddingError, make_provider
 
-    with pytest.raises(ChatUnavailable, match="only goes to an endpoint set in the same place"):
+    with pytest.raises(ChatUnavailable, match="only goes to an endpoint set by the same party"):
         ChatModel.from_settings(trusted)
     with pytest.raises(EmbeddingError, match=r"\$OPENAI_API_KEY is not sent to embed_base_url"):
         make_provider(trusted.replace(embed_api_key=""))

@@ -173,8 +173,8 @@ class Settings:
         if not held:
             return "", ""
         return "", (f"{' and '.join(held)} is not sent to {url_name} {getattr(self, url_name) or '(default)'}, "
-                    f"which comes from {self.where(url_name)}: a key only goes to an endpoint set in the same "
-                    "place (set the endpoint in your own settings to use your key there)")
+                    f"which comes from {self.where(url_name)}: a key only goes to an endpoint set by the same "
+                    "party, you or the workspace's files (set the endpoint in your own settings to use your key)")
 
     @property
     def cache_root(self) -> Path:
