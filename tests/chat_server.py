@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1, the only stand-in the tests allow.
 
 It speaks `POST /v1/chat/completions` (and `/chat/completions`): plain JSON for `stream: false` (with tool
-calls when scripted) and server-sent events for `stream: true`. Each request is answered by the first
+calls when scripted) and server-sent events for `stream: true`; `POST .../embeddings` gets deterministic
+vectors. Every request of any route is kept in `received` with its headers (a test can assert that a host
+received nothing, or never a key). Each request is answered by the first
 scripted `Reply` whose `when` text occurs in the request's messages (replies without `when` match anything);
 a reply is used once unless `times` says otherwise. Unmatched requests get HTTP 500, so a test that does not
 script a call sees the engine's failure path, never a silent default. Every request body is recorded.
@@ -14,6 +16,7 @@ Usage:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -66,6 +69,30 @@ class Reply:
         return [text[i:i + self.piece_size] for i in range(0, len(text), self.piece_size)]
 
 
+@dataclass(frozen=True)
+class Received:
+    """One request as it arrived, whatever its route."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-case names
+    body: str
+
+    @property
+    def authorization(self) -> str:
+        return self.headers.get("authorization", "")
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} {json.dumps(self.headers)} {self.body}"
+
+
+EMBEDDING_DIM = 8
+
+
+def embedding_for(text: str) -> list[float]:
+    return [float(b) - 127.5 for b in hashlib.sha256(text.encode()).digest()[:EMBEDDING_DIM]]
+
+
 def request_text(body: dict[str, Any]) -> str:
     """Every message's text content (and tool results) of a request, joined: what `when` matches against."""
     parts = []
@@ -96,6 +123,7 @@ class ChatServer:
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.received: list[Received] = []  # every request, any route (`requests`: the chat bodies)
         self.errors: list[str] = []  # a scripted `render` that raised (the request got HTTP 500)
         self.released = threading.Event()  # set at shutdown: hung replies stop waiting
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -120,6 +148,19 @@ class ChatServer:
                     reply.times -= 1
                     return reply
         return None
+
+    def receive(self, seen: Received) -> None:
+        with self._lock:
+            self.received.append(seen)
+
+    def received_paths(self) -> list[str]:
+        with self._lock:
+            return [seen.path for seen in self.received]
+
+    def everything(self) -> str:
+        """Every request line, header and body received, as one text (to search for a leaked secret)."""
+        with self._lock:
+            return "\n".join(str(seen) for seen in self.received)
 
     def pending(self) -> list[Reply]:
         """Scripted replies no request has used up (a test can assert its script was consumed)."""
@@ -153,11 +194,20 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            server.receive(Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
+                                    raw.decode("utf-8", "replace")))
+            if self.path.rstrip("/").endswith("/embeddings"):
+                data = [{"object": "embedding", "index": i, "embedding": embedding_for(text)}
+                        for i, text in enumerate(json.loads(raw)["input"])]
+                self._json(200, {"object": "list", "data": data, "model": "scripted",
+                                 "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(raw or b"{}")
             reply = server.take(body)
             if reply is None:
                 self._json(500, {"error": {"message": "no scripted reply for this request", "type": "script"}})

@@ -1,4 +1,4 @@
-"""Shared test setup: every test gets its own cache dir, so no index or vector lands in the user cache."""
+"""Shared test setup: every test gets its own cache and config dirs, so nothing reads or lands in the user's."""
 
 from __future__ import annotations
 
@@ -10,10 +10,20 @@ import pytest
 from codeloupe.api import Workspace
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module- and session-scoped fixtures run before the per-test fixture below: keep them off the user's too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CODELOUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("codeloupe-session-config")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     cache = tmp_path_factory.mktemp("codeloupe-cache")
     monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+    # The user's own config.toml and trust store: empty for every test unless it writes them.
+    monkeypatch.setenv("CODELOUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("codeloupe-config")))
     for name in ("CODELOUPE_EMBED_PROVIDER", "CODELOUPE_EMBED_BASE_URL", "CODELOUPE_EMBED_MODEL",
                  "CODELOUPE_EMBED_API_KEY", "CODELOUPE_CHAT_BASE_URL", "CODELOUPE_CHAT_MODEL",
                  "CODELOUPE_CHAT_API_KEY"):

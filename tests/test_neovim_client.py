@@ -182,6 +182,14 @@ def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) ->
         assert not chat.pending(), "the narrator never called the chat model"
 
 
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_the_users_trust_in_the_settings_file_reaches_the_server(workspace: Path, tmp_path: Path,
+                                                                   decision: str) -> None:
+    """vim.secure's answer for .codeloupe.toml decides whether the server applies its unsafe settings."""
+    (workspace / ".codeloupe.toml").write_text("embed_threads = 2\n", encoding="utf-8")
+    run_script("trust.lua", workspace, tmp_path, {"CODELOUPE_TEST_TRUST": decision})
+
+
 def test_code_lenses_and_hover(workspace: Path, tmp_path: Path) -> None:
     run_script("lens_hover.lua", workspace, tmp_path)
 

@@ -1,8 +1,14 @@
-"""One settings object for every surface.
+"""One settings object for every surface, each value remembering who set it.
 
-Sources, later ones win: built-in defaults, `[tool.codeloupe]` in the workspace's pyproject.toml,
-`.codeloupe.toml` in the workspace, environment variables (`CODELOUPE_*`), then explicit overrides (CLI flags,
-LSP initialization options / didChangeConfiguration). Every surface maps onto the same field names.
+Sources, later ones win: built-in defaults; the user's own `config.toml` in the user config dir
+(`CODELOUPE_CONFIG_DIR`, else the platform's); the workspace's files, `[tool.codeloupe]` in pyproject.toml then
+`.codeloupe.toml`; environment variables (`CODELOUPE_*`); explicit overrides (CLI flags, LSP initialization
+options / didChangeConfiguration). Every surface maps onto the same field names.
+
+A workspace is untrusted input. Its files may set only `WORKSPACE_SAFE` settings (nothing there can send data
+off the machine, load code or a model, or exhaust the machine); every other key they set is ignored, and named
+in `Settings.ignored`, until the user trusts the workspace (`codeloupe trust`, or the editor's own trust).
+An API key is only ever sent to an endpoint set by the same party as the key (`Settings.api_key`).
 """
 
 from __future__ import annotations
@@ -10,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import ipaddress
+import math
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,10 +27,38 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from codeloupe.trust import CHANGED, TRUSTED, TrustStore, settings_digest, user_config_dir
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
+
+USER_CONFIG_NAME = "config.toml"
+
+# What a workspace's own files may set without the user's trust.
+WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes"})
+# ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
+WORKSPACE_MAX_FILE_BYTES = 4_000_000
+
+# Every number's accepted range, whoever sets it; anything outside is a SettingsError naming the source.
+# The upper ends are far past any useful value and only stop a typo or a hostile file from hanging the machine.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "max_file_bytes": (1, 64 * 2**20),
+    "max_line_chars": (100, 1_000_000),
+    "chunk_budget": (100, 100_000),
+    "embed_dimensions": (0, 65_536),
+    "embed_batch_size": (1, 2048),  # OpenAI's per-request input limit
+    "embed_concurrency": (1, 32),
+    "embed_timeout_s": (0.01, 3600),
+    "embed_threads": (0, 1024),  # more than the machine has cores is clamped where the threads start
+    "chat_timeout_s": (0.01, 3600),
+}
+_URL_KEYS = ("embed_base_url", "chat_base_url")
+_PATH_KEYS = ("cache_dir", "onnx_model_dir")  # relative paths are relative to the file that sets them
+
+USER = "user"
+WORKSPACE = "workspace"
 
 
 def is_loopback_url(url: str) -> bool:
@@ -38,6 +74,41 @@ def is_loopback_url(url: str) -> bool:
 
 class SettingsError(ValueError):
     """A setting has a value the engine cannot use; the message names the setting and its source."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from: a file, "the environment", "overrides", ...; `workspace` marks the workspace's
+    own files (applied only because the user trusted the workspace)."""
+
+    where: str
+    workspace: bool = False
+
+    @property
+    def party(self) -> str:
+        return WORKSPACE if self.workspace else USER
+
+
+@dataclass(frozen=True)
+class IgnoredSettings:
+    """Keys an untrusted workspace's files asked for and did not get."""
+
+    root: str
+    by_file: tuple[tuple[str, tuple[str, ...]], ...]  # (settings file, its ignored keys)
+    changed: bool  # the workspace was trusted, but its settings changed since
+
+    @property
+    def keys(self) -> list[str]:
+        return sorted({key for _, keys in self.by_file for key in keys})
+
+    def message(self) -> str:
+        listed = "; ".join(f"{where}: {', '.join(keys)}" for where, keys in self.by_file)
+        why = ("its settings changed since you trusted it" if self.changed else "the workspace is not trusted")
+        return (f"codeloupe: ignoring settings from {self.root} because {why} ({listed}). A repository's own "
+                f"files may set only {', '.join(sorted(WORKSPACE_SAFE - {'max_file_bytes'}))} and max_file_bytes "
+                f"(up to {WORKSPACE_MAX_FILE_BYTES}). If you trust this repository, run "
+                f"`codeloupe trust {self.root}` (or trust the workspace in your editor); or set them in your own "
+                "settings.")
 
 
 @dataclass
@@ -66,9 +137,44 @@ class Settings:
     chat_timeout_s: float = 60.0
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
+    # --- not settings: who set each value (absent: the default or the program), what a workspace did not get
+    origins: dict[str, Origin] = field(default_factory=dict, repr=False)
+    ignored: IgnoredSettings | None = field(default=None, repr=False)
 
     def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+        """A copy with `changes` set by the caller (the program, for its user)."""
+        origins = {key: origin for key, origin in self.origins.items() if key not in changes}
+        return dataclasses.replace(self, **changes, origins=origins)
+
+    def party(self, name: str) -> str:
+        """USER or WORKSPACE: who chose this setting's value (defaults count as the user's)."""
+        origin = self.origins.get(name)
+        return origin.party if origin else USER
+
+    def where(self, name: str) -> str:
+        origin = self.origins.get(name)
+        return origin.where if origin else "the defaults"
+
+    def api_key(self, url_name: str, key_name: str, environ_key: str = "") -> tuple[str, str]:
+        """(the API key that may go to the endpoint in setting `url_name`, why a configured key is held back).
+
+        A key travels only with an endpoint set by the same party: the user's keys (their settings, the
+        environment, `environ_key`) never go to an endpoint a workspace chose, even a trusted one, and a
+        workspace's key never goes to the user's endpoint."""
+        party = self.party(url_name)
+        key = getattr(self, key_name)
+        if key and self.party(key_name) == party:
+            return key, ""
+        from_env = os.environ.get(environ_key, "") if environ_key else ""
+        if from_env and party == USER:
+            return from_env, ""
+        held = [f"{key_name} (from {self.where(key_name)})"] if key else []
+        held += [f"${environ_key}"] if from_env else []
+        if not held:
+            return "", ""
+        return "", (f"{' and '.join(held)} is not sent to {url_name} {getattr(self, url_name) or '(default)'}, "
+                    f"which comes from {self.where(url_name)}: a key only goes to an endpoint set by the same "
+                    "party, you or the workspace's files (set the endpoint in your own settings to use your key)")
 
     @property
     def cache_root(self) -> Path:
@@ -89,7 +195,7 @@ class Settings:
 
 
 _ENV_PREFIX = "CODELOUPE_"
-_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name not in ("origins", "ignored")}
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -100,29 +206,58 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 return value.strip().lower() in ("1", "true", "yes", "on")
             return bool(value)
         if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("expected a whole number")
             return int(value)
         if kind is float:
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
             return float(value)
         if kind is list:
             if isinstance(value, str):
                 return [v.strip() for v in value.split(",") if v.strip()]
             return [str(v) for v in value]
         return str(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise SettingsError(f"setting {name!r} from {source}: cannot use {value!r} ({exc})") from exc
 
 
-def apply(settings: Settings, values: dict[str, Any], source: str) -> Settings:
-    """Overlay `values` (field names; '-' and camelCase accepted) onto `settings`. Unknown keys are errors."""
+def _check(name: str, value: Any, source: str) -> None:
+    if name in BOUNDS:
+        low, high = BOUNDS[name]
+        if not (math.isfinite(value) and low <= value <= high):
+            raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {low:g}..{high:g}")
+    if name in _URL_KEYS and value and urlsplit(value).scheme not in ("http", "https"):
+        raise SettingsError(f"setting {name!r} from {source}: {value!r} is not an http(s) URL")
+
+
+def _path_value(value: str, base_dir: Path | None) -> str:
+    if not value:
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base_dir or Path.cwd()) / path)
+
+
+def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspace: bool = False,
+          base_dir: Path | None = None) -> Settings:
+    """Overlay `values` (field names; '-' and camelCase accepted) onto `settings`, checking each value.
+
+    Unknown keys and unusable values are SettingsErrors. `source` names where the values come from (in
+    messages and in `origins`); `base_dir` anchors relative paths (default: the current directory)."""
     changes: dict[str, Any] = {}
+    origin = Origin(source, workspace)
     for raw_key, value in values.items():
         if value is None:
             continue
         key = _normalise_key(raw_key)
         if key not in _FIELDS:
             raise SettingsError(f"unknown setting {raw_key!r} in {source}")
-        changes[key] = _coerce(key, value, source)
-    return dataclasses.replace(settings, **changes)
+        coerced = _coerce(key, value, source)
+        _check(key, coerced, source)
+        changes[key] = _path_value(coerced, base_dir) if key in _PATH_KEYS else coerced
+    if not changes:
+        return settings
+    return dataclasses.replace(settings, **changes, origins={**settings.origins, **dict.fromkeys(changes, origin)})
 
 
 def _normalise_key(key: str) -> str:
@@ -141,21 +276,72 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML ({exc})") from exc
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
+def workspace_settings(root: Path) -> dict[str, dict[str, Any]]:
+    """The codeloupe settings a workspace's own files hold, by file (named relative to the root), in the order
+    they apply."""
+    found: dict[str, dict[str, Any]] = {}
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("codeloupe")
+        if table is not None:
+            if not isinstance(table, dict):
+                raise SettingsError(f"{pyproject}: [tool.codeloupe] must be a table")
+            found["pyproject.toml [tool.codeloupe]"] = table
+    own = root / ".codeloupe.toml"
+    if own.is_file():
+        found[".codeloupe.toml"] = _read_toml(own)
+    return found
+
+
+def workspace_digest(root: Path) -> str:
+    """What trusting the workspace is keyed by, besides its real path (see `codeloupe.trust`)."""
+    return settings_digest(workspace_settings(Path(root).resolve()))
+
+
+def _workspace_safe(key: str, value: Any, where: str) -> bool:
+    name = _normalise_key(key)
+    if name not in _FIELDS:
+        raise SettingsError(f"unknown setting {key!r} in {where}")
+    if name not in WORKSPACE_SAFE:
+        return False
+    return name != "max_file_bytes" or _coerce(name, value, where) <= WORKSPACE_MAX_FILE_BYTES
+
+
+def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Mapping[str, str]) -> Settings:
+    files = workspace_settings(root)
+    if not files:
+        return settings
+    state = TRUSTED if trusted else TrustStore.default(environ).state(root, settings_digest(files))
+    ignored: list[tuple[str, tuple[str, ...]]] = []
+    for label, table in files.items():
+        where = str(root / label)
+        if state != TRUSTED:
+            unsafe = tuple(key for key, value in table.items()
+                           if value is not None and not _workspace_safe(key, value, where))
+            table = {key: value for key, value in table.items() if key not in unsafe}
+            if unsafe:
+                ignored.append((where, unsafe))
+        settings = apply(settings, table, where, workspace=True, base_dir=root)
+    if ignored:
+        settings = dataclasses.replace(settings, ignored=IgnoredSettings(str(root), tuple(ignored), state == CHANGED))
+    return settings
 
 
 def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = None,
-                  environ: dict[str, str] | None = None) -> Settings:
-    settings = Settings()
-    if root is not None:
-        root = Path(root)
-        pyproject = root / "pyproject.toml"
-        if pyproject.is_file():
-            table = _read_toml(pyproject).get("tool", {}).get("codeloupe", {})
-            settings = apply(settings, table, f"{pyproject} [tool.codeloupe]")
-        own = root / ".codeloupe.toml"
-        if own.is_file():
-            settings = apply(settings, _read_toml(own), str(own))
+                  environ: Mapping[str, str] | None = None, *, trusted: bool = False) -> Settings:
+    """The settings for a workspace (or none). `trusted`: the caller's client already established the user's
+    trust in the workspace (an editor's workspace trust); otherwise the user's trust store decides."""
     env = os.environ if environ is None else environ
+    settings = Settings()
+    user_file = user_config_dir(env) / USER_CONFIG_NAME
+    if user_file.is_file():
+        settings = apply(settings, _read_toml(user_file), str(user_file), base_dir=user_file.parent)
+    if root is not None:
+        settings = _apply_workspace(settings, Path(root).resolve(), trusted, env)
     from_env = {
         name[len(_ENV_PREFIX):].lower(): value
         for name, value in env.items()

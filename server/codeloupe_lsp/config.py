@@ -1,7 +1,8 @@
 """Editor settings (initializationOptions, didChangeConfiguration) -> overrides for `load_settings`.
 
 The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
-one unknown key or bad value is reported and dropped while the rest still apply.
+one unknown key or bad value is reported and dropped while the rest still apply. Editor settings are the
+user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions).
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from codeloupe.settings import Settings, SettingsError, apply
 SECTION = "codeloupe"
 
 
+# The client's trust decision for the workspace (initializationOptions only; not a setting).
+TRUSTED = "trusted"
+
+
 @dataclass
 class EditorOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
+    trusted: bool = False  # the client established the user's trust in the workspace (VS Code, Neovim prompt)
     unknown: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
 
@@ -40,8 +46,14 @@ def read_options(raw: Any) -> EditorOptions:
         return options
     if isinstance(raw.get(SECTION), Mapping):
         raw = raw[SECTION]
+    if TRUSTED in raw:
+        options.trusted = raw[TRUSTED] is True
+        if not isinstance(raw[TRUSTED], bool):
+            options.invalid.append(f"`trusted` must be true or false, got {raw[TRUSTED]!r}; not trusted")
     scratch = Settings()
     for key, value in raw.items():
+        if key == TRUSTED:
+            continue
         try:
             apply(scratch, {key: value}, "the editor settings")
         except SettingsError as exc:

@@ -21,6 +21,7 @@ def register(server: CodeloupeServer) -> None:
     @server.feature(lsp.INITIALIZE)
     def on_initialize(ls: CodeloupeServer, params: lsp.InitializeParams) -> None:
         ls.options = read_options(params.initialization_options)
+        ls.trusted = ls.options.trusted
 
     @server.feature(lsp.INITIALIZED)
     async def on_initialized(ls: CodeloupeServer, params: lsp.InitializedParams) -> None:

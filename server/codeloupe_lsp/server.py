@@ -84,6 +84,8 @@ class CodeloupeServer(LanguageServer):
                          text_document_sync_kind=lsp.TextDocumentSyncKind.None_)
         self.folders = Folders()
         self.options = EditorOptions()
+        # The client's trust decision, fixed at initialize (a later settings push cannot grant trust).
+        self.trusted = False
         self._warned: set[str] = set()
 
     def shutdown(self) -> None:
@@ -121,7 +123,7 @@ class CodeloupeServer(LanguageServer):
     # ---------------------------------------------------------------- folders
 
     def settings_for(self, root: Path) -> Settings:
-        return load_settings(root, self.options.overrides)
+        return load_settings(root, self.options.overrides, trusted=self.trusted)
 
     def open_folder(self, uri: str) -> Folder | None:
         root = uri_to_path(uri)
@@ -129,11 +131,14 @@ class CodeloupeServer(LanguageServer):
             self.warn(f"codeloupe: {uri} is not a local folder; not indexed")
             return None
         try:
-            folder = Folder(self, uri, root.resolve(), self.settings_for(root))
+            settings = self.settings_for(root)
+            folder = Folder(self, uri, root.resolve(), settings)
         except Exception as exc:  # a bad settings file, an unwritable cache dir: say so, keep serving
             log.exception("opening %s failed", root)
             self.show_error(f"codeloupe: cannot open {root}: {exc}")
             return None
+        if settings.ignored is not None:  # once per folder (the message names it), not on every reopen
+            self.warn(settings.ignored.message(), once=True)
         self.folders.add(folder)
         folder.request_full()
         return folder

@@ -148,7 +148,8 @@ class Controller implements vscode.Disposable {
         const convertLens = (lens: vscode.CodeLens): vscode.CodeLens => this.convertLens(lens);
         return {
             documentSelector: [{ scheme: 'file' }],
-            initializationOptions: engineOptions(),
+            // The server applies a repository's own endpoint, key and model settings only in a trusted workspace.
+            initializationOptions: { ...engineOptions(), trusted: vscode.workspace.isTrusted },
             outputChannel: this.log,
             middleware: {
                 // The server may pull its settings: answer in the engine's names, as the init options do.

@@ -106,8 +106,8 @@ describe('the extension against the real server', function () {
             assert.ok(probe.commandIds().includes(id), `${id} registered`);
         }
         assert.ok(client.isRunning());
-        assert.deepEqual(client.clientOptions.initializationOptions, { embedProvider: 'none' },
-            'only explicitly set settings are sent, in the engine\'s camelCase names');
+        assert.deepEqual(client.clientOptions.initializationOptions, { embedProvider: 'none', trusted: true },
+            'only explicitly set settings are sent, in the engine\'s camelCase names, with the workspace trust');
         const status = await client.sendRequest('codeloupe/status', {});
         assert.equal(status.folders[0].provider, 'none', 'the server applied embedProvider from the init options');
         const item = probe.statusItems[0];

@@ -64,11 +64,14 @@ class ChatModel:
             raise ChatUnavailable(NOT_CONFIGURED)
         if urlparse(base_url).scheme not in ("http", "https"):
             raise ChatUnavailable(f"chat_base_url {base_url!r} is not an http(s) URL")
-        if not settings.chat_api_key and not is_loopback_url(base_url):
-            raise ChatUnavailable(f"no chat_api_key for {base_url} (only loopback endpoints work without one)")
+        # Only a key set by the same party as the endpoint goes there (never the user's to a workspace's).
+        api_key, held_back = settings.api_key("chat_base_url", "chat_api_key")
+        if not api_key and not is_loopback_url(base_url):
+            raise ChatUnavailable(held_back or f"no chat_api_key for {base_url} (only loopback endpoints work"
+                                  " without one)")
         if settings.chat_timeout_s <= 0:
             raise ChatUnavailable(f"chat_timeout_s must be positive (got {settings.chat_timeout_s})")
-        return cls(base_url, settings.chat_model.strip(), settings.chat_api_key, settings.chat_timeout_s)
+        return cls(base_url, settings.chat_model.strip(), api_key, settings.chat_timeout_s)
 
     def _count(self, failed: bool) -> None:
         with self._lock:

@@ -45,11 +45,9 @@ def run(args: argparse.Namespace) -> int:
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
         raise CliError("the question is empty")
-    ws = open_workspace(args)
+    chat_flags = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")}
+    ws = open_workspace(args, **chat_flags)
     try:
-        chat = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")
-                if getattr(args, key) is not None}
-        ws.settings = ws.settings.replace(**chat)
         index_workspace(ws, embed=not args.no_embed, quiet=args.json)
         try:
             events = ws.ask(question, mode=args.mode, agents=args.agents, best=args.best)

@@ -29,19 +29,22 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
 
 
-def open_workspace(args: argparse.Namespace) -> Workspace:
+def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
+    """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top."""
     root = Path(args.path)
     if not root.exists():
         raise CliError(f"{root}: no such directory")
     if not root.is_dir():
         raise CliError(f"{root}: is a file, not a directory (pass the workspace folder)")
-    overrides = {key: getattr(args, key, None) for key in
-                 ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
+    flags = {key: getattr(args, key, None) for key in
+             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
     try:
-        settings = load_settings(root, overrides)
+        settings = load_settings(root, {**flags, **overrides})
         ws = Workspace(root, settings)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
+    if settings.ignored is not None:
+        print(settings.ignored.message(), file=sys.stderr)
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws

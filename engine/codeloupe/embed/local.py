@@ -7,7 +7,9 @@ WordPiece vocabulary ships in `codeloupe/data/` (see the NOTICE there).
 Speed choices, measured by bench/embed_bench.py (numbers in its output and the README):
 - the shipped file stores int8 weights that are dequantised to float32 before every MatMul; at first use
   it is re-quantised with onnxruntime's dynamic quantisation into true int8 MatMuls and the derived model is
-  cached beside the index (keyed by the source sha256). Any failure falls back to the shipped file.
+  cached beside the index (keyed by the source sha256); its own sha256 is recorded in the user config dir and
+  checked before every load, so a file planted in the cache is never loaded. Any failure falls back to the
+  shipped file.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
   512-token batches, so padding is small and memory is flat.
 - a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
@@ -33,6 +35,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 
 from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
 from codeloupe.settings import Settings
+from codeloupe.trust import user_config_dir
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -67,7 +70,8 @@ class EncoderOptions:
 
 
 def options_from(settings: Settings, window_tokens: int = WINDOW_TOKENS) -> EncoderOptions:
-    return EncoderOptions(window_tokens=window_tokens, threads=settings.embed_threads)
+    # More threads than cores only adds hand-offs (and thousands would stall the machine).
+    return EncoderOptions(window_tokens=window_tokens, threads=min(settings.embed_threads, os.cpu_count() or 1))
 
 
 class OnnxSentenceEncoder(QueryCachingProvider):
@@ -197,15 +201,20 @@ def file_sha256(path: Path, cache_root: Path) -> str:
     record = known.get(str(path))
     if record and record[:2] == [st.st_size, st.st_mtime_ns]:
         return str(record[2])
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    known[str(path)] = [st.st_size, st.st_mtime_ns, digest.hexdigest()]
+    digest = _hash_file(path)
+    known[str(path)] = [st.st_size, st.st_mtime_ns, digest]
     try:
         _write_atomic(ledger, json.dumps(known, indent=1).encode("utf-8"))
     except OSError as exc:  # a read-only cache only costs a re-hash next time
         log.debug("cannot record the model checksum in %s: %s", ledger, exc)
+    return digest
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
     return digest.hexdigest()
 
 
@@ -264,11 +273,49 @@ def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path
     return stem.with_suffix(".onnx"), stem.with_suffix(".failed")
 
 
+# The sha256 of every model this machine derived, by file name, kept in the user config dir: the cache dir may
+# be anywhere (a trusted workspace may choose it), so nothing found there is loaded unless its bytes match.
+DERIVED_LEDGER = "derived-models.json"
+_DERIVED_KEPT = 8  # digests remembered per name (a few onnxruntime versions may each derive their own bytes)
+
+
+def _derived_ledger() -> Path:
+    return user_config_dir() / DERIVED_LEDGER
+
+
+def _derived_digests() -> dict[str, list[str]]:
+    try:
+        known = json.loads(_derived_ledger().read_text(encoding="utf-8"))
+        return {str(name): [str(d) for d in digests] for name, digests in known.items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _record_derived(name: str, digest: str) -> None:
+    known = _derived_digests()
+    known[name] = [*[d for d in known.get(name, []) if d != digest], digest][-_DERIVED_KEPT:]
+    try:
+        _write_atomic(_derived_ledger(), json.dumps(known, indent=1).encode("utf-8"))
+    except OSError as exc:  # then the model is derived again next time: slower, never unsafe
+        log.warning("cannot record the derived model's checksum in %s: %s", _derived_ledger(), exc)
+
+
+def is_known_derived(path: Path) -> bool:
+    """True when `path` holds, byte for byte, a model this machine derived under that name (hashed every time:
+    a remembered digest by path and mtime could be planted beside the file)."""
+    return _hash_file(path) in _derived_digests().get(path.name, [])
+
+
 def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Path | None:
-    """A copy of `source` with dynamically quantised int8 MatMuls, built once and cached; None on failure."""
+    """A copy of `source` with dynamically quantised int8 MatMuls, built once and cached; None on failure.
+
+    A file already at the cached path is used only when its sha256 is one this machine recorded when it
+    derived it; anything else (planted, damaged, half-written) is replaced by deriving again."""
     target, failed = _requantized_paths(cache_root, source_sha256)
     if target.is_file():
-        return target
+        if is_known_derived(target):
+            return target
+        log.warning("%s is not a model codeloupe derived here (its sha256 is unknown); deriving it again", target)
     advice_filter = _DropPreprocessAdvice()
     root_logger = logging.getLogger()
     root_logger.addFilter(advice_filter)
@@ -288,6 +335,7 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
             # Per-channel weight scales: cosine to the float32 model 0.994 instead of 0.963 per-tensor, at
             # the same speed (bench/embed_bench.py).
             quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
+            _record_derived(target.name, _hash_file(quantised))
             os.replace(quantised, target)
         log.info("re-quantised %s into %s", source, target)
         return target

@@ -2,12 +2,12 @@
 
 Requests go out in batches of `embed_batch_size` over `embed_concurrency` threads. The `openai` client
 retries 429, 5xx and timeouts with exponential backoff (honouring Retry-After); what still fails becomes an
-`EmbeddingError` that names the endpoint. A loopback endpoint needs no key.
+`EmbeddingError` that names the endpoint. A loopback endpoint needs no key; a key is only sent to an endpoint
+set by the same party (`Settings.api_key`).
 """
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -52,12 +52,12 @@ class OpenAIProvider(QueryCachingProvider):
         self._concurrency = max(1, settings.embed_concurrency)
         self._timeout_s = settings.embed_timeout_s
         self._max_retries = max_retries
-        key = settings.embed_api_key or os.environ.get("OPENAI_API_KEY", "")
+        key, held_back = settings.api_key("embed_base_url", "embed_api_key", "OPENAI_API_KEY")
         if not key:
             if not is_loopback_url(self.base_url):
                 raise EmbeddingError(
-                    f"the embedding endpoint {self.base_url} needs an API key: set embed_api_key"
-                    " (CODELOUPE_EMBED_API_KEY) or OPENAI_API_KEY"
+                    f"the embedding endpoint {self.base_url} needs an API key: "
+                    + (held_back or "set embed_api_key (CODELOUPE_EMBED_API_KEY) or OPENAI_API_KEY")
                 )
             key = "unused-for-loopback"  # the client insists on some key; a local server ignores it
         self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=settings.embed_timeout_s,

@@ -71,6 +71,44 @@ local function show_locations(command, ctx)
   end
 end
 
+--- A workspace's own settings files. The server applies the endpoint, key, model and resource settings in
+--- them only when the user trusts them (docs/security.md); the harmless ones apply regardless.
+local SETTINGS_FILES = { '.codeloupe.toml', 'pyproject.toml' }
+
+---@param name string
+---@param text string
+---@return boolean
+local function holds_settings(name, text)
+  if name == 'pyproject.toml' then
+    return text:find('tool%.codeloupe') ~= nil
+  end
+  return text:find('^%s*[^#%s]') ~= nil or text:find('\n%s*[^#%s]') ~= nil
+end
+
+--- Whether the user trusts the codeloupe settings files of `root`, asking through |vim.secure.read()| (which
+--- remembers the answer per file and content, like 'exrc'). Files without codeloupe settings are not asked
+--- about; with none at all there is nothing to trust.
+---@param root string
+---@return boolean
+function M.trusts_settings(root)
+  local asked = false
+  for _, name in ipairs(SETTINGS_FILES) do
+    local path = vim.fs.joinpath(root, name)
+    local file = io.open(path, 'r')
+    local text = file and file:read('*a')
+    if file then
+      file:close()
+    end
+    if text and holds_settings(name, text) then
+      asked = true
+      if not vim.secure.read(path) then
+        return false
+      end
+    end
+  end
+  return asked
+end
+
 --- The client configuration shared by the 0.11 and the 0.10 start paths.
 ---@param opts codeloupe.Options
 ---@return table
@@ -89,6 +127,13 @@ function M.client_config(opts)
     -- Without a marker there is no workspace to index; never index $HOME by accident.
     workspace_required = true,
     init_options = settings,
+    -- The user's trust decision travels with the settings (a copy: `settings` is shared by every client).
+    before_init = function(params, client_config)
+      local root = client_config.root_dir or params.rootPath
+      if type(root) == 'string' and M.trusts_settings(root) then
+        params.initializationOptions = vim.tbl_extend('force', params.initializationOptions or {}, { trusted = true })
+      end
+    end,
     settings = { codeloupe = settings },
     capabilities = M.capabilities(opts.capabilities),
     commands = { ['codeloupe.showLocations'] = show_locations },

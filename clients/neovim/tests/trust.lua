@@ -1,0 +1,32 @@
+-- Against the real server: the workspace's settings file is trusted or denied through vim.secure, and the
+-- server applies or ignores its endpoint/resource settings accordingly (CODELOUPE_TEST_TRUST=allow|deny).
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
+local decision = os.getenv('CODELOUPE_TEST_TRUST')
+local settings_file = vim.fs.joinpath(H.root, '.codeloupe.toml')
+
+-- The user's earlier answer to vim.secure's prompt (the prompt itself needs a UI).
+if decision == 'allow' then
+  vim.cmd.edit(vim.fn.fnameescape(settings_file))
+  H.check(vim.secure.trust({ action = 'allow', bufnr = 0 }), 'allow the settings file')
+  vim.cmd('bwipeout')
+else
+  H.check(vim.secure.trust({ action = 'deny', path = settings_file }), 'deny the settings file')
+end
+
+local shown = {}
+vim.lsp.handlers['window/showMessage'] = function(_, params)
+  shown[#shown + 1] = params.message
+end
+
+H.setup()
+H.ready(H.client(H.open('shop/auth.py')))
+local warnings = vim.tbl_filter(function(message)
+  return message:find('ignoring settings', 1, true) ~= nil
+end, shown)
+if decision == 'allow' then
+  H.equal(warnings, {}, 'a trusted settings file applies without a warning')
+else
+  H.equal(#warnings, 1, 'one warning for the denied settings file: ' .. vim.inspect(shown))
+  H.check(warnings[1]:find('embed_threads', 1, true), 'the warning names the ignored key: ' .. warnings[1])
+  H.check(warnings[1]:find('codeloupe trust', 1, true), 'the warning says how to trust: ' .. warnings[1])
+end

@@ -1,0 +1,74 @@
+"""`codeloupe trust [PATH]` / `--list` / `--revoke [PATH]`: the user's trust in a workspace's own settings.
+
+Until trusted, a workspace's `pyproject.toml [tool.codeloupe]` and `.codeloupe.toml` may set only the harmless
+settings (see `codeloupe.settings.WORKSPACE_SAFE`). Trust covers the settings as they are now: editing them
+needs `codeloupe trust` again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from codeloupe.settings import SettingsError, workspace_digest, workspace_settings
+from codeloupe.trust import CHANGED, TRUSTED, TrustStore
+
+from . import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "trust", help="let a workspace's own settings files set endpoints, keys, models and resources")
+    parser.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current one)")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--list", action="store_true", help="list the trusted workspaces and whether they changed")
+    action.add_argument("--revoke", action="store_true", help="stop trusting the workspace")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    store = TrustStore.default()
+    if args.list:
+        return _list(store)
+    root = Path(args.path).resolve()
+    if args.revoke:
+        if not store.revoke(root):
+            print(f"codeloupe: {root} was not trusted", file=sys.stderr)
+            return 1
+        print(f"no longer trusted: {root}")
+        return 0
+    if not root.is_dir():
+        raise CliError(f"{root}: no such directory")
+    try:
+        files = workspace_settings(root)
+        digest = workspace_digest(root)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from exc
+    store.trust(root, digest)
+    print(f"trusted: {root}")
+    for where, table in files.items():
+        print(f"  {where}: " + (", ".join(f"{key} = {value!r}" for key, value in table.items()) or "(empty)"))
+    print("  until these settings change" if files else
+          "  (no codeloupe settings yet: a settings file added later needs `codeloupe trust` again)")
+    return 0
+
+
+def _list(store: TrustStore) -> int:
+    entries = store.entries()
+    if not entries:
+        print(f"no trusted workspaces ({store.path})")
+        return 0
+    for entry in entries:
+        print(f"{entry.root}  {_state(store, Path(entry.root))}  (trusted {entry.trusted_at})")
+    return 0
+
+
+def _state(store: TrustStore, root: Path) -> str:
+    if not root.is_dir():
+        return "missing"
+    try:
+        state = store.state(root, workspace_digest(root))
+    except SettingsError as exc:
+        return f"unreadable settings ({exc})"
+    return {TRUSTED: "trusted", CHANGED: "settings changed since: run `codeloupe trust` again"}.get(state, state)

@@ -1,0 +1,120 @@
+"""The user's trust store: which workspaces may use settings that reach beyond the workspace itself.
+
+A workspace's own files (`pyproject.toml [tool.codeloupe]`, `.codeloupe.toml`) may always set the harmless
+settings; everything that could send code or keys off the machine, load a model or exhaust the machine applies
+only once the user trusts the workspace (`codeloupe trust PATH`). Trust is recorded per workspace (its real
+path) together with the sha256 of the codeloupe settings its files hold, so an edited settings file needs trust
+again, like Neovim's `vim.secure.trust`.
+
+The store lives in the user config dir (`CODELOUPE_CONFIG_DIR`, else the platform's user config dir), which no
+workspace setting can move. Writes replace the whole file atomically.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+log = logging.getLogger("codeloupe.trust")
+
+STORE_NAME = "trusted-workspaces.json"
+_FORMAT = 1
+
+TRUSTED = "trusted"
+UNTRUSTED = "untrusted"
+CHANGED = "changed"  # trusted once, but its settings changed since
+
+
+def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the user's own settings (`config.toml`) and the trust store live."""
+    env = os.environ if environ is None else environ
+    override = env.get("CODELOUPE_CONFIG_DIR", "")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_config_dir("codeloupe", appauthor=False))
+
+
+def settings_digest(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """sha256 of a workspace's codeloupe settings, by file (canonical JSON, so formatting does not count)."""
+    canonical = json.dumps(tables, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TrustEntry:
+    root: str  # the workspace's real path
+    sha256: str  # of its settings when the user trusted it
+    trusted_at: str  # ISO 8601, UTC
+
+
+class TrustStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def default(cls, environ: Mapping[str, str] | None = None) -> TrustStore:
+        return cls(user_config_dir(environ) / STORE_NAME)
+
+    def _read(self) -> dict[str, TrustEntry]:
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            return {root: TrustEntry(root, str(item["sha256"]), str(item.get("trusted_at", "")))
+                    for root, item in raw["workspaces"].items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Unreadable trust is no trust: every workspace falls back to its harmless settings.
+            log.warning("ignoring the unreadable trust store %s: %s", self.path, exc)
+            return {}
+
+    def _write(self, entries: dict[str, TrustEntry]) -> None:
+        payload = {"version": _FORMAT, "workspaces": {
+            root: {"sha256": e.sha256, "trusted_at": e.trusted_at} for root, e in sorted(entries.items())}}
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")  # mode 0600
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(payload, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def entries(self) -> list[TrustEntry]:
+        return sorted(self._read().values(), key=lambda e: e.root)
+
+    def state(self, root: Path, digest: str) -> str:
+        entry = self._read().get(_key(root))
+        if entry is None:
+            return UNTRUSTED
+        return TRUSTED if entry.sha256 == digest else CHANGED
+
+    def trust(self, root: Path, digest: str) -> None:
+        entries = self._read()
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        entries[_key(root)] = TrustEntry(_key(root), digest, now)
+        self._write(entries)
+
+    def revoke(self, root: Path) -> bool:
+        """Forget a workspace; False when it was not trusted."""
+        entries = self._read()
+        if entries.pop(_key(root), None) is None:
+            return False
+        self._write(entries)
+        return True
+
+
+def _key(root: Path) -> str:
+    return str(Path(root).resolve())

@@ -1,0 +1,99 @@
+"""The real server over stdio on a hostile repository: it learns trust from the client, and keys stay home.
+
+The repository's settings point embeddings and the chat model at a `ChatServer` on 127.0.0.1 (the
+repository's host, recording every request); the user's config points at another one, and the editor supplies the user's keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_helpers import Client, start_server, stop_server
+from lsprotocol import types as lsp
+
+from chat_server import ChatServer
+from hostile import MARKER, hostile_repo, write_user_config
+
+EDITOR_CHAT_KEY = "editor-chat-secret"
+EDITOR_EMBED_KEY = "editor-embed-secret"
+# The editor's settings: the user's keys, and no embedProvider (the helpers' default "none" would hide the
+# repository's provider choice).
+EDITOR = {"embedProvider": None, "chatApiKey": EDITOR_CHAT_KEY, "embedApiKey": EDITOR_EMBED_KEY}
+
+
+def _warnings(client: Client) -> list[str]:
+    return [m.message for m in client.messages if m.type == lsp.MessageType.Warning]
+
+
+async def _search_and_ask(client: Client) -> None:
+    await client.wait_ready()
+    await client.request("codeloupe/search", {"query": MARKER})
+    answer = await client.request("codeloupe/ask", {"query": f"what does {MARKER} do?"})
+    assert answer["fallback"], answer  # both hosts only record: the answer is the bundle
+
+
+async def test_an_untrusted_folder_sends_nothing_to_the_repositorys_host(tmp_path: Path) -> None:
+    with ChatServer() as repo_host, ChatServer() as user_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
+        write_user_config(user_host.base_url)
+        client = await start_server([repo], options=EDITOR)
+        try:
+            await _search_and_ask(client)
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in user_host.received_paths()),
+                                    "embeddings on the user's own endpoint")
+            warnings = [w for w in _warnings(client) if "ignoring settings" in w]
+            assert len(warnings) == 1 and "embed_base_url" in warnings[0] and "chat_base_url" in warnings[0]
+            assert f"codeloupe trust {repo.resolve()}" in warnings[0]
+        finally:
+            await stop_server(client)
+        assert repo_host.received == [], repo_host.everything()
+        assert all(seen.authorization == f"Bearer {EDITOR_EMBED_KEY}" for seen in user_host.received
+                   if seen.path.endswith("/embeddings"))
+
+
+async def test_a_folder_the_client_trusts_uses_its_settings_without_the_editors_keys(tmp_path: Path) -> None:
+    with ChatServer() as repo_host, ChatServer() as user_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
+        write_user_config(user_host.base_url)
+        client = await start_server([repo], options={**EDITOR, "trusted": True})
+        try:
+            await _search_and_ask(client)
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.received_paths()),
+                                    "embeddings on the repository's endpoint")
+            assert not [w for w in _warnings(client) if "ignoring settings" in w]
+        finally:
+            await stop_server(client)
+        assert any(p.endswith("/chat/completions") for p in repo_host.received_paths())
+        leaked = repo_host.everything()
+        assert EDITOR_CHAT_KEY not in leaked and EDITOR_EMBED_KEY not in leaked
+        # The editor's embedApiKey outranks the repository's embed_api_key and is the user's: the repository's
+        # endpoint (loopback here) is sent no key at all.
+        assert {seen.authorization for seen in repo_host.received} == {"Bearer unused-for-loopback",
+                                                                       "Bearer no-key-needed-for-loopback"}
+        assert user_host.received == []
+
+
+async def test_trust_is_fixed_at_initialize_and_the_warning_is_not_repeated(tmp_path: Path) -> None:
+    """A settings push cannot grant trust; a malformed decision is reported and means untrusted; reopening the
+    folder on new settings does not repeat its warning."""
+    with ChatServer() as repo_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
+        client = await start_server([repo], options={"trusted": "yes"})
+        try:
+            (folder,) = await client.wait_ready()
+            assert any("`trusted` must be true or false" in w for w in _warnings(client))
+            client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings={"codeloupe": {
+                "embedProvider": "none", "trusted": True, "ignore": ["app.py"], "bogus": 1}}))
+            await client.wait_until(lambda: any("bogus" in w for w in _warnings(client)), "the settings push")
+
+            async def reopened() -> bool:
+                return (await client.wait_ready())[0]["files"] < folder["files"]
+
+            while not await reopened():
+                pass
+            assert len([w for w in _warnings(client) if "ignoring settings" in w]) == 1
+            answer = await client.request("codeloupe/ask", {"query": f"what does {MARKER} do?"})
+            assert answer["fallback"] == "no chat model configured"
+        finally:
+            await stop_server(client)
+        assert repo_host.received == []

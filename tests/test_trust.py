@@ -1,0 +1,251 @@
+"""A cloned repository cannot send code or keys anywhere, load a model or exhaust the machine without trust.
+
+The hostile repository's settings point at a `ChatServer` on 127.0.0.1 that stands in for a host the
+repository chose (it records every request); the user's own endpoint is a second one. Everything runs for real: the `codeloupe` CLI in a
+subprocess, real settings files, the real trust store under the test's own config dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chat_server import ChatServer
+from codeloupe.cli import main
+from codeloupe.embed.local import (
+    MINILM_SHA256,
+    _requantized_paths,
+    can_requantize,
+    is_known_derived,
+    load_local_provider,
+    options_from,
+    shipped_model_path,
+)
+from codeloupe.settings import (
+    WORKSPACE_MAX_FILE_BYTES,
+    Settings,
+    SettingsError,
+    apply,
+    load_settings,
+    workspace_digest,
+)
+from codeloupe.trust import TrustStore
+from hostile import MARKER, hostile_repo, write_user_config
+
+USER_EMBED_KEY = "sk-user-embed-secret"
+USER_CHAT_KEY = "user-chat-secret"
+
+
+def codeloupe(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OPENAI_API_KEY": USER_EMBED_KEY, "CODELOUPE_CHAT_API_KEY": USER_CHAT_KEY}
+    return subprocess.run([sys.executable, "-m", "codeloupe", *args], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+# ---------------------------------------------------------------------- the CLI against a hostile repository
+
+
+def test_an_untrusted_repository_receives_nothing_from_index_search_or_ask(tmp_path: Path) -> None:
+    with ChatServer() as repo_host, ChatServer() as user_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url, 'cache_dir = "planted-cache"\n')
+        write_user_config(user_host.base_url)
+        for command in (["index", str(repo)], ["search", str(repo), MARKER],
+                        ["ask", str(repo), f"what does {MARKER} do?"]):
+            result = codeloupe(*command)
+            assert result.returncode == 0, result.stderr
+            warnings = [line for line in result.stderr.splitlines() if "ignoring settings" in line]
+            assert len(warnings) == 1, result.stderr
+            for key in ("embed_provider", "embed_base_url", "embed_api_key", "chat_base_url", "cache_dir"):
+                assert key in warnings[0]
+            assert f"codeloupe trust {repo.resolve()}" in warnings[0]
+            assert "chunk_budget" not in warnings[0].split("(")[1].split(")")[0]  # a safe key is applied
+        assert repo_host.received == [], repo_host.everything()
+        # Everything local still works, on the user's own settings: their endpoint, their key.
+        embedded = [seen for seen in user_host.received if seen.path.endswith("/embeddings")]
+        assert embedded and all(seen.authorization == f"Bearer {USER_EMBED_KEY}" for seen in embedded)
+        assert MARKER in user_host.everything()
+        assert any(seen.path.endswith("/chat/completions") and seen.authorization == f"Bearer {USER_CHAT_KEY}"
+                   for seen in user_host.received)
+        assert not (repo / "planted-cache").exists()
+
+
+def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_them(tmp_path: Path) -> None:
+    with ChatServer() as repo_host, ChatServer() as user_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
+        write_user_config(user_host.base_url)
+        trusted = codeloupe("trust", str(repo))
+        assert trusted.returncode == 0 and f"trusted: {repo.resolve()}" in trusted.stdout, trusted.stderr
+        for command in (["index", str(repo)], ["ask", str(repo), f"what does {MARKER} do?"]):
+            result = codeloupe(*command)
+            assert result.returncode == 0, result.stderr
+            assert "ignoring settings" not in result.stderr
+        paths = repo_host.received_paths()
+        assert any(p.endswith("/embeddings") for p in paths) and any(p.endswith("/chat/completions") for p in paths)
+        # The repository's key goes to the repository's endpoint; the user's keys never do.
+        assert all(seen.authorization == "Bearer repo-key" for seen in repo_host.received
+                   if seen.path.endswith("/embeddings"))
+        assert USER_EMBED_KEY not in repo_host.everything() and USER_CHAT_KEY not in repo_host.everything()
+        assert user_host.received == []
+
+        # An edited settings file needs trust again: the repository is back to its harmless settings.
+        before = len(repo_host.received)
+        (repo / ".codeloupe.toml").write_text('embed_api_key = "repo-key"\nembed_batch_size = 1\n', encoding="utf-8")
+        (repo / "more.py").write_text("def another_function():\n    return 2\n", encoding="utf-8")
+        result = codeloupe("index", str(repo))
+        assert result.returncode == 0, result.stderr
+        assert "changed since you trusted it" in result.stderr
+        assert len(repo_host.received) == before
+        assert any(seen.path.endswith("/embeddings") for seen in user_host.received)
+
+
+def test_trust_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    other = tmp_path / "other"
+    other.mkdir()
+    assert main(["trust", "--list"]) == 0
+    assert "no trusted workspaces" in capsys.readouterr().out
+    assert main(["trust", str(repo)]) == 0 and main(["trust", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["trust", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in listed] == [[str(other.resolve()), "trusted"],
+                                                     [str(repo.resolve()), "trusted"]]
+    (repo / ".codeloupe.toml").write_text('embed_api_key = "another"\n', encoding="utf-8")
+    (other / ".codeloupe.toml").write_text("chunk_budget = 800\n", encoding="utf-8")  # added after trust
+    assert main(["trust", "--list"]) == 0
+    assert all("settings changed since" in line for line in capsys.readouterr().out.splitlines())
+    assert main(["trust", "--revoke", str(repo)]) == 0
+    assert main(["trust", "--revoke", str(repo)]) == 1
+    assert "was not trusted" in capsys.readouterr().err
+    assert [e.root for e in TrustStore.default().entries()] == [str(other.resolve())]
+    assert load_settings(repo).ignored is not None
+
+
+# ---------------------------------------------------------------------- which settings a workspace may set
+
+
+def test_an_untrusted_workspace_gets_only_its_harmless_settings(tmp_path: Path) -> None:
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1",
+                        f'cache_dir = "planted-cache"\nembed_threads = 20000\nonnx_model_dir = "m"\n'
+                        f"max_file_bytes = {WORKSPACE_MAX_FILE_BYTES + 1}\n")
+    settings = load_settings(repo)
+    defaults = Settings()
+    assert (settings.chunk_budget, settings.ignore) == (900, ["vendor/**"])
+    for key in ("embed_provider", "embed_base_url", "embed_api_key", "chat_base_url", "embed_threads",
+                "onnx_model_dir", "max_file_bytes"):
+        assert getattr(settings, key) == getattr(defaults, key), key
+    assert settings.cache_root == Path(os.environ["CODELOUPE_CACHE_DIR"])  # the user's, not the repository's
+    assert settings.ignored is not None and not settings.ignored.changed
+    assert settings.ignored.keys == sorted(["embed_provider", "embed_base_url", "embed_model", "chat_base_url",
+                                            "chat_model", "embed_api_key", "cache_dir", "embed_threads",
+                                            "onnx_model_dir", "max_file_bytes"])
+    # Within its bound a workspace may still raise the file-size limit.
+    (repo / ".codeloupe.toml").write_text(f"max_file_bytes = {WORKSPACE_MAX_FILE_BYTES}\n", encoding="utf-8")
+    assert load_settings(repo).max_file_bytes == WORKSPACE_MAX_FILE_BYTES
+
+
+def test_a_trusted_workspace_sets_everything_and_its_relative_paths_are_its_own(tmp_path: Path) -> None:
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1", 'cache_dir = "planted-cache"\n')
+    TrustStore.default().trust(repo, workspace_digest(repo))
+    settings = load_settings(repo)
+    assert settings.ignored is None
+    assert settings.embed_base_url == "http://127.0.0.1:9/v1" and settings.embed_api_key == "repo-key"
+    without_cache_env = {"CODELOUPE_CONFIG_DIR": os.environ["CODELOUPE_CONFIG_DIR"]}
+    assert load_settings(repo, environ=without_cache_env).cache_root == repo.resolve() / "planted-cache"  # not cwd's
+    assert settings.party("embed_base_url") == "workspace" and settings.party("chunk_budget") == "workspace"
+    # The client's own trust decision (an editor's workspace trust) is the same as the store's.
+    TrustStore.default().revoke(repo)
+    assert load_settings(repo).ignored is not None
+    assert load_settings(repo, trusted=True) == settings
+
+
+def test_the_user_config_is_below_the_workspace_and_the_environment_and_flags_win(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    write_user_config("http://127.0.0.1:7/v1")
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    assert load_settings(repo).embed_base_url == "http://127.0.0.1:7/v1"  # untrusted: the user's
+    assert load_settings(repo, trusted=True).embed_base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("CODELOUPE_EMBED_BASE_URL", "http://127.0.0.1:8/v1")
+    assert load_settings(repo, trusted=True).embed_base_url == "http://127.0.0.1:8/v1"
+    assert load_settings(repo, {"embed_base_url": "http://127.0.0.1:6/v1"}).embed_base_url == "http://127.0.0.1:6/v1"
+
+
+def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", USER_EMBED_KEY)
+    repo = hostile_repo(tmp_path / "repo", "https://repo.example/v1")
+    trusted = load_settings(repo, {"chat_api_key": USER_CHAT_KEY}, trusted=True)
+    assert trusted.api_key("embed_base_url", "embed_api_key", "OPENAI_API_KEY") == ("repo-key", "")
+    key, why = trusted.api_key("chat_base_url", "chat_api_key")
+    assert key == "" and "chat_api_key (from overrides)" in why and "https://repo.example/v1" in why
+    # The user's endpoint gets the user's key, never the workspace's.
+    mine = load_settings(repo, {"embed_base_url": "https://mine.example/v1"}, trusted=True)
+    assert mine.api_key("embed_base_url", "embed_api_key", "OPENAI_API_KEY") == (USER_EMBED_KEY, "")
+    from codeloupe.ask.chat import ChatModel, ChatUnavailable
+    from codeloupe.embed import EmbeddingError, make_provider
+
+    with pytest.raises(ChatUnavailable, match="only goes to an endpoint set by the same party"):
+        ChatModel.from_settings(trusted)
+    with pytest.raises(EmbeddingError, match=r"\$OPENAI_API_KEY is not sent to embed_base_url"):
+        make_provider(trusted.replace(embed_api_key=""))
+
+
+# ---------------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("embed_threads", 20000, "outside 0..1024"),
+    ("embed_threads", -1, "outside"),
+    ("embed_batch_size", 0, "outside 1..2048"),
+    ("embed_concurrency", 10_000, "outside"),
+    ("embed_timeout_s", 0, "outside"),
+    ("chat_timeout_s", float("nan"), "outside"),
+    ("max_file_bytes", 10**12, "outside"),
+    ("chunk_budget", 3, "outside"),
+    ("chunk_budget", 2.5, "whole number"),
+    ("max_line_chars", True, "whole number"),
+    ("chat_base_url", "file:///etc/passwd", r"not an http\(s\) URL"),
+])
+def test_nonsense_numbers_are_clear_errors_naming_the_source(key: str, value: object, problem: str) -> None:
+    with pytest.raises(SettingsError, match=problem) as caught:
+        apply(Settings(), {key: value}, "the environment")
+    assert key in str(caught.value) and "the environment" in str(caught.value)
+
+
+def test_embed_threads_from_a_workspace_is_ignored_and_from_the_user_is_bounded(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    (repo / ".codeloupe.toml").write_text("embed_threads = 20000\n", encoding="utf-8")
+    settings = load_settings(repo)
+    assert settings.embed_threads == 0 and settings.ignored is not None
+    assert options_from(settings).threads == 0  # every core, not 20000
+    monkeypatch.setenv("CODELOUPE_EMBED_THREADS", "20000")
+    result = codeloupe("search", str(repo), "f")
+    assert result.returncode == 2
+    assert "'embed_threads' from the environment: 20000 is outside 0..1024" in result.stderr
+    assert "Traceback" not in result.stderr
+    monkeypatch.setenv("CODELOUPE_EMBED_THREADS", "1024")
+    assert options_from(load_settings(repo)).threads == os.cpu_count()  # more threads than cores are clamped
+
+
+# ---------------------------------------------------------------------- the derived model in the cache
+
+
+def test_a_model_planted_in_the_cache_is_refused_and_derived_again(tmp_path: Path) -> None:
+    assert can_requantize(), "the onnx package (a dependency) is needed to derive the model"
+    settings = Settings(cache_dir=str(tmp_path / "cache"))
+    target, _ = _requantized_paths(settings.cache_root, MINILM_SHA256)
+    target.parent.mkdir(parents=True)
+    # A valid model, loadable, but not the one codeloupe derives: it must never be loaded under that name.
+    shutil.copyfile(shipped_model_path(), target)
+    planted = target.read_bytes()
+    assert not is_known_derived(target)
+    provider = load_local_provider(settings)
+    assert provider.model_path == target
+    assert target.read_bytes() != planted and is_known_derived(target)
