@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 # Order here is the order of `codeloupe --help`.
-_SUBCOMMANDS = ("index", "search", "ask", "graph", "chunks", "languages", "stats", "eval")
+_SUBCOMMANDS = ("index", "search", "ask", "graph", "chunks", "languages", "stats", "eval", "mcp", "serve")
 
 
 class CliError(Exception):
