@@ -54,10 +54,6 @@ class GuardConfig:
         return cls(host=host, token=token, **rest), generated
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class Guard:
     """ASGI middleware enforcing `GuardConfig` (see the module docstring)."""
 
@@ -79,28 +75,32 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > self.config.max_body_bytes):
             await _send_error(send, 413, f"request body over {self.config.max_body_bytes} bytes")
             return
-        started = False
+        limit = self.config.max_body_bytes
+        received = 0
+        started = refused = False
 
         async def bounded_receive() -> Message:
+            # A body sent without a length is counted as it streams; past the limit the app sees the client
+            # go away, and the answer is ours.
+            nonlocal received, refused
             message = await receive()
             if message["type"] == "http.request":
-                bounded_receive.total += len(message.get("body", b""))  # type: ignore[attr-defined]
-                if bounded_receive.total > self.config.max_body_bytes:  # type: ignore[attr-defined]
-                    raise _BodyTooLarge
+                received += len(message.get("body", b""))
+                if received > limit and not refused:
+                    refused = True
+                    if not started:
+                        await _send_error(send, 413, f"request body over {limit} bytes")
+                    return {"type": "http.disconnect"}
             return message
-
-        bounded_receive.total = 0  # type: ignore[attr-defined]
 
         async def tracked_send(message: Message) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 already went out
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await self.app(scope, bounded_receive, tracked_send)
-        except _BodyTooLarge:
-            if not started:
-                await _send_error(send, 413, f"request body over {self.config.max_body_bytes} bytes")
+        await self.app(scope, bounded_receive, tracked_send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str, dict[str, str]] | None:
         path = scope.get("path", "")
