@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -28,7 +27,9 @@ def serving(app, host: str = "127.0.0.1") -> Iterator[str]:
     """Run `app` under uvicorn in a thread on a free port of `host` (a loopback address); yield its URL."""
     import uvicorn
 
-    sock = socket.create_server((host, 0))
+    from codeloupe_web.listen import bind
+
+    sock = bind(host, 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

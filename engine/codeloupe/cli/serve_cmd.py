@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from pathlib import Path
 
@@ -39,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         from codeloupe_mcp.warm import WarmWorkspaces
         from codeloupe_web.app import create_app
         from codeloupe_web.guard import GuardConfig
+        from codeloupe_web.listen import bind
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
     from codeloupe.api import WorkspaceError
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     extra = {"rate_per_s": args.rate} if args.rate else {}
     guard, generated = GuardConfig.for_bind(args.host, token, cors_origins=args.cors_origin, **extra)
     try:
-        sock = socket.create_server((args.host, args.port), family=_family(args.host))
+        sock = bind(args.host, args.port)
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
@@ -73,6 +73,3 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
     return 0
 
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
