@@ -34,6 +34,7 @@ RootParam = Annotated[str | None, Query(max_length=4096, description="a served w
                                                                       "default: the first")]
 ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
 LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
+ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
 
 
 class SearchBody(BaseModel):
@@ -97,7 +98,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.get("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
-    def search_get(q: QueryText, root: RootParam = None, scope: Annotated[str, Query(max_length=4096)] = "",
+    def search_get(q: QueryText, root: RootParam = None, scope: ScopeParam = "",
                    mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
         return _search(fresh(root), q, scope, mode, limit)
 
@@ -114,23 +115,29 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.get("/v1/expand", response_model=Expansion, responses=_ERRORS, tags=["read"],
              summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
-    def expand(path: Annotated[str, Query(min_length=1, max_length=4096)], root: RootParam = None,
-               start: Annotated[int | None, Query(ge=1)] = None, end: Annotated[int | None, Query(ge=1)] = None,
-               symbol: Annotated[str, Query(max_length=512)] = "",
+    def expand(path: Annotated[str, Query(min_length=1, max_length=4096,
+                                          description="an indexed file, relative to the workspace root")],
+               root: RootParam = None,
+               start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
+               end: Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")] = None,
+               symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
                line: Annotated[int | None, Query(ge=1, description="an anchor line")] = None) -> Any:
         return dataclasses.asdict(fresh(root).ws.expand(path, start, end, symbol=symbol, line=line))
 
     @app.get("/v1/locate", response_model=Located, responses=_ERRORS, tags=["read"],
              summary="Every indexed line holding a string exactly (or a whole identifier)")
-    def locate(text: Annotated[str, Query(min_length=1, max_length=1000)], root: RootParam = None,
-               identifier: bool = False, limit: Annotated[int, Query(ge=1, le=MAX_LOCATE)] = 100) -> Any:
+    def locate(text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
+               root: RootParam = None,
+               identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
+               limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
         return dataclasses.asdict(fresh(root).ws.locate(text, identifier=identifier, limit=limit))
 
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
-    def graph(root: RootParam = None, node: Annotated[str, Query(max_length=1000)] = "",
-              source: Annotated[str, Query(max_length=1000)] = "",
-              target: Annotated[str, Query(max_length=1000)] = "") -> dict[str, Any]:
+    def graph(root: RootParam = None,
+              node: Annotated[str, Query(max_length=1000, description="a file, a file name or a concept")] = "",
+              source: Annotated[str, Query(max_length=1000, description="a route's start")] = "",
+              target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
         if bool(source) != bool(target) or (node and source):
             raise WorkspaceError("pass `node`, or both `source` and `target`, or neither (the map)")
         ws = fresh(root).ws

@@ -89,3 +89,14 @@ def test_generated_requests_never_get_a_server_error(project: Path, serve) -> No
         check()
     finally:
         client.close()
+
+
+def test_the_http_reference_is_generated_from_the_current_schema() -> None:
+    import subprocess
+    import sys
+
+    from serve_project import REPO, subprocess_env
+
+    check = subprocess.run([sys.executable, str(REPO / "scripts/http_docs.py"), "--check"], env=subprocess_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
