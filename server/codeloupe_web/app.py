@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import WorkspaceError
@@ -38,6 +38,8 @@ ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieva
 
 
 class SearchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # nothing else rides along (a request never carries settings)
+
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     root: str | None = Field(default=None, max_length=4096)
     scope: str = Field(default="", max_length=4096)
@@ -46,6 +48,8 @@ class SearchBody(BaseModel):
 
 
 class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     root: str | None = Field(default=None, max_length=4096)
     mode: Literal["code", "docs"] = "code"
