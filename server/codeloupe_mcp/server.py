@@ -51,9 +51,10 @@ def build_server(warm: WarmWorkspace) -> MCPServer:
         "its best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for "
         "pasted bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks "
         "as JSON (path, lines, anchor_line = best-matching line, text, truncated)."))
-    def search(query: Query, flat: bool = False, scope: str = "",
+    def search(query: Query, flat: Annotated[bool, Field(description="ranked chunks as JSON")] = False,
+               scope: Annotated[str, Field(max_length=4096, description="only under this sub-path")] = "",
                mode: Literal["code", "docs", "both"] = "code",
-               limit: Annotated[int, Field(ge=1, le=50)] = 12,
+               limit: Annotated[int, Field(ge=1, le=50, description="candidate files")] = 12,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         ws = warm.fresh()
         with _refusals():

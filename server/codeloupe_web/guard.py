@@ -2,7 +2,8 @@
 
 - Bound to loopback with no token: only Host headers naming a loopback address are answered (a web page on
   another site cannot reach the server through DNS rebinding); CORS stays off unless origins are configured.
-- Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz.
+- Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz and
+  the search page's static shell.
 - Request bodies are bounded, and each client's request rate is bounded by a token bucket.
 """
 
@@ -21,7 +22,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_BYTES = 1_000_000  # a pasted bug report is a few KB; nothing the API takes is larger
 RATE_PER_S = 100.0  # per client address; an editor or agent issues a few per second
 BURST = 400  # a page of parallel calls, or a load test of 200 concurrent searches, passes at once
-OPEN_PATHS = ("/healthz",)  # liveness probes carry no token
+# Liveness probes carry no token, and neither can a browser loading the page's shell (no workspace data in
+# it): the page then sends the token from its URL fragment on every API call.
+OPEN_PATHS = ("/healthz", "/", "/static/page.js", "/static/page.css")
 
 
 def is_loopback(host: str) -> bool:

@@ -60,6 +60,20 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
             "/v1/languages", "/v1/docsearch", "/healthz", "/readyz"} <= set(schema["paths"])
 
 
+def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("def charge_invoice(amount):\n    return amount\n")
+    base = serve([project, second])
+    found = httpx.get(f"{base}/v1/search", params={"q": "charge invoice", "root": str(second)}).json()
+    assert found["root"] == str(second.resolve()) and found["core"][0]["path"] == "app/billing.py"
+    assert httpx.get(f"{base}/v1/search", params={"q": "charge invoice"}).json()["root"] == str(project.resolve())
+    assert len(httpx.get(f"{base}/v1/status").json()["workspaces"]) == 2
+    huge = httpx.get(f"{base}/v1/search", params={"q": "x" * 20_001})
+    assert huge.status_code == 422  # bounded, not searched
+
+
 def test_traversal_in_every_form_is_refused(project: Path, serve, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("hunter2\n")

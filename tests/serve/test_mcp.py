@@ -102,6 +102,17 @@ async def test_streamable_http_under_serve(project: Path, outside: Path, serve) 
         await exercise(client, project, outside)
 
 
+async def test_each_served_root_has_its_own_mcp_endpoint(project: Path, serve, tmp_path: Path) -> None:
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("def charge_invoice(amount):\n    return amount\n")
+    base = serve([project, second])
+    async with Client(f"{base}/mcp/1", read_timeout_seconds=60) as client:
+        located = text_of(await client.call_tool("locate", {"text": "charge_invoice"}))
+    assert "app/billing.py:1:5" in located
+
+
 async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from chat_server import ChatServer, Reply

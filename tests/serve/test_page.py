@@ -33,3 +33,15 @@ def test_the_page_renders_the_bundle_of_a_real_query(project: Path, serve, tmp_p
     chromium(tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1100,900", url)
     image = shot.read_bytes()
     assert image.startswith(b"\x89PNG") and len(image) > 20_000  # a blank page compresses to a few KB
+
+
+def test_the_page_sends_the_token_from_its_url_fragment(project: Path, serve, tmp_path: Path) -> None:
+    from codeloupe_web.guard import GuardConfig
+
+    assert CHROMIUM, "needs Debian chromium (apt-get install -y chromium; scripts/test.sh does this as root)"
+    token = "t0ken-" + "x" * 40
+    base = serve([project], guard=GuardConfig(token=token))
+    dom = chromium(tmp_path / "profile", "--dump-dom", f"{base}/?q=escape+html#token={token}").stdout
+    assert "1. app/render.py" in dom and "escape_html" in dom
+    refused = chromium(tmp_path / "profile2", "--dump-dom", f"{base}/?q=escape+html").stdout
+    assert "1. app/render.py" not in refused and "bearer token is required" in refused
