@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from serve_project import subprocess_env
 
-from codeloupe.api import Workspace
 from codeloupe.cli import main as cli_main
 from codeloupe_web.guard import GuardConfig
 
@@ -205,11 +207,8 @@ def test_changes_on_disk_and_index_writes_by_another_process_are_picked_up(proje
     query = {"q": "quaternion slerp interpolation"}
     assert not any(h["path"] == "app/rotate.py" for h in httpx.get(f"{base}/v1/search", params=query).json()["core"])
     (project / "app/rotate.py").write_text("def quaternion_slerp(a, b, t):\n    return a  # interpolation\n")
-    other = Workspace(project, overrides={"embed_provider": "none"})  # the CLI or the language server
-    try:
-        other.index()
-    finally:
-        other.close()
+    subprocess.run([sys.executable, "-m", "codeloupe", "index", str(project)], env=subprocess_env(), check=True,
+                   capture_output=True, timeout=120)  # another process (the CLI here; the language server alike)
     assert httpx.get(f"{base}/v1/search", params=query).json()["core"][0]["path"] == "app/rotate.py"
 
     fresh_base = serve([project], refresh_interval_s=0)  # the default path: each call refreshes first
