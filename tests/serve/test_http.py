@@ -7,6 +7,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -228,3 +229,24 @@ def test_a_failed_refresh_fails_open(project: Path, serve) -> None:
     assert answer.status_code == 200 and answer.json()["core"]
     error = httpx.get(f"{base}/v1/status").json()["workspaces"][0]["last_error"]
     assert error == "" or error.startswith("refreshing the index failed")
+
+
+def test_codeloupe_serve_starts_says_where_and_stops(project: Path) -> None:
+    import re
+
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", str(project), "--port", "0",
+                             "--token", "s3cret-token"], env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", line).group(1)
+        auth = {"authorization": "Bearer s3cret-token"}
+        for _ in range(600):  # the first index of the small project (not a speed check: up to a minute)
+            if httpx.get(f"{base}/readyz", headers=auth).status_code == 200:
+                break
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/v1/search", params={"q": "escape html"}, headers=auth).json()["core"]
+        assert httpx.get(f"{base}/v1/search", params={"q": "escape html"}).status_code == 401
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -64,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     if generated:
         print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}", file=sys.stderr,
               flush=True)
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
+    # an ordinary exit, so the workspaces are closed below and the status is 0.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server = uvicorn.Server(uvicorn.Config(create_app(pool, guard), log_level="warning", access_log=False,
                                                timeout_graceful_shutdown=5))
