@@ -6,6 +6,7 @@ Everything the CLI, the language server and the tests use is here, and returns d
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,7 +15,16 @@ from typing import Any
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
-from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol, UsedDefinition
+from codeloupe.types import (
+    Bundle,
+    Expansion,
+    IndexReport,
+    IndexStatus,
+    Located,
+    Location,
+    Symbol,
+    UsedDefinition,
+)
 
 
 class WorkspaceError(ValueError):
@@ -152,6 +162,77 @@ class Workspace:
         if start_line < 1 or end_line < start_line or start_line > max(len(lines), 1):
             raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} are outside the file (1-{len(lines)})")
         return "".join(lines[start_line - 1:end_line])
+
+    def expand(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
+               symbol: str = "", line: int | None = None) -> Expansion:
+        """Lines of an indexed file, verbatim from disk: the whole file, `start_line..end_line` (a range past
+        the end is clipped), a definition by (qualified) name, or the innermost definition around an anchor
+        `line` (the chunk around it when no definition encloses it).
+
+        Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
+        or a skipped binary is never served).
+        """
+        rel = self.relative(path)
+        row = self.store.file_rows().get(rel)
+        if row is None:
+            raise WorkspaceError(f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
+        chosen = ""
+        if symbol or line is not None:
+            start_line, end_line, chosen = self._definition_span(rel, row.id, symbol, line)
+        text = self.read_lines(rel, start_line, end_line)
+        first = 1 if start_line is None else start_line
+        return Expansion(rel, first, first + max(len(text.splitlines()), 1) - 1, text, chosen)
+
+    def _definition_span(self, rel: str, file_id: int, symbol: str, line: int | None) -> tuple[int, int, str]:
+        symbols = self.symbols([rel]).get(rel, [])
+        if symbol:
+            found = [s for s in symbols if s.qualified_name == symbol] or [s for s in symbols if s.name == symbol]
+            if not found:
+                raise WorkspaceError(f"{rel}: defines no symbol named {symbol!r}")
+            if len(found) > 1:
+                names = ", ".join(f"{s.qualified_name} (line {s.start_line})" for s in found[:10])
+                raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; pass the qualified name")
+            return found[0].start_line, found[0].end_line, found[0].qualified_name
+        assert line is not None
+        around = [s for s in symbols if s.start_line <= line <= s.end_line]
+        if around:
+            inner = min(around, key=lambda s: s.end_line - s.start_line)
+            return inner.start_line, inner.end_line, inner.qualified_name
+        table = self.store.chunk_table([file_id])
+        for start, end in zip(table.start_lines.tolist(), table.end_lines.tolist()):
+            if start <= line <= end:
+                return start, end, ""
+        raise WorkspaceError(f"{rel}: line {line} is outside the file")
+
+    def locate(self, text: str, *, identifier: bool = False, limit: int = 100) -> Located:
+        """Every line of the indexed chunks holding `text` exactly (case-sensitive), in path and line order.
+
+        Reads the search snapshot's copy of the chunks (no disk walk, so ignored and skipped files never
+        match). `identifier` matches whole identifiers only: `get` does not match `getUser`.
+        """
+        if not text.strip():
+            raise WorkspaceError("locate: the text to find is empty")
+        if "\n" in text:
+            raise WorkspaceError("locate: the text to find must be one line")
+        snap = self.searcher().snapshot()
+        table = snap.table
+        whole = re.compile(rf"(?<![\w$]){re.escape(text)}(?![\w$])") if identifier else None
+        hits: list[Location] = []
+        for row, chunk in enumerate(table.texts):
+            if text not in chunk or (snap.live is not None and not snap.live[row]):
+                continue
+            first = int(table.start_lines[row])
+            for offset, line_text in enumerate(chunk.splitlines()):
+                if whole is not None:
+                    match = whole.search(line_text)
+                    column = match.start() if match else -1
+                else:
+                    column = line_text.find(text)
+                if column >= 0:
+                    hits.append(Location(snap.chunk_paths[row], first + offset, column + 1, line_text, first,
+                                         int(table.end_lines[row]), table.breadcrumbs[row]))
+        hits.sort(key=lambda h: (h.path, h.line))
+        return Located(text, identifier, hits[:max(limit, 0)], len(hits))
 
     # ------------------------------------------------------------------ graph and ask (their own packages)
 
