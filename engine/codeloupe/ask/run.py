@@ -77,6 +77,7 @@ class _Session:
         self.metrics.update({
             "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 1),
             "excerpts": len(self.excerpts), "excerpts_omitted": self.excerpts.omitted,
+            "excerpts_withheld": self.excerpts.withheld,
             "citations": len(citations or []), **{f"splice_{k}": v for k, v in sorted(self.resolver.stats.items())},
         })
         if self.chat is not None:
