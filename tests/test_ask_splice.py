@@ -207,6 +207,27 @@ def test_snap_to_symbols_widens_to_the_innermost_enclosing_definitions() -> None
     assert snap_to_symbols(11, 11, symbols) == (1, 40)  # between methods: the class is the enclosing symbol
     assert snap_to_symbols(3, 20, symbols) == (3, 20)
     assert snap_to_symbols(45, 50, symbols) == (45, 50)
+    # Bounded by the excerpt shown (lines 2-22): definitions inside it still snap; lines inside a definition
+    # that outgrows it keep a little context instead of the whole definition.
+    assert snap_to_symbols(15, 15, symbols, within=(2, 22)) == (14, 16)
+    assert snap_to_symbols(11, 11, symbols, within=(2, 22)) == (9, 13)
+    assert snap_to_symbols(2, 3, symbols, within=(2, 22)) == (2, 10)
+    assert snap_to_symbols(21, 22, symbols, within=(2, 22)) == (19, 22)
+
+
+def test_a_citation_inside_a_huge_docstring_stays_within_the_excerpt_shown(repo, lexical_workspace) -> None:
+    """[[1:274-275]] inside a class docstring once snapped to a 745-line block far past the excerpt (211-338)."""
+    docstring = "".join(f"    Line {i} of a very long explanation of the widget.\n" for i in range(740))
+    (repo / "app/widget.py").write_text(
+        f'class Widget:\n    """\n{docstring}    """\n\n    def draw(self):\n        return 1\n')
+    ws = lexical_workspace(repo)
+    spans = [("app/widget.py", "python", 211, 338), ("app/widget.py", "python", 740, 746)]
+    _, splicer = splice(ws, repo, ["The widget explains itself [[1:274-275]] and draws [[2:746-746]]."],
+                             spans=spans)
+    docs, draw = splicer.citations
+    assert (docs.start_line, docs.end_line, docs.requested) == (272, 277, (274, 275))
+    assert (draw.start_line, draw.end_line) == (745, 746)  # `draw` fits the excerpt: snapped to the method
+    assert docs.text == lines_of(repo, "app/widget.py", 272, 277)
 
 
 def test_block_rendering_uses_real_locations(ws, repo) -> None:

@@ -25,6 +25,7 @@ _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _FENCE_MAYBE = re.compile(r" {0,3}(`{0,2}|~{0,2})")  # a line start that may still become a fence
 _SPECIAL = re.compile(r"[\n\[<]")
+SNAP_CONTEXT_LINES = 2  # either side of cited lines that no definition inside the excerpt encloses
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,22 @@ class Piece:
     citation: Citation | None = None
 
 
-def snap_to_symbols(start: int, end: int, symbols: list[SymbolRow]) -> tuple[int, int]:
-    """Widen `start..end` so neither edge falls inside a symbol it does not begin/end (innermost first)."""
+def snap_to_symbols(start: int, end: int, symbols: list[SymbolRow],
+                    within: tuple[int, int] | None = None) -> tuple[int, int]:
+    """Widen `start..end` so neither edge falls inside a symbol it does not begin/end (innermost first).
+
+    `within` (the excerpt the model was shown) bounds the snap: only definitions inside it count, so two
+    cited lines of a huge class's docstring never become the whole class. When the cited lines sit inside a
+    definition larger than that, they are kept with `SNAP_CONTEXT_LINES` either side instead.
+    """
+    lo, hi = within if within is not None else (1, max((s.end_line for s in symbols), default=end))
+    bounded = _widen(start, end, [s for s in symbols if lo <= s.start_line and s.end_line <= hi])
+    if bounded != (start, end) or _widen(start, end, symbols) == (start, end):
+        return bounded
+    return max(lo, start - SNAP_CONTEXT_LINES), min(hi, end + SNAP_CONTEXT_LINES)
+
+
+def _widen(start: int, end: int, symbols: list[SymbolRow]) -> tuple[int, int]:
     while True:
         widened = (_innermost_edge(start, symbols, "start", start), _innermost_edge(end, symbols, "end", end))
         if widened == (start, end):
@@ -105,7 +120,8 @@ class SpanResolver:
         if source.verified:
             snapped = False
             if requested is not None:
-                new = snap_to_symbols(start, end, self.sources.symbols(excerpt.path))
+                new = snap_to_symbols(start, end, self.sources.symbols(excerpt.path),
+                                      within=(excerpt.start_line, excerpt.end_line))
                 snapped = new != (start, end)
                 start, end = new
             if end > len(source.lines):
