@@ -196,6 +196,10 @@ def test_narrated_answer_is_spliced_from_disk(repo: Path, chat: ChatServer) -> N
     )
     assert result.answer.startswith(expected)
     assert "made up" not in result.answer and result.metrics["splice_code_blocks_removed"] == 1
+    # The same answer as parts: only the spliced spans are code; the markdown joins to `answer`.
+    assert "".join(p.markdown for p in result.parts) == result.answer
+    assert [p.text for p in result.parts if p.kind == "code"] == [c.text for c in result.citations]
+    assert {p.kind for p in result.parts} == {"prose", "ref", "code", "heading", "note"}
     # The footer names every candidate the answer did not cite.
     assert "app/auth.py" not in [h.path for h in result.uncited]
     footer = result.answer[len(expected):]

@@ -83,7 +83,7 @@ def splice(ws: Workspace, repo: Path, pieces: list[str], *, whole_sections: bool
     resolver = SpanResolver(numbered(repo, spans or SPANS), Sources(ws), whole_sections=whole_sections)
     splicer = Splicer(resolver)
     out = [p for delta in pieces for p in splicer.feed(delta)] + splicer.finish()
-    return "".join(p.text for p in out), splicer
+    return "".join(p.markdown for p in out), splicer
 
 
 def block(repo: Path, path: str, language: str, a: int, b: int, fence: str = "```", note: str = "") -> str:
@@ -164,7 +164,7 @@ def test_a_changed_file_is_re_read_and_spans_re_located(ws, repo) -> None:
     path.write_text("# a new header\n# and another\n" + AUTH)
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
     out = splicer.feed("Hashing [[1]] and login [[2:15-16]].") + splicer.finish()
-    answer = "".join(p.text for p in out)
+    answer = "".join(p.markdown for p in out)
     note = " (changed on disk since indexing: lines re-located)"
     assert answer == ("Hashing (`app/auth.py:8-10`) and login (`app/auth.py:17-18`).\n"
                       + block(repo, "app/auth.py", "python", 8, 10, note=note)
@@ -177,8 +177,8 @@ def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) 
     excerpts = numbered(repo, SPANS)
     (repo / "app/auth.py").write_text(AUTH.replace("salt + password", "password + salt"))
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
-    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
-    assert answer == "Hashing (`app/auth.py` changed since it was indexed; the cited lines are gone)."
+    answer = "".join(p.markdown for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    assert answer == "Hashing (app/auth.py changed since it was indexed; the cited lines are gone)."
     assert splicer.citations == [] and splicer.stats["stale"] == 1
 
 
@@ -186,7 +186,7 @@ def test_a_deleted_file_is_never_shown(ws, repo) -> None:
     excerpts = numbered(repo, SPANS)
     (repo / "app/auth.py").unlink()
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
-    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    answer = "".join(p.markdown for p in splicer.feed("Hashing [[1]].") + splicer.finish())
     assert answer.startswith("Hashing (cannot read app/auth.py") and "```" not in answer
     assert splicer.stats["unreadable"] == 1
 
@@ -235,3 +235,82 @@ def test_block_rendering_uses_real_locations(ws, repo) -> None:
     rendered = render_block(splicer.citations[0])
     assert rendered == block(repo, "app/auth.py", "python", 6, 8)
     assert textwrap.dedent(rendered).count("```") == 2
+
+
+HOSTILE = """\
+Hashing happens here [[1]].
+
+    def hash_password(p, s):
+        return 'INVENTED-indented'
+
+Then <pre>INVENTED-pre</pre> and <script>alert('INVENTED-script')</script> and <b>bold</b> words.
+Call `hash_password` but never `return 'INVENTED-inline'(x)` nor ``INVENTED `double` ``, nor `words
+across lines`.
+A [click me](javascript:alert('INVENTED-js')) and [the docs](https://example.com/docs) and [guide](GUIDE.md).
+<javascript:alert('INVENTED-autolink')> <https://example.com/a> ![a tracking pixel](https://tracker.example/x.png)
+<!-- INVENTED-comment
+spanning lines -->
+> ```python
+> INVENTED-quoted-fence
+> ```
+- ```js
+  INVENTED-list-fence
+  ```
+1. First step
+    - a nested item stays
+2. Second step <img src=x onerror="INVENTED-img"> ends
+<div onclick="INVENTED-handler">A div's words stay as text</div>
+
+After the list.
+
+\tINVENTED-tab-indented
+"""
+
+
+def rendered_tokens(markdown: str) -> list:
+    """The answer through a CommonMark renderer with raw HTML allowed: the most permissive surface."""
+    from markdown_it import MarkdownIt
+
+    def walk(tokens: list) -> list:
+        return [t for token in tokens for t in [token, *walk(token.children or [])]]
+
+    return walk(MarkdownIt("commonmark", {"html": True}).parse(markdown))
+
+
+def test_code_html_and_links_the_model_writes_never_render(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, [HOSTILE])
+    parts = splicer_parts(ws, repo, HOSTILE)
+    assert "INVENTED" not in answer and all("INVENTED" not in p.text for p in parts if p.kind != "code")
+    assert [p.text for p in parts if p.kind == "code"] == [lines_of(repo, "app/auth.py", 6, 8)]
+    for phrase in ("`hash_password`", "the docs (https://example.com/docs)", "guide (GUIDE.md)", "click me",
+                   "https://example.com/a", "1. First step", "   - a nested item stays", "A div's words stay"):
+        assert phrase in answer, phrase
+    assert "javascript" not in answer.lower() and "tracker" not in answer
+    tokens = rendered_tokens(answer)
+    kinds = {t.type for t in tokens}
+    assert not kinds & {"code_block", "html_block", "html_inline", "link_open", "image"}, kinds
+    assert [t.content for t in tokens if t.type == "fence"] == [lines_of(repo, "app/auth.py", 6, 8)]
+    inline = [t.content for t in tokens if t.type == "code_inline"]
+    assert inline == ["app/auth.py:6-8", "app/auth.py:6-8", "hash_password"]  # a reference, a caption, a name
+    stats = splicer.stats
+    assert (stats["code_blocks_removed"], stats["indented_code_removed"], stats["inline_code_removed"]) == (2, 2, 2)
+    assert (stats["links_removed"], stats["images_removed"], stats["backticks_removed"]) == (2, 1, 2)
+    assert stats["html_removed"] == 8  # pre, script, b, /b, the comment, img, div, /div
+
+
+def splicer_parts(ws, repo, text: str) -> list:
+    splicer = Splicer(SpanResolver(numbered(repo, SPANS), Sources(ws)))
+    return splicer.feed(text) + splicer.finish()
+
+
+def test_the_sanitised_answer_does_not_depend_on_how_the_stream_is_split(ws, repo) -> None:
+    whole, reference = splice(ws, repo, [HOSTILE])
+    rng = random.Random(11)
+    splits = [list(HOSTILE)]
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(HOSTILE)), 25))
+        splits.append([HOSTILE[a:b] for a, b in zip([0, *cuts], [*cuts, len(HOSTILE)])])
+    for pieces in splits:
+        answer, splicer = splice(ws, repo, pieces)
+        assert answer == whole, pieces
+        assert splicer.stats == reference.stats
