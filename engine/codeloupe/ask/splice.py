@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from codeloupe.ask.events import AnswerPart, Citation
 from codeloupe.ask.excerpts import Excerpt, Excerpts
-from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, CITATION_MARKER_MAX, ProseFilter, markdown_text
+from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
 
@@ -184,11 +184,11 @@ class Splicer:
 
     def feed(self, delta: str) -> list[AnswerPart]:
         self._buf += self.prose.feed(delta)
-        return self._drain(final=False)
+        return self._drain()
 
     def finish(self) -> list[AnswerPart]:
         self._buf += self.prose.finish()
-        out = self._drain(final=True)
+        out = self._drain()
         if self._pending:
             if not self._line_start:
                 out.append(prose_part("\n"))
@@ -208,7 +208,7 @@ class Splicer:
         self._pending = []
         return blocks
 
-    def _drain(self, final: bool) -> list[AnswerPart]:
+    def _drain(self) -> list[AnswerPart]:
         out: list[AnswerPart] = []
         while self._buf:
             at = _SPECIAL.search(self._buf)
@@ -225,52 +225,42 @@ class Splicer:
                 self._line_start = True
                 out.extend(self._flush())
             elif char == "[":
-                if not self._marker(final, out):
-                    break
-            elif not self._sentinel(final, out):
-                break
+                self._marker(out)
+            else:
+                self._sentinel(out)
         return out
 
-    def _marker(self, final: bool, out: list[AnswerPart]) -> bool:
-        """At '[': splice a marker, or pass the bracket through. False: wait for more text."""
+    def _marker(self, out: list[AnswerPart]) -> None:
+        """At '[': splice a marker, or pass the bracket through (the prose filter emits markers whole)."""
         match = CITATION_MARKER.match(self._buf)
         if match is None:
-            tail = self._buf
-            could_grow = (tail == "[" or tail.startswith("[[")) and "]]" not in tail and "\n" not in tail \
-                and len(tail) <= CITATION_MARKER_MAX + 4
-            if could_grow and not final:
-                return False
             self._emit(prose_part("["), out)
             self._buf = self._buf[1:]
-            return True
+            return
         self._buf = self._buf[match.end():]
         self.stats["markers"] += 1
         resolved = self.resolver.resolve(match.group(1))
         if isinstance(resolved, Dropped):
             self.stats[resolved.reason] += 1
             self._emit(note_part(resolved.note), out)
-            return True
+            return
         shown = next((c for c in self.citations if c.path == resolved.path
                       and c.start_line <= resolved.start_line and resolved.end_line <= c.end_line), None)
         if shown is not None:
             self.stats["repeated"] += 1
             self._emit(ref_part(shown, ", shown above"), out)
-            return True
+            return
         if resolved.snapped:
             self.stats["snapped"] += 1
         self.citations.append(resolved)
         self._pending.append(resolved)
         self._emit(ref_part(resolved), out)
-        return True
 
-    def _sentinel(self, final: bool, out: list[AnswerPart]) -> bool:
-        """At '<': consume the abstention sentinel, or pass the bracket through. False: wait for more."""
+    def _sentinel(self, out: list[AnswerPart]) -> None:
+        """At '<': consume the abstention sentinel (emitted whole by the prose filter), or pass it through."""
         if self._buf.startswith(ABSTAIN):
             self.abstained = True
             self._buf = self._buf[len(ABSTAIN):]
-            return True
-        if ABSTAIN.startswith(self._buf) and not final:
-            return False
+            return
         self._emit(prose_part("<"), out)
         self._buf = self._buf[1:]
-        return True
