@@ -107,9 +107,40 @@ def test_whole_and_sub_range_citations_are_spliced_verbatim_after_their_line(ws,
     assert splicer.stats["snapped"] == 1
 
 
-def test_output_does_not_depend_on_how_the_stream_is_split(ws, repo) -> None:
-    text = ("Intro <<not the sentinel>> and [a link](x) [[1]]!\n```python\nprint('model code')\n```\n"
-            "Sessions [[2:20-21]], again [[1]], bad [[7]] [[2:90-95]] [[x]].\n<<ABSTAIN>> maybe")
+HOSTILE = """\
+Hashing happens here [[1]].
+
+    def hash_password(p, s):
+        return 'INVENTED-indented'
+
+Then <pre>INVENTED-pre</pre> and <script>alert('INVENTED-script')</script> and <b>bold</b> words.
+Call `hash_password` but never `return 'INVENTED-inline'(x)` nor ``INVENTED `double` ``, nor `words
+across lines`.
+A [click me](javascript:alert('INVENTED-js')) and [the docs](https://example.com/docs) and [guide](GUIDE.md).
+<javascript:alert('INVENTED-autolink')> <https://example.com/a> ![a tracking pixel](https://tracker.example/x.png)
+<!-- INVENTED-comment
+spanning lines -->
+> ```python
+> INVENTED-quoted-fence
+> ```
+- ```js
+  INVENTED-list-fence
+  ```
+1. First step
+    - a nested item stays
+2. Second step <img src=x onerror="INVENTED-img"> ends
+<div onclick="INVENTED-handler">A div's words stay as text</div>
+
+After the list.
+
+\tINVENTED-tab-indented
+"""
+MARKERS = ("Intro <<not the sentinel>> and [a link](x) [[1]]!\n```python\nprint('model code')\n```\n"
+           "Sessions [[2:20-21]], again [[1]], bad [[7]] [[2:90-95]] [[x]].\n<<ABSTAIN>> maybe")
+
+
+@pytest.mark.parametrize("text", [MARKERS, HOSTILE], ids=["markers", "hostile"])
+def test_output_does_not_depend_on_how_the_stream_is_split(ws, repo, text: str) -> None:
     whole, reference = splice(ws, repo, [text])
     rng = random.Random(7)
     splits = [[text[:i], text[i:]] for i in range(len(text) + 1)]
@@ -237,34 +268,6 @@ def test_block_rendering_uses_real_locations(ws, repo) -> None:
     assert textwrap.dedent(rendered).count("```") == 2
 
 
-HOSTILE = """\
-Hashing happens here [[1]].
-
-    def hash_password(p, s):
-        return 'INVENTED-indented'
-
-Then <pre>INVENTED-pre</pre> and <script>alert('INVENTED-script')</script> and <b>bold</b> words.
-Call `hash_password` but never `return 'INVENTED-inline'(x)` nor ``INVENTED `double` ``, nor `words
-across lines`.
-A [click me](javascript:alert('INVENTED-js')) and [the docs](https://example.com/docs) and [guide](GUIDE.md).
-<javascript:alert('INVENTED-autolink')> <https://example.com/a> ![a tracking pixel](https://tracker.example/x.png)
-<!-- INVENTED-comment
-spanning lines -->
-> ```python
-> INVENTED-quoted-fence
-> ```
-- ```js
-  INVENTED-list-fence
-  ```
-1. First step
-    - a nested item stays
-2. Second step <img src=x onerror="INVENTED-img"> ends
-<div onclick="INVENTED-handler">A div's words stay as text</div>
-
-After the list.
-
-\tINVENTED-tab-indented
-"""
 
 
 def rendered_tokens(markdown: str) -> list:
@@ -301,16 +304,3 @@ def test_code_html_and_links_the_model_writes_never_render(ws, repo) -> None:
 def splicer_parts(ws, repo, text: str) -> list:
     splicer = Splicer(SpanResolver(numbered(repo, SPANS), Sources(ws)))
     return splicer.feed(text) + splicer.finish()
-
-
-def test_the_sanitised_answer_does_not_depend_on_how_the_stream_is_split(ws, repo) -> None:
-    whole, reference = splice(ws, repo, [HOSTILE])
-    rng = random.Random(11)
-    splits = [list(HOSTILE)]
-    for _ in range(30):
-        cuts = sorted(rng.sample(range(1, len(HOSTILE)), 25))
-        splits.append([HOSTILE[a:b] for a, b in zip([0, *cuts], [*cuts, len(HOSTILE)])])
-    for pieces in splits:
-        answer, splicer = splice(ws, repo, pieces)
-        assert answer == whole, pieces
-        assert splicer.stats == reference.stats

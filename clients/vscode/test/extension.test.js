@@ -250,6 +250,13 @@ describe('the extension against the real server', function () {
         }
     });
 
+    /** Takes the scripted chat model out of the settings again and stops it. */
+    async function stopChatModel(chat) {
+        await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+        await waitForReady(client);
+        await chat.close();
+    }
+
     it('ask with a chat model renders the narration with every citation linked to its span, and streams progress', async function () {
         const chat = await startChatServer('Login hashes the given password and compares it with the stored hash [[1]]. ' +
             'The token comes from issue_token [[2]].');
@@ -285,9 +292,7 @@ describe('the extension against the real server', function () {
         } finally {
             asks.restore();
             await view?.close();
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
-            await waitForReady(client);
-            await chat.close();
+            await stopChatModel(chat);
         }
     });
 
@@ -327,9 +332,7 @@ describe('the extension against the real server', function () {
         } finally {
             asks.restore();
             await view?.close();
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
-            await waitForReady(client);
-            await chat.close();
+            await stopChatModel(chat);
         }
     });
 
