@@ -76,8 +76,21 @@ export interface Citation {
     text: string;
 }
 
+/** One part of an answer: plain text, except `code` (verbatim from disk); ref and code carry their span. */
+export interface AnswerPart {
+    kind: 'prose' | 'heading' | 'note' | 'ref' | 'code' | string;
+    text: string;
+    path?: string;
+    startLine?: number;
+    endLine?: number;
+    language?: string;
+    location?: Location;
+}
+
 export interface AskResult {
     answer: string;
+    /** Empty when the server answered with the bundle because the engine's ask could not run. */
+    parts: AnswerPart[];
     citations: Citation[];
     uncited: FileResult[];
     abstained: boolean;

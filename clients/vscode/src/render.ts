@@ -1,9 +1,8 @@
 // HTML for the results webview: pure functions of the server's answers (no vscode import).
 // Every page carries a strict CSP (no remote sources, scripts only with the page's nonce) and one script that
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
-import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
-import type { AskEvent, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import type { AnswerPart, AskEvent, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
 
 export interface PageContext {
     nonce: string;
@@ -57,6 +56,7 @@ code, pre { font-family: var(--vscode-editor-font-family); font-size: var(--vsco
 .muted { opacity: .75; }
 .file { margin: 1em 0; }
 .chunk { margin: .4em 0 .4em 1em; }
+#answer { white-space: pre-wrap; }
 .note { border-left: 3px solid var(--vscode-textLink-foreground); padding: .2em .6em; }
 .error { color: var(--vscode-errorForeground); }
 ul.map { list-style: none; padding-left: 0; }
@@ -153,68 +153,26 @@ export function renderBundle(context: PageContext, result: SearchResult, note?: 
     return renderPage(context, `codeloupe: ${result.query}`, noteHtml + renderBundleBody(result));
 }
 
-function citationLocation(citation: Citation, span?: string): Location {
-    if (span === undefined) {
-        return citation.location;
-    }
-    const [first, last] = span.split('-').map(Number);
-    return {
-        uri: citation.location.uri,
-        range: { start: { line: first - 1, character: 0 }, end: { line: last, character: 0 } },
-    };
+/** Prose and notes as escaped text (identifiers the engine kept in backticks become inline code). */
+function plainText(text: string): string {
+    return escapeHtml(text).replace(/`([^`\n]+)`/g, '<code>$1</code>');
 }
 
-/** A markdown renderer for answers: no raw HTML, no images (nothing may load), `[[k]]` / `[[k:a-b]]` become
- * links to citation k, `file://...#L10-L20` links carry their range. */
-function answerMarkdown(citations: Citation[]): MarkdownIt {
-    const md = new MarkdownIt({ html: false, linkify: false });
-    md.disable('image');
-    md.validateLink = (url) => /^(file:|https?:|#)/i.test(url.trim());
-    const byNumber = new Map(citations.map((citation) => [citation.k, citation]));
-    md.inline.ruler.before('link', 'codeloupe_citation', (state, silent) => {
-        const match = /^\[\[(\d+)(?::(\d+-\d+))?\]\]/.exec(state.src.slice(state.pos));
-        if (match === null) {
-            return false;
-        }
-        const citation = byNumber.get(Number(match[1]));
-        if (citation === undefined) {
-            return false;
-        }
-        if (!silent) {
-            const token = state.push('codeloupe_citation', '', 0);
-            token.meta = { location: citationLocation(citation, match[2]), label: match[2] ? `${citation.k}:${match[2]}` : `${citation.k}` };
-        }
-        state.pos += match[0].length;
-        return true;
-    });
-    md.renderer.rules.codeloupe_citation = (tokens, index) => {
-        const { location, label } = tokens[index].meta as { location: Location; label: string };
-        return `<a class="cite" ${linkAttributes(location)}>[${escapeHtml(label)}]</a>`;
-    };
-    const defaultLinkOpen = md.renderer.rules.link_open ?? ((tokens, index, options, _env, self) => self.renderToken(tokens, index, options));
-    md.renderer.rules.link_open = (tokens, index, options, env, self) => {
-        const token = tokens[index];
-        const location = fileLinkLocation(token.attrGet('href') ?? '');
-        if (location !== undefined) {
-            token.attrSet('href', '#');
-            token.attrSet('data-uri', location.uri);
-            token.attrSet('data-range', JSON.stringify(location.range));
-        }
-        return defaultLinkOpen(tokens, index, options, env, self);
-    };
-    return md;
-}
-
-/** `file:///a.py#L10` or `#L10-L20` (1-based lines, as the server's hover links) -> a Location. */
-function fileLinkLocation(href: string): Location | undefined {
-    if (!href.startsWith('file:')) {
-        return undefined;
+/** One part of an answer. Only `code` parts (spans the engine read from disk) render as code; nothing the
+ * model wrote is parsed as markdown or HTML. */
+function renderPart(part: AnswerPart): string {
+    const location = part.location;
+    switch (part.kind) {
+        case 'code':
+            return `<div class="chunk">${location ? locationLink(location, `${part.path}:${part.startLine}-${part.endLine}`) : ''}
+<pre><code>${escapeHtml(part.text)}</code></pre></div>`;
+        case 'ref':
+            return location ? `<a class="cite" ${linkAttributes(location)}>${escapeHtml(part.text)}</a>` : escapeHtml(part.text);
+        case 'heading':
+            return `<h3>${escapeHtml(part.text)}</h3>`;
+        default:
+            return `<span class="${part.kind === 'note' ? 'muted' : 'prose'}">${plainText(part.text)}</span>`;
     }
-    const [uri, fragment = ''] = href.split('#', 2);
-    const lines = /^L(\d+)(?:-L?(\d+))?$/.exec(fragment);
-    const first = lines ? Number(lines[1]) : 1;
-    const last = lines?.[2] ? Number(lines[2]) : first;
-    return { uri, range: { start: { line: first - 1, character: 0 }, end: { line: lines ? last : first - 1, character: 0 } } };
 }
 
 function renderCitations(citations: Citation[]): string {
@@ -235,7 +193,7 @@ export function renderAnswer(context: PageContext, query: string, result: AskRes
     }
     const body = `<h1>${escapeHtml(query)}</h1>
 ${notes.map((note) => `<p class="note">${escapeHtml(note)}</p>`).join('\n')}
-<div id="answer">${answerMarkdown(result.citations).render(result.answer)}</div>
+<div id="answer">${result.parts && result.parts.length > 0 ? result.parts.map(renderPart).join('') : renderBundleBody(result.bundle)}</div>
 ${renderCitations(result.citations)}
 <h2 id="uncited">Not cited (${result.uncited.length})</h2>
 ${renderFileMap(result.uncited)}`;

@@ -250,6 +250,13 @@ describe('the extension against the real server', function () {
         }
     });
 
+    /** Takes the scripted chat model out of the settings again and stops it. */
+    async function stopChatModel(chat) {
+        await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+        await waitForReady(client);
+        await chat.close();
+    }
+
     it('ask with a chat model renders the narration with every citation linked to its span, and streams progress', async function () {
         const chat = await startChatServer('Login hashes the given password and compares it with the stored hash [[1]]. ' +
             'The token comes from issue_token [[2]].');
@@ -285,9 +292,47 @@ describe('the extension against the real server', function () {
         } finally {
             asks.restore();
             await view?.close();
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+            await stopChatModel(chat);
+        }
+    });
+
+    it('ask shows only spliced code: code, HTML and links the model writes render as plain text or not at all', async function () {
+        const hostile = 'Login compares hashes [[1]].\n\n    def login():\n        return "INVENTED-indented"\n\n' +
+            'See <pre>INVENTED-pre</pre><script>document.title = "INVENTED-script"</script> and `login` but not ' +
+            '`return "INVENTED-inline"` or <img src=x onerror="document.title=1">.\n' +
+            '[click](javascript:alert("INVENTED-js")) <javascript:alert(1)> <b>bold</b>\n' +
+            '```python\nINVENTED-fenced\n```\n';
+        const chat = await startChatServer(hostile);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
             await waitForReady(client);
-            await chat.close();
+            probe.answerInputBox('how does login check the password');
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            view = await openWebview(browser, panelOf('codeloupe.results').webview.html);
+            const page = await view.page.$eval('#answer', (answer) => ({
+                text: answer.textContent,
+                blocks: [...answer.querySelectorAll('pre')].map((pre) => pre.textContent),
+                inline: [...answer.querySelectorAll('code')].filter((code) => !code.closest('pre')).map((code) => code.textContent),
+                elements: [...answer.querySelectorAll('*')].map((element) => element.tagName.toLowerCase()),
+                links: [...answer.querySelectorAll('a')].map((a) => ({ href: a.getAttribute('href'), uri: a.getAttribute('data-uri') })),
+            }));
+            assert.ok(!page.text.includes('INVENTED'), page.text);
+            assert.deepEqual(page.blocks, result.citations.map((citation) => citation.text), 'only spliced spans are code blocks');
+            assert.deepEqual(page.inline, ['login']);
+            assert.deepEqual([...new Set(page.elements)].sort(), ['a', 'code', 'div', 'h3', 'pre', 'span']);
+            assert.ok(page.links.every((link) => link.href === '#' && link.uri.startsWith('file:')), JSON.stringify(page.links));
+            assert.ok(page.text.includes('click'), 'a link keeps its words');
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            asks.restore();
+            await view?.close();
+            await stopChatModel(chat);
         }
     });
 

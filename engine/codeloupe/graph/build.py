@@ -159,8 +159,12 @@ def _build(ws: Workspace) -> Graph:
     degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
 
     file_ids, vectors = edge_store.skeleton_matrix(ws.store)
-    rows = [id_to_index[f] for f in file_ids if f in id_to_index]
-    vectors = vectors[[k for k, f in enumerate(file_ids) if f in id_to_index]] if rows else vectors[:0]
+    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
+    lane = {file_id for file_id, _, language in nodes
+            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
+    kept = [k for k, f in enumerate(file_ids) if f in id_to_index and f in lane]
+    rows = [id_to_index[file_ids[k]] for k in kept]
+    vectors = vectors[kept] if rows else vectors[:0]
     candidates, close = semantic.similar_pairs(vectors)
 
     def remap(pairs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
