@@ -22,12 +22,13 @@ import numpy as np
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.types import ChunkedFile
 
-SCHEMA_VERSION = 1
+# 2: file and chunk ids are never reused (AUTOINCREMENT), so a snapshot's ids name one version of a file.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL UNIQUE,
     hash TEXT NOT NULL,
     language TEXT NOT NULL,
@@ -40,7 +41,7 @@ CREATE TABLE IF NOT EXISTS files (
     fallback_reason TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
     ord INTEGER NOT NULL,
     start_line INTEGER NOT NULL,
