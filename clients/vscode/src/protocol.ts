@@ -161,6 +161,8 @@ export interface OpenMessage {
     uri?: string;
     path?: string;
     range?: Range;
+    /** 0-based line inside `range` for the cursor (the match), when not its first line. */
+    anchor?: number;
     line?: number;
 }
 

@@ -1,39 +1,29 @@
 // "Codeloupe: Search the Codebase": a QuickPick that queries codeloupe/search as you type.
 import * as vscode from 'vscode';
-import type { LanguageClient, Location } from 'vscode-languageclient/node';
+import type { LanguageClient } from 'vscode-languageclient/node';
 import { openLspLocation } from './locations';
+import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
-import { spanLabel } from './render';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
 export interface SearchItem extends vscode.QuickPickItem {
     /** Set on file items: where accepting (or highlighting) the item goes. */
-    location?: Location;
+    match?: Match;
     /** Set on the item that opens the whole bundle. */
     openBundle?: boolean;
 }
 
-/** The snippet's best line, trimmed: the anchor line when the server sent one, else the first non-blank line. */
-function snippetLine(file: FileResult): string {
-    const chunk = file.chunks[0];
-    if (chunk === undefined) {
-        return '';
-    }
-    const snippet = chunk.snippet;
-    const lines = (snippet?.text ?? chunk.text).split('\n');
-    const anchor = snippet ? lines[snippet.anchorLine - snippet.startLine] : undefined;
-    return (anchor?.trim() || lines.find((line) => line.trim() !== '')?.trim()) ?? '';
-}
-
+/** One row per file: the file, then the matching chunk's symbol and line; graph neighbours say so. */
 function fileItem(file: FileResult): SearchItem {
-    const symbol = file.symbols[0] ?? file.chunks[0]?.name ?? '';
+    const match = matchOf(file);
+    const viaGraph = file.via === 'graph';
     return {
-        label: `$(file-code) ${file.path}`,
-        description: [symbol, spanLabel(file.location.range)].filter((part) => part !== '').join(' · '),
-        detail: snippetLine(file),
-        location: file.location,
+        label: `${viaGraph ? '$(type-hierarchy)' : '$(file-code)'} ${file.path}`,
+        description: [viaGraph ? 'via graph' : '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
+        detail: match.line,
+        match,
         alwaysShow: true,
     };
 }
@@ -113,9 +103,9 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         timer = setTimeout(() => void search(value), SEARCH_DEBOUNCE_MS);
     });
     picker.onDidChangeActive((active) => {
-        const location = active[0]?.location;
-        if (location !== undefined) {
-            void openLspLocation(client, location, { preview: true }).catch(() => undefined);
+        const match = active[0]?.match;
+        if (match !== undefined) {
+            void openLspLocation(client, match.location, { preview: true }, match.anchorLine).catch(() => undefined);
         }
     });
     picker.onDidAccept(() => {
@@ -123,8 +113,8 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         if (chosen?.openBundle && latest !== undefined) {
             showBundle(latest);
             picker.hide();
-        } else if (chosen?.location !== undefined) {
-            void openLspLocation(client, chosen.location, { preview: false });
+        } else if (chosen?.match !== undefined) {
+            void openLspLocation(client, chosen.match.location, { preview: false }, chosen.match.anchorLine);
             picker.hide();
         }
     });

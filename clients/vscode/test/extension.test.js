@@ -124,16 +124,16 @@ describe('the extension against the real server', function () {
             picker.value = 'pass';
             picker.value = 'password';
             picker.value = 'check the password on login';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             assert.deepEqual(searches.calls.map((call) => call.params.query), ['check the password on login'], 'one request, for the last value');
             assert.ok(items[0].openBundle, 'the first item opens the whole bundle');
             const result = searches.calls[0].result;
             const auth = items.find((item) => item.label.includes('app/auth.py'));
             assert.ok(auth, `app/auth.py among ${items.map((item) => item.label)}`);
             const file = [...result.core, ...result.related].find((candidate) => candidate.path === 'app/auth.py');
-            assert.deepEqual(auth.location, file.location);
-            const first = file.location.range.start.line + 1;
-            assert.match(auth.description, new RegExp(`L${first}(-\\d+)?$`), 'the span, 1-based');
+            const chunk = file.chunks[0];
+            assert.deepEqual(auth.match.location, chunk.location);
+            assert.match(auth.description, new RegExp(`L${chunk.snippet.anchorLine + 1}$`), 'the anchor line, 1-based');
             assert.ok(auth.detail.length > 0 && !auth.detail.includes('\n'), 'a one-line snippet');
 
             await picker.highlight(auth);
@@ -142,15 +142,51 @@ describe('the extension against the real server', function () {
             assert.equal(preview.options.preview, true);
             assert.equal(preview.options.preserveFocus, true);
             assert.ok(preview.options.selection instanceof vscode.Range, 'a vscode.Range, converted from the LSP range');
-            assert.ok(sameRange(preview.options.selection, file.location.range));
+            assert.ok(preview.options.selection.isEmpty, 'nothing selected');
+            assert.equal(preview.options.selection.start.line, chunk.snippet.anchorLine);
+            assert.ok(preview.reveals.some((range) => sameRange(range, chunk.location.range)), 'the span is revealed');
 
             const shownBefore = probe.shown.length;
             await picker.accept(auth);
             const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
             assert.equal(opened.options.preview, false);
-            assert.ok(sameRange(opened.options.selection, file.location.range));
+            assert.ok(opened.options.selection.isEmpty);
+            assert.equal(opened.options.selection.start.line, chunk.snippet.anchorLine);
             assert.equal(picker.visible, false);
             assert.ok(picker.disposed);
+        } finally {
+            searches.restore();
+        }
+    });
+
+    it('search: a match deep in a chunk opens at its line with nothing selected and names its own symbol', async function () {
+        // app/billing.py is one chunk of five small functions; the match is the last one, far below the chunk's start.
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'refund the wombat surcharge';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const billing = items.find((item) => item.label.includes('app/billing.py'));
+            assert.ok(billing, `app/billing.py among ${items.map((item) => item.label)}`);
+            const result = searches.calls.at(-1).result;
+            const chunk = [...result.core, ...result.related].find((file) => file.path === 'app/billing.py').chunks[0];
+            const refund = lineOf(workspace.root, 'app/billing.py', 'def refund_wombat_surcharge');
+            assert.ok(chunk.location.range.start.line < refund - 10, `the chunk starts well above the match (${JSON.stringify(chunk.location.range)})`);
+            assert.ok(chunk.snippet.anchorLine >= refund, `the server's anchor is in the matching function (${chunk.snippet.anchorLine})`);
+            assert.match(billing.description, /^refund_wombat_surcharge · L\d+$/, 'the symbol that holds the match, not the chunk\'s first');
+            assert.equal(billing.description, `refund_wombat_surcharge · L${chunk.snippet.anchorLine + 1}`);
+            assert.match(billing.detail, /wombat/);
+
+            const shownBefore = probe.shown.length;
+            await picker.accept(billing);
+            const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
+            const selection = opened.options.selection;
+            assert.ok(selection.isEmpty, `nothing selected (was ${JSON.stringify(selection)})`);
+            assert.equal(selection.start.line, chunk.snippet.anchorLine, 'the cursor is on the matching line');
+            const anchorText = fs.readFileSync(path.join(workspace.root, 'app', 'billing.py'), 'utf8').split('\n')[chunk.snippet.anchorLine];
+            assert.equal(selection.start.character, anchorText.length - anchorText.trimStart().length, 'at the first non-blank character');
+            assert.ok(sameRange(opened.reveals.at(-1), selection), 'the cursor line is in view last');
         } finally {
             searches.restore();
         }
@@ -178,7 +214,7 @@ describe('the extension against the real server', function () {
             await vscode.commands.executeCommand('codeloupe.client.search');
             const picker = probe.quickPicks.at(-1);
             picker.value = 'hash a password with a salt';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             await picker.accept(items.find((item) => item.openBundle));
             const panel = panelOf('codeloupe.results');
             assert.ok(panel, 'a results panel');
@@ -236,7 +272,9 @@ describe('the extension against the real server', function () {
             await panel.receive(posted[0]);
             const opened = probe.shown.at(-1);
             assert.equal(opened.uri.toString(), target.location.uri);
-            assert.ok(sameRange(opened.options.selection, target.location.range));
+            assert.ok(opened.options.selection.isEmpty, 'nothing selected');
+            assert.equal(opened.options.selection.start.line, target.location.range.start.line);
+            assert.ok(opened.reveals.some((range) => sameRange(range, target.location.range)), 'the span is revealed');
             assert.equal(opened.options.preview, false);
             assert.deepEqual(view.requests, [], 'the page made no network request');
             assert.deepEqual(await view.violations(), []);

@@ -386,7 +386,8 @@ class TextDocument {
     lineAt(line) {
         const index = typeof line === 'number' ? line : line.line;
         const text = this._lines[index];
-        return { lineNumber: index, text, range: new Range(index, 0, index, text.length), isEmptyOrWhitespace: text.trim() === '' };
+        return { lineNumber: index, text, range: new Range(index, 0, index, text.length), isEmptyOrWhitespace: text.trim() === '',
+            firstNonWhitespaceCharacterIndex: text.length - text.trimStart().length };
     }
 }
 
@@ -594,12 +595,14 @@ const window = {
         __test.quickPicks.push(picker);
         return picker;
     },
+    /** Records `{uri, options, reveals}`; `reveals` lists the ranges the extension scrolled to, in order. */
     async showTextDocument(target, options = {}) {
         const uri = target instanceof Uri ? target : target.uri;
         const document = await workspace.openTextDocument(uri);
-        __test.shown.push({ uri, options });
+        const reveals = [];
+        __test.shown.push({ uri, options, reveals });
         const selection = options.selection ?? new Range(0, 0, 0, 0);
-        return { document, selection: new Selection(selection.start, selection.end), revealRange() {}, options };
+        return { document, selection: new Selection(selection.start, selection.end), revealRange: (range) => reveals.push(range), options };
     },
     createWebviewPanel,
     createOutputChannel,
