@@ -427,6 +427,31 @@ describe('the extension against the real server', function () {
         assert.equal(status.folders[0].files, reindexed.files);
     });
 
+    it('the status item recovers after two settings change at once while the index is ready', async function () {
+        // Each change re-opens the folder on the server; a status answer that lands while the folder is closed
+        // lists no folder at all (it did in 3 of 6 tries by hand). The item must keep polling until the re-opened
+        // index is ready, not stop at "0 files"; a few rounds make the race near certain.
+        this.timeout(120000);
+        try {
+            for (const [round, budget] of [3000, 3100, 3200, 3300].entries()) {
+                await waitForReady(client);
+                await Promise.all([
+                    probe.changeSettings({ 'codeloupe.chunkBudget': budget }),
+                    probe.changeSettings({ 'codeloupe.embed.model': `unused-model-${round}` }),
+                ]);
+                await waitForReady(client);
+                const { folders: [folder] } = await client.sendRequest('codeloupe/status', {});
+                assert.ok(folder.files > 0);
+                const expected = `$(search) codeloupe ${folder.files} files`;
+                await waitFor(`round ${round}: the status item to show "${expected}" (it shows "${probe.statusItems[0].text}" now)`,
+                    () => probe.statusItems[0].text === expected, 5000);
+            }
+        } finally {
+            await probe.changeSettings({ 'codeloupe.chunkBudget': 4000, 'codeloupe.embed.model': '' });
+            await waitForReady(client);
+        }
+    });
+
     it('the status item opens the index status view', async function () {
         await vscode.commands.executeCommand(probe.statusItems[0].command);
         const html = panelOf('codeloupe.results').webview.html;
