@@ -13,11 +13,11 @@ import {
     type ServerOptions,
     WorkDoneProgress,
 } from 'vscode-languageclient/node';
+import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult, SearchResult } from './protocol';
 import { AskRequest, GraphRequest, SearchRequest } from './protocol';
 import {
-    describeAskEvent,
     prepareGraphPage,
     renderAnswer,
     renderBundle,
@@ -261,9 +261,9 @@ class Controller implements vscode.Disposable {
         const progressToken = `codeloupe-ask-${randomUUID()}`;
         await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'codeloupe', cancellable: true }, async (progress, cancel) => {
             const listener = client.onProgress(WorkDoneProgress.type, progressToken, (value) => {
-                const event = value.kind === 'end' ? undefined : parseAskEvent(value.message);
-                if (event !== undefined) {
-                    const line = describeAskEvent(event);
+                const event = value.kind === 'report' ? parseAskEvent(value.message) : undefined;
+                const line: AskProgressLine | undefined = value.kind === 'begin' ? ASK_STARTED : event && describeAskEvent(event);
+                if (line !== undefined) {
                     progress.report({ message: line.status });
                     this.results.post({ type: 'progress', ...line });
                 }
@@ -330,20 +330,14 @@ class Controller implements vscode.Disposable {
     }
 }
 
-/** `report.message` of an ask progress report: one JSON event; anything else is shown as plain text. */
+/** `report.message` of an ask progress report: one JSON event (anything else is not an event and shows nothing). */
 function parseAskEvent(message: string | undefined): AskEvent | undefined {
-    if (!message) {
+    try {
+        const parsed: unknown = JSON.parse(message ?? '');
+        return typeof parsed === 'object' && parsed !== null && typeof (parsed as AskEvent).type === 'string' ? parsed as AskEvent : undefined;
+    } catch {
         return undefined;
     }
-    try {
-        const parsed: unknown = JSON.parse(message);
-        if (typeof parsed === 'object' && parsed !== null && typeof (parsed as AskEvent).type === 'string') {
-            return parsed as AskEvent;
-        }
-    } catch {
-        // Not JSON: fall through and show the text as it is.
-    }
-    return { type: 'message', message };
 }
 
 let controller: Controller | undefined;

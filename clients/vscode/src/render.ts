@@ -3,7 +3,7 @@
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
 import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
-import type { AskEvent, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import type { AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
 
 export interface PageContext {
     nonce: string;
@@ -82,6 +82,12 @@ const CLIENT_SCRIPT = `
     if (!message || message.type !== 'progress') { return; }
     const status = document.getElementById('progress-status');
     if (status && typeof message.status === 'string') { status.textContent = message.status; }
+    const steps = document.getElementById('progress-steps');
+    if (steps && typeof message.step === 'string') {
+      const item = document.createElement('li');
+      item.textContent = message.step;
+      steps.appendChild(item);
+    }
     const draft = document.getElementById('progress-draft');
     if (draft && typeof message.delta === 'string') { draft.textContent += message.delta; }
   });
@@ -244,30 +250,13 @@ ${renderFileMap(result.uncited)}`;
 
 export function renderWaiting(context: PageContext, query: string): string {
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
-<p id="progress-status" class="muted">Asking the codebase...</p>
+<p id="progress-status" class="muted">Asking the codebase…</p>
+<ol id="progress-steps" class="muted"></ol>
 <pre id="progress-draft"></pre>`);
 }
 
 export function renderError(context: PageContext, title: string, message: string): string {
     return renderPage(context, title, `<h1>${escapeHtml(title)}</h1><p class="error">${escapeHtml(message)}</p>`);
-}
-
-/** One `$/progress` ask event as a status line and (for `delta` events) answer text to append. */
-export function describeAskEvent(event: AskEvent): { status?: string; delta?: string } {
-    if (event.type === 'delta') {
-        const text = typeof event.text === 'string' ? event.text : typeof event.delta === 'string' ? event.delta : undefined;
-        return { status: 'Writing the answer...', delta: text };
-    }
-    const detail = typeof event.message === 'string' ? event.message : '';
-    const labels: Record<string, string> = {
-        retrieval: 'Retrieved the candidates',
-        plan: 'Planning',
-        agent: 'Exploring',
-        citation: 'Citing code',
-        done: 'Done',
-    };
-    const label = labels[event.type] ?? event.type;
-    return { status: detail ? `${label}: ${detail}` : label };
 }
 
 function folderRow(folder: FolderStatus): string {

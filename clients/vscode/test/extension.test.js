@@ -329,6 +329,41 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('ask progress says each step in words: retrieval, the plan, every part explored, citations', async function () {
+        // A pasted report of six lines or more is broad: the server fans out to agents, so every event kind streams.
+        const chat = await startChatServer('Login hashes the password and compares it with the stored hash [[1]].');
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const report = ['Traceback (most recent call last):', '  File "app/cli.py", line 9, in main', '    print(login(user, password, {}))',
+                '  File "app/auth.py", line 17, in login', '    raise PermissionError("invalid username or password")',
+                'PermissionError: invalid username or password', 'web login with the same password works'].join('\n');
+            const panel = panelOf('codeloupe.results');
+            const postedBefore = panel?.posted.length ?? 0;
+            const progressBefore = probe.progress.length;
+            await vscode.commands.executeCommand('codeloupe.client.ask', report);
+            const posted = panelOf('codeloupe.results').posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
+            const statuses = posted.map((message) => message.status);
+            assert.deepEqual(notified, statuses, 'the notification and the view say the same');
+            assert.equal(statuses[0], 'Retrieving code for the question…');
+            const steps = posted.map((message) => message.step).filter(Boolean);
+            assert.ok(steps.some((step) => /^Retrieved \d+ core files? and \d+ related$/.test(step)), steps.join('\n'));
+            assert.ok(steps.some((step) => /^Split the question into \d+ parts/.test(step)), steps.join('\n'));
+            assert.ok(steps.some((step) => /^Part \d+: "/.test(step)), `each part says what it explores:\n${steps.join('\n')}`);
+            assert.ok(steps.some((step) => /^Part \d+ (answered|gave up)/.test(step)), steps.join('\n'));
+            for (const status of statuses) {
+                assert.doesNotMatch(status, /^(message|retrieval|rerank|plan|agent|delta|citation|fallback|done)\b|[{}]|^Exploring$/,
+                    `a human label, not an event name or JSON: ${status}`);
+            }
+            assert.ok(!statuses.includes(report), 'the question is not echoed as a status');
+        } finally {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+            await waitForReady(client);
+            await chat.close();
+        }
+    });
+
     it('ask on a server without codeloupe/ask (-32601) shows the retrieval bundle instead of an error', async function () {
         // Emulates an older server over the real wire: the extension's ask goes out as a method this server
         // does not have, so the real server answers -32601 and the real client raises its real ResponseError.
