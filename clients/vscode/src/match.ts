@@ -15,7 +15,7 @@ export interface Match {
 }
 
 const indentOf = (line: string): number => line.length - line.trimStart().length;
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+export const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** The chunk whose span the file's best location names (the server puts it first, but say so). */
 function bestChunk(file: FileResult): ChunkResult | undefined {

@@ -259,15 +259,37 @@ describe('the extension against the real server', function () {
             assert.ok(text.includes(result.fallback), 'the fallback reason is shown, not an error');
             assert.ok(!(await view.page.$('.error')), 'no error block');
             const links = await view.links();
-            assert.ok(result.uncited.length > 0);
-            for (const file of result.uncited) {
-                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)), `uncited ${file.path} linked`);
+            const files = [...result.bundle.core, ...result.bundle.related];
+            assert.ok(files.length > 0);
+            for (const file of files) {
+                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)), `${file.path} linked`);
+                for (const chunk of file.chunks) {
+                    assert.ok(links.some((link) => link.uri === chunk.location.uri && sameRange(link.range, chunk.location.range)),
+                        `chunk ${chunk.breadcrumb} linked`);
+                }
             }
+            const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent));
+            for (const chunk of result.bundle.core.flatMap((file) => file.chunks)) {
+                assert.equal(code.filter((block) => block === chunk.text).length, 1, `CORE chunk ${chunk.breadcrumb} shown once, verbatim`);
+            }
+            const unlinked = await view.page.evaluate((paths) => {
+                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+                const found = [];
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const inside = node.parentElement.closest('a, pre, title, script, style');
+                    if (!inside && paths.some((candidate) => node.textContent.includes(candidate))) {
+                        found.push(node.textContent.trim());
+                    }
+                }
+                return found;
+            }, files.map((file) => file.path));
+            assert.deepEqual(unlinked, [], 'every path on the page is a link');
+            assert.ok(!(await view.page.$('#uncited')), 'the bundle is not listed a second time');
             const target = result.uncited[0];
-            const selector = `#uncited ~ ul a[data-uri="${target.location.uri}"]`;
+            const selector = `h3 a[data-uri="${target.location.uri}"]`;
             const posted = await view.click(selector);
             assert.equal(posted.length, 1);
-            assert.deepEqual(posted[0], { type: 'open', uri: target.location.uri, range: posted[0].range });
+            assert.deepEqual(posted[0], { type: 'open', uri: target.location.uri, range: posted[0].range, anchor: posted[0].anchor });
             assert.ok(sameRange(posted[0].range, target.location.range));
             await panel.receive(posted[0]);
             const opened = probe.shown.at(-1);
