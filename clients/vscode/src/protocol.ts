@@ -148,6 +148,53 @@ export interface GraphParams {
 
 export const GraphRequest = new RequestType<GraphParams, GraphMapResult, void>('codeloupe/graph');
 
+/** A file one node uses or is used by; `line` (1-based) is where the using file imports or first calls it. */
+export interface GraphNeighbour {
+    path: string;
+    uri: string;
+    kind: string;
+    symbols: string[];
+    line?: number;
+}
+
+export interface GraphNodeResult {
+    path: string;
+    uri: string;
+    community: number | string;
+    communityName?: string;
+    god: boolean;
+    imports: GraphNeighbour[];
+    importers: GraphNeighbour[];
+    external?: string[];
+    semantic: { path: string; uri: string; cosine: number }[];
+    symbols: string[];
+    chunks: { location: Location; text: string }[];
+}
+
+export interface GraphHop {
+    source: string;
+    target: string;
+    kind: string;
+    /** `uses`: source uses target; `used-by`: target uses source; `similar`: read alike (docs/protocol.md). */
+    direction?: 'uses' | 'used-by' | 'similar' | string;
+    carriers: string[];
+    use?: Location;
+    definition?: Location;
+    cosine?: number;
+}
+
+export interface GraphPathResult {
+    from: string;
+    to: string;
+    found: boolean;
+    meetsInMiddle: boolean;
+    hops: GraphHop[];
+    note: string;
+}
+
+export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult, void>('codeloupe/graph');
+export const GraphPathRequest = new RequestType<GraphParams, GraphPathResult, void>('codeloupe/graph');
+
 /** Result of `workspace/executeCommand` `codeloupe.reindex`. */
 export interface ReindexResult {
     files: number;

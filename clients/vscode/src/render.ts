@@ -44,7 +44,7 @@ function linkAttributes(location: Location, anchorLine?: number): string {
     return `href="#" data-uri="${escapeHtml(location.uri)}" data-range="${escapeHtml(JSON.stringify(location.range))}"${anchor}`;
 }
 
-function locationLink(location: Location, text: string, className = 'loc', anchorLine?: number): string {
+export function locationLink(location: Location, text: string, className = 'loc', anchorLine?: number): string {
     return `<a class="${className}" ${linkAttributes(location, anchorLine)}>${escapeHtml(text)}</a>`;
 }
 
@@ -65,6 +65,9 @@ ul.map { list-style: none; padding-left: 0; }
 ul.map ul { list-style: none; padding-left: 1.2em; }
 td, th { text-align: left; padding: .1em .8em .1em 0; }
 .via { color: var(--vscode-descriptionForeground); font-style: italic; }
+.badge { color: var(--vscode-errorForeground); font-weight: 600; }
+.edge { color: var(--vscode-descriptionForeground); font-style: italic; }
+ol.hops li { margin: .3em 0; }
 ${CODE_STYLE}`;
 
 // Runs in the webview. Links never navigate: file links become messages, anything else is inert.
@@ -98,7 +101,7 @@ const CLIENT_SCRIPT = `
 }());
 `;
 
-function renderPage(context: PageContext, title: string, body: string): string {
+export function renderPage(context: PageContext, title: string, body: string): string {
     return `<!DOCTYPE html>
 <html lang="en">
 <head>

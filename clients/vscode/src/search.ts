@@ -123,8 +123,14 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         picker.dispose();
     });
     picker.show();
-    if (initialQuery !== '') {
-        picker.value = initialQuery;
+    if (initialQuery.includes('\n')) {
+        // The input box holds one line: a multi-line selection (a traceback, a bug report) is searched whole and
+        // named in the placeholder; typing starts a new query.
+        const lines = initialQuery.trim().split('\n');
+        picker.placeholder = `Searching the ${lines.length} selected lines: ${lines[0].trim()} … (type to search something else)`;
         void search(initialQuery);
+    } else if (initialQuery.trim() !== '') {
+        picker.value = initialQuery.trim();
+        void search(initialQuery.trim());
     }
 }

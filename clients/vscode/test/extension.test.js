@@ -18,7 +18,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Activates the extension the way VS Code would, after resetting the stub to `options`. */
 function activate(options) {
     probe.reset(options);
-    const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')) };
+    const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')),
+        secrets: probe.secretStorage() };
     const api = extension.activate(context);
     return {
         api,
@@ -216,7 +217,7 @@ describe('the extension against the real server', function () {
             picker.value = 'hash a password with a salt';
             const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             await picker.accept(items.find((item) => item.openBundle));
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.bundle');
             assert.ok(panel, 'a results panel');
             const result = searches.calls.at(-1).result;
             view = await openWebview(browser, panel.webview.html);
@@ -253,7 +254,7 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[0].params.query, 'how is the login password checked');
             assert.equal(typeof asks.calls[0].params.workDoneToken, 'string');
             assert.ok(result.fallback, 'no chat model: the server says why it fell back');
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.answer');
             view = await openWebview(browser, panel.webview.html);
             const text = await view.page.$eval('body', (body) => body.textContent);
             assert.ok(text.includes(result.fallback), 'the fallback reason is shown, not an error');
@@ -318,7 +319,7 @@ describe('the extension against the real server', function () {
         try {
             await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
             await waitForReady(client);
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.answer');
             const postedBefore = panel.posted.length;
             probe.answerInputBox('how does login check the password and issue a token');
             await vscode.commands.executeCommand('codeloupe.client.ask');
@@ -360,11 +361,11 @@ describe('the extension against the real server', function () {
             const report = ['Traceback (most recent call last):', '  File "app/cli.py", line 9, in main', '    print(login(user, password, {}))',
                 '  File "app/auth.py", line 17, in login', '    raise PermissionError("invalid username or password")',
                 'PermissionError: invalid username or password', 'web login with the same password works'].join('\n');
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.answer');
             const postedBefore = panel?.posted.length ?? 0;
             const progressBefore = probe.progress.length;
             await vscode.commands.executeCommand('codeloupe.client.ask', report);
-            const posted = panelOf('codeloupe.results').posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            const posted = panelOf('codeloupe.answer').posted.slice(postedBefore).filter((message) => message.type === 'progress');
             const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
             const statuses = posted.map((message) => message.status);
             assert.deepEqual(notified, statuses, 'the notification and the view say the same');
@@ -398,7 +399,7 @@ describe('the extension against the real server', function () {
             probe.answerInputBox('where are session tokens issued');
             const errorsBefore = probe.messages.filter((message) => message.level === 'error').length;
             await vscode.commands.executeCommand('codeloupe.client.ask');
-            const html = panelOf('codeloupe.results').webview.html;
+            const html = panelOf('codeloupe.answer').webview.html;
             assert.match(html, /no codeloupe\/ask/);
             assert.match(html, /CORE \(\d+\)/);
             assert.match(html, /app\/tokens\.py/);
@@ -511,7 +512,7 @@ describe('the extension against the real server', function () {
 
     it('the status item opens the index status view', async function () {
         await vscode.commands.executeCommand(probe.statusItems[0].command);
-        const html = panelOf('codeloupe.results').webview.html;
+        const html = panelOf('codeloupe.status').webview.html;
         assert.match(html, /Index status/);
         assert.ok(html.includes(workspace.root));
     });
