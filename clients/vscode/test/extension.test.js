@@ -468,6 +468,194 @@ describe('the extension against the real server', function () {
         assert.equal(probe.shown.at(-1).options.selection.start.line, 3);
     });
 
+    it('the manifest: keybindings, context menus, enablement, enable and timeout settings, an icon, the sidebar view', function () {
+        const { contributes } = packageJson;
+        const commands = new Map(contributes.commands.map((command) => [command.command, command]));
+        for (const [id, command] of commands) {
+            if (id !== 'codeloupe.client.setChatApiKey') {
+                assert.match(command.enablement ?? '', /isWorkspaceTrusted/, `${id} is disabled in Restricted Mode`);
+            }
+        }
+        for (const id of ['codeloupe.client.search', 'codeloupe.client.ask', 'codeloupe.client.askSelection', 'codeloupe.client.searchSymbol']) {
+            assert.ok(contributes.keybindings.some((binding) => binding.command === id && binding.key && binding.mac), `${id} has a key`);
+        }
+        const menu = (where) => contributes.menus[where].map((entry) => entry.command);
+        assert.ok(menu('editor/context').includes('codeloupe.client.askSelection'));
+        assert.ok(menu('editor/context').includes('codeloupe.client.searchSymbol'));
+        assert.ok(menu('explorer/context').includes('codeloupe.client.graphNode'));
+        for (const entries of Object.values(contributes.menus)) {
+            for (const entry of entries) {
+                assert.ok(commands.has(entry.command), `${entry.command} in a menu is a contributed command`);
+            }
+        }
+        assert.equal(commands.get('codeloupe.client.askSelection').title, 'Ask about Selection');
+        assert.equal(commands.get('codeloupe.client.searchSymbol').title, 'Search for Symbol under Cursor');
+        const properties = contributes.configuration.properties;
+        assert.equal(properties['codeloupe.enable'].default, true);
+        assert.equal(properties['codeloupe.chat.timeoutS'].type, 'number');
+        assert.ok(!Object.keys(properties).some((key) => /^codeloupe\.chat\..*key/i.test(key)), 'no chat key in settings');
+        const root = path.resolve(__dirname, '..');
+        assert.ok(fs.readFileSync(path.join(root, packageJson.icon)).subarray(1, 4).toString() === 'PNG', 'a PNG icon');
+        const container = contributes.viewsContainers.activitybar[0];
+        assert.ok(fs.existsSync(path.join(root, container.icon)));
+        assert.deepEqual(contributes.views[container.id].map((view) => view.id), ['codeloupe.lastBundle']);
+    });
+
+    it('a multi-line selection (a pasted traceback) is searched and asked whole', async function () {
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const first = lineOf(workspace.root, 'app/auth.py', 'def login(');
+        await probe.setActiveEditor(file, new vscode.Range(first, 0, first + 4, 0));
+        const selected = vscode.window.activeTextEditor.document.getText(vscode.window.activeTextEditor.selection);
+        assert.equal(selected.split('\n').length, 5);
+        const searches = recordRequests(client, 'codeloupe/search');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            await waitFor('the search', () => searches.calls.length === 1 && picker.items.length > 0);
+            assert.equal(searches.calls[0].params.query, selected, 'the whole selection, newlines kept');
+            assert.match(picker.placeholder, new RegExp(`${selected.trim().split('\n').length} selected lines`));
+            picker.hide();
+            await vscode.commands.executeCommand('codeloupe.client.askSelection');
+            assert.equal(asks.calls.length, 1);
+            assert.equal(asks.calls[0].params.query, selected);
+            assert.ok(asks.calls[0].result, `answered: ${asks.calls[0].error}`);
+        } finally {
+            searches.restore();
+            asks.restore();
+            vscode.window.activeTextEditor = undefined;
+        }
+    });
+
+    it('search for the symbol under the cursor starts the picker with that name', async function () {
+        const line = lineOf(workspace.root, 'app/auth.py', 'return issue_token(username)');
+        const column = fs.readFileSync(path.join(workspace.root, 'app', 'auth.py'), 'utf8').split('\n')[line].indexOf('issue_token') + 3;
+        await probe.setActiveEditor(path.join(workspace.root, 'app', 'auth.py'), new vscode.Range(line, column, line, column));
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.searchSymbol');
+            const picker = probe.quickPicks.at(-1);
+            assert.equal(picker.value, 'issue_token');
+            const items = await waitFor('results', () => picker.items.some((item) => item.match) && picker.items);
+            assert.ok(items.some((item) => item.label.includes('app/tokens.py')), items.map((item) => item.label).join('\n'));
+            picker.hide();
+        } finally {
+            searches.restore();
+            vscode.window.activeTextEditor = undefined;
+        }
+    });
+
+    it('bundle, answer and status open in their own panels; the sidebar keeps the last bundle and opens at the match', async function () {
+        await vscode.commands.executeCommand('codeloupe.client.search');
+        const picker = probe.quickPicks.at(-1);
+        picker.value = 'refund the wombat surcharge';
+        const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+        await picker.accept(items.find((item) => item.openBundle));
+        probe.answerInputBox('where are session tokens issued');
+        await vscode.commands.executeCommand('codeloupe.client.ask');
+        await vscode.commands.executeCommand('codeloupe.client.status');
+        const bundle = panelOf('codeloupe.bundle');
+        const answer = panelOf('codeloupe.answer');
+        const status = panelOf('codeloupe.status');
+        assert.ok(bundle && answer && status);
+        assert.notEqual(bundle, answer);
+        assert.match(bundle.webview.html, /wombat/, 'the answer did not replace the bundle');
+        assert.match(status.webview.html, /Index status/);
+
+        const tree = probe.treeViews['codeloupe.lastBundle'];
+        const [core, related] = tree.provider.getChildren();
+        assert.deepEqual([core.label, related.label], ['CORE', 'RELATED']);
+        const files = [...tree.provider.getChildren(core), ...tree.provider.getChildren(related)];
+        assert.ok(files.length > 0);
+        assert.equal(tree.description, 'where are session tokens issued', 'the last bundle is the answer\'s');
+        const item = tree.provider.getTreeItem(files[0]);
+        assert.equal(item.command.command, 'codeloupe.client.openMatch');
+        const [match] = item.command.arguments;
+        await vscode.commands.executeCommand(item.command.command, ...item.command.arguments);
+        const opened = probe.shown.at(-1);
+        assert.equal(opened.uri.toString(), match.location.uri);
+        assert.ok(opened.options.selection.isEmpty);
+        assert.equal(opened.options.selection.start.line, match.anchorLine);
+    });
+
+    it('the chat API key is set by a command, kept in SecretStorage, sent to the server and never written to settings', async function () {
+        const sent = [];
+        const original = client.sendNotification;
+        client.sendNotification = function (type, params) {
+            if ((type.method ?? type) === 'workspace/didChangeConfiguration') {
+                sent.push(params);
+            }
+            return original.call(this, type, params);
+        };
+        const settingsBefore = JSON.stringify(vscode.workspace.getConfiguration('codeloupe').inspect('chat.model'));
+        try {
+            probe.answerInputBox('sk-test-0123');
+            await vscode.commands.executeCommand('codeloupe.client.setChatApiKey');
+            assert.equal(probe.secrets.get('codeloupe.chat.apiKey'), 'sk-test-0123');
+            assert.equal(sent.at(-1)?.settings.codeloupe.chatApiKey, 'sk-test-0123', 'the running server got the key');
+            assert.ok(!Object.keys(probe.settingsSnapshot()).some((key) => /apikey/i.test(key)), 'nothing written to settings');
+            assert.equal(JSON.stringify(vscode.workspace.getConfiguration('codeloupe').inspect('chat.model')), settingsBefore);
+            await waitForReady(client);
+            probe.answerInputBox('');
+            await vscode.commands.executeCommand('codeloupe.client.setChatApiKey');
+            assert.equal(probe.secrets.has('codeloupe.chat.apiKey'), false, 'an empty answer removes it');
+            assert.equal(sent.at(-1).settings.codeloupe.chatApiKey, undefined);
+        } finally {
+            delete client.sendNotification;
+            await waitForReady(client);
+        }
+    });
+
+    it('graph node and path views: a file with its neighbours, a route hop by hop, every file a link', async function () {
+        const tokens = path.join(workspace.root, 'app', 'tokens.py');
+        await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(tokens));
+        const panel = panelOf('codeloupe.graphDetail');
+        assert.ok(panel, 'a graph detail panel');
+        let view = await openWebview(browser, panel.webview.html);
+        try {
+            const text = await view.page.$eval('body', (body) => body.textContent);
+            assert.match(text, /Used by \(\d+\)/);
+            const links = await view.links();
+            assert.ok(links.some((link) => link.uri.endsWith('/app/auth.py')), 'app/auth.py, which uses it, is a link');
+            const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent).join(''));
+            assert.ok(code.includes('def issue_token('), 'its code, verbatim');
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            await view.close();
+        }
+
+        probe.answerInputBox('app/cli.py');
+        probe.answerInputBox('app/tokens.py');
+        await vscode.commands.executeCommand('codeloupe.client.graphPath');
+        view = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
+        try {
+            const hops = await view.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
+            assert.ok(hops.length >= 2, hops.join('\n'));
+            assert.match(hops[0], /^app\/cli\.py (imports|calls into) app\/auth\.py/, 'the user on the left, the used file on the right');
+            assert.match(hops.at(-1), /^app\/auth\.py (imports|calls into) app\/tokens\.py .*defined at app\/tokens\.py:\d+/);
+            const links = await view.links();
+            for (const file of ['app/cli.py', 'app/auth.py', 'app/tokens.py']) {
+                assert.ok(links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
+            }
+        } finally {
+            await view.close();
+        }
+
+        // Walked the other way the hops are "used-by": still drawn user first, as the code reads.
+        probe.answerInputBox('app/tokens.py');
+        probe.answerInputBox('app/cli.py');
+        await vscode.commands.executeCommand('codeloupe.client.graphPath');
+        view = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
+        try {
+            const hops = await view.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
+            assert.match(hops[0], /^app\/auth\.py (imports|calls into) app\/tokens\.py .*at app\/auth\.py:\d+/, hops.join('\n'));
+            assert.match(hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, hops.join('\n'));
+        } finally {
+            await view.close();
+        }
+    });
+
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
         const query = 'quokka zebracorn lookup table';
         const paths = async () => {
@@ -592,6 +780,21 @@ describe('the extension when it cannot or must not start', function () {
                 await session.close();
             }
         });
+    });
+
+    it('codeloupe.enable off starts nothing and disables the commands; turning it on starts the server', async function () {
+        const session = activate({ folders: [workspace.root], settings: { 'codeloupe.enable': false, 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' } });
+        try {
+            assert.equal(await session.api.whenReady(), undefined);
+            assert.match(session.api.unavailableReason, /codeloupe\.enable/);
+            assert.equal(probe.statusItems[0].text, '$(circle-slash) codeloupe');
+            assert.ok(!probe.log.some((line) => line.includes('starting ')), 'no server process was started');
+            await probe.changeSettings({ 'codeloupe.enable': true });
+            const client = await session.api.whenReady();
+            assert.ok(client?.isRunning(), `started once enabled: ${session.api.unavailableReason}`);
+        } finally {
+            await session.close();
+        }
     });
 
     it('an untrusted workspace starts nothing and says why, then starts once trusted', async function () {

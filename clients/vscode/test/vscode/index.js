@@ -341,6 +341,10 @@ const __test = {
     progress: [],
     treeViews: {},
     secrets: new Map(),
+    /** The settings as written (what settings.json would hold). */
+    settingsSnapshot() {
+        return { ...state.settings };
+    },
     /** An ExtensionContext.secrets backed by `secrets` (a Map), firing onDidChange like VS Code's. */
     secretStorage() {
         const changed = new EventEmitter();
