@@ -625,35 +625,30 @@ describe('the extension against the real server', function () {
             await view.close();
         }
 
-        probe.answerInputBox('app/cli.py');
-        probe.answerInputBox('app/tokens.py');
-        await vscode.commands.executeCommand('codeloupe.client.graphPath');
-        view = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
-        try {
-            const hops = await view.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
-            assert.ok(hops.length >= 2, hops.join('\n'));
-            assert.match(hops[0], /^app\/cli\.py (imports|calls into) app\/auth\.py/, 'the user on the left, the used file on the right');
-            assert.match(hops.at(-1), /^app\/auth\.py (imports|calls into) app\/tokens\.py .*defined at app\/tokens\.py:\d+/);
-            const links = await view.links();
-            for (const file of ['app/cli.py', 'app/auth.py', 'app/tokens.py']) {
-                assert.ok(links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
+        /** Runs Show Graph Path from -> to; the page's hops as text, and its links. */
+        const walk = async (from, to) => {
+            probe.answerInputBox(from);
+            probe.answerInputBox(to);
+            await vscode.commands.executeCommand('codeloupe.client.graphPath');
+            const page = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
+            try {
+                const hops = await page.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
+                return { hops, links: await page.links() };
+            } finally {
+                await page.close();
             }
-        } finally {
-            await view.close();
+        };
+        const forward = await walk('app/cli.py', 'app/tokens.py');
+        assert.ok(forward.hops.length >= 2, forward.hops.join('\n'));
+        assert.match(forward.hops[0], /^app\/cli\.py (imports|calls into) app\/auth\.py/, 'the user on the left, the used file on the right');
+        assert.match(forward.hops.at(-1), /^app\/auth\.py (imports|calls into) app\/tokens\.py .*defined at app\/tokens\.py:\d+/);
+        for (const file of ['app/cli.py', 'app/auth.py', 'app/tokens.py']) {
+            assert.ok(forward.links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
         }
-
         // Walked the other way the hops are "used-by": still drawn user first, as the code reads.
-        probe.answerInputBox('app/tokens.py');
-        probe.answerInputBox('app/cli.py');
-        await vscode.commands.executeCommand('codeloupe.client.graphPath');
-        view = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
-        try {
-            const hops = await view.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
-            assert.match(hops[0], /^app\/auth\.py (imports|calls into) app\/tokens\.py .*at app\/auth\.py:\d+/, hops.join('\n'));
-            assert.match(hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, hops.join('\n'));
-        } finally {
-            await view.close();
-        }
+        const backward = await walk('app/tokens.py', 'app/cli.py');
+        assert.match(backward.hops[0], /^app\/auth\.py (imports|calls into) app\/tokens\.py .*at app\/auth\.py:\d+/, backward.hops.join('\n'));
+        assert.match(backward.hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, backward.hops.join('\n'));
     });
 
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
@@ -836,7 +831,8 @@ describe('packaging', function () {
                 '--allow-missing-repository', '--out', vsix], { cwd: path.resolve(__dirname, '..'), stdio: 'pipe' });
             const bytes = fs.readFileSync(vsix);
             assert.equal(bytes.subarray(0, 2).toString(), 'PK', 'a zip file');
-            for (const name of ['extension/package.json', 'extension/out/extension.js', 'extension/readme.md', 'extension.vsixmanifest']) {
+            for (const name of ['extension/package.json', 'extension/out/extension.js', 'extension/readme.md', 'extension.vsixmanifest',
+                'extension/media/icon.png', 'extension/media/codeloupe.svg']) {
                 assert.ok(bytes.includes(Buffer.from(name)), `${name} in the .vsix`);
             }
             assert.ok(!bytes.includes(Buffer.from('extension/src/')), 'no sources in the .vsix');
