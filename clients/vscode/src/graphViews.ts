@@ -23,7 +23,7 @@ function section(id: string, title: string, items: string[]): string {
 
 /** One file of the graph: its community, what it uses, what uses it, what reads alike, its code. */
 export function renderGraphNode(context: PageContext, node: GraphNodeResult, language: string): string {
-    const community = node.communityName ? `${node.communityName}` : `community ${node.community}`;
+    const community = `Community: ${node.communityName || node.community}`;
     const hub = node.god ? ' · <span class="badge">hub</span>' : '';
     const semantic = node.semantic.map((entry) => `<li>${locationLink(fileStart(entry.uri), entry.path)} <span class="muted">cosine ${entry.cosine.toFixed(2)}</span></li>`);
     const chunks = node.chunks.map((chunk) => `<div class="chunk">${locationLink(chunk.location, `L${chunk.location.range.start.line + 1}`)}

@@ -8,12 +8,13 @@ export interface Match {
     location: Location;
     /** 0-based line the cursor goes to: the snippet's anchor, else the span's first line. */
     anchorLine: number;
-    /** The chunk symbol whose definition encloses the anchor line; else the chunk's own name. */
+    /** The chunk symbol whose definition encloses the anchor line; a chunk without symbols: its own name. */
     symbol: string;
     /** The anchor line's text, trimmed (one line). */
     line: string;
 }
 
+const PUNCTUATION_ONLY = /^[\s{}()[\];,]*$/;
 const indentOf = (line: string): number => line.length - line.trimStart().length;
 export const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -41,18 +42,21 @@ function knownText(chunk: ChunkResult): { text: string; firstLine: number } {
  * the first of them rather than the one that matched. Works for any language laid out with indented bodies.
  */
 function enclosingSymbol(chunk: ChunkResult, lines: string[], anchor: number): string | undefined {
-    const named = chunk.symbols.map((symbol) => ({
-        symbol,
-        pattern: new RegExp(`(^|[^\\w$])${escapeRegExp(symbol.split(/[.:#]/).at(-1) ?? symbol)}(?![\\w$])`),
-    }));
+    const named = chunk.symbols.map((symbol) => {
+        const name = `(^|[^\\w$])${escapeRegExp(symbol.split(/[.:#]/).at(-1) ?? symbol)}`;
+        // A header above the match names the symbol anywhere on its line; the match's own line must look like the
+        // definition (the name followed by a parameter list, a colon, an assignment, a type or a body), not mention it.
+        return { symbol, header: new RegExp(`${name}(?![\\w$])`), definition: new RegExp(`${name}\\s*([(:=<{]|$)`) };
+    });
     let offside = Number.POSITIVE_INFINITY;
     for (let index = Math.min(anchor, lines.length - 1); index >= 0; index -= 1) {
         const line = lines[index];
         const indent = indentOf(line);
-        if (line.trim() === '' || (index !== anchor && indent >= offside)) {
+        // Blank lines and lone brackets (a brace on its own line) open nothing: look past them.
+        if (PUNCTUATION_ONLY.test(line) || (index !== anchor && indent >= offside)) {
             continue;
         }
-        const found = named.find(({ pattern }) => pattern.test(line));
+        const found = named.find(({ header, definition }) => (index === anchor ? definition : header).test(line));
         if (found !== undefined) {
             return found.symbol;
         }
@@ -74,6 +78,8 @@ export function matchOf(file: FileResult): Match {
     const lines = text.split('\n');
     const anchor = anchorLine - firstLine;
     const anchorText = lines[anchor]?.trim() || lines.find((line) => line.trim() !== '')?.trim() || '';
-    const symbol = (anchor >= 0 ? enclosingSymbol(chunk, lines, anchor) : undefined) ?? (chunk.name || chunk.symbols[0] || '');
+    // A chunk without symbols (a docs section, a run of statements) is named as a whole; a match outside every
+    // definition of a chunk that has some is named by none of them.
+    const symbol = chunk.symbols.length === 0 ? chunk.name : (anchor >= 0 ? enclosingSymbol(chunk, lines, anchor) : undefined) ?? '';
     return { location: chunk.location, anchorLine, symbol, line: anchorText };
 }
