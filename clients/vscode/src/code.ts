@@ -13,8 +13,10 @@ for (const [name, language] of Object.entries({ cmake, dockerfile, elixir, haske
     hljs.registerLanguage(name, language);
 }
 
-/** Engine language names (engine/codeloupe/chunk/languages.py) that highlight.js spells differently. */
+/** Engine language names (engine/codeloupe/chunk/languages.py) and VS Code language ids that highlight.js
+ * spells differently. */
 const HIGHLIGHT_NAMES: Readonly<Record<string, string>> = {
+    typescriptreact: 'typescript', javascriptreact: 'javascript', shellscript: 'bash', jsonc: 'json',
     tsx: 'typescript', objc: 'objectivec', html: 'xml', vue: 'xml', svelte: 'xml', astro: 'xml', toml: 'ini',
     make: 'makefile', gnumakefile: 'makefile', containerfile: 'dockerfile', proto: 'protobuf', fish: 'bash',
     starlark: 'python', cuda: 'cpp', arduino: 'cpp', groovy: 'java', gomod: 'go', jsonnet: 'json',
