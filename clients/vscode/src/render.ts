@@ -172,13 +172,15 @@ function renderFileMap(files: FileResult[], known: KnownFiles = knownFiles(files
     return `<ul class="map">${items.join('\n')}</ul>`;
 }
 
+/** "dense: 40% still embedding; …" for the lanes that did not see the whole workspace; '' when all did. */
+export function partialLanes(result: SearchResult): string {
+    return result.lanes.filter((lane) => !lane.ready || lane.coverage < 1)
+        .map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim()).join('; ');
+}
+
 function renderLanes(result: SearchResult): string {
-    const notReady = result.lanes.filter((lane) => !lane.ready || lane.coverage < 1);
-    if (notReady.length === 0) {
-        return '';
-    }
-    const notes = notReady.map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim());
-    return `<p class="note">Partial index: ${escapeHtml(notes.join('; '))}</p>`;
+    const partial = partialLanes(result);
+    return partial === '' ? '' : `<p class="note">Partial index: ${escapeHtml(partial)}</p>`;
 }
 
 /** The bundle once: CORE files with their code, RELATED as a map; every file and chunk a link. */

@@ -5,6 +5,7 @@ import { openLspLocation } from './locations';
 import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
+import { partialLanes } from './render';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
@@ -35,6 +36,7 @@ function searchItems(result: SearchResult): SearchItem[] {
     const items: SearchItem[] = [{
         label: '$(list-tree) Open the full bundle',
         description: `${result.core.length} core, ${result.related.length} related`,
+        detail: partialLanes(result) === '' ? undefined : `$(warning) Partial index: ${partialLanes(result)}`,
         openBundle: true,
         alwaysShow: true,
     }];
