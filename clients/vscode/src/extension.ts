@@ -103,7 +103,7 @@ class Controller implements vscode.Disposable {
             this,
             command(Commands.search, (client) => this.search(client)),
             command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
-            command(Commands.ask, (client, query?: string) => this.ask(client, query)),
+            command(Commands.ask, (client, query?: unknown) => this.ask(client, query)),
             command(Commands.askSelection, (client) => this.ask(client, selectedText())),
             command(Commands.graph, (client) => this.showGraph(client)),
             command(Commands.graphNode, (client, uri?: vscode.Uri) => this.showGraphNode(client, uri)),
@@ -328,8 +328,9 @@ class Controller implements vscode.Disposable {
         this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result));
     }
 
-    private async ask(client: LanguageClient, presetQuery?: string): Promise<void> {
-        const query = presetQuery ?? (await vscode.window.showInputBox({
+    /** `presetQuery`: the question when a caller passes one (menus pass a resource URI instead: ignored). */
+    private async ask(client: LanguageClient, presetQuery?: unknown): Promise<void> {
+        const query = (typeof presetQuery === 'string' ? presetQuery : undefined) ?? (await vscode.window.showInputBox({
             title: 'Codeloupe: Ask the Codebase',
             prompt: 'A question about this codebase, or a bug report',
             ignoreFocusOut: true,
