@@ -19,7 +19,7 @@ import { renderGraphNode, renderGraphPath } from './graphViews';
 import { openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
-import type { AskEvent, AskResult, ReindexResult, SearchResult } from './protocol';
+import type { AskEvent, AskResult, ReindexResult } from './protocol';
 import { AskRequest, GraphNodeRequest, GraphPathRequest, GraphRequest, SearchRequest } from './protocol';
 import {
     prepareGraphPage,
@@ -30,7 +30,7 @@ import {
     renderStatus,
     renderWaiting,
 } from './render';
-import { runSearchPicker } from './search';
+import { runSearchPicker, type SearchPickerActions } from './search';
 import { resolveServerCommand, ServerNotFoundError } from './serverCommand';
 import {
     affectsEnable,
@@ -316,17 +316,17 @@ class Controller implements vscode.Disposable {
 
     /** The selection is the starting query, all of it: a pasted traceback is a query too. */
     private search(client: LanguageClient): void {
-        runSearchPicker(client, (result) => this.showBundle(result), selectedText() ?? '');
+        runSearchPicker(client, this.pickerActions, selectedText() ?? '');
     }
 
     private searchSymbol(client: LanguageClient): void {
-        runSearchPicker(client, (result) => this.showBundle(result), wordUnderCursor() ?? selectedText() ?? '');
+        runSearchPicker(client, this.pickerActions, wordUnderCursor() ?? selectedText() ?? '');
     }
 
-    private showBundle(result: SearchResult): void {
-        this.lastBundle.show(result);
-        this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result));
-    }
+    private readonly pickerActions: SearchPickerActions = {
+        showBundle: (result) => this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result)),
+        remember: (result) => this.lastBundle.show(result),
+    };
 
     /** `presetQuery`: the question when a caller passes one (menus pass a resource URI instead: ignored). */
     private async ask(client: LanguageClient, presetQuery?: unknown): Promise<void> {

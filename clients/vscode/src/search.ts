@@ -47,8 +47,15 @@ function searchItems(result: SearchResult): SearchItem[] {
     return items;
 }
 
-/** Runs one search session; `showBundle` renders a whole result in the results panel. */
-export function runSearchPicker(client: LanguageClient, showBundle: (result: SearchResult) => void, initialQuery = ''): void {
+export interface SearchPickerActions {
+    /** Renders a whole result in the bundle panel. */
+    showBundle(result: SearchResult): void;
+    /** Keeps the result the user acted on (opened a file or the bundle) as the last bundle. */
+    remember(result: SearchResult): void;
+}
+
+/** Runs one search session. */
+export function runSearchPicker(client: LanguageClient, { showBundle, remember }: SearchPickerActions, initialQuery = ''): void {
     const picker = vscode.window.createQuickPick<SearchItem>();
     picker.title = 'Codeloupe: Search the Codebase';
     picker.placeholder = 'Describe what you are looking for, or paste a bug report';
@@ -112,6 +119,9 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
     });
     picker.onDidAccept(() => {
         const chosen = picker.selectedItems[0] ?? picker.activeItems[0];
+        if (latest !== undefined && (chosen?.openBundle || chosen?.match !== undefined)) {
+            remember(latest);
+        }
         if (chosen?.openBundle && latest !== undefined) {
             showBundle(latest);
             picker.hide();

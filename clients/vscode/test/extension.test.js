@@ -555,6 +555,7 @@ describe('the extension against the real server', function () {
         probe.answerInputBox('where are session tokens issued');
         await vscode.commands.executeCommand('codeloupe.client.ask');
         await vscode.commands.executeCommand('codeloupe.client.status');
+        assert.equal(probe.treeViews['codeloupe.lastBundle'].description, 'where are session tokens issued', 'the last bundle is the answer\'s');
         const bundle = panelOf('codeloupe.bundle');
         const answer = panelOf('codeloupe.answer');
         const status = panelOf('codeloupe.status');
@@ -564,11 +565,17 @@ describe('the extension against the real server', function () {
         assert.match(status.webview.html, /Index status/);
 
         const tree = probe.treeViews['codeloupe.lastBundle'];
+        await vscode.commands.executeCommand('codeloupe.client.search');
+        const again = probe.quickPicks.at(-1);
+        again.value = 'hash a password with a salt';
+        const rows = await waitFor('search results', () => again.items.some((item) => item.match) && again.items);
+        assert.equal(tree.description, 'where are session tokens issued', 'typing a query does not replace the last bundle');
+        await again.accept(rows.find((row) => row.match));
+        assert.equal(tree.description, 'hash a password with a salt', 'opening a result keeps its bundle in the sidebar');
         const [core, related] = tree.provider.getChildren();
         assert.deepEqual([core.label, related.label], ['CORE', 'RELATED']);
         const files = [...tree.provider.getChildren(core), ...tree.provider.getChildren(related)];
         assert.ok(files.length > 0);
-        assert.equal(tree.description, 'where are session tokens issued', 'the last bundle is the answer\'s');
         const item = tree.provider.getTreeItem(files[0]);
         assert.equal(item.command.command, 'codeloupe.client.openMatch');
         const [match] = item.command.arguments;

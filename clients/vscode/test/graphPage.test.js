@@ -117,13 +117,16 @@ describe('the graph page', function () {
         await browser?.close();
     });
 
-    for (const [width, height] of [[1000, 700], [700, 900]]) {
+    // 380 px: an editor group beside the code, as VS Code opens the graph.
+    for (const [width, height] of [[1000, 700], [700, 900], [380, 900]]) {
         it(`keeps every label inside its bubble, apart from the others and off the edges (${width}x${height})`, async function () {
             const view = await openWebview(browser, crowdedPage());
             try {
                 await view.page.setViewport({ width, height });
                 const { labels, edges, covers, view: svg, groups, unconnected } = await view.page.evaluate(measure);
                 assert.equal(groups, 24, 'one bubble per community of two files or more');
+                const canvas = await view.page.$eval('#canvas', (element) => element.getBoundingClientRect().width);
+                assert.ok(canvas >= Math.min(width - 40, 600), `the map keeps room in a ${width} px panel (${canvas} px)`);
                 assert.ok(labels.length >= groups, `every bubble has a label (${labels.length})`);
                 for (const label of labels) {
                     assert.ok(label.left >= svg.left && label.right <= svg.right && label.top >= svg.top && label.bottom <= svg.bottom,
