@@ -15,7 +15,7 @@ import {
 } from 'vscode-languageclient/node';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
-import { renderGraphNode, renderGraphPath } from './graphViews';
+import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
 import { openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
@@ -399,6 +399,10 @@ class Controller implements vscode.Disposable {
         const title = `Codeloupe Graph: ${vscode.workspace.asRelativePath(uri)}`;
         try {
             const node = await client.sendRequest(GraphNodeRequest, { mode: 'node', node: client.code2ProtocolConverter.asUri(uri) });
+            if (node.found === false) {
+                this.graphDetail.show(title, (context) => renderGraphMiss(context, node));
+                return;
+            }
             const language = (await vscode.workspace.openTextDocument(vscode.Uri.parse(node.uri))).languageId;
             this.graphDetail.show(title, (context) => renderGraphNode(context, node, language));
         } catch (error) {

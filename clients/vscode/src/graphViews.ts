@@ -2,7 +2,7 @@
 // Pure functions of the server's answers (no vscode import); every file and span is a link.
 import type { Location } from 'vscode-languageclient/node';
 import { escapeHtml, renderCodeBlock } from './code';
-import type { GraphHop, GraphNeighbour, GraphNodeResult, GraphPathResult } from './protocol';
+import type { GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult } from './protocol';
 import { locationLink, type PageContext, renderPage } from './render';
 
 const fileStart = (uri: string, line = 1): Location => ({
@@ -19,6 +19,15 @@ function neighbourItem(neighbour: GraphNeighbour): string {
 function section(id: string, title: string, items: string[]): string {
     const body = items.length > 0 ? `<ul class="map">${items.join('\n')}</ul>` : '<p class="muted">None.</p>';
     return `<h2 id="${id}">${escapeHtml(title)} (${items.length})</h2>\n${body}`;
+}
+
+/** A file the graph does not hold: the server's reason, and the graph files closest to it by name. */
+export function renderGraphMiss(context: PageContext, miss: GraphNodeMiss): string {
+    const suggestions = miss.suggestions.map((entry) => `<li>${locationLink(fileStart(entry.uri), entry.path)}</li>`);
+    const offer = suggestions.length > 0 ? `<h2>Closest graph files by name</h2><ul class="map">${suggestions.join('\n')}</ul>` : '';
+    return renderPage(context, `codeloupe graph: ${miss.node}`, `<h1>${escapeHtml(miss.node)}</h1>
+<p class="note">${escapeHtml(miss.message)}</p>
+${offer}`);
 }
 
 /** One file of the graph: its community, what it uses, what uses it, what reads alike, its code. */

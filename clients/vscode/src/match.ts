@@ -78,8 +78,10 @@ export function matchOf(file: FileResult): Match {
     const lines = text.split('\n');
     const anchor = anchorLine - firstLine;
     const anchorText = lines[anchor]?.trim() || lines.find((line) => line.trim() !== '')?.trim() || '';
-    // A chunk without symbols (a docs section, a run of statements) is named as a whole; a match outside every
+    // The server names the definition holding the anchor (`anchorSymbol`). Without it (an older server): a chunk
+    // without symbols (a docs section, a run of statements) is named as a whole, and a match outside every
     // definition of a chunk that has some is named by none of them.
-    const symbol = chunk.symbols.length === 0 ? chunk.name : (anchor >= 0 ? enclosingSymbol(chunk, lines, anchor) : undefined) ?? '';
+    const symbol = chunk.snippet?.anchorSymbol
+        ?? (chunk.symbols.length === 0 ? chunk.name : (anchor >= 0 ? enclosingSymbol(chunk, lines, anchor) : undefined) ?? '');
     return { location: chunk.location, anchorLine, symbol, line: anchorText };
 }

@@ -10,6 +10,8 @@ export interface Snippet {
     /** 0-based line the snippet is centred on (the best-matching line). */
     anchorLine: number;
     truncated: boolean;
+    /** The innermost definition holding `anchorLine` ("" outside every definition); older servers omit it. */
+    anchorSymbol?: string;
 }
 
 export interface ChunkResult {
@@ -47,6 +49,8 @@ export interface LaneStatus {
 
 export interface SearchResult {
     query: string;
+    /** Sentences on how far to trust this answer (a partial lane, no good match); older servers omit it. */
+    notes?: string[];
     issueMode: boolean;
     mode: string;
     core: FileResult[];
@@ -158,6 +162,7 @@ export interface GraphNeighbour {
 }
 
 export interface GraphNodeResult {
+    found?: true;
     path: string;
     uri: string;
     community: number | string;
@@ -169,6 +174,14 @@ export interface GraphNodeResult {
     semantic: { path: string; uri: string; cosine: number }[];
     symbols: string[];
     chunks: { location: Location; text: string }[];
+}
+
+/** `codeloupe/graph` node for a file the graph does not hold (a README, a path that does not exist). */
+export interface GraphNodeMiss {
+    found: false;
+    node: string;
+    message: string;
+    suggestions: { path: string; uri: string }[];
 }
 
 export interface GraphHop {
@@ -192,7 +205,7 @@ export interface GraphPathResult {
     note: string;
 }
 
-export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult, void>('codeloupe/graph');
+export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult | GraphNodeMiss, void>('codeloupe/graph');
 export const GraphPathRequest = new RequestType<GraphParams, GraphPathResult, void>('codeloupe/graph');
 
 /** Result of `workspace/executeCommand` `codeloupe.reindex`. */

@@ -172,15 +172,19 @@ function renderFileMap(files: FileResult[], known: KnownFiles = knownFiles(files
     return `<ul class="map">${items.join('\n')}</ul>`;
 }
 
-/** "dense: 40% still embedding; …" for the lanes that did not see the whole workspace; '' when all did. */
-export function partialLanes(result: SearchResult): string {
-    return result.lanes.filter((lane) => !lane.ready || lane.coverage < 1)
-        .map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim()).join('; ');
+/** What the user should know about how far to trust a result: the server's notes, or (an older server without
+ * them) the lanes that did not see the whole workspace. */
+export function resultNotes(result: SearchResult): string[] {
+    if (result.notes !== undefined) {
+        return result.notes;
+    }
+    const partial = result.lanes.filter((lane) => !lane.ready || lane.coverage < 1)
+        .map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim());
+    return partial.length === 0 ? [] : [`Partial index: ${partial.join('; ')}`];
 }
 
 function renderLanes(result: SearchResult): string {
-    const partial = partialLanes(result);
-    return partial === '' ? '' : `<p class="note">Partial index: ${escapeHtml(partial)}</p>`;
+    return resultNotes(result).map((note) => `<p class="note">${escapeHtml(note)}</p>`).join('\n');
 }
 
 /** The bundle once: CORE files with their code, RELATED as a map; every file and chunk a link. */

@@ -5,7 +5,7 @@ import { openLspLocation } from './locations';
 import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
-import { partialLanes } from './render';
+import { resultNotes } from './render';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
@@ -36,7 +36,7 @@ function searchItems(result: SearchResult): SearchItem[] {
     const items: SearchItem[] = [{
         label: '$(list-tree) Open the full bundle',
         description: `${result.core.length} core, ${result.related.length} related`,
-        detail: partialLanes(result) === '' ? undefined : `$(warning) Partial index: ${partialLanes(result)}`,
+        detail: resultNotes(result).length === 0 ? undefined : `$(warning) ${resultNotes(result).join(' · ')}`,
         openBundle: true,
         alwaysShow: true,
     }];
