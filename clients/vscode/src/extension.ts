@@ -15,17 +15,15 @@ import {
 } from 'vscode-languageclient/node';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
-import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
+import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
 import { openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
-import { AskRequest, GraphNodeRequest, GraphPathRequest, GraphRequest, SearchRequest } from './protocol';
+import { AskRequest, SearchRequest } from './protocol';
 import {
-    prepareGraphPage,
     renderAnswer,
     renderBundle,
-    renderCommunities,
     renderError,
     renderStatus,
     renderWaiting,
@@ -105,9 +103,9 @@ class Controller implements vscode.Disposable {
             command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
             command(Commands.ask, (client, query?: unknown) => this.ask(client, query)),
             command(Commands.askSelection, (client) => this.ask(client, selectedText())),
-            command(Commands.graph, (client) => this.showGraph(client)),
-            command(Commands.graphNode, (client, uri?: vscode.Uri) => this.showGraphNode(client, uri)),
-            command(Commands.graphPath, (client) => this.showGraphPath(client)),
+            command(Commands.graph, (client) => showGraphMap(client, this.graph)),
+            command(Commands.graphNode, (client, uri?: vscode.Uri) => showGraphNode(client, this.graphDetail, uri)),
+            command(Commands.graphPath, (client) => showGraphPath(client, this.graphDetail)),
             command(Commands.openMatch, (client, match: Match) => openLspLocation(client, match.location, { preview: false }, match.anchorLine)),
             vscode.commands.registerCommand(Commands.setChatApiKey, () => this.setChatApiKey()),
             context.secrets.onDidChange((event) => (event.key === CHAT_API_KEY_SECRET ? this.reloadSecrets() : undefined)),
@@ -380,62 +378,6 @@ class Controller implements vscode.Disposable {
         }
         this.log.error(`ask failed: ${String(error)}`);
         this.answerPanel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
-    }
-
-    private async showGraph(client: LanguageClient): Promise<void> {
-        const graph = await client.sendRequest(GraphRequest, { mode: 'map', html: true });
-        const paths = new Map(graph.nodes.map((node) => [node.path, node.uri]));
-        const html = graph.html;
-        this.graph.show('Codeloupe: Graph', (context) => (html ? prepareGraphPage(context, html) : renderCommunities(context, graph)), paths);
-    }
-
-    /** One file of the graph (the explorer's or editor's file, else the active editor's) with its neighbours. */
-    private async showGraphNode(client: LanguageClient, target?: vscode.Uri): Promise<void> {
-        const uri = target instanceof vscode.Uri ? target : vscode.window.activeTextEditor?.document.uri;
-        if (uri === undefined) {
-            void vscode.window.showWarningMessage('codeloupe: open a file (or pick one in the explorer) to show it in the graph.');
-            return;
-        }
-        const title = `Codeloupe Graph: ${vscode.workspace.asRelativePath(uri)}`;
-        try {
-            const node = await client.sendRequest(GraphNodeRequest, { mode: 'node', node: client.code2ProtocolConverter.asUri(uri) });
-            if (node.found === false) {
-                this.graphDetail.show(title, (context) => renderGraphMiss(context, node));
-                return;
-            }
-            const language = (await vscode.workspace.openTextDocument(vscode.Uri.parse(node.uri))).languageId;
-            this.graphDetail.show(title, (context) => renderGraphNode(context, node, language));
-        } catch (error) {
-            this.graphDetail.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
-        }
-    }
-
-    /** How two files (or concepts: "the CLI", "password hashing") connect, hop by hop. */
-    private async showGraphPath(client: LanguageClient): Promise<void> {
-        const current = vscode.window.activeTextEditor?.document.uri;
-        const from = await vscode.window.showInputBox({
-            title: 'Codeloupe: Graph Path (1/2)',
-            prompt: 'From: a workspace file or a concept',
-            value: current ? vscode.workspace.asRelativePath(current, false) : '',
-        });
-        if (!from?.trim()) {
-            return;
-        }
-        const to = await vscode.window.showInputBox({ title: 'Codeloupe: Graph Path (2/2)', prompt: 'To: a workspace file or a concept' });
-        if (!to?.trim()) {
-            return;
-        }
-        const title = `Codeloupe Graph: ${from.trim()} → ${to.trim()}`;
-        try {
-            const [path, map] = await Promise.all([
-                client.sendRequest(GraphPathRequest, { mode: 'path', from: from.trim(), to: to.trim() }),
-                client.sendRequest(GraphRequest, { mode: 'map' }),
-            ]);
-            const uris = new Map(map.nodes.map((node) => [node.path, node.uri]));
-            this.graphDetail.show(title, (context) => renderGraphPath(context, path, (file) => uris.get(file)), uris);
-        } catch (error) {
-            this.graphDetail.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
-        }
     }
 
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
