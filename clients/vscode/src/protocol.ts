@@ -80,8 +80,22 @@ export interface Citation {
     text: string;
 }
 
+/** One part of a narrated answer (docs/protocol.md): plain text, except `code` (verbatim from disk); `ref` and
+ * `code` carry their span. */
+export interface AnswerPart {
+    kind: 'prose' | 'heading' | 'note' | 'ref' | 'code' | string;
+    text: string;
+    path?: string;
+    startLine?: number;
+    endLine?: number;
+    language?: string;
+    location?: Location;
+}
+
 export interface AskResult {
     answer: string;
+    /** The answer in reading order; older servers omit it (then `answer` is rendered as markdown). */
+    parts?: AnswerPart[];
     citations: Citation[];
     uncited: FileResult[];
     abstained: boolean;

@@ -5,7 +5,7 @@ import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
-import type { AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
 
 export interface PageContext {
     nonce: string;
@@ -65,6 +65,7 @@ ul.map { list-style: none; padding-left: 0; }
 ul.map ul { list-style: none; padding-left: 1.2em; }
 td, th { text-align: left; padding: .1em .8em .1em 0; }
 .via { color: var(--vscode-descriptionForeground); font-style: italic; }
+#answer .prose, #answer .muted { white-space: pre-wrap; }
 .badge { color: var(--vscode-errorForeground); font-weight: 600; }
 .edge { color: var(--vscode-descriptionForeground); font-style: italic; }
 ol.hops li { margin: .3em 0; }
@@ -308,6 +309,9 @@ export function renderAnswer(context: PageContext, query: string, result: AskRes
             ? `No narration (${result.fallback}): the ranked files for the question.`
             : 'The retrieved code does not answer this question: the ranked files for it.';
         body = `<p class="note">${escapeHtml(note)}</p>\n${renderBundleSections(result.bundle)}`;
+    } else if (result.parts !== undefined && result.parts.length > 0) {
+        // The parts end with the uncited files as linked refs: nothing to list a second time.
+        body = `<div id="answer">${result.parts.map(renderPart).join('')}</div>`;
     } else {
         const narration = result.answer.split(UNCITED_FOOTER)[0];
         body = `<div id="answer">${answerMarkdown(result.citations).render(narration)}</div>
@@ -316,6 +320,29 @@ ${renderCitations(result.citations)}
 ${renderFileMap(result.uncited, knownFiles([...result.bundle.core, ...result.bundle.related]))}`;
     }
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>\n${body}`);
+}
+
+/** Prose and notes as escaped text; identifiers the engine kept in backticks become inline code. */
+function plainText(text: string): string {
+    return escapeHtml(text).replace(/`([^`\n]+)`/g, '<code>$1</code>');
+}
+
+/** One part of a narrated answer. Only `code` parts (spans read from disk) render as code, highlighted and
+ * numbered from their first line; nothing the model wrote is parsed as markdown or HTML. */
+function renderPart(part: AnswerPart): string {
+    const location = part.location;
+    switch (part.kind) {
+        case 'code': {
+            const caption = location ? locationLink(location, `${part.path}:${part.startLine}-${part.endLine}`) : '';
+            return `<div class="chunk">${caption}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
+        }
+        case 'ref':
+            return location ? `<a class="cite" ${linkAttributes(location)}>${escapeHtml(part.text)}</a>` : escapeHtml(part.text);
+        case 'heading':
+            return `<h3>${escapeHtml(part.text)}</h3>`;
+        default:
+            return `<span class="${part.kind === 'note' ? 'muted' : 'prose'}">${plainText(part.text)}</span>`;
+    }
 }
 
 export function renderWaiting(context: PageContext, query: string): string {
