@@ -11,18 +11,28 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['embed.apiKey', 'embedApiKey'],
     ['chat.baseUrl', 'chatBaseUrl'],
     ['chat.model', 'chatModel'],
+    ['chat.timeoutS', 'chatTimeoutS'],
     ['ignore', 'ignore'],
     ['chunkBudget', 'chunkBudget'],
 ];
 
 type EngineOptions = Record<string, unknown>;
 
+/** Where the chat API key lives: VS Code's SecretStorage (the OS keychain), never settings.json. */
+export const CHAT_API_KEY_SECRET = 'codeloupe.chat.apiKey';
+
+/** Options that never come from settings files. */
+export interface SecretOptions {
+    chatApiKey?: string;
+}
+
 /**
- * The options the user set explicitly (user, workspace or folder scope). Settings left at their default are not
- * sent, so the workspace's `.codeloupe.toml`, `[tool.codeloupe]` and `CODELOUPE_*` variables keep applying.
+ * The options the user set explicitly (user, workspace or folder scope), plus the stored secrets. Settings left at
+ * their default are not sent, so the workspace's `.codeloupe.toml`, `[tool.codeloupe]` and `CODELOUPE_*` variables
+ * keep applying.
  */
-export function engineOptions(config: vscode.WorkspaceConfiguration = vscode.workspace.getConfiguration(SECTION)): EngineOptions {
-    const options: EngineOptions = {};
+export function engineOptions(secrets: SecretOptions, config: vscode.WorkspaceConfiguration = vscode.workspace.getConfiguration(SECTION)): EngineOptions {
+    const options: EngineOptions = secrets.chatApiKey ? { chatApiKey: secrets.chatApiKey } : {};
     for (const [key, option] of ENGINE_OPTIONS) {
         const inspected = config.inspect(key);
         const explicit = inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
@@ -40,4 +50,13 @@ export function affectsEngine(event: vscode.ConfigurationChangeEvent): boolean {
 
 export function affectsServerCommand(event: vscode.ConfigurationChangeEvent): boolean {
     return event.affectsConfiguration(`${SECTION}.server.command`);
+}
+
+/** `codeloupe.enable`: off, the extension starts no server and its commands are disabled. */
+export function isEnabled(): boolean {
+    return vscode.workspace.getConfiguration(SECTION).get<boolean>('enable', true);
+}
+
+export function affectsEnable(event: vscode.ConfigurationChangeEvent): boolean {
+    return event.affectsConfiguration(`${SECTION}.enable`);
 }
