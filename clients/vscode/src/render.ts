@@ -1,6 +1,7 @@
 // HTML for the results webview: pure functions of the server's answers (no vscode import).
 // Every page carries a strict CSP (no remote sources, scripts only with the page's nonce) and one script that
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
+import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
@@ -58,7 +59,6 @@ code, pre { font-family: var(--vscode-editor-font-family); font-size: var(--vsco
 .muted { opacity: .75; }
 .file { margin: 1em 0; }
 .chunk { margin: .4em 0 .4em 1em; }
-#answer { white-space: pre-wrap; }
 .note { border-left: 3px solid var(--vscode-textLink-foreground); padding: .2em .6em; }
 .error { color: var(--vscode-errorForeground); }
 ul.map { list-style: none; padding-left: 0; }
@@ -203,9 +203,15 @@ export function renderBundle(context: PageContext, result: SearchResult, note?: 
     return renderPage(context, `codeloupe: ${result.query}`, `<h1>${escapeHtml(result.query)}</h1>\n${noteHtml}${renderBundleSections(result)}`);
 }
 
-/** Prose and notes as escaped text (identifiers the engine kept in backticks become inline code). */
-function plainText(text: string): string {
-    return escapeHtml(text).replace(/`([^`\n]+)`/g, '<code>$1</code>');
+function citationLocation(citation: Citation, span?: string): Location {
+    if (span === undefined) {
+        return citation.location;
+    }
+    const [first, last] = span.split('-').map(Number);
+    return {
+        uri: citation.location.uri,
+        range: { start: { line: first - 1, character: 0 }, end: { line: last, character: 0 } },
+    };
 }
 
 /** The engine closes a narrated answer with a plain list of the files it did not cite; the view lists them
@@ -277,6 +283,11 @@ function fileLinkLocation(href: string): Location | undefined {
     if (!href.startsWith('file:')) {
         return undefined;
     }
+    const [uri, fragment = ''] = href.split('#', 2);
+    const lines = /^L(\d+)(?:-L?(\d+))?$/.exec(fragment);
+    const first = lines ? Number(lines[1]) : 1;
+    const last = lines?.[2] ? Number(lines[2]) : first;
+    return { uri, range: { start: { line: first - 1, character: 0 }, end: { line: lines ? last : first - 1, character: 0 } } };
 }
 
 function renderCitations(citations: Citation[]): string {
