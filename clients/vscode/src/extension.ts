@@ -438,6 +438,9 @@ function parseAskEvent(message: string | undefined): AskEvent | undefined {
 
 let controller: Controller | undefined;
 
+/** Exported so the client's tests can check which settings scopes reach the server. */
+export { engineOptions } from './settings';
+
 export function activate(context: vscode.ExtensionContext): CodeloupeApi {
     controller = new Controller();
     controller.register(context);

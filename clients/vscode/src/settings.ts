@@ -16,6 +16,13 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['chunkBudget', 'chunkBudget'],
 ];
 
+/**
+ * Settings that choose where code and keys are sent (or which model runs): honoured from the user's own settings
+ * only. A repository's `.vscode/settings.json` is its own input, like its `.codeloupe.toml`; the manifest scopes
+ * these `machine` so VS Code does not apply a workspace value either (docs/security.md).
+ */
+const USER_ONLY = new Set(['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model']);
+
 type EngineOptions = Record<string, unknown>;
 
 /** Where the chat API key lives: VS Code's SecretStorage (the OS keychain), never settings.json. */
@@ -27,7 +34,8 @@ export interface SecretOptions {
 }
 
 /**
- * The options the user set explicitly (user, workspace or folder scope), plus the stored secrets. Settings left at
+ * The options the user set explicitly (user, workspace or folder scope; endpoints and models from the user's own
+ * settings only), plus the stored secrets. Settings left at
  * their default are not sent, so the workspace's `.codeloupe.toml`, `[tool.codeloupe]` and `CODELOUPE_*` variables
  * keep applying.
  */
@@ -35,7 +43,9 @@ export function engineOptions(secrets: SecretOptions, config: vscode.WorkspaceCo
     const options: EngineOptions = secrets.chatApiKey ? { chatApiKey: secrets.chatApiKey } : {};
     for (const [key, option] of ENGINE_OPTIONS) {
         const inspected = config.inspect(key);
-        const explicit = inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
+        const explicit = USER_ONLY.has(key)
+            ? inspected?.globalValue
+            : inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
         if (explicit !== undefined) {
             options[option] = explicit;
         }

@@ -895,3 +895,36 @@ describe('packaging', function () {
         }
     });
 });
+
+describe('settings a repository cannot choose', function () {
+    const USER_ONLY = ['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model'];
+
+    /** A WorkspaceConfiguration whose every key has a user, a workspace and a folder value. */
+    function scopedConfig() {
+        return {
+            inspect: (key) => ({ key, globalValue: `user:${key}`, workspaceValue: `workspace:${key}`, workspaceFolderValue: `folder:${key}` }),
+        };
+    }
+
+    it('endpoints, models and keys come from the user scope only; other settings from the nearest scope', function () {
+        const options = extension.engineOptions({}, scopedConfig());
+        assert.equal(options.embedBaseUrl, 'user:embed.baseUrl', 'a .vscode/settings.json endpoint never pairs with the user key');
+        assert.equal(options.embedApiKey, 'user:embed.apiKey');
+        assert.equal(options.chatBaseUrl, 'user:chat.baseUrl');
+        assert.equal(options.embedProvider, 'user:embed.provider');
+        assert.equal(options.chunkBudget, 'folder:chunkBudget', 'harmless settings keep their folder value');
+        const workspaceOnly = { inspect: (key) => ({ key, workspaceValue: `workspace:${key}` }) };
+        const fromRepo = extension.engineOptions({}, workspaceOnly);
+        assert.equal(fromRepo.embedBaseUrl, undefined);
+        assert.equal(fromRepo.chatModel, undefined);
+        assert.equal(fromRepo.ignore, 'workspace:ignore');
+    });
+
+    it('the manifest keeps those settings (and the server command) out of workspace settings', function () {
+        const properties = packageJson.contributes.configuration.properties ?? packageJson.contributes.configuration[0].properties;
+        for (const key of [...USER_ONLY, 'server.command']) {
+            const scope = properties[`codeloupe.${key}`].scope;
+            assert.ok(scope === 'machine' || scope === 'application', `codeloupe.${key} has scope ${scope}`);
+        }
+    });
+});
