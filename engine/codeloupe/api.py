@@ -6,12 +6,21 @@ Everything the CLI, the language server and the tests use is here, and returns d
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from codeloupe.chunk.strategies import (
+    ChunkStrategy,
+    Strategy,
+    StrategyLoad,
+    load_workspace_strategies,
+    register_strategy,
+    registered_strategies,
+)
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
@@ -45,6 +54,8 @@ class Workspace:
             raise WorkspaceError(f"{root}: not a directory")
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         self.store = Store(self.settings.index_path(self.root))
+        # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
+        self.strategy_load: StrategyLoad = load_workspace_strategies(self.root)
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
@@ -72,7 +83,8 @@ class Workspace:
         """
         from codeloupe.graph import ensure_edges
 
-        report = index_workspace(self.root, self.store, self.settings, progress)
+        strategies = self._strategies()
+        report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         return report
 
@@ -82,7 +94,25 @@ class Workspace:
         Search sees the change at once (a delta view); graph edges are re-resolved by the next fresh graph
         read or `refresh_graph()`, not here, since resolution covers the whole workspace.
         """
-        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths])
+        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
+                           self._strategies())
+
+    def strategies(self) -> tuple[Strategy, ...]:
+        """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""
+        return (*registered_strategies(), *self.strategy_load.strategies)
+
+    def _strategies(self) -> tuple[Strategy, ...]:
+        """The strategies in force; when they differ from those the index was built with, the files either set
+        claims are dropped, so this run re-chunks them."""
+        strategies = self.strategies()
+        current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
+        known = json.loads(self.store.get_meta(_STRATEGIES_KEY, "[]"))
+        if current != known:
+            claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
+            self.store.delete_files([path for path in self.store.file_rows()
+                                     if Path(path.lower()).suffix in claimed])
+            self.store.set_meta(_STRATEGIES_KEY, json.dumps(current))
+        return strategies
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""
@@ -100,6 +130,23 @@ class Workspace:
 
         return embed_pending(self.store, self.embedding_provider(), self.settings, progress=progress,
                              prefer_paths=list(prefer_paths), should_stop=should_stop)
+
+    def scan(self):
+        """The census of extensions no built-in chunker covers (`codeloupe.forge.Census`)."""
+        from codeloupe.forge import scan
+
+        return scan(self.root, self.settings, self.strategies())
+
+    def forge(self, extensions: list[str] | None = None, on_attempt: Callable[..., None] | None = None):
+        """Have the chat model write a chunk strategy per uncovered extension, each accepted only by the
+        partition check (`codeloupe.forge.ForgeOutcome` each); accepted ones are trusted and in force at once."""
+        from codeloupe.forge import forge
+
+        outcomes = forge(self.root, self.settings, extensions=extensions, strategies=self.strategies(),
+                         on_attempt=on_attempt)
+        if any(outcome.accepted for outcome in outcomes):
+            self.strategy_load = load_workspace_strategies(self.root)
+        return outcomes
 
     # ------------------------------------------------------------------ queries
 
@@ -300,7 +347,24 @@ class Workspace:
         self.store.close()
 
 
+_STRATEGIES_KEY = "chunk_strategies"
+
+
+def _function_name(strategy: Strategy) -> str:
+    function = strategy.function
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+
+
 # ---------------------------------------------------------------------- one-shot functions
+
+
+def add_chunk_strategy(name: str, extensions: Iterable[str], function: ChunkStrategy) -> Strategy:
+    """Chunk files with these extensions with `function` in every workspace of this process, ahead of the
+    built-in chunkers and of workspace strategies (see `codeloupe.chunk.strategies.ChunkStrategy`). The index
+    re-chunks the files it claims on the next `Workspace.index`. With worker processes started by spawn (a
+    program running threads) the function travels by pickling: make it a module-level function."""
+    return register_strategy(name, list(extensions), function)
+
 
 
 def index_repo(root: Path | str, progress: ProgressFn | None = None, *, embed: bool = True,

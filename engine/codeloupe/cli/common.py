@@ -45,6 +45,8 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
         raise CliError(str(exc)) from exc
     if settings.ignored is not None:
         print(settings.ignored.message(), file=sys.stderr)
+    for warning in ws.strategy_load.warnings:
+        print(warning, file=sys.stderr)
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws
