@@ -40,6 +40,10 @@ class WorkspaceError(ValueError):
     """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
 
 
+class RemoteError(WorkspaceError):
+    """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""
+
+
 class Workspace:
     """One indexed workspace folder, kept warm: the store plus the lanes' in-memory matrices.
 
@@ -53,9 +57,13 @@ class Workspace:
         if not self.root.is_dir():
             raise WorkspaceError(f"{root}: not a directory")
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
-        self.store = Store(self.settings.index_path(self.root))
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
-        self.strategy_load: StrategyLoad = load_workspace_strategies(self.root)
+        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root))
+
+    def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
+        """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
+        self.store = Store(index_path)
+        self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
@@ -196,13 +204,23 @@ class Workspace:
             schema_version=int(self.store.get_meta("schema_version", "0")),
         )
 
+    @property
+    def revision(self) -> str:
+        """The commit every path is read at: "" for a folder on disk (whatever it holds now)."""
+        return ""
+
+    def read_bytes(self, path: str) -> bytes:
+        """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
+        return (self.root / self.relative(path)).read_bytes()
+
     def read_lines(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
-        """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from disk."""
+        """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from its source."""
         rel = self.relative(path)
-        file = self.root / rel
-        if not file.is_file():
-            raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)")
-        lines = file.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        try:
+            raw = self.read_bytes(rel)
+        except OSError:
+            raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
+        lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
         if start_line is None:
             return "".join(lines)
         end_line = len(lines) if end_line is None else end_line
@@ -370,6 +388,35 @@ def add_chunk_strategy(name: str, extensions: Iterable[str], function: ChunkStra
 def index_repo(root: Path | str, progress: ProgressFn | None = None, *, embed: bool = True,
                overrides: dict[str, Any] | None = None) -> IndexReport:
     ws = Workspace(root, overrides=overrides)
+    try:
+        report = ws.index(progress)
+        if embed:
+            ws.embed(progress)
+        return report
+    finally:
+        ws.close()
+
+
+def is_remote_source(text: str) -> bool:
+    """An http(s) URL (of a .tar.gz) or `owner/repo@ref` that names no local folder."""
+    from codeloupe.remote import is_remote
+
+    return is_remote(text)
+
+
+def open_remote(source: str, settings: Settings | None = None, overrides: dict[str, Any] | None = None, *,
+                refresh: bool = False) -> Workspace:
+    """A remote repository's index as a `Workspace` (`codeloupe.remote.RemoteWorkspace`): search, graph and ask
+    work on it; its `index()` downloads the tarball when there is no index yet, or always with `refresh`."""
+    from codeloupe.remote import RemoteWorkspace
+
+    return RemoteWorkspace(source, settings, overrides, refresh=refresh)
+
+
+def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,
+                 overrides: dict[str, Any] | None = None) -> IndexReport:
+    """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""
+    ws = open_remote(source, overrides=overrides, refresh=True)
     try:
         report = ws.index(progress)
         if embed:

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -76,6 +76,31 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
 
+    return _finish_report(report, store, skipped, started)
+
+
+def index_files(store: Store, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
+                skipped: Mapping[str, int], strategies: tuple[Strategy, ...] = (),
+                progress: ProgressFn | None = None) -> IndexReport:
+    """Bring the store up to date with a tree held in memory (a remote tarball's files, already past the path
+    rules): the same content rules, chunking and writes as `index_workspace`; paths not in `files` leave it."""
+    started = time.perf_counter()
+    report = IndexReport(root=label, index_path=str(store.path), files_seen=len(files))
+    counted = Counter(skipped)
+    existing = store.file_rows()
+    present = {candidate.rel_path for candidate, _ in files}
+    report.files_deleted = store.delete_files([path for path in existing if path not in present])
+    for done, (candidate, raw) in enumerate(files, 1):
+        row = existing.get(candidate.rel_path)
+        outcome = _apply(prepare_bytes(candidate, raw, _known_hash(row), settings, strategies), row, store, report)
+        if outcome:
+            counted[outcome] += 1
+        if progress and (done % 50 == 0 or done == len(files)):
+            progress(Progress("chunk", done, len(files), candidate.rel_path))
+    return _finish_report(report, store, counted, started)
+
+
+def _finish_report(report: IndexReport, store: Store, skipped: Counter[str], started: float) -> IndexReport:
     counts = store.counts()
     report.chunks, report.symbols = counts["chunks"], counts["symbols"]
     report.languages = store.language_counts()
@@ -137,6 +162,12 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings,
         raw = candidate.abs_path.read_bytes()
     except OSError as exc:
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
+    return prepare_bytes(candidate, raw, known_hash, settings, strategies)
+
+
+def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
+                  strategies: tuple[Strategy, ...] = ()) -> Prepared:
+    """`prepare` for bytes already in hand (read from disk, or from a tarball in memory)."""
     digest = content_hash(raw)
     if digest == known_hash:
         return Prepared(candidate, digest, same_content=True)
