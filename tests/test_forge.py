@@ -209,11 +209,17 @@ def test_a_cloned_strategy_file_runs_nothing_until_its_bytes_are_trusted(
         assert chunks_of(ws, "rules/beta.zog") == [(1, 4, "block", "beta0"), (5, 8, "block", "beta1")]
     finally:
         ws.close()
+    assert main(["trust", "--list"]) == 0
+    assert f"strategy {path}  trusted" in capsys.readouterr().out
     marker.unlink()
     path.write_text(path.read_text() + "# edited\n")
+    assert main(["trust", "--list"]) == 0
+    assert f"strategy {path}  CHANGED" in capsys.readouterr().out
     load = load_workspace_strategies(repo)
     assert load.strategies == [] and not marker.exists()
     assert "CHANGED since you trusted it" in load.warnings[0]
+    assert main(["trust", "--revoke", "--strategy", str(path)]) == 0
+    assert TrustStore.default().strategy_entries() == []
     ws = open_ws(repo)  # the strategy is gone: its files go back to the built-in chunkers
     try:
         ws.index()

@@ -273,3 +273,23 @@ def test_a_remote_repository_runs_none_of_its_strategy_files(served: TarballServ
     report = index_remote("acme/widget@main", embed=False)
     assert report.files_indexed == 7 and not marker.exists()
     assert isinstance(open_remote("acme/widget@main"), Workspace)
+
+
+def test_a_tree_in_memory_follows_the_same_rules_as_the_same_tree_on_disk(tmp_path: Path) -> None:
+    from codeloupe.discover import tree_walk, walk
+    from codeloupe.settings import Settings
+
+    tree = {**FILES, "docs/.gitignore": "*.tmp\n!keep.tmp\n", "docs/a.tmp": "x\n", "docs/keep.tmp": "k\n",
+            "docs/guide.md": "# Guide\n", "build/out.js": "1\n", "pkg.egg-info/PKG-INFO": "x\n",
+            "Cargo.lock": "lock\n", "big.txt": "y" * 2000 + "\n", "sub/.codeloupeignore": "gen/\n",
+            "sub/gen/made.py": "x = 1\n", "sub/own.py": "y = 2\n"}
+    for path, text in tree.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    settings = Settings(max_file_bytes=1000, ignore=["*.md"])
+    on_disk = walk(tmp_path, settings)
+    in_memory = tree_walk({path: len(text.encode()) for path, text in tree.items()},
+                          lambda rel: tree.get(rel), settings)
+    assert [c.rel_path for c in in_memory.candidates] == [c.rel_path for c in on_disk.candidates]
+    assert in_memory.skipped == on_disk.skipped
+    assert "docs/keep.tmp" in [c.rel_path for c in in_memory.candidates]
