@@ -387,7 +387,10 @@ def add_chunk_strategy(name: str, extensions: Iterable[str], function: ChunkStra
 
 def index_repo(root: Path | str, progress: ProgressFn | None = None, *, embed: bool = True,
                overrides: dict[str, Any] | None = None) -> IndexReport:
-    ws = Workspace(root, overrides=overrides)
+    return _index_closing(Workspace(root, overrides=overrides), progress, embed)
+
+
+def _index_closing(ws: Workspace, progress: ProgressFn | None, embed: bool) -> IndexReport:
     try:
         report = ws.index(progress)
         if embed:
@@ -416,14 +419,7 @@ def open_remote(source: str, settings: Settings | None = None, overrides: dict[s
 def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,
                  overrides: dict[str, Any] | None = None) -> IndexReport:
     """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""
-    ws = open_remote(source, overrides=overrides, refresh=True)
-    try:
-        report = ws.index(progress)
-        if embed:
-            ws.embed(progress)
-        return report
-    finally:
-        ws.close()
+    return _index_closing(open_remote(source, overrides=overrides, refresh=True), progress, embed)
 
 
 def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code", limit: int = 12,

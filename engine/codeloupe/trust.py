@@ -102,41 +102,53 @@ class TrustStore:
             raise
 
     def entries(self) -> list[TrustEntry]:
-        return sorted(self._read().workspaces.values(), key=lambda e: e.root)
+        return self._entries("workspaces")
 
     def state(self, root: Path, digest: str) -> str:
-        return _state(self._read().workspaces, _key(root), digest)
+        return self._state("workspaces", root, digest)
 
     def trust(self, root: Path, digest: str) -> None:
-        records = self._read()
-        records.workspaces[_key(root)] = _entry(root, digest)
-        self._write(records)
+        self._put("workspaces", root, digest)
 
     def revoke(self, root: Path) -> bool:
         """Forget a workspace; False when it was not trusted."""
-        records = self._read()
-        if records.workspaces.pop(_key(root), None) is None:
-            return False
-        self._write(records)
-        return True
+        return self._drop("workspaces", root)
 
     # ------------------------------------------------------------------ forged chunk strategies
 
     def strategy_entries(self) -> list[TrustEntry]:
-        return sorted(self._read().strategies.values(), key=lambda e: e.root)
+        return self._entries("strategies")
 
     def strategy_state(self, path: Path, digest: str) -> str:
         """TRUSTED when the file at `path` was accepted with these bytes, CHANGED when with other bytes."""
-        return _state(self._read().strategies, _key(path), digest)
+        return self._state("strategies", path, digest)
 
     def trust_strategy(self, path: Path, digest: str) -> None:
-        records = self._read()
-        records.strategies[_key(path)] = _entry(path, digest)
-        self._write(records)
+        self._put("strategies", path, digest)
 
     def revoke_strategy(self, path: Path) -> bool:
+        return self._drop("strategies", path)
+
+    # ------------------------------------------------------------------ either section
+
+    def _entries(self, section: str) -> list[TrustEntry]:
+        return sorted(getattr(self._read(), section).values(), key=lambda e: e.root)
+
+    def _state(self, section: str, path: Path, digest: str) -> str:
+        entry = getattr(self._read(), section).get(_key(path))
+        if entry is None:
+            return UNTRUSTED
+        return TRUSTED if entry.sha256 == digest else CHANGED
+
+    def _put(self, section: str, path: Path, digest: str) -> None:
         records = self._read()
-        if records.strategies.pop(_key(path), None) is None:
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        getattr(records, section)[_key(path)] = TrustEntry(_key(path), digest, now)
+        self._write(records)
+
+    def _drop(self, section: str, path: Path) -> bool:
+        records = self._read()
+        if getattr(records, section).pop(_key(path), None) is None:
             return False
         self._write(records)
         return True
@@ -152,18 +164,6 @@ def _section(raw: Mapping[str, Any]) -> dict[str, TrustEntry]:
 
 def _payload(entries: dict[str, TrustEntry]) -> dict[str, dict[str, str]]:
     return {root: {"sha256": e.sha256, "trusted_at": e.trusted_at} for root, e in sorted(entries.items())}
-
-
-def _state(entries: dict[str, TrustEntry], key: str, digest: str) -> str:
-    entry = entries.get(key)
-    if entry is None:
-        return UNTRUSTED
-    return TRUSTED if entry.sha256 == digest else CHANGED
-
-
-def _entry(path: Path, digest: str) -> TrustEntry:
-    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    return TrustEntry(_key(path), digest, now)
 
 
 def _key(root: Path) -> str:

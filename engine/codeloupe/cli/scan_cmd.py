@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     for count in census.uncovered:
         label = count.extension or "(no extension)"
         hint = "  (forge can write one)" if count.extension and count.files >= MIN_FILES else ""
-        print(f"  {label:<16} {count.files:>5} files, chunked as plain line windows{hint}")
+        print(f"  {label:<16} {count.files:>5} files, no chunker of their own{hint}")
     for count in census.forged:
         print(f"  {count.extension:<16} {count.files:>5} files, chunked by the strategy {count.strategy!r}")
     return 0
