@@ -275,6 +275,6 @@ def load_workspace_strategies(root: Path, trust: TrustStore | None = None) -> St
             continue
         _compiled[digest] = function
         out.strategies.append(Strategy(path.stem, extensions, source, digest, origin=str(path)))
-    for warning in out.warnings:
-        log.warning("%s", warning)
+    for warning in out.warnings:  # the surfaces show `warnings` to the user; this is for the log
+        log.info("%s", warning)
     return out
