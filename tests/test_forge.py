@@ -309,3 +309,17 @@ def test_chunk_file_falls_back_when_a_strategy_returns_no_partition() -> None:
     chunked = chunk_file("a.zog", text, "text", strategies=[gapped])
     assert chunked.fallback_reason.startswith("strategy gapped: not a line partition")
     assert [c.kind for c in chunked.chunks] == ["window"]
+
+
+def backtracks(text: str, lines: list[str]) -> list[tuple[int, int]]:
+    import re
+
+    re.match(r"(a+)+$", "a" * 64 + "b")  # exponential: hours without the bound
+    return [(1, len(lines))]
+
+
+def test_a_catastrophic_regular_expression_is_cut_off_too() -> None:
+    text = zog("x", 1)
+    with pytest.raises(StrategyError, match="time bound"):
+        apply_strategy(Strategy("backtracks", (".zog",), function=backtracks), text, text.splitlines(keepends=True),
+                       timeout_s=0.2)

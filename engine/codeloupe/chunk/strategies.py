@@ -190,10 +190,12 @@ def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
     """Run `call` for at most `timeout_s`.
 
     On a process's main thread (the CLI, the indexer's worker processes) an interval timer interrupts the
-    strategy between bytecodes. Elsewhere (the language server indexes on a thread) the call runs on a daemon
-    thread that is abandoned when late, and the strategy is not started again in this process. Neither stops
-    C code that never returns to the interpreter (a catastrophic regular expression): the contract asks for
-    quick code, and forge only accepts a strategy that passed every matching file within the bound.
+    strategy: Python code between bytecodes, and the regular expression engine too (it checks for signals, so a
+    catastrophic backtrack is cut off). Elsewhere (the language server indexes on a thread) the call runs on a
+    daemon thread that is abandoned when late, and the strategy is not started again in this process; there a
+    long call into C that keeps the interpreter lock (a catastrophic regular expression) holds up the process
+    until it returns. The contract asks for quick code, and forge only accepts a strategy that passed every
+    matching file within the bound.
     """
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         def on_alarm(_signum: int, _frame: object) -> None:
