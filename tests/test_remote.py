@@ -293,3 +293,22 @@ def test_a_tree_in_memory_follows_the_same_rules_as_the_same_tree_on_disk(tmp_pa
     assert [c.rel_path for c in in_memory.candidates] == [c.rel_path for c in on_disk.candidates]
     assert in_memory.skipped == on_disk.skipped
     assert "docs/keep.tmp" in [c.rel_path for c in in_memory.candidates]
+
+
+def test_ask_and_graph_take_a_remote_source_on_the_command_line(
+        served: TarballServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    with ChatServer() as chat:
+        chat.add(Reply(render=lambda body: f"It splits on `=` [[{cite(body, 'pkg/parser.py')}:1-3]]."))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        assert main(["ask", "acme/widget@main", "how is the configuration parsed?", "--json", "--no-embed",
+                     "--no-agents"]) == 0
+    done = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert done["type"] == "done" and done["bundle"]["revision"] == SHA
+    assert [(c["path"], c["revision"]) for c in done["citations"]] == [("pkg/parser.py", SHA)]
+    assert main(["graph", "acme/widget@main", "--json", "--no-embed"]) == 0
+    edges = json.loads(capsys.readouterr().out)["edges"]
+    assert {"source": "app.py", "target": "pkg/parser.py"}.items() <= next(
+        e for e in edges if e["source"] == "app.py").items()
+    assert served.requests == ["/acme/widget/main.tar.gz"]  # indexed once, by the first command that needed it
