@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import codecs
 import os
+import posixpath
 import stat
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +96,10 @@ def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    return _spec(lines)
+
+
+def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec | None:
     spec = pathspec.GitIgnoreSpec.from_lines(lines)
     return spec if len(spec.patterns) else None
 
@@ -108,6 +114,12 @@ class IgnoreRules:
 
     def enter(self, rel_dir: str, abs_dir: Path) -> None:
         specs = [s for s in (_load_spec(abs_dir / name) for name in IGNORE_FILE_NAMES) if s is not None]
+        if specs:
+            self._specs[rel_dir] = specs
+
+    def enter_texts(self, rel_dir: str, texts: list[str]) -> None:
+        """`enter` for a tree that is not on disk: the texts of the directory's ignore files."""
+        specs = [s for s in (_spec(text.splitlines()) for text in texts) if s is not None]
         if specs:
             self._specs[rel_dir] = specs
 
@@ -155,18 +167,15 @@ def walk(root: Path, settings: Settings) -> Walk:
             if stat.S_ISLNK(st.st_mode):
                 continue  # links are not followed: they escape the workspace or duplicate files in it
             if stat.S_ISDIR(st.st_mode):
-                if entry.name in SKIP_DIRS or entry.name.endswith(SKIP_DIR_SUFFIXES):
-                    out.skipped["skipped directory"] += 1
-                elif rules.ignored(rel, is_dir=True):
-                    out.skipped["ignored directory"] += 1
+                reason = _dir_skip_reason(entry.name, rel, rules)
+                if reason:
+                    out.skipped[reason] += 1
                 else:
                     stack.append((rel, Path(entry.path)))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            reason = _path_skip_reason(entry.name, st.st_size, settings)
-            if not reason and rules.ignored(rel, is_dir=False):
-                reason = "ignored"
+            reason = _file_skip_reason(entry.name, rel, st.st_size, rules, settings)
             if reason:
                 out.skipped[reason] += 1
                 continue
@@ -187,15 +196,58 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     rules.enter("", root)
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
-        if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
-            return "skipped directory"
-        if rules.ignored(rel_dir, is_dir=True):
-            return "ignored directory"
+        reason = _dir_skip_reason(name, rel_dir, rules)
+        if reason:
+            return reason
         rules.enter(rel_dir, root / rel_dir)
     path = root / rel_path
     if path.is_symlink() or not path.is_file():
         return "not a regular file"
-    reason = _path_skip_reason(parts[-1], path.stat().st_size, settings)
+    return _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, settings)
+
+
+def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None], settings: Settings) -> Walk:
+    """`walk` for a tree that is not on disk (a tarball's members): `files` maps each regular file's POSIX path
+    to its size, `ignore_text(rel_path)` gives an ignore file's text (None: no such file). The same directory,
+    ignore-file and name rules as `walk`; the candidates' `abs_path` is their relative path."""
+    rules = IgnoreRules(Path("."), settings.ignore)
+    verdicts: dict[str, str] = {}  # directory -> why it is skipped ("" when it is walked)
+    out = Walk()
+
+    def directory(rel_dir: str) -> str:
+        if rel_dir not in verdicts:
+            parent = posixpath.dirname(rel_dir)
+            reason = (directory(parent) if rel_dir else "") or (
+                _dir_skip_reason(posixpath.basename(rel_dir), rel_dir, rules) if rel_dir else "")
+            if not reason:
+                texts = [ignore_text(posixpath.join(rel_dir, name)) for name in IGNORE_FILE_NAMES]
+                rules.enter_texts(rel_dir, [t for t in texts if t is not None])
+            elif not (rel_dir and directory(parent)):  # counted once, where the skip starts, like `walk`
+                out.skipped[reason] += 1
+            verdicts[rel_dir] = reason
+        return verdicts[rel_dir]
+
+    for rel in sorted(files):
+        if directory(posixpath.dirname(rel)):
+            continue
+        reason = _file_skip_reason(posixpath.basename(rel), rel, files[rel], rules, settings)
+        if reason:
+            out.skipped[reason] += 1
+        else:
+            out.candidates.append(Candidate(rel, Path(rel), files[rel], 0.0))
+    return out
+
+
+def _dir_skip_reason(name: str, rel_dir: str, rules: IgnoreRules) -> str:
+    if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
+        return "skipped directory"
+    if rules.ignored(rel_dir, is_dir=True):
+        return "ignored directory"
+    return ""
+
+
+def _file_skip_reason(name: str, rel_path: str, size: int, rules: IgnoreRules, settings: Settings) -> str:
+    reason = _path_skip_reason(name, size, settings)
     if not reason and rules.ignored(rel_path, is_dir=False):
         reason = "ignored"
     return reason

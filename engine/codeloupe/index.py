@@ -17,13 +17,14 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
+from codeloupe.chunk.strategies import Strategy
 from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, Store
@@ -43,7 +44,7 @@ def content_hash(raw: bytes) -> str:
 
 
 def index_workspace(root: Path, store: Store, settings: Settings,
-                    progress: ProgressFn | None = None) -> IndexReport:
+                    progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Bring the store up to date with the workspace on disk."""
     started = time.perf_counter()
     root = Path(root)
@@ -64,7 +65,8 @@ def index_workspace(root: Path, store: Store, settings: Settings,
             work.append((candidate, row))
     total = len(found.candidates)
     done = report.files_unchanged
-    for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings)):
+    for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
+                                                                         strategies)):
         outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
@@ -74,6 +76,31 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
 
+    return _finish_report(report, store, skipped, started)
+
+
+def index_files(store: Store, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
+                skipped: Mapping[str, int], strategies: tuple[Strategy, ...] = (),
+                progress: ProgressFn | None = None) -> IndexReport:
+    """Bring the store up to date with a tree held in memory (a remote tarball's files, already past the path
+    rules): the same content rules, chunking and writes as `index_workspace`; paths not in `files` leave it."""
+    started = time.perf_counter()
+    report = IndexReport(root=label, index_path=str(store.path), files_seen=len(files))
+    counted = Counter(skipped)
+    existing = store.file_rows()
+    present = {candidate.rel_path for candidate, _ in files}
+    report.files_deleted = store.delete_files([path for path in existing if path not in present])
+    for done, (candidate, raw) in enumerate(files, 1):
+        row = existing.get(candidate.rel_path)
+        outcome = _apply(prepare_bytes(candidate, raw, _known_hash(row), settings, strategies), row, store, report)
+        if outcome:
+            counted[outcome] += 1
+        if progress and (done % 50 == 0 or done == len(files)):
+            progress(Progress("chunk", done, len(files), candidate.rel_path))
+    return _finish_report(report, store, counted, started)
+
+
+def _finish_report(report: IndexReport, store: Store, skipped: Counter[str], started: float) -> IndexReport:
     counts = store.counts()
     report.chunks, report.symbols = counts["chunks"], counts["symbols"]
     report.languages = store.language_counts()
@@ -82,7 +109,8 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     return report
 
 
-def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str]) -> IndexReport:
+def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+                strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Re-index just these files (saved, created or deleted): the editor's fast path."""
     started = time.perf_counter()
     root = Path(root).resolve()
@@ -106,7 +134,7 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
         if _is_current(candidate, row):
             report.files_unchanged += 1
             continue
-        outcome = _apply(prepare(candidate, _known_hash(row), settings), row, store, report)
+        outcome = _apply(prepare(candidate, _known_hash(row), settings, strategies), row, store, report)
         if outcome:
             skipped[outcome] += 1
     report.skipped = dict(skipped)
@@ -127,12 +155,19 @@ class Prepared:
     line_count: int = 0
 
 
-def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepared:
+def prepare(candidate: Candidate, known_hash: str, settings: Settings,
+            strategies: tuple[Strategy, ...] = ()) -> Prepared:
     """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index."""
     try:
         raw = candidate.abs_path.read_bytes()
     except OSError as exc:
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
+    return prepare_bytes(candidate, raw, known_hash, settings, strategies)
+
+
+def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
+                  strategies: tuple[Strategy, ...] = ()) -> Prepared:
+    """`prepare` for bytes already in hand (read from disk, or from a tarball in memory)."""
     digest = content_hash(raw)
     if digest == known_hash:
         return Prepared(candidate, digest, same_content=True)
@@ -141,12 +176,13 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepar
         return Prepared(candidate, digest, skip_reason=decoded.skip_reason)
     text = decoded.text
     language = detect_language(candidate.rel_path, text[:200])
-    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget)
+    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies)
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
                     line_count=len(text.splitlines()))
 
 
-def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Iterator[Prepared]:
+def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
+                 strategies: tuple[Strategy, ...]) -> Iterator[Prepared]:
     """Prepare files in order; in a pool of worker processes when there are enough to pay for starting it."""
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     done = 0
@@ -154,7 +190,7 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Itera
         try:
             with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
                 for prepared in pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs],
-                                         [settings] * len(jobs), chunksize=16):
+                                         [settings] * len(jobs), [strategies] * len(jobs), chunksize=16):
                     done += 1
                     yield prepared
             return
@@ -163,7 +199,7 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Itera
             # finish in this process rather than fail the index.
             log.warning("chunking in worker processes failed (%s); continuing in this process", exc)
     for candidate, known in jobs[done:]:
-        yield prepare(candidate, known, settings)
+        yield prepare(candidate, known, settings, strategies)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

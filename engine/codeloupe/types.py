@@ -169,6 +169,7 @@ class Bundle:
     lanes: list[LaneStatus]
     timing_ms: dict[str, float]
     scope: str = ""
+    revision: str = ""  # a remote index: the commit every path is at ("" for a folder on disk)
 
     @property
     def files(self) -> list[FileHit]:

@@ -139,6 +139,8 @@ class CodeloupeServer(LanguageServer):
             return None
         if settings.ignored is not None:  # once per folder (the message names it), not on every reopen
             self.warn(settings.ignored.message(), once=True)
+        for warning in folder.ws.strategy_load.warnings:  # strategy files that are not run, and why
+            self.warn(warning, once=True)
         self.folders.add(folder)
         folder.request_full()
         return folder

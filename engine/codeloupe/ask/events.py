@@ -22,6 +22,7 @@ class Citation:
     requested: tuple[int, int] | None = None  # the lines the model asked for, before snapping; None: whole
     snapped: bool = False  # widened to enclosing symbol edges
     changed: bool = False  # the file changed since it was indexed and the span was re-located
+    revision: str = ""  # a remote index: the commit the span was read at
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
 from codeloupe.discover import DiscoverError
 from codeloupe.index import ProgressFn
 from codeloupe.settings import SettingsError, load_settings
@@ -18,8 +18,9 @@ from codeloupe.types import Progress
 from . import CliError
 
 
-def add_workspace_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="the workspace folder")
+def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
+    parser.add_argument("path", help="the workspace folder" + (
+        ", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
     group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
     group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     group.add_argument("--embed-model")
@@ -30,14 +31,20 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
 
 
 def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
-    """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top."""
+    """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
+    a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh)."""
+    flags = {key: getattr(args, key, None) for key in
+             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
+    if hasattr(args, "remote_refresh") and is_remote_source(args.path):
+        try:
+            return open_remote(args.path, load_settings(None, {**flags, **overrides}), refresh=args.remote_refresh)
+        except (SettingsError, StoreError, WorkspaceError) as exc:
+            raise CliError(str(exc)) from exc
     root = Path(args.path)
     if not root.exists():
         raise CliError(f"{root}: no such directory")
     if not root.is_dir():
         raise CliError(f"{root}: is a file, not a directory (pass the workspace folder)")
-    flags = {key: getattr(args, key, None) for key in
-             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
     try:
         settings = load_settings(root, {**flags, **overrides})
         ws = Workspace(root, settings)
@@ -45,6 +52,8 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
         raise CliError(str(exc)) from exc
     if settings.ignored is not None:
         print(settings.ignored.message(), file=sys.stderr)
+    for warning in ws.strategy_load.warnings:
+        print(warning, file=sys.stderr)
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws
@@ -64,7 +73,7 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
                 except EmbeddingError as exc:
                     # The lexical and symbol lanes still answer; the result says the dense lane is not ready.
                     print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
-    except DiscoverError as exc:
+    except (DiscoverError, RemoteError) as exc:
         raise CliError(str(exc)) from exc
     return report, embedded
 

@@ -23,7 +23,7 @@ from .common import add_workspace_args, index_workspace, open_workspace
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("graph", help="import/call graph: communities, hubs, one file, a route")
-    add_workspace_args(parser)
+    add_workspace_args(parser, remote=True)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its neighbours")
     what.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--html", metavar="OUT", help="write the map as a self-contained HTML page")
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing skeleton vectors first (the semantic lane stays as it is)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(remote_refresh=False, func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -61,7 +61,7 @@ def _resolve_and_store(ws: Workspace) -> None:
     stored = edge_store.all_facts(ws.store)
     facts = {path: FileFacts.from_json(raw) for path, (_, _, raw) in stored.items()}
     paths = {path for _, path, _ in edge_store.node_files(ws.store)}
-    ctx = ResolveContext(ws.root, facts, paths, RESOLVERS)
+    ctx = ResolveContext(ws.root, facts, paths, RESOLVERS, ws.read_bytes)
     existing = edge_store.edges_by_file(ws.store)
     changed: dict[int, list[edge_store.EdgeTuple]] = {}
     for path, (file_id, _, _) in stored.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -96,8 +97,9 @@ class ResolveContext:
     """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
 
     def __init__(self, root: Path, facts: dict[str, FileFacts], paths: set[str],
-                 resolvers: dict[str, LanguageResolver]) -> None:
+                 resolvers: dict[str, LanguageResolver], read: Callable[[str], bytes] | None = None) -> None:
         self.root = root
+        self._read = read or (lambda rel: (root / rel).read_bytes())  # a remote index reads its own copy
         self.facts = facts
         self.paths = paths
         self.resolvers = resolvers  # language -> resolver
@@ -131,10 +133,10 @@ class ResolveContext:
         return path in self.paths
 
     def read_config(self, rel: str) -> str | None:
-        """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from disk; None when absent."""
+        """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from its source; None when absent."""
         try:
-            return (self.root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            return self._read(rel).decode("utf-8", errors="replace")
+        except (OSError, ValueError):  # ValueError: a path the workspace refuses
             return None
 
     def unique_global(self, family: str, path: str, name: str) -> str:

@@ -347,6 +347,11 @@ class Store:
         )
         return [SymbolRow(*r) for r in rows]
 
+    def file_encoding(self, file_id: int) -> str:
+        """The encoding the file's bytes were decoded with ("" when the file is not in the index)."""
+        rows = self.query("SELECT encoding FROM files WHERE id=?", (file_id,))
+        return rows[0][0] if rows else ""
+
     def skeletons(self) -> dict[int, str]:
         return dict(self.query("SELECT file_id, text FROM skeletons"))
 
