@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
@@ -30,9 +31,10 @@ class Workspace:
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
-            raise WorkspaceError(f"{root}: not a directory")
+        try:
+            self.root = check_root(Path(root))
+        except DiscoverError as exc:
+            raise WorkspaceError(str(exc)) from None
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         self.store = Store(self.settings.index_path(self.root))
         self._lock = threading.RLock()

@@ -10,10 +10,12 @@ embedder fills vectors in afterwards (`codeloupe.embed.background`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import multiprocessing
 import os
+import stat
 import threading
 import time
 from collections import Counter
@@ -24,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
-from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
+from codeloupe.discover import (
+    Candidate,
+    CandidateChanged,
+    decode_source,
+    path_skip_reason,
+    read_candidate_bytes,
+    walk,
+)
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, Store
 from codeloupe.types import ChunkedFile, IndexReport, Progress
@@ -91,7 +100,11 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
     skipped: Counter[str] = Counter()
     for rel in sorted(set(rel_paths)):
         path = root / rel
-        if not path.is_file():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):  # gone, or now a link or a directory: not indexed
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
             continue
         if rel not in existing:  # new to the index: the walk's rules decide whether it belongs in it
@@ -99,9 +112,8 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
             if reason:
                 skipped[reason] += 1
                 continue
-        st = path.stat()
         report.files_seen += 1
-        candidate = Candidate(rel, path, st.st_size, st.st_mtime)
+        candidate = Candidate.from_stat(rel, path, st)
         row = existing.get(rel)
         if _is_current(candidate, row):
             report.files_unchanged += 1
@@ -130,8 +142,12 @@ class Prepared:
 def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepared:
     """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index."""
     try:
-        raw = candidate.abs_path.read_bytes()
+        raw = read_candidate_bytes(candidate)
+    except CandidateChanged:
+        return Prepared(candidate, skip_reason="replaced since discovery")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link where discovery saw a file
+            return Prepared(candidate, skip_reason="replaced since discovery")
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
     digest = content_hash(raw)
     if digest == known_hash:

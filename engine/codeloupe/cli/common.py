@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.discover import DiscoverError
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn
 from codeloupe.settings import SettingsError, load_settings
 from codeloupe.store import StoreError
@@ -31,10 +31,10 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
 
 def open_workspace(args: argparse.Namespace) -> Workspace:
     root = Path(args.path)
-    if not root.exists():
-        raise CliError(f"{root}: no such directory")
-    if not root.is_dir():
-        raise CliError(f"{root}: is a file, not a directory (pass the workspace folder)")
+    try:
+        check_root(root)  # before the settings files in it are read: an unreadable root is one clear line
+    except DiscoverError as exc:
+        raise CliError(str(exc)) from exc
     overrides = {key: getattr(args, key, None) for key in
                  ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
     try:
