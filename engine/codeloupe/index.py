@@ -35,7 +35,7 @@ from codeloupe.discover import (
     walk,
 )
 from codeloupe.settings import Settings
-from codeloupe.store import FileRow, Store
+from codeloupe.store import FileRow, Store, StoreRebuilt
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
 log = logging.getLogger("codeloupe.index")
@@ -53,7 +53,23 @@ def content_hash(raw: bytes) -> str:
 
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None) -> IndexReport:
-    """Bring the store up to date with the workspace on disk."""
+    """Bring the store up to date with the workspace on disk.
+
+    Damage found mid-run moves the index aside and empties the store (a write raises `StoreRebuilt`, a read
+    answers from the new file): the run then starts over once, into the new file, so the command that met
+    the damage also repairs it."""
+    recoveries = store.recoveries
+    try:
+        report = _index_workspace(root, store, settings, progress)
+    except StoreRebuilt as exc:
+        log.warning("%s", exc)
+    else:
+        if store.recoveries == recoveries:
+            return report
+    return _index_workspace(root, store, settings, progress)
+
+
+def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = walk(root, settings)

@@ -1,14 +1,17 @@
 """The workspace index: one SQLite file, the only module that speaks SQL.
 
 WAL mode, and every file's update is one transaction, so a crash or a kill mid-index leaves a consistent
-index that the next run resumes from. A schema version mismatch or a corrupt file triggers a clean rebuild
-(`Store.rebuilt_reason` says why). Two counters in `meta` let warm readers notice what changed:
+index that the next run resumes from. A schema version mismatch or a damaged file (found by the open-time
+check or by any later statement) triggers a clean rebuild; a damaged file is moved aside first
+(`Store.rebuilt_reason` says why). Reads never write, so a full disk or a read-only cache still searches;
+a write on a full disk is a `StoreError` that leaves the index as it was. Two counters in `meta` let warm readers notice what changed:
 `content_generation` (files, chunks, symbols) and `vector_generation` (embeddings).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import uuid
@@ -20,7 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store.edges import EDGES_SCHEMA
+from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, move_aside
 from codeloupe.types import ChunkedFile
+
+log = logging.getLogger("codeloupe.store")
 
 SCHEMA_VERSION = 1
 
@@ -85,6 +91,12 @@ CREATE TABLE IF NOT EXISTS skeleton_vectors (
 
 class StoreError(RuntimeError):
     """The index file cannot be opened or written (permissions, disk full)."""
+
+
+class StoreRebuilt(StoreError):
+    """A statement found the index damaged: it was moved aside and the store started over, empty.
+
+    Raised by a write (which cannot be replayed); reads retry on the new file and return what it holds."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +165,9 @@ class Store:
         self.path = Path(path)
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
+        self._generations: dict[str, int] = {}  # the last value each counter was read at
+        self.recoveries = 0  # damage met in use and repaired by starting over (a run in progress restarts)
+        self._volatile_index_id = ""  # for an old index on a disk that cannot take the write
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -177,27 +192,68 @@ class Store:
                 has_files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
                 if has_files:
                     raise sqlite3.DatabaseError("schema version missing")
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._initialise(conn)
             elif int(row[0]) != SCHEMA_VERSION:
                 conn.close()
                 return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
-            conn.execute("PRAGMA quick_check").fetchone()
+            problem = integrity_problem(conn)
+            if problem:
+                conn.close()
+                return self._rebuild(f"corrupt index ({problem})", damaged=True)
             return conn
         except sqlite3.OperationalError as exc:
-            if "unable to open" in str(exc) or "readonly" in str(exc):
+            if "unable to open" in str(exc) or "readonly" in str(exc) or is_disk_full(exc):
                 raise StoreError(f"cannot open the index {self.path}: {exc}") from exc
-            return self._rebuild(f"unreadable index ({exc})")
+            return self._rebuild(f"unreadable index ({exc})", damaged=True)
         except sqlite3.DatabaseError as exc:
-            return self._rebuild(f"corrupt index ({exc})")
+            return self._rebuild(f"corrupt index ({exc})", damaged=True)
 
-    def _rebuild(self, reason: str) -> sqlite3.Connection:
+    def _rebuild(self, reason: str, *, damaged: bool = False) -> sqlite3.Connection:
+        """A new, empty index in place of the old file; a damaged one is kept aside to look at."""
+        if damaged:
+            moved = move_aside(self.path)
+            reason = f"{reason}; the damaged file was moved to {moved.name}"
+            log.warning("the index %s was rebuilt: %s", self.path, reason)
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.rebuilt_reason = reason
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
         conn = self._connect()
         conn.executescript(_SCHEMA + EDGES_SCHEMA)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._initialise(conn)
         return conn
+
+    @staticmethod
+    def _initialise(conn: sqlite3.Connection) -> None:
+        # Everything a reader may ask of `meta` is written now, so no read path ever has to write.
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         [("schema_version", str(SCHEMA_VERSION)), ("index_id", uuid.uuid4().hex)])
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Damage met while in use: move the file aside and start over; warm readers see the counters move."""
+        seen = dict(self._generations)
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        self._conn = self._rebuild(f"corrupt index ({exc})", damaged=True)
+        self.recoveries += 1
+        if seen:
+            with self.transaction() as conn:
+                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 [(f"{name}_generation", str(value + 1)) for name, value in seen.items()])
+
+    def _failure(self, exc: sqlite3.DatabaseError) -> StoreError | None:
+        """What a failed write means to the caller, or None for an error that is not the store's condition."""
+        if is_damage(exc):
+            self._recover(exc)
+            return StoreRebuilt(f"the index {self.path} was damaged ({exc}); it was moved aside and is being"
+                                " rebuilt")
+        if is_disk_full(exc):
+            return StoreError(f"cannot write the index {self.path}: the disk is full or refused the write"
+                              f" ({exc}). The index is as it was before this write; free some space and"
+                              " index again.")
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -208,17 +264,29 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                finally:
+                    if self._conn.in_transaction:  # the body or the commit failed (a full disk fails COMMIT)
+                        self._conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError as exc:
+                failure = self._failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
 
     def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
         with self._lock:
-            return self._conn.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._recover(exc)
+                return self._conn.execute(sql, tuple(params)).fetchall()
 
     # ------------------------------------------------------------------ meta
 
@@ -235,15 +303,23 @@ class Store:
         """A random id given to this index file when it was created: files derived from it (the saved
         lexical index) carry it, so they are never taken for a rebuilt index's."""
         value = self.get_meta("index_id")
-        if not value:
-            value = uuid.uuid4().hex
+        if value:
+            return value
+        # An index made before ids were written at creation: give it one, unless the disk refuses (then an
+        # id for this process only: derived files are rebuilt rather than trusted).
+        try:
             with self.transaction() as conn:
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (value,))
-            value = self.get_meta("index_id")
-        return value
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
+        except (StoreError, sqlite3.OperationalError) as exc:
+            log.debug("cannot record an index id in %s: %s", self.path, exc)
+            self._volatile_index_id = self._volatile_index_id or uuid.uuid4().hex
+            return self._volatile_index_id
+        return self.get_meta("index_id")
 
     def generation(self, name: str) -> int:
-        return int(self.get_meta(f"{name}_generation", "0"))
+        value = int(self.get_meta(f"{name}_generation", "0"))
+        self._generations[name] = value
+        return value
 
     @staticmethod
     def _bump(conn: sqlite3.Connection, name: str) -> None:
