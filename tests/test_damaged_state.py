@@ -3,7 +3,6 @@ or by the first statement that reads a bad page, moved aside, warned about and r
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys

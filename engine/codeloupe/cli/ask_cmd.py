@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         chat = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")
                 if getattr(args, key) is not None}
         ws.settings = ws.settings.replace(**chat)
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         try:
             events = ws.ask(question, mode=args.mode, agents=args.agents, best=args.best)
         except AskError as exc:

@@ -47,8 +47,11 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     return ws
 
 
-def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
-    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise."""
+def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_stale: bool = False):
+    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise.
+
+    An index that cannot be written (a full disk) is an error for `codeloupe index`; a command that only
+    needs to read it (`answer_stale`) warns and answers from the index as it stands."""
     from codeloupe.embed import EmbeddingError
 
     try:
@@ -63,6 +66,11 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
                     print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
     except DiscoverError as exc:
         raise CliError(str(exc)) from exc
+    except StoreError as exc:
+        if not answer_stale:
+            raise CliError(str(exc)) from exc
+        print(f"codeloupe: warning: {exc}", file=sys.stderr)
+        return None, None
     return report, embedded
 
 

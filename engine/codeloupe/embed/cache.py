@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store import quantize
-from codeloupe.store.health import integrity_problem, is_damage, move_aside
+from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -44,6 +44,14 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = self._open()
+        except sqlite3.OperationalError as exc:
+            if not (is_disk_full(exc) or is_read_only(exc)):
+                raise
+            # Opening a WAL file creates its shared-memory file; a full disk refuses. The vectors computed
+            # now still reach the index: they are just not kept for other workspaces.
+            log.warning("cannot open the embedding cache %s (%s); running without it", self.path, exc)
+            self._conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            self._conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise

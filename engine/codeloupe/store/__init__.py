@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store.edges import EDGES_SCHEMA
-from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, move_aside
+from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
 from codeloupe.types import ChunkedFile
 
 log = logging.getLogger("codeloupe.store")
@@ -166,6 +166,7 @@ class Store:
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}  # the last value each counter was read at
+        self.read_only_reason = ""  # why the index was opened read-only ("" when it is writable)
         self.recoveries = 0  # damage met in use and repaired by starting over (a run in progress restarts)
         self._volatile_index_id = ""  # for an old index on a disk that cannot take the write
         try:
@@ -181,6 +182,16 @@ class Store:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that writes nothing, not even WAL bookkeeping: for a full disk or a read-only cache.
+
+        Opening a WAL index normally creates its shared-memory file, which a full disk refuses; `immutable`
+        reads the main file as it stands (a clean close has checkpointed everything into it)."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         return conn
 
     def _open(self) -> sqlite3.Connection:
@@ -202,11 +213,25 @@ class Store:
                 return self._rebuild(f"corrupt index ({problem})", damaged=True)
             return conn
         except sqlite3.OperationalError as exc:
-            if "unable to open" in str(exc) or "readonly" in str(exc) or is_disk_full(exc):
+            if is_disk_full(exc) or is_read_only(exc):
+                return self._open_read_only(exc)
+            if "unable to open" in str(exc):
                 raise StoreError(f"cannot open the index {self.path}: {exc}") from exc
             return self._rebuild(f"unreadable index ({exc})", damaged=True)
         except sqlite3.DatabaseError as exc:
             return self._rebuild(f"corrupt index ({exc})", damaged=True)
+
+    def _open_read_only(self, exc: sqlite3.OperationalError) -> sqlite3.Connection:
+        """Searching still works when the index cannot be written; indexing then fails with a clear error."""
+        if not self.path.is_file():
+            raise StoreError(f"cannot create the index {self.path}: {exc}") from exc
+        try:
+            conn = self._connect_read_only()
+        except sqlite3.Error as second:
+            raise StoreError(f"cannot open the index {self.path}: {exc}; read-only: {second}") from exc
+        self.read_only_reason = str(exc)
+        log.info("the index %s cannot be written (%s); opened it read-only", self.path, exc)
+        return conn
 
     def _rebuild(self, reason: str, *, damaged: bool = False) -> sqlite3.Connection:
         """A new, empty index in place of the old file; a damaged one is kept aside to look at."""
@@ -249,10 +274,11 @@ class Store:
             self._recover(exc)
             return StoreRebuilt(f"the index {self.path} was damaged ({exc}); it was moved aside and is being"
                                 " rebuilt")
-        if is_disk_full(exc):
+        if is_disk_full(exc) or is_read_only(exc):
+            why = self.read_only_reason or str(exc)
             return StoreError(f"cannot write the index {self.path}: the disk is full or refused the write"
-                              f" ({exc}). The index is as it was before this write; free some space and"
-                              " index again.")
+                              f" ({why}). The index is as it was before this write: searching still works;"
+                              " free some space and index again.")
         return None
 
     def close(self) -> None:
@@ -496,6 +522,9 @@ class Store:
 
     def drop_vectors_not_of(self, model: str) -> None:
         """Vectors of two models are never mixed: switching models forgets the other model's vectors."""
+        stale = "SELECT 1 FROM {} WHERE model != ? LIMIT 1"
+        if not any(self.query(stale.format(t), (model,)) for t in ("chunk_vectors", "skeleton_vectors")):
+            return  # the usual case, and a read must not write (a full disk still searches)
         with self.transaction() as conn:
             dropped = conn.execute("DELETE FROM chunk_vectors WHERE model != ?", (model,)).rowcount
             dropped += conn.execute("DELETE FROM skeleton_vectors WHERE model != ?", (model,)).rowcount

@@ -14,7 +14,7 @@ from pathlib import Path
 log = logging.getLogger("codeloupe.store")
 
 # SQLite's primary result codes for a damaged file and for a full disk (or a write the OS refused).
-_SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_FULL, _SQLITE_IOERR = 11, 26, 13, 10
+_SQLITE_CORRUPT, _SQLITE_NOTADB, _SQLITE_FULL, _SQLITE_IOERR, _SQLITE_READONLY = 11, 26, 13, 10, 8
 SIDE_FILES = ("", "-wal", "-shm")
 DAMAGED_SUFFIX = ".damaged"
 
@@ -44,6 +44,16 @@ def is_disk_full(exc: BaseException) -> bool:
         return code in (_SQLITE_FULL, _SQLITE_IOERR)
     text = str(exc)
     return "disk is full" in text or "disk I/O error" in text
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """The file or its directory cannot be written (permissions, a read-only mount)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = _primary_code(exc)
+    if code is not None:
+        return code == _SQLITE_READONLY
+    return "readonly" in str(exc)
 
 
 def integrity_problem(conn: sqlite3.Connection) -> str:
