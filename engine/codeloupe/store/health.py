@@ -24,36 +24,29 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
     return code & 0xFF if code is not None else None
 
 
-def is_damage(exc: BaseException) -> bool:
-    """The error says the file's pages are bad (not a lock, a constraint or a full disk)."""
-    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.IntegrityError):
+def _says(exc: BaseException, kind: type[sqlite3.Error], codes: tuple[int, ...], phrases: tuple[str, ...]) -> bool:
+    """`exc` is a `kind` with one of these result codes (or, before Python 3.11, one of these phrases)."""
+    if not isinstance(exc, kind):
         return False
     code = _primary_code(exc)
     if code is not None:
-        return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    text = str(exc)
-    return "malformed" in text or "not a database" in text
+        return code in codes
+    return any(phrase in str(exc) for phrase in phrases)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """The error says the file's pages are bad (not a lock, a constraint or a full disk)."""
+    return _says(exc, sqlite3.DatabaseError, (_SQLITE_CORRUPT, _SQLITE_NOTADB), ("malformed", "not a database"))
 
 
 def is_disk_full(exc: BaseException) -> bool:
     """The write failed for lack of space or because the OS refused it (a size limit, an I/O error)."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = _primary_code(exc)
-    if code is not None:
-        return code in (_SQLITE_FULL, _SQLITE_IOERR)
-    text = str(exc)
-    return "disk is full" in text or "disk I/O error" in text
+    return _says(exc, sqlite3.OperationalError, (_SQLITE_FULL, _SQLITE_IOERR), ("disk is full", "disk I/O error"))
 
 
 def is_read_only(exc: BaseException) -> bool:
     """The file or its directory cannot be written (permissions, a read-only mount)."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = _primary_code(exc)
-    if code is not None:
-        return code == _SQLITE_READONLY
-    return "readonly" in str(exc)
+    return _says(exc, sqlite3.OperationalError, (_SQLITE_READONLY,), ("readonly",))
 
 
 def integrity_problem(conn: sqlite3.Connection) -> str:
