@@ -52,11 +52,12 @@ def zero_cell_pointers(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def garbage_over_middle_pages(path: Path) -> None:
+def garbage_over_middle_pages(path: Path, everything: bool = False) -> None:
+    """Random bytes over 40 pages from a quarter into the file (or over every page but the first)."""
     pages = path.stat().st_size // PAGE
     rng = np.random.default_rng(7)
     with path.open("r+b") as fh:
-        for page in range(pages // 4, pages // 4 + 40):
+        for page in range(1, pages) if everything else range(pages // 4, pages // 4 + 40):
             fh.seek(page * PAGE)
             fh.write(rng.integers(0, 256, PAGE, dtype=np.uint8).tobytes())
 
@@ -128,6 +129,26 @@ def test_a_read_that_meets_damage_recovers_instead_of_failing_forever(tmp_path: 
         assert "corrupt index" in ws.store.rebuilt_reason
         ws.index()
         assert ws.store.counts()["files"] == 60
+    finally:
+        ws.close()
+
+
+def test_a_save_that_meets_damage_rebuilds_the_whole_index(tmp_path: Path) -> None:
+    """The editor's save path: one file re-indexed, the damage found, everything re-indexed."""
+    root = write_repo(tmp_path / "repo")
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    ws.close()
+    settle(ws.store.path)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        another_writer_commits(ws.store.path)  # first: its page lands in the WAL, undamaged
+        garbage_over_middle_pages(ws.store.path, everything=True)  # the files table too
+        (root / "mod5.py").write_text("def handler_5_2(request):\n    return 'saved'\n")
+        report = ws.update_files(["mod5.py"])
+        assert "corrupt index" in ws.store.rebuilt_reason
+        assert report.files_indexed + report.files_unchanged == 60 == ws.store.counts()["files"]
+        assert [f.path for f in ws.search("handler_5_2").files][0] == "mod5.py"
     finally:
         ws.close()
 

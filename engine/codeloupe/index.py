@@ -58,20 +58,27 @@ def content_hash(raw: bytes) -> str:
 
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None) -> IndexReport:
-    """Bring the store up to date with the workspace on disk.
+    """Bring the store up to date with the workspace on disk."""
+    def run() -> IndexReport:
+        return _index_workspace(root, store, settings, progress)
 
-    Damage found mid-run moves the index aside and empties the store (a write raises `StoreRebuilt`, a read
-    answers from the new file): the run then starts over once, into the new file, so the command that met
-    the damage also repairs it."""
+    return _starting_over_on_damage(store, run, run)
+
+
+def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
+                             rebuild: Callable[[], IndexReport]) -> IndexReport:
+    """`run()`, unless it met a damaged index: the store then moved the file aside and started over empty
+    (a write raises `StoreRebuilt`, a read answers from the new file), and `rebuild()` fills it, so the
+    command that met the damage also repairs it."""
     recoveries = store.recoveries
     try:
-        report = _index_workspace(root, store, settings, progress)
+        report = run()
     except StoreRebuilt as exc:
         log.warning("%s", exc)
     else:
         if store.recoveries == recoveries:
             return report
-    return _index_workspace(root, store, settings, progress)
+    return rebuild()
 
 
 def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None) -> IndexReport:
@@ -113,7 +120,13 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
 
 
 def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str]) -> IndexReport:
-    """Re-index just these files (saved, created or deleted): the editor's fast path."""
+    """Re-index just these files (saved, created or deleted): the editor's fast path. Damage met on the way
+    re-indexes the whole workspace into the new, empty index."""
+    return _starting_over_on_damage(store, lambda: _index_paths(root, store, settings, rel_paths),
+                                    lambda: _index_workspace(root, store, settings, None))
+
+
+def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str]) -> IndexReport:
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
