@@ -91,17 +91,21 @@ def test_damage_the_open_time_check_finds_is_moved_aside_and_rebuilt(tmp_path: P
         assert healed.execute("SELECT count(*) FROM files").fetchone()[0] == 60
 
 
-def test_damage_met_at_first_use_is_moved_aside_and_the_index_rebuilt(tmp_path: Path) -> None:
-    root = write_repo(tmp_path / "repo")
-    ws = Workspace(root, overrides={"embed_provider": "none"})
+def reopened_after_a_clean_index(root: Path) -> Workspace:
+    """A workspace indexed, closed and checkpointed, then opened again: sound at open, its cache cold."""
+    ws = Workspace(write_repo(root), overrides={"embed_provider": "none"})
     ws.index()
-    assert [f.path for f in ws.search("handler_5_2").files][0] == "mod5.py"
     ws.close()
     settle(ws.store.path)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    assert ws.store.rebuilt_reason == ""
+    return ws
 
-    ws = Workspace(root, overrides={"embed_provider": "none"})  # sound at open
+
+def test_damage_met_at_first_use_is_moved_aside_and_the_index_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    ws = reopened_after_a_clean_index(root)
     try:
-        assert ws.store.rebuilt_reason == ""
         garbage_over_middle_pages(ws.store.path)
         another_writer_commits(ws.store.path)
         (root / "mod5.py").write_text("def handler_5_2(request):\n    return 'changed'\n")
@@ -116,12 +120,7 @@ def test_damage_met_at_first_use_is_moved_aside_and_the_index_rebuilt(tmp_path: 
 
 
 def test_a_read_that_meets_damage_recovers_instead_of_failing_forever(tmp_path: Path) -> None:
-    root = write_repo(tmp_path / "repo")
-    ws = Workspace(root, overrides={"embed_provider": "none"})
-    ws.index()
-    ws.close()
-    settle(ws.store.path)
-    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws = reopened_after_a_clean_index(tmp_path / "repo")
     try:
         garbage_over_middle_pages(ws.store.path)
         another_writer_commits(ws.store.path)
@@ -135,12 +134,8 @@ def test_a_read_that_meets_damage_recovers_instead_of_failing_forever(tmp_path: 
 
 def test_a_save_that_meets_damage_rebuilds_the_whole_index(tmp_path: Path) -> None:
     """The editor's save path: one file re-indexed, the damage found, everything re-indexed."""
-    root = write_repo(tmp_path / "repo")
-    ws = Workspace(root, overrides={"embed_provider": "none"})
-    ws.index()
-    ws.close()
-    settle(ws.store.path)
-    ws = Workspace(root, overrides={"embed_provider": "none"})
+    root = tmp_path / "repo"
+    ws = reopened_after_a_clean_index(root)
     try:
         another_writer_commits(ws.store.path)  # first: its page lands in the WAL, undamaged
         garbage_over_middle_pages(ws.store.path, everything=True)  # the files table too
