@@ -21,6 +21,7 @@ from codeloupe.chunk.strategies import (
     register_strategy,
     registered_strategies,
 )
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
@@ -53,9 +54,10 @@ class Workspace:
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
-            raise WorkspaceError(f"{root}: not a directory")
+        try:
+            self.root = check_root(Path(root))
+        except DiscoverError as exc:
+            raise WorkspaceError(str(exc)) from None
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
         self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root))

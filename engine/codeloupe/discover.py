@@ -65,6 +65,13 @@ class Candidate:
     abs_path: Path
     size: int
     mtime: float
+    # The identity discovery saw: the read refuses a different file put in its place (a swapped-in link).
+    device: int = 0
+    inode: int = 0
+
+    @classmethod
+    def from_stat(cls, rel_path: str, abs_path: Path, st: os.stat_result) -> Candidate:
+        return cls(rel_path, abs_path, st.st_size, st.st_mtime, st.st_dev, st.st_ino)
 
 
 @dataclass
@@ -81,14 +88,23 @@ class ReadResult:
     raw: bytes = b""
 
 
-def _check_root(root: Path) -> Path:
-    if not root.exists():
-        raise DiscoverError(f"{root}: no such directory")
-    if not root.is_dir():
+def check_root(root: Path) -> Path:
+    """The resolved workspace root, or a `DiscoverError` saying why it cannot be walked."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        raise DiscoverError(f"{root}: no such directory") from None
+    except OSError as exc:
+        raise DiscoverError(f"{root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise DiscoverError(f"{root}: is a file, not a directory (pass the workspace folder)")
-    if not os.access(root, os.R_OK | os.X_OK):
-        raise DiscoverError(f"{root}: permission denied")
-    return root.resolve()
+    # Listing it is the real test: os.access answers yes to root, and ACLs or mounts can say no.
+    try:
+        with os.scandir(root) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise DiscoverError(f"{root}: {exc.strerror or exc}") from None
+    return Path(root).resolve()
 
 
 def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
@@ -145,7 +161,7 @@ class IgnoreRules:
 
 def walk(root: Path, settings: Settings) -> Walk:
     """Every file under `root` that passes the path rules, sorted by path; skips counted by reason."""
-    root = _check_root(Path(root))
+    root = check_root(Path(root))
     rules = IgnoreRules(root, settings.ignore)
     out = Walk()
     stack: list[tuple[str, Path]] = [("", root)]
@@ -159,6 +175,10 @@ def walk(root: Path, settings: Settings) -> Walk:
             continue
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if not _is_utf8_name(entry.name):
+                # The index, the editor and every answer speak UTF-8 paths; such a name cannot be one.
+                out.skipped["name not utf-8"] += 1
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -179,7 +199,7 @@ def walk(root: Path, settings: Settings) -> Walk:
             if reason:
                 out.skipped[reason] += 1
                 continue
-            out.candidates.append(Candidate(rel, Path(entry.path), st.st_size, st.st_mtime))
+            out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     out.candidates.sort(key=lambda c: c.rel_path)
     return out
 
@@ -191,6 +211,8 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     for a file new to the index.
     """
     root = Path(root)
+    if not _is_utf8_name(rel_path):
+        return "name not utf-8"
     parts = rel_path.split("/")
     rules = IgnoreRules(root, settings.ignore)
     rules.enter("", root)
@@ -268,20 +290,45 @@ def _path_skip_reason(name: str, size: int, settings: Settings) -> str:
     return ""
 
 
-def read_candidate(path: Path, settings: Settings) -> ReadResult:
-    """Read one file and apply the content rules. Never raises for a bad file: it returns a skip reason."""
+def _is_utf8_name(name: str) -> bool:
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ReadResult(None, f"unreadable ({exc.strerror or exc})")
-    return decode_source(raw, settings)
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.scandir hands undecodable bytes over as lone surrogates
+        return False
+    return True
+
+
+class CandidateChanged(OSError):
+    """The path no longer names the file discovery saw (replaced, or swapped for a link)."""
+
+
+def read_candidate_bytes(candidate: Candidate) -> bytes:
+    """The file's bytes, refusing to follow a link and refusing a file that is not the one discovery saw.
+
+    Between the walk and this read the file may have been swapped for a symlink (to /etc/passwd, say):
+    O_NOFOLLOW refuses a link in the last component, and the identity check refuses anything else put in
+    its place, including through a directory swapped for a link.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(candidate.abs_path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CandidateChanged(f"{candidate.rel_path}: not a regular file")
+        if candidate.inode and (st.st_dev, st.st_ino) != (candidate.device, candidate.inode):
+            raise CandidateChanged(f"{candidate.rel_path}: replaced since it was discovered")
+        return fh.read()
 
 
 def decode_source(raw: bytes, settings: Settings) -> ReadResult:
+    """Apply the content rules. Never raises for bad bytes: an undecodable file is a counted skip."""
     if len(raw) > settings.max_file_bytes:
         return ReadResult(None, "too large", raw=raw)
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return _finish(raw, "utf-16", settings)
+        try:
+            return _finish(raw, "utf-16", settings)
+        except UnicodeDecodeError:  # a BOM followed by an odd byte count or a lone surrogate
+            return ReadResult(None, "not utf-16 (undecodable)", raw=raw)
     if b"\x00" in raw[:SNIFF_BYTES]:
         return ReadResult(None, "binary", raw=raw)
     try:

@@ -10,10 +10,15 @@ embedder fills vectors in afterwards (`codeloupe.embed.background`).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import logging
 import multiprocessing
 import os
+import signal
+import stat
+import sys
 import threading
 import time
 from collections import Counter
@@ -25,9 +30,16 @@ from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
 from codeloupe.chunk.strategies import Strategy
-from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
+from codeloupe.discover import (
+    Candidate,
+    CandidateChanged,
+    decode_source,
+    path_skip_reason,
+    read_candidate_bytes,
+    walk,
+)
 from codeloupe.settings import Settings
-from codeloupe.store import FileRow, Store
+from codeloupe.store import FileRow, Store, StoreRebuilt
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
 log = logging.getLogger("codeloupe.index")
@@ -37,6 +49,8 @@ ProgressFn = Callable[[Progress], None]
 # Starting worker processes costs about half a second; below this many files one process is faster.
 POOL_MIN_FILES = 200
 POOL_MAX_WORKERS = 4
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG: how soon an orphaned worker notices
 
 
 def content_hash(raw: bytes) -> str:
@@ -46,6 +60,30 @@ def content_hash(raw: bytes) -> str:
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Bring the store up to date with the workspace on disk."""
+    def run() -> IndexReport:
+        return _index_workspace(root, store, settings, progress, strategies)
+
+    return _starting_over_on_damage(store, run, run)
+
+
+def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
+                             rebuild: Callable[[], IndexReport]) -> IndexReport:
+    """`run()`, unless it met a damaged index: the store then moved the file aside and started over empty
+    (a write raises `StoreRebuilt`, a read answers from the new file), and `rebuild()` fills it, so the
+    command that met the damage also repairs it."""
+    recoveries = store.recoveries
+    try:
+        report = run()
+    except StoreRebuilt as exc:
+        log.warning("%s", exc)
+    else:
+        if store.recoveries == recoveries:
+            return report
+    return rebuild()
+
+
+def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
+                     strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = walk(root, settings)
@@ -66,7 +104,7 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     total = len(found.candidates)
     done = report.files_unchanged
     for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
-                                                                         strategies)):
+                                                             strategies)):
         outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
@@ -111,7 +149,14 @@ def _finish_report(report: IndexReport, store: Store, skipped: Counter[str], sta
 
 def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
                 strategies: tuple[Strategy, ...] = ()) -> IndexReport:
-    """Re-index just these files (saved, created or deleted): the editor's fast path."""
+    """Re-index just these files (saved, created or deleted): the editor's fast path. Damage met on the way
+    re-indexes the whole workspace into the new, empty index."""
+    return _starting_over_on_damage(store, lambda: _index_paths(root, store, settings, rel_paths, strategies),
+                                    lambda: _index_workspace(root, store, settings, None, strategies))
+
+
+def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+                 strategies: tuple[Strategy, ...]) -> IndexReport:
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
@@ -119,7 +164,11 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
     skipped: Counter[str] = Counter()
     for rel in sorted(set(rel_paths)):
         path = root / rel
-        if not path.is_file():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):  # gone, or now a link or a directory: not indexed
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
             continue
         if rel not in existing:  # new to the index: the walk's rules decide whether it belongs in it
@@ -127,9 +176,8 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
             if reason:
                 skipped[reason] += 1
                 continue
-        st = path.stat()
         report.files_seen += 1
-        candidate = Candidate(rel, path, st.st_size, st.st_mtime)
+        candidate = Candidate.from_stat(rel, path, st)
         row = existing.get(rel)
         if _is_current(candidate, row):
             report.files_unchanged += 1
@@ -159,8 +207,12 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings,
             strategies: tuple[Strategy, ...] = ()) -> Prepared:
     """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index."""
     try:
-        raw = candidate.abs_path.read_bytes()
+        raw = read_candidate_bytes(candidate)
+    except CandidateChanged:
+        return Prepared(candidate, skip_reason="replaced since discovery")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link where discovery saw a file
+            return Prepared(candidate, skip_reason="replaced since discovery")
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
     return prepare_bytes(candidate, raw, known_hash, settings, strategies)
 
@@ -188,7 +240,8 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
     done = 0
     if len(jobs) >= POOL_MIN_FILES and workers >= 2:
         try:
-            with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
+            with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=exit_with_parent,
+                                     initargs=(os.getpid(),)) as pool:
                 for prepared in pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs],
                                          [settings] * len(jobs), [strategies] * len(jobs), chunksize=16):
                     done += 1
@@ -200,6 +253,27 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
             log.warning("chunking in worker processes failed (%s); continuing in this process", exc)
     for candidate, known in jobs[done:]:
         yield prepare(candidate, known, settings, strategies)
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Worker initialiser: end this worker when the process that started it dies, even by `kill -9`.
+
+    Nothing else would: an orphaned worker waits on its task queue forever (~70 MB each). Linux kills it
+    through PR_SET_PDEATHSIG; elsewhere a daemon thread watches the parent pid."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent_pid:  # the parent died before the signal was armed
+                os._exit(1)
+            return
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="codeloupe-parent-watch",
+                     daemon=True).start()
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     chat_flags = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")}
     ws = open_workspace(args, **chat_flags)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         try:
             events = ws.ask(question, mode=args.mode, agents=args.agents, best=args.best)
         except AskError as exc:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
-from codeloupe.discover import DiscoverError
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn
 from codeloupe.settings import SettingsError, load_settings
 from codeloupe.store import StoreError
@@ -41,10 +41,10 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
         except (SettingsError, StoreError, WorkspaceError) as exc:
             raise CliError(str(exc)) from exc
     root = Path(args.path)
-    if not root.exists():
-        raise CliError(f"{root}: no such directory")
-    if not root.is_dir():
-        raise CliError(f"{root}: is a file, not a directory (pass the workspace folder)")
+    try:
+        check_root(root)  # before the settings files in it are read: an unreadable root is one clear line
+    except DiscoverError as exc:
+        raise CliError(str(exc)) from exc
     try:
         settings = load_settings(root, {**flags, **overrides})
         ws = Workspace(root, settings)
@@ -59,8 +59,11 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     return ws
 
 
-def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
-    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise."""
+def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_stale: bool = False):
+    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise.
+
+    An index that cannot be written (a full disk) is an error for `codeloupe index`; a command that only
+    needs to read it (`answer_stale`) warns and answers from the index as it stands."""
     from codeloupe.embed import EmbeddingError
 
     try:
@@ -75,6 +78,11 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
                     print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
     except (DiscoverError, RemoteError) as exc:
         raise CliError(str(exc)) from exc
+    except StoreError as exc:
+        if not answer_stale:
+            raise CliError(str(exc)) from exc
+        print(f"codeloupe: warning: {exc}", file=sys.stderr)
+        return None, None
     return report, embedded
 
 

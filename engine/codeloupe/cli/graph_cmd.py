@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         if args.node:
             result: GraphMap | GraphNode | GraphPath = graph_node(ws, args.node)
         elif args.route:

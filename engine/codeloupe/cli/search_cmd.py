@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         scope = ws.relative(args.scope) if args.scope else ""
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
