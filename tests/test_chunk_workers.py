@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     from codeloupe.settings import Settings
     from codeloupe.store import Store
 
-    def stuck_prepare(candidate, known_hash, settings):
+    def stuck_prepare(candidate, known_hash, settings, strategies=()):
         time.sleep(600)
 
     os.cpu_count = lambda: 2
