@@ -1,11 +1,11 @@
 """Score the engine on development/test sets: one table row per set, and per language within each set.
 
-    python bench/devsets/baseline.py SET.json=TREES [SET.json=TREES ...] [--no-embed] \
+    python bench/devsets/baseline.py SET.json=TREES [SET.json=TREES ...] [SET.jsonl ...] [--no-embed] \
         [--corpora-per-set N] [--queries-per-corpus N] [--out RESULTS.json]
 
 Each argument pairs a set (golden-set format) with the directory its corpora are under (TREES/<id>/repo), e.g.
 ``/work/corpora/devsets/docpairs.dev.json=/work/corpora/devsets/trees/docpairs`` or
-``/work/shared/golden/public.json=/work/corpora/golden``. The sampling options keep an embedded run bounded
+``/work/shared/golden/public.json=/work/corpora/golden``; a SWE-bench-style .jsonl names its own trees. The sampling options keep an embedded run bounded
 (the default model embeds ~36 chunks/s on two cores): a deterministic sample of corpora per set and of
 queries per corpus, ordered by a hash of the id (so not biased to small trees). Scores are `codeloupe eval`'s (R@1, Acc@5, bundle recall, MRR).
 """
@@ -21,8 +21,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from codeloupe.eval.golden import GoldenSet, load_golden
-from codeloupe.eval.runner import EvalOptions, QueryOutcome, run_golden, score
+from codeloupe.eval.golden import GoldenSet, load_golden, load_swebench
+from codeloupe.eval.runner import EvalOptions, EvalRun, QueryOutcome, run_golden, run_swebench, score
 
 
 def _by_hash(items: list, key) -> list:
@@ -38,8 +38,25 @@ def sample(golden: GoldenSet, corpora: int, queries: int) -> GoldenSet:
 
 
 def _languages(path: Path) -> dict[str, str]:
+    """corpus (or instance) id -> language, from the set's own `language` fields."""
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return {row["id"]: row.get("language", "?") for row in rows}
     data = json.loads(path.read_text(encoding="utf-8"))
     return {c["id"]: c.get("language", c.get("registry", "?")) for c in data["corpora"]}
+
+
+def _run(set_path: Path, trees: str, options: EvalOptions, args: argparse.Namespace) -> EvalRun:
+    def log(message: str) -> None:
+        print(f"[baseline] {message}", file=sys.stderr, flush=True)
+
+    if set_path.suffix == ".jsonl":  # one tree per instance: --corpora-per-set samples instances
+        instances = load_swebench(set_path)
+        if args.corpora_per_set:
+            instances = _by_hash(instances, lambda i: i.id)[:args.corpora_per_set]
+        return run_swebench(instances, options, str(set_path), log)
+    golden = sample(load_golden(set_path), args.corpora_per_set, args.queries_per_corpus)
+    return run_golden(golden, Path(trees), options, log=log)
 
 
 def _row(label: str, outcomes: list[QueryOutcome]) -> str:
@@ -63,17 +80,15 @@ def main(argv: list[str] | None = None) -> int:
              f"|{'-' * 30}|{'-' * 7}|{'-' * 7}|{'-' * 7}|{'-' * 8}|{'-' * 7}|{'-' * 8}|"]
     dump: dict[str, list] = {}
     for spec in args.sets:
-        set_path, _, trees = spec.partition("=")
-        golden = sample(load_golden(set_path), args.corpora_per_set, args.queries_per_corpus)
+        set_name, _, trees = spec.partition("=")
+        set_path = Path(set_name)
         started = time.perf_counter()
-        run = run_golden(golden, Path(trees), options,
-                         log=lambda m: print(f"[baseline] {m}", file=sys.stderr, flush=True))
-        outcomes = run.outcomes()
-        name = Path(set_path).name.removesuffix(".json")
+        outcomes = _run(set_path, trees, options, args).outcomes()
+        name = set_path.name.removesuffix(".json")
         print(f"[baseline] {name}: {len(outcomes)} queries in {time.perf_counter() - started:.0f}s",
               file=sys.stderr, flush=True)
         lines.append(_row(f"**{name}**", outcomes))
-        language = _languages(Path(set_path))
+        language = _languages(set_path)
         by_language: dict[str, list[QueryOutcome]] = defaultdict(list)
         for outcome in outcomes:
             by_language[language.get(outcome.corpus, "?")].append(outcome)
