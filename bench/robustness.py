@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,8 +44,13 @@ def _crash(exc: BaseException) -> dict:
     engine = [f for f in frames if "/codeloupe/" in f.filename] or frames
     where = f"{engine[-1].filename.split('/codeloupe/')[-1]}:{engine[-1].lineno} in {engine[-1].name}" \
         if engine else ""
+    # An exception re-raised from a worker process carries the worker's traceback as text in its cause.
+    remote = str(exc.__cause__) if exc.__cause__ is not None and "Traceback" in str(exc.__cause__) else ""
+    inner = re.findall(r'File "[^"]*/codeloupe/([^"]+)", line (\d+), in (\w+)', remote)
+    if inner:
+        where = f"{inner[-1][0]}:{inner[-1][1]} in {inner[-1][2]} (worker)"
     return {"type": type(exc).__name__, "message": str(exc)[:500], "where": where,
-            "traceback": "".join(traceback.format_exception(exc))[-3000:]}
+            "traceback": (remote + "".join(traceback.format_exception(exc)))[-4000:]}
 
 
 def _check_partitions(ws) -> list[str]:
