@@ -49,10 +49,14 @@ MIN_DOC_FILES, MIN_DOCS_WORDS, MIN_WORDS, MAX_WORDS = 3, 25, 8, 50
 _DOC_SUFFIXES = (".md", ".markdown", ".rst")
 _CODE_LANGUAGES = {"python", "javascript", "typescript", "tsx", "rust", "go", "php", "ruby"}
 _DEF_KINDS = {"function", "method", "class", "struct", "enum", "trait", "interface", "type", "module"}
-_CODE_SPAN = re.compile(r"(?::\w+:|\{\w+\})?`{1,2}([^`]+)`{1,2}_?")
+_CODE_SPAN = re.compile(r"(?::[\w:]+:|\{[\w:]+\})?`{1,2}([^`]+)`{1,2}_?")
 # Release notes and contributor files describe changes and people, not what a file does.
+# Test data, fixtures and vendored files are not the package's documentation either.
 _NOT_DOCS = re.compile(r"(^|/)(changelog|changes|history|news|authors|contributors|contributing|code_of_conduct|"
-                       r"security|license|releasing)[^/]*$", re.IGNORECASE)
+                       r"security|license|releasing)[^/]*$|(^|/)(changelog|changes|tests?|testdata|fixtures|"
+                       r"vendor|node_modules)/", re.IGNORECASE)
+# A query is a whole sentence of prose: it starts with a capital, is not a release note, holds no template code.
+_SENTENCE = re.compile(r"^(?!(Fixed|Added|Changed|Removed|Deprecated)\b)[A-Z][^{}%|]*$")
 MAX_REMOVED_SPANS = 2
 _NOT_PROSE = re.compile(r"^(\s{4,}|\t|```|~~~|\||<|\.\.|:\w+:|[=\-~^*#+`]{3,}\s*$|!\[|\[!\[|>)")
 
@@ -148,7 +152,8 @@ def _short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]])
 
     text = re.sub(r"\[([^\]]*)\](\([^)]*\)|\[[^\]]*\])", r"\1", text)
     query = re.sub(r"\s+([.,;:])", r"\1", re.sub(r"\s+", " ", _CODE_SPAN.sub(drop, text))).strip()
-    if any(name in query for name in gold_names) or len(normalise(query).split()) < MIN_WORDS:
+    if (any(name in query for name in gold_names) or len(normalise(query).split()) < MIN_WORDS
+            or not _SENTENCE.match(query)):
         return None
     first_name = sorted(gold_names)[0]
     return _clip(query), gold, targets[first_name][1]
@@ -161,7 +166,8 @@ def _docs_query(paragraph: Paragraph) -> str | None:
     text = sentences[0] if len(sentences[0].split()) >= 12 or len(sentences) == 1 else " ".join(sentences[:2])
     text = re.sub(r"[*_]{1,2}([^*_]+)[*_]{1,2}", r"\1", text)
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)
-    return _clip(text) if "http" not in text and len(text.split()) >= MIN_WORDS else None
+    usable = "http" not in text and len(text.split()) >= MIN_WORDS and _SENTENCE.match(text)
+    return _clip(text) if usable else None
 
 
 def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int) -> CorpusOut:
