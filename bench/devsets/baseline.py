@@ -7,7 +7,8 @@ Each argument pairs a set (golden-set format) with the directory its corpora are
 ``/work/corpora/devsets/docpairs.dev.json=/work/corpora/devsets/trees/docpairs`` or
 ``/work/shared/golden/public.json=/work/corpora/golden``; a SWE-bench-style .jsonl names its own trees. The sampling options keep an embedded run bounded
 (the default model embeds ~36 chunks/s on two cores): a deterministic sample of corpora per set and of
-queries per corpus, ordered by a hash of the id (so not biased to small trees). Scores are `codeloupe eval`'s (R@1, Acc@5, bundle recall, MRR).
+queries per corpus, ordered by a hash of the id; --max-files leaves out large trees (a bias towards small
+packages: say so when quoting such a run). Scores are `codeloupe eval`'s (R@1, Acc@5, bundle recall, MRR).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -29,8 +31,15 @@ def _by_hash(items: list, key) -> list:
     return sorted(items, key=lambda item: hashlib.sha1(key(item).encode()).hexdigest())
 
 
-def sample(golden: GoldenSet, corpora: int, queries: int) -> GoldenSet:
-    chosen = _by_hash(golden.corpora, lambda c: c.id)[:corpora] if corpora else golden.corpora
+def _file_count(repo: Path) -> int:
+    return sum(len(names) for _, _, names in os.walk(repo))
+
+
+def sample(golden: GoldenSet, trees: Path, corpora: int, queries: int, max_files: int = 0) -> GoldenSet:
+    chosen = _by_hash(golden.corpora, lambda c: c.id)
+    if max_files:
+        chosen = [c for c in chosen if _file_count(trees / c.id / "repo") <= max_files]
+    chosen = chosen[:corpora] if corpora else chosen
     if queries:
         chosen = [dataclasses.replace(c, queries=tuple(_by_hash(list(c.queries), lambda q: q.id)[:queries]))
                   for c in chosen]
@@ -55,7 +64,8 @@ def _run(set_path: Path, trees: str, options: EvalOptions, args: argparse.Namesp
         if args.corpora_per_set:
             instances = _by_hash(instances, lambda i: i.id)[:args.corpora_per_set]
         return run_swebench(instances, options, str(set_path), log)
-    golden = sample(load_golden(set_path), args.corpora_per_set, args.queries_per_corpus)
+    golden = sample(load_golden(set_path), Path(trees), args.corpora_per_set, args.queries_per_corpus,
+                    args.max_files)
     return run_golden(golden, Path(trees), options, log=log)
 
 
@@ -71,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-embed", action="store_true", help="lexical and symbol lanes only")
     parser.add_argument("--corpora-per-set", type=int, default=0, help="sample this many corpora (0: all)")
     parser.add_argument("--queries-per-corpus", type=int, default=0, help="sample this many queries (0: all)")
+    parser.add_argument("--max-files", type=int, default=0,
+                        help="sample only corpora with at most this many files (bounds embedding time)")
     parser.add_argument("--cache-dir", default="/work/corpora/evalcache", help="index and vector cache")
     parser.add_argument("--out", type=Path, help="every query's outcome as JSON")
     args = parser.parse_args(argv)
