@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             by_language[language.get(outcome.corpus, "?")].append(outcome)
         if len(by_language) > 1:
             lines.extend(_row(f"  {lang}", members) for lang, members in sorted(by_language.items()))
+        kinds = sorted({o.kind for o in outcomes})
+        if len(kinds) > 1:
+            lines.extend(_row(f"  kind {kind}", [o for o in outcomes if o.kind == kind]) for kind in kinds)
         dump[name] = [dataclasses.asdict(o) | {"language": language.get(o.corpus, "?")} for o in outcomes]
     print("\n".join(lines))
     if args.out:
