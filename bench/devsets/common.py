@@ -7,12 +7,14 @@ differs from the published package (the builders index modified copies).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +79,21 @@ def normalise(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
+SHINGLE_WORDS = 8
+
+
+def still_findable(files: dict[str, str], stripped: dict[str, str]) -> Callable[[str], bool]:
+    """A test for the stripped tree (`files` with `stripped` rewritten): does a query's text, or its first
+    SHINGLE_WORDS words, still occur in it? Then the answer is a string match (or ambiguous): no query."""
+    haystack = "\n".join(normalise(stripped.get(path, text)) for path, text in files.items())
+
+    def findable(query: str) -> bool:
+        words = normalise(query)
+        return words in haystack or " ".join(words.split()[:SHINGLE_WORDS]) in haystack
+
+    return findable
+
+
 def copy_tree(repo: Path, into: Path, replaced: dict[str, str], removed: list[str] = ()) -> None:
     """A copy of `repo` at `into` with the files in `replaced` (relative path -> text) rewritten and the files
     in `removed` left out."""
@@ -114,3 +131,37 @@ def write_sets(name: str, corpora: list[CorpusOut], out_dir: Path = DEVSETS_DIR)
         path.write_text(json.dumps({"corpora": chosen}, indent=1) + "\n", encoding="utf-8")
         paths[split] = path
     return paths
+
+
+BuildFn = Callable[[Package, Path, Path, int], CorpusOut]  # (package, pkgs dir, trees dir, per package)
+
+
+def run_builder(name: str, build: BuildFn, description: str, per_package: int,
+                argv: list[str] | None = None) -> int:
+    """The command line every per-package builder shares: build each package's corpus, write NAME.dev/test."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--pkgs", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--out", type=Path, default=DEVSETS_DIR)
+    parser.add_argument("--per-package", type=int, default=per_package, help="at most this many of each kind")
+    parser.add_argument("ids", nargs="*", help="only these package ids")
+    args = parser.parse_args(argv)
+    trees = args.out / "trees" / name
+    corpora = []
+    for package in query_packages(args.pkgs):
+        if args.ids and package.id not in args.ids:
+            continue
+        try:
+            corpus = build(package, args.pkgs, trees, args.per_package)
+        except Exception as exc:  # today's discovery aborts on some trees (e.g. an invalid .gitignore line)
+            print(f"{package.id:32s} left out: discovery failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+            continue
+        corpora.append(corpus)
+        kinds = Counter(q["kind"] for q in corpus.queries)
+        print(f"{package.id:32s} {split_of(package):4s} {package.language:10s} {dict(kinds)}", file=sys.stderr,
+              flush=True)
+    for split, path in write_sets(name, corpora, args.out).items():
+        kept = [c for c in corpora if c.queries and split_of(c.package) == split]
+        kinds = Counter(q["kind"] for c in kept for q in c.queries)
+        print(f"{split}: {dict(kinds)} over {len(kept)} packages "
+              f"({', '.join(sorted({c.package.language for c in kept}))}) -> {path}")
+    return 0

@@ -19,35 +19,30 @@ OUT/trees/docpairs/<id>/repo.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
-    DEVSETS_DIR,
     CorpusOut,
     copy_tree,
     is_implementation,
     normalise,
-    query_packages,
+    run_builder,
     source_files,
-    split_of,
+    still_findable,
     tree_note,
-    write_sets,
 )
 
 from codeloupe.chunk import chunk_file, detect_language
-from packages import DEFAULT_DIR, Package, repo_path
+from packages import Package, repo_path
 
 SET_NAME = "docpairs"
 TREE_NOTE = "doc comments of the queried definitions blanked (lines kept empty, line numbers unchanged)"
 MIN_WORDS, MIN_NEW_WORDS, MAX_WORDS = 5, 3, 50
-SHINGLE_WORDS = 8
 # Doc comments that say nothing of their own: pointers elsewhere, tool pragmas, licences, generated text.
 _BOILERPLATE = re.compile(
     r"(generated|do not edit|deprecated|inheritdoc|\bsee\b|\balias\b|\btodo\b|fixme|copyright|license|"
@@ -258,12 +253,11 @@ def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int
     for site, _ in chosen:
         _blank(lines_of[site.path], site)
     stripped = {path: "\n".join(lines) for path, lines in lines_of.items()}
-    haystack = "\n".join(normalise(stripped.get(path, text)) for path, text in files.items())
+    findable = still_findable(files, stripped)
 
     out = CorpusOut(package, tree_note(TREE_NOTE, undecodable))
     for site, query in chosen:
-        words = normalise(query)
-        if words in haystack or " ".join(words.split()[:SHINGLE_WORDS]) in haystack:
+        if findable(query):
             continue
         out.queries.append({
             "id": f"{package.id}-doc-{len(out.queries) + 1:03d}", "kind": "short", "query": query,
@@ -278,33 +272,7 @@ def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pkgs", type=Path, default=DEFAULT_DIR)
-    parser.add_argument("--out", type=Path, default=DEVSETS_DIR)
-    parser.add_argument("--per-package", type=int, default=40)
-    parser.add_argument("ids", nargs="*", help="only these package ids")
-    args = parser.parse_args(argv)
-    trees = args.out / "trees" / SET_NAME
-    corpora = []
-    for package in query_packages(args.pkgs):
-        if args.ids and package.id not in args.ids:
-            continue
-        started = time.perf_counter()
-        try:
-            corpus = build_corpus(package, args.pkgs, trees, args.per_package)
-        except Exception as exc:  # today's discovery aborts on some trees (e.g. an invalid .gitignore line)
-            print(f"{package.id:32s} left out: discovery failed ({type(exc).__name__}: {exc})", file=sys.stderr)
-            continue
-        corpora.append(corpus)
-        print(f"{package.id:32s} {split_of(package):4s} {package.language:10s} {len(corpus.queries):3d} queries "
-              f"({time.perf_counter() - started:.1f}s)", file=sys.stderr, flush=True)
-    paths = write_sets(SET_NAME, corpora, args.out)
-    for split, path in paths.items():
-        kept = [c for c in corpora if c.queries and split_of(c.package) == split]
-        langs = sorted({c.package.language for c in kept})
-        print(f"{split}: {sum(len(c.queries) for c in kept)} queries over {len(kept)} packages "
-              f"({', '.join(langs)}) -> {path}")
-    return 0
+    return run_builder(SET_NAME, build_corpus, __doc__, 40, argv)
 
 
 if __name__ == "__main__":

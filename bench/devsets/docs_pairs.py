@@ -18,7 +18,6 @@ docs.test.json, split by repository like every set.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
 import sys
@@ -27,21 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
-    DEVSETS_DIR,
     CorpusOut,
     copy_tree,
     is_implementation,
     normalise,
-    query_packages,
+    run_builder,
     source_files,
-    split_of,
+    still_findable,
     tree_note,
-    write_sets,
 )
-from doc_pairs import SHINGLE_WORDS
 
 from codeloupe.chunk import chunk_file, detect_language
-from packages import DEFAULT_DIR, Package, repo_path
+from packages import Package, repo_path
 
 SET_NAME = "docs"
 TREE_NOTE = "documentation paragraphs the queries were taken from blanked (lines kept empty)"
@@ -193,13 +189,12 @@ def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int
         for i in range(paragraph.first, paragraph.last + 1):
             lines_of[paragraph.path][i] = ""
     stripped = {path: "\n".join(lines) for path, lines in lines_of.items()}
-    haystack = "\n".join(normalise(stripped.get(path, text)) for path, text in files.items())
+    findable = still_findable(files, stripped)
 
     out = CorpusOut(package, tree_note(TREE_NOTE, undecodable))
     kept = defaultdict(int)
     for paragraph, kind, query, gold, symbol in chosen:
-        words = normalise(query)
-        if kept[kind] >= per_package or words in haystack or " ".join(words.split()[:SHINGLE_WORDS]) in haystack:
+        if kept[kind] >= per_package or findable(query):
             continue
         kept[kind] += 1
         out.queries.append({
@@ -213,37 +208,7 @@ def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pkgs", type=Path, default=DEFAULT_DIR)
-    parser.add_argument("--out", type=Path, default=DEVSETS_DIR)
-    parser.add_argument("--per-package", type=int, default=12, help="at most this many queries of each kind")
-    parser.add_argument("ids", nargs="*", help="only these package ids")
-    args = parser.parse_args(argv)
-    trees = args.out / "trees" / SET_NAME
-    corpora = []
-    for package in query_packages(args.pkgs):
-        if args.ids and package.id not in args.ids:
-            continue
-        try:
-            corpus = build_corpus(package, args.pkgs, trees, args.per_package)
-        except Exception as exc:  # today's discovery aborts on some trees (e.g. an invalid .gitignore line)
-            print(f"{package.id:32s} left out: discovery failed ({type(exc).__name__}: {exc})", file=sys.stderr)
-            continue
-        corpora.append(corpus)
-        kinds = defaultdict(int)
-        for q in corpus.queries:
-            kinds[q["kind"]] += 1
-        print(f"{package.id:32s} {split_of(package):4s} {package.language:10s} {dict(kinds)}", file=sys.stderr,
-              flush=True)
-    for split, path in write_sets(SET_NAME, corpora, args.out).items():
-        kept = [c for c in corpora if c.queries and split_of(c.package) == split]
-        counts = defaultdict(int)
-        for c in kept:
-            for q in c.queries:
-                counts[q["kind"]] += 1
-        print(f"{split}: {dict(counts)} over {len(kept)} packages "
-              f"({', '.join(sorted({c.package.language for c in kept}))}) -> {path}")
-    return 0
+    return run_builder(SET_NAME, build_corpus, __doc__, 12, argv)
 
 
 if __name__ == "__main__":
