@@ -56,12 +56,12 @@ def _crash(exc: BaseException) -> dict:
 def _check_partitions(ws) -> list[str]:
     """Re-read every indexed file and validate the stored chunks against it; return the failures."""
     from codeloupe.chunk import PartitionError, validate_partition
-    from codeloupe.discover import read_candidate
+    from codeloupe.discover import decode_source
     from codeloupe.types import Chunk
 
     failures = []
     for path, row in sorted(ws.store.file_rows().items()):
-        result = read_candidate(ws.root / path, ws.settings)
+        result = decode_source((ws.root / path).read_bytes(), ws.settings)
         if result.text is None:
             failures.append(f"{path}: indexed but now skipped ({result.skip_reason})")
             continue
