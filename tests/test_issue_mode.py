@@ -1,0 +1,71 @@
+"""Issue mode on real fixture repositories: stack traces of every language the graph reads switch it on and
+ground their frames, however short the trace."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.issue import frames, is_issue
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+# (fixture repository, a short trace as the runtime prints it on another machine, the frame's workspace file)
+SHORT_TRACES = {
+    "go": ("panic: runtime error: invalid memory address or nil pointer dereference\n"
+           "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a2b1c]\n\n"
+           "goroutine 1 [running]:\n"
+           "example.com/shop/internal/store.flush()\n"
+           "\t/home/ci/src/shop/internal/store/flush.go:4 +0x1d\n",
+           "internal/store/flush.go"),
+    "js": ("    at Layer.handle (/srv/app/lib/router/layer.js:7:15)\n"
+           "    at next (/srv/app/lib/router/route.js:3:5)\n",
+           "lib/router/layer.js"),
+    "ruby": ("/usr/src/app/lib/shop/cart.rb:6:in `total': undefined method `sum' for Shop::Pricing (NoMethodError)\n",
+             "lib/shop/cart.rb"),
+    "rust": ("thread 'main' panicked at src/util/pricing.rs:2:5:\nattempt to add with overflow\n",
+             "src/util/pricing.rs"),
+    "php": ("PHP Fatal error:  Uncaught TypeError: strtolower(): Argument #1 must be of type string\n"
+            "#0 /var/www/html/src/Support/Str.php(6): strtolower(NULL)\n",
+            "src/Support/Str.php"),
+}
+
+
+@pytest.fixture
+def fixture_workspace(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]):
+    def open_copy(name: str) -> Workspace:
+        root = tmp_path / name
+        shutil.copytree(FIXTURES / name, root)
+        return lexical_workspace(root)
+
+    return open_copy
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_TRACES))
+def test_a_short_trace_switches_on_issue_mode_and_ranks_its_frame(name: str, fixture_workspace) -> None:
+    trace, frame_file = SHORT_TRACES[name]
+    bundle = fixture_workspace(name).search(trace)
+    assert bundle.issue_mode
+    assert frame_file in [h.path for h in bundle.files][:4]
+    assert any("traceback frame" in h.why for h in bundle.files if h.path == frame_file)
+
+
+def test_jvm_frames_name_the_package_folder() -> None:
+    trace = ('Exception in thread "main" java.lang.NullPointerException\n'
+             "\tat com.acme.cart.Cart.total(Cart.java:42)\n")
+    assert is_issue(trace)
+    assert [(f.path, f.line) for f in frames(trace)] == [("com/acme/cart/Cart.java", 42)]
+
+
+@pytest.mark.parametrize("question", [
+    "how does the router match a route",
+    "what happens at layer.js:12 in the router",
+    "where is flush.go:12 called from",
+    "why does cart.rb:6 call Pricing.sum",
+])
+def test_a_question_that_names_a_line_stays_a_question(question: str) -> None:
+    assert not is_issue(question)
