@@ -16,10 +16,11 @@ from codeloupe.store import StoreError
 from codeloupe.types import Progress
 
 from . import CliError
+from .workspace_root import find_workspace_root
 
 
 def add_workspace_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="the workspace folder")
+    parser.add_argument("path", help="the workspace folder, or a folder inside it (the workspace root is found above it)")
     group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
     group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     group.add_argument("--embed-model")
@@ -38,6 +39,12 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
     overrides = {key: getattr(args, key, None) for key in
                  ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
     try:
+        index_path = load_settings(root, overrides).index_path
+        located = find_workspace_root(root, lambda folder: index_path(folder).exists())
+        root, args.subpath = located.root, located.subpath
+        if located.subpath:
+            print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
+                  file=sys.stderr)
         settings = load_settings(root, overrides)
         ws = Workspace(root, settings)
     except (SettingsError, WorkspaceError, StoreError) as exc:

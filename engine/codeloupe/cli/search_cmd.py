@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from codeloupe.types import Bundle, FileHit
 
@@ -35,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json)
-        scope = ws.relative(args.scope) if args.scope else ""
+        # A folder inside the workspace scopes the search; --scope is then read from that folder.
+        scope = ws.relative(Path(args.subpath) / args.scope) if args.scope else args.subpath
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
@@ -56,7 +58,8 @@ def render(bundle: Bundle) -> None:
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
                       + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
-    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode} · "
+    scope = f" · within {bundle.scope}/" if bundle.scope else ""
+    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     if not bundle.core:
         console.print("no match")
