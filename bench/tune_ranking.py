@@ -23,7 +23,7 @@ from codeloupe.eval.golden import load_golden
 
 
 def score(workspaces: dict[str, Workspace], golden, docs_mode: str = "docs") -> dict[str, float]:
-    r1 = acc5 = recall = rr = 0.0
+    r1 = acc5 = recall = rr = files = 0.0
     n = 0
     misses = []
     for corpus in golden.corpora:
@@ -36,10 +36,11 @@ def score(workspaces: dict[str, Workspace], golden, docs_mode: str = "docs") -> 
             acc5 += metrics.all_in_top_k(ranked, q.gold_files, 5)
             recall += metrics.all_in_bundle(ranked, q.gold_files)
             rr += metrics.reciprocal_rank(ranked, q.gold_files)
+            files += len(ranked)
             n += 1
             if not hit:
                 misses.append(q.id)
-    return {"R@1": r1 / n, "Acc@5": acc5 / n, "bundle": recall / n, "MRR": rr / n, "misses": misses}
+    return {"R@1": r1 / n, "Acc@5": acc5 / n, "bundle": recall / n, "MRR": rr / n, "files": files / n, "misses": misses}
 
 
 def main() -> int:
@@ -69,7 +70,7 @@ def main() -> int:
 
     def run(label: str) -> None:
         s = score(workspaces, golden)
-        line = f"R@1 {s['R@1']:.3f}  Acc@5 {s['Acc@5']:.3f}  bundle {s['bundle']:.3f}  MRR {s['MRR']:.3f}  {label}"
+        line = f"R@1 {s['R@1']:.3f}  Acc@5 {s['Acc@5']:.3f}  bundle {s['bundle']:.3f}  MRR {s['MRR']:.3f}  files {s['files']:.1f}  {label}"
         print(line + (f"\n    misses: {' '.join(s['misses'])}" if args.show_misses else ""), flush=True)
 
     run("baseline")

@@ -18,13 +18,18 @@ from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
+    from codeloupe.graph.build import Graph
     from codeloupe.search import Fusion, Snapshot
 
 
 def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
                  mode: str, scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
     file_scores = {f: score for f, score in fusion.file.items() if score > 0}
-    ranked = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))[: max(limit, 1)]
+    order = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))
+    ranked = order[: max(limit, 1)]
+    # Completeness by construction: a file some lane ranks near its top stays a candidate past the limit.
+    shortlisted = {f for ranks in fusion.file_ranks.values() for f, r in ranks.items() if r <= R.BUNDLE_LANE_TOP_K}
+    ranked += [f for f in order[len(ranked):] if f in shortlisted]
     chunk_scores = fusion.chunk
     core_count = _core_count([file_scores[f] for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
@@ -35,7 +40,7 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
         hits.append(_file_hit(snap, file_id, rank, file_scores[file_id], rows, fusion, query_terms,
                               full=rank <= core_count))
     core, related = hits[:core_count], hits[core_count:]
-    related.extend(_graph_neighbours(ws, snap, hits, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
+    related.extend(_graph_neighbours(ws, snap, hits, core, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
                                      mode_mask=mask))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope)
@@ -127,15 +132,19 @@ def _why(file_id: int, fusion: Fusion) -> str:
     return ", ".join(parts) or "matched"
 
 
-def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], *, limit: int, start_rank: int,
-                      mode_mask: np.ndarray) -> list[FileHit]:
-    """Graph neighbours of the top files, added to RELATED (annotation and membership only, never score)."""
+def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], *, limit: int,
+                      start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
+    """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
+    CORE file through the code the query matched (what its shown chunks call, who calls what they define),
+    then up to `limit` other neighbours of the top files."""
     from codeloupe.graph import neighbours
+    from codeloupe.graph.build import load_graph
 
     present = {h.path for h in hits}
-    top = [h.path for h in hits[: R.CORE_MAX]]
+    graph = load_graph(ws, allow_stale=True)
+    linked = [*_symbol_links(graph, core), *neighbours(ws, [h.path for h in hits[: R.CORE_MAX]], limit=limit)]
     out: list[FileHit] = []
-    for path, reason in neighbours(ws, top, limit=limit):
+    for path, reason in linked:
         file_id = snap.path_to_file.get(path)
         if file_id is None or path in present:
             continue
@@ -153,3 +162,26 @@ def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], *, lim
         ))
     return out
 
+
+def _symbol_links(graph: Graph, core: list[FileHit]) -> list[tuple[str, str]]:
+    """(path, why) of the callees of CORE's shown chunks and the callers of what those chunks define.
+
+    A bug report names the API a user called; the fix is often in the helper it delegates to, one hop away.
+    Hubs are left to the general neighbours: a logger called from every chunk is no lead.
+    """
+    out: list[tuple[str, str]] = []
+    for hit in core:
+        i = graph.index_of(hit.path)
+        if i is None:
+            continue
+        spans = [(c.start_line, c.end_line) for c in hit.chunks]
+        defined = {s.rsplit(".", 1)[-1] for c in hit.chunks for s in c.symbols}
+        for j, edges in sorted(graph.out_edges[i].items()):
+            used = [s for e in edges if any(a <= e.line <= b for a, b in spans) for s in e.symbols]
+            if used and j not in graph.gods:
+                out.append((graph.paths[j], f"{', '.join(dict.fromkeys(used))} called from {hit.path}"))
+        for j, edges in sorted(graph.in_edges[i].items()):
+            used = [s for e in edges for s in e.symbols if s.rsplit(".", 1)[-1] in defined]
+            if used:
+                out.append((graph.paths[j], f"calls {', '.join(dict.fromkeys(used))} of {hit.path}"))
+    return out[: R.GRAPH_SYMBOL_LINKS_MAX]

@@ -67,5 +67,10 @@ CORE_GAP = 0.03  # CORE = files within 3% of the leader
 CORE_MAX = 4
 CORE_CHUNK_RATIO = 0.80  # a CORE file shows every chunk scoring >= 80% of its best
 GRAPH_NEIGHBOURS = 7
+# Completeness (rule 2): files any lane ranks in its top BUNDLE_LANE_TOP_K stay in the bundle past the limit,
+# and every file linked to CORE through the code the query matched joins RELATED (a safety cap, not a cut:
+# a definition called from hundreds of files is rendered as its first GRAPH_SYMBOL_LINKS_MAX callers).
+BUNDLE_LANE_TOP_K = 10
+GRAPH_SYMBOL_LINKS_MAX = 40
 SNIPPET_RADIUS = 15
 SNIPPET_TERMS = 6  # the query's rarest terms pick a snippet's anchor line
