@@ -69,3 +69,19 @@ def test_jvm_frames_name_the_package_folder() -> None:
 ])
 def test_a_question_that_names_a_line_stays_a_question(question: str) -> None:
     assert not is_issue(question)
+
+
+def test_a_bare_basename_pins_one_file_or_none(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    for rel in ("app/__init__.py", "app/conf.py", "site/__init__.py", "site/conf.py", "site/render.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"SETTING_{rel.replace('/', '_').replace('.', '_').upper()} = 1\n")
+    ws = lexical_workspace(root)
+    report = ("Traceback (most recent call last):\n"
+              '  File "/opt/venv/lib/site/render.py", line 1, in <module>\n'
+              "KeyError: 'theme'\n\nThe setting is read in conf.py and exported from __init__.py; "
+              "setting it in app/conf.py changes nothing.\n")
+    bundle = ws.search(report)
+    pinned = {h.path: h.why for h in bundle.files if "in the text" in h.why or "traceback frame" in h.why}
+    assert set(pinned) == {"site/render.py", "app/conf.py"}
+    assert "path app/conf.py in the text" in pinned["app/conf.py"]

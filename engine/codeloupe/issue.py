@@ -141,18 +141,19 @@ def _jvm_path(qualified: str, file_name: str) -> str:
     return "/".join([*package, file_name])
 
 
-def resolve_suffix(path: str, by_basename: dict[str, list[str]]) -> list[str]:
-    """Workspace paths that end with the longest possible suffix of `path` (frames come from other machines).
+def resolve_suffix(path: str, by_basename: dict[str, list[str]]) -> str | None:
+    """The one workspace path that ends with the longest suffix of `path` any does (frames come from other
+    machines); None when none does, or when several tie (a bare `__init__.py` names no file in particular).
 
     `by_basename` maps a file name to the workspace paths that have it.
     """
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".", "..")]
     if not parts:
-        return []
+        return None
     known = by_basename.get(parts[-1], [])
     for i in range(len(parts)):
         suffix = "/".join(parts[i:])
         matches = [k for k in known if k == suffix or k.endswith("/" + suffix)]
         if matches:
-            return matches
-    return []
+            return matches[0] if len(matches) == 1 else None
+    return None

@@ -419,22 +419,28 @@ class Searcher:
         pinned: dict[int, float] = {}
         depth = 0  # workspace files in the order the frames reach them, innermost first
         for frame in issue.frames:
-            for path in resolve_suffix(frame.path, snap.by_basename):
-                file_id = snap.path_to_file[path]
-                if file_id not in pinned:
-                    pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
-                    depth += 1
-                fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
-                row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
-                if row is not None and mask[row]:
-                    fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
+            path = resolve_suffix(frame.path, snap.by_basename)
+            if path is None:
+                continue
+            file_id = snap.path_to_file[path]
+            if file_id not in pinned:
+                pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
+                depth += 1
+            fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
+            row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
+            if row is not None and mask[row]:
+                fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
         for mention in issue.paths:
-            for path in resolve_suffix(mention, snap.by_basename):
+            path = resolve_suffix(mention, snap.by_basename)
+            if path is not None:
                 file_id = snap.path_to_file[path]
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.PATH_MENTION_BONUS)
                 fusion.pins[file_id].append(f"path {mention} in the text")
         for name in issue.backticked:
-            for row in snap.symbols.definitions(name)[:3]:
+            rows = snap.symbols.definitions(name)
+            if len({int(snap.table.file_ids[r]) for r in rows}) != 1:
+                continue  # defined in several files (or none): the name pins no file in particular
+            for row in rows:
                 file_id = int(snap.table.file_ids[row])
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.BACKTICK_BONUS)
                 fusion.pins[file_id].append(f"`{name}` defined here")
