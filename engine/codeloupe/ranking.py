@@ -37,7 +37,11 @@ SYMBOL_CASELESS_IDENTIFIER = 1.5
 SYMBOL_PLAIN_WORD = 0.0
 
 # --- Penalties and boosts.
-TEST_PENALTY = 0.85  # tests and fixtures answer "how is X tested", rarely "how does X work" (0.6: same R@1)
+# Soft penalties by file kind (codeloupe.search.file_kind), multiplied into fused scores; never a drop.
+# Questions: tests and fixtures answer "how is X tested", rarely "how does X work" (test 0.6: same R@1).
+FILE_KIND_PENALTY = {"test": 0.85}
+# Bug reports quote warnings that gettext catalogs repeat and APIs that tests and doc examples call.
+FILE_KIND_PENALTY_ISSUE = {"test": 0.85}
 # A query word that is the file's stem (short queries only): a tie-breaker that can swap neighbours, not leap
 # ranks (adjacent RRF ranks at the top differ by ~1.6%). 0.10 let ranking.py beat search.py ranked first by
 # both lanes for "how are lanes fused by reciprocal rank"; 0.02 -> R@1 .925, Acc@5 .938 (0.10: .925/.925).

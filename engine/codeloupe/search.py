@@ -43,8 +43,30 @@ _TEST_PATH = re.compile(
 )
 
 
+_EXAMPLE_PATH = re.compile(r"(^|/)(examples?|docs?|docs_src|demos?|samples?|tutorials?)/")
+_DECLARATION_PATH = re.compile(r"\.d\.[cm]?ts$|\.pyi$")
+_DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
+# What a file is, for the soft penalties of ranking.FILE_KIND_PENALTY: "" is the implementation itself.
+FILE_KINDS = ("", "test", "example", "declaration", "data")
+
+
 def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path.lower()))
+
+
+def file_kind(path: str, language: str) -> str:
+    """Tests, example and documentation code, type declarations and data catalogs (gettext, CSV, SVG) answer
+    a question about them; they describe or exercise an implementation that should outrank them otherwise."""
+    lowered = path.lower()
+    if is_test_path(lowered):
+        return "test"
+    if _DECLARATION_PATH.search(lowered):
+        return "declaration"
+    if language in _DATA_LANGUAGES:
+        return "data"
+    if _EXAMPLE_PATH.search(lowered):
+        return "example"
+    return ""
 
 
 @dataclass
@@ -58,7 +80,8 @@ class Snapshot:
     file_is_doc: dict[int, bool]
     chunk_paths: list[str]
     chunk_is_doc: np.ndarray  # bool [n]
-    chunk_is_test: np.ndarray  # bool [n]
+    chunk_kind: np.ndarray  # int8 [n]: index into FILE_KINDS
+    file_kind: dict[int, int]  # file id -> index into FILE_KINDS
     file_stems: dict[int, set[str]]
     by_basename: dict[str, list[str]]
     path_to_file: dict[str, int]
@@ -342,7 +365,7 @@ class Searcher:
 
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
-        self._adjust(snap, query, fusion, issue is None)
+        self._adjust(snap, query, fusion, issue is not None)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
@@ -451,14 +474,16 @@ class Searcher:
             if file_id in allowed:
                 fusion.file[file_id] += bonus
 
-    def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, short_ok: bool) -> None:
-        """Soft penalties and capped boosts: tests demoted, a file named by a short query's word lifted."""
-        fusion.chunk[snap.chunk_is_test] *= R.TEST_PENALTY
+    def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:
+        """Soft penalties and capped boosts: tests, examples, declarations and data demoted, a file named by a
+        short question's word lifted."""
+        penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
+        factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
+        fusion.chunk *= factor[snap.chunk_kind]
         for file_id in list(fusion.file):
-            if is_test_path(snap.file_paths[file_id]):
-                fusion.file[file_id] *= R.TEST_PENALTY
+            fusion.file[file_id] *= float(factor[snap.file_kind.get(file_id, 0)])
         words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
-        if not short_ok or not words or len(words) > R.SHORT_QUERY_WORDS:
+        if issue or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
         wanted = {stem(t) for w in words for t in tokenize(w)}
         for file_id in list(fusion.file):
@@ -514,17 +539,19 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
     by_basename: dict[str, list[str]] = defaultdict(list)
     for path in file_paths.values():
         by_basename[path.rsplit("/", 1)[-1]].append(path)
+    kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
     if base is not None:  # reuse the per-chunk flags of the rows the base already had
         n = len(base.table.ids)
         is_doc = np.concatenate([base.chunk_is_doc, [by_id[f].is_doc for f in chunk_file_ids[n:]]]).astype(bool)
-        is_test = np.concatenate([base.chunk_is_test, [is_test_path(p) for p in chunk_paths[n:]]]).astype(bool)
+        chunk_kind = np.concatenate([base.chunk_kind, [kinds[f] for f in chunk_file_ids[n:]]]).astype(np.int8)
     else:
         is_doc = np.array([by_id[f].is_doc if f in by_id else False for f in chunk_file_ids], dtype=bool)
-        is_test = np.array([is_test_path(p) for p in chunk_paths], dtype=bool)
+        chunk_kind = np.array([kinds.get(f, 0) for f in chunk_file_ids], dtype=np.int8)
     return Snapshot(
         generation=generation, table=table, file_paths=file_paths,
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
-        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_is_test=is_test,
+        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_kind=chunk_kind,
+        file_kind=kinds,
         file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
                     for f, p in file_paths.items()},
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
