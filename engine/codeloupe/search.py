@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "symbol", "entity")
+LANES = ("dense", "lexical", "file", "symbol", "entity")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -95,6 +95,7 @@ class Snapshot:
     pending_files: int = 0
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
+    _files: tuple[np.ndarray, BM25Index] | None = None
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -102,6 +103,21 @@ class Snapshot:
             if self._entity is None:
                 self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
             return self._entity
+
+    def file_index(self) -> tuple[np.ndarray, BM25Index]:
+        """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
+
+        Built on the first query that uses the file lane, from the chunk index's counts; a delta view uses its
+        base's (a changed file is then found by its chunks until the rebuild).
+        """
+        if self.base is not None:
+            return self.base.file_index()
+        with self._entity_lock:
+            if self._files is None:
+                assert isinstance(self.bm25, BM25Index)
+                file_ids, groups = np.unique(self.table.file_ids, return_inverse=True)
+                self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
+            return self._files
 
 
 class Fusion:
@@ -358,6 +374,9 @@ class Searcher:
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant_weight, record=vi == 0)
+            if weights.get("file"):
+                fusion.add_file_lane("file", self._file_lane(snap, text, mask), weights["file"] * variant_weight,
+                                     record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         fusion.normalise()
@@ -429,6 +448,13 @@ class Searcher:
             out["dense"] = dense.scores(qvec, n)
         return out
 
+    def _file_lane(self, snap: Snapshot, text: str, mask: np.ndarray) -> list[int]:
+        """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
+        single chunk holds enough of them to rank."""
+        file_ids, index = snap.file_index()
+        allowed = np.isin(file_ids, snap.table.file_ids[mask])
+        return file_ids[_rank(index.scores(tokenize(text)), allowed, R.LANE_DEPTH)].tolist()
+
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
         allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
@@ -494,7 +520,8 @@ class Searcher:
     def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
         note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
         seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
-        out = [LaneStatus("lexical", True, seen, note), LaneStatus("symbol", True, seen, note)]
+        out = [LaneStatus("lexical", True, seen, note), LaneStatus("file", True, seen, note),
+               LaneStatus("symbol", True, seen, note)]
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
