@@ -69,10 +69,19 @@ class Frame:
     function: str = ""
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One way of reading the query, searched by every lane and fused by rank with the others."""
+
+    name: str  # query (a question: the only variant) | full | title | trace | fenced | identifiers
+    text: str
+    weight: float = 1.0
+
+
 @dataclass
 class IssueQuery:
     text: str
-    variants: list[tuple[str, float]] = field(default_factory=list)  # (text, weight)
+    variants: list[Variant] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     backticked: list[str] = field(default_factory=list)
@@ -102,10 +111,10 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
     fenced = "\n".join(_FENCE.findall(query))
     trace = "\n".join(f"{f.path} {f.function}" for f in issue.frames)
     bag = " ".join(dict.fromkeys(identifiers(query)))
-    issue.variants = [(query, full_text_weight)]
-    for variant in (title, trace, fenced, bag):
-        if variant and variant != query:
-            issue.variants.append((variant, 1.0))
+    issue.variants = [Variant("full", query, full_text_weight)]
+    for name, text in (("title", title), ("trace", trace), ("fenced", fenced), ("identifiers", bag)):
+        if text and text != query:
+            issue.variants.append(Variant(name, text))
     return issue
 
 

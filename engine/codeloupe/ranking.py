@@ -59,6 +59,12 @@ PATH_MENTION_BONUS = 0.3  # a file named by an explicit path in the text
 BACKTICK_BONUS = 0.15  # a definition named in `backticks`
 FRAME_FUNCTION_BONUS = 0.2  # the chunk enclosing the frame's line
 FULL_TEXT_VARIANT_WEIGHT = 2.0
+# The variants the dense lane embeds (a question is the one variant "query"; a report's are full, title,
+# trace, fenced, identifiers); all of them go through the lexical lanes. The model is most of a report's time
+# (bench/issue_latency.py, public issue queries, p50 total / R@1 of the whole set):
+# all five 124 ms / .925; full+title 96 ms / .938; title+trace 19.5 ms / .938 (the identifier bag was the
+# variant that cost a query: it reads like every file at once).
+DENSE_VARIANTS = frozenset({"query", "title", "trace"})
 
 # --- Freshness: after a change, changed files are searched beside the last full snapshot (a delta view) and
 # the full snapshot is rebuilt once the index has been quiet this long (a rebuild re-tokenises every chunk:

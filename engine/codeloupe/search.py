@@ -20,7 +20,7 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
-from codeloupe.issue import IssueQuery, is_issue, parse_issue, resolve_suffix
+from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
@@ -363,19 +363,23 @@ class Searcher:
 
         statuses: list[LaneStatus] = []
         dense = self._dense_lane(snap, statuses) if weights.get("dense") else None
-        variants = issue.variants if issue else [(query, 1.0)]
-        query_vectors = self._embed_queries([v for v, _ in variants]) if dense is not None else None
+        variants = issue.variants if issue else [Variant("query", query)]
+        # The model is the costly part of a report: only the variants that earn their time are embedded, in
+        # one batch; every variant still goes through the lexical lanes.
+        embedded = [v for v in variants if v.name in R.DENSE_VARIANTS]
+        vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
+        query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
 
         fusion = Fusion(snap.table.file_ids)
-        for vi, (text, variant_weight) in enumerate(variants):
-            per_lane = self._lane_scores(snap, text, dense, None if query_vectors is None else query_vectors[vi],
-                                         weights)
+        for vi, variant in enumerate(variants):
+            terms = tokenize(variant.text)
+            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
-                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant_weight, record=vi == 0)
+                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0)
             if weights.get("file"):
-                fusion.add_file_lane("file", self._file_lane(snap, text, mask), weights["file"] * variant_weight,
+                fusion.add_file_lane("file", self._file_lane(snap, terms, mask), weights["file"] * variant.weight,
                                      record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
@@ -436,24 +440,24 @@ class Searcher:
             self._dense_error = str(exc)
             return None
 
-    def _lane_scores(self, snap: Snapshot, text: str, dense: DenseSnapshot | None, qvec: np.ndarray | None,
-                     weights: dict[str, float]) -> dict[str, np.ndarray]:
+    def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
+                     qvec: np.ndarray | None, weights: dict[str, float]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
-            out["lexical"] = snap.bm25.scores(tokenize(text))
+            out["lexical"] = snap.bm25.scores(terms)
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
             out["dense"] = dense.scores(qvec, n)
         return out
 
-    def _file_lane(self, snap: Snapshot, text: str, mask: np.ndarray) -> list[int]:
+    def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
         """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
         single chunk holds enough of them to rank."""
         file_ids, index = snap.file_index()
         allowed = np.isin(file_ids, snap.table.file_ids[mask])
-        return file_ids[_rank(index.scores(tokenize(text)), allowed, R.LANE_DEPTH)].tolist()
+        return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
