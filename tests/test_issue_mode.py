@@ -85,3 +85,28 @@ def test_a_bare_basename_pins_one_file_or_none(tmp_path: Path, lexical_workspace
     pinned = {h.path: h.why for h in bundle.files if "in the text" in h.why or "traceback frame" in h.why}
     assert set(pinned) == {"site/render.py", "app/conf.py"}
     assert "path app/conf.py in the text" in pinned["app/conf.py"]
+
+
+def test_what_a_frame_calls_joins_related(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    files = {
+        "app/__init__.py": "",
+        "app/web.py": "def handle(request):\n    raise KeyError(request.path)\n",
+        "app/cli.py": ("from options.loader import read_options\nfrom app.web import handle\n\n\n"
+                       "def main(argv):\n    settings = read_options(argv[0])\n    return handle(settings)\n"),
+        "options/__init__.py": "",
+        "options/loader.py": "def read_options(name):\n    return {'n': name}\n",
+        # files that match the report's words better than the loader does, so no lane shortlists it
+        **{f"app/views_{i}.py": f"def handle_{i}(request):\n    return main(request)  # KeyError srv app\n"
+           for i in range(15)},
+    }
+    for rel, text in files.items():
+        (tmp_path / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / rel).write_text(text)
+    ws = lexical_workspace(tmp_path / "repo")
+    report = ("Traceback (most recent call last):\n"
+              '  File "/srv/app/cli.py", line 7, in main\n'
+              '  File "/srv/app/web.py", line 2, in handle\n'
+              "KeyError: '/'\n")
+    bundle = ws.search(report)
+    loader = next(h for h in bundle.files if h.path == "options/loader.py")
+    assert loader.via == "graph" and loader.why == "read_options called from app/cli.py"

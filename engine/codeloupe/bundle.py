@@ -40,8 +40,8 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
         hits.append(_file_hit(snap, file_id, rank, file_scores[file_id], rows, fusion, query_terms,
                               full=rank <= core_count))
     core, related = hits[:core_count], hits[core_count:]
-    related.extend(_graph_neighbours(ws, snap, hits, core, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
-                                     mode_mask=mask))
+    related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
+                                     start_rank=len(hits) + 1, mode_mask=mask))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope)
 
@@ -132,17 +132,20 @@ def _why(file_id: int, fusion: Fusion) -> str:
     return ", ".join(parts) or "matched"
 
 
-def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], *, limit: int,
-                      start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
+def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
+                      limit: int, start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
     """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
-    CORE file through the code the query matched (what its shown chunks call, who calls what they define),
-    then up to `limit` other neighbours of the top files."""
+    CORE file or a traceback frame through the code the query matched (what its shown chunks and the frames'
+    functions call, who calls what the chunks define), then up to `limit` other neighbours of the top files."""
     from codeloupe.graph import neighbours
     from codeloupe.graph.build import load_graph
 
     present = {h.path for h in hits}
     graph = load_graph(ws, allow_stale=True)
-    linked = [*_symbol_links(graph, core), *neighbours(ws, [h.path for h in hits[: R.CORE_MAX]], limit=limit)]
+    frames: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for row in fusion.frame_rows:
+        frames[snap.chunk_paths[row]].append((int(snap.table.start_lines[row]), int(snap.table.end_lines[row])))
+    linked = [*_symbol_links(graph, core, frames), *neighbours(ws, [h.path for h in hits[: R.CORE_MAX]], limit=limit)]
     out: list[FileHit] = []
     for path, reason in linked:
         file_id = snap.path_to_file.get(path)
@@ -163,25 +166,31 @@ def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: 
     return out
 
 
-def _symbol_links(graph: Graph, core: list[FileHit]) -> list[tuple[str, str]]:
-    """(path, why) of the callees of CORE's shown chunks and the callers of what those chunks define.
+def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tuple[int, int]]]) -> list[tuple[str, str]]:
+    """(path, why) of the callees of CORE's shown chunks and of a report's frames (`frames`: path -> the line
+    spans of the chunks its traceback frames fall in), and the callers of what CORE's shown chunks define.
 
     A bug report names the API a user called; the fix is often in the helper it delegates to, one hop away.
     Hubs are left to the general neighbours: a logger called from every chunk is no lead.
     """
-    out: list[tuple[str, str]] = []
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    defined: dict[str, set[str]] = defaultdict(set)
     for hit in core:
-        i = graph.index_of(hit.path)
+        spans[hit.path].extend((c.start_line, c.end_line) for c in hit.chunks)
+        defined[hit.path].update(s.rsplit(".", 1)[-1] for c in hit.chunks for s in c.symbols)
+    for path, frame_spans in frames.items():
+        spans[path].extend(frame_spans)
+    out: list[tuple[str, str]] = []
+    for path, path_spans in spans.items():
+        i = graph.index_of(path)
         if i is None:
             continue
-        spans = [(c.start_line, c.end_line) for c in hit.chunks]
-        defined = {s.rsplit(".", 1)[-1] for c in hit.chunks for s in c.symbols}
         for j, edges in sorted(graph.out_edges[i].items()):
-            used = [s for e in edges if any(a <= e.line <= b for a, b in spans) for s in e.symbols]
+            used = [s for e in edges if any(a <= e.line <= b for a, b in path_spans) for s in e.symbols]
             if used and j not in graph.gods:
-                out.append((graph.paths[j], f"{', '.join(dict.fromkeys(used))} called from {hit.path}"))
+                out.append((graph.paths[j], f"{', '.join(dict.fromkeys(used))} called from {path}"))
         for j, edges in sorted(graph.in_edges[i].items()):
-            used = [s for e in edges for s in e.symbols if s.rsplit(".", 1)[-1] in defined]
+            used = [s for e in edges for s in e.symbols if s.rsplit(".", 1)[-1] in defined[path]]
             if used:
-                out.append((graph.paths[j], f"calls {', '.join(dict.fromkeys(used))} of {hit.path}"))
+                out.append((graph.paths[j], f"calls {', '.join(dict.fromkeys(used))} of {path}"))
     return out[: R.GRAPH_SYMBOL_LINKS_MAX]

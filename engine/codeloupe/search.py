@@ -136,6 +136,7 @@ class Fusion:
         self.chunk_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> chunk row -> rank
         self.file_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> file id -> rank
         self.pins: dict[int, list[str]] = defaultdict(list)  # file id -> what pinned it (issue mode)
+        self.frame_rows: list[int] = []  # chunks a traceback frame's line falls in (issue mode)
         self._norm = 0.0
 
     def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool) -> None:
@@ -483,6 +484,7 @@ class Searcher:
             row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
             if row is not None and mask[row]:
                 fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
+                fusion.frame_rows.append(row)
         for mention in issue.paths:
             path = resolve_suffix(mention, snap.by_basename)
             if path is not None:
