@@ -42,3 +42,18 @@ def test_the_callee_of_a_matched_chunk_joins_related_however_many_neighbours(
     linked = {h.path: h for h in bundle.related if h.via == "graph"}
     assert "app/quantities.py" in linked
     assert linked["app/quantities.py"].why == "clamp_amounts called from app/api.py"
+
+
+def test_a_question_about_versions_brings_the_docs_and_manifests(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    ws = lexical_workspace(write(tmp_path / "repo", {
+        "README.md": "# Relay\n\n## Compatibility\n\nRelay runs on Node 18 and later; Node 16 is not supported.\n",
+        "package.json": '{"name": "relay", "engines": {"node": ">=18"}, "dependencies": {"ws": "^8"}}\n',
+        "lib/relay.js": "function relay(socket) {\n  return socket.pipe(socket);\n}\nmodule.exports = relay;\n",
+        "lib/node.js": "function nodeOf(tree, id) {\n  return tree.nodes[id];\n}\nmodule.exports = nodeOf;\n",
+    }))
+    bundle = ws.search("which node versions are supported")
+    found = {h.path: h.why for h in bundle.files}
+    assert "docs & manifests" in found["README.md"] and "docs & manifests" in found["package.json"]
+    assert bundle.core[0].path != "README.md"  # a candidate source, not a vote that outranks the code
+    assert "README.md" not in {h.path for h in ws.search("how is a socket relayed").files}

@@ -122,7 +122,8 @@ def _best_line(lowered: str, terms: list[str]) -> int:
     return min(per_line, key=lambda n: (-len(per_line[n]), n))
 
 
-_LANE_LABELS = {"dense": "dense", "lexical": "bm25", "file": "bm25 file", "symbol": "symbol", "entity": "entity"}
+_LANE_LABELS = {"dense": "dense", "lexical": "bm25", "file": "bm25 file", "symbol": "symbol", "entity": "entity",
+                "project": "docs & manifests"}
 
 
 def _why(file_id: int, fusion: Fusion) -> str:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "file", "symbol", "entity")
+LANES = ("dense", "lexical", "file", "symbol", "entity", "project")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -46,8 +46,17 @@ _TEST_PATH = re.compile(
 _EXAMPLE_PATH = re.compile(r"(^|/)(examples?|docs?|docs_src|demos?|samples?|tutorials?)/")
 _DECLARATION_PATH = re.compile(r"\.d\.[cm]?ts$|\.pyi$")
 _DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
-# What a file is, for the soft penalties of ranking.FILE_KIND_PENALTY: "" is the implementation itself.
-FILE_KINDS = ("", "test", "example", "declaration", "data")
+_CONFIG_LANGUAGES = frozenset({"toml", "ini", "yaml", "gomod", "requirements"})
+_MANIFESTS = frozenset({"package.json", "setup.py", "setup.cfg", "composer.json", "pom.xml", "build.gradle",
+                        "build.gradle.kts", "gemfile", "makefile", "tsconfig.json", "deno.json"})
+# What a file is: "" is the implementation itself; tests, examples, declarations and data take the soft
+# penalties of ranking.FILE_KIND_PENALTY; "project" files (manifests, configuration) answer questions about
+# versions, dependencies, flags and settings beside the docs (the project lane).
+FILE_KINDS = ("", "test", "example", "declaration", "data", "project")
+# A question about the project rather than its code: what it depends on, supports, or lets a user set.
+_PROJECT_QUESTION = re.compile(
+    r"\b(versions?|depend\w*|requirements?|install\w*|flags?|settings?|config\w*|features?|support\w*|"
+    r"compatib\w*|environment variables?|env vars?|licen[cs]e\w*|plugins?|extras?)\b", re.I)
 
 
 def is_test_path(path: str) -> bool:
@@ -66,6 +75,8 @@ def file_kind(path: str, language: str) -> str:
         return "data"
     if _EXAMPLE_PATH.search(lowered):
         return "example"
+    if language in _CONFIG_LANGUAGES or lowered.rsplit("/", 1)[-1] in _MANIFESTS or lowered.endswith(".gemspec"):
+        return "project"
     return ""
 
 
@@ -384,6 +395,8 @@ class Searcher:
                                      record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
+        if weights.get("project") and mode == "code" and _PROJECT_QUESTION.search(query):
+            mask = self._project_lane(snap, query, scope, weights["project"], mask, fusion)
         fusion.normalise()
         timing["lanes"] = _ms(started) - sum(timing.values())
 
@@ -452,6 +465,19 @@ class Searcher:
         if weights.get("dense") and dense is not None and qvec is not None:
             out["dense"] = dense.scores(qvec, n)
         return out
+
+    def _project_lane(self, snap: Snapshot, query: str, scope: str, weight: float, mask: np.ndarray,
+                      fusion: Fusion) -> np.ndarray:
+        """Docs, manifests and configuration ranked by BM25 among themselves, for a question about versions,
+        dependencies, flags or settings: code mode leaves docs out and code outnumbers manifests, so neither
+        ever reached the bundle. Returns the mask widened to the files this lane ranked (the bundle shows them).
+        """
+        project = (snap.chunk_is_doc | (snap.chunk_kind == FILE_KINDS.index("project"))) & \
+            self._mask(snap, scope, "both")
+        rows = _rank(snap.bm25.scores(tokenize(query)), project, R.LANE_DEPTH)
+        fusion.add_lane("project", rows, weight, record=True)
+        ranked = np.isin(snap.table.file_ids, list(fusion.file_ranks.get("project", {})))
+        return mask | (project & ranked)
 
     def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
         """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
