@@ -123,7 +123,7 @@ def _best_line(lowered: str, terms: list[str]) -> int:
 
 
 _LANE_LABELS = {"dense": "dense", "lexical": "bm25", "file": "bm25 file", "symbol": "symbol", "entity": "entity",
-                "project": "docs & manifests"}
+                "project": "docs & manifests", "feedback": "feedback"}
 
 
 def _why(file_id: int, fusion: Fusion) -> str:

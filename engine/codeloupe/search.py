@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "file", "symbol", "entity", "project")
+LANES = ("dense", "lexical", "file", "symbol", "entity", "project", "feedback")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -395,6 +395,8 @@ class Searcher:
                                      record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
+        if weights.get("feedback"):
+            self._feedback_lane(snap, tokenize(query), weights["feedback"], mask, fusion)
         if weights.get("project") and mode == "code" and _PROJECT_QUESTION.search(query):
             mask = self._project_lane(snap, query, scope, weights["project"], mask, fusion)
         fusion.normalise()
@@ -478,6 +480,24 @@ class Searcher:
         fusion.add_lane("project", rows, weight, record=True)
         ranked = np.isin(snap.table.file_ids, list(fusion.file_ranks.get("project", {})))
         return mask | (project & ranked)
+
+    def _feedback_lane(self, snap: Snapshot, terms: list[str], weight: float, mask: np.ndarray,
+                       fusion: Fusion) -> None:
+        """Pseudo-relevance feedback: BM25 again with the question's terms plus the rarest identifier and doc
+        words of the chunks every lane agreed on so far, for a question whose words are not the code's."""
+        top = _rank(fusion.chunk, mask, R.FEEDBACK_CHUNKS)
+        if not top:
+            return
+        asked = set(terms)
+        counts: dict[str, int] = defaultdict(int)
+        for row in top:
+            for term in set(tokenize(snap.table.texts[row])):
+                if term not in asked:
+                    counts[term] += 1
+        shared = [t for t, n in counts.items() if n >= min(2, len(top))]
+        expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
+        fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
+                        record=True)
 
     def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
         """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
