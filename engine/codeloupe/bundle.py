@@ -27,17 +27,24 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
     file_scores = {f: score for f, score in fusion.file.items() if score > 0}
     order = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))
     ranked = order[: max(limit, 1)]
-    # Completeness by construction: a file some lane ranks near its top stays a candidate past the limit.
-    shortlisted = {f for ranks in fusion.file_ranks.values() for f, r in ranks.items() if r <= R.BUNDLE_LANE_TOP_K}
-    ranked += [f for f in order[len(ranked):] if f in shortlisted]
+    # Completeness by construction: a file some lane ranks near its top stays a candidate past the limit,
+    # and so does a file a lane proposed without a vote (scored 0, after the rest).
+    best_rank: dict[int, int] = {}
+    for ranks in fusion.file_ranks.values():
+        for f, r in ranks.items():
+            if r <= R.BUNDLE_LANE_TOP_K:
+                best_rank[f] = min(r, best_rank.get(f, r))
+    kept = set(ranked)
+    ranked += sorted((f for f in best_rank if f not in kept),
+                     key=lambda f: (-file_scores.get(f, 0.0), best_rank[f], snap.file_paths[f]))
     chunk_scores = fusion.chunk
-    core_count = _core_count([file_scores[f] for f in ranked])
+    core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
     hits = []
     for rank, file_id in enumerate(ranked, 1):
         rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
         rows.sort(key=lambda r: (-chunk_scores[r], r))
-        hits.append(_file_hit(snap, file_id, rank, file_scores[file_id], rows, fusion, query_terms,
+        hits.append(_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, fusion, query_terms,
                               full=rank <= core_count))
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,

@@ -21,17 +21,16 @@ RRF_K = 60
 # 1.0/0.6 -> R@1 .900 Acc@5 .900; 1.0/1.0 -> .925/.900; 0.6/1.0 -> .925/.912; 0.5/1.0 -> .925/.925;
 # 0.4/1.0 -> .925/.925. Identifier-shaped queries lean on the lexical and symbol lanes (0.6/1.0/1.2 and
 # 1.0/1.0/1.0 tied); issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
-LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.0, "symbol": 0.5, "entity": 0.0, "project": 0.1,
-                        "feedback": 0.0}
-LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "symbol": 1.2, "entity": 0.0,
-                           "project": 0.0}
-LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "symbol": 0.3, "entity": 0.3, "project": 0.0}
+LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.0, "symbol": 0.5, "entity": 0.0, "feedback": 0.0}
+LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "symbol": 1.2, "entity": 0.0}
+LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "symbol": 0.3, "entity": 0.3}
 # The file lane (BM25 with one document per file, issue mode): a long report's words spread over a big
 # file's chunks. Public issue queries (12), file weight 0 / 0.3 / 0.6 / 1.0: Acc@5 .917 / 1.0 / 1.0 / 1.0,
 # MRR .889 / .896 / .903 / .903 (whole set R@1 .925 throughout).
 # The project lane (docs, manifests, configuration; questions about versions, dependencies, flags,
-# settings): a candidate source more than a vote. Public, natural weights with project 0 / 0.1 / 0.3:
-# R@1 .938 / .938 / .912 (0.3 lifted a README over the code for two "how to configure" questions).
+# settings) proposes its top PROJECT_FILES as candidates without a vote: as a vote, weight 0.1 cost docpairs
+# dev R@1 .004 (many doc comments say "options" or "config") and 0.3 cost public R@1 .025.
+PROJECT_FILES = 5
 # Pseudo-relevance feedback (questions): the top FEEDBACK_CHUNKS fused chunks lend the question their
 # FEEDBACK_TERMS rarest shared terms, searched again by BM25 as the "feedback" lane.
 FEEDBACK_CHUNKS = 3

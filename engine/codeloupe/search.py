@@ -20,6 +20,7 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
+from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "file", "symbol", "entity", "project", "feedback")
+LANES = ("dense", "lexical", "file", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -66,6 +67,8 @@ def is_test_path(path: str) -> bool:
 def file_kind(path: str, language: str) -> str:
     """Tests, example and documentation code, type declarations and data catalogs (gettext, CSV, SVG) answer
     a question about them; they describe or exercise an implementation that should outrank them otherwise."""
+    if is_doc_language(language):
+        return ""  # prose has its own mode; a page under docs/ is what a docs question wants
     lowered = path.lower()
     if is_test_path(lowered):
         return "test"
@@ -173,6 +176,11 @@ class Fusion:
             if record:
                 self.file_ranks[name].setdefault(file_id, rank)
         self._norm += weight / (R.RRF_K + 1)
+
+    def add_candidates(self, name: str, file_ids: list[int]) -> None:
+        """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""
+        for rank, file_id in enumerate(file_ids, 1):
+            self.file_ranks[name].setdefault(file_id, rank)
 
     def normalise(self) -> None:
         """Scale so a file ranked first by every lane scores 1.0 (bonuses are set on that scale)."""
@@ -397,8 +405,8 @@ class Searcher:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if weights.get("feedback"):
             self._feedback_lane(snap, tokenize(query), weights["feedback"], mask, fusion)
-        if weights.get("project") and mode == "code" and _PROJECT_QUESTION.search(query):
-            mask = self._project_lane(snap, query, scope, weights["project"], mask, fusion)
+        if issue is None and lanes is None and mode == "code" and _PROJECT_QUESTION.search(query):
+            mask = self._project_lane(snap, query, scope, mask, fusion)
         fusion.normalise()
         timing["lanes"] = _ms(started) - sum(timing.values())
 
@@ -468,18 +476,19 @@ class Searcher:
             out["dense"] = dense.scores(qvec, n)
         return out
 
-    def _project_lane(self, snap: Snapshot, query: str, scope: str, weight: float, mask: np.ndarray,
+    def _project_lane(self, snap: Snapshot, query: str, scope: str, mask: np.ndarray,
                       fusion: Fusion) -> np.ndarray:
         """Docs, manifests and configuration ranked by BM25 among themselves, for a question about versions,
         dependencies, flags or settings: code mode leaves docs out and code outnumbers manifests, so neither
-        ever reached the bundle. Returns the mask widened to the files this lane ranked (the bundle shows them).
+        ever reached the bundle. They join it as candidates without a vote (a vote of 0.1 cost dev R@1 .004);
+        returns the mask widened to them, so the bundle can show them.
         """
         project = (snap.chunk_is_doc | (snap.chunk_kind == FILE_KINDS.index("project"))) & \
             self._mask(snap, scope, "both")
-        rows = _rank(snap.bm25.scores(tokenize(query)), project, R.LANE_DEPTH)
-        fusion.add_lane("project", rows, weight, record=True)
-        ranked = np.isin(snap.table.file_ids, list(fusion.file_ranks.get("project", {})))
-        return mask | (project & ranked)
+        files = list(dict.fromkeys(int(snap.table.file_ids[r]) for r in
+                                   _rank(snap.bm25.scores(tokenize(query)), project, R.LANE_DEPTH)))
+        fusion.add_candidates("project", files[: R.PROJECT_FILES])
+        return mask | (project & np.isin(snap.table.file_ids, files[: R.PROJECT_FILES]))
 
     def _feedback_lane(self, snap: Snapshot, terms: list[str], weight: float, mask: np.ndarray,
                        fusion: Fusion) -> None:
