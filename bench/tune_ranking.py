@@ -26,7 +26,7 @@ from pathlib import Path
 from codeloupe import ranking
 from codeloupe.api import Workspace
 from codeloupe.eval import metrics
-from codeloupe.eval.golden import load_golden
+from codeloupe.eval.golden import load_golden, load_swebench
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,22 @@ def summary(rows: list[tuple[float, float, float, float, int]]) -> str:
 
 
 def fold_of(corpus: str, folds: int) -> int:
-    return int(hashlib.sha256(corpus.encode()).hexdigest(), 16) % folds
+    """Folds group repositories: every instance of one repository (`py-attrs-fix-1499c77e79`) falls together."""
+    repo = corpus.rsplit("-fix-", 1)[0]
+    return int(hashlib.sha256(repo.encode()).hexdigest(), 16) % folds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("golden", type=Path, nargs="+")
-    parser.add_argument("--corpora", type=Path, action="append", required=True)
+    parser.add_argument("--corpora", type=Path, action="append", default=[])
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--grid", action="append", default=[], metavar="NAME=V1;V2")
     parser.add_argument("--folds", type=int, default=0, help="cross-validate the grid over K folds of corpora")
     parser.add_argument("--no-embed", action="store_true", help="lexical and symbol lanes only")
     parser.add_argument("--kinds", default="", help="only these query kinds")
+    parser.add_argument("--per-repo", type=int, default=0,
+                        help="a .jsonl set: at most this many instances per repository (a hash sample)")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
 
@@ -85,7 +89,21 @@ def main() -> int:
     workspaces: dict[str, Workspace] = {}
     cases: list[Case] = []
     for i, path in enumerate(args.golden):
-        corpora = args.corpora[min(i, len(args.corpora) - 1)]
+        if path.suffix == ".jsonl":  # SWE-bench style: every instance is its own tree, its own "corpus"
+            per_repo: dict[str, int] = {}
+            for inst in sorted(load_swebench(path), key=lambda x: hashlib.sha256(x.id.encode()).hexdigest()):
+                repo_key = inst.id.rsplit("-", 2)[0]
+                if args.per_repo and per_repo.get(repo_key, 0) >= args.per_repo:
+                    continue
+                per_repo[repo_key] = per_repo.get(repo_key, 0) + 1
+                ws = Workspace(inst.repo, overrides=overrides)
+                ws.index()
+                if not args.no_embed:
+                    ws.embed()
+                workspaces[inst.id] = ws
+                cases.append(Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files)))
+            continue
+        corpora = args.corpora[min(i, len(args.corpora) - 1)] if args.corpora else Path(".")
         for corpus in load_golden(path).corpora:
             key = f"{path.stem}:{corpus.id}"
             queries = [q for q in corpus.queries if not kinds or q.kind in kinds]

@@ -110,3 +110,28 @@ def test_what_a_frame_calls_joins_related(tmp_path: Path, lexical_workspace: Cal
     bundle = ws.search(report)
     loader = next(h for h in bundle.files if h.path == "options/loader.py")
     assert loader.via == "graph" and loader.why == "read_options called from app/cli.py"
+
+
+def test_catalogs_tests_and_examples_do_not_crowd_a_report(tmp_path: Path,
+                                                           lexical_workspace: Callable[[Path], Workspace]) -> None:
+    message = "Cannot combine the timezone offset with a naive datetime value"
+    files = {
+        "shop/clock.py": f"def localise(value, offset):\n    if value.tzinfo is None:\n        raise ValueError('{message}')\n",
+        "shop/locale/fr/LC_MESSAGES/shop.po": f'msgid "{message}"\nmsgstr "Impossible de combiner"\n',
+        # a test and a doc example that quote the report better than the implementation does
+        "tests/test_clock.py": (f"def test_localise_aware():\n    # {message}\n"
+                                "    localise(aware_datetime, offset)  # tzinfo set, still fails\n"),
+        "docs/examples/clock_example.py": f"# {message}\nlocalise(aware_datetime, offset)  # tzinfo set\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / rel).write_text(text)
+    ws = lexical_workspace(tmp_path / "repo")
+    report = (f"localise raises '{message}' for an aware value\n\n" + " ".join(
+        f"step_{i}" for i in range(30)) + "\n\nCalling localise(aware_datetime, offset) with tzinfo set still fails.")
+    bundle = ws.search(report)
+    assert bundle.issue_mode
+    ranked = [h.path for h in bundle.files]
+    assert ranked[0] == "shop/clock.py"
+    assert ranked[-1] == "shop/locale/fr/LC_MESSAGES/shop.po"  # a catalog only repeats the words
+    assert set(files) <= set(ranked)  # demoted, never dropped
