@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from codeloupe.types import Bundle, FileHit
 
@@ -35,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
-        scope = ws.relative(args.scope) if args.scope else ""
+        # A folder inside the workspace scopes the search; --scope is then read from that folder.
+        subpath = getattr(args, "subpath", "")
+        scope = ws.relative(Path(subpath) / args.scope) if args.scope else subpath
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
@@ -58,7 +61,8 @@ def render(bundle: Bundle) -> None:
     mode = " · issue mode" if bundle.issue_mode else ""
     if bundle.revision:
         console.print(f"[dim]{bundle.root} @ {bundle.revision}[/dim]")
-    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode} · "
+    scope = f" · within {bundle.scope}/" if bundle.scope else ""
+    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     if not bundle.core:
         console.print("no match")
