@@ -20,7 +20,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
-from codeloupe.discover import read_candidate, walk  # noqa: E402
+from codeloupe.discover import decode_source, walk  # noqa: E402
 from codeloupe.settings import load_settings  # noqa: E402
 from packages import DEFAULT_DIR, Package, load_packages, repo_path  # noqa: E402
 
@@ -62,7 +62,7 @@ def source_files(repo: Path, undecodable: list[str] | None = None) -> Iterator[t
     settings = load_settings(repo)
     for candidate in walk(repo, settings).candidates:
         try:
-            result = read_candidate(candidate.abs_path, settings)
+            result = decode_source(candidate.abs_path.read_bytes(), settings)
         except UnicodeError:
             if undecodable is not None:
                 undecodable.append(candidate.rel_path)
