@@ -37,7 +37,8 @@ else:  # pragma: no cover - exercised only on 3.10
 USER_CONFIG_NAME = "config.toml"
 
 # What a workspace's own files may set without the user's trust.
-WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes"})
+# (`flows` can only keep answers on this machine or turn the cache off.)
+WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes", "flows"})
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
 
@@ -135,6 +136,7 @@ class Settings:
     chat_model: str = ""
     chat_api_key: str = ""
     chat_timeout_s: float = 60.0
+    flows: bool = True  # keep successful walkthroughs in the index and answer repeated questions from them
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
     # --- not settings: who set each value (absent: the default or the program), what a workspace did not get

@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store.edges import EDGES_SCHEMA
+from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.types import ChunkedFile
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the flows tables (store.flows)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -171,7 +172,7 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             conn = self._connect()
-            conn.executescript(_SCHEMA + EDGES_SCHEMA)
+            conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 has_files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -195,7 +196,7 @@ class Store:
         for suffix in ("", "-wal", "-shm"):
             Path(str(self.path) + suffix).unlink(missing_ok=True)
         conn = self._connect()
-        conn.executescript(_SCHEMA + EDGES_SCHEMA)
+        conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
         conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         return conn
 
