@@ -299,3 +299,23 @@ def test_cli_lists_flows_and_ask_json_marks_a_served_one(
     assert cli_main(["flows", str(repo), *flags]) == 0
     shown = capsys.readouterr().out
     assert QUESTION in shown and re.search(r"served 1\b", shown)
+
+
+def test_refresh_reasks_stale_flows_and_warm_preasks_the_main_workflows(
+        ws: Workspace, chat: ChatServer, repo: Path) -> None:
+    cached(ws, chat)
+    auth = repo / "app/auth.py"
+    auth.write_text(auth.read_text().replace("bad credentials", "wrong password"))
+    ws.index()
+    assert [f.stale for f in ws.flows()] == [True]
+    chat.add(Reply(render=narrated))
+    outcomes = ws.refresh_flows()
+    assert [(o.question, o.outcome) for o in outcomes] == [(QUESTION, "answered")]
+    assert [(f.question, f.stale) for f in ws.flows()] == [(QUESTION, False)]
+    served = ask(ws, PARAPHRASE)[1]
+    assert served.flow is not None and "wrong password" in served.answer  # the refreshed answer, from disk
+    chat.add(Reply(render=narrated, times=2))
+    warmed = ws.warm_flows(limit=2)
+    assert [o.question for o in warmed] == [f"how does {s.name} work" for s in ws.tour(limit=2).stops]
+    assert {o.outcome for o in warmed} == {"answered"} and len(ws.flows()) == 3
+    assert ws.refresh_flows() == []  # nothing stale

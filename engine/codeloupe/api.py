@@ -129,7 +129,7 @@ class Workspace:
         from codeloupe.entrypoints import location_shaped
 
         bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
-        if mode != "docs" and location_shaped(query):
+        if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         return bundle
 

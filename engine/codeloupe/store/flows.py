@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 FLOWS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS flows (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a refresh deletes the stale id it re-asked
     question TEXT NOT NULL,
     mode TEXT NOT NULL,
     model TEXT NOT NULL,
