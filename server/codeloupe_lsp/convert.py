@@ -8,13 +8,14 @@ lsprotocol types.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet, Symbol
+from codeloupe.types import Bundle, ChunkHit, FileHit, Flow, IndexStatus, LaneStatus, Snippet, Symbol, Tour
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
@@ -185,6 +186,7 @@ def ask_result(result: AskResult) -> JSON:
         "uncited": [file_result(root, hit, hit.path in core_paths) for hit in result.uncited],
         "abstained": result.abstained, "fallback": result.fallback,
         "bundle": search_result(result.bundle),
+        "flow": dataclasses.asdict(result.flow) if result.flow is not None else None,
     }
 
 
@@ -303,3 +305,23 @@ def users_hover(root: Path, name: str, users: list[tuple[str, int]]) -> str:
     lines = [f"**{name}** is {users_lens_title(users)}:", ""]
     lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in users]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ flows, tour
+
+
+def flow(root: Path, cached: Flow) -> JSON:
+    return {"id": cached.id, "question": cached.question, "mode": cached.mode, "created": cached.created,
+            "served": cached.served, "stale": cached.stale,
+            "files": [{"path": p, "uri": file_uri(root, p)} for p in cached.files]}
+
+
+def tour(root: Path, found: Tour) -> JSON:
+    return {
+        "entryPoints": [{"path": p.path, "kind": p.kind, "detail": p.detail,
+                         "location": line_location(root, p.path, p.line)} for p in found.entry_points],
+        "stops": [{"name": s.name, "kind": s.kind, "path": s.path, "mentions": s.mentions,
+                   "definitions": s.definitions, "location": line_location(root, s.path, s.line)}
+                  for s in found.stops],
+        "names": found.names,
+    }

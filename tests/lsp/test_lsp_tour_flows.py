@@ -1,0 +1,32 @@
+"""`codeloupe/tour` and `codeloupe/flows` over the real server on the shared fixture project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lsp_helpers import disk_lines, start_server, stop_server, uri, write_project
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_tour_and_flows(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project")
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        tour = await client.request("codeloupe/tour", {"limit": 2})
+        first = tour["stops"][0]
+        # load_user: defined in store.py, mentioned by auth.py and web.py.
+        assert (first["name"], first["path"], first["mentions"]) == ("load_user", "app/store.py", 2)
+        where = first["location"]
+        assert where["uri"] == uri(project / "app/store.py")
+        assert disk_lines(project / "app/store.py", where["range"]["start"]["line"],
+                          where["range"]["start"]["line"] + 1).startswith("def load_user")
+        assert len(tour["stops"]) == 2 and tour["entryPoints"] == [] and tour["names"] >= 4
+        assert await client.request("codeloupe/flows", {}) == {"flows": []}
+        asked = await client.request("codeloupe/ask", {"query": "how does login check the password"})
+        assert asked["flow"] is None  # no chat model: nothing narrated, nothing cached
+        assert await client.request("codeloupe/flows", {"folderUri": uri(project)}) == {"flows": []}
+    finally:
+        await stop_server(client)
