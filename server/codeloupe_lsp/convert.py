@@ -251,6 +251,10 @@ def graph_path(root: Path, path: GraphPath) -> JSON:
         for key in ("use", "definition"):
             if key in hop:
                 hop[key] = _span_location(root, hop[key])
+        for key in ("useCode", "definitionCode"):  # the code read from disk: its location plus the text
+            if key in hop:
+                hop[key] = {"location": _span_location(root, hop[key]), "text": hop[key]["text"],
+                            "symbol": hop[key]["symbol"]}
     return out
 
 

@@ -1,4 +1,4 @@
-"""`codeloupe/tour` and `codeloupe/flows` over the real server on the shared fixture project."""
+"""`codeloupe/tour`, `codeloupe/flows` and the code of graph route hops over the real server."""
 
 from __future__ import annotations
 
@@ -28,5 +28,12 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
         asked = await client.request("codeloupe/ask", {"query": "how does login check the password"})
         assert asked["flow"] is None  # no chat model: nothing narrated, nothing cached
         assert await client.request("codeloupe/flows", {"folderUri": uri(project)}) == {"flows": []}
+
+        route = await client.request("codeloupe/graph", {"mode": "path", "from": "app/web.py", "to": "app/store.py"})
+        spliced = [hop[key] for hop in route["hops"] for key in ("useCode", "definitionCode") if key in hop]
+        assert spliced
+        for code in spliced:
+            rng, path = code["location"]["range"], project / code["location"]["uri"].split(uri(project) + "/")[1]
+            assert disk_lines(path, rng["start"]["line"], rng["end"]["line"]) == code["text"]
     finally:
         await stop_server(client)

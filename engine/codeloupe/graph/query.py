@@ -27,6 +27,7 @@ from codeloupe.graph.model import (
     Surprise,
 )
 from codeloupe.graph.resolve import Edge
+from codeloupe.graph.splice import splice_hops
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
     route = shortest_path(adjacency, tolls, a, b)
     if route is None:
         return GraphPath(pa, pb, False, False, [], f"no route between {pa} and {pb} in the graph")
-    hops = [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])]
+    hops = splice_hops(ws, [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])])
     meets, note = _describe(graph, route, hops)
     return GraphPath(pa, pb, True, meets, hops, note)
 
