@@ -295,10 +295,11 @@ class Workspace:
     # ------------------------------------------------------------------ graph and ask (their own packages)
 
     def graph_map(self):
-        """Nodes, edges and communities of the workspace graph (`codeloupe.graph.GraphMap`)."""
+        """Nodes, edges and communities of the workspace graph (`codeloupe.graph.GraphMap`); communities may be
+        named by one cached call to the configured chat model (`codeloupe.graph.naming`)."""
         from codeloupe.graph import graph_map
 
-        return graph_map(self)
+        return graph_map(self, name_with_model=True)
 
     def graph_node(self, target: str, *, allow_stale: bool = False):
         """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`).
