@@ -47,7 +47,9 @@ def find_entry_points(snap: Snapshot, symbols: list[SymbolRow]) -> list[EntryPoi
 
     def add(point: EntryPoint) -> None:
         if point.path in snap.path_to_file and not is_test_path(point.path):
-            found.setdefault((point.path, point.detail), point)
+            # Every manifest entry is its own fact; a file's other signals are one each (a class with three
+            # `main` overloads is one entry point).
+            found.setdefault((point.path, point.detail if point.kind == "manifest" else point.kind), point)
 
     defined = {(s.file_id, s.name): s.start_line for s in symbols}
     for file_id, text in texts.items():
@@ -89,9 +91,9 @@ def _package_json(path: str, text: str) -> Iterator[EntryPoint]:
     for name, target in (bins.items() if isinstance(bins, dict) else ()):
         if isinstance(target, str):
             yield EntryPoint(_relative_to(path, target), 1, "manifest", f"{path} bin {name}")
-    if isinstance(manifest.get("main"), str):
-        main = _relative_to(path, manifest["main"])
-        yield EntryPoint(main if posixpath.splitext(main)[1] else main + ".js", 1, "manifest", f"{path} main")
+    # Without `main`, Node loads the package's index.js.
+    main = _relative_to(path, manifest["main"] if isinstance(manifest.get("main"), str) else "index.js")
+    yield EntryPoint(main if posixpath.splitext(main)[1] else main + ".js", 1, "manifest", f"{path} main")
     scripts = manifest.get("scripts")
     for name, command in (scripts.items() if isinstance(scripts, dict) else ()):
         for word in str(command).split():
