@@ -148,6 +148,17 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
         return result.to_dict()
 
+    @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
+             summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
+    def tour(root: RootParam = None,
+             limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20) -> dict[str, Any]:
+        return dataclasses.asdict(fresh(root).ws.tour(limit=limit))
+
+    @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
+             summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")
+    def flows(root: RootParam = None) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(f) for f in fresh(root).ws.flows()]
+
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
               summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "
                       "when no chat model is configured or it fails")
