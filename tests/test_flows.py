@@ -24,40 +24,7 @@ from codeloupe.ask.prompts import BACKGROUND
 from codeloupe.cli import main as cli_main
 from codeloupe.store.flows import FlowRow
 from codeloupe.types import Bundle, FileHit
-
-FILES = {
-    "app/auth.py": '''\
-        """Authentication: password hashing and login sessions."""
-
-        import hashlib
-
-
-        def hash_password(password: str, salt: str) -> str:
-            """Derive the stored hash of a password."""
-            return hashlib.sha256((salt + password).encode()).hexdigest()
-
-
-        class SessionManager:
-            """Creates and expires login sessions."""
-
-            def login(self, name: str, password: str):
-                user = find_user(name)
-                if user is None or hash_password(password, user.salt) != user.password_hash:
-                    raise PermissionError("bad credentials")
-                return self.open_session(user)
-
-            def open_session(self, user):
-                return {"user": user.name}
-        ''',
-    "app/db.py": '''\
-        """Database access for users."""
-
-
-        def find_user(name: str):
-            """Look a user up by name for login."""
-            return None
-        ''',
-}
+from test_ask_run import FILES  # the same small login app
 
 QUESTION = "how does login check the password"
 # Each later question's cosine to QUESTION under the scripted embedder.
@@ -254,29 +221,23 @@ def test_flow_sources_append_to_related_never_reorder() -> None:
 # ------------------------------------------------------------------------------------ off switches
 
 
+@pytest.mark.parametrize("switch", ["environment", "workspace"])
 def test_the_kill_switch_and_the_workspace_setting_turn_the_cache_off(
-        repo: Path, chat: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CODELOUPE_NO_FLOWS", "1")
-    with_env = Workspace(repo, overrides=settings(chat))
+        repo: Path, chat: ChatServer, monkeypatch: pytest.MonkeyPatch, switch: str) -> None:
+    if switch == "environment":
+        monkeypatch.setenv("CODELOUPE_NO_FLOWS", "1")
+    else:
+        (repo / ".codeloupe.toml").write_text("flows = false\n")  # an untrusted workspace may set this one
+    off = Workspace(repo, overrides=settings(chat))
     try:
-        with_env.index()
-        with_env.embed()
+        assert off.settings.ignored is None
+        off.index()
+        off.embed()
         chat.add(Reply(render=narrated))
-        _, result = ask(with_env, QUESTION)
-        assert result.citations and with_env.flows() == []
+        _, result = ask(off, QUESTION)
+        assert result.citations and off.flows() == []
     finally:
-        with_env.close()
-    monkeypatch.delenv("CODELOUPE_NO_FLOWS")
-    (repo / ".codeloupe.toml").write_text("flows = false\n")  # an untrusted workspace may set this one
-    opted_out = Workspace(repo, overrides=settings(chat))
-    try:
-        assert opted_out.settings.flows is False and opted_out.settings.ignored is None
-        opted_out.index()
-        chat.add(Reply(render=narrated))
-        _, result = ask(opted_out, QUESTION)
-        assert result.citations and opted_out.flows() == []
-    finally:
-        opted_out.close()
+        off.close()
 
 
 # ------------------------------------------------------------------------------------------- CLI
