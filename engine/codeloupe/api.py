@@ -26,6 +26,7 @@ from codeloupe.types import (
     IndexStatus,
     Located,
     Location,
+    Related,
     Symbol,
     Tour,
     UsedDefinition,
@@ -291,6 +292,14 @@ class Workspace:
                                          int(table.end_lines[row]), table.breadcrumbs[row]))
         hits.sort(key=lambda h: (h.path, h.line))
         return Located(text, identifier, hits[:max(limit, 0)], len(hits))
+
+    def find_related(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
+                     limit: int = 10) -> Related:
+        """The chunks nearest to a span (the whole file without lines) in its language, its own chunks left out
+        (by vectors when ready, else by its words)."""
+        from codeloupe.related import find_related
+
+        return find_related(self, path, start_line, end_line, limit)
 
     # ------------------------------------------------------------------ graph and ask (their own packages)
 

@@ -246,6 +246,18 @@ class Expansion:
 
 
 @dataclass
+class Related:
+    """The chunks nearest to an anchor span, in its language (`Workspace.find_related`)."""
+
+    path: str
+    start_line: int
+    end_line: int
+    language: str
+    lane: str  # dense | lexical: what "nearest" was measured by
+    chunks: list[ChunkHit]  # nearest first; `lanes` holds the rank in `lane`
+
+
+@dataclass
 class Located:
     """What `Workspace.locate` found: the first `limit` locations and how many there are in all."""
 

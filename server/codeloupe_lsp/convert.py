@@ -15,7 +15,18 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from codeloupe.types import Bundle, ChunkHit, FileHit, Flow, IndexStatus, LaneStatus, Snippet, Symbol, Tour
+from codeloupe.types import (
+    Bundle,
+    ChunkHit,
+    FileHit,
+    Flow,
+    IndexStatus,
+    LaneStatus,
+    Related,
+    Snippet,
+    Symbol,
+    Tour,
+)
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
@@ -329,3 +340,11 @@ def tour(root: Path, found: Tour) -> JSON:
                   for s in found.stops],
         "names": found.names,
     }
+
+
+def related(root: Path, found: Related) -> JSON:
+    return {"uri": file_uri(root, found.path), "range": lines_to_range(found.start_line, found.end_line),
+            "language": found.language, "lane": found.lane,
+            "chunks": [{"location": location(root, c.path, c.start_line, c.end_line), "path": c.path,
+                        "score": c.score, "kind": c.kind, "name": c.name, "breadcrumb": c.breadcrumb,
+                        "text": c.text} for c in found.chunks]}

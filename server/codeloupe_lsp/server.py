@@ -196,6 +196,7 @@ def build_server() -> CodeloupeServer:
         graph,
         hover,
         lifecycle,
+        related,
         search,
         status,
         symbols,
@@ -203,6 +204,7 @@ def build_server() -> CodeloupeServer:
     )
 
     server = CodeloupeServer()
-    for module in (lifecycle, search, symbols, expand, status, graph, ask, flows, tour, codelens, hover, commands):
+    for module in (lifecycle, search, symbols, expand, related, status, graph, ask, flows, tour, codelens, hover,
+                   commands):
         module.register(server)
     return server

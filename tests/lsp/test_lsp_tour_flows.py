@@ -1,4 +1,4 @@
-"""`codeloupe/tour`, `codeloupe/flows` and the code of graph route hops over the real server."""
+"""`codeloupe/tour`, `codeloupe/flows`, `codeloupe/related` and the code of graph route hops over the real server."""
 
 from __future__ import annotations
 
@@ -28,6 +28,14 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
         asked = await client.request("codeloupe/ask", {"query": "how does login check the password"})
         assert asked["flow"] is None  # no chat model: nothing narrated, nothing cached
         assert await client.request("codeloupe/flows", {"folderUri": uri(project)}) == {"flows": []}
+
+        anchor = {"start": {"line": 5, "character": 0}, "end": {"line": 7, "character": 0}}  # hash_password
+        related = await client.request("codeloupe/related", {"uri": uri(project / "app/auth.py"), "range": anchor})
+        assert related["lane"] == "lexical" and related["language"] == "python" and related["range"] == anchor
+        assert related["chunks"] and all(c["path"].endswith(".py") for c in related["chunks"])
+        for chunk in related["chunks"]:
+            rng = chunk["location"]["range"]
+            assert disk_lines(project / chunk["path"], rng["start"]["line"], rng["end"]["line"]) == chunk["text"]
 
         route = await client.request("codeloupe/graph", {"mode": "path", "from": "app/web.py", "to": "app/store.py"})
         spliced = [hop[key] for hop in route["hops"] for key in ("useCode", "definitionCode") if key in hop]
