@@ -29,10 +29,13 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
         assert asked["flow"] is None  # no chat model: nothing narrated, nothing cached
         assert await client.request("codeloupe/flows", {"folderUri": uri(project)}) == {"flows": []}
 
-        anchor = {"start": {"line": 5, "character": 0}, "end": {"line": 7, "character": 0}}  # hash_password
-        related = await client.request("codeloupe/related", {"uri": uri(project / "app/auth.py"), "range": anchor})
+        store = project / "app/store.py"
+        anchor = {"start": {"line": 0, "character": 0}, "end": {"line": len(store.read_text().splitlines()),
+                                                                "character": 0}}
+        related = await client.request("codeloupe/related", {"uri": uri(store), "range": anchor})
         assert related["lane"] == "lexical" and related["language"] == "python" and related["range"] == anchor
-        assert related["chunks"] and all(c["path"].endswith(".py") for c in related["chunks"])
+        # Both files that say load_user, never the store itself or the guide (markdown).
+        assert sorted(c["path"] for c in related["chunks"]) == ["app/auth.py", "app/web.py"]
         for chunk in related["chunks"]:
             rng = chunk["location"]["range"]
             assert disk_lines(project / chunk["path"], rng["start"]["line"], rng["end"]["line"]) == chunk["text"]
