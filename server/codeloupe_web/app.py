@@ -136,6 +136,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
         return dataclasses.asdict(fresh(root).ws.locate(text, identifier=identifier, limit=limit))
 
+    @app.get("/v1/related", responses=_ERRORS, tags=["read"],
+             summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
+    def related(path: Annotated[str, Query(min_length=1, max_length=4096,
+                                           description="an indexed file, relative to the workspace root")],
+                root: RootParam = None,
+                start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
+                end: Annotated[int | None, Query(ge=1, description="last line, inclusive")] = None,
+                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10) -> Any:
+        return dataclasses.asdict(fresh(root).ws.find_related(path, start, end, limit=limit))
+
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
     def graph(root: RootParam = None,
