@@ -280,3 +280,20 @@ def test_refresh_reasks_stale_flows_and_warm_preasks_the_main_workflows(
     assert [o.question for o in warmed] == [f"how does {s.name} work" for s in ws.tour(limit=2).stops]
     assert {o.outcome for o in warmed} == {"answered"} and len(ws.flows()) == 3
     assert ws.refresh_flows() == []  # nothing stale
+
+
+def test_the_cache_keeps_the_newest_flows_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe.store import Store
+    from codeloupe.store import flows as flow_store
+
+    monkeypatch.setattr(flow_store, "MAX_FLOWS", 2)
+    store = Store(tmp_path / "index.sqlite")
+    try:
+        vector = np.ones(DIM, np.float32)
+        for question in ("first", "second", "third"):
+            flow_store.put_flow(store, question=question, mode="code", model="m", question_vec=vector,
+                                semantic_vec=vector, prose="p", parts=[], files={"a.py": "0" * 64})
+        assert [f.question for f in flow_store.flow_rows(store)] == ["third", "second"]
+        assert store.query("SELECT count(*) FROM flow_files")[0][0] == 2  # the evicted one's files went too
+    finally:
+        store.close()

@@ -369,7 +369,7 @@ class Workspace:
     def flows(self) -> list[Flow]:
         """Every cached walkthrough, newest first (stale ones included and marked)."""
         return [Flow(f.id, f.question, f.mode, sorted(f.files), f.created, f.served, f.stale)
-                for f in flow_rows(self.store)]
+                for f in flow_rows(self.store, with_parts=False)]
 
     def refresh_flows(self) -> list[FlowOutcome]:
         """Re-ask every stale flow (a cited file changed); an answered one replaces it."""

@@ -29,7 +29,7 @@ from codeloupe.api import Workspace, WorkspaceError
 from codeloupe.ask.events import AnswerPart, Citation
 from codeloupe.index import content_hash
 from codeloupe.lanes.tokens import STOP_WORDS, stem
-from codeloupe.store.flows import FlowRow, count_served, delete_flows, flow_rows, put_flow
+from codeloupe.store.flows import FlowRow, count_served, delete_flows, flow_parts, flow_rows, put_flow
 from codeloupe.types import Bundle, FileHit, FlowOutcome, FlowUse
 
 log = logging.getLogger("codeloupe.flows")
@@ -148,7 +148,7 @@ def lookup(ws: Workspace, question: str, bundle: Bundle, mode: str) -> Lookup:
     model = _model(ws)
     if vector is None or not model:
         return Lookup()
-    flows = [f for f in flow_rows(ws.store, mode=mode, model=model, live_only=True)
+    flows = [f for f in flow_rows(ws.store, mode=mode, model=model, live_only=True, with_parts=False)
              if len(f.question_vec) == len(vector)]
     scored = sorted(((float(vector @ f.question_vec), float(vector @ f.semantic_vec), f) for f in flows),
                     key=lambda s: (-s[0], -s[1], -s[2].created))
@@ -158,12 +158,14 @@ def lookup(ws: Workspace, question: str, bundle: Bundle, mode: str) -> Lookup:
         share = coverage(flow.question, question)
         if share >= SERVE_COVERAGE and disk_hashes_match(ws, flow.files):
             count_served(ws.store, flow.id)
+            flow.parts = flow_parts(ws.store, flow.id)
             return Lookup(FlowUse("served", flow.id, flow.question, round(near, 4), round(share, 3)), flow)
     attachable = [(max(near, semantic), near, flow) for near, semantic, flow in scored
                   if max(near, semantic) >= ATTACH_SIMILARITY and context_text(flow.prose)]
     if not attachable:
         return Lookup()
-    best, near, flow = max(attachable, key=lambda s: (s[0], s[2].created))
+    _, near, flow = max(attachable, key=lambda s: (s[0], s[2].created))
+    flow.parts = flow_parts(ws.store, flow.id)  # its citations may join RELATED
     return Lookup(FlowUse("attached", flow.id, flow.question, round(near, 4),
                           round(coverage(flow.question, question), 3)), flow)
 
@@ -231,7 +233,7 @@ def record(ws: Workspace, question: str, mode: str, pieces: list[AnswerPart]) ->
             return None  # a cited file vanished while answering: nothing to pin the answer to
     vectors = provider.embed([question, f"{question}\n\n{prose}"])
     question_vec, semantic_vec = vectors[0], vectors[1]
-    replaces = [f.id for f in flow_rows(ws.store, mode=mode, model=model)
+    replaces = [f.id for f in flow_rows(ws.store, mode=mode, model=model, with_parts=False)
                 if len(f.question_vec) == len(question_vec)
                 and float(question_vec @ f.question_vec) >= REPLACE_SIMILARITY]
     return put_flow(ws.store, question=question, mode=mode, model=model, question_vec=question_vec,
@@ -265,7 +267,7 @@ def reask(ws: Workspace, questions: Iterable[tuple[str, str]]) -> list[FlowOutco
 
 def refresh(ws: Workspace) -> list[FlowOutcome]:
     """Re-ask every stale flow; one answered again (or now served by another flow) leaves the cache."""
-    stale = [f for f in flow_rows(ws.store) if f.stale]
+    stale = [f for f in flow_rows(ws.store, with_parts=False) if f.stale]
     outcomes = reask(ws, [(f.question, f.mode) for f in stale])
     delete_flows(ws.store, [f.id for f, o in zip(stale, outcomes) if o.outcome != "failed"])
     return outcomes

@@ -18,6 +18,9 @@ import numpy as np
 if TYPE_CHECKING:
     from codeloupe.store import Store
 
+# Kept per workspace, newest first: a lookup scores every live flow's two vectors on each ask.
+MAX_FLOWS = 2000
+
 FLOWS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS flows (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a refresh deletes the stale id it re-asked
@@ -63,8 +66,9 @@ def _vec(blob: bytes) -> np.ndarray:
 
 
 def flow_rows(store: Store, *, mode: str | None = None, model: str | None = None,
-              live_only: bool = False) -> list[FlowRow]:
-    """Flows, newest first; filtered by mode, embedding model and staleness when asked."""
+              live_only: bool = False, with_parts: bool = True) -> list[FlowRow]:
+    """Flows, newest first; filtered by mode, embedding model and staleness when asked. Without `with_parts`
+    their walkthroughs (the bulk: spliced code) stay in the index (`flow_parts` reads one)."""
     where, params = [], []
     if mode is not None:
         where.append("mode = ?")
@@ -75,8 +79,9 @@ def flow_rows(store: Store, *, mode: str | None = None, model: str | None = None
     if live_only:
         where.append("stale = 0")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
+    parts = "parts" if with_parts else "'[]'"
     rows = store.query(
-        "SELECT id, question, mode, model, question_vec, semantic_vec, prose, parts, created, served, stale"
+        f"SELECT id, question, mode, model, question_vec, semantic_vec, prose, {parts}, created, served, stale"
         f" FROM flows{clause} ORDER BY created DESC, id DESC", params)
     files: dict[int, dict[str, str]] = {}
     for flow_id, path, digest in store.query("SELECT flow_id, path, hash FROM flow_files ORDER BY path"):
@@ -99,7 +104,14 @@ def put_flow(store: Store, *, question: str, mode: str, model: str, question_vec
         flow_id = int(cursor.lastrowid or 0)
         conn.executemany("INSERT INTO flow_files (flow_id, path, hash) VALUES (?,?,?)",
                          [(flow_id, path, digest) for path, digest in sorted(files.items())])
+        conn.execute("DELETE FROM flows WHERE id NOT IN (SELECT id FROM flows ORDER BY created DESC, id DESC LIMIT ?)",
+                     (MAX_FLOWS,))
     return flow_id
+
+
+def flow_parts(store: Store, flow_id: int) -> list[dict[str, Any]]:
+    rows = store.query("SELECT parts FROM flows WHERE id = ?", (flow_id,))
+    return json.loads(rows[0][0]) if rows else []
 
 
 def count_served(store: Store, flow_id: int) -> None:
