@@ -2,7 +2,8 @@
 
 Its entry points, then the top-level names it defines ranked by how many *other* files mention them. A
 mention is the identifier appearing in a file's text, not a resolved use: a name that many files say is what
-the code base is about, whatever the import system; a common word that happens to be a name is the price.
+the code base is about, whatever the import system; a common word that happens to be a name is the price (whole
+comment lines are left out, docstrings are not).
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ if TYPE_CHECKING:
     from codeloupe.api import Workspace
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+# Whole comment lines do not count as mentions: a licence header saying "source code" in every Go file is not
+# 92 mentions of a function named `source`.
+_COMMENT_LINE = re.compile(r"^[ \t]*(?:#|//|/\*|\*|--|;).*$", re.M)
 MIN_NAME_CHARS = 3
 
 
 def _worth_a_stop(name: str) -> bool:
-    return len(name) >= MIN_NAME_CHARS and name.lower() not in STOP_WORDS and not name.startswith("__") \
-        and name != "main"  # `main` is an entry point, listed above the names
+    return len(name) >= MIN_NAME_CHARS and bool(_IDENTIFIER.fullmatch(name)) and name.lower() not in STOP_WORDS \
+        and not name.startswith("__") and name != "main"  # `main` is an entry point, listed above the names
 
 
 def build_tour(ws: Workspace, limit: int = 20) -> Tour:
@@ -47,11 +51,12 @@ def build_tour(ws: Workspace, limit: int = 20) -> Tour:
         if snap.file_is_doc.get(file_id):
             continue
         language = snap.file_languages.get(file_id)
-        names = set(_IDENTIFIER.findall("".join(snap.table.texts[r] for r in rows)))
+        text = _COMMENT_LINE.sub("", "".join(snap.table.texts[r] for r in rows))
+        names = set(_IDENTIFIER.findall(text))
         for name in names.intersection(definitions):
             if language in languages[name] and all(d[3] != file_id for d in definitions[name]):
                 mentioned[name] += 1
-    ranked = sorted(definitions, key=lambda n: (-mentioned[n], n))
+    ranked = sorted(mentioned, key=lambda n: (-mentioned[n], n))  # a name nobody mentions is no stop
     stops = []
     for name in ranked[:max(limit, 0)]:
         path, line, kind, _ = min(definitions[name])
