@@ -34,6 +34,7 @@ NEARBY = "where are login sessions opened"  # 0.70: attached
 UNRELATED = "what formats the log output"  # 0.30: nothing
 SIMILARITY = {QUESTION: 1.0, PARAPHRASE: 0.90, COMPOUND: 0.95, NEARBY: 0.70, UNRELATED: 0.30}
 DIM = 8
+CHOSEN: dict[str, list[float]] = {}  # more texts with chosen vectors, set by a test (through monkeypatch)
 
 
 def scripted_embedding(text: str) -> list[float]:
@@ -44,6 +45,8 @@ def scripted_embedding(text: str) -> list[float]:
         vector = [0.0] * DIM
         vector[0], vector[other] = similarity, math.sqrt(max(0.0, 1 - similarity ** 2))
         return vector
+    if text in CHOSEN:
+        return CHOSEN[text]
     if text.split("\n\n", 1)[0] in SIMILARITY:
         return [0.0] * (DIM - 1) + [1.0]
     return embedding_for(text)
@@ -263,7 +266,7 @@ def test_cli_lists_flows_and_ask_json_marks_a_served_one(
 
 
 def test_refresh_reasks_stale_flows_and_warm_preasks_the_main_workflows(
-        ws: Workspace, chat: ChatServer, repo: Path) -> None:
+        ws: Workspace, chat: ChatServer, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cached(ws, chat)
     auth = repo / "app/auth.py"
     auth.write_text(auth.read_text().replace("bad credentials", "wrong password"))
@@ -275,10 +278,13 @@ def test_refresh_reasks_stale_flows_and_warm_preasks_the_main_workflows(
     assert [(f.question, f.stale) for f in ws.flows()] == [(QUESTION, False)]
     served = ask(ws, PARAPHRASE)[1]
     assert served.flow is not None and "wrong password" in served.answer  # the refreshed answer, from disk
-    chat.add(Reply(render=narrated, times=2))
+    questions = [f"how does {s.name} work" for s in ws.tour(limit=2).stops]
+    for axis, question in enumerate(questions, 5):  # apart from each other and from QUESTION
+        monkeypatch.setitem(CHOSEN, question, [1.0 if i == axis else 0.0 for i in range(DIM)])
+    chat.add(Reply(render=narrated, times=len(questions)))
     warmed = ws.warm_flows(limit=2)
-    assert [o.question for o in warmed] == [f"how does {s.name} work" for s in ws.tour(limit=2).stops]
-    assert {o.outcome for o in warmed} == {"answered"} and len(ws.flows()) == 3
+    assert [o.question for o in warmed] == questions
+    assert questions and {o.outcome for o in warmed} == {"answered"} and len(ws.flows()) == 1 + len(questions)
     assert ws.refresh_flows() == []  # nothing stale
 
 
