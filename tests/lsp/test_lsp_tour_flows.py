@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
 from lsp_helpers import disk_lines, start_server, stop_server, uri, write_project
+
+from chat_server import ChatServer, Reply
 
 pytestmark = pytest.mark.asyncio
 
@@ -48,3 +52,34 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
             assert disk_lines(path, rng["start"]["line"], rng["end"]["line"]) == code["text"]
     finally:
         await stop_server(client)
+
+
+async def test_a_repeated_ask_is_served_from_the_flow_cache_and_listed(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project")
+    question = "how does login check the password"
+    with ChatServer() as chat:  # the narrator, and the embeddings over loopback
+        chat.add(Reply(text="Login loads the user and compares salted hashes [[1]]."))
+        client = await start_server([project], options={
+            "chatBaseUrl": chat.base_url, "chatModel": "scripted", "embedProvider": "openai",
+            "embedBaseUrl": chat.base_url, "embedModel": "scripted-embed", "embedDimensions": 8})
+        try:
+            await client.wait_ready()
+            for _ in range(200):  # a flow is matched on the query vector: wait for the dense lane
+                vectors = (await client.request("codeloupe/status", {}))["folders"][0]["vectors"]
+                if vectors["total"] and vectors["done"] == vectors["total"]:
+                    break
+                await asyncio.sleep(0.05)
+            first = await client.request("codeloupe/ask", {"query": question})
+            assert first["fallback"] is None and first["flow"] is None
+            listed = (await client.request("codeloupe/flows", {}))["flows"]
+            assert [(f["question"], f["stale"]) for f in listed] == [(question, False)]
+            assert listed[0]["files"][0]["uri"].startswith(uri(project))
+            calls = len(chat.requests)
+            client.progress_reports[3] = []
+            again = await client.request("codeloupe/ask", {"query": question, "workDoneToken": 3})
+            assert len(chat.requests) == calls  # no model call
+            assert again["flow"]["action"] == "served" and again["answer"] == first["answer"]
+            types = [json.loads(r.message)["type"] for r in client.progress_reports[3] if r.kind == "report"]
+            assert types[:2] == ["retrieval", "flow"] and types[-1] == "done"
+        finally:
+            await stop_server(client)
