@@ -3,7 +3,7 @@
 Only an explicit map request (`Workspace.graph_map`, the CLI, the editor's map) may call the model, once for
 every community it has no cached name for; hovers, lenses and the index's own graph refresh read the cache and
 never wait on a model. A name is cached by its community's exact member list (and the model), so it survives
-every change that leaves the community as it is. Any failure (no model, an error, a reply that is not the JSON
+every change that leaves the community as it is (and so is a failure to name it). Any failure (no model, an error, a reply that is not the JSON
 asked for, a name that is not short plain words) leaves the deterministic name of `build._names`.
 """
 
@@ -24,7 +24,8 @@ log = logging.getLogger("codeloupe.graph")
 
 META_KEY = "community_names"
 MEMBERS_SHOWN = 12  # per community in the prompt: enough to see what it is about
-MAX_COMMUNITIES = 60  # the largest ones; the long tail of small groups keeps its deterministic names
+MAX_COMMUNITIES = 60
+NAMING_TIMEOUT_S = 20.0  # an editor's map request waits for this call  # the largest ones; the long tail of small groups keeps its deterministic names
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ,&/+._-]{0,39}")
 
 PROMPT = """\
@@ -63,7 +64,9 @@ def community_names(ws: Workspace, graph: Graph, *, ask_model: bool = False) -> 
     if ask_model and missing:
         asked = _ask(ws, graph, missing[:MAX_COMMUNITIES])
         kept = {keys[c]: cached[keys[c]] for c in keys if keys[c] in cached}
-        kept.update({keys[c]: name for c, name in asked.items()})
+        # A community the reply left unnamed is remembered as such ("": the built-in name), so a model that is
+        # down or unhelpful costs one wait per change of the communities, not one per map.
+        kept.update({keys[c]: asked.get(c, "") for c in missing[:MAX_COMMUNITIES]})
         ws.store.set_meta(META_KEY, json.dumps({"model": _model_key(ws), "names": kept}, sort_keys=True))
         cached = kept
     used = set(names)
@@ -80,7 +83,7 @@ def community_name(ws: Workspace, graph: Graph, community: int) -> str:
     name = graph.community_names[community]
     if len(graph.members(community)) < 2 or not ws.settings.chat_model.strip():
         return name
-    return _cached(ws).get(_members_key(graph, community), name)
+    return _cached(ws).get(_members_key(graph, community)) or name
 
 
 def _ask(ws: Workspace, graph: Graph, communities: list[int]) -> dict[int, str]:
@@ -95,7 +98,8 @@ def _ask(ws: Workspace, graph: Graph, communities: list[int]) -> dict[int, str]:
         groups.append(f"{c}. ({graph.community_names[c]}) {shown}")
     messages = [{"role": "system", "content": PROMPT}, {"role": "user", "content": "\n".join(groups)}]
     try:
-        reply = ChatModel.from_settings(ws.settings).complete(messages).content
+        reply = ChatModel.from_settings(ws.settings).complete(
+            messages, timeout_s=min(ws.settings.chat_timeout_s, NAMING_TIMEOUT_S)).content
     except (ChatUnavailable, ChatError) as exc:
         log.info("community names stay deterministic: %s", exc)
         return {}
