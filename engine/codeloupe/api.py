@@ -20,6 +20,7 @@ from codeloupe.types import (
     Bundle,
     EntryPoint,
     Expansion,
+    FileHit,
     Flow,
     FlowOutcome,
     IndexReport,
@@ -135,8 +136,6 @@ class Workspace:
         return bundle
 
     def _add_entry_points(self, bundle: Bundle, scope: str) -> None:
-        from codeloupe.types import FileHit
-
         scope = scope.strip().strip("/")
         words = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", bundle.query)}
         # Declared entry points first, then those whose path names a word of the query ("cli"), then the rest.
@@ -153,9 +152,10 @@ class Workspace:
             if path in known:
                 known[path].why = f"{known[path].why}; {why}" if known[path].why else why
                 continue
-            bundle.related.append(FileHit(path=path, language=rows[path].language if path in rows else "", rank=len(bundle.files) + 1,
-                                          score=0.0, best_start_line=points[0].line,
-                                          best_end_line=points[0].line, symbols=[], why=why, via="entry"))
+            language = rows[path].language if path in rows else ""
+            bundle.related.append(FileHit(path=path, language=language, rank=len(bundle.files) + 1, score=0.0,
+                                          best_start_line=points[0].line, best_end_line=points[0].line, symbols=[],
+                                          why=why, via="entry"))
 
     def entry_points(self) -> list[EntryPoint]:
         """Where the workspace's programs start: manifests, `__main__` guards, `main` definitions, shebangs."""

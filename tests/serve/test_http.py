@@ -65,7 +65,8 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
         assert httpx.post(f"{base}/v1/ask", json={"question": "token", **extra}).status_code == 422
     schema = httpx.get(f"{base}/openapi.json").json()
     assert {"/v1/search", "/v1/expand", "/v1/ask", "/v1/ask/stream", "/v1/graph", "/v1/locate", "/v1/status",
-            "/v1/languages", "/v1/docsearch", "/v1/tour", "/v1/flows", "/v1/related", "/healthz", "/readyz"} <= set(schema["paths"])
+            "/v1/languages", "/v1/docsearch", "/v1/tour", "/v1/flows", "/v1/related", "/healthz",
+            "/readyz"} <= set(schema["paths"])
 
 
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:

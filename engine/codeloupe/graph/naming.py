@@ -3,8 +3,9 @@
 Only an explicit map request (`Workspace.graph_map`, the CLI, the editor's map) may call the model, once for
 every community it has no cached name for; hovers, lenses and the index's own graph refresh read the cache and
 never wait on a model. A name is cached by its community's exact member list (and the model), so it survives
-every change that leaves the community as it is (and so is a failure to name it). Any failure (no model, an error, a reply that is not the JSON
-asked for, a name that is not short plain words) leaves the deterministic name of `build._names`.
+every change that leaves the community as it is; so is a failure to name it. Any failure (no model, an error, a
+reply that is not the JSON asked for, a name that is not short plain words) leaves the deterministic name of
+`build._names`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ log = logging.getLogger("codeloupe.graph")
 
 META_KEY = "community_names"
 MEMBERS_SHOWN = 12  # per community in the prompt: enough to see what it is about
-MAX_COMMUNITIES = 60
-NAMING_TIMEOUT_S = 20.0  # an editor's map request waits for this call  # the largest ones; the long tail of small groups keeps its deterministic names
+MAX_COMMUNITIES = 60  # the largest ones; the long tail of small groups keeps its deterministic names
+NAMING_TIMEOUT_S = 20.0  # an editor's map request waits for this call
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ,&/+._-]{0,39}")
 
 PROMPT = """\
