@@ -174,9 +174,9 @@ def lookup(ws: Workspace, question: str, bundle: Bundle, mode: str) -> Lookup:
 
 
 def part_to_data(part: AnswerPart) -> dict:
-    citation = None
-    if part.citation is not None:
-        citation = {**part.citation.to_dict()}
+    """A part as stored: unlike `AnswerPart.to_dict` (the wire shape), it keeps the markdown and every field of
+    the citation, so a served answer is the stored one exactly."""
+    citation = part.citation.to_dict() if part.citation is not None else None
     return {"kind": part.kind, "text": part.text, "markdown": part.markdown, "citation": citation}
 
 
