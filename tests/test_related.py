@@ -1,4 +1,4 @@
-"""`find_related`: the chunks nearest to a span, in its language, its own chunks left out."""
+"""`find_related` (the chunks nearest to a span, in its language) and `search --prune` (flat chunks for scripts)."""
 
 from __future__ import annotations
 
@@ -83,3 +83,15 @@ def test_cli_related(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["lane"] == "lexical" and data["chunks"][0]["path"] == "app/orders.py"
     assert cli_main(["related", str(repo), "app/users.py", "--lines", "x", "--embed-provider", "none"]) == 2
+
+
+def test_search_prune_prints_the_ranked_chunks_only(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["search", str(repo), "read a user record", "--prune", "--embed-provider", "none"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["query"] == "read a user record" and out["chunks"]
+    first = out["chunks"][0]
+    assert set(first) == {"rank", "path", "start_line", "end_line", "anchor_line", "breadcrumb", "text",
+                          "truncated", "text_start_line"}
+    assert [c["rank"] for c in out["chunks"]] == sorted(c["rank"] for c in out["chunks"])
+    lines = (repo / first["path"]).read_text().splitlines(keepends=True)
+    assert first["text"] == "".join(lines[first["text_start_line"] - 1:][:first["text"].count("\n")])

@@ -175,6 +175,34 @@ class Bundle:
         """Every candidate in rank order, CORE first."""
         return [*self.core, *self.related]
 
+    def pruned(self) -> list[PrunedChunk]:
+        """Every chunk in rank order with only its signal (`query --prune`: flat chunks for scripts)."""
+        return [PrunedChunk.of(hit, chunk) for hit in self.files for chunk in hit.chunks]
+
+
+@dataclass
+class PrunedChunk:
+    """One chunk of a bundle with only its signal, for scripts (`query --prune`, MCP `search flat`): a RELATED
+    chunk is its window around the best-matching line."""
+
+    rank: int  # its file's rank
+    path: str
+    start_line: int
+    end_line: int
+    anchor_line: int  # the best-matching line
+    breadcrumb: str
+    text: str
+    truncated: bool  # `text` is a window of the chunk, starting at `text_start_line`
+    text_start_line: int
+
+    @classmethod
+    def of(cls, hit: FileHit, chunk: ChunkHit) -> PrunedChunk:
+        snippet = chunk.snippet
+        return cls(hit.rank, hit.path, chunk.start_line, chunk.end_line,
+                   snippet.anchor_line if snippet else chunk.start_line, chunk.breadcrumb,
+                   snippet.text if snippet else chunk.text, bool(snippet and snippet.truncated),
+                   snippet.start_line if snippet else chunk.start_line)
+
 
 @dataclass
 class UsedDefinition:

@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
+    parser.add_argument("--prune", action="store_true",
+                        help="print only the ranked chunks as JSON (path, lines, anchor line, text): for scripts")
     parser.set_defaults(func=run, mode="code")
 
 
@@ -34,14 +36,17 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json or args.prune)
         scope = ws.relative(args.scope) if args.scope else ""
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
-    if args.json:
+    if args.prune:
+        print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()]},
+                         indent=2))
+    elif args.json:
         print(json.dumps(dataclasses.asdict(bundle), indent=2))
     else:
         render(bundle)
