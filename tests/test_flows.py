@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +58,8 @@ def narrated(body: dict[str, Any]) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    return tmp_path
+def repo(make_tree: Callable[[dict[str, str]], Path]) -> Path:
+    return make_tree(FILES)
 
 
 @pytest.fixture

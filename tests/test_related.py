@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,11 +39,8 @@ FILES = {
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    return tmp_path
+def repo(make_tree: Callable[[dict[str, str]], Path]) -> Path:
+    return make_tree(FILES)
 
 
 def test_nearest_chunks_by_words_when_there_are_no_vectors(

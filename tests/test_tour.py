@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,11 +60,8 @@ FILES = {
 
 
 @pytest.fixture
-def ws(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> Workspace:
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    return lexical_workspace(tmp_path)
+def ws(make_tree: Callable[[dict[str, str]], Path], lexical_workspace: Callable[[Path], Workspace]) -> Workspace:
+    return lexical_workspace(make_tree(FILES))
 
 
 def test_entry_points_come_from_manifests_guards_mains_and_shebangs(ws: Workspace) -> None:
