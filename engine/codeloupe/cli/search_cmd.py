@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
+    parser.add_argument("--prune", action="store_true",
+                        help="print only the ranked chunks as JSON (path, lines, anchor line, text): for scripts")
     parser.set_defaults(remote_refresh=False, func=run, mode="code")
 
 
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json or args.prune, answer_stale=True)
         # A folder inside the workspace scopes the search; --scope is then read from that folder.
         subpath = getattr(args, "subpath", "")
         scope = ws.relative(Path(subpath) / args.scope) if args.scope else subpath
@@ -44,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
-    if args.json:
+    if args.prune:
+        print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()]},
+                         indent=2))
+    elif args.json:
         print(json.dumps(dataclasses.asdict(bundle), indent=2))
     else:
         render(bundle)
