@@ -102,7 +102,21 @@ class Workspace:
             return self._searcher
 
     def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
-        return self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        self._name_anchors(bundle)
+        return bundle
+
+    def _name_anchors(self, bundle: Bundle) -> None:
+        """Each snippet names the innermost definition holding its anchor line, so an editor labels a result
+        with the symbol the match is in rather than the chunk's first symbol."""
+        chunks = [c for hit in bundle.files for c in hit.chunks if c.snippet is not None]
+        by_path = self.store.symbols_of_paths(c.path for c in chunks)
+        for chunk in chunks:
+            line = chunk.snippet.anchor_line
+            holding = [s for s in by_path.get(chunk.path, []) if s.start_line <= line <= s.end_line]
+            if holding:
+                inner = max(holding, key=lambda s: (s.start_line, -s.end_line))
+                chunk.snippet.anchor_symbol = f"{inner.parent}.{inner.name}" if inner.parent else inner.name
 
     def symbols(self, paths: Iterable[str]) -> dict[str, list[Symbol]]:
         """The definitions of each indexed file among `paths` (files not in the index are left out)."""

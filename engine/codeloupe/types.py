@@ -118,6 +118,7 @@ class Snippet:
     anchor_line: int
     text: str
     truncated: bool
+    anchor_symbol: str = ""  # qualified name of the innermost definition holding anchor_line ("" outside any)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, 
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AskEvent, AskResult, Citation
+    from codeloupe.graph import NotInGraph
     from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
 
 JSON = dict[str, Any]
@@ -83,7 +84,7 @@ def _snippet(snippet: Snippet | None) -> JSON | None:
     if snippet is None:
         return None
     return {"text": snippet.text, "startLine": snippet.start_line - 1, "anchorLine": snippet.anchor_line - 1,
-            "truncated": snippet.truncated}
+            "truncated": snippet.truncated, "anchorSymbol": snippet.anchor_symbol}
 
 
 def _chunk(root: Path, chunk: ChunkHit, in_core: bool) -> JSON:
@@ -216,15 +217,32 @@ def _with_uri(root: Path, entry: JSON) -> JSON:
 
 
 def graph_map(root: Path, graph: GraphMap, html: str | None) -> JSON:
+    """Communities are groups of two or more files; a file alone in its group is listed once in `unconnected`
+    (the counts of docs/protocol.md)."""
     out = graph.to_dict()
-    out["nodes"] = [_with_uri(root, node) for node in out["nodes"]]
+    names = {c.id: c.name for c in graph.communities}
+    out["nodes"] = [{**_with_uri(root, node), "communityName": names.get(node["community"], "")}
+                    for node in out["nodes"]]
+    out["communities"] = [c for c in out["communities"] if c["size"] > 1]
+    out["unconnected"] = sorted(m for c in graph.communities if c.size == 1 for m in c.members)
     if html is not None:
         out["html"] = html
     return out
 
 
+def node_miss(root: Path, miss: NotInGraph) -> JSON:
+    return {"found": False, "node": miss.target, "message": str(miss),
+            "suggestions": [{"path": p, "uri": file_uri(root, p)} for p in miss.suggestions]}
+
+
+def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
+    offer = f"; closest by name: {', '.join(miss.suggestions)}" if miss.suggestions else ""
+    return {"from": source, "to": target, "found": False, "meetsInMiddle": False, "hops": [],
+            "note": f"{miss}{offer}"}
+
+
 def graph_node(root: Path, node: GraphNode) -> JSON:
-    out = _with_uri(root, node.to_dict())
+    out = {"found": True, **_with_uri(root, node.to_dict())}
     out["imports"] = [_with_uri(root, n) for n in out["imports"]]
     out["importers"] = [_with_uri(root, n) for n in out["importers"]]
     out["semantic"] = [_with_uri(root, s) for s in out["semantic"]]

@@ -117,6 +117,11 @@ class Folder:
         self._closing = False
         self._pump: asyncio.Task[None] | None = None
         self._progress: RefreshProgress | None = None
+        # A never-indexed folder answers no query before its first index: an empty index would answer with an
+        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it at once.
+        self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.ws.store.counts()["files"]:
+            self._searchable.set_result(None)
         if self.ws.store.rebuilt_reason:
             self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
 
@@ -135,6 +140,13 @@ class Folder:
         self._changed.update(rel_paths)
         self._kick()
 
+    async def searchable(self) -> None:
+        """Return once the folder has an index to answer from (at once, unless its first index is running)."""
+        await asyncio.shield(self._searchable)
+
+    def _mark_searchable(self) -> None:
+        if not self._searchable.done():
+            self._searchable.set_result(None)
 
     @property
     def busy(self) -> bool:
@@ -187,10 +199,12 @@ class Folder:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(exc)
+            self._mark_searchable()  # queries then answer from what was stored (the status says "error")
             return
         self.last_report = report
         self.message = ""
         await self._on_writer(self._warm_readers)
+        self._mark_searchable()
         self._progress.note(f"files {report.files_seen}/{report.files_seen}, chunks {report.chunks}", 50)
         for waiter in waiters:
             if not waiter.done():
@@ -290,6 +304,7 @@ class Folder:
     def stop(self) -> None:
         """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
+        self._mark_searchable()
         if self._graph_timer is not None:
             self._graph_timer.cancel()
         for waiter in self._full_waiters:
