@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-
 from pathlib import Path
 
 from lsp_helpers import Client, location_paths, start_server, stop_server, uri, write_project
