@@ -298,17 +298,10 @@ local next_token = 0
 ---@type { client: vim.lsp.Client, request_id: integer?, token: string }?
 local in_flight
 
---- `:Codeloupe ask {question}`.
+--- Send `question` to `client`, streaming its progress into the ask view.
+---@param client vim.lsp.Client
 ---@param question string
-function M.run(question)
-  if vim.trim(question) == '' then
-    vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
-    return
-  end
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
+local function start(client, question)
   if in_flight then
     progress.unlisten(in_flight.token)
     if in_flight.request_id then
@@ -371,6 +364,18 @@ function M.run(question)
   if in_flight and in_flight.token == token then
     in_flight.request_id = request_id
   end
+end
+
+--- `:Codeloupe ask {question}`.
+---@param question string
+function M.run(question)
+  if vim.trim(question) == '' then
+    vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
+    return
+  end
+  lsp.with_client(function(client)
+    start(client, question)
+  end)
 end
 
 return M
