@@ -16,6 +16,11 @@ from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
 from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol, UsedDefinition
 
+# Line comments and doc-comment continuations, for the comment block right above a definition.
+_COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
+# A docstring: a string literal first in a definition's body (longest quote first).
+_STRING_QUOTES = ('"""', "'''", '"', "'", "`")
+
 
 class WorkspaceError(ValueError):
     """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
@@ -203,8 +208,33 @@ class Workspace:
             found = next((s for s in symbols if s.qualified_name == name), None) or \
                 next((s for s in symbols if not s.parent and s.name == name), None)
             if users and found is not None:
-                out.append(UsedDefinition(name, found.start_line, users))
+                out.append(UsedDefinition(name, found.start_line, users, found.signature,
+                                          self._first_doc_line(rel, found)))
         return out
+
+    def _first_doc_line(self, rel: str, symbol: Symbol) -> str:
+        """The first line of a definition's docstring (a string first in its body) or of the comment block right
+        above it; "" when it has neither."""
+        try:
+            lines = self.read_lines(rel).splitlines()
+        except WorkspaceError:
+            return ""
+        body = lines[symbol.start_line:min(symbol.end_line, symbol.start_line + 4)]
+        first = next((ln.strip() for ln in body if ln.strip()), "").lstrip("rbuRBU")
+        quote = next((q for q in _STRING_QUOTES if first.startswith(q)), None)
+        if quote:
+            return first[len(quote):].split(quote)[0].strip()
+        above = []
+        for line in reversed(lines[:symbol.start_line - 1]):
+            text = line.strip()
+            if not text.startswith(_COMMENT_MARKS):
+                break
+            above.append(text)
+        for text in reversed(above):
+            words = text.lstrip("/#*-;!").strip()
+            if words:
+                return words
+        return ""
 
     def search_symbols(self, query: str, *, limit: int = 30) -> list[tuple[str, Symbol]]:
         """(path, definition) of every symbol named by a matching chunk, in rank order: the search behind an

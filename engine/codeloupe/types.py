@@ -184,3 +184,5 @@ class UsedDefinition:
     qualified_name: str
     start_line: int
     users: list[tuple[str, int]]  # (path, 1-based line of the use)
+    signature: str = ""  # one line, as written
+    doc: str = ""  # the first line of its docstring or of the comment right above it

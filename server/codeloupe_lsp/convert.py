@@ -8,13 +8,23 @@ lsprotocol types.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet, Symbol
+from codeloupe.types import (
+    Bundle,
+    ChunkHit,
+    FileHit,
+    IndexStatus,
+    LaneStatus,
+    Snippet,
+    Symbol,
+    UsedDefinition,
+)
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AskEvent, AskResult, Citation
@@ -75,6 +85,27 @@ def lsp_location(root: Path, rel_path: str, start_line: int, end_line: int) -> l
 
 def position(line0: int, character: int = 0) -> JSON:
     return {"line": line0, "character": character}
+
+
+# ------------------------------------------------------------------------------------------ markdown
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def md_code(text: str) -> str:
+    """`text` as a code span, so names like `__init__` and `_private` are shown as written."""
+    fence = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_text(text: str) -> str:
+    """Prose from elsewhere (a query, a reason) with markdown's special characters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 # ------------------------------------------------------------------------------------------ search
@@ -185,17 +216,18 @@ def ask_event(event: AskEvent) -> JSON:
 
 def fallback_answer(bundle: JSON, reason: str) -> JSON:
     """The ask result when no narrated answer is possible: the bundle itself, rendered as markdown."""
-    lines = [f"_No walkthrough ({reason}); the ranked files for_ **{bundle['query']}**:_", ""]
+    lines = [f"_No walkthrough ({md_text(reason)}); the ranked files for_ **{md_text(bundle['query'])}**", ""]
     for file in bundle["core"]:
-        lines.append(f"### {file['rank']}. [{file['path']}]({_link(file['location'])})  ")
-        lines.append(file["why"])
+        lines.append(f"### {file['rank']}. [{md_code(file['path'])}]({_link(file['location'])})  ")
+        lines.append(md_text(file["why"]))
         for chunk in file["chunks"]:
-            lines += ["", f"`{chunk['breadcrumb']}`", "", f"```{file['language']}", chunk["text"].rstrip("\n"),
-                      "```"]
+            text = chunk["text"].rstrip("\n")
+            fence = "`" * max(3, _longest_backticks(text) + 1)
+            lines += ["", md_code(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{f['path']}]({_link(f['location'])}): {f['why']}" for f in bundle["related"]]
+        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]]
     return {"answer": "\n".join(lines).rstrip() + "\n", "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}
@@ -266,7 +298,7 @@ def line_location(root: Path, rel_path: str, line: int) -> JSON:
 
 
 def _md_link(root: Path, rel_path: str, line: int = 1) -> str:
-    return f"[{rel_path}]({file_uri(root, rel_path)}#L{line})"
+    return f"[{md_code(rel_path)}]({file_uri(root, rel_path)}#L{line})"
 
 
 def file_lens_title(summary: FileSummary) -> str:
@@ -285,13 +317,14 @@ def show_locations(title: str, uri: str, line0: int, locations: list[JSON]) -> l
 def file_hover(root: Path, node: GraphNode) -> str:
     """Markdown for a file: community, hub status, and every neighbour as a link."""
     status = " · **god node** (a hub: many files depend on it)" if node.god else ""
-    out = [f"**{node.path}** · community _{node.community_name}_{status}"]
+    out = [f"{md_code(node.path)} · community {md_code(node.community_name)}{status}"]
     # An import's line is in this file (link to the imported file's top); an importer's is in the importer.
     for title, group, at_use in (("Imports", node.imports, False), ("Imported by", node.importers, True)):
         if group:
             out += ["", f"{title}:"]
             out += [f"- {_md_link(root, n.path, n.line if at_use else 1)} "
-                    f"({n.kind}{': ' + ', '.join(n.symbols[:5]) if n.symbols else ''})" for n in group]
+                    f"({n.kind}{': ' + ', '.join(md_code(s) for s in n.symbols[:5]) if n.symbols else ''})"
+                    for n in group]
     if node.semantic:
         out += ["", "Reads like:"]
         out += [f"- {_md_link(root, path)} (cosine {cosine:.2f})" for path, cosine in node.semantic]
@@ -299,14 +332,18 @@ def file_hover(root: Path, node: GraphNode) -> str:
 
 
 def import_hover(root: Path, neighbour: Neighbour, summary: FileSummary) -> str:
-    carriers = f" — uses {', '.join(neighbour.symbols[:8])}" if neighbour.symbols else ""
+    carriers = f" — uses {', '.join(md_code(s) for s in neighbour.symbols[:8])}" if neighbour.symbols else ""
     hub = " · **god node**" if summary.god else ""
     return (f"{_md_link(root, neighbour.path)}{carriers}\n\n"
-            f"community _{summary.community_name}_ · {summary.imports} imports · "
+            f"community {md_code(summary.community_name)} · {summary.imports} imports · "
             f"{summary.importers} importers{hub}")
 
 
-def users_hover(root: Path, name: str, users: list[tuple[str, int]]) -> str:
-    lines = [f"**{name}** is {users_lens_title(users)}:", ""]
-    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in users]
+def users_hover(root: Path, definition: UsedDefinition) -> str:
+    """What the definition is (its signature, the first line of its docs), then where it is used."""
+    lines = [md_code(definition.signature or definition.qualified_name)]
+    if definition.doc:
+        lines += ["", md_text(definition.doc)]
+    lines += ["", f"{md_code(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
+    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in definition.users]
     return "\n".join(lines)

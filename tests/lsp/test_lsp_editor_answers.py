@@ -4,6 +4,7 @@ and searches that arrive before the first index."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -107,5 +108,45 @@ async def test_a_search_before_the_first_index_waits_for_it(tmp_path: Path) -> N
     try:
         result = await client.request("codeloupe/search", {"query": "zanzibar ledger"})
         assert result["core"] and result["core"][0]["path"] == "pkg/target.py"
+    finally:
+        await stop_server(client)
+
+
+def _outside_code_spans(markdown: str) -> str:
+    """The markdown with code spans, fenced blocks and link targets removed: what a renderer parses as prose."""
+    markdown = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    markdown = re.sub(r"`[^`]*`", "", markdown)
+    return re.sub(r"\]\([^)]*\)", "]", markdown)
+
+
+async def test_markdown_the_server_builds_keeps_underscored_names(tmp_path: Path) -> None:
+    """`__init__` and `_private` were rendered as bold/italic (`**init**`) in hovers and the ask fallback."""
+    project = write_project(tmp_path / "p", {
+        "pkg/__init__.py": '''
+            """The package."""
+
+
+            def _private_helper(value):
+                """Double a value for __init__ callers."""
+                return value * 2
+            ''',
+        "pkg/use_it.py": "from pkg import _private_helper\n\n\ndef run_twice():\n    return _private_helper(2)\n",
+    })
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        init = project / "pkg/__init__.py"
+        hovers = []
+        for line0 in (0, 3):
+            result = await client.text_document_hover_async(lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri(init)), position=lsp.Position(line=line0, character=4)))
+            hovers.append(result.contents.value)
+        assert "`pkg/__init__.py`" in hovers[0]
+        assert hovers[1].startswith("`def _private_helper(value)`\n\nDouble a value for \\_\\_init\\_\\_ callers.")
+        answer = (await client.request("codeloupe/ask", {"query": "private helper doubles a value"}))["answer"]
+        assert "`pkg/__init__.py`" in answer
+        for markdown in (*hovers, answer):
+            prose = _outside_code_spans(markdown)
+            assert not re.search(r"(?<!\\)_", prose.replace("_No walkthrough", "").replace("files for_", "")), prose
     finally:
         await stop_server(client)
