@@ -175,6 +175,10 @@ def test_commands_during_start_up_wait_for_the_server(workspace: Path, tmp_path:
     run_script("start_queue.lua", workspace, tmp_path)
 
 
+def test_query_from_cword_selection_and_issue_buffer(workspace: Path, tmp_path: Path) -> None:
+    run_script("query_sources.lua", workspace, tmp_path)
+
+
 def test_missing_server_is_reported(workspace: Path, tmp_path: Path) -> None:
     run_script("missing_server.lua", workspace, tmp_path)
 

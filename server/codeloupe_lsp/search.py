@@ -60,5 +60,6 @@ def merge_results(results: list[JSON]) -> JSON:
         for key, ms in result["timingMs"].items():
             timing[key] = timing.get(key, 0.0) + ms
     first = results[0]
+    notes = list(dict.fromkeys(note for result in results for note in result["notes"]))
     return {"query": first["query"], "issueMode": any(r["issueMode"] for r in results), "mode": first["mode"],
-            "core": core, "related": related, "lanes": list(lanes.values()), "timingMs": timing}
+            "core": core, "related": related, "lanes": list(lanes.values()), "notes": notes, "timingMs": timing}

@@ -150,3 +150,11 @@ async def test_markdown_the_server_builds_keeps_underscored_names(tmp_path: Path
             assert not re.search(r"(?<!\\)_", prose.replace("_No walkthrough", "").replace("files for_", "")), prose
     finally:
         await stop_server(client)
+
+
+async def test_a_query_with_no_match_says_so(client: Client) -> None:
+    found = await client.request("codeloupe/search", {"query": "hash password"})
+    assert found["core"] and found["notes"] == []
+    nothing = await client.request("codeloupe/search", {"query": "xylophone quasar"})
+    assert nothing["notes"] == ["nothing in the workspace matches the query"]
+    assert not nothing["core"]

@@ -177,4 +177,5 @@ H.equal(tree.targets[1], nil, 'the title line opens nothing')
 -- :Codeloupe completion.
 local commands = require('codeloupe.commands')
 H.equal(commands.complete('s', 'Codeloupe s'), { 'search', 'status' }, 'subcommand completion')
+H.equal(commands.complete('i', 'Codeloupe i'), { 'issue' }, 'issue completion')
 H.equal(commands.complete('', 'Codeloupe graph '), { 'map', 'node', 'path' }, 'graph mode completion')

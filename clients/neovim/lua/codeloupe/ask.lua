@@ -39,15 +39,34 @@ local function has_location(location)
   return type(location) == 'table' and type(location.uri) == 'string' and type(location.range) == 'table'
 end
 
+--- The longest run of backticks in `text`.
+---@param text string
+---@return integer
+local function longest_backticks(text)
+  local longest = 0
+  for run in text:gmatch('`+') do
+    longest = math.max(longest, #run)
+  end
+  return longest
+end
+
 --- A fence that cannot close early on backticks inside the code.
 ---@param text string
 ---@return string
 local function fence_for(text)
-  local longest = 2
-  for run in text:gmatch('`+') do
-    longest = math.max(longest, #run)
+  return string.rep('`', math.max(2, longest_backticks(text)) + 1)
+end
+
+--- `text` as a markdown code span, so names such as `__init__` and `_private` are not read as emphasis.
+---@param text string
+---@return string
+function M.code_span(text)
+  if text == '' then
+    return ''
   end
-  return string.rep('`', longest + 1)
+  local ticks = string.rep('`', longest_backticks(text) + 1)
+  local pad = (text:sub(1, 1) == '`' or text:sub(-1) == '`') and ' ' or ''
+  return ticks .. pad .. text .. pad .. ticks
 end
 
 --- Code shown verbatim, each line opening the same line on disk.
@@ -74,7 +93,7 @@ local function add_span_lines(doc, file)
   local items = search.items({ core = { file } })
   for _, item in ipairs(items) do
     local text = item.text:gsub('^CORE ?', '')
-    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, text), item)
+    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, M.code_span(text)), item)
   end
 end
 
@@ -102,16 +121,16 @@ local function add_bundle(doc, bundle)
   doc:add(('## Core (%s)'):format(view.count(#core, 'file')))
   for _, file in ipairs(core) do
     doc:add('')
-    local heading = ('### %s. %s'):format(tostring(file.rank or '-'), file.path or '')
+    local heading = ('### %s. %s'):format(tostring(file.rank or '-'), M.code_span(file.path or ''))
     if file.why and file.why ~= '' then
-      heading = heading .. ' (' .. file.why .. ')'
+      heading = heading .. ' ' .. M.code_span(file.why)
     end
     doc:add(heading, has_location(file.location) and locations.item(file.location) or nil)
     for _, chunk in ipairs(file.chunks or {}) do
       if has_location(chunk.location) then
         local item = locations.item(chunk.location)
         doc:add('')
-        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, chunk.breadcrumb or chunk.name or ''), item)
+        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, M.code_span(chunk.breadcrumb or chunk.name or '')), item)
         if type(chunk.text) == 'string' and chunk.text ~= '' then
           add_code(doc, item, chunk.text, file.language)
         end

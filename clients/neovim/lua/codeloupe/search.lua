@@ -116,6 +116,14 @@ function M.describe(client, item)
   return text
 end
 
+--- A query as a one-line title (a pasted bug report is many lines).
+---@param query string
+---@return string
+function M.title(query)
+  local first = vim.trim(query):match('^[^\n]*')
+  return first .. (vim.trim(query):find('\n') and ' …' or '')
+end
+
 ---@param query string
 ---@param items codeloupe.Item[]
 function M.to_quickfix(query, items)
@@ -233,16 +241,20 @@ function M.run(query, to_quickfix)
   lsp.with_client(function(client)
     M.request(client, query, function(result)
       local items = M.items(result)
+      local notes = table.concat(result.notes or {}, '; ')
       if #items == 0 then
-        vim.notify(('codeloupe: nothing found for %q'):format(query), vim.log.levels.WARN)
+        vim.notify(('codeloupe: %s: %s'):format(M.title(query), notes ~= '' and notes or 'nothing found'),
+          vim.log.levels.WARN)
         return
       end
+      -- What the server says about the answer (a partial dense lane, no real match) goes with the results.
+      local title = M.title(query) .. (notes ~= '' and (' (' .. notes .. ')') or '')
       if to_quickfix then
-        M.to_quickfix(query, items)
+        M.to_quickfix(title, items)
       elseif use_telescope(config.options.picker) then
-        telescope(client, query, items)
+        telescope(client, title, items)
       else
-        select(client, query, items)
+        select(client, title, items)
       end
     end)
   end)
