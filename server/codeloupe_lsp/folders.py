@@ -104,6 +104,10 @@ class Folder:
         self.message = ""
         self.embed_error = ""
         self.last_report: IndexReport | None = None
+        # Files and chunks in the index after the last full index (the counts of docs/protocol.md; a report's
+        # files_seen also counts files found but then skipped).
+        self.files = 0
+        self.chunks = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-writer-{root.name}")
         self._full_wanted = False
         self._full_waiters: list[asyncio.Future[IndexReport]] = []
@@ -204,8 +208,10 @@ class Folder:
         self.last_report = report
         self.message = ""
         await self._on_writer(self._warm_readers)
+        counted = await self._on_writer(self.ws.status)
+        self.files, self.chunks = counted.files, counted.chunks
         self._mark_searchable()
-        self._progress.note(f"files {report.files_seen}/{report.files_seen}, chunks {report.chunks}", 50)
+        self._progress.note(f"indexed {self.files} files, {self.chunks} chunks", 50)
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(report)
@@ -289,8 +295,7 @@ class Folder:
         return lambda event: loop.call_soon_threadsafe(progress.report, event)
 
     def _summary(self) -> str:
-        report = self.last_report
-        text = f"{report.files_seen} files, {report.chunks} chunks" if report else "up to date"
+        text = f"{self.files} files, {self.chunks} chunks" if self.last_report else "up to date"
         return text + (f"; embeddings unavailable: {self.embed_error}" if self.embed_error else "")
 
     # ---------------------------------------------------------------- reads (shared pool)

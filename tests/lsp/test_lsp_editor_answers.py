@@ -158,3 +158,21 @@ async def test_a_query_with_no_match_says_so(client: Client) -> None:
     nothing = await client.request("codeloupe/search", {"query": "xylophone quasar"})
     assert nothing["notes"] == ["nothing in the workspace matches the query"]
     assert not nothing["core"]
+
+
+async def test_every_view_counts_files_and_chunks_the_same(tmp_path: Path) -> None:
+    """Progress, status and reindex said 257 / 256 files: a file found and then skipped was counted by one."""
+    project = write_project(tmp_path / "p", {"a.py": "def one():\n    return 1\n", "b.py": "def two():\n    return 2\n"})
+    (project / "blob.py").write_bytes(b"x = 1\n" + b"\x00" * 64)
+    client = await start_server([project])
+    try:
+        (folder,) = await client.wait_ready()
+        reindexed = await client.command("codeloupe.reindex")
+        await client.wait_until(lambda: sum(r.kind == "end" for rs in client.progress_reports.values()
+                                            for r in rs) >= 2, "the reindex progress to end")
+        (folder,) = await client.status()
+        ends = [r.message for rs in client.progress_reports.values() for r in rs if r.kind == "end"]
+        assert reindexed == {"files": folder["files"], "chunks": folder["chunks"]}
+        assert ends[-1] == f"{folder['files']} files, {folder['chunks']} chunks"
+    finally:
+        await stop_server(client)

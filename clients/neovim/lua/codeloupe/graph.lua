@@ -63,7 +63,7 @@ local function render_map(tree, result)
     nodes[node.path] = node
   end
   local unconnected = result.unconnected or {}
-  add(tree, ('# Graph: %s, %s, %s, %s'):format(view.count(#(result.nodes or {}), 'file'),
+  add(tree, ('# Graph: %s, %s, %s, %s'):format(view.count(#(result.nodes or {}), 'code file'),
     view.count(#(result.edges or {}), 'edge'), view.count(#(result.communities or {}), 'community', 'communities'),
     view.count(#unconnected, 'unconnected file')))
   for _, community in ipairs(result.communities or {}) do
