@@ -46,7 +46,10 @@ for k = 1, saves do
 end
 -- A session outlives its first answer: let the server finish its refresh (and save what a restart reads)
 -- before quitting, as an editor left open would.
-vim.wait(600000, function() return require('codeloupe').status() == 'codeloupe: ready' end, 50)
+vim.wait(600000, function()
+  local state = require('codeloupe.progress').state[client.id]
+  return state ~= nil and not state.active
+end, 50)
 vim.wait(tonumber(os.getenv('CODELOUPE_BENCH_LINGER_MS') or '12000'))
 io.stdout:write(vim.json.encode(out) .. '\n')
 vim.cmd('qall!')
