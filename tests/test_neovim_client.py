@@ -28,6 +28,7 @@ FIXTURE: dict[str, str] = {
     # Highest-priority root marker: the nested web/package.json must not become its own workspace.
     ".codeloupe.toml": "# codeloupe settings for the test workspace (defaults)\n",
     "pyproject.toml": '[project]\nname = "shop"\nversion = "0.0.1"\n',
+    "README.md": "# Shop\n\nA small shop: `shop/__init__.py`, `_private` helpers, sessions and a cart.\n",
     "shop/__init__.py": '"""A small shop."""\n',
     "shop/auth.py": '''"""Password hashing and login checks for the shop."""
 import hashlib
@@ -158,6 +159,24 @@ def run_script(name: str, workspace: Path, scratch: Path, extra_env: dict[str, s
 def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
     """Range conversion, settings, quickfix items, the ask view's citation jumps, graph trees, completion."""
     run_script("unit.lua", workspace, tmp_path)
+
+
+def test_the_readme_setup_leaves_messages_empty(workspace: Path, tmp_path: Path) -> None:
+    """`setup({})` exactly as documented, the server found on PATH: no settings warning, no progress lines."""
+    server_bin = Path(server_command()[0]).parent
+    run_script("readme_setup.lua", workspace, tmp_path, {
+        "PATH": f"{server_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        # The model is the one thing set outside setup(): the environment, as a user's shell may.
+        "CODELOUPE_EMBED_PROVIDER": "none",
+    })
+
+
+def test_commands_during_start_up_wait_for_the_server(workspace: Path, tmp_path: Path) -> None:
+    run_script("start_queue.lua", workspace, tmp_path)
+
+
+def test_query_from_cword_selection_and_issue_buffer(workspace: Path, tmp_path: Path) -> None:
+    run_script("query_sources.lua", workspace, tmp_path)
 
 
 def test_missing_server_is_reported(workspace: Path, tmp_path: Path) -> None:

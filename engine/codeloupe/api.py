@@ -46,6 +46,11 @@ from codeloupe.types import (
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
 
+# Line comments and doc-comment continuations, for the comment block right above a definition.
+_COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
+# A docstring: a string literal first in a definition's body (longest quote first).
+_STRING_QUOTES = ('"""', "'''", '"', "'", "`")
+
 
 class WorkspaceError(ValueError):
     """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
@@ -190,6 +195,7 @@ class Workspace:
         bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
+        self._name_anchors(bundle)
         return bundle
 
     def _add_entry_points(self, bundle: Bundle, scope: str) -> None:
@@ -229,6 +235,18 @@ class Workspace:
         from codeloupe.tour import build_tour
 
         return build_tour(self, limit)
+
+    def _name_anchors(self, bundle: Bundle) -> None:
+        """Each snippet names the innermost definition holding its anchor line, so an editor labels a result
+        with the symbol the match is in rather than the chunk's first symbol."""
+        chunks = [c for hit in bundle.files for c in hit.chunks if c.snippet is not None]
+        by_path = self.store.symbols_of_paths(c.path for c in chunks)
+        for chunk in chunks:
+            line = chunk.snippet.anchor_line
+            holding = [s for s in by_path.get(chunk.path, []) if s.start_line <= line <= s.end_line]
+            if holding:
+                inner = max(holding, key=lambda s: (s.start_line, -s.end_line))
+                chunk.snippet.anchor_symbol = f"{inner.parent}.{inner.name}" if inner.parent else inner.name
 
     def symbols(self, paths: Iterable[str]) -> dict[str, list[Symbol]]:
         """The definitions of each indexed file among `paths` (files not in the index are left out)."""
@@ -405,8 +423,33 @@ class Workspace:
             found = next((s for s in symbols if s.qualified_name == name), None) or \
                 next((s for s in symbols if not s.parent and s.name == name), None)
             if users and found is not None:
-                out.append(UsedDefinition(name, found.start_line, users))
+                out.append(UsedDefinition(name, found.start_line, users, found.signature,
+                                          self._first_doc_line(rel, found)))
         return out
+
+    def _first_doc_line(self, rel: str, symbol: Symbol) -> str:
+        """The first line of a definition's docstring (a string first in its body) or of the comment block right
+        above it; "" when it has neither."""
+        try:
+            lines = self.read_lines(rel).splitlines()
+        except WorkspaceError:
+            return ""
+        body = lines[symbol.start_line:min(symbol.end_line, symbol.start_line + 4)]
+        first = next((ln.strip() for ln in body if ln.strip()), "").lstrip("rbuRBU")
+        quote = next((q for q in _STRING_QUOTES if first.startswith(q)), None)
+        if quote:
+            return first[len(quote):].split(quote)[0].strip()
+        above = []
+        for line in reversed(lines[:symbol.start_line - 1]):
+            text = line.strip()
+            if not text.startswith(_COMMENT_MARKS):
+                break
+            above.append(text)
+        for text in reversed(above):
+            words = text.lstrip("/#*-;!").strip()
+            if words:
+                return words
+        return ""
 
     def search_symbols(self, query: str, *, limit: int = 30) -> list[tuple[str, Symbol]]:
         """(path, definition) of every symbol named by a matching chunk, in rank order: the search behind an

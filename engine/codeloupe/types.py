@@ -118,6 +118,7 @@ class Snippet:
     anchor_line: int
     text: str
     truncated: bool
+    anchor_symbol: str = ""  # qualified name of the innermost definition holding anchor_line ("" outside any)
 
 
 @dataclass
@@ -212,6 +213,8 @@ class UsedDefinition:
     qualified_name: str
     start_line: int
     users: list[tuple[str, int]]  # (path, 1-based line of the use)
+    signature: str = ""  # one line, as written
+    doc: str = ""  # the first line of its docstring or of the comment right above it
 
 
 @dataclass

@@ -34,6 +34,7 @@ def register(server: CodeloupeServer) -> None:
         best = bool(params.flag("best", False))
         token = params.token("workDoneToken")
         folder = ls.folders_for(params.text("folderUri"))[0]
+        await folder.searchable()
 
         progress = _Progress(ls, token)
         progress.begin(query)

@@ -23,8 +23,8 @@ def register(server: CodeloupeServer) -> None:
         folders = ls.folders_for(folder_uri)
         for folder in folders:
             folder.embed_error = ""  # an explicit reindex is also the retry for a failed embedding provider
-        reports = await asyncio.gather(*(folder.request_full() for folder in folders))
-        return {"files": sum(r.files_seen for r in reports), "chunks": sum(r.chunks for r in reports)}
+        await asyncio.gather(*(folder.request_full() for folder in folders))
+        return {"files": sum(f.files for f in folders), "chunks": sum(f.chunks for f in folders)}
 
     @server.command(OPEN_LOCATION)
     async def open_location(ls: CodeloupeServer, *args: Any) -> bool:

@@ -39,13 +39,13 @@ class EditorOptions:
 
 def read_options(raw: Any) -> EditorOptions:
     options = EditorOptions()
-    if raw is None:
+    if _empty(raw):
         return options
     if not isinstance(raw, Mapping):
         options.invalid.append(f"settings must be an object, got {type(raw).__name__}; ignored")
         return options
-    if isinstance(raw.get(SECTION), Mapping):
-        raw = raw[SECTION]
+    if SECTION in raw and (isinstance(raw[SECTION], Mapping) or _empty(raw[SECTION])):
+        raw = raw[SECTION] or {}
     if TRUSTED in raw:
         options.trusted = raw[TRUSTED] is True
         if not isinstance(raw[TRUSTED], bool):
@@ -64,3 +64,8 @@ def read_options(raw: Any) -> EditorOptions:
             continue
         options.overrides[key] = value
     return options
+
+
+def _empty(raw: Any) -> bool:
+    """No settings: null, `{}`, or `[]` (what a Lua client sends for an empty table)."""
+    return raw is None or (isinstance(raw, (Mapping, list)) and not raw)

@@ -9,6 +9,7 @@ lsprotocol types.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,12 @@ from codeloupe.types import (
     Snippet,
     Symbol,
     Tour,
+    UsedDefinition,
 )
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
+    from codeloupe.graph import NotInGraph
     from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
 
 JSON = dict[str, Any]
@@ -88,6 +91,27 @@ def position(line0: int, character: int = 0) -> JSON:
     return {"line": line0, "character": character}
 
 
+# ------------------------------------------------------------------------------------------ markdown
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def md_code(text: str) -> str:
+    """`text` as a code span, so names like `__init__` and `_private` are shown as written."""
+    fence = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_text(text: str) -> str:
+    """Prose from elsewhere (a query, a reason) with markdown's special characters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
 # ------------------------------------------------------------------------------------------ search
 
 
@@ -95,7 +119,7 @@ def _snippet(snippet: Snippet | None) -> JSON | None:
     if snippet is None:
         return None
     return {"text": snippet.text, "startLine": snippet.start_line - 1, "anchorLine": snippet.anchor_line - 1,
-            "truncated": snippet.truncated}
+            "truncated": snippet.truncated, "anchorSymbol": snippet.anchor_symbol}
 
 
 def _chunk(root: Path, chunk: ChunkHit, in_core: bool) -> JSON:
@@ -121,6 +145,26 @@ def lane(status: LaneStatus) -> JSON:
     return {"name": status.name, "ready": status.ready, "coverage": status.coverage, "note": status.note}
 
 
+# Lanes that match the query's own words (a name, a term, a path); dense matches by meaning only.
+WORD_LANES = frozenset({"lexical", "symbol", "entity"})
+
+
+def search_notes(bundle: Bundle) -> list[str]:
+    """Sentences on how far to trust this answer (docs/protocol.md `notes`)."""
+    notes = []
+    for status in bundle.lanes:
+        # A dense lane that is off (no provider) or not started is in `lanes`; a partial one changes answers.
+        if status.name == "dense" and status.ready and status.coverage < 1.0:
+            notes.append(f"dense lane partial: {status.coverage:.0%} of chunks embedded; results may change as "
+                         "vectors arrive")
+    hits = bundle.files
+    if not hits:
+        notes.append("nothing in the workspace matches the query")
+    elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
+        notes.append("no file contains the query's words; these are the closest candidates by meaning only")
+    return notes
+
+
 def search_result(bundle: Bundle) -> JSON:
     root = Path(bundle.root)
     return {
@@ -128,6 +172,7 @@ def search_result(bundle: Bundle) -> JSON:
         "core": [file_result(root, hit, True) for hit in bundle.core],
         "related": [file_result(root, hit, False) for hit in bundle.related],
         "lanes": [lane(s) for s in bundle.lanes],
+        "notes": search_notes(bundle),
         "timingMs": dict(bundle.timing_ms),
     }
 
@@ -208,17 +253,18 @@ def ask_event(event: AskEvent) -> JSON:
 
 def fallback_answer(bundle: JSON, reason: str) -> JSON:
     """The ask result when no narrated answer is possible: the bundle itself, rendered as markdown."""
-    lines = [f"_No walkthrough ({reason}); the ranked files for_ **{bundle['query']}**:_", ""]
+    lines = [f"_No walkthrough ({md_text(reason)}); the ranked files for_ **{md_text(bundle['query'])}**", ""]
     for file in bundle["core"]:
-        lines.append(f"### {file['rank']}. [{file['path']}]({_link(file['location'])})  ")
-        lines.append(file["why"])
+        lines.append(f"### {file['rank']}. [{md_code(file['path'])}]({_link(file['location'])})  ")
+        lines.append(md_text(file["why"]))
         for chunk in file["chunks"]:
-            lines += ["", f"`{chunk['breadcrumb']}`", "", f"```{file['language']}", chunk["text"].rstrip("\n"),
-                      "```"]
+            text = chunk["text"].rstrip("\n")
+            fence = "`" * max(3, _longest_backticks(text) + 1)
+            lines += ["", md_code(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{f['path']}]({_link(f['location'])}): {f['why']}" for f in bundle["related"]]
+        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]]
     return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}
@@ -240,15 +286,32 @@ def _with_uri(root: Path, entry: JSON) -> JSON:
 
 
 def graph_map(root: Path, graph: GraphMap, html: str | None) -> JSON:
+    """Communities are groups of two or more files; a file alone in its group is listed once in `unconnected`
+    (the counts of docs/protocol.md)."""
     out = graph.to_dict()
-    out["nodes"] = [_with_uri(root, node) for node in out["nodes"]]
+    names = {c.id: c.name for c in graph.communities}
+    out["nodes"] = [{**_with_uri(root, node), "communityName": names.get(node["community"], "")}
+                    for node in out["nodes"]]
+    out["communities"] = [c for c in out["communities"] if c["size"] > 1]
+    out["unconnected"] = sorted(m for c in graph.communities if c.size == 1 for m in c.members)
     if html is not None:
         out["html"] = html
     return out
 
 
+def node_miss(root: Path, miss: NotInGraph) -> JSON:
+    return {"found": False, "node": miss.target, "message": str(miss),
+            "suggestions": [{"path": p, "uri": file_uri(root, p)} for p in miss.suggestions]}
+
+
+def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
+    offer = f"; closest by name: {', '.join(miss.suggestions)}" if miss.suggestions else ""
+    return {"from": source, "to": target, "found": False, "meetsInMiddle": False, "hops": [],
+            "note": f"{miss}{offer}"}
+
+
 def graph_node(root: Path, node: GraphNode) -> JSON:
-    out = _with_uri(root, node.to_dict())
+    out = {"found": True, **_with_uri(root, node.to_dict())}
     out["imports"] = [_with_uri(root, n) for n in out["imports"]]
     out["importers"] = [_with_uri(root, n) for n in out["importers"]]
     out["semantic"] = [_with_uri(root, s) for s in out["semantic"]]
@@ -276,7 +339,7 @@ def line_location(root: Path, rel_path: str, line: int) -> JSON:
 
 
 def _md_link(root: Path, rel_path: str, line: int = 1) -> str:
-    return f"[{rel_path}]({file_uri(root, rel_path)}#L{line})"
+    return f"[{md_code(rel_path)}]({file_uri(root, rel_path)}#L{line})"
 
 
 def file_lens_title(summary: FileSummary) -> str:
@@ -295,13 +358,14 @@ def show_locations(title: str, uri: str, line0: int, locations: list[JSON]) -> l
 def file_hover(root: Path, node: GraphNode) -> str:
     """Markdown for a file: community, hub status, and every neighbour as a link."""
     status = " · **god node** (a hub: many files depend on it)" if node.god else ""
-    out = [f"**{node.path}** · community _{node.community_name}_{status}"]
+    out = [f"{md_code(node.path)} · community {md_code(node.community_name)}{status}"]
     # An import's line is in this file (link to the imported file's top); an importer's is in the importer.
     for title, group, at_use in (("Imports", node.imports, False), ("Imported by", node.importers, True)):
         if group:
             out += ["", f"{title}:"]
             out += [f"- {_md_link(root, n.path, n.line if at_use else 1)} "
-                    f"({n.kind}{': ' + ', '.join(n.symbols[:5]) if n.symbols else ''})" for n in group]
+                    f"({n.kind}{': ' + ', '.join(md_code(s) for s in n.symbols[:5]) if n.symbols else ''})"
+                    for n in group]
     if node.semantic:
         out += ["", "Reads like:"]
         out += [f"- {_md_link(root, path)} (cosine {cosine:.2f})" for path, cosine in node.semantic]
@@ -309,16 +373,20 @@ def file_hover(root: Path, node: GraphNode) -> str:
 
 
 def import_hover(root: Path, neighbour: Neighbour, summary: FileSummary) -> str:
-    carriers = f" — uses {', '.join(neighbour.symbols[:8])}" if neighbour.symbols else ""
+    carriers = f" — uses {', '.join(md_code(s) for s in neighbour.symbols[:8])}" if neighbour.symbols else ""
     hub = " · **god node**" if summary.god else ""
     return (f"{_md_link(root, neighbour.path)}{carriers}\n\n"
-            f"community _{summary.community_name}_ · {summary.imports} imports · "
+            f"community {md_code(summary.community_name)} · {summary.imports} imports · "
             f"{summary.importers} importers{hub}")
 
 
-def users_hover(root: Path, name: str, users: list[tuple[str, int]]) -> str:
-    lines = [f"**{name}** is {users_lens_title(users)}:", ""]
-    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in users]
+def users_hover(root: Path, definition: UsedDefinition) -> str:
+    """What the definition is (its signature, the first line of its docs), then where it is used."""
+    lines = [md_code(definition.signature or definition.qualified_name)]
+    if definition.doc:
+        lines += ["", md_text(definition.doc)]
+    lines += ["", f"{md_code(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
+    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in definition.users]
     return "\n".join(lines)
 
 

@@ -104,6 +104,10 @@ class Folder:
         self.message = ""
         self.embed_error = ""
         self.last_report: IndexReport | None = None
+        # Files and chunks in the index after the last full index (the counts of docs/protocol.md; a report's
+        # files_seen also counts files found but then skipped).
+        self.files = 0
+        self.chunks = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-writer-{root.name}")
         self._full_wanted = False
         self._full_waiters: list[asyncio.Future[IndexReport]] = []
@@ -117,6 +121,11 @@ class Folder:
         self._closing = False
         self._pump: asyncio.Task[None] | None = None
         self._progress: RefreshProgress | None = None
+        # A never-indexed folder answers no query before its first index: an empty index would answer with an
+        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it at once.
+        self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.ws.store.counts()["files"]:
+            self._searchable.set_result(None)
         if self.ws.store.rebuilt_reason:
             self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
 
@@ -135,6 +144,13 @@ class Folder:
         self._changed.update(rel_paths)
         self._kick()
 
+    async def searchable(self) -> None:
+        """Return once the folder has an index to answer from (at once, unless its first index is running)."""
+        await asyncio.shield(self._searchable)
+
+    def _mark_searchable(self) -> None:
+        if not self._searchable.done():
+            self._searchable.set_result(None)
 
     @property
     def busy(self) -> bool:
@@ -187,11 +203,15 @@ class Folder:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(exc)
+            self._mark_searchable()  # queries then answer from what was stored (the status says "error")
             return
         self.last_report = report
         self.message = ""
         await self._on_writer(self._warm_readers)
-        self._progress.note(f"files {report.files_seen}/{report.files_seen}, chunks {report.chunks}", 50)
+        counted = await self._on_writer(self.ws.status)
+        self.files, self.chunks = counted.files, counted.chunks
+        self._mark_searchable()
+        self._progress.note(f"indexed {self.files} files, {self.chunks} chunks", 50)
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(report)
@@ -275,8 +295,7 @@ class Folder:
         return lambda event: loop.call_soon_threadsafe(progress.report, event)
 
     def _summary(self) -> str:
-        report = self.last_report
-        text = f"{report.files_seen} files, {report.chunks} chunks" if report else "up to date"
+        text = f"{self.files} files, {self.chunks} chunks" if self.last_report else "up to date"
         return text + (f"; embeddings unavailable: {self.embed_error}" if self.embed_error else "")
 
     # ---------------------------------------------------------------- reads (shared pool)
@@ -290,6 +309,7 @@ class Folder:
     def stop(self) -> None:
         """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
+        self._mark_searchable()
         if self._graph_timer is not None:
             self._graph_timer.cancel()
         for waiter in self._full_waiters:

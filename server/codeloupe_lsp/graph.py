@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codeloupe.graph import NotInGraph
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params, invalid
@@ -29,11 +30,17 @@ def register(server: CodeloupeServer) -> None:
             return convert.graph_map(root, graph, html)
         if mode == "node":
             node = params.text("node", required=True, non_empty=True)
-            return convert.graph_node(root, await ls.engine(folder.ws.graph_node, _target(ls, node)))
+            try:
+                return convert.graph_node(root, await ls.engine(folder.ws.graph_node, _target(ls, node)))
+            except NotInGraph as miss:
+                return convert.node_miss(root, miss)
         source = params.text("from", required=True, non_empty=True)
         target = params.text("to", required=True, non_empty=True)
-        return convert.graph_path(root, await ls.engine(folder.ws.graph_path, _target(ls, source),
-                                                        _target(ls, target)))
+        try:
+            return convert.graph_path(root, await ls.engine(folder.ws.graph_path, _target(ls, source),
+                                                            _target(ls, target)))
+        except NotInGraph as miss:
+            return convert.path_miss(source, target, miss)
 
 
 def _target(ls: CodeloupeServer, node: str) -> str:

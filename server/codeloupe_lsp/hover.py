@@ -44,5 +44,5 @@ def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None
         return "\n\n---\n\n".join(import_hover(root, n, ws.file_summary(n.path, allow_stale=True)) for n in imported)
     for definition in ws.used_definitions(rel, allow_stale=True):
         if definition.start_line == line:
-            return users_hover(root, definition.qualified_name, definition.users)
+            return users_hover(root, definition)
     return None

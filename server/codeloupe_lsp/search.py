@@ -33,8 +33,11 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
         targets = [ls.folder_for(scope, "scope")]
     else:
         targets = [(folder, scope) for folder in ls.folders_for(folder_uri)]
-    results = [search_result(await ls.engine(folder.ws.search, query, scope=scope, mode=mode, limit=limit))
-               for folder, scope in targets]
+    results = []
+    for folder, folder_scope in targets:
+        await folder.searchable()
+        results.append(search_result(await ls.engine(folder.ws.search, query, scope=folder_scope, mode=mode,
+                                                     limit=limit)))
     return results[0] if len(results) == 1 else merge_results(results)
 
 
@@ -57,5 +60,6 @@ def merge_results(results: list[JSON]) -> JSON:
         for key, ms in result["timingMs"].items():
             timing[key] = timing.get(key, 0.0) + ms
     first = results[0]
+    notes = list(dict.fromkeys(note for result in results for note in result["notes"]))
     return {"query": first["query"], "issueMode": any(r["issueMode"] for r in results), "mode": first["mode"],
-            "core": core, "related": related, "lanes": list(lanes.values()), "timingMs": timing}
+            "core": core, "related": related, "lanes": list(lanes.values()), "notes": notes, "timingMs": timing}

@@ -24,6 +24,7 @@ from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from codeloupe.api import WorkspaceError
+from codeloupe.graph import NotInGraph
 from codeloupe.settings import Settings, load_settings
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
@@ -238,8 +239,8 @@ class CodeloupeServer(LanguageServer):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self.thread_pool, lambda: fn(*args, **kwargs))
-        except (JsonRpcException, asyncio.CancelledError):
-            raise
+        except (JsonRpcException, asyncio.CancelledError, NotInGraph):
+            raise  # NotInGraph is an answer (docs/protocol.md), converted by the graph module
         except WorkspaceError as exc:
             raise invalid(str(exc)) from exc
         except FileNotFoundError as exc:

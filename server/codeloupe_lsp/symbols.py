@@ -19,6 +19,7 @@ def register(server: CodeloupeServer) -> None:
             return []
         symbols: list[lsp.WorkspaceSymbol] = []
         for folder in ls.folders:
+            await folder.searchable()
             found = await ls.engine(folder.ws.search_symbols, params.query, limit=SYMBOL_FILES)
             symbols.extend(workspace_symbols(folder.root, found))
         return symbols

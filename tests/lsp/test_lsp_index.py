@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from lsp_helpers import Client, location_paths, start_server, stop_server, uri, write_project
@@ -127,7 +128,8 @@ async def test_unknown_settings_warn_once_and_the_rest_apply(project: Path) -> N
 
 
 async def test_requests_are_answered_while_a_large_index_runs(tmp_path: Path) -> None:
-    """Search, hover and status answer between the index's progress begin and end, not after it."""
+    """Hover and status answer between the index's progress begin and end, not after it; a search sent during
+    the first index waits for it (never an empty bundle from an empty index)."""
     files = {f"pkg/mod{i:03}.py": "\n\n".join(
         f"def handler_{i}_{j}(request):\n    '''Handle request kind {j} of module {i}.'''\n"
         f"    return request.get('field_{j}') or {i * j}\n" for j in range(40)) for i in range(300)}
@@ -137,15 +139,16 @@ async def test_requests_are_answered_while_a_large_index_runs(tmp_path: Path) ->
         await client.wait_until(lambda: any(client.progress_reports.values()), "the index to begin")
         (token,) = client.progress_reports
         answered_while_indexing = []
+        first_search = asyncio.ensure_future(client.request("codeloupe/search", {"query": "handler_299_39"}))
         while not any(r.kind == "end" for r in client.progress_reports[token]):
             (folder,) = await client.status()
-            await client.request("codeloupe/search", {"query": "handle request kind"})
             await client.text_document_hover_async(lsp.HoverParams(
                 text_document=lsp.TextDocumentIdentifier(uri=uri(root / "pkg/mod000.py")),
                 position=lsp.Position(line=0, character=0)))
             if not any(r.kind == "end" for r in client.progress_reports[token]):
                 answered_while_indexing.append(folder["state"])
         assert answered_while_indexing and set(answered_while_indexing) == {"indexing"}
+        assert (await first_search)["core"][0]["path"] == "pkg/mod299.py"
         (folder,) = await client.wait_ready()
         assert folder["files"] == 300
     finally:

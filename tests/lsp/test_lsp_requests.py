@@ -89,9 +89,9 @@ async def test_code_lenses_resolve_lazily_to_show_locations(client: Client, proj
 async def test_hover_on_first_line_import_and_definition(client: Client, project: Path) -> None:
     auth = project / "app/auth.py"
     first = await hover(client, auth, 0)
-    assert "community _app_" in first
-    assert f"[app/store.py]({uri(project / 'app/store.py')}#L1)" in first
-    assert f"[app/web.py]({uri(project / 'app/web.py')}#L1)" in first  # the importer, at its import line
+    assert "community `app`" in first
+    assert f"[`app/store.py`]({uri(project / 'app/store.py')}#L1)" in first
+    assert f"[`app/web.py`]({uri(project / 'app/web.py')}#L1)" in first  # the importer, at its import line
 
     import_line = auth.read_text().splitlines().index("from app.store import load_user")
     on_import = await hover(client, auth, import_line)
@@ -99,7 +99,9 @@ async def test_hover_on_first_line_import_and_definition(client: Client, project
 
     class_line = auth.read_text().splitlines().index("class SessionManager:")
     on_definition = await hover(client, auth, class_line)
-    assert "**SessionManager** is used in 1 file" in on_definition
+    # What it is (signature, first docstring line) comes before where it is used.
+    assert on_definition.startswith("`class SessionManager`\n\nIssues and validates login sessions.\n\n"
+                                    "`SessionManager` is used in 1 file")
     assert "app/web.py" in on_definition
 
     assert await hover(client, auth, class_line + 1) is None

@@ -10,7 +10,9 @@ vim.api.nvim_create_user_command('Codeloupe', function(opts)
 end, {
   nargs = '+',
   bang = true,
-  desc = 'codeloupe: search, ask, graph, reindex, status',
+  -- :'<,'>Codeloupe search / ask: the selected text is the query.
+  range = true,
+  desc = 'codeloupe: search, ask, issue, graph, reindex, status',
   complete = function(arg_lead, cmdline)
     return require('codeloupe.commands').complete(arg_lead, cmdline)
   end,

@@ -24,6 +24,19 @@ H.check(text:find('> No narrated answer (', 1, true), 'the fallback reason is sh
 H.check(not H.notified('failed', vim.log.levels.ERROR), 'a fallback is not an error')
 H.check(text:find('shop/auth.py', 1, true), 'the bundle lists shop/auth.py:\n' .. text)
 
+-- Names and paths are code spans: markdown reads no intraword underscore (hash_password, __init__) as an error.
+vim.cmd('syntax on')
+vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
+for number, line in ipairs(vim.api.nvim_buf_get_lines(view, 0, -1, false)) do
+  for col = 1, #line do
+    if line:sub(col, col) == '_' then
+      local group = vim.fn.synIDattr(vim.fn.synID(number, col, 1), 'name')
+      H.check(group ~= 'markdownError', ('markdownError at %d:%d of the ask view: %s'):format(number, col, line))
+    end
+  end
+end
+vim.api.nvim_set_current_win(origin)
+
 -- <CR> on a span line opens the file at the span's first line, in the window the question came from.
 local span_line, first
 for number, line in ipairs(vim.api.nvim_buf_get_lines(view, 0, -1, false)) do

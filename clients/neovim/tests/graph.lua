@@ -30,11 +30,61 @@ H.equal(vim.api.nvim_buf_get_name(0), H.path('shop/sessions.py'), '<CR> on an im
 vim.cmd('Codeloupe graph path shop/cart.py shop/auth.py')
 view = graph_view('# Path: shop/cart.py -> shop/auth.py')
 text = H.text(view)
-H.check(text:find('found', 1, true) and text:find('shop/sessions.py', 1, true), 'the path passes sessions.py:\n' .. text)
+H.check(text:find('shop/cart.py -[', 1, true) and text:find(']-> shop/sessions.py', 1, true),
+  'cart.py uses sessions.py, drawn forwards:\n' .. text)
+H.check(text:find('shop/cart.py reaches shop/auth.py through what it uses', 1, true), 'the note:\n' .. text)
+
+-- The same route walked the other way: every hop is against the dependency, drawn <-[kind]-, and each use is
+-- labelled with the file that holds it, at a line that is the use.
+vim.cmd('Codeloupe graph path shop/auth.py shop/cart.py')
+view = graph_view('# Path: shop/auth.py -> shop/cart.py')
+text = H.text(view)
+H.check(text:find('1. shop/auth.py <-[', 1, true) and text:find(']- shop/sessions.py', 1, true),
+  'auth.py is used by sessions.py, drawn backwards:\n' .. text)
+local use_line = H.line_of('shop/sessions.py', 'verify_password')
+H.check(text:find(('   use: shop/sessions.py:%d'):format(use_line), 1, true) or
+  text:find(('   use: shop/sessions.py:%d'):format(H.line_of('shop/sessions.py', 'if not verify_password')), 1, true),
+  'the use is labelled with sessions.py and its line:\n' .. text)
+H.check(not text:find('use: shop/auth.py', 1, true), 'no use is labelled with the defining file:\n' .. text)
+H.check(text:find('shop/cart.py reaches shop/auth.py through what it uses', 1, true), 'the note:\n' .. text)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
+vim.api.nvim_win_set_cursor(0, { H.buffer_line(view, '   use: shop/sessions.py'), 0 })
+H.press('<CR>')
+local name, line = H.where()
+H.equal(name, H.path('shop/sessions.py'), '<CR> on the use opens the using file')
+H.check(vim.api.nvim_buf_get_lines(0, line - 1, line, false)[1]:find('verify_password', 1, true),
+  '<CR> on the use lands on the use')
+
+-- A file that is not in the graph is said to be so, with the closest graph files by name.
+H.open('README.md')
+vim.cmd('Codeloupe graph node')
+view = graph_view('# README.md')
+text = H.text(view)
+H.check(text:find('not in the graph', 1, true), 'README.md is not a graph node:\n' .. text)
+H.check(not text:find('## Importers', 1, true), 'no other file is described instead:\n' .. text)
+vim.cmd('Codeloupe graph node shop/sesions.py')
+view = graph_view('# shop/sesions.py')
+text = H.text(view)
+H.check(text:find('no such file', 1, true) and text:find('- shop/sessions.py', 1, true),
+  'a misspelt path is offered the real one:\n' .. text)
 
 vim.cmd('Codeloupe graph')
 view = graph_view('# Graph:')
 text = H.text(view)
 for _, path in ipairs({ 'shop/auth.py', 'shop/sessions.py', 'shop/cart.py', 'web/session.js', 'web/routes.js' }) do
   H.check(text:find('- ' .. path, 1, true), 'the map lists ' .. path .. ':\n' .. text)
+end
+-- One list of unconnected files instead of one-file communities.
+H.check(text:find('## Unconnected files (', 1, true), 'the map has an unconnected list:\n' .. text)
+H.check(not text:find('(1 file)', 1, true), 'no one-file community:\n' .. text)
+
+-- The view is not markdown: `__init__` in a path is not an intraword-underscore error.
+vim.cmd('syntax on')
+H.equal(vim.bo[view].filetype, 'codeloupe', 'graph view filetype')
+local init_line = H.buffer_line(view, 'shop/__init__.py')
+local col = vim.api.nvim_buf_get_lines(view, init_line - 1, init_line, false)[1]:find('__init__', 1, true)
+vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
+for offset = 0, 7 do
+  local group = vim.fn.synIDattr(vim.fn.synID(init_line, col + offset, 1), 'name')
+  H.check(group ~= 'markdownError', 'markdownError under shop/__init__.py in the graph view')
 end

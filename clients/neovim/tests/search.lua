@@ -19,9 +19,8 @@ H.equal(client.capabilities.workspace.didChangeWatchedFiles.dynamicRegistration,
 -- Settings travel as initializationOptions in camelCase.
 H.equal(client.config.init_options, { embedProvider = 'none' }, 'initializationOptions')
 
-H.wait(function()
-  return H.notified('^codeloupe: ')
-end, 10000, 'an indexing progress notification')
+-- Progress reaches the statusline state, never vim.notify (a cold index must not fill :messages).
+H.check(require('codeloupe.progress').state[client.id], 'indexing progress was recorded for the statusline')
 H.wait(function()
   return require('codeloupe').status() == 'codeloupe: ready'
 end, 10000, 'the statusline to say ready (it says ' .. require('codeloupe').status() .. ')')
@@ -46,8 +45,10 @@ for _, tier in ipairs({ 'core', 'related' }) do
       local range = chunk.location.range
       expected[#expected + 1] = {
         filename = vim.uri_to_fname(chunk.location.uri),
-        lnum = range.start.line + 1,
+        -- Items open at the match (the snippet's anchor line), not at the start of the chunk.
+        lnum = (chunk.snippet and chunk.snippet.anchorLine or range.start.line) + 1,
         tier = tier == 'core' and 'CORE' or 'RELATED',
+        symbol = chunk.snippet and chunk.snippet.anchorSymbol or '',
       }
     end
   end
@@ -55,7 +56,6 @@ end
 H.equal(#qf.items, #expected, 'one quickfix item per CORE and RELATED span')
 H.check(#response.result.core > 0, 'the query finds CORE results: ' .. vim.inspect(response.result))
 
-local verify_line = H.line_of('shop/auth.py', 'def verify_password')
 local covers_verify = false
 for index, item in ipairs(qf.items) do
   local filename = vim.api.nvim_buf_get_name(item.bufnr)
@@ -65,11 +65,14 @@ for index, item in ipairs(qf.items) do
   local line_count = #vim.fn.readfile(filename)
   H.check(item.lnum >= 1 and item.end_lnum >= item.lnum and item.end_lnum <= line_count,
     ('item %d has lines %d-%d in a %d-line file'):format(index, item.lnum, item.end_lnum, line_count))
-  if filename == H.path('shop/auth.py') and item.lnum <= verify_line and verify_line <= item.end_lnum then
+  H.check(vim.startswith(item.text, ('%s %s'):format(expected[index].tier, expected[index].symbol)),
+    'item labelled with the symbol holding its match: ' .. item.text)
+  local at = vim.fn.readfile(filename)[item.lnum]:lower()
+  if filename == H.path('shop/auth.py') and at:find('password', 1, true) then
     covers_verify = true
   end
 end
-H.check(covers_verify, 'a quickfix span covers def verify_password: ' .. vim.inspect(qf.items))
+H.check(covers_verify, 'a quickfix item opens at a matching line of auth.py: ' .. vim.inspect(qf.items))
 H.check(qf.items[1].text:find('^CORE'), 'rank order starts with CORE: ' .. qf.items[1].text)
 
 -- :Codeloupe search opens the picker; choosing a result jumps there.
@@ -89,7 +92,8 @@ vim.cmd('Codeloupe search ' .. query)
 H.wait(function()
   return chosen ~= nil
 end, 20000, 'the picker to be offered shop/auth.py')
-H.check(vim.startswith(shown, ('shop/auth.py:%d-%d  CORE'):format(chosen.lnum, chosen.end_lnum)), 'picker line: ' .. shown)
+H.check(vim.startswith(shown, ('shop/auth.py:%d  CORE'):format(chosen.lnum)), 'picker line: ' .. shown)
+H.check(not shown:find('\n') and vim.fn.strdisplaywidth(shown) <= math.max(40, vim.o.columns - 10), 'short picker row: ' .. shown)
 H.equal({ H.where() }, { H.path('shop/auth.py'), chosen.lnum }, 'the picker jumps to the chosen span')
 
 -- Plain workspace/symbol works through Neovim's own UI.
@@ -158,3 +162,6 @@ end, 10000, function()
   return 'the server to warn about notASetting (messages: ' .. vim.fn.execute('messages') .. ')'
 end)
 H.equal(#vim.lsp.get_clients({ name = 'codeloupe' }), 1, 'a second setup() reuses the running client')
+for _, progress_text in ipairs({ '^codeloupe: files', '^codeloupe: vectors', '^codeloupe: scanning', '^codeloupe: indexing' }) do
+  H.check(not H.notified(progress_text), 'progress went to vim.notify: ' .. progress_text)
+end

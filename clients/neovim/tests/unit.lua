@@ -55,9 +55,16 @@ local result = {
 }
 local items = require('codeloupe.search').items(result)
 H.equal(#items, 2, 'one item per chunk, and one for a file without chunks')
-H.equal({ items[1].filename, items[1].lnum, items[1].end_lnum }, { H.path('shop/auth.py'), verify_line, verify_end },
+-- The item opens at the snippet's anchor line (0-based verify_line is the docstring line below the def).
+H.equal({ items[1].filename, items[1].lnum, items[1].end_lnum }, { H.path('shop/auth.py'), verify_line + 1, verify_end },
   'core item location')
 H.equal(items[1].text, 'CORE def verify_password(password, salt, expected) | """Compare..."""', 'core item text')
+-- A server that names the definition holding the anchor labels the item with it; "" means no definition.
+result.core[1].chunks[1].snippet.anchorSymbol = 'verify_password'
+H.equal(require('codeloupe.search').items(result)[1].text, 'CORE verify_password | """Compare..."""', 'anchor label')
+result.core[1].chunks[1].snippet.anchorSymbol = ''
+H.equal(require('codeloupe.search').items(result)[1].text, 'CORE | """Compare..."""', 'no definition: no label')
+result.core[1].chunks[1].snippet.anchorSymbol = nil
 H.equal({ items[2].filename, items[2].lnum }, { H.path('shop/sessions.py'), 2 }, 'related item location')
 H.check(items[2].text:find('^RELATED'), 'related item text: ' .. items[2].text)
 
@@ -170,4 +177,5 @@ H.equal(tree.targets[1], nil, 'the title line opens nothing')
 -- :Codeloupe completion.
 local commands = require('codeloupe.commands')
 H.equal(commands.complete('s', 'Codeloupe s'), { 'search', 'status' }, 'subcommand completion')
+H.equal(commands.complete('i', 'Codeloupe i'), { 'issue' }, 'issue completion')
 H.equal(commands.complete('', 'Codeloupe graph '), { 'map', 'node', 'path' }, 'graph mode completion')

@@ -19,6 +19,7 @@ from codeloupe.graph.model import (
 )
 from codeloupe.graph.query import (
     GraphError,
+    NotInGraph,
     definition_users,
     file_summary,
     graph_map,
@@ -29,7 +30,7 @@ from codeloupe.graph.query import (
 from codeloupe.graph.render import render_html, render_text
 
 __all__ = [
-    "EXTRACTOR_VERSION", "Community", "FileSummary", "GodNode", "GraphError", "GraphMap", "GraphNode",
+    "EXTRACTOR_VERSION", "Community", "FileSummary", "GodNode", "GraphError", "NotInGraph", "GraphMap", "GraphNode",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
     "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours", "render_html", "render_text",
     "update_edges",

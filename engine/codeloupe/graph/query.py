@@ -56,6 +56,20 @@ class GraphError(ValueError):
     """A graph request that names nothing in the workspace."""
 
 
+class NotInGraph(GraphError):
+    """A request named a file that is not a node of the graph (docs, config, a path that does not exist);
+    `suggestions` are the graph files closest to it by name, best first."""
+
+    def __init__(self, target: str, reason: str, suggestions: list[str]) -> None:
+        super().__init__(f"{target} is not in the graph ({reason})")
+        self.target = target
+        self.suggestions = suggestions
+
+
+SUGGESTIONS = 5
+SUGGESTION_CUTOFF = 0.4  # difflib ratio; below it a name shares too little to be worth offering
+
+
 def is_test_path(path: str) -> bool:
     return bool(_TEST_PATTERN.search(path))
 
@@ -138,6 +152,11 @@ def resolve_target(ws: Workspace, graph: Graph, target: str) -> tuple[int, str]:
     if by_name:
         return min(by_name, key=lambda i: (is_test_path(graph.paths[i]), len(graph.paths[i]), graph.paths[i])), \
             "filename"
+    if _names_a_file(ws, rel, text):
+        where = ws.root / rel
+        reason = "not a code file of the graph" if where.is_file() else \
+            "a folder, not a file" if where.is_dir() else "no such file in the workspace"
+        raise NotInGraph(text, reason, closest_by_name(graph.paths, rel))
     found = _by_embedding(ws, graph, text)
     if found is not None:
         return found, "embedding"
@@ -146,6 +165,28 @@ def resolve_target(ws: Workspace, graph: Graph, target: str) -> tuple[int, str]:
         return found, "lexical"
     raise GraphError(f"nothing in the workspace matches {target!r} (not a path, a file name or a concept "
                      "found in file names and definitions)")
+
+
+def _names_a_file(ws: Workspace, rel: str, text: str) -> bool:
+    """A target with a directory or an extension, or a file that exists, names a file, not a concept: it is
+    never answered with some other file that happens to be close to it."""
+    return "/" in text or "\\" in text or bool(re.search(r"\.[A-Za-z0-9]{1,8}$", text)) or \
+        (not rel.startswith("..") and (ws.root / rel).exists())
+
+
+def closest_by_name(paths: list[str], wanted: str, limit: int = SUGGESTIONS) -> list[str]:
+    """Graph files whose name (then whole path) is most like `wanted`, best first."""
+    from difflib import SequenceMatcher
+
+    stem = posixpath.splitext(posixpath.basename(wanted))[0].lower()
+    scored = []
+    for path in paths:
+        name = posixpath.splitext(posixpath.basename(path))[0].lower()
+        score = max(SequenceMatcher(None, stem, name).ratio(),
+                    SequenceMatcher(None, wanted.lower(), path.lower()).ratio())
+        if score >= SUGGESTION_CUTOFF:
+            scored.append((-score, is_test_path(path), path))
+    return [path for _, _, path in sorted(scored)[:limit]]
 
 
 def _by_embedding(ws: Workspace, graph: Graph, text: str) -> int | None:
@@ -256,22 +297,30 @@ def _name_matches(ws: Workspace, graph: Graph, user: int, definer: int) -> list[
 
 
 def _describe(graph: Graph, route: list[int], hops: list[Hop]) -> tuple[bool, str]:
+    """Whether the two ends meet in one file, and a note that is true of the whole route.
+
+    They meet in file m only when every hop up to m points the same way and every hop after it the other way
+    (a uses ... m and b uses ... m, or the reverse); any other mix is described as a mixed route."""
     directions = [h.direction for h in hops]
-    ends = f"{graph.paths[route[0]]} and {graph.paths[route[-1]]}"
-    structural = [d for d in directions if d != "similar"]
-    if structural and all(d == "uses" for d in structural) and len(structural) == len(directions):
-        return False, f"{graph.paths[route[0]]} reaches {graph.paths[route[-1]]} through what it uses"
-    if structural and all(d == "used-by" for d in structural) and len(structural) == len(directions):
-        return False, f"{graph.paths[route[-1]]} reaches {graph.paths[route[0]]} through what it uses"
+    first, last = graph.paths[route[0]], graph.paths[route[-1]]
+    ends = f"{first} and {last}"
+    if "similar" in directions:
+        linked = "files that read alike (skeleton similarity)" if set(directions) == {"similar"} else \
+            "imports and calls and, where no edge exists, files that read alike (skeleton similarity)"
+        return False, f"{ends} are linked through {linked}"
+    if all(d == "uses" for d in directions):
+        return False, f"{first} reaches {last} through what it uses"
+    if all(d == "used-by" for d in directions):
+        return False, f"{last} reaches {first} through what it uses"
     for k in range(1, len(route) - 1):
-        before, after = directions[k - 1], directions[k]
-        if before == "uses" and after == "used-by":
-            return True, (f"{ends} never call each other; they meet in {graph.paths[route[k]]}, "
-                          "which both sides use")
-        if before == "used-by" and after == "uses":
-            return True, (f"{ends} never call each other; they meet in {graph.paths[route[k]]}, "
-                          "which uses both sides")
-    return False, f"{ends} are linked through files that read alike (skeleton similarity)"
+        before, after = set(directions[:k]), set(directions[k:])
+        middle = graph.paths[route[k]]
+        if before == {"uses"} and after == {"used-by"}:
+            return True, f"{ends} never call each other; they meet in {middle}, which both sides use"
+        if before == {"used-by"} and after == {"uses"}:
+            return True, f"{ends} never call each other; they meet in {middle}, which uses both sides"
+    return False, (f"{ends} are linked by a mixed route (dependencies point both ways along it); "
+                   "each hop says which side uses which")
 
 
 # ------------------------------------------------------------------------------------------------ retrieval & editor

@@ -456,6 +456,18 @@ class Store:
         rows = self.query("SELECT encoding FROM files WHERE id=?", (file_id,))
         return rows[0][0] if rows else ""
 
+    def symbols_of_paths(self, paths: Iterable[str]) -> dict[str, list[SymbolRow]]:
+        """The definitions of each of `paths` (one query for a search result's few files)."""
+        wanted = sorted(set(paths))
+        rows = self.query(
+            "SELECT f.path, s.file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature"
+            f" FROM symbols s JOIN files f ON f.id = s.file_id WHERE f.path IN ({','.join('?' * len(wanted))})"
+            " ORDER BY s.start_line", wanted) if wanted else []
+        out: dict[str, list[SymbolRow]] = {}
+        for row in rows:
+            out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
+        return out
+
     def skeletons(self) -> dict[int, str]:
         return dict(self.query("SELECT file_id, text FROM skeletons"))
 

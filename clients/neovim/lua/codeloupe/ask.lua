@@ -39,15 +39,34 @@ local function has_location(location)
   return type(location) == 'table' and type(location.uri) == 'string' and type(location.range) == 'table'
 end
 
+--- The longest run of backticks in `text`.
+---@param text string
+---@return integer
+local function longest_backticks(text)
+  local longest = 0
+  for run in text:gmatch('`+') do
+    longest = math.max(longest, #run)
+  end
+  return longest
+end
+
 --- A fence that cannot close early on backticks inside the code.
 ---@param text string
 ---@return string
 local function fence_for(text)
-  local longest = 2
-  for run in text:gmatch('`+') do
-    longest = math.max(longest, #run)
+  return string.rep('`', math.max(2, longest_backticks(text)) + 1)
+end
+
+--- `text` as a markdown code span, so names such as `__init__` and `_private` are not read as emphasis.
+---@param text string
+---@return string
+function M.code_span(text)
+  if text == '' then
+    return ''
   end
-  return string.rep('`', longest + 1)
+  local ticks = string.rep('`', longest_backticks(text) + 1)
+  local pad = (text:sub(1, 1) == '`' or text:sub(-1) == '`') and ' ' or ''
+  return ticks .. pad .. text .. pad .. ticks
 end
 
 --- Code shown verbatim, each line opening the same line on disk.
@@ -74,7 +93,7 @@ local function add_span_lines(doc, file)
   local items = search.items({ core = { file } })
   for _, item in ipairs(items) do
     local text = item.text:gsub('^CORE ?', '')
-    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, text), item)
+    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, M.code_span(text)), item)
   end
 end
 
@@ -102,16 +121,16 @@ local function add_bundle(doc, bundle)
   doc:add(('## Core (%s)'):format(view.count(#core, 'file')))
   for _, file in ipairs(core) do
     doc:add('')
-    local heading = ('### %s. %s'):format(tostring(file.rank or '-'), file.path or '')
+    local heading = ('### %s. %s'):format(tostring(file.rank or '-'), M.code_span(file.path or ''))
     if file.why and file.why ~= '' then
-      heading = heading .. ' (' .. file.why .. ')'
+      heading = heading .. ' ' .. M.code_span(file.why)
     end
     doc:add(heading, has_location(file.location) and locations.item(file.location) or nil)
     for _, chunk in ipairs(file.chunks or {}) do
       if has_location(chunk.location) then
         local item = locations.item(chunk.location)
         doc:add('')
-        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, chunk.breadcrumb or chunk.name or ''), item)
+        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, M.code_span(chunk.breadcrumb or chunk.name or '')), item)
         if type(chunk.text) == 'string' and chunk.text ~= '' then
           add_code(doc, item, chunk.text, file.language)
         end
@@ -298,17 +317,10 @@ local next_token = 0
 ---@type { client: vim.lsp.Client, request_id: integer?, token: string }?
 local in_flight
 
---- `:Codeloupe ask {question}`.
+--- Send `question` to `client`, streaming its progress into the ask view.
+---@param client vim.lsp.Client
 ---@param question string
-function M.run(question)
-  if vim.trim(question) == '' then
-    vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
-    return
-  end
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
+local function start(client, question)
   if in_flight then
     progress.unlisten(in_flight.token)
     if in_flight.request_id then
@@ -371,6 +383,18 @@ function M.run(question)
   if in_flight and in_flight.token == token then
     in_flight.request_id = request_id
   end
+end
+
+--- `:Codeloupe ask {question}`.
+---@param question string
+function M.run(question)
+  if vim.trim(question) == '' then
+    vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
+    return
+  end
+  lsp.with_client(function(client)
+    start(client, question)
+  end)
 end
 
 return M

@@ -1,6 +1,22 @@
 --- The `:Codeloupe` command: subcommand dispatch and completion.
 local M = {}
 
+--- The query of a search or ask given without one: the visual selection when the command has a range
+--- (every line kept: a selected traceback stays a traceback), else the word under the cursor.
+---@param opts { range: integer, line1: integer, line2: integer }
+---@return string
+function M.implicit_query(opts)
+  if (opts.range or 0) > 0 then
+    local mode = vim.fn.visualmode()
+    local start, finish = vim.fn.getpos("'<"), vim.fn.getpos("'>")
+    local marked = start[2] == opts.line1 and finish[2] == opts.line2 and mode ~= ''
+    local lines = marked and vim.fn.getregion(start, finish, { type = mode })
+      or vim.api.nvim_buf_get_lines(0, opts.line1 - 1, opts.line2, false)
+    return table.concat(lines, '\n')
+  end
+  return vim.fn.expand('<cword>')
+end
+
 ---@type table<string, fun(args: string, fargs: string[], bang: boolean)>
 local subcommands = {
   search = function(args, _, bang)
@@ -18,10 +34,16 @@ local subcommands = {
   status = function()
     require('codeloupe.index').status()
   end,
+  issue = function(_, _, bang)
+    require('codeloupe.issue').open(bang)
+  end,
 }
 
+--- Subcommands whose argument is a query, taken from the selection or <cword> when it is left out.
+local takes_query = { search = true, ask = true }
+
 --- Handler of the user command.
----@param opts { args: string, fargs: string[], bang: boolean }
+---@param opts { args: string, fargs: string[], bang: boolean, range: integer, line1: integer, line2: integer }
 function M.run(opts)
   -- `:Codeloupe search! q` and `:Codeloupe! search q` mean the same.
   local name, bang = (opts.fargs[1] or ''):match('^(.-)(!?)$')
@@ -35,6 +57,9 @@ function M.run(opts)
   end
   -- The query keeps its own spacing; only the subcommand word is removed.
   local rest = opts.args:match('^%s*%S+%s*(.-)%s*$') or ''
+  if takes_query[name] and rest == '' then
+    rest = M.implicit_query(opts)
+  end
   subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang or bang == '!')
 end
 

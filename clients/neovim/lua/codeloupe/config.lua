@@ -61,10 +61,11 @@ function M.camel(key)
 end
 
 --- The settings table as the server receives it (initializationOptions and `settings.codeloupe`).
+--- Always a JSON object: an empty Lua table would otherwise be encoded as the list `[]`.
 ---@param settings table<string, any>
 ---@return table<string, any>
 function M.server_settings(settings)
-  local out = {}
+  local out = vim.empty_dict()
   for key, value in pairs(settings or {}) do
     out[M.camel(key)] = value
   end

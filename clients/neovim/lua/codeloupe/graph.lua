@@ -62,8 +62,10 @@ local function render_map(tree, result)
   for _, node in ipairs(result.nodes or {}) do
     nodes[node.path] = node
   end
-  add(tree, ('# Graph: %s, %s, %s'):format(view.count(#(result.nodes or {}), 'file'),
-    view.count(#(result.edges or {}), 'edge'), view.count(#(result.communities or {}), 'community', 'communities')))
+  local unconnected = result.unconnected or {}
+  add(tree, ('# Graph: %s, %s, %s, %s'):format(view.count(#(result.nodes or {}), 'code file'),
+    view.count(#(result.edges or {}), 'edge'), view.count(#(result.communities or {}), 'community', 'communities'),
+    view.count(#unconnected, 'unconnected file')))
   for _, community in ipairs(result.communities or {}) do
     add(tree, '')
     local size = community.size or #(community.members or {})
@@ -83,6 +85,13 @@ local function render_map(tree, result)
         notes = notes .. ', god node'
       end
       add(tree, ('- %s (%s)'):format(path, notes), file_item(tree, node))
+    end
+  end
+  if #unconnected > 0 then
+    add(tree, '')
+    add(tree, ('## Unconnected files (%d)'):format(#unconnected))
+    for _, path in ipairs(unconnected) do
+      add(tree, '- ' .. path, file_item(tree, nodes[path] or { path = path }))
     end
   end
 end
@@ -116,8 +125,22 @@ end
 ---@param tree codeloupe.Tree
 ---@param result table graph `node` result
 local function render_node(tree, result)
+  if result.found == false then
+    add(tree, '# ' .. tostring(result.node))
+    add(tree, tostring(result.message or 'not in the graph'))
+    local suggestions = result.suggestions or {}
+    if #suggestions > 0 then
+      add(tree, '')
+      add(tree, ('## Closest files in the graph (%d)'):format(#suggestions))
+      for _, suggestion in ipairs(suggestions) do
+        add(tree, '- ' .. suggestion.path, file_item(tree, suggestion))
+      end
+    end
+    return
+  end
   add(tree, '# ' .. tostring(result.path), file_item(tree, result))
-  add(tree, ('community: %s%s'):format(tostring(result.community), result.god and ', god node' or ''))
+  add(tree, ('community: %s%s'):format(tostring(result.communityName or result.community),
+    result.god and ', god node' or ''))
   add_neighbours(tree, 'Imports', result.imports or {}, describe_edge)
   add_neighbours(tree, 'Importers', result.importers or {}, describe_edge)
   add_neighbours(tree, 'Semantic neighbours', result.semantic or {}, function(neighbour)
@@ -145,6 +168,21 @@ local function render_node(tree, result)
   end
 end
 
+--- How a hop is drawn: `source -[kind]-> target` when source uses target, `source <-[kind]- target`
+--- when target uses source, `source ~ target` for files that only read alike (docs/protocol.md).
+---@param hop table
+---@return string
+function M.hop_text(hop)
+  local kind = hop.kind or 'edge'
+  if hop.direction == 'used-by' then
+    return ('%s <-[%s]- %s'):format(hop.source, kind, hop.target)
+  elseif hop.direction == 'similar' or kind == 'semantic' then
+    local cosine = tonumber(hop.cosine)
+    return ('%s ~ %s%s'):format(hop.source, hop.target, cosine and (' (reads alike, cosine %.2f)'):format(cosine) or '')
+  end
+  return ('%s -[%s]-> %s'):format(hop.source, kind, hop.target)
+end
+
 ---@param tree codeloupe.Tree
 ---@param result table graph `path` result
 local function render_path(tree, result)
@@ -153,19 +191,18 @@ local function render_path(tree, result)
     add(tree, 'no path found' .. ((result.note and result.note ~= '') and (': ' .. result.note) or ''))
     return
   end
-  local how = result.meetsInMiddle and 'found (the two searches meet in the middle)' or 'found'
-  add(tree, how .. ((result.note and result.note ~= '') and (': ' .. result.note) or ''))
+  add(tree, (result.note and result.note ~= '') and result.note or 'found')
   add(tree, '')
   for index, hop in ipairs(result.hops or {}) do
     local use, definition = location_item(hop.use), location_item(hop.definition)
-    add(tree, ('%d. %s -[%s]-> %s'):format(index, hop.source, hop.kind or 'edge', hop.target),
-      use or file_item(tree, { path = hop.source }))
+    add(tree, ('%d. %s'):format(index, M.hop_text(hop)), use or file_item(tree, { path = hop.source }))
     local carriers = list(hop.carriers)
     if carriers ~= '' then
       add(tree, '   carriers: ' .. carriers, definition or use)
     end
+    -- Each site is labelled with its own file: the user of a `used-by` hop is its target.
     if use then
-      add(tree, ('   use: %s:%d'):format(hop.source, use.lnum), use)
+      add(tree, ('   use: %s:%d'):format(locations.relative(tree.root, use.filename), use.lnum), use)
     end
     if definition then
       add(tree, ('   definition: %s:%d'):format(locations.relative(tree.root, definition.filename), definition.lnum), definition)
@@ -186,15 +223,14 @@ function M.render(mode, result, root)
   return tree
 end
 
---- The current file relative to the client's root, for `:Codeloupe graph node` without a name.
----@param client vim.lsp.Client
+--- The current file, for `:Codeloupe graph node` without a name (made relative once the client is known).
 ---@return string?
-local function current_path(client)
+local function current_file()
   local name = vim.api.nvim_buf_get_name(0)
   if name == '' or vim.bo.buftype ~= '' then
     return nil
   end
-  return locations.relative(client.root_dir, vim.fs.normalize(name))
+  return vim.fs.normalize(name)
 end
 
 local usage = 'usage: :Codeloupe graph [map | node [PATH] | path FROM TO]'
@@ -202,18 +238,13 @@ local usage = 'usage: :Codeloupe graph [map | node [PATH] | path FROM TO]'
 --- `:Codeloupe graph` with its arguments.
 ---@param args string[]
 function M.run(args)
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
   local mode = args[1] or 'map'
   local params = { mode = mode }
-  if client.root_dir then
-    params.folderUri = vim.uri_from_fname(client.root_dir)
-  end
+  local file
   if mode == 'node' then
-    params.node = args[2] or current_path(client)
-    if not params.node then
+    params.node = args[2]
+    file = not params.node and current_file() or nil
+    if not params.node and not file then
       vim.notify('codeloupe: graph node needs a file path (or run it from a file buffer); ' .. usage, vim.log.levels.ERROR)
       return
     end
@@ -227,20 +258,28 @@ function M.run(args)
     vim.notify('codeloupe: ' .. usage, vim.log.levels.ERROR)
     return
   end
-  lsp.request(client, 'codeloupe/graph', params, function(err, result)
-    if err then
-      vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
-      return
+  lsp.with_client(function(client)
+    if client.root_dir then
+      params.folderUri = vim.uri_from_fname(client.root_dir)
     end
-    local tree = M.render(mode, result or {}, client.root_dir)
-    view.show({
-      name = M.buffer_name,
-      filetype = 'markdown',
-      layout = config.options.layout,
-      lines = tree.lines,
-      targets = tree.targets,
-      focus = true,
-    })
+    if file then
+      params.node = locations.relative(client.root_dir, file)
+    end
+    lsp.request(client, 'codeloupe/graph', params, function(err, result)
+      if err then
+        vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
+        return
+      end
+      local tree = M.render(mode, result or {}, client.root_dir)
+      view.show({
+        name = M.buffer_name,
+        filetype = 'codeloupe',
+        layout = config.options.layout,
+        lines = tree.lines,
+        targets = tree.targets,
+        focus = true,
+      })
+    end)
   end)
 end
 

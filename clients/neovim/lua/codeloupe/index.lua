@@ -41,44 +41,40 @@ end
 
 --- `:Codeloupe status`.
 function M.status()
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
-  lsp.request(client, 'codeloupe/status', vim.empty_dict(), function(err, result)
-    if err then
-      vim.notify(lsp.error_message('codeloupe/status', err), vim.log.levels.ERROR)
-      return
-    end
-    local lines = { 'codeloupe status' }
-    for _, folder in ipairs((result or {}).folders or {}) do
-      vim.list_extend(lines, M.describe_folder(folder))
-    end
-    if #lines == 1 then
-      lines[2] = 'no workspace folders'
-    end
-    vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO, { title = 'codeloupe' })
+  lsp.with_client(function(client)
+    lsp.request(client, 'codeloupe/status', vim.empty_dict(), function(err, result)
+      if err then
+        vim.notify(lsp.error_message('codeloupe/status', err), vim.log.levels.ERROR)
+        return
+      end
+      local lines = { 'codeloupe status' }
+      for _, folder in ipairs((result or {}).folders or {}) do
+        vim.list_extend(lines, M.describe_folder(folder))
+      end
+      if #lines == 1 then
+        lines[2] = 'no workspace folders'
+      end
+      vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO, { title = 'codeloupe' })
+    end)
   end)
 end
 
---- `:Codeloupe reindex`: re-scan the current buffer's workspace.
+--- `:Codeloupe reindex`: re-scan the current buffer's workspace. Progress shows in the statusline;
+--- the one message is the result.
 function M.reindex()
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
-  local arguments = client.root_dir and { vim.uri_from_fname(client.root_dir) } or {}
-  vim.notify('codeloupe: reindexing ' .. (client.root_dir or 'the workspace'), vim.log.levels.INFO)
-  lsp.request(client, 'workspace/executeCommand', { command = 'codeloupe.reindex', arguments = arguments },
-    function(err, result)
-      if err then
-        vim.notify(lsp.error_message('codeloupe.reindex', err), vim.log.levels.ERROR)
-        return
-      end
-      result = result or {}
-      vim.notify(('codeloupe: reindexed %d files, %d chunks'):format(result.files or 0, result.chunks or 0),
-        vim.log.levels.INFO)
-    end)
+  lsp.with_client(function(client)
+    local arguments = client.root_dir and { vim.uri_from_fname(client.root_dir) } or {}
+    lsp.request(client, 'workspace/executeCommand', { command = 'codeloupe.reindex', arguments = arguments },
+      function(err, result)
+        if err then
+          vim.notify(lsp.error_message('codeloupe.reindex', err), vim.log.levels.ERROR)
+          return
+        end
+        result = result or {}
+        vim.notify(('codeloupe: reindexed %d files, %d chunks'):format(result.files or 0, result.chunks or 0),
+          vim.log.levels.INFO)
+      end)
+  end)
 end
 
 return M

@@ -21,6 +21,7 @@ local function on_attach(ev)
   if not client or client.name ~= lsp.name then
     return
   end
+  lsp.flush_waiting(client)
   if config.options.codelens and client.server_capabilities.codeLensProvider then
     vim.api.nvim_clear_autocmds({ group = lens_group, buffer = ev.buf })
     vim.api.nvim_create_autocmd({ 'BufEnter', 'BufWritePost' }, {

@@ -229,22 +229,84 @@ function M.client(bufnr)
   return all[1]
 end
 
---- Like M.client, but tells the user why there is none.
----@param bufnr integer?
----@return vim.lsp.Client?
-function M.require_client(bufnr)
+--- How long a command waits for the server to attach before it gives up.
+M.start_timeout_ms = 30000
+
+--- Commands issued while the server is still starting: { run = fun(client), root = string?, buf = integer }.
+---@type { run: fun(client: vim.lsp.Client), root: string?, buf: integer }[]
+local waiting = {}
+
+---@param client vim.lsp.Client
+---@param root string?
+---@return boolean
+local function serves(client, root)
+  return root == nil or client.root_dir == nil or vim.fs.normalize(client.root_dir) == vim.fs.normalize(root)
+end
+
+--- Run the commands that were waiting for `client` (called on LspAttach of a codeloupe client).
+---@param client vim.lsp.Client
+function M.flush_waiting(client)
+  local still = {}
+  local ready = {}
+  for _, entry in ipairs(waiting) do
+    if serves(client, entry.root) then
+      ready[#ready + 1] = entry
+    else
+      still[#still + 1] = entry
+    end
+  end
+  waiting = still
+  for _, entry in ipairs(ready) do
+    entry.run(client)
+  end
+end
+
+--- Why no client can serve `bufnr` (nil when one is starting for it).
+---@param bufnr integer
+---@return string?
+local function why_no_client(bufnr)
+  if M.start_error then
+    return M.start_error
+  end
+  if not config.configured then
+    return "codeloupe: setup() has not been called; add require('codeloupe').setup() to your config"
+  end
+  if vim.bo[bufnr].buftype == '' and M.root_dir(bufnr, config.options.root_markers) then
+    return nil
+  end
+  return 'codeloupe: no language server is running; open a file inside a workspace (a folder with .git, '
+    .. 'pyproject.toml, package.json, ...)'
+end
+
+--- Run `fn` with the client for the current buffer. While the server for this buffer's workspace is
+--- still starting, the command waits for it to attach (saying so in the command line, not in
+--- |:messages|) instead of failing; when there is no server to wait for, says why.
+---@param fn fun(client: vim.lsp.Client)
+function M.with_client(fn)
+  local bufnr = vim.api.nvim_get_current_buf()
   local client = M.client(bufnr)
-  if client then
-    return client
+  if client and client.initialized then
+    fn(client)
+    return
   end
-  local reason = M.start_error
-  if not reason and not config.configured then
-    reason = "codeloupe: setup() has not been called; add require('codeloupe').setup() to your config"
+  local reason = not client and why_no_client(bufnr)
+  if reason then
+    vim.notify(reason, vim.log.levels.ERROR)
+    return
   end
-  vim.notify(
-    reason or 'codeloupe: no language server is running; open a file inside a workspace (a folder with .git, pyproject.toml, package.json, ...)',
-    vim.log.levels.ERROR
-  )
+  local entry = { run = fn, root = client and client.root_dir or M.root_dir(bufnr, config.options.root_markers) }
+  waiting[#waiting + 1] = entry
+  vim.api.nvim_echo({ { 'codeloupe: starting the language server…' } }, false, {})
+  vim.defer_fn(function()
+    for index, queued in ipairs(waiting) do
+      if queued == entry then
+        table.remove(waiting, index)
+        vim.notify(('codeloupe: the language server did not start within %d s; see :checkhealth codeloupe'):format(
+          M.start_timeout_ms / 1000), vim.log.levels.ERROR)
+        return
+      end
+    end
+  end, M.start_timeout_ms)
 end
 
 --- Send a request; 0.10 clients take no self argument.

@@ -1,4 +1,5 @@
---- Indexing progress ($/progress from the server) for vim.notify and the statusline.
+--- Indexing progress ($/progress from the server) for the statusline and the command line; never
+--- |vim.notify()|, so a cold index leaves nothing in |:messages|.
 local config = require('codeloupe.config')
 local lsp = require('codeloupe.lsp')
 
@@ -17,8 +18,8 @@ M.state = {}
 ---@type table<string|integer, fun(value: table)>
 local listeners = {}
 
-local report_interval_ms = 2000
-local last_report_at = 0
+local echo_interval_ms = 500
+local last_echo_at = 0
 
 ---@param token string|integer
 ---@param listener fun(value: table)
@@ -84,22 +85,30 @@ function M.on_progress(ev)
     refresh_lenses(client)
   end
 
-  if not config.options.progress then
-    return
+  vim.cmd('redrawstatus')
+  if config.options.progress then
+    M.echo(client, state)
   end
+end
+
+--- Show indexing progress in the command line without adding it to |:messages| (nvim_echo with
+--- history off), at most every `echo_interval_ms`; the end clears it. The statusline and
+--- vim.lsp.status() carry the same state.
+---@param client vim.lsp.Client
+---@param state codeloupe.ProgressState
+function M.echo(client, state)
   local now = (vim.uv or vim.loop).now()
-  if value.kind == 'report' and now - last_report_at < report_interval_ms then
+  if state.active and now - last_echo_at < echo_interval_ms then
     return
   end
-  last_report_at = now
-  local text = describe(state)
-  if value.kind == 'begin' and state.title and state.title ~= text then
-    text = state.title .. ': ' .. text
+  last_echo_at = now
+  local text = state.active and ('codeloupe: ' .. describe(state)) or ''
+  if text ~= '' and #vim.lsp.get_clients({ name = lsp.name }) > 1 and client.root_dir then
+    text = ('%s (%s)'):format(text, vim.fs.basename(client.root_dir))
   end
-  if not text:find('^codeloupe') then
-    text = 'codeloupe: ' .. text
-  end
-  vim.notify(text, vim.log.levels.INFO, { title = 'codeloupe' })
+  -- Truncate to the command line so a long message never asks for Enter.
+  text = text:sub(1, math.max(0, vim.v.echospace - 1))
+  vim.api.nvim_echo({ { text } }, false, {})
 end
 
 --- Statusline text for the current buffer's workspace: '' when no codeloupe client is attached.

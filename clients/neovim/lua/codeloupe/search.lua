@@ -29,11 +29,17 @@ local function first_line(text)
   return ''
 end
 
---- Where in the file a chunk is: its breadcrumb without the leading path (the item shows the path).
+--- What a chunk's match is in: the definition holding its anchor line as the server names it ('' when
+--- the line is in no definition). From a server that does not name it: the chunk's breadcrumb without the
+--- leading path (the item shows the path), else its first symbol.
 ---@param chunk table
 ---@param file table
 ---@return string
 local function chunk_label(chunk, file)
+  local anchored = type(chunk.snippet) == 'table' and chunk.snippet.anchorSymbol
+  if type(anchored) == 'string' then
+    return anchored
+  end
   local crumb = type(chunk.breadcrumb) == 'string' and chunk.breadcrumb or ''
   local prefix = (file.path or '') .. ' > '
   if crumb:sub(1, #prefix) == prefix then
@@ -83,6 +89,11 @@ function M.items(result)
           line = first_line(chunk.text)
         end
         local item = locations.item(chunk.location, item_text(tier[2], chunk_label(chunk, file), line))
+        -- Open at the match, not at the start of the chunk; end_lnum keeps the chunk's last line.
+        local anchor = type(chunk.snippet) == 'table' and tonumber(chunk.snippet.anchorLine)
+        if anchor and anchor + 1 >= item.lnum and anchor + 1 <= item.end_lnum then
+          item.lnum = anchor + 1
+        end
         item.user_data = meta
         items[#items + 1] = item
       end
@@ -91,11 +102,26 @@ function M.items(result)
   return items
 end
 
+--- One short line per result for pickers: `path:line  TIER symbol | matching line`, cut to the screen.
 ---@param client vim.lsp.Client
 ---@param item codeloupe.Item
 ---@return string
-local function describe(client, item)
-  return ('%s:%d-%d  %s'):format(locations.relative(client.root_dir, item.filename), item.lnum, item.end_lnum, item.text)
+function M.describe(client, item)
+  local text = ('%s:%d  %s'):format(locations.relative(client.root_dir, item.filename), item.lnum,
+    (item.text:gsub('%s*[\r\n]+%s*', ' ')))
+  local width = math.max(40, vim.o.columns - 10)
+  if vim.fn.strdisplaywidth(text) > width then
+    text = vim.fn.strcharpart(text, 0, width - 1) .. '…'
+  end
+  return text
+end
+
+--- A query as a one-line title (a pasted bug report is many lines).
+---@param query string
+---@return string
+function M.title(query)
+  local first = vim.trim(query):match('^[^\n]*')
+  return first .. (vim.trim(query):find('\n') and ' …' or '')
 end
 
 ---@param query string
@@ -113,7 +139,7 @@ local function select(client, query, items)
     prompt = 'codeloupe: ' .. query,
     kind = 'codeloupe',
     format_item = function(item)
-      return describe(client, item)
+      return M.describe(client, item)
     end,
   }, function(choice)
     if choice then
@@ -139,7 +165,7 @@ local function telescope(client, query, items)
       entry_maker = function(item)
         return {
           value = item,
-          display = describe(client, item),
+          display = M.describe(client, item),
           ordinal = locations.relative(client.root_dir, item.filename) .. ' ' .. item.text,
           filename = item.filename,
           lnum = item.lnum,
@@ -212,23 +238,25 @@ function M.run(query, to_quickfix)
     vim.notify('codeloupe: search needs a query, e.g. :Codeloupe search where are sessions created', vim.log.levels.ERROR)
     return
   end
-  local client = lsp.require_client()
-  if not client then
-    return
-  end
-  M.request(client, query, function(result)
-    local items = M.items(result)
-    if #items == 0 then
-      vim.notify(('codeloupe: nothing found for %q'):format(query), vim.log.levels.WARN)
-      return
-    end
-    if to_quickfix then
-      M.to_quickfix(query, items)
-    elseif use_telescope(config.options.picker) then
-      telescope(client, query, items)
-    else
-      select(client, query, items)
-    end
+  lsp.with_client(function(client)
+    M.request(client, query, function(result)
+      local items = M.items(result)
+      local notes = table.concat(result.notes or {}, '; ')
+      if #items == 0 then
+        vim.notify(('codeloupe: %s: %s'):format(M.title(query), notes ~= '' and notes or 'nothing found'),
+          vim.log.levels.WARN)
+        return
+      end
+      -- What the server says about the answer (a partial dense lane, no real match) goes with the results.
+      local title = M.title(query) .. (notes ~= '' and (' (' .. notes .. ')') or '')
+      if to_quickfix then
+        M.to_quickfix(title, items)
+      elseif use_telescope(config.options.picker) then
+        telescope(client, title, items)
+      else
+        select(client, title, items)
+      end
+    end)
   end)
 end
 
