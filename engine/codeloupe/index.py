@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import multiprocessing
-import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
 from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
+from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, Store
 from codeloupe.types import ChunkedFile, IndexReport, Progress
@@ -32,10 +28,6 @@ from codeloupe.types import ChunkedFile, IndexReport, Progress
 log = logging.getLogger("codeloupe.index")
 
 ProgressFn = Callable[[Progress], None]
-
-# Starting worker processes costs about half a second; below this many files one process is faster.
-POOL_MIN_FILES = 200
-POOL_MAX_WORKERS = 4
 
 
 def content_hash(raw: bytes) -> str:
@@ -147,29 +139,8 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepar
 
 
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Iterator[Prepared]:
-    """Prepare files in order; in a pool of worker processes when there are enough to pay for starting it."""
-    workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
-    done = 0
-    if len(jobs) >= POOL_MIN_FILES and workers >= 2:
-        try:
-            with ProcessPoolExecutor(workers, mp_context=_pool_context()) as pool:
-                for prepared in pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs],
-                                         [settings] * len(jobs), chunksize=16):
-                    done += 1
-                    yield prepared
-            return
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:
-            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...):
-            # finish in this process rather than fail the index.
-            log.warning("chunking in worker processes failed (%s); continuing in this process", exc)
-    for candidate, known in jobs[done:]:
-        yield prepare(candidate, known, settings)
-
-
-def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork is cheap and needs no importable __main__, but forking a process that runs other threads (the
-    # language server) can deadlock the child on a lock some thread held: those use spawn.
-    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+    """Prepare files in order; in worker processes when there are enough to pay for starting them."""
+    return map_in_workers(prepare, ((c, k, settings) for c, k in jobs), len(jobs), what="chunking")
 
 
 def _known_hash(row: FileRow | None) -> str:

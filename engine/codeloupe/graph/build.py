@@ -12,6 +12,7 @@ from codeloupe.graph import analysis, semantic
 from codeloupe.graph.facts import EXTRACTOR_VERSION, Definition, FileFacts
 from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import Edge, ResolveContext, resolve_file
+from codeloupe.parallel import map_in_workers
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -47,14 +48,18 @@ def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
         store = ws.store
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
-        fresh = []
-        for file_id, _path, language in todo:
-            facts = extract_facts(language, edge_store.file_text(store, file_id))
-            fresh.append((file_id, (facts or FileFacts(language)).to_json()))
+        texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
+        fresh = list(zip([file_id for file_id, _, _ in todo],
+                         map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
         _resolve_and_store(ws)
         store.set_meta(_STATE_KEY, state)
         return len(fresh)
+
+
+def _facts_json(language: str, text: str) -> str:
+    """One file's facts as stored (runs in worker processes for a large extraction)."""
+    return (extract_facts(language, text) or FileFacts(language)).to_json()
 
 
 def _resolve_and_store(ws: Workspace) -> None:
@@ -101,12 +106,17 @@ class Graph:
 
     def __post_init__(self) -> None:
         self._index = {p: i for i, p in enumerate(self.paths)}
+        self._members: list[list[int]] | None = None
 
     def neighbours(self, i: int) -> set[int]:
         return set(self.out_edges[i]) | set(self.in_edges[i])
 
     def members(self, community: int) -> list[int]:
-        return [i for i, c in enumerate(self.community) if c == community]
+        if self._members is None:  # grouped once: a per-call scan is quadratic over a map of every community
+            self._members = [[] for _ in range(max(self.community, default=-1) + 1)]
+            for i, c in enumerate(self.community):
+                self._members[c].append(i)
+        return self._members[community]
 
 
 def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:

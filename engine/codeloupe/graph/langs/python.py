@@ -129,13 +129,39 @@ class PythonResolver(LanguageResolver):
                 return candidate.lstrip("/")
         return ""
 
+    def _modules(self, ctx: ResolveContext) -> dict[str, list[str]]:
+        """Dotted module name -> its file under each import root that holds it, in root order; built once
+        per resolution, so an import is one lookup instead of a probe under every root."""
+        table = ctx.cache.get("python.modules")
+        if table is None:
+            rank = {root: k for k, root in enumerate(self._roots(ctx))}
+            found: dict[str, dict[str, str]] = {}  # module -> root -> file
+            for path in ctx.paths:
+                stem, dot, suffix = path.rpartition(".")
+                if not dot or suffix not in ("py", "pyi"):
+                    continue
+                if stem.endswith("/__init__") or stem == "__init__":
+                    stem = stem[: -len("__init__")].rstrip("/")
+                parts = stem.split("/")
+                for cut in range(len(parts)):
+                    root = "/".join(parts[:cut])
+                    if root in rank and not any("." in part for part in parts[cut:]):
+                        mine = found.setdefault(".".join(parts[cut:]), {})
+                        file = self._module_file(ctx, posixpath.join(root, *parts[cut:]))
+                        if file:
+                            mine.setdefault(root, file)
+            table = {module: [files[r] for r in sorted(files, key=rank.__getitem__)]
+                     for module, files in found.items()}
+            ctx.cache["python.modules"] = table
+        return table  # type: ignore[return-value]
+
     def _absolute(self, ctx: ResolveContext, path: str, module: str) -> str:
-        relative = module.replace(".", "/")
-        roots = list(self._roots(ctx))
+        found = list(self._modules(ctx).get(module, ()))
         own_dir = posixpath.dirname(path)
-        if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in roots:
-            roots.insert(0, own_dir)  # a script imports its siblings
-        found = [f for f in (self._module_file(ctx, posixpath.join(r, relative)) for r in roots) if f]
+        if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in self._roots(ctx):
+            own = self._module_file(ctx, posixpath.join(own_dir, module.replace(".", "/")))
+            if own:
+                found.insert(0, own)  # a script imports its siblings
         if len(found) <= 1:
             return found[0] if found else ""
         # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins,
