@@ -140,16 +140,16 @@ class PythonResolver(LanguageResolver):
                 stem, dot, suffix = path.rpartition(".")
                 if not dot or suffix not in ("py", "pyi"):
                     continue
-                if stem.endswith("/__init__") or stem == "__init__":
-                    stem = stem[: -len("__init__")].rstrip("/")
-                parts = stem.split("/")
-                for cut in range(len(parts)):
-                    root = "/".join(parts[:cut])
-                    if root in rank and not any("." in part for part in parts[cut:]):
-                        mine = found.setdefault(".".join(parts[cut:]), {})
-                        file = self._module_file(ctx, posixpath.join(root, *parts[cut:]))
-                        if file:
-                            mine.setdefault(root, file)
+                stems = [stem]
+                if stem.endswith("/__init__"):
+                    stems.append(stem[: -len("/__init__")])  # the package (`pkg.__init__` names the file too)
+                for parts in (s.split("/") for s in stems):
+                    for cut in range(len(parts)):
+                        root = "/".join(parts[:cut])
+                        if root in rank and not any("." in part for part in parts[cut:]):
+                            file = self._module_file(ctx, posixpath.join(root, *parts[cut:]))
+                            if file:
+                                found.setdefault(".".join(parts[cut:]), {}).setdefault(root, file)
             table = {module: [files[r] for r in sorted(files, key=rank.__getitem__)]
                      for module, files in found.items()}
             ctx.cache["python.modules"] = table
