@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import posixpath
 import threading
 import weakref
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.facts import EXTRACTOR_VERSION, Definition, FileFacts
 from codeloupe.graph.langs import RESOLVERS, extract_facts
-from codeloupe.graph.resolve import Edge, ResolveContext, resolve_file
+from codeloupe.graph.resolve import (
+    Edge,
+    ResolveContext,
+    mentioned_tokens,
+    provided_tokens,
+    read_config,
+    resolve_file,
+)
 from codeloupe.parallel import map_in_workers
 from codeloupe.store import edges as edge_store
 
@@ -21,6 +30,7 @@ if TYPE_CHECKING:
 _STATE_KEY = "graph_state"
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_resolutions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
 
 
@@ -38,11 +48,12 @@ def _state(ws: Workspace) -> str:
 
 def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
-    extractor), then re-resolve the workspace's edges and store the ones that changed.
+    extractor), then re-resolve the edges that can have changed and store the ones that did.
 
-    Resolution is redone for every file because one file's change can change another's edges (a new
-    definition makes a name ambiguous, a deleted module turns imports external); it is cheap next to parsing,
-    and only files whose edges differ are written. Returns the number of files whose facts were extracted.
+    The first resolution in a process covers every file. Later ones resolve only the files a change can
+    reach: the changed files, the files with an edge to one, and the files that mention a word one of them
+    provides (`resolve.provided_tokens`); a change of layout (import roots, a configuration file) resolves
+    everything again. Returns the number of files whose facts were extracted.
     """
     with _lock(ws):
         store = ws.store
@@ -52,7 +63,10 @@ def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
         fresh = list(zip([file_id for file_id, _, _ in todo],
                          map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
-        _resolve_and_store(ws)
+        previous = _resolutions.get(ws)
+        if previous is None or previous.extractor != EXTRACTOR_VERSION \
+                or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
+            _resolutions[ws] = _resolve_all(ws)
         store.set_meta(_STATE_KEY, state)
         return len(fresh)
 
@@ -62,16 +76,103 @@ def _facts_json(language: str, text: str) -> str:
     return (extract_facts(language, text) or FileFacts(language)).to_json()
 
 
-def _resolve_and_store(ws: Workspace) -> None:
+@dataclass
+class _Resolution:
+    """What the last resolution of a workspace saw, kept so that a save re-resolves only what it can reach."""
+
+    extractor: int
+    facts: dict[str, FileFacts]
+    paths: set[str]
+    mentions: dict[str, set[str]]  # word -> the files that mention it
+    path_tables: dict[str, object]  # `LanguageResolver.path_tables`, valid while no file comes or goes
+    layouts: dict[str, object]  # language -> `LanguageResolver.layout`
+    configs: dict[str, str | None]  # configuration files consulted, as read
+
+    def forget(self, path: str) -> None:
+        facts = self.facts.pop(path, None)
+        for word in mentioned_tokens(path, facts) if facts is not None else ():
+            users = self.mentions.get(word)
+            if users is not None:
+                users.discard(path)
+                if not users:
+                    del self.mentions[word]
+
+    def learn(self, path: str, facts: FileFacts) -> None:
+        self.facts[path] = facts
+        for word in mentioned_tokens(path, facts):
+            self.mentions.setdefault(word, set()).add(path)
+
+    def remember(self, ctx: ResolveContext) -> None:
+        self.paths = set(ctx.paths)
+        self.path_tables = {key: ctx.cache[key] for resolver in RESOLVERS.values() for key in resolver.path_tables
+                            if key in ctx.cache}
+        self.configs.update(ctx.configs_read)
+
+
+def _layouts(ctx: ResolveContext) -> dict[str, object]:
+    languages = {facts.language for facts in ctx.facts.values()}
+    return {language: RESOLVERS[language].layout(ctx) for language in sorted(languages) if language in RESOLVERS}
+
+
+def _resolve_all(ws: Workspace) -> _Resolution:
     stored = edge_store.all_facts(ws.store)
-    facts = {path: FileFacts.from_json(raw) for path, (_, _, raw) in stored.items()}
-    paths = {path for _, path, _ in edge_store.node_files(ws.store)}
-    ctx = ResolveContext(ws.root, facts, paths, RESOLVERS)
+    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
+    for path, (_, _, raw) in stored.items():
+        resolution.learn(path, FileFacts.from_json(raw))
+    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
+                         RESOLVERS)
     existing = edge_store.edges_by_file(ws.store)
+    _store_edges(ws, ctx, {path: file_id for path, (file_id, _, _) in stored.items()},
+                 lambda file_id: existing.get(file_id, []))
+    resolution.layouts = _layouts(ctx)
+    resolution.remember(ctx)
+    return resolution
+
+
+def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) -> bool:
+    """Re-resolve what the `changed` files (and files added or removed since) can reach; False when the
+    change reaches the layout and everything must be resolved again."""
+    nodes = {path: file_id for file_id, path, _ in edge_store.node_files(ws.store)}
+    removed = resolution.paths - nodes.keys()
+    added = nodes.keys() - resolution.paths
+    changed = changed | added
+    if any(read_config(ws.root, rel) != raw for rel, raw in resolution.configs.items()):
+        return False
+    if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
+        return False
+    provided: set[str] = set()
+    for path in changed | removed:
+        old = resolution.facts.get(path)
+        if old is not None:
+            provided |= provided_tokens(path, old)
+        resolution.forget(path)
+    for path, raw in edge_store.facts_of(ws.store, changed).items():
+        resolution.learn(path, FileFacts.from_json(raw))
+        provided |= provided_tokens(path, resolution.facts[path])
+    ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS)
+    if added or removed:
+        if _layouts(ctx) != resolution.layouts:
+            return False
+    else:
+        ctx.cache.update(resolution.path_tables)
+    affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed)
+    for word in provided:
+        affected |= resolution.mentions.get(word, set())
+    affected &= resolution.facts.keys()
+    existing = edge_store.edges_of(ws.store, affected)
+    _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
+                 lambda file_id: existing.get(file_id, []))
+    resolution.remember(ctx)
+    return True
+
+
+def _store_edges(ws: Workspace, ctx: ResolveContext, sources: dict[str, int],
+                 existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
+    """Resolve `sources` (path -> file id) and write the edges that differ from what is stored."""
     changed: dict[int, list[edge_store.EdgeTuple]] = {}
-    for path, (file_id, _, _) in stored.items():
+    for path, file_id in sources.items():
         rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
-        if rows != existing.get(file_id, []):
+        if rows != existing(file_id):
             changed[file_id] = rows
     edge_store.replace_edges(ws.store, changed)
 

@@ -107,6 +107,11 @@ class PythonResolver(LanguageResolver):
     top-level package (so `src/` layouts work), and, for a script outside any package, its own directory."""
 
     family = "python"
+    path_tables = ("python.roots", "python.modules")
+    layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
+
+    def layout(self, ctx: ResolveContext) -> object:
+        return self._roots(ctx)
 
     def _roots(self, ctx: ResolveContext) -> list[str]:
         roots = ctx.cache.get("python.roots")
