@@ -45,30 +45,16 @@ def prepare(root: Path, files: int, prepared: Path) -> None:
 
 def measure(root: Path, prepared: Path, profile: int) -> dict:
     from codeloupe.graph import graph_map
-    from codeloupe.types import ChunkedFile, FileSkeleton
 
     cache = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
     try:
         shutil.copytree(prepared, cache, dirs_exist_ok=True)
         ws = _workspace(root, cache)
-        profiler = None
-        if profile:
-            import cProfile
-
-            profiler = cProfile.Profile()
-            profiler.enable()
-        t = time.perf_counter()
-        first = graph_map(ws)
-        first_s = time.perf_counter() - t
-        if profiler is not None:
-            import pstats
-
-            profiler.disable()
-            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
+        first_s, first = _timed(lambda: graph_map(ws), profile)
         # One save: a file of the first copy gains an import of a sibling module.
         path = "copy-1/json/decoder.py"
         rows = ws.store.file_rows()
-        saved_s = _save_and_reread(ws, path, ChunkedFile, FileSkeleton, graph_map) if path in rows else None
+        saved_s = _save_and_reread(ws, path, profile) if path in rows else None
         from codeloupe.graph.build import load_graph
 
         graph = load_graph(ws)
@@ -76,13 +62,31 @@ def measure(root: Path, prepared: Path, profile: int) -> dict:
         ws.close()
         return {"nodes": len(graph.paths), "communities": sum(1 for c in first.communities if c.size > 1),
                 "graph_digest": digest,
-                "first_graph_s": round(first_s, 2), "after_save_s": saved_s}
+                "first_graph_s": first_s, "after_save_s": saved_s}
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-def _save_and_reread(ws, path, ChunkedFile, FileSkeleton, graph_map) -> float:
-    from codeloupe.types import Chunk
+def _timed(fn, profile: int):
+    """(seconds, result) of `fn()`; with `profile`, its top cProfile rows go to stderr."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    t = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - t
+    if profiler is not None:
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
+    return round(seconds, 3), result
+
+
+def _save_and_reread(ws, path: str, profile: int) -> float:
+    from codeloupe.graph import graph_map
+    from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
     store = ws.store
     file_id = store.file_rows()[path].id
@@ -93,12 +97,14 @@ def _save_and_reread(ws, path, ChunkedFile, FileSkeleton, graph_map) -> float:
     chunks[0] = Chunk(first.start_line, first.end_line, first.kind, first.name, first.breadcrumb,
                       "import json.scanner\n" + first.text[first.text.index("\n") + 1:] if "\n" in first.text
                       else "import json.scanner\n", first.symbols)
-    t = time.perf_counter()
-    store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
-                       mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
-                       line_count=chunks[-1].end_line)
-    graph_map(ws)
-    return round(time.perf_counter() - t, 3)
+
+    def save() -> None:
+        store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
+                           mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
+                           line_count=chunks[-1].end_line)
+        graph_map(ws)
+
+    return _timed(save, profile)[0]
 
 
 def main() -> int:
@@ -107,7 +113,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=40_000)
     parser.add_argument("--prepared", type=Path, default=None, help="where the prepared index is kept")
     parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
-                        " extracted to a temporary directory)")
+                        " extracted to a temporary directory; '' for none)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -123,10 +129,12 @@ def main() -> int:
     if not prepared.exists():
         prepare(args.tree, args.files, prepared)
     baseline = Path(tempfile.mkdtemp(prefix="codeloupe-baseline-"))
-    archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", args.baseline, "engine"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
-    engines = [str(HERE.parent / "engine"), str(baseline / "engine")]
+    engines = [str(HERE.parent / "engine")]
+    if args.baseline:
+        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", args.baseline, "engine"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+        engines.append(str(baseline / "engine"))
     results = {}
     for engine in engines:
         env = dict(os.environ, PYTHONPATH=engine)
@@ -138,7 +146,7 @@ def main() -> int:
         results[engine] = json.loads(out.stdout) if out.returncode == 0 else {"error": out.returncode}
         print(f"{engine}: {results[engine]}", flush=True)
     shutil.rmtree(baseline, ignore_errors=True)
-    if all("first_graph_s" in r for r in results.values()):
+    if len(engines) == 2 and all("first_graph_s" in r for r in results.values()):
         new, old = (results[e] for e in engines)
         print(f"first graph: {new['first_graph_s']} s vs {old['first_graph_s']} s "
               f"({old['first_graph_s'] / max(new['first_graph_s'], 1e-9):.1f}x)")

@@ -144,11 +144,11 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     for path in changed | removed:
         old = resolution.facts.get(path)
         if old is not None:
-            provided |= provided_tokens(path, old)
+            provided |= provided_tokens(path, old, RESOLVERS.get(old.language))
         resolution.forget(path)
     for path, raw in edge_store.facts_of(ws.store, changed).items():
         resolution.learn(path, FileFacts.from_json(raw))
-        provided |= provided_tokens(path, resolution.facts[path])
+        provided |= provided_tokens(path, resolution.facts[path], RESOLVERS.get(resolution.facts[path].language))
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS)
     if added or removed:
         if _layouts(ctx) != resolution.layouts:

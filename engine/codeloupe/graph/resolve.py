@@ -59,6 +59,9 @@ class LanguageResolver:
     path_tables: tuple[str, ...] = ()
     # A file of one of these names coming or going changes the workspace's layout for the language.
     layout_names: tuple[str, ...] = ()
+    # File stems that stand for their directory (`__init__`, `index`); every file does for Go's packages.
+    directory_stems: tuple[str, ...] = ()
+    files_are_packages = False
 
     def layout(self, ctx: ResolveContext) -> object:
         """The workspace-wide tables every file's resolution reads (import roots, load paths): when they
@@ -236,11 +239,14 @@ def read_config(root: Path, rel: str) -> str | None:
 _WORD = re.compile(r"[^\w$]+")
 
 
-def provided_tokens(path: str, facts: FileFacts) -> set[str]:
-    """Words through which other files can reach `path`: its file stem and directory name (module paths),
-    every name it defines (nested ones too: Ruby constants) and every name it imports (re-exports)."""
+def provided_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
+    """Words through which other files can reach `path`: its file stem (and directory name where the file
+    stands for its directory), every name it defines (nested ones too: Ruby constants) and every name it
+    imports (re-exports)."""
     stem = posixpath.basename(path).split(".")[0]
-    out = {stem, posixpath.basename(posixpath.dirname(path)), facts.package}
+    out = {stem, facts.package}
+    if resolver is not None and (resolver.files_are_packages or stem in resolver.directory_stems):
+        out.add(posixpath.basename(posixpath.dirname(path)))
     out.update(d.name for d in facts.definitions)
     for imp in facts.imports:
         out.update(name for pair in imp.names for name in pair)
