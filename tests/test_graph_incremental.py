@@ -122,3 +122,19 @@ def test_a_save_resolves_only_what_it_reaches(tmp_path: Path, monkeypatch: pytes
         assert sorted(resolved) == ["scripts/helpers.py", "scripts/report.py"]
     finally:
         ws.close()
+
+
+def test_a_query_never_waits_for_a_large_workspace_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe.graph import neighbours
+
+    monkeypatch.setattr(graph_build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "cache")})
+    try:
+        ws.index()
+        assert neighbours(ws, ["src/shop/cart.py"]) == []  # no graph yet: answered without one
+        graph_build._building[ws].join(60)  # ...while it builds on its own thread
+        assert ("src/shop/log.py", "imported by src/shop/cart.py") in neighbours(ws, ["src/shop/cart.py"])
+    finally:
+        ws.close()

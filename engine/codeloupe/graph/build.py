@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import threading
 import weakref
@@ -31,7 +32,14 @@ _STATE_KEY = "graph_state"
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _resolutions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_similar: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_building: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
+log = logging.getLogger("codeloupe.graph")
+
+# A query with no graph yet waits for one only in a workspace this small (its first graph takes about a
+# second on a 2-core machine); a larger one answers without graph neighbours while the graph builds.
+QUERY_BUILD_MAX_FILES = 2000
 
 
 def _lock(ws: Workspace) -> threading.RLock:
@@ -87,8 +95,10 @@ class _Resolution:
     path_tables: dict[str, object]  # `LanguageResolver.path_tables`, valid while no file comes or goes
     layouts: dict[str, object]  # language -> `LanguageResolver.layout`
     configs: dict[str, str | None]  # configuration files consulted, as read
+    edges: dict[str, list[Edge]] = field(default_factory=dict)  # source path -> its edges, as stored
 
     def forget(self, path: str) -> None:
+        self.edges.pop(path, None)
         facts = self.facts.pop(path, None)
         for word in mentioned_tokens(path, facts) if facts is not None else ():
             users = self.mentions.get(word)
@@ -122,7 +132,7 @@ def _resolve_all(ws: Workspace) -> _Resolution:
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
                          RESOLVERS)
     existing = edge_store.edges_by_file(ws.store)
-    _store_edges(ws, ctx, {path: file_id for path, (file_id, _, _) in stored.items()},
+    _store_edges(ws, ctx, resolution, {path: file_id for path, (file_id, _, _) in stored.items()},
                  lambda file_id: existing.get(file_id, []))
     resolution.layouts = _layouts(ctx)
     resolution.remember(ctx)
@@ -160,18 +170,20 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
         affected |= resolution.mentions.get(word, set())
     affected &= resolution.facts.keys()
     existing = edge_store.edges_of(ws.store, affected)
-    _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
+    _store_edges(ws, ctx, resolution, {path: nodes[path] for path in sorted(affected)},
                  lambda file_id: existing.get(file_id, []))
     resolution.remember(ctx)
     return True
 
 
-def _store_edges(ws: Workspace, ctx: ResolveContext, sources: dict[str, int],
+def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
                  existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
-    """Resolve `sources` (path -> file id) and write the edges that differ from what is stored."""
+    """Resolve `sources` (path -> file id), keep their edges in `resolution` and write the ones that differ
+    from what is stored."""
     changed: dict[int, list[edge_store.EdgeTuple]] = {}
     for path, file_id in sources.items():
-        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
+        resolution.edges[path] = resolve_file(ctx, path)
+        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolution.edges[path]]
         if rows != existing(file_id):
             changed[file_id] = rows
     edge_store.replace_edges(ws.store, changed)
@@ -225,13 +237,20 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
 
     `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
     (paths that no longer exist are dropped by the caller), so a search never waits for edges to be
-    re-resolved or communities recomputed while vectors stream in; only a workspace with no graph yet builds.
+    re-resolved or communities recomputed while vectors stream in. A workspace with no graph yet builds one
+    first only when it is small; a large one answers from an empty graph while the graph builds on its own
+    thread.
     """
     if allow_stale:
         cached = _graphs.get(ws)
         if cached is not None:
             return cached[1]
+        if edge_store.code_file_count(ws.store) > QUERY_BUILD_MAX_FILES:
+            _build_in_background(ws)
+            return Graph([], [], [], [], [], [], [], [], [])
     with _lock(ws):
+        if ws not in _resolutions:
+            update_edges(ws)  # the graph is built from the resolution kept in memory
         ensure_edges(ws)
         key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))
         cached = _graphs.get(ws)
@@ -242,22 +261,33 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
         return graph
 
 
+def _build_in_background(ws: Workspace) -> None:
+    """Start building the graph on its own thread (once at a time per workspace)."""
+    with _locks_guard:
+        running = _building.get(ws)
+        if running is not None and running.is_alive():
+            return
+        thread = threading.Thread(target=_build_quietly, args=(ws,), name="codeloupe-graph-build", daemon=True)
+        _building[ws] = thread
+    thread.start()
+
+
+def _build_quietly(ws: Workspace) -> None:
+    try:
+        load_graph(ws)
+    except Exception:  # the workspace closed meanwhile; the next reader builds
+        log.debug("background graph build failed", exc_info=True)
+
+
 def _build(ws: Workspace) -> Graph:
     nodes = edge_store.node_files(ws.store)
     paths = [p for _, p, _ in nodes]
     index = {p: i for i, p in enumerate(paths)}
     id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
-    stored = edge_store.all_facts(ws.store)
-    definitions = [FileFacts.from_json(stored[p][2]).definitions if p in stored else [] for p in paths]
-
-    edges: list[Edge] = []
-    for file_id, rows in sorted(edge_store.edges_by_file(ws.store).items()):
-        source = nodes[id_to_index[file_id]][1] if file_id in id_to_index else None
-        if source is None:
-            continue
-        for kind, target, raw, symbols, line in rows:
-            if kind == "external" or target in index:
-                edges.append(Edge(source, kind, target, raw, symbols, line))
+    resolution = _resolutions[ws]  # facts and edges as resolved, in memory (`ensure_edges` ran before)
+    definitions = [resolution.facts[p].definitions if p in resolution.facts else [] for p in paths]
+    edges = [edge for source in paths for edge in resolution.edges.get(source, ())
+             if edge.kind == "external" or edge.target in index]
     edges.sort(key=lambda e: (e.source, e.kind, e.target, e.line, e.raw, e.symbols))
 
     n = len(paths)
@@ -269,14 +299,12 @@ def _build(ws: Workspace) -> Graph:
             in_edges[index[edge.target]][index[edge.source]].append(edge)
     degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
 
-    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
-    rows = [id_to_index[f] for f in file_ids if f in id_to_index]
-    vectors = vectors[[k for k, f in enumerate(file_ids) if f in id_to_index]] if rows else vectors[:0]
-    candidates, close = semantic.similar_pairs(vectors)
+    candidates, close = _similar_files(ws)
 
     def remap(pairs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-        """Vector row numbers -> node indices, smaller index first."""
-        return sorted((min(rows[i], rows[j]), max(rows[i], rows[j]), c) for i, j, c in pairs)
+        """File ids -> node indices, smaller index first; pairs with a file re-indexed since are dropped."""
+        return sorted((min(id_to_index[a], id_to_index[b]), max(id_to_index[a], id_to_index[b]), c)
+                      for a, b, c in pairs if a in id_to_index and b in id_to_index)
 
     similar_edges = semantic.capped_edges(remap(candidates), degree)
     similar: list[dict[int, float]] = [{} for _ in range(n)]
@@ -301,6 +329,25 @@ def _build(ws: Workspace) -> Graph:
     graph.surprises = [(i, j, c) for i, j, c in remap(close)
                        if j not in graph.neighbours(i) and community[i] != community[j]]
     return graph
+
+
+def _similar_files(ws: Workspace) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+    """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
+
+    A save changes no vector (the saved file's skeleton vector goes with its old row and comes back when it is
+    embedded again, which moves the generation), so the quadratic product is paid after embedding, in the
+    background, never on a save.
+    """
+    generation = ws.store.generation("vector")
+    cached = _similar.get(ws)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
+    candidates, close = semantic.similar_pairs(vectors)
+    pairs = ([(file_ids[i], file_ids[j], c) for i, j, c in candidates],
+             [(file_ids[i], file_ids[j], c) for i, j, c in close])
+    _similar[ws] = (generation, pairs)
+    return pairs
 
 
 def _names(graph: Graph) -> list[str]:

@@ -7,7 +7,7 @@ import numpy as np
 NEIGHBOURS_PER_FILE = 3
 EDGE_COSINE = 0.80
 SURPRISE_COSINE = 0.85
-BLOCK_ROWS = 256  # rows of the similarity product held at once (256 x 40K files: 80 MB as float64)
+BLOCK_ROWS = 512  # rows of the similarity product held at once (512 x 40K files: 80 MB)
 
 
 def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
@@ -23,11 +23,14 @@ def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], li
     if n < 2:
         return [], []
     for start in range(0, n, BLOCK_ROWS):
-        block = np.round((vectors[start:start + BLOCK_ROWS] @ vectors.T).astype(np.float64), 6)
+        block = vectors[start:start + BLOCK_ROWS] @ vectors.T
         rows = np.arange(len(block))
-        block[rows, rows + start] = -1.0  # float noise must not reorder equal neighbours (hence the rounding)
-        hit_rows, hit_cols = np.nonzero(block >= EDGE_COSINE)
-        values = block[hit_rows, hit_cols]
+        block[rows, rows + start] = -1.0
+        hit_rows, hit_cols = np.nonzero(block >= EDGE_COSINE - 1e-6)
+        # float noise must not reorder equal neighbours: cosines are compared rounded to 6 decimals
+        values = np.round(block[hit_rows, hit_cols].astype(np.float64), 6)
+        keep = values >= EDGE_COSINE
+        hit_rows, hit_cols, values = hit_rows[keep], hit_cols[keep], values[keep]
         # Row-major hits, each row's ordered by (-cosine, column): the first NEIGHBOURS_PER_FILE are its top.
         order = np.lexsort((hit_cols, -values, hit_rows))
         taken: dict[int, int] = {}

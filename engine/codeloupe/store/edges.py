@@ -79,6 +79,10 @@ def all_facts(store: Store) -> dict[str, tuple[int, str, str]]:
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
+def code_file_count(store: Store) -> int:
+    return store.query("SELECT count(*) FROM files WHERE is_doc = 0")[0][0]
+
+
 def node_files(store: Store) -> list[tuple[int, str, str]]:
     """(file id, path, language) of every code file: the nodes of the graph."""
     return store.query("SELECT id, path, language FROM files WHERE is_doc = 0 ORDER BY path")
