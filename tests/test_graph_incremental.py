@@ -5,6 +5,7 @@ incrementally, and compares its graph with one built from scratch in a second, c
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +139,38 @@ def test_a_query_never_waits_for_a_large_workspace_graph(tmp_path: Path, monkeyp
         assert ("src/shop/log.py", "imported by src/shop/cart.py") in neighbours(ws, ["src/shop/cart.py"])
     finally:
         ws.close()
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"go.mod": 7}', ""])
+def test_a_damaged_record_of_configuration_files_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "go"
+    shutil.copytree(FIXTURES / "go", root)
+    cache = tmp_path / "warm"
+    first = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    first.index()
+    expected = graph_facts(first)
+    first.store.set_meta("graph_configs", damage)
+    first.close()
+    reopened = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    try:
+        assert graph_facts(reopened) == expected
+        assert "go.mod" in json.loads(reopened.store.get_meta("graph_configs"))  # recorded again, whole
+    finally:
+        reopened.close()
+
+
+def test_a_configuration_changed_while_closed_is_not_trusted(tmp_path: Path) -> None:
+    root = tmp_path / "go"
+    shutil.copytree(FIXTURES / "go", root)
+    cache = tmp_path / "warm"
+    first = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    first.index()
+    graph_facts(first)
+    first.close()
+    # The module is renamed: its own imports no longer name files of the workspace.
+    rewrite(root, "go.mod", lambda t: t.replace("example.com/shop", "example.com/renamed"))
+    reopened = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    try:
+        assert graph_facts(reopened) == rebuilt(root, tmp_path / "cold")
+    finally:
+        reopened.close()

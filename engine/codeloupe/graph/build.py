@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import posixpath
 import threading
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from codeloupe.api import Workspace
 
 _STATE_KEY = "graph_state"
+_CONFIGS_KEY = "graph_configs"
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _resolutions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -74,7 +77,8 @@ def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
         previous = _resolutions.get(ws)
         if previous is None or previous.extractor != EXTRACTOR_VERSION \
                 or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
-            _resolutions[ws] = _resolve_all(ws)
+            _resolutions[ws] = previous = _resolve_all(ws)
+        _save_configs(ws, previous)
         store.set_meta(_STATE_KEY, state)
         return len(fresh)
 
@@ -94,7 +98,7 @@ class _Resolution:
     mentions: dict[str, set[str]]  # word -> the files that mention it
     path_tables: dict[str, object]  # `LanguageResolver.path_tables`, valid while no file comes or goes
     layouts: dict[str, object]  # language -> `LanguageResolver.layout`
-    configs: dict[str, str | None]  # configuration files consulted, as read
+    configs: dict[str, str]  # configuration files consulted -> digest of what was read
     edges: dict[str, list[Edge]] = field(default_factory=dict)  # source path -> its edges, as stored
 
     def forget(self, path: str) -> None:
@@ -116,7 +120,48 @@ class _Resolution:
         self.paths = set(ctx.paths)
         self.path_tables = {key: ctx.cache[key] for resolver in RESOLVERS.values() for key in resolver.path_tables
                             if key in ctx.cache}
-        self.configs.update(ctx.configs_read)
+        self.configs.update({rel: _digest(raw) for rel, raw in ctx.configs_read.items()})
+
+
+def _digest(raw: str | None) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:16] if raw is not None else ""
+
+
+def _save_configs(ws: Workspace, resolution: _Resolution) -> None:
+    """Persist the configuration files the resolution consulted, for `_load_resolution` in a later process."""
+    saved = json.dumps(resolution.configs, sort_keys=True)
+    if ws.store.get_meta(_CONFIGS_KEY) != saved:
+        ws.store.set_meta(_CONFIGS_KEY, saved)
+
+
+def _load_resolution(ws: Workspace) -> _Resolution:
+    """The resolution of stored edges that are current (a process opening an index it resolved before):
+    facts and edges as stored, nothing resolved again."""
+    stored = edge_store.all_facts(ws.store)
+    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
+    for path, (_, _, raw) in stored.items():
+        resolution.learn(path, FileFacts.from_json(raw))
+    nodes = edge_store.node_files(ws.store)
+    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS)
+    paths = {file_id: path for file_id, path, _ in nodes}
+    for file_id, rows in edge_store.edges_by_file(ws.store).items():
+        if file_id in paths:
+            source = paths[file_id]
+            resolution.edges[source] = [Edge(source, *row) for row in rows]
+    resolution.layouts = _layouts(ctx)
+    resolution.remember(ctx)
+    try:
+        saved = json.loads(ws.store.get_meta(_CONFIGS_KEY))
+    except ValueError:
+        saved = None
+    if not isinstance(saved, dict) or not all(isinstance(v, str) for v in saved.values()) \
+            or any(_digest(read_config(ws.root, rel)) != digest for rel, digest in saved.items()):
+        # Missing, damaged, or a configuration file changed while no one watched: resolve everything.
+        resolution = _resolve_all(ws)
+        _save_configs(ws, resolution)
+        return resolution
+    resolution.configs = saved
+    return resolution
 
 
 def _layouts(ctx: ResolveContext) -> dict[str, object]:
@@ -146,7 +191,7 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     removed = resolution.paths - nodes.keys()
     added = nodes.keys() - resolution.paths
     changed = changed | added
-    if any(read_config(ws.root, rel) != raw for rel, raw in resolution.configs.items()):
+    if any(_digest(read_config(ws.root, rel)) != digest for rel, digest in resolution.configs.items()):
         return False
     if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
         return False
@@ -249,8 +294,11 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
             _build_in_background(ws)
             return Graph([], [], [], [], [], [], [], [], [])
     with _lock(ws):
-        if ws not in _resolutions:
-            update_edges(ws)  # the graph is built from the resolution kept in memory
+        if ws not in _resolutions:  # the graph is built from the resolution kept in memory
+            if ws.store.get_meta(_STATE_KEY) == _state(ws):
+                _resolutions[ws] = _load_resolution(ws)
+            else:
+                update_edges(ws)
         ensure_edges(ws)
         key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))
         cached = _graphs.get(ws)
