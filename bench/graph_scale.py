@@ -5,10 +5,13 @@ checkout's engine and a baseline revision's (today's main) on the same prepared 
 
 The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
 vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
-on a copy of it and times:
-- first graph: facts of every copied file extracted, every edge resolved, communities and the semantic lane
-  computed (`graph_map`), as the first graph request after opening the workspace does;
-- after one save: one file re-stored with an added import, then the graph read again (`graph_map`).
+on a copy of it and times, in two processes as an editor session would:
+- facts and edges: every copied file's facts extracted and every edge resolved (`update_edges`), the graph
+  work that indexing does;
+- first graph: a new process opens that index (edges current on disk) and builds the graph: edges,
+  communities and the semantic lane (`graph_map`);
+- after one save: one file re-stored with an added import, then its edges (`update_edges`) and the whole
+  graph (`graph_map`) brought up to date.
 """
 
 from __future__ import annotations
@@ -43,28 +46,32 @@ def prepare(root: Path, files: int, prepared: Path) -> None:
     ws.close()
 
 
-def measure(root: Path, prepared: Path, profile: int) -> dict:
-    from codeloupe.graph import graph_map
+def index_phase(root: Path, work: Path, profile: int) -> dict:
+    """What indexing adds for the graph: facts of every copied file extracted and every edge resolved."""
+    from codeloupe.graph import update_edges
 
-    cache = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
-    try:
-        shutil.copytree(prepared, cache, dirs_exist_ok=True)
-        ws = _workspace(root, cache)
-        first_s, first = _timed(lambda: graph_map(ws), profile)
-        # One save: a file of the first copy gains an import of a sibling module.
-        path = "copy-1/json/decoder.py"
-        rows = ws.store.file_rows()
-        saved_s = _save_and_reread(ws, path, profile) if path in rows else None
-        from codeloupe.graph.build import load_graph
+    ws = _workspace(root, work)
+    seconds, _ = _timed(lambda: update_edges(ws), profile)
+    ws.close()
+    return {"facts_and_edges_s": seconds}
 
-        graph = load_graph(ws)
-        digest = hashlib.sha256(repr((sorted(graph.edges, key=repr), graph.community)).encode()).hexdigest()[:12]
-        ws.close()
-        return {"nodes": len(graph.paths), "communities": sum(1 for c in first.communities if c.size > 1),
-                "graph_digest": digest,
-                "first_graph_s": first_s, "after_save_s": saved_s}
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
+
+def open_phase(root: Path, work: Path, profile: int) -> dict:
+    """A process opening the index (edges current on disk): the first graph, then one save."""
+    from codeloupe.graph import graph_map, update_edges
+    from codeloupe.graph.build import load_graph
+
+    ws = _workspace(root, work)
+    first_s, first = _timed(lambda: graph_map(ws), profile)
+    _save(ws, "copy-1/json/decoder.py")
+    edges_s, _ = _timed(lambda: update_edges(ws), profile)
+    graph_s, _ = _timed(lambda: graph_map(ws), profile)
+    graph = load_graph(ws)
+    digest = hashlib.sha256(repr((sorted(graph.edges, key=repr), graph.community)).encode()).hexdigest()[:12]
+    ws.close()
+    return {"nodes": len(graph.paths), "communities": sum(1 for c in first.communities if c.size > 1),
+            "graph_digest": digest, "first_graph_s": first_s, "edges_after_save_s": edges_s,
+            "graph_after_save_s": graph_s}
 
 
 def _timed(fn, profile: int):
@@ -84,8 +91,8 @@ def _timed(fn, profile: int):
     return round(seconds, 3), result
 
 
-def _save_and_reread(ws, path: str, profile: int) -> float:
-    from codeloupe.graph import graph_map
+def _save(ws, path: str) -> None:
+    """One save, as the indexer stores it: the file gains an import of a sibling module."""
     from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
     store = ws.store
@@ -95,16 +102,10 @@ def _save_and_reread(ws, path: str, profile: int) -> float:
         (file_id,))]
     first = chunks[0]
     chunks[0] = Chunk(first.start_line, first.end_line, first.kind, first.name, first.breadcrumb,
-                      "import json.scanner\n" + first.text[first.text.index("\n") + 1:] if "\n" in first.text
-                      else "import json.scanner\n", first.symbols)
-
-    def save() -> None:
-        store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
-                           mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
-                           line_count=chunks[-1].end_line)
-        graph_map(ws)
-
-    return _timed(save, profile)[0]
+                      "import json.scanner\n" + first.text.split("\n", 1)[-1], first.symbols)
+    store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
+                       mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
+                       line_count=chunks[-1].end_line)
 
 
 def main() -> int:
@@ -115,7 +116,9 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
                         " extracted to a temporary directory; '' for none)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
+    parser.add_argument("--phase", choices=["index", "open"], help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tree is None:
         sys.path.insert(0, str(HERE))
@@ -123,8 +126,9 @@ def main() -> int:
 
         args.tree = stdlib()
     prepared = args.prepared or Path(tempfile.gettempdir()) / f"codeloupe-graph-scale-{args.files}"
-    if args.measure:
-        print(json.dumps(measure(args.tree, prepared, args.profile)))
+    if args.phase:
+        phase = index_phase if args.phase == "index" else open_phase
+        print(json.dumps(phase(args.tree, args.work, args.profile)))
         return 0
     if not prepared.exists():
         prepare(args.tree, args.files, prepared)
@@ -135,24 +139,31 @@ def main() -> int:
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
         engines.append(str(baseline / "engine"))
-    results = {}
+    results: dict[str, dict] = {}
     for engine in engines:
-        env = dict(os.environ, PYTHONPATH=engine)
-        out = subprocess.run([sys.executable, __file__, "--measure", "--tree", str(args.tree), "--prepared",
-                              str(prepared), "--profile", str(args.profile)],
-                             env=env, capture_output=True, text=True, check=False)
-        if out.stderr:
-            print(out.stderr, file=sys.stderr)
-        results[engine] = json.loads(out.stdout) if out.returncode == 0 else {"error": out.returncode}
+        work = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
+        shutil.copytree(prepared, work, dirs_exist_ok=True)
+        results[engine] = {}
+        for phase in ("index", "open"):
+            try:
+                out = subprocess.run([sys.executable, __file__, "--phase", phase, "--tree", str(args.tree),
+                                      "--work", str(work), "--profile", str(args.profile)],
+                                     env=dict(os.environ, PYTHONPATH=engine), capture_output=True, text=True,
+                                     check=False, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                results[engine][phase] = f"over {args.timeout} s"
+                break
+            if out.stderr:
+                print(out.stderr, file=sys.stderr)
+            results[engine].update(json.loads(out.stdout) if out.returncode == 0 else {phase: out.returncode})
+        shutil.rmtree(work, ignore_errors=True)
         print(f"{engine}: {results[engine]}", flush=True)
     shutil.rmtree(baseline, ignore_errors=True)
-    if len(engines) == 2 and all("first_graph_s" in r for r in results.values()):
+    if len(engines) == 2:
         new, old = (results[e] for e in engines)
-        print(f"first graph: {new['first_graph_s']} s vs {old['first_graph_s']} s "
-              f"({old['first_graph_s'] / max(new['first_graph_s'], 1e-9):.1f}x)")
-        if new["after_save_s"] and old["after_save_s"]:
-            print(f"after one save: {new['after_save_s']} s vs {old['after_save_s']} s "
-                  f"({old['after_save_s'] / max(new['after_save_s'], 1e-9):.1f}x)")
+        for figure in ("facts_and_edges_s", "first_graph_s", "edges_after_save_s", "graph_after_save_s"):
+            if isinstance(new.get(figure), float) and isinstance(old.get(figure), float):
+                print(f"{figure}: {new[figure]} vs {old[figure]} ({old[figure] / max(new[figure], 1e-9):.1f}x)")
     return 0
 
 

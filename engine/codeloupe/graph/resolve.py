@@ -241,15 +241,18 @@ _WORD = re.compile(r"[^\w$]+")
 
 def provided_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
     """Words through which other files can reach `path`: its file stem (and directory name where the file
-    stands for its directory), every name it defines (nested ones too: Ruby constants) and every name it
+    stands for its directory), every name it defines (nested types too: Ruby constants) and every symbol it
     imports (re-exports)."""
     stem = posixpath.basename(path).split(".")[0]
     out = {stem, facts.package}
     if resolver is not None and (resolver.files_are_packages or stem in resolver.directory_stems):
         out.add(posixpath.basename(posixpath.dirname(path)))
-    out.update(d.name for d in facts.definitions)
+    # Methods are never looked up across files by name alone (only top-level names and nested types are).
+    out.update(d.name for d in facts.definitions if not d.parent or d.kind not in ("method", "function"))
     for imp in facts.imports:
-        out.update(name for pair in imp.names for name in pair)
+        # What a file binds to a symbol can be imported from it again (a re-export); a plain module import
+        # (`import re`) is reached only through this file's own name, which is already here.
+        out.update(name for imported, local in imp.names if imported for name in (imported, local))
     out.discard("")
     return out
 
