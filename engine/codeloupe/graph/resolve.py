@@ -21,7 +21,7 @@ from codeloupe.graph.facts import FileFacts, ImportFact, UseFact
 MAX_REEXPORT_DEPTH = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """A directed structural edge: `source` imports or calls into `target` ("" for an external one)."""
 
