@@ -45,6 +45,8 @@ class Reply:
     instead of text (non-streamed calls only). error_after: stream this many pieces, then an SSE error event.
     drop_after: stream this many pieces, then cut the connection mid-body. hang_s: wait this long before
     answering (the server's shutdown releases it early). status: answer with this HTTP error status.
+    raw: stream exactly these bytes as the body's chunks (a `stream: true` request), garbage included: what
+    a broken or hostile endpoint sends.
     """
 
     text: str = ""
@@ -57,6 +59,7 @@ class Reply:
     drop_after: int | None = None
     hang_s: float = 0.0
     status: int = 200
+    raw: list[bytes] | None = None
     times: int = 1
 
     def content(self, body: dict[str, Any]) -> str:
@@ -262,6 +265,11 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            if reply.raw is not None:
+                for data in reply.raw:
+                    self._send_chunk(data)
+                self._send_chunk(b"")
+                return
             self._send_chunk(_chunk_json(model, {"role": "assistant", "content": ""}, None))
             for sent, piece in enumerate(reply.stream_pieces(body)):
                 if reply.error_after is not None and sent == reply.error_after:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -193,6 +196,10 @@ def test_narrated_answer_is_spliced_from_disk(repo: Path, chat: ChatServer) -> N
     )
     assert result.answer.startswith(expected)
     assert "made up" not in result.answer and result.metrics["splice_code_blocks_removed"] == 1
+    # The same answer as parts: only the spliced spans are code; the markdown joins to `answer`.
+    assert "".join(p.markdown for p in result.parts) == result.answer
+    assert [p.text for p in result.parts if p.kind == "code"] == [c.text for c in result.citations]
+    assert {p.kind for p in result.parts} == {"prose", "ref", "code", "heading", "note"}
     # The footer names every candidate the answer did not cite.
     assert "app/auth.py" not in [h.path for h in result.uncited]
     footer = result.answer[len(expected):]
@@ -344,3 +351,43 @@ def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
     captured = capsys.readouterr()
     assert "no walkthrough: no chat model configured" in captured.err
     assert "app/auth.py" in captured.out
+
+
+def _sse(payload: Any) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def _chunk(delta: Any) -> dict[str, Any]:
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+@pytest.mark.parametrize(("reply", "reason"), [
+    (Reply(raw=[_sse(_chunk({"content": "Hashing "})), b"data: {not json\n\n"]), "malformed stream: JSONDecodeError"),
+    (Reply(raw=[b"data: \xff\xfe{\"choices\": []}\n\n"]), "malformed stream: UnicodeDecodeError"),
+    (Reply(raw=[_sse({"choices": "none"})]), "malformed reply: no list of choices"),
+    (Reply(raw=[_sse([1, 2, 3])]), "malformed reply: no list of choices"),
+    (Reply(raw=[_sse({"choices": [None]})]), "malformed reply: choices[0] is NoneType"),
+    (Reply(raw=[_sse(_chunk({"content": ["def invented(): ..."]}))]), "the streamed content is list, not text"),
+    (Reply(raw=[_sse(_chunk("a string, not an object"))]), "choices[0].delta is str"),
+    (Reply(text="Hashing [[1]] and so on. " * 4, drop_after=2), "connection failed"),
+    (Reply(status=500), "HTTP 500"),
+    (Reply(text="Hashing.", hang_s=10), "timed out after 1s"),
+], ids=["bad-json", "not-utf8", "choices-not-a-list", "body-a-list", "choice-null", "content-a-list",
+        "delta-a-string", "cut-mid-stream", "http-500", "hang"])
+def test_cli_garbage_from_the_model_falls_back_to_the_bundle(repo: Path, chat: ChatServer, tmp_path: Path,
+                                                             reply: Reply, reason: str) -> None:
+    """The real CLI in its own process: whatever the endpoint sends, the last event is `done` with the bundle."""
+    chat.add(reply)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CODELOUPE_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "codeloupe", "ask", str(repo), "hash_password", "--json",
+                           "--no-agents", "--embed-provider", "none", "--chat-base-url", chat.base_url,
+                           "--chat-model", "scripted", "--chat-timeout-s", "1"],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["type"] for e in events][-2:] == ["fallback", "done"]
+    done = events[-1]
+    assert reason in done["fallback"] and done["citations"] == []
+    assert disk(repo, "app/auth.py", 6, 8) in done["answer"]  # the bundle, read from disk, is the answer
+    assert not chat.pending()

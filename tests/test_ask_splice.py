@@ -83,7 +83,7 @@ def splice(ws: Workspace, repo: Path, pieces: list[str], *, whole_sections: bool
     resolver = SpanResolver(numbered(repo, spans or SPANS), Sources(ws), whole_sections=whole_sections)
     splicer = Splicer(resolver)
     out = [p for delta in pieces for p in splicer.feed(delta)] + splicer.finish()
-    return "".join(p.text for p in out), splicer
+    return "".join(p.markdown for p in out), splicer
 
 
 def block(repo: Path, path: str, language: str, a: int, b: int, fence: str = "```", note: str = "") -> str:
@@ -107,9 +107,40 @@ def test_whole_and_sub_range_citations_are_spliced_verbatim_after_their_line(ws,
     assert splicer.stats["snapped"] == 1
 
 
-def test_output_does_not_depend_on_how_the_stream_is_split(ws, repo) -> None:
-    text = ("Intro <<not the sentinel>> and [a link](x) [[1]]!\n```python\nprint('model code')\n```\n"
-            "Sessions [[2:20-21]], again [[1]], bad [[7]] [[2:90-95]] [[x]].\n<<ABSTAIN>> maybe")
+HOSTILE = """\
+Hashing happens here [[1]].
+
+    def hash_password(p, s):
+        return 'INVENTED-indented'
+
+Then <pre>INVENTED-pre</pre> and <script>alert('INVENTED-script')</script> and <b>bold</b> words.
+Call `hash_password` but never `return 'INVENTED-inline'(x)` nor ``INVENTED `double` ``, nor `words
+across lines`.
+A [click me](javascript:alert('INVENTED-js')) and [the docs](https://example.com/docs) and [guide](GUIDE.md).
+<javascript:alert('INVENTED-autolink')> <https://example.com/a> ![a tracking pixel](https://tracker.example/x.png)
+<!-- INVENTED-comment
+spanning lines -->
+> ```python
+> INVENTED-quoted-fence
+> ```
+- ```js
+  INVENTED-list-fence
+  ```
+1. First step
+    - a nested item stays
+2. Second step <img src=x onerror="INVENTED-img"> ends
+<div onclick="INVENTED-handler">A div's words stay as text</div>
+
+After the list.
+
+\tINVENTED-tab-indented
+"""
+MARKERS = ("Intro <<not the sentinel>> and [a link](x) [[1]]!\n```python\nprint('model code')\n```\n"
+           "Sessions [[2:20-21]], again [[1]], bad [[7]] [[2:90-95]] [[x]].\n<<ABSTAIN>> maybe")
+
+
+@pytest.mark.parametrize("text", [MARKERS, HOSTILE], ids=["markers", "hostile"])
+def test_output_does_not_depend_on_how_the_stream_is_split(ws, repo, text: str) -> None:
     whole, reference = splice(ws, repo, [text])
     rng = random.Random(7)
     splits = [[text[:i], text[i:]] for i in range(len(text) + 1)]
@@ -164,7 +195,7 @@ def test_a_changed_file_is_re_read_and_spans_re_located(ws, repo) -> None:
     path.write_text("# a new header\n# and another\n" + AUTH)
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
     out = splicer.feed("Hashing [[1]] and login [[2:15-16]].") + splicer.finish()
-    answer = "".join(p.text for p in out)
+    answer = "".join(p.markdown for p in out)
     note = " (changed on disk since indexing: lines re-located)"
     assert answer == ("Hashing (`app/auth.py:8-10`) and login (`app/auth.py:17-18`).\n"
                       + block(repo, "app/auth.py", "python", 8, 10, note=note)
@@ -177,8 +208,8 @@ def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) 
     excerpts = numbered(repo, SPANS)
     (repo / "app/auth.py").write_text(AUTH.replace("salt + password", "password + salt"))
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
-    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
-    assert answer == "Hashing (`app/auth.py` changed since it was indexed; the cited lines are gone)."
+    answer = "".join(p.markdown for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    assert answer == "Hashing (app/auth.py changed since it was indexed; the cited lines are gone)."
     assert splicer.citations == [] and splicer.stats["stale"] == 1
 
 
@@ -186,7 +217,7 @@ def test_a_deleted_file_is_never_shown(ws, repo) -> None:
     excerpts = numbered(repo, SPANS)
     (repo / "app/auth.py").unlink()
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
-    answer = "".join(p.text for p in splicer.feed("Hashing [[1]].") + splicer.finish())
+    answer = "".join(p.markdown for p in splicer.feed("Hashing [[1]].") + splicer.finish())
     assert answer.startswith("Hashing (cannot read app/auth.py") and "```" not in answer
     assert splicer.stats["unreadable"] == 1
 
@@ -207,6 +238,27 @@ def test_snap_to_symbols_widens_to_the_innermost_enclosing_definitions() -> None
     assert snap_to_symbols(11, 11, symbols) == (1, 40)  # between methods: the class is the enclosing symbol
     assert snap_to_symbols(3, 20, symbols) == (3, 20)
     assert snap_to_symbols(45, 50, symbols) == (45, 50)
+    # Bounded by the excerpt shown (lines 2-22): definitions inside it still snap; lines inside a definition
+    # that outgrows it keep a little context instead of the whole definition.
+    assert snap_to_symbols(15, 15, symbols, within=(2, 22)) == (14, 16)
+    assert snap_to_symbols(11, 11, symbols, within=(2, 22)) == (9, 13)
+    assert snap_to_symbols(2, 3, symbols, within=(2, 22)) == (2, 10)
+    assert snap_to_symbols(21, 22, symbols, within=(2, 22)) == (19, 22)
+
+
+def test_a_citation_inside_a_huge_docstring_stays_within_the_excerpt_shown(repo, lexical_workspace) -> None:
+    """[[1:274-275]] inside a class docstring once snapped to a 745-line block far past the excerpt (211-338)."""
+    docstring = "".join(f"    Line {i} of a very long explanation of the widget.\n" for i in range(740))
+    (repo / "app/widget.py").write_text(
+        f'class Widget:\n    """\n{docstring}    """\n\n    def draw(self):\n        return 1\n')
+    ws = lexical_workspace(repo)
+    spans = [("app/widget.py", "python", 211, 338), ("app/widget.py", "python", 740, 746)]
+    _, splicer = splice(ws, repo, ["The widget explains itself [[1:274-275]] and draws [[2:746-746]]."],
+                             spans=spans)
+    docs, draw = splicer.citations
+    assert (docs.start_line, docs.end_line, docs.requested) == (272, 277, (274, 275))
+    assert (draw.start_line, draw.end_line) == (745, 746)  # `draw` fits the excerpt: snapped to the method
+    assert docs.text == lines_of(repo, "app/widget.py", 272, 277)
 
 
 def test_block_rendering_uses_real_locations(ws, repo) -> None:
@@ -214,3 +266,41 @@ def test_block_rendering_uses_real_locations(ws, repo) -> None:
     rendered = render_block(splicer.citations[0])
     assert rendered == block(repo, "app/auth.py", "python", 6, 8)
     assert textwrap.dedent(rendered).count("```") == 2
+
+
+
+
+def rendered_tokens(markdown: str) -> list:
+    """The answer through a CommonMark renderer with raw HTML allowed: the most permissive surface."""
+    from markdown_it import MarkdownIt
+
+    def walk(tokens: list) -> list:
+        return [t for token in tokens for t in [token, *walk(token.children or [])]]
+
+    return walk(MarkdownIt("commonmark", {"html": True}).parse(markdown))
+
+
+def test_code_html_and_links_the_model_writes_never_render(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, [HOSTILE])
+    parts = splicer_parts(ws, repo, HOSTILE)
+    assert "INVENTED" not in answer and all("INVENTED" not in p.text for p in parts if p.kind != "code")
+    assert [p.text for p in parts if p.kind == "code"] == [lines_of(repo, "app/auth.py", 6, 8)]
+    for phrase in ("`hash_password`", "the docs (https://example.com/docs)", "guide (GUIDE.md)", "click me",
+                   "https://example.com/a", "1. First step", "   - a nested item stays", "A div's words stay"):
+        assert phrase in answer, phrase
+    assert "javascript" not in answer.lower() and "tracker" not in answer
+    tokens = rendered_tokens(answer)
+    kinds = {t.type for t in tokens}
+    assert not kinds & {"code_block", "html_block", "html_inline", "link_open", "image"}, kinds
+    assert [t.content for t in tokens if t.type == "fence"] == [lines_of(repo, "app/auth.py", 6, 8)]
+    inline = [t.content for t in tokens if t.type == "code_inline"]
+    assert inline == ["app/auth.py:6-8", "app/auth.py:6-8", "hash_password"]  # a reference, a caption, a name
+    stats = splicer.stats
+    assert (stats["code_blocks_removed"], stats["indented_code_removed"], stats["inline_code_removed"]) == (2, 2, 2)
+    assert (stats["links_removed"], stats["images_removed"], stats["backticks_removed"]) == (2, 1, 2)
+    assert stats["html_removed"] == 8  # pre, script, b, /b, the comment, img, div, /div
+
+
+def splicer_parts(ws, repo, text: str) -> list:
+    splicer = Splicer(SpanResolver(numbered(repo, SPANS), Sources(ws)))
+    return splicer.feed(text) + splicer.finish()

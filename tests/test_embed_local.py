@@ -16,10 +16,12 @@ from codeloupe.embed.local import (
     MINILM_SHA256,
     EncoderOptions,
     OnnxSentenceEncoder,
+    derivation,
     file_sha256,
     load_local_provider,
     local_model_id,
     minilm_tokenizer,
+    remove_stale_work_dirs,
     requantized_model,
     shipped_model_path,
     spread,
@@ -28,6 +30,14 @@ from codeloupe.embed.local import (
 from codeloupe.settings import Settings
 
 REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "embed" / "minilm_reference.json").read_text())
+
+
+def frozen_for(model_id: str) -> np.ndarray:
+    """The frozen vectors of a model id, made with the versions constraints.txt pins (the fixture names
+    the recipe without the derivation versions, so a version change shows as drift, not a missing key)."""
+    for requantized in (True, False):
+        model_id = model_id.replace(f"-{derivation(requantized)}@", "@")
+    return np.array(REFERENCE["frozen"][model_id], dtype=np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +59,7 @@ def test_default_provider_matches_its_frozen_output_and_the_float32_model(provid
     vectors = provider.embed(texts)
     assert vectors.dtype == np.float32 and vectors.shape == (len(texts), provider.dim) == (len(texts), 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    frozen = np.array(REFERENCE["frozen"][provider.model_id], dtype=np.float32)
+    frozen = frozen_for(provider.model_id)
     assert _cosines(vectors, frozen).min() > 0.999
     # The independent path: the original float32 weights through a numpy BERT (see make_reference.py).
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
@@ -58,7 +68,7 @@ def test_default_provider_matches_its_frozen_output_and_the_float32_model(provid
 
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
-    assert shipped.model_id == "local:all-MiniLM-L6-v2-int8@128x4"
+    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
 
@@ -163,7 +173,7 @@ def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_pa
     broken.write_bytes(b"\x00" * 64)
     assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
     provider = make_provider(settings)
-    assert provider.model_id == "local:all-MiniLM-L6-v2-int8@128x4"
+    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
     assert describe_provider(settings) == ("local", provider.model_id)
     assert provider.model_path == shipped_model_path()
 
@@ -206,3 +216,57 @@ def test_a_file_that_is_not_a_model_is_a_clear_error(tmp_path: Path) -> None:
     settings = Settings(cache_dir=str(tmp_path), embed_provider="onnx", onnx_model_dir=str(folder))
     with pytest.raises(EmbeddingError, match="onnxruntime cannot load the model .*model.onnx"):
         make_provider(settings)
+
+
+def test_a_changed_derivation_is_a_different_model_and_file(tmp_path: Path, monkeypatch) -> None:
+    """Vectors from two quantisations never mix: the onnxruntime (or onnx) that runs and derives the model
+    is part of the model id the store and the shared cache are keyed by, and of the derived file's name."""
+    import onnxruntime
+
+    import codeloupe.embed.local as local
+
+    settings = Settings(cache_dir=str(tmp_path))
+    before = local_model_id(settings)
+    derived_before = local._requantized_paths(settings.cache_root, MINILM_SHA256)[0]
+    assert f"ort{onnxruntime.__version__}" in before
+    monkeypatch.setattr(onnxruntime, "__version__", "0.0.1-another")
+    assert local_model_id(settings) != before
+    assert local._requantized_paths(settings.cache_root, MINILM_SHA256)[0] != derived_before
+    monkeypatch.undo()
+    monkeypatch.setattr(local, "_installed_version", lambda name: "9.9.9" if name == "onnx" else "?")
+    assert local_model_id(settings) != before  # a new quantiser (onnx) alone also changes it
+
+
+def test_a_killed_requantisation_leaves_nothing_behind_on_the_next_start(tmp_path: Path) -> None:
+    """The real derivation, killed with SIGKILL once its work dir exists; the next start removes the dir
+    and derives the model; a work dir of a live derivation (another editor) is left alone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    settings = Settings(cache_dir=str(tmp_path))
+    models = settings.cache_root / "models"
+    script = ("import sys\nfrom pathlib import Path\nfrom codeloupe.embed.local import *\n"
+              "requantized_model(shipped_model_path(), MINILM_SHA256, Path(sys.argv[1]))\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(settings.cache_root)])
+    try:
+        deadline = time.monotonic() + 120
+        while not list(models.glob("requantize-*/*")):
+            assert child.poll() is None, "the derivation ended before it could be killed"
+            assert time.monotonic() < deadline, "no work dir appeared"
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    (left,) = list(models.glob("requantize-*"))
+    live = models / f"requantize-{os.getpid()}-inuse"
+    live.mkdir()
+
+    assert remove_stale_work_dirs(models) == [left]
+    assert not left.exists() and live.exists()
+    derived = requantized_model(shipped_model_path(), MINILM_SHA256, settings.cache_root)
+    assert derived is not None and derived.is_file()
+    assert [p.name for p in models.glob("requantize-*")] == [live.name]

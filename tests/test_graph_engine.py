@@ -377,3 +377,64 @@ def test_html_renders_one_bubble_per_multi_file_community(tmp_path: Path) -> Non
     ).stdout
     assert dom.count('class="community"') == expected
     assert f"{len(gmap.nodes)} files, {expected} communities" in dom
+
+
+def write_repo(root: Path, files: dict[str, str]) -> Workspace:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    return ws
+
+
+def test_only_code_with_definitions_joins_the_semantic_lane_and_surprises(tmp_path: Path) -> None:
+    """Empty `__init__.py` pairs, SVG logos, `cert.pem ~ key.pem` and JSON twins embed alike (there is nothing
+    in them); only the two real parsers in different corners of the repository are a surprise."""
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><circle r="{}"/></svg>\n'
+    ws = write_repo(tmp_path, {
+        "pkg_a/__init__.py": "", "pkg_b/__init__.py": "",
+        "assets/logo.svg": svg.format(4), "assets/icon.svg": svg.format(5),
+        "tls/cert.pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        "tls/key.pem": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+        "config/a.json": '{"name": "a"}\n', "config/b.json": '{"name": "b"}\n',
+        "src/alpha.py": "def parse_tokens(text):\n    return text.split()\n",
+        "lib/beta.py": "def parse_words(text):\n    return text.split()\n",
+    })
+    try:
+        rows = ws.store.file_rows()
+        paths = sorted(p for p in rows if not rows[p].is_doc)
+        vectors = np.zeros((len(paths), 8), np.float32)
+        for k, path in enumerate(paths):
+            # The empty and non-code files all share one direction; the two parsers another.
+            vectors[k, 0 if path.endswith(("__init__.py", ".svg", ".pem", ".json")) else 1] = 1.0
+        ws.store.put_vectors("skeleton", "test-model", [rows[p].id for p in paths], vectors)
+        gmap = graph_map(ws)
+        assert {(s.a, s.b) for s in gmap.surprises} == {("lib/beta.py", "src/alpha.py")}
+        assert not [e for e in gmap.edges if e.kind == "semantic" and not e.source.endswith(("alpha.py", "beta.py"))]
+    finally:
+        ws.close()
+
+
+def test_a_route_between_code_never_detours_through_tests(tmp_path: Path) -> None:
+    """parser.py -> _utils.py -> tests/test_arguments.py -> decorators.py was the route: a test imports
+    both ends, and the hub toll made that look cheaper than the code's own connection."""
+    users = {f"app/user{i}.py": f"from app._utils import helper\n\n\ndef use{i}():\n    return helper()\n"
+             for i in range(8)}
+    ws = write_repo(tmp_path, {
+        "app/__init__.py": "",
+        "app/_utils.py": "def helper():\n    return 1\n",
+        "app/parser.py": "from app._utils import helper\n\n\ndef parse():\n    return helper()\n",
+        "app/decorators.py": "from app._utils import helper\n\n\ndef decorate():\n    return helper()\n",
+        "tests/test_arguments.py": "from app.parser import parse\nfrom app.decorators import decorate\n\n\n"
+                                   "def test_both():\n    assert parse() and decorate()\n",
+        **users,
+    })
+    try:
+        route = graph_path(ws, "app/parser.py", "app/decorators.py")
+        assert route.found and [h.target for h in route.hops] == ["app/_utils.py", "app/decorators.py"]
+        # With a test as an endpoint, tests are fair game.
+        direct = graph_path(ws, "tests/test_arguments.py", "app/decorators.py")
+        assert [h.target for h in direct.hops] == ["app/decorators.py"]
+    finally:
+        ws.close()

@@ -177,7 +177,10 @@ def test_ask_renders_the_bundle_and_follows_spans(workspace: Path, tmp_path: Pat
 def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) -> None:
     """A narrated answer (the scripted chat model cites excerpt 1): spliced lines open the cited code."""
     with ChatServer() as chat:
-        chat.add(Reply(text="Passwords are checked when a session logs in. [[1]]\n\nThat is the whole check."))
+        # Code the model writes itself (indented, fenced, HTML) must never reach the view: only the spliced span.
+        chat.add(Reply(text="Passwords are checked when a session logs in. [[1]]\n\n    def check():\n"
+                            "        return 'INVENTED'\n\n```python\nINVENTED = 1\n```\n"
+                            "That is the whole check. <script>INVENTED()</script>"))
         run_script("ask_model.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
         assert not chat.pending(), "the narrator never called the chat model"
 

@@ -305,3 +305,17 @@ def test_cli_search_with_an_unreachable_embedding_endpoint_degrades_to_lexical(r
     data = json.loads(out.stdout)
     assert data["core"][0]["path"] == "app/render.py"
     assert {lane["name"]: lane["ready"] for lane in data["lanes"]}["dense"] is False
+
+
+def test_rewriting_the_newest_file_replaces_its_chunks_in_search(tmp_path: Path, lexical_workspace) -> None:
+    """SQLite hands a deleted row's id back when it was the largest: the delta view must not mistake the
+    rewritten file for the unchanged one it replaced (a save would keep serving the old text)."""
+    (tmp_path / "a.py").write_text("def zebra_stripes():\n    return 1\n")
+    ws = lexical_workspace(tmp_path)
+    assert paths(ws.search("zebra_stripes")) == ["a.py"]
+    (tmp_path / "a.py").write_text("def giraffe_neck():\n    return 2\n")
+    ws.update_files([tmp_path / "a.py"])
+    found = ws.search("giraffe_neck")
+    assert paths(found) == ["a.py"]
+    assert "giraffe_neck" in found.core[0].chunks[0].text
+    assert paths(ws.search("zebra_stripes")) == []

@@ -6,19 +6,43 @@ Everything the CLI, the language server and the tests use is here, and returns d
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from codeloupe.chunk.strategies import (
+    ChunkStrategy,
+    Strategy,
+    StrategyLoad,
+    load_workspace_strategies,
+    register_strategy,
+    registered_strategies,
+)
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
-from codeloupe.types import Bundle, IndexReport, IndexStatus, Symbol, UsedDefinition
+from codeloupe.types import (
+    Bundle,
+    Expansion,
+    IndexReport,
+    IndexStatus,
+    Located,
+    Location,
+    Symbol,
+    UsedDefinition,
+)
 
 
 class WorkspaceError(ValueError):
     """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
+
+
+class RemoteError(WorkspaceError):
+    """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""
 
 
 class Workspace:
@@ -30,11 +54,18 @@ class Workspace:
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None) -> None:
-        self.root = Path(root).resolve()
-        if not self.root.is_dir():
-            raise WorkspaceError(f"{root}: not a directory")
+        try:
+            self.root = check_root(Path(root))
+        except DiscoverError as exc:
+            raise WorkspaceError(str(exc)) from None
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
-        self.store = Store(self.settings.index_path(self.root))
+        # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
+        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root))
+
+    def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
+        """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
+        self.store = Store(index_path)
+        self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
@@ -62,7 +93,8 @@ class Workspace:
         """
         from codeloupe.graph import ensure_edges
 
-        report = index_workspace(self.root, self.store, self.settings, progress)
+        strategies = self._strategies()
+        report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         return report
 
@@ -72,7 +104,25 @@ class Workspace:
         Search sees the change at once (a delta view); graph edges follow at the next fresh graph read or
         `refresh_graph()`, re-resolving only the files the change can reach.
         """
-        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths])
+        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
+                           self._strategies())
+
+    def strategies(self) -> tuple[Strategy, ...]:
+        """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""
+        return (*registered_strategies(), *self.strategy_load.strategies)
+
+    def _strategies(self) -> tuple[Strategy, ...]:
+        """The strategies in force; when they differ from those the index was built with, the files either set
+        claims are dropped, so this run re-chunks them."""
+        strategies = self.strategies()
+        current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
+        known = json.loads(self.store.get_meta(_STRATEGIES_KEY, "[]"))
+        if current != known:
+            claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
+            self.store.delete_files([path for path in self.store.file_rows()
+                                     if Path(path.lower()).suffix in claimed])
+            self.store.set_meta(_STRATEGIES_KEY, json.dumps(current))
+        return strategies
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""
@@ -90,6 +140,23 @@ class Workspace:
 
         return embed_pending(self.store, self.embedding_provider(), self.settings, progress=progress,
                              prefer_paths=list(prefer_paths), should_stop=should_stop)
+
+    def scan(self):
+        """The census of extensions no built-in chunker covers (`codeloupe.forge.Census`)."""
+        from codeloupe.forge import scan
+
+        return scan(self.root, self.settings, self.strategies())
+
+    def forge(self, extensions: list[str] | None = None, on_attempt: Callable[..., None] | None = None):
+        """Have the chat model write a chunk strategy per uncovered extension, each accepted only by the
+        partition check (`codeloupe.forge.ForgeOutcome` each); accepted ones are trusted and in force at once."""
+        from codeloupe.forge import forge
+
+        outcomes = forge(self.root, self.settings, extensions=extensions, strategies=self.strategies(),
+                         on_attempt=on_attempt)
+        if any(outcome.accepted for outcome in outcomes):
+            self.strategy_load = load_workspace_strategies(self.root)
+        return outcomes
 
     # ------------------------------------------------------------------ queries
 
@@ -139,19 +206,100 @@ class Workspace:
             schema_version=int(self.store.get_meta("schema_version", "0")),
         )
 
+    @property
+    def revision(self) -> str:
+        """The commit every path is read at: "" for a folder on disk (whatever it holds now)."""
+        return ""
+
+    def read_bytes(self, path: str) -> bytes:
+        """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
+        return (self.root / self.relative(path)).read_bytes()
+
     def read_lines(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
-        """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from disk."""
+        """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from its source."""
         rel = self.relative(path)
-        file = self.root / rel
-        if not file.is_file():
-            raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)")
-        lines = file.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        try:
+            raw = self.read_bytes(rel)
+        except OSError:
+            raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
+        lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
         if start_line is None:
             return "".join(lines)
         end_line = len(lines) if end_line is None else end_line
         if start_line < 1 or end_line < start_line or start_line > max(len(lines), 1):
             raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} are outside the file (1-{len(lines)})")
         return "".join(lines[start_line - 1:end_line])
+
+    def expand(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
+               symbol: str = "", line: int | None = None) -> Expansion:
+        """Lines of an indexed file, verbatim from disk: the whole file, `start_line..end_line` (a range past
+        the end is clipped), a definition by (qualified) name, or the innermost definition around an anchor
+        `line` (the chunk around it when no definition encloses it).
+
+        Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
+        or a skipped binary is never served).
+        """
+        rel = self.relative(path)
+        row = self.store.file_rows().get(rel)
+        if row is None:
+            raise WorkspaceError(f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
+        chosen = ""
+        if symbol or line is not None:
+            start_line, end_line, chosen = self._definition_span(rel, row.id, symbol, line)
+        text = self.read_lines(rel, start_line, end_line)
+        first = 1 if start_line is None else start_line
+        return Expansion(rel, first, first + max(len(text.splitlines()), 1) - 1, text, chosen)
+
+    def _definition_span(self, rel: str, file_id: int, symbol: str, line: int | None) -> tuple[int, int, str]:
+        symbols = self.symbols([rel]).get(rel, [])
+        if symbol:
+            found = [s for s in symbols if s.qualified_name == symbol] or [s for s in symbols if s.name == symbol]
+            if not found:
+                raise WorkspaceError(f"{rel}: defines no symbol named {symbol!r}")
+            if len(found) > 1:
+                names = ", ".join(f"{s.qualified_name} (line {s.start_line})" for s in found[:10])
+                raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; pass the qualified name")
+            return found[0].start_line, found[0].end_line, found[0].qualified_name
+        assert line is not None
+        around = [s for s in symbols if s.start_line <= line <= s.end_line]
+        if around:
+            inner = min(around, key=lambda s: s.end_line - s.start_line)
+            return inner.start_line, inner.end_line, inner.qualified_name
+        table = self.store.chunk_table([file_id])
+        for start, end in zip(table.start_lines.tolist(), table.end_lines.tolist()):
+            if start <= line <= end:
+                return start, end, ""
+        raise WorkspaceError(f"{rel}: line {line} is outside the file")
+
+    def locate(self, text: str, *, identifier: bool = False, limit: int = 100) -> Located:
+        """Every line of the indexed chunks holding `text` exactly (case-sensitive), in path and line order.
+
+        Reads the search snapshot's copy of the chunks (no disk walk, so ignored and skipped files never
+        match). `identifier` matches whole identifiers only: `get` does not match `getUser`.
+        """
+        if not text.strip():
+            raise WorkspaceError("locate: the text to find is empty")
+        if "\n" in text:
+            raise WorkspaceError("locate: the text to find must be one line")
+        snap = self.searcher().snapshot()
+        table = snap.table
+        whole = re.compile(rf"(?<![\w$]){re.escape(text)}(?![\w$])") if identifier else None
+        hits: list[Location] = []
+        for row, chunk in enumerate(table.texts):
+            if text not in chunk or (snap.live is not None and not snap.live[row]):
+                continue
+            first = int(table.start_lines[row])
+            for offset, line_text in enumerate(chunk.splitlines()):
+                if whole is not None:
+                    match = whole.search(line_text)
+                    column = match.start() if match else -1
+                else:
+                    column = line_text.find(text)
+                if column >= 0:
+                    hits.append(Location(snap.chunk_paths[row], first + offset, column + 1, line_text, first,
+                                         int(table.end_lines[row]), table.breadcrumbs[row]))
+        hits.sort(key=lambda h: (h.path, h.line))
+        return Located(text, identifier, hits[:max(limit, 0)], len(hits))
 
     # ------------------------------------------------------------------ graph and ask (their own packages)
 
@@ -219,12 +367,32 @@ class Workspace:
         self.store.close()
 
 
+_STRATEGIES_KEY = "chunk_strategies"
+
+
+def _function_name(strategy: Strategy) -> str:
+    function = strategy.function
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+
+
 # ---------------------------------------------------------------------- one-shot functions
+
+
+def add_chunk_strategy(name: str, extensions: Iterable[str], function: ChunkStrategy) -> Strategy:
+    """Chunk files with these extensions with `function` in every workspace of this process, ahead of the
+    built-in chunkers and of workspace strategies (see `codeloupe.chunk.strategies.ChunkStrategy`). The index
+    re-chunks the files it claims on the next `Workspace.index`. With worker processes started by spawn (a
+    program running threads) the function travels by pickling: make it a module-level function."""
+    return register_strategy(name, list(extensions), function)
+
 
 
 def index_repo(root: Path | str, progress: ProgressFn | None = None, *, embed: bool = True,
                overrides: dict[str, Any] | None = None) -> IndexReport:
-    ws = Workspace(root, overrides=overrides)
+    return _index_closing(Workspace(root, overrides=overrides), progress, embed)
+
+
+def _index_closing(ws: Workspace, progress: ProgressFn | None, embed: bool) -> IndexReport:
     try:
         report = ws.index(progress)
         if embed:
@@ -232,6 +400,28 @@ def index_repo(root: Path | str, progress: ProgressFn | None = None, *, embed: b
         return report
     finally:
         ws.close()
+
+
+def is_remote_source(text: str) -> bool:
+    """An http(s) URL (of a .tar.gz) or `owner/repo@ref` that names no local folder."""
+    from codeloupe.remote import is_remote
+
+    return is_remote(text)
+
+
+def open_remote(source: str, settings: Settings | None = None, overrides: dict[str, Any] | None = None, *,
+                refresh: bool = False) -> Workspace:
+    """A remote repository's index as a `Workspace` (`codeloupe.remote.RemoteWorkspace`): search, graph and ask
+    work on it; its `index()` downloads the tarball when there is no index yet, or always with `refresh`."""
+    from codeloupe.remote import RemoteWorkspace
+
+    return RemoteWorkspace(source, settings, overrides, refresh=refresh)
+
+
+def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,
+                 overrides: dict[str, Any] | None = None) -> IndexReport:
+    """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""
+    return _index_closing(open_remote(source, overrides=overrides, refresh=True), progress, embed)
 
 
 def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code", limit: int = 12,

@@ -38,7 +38,7 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
     related.extend(_graph_neighbours(ws, snap, hits, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
                                      mode_mask=mask))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
-                  related=related, lanes=lanes, timing_ms={}, scope=scope)
+                  related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
 
 
 def _core_count(scores: list[float]) -> int:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import codecs
 import os
+import posixpath
 import stat
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +65,13 @@ class Candidate:
     abs_path: Path
     size: int
     mtime: float
+    # The identity discovery saw: the read refuses a different file put in its place (a swapped-in link).
+    device: int = 0
+    inode: int = 0
+
+    @classmethod
+    def from_stat(cls, rel_path: str, abs_path: Path, st: os.stat_result) -> Candidate:
+        return cls(rel_path, abs_path, st.st_size, st.st_mtime, st.st_dev, st.st_ino)
 
 
 @dataclass
@@ -79,14 +88,23 @@ class ReadResult:
     raw: bytes = b""
 
 
-def _check_root(root: Path) -> Path:
-    if not root.exists():
-        raise DiscoverError(f"{root}: no such directory")
-    if not root.is_dir():
+def check_root(root: Path) -> Path:
+    """The resolved workspace root, or a `DiscoverError` saying why it cannot be walked."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        raise DiscoverError(f"{root}: no such directory") from None
+    except OSError as exc:
+        raise DiscoverError(f"{root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
         raise DiscoverError(f"{root}: is a file, not a directory (pass the workspace folder)")
-    if not os.access(root, os.R_OK | os.X_OK):
-        raise DiscoverError(f"{root}: permission denied")
-    return root.resolve()
+    # Listing it is the real test: os.access answers yes to root, and ACLs or mounts can say no.
+    try:
+        with os.scandir(root) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise DiscoverError(f"{root}: {exc.strerror or exc}") from None
+    return Path(root).resolve()
 
 
 def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
@@ -94,6 +112,10 @@ def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    return _spec(lines)
+
+
+def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec | None:
     spec = pathspec.GitIgnoreSpec.from_lines(lines)
     return spec if len(spec.patterns) else None
 
@@ -108,6 +130,12 @@ class IgnoreRules:
 
     def enter(self, rel_dir: str, abs_dir: Path) -> None:
         specs = [s for s in (_load_spec(abs_dir / name) for name in IGNORE_FILE_NAMES) if s is not None]
+        if specs:
+            self._specs[rel_dir] = specs
+
+    def enter_texts(self, rel_dir: str, texts: list[str]) -> None:
+        """`enter` for a tree that is not on disk: the texts of the directory's ignore files."""
+        specs = [s for s in (_spec(text.splitlines()) for text in texts) if s is not None]
         if specs:
             self._specs[rel_dir] = specs
 
@@ -133,7 +161,7 @@ class IgnoreRules:
 
 def walk(root: Path, settings: Settings) -> Walk:
     """Every file under `root` that passes the path rules, sorted by path; skips counted by reason."""
-    root = _check_root(Path(root))
+    root = check_root(Path(root))
     rules = IgnoreRules(root, settings.ignore)
     out = Walk()
     stack: list[tuple[str, Path]] = [("", root)]
@@ -147,6 +175,10 @@ def walk(root: Path, settings: Settings) -> Walk:
             continue
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if not _is_utf8_name(entry.name):
+                # The index, the editor and every answer speak UTF-8 paths; such a name cannot be one.
+                out.skipped["name not utf-8"] += 1
+                continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -155,22 +187,19 @@ def walk(root: Path, settings: Settings) -> Walk:
             if stat.S_ISLNK(st.st_mode):
                 continue  # links are not followed: they escape the workspace or duplicate files in it
             if stat.S_ISDIR(st.st_mode):
-                if entry.name in SKIP_DIRS or entry.name.endswith(SKIP_DIR_SUFFIXES):
-                    out.skipped["skipped directory"] += 1
-                elif rules.ignored(rel, is_dir=True):
-                    out.skipped["ignored directory"] += 1
+                reason = _dir_skip_reason(entry.name, rel, rules)
+                if reason:
+                    out.skipped[reason] += 1
                 else:
                     stack.append((rel, Path(entry.path)))
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            reason = _path_skip_reason(entry.name, st.st_size, settings)
-            if not reason and rules.ignored(rel, is_dir=False):
-                reason = "ignored"
+            reason = _file_skip_reason(entry.name, rel, st.st_size, rules, settings)
             if reason:
                 out.skipped[reason] += 1
                 continue
-            out.candidates.append(Candidate(rel, Path(entry.path), st.st_size, st.st_mtime))
+            out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     out.candidates.sort(key=lambda c: c.rel_path)
     return out
 
@@ -182,20 +211,65 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     for a file new to the index.
     """
     root = Path(root)
+    if not _is_utf8_name(rel_path):
+        return "name not utf-8"
     parts = rel_path.split("/")
     rules = IgnoreRules(root, settings.ignore)
     rules.enter("", root)
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
-        if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
-            return "skipped directory"
-        if rules.ignored(rel_dir, is_dir=True):
-            return "ignored directory"
+        reason = _dir_skip_reason(name, rel_dir, rules)
+        if reason:
+            return reason
         rules.enter(rel_dir, root / rel_dir)
     path = root / rel_path
     if path.is_symlink() or not path.is_file():
         return "not a regular file"
-    reason = _path_skip_reason(parts[-1], path.stat().st_size, settings)
+    return _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, settings)
+
+
+def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None], settings: Settings) -> Walk:
+    """`walk` for a tree that is not on disk (a tarball's members): `files` maps each regular file's POSIX path
+    to its size, `ignore_text(rel_path)` gives an ignore file's text (None: no such file). The same directory,
+    ignore-file and name rules as `walk`; the candidates' `abs_path` is their relative path."""
+    rules = IgnoreRules(Path("."), settings.ignore)
+    verdicts: dict[str, str] = {}  # directory -> why it is skipped ("" when it is walked)
+    out = Walk()
+
+    def directory(rel_dir: str) -> str:
+        if rel_dir not in verdicts:
+            parent = posixpath.dirname(rel_dir)
+            reason = (directory(parent) if rel_dir else "") or (
+                _dir_skip_reason(posixpath.basename(rel_dir), rel_dir, rules) if rel_dir else "")
+            if not reason:
+                texts = [ignore_text(posixpath.join(rel_dir, name)) for name in IGNORE_FILE_NAMES]
+                rules.enter_texts(rel_dir, [t for t in texts if t is not None])
+            elif not (rel_dir and directory(parent)):  # counted once, where the skip starts, like `walk`
+                out.skipped[reason] += 1
+            verdicts[rel_dir] = reason
+        return verdicts[rel_dir]
+
+    for rel in sorted(files):
+        if directory(posixpath.dirname(rel)):
+            continue
+        reason = _file_skip_reason(posixpath.basename(rel), rel, files[rel], rules, settings)
+        if reason:
+            out.skipped[reason] += 1
+        else:
+            out.candidates.append(Candidate(rel, Path(rel), files[rel], 0.0))
+    return out
+
+
+def _dir_skip_reason(name: str, rel_dir: str, rules: IgnoreRules) -> str:
+    if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
+        return "skipped directory"
+    if rules.ignored(rel_dir, is_dir=True):
+        return "ignored directory"
+    return ""
+
+
+def _file_skip_reason(name: str, rel_path: str, size: int, rules: IgnoreRules, settings: Settings) -> str:
+    reason = _path_skip_reason(name, size, settings)
     if not reason and rules.ignored(rel_path, is_dir=False):
         reason = "ignored"
     return reason
@@ -216,20 +290,45 @@ def _path_skip_reason(name: str, size: int, settings: Settings) -> str:
     return ""
 
 
-def read_candidate(path: Path, settings: Settings) -> ReadResult:
-    """Read one file and apply the content rules. Never raises for a bad file: it returns a skip reason."""
+def _is_utf8_name(name: str) -> bool:
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return ReadResult(None, f"unreadable ({exc.strerror or exc})")
-    return decode_source(raw, settings)
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.scandir hands undecodable bytes over as lone surrogates
+        return False
+    return True
+
+
+class CandidateChanged(OSError):
+    """The path no longer names the file discovery saw (replaced, or swapped for a link)."""
+
+
+def read_candidate_bytes(candidate: Candidate) -> bytes:
+    """The file's bytes, refusing to follow a link and refusing a file that is not the one discovery saw.
+
+    Between the walk and this read the file may have been swapped for a symlink (to /etc/passwd, say):
+    O_NOFOLLOW refuses a link in the last component, and the identity check refuses anything else put in
+    its place, including through a directory swapped for a link.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(candidate.abs_path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CandidateChanged(f"{candidate.rel_path}: not a regular file")
+        if candidate.inode and (st.st_dev, st.st_ino) != (candidate.device, candidate.inode):
+            raise CandidateChanged(f"{candidate.rel_path}: replaced since it was discovered")
+        return fh.read()
 
 
 def decode_source(raw: bytes, settings: Settings) -> ReadResult:
+    """Apply the content rules. Never raises for bad bytes: an undecodable file is a counted skip."""
     if len(raw) > settings.max_file_bytes:
         return ReadResult(None, "too large", raw=raw)
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return _finish(raw, "utf-16", settings)
+        try:
+            return _finish(raw, "utf-16", settings)
+        except UnicodeDecodeError:  # a BOM followed by an odd byte count or a lone surrogate
+            return ReadResult(None, "not utf-16 (undecodable)", raw=raw)
     if b"\x00" in raw[:SNIFF_BYTES]:
         return ReadResult(None, "binary", raw=raw)
     try:

@@ -10,19 +10,30 @@ embedder fills vectors in afterwards (`codeloupe.embed.background`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
+import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
-from codeloupe.discover import Candidate, decode_source, path_skip_reason, walk
+from codeloupe.chunk.strategies import Strategy
+from codeloupe.discover import (
+    Candidate,
+    CandidateChanged,
+    decode_source,
+    path_skip_reason,
+    read_candidate_bytes,
+    walk,
+)
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
-from codeloupe.store import FileRow, Store
+from codeloupe.store import FileRow, Store, StoreRebuilt
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
 log = logging.getLogger("codeloupe.index")
@@ -35,8 +46,32 @@ def content_hash(raw: bytes) -> str:
 
 
 def index_workspace(root: Path, store: Store, settings: Settings,
-                    progress: ProgressFn | None = None) -> IndexReport:
+                    progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Bring the store up to date with the workspace on disk."""
+    def run() -> IndexReport:
+        return _index_workspace(root, store, settings, progress, strategies)
+
+    return _starting_over_on_damage(store, run, run)
+
+
+def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
+                             rebuild: Callable[[], IndexReport]) -> IndexReport:
+    """`run()`, unless it met a damaged index: the store then moved the file aside and started over empty
+    (a write raises `StoreRebuilt`, a read answers from the new file), and `rebuild()` fills it, so the
+    command that met the damage also repairs it."""
+    recoveries = store.recoveries
+    try:
+        report = run()
+    except StoreRebuilt as exc:
+        log.warning("%s", exc)
+    else:
+        if store.recoveries == recoveries:
+            return report
+    return rebuild()
+
+
+def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
+                     strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = walk(root, settings)
@@ -56,7 +91,8 @@ def index_workspace(root: Path, store: Store, settings: Settings,
             work.append((candidate, row))
     total = len(found.candidates)
     done = report.files_unchanged
-    for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings)):
+    for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
+                                                             strategies)):
         outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
@@ -66,6 +102,31 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
 
+    return _finish_report(report, store, skipped, started)
+
+
+def index_files(store: Store, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
+                skipped: Mapping[str, int], strategies: tuple[Strategy, ...] = (),
+                progress: ProgressFn | None = None) -> IndexReport:
+    """Bring the store up to date with a tree held in memory (a remote tarball's files, already past the path
+    rules): the same content rules, chunking and writes as `index_workspace`; paths not in `files` leave it."""
+    started = time.perf_counter()
+    report = IndexReport(root=label, index_path=str(store.path), files_seen=len(files))
+    counted = Counter(skipped)
+    existing = store.file_rows()
+    present = {candidate.rel_path for candidate, _ in files}
+    report.files_deleted = store.delete_files([path for path in existing if path not in present])
+    for done, (candidate, raw) in enumerate(files, 1):
+        row = existing.get(candidate.rel_path)
+        outcome = _apply(prepare_bytes(candidate, raw, _known_hash(row), settings, strategies), row, store, report)
+        if outcome:
+            counted[outcome] += 1
+        if progress and (done % 50 == 0 or done == len(files)):
+            progress(Progress("chunk", done, len(files), candidate.rel_path))
+    return _finish_report(report, store, counted, started)
+
+
+def _finish_report(report: IndexReport, store: Store, skipped: Counter[str], started: float) -> IndexReport:
     counts = store.counts()
     report.chunks, report.symbols = counts["chunks"], counts["symbols"]
     report.languages = store.language_counts()
@@ -74,8 +135,16 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     return report
 
 
-def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str]) -> IndexReport:
-    """Re-index just these files (saved, created or deleted): the editor's fast path."""
+def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+                strategies: tuple[Strategy, ...] = ()) -> IndexReport:
+    """Re-index just these files (saved, created or deleted): the editor's fast path. Damage met on the way
+    re-indexes the whole workspace into the new, empty index."""
+    return _starting_over_on_damage(store, lambda: _index_paths(root, store, settings, rel_paths, strategies),
+                                    lambda: _index_workspace(root, store, settings, None, strategies))
+
+
+def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+                 strategies: tuple[Strategy, ...]) -> IndexReport:
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
@@ -83,7 +152,11 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
     skipped: Counter[str] = Counter()
     for rel in sorted(set(rel_paths)):
         path = root / rel
-        if not path.is_file():
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):  # gone, or now a link or a directory: not indexed
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
             continue
         if rel not in existing:  # new to the index: the walk's rules decide whether it belongs in it
@@ -91,14 +164,13 @@ def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterabl
             if reason:
                 skipped[reason] += 1
                 continue
-        st = path.stat()
         report.files_seen += 1
-        candidate = Candidate(rel, path, st.st_size, st.st_mtime)
+        candidate = Candidate.from_stat(rel, path, st)
         row = existing.get(rel)
         if _is_current(candidate, row):
             report.files_unchanged += 1
             continue
-        outcome = _apply(prepare(candidate, _known_hash(row), settings), row, store, report)
+        outcome = _apply(prepare(candidate, _known_hash(row), settings, strategies), row, store, report)
         if outcome:
             skipped[outcome] += 1
     report.skipped = dict(skipped)
@@ -119,12 +191,23 @@ class Prepared:
     line_count: int = 0
 
 
-def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepared:
+def prepare(candidate: Candidate, known_hash: str, settings: Settings,
+            strategies: tuple[Strategy, ...] = ()) -> Prepared:
     """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index."""
     try:
-        raw = candidate.abs_path.read_bytes()
+        raw = read_candidate_bytes(candidate)
+    except CandidateChanged:
+        return Prepared(candidate, skip_reason="replaced since discovery")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link where discovery saw a file
+            return Prepared(candidate, skip_reason="replaced since discovery")
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
+    return prepare_bytes(candidate, raw, known_hash, settings, strategies)
+
+
+def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
+                  strategies: tuple[Strategy, ...] = ()) -> Prepared:
+    """`prepare` for bytes already in hand (read from disk, or from a tarball in memory)."""
     digest = content_hash(raw)
     if digest == known_hash:
         return Prepared(candidate, digest, same_content=True)
@@ -133,14 +216,15 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings) -> Prepar
         return Prepared(candidate, digest, skip_reason=decoded.skip_reason)
     text = decoded.text
     language = detect_language(candidate.rel_path, text[:200])
-    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget)
+    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies)
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
                     line_count=len(text.splitlines()))
 
 
-def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings) -> Iterator[Prepared]:
+def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
+                 strategies: tuple[Strategy, ...]) -> Iterator[Prepared]:
     """Prepare files in order; in worker processes when there are enough to pay for starting them."""
-    return map_in_workers(prepare, ((c, k, settings) for c, k in jobs), len(jobs), what="chunking")
+    return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking")
 
 
 def _known_hash(row: FileRow | None) -> str:

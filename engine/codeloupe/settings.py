@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import ipaddress
+import logging
 import math
 import os
 import sys
@@ -36,8 +37,14 @@ else:  # pragma: no cover - exercised only on 3.10
 
 USER_CONFIG_NAME = "config.toml"
 
+log = logging.getLogger("codeloupe.settings")
+
 # What a workspace's own files may set without the user's trust.
 WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes"})
+# What only the user sets, never a workspace's files, trusted or not: where remote repositories are fetched
+# from and how much of them the machine unpacks (they apply before any workspace exists).
+USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_download_bytes",
+                       "remote_max_unpacked_bytes", "remote_max_ratio", "remote_timeout_s"})
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
 
@@ -53,8 +60,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "embed_timeout_s": (0.01, 3600),
     "embed_threads": (0, 1024),  # more than the machine has cores is clamped where the threads start
     "chat_timeout_s": (0.01, 3600),
+    "remote_max_download_bytes": (1, 4 * 2**30),
+    "remote_max_unpacked_bytes": (1, 16 * 2**30),
+    "remote_max_ratio": (1, 100_000),
+    "remote_timeout_s": (0.01, 3600),
 }
-_URL_KEYS = ("embed_base_url", "chat_base_url")
+_URL_KEYS = ("embed_base_url", "chat_base_url", "remote_tarball_url", "remote_commit_url")
 _PATH_KEYS = ("cache_dir", "onnx_model_dir")  # relative paths are relative to the file that sets them
 
 USER = "user"
@@ -135,6 +146,13 @@ class Settings:
     chat_model: str = ""
     chat_api_key: str = ""
     chat_timeout_s: float = 60.0
+    # --- remote repositories (`codeloupe index owner/repo@ref`); {owner} {repo} {ref} are filled in
+    remote_tarball_url: str = "https://codeload.github.com/{owner}/{repo}/tar.gz/{ref}"
+    remote_commit_url: str = "https://api.github.com/repos/{owner}/{repo}/commits/{ref}"  # "" : do not ask
+    remote_max_download_bytes: int = 200 * 2**20  # the compressed tarball
+    remote_max_unpacked_bytes: int = 2**30  # every byte the tarball decompresses to
+    remote_max_ratio: int = 100  # decompressed / compressed, past the first 32 MiB
+    remote_timeout_s: float = 60.0
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
     # --- not settings: who set each value (absent: the default or the program), what a workspace did not get
@@ -319,6 +337,10 @@ def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Map
     ignored: list[tuple[str, tuple[str, ...]]] = []
     for label, table in files.items():
         where = str(root / label)
+        user_only = sorted(key for key in table if _normalise_key(key) in USER_ONLY)
+        if user_only:
+            log.warning("ignoring %s in %s: only your own settings may set them", ", ".join(user_only), where)
+            table = {key: value for key, value in table.items() if key not in user_only}
         if state != TRUSTED:
             unsafe = tuple(key for key, value in table.items()
                            if value is not None and not _workspace_safe(key, value, where))

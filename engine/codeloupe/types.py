@@ -169,6 +169,7 @@ class Bundle:
     lanes: list[LaneStatus]
     timing_ms: dict[str, float]
     scope: str = ""
+    revision: str = ""  # a remote index: the commit every path is at ("" for a folder on disk)
 
     @property
     def files(self) -> list[FileHit]:
@@ -183,3 +184,40 @@ class UsedDefinition:
     qualified_name: str
     start_line: int
     users: list[tuple[str, int]]  # (path, 1-based line of the use)
+
+
+# ------------------------------------------------------------------------------------- locate, expand
+
+
+@dataclass
+class Location:
+    """One exact occurrence found by `Workspace.locate`: the line it is on and the chunk around it."""
+
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based, in characters
+    text: str  # the whole line, without its newline
+    chunk_start_line: int
+    chunk_end_line: int
+    breadcrumb: str
+
+
+@dataclass
+class Expansion:
+    """Lines of an indexed file read verbatim from disk (`Workspace.expand`)."""
+
+    path: str
+    start_line: int  # 1-based, inclusive; clipped to the file
+    end_line: int
+    text: str
+    symbol: str = ""  # the qualified name when a symbol or an anchor line chose the span
+
+
+@dataclass
+class Located:
+    """What `Workspace.locate` found: the first `limit` locations and how many there are in all."""
+
+    text: str
+    identifier: bool
+    locations: list[Location]
+    total: int

@@ -17,7 +17,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet, Symbol
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
-    from codeloupe.ask.events import AskEvent, AskResult, Citation
+    from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
     from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
 
 JSON = dict[str, Any]
@@ -165,11 +165,22 @@ def citation(root: Path, cited: Citation) -> JSON:
             "path": cited.path, "startLine": cited.start_line, "endLine": cited.end_line, "text": cited.text}
 
 
+def answer_part(root: Path, part: AnswerPart) -> JSON:
+    """Plain text, or (ref and code) a span with its location: clients render only code parts as code."""
+    out: JSON = {"kind": part.kind, "text": part.text}
+    if part.citation is not None:
+        c = part.citation
+        out.update(path=c.path, startLine=c.start_line, endLine=c.end_line, language=c.language,
+                   location=location(root, c.path, c.start_line, c.end_line))
+    return out
+
+
 def ask_result(result: AskResult) -> JSON:
     root = Path(result.bundle.root)
     core_paths = {hit.path for hit in result.bundle.core}
     return {
         "answer": result.answer,
+        "parts": [answer_part(root, p) for p in result.parts],
         "citations": [citation(root, c) for c in result.citations],
         "uncited": [file_result(root, hit, hit.path in core_paths) for hit in result.uncited],
         "abstained": result.abstained, "fallback": result.fallback,
@@ -195,7 +206,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
     if bundle["related"]:
         lines.append("**Related**")
         lines += [f"- [{f['path']}]({_link(f['location'])}): {f['why']}" for f in bundle["related"]]
-    return {"answer": "\n".join(lines).rstrip() + "\n", "citations": [],
+    return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}
 

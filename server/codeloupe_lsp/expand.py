@@ -1,4 +1,4 @@
-"""`codeloupe/expand`: lines of a workspace file, verbatim from disk."""
+"""`codeloupe/expand`: lines of an indexed workspace file, verbatim from disk (`Workspace.expand`)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,6 @@ def register(server: CodeloupeServer) -> None:
         uri = read_uri(params.raw.get("uri"), f"{METHOD}: `uri`")
         span = params.range("range")
         folder, rel = ls.folder_for(uri)
-        if span is None:
-            text = await ls.engine(folder.ws.read_lines, rel)
-            line_count = len(text.splitlines())
-            return {"uri": uri, "range": lines_to_range(1, line_count), "text": text}
-        first, last = range_to_lines(*span)
-        text = await ls.engine(folder.ws.read_lines, rel, first, last)
-        last = first + max(len(text.splitlines()), 1) - 1  # a range past the end is clipped to the file
-        return {"uri": uri, "range": lines_to_range(first, last), "text": text}
+        first, last = range_to_lines(*span) if span is not None else (None, None)
+        found = await ls.engine(folder.ws.expand, rel, first, last)
+        return {"uri": uri, "range": lines_to_range(found.start_line, found.end_line), "text": found.text}

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import cattrs
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
@@ -21,6 +29,7 @@ from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.folders import Folder, Folders
+from codeloupe_lsp.framing import serve_stream
 from codeloupe_lsp.params import invalid
 
 log = logging.getLogger("codeloupe_lsp")
@@ -43,7 +52,14 @@ class _MalformedRequest:
 
 
 class CodeloupeProtocol(LanguageServerProtocol):
-    """pygls logs and drops a request whose params fail to structure; the client would wait forever."""
+    """pygls' protocol, with every request answered as LSP says.
+
+    pygls logs and drops a request whose params fail to structure, and every request after `shutdown`; the
+    client would wait forever. Those get -32602 and -32600; a request before `initialize` gets -32002."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initialize_seen = False
 
     def structure_message(self, data: dict[str, Any]):
         try:
@@ -59,6 +75,13 @@ class CodeloupeProtocol(LanguageServerProtocol):
             return _MalformedRequest(data["id"], data["method"], problem)
 
     def handle_message(self, message: Any) -> None:
+        method = getattr(message, "method", "")
+        if method and getattr(message, "id", None) is not None and self._refuse_out_of_lifecycle(message):
+            return
+        if method == lsp.INITIALIZE:
+            self.initialize_seen = True
+        elif not self.initialize_seen and method != lsp.EXIT:
+            return  # LSP: notifications before `initialize` are dropped
         if isinstance(message, _MalformedRequest):
             error = JsonRpcInvalidParams(message=f"{message.method}: invalid params: {message.problem}")
             self._send_response(message.id, None, error.to_response_error())
@@ -66,13 +89,37 @@ class CodeloupeProtocol(LanguageServerProtocol):
         super().handle_message(message)
 
 
+    def _refuse_out_of_lifecycle(self, request: Any) -> bool:
+        """Answer a request that comes before `initialize` or after `shutdown` with its LSP error."""
+        if self._shutdown:
+            error = JsonRpcInvalidRequest(message=f"{request.method}: the server is shut down (after `shutdown`"
+                                                  " only `exit` is accepted)")
+        elif not self.initialize_seen and request.method != lsp.INITIALIZE:
+            error = JsonRpcServerNotInitialized(message=f"{request.method}: the server is not initialized"
+                                                        " (send `initialize` first)")
+        else:
+            return False
+        self._send_response(request.id, None, error.to_response_error())
+        return True
+
+
 def _keep_raw(obj: dict[str, Any], cls: type) -> Any:
     return cls(**obj)
 
 
+def _exact_str(value: Any, _cls: type) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
 def _converter() -> cattrs.Converter:
-    """pygls turns untyped params into namedtuples, which rename keys like `from`; keep the JSON instead."""
+    """pygls turns untyped params into namedtuples, which rename keys like `from`; keep the JSON instead.
+
+    cattrs makes a string of anything (`{"query": 42}` searched for "42"): a string field takes only a
+    string, so mistyped params are -32602 as docs/protocol.md promises."""
     converter = default_converter()
+    converter.register_structure_hook(str, _exact_str)
     converter.register_structure_hook(JsonRPCRequestMessage, _keep_raw)
     converter.register_structure_hook(JsonRPCNotification, _keep_raw)
     return converter
@@ -87,6 +134,20 @@ class CodeloupeServer(LanguageServer):
         # The client's trust decision, fixed at initialize (a later settings push cannot grant trust).
         self.trusted = False
         self._warned: set[str] = set()
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio with a reader that survives framing errors (`codeloupe_lsp.framing`)."""
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(serve_stream(self._stop_event, reader, self.protocol))
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
 
     def shutdown(self) -> None:
         """Stop serving without waiting for worker threads (pygls would join them).
@@ -139,6 +200,8 @@ class CodeloupeServer(LanguageServer):
             return None
         if settings.ignored is not None:  # once per folder (the message names it), not on every reopen
             self.warn(settings.ignored.message(), once=True)
+        for warning in folder.ws.strategy_load.warnings:  # strategy files that are not run, and why
+            self.warn(warning, once=True)
         self.folders.add(folder)
         folder.request_full()
         return folder

@@ -21,6 +21,11 @@ end)
 local text = H.text(view)
 H.check(not text:find('No narrated answer', 1, true), 'the model answered:\n' .. text)
 H.check(text:find('Passwords are checked when a session logs in.', 1, true), 'the scripted prose is shown:\n' .. text)
+H.check(not text:find('INVENTED', 1, true), 'code the model wrote is never shown:\n' .. text)
+local fences = #vim.tbl_filter(function(line)
+  return line:match('^```') ~= nil
+end, vim.api.nvim_buf_get_lines(view, 0, -1, false))
+H.equal(fences, 2, 'one fenced block, the spliced span:\n' .. text)
 
 local cited = H.buffer_line(view, '- [1] `')
 local path, first = vim.api.nvim_buf_get_lines(view, cited - 1, cited, false)[1]:match('^%- %[1%] `(.-):(%d+)%-%d+`')

@@ -13,22 +13,33 @@ import {
     type ServerOptions,
     WorkDoneProgress,
 } from 'vscode-languageclient/node';
+import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
+import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
+import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
+import { openLspLocation } from './locations';
+import type { Match } from './match';
 import { Panel } from './panels';
-import type { AskEvent, AskResult, ReindexResult, SearchResult } from './protocol';
-import { AskRequest, GraphRequest, SearchRequest } from './protocol';
+import type { AskEvent, AskResult, ReindexResult } from './protocol';
+import { AskRequest, SearchRequest } from './protocol';
 import {
-    describeAskEvent,
-    prepareGraphPage,
     renderAnswer,
     renderBundle,
-    renderCommunities,
     renderError,
     renderStatus,
     renderWaiting,
 } from './render';
-import { runSearchPicker } from './search';
+import { runSearchPicker, type SearchPickerActions } from './search';
 import { resolveServerCommand, ServerNotFoundError } from './serverCommand';
-import { affectsEngine, affectsServerCommand, engineOptions, SECTION } from './settings';
+import {
+    affectsEnable,
+    affectsEngine,
+    affectsServerCommand,
+    CHAT_API_KEY_SECRET,
+    engineOptions,
+    isEnabled,
+    SECTION,
+    type SecretOptions,
+} from './settings';
 import { StatusItem } from './statusBar';
 
 /** The lens command the server puts on its code lenses; it is run here, never sent back to the server. */
@@ -37,13 +48,21 @@ export const SERVER_LENS_COMMAND = 'codeloupe.showLocations';
 /** The extension's own commands ("codeloupe.client.*": the server's executeCommand ids own "codeloupe.*"). */
 export const Commands = {
     search: 'codeloupe.client.search',
+    searchSymbol: 'codeloupe.client.searchSymbol',
     ask: 'codeloupe.client.ask',
+    askSelection: 'codeloupe.client.askSelection',
     graph: 'codeloupe.client.graph',
+    graphNode: 'codeloupe.client.graphNode',
+    graphPath: 'codeloupe.client.graphPath',
+    setChatApiKey: 'codeloupe.client.setChatApiKey',
+    openMatch: OPEN_MATCH_COMMAND,
     reindex: 'codeloupe.client.reindex',
     status: 'codeloupe.client.status',
     restart: 'codeloupe.client.restart',
     showLocations: 'codeloupe.client.showLocations',
 } as const;
+
+const DISABLED_REASON = 'codeloupe is turned off (the codeloupe.enable setting).';
 
 const UNTRUSTED_REASON = 'codeloupe is off in Restricted Mode: it would start a language server that reads every file ' +
     'of this workspace and run the configured server command. Trust the workspace to turn it on.';
@@ -58,8 +77,15 @@ export interface CodeloupeApi {
 class Controller implements vscode.Disposable {
     private readonly log = vscode.window.createOutputChannel('codeloupe', { log: true });
     private readonly status = new StatusItem(Commands.status);
-    private readonly results = new Panel('codeloupe.results', () => this.client);
+    // One panel per kind of page, so an answer never replaces the bundle being read (or the status).
+    private readonly bundlePanel = new Panel('codeloupe.bundle', () => this.client);
+    private readonly answerPanel = new Panel('codeloupe.answer', () => this.client);
+    private readonly statusPanel = new Panel('codeloupe.status', () => this.client);
     private readonly graph = new Panel('codeloupe.graph', () => this.client);
+    private readonly graphDetail = new Panel('codeloupe.graphDetail', () => this.client);
+    private readonly lastBundle = new BundleView('codeloupe.lastBundle');
+    private readonly secretOptions: SecretOptions = {};
+    private secretStorage: vscode.SecretStorage | undefined;
     private client: LanguageClient | undefined;
     private starting: Promise<LanguageClient | undefined> = Promise.resolve(undefined);
     unavailableReason: string | undefined;
@@ -70,11 +96,19 @@ class Controller implements vscode.Disposable {
                 const client = await this.requireClient();
                 return client === undefined ? undefined : run(client, ...args);
             });
+        this.secretStorage = context.secrets;
         context.subscriptions.push(
             this,
             command(Commands.search, (client) => this.search(client)),
-            command(Commands.ask, (client, query?: string) => this.ask(client, query)),
-            command(Commands.graph, (client) => this.showGraph(client)),
+            command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
+            command(Commands.ask, (client, query?: unknown) => this.ask(client, query)),
+            command(Commands.askSelection, (client) => this.ask(client, selectedText())),
+            command(Commands.graph, (client) => showGraphMap(client, this.graph)),
+            command(Commands.graphNode, (client, uri?: vscode.Uri) => showGraphNode(client, this.graphDetail, uri)),
+            command(Commands.graphPath, (client) => showGraphPath(client, this.graphDetail)),
+            command(Commands.openMatch, (client, match: Match) => openLspLocation(client, match.location, { preview: false }, match.anchorLine)),
+            vscode.commands.registerCommand(Commands.setChatApiKey, () => this.setChatApiKey()),
+            context.secrets.onDidChange((event) => (event.key === CHAT_API_KEY_SECRET ? this.reloadSecrets() : undefined)),
             command(Commands.reindex, (client) => this.reindex(client)),
             command(Commands.status, (client) => this.showStatus(client)),
             vscode.commands.registerCommand(Commands.restart, () => this.restart()),
@@ -96,8 +130,43 @@ class Controller implements vscode.Disposable {
     }
 
     start(): Promise<LanguageClient | undefined> {
-        this.starting = this.startClient();
+        if (!isEnabled()) {
+            this.unavailableReason = DISABLED_REASON;
+            this.status.show('$(circle-slash) codeloupe', DISABLED_REASON);
+            this.starting = Promise.resolve(undefined);
+            return this.starting;
+        }
+        this.starting = this.loadSecrets().then(() => this.startClient());
         return this.starting;
+    }
+
+    private async loadSecrets(): Promise<void> {
+        this.secretOptions.chatApiKey = (await this.secretStorage?.get(CHAT_API_KEY_SECRET)) || undefined;
+    }
+
+    private async reloadSecrets(): Promise<void> {
+        await this.loadSecrets();
+        await this.pushSettings();
+    }
+
+    /** Asks for the chat API key (hidden input) and keeps it in SecretStorage; an empty answer removes it. */
+    private async setChatApiKey(): Promise<void> {
+        const key = await vscode.window.showInputBox({
+            title: 'Codeloupe: Chat API Key',
+            prompt: 'The API key of the chat endpoint (codeloupe.chat.baseUrl). Stored in the OS keychain, never in settings. Empty: remove it.',
+            password: true,
+            ignoreFocusOut: true,
+        });
+        if (key === undefined || this.secretStorage === undefined) {
+            return;
+        }
+        if (key.trim() === '') {
+            await this.secretStorage.delete(CHAT_API_KEY_SECRET);
+        } else {
+            await this.secretStorage.store(CHAT_API_KEY_SECRET, key.trim());
+        }
+        await this.reloadSecrets();
+        void vscode.window.showInformationMessage(key.trim() === '' ? 'codeloupe: chat API key removed.' : 'codeloupe: chat API key stored.');
     }
 
     refuseUntrusted(): void {
@@ -149,13 +218,13 @@ class Controller implements vscode.Disposable {
         return {
             documentSelector: [{ scheme: 'file' }],
             // The server applies a repository's own endpoint, key and model settings only in a trusted workspace.
-            initializationOptions: { ...engineOptions(), trusted: vscode.workspace.isTrusted },
+            initializationOptions: { ...engineOptions(this.secretOptions), trusted: vscode.workspace.isTrusted },
             outputChannel: this.log,
             middleware: {
                 // The server may pull its settings: answer in the engine's names, as the init options do.
                 workspace: {
                     configuration: (params, token, next) => params.items.some((item) => item.section === SECTION)
-                        ? params.items.map((item) => (item.section === SECTION ? engineOptions() : null))
+                        ? params.items.map((item) => (item.section === SECTION ? engineOptions(this.secretOptions) : null))
                         : next(params, token),
                 },
                 provideCodeLenses: async (document, token, next) => (await next(document, token))?.map(convertLens),
@@ -226,30 +295,41 @@ class Controller implements vscode.Disposable {
         if (!vscode.workspace.isTrusted) {
             return;
         }
-        if (affectsServerCommand(event)) {
+        if (affectsEnable(event) || affectsServerCommand(event)) {
             await this.restart();
             return;
         }
+        if (affectsEngine(event)) {
+            await this.pushSettings();
+        }
+    }
+
+    private async pushSettings(): Promise<void> {
         const client = this.client;
-        if (client === undefined || !affectsEngine(event)) {
+        if (client === undefined) {
             return;
         }
-        await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: engineOptions() } });
+        await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: engineOptions(this.secretOptions) } });
         void this.status.refresh(client);
     }
 
+    /** The selection is the starting query, all of it: a pasted traceback is a query too. */
     private search(client: LanguageClient): void {
-        const editor = vscode.window.activeTextEditor;
-        const selected = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection) : '';
-        runSearchPicker(client, (result) => this.showBundle(result), selected.includes('\n') ? '' : selected.trim());
+        runSearchPicker(client, this.pickerActions, selectedText() ?? '');
     }
 
-    private showBundle(result: SearchResult): void {
-        this.results.show(`Codeloupe: ${result.query}`, (context) => renderBundle(context, result));
+    private searchSymbol(client: LanguageClient): void {
+        runSearchPicker(client, this.pickerActions, wordUnderCursor() ?? selectedText() ?? '');
     }
 
-    private async ask(client: LanguageClient, presetQuery?: string): Promise<void> {
-        const query = presetQuery ?? (await vscode.window.showInputBox({
+    private readonly pickerActions: SearchPickerActions = {
+        showBundle: (result) => this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result)),
+        remember: (result) => this.lastBundle.show(result),
+    };
+
+    /** `presetQuery`: the question when a caller passes one (menus pass a resource URI instead: ignored). */
+    private async ask(client: LanguageClient, presetQuery?: unknown): Promise<void> {
+        const query = (typeof presetQuery === 'string' ? presetQuery : undefined) ?? (await vscode.window.showInputBox({
             title: 'Codeloupe: Ask the Codebase',
             prompt: 'A question about this codebase, or a bug report',
             ignoreFocusOut: true,
@@ -257,21 +337,22 @@ class Controller implements vscode.Disposable {
         if (!query?.trim()) {
             return;
         }
-        const title = `Codeloupe: ${query}`;
-        this.results.show(title, (context) => renderWaiting(context, query));
+        const title = pageTitle(query);
+        this.answerPanel.show(title, (context) => renderWaiting(context, query));
         const progressToken = `codeloupe-ask-${randomUUID()}`;
         await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'codeloupe', cancellable: true }, async (progress, cancel) => {
             const listener = client.onProgress(WorkDoneProgress.type, progressToken, (value) => {
-                const event = value.kind === 'end' ? undefined : parseAskEvent(value.message);
-                if (event !== undefined) {
-                    const line = describeAskEvent(event);
+                const event = value.kind === 'report' ? parseAskEvent(value.message) : undefined;
+                const line: AskProgressLine | undefined = value.kind === 'begin' ? ASK_STARTED : event && describeAskEvent(event);
+                if (line !== undefined) {
                     progress.report({ message: line.status });
-                    this.results.post({ type: 'progress', ...line });
+                    this.answerPanel.post({ type: 'progress', ...line });
                 }
             });
             try {
                 const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken }, cancel);
-                this.results.show(title, (context) => renderAnswer(context, query, result));
+                this.answerPanel.show(title, (context) => renderAnswer(context, query, result));
+                this.lastBundle.show(result.bundle);
             } catch (error) {
                 await this.askFailed(client, query, error, cancel);
             } finally {
@@ -282,29 +363,22 @@ class Controller implements vscode.Disposable {
 
     /** A server without codeloupe/ask still answers with its retrieval bundle; other failures show in the view. */
     private async askFailed(client: LanguageClient, query: string, error: unknown, cancel: vscode.CancellationToken): Promise<void> {
-        const title = `Codeloupe: ${query}`;
+        const title = pageTitle(query);
         if (cancel.isCancellationRequested) {
-            this.results.show(title, (context) => renderError(context, title, 'Cancelled.'));
+            this.answerPanel.show(title, (context) => renderError(context, title, 'Cancelled.'));
             return;
         }
         if (error instanceof ResponseError && error.code === ErrorCodes.MethodNotFound) {
             try {
                 const bundle = await client.sendRequest(SearchRequest, { query }, cancel);
-                this.results.show(title, (context) => renderBundle(context, bundle, 'This server cannot narrate answers (no codeloupe/ask): here is the ranked bundle.'));
+                this.answerPanel.show(title, (context) => renderBundle(context, bundle, 'This server cannot narrate answers (no codeloupe/ask): here is the ranked bundle.'));
                 return;
             } catch (searchError) {
                 error = searchError;
             }
         }
         this.log.error(`ask failed: ${String(error)}`);
-        this.results.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
-    }
-
-    private async showGraph(client: LanguageClient): Promise<void> {
-        const graph = await client.sendRequest(GraphRequest, { mode: 'map', html: true });
-        const paths = new Map(graph.nodes.map((node) => [node.path, node.uri]));
-        const html = graph.html;
-        this.graph.show('Codeloupe: Graph', (context) => (html ? prepareGraphPage(context, html) : renderCommunities(context, graph)), paths);
+        this.answerPanel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
     }
 
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
@@ -318,36 +392,54 @@ class Controller implements vscode.Disposable {
     private async showStatus(client: LanguageClient): Promise<void> {
         const status = await this.status.refresh(client);
         if (status !== undefined) {
-            this.results.show('Codeloupe: Status', (context) => renderStatus(context, status));
+            this.statusPanel.show('Codeloupe: Status', (context) => renderStatus(context, status));
         }
     }
 
     dispose(): void {
         void this.stop();
         this.status.dispose();
-        this.results.dispose();
-        this.graph.dispose();
+        for (const panel of [this.bundlePanel, this.answerPanel, this.statusPanel, this.graph, this.graphDetail]) {
+            panel.dispose();
+        }
+        this.lastBundle.dispose();
         this.log.dispose();
     }
 }
 
-/** `report.message` of an ask progress report: one JSON event; anything else is shown as plain text. */
+/** A page title from a query: its first line, short. */
+function pageTitle(query: string): string {
+    const line = query.trim().split('\n', 1)[0];
+    return `Codeloupe: ${line.length > 60 ? `${line.slice(0, 59)}…` : line}`;
+}
+
+/** The active editor's selection, verbatim (newlines kept); undefined when nothing is selected. */
+function selectedText(): string | undefined {
+    const editor = vscode.window.activeTextEditor;
+    const text = editor && !editor.selection.isEmpty ? editor.document.getText(editor.selection) : '';
+    return text.trim() === '' ? undefined : text;
+}
+
+function wordUnderCursor(): string | undefined {
+    const editor = vscode.window.activeTextEditor;
+    const range = editor?.document.getWordRangeAtPosition(editor.selection.active);
+    return range === undefined ? undefined : editor?.document.getText(range);
+}
+
+/** `report.message` of an ask progress report: one JSON event (anything else is not an event and shows nothing). */
 function parseAskEvent(message: string | undefined): AskEvent | undefined {
-    if (!message) {
+    try {
+        const parsed: unknown = JSON.parse(message ?? '');
+        return typeof parsed === 'object' && parsed !== null && typeof (parsed as AskEvent).type === 'string' ? parsed as AskEvent : undefined;
+    } catch {
         return undefined;
     }
-    try {
-        const parsed: unknown = JSON.parse(message);
-        if (typeof parsed === 'object' && parsed !== null && typeof (parsed as AskEvent).type === 'string') {
-            return parsed as AskEvent;
-        }
-    } catch {
-        // Not JSON: fall through and show the text as it is.
-    }
-    return { type: 'message', message };
 }
 
 let controller: Controller | undefined;
+
+/** Exported so the client's tests can check which settings scopes reach the server. */
+export { engineOptions } from './settings';
 
 export function activate(context: vscode.ExtensionContext): CodeloupeApi {
     controller = new Controller();

@@ -9,25 +9,41 @@ export interface OpenOptions {
     preview: boolean;
 }
 
-export async function openAt(uri: vscode.Uri, range: vscode.Range | undefined, { preview }: OpenOptions): Promise<vscode.TextEditor> {
-    const editor = await vscode.window.showTextDocument(uri, {
+/**
+ * Opens `uri` with the cursor at the start of `anchorLine` (default: the span's first line) and nothing selected,
+ * so the next keystroke edits nothing by surprise; the span is revealed, then the cursor line if the span is taller
+ * than the view.
+ */
+export async function openAt(uri: vscode.Uri, span: vscode.Range | undefined, { preview }: OpenOptions, anchorLine?: number): Promise<vscode.TextEditor> {
+    const document = await vscode.workspace.openTextDocument(uri);
+    const line = Math.max(0, Math.min(anchorLine ?? span?.start.line ?? 0, document.lineCount - 1));
+    const cursor = new vscode.Position(line, document.lineAt(line).firstNonWhitespaceCharacterIndex);
+    const editor = await vscode.window.showTextDocument(document, {
         preview,
         preserveFocus: preview,
-        selection: range,
+        selection: new vscode.Range(cursor, cursor),
     });
-    if (range !== undefined) {
-        editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    if (span !== undefined) {
+        editor.revealRange(span, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     }
+    editor.revealRange(new vscode.Range(cursor, cursor), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
     return editor;
 }
 
-export function openLspLocation(client: LanguageClient, location: Location, options: OpenOptions): Promise<vscode.TextEditor> {
+export function openLspLocation(client: LanguageClient, location: Location, options: OpenOptions, anchorLine?: number): Promise<vscode.TextEditor> {
     const converter = client.protocol2CodeConverter;
-    return openAt(converter.asUri(location.uri), converter.asRange(location.range), options);
+    return openAt(converter.asUri(location.uri), converter.asRange(location.range), options, anchorLine);
 }
 
 /** Resolves a webview's open message: a URI, or a path relative to a workspace folder (the graph page). */
-export function messageTarget(client: LanguageClient, message: OpenMessage, pathToUri?: ReadonlyMap<string, string>): { uri: vscode.Uri; range?: vscode.Range } | undefined {
+export interface OpenTarget {
+    uri: vscode.Uri;
+    range?: vscode.Range;
+    /** 0-based line for the cursor, when the page named one inside the range. */
+    anchorLine?: number;
+}
+
+export function messageTarget(client: LanguageClient, message: OpenMessage, pathToUri?: ReadonlyMap<string, string>): OpenTarget | undefined {
     let uri: vscode.Uri | undefined;
     if (message.uri !== undefined) {
         uri = client.protocol2CodeConverter.asUri(message.uri);
@@ -46,7 +62,7 @@ export function messageTarget(client: LanguageClient, message: OpenMessage, path
         return undefined;
     }
     if (message.range !== undefined) {
-        return { uri, range: client.protocol2CodeConverter.asRange(message.range as Range) };
+        return { uri, range: client.protocol2CodeConverter.asRange(message.range as Range), anchorLine: message.anchor };
     }
     if (typeof message.line === 'number' && message.line >= 1) {
         const line = new vscode.Position(message.line - 1, 0);

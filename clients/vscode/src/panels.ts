@@ -58,7 +58,7 @@ export class Panel implements vscode.Disposable {
             return;
         }
         try {
-            await openAt(target.uri, target.range, { preview: false });
+            await openAt(target.uri, target.range, { preview: false }, target.anchorLine);
         } catch (error) {
             void vscode.window.showErrorMessage(`codeloupe: cannot open ${target.uri.toString()}: ${String(error)}`);
         }

@@ -10,6 +10,8 @@ export interface Snippet {
     /** 0-based line the snippet is centred on (the best-matching line). */
     anchorLine: number;
     truncated: boolean;
+    /** The innermost definition holding `anchorLine` ("" outside every definition); older servers omit it. */
+    anchorSymbol?: string;
 }
 
 export interface ChunkResult {
@@ -47,6 +49,8 @@ export interface LaneStatus {
 
 export interface SearchResult {
     query: string;
+    /** Sentences on how far to trust this answer (a partial lane, no good match); older servers omit it. */
+    notes?: string[];
     issueMode: boolean;
     mode: string;
     core: FileResult[];
@@ -76,8 +80,22 @@ export interface Citation {
     text: string;
 }
 
+/** One part of a narrated answer (docs/protocol.md): plain text, except `code` (verbatim from disk); `ref` and
+ * `code` carry their span. */
+export interface AnswerPart {
+    kind: 'prose' | 'heading' | 'note' | 'ref' | 'code' | string;
+    text: string;
+    path?: string;
+    startLine?: number;
+    endLine?: number;
+    language?: string;
+    location?: Location;
+}
+
 export interface AskResult {
     answer: string;
+    /** The answer in reading order; older servers omit it (then `answer` is rendered as markdown). */
+    parts?: AnswerPart[];
     citations: Citation[];
     uncited: FileResult[];
     abstained: boolean;
@@ -148,6 +166,62 @@ export interface GraphParams {
 
 export const GraphRequest = new RequestType<GraphParams, GraphMapResult, void>('codeloupe/graph');
 
+/** A file one node uses or is used by; `line` (1-based) is where the using file imports or first calls it. */
+export interface GraphNeighbour {
+    path: string;
+    uri: string;
+    kind: string;
+    symbols: string[];
+    line?: number;
+}
+
+export interface GraphNodeResult {
+    found?: true;
+    path: string;
+    uri: string;
+    community: number | string;
+    communityName?: string;
+    god: boolean;
+    imports: GraphNeighbour[];
+    importers: GraphNeighbour[];
+    external?: string[];
+    semantic: { path: string; uri: string; cosine: number }[];
+    symbols: string[];
+    chunks: { location: Location; text: string }[];
+}
+
+/** `codeloupe/graph` node for a file the graph does not hold (a README, a path that does not exist). */
+export interface GraphNodeMiss {
+    found: false;
+    node: string;
+    message: string;
+    suggestions: { path: string; uri: string }[];
+}
+
+export interface GraphHop {
+    source: string;
+    target: string;
+    kind: string;
+    /** `uses`: source uses target; `used-by`: target uses source; `similar`: read alike (docs/protocol.md). */
+    direction?: 'uses' | 'used-by' | 'similar' | string;
+    carriers: string[];
+    use?: Location;
+    definition?: Location;
+    cosine?: number;
+}
+
+export interface GraphPathResult {
+    from: string;
+    to: string;
+    found: boolean;
+    meetsInMiddle: boolean;
+    hops: GraphHop[];
+    note: string;
+}
+
+export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult | GraphNodeMiss, void>('codeloupe/graph');
+export const GraphPathRequest = new RequestType<GraphParams, GraphPathResult, void>('codeloupe/graph');
+
 /** Result of `workspace/executeCommand` `codeloupe.reindex`. */
 export interface ReindexResult {
     files: number;
@@ -161,6 +235,8 @@ export interface OpenMessage {
     uri?: string;
     path?: string;
     range?: Range;
+    /** 0-based line inside `range` for the cursor (the match), when not its first line. */
+    anchor?: number;
     line?: number;
 }
 

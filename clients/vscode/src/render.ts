@@ -3,16 +3,14 @@
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
 import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
-import type { AskEvent, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
+import { escapeRegExp, matchOf } from './match';
+import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
 
 export interface PageContext {
     nonce: string;
     /** The webview's own resource origin (`webview.cspSource`). */
     cspSource: string;
-}
-
-function escapeHtml(text: string): string {
-    return text.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch] ?? ch);
 }
 
 function contentSecurityPolicy({ nonce, cspSource }: PageContext): string {
@@ -34,18 +32,20 @@ function lastLine(range: Range): number {
     return range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
 }
 
-export function spanLabel(range: Range): string {
+function spanLabel(range: Range): string {
     const first = range.start.line + 1;
     const last = lastLine(range);
     return first === last ? `L${first}` : `L${first}-${last}`;
 }
 
-function linkAttributes(location: Location): string {
-    return `href="#" data-uri="${escapeHtml(location.uri)}" data-range="${escapeHtml(JSON.stringify(location.range))}"`;
+/** A link opens `location` with the cursor on `anchorLine` (0-based; default: the range's first line). */
+function linkAttributes(location: Location, anchorLine?: number): string {
+    const anchor = anchorLine === undefined ? '' : ` data-anchor="${anchorLine}"`;
+    return `href="#" data-uri="${escapeHtml(location.uri)}" data-range="${escapeHtml(JSON.stringify(location.range))}"${anchor}`;
 }
 
-function locationLink(location: Location, text: string, className = 'loc'): string {
-    return `<a class="${className}" ${linkAttributes(location)}>${escapeHtml(text)}</a>`;
+export function locationLink(location: Location, text: string, className = 'loc', anchorLine?: number): string {
+    return `<a class="${className}" ${linkAttributes(location, anchorLine)}>${escapeHtml(text)}</a>`;
 }
 
 const STYLE = `
@@ -53,6 +53,8 @@ body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size
 a { color: var(--vscode-textLink-foreground); text-decoration: none; cursor: pointer; }
 a:hover { text-decoration: underline; }
 pre { background: var(--vscode-textCodeBlock-background); padding: .5em; overflow-x: auto; }
+h1, h2, h3 { font-weight: 600; }
+h2 { border-bottom: 1px solid var(--vscode-widget-border, var(--vscode-panel-border)); padding-bottom: .2em; }
 code, pre { font-family: var(--vscode-editor-font-family); font-size: var(--vscode-editor-font-size); }
 .muted { opacity: .75; }
 .file { margin: 1em 0; }
@@ -62,7 +64,12 @@ code, pre { font-family: var(--vscode-editor-font-family); font-size: var(--vsco
 ul.map { list-style: none; padding-left: 0; }
 ul.map ul { list-style: none; padding-left: 1.2em; }
 td, th { text-align: left; padding: .1em .8em .1em 0; }
-`;
+.via { color: var(--vscode-descriptionForeground); font-style: italic; }
+#answer .prose, #answer .muted { white-space: pre-wrap; }
+.badge { color: var(--vscode-errorForeground); font-weight: 600; }
+.edge { color: var(--vscode-descriptionForeground); font-style: italic; }
+ol.hops li { margin: .3em 0; }
+${CODE_STYLE}`;
 
 // Runs in the webview. Links never navigate: file links become messages, anything else is inert.
 const CLIENT_SCRIPT = `
@@ -75,20 +82,27 @@ const CLIENT_SCRIPT = `
     const uri = anchor.getAttribute('data-uri');
     if (!uri) { return; }
     const range = anchor.getAttribute('data-range');
-    vscode.postMessage({ type: 'open', uri: uri, range: range ? JSON.parse(range) : undefined });
+    const line = anchor.getAttribute('data-anchor');
+    vscode.postMessage({ type: 'open', uri: uri, range: range ? JSON.parse(range) : undefined, anchor: line ? Number(line) : undefined });
   });
   window.addEventListener('message', function (event) {
     const message = event.data;
     if (!message || message.type !== 'progress') { return; }
     const status = document.getElementById('progress-status');
     if (status && typeof message.status === 'string') { status.textContent = message.status; }
+    const steps = document.getElementById('progress-steps');
+    if (steps && typeof message.step === 'string') {
+      const item = document.createElement('li');
+      item.textContent = message.step;
+      steps.appendChild(item);
+    }
     const draft = document.getElementById('progress-draft');
     if (draft && typeof message.delta === 'string') { draft.textContent += message.delta; }
   });
 }());
 `;
 
-function renderPage(context: PageContext, title: string, body: string): string {
+export function renderPage(context: PageContext, title: string, body: string): string {
     return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -105,52 +119,88 @@ ${body}
 </html>`;
 }
 
+/** The chunk's span and breadcrumb, a link that opens it at the chunk's match. */
 function renderChunkHeader(chunk: ChunkResult): string {
     const label = chunk.breadcrumb || chunk.name || chunk.kind;
-    return locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`);
+    return locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`, 'loc', chunk.snippet?.anchorLine);
 }
 
-function renderCoreFile(file: FileResult): string {
+function renderFileHeader(file: FileResult, tag: 'h3' | 'span'): string {
+    const via = file.via === 'graph' ? ' <span class="via">via graph</span>' : '';
+    return `<${tag}>${file.rank}. ${locationLink(file.location, file.path, 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
+}
+
+/** The bundle's files by path, to link the paths its `why` texts mention ("imported by app/auth.py"). */
+type KnownFiles = ReadonlyMap<string, Location>;
+
+function knownFiles(files: FileResult[]): KnownFiles {
+    return new Map(files.map((file) => [file.path, file.location]));
+}
+
+/** Escaped text with every known path in it a link. */
+function linkPaths(text: string, known: KnownFiles): string {
+    const paths = [...known.keys()].filter((candidate) => text.includes(candidate)).sort((a, b) => b.length - a.length);
+    if (paths.length === 0) {
+        return escapeHtml(text);
+    }
+    const pattern = new RegExp(`(${paths.map(escapeRegExp).join('|')})`);
+    return text.split(pattern).map((part, index) => {
+        const location = index % 2 === 1 ? known.get(part) : undefined;
+        return location === undefined ? escapeHtml(part) : locationLink(location, part);
+    }).join('');
+}
+
+function renderCoreFile(file: FileResult, known: KnownFiles): string {
     const chunks = file.chunks.map((chunk) => `<div class="chunk">${renderChunkHeader(chunk)}
-<pre><code>${escapeHtml(chunk.text)}</code></pre></div>`).join('\n');
-    return `<div class="file"><h3>${file.rank}. ${locationLink(file.location, file.path)}</h3>
-<div class="muted">${escapeHtml(file.why)}${file.via === 'graph' ? ' (via the import graph)' : ''}</div>
+${renderCodeBlock(chunk.text, file.language, {
+        firstLine: chunk.location.range.start.line + 1,
+        anchorLine: chunk.snippet === undefined ? undefined : chunk.snippet.anchorLine + 1,
+    })}</div>`).join('\n');
+    return `<div class="file">${renderFileHeader(file, 'h3')}
+<div class="muted">${linkPaths(file.why, known)}</div>
 ${chunks}</div>`;
 }
 
 /** RELATED files and uncited candidates: a map of links, no code. */
-function renderFileMap(files: FileResult[]): string {
+function renderFileMap(files: FileResult[], known: KnownFiles = knownFiles(files)): string {
     if (files.length === 0) {
         return '<p class="muted">None.</p>';
     }
     const items = files.map((file) => {
         const chunks = file.chunks.map((chunk) => `<li>${renderChunkHeader(chunk)}</li>`).join('');
-        return `<li>${locationLink(file.location, file.path)} <span class="muted">${escapeHtml(file.why)}</span>${chunks ? `<ul>${chunks}</ul>` : ''}</li>`;
+        return `<li>${renderFileHeader(file, 'span')} <span class="muted">${linkPaths(file.why, known)}</span>${chunks ? `<ul>${chunks}</ul>` : ''}</li>`;
     });
     return `<ul class="map">${items.join('\n')}</ul>`;
 }
 
-function renderLanes(result: SearchResult): string {
-    const notReady = result.lanes.filter((lane) => !lane.ready || lane.coverage < 1);
-    if (notReady.length === 0) {
-        return '';
+/** What the user should know about how far to trust a result: the server's notes, or (an older server without
+ * them) the lanes that did not see the whole workspace. */
+export function resultNotes(result: SearchResult): string[] {
+    if (result.notes !== undefined) {
+        return result.notes;
     }
-    const notes = notReady.map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim());
-    return `<p class="note">Partial index: ${escapeHtml(notes.join('; '))}</p>`;
+    const partial = result.lanes.filter((lane) => !lane.ready || lane.coverage < 1)
+        .map((lane) => `${lane.name}: ${Math.round(lane.coverage * 100)}% ${lane.note}`.trim());
+    return partial.length === 0 ? [] : [`Partial index: ${partial.join('; ')}`];
 }
 
-function renderBundleBody(result: SearchResult): string {
-    return `<h2>${escapeHtml(result.query)}</h2>
-${renderLanes(result)}
+function renderLanes(result: SearchResult): string {
+    return resultNotes(result).map((note) => `<p class="note">${escapeHtml(note)}</p>`).join('\n');
+}
+
+/** The bundle once: CORE files with their code, RELATED as a map; every file and chunk a link. */
+function renderBundleSections(result: SearchResult): string {
+    const known = knownFiles([...result.core, ...result.related]);
+    return `${renderLanes(result)}
 <h2 id="core">CORE (${result.core.length})</h2>
-${result.core.length > 0 ? result.core.map(renderCoreFile).join('\n') : '<p class="muted">No match.</p>'}
+${result.core.length > 0 ? result.core.map((file) => renderCoreFile(file, known)).join('\n') : '<p class="muted">No match.</p>'}
 <h2 id="related">RELATED (${result.related.length})</h2>
-${renderFileMap(result.related)}`;
+${renderFileMap(result.related, known)}`;
 }
 
 export function renderBundle(context: PageContext, result: SearchResult, note?: string): string {
     const noteHtml = note ? `<p class="note">${escapeHtml(note)}</p>` : '';
-    return renderPage(context, `codeloupe: ${result.query}`, noteHtml + renderBundleBody(result));
+    return renderPage(context, `codeloupe: ${result.query}`, `<h1>${escapeHtml(result.query)}</h1>\n${noteHtml}${renderBundleSections(result)}`);
 }
 
 function citationLocation(citation: Citation, span?: string): Location {
@@ -164,13 +214,36 @@ function citationLocation(citation: Citation, span?: string): Location {
     };
 }
 
+/** The engine closes a narrated answer with a plain list of the files it did not cite; the view lists them
+ * itself, as links (`uncited`), so that footer is left out rather than shown twice. */
+const UNCITED_FOOTER = '\n---\n**Also retrieved, not cited**';
+
+const sameCode = (a: string, b: string): boolean => a.replace(/\n$/, '') === b.replace(/\n$/, '');
+
 /** A markdown renderer for answers: no raw HTML, no images (nothing may load), `[[k]]` / `[[k:a-b]]` become
- * links to citation k, `file://...#L10-L20` links carry their range. */
+ * links to citation k, a cited span's caption (`path:a-b`) links to it, its code block is highlighted and numbered
+ * from the span's first line, and `file://...#L10-L20` links carry their range. */
 function answerMarkdown(citations: Citation[]): MarkdownIt {
-    const md = new MarkdownIt({ html: false, linkify: false });
+    const md: MarkdownIt = new MarkdownIt({
+        html: false,
+        linkify: false,
+        highlight: (code, language) => {
+            const citation = citations.find((candidate) => sameCode(candidate.text, code));
+            return citation === undefined ? '' : renderCodeBlock(code, language, { firstLine: citation.startLine });
+        },
+    });
     md.disable('image');
     md.validateLink = (url) => /^(file:|https?:|#)/i.test(url.trim());
     const byNumber = new Map(citations.map((citation) => [citation.k, citation]));
+    const byCaption = new Map(citations.map((citation) => [`${citation.path}:${citation.startLine}-${citation.endLine}`, citation]));
+    const defaultCodeInline = md.renderer.rules.code_inline;
+    md.renderer.rules.code_inline = (tokens, index, options, env, self) => {
+        const citation = byCaption.get(tokens[index].content);
+        if (citation !== undefined) {
+            return `<a class="loc" ${linkAttributes(citation.location)}><code>${escapeHtml(tokens[index].content)}</code></a>`;
+        }
+        return defaultCodeInline ? defaultCodeInline(tokens, index, options, env, self) : self.renderToken(tokens, index, options);
+    };
     md.inline.ruler.before('link', 'codeloupe_citation', (state, silent) => {
         const match = /^\[\[(\d+)(?::(\d+-\d+))?\]\]/.exec(state.src.slice(state.pos));
         if (match === null) {
@@ -225,49 +298,62 @@ function renderCitations(citations: Citation[]): string {
     return `<h2 id="citations">Cited</h2><ul class="map">${items.join('\n')}</ul>`;
 }
 
+/**
+ * An answer: the narration with its cited code, then the files it did not cite as links. Without a narration (no
+ * chat model, a model failure) or when the narrator abstained, the page is the ranked bundle itself, once.
+ */
 export function renderAnswer(context: PageContext, query: string, result: AskResult): string {
-    const notes: string[] = [];
-    if (result.fallback) {
-        notes.push(`No narration: ${result.fallback}. The answer below is the ranked bundle.`);
-    }
-    if (result.abstained) {
-        notes.push('The narrator abstained: the retrieved code did not answer the question. Every candidate is listed below.');
-    }
-    const body = `<h1>${escapeHtml(query)}</h1>
-${notes.map((note) => `<p class="note">${escapeHtml(note)}</p>`).join('\n')}
-<div id="answer">${answerMarkdown(result.citations).render(result.answer)}</div>
+    let body: string;
+    if (result.fallback || result.abstained) {
+        const note = result.fallback
+            ? `No narration (${result.fallback}): the ranked files for the question.`
+            : 'The retrieved code does not answer this question: the ranked files for it.';
+        body = `<p class="note">${escapeHtml(note)}</p>\n${renderBundleSections(result.bundle)}`;
+    } else if (result.parts !== undefined && result.parts.length > 0) {
+        // The parts end with the uncited files as linked refs: nothing to list a second time.
+        body = `<div id="answer">${result.parts.map(renderPart).join('')}</div>`;
+    } else {
+        const narration = result.answer.split(UNCITED_FOOTER)[0];
+        body = `<div id="answer">${answerMarkdown(result.citations).render(narration)}</div>
 ${renderCitations(result.citations)}
 <h2 id="uncited">Not cited (${result.uncited.length})</h2>
-${renderFileMap(result.uncited)}`;
-    return renderPage(context, `codeloupe: ${query}`, body);
+${renderFileMap(result.uncited, knownFiles([...result.bundle.core, ...result.bundle.related]))}`;
+    }
+    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>\n${body}`);
+}
+
+/** Prose and notes as escaped text; identifiers the engine kept in backticks become inline code. */
+function plainText(text: string): string {
+    return escapeHtml(text).replace(/`([^`\n]+)`/g, '<code>$1</code>');
+}
+
+/** One part of a narrated answer. Only `code` parts (spans read from disk) render as code, highlighted and
+ * numbered from their first line; nothing the model wrote is parsed as markdown or HTML. */
+function renderPart(part: AnswerPart): string {
+    const location = part.location;
+    switch (part.kind) {
+        case 'code': {
+            const caption = location ? locationLink(location, `${part.path}:${part.startLine}-${part.endLine}`) : '';
+            return `<div class="chunk">${caption}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
+        }
+        case 'ref':
+            return location ? `<a class="cite" ${linkAttributes(location)}>${escapeHtml(part.text)}</a>` : escapeHtml(part.text);
+        case 'heading':
+            return `<h3>${escapeHtml(part.text)}</h3>`;
+        default:
+            return `<span class="${part.kind === 'note' ? 'muted' : 'prose'}">${plainText(part.text)}</span>`;
+    }
 }
 
 export function renderWaiting(context: PageContext, query: string): string {
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
-<p id="progress-status" class="muted">Asking the codebase...</p>
+<p id="progress-status" class="muted">Asking the codebase…</p>
+<ol id="progress-steps" class="muted"></ol>
 <pre id="progress-draft"></pre>`);
 }
 
 export function renderError(context: PageContext, title: string, message: string): string {
     return renderPage(context, title, `<h1>${escapeHtml(title)}</h1><p class="error">${escapeHtml(message)}</p>`);
-}
-
-/** One `$/progress` ask event as a status line and (for `delta` events) answer text to append. */
-export function describeAskEvent(event: AskEvent): { status?: string; delta?: string } {
-    if (event.type === 'delta') {
-        const text = typeof event.text === 'string' ? event.text : typeof event.delta === 'string' ? event.delta : undefined;
-        return { status: 'Writing the answer...', delta: text };
-    }
-    const detail = typeof event.message === 'string' ? event.message : '';
-    const labels: Record<string, string> = {
-        retrieval: 'Retrieved the candidates',
-        plan: 'Planning',
-        agent: 'Exploring',
-        citation: 'Citing code',
-        done: 'Done',
-    };
-    const label = labels[event.type] ?? event.type;
-    return { status: detail ? `${label}: ${detail}` : label };
 }
 
 function folderRow(folder: FolderStatus): string {

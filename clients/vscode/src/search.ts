@@ -1,39 +1,30 @@
 // "Codeloupe: Search the Codebase": a QuickPick that queries codeloupe/search as you type.
 import * as vscode from 'vscode';
-import type { LanguageClient, Location } from 'vscode-languageclient/node';
+import type { LanguageClient } from 'vscode-languageclient/node';
 import { openLspLocation } from './locations';
+import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
-import { spanLabel } from './render';
+import { resultNotes } from './render';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
 export interface SearchItem extends vscode.QuickPickItem {
     /** Set on file items: where accepting (or highlighting) the item goes. */
-    location?: Location;
+    match?: Match;
     /** Set on the item that opens the whole bundle. */
     openBundle?: boolean;
 }
 
-/** The snippet's best line, trimmed: the anchor line when the server sent one, else the first non-blank line. */
-function snippetLine(file: FileResult): string {
-    const chunk = file.chunks[0];
-    if (chunk === undefined) {
-        return '';
-    }
-    const snippet = chunk.snippet;
-    const lines = (snippet?.text ?? chunk.text).split('\n');
-    const anchor = snippet ? lines[snippet.anchorLine - snippet.startLine] : undefined;
-    return (anchor?.trim() || lines.find((line) => line.trim() !== '')?.trim()) ?? '';
-}
-
+/** One row per file: the file, then the matching chunk's symbol and line; graph neighbours say so. */
 function fileItem(file: FileResult): SearchItem {
-    const symbol = file.symbols[0] ?? file.chunks[0]?.name ?? '';
+    const match = matchOf(file);
+    const viaGraph = file.via === 'graph';
     return {
-        label: `$(file-code) ${file.path}`,
-        description: [symbol, spanLabel(file.location.range)].filter((part) => part !== '').join(' · '),
-        detail: snippetLine(file),
-        location: file.location,
+        label: `${viaGraph ? '$(type-hierarchy)' : '$(file-code)'} ${file.path}`,
+        description: [viaGraph ? 'via graph' : '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
+        detail: match.line,
+        match,
         alwaysShow: true,
     };
 }
@@ -45,6 +36,7 @@ function searchItems(result: SearchResult): SearchItem[] {
     const items: SearchItem[] = [{
         label: '$(list-tree) Open the full bundle',
         description: `${result.core.length} core, ${result.related.length} related`,
+        detail: resultNotes(result).length === 0 ? undefined : `$(warning) ${resultNotes(result).join(' · ')}`,
         openBundle: true,
         alwaysShow: true,
     }];
@@ -55,8 +47,15 @@ function searchItems(result: SearchResult): SearchItem[] {
     return items;
 }
 
-/** Runs one search session; `showBundle` renders a whole result in the results panel. */
-export function runSearchPicker(client: LanguageClient, showBundle: (result: SearchResult) => void, initialQuery = ''): void {
+export interface SearchPickerActions {
+    /** Renders a whole result in the bundle panel. */
+    showBundle(result: SearchResult): void;
+    /** Keeps the result the user acted on (opened a file or the bundle) as the last bundle. */
+    remember(result: SearchResult): void;
+}
+
+/** Runs one search session. */
+export function runSearchPicker(client: LanguageClient, { showBundle, remember }: SearchPickerActions, initialQuery = ''): void {
     const picker = vscode.window.createQuickPick<SearchItem>();
     picker.title = 'Codeloupe: Search the Codebase';
     picker.placeholder = 'Describe what you are looking for, or paste a bug report';
@@ -113,18 +112,21 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         timer = setTimeout(() => void search(value), SEARCH_DEBOUNCE_MS);
     });
     picker.onDidChangeActive((active) => {
-        const location = active[0]?.location;
-        if (location !== undefined) {
-            void openLspLocation(client, location, { preview: true }).catch(() => undefined);
+        const match = active[0]?.match;
+        if (match !== undefined) {
+            void openLspLocation(client, match.location, { preview: true }, match.anchorLine).catch(() => undefined);
         }
     });
     picker.onDidAccept(() => {
         const chosen = picker.selectedItems[0] ?? picker.activeItems[0];
+        if (latest !== undefined && (chosen?.openBundle || chosen?.match !== undefined)) {
+            remember(latest);
+        }
         if (chosen?.openBundle && latest !== undefined) {
             showBundle(latest);
             picker.hide();
-        } else if (chosen?.location !== undefined) {
-            void openLspLocation(client, chosen.location, { preview: false });
+        } else if (chosen?.match !== undefined) {
+            void openLspLocation(client, chosen.match.location, { preview: false }, chosen.match.anchorLine);
             picker.hide();
         }
     });
@@ -133,8 +135,14 @@ export function runSearchPicker(client: LanguageClient, showBundle: (result: Sea
         picker.dispose();
     });
     picker.show();
-    if (initialQuery !== '') {
-        picker.value = initialQuery;
+    if (initialQuery.includes('\n')) {
+        // The input box holds one line: a multi-line selection (a traceback, a bug report) is searched whole and
+        // named in the placeholder; typing starts a new query.
+        const lines = initialQuery.trim().split('\n');
+        picker.placeholder = `Searching the ${lines.length} selected lines: ${lines[0].trim()} … (type to search something else)`;
         void search(initialQuery);
+    } else if (initialQuery.trim() !== '') {
+        picker.value = initialQuery.trim();
+        void search(initialQuery.trim());
     }
 }

@@ -11,21 +11,41 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['embed.apiKey', 'embedApiKey'],
     ['chat.baseUrl', 'chatBaseUrl'],
     ['chat.model', 'chatModel'],
+    ['chat.timeoutS', 'chatTimeoutS'],
     ['ignore', 'ignore'],
     ['chunkBudget', 'chunkBudget'],
 ];
 
+/**
+ * Settings that choose where code and keys are sent (or which model runs): honoured from the user's own settings
+ * only. A repository's `.vscode/settings.json` is its own input, like its `.codeloupe.toml`; the manifest scopes
+ * these `machine` so VS Code does not apply a workspace value either (docs/security.md).
+ */
+const USER_ONLY = new Set(['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model']);
+
 type EngineOptions = Record<string, unknown>;
 
+/** Where the chat API key lives: VS Code's SecretStorage (the OS keychain), never settings.json. */
+export const CHAT_API_KEY_SECRET = 'codeloupe.chat.apiKey';
+
+/** Options that never come from settings files. */
+export interface SecretOptions {
+    chatApiKey?: string;
+}
+
 /**
- * The options the user set explicitly (user, workspace or folder scope). Settings left at their default are not
- * sent, so the workspace's `.codeloupe.toml`, `[tool.codeloupe]` and `CODELOUPE_*` variables keep applying.
+ * The options the user set explicitly (user, workspace or folder scope; endpoints and models from the user's own
+ * settings only), plus the stored secrets. Settings left at
+ * their default are not sent, so the workspace's `.codeloupe.toml`, `[tool.codeloupe]` and `CODELOUPE_*` variables
+ * keep applying.
  */
-export function engineOptions(config: vscode.WorkspaceConfiguration = vscode.workspace.getConfiguration(SECTION)): EngineOptions {
-    const options: EngineOptions = {};
+export function engineOptions(secrets: SecretOptions, config: vscode.WorkspaceConfiguration = vscode.workspace.getConfiguration(SECTION)): EngineOptions {
+    const options: EngineOptions = secrets.chatApiKey ? { chatApiKey: secrets.chatApiKey } : {};
     for (const [key, option] of ENGINE_OPTIONS) {
         const inspected = config.inspect(key);
-        const explicit = inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
+        const explicit = USER_ONLY.has(key)
+            ? inspected?.globalValue
+            : inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
         if (explicit !== undefined) {
             options[option] = explicit;
         }
@@ -40,4 +60,13 @@ export function affectsEngine(event: vscode.ConfigurationChangeEvent): boolean {
 
 export function affectsServerCommand(event: vscode.ConfigurationChangeEvent): boolean {
     return event.affectsConfiguration(`${SECTION}.server.command`);
+}
+
+/** `codeloupe.enable`: off, the extension starts no server and its commands are disabled. */
+export function isEnabled(): boolean {
+    return vscode.workspace.getConfiguration(SECTION).get<boolean>('enable', true);
+}
+
+export function affectsEnable(event: vscode.ConfigurationChangeEvent): boolean {
+    return event.affectsConfiguration(`${SECTION}.enable`);
 }

@@ -18,7 +18,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Activates the extension the way VS Code would, after resetting the stub to `options`. */
 function activate(options) {
     probe.reset(options);
-    const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')) };
+    const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')),
+        secrets: probe.secretStorage() };
     const api = extension.activate(context);
     return {
         api,
@@ -124,16 +125,17 @@ describe('the extension against the real server', function () {
             picker.value = 'pass';
             picker.value = 'password';
             picker.value = 'check the password on login';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             assert.deepEqual(searches.calls.map((call) => call.params.query), ['check the password on login'], 'one request, for the last value');
             assert.ok(items[0].openBundle, 'the first item opens the whole bundle');
             const result = searches.calls[0].result;
+            assert.match(items[0].detail, /^\$\(warning\) Partial index: dense: 0%/, 'the picker says the dense lane saw nothing (provider none)');
             const auth = items.find((item) => item.label.includes('app/auth.py'));
             assert.ok(auth, `app/auth.py among ${items.map((item) => item.label)}`);
             const file = [...result.core, ...result.related].find((candidate) => candidate.path === 'app/auth.py');
-            assert.deepEqual(auth.location, file.location);
-            const first = file.location.range.start.line + 1;
-            assert.match(auth.description, new RegExp(`L${first}(-\\d+)?$`), 'the span, 1-based');
+            const chunk = file.chunks[0];
+            assert.deepEqual(auth.match.location, chunk.location);
+            assert.match(auth.description, new RegExp(`L${chunk.snippet.anchorLine + 1}$`), 'the anchor line, 1-based');
             assert.ok(auth.detail.length > 0 && !auth.detail.includes('\n'), 'a one-line snippet');
 
             await picker.highlight(auth);
@@ -142,15 +144,51 @@ describe('the extension against the real server', function () {
             assert.equal(preview.options.preview, true);
             assert.equal(preview.options.preserveFocus, true);
             assert.ok(preview.options.selection instanceof vscode.Range, 'a vscode.Range, converted from the LSP range');
-            assert.ok(sameRange(preview.options.selection, file.location.range));
+            assert.ok(preview.options.selection.isEmpty, 'nothing selected');
+            assert.equal(preview.options.selection.start.line, chunk.snippet.anchorLine);
+            assert.ok(preview.reveals.some((range) => sameRange(range, chunk.location.range)), 'the span is revealed');
 
             const shownBefore = probe.shown.length;
             await picker.accept(auth);
             const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
             assert.equal(opened.options.preview, false);
-            assert.ok(sameRange(opened.options.selection, file.location.range));
+            assert.ok(opened.options.selection.isEmpty);
+            assert.equal(opened.options.selection.start.line, chunk.snippet.anchorLine);
             assert.equal(picker.visible, false);
             assert.ok(picker.disposed);
+        } finally {
+            searches.restore();
+        }
+    });
+
+    it('search: a match deep in a chunk opens at its line with nothing selected and names its own symbol', async function () {
+        // app/billing.py is one chunk of five small functions; the match is the last one, far below the chunk's start.
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'refund the wombat surcharge';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const billing = items.find((item) => item.label.includes('app/billing.py'));
+            assert.ok(billing, `app/billing.py among ${items.map((item) => item.label)}`);
+            const result = searches.calls.at(-1).result;
+            const chunk = [...result.core, ...result.related].find((file) => file.path === 'app/billing.py').chunks[0];
+            const refund = lineOf(workspace.root, 'app/billing.py', 'def refund_wombat_surcharge');
+            assert.ok(chunk.location.range.start.line < refund - 10, `the chunk starts well above the match (${JSON.stringify(chunk.location.range)})`);
+            assert.ok(chunk.snippet.anchorLine >= refund, `the server's anchor is in the matching function (${chunk.snippet.anchorLine})`);
+            assert.match(billing.description, /^refund_wombat_surcharge · L\d+$/, 'the symbol that holds the match, not the chunk\'s first');
+            assert.equal(billing.description, `refund_wombat_surcharge · L${chunk.snippet.anchorLine + 1}`);
+            assert.match(billing.detail, /wombat/);
+
+            const shownBefore = probe.shown.length;
+            await picker.accept(billing);
+            const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
+            const selection = opened.options.selection;
+            assert.ok(selection.isEmpty, `nothing selected (was ${JSON.stringify(selection)})`);
+            assert.equal(selection.start.line, chunk.snippet.anchorLine, 'the cursor is on the matching line');
+            const anchorText = fs.readFileSync(path.join(workspace.root, 'app', 'billing.py'), 'utf8').split('\n')[chunk.snippet.anchorLine];
+            assert.equal(selection.start.character, anchorText.length - anchorText.trimStart().length, 'at the first non-blank character');
+            assert.ok(sameRange(opened.reveals.at(-1), selection), 'the cursor line is in view last');
         } finally {
             searches.restore();
         }
@@ -178,9 +216,9 @@ describe('the extension against the real server', function () {
             await vscode.commands.executeCommand('codeloupe.client.search');
             const picker = probe.quickPicks.at(-1);
             picker.value = 'hash a password with a salt';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.location) && picker.items);
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             await picker.accept(items.find((item) => item.openBundle));
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.bundle');
             assert.ok(panel, 'a results panel');
             const result = searches.calls.at(-1).result;
             view = await openWebview(browser, panel.webview.html);
@@ -217,26 +255,50 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[0].params.query, 'how is the login password checked');
             assert.equal(typeof asks.calls[0].params.workDoneToken, 'string');
             assert.ok(result.fallback, 'no chat model: the server says why it fell back');
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.answer');
             view = await openWebview(browser, panel.webview.html);
             const text = await view.page.$eval('body', (body) => body.textContent);
             assert.ok(text.includes(result.fallback), 'the fallback reason is shown, not an error');
             assert.ok(!(await view.page.$('.error')), 'no error block');
             const links = await view.links();
-            assert.ok(result.uncited.length > 0);
-            for (const file of result.uncited) {
-                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)), `uncited ${file.path} linked`);
+            const files = [...result.bundle.core, ...result.bundle.related];
+            assert.ok(files.length > 0);
+            for (const file of files) {
+                assert.ok(links.some((link) => link.uri === file.location.uri && sameRange(link.range, file.location.range)), `${file.path} linked`);
+                for (const chunk of file.chunks) {
+                    assert.ok(links.some((link) => link.uri === chunk.location.uri && sameRange(link.range, chunk.location.range)),
+                        `chunk ${chunk.breadcrumb} linked`);
+                }
             }
+            const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent));
+            for (const chunk of result.bundle.core.flatMap((file) => file.chunks)) {
+                assert.equal(code.filter((block) => block === chunk.text).length, 1, `CORE chunk ${chunk.breadcrumb} shown once, verbatim`);
+            }
+            const unlinked = await view.page.evaluate((paths) => {
+                const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+                const found = [];
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const inside = node.parentElement.closest('a, pre, title, script, style');
+                    if (!inside && paths.some((candidate) => node.textContent.includes(candidate))) {
+                        found.push(node.textContent.trim());
+                    }
+                }
+                return found;
+            }, files.map((file) => file.path));
+            assert.deepEqual(unlinked, [], 'every path on the page is a link');
+            assert.ok(!(await view.page.$('#uncited')), 'the bundle is not listed a second time');
             const target = result.uncited[0];
-            const selector = `#uncited ~ ul a[data-uri="${target.location.uri}"]`;
+            const selector = `h3 a[data-uri="${target.location.uri}"]`;
             const posted = await view.click(selector);
             assert.equal(posted.length, 1);
-            assert.deepEqual(posted[0], { type: 'open', uri: target.location.uri, range: posted[0].range });
+            assert.deepEqual(posted[0], { type: 'open', uri: target.location.uri, range: posted[0].range, anchor: posted[0].anchor });
             assert.ok(sameRange(posted[0].range, target.location.range));
             await panel.receive(posted[0]);
             const opened = probe.shown.at(-1);
             assert.equal(opened.uri.toString(), target.location.uri);
-            assert.ok(sameRange(opened.options.selection, target.location.range));
+            assert.ok(opened.options.selection.isEmpty, 'nothing selected');
+            assert.equal(opened.options.selection.start.line, target.location.range.start.line);
+            assert.ok(opened.reveals.some((range) => sameRange(range, target.location.range)), 'the span is revealed');
             assert.equal(opened.options.preview, false);
             assert.deepEqual(view.requests, [], 'the page made no network request');
             assert.deepEqual(await view.violations(), []);
@@ -250,6 +312,13 @@ describe('the extension against the real server', function () {
         }
     });
 
+    /** Takes the scripted chat model out of the settings again and stops it. */
+    async function stopChatModel(chat) {
+        await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
+        await waitForReady(client);
+        await chat.close();
+    }
+
     it('ask with a chat model renders the narration with every citation linked to its span, and streams progress', async function () {
         const chat = await startChatServer('Login hashes the given password and compares it with the stored hash [[1]]. ' +
             'The token comes from issue_token [[2]].');
@@ -258,7 +327,7 @@ describe('the extension against the real server', function () {
         try {
             await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
             await waitForReady(client);
-            const panel = panelOf('codeloupe.results');
+            const panel = panelOf('codeloupe.answer');
             const postedBefore = panel.posted.length;
             probe.answerInputBox('how does login check the password and issue a token');
             await vscode.commands.executeCommand('codeloupe.client.ask');
@@ -285,6 +354,79 @@ describe('the extension against the real server', function () {
         } finally {
             asks.restore();
             await view?.close();
+            await stopChatModel(chat);
+        }
+    });
+
+    it('ask shows only spliced code: code, HTML and links the model writes render as plain text or not at all', async function () {
+        const hostile = 'Login compares hashes [[1]].\n\n    def login():\n        return "INVENTED-indented"\n\n' +
+            'See <pre>INVENTED-pre</pre><script>document.title = "INVENTED-script"</script> and `login` but not ' +
+            '`return "INVENTED-inline"` or <img src=x onerror="document.title=1">.\n' +
+            '[click](javascript:alert("INVENTED-js")) <javascript:alert(1)> <b>bold</b>\n' +
+            '```python\nINVENTED-fenced\n```\n';
+        const chat = await startChatServer(hostile);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            probe.answerInputBox('how does login check the password');
+            await vscode.commands.executeCommand('codeloupe.client.ask');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
+            const page = await view.page.$eval('#answer', (answer) => ({
+                text: answer.textContent,
+                blocks: [...answer.querySelectorAll('pre')].map((pre) => pre.textContent),
+                inline: [...answer.querySelectorAll('code')].filter((code) => !code.closest('pre')).map((code) => code.textContent),
+                elements: [...answer.querySelectorAll('*')].map((element) => element.tagName.toLowerCase()),
+                links: [...answer.querySelectorAll('a')].map((a) => ({ href: a.getAttribute('href'), uri: a.getAttribute('data-uri') })),
+            }));
+            assert.ok(!page.text.includes('INVENTED'), page.text);
+            assert.deepEqual(page.blocks, result.citations.map((citation) => citation.text), 'only spliced spans are code blocks');
+            assert.deepEqual(page.inline, ['login']);
+            assert.deepEqual([...new Set(page.elements)].sort(), ['a', 'code', 'div', 'h3', 'pre', 'span']);
+            assert.ok(page.links.every((link) => link.href === '#' && link.uri.startsWith('file:')), JSON.stringify(page.links));
+            assert.ok(page.text.includes('click'), 'a link keeps its words');
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            asks.restore();
+            await view?.close();
+            await stopChatModel(chat);
+        }
+    });
+
+    it('ask progress says each step in words: retrieval, the plan, every part explored, citations', async function () {
+        // A pasted report of six lines or more is broad: the server fans out to agents, so every event kind streams.
+        const chat = await startChatServer('Login hashes the password and compares it with the stored hash [[1]].');
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const report = ['Traceback (most recent call last):', '  File "app/cli.py", line 9, in main', '    print(login(user, password, {}))',
+                '  File "app/auth.py", line 17, in login', '    raise PermissionError("invalid username or password")',
+                'PermissionError: invalid username or password', 'web login with the same password works'].join('\n');
+            const panel = panelOf('codeloupe.answer');
+            const postedBefore = panel?.posted.length ?? 0;
+            const progressBefore = probe.progress.length;
+            await vscode.commands.executeCommand('codeloupe.client.ask', report);
+            const posted = panelOf('codeloupe.answer').posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
+            const statuses = posted.map((message) => message.status);
+            assert.deepEqual(notified, statuses, 'the notification and the view say the same');
+            assert.equal(statuses[0], 'Retrieving code for the question…');
+            const steps = posted.map((message) => message.step).filter(Boolean);
+            assert.ok(steps.some((step) => /^Retrieved \d+ core files? and \d+ related$/.test(step)), steps.join('\n'));
+            assert.ok(steps.some((step) => /^Split the question into \d+ parts/.test(step)), steps.join('\n'));
+            assert.ok(steps.some((step) => /^Part \d+: "/.test(step)), `each part says what it explores:\n${steps.join('\n')}`);
+            assert.ok(steps.some((step) => /^Part \d+ (answered|gave up)/.test(step)), steps.join('\n'));
+            for (const status of statuses) {
+                assert.doesNotMatch(status, /^(message|retrieval|rerank|plan|agent|delta|citation|fallback|done)\b|[{}]|^Exploring$/,
+                    `a human label, not an event name or JSON: ${status}`);
+            }
+            assert.ok(!statuses.includes(report), 'the question is not echoed as a status');
+        } finally {
             await probe.changeSettings({ 'codeloupe.chat.baseUrl': '', 'codeloupe.chat.model': '' });
             await waitForReady(client);
             await chat.close();
@@ -303,7 +445,7 @@ describe('the extension against the real server', function () {
             probe.answerInputBox('where are session tokens issued');
             const errorsBefore = probe.messages.filter((message) => message.level === 'error').length;
             await vscode.commands.executeCommand('codeloupe.client.ask');
-            const html = panelOf('codeloupe.results').webview.html;
+            const html = panelOf('codeloupe.answer').webview.html;
             assert.match(html, /no codeloupe\/ask/);
             assert.match(html, /CORE \(\d+\)/);
             assert.match(html, /app\/tokens\.py/);
@@ -372,6 +514,196 @@ describe('the extension against the real server', function () {
         assert.equal(probe.shown.at(-1).options.selection.start.line, 3);
     });
 
+    it('the manifest: keybindings, context menus, enablement, enable and timeout settings, an icon, the sidebar view', function () {
+        const { contributes } = packageJson;
+        const commands = new Map(contributes.commands.map((command) => [command.command, command]));
+        for (const [id, command] of commands) {
+            if (id !== 'codeloupe.client.setChatApiKey') {
+                assert.match(command.enablement ?? '', /isWorkspaceTrusted/, `${id} is disabled in Restricted Mode`);
+            }
+        }
+        for (const id of ['codeloupe.client.search', 'codeloupe.client.ask', 'codeloupe.client.askSelection', 'codeloupe.client.searchSymbol']) {
+            assert.ok(contributes.keybindings.some((binding) => binding.command === id && binding.key && binding.mac), `${id} has a key`);
+        }
+        const menu = (where) => contributes.menus[where].map((entry) => entry.command);
+        assert.ok(menu('editor/context').includes('codeloupe.client.askSelection'));
+        assert.ok(menu('editor/context').includes('codeloupe.client.searchSymbol'));
+        assert.ok(menu('explorer/context').includes('codeloupe.client.graphNode'));
+        for (const entries of Object.values(contributes.menus)) {
+            for (const entry of entries) {
+                assert.ok(commands.has(entry.command), `${entry.command} in a menu is a contributed command`);
+            }
+        }
+        assert.equal(commands.get('codeloupe.client.askSelection').title, 'Ask about Selection');
+        assert.equal(commands.get('codeloupe.client.searchSymbol').title, 'Search for Symbol under Cursor');
+        const properties = contributes.configuration.properties;
+        assert.equal(properties['codeloupe.enable'].default, true);
+        assert.equal(properties['codeloupe.chat.timeoutS'].type, 'number');
+        assert.ok(!Object.keys(properties).some((key) => /^codeloupe\.chat\..*key/i.test(key)), 'no chat key in settings');
+        const root = path.resolve(__dirname, '..');
+        assert.ok(fs.readFileSync(path.join(root, packageJson.icon)).subarray(1, 4).toString() === 'PNG', 'a PNG icon');
+        const container = contributes.viewsContainers.activitybar[0];
+        assert.ok(fs.existsSync(path.join(root, container.icon)));
+        assert.deepEqual(contributes.views[container.id].map((view) => view.id), ['codeloupe.lastBundle']);
+    });
+
+    it('a multi-line selection (a pasted traceback) is searched and asked whole', async function () {
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const first = lineOf(workspace.root, 'app/auth.py', 'def login(');
+        await probe.setActiveEditor(file, new vscode.Range(first, 0, first + 4, 0));
+        const selected = vscode.window.activeTextEditor.document.getText(vscode.window.activeTextEditor.selection);
+        assert.equal(selected.split('\n').length, 5);
+        const searches = recordRequests(client, 'codeloupe/search');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            await waitFor('the search', () => searches.calls.length === 1 && picker.items.length > 0);
+            assert.equal(searches.calls[0].params.query, selected, 'the whole selection, newlines kept');
+            assert.match(picker.placeholder, new RegExp(`${selected.trim().split('\n').length} selected lines`));
+            picker.hide();
+            await vscode.commands.executeCommand('codeloupe.client.askSelection');
+            assert.equal(asks.calls.length, 1);
+            assert.equal(asks.calls[0].params.query, selected);
+            assert.ok(asks.calls[0].result, `answered: ${asks.calls[0].error}`);
+        } finally {
+            searches.restore();
+            asks.restore();
+            vscode.window.activeTextEditor = undefined;
+        }
+    });
+
+    it('search for the symbol under the cursor starts the picker with that name', async function () {
+        const line = lineOf(workspace.root, 'app/auth.py', 'return issue_token(username)');
+        const column = fs.readFileSync(path.join(workspace.root, 'app', 'auth.py'), 'utf8').split('\n')[line].indexOf('issue_token') + 3;
+        await probe.setActiveEditor(path.join(workspace.root, 'app', 'auth.py'), new vscode.Range(line, column, line, column));
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.searchSymbol');
+            const picker = probe.quickPicks.at(-1);
+            assert.equal(picker.value, 'issue_token');
+            const items = await waitFor('results', () => picker.items.some((item) => item.match) && picker.items);
+            assert.ok(items.some((item) => item.label.includes('app/tokens.py')), items.map((item) => item.label).join('\n'));
+            picker.hide();
+        } finally {
+            searches.restore();
+            vscode.window.activeTextEditor = undefined;
+        }
+    });
+
+    it('bundle, answer and status open in their own panels; the sidebar keeps the last bundle and opens at the match', async function () {
+        await vscode.commands.executeCommand('codeloupe.client.search');
+        const picker = probe.quickPicks.at(-1);
+        picker.value = 'refund the wombat surcharge';
+        const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+        await picker.accept(items.find((item) => item.openBundle));
+        probe.answerInputBox('where are session tokens issued');
+        await vscode.commands.executeCommand('codeloupe.client.ask');
+        await vscode.commands.executeCommand('codeloupe.client.status');
+        assert.equal(probe.treeViews['codeloupe.lastBundle'].description, 'where are session tokens issued', 'the last bundle is the answer\'s');
+        const bundle = panelOf('codeloupe.bundle');
+        const answer = panelOf('codeloupe.answer');
+        const status = panelOf('codeloupe.status');
+        assert.ok(bundle && answer && status);
+        assert.notEqual(bundle, answer);
+        assert.match(bundle.webview.html, /wombat/, 'the answer did not replace the bundle');
+        assert.match(status.webview.html, /Index status/);
+
+        const tree = probe.treeViews['codeloupe.lastBundle'];
+        await vscode.commands.executeCommand('codeloupe.client.search');
+        const again = probe.quickPicks.at(-1);
+        again.value = 'hash a password with a salt';
+        const rows = await waitFor('search results', () => again.items.some((item) => item.match) && again.items);
+        assert.equal(tree.description, 'where are session tokens issued', 'typing a query does not replace the last bundle');
+        await again.accept(rows.find((row) => row.match));
+        assert.equal(tree.description, 'hash a password with a salt', 'opening a result keeps its bundle in the sidebar');
+        const [core, related] = tree.provider.getChildren();
+        assert.deepEqual([core.label, related.label], ['CORE', 'RELATED']);
+        const files = [...tree.provider.getChildren(core), ...tree.provider.getChildren(related)];
+        assert.ok(files.length > 0);
+        const item = tree.provider.getTreeItem(files[0]);
+        assert.equal(item.command.command, 'codeloupe.client.openMatch');
+        const [match] = item.command.arguments;
+        await vscode.commands.executeCommand(item.command.command, ...item.command.arguments);
+        const opened = probe.shown.at(-1);
+        assert.equal(opened.uri.toString(), match.location.uri);
+        assert.ok(opened.options.selection.isEmpty);
+        assert.equal(opened.options.selection.start.line, match.anchorLine);
+    });
+
+    it('the chat API key is set by a command, kept in SecretStorage, sent to the server and never written to settings', async function () {
+        const sent = [];
+        const original = client.sendNotification;
+        client.sendNotification = function (type, params) {
+            if ((type.method ?? type) === 'workspace/didChangeConfiguration') {
+                sent.push(params);
+            }
+            return original.call(this, type, params);
+        };
+        const settingsBefore = JSON.stringify(vscode.workspace.getConfiguration('codeloupe').inspect('chat.model'));
+        try {
+            probe.answerInputBox('sk-test-0123');
+            await vscode.commands.executeCommand('codeloupe.client.setChatApiKey');
+            assert.equal(probe.secrets.get('codeloupe.chat.apiKey'), 'sk-test-0123');
+            assert.equal(sent.at(-1)?.settings.codeloupe.chatApiKey, 'sk-test-0123', 'the running server got the key');
+            assert.ok(!Object.keys(probe.settingsSnapshot()).some((key) => /apikey/i.test(key)), 'nothing written to settings');
+            assert.equal(JSON.stringify(vscode.workspace.getConfiguration('codeloupe').inspect('chat.model')), settingsBefore);
+            await waitForReady(client);
+            probe.answerInputBox('');
+            await vscode.commands.executeCommand('codeloupe.client.setChatApiKey');
+            assert.equal(probe.secrets.has('codeloupe.chat.apiKey'), false, 'an empty answer removes it');
+            assert.equal(sent.at(-1).settings.codeloupe.chatApiKey, undefined);
+        } finally {
+            delete client.sendNotification;
+            await waitForReady(client);
+        }
+    });
+
+    it('graph node and path views: a file with its neighbours, a route hop by hop, every file a link', async function () {
+        const tokens = path.join(workspace.root, 'app', 'tokens.py');
+        await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(tokens));
+        const panel = panelOf('codeloupe.graphDetail');
+        assert.ok(panel, 'a graph detail panel');
+        let view = await openWebview(browser, panel.webview.html);
+        try {
+            const text = await view.page.$eval('body', (body) => body.textContent);
+            assert.match(text, /Used by \(\d+\)/);
+            const links = await view.links();
+            assert.ok(links.some((link) => link.uri.endsWith('/app/auth.py')), 'app/auth.py, which uses it, is a link');
+            const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent).join(''));
+            assert.ok(code.includes('def issue_token('), 'its code, verbatim');
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            await view.close();
+        }
+
+        /** Runs Show Graph Path from -> to; the page's hops as text, and its links. */
+        const walk = async (from, to) => {
+            probe.answerInputBox(from);
+            probe.answerInputBox(to);
+            await vscode.commands.executeCommand('codeloupe.client.graphPath');
+            const page = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
+            try {
+                const hops = await page.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
+                return { hops, links: await page.links() };
+            } finally {
+                await page.close();
+            }
+        };
+        const forward = await walk('app/cli.py', 'app/tokens.py');
+        assert.ok(forward.hops.length >= 2, forward.hops.join('\n'));
+        assert.match(forward.hops[0], /^app\/cli\.py (imports|calls into) app\/auth\.py/, 'the user on the left, the used file on the right');
+        assert.match(forward.hops.at(-1), /^app\/auth\.py (imports|calls into) app\/tokens\.py .*defined at app\/tokens\.py:\d+/);
+        for (const file of ['app/cli.py', 'app/auth.py', 'app/tokens.py']) {
+            assert.ok(forward.links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
+        }
+        // Walked the other way the hops are "used-by": still drawn user first, as the code reads.
+        const backward = await walk('app/tokens.py', 'app/cli.py');
+        assert.match(backward.hops[0], /^app\/auth\.py (imports|calls into) app\/tokens\.py .*at app\/auth\.py:\d+/, backward.hops.join('\n'));
+        assert.match(backward.hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, backward.hops.join('\n'));
+    });
+
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
         const query = 'quokka zebracorn lookup table';
         const paths = async () => {
@@ -389,9 +721,34 @@ describe('the extension against the real server', function () {
         assert.equal(status.folders[0].files, reindexed.files);
     });
 
+    it('the status item recovers after two settings change at once while the index is ready', async function () {
+        // Each change re-opens the folder on the server; a status answer that lands while the folder is closed
+        // lists no folder at all (it did in 3 of 6 tries by hand). The item must keep polling until the re-opened
+        // index is ready, not stop at "0 files"; a few rounds make the race near certain.
+        this.timeout(120000);
+        try {
+            for (const [round, budget] of [3000, 3100, 3200, 3300].entries()) {
+                await waitForReady(client);
+                await Promise.all([
+                    probe.changeSettings({ 'codeloupe.chunkBudget': budget }),
+                    probe.changeSettings({ 'codeloupe.embed.model': `unused-model-${round}` }),
+                ]);
+                await waitForReady(client);
+                const { folders: [folder] } = await client.sendRequest('codeloupe/status', {});
+                assert.ok(folder.files > 0);
+                const expected = `$(search) codeloupe ${folder.files} files`;
+                await waitFor(`round ${round}: the status item to show "${expected}" (it shows "${probe.statusItems[0].text}" now)`,
+                    () => probe.statusItems[0].text === expected, 5000);
+            }
+        } finally {
+            await probe.changeSettings({ 'codeloupe.chunkBudget': 4000, 'codeloupe.embed.model': '' });
+            await waitForReady(client);
+        }
+    });
+
     it('the status item opens the index status view', async function () {
         await vscode.commands.executeCommand(probe.statusItems[0].command);
-        const html = panelOf('codeloupe.results').webview.html;
+        const html = panelOf('codeloupe.status').webview.html;
         assert.match(html, /Index status/);
         assert.ok(html.includes(workspace.root));
     });
@@ -473,6 +830,21 @@ describe('the extension when it cannot or must not start', function () {
         });
     });
 
+    it('codeloupe.enable off starts nothing and disables the commands; turning it on starts the server', async function () {
+        const session = activate({ folders: [workspace.root], settings: { 'codeloupe.enable': false, 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' } });
+        try {
+            assert.equal(await session.api.whenReady(), undefined);
+            assert.match(session.api.unavailableReason, /codeloupe\.enable/);
+            assert.equal(probe.statusItems[0].text, '$(circle-slash) codeloupe');
+            assert.ok(!probe.log.some((line) => line.includes('starting ')), 'no server process was started');
+            await probe.changeSettings({ 'codeloupe.enable': true });
+            const client = await session.api.whenReady();
+            assert.ok(client?.isRunning(), `started once enabled: ${session.api.unavailableReason}`);
+        } finally {
+            await session.close();
+        }
+    });
+
     it('an untrusted workspace starts nothing and says why, then starts once trusted', async function () {
         const session = activate({
             trusted: false,
@@ -512,13 +884,47 @@ describe('packaging', function () {
                 '--allow-missing-repository', '--out', vsix], { cwd: path.resolve(__dirname, '..'), stdio: 'pipe' });
             const bytes = fs.readFileSync(vsix);
             assert.equal(bytes.subarray(0, 2).toString(), 'PK', 'a zip file');
-            for (const name of ['extension/package.json', 'extension/out/extension.js', 'extension/readme.md', 'extension.vsixmanifest']) {
+            for (const name of ['extension/package.json', 'extension/out/extension.js', 'extension/readme.md', 'extension.vsixmanifest',
+                'extension/media/icon.png', 'extension/media/codeloupe.svg']) {
                 assert.ok(bytes.includes(Buffer.from(name)), `${name} in the .vsix`);
             }
             assert.ok(!bytes.includes(Buffer.from('extension/src/')), 'no sources in the .vsix');
             assert.ok(!bytes.includes(Buffer.from('extension/node_modules/')), 'dependencies are bundled, not shipped');
         } finally {
             fs.rmSync(outDir, { recursive: true, force: true });
+        }
+    });
+});
+
+describe('settings a repository cannot choose', function () {
+    const USER_ONLY = ['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model'];
+
+    /** A WorkspaceConfiguration whose every key has a user, a workspace and a folder value. */
+    function scopedConfig() {
+        return {
+            inspect: (key) => ({ key, globalValue: `user:${key}`, workspaceValue: `workspace:${key}`, workspaceFolderValue: `folder:${key}` }),
+        };
+    }
+
+    it('endpoints, models and keys come from the user scope only; other settings from the nearest scope', function () {
+        const options = extension.engineOptions({}, scopedConfig());
+        assert.equal(options.embedBaseUrl, 'user:embed.baseUrl', 'a .vscode/settings.json endpoint never pairs with the user key');
+        assert.equal(options.embedApiKey, 'user:embed.apiKey');
+        assert.equal(options.chatBaseUrl, 'user:chat.baseUrl');
+        assert.equal(options.embedProvider, 'user:embed.provider');
+        assert.equal(options.chunkBudget, 'folder:chunkBudget', 'harmless settings keep their folder value');
+        const workspaceOnly = { inspect: (key) => ({ key, workspaceValue: `workspace:${key}` }) };
+        const fromRepo = extension.engineOptions({}, workspaceOnly);
+        assert.equal(fromRepo.embedBaseUrl, undefined);
+        assert.equal(fromRepo.chatModel, undefined);
+        assert.equal(fromRepo.ignore, 'workspace:ignore');
+    });
+
+    it('the manifest keeps those settings (and the server command) out of workspace settings', function () {
+        const properties = packageJson.contributes.configuration.properties ?? packageJson.contributes.configuration[0].properties;
+        for (const key of [...USER_ONLY, 'server.command']) {
+            const scope = properties[`codeloupe.${key}`].scope;
+            assert.ok(scope === 'machine' || scope === 'application', `codeloupe.${key} has scope ${scope}`);
         }
     });
 });

@@ -74,6 +74,36 @@ def main() -> int:
     print(login(user, password, {}))
     return 0
 `,
+    'app/billing.py': `"""Invoices: totals, taxes and discounts."""
+
+
+def subtotal(lines: list[dict]) -> float:
+    """Sum of quantity times unit price."""
+    return sum(line["quantity"] * line["price"] for line in lines)
+
+
+def tax(amount: float, rate: float) -> float:
+    """Tax on an amount at a rate."""
+    return round(amount * rate, 2)
+
+
+def discount(amount: float, percent: float) -> float:
+    """An amount after a percentage discount."""
+    return amount * (1 - percent / 100)
+
+
+def total(lines: list[dict], rate: float, percent: float = 0.0) -> float:
+    """What the customer pays."""
+    net = discount(subtotal(lines), percent)
+    return net + tax(net, rate)
+
+
+def refund_wombat_surcharge(invoice: dict) -> float:
+    """Give back the wombat surcharge levied on late invoices."""
+    surcharge = invoice.get("wombat_surcharge", 0.0)
+    invoice["wombat_surcharge"] = 0.0
+    return surcharge
+`,
     'web/hash.js': `'use strict';
 const crypto = require('crypto');
 

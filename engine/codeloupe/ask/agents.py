@@ -18,6 +18,7 @@ from codeloupe.ask.chat import ChatError, ChatModel, ToolRequest
 from codeloupe.ask.events import AskEvent
 from codeloupe.ask.excerpts import Excerpt, Excerpts, chunk_text
 from codeloupe.ask.prompts import agent_messages, excerpt_index, planner_messages
+from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.shape import top_dir
 from codeloupe.ask.sources import Sources
 from codeloupe.store import FileRow
@@ -25,6 +26,8 @@ from codeloupe.store import FileRow
 MAX_AGENTS = 4
 MAX_TOOL_ROUNDS = 3
 TOOL_OUTPUT_CHARS = 6_000  # per tool call: one agent cannot flood its own context
+CUT_NOTE = "\n(cut: output limit)"
+NOTES_RESERVE = 500  # of each reply, for the notes around the excerpts (a cut head, the list of the rest)
 GET_FILE_MAX_LINES = 150
 SEARCH_MORE_FILES = 5
 GET_SYMBOL_MATCHES = 3
@@ -129,8 +132,43 @@ def make_plan(chat: ChatModel, question: str, excerpts: list[Excerpt]) -> tuple[
 # ------------------------------------------------------------------------------------------------ tools
 
 
+@dataclass(frozen=True)
+class Span:
+    """Lines of a workspace file a tool found, before it is numbered (only what is shown gets a number)."""
+
+    path: str
+    language: str
+    start_line: int
+    text: str
+    label: str
+
+    def lines(self) -> list[str]:
+        return self.text.splitlines(keepends=True)
+
+    @property
+    def end_line(self) -> int:
+        return self.start_line + max(len(self.lines()), 1) - 1
+
+
+def _rendered_chars(span: Span, lines: list[str]) -> int:
+    """What `Excerpt.render` of these lines costs, give or take the number's digits."""
+    width = len(str(span.start_line + len(lines)))
+    header = len(span.path) + len(span.label) + 40
+    return header + sum(width + 3 + len(line.rstrip("\n")) + 1 for line in lines)
+
+
+def cap_reply(text: str, limit: int = TOOL_OUTPUT_CHARS) -> str:
+    """Every tool reply fits the cap, whatever it holds (a single minified line included)."""
+    return text if len(text) <= limit else text[:limit - len(CUT_NOTE)] + CUT_NOTE
+
+
 class Tools:
-    """The agents' model-free tools. Every span they return is numbered in the shared excerpts."""
+    """The agents' model-free tools. Every span they show is numbered in the shared excerpts.
+
+    They read only what the index holds (so discovery's ignore rules apply: a gitignored file is not there),
+    never a file that looks like a secret, and only through paths that stay inside the workspace: a path
+    with `..`, an absolute path or one through a symbolic link is refused before anything is opened.
+    """
 
     def __init__(self, ws: Workspace, excerpts: Excerpts, sources: Sources, mode: str) -> None:
         self.ws = ws
@@ -141,74 +179,117 @@ class Tools:
         self._paths_by_id = {row.id: path for path, row in self._rows.items()}
 
     def run(self, request: ToolRequest) -> tuple[str, list[int]]:
-        """(text for the model, excerpt numbers it introduced)."""
+        """(text for the model, at most `TOOL_OUTPUT_CHARS`; excerpt numbers it introduced)."""
         args = request.arguments
+        if request.name == "search_more" and isinstance(args.get("query"), str) and args["query"].strip():
+            text, ks = self._search_more(args["query"])
+        elif request.name == "get_file" and isinstance(args.get("path"), str):
+            text, ks = self._get_file(args["path"], args.get("start_line"), args.get("end_line"))
+        elif request.name == "get_symbol" and isinstance(args.get("name"), str) and args["name"].strip():
+            text, ks = self._get_symbol(args["name"].strip())
+        else:
+            text, ks = f"error: unknown tool or bad arguments: {request.name}({request.raw_arguments})", []
+        return cap_reply(text), ks
+
+    def refusal(self, path: str) -> str:
+        """Why `path` may not be read ("" when it may): the same answer for every tool."""
+        parts = path.split("/")
+        if not path or path.startswith(("/", "~")) or "\\" in path or ":" in parts[0] or ".." in parts:
+            return "outside the workspace (give a path relative to the workspace root, without '..')"
+        if looks_secret(path):
+            return "refused: the file looks like a secret (keys, credentials, .env files are never shown)"
+        if path not in self._rows:
+            return "not an indexed file of the workspace"
         try:
-            if request.name == "search_more" and isinstance(args.get("query"), str) and args["query"].strip():
-                return self._search_more(args["query"])
-            if request.name == "get_file" and isinstance(args.get("path"), str):
-                return self._get_file(args["path"], args.get("start_line"), args.get("end_line"))
-            if request.name == "get_symbol" and isinstance(args.get("name"), str) and args["name"].strip():
-                return self._get_symbol(args["name"].strip())
-        except WorkspaceError as exc:
-            return f"error: {exc}", []
-        return f"error: unknown tool or bad arguments: {request.name}({request.raw_arguments})", []
+            if self.ws.relative(path) != path:
+                return "outside the workspace (a symbolic link)"
+        except WorkspaceError:
+            return "outside the workspace (a symbolic link)"
+        return ""
 
-    def _collect(self, spans: list[Excerpt]) -> tuple[str, list[int]]:
-        parts, ks, used = [], [], 0
-        for excerpt in spans:
-            text = excerpt.render()
-            if used + len(text) > TOOL_OUTPUT_CHARS:
-                parts.append("(more results cut: output limit)")
-                break
-            parts.append(text)
+    def _span(self, path: str, start: int, end: int, label: str) -> Span | str:
+        """Lines `start..end` of an indexed file, decoded as the indexer decoded them; or why not."""
+        refused = self.refusal(path)
+        if refused:
+            return refused
+        source = self.sources.get(path)
+        if source.lines is None:
+            return source.problem
+        if start > len(source.lines):
+            return f"lines {start}-{end} are outside the file (1-{len(source.lines)})"
+        return Span(path, self._rows[path].language, start, "".join(source.lines[start - 1:end]), label)
+
+    def _collect(self, spans: list[Span], origin: str) -> tuple[str, list[int]]:
+        """Number and render what fits. The first span is always shown, cut to its head when it alone is
+        over the cap (never nothing: the model needs code to cite); what does not fit is listed by name."""
+        if not spans:
+            return "no results", []
+        room = TOOL_OUTPUT_CHARS - NOTES_RESERVE - sum(len(_listed(s)) + 1 for s in spans[1:])
+        parts, ks, listed = [], [], []
+        for span in spans:
+            lines = span.lines()
+            if listed or (ks and _rendered_chars(span, lines) > room):
+                listed.append(span)
+                continue
+            kept = lines
+            while len(kept) > 1 and _rendered_chars(span, kept) > room:
+                kept = kept[:len(kept) * 3 // 4]
+            excerpt = self.excerpts.add(span.path, span.language, span.start_line,
+                                        span.start_line + len(kept) - 1, "".join(kept), span.label, origin)
+            parts.append(excerpt.render())
+            if len(kept) < len(lines):
+                parts.append(f"([{excerpt.k}] is the head of {span.label}, lines {span.start_line}-"
+                             f"{span.end_line}: output limit; get_file {span.path} from line "
+                             f"{excerpt.end_line + 1} reads on)")
             ks.append(excerpt.k)
-            used += len(text)
-        return "\n\n".join(parts) or "no results", ks
-
-    def _language(self, path: str) -> str:
-        row = self._rows.get(path)
-        return row.language if row else ""
-
-    def _read(self, path: str, start: int, end: int, label: str, origin: str) -> Excerpt:
-        """Read a span (trimmed to the output cap) and number it."""
-        rel = self.ws.relative(path)
-        lines = self.ws.read_lines(rel, start, end).splitlines(keepends=True)
-        while len(lines) > 1 and sum(map(len, lines)) > TOOL_OUTPUT_CHARS - 200:
-            lines.pop()
-        return self.excerpts.add(rel, self._language(rel), start, start + len(lines) - 1, "".join(lines), label,
-                                 origin)
+            room -= _rendered_chars(span, kept)
+        if listed:
+            parts.append("Also found (not shown: output limit; read them with get_file or get_symbol):\n"
+                         + "\n".join(_listed(s) for s in listed))
+        return "\n\n".join(parts), ks
 
     def _search_more(self, query: str) -> tuple[str, list[int]]:
         bundle = self.ws.search(query, mode=self.mode, limit=SEARCH_MORE_FILES)
         spans = []
         for hit in bundle.files[:SEARCH_MORE_FILES]:
-            texts = [(c, chunk_text(hit.path, c, self.sources)) for c in hit.chunks[:1]]
-            spans += [self.excerpts.add(hit.path, hit.language, c.start_line, c.end_line, text,
-                                        c.breadcrumb or c.name, "search_more") for c, text in texts if text]
-        return self._collect(spans)
+            if self.refusal(hit.path):
+                continue
+            for chunk in hit.chunks[:1]:
+                text = chunk_text(hit.path, chunk, self.sources)
+                if text:
+                    spans.append(Span(hit.path, hit.language, chunk.start_line, text,
+                                      chunk.breadcrumb or chunk.name))
+        return self._collect(spans, "search_more")
 
     def _get_file(self, path: str, start: Any, end: Any) -> tuple[str, list[int]]:
         first = start if isinstance(start, int) and start >= 1 else 1
         last = end if isinstance(end, int) and end >= first else first + GET_FILE_MAX_LINES - 1
-        last = min(last, first + GET_FILE_MAX_LINES - 1)
-        rel = self.ws.relative(path)
-        row = self._rows.get(rel)
-        if row is not None:
-            last = min(last, max(row.line_count, first))
-        return self._collect([self._read(rel, first, last, f"read of {rel}", "get_file")])
+        rel = path.strip().removeprefix("./")
+        span = self._span(rel, first, min(last, first + GET_FILE_MAX_LINES - 1), f"read of {rel}")
+        if isinstance(span, str):
+            return f"error: {path}: {span}", []
+        return self._collect([span], "get_file")
 
     def _get_symbol(self, name: str) -> tuple[str, list[int]]:
         rows = self.ws.store.symbol_rows()
         exact = [s for s in rows if name in (s.name, f"{s.parent}.{s.name}" if s.parent else s.name)]
         found = exact or [s for s in rows if name.lower() in (s.name.lower(), f"{s.parent}.{s.name}".lower())]
         spans = []
-        for symbol in found[:GET_SYMBOL_MATCHES]:
+        for symbol in found:
             path = self._paths_by_id.get(symbol.file_id)
-            if path is not None:
-                end = min(symbol.end_line, symbol.start_line + GET_FILE_MAX_LINES - 1)
-                spans.append(self._read(path, symbol.start_line, end, f"{symbol.kind} {symbol.name}", "get_symbol"))
-        return self._collect(spans) if spans else (f"no symbol named {name!r}", [])
+            if path is None:
+                continue
+            end = min(symbol.end_line, symbol.start_line + GET_FILE_MAX_LINES - 1)
+            span = self._span(path, symbol.start_line, end, f"{symbol.kind} {symbol.name}")
+            if isinstance(span, Span):
+                spans.append(span)
+            if len(spans) == GET_SYMBOL_MATCHES:
+                break
+        return self._collect(spans, "get_symbol") if spans else (f"no symbol named {name!r}", [])
+
+
+def _listed(span: Span) -> str:
+    return f"- {span.path} lines {span.start_line}-{span.end_line} ({span.label})"
 
 
 # ------------------------------------------------------------------------------------------------ agents

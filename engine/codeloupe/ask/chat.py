@@ -30,6 +30,12 @@ class ChatError(RuntimeError):
     """A model call failed; the message is the fallback reason."""
 
 
+# What a broken or hostile endpoint makes the client raise while it parses a reply (JSON that does not parse,
+# bytes that are not UTF-8): a failed call like any other, never a traceback. Cut connections arrive as
+# `openai.APIConnectionError`.
+_MALFORMED = (ValueError, UnicodeError)
+
+
 @dataclass(frozen=True)
 class ToolRequest:
     id: str
@@ -90,11 +96,14 @@ class ChatModel:
                 if time.monotonic() > deadline:
                     stream.close()
                     raise ChatError(f"chat model timed out after {limit:g}s")
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+                text = _delta_text(chunk)
+                if text:
+                    yield text
             failed = False
         except openai.OpenAIError as exc:
             raise ChatError(describe_error(exc, limit)) from exc
+        except _MALFORMED as exc:
+            raise ChatError(f"chat model sent a malformed stream: {_short(f'{type(exc).__name__}: {exc}')}") from exc
         finally:
             self._count(failed)
 
@@ -109,25 +118,69 @@ class ChatModel:
             extra: dict[str, Any] = {"tools": tools} if tools else {}
             response = self._client.chat.completions.create(
                 model=self.model, messages=messages, temperature=temperature, timeout=limit, **extra)
-            if not response.choices:
-                raise ChatError("chat model returned no choices")
-            message = response.choices[0].message
-            calls = [_tool_request(call) for call in (message.tool_calls or []) if call.type == "function"]
+            reply = _reply(response)
             failed = False
-            return ChatReply(content=message.content or "", tool_calls=calls)
+            return reply
         except openai.OpenAIError as exc:
             raise ChatError(describe_error(exc, limit)) from exc
+        except _MALFORMED as exc:
+            raise ChatError(f"chat model sent a malformed reply: {_short(f'{type(exc).__name__}: {exc}')}") from exc
         finally:
             self._count(failed)
 
 
+def _first_choice(response: Any, field_name: str) -> Any:
+    """`choices[0].<field_name>` of a parsed reply (None when there are no choices or the field is absent).
+    The client builds replies without validating them, so each level is checked: a wrong shape is a
+    `ChatError`, never an AttributeError later."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise ChatError("chat model sent a malformed reply: no list of choices")
+    if not choices:
+        return None
+    if not hasattr(choices[0], field_name):
+        raise ChatError(f"chat model sent a malformed reply: choices[0] is {type(choices[0]).__name__}")
+    found = getattr(choices[0], field_name)
+    if isinstance(found, (str, int, float, list, dict)):
+        raise ChatError(f"chat model sent a malformed reply: choices[0].{field_name} is {type(found).__name__}")
+    return found
+
+
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ChatError(f"chat model sent a malformed reply: {what} is {type(value).__name__}, not text")
+    return value
+
+
+def _delta_text(chunk: Any) -> str:
+    delta = _first_choice(chunk, "delta")
+    return "" if delta is None else _text(getattr(delta, "content", None), "the streamed content")
+
+
+def _reply(response: Any) -> ChatReply:
+    message = _first_choice(response, "message")
+    if message is None:
+        raise ChatError("chat model returned no choices")
+    calls = getattr(message, "tool_calls", None) or []
+    if not isinstance(calls, list):
+        raise ChatError("chat model sent a malformed reply: tool_calls is not a list")
+    return ChatReply(content=_text(getattr(message, "content", None), "the content"),
+                     tool_calls=[_tool_request(call) for call in calls if getattr(call, "type", None) == "function"])
+
+
 def _tool_request(call: Any) -> ToolRequest:
-    raw = call.function.arguments or ""
+    function = getattr(call, "function", None)
+    name = getattr(function, "name", None)
+    if not isinstance(name, str) or not isinstance(getattr(call, "id", None), str):
+        raise ChatError("chat model sent a malformed tool call")
+    raw = _text(getattr(function, "arguments", None), "a tool call's arguments")
     try:
         parsed = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError:
         parsed = {}
-    return ToolRequest(call.id, call.function.name, parsed if isinstance(parsed, dict) else {}, raw)
+    return ToolRequest(call.id, name, parsed if isinstance(parsed, dict) else {}, raw)
 
 
 def describe_error(exc: openai.OpenAIError, limit: float) -> str:

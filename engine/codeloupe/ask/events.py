@@ -22,6 +22,7 @@ class Citation:
     requested: tuple[int, int] | None = None  # the lines the model asked for, before snapping; None: whole
     snapped: bool = False  # widened to enclosing symbol edges
     changed: bool = False  # the file changed since it was indexed and the span was re-located
+    revision: str = ""  # a remote index: the commit the span was read at
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -29,19 +30,44 @@ class Citation:
         return out
 
 
+@dataclass(frozen=True)
+class AnswerPart:
+    """One part of an answer, in reading order. Only `code` parts are code, and their text is read from disk.
+
+    kind: prose (the model's words, sanitised to plain text: identifiers in backticks at most) | heading |
+    note (the engine's own words) | ref (a cited span named where its marker stood) | code (a spliced span).
+    Surfaces render `text` as plain text (escaped) and code parts as code; `markdown` is the same part as
+    markdown in which prose cannot form code, HTML, links or images.
+    """
+
+    kind: str
+    text: str
+    markdown: str
+    citation: Citation | None = None  # ref and code: the span (k is 0 for a bundle chunk nobody cited)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "text": self.text}
+        if self.citation is not None:
+            c = self.citation
+            out.update(k=c.k, path=c.path, start_line=c.start_line, end_line=c.end_line, language=c.language)
+        return out
+
+
 @dataclass
 class AskResult:
-    answer: str  # markdown: the model's prose with every cited span spliced in as a fenced block
+    answer: str  # markdown: the parts' markdown joined (prose, with every cited span as a fenced block)
     citations: list[Citation]
     uncited: list[FileHit]  # every candidate the answer did not cite, in rank order
     abstained: bool
     fallback: str | None  # why the plain bundle was returned instead of a narrated answer
     bundle: Bundle
     metrics: dict[str, Any] = field(default_factory=dict)
+    parts: list[AnswerPart] = field(default_factory=list)  # the answer as plain-text and code parts
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
+            "parts": [p.to_dict() for p in self.parts],
             "citations": [c.to_dict() for c in self.citations],
             "uncited": [dataclasses.asdict(f) for f in self.uncited],
             "abstained": self.abstained,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.sources import Sources
 from codeloupe.types import Bundle, ChunkHit
 
@@ -58,12 +59,16 @@ class Excerpts:
         self._by_k: dict[int, Excerpt] = {}
         self._by_span: dict[tuple[str, int, int], int] = {}
         self.omitted = 0  # bundle chunks left out of the prompt by the budget
+        self.withheld = 0  # bundle files never shown to a model because they look like secrets
 
     @classmethod
     def from_bundle(cls, bundle: Bundle, sources: Sources, budget_chars: int = PROMPT_BUDGET_CHARS) -> Excerpts:
         excerpts = cls()
         used = 0
         for hit in bundle.files:
+            if looks_secret(hit.path):  # indexed (not ignored) but still never shown to a model
+                excerpts.withheld += 1
+                continue
             for chunk in sorted(hit.chunks, key=lambda c: c.start_line):
                 text = chunk_text(hit.path, chunk, sources)
                 if text is None or used + len(text) > budget_chars:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from codeloupe.ask.excerpts import Excerpt
-from codeloupe.ask.splice import ABSTAIN
+from codeloupe.ask.prose import ABSTAIN
 
 CITATION_RULES = f"""\
 Rules:

@@ -1,42 +1,51 @@
-"""Markdown for what is not narrated: the plain bundle (every fallback) and the uncited-candidates footer."""
+"""Answer parts for what is not narrated: the plain bundle (every fallback) and the uncited-candidates footer."""
 
 from __future__ import annotations
 
-from codeloupe.ask.events import Citation
+from codeloupe.ask.events import AnswerPart, Citation
 from codeloupe.ask.excerpts import Excerpt
-from codeloupe.ask.splice import Dropped, SpanResolver, render_block
+from codeloupe.ask.splice import Dropped, SpanResolver, code_part, code_span, note_part
 from codeloupe.types import Bundle, FileHit
 
 
-def _file_line(hit: FileHit) -> str:
+def heading_part(text: str, markdown: str) -> AnswerPart:
+    return AnswerPart("heading", text, markdown)
+
+
+def map_line(hit: FileHit) -> list[AnswerPart]:
+    """`- path:a-b (symbols): why`, the location linked to the file's best span."""
+    span = f"{hit.path}:{hit.best_start_line}-{hit.best_end_line}"
     symbols = f" ({', '.join(hit.symbols[:6])})" if hit.symbols else ""
     why = f": {hit.why}" if hit.why else ""
-    return f"- `{hit.path}:{hit.best_start_line}-{hit.best_end_line}`{symbols}{why}"
+    where = Citation(0, hit.path, hit.best_start_line, hit.best_end_line, "", hit.language)
+    return [note_part("- "), AnswerPart("ref", span, code_span(span), where), note_part(f"{symbols}{why}\n")]
 
 
-def render_bundle(bundle: Bundle, resolver: SpanResolver) -> str:
+def bundle_parts(bundle: Bundle, resolver: SpanResolver) -> list[AnswerPart]:
     """CORE files with their chunks verbatim from disk, then RELATED files as a map."""
     if not bundle.files:
-        return f"No code in the index matches {bundle.query!r}.\n"
-    parts = []
-    if bundle.core:
-        parts.append("**Core files**\n")
+        return [note_part(f"No code in the index matches {bundle.query!r}.\n")]
+    parts = [heading_part("Core files", "**Core files**\n")] if bundle.core else []
     for hit in bundle.core:
-        parts.append(f"\n#### `{hit.path}`\n{hit.why}\n" if hit.why else f"\n#### `{hit.path}`\n")
+        parts.append(heading_part(hit.path, f"\n#### {code_span(hit.path)}\n"))
+        if hit.why:
+            parts.append(note_part(f"{hit.why}\n"))
         for chunk in sorted(hit.chunks, key=lambda c: c.start_line):
             excerpt = Excerpt(0, hit.path, hit.language, chunk.start_line, chunk.end_line, chunk.text,
                               chunk.breadcrumb)
             shown = resolver.read_span(excerpt, chunk.start_line, chunk.end_line, requested=None)
             if isinstance(shown, Citation):
-                parts.append(render_block(shown))
+                parts.append(code_part(shown))
             elif isinstance(shown, Dropped) and shown.note:
-                parts.append(f"\n{shown.note}\n")
+                parts.append(note_part(f"\n{shown.note}\n"))
     if bundle.related:
-        parts.append("\n**Related files**\n\n" + "\n".join(_file_line(hit) for hit in bundle.related) + "\n")
-    return "".join(parts)
+        parts.append(heading_part("Related files", "\n**Related files**\n\n"))
+        parts.extend(part for hit in bundle.related for part in map_line(hit))
+    return parts
 
 
-def render_footer(uncited: list[FileHit]) -> str:
+def footer_parts(uncited: list[FileHit]) -> list[AnswerPart]:
     if not uncited:
-        return ""
-    return "\n---\n**Also retrieved, not cited**\n\n" + "\n".join(_file_line(hit) for hit in uncited) + "\n"
+        return []
+    heading = heading_part("Also retrieved, not cited", "\n---\n**Also retrieved, not cited**\n\n")
+    return [heading, *(part for hit in uncited for part in map_line(hit))]

@@ -15,14 +15,14 @@ from typing import Any
 from codeloupe.api import Workspace
 from codeloupe.ask.agents import make_plan, run_agents
 from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
-from codeloupe.ask.events import AskEvent, AskResult
+from codeloupe.ask.events import AnswerPart, AskEvent, AskResult
 from codeloupe.ask.excerpts import Excerpts
 from codeloupe.ask.prompts import excerpt_index, narrator_messages, synthesis_messages
-from codeloupe.ask.render import render_bundle, render_footer
+from codeloupe.ask.render import bundle_parts, footer_parts
 from codeloupe.ask.rerank import rerank
 from codeloupe.ask.shape import classify
 from codeloupe.ask.sources import Sources
-from codeloupe.ask.splice import Piece, SpanResolver, Splicer
+from codeloupe.ask.splice import SpanResolver, Splicer, note_part, prose_part
 from codeloupe.types import Bundle
 
 MODES = ("code", "docs", "both")
@@ -55,9 +55,9 @@ class _Session:
         self.excerpts = Excerpts.from_bundle(bundle, self.sources)
         self.resolver = SpanResolver(self.excerpts, self.sources, whole_sections=self.mode == "docs")
 
-    def splice(self, deltas: Iterable[str]) -> Generator[AskEvent, None, tuple[Splicer, list[Piece]]]:
+    def splice(self, deltas: Iterable[str]) -> Generator[AskEvent, None, tuple[Splicer, list[AnswerPart]]]:
         splicer = Splicer(self.resolver)
-        pieces: list[Piece] = []
+        pieces: list[AnswerPart] = []
         first_token: float | None = None
         for delta in deltas:
             first_token = first_token or time.perf_counter()
@@ -71,44 +71,58 @@ class _Session:
             self.metrics["first_token_ms"] = round((first_token - self.started) * 1000, 1)
         return splicer, pieces
 
-    def _done(self, answer: str, *, citations: list | None = None, abstained: bool = False,
+    def _done(self, parts: list[AnswerPart], *, citations: list | None = None, abstained: bool = False,
               fallback: str | None = None) -> AskEvent:
         cited = {c.path for c in citations or []}
         self.metrics.update({
             "elapsed_ms": round((time.perf_counter() - self.started) * 1000, 1),
             "excerpts": len(self.excerpts), "excerpts_omitted": self.excerpts.omitted,
+            "excerpts_withheld": self.excerpts.withheld,
             "citations": len(citations or []), **{f"splice_{k}": v for k, v in sorted(self.resolver.stats.items())},
         })
         if self.chat is not None:
             self.metrics.update({"model_calls": self.chat.calls, "model_failures": self.chat.failures})
-        result = AskResult(answer=answer, citations=list(citations or []),
+        result = AskResult(answer="".join(p.markdown for p in parts), citations=list(citations or []),
                            uncited=[h for h in self.bundle.files if h.path not in cited], abstained=abstained,
-                           fallback=fallback, bundle=self.bundle, metrics=self.metrics)
+                           fallback=fallback, bundle=self.bundle, metrics=self.metrics, parts=parts)
         return AskEvent("done", result=result)
 
     def fallback(self, reason: str) -> Iterator[AskEvent]:
         yield AskEvent("fallback", {"reason": reason})
-        yield self._done(render_bundle(self.bundle, self.resolver), fallback=reason)
+        yield self._done(bundle_parts(self.bundle, self.resolver), fallback=reason)
 
-    def finish(self, splicer: Splicer, pieces: list[Piece]) -> Iterator[AskEvent]:
-        spliced = "".join(p.text for p in pieces)
+    def finish(self, splicer: Splicer, pieces: list[AnswerPart]) -> Iterator[AskEvent]:
         if splicer.abstained:
-            said = spliced.strip()
-            answer = f"{ABSTAINED_NOTE}\n\n" + (f"{said}\n\n" if said else "") + render_bundle(self.bundle,
-                                                                                           self.resolver)
-            yield self._done(answer, citations=splicer.citations, abstained=True)
+            said = _stripped(pieces)
+            parts = [note_part(f"{ABSTAINED_NOTE}\n\n"), *said, *([prose_part("\n\n")] if said else []),
+                     *bundle_parts(self.bundle, self.resolver)]
+            yield self._done(parts, citations=splicer.citations, abstained=True)
         elif not splicer.citations:
             yield from self.fallback(NO_CITATIONS)
         else:
             cited = {c.path for c in splicer.citations}
-            footer = render_footer([h for h in self.bundle.files if h.path not in cited])
-            yield self._done(spliced + footer, citations=splicer.citations)
+            footer = footer_parts([h for h in self.bundle.files if h.path not in cited])
+            yield self._done([*pieces, *footer], citations=splicer.citations)
 
 
-def _piece_events(piece: Piece) -> Iterator[AskEvent]:
-    if piece.citation is not None:
+def _stripped(parts: list[AnswerPart]) -> list[AnswerPart]:
+    """The parts without the whitespace around them (what a model said after abstaining)."""
+    kept = list(parts)
+    while kept and kept[0].kind == "prose" and not kept[0].text.strip():
+        kept.pop(0)
+    while kept and kept[-1].kind == "prose" and not kept[-1].text.strip():
+        kept.pop()
+    if kept and kept[0].kind == "prose":
+        kept[0] = prose_part(kept[0].text.lstrip())
+    if kept and kept[-1].kind == "prose":
+        kept[-1] = prose_part(kept[-1].text.rstrip())
+    return kept
+
+
+def _piece_events(piece: AnswerPart) -> Iterator[AskEvent]:
+    if piece.citation is not None and piece.kind == "code":
         yield AskEvent("citation", piece.citation.to_dict())
-    yield AskEvent("delta", {"text": piece.text, "kind": piece.kind})
+    yield AskEvent("delta", {"text": piece.markdown, "kind": piece.kind})
 
 
 def run_ask(ws: Workspace, question: str, *, mode: str = "code", agents: bool | None = None,

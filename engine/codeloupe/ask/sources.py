@@ -53,7 +53,7 @@ class Sources:
         row = self._row(path)
         try:
             rel = self._ws.relative(path)
-            raw = (self._ws.root / rel).read_bytes()
+            raw = self._ws.read_bytes(rel)
         except (WorkspaceError, OSError) as exc:
             return SourceFile(path, None, False, row, f"cannot read {path}: {exc}")
         decoded = decode_source(raw, self._ws.settings)

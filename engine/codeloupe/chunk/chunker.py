@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import PurePosixPath
 
 from codeloupe.chunk import skeleton as sk
 from codeloupe.chunk.languages import get_parser, is_doc_language
@@ -12,6 +14,7 @@ from codeloupe.chunk.legacy_php import is_legacy_php, legacy_php_plan
 from codeloupe.chunk.lines import Lines, PartitionError, line_windows, validate_partition
 from codeloupe.chunk.sections import CutPlan, asciidoc_plan, markdown_plan, rst_plan, section_pieces
 from codeloupe.chunk.specs import spec_for
+from codeloupe.chunk.strategies import Strategy, StrategyError, apply_strategy, strategy_for
 from codeloupe.chunk.syntax import Definition, DefinitionFinder, Piece, SyntaxChunker
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
@@ -26,11 +29,14 @@ GIANT_LINE_CHARS = 20_000
 _DOC_PLANS = {"markdown": markdown_plan, "rst": rst_plan, "asciidoc": asciidoc_plan, "text": rst_plan}
 
 
-def chunk_file(path: str, text: str, language: str, budget: int = 4000) -> ChunkedFile:
+def chunk_file(path: str, text: str, language: str, budget: int = 4000,
+               strategies: Sequence[Strategy] = ()) -> ChunkedFile:
     """Partition `text` into chunks of at most `budget` non-whitespace characters (see `validate_partition`).
 
-    Never raises: a missing grammar, a parse failure or a giant line falls back to line windows and says
-    why in `fallback_reason`. Every line lands in exactly one chunk.
+    A strategy claiming the file (registered through the API, or one of the workspace's trusted
+    `strategies`) chunks it instead of the built-ins. Never raises: a missing grammar, a parse failure, a
+    failing strategy or a giant line falls back to line windows and says why in `fallback_reason`. Every
+    line lands in exactly one chunk.
     """
     budget = max(1, int(budget))
     lines = Lines(text)
@@ -44,6 +50,10 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000) -> Chunk
         if longest > GIANT_LINE_CHARS:
             reason = f"giant line ({longest} characters)"
             pieces = _windows(lines, path, budget)
+        elif (strategy := strategy_for(path, strategies)) is not None:
+            pieces, reason = _strategy_pieces(strategy, path, lines, budget)
+            if language == "text":  # a format with its own strategy is structured text, not prose
+                language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
         else:
             pieces, definitions, skeleton, reason = _plan(path, lines, language, budget)
     except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
@@ -81,6 +91,15 @@ def _plan(path: str, lines: Lines, language: str, budget: int
     else:
         pieces = SyntaxChunker(lines, spec, definitions, budget).chunk(tree.root_node, path)
     return pieces, definitions, _code_skeleton(path, finder, tree.root_node, definitions), ""
+
+
+def _strategy_pieces(strategy: Strategy, path: str, lines: Lines, budget: int) -> tuple[list[Piece], str]:
+    try:
+        ranges = apply_strategy(strategy, lines.text, lines.lines)
+    except StrategyError as exc:
+        log.warning("chunk strategy %s failed on %s (%s); using line windows", strategy.name, path, exc)
+        return _windows(lines, path, budget), f"strategy {strategy.name}: {exc}"
+    return [Piece(start, end, "block", name, (path, name) if name else (path,)) for start, end, name in ranges], ""
 
 
 def _windows(lines: Lines, path: str, budget: int) -> list[Piece]:

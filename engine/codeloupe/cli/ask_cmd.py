@@ -23,7 +23,7 @@ from .search_cmd import render as render_bundle
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("ask", help="a walkthrough: model prose citing spans, code spliced from disk")
-    add_workspace_args(parser)
+    add_workspace_args(parser, remote=True)
     parser.add_argument("question", help="a question or a pasted bug report ('-' reads stdin)")
     parser.add_argument("--docs", action="store_const", const="docs", dest="mode", default="code",
                         help="docs-only walkthrough: whole sections in reading order")
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     chat.add_argument("--chat-base-url")
     chat.add_argument("--chat-model")
     chat.add_argument("--chat-timeout-s", type=float)
-    parser.set_defaults(func=run)
+    parser.set_defaults(remote_refresh=False, func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     chat_flags = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")}
     ws = open_workspace(args, **chat_flags)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         try:
             events = ws.ask(question, mode=args.mode, agents=args.agents, best=args.best)
         except AskError as exc:
@@ -81,6 +81,7 @@ def show(events: Iterable[AskEvent]) -> None:
         elif event.type == "citation":
             cited = Citation(**{**data, "requested": tuple(data["requested"]) if data["requested"] else None})
             out.print(f"[cyan]{cited.path}:{cited.start_line}-{cited.end_line}[/cyan]"
+                      + (f"  [dim]@ {cited.revision}[/dim]" if cited.revision else "")
                       + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
             out.print(Syntax(cited.text.rstrip("\n"), cited.language or "text", line_numbers=True,
                              start_line=cited.start_line, word_wrap=False))

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.discover import DiscoverError
+from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn
 from codeloupe.settings import SettingsError, load_settings
 from codeloupe.store import StoreError
@@ -18,8 +18,9 @@ from codeloupe.types import Progress
 from . import CliError
 
 
-def add_workspace_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="the workspace folder")
+def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
+    parser.add_argument("path", help="the workspace folder" + (
+        ", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
     group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
     group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     group.add_argument("--embed-model")
@@ -30,14 +31,20 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
 
 
 def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
-    """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top."""
-    root = Path(args.path)
-    if not root.exists():
-        raise CliError(f"{root}: no such directory")
-    if not root.is_dir():
-        raise CliError(f"{root}: is a file, not a directory (pass the workspace folder)")
+    """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
+    a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh)."""
     flags = {key: getattr(args, key, None) for key in
              ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
+    if hasattr(args, "remote_refresh") and is_remote_source(args.path):
+        try:
+            return open_remote(args.path, load_settings(None, {**flags, **overrides}), refresh=args.remote_refresh)
+        except (SettingsError, StoreError, WorkspaceError) as exc:
+            raise CliError(str(exc)) from exc
+    root = Path(args.path)
+    try:
+        check_root(root)  # before the settings files in it are read: an unreadable root is one clear line
+    except DiscoverError as exc:
+        raise CliError(str(exc)) from exc
     try:
         settings = load_settings(root, {**flags, **overrides})
         ws = Workspace(root, settings)
@@ -45,13 +52,18 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
         raise CliError(str(exc)) from exc
     if settings.ignored is not None:
         print(settings.ignored.message(), file=sys.stderr)
+    for warning in ws.strategy_load.warnings:
+        print(warning, file=sys.stderr)
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws
 
 
-def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
-    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise."""
+def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_stale: bool = False):
+    """Chunk what changed, then compute missing vectors; a progress bar on a terminal, nothing otherwise.
+
+    An index that cannot be written (a full disk) is an error for `codeloupe index`; a command that only
+    needs to read it (`answer_stale`) warns and answers from the index as it stands."""
     from codeloupe.embed import EmbeddingError
 
     try:
@@ -64,8 +76,13 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False):
                 except EmbeddingError as exc:
                     # The lexical and symbol lanes still answer; the result says the dense lane is not ready.
                     print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
-    except DiscoverError as exc:
+    except (DiscoverError, RemoteError) as exc:
         raise CliError(str(exc)) from exc
+    except StoreError as exc:
+        if not answer_stale:
+            raise CliError(str(exc)) from exc
+        print(f"codeloupe: warning: {exc}", file=sys.stderr)
+        return None, None
     return report, embedded
 
 

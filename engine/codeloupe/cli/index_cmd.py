@@ -11,10 +11,10 @@ from .common import add_workspace_args, index_workspace, open_workspace
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("index", help="index a workspace (incremental)")
-    add_workspace_args(parser)
+    add_workspace_args(parser, remote=True)
     parser.add_argument("--no-embed", action="store_true", help="chunk only; compute vectors later")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run)
+    parser.set_defaults(remote_refresh=True, func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from .common import add_workspace_args, index_workspace, open_workspace
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("search", help="search a workspace: CORE files in full, RELATED as a map")
-    add_workspace_args(parser)
+    add_workspace_args(parser, remote=True)
     parser.add_argument("query", help="a question, an identifier, or a pasted bug report ('-' reads stdin)")
     docs = parser.add_mutually_exclusive_group()
     docs.add_argument("--docs", action="store_const", const="docs", dest="mode", help="search docs only")
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
-    parser.set_defaults(func=run, mode="code")
+    parser.set_defaults(remote_refresh=False, func=run, mode="code")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         scope = ws.relative(args.scope) if args.scope else ""
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
@@ -56,6 +56,8 @@ def render(bundle: Bundle) -> None:
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
                       + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
+    if bundle.revision:
+        console.print(f"[dim]{bundle.root} @ {bundle.revision}[/dim]")
     console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     if not bundle.core:

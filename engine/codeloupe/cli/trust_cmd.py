@@ -3,6 +3,9 @@
 Until trusted, a workspace's `pyproject.toml [tool.codeloupe]` and `.codeloupe.toml` may set only the harmless
 settings (see `codeloupe.settings.WORKSPACE_SAFE`). Trust covers the settings as they are now: editing them
 needs `codeloupe trust` again.
+
+`codeloupe trust --strategy FILE` accepts a chunk strategy (`.codeloupe/strategies/*.py`, Python code) as its
+bytes are now: only then is it imported, and only while it stays byte for byte the same.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from codeloupe.chunk.strategies import read_strategy_file
 from codeloupe.settings import SettingsError, workspace_digest, workspace_settings
-from codeloupe.trust import CHANGED, TRUSTED, TrustStore
+from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 
 from . import CliError
 
@@ -23,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current one)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--list", action="store_true", help="list the trusted workspaces and whether they changed")
-    action.add_argument("--revoke", action="store_true", help="stop trusting the workspace")
+    action.add_argument("--revoke", action="store_true", help="stop trusting the workspace (or the --strategy)")
+    parser.add_argument("--strategy", metavar="FILE",
+                        help="trust this chunk strategy file as it is now (read it first: it is Python code)")
     parser.set_defaults(func=run)
 
 
@@ -31,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     store = TrustStore.default()
     if args.list:
         return _list(store)
+    if args.strategy:
+        return _strategy(store, Path(args.strategy).resolve(), revoke=args.revoke)
     root = Path(args.path).resolve()
     if args.revoke:
         if not store.revoke(root):
@@ -54,14 +62,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
+    if revoke:
+        if not store.revoke_strategy(path):
+            print(f"codeloupe: the strategy {path} was not trusted", file=sys.stderr)
+            return 1
+        print(f"no longer trusted: {path}")
+        return 0
+    try:
+        digest = file_digest(read_strategy_file(path))
+    except OSError as exc:
+        raise CliError(f"cannot trust the strategy: {exc}") from exc
+    store.trust_strategy(path, digest)
+    print(f"trusted the chunk strategy {path}\n  sha256 {digest}\n  until the file changes")
+    return 0
+
+
 def _list(store: TrustStore) -> int:
     entries = store.entries()
-    if not entries:
+    strategies = store.strategy_entries()
+    if not entries and not strategies:
         print(f"no trusted workspaces ({store.path})")
         return 0
     for entry in entries:
         print(f"{entry.root}  {_state(store, Path(entry.root))}  (trusted {entry.trusted_at})")
+    for entry in strategies:
+        print(f"strategy {entry.root}  {_strategy_state(store, Path(entry.root))}  (trusted {entry.trusted_at})")
     return 0
+
+
+def _strategy_state(store: TrustStore, path: Path) -> str:
+    try:
+        digest = file_digest(read_strategy_file(path))
+    except OSError:
+        return "missing"
+    state = store.strategy_state(path, digest)
+    return {TRUSTED: "trusted", CHANGED: "CHANGED since: not loaded until trusted again"}.get(state, state)
 
 
 def _state(store: TrustStore, root: Path) -> str:

@@ -7,9 +7,10 @@ WordPiece vocabulary ships in `codeloupe/data/` (see the NOTICE there).
 Speed choices, measured by bench/embed_bench.py (numbers in its output and the README):
 - the shipped file stores int8 weights that are dequantised to float32 before every MatMul; at first use
   it is re-quantised with onnxruntime's dynamic quantisation into true int8 MatMuls and the derived model is
-  cached beside the index (keyed by the source sha256); its own sha256 is recorded in the user config dir and
-  checked before every load, so a file planted in the cache is never loaded. Any failure falls back to the
-  shipped file.
+  cached beside the index (keyed by the source sha256 and the versions that derived it); its own sha256 is
+  recorded in the user config dir and checked before every load, so a file planted in the cache is never
+  loaded. Any failure falls back to the shipped file. A killed derivation leaves its work dir, named for its
+  process: the next start removes those whose process is gone.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
   512-token batches, so padding is small and memory is flat.
 - a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
@@ -19,12 +20,15 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.resources
 import importlib.util
 import json
 import logging
 import os
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,11 @@ MINILM_VOCAB = "minilm-l6-v2-vocab.txt"
 # Names the re-quantisation recipe (dynamic int8 MatMuls, per-channel weights) in model ids and file names:
 # a different recipe gives different vectors.
 REQUANTIZED = "dynint8pc"
+# Work dirs of a re-quantisation in progress: `requantize-<pid>-<random>` under the models dir.
+WORK_DIR_PREFIX = "requantize-"
+# A work dir whose owner cannot be told apart from a reused pid is stale after this long (a derivation
+# takes seconds to a minute).
+STALE_WORK_DIR_S = 6 * 3600
 
 # Windows: all-MiniLM-L6-v2 was trained on 128-token pieces. Measured on the golden corpora (dense-only file
 # recall@10 / MRR, CPU per chunk): 128 tokens x at most 4 windows 0.831 / 0.563 at 59 ms; x 8 windows
@@ -267,10 +276,61 @@ class _DropPreprocessAdvice(logging.Filter):
         return "pre-processing before quantization" not in record.getMessage()
 
 
+def derivation(requantized: bool) -> str:
+    """What besides the model file decides its vectors: onnxruntime runs the model (its kernels' rounding
+    has moved vectors between releases), and with onnx it derives the re-quantised file. Part of every
+    local model id and derived file name, so vectors from two derivations never mix in the store or the
+    shared cache, and an upgrade derives the model anew."""
+    tag = f"ort{ort.__version__}"
+    if requantized:
+        tag += f"-onnx{_installed_version('onnx')}"
+    return tag
+
+
+def _installed_version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
 def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path]:
     """(the derived model, the marker left when deriving or loading it failed on this machine)."""
-    stem = cache_root / "models" / f"all-MiniLM-L6-v2-{REQUANTIZED}-{source_sha256[:16]}"
-    return stem.with_suffix(".onnx"), stem.with_suffix(".failed")
+    stem = cache_root / "models" / f"all-MiniLM-L6-v2-{REQUANTIZED}-{derivation(True)}-{source_sha256[:16]}"
+    return Path(f"{stem}.onnx"), Path(f"{stem}.failed")
+
+
+def remove_stale_work_dirs(models_dir: Path) -> list[Path]:
+    """Remove what killed re-quantisations left (a 180 MB work dir each); a live one's dir is kept."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in models_dir.iterdir() if e.name.startswith(WORK_DIR_PREFIX) and e.is_dir()]
+    except OSError:
+        return removed
+    for entry in entries:
+        if _work_dir_in_use(entry):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        log.info("removed %s, left by an interrupted re-quantisation", entry)
+        removed.append(entry)
+    return removed
+
+
+def _work_dir_in_use(path: Path) -> bool:
+    try:
+        age = time.time() - path.stat().st_mtime
+    except OSError:
+        return False
+    owner = path.name[len(WORK_DIR_PREFIX):].split("-", 1)[0]
+    if not owner.isdigit() or age > STALE_WORK_DIR_S:
+        return age <= STALE_WORK_DIR_S  # no owner recorded (an older release): only age tells
+    try:
+        os.kill(int(owner), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user holds that pid
+        return True
+    return True
 
 
 # The sha256 of every model this machine derived, by file name, kept in the user config dir: the cache dir may
@@ -312,6 +372,7 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
     A file already at the cached path is used only when its sha256 is one this machine recorded when it
     derived it; anything else (planted, damaged, half-written) is replaced by deriving again."""
     target, failed = _requantized_paths(cache_root, source_sha256)
+    remove_stale_work_dirs(target.parent)
     if target.is_file():
         if is_known_derived(target):
             return target
@@ -323,7 +384,7 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix="requantize-") as work:
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-") as work:
             # Fold the shipped dequantise-on-the-fly nodes (Cast, Mul) into float weights first; the
             # quantiser then turns those MatMuls into integer ones.
             folded = Path(work) / "folded.onnx"
@@ -363,11 +424,13 @@ def _requantize_here(settings: Settings) -> bool:
 
 def local_model_id(settings: Settings) -> str:
     """The default model's id, predicted without loading it."""
-    return _minilm_id(REQUANTIZED if _requantize_here(settings) else "int8", EncoderOptions())
+    return _minilm_id(_requantize_here(settings), EncoderOptions())
 
 
-def _minilm_id(variant: str, options: EncoderOptions) -> str:
-    return f"local:all-MiniLM-L6-v2-{variant}@{options.window_tokens}x{options.max_windows}"
+def _minilm_id(requantized: bool, options: EncoderOptions) -> str:
+    variant = REQUANTIZED if requantized else "int8"
+    return (f"local:all-MiniLM-L6-v2-{variant}-{derivation(requantized)}"
+            f"@{options.window_tokens}x{options.max_windows}")
 
 
 def minilm_tokenizer() -> BertWordPieceTokenizer:
@@ -387,12 +450,12 @@ def load_local_provider(settings: Settings, *, requantize: bool = True,
         if derived is not None:
             try:
                 return OnnxSentenceEncoder(derived, minilm_tokenizer(), options=options,
-                                           model_id=_minilm_id(REQUANTIZED, options))
+                                           model_id=_minilm_id(True, options))
             except EmbeddingError as exc:
                 log.warning("the re-quantised model is unusable (%s); using the shipped one", exc)
                 derived.unlink(missing_ok=True)
                 _mark_requantize_failed(_requantized_paths(settings.cache_root, MINILM_SHA256)[1], str(exc))
-    return OnnxSentenceEncoder(source, minilm_tokenizer(), model_id=_minilm_id("int8", options), options=options)
+    return OnnxSentenceEncoder(source, minilm_tokenizer(), model_id=_minilm_id(False, options), options=options)
 
 
 # ---------------------------------------------------------------------- a user's model directory

@@ -26,11 +26,11 @@ from codeloupe.graph.query import (
     graph_path,
     neighbours,
 )
-from codeloupe.graph.render import render_html
+from codeloupe.graph.render import render_html, render_text
 
 __all__ = [
     "EXTRACTOR_VERSION", "Community", "FileSummary", "GodNode", "GraphError", "GraphMap", "GraphNode",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
-    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours", "render_html",
+    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours", "render_html", "render_text",
     "update_edges",
 ]

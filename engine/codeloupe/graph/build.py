@@ -142,7 +142,7 @@ def _load_resolution(ws: Workspace) -> _Resolution:
     for path, (_, _, raw) in stored.items():
         resolution.learn(path, FileFacts.from_json(raw))
     nodes = edge_store.node_files(ws.store)
-    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS)
+    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
     paths = {file_id: path for file_id, path, _ in nodes}
     for file_id, rows in edge_store.edges_by_file(ws.store).items():
         if file_id in paths:
@@ -155,7 +155,7 @@ def _load_resolution(ws: Workspace) -> _Resolution:
     except ValueError:
         saved = None
     if not isinstance(saved, dict) or not all(isinstance(v, str) for v in saved.values()) \
-            or any(_digest(read_config(ws.root, rel)) != digest for rel, digest in saved.items()):
+            or any(_digest(read_config(ws.read_bytes, rel)) != digest for rel, digest in saved.items()):
         # Missing, damaged, or a configuration file changed while no one watched: resolve everything.
         resolution = _resolve_all(ws)
         _save_configs(ws, resolution)
@@ -175,7 +175,7 @@ def _resolve_all(ws: Workspace) -> _Resolution:
     for path, (_, _, raw) in stored.items():
         resolution.learn(path, FileFacts.from_json(raw))
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
-                         RESOLVERS)
+                         RESOLVERS, ws.read_bytes)
     existing = edge_store.edges_by_file(ws.store)
     _store_edges(ws, ctx, resolution, {path: file_id for path, (file_id, _, _) in stored.items()},
                  lambda file_id: existing.get(file_id, []))
@@ -191,7 +191,7 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     removed = resolution.paths - nodes.keys()
     added = nodes.keys() - resolution.paths
     changed = changed | added
-    if any(_digest(read_config(ws.root, rel)) != digest for rel, digest in resolution.configs.items()):
+    if any(_digest(read_config(ws.read_bytes, rel)) != digest for rel, digest in resolution.configs.items()):
         return False
     if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
         return False
@@ -204,7 +204,7 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     for path, raw in edge_store.facts_of(ws.store, changed).items():
         resolution.learn(path, FileFacts.from_json(raw))
         provided |= provided_tokens(path, resolution.facts[path], RESOLVERS.get(resolution.facts[path].language))
-    ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS)
+    ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
         if _layouts(ctx) != resolution.layouts:
             return False
@@ -347,7 +347,7 @@ def _build(ws: Workspace) -> Graph:
             in_edges[index[edge.target]][index[edge.source]].append(edge)
     degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
 
-    candidates, close = _similar_files(ws)
+    candidates, close = _similar_files(ws, nodes)
 
     def remap(pairs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
         """File ids -> node indices, smaller index first; pairs with a file re-indexed since are dropped."""
@@ -379,7 +379,8 @@ def _build(ws: Workspace) -> Graph:
     return graph
 
 
-def _similar_files(ws: Workspace) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
+                   ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
     """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
 
     A save changes no vector (the saved file's skeleton vector goes with its old row and comes back when it is
@@ -391,9 +392,14 @@ def _similar_files(ws: Workspace) -> tuple[list[tuple[int, int, float]], list[tu
     if cached is not None and cached[0] == generation:
         return cached[1]
     file_ids, vectors = edge_store.skeleton_matrix(ws.store)
+    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
+    lane = {file_id for file_id, _, language in nodes
+            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
+    kept = [k for k, f in enumerate(file_ids) if f in lane]
+    vectors = vectors[kept] if kept else vectors[:0]
     candidates, close = semantic.similar_pairs(vectors)
-    pairs = ([(file_ids[i], file_ids[j], c) for i, j, c in candidates],
-             [(file_ids[i], file_ids[j], c) for i, j, c in close])
+    pairs = ([(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in candidates],
+             [(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in close])
     _similar[ws] = (generation, pairs)
     return pairs
 

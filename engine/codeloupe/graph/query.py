@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from codeloupe.api import Workspace
 
 STRUCTURAL_HOP_COST = 1.0
+# Entering a test file on a route between two non-test files: dearer than any detour through code, so a
+# test is on the route only when no other exists (a test imports everything it tests: a shortcut in
+# the graph, not a way the code connects).
+TEST_DETOUR_TOLL = 1000.0
 TEST_PENALTY = 0.85  # a concept resolves to a test file only when nothing else is about as close
 _TEST_PATTERN = re.compile(
     r"(^|/)(tests?|spec|specs|__tests__|testdata)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$"
@@ -204,7 +208,10 @@ def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
         for j, cosine in graph.similar[i].items():
             # A similarity hop costs a bit more than a real edge, less the closer the two files are.
             adjacency[i].setdefault(j, 2.0 - cosine)
-    route = shortest_path(adjacency, hub_tolls(graph.degree), a, b)
+    tolls = hub_tolls(graph.degree)
+    if not (is_test_path(pa) or is_test_path(pb)):  # a route between code does not detour through tests
+        tolls = [t + TEST_DETOUR_TOLL if is_test_path(p) else t for t, p in zip(tolls, graph.paths)]
+    route = shortest_path(adjacency, tolls, a, b)
     if route is None:
         return GraphPath(pa, pb, False, False, [], f"no route between {pa} and {pb} in the graph")
     hops = [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])]

@@ -1,11 +1,13 @@
-"""The map as one self-contained HTML page: its own small SVG renderer, the data inline, nothing fetched."""
+"""The graph for people: the map as one self-contained HTML page (its own small SVG renderer, the data inline,
+nothing fetched), and any graph result as plain text (the CLI and the agents' `graph` tool)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from importlib import resources
 
-from codeloupe.graph.model import GraphMap
+from codeloupe.graph.model import GraphMap, GraphNode, GraphPath
 
 _PLACEHOLDER = "__GRAPH_JSON__"
 
@@ -18,3 +20,61 @@ def render_html(graph_map: GraphMap, root: str = "") -> str:
     # Inside <script> only "</" can end the element early; "<\/" is the same string to JSON.parse.
     data = json.dumps(payload, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
     return template.replace(_PLACEHOLDER, data, 1)
+
+
+def render_text(result: GraphMap | GraphNode | GraphPath) -> str:
+    """The map (communities, hubs, surprises), one node with its neighbours, or a route, as plain text."""
+    if isinstance(result, GraphMap):
+        return _map_text(result)
+    if isinstance(result, GraphNode):
+        return _node_text(result)
+    return _path_text(result)
+
+
+def _map_text(m: GraphMap) -> str:
+    kinds = Counter(e.kind for e in m.edges)
+    lines = [f"{len(m.nodes)} files · " + " · ".join(f"{n} {k}" for k, n in sorted(kinds.items()))]
+    groups = [c for c in m.communities if c.size > 1]
+    lines.append(f"\n{len(groups)} communities ({len(m.communities) - len(groups)} unconnected files)")
+    for c in groups[:25]:
+        lines.append(f"  [{c.id}] {c.name} · {c.size} files")
+    if m.gods:
+        lines.append("\nhubs (god nodes)")
+        for g in m.gods:
+            lines.append(f"  {g.path}  degree {g.degree} (in {g.in_degree}, out {g.out_degree}) · community {g.community}")
+    if m.surprises:
+        lines.append("\nsurprises (read alike, no edge, different communities)")
+        for s in m.surprises[:15]:
+            lines.append(f"  {s.a} ~ {s.b}  cosine {s.cosine:.2f}")
+    return "\n".join(lines)
+
+
+def _node_text(n: GraphNode) -> str:
+    lines = [f"{n.path}  (community {n.community}: {n.community_name}{', hub' if n.god else ''};"
+             f" matched by {n.resolved_by})"]
+    for title, items in (("uses", n.imports), ("used by", n.importers)):
+        lines.append(f"\n{title} ({len(items)})")
+        for item in items:
+            carried = f"  [{', '.join(item.symbols)}]" if item.symbols else ""
+            lines.append(f"  {item.path}:{item.line} {item.kind}{carried}")
+    if n.external:
+        lines.append(f"\nexternal: {', '.join(n.external)}")
+    if n.semantic:
+        lines.append("\nreads like: " + ", ".join(f"{p} ({c:.2f})" for p, c in n.semantic))
+    if n.symbols:
+        lines.append(f"\ndefines: {', '.join(n.symbols)}")
+    return "\n".join(lines)
+
+
+def _path_text(p: GraphPath) -> str:
+    lines = [f"{p.source} -> {p.target}: {p.note}"]
+    for hop in p.hops:
+        carried = f" [{', '.join(hop.carriers)}]" if hop.carriers else ""
+        where = ""
+        if hop.use is not None:
+            where = f"  use {hop.use.path}:{hop.use.start_line}"
+        if hop.definition is not None:
+            where += f"  def {hop.definition.path}:{hop.definition.start_line}-{hop.definition.end_line}"
+        cosine = f" cosine {hop.cosine:.2f}" if hop.kind == "semantic" else ""
+        lines.append(f"  {hop.source} --{hop.kind}/{hop.direction}{cosine}--> {hop.target}{carried}{where}")
+    return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -109,8 +110,9 @@ class ResolveContext:
     """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
 
     def __init__(self, root: Path, facts: dict[str, FileFacts], paths: set[str],
-                 resolvers: dict[str, LanguageResolver]) -> None:
+                 resolvers: dict[str, LanguageResolver], read: Callable[[str], bytes] | None = None) -> None:
         self.root = root
+        self._read = read or (lambda rel: (root / rel).read_bytes())  # a remote index reads its own copy
         self.facts = facts
         self.paths = paths
         self.resolvers = resolvers  # language -> resolver
@@ -145,9 +147,9 @@ class ResolveContext:
         return path in self.paths
 
     def read_config(self, rel: str) -> str | None:
-        """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from disk; None when absent."""
+        """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from its source; None when absent."""
         if rel not in self.configs_read:
-            self.configs_read[rel] = read_config(self.root, rel)
+            self.configs_read[rel] = read_config(self._read, rel)
         return self.configs_read[rel]
 
     def unique_global(self, family: str, path: str, name: str) -> str:
@@ -222,10 +224,10 @@ class ResolveContext:
         return "", ""
 
 
-def read_config(root: Path, rel: str) -> str | None:
+def read_config(read: Callable[[str], bytes], rel: str) -> str | None:
     try:
-        return (root / rel).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return read(rel).decode("utf-8", errors="replace")
+    except (OSError, ValueError):  # ValueError: a path the workspace refuses
         return None
 
 

@@ -1,4 +1,8 @@
-"""The semantic lane: files whose skeletons (signatures, doc comments) embed close together."""
+"""The semantic lane: files whose skeletons (signatures, doc comments) embed close together.
+
+Only code with definitions in it joins: two empty `__init__.py` files, two SVG logos or `cert.pem` and
+`key.pem` embed alike because there is nothing in them, and a "surprise" between them tells nobody anything.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,17 @@ NEIGHBOURS_PER_FILE = 3
 EDGE_COSINE = 0.80
 SURPRISE_COSINE = 0.85
 BLOCK_ROWS = 512  # rows of the similarity product held at once (512 x 40K files: 80 MB)
+# Languages that are data, configuration, markup or prose (the chunker's names): never in the semantic lane.
+NON_CODE_LANGUAGES = frozenset({
+    "", "asciidoc", "bibtex", "css", "csv", "dtd", "gitattributes", "gitignore", "gomod", "gosum", "html",
+    "ini", "json", "kdl", "latex", "markdown", "mermaid", "org", "pem", "po", "properties", "requirements",
+    "ron", "rst", "scss", "text", "toml", "tsv", "typst", "xml", "yaml",
+})
+MIN_DEFINITIONS = 1  # a file with no function, class or method has no skeleton worth comparing
+
+
+def joins_semantic_lane(language: str, definitions: int) -> bool:
+    return language not in NON_CODE_LANGUAGES and definitions >= MIN_DEFINITIONS
 
 
 def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:

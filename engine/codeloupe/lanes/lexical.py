@@ -90,12 +90,16 @@ class BM25Index:
         m = self._matrix
         vocab = "\n".join(self.vocab).encode("utf-8")  # dict order is column order
         tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as fh:
-            np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
-                     idf=self._idf, vocab=np.frombuffer(vocab, np.uint8), row_ids=row_ids,
-                     meta=np.array([TOKENS_VERSION, self.n_docs], np.int64), stamp=np.array(stamp),
-                     avg_len=np.array([self.avg_len], np.float64))
-        tmp.replace(path)
+        try:
+            with tmp.open("wb") as fh:
+                np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
+                         idf=self._idf, vocab=np.frombuffer(vocab, np.uint8), row_ids=row_ids,
+                         meta=np.array([TOKENS_VERSION, self.n_docs], np.int64), stamp=np.array(stamp),
+                         avg_len=np.array([self.avg_len], np.float64))
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space
+            raise
 
     @classmethod
     def load(cls, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index | None:

@@ -1,14 +1,17 @@
 """The workspace index: one SQLite file, the only module that speaks SQL.
 
 WAL mode, and every file's update is one transaction, so a crash or a kill mid-index leaves a consistent
-index that the next run resumes from. A schema version mismatch or a corrupt file triggers a clean rebuild
-(`Store.rebuilt_reason` says why). Two counters in `meta` let warm readers notice what changed:
+index that the next run resumes from. A schema version mismatch or a damaged file (found by the open-time
+check or by any later statement) triggers a clean rebuild; a damaged file is moved aside first
+(`Store.rebuilt_reason` says why). Reads never write, so a full disk or a read-only cache still searches;
+a write on a full disk is a `StoreError` that leaves the index as it was. Two counters in `meta` let warm readers notice what changed:
 `content_generation` (files, chunks, symbols) and `vector_generation` (embeddings).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import uuid
@@ -20,14 +23,18 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store.edges import EDGES_SCHEMA
+from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
 from codeloupe.types import ChunkedFile
 
-SCHEMA_VERSION = 1
+log = logging.getLogger("codeloupe.store")
+
+# 2: file and chunk ids are never reused (AUTOINCREMENT), so a snapshot's ids name one version of a file.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL UNIQUE,
     hash TEXT NOT NULL,
     language TEXT NOT NULL,
@@ -40,7 +47,7 @@ CREATE TABLE IF NOT EXISTS files (
     fallback_reason TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
     ord INTEGER NOT NULL,
     start_line INTEGER NOT NULL,
@@ -85,6 +92,12 @@ CREATE TABLE IF NOT EXISTS skeleton_vectors (
 
 class StoreError(RuntimeError):
     """The index file cannot be opened or written (permissions, disk full)."""
+
+
+class StoreRebuilt(StoreError):
+    """A statement found the index damaged: it was moved aside and the store started over, empty.
+
+    Raised by a write (which cannot be replayed); reads retry on the new file and return what it holds."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +166,10 @@ class Store:
         self.path = Path(path)
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
+        self._generations: dict[str, int] = {}  # the last value each counter was read at
+        self.read_only_reason = ""  # why the index was opened read-only ("" when it is writable)
+        self.recoveries = 0  # damage met in use and repaired by starting over (a run in progress restarts)
+        self._volatile_index_id = ""  # for an old index on a disk that cannot take the write
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -168,6 +185,16 @@ class Store:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that writes nothing, not even WAL bookkeeping: for a full disk or a read-only cache.
+
+        Opening a WAL index normally creates its shared-memory file, which a full disk refuses; `immutable`
+        reads the main file as it stands (a clean close has checkpointed everything into it)."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return conn
+
     def _open(self) -> sqlite3.Connection:
         try:
             conn = self._connect()
@@ -177,27 +204,83 @@ class Store:
                 has_files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
                 if has_files:
                     raise sqlite3.DatabaseError("schema version missing")
-                conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._initialise(conn)
             elif int(row[0]) != SCHEMA_VERSION:
                 conn.close()
                 return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
-            conn.execute("PRAGMA quick_check").fetchone()
+            problem = integrity_problem(conn)
+            if problem:
+                conn.close()
+                return self._rebuild(f"corrupt index ({problem})", damaged=True)
             return conn
         except sqlite3.OperationalError as exc:
-            if "unable to open" in str(exc) or "readonly" in str(exc):
+            if is_disk_full(exc) or is_read_only(exc):
+                return self._open_read_only(exc)
+            if "unable to open" in str(exc):
                 raise StoreError(f"cannot open the index {self.path}: {exc}") from exc
-            return self._rebuild(f"unreadable index ({exc})")
+            return self._rebuild(f"unreadable index ({exc})", damaged=True)
         except sqlite3.DatabaseError as exc:
-            return self._rebuild(f"corrupt index ({exc})")
+            return self._rebuild(f"corrupt index ({exc})", damaged=True)
 
-    def _rebuild(self, reason: str) -> sqlite3.Connection:
+    def _open_read_only(self, exc: sqlite3.OperationalError) -> sqlite3.Connection:
+        """Searching still works when the index cannot be written; indexing then fails with a clear error."""
+        if not self.path.is_file():
+            raise StoreError(f"cannot create the index {self.path}: {exc}") from exc
+        try:
+            conn = self._connect_read_only()
+        except sqlite3.Error as second:
+            raise StoreError(f"cannot open the index {self.path}: {exc}; read-only: {second}") from exc
+        self.read_only_reason = str(exc)
+        log.info("the index %s cannot be written (%s); opened it read-only", self.path, exc)
+        return conn
+
+    def _rebuild(self, reason: str, *, damaged: bool = False) -> sqlite3.Connection:
+        """A new, empty index in place of the old file; a damaged one is kept aside to look at."""
+        if damaged:
+            moved = move_aside(self.path)
+            reason = f"{reason}; the damaged file was moved to {moved.name}"
+            log.warning("the index %s was rebuilt: %s", self.path, reason)
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.rebuilt_reason = reason
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
         conn = self._connect()
         conn.executescript(_SCHEMA + EDGES_SCHEMA)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        self._initialise(conn)
         return conn
+
+    @staticmethod
+    def _initialise(conn: sqlite3.Connection) -> None:
+        # Everything a reader may ask of `meta` is written now, so no read path ever has to write.
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         [("schema_version", str(SCHEMA_VERSION)), ("index_id", uuid.uuid4().hex)])
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Damage met while in use: move the file aside and start over; warm readers see the counters move."""
+        seen = dict(self._generations)
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+        self._conn = self._rebuild(f"corrupt index ({exc})", damaged=True)
+        self.recoveries += 1
+        if seen:
+            with self.transaction() as conn:
+                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 [(f"{name}_generation", str(value + 1)) for name, value in seen.items()])
+
+    def _failure(self, exc: sqlite3.DatabaseError) -> StoreError | None:
+        """What a failed write means to the caller, or None for an error that is not the store's condition."""
+        if is_damage(exc):
+            self._recover(exc)
+            return StoreRebuilt(f"the index {self.path} was damaged ({exc}); it was moved aside and is being"
+                                " rebuilt")
+        if is_disk_full(exc) or is_read_only(exc):
+            why = self.read_only_reason or str(exc)
+            return StoreError(f"cannot write the index {self.path}: the disk is full or refused the write"
+                              f" ({why}). The index is as it was before this write: searching still works;"
+                              " free some space and index again.")
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -208,17 +291,29 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                finally:
+                    if self._conn.in_transaction:  # the body or the commit failed (a full disk fails COMMIT)
+                        self._conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError as exc:
+                failure = self._failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
 
     def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
         with self._lock:
-            return self._conn.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._recover(exc)
+                return self._conn.execute(sql, tuple(params)).fetchall()
 
     # ------------------------------------------------------------------ meta
 
@@ -235,15 +330,23 @@ class Store:
         """A random id given to this index file when it was created: files derived from it (the saved
         lexical index) carry it, so they are never taken for a rebuilt index's."""
         value = self.get_meta("index_id")
-        if not value:
-            value = uuid.uuid4().hex
+        if value:
+            return value
+        # An index made before ids were written at creation: give it one, unless the disk refuses (then an
+        # id for this process only: derived files are rebuilt rather than trusted).
+        try:
             with self.transaction() as conn:
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (value,))
-            value = self.get_meta("index_id")
-        return value
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('index_id', ?)", (uuid.uuid4().hex,))
+        except (StoreError, sqlite3.OperationalError) as exc:
+            log.debug("cannot record an index id in %s: %s", self.path, exc)
+            self._volatile_index_id = self._volatile_index_id or uuid.uuid4().hex
+            return self._volatile_index_id
+        return self.get_meta("index_id")
 
     def generation(self, name: str) -> int:
-        return int(self.get_meta(f"{name}_generation", "0"))
+        value = int(self.get_meta(f"{name}_generation", "0"))
+        self._generations[name] = value
+        return value
 
     @staticmethod
     def _bump(conn: sqlite3.Connection, name: str) -> None:
@@ -346,6 +449,11 @@ class Store:
         )
         return [SymbolRow(*r) for r in rows]
 
+    def file_encoding(self, file_id: int) -> str:
+        """The encoding the file's bytes were decoded with ("" when the file is not in the index)."""
+        rows = self.query("SELECT encoding FROM files WHERE id=?", (file_id,))
+        return rows[0][0] if rows else ""
+
     def skeletons(self) -> dict[int, str]:
         return dict(self.query("SELECT file_id, text FROM skeletons"))
 
@@ -420,6 +528,9 @@ class Store:
 
     def drop_vectors_not_of(self, model: str) -> None:
         """Vectors of two models are never mixed: switching models forgets the other model's vectors."""
+        stale = "SELECT 1 FROM {} WHERE model != ? LIMIT 1"
+        if not any(self.query(stale.format(t), (model,)) for t in ("chunk_vectors", "skeleton_vectors")):
+            return  # the usual case, and a read must not write (a full disk still searches)
         with self.transaction() as conn:
             dropped = conn.execute("DELETE FROM chunk_vectors WHERE model != ?", (model,)).rowcount
             dropped += conn.execute("DELETE FROM skeleton_vectors WHERE model != ?", (model,)).rowcount

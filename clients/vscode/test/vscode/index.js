@@ -162,6 +162,17 @@ class Selection extends Range {
     }
 }
 
+class TreeItem {
+    constructor(labelOrUri, collapsibleState = 0) {
+        if (labelOrUri instanceof Uri) {
+            this.resourceUri = labelOrUri;
+        } else {
+            this.label = labelOrUri;
+        }
+        this.collapsibleState = collapsibleState;
+    }
+}
+
 class Location {
     constructor(uri, rangeOrPosition) {
         this.uri = uri;
@@ -288,6 +299,9 @@ const __test = {
         this.providers = {};
         this.log = [];
         this.progress = [];
+        this.treeViews = {};
+        this.secrets = new Map();
+        window.activeTextEditor = undefined;
         workspace.textDocuments.length = 0;
     },
     /** Changes settings as the Settings UI would, then fires onDidChangeConfiguration; resolves after listeners. */
@@ -325,6 +339,34 @@ const __test = {
     providers: {},
     log: [],
     progress: [],
+    treeViews: {},
+    secrets: new Map(),
+    /** The settings as written (what settings.json would hold). */
+    settingsSnapshot() {
+        return { ...state.settings };
+    },
+    /** An ExtensionContext.secrets backed by `secrets` (a Map), firing onDidChange like VS Code's. */
+    secretStorage() {
+        const changed = new EventEmitter();
+        return {
+            get: async (key) => __test.secrets.get(key),
+            store: async (key, value) => {
+                __test.secrets.set(key, value);
+                changed.fire({ key });
+            },
+            delete: async (key) => {
+                __test.secrets.delete(key);
+                changed.fire({ key });
+            },
+            onDidChange: changed.event,
+        };
+    },
+    /** Makes `fsPath` the active editor with `selection` (a Range) selected. */
+    async setActiveEditor(fsPath, selection) {
+        const document = await __test.openDocument(fsPath);
+        window.activeTextEditor = { document, selection: new Selection(selection.start, selection.end) };
+        return window.activeTextEditor;
+    },
 };
 
 // ---------------------------------------------------------------- workspace
@@ -383,10 +425,20 @@ class TextDocument {
         lines[0] = lines[0].slice(range.start.character);
         return lines.join('\n');
     }
+    getWordRangeAtPosition(position) {
+        const text = this._lines[position.line] ?? '';
+        for (const match of text.matchAll(/[A-Za-z_$][\w$]*/g)) {
+            if (match.index <= position.character && position.character <= match.index + match[0].length) {
+                return new Range(position.line, match.index, position.line, match.index + match[0].length);
+            }
+        }
+        return undefined;
+    }
     lineAt(line) {
         const index = typeof line === 'number' ? line : line.line;
         const text = this._lines[index];
-        return { lineNumber: index, text, range: new Range(index, 0, index, text.length), isEmptyOrWhitespace: text.trim() === '' };
+        return { lineNumber: index, text, range: new Range(index, 0, index, text.length), isEmptyOrWhitespace: text.trim() === '',
+            firstNonWhitespaceCharacterIndex: text.length - text.trimStart().length };
     }
 }
 
@@ -410,6 +462,11 @@ const workspace = {
     },
     textDocuments: [],
     notebookDocuments: [],
+    asRelativePath(target) {
+        const fsPath = typeof target === 'string' ? target : target.fsPath;
+        const folder = state.folders.find((candidate) => fsPath.startsWith(candidate.uri.fsPath + path.sep));
+        return folder ? path.relative(folder.uri.fsPath, fsPath).split(path.sep).join('/') : fsPath;
+    },
     getConfiguration,
     onDidChangeConfiguration: events.configuration.event,
     onDidGrantWorkspaceTrust: events.grantTrust.event,
@@ -594,15 +651,22 @@ const window = {
         __test.quickPicks.push(picker);
         return picker;
     },
+    /** Records `{uri, options, reveals}`; `reveals` lists the ranges the extension scrolled to, in order. */
     async showTextDocument(target, options = {}) {
         const uri = target instanceof Uri ? target : target.uri;
         const document = await workspace.openTextDocument(uri);
-        __test.shown.push({ uri, options });
+        const reveals = [];
+        __test.shown.push({ uri, options, reveals });
         const selection = options.selection ?? new Range(0, 0, 0, 0);
-        return { document, selection: new Selection(selection.start, selection.end), revealRange() {}, options };
+        return { document, selection: new Selection(selection.start, selection.end), revealRange: (range) => reveals.push(range), options };
     },
     createWebviewPanel,
     createOutputChannel,
+    createTreeView(id, { treeDataProvider }) {
+        const view = { id, provider: treeDataProvider, message: undefined, description: undefined, dispose() {} };
+        __test.treeViews[id] = view;
+        return view;
+    },
     createStatusBarItem(id, alignment, priority) {
         const item = { id, alignment, priority, text: '', tooltip: '', command: undefined, visible: false, name: '',
             show() { item.visible = true; }, hide() { item.visible = false; }, dispose() { item.visible = false; } };
@@ -707,6 +771,8 @@ module.exports = {
     Range,
     Selection,
     Location,
+    TreeItem,
+    TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
     MarkdownString,
     Hover,
     CodeLens,

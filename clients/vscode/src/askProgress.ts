@@ -1,0 +1,112 @@
+// Human words for the events an ask streams as `$/progress` (engine/codeloupe/ask/events.py lists the kinds).
+// Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
+// the notification shows text and the view sets `textContent`.
+import type { AskEvent } from './protocol';
+
+/** What one event shows: `status` replaces the current line; `step` is added to the view's list of steps;
+ * `delta` is answer text to append to the draft. */
+export interface AskProgressLine {
+    status: string;
+    step?: string;
+    delta?: string;
+}
+
+const text = (value: unknown): string => (typeof value === 'string' ? value.trim() : '');
+const count = (value: unknown): number => (Array.isArray(value) ? value.length : 0);
+const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
+const quoted = (value: string, limit = 80): string => {
+    const line = value.replace(/\s+/g, ' ').trim();
+    return `"${line.length > limit ? `${line.slice(0, limit - 1)}…` : line}"`;
+};
+
+function retrieval(event: AskEvent): string {
+    const core = count(event.core);
+    const related = count(event.related);
+    return core + related === 0 ? 'Retrieval found no matching code' : `Retrieved ${plural(core, 'core file')} and ${related} related`;
+}
+
+function rerank(event: AskEvent): string {
+    if (event.applied === true) {
+        return `Re-ordered the candidates (${plural(Number(event.votes) || 0, 'model vote')})`;
+    }
+    const reason = text(event.reason);
+    return `Kept the retrieval order${reason ? `: ${reason}` : ''}`;
+}
+
+function plan(event: AskEvent): string {
+    const agents = count(event.agents);
+    if (agents < 2) {
+        return 'One narrator writes the answer';
+    }
+    return `Split the question into ${agents} parts, explored in parallel`;
+}
+
+function toolCall(event: AskEvent): string {
+    const args = (typeof event.arguments === 'object' && event.arguments !== null ? event.arguments : {}) as Record<string, unknown>;
+    switch (event.tool) {
+        case 'search_more':
+            return `searching for ${quoted(text(args.query))}`;
+        case 'get_file': {
+            const lines = typeof args.start_line === 'number' ? `:${args.start_line}${typeof args.end_line === 'number' ? `-${args.end_line}` : ''}` : '';
+            return `reading ${text(args.path)}${lines}`;
+        }
+        case 'get_symbol':
+            return `reading the definition of ${text(args.name)}`;
+        default:
+            return `using ${text(event.tool) || 'a tool'}`;
+    }
+}
+
+function agent(event: AskEvent): string {
+    const who = `Part ${typeof event.agent === 'number' ? event.agent : '?'}`;
+    switch (event.phase) {
+        case 'start':
+            return `${who}: ${quoted(text(event.question))}`;
+        case 'tool':
+            return `${who} is ${toolCall(event)}`;
+        case 'done':
+            return `${who} answered (${plural(Number(event.tool_calls) || 0, 'look-up')})`;
+        case 'failed':
+            return `${who} gave up${text(event.error) ? `: ${text(event.error)}` : ''}`;
+        default:
+            return `${who} is exploring`;
+    }
+}
+
+function citation(event: AskEvent): string {
+    const lines = typeof event.start_line === 'number' ? `:${event.start_line}-${event.end_line}` : '';
+    return `Citing ${text(event.path) || 'code'}${lines}`;
+}
+
+/** The line shown for one event; `undefined` fields say nothing new. */
+export function describeAskEvent(event: AskEvent): AskProgressLine {
+    switch (event.type) {
+        case 'delta': {
+            const delta = typeof event.text === 'string' ? event.text : undefined;
+            return { status: 'Writing the answer…', delta };
+        }
+        case 'retrieval':
+            return step(retrieval(event));
+        case 'rerank':
+            return step(rerank(event));
+        case 'plan':
+            return step(plan(event));
+        case 'agent':
+            return step(agent(event));
+        case 'citation':
+            return step(citation(event));
+        case 'fallback':
+            return step(`No narration${text(event.reason) ? ` (${text(event.reason)})` : ''}: showing the ranked files`);
+        case 'done':
+            return { status: 'Done' };
+        default:
+            return { status: 'Working…' };
+    }
+}
+
+/** The first report, before any event: the server's begin message is the question itself. */
+export const ASK_STARTED: AskProgressLine = { status: 'Retrieving code for the question…' };
+
+function step(line: string): AskProgressLine {
+    return { status: line, step: line };
+}

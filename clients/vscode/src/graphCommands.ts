@@ -1,0 +1,64 @@
+// The graph commands: the map, one file with its neighbours, and the route between two files or concepts.
+import * as vscode from 'vscode';
+import type { LanguageClient } from 'vscode-languageclient/node';
+import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
+import type { Panel } from './panels';
+import { GraphNodeRequest, GraphPathRequest, GraphRequest } from './protocol';
+import { prepareGraphPage, renderCommunities, renderError } from './render';
+
+/** The map of the workspace's communities: the engine's page, or lists of links when the server sends none. */
+export async function showGraphMap(client: LanguageClient, panel: Panel): Promise<void> {
+    const graph = await client.sendRequest(GraphRequest, { mode: 'map', html: true });
+    const paths = new Map(graph.nodes.map((node) => [node.path, node.uri]));
+    const html = graph.html;
+    panel.show('Codeloupe: Graph', (context) => (html ? prepareGraphPage(context, html) : renderCommunities(context, graph)), paths);
+}
+
+/** One file of the graph (the explorer's or editor's file, else the active editor's) with its neighbours. */
+export async function showGraphNode(client: LanguageClient, panel: Panel, target?: vscode.Uri): Promise<void> {
+    const uri = target instanceof vscode.Uri ? target : vscode.window.activeTextEditor?.document.uri;
+    if (uri === undefined) {
+        void vscode.window.showWarningMessage('codeloupe: open a file (or pick one in the explorer) to show it in the graph.');
+        return;
+    }
+    const title = `Codeloupe Graph: ${vscode.workspace.asRelativePath(uri)}`;
+    try {
+        const node = await client.sendRequest(GraphNodeRequest, { mode: 'node', node: client.code2ProtocolConverter.asUri(uri) });
+        if (node.found === false) {
+            panel.show(title, (context) => renderGraphMiss(context, node));
+            return;
+        }
+        const language = (await vscode.workspace.openTextDocument(vscode.Uri.parse(node.uri))).languageId;
+        panel.show(title, (context) => renderGraphNode(context, node, language));
+    } catch (error) {
+        panel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
+    }
+}
+
+/** How two files (or concepts: "the CLI", "password hashing") connect, hop by hop. */
+export async function showGraphPath(client: LanguageClient, panel: Panel): Promise<void> {
+    const current = vscode.window.activeTextEditor?.document.uri;
+    const from = await vscode.window.showInputBox({
+        title: 'Codeloupe: Graph Path (1/2)',
+        prompt: 'From: a workspace file or a concept',
+        value: current ? vscode.workspace.asRelativePath(current, false) : '',
+    });
+    if (!from?.trim()) {
+        return;
+    }
+    const to = await vscode.window.showInputBox({ title: 'Codeloupe: Graph Path (2/2)', prompt: 'To: a workspace file or a concept' });
+    if (!to?.trim()) {
+        return;
+    }
+    const title = `Codeloupe Graph: ${from.trim()} → ${to.trim()}`;
+    try {
+        const [path, map] = await Promise.all([
+            client.sendRequest(GraphPathRequest, { mode: 'path', from: from.trim(), to: to.trim() }),
+            client.sendRequest(GraphRequest, { mode: 'map' }),
+        ]);
+        const uris = new Map(map.nodes.map((node) => [node.path, node.uri]));
+        panel.show(title, (context) => renderGraphPath(context, path, (file) => uris.get(file)), uris);
+    } catch (error) {
+        panel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
+    }
+}

@@ -1,0 +1,78 @@
+// HTML for one graph node (a file with its neighbours) and for a path between two files or concepts.
+// Pure functions of the server's answers (no vscode import); every file and span is a link.
+import type { Location } from 'vscode-languageclient/node';
+import { escapeHtml, renderCodeBlock } from './code';
+import type { GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult } from './protocol';
+import { locationLink, type PageContext, renderPage } from './render';
+
+const fileStart = (uri: string, line = 1): Location => ({
+    uri,
+    range: { start: { line: line - 1, character: 0 }, end: { line: line - 1, character: 0 } },
+});
+
+function neighbourItem(neighbour: GraphNeighbour): string {
+    const carriers = neighbour.symbols.length > 0 ? ` <span class="muted">${escapeHtml(neighbour.symbols.join(', '))}</span>` : '';
+    const where = neighbour.line ? ` ${locationLink(fileStart(neighbour.uri, neighbour.line), `L${neighbour.line}`)}` : '';
+    return `<li>${locationLink(fileStart(neighbour.uri), neighbour.path)} <span class="muted">${escapeHtml(neighbour.kind)}</span>${where}${carriers}</li>`;
+}
+
+function section(id: string, title: string, items: string[]): string {
+    const body = items.length > 0 ? `<ul class="map">${items.join('\n')}</ul>` : '<p class="muted">None.</p>';
+    return `<h2 id="${id}">${escapeHtml(title)} (${items.length})</h2>\n${body}`;
+}
+
+/** A file the graph does not hold: the server's reason, and the graph files closest to it by name. */
+export function renderGraphMiss(context: PageContext, miss: GraphNodeMiss): string {
+    const suggestions = miss.suggestions.map((entry) => `<li>${locationLink(fileStart(entry.uri), entry.path)}</li>`);
+    const offer = suggestions.length > 0 ? `<h2>Closest graph files by name</h2><ul class="map">${suggestions.join('\n')}</ul>` : '';
+    return renderPage(context, `codeloupe graph: ${miss.node}`, `<h1>${escapeHtml(miss.node)}</h1>
+<p class="note">${escapeHtml(miss.message)}</p>
+${offer}`);
+}
+
+/** One file of the graph: its community, what it uses, what uses it, what reads alike, its code. */
+export function renderGraphNode(context: PageContext, node: GraphNodeResult, language: string): string {
+    const community = `Community: ${node.communityName || node.community}`;
+    const hub = node.god ? ' · <span class="badge">hub</span>' : '';
+    const semantic = node.semantic.map((entry) => `<li>${locationLink(fileStart(entry.uri), entry.path)} <span class="muted">cosine ${entry.cosine.toFixed(2)}</span></li>`);
+    const chunks = node.chunks.map((chunk) => `<div class="chunk">${locationLink(chunk.location, `L${chunk.location.range.start.line + 1}`)}
+${renderCodeBlock(chunk.text, language, { firstLine: chunk.location.range.start.line + 1 })}</div>`);
+    const external = node.external && node.external.length > 0
+        ? `<p class="muted">Outside the workspace: ${escapeHtml(node.external.join(', '))}</p>` : '';
+    const body = `<h1>${locationLink(fileStart(node.uri), node.path)}</h1>
+<p class="muted">${escapeHtml(community)}${hub}</p>
+${section('imports', 'Uses', node.imports.map(neighbourItem))}
+${external}
+${section('importers', 'Used by', node.importers.map(neighbourItem))}
+${section('semantic', 'Reads alike', semantic)}
+${node.symbols.length > 0 ? `<h2 id="symbols">Defines</h2><p>${node.symbols.map((symbol) => `<code>${escapeHtml(symbol)}</code>`).join(' ')}</p>` : ''}
+${chunks.length > 0 ? `<h2 id="code">Code</h2>${chunks.join('\n')}` : ''}`;
+    return renderPage(context, `codeloupe graph: ${node.path}`, body);
+}
+
+/** A hop drawn the way its edge points: the user on the left, `uses` the thing it uses. */
+function hopItem(hop: GraphHop, uriOf: (path: string) => string | undefined): string {
+    const link = (path: string, location?: Location): string => {
+        const uri = location?.uri ?? uriOf(path);
+        return uri ? locationLink(location ?? fileStart(uri), path) : escapeHtml(path);
+    };
+    const carriers = hop.carriers.length > 0 ? ` <span class="muted">(${escapeHtml(hop.carriers.join(', '))})</span>` : '';
+    const [user, used] = hop.direction === 'used-by' ? [hop.target, hop.source] : [hop.source, hop.target];
+    if (hop.direction === 'similar' || hop.kind === 'semantic') {
+        const cosine = typeof hop.cosine === 'number' ? ` <span class="muted">cosine ${hop.cosine.toFixed(2)}</span>` : '';
+        return `<li>${link(hop.source)} <span class="edge">reads like</span> ${link(hop.target)}${cosine}</li>`;
+    }
+    const verb = hop.kind === 'call' ? 'calls into' : 'imports';
+    const use = hop.use ? ` <span class="muted">at</span> ${locationLink(hop.use, `${user}:${hop.use.range.start.line + 1}`)}` : '';
+    const definition = hop.definition ? ` <span class="muted">defined at</span> ${locationLink(hop.definition, `${used}:${hop.definition.range.start.line + 1}`)}` : '';
+    return `<li>${link(user)} <span class="edge">${verb}</span> ${link(used)}${carriers}${use}${definition}</li>`;
+}
+
+/** The route between two files or concepts, hop by hop; a note when there is none. */
+export function renderGraphPath(context: PageContext, path: GraphPathResult, uriOf: (path: string) => string | undefined): string {
+    const title = `${path.from} → ${path.to}`;
+    const hops = path.hops.map((hop) => hopItem(hop, uriOf));
+    const route = path.found && hops.length > 0 ? `<ol class="hops">${hops.join('\n')}</ol>` : '<p class="muted">No route between them in the graph.</p>';
+    const note = path.note ? `<p class="note">${escapeHtml(path.note)}</p>` : '';
+    return renderPage(context, `codeloupe graph: ${title}`, `<h1>${escapeHtml(title)}</h1>\n${note}\n${route}`);
+}

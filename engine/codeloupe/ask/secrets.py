@@ -1,0 +1,33 @@
+"""Files that look like secrets: never shown to a model, whatever the index holds.
+
+Matched on the path alone (no content sniffing: a key must not be opened to be refused). The list errs on
+the side of refusing: a template such as `.env.example` is refused with the real `.env`, because the cost of
+a wrong refusal is one file the model cannot read, and the cost of a wrong pass is a leaked key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+# Whole file names (lower-cased) and name patterns.
+SECRET_NAMES = (
+    ".env", ".env.*", "*.env", ".envrc",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.ppk",
+    "credentials", "credentials.*", "*credentials*.json", ".git-credentials",
+    "secrets.json", "secrets.yml", "secrets.yaml", "secrets.toml", "secrets.ini", "secrets.env", "*.secret",
+    "*.secrets", ".netrc", "_netrc", ".pgpass", ".htpasswd", ".npmrc", ".pypirc", ".dockercfg",
+    "service-account*.json", "*.tfvars", "*.tfstate", "*.tfstate.*",
+)
+# Key and certificate stores, by extension.
+SECRET_SUFFIXES = (".pem", ".key", ".p8", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".gpg", ".pgp")
+# Directories whose every file is credentials.
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", ".gcloud"})
+
+
+def looks_secret(rel_path: str) -> bool:
+    """True for a workspace path (POSIX, relative) that a model must never be shown."""
+    parts = rel_path.lower().split("/")
+    name = parts[-1]
+    if any(part in SECRET_DIRS for part in parts[:-1]):
+        return True
+    return name.endswith(SECRET_SUFFIXES) or any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_NAMES)

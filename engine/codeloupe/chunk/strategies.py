@@ -1,0 +1,282 @@
+"""Chunk strategies: small Python functions that cut one file into line ranges, consulted before the built-ins.
+
+A strategy comes from one of two places:
+- the Python API (`register_strategy`): a program embedding the engine hands over a function; these come first;
+- the workspace's `.codeloupe/strategies/*.py` (written by `codeloupe forge`, or by hand). Such a file is
+  Python code that arrived with the repository, so it is imported only while its bytes hash to what the user
+  accepted (`codeloupe trust --strategy FILE`, or accepting it in `codeloupe forge`); any other file is never
+  opened as code, and one edited since it was accepted is refused with a loud warning.
+
+Whatever a strategy returns passes the partition oracle (`validate_partition`) or is discarded: a strategy
+that raises, runs past its time bound or returns anything but a line partition leaves that file to line
+windows, logged. Retrieval never calls a model: forging writes the code once, chunking only runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import stat
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol, TypeVar
+
+from codeloupe.chunk.lines import PartitionError, validate_partition
+from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
+from codeloupe.types import Chunk
+
+log = logging.getLogger("codeloupe.chunk")
+
+STRATEGY_DIR = ".codeloupe/strategies"
+# A strategy is a page of code; a bigger file in that folder is not one (and is never read whole).
+MAX_STRATEGY_BYTES = 256_000
+# How long one strategy may take on one file before the file falls back to line windows.
+STRATEGY_TIMEOUT_S = 2.0
+
+T = TypeVar("T")
+Ranges = Sequence[tuple[int, int] | tuple[int, int, str]]
+
+
+class ChunkStrategy(Protocol):
+    """The strategy contract. A strategy is one Python module, `.codeloupe/strategies/NAME.py`, defining:
+
+        EXTENSIONS = (".ext",)   # the lower-case file extensions it chunks, dot included
+
+        def chunk(text: str, lines: list[str]) -> list[tuple[int, int]]:
+            ...
+
+    `text` is the whole file as decoded text; `lines` is `text.splitlines(keepends=True)` (a line is what
+    Python's splitlines makes a line, newline included). Return 1-based, inclusive `(start, end)` line
+    ranges that cover every line exactly once, in order: the first range starts at 1, each next one starts
+    right after the previous one ends, and the last ends at `len(lines)`. An empty file (no lines) gets `[]`.
+    A range may carry a label as a third item, `(start, end, "name")`: the name of the definition, section or
+    record it holds (shown in breadcrumbs). Cut at the format's own units (a definition, a section, a rule, a
+    record), keeping a unit's leading comments with it; a chunk should stay under a few dozen lines (longer
+    ones are cut into line windows). The function must be pure and quick: standard-library text modules only
+    (re, string, itertools, ...), no I/O, no imports of anything else, no global state, well under a second
+    per file. Any exception, a range that is not a partition or a run over the time bound sends that file to
+    plain line windows.
+    """
+
+    def __call__(self, text: str, lines: list[str]) -> Ranges: ...
+
+
+class StrategyError(Exception):
+    """A strategy failed on one file (raised, timed out, or returned something that is not a partition)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A chunk strategy: either a registered `function` or module `source` compiled in whichever process runs it
+    (so a strategy crosses into the indexer's worker processes as text)."""
+
+    name: str
+    extensions: tuple[str, ...]
+    source: str = ""
+    sha256: str = ""
+    function: ChunkStrategy | None = field(default=None, compare=False)
+    origin: str = ""  # the file it came from, or "the Python API"
+
+    def claims(self, rel_path: str) -> bool:
+        return PurePosixPath(rel_path.lower()).suffix in self.extensions
+
+
+@dataclass
+class StrategyLoad:
+    """The workspace strategies that may run, and a warning for each one that may not."""
+
+    strategies: list[Strategy] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+_registered: list[Strategy] = []
+_registry_lock = threading.Lock()
+_compiled: dict[str, ChunkStrategy] = {}  # sha256 -> the module's `chunk`, once per process
+_timed_out: set[str] = set()  # strategies abandoned in a thread this process: never started again
+
+
+def register_strategy(name: str, extensions: Sequence[str], function: ChunkStrategy) -> Strategy:
+    """Chunk files with these extensions with `function` (see `ChunkStrategy`), ahead of the built-in chunkers
+    and of workspace strategies. Registering a name again replaces it."""
+    strategy = Strategy(name, normalise_extensions(extensions), function=function, origin="the Python API")
+    with _registry_lock:
+        _registered[:] = [s for s in _registered if s.name != name] + [strategy]
+    return strategy
+
+
+def unregister_strategy(name: str) -> bool:
+    with _registry_lock:
+        before = len(_registered)
+        _registered[:] = [s for s in _registered if s.name != name]
+        return len(_registered) != before
+
+
+def registered_strategies() -> list[Strategy]:
+    with _registry_lock:
+        return list(_registered)
+
+
+def normalise_extensions(extensions: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(extensions, str) or not all(isinstance(e, str) and e for e in extensions):
+        raise ValueError("EXTENSIONS must be a sequence of extensions such as '.ext'")
+    return tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
+
+
+def strategy_for(rel_path: str, strategies: Sequence[Strategy]) -> Strategy | None:
+    """The first strategy claiming the file: those registered through the API, then `strategies`."""
+    for strategy in (*registered_strategies(), *strategies):
+        if strategy.claims(rel_path):
+            return strategy
+    return None
+
+
+def compile_strategy(source: str, origin: str) -> tuple[tuple[str, ...], ChunkStrategy]:
+    """Run a strategy module's code and return its (EXTENSIONS, chunk). Only for code the user accepted."""
+    namespace: dict[str, object] = {"__name__": f"codeloupe_strategy_{PurePosixPath(origin).stem}"}
+    exec(compile(source, origin, "exec"), namespace)  # noqa: S102 - trusted by its hash, or being forged
+    function = namespace.get("chunk")
+    if not callable(function):
+        raise StrategyError("the module defines no function chunk(text, lines)")
+    return normalise_extensions(namespace.get("EXTENSIONS", ())), function  # type: ignore[arg-type]
+
+
+def _function(strategy: Strategy) -> ChunkStrategy:
+    if strategy.function is not None:
+        return strategy.function
+    if strategy.sha256 not in _compiled:
+        _compiled[strategy.sha256] = compile_strategy(strategy.source, strategy.origin)[1]
+    return _compiled[strategy.sha256]
+
+
+def apply_strategy(strategy: Strategy, text: str, lines: list[str],
+                   timeout_s: float | None = None) -> list[tuple[int, int, str]]:
+    """The strategy's ranges for one file, checked to be a line partition; `StrategyError` otherwise."""
+    timeout_s = STRATEGY_TIMEOUT_S if timeout_s is None else timeout_s
+    if strategy.name in _timed_out:
+        raise StrategyError("disabled in this process after it ran past its time bound")
+    try:
+        raw = run_bounded(lambda: _function(strategy)(text, list(lines)), timeout_s, strategy.name)
+        ranges = [_range(item) for item in raw]
+    except StrategyError:
+        raise
+    except (Exception, RecursionError) as exc:
+        raise StrategyError(f"{type(exc).__name__}: {exc}") from exc
+    chunks = [Chunk(start, end, "block", name, "", "".join(lines[start - 1:end]))
+              if 1 <= start <= end <= len(lines) else Chunk(start, end, "block", name, "", "")
+              for start, end, name in ranges]
+    try:
+        validate_partition(text, chunks)
+    except PartitionError as exc:
+        raise StrategyError(f"not a line partition: {exc}") from exc
+    return ranges
+
+
+def _range(item: object) -> tuple[int, int, str]:
+    if isinstance(item, (tuple, list)) and len(item) in (2, 3):
+        start, end = item[0], item[1]
+        name = item[2] if len(item) == 3 else ""
+        if type(start) is int and type(end) is int and isinstance(name, str):
+            return start, end, " ".join(name.split())[:120]
+    raise StrategyError(f"a range must be (start, end) or (start, end, name) with int lines; got {item!r:.80}")
+
+
+class _Timeout(BaseException):
+    """Raised into the strategy by the alarm (a BaseException, so `except Exception` in it cannot eat it)."""
+
+
+def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
+    """Run `call` for at most `timeout_s`.
+
+    On a process's main thread (the CLI, the indexer's worker processes) an interval timer interrupts the
+    strategy: Python code between bytecodes, and the regular expression engine too (it checks for signals, so a
+    catastrophic backtrack is cut off). Elsewhere (the language server indexes on a thread) the call runs on a
+    daemon thread that is abandoned when late, and the strategy is not started again in this process; there a
+    long call into C that keeps the interpreter lock (a catastrophic regular expression) holds up the process
+    until it returns. The contract asks for quick code, and forge only accepts a strategy that passed every
+    matching file within the bound.
+    """
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        def on_alarm(_signum: int, _frame: object) -> None:
+            raise _Timeout
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return call()
+        except _Timeout:
+            raise StrategyError(f"ran past its time bound of {timeout_s:g}s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"codeloupe-strategy-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        _timed_out.add(name)
+        raise StrategyError(f"ran past its time bound of {timeout_s:g}s (disabled for this process)")
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
+
+def strategy_files(root: Path) -> list[Path]:
+    folder = Path(root) / STRATEGY_DIR
+    try:
+        return sorted(p for p in folder.iterdir() if p.name.endswith(".py"))
+    except OSError:
+        return []
+
+
+def read_strategy_file(path: Path) -> bytes:
+    """A strategy file's bytes: a regular file (not a link) within the size bound, or OSError saying why."""
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path}: not a regular file")
+    if st.st_size > MAX_STRATEGY_BYTES:
+        raise OSError(f"{path}: over {MAX_STRATEGY_BYTES} bytes")
+    return path.read_bytes()
+
+
+def load_workspace_strategies(root: Path, trust: TrustStore | None = None) -> StrategyLoad:
+    """The workspace's trusted strategies, compiled; a warning for every strategy file left alone."""
+    trust = trust or TrustStore.default()
+    out = StrategyLoad()
+    for path in strategy_files(root):
+        try:
+            data = read_strategy_file(path)
+        except OSError as exc:
+            out.warnings.append(f"codeloupe: not loading the chunk strategy {exc}")
+            continue
+        digest = file_digest(data)
+        state = trust.strategy_state(path, digest)
+        if state == CHANGED:
+            out.warnings.append(
+                f"codeloupe: WARNING: the chunk strategy {path} CHANGED since you trusted it; it is NOT loaded. "
+                f"Read it, then run `codeloupe trust --strategy {path}` if you accept the new code.")
+            continue
+        if state != TRUSTED:
+            out.warnings.append(
+                f"codeloupe: not loading the chunk strategy {path}: it is code you have not trusted. Read it, "
+                f"then run `codeloupe trust --strategy {path}` to use it.")
+            continue
+        source = data.decode("utf-8", "replace")
+        try:
+            extensions, function = compile_strategy(source, str(path))
+        except (Exception, RecursionError) as exc:
+            out.warnings.append(f"codeloupe: the trusted chunk strategy {path} failed to load ({exc}); skipped")
+            continue
+        _compiled[digest] = function
+        out.strategies.append(Strategy(path.stem, extensions, source, digest, origin=str(path)))
+    for warning in out.warnings:  # the surfaces show `warnings` to the user; this is for the log
+        log.info("%s", warning)
+    return out

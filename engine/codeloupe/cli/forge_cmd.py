@@ -1,0 +1,58 @@
+"""`codeloupe forge PATH [--ext EXT]`: the chat model writes a chunk strategy for each uncovered file type.
+
+A strategy is accepted only when it chunks every matching file as a line partition; it is then written to
+`.codeloupe/strategies/` and trusted (its sha256 goes to the user's trust store). Indexing uses it from then on;
+no model is called after this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from codeloupe.discover import DiscoverError
+
+from . import CliError
+from .common import add_workspace_args, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("forge", help="have the chat model write chunk strategies for uncovered files")
+    add_workspace_args(parser)
+    parser.add_argument("--ext", action="append", default=[], metavar="EXT",
+                        help="only this extension (repeatable; default: every uncovered one with 2+ files)")
+    parser.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeloupe.forge import ForgeAttempt, ForgeError
+
+    def show(extension: str, attempt: ForgeAttempt) -> None:
+        if args.json:
+            return
+        verdict = "accepted" if not attempt.problems else f"refused ({len(attempt.problems)} problems)"
+        print(f"  {extension} attempt {attempt.number}: {verdict}", file=sys.stderr)
+        for problem in attempt.problems[:3]:
+            print(f"      {problem}", file=sys.stderr)
+
+    ws = open_workspace(args)
+    try:
+        outcomes = ws.forge(args.ext or None, on_attempt=show)
+    except (ForgeError, DiscoverError) as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=2))
+    elif not outcomes:
+        print("nothing to forge: no uncovered extension has 2 or more files (see `codeloupe scan`)")
+    for outcome in outcomes if not args.json else []:
+        if outcome.accepted:
+            print(f"{outcome.extension}: wrote and trusted {outcome.path} (sha256 {outcome.sha256[:16]}…); "
+                  "the next index uses it")
+        else:
+            print(f"{outcome.extension}: nothing written: {outcome.reason}")
+    return 0 if all(o.accepted for o in outcomes) else 1

@@ -1,0 +1,41 @@
+"""`codeloupe mcp [PATH]`: an MCP server for coding agents over stdio (the `codeloupe_mcp` package)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "mcp", help="serve one workspace to coding agents over MCP (stdio)",
+        description="Speak MCP over stdin/stdout for one workspace: tools search, expand, locate, graph, status "
+                    "(and ask when a chat model is configured). Settings are read as for every other command.")
+    parser.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current one)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.path)
+    if not root.is_dir():
+        raise CliError(f"{root}: no such directory")
+    from codeloupe.api import WorkspaceError
+    from codeloupe.settings import SettingsError
+    from codeloupe.store import StoreError
+
+    try:
+        from codeloupe_mcp.server import build_server
+        from codeloupe_mcp.warm import WarmWorkspace
+    except ImportError as exc:  # the server extras are not installed
+        raise CliError(f"the MCP server needs the `mcp` package: {exc}") from exc
+    try:
+        warm = WarmWorkspace(root)
+    except (SettingsError, WorkspaceError, StoreError) as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        build_server(warm).run("stdio")
+    finally:
+        warm.close()
+    return 0

@@ -1,0 +1,44 @@
+"""`codeloupe scan PATH`: which file extensions no built-in chunker covers (the input to `codeloupe forge`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from codeloupe.discover import DiscoverError
+
+from . import CliError
+from .common import add_workspace_args, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("scan", help="list the file extensions no chunker covers (deterministic)")
+    add_workspace_args(parser)
+    parser.add_argument("--json", action="store_true", help="print the census as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeloupe.forge import MIN_FILES
+
+    ws = open_workspace(args)
+    try:
+        census = ws.scan()
+    except DiscoverError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(census), indent=2))
+        return 0
+    print(f"{census.root}: {census.files} files, {census.covered} covered by a chunker")
+    if not census.uncovered:
+        print("  every file type has a chunker")
+    for count in census.uncovered:
+        label = count.extension or "(no extension)"
+        hint = "  (forge can write one)" if count.extension and count.files >= MIN_FILES else ""
+        print(f"  {label:<16} {count.files:>5} files, no chunker of their own{hint}")
+    for count in census.forged:
+        print(f"  {count.extension:<16} {count.files:>5} files, chunked by the strategy {count.strategy!r}")
+    return 0

@@ -1,0 +1,79 @@
+"""`codeloupe serve [PATH ...]`: the HTTP API, MCP over streamable HTTP and the search page (`codeloupe_web`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from . import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve workspaces over HTTP: JSON API, MCP at /mcp, a search page",
+        description="One process holding warm workspaces: /v1/search and friends (see docs/http.md), MCP over "
+                    "streamable HTTP at /mcp, and a search page at /. Loopback only unless --host says otherwise; "
+                    "beyond loopback a bearer token is required (one is generated and printed if not given).")
+    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=7341, help="port (default 7341; 0 picks a free one)")
+    parser.add_argument("--token", help="require `Authorization: Bearer TOKEN` (mandatory beyond loopback; "
+                                        "CODELOUPE_SERVE_TOKEN also sets it)")
+    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="allow browser pages from this origin to call the API (repeatable; default none)")
+    parser.add_argument("--rate", type=float, help="requests per second per client (default 100)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    for path in args.paths:
+        if not Path(path).is_dir():
+            raise CliError(f"{path}: no such directory")
+    try:
+        import uvicorn
+
+        from codeloupe_mcp.warm import WarmWorkspaces
+        from codeloupe_web.app import create_app
+        from codeloupe_web.guard import GuardConfig
+        from codeloupe_web.listen import bind
+    except ImportError as exc:
+        raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
+    from codeloupe.api import WorkspaceError
+    from codeloupe.settings import SettingsError
+    from codeloupe.store import StoreError
+
+    token = args.token or os.environ.get("CODELOUPE_SERVE_TOKEN") or None
+    extra = {"rate_per_s": args.rate} if args.rate else {}
+    guard, generated = GuardConfig.for_bind(args.host, token, cors_origins=args.cors_origin, **extra)
+    try:
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+    try:
+        pool = WarmWorkspaces([Path(p) for p in args.paths])
+    except (SettingsError, WorkspaceError, StoreError) as exc:
+        sock.close()
+        raise CliError(str(exc)) from exc
+    port = sock.getsockname()[1]
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"codeloupe: serving {', '.join(str(w.root) for w in pool.all)} at http://{shown}:{port}/ "
+          f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
+    if generated:
+        print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}", file=sys.stderr,
+              flush=True)
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
+    # an ordinary exit, so the workspaces are closed below and the status is 0.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server = uvicorn.Server(uvicorn.Config(create_app(pool, guard), log_level="warning", access_log=False,
+                                               timeout_graceful_shutdown=5))
+        server.run(sockets=[sock])
+    finally:
+        pool.close()
+        sock.close()
+    return 0
+

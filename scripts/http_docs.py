@@ -1,0 +1,145 @@
+"""Write docs/http.md from the OpenAPI schema of `codeloupe serve` (run after changing an endpoint).
+
+Usage:  .venv/bin/python scripts/http_docs.py [--check]
+`--check` exits 1 when docs/http.md differs from what the schema gives (the test suite runs this).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "http.md"
+
+INTRO = """# HTTP API (`codeloupe serve`)
+
+Generated from the OpenAPI schema by `scripts/http_docs.py`; do not edit by hand. The live schema is served
+at `/openapi.json`.
+
+`codeloupe serve [PATH ...] [--host 127.0.0.1] [--port 7341] [--token T] [--cors-origin O] [--rate N]` holds
+one warm index per PATH. Each request refreshes a stale index first (changed files only, at most once a
+second) and answers from the index it has if that fails; an index written by the language server, the CLI or
+another process is picked up by the next request. MCP (streamable HTTP) is served at `/mcp` (the second PATH
+at `/mcp/1`, ...); the search page at `/`, the graph map at `/graph`.
+
+**Security.** Bound to loopback (the default) the server answers only requests whose `Host` names a loopback
+address (a web page elsewhere cannot reach it by DNS rebinding). Bound beyond loopback it requires
+`Authorization: Bearer <token>` on everything but `/healthz` and the search page's static shell (`--token` or
+`CODELOUPE_SERVE_TOKEN`; one is generated and printed when not given; open the page as `/#token=<token>`). Request bodies are limited to 1 MB (413), each client to 100 requests
+a second with bursts of 400 (429), CORS is off unless `--cors-origin` names origins. Files are read only when
+they are in the index and inside the workspace (no `..`, absolute paths, or links leading out). No endpoint
+changes settings: they come from the user's configuration and environment as for every other command.
+
+**Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
+answers 400 with `{"error": message}`; a malformed one 422 with the validation details.
+"""
+
+
+def schema() -> dict[str, Any]:
+    """The app's OpenAPI schema, built over an empty workspace (the schema does not depend on content)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["CODELOUPE_CACHE_DIR"] = str(Path(tmp) / "cache")
+        os.environ["CODELOUPE_EMBED_PROVIDER"] = "none"
+        (Path(tmp) / "ws").mkdir()
+        from codeloupe_mcp.warm import WarmWorkspaces
+        from codeloupe_web.app import create_app
+
+        pool = WarmWorkspaces([Path(tmp) / "ws"])
+        try:
+            return create_app(pool).openapi()
+        finally:
+            pool.close()
+
+
+def type_of(node: dict[str, Any], spec: dict[str, Any]) -> str:
+    if "$ref" in node:
+        return node["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in node:
+        return " or ".join(type_of(n, spec) for n in node["anyOf"])
+    if "enum" in node:
+        return " \\| ".join(f"`{v}`" for v in node["enum"])
+    if node.get("type") == "array":
+        return f"list of {type_of(node.get('items', {}), spec)}"
+    return node.get("type", "object")
+
+
+def limits(node: dict[str, Any]) -> str:
+    parts = []
+    for key, label in (("minLength", "min length"), ("maxLength", "max length"), ("minimum", "≥"), ("maximum", "≤")):
+        for option in [node, *node.get("anyOf", [])]:
+            if key in option:
+                parts.append(f"{label} {option[key]}")
+    return ", ".join(parts)
+
+
+def fields_table(rows: list[tuple[str, dict[str, Any], bool, str]], spec: dict[str, Any]) -> list[str]:
+    out = ["| name | type | required | default | limits | meaning |", "|---|---|---|---|---|---|"]
+    for name, node, required, description in rows:
+        default = node.get("default")
+        shown = f"`{json.dumps(default)}`" if "default" in node else ""
+        out.append(f"| `{name}` | {type_of(node, spec)} | {'yes' if required else ''} | "
+                   f"{'' if required else shown} | {limits(node)} | {description or node.get('description', '')} |")
+    return out
+
+
+def render(spec: dict[str, Any]) -> str:
+    lines = [INTRO.rstrip(), ""]
+    components = spec.get("components", {}).get("schemas", {})
+    for path, methods in spec["paths"].items():
+        for method, op in methods.items():
+            lines += [f"## `{method.upper()} {path}`", "", op.get("summary", ""), ""]
+            params = [p for p in op.get("parameters", []) if p["in"] == "query"]
+            if params:
+                lines += ["Query parameters:", ""]
+                lines += fields_table([(p["name"], p["schema"], p.get("required", False), p.get("description", ""))
+                                       for p in params], spec)
+                lines.append("")
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body:
+                model = components[body["$ref"].rsplit("/", 1)[-1]]
+                lines += ["JSON body:", ""]
+                lines += fields_table([(name, node, name in model.get("required", []), "")
+                                       for name, node in model["properties"].items()], spec)
+                lines.append("")
+            answers = []
+            for code, response in op.get("responses", {}).items():
+                content = response.get("content", {})
+                media = next(iter(content), "")
+                shape = content.get(media, {}).get("schema", {}) if media else {}
+                what = type_of(shape, spec) if shape else ""
+                answers.append(f"`{code}` {response.get('description', '')}"
+                               + (f" ({media}: {what})" if what and what != "object" else f" ({media})" if media else ""))
+            lines += ["Answers: " + "; ".join(answers) + ".", ""]
+    lines += ["## Shapes", ""]
+    for name, model in sorted(components.items()):
+        if name in ("HTTPValidationError", "ValidationError"):
+            continue
+        lines += [f"### {name}", ""]
+        lines += fields_table([(field, node, field in model.get("required", []), "")
+                               for field, node in model.get("properties", {}).items()], spec)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="exit 1 when docs/http.md is out of date")
+    args = parser.parse_args()
+    text = render(schema())
+    if args.check:
+        if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
+            print(f"{DOC} is out of date: run scripts/http_docs.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(text, encoding="utf-8")
+    print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The MCP server: a lean tool surface over one warm workspace, and its files as resources.
+
+Every tool description costs the calling agent context on every turn, so there are few tools, each saying
+when it beats grep. Every answer fits a byte budget and says so when it cuts. Engine refusals (a path
+outside the workspace, an unknown symbol, a query too long) come back as tool errors, never crashes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from pydantic import Field
+
+from codeloupe.api import WorkspaceError
+from codeloupe.graph import render_text
+
+from . import sized
+from .warm import WarmWorkspace
+
+MAX_QUERY_CHARS = 20_000  # a pasted bug report with its traceback fits; a pasted file does not
+MAX_LOCATE = 1_000
+
+INSTRUCTIONS = (
+    "codeloupe keeps a warm search index of this workspace (BM25 + embeddings + symbols, fused by rank; no "
+    "model in the search path). Use `search` first for any question about where or how something is done: it "
+    "returns the files that matter ranked and complete in one call, which grep cannot. Use `locate` for an "
+    "exact string or identifier, `expand` to read a span or a definition, `graph` for who imports or calls a "
+    "file. Every file shown was read from disk."
+)
+
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                             description="a question, an identifier, or a pasted bug report / traceback")]
+MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_BYTES,
+                                description="size budget of the answer in bytes; the answer says what it cut")]
+RelPath = Annotated[str, Field(min_length=1, max_length=4096, description="a file path relative to the workspace root")]
+
+
+def build_server(warm: WarmWorkspace) -> MCPServer:
+    """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP)."""
+    server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
+
+    @server.tool(structured_output=False, description=(
+        "Semantic + lexical code search over the whole workspace: the ranked, complete set of files that answer "
+        "a question (CORE files with their matching code in full, every other candidate as a one-line map with "
+        "its best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for "
+        "pasted bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks "
+        "as JSON (path, lines, anchor_line = best-matching line, text, truncated)."))
+    def search(query: Query, flat: Annotated[bool, Field(description="ranked chunks as JSON")] = False,
+               scope: Annotated[str, Field(max_length=4096, description="only under this sub-path")] = "",
+               mode: Literal["code", "docs", "both"] = "code",
+               limit: Annotated[int, Field(ge=1, le=50, description="candidate files")] = 12,
+               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        ws = warm.fresh()
+        with _refusals():
+            bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+        return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
+
+    @server.tool(structured_output=False, description=(
+        "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, "
+        "qualified like `Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a "
+        "search hit's anchor). Use it instead of cat/sed to read exactly the function you need."))
+    def expand(path: RelPath, start_line: Annotated[int | None, Field(ge=1)] = None,
+               end_line: Annotated[int | None, Field(ge=1)] = None,
+               symbol: Annotated[str, Field(max_length=512)] = "",
+               anchor_line: Annotated[int | None, Field(ge=1)] = None,
+               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        ws = warm.fresh()
+        with _refusals():
+            found = ws.expand(path, start_line, end_line, symbol=symbol, line=anchor_line)
+        return sized.expansion_text(found, max_bytes)
+
+    @server.tool(structured_output=False, description=(
+        "Exact, case-sensitive occurrences of a string across every indexed file, with path:line:column, the "
+        "line and its enclosing definition. Faster than grep and skips ignored, vendored and generated files. "
+        "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
+        "instead when you do not know the exact text."))
+    def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
+               limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
+               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        ws = warm.fresh()
+        with _refusals():
+            found = ws.locate(text, identifier=identifier, limit=limit)
+        return sized.located_text(found, max_bytes)
+
+    @server.tool(structured_output=False, description=(
+        "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
+        "(with the carrying symbols and lines) and files that read alike. `source`+`target`: the route between "
+        "two concepts, each hop naming its symbols. Neither: the map (communities, hub files). Use it to find "
+        "callers and dependents across files instead of grepping for imports."))
+    def graph(node: Annotated[str, Field(max_length=1000)] = "",
+              source: Annotated[str, Field(max_length=1000)] = "",
+              target: Annotated[str, Field(max_length=1000)] = "",
+              max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        if bool(source) != bool(target):
+            raise ToolError("graph: a route needs both `source` and `target`")
+        if node and source:
+            raise ToolError("graph: pass either `node` or `source`+`target`, not both")
+        ws = warm.fresh()
+        with _refusals():
+            result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
+        return sized.plain_text(render_text(result), max_bytes, "graph")
+
+    @server.tool(structured_output=False, description=(
+        "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the last "
+        "refresh error if any. Call it when results look incomplete."))
+    def status() -> str:
+        return _status_json(warm)
+
+    if _chat_configured(warm):
+        @server.tool(structured_output=False, description=(
+            "A narrated walkthrough of how the code answers a question, by the user's configured chat model; "
+            "every code span in it is spliced verbatim from disk (the model can only cite). Slower than "
+            "`search` (a model call); prefer `search` unless a prose explanation across files is needed."))
+        def ask(question: Query, mode: Literal["code", "docs"] = "code",
+                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+            ws = warm.fresh()
+            with _refusals():
+                result = None
+                for event in ws.ask(question, mode=mode):
+                    if event.type == "done":
+                        result = event.result
+            if result is None:
+                raise ToolError("ask: the walkthrough ended without a result")
+            if result.fallback is not None:
+                return sized.plain_text(f"[no walkthrough: {result.fallback}; the retrieved files follow]\n"
+                                        + sized.bundle_text(result.bundle, max_bytes), max_bytes, "answer")
+            return sized.plain_text(result.answer, max_bytes, "answer")
+
+    @server.resource("codeloupe://status", name="status", mime_type="application/json",
+                     description="index health of the served workspace (as the `status` tool)")
+    def status_resource() -> str:
+        return _status_json(warm)
+
+    @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
+                     description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
+    def file_resource(path: str) -> str:
+        try:
+            return warm.fresh().expand(path).text
+        except (WorkspaceError, OSError) as exc:
+            raise ResourceError(str(exc)) from exc
+
+    return server
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """Engine refusals become tool errors with the engine's message (the agent can correct its call)."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except (WorkspaceError, ValueError, OSError) as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _chat_configured(warm: WarmWorkspace) -> bool:
+    settings = warm.ws.settings
+    return bool(settings.chat_base_url and settings.chat_model)
+
+
+def _status_json(warm: WarmWorkspace) -> str:
+    status = dataclasses.asdict(warm.ws.status())
+    status.update(ready=warm.ready, last_error=warm.last_error)
+    return json.dumps(status, indent=1)
+
+
+def server_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("codeloupe")
+    except PackageNotFoundError:
+        return "0"

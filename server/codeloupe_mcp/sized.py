@@ -1,0 +1,187 @@
+"""Answers sized for a model: every tool result fits a byte budget, and says so (with what to call next)
+whenever it cuts. Completeness first: every candidate file keeps its map line; code is what gets cut."""
+
+from __future__ import annotations
+
+import json
+
+from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located
+
+DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits; more is rarely read
+MIN_BUDGET_BYTES = 1_000
+MAX_BUDGET_BYTES = 200_000
+_LINE_CHARS = 240  # one located line, clipped: minified code must not spend the budget
+
+
+class Budget:
+    """Bytes left in one answer (UTF-8, as the caller receives them)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = min(max(limit, MIN_BUDGET_BYTES), MAX_BUDGET_BYTES)
+        self.used = 0
+
+    def take(self, text: str) -> bool:
+        size = len(text.encode("utf-8"))
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def left(self) -> int:
+        return self.limit - self.used
+
+
+def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+    """CORE chunks in full, RELATED as a map; every file's map line is kept, CORE code is cut first."""
+    budget = Budget(max_bytes)
+    head = [_summary(bundle)]
+    if not bundle.core:
+        return head[0] + "\nno match"
+    map_lines = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
+    map_lines += [_map_line(hit) for hit in bundle.related]
+    core_heads = {hit.path: f"## {hit.rank}. {hit.path}  ({hit.why})" for hit in bundle.core}
+    reserved = "\n".join([*head, "CORE", *core_heads.values(), *map_lines, _cut_note(0, 0, budget.limit)])
+    budget.take(reserved)
+    out = [*head, "CORE"]
+    cut, cut_bytes = 0, 0
+    for hit in bundle.core:
+        out.append(core_heads[hit.path])
+        for chunk in hit.chunks:
+            block = _code_block(hit, chunk)
+            if budget.take(block):
+                out.append(block)
+            else:
+                cut += 1
+                cut_bytes += len(block.encode("utf-8"))
+                out.append(f"{hit.path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}  (code cut: budget)")
+    out += map_lines
+    if cut:
+        out.append(_cut_note(cut, cut_bytes, budget.limit))
+    return "\n".join(out)
+
+
+def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+    """Ranked chunks, one object each: path, lines, the anchor line (the best-matching line), the text (the
+    chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial."""
+    budget = Budget(max_bytes)
+    budget.take('{"query": "", "lanes": [], "chunks": [], "cut": ""}' + bundle.query)
+    items: list[dict] = []
+    left_out = 0
+    for hit in bundle.files:
+        for chunk in hit.chunks:
+            item = _flat_item(hit, chunk)
+            if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
+                items.append(item)
+                continue
+            shortened = _shorten(item, budget.left() - 200)
+            if shortened is not None and budget.take(json.dumps(shortened, ensure_ascii=False) + ", "):
+                items.append(shortened)
+            else:
+                left_out += 1
+    answer = {"query": bundle.query, "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": items}
+    if left_out:
+        answer["cut"] = (f"{left_out} lower-ranked chunks left out to stay within {budget.limit} bytes; "
+                         "raise max_bytes or read them with `expand`")
+    return json.dumps(answer, ensure_ascii=False)
+
+
+def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+    budget = Budget(max_bytes)
+    kind = "identifier" if found.identifier else "text"
+    if not found.total:
+        return f"no indexed line holds the {kind} {found.text!r}"
+    head = f"{found.total} lines hold the {kind} {found.text!r}"
+    budget.take(head + "\n" + _cut_note(1, 0, budget.limit))
+    lines = []
+    for loc in found.locations:
+        text = loc.text.strip()
+        text = text if len(text) <= _LINE_CHARS else text[:_LINE_CHARS] + "…"
+        line = f"{loc.path}:{loc.line}:{loc.column}  {text}  [{loc.breadcrumb}]"
+        if not budget.take(line + "\n"):
+            break
+        lines.append(line)
+    out = [head + (f" (showing {len(lines)})" if len(lines) < found.total else ""), *lines]
+    if len(lines) < found.total:
+        out.append(f"[{found.total - len(lines)} more not shown: narrow the text, or pass a larger limit/max_bytes]")
+    return "\n".join(out)
+
+
+def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+    """The lines with their location; a span over budget is cut at a line boundary and says where."""
+    budget = Budget(max_bytes)
+    label = f" ({found.symbol})" if found.symbol else ""
+    head = f"{found.path}:{found.start_line}-{found.end_line}{label}"
+    budget.take(head + "\n```\n```\n" + _cut_note(1, 0, budget.limit))
+    kept = _lines_within(found.text, budget.left())
+    if kept == found.text:
+        return f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
+    last = found.start_line + len(kept.splitlines()) - 1
+    return (f"{head}\n```\n{kept.rstrip(chr(10))}\n```\n[cut at line {last} to stay within {budget.limit} bytes: "
+            f"call expand again from line {last + 1}]")
+
+
+def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer") -> str:
+    """Any text answer (graph, ask) cut at a line boundary within the budget, saying so."""
+    budget = Budget(max_bytes)
+    kept = _lines_within(text, budget.limit - 200)
+    if kept == text:
+        return text
+    return kept.rstrip("\n") + f"\n[{what} cut to stay within {budget.limit} bytes]"
+
+
+# ----------------------------------------------------------------------------------------------- pieces
+
+
+def _summary(bundle: Bundle) -> str:
+    lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}" for s in bundle.lanes)
+    mode = " · issue mode" if bundle.issue_mode else ""
+    return f"{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode}"
+
+
+def _map_line(hit: FileHit) -> str:
+    symbols = f"  {', '.join(hit.symbols[:4])}" if hit.symbols else ""
+    via = " (via graph)" if hit.via == "graph" else ""
+    return f"{hit.rank}. {hit.path}:{hit.best_start_line}-{hit.best_end_line}{symbols}  {hit.why}{via}"
+
+
+def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
+    return (f"{hit.path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}\n"
+            f"```{hit.language}\n{chunk.text.rstrip(chr(10))}\n```")
+
+
+def _cut_note(cut: int, cut_bytes: int, limit: int) -> str:
+    return (f"[cut: the code of {cut} chunks ({cut_bytes} bytes) left out to stay within {limit} bytes; "
+            "read them with `expand` (path, start_line, end_line) or raise max_bytes]")
+
+
+def _flat_item(hit: FileHit, chunk: ChunkHit) -> dict:
+    snippet = chunk.snippet
+    return {
+        "rank": hit.rank, "path": hit.path, "start_line": chunk.start_line, "end_line": chunk.end_line,
+        "anchor_line": snippet.anchor_line if snippet else chunk.start_line, "breadcrumb": chunk.breadcrumb,
+        "text": snippet.text if snippet else chunk.text, "truncated": bool(snippet and snippet.truncated),
+        "text_start_line": snippet.start_line if snippet else chunk.start_line,
+    }
+
+
+def _shorten(item: dict, room: int) -> dict | None:
+    if room <= 0:
+        return None
+    kept = _lines_within(item["text"], room - len(json.dumps({**item, "text": ""}).encode("utf-8")))
+    return {**item, "text": kept, "truncated": True} if kept else None
+
+
+def _lines_within(text: str, room: int) -> str:
+    """The longest run of whole leading lines of `text` within `room` UTF-8 bytes."""
+    if len(text.encode("utf-8")) <= room:
+        return text
+    out: list[str] = []
+    used = 0
+    for line in text.splitlines(keepends=True):
+        size = len(line.encode("utf-8"))
+        if used + size > room:
+            break
+        out.append(line)
+        used += size
+    return "".join(out)
+

@@ -1,0 +1,142 @@
+"""Warm workspaces for the MCP and HTTP surfaces: opened with the settings the CLI loads, brought up to date
+before each call (changed files only, by size and mtime), and failing open with whatever lanes are ready."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.settings import load_settings
+
+log = logging.getLogger("codeloupe.warm")
+
+# A burst of calls walks the tree once; a saved file is seen within this many seconds.
+REFRESH_INTERVAL_S = 1.0
+# The first call waits this long for the first index (lexical lanes) before answering with what there is.
+FIRST_INDEX_WAIT_S = 120.0
+
+
+class WarmWorkspace:
+    """One root's `Workspace`, indexed in the background at open and refreshed before each call."""
+
+    def __init__(self, root: Path | str, *, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+        path = Path(root)
+        if not path.is_dir():
+            raise WorkspaceError(f"{root}: not a directory")
+        # The same settings the CLI reads for this root (files, environment, user config; never a request).
+        self.ws = Workspace(path, load_settings(path.resolve(), {}))
+        self.refresh_interval_s = refresh_interval_s
+        self.last_error = ""
+        self._refreshing = threading.Lock()
+        self._last_refresh = 0.0
+        self._first_index = threading.Event()
+        self._closing = threading.Event()
+        self._embedder: threading.Thread | None = None
+        self._indexer = threading.Thread(target=self._index_first, name="codeloupe-first-index", daemon=True)
+        self._indexer.start()
+
+    @property
+    def root(self) -> Path:
+        return self.ws.root
+
+    @property
+    def ready(self) -> bool:
+        """True once the first index finished (the lexical and symbol lanes answer)."""
+        return self._first_index.is_set()
+
+    def fresh(self) -> Workspace:
+        """The workspace after indexing what changed on disk. A failed refresh, or one already running in
+        another thread, answers from the index as it is: a call is never refused for being stale."""
+        self._first_index.wait(FIRST_INDEX_WAIT_S)
+        if self.ready and time.monotonic() - self._last_refresh >= self.refresh_interval_s:
+            self._refresh()
+        return self.ws
+
+    def _index_first(self) -> None:
+        try:
+            self._refresh(force=True)
+        finally:
+            self._first_index.set()
+
+    def _refresh(self, *, force: bool = False) -> None:
+        if not self._refreshing.acquire(blocking=False):
+            return
+        try:
+            if not force and time.monotonic() - self._last_refresh < self.refresh_interval_s:
+                return
+            report = self.ws.index()
+            self.last_error = ""
+            if force or report.files_indexed or report.files_deleted:
+                self._embed_in_background()
+        except Exception as exc:  # fail open: the last index still answers, the status says why it is stale
+            self.last_error = f"refreshing the index failed: {exc}"
+            log.warning("%s: %s", self.root, self.last_error)
+        finally:
+            self._last_refresh = time.monotonic()
+            self._refreshing.release()
+
+    def _embed_in_background(self) -> None:
+        if self.ws.settings.embed_provider == "none" or self._closing.is_set():
+            return
+        if self._embedder is not None and self._embedder.is_alive():
+            return  # the running pass picks up what is missing when it asks the store for pending chunks
+
+        def embed() -> None:
+            try:
+                self.ws.embed(should_stop=self._closing.is_set)
+            except Exception as exc:  # the dense lane stays not ready; the others answer
+                self.last_error = f"computing vectors failed: {exc}"
+                log.warning("%s: %s", self.root, self.last_error)
+
+        self._embedder = threading.Thread(target=embed, name="codeloupe-embed", daemon=True)
+        self._embedder.start()
+
+    def close(self) -> None:
+        self._closing.set()
+        for thread in (self._indexer, self._embedder):
+            if thread is not None:
+                thread.join(timeout=30)
+        self.ws.close()
+
+
+class WarmWorkspaces:
+    """The roots one process serves, chosen per request by path (never opened on request)."""
+
+    def __init__(self, roots: list[Path | str], *, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+        if not roots:
+            raise WorkspaceError("no workspace to serve")
+        self.all: list[WarmWorkspace] = []
+        for root in roots:
+            warm = WarmWorkspace(root, refresh_interval_s=refresh_interval_s)
+            if any(w.root == warm.root for w in self.all):
+                warm.close()
+                continue
+            self.all.append(warm)
+
+    def get(self, root: str | None = None) -> WarmWorkspace:
+        """The served workspace named by `root` (its path as served, or its resolved path); the first when
+        None. A root that is not served is refused: requests cannot open new workspaces."""
+        if not root:
+            return self.all[0]
+        for warm in self.all:
+            if root in (str(warm.root), warm.root.name) or _same_path(root, warm.root):
+                return warm
+        raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in self.all)})")
+
+    @property
+    def ready(self) -> bool:
+        return all(w.ready for w in self.all)
+
+    def close(self) -> None:
+        for warm in self.all:
+            warm.close()
+
+
+def _same_path(candidate: str, root: Path) -> bool:
+    try:
+        return Path(candidate).resolve() == root
+    except (OSError, RuntimeError, ValueError):
+        return False

@@ -1,0 +1,248 @@
+"""The ASGI app of `codeloupe serve`: the JSON API (`/v1/...`), MCP over streamable HTTP (`/mcp`), health
+probes, the OpenAPI schema and the search page. Handlers convert and call `codeloupe.api`; nothing here
+ranks, reads files or changes settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.middleware.cors import CORSMiddleware
+
+from codeloupe.api import WorkspaceError
+from codeloupe.graph import render_html
+from codeloupe.types import Bundle, Expansion, Located
+from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
+from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
+
+from .guard import Guard, GuardConfig
+
+MAX_LIMIT = 50
+# The page loads nothing from elsewhere; the graph map page is one self-contained file with inline code.
+_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
+_MAP_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
+RootParam = Annotated[str | None, Query(max_length=4096, description="a served workspace (path or folder name); "
+                                                                      "default: the first")]
+ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
+LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
+ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
+
+
+class SearchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # nothing else rides along (a request never carries settings)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    root: str | None = Field(default=None, max_length=4096)
+    scope: str = Field(default="", max_length=4096)
+    mode: Literal["code", "docs", "both"] = "code"
+    limit: int = Field(default=12, ge=1, le=MAX_LIMIT)
+
+
+class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    root: str | None = Field(default=None, max_length=4096)
+    mode: Literal["code", "docs"] = "code"
+    agents: bool | None = None
+    best: bool = False
+
+
+class DocHit(BaseModel):
+    path: str
+    title: str
+    start_line: int
+    end_line: int
+    anchor_line: int
+    text: str
+    score: float
+
+
+class Error(BaseModel):
+    error: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": Error, "description": "refused by the engine"}}
+
+
+def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAPI:
+    """The app serving `pool` under `guard`'s rules (loopback, no token, no CORS when not given)."""
+    guard = guard or GuardConfig()
+    mcp_servers = [build_server(warm) for warm in pool.all]
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for server in mcp_servers:
+                await stack.enter_async_context(server.session_manager.run())
+            yield
+
+    app = FastAPI(title="codeloupe", version=server_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Code retrieval over a warm index: ranked, complete bundles with no model call.")
+
+    @app.exception_handler(WorkspaceError)
+    @app.exception_handler(ValueError)
+    @app.exception_handler(OSError)
+    async def refused(_: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+
+    def fresh(root: str | None) -> WarmWorkspace:
+        warm = pool.get(root)
+        warm.fresh()
+        return warm
+
+    @app.get("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
+             summary="The bundle for a query (the JSON of `codeloupe search --json`)")
+    def search_get(q: QueryText, root: RootParam = None, scope: ScopeParam = "",
+                   mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        return _search(fresh(root), q, scope, mode, limit)
+
+    @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
+              summary="The bundle for a query sent as JSON (a long bug report)")
+    def search_post(body: SearchBody) -> Any:
+        return _search(fresh(body.root), body.query, body.scope, body.mode, body.limit)
+
+    @app.get("/v1/docsearch", response_model=list[DocHit], responses=_ERRORS, tags=["search"],
+             summary="A documentation site's search box: docs only, the best section per page")
+    def docsearch(q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
+        bundle = fresh(root).ws.search(q, mode="docs", limit=limit)
+        return [_doc_hit(hit) for hit in bundle.files if hit.chunks]
+
+    @app.get("/v1/expand", response_model=Expansion, responses=_ERRORS, tags=["read"],
+             summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
+    def expand(path: Annotated[str, Query(min_length=1, max_length=4096,
+                                          description="an indexed file, relative to the workspace root")],
+               root: RootParam = None,
+               start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
+               end: Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")] = None,
+               symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
+               line: Annotated[int | None, Query(ge=1, description="an anchor line")] = None) -> Any:
+        return dataclasses.asdict(fresh(root).ws.expand(path, start, end, symbol=symbol, line=line))
+
+    @app.get("/v1/locate", response_model=Located, responses=_ERRORS, tags=["read"],
+             summary="Every indexed line holding a string exactly (or a whole identifier)")
+    def locate(text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
+               root: RootParam = None,
+               identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
+               limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
+        return dataclasses.asdict(fresh(root).ws.locate(text, identifier=identifier, limit=limit))
+
+    @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
+             summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
+    def graph(root: RootParam = None,
+              node: Annotated[str, Query(max_length=1000, description="a file, a file name or a concept")] = "",
+              source: Annotated[str, Query(max_length=1000, description="a route's start")] = "",
+              target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
+        if bool(source) != bool(target) or (node and source):
+            raise WorkspaceError("pass `node`, or both `source` and `target`, or neither (the map)")
+        ws = fresh(root).ws
+        result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
+        return result.to_dict()
+
+    @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
+              summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "
+                      "when no chat model is configured or it fails")
+    def ask(body: AskBody) -> dict[str, Any]:
+        events = fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
+        return next(e for e in events if e.type == "done").to_dict()
+
+    @app.post("/v1/ask/stream", responses=_ERRORS, tags=["ask"], response_class=StreamingResponse,
+              summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")
+    def ask_stream(body: AskBody) -> StreamingResponse:
+        events = fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
+        return StreamingResponse(_sse(events), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
+    def status() -> dict[str, Any]:
+        return {"ready": pool.ready, "workspaces": [
+            {**dataclasses.asdict(w.ws.status()), "ready": w.ready, "last_error": w.last_error} for w in pool.all]}
+
+    @app.get("/v1/languages", tags=["health"], response_model=list[str],
+             summary="The languages this build parses")
+    def languages() -> list[str]:
+        from codeloupe.chunk import available_languages
+
+        return available_languages()
+
+    @app.get("/healthz", tags=["health"], summary="Liveness: the process answers")
+    def healthz() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.get("/readyz", tags=["health"], summary="Readiness: 200 once every workspace's lexical lanes answer",
+             responses={503: {"model": Error}})
+    def readyz() -> JSONResponse:
+        if pool.ready:
+            return JSONResponse({"ready": True})
+        return JSONResponse({"error": "indexing"}, status_code=503)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(_asset("index.html"), headers={"content-security-policy": _PAGE_CSP})
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        kinds = {"page.js": "text/javascript", "page.css": "text/css"}
+        if name not in kinds:  # a fixed list: nothing else on disk is reachable here
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return Response(_asset(name), media_type=kinds[name], headers={"content-security-policy": _PAGE_CSP})
+
+    @app.get("/graph", include_in_schema=False)
+    def graph_page(root: RootParam = None) -> HTMLResponse:
+        return HTMLResponse(render_html(fresh(root).ws.graph_map()), headers={"content-security-policy": _MAP_CSP})
+
+    for index, server in enumerate(mcp_servers):
+        # The SDK's Host check is off: the guard applies one rule to every route, MCP included.
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        sub = server.streamable_http_app(
+            streamable_http_path="/mcp" if index == 0 else f"/mcp/{index}",
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        app.router.routes.extend(sub.routes)
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next):
+        response = await call_next(request)
+        response.headers.setdefault("x-content-type-options", "nosniff")
+        response.headers.setdefault("referrer-policy", "no-referrer")
+        return response
+
+    if guard.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=guard.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["authorization", "content-type"])
+    app.add_middleware(Guard, config=guard)
+    return app
+
+
+def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:
+    ws = warm.ws
+    bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+    return dataclasses.asdict(bundle)
+
+
+def _doc_hit(hit) -> DocHit:
+    best = hit.chunks[0]
+    snippet = best.snippet
+    return DocHit(path=hit.path, title=best.breadcrumb.split(" > ")[-1], start_line=best.start_line,
+                  end_line=best.end_line, anchor_line=snippet.anchor_line if snippet else best.start_line,
+                  text=snippet.text if snippet else best.text, score=hit.score)
+
+
+def _sse(events) -> Iterator[str]:
+    """Each event as one SSE message whose data is exactly the line `codeloupe ask --json` prints."""
+    for event in events:
+        yield f"data: {json.dumps(event.to_dict(), default=str)}\n\n"
+
+
+def _asset(name: str) -> str:
+    return resources.files("codeloupe_web").joinpath(f"static/{name}").read_text(encoding="utf-8")
+

@@ -1,0 +1,161 @@
+"""The protocol's edges over real stdio: framing errors (raw bytes), requests outside the lifecycle,
+mistyped standard params, and a file name that is not UTF-8 in a served folder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from lsp_helpers import expect_error, start_server, stop_server, uri, write_project
+from lsprotocol import types as lsp
+
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, SERVER_NOT_INITIALIZED = -32700, -32600, -32602, -32002
+
+
+class RawServer:
+    """`codeloupe-lsp` as a subprocess spoken to in bytes, so a test can send what no client library would."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "codeloupe_lsp"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ.copy())
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while (line := out.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line or length is None:
+                return
+            self.messages.put(json.loads(out.read(length)))
+
+    def send_bytes(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    @staticmethod
+    def frame(message: dict[str, Any], length_delta: int = 0) -> bytes:
+        body = json.dumps(message).encode()
+        return f"Content-Length: {len(body) + length_delta}\r\n\r\n".encode() + body
+
+    def request(self, msg_id: int, method: str, params: Any = None) -> bytes:
+        return self.frame({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+
+    def next_reply(self, timeout: float = 60) -> dict[str, Any]:
+        """The next response or error (server-to-client requests and notifications are skipped)."""
+        while True:
+            message = self.messages.get(timeout=timeout)
+            if "method" not in message:
+                return message
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def initialize(server: RawServer) -> None:
+    server.send_bytes(server.request(1, "initialize", {
+        "processId": None, "rootUri": None, "capabilities": {},
+        "initializationOptions": {"embedProvider": "none"}}))
+    assert server.next_reply()["id"] == 1
+
+
+def test_a_framing_error_is_answered_and_the_server_keeps_listening() -> None:
+    server = RawServer()
+    try:
+        initialize(server)
+        # A Content-Length that is not a number: its body must not swallow the headers after it.
+        body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "codeloupe/status", "params": {}}).encode()
+        server.send_bytes(b"Content-Length: twelve\r\n\r\n" + body)
+        server.send_bytes(server.request(3, "codeloupe/status", {}))
+        error = server.next_reply()
+        assert error["id"] is None and error["error"]["code"] == PARSE_ERROR
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 3, "result": {"folders": []}}
+
+        # A Content-Length too short, then one too long: each costs its own message, not the next one.
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "id": 4, "method": "codeloupe/status",
+                                        "params": {}}, length_delta=-10))
+        server.send_bytes(server.request(5, "codeloupe/status", {}))
+        assert server.next_reply()["error"]["code"] == PARSE_ERROR
+        assert server.next_reply()["id"] == 5
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "id": 6, "method": "codeloupe/status",
+                                        "params": {}}, length_delta=25))
+        server.send_bytes(server.request(7, "codeloupe/status", {}))
+        assert server.next_reply()["error"]["code"] == PARSE_ERROR
+        assert server.next_reply()["id"] == 7
+
+        # Then the lifecycle ends normally.
+        server.send_bytes(server.request(8, "shutdown"))
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 8, "result": None}
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "exit"}))
+        assert server.proc.wait(timeout=30) == 0
+    finally:
+        server.close()
+
+
+def test_a_request_before_initialize_is_server_not_initialized() -> None:
+    server = RawServer()
+    try:
+        server.send_bytes(server.request(1, "codeloupe/search", {"query": "x"}))
+        reply = server.next_reply()
+        assert reply["id"] == 1 and reply["error"]["code"] == SERVER_NOT_INITIALIZED
+        server.send_bytes(server.request(2, lsp.WORKSPACE_SYMBOL, {"query": "x"}))
+        assert server.next_reply()["error"]["code"] == SERVER_NOT_INITIALIZED
+        initialize(server)  # initialize still works afterwards
+    finally:
+        server.close()
+
+
+async def test_requests_after_shutdown_are_invalid_requests(tmp_path: Path) -> None:
+    client = await start_server([write_project(tmp_path / "project")])
+    await client.wait_ready()
+    await client.shutdown_async(None)
+    # Before the fix these were dropped: a client waited forever (here: 30 s, then the test fails).
+    await expect_error(asyncio.wait_for(client.request("codeloupe/status", {}), 30), INVALID_REQUEST)
+    await expect_error(asyncio.wait_for(client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="login")),
+                                        30), INVALID_REQUEST)
+    client.exit(None)
+    await client.stop()
+
+
+async def test_mistyped_workspace_symbol_params_are_invalid_params(tmp_path: Path) -> None:
+    client = await start_server([write_project(tmp_path / "project")])
+    try:
+        await client.wait_ready()
+        message = await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {"query": 42}), INVALID_PARAMS)
+        assert "query" in message
+        await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {"query": ["a"]}), INVALID_PARAMS)
+        await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {}), INVALID_PARAMS)
+        symbols = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="SessionManager"))
+        assert symbols  # well-typed requests still work
+    finally:
+        await stop_server(client)
+
+
+async def test_a_file_name_that_is_not_utf8_leaves_the_folder_ready(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "project")
+    with open(os.path.join(os.fsencode(project), b"app", b"caf\xe9.py"), "wb") as fh:
+        fh.write(b"def latin_named():\n    return 1\n")
+    client = await start_server([project])
+    try:
+        (folder,) = await client.wait_ready()
+        assert folder["state"] == "ready", folder
+        assert folder["files"] == 5  # every file of the project but the one with the Latin-1 name
+        result = await client.request("codeloupe/search", {"query": "SessionManager login"})
+        assert result["core"][0]["path"] == "app/auth.py"
+        assert await client.command("codeloupe.reindex", uri(project)) == {"files": 5, "chunks": 4}
+    finally:
+        await stop_server(client)

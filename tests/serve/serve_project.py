@@ -1,0 +1,93 @@
+"""A small project the MCP and HTTP tests serve, and helpers to start `codeloupe` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+FILES = {
+    "app/auth.py": '''
+        """Login sessions: tokens are checked against the session store."""
+
+        from app.store import SessionStore
+
+
+        class TokenChecker:
+            """Checks bearer tokens."""
+
+            def __init__(self, store: SessionStore) -> None:
+                self.store = store
+
+            def check_token(self, token: str) -> bool:
+                session = self.store.find(token)
+                return session is not None and not session.expired
+
+
+        def login(user: str, password: str) -> str:
+            return "token-" + user
+        ''',
+    "app/store.py": '''
+        """The session store: an in-memory map of token to session."""
+
+
+        class Session:
+            def __init__(self, user: str, expired: bool = False) -> None:
+                self.user = user
+                self.expired = expired
+
+
+        class SessionStore:
+            def __init__(self) -> None:
+                self.sessions: dict[str, Session] = {}
+
+            def find(self, token: str) -> Session | None:
+                return self.sessions.get(token)
+
+            def add(self, token: str, session: Session) -> None:
+                self.sessions[token] = session
+        ''',
+    "app/render.py": '''
+        """Renders pages as HTML with escaping."""
+
+
+        def render_page(title: str, body: str) -> str:
+            return f"<h1>{escape_html(title)}</h1><main>{escape_html(body)}</main>"
+
+
+        def escape_html(text: str) -> str:
+            return text.replace("&", "&amp;").replace("<", "&lt;")
+        ''',
+    "docs/guide.md": '''
+        # Guide
+
+        ## Logging in
+
+        Call `login` with a user and a password to get a session token.
+
+        ## Rendering
+
+        Pages are rendered by `render_page`.
+        ''',
+    ".gitignore": "secret.env\n",
+    "secret.env": "API_KEY=do-not-serve\n",
+}
+
+
+def write_project(root: Path) -> Path:
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The test process's environment (its isolated cache) with the worktree's code first, embedding off."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "engine"), str(REPO / "server"), env.get("PYTHONPATH", "")])
+    env["CODELOUPE_EMBED_PROVIDER"] = "none"
+    env.update(extra)
+    return env

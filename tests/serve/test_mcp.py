@@ -1,0 +1,132 @@
+"""The MCP server through the SDK's own client: over stdio (`codeloupe mcp`), over streamable HTTP (`/mcp`
+under `codeloupe serve`), and in process for `ask` with the scripted chat server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from serve_project import subprocess_env
+
+from codeloupe_mcp.server import MAX_QUERY_CHARS, build_server
+from codeloupe_mcp.warm import WarmWorkspace
+
+LEAN_TOOLS = {"search", "expand", "locate", "graph", "status"}
+
+
+def text_of(result) -> str:
+    return "".join(part.text for part in result.content)
+
+
+async def exercise(client: Client, project: Path, outside: Path) -> None:
+    """What every transport must do: the lean tools, each called, refusals as tool errors, bounded answers."""
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == LEAN_TOOLS  # no chat model configured: `ask` is not listed
+    assert "INSTEAD of grep" in tools["search"].description
+
+    found = await client.call_tool("search", {"query": "check the bearer token against the session store"})
+    assert not found.is_error
+    answer = text_of(found)
+    assert "CORE" in answer and "app/auth.py" in answer and "app/store.py" in answer
+    assert "def check_token(self, token: str) -> bool:" in answer  # CORE code in full
+
+    flat = json.loads(text_of(await client.call_tool("search", {"query": "escape html", "flat": True})))
+    first = flat["chunks"][0]
+    assert first["path"] == "app/render.py" and {"anchor_line", "truncated", "text"} <= set(first)
+
+    symbol = text_of(await client.call_tool("expand", {"path": "app/store.py", "symbol": "SessionStore.find"}))
+    assert symbol.startswith("app/store.py:14-15 (SessionStore.find)")
+    assert "return self.sessions.get(token)" in symbol
+    lines = text_of(await client.call_tool("expand", {"path": "app/auth.py", "start_line": 1, "end_line": 1}))
+    assert '"""Login sessions' in lines and "class TokenChecker" not in lines
+
+    located = text_of(await client.call_tool("locate", {"text": "SessionStore", "identifier": True}))
+    assert "app/store.py:10:7" in located and "app/auth.py:3:" in located
+    graph = text_of(await client.call_tool("graph", {"node": "app/auth.py"}))
+    assert "app/store.py" in graph and "SessionStore" in graph
+    status = json.loads(text_of(await client.call_tool("status", {})))
+    assert status["files"] == 4 and status["ready"] is True  # secret.env is gitignored, never indexed
+
+    # Refusals are tool errors with the engine's reason, and the server keeps answering.
+    for arguments in ({"path": str(outside)}, {"path": "../outside/secret.txt"}, {"path": "secret.env"},
+                      {"path": "app/auth.py", "symbol": "nothing_here"}):
+        refused = await client.call_tool("expand", arguments)
+        assert refused.is_error, arguments
+        assert "do-not-serve" not in text_of(refused) and "hunter2" not in text_of(refused)
+    assert (await client.call_tool("search", {"query": 42})).is_error
+    assert (await client.call_tool("search", {})).is_error
+    assert (await client.call_tool("graph", {"source": "app/auth.py"})).is_error
+    assert (await client.call_tool("locate", {"text": "a\nb"})).is_error
+    huge = await client.call_tool("search", {"query": "token " * (MAX_QUERY_CHARS // 6 + 1)})
+    assert huge.is_error and "query" in text_of(huge)
+
+    # A small budget is kept, and the answer says what it cut.
+    small = await client.call_tool("search", {"query": "check the bearer token against the session store",
+                                                "max_bytes": 1000})
+    assert len(text_of(small).encode()) <= 1000 and "[cut:" in text_of(small)
+
+    contents = (await client.read_resource("codeloupe://file/app/render.py")).contents
+    assert contents[0].text == (project / "app/render.py").read_text()
+    status_resource = json.loads((await client.read_resource("codeloupe://status")).contents[0].text)
+    assert status_resource["files"] == 4
+    for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
+                f"codeloupe://file/{outside}"):
+        with pytest.raises(Exception) as refused:
+            await client.read_resource(uri)
+        assert "hunter2" not in str(refused.value) and "do-not-serve" not in str(refused.value)
+    assert (await client.call_tool("status", {})).is_error is False  # still alive after every refusal
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("hunter2\n")
+    return secret
+
+
+async def test_stdio_through_the_sdk_client(project: Path, outside: Path, tmp_path: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "codeloupe", "mcp", str(project)],
+                                   env=subprocess_env(), cwd=str(tmp_path))
+    async with Client(params, read_timeout_seconds=60) as client:
+        await exercise(client, project, outside)
+
+
+async def test_streamable_http_under_serve(project: Path, outside: Path, serve) -> None:
+    base = serve([project])
+    async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+        await exercise(client, project, outside)
+
+
+async def test_each_served_root_has_its_own_mcp_endpoint(project: Path, serve, tmp_path: Path) -> None:
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("def charge_invoice(amount):\n    return amount\n")
+    base = serve([project, second])
+    async with Client(f"{base}/mcp/1", read_timeout_seconds=60) as client:
+        located = text_of(await client.call_tool("locate", {"text": "charge_invoice"}))
+    assert "app/billing.py:1:5" in located
+
+
+async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from chat_server import ChatServer, Reply
+
+    with ChatServer() as chat:
+        chat.add(Reply(text="Tokens are checked by `check_token` [[1]], which asks the store.", times=2))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        warm = WarmWorkspace(project)
+        try:
+            async with Client(build_server(warm)) as client:
+                assert {t.name for t in (await client.list_tools()).tools} == LEAN_TOOLS | {"ask"}
+                answer = text_of(await client.call_tool("ask", {"question": "how are bearer tokens checked"}))
+        finally:
+            warm.close()
+    assert "Tokens are checked by" in answer
+    assert "def check_token(self, token: str) -> bool:" in answer  # the cited span, spliced from disk

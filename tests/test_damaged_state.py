@@ -1,0 +1,193 @@
+"""A damaged index or vector cache (pages overwritten, header intact) heals: found by the open-time check
+or by the first statement that reads a bad page, moved aside, warned about and rebuilt."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from codeloupe.api import Workspace
+from codeloupe.embed.cache import EmbeddingCache, text_key
+from codeloupe.store.health import integrity_problem
+
+PAGE = 4096
+
+
+def write_repo(root: Path, files: int = 60) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (root / f"mod{i}.py").write_text("".join(
+            f"def handler_{i}_{j}(request):\n    return request.get('field_{j}')  # padding for pages\n"
+            for j in range(40)))
+    return root
+
+
+def settle(path: Path) -> None:
+    """Move everything from the WAL into the main file, as a clean shutdown leaves it."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def zero_cell_pointers(path: Path) -> None:
+    """Damage that PRAGMA quick_check reports as findings (rows), without raising: the second cell pointer
+    of six leaf pages in the middle of the file is zeroed; the header and the schema page are intact."""
+    data = bytearray(path.read_bytes())
+    pages = len(data) // PAGE
+    damaged = 0
+    for page in range(pages // 3, pages):
+        at = page * PAGE
+        is_leaf = data[at] in (0x0A, 0x0D)  # index leaf, table leaf
+        cells = int.from_bytes(data[at + 3:at + 5], "big")
+        if is_leaf and cells >= 2:
+            data[at + 10:at + 12] = bytes(2)  # leaf header is 8 bytes; pointers are 2 bytes each
+            damaged += 1
+        if damaged == 6:
+            break
+    assert damaged == 6
+    path.write_bytes(bytes(data))
+
+
+def garbage_over_middle_pages(path: Path, everything: bool = False) -> None:
+    """Random bytes over 40 pages from a quarter into the file (or over every page but the first)."""
+    pages = path.stat().st_size // PAGE
+    rng = np.random.default_rng(7)
+    with path.open("r+b") as fh:
+        for page in range(1, pages) if everything else range(pages // 4, pages // 4 + 40):
+            fh.seek(page * PAGE)
+            fh.write(rng.integers(0, 256, PAGE, dtype=np.uint8).tobytes())
+
+
+def another_writer_commits(path: Path) -> None:
+    """A second process writes (a CLI beside the editor): this connection's page cache is no longer trusted."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT OR REPLACE INTO meta VALUES ('touched_by', 'another process')")
+    conn.close()
+
+
+def test_damage_the_open_time_check_finds_is_moved_aside_and_rebuilt(tmp_path: Path) -> None:
+    root = write_repo(tmp_path / "repo")
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    index = ws.store.path
+    ws.close()
+    settle(index)
+    zero_cell_pointers(index)
+    with sqlite3.connect(index) as probe:  # the check reports the damage as rows, it does not raise
+        assert integrity_problem(probe)
+
+    run = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(root), "handler_7_3",
+                          "--embed-provider", "none", "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "the index was rebuilt: corrupt index" in run.stderr
+    assert '"mod7.py"' in run.stdout
+    assert Path(str(index) + ".damaged").is_file()
+    with sqlite3.connect(index) as healed:
+        assert integrity_problem(healed) == ""
+        assert healed.execute("SELECT count(*) FROM files").fetchone()[0] == 60
+
+
+def reopened_after_a_clean_index(root: Path) -> Workspace:
+    """A workspace indexed, closed and checkpointed, then opened again: sound at open, its cache cold."""
+    ws = Workspace(write_repo(root), overrides={"embed_provider": "none"})
+    ws.index()
+    ws.close()
+    settle(ws.store.path)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    assert ws.store.rebuilt_reason == ""
+    return ws
+
+
+def test_damage_met_at_first_use_is_moved_aside_and_the_index_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    ws = reopened_after_a_clean_index(root)
+    try:
+        garbage_over_middle_pages(ws.store.path)
+        another_writer_commits(ws.store.path)
+        (root / "mod5.py").write_text("def handler_5_2(request):\n    return 'changed'\n")
+        report = ws.index()  # the write that meets a bad page starts the index over, into a new file
+        assert "corrupt index" in ws.store.rebuilt_reason
+        assert Path(str(ws.store.path) + ".damaged").is_file()
+        assert report.files_indexed == 60
+        assert [f.path for f in ws.search("handler_5_2").files][0] == "mod5.py"
+        assert integrity_problem(sqlite3.connect(ws.store.path)) == ""
+    finally:
+        ws.close()
+
+
+def test_a_read_that_meets_damage_recovers_instead_of_failing_forever(tmp_path: Path) -> None:
+    ws = reopened_after_a_clean_index(tmp_path / "repo")
+    try:
+        garbage_over_middle_pages(ws.store.path)
+        another_writer_commits(ws.store.path)
+        assert ws.store.chunk_table().texts == []  # the new, empty index; no "malformed" error
+        assert "corrupt index" in ws.store.rebuilt_reason
+        ws.index()
+        assert ws.store.counts()["files"] == 60
+    finally:
+        ws.close()
+
+
+def test_a_save_that_meets_damage_rebuilds_the_whole_index(tmp_path: Path) -> None:
+    """The editor's save path: one file re-indexed, the damage found, everything re-indexed."""
+    root = tmp_path / "repo"
+    ws = reopened_after_a_clean_index(root)
+    try:
+        another_writer_commits(ws.store.path)  # first: its page lands in the WAL, undamaged
+        garbage_over_middle_pages(ws.store.path, everything=True)  # the files table too
+        (root / "mod5.py").write_text("def handler_5_2(request):\n    return 'saved'\n")
+        report = ws.update_files(["mod5.py"])
+        assert "corrupt index" in ws.store.rebuilt_reason
+        assert report.files_indexed + report.files_unchanged == 60 == ws.store.counts()["files"]
+        assert [f.path for f in ws.search("handler_5_2").files][0] == "mod5.py"
+    finally:
+        ws.close()
+
+
+def fill_cache(path: Path, count: int = 3000) -> tuple[list[bytes], np.ndarray]:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(count, 384)).astype(np.float32)
+    keys = [text_key(f"text {i}") for i in range(count)]
+    cache = EmbeddingCache(path)
+    cache.put("model-a", keys, vectors)
+    cache.close()
+    settle(path)
+    return keys, vectors
+
+
+def test_a_damaged_vector_cache_is_found_at_open_moved_aside_and_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    keys, vectors = fill_cache(path)
+    zero_cell_pointers(path)
+    with sqlite3.connect(path) as probe:
+        assert integrity_problem(probe)
+    cache = EmbeddingCache(path)
+    try:
+        assert Path(str(path) + ".damaged").is_file()
+        assert cache.get("model-a", keys[:10]) == {}
+        cache.put("model-a", keys[:10], vectors[:10])
+        assert len(cache.get("model-a", keys[:10])) == 10
+    finally:
+        cache.close()
+    assert integrity_problem(sqlite3.connect(path)) == ""
+
+
+def test_a_vector_cache_damaged_while_open_recovers_at_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite"
+    keys, vectors = fill_cache(path)
+    cache = EmbeddingCache(path)
+    try:
+        garbage_over_middle_pages(path)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("INSERT OR REPLACE INTO vectors VALUES ('other', x'00', 1.0, x'00')")
+        conn.close()
+        assert cache.get("model-a", keys) == {}  # not "database disk image is malformed", forever
+        assert Path(str(path) + ".damaged").is_file()
+        cache.put("model-a", keys[:5], vectors[:5])
+        assert len(cache.get("model-a", keys[:5])) == 5
+    finally:
+        cache.close()

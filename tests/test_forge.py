@@ -1,0 +1,332 @@
+"""Forge: the census, strategies written by the (scripted) chat model and accepted only by the partition
+check, and strategy files that run only with the user's trust in their exact bytes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from chat_server import ChatServer, Reply
+from codeloupe.api import Workspace, add_chunk_strategy
+from codeloupe.chunk import chunk_file
+from codeloupe.chunk.strategies import (
+    Strategy,
+    StrategyError,
+    apply_strategy,
+    load_workspace_strategies,
+    unregister_strategy,
+)
+from codeloupe.cli import main
+from codeloupe.trust import TRUSTED, TrustStore, file_digest
+
+GOOD = '''import re
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    if not lines:
+        return []
+    starts = [i + 1 for i, line in enumerate(lines) if re.match(r"rule ", line)]
+    if not starts or starts[0] != 1:
+        starts = [1] + starts
+    ends = [s - 1 for s in starts[1:]] + [len(lines)]
+    return [(s, e, lines[s - 1].split()[1] if lines[s - 1].startswith("rule ") else "")
+            for s, e in zip(starts, ends)]
+'''
+OVERLAPPING = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    return [(1, len(lines)), (1, len(lines))]
+'''
+ESCAPING = '''import os
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    os.system("touch /tmp/forged")
+    return [(1, len(lines))]
+'''
+
+
+def fenced(code: str) -> str:
+    return f"Here is the strategy.\n\n```python\n{code}```\n"
+
+
+def zog(name: str, rules: int) -> str:
+    return "".join(f"rule {name}{i} {{\n  when x > {i}\n  then y\n}}\n" for i in range(rules))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "rules").mkdir(parents=True)
+    (root / "rules" / "alpha.zog").write_text("# header comment\n" + zog("alpha", 3))
+    (root / "rules" / "beta.zog").write_text(zog("beta", 2))
+    (root / "rules" / "gamma.zog").write_text(zog("gamma", 4))
+    (root / "one.qux").write_text("a lone file\n")
+    (root / "main.py").write_text("def main():\n    return 1\n")
+    (root / "README.md").write_text("# Title\n\nText.\n")
+    (root / "notes.txt").write_text("plain prose\n")
+    return root
+
+
+def open_ws(root: Path, chat: ChatServer | None = None) -> Workspace:
+    overrides = {"embed_provider": "none"}
+    if chat is not None:
+        overrides |= {"chat_base_url": chat.base_url, "chat_model": "scripted"}
+    return Workspace(root, overrides=overrides)
+
+
+def chunks_of(ws: Workspace, path: str) -> list[tuple[int, int, str, str]]:
+    row = ws.store.file_rows()[path]
+    return ws.store.query("SELECT start_line, end_line, kind, name FROM chunks WHERE file_id=? ORDER BY ord",
+                          (row.id,))
+
+
+# ---------------------------------------------------------------------- the census
+
+
+def test_scan_counts_only_the_extensions_no_chunker_covers(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", str(repo), "--json", "--embed-provider", "none"]) == 0
+    census = json.loads(capsys.readouterr().out)
+    assert [(c["extension"], c["files"]) for c in census["uncovered"]] == [(".zog", 3), (".qux", 1)]
+    assert census["uncovered"][0]["paths"] == ["rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"]
+    assert (census["files"], census["covered"]) == (7, 3)  # main.py, README.md, notes.txt
+    assert main(["scan", str(repo), "--json", "--embed-provider", "none"]) == 0
+    assert json.loads(capsys.readouterr().out) == census  # deterministic
+
+
+# ---------------------------------------------------------------------- forging with the scripted model
+
+
+def test_a_good_strategy_is_accepted_written_trusted_and_used_without_the_model(repo: Path) -> None:
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(GOOD)))
+        ws = open_ws(repo, chat)
+        try:
+            [outcome] = ws.forge()
+            assert outcome.accepted and outcome.extension == ".zog" and outcome.files == 3
+            assert [a.problems for a in outcome.attempts] == [[]]
+            prompt = chat.requests[0]["messages"][1]["content"]
+            assert "1-based, inclusive `(start, end)`" in prompt  # the real contract's text
+            assert "rule gamma3 {" in prompt and "EXTENSIONS = (\".zog\",)" in prompt
+            written = repo / ".codeloupe" / "strategies" / "zog.py"
+            assert outcome.path == str(written)
+            assert TrustStore.default().strategy_state(written, file_digest(written.read_bytes())) == TRUSTED
+            calls = len(chat.received)
+            ws.index()
+            assert chunks_of(ws, "rules/gamma.zog") == [(1, 4, "block", "gamma0"), (5, 8, "block", "gamma1"),
+                                                         (9, 12, "block", "gamma2"), (13, 16, "block", "gamma3")]
+            assert chunks_of(ws, "rules/alpha.zog")[0][:2] == (1, 1)  # the header before the first rule
+            assert ws.search("gamma2").core[0].path == "rules/gamma.zog"
+            assert len(chat.received) == calls  # indexing and search never call the model
+        finally:
+            ws.close()
+    reopened = open_ws(repo)  # a new process loads the trusted file without a warning
+    try:
+        assert reopened.strategy_load.warnings == [] and [s.name for s in reopened.strategies()] == ["zog"]
+    finally:
+        reopened.close()
+
+
+def test_a_broken_strategy_is_repaired_on_the_second_attempt(repo: Path) -> None:
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(OVERLAPPING)), Reply(text=fenced(GOOD), when="failed the check"))
+        ws = open_ws(repo, chat)
+        try:
+            [outcome] = ws.forge([".zog"])
+        finally:
+            ws.close()
+        assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [3, 0]
+        repair = chat.requests[1]["messages"]
+        assert repair[2] == {"role": "assistant", "content": fenced(OVERLAPPING)}
+        assert "rules/alpha.zog: not a line partition: chunk 1 (lines 1-13) starts at line 1; expected 14" \
+            in repair[3]["content"]
+    assert (repo / ".codeloupe" / "strategies" / "zog.py").read_text().endswith(GOOD)
+
+
+def test_a_strategy_that_never_passes_writes_nothing_after_three_attempts(
+        repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = repo.parent / "forged-marker"
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(ESCAPING.replace("/tmp/forged", str(marker)))),
+                 Reply(text=fenced(OVERLAPPING), times=2))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        status = main(["forge", str(repo), "--ext", "zog", "--embed-provider", "none", "--json"])
+        assert len(chat.requests) == 3
+    assert status == 1
+    [outcome] = json.loads(capsys.readouterr().out)
+    assert not outcome["accepted"] and "in 3 attempts" in outcome["reason"]
+    assert "imports 'os'" in outcome["attempts"][0]["problems"][0]  # refused before any of it ran
+    assert not marker.exists()
+    assert not (repo / ".codeloupe").exists()
+    assert TrustStore.default().strategy_entries() == []
+
+
+def test_forge_needs_enough_uncovered_files(repo: Path) -> None:
+    from codeloupe.forge import ForgeError
+
+    with ChatServer() as chat:
+        ws = open_ws(repo, chat)
+        try:
+            with pytest.raises(ForgeError, match=r"\.qux"):
+                ws.forge([".qux"])
+        finally:
+            ws.close()
+        assert chat.received == []
+
+
+# ---------------------------------------------------------------------- trust decides what runs
+
+
+def hostile_strategy(root: Path, marker: Path) -> Path:
+    path = root / ".codeloupe" / "strategies" / "zog.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n" + GOOD)
+    return path
+
+
+def test_a_cloned_strategy_file_runs_nothing_until_its_bytes_are_trusted(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    marker = repo.parent / "imported-marker"
+    path = hostile_strategy(repo, marker)
+    assert main(["index", str(repo), "--no-embed", "--embed-provider", "none"]) == 0
+    assert not marker.exists()
+    assert "not loading the chunk strategy" in capsys.readouterr().err
+    assert main(["trust", "--strategy", str(path)]) == 0
+    ws = open_ws(repo)  # trusted: imported, and the index re-chunks the files it claims
+    try:
+        assert marker.exists()
+        ws.index()
+        assert chunks_of(ws, "rules/beta.zog") == [(1, 4, "block", "beta0"), (5, 8, "block", "beta1")]
+    finally:
+        ws.close()
+    assert main(["trust", "--list"]) == 0
+    assert f"strategy {path}  trusted" in capsys.readouterr().out
+    marker.unlink()
+    path.write_text(path.read_text() + "# edited\n")
+    assert main(["trust", "--list"]) == 0
+    assert f"strategy {path}  CHANGED" in capsys.readouterr().out
+    load = load_workspace_strategies(repo)
+    assert load.strategies == [] and not marker.exists()
+    assert "CHANGED since you trusted it" in load.warnings[0]
+    assert main(["trust", "--revoke", "--strategy", str(path)]) == 0
+    assert TrustStore.default().strategy_entries() == []
+    ws = open_ws(repo)  # the strategy is gone: its files go back to the built-in chunkers
+    try:
+        ws.index()
+        assert all(kind != "block" for _, _, kind, _ in chunks_of(ws, "rules/beta.zog"))
+    finally:
+        ws.close()
+
+
+def test_a_strategy_folder_link_is_never_written_through(repo: Path, tmp_path: Path) -> None:
+    from codeloupe.forge import ForgeError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (repo / ".codeloupe").symlink_to(elsewhere)
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(GOOD)))
+        ws = open_ws(repo, chat)
+        try:
+            with pytest.raises(ForgeError, match="link"):
+                ws.forge()
+        finally:
+            ws.close()
+    assert list(elsewhere.iterdir()) == []
+
+
+# ---------------------------------------------------------------------- strategies from the API, and failures
+
+
+def python_halves(text: str, lines: list[str]) -> list[tuple[int, int]]:
+    return [(1, len(lines))] if lines else []
+
+
+def raises_on_beta(text: str, lines: list[str]) -> list[tuple[int, int]]:
+    if "beta" in text:
+        raise ValueError("cannot read beta")
+    return [(1, len(lines))]
+
+
+def test_an_api_strategy_runs_ahead_of_the_built_ins_and_a_failing_file_falls_back_to_windows(
+        repo: Path, caplog: pytest.LogCaptureFixture) -> None:
+    add_chunk_strategy("whole-python", [".py"], python_halves)
+    add_chunk_strategy("zog-or-fail", ["zog"], raises_on_beta)
+    try:
+        ws = open_ws(repo)
+        try:
+            ws.index()
+            assert chunks_of(ws, "main.py") == [(1, 2, "block", "")]
+            assert chunks_of(ws, "rules/alpha.zog") == [(1, 13, "block", "")]
+            assert [kind for _, _, kind, _ in chunks_of(ws, "rules/beta.zog")] == ["window"]
+            assert "cannot read beta" in caplog.text
+        finally:
+            ws.close()
+    finally:
+        unregister_strategy("whole-python")
+        unregister_strategy("zog-or-fail")
+
+
+def hangs(text: str, lines: list[str]) -> list[tuple[int, int]]:
+    while True:
+        pass
+
+
+def test_a_hanging_strategy_is_cut_off_on_the_main_thread_and_on_a_server_thread() -> None:
+    text = zog("x", 2)
+    lines = text.splitlines(keepends=True)
+    with pytest.raises(StrategyError, match="time bound"):
+        apply_strategy(Strategy("hangs", (".zog",), function=hangs), text, lines, timeout_s=0.2)
+    release = threading.Event()  # ends the abandoned call when the test is done (a real hang never would)
+
+    def waits(text: str, lines: list[str]) -> list[tuple[int, int]]:
+        release.wait(30)
+        return [(1, len(lines))]
+
+    errors: list[BaseException] = []
+
+    def on_thread() -> None:  # where the language server indexes
+        for _ in range(2):
+            try:
+                apply_strategy(Strategy("waits-on-thread", (".zog",), function=waits), text, lines, timeout_s=0.2)
+            except StrategyError as exc:
+                errors.append(exc)
+
+    worker = threading.Thread(target=on_thread)
+    worker.start()
+    worker.join(5)
+    release.set()
+    assert not worker.is_alive()
+    assert "time bound" in str(errors[0])
+    assert "disabled in this process" in str(errors[1])  # never started again after it ran late
+
+
+def test_chunk_file_falls_back_when_a_strategy_returns_no_partition() -> None:
+    text = zog("x", 2)
+    gapped = Strategy("gapped", (".zog",), function=lambda t, lines: [(1, 2), (4, len(lines))])
+    chunked = chunk_file("a.zog", text, "text", strategies=[gapped])
+    assert chunked.fallback_reason.startswith("strategy gapped: not a line partition")
+    assert [c.kind for c in chunked.chunks] == ["window"]
+
+
+def backtracks(text: str, lines: list[str]) -> list[tuple[int, int]]:
+    import re
+
+    re.match(r"(a+)+$", "a" * 64 + "b")  # exponential: hours without the bound
+    return [(1, len(lines))]
+
+
+def test_a_catastrophic_regular_expression_is_cut_off_too() -> None:
+    text = zog("x", 1)
+    with pytest.raises(StrategyError, match="time bound"):
+        apply_strategy(Strategy("backtracks", (".zog",), function=backtracks), text, text.splitlines(keepends=True),
+                       timeout_s=0.2)

@@ -1,0 +1,123 @@
+"""A full disk: searching still works (reads never write), and indexing fails with one clear error that
+leaves the index as it was.
+
+The disk is a real one: a 3 MB tmpfs mounted over the cache dir and filled to the last byte (the tests
+run as root in CI). Without the right to mount, the cache dir is made read-only instead, which fails the
+same writes with a different errno."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.store import StoreError
+from codeloupe.store.health import integrity_problem
+
+
+def write_repo(root: Path, first: int, last: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(first, last):
+        (root / f"m{i}.py").write_text("".join(f"def fn_{i}_{j}(x):\n    return x * {j}\n\n" for j in range(30)))
+
+
+def _can_mount(at: Path) -> bool:
+    if os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(at)], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture
+def cache_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The cache dir on its own small disk (a tmpfs when we may mount one)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    mounted = _can_mount(cache)
+    monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+    yield cache
+    if mounted:
+        subprocess.run(["umount", "-l", str(cache)], check=False)
+
+
+@contextlib.contextmanager
+def disk_full(cache: Path) -> Iterator[None]:
+    """Fill the disk under `cache` to the last byte (or, without a disk of our own, make it read-only)."""
+    if os.path.ismount(cache):
+        filler = cache / "filler"
+        with filler.open("wb") as fh:
+            with contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"\0" * 65536)
+                    fh.flush()
+        with contextlib.suppress(OSError), filler.open("ab") as fh:  # the last partial block
+            while True:
+                fh.write(b"\0")
+                fh.flush()
+        try:
+            yield
+        finally:
+            filler.unlink()
+        return
+    modes = {p: p.stat().st_mode for p in [cache, *cache.rglob("*")]}
+    for path in modes:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codeloupe", *args, "--embed-provider", "none"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_search_works_and_indexing_is_one_clear_error_on_a_full_disk(tmp_path: Path, cache_disk: Path) -> None:
+    root = tmp_path / "repo"
+    write_repo(root, 0, 30)
+    assert cli("index", str(root)).returncode == 0
+    write_repo(root, 30, 32)  # two files the full disk will not take
+    with disk_full(cache_disk):
+        search = cli("search", str(root), "fn_3_4", "--json")
+        assert search.returncode == 0, search.stderr
+        assert '"m3.py"' in search.stdout
+        assert "Traceback" not in search.stderr
+
+        index = cli("index", str(root))
+        assert index.returncode == 2
+        assert "Traceback" not in index.stderr
+        (line,) = index.stderr.strip().splitlines()
+        assert line.startswith("codeloupe: cannot write the index") and "searching still works" in line
+
+        again = cli("search", str(root), "fn_3_4", "--json")  # the failed index left it usable
+        assert again.returncode == 0 and '"m3.py"' in again.stdout
+    done = cli("search", str(root), "fn_31_2", "--json")  # space again: the two files are indexed
+    assert done.returncode == 0, done.stderr
+    assert '"m31.py"' in done.stdout
+
+
+def test_a_disk_that_fills_during_indexing_leaves_the_index_usable(tmp_path: Path, cache_disk: Path) -> None:
+    if not os.path.ismount(cache_disk):
+        pytest.skip("needs a disk of its own to fill while the index is open (root, mount)")
+    root = tmp_path / "repo"
+    write_repo(root, 0, 20)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        write_repo(root, 20, 400)  # more than the disk can take
+        with disk_full(cache_disk):
+            with pytest.raises(StoreError, match="the disk is full"):
+                ws.index()
+            assert [f.path for f in ws.search("fn_3_4").files][0] == "m3.py"
+            assert integrity_problem(sqlite3.connect(ws.store.path)) == ""
+    finally:
+        ws.close()

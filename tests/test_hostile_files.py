@@ -1,0 +1,157 @@
+"""Files a real repository holds that must be skipped and counted, never end the index: undecodable text,
+names that are not UTF-8, a file swapped for a link after discovery, an unreadable workspace root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from codeloupe.api import Workspace
+from codeloupe.discover import decode_source, walk
+from codeloupe.index import index_paths, index_workspace, prepare
+from codeloupe.settings import Settings
+
+# pylint's test data: a UTF-16 byte-order mark, then an odd number of bytes.
+ODD_UTF16 = b"\xff\xfeh\x00i\x00\n"
+BAD_NAME = b"caf\xe9.py"  # Latin-1 bytes: not a UTF-8 name
+
+
+def cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codeloupe", *args], capture_output=True, text=True,
+                          timeout=120, **kwargs)
+
+
+def test_an_odd_length_utf16_file_is_a_counted_skip(tmp_path: Path) -> None:
+    assert decode_source(ODD_UTF16, Settings()).skip_reason == "not utf-16 (undecodable)"
+    (tmp_path / "odd.txt").write_bytes(ODD_UTF16)
+    (tmp_path / "ok.py").write_text("def ok():\n    return 1\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        report = ws.index()
+        assert report.files_indexed == 1
+        assert report.skipped == {"not utf-16 (undecodable)": 1}
+        assert set(ws.store.file_rows()) == {"ok.py"}
+    finally:
+        ws.close()
+
+
+def test_a_name_that_is_not_utf8_is_skipped_and_everything_else_indexed(tmp_path: Path) -> None:
+    os.makedirs(os.path.join(os.fsencode(tmp_path), b"d\xff"))
+    for name in (BAD_NAME, b"d\xff/inner.py"):
+        with open(os.path.join(os.fsencode(tmp_path), name), "wb") as fh:
+            fh.write(b"def hidden():\n    return 1\n")
+    (tmp_path / "zzz_after.py").write_text("def later_file():\n    return 2\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        report = ws.index()
+        assert report.skipped == {"name not utf-8": 2}
+        assert set(ws.store.file_rows()) == {"zzz_after.py"}
+        assert [f.path for f in ws.search("later_file").files] == ["zzz_after.py"]
+    finally:
+        ws.close()
+    run = cli("index", str(tmp_path), "--embed-provider", "none")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "name not utf-8" in run.stdout + run.stderr
+
+
+def test_a_file_swapped_for_a_link_after_discovery_is_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside" / "secret.txt"
+    outside.parent.mkdir()
+    outside.write_text("SECRET_TOKEN = 'do not index me'\n")
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "config.py").write_text("NAME = 'fine'\n")
+    settings = Settings(embed_provider="none")
+    (candidate,) = walk(root, settings).candidates
+    (root / "config.py").unlink()
+    (root / "config.py").symlink_to(outside)  # the swap, between discovery and read
+    prepared = prepare(candidate, "", settings)
+    assert prepared.chunked is None and prepared.skip_reason == "replaced since discovery"
+
+    # The same through a directory swapped for a link: the identity check catches what O_NOFOLLOW cannot.
+    (root / "pkg").mkdir()
+    (root / "pkg" / "secret.txt").write_text("x = 1\n")
+    (candidate,) = [c for c in walk(root, settings).candidates if c.rel_path == "pkg/secret.txt"]
+    (root / "pkg" / "secret.txt").unlink()
+    (root / "pkg").rmdir()
+    (root / "pkg").symlink_to(outside.parent)
+    assert prepare(candidate, "", settings).skip_reason == "replaced since discovery"
+
+
+def test_the_index_never_stores_a_file_swapped_for_a_link(tmp_path: Path, monkeypatch) -> None:
+    """The whole index: the swap happens after the walk returned (as a race would have it)."""
+    import codeloupe.index as index_module
+
+    outside = tmp_path / "passwd"
+    outside.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "victim.py").write_text("x = 1\n")
+    real_walk = index_module.walk
+
+    def walk_then_swap(*args, **kwargs):
+        found = real_walk(*args, **kwargs)
+        (root / "victim.py").unlink()
+        (root / "victim.py").symlink_to(outside)
+        return found
+
+    monkeypatch.setattr(index_module, "walk", walk_then_swap)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        report = index_workspace(root, ws.store, ws.settings)
+        assert report.skipped == {"replaced since discovery": 1}
+        assert ws.store.counts()["chunks"] == 0
+        # The editor's save path (a watcher event naming the path) does not follow it either.
+        assert index_paths(root, ws.store, ws.settings, ["victim.py"]).files_indexed == 0
+        assert ws.store.counts()["chunks"] == 0
+    finally:
+        ws.close()
+
+
+def _without_root_read_override() -> None:
+    """In the child before exec: drop root's right to read any directory (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH from the bounding set), so chmod 0 stops it as it stops a user."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _unprivileged() -> dict[str, object]:
+    return {"preexec_fn": _without_root_read_override} if os.geteuid() == 0 else {}
+
+
+def test_an_unreadable_workspace_root_is_one_clear_error(tmp_path: Path) -> None:
+    root = tmp_path / "locked"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    root.chmod(0)
+    try:
+        run = cli("index", str(root), "--embed-provider", "none", **_unprivileged())
+        missing = cli("index", str(tmp_path / "absent"), "--embed-provider", "none")
+    finally:
+        root.chmod(0o755)
+    assert run.returncode == missing.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip() == f"codeloupe: {root}: Permission denied"
+    assert missing.stderr.strip() == f"codeloupe: {tmp_path / 'absent'}: no such directory"
+
+
+def test_the_engine_refuses_an_unreadable_root_with_a_workspace_error(tmp_path: Path) -> None:
+    root = tmp_path / "locked"
+    root.mkdir()
+    root.chmod(0)
+    probe = (f"from codeloupe.api import Workspace, WorkspaceError\n"
+             f"try:\n    Workspace({str(root)!r})\nexcept WorkspaceError as exc:\n    print(exc)\n")
+    try:
+        run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                             **_unprivileged())
+    finally:
+        root.chmod(0o755)
+    assert run.stdout.strip() == f"{root}: Permission denied", run.stderr

@@ -1,0 +1,314 @@
+"""Remote repositories: tarballs served from 127.0.0.1, indexed in memory, searched, graphed and asked at a
+pinned revision; hostile archives (traversal, absolute names, links, devices, bombs) refused or skipped."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import tarfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from chat_server import ChatServer, Reply, cite
+from codeloupe.api import RemoteError, Workspace, index_remote, is_remote_source, open_remote
+from codeloupe.cli import main
+from codeloupe.settings import load_settings
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+OTHER_SHA = "fedcba9876543210fedcba9876543210fedcba98"
+
+FILES = {
+    "pkg/__init__.py": "",
+    "pkg/parser.py": 'def parse_config(text: str) -> dict:\n    """Parse the widget configuration."""\n'
+                     '    return dict(line.split("=", 1) for line in text.splitlines())\n',
+    "app.py": "from pkg.parser import parse_config\n\n\ndef main():\n    return parse_config(open('w.cfg').read())\n",
+    "README.md": "# Widget\n\nParses widget configuration files.\n",
+    ".gitignore": "secret.env\n",
+    "secret.env": "TOKEN=abc\n",
+    "node_modules/dep/index.js": "module.exports = 1;\n",
+    "logo.png": "\x89PNG not really\n",
+}
+
+
+@dataclass
+class Member:
+    name: str
+    data: bytes = b""
+    type: bytes = tarfile.REGTYPE
+    linkname: str = ""
+
+
+def tarball(files: dict[str, str] | None = None, *, top: str = "widget-main", comment: str = "",
+            extra: list[Member] = (), gzip_comment: str = "") -> bytes:
+    return _gzip(tar_bytes(files, top=top, comment=comment, extra=extra), gzip_comment)
+
+
+def tar_bytes(files: dict[str, str] | None = None, *, top: str = "widget-main", comment: str = "",
+              extra: list[Member] = ()) -> bytes:
+    buffer = io.BytesIO()
+    headers = {"comment": comment} if comment else {}
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers=headers) as tar:
+        members = [Member(f"{top}/{path}" if top else path, text.encode()) for path, text in (files or {}).items()]
+        for member in [*members, *extra]:
+            info = tarfile.TarInfo(member.name)
+            info.type, info.linkname, info.mtime = member.type, member.linkname, 1_700_000_000
+            info.size = len(member.data)
+            tar.addfile(info, io.BytesIO(member.data) if member.type == tarfile.REGTYPE else None)
+    return buffer.getvalue()
+
+
+def _gzip(data: bytes, comment: str = "") -> bytes:
+    packed = gzip.compress(data, mtime=0)
+    if not comment:
+        return packed
+    # Set FCOMMENT in the header and insert the zero-terminated comment after the fixed 10 bytes.
+    return packed[:3] + bytes([packed[3] | 0x10]) + packed[4:10] + comment.encode("latin-1") + b"\0" + packed[10:]
+
+
+@dataclass
+class TarballServer:
+    """Serves fixed bodies by path on 127.0.0.1 and records every request path."""
+
+    bodies: dict[str, bytes] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
+                server.requests.append(self.path)
+                body = server.bodies.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[TarballServer]:
+    server = TarballServer()
+    monkeypatch.setenv("CODELOUPE_REMOTE_TARBALL_URL", server.base + "/{owner}/{repo}/{ref}.tar.gz")
+    monkeypatch.setenv("CODELOUPE_REMOTE_COMMIT_URL", server.base + "/commits/{owner}/{repo}/{ref}")
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    yield server
+    server.close()
+
+
+def cache_files(cache: Path) -> list[str]:
+    return sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------- index, search, graph, ask
+
+
+def test_index_then_search_a_remote_repository_pinned_to_its_commit(
+        served: TarballServer, isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    monkeypatch.chdir(tmp_path)
+    assert main(["index", "acme/widget@main", "--json", "--no-embed"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["root"] == f"acme/widget@{SHA}"
+    assert report["files_indexed"] == 4  # pkg/__init__.py, pkg/parser.py, app.py, README.md
+    assert report["skipped"] == {"binary": 1, "ignore file": 1, "ignored": 1, "skipped directory": 1}
+    assert served.requests == ["/acme/widget/main.tar.gz"]  # the archive named its commit: no second request
+
+    assert main(["search", "acme/widget@main", "parse_config", "--json", "--no-embed"]) == 0
+    bundle = json.loads(capsys.readouterr().out)
+    assert bundle["revision"] == SHA and bundle["root"] == "acme/widget"
+    assert bundle["core"][0]["path"] == "pkg/parser.py"
+    assert len(served.requests) == 1  # search answers from the index: nothing fetched
+    assert list(tmp_path.iterdir()) == []  # nothing written but the index, in the cache
+    assert [p for p in cache_files(isolated_cache) if not p.startswith("indexes/remote-widget-")] == []
+
+
+def test_graph_expand_and_ask_read_the_indexed_copy_and_cite_the_revision(served: TarballServer) -> None:
+    served.bodies["/acme/widget/v1.tar.gz"] = tarball(FILES, top="", gzip_comment=SHA)
+    with ChatServer() as chat:
+        chat.add(Reply(render=lambda body: f"It splits lines on `=` [[{cite(body, 'pkg/parser.py')}:1-3]]."))
+        ws = open_remote("acme/widget@v1", overrides={"chat_base_url": chat.base_url, "chat_model": "scripted"})
+        try:
+            ws.index()
+            assert ws.revision == SHA
+            graph = ws.graph_map()
+            assert ("app.py", "pkg/parser.py") in {(e.source, e.target) for e in graph.edges}
+            assert ws.expand("pkg/parser.py", symbol="parse_config").text == FILES["pkg/parser.py"]
+            events = list(ws.ask("how is the widget configuration parsed?", agents=False))
+            result = events[-1].result
+            assert result is not None and result.fallback is None
+            [citation] = result.citations
+            assert (citation.path, citation.revision, citation.changed) == ("pkg/parser.py", SHA, False)
+            assert citation.text == FILES["pkg/parser.py"]
+            assert [e.data["revision"] for e in events if e.type == "citation"] == [SHA]
+            assert result.bundle.revision == SHA
+            with pytest.raises(ValueError, match="remote index"):
+                ws.update_files(["app.py"])
+            with pytest.raises(ValueError, match="traversal"):
+                ws.read_lines("../outside.py")
+        finally:
+            ws.close()
+
+
+def test_the_revision_comes_from_the_folder_name_the_commit_endpoint_or_the_digest(served: TarballServer) -> None:
+    served.bodies["/acme/widget/dev.tar.gz"] = tarball(FILES, top=f"widget-{SHA}")
+    served.bodies["/acme/widget/feature.tar.gz"] = tarball(FILES)
+    served.bodies["/commits/acme/widget/feature"] = json.dumps({"sha": OTHER_SHA}).encode()
+    served.bodies["/plain/widget.tar.gz"] = tarball(FILES)
+    ws = open_remote("acme/widget@dev")
+    try:
+        ws.index()
+        assert ws.revision == SHA
+        assert "pkg/parser.py" in ws.store.file_rows()  # the top folder is stripped
+    finally:
+        ws.close()
+    assert index_remote("acme/widget@feature", embed=False).root == f"acme/widget@{OTHER_SHA}"
+    plain = index_remote(f"{served.base}/plain/widget.tar.gz", embed=False)
+    assert plain.root.split("@")[1].startswith("sha256:")
+
+
+def test_a_local_folder_is_never_taken_for_a_remote_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert is_remote_source("acme/widget@main") and is_remote_source("https://example.com/a.tar.gz")
+    (tmp_path / "acme" / "widget@main").mkdir(parents=True)
+    assert not is_remote_source("acme/widget@main")
+
+
+def test_the_fetch_templates_are_user_settings_only(tmp_path: Path) -> None:
+    (tmp_path / ".codeloupe.toml").write_text('remote_tarball_url = "http://127.0.0.1:9/{owner}"\n')
+    settings = load_settings(tmp_path, trusted=True)
+    assert settings.remote_tarball_url.startswith("https://codeload.github.com/")
+
+
+# ---------------------------------------------------------------------- hostile archives
+
+
+def test_hostile_members_are_skipped_and_counted_and_nothing_is_written(
+        served: TarballServer, isolated_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hostile = [
+        Member("../escape.py", b"print('escaped')\n"),
+        Member("/tmp/absolute.py", b"print('absolute')\n"),
+        Member("widget-main/pkg/../../../deep.py", b"print('deep')\n"),
+        Member("widget-main/link.py", type=tarfile.SYMTYPE, linkname="/etc/passwd"),
+        Member("widget-main/hard.py", type=tarfile.LNKTYPE, linkname="widget-main/app.py"),
+        Member("widget-main/dev/null", type=tarfile.CHRTYPE),
+        Member("widget-main/dev/disk", type=tarfile.BLKTYPE),
+        Member("widget-main/pipe", type=tarfile.FIFOTYPE),
+        Member("widget-main/app.py", b"print('the last one wins')\n"),
+    ]
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA, extra=hostile)
+    monkeypatch.chdir(tmp_path)
+    report = index_remote("acme/widget@main", embed=False)
+    for reason, count in {"unsafe path (traversal)": 2, "unsafe path (absolute)": 1, "link member": 2,
+                          "special file member": 3, "duplicate member": 1}.items():
+        assert report.skipped[reason] == count, reason
+    ws = open_remote("acme/widget@main")
+    try:
+        assert sorted(ws.store.file_rows()) == ["README.md", "app.py", "pkg/__init__.py", "pkg/parser.py"]
+        assert ws.read_lines("app.py") == "print('the last one wins')\n"
+    finally:
+        ws.close()
+    assert list(tmp_path.iterdir()) == []
+    assert not Path("/tmp/absolute.py").exists() or Path("/tmp/absolute.py").read_text() != "print('absolute')\n"
+    assert [p for p in cache_files(isolated_cache) if not p.startswith("indexes/remote-widget-")] == []
+
+
+def test_a_decompression_bomb_is_refused_before_it_unpacks(served: TarballServer, capsys) -> None:
+    zeros = Member("widget-main/zeros.txt", bytes(64 * 2**20))
+    served.bodies["/acme/widget/bomb.tar.gz"] = tarball(FILES, comment=SHA, extra=[zeros])
+    assert len(served.bodies["/acme/widget/bomb.tar.gz"]) < 2**20
+    assert main(["index", "acme/widget@bomb", "--no-embed"]) == 2
+    assert "decompression bomb" in capsys.readouterr().err
+    ws = open_remote("acme/widget@bomb")
+    try:
+        assert ws.revision == "" and ws.store.file_rows() == {}  # refused as a whole: nothing indexed
+    finally:
+        ws.close()
+
+
+def test_the_unpacked_total_the_download_and_the_archive_itself_are_bounded(served: TarballServer) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    served.bodies["/acme/widget/broken.tar.gz"] = b"\x1f\x8b\x08\x00 this is not gzip at all"
+    cut = tar_bytes(extra=[Member("widget-main/cut.py", b"x = 1\n" * 1000)])
+    served.bodies["/acme/widget/short.tar.gz"] = _gzip(cut[:len(cut) // 2])  # ends inside a member
+    with pytest.raises(RemoteError, match="remote_max_unpacked_bytes"):
+        index_remote("acme/widget@main", embed=False, overrides={"remote_max_unpacked_bytes": 4096})
+    with pytest.raises(RemoteError, match="download bound"):
+        index_remote("acme/widget@main", embed=False, overrides={"remote_max_download_bytes": 100})
+    with pytest.raises(RemoteError, match="not a readable .tar.gz"):
+        index_remote("acme/widget@broken", embed=False)
+    with pytest.raises(RemoteError, match="not a readable .tar.gz"):
+        index_remote("acme/widget@short", embed=False)
+    with pytest.raises(RemoteError, match="HTTP 404"):
+        index_remote("acme/widget@missing", embed=False)
+
+
+def test_a_remote_repository_runs_none_of_its_strategy_files(served: TarballServer, tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    strategy = f"from pathlib import Path\nPath({str(marker)!r}).write_text('x')\nEXTENSIONS = ('.zog',)\n"
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(
+        {**FILES, ".codeloupe/strategies/zog.py": strategy, "a.zog": "rule a\n", "b.zog": "rule b\n"}, comment=SHA)
+    report = index_remote("acme/widget@main", embed=False)
+    assert report.files_indexed == 7 and not marker.exists()
+    assert isinstance(open_remote("acme/widget@main"), Workspace)
+
+
+def test_a_tree_in_memory_follows_the_same_rules_as_the_same_tree_on_disk(tmp_path: Path) -> None:
+    from codeloupe.discover import tree_walk, walk
+    from codeloupe.settings import Settings
+
+    tree = {**FILES, "docs/.gitignore": "*.tmp\n!keep.tmp\n", "docs/a.tmp": "x\n", "docs/keep.tmp": "k\n",
+            "docs/guide.md": "# Guide\n", "build/out.js": "1\n", "pkg.egg-info/PKG-INFO": "x\n",
+            "Cargo.lock": "lock\n", "big.txt": "y" * 2000 + "\n", "sub/.codeloupeignore": "gen/\n",
+            "sub/gen/made.py": "x = 1\n", "sub/own.py": "y = 2\n"}
+    for path, text in tree.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    settings = Settings(max_file_bytes=1000, ignore=["*.md"])
+    on_disk = walk(tmp_path, settings)
+    in_memory = tree_walk({path: len(text.encode()) for path, text in tree.items()},
+                          lambda rel: tree.get(rel), settings)
+    assert [c.rel_path for c in in_memory.candidates] == [c.rel_path for c in on_disk.candidates]
+    assert in_memory.skipped == on_disk.skipped
+    assert "docs/keep.tmp" in [c.rel_path for c in in_memory.candidates]
+
+
+def test_ask_and_graph_take_a_remote_source_on_the_command_line(
+        served: TarballServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    with ChatServer() as chat:
+        chat.add(Reply(render=lambda body: f"It splits on `=` [[{cite(body, 'pkg/parser.py')}:1-3]]."))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        assert main(["ask", "acme/widget@main", "how is the configuration parsed?", "--json", "--no-embed",
+                     "--no-agents"]) == 0
+    done = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert done["type"] == "done" and done["bundle"]["revision"] == SHA
+    assert [(c["path"], c["revision"]) for c in done["citations"]] == [("pkg/parser.py", SHA)]
+    assert main(["graph", "acme/widget@main", "--json", "--no-embed"]) == 0
+    edges = json.loads(capsys.readouterr().out)["edges"]
+    assert {"source": "app.py", "target": "pkg/parser.py"}.items() <= next(
+        e for e in edges if e["source"] == "app.py").items()
+    assert served.requests == ["/acme/widget/main.tar.gz"]  # indexed once, by the first command that needed it
