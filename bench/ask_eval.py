@@ -122,8 +122,9 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @contextmanager
-def scripted_chat() -> Iterator[dict[str, Any]]:
-    """The tests' scripted server, citing the first two excerpts of whatever it is shown."""
+def scripted_chat(hang_s: float = 0.0) -> Iterator[dict[str, Any]]:
+    """The tests' scripted server, citing the first two excerpts of whatever it is shown (after `hang_s`: a
+    stand-in for a real model's time to first token)."""
     sys.path.insert(0, str(CHECKOUT / "tests"))
     from chat_server import ChatServer, Reply, excerpt_numbers
 
@@ -138,7 +139,7 @@ def scripted_chat() -> Iterator[dict[str, Any]]:
         return f"{first}\nIt continues in [[{k}:{a}-{min(b, a + 5)}]]."
 
     with ChatServer() as server:
-        server.add(Reply(render=answer, times=10**9))
+        server.add(Reply(render=answer, times=10**9, hang_s=hang_s))
         yield {"chat_base_url": server.base_url, "chat_model": "scripted"}
 
 

@@ -1,53 +1,78 @@
-"""Try ranking constants on the whole golden set, in one process, against warm workspaces.
+"""Try ranking constants on whole golden sets, in one process, against warm workspaces.
 
-    .venv/bin/python bench/tune_ranking.py GOLDEN.json --corpora DIR [--set NAME=VALUE ...] [--grid "NAME=V1;V2;..."]
+    .venv/bin/python bench/tune_ranking.py GOLDEN.json [GOLDEN2.json ...] --corpora DIR [--corpora DIR2 ...]
+        [--set NAME=VALUE ...] [--grid "NAME=V1;V2;..."] [--folds K] [--no-embed] [--kinds K[,K]]
 
-Each `--set` overrides a constant of `codeloupe.ranking` for every run (Python literal values); each `--grid`
-adds one axis; every combination is scored on every query (R@1, Acc@5, bundle recall, MRR) and printed next to
-the baseline (the module's own values). Indexes and vectors come from the cache dir (CODELOUPE_CACHE_DIR), so
-run `codeloupe eval` once first. Tune on the whole set, never on one query.
+Each golden set is read with the `--corpora` at the same position (one `--corpora` serves them all). Each
+`--set` overrides a constant of `codeloupe.ranking` for every run (Python literal values); each `--grid` adds
+one axis; every combination is scored on every query (R@1, Acc@5, bundle recall, MRR, mean bundle size) and
+printed next to the baseline (the module's own values). With `--folds K` the corpora (repositories) are split
+into K folds and the grid is cross-validated: for each fold the combination that scores best (R@1, then MRR)
+on the other folds is scored on it, so the printed CV line is what choosing by this grid is worth on
+repositories it did not see. Indexes and vectors come from the cache dir (CODELOUPE_CACHE_DIR). Tune on whole
+sets, never on one query.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import itertools
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from codeloupe import ranking
 from codeloupe.api import Workspace
 from codeloupe.eval import metrics
-from codeloupe.eval.golden import load_golden
+from codeloupe.eval.golden import load_golden, load_swebench
 
 
-def score(workspaces: dict[str, Workspace], golden, docs_mode: str = "docs") -> dict[str, float]:
-    r1 = acc5 = recall = rr = 0.0
-    n = 0
-    misses = []
-    for corpus in golden.corpora:
-        ws = workspaces[corpus.id]
-        for q in corpus.queries:
-            bundle = ws.search(q.query, mode=docs_mode if q.kind == "docs" else "code")
-            ranked = [h.path for h in bundle.files]
-            hit = metrics.hit_at_1(ranked, q.gold_files)
-            r1 += hit
-            acc5 += metrics.all_in_top_k(ranked, q.gold_files, 5)
-            recall += metrics.all_in_bundle(ranked, q.gold_files)
-            rr += metrics.reciprocal_rank(ranked, q.gold_files)
-            n += 1
-            if not hit:
-                misses.append(q.id)
-    return {"R@1": r1 / n, "Acc@5": acc5 / n, "bundle": recall / n, "MRR": rr / n, "misses": misses}
+@dataclass(frozen=True)
+class Case:
+    corpus: str
+    id: str
+    kind: str
+    query: str
+    gold: tuple[str, ...]
+
+
+def score_cases(workspaces: dict[str, Workspace], cases: list[Case]) -> list[tuple[float, float, float, float, int]]:
+    """(hit@1, all gold in top 5, all gold in bundle, reciprocal rank, bundle size) per case."""
+    out = []
+    for case in cases:
+        bundle = workspaces[case.corpus].search(case.query, mode="docs" if case.kind == "docs" else "code")
+        ranked = [h.path for h in bundle.files]
+        gold = list(case.gold)
+        out.append((float(metrics.hit_at_1(ranked, gold)), float(metrics.all_in_top_k(ranked, gold, 5)),
+                    float(metrics.all_in_bundle(ranked, gold)), metrics.reciprocal_rank(ranked, gold), len(ranked)))
+    return out
+
+
+def summary(rows: list[tuple[float, float, float, float, int]]) -> str:
+    n = max(len(rows), 1)
+    r1, acc5, bundle, rr, files = (sum(r[i] for r in rows) / n for i in range(5))
+    return f"R@1 {r1:.3f}  Acc@5 {acc5:.3f}  bundle {bundle:.3f}  MRR {rr:.3f}  files {files:.1f}  (n={len(rows)})"
+
+
+def fold_of(corpus: str, folds: int) -> int:
+    """Folds group repositories: every instance of one repository (`py-attrs-fix-1499c77e79`) falls together."""
+    repo = corpus.rsplit("-fix-", 1)[0]
+    return int(hashlib.sha256(repo.encode()).hexdigest(), 16) % folds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("golden", type=Path)
-    parser.add_argument("--corpora", type=Path, required=True)
+    parser.add_argument("golden", type=Path, nargs="+")
+    parser.add_argument("--corpora", type=Path, action="append", default=[])
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--grid", action="append", default=[], metavar="NAME=V1;V2")
+    parser.add_argument("--folds", type=int, default=0, help="cross-validate the grid over K folds of corpora")
+    parser.add_argument("--no-embed", action="store_true", help="lexical and symbol lanes only")
+    parser.add_argument("--kinds", default="", help="only these query kinds")
+    parser.add_argument("--per-repo", type=int, default=0,
+                        help="a .jsonl set: at most this many instances per repository (a hash sample)")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
 
@@ -59,27 +84,68 @@ def main() -> int:
         name, values = item.split("=", 1)
         axes.append([(name, ast.literal_eval(v)) for v in _split(values)])
 
-    golden = load_golden(args.golden)
-    workspaces = {}
-    for corpus in golden.corpora:
-        ws = Workspace(args.corpora / corpus.id / "repo")
-        ws.index()
-        ws.embed()
-        workspaces[corpus.id] = ws
+    kinds = {k for k in args.kinds.split(",") if k}
+    overrides = {"embed_provider": "none"} if args.no_embed else None
+    workspaces: dict[str, Workspace] = {}
+    cases: list[Case] = []
+    for i, path in enumerate(args.golden):
+        if path.suffix == ".jsonl":  # SWE-bench style: every instance is its own tree, its own "corpus"
+            per_repo: dict[str, int] = {}
+            for inst in sorted(load_swebench(path), key=lambda x: hashlib.sha256(x.id.encode()).hexdigest()):
+                repo_key = inst.id.rsplit("-", 2)[0]
+                if args.per_repo and per_repo.get(repo_key, 0) >= args.per_repo:
+                    continue
+                per_repo[repo_key] = per_repo.get(repo_key, 0) + 1
+                ws = Workspace(inst.repo, overrides=overrides)
+                ws.index()
+                if not args.no_embed:
+                    ws.embed()
+                workspaces[inst.id] = ws
+                cases.append(Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files)))
+            continue
+        corpora = args.corpora[min(i, len(args.corpora) - 1)] if args.corpora else Path(".")
+        for corpus in load_golden(path).corpora:
+            key = f"{path.stem}:{corpus.id}"
+            queries = [q for q in corpus.queries if not kinds or q.kind in kinds]
+            if not queries:
+                continue
+            ws = Workspace(corpora / corpus.id / "repo", overrides=overrides)
+            ws.index()
+            if not args.no_embed:
+                ws.embed()
+            workspaces[key] = ws
+            cases += [Case(key, q.id, q.kind, q.query, tuple(q.gold_files)) for q in queries]
+    print(f"{len(cases)} queries over {len(workspaces)} corpora", flush=True)
 
-    def run(label: str) -> None:
-        s = score(workspaces, golden)
-        line = f"R@1 {s['R@1']:.3f}  Acc@5 {s['Acc@5']:.3f}  bundle {s['bundle']:.3f}  MRR {s['MRR']:.3f}  {label}"
-        print(line + (f"\n    misses: {' '.join(s['misses'])}" if args.show_misses else ""), flush=True)
+    def run(label: str) -> list[tuple[float, float, float, float, int]]:
+        rows = score_cases(workspaces, cases)
+        print(f"{summary(rows)}  {label}", flush=True)
+        if args.show_misses:
+            print("    misses: " + " ".join(c.id for c, r in zip(cases, rows) if not r[0]))
+        return rows
 
     run("baseline")
-    for combo in itertools.product(*axes) if axes else []:
+    combos = list(itertools.product(*axes)) if axes else []
+    results = []
+    for combo in combos:
         saved = {name: getattr(ranking, name) for name, _ in combo}
         for name, value in combo:
             setattr(ranking, name, value)
-        run(" ".join(f"{n}={v!r}" for n, v in combo))
+        results.append(run(" ".join(f"{n}={v!r}" for n, v in combo)))
         for name, value in saved.items():
             setattr(ranking, name, value)
+    if args.folds > 1 and combos:
+        held_out: list[tuple[float, float, float, float, int]] = []
+        for fold in range(args.folds):
+            inside = [i for i, c in enumerate(cases) if fold_of(c.corpus, args.folds) == fold]
+            outside = [i for i, c in enumerate(cases) if fold_of(c.corpus, args.folds) != fold]
+            if not inside or not outside:
+                continue
+            best = max(range(len(combos)), key=lambda k: (sum(results[k][i][0] for i in outside),
+                                                         sum(results[k][i][3] for i in outside), -k))
+            held_out += [results[best][i] for i in inside]
+            print(f"  fold {fold}: chose {' '.join(f'{n}={v!r}' for n, v in combos[best])}")
+        print(f"{summary(held_out)}  cross-validated over {args.folds} folds of corpora")
     return 0
 
 

@@ -122,7 +122,10 @@ def cite(body: dict[str, Any], path: str, line: int | None = None) -> int:
 
 
 class ChatServer:
-    def __init__(self) -> None:
+    def __init__(self, embedder: Callable[[str], list[float]] = embedding_for) -> None:
+        """`embedder`: the vector `POST .../embeddings` answers for each input (a test that needs chosen
+        similarities between its texts passes its own)."""
+        self.embedder = embedder
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -202,7 +205,7 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             server.receive(Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
                                     raw.decode("utf-8", "replace")))
             if self.path.rstrip("/").endswith("/embeddings"):
-                data = [{"object": "embedding", "index": i, "embedding": embedding_for(text)}
+                data = [{"object": "embedding", "index": i, "embedding": server.embedder(text)}
                         for i, text in enumerate(json.loads(raw)["input"])]
                 self._json(200, {"object": "list", "data": data, "model": "scripted",
                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,3 +46,16 @@ def lexical_workspace() -> Iterator[Callable[[Path], Workspace]]:
     yield open_indexed
     for ws in opened:
         ws.close()
+
+
+@pytest.fixture
+def make_tree(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
+    """Write {relative path: text} under the test's tmp_path (each text dedented); returns the root."""
+
+    def write(files: dict[str, str]) -> Path:
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(textwrap.dedent(text))
+        return tmp_path
+
+    return write

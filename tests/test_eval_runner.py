@@ -195,3 +195,25 @@ def test_swebench_lines_without_gold_files_are_refused(tmp_path: Path):
     jsonl.write_text(json.dumps({"id": "x", "query": "q", "repo": "."}) + "\n", encoding="utf-8")
     with pytest.raises(GoldenSetError, match=r"bad.jsonl:1: 'gold_files'"):
         load_swebench(jsonl)
+
+
+def test_the_gate_fails_below_its_thresholds_and_still_prints_the_table(corpora: Path, golden_file: Path,
+                                                                         capsys: pytest.CaptureFixture[str]):
+    args = ["eval", str(golden_file), "--corpora", str(corpora), "--no-embed"]
+    assert main([*args, "--min-r1", "1.0", "--min-bundle-recall", "1.0"]) == 0
+    assert "gate failed" not in capsys.readouterr().err
+    wrong = json.loads(golden_file.read_text(encoding="utf-8"))
+    wrong["corpora"][0]["queries"][1]["gold_files"] = ["shop/missing.py"]  # no engine can find it
+    golden_file.write_text(json.dumps(wrong), encoding="utf-8")
+    assert main([*args, "--min-r1", "0.88", "--min-bundle-recall", "1.0"]) == 1
+    captured = capsys.readouterr()
+    assert "| all" in captured.out
+    assert "R@1 0.667 is below 0.880" in captured.err and "bundle recall 0.667 is below 1.000" in captured.err
+
+
+def test_the_gate_refuses_a_run_that_lost_the_dense_lane(corpora: Path, golden_file: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")  # vectors asked for, none can be computed
+    assert main(["eval", str(golden_file), "--corpora", str(corpora), "--min-r1", "0.5"]) == 1
+    assert "3 of 3 queries ran without the dense lane" in capsys.readouterr().err

@@ -155,3 +155,15 @@ def test_the_engine_refuses_an_unreadable_root_with_a_workspace_error(tmp_path: 
     finally:
         root.chmod(0o755)
     assert run.stdout.strip() == f"{root}: Permission denied", run.stderr
+
+
+def test_an_invalid_line_in_an_ignore_file_is_skipped_not_the_index(tmp_path: Path, lexical_workspace) -> None:
+    """black's test data holds a .gitignore whose line is a lone `!`: git skips such a line; the index did not."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / ".gitignore").write_text("!\nsecret.txt\n")
+    (tmp_path / "data" / "secret.txt").write_text("hidden_marker_word\n")
+    (tmp_path / "data" / "kept.py").write_text("def visible_marker_word():\n    return 1\n")
+    ws = lexical_workspace(tmp_path)
+    indexed = set(ws.store.file_rows())
+    assert "data/kept.py" in indexed
+    assert "data/secret.txt" not in indexed, "the valid lines of that ignore file still apply"

@@ -148,7 +148,9 @@ def test_index_then_search_a_remote_repository_pinned_to_its_commit(
 def test_graph_expand_and_ask_read_the_indexed_copy_and_cite_the_revision(served: TarballServer) -> None:
     served.bodies["/acme/widget/v1.tar.gz"] = tarball(FILES, top="", gzip_comment=SHA)
     with ChatServer() as chat:
-        chat.add(Reply(render=lambda body: f"It splits lines on `=` [[{cite(body, 'pkg/parser.py')}:1-3]]."))
+        # Matched to the question: the map request below may ask the same model to name communities.
+        chat.add(Reply(render=lambda body: f"It splits lines on `=` [[{cite(body, 'pkg/parser.py')}:1-3]].",
+                       when="widget configuration"))
         ws = open_remote("acme/widget@v1", overrides={"chat_base_url": chat.base_url, "chat_model": "scripted"})
         try:
             ws.index()

@@ -151,7 +151,9 @@ def test_core_chunks_are_verbatim_and_related_is_a_map(ws: Workspace, repo: Path
 
 
 def test_docs_mode_scope_and_code_default(ws: Workspace) -> None:
-    assert "README.md" not in paths(ws.search("installing the database connection"))
+    assert "README.md" not in paths(ws.search("running the database connection"))
+    # a question about installing, versions or settings is also a question for the docs (the project lane)
+    assert "README.md" in paths(ws.search("installing the database connection"))
     docs = ws.search("installing the database connection", mode="docs")
     assert paths(docs) == ["README.md"]
     assert docs.core[0].chunks[0].kind == "section"

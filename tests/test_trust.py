@@ -249,3 +249,18 @@ def test_a_model_planted_in_the_cache_is_refused_and_derived_again(tmp_path: Pat
     provider = load_local_provider(settings)
     assert provider.model_path == target
     assert target.read_bytes() != planted and is_known_derived(target)
+
+
+def test_trust_from_a_folder_inside_the_workspace_trusts_the_workspace(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe search REPO/src "..."` opens REPO; `codeloupe trust REPO/src` must trust that same REPO."""
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    (repo / ".git").mkdir()
+    inner = repo / "src" / "pkg"
+    inner.mkdir(parents=True)
+    assert main(["trust", str(inner)]) == 0
+    assert f"inside the workspace {repo.resolve()}" in capsys.readouterr().err
+    assert [e.root for e in TrustStore.default().entries()] == [str(repo.resolve())]
+    assert load_settings(repo).ignored is None
+    assert main(["trust", "--revoke", str(inner)]) == 0
+    assert TrustStore.default().entries() == []

@@ -25,16 +25,26 @@ from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import Store
+from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.types import (
     Bundle,
+    EntryPoint,
     Expansion,
+    FileHit,
+    Flow,
+    FlowOutcome,
     IndexReport,
     IndexStatus,
     Located,
     Location,
+    Related,
     Symbol,
+    Tour,
     UsedDefinition,
 )
+
+# Entry points a location-shaped query may add to RELATED.
+MAX_ENTRY_CANDIDATES = 5
 
 
 class WorkspaceError(ValueError):
@@ -69,6 +79,7 @@ class Workspace:
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
+        self._entry_points: tuple[int, list[EntryPoint]] | None = None
 
     # ------------------------------------------------------------------ paths
 
@@ -96,6 +107,7 @@ class Workspace:
         strategies = self._strategies()
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
+        mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
@@ -104,8 +116,10 @@ class Workspace:
         Search sees the change at once (a delta view); graph edges follow at the next fresh graph read or
         `refresh_graph()`, re-resolving only the files the change can reach.
         """
-        return index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
-                           self._strategies())
+        report = index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
+                             self._strategies())
+        mark_stale(self.store)
+        return report
 
     def strategies(self) -> tuple[Strategy, ...]:
         """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""
@@ -169,7 +183,52 @@ class Workspace:
             return self._searcher
 
     def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
-        return self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        """The ranked bundle; a location-shaped query ("where does the CLI start") also gets the workspace's
+        entry points that retrieval missed, at the end of RELATED (candidates, never a change of order)."""
+        from codeloupe.entrypoints import location_shaped
+
+        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        if mode != "docs" and not bundle.issue_mode and location_shaped(query):
+            self._add_entry_points(bundle, scope)
+        return bundle
+
+    def _add_entry_points(self, bundle: Bundle, scope: str) -> None:
+        scope = scope.strip().strip("/")
+        words = {w.lower() for w in re.findall(r"[A-Za-z0-9]+", bundle.query)}
+        # Declared entry points first, then those whose path names a word of the query ("cli"), then the rest.
+        points = sorted(self.entry_points(), key=lambda p: (
+            p.kind != "manifest" and not words & {w.lower() for w in re.findall(r"[A-Za-z0-9]+", p.path)}))
+        by_path: dict[str, list[EntryPoint]] = {}
+        for point in points:
+            if not scope or scope == "." or point.path == scope or point.path.startswith(scope + "/"):
+                by_path.setdefault(point.path, []).append(point)
+        known = {hit.path: hit for hit in bundle.files}
+        rows = self.store.file_rows() if by_path else {}
+        for path, points in list(by_path.items())[:MAX_ENTRY_CANDIDATES]:
+            why = "entry point: " + "; ".join(f"{p.kind} ({p.detail})" for p in points)
+            if path in known:
+                known[path].why = f"{known[path].why}; {why}" if known[path].why else why
+                continue
+            language = rows[path].language if path in rows else ""
+            bundle.related.append(FileHit(path=path, language=language, rank=len(bundle.files) + 1, score=0.0,
+                                          best_start_line=points[0].line, best_end_line=points[0].line, symbols=[],
+                                          why=why, via="entry"))
+
+    def entry_points(self) -> list[EntryPoint]:
+        """Where the workspace's programs start: manifests, `__main__` guards, `main` definitions, shebangs."""
+        from codeloupe.entrypoints import entry_points
+
+        generation = self.store.generation("content")
+        cached = self._entry_points
+        if cached is None or cached[0] != generation:
+            cached = self._entry_points = (generation, entry_points(self))
+        return cached[1]
+
+    def tour(self, *, limit: int = 20) -> Tour:
+        """Where to start reading: the entry points, then the names defined here that most files mention."""
+        from codeloupe.tour import build_tour
+
+        return build_tour(self, limit)
 
     def symbols(self, paths: Iterable[str]) -> dict[str, list[Symbol]]:
         """The definitions of each indexed file among `paths` (files not in the index are left out)."""
@@ -301,13 +360,22 @@ class Workspace:
         hits.sort(key=lambda h: (h.path, h.line))
         return Located(text, identifier, hits[:max(limit, 0)], len(hits))
 
+    def find_related(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
+                     limit: int = 10) -> Related:
+        """The chunks nearest to a span (the whole file without lines) in its language, its own chunks left out
+        (by vectors when ready, else by its words)."""
+        from codeloupe.related import find_related
+
+        return find_related(self, path, start_line, end_line, limit)
+
     # ------------------------------------------------------------------ graph and ask (their own packages)
 
     def graph_map(self):
-        """Nodes, edges and communities of the workspace graph (`codeloupe.graph.GraphMap`)."""
+        """Nodes, edges and communities of the workspace graph (`codeloupe.graph.GraphMap`); communities may be
+        named by one cached call to the configured chat model (`codeloupe.graph.naming`)."""
         from codeloupe.graph import graph_map
 
-        return graph_map(self)
+        return graph_map(self, name_with_model=True)
 
     def graph_node(self, target: str, *, allow_stale: bool = False):
         """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`).
@@ -362,6 +430,25 @@ class Workspace:
         from codeloupe.ask import run_ask
 
         return run_ask(self, question, mode=mode, agents=agents, best=best)
+
+    # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
+
+    def flows(self) -> list[Flow]:
+        """Every cached walkthrough, newest first (stale ones included and marked)."""
+        return [Flow(f.id, f.question, f.mode, sorted(f.files), f.created, f.served, f.stale)
+                for f in flow_rows(self.store, with_parts=False)]
+
+    def refresh_flows(self) -> list[FlowOutcome]:
+        """Re-ask every stale flow (a cited file changed); an answered one replaces it."""
+        from codeloupe.ask.flows import refresh
+
+        return refresh(self)
+
+    def warm_flows(self, *, limit: int = 5) -> list[FlowOutcome]:
+        """Pre-ask the workspace's main workflows, derived from its most mentioned definitions (the tour)."""
+        from codeloupe.ask.flows import reask, warm_questions
+
+        return reask(self, [(question, "code") for question in warm_questions(self, limit)])
 
     def close(self) -> None:
         self.store.close()

@@ -18,25 +18,37 @@ from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
+    from codeloupe.graph.build import Graph
     from codeloupe.search import Fusion, Snapshot
 
 
 def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
                  mode: str, scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
     file_scores = {f: score for f, score in fusion.file.items() if score > 0}
-    ranked = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))[: max(limit, 1)]
+    order = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))
+    ranked = order[: max(limit, 1)]
+    # Completeness by construction: a file some lane ranks near its top stays a candidate past the limit,
+    # and so does a file a lane proposed without a vote (scored 0, after the rest).
+    best_rank: dict[int, int] = {}
+    for ranks in fusion.file_ranks.values():
+        for f, r in ranks.items():
+            if r <= R.BUNDLE_LANE_TOP_K:
+                best_rank[f] = min(r, best_rank.get(f, r))
+    kept = set(ranked)
+    ranked += sorted((f for f in best_rank if f not in kept),
+                     key=lambda f: (-file_scores.get(f, 0.0), best_rank[f], snap.file_paths[f]))
     chunk_scores = fusion.chunk
-    core_count = _core_count([file_scores[f] for f in ranked])
+    core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
     hits = []
     for rank, file_id in enumerate(ranked, 1):
         rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
         rows.sort(key=lambda r: (-chunk_scores[r], r))
-        hits.append(_file_hit(snap, file_id, rank, file_scores[file_id], rows, fusion, query_terms,
+        hits.append(_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, fusion, query_terms,
                               full=rank <= core_count))
     core, related = hits[:core_count], hits[core_count:]
-    related.extend(_graph_neighbours(ws, snap, hits, limit=R.GRAPH_NEIGHBOURS, start_rank=len(hits) + 1,
-                                     mode_mask=mask))
+    related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
+                                     start_rank=len(hits) + 1, mode_mask=mask))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
 
@@ -117,7 +129,8 @@ def _best_line(lowered: str, terms: list[str]) -> int:
     return min(per_line, key=lambda n: (-len(per_line[n]), n))
 
 
-_LANE_LABELS = {"dense": "dense", "lexical": "bm25", "symbol": "symbol", "entity": "entity"}
+_LANE_LABELS = {"dense": "dense", "lexical": "bm25", "file": "bm25 file", "symbol": "symbol", "entity": "entity",
+                "project": "docs & manifests", "feedback": "feedback"}
 
 
 def _why(file_id: int, fusion: Fusion) -> str:
@@ -127,15 +140,22 @@ def _why(file_id: int, fusion: Fusion) -> str:
     return ", ".join(parts) or "matched"
 
 
-def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], *, limit: int, start_rank: int,
-                      mode_mask: np.ndarray) -> list[FileHit]:
-    """Graph neighbours of the top files, added to RELATED (annotation and membership only, never score)."""
+def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
+                      limit: int, start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
+    """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
+    CORE file or a traceback frame through the code the query matched (what its shown chunks and the frames'
+    functions call, who calls what the chunks define), then up to `limit` other neighbours of the top files."""
     from codeloupe.graph import neighbours
+    from codeloupe.graph.build import load_graph
 
     present = {h.path for h in hits}
-    top = [h.path for h in hits[: R.CORE_MAX]]
+    graph = load_graph(ws, allow_stale=True)
+    frames: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for row in fusion.frame_rows:
+        frames[snap.chunk_paths[row]].append((int(snap.table.start_lines[row]), int(snap.table.end_lines[row])))
+    linked = [*_symbol_links(graph, core, frames), *neighbours(ws, [h.path for h in hits[: R.CORE_MAX]], limit=limit)]
     out: list[FileHit] = []
-    for path, reason in neighbours(ws, top, limit=limit):
+    for path, reason in linked:
         file_id = snap.path_to_file.get(path)
         if file_id is None or path in present:
             continue
@@ -153,3 +173,32 @@ def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], *, lim
         ))
     return out
 
+
+def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tuple[int, int]]]) -> list[tuple[str, str]]:
+    """(path, why) of the callees of CORE's shown chunks and of a report's frames (`frames`: path -> the line
+    spans of the chunks its traceback frames fall in), and the callers of what CORE's shown chunks define.
+
+    A bug report names the API a user called; the fix is often in the helper it delegates to, one hop away.
+    Hubs are left to the general neighbours: a logger called from every chunk is no lead.
+    """
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    defined: dict[str, set[str]] = defaultdict(set)
+    for hit in core:
+        spans[hit.path].extend((c.start_line, c.end_line) for c in hit.chunks)
+        defined[hit.path].update(s.rsplit(".", 1)[-1] for c in hit.chunks for s in c.symbols)
+    for path, frame_spans in frames.items():
+        spans[path].extend(frame_spans)
+    out: list[tuple[str, str]] = []
+    for path, path_spans in spans.items():
+        i = graph.index_of(path)
+        if i is None:
+            continue
+        for j, edges in sorted(graph.out_edges[i].items()):
+            used = [s for e in edges if any(a <= e.line <= b for a, b in path_spans) for s in e.symbols]
+            if used and j not in graph.gods:
+                out.append((graph.paths[j], f"{', '.join(dict.fromkeys(used))} called from {path}"))
+        for j, edges in sorted(graph.in_edges[i].items()):
+            used = [s for e in edges for s in e.symbols if s.rsplit(".", 1)[-1] in defined[path]]
+            if used:
+                out.append((graph.paths[j], f"calls {', '.join(dict.fromkeys(used))} of {path}"))
+    return out[: R.GRAPH_SYMBOL_LINKS_MAX]

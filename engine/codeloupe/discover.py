@@ -10,6 +10,7 @@ generated-file markers, lockfiles, and text that is not UTF-8 and no known fallb
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import posixpath
 import stat
@@ -21,6 +22,8 @@ from pathlib import Path
 import pathspec
 
 from codeloupe.settings import Settings
+
+log = logging.getLogger("codeloupe.discover")
 
 # Directories never worth indexing; matched by name at any depth.
 SKIP_DIRS = frozenset({
@@ -116,8 +119,25 @@ def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
 
 
 def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec | None:
-    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    spec = _tolerant_spec(lines)
     return spec if len(spec.patterns) else None
+
+
+def _tolerant_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
+    """The spec of the lines that are valid patterns. git skips a line it cannot parse (a lone `!`, say), and
+    so do we: one bad line in some test data's ignore file must not end the whole index."""
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, TypeError):  # pathspec's GitIgnorePatternError is a ValueError
+        valid = []
+        for line in lines:
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except (ValueError, TypeError):
+                log.debug("ignoring an invalid ignore pattern %r", line)
+                continue
+            valid.append(line)
+        return pathspec.GitIgnoreSpec.from_lines(valid)
 
 
 class IgnoreRules:
@@ -126,7 +146,7 @@ class IgnoreRules:
     def __init__(self, root: Path, extra: list[str]) -> None:
         self.root = root
         self._specs: dict[str, list[pathspec.GitIgnoreSpec]] = {}
-        self._extra = pathspec.GitIgnoreSpec.from_lines(extra) if extra else None
+        self._extra = _tolerant_spec(extra) if extra else None
 
     def enter(self, rel_dir: str, abs_dir: Path) -> None:
         specs = [s for s in (_load_spec(abs_dir / name) for name in IGNORE_FILE_NAMES) if s is not None]

@@ -7,6 +7,7 @@ its frames, explicit paths and `backticked` identifiers pin files directly.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -15,17 +16,46 @@ from codeloupe.ranking import ISSUE_MIN_IDENTIFIERS
 
 _SOURCE_EXT = r"(?:py|pyi|[cm]?[jt]sx?|go|rb|rs|php|java|kt|swift|cs|c|h|cc|cpp|hpp|lua|sh|ex|exs|scala|dart)"
 
-# Frame shapes, one per language family. Each yields a path and a line; some yield the function too.
-# Python prints the innermost frame (where it failed) last; Go, JS, Ruby, Rust and PHP print it first.
-_INNERMOST_LAST = 1  # how many of the patterns below, from the top, print innermost last
-_FRAMES = [
-    re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?'),  # Python
-    re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]+?) \()?(?:file://)?(?P<path>[^\s()]+?\.[cm]?[jt]sx?)"
-               r":(?P<line>\d+)(?::\d+)?\)?"),  # JS/TS
-    re.compile(r"(?P<path>[\w./\\-]+\.rb):(?P<line>\d+)(?::in [`'](?:[\w:]+[#.])?(?P<func>[^'`]+)')?"),  # Ruby
-    re.compile(r"(?P<path>[\w./\\-]+\.go):(?P<line>\d+)"),  # Go
-    re.compile(r"(?P<path>[\w./\\-]+\.rs):(?P<line>\d+):\d+"),  # Rust
-    re.compile(r"(?P<path>[\w./\\-]+\.php)(?:\((?P<line>\d+)\)|:(?P<line2>\d+))"),  # PHP
+
+@dataclass(frozen=True)
+class TraceShape:
+    """How one language prints a stack trace.
+
+    `frame` yields a path (or, for the JVM, a qualified name and a file name) and a line, sometimes the
+    function. A text is a trace of this shape when it holds `alone` frames, or one frame and the `header`
+    (the line a runtime prints before its frames: `panic:`, `Traceback`, `panicked at`, `Exception in`).
+    `innermost_last`: Python prints the frame where it failed last; the others print it first.
+    """
+
+    language: str
+    frame: re.Pattern[str]
+    header: re.Pattern[str]
+    alone: int
+    innermost_last: bool = False
+
+
+_ERROR_LINE = r"(?m)^\s*(?:Uncaught |Exception in thread \S+ )?[\w.$]*(?:Error|Exception)\b"
+TRACE_SHAPES = [
+    TraceShape("python", re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?'),
+               re.compile(r"Traceback \(most recent call last\)"), alone=1, innermost_last=True),
+    # Node prints `at fn (file.js:L:C)`, or `at file.js:L:C` for anonymous code.
+    TraceShape("javascript", re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]+?) \()?(?:file://)?"
+                                        r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+)(?::\d+)?\)?"),
+               re.compile(_ERROR_LINE), alone=2),
+    TraceShape("ruby", re.compile(r"(?P<path>[\w./\\-]+\.rb):(?P<line>\d+)"
+                                  r"(?::in [`'](?:[\w:]+[#.])?(?P<func>[^'`]+)')?"),
+               re.compile(r"\.rb:\d+:in [`']"), alone=2),
+    # Go: `panic: ...`, `goroutine 1 [running]:`, then `pkg.fn(...)` over a tab-indented `file.go:NN +0x1d`.
+    TraceShape("go", re.compile(r"(?P<path>[\w./\\-]+\.go):(?P<line>\d+)"),
+               re.compile(r"(?m)^(?:panic: |fatal error: |goroutine \d+ \[)|\.go:\d+ \+0x"), alone=3),
+    TraceShape("rust", re.compile(r"(?P<path>[\w./\\-]+\.rs):(?P<line>\d+):\d+"),
+               re.compile(r"panicked at|stack backtrace:"), alone=2),
+    TraceShape("php", re.compile(r"(?P<path>[\w./\\-]+\.php)(?:\((?P<line>\d+)\)|:(?P<line2>\d+))"),
+               re.compile(r"(?m)^#\d+ \S+\.php\(\d+\)|PHP (?:Fatal|Warning|Notice)|Stack trace:"), alone=2),
+    # The JVM names the class, not the path: `at com.acme.Cart.total(Cart.java:42)`; the package is the folder.
+    TraceShape("java", re.compile(r"\bat (?P<func>[\w$.]+)\((?P<path>[\w$]+\.(?:java|kt|scala|groovy)):"
+                                  r"(?P<line>\d+)\)"),
+               re.compile(_ERROR_LINE), alone=2),
 ]
 _PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]+/)*[\w.-]+\." + _SOURCE_EXT + r")(?![\w])")
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
@@ -39,20 +69,34 @@ class Frame:
     function: str = ""
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One way of reading the query, searched by every lane and fused by rank with the others."""
+
+    name: str  # query (a question: the only variant) | full | title | trace | fenced | identifiers
+    text: str
+    weight: float = 1.0
+
+
 @dataclass
 class IssueQuery:
     text: str
-    variants: list[tuple[str, float]] = field(default_factory=list)  # (text, weight)
+    variants: list[Variant] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     backticked: list[str] = field(default_factory=list)
 
 
 def is_issue(query: str) -> bool:
-    """A pasted bug report rather than a question: many identifier tokens, or a traceback."""
+    """A pasted bug report rather than a question: many identifier tokens, or a stack trace of any length."""
     if len(identifiers(query)) > ISSUE_MIN_IDENTIFIERS:
         return True
-    return any(rx.search(query) for rx in _FRAMES[:1]) and query.count("\n") >= 2
+    return any(is_trace(query, shape) for shape in TRACE_SHAPES)
+
+
+def is_trace(text: str, shape: TraceShape) -> bool:
+    count = sum(1 for _ in itertools.islice(shape.frame.finditer(text), shape.alone))
+    return count >= shape.alone or (count > 0 and shape.header.search(text) is not None)
 
 
 def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
@@ -67,10 +111,10 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
     fenced = "\n".join(_FENCE.findall(query))
     trace = "\n".join(f"{f.path} {f.function}" for f in issue.frames)
     bag = " ".join(dict.fromkeys(identifiers(query)))
-    issue.variants = [(query, full_text_weight)]
-    for variant in (title, trace, fenced, bag):
-        if variant and variant != query:
-            issue.variants.append((variant, 1.0))
+    issue.variants = [Variant("full", query, full_text_weight)]
+    for name, text in (("title", title), ("trace", trace), ("fenced", fenced), ("identifiers", bag)):
+        if text and text != query:
+            issue.variants.append(Variant(name, text))
     return issue
 
 
@@ -78,14 +122,16 @@ def frames(text: str) -> list[Frame]:
     """Stack frames named in `text`, innermost (closest to the failure) first."""
     out: list[Frame] = []
     seen: set[tuple[str, int]] = set()
-    for i, rx in enumerate(_FRAMES):
-        matches = list(rx.finditer(text))
-        if i < _INNERMOST_LAST:
+    for shape in TRACE_SHAPES:
+        matches = list(shape.frame.finditer(text))
+        if shape.innermost_last:
             matches.reverse()
         for m in matches:
             groups = m.groupdict()
             line = groups.get("line") or groups.get("line2") or "0"
             path = groups["path"].replace("\\", "/")
+            if shape.language == "java":
+                path = _jvm_path(groups["func"], path)
             key = (path, int(line))
             if key in seen:
                 continue
@@ -94,18 +140,29 @@ def frames(text: str) -> list[Frame]:
     return out
 
 
-def resolve_suffix(path: str, by_basename: dict[str, list[str]]) -> list[str]:
-    """Workspace paths that end with the longest possible suffix of `path` (frames come from other machines).
+def _jvm_path(qualified: str, file_name: str) -> str:
+    """`com.acme.cart.Cart.total` + `Cart.java` -> `com/acme/cart/Cart.java` (the package's lower-case parts)."""
+    package = []
+    for part in qualified.split(".")[:-1]:
+        if not part[:1].islower():
+            break
+        package.append(part)
+    return "/".join([*package, file_name])
+
+
+def resolve_suffix(path: str, by_basename: dict[str, list[str]]) -> str | None:
+    """The one workspace path that ends with the longest suffix of `path` any does (frames come from other
+    machines); None when none does, or when several tie (a bare `__init__.py` names no file in particular).
 
     `by_basename` maps a file name to the workspace paths that have it.
     """
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".", "..")]
     if not parts:
-        return []
+        return None
     known = by_basename.get(parts[-1], [])
     for i in range(len(parts)):
         suffix = "/".join(parts[i:])
         matches = [k for k in known if k == suffix or k.endswith("/" + suffix)]
         if matches:
-            return matches
-    return []
+            return matches[0] if len(matches) == 1 else None
+    return None

@@ -20,7 +20,8 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
-from codeloupe.issue import IssueQuery, is_issue, parse_issue, resolve_suffix
+from codeloupe.chunk import is_doc_language
+from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "symbol", "entity")
+LANES = ("dense", "lexical", "file", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -43,8 +44,43 @@ _TEST_PATH = re.compile(
 )
 
 
+_EXAMPLE_PATH = re.compile(r"(^|/)(examples?|docs?|docs_src|demos?|samples?|tutorials?)/")
+_DECLARATION_PATH = re.compile(r"\.d\.[cm]?ts$|\.pyi$")
+_DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
+_CONFIG_LANGUAGES = frozenset({"toml", "ini", "yaml", "gomod", "requirements"})
+_MANIFESTS = frozenset({"package.json", "setup.py", "setup.cfg", "composer.json", "pom.xml", "build.gradle",
+                        "build.gradle.kts", "gemfile", "makefile", "tsconfig.json", "deno.json"})
+# What a file is: "" is the implementation itself; tests, examples, declarations and data take the soft
+# penalties of ranking.FILE_KIND_PENALTY; "project" files (manifests, configuration) answer questions about
+# versions, dependencies, flags and settings beside the docs (the project lane).
+FILE_KINDS = ("", "test", "example", "declaration", "data", "project")
+# A question about the project rather than its code: what it depends on, supports, or lets a user set.
+_PROJECT_QUESTION = re.compile(
+    r"\b(versions?|depend\w*|requirements?|install\w*|flags?|settings?|config\w*|features?|support\w*|"
+    r"compatib\w*|environment variables?|env vars?|licen[cs]e\w*|plugins?|extras?)\b", re.I)
+
+
 def is_test_path(path: str) -> bool:
     return bool(_TEST_PATH.search(path.lower()))
+
+
+def file_kind(path: str, language: str) -> str:
+    """Tests, example and documentation code, type declarations and data catalogs (gettext, CSV, SVG) answer
+    a question about them; they describe or exercise an implementation that should outrank them otherwise."""
+    if is_doc_language(language):
+        return ""  # prose has its own mode; a page under docs/ is what a docs question wants
+    lowered = path.lower()
+    if is_test_path(lowered):
+        return "test"
+    if _DECLARATION_PATH.search(lowered):
+        return "declaration"
+    if language in _DATA_LANGUAGES:
+        return "data"
+    if _EXAMPLE_PATH.search(lowered):
+        return "example"
+    if language in _CONFIG_LANGUAGES or lowered.rsplit("/", 1)[-1] in _MANIFESTS or lowered.endswith(".gemspec"):
+        return "project"
+    return ""
 
 
 @dataclass
@@ -58,7 +94,8 @@ class Snapshot:
     file_is_doc: dict[int, bool]
     chunk_paths: list[str]
     chunk_is_doc: np.ndarray  # bool [n]
-    chunk_is_test: np.ndarray  # bool [n]
+    chunk_kind: np.ndarray  # int8 [n]: index into FILE_KINDS
+    file_kind: dict[int, int]  # file id -> index into FILE_KINDS
     file_stems: dict[int, set[str]]
     by_basename: dict[str, list[str]]
     path_to_file: dict[str, int]
@@ -72,6 +109,7 @@ class Snapshot:
     pending_files: int = 0
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
+    _files: tuple[np.ndarray, BM25Index] | None = None
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -79,6 +117,21 @@ class Snapshot:
             if self._entity is None:
                 self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
             return self._entity
+
+    def file_index(self) -> tuple[np.ndarray, BM25Index]:
+        """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
+
+        Built on the first query that uses the file lane, from the chunk index's counts; a delta view uses its
+        base's (a changed file is then found by its chunks until the rebuild).
+        """
+        if self.base is not None:
+            return self.base.file_index()
+        with self._entity_lock:
+            if self._files is None:
+                assert isinstance(self.bm25, BM25Index)
+                file_ids, groups = np.unique(self.table.file_ids, return_inverse=True)
+                self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
+            return self._files
 
 
 class Fusion:
@@ -97,6 +150,7 @@ class Fusion:
         self.chunk_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> chunk row -> rank
         self.file_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> file id -> rank
         self.pins: dict[int, list[str]] = defaultdict(list)  # file id -> what pinned it (issue mode)
+        self.frame_rows: list[int] = []  # chunks a traceback frame's line falls in (issue mode)
         self._norm = 0.0
 
     def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool) -> None:
@@ -122,6 +176,11 @@ class Fusion:
             if record:
                 self.file_ranks[name].setdefault(file_id, rank)
         self._norm += weight / (R.RRF_K + 1)
+
+    def add_candidates(self, name: str, file_ids: list[int]) -> None:
+        """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""
+        for rank, file_id in enumerate(file_ids, 1):
+            self.file_ranks[name].setdefault(file_id, rank)
 
     def normalise(self) -> None:
         """Scale so a file ranked first by every lane scores 1.0 (bonuses are set on that scale)."""
@@ -324,25 +383,36 @@ class Searcher:
 
         statuses: list[LaneStatus] = []
         dense = self._dense_lane(snap, statuses) if weights.get("dense") else None
-        variants = issue.variants if issue else [(query, 1.0)]
-        query_vectors = self._embed_queries([v for v, _ in variants]) if dense is not None else None
+        variants = issue.variants if issue else [Variant("query", query)]
+        # The model is the costly part of a report: only the variants that earn their time are embedded, in
+        # one batch; every variant still goes through the lexical lanes.
+        embedded = [v for v in variants if v.name in R.DENSE_VARIANTS]
+        vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
+        query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
 
         fusion = Fusion(snap.table.file_ids)
-        for vi, (text, variant_weight) in enumerate(variants):
-            per_lane = self._lane_scores(snap, text, dense, None if query_vectors is None else query_vectors[vi],
-                                         weights)
+        for vi, variant in enumerate(variants):
+            terms = tokenize(variant.text)
+            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
-                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant_weight, record=vi == 0)
+                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0)
+            if weights.get("file"):
+                fusion.add_file_lane("file", self._file_lane(snap, terms, mask), weights["file"] * variant.weight,
+                                     record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
+        if weights.get("feedback"):
+            self._feedback_lane(snap, tokenize(query), weights["feedback"], mask, fusion)
+        if issue is None and lanes is None and mode == "code" and _PROJECT_QUESTION.search(query):
+            mask = self._project_lane(snap, query, scope, mask, fusion)
         fusion.normalise()
         timing["lanes"] = _ms(started) - sum(timing.values())
 
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
-        self._adjust(snap, query, fusion, issue is None)
+        self._adjust(snap, query, fusion, issue is not None)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
@@ -394,17 +464,56 @@ class Searcher:
             self._dense_error = str(exc)
             return None
 
-    def _lane_scores(self, snap: Snapshot, text: str, dense: DenseSnapshot | None, qvec: np.ndarray | None,
-                     weights: dict[str, float]) -> dict[str, np.ndarray]:
+    def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
+                     qvec: np.ndarray | None, weights: dict[str, float]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
-            out["lexical"] = snap.bm25.scores(tokenize(text))
+            out["lexical"] = snap.bm25.scores(terms)
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
             out["dense"] = dense.scores(qvec, n)
         return out
+
+    def _project_lane(self, snap: Snapshot, query: str, scope: str, mask: np.ndarray,
+                      fusion: Fusion) -> np.ndarray:
+        """Docs, manifests and configuration ranked by BM25 among themselves, for a question about versions,
+        dependencies, flags or settings: code mode leaves docs out and code outnumbers manifests, so neither
+        ever reached the bundle. They join it as candidates without a vote (a vote of 0.1 cost dev R@1 .004);
+        returns the mask widened to them, so the bundle can show them.
+        """
+        project = (snap.chunk_is_doc | (snap.chunk_kind == FILE_KINDS.index("project"))) & \
+            self._mask(snap, scope, "both")
+        files = list(dict.fromkeys(int(snap.table.file_ids[r]) for r in
+                                   _rank(snap.bm25.scores(tokenize(query)), project, R.LANE_DEPTH)))
+        fusion.add_candidates("project", files[: R.PROJECT_FILES])
+        return mask | (project & np.isin(snap.table.file_ids, files[: R.PROJECT_FILES]))
+
+    def _feedback_lane(self, snap: Snapshot, terms: list[str], weight: float, mask: np.ndarray,
+                       fusion: Fusion) -> None:
+        """Pseudo-relevance feedback: BM25 again with the question's terms plus the rarest identifier and doc
+        words of the chunks every lane agreed on so far, for a question whose words are not the code's."""
+        top = _rank(fusion.chunk, mask, R.FEEDBACK_CHUNKS)
+        if not top:
+            return
+        asked = set(terms)
+        counts: dict[str, int] = defaultdict(int)
+        for row in top:
+            for term in set(tokenize(snap.table.texts[row])):
+                if term not in asked:
+                    counts[term] += 1
+        shared = [t for t, n in counts.items() if n >= min(2, len(top))]
+        expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
+        fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
+                        record=True)
+
+    def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
+        """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
+        single chunk holds enough of them to rank."""
+        file_ids, index = snap.file_index()
+        allowed = np.isin(file_ids, snap.table.file_ids[mask])
+        return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
@@ -419,22 +528,29 @@ class Searcher:
         pinned: dict[int, float] = {}
         depth = 0  # workspace files in the order the frames reach them, innermost first
         for frame in issue.frames:
-            for path in resolve_suffix(frame.path, snap.by_basename):
-                file_id = snap.path_to_file[path]
-                if file_id not in pinned:
-                    pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
-                    depth += 1
-                fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
-                row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
-                if row is not None and mask[row]:
-                    fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
+            path = resolve_suffix(frame.path, snap.by_basename)
+            if path is None:
+                continue
+            file_id = snap.path_to_file[path]
+            if file_id not in pinned:
+                pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
+                depth += 1
+            fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
+            row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
+            if row is not None and mask[row]:
+                fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
+                fusion.frame_rows.append(row)
         for mention in issue.paths:
-            for path in resolve_suffix(mention, snap.by_basename):
+            path = resolve_suffix(mention, snap.by_basename)
+            if path is not None:
                 file_id = snap.path_to_file[path]
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.PATH_MENTION_BONUS)
                 fusion.pins[file_id].append(f"path {mention} in the text")
         for name in issue.backticked:
-            for row in snap.symbols.definitions(name)[:3]:
+            rows = snap.symbols.definitions(name)
+            if len({int(snap.table.file_ids[r]) for r in rows}) != 1:
+                continue  # defined in several files (or none): the name pins no file in particular
+            for row in rows:
                 file_id = int(snap.table.file_ids[row])
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.BACKTICK_BONUS)
                 fusion.pins[file_id].append(f"`{name}` defined here")
@@ -445,14 +561,16 @@ class Searcher:
             if file_id in allowed:
                 fusion.file[file_id] += bonus
 
-    def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, short_ok: bool) -> None:
-        """Soft penalties and capped boosts: tests demoted, a file named by a short query's word lifted."""
-        fusion.chunk[snap.chunk_is_test] *= R.TEST_PENALTY
+    def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:
+        """Soft penalties and capped boosts: tests, examples, declarations and data demoted, a file named by a
+        short question's word lifted."""
+        penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
+        factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
+        fusion.chunk *= factor[snap.chunk_kind]
         for file_id in list(fusion.file):
-            if is_test_path(snap.file_paths[file_id]):
-                fusion.file[file_id] *= R.TEST_PENALTY
+            fusion.file[file_id] *= float(factor[snap.file_kind.get(file_id, 0)])
         words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
-        if not short_ok or not words or len(words) > R.SHORT_QUERY_WORDS:
+        if issue or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
         wanted = {stem(t) for w in words for t in tokenize(w)}
         for file_id in list(fusion.file):
@@ -463,7 +581,8 @@ class Searcher:
     def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
         note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
         seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
-        out = [LaneStatus("lexical", True, seen, note), LaneStatus("symbol", True, seen, note)]
+        out = [LaneStatus("lexical", True, seen, note), LaneStatus("file", True, seen, note),
+               LaneStatus("symbol", True, seen, note)]
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
@@ -508,17 +627,19 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
     by_basename: dict[str, list[str]] = defaultdict(list)
     for path in file_paths.values():
         by_basename[path.rsplit("/", 1)[-1]].append(path)
+    kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
     if base is not None:  # reuse the per-chunk flags of the rows the base already had
         n = len(base.table.ids)
         is_doc = np.concatenate([base.chunk_is_doc, [by_id[f].is_doc for f in chunk_file_ids[n:]]]).astype(bool)
-        is_test = np.concatenate([base.chunk_is_test, [is_test_path(p) for p in chunk_paths[n:]]]).astype(bool)
+        chunk_kind = np.concatenate([base.chunk_kind, [kinds[f] for f in chunk_file_ids[n:]]]).astype(np.int8)
     else:
         is_doc = np.array([by_id[f].is_doc if f in by_id else False for f in chunk_file_ids], dtype=bool)
-        is_test = np.array([is_test_path(p) for p in chunk_paths], dtype=bool)
+        chunk_kind = np.array([kinds.get(f, 0) for f in chunk_file_ids], dtype=np.int8)
     return Snapshot(
         generation=generation, table=table, file_paths=file_paths,
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
-        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_is_test=is_test,
+        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_kind=chunk_kind,
+        file_kind=kinds,
         file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
                     for f, p in file_paths.items()},
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},

@@ -40,7 +40,8 @@ USER_CONFIG_NAME = "config.toml"
 log = logging.getLogger("codeloupe.settings")
 
 # What a workspace's own files may set without the user's trust.
-WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes"})
+# (`flows` can only keep answers on this machine or turn the cache off.)
+WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes", "flows"})
 # What only the user sets, never a workspace's files, trusted or not: where remote repositories are fetched
 # from and how much of them the machine unpacks (they apply before any workspace exists).
 USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_download_bytes",
@@ -153,6 +154,7 @@ class Settings:
     remote_max_unpacked_bytes: int = 2**30  # every byte the tarball decompresses to
     remote_max_ratio: int = 100  # decompressed / compressed, past the first 32 MiB
     remote_timeout_s: float = 60.0
+    flows: bool = True  # keep successful walkthroughs in the index and answer repeated questions from them
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
     # --- not settings: who set each value (absent: the default or the program), what a workspace did not get

@@ -176,6 +176,34 @@ class Bundle:
         """Every candidate in rank order, CORE first."""
         return [*self.core, *self.related]
 
+    def pruned(self) -> list[PrunedChunk]:
+        """Every chunk in rank order with only its signal (`query --prune`: flat chunks for scripts)."""
+        return [PrunedChunk.of(hit, chunk) for hit in self.files for chunk in hit.chunks]
+
+
+@dataclass
+class PrunedChunk:
+    """One chunk of a bundle with only its signal, for scripts (`query --prune`, MCP `search flat`): a RELATED
+    chunk is its window around the best-matching line."""
+
+    rank: int  # its file's rank
+    path: str
+    start_line: int
+    end_line: int
+    anchor_line: int  # the best-matching line
+    breadcrumb: str
+    text: str
+    truncated: bool  # `text` is a window of the chunk, starting at `text_start_line`
+    text_start_line: int
+
+    @classmethod
+    def of(cls, hit: FileHit, chunk: ChunkHit) -> PrunedChunk:
+        snippet = chunk.snippet
+        return cls(hit.rank, hit.path, chunk.start_line, chunk.end_line,
+                   snippet.anchor_line if snippet else chunk.start_line, chunk.breadcrumb,
+                   snippet.text if snippet else chunk.text, bool(snippet and snippet.truncated),
+                   snippet.start_line if snippet else chunk.start_line)
+
 
 @dataclass
 class UsedDefinition:
@@ -184,6 +212,39 @@ class UsedDefinition:
     qualified_name: str
     start_line: int
     users: list[tuple[str, int]]  # (path, 1-based line of the use)
+
+
+@dataclass
+class EntryPoint:
+    """Where a program of the workspace starts (`Workspace.entry_points`)."""
+
+    path: str
+    line: int  # 1-based
+    kind: str  # manifest | main guard | main function | shebang
+    detail: str  # what says so: the manifest entry, the guard, the signature, the shebang line
+
+
+@dataclass
+class TourStop:
+    """A name defined in the workspace and how many other files mention it (a count of files whose text holds
+    the identifier: mentions, not resolved uses)."""
+
+    name: str
+    kind: str
+    path: str  # where it is defined (the first definition, when there are several)
+    line: int
+    mentions: int
+    definitions: int  # how many top-level definitions share the name
+
+
+@dataclass
+class Tour:
+    """The first page of "where do I start reading" (`Workspace.tour`)."""
+
+    root: str
+    entry_points: list[EntryPoint]
+    stops: list[TourStop]  # most mentioned first
+    names: int  # distinct top-level names defined in the workspace
 
 
 # ------------------------------------------------------------------------------------- locate, expand
@@ -214,6 +275,18 @@ class Expansion:
 
 
 @dataclass
+class Related:
+    """The chunks nearest to an anchor span, in its language (`Workspace.find_related`)."""
+
+    path: str
+    start_line: int
+    end_line: int
+    language: str
+    lane: str  # dense | lexical: what "nearest" was measured by
+    chunks: list[ChunkHit]  # nearest first; `lanes` holds the rank in `lane`
+
+
+@dataclass
 class Located:
     """What `Workspace.locate` found: the first `limit` locations and how many there are in all."""
 
@@ -221,3 +294,39 @@ class Located:
     identifier: bool
     locations: list[Location]
     total: int
+
+
+# --------------------------------------------------------------------------------------------- flows
+
+
+@dataclass
+class Flow:
+    """One cached walkthrough (`Workspace.flows`): an answered question and the files its answer cites."""
+
+    id: int
+    question: str
+    mode: str  # code | docs | both
+    files: list[str]  # cited paths
+    created: float  # Unix time of the answer
+    served: int  # how many later questions it answered
+    stale: bool  # a cited file changed or vanished since: never served or attached; `flows --refresh` re-asks
+
+
+@dataclass
+class FlowUse:
+    """What an `ask` took from the flow cache (carried by its `done` event)."""
+
+    action: str  # served: the cached walkthrough verbatim | attached: its prose as non-citable context
+    flow_id: int
+    question: str  # the cached question
+    similarity: float  # cosine of the two questions' vectors
+    coverage: float  # share of this question's content words the cached question holds
+
+
+@dataclass
+class FlowOutcome:
+    """One question re-asked by `flows --refresh` or pre-asked by `flows --warm`."""
+
+    question: str
+    outcome: str  # answered | served | failed
+    detail: str = ""  # why it failed

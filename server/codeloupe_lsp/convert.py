@@ -8,13 +8,25 @@ lsprotocol types.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 from pygls.uris import from_fs_path, to_fs_path
 
-from codeloupe.types import Bundle, ChunkHit, FileHit, IndexStatus, LaneStatus, Snippet, Symbol
+from codeloupe.types import (
+    Bundle,
+    ChunkHit,
+    FileHit,
+    Flow,
+    IndexStatus,
+    LaneStatus,
+    Related,
+    Snippet,
+    Symbol,
+    Tour,
+)
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
     from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
@@ -185,6 +197,7 @@ def ask_result(result: AskResult) -> JSON:
         "uncited": [file_result(root, hit, hit.path in core_paths) for hit in result.uncited],
         "abstained": result.abstained, "fallback": result.fallback,
         "bundle": search_result(result.bundle),
+        "flow": dataclasses.asdict(result.flow) if result.flow is not None else None,
     }
 
 
@@ -249,6 +262,10 @@ def graph_path(root: Path, path: GraphPath) -> JSON:
         for key in ("use", "definition"):
             if key in hop:
                 hop[key] = _span_location(root, hop[key])
+        for key in ("useCode", "definitionCode"):  # the code read from disk: its location plus the text
+            if key in hop:
+                hop[key] = {"location": _span_location(root, hop[key]), "text": hop[key]["text"],
+                            "symbol": hop[key]["symbol"]}
     return out
 
 
@@ -303,3 +320,31 @@ def users_hover(root: Path, name: str, users: list[tuple[str, int]]) -> str:
     lines = [f"**{name}** is {users_lens_title(users)}:", ""]
     lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in users]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ flows, tour
+
+
+def flow(root: Path, cached: Flow) -> JSON:
+    return {"id": cached.id, "question": cached.question, "mode": cached.mode, "created": cached.created,
+            "served": cached.served, "stale": cached.stale,
+            "files": [{"path": p, "uri": file_uri(root, p)} for p in cached.files]}
+
+
+def tour(root: Path, found: Tour) -> JSON:
+    return {
+        "entryPoints": [{"path": p.path, "kind": p.kind, "detail": p.detail,
+                         "location": line_location(root, p.path, p.line)} for p in found.entry_points],
+        "stops": [{"name": s.name, "kind": s.kind, "path": s.path, "mentions": s.mentions,
+                   "definitions": s.definitions, "location": line_location(root, s.path, s.line)}
+                  for s in found.stops],
+        "names": found.names,
+    }
+
+
+def related(root: Path, found: Related) -> JSON:
+    return {"uri": file_uri(root, found.path), "range": lines_to_range(found.start_line, found.end_line),
+            "language": found.language, "lane": found.lane,
+            "chunks": [{"location": location(root, c.path, c.start_line, c.end_line), "path": c.path,
+                        "score": c.score, "kind": c.kind, "name": c.name, "breadcrumb": c.breadcrumb,
+                        "text": c.text} for c in found.chunks]}

@@ -255,15 +255,19 @@ def build_server() -> CodeloupeServer:
         codelens,
         commands,
         expand,
+        flows,
         graph,
         hover,
         lifecycle,
+        related,
         search,
         status,
         symbols,
+        tour,
     )
 
     server = CodeloupeServer()
-    for module in (lifecycle, search, symbols, expand, status, graph, ask, codelens, hover, commands):
+    for module in (lifecycle, search, symbols, expand, related, status, graph, ask, flows, tour, codelens, hover,
+                   commands):
         module.register(server)
     return server

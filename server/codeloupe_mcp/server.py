@@ -137,6 +137,11 @@ def build_server(warm: WarmWorkspace) -> MCPServer:
     def status_resource() -> str:
         return _status_json(warm)
 
+    @server.resource("codeloupe://tour", name="tour", mime_type="application/json",
+                     description="where to start reading: entry points, then the names most files mention")
+    def tour_resource() -> str:
+        return json.dumps(dataclasses.asdict(warm.fresh().tour()), indent=1)
+
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
     def file_resource(path: str) -> str:

@@ -3,9 +3,10 @@ whenever it cuts. Completeness first: every candidate file keeps its map line; c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located
+from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk
 
 DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits; more is rarely read
 MIN_BUDGET_BYTES = 1_000
@@ -69,7 +70,7 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     left_out = 0
     for hit in bundle.files:
         for chunk in hit.chunks:
-            item = _flat_item(hit, chunk)
+            item = dataclasses.asdict(PrunedChunk.of(hit, chunk))
             if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
                 items.append(item)
                 continue
@@ -152,16 +153,6 @@ def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
 def _cut_note(cut: int, cut_bytes: int, limit: int) -> str:
     return (f"[cut: the code of {cut} chunks ({cut_bytes} bytes) left out to stay within {limit} bytes; "
             "read them with `expand` (path, start_line, end_line) or raise max_bytes]")
-
-
-def _flat_item(hit: FileHit, chunk: ChunkHit) -> dict:
-    snippet = chunk.snippet
-    return {
-        "rank": hit.rank, "path": hit.path, "start_line": chunk.start_line, "end_line": chunk.end_line,
-        "anchor_line": snippet.anchor_line if snippet else chunk.start_line, "breadcrumb": chunk.breadcrumb,
-        "text": snippet.text if snippet else chunk.text, "truncated": bool(snippet and snippet.truncated),
-        "text_start_line": snippet.start_line if snippet else chunk.start_line,
-    }
 
 
 def _shorten(item: dict, room: int) -> dict | None:

@@ -136,6 +136,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
         return dataclasses.asdict(fresh(root).ws.locate(text, identifier=identifier, limit=limit))
 
+    @app.get("/v1/related", responses=_ERRORS, tags=["read"],
+             summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
+    def related(path: Annotated[str, Query(min_length=1, max_length=4096,
+                                           description="an indexed file, relative to the workspace root")],
+                root: RootParam = None,
+                start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
+                end: Annotated[int | None, Query(ge=1, description="last line, inclusive")] = None,
+                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10) -> Any:
+        return dataclasses.asdict(fresh(root).ws.find_related(path, start, end, limit=limit))
+
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
     def graph(root: RootParam = None,
@@ -147,6 +157,17 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         ws = fresh(root).ws
         result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
         return result.to_dict()
+
+    @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
+             summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
+    def tour(root: RootParam = None,
+             limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20) -> dict[str, Any]:
+        return dataclasses.asdict(fresh(root).ws.tour(limit=limit))
+
+    @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
+             summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")
+    def flows(root: RootParam = None) -> list[dict[str, Any]]:
+        return [dataclasses.asdict(f) for f in fresh(root).ws.flows()]
 
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
               summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "

@@ -50,6 +50,11 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     node = httpx.get(f"{base}/v1/graph", params={"node": "app/auth.py"}).json()
     assert any(n["path"] == "app/store.py" for n in node["imports"])
     assert "nodes" in httpx.get(f"{base}/v1/graph").json()
+    tour = httpx.get(f"{base}/v1/tour", params={"limit": 3}).json()
+    assert len(tour["stops"]) <= 3 and "SessionStore" in {stop["name"] for stop in tour["stops"]}
+    assert httpx.get(f"{base}/v1/flows").json() == []  # no chat model: nothing was ever narrated
+    near = httpx.get(f"{base}/v1/related", params={"path": "app/store.py"}).json()
+    assert near["lane"] == "lexical" and "app/auth.py" in {c["path"] for c in near["chunks"]}
     docs = httpx.get(f"{base}/v1/docsearch", params={"q": "logging in with a password"}).json()
     assert docs[0]["path"] == "docs/guide.md" and "login" in docs[0]["text"]
     page = httpx.get(f"{base}/")
@@ -60,7 +65,8 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
         assert httpx.post(f"{base}/v1/ask", json={"question": "token", **extra}).status_code == 422
     schema = httpx.get(f"{base}/openapi.json").json()
     assert {"/v1/search", "/v1/expand", "/v1/ask", "/v1/ask/stream", "/v1/graph", "/v1/locate", "/v1/status",
-            "/v1/languages", "/v1/docsearch", "/healthz", "/readyz"} <= set(schema["paths"])
+            "/v1/languages", "/v1/docsearch", "/v1/tour", "/v1/flows", "/v1/related", "/healthz",
+            "/readyz"} <= set(schema["paths"])
 
 
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:

@@ -73,6 +73,8 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert contents[0].text == (project / "app/render.py").read_text()
     status_resource = json.loads((await client.read_resource("codeloupe://status")).contents[0].text)
     assert status_resource["files"] == 4
+    tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
+    assert "SessionStore" in {stop["name"] for stop in tour["stops"]}
     for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
                 f"codeloupe://file/{outside}"):
         with pytest.raises(Exception) as refused:

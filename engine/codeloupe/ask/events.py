@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeloupe.types import Bundle, FileHit
+from codeloupe.types import Bundle, FileHit, FlowUse
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class AskResult:
     bundle: Bundle
     metrics: dict[str, Any] = field(default_factory=dict)
     parts: list[AnswerPart] = field(default_factory=list)  # the answer as plain-text and code parts
+    flow: FlowUse | None = None  # a cached walkthrough served verbatim, or attached as context
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class AskResult:
             "fallback": self.fallback,
             "bundle": dataclasses.asdict(self.bundle),
             "metrics": self.metrics,
+            "flow": dataclasses.asdict(self.flow) if self.flow is not None else None,
         }
 
 
@@ -81,9 +83,10 @@ class AskResult:
 class AskEvent:
     """One event of the ask stream: `type` plus its fields; `done` carries the result.
 
-    Types: retrieval, rerank, plan, agent, delta, citation, fallback, done. `delta` events concatenate to
-    the streamed answer; when a model call fails part-way a `fallback` event follows and `done.answer`
-    replaces whatever was streamed.
+    Types: retrieval, flow, rerank, plan, agent, delta, citation, fallback, done. `delta` events concatenate
+    to the streamed answer; when a model call fails part-way a `fallback` event follows and `done.answer`
+    replaces whatever was streamed. `flow` says a cached walkthrough is served (its parts follow as deltas)
+    or attached to the model's prompt as context (`done.flow` says the same).
     """
 
     type: str

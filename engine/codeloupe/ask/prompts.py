@@ -46,6 +46,10 @@ excerpts. Do not add citations that none of them made; drop repetition; order th
 from entry point to detail.
 {CITATION_RULES}"""
 
+BACKGROUND = """\
+Background, not an excerpt: an earlier answer to a similar question. It may be out of date and it cannot be \
+cited; use it only to know where to look, and cite only the numbered excerpts below."""
+
 RERANK = """\
 Order the candidate files by how directly each one answers the developer's question (most direct first). \
 Reply with JSON only: {"order": [candidate numbers]}"""
@@ -56,10 +60,12 @@ def excerpt_index(excerpts: list[Excerpt]) -> str:
     return "\n".join(e.header() for e in excerpts)
 
 
-def narrator_messages(question: str, excerpts_text: str, *, docs: bool) -> list[dict[str, Any]]:
+def narrator_messages(question: str, excerpts_text: str, *, docs: bool, context: str = "") -> list[dict[str, Any]]:
+    """`context`: an earlier answer's prose (the flow cache's attach lane), stripped of everything citable."""
+    background = f"{BACKGROUND}\n{context}\n\n" if context else ""
     return [
         {"role": "system", "content": DOCS_NARRATOR if docs else NARRATOR},
-        {"role": "user", "content": f"Excerpts:\n\n{excerpts_text}\n\nQuestion: {question}"},
+        {"role": "user", "content": f"{background}Excerpts:\n\n{excerpts_text}\n\nQuestion: {question}"},
     ]
 
 

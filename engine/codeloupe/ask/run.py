@@ -7,12 +7,14 @@ reason in `fallback`; a failure of retrieval itself is the caller's error, raise
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from codeloupe.api import Workspace
+from codeloupe.ask import flows
 from codeloupe.ask.agents import make_plan, run_agents
 from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
 from codeloupe.ask.events import AnswerPart, AskEvent, AskResult
@@ -23,7 +25,7 @@ from codeloupe.ask.rerank import rerank
 from codeloupe.ask.shape import classify
 from codeloupe.ask.sources import Sources
 from codeloupe.ask.splice import SpanResolver, Splicer, note_part, prose_part
-from codeloupe.types import Bundle
+from codeloupe.types import Bundle, FlowUse
 
 MODES = ("code", "docs", "both")
 ABSTAINED_NOTE = "The retrieved code does not answer this question."
@@ -39,6 +41,7 @@ class _Session:
     """One question's shared state: the bundle, the numbering, the disk reader and the metrics."""
 
     def __init__(self, ws: Workspace, question: str, bundle: Bundle, mode: str, started: float) -> None:
+        self.ws = ws
         self.question = question
         self.bundle = bundle
         self.mode = mode
@@ -48,6 +51,7 @@ class _Session:
         self.resolver = SpanResolver(self.excerpts, self.sources, whole_sections=mode == "docs")
         self.metrics: dict[str, Any] = {}
         self.chat: ChatModel | None = None
+        self.flow: FlowUse | None = None
 
     def rebundle(self, bundle: Bundle) -> None:
         """Adopt a reordered bundle (rerank): the excerpt numbering follows the new order."""
@@ -84,7 +88,8 @@ class _Session:
             self.metrics.update({"model_calls": self.chat.calls, "model_failures": self.chat.failures})
         result = AskResult(answer="".join(p.markdown for p in parts), citations=list(citations or []),
                            uncited=[h for h in self.bundle.files if h.path not in cited], abstained=abstained,
-                           fallback=fallback, bundle=self.bundle, metrics=self.metrics, parts=parts)
+                           fallback=fallback, bundle=self.bundle, metrics=self.metrics, parts=parts,
+                           flow=self.flow)
         return AskEvent("done", result=result)
 
     def fallback(self, reason: str) -> Iterator[AskEvent]:
@@ -100,9 +105,30 @@ class _Session:
         elif not splicer.citations:
             yield from self.fallback(NO_CITATIONS)
         else:
+            self._record(pieces)
             cited = {c.path for c in splicer.citations}
             footer = footer_parts([h for h in self.bundle.files if h.path not in cited])
             yield self._done([*pieces, *footer], citations=splicer.citations)
+
+    def _record(self, pieces: list[AnswerPart]) -> None:
+        """Keep the walkthrough in the flow cache; a failure to keep it never costs the answer."""
+        try:
+            self.metrics["flow_stored"] = flows.record(self.ws, self.question, self.mode, pieces)
+        except Exception as exc:  # an embedding endpoint gone, a locked index: the answer stands
+            self.metrics["flow_store_error"] = str(exc)
+
+    def serve(self, lookup: flows.Lookup) -> Iterator[AskEvent]:
+        """The cached walkthrough verbatim (its cited files hash as they did), with today's uncited files."""
+        assert lookup.flow is not None and lookup.use is not None
+        parts, citations = flows.served_parts(lookup.flow)
+        flows.append_sources(self.bundle, lookup.flow, parts)
+        self.flow = lookup.use
+        yield AskEvent("flow", dataclasses.asdict(lookup.use))
+        for part in parts:
+            yield from _piece_events(part)
+        cited = {c.path for c in citations}
+        footer = footer_parts([h for h in self.bundle.files if h.path not in cited])
+        yield self._done([*parts, *footer], citations=citations)
 
 
 def _stripped(parts: list[AnswerPart]) -> list[AnswerPart]:
@@ -143,6 +169,16 @@ def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: boo
     session.metrics["retrieval_ms"] = round((time.perf_counter() - started) * 1000, 1)
     yield AskEvent("retrieval", {"query": question, "mode": mode, "core": [h.path for h in bundle.core],
                                  "related": [h.path for h in bundle.related], "timing_ms": bundle.timing_ms})
+    looked = time.perf_counter()
+    cached = flows.lookup(ws, question, bundle, mode)
+    session.metrics["flow_lookup_ms"] = round((time.perf_counter() - looked) * 1000, 1)
+    if cached.served:
+        yield from session.serve(cached)
+        return
+    if cached.use is not None and cached.flow is not None:
+        flows.append_sources(bundle, cached.flow)
+        session.flow = cached.use
+        yield AskEvent("flow", dataclasses.asdict(cached.use))
     try:
         session.chat = chat = ChatModel.from_settings(ws.settings)
     except ChatUnavailable as exc:
@@ -157,7 +193,7 @@ def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: boo
         yield from session.fallback("nothing was retrieved to narrate")
         return
     try:
-        deltas = yield from _deltas(ws, chat, session, agents)
+        deltas = yield from _deltas(ws, chat, session, agents, cached.context)
         if deltas is None:
             return
         splicer, pieces = yield from session.splice(deltas)
@@ -167,8 +203,8 @@ def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: boo
     yield from session.finish(splicer, pieces)
 
 
-def _deltas(ws: Workspace, chat: ChatModel, session: _Session,
-            agents: bool | None) -> Generator[AskEvent, None, Iterable[str] | None]:
+def _deltas(ws: Workspace, chat: ChatModel, session: _Session, agents: bool | None,
+            context: str) -> Generator[AskEvent, None, Iterable[str] | None]:
     """The text to splice: one narrator's stream, or the agents' merged answer. None: already fell back."""
     question, excerpts = session.question, session.excerpts
     shape = classify(session.bundle, question)
@@ -180,7 +216,8 @@ def _deltas(ws: Workspace, chat: ChatModel, session: _Session,
                             "agents": [{"agent": t.id, "question": t.question, "excerpts": list(t.ks)}
                                        for t in tasks]})
     if len(tasks) < 2:
-        return chat.stream(narrator_messages(question, excerpts.render(), docs=session.mode == "docs"))
+        return chat.stream(narrator_messages(question, excerpts.render(), docs=session.mode == "docs",
+                                             context=context))
     outcomes = yield from run_agents(ws, chat, question, tasks, excerpts, session.sources, session.mode)
     session.metrics["agents"] = [{"agent": o.task.id, "ok": o.answer is not None, "error": o.error,
                                   "tool_calls": o.tool_calls, "elapsed_ms": round(o.elapsed_ms, 1)}

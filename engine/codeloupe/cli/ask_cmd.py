@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def show(events: Iterable[AskEvent]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.syntax import Syntax
 
     out = Console(highlight=False, soft_wrap=True)
@@ -73,6 +74,11 @@ def show(events: Iterable[AskEvent]) -> None:
         data = event.data
         if event.type == "retrieval":
             status.print(f"[dim]{len(data['core'])} core, {len(data['related'])} related files[/dim]")
+        elif event.type == "flow":
+            how = ("answered from the walkthrough cached for" if data["action"] == "served"
+                   else "an earlier answer went to the model as context:")
+            status.print(f"[dim]{how} {escape(repr(data['question']))} (similarity {data['similarity']:.2f}; "
+                         "codeloupe flows lists them)[/dim]")
         elif event.type == "plan" and data["agents"]:
             status.print(f"[dim]{len(data['agents'])} agents ({data['source']}): {', '.join(data['reasons'])}[/dim]")
         elif event.type == "agent" and data["phase"] in ("tool", "failed"):

@@ -16,11 +16,12 @@ from codeloupe.store import StoreError
 from codeloupe.types import Progress
 
 from . import CliError
+from .workspace_root import find_workspace_root
 
 
 def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
-    parser.add_argument("path", help="the workspace folder" + (
-        ", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
+    parser.add_argument("path", help="the workspace folder, or a folder inside it (the workspace root is found above it)"
+                        + (", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
     group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
     group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     group.add_argument("--embed-model")
@@ -46,6 +47,12 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     except DiscoverError as exc:
         raise CliError(str(exc)) from exc
     try:
+        index_path = load_settings(root, {**flags, **overrides}).index_path
+        located = find_workspace_root(root, lambda folder: index_path(folder).exists())
+        root, args.subpath = located.root, located.subpath
+        if located.subpath:
+            print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
+                  file=sys.stderr)
         settings = load_settings(root, {**flags, **overrides})
         ws = Workspace(root, settings)
     except (SettingsError, WorkspaceError, StoreError) as exc:

@@ -10,7 +10,15 @@ from pathlib import Path
 from codeloupe.cli import CliError
 from codeloupe.eval import report
 from codeloupe.eval.golden import KINDS, GoldenSetError, load_golden, load_swebench
-from codeloupe.eval.runner import EvalError, EvalOptions, EvalRun, corpus_repo, run_golden, run_swebench
+from codeloupe.eval.runner import (
+    EvalError,
+    EvalOptions,
+    EvalRun,
+    corpus_repo,
+    run_golden,
+    run_swebench,
+    score,
+)
 from codeloupe.settings import SettingsError
 
 
@@ -36,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--limit", type=int, default=None, help="bundle limit passed to search")
     parser.add_argument("--docs-mode", choices=("docs", "both", "code"), default="docs",
                         help="search mode for queries of kind 'docs' (default: docs)")
+    gate = parser.add_argument_group("gate (exit status 1 when the whole set scores below; CI runs this)")
+    gate.add_argument("--min-r1", type=float, metavar="X", help="fail when R@1 over all queries is below X")
+    gate.add_argument("--min-bundle-recall", type=float, metavar="X",
+                      help="fail when bundle recall over all queries is below X")
     parser.add_argument("--cache-dir", metavar="DIR", help="index and vector cache (default: the user cache)")
     parser.set_defaults(func=run)
 
@@ -96,4 +108,25 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.summary_json(result), indent=1))
     else:
         print(report.render_text(result))
-    return 0
+    failures = gate_failures(result, args.min_r1, args.min_bundle_recall)
+    for failure in failures:
+        print(f"codeloupe eval: gate failed: {failure}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def gate_failures(result: EvalRun, min_r1: float | None, min_bundle_recall: float | None) -> list[str]:
+    """Why the run misses the gate; empty when it passes (or no threshold was given)."""
+    if min_r1 is None and min_bundle_recall is None:
+        return []
+    outcomes = result.outcomes()
+    total = score(outcomes)
+    out = []
+    if min_r1 is not None and not total.r_at_1 >= min_r1:
+        out.append(f"R@1 {total.r_at_1:.3f} is below {min_r1:.3f}")
+    if min_bundle_recall is not None and not total.bundle_recall >= min_bundle_recall:
+        out.append(f"bundle recall {total.bundle_recall:.3f} is below {min_bundle_recall:.3f}")
+    if result.options.embed:  # a gate that silently lost the dense lane measures a different engine
+        blind = sum(1 for o in outcomes if "dense" not in o.lanes_ready)
+        if blind:
+            out.append(f"{blind} of {len(outcomes)} queries ran without the dense lane")
+    return out

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.route:
             result = graph_path(ws, args.route[0], args.route[1])
         else:
-            result = graph_map(ws)
+            result = graph_map(ws, name_with_model=True)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from codeloupe.types import Bundle, FileHit
 
@@ -25,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
+    parser.add_argument("--prune", action="store_true",
+                        help="print only the ranked chunks as JSON (path, lines, anchor line, text): for scripts")
     parser.set_defaults(remote_refresh=False, func=run, mode="code")
 
 
@@ -34,14 +37,19 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
-        scope = ws.relative(args.scope) if args.scope else ""
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json or args.prune, answer_stale=True)
+        # A folder inside the workspace scopes the search; --scope is then read from that folder.
+        subpath = getattr(args, "subpath", "")
+        scope = ws.relative(Path(subpath) / args.scope) if args.scope else subpath
         bundle = ws.search(query, scope=scope, mode=args.mode, limit=args.limit)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
-    if args.json:
+    if args.prune:
+        print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()]},
+                         indent=2))
+    elif args.json:
         print(json.dumps(dataclasses.asdict(bundle), indent=2))
     else:
         render(bundle)
@@ -58,7 +66,8 @@ def render(bundle: Bundle) -> None:
     mode = " · issue mode" if bundle.issue_mode else ""
     if bundle.revision:
         console.print(f"[dim]{bundle.root} @ {bundle.revision}[/dim]")
-    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode} · "
+    scope = f" · within {bundle.scope}/" if bundle.scope else ""
+    console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     if not bundle.core:
         console.print("no match")

@@ -15,16 +15,18 @@ import sys
 from pathlib import Path
 
 from codeloupe.chunk.strategies import read_strategy_file
-from codeloupe.settings import SettingsError, workspace_digest, workspace_settings
+from codeloupe.settings import SettingsError, load_settings, workspace_digest, workspace_settings
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 
 from . import CliError
+from .workspace_root import find_workspace_root
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "trust", help="let a workspace's own settings files set endpoints, keys, models and resources")
-    parser.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current one)")
+    parser.add_argument("path", nargs="?", default=".",
+                        help="the workspace folder, or a folder inside it (default: the current one)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--list", action="store_true", help="list the trusted workspaces and whether they changed")
     action.add_argument("--revoke", action="store_true", help="stop trusting the workspace (or the --strategy)")
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _list(store)
     if args.strategy:
         return _strategy(store, Path(args.strategy).resolve(), revoke=args.revoke)
-    root = Path(args.path).resolve()
+    root = _workspace_root(Path(args.path))
     if args.revoke:
         if not store.revoke(root):
             print(f"codeloupe: {root} was not trusted", file=sys.stderr)
@@ -60,6 +62,19 @@ def run(args: argparse.Namespace) -> int:
     print("  until these settings change" if files else
           "  (no codeloupe settings yet: a settings file added later needs `codeloupe trust` again)")
     return 0
+
+
+def _workspace_root(folder: Path) -> Path:
+    """The workspace `folder` belongs to, found as `codeloupe search` finds it: trusting a sub-folder would
+    record a workspace no command opens."""
+    if not folder.is_dir():
+        return folder.resolve()
+    index_path = load_settings(None).index_path
+    located = find_workspace_root(folder, lambda candidate: index_path(candidate).exists())
+    if located.subpath:
+        print(f"codeloupe: {folder} is inside the workspace {located.root} (it has {located.reason})",
+              file=sys.stderr)
+    return located.root
 
 
 def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:

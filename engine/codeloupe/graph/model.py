@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from codeloupe.types import Expansion
+
 
 @dataclass(frozen=True)
 class Span:
@@ -140,6 +142,10 @@ class Hop:
     use: Span | None = None  # where the using side imports or calls the first carrier
     definition: Span | None = None  # where the defining side defines it
     cosine: float = 0.0
+    # The code of each side, verbatim from disk (`graph.splice`): the definition (or innermost chunk) around
+    # the use line, and the definition; None when the file changed since it was indexed.
+    use_code: Expansion | None = None
+    definition_code: Expansion | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"source": self.source, "target": self.target, "kind": self.kind,
@@ -148,6 +154,10 @@ class Hop:
             out["use"] = self.use.to_dict()
         if self.definition is not None:
             out["definition"] = self.definition.to_dict()
+        for key, code in (("useCode", self.use_code), ("definitionCode", self.definition_code)):
+            if code is not None:
+                out[key] = {**Span(code.path, code.start_line, code.end_line).to_dict(), "text": code.text,
+                            "symbol": code.symbol}
         if self.kind == "semantic":
             out["cosine"] = self.cosine
         return out

@@ -26,7 +26,9 @@ from codeloupe.graph.model import (
     Span,
     Surprise,
 )
+from codeloupe.graph.naming import community_name, community_names
 from codeloupe.graph.resolve import Edge
+from codeloupe.graph.splice import splice_hops
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -61,7 +63,9 @@ def is_test_path(path: str) -> bool:
 # ------------------------------------------------------------------------------------------------ map
 
 
-def graph_map(ws: Workspace) -> GraphMap:
+def graph_map(ws: Workspace, *, name_with_model: bool = False) -> GraphMap:
+    """`name_with_model`: a user asked for the map, so communities without a cached model name may get one
+    (one chat call, when a chat model is configured; `graph.naming`)."""
     graph = load_graph(ws)
     nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], len(graph.in_edges[i]),
                      len(graph.out_edges[i]), i in graph.gods) for i, p in enumerate(graph.paths)]
@@ -70,8 +74,8 @@ def graph_map(ws: Workspace) -> GraphMap:
         weights[(edge.source, edge.target or edge.raw, edge.kind)] += 1
     edges = [MapEdge(s, t, k, float(w)) for (s, t, k), w in sorted(weights.items())]
     edges += [MapEdge(graph.paths[i], graph.paths[j], "semantic", round(c, 4)) for i, j, c in graph.semantic]
-    communities = [Community(c, graph.community_names[c], [graph.paths[m] for m in graph.members(c)])
-                   for c in range(len(graph.community_names))]
+    names = community_names(ws, graph, ask_model=name_with_model)
+    communities = [Community(c, names[c], [graph.paths[m] for m in graph.members(c)]) for c in range(len(names))]
     gods = [GodNode(graph.paths[i], graph.degree[i], len(graph.in_edges[i]), len(graph.out_edges[i]),
                     graph.community[i]) for i in sorted(graph.gods, key=lambda i: (-graph.degree[i], i))]
     surprises = [Surprise(graph.paths[i], graph.paths[j], round(c, 4))
@@ -96,7 +100,7 @@ def graph_node(ws: Workspace, target: str, *, allow_stale: bool = False) -> Grap
             chunks.append((Span(path, start, end), ws.read_lines(path, start, end)))
         except ValueError:
             break  # the file changed on disk since it was indexed: show what still matches
-    return GraphNode(path, how, graph.community[i], graph.community_names[graph.community[i]], i in graph.gods,
+    return GraphNode(path, how, graph.community[i], community_name(ws, graph, graph.community[i]), i in graph.gods,
                      imports, importers, external, _similar(graph, i), symbols, chunks)
 
 
@@ -214,7 +218,7 @@ def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
     route = shortest_path(adjacency, tolls, a, b)
     if route is None:
         return GraphPath(pa, pb, False, False, [], f"no route between {pa} and {pb} in the graph")
-    hops = [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])]
+    hops = splice_hops(ws, [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])])
     meets, note = _describe(graph, route, hops)
     return GraphPath(pa, pb, True, meets, hops, note)
 
@@ -308,7 +312,7 @@ def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[st
 def file_summary(ws: Workspace, path: str, *, allow_stale: bool = False) -> FileSummary:
     graph = load_graph(ws, allow_stale=allow_stale)
     i = _require(ws, graph, path)
-    return FileSummary(graph.paths[i], graph.community[i], graph.community_names[graph.community[i]],
+    return FileSummary(graph.paths[i], graph.community[i], community_name(ws, graph, graph.community[i]),
                        len(graph.out_edges[i]), len(graph.in_edges[i]), i in graph.gods, _similar(graph, i))
 
 

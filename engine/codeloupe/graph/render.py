@@ -77,4 +77,9 @@ def _path_text(p: GraphPath) -> str:
             where += f"  def {hop.definition.path}:{hop.definition.start_line}-{hop.definition.end_line}"
         cosine = f" cosine {hop.cosine:.2f}" if hop.kind == "semantic" else ""
         lines.append(f"  {hop.source} --{hop.kind}/{hop.direction}{cosine}--> {hop.target}{carried}{where}")
+        for code in (hop.use_code, hop.definition_code):
+            if code is not None:
+                lines.append(f"    {code.path}:{code.start_line}-{code.end_line}")
+                lines.extend(f"    {n:>5} | {text}" for n, text in
+                             enumerate(code.text.rstrip("\n").split("\n"), code.start_line))
     return "\n".join(lines)

@@ -11,8 +11,9 @@ from scipy import sparse
 
 from codeloupe.ranking import BM25_B, BM25_K1
 
-# Bump when tokenisation or the BM25 weighting changes: a saved index of another version is rebuilt.
-TOKENS_VERSION = 1
+# Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
+# rebuilt.
+TOKENS_VERSION = 2
 
 
 class BM25Index:
@@ -25,7 +26,6 @@ class BM25Index:
         indptr = [0]
         indices: list[int] = []
         counts: list[int] = []
-        lengths: list[int] = []
         for tokens in documents:
             tf = Counter(tokens)
             for term, n in tf.items():
@@ -33,20 +33,36 @@ class BM25Index:
                 indices.append(col)
                 counts.append(n)
             indptr.append(len(indices))
-            lengths.append(len(tokens))
+        tf_matrix = sparse.csr_matrix(
+            (np.asarray(counts, np.float32), np.asarray(indices, np.int32), np.asarray(indptr, np.int64)),
+            shape=(len(indptr) - 1, len(vocab)),
+        )
+        self._weigh(tf_matrix, vocab, stats_from)
+
+    @classmethod
+    def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int) -> BM25Index:
+        """One document per group of `index`'s documents (`groups[i]`: the group of document i), its terms
+        the sum of theirs: a file-level index from the chunk-level one, with no tokenising."""
+        member = sparse.csr_matrix((np.ones(len(groups), np.float32), (groups, np.arange(len(groups)))),
+                                   shape=(n_groups, index.n_docs))
+        counts = (member @ index._counts.tocsr()).tocsr()
+        counts.sort_indices()
+        out = cls.__new__(cls)
+        out._weigh(counts, index.vocab, None)
+        return out
+
+    def _weigh(self, tf_matrix: sparse.csr_matrix, vocab: dict[str, int], stats_from: BM25Index | None) -> None:
+        """Turn raw term counts (documents x vocab) into the BM25 weight of every entry."""
+        n_docs = tf_matrix.shape[0]
         self.vocab = vocab
-        n_docs = len(lengths)
         self.n_docs = n_docs
         self._idf = np.zeros(len(vocab), np.float32)
         self.avg_len = 1.0
+        self._counts = sparse.csc_matrix(tf_matrix, dtype=np.float32)
         if n_docs == 0 or not vocab:
-            self._matrix = sparse.csc_matrix((n_docs, 0), dtype=np.float32)
+            self._matrix = sparse.csc_matrix((n_docs, len(vocab)), dtype=np.float32)
             return
-        tf_matrix = sparse.csr_matrix(
-            (np.asarray(counts, np.float32), np.asarray(indices, np.int32), np.asarray(indptr, np.int64)),
-            shape=(n_docs, len(vocab)),
-        )
-        doc_len = np.asarray(lengths, np.float32)
+        doc_len = np.asarray(tf_matrix.sum(axis=1), np.float32).ravel()
         if stats_from is None or stats_from.n_docs == 0:
             avg = float(doc_len.mean()) or 1.0
             df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
@@ -61,8 +77,9 @@ class BM25Index:
         rows = np.repeat(np.arange(n_docs), np.diff(tf_matrix.indptr))
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doc_len[rows] / avg)
         tf = tf_matrix.data
-        tf_matrix.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
-        self._matrix = tf_matrix.tocsc()
+        weighted = tf_matrix.copy()
+        weighted.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
+        self._matrix = weighted.tocsc()
 
     def idf_of(self, term: str, default: float) -> float:
         col = self.vocab.get(term)
@@ -92,7 +109,8 @@ class BM25Index:
         tmp = path.with_name(path.name + ".tmp")
         try:
             with tmp.open("wb") as fh:
-                np.savez(fh, data=m.data, indices=m.indices, indptr=m.indptr, shape=np.array(m.shape),
+                np.savez(fh, data=m.data, counts=self._counts.data, indices=m.indices, indptr=m.indptr,
+                         shape=np.array(m.shape),
                          idf=self._idf, vocab=np.frombuffer(vocab, np.uint8), row_ids=row_ids,
                          meta=np.array([TOKENS_VERSION, self.n_docs], np.int64), stamp=np.array(stamp),
                          avg_len=np.array([self.avg_len], np.float64))
@@ -113,6 +131,7 @@ class BM25Index:
                 index = cls.__new__(cls)
                 shape = tuple(int(x) for x in z["shape"])
                 index._matrix = sparse.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+                index._counts = sparse.csc_matrix((z["counts"], z["indices"], z["indptr"]), shape=shape)
                 index._idf = z["idf"]
                 index.avg_len = float(z["avg_len"][0])
                 index.n_docs = int(meta[1])

@@ -23,13 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.store.edges import EDGES_SCHEMA
+from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
 from codeloupe.types import ChunkedFile
 
 log = logging.getLogger("codeloupe.store")
 
 # 2: file and chunk ids are never reused (AUTOINCREMENT), so a snapshot's ids name one version of a file.
-SCHEMA_VERSION = 2
+# 3: the flows tables (store.flows).
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -198,7 +200,7 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             conn = self._connect()
-            conn.executescript(_SCHEMA + EDGES_SCHEMA)
+            conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 has_files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -245,7 +247,7 @@ class Store:
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.rebuilt_reason = reason
         conn = self._connect()
-        conn.executescript(_SCHEMA + EDGES_SCHEMA)
+        conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
         self._initialise(conn)
         return conn
 

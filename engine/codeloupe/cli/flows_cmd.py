@@ -1,0 +1,63 @@
+"""`codeloupe flows PATH`: the cached walkthroughs (flows) of a workspace; re-ask stale ones, or pre-ask.
+
+`--refresh` re-indexes, then re-asks every flow a changed file made stale; `--warm` pre-asks the workspace's
+main workflows (questions derived from its most mentioned definitions). Both need a chat model; listing does
+not change anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+
+from codeloupe.types import Flow, FlowOutcome
+
+from .common import add_workspace_args, index_workspace, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("flows", help="list cached walkthroughs; re-ask stale ones or pre-ask")
+    add_workspace_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--refresh", action="store_true", help="re-index, then re-ask the stale flows")
+    parser.add_argument("--warm", action="store_true", help="pre-ask the workspace's main workflows")
+    parser.add_argument("--warm-limit", type=int, default=5, help="how many questions --warm asks (default 5)")
+    chat = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
+    chat.add_argument("--chat-base-url")
+    chat.add_argument("--chat-model")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
+    try:
+        outcomes: list[FlowOutcome] = []
+        if args.refresh or args.warm:
+            index_workspace(ws, embed=True, quiet=args.json)
+            if args.refresh:
+                outcomes += ws.refresh_flows()
+            if args.warm:
+                outcomes += ws.warm_flows(limit=args.warm_limit)
+        flows = ws.flows()
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps({"flows": [dataclasses.asdict(f) for f in flows],
+                          "asked": [dataclasses.asdict(o) for o in outcomes]}, indent=2))
+        return 0
+    for outcome in outcomes:
+        detail = f": {outcome.detail}" if outcome.detail else ""
+        print(f"{outcome.outcome:>8}  {outcome.question}{detail}")
+    if outcomes:
+        print()
+    print("\n".join(_line(f) for f in flows) if flows else "no cached walkthroughs yet (each successful ask adds one)")
+    return 0
+
+
+def _line(flow: Flow) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(flow.created))
+    state = "  STALE (a cited file changed: flows --refresh)" if flow.stale else ""
+    return (f"#{flow.id}  {flow.question!r}  [{flow.mode}]  {when}  served {flow.served}{state}\n"
+            f"      cites {', '.join(flow.files)}")

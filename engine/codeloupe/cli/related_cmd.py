@@ -1,0 +1,47 @@
+"""`codeloupe related PATH FILE [--lines A-B]`: the chunks nearest to a span, in its language."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+
+from codeloupe.api import WorkspaceError
+
+from . import CliError
+from .common import add_workspace_args, index_workspace, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("related", help="the chunks nearest to a span of a file, in its language")
+    add_workspace_args(parser)
+    parser.add_argument("file", help="an indexed file, relative to the workspace")
+    parser.add_argument("--lines", metavar="A-B", help="the anchor span (default: the whole file)")
+    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--no-embed", action="store_true", help="do not compute missing vectors first")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    span = re.fullmatch(r"(\d+)(?:-(\d+))?", args.lines or "")
+    if args.lines and span is None:
+        raise CliError(f"--lines {args.lines!r}: expected A-B (1-based, inclusive)")
+    first = int(span.group(1)) if span else None
+    last = int(span.group(2) or span.group(1)) if span else None
+    ws = open_workspace(args)
+    try:
+        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        found = ws.find_related(args.file, first, last, limit=args.limit)
+    except WorkspaceError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(found), indent=2))
+        return 0
+    print(f"nearest to {found.path}:{found.start_line}-{found.end_line} ({found.language}, by {found.lane})")
+    for rank, chunk in enumerate(found.chunks, 1):
+        print(f"{rank:>3}. {chunk.path}:{chunk.start_line}-{chunk.end_line}  {chunk.score:.3f}  {chunk.breadcrumb}")
+    return 0

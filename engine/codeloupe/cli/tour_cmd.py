@@ -1,0 +1,39 @@
+"""`codeloupe tour PATH`: where to start reading: entry points, then the names most files mention."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from .common import add_workspace_args, index_workspace, open_workspace
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("tour", help="where to start reading: entry points and most mentioned names")
+    add_workspace_args(parser)
+    parser.add_argument("--limit", type=int, default=20, help="how many names (default 20)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    try:
+        index_workspace(ws, embed=False, quiet=args.json)  # the tour reads only the lexical index
+        tour = ws.tour(limit=args.limit)
+    finally:
+        ws.close()
+    if args.json:
+        print(json.dumps(dataclasses.asdict(tour), indent=2))
+        return 0
+    print(f"Where to start reading {tour.root}\n")
+    print("Entry points" if tour.entry_points else "No entry points found (no manifest, main, guard or shebang)")
+    for point in tour.entry_points:
+        print(f"  {point.path}:{point.line}  {point.kind}: {point.detail}")
+    print(f"\nMost mentioned names (of {tour.names}; a mention is a file whose text holds the name)")
+    width = max((len(s.name) for s in tour.stops), default=0)
+    for stop in tour.stops:
+        also = f" (+{stop.definitions - 1} more definitions)" if stop.definitions > 1 else ""
+        print(f"  {stop.mentions:>5} files  {stop.name:<{width}}  {stop.kind} {stop.path}:{stop.line}{also}")
+    return 0

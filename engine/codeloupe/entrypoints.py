@@ -1,0 +1,133 @@
+"""Entry points: where the workspace's programs start, found in the index (no disk walk, no code run).
+
+Four signals, strongest first: a manifest names the file (package.json `bin` / `main` / `scripts`,
+pyproject.toml `[project.scripts]` / `[tool.poetry.scripts]`), Python's `if __name__ == "__main__":`, a
+definition named `main`, a shebang line. Tests are never entry points. The list is data for the tour and a
+candidate source for location-shaped queries ("where does the CLI start"): it adds candidates, never scores.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from codeloupe.search import Snapshot, is_test_path
+from codeloupe.store import SymbolRow
+from codeloupe.types import EntryPoint
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
+
+# The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
+KINDS = ("manifest", "main guard", "main function", "shebang")
+_MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
+_WHERE = re.compile(r"\b(where|which|what file|entry ?points?)\b", re.I)
+_START = re.compile(r"\b(start\w*|entry|entrypoints?|main|begin\w*|launch\w*|boot\w*|invok\w*|execut\w*|runs?|"
+                    r"cli|command[- ]line|binary|script)\b", re.I)
+
+
+def location_shaped(query: str) -> bool:
+    """A question about where something starts ("where does the CLI start", "which file is the entry point")."""
+    return bool(_WHERE.search(query) and _START.search(query))
+
+
+def find_entry_points(snap: Snapshot, symbols: list[SymbolRow]) -> list[EntryPoint]:
+    """Every entry point of the indexed workspace, strongest signal first, then by path."""
+    texts = {file_id: "".join(snap.table.texts[r] for r in rows) for file_id, rows in snap.file_chunk_rows.items()}
+    found: dict[tuple[str, str], EntryPoint] = {}
+
+    def add(point: EntryPoint) -> None:
+        if point.path in snap.path_to_file and not is_test_path(point.path):
+            # Every manifest entry is its own fact; a file's other signals are one each (a class with three
+            # `main` overloads is one entry point).
+            found.setdefault((point.path, point.detail if point.kind == "manifest" else point.kind), point)
+
+    defined = {(s.file_id, s.name): s.start_line for s in symbols}
+    for file_id, text in texts.items():
+        path = snap.file_paths[file_id]
+        base = posixpath.basename(path)
+        if base == "package.json":
+            for point in _package_json(path, text):
+                add(point)
+        elif base == "pyproject.toml":
+            for point in _pyproject(path, text, snap, defined):
+                add(point)
+        if snap.file_is_doc.get(file_id):
+            continue
+        if text.startswith("#!"):
+            add(EntryPoint(path, 1, "shebang", text.split("\n", 1)[0].strip()))
+        guard = _MAIN_GUARD.search(text)
+        if guard:
+            add(EntryPoint(path, text.count("\n", 0, guard.start()) + 1, "main guard", 'if __name__ == "__main__"'))
+    for s in symbols:
+        if s.name == "main" and s.file_id in snap.file_paths:
+            add(EntryPoint(snap.file_paths[s.file_id], s.start_line, "main function", s.signature or "main"))
+    return sorted(found.values(), key=lambda p: (KINDS.index(p.kind), p.path, p.line))
+
+
+def _relative_to(manifest: str, target: str) -> str:
+    return posixpath.normpath(posixpath.join(posixpath.dirname(manifest), target.strip()))
+
+
+def _package_json(path: str, text: str) -> Iterator[EntryPoint]:
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(manifest, dict):
+        return
+    bins = manifest.get("bin")
+    if isinstance(bins, str):
+        bins = {manifest.get("name", "bin"): bins}
+    for name, target in (bins.items() if isinstance(bins, dict) else ()):
+        if isinstance(target, str):
+            yield EntryPoint(_relative_to(path, target), 1, "manifest", f"{path} bin {name}")
+    # Without `main`, Node loads the package's index.js.
+    main = _relative_to(path, manifest["main"] if isinstance(manifest.get("main"), str) else "index.js")
+    yield EntryPoint(main if posixpath.splitext(main)[1] else main + ".js", 1, "manifest", f"{path} main")
+    scripts = manifest.get("scripts")
+    for name, command in (scripts.items() if isinstance(scripts, dict) else ()):
+        for word in str(command).split():
+            if posixpath.splitext(word)[1] in (".js", ".mjs", ".cjs", ".ts", ".py", ".sh"):
+                yield EntryPoint(_relative_to(path, word), 1, "manifest", f"{path} scripts.{name}")
+
+
+def _pyproject(path: str, text: str, snap: Snapshot, defined: dict[tuple[int, str], int]) -> Iterator[EntryPoint]:
+    try:
+        manifest = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return
+    tables = [manifest.get("project", {}).get("scripts"), manifest.get("tool", {}).get("poetry", {}).get("scripts")]
+    for table in tables:
+        for name, target in (table.items() if isinstance(table, dict) else ()):
+            if not isinstance(target, str) or ":" not in target:
+                continue
+            module, _, function = target.partition(":")
+            found = _module_file(posixpath.dirname(path), module.strip().split("."), snap)
+            if found is not None:
+                line = defined.get((snap.path_to_file[found], function.strip().split(".")[0]), 1)
+                yield EntryPoint(found, line, "manifest", f"{path} scripts {name} = {target}")
+
+
+def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
+    """The indexed file of a dotted module under the manifest's folder, wherever the packages live (`src/`,
+    or a folder the build configuration names): the shortest path ending in the module's own path."""
+    for suffix in (posixpath.join(*parts) + ".py", posixpath.join(*parts, "__init__.py")):
+        found = [p for p in snap.by_basename.get(posixpath.basename(suffix), [])
+                 if (p == suffix or p.endswith("/" + suffix)) and (not here or p.startswith(here + "/"))]
+        if found:
+            return min(found, key=lambda p: (len(p), p))
+    return None
+
+
+def entry_points(ws: Workspace) -> list[EntryPoint]:
+    return find_entry_points(ws.searcher().snapshot(), ws.store.symbol_rows())

@@ -1,0 +1,24 @@
+"""`codeloupe/flows`: the cached walkthroughs of each folder (what an editor's ask prompt offers as suggestions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codeloupe_lsp import convert
+from codeloupe_lsp.convert import JSON
+from codeloupe_lsp.params import Params
+from codeloupe_lsp.server import CodeloupeServer
+
+METHOD = "codeloupe/flows"
+
+
+def register(server: CodeloupeServer) -> None:
+    @server.feature(METHOD)
+    async def on_flows(ls: CodeloupeServer, raw: Any) -> JSON:
+        params = Params(raw, METHOD)
+        out = []
+        for folder in ls.folders_for(params.text("folderUri")):
+            cached = await ls.engine(folder.ws.flows)
+            out.extend({**convert.flow(folder.root, f), "folderUri": folder.uri}
+                       for f in cached)
+        return {"flows": out}

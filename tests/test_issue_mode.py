@@ -1,0 +1,137 @@
+"""Issue mode on real fixture repositories: stack traces of every language the graph reads switch it on and
+ground their frames, however short the trace."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.issue import frames, is_issue
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+# (fixture repository, a short trace as the runtime prints it on another machine, the frame's workspace file)
+SHORT_TRACES = {
+    "go": ("panic: runtime error: invalid memory address or nil pointer dereference\n"
+           "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a2b1c]\n\n"
+           "goroutine 1 [running]:\n"
+           "example.com/shop/internal/store.flush()\n"
+           "\t/home/ci/src/shop/internal/store/flush.go:4 +0x1d\n",
+           "internal/store/flush.go"),
+    "js": ("    at Layer.handle (/srv/app/lib/router/layer.js:7:15)\n"
+           "    at next (/srv/app/lib/router/route.js:3:5)\n",
+           "lib/router/layer.js"),
+    "ruby": ("/usr/src/app/lib/shop/cart.rb:6:in `total': undefined method `sum' for Shop::Pricing (NoMethodError)\n",
+             "lib/shop/cart.rb"),
+    "rust": ("thread 'main' panicked at src/util/pricing.rs:2:5:\nattempt to add with overflow\n",
+             "src/util/pricing.rs"),
+    "php": ("PHP Fatal error:  Uncaught TypeError: strtolower(): Argument #1 must be of type string\n"
+            "#0 /var/www/html/src/Support/Str.php(6): strtolower(NULL)\n",
+            "src/Support/Str.php"),
+}
+
+
+@pytest.fixture
+def fixture_workspace(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]):
+    def open_copy(name: str) -> Workspace:
+        root = tmp_path / name
+        shutil.copytree(FIXTURES / name, root)
+        return lexical_workspace(root)
+
+    return open_copy
+
+
+@pytest.mark.parametrize("name", sorted(SHORT_TRACES))
+def test_a_short_trace_switches_on_issue_mode_and_ranks_its_frame(name: str, fixture_workspace) -> None:
+    trace, frame_file = SHORT_TRACES[name]
+    bundle = fixture_workspace(name).search(trace)
+    assert bundle.issue_mode
+    assert frame_file in [h.path for h in bundle.files][:4]
+    assert any("traceback frame" in h.why for h in bundle.files if h.path == frame_file)
+
+
+def test_jvm_frames_name_the_package_folder() -> None:
+    trace = ('Exception in thread "main" java.lang.NullPointerException\n'
+             "\tat com.acme.cart.Cart.total(Cart.java:42)\n")
+    assert is_issue(trace)
+    assert [(f.path, f.line) for f in frames(trace)] == [("com/acme/cart/Cart.java", 42)]
+
+
+@pytest.mark.parametrize("question", [
+    "how does the router match a route",
+    "what happens at layer.js:12 in the router",
+    "where is flush.go:12 called from",
+    "why does cart.rb:6 call Pricing.sum",
+])
+def test_a_question_that_names_a_line_stays_a_question(question: str) -> None:
+    assert not is_issue(question)
+
+
+def test_a_bare_basename_pins_one_file_or_none(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    for rel in ("app/__init__.py", "app/conf.py", "site/__init__.py", "site/conf.py", "site/render.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"SETTING_{rel.replace('/', '_').replace('.', '_').upper()} = 1\n")
+    ws = lexical_workspace(root)
+    report = ("Traceback (most recent call last):\n"
+              '  File "/opt/venv/lib/site/render.py", line 1, in <module>\n'
+              "KeyError: 'theme'\n\nThe setting is read in conf.py and exported from __init__.py; "
+              "setting it in app/conf.py changes nothing.\n")
+    bundle = ws.search(report)
+    pinned = {h.path: h.why for h in bundle.files if "in the text" in h.why or "traceback frame" in h.why}
+    assert set(pinned) == {"site/render.py", "app/conf.py"}
+    assert "path app/conf.py in the text" in pinned["app/conf.py"]
+
+
+def test_what_a_frame_calls_joins_related(tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    files = {
+        "app/__init__.py": "",
+        "app/web.py": "def handle(request):\n    raise KeyError(request.path)\n",
+        "app/cli.py": ("from options.loader import read_options\nfrom app.web import handle\n\n\n"
+                       "def main(argv):\n    settings = read_options(argv[0])\n    return handle(settings)\n"),
+        "options/__init__.py": "",
+        "options/loader.py": "def read_options(name):\n    return {'n': name}\n",
+        # files that match the report's words better than the loader does, so no lane shortlists it
+        **{f"app/views_{i}.py": f"def handle_{i}(request):\n    return main(request)  # KeyError srv app\n"
+           for i in range(15)},
+    }
+    for rel, text in files.items():
+        (tmp_path / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / rel).write_text(text)
+    ws = lexical_workspace(tmp_path / "repo")
+    report = ("Traceback (most recent call last):\n"
+              '  File "/srv/app/cli.py", line 7, in main\n'
+              '  File "/srv/app/web.py", line 2, in handle\n'
+              "KeyError: '/'\n")
+    bundle = ws.search(report)
+    loader = next(h for h in bundle.files if h.path == "options/loader.py")
+    assert loader.via == "graph" and loader.why == "read_options called from app/cli.py"
+
+
+def test_catalogs_tests_and_examples_do_not_crowd_a_report(tmp_path: Path,
+                                                           lexical_workspace: Callable[[Path], Workspace]) -> None:
+    message = "Cannot combine the timezone offset with a naive datetime value"
+    files = {
+        "shop/clock.py": f"def localise(value, offset):\n    if value.tzinfo is None:\n        raise ValueError('{message}')\n",
+        "shop/locale/fr/LC_MESSAGES/shop.po": f'msgid "{message}"\nmsgstr "Impossible de combiner"\n',
+        # a test and a doc example that quote the report better than the implementation does
+        "tests/test_clock.py": (f"def test_localise_aware():\n    # {message}\n"
+                                "    localise(aware_datetime, offset)  # tzinfo set, still fails\n"),
+        "docs/examples/clock_example.py": f"# {message}\nlocalise(aware_datetime, offset)  # tzinfo set\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / "repo" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / rel).write_text(text)
+    ws = lexical_workspace(tmp_path / "repo")
+    report = (f"localise raises '{message}' for an aware value\n\n" + " ".join(
+        f"step_{i}" for i in range(30)) + "\n\nCalling localise(aware_datetime, offset) with tzinfo set still fails.")
+    bundle = ws.search(report)
+    assert bundle.issue_mode
+    ranked = [h.path for h in bundle.files]
+    assert ranked[0] == "shop/clock.py"
+    assert ranked[-1] == "shop/locale/fr/LC_MESSAGES/shop.po"  # a catalog only repeats the words
+    assert set(files) <= set(ranked)  # demoted, never dropped
