@@ -55,7 +55,7 @@ def alive(pid: int) -> bool:
 def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()
-    for i in range(220):  # over POOL_MIN_FILES
+    for i in range(220):  # over POOL_MIN_ITEMS
         (root / f"m{i}.py").write_text(f"x = {i}\n")
     parent = subprocess.Popen([sys.executable, "-c", SCRIPT, str(root)], stdout=subprocess.PIPE, text=True)
     workers: list[int] = []

@@ -118,8 +118,8 @@ class Workspace:
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
         """Re-index files that were saved, created or deleted (the editor's fast path).
 
-        Search sees the change at once (a delta view); graph edges are re-resolved by the next fresh graph
-        read or `refresh_graph()`, not here, since resolution covers the whole workspace.
+        Search sees the change at once (a delta view); graph edges follow at the next fresh graph read or
+        `refresh_graph()`, re-resolving only the files the change can reach.
         """
         report = index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
                              self._strategies())

@@ -10,21 +10,14 @@ embedder fills vectors in afterwards (`codeloupe.embed.background`).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import hashlib
 import logging
-import multiprocessing
 import os
-import signal
 import stat
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +31,7 @@ from codeloupe.discover import (
     read_candidate_bytes,
     walk,
 )
+from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, Store, StoreRebuilt
 from codeloupe.types import ChunkedFile, IndexReport, Progress
@@ -45,12 +39,6 @@ from codeloupe.types import ChunkedFile, IndexReport, Progress
 log = logging.getLogger("codeloupe.index")
 
 ProgressFn = Callable[[Progress], None]
-
-# Starting worker processes costs about half a second; below this many files one process is faster.
-POOL_MIN_FILES = 200
-POOL_MAX_WORKERS = 4
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG: how soon an orphaned worker notices
 
 
 def content_hash(raw: bytes) -> str:
@@ -235,51 +223,8 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
 
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
                  strategies: tuple[Strategy, ...]) -> Iterator[Prepared]:
-    """Prepare files in order; in a pool of worker processes when there are enough to pay for starting it."""
-    workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
-    done = 0
-    if len(jobs) >= POOL_MIN_FILES and workers >= 2:
-        try:
-            with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=exit_with_parent,
-                                     initargs=(os.getpid(),)) as pool:
-                for prepared in pool.map(prepare, [c for c, _ in jobs], [k for _, k in jobs],
-                                         [settings] * len(jobs), [strategies] * len(jobs), chunksize=16):
-                    done += 1
-                    yield prepared
-            return
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:
-            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...):
-            # finish in this process rather than fail the index.
-            log.warning("chunking in worker processes failed (%s); continuing in this process", exc)
-    for candidate, known in jobs[done:]:
-        yield prepare(candidate, known, settings, strategies)
-
-
-def exit_with_parent(parent_pid: int) -> None:
-    """Worker initialiser: end this worker when the process that started it dies, even by `kill -9`.
-
-    Nothing else would: an orphaned worker waits on its task queue forever (~70 MB each). Linux kills it
-    through PR_SET_PDEATHSIG; elsewhere a daemon thread watches the parent pid."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-            if os.getppid() != parent_pid:  # the parent died before the signal was armed
-                os._exit(1)
-            return
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="codeloupe-parent-watch",
-                     daemon=True).start()
-
-
-def _watch_parent(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)
-
-
-def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork is cheap and needs no importable __main__, but forking a process that runs other threads (the
-    # language server) can deadlock the child on a lock some thread held: those use spawn.
-    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+    """Prepare files in order; in worker processes when there are enough to pay for starting them."""
+    return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking")
 
 
 def _known_hash(row: FileRow | None) -> str:

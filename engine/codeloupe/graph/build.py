@@ -2,25 +2,47 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import posixpath
 import threading
 import weakref
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.facts import EXTRACTOR_VERSION, Definition, FileFacts
 from codeloupe.graph.langs import RESOLVERS, extract_facts
-from codeloupe.graph.resolve import Edge, ResolveContext, resolve_file
+from codeloupe.graph.resolve import (
+    Edge,
+    ResolveContext,
+    mentioned_tokens,
+    provided_tokens,
+    read_config,
+    resolve_file,
+)
+from codeloupe.parallel import map_in_workers
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
 
 _STATE_KEY = "graph_state"
+_CONFIGS_KEY = "graph_configs"
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _graphs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_resolutions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_similar: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_building: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
+log = logging.getLogger("codeloupe.graph")
+
+# A query with no graph yet waits for one only in a workspace this small (its first graph takes about a
+# second on a 2-core machine); a larger one answers without graph neighbours while the graph builds.
+QUERY_BUILD_MAX_FILES = 2000
 
 
 def _lock(ws: Workspace) -> threading.RLock:
@@ -37,36 +59,177 @@ def _state(ws: Workspace) -> str:
 
 def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
-    extractor), then re-resolve the workspace's edges and store the ones that changed.
+    extractor), then re-resolve the edges that can have changed and store the ones that did.
 
-    Resolution is redone for every file because one file's change can change another's edges (a new
-    definition makes a name ambiguous, a deleted module turns imports external); it is cheap next to parsing,
-    and only files whose edges differ are written. Returns the number of files whose facts were extracted.
+    The first resolution in a process covers every file. Later ones resolve only the files a change can
+    reach: the changed files, the files with an edge to one, and the files that mention a word one of them
+    provides (`resolve.provided_tokens`); a change of layout (import roots, a configuration file) resolves
+    everything again. Returns the number of files whose facts were extracted.
     """
     with _lock(ws):
         store = ws.store
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
-        fresh = []
-        for file_id, _path, language in todo:
-            facts = extract_facts(language, edge_store.file_text(store, file_id))
-            fresh.append((file_id, (facts or FileFacts(language)).to_json()))
+        texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
+        fresh = list(zip([file_id for file_id, _, _ in todo],
+                         map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
-        _resolve_and_store(ws)
+        previous = _resolutions.get(ws)
+        if previous is None or previous.extractor != EXTRACTOR_VERSION \
+                or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
+            _resolutions[ws] = previous = _resolve_all(ws)
+        _save_configs(ws, previous)
         store.set_meta(_STATE_KEY, state)
         return len(fresh)
 
 
-def _resolve_and_store(ws: Workspace) -> None:
+def _facts_json(language: str, text: str) -> str:
+    """One file's facts as stored (runs in worker processes for a large extraction)."""
+    return (extract_facts(language, text) or FileFacts(language)).to_json()
+
+
+@dataclass
+class _Resolution:
+    """What the last resolution of a workspace saw, kept so that a save re-resolves only what it can reach."""
+
+    extractor: int
+    facts: dict[str, FileFacts]
+    paths: set[str]
+    mentions: dict[str, set[str]]  # word -> the files that mention it
+    path_tables: dict[str, object]  # `LanguageResolver.path_tables`, valid while no file comes or goes
+    layouts: dict[str, object]  # language -> `LanguageResolver.layout`
+    configs: dict[str, str]  # configuration files consulted -> digest of what was read
+    edges: dict[str, list[Edge]] = field(default_factory=dict)  # source path -> its edges, as stored
+
+    def forget(self, path: str) -> None:
+        self.edges.pop(path, None)
+        facts = self.facts.pop(path, None)
+        for word in mentioned_tokens(path, facts) if facts is not None else ():
+            users = self.mentions.get(word)
+            if users is not None:
+                users.discard(path)
+                if not users:
+                    del self.mentions[word]
+
+    def learn(self, path: str, facts: FileFacts) -> None:
+        self.facts[path] = facts
+        for word in mentioned_tokens(path, facts):
+            self.mentions.setdefault(word, set()).add(path)
+
+    def remember(self, ctx: ResolveContext) -> None:
+        self.paths = set(ctx.paths)
+        self.path_tables = {key: ctx.cache[key] for resolver in RESOLVERS.values() for key in resolver.path_tables
+                            if key in ctx.cache}
+        self.configs.update({rel: _digest(raw) for rel, raw in ctx.configs_read.items()})
+
+
+def _digest(raw: str | None) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:16] if raw is not None else ""
+
+
+def _save_configs(ws: Workspace, resolution: _Resolution) -> None:
+    """Persist the configuration files the resolution consulted, for `_load_resolution` in a later process."""
+    saved = json.dumps(resolution.configs, sort_keys=True)
+    if ws.store.get_meta(_CONFIGS_KEY) != saved:
+        ws.store.set_meta(_CONFIGS_KEY, saved)
+
+
+def _load_resolution(ws: Workspace) -> _Resolution:
+    """The resolution of stored edges that are current (a process opening an index it resolved before):
+    facts and edges as stored, nothing resolved again."""
     stored = edge_store.all_facts(ws.store)
-    facts = {path: FileFacts.from_json(raw) for path, (_, _, raw) in stored.items()}
-    paths = {path for _, path, _ in edge_store.node_files(ws.store)}
-    ctx = ResolveContext(ws.root, facts, paths, RESOLVERS, ws.read_bytes)
+    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
+    for path, (_, _, raw) in stored.items():
+        resolution.learn(path, FileFacts.from_json(raw))
+    nodes = edge_store.node_files(ws.store)
+    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
+    paths = {file_id: path for file_id, path, _ in nodes}
+    for file_id, rows in edge_store.edges_by_file(ws.store).items():
+        if file_id in paths:
+            source = paths[file_id]
+            resolution.edges[source] = [Edge(source, *row) for row in rows]
+    resolution.layouts = _layouts(ctx)
+    resolution.remember(ctx)
+    try:
+        saved = json.loads(ws.store.get_meta(_CONFIGS_KEY))
+    except ValueError:
+        saved = None
+    if not isinstance(saved, dict) or not all(isinstance(v, str) for v in saved.values()) \
+            or any(_digest(read_config(ws.read_bytes, rel)) != digest for rel, digest in saved.items()):
+        # Missing, damaged, or a configuration file changed while no one watched: resolve everything.
+        resolution = _resolve_all(ws)
+        _save_configs(ws, resolution)
+        return resolution
+    resolution.configs = saved
+    return resolution
+
+
+def _layouts(ctx: ResolveContext) -> dict[str, object]:
+    languages = {facts.language for facts in ctx.facts.values()}
+    return {language: RESOLVERS[language].layout(ctx) for language in sorted(languages) if language in RESOLVERS}
+
+
+def _resolve_all(ws: Workspace) -> _Resolution:
+    stored = edge_store.all_facts(ws.store)
+    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
+    for path, (_, _, raw) in stored.items():
+        resolution.learn(path, FileFacts.from_json(raw))
+    ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
+                         RESOLVERS, ws.read_bytes)
     existing = edge_store.edges_by_file(ws.store)
+    _store_edges(ws, ctx, resolution, {path: file_id for path, (file_id, _, _) in stored.items()},
+                 lambda file_id: existing.get(file_id, []))
+    resolution.layouts = _layouts(ctx)
+    resolution.remember(ctx)
+    return resolution
+
+
+def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) -> bool:
+    """Re-resolve what the `changed` files (and files added or removed since) can reach; False when the
+    change reaches the layout and everything must be resolved again."""
+    nodes = {path: file_id for file_id, path, _ in edge_store.node_files(ws.store)}
+    removed = resolution.paths - nodes.keys()
+    added = nodes.keys() - resolution.paths
+    changed = changed | added
+    if any(_digest(read_config(ws.read_bytes, rel)) != digest for rel, digest in resolution.configs.items()):
+        return False
+    if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
+        return False
+    provided: set[str] = set()
+    for path in changed | removed:
+        old = resolution.facts.get(path)
+        if old is not None:
+            provided |= provided_tokens(path, old, RESOLVERS.get(old.language))
+        resolution.forget(path)
+    for path, raw in edge_store.facts_of(ws.store, changed).items():
+        resolution.learn(path, FileFacts.from_json(raw))
+        provided |= provided_tokens(path, resolution.facts[path], RESOLVERS.get(resolution.facts[path].language))
+    ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
+    if added or removed:
+        if _layouts(ctx) != resolution.layouts:
+            return False
+    else:
+        ctx.cache.update(resolution.path_tables)
+    affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed)
+    for word in provided:
+        affected |= resolution.mentions.get(word, set())
+    affected &= resolution.facts.keys()
+    existing = edge_store.edges_of(ws.store, affected)
+    _store_edges(ws, ctx, resolution, {path: nodes[path] for path in sorted(affected)},
+                 lambda file_id: existing.get(file_id, []))
+    resolution.remember(ctx)
+    return True
+
+
+def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
+                 existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
+    """Resolve `sources` (path -> file id), keep their edges in `resolution` and write the ones that differ
+    from what is stored."""
     changed: dict[int, list[edge_store.EdgeTuple]] = {}
-    for path, (file_id, _, _) in stored.items():
-        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
-        if rows != existing.get(file_id, []):
+    for path, file_id in sources.items():
+        resolution.edges[path] = resolve_file(ctx, path)
+        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolution.edges[path]]
+        if rows != existing(file_id):
             changed[file_id] = rows
     edge_store.replace_edges(ws.store, changed)
 
@@ -101,12 +264,17 @@ class Graph:
 
     def __post_init__(self) -> None:
         self._index = {p: i for i, p in enumerate(self.paths)}
+        self._members: list[list[int]] | None = None
 
     def neighbours(self, i: int) -> set[int]:
         return set(self.out_edges[i]) | set(self.in_edges[i])
 
     def members(self, community: int) -> list[int]:
-        return [i for i, c in enumerate(self.community) if c == community]
+        if self._members is None:  # grouped once: a per-call scan is quadratic over a map of every community
+            self._members = [[] for _ in range(max(self.community, default=-1) + 1)]
+            for i, c in enumerate(self.community):
+                self._members[c].append(i)
+        return self._members[community]
 
 
 def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
@@ -114,13 +282,23 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
 
     `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
     (paths that no longer exist are dropped by the caller), so a search never waits for edges to be
-    re-resolved or communities recomputed while vectors stream in; only a workspace with no graph yet builds.
+    re-resolved or communities recomputed while vectors stream in. A workspace with no graph yet builds one
+    first only when it is small; a large one answers from an empty graph while the graph builds on its own
+    thread.
     """
     if allow_stale:
         cached = _graphs.get(ws)
         if cached is not None:
             return cached[1]
+        if edge_store.code_file_count(ws.store) > QUERY_BUILD_MAX_FILES:
+            _build_in_background(ws)
+            return Graph([], [], [], [], [], [], [], [], [])
     with _lock(ws):
+        if ws not in _resolutions:  # the graph is built from the resolution kept in memory
+            if ws.store.get_meta(_STATE_KEY) == _state(ws):
+                _resolutions[ws] = _load_resolution(ws)
+            else:
+                update_edges(ws)
         ensure_edges(ws)
         key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))
         cached = _graphs.get(ws)
@@ -131,22 +309,33 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
         return graph
 
 
+def _build_in_background(ws: Workspace) -> None:
+    """Start building the graph on its own thread (once at a time per workspace)."""
+    with _locks_guard:
+        running = _building.get(ws)
+        if running is not None and running.is_alive():
+            return
+        thread = threading.Thread(target=_build_quietly, args=(ws,), name="codeloupe-graph-build", daemon=True)
+        _building[ws] = thread
+    thread.start()
+
+
+def _build_quietly(ws: Workspace) -> None:
+    try:
+        load_graph(ws)
+    except Exception:  # the workspace closed meanwhile; the next reader builds
+        log.debug("background graph build failed", exc_info=True)
+
+
 def _build(ws: Workspace) -> Graph:
     nodes = edge_store.node_files(ws.store)
     paths = [p for _, p, _ in nodes]
     index = {p: i for i, p in enumerate(paths)}
     id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
-    stored = edge_store.all_facts(ws.store)
-    definitions = [FileFacts.from_json(stored[p][2]).definitions if p in stored else [] for p in paths]
-
-    edges: list[Edge] = []
-    for file_id, rows in sorted(edge_store.edges_by_file(ws.store).items()):
-        source = nodes[id_to_index[file_id]][1] if file_id in id_to_index else None
-        if source is None:
-            continue
-        for kind, target, raw, symbols, line in rows:
-            if kind == "external" or target in index:
-                edges.append(Edge(source, kind, target, raw, symbols, line))
+    resolution = _resolutions[ws]  # facts and edges as resolved, in memory (`ensure_edges` ran before)
+    definitions = [resolution.facts[p].definitions if p in resolution.facts else [] for p in paths]
+    edges = [edge for source in paths for edge in resolution.edges.get(source, ())
+             if edge.kind == "external" or edge.target in index]
     edges.sort(key=lambda e: (e.source, e.kind, e.target, e.line, e.raw, e.symbols))
 
     n = len(paths)
@@ -158,18 +347,12 @@ def _build(ws: Workspace) -> Graph:
             in_edges[index[edge.target]][index[edge.source]].append(edge)
     degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
 
-    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
-    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
-    lane = {file_id for file_id, _, language in nodes
-            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
-    kept = [k for k, f in enumerate(file_ids) if f in id_to_index and f in lane]
-    rows = [id_to_index[file_ids[k]] for k in kept]
-    vectors = vectors[kept] if rows else vectors[:0]
-    candidates, close = semantic.similar_pairs(vectors)
+    candidates, close = _similar_files(ws, nodes)
 
     def remap(pairs: list[tuple[int, int, float]]) -> list[tuple[int, int, float]]:
-        """Vector row numbers -> node indices, smaller index first."""
-        return sorted((min(rows[i], rows[j]), max(rows[i], rows[j]), c) for i, j, c in pairs)
+        """File ids -> node indices, smaller index first; pairs with a file re-indexed since are dropped."""
+        return sorted((min(id_to_index[a], id_to_index[b]), max(id_to_index[a], id_to_index[b]), c)
+                      for a, b, c in pairs if a in id_to_index and b in id_to_index)
 
     similar_edges = semantic.capped_edges(remap(candidates), degree)
     similar: list[dict[int, float]] = [{} for _ in range(n)]
@@ -194,6 +377,31 @@ def _build(ws: Workspace) -> Graph:
     graph.surprises = [(i, j, c) for i, j, c in remap(close)
                        if j not in graph.neighbours(i) and community[i] != community[j]]
     return graph
+
+
+def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
+                   ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+    """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
+
+    A save changes no vector (the saved file's skeleton vector goes with its old row and comes back when it is
+    embedded again, which moves the generation), so the quadratic product is paid after embedding, in the
+    background, never on a save.
+    """
+    generation = ws.store.generation("vector")
+    cached = _similar.get(ws)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
+    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
+    lane = {file_id for file_id, _, language in nodes
+            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
+    kept = [k for k, f in enumerate(file_ids) if f in lane]
+    vectors = vectors[kept] if kept else vectors[:0]
+    candidates, close = semantic.similar_pairs(vectors)
+    pairs = ([(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in candidates],
+             [(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in close])
+    _similar[ws] = (generation, pairs)
+    return pairs
 
 
 def _names(graph: Graph) -> list[str]:

@@ -9,12 +9,13 @@ re-embedding it.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 
 EXTRACTOR_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Definition:
     name: str
     kind: str  # function | class | method | type | constant | module | ...
@@ -27,7 +28,7 @@ class Definition:
         return f"{self.parent}.{self.name}" if self.parent else self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImportFact:
     """One import-like statement. `names` are (imported, local) pairs; ("*", "*") is a star import.
 
@@ -51,7 +52,7 @@ class ImportFact:
         return any(imported == "*" for imported, _ in self.names)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UseFact:
     """A reference to a name defined elsewhere: a call site, a constructor, a base class, a decorator.
 
@@ -94,13 +95,15 @@ class FileFacts:
     @classmethod
     def from_json(cls, text: str) -> FileFacts:
         raw = json.loads(text)
+        # Names repeat across a workspace's files (and a warm graph keeps every file's facts): one copy each.
+        name = sys.intern
         return cls(
-            language=raw["language"],
-            package=raw["package"],
-            definitions=[Definition(*d) for d in raw["definitions"]],
-            imports=[ImportFact(k, s, ln, tuple((a, b) for a, b in names), lvl)
+            language=name(raw["language"]),
+            package=name(raw["package"]),
+            definitions=[Definition(name(n), name(k), a, b, name(p)) for n, k, a, b, p in raw["definitions"]],
+            imports=[ImportFact(name(k), name(s), ln, tuple((name(a), name(b)) for a, b in names), lvl)
                      for k, s, ln, names, lvl in raw["imports"]],
-            uses=[UseFact(*u) for u in raw["uses"]],
+            uses=[UseFact(name(n), ln, name(r), name(sc), name(k)) for n, ln, r, sc, k in raw["uses"]],
         )
 
 

@@ -22,7 +22,7 @@ from codeloupe.graph.facts import FileFacts, ImportFact, UseFact
 MAX_REEXPORT_DEPTH = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """A directed structural edge: `source` imports or calls into `target` ("" for an external one)."""
 
@@ -55,6 +55,19 @@ class LanguageResolver:
     family = ""
     # May a bare name resolve to the one file of the workspace that defines it at top level?
     global_names = False
+    # Keys of `ResolveContext.cache` derived from the set of paths alone (not from any file's facts): kept
+    # between resolutions while no file is added or removed.
+    path_tables: tuple[str, ...] = ()
+    # A file of one of these names coming or going changes the workspace's layout for the language.
+    layout_names: tuple[str, ...] = ()
+    # File stems that stand for their directory (`__init__`, `index`); every file does for Go's packages.
+    directory_stems: tuple[str, ...] = ()
+    files_are_packages = False
+
+    def layout(self, ctx: ResolveContext) -> object:
+        """The workspace-wide tables every file's resolution reads (import roots, load paths): when they
+        change, every file of the language is resolved again."""
+        return None
 
     def module_targets(self, ctx: ResolveContext, path: str, imp: ImportFact) -> tuple[str, ...]:
         """The file(s) the import's specifier names; () when it is outside the workspace."""
@@ -104,6 +117,7 @@ class ResolveContext:
         self.paths = paths
         self.resolvers = resolvers  # language -> resolver
         self.cache: dict[str, object] = {}  # per-language derived tables (module maps, load paths, ...)
+        self.configs_read: dict[str, str | None] = {}  # every configuration file consulted, as read
         self._definers: dict[tuple[tuple[str, ...], str], tuple[str, str]] = {}
         self._import_targets: dict[str, set[str]] = {}
 
@@ -134,10 +148,9 @@ class ResolveContext:
 
     def read_config(self, rel: str) -> str | None:
         """A configuration file (go.mod, tsconfig.json, Cargo.toml) read from its source; None when absent."""
-        try:
-            return self._read(rel).decode("utf-8", errors="replace")
-        except (OSError, ValueError):  # ValueError: a path the workspace refuses
-            return None
+        if rel not in self.configs_read:
+            self.configs_read[rel] = read_config(self._read, rel)
+        return self.configs_read[rel]
 
     def unique_global(self, family: str, path: str, name: str) -> str:
         """The one other file of the language family that defines `name` at top level; when several do,
@@ -209,6 +222,61 @@ class ResolveContext:
                 if found[0]:
                     return found
         return "", ""
+
+
+def read_config(read: Callable[[str], bytes], rel: str) -> str | None:
+    try:
+        return read(rel).decode("utf-8", errors="replace")
+    except (OSError, ValueError):  # ValueError: a path the workspace refuses
+        return None
+
+
+# ------------------------------------------------------------------------------------------ what a change reaches
+#
+# A file's edges depend on other files only through names: the module specifiers and imported names it
+# writes, and the names it uses. A changed file can therefore change the edges of a file only if the two
+# share a word: one the changed file provides (its file and directory name, what it defines or re-exports)
+# and one the other file mentions. Tokens are compared as written, so the rule needs no per-language table.
+
+_WORD = re.compile(r"[^\w$]+")
+
+
+def provided_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
+    """Words through which other files can reach `path`: its file stem (and directory name where the file
+    stands for its directory), every name it defines (nested types too: Ruby constants) and every symbol it
+    imports (re-exports)."""
+    stem = posixpath.basename(path).split(".")[0]
+    out = {stem, facts.package}
+    if resolver is not None and (resolver.files_are_packages or stem in resolver.directory_stems):
+        out.add(posixpath.basename(posixpath.dirname(path)))
+    # Methods are never looked up across files by name alone (only top-level names and nested types are).
+    out.update(d.name for d in facts.definitions if not d.parent or d.kind not in ("method", "function"))
+    for imp in facts.imports:
+        # What a file binds to a symbol can be imported from it again (a re-export); a plain module import
+        # (`import re`) is reached only through this file's own name, which is already here.
+        out.update(name for imported, local in imp.names if imported for name in (imported, local))
+    out.discard("")
+    return out
+
+
+def mentioned_tokens(path: str, facts: FileFacts) -> set[str]:
+    """Words of `path` through which resolution looks at other files: the parts of its import specifiers,
+    the names it imports, the names and receivers of its uses, and for a relative import the directory it
+    starts from."""
+    out: set[str] = set()
+    for imp in facts.imports:
+        out.update(_WORD.split(imp.spec))
+        out.update(name for pair in imp.names for name in pair)
+        if imp.level:
+            base = posixpath.dirname(path)
+            for _ in range(imp.level - 1):
+                base = posixpath.dirname(base)
+            out.add(posixpath.basename(base))
+    for use in facts.uses:
+        out.update(_WORD.split(use.name))
+        out.update(_WORD.split(use.receiver))
+    out.discard("")
+    return out
 
 
 @dataclass

@@ -11,7 +11,7 @@ import numpy as np
 NEIGHBOURS_PER_FILE = 3
 EDGE_COSINE = 0.80
 SURPRISE_COSINE = 0.85
-BLOCK_ROWS = 1024  # rows of the similarity product held at once
+BLOCK_ROWS = 512  # rows of the similarity product held at once (512 x 40K files: 80 MB)
 # Languages that are data, configuration, markup or prose (the chunker's names): never in the semantic lane.
 NON_CODE_LANGUAGES = frozenset({
     "", "asciidoc", "bibtex", "css", "csv", "dtd", "gitattributes", "gitignore", "gomod", "gosum", "html",
@@ -27,7 +27,11 @@ def joins_semantic_lane(language: str, definitions: int) -> bool:
 
 def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
     """(each row's top neighbours with cosine >= EDGE_COSINE, every pair with cosine >= SURPRISE_COSINE),
-    both as (i, j, cosine) with i < j, from one blocked product of the L2-normalised rows."""
+    both as (i, j, cosine) with i < j, from a blocked product of the L2-normalised rows.
+
+    Only the few entries at or above EDGE_COSINE leave numpy: a row's top neighbours are taken among those
+    (ties by the smaller index), so the work in Python grows with the pairs found, not with rows x rows.
+    """
     n = len(vectors)
     neighbours: dict[tuple[int, int], float] = {}
     close: dict[tuple[int, int], float] = {}
@@ -35,17 +39,24 @@ def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], li
         return [], []
     for start in range(0, n, BLOCK_ROWS):
         block = vectors[start:start + BLOCK_ROWS] @ vectors.T
-        for offset, row in enumerate(block):
+        rows = np.arange(len(block))
+        block[rows, rows + start] = -1.0
+        hit_rows, hit_cols = np.nonzero(block >= EDGE_COSINE - 1e-6)
+        # float noise must not reorder equal neighbours: cosines are compared rounded to 6 decimals
+        values = np.round(block[hit_rows, hit_cols].astype(np.float64), 6)
+        keep = values >= EDGE_COSINE
+        hit_rows, hit_cols, values = hit_rows[keep], hit_cols[keep], values[keep]
+        # Row-major hits, each row's ordered by (-cosine, column): the first NEIGHBOURS_PER_FILE are its top.
+        order = np.lexsort((hit_cols, -values, hit_rows))
+        taken: dict[int, int] = {}
+        for k in order:
+            offset, j, cosine = int(hit_rows[k]), int(hit_cols[k]), float(values[k])
             i = start + offset
-            row = np.round(row.astype(np.float64), 6)  # float noise must not reorder equal neighbours
-            row[i] = -1.0
-            order = np.lexsort((np.arange(n), -row))[:NEIGHBOURS_PER_FILE]
-            for j in order:
-                if row[j] >= EDGE_COSINE:
-                    neighbours[(min(i, int(j)), max(i, int(j)))] = float(row[j])
-            for j in np.nonzero(row >= SURPRISE_COSINE)[0]:
-                if int(j) > i:
-                    close[(i, int(j))] = float(row[j])
+            if taken.get(offset, 0) < NEIGHBOURS_PER_FILE:
+                taken[offset] = taken.get(offset, 0) + 1
+                neighbours[(min(i, j), max(i, j))] = cosine
+            if cosine >= SURPRISE_COSINE and j > i:
+                close[(i, j)] = cosine
     return ([(i, j, c) for (i, j), c in sorted(neighbours.items())],
             [(i, j, c) for (i, j), c in sorted(close.items())])
 

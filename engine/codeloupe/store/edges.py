@@ -79,6 +79,10 @@ def all_facts(store: Store) -> dict[str, tuple[int, str, str]]:
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
+def code_file_count(store: Store) -> int:
+    return store.query("SELECT count(*) FROM files WHERE is_doc = 0")[0][0]
+
+
 def node_files(store: Store) -> list[tuple[int, str, str]]:
     """(file id, path, language) of every code file: the nodes of the graph."""
     return store.query("SELECT id, path, language FROM files WHERE is_doc = 0 ORDER BY path")
@@ -128,3 +132,35 @@ def skeleton_matrix(store: Store) -> tuple[list[int], np.ndarray]:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
     return [int(i) for i in matrix.ids], vectors
+
+
+def _paths_in(store: Store, sql: str, paths: Iterable[str]) -> list[tuple]:
+    """Rows of `sql` (whose one `{marks}` is a list of paths), in batches under SQLite's variable limit."""
+    paths = list(paths)
+    out: list[tuple] = []
+    for start in range(0, len(paths), 500):
+        part = paths[start:start + 500]
+        out.extend(store.query(sql.format(marks=",".join("?" * len(part))), part))
+    return out
+
+
+def facts_of(store: Store, paths: Iterable[str]) -> dict[str, str]:
+    """path -> facts JSON of the given files that have facts."""
+    return dict(_paths_in(store, "SELECT f.path, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
+                                 " WHERE f.path IN ({marks})", paths))
+
+
+def sources_of_edges_to(store: Store, targets: Iterable[str]) -> set[str]:
+    """Paths of the files with an edge to any of `targets`."""
+    return {r[0] for r in _paths_in(store, "SELECT DISTINCT f.path FROM edges e JOIN files f ON f.id = e.src_file_id"
+                                           " WHERE e.target_path IN ({marks})", targets)}
+
+
+def edges_of(store: Store, paths: Iterable[str]) -> dict[int, list[EdgeTuple]]:
+    """file id -> outgoing edges (in stored order) of the given files."""
+    out: dict[int, list[EdgeTuple]] = {}
+    for file_id, kind, target, raw, symbols, line in _paths_in(
+            store, "SELECT f.id, e.kind, e.target_path, e.raw, e.symbols, e.line FROM edges e"
+                   " JOIN files f ON f.id = e.src_file_id WHERE f.path IN ({marks}) ORDER BY e.id", paths):
+        out.setdefault(file_id, []).append((kind, target, raw, tuple(json.loads(symbols)), line))
+    return out

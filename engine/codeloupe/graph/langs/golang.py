@@ -94,6 +94,7 @@ class GoResolver(LanguageResolver):
     may name a function of a sibling file of the same package; nothing else is in scope in Go."""
 
     family = "go"
+    files_are_packages = True  # a package is its directory
 
     def _module(self, ctx: ResolveContext, directory: str) -> tuple[str, str] | None:
         """(module path, module directory) of the nearest go.mod at or above `directory`."""

@@ -190,6 +190,7 @@ class JavaScriptResolver(LanguageResolver):
     ones; anything else is a package. A file with no imports at all is a script that may call globals."""
 
     family = "javascript"
+    directory_stems = ("index",)
 
     def _candidates(self, ctx: ResolveContext, base: str) -> str:
         base = posixpath.normpath(base).lstrip("/")

@@ -107,6 +107,12 @@ class PythonResolver(LanguageResolver):
     top-level package (so `src/` layouts work), and, for a script outside any package, its own directory."""
 
     family = "python"
+    directory_stems = ("__init__",)
+    path_tables = ("python.roots", "python.modules")
+    layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
+
+    def layout(self, ctx: ResolveContext) -> object:
+        return self._roots(ctx)
 
     def _roots(self, ctx: ResolveContext) -> list[str]:
         roots = ctx.cache.get("python.roots")
@@ -129,13 +135,39 @@ class PythonResolver(LanguageResolver):
                 return candidate.lstrip("/")
         return ""
 
+    def _modules(self, ctx: ResolveContext) -> dict[str, list[str]]:
+        """Dotted module name -> its file under each import root that holds it, in root order; built once
+        per resolution, so an import is one lookup instead of a probe under every root."""
+        table = ctx.cache.get("python.modules")
+        if table is None:
+            rank = {root: k for k, root in enumerate(self._roots(ctx))}
+            found: dict[str, dict[str, str]] = {}  # module -> root -> file
+            for path in ctx.paths:
+                stem, dot, suffix = path.rpartition(".")
+                if not dot or suffix not in ("py", "pyi"):
+                    continue
+                stems = [stem]
+                if stem.endswith("/__init__"):
+                    stems.append(stem[: -len("/__init__")])  # the package (`pkg.__init__` names the file too)
+                for parts in (s.split("/") for s in stems):
+                    for cut in range(len(parts)):
+                        root = "/".join(parts[:cut])
+                        if root in rank and not any("." in part for part in parts[cut:]):
+                            file = self._module_file(ctx, posixpath.join(root, *parts[cut:]))
+                            if file:
+                                found.setdefault(".".join(parts[cut:]), {}).setdefault(root, file)
+            table = {module: [files[r] for r in sorted(files, key=rank.__getitem__)]
+                     for module, files in found.items()}
+            ctx.cache["python.modules"] = table
+        return table  # type: ignore[return-value]
+
     def _absolute(self, ctx: ResolveContext, path: str, module: str) -> str:
-        relative = module.replace(".", "/")
-        roots = list(self._roots(ctx))
+        found = list(self._modules(ctx).get(module, ()))
         own_dir = posixpath.dirname(path)
-        if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in roots:
-            roots.insert(0, own_dir)  # a script imports its siblings
-        found = [f for f in (self._module_file(ctx, posixpath.join(r, relative)) for r in roots) if f]
+        if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in self._roots(ctx):
+            own = self._module_file(ctx, posixpath.join(own_dir, module.replace(".", "/")))
+            if own:
+                found.insert(0, own)  # a script imports its siblings
         if len(found) <= 1:
             return found[0] if found else ""
         # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins,

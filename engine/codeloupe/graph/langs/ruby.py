@@ -131,7 +131,11 @@ class RubyResolver(LanguageResolver):
     resolve to the one file that defines it."""
 
     family = "ruby"
+    path_tables = ("ruby.load_path",)
     global_names = True
+
+    def layout(self, ctx: ResolveContext) -> object:
+        return self._load_path(ctx)
 
     def _load_path(self, ctx: ResolveContext) -> list[str]:
         found = ctx.cache.get("ruby.load_path")

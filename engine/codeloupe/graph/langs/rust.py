@@ -87,6 +87,7 @@ class RustResolver(LanguageResolver):
     names an item resolves to the file of its module. Anything else is another crate."""
 
     family = "rust"
+    directory_stems = ("mod", "lib", "main")
 
     def _crate_src(self, ctx: ResolveContext, path: str) -> str | None:
         directory = posixpath.dirname(path)

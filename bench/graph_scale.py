@@ -1,0 +1,171 @@
+"""The graph at scale: first graph and graph after one save on a tree of copies of a real tree, for this
+checkout's engine and a baseline revision's (today's main) on the same prepared index.
+
+    .venv/bin/python bench/graph_scale.py [--tree DIR] [--files 40000] [--baseline REV] [--profile N]
+
+The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
+vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
+on a copy of it and times, in two processes as an editor session would:
+- facts and edges: every copied file's facts extracted and every edge resolved (`update_edges`), the graph
+  work that indexing does;
+- first graph: a new process opens that index (edges current on disk) and builds the graph: edges,
+  communities and the semantic lane (`graph_map`);
+- after one save: one file re-stored with an added import, then its edges (`update_edges`) and the whole
+  graph (`graph_map`) brought up to date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _workspace(root: Path, cache: Path):
+    from codeloupe.api import Workspace
+
+    return Workspace(root, overrides={"cache_dir": str(cache), "embed_provider": "none"})
+
+
+def prepare(root: Path, files: int, prepared: Path) -> None:
+    sys.path.insert(0, str(HERE))
+    from scale_tree import grow, random_vectors
+
+    ws = _workspace(root, prepared)
+    grow(ws, files=files)
+    random_vectors(ws, "bench-random", 384)
+    ws.close()
+
+
+def index_phase(root: Path, work: Path, profile: int) -> dict:
+    """What indexing adds for the graph: facts of every copied file extracted and every edge resolved."""
+    from codeloupe.graph import update_edges
+
+    ws = _workspace(root, work)
+    seconds, _ = _timed(lambda: update_edges(ws), profile)
+    ws.close()
+    return {"facts_and_edges_s": seconds}
+
+
+def open_phase(root: Path, work: Path, profile: int) -> dict:
+    """A process opening the index (edges current on disk): the first graph, then one save."""
+    from codeloupe.graph import graph_map, update_edges
+    from codeloupe.graph.build import load_graph
+
+    ws = _workspace(root, work)
+    first_s, first = _timed(lambda: graph_map(ws), profile)
+    _save(ws, "copy-1/json/decoder.py")
+    edges_s, _ = _timed(lambda: update_edges(ws), profile)
+    graph_s, _ = _timed(lambda: graph_map(ws), profile)
+    graph = load_graph(ws)
+    digest = hashlib.sha256(repr((sorted(graph.edges, key=repr), graph.community)).encode()).hexdigest()[:12]
+    ws.close()
+    return {"nodes": len(graph.paths), "communities": sum(1 for c in first.communities if c.size > 1),
+            "graph_digest": digest, "first_graph_s": first_s, "edges_after_save_s": edges_s,
+            "graph_after_save_s": graph_s}
+
+
+def _timed(fn, profile: int):
+    """(seconds, result) of `fn()`; with `profile`, its top cProfile rows go to stderr."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    t = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - t
+    if profiler is not None:
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
+    return round(seconds, 3), result
+
+
+def _save(ws, path: str) -> None:
+    """One save, as the indexer stores it: the file gains an import of a sibling module."""
+    from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
+
+    store = ws.store
+    file_id = store.file_rows()[path].id
+    chunks = [Chunk(*row[:5], row[5], tuple(json.loads(row[6]))) for row in store.query(
+        "SELECT start_line, end_line, kind, name, breadcrumb, text, symbols FROM chunks WHERE file_id=? ORDER BY ord",
+        (file_id,))]
+    first = chunks[0]
+    chunks[0] = Chunk(first.start_line, first.end_line, first.kind, first.name, first.breadcrumb,
+                      "import json.scanner\n" + first.text.split("\n", 1)[-1], first.symbols)
+    store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
+                       mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
+                       line_count=chunks[-1].end_line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=None)
+    parser.add_argument("--files", type=int, default=40_000)
+    parser.add_argument("--prepared", type=Path, default=None, help="where the prepared index is kept")
+    parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
+                        " extracted to a temporary directory; '' for none)")
+    parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
+    parser.add_argument("--phase", choices=["index", "open"], help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.tree is None:
+        sys.path.insert(0, str(HERE))
+        from scale_tree import stdlib
+
+        args.tree = stdlib()
+    prepared = args.prepared or Path(tempfile.gettempdir()) / f"codeloupe-graph-scale-{args.files}"
+    if args.phase:
+        phase = index_phase if args.phase == "index" else open_phase
+        print(json.dumps(phase(args.tree, args.work, args.profile)))
+        return 0
+    if not prepared.exists():
+        prepare(args.tree, args.files, prepared)
+    baseline = Path(tempfile.mkdtemp(prefix="codeloupe-baseline-"))
+    engines = [str(HERE.parent / "engine")]
+    if args.baseline:
+        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", args.baseline, "engine"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+        engines.append(str(baseline / "engine"))
+    results: dict[str, dict] = {}
+    for engine in engines:
+        work = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
+        shutil.copytree(prepared, work, dirs_exist_ok=True)
+        results[engine] = {}
+        for phase in ("index", "open"):
+            try:
+                out = subprocess.run([sys.executable, __file__, "--phase", phase, "--tree", str(args.tree),
+                                      "--work", str(work), "--profile", str(args.profile)],
+                                     env=dict(os.environ, PYTHONPATH=engine), capture_output=True, text=True,
+                                     check=False, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                results[engine][phase] = f"over {args.timeout} s"
+                break
+            if out.stderr:
+                print(out.stderr, file=sys.stderr)
+            results[engine].update(json.loads(out.stdout) if out.returncode == 0 else {phase: out.returncode})
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"{engine}: {results[engine]}", flush=True)
+    shutil.rmtree(baseline, ignore_errors=True)
+    if len(engines) == 2:
+        new, old = (results[e] for e in engines)
+        for figure in ("facts_and_edges_s", "first_graph_s", "edges_after_save_s", "graph_after_save_s"):
+            if isinstance(new.get(figure), float) and isinstance(old.get(figure), float):
+                print(f"{figure}: {new[figure]} vs {old[figure]} ({old[figure] / max(new[figure], 1e-9):.1f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""A large index built from copies of a real tree, shared by the scale benchmarks.
+
+The tree (default: this interpreter's standard library) is indexed once for real; its files, chunks, symbols
+and skeletons are then copied under `copy-N/` prefixes until the index holds `chunks` chunks (or `files`
+files). Copies go through the real store (`Store.replace_file`) with their original's size, mtime and chunker
+version, so every table and counter is as a real index of that many files would leave it, and a tree of
+hard links laid out the same way (`link_copies`) is current to the indexer. Graph facts are not copied: the
+graph under test extracts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from codeloupe.api import Workspace
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
+
+
+def grow(ws: Workspace, *, chunks: int = 0, files: int = 0, log=print) -> int:
+    """Index `ws` for real, then copy its files until it holds `chunks` chunks or `files` files; returns the
+    number of copies made."""
+    t = time.perf_counter()
+    report = ws.index()
+    log(f"base index: {report.files_indexed} files, {report.chunks} chunks in {time.perf_counter() - t:.1f}s")
+    store = ws.store
+    base_files = store.query(
+        "SELECT id, path, hash, language, size, mtime, line_count, chunker_version, is_doc, encoding FROM files")
+    if files:
+        copies = max(0, -(-files // max(len(base_files), 1)) - 1)
+    else:
+        copies = max(0, (chunks - report.chunks) // max(report.chunks, 1) + 1)
+    t = time.perf_counter()
+    for copy in range(1, copies + 1):
+        for file_id, path, digest, language, size, mtime, line_count, chunker, is_doc, encoding in base_files:
+            file_chunks = [Chunk(*row[:5], row[5], tuple(json.loads(row[6]))) for row in store.query(
+                "SELECT start_line, end_line, kind, name, breadcrumb, text, symbols FROM chunks"
+                " WHERE file_id=? ORDER BY ord", (file_id,))]
+            symbols = [Symbol(*row) for row in store.query(
+                "SELECT name, kind, start_line, end_line, parent, signature FROM symbols WHERE file_id=?",
+                (file_id,))]
+            skeleton = store.query("SELECT text FROM skeletons WHERE file_id=?", (file_id,))
+            new_path = f"copy-{copy}/{path}"
+            store.replace_file(ChunkedFile(new_path, language, file_chunks, symbols,
+                                           FileSkeleton(new_path, skeleton[0][0] if skeleton else "")),
+                               hash=digest, size=size, mtime=mtime, is_doc=bool(is_doc), encoding=encoding,
+                               chunker_version=chunker, line_count=line_count)
+    counts = store.counts()
+    log(f"copied to {counts['files']} files, {counts['chunks']} chunks ({copies} copies) "
+        f"in {time.perf_counter() - t:.1f}s")
+    return copies
+
+
+def link_copies(source: Path, root: Path, copies: int) -> None:
+    """`copies` copies of `source` under `root/copy-N/`, as hard links (no space, same size and mtime)."""
+    for copy in range(1, copies + 1):
+        shutil.copytree(source, root / f"copy-{copy}", copy_function=os.link, symlinks=True)
+
+
+def random_vectors(ws: Workspace, model: str, dim: int) -> None:
+    """Random unit vectors for every chunk and skeleton, stored through the real store (a query's cost does
+    not depend on the values)."""
+    store = ws.store
+    rng = np.random.default_rng(0)
+    for table, sql in (("chunk", "SELECT id FROM chunks"), ("skeleton", "SELECT file_id FROM skeletons")):
+        ids = [r[0] for r in store.query(sql)]
+        for start in range(0, len(ids), 20_000):
+            part = ids[start:start + 20_000]
+            vectors = rng.standard_normal((len(part), dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            store.put_vectors(table, model, part, vectors)
+
+
+def stdlib() -> Path:
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["stdlib"])

@@ -1,0 +1,176 @@
+"""A save re-resolves only the edges it can reach; the graph it leaves must be the graph a full rebuild of the
+same files gives. Every step below edits a real fixture repository on disk, lets the warm workspace catch up
+incrementally, and compares its graph with one built from scratch in a second, cold index.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.graph import build as graph_build
+from codeloupe.graph.build import load_graph
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+
+def graph_facts(ws: Workspace) -> tuple:
+    """Everything the graph says, by path: edges, communities and their names, definitions."""
+    graph = load_graph(ws)
+    return (graph.paths, sorted(graph.edges, key=repr), graph.community, graph.community_names,
+            graph.definitions, graph.gods)
+
+
+def rebuilt(root: Path, cache: Path) -> tuple:
+    cold = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    try:
+        cold.index()
+        return graph_facts(cold)
+    finally:
+        cold.close()
+
+
+def move(root: Path, old: str, new: str) -> list[Path]:
+    (root / new).parent.mkdir(parents=True, exist_ok=True)
+    (root / old).rename(root / new)
+    return [root / old, root / new]
+
+
+def rewrite(root: Path, rel: str, edit: Callable[[str], str]) -> list[Path]:
+    path = root / rel
+    path.write_text(edit(path.read_text() if path.exists() else ""))
+    return [path]
+
+
+def delete(root: Path, rel: str) -> list[Path]:
+    (root / rel).unlink()
+    return [root / rel]
+
+
+# (what the step does, the edit) per fixture; each edit returns the paths it touched.
+PYTHON_STEPS = [
+    ("a new import", lambda r: rewrite(r, "src/shop/cart.py", lambda t: "from .payments.card import charge\n" + t
+                                       + "\n\ndef pay(cart):\n    return charge(cart, 't')\n")),
+    ("a new module defining a name the package star-exports",
+     lambda r: rewrite(r, "src/shop/discount.py", lambda _: "def discount(x):\n    return x\n")
+     + rewrite(r, "src/shop/pricing.py", lambda t: "from .discount import discount\n" + t)),
+    ("a rename, importers not yet updated", lambda r: move(r, "src/shop/pricing.py", "src/shop/prices.py")),
+    ("the importers follow the rename",
+     lambda r: rewrite(r, "src/shop/cart.py", lambda t: t.replace(".pricing", ".prices"))
+     + rewrite(r, "src/shop/__init__.py", lambda t: t.replace(".pricing", ".prices"))),
+    ("a deleted module others import", lambda r: delete(r, "src/shop/log.py")),
+    ("a script's sibling appears", lambda r: rewrite(r, "scripts/fmt_tools.py", lambda _: "def fmt(v):\n    return v\n")
+     + rewrite(r, "scripts/report.py", lambda t: t.replace("from helpers import fmt", "from fmt_tools import fmt"))),
+    ("a directory becomes a package", lambda r: rewrite(r, "scripts/__init__.py", lambda _: "")),
+    ("a definition moves between files",
+     lambda r: rewrite(r, "src/shop/payments/card.py", lambda t: t.replace("def charge", "def charge_card"))
+     + rewrite(r, "src/shop/payments/__init__.py", lambda t: t + "\n\ndef charge(cart, token):\n    return True\n")),
+]
+
+GENERIC_STEPS = {
+    "ruby": [("a rename", lambda r: move(r, "lib/shop/pricing.rb", "lib/shop/prices.rb")),
+             ("the require follows", lambda r: rewrite(r, "lib/shop/cart.rb", lambda t: t.replace("'pricing'", "'prices'"))),
+             ("a deletion", lambda r: delete(r, "lib/shop/cart.rb"))],
+    "js": [("a rename", lambda r: move(r, "src/core/format.ts", "src/core/fmt.ts")),
+           ("the re-export follows", lambda r: rewrite(r, "src/core/index.ts", lambda t: t.replace("./format", "./fmt"))),
+           ("a deletion", lambda r: delete(r, "src/util/helper.ts"))],
+    "go": [("a new file in the package", lambda r: rewrite(r, "internal/store/open.go",
+                                                          lambda _: "package store\n\nfunc Reopen() {}\n")),
+           ("a use of it", lambda r: rewrite(r, "main.go", lambda t: t.replace("run()", "run()\n\tstore.Reopen()"))),
+           ("a deletion", lambda r: delete(r, "internal/store/flush.go"))],
+}
+
+
+@pytest.mark.parametrize("fixture, steps", [("python", PYTHON_STEPS)] + sorted(GENERIC_STEPS.items()),
+                         ids=["python", *sorted(GENERIC_STEPS)])
+def test_graph_after_saves_equals_a_full_rebuild(fixture: str, steps: list, tmp_path: Path) -> None:
+    root = tmp_path / fixture
+    shutil.copytree(FIXTURES / fixture, root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "warm")})
+    try:
+        ws.index()
+        assert graph_facts(ws) == rebuilt(root, tmp_path / "cold-0")
+        for number, (what, edit) in enumerate(steps, 1):
+            ws.update_files(edit(root))
+            assert graph_facts(ws) == rebuilt(root, tmp_path / f"cold-{number}"), what
+    finally:
+        ws.close()
+
+
+def test_a_save_resolves_only_what_it_reaches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "warm")})
+    resolved: list[str] = []
+    real = graph_build.resolve_file
+
+    def counting(ctx, path):
+        resolved.append(path)
+        return real(ctx, path)
+
+    try:
+        ws.index()
+        load_graph(ws)
+        monkeypatch.setattr(graph_build, "resolve_file", counting)
+        ws.update_files(rewrite(root, "scripts/helpers.py", lambda t: t + "\n\ndef pad(v):\n    return v\n"))
+        load_graph(ws)
+        # helpers.py itself and report.py (it imports helpers); nothing under src/ or tests/.
+        assert sorted(resolved) == ["scripts/helpers.py", "scripts/report.py"]
+    finally:
+        ws.close()
+
+
+def test_a_query_never_waits_for_a_large_workspace_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe.graph import neighbours
+
+    monkeypatch.setattr(graph_build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "cache")})
+    try:
+        ws.index()
+        assert neighbours(ws, ["src/shop/cart.py"]) == []  # no graph yet: answered without one
+        graph_build._building[ws].join(60)  # ...while it builds on its own thread
+        assert ("src/shop/log.py", "imported by src/shop/cart.py") in neighbours(ws, ["src/shop/cart.py"])
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize("damage", ["{not json", '{"go.mod": 7}', ""])
+def test_a_damaged_record_of_configuration_files_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    root = tmp_path / "go"
+    shutil.copytree(FIXTURES / "go", root)
+    cache = tmp_path / "warm"
+    first = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    first.index()
+    expected = graph_facts(first)
+    first.store.set_meta("graph_configs", damage)
+    first.close()
+    reopened = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    try:
+        assert graph_facts(reopened) == expected
+        assert "go.mod" in json.loads(reopened.store.get_meta("graph_configs"))  # recorded again, whole
+    finally:
+        reopened.close()
+
+
+def test_a_configuration_changed_while_closed_is_not_trusted(tmp_path: Path) -> None:
+    root = tmp_path / "go"
+    shutil.copytree(FIXTURES / "go", root)
+    cache = tmp_path / "warm"
+    first = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    first.index()
+    graph_facts(first)
+    first.close()
+    # The module is renamed: its own imports no longer name files of the workspace.
+    rewrite(root, "go.mod", lambda t: t.replace("example.com/shop", "example.com/renamed"))
+    reopened = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+    try:
+        assert graph_facts(reopened) == rebuilt(root, tmp_path / "cold")
+    finally:
+        reopened.close()
