@@ -797,6 +797,7 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[0].result.flow, null, `a fresh answer (fallback: ${asks.calls[0].result.fallback})`);
             const calls = await chat.requestCount();
 
+            const postedBefore = panelOf('codeloupe.answer').posted.length;
             const before = probe.quickPicks.length;
             const running = vscode.commands.executeCommand('codeloupe.client.ask');
             const prompt = await waitFor('the cached question', () => probe.quickPicks[before]?.items.length > 0 && probe.quickPicks[before]);
@@ -806,6 +807,8 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[1].params.query, question);
             assert.equal(asks.calls[1].result.flow?.action, 'served');
             assert.equal(await chat.requestCount(), calls, 'no model call for a served answer');
+            const steps = panelOf('codeloupe.answer').posted.slice(postedBefore).map((message) => message.step).filter(Boolean);
+            assert.ok(steps.some((step) => step.startsWith('Serving the cached answer to')), steps.join('\n'));
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             const note = await view.page.$eval('p.note.flow', (element) => element.textContent);
             assert.match(note, /^Served from the flow cache \(no model call\)/);
