@@ -208,6 +208,30 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('search: an entry point appended to a "where does it start" query is marked in the picker and on the bundle page', async function () {
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'where does the program start';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const result = searches.calls[0].result;
+            const entry = [...result.core, ...result.related].find((file) => file.via === 'entry');
+            assert.ok(entry, `the server appended an entry point: ${JSON.stringify(result.related.map((file) => [file.path, file.via]))}`);
+            const row = items.find((item) => item.match?.location.uri === entry.uri);
+            assert.equal(row.label, `$(debug-start) ${entry.path}`);
+            assert.match(row.description, /^entry point · /);
+            await picker.accept(items[0]);
+            view = await openWebview(browser, panelOf('codeloupe.bundle').webview.html);
+            const marks = await view.page.$$eval('.via-entry', (spans) => spans.map((span) => span.textContent));
+            assert.deepEqual(marks, ['entry point']);
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
     it('search: hiding the picker cancels the request in flight', async function () {
         let picker;
         const searches = recordRequests(client, 'codeloupe/search', () => picker.hide());
