@@ -204,6 +204,21 @@ def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) ->
         assert not chat.pending(), "the narrator never called the chat model"
 
 
+def test_cached_questions_tour_related_and_hop_code(workspace: Path, tmp_path: Path) -> None:
+    """A cached ask is offered (picker, completion) and served with a note; tour, related and route-hop code."""
+    with ChatServer() as chat:  # the narrator of the first ask, and the embeddings throughout
+        chat.add(Reply(text="Passwords are checked when a session logs in. [[1]]"))
+        run_script("tour_flows.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
+        assert not chat.pending(), "the narrator never called the chat model"
+
+
+def test_entry_points_lead_the_tour_and_are_marked_in_an_answer(workspace: Path, tmp_path: Path) -> None:
+    """A `main` function is the tour's first stop and the file a "where does it start" answer appends (via entry)."""
+    (workspace / "shop" / "cli.py").write_text(
+        '"""Command line."""\nimport sys\n\n\ndef main() -> int:\n    print(sys.argv)\n    return 0\n', encoding="utf-8")
+    run_script("entry_points.lua", workspace, tmp_path)
+
+
 @pytest.mark.parametrize("decision", ["allow", "deny"])
 def test_the_users_trust_in_the_settings_file_reaches_the_server(workspace: Path, tmp_path: Path,
                                                                    decision: str) -> None:

@@ -12,7 +12,7 @@ end, {
   bang = true,
   -- :'<,'>Codeloupe search / ask: the selected text is the query.
   range = true,
-  desc = 'codeloupe: search, ask, issue, graph, reindex, status',
+  desc = 'codeloupe: search, ask, tour, related, issue, graph, reindex, status',
   complete = function(arg_lead, cmdline)
     return require('codeloupe.commands').complete(arg_lead, cmdline)
   end,

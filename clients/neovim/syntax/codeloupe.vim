@@ -7,8 +7,11 @@ syntax match codeloupeHeading /^#.*$/
 syntax match codeloupeArrow /<-\[[^\]]*\]-\|-\[[^\]]*\]->\| \~ /
 syntax match codeloupeLabel /^\s*\%(use\|definition\|carriers\|community\):/
 syntax match codeloupeNumber /^\d\+\./
+" A hop's code, verbatim from disk.
+syntax match codeloupeCode /^     | .*$/
 hi def link codeloupeHeading Title
 hi def link codeloupeArrow Operator
 hi def link codeloupeLabel Label
 hi def link codeloupeNumber Number
+hi def link codeloupeCode String
 let b:current_syntax = 'codeloupe'

@@ -95,6 +95,10 @@ export function describeAskEvent(event: AskEvent): AskProgressLine {
             return step(agent(event));
         case 'citation':
             return step(citation(event));
+        case 'flow':
+            return step(event.action === 'served'
+                ? `Serving the cached answer to ${quoted(text(event.question))} (no model call)`
+                : `Giving the model the cached answer to ${quoted(text(event.question))} as background`);
         case 'fallback':
             return step(`No narration${text(event.reason) ? ` (${text(event.reason)})` : ''}: showing the ranked files`);
         case 'done':

@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import { type Match, matchOf } from './match';
 import type { ChunkResult, FileResult, SearchResult } from './protocol';
+import { viaLabel } from './via';
 
 export const OPEN_MATCH_COMMAND = 'codeloupe.client.openMatch';
 
@@ -64,7 +65,7 @@ export class BundleView implements vscode.TreeDataProvider<Node>, vscode.Disposa
             const collapsible = node.file.chunks.length > 1 ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None;
             const item = new vscode.TreeItem(node.file.path, collapsible);
             item.resourceUri = vscode.Uri.parse(node.file.uri);
-            item.description = [node.file.via === 'graph' ? 'via graph' : '', match.symbol, `L${match.anchorLine + 1}`].filter(Boolean).join(' · ');
+            item.description = [viaLabel(node.file.via)?.text ?? '', match.symbol, `L${match.anchorLine + 1}`].filter(Boolean).join(' · ');
             item.tooltip = node.file.why;
             item.command = { title: 'Open', command: OPEN_MATCH_COMMAND, arguments: [match] };
             return item;

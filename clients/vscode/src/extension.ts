@@ -13,6 +13,7 @@ import {
     type ServerOptions,
     WorkDoneProgress,
 } from 'vscode-languageclient/node';
+import { promptQuestion } from './askPrompt';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
 import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
@@ -28,6 +29,7 @@ import {
     renderStatus,
     renderWaiting,
 } from './render';
+import { showRelated } from './related';
 import { runSearchPicker, type SearchPickerActions } from './search';
 import { resolveServerCommand, ServerNotFoundError } from './serverCommand';
 import {
@@ -41,6 +43,7 @@ import {
     type SecretOptions,
 } from './settings';
 import { StatusItem } from './statusBar';
+import { showTour } from './tour';
 
 /** The lens command the server puts on its code lenses; it is run here, never sent back to the server. */
 export const SERVER_LENS_COMMAND = 'codeloupe.showLocations';
@@ -54,6 +57,8 @@ export const Commands = {
     graph: 'codeloupe.client.graph',
     graphNode: 'codeloupe.client.graphNode',
     graphPath: 'codeloupe.client.graphPath',
+    tour: 'codeloupe.client.tour',
+    related: 'codeloupe.client.related',
     setChatApiKey: 'codeloupe.client.setChatApiKey',
     openMatch: OPEN_MATCH_COMMAND,
     reindex: 'codeloupe.client.reindex',
@@ -106,6 +111,8 @@ class Controller implements vscode.Disposable {
             command(Commands.graph, (client) => showGraphMap(client, this.graph)),
             command(Commands.graphNode, (client, uri?: vscode.Uri) => showGraphNode(client, this.graphDetail, uri)),
             command(Commands.graphPath, (client) => showGraphPath(client, this.graphDetail)),
+            command(Commands.tour, (client) => showTour(client)),
+            command(Commands.related, (client) => showRelated(client)),
             command(Commands.openMatch, (client, match: Match) => openLspLocation(client, match.location, { preview: false }, match.anchorLine)),
             vscode.commands.registerCommand(Commands.setChatApiKey, () => this.setChatApiKey()),
             context.secrets.onDidChange((event) => (event.key === CHAT_API_KEY_SECRET ? this.reloadSecrets() : undefined)),
@@ -329,11 +336,7 @@ class Controller implements vscode.Disposable {
 
     /** `presetQuery`: the question when a caller passes one (menus pass a resource URI instead: ignored). */
     private async ask(client: LanguageClient, presetQuery?: unknown): Promise<void> {
-        const query = (typeof presetQuery === 'string' ? presetQuery : undefined) ?? (await vscode.window.showInputBox({
-            title: 'Codeloupe: Ask the Codebase',
-            prompt: 'A question about this codebase, or a bug report',
-            ignoreFocusOut: true,
-        }));
+        const query = (typeof presetQuery === 'string' ? presetQuery : undefined) ?? (await promptQuestion(client));
         if (!query?.trim()) {
             return;
         }

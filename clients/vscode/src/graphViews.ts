@@ -2,7 +2,7 @@
 // Pure functions of the server's answers (no vscode import); every file and span is a link.
 import type { Location } from 'vscode-languageclient/node';
 import { escapeHtml, renderCodeBlock } from './code';
-import type { GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult } from './protocol';
+import type { GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult, HopCode } from './protocol';
 import { locationLink, type PageContext, renderPage } from './render';
 
 const fileStart = (uri: string, line = 1): Location => ({
@@ -65,7 +65,19 @@ function hopItem(hop: GraphHop, uriOf: (path: string) => string | undefined): st
     const verb = hop.kind === 'call' ? 'calls into' : 'imports';
     const use = hop.use ? ` <span class="muted">at</span> ${locationLink(hop.use, `${user}:${hop.use.range.start.line + 1}`)}` : '';
     const definition = hop.definition ? ` <span class="muted">defined at</span> ${locationLink(hop.definition, `${used}:${hop.definition.range.start.line + 1}`)}` : '';
-    return `<li>${link(user)} <span class="edge">${verb}</span> ${link(used)}${carriers}${use}${definition}</li>`;
+    const code = [hopCode('use', user, hop.useCode), hopCode('definition', used, hop.definitionCode)].join('');
+    return `<li>${link(user)} <span class="edge">${verb}</span> ${link(used)}${carriers}${use}${definition}${code}</li>`;
+}
+
+/** A hop site's lines as the server read them from disk, numbered, under a link to where they are. The hop does
+ * not say the language: the code is shown plain rather than guessed. */
+function hopCode(label: string, path: string, code: HopCode | undefined): string {
+    if (code === undefined) {
+        return '';
+    }
+    const where = locationLink(code.location, `${label}: ${path}:${code.location.range.start.line + 1}`);
+    return `<div class="chunk hop-code">${where}
+${renderCodeBlock(code.text, '', { firstLine: code.location.range.start.line + 1 })}</div>`;
 }
 
 /** The route between two files or concepts, hop by hop; a note when there is none. */

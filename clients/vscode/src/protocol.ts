@@ -34,7 +34,9 @@ export interface FileResult {
     score: number;
     language: string;
     why: string;
-    via: 'search' | 'graph' | string;
+    /** How the file joined the bundle: ranked by search, or appended by a graph edge, as an entry point, or
+     * cited by a cached answer (a flow). */
+    via: 'search' | 'graph' | 'entry' | 'flow' | string;
     symbols: string[];
     location: Location;
     chunks: ChunkResult[];
@@ -101,7 +103,79 @@ export interface AskResult {
     abstained: boolean;
     fallback: string | null;
     bundle: SearchResult;
+    /** What the flow cache did for this answer; null (or absent on older servers) when nothing. */
+    flow?: FlowUse | null;
 }
+
+export interface FlowUse {
+    /** `served`: the cached answer itself, no model call; `attached`: the model saw it as background. */
+    action: 'served' | 'attached' | string;
+    flow_id: string;
+    /** The cached question. */
+    question: string;
+    similarity: number;
+    coverage: number;
+}
+
+/** One cached answer of `codeloupe/flows`. */
+export interface CachedFlow {
+    id: string;
+    question: string;
+    mode: string;
+    created: number;
+    served: number;
+    /** A cited file changed since: never served until re-asked. */
+    stale: boolean;
+    files: { path: string; uri: string }[];
+    folderUri: string;
+}
+
+export const FlowsRequest = new RequestType<{ folderUri?: string }, { flows: CachedFlow[] }, void>('codeloupe/flows');
+
+export interface TourEntryPoint {
+    path: string;
+    kind: 'manifest' | 'main guard' | 'main function' | 'shebang' | string;
+    detail: string;
+    location: Location;
+}
+
+export interface TourStop {
+    name: string;
+    kind: string;
+    path: string;
+    /** How many other files' text holds the name: mentions, not uses. */
+    mentions: number;
+    definitions: number;
+    location: Location;
+}
+
+export interface TourResult {
+    entryPoints: TourEntryPoint[];
+    stops: TourStop[];
+    names: number;
+}
+
+export const TourRequest = new RequestType<{ limit?: number; folderUri?: string }, TourResult, void>('codeloupe/tour');
+
+export interface RelatedChunk {
+    location: Location;
+    path: string;
+    score: number;
+    kind: string;
+    name: string;
+    breadcrumb: string;
+    text: string;
+}
+
+export interface RelatedResult {
+    uri: string;
+    range: Range;
+    language: string;
+    lane: 'dense' | 'lexical' | string;
+    chunks: RelatedChunk[];
+}
+
+export const RelatedRequest = new RequestType<{ uri: string; range?: Range; limit?: number }, RelatedResult, void>('codeloupe/related');
 
 export interface AskParams {
     query: string;
@@ -208,6 +282,15 @@ export interface GraphHop {
     use?: Location;
     definition?: Location;
     cosine?: number;
+    /** The use site's and the definition's lines, verbatim from disk; absent when the file changed since indexing. */
+    useCode?: HopCode;
+    definitionCode?: HopCode;
+}
+
+export interface HopCode {
+    location: Location;
+    text: string;
+    symbol: string;
 }
 
 export interface GraphPathResult {

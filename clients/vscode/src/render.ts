@@ -5,7 +5,8 @@ import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
-import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import { viaLabel } from './via';
 
 export interface PageContext {
     nonce: string;
@@ -126,7 +127,8 @@ function renderChunkHeader(chunk: ChunkResult): string {
 }
 
 function renderFileHeader(file: FileResult, tag: 'h3' | 'span'): string {
-    const via = file.via === 'graph' ? ' <span class="via">via graph</span>' : '';
+    const label = viaLabel(file.via);
+    const via = label === undefined ? '' : ` <span class="via via-${escapeHtml(file.via)}">${escapeHtml(label.text)}</span>`;
     return `<${tag}>${file.rank}. ${locationLink(file.location, file.path, 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
 }
 
@@ -319,7 +321,18 @@ ${renderCitations(result.citations)}
 <h2 id="uncited">Not cited (${result.uncited.length})</h2>
 ${renderFileMap(result.uncited, knownFiles([...result.bundle.core, ...result.bundle.related]))}`;
     }
-    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>\n${body}`);
+    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>\n${renderFlowNote(result.flow)}${body}`);
+}
+
+/** What the flow cache did for this answer, as a note above it; nothing when it did nothing. */
+function renderFlowNote(flow: FlowUse | null | undefined): string {
+    if (flow?.action === 'served') {
+        return `<p class="note flow">Served from the flow cache (no model call): the cached answer to <q>${escapeHtml(flow.question)}</q>, every cited file unchanged.</p>\n`;
+    }
+    if (flow?.action === 'attached') {
+        return `<p class="note flow">The model saw the cached answer to <q>${escapeHtml(flow.question)}</q> as background (never cited).</p>\n`;
+    }
+    return '';
 }
 
 /** Prose and notes as escaped text; identifiers the engine kept in backticks become inline code. */

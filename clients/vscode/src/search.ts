@@ -6,6 +6,7 @@ import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest } from './protocol';
 import { resultNotes } from './render';
+import { viaLabel } from './via';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
@@ -19,10 +20,10 @@ export interface SearchItem extends vscode.QuickPickItem {
 /** One row per file: the file, then the matching chunk's symbol and line; graph neighbours say so. */
 function fileItem(file: FileResult): SearchItem {
     const match = matchOf(file);
-    const viaGraph = file.via === 'graph';
+    const via = viaLabel(file.via);
     return {
-        label: `${viaGraph ? '$(type-hierarchy)' : '$(file-code)'} ${file.path}`,
-        description: [viaGraph ? 'via graph' : '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
+        label: `${via?.icon ?? '$(file-code)'} ${file.path}`,
+        description: [via?.text ?? '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
         detail: match.line,
         match,
         alwaysShow: true,

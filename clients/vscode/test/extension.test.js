@@ -65,6 +65,18 @@ function waitForReady(client) {
 }
 
 const panelOf = (viewType) => probe.panels.filter((panel) => panel.viewType === viewType).at(-1);
+
+/** Runs "Ask the Codebase" as a user would: waits for the prompt's cached questions, types `question`, presses
+ * Enter on it; resolves with the prompt once the ask is done. */
+async function askTyped(question) {
+    const before = probe.quickPicks.length;
+    const running = vscode.commands.executeCommand('codeloupe.client.ask');
+    const picker = await waitFor('the ask prompt', () => (probe.quickPicks[before]?.busy === false ? probe.quickPicks[before] : undefined));
+    picker.value = question;
+    await picker.accept(picker.items.find((item) => item.question === question));
+    await running;
+    return picker;
+}
 const sameRange = (a, b) => a.start.line === b.start.line && a.start.character === b.start.character
     && a.end.line === b.end.line && a.end.character === b.end.character;
 
@@ -196,6 +208,30 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('search: an entry point appended to a "where does it start" query is marked in the picker and on the bundle page', async function () {
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'where does the program start';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const result = searches.calls[0].result;
+            const entry = [...result.core, ...result.related].find((file) => file.via === 'entry');
+            assert.ok(entry, `the server appended an entry point: ${JSON.stringify(result.related.map((file) => [file.path, file.via]))}`);
+            const row = items.find((item) => item.match?.location.uri === entry.uri);
+            assert.equal(row.label, `$(debug-start) ${entry.path}`);
+            assert.match(row.description, /^entry point · /);
+            await picker.accept(items[0]);
+            view = await openWebview(browser, panelOf('codeloupe.bundle').webview.html);
+            const marks = await view.page.$$eval('.via-entry', (spans) => spans.map((span) => span.textContent));
+            assert.deepEqual(marks, ['entry point']);
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
     it('search: hiding the picker cancels the request in flight', async function () {
         let picker;
         const searches = recordRequests(client, 'codeloupe/search', () => picker.hide());
@@ -250,8 +286,7 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            probe.answerInputBox('how is the login password checked');
-            await vscode.commands.executeCommand('codeloupe.client.ask');
+            await askTyped('how is the login password checked');
             const result = asks.calls[0].result;
             assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
             assert.equal(asks.calls[0].params.query, 'how is the login password checked');
@@ -331,8 +366,7 @@ describe('the extension against the real server', function () {
             await waitForReady(client);
             const panel = panelOf('codeloupe.answer');
             const postedBefore = panel.posted.length;
-            probe.answerInputBox('how does login check the password and issue a token');
-            await vscode.commands.executeCommand('codeloupe.client.ask');
+            await askTyped('how does login check the password and issue a token');
             const result = asks.calls[0].result;
             assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
             assert.ok((await chat.requestCount()) > 0, 'the server called the scripted chat model');
@@ -372,8 +406,7 @@ describe('the extension against the real server', function () {
         try {
             await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
             await waitForReady(client);
-            probe.answerInputBox('how does login check the password');
-            await vscode.commands.executeCommand('codeloupe.client.ask');
+            await askTyped('how does login check the password');
             const result = asks.calls[0].result;
             assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
@@ -444,9 +477,8 @@ describe('the extension against the real server', function () {
             return original.call(this, name === 'codeloupe/ask' ? 'codeloupe/askNotImplementedHere' : type, ...rest);
         };
         try {
-            probe.answerInputBox('where are session tokens issued');
             const errorsBefore = probe.messages.filter((message) => message.level === 'error').length;
-            await vscode.commands.executeCommand('codeloupe.client.ask');
+            await askTyped('where are session tokens issued');
             const html = panelOf('codeloupe.answer').webview.html;
             assert.match(html, /no codeloupe\/ask/);
             assert.match(html, /CORE \(\d+\)/);
@@ -599,8 +631,7 @@ describe('the extension against the real server', function () {
         picker.value = 'refund the wombat surcharge';
         const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
         await picker.accept(items.find((item) => item.openBundle));
-        probe.answerInputBox('where are session tokens issued');
-        await vscode.commands.executeCommand('codeloupe.client.ask');
+        await askTyped('where are session tokens issued');
         await vscode.commands.executeCommand('codeloupe.client.status');
         assert.equal(probe.treeViews['codeloupe.lastBundle'].description, 'where are session tokens issued', 'the last bundle is the answer\'s');
         const bundle = panelOf('codeloupe.bundle');
@@ -688,7 +719,8 @@ describe('the extension against the real server', function () {
             const page = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
             try {
                 const hops = await page.page.$$eval('ol.hops li', (items) => items.map((item) => item.textContent.replace(/\s+/g, ' ').trim()));
-                return { hops, links: await page.links() };
+                const code = await page.page.$$eval('ol.hops .hop-code pre code', (blocks) => blocks.map((block) => block.textContent));
+                return { hops, code, links: await page.links() };
             } finally {
                 await page.close();
             }
@@ -697,6 +729,10 @@ describe('the extension against the real server', function () {
         assert.ok(forward.hops.length >= 2, forward.hops.join('\n'));
         assert.match(forward.hops[0], /^app\/cli\.py (imports|calls into) app\/auth\.py/, 'the user on the left, the used file on the right');
         assert.match(forward.hops.at(-1), /^app\/auth\.py (imports|calls into) app\/tokens\.py .*defined at app\/tokens\.py:\d+/);
+        // Each hop's code as on disk: the last hop's definition is issue_token itself, verbatim.
+        const tokensText = fs.readFileSync(path.join(workspace.root, 'app', 'tokens.py'), 'utf8');
+        assert.ok(forward.code.some((text) => text.includes('def issue_token(') && tokensText.includes(text.replace(/\n$/, ''))),
+            forward.code.join('\n---\n'));
         for (const file of ['app/cli.py', 'app/auth.py', 'app/tokens.py']) {
             assert.ok(forward.links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
         }
@@ -704,6 +740,109 @@ describe('the extension against the real server', function () {
         const backward = await walk('app/tokens.py', 'app/cli.py');
         assert.match(backward.hops[0], /^app\/auth\.py (imports|calls into) app\/tokens\.py .*at app\/auth\.py:\d+/, backward.hops.join('\n'));
         assert.match(backward.hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, backward.hops.join('\n'));
+    });
+
+    /** Runs `command`, which shows a QuickPick; resolves with the picker once it has items, and the command's run. */
+    async function pickerOf(command) {
+        const before = probe.quickPicks.length;
+        const running = vscode.commands.executeCommand(command);
+        const picker = await waitFor(`the ${command} picker`, () => (probe.quickPicks[before]?.items.length > 0 ? probe.quickPicks[before] : undefined));
+        return { picker, running };
+    }
+
+    it('tour: entry points, then the most mentioned names labelled as mentions; each opens at its definition', async function () {
+        const tours = recordRequests(client, 'codeloupe/tour');
+        try {
+            const { picker, running } = await pickerOf('codeloupe.client.tour');
+            const tour = tours.calls[0].result;
+            assert.ok(tour.stops.length > 0, 'the fixture has names to tour');
+            const places = picker.items.filter((item) => item.location !== undefined);
+            assert.deepEqual(places.map((item) => item.location), [...tour.entryPoints, ...tour.stops].map((place) => place.location),
+                'entry points first, then the stops, in the server\'s order');
+            const separators = picker.items.filter((item) => item.kind === vscode.QuickPickItemKind.Separator).map((item) => item.label);
+            assert.deepEqual(separators, [...(tour.entryPoints.length > 0 ? ['Entry points'] : []), 'Most mentioned names']);
+            const stop = picker.items.find((item) => item.label.endsWith(' issue_token'));
+            assert.ok(stop, picker.items.map((item) => item.label).join('\n'));
+            assert.match(stop.description, /^\d+ files? mentions? it · app\/tokens\.py:\d+$/);
+            await picker.accept(stop);
+            await running;
+            const opened = probe.shown.at(-1);
+            assert.equal(opened.uri.fsPath, path.join(workspace.root, 'app', 'tokens.py'));
+            assert.equal(opened.options.selection.start.line, lineOf(workspace.root, 'app/tokens.py', 'def issue_token'));
+        } finally {
+            tours.restore();
+        }
+    });
+
+    it('related code: the chunks nearest the selected lines, never the selection itself; each opens at its line', async function () {
+        const auth = path.join(workspace.root, 'app', 'auth.py');
+        const first = lineOf(workspace.root, 'app/auth.py', 'def hash_password');
+        await probe.setActiveEditor(auth, new vscode.Range(first, 0, first + 2, 0));
+        const asked = recordRequests(client, 'codeloupe/related');
+        try {
+            const { picker, running } = await pickerOf('codeloupe.client.related');
+            const { params, result } = asked.calls[0];
+            assert.deepEqual(params.range, { start: { line: first, character: 0 }, end: { line: first + 2, character: 0 } },
+                'the selected lines, whole');
+            assert.match(picker.title, new RegExp(`^Codeloupe: Related to app/auth\\.py:${first + 1}-${first + 2} \\(${result.lane}\\)$`));
+            assert.ok(result.chunks.length > 0, 'the fixture has code near the password hashing');
+            assert.deepEqual(picker.items.map((item) => item.location), result.chunks.map((chunk) => chunk.location), 'nearest first');
+            for (const chunk of result.chunks) {
+                const { start, end } = chunk.location.range;
+                assert.ok(!(chunk.path === 'app/auth.py' && start.line < first + 2 && end.line > first), `${chunk.path}:${start.line + 1} is not the selection`);
+            }
+            await picker.accept(picker.items[0]);
+            await running;
+            const opened = probe.shown.at(-1);
+            assert.equal(opened.uri.toString(), result.chunks[0].location.uri);
+            assert.equal(opened.options.selection.start.line, result.chunks[0].location.range.start.line);
+        } finally {
+            asked.restore();
+            vscode.window.activeTextEditor = undefined;
+        }
+    });
+
+    it('ask offers the cached questions; the repeat is served from the flow cache and says so', async function () {
+        const question = 'how does login check the password';
+        const chat = await startChatServer('Login compares the salted hash of the password [[1]].');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            // The flow cache matches on the query vector: embeddings from the scripted server too.
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model',
+                'codeloupe.embed.provider': 'openai', 'codeloupe.embed.baseUrl': chat.baseUrl, 'codeloupe.embed.model': 'replay-embed' });
+            await waitForReady(client);
+            await waitFor('every vector', async () => {
+                const { vectors } = (await client.sendRequest('codeloupe/status', {})).folders[0];
+                return vectors.total > 0 && vectors.done === vectors.total;
+            });
+            const fresh = await askTyped(question);
+            assert.deepEqual(fresh.items.map((item) => item.question), [question], 'nothing cached yet: only what was typed');
+            assert.equal(asks.calls[0].result.flow, null, `a fresh answer (fallback: ${asks.calls[0].result.fallback})`);
+            const calls = await chat.requestCount();
+
+            const postedBefore = panelOf('codeloupe.answer').posted.length;
+            const before = probe.quickPicks.length;
+            const running = vscode.commands.executeCommand('codeloupe.client.ask');
+            const prompt = await waitFor('the cached question', () => probe.quickPicks[before]?.items.length > 0 && probe.quickPicks[before]);
+            assert.deepEqual(prompt.items.map((item) => [item.question, item.description]), [[question, 'cached answer']]);
+            await prompt.accept(prompt.items[0]);
+            await running;
+            assert.equal(asks.calls[1].params.query, question);
+            assert.equal(asks.calls[1].result.flow?.action, 'served');
+            assert.equal(await chat.requestCount(), calls, 'no model call for a served answer');
+            const steps = panelOf('codeloupe.answer').posted.slice(postedBefore).map((message) => message.step).filter(Boolean);
+            assert.ok(steps.some((step) => step.startsWith('Serving the cached answer to')), steps.join('\n'));
+            view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
+            const note = await view.page.$eval('p.note.flow', (element) => element.textContent);
+            assert.match(note, /^Served from the flow cache \(no model call\)/);
+            assert.ok(note.includes(question));
+        } finally {
+            asks.restore();
+            await view?.close();
+            await probe.changeSettings({ 'codeloupe.embed.provider': 'none', 'codeloupe.embed.baseUrl': '', 'codeloupe.embed.model': '' });
+            await stopChatModel(chat);
+        }
     });
 
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {

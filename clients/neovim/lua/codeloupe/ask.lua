@@ -33,11 +33,7 @@ function Doc:add(text, target)
   end
 end
 
----@param location lsp.Location?
----@return boolean
-local function has_location(location)
-  return type(location) == 'table' and type(location.uri) == 'string' and type(location.range) == 'table'
-end
+local has_location = locations.is_location
 
 --- The longest run of backticks in `text`.
 ---@param text string
@@ -91,9 +87,12 @@ end
 ---@param file table FileResult
 local function add_span_lines(doc, file)
   local items = search.items({ core = { file } })
+  -- Files that retrieval's ranking did not find say how they came: by a graph edge, as an entry point of a
+  -- location-shaped question, or cited by a cached answer (docs/protocol.md).
+  local via = (file.via and file.via ~= 'search') and (' _(via %s)_'):format(file.via) or ''
   for _, item in ipairs(items) do
     local text = item.text:gsub('^CORE ?', '')
-    doc:add(('- `%s:%d-%d` %s'):format(file.path or item.filename, item.lnum, item.end_lnum, M.code_span(text)), item)
+    doc:add(('- `%s:%d-%d` %s%s'):format(file.path or item.filename, item.lnum, item.end_lnum, M.code_span(text), via), item)
   end
 end
 
@@ -262,6 +261,21 @@ local function add_answer(doc, result, root)
   add_file_section(doc, 'Not cited', result.uncited or {})
 end
 
+--- What the flow cache did for this answer, or nil when it did nothing.
+---@param flow table?
+---@return string?
+function M.flow_note(flow)
+  if type(flow) ~= 'table' then
+    return nil
+  end
+  if flow.action == 'served' then
+    return ('> Served from the flow cache (no model call): the cached answer to %s, its cited files unchanged.'):format(
+      M.code_span(flow.question or ''))
+  elseif flow.action == 'attached' then
+    return ('> The model saw the cached answer to %s as background (never cited).'):format(M.code_span(flow.question or ''))
+  end
+end
+
 --- Lines and targets for an ask result (or a plain bundle when the answer fell back).
 ---@param question string
 ---@param result table AskResult
@@ -271,6 +285,11 @@ function M.render(question, result, root)
   local doc = Doc.new()
   doc:add('# ' .. question)
   doc:add('')
+  local note = M.flow_note(result.flow)
+  if note then
+    doc:add(note)
+    doc:add('')
+  end
   if result.fallback ~= nil and result.fallback ~= vim.NIL then
     doc:add(('> No narrated answer (%s): showing everything retrieval found.'):format(tostring(result.fallback)))
     doc:add('')

@@ -17,13 +17,19 @@ function M.implicit_query(opts)
   return vim.fn.expand('<cword>')
 end
 
----@type table<string, fun(args: string, fargs: string[], bang: boolean)>
+---@type table<string, fun(args: string, fargs: string[], bang: boolean, opts: { line1: integer, line2: integer })>
 local subcommands = {
   search = function(args, _, bang)
     require('codeloupe.search').run(args, bang)
   end,
   ask = function(args)
     require('codeloupe.ask').run(args)
+  end,
+  tour = function()
+    require('codeloupe.tour').run()
+  end,
+  related = function(_, _, _, opts)
+    require('codeloupe.related').run(opts)
   end,
   graph = function(_, fargs)
     require('codeloupe.graph').run(fargs)
@@ -57,10 +63,17 @@ function M.run(opts)
   end
   -- The query keeps its own spacing; only the subcommand word is removed.
   local rest = opts.args:match('^%s*%S+%s*(.-)%s*$') or ''
+  if name == 'ask' and rest == '' and (opts.range or 0) == 0 then
+    -- No question: offer the cached ones (or a new one) instead of guessing from the cursor.
+    require('codeloupe.lsp').with_client(function(client)
+      require('codeloupe.flows').pick(client, subcommand)
+    end)
+    return
+  end
   if takes_query[name] and rest == '' then
     rest = M.implicit_query(opts)
   end
-  subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang or bang == '!')
+  subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang or bang == '!', opts)
 end
 
 --- Completion for `:Codeloupe`.
@@ -75,6 +88,8 @@ function M.complete(arg_lead, cmdline)
   if position == 2 then
     candidates = vim.tbl_keys(subcommands)
     table.sort(candidates)
+  elseif words[2] == 'ask' and position >= 3 then
+    return require('codeloupe.flows').complete(cmdline:match('^%s*%S+%s+ask%s+(.*)$') or '', arg_lead)
   elseif words[2] == 'graph' and position == 3 then
     candidates = { 'map', 'node', 'path' }
   elseif words[2] == 'graph' and (words[3] == 'node' or words[3] == 'path') then

@@ -183,6 +183,22 @@ function M.hop_text(hop)
   return ('%s -[%s]-> %s'):format(hop.source, kind, hop.target)
 end
 
+--- A hop's code as read from disk (`useCode` / `definitionCode`), indented under its label; each line opens
+--- its own line.
+---@param tree codeloupe.Tree
+---@param code table?  { location, text, symbol }
+local function add_code(tree, code)
+  local item = type(code) == 'table' and type(code.text) == 'string' and location_item(code.location)
+  if not item then
+    return
+  end
+  local offset = 0
+  for line in vim.gsplit((code.text:gsub('\n$', '')), '\n', { plain = true }) do
+    add(tree, '     | ' .. line, vim.tbl_extend('force', item, { lnum = item.lnum + offset }))
+    offset = offset + 1
+  end
+end
+
 ---@param tree codeloupe.Tree
 ---@param result table graph `path` result
 local function render_path(tree, result)
@@ -203,9 +219,11 @@ local function render_path(tree, result)
     -- Each site is labelled with its own file: the user of a `used-by` hop is its target.
     if use then
       add(tree, ('   use: %s:%d'):format(locations.relative(tree.root, use.filename), use.lnum), use)
+      add_code(tree, hop.useCode)
     end
     if definition then
       add(tree, ('   definition: %s:%d'):format(locations.relative(tree.root, definition.filename), definition.lnum), definition)
+      add_code(tree, hop.definitionCode)
     end
   end
 end

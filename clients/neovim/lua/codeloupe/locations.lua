@@ -22,6 +22,13 @@ end
 ---@field col integer
 ---@field text string
 
+--- Whether `value` is an LSP Location (results may omit one, or send null).
+---@param value any
+---@return boolean
+function M.is_location(value)
+  return type(value) == 'table' and type(value.uri) == 'string' and type(value.range) == 'table'
+end
+
 --- A quickfix item for an LSP Location.
 ---@param location lsp.Location
 ---@param text string?
