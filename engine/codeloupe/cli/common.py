@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,16 @@ def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) ->
     group.add_argument("--chunk-budget", type=int)
     group.add_argument("--max-file-bytes", type=int)
     group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
+
+
+def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
+    """`--lines A-B` (or `A`) as 1-based inclusive lines; (None, None) when the flag is absent."""
+    if not spec:
+        return None, None
+    span = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
+    if span is None:
+        raise CliError(f"--lines {spec!r}: expected A-B (1-based, inclusive)")
+    return int(span.group(1)), int(span.group(2) or span.group(1))
 
 
 def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 
 from codeloupe.api import WorkspaceError
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, index_workspace, open_workspace, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,11 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    span = re.fullmatch(r"(\d+)(?:-(\d+))?", args.lines or "")
-    if args.lines and span is None:
-        raise CliError(f"--lines {args.lines!r}: expected A-B (1-based, inclusive)")
-    first = int(span.group(1)) if span else None
-    last = int(span.group(2) or span.group(1)) if span else None
+    first, last = parse_lines(args.lines)
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json)
