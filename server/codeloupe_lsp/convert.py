@@ -435,13 +435,21 @@ def related(root: Path, found: Related) -> JSON:
                         "text": c.text} for c in found.chunks]}
 
 
+def utf16_column(line: str, column0: int) -> int:
+    """A 0-based column in code points -> in UTF-16 code units (LSP's default position encoding)."""
+    return len(line[:column0].encode("utf-16-le")) // 2
+
+
 def located(root: Path, found: Located) -> JSON:
     """`codeloupe/locate`: each occurrence as an LSP Location of the matched text, with its whole line."""
+    def text_range(line_text: str, line: int, column: int) -> JSON:
+        start = column - 1
+        return {"start": position(line - 1, utf16_column(line_text, start)),
+                "end": position(line - 1, utf16_column(line_text, start + len(found.text)))}
+
     return {"text": found.text, "identifier": found.identifier, "total": found.total,
             "locations": [{"uri": file_uri(root, hit.path), "path": hit.path, "lineText": hit.text,
-                           "breadcrumb": hit.breadcrumb,
-                           "range": {"start": position(hit.line - 1, hit.column - 1),
-                                     "end": position(hit.line - 1, hit.column - 1 + len(found.text))}}
+                           "breadcrumb": hit.breadcrumb, "range": text_range(hit.text, hit.line, hit.column)}
                           for hit in found.locations]}
 
 

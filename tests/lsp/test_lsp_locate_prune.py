@@ -16,7 +16,8 @@ from lsp_helpers import Client, expect_error, start_server, stop_server, uri, wr
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 INVALID_PARAMS = -32602
-SECOND = {"lib/cache.py": "def load_user_cached(name):\n    return load_user(name)\n"}
+SECOND = {"lib/cache.py": "def load_user_cached(name):\n    return load_user(name)\n",
+          "lib/door.py": 'KEY = "\N{KEY}"  # unlock_door\n'}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,10 @@ async def test_locate_identifier_limit_folder_and_not_found(client: Client, fold
                                                      "folderUri": uri(second)})
     assert [(h["path"], h["range"]["start"]) for h in only["locations"]] == \
         [("lib/cache.py", {"line": 0, "character": 4})]
+    wide = await client.request("codeloupe/locate", {"text": "unlock_door"})
+    # The key is one code point but two UTF-16 units: the match starts at code point 13, UTF-16 unit 14.
+    assert wide["locations"][0]["range"] == {"start": {"line": 0, "character": 14},
+                                             "end": {"line": 0, "character": 25}}
     ignored = await client.request("codeloupe/locate", {"text": "ignoredDependency"})  # node_modules is skipped
     assert (ignored["total"], ignored["locations"]) == (0, [])
     message = await expect_error(client.request("codeloupe/locate", {"text": 3}), INVALID_PARAMS)
