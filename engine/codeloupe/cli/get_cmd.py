@@ -7,10 +7,7 @@ import dataclasses
 import json
 import sys
 
-from codeloupe.api import WorkspaceError
-
-from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace, parse_lines
+from .common import add_workspace_args, answer_from_index, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,14 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     first, last = parse_lines(args.lines)
-    ws = open_workspace(args)
-    try:
-        index_workspace(ws, embed=False, quiet=True, answer_stale=True)
-        found = ws.expand(args.file, first, last, symbol=args.symbol)
-    except WorkspaceError as exc:
-        raise CliError(str(exc)) from exc
-    finally:
-        ws.close()
+    found = answer_from_index(args, lambda ws: ws.expand(args.file, first, last, symbol=args.symbol),
+                              embed=False, quiet=True)
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
     else:

@@ -6,10 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.api import WorkspaceError
-
-from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, answer_from_index
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,14 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit status 0 when the text was found, 1 when not (like grep)."""
-    ws = open_workspace(args)
-    try:
-        index_workspace(ws, embed=False, quiet=args.json, answer_stale=True)
-        found = ws.locate(args.text, identifier=args.identifier, limit=args.limit)
-    except WorkspaceError as exc:
-        raise CliError(str(exc)) from exc
-    finally:
-        ws.close()
+    found = answer_from_index(args, lambda ws: ws.locate(args.text, identifier=args.identifier, limit=args.limit),
+                              embed=False, quiet=args.json)
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
     else:

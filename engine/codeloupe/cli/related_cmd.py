@@ -6,10 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.api import WorkspaceError
-
-from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace, parse_lines
+from .common import add_workspace_args, answer_from_index, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,14 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     first, last = parse_lines(args.lines)
-    ws = open_workspace(args)
-    try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
-        found = ws.find_related(args.file, first, last, limit=args.limit)
-    except WorkspaceError as exc:
-        raise CliError(str(exc)) from exc
-    finally:
-        ws.close()
+    found = answer_from_index(args, lambda ws: ws.find_related(args.file, first, last, limit=args.limit),
+                              embed=not args.no_embed, quiet=args.json)
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
         return 0
