@@ -25,6 +25,7 @@ def repo(tmp_path: Path) -> Path:
         (root / rel).write_text(text)
     (root / ".gitignore").write_text("secret.py\n")
     (tmp_path / "outside.py").write_text("def get():\n    pass\n")
+    (root / "link.py").symlink_to(tmp_path / "outside.py")  # inside by name, outside once resolved
     return root
 
 
@@ -77,6 +78,7 @@ def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:
 @pytest.mark.parametrize(("target", "message"), [
     ("../outside.py", "outside the workspace"),
     ("ABSOLUTE", "outside the workspace"),
+    ("link.py", "outside the workspace"),
     ("secret.py", "no such file in the index"),
 ])
 def test_get_refuses_paths_outside_the_workspace_and_unindexed_files(repo: Path, target: str,
