@@ -23,6 +23,8 @@ from codeloupe.types import (
     Flow,
     IndexStatus,
     LaneStatus,
+    Located,
+    PrunedChunk,
     Related,
     Snippet,
     Symbol,
@@ -163,6 +165,21 @@ def search_notes(bundle: Bundle) -> list[str]:
     elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
         notes.append("no file contains the query's words; these are the closest candidates by meaning only")
     return notes
+
+
+def pruned_chunk(root: Path, chunk: PrunedChunk) -> JSON:
+    """One chunk of `codeloupe/search` with `prune`: the CLI's `--prune` entry in camelCase and 0-based lines
+    (as everywhere in the protocol), plus its URI and location."""
+    return {"rank": chunk.rank, "path": chunk.path, "uri": file_uri(root, chunk.path),
+            "location": location(root, chunk.path, chunk.start_line, chunk.end_line),
+            "startLine": chunk.start_line - 1, "endLine": chunk.end_line - 1, "anchorLine": chunk.anchor_line - 1,
+            "breadcrumb": chunk.breadcrumb, "text": chunk.text, "truncated": chunk.truncated,
+            "textStartLine": chunk.text_start_line - 1}
+
+
+def pruned_result(bundle: Bundle) -> JSON:
+    root = Path(bundle.root)
+    return {"query": bundle.query, "chunks": [pruned_chunk(root, c) for c in bundle.pruned()]}
 
 
 def search_result(bundle: Bundle) -> JSON:
@@ -416,3 +433,28 @@ def related(root: Path, found: Related) -> JSON:
             "chunks": [{"location": location(root, c.path, c.start_line, c.end_line), "path": c.path,
                         "score": c.score, "kind": c.kind, "name": c.name, "breadcrumb": c.breadcrumb,
                         "text": c.text} for c in found.chunks]}
+
+
+def utf16_column(line: str, column0: int) -> int:
+    """A 0-based column in code points -> in UTF-16 code units (LSP's default position encoding)."""
+    return len(line[:column0].encode("utf-16-le")) // 2
+
+
+def located(root: Path, found: Located) -> JSON:
+    """`codeloupe/locate`: each occurrence as an LSP Location of the matched text, with its whole line."""
+    def text_range(line_text: str, line: int, column: int) -> JSON:
+        start = column - 1
+        return {"start": position(line - 1, utf16_column(line_text, start)),
+                "end": position(line - 1, utf16_column(line_text, start + len(found.text)))}
+
+    return {"text": found.text, "identifier": found.identifier, "total": found.total,
+            "locations": [{"uri": file_uri(root, hit.path), "path": hit.path, "lineText": hit.text,
+                           "breadcrumb": hit.breadcrumb, "range": text_range(hit.text, hit.line, hit.column)}
+                          for hit in found.locations]}
+
+
+def merge_located(results: list[JSON], limit: int) -> JSON:
+    """One `codeloupe/locate` answer over several folders: folder by folder, the first `limit` in all."""
+    first = results[0]
+    return {**first, "total": sum(r["total"] for r in results),
+            "locations": [hit for r in results for hit in r["locations"]][:limit]}

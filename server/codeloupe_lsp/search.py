@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeloupe_lsp.convert import JSON, search_result, uri_to_path
+from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
@@ -20,12 +20,16 @@ def register(server: CodeloupeServer) -> None:
         params = Params(raw, METHOD)
         query = params.text("query", required=True, non_empty=True)
         return await search(ls, query, scope=params.text("scope"), mode=params.choice("docs", MODES, "code"),
-                            limit=params.integer("limit", DEFAULT_LIMIT), folder_uri=params.text("folderUri"))
+                            limit=params.integer("limit", DEFAULT_LIMIT), folder_uri=params.text("folderUri"),
+                            prune=bool(params.flag("prune", False)))
 
 
 async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str = "code",
-                 limit: int = DEFAULT_LIMIT, folder_uri: str = "") -> JSON:
-    """Search one folder, or every folder and merge; `scope` may be a URI, which also picks the folder."""
+                 limit: int = DEFAULT_LIMIT, folder_uri: str = "", prune: bool = False) -> JSON:
+    """Search one folder, or every folder and merge; `scope` may be a URI, which also picks the folder.
+
+    `prune`: only the ranked chunks, flat (the CLI's `--prune`), from one folder: ranks of several folders'
+    bundles do not merge into one flat list without their files' scores."""
     targets: list[tuple[Folder, str]]
     if scope.startswith("file:"):
         if uri_to_path(scope) is None:
@@ -33,11 +37,13 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
         targets = [ls.folder_for(scope, "scope")]
     else:
         targets = [(folder, scope) for folder in ls.folders_for(folder_uri)]
+    if prune and len(targets) > 1:
+        raise invalid(f"{METHOD}: `prune` answers from one folder; pass `folderUri` or a `scope` URI")
     results = []
     for folder, folder_scope in targets:
         await folder.searchable()
-        results.append(search_result(await ls.engine(folder.ws.search, query, scope=folder_scope, mode=mode,
-                                                     limit=limit)))
+        bundle = await ls.engine(folder.ws.search, query, scope=folder_scope, mode=mode, limit=limit)
+        results.append(pruned_result(bundle) if prune else search_result(bundle))
     return results[0] if len(results) == 1 else merge_results(results)
 
 

@@ -260,6 +260,7 @@ def build_server() -> CodeloupeServer:
         graph,
         hover,
         lifecycle,
+        locate,
         related,
         search,
         status,
@@ -268,7 +269,7 @@ def build_server() -> CodeloupeServer:
     )
 
     server = CodeloupeServer()
-    for module in (lifecycle, search, symbols, expand, related, status, graph, ask, flows, tour, codelens, hover,
-                   commands):
+    for module in (lifecycle, search, locate, symbols, expand, related, status, graph, ask, flows, tour, codelens,
+                   hover, commands):
         module.register(server)
     return server

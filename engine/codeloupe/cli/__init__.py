@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 # Order here is the order of `codeloupe --help`.
-_SUBCOMMANDS = ("index", "search", "ask", "flows", "tour", "related", "graph", "chunks", "languages", "scan",
-                "forge", "stats", "eval", "mcp", "serve", "trust")
+_SUBCOMMANDS = ("index", "search", "locate", "get", "ask", "flows", "tour", "related", "graph", "chunks",
+                "languages", "scan", "forge", "stats", "eval", "mcp", "serve", "trust")
 
 
 class CliError(Exception):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
 from codeloupe.discover import DiscoverError, check_root
@@ -29,6 +31,16 @@ def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) ->
     group.add_argument("--chunk-budget", type=int)
     group.add_argument("--max-file-bytes", type=int)
     group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
+
+
+def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
+    """`--lines A-B` (or `A`) as 1-based inclusive lines; (None, None) when the flag is absent."""
+    if not spec:
+        return None, None
+    span = re.fullmatch(r"(\d+)(?:-(\d+))?", spec)
+    if span is None:
+        raise CliError(f"--lines {spec!r}: expected A-B (1-based, inclusive)")
+    return int(span.group(1)), int(span.group(2) or span.group(1))
 
 
 def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
@@ -64,6 +76,22 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws
+
+
+T = TypeVar("T")
+
+
+def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], *, embed: bool, quiet: bool) -> T:
+    """Open the workspace, bring its index up to date, answer `call` from it and close it; what the engine
+    refuses (a path outside the workspace, a file not in the index) becomes a `CliError`."""
+    ws = open_workspace(args)
+    try:
+        index_workspace(ws, embed=embed, quiet=quiet, answer_stale=True)
+        return call(ws)
+    except WorkspaceError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        ws.close()
 
 
 def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_stale: bool = False):

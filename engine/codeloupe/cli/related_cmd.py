@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 
-from codeloupe.api import WorkspaceError
-
-from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, answer_from_index, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,19 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    span = re.fullmatch(r"(\d+)(?:-(\d+))?", args.lines or "")
-    if args.lines and span is None:
-        raise CliError(f"--lines {args.lines!r}: expected A-B (1-based, inclusive)")
-    first = int(span.group(1)) if span else None
-    last = int(span.group(2) or span.group(1)) if span else None
-    ws = open_workspace(args)
-    try:
-        index_workspace(ws, embed=not args.no_embed, quiet=args.json)
-        found = ws.find_related(args.file, first, last, limit=args.limit)
-    except WorkspaceError as exc:
-        raise CliError(str(exc)) from exc
-    finally:
-        ws.close()
+    first, last = parse_lines(args.lines)
+    found = answer_from_index(args, lambda ws: ws.find_related(args.file, first, last, limit=args.limit),
+                              embed=not args.no_embed, quiet=args.json)
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
         return 0

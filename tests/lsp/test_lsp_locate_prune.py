@@ -1,0 +1,101 @@
+"""`codeloupe/locate` and `codeloupe/search` with `prune`, over stdio on a server with two workspace folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from lsp_helpers import Client, expect_error, start_server, stop_server, uri, write_project
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+INVALID_PARAMS = -32602
+SECOND = {"lib/cache.py": "def load_user_cached(name):\n    return load_user(name)\n",
+          "lib/door.py": 'KEY = "\N{KEY}"  # unlock_door\n'}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("locate")
+    return write_project(root / "project"), write_project(root / "second", SECOND)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(folders: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    cache = tmp_path_factory.mktemp("locate-cache")
+    lsp_client = await start_server(list(folders), env={"CODELOUPE_CACHE_DIR": str(cache)})
+    await lsp_client.wait_ready(2)
+    yield lsp_client
+    await stop_server(lsp_client)
+
+
+def line_of(path: Path, line0: int) -> str:
+    return path.read_text().splitlines()[line0]
+
+
+async def test_locate_answers_locations_of_the_text_with_their_lines(client: Client,
+                                                                     folders: tuple[Path, Path]) -> None:
+    project, second = folders
+    found = await client.request("codeloupe/locate", {"text": "load_user"})
+    assert (found["text"], found["identifier"], found["total"]) == ("load_user", False, 7)
+    for hit in found["locations"]:  # the range covers exactly the text, on the line sent as `lineText`
+        start, end = hit["range"]["start"], hit["range"]["end"]
+        root = second if hit["path"] == "lib/cache.py" else project
+        assert hit["uri"] == uri(root / hit["path"])
+        assert hit["lineText"] == line_of(root / hit["path"], start["line"])
+        assert hit["lineText"][start["character"]:end["character"]] == "load_user"
+    assert [(h["path"], h["range"]["start"]["line"]) for h in found["locations"]] == [
+        ("app/auth.py", 4), ("app/auth.py", 16), ("app/store.py", 5), ("app/web.py", 1), ("app/web.py", 9),
+        ("lib/cache.py", 0), ("lib/cache.py", 1)]
+
+
+async def test_locate_identifier_limit_folder_and_not_found(client: Client, folders: tuple[Path, Path]) -> None:
+    project, second = folders
+    whole = await client.request("codeloupe/locate", {"text": "load_user", "identifier": True, "limit": 2})
+    assert (whole["identifier"], whole["total"]) == (True, 6)  # `load_user_cached` is another identifier
+    assert [h["path"] for h in whole["locations"]] == ["app/auth.py", "app/auth.py"]
+    only = await client.request("codeloupe/locate", {"text": "load_user_cached", "identifier": True,
+                                                     "folderUri": uri(second)})
+    assert [(h["path"], h["range"]["start"]) for h in only["locations"]] == \
+        [("lib/cache.py", {"line": 0, "character": 4})]
+    wide = await client.request("codeloupe/locate", {"text": "unlock_door"})
+    # The key is one code point but two UTF-16 units: the match starts at code point 13, UTF-16 unit 14.
+    assert wide["locations"][0]["range"] == {"start": {"line": 0, "character": 14},
+                                             "end": {"line": 0, "character": 25}}
+    ignored = await client.request("codeloupe/locate", {"text": "ignoredDependency"})  # node_modules is skipped
+    assert (ignored["total"], ignored["locations"]) == (0, [])
+    message = await expect_error(client.request("codeloupe/locate", {"text": 3}), INVALID_PARAMS)
+    assert "`text`" in message
+    message = await expect_error(client.request("codeloupe/locate", {"text": "a\nb"}), INVALID_PARAMS)
+    assert "one line" in message
+
+
+async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, folders: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    project, _ = folders
+    pruned = await client.request("codeloupe/search", {"query": "session login password", "prune": True,
+                                                       "folderUri": uri(project)})
+    cli = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(project), "session login password",
+                          "--prune", "--embed-provider", "none"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")})
+    expected = json.loads(cli.stdout)
+    assert pruned["query"] == expected["query"] and pruned["chunks"]
+    assert [{"rank": c["rank"], "path": c["path"], "start_line": c["startLine"] + 1, "end_line": c["endLine"] + 1,
+             "anchor_line": c["anchorLine"] + 1, "breadcrumb": c["breadcrumb"], "text": c["text"],
+             "truncated": c["truncated"], "text_start_line": c["textStartLine"] + 1}
+            for c in pruned["chunks"]] == expected["chunks"]
+    first = pruned["chunks"][0]
+    assert first["uri"] == uri(project / first["path"]) == first["location"]["uri"]
+    assert first["location"]["range"]["start"]["line"] == first["startLine"]
+
+
+async def test_search_prune_over_several_folders_is_refused(client: Client) -> None:
+    message = await expect_error(client.request("codeloupe/search", {"query": "load user", "prune": True}),
+                                 INVALID_PARAMS)
+    assert "one folder" in message

@@ -1,0 +1,96 @@
+"""`codeloupe locate` and `codeloupe get`: the real CLI in a subprocess, on a small git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FILES = {
+    "app/users.py": "def get(name):\n    return getUser(name)\n\n\ndef getUser(name):\n    return {'name': name}\n",
+    "app/notes.md": "# Notes\n\nCall get to read a user.\n",
+    "secret.py": "def get():\n    return 'token'\n",  # gitignored: never indexed, never served
+}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / ".gitignore").write_text("secret.py\n")
+    (tmp_path / "outside.py").write_text("def get():\n    pass\n")
+    (root / "link.py").symlink_to(tmp_path / "outside.py")  # inside by name, outside once resolved
+    return root
+
+
+def codeloupe(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([sys.executable, "-m", "codeloupe", *args, "--embed-provider", "none"],
+                            capture_output=True, text=True, env=dict(os.environ))
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_locate_prints_every_occurrence_and_the_count(repo: Path) -> None:
+    out = codeloupe("locate", str(repo), "getUser").stdout.splitlines()
+    assert out == ["app/users.py:2:12:     return getUser(name)",
+                   "app/users.py:5:5: def getUser(name):",
+                   "2 locations of the text 'getUser'"]
+
+
+def test_locate_identifier_matches_whole_names_and_substring_matches_inside_them(repo: Path) -> None:
+    substring = json.loads(codeloupe("locate", str(repo), "get", "--json").stdout)
+    assert [(h["path"], h["line"]) for h in substring["locations"]] == \
+        [("app/notes.md", 3), ("app/users.py", 1), ("app/users.py", 2), ("app/users.py", 5)]
+    whole = json.loads(codeloupe("locate", str(repo), "get", "--identifier", "--json").stdout)
+    assert (whole["identifier"], whole["total"]) == (True, 2)
+    assert [(h["path"], h["line"], h["column"]) for h in whole["locations"]] == \
+        [("app/notes.md", 3, 6), ("app/users.py", 1, 5)]
+    assert all(h["path"] != "secret.py" for h in substring["locations"])  # ignored files never match
+
+    limited = codeloupe("locate", str(repo), "get", "--limit", "1").stdout.splitlines()
+    assert limited == ["app/notes.md:3:6: Call get to read a user.",
+                       "4 locations of the text 'get' (first 1 shown)"]
+
+
+def test_locate_not_found_exits_1_and_an_empty_text_is_refused(repo: Path) -> None:
+    missing = codeloupe("locate", str(repo), "nowhere_to_be_seen", check=False)
+    assert (missing.returncode, missing.stdout) == (1, "0 locations of the text 'nowhere_to_be_seen'\n")
+    empty = codeloupe("locate", str(repo), " ", check=False)
+    assert empty.returncode == 2 and "the text to find is empty" in empty.stderr
+
+
+def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:
+    assert codeloupe("get", str(repo), "app/users.py").stdout == FILES["app/users.py"]
+    assert codeloupe("get", str(repo), "app/users.py", "--lines", "5-6").stdout == \
+        "def getUser(name):\n    return {'name': name}\n"
+    found = json.loads(codeloupe("get", str(repo), "app/users.py", "--symbol", "getUser", "--json").stdout)
+    assert found == {"path": "app/users.py", "start_line": 5, "end_line": 6, "symbol": "getUser",
+                     "text": "def getUser(name):\n    return {'name': name}\n"}
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("../outside.py", "outside the workspace"),
+    ("ABSOLUTE", "outside the workspace"),
+    ("link.py", "outside the workspace"),
+    ("secret.py", "no such file in the index"),
+])
+def test_get_refuses_paths_outside_the_workspace_and_unindexed_files(repo: Path, target: str,
+                                                                    message: str) -> None:
+    path = str(repo.parent / "outside.py") if target == "ABSOLUTE" else target
+    refused = codeloupe("get", str(repo), path, check=False)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("codeloupe: ") and message in refused.stderr
+
+
+def test_get_refuses_a_malformed_span(repo: Path) -> None:
+    refused = codeloupe("get", str(repo), "app/users.py", "--lines", "five", check=False)
+    assert refused.returncode == 2 and "expected A-B" in refused.stderr
+    unknown = codeloupe("get", str(repo), "app/users.py", "--symbol", "nothing", check=False)
+    assert unknown.returncode == 2 and "defines no symbol named 'nothing'" in unknown.stderr
