@@ -8,6 +8,7 @@ on a workspace with a cache dir and a number of saves, and returns the session's
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -50,3 +51,6 @@ def run_bench(editor: str, session: Session, prefix: str) -> None:
         if saves:
             print(f"| save -> searchable through {editor}, p50 / max of {len(saves)} | "
                   f"{statistics.median(saves):.0f} / {max(saves):.0f} |")
+        print("sessions (cold, then warm):")
+        for run in [cold, *warm]:
+            print(json.dumps(run))
