@@ -65,6 +65,9 @@ async function main() {
     await sleep(lingerMs);
     await extension.deactivate();
     context.subscriptions.forEach((disposable) => disposable.dispose());
+    if (process.env.CODELOUPE_BENCH_LOG) {  // the client's output channel (the server's log), to see where time went
+        require('node:fs').writeFileSync(process.env.CODELOUPE_BENCH_LOG, probe.log.join('\n'));
+    }
     process.stdout.write(`${JSON.stringify(out)}\n`);
 }
 
