@@ -11,8 +11,10 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +29,17 @@ def copy_stdlib(tree: Path, scratch: Path) -> Path:
     shutil.copytree(tree, root, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
     (root / ".codeloupe.toml").write_text("# benchmark workspace\n")
     return root
+
+
+def run_session(command: list[str], root: Path, env: dict[str, str]) -> dict:
+    """Runs one editor session in `root`; its stdout's JSON line, plus the wall time."""
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    wall = time.perf_counter() - started
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"{command[0]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return {**json.loads(line), "wall_s": wall}
 
 
 def run_bench(editor: str, session: Session, prefix: str) -> None:

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from editor_bench import run_bench
+from editor_bench import run_bench, run_session
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -36,14 +34,8 @@ def run_nvim(root: Path, cache: Path, saves: int) -> dict:
                CODELOUPE_PLUGIN_DIR=str(REPO / "clients" / "neovim"), CODELOUPE_BENCH_ROOT=str(root),
                CODELOUPE_BENCH_CMD=json.dumps(server_command()), CODELOUPE_BENCH_SAVES=str(saves),
                XDG_STATE_HOME=str(cache / "xdg"), XDG_DATA_HOME=str(cache / "xdg"))
-    started = time.perf_counter()
-    proc = subprocess.run([str(nvim_binary()), "--headless", "--clean", "-l", str(REPO / "bench" / "nvim_first_answer.lua")],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
-    wall = time.perf_counter() - started
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"nvim failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return {**json.loads(line), "wall_s": wall}
+    return run_session([str(nvim_binary()), "--headless", "--clean", "-l", str(REPO / "bench" / "nvim_first_answer.lua")],
+                       root, env)
 
 
 def main() -> None:

@@ -16,15 +16,12 @@ Usage: .venv/bin/python bench/vscode_bench.py [--tree PATH] [--saves 5] [--runs 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from editor_bench import run_bench
+from editor_bench import run_bench, run_session
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "clients" / "vscode" / "out" / "extension.js"
@@ -39,14 +36,7 @@ def run_vscode(root: Path, cache: Path, saves: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODELOUPE_")}
     env.update(CODELOUPE_CACHE_DIR=str(cache), CODELOUPE_LSP_COMMAND=server, CODELOUPE_BENCH_ROOT=str(root),
                CODELOUPE_BENCH_SAVES=str(saves))
-    started = time.perf_counter()
-    proc = subprocess.run(["node", str(REPO / "bench" / "vscode_first_answer.js")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=900)
-    wall = time.perf_counter() - started
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"node failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return {**json.loads(line), "wall_s": wall}
+    return run_session(["node", str(REPO / "bench" / "vscode_first_answer.js")], root, env)
 
 
 def main() -> None:
