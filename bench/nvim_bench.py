@@ -15,19 +15,14 @@ Usage: .venv/bin/python bench/nvim_bench.py [--tree PATH] [--saves 5] [--runs 2]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
+from editor_bench import run_bench, run_session
+
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TREE = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
 sys.path.insert(0, str(REPO / "tests"))
 
 
@@ -39,39 +34,12 @@ def run_nvim(root: Path, cache: Path, saves: int) -> dict:
                CODELOUPE_PLUGIN_DIR=str(REPO / "clients" / "neovim"), CODELOUPE_BENCH_ROOT=str(root),
                CODELOUPE_BENCH_CMD=json.dumps(server_command()), CODELOUPE_BENCH_SAVES=str(saves),
                XDG_STATE_HOME=str(cache / "xdg"), XDG_DATA_HOME=str(cache / "xdg"))
-    started = time.perf_counter()
-    proc = subprocess.run([str(nvim_binary()), "--headless", "--clean", "-l", str(REPO / "bench" / "nvim_first_answer.lua")],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=900)
-    wall = time.perf_counter() - started
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
-    if proc.returncode != 0 or line is None:
-        raise SystemExit(f"nvim failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return {**json.loads(line), "wall_s": wall}
+    return run_session([str(nvim_binary()), "--headless", "--clean", "-l", str(REPO / "bench" / "nvim_first_answer.lua")],
+                       root, env)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tree", type=Path, default=DEFAULT_TREE)
-    parser.add_argument("--saves", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=2, help="warm runs (the cold run is one)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="codeloupe-nvim-bench-") as scratch:
-        root = Path(scratch) / "stdlib"
-        shutil.copytree(args.tree, root, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
-        (root / ".codeloupe.toml").write_text("# benchmark workspace\n")
-        cache = Path(scratch) / "cache"
-        cold = run_nvim(root, cache, 0)
-        warm = [run_nvim(root, cache, args.saves if k == 0 else 0) for k in range(args.runs)]
-        saves = [s for s in warm[0]["save_ms"] if s >= 0]
-        print(f"tree: {args.tree} ({sum(1 for _ in root.rglob('*.py'))} .py files)")
-        print("| measure | ms |\n|---|---|")
-        print(f"| cold: Neovim start -> first lexical answer (server start + first full index) | {cold['first_answer_ms']:.0f} |")
-        for k, run in enumerate(warm, 1):
-            print(f"| warm run {k}: Neovim start -> first lexical answer (index on disk) | {run['first_answer_ms']:.0f} |")
-            print(f"| warm run {k}: the next search, round trip | {run['second_answer_ms']:.0f} |")
-        if saves:
-            print(f"| save -> searchable through Neovim, p50 / max of {len(saves)} | "
-                  f"{statistics.median(saves):.0f} / {max(saves):.0f} |")
+    run_bench("Neovim", run_nvim, "codeloupe-nvim-bench-")
 
 
 if __name__ == "__main__":

@@ -321,3 +321,34 @@ def test_rewriting_the_newest_file_replaces_its_chunks_in_search(tmp_path: Path,
     assert paths(found) == ["a.py"]
     assert "giraffe_neck" in found.core[0].chunks[0].text
     assert paths(ws.search("zebra_stripes")) == []
+
+
+def test_a_query_during_the_first_refresh_waits_for_it_instead_of_building_a_second_snapshot(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from codeloupe.search import Searcher
+
+    ws = Workspace(repo)
+    ws.index()
+    searcher = ws.searcher()
+    builds: list[int] = []
+    entered = threading.Event()
+    build = Searcher._build_snapshot
+
+    def slow_build(self: Searcher, generation: int):
+        builds.append(generation)
+        entered.set()
+        time.sleep(0.3)  # a real tree takes seconds: long enough for the first query to arrive meanwhile
+        return build(self, generation)
+
+    monkeypatch.setattr(Searcher, "_build_snapshot", slow_build)
+    warming = threading.Thread(target=searcher.refresh)  # the server warms its readers on the writer thread
+    warming.start()
+    try:
+        assert entered.wait(10)
+        assert paths(ws.search("find_user"))  # the editor's first search, sent at start-up
+    finally:
+        warming.join()
+    assert len(builds) == 1, f"the full snapshot was built {len(builds)} times at start-up"

@@ -233,7 +233,14 @@ class Searcher:
         generation = self.ws.store.generation("content")
         with self._lock:
             current = self._snapshot
-        if current is not None and current.generation == generation:
+            if current is None:
+                # No snapshot yet, so no query has anything to search meanwhile: build under the lock, and a
+                # query arriving now (the editor's first search at start-up) waits for this build instead of
+                # starting a second one beside it on the same cores.
+                self._snapshot = self._view = self._build_snapshot(generation)
+                self._dense = None
+                return
+        if current.generation == generation:
             return
         fresh = self._build_snapshot(generation)
         dense = None

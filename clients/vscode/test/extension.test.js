@@ -845,6 +845,16 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('a file saved in the editor becomes searchable: the client sends didSave and the server indexes it', async function () {
+        const file = path.join(workspace.root, 'app', 'saved_note.py');
+        await probe.saveDocument(file, 'def platypus_ledger_reconcile():\n    return 1\n');
+        const result = await waitFor('the saved file in search', async () => {
+            const found = await client.sendRequest('codeloupe/search', { query: 'platypus_ledger_reconcile' });
+            return found.core[0]?.path === 'app/saved_note.py' && found;
+        });
+        assert.equal(result.core[0].chunks[0].location.uri, vscode.Uri.file(file).toString());
+    });
+
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
         const query = 'quokka zebracorn lookup table';
         const paths = async () => {

@@ -279,6 +279,7 @@ const events = {
     configuration: new EventEmitter(),
     grantTrust: new EventEmitter(),
     openDocument: new EventEmitter(),
+    saveDocument: new EventEmitter(),
 };
 
 /** Test-facing controls and records. */
@@ -325,6 +326,14 @@ const __test = {
             workspace.textDocuments.push(document);
             events.openDocument.fire(document);
         }
+        return document;
+    },
+    /** Writes `text` to `fsPath` as saving an edited editor would: the document is open, then saved (didSave). */
+    async saveDocument(fsPath, text) {
+        await fs.promises.writeFile(fsPath, text);
+        const document = await __test.openDocument(fsPath);
+        document._setText(text);
+        await Promise.all(events.saveDocument.fire(document));
         return document;
     },
     commandIds() {
@@ -416,6 +425,15 @@ class TextDocument {
         this._lines = text.split('\n');
         this.lineCount = this._lines.length;
     }
+    /** The buffer now holds `text` (an edit, or a file written before the document was read again). */
+    _setText(text) {
+        if (text !== this._text) {
+            this.version += 1;
+            this._text = text;
+            this._lines = text.split('\n');
+            this.lineCount = this._lines.length;
+        }
+    }
     getText(range) {
         if (range === undefined) {
             return this._text;
@@ -473,7 +491,7 @@ const workspace = {
     onDidOpenTextDocument: events.openDocument.event,
     onDidCloseTextDocument: noEvent,
     onDidChangeTextDocument: noEvent,
-    onDidSaveTextDocument: noEvent,
+    onDidSaveTextDocument: events.saveDocument.event,
     onWillSaveTextDocument: noEvent,
     onDidChangeWorkspaceFolders: noEvent,
     onDidOpenNotebookDocument: noEvent,
