@@ -80,6 +80,27 @@ H.press('A<Down>')
 H.press('A<C-p>')
 H.equal(live.state.selected, 1, '<Down> then <C-p>')
 
+-- Keystrokes closer together than the debounce send one query, not one per keystroke (the event loop
+-- runs between them; a long debounce keeps this independent of the machine's load).
+live.debounce_ms = 1000
+local sent = {}
+local send_request = client.request
+client.request = function(self, method, params, ...)
+  if method == 'codeloupe/search' then
+    sent[#sent + 1] = params.query
+  end
+  return send_request(self, method, params, ...)
+end
+H.press('cc')
+for _, char in ipairs({ 'c', 'a', 'r', 't' }) do
+  H.press('A' .. char)
+  vim.wait(30)
+end
+rows_for('cart')
+H.equal(sent, { 'cart' }, 'queries sent while typing "cart"')
+client.request = send_request
+live.debounce_ms = 150
+
 -- A late answer to an older query is dropped: hold back the answer to the next query, change the query,
 -- and let the held answer arrive after the newer one.
 local held
