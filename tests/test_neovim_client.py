@@ -188,6 +188,13 @@ def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) 
     run_script("search.lua", workspace, tmp_path)
 
 
+def test_live_picker_requeries_in_rank_order_and_opens_at_the_match(workspace: Path, tmp_path: Path) -> None:
+    """:Codeloupe live: typed queries give the server's rows in rank order, a late answer to an older query
+    is dropped, the preview sits on the anchor line with one line highlighted, <CR> opens there, and
+    <Esc>/<C-c>/<CR> leave no windows or buffers behind."""
+    run_script("live.lua", workspace, tmp_path)
+
+
 def test_ask_renders_the_bundle_and_follows_spans(workspace: Path, tmp_path: Path) -> None:
     """Without a chat model the answer is the bundle, shown (not an error) and followable."""
     run_script("ask.lua", workspace, tmp_path)

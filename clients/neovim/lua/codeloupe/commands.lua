@@ -22,6 +22,9 @@ local subcommands = {
   search = function(args, _, bang)
     require('codeloupe.search').run(args, bang)
   end,
+  live = function(args)
+    require('codeloupe.live').open(args)
+  end,
   ask = function(args)
     require('codeloupe.ask').run(args)
   end,

@@ -74,6 +74,12 @@ function M.search(query, to_quickfix)
   require('codeloupe.search').run(query, to_quickfix == true)
 end
 
+--- `:Codeloupe live [{query}]` as a function (for a mapping).
+---@param query string?
+function M.live(query)
+  require('codeloupe.live').open(query or '')
+end
+
 --- `:Codeloupe ask {question}` as a function.
 ---@param question string
 function M.ask(question)

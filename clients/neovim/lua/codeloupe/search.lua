@@ -215,13 +215,19 @@ local function use_telescope(picker)
   return available
 end
 
+--- The parameters of a `codeloupe/search` request for `query`, with the user's search settings.
+---@param query string
+---@return table
+function M.params(query)
+  return { query = query, limit = config.options.search.limit, docs = config.options.search.docs }
+end
+
 --- Ask the server and hand the result to `on_result`.
 ---@param client vim.lsp.Client
 ---@param query string
 ---@param on_result fun(result: table)
 function M.request(client, query, on_result)
-  local params = { query = query, limit = config.options.search.limit, docs = config.options.search.docs }
-  lsp.request(client, 'codeloupe/search', params, function(err, result)
+  lsp.request(client, 'codeloupe/search', M.params(query), function(err, result)
     if err then
       vim.notify(lsp.error_message('codeloupe/search', err), vim.log.levels.ERROR)
       return
