@@ -185,14 +185,11 @@ local function telescope(client, query, items)
             local last = vim.api.nvim_buf_line_count(bufnr)
             local first = math.min(item.lnum, last)
             vim.api.nvim_buf_clear_namespace(bufnr, namespace, 0, -1)
-            vim.api.nvim_buf_set_extmark(bufnr, namespace, first - 1, 0, {
-              end_row = math.min(item.end_lnum, last),
-              hl_group = 'Visual',
-              hl_eol = true,
-            })
+            -- The match line only (as the live picker does), not the whole chunk below it.
+            vim.api.nvim_buf_set_extmark(bufnr, namespace, first - 1, 0, { line_hl_group = 'Visual' })
             pcall(vim.api.nvim_win_set_cursor, self.state.winid, { first, 0 })
             vim.api.nvim_win_call(self.state.winid, function()
-              vim.cmd('normal! zt')
+              vim.cmd('normal! zz')
             end)
           end,
         })
