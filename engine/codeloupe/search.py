@@ -445,6 +445,8 @@ class Searcher:
         return mask
 
     def _dense_lane(self, snap: Snapshot, statuses: list[LaneStatus]) -> DenseSnapshot | None:
+        from codeloupe.embed import describe_provider
+
         try:
             dense = self.dense(snap)
         except Exception as exc:  # a provider that cannot load must not take search down with it
@@ -453,7 +455,8 @@ class Searcher:
             dense = None
         if dense is None or len(dense.chunk_rows) == 0:
             note = self._dense_error if dense is None else "vectors are still being computed"
-            statuses.append(LaneStatus("dense", False, 0.0 if dense is None else dense.coverage, note))
+            off = dense is None and not describe_provider(self.ws.settings)[1]
+            statuses.append(LaneStatus("dense", False, 0.0 if dense is None else dense.coverage, note, off=off))
             return None
         note = "" if dense.coverage >= 1.0 else f"{dense.coverage:.0%} of chunks embedded so far"
         statuses.append(LaneStatus("dense", True, dense.coverage, note))

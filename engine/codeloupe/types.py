@@ -157,6 +157,7 @@ class LaneStatus:
     ready: bool
     coverage: float  # 0..1: share of the corpus this lane could see
     note: str = ""
+    off: bool = False  # not ready by the user's choice (no embedding provider), not pending
 
 
 @dataclass

@@ -155,10 +155,15 @@ def search_notes(bundle: Bundle) -> list[str]:
     """Sentences on how far to trust this answer (docs/protocol.md `notes`)."""
     notes = []
     for status in bundle.lanes:
-        # A dense lane that is off (no provider) or not started is in `lanes`; a partial one changes answers.
-        if status.name == "dense" and status.ready and status.coverage < 1.0:
+        # A dense lane the user turned off (no provider) says nothing; a pending or partial one changes answers.
+        if status.name != "dense" or status.off:
+            continue
+        if status.ready and status.coverage < 1.0:
             notes.append(f"dense lane partial: {status.coverage:.0%} of chunks embedded; results may change as "
                          "vectors arrive")
+        elif not status.ready:
+            notes.append(f"dense lane not ready ({status.note or 'no vectors yet'}): these results match words "
+                         "only and may change as vectors arrive")
     hits = bundle.files
     if not hits:
         notes.append("nothing in the workspace matches the query")
