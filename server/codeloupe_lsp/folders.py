@@ -35,8 +35,8 @@ T = TypeVar("T")
 
 # Progress notifications are rate-limited so a fast index does not flood the client.
 REPORT_INTERVAL_S = 0.1
-# Saves come in bursts; the graph (whose edges are resolved over the whole workspace) is refreshed once they
-# pause this long. Hovers and lenses read the last graph meanwhile.
+# Saves come in bursts; the graph (edges re-resolved for the files a save can reach, communities recomputed)
+# is refreshed once they pause this long. Hovers and lenses read the last graph meanwhile.
 GRAPH_QUIET_S = 2.0
 
 
