@@ -19,6 +19,7 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.resources
@@ -287,7 +288,10 @@ def derivation(requantized: bool) -> str:
     return tag
 
 
+@functools.cache
 def _installed_version(distribution: str) -> str:
+    # Asked on every search (through the model id): reading package metadata costs ~1 ms, and a process's
+    # installed versions do not change under it.
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
