@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from codeloupe.bundle import trust_notes
 from codeloupe.chunk.strategies import (
     ChunkStrategy,
     Strategy,
@@ -197,6 +198,7 @@ class Workspace:
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         self._name_anchors(bundle)
+        bundle.notes = trust_notes(bundle)
         return bundle
 
     def _add_entry_points(self, bundle: Bundle, scope: str) -> None:

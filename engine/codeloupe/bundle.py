@@ -202,3 +202,28 @@ def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tupl
             if used:
                 out.append((graph.paths[j], f"calls {', '.join(dict.fromkeys(used))} of {path}"))
     return out[: R.GRAPH_SYMBOL_LINKS_MAX]
+
+
+# Lanes that match the query's own words (a name, a term, a path); dense matches by meaning only.
+WORD_LANES = frozenset({"lexical", "symbol", "entity"})
+
+
+def trust_notes(bundle: Bundle) -> list[str]:
+    """Sentences for the user on how far to trust this answer (`Bundle.notes`, docs/protocol.md `notes`)."""
+    notes = []
+    for status in bundle.lanes:
+        # A dense lane the user turned off (no provider) says nothing; a pending or partial one changes answers.
+        if status.name != "dense" or status.off:
+            continue
+        if status.ready and status.coverage < 1.0:
+            notes.append(f"dense lane partial: {status.coverage:.0%} of chunks embedded; results may change as "
+                         "vectors arrive")
+        elif not status.ready:
+            notes.append(f"dense lane not ready ({status.note or 'no vectors yet'}): these results match words "
+                         "only and may change as vectors arrive")
+    hits = bundle.files
+    if not hits:
+        notes.append("nothing in the workspace matches the query")
+    elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
+        notes.append("no file contains the query's words; these are the closest candidates by meaning only")
+    return notes

@@ -172,6 +172,7 @@ class Bundle:
     timing_ms: dict[str, float]
     scope: str = ""
     revision: str = ""  # a remote index: the commit every path is at ("" for a folder on disk)
+    notes: list[str] = field(default_factory=list)  # how far to trust this answer (bundle.trust_notes)
 
     @property
     def files(self) -> list[FileHit]:

@@ -147,29 +147,6 @@ def lane(status: LaneStatus) -> JSON:
     return {"name": status.name, "ready": status.ready, "coverage": status.coverage, "note": status.note}
 
 
-# Lanes that match the query's own words (a name, a term, a path); dense matches by meaning only.
-WORD_LANES = frozenset({"lexical", "symbol", "entity"})
-
-
-def search_notes(bundle: Bundle) -> list[str]:
-    """Sentences on how far to trust this answer (docs/protocol.md `notes`)."""
-    notes = []
-    for status in bundle.lanes:
-        # A dense lane the user turned off (no provider) says nothing; a pending or partial one changes answers.
-        if status.name != "dense" or status.off:
-            continue
-        if status.ready and status.coverage < 1.0:
-            notes.append(f"dense lane partial: {status.coverage:.0%} of chunks embedded; results may change as "
-                         "vectors arrive")
-        elif not status.ready:
-            notes.append(f"dense lane not ready ({status.note or 'no vectors yet'}): these results match words "
-                         "only and may change as vectors arrive")
-    hits = bundle.files
-    if not hits:
-        notes.append("nothing in the workspace matches the query")
-    elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
-        notes.append("no file contains the query's words; these are the closest candidates by meaning only")
-    return notes
 
 
 def pruned_chunk(root: Path, chunk: PrunedChunk) -> JSON:
@@ -194,7 +171,7 @@ def search_result(bundle: Bundle) -> JSON:
         "core": [file_result(root, hit, True) for hit in bundle.core],
         "related": [file_result(root, hit, False) for hit in bundle.related],
         "lanes": [lane(s) for s in bundle.lanes],
-        "notes": search_notes(bundle),
+        "notes": bundle.notes,
         "timingMs": dict(bundle.timing_ms),
     }
 

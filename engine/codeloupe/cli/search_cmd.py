@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 def render(bundle: Bundle) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.syntax import Syntax
 
     console = Console(highlight=False)
@@ -69,6 +70,8 @@ def render(bundle: Bundle) -> None:
     scope = f" · within {bundle.scope}/" if bundle.scope else ""
     console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
+    for note in bundle.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if not bundle.core:
         console.print("no match")
         return

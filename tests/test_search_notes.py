@@ -1,4 +1,4 @@
-"""The server's `notes` on a search (docs/protocol.md): a dense lane the user turned off says nothing, one that
+"""A bundle's `notes` (docs/protocol.md): a dense lane the user turned off says nothing, one that
 is configured but has no vectors yet says the results match words only."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from codeloupe.api import Workspace
-from codeloupe_lsp.convert import search_notes
 
 
 def _workspace(root: Path, provider: str) -> Workspace:
@@ -21,7 +20,7 @@ def test_a_dense_lane_turned_off_by_the_user_gets_no_note(tmp_path: Path) -> Non
     try:
         bundle = ws.search("check_password")
         assert [s.off for s in bundle.lanes if s.name == "dense"] == [True]
-        assert search_notes(bundle) == []
+        assert bundle.notes == []
     finally:
         ws.close()
 
@@ -32,6 +31,17 @@ def test_a_configured_dense_lane_without_vectors_yet_says_so(tmp_path: Path) -> 
         bundle = ws.search("check_password")
         [dense] = [s for s in bundle.lanes if s.name == "dense"]
         assert not dense.ready and not dense.off
-        assert [n for n in search_notes(bundle) if n.startswith("dense lane not ready")], search_notes(bundle)
+        assert [n for n in bundle.notes if n.startswith("dense lane not ready")], bundle.notes
     finally:
         ws.close()
+
+
+def test_the_cli_prints_the_notes_with_the_results(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "auth.py").write_text("def check_password(user, password):\n    return user.hash == password\n")
+    out = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path), "zzqx unmatched words",
+                          "--embed-provider", "none"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "note: nothing in the workspace matches the query" in out.stdout
