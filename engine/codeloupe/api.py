@@ -25,8 +25,9 @@ from codeloupe.chunk.strategies import (
 from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import Store
+from codeloupe.shared_index import open_store, pin_source
 from codeloupe.store.flows import flow_rows, mark_stale
+from codeloupe.store.postgres import PgStore
 from codeloupe.types import (
     Bundle,
     EntryPoint,
@@ -80,7 +81,7 @@ class Workspace:
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
         """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
-        self.store = Store(index_path)
+        self.store = open_store(self.settings, self.root, index_path)
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -112,6 +113,7 @@ class Workspace:
         from codeloupe.graph import ensure_edges
 
         strategies = self._strategies()
+        pin_source(self.store, self.root)
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
@@ -302,8 +304,9 @@ class Workspace:
 
     @property
     def revision(self) -> str:
-        """The commit every path is read at: "" for a folder on disk (whatever it holds now)."""
-        return ""
+        """The commit every path is read at: "" for a folder on disk (whatever it holds now); in the shared
+        index, the commit the repository was indexed at."""
+        return self.store.commit if isinstance(self.store, PgStore) else ""
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""

@@ -1,0 +1,165 @@
+"""The PostgreSQL store against the SQLite one on the same trees: the same files, chunks, symbols and graph,
+and search answering with the same bundle (fusion and the bundle are the same code above both stores)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.settings import load_settings
+from codeloupe.store import Store
+from codeloupe.store.postgres import SCHEMA_VERSION, PgStore
+from codeloupe.store.protocol import IndexStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
+
+from chat_server import ChatServer  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+QUERIES = ["parse the configuration file", "where are requests routed to handlers", "load settings",
+           "the main entry point of the command line", "Session store token lookup", "resolve import paths"]
+
+
+def _open(root: Path, **overrides) -> Workspace:
+    ws = Workspace(root, overrides={"embed_provider": "none", **overrides})
+    ws.index()
+    return ws
+
+
+def _answer(ws: Workspace, query: str) -> tuple[list[str], list[str], list[tuple[str, int, int]]]:
+    bundle = ws.search(query)
+    return ([h.path for h in bundle.files], [h.path for h in bundle.related],
+            [(c.path, c.start_line, c.end_line) for h in bundle.files for c in h.chunks])
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "fixture-repo"
+    shutil.copytree(FIXTURES, root)
+    return root
+
+
+def test_both_stores_satisfy_the_store_protocol(tmp_path: Path, pg_url: str) -> None:
+    sqlite = Store(tmp_path / "index.sqlite")
+    shared = PgStore(pg_url, "r", local_dir=tmp_path)
+    try:
+        assert isinstance(sqlite, IndexStore) and isinstance(shared, IndexStore)
+    finally:
+        sqlite.close()
+        shared.close()
+
+
+def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_url: str) -> None:
+    local, shared = _open(tree), _open(tree, store_url=pg_url)
+    try:
+        assert isinstance(shared.store, PgStore)
+        assert shared.status().files == local.status().files > 20
+        assert shared.status().chunks == local.status().chunks
+        assert shared.store.symbol_rows() and len(shared.store.symbol_rows()) == len(local.store.symbol_rows())
+        for query in QUERIES:
+            assert _answer(shared, query) == _answer(local, query), query
+    finally:
+        local.close()
+        shared.close()
+
+
+def test_dense_lane_answers_from_pgvector_with_the_same_ranking(tree: Path, pg_url: str) -> None:
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        local, shared = _open(tree, **embed), _open(tree, store_url=pg_url, **embed)
+        try:
+            local.embed()
+            shared.embed()
+            assert shared.status().vectors_done == shared.status().vectors_total > 0
+            for query in QUERIES[:3]:
+                dense_local = local.searcher().search(query, lanes=("dense",))
+                dense_shared = shared.searcher().search(query, lanes=("dense",))
+                assert [h.path for h in dense_shared.files] == [h.path for h in dense_local.files], query
+                assert _answer(shared, query) == _answer(local, query), query
+        finally:
+            local.close()
+            shared.close()
+
+
+def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path, tmp_path: Path,
+                                                                      pg_url: str) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "go", other)
+    first, second = _open(tree, store_url=pg_url), _open(other, store_url=pg_url)
+    try:
+        assert first.store.repo_id != second.store.repo_id
+        assert set(second.store.file_rows()) == {p.relative_to(other).as_posix()
+                                                 for p in other.rglob("*") if p.is_file()}
+        assert not set(second.store.file_rows()) & {p for p in first.store.file_rows() if not p.startswith("go/")}
+        with psycopg.connect(pg_url) as conn:
+            versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+            repos = conn.execute("SELECT count(DISTINCT repo_id) FROM files").fetchone()[0]
+        assert versions == [SCHEMA_VERSION] and repos == 2
+        second.store.delete_files(list(second.store.file_rows()))
+        assert first.store.counts() == _open(tree, store_url=pg_url).store.counts()  # untouched
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_workspace_cannot_choose_the_shared_database(tree: Path, pg_url: str) -> None:
+    (tree / ".codeloupe.toml").write_text(f'store_url = "{pg_url}"\nstore_repository = "someone-else"\n')
+    settings = load_settings(tree, trusted=True)
+    assert settings.store_url == "" and settings.store_repository == ""
+
+
+def test_citations_are_pinned_to_the_commit_indexed(tree: Path, pg_url: str) -> None:
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tree)}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"]):
+        subprocess.run([git, "-C", str(tree), *args], check=True, env=env)
+    head = subprocess.run([git, "-C", str(tree), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    ws = _open(tree, store_url=pg_url)
+    try:
+        assert ws.revision == head
+        assert ws.search(QUERIES[0]).revision == head
+        with psycopg.connect(pg_url) as conn:
+            assert {r[0] for r in conn.execute("SELECT DISTINCT commit_sha FROM files")} == {head}
+    finally:
+        ws.close()
+
+
+
+def _hnsw_scans(pg_url: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes"
+                            " WHERE indexrelname LIKE 'chunk_vectors_hnsw_%'").fetchone()[0]
+
+
+def test_a_large_repository_is_searched_through_the_hnsw_index(tree: Path, pg_url: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", 0)  # this small tree counts as large
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        local, shared = _open(tree, **embed), _open(tree, store_url=pg_url, **embed)
+        try:
+            local.embed()
+            shared.embed()
+            before = _hnsw_scans(pg_url)
+            dense_shared = shared.searcher().search(QUERIES[1], lanes=("dense",))
+            shared.store.query("SELECT pg_stat_force_next_flush()")  # the store's session reports its scans
+            dense_local = local.searcher().search(QUERIES[1], lanes=("dense",))
+            # ef_search is raised to the rows wanted, so on a tree this small HNSW finds every neighbour.
+            assert [h.path for h in dense_shared.files] == [h.path for h in dense_local.files]
+            assert _hnsw_scans(pg_url) > before
+        finally:
+            local.close()
+            shared.close()
