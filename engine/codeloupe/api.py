@@ -25,8 +25,8 @@ from codeloupe.chunk.strategies import (
 from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
-from codeloupe.shared_index import open_store, pin_source
 from codeloupe.store.flows import flow_rows, mark_stale
+from codeloupe.store.opening import open_store
 from codeloupe.store.postgres import PgStore
 from codeloupe.types import (
     Bundle,
@@ -111,6 +111,7 @@ class Workspace:
         Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
         """
         from codeloupe.graph import ensure_edges
+        from codeloupe.shared_index import pin_source
 
         strategies = self._strategies()
         pin_source(self.store, self.root)

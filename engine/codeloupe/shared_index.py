@@ -28,7 +28,6 @@ from codeloupe.discover import Candidate, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
 from codeloupe.index import Prepared, prepare
 from codeloupe.settings import Settings
-from codeloupe.store import Store
 from codeloupe.store.postgres import BatchFile, PgStore, WorkItem, WorkQueue, content_key
 from codeloupe.store.protocol import IndexStore
 
@@ -38,17 +37,6 @@ log = logging.getLogger("codeloupe.shared")
 BATCH_FILES = 50
 # How long a claim lasts before another worker may take the batch over.
 LEASE_S = 120.0
-
-
-def repository_name(settings: Settings, root: Path) -> str:
-    return settings.store_repository or Path(root).name or "root"
-
-
-def open_store(settings: Settings, root: Path, index_path: Path) -> IndexStore:
-    """The workspace's SQLite index, or its repository in the shared database when `store_url` is set."""
-    if settings.store_url:
-        return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent)
-    return Store(index_path)
 
 
 def pin_source(store: IndexStore, root: Path) -> None:
