@@ -6,6 +6,7 @@ Everything the CLI, the language server and the tests use is here, and returns d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -493,7 +494,8 @@ class Workspace:
         """A generator of `codeloupe.ask.AskEvent`s; the last one is `done` and carries the `AskResult`."""
         from codeloupe.ask import run_ask
 
-        return run_ask(self, question, mode=mode, agents=agents, best=best)
+        events = run_ask(self, question, mode=mode, agents=agents, best=best)
+        return _stamped(events, self.revision) if self.revision else events
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 
@@ -519,6 +521,20 @@ class Workspace:
 
 
 _STRATEGIES_KEY = "chunk_strategies"
+
+
+def _stamped(events, revision: str):
+    """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
+    commit: a remote tarball's, or a repository's in the shared index)."""
+    for event in events:
+        if event.type == "citation":
+            event.data["revision"] = revision
+        if event.result is not None:
+            result = event.result
+            result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
+            result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
+                            if p.citation is not None else p for p in result.parts]
+        yield event
 
 
 def _function_name(strategy: Strategy) -> str:

@@ -11,6 +11,7 @@ batch is claimed again once the lease runs out.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -20,16 +21,22 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from codeloupe.api import WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
+from codeloupe.chunk.strategies import StrategyLoad
 from codeloupe.discover import Candidate, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, prepare
+from codeloupe.embed.background import EmbedReport
+from codeloupe.index import Prepared, ProgressFn, prepare
+from codeloupe.remote import RemoteWorkspace
 from codeloupe.settings import Settings
-from codeloupe.store.postgres import BatchFile, PgStore, WorkItem, WorkQueue, content_key
+from codeloupe.store.postgres import BatchFile, PgStore, WorkItem, WorkQueue, content_key, redact
 from codeloupe.store.protocol import IndexStore
+from codeloupe.types import IndexReport
 
 log = logging.getLogger("codeloupe.shared")
 
@@ -174,3 +181,38 @@ def _vectors(store: PgStore, files: list[BatchFile],
         fresh = provider.embed([texts[key] for key in todo])
         vectors.update(zip(todo, np.asarray(fresh, np.float32)))
     return vectors, len(todo)
+
+
+
+class SharedWorkspace(RemoteWorkspace):
+    """A repository in the shared index, read where no checkout is: files are rebuilt from the index's chunks
+    (a line partition of each file) and every answer is pinned to the commit it was indexed at. Indexing is
+    the workers' job (or `codeloupe index PATH --store URL` on a checkout): `index()` only reports."""
+
+    def __init__(self, url: str, repository: str, settings: Settings) -> None:
+        # RemoteWorkspace's own start (a spec to parse, a tarball to fetch) has no part here.
+        self.settings = dataclasses.replace(settings, store_url=url, store_repository=repository)
+        self.root = Path(repository)
+        self.refresh = False
+        self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad())
+
+    @property
+    def revision(self) -> str:
+        return self.store.commit
+
+    @property
+    def label(self) -> str:
+        return f"{self.root}@{self.revision or '(files as indexed)'}"
+
+    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+        counts = self.store.counts()
+        return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
+                           files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
+                           languages=self.store.language_counts())
+
+    def embed(self, *_: Any, **__: Any) -> EmbedReport:
+        return EmbedReport()  # the workers embed; a server only reads
+
+    def update_files(self, paths: Any) -> IndexReport:
+        raise WorkspaceError(f"{self.label} is read from the shared index: re-index it with"
+                             " `codeloupe index PATH --store URL` where it is checked out")
