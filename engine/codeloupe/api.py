@@ -115,7 +115,7 @@ class Workspace:
         from codeloupe.shared_index import pin_source
 
         strategies = self._strategies()
-        pin_source(self.store, self.root)
+        pin_source(self.store, self.root, named=bool(self.settings.store_repository))
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file

@@ -34,6 +34,7 @@ from codeloupe.embed.background import EmbedReport
 from codeloupe.index import Prepared, ProgressFn, prepare
 from codeloupe.remote import RemoteWorkspace
 from codeloupe.settings import Settings
+from codeloupe.store import StoreError
 from codeloupe.store.postgres import BatchFile, PgStore, WorkItem, WorkQueue, content_key, redact
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import IndexReport
@@ -46,11 +47,21 @@ BATCH_FILES = 50
 LEASE_S = 120.0
 
 
-def pin_source(store: IndexStore, root: Path) -> None:
+def pin_source(store: IndexStore, root: Path, *, named: bool = False) -> None:
     """In the shared index, record where the repository is indexed from and at which commit (before its files
-    are written, so each file row names it); a workspace's own SQLite index reads the disk as it is."""
-    if isinstance(store, PgStore):
-        store.set_source(str(Path(root).resolve()), workspace_commit(root))
+    are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
+
+    A repository named after its folder (not `named` by --repo / store_repository) that the index knows from
+    another folder is refused: indexing it would replace the other repository's files with this one's."""
+    if not isinstance(store, PgStore):
+        return
+    here = str(Path(root).resolve())
+    known = store.source_root
+    if known and known != here and not named:
+        raise StoreError(f"the shared index's repository {store.repository!r} was indexed from {known}, not {here}:"
+                         " name this one with --repo NAME (or store_repository), or pass --repo"
+                         f" {store.repository} to make this folder its source")
+    store.set_source(here, workspace_commit(root))
 
 
 def workspace_commit(root: Path) -> str:
@@ -69,7 +80,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     """Pin the repository to its current commit, delete the files that left it, and queue the changed ones
     (by size and mtime, or chunker version) for the workers; returns how many batches were queued."""
     root = Path(root).resolve()
-    pin_source(store, root)
+    pin_source(store, root, named=bool(settings.store_repository))
     commit = store.commit
     found = walk(root, settings)
     existing = store.file_rows()

@@ -12,7 +12,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.settings import load_settings
-from codeloupe.store import Store
+from codeloupe.store import Store, StoreError
 from codeloupe.store.postgres import SCHEMA_VERSION, PgStore
 from codeloupe.store.protocol import IndexStore
 
@@ -163,3 +163,22 @@ def test_a_large_repository_is_searched_through_the_hnsw_index(tree: Path, pg_ur
         finally:
             local.close()
             shared.close()
+
+
+def test_a_second_folder_of_the_same_name_is_refused_unless_named(tree: Path, tmp_path: Path, pg_url: str) -> None:
+    _open(tree, store_url=pg_url).close()
+    twin = tmp_path / "elsewhere" / tree.name
+    shutil.copytree(FIXTURES / "go", twin)
+    ws = Workspace(twin, overrides={"embed_provider": "none", "store_url": pg_url})
+    try:
+        with pytest.raises(StoreError, match="--repo"):
+            ws.index()
+        assert len(ws.store.file_rows()) > len(list((FIXTURES / "go").rglob("*.go")))  # the first one's files
+    finally:
+        ws.close()
+    named = _open(twin, store_url=pg_url, store_repository="go-service")
+    try:
+        assert named.store.repository == "go-service"
+        assert set(named.store.file_rows()) == {p.relative_to(twin).as_posix() for p in twin.rglob("*") if p.is_file()}
+    finally:
+        named.close()

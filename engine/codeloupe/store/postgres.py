@@ -407,6 +407,11 @@ class PgStore:
         """The commit the repository was last indexed at ("" when it is not a git checkout)."""
         return self._rows("SELECT commit_sha FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
 
+    @property
+    def source_root(self) -> str:
+        """The folder the repository was last indexed from ("" before its first index)."""
+        return self._rows("SELECT root FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
+
     def set_source(self, root: str, commit: str) -> None:
         """Where the repository was indexed from, and at which commit (what citations are pinned to)."""
         with self._lock, self._conn.transaction():
