@@ -63,6 +63,9 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         assert shared.store.symbol_rows() and len(shared.store.symbol_rows()) == len(local.store.symbol_rows())
         for query in QUERIES:
             assert _answer(shared, query) == _answer(local, query), query
+        graphs = [ws.graph_map() for ws in (local, shared)]
+        assert graphs[1].edges and graphs[1].edges == graphs[0].edges
+        assert graphs[1].nodes == graphs[0].nodes
     finally:
         local.close()
         shared.close()

@@ -17,7 +17,7 @@ import psycopg
 
 from codeloupe.api import Workspace
 from codeloupe.settings import Settings
-from codeloupe.shared_index import enqueue_workspace
+from codeloupe.shared_index import enqueue_workspace, run_worker
 from codeloupe.store.postgres import PgStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
@@ -102,15 +102,16 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
         assert store.vector_counts(_model(store)) == {"chunks_done": counts["chunks"],
                                                        "skeletons_done": counts["files"]}
 
-        # A second repository with the same content: the workers take every vector from the shared cache.
+        # A second repository with the same content: a worker (in this process) takes every vector from the
+        # shared cache.
         copy = tmp_path / "copy"
         shutil.copytree(root, copy)
         other = PgStore(pg_url, "copy", local_dir=tmp_path / "local")
         try:
             enqueue_workspace(other, copy, settings, batch_files=8)
-            worker = _worker(pg_url, chat.base_url, idle_exit_s=1)
-            out, _ = worker.communicate(timeout=120)
-            assert worker.returncode == 0, out
+            report = run_worker(pg_url, Settings(embed_provider="openai", embed_base_url=chat.base_url,
+                                                 embed_model="scripted"), idle_exit_s=0, poll_s=0.1)
+            assert report.files == len(other.file_rows()) and report.embedded == 0
             assert _texts_embedded(chat) == embedded_once
             assert _indexed(other) == _indexed(store)
             assert other.vector_counts(_model(store)) == store.vector_counts(_model(store))
