@@ -35,7 +35,15 @@ from codeloupe.index import Prepared, ProgressFn, prepare
 from codeloupe.remote import RemoteWorkspace
 from codeloupe.settings import Settings
 from codeloupe.store import StoreError
-from codeloupe.store.postgres import BatchFile, PgStore, WorkItem, WorkQueue, content_key, redact
+from codeloupe.store.postgres import (
+    MAX_ATTEMPTS,
+    BatchFile,
+    PgStore,
+    WorkItem,
+    WorkQueue,
+    content_key,
+    redact,
+)
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import IndexReport
 
@@ -99,6 +107,8 @@ class WorkerReport:
     files: int = 0
     embedded: int = 0  # texts the provider embedded (the rest came from the shared cache)
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
+    failed: int = 0  # batches that raised (left to be claimed again)
+    stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
 
 
 def run_worker(url: str, settings: Settings, *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
@@ -114,6 +124,7 @@ def run_worker(url: str, settings: Settings, *, lease_s: float = LEASE_S, idle_e
             item = queue.claim(lease_s)
             if item is None:
                 if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    report.stuck = queue.stuck()
                     return report
                 time.sleep(poll_s)
                 continue
@@ -123,7 +134,13 @@ def run_worker(url: str, settings: Settings, *, lease_s: float = LEASE_S, idle_e
             if store is None:
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
-            embedded = _process(store, item, settings, provider)
+            try:
+                embedded = _process(store, item, settings, provider)
+            except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
+                log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
+                              MAX_ATTEMPTS)
+                report.failed += 1
+                continue
             if embedded is None:
                 report.lost_claims += 1
             else:

@@ -21,14 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(tmp_path: Path,
                                                                                pg_url: str) -> None:
+    queries = {"python": "charge the card total price", "go": "open the store and flush it"}
     expected = {}
-    for name in ("python", "go"):
+    for name, query in queries.items():
         root = tmp_path / name
         shutil.copytree(FIXTURES / name, root)
         ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
         try:
             ws.index()
-            expected[name] = ([h.path for h in ws.search("parse the configuration").files],
+            expected[name] = ([h.path for h in ws.search(query).files],
                               (root / next(iter(sorted(ws.store.file_rows())))).read_text())
             first_path = sorted(ws.store.file_rows())[0]
         finally:
@@ -49,12 +50,12 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
             if httpx.get(f"{base}/readyz").status_code == 200:
                 break
             time.sleep(0.1)
-        for name in ("python", "go"):
-            bundle = httpx.get(f"{base}/v1/search", params={"q": "parse the configuration", "root": name}).json()
+        for name, query in queries.items():
+            bundle = httpx.get(f"{base}/v1/search", params={"q": query, "root": name}).json()
             assert [f["path"] for f in bundle["core"] + bundle["related"]] == expected[name][0]
         text = httpx.get(f"{base}/v1/expand", params={"path": python_first, "root": "python"}).json()["text"]
         assert text == expected["python"][1]
-        everything = httpx.get(f"{base}/v1/search/all", params={"q": "parse the configuration"}).json()
+        everything = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store"}).json()
         assert {answer["root"] for answer in everything} == {"python", "go"}
         status = httpx.get(f"{base}/v1/status").json()["workspaces"]
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)

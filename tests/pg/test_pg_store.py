@@ -61,6 +61,7 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         assert shared.status().files == local.status().files > 20
         assert shared.status().chunks == local.status().chunks
         assert shared.store.symbol_rows() and len(shared.store.symbol_rows()) == len(local.store.symbol_rows())
+        assert all(_answer(local, query)[0] for query in QUERIES[1:])
         for query in QUERIES:
             assert _answer(shared, query) == _answer(local, query), query
         graphs = [ws.graph_map() for ws in (local, shared)]

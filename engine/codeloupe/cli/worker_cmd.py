@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.settings import SettingsError, load_settings
     from codeloupe.shared_index import LEASE_S, run_worker
     from codeloupe.store import StoreError
+    from codeloupe.store.postgres import MAX_ATTEMPTS
 
     flags = {key: value for key in ("store_url", "embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
-          + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else ""),
+          + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else "")
+          + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
+          + (f"; {report.stuck} batches failed {MAX_ATTEMPTS} times and are left queued" if report.stuck else ""),
           file=sys.stderr)
     return 0

@@ -1,5 +1,4 @@
-"""The dense lane: chunk and file-skeleton vectors in memory, scored by cosine against the query's vector; or,
-for a store with its own nearest-neighbour index (PostgreSQL + pgvector), the same scores asked of the store."""
+"""The dense lane: chunk and file-skeleton vectors in memory, scored by cosine against the query's vector."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codeloupe import ranking as R
+from codeloupe.lanes.indexed_dense import IndexedDense, load_indexed_dense
 from codeloupe.store import ChunkTable
 from codeloupe.store.protocol import IndexStore, NearestChunks
 
@@ -36,42 +36,11 @@ class DenseSnapshot:
         return scores
 
 
-@dataclass
-class IndexedDense:
-    """The dense lane of a store that searches its vectors itself: nothing but the rows is held in memory, and
-    each query asks the store for its LANE_DEPTH best chunks (scored as `DenseSnapshot.scores` scores)."""
-
-    generation: int
-    model: str
-    store: NearestChunks
-    table_ids: np.ndarray  # int64 [n]: the snapshot's chunk ids, sorted
-    chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
-    coverage: float
-    snapshot_generation: int
-
-    def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
-        scores = np.full(n_rows, -np.inf, np.float32)
-        found = self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT)
-        if found and len(self.table_ids):
-            ids = np.array([chunk_id for chunk_id, _ in found], dtype=np.int64)
-            pos = np.minimum(np.searchsorted(self.table_ids, ids), len(self.table_ids) - 1)
-            known = self.table_ids[pos] == ids  # a chunk newer than the snapshot is not one of its rows
-            scores[pos[known]] = np.array([score for _, score in found], np.float32)[known]
-        return scores
-
-
 def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, model: str,
                generation: int) -> DenseSnapshot | IndexedDense:
-    """The store's int8 vectors of `model` for the rows of `table`, dequantised once into float32 matrices
-    (or, for a store with its own index, which rows have a vector)."""
-    if isinstance(store, NearestChunks):
-        with_vectors = store.vector_matrix_ids("chunk", model)
-        pos = np.minimum(np.searchsorted(table.ids, with_vectors), max(len(table.ids) - 1, 0))
-        rows = pos[table.ids[pos] == with_vectors] if len(table.ids) else np.zeros(0, np.int64)
-        return IndexedDense(generation=generation, model=model, store=store, table_ids=table.ids,
-                            chunk_rows=rows.astype(np.int64),
-                            coverage=(len(rows) / len(table.ids)) if len(table.ids) else 1.0,
-                            snapshot_generation=snapshot_generation)
+    """The store's int8 vectors of `model` for the rows of `table`, dequantised once into float32 matrices."""
+    if isinstance(store, NearestChunks):  # the database searches its own vector index
+        return load_indexed_dense(store, table, snapshot_generation, model, generation)
     chunks = store.vector_matrix("chunk", model)
     skeletons = store.vector_matrix("skeleton", model)
     ids = table.ids  # sorted (the store returns chunks by id)

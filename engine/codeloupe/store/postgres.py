@@ -196,6 +196,12 @@ _SCHEMA_LOCK = 7_304_118
 # HNSW results after the scan, so `ef_search` is raised to the number of rows wanted.
 EXACT_SEARCH_MAX_VECTORS = 20_000
 HNSW_EF_SEARCH_MAX = 1000
+# pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+# A batch claimed this many times without being written (a worker dies on it every time) is left alone and
+# counted by `WorkQueue.stuck` for someone to look at.
+MAX_ATTEMPTS = 5
 
 
 class SqlConnection:
@@ -302,6 +308,7 @@ class WorkItem:
     commit: str
     paths: list[str]
     claimant: str
+    attempts: int  # this claim included
 
 
 class WorkQueue:
@@ -317,19 +324,21 @@ class WorkQueue:
         claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
         with self._conn.transaction():
             row = self._conn.execute(
-                "SELECT q.id, r.name, q.root, q.commit_sha, q.paths FROM work_queue q"
+                "SELECT q.id, r.name, q.root, q.commit_sha, q.paths, q.attempts FROM work_queue q"
                 " JOIN repositories r ON r.id = q.repo_id"
                 " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
-                " ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED").fetchone()
+                " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
             if row is None:
                 return None
             self._conn.execute(
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
-        return WorkItem(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), claimant)
+        return WorkItem(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), claimant, int(row[5]) + 1)
 
-    def pending(self) -> int:
-        return self._conn.execute("SELECT count(*) FROM work_queue WHERE done_at IS NULL").fetchone()[0]
+    def stuck(self) -> int:
+        """Batches no worker managed to write in MAX_ATTEMPTS claims."""
+        return self._conn.execute("SELECT count(*) FROM work_queue WHERE done_at IS NULL AND attempts >= %s",
+                                  (MAX_ATTEMPTS,)).fetchone()[0]
 
     def close(self) -> None:
         self._conn.close()
@@ -666,7 +675,8 @@ class PgStore:
             return
         self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         self._conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON public.chunk_vectors USING hnsw"
-                           f" ((vec::vector({dim})) vector_cosine_ops) WHERE dim = {dim}")
+                           f" ((vec::vector({dim})) vector_cosine_ops)"
+                           f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dim = {dim}")
 
     def vector_matrix(self, table: str, model: str) -> VectorMatrix:
         target, key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
