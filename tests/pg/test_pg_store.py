@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -72,22 +74,31 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         shared.close()
 
 
-def test_dense_lane_answers_from_pgvector_with_the_same_ranking(tree: Path, pg_url: str) -> None:
+@contextmanager
+def _embedded(tree: Path, pg_url: str) -> Iterator[tuple[Workspace, Workspace]]:
+    """(SQLite workspace, PostgreSQL workspace) of `tree`, both embedded by the scripted model."""
     with ChatServer() as chat:
         embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
         local, shared = _open(tree, **embed), _open(tree, store_url=pg_url, **embed)
         try:
             local.embed()
             shared.embed()
-            assert shared.status().vectors_done == shared.status().vectors_total > 0
-            for query in QUERIES[:3]:
-                dense_local = local.searcher().search(query, lanes=("dense",))
-                dense_shared = shared.searcher().search(query, lanes=("dense",))
-                assert [h.path for h in dense_shared.files] == [h.path for h in dense_local.files], query
-                assert _answer(shared, query) == _answer(local, query), query
+            yield local, shared
         finally:
             local.close()
             shared.close()
+
+
+def _dense_files(ws: Workspace, query: str) -> list[str]:
+    return [h.path for h in ws.searcher().search(query, lanes=("dense",)).files]
+
+
+def test_dense_lane_answers_from_pgvector_with_the_same_ranking(tree: Path, pg_url: str) -> None:
+    with _embedded(tree, pg_url) as (local, shared):
+        assert shared.status().vectors_done == shared.status().vectors_total > 0
+        for query in QUERIES[:3]:
+            assert _dense_files(shared, query) == _dense_files(local, query), query
+            assert _answer(shared, query) == _answer(local, query), query
 
 
 def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path, tmp_path: Path,
@@ -151,23 +162,13 @@ def test_a_large_repository_is_searched_through_the_hnsw_index(tree: Path, pg_ur
     from codeloupe.store import postgres
 
     monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", 0)  # this small tree counts as large
-    with ChatServer() as chat:
-        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
-        local, shared = _open(tree, **embed), _open(tree, store_url=pg_url, **embed)
-        try:
-            local.embed()
-            shared.embed()
-            before = _hnsw_scans(pg_url)
-            dense_shared = shared.searcher().search(QUERIES[1], lanes=("dense",))
-            shared.store.query("SELECT pg_stat_force_next_flush()")  # the store's session reports its scans
-            dense_local = local.searcher().search(QUERIES[1], lanes=("dense",))
-            # ef_search is raised to the rows wanted, so on a tree this small HNSW finds every neighbour.
-            assert [h.path for h in dense_shared.files] == [h.path for h in dense_local.files]
-            assert _hnsw_scans(pg_url) > before
-        finally:
-            local.close()
-            shared.close()
-
+    with _embedded(tree, pg_url) as (local, shared):
+        before = _hnsw_scans(pg_url)
+        found = _dense_files(shared, QUERIES[1])
+        shared.store.query("SELECT pg_stat_force_next_flush()")  # the store's session reports its scans
+        # ef_search is raised to the rows wanted, so on a tree this small HNSW finds every neighbour.
+        assert found == _dense_files(local, QUERIES[1])
+        assert _hnsw_scans(pg_url) > before
 
 def test_a_second_folder_of_the_same_name_is_refused_unless_named(tree: Path, tmp_path: Path, pg_url: str) -> None:
     _open(tree, store_url=pg_url).close()

@@ -508,17 +508,7 @@ class PgStore:
         sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
         rows = self._rows(sql + " ORDER BY id") if file_ids is None else \
             self._rows(sql + " WHERE file_id = ANY(%s) ORDER BY id", (list(file_ids),))
-        return ChunkTable(
-            ids=np.array([r[0] for r in rows], dtype=np.int64),
-            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
-            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
-            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
-            kinds=[r[4] for r in rows],
-            names=[r[5] for r in rows],
-            breadcrumbs=[r[6] for r in rows],
-            symbols=[json.loads(r[7]) for r in rows],
-            texts=[r[8] for r in rows],
-        )
+        return ChunkTable.from_rows(rows)
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
