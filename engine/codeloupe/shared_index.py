@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import socket
+import stat
 import subprocess
 import time
 import uuid
@@ -28,12 +29,12 @@ import numpy as np
 from codeloupe.api import WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
 from codeloupe.chunk.strategies import StrategyLoad
-from codeloupe.discover import Candidate, walk
+from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
 from codeloupe.embed.background import EmbedReport
 from codeloupe.index import Prepared, ProgressFn, prepare
 from codeloupe.remote import RemoteWorkspace
-from codeloupe.settings import Settings
+from codeloupe.settings import Settings, load_settings
 from codeloupe.store import StoreError
 from codeloupe.store.postgres import (
     MAX_ATTEMPTS,
@@ -111,9 +112,13 @@ class WorkerReport:
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
 
 
-def run_worker(url: str, settings: Settings, *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
+def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
                poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None) -> WorkerReport:
-    """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None)."""
+    """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None).
+
+    The embedding model is the worker's (the user's settings and `overrides`); each batch is read and chunked
+    on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust)."""
+    settings = load_settings(None, {**overrides, "store_url": url})
     provider = make_provider(settings)
     queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
     stores: dict[str, PgStore] = {}
@@ -135,7 +140,7 @@ def run_worker(url: str, settings: Settings, *, lease_s: float = LEASE_S, idle_e
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:
-                embedded = _process(store, item, settings, provider)
+                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider)
             except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)
@@ -165,6 +170,9 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
         try:
             st = os.lstat(path)
         except OSError:
+            st = None
+        # The walk's rules again (the file may be a link or ignored by now, and a queued path is input too).
+        if st is None or not stat.S_ISREG(st.st_mode) or not _inside(root, rel) or path_skip_reason(root, rel, settings):
             gone.append(rel)
             continue
         row = existing.get(rel)
@@ -180,6 +188,11 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     if not store.write_batch(files, gone, model, vectors, item):
         return None
     return embedded
+
+
+def _inside(root: Path, rel: str) -> bool:
+    """`rel` names a path below `root` as the walk writes it (relative, POSIX, no `..` or `.` part)."""
+    return not rel.startswith("/") and all(part not in ("", ".", "..") for part in rel.split("/"))
 
 
 def _batch_file(prepared: Prepared) -> BatchFile | None:

@@ -109,8 +109,8 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
         other = PgStore(pg_url, "copy", local_dir=tmp_path / "local")
         try:
             enqueue_workspace(other, copy, settings, batch_files=8)
-            report = run_worker(pg_url, Settings(embed_provider="openai", embed_base_url=chat.base_url,
-                                                 embed_model="scripted"), idle_exit_s=0, poll_s=0.1)
+            report = run_worker(pg_url, {"embed_provider": "openai", "embed_base_url": chat.base_url,
+                                         "embed_model": "scripted"}, idle_exit_s=0, poll_s=0.1)
             assert report.files == len(other.file_rows()) and report.embedded == 0
             assert _texts_embedded(chat) == embedded_once
             assert _indexed(other) == _indexed(store)
@@ -126,3 +126,21 @@ def _model(store: PgStore) -> str:
 
 def _texts_embedded(chat: ChatServer) -> int:
     return sum(len(json.loads(r.body)["input"]) for r in chat.received if r.path.rstrip("/").endswith("/embeddings"))
+
+
+def test_a_worker_applies_the_walks_rules_to_queued_paths(tmp_path: Path, pg_url: str) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    (root / ".gitignore").write_text("secret.txt\n")
+    (root / "secret.txt").write_text("token = 123\n")
+    (tmp_path / "outside.py").write_text("x = 1\n")
+    (root / "link.py").symlink_to(tmp_path / "outside.py")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    try:
+        store.enqueue(str(root), "", [["app.py", "secret.txt", "../outside.py", "link.py"]])
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        assert report.batches == 1
+        assert set(store.file_rows()) == {"app.py"}
+    finally:
+        store.close()

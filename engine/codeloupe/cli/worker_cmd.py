@@ -26,17 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeloupe.settings import SettingsError, load_settings
+    from codeloupe.settings import SettingsError
     from codeloupe.shared_index import LEASE_S, run_worker
     from codeloupe.store import StoreError
     from codeloupe.store.postgres import MAX_ATTEMPTS
 
-    flags = {key: value for key in ("store_url", "embed_provider", "embed_model", "embed_base_url")
+    flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
     try:
-        settings = load_settings(None, flags)  # the user's own settings: a worker serves no one workspace
-        report = run_worker(settings.store_url, settings, lease_s=args.lease_s or LEASE_S,
-                            idle_exit_s=args.exit_when_idle)
+        report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle)
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
