@@ -187,3 +187,27 @@ def test_a_second_folder_of_the_same_name_is_refused_unless_named(tree: Path, tm
         assert set(named.store.file_rows()) == {p.relative_to(twin).as_posix() for p in twin.rglob("*") if p.is_file()}
     finally:
         named.close()
+
+
+def test_content_embedded_for_one_repository_is_never_embedded_again_for_another(
+        tree: Path, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(tree, copy)
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted",
+                 "store_url": pg_url}
+        first = _open(tree, **embed)
+        try:
+            assert first.embed().computed > 0
+        finally:
+            first.close()
+        asked = len(chat.received)
+        # Another machine: its own (empty) vector cache, the same database.
+        monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(tmp_path / "another-machine"))
+        second = _open(copy, **embed)
+        try:
+            report = second.embed()
+            assert report.computed == 0 and len(chat.received) == asked
+            assert second.status().vectors_done == second.status().vectors_total > 0
+        finally:
+            second.close()

@@ -555,43 +555,44 @@ class PgStore:
 
     def chunks_missing_vectors(self, model: str, limit: int,
                                prefer_paths: Iterable[str] = ()) -> list[tuple[int, str, str]]:
-        """Chunks with no vector for `model`, after every one whose content the organisation has embedded
-        before took that vector (`prefer_paths` first)."""
-        self._vectors_from_cache(model)
+        """(chunk id, breadcrumb, text) of chunks with no vector for `model` (`prefer_paths` first); a chunk
+        whose content the organisation has embedded before takes that vector instead of being handed out."""
         prefer = list(prefer_paths)
         base = ("SELECT c.id, c.breadcrumb, c.text FROM chunks c JOIN files f ON f.id = c.file_id"
                 " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id AND v.model = %s WHERE v.chunk_id IS NULL")
-        rows = self._rows(f"{base} AND f.path = ANY(%s) ORDER BY c.id LIMIT %s", (model, prefer, limit)) \
-            if prefer else []
-        if len(rows) < limit:
-            seen = {r[0] for r in rows}
-            more = self._rows(f"{base} ORDER BY c.id LIMIT %s", (model, limit + len(seen)))
-            rows.extend(r for r in more if r[0] not in seen)
-        return rows[:limit]
+        while True:
+            rows = self._rows(f"{base} AND f.path = ANY(%s) ORDER BY c.id LIMIT %s", (model, prefer, limit)) \
+                if prefer else []
+            if len(rows) < limit:
+                seen = {r[0] for r in rows}
+                more = self._rows(f"{base} ORDER BY c.id LIMIT %s", (model, limit + len(seen)))
+                rows.extend(r for r in more if r[0] not in seen)
+            if not self._vectors_from_cache("chunk", model, [r[0] for r in rows[:limit]]):
+                return rows[:limit]
 
     def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
-        self._vectors_from_cache(model)
-        return self._rows(
-            "SELECT s.file_id, s.text FROM skeletons s LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id"
-            " AND v.model = %s WHERE v.file_id IS NULL ORDER BY s.file_id LIMIT %s", (model, limit))
+        while True:
+            rows = self._rows(
+                "SELECT s.file_id, s.text FROM skeletons s LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id"
+                " AND v.model = %s WHERE v.file_id IS NULL ORDER BY s.file_id LIMIT %s", (model, limit))
+            if not self._vectors_from_cache("skeleton", model, [r[0] for r in rows]):
+                return rows
 
-    def _vectors_from_cache(self, model: str) -> None:
-        """Give every chunk and skeleton still without a vector the cached vector of the same content."""
+    def _vectors_from_cache(self, table: str, model: str, ids: list[int]) -> int:
+        """Give those of `ids` (chunk or file ids) whose content is in the shared cache its vector; how many."""
+        if not ids:
+            return 0
+        target, key, owner, owner_id = {"chunk": ("chunk_vectors", "chunk_id", "chunks", "id"),
+                                        "skeleton": ("skeleton_vectors", "file_id", "skeletons", "file_id")}[table]
         with self._lock, self._conn.transaction():
             filled = self._conn.execute(
-                "INSERT INTO chunk_vectors (chunk_id, model, dim, vec)"
-                " SELECT c.id, e.model, vector_dims(e.vec), e.vec FROM chunks c"
-                " JOIN embeddings e ON e.model = %s AND e.content_key = c.content_key"
-                " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id WHERE v.chunk_id IS NULL"
-                " ON CONFLICT DO NOTHING", (model,)).rowcount
-            filled += self._conn.execute(
-                "INSERT INTO skeleton_vectors (file_id, model, dim, vec)"
-                " SELECT s.file_id, e.model, vector_dims(e.vec), e.vec FROM skeletons s"
-                " JOIN embeddings e ON e.model = %s AND e.content_key = s.content_key"
-                " LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id WHERE v.file_id IS NULL"
-                " ON CONFLICT DO NOTHING", (model,)).rowcount
+                f"INSERT INTO {target} ({key}, model, dim, vec)"
+                f" SELECT o.{owner_id}, e.model, vector_dims(e.vec), e.vec FROM {owner} o"
+                f" JOIN embeddings e ON e.model = %s AND e.content_key = o.content_key"
+                f" WHERE o.{owner_id} = ANY(%s) ON CONFLICT DO NOTHING", (model, ids)).rowcount
             if filled:
                 self._bump("vector")
+        return filled
 
     def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None:
         """Store vectors (as the SQLite store's int8 values, dequantised) and cache them by content."""
