@@ -1,5 +1,6 @@
-"""The shared index (`store_url = "postgresql://..."`): which store a workspace opens, the commit its answers
-are pinned to, and the indexing workers that fill the database from a queue.
+"""The shared index (`store_url = "postgresql://..."`) above the store: the commit a repository's answers are
+pinned to, the indexing workers that fill the database from a queue, and `SharedWorkspace`, a repository
+served from the database with no checkout. (Which store a workspace opens: `codeloupe.store.opening`.)
 
 `codeloupe index --store URL --queue` walks a workspace, deletes what left it and queues the changed files in
 batches; any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)

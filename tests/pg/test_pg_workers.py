@@ -27,7 +27,7 @@ from chat_server import ChatServer, embedding_for  # noqa: E402
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "the worker embedding this is killed"
-LEASE_S = 4
+LEASE_S = 3
 
 
 def _worker(pg_url: str, embed_url: str, idle_exit_s: float) -> subprocess.Popen:

@@ -174,7 +174,7 @@ CREATE TABLE work_queue (
     id BIGSERIAL PRIMARY KEY,
     repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
     root TEXT NOT NULL,
-    commit_sha TEXT NOT NULL DEFAULT '',
+    commit_sha TEXT NOT NULL DEFAULT '',  -- the commit checked out when the batch was queued
     paths TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     claimed_by TEXT NOT NULL DEFAULT '',
@@ -305,7 +305,6 @@ class WorkItem:
     id: int
     repository: str
     root: str
-    commit: str
     paths: list[str]
     claimant: str
     attempts: int  # this claim included
@@ -324,7 +323,7 @@ class WorkQueue:
         claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
         with self._conn.transaction():
             row = self._conn.execute(
-                "SELECT q.id, r.name, q.root, q.commit_sha, q.paths, q.attempts FROM work_queue q"
+                "SELECT q.id, r.name, q.root, q.paths, q.attempts FROM work_queue q"
                 " JOIN repositories r ON r.id = q.repo_id"
                 " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
                 " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
@@ -333,7 +332,7 @@ class WorkQueue:
             self._conn.execute(
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
-        return WorkItem(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), claimant, int(row[5]) + 1)
+        return WorkItem(int(row[0]), row[1], row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
 
     def stuck(self) -> int:
         """Batches no worker managed to write in MAX_ATTEMPTS claims."""
@@ -535,12 +534,6 @@ class PgStore:
     def file_encoding(self, file_id: int) -> str:
         rows = self._rows("SELECT encoding FROM files WHERE id = %s", (file_id,))
         return rows[0][0] if rows else ""
-
-    def file_text(self, path: str) -> str | None:
-        """A file's text as indexed (its chunks are a line partition); None when it is not in the index."""
-        rows = self._rows("SELECT c.text FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path = %s"
-                          " ORDER BY c.ord", (path,))
-        return "".join(r[0] for r in rows) if rows or path in self.file_rows() else None
 
     def skeletons(self) -> dict[int, str]:
         return dict(self._rows("SELECT file_id, text FROM skeletons"))
