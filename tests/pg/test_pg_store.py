@@ -211,3 +211,15 @@ def test_content_embedded_for_one_repository_is_never_embedded_again_for_another
             assert second.status().vectors_done == second.status().vectors_total > 0
         finally:
             second.close()
+
+
+def test_many_repositories_share_a_few_connections(tmp_path: Path, pg_url: str) -> None:
+    stores = [PgStore(pg_url, f"repo-{i}", local_dir=tmp_path) for i in range(40)]
+    for store in stores:
+        assert store.counts() == {"files": 0, "chunks": 0, "symbols": 0}
+        store.set_meta("seen", store.repository)
+    assert [store.get_meta("seen") for store in stores] == [store.repository for store in stores]
+    with psycopg.connect(pg_url) as conn:
+        opened = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                              " AND pid != pg_backend_pid()").fetchone()[0]
+    assert opened <= 2  # one at a time here: no connection per repository

@@ -1,9 +1,11 @@
 """The shared index on PostgreSQL + pgvector: one schema for every repository of an organisation.
 
 Every row carries its repository's id. A `PgStore` is one repository's view of the shared tables: its
-connection gets temporary views named like the tables (`files`, `chunks`, ...) that show that repository's
-rows only and fill its id in on insert, so the SQL of store.edges and store.flows (written in the subset
-SQLite and PostgreSQL share) runs unchanged and can never read or write another repository's rows.
+sessions set `codeloupe.repo_id` and put the `scoped` schema first on the search path, whose views, named like
+the tables (`files`, `chunks`, ...), show that repository's rows only and fill its id in on insert. So the SQL
+of store.edges and store.flows (written in the subset SQLite and PostgreSQL share) runs unchanged and can never
+read or write another repository's rows. Every repository a process opens in one database shares that
+database's connection pool.
 
 - Migrations are versioned: `schema_migrations` holds every version applied; opening a database applies the
   missing ones under an advisory lock (any number of servers and workers may open it at once), and a database
@@ -39,6 +41,12 @@ try:
     import psycopg
 except ImportError:  # the `postgres` extra is not installed: saying so is PgStore's job
     psycopg = None  # type: ignore[assignment]
+
+# The repository a session works on: `scoped.<table>` shows that repository's rows of `public.<table>` only,
+# and fills its id in on insert (a stable function, so the planner still uses the repo_id indexes).
+_SCOPE = "current_setting('codeloupe.repo_id')::integer"
+# Connections kept open per database for the next session (more are opened while more threads ask at once).
+_IDLE_CONNECTIONS = 8
 
 # (version, statements): append only; a released migration is never edited.
 MIGRATIONS: list[tuple[int, str]] = [(1, """
@@ -182,12 +190,13 @@ CREATE TABLE work_queue (
     done_at TIMESTAMPTZ
 );
 CREATE INDEX work_queue_open ON work_queue(id) WHERE done_at IS NULL;
-""")]
+CREATE SCHEMA scoped;
+""" + "".join(
+    f"CREATE VIEW scoped.{table} AS SELECT * FROM public.{table} WHERE repo_id = {_SCOPE};"
+    f" ALTER VIEW scoped.{table} ALTER COLUMN repo_id SET DEFAULT {_SCOPE};"
+    for table in ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts",
+                  "edges", "flows", "flow_files")))]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-
-# The tables a repository's connection sees through its temporary views (every table with a repo_id).
-_REPO_TABLES = ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts",
-                "edges", "flows", "flow_files")
 # Serialises migrations and per-dimension index creation across every process opening the database.
 _SCHEMA_LOCK = 7_304_118
 
@@ -274,6 +283,55 @@ def migrate(conn: Any) -> int:
     return SCHEMA_VERSION
 
 
+class _Pool:
+    """The connections of one database, shared by every repository this process opens in it: a serving
+    process with hundreds of repositories holds as many connections as it has concurrent queries, not one
+    per repository. Each connection's `search_path` puts the `scoped` views first."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._idle: list[Any] = []
+        self._scope: dict[int, int] = {}  # id(connection) -> the repository its session is set to
+        self._lock = threading.Lock()
+        conn = connect(url)
+        try:
+            migrate(conn)
+        finally:
+            conn.close()
+
+    def take(self, repo_id: int) -> Any:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = connect(self.url)
+            conn.execute("SET search_path = scoped, public")
+        if self._scope.get(id(conn)) != repo_id:
+            conn.execute("SELECT set_config('codeloupe.repo_id', %s, false)", (str(repo_id),))
+            self._scope[id(conn)] = repo_id
+        return conn
+
+    def give(self, conn: Any) -> None:
+        idle = not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with self._lock:
+            if idle and len(self._idle) < _IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+            self._scope.pop(id(conn), None)
+        conn.close()
+
+
+_pools: dict[str, _Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(url: str) -> _Pool:
+    with _pools_lock:
+        pool = _pools.get(url)
+        if pool is None:
+            pool = _pools[url] = _Pool(url)
+        return pool
+
+
 def repository_names(url: str) -> list[str]:
     """Every repository the shared index holds, by name."""
     conn = connect(url)
@@ -351,44 +409,55 @@ class PgStore:
         self.repository = repository
         self.rebuilt_reason = ""
         self.recoveries = 0  # nothing here is ever rebuilt behind the caller's back
-        self._lock = threading.RLock()
-        self._conn = connect(url)
-        try:
-            migrate(self._conn)
-            self.repo_id, self._index_id = self._repository_row(repository)
-            self._scope_views()
-        except BaseException:
-            self._conn.close()
-            raise
+        self._pool = _pool(url)
+        self._held = threading.local()  # this thread's session: (connection, depth)
+        self.repo_id, self._index_id = self._repository_row(repository)
         # Files derived from this index on this machine (the saved lexical index) go beside this name.
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         self.path = Path(local_dir) / f"pg-{_slug(repository)}-{key}.index"
 
     def _repository_row(self, name: str) -> tuple[int, str]:
-        with self._conn.transaction():
-            self._conn.execute(
-                "INSERT INTO repositories (name, index_id) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
-                (name, uuid.uuid4().hex))
-            repo_id, index_id = self._conn.execute(
-                "SELECT id, index_id FROM repositories WHERE name = %s", (name,)).fetchone()
+        conn = self._pool.take(0)
+        try:
+            with conn.transaction():
+                conn.execute("INSERT INTO repositories (name, index_id) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                             (name, uuid.uuid4().hex))
+                repo_id, index_id = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s",
+                                                 (name,)).fetchone()
+        finally:
+            self._pool.give(conn)
         return int(repo_id), index_id
 
-    def _scope_views(self) -> None:
-        for table in _REPO_TABLES:
-            self._conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM public.{table}"
-                               f" WHERE repo_id = {self.repo_id}")
-            self._conn.execute(f"ALTER VIEW {table} ALTER COLUMN repo_id SET DEFAULT {self.repo_id}")
+    # ------------------------------------------------------------------ sessions and raw SQL
 
-    # ------------------------------------------------------------------ lifecycle and raw SQL
+    @contextmanager
+    def _session(self) -> Iterator[None]:
+        """This thread's connection, set to this repository, for the block (`_conn`); nested blocks share it."""
+        depth = getattr(self._held, "depth", 0)
+        if depth == 0:
+            self._held.conn = self._pool.take(self.repo_id)
+        self._held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._held.depth = depth
+            if depth == 0:
+                conn, self._held.conn = self._held.conn, None
+                self._pool.give(conn)
+
+    @property
+    def _conn(self) -> Any:
+        conn = getattr(self._held, "conn", None)
+        assert conn is not None, "PgStore SQL outside a session"
+        return conn
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Nothing to release: connections go back to the process's pool after each session."""
 
     @contextmanager
     def transaction(self) -> Iterator[SqlConnection]:
-        with self._lock:
+        with self._session():
             try:
                 with self._conn.transaction():
                     yield SqlConnection(self._conn)
@@ -396,12 +465,12 @@ class PgStore:
                 raise StoreError(f"cannot write the shared index {redact(self.url)}: {exc}") from exc
 
     def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
-        with self._lock:
+        with self._session():
             return self._conn.execute(_placeholders(sql), tuple(params)).fetchall()
 
     def _rows(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
         """This module's own SQL (psycopg placeholders)."""
-        with self._lock:
+        with self._session():
             return self._conn.execute(sql, tuple(params)).fetchall()
 
     # ------------------------------------------------------------------ meta and generations
@@ -422,7 +491,7 @@ class PgStore:
 
     def set_source(self, root: str, commit: str) -> None:
         """Where the repository was indexed from, and at which commit (what citations are pinned to)."""
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s WHERE id = %s",
                                (root, commit, self.repo_id))
 
@@ -433,7 +502,7 @@ class PgStore:
         return rows[0][0] if rows else default
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             self._conn.execute("INSERT INTO repo_meta VALUES (%s, %s, %s)"
                                " ON CONFLICT (repo_id, key) DO UPDATE SET value = excluded.value",
                                (self.repo_id, key, value))
@@ -456,7 +525,7 @@ class PgStore:
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
                      encoding: str, chunker_version: int, line_count: int) -> int:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id."""
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             file_id = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
                                                  line_count))
             self._bump("content")
@@ -489,14 +558,14 @@ class PgStore:
         return int(file_id)
 
     def touch_file(self, path: str, size: int, mtime: float) -> None:
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             self._conn.execute("UPDATE files SET size = %s, mtime = %s WHERE path = %s", (size, mtime, path))
 
     def delete_files(self, paths: Iterable[str]) -> int:
         paths = list(paths)
         if not paths:
             return 0
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (paths,))
             self._bump("content")
         return len(paths)
@@ -577,7 +646,7 @@ class PgStore:
             return 0
         target, key, owner, owner_id = {"chunk": ("chunk_vectors", "chunk_id", "chunks", "id"),
                                         "skeleton": ("skeleton_vectors", "file_id", "skeletons", "file_id")}[table]
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             filled = self._conn.execute(
                 f"INSERT INTO {target} ({key}, model, dim, vec)"
                 f" SELECT o.{owner_id}, e.model, vector_dims(e.vec), e.vec FROM {owner} o"
@@ -590,7 +659,7 @@ class PgStore:
     def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None:
         """Store vectors (as the SQLite store's int8 values, dequantised) and cache them by content."""
         owner, owner_id = ("chunks", "id") if table == "chunk" else ("skeletons", "file_id")
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             keys = dict(self._conn.execute(
                 f"SELECT {owner_id}, content_key FROM {owner} WHERE {owner_id} = ANY(%s)", (list(ids),)).fetchall())
             # A row re-indexed meanwhile is gone: only live owners get a vector.
@@ -626,7 +695,7 @@ class PgStore:
         """A worker's batch in one transaction: the files and their vectors in, `gone` out, the queue item done.
         Nothing is written (False) when the claim is no longer the item's (its lease ran out and another worker
         took it over)."""
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             done = self._conn.execute(
                 "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
                 " RETURNING id", (item.id, item.claimant)).fetchone()
@@ -687,7 +756,7 @@ class PgStore:
         stale = "SELECT 1 FROM {} WHERE model != %s LIMIT 1"
         if not any(self._rows(stale.format(t), (model,)) for t in ("chunk_vectors", "skeleton_vectors")):
             return
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             self._conn.execute("DELETE FROM chunk_vectors WHERE model != %s", (model,))
             self._conn.execute("DELETE FROM skeleton_vectors WHERE model != %s", (model,))
             self._bump("vector")
@@ -701,7 +770,7 @@ class PgStore:
         candidates from the HNSW index (cosine order), which are then scored the same way."""
         dim = int(query.shape[0])
         literal = _vector_literal(np.asarray(query, np.float32))
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             total = self._conn.execute("SELECT count(*) FROM chunk_vectors WHERE model = %s AND dim = %s",
                                        (model, dim)).fetchone()[0]
             if total > EXACT_SEARCH_MAX_VECTORS:
@@ -727,7 +796,7 @@ class PgStore:
 
     def enqueue(self, root: str, commit: str, batches: list[list[str]]) -> int:
         """Queue file batches of this repository for the workers; returns how many batches."""
-        with self._lock, self._conn.transaction():
+        with self._session(), self._conn.transaction():
             with self._conn.cursor() as cur:
                 cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths) VALUES (%s,%s,%s,%s)",
                                 [(self.repo_id, root, commit, json.dumps(batch)) for batch in batches])
