@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -223,3 +224,14 @@ def test_many_repositories_share_a_few_connections(tmp_path: Path, pg_url: str) 
         opened = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                               " AND pid != pg_backend_pid()").fetchone()[0]
     assert opened <= 2  # one at a time here: no connection per repository
+
+
+def test_threads_of_a_server_query_one_repository_at_once(tree: Path, pg_url: str) -> None:
+    ws = _open(tree, store_url=pg_url)
+    try:
+        expected = _answer(ws, QUERIES[1])
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: _answer(ws, QUERIES[1]), range(16)))
+        assert answers == [expected] * 16
+    finally:
+        ws.close()
