@@ -28,5 +28,7 @@ def test_queued_by_index_filled_by_a_worker_searched_by_search(tmp_path: Path, p
     assert main(["search", str(root), "charge the card total price", "--store", pg_url, "--repo", "svc",
                  "--json", "--no-embed"]) == 0
     assert json.loads(capsys.readouterr().out)["core"]
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc", "--no-embed"]) == 0
+    assert "repository svc at the files on disk" in capsys.readouterr().out
     assert main(["index", str(root), "--queue"]) == 2
     assert "--store" in capsys.readouterr().err

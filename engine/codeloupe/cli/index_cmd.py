@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from codeloupe.api import Workspace
-from codeloupe.store.postgres import PgStore
+from codeloupe.store.postgres import PgStore, redact
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace
@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         return _queue(ws)
     try:
         report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        where = (f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
+                 if isinstance(ws.store, PgStore) else report.index_path)
     finally:
         ws.close()
     if args.json:
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if embedded is not None:
         print(f"  vectors   {embedded.computed} computed, {embedded.cache_hits} from cache "
               f"in {embedded.elapsed_s:.1f}s")
-    print(f"  index     {report.index_path}")
+    print(f"  index     {where}")
     print(f"  elapsed   {report.elapsed_s:.2f}s")
     return 0
 
