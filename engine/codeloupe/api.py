@@ -28,7 +28,7 @@ from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store
-from codeloupe.store.postgres import PgStore
+from codeloupe.store.postgres import PgStore, redact
 from codeloupe.types import (
     Bundle,
     EntryPoint,
@@ -297,12 +297,18 @@ class Workspace:
         provider, model = describe_provider(self.settings)
         done = self.store.vector_counts(model) if model else {"chunks_done": 0, "skeletons_done": 0}
         return IndexStatus(
-            root=str(self.root), index_path=str(self.store.path), files=counts["files"], chunks=counts["chunks"],
+            root=str(self.root), index_path=self._index_location(), files=counts["files"], chunks=counts["chunks"],
             symbols=counts["symbols"], languages=self.store.language_counts(),
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
         )
+
+    def _index_location(self) -> str:
+        """Where the index is: its file, or the shared database (no password) and the repository in it."""
+        if isinstance(self.store, PgStore):
+            return f"{redact(self.store.url)} (repository {self.store.repository})"
+        return str(self.store.path)
 
     @property
     def revision(self) -> str:

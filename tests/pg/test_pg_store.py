@@ -61,6 +61,7 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
     local, shared = _open(tree), _open(tree, store_url=pg_url)
     try:
         assert isinstance(shared.store, PgStore)
+        assert shared.status().index_path.endswith("(repository fixture-repo)")
         assert shared.status().files == local.status().files > 20
         assert shared.status().chunks == local.status().chunks
         assert shared.store.symbol_rows() and len(shared.store.symbol_rows()) == len(local.store.symbol_rows())
