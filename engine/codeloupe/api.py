@@ -6,6 +6,7 @@ Everything the CLI, the language server and the tests use is here, and returns d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -25,8 +26,9 @@ from codeloupe.chunk.strategies import (
 from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn, index_paths, index_workspace
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import Store
 from codeloupe.store.flows import flow_rows, mark_stale
+from codeloupe.store.opening import open_store
+from codeloupe.store.postgres import PgStore, redact
 from codeloupe.types import (
     Bundle,
     EntryPoint,
@@ -80,7 +82,7 @@ class Workspace:
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
         """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
-        self.store = Store(index_path)
+        self.store = open_store(self.settings, self.root, index_path)
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -110,8 +112,10 @@ class Workspace:
         Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
         """
         from codeloupe.graph import ensure_edges
+        from codeloupe.shared_index import pin_source
 
         strategies = self._strategies()
+        pin_source(self.store, self.root, named=bool(self.settings.store_repository))
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
@@ -293,17 +297,24 @@ class Workspace:
         provider, model = describe_provider(self.settings)
         done = self.store.vector_counts(model) if model else {"chunks_done": 0, "skeletons_done": 0}
         return IndexStatus(
-            root=str(self.root), index_path=str(self.store.path), files=counts["files"], chunks=counts["chunks"],
+            root=str(self.root), index_path=self._index_location(), files=counts["files"], chunks=counts["chunks"],
             symbols=counts["symbols"], languages=self.store.language_counts(),
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
         )
 
+    def _index_location(self) -> str:
+        """Where the index is: its file, or the shared database (no password) and the repository in it."""
+        if isinstance(self.store, PgStore):
+            return f"{redact(self.store.url)} (repository {self.store.repository})"
+        return str(self.store.path)
+
     @property
     def revision(self) -> str:
-        """The commit every path is read at: "" for a folder on disk (whatever it holds now)."""
-        return ""
+        """The commit every path is read at: "" for a folder on disk (whatever it holds now); in the shared
+        index, the commit the repository was indexed at."""
+        return self.store.commit if isinstance(self.store, PgStore) else ""
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
@@ -489,7 +500,8 @@ class Workspace:
         """A generator of `codeloupe.ask.AskEvent`s; the last one is `done` and carries the `AskResult`."""
         from codeloupe.ask import run_ask
 
-        return run_ask(self, question, mode=mode, agents=agents, best=best)
+        events = run_ask(self, question, mode=mode, agents=agents, best=best)
+        return _stamped(events, self.revision) if self.revision else events
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 
@@ -515,6 +527,20 @@ class Workspace:
 
 
 _STRATEGIES_KEY = "chunk_strategies"
+
+
+def _stamped(events, revision: str):
+    """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
+    commit: a remote tarball's, or a repository's in the shared index)."""
+    for event in events:
+        if event.type == "citation":
+            event.data["revision"] = revision
+        if event.result is not None:
+            result = event.result
+            result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
+            result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
+                            if p.citation is not None else p for p in result.parts]
+        yield event
 
 
 def _function_name(strategy: Strategy) -> str:

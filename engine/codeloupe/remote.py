@@ -35,7 +35,6 @@ import urllib.error
 import urllib.request
 import zlib
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,16 +380,3 @@ class RemoteWorkspace(Workspace):
 
     def update_files(self, paths: Any) -> IndexReport:
         raise WorkspaceError(f"{self.label} is a remote index: run `codeloupe index {self.spec.source}` to refresh it")
-
-    def ask(self, question: str, **options: Any) -> Iterator[Any]:
-        """`Workspace.ask`, every citation stamped with the revision its span was read at."""
-        revision = self.revision
-        for event in super().ask(question, **options):
-            if event.type == "citation":
-                event.data["revision"] = revision
-            if event.result is not None:
-                result = event.result
-                result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
-                result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
-                                if p.citation is not None else p for p in result.parts]
-            yield event

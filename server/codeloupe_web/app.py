@@ -67,6 +67,11 @@ class DocHit(BaseModel):
     score: float
 
 
+class RepositoryBundle(BaseModel):
+    root: str
+    bundle: Bundle
+
+
 class Error(BaseModel):
     error: str
 
@@ -110,6 +115,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               summary="The bundle for a query sent as JSON (a long bug report)")
     def search_post(body: SearchBody) -> Any:
         return _search(fresh(body.root), body.query, body.scope, body.mode, body.limit)
+
+    @app.get("/v1/search/all", response_model=list[RepositoryBundle], responses=_ERRORS, tags=["search"],
+             summary="The bundle of every served workspace (every repository of a shared index), the one "
+                     "with the best-scored file first")
+    def search_all(q: QueryText, mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        # Each workspace ranks its own files; workspaces are ordered by their best file's score (on the
+        # scale where a file first in every lane scores 1.0), never interleaved file by file.
+        answers = [{"root": str(warm.root), "bundle": _search(warm, q, "", mode, limit)}
+                   for warm in (fresh(str(w.root)) for w in pool.all)]
+        return sorted(answers, key=lambda a: -max((f["score"] for f in a["bundle"]["core"]), default=-1.0))
 
     @app.get("/v1/docsearch", response_model=list[DocHit], responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page")

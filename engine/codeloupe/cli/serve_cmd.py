@@ -16,7 +16,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="One process holding warm workspaces: /v1/search and friends (see docs/http.md), MCP over "
                     "streamable HTTP at /mcp, and a search page at /. Loopback only unless --host says otherwise; "
                     "beyond loopback a bearer token is required (one is generated and printed if not given).")
-    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("--store", dest="store_url", metavar="URL",
+                        help="serve repositories of the shared index (postgresql://...) instead of folders: no "
+                             "checkout needed, files are read from the index at the commit it was indexed at")
+    parser.add_argument("--repo", action="append", default=[], metavar="NAME",
+                        help="with --store: a repository to serve (repeatable; default: every repository)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=7341, help="port (default 7341; 0 picks a free one)")
     parser.add_argument("--token", help="require `Authorization: Bearer TOKEN` (mandatory beyond loopback; "
@@ -30,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    if args.store_url and args.paths:
+        raise CliError("serve --store reads repositories from the shared index: name them with --repo, not PATH")
+    args.paths = args.paths or ([] if args.store_url else ["."])
     for path in args.paths:
         if not Path(path).is_dir():
             raise CliError(f"{path}: no such directory")
@@ -54,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        pool = WarmWorkspaces([Path(p) for p in args.paths])
+        pool = WarmWorkspaces(_shared(args.store_url, args.repo) if args.store_url else [Path(p) for p in args.paths])
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
@@ -77,3 +85,21 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
     return 0
 
+
+
+def _shared(url: str, names: list[str]) -> list:
+    """The shared index's repositories to serve (every one when `names` is empty), opened read-only."""
+    from codeloupe.settings import load_settings
+    from codeloupe.shared_index import SharedWorkspace
+    from codeloupe.store.postgres import redact, repository_names
+
+    settings = load_settings(None, {"store_url": url})
+    known = repository_names(settings.store_url)
+    missing = sorted(set(names) - set(known))
+    if missing:
+        raise CliError(f"{', '.join(missing)}: not in the shared index {redact(url)}"
+                       f" (it holds {', '.join(known) or 'no repository yet'})")
+    if not known:
+        raise CliError(f"the shared index {redact(url)} holds no repository yet: index one with"
+                       " `codeloupe index PATH --store URL`")
+    return [SharedWorkspace(settings.store_url, name, settings) for name in names or known]

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from codeloupe import ranking as R
-from codeloupe.store import ChunkTable, Store
+from codeloupe.lanes.indexed_dense import IndexedDense, load_indexed_dense
+from codeloupe.store import ChunkTable
+from codeloupe.store.protocol import IndexStore, NearestChunks
 
 
 @dataclass
@@ -34,9 +36,11 @@ class DenseSnapshot:
         return scores
 
 
-def load_dense(store: Store, table: ChunkTable, snapshot_generation: int, model: str,
-               generation: int) -> DenseSnapshot:
+def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, model: str,
+               generation: int) -> DenseSnapshot | IndexedDense:
     """The store's int8 vectors of `model` for the rows of `table`, dequantised once into float32 matrices."""
+    if isinstance(store, NearestChunks):  # the database searches its own vector index
+        return load_indexed_dense(store, table, snapshot_generation, model, generation)
     chunks = store.vector_matrix("chunk", model)
     skeletons = store.vector_matrix("skeleton", model)
     ids = table.ids  # sorted (the store returns chunks by id)

@@ -129,6 +129,21 @@ class ChunkTable:
     symbols: list[list[str]]
     texts: list[str]
 
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> ChunkTable:
+        """From (id, file_id, start_line, end_line, kind, name, breadcrumb, symbols JSON, text) rows."""
+        return cls(
+            ids=np.array([r[0] for r in rows], dtype=np.int64),
+            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
+            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
+            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
+            kinds=[r[4] for r in rows],
+            names=[r[5] for r in rows],
+            breadcrumbs=[r[6] for r in rows],
+            symbols=[json.loads(r[7]) for r in rows],
+            texts=[r[8] for r in rows],
+        )
+
 
 @dataclass(frozen=True)
 class SymbolRow:
@@ -418,17 +433,7 @@ class Store:
         """Every chunk (or those of `file_ids`), ordered by id."""
         sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "id")
-        return ChunkTable(
-            ids=np.array([r[0] for r in rows], dtype=np.int64),
-            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
-            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
-            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
-            kinds=[r[4] for r in rows],
-            names=[r[5] for r in rows],
-            breadcrumbs=[r[6] for r in rows],
-            symbols=[json.loads(r[7]) for r in rows],
-            texts=[r[8] for r in rows],
-        )
+        return ChunkTable.from_rows(rows)
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"

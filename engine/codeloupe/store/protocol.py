@@ -1,0 +1,91 @@
+"""What the engine asks of an index store: the SQLite `Store` is one implementation, `PgStore` the other.
+
+Everything above the store (the indexer, the lanes, the embedder, search, bundle, graph, ask) uses only these
+names; the SQLite `Store` satisfies the protocol as it stands. `query` and `transaction` are for this
+package's own modules (store.edges, store.flows), whose SQL is written in the subset SQLite and PostgreSQL
+share, with `?` placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from codeloupe.store import ChunkTable, FileRow, SymbolRow, VectorMatrix
+from codeloupe.types import ChunkedFile
+
+
+@runtime_checkable
+class IndexStore(Protocol):
+    # Where files derived from this index are kept on this machine (the saved lexical index goes beside it).
+    path: Path
+    rebuilt_reason: str
+    recoveries: int
+
+    @property
+    def index_id(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+    def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]: ...
+
+    def get_meta(self, key: str, default: str = "") -> str: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def generation(self, name: str) -> int: ...
+
+    def file_rows(self) -> dict[str, FileRow]: ...
+
+    def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
+                     encoding: str, chunker_version: int, line_count: int) -> int: ...
+
+    def touch_file(self, path: str, size: int, mtime: float) -> None: ...
+
+    def delete_files(self, paths: Iterable[str]) -> int: ...
+
+    def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable: ...
+
+    def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]: ...
+
+    def symbols_of_file(self, file_id: int) -> list[SymbolRow]: ...
+
+    def symbols_of_paths(self, paths: Iterable[str]) -> dict[str, list[SymbolRow]]: ...
+
+    def file_encoding(self, file_id: int) -> str: ...
+
+    def skeletons(self) -> dict[int, str]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def language_counts(self) -> dict[str, int]: ...
+
+    def chunks_missing_vectors(self, model: str, limit: int,
+                               prefer_paths: Iterable[str] = ()) -> list[tuple[int, str, str]]: ...
+
+    def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]: ...
+
+    def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None: ...
+
+    def vector_matrix(self, table: str, model: str) -> VectorMatrix: ...
+
+    def vector_counts(self, model: str) -> dict[str, int]: ...
+
+    def drop_vectors_not_of(self, model: str) -> None: ...
+
+
+@runtime_checkable
+class NearestChunks(Protocol):
+    """A store that answers the dense lane itself (an approximate-nearest-neighbour index in the database)
+    instead of handing its whole vector matrix to the process."""
+
+    def nearest_chunks(self, model: str, query: np.ndarray, limit: int,
+                       skeleton_weight: float) -> list[tuple[int, float]]: ...
+
+    def vector_matrix_ids(self, table: str, model: str) -> np.ndarray: ...
