@@ -139,7 +139,7 @@ def file_result(root: Path, hit: FileHit, in_core: bool) -> JSON:
         "uri": file_uri(root, hit.path), "path": hit.path, "rank": hit.rank, "score": hit.score,
         "language": hit.language, "why": hit.why, "via": hit.via, "symbols": list(hit.symbols),
         "location": location(root, hit.path, hit.best_start_line, hit.best_end_line),
-        "chunks": [_chunk(root, c, in_core) for c in hit.chunks],
+        "chunks": [_chunk(root, c, in_core) for c in hit.chunks], "tail": hit.tail,
     }
 
 
