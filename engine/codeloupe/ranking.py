@@ -36,6 +36,7 @@ PROJECT_FILES = 5
 # FEEDBACK_TERMS rarest shared terms, searched again by BM25 as the "feedback" lane.
 FEEDBACK_CHUNKS = 3
 FEEDBACK_TERMS = 8
+TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a few MB at most)
 # Questions' file 0.3 / feedback 0.3 were chosen on docpairs dev (2814 doc-comment queries over 86 packages,
 # lexical lanes, bench/tune_ranking.py --folds 5 over a grid of file {0, .3, .5} x feedback {0, .3} x the kind
 # penalties below): 4 of 5 folds chose them; cross-validated R@1 .613 -> .616, Acc@5 .914 -> .922, bundle

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,10 @@ def path_to_uri(path: Path | str) -> str:
     return uri
 
 
+@lru_cache(maxsize=65_536)
 def file_uri(root: Path, rel_path: str) -> str:
+    """Kept per path: a search answer names every candidate file in two or three places, and the same files
+    come back query after query; the conversion is most of rendering a long RELATED map."""
     return path_to_uri(root / rel_path)
 
 
