@@ -110,3 +110,18 @@ def test_a_budgeted_answer_keeps_the_code_and_lists_the_long_tail_last(
     assert "lower-ranked candidate files not listed" in text
     assert f"{tail[0].rank}. {tail[0].path}:" in text  # the tail fills what the budget has left, best first
     assert len(bundle_text(bundle, max_bytes=200_000).splitlines()) > len(bundle.files)  # every map line fits
+
+
+def test_an_answer_folds_the_long_tail_into_one_line(tmp_path: Path,
+                                                      lexical_workspace: Callable[[Path], Workspace]) -> None:
+    from codeloupe.ask.render import footer_parts
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(60)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total")
+    tail = [h for h in bundle.files if h.tail]
+    markdown = "".join(part.markdown for part in footer_parts(bundle.files))
+    assert all(f"{h.path}:" in markdown for h in bundle.files if not h.tail)
+    assert not any(f"{h.path}:" in markdown for h in tail)
+    assert f"and {len(tail)} lower-ranked candidate files" in markdown

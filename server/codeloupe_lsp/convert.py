@@ -267,7 +267,11 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]]
+        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
+                  if not f["tail"]]
+        tail = sum(f["tail"] for f in bundle["related"])
+        if tail:
+            lines.append(f"- and {tail} lower-ranked candidate files, listed with the search results")
     return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}
