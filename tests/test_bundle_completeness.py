@@ -125,3 +125,20 @@ def test_an_answer_folds_the_long_tail_into_one_line(tmp_path: Path,
     assert all(f"{h.path}:" in markdown for h in bundle.files if not h.tail)
     assert not any(f"{h.path}:" in markdown for h in tail)
     assert f"and {len(tail)} lower-ranked candidate files" in markdown
+
+
+def test_several_folders_keep_their_long_tails_after_the_rest(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    from codeloupe_lsp.convert import search_result
+    from codeloupe_lsp.search import merge_results
+
+    results = []
+    for name, size in (("one", 40), ("two", 3)):
+        files = {f"{name}/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return rows\n"
+                 for i in range(size)}
+        files[f"{name}/main.py"] = "from book_00 import ledger_total_0\n\n\ndef run():\n    return ledger_total_0([])\n"
+        results.append(search_result(lexical_workspace(write(tmp_path / name, files)).search("ledger total")))
+    merged = merge_results(results)
+    tails = [f["tail"] for f in merged["related"]]
+    assert any(tails) and tails == sorted(tails)  # no tail entry before a short-list or graph entry
+    assert [f["rank"] for f in [*merged["core"], *merged["related"]]] == list(range(1, 1 + len(tails) + len(merged["core"])))
