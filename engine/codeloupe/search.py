@@ -11,9 +11,10 @@ import logging
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -527,12 +528,8 @@ class Searcher:
         if not top:
             return
         asked = set(terms)
-        counts: dict[str, int] = defaultdict(int)
-        for row in top:
-            for term in snap.terms_of(row):
-                if term not in asked:
-                    counts[term] += 1
-        shared = [t for t, n in counts.items() if n >= min(2, len(top))]
+        counts = Counter(chain.from_iterable(snap.terms_of(row) for row in top))
+        shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
         fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
                         record=True)

@@ -63,7 +63,11 @@ def tokenize(text: str) -> list[str]:
 def term_set(text: str) -> set[str]:
     """The distinct terms of `tokenize(text)`, each distinct word tokenised once: a long chunk repeats its
     words, and pseudo-relevance feedback reads whole chunks on every question."""
-    return {term for word in set(_WORD.findall(text)) if len(word) <= 64 for term in word_tokens(word)}
+    terms: set[str] = set()
+    for word in set(_WORD.findall(text)):
+        if len(word) <= 64:  # as in tokenize
+            terms.update(word_tokens(word))
+    return terms
 
 
 def path_tokens(path: str) -> list[str]:
