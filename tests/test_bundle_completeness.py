@@ -142,3 +142,25 @@ def test_several_folders_keep_their_long_tails_after_the_rest(
     tails = [f["tail"] for f in merged["related"]]
     assert any(tails) and tails == sorted(tails)  # no tail entry before a short-list or graph entry
     assert [f["rank"] for f in [*merged["core"], *merged["related"]]] == list(range(1, 1 + len(tails) + len(merged["core"])))
+
+
+def test_the_cli_lists_the_short_list_and_counts_the_tail(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(60)}
+    repo = write(tmp_path / "repo", files)
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def search(*flags: str) -> str:
+        return subprocess.run([sys.executable, "-m", "codeloupe", "search", str(repo), "ledger total", *flags,
+                               "--embed-provider", "none"], capture_output=True, text=True, check=True, env=env).stdout
+
+    listed = json.loads(search("--json"))
+    tail = [f["path"] for f in listed["related"] if f["tail"]]
+    assert tail and len(listed["core"]) + len(listed["related"]) == len(files)
+    text = search()
+    assert f"and {len(tail)} lower-ranked candidate files" in text and not any(f"{p}:" in text for p in tail)
