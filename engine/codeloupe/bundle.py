@@ -49,7 +49,7 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
         hits.append(_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, fusion, query_terms,
                               full=rank <= core_count))
     best_rows = _best_rows(snap, fusion, mask, near + far)
-    hits.extend(_map_entry(snap, f, len(hits) + 1, file_scores.get(f, 0.0), best_rows[f], fusion, tail=False)
+    hits.extend(_map_entry(snap, f, len(hits) + 1, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion))
                 for f in near if f in best_rows)
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
@@ -57,8 +57,8 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
     present = {h.path for h in related}
     rest = [f for f in far if f in best_rows and snap.file_paths[f] not in present]
     start = len(core) + len(related) + 1
-    related.extend(_map_entry(snap, f, start + i, file_scores.get(f, 0.0), best_rows[f], fusion, tail=True)
-                   for i, f in enumerate(rest))
+    related.extend(_map_entry(snap, f, start + i, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion),
+                              tail=True) for i, f in enumerate(rest))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
 
@@ -80,15 +80,15 @@ def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[
     return out
 
 
-def _map_entry(snap: Snapshot, file_id: int, rank: int, score: float, rows: list[int], fusion: Fusion, *,
-               tail: bool) -> FileHit:
-    """A RELATED candidate as one map line: where its best chunk is and why it is here, no code."""
+def _map_entry(snap: Snapshot, file_id: int, rank: int, score: float, rows: list[int], *, why: str,
+               via: str = "search", tail: bool = False) -> FileHit:
+    """A RELATED file as one map line: where its first chunk of `rows` is and why it is here, no code."""
     table = snap.table
     best = rows[0]
     return FileHit(
         path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
         score=round(score, 6), best_start_line=int(table.start_lines[best]), best_end_line=int(table.end_lines[best]),
-        symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12], why=_why(file_id, fusion),
+        symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12], why=why, via=via,
         tail=tail,
     )
 
@@ -203,14 +203,7 @@ def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: 
         if not rows:
             continue
         present.add(path)
-        first = rows[0]
-        table = snap.table
-        out.append(FileHit(
-            path=path, language=snap.file_languages.get(file_id, ""), rank=start_rank + len(out), score=0.0,
-            best_start_line=int(table.start_lines[first]), best_end_line=int(table.end_lines[first]),
-            symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12],
-            why=reason, via="graph",
-        ))
+        out.append(_map_entry(snap, file_id, start_rank + len(out), 0.0, rows, why=reason, via="graph"))
     return out
 
 
