@@ -11,9 +11,10 @@ import logging
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +27,15 @@ from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
-from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
+from codeloupe.lanes.tokens import (
+    STOP_WORDS,
+    identifiers,
+    looks_like_identifier,
+    path_tokens,
+    stem,
+    term_set,
+    tokenize,
+)
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
@@ -110,6 +119,7 @@ class Snapshot:
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
+    _term_sets: dict[int, set[str]] = field(default_factory=dict)
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -117,6 +127,16 @@ class Snapshot:
             if self._entity is None:
                 self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
             return self._entity
+
+    def terms_of(self, row: int) -> set[str]:
+        """A chunk's distinct terms, kept for the next question: the chunks feedback reads are the best ones, and
+        a session's questions keep landing on the same few (tokenising a long chunk is most of a question)."""
+        terms = self._term_sets.get(row)
+        if terms is None:
+            if len(self._term_sets) >= R.TERM_SETS_KEPT:
+                self._term_sets.clear()
+            terms = self._term_sets[row] = term_set(self.table.texts[row])
+        return terms
 
     def file_index(self) -> tuple[np.ndarray, BM25Index]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
@@ -508,12 +528,8 @@ class Searcher:
         if not top:
             return
         asked = set(terms)
-        counts: dict[str, int] = defaultdict(int)
-        for row in top:
-            for term in set(tokenize(snap.table.texts[row])):
-                if term not in asked:
-                    counts[term] += 1
-        shared = [t for t, n in counts.items() if n >= min(2, len(top))]
+        counts = Counter(chain.from_iterable(snap.terms_of(row) for row in top))
+        shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
         fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
                         record=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,10 @@ def path_to_uri(path: Path | str) -> str:
     return uri
 
 
+@lru_cache(maxsize=65_536)
 def file_uri(root: Path, rel_path: str) -> str:
+    """Kept per path: a search answer names every candidate file in two or three places, and the same files
+    come back query after query; the conversion is most of rendering a long RELATED map."""
     return path_to_uri(root / rel_path)
 
 
@@ -139,7 +143,7 @@ def file_result(root: Path, hit: FileHit, in_core: bool) -> JSON:
         "uri": file_uri(root, hit.path), "path": hit.path, "rank": hit.rank, "score": hit.score,
         "language": hit.language, "why": hit.why, "via": hit.via, "symbols": list(hit.symbols),
         "location": location(root, hit.path, hit.best_start_line, hit.best_end_line),
-        "chunks": [_chunk(root, c, in_core) for c in hit.chunks],
+        "chunks": [_chunk(root, c, in_core) for c in hit.chunks], "tail": hit.tail,
     }
 
 
@@ -263,7 +267,11 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]]
+        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
+                  if not f["tail"]]
+        tail = sum(f["tail"] for f in bundle["related"])
+        if tail:
+            lines.append(f"- and {tail} lower-ranked candidate files, listed with the search results")
     return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}

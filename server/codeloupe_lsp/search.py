@@ -48,9 +48,10 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
 
 
 def merge_results(results: list[JSON]) -> JSON:
-    """One result over several folders: every candidate kept, CORE before RELATED, each by score."""
+    """One result over several folders: every candidate kept, CORE before RELATED, each by score (the long tails
+    of every folder after the rest of RELATED)."""
     core = sorted((f for r in results for f in r["core"]), key=lambda f: -f["score"])
-    related = sorted((f for r in results for f in r["related"]), key=lambda f: -f["score"])
+    related = sorted((f for r in results for f in r["related"]), key=lambda f: (f["tail"], -f["score"]))
     for rank, file in enumerate([*core, *related], 1):
         file["rank"] = rank
     lanes: dict[str, JSON] = {}

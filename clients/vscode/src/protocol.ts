@@ -40,6 +40,8 @@ export interface FileResult {
     symbols: string[];
     location: Location;
     chunks: ChunkResult[];
+    /** A candidate past every lane's short list and the limit: a map line with no chunks, after the rest. */
+    tail?: boolean;
 }
 
 export interface LaneStatus {
