@@ -316,7 +316,7 @@ class Searcher:
         kept = [r for r in rows if r.id in base.file_paths or r.id in added_ids]
         extra = store.chunk_table([r.id for r in added])
         table = _concat_tables(base.table, extra)
-        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25)
+        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)
         symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
         full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
         return _assemble(generation, table, kept, bm25=StackedBM25([base.bm25, extra_bm25]), symbols=symbols,

@@ -20,4 +20,4 @@ def build_entity_index(file_paths: dict[int, str], symbols: list[SymbolRow]) -> 
         names[sym.file_id].append(f"{sym.name} {sym.signature}")
     file_ids = sorted(file_paths)
     docs = [path_tokens(file_paths[f]) + tokenize(" ".join(names.get(f, []))) for f in file_ids]
-    return file_ids, BM25Index(docs)
+    return file_ids, BM25Index(docs, keep_counts=False)
