@@ -118,6 +118,19 @@ class Snapshot:
                 self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
             return self._entity
 
+    def file_texts(self) -> Iterator[tuple[int, str]]:
+        """(file id, the file's indexed text: its chunks joined) for every file, read from the store in
+        batches of files (whole-workspace passes: entry points, the tour)."""
+        batch: list[tuple[int, list[int]]] = []
+        for item in (*self.file_chunk_rows.items(), None):
+            if item is not None:
+                batch.append((item[0], list(item[1])))
+            if batch and (item is None or sum(len(rows) for _, rows in batch) >= 2000):
+                texts = iter(self.table.texts.many(row for _, rows in batch for row in rows))
+                for file_id, rows in batch:
+                    yield file_id, "".join(next(texts) for _ in rows)
+                batch = []
+
     def file_index(self) -> tuple[np.ndarray, BM25Index]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
 
@@ -509,8 +522,8 @@ class Searcher:
             return
         asked = set(terms)
         counts: dict[str, int] = defaultdict(int)
-        for row in top:
-            for term in set(tokenize(snap.table.texts[row])):
+        for text in snap.table.texts.many(top):
+            for term in set(tokenize(text)):
                 if term not in asked:
                     counts[term] += 1
         shared = [t for t, n in counts.items() if n >= min(2, len(top))]

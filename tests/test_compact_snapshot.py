@@ -1,0 +1,40 @@
+"""The search snapshot's compact columns: chunk texts read from the store on demand, symbol lists kept as
+JSON, per-file maps as arrays. Each must read exactly what the store holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codeloupe.store import Store
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
+
+
+def _store_file(store: Store, rel: str, bodies: list[str]) -> None:
+    chunks, line = [], 1
+    for i, body in enumerate(bodies):
+        end = line + body.count("\n") - 1
+        chunks.append(Chunk(line, end, "function", f"f{i}", f"{rel} > f{i}", body, (f"f{i}", f"g{i}")))
+        line = end + 1
+    store.replace_file(ChunkedFile(rel, "python", chunks, [], FileSkeleton(rel, "")), hash=rel + str(bodies),
+                       size=1, mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=line - 1)
+
+
+def test_chunk_texts_read_what_the_store_holds_in_batches_and_a_replaced_chunk_reads_empty(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.sqlite")
+    bodies = {f"m{f}.py": [f"def f{i}():\n    return {f * 1000 + i}  # é\n" for i in range(700)] for f in range(4)}
+    for rel, texts in bodies.items():
+        _store_file(store, rel, texts)
+    table = store.chunk_table()
+    expected = [text for texts in bodies.values() for text in texts]
+    assert len(table.texts) == len(expected) == 2800
+    assert list(table.texts) == expected  # streamed in batches larger than one SQL statement's limit
+    assert table.texts[1234] == expected[1234] and table.texts[5:8] == expected[5:8]
+    assert table.texts.many([2799, 0, 700]) == [expected[2799], expected[0], expected[700]]
+    assert table.symbols[3] == ["f3", "g3"] and table.symbols[1:3] == [["f1", "g1"], ["f2", "g2"]]
+
+    _store_file(store, "m0.py", ["def changed():\n    pass\n"])  # m0's old chunks leave the index
+    assert table.texts[0] == "" and table.texts[700] == expected[700]
+    extra = store.chunk_table([store.file_rows()["m0.py"].id])
+    both = table.texts + extra.texts
+    assert len(both) == 2801 and both[2800] == "def changed():\n    pass\n"
+    assert (table.symbols + extra.symbols)[2800] == ["f0", "g0"]
