@@ -196,7 +196,7 @@ class ChunkTable:
     texts: ChunkTexts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no per-row __dict__: the whole table is read at once
 class SymbolRow:
     file_id: int
     name: str
@@ -504,6 +504,10 @@ class Store:
             part = ids[start:start + 500]
             out.update(self.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
         return out
+
+    def definition_counts(self) -> dict[int, int]:
+        """{file id: how many definitions it has}, for files with any."""
+        return dict(self.query("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
