@@ -38,3 +38,33 @@ def test_chunk_texts_read_what_the_store_holds_in_batches_and_a_replaced_chunk_r
     both = table.texts + extra.texts
     assert len(both) == 2801 and both[2800] == "def changed():\n    pass\n"
     assert (table.symbols + extra.symbols)[2800] == ["f0", "g0"]
+
+
+def test_the_chunk_holding_a_line_is_found_per_file_as_a_scan_of_the_file_would_find_it(tmp_path: Path) -> None:
+    from codeloupe.lanes.symbols import SymbolIndex
+    from codeloupe.store import SymbolRow
+
+    store = Store(tmp_path / "index.sqlite")
+    _store_file(store, "b.py", ["x = 1\n" * 3, "y = 2\n" * 4, "z = 3\n"])  # chunks at lines 1, 4, 8
+    _store_file(store, "a.py", ["def f():\n    pass\n"] * 5)
+    _store_file(store, "empty.py", [])
+    files = store.file_rows()
+    table = store.chunk_table()
+    index = SymbolIndex(table, [SymbolRow(files["b.py"].id, "y", "function", 5, 5, "", ""),
+                                SymbolRow(files["a.py"].id, "f", "function", 7, 8, "K", ""),
+                                SymbolRow(files["empty.py"].id, "ghost", "function", 1, 1, "", "")])
+
+    def scan(file_id: int, line: int) -> int | None:
+        rows = sorted((int(table.start_lines[r]), r) for r in range(len(table.ids)) if table.file_ids[r] == file_id)
+        if not rows:
+            return None
+        holding = [r for start, r in rows if start <= line]
+        return holding[-1] if holding else rows[0][1]
+
+    for path in ("a.py", "b.py", "empty.py"):
+        for line in (-1, 0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 100):
+            assert index.chunk_at(files[path].id, line) == scan(files[path].id, line), (path, line)
+    assert index.chunk_at(999, 1) is None
+    assert index.definitions("y") == [scan(files["b.py"].id, 5)]
+    assert index.definitions("K.f") == [scan(files["a.py"].id, 7)]
+    assert index.definitions("ghost") == []

@@ -107,11 +107,11 @@ class Snapshot:
     base: Snapshot | None = None
     live: np.ndarray | None = None
     pending_files: int = 0
-    _entity: tuple[list[int], BM25Index] | None = None
+    _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
 
-    def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
+    def entity_index(self, ws: Workspace) -> tuple[np.ndarray, BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
@@ -540,11 +540,9 @@ class Searcher:
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
-        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
-        scores = index.scores(tokenize(query))
-        order = [i for i in np.argsort(-scores, kind="stable").tolist()
-                 if scores[i] > 0 and file_ids[i] in allowed][: R.LANE_DEPTH]
-        fusion.add_file_lane("entity", [file_ids[i] for i in order], weight)
+        allowed = np.isin(file_ids, snap.table.file_ids[mask])
+        fusion.add_file_lane("entity", file_ids[_rank(index.scores(tokenize(query)), allowed, R.LANE_DEPTH)].tolist(),
+                             weight)
 
     def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fusion: Fusion, mask: np.ndarray) -> None:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
@@ -579,9 +577,8 @@ class Searcher:
                 fusion.pins[file_id].append(f"`{name}` defined here")
                 if mask[row]:
                     fusion.chunk[row] += R.BACKTICK_BONUS
-        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
         for file_id, bonus in pinned.items():
-            if file_id in allowed:
+            if mask[snap.file_chunk_rows.get(file_id, [])].any():
                 fusion.file[file_id] += bonus
 
     def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:

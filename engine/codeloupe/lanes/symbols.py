@@ -9,7 +9,6 @@ ranking.SYMBOL_PLAIN_WORD.
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import defaultdict
 
@@ -23,17 +22,18 @@ from codeloupe.store import ChunkTable, SymbolRow
 class SymbolIndex:
     def __init__(self, table: ChunkTable, symbols: list[SymbolRow]) -> None:
         self.n_chunks = len(table.ids)
-        # Per file: chunk start lines (sorted) and their row numbers, to find the chunk holding a line.
-        starts: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for row, (file_id, start) in enumerate(zip(table.file_ids.tolist(), table.start_lines.tolist())):
-            starts[file_id].append((start, row))
-        self._file_starts = {f: sorted(v) for f, v in starts.items()}
+        # Chunk rows ordered by (file id, start line), keyed by both in one int64: the chunk holding a line
+        # is one binary search (arrays, not a list of tuples per file: at 200K chunks those were 30 MB).
+        order = np.lexsort((table.start_lines, table.file_ids))
+        self._start_keys = _line_keys(table.file_ids[order], table.start_lines[order])
+        self._start_rows = order.astype(np.int64)
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_lower: dict[str, list[int]] = defaultdict(list)
         self.by_qualified: dict[str, list[int]] = defaultdict(list)
-        for sym in symbols:
-            row = self.chunk_at(sym.file_id, sym.start_line)
-            if row is None:
+        rows = self._chunks_at(np.fromiter((s.file_id for s in symbols), np.int64, len(symbols)),
+                               np.fromiter((s.start_line for s in symbols), np.int64, len(symbols)))
+        for sym, row in zip(symbols, rows.tolist()):
+            if row < 0:
                 continue
             self.by_name[sym.name].append(row)
             self.by_lower[sym.name.lower()].append(row)
@@ -41,12 +41,20 @@ class SymbolIndex:
             self.by_qualified[qualified.lower()].append(row)
 
     def chunk_at(self, file_id: int, line: int) -> int | None:
-        """Row of the chunk of `file_id` that holds `line`."""
-        spans = self._file_starts.get(file_id)
-        if not spans:
-            return None
-        i = bisect.bisect_right(spans, (line, math.inf)) - 1
-        return spans[max(i, 0)][1]
+        """Row of the chunk of `file_id` that holds `line` (its first chunk for a line before it)."""
+        row = int(self._chunks_at(np.array([file_id], np.int64), np.array([line], np.int64))[0])
+        return None if row < 0 else row
+
+    def _chunks_at(self, file_ids: np.ndarray, lines: np.ndarray) -> np.ndarray:
+        """`chunk_at` for many (file id, line) pairs at once; -1 for a file with no chunk."""
+        keys = self._start_keys
+        if len(keys) == 0:
+            return np.full(len(file_ids), -1, np.int64)
+        pos = np.searchsorted(keys, _line_keys(file_ids, lines), side="right") - 1
+        before = (pos < 0) | ((keys[np.maximum(pos, 0)] >> 32) != file_ids)  # line before the file's first chunk
+        pos = np.where(before, pos + 1, pos)
+        ok = (pos < len(keys)) & ((keys[np.minimum(pos, len(keys) - 1)] >> 32) == file_ids)
+        return np.where(ok, self._start_rows[np.minimum(pos, len(keys) - 1)], -1)
 
     def definitions(self, name: str) -> list[int]:
         """Chunk rows defining `name` (exact, then qualified, then case-insensitive)."""
@@ -82,6 +90,11 @@ class SymbolIndex:
             return [(exact, R.SYMBOL_EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
                                                                  R.SYMBOL_CASELESS_IDENTIFIER)]
         return [(self.by_lower.get(word.lower(), []), R.SYMBOL_PLAIN_WORD)]  # a word inside a sentence
+
+
+def _line_keys(file_ids: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """One sortable int64 per (file id, line): the file id in the high 32 bits."""
+    return (file_ids.astype(np.int64) << 32) | np.clip(lines, 0, 2**32 - 1).astype(np.int64)
 
 
 def _normalise_qualified(name: str) -> str:
