@@ -71,3 +71,20 @@ def test_scores_from_the_store_match_float32_cosines_with_skeletons_and_rows_wit
             expected = chunk_cos[chunk_id] + R.SKELETON_WEIGHT * skeleton_cos.get(file_id, 0.0)
             assert abs(got[row] - expected) < 1e-4
     assert dense.coverage == len(embedded) / len(table.ids)
+
+
+def test_vectors_read_in_pages_equal_one_read(tmp_path: Path, monkeypatch) -> None:
+    import codeloupe.store as store_module
+
+    store = Store(tmp_path / "index.sqlite")
+    chunks = [Chunk(i + 1, i + 1, "function", f"f{i}", "m.py", f"x{i} = {i}\n") for i in range(10)]
+    store.replace_file(ChunkedFile("m.py", "python", chunks, [], FileSkeleton("m.py", "")), hash="m", size=1,
+                       mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=10)
+    ids = store.chunk_table().ids.tolist()
+    store.put_vectors("chunk", "m", ids, _unit_rows(np.random.default_rng(5), 10))
+    whole = store.vector_matrix("chunk", "m")
+    for page in (1, 3, 10):
+        monkeypatch.setattr(store_module, "_VECTOR_PAGE", page)
+        paged = store.vector_matrix("chunk", "m")
+        assert paged.ids.tolist() == whole.ids.tolist() == ids
+        assert np.array_equal(paged.q, whole.q) and np.array_equal(paged.scales, whole.scales)

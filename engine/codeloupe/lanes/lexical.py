@@ -40,13 +40,13 @@ class BM25Index:
             indices.extend(vocab.setdefault(term, len(vocab)) for term in tf)
             counts.extend(tf.values())
             indptr.append(len(indices))
-        tf_matrix = sparse.csr_matrix(
+        tf = sparse.csr_matrix(
             (np.frombuffer(counts, np.int32).astype(np.float32), np.frombuffer(indices, np.int32),
              np.frombuffer(indptr, np.int64)),
             shape=(len(indptr) - 1, len(vocab)),
-        )
-        del indices, counts
-        self._weigh(tf_matrix.tocsc(), vocab, stats_from, keep_counts)
+        ).tocsc()
+        del indices, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
+        self._weigh(tf, vocab, stats_from, keep_counts)
 
     @classmethod
     def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int) -> BM25Index:
