@@ -109,7 +109,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, default=None)
     parser.add_argument("--chunks", type=int, default=200_000)
-    parser.add_argument("--queries", type=Path, default=HERE.parents[1] / "shared/golden/public.json")
+    parser.add_argument("--queries", type=Path, default=HERE.parents[1] / "shared/golden/public.json",
+                        help="a golden set whose queries are timed (default: the shared one beside the checkout)")
     parser.add_argument("--prepared", type=Path, default=None, help="where the prepared index is kept")
     parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
                         " extracted to a temporary directory; '' for none)")

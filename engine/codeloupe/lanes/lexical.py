@@ -35,9 +35,10 @@ class BM25Index:
         indptr = array("q", [0])
         indices = array("i")
         counts = array("i")
+        column = vocab.setdefault
         for tokens in documents:
             tf = Counter(tokens)
-            indices.extend(vocab.setdefault(term, len(vocab)) for term in tf)
+            indices.extend([column(term, len(vocab)) for term in tf])
             counts.extend(tf.values())
             indptr.append(len(indices))
         tf = sparse.csr_matrix(
