@@ -68,3 +68,24 @@ def test_the_chunk_holding_a_line_is_found_per_file_as_a_scan_of_the_file_would_
     assert index.definitions("y") == [scan(files["b.py"].id, 5)]
     assert index.definitions("K.f") == [scan(files["a.py"].id, 7)]
     assert index.definitions("ghost") == []
+
+
+def test_symbols_read_in_pages_and_postings_keep_every_definition_in_order(tmp_path: Path) -> None:
+    from codeloupe.lanes.symbols import SymbolIndex
+    from codeloupe.types import Symbol
+
+    store = Store(tmp_path / "index.sqlite")
+    for f in range(3):
+        rel = f"copy-{f}/m.py"
+        chunks = [Chunk(i * 2 + 1, i * 2 + 2, "function", f"run{i}", rel, f"def run{i}():\n    pass\n") for i in range(4)]
+        symbols = [Symbol(f"run{i}", "function", i * 2 + 1, i * 2 + 2, "Task" if i % 2 else "", f"run{i}()")
+                   for i in range(4)]
+        store.replace_file(ChunkedFile(rel, "python", chunks, symbols, FileSkeleton(rel, "")), hash=rel, size=1,
+                           mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=8)
+    assert list(store.iter_symbol_rows(page=5)) == store.symbol_rows()
+    index = SymbolIndex(store.chunk_table(), store.iter_symbol_rows(page=5))
+    assert index.definitions("run1") == [1, 5, 9]  # one per copy, in table order
+    assert index.definitions("task.run3") == [3, 7, 11] and index.definitions("RUN2") == [2, 6, 10]
+    assert index.definitions("missing") == []
+    scores = index.scores("run1")
+    assert scores[[1, 5, 9]].min() > 0 and scores.sum() == scores[[1, 5, 9]].sum()

@@ -115,7 +115,7 @@ class Snapshot:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
-                self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
+                self._entity = build_entity_index(self.file_paths, ws.store.definition_words())
             return self._entity
 
     def file_texts(self) -> Iterator[tuple[int, str]]:
@@ -310,7 +310,7 @@ class Searcher:
                 bm25.save(saved, table.ids, stamp)
             except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
-        return _assemble(generation, table, rows, bm25=bm25, symbols=SymbolIndex(table, store.symbol_rows()))
+        return _assemble(generation, table, rows, bm25=bm25, symbols=SymbolIndex(table, store.iter_symbol_rows()))
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
         """`base` with the rows of changed files masked out and their new chunks appended."""
