@@ -133,12 +133,10 @@ def main() -> int:
     if not prepared.exists():
         prepare(args.tree, args.files, prepared)
     baseline = Path(tempfile.mkdtemp(prefix="codeloupe-baseline-"))
-    engines = [str(HERE.parent / "engine")]
-    if args.baseline:
-        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", args.baseline, "engine"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
-        engines.append(str(baseline / "engine"))
+    sys.path.insert(0, str(HERE))
+    from scale_tree import engines_to_compare
+
+    engines = engines_to_compare(HERE.parent, HERE.parent / "engine", args.baseline, baseline)
     results: dict[str, dict] = {}
     for engine in engines:
         work = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))

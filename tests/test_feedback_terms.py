@@ -24,10 +24,10 @@ def test_feedback_reads_the_chunk_as_it_is_now(tmp_path: Path,
     searcher = ws.searcher()
     before = searcher.snapshot()
     row = before.file_chunk_rows[before.path_to_file["ledger.py"]][0]
-    assert "ledger" in before.terms_of(row) and before.terms_of(row) is before.terms_of(row)  # kept
+    assert "ledger" in before.terms_of([row])[0] and before.terms_of([row])[0] is before.terms_of([row])[0]  # kept
     (repo / "ledger.py").write_text("def journal_total(rows):\n    return sum(rows)\n")
     ws.index()
     searcher.refresh()
     after = searcher.snapshot()
     row = after.file_chunk_rows[after.path_to_file["ledger.py"]][0]
-    assert "journal" in after.terms_of(row) and "ledger" not in after.terms_of(row)
+    assert "journal" in after.terms_of([row])[0] and "ledger" not in after.terms_of([row])[0]

@@ -47,11 +47,11 @@ def build_tour(ws: Workspace, limit: int = 20) -> Tour:
     # Python file means by `list`), other than a file defining it.
     languages = {name: {snap.file_languages[d[3]] for d in found} for name, found in definitions.items()}
     mentioned: Counter[str] = Counter()
-    for file_id, rows in snap.file_chunk_rows.items():
+    for file_id, whole in snap.file_texts():
         if snap.file_is_doc.get(file_id):
             continue
         language = snap.file_languages.get(file_id)
-        text = _COMMENT_LINE.sub("", "".join(snap.table.texts[r] for r in rows))
+        text = _COMMENT_LINE.sub("", whole)
         names = set(_IDENTIFIER.findall(text))
         for name in names.intersection(definitions):
             if language in languages[name] and all(d[3] != file_id for d in definitions[name]):

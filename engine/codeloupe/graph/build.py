@@ -392,9 +392,9 @@ def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
     if cached is not None and cached[0] == generation:
         return cached[1]
     file_ids, vectors = edge_store.skeleton_matrix(ws.store)
-    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
+    definitions_per_file = ws.store.definition_counts()
     lane = {file_id for file_id, _, language in nodes
-            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
+            if semantic.joins_semantic_lane(language, definitions_per_file.get(file_id, 0))}
     kept = [k for k, f in enumerate(file_ids) if f in lane]
     vectors = vectors[kept] if kept else vectors[:0]
     candidates, close = semantic.similar_pairs(vectors)

@@ -573,10 +573,32 @@ class PgStore:
     # ------------------------------------------------------------------ reads for the lanes
 
     def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable:
-        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
+        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols FROM chunks"
         rows = self._rows(sql + " ORDER BY id") if file_ids is None else \
             self._rows(sql + " WHERE file_id = ANY(%s) ORDER BY id", (list(file_ids),))
-        return ChunkTable.from_rows(rows)
+        return ChunkTable.from_rows(self, rows)
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, str]:
+        """{chunk id: text} of those of `ids` still in this repository's index."""
+        return dict(self._rows("SELECT id, text FROM chunks WHERE id = ANY(%s)", (list(ids),))) if ids else {}
+
+    def definition_counts(self) -> dict[int, int]:
+        return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
+
+    def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
+        """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
+        sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+               " WHERE id > %s ORDER BY id LIMIT %s")
+        last = -1
+        while rows := self._rows(sql, (last, page)):
+            last = rows[-1][0]
+            yield from (SymbolRow(*r[1:]) for r in rows)
+            if len(rows) < page:
+                return
+
+    def definition_words(self) -> dict[int, str]:
+        return dict(self._rows("SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
+                               " GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"

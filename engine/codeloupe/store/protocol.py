@@ -8,7 +8,7 @@ share, with `?` placeholders.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -51,6 +51,14 @@ class IndexStore(Protocol):
     def delete_files(self, paths: Iterable[str]) -> int: ...
 
     def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable: ...
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, str]: ...
+
+    def definition_counts(self) -> dict[int, int]: ...
+
+    def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]: ...
+
+    def definition_words(self) -> dict[int, str]: ...
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]: ...
 
