@@ -2,7 +2,8 @@
 
 The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
 one unknown key or bad value is reported and dropped while the rest still apply. Editor settings are the
-user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions).
+user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions), and
+`repositories` names the shared index's repositories to open beside the folders (`codeloupe_lsp.shared`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ SECTION = "codeloupe"
 
 # The client's trust decision for the workspace (initializationOptions only; not a setting).
 TRUSTED = "trusted"
+# Repositories of the shared index (`storeUrl`) to search with no checkout (`codeloupe_lsp.shared`).
+REPOSITORIES = "repositories"
 
 
 @dataclass
 class EditorOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     trusted: bool = False  # the client established the user's trust in the workspace (VS Code, Neovim prompt)
+    repositories: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
 
@@ -50,9 +54,11 @@ def read_options(raw: Any) -> EditorOptions:
         options.trusted = raw[TRUSTED] is True
         if not isinstance(raw[TRUSTED], bool):
             options.invalid.append(f"`trusted` must be true or false, got {raw[TRUSTED]!r}; not trusted")
+    if REPOSITORIES in raw:
+        options.repositories = _names(raw[REPOSITORIES], options)
     scratch = Settings()
     for key, value in raw.items():
-        if key == TRUSTED:
+        if key in (TRUSTED, REPOSITORIES):
             continue
         try:
             apply(scratch, {key: value}, "the editor settings")
@@ -64,6 +70,13 @@ def read_options(raw: Any) -> EditorOptions:
             continue
         options.overrides[key] = value
     return options
+
+
+def _names(raw: Any, options: EditorOptions) -> list[str]:
+    if isinstance(raw, list) and all(isinstance(name, str) and name.strip() for name in raw):
+        return list(dict.fromkeys(raw))
+    options.invalid.append(f"`{REPOSITORIES}` must be a list of repository names, got {raw!r}; ignored")
+    return []
 
 
 def _empty(raw: Any) -> bool:

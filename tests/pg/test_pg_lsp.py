@@ -1,0 +1,89 @@
+"""The language server over repositories of the shared index the user has not cloned: `storeUrl` and
+`repositories` in the editor's settings open them from PostgreSQL, searches answer with `codeloupe-index:`
+URIs pinned to the commit indexed, and `codeloupe/read` returns a file's text from the index."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pygls.exceptions import JsonRpcException
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
+from lsp_helpers import expect_error, location_paths, start_server, stop_server  # noqa: E402
+
+from codeloupe.api import Workspace  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph" / "python"
+INVALID_PARAMS = -32602
+QUERY = "charge the card total price"
+
+
+def _indexed_then_deleted(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, str], list[str]]:
+    """Index a git checkout named `billing` into the shared index, then delete it: (commit, texts, ranking)."""
+    root = tmp_path / "billing"
+    shutil.copytree(FIXTURES, root)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "fixture"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
+    try:
+        ws.index()
+        ranking = [hit.path for hit in ws.search(QUERY).files]
+        texts = {path: (root / path).read_text() for path in ws.store.file_rows()}
+    finally:
+        ws.close()
+    shutil.rmtree(root)  # the editor's machine has no checkout
+    return commit, texts, ranking
+
+
+async def _search_when_open(client: Any) -> dict[str, Any]:
+    """The first search after the server has opened the repositories (it opens them after `initialized`)."""
+    for _ in range(600):  # not a speed check
+        try:
+            return await client.request("codeloupe/search", {"query": QUERY})
+        except JsonRpcException as exc:
+            assert "no workspace folder is open" in exc.message, exc.message
+        await __import__("asyncio").sleep(0.05)
+    raise AssertionError("the shared repositories were never opened")
+
+
+async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Path, pg_url: str) -> None:
+    commit, texts, ranking = _indexed_then_deleted(tmp_path, pg_url)
+    client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"]})
+    try:
+        result = await _search_when_open(client)
+        assert location_paths(result) == ranking
+        for file in [*result["core"], *result["related"]]:
+            assert file["uri"] == f"codeloupe-index:/billing/{file['path']}?rev={commit}"
+            assert {c["location"]["uri"] for c in file["chunks"]} <= {file["uri"]}
+        first = result["core"][0]
+        read = await client.request("codeloupe/read", {"uri": first["uri"]})
+        assert read["text"] == texts[first["path"]]
+        assert (read["repository"], read["path"], read["revision"]) == ("billing", first["path"], commit)
+        # VS Code re-encodes the query of the URI it hands its content provider.
+        encoded = first["uri"].replace("?rev=", "?rev%3D")
+        assert (await client.request("codeloupe/read", {"uri": encoded}))["text"] == texts[first["path"]]
+
+        refused = {
+            "codeloupe-index:/billing/../../../etc/passwd": "traversal",
+            "codeloupe-index:/billing/%2E%2E/%2E%2E/etc/passwd": "traversal",
+            "codeloupe-index:/billing//etc/passwd": "absolute",
+            "codeloupe-index:/billing/no/such/file.py": "no such file",
+            f"codeloupe-index:/billing/{first['path']}?rev=0123abc": "indexed at",
+            f"codeloupe-index:/payroll/{first['path']}": "did not open",
+            "codeloupe-index://billing/app.py": "not a codeloupe-index:/<repository>/<path> URI",
+            "file:///etc/passwd": "not a codeloupe-index:/<repository>/<path> URI",
+        }
+        for uri, why in refused.items():
+            message = await expect_error(client.request("codeloupe/read", {"uri": uri}), INVALID_PARAMS)
+            assert why in message, (uri, message)
+        only = await client.request("codeloupe/search", {"query": QUERY, "folderUri": "codeloupe-index:/billing"})
+        assert location_paths(only) == ranking
+    finally:
+        await stop_server(client)
