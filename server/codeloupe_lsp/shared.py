@@ -1,7 +1,10 @@
 """Repositories of the shared index the user named (`storeUrl` and `repositories`, the user's own editor
 settings): searched beside the workspace folders, with no checkout. Their files are documents of the
-`codeloupe-index:` scheme, `codeloupe-index:/<repository>/<path>?rev=<commit>`, which the editors open
-read-only through `codeloupe/read` (docs/protocol.md); every answer is pinned to the commit indexed."""
+`codeloupe-index:` scheme, `codeloupe-index:///<repository>/<path>?rev=<commit>`, which the editors open
+read-only through `codeloupe/read` (docs/protocol.md); every answer is pinned to the commit indexed.
+
+The repository is the first segment of the path, not the URI's authority: VS Code lower-cases an authority,
+and Neovim treats a buffer name as a URL (not a relative file name) only after `scheme://`."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ SCHEME = "codeloupe-index"
 
 def index_uri(repository: str, rel_path: str, revision: str) -> str:
     """The document URI of `rel_path` in a shared repository, pinned to `revision` when it has one."""
-    uri = f"{SCHEME}:/{quote(repository, safe='')}/{quote(rel_path)}"
+    uri = f"{SCHEME}:///{quote(repository, safe='')}/{quote(rel_path)}"
     return f"{uri}?rev={quote(revision, safe='')}" if revision else uri
 
 
@@ -34,10 +37,11 @@ class IndexDocument:
 
 
 def parse_index_uri(uri: str, what: str = "uri") -> IndexDocument:
-    """The repository, path and commit a `codeloupe-index:` URI names; anything else is refused with -32602."""
+    """The repository, path and commit a `codeloupe-index:` URI names (`codeloupe-index:///repo/path` or, as VS
+    Code writes it, `codeloupe-index:/repo/path`); anything else is refused with -32602."""
     parts = urlsplit(uri)
     if parts.scheme != SCHEME or parts.netloc or not parts.path.startswith("/"):
-        raise invalid(f"`{what}` {uri!r} is not a {SCHEME}:/<repository>/<path> URI")
+        raise invalid(f"`{what}` {uri!r} is not a {SCHEME}:///<repository>/<path> URI")
     repository, _, path = parts.path[1:].partition("/")
     # Clients re-encode a URI's query (VS Code sends `rev%3D...`): decode it before reading its fields.
     revision = parse_qs(unquote(parts.query)).get("rev", [""])[0]
