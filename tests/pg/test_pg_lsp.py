@@ -87,3 +87,20 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         assert location_paths(only) == ranking
     finally:
         await stop_server(client)
+
+
+def test_neovim_opens_a_shared_result_read_only(tmp_path: Path, pg_url: str) -> None:
+    """Quickfix and picker open a `codeloupe-index:` result at its line, with the indexed text, read-only."""
+    from test_neovim_client import FIXTURE, run_script
+
+    _commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+    expected = tmp_path / "expected"
+    for path, text in texts.items():
+        (expected / path).parent.mkdir(parents=True, exist_ok=True)
+        (expected / path).write_text(text)
+    workspace = tmp_path / "workspace"
+    for path, text in FIXTURE.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text)
+    run_script("index_documents.lua", workspace, tmp_path / "scratch",
+               {"CODELOUPE_TEST_STORE_URL": pg_url, "CODELOUPE_TEST_EXPECTED": str(expected)})

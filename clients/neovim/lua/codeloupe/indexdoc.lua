@@ -6,7 +6,7 @@ local lsp = require('codeloupe.lsp')
 local M = {}
 
 M.scheme = 'codeloupe-index'
-M.pattern = M.scheme .. ':*'
+M.pattern = M.scheme .. ':///*'
 
 local READ_TIMEOUT_MS = 20000
 
@@ -40,7 +40,11 @@ function M.read(bufnr)
   bo.modifiable = true
   if result then
     local lines, eol = split(result.text)
-    vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+    -- Under :lockmarks: filling the buffer must not shift the quickfix entries that point into it
+    -- (they were made for the file's real lines; a plain set_lines moves them past its end).
+    vim.g.codeloupe_read_lines = lines
+    vim.cmd(('lockmarks call nvim_buf_set_lines(%d, 0, -1, v:false, g:codeloupe_read_lines)'):format(bufnr))
+    vim.g.codeloupe_read_lines = nil
     bo.eol = eol
     bo.fixeol = false
     local filetype = vim.filetype.match({ filename = result.path, buf = bufnr })
