@@ -4,6 +4,7 @@ URIs pinned to the commit indexed, and `codeloupe/read` returns a file's text fr
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -104,3 +105,24 @@ def test_neovim_opens_a_shared_result_read_only(tmp_path: Path, pg_url: str) -> 
         (workspace / path).write_text(text)
     run_script("index_documents.lua", workspace, tmp_path / "scratch",
                {"CODELOUPE_TEST_STORE_URL": pg_url, "CODELOUPE_TEST_EXPECTED": str(expected)})
+
+
+def test_vscode_opens_a_shared_result_through_its_content_provider(tmp_path: Path, pg_url: str) -> None:
+    """The search picker's `codeloupe-index:` result opens through the extension's content provider, which reads
+    it with codeloupe/read: the indexed text, at the matching line (clients/vscode/test/indexDocuments.pg.js)."""
+    from test_vscode_client import CLIENT, _server_command
+
+    _commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+    expected = tmp_path / "expected"
+    for path, text in texts.items():
+        (expected / path).parent.mkdir(parents=True, exist_ok=True)
+        (expected / path).write_text(text)
+    node = shutil.which("node")
+    assert node and (CLIENT / "node_modules").is_dir(), "the VS Code client tests need Node 20 and npm ci"
+    subprocess.run([node, "esbuild.mjs"], cwd=CLIENT, check=True, capture_output=True, timeout=120)
+    env = {**os.environ, "CODELOUPE_LSP_COMMAND": _server_command(), "CODELOUPE_TEST_STORE_URL": pg_url,
+           "CODELOUPE_TEST_EXPECTED": str(expected)}
+    mocha = [node, str(CLIENT / "node_modules" / "mocha" / "bin" / "mocha.js"), "--no-config", "--require",
+             "test/register.js", "--timeout", "60000", "--exit", "test/indexDocuments.pg.js"]
+    done = subprocess.run(mocha, cwd=CLIENT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"[-20000:]
