@@ -3,7 +3,8 @@
 The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
 one unknown key or bad value is reported and dropped while the rest still apply. Editor settings are the
 user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions), and
-`repositories` names the shared index's repositories to open beside the folders (`codeloupe_lsp.shared`).
+`repositories` names the shared index's repositories to open beside the folders (`codeloupe_lsp.shared`), read
+from the database `storeUrl` names.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ SECTION = "codeloupe"
 TRUSTED = "trusted"
 # Repositories of the shared index (`storeUrl`) to search with no checkout (`codeloupe_lsp.shared`).
 REPOSITORIES = "repositories"
+# The shared index those repositories are read from: theirs only, not the folders' (a folder opened on it would
+# upload the local checkout, or clash with the organisation's repository of the same name). A folder's own index
+# is in the shared index only when the user's config.toml says `store_url`.
+SHARED_STORE_KEYS = ("storeUrl", "store_url")
 
 
 @dataclass
@@ -29,6 +34,7 @@ class EditorOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     trusted: bool = False  # the client established the user's trust in the workspace (VS Code, Neovim prompt)
     repositories: list[str] = field(default_factory=list)
+    store_url: str = ""  # the shared index of `repositories` ("": the user's config.toml `store_url`)
     unknown: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
 
@@ -67,6 +73,9 @@ def read_options(raw: Any) -> EditorOptions:
                 options.unknown.append(str(key))
             else:
                 options.invalid.append(f"{exc}; ignored")
+            continue
+        if key in SHARED_STORE_KEYS:
+            options.store_url = value
             continue
         options.overrides[key] = value
     return options

@@ -56,7 +56,8 @@ def register(server: CodeloupeServer) -> None:
         if problems := options.problems():
             ls.warn(problems)
         previous, ls.options = ls.options, options
-        if (options.repositories, options.overrides) != (previous.repositories, previous.overrides):
+        shared = (options.repositories, options.store_url, options.overrides)
+        if shared != (previous.repositories, previous.store_url, previous.overrides):
             await open_repositories(ls)
         for folder in list(ls.folders):
             try:

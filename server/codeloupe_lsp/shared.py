@@ -76,7 +76,8 @@ async def open_repositories(ls: CodeloupeServer) -> None:
     if not names:
         return
     try:
-        opened = await ls.engine(open_shared, names, ls.options.overrides)
+        store = {"store_url": ls.options.store_url} if ls.options.store_url else {}
+        opened = await ls.engine(open_shared, names, {**ls.options.overrides, **store})
     except JsonRpcException as exc:
         ls.show_error(f"codeloupe: cannot open the shared index's repositories: {exc.message}")
         return

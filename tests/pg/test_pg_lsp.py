@@ -4,6 +4,7 @@ URIs pinned to the commit indexed, and `codeloupe/read` returns a file's text fr
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
-from lsp_helpers import expect_error, location_paths, start_server, stop_server  # noqa: E402
+from lsp_helpers import expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
 
 from codeloupe.api import Workspace  # noqa: E402
 
@@ -44,22 +45,29 @@ def _indexed_then_deleted(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, s
 
 
 async def _search_when_open(client: Any) -> dict[str, Any]:
-    """The first search after the server has opened the repositories (it opens them after `initialized`)."""
+    """The first search of billing after the server has opened it (it opens repositories after `initialized`)."""
     for _ in range(600):  # not a speed check
         try:
-            return await client.request("codeloupe/search", {"query": QUERY})
+            return await client.request("codeloupe/search", {"query": QUERY, "folderUri": "codeloupe-index:///billing"})
         except JsonRpcException as exc:
-            assert "no workspace folder is open" in exc.message, exc.message
-        await __import__("asyncio").sleep(0.05)
+            assert "did not open from the shared index" in exc.message, exc.message
+        await asyncio.sleep(0.05)
     raise AssertionError("the shared repositories were never opened")
 
 
 async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Path, pg_url: str) -> None:
     commit, texts, ranking = _indexed_then_deleted(tmp_path, pg_url)
-    client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"]})
+    project = write_project(tmp_path / "project")
+    client = await start_server([project], {"storeUrl": pg_url, "repositories": ["billing"]})
     try:
         result = await _search_when_open(client)
         assert location_paths(result) == ranking
+        # The open folder keeps its own index on this machine: storeUrl names the repositories' database only.
+        [folder] = await client.wait_ready()
+        assert "postgresql" not in folder["indexPath"], folder
+        both = await client.request("codeloupe/search", {"query": "charge the card, check the password"})
+        schemes = {f["uri"].split(":", 1)[0] for f in [*both["core"], *both["related"]]}
+        assert schemes == {"file", "codeloupe-index"}, both
         for file in [*result["core"], *result["related"]]:
             assert file["uri"] == f"codeloupe-index:///billing/{file['path']}?rev={commit}"
             assert {c["location"]["uri"] for c in file["chunks"]} <= {file["uri"]}
@@ -84,8 +92,6 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         for uri, why in refused.items():
             message = await expect_error(client.request("codeloupe/read", {"uri": uri}), INVALID_PARAMS)
             assert why in message, (uri, message)
-        only = await client.request("codeloupe/search", {"query": QUERY, "folderUri": "codeloupe-index:///billing"})
-        assert location_paths(only) == ranking
     finally:
         await stop_server(client)
 
