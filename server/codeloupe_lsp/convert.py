@@ -93,10 +93,6 @@ def span_location(uri: str, start_line: int, end_line: int) -> JSON:
     return {"uri": uri, "range": lines_to_range(start_line, end_line)}
 
 
-def lsp_location(root: Path, rel_path: str, start_line: int, end_line: int) -> lsp.Location:
-    return lsp.Location(uri=file_uri(root, rel_path), range=lines_to_lsp_range(start_line, end_line))
-
-
 def position(line0: int, character: int = 0) -> JSON:
     return {"line": line0, "character": character}
 
@@ -203,10 +199,11 @@ def symbol_kind(kind: str) -> lsp.SymbolKind:
     return _SYMBOL_KINDS.get(kind, lsp.SymbolKind.Object)
 
 
-def workspace_symbols(root: Path, found: list[tuple[str, Symbol]]) -> list[lsp.WorkspaceSymbol]:
+def workspace_symbols(uri_of: UriOf, found: list[tuple[str, Symbol]]) -> list[lsp.WorkspaceSymbol]:
     """(path, definition) pairs -> WorkspaceSymbols spanning each definition's lines."""
     return [lsp.WorkspaceSymbol(name=symbol.name, kind=symbol_kind(symbol.kind),
-                                location=lsp_location(root, path, symbol.start_line, symbol.end_line),
+                                location=lsp.Location(uri=uri_of(path),
+                                                      range=lines_to_lsp_range(symbol.start_line, symbol.end_line)),
                                 container_name=symbol.parent or path)
             for path, symbol in found]
 
@@ -432,7 +429,7 @@ def utf16_column(line: str, column0: int) -> int:
     return len(line[:column0].encode("utf-16-le")) // 2
 
 
-def located(root: Path, found: Located) -> JSON:
+def located(uri_of: UriOf, found: Located) -> JSON:
     """`codeloupe/locate`: each occurrence as an LSP Location of the matched text, with its whole line."""
     def text_range(line_text: str, line: int, column: int) -> JSON:
         start = column - 1
@@ -440,7 +437,7 @@ def located(root: Path, found: Located) -> JSON:
                 "end": position(line - 1, utf16_column(line_text, start + len(found.text)))}
 
     return {"text": found.text, "identifier": found.identifier, "total": found.total,
-            "locations": [{"uri": file_uri(root, hit.path), "path": hit.path, "lineText": hit.text,
+            "locations": [{"uri": uri_of(hit.path), "path": hit.path, "lineText": hit.text,
                            "breadcrumb": hit.breadcrumb, "range": text_range(hit.text, hit.line, hit.column)}
                           for hit in found.locations]}
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from pygls.exceptions import JsonRpcException
 
 from codeloupe.api import Workspace, WorkspaceError, open_shared
+from codeloupe_lsp.convert import UriOf
+from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import invalid
 from codeloupe_lsp.server import CodeloupeServer
 
@@ -55,6 +58,21 @@ def repository(ls: CodeloupeServer, name: str, what: str = "uri") -> Workspace:
         raise invalid(f"`{what}` names repository {name!r}, which this server did not open from the shared index"
                       f" (open: {opened})")
     return found
+
+
+def targets(ls: CodeloupeServer, folder_uri: str) -> tuple[list[Folder], list[tuple[str, Workspace]]]:
+    """What a request's `folderUri` selects: one folder, one shared repository (`codeloupe-index:///<name>`), or
+    (absent) every folder and every shared repository."""
+    if folder_uri.startswith(f"{SCHEME}:"):
+        name = parse_index_uri(folder_uri, "folderUri").repository
+        return [], [(name, repository(ls, name, "folderUri"))]
+    return ls.folders_for(folder_uri), [] if folder_uri else list(ls.shared.items())
+
+
+async def uris_of(ls: CodeloupeServer, name: str, ws: Workspace) -> UriOf:
+    """A shared repository's paths -> their documents, pinned to the commit it is indexed at."""
+    revision = await ls.engine(lambda: ws.revision)
+    return partial(index_uri, name, revision=revision)
 
 
 def read_document(ws: Workspace, document: IndexDocument) -> tuple[str, str]:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
@@ -78,6 +79,15 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         # VS Code writes the URI with one slash and re-encodes its query.
         encoded = first["uri"].replace(":///", ":/").replace("?rev=", "?rev%3D")
         assert (await client.request("codeloupe/read", {"uri": encoded}))["text"] == texts[first["path"]]
+
+        # The other searches answer from it too.
+        symbols = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="charge"))
+        shared_symbols = [s.location.uri for s in symbols if s.location.uri.startswith("codeloupe-index:")]
+        assert f"codeloupe-index:///billing/src/shop/payments/card.py?rev={commit}" in shared_symbols, symbols
+        located = await client.request("codeloupe/locate", {"text": "def charge",
+                                                            "folderUri": "codeloupe-index:///billing"})
+        assert [loc["uri"] for loc in located["locations"]] == [
+            f"codeloupe-index:///billing/src/shop/payments/card.py?rev={commit}"]
 
         refused = {
             "codeloupe-index:///billing/../../../etc/passwd": "traversal",
