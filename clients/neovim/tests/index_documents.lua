@@ -40,6 +40,8 @@ local function shows(name, lnum)
   H.equal({ vim.bo[buf].readonly, vim.bo[buf].modifiable, vim.bo[buf].buftype, vim.bo[buf].modified },
     { true, false, 'nofile', false }, 'read-only scratch buffer')
   H.equal(vim.bo[buf].filetype, 'python', 'filetype from the path')
+  -- Not a file of the workspace: no client attaches (it would ask for code lenses of a file it cannot see).
+  H.equal(#vim.lsp.get_clients({ bufnr = buf }), 0, 'clients attached to the index document')
   H.equal(vim.api.nvim_win_get_cursor(0)[1], lnum, 'cursor on the result line')
   H.check(not pcall(vim.cmd, 'normal! x'), 'editing is refused')
   H.equal(H.text(buf) .. (vim.bo[buf].eol and '\n' or ''), indexed_text(path), 'text unchanged after an edit attempt')
