@@ -85,6 +85,27 @@ H.wait(function()
 end, 20000, 'the picker to open the shared result')
 shows(picked.filename, picked.lnum)
 
+-- :Codeloupe live previews a shared result from the server too.
+local live = require('codeloupe.live')
+vim.cmd('Codeloupe live ' .. query)
+H.wait(function()
+  return live.state and live.state.query == query and #live.state.items > 0
+end, 20000, 'the live picker to show the answer')
+local row
+for index, item in ipairs(live.state.items) do
+  if vim.startswith(item.filename, prefix) then
+    row = index
+    break
+  end
+end
+H.check(row, 'a shared result in the live picker')
+H.press('A' .. string.rep('<C-n>', row - 1))
+H.equal(live.state.selected, row, 'the shared row is selected')
+local previewed = live.state.items[row]
+H.equal(table.concat(vim.api.nvim_buf_get_lines(live.state.preview.buf, 0, -1, false), '\n') .. '\n',
+  indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the preview holds the indexed text')
+H.press('<Esc>')
+
 -- A path escaping the repository: an error, an empty read-only buffer.
 vim.cmd.edit(vim.fn.fnameescape('codeloupe-index:///billing/../../../etc/passwd'))
 H.equal(H.text(0), '', 'nothing read for an escaping path')

@@ -22,18 +22,38 @@ local function split(text)
   return lines, eol
 end
 
+--- Whether `name` (a buffer or quickfix file name) is a shared-index document.
+---@param name string
+---@return boolean
+function M.is_document(name)
+  return vim.startswith(name, M.scheme .. ':')
+end
+
+--- The server's `codeloupe/read` answer for `uri`, or nil and why not.
+---@param uri string
+---@param bufnr integer?
+---@return { text: string, path: string }? result, string? error
+function M.fetch(uri, bufnr)
+  local client = lsp.client(bufnr)
+  if not client then
+    return nil, 'codeloupe: no language server is running to read ' .. uri
+  end
+  return lsp.request_sync(client, 'codeloupe/read', { uri = uri }, READ_TIMEOUT_MS)
+end
+
+--- The lines of a shared-index document (for previews); {} when it cannot be read.
+---@param uri string
+---@return string[]
+function M.lines(uri)
+  local result = M.fetch(uri)
+  return result and (split(result.text)) or {}
+end
+
 --- Fill `bufnr` (named by a `codeloupe-index:` URI) from the server and make it read-only: the index's
 --- copy at the commit the URI pins, never a file on disk (BufReadCmd).
 ---@param bufnr integer
 function M.read(bufnr)
-  local uri = vim.api.nvim_buf_get_name(bufnr)
-  local client = lsp.client(bufnr)
-  local result, err
-  if client then
-    result, err = lsp.request_sync(client, 'codeloupe/read', { uri = uri }, READ_TIMEOUT_MS)
-  else
-    err = 'codeloupe: no language server is running to read ' .. uri
-  end
+  local result, err = M.fetch(vim.api.nvim_buf_get_name(bufnr), bufnr)
   local bo = vim.bo[bufnr]
   bo.buftype = 'nofile'
   bo.swapfile = false
