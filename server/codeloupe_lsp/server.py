@@ -222,7 +222,7 @@ class CodeloupeServer(LanguageServer):
     def folders_for(self, folder_uri: str) -> list[Folder]:
         """`folderUri` given: that folder (or -32602); absent: every folder."""
         if not folder_uri:
-            if not len(self.folders) and not self.shared:
+            if not len(self.folders):
                 raise RequestFailed(message="no workspace folder is open")
             return list(self.folders)
         folder = self.folders.get(folder_uri)

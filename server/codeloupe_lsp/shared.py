@@ -66,7 +66,10 @@ def targets(ls: CodeloupeServer, folder_uri: str) -> tuple[list[Folder], list[tu
     if folder_uri.startswith(f"{SCHEME}:"):
         name = parse_index_uri(folder_uri, "folderUri").repository
         return [], [(name, repository(ls, name, "folderUri"))]
-    return ls.folders_for(folder_uri), [] if folder_uri else list(ls.shared.items())
+    if folder_uri:
+        return ls.folders_for(folder_uri), []
+    # No folder open is no error while shared repositories answer (a server started only to search them).
+    return ls.folders_for("") if len(ls.folders) or not ls.shared else [], list(ls.shared.items())
 
 
 async def uris_of(ls: CodeloupeServer, name: str, ws: Workspace) -> UriOf:

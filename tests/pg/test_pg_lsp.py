@@ -45,13 +45,14 @@ def _indexed_then_deleted(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, s
     return commit, texts, ranking
 
 
-async def _search_when_open(client: Any) -> dict[str, Any]:
-    """The first search of billing after the server has opened it (it opens repositories after `initialized`)."""
+async def _search_when_open(client: Any, params: dict[str, Any], refusal: str) -> dict[str, Any]:
+    """The first search answered once the server has opened the repositories (it opens them after
+    `initialized`; until then a search is refused with `refusal`)."""
     for _ in range(600):  # not a speed check
         try:
-            return await client.request("codeloupe/search", {"query": QUERY, "folderUri": "codeloupe-index:///billing"})
+            return await client.request("codeloupe/search", {"query": QUERY, **params})
         except JsonRpcException as exc:
-            assert "did not open from the shared index" in exc.message, exc.message
+            assert refusal in exc.message, exc.message
         await asyncio.sleep(0.05)
     raise AssertionError("the shared repositories were never opened")
 
@@ -61,7 +62,8 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
     project = write_project(tmp_path / "project")
     client = await start_server([project], {"storeUrl": pg_url, "repositories": ["billing"]})
     try:
-        result = await _search_when_open(client)
+        result = await _search_when_open(client, {"folderUri": "codeloupe-index:///billing"},
+                                         "did not open from the shared index")
         assert location_paths(result) == ranking
         # The open folder keeps its own index on this machine: storeUrl names the repositories' database only.
         [folder] = await client.wait_ready()
@@ -102,6 +104,13 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         for uri, why in refused.items():
             message = await expect_error(client.request("codeloupe/read", {"uri": uri}), INVALID_PARAMS)
             assert why in message, (uri, message)
+    finally:
+        await stop_server(client)
+    # A server with no folder at all answers from the shared repositories alone.
+    client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"]})
+    try:
+        alone = await _search_when_open(client, {}, "no workspace folder is open")
+        assert location_paths(alone) == ranking
     finally:
         await stop_server(client)
 

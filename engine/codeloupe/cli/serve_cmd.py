@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        pool = WarmWorkspaces(open_shared(args.repo, {"store_url": args.store_url}) if args.store_url else [Path(p) for p in args.paths])
+        workspaces = (open_shared(args.repo, {"store_url": args.store_url}) if args.store_url
+                      else [Path(p) for p in args.paths])
+        pool = WarmWorkspaces(workspaces)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
