@@ -591,6 +591,29 @@ def open_remote(source: str, settings: Settings | None = None, overrides: dict[s
     return RemoteWorkspace(source, settings, overrides, refresh=refresh)
 
 
+def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> list[Workspace]:
+    """Repositories of the shared index (the user's `store_url`), read where no checkout is: every one when
+    `repositories` is empty. Settings are the user's own (and `overrides`): no workspace file is read.
+    Each is a `codeloupe.shared_index.SharedWorkspace`: read-only, every answer pinned to its indexed commit."""
+    from codeloupe.shared_index import SharedWorkspace
+    from codeloupe.store.postgres import repository_names
+
+    settings = load_settings(None, overrides)
+    if not settings.store_url:
+        raise WorkspaceError("no shared index to open repositories from: set store_url (postgresql://...)")
+    url = redact(settings.store_url)
+    known = repository_names(settings.store_url)
+    names = list(dict.fromkeys(repositories))
+    missing = sorted(set(names) - set(known))
+    if missing:
+        raise WorkspaceError(f"{', '.join(missing)}: not in the shared index {url}"
+                             f" (it holds {', '.join(known) or 'no repository yet'})")
+    if not known:
+        raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
+                             " `codeloupe index PATH --store URL`")
+    return [SharedWorkspace(settings.store_url, name, settings) for name in names or known]
+
+
 def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,
                  overrides: dict[str, Any] | None = None) -> IndexReport:
     """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""

@@ -73,6 +73,17 @@ export interface SearchParams {
 
 export const SearchRequest = new RequestType<SearchParams, SearchResult, void>('codeloupe/search');
 
+/** `codeloupe/read`: a shared-index document's text, pinned to the commit its URI names. */
+export interface ReadResult {
+    uri: string;
+    repository: string;
+    path: string;
+    revision: string;
+    text: string;
+}
+
+export const ReadRequest = new RequestType<{ uri: string }, ReadResult, void>('codeloupe/read');
+
 export interface Citation {
     k: number;
     location: Location;

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         from codeloupe_web.listen import bind
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
-    from codeloupe.api import WorkspaceError
+    from codeloupe.api import WorkspaceError, open_shared
     from codeloupe.settings import SettingsError
     from codeloupe.store import StoreError
 
@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        pool = WarmWorkspaces(_shared(args.store_url, args.repo) if args.store_url else [Path(p) for p in args.paths])
+        workspaces = (open_shared(args.repo, {"store_url": args.store_url}) if args.store_url
+                      else [Path(p) for p in args.paths])
+        pool = WarmWorkspaces(workspaces)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
@@ -84,22 +86,3 @@ def run(args: argparse.Namespace) -> int:
         pool.close()
         sock.close()
     return 0
-
-
-
-def _shared(url: str, names: list[str]) -> list:
-    """The shared index's repositories to serve (every one when `names` is empty), opened read-only."""
-    from codeloupe.settings import load_settings
-    from codeloupe.shared_index import SharedWorkspace
-    from codeloupe.store.postgres import redact, repository_names
-
-    settings = load_settings(None, {"store_url": url})
-    known = repository_names(settings.store_url)
-    missing = sorted(set(names) - set(known))
-    if missing:
-        raise CliError(f"{', '.join(missing)}: not in the shared index {redact(url)}"
-                       f" (it holds {', '.join(known) or 'no repository yet'})")
-    if not known:
-        raise CliError(f"the shared index {redact(url)} holds no repository yet: index one with"
-                       " `codeloupe index PATH --store URL`")
-    return [SharedWorkspace(settings.store_url, name, settings) for name in names or known]
