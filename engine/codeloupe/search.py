@@ -31,7 +31,7 @@ from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 log = logging.getLogger("codeloupe.search")
 
@@ -111,7 +111,7 @@ class Snapshot:
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
 
-    def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
+    def entity_index(self, ws: WorkspaceContext) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
@@ -191,7 +191,7 @@ class Fusion:
 
 
 class Searcher:
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: WorkspaceContext) -> None:
         self.ws = ws
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None

@@ -28,7 +28,7 @@ from codeloupe.parallel import map_in_workers
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 _STATE_KEY = "graph_state"
 _CONFIGS_KEY = "graph_configs"
@@ -45,7 +45,7 @@ log = logging.getLogger("codeloupe.graph")
 QUERY_BUILD_MAX_FILES = 2000
 
 
-def _lock(ws: Workspace) -> threading.RLock:
+def _lock(ws: WorkspaceContext) -> threading.RLock:
     with _locks_guard:
         lock = _locks.get(ws)
         if lock is None:
@@ -53,11 +53,11 @@ def _lock(ws: Workspace) -> threading.RLock:
         return lock
 
 
-def _state(ws: Workspace) -> str:
+def _state(ws: WorkspaceContext) -> str:
     return f"{ws.store.generation('content')}:{EXTRACTOR_VERSION}"
 
 
-def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
+def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
     extractor), then re-resolve the edges that can have changed and store the ones that did.
 
@@ -127,14 +127,14 @@ def _digest(raw: str | None) -> str:
     return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:16] if raw is not None else ""
 
 
-def _save_configs(ws: Workspace, resolution: _Resolution) -> None:
+def _save_configs(ws: WorkspaceContext, resolution: _Resolution) -> None:
     """Persist the configuration files the resolution consulted, for `_load_resolution` in a later process."""
     saved = json.dumps(resolution.configs, sort_keys=True)
     if ws.store.get_meta(_CONFIGS_KEY) != saved:
         ws.store.set_meta(_CONFIGS_KEY, saved)
 
 
-def _load_resolution(ws: Workspace) -> _Resolution:
+def _load_resolution(ws: WorkspaceContext) -> _Resolution:
     """The resolution of stored edges that are current (a process opening an index it resolved before):
     facts and edges as stored, nothing resolved again."""
     stored = edge_store.all_facts(ws.store)
@@ -169,7 +169,7 @@ def _layouts(ctx: ResolveContext) -> dict[str, object]:
     return {language: RESOLVERS[language].layout(ctx) for language in sorted(languages) if language in RESOLVERS}
 
 
-def _resolve_all(ws: Workspace) -> _Resolution:
+def _resolve_all(ws: WorkspaceContext) -> _Resolution:
     stored = edge_store.all_facts(ws.store)
     resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
     for path, (_, _, raw) in stored.items():
@@ -184,7 +184,7 @@ def _resolve_all(ws: Workspace) -> _Resolution:
     return resolution
 
 
-def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) -> bool:
+def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set[str]) -> bool:
     """Re-resolve what the `changed` files (and files added or removed since) can reach; False when the
     change reaches the layout and everything must be resolved again."""
     nodes = {path: file_id for file_id, path, _ in edge_store.node_files(ws.store)}
@@ -221,7 +221,7 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     return True
 
 
-def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
+def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
                  existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
     """Resolve `sources` (path -> file id), keep their edges in `resolution` and write the ones that differ
     from what is stored."""
@@ -234,7 +234,7 @@ def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, so
     edge_store.replace_edges(ws.store, changed)
 
 
-def ensure_edges(ws: Workspace) -> None:
+def ensure_edges(ws: WorkspaceContext) -> None:
     """Bring the edges up to date when the index moved since they were resolved (or never were)."""
     if ws.store.get_meta(_STATE_KEY) != _state(ws):
         update_edges(ws)
@@ -277,7 +277,7 @@ class Graph:
         return self._members[community]
 
 
-def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
+def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
     """The graph of the current index state, built once per state and shared by every caller.
 
     `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
@@ -309,7 +309,7 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
         return graph
 
 
-def _build_in_background(ws: Workspace) -> None:
+def _build_in_background(ws: WorkspaceContext) -> None:
     """Start building the graph on its own thread (once at a time per workspace)."""
     with _locks_guard:
         running = _building.get(ws)
@@ -320,14 +320,14 @@ def _build_in_background(ws: Workspace) -> None:
     thread.start()
 
 
-def _build_quietly(ws: Workspace) -> None:
+def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         load_graph(ws)
     except Exception:  # the workspace closed meanwhile; the next reader builds
         log.debug("background graph build failed", exc_info=True)
 
 
-def _build(ws: Workspace) -> Graph:
+def _build(ws: WorkspaceContext) -> Graph:
     nodes = edge_store.node_files(ws.store)
     paths = [p for _, p, _ in nodes]
     index = {p: i for i, p in enumerate(paths)}
@@ -379,7 +379,7 @@ def _build(ws: Workspace) -> Graph:
     return graph
 
 
-def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
+def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
                    ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
     """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
 
