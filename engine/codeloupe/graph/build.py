@@ -19,6 +19,7 @@ from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
     Edge,
     ResolveContext,
+    changed_tokens,
     mentioned_tokens,
     provided_tokens,
     read_config,
@@ -63,8 +64,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
 
     The first resolution in a process covers every file. Later ones resolve only the files a change can
     reach: the changed files, the files with an edge to one, and the files that mention a word one of them
-    provides (`resolve.provided_tokens`); a change of layout (import roots, a configuration file) resolves
-    everything again. Returns the number of files whose facts were extracted.
+    provides (`resolve.provided_tokens`; for a file changed in place, `resolve.changed_tokens`: its names and
+    re-exports, and only the definitions the change added or removed); a change of layout (import roots, a
+    configuration file) resolves everything again. Returns the number of files whose facts were extracted.
     """
     with _lock(ws):
         store = ws.store
@@ -195,15 +197,20 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
         return False
     if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
         return False
-    provided: set[str] = set()
+    before = {path: resolution.facts[path] for path in changed | removed if path in resolution.facts}
     for path in changed | removed:
-        old = resolution.facts.get(path)
-        if old is not None:
-            provided |= provided_tokens(path, old, RESOLVERS.get(old.language))
         resolution.forget(path)
     for path, raw in edge_store.facts_of(ws.store, changed).items():
         resolution.learn(path, FileFacts.from_json(raw))
-        provided |= provided_tokens(path, resolution.facts[path], RESOLVERS.get(resolution.facts[path].language))
+    provided: set[str] = set()
+    for path in changed | removed:
+        old, new = before.get(path), resolution.facts.get(path)
+        if old is not None and new is not None and old.language == new.language:
+            provided |= changed_tokens(path, old, new, RESOLVERS.get(new.language))
+        else:
+            for facts in (old, new):
+                if facts is not None:
+                    provided |= provided_tokens(path, facts, RESOLVERS.get(facts.language))
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
         if _layouts(ctx) != resolution.layouts:
