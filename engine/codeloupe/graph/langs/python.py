@@ -112,6 +112,9 @@ class PythonResolver(LanguageResolver):
     layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
 
     def layout(self, ctx: ResolveContext) -> object:
+        # The module table is built with the roots: a process that opens an index reads the layout while its
+        # graph builds, so the first save after it finds the table ready instead of walking every path.
+        self._modules(ctx)
         return self._roots(ctx)
 
     def _roots(self, ctx: ResolveContext) -> list[str]:
