@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
 
-log = logging.getLogger("codeloupe.remote")
+remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
 # The ask result types, loaded on first use: `codeloupe.ask` pulls in the model client (most of a second).
 _ASK_TYPES = ("AnswerPart", "AskEvent", "AskResult", "Citation")
@@ -619,7 +619,7 @@ class RemoteWorkspace(Workspace):
                              skipped=snapshot.skipped, strategies=self._strategies(), progress=progress)
         self.store.set_meta(SOURCE_KEY, self.spec.source)
         self.store.set_meta(REVISION_KEY, snapshot.revision)
-        log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
+        remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
         ensure_edges(self)
         return report
