@@ -17,12 +17,12 @@ from codeloupe.lanes.tokens import tokenize
 from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
     from codeloupe.graph.build import Graph
     from codeloupe.search import Fusion, Snapshot
 
 
-def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
+def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
                  mode: str, scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
     file_scores = {f: score for f, score in fusion.file.items() if score > 0}
     order = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))
@@ -180,7 +180,7 @@ def _why(file_id: int, fusion: Fusion) -> str:
     return ", ".join(parts) or "matched"
 
 
-def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
+def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
                       limit: int, start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
     """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
     CORE file or a traceback frame through the code the query matched (what its shown chunks and the frames'

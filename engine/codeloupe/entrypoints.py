@@ -25,7 +25,7 @@ else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
@@ -128,5 +128,5 @@ def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
     return None
 
 
-def entry_points(ws: Workspace) -> list[EntryPoint]:
+def entry_points(ws: WorkspaceContext) -> list[EntryPoint]:
     return find_entry_points(ws.searcher().snapshot(), ws.store.symbol_rows())

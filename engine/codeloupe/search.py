@@ -40,7 +40,7 @@ from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 log = logging.getLogger("codeloupe.search")
 
@@ -121,7 +121,7 @@ class Snapshot:
     _files: tuple[np.ndarray, BM25Index] | None = None
     _term_sets: dict[int, set[str]] = field(default_factory=dict)
 
-    def entity_index(self, ws: Workspace) -> tuple[np.ndarray, BM25Index]:
+    def entity_index(self, ws: WorkspaceContext) -> tuple[np.ndarray, BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
@@ -226,7 +226,7 @@ class Fusion:
 
 
 class Searcher:
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: WorkspaceContext) -> None:
         self.ws = ws
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None

@@ -1,6 +1,6 @@
 """The shared index (`store_url = "postgresql://..."`) above the store: the commit a repository's answers are
-pinned to, the indexing workers that fill the database from a queue, and `SharedWorkspace`, a repository
-served from the database with no checkout. (Which store a workspace opens: `codeloupe.store.opening`.)
+pinned to and the indexing workers that fill the database from a queue. (A repository served from the database
+with no checkout is `codeloupe.api.SharedWorkspace`; which store a workspace opens: `codeloupe.store.opening`.)
 
 `codeloupe index --store URL --queue` walks a workspace, deletes what left it and queues the changed files in
 batches; any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)
@@ -12,7 +12,6 @@ batch is claimed again once the lease runs out.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -27,14 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.api import WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
-from codeloupe.chunk.strategies import StrategyLoad
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.embed.background import EmbedReport
-from codeloupe.index import Prepared, ProgressFn, prepare
-from codeloupe.remote import RemoteWorkspace
+from codeloupe.index import Prepared, prepare
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import StoreError
 from codeloupe.store.postgres import (
@@ -44,10 +39,8 @@ from codeloupe.store.postgres import (
     WorkItem,
     WorkQueue,
     content_key,
-    redact,
 )
 from codeloupe.store.protocol import IndexStore
-from codeloupe.types import IndexReport
 
 log = logging.getLogger("codeloupe.shared")
 
@@ -223,38 +216,3 @@ def _vectors(store: PgStore, files: list[BatchFile],
         fresh = provider.embed([texts[key] for key in todo])
         vectors.update(zip(todo, np.asarray(fresh, np.float32)))
     return vectors, len(todo)
-
-
-
-class SharedWorkspace(RemoteWorkspace):
-    """A repository in the shared index, read where no checkout is: files are rebuilt from the index's chunks
-    (a line partition of each file) and every answer is pinned to the commit it was indexed at. Indexing is
-    the workers' job (or `codeloupe index PATH --store URL` on a checkout): `index()` only reports."""
-
-    def __init__(self, url: str, repository: str, settings: Settings) -> None:
-        # RemoteWorkspace's own start (a spec to parse, a tarball to fetch) has no part here.
-        self.settings = dataclasses.replace(settings, store_url=url, store_repository=repository)
-        self.root = Path(repository)
-        self.refresh = False
-        self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad())
-
-    @property
-    def revision(self) -> str:
-        return self.store.commit
-
-    @property
-    def label(self) -> str:
-        return f"{self.root}@{self.revision or '(files as indexed)'}"
-
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
-        counts = self.store.counts()
-        return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
-                           files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
-                           languages=self.store.language_counts())
-
-    def embed(self, *_: Any, **__: Any) -> EmbedReport:
-        return EmbedReport()  # the workers embed; a server only reads
-
-    def update_files(self, paths: Any) -> IndexReport:
-        raise WorkspaceError(f"{self.label} is read from the shared index: re-index it with"
-                             " `codeloupe index PATH --store URL` where it is checked out")

@@ -18,7 +18,7 @@ from codeloupe.search import is_test_path
 from codeloupe.types import Tour, TourStop
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 # Whole comment lines do not count as mentions: a licence header saying "source code" in every Go file is not
@@ -32,7 +32,7 @@ def _worth_a_stop(name: str) -> bool:
         and not name.startswith("__") and name != "main"  # `main` is an entry point, listed above the names
 
 
-def build_tour(ws: Workspace, limit: int = 20) -> Tour:
+def build_tour(ws: WorkspaceContext, limit: int = 20) -> Tour:
     snap = ws.searcher().snapshot()
     symbols = ws.store.symbol_rows()
     # name -> (path, line, kind, file id) of each top-level definition

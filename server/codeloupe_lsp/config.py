@@ -1,6 +1,6 @@
 """Editor settings (initializationOptions, didChangeConfiguration) -> overrides for `load_settings`.
 
-The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
+The engine's `apply_settings` knows the field names and their camelCase spellings; every key is tried on its own so
 one unknown key or bad value is reported and dropped while the rest still apply. Editor settings are the
 user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions), and
 `repositories` names the shared index's repositories to open beside the folders (`codeloupe_lsp.shared`), read
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeloupe.settings import Settings, SettingsError, apply
+from codeloupe.api import Settings, SettingsError, apply_settings
 
 # Clients may nest the options under the extension's section name.
 SECTION = "codeloupe"
@@ -67,7 +67,7 @@ def read_options(raw: Any) -> EditorOptions:
         if key in (TRUSTED, REPOSITORIES):
             continue
         try:
-            apply(scratch, {key: value}, "the editor settings")
+            apply_settings(scratch, {key: value}, "the editor settings")
         except SettingsError as exc:
             if str(exc).startswith("unknown setting"):
                 options.unknown.append(str(key))

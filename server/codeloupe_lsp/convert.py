@@ -35,9 +35,18 @@ from codeloupe.types import (
 )
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
-    from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
-    from codeloupe.graph import NotInGraph
-    from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
+    from codeloupe.api import (
+        AnswerPart,
+        AskEvent,
+        AskResult,
+        Citation,
+        FileSummary,
+        GraphMap,
+        GraphNode,
+        GraphPath,
+        Neighbour,
+        NotInGraph,
+    )
 
 JSON = dict[str, Any]
 # A workspace path -> its URI: a `file:` URI under a folder, or a shared-index URI (`codeloupe_lsp.shared`).

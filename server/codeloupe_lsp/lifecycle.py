@@ -7,7 +7,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.settings import SettingsError
+from codeloupe.api import SettingsError
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.server import CodeloupeServer

@@ -23,9 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.graph import NotInGraph
-from codeloupe.settings import Settings, load_settings
+from codeloupe.api import NotInGraph, Settings, Workspace, WorkspaceError, load_settings
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path

@@ -8,8 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.settings import load_settings
+from codeloupe.api import Workspace, WorkspaceError, load_settings
 
 log = logging.getLogger("codeloupe.warm")
 

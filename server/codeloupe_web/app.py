@@ -16,8 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import WorkspaceError
-from codeloupe.graph import render_html
+from codeloupe.api import WorkspaceError, render_html
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -206,7 +205,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/languages", tags=["health"], response_model=list[str],
              summary="The languages this build parses")
     def languages() -> list[str]:
-        from codeloupe.chunk import available_languages
+        from codeloupe.api import available_languages
 
         return available_languages()
 
