@@ -1,0 +1,41 @@
+"""A throwaway PostgreSQL + pgvector for the org-scale benches, started from the `pgserver` wheel.
+
+The wheel (pin 0.1.4: its pgvector runs HNSW on this kind of machine, newer forks crashed with an illegal
+instruction) bundles PostgreSQL and pgvector and starts them without root or Docker, listening on a unix
+socket only. `running(pgdata, settings)` initialises the cluster, applies server settings (a restart, since
+`shared_buffers` needs one), yields a connection URI, and always stops the server on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def running(pgdata: Path, settings: dict[str, str], keep: bool = False) -> Iterator[str]:
+    """A server on `pgdata` (created fresh) with `settings` applied; removed afterwards unless `keep`."""
+    import pgserver  # the wheel; imported here so `--help` works without it
+
+    if pgdata.exists():
+        shutil.rmtree(pgdata)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    try:
+        server.psql("".join(f"ALTER SYSTEM SET {key} = '{value}';\n" for key, value in settings.items()))
+    finally:
+        server.cleanup()
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    try:
+        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        if not keep:
+            shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def pgvector_version(conn) -> str:  # noqa: ANN001 - a psycopg connection; psycopg is imported lazily
+    return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
