@@ -52,19 +52,27 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def synthesise(pool: np.ndarray, n: int, rng: np.random.Generator, noise: float) -> np.ndarray:
-    """`n` vectors near the pool's manifold: a pool vector, up to half of another one, and isotropic noise."""
-    first = pool[rng.integers(0, len(pool), n)]
-    second = pool[rng.integers(0, len(pool), n)] * rng.uniform(0, 0.5, (n, 1)).astype(np.float32)
-    jitter = rng.standard_normal((n, DIM), dtype=np.float32) * np.float32(noise / np.sqrt(DIM))
-    return normalise(first + second + jitter)
+    """`n` vectors near the pool's manifold: a pool vector, up to half of another one, and isotropic noise
+    (in blocks, so a million vectors cost their own 1.5 GB and little more)."""
+    out = np.empty((n, DIM), np.float32)
+    for start in range(0, n, 50_000):
+        size = min(50_000, n - start)
+        block = pool[rng.integers(0, len(pool), size)]
+        block += pool[rng.integers(0, len(pool), size)] * rng.uniform(0, 0.5, (size, 1)).astype(np.float32)
+        block += rng.standard_normal((size, DIM), dtype=np.float32) * np.float32(noise / np.sqrt(DIM))
+        out[start: start + size] = normalise(block)
+    return out
 
 
 def nearest_cosine(vectors: np.ndarray, sample: int, rng: np.random.Generator) -> float:
     """Median cosine of a vector to its nearest other vector (how crowded the space is), on a sample."""
     picks = rng.choice(len(vectors), min(sample, len(vectors)), replace=False)
-    sims = vectors[picks] @ vectors.T
-    sims[np.arange(len(picks)), picks] = -1.0
-    return float(np.median(sims.max(axis=1)))
+    best = []
+    for pick in picks:  # one row of similarities at a time: 4 MB at a million vectors
+        sims = vectors @ vectors[pick]
+        sims[pick] = -1.0
+        best.append(float(sims.max()))
+    return float(np.median(best))
 
 
 def copy_binary(conn, ids: np.ndarray, repos: np.ndarray, vectors: np.ndarray) -> None:  # noqa: ANN001
@@ -130,19 +138,24 @@ SQL_REPO_PLANNER = "SELECT id FROM chunks WHERE repo_id = %s ORDER BY embedding 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, rows: np.ndarray | None = None) -> list[np.ndarray]:
     """Ids (row numbers) of the exact top 10 by cosine, over all rows or the given rows."""
     scope = vectors if rows is None else vectors[rows]
-    sims = queries @ scope.T
-    top = np.argsort(-sims, axis=1)[:, :10]
-    return [top[i] if rows is None else rows[top[i]] for i in range(len(queries))]
+    out = []
+    for query in queries:
+        sims = scope @ query
+        top = np.argpartition(-sims, 9)[:10]
+        top = top[np.argsort(-sims[top])]
+        out.append(top if rows is None else rows[top])
+    return out
 
 
 def quantised_recall(vectors: np.ndarray, queries: np.ndarray, exact: list[np.ndarray]) -> dict:
     """Recall@10 of exact search over half-precision and int8 (per-row scale) copies of the vectors."""
-    half = vectors.astype(np.float16).astype(np.float32)
     peak = np.abs(vectors).max(axis=1, keepdims=True) / 127.0
-    int8 = np.rint(vectors / peak).astype(np.int8).astype(np.float32) * peak
+    copies = {"halfvec_exact": lambda: (vectors.astype(np.float16).astype(np.float32),
+                                        queries.astype(np.float16).astype(np.float32)),
+              "int8_exact": lambda: (np.rint(vectors / peak).astype(np.int8).astype(np.float32) * peak, queries)}
     out = {}
-    for name, copy in (("halfvec_exact", half), ("int8_exact", int8)):
-        found = exact_top(copy, queries.astype(np.float16).astype(np.float32) if name.startswith("half") else queries)
+    for name, make in copies.items():  # one copy in memory at a time
+        found = exact_top(*make())
         out[name] = round(statistics.mean(recall(f.tolist(), e) for f, e in zip(found, exact, strict=True)), 4)
     return out
 
