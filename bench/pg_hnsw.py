@@ -27,6 +27,7 @@ import sqlite3
 import statistics
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -171,7 +172,8 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--hnsw", nargs="+", default=["16,64"], help="M,EF_CONSTRUCTION pairs to build")
     parser.add_argument("--ef-search", nargs="+", type=int, default=[40, 100, 200])
-    parser.add_argument("--pgdata", type=Path, default=Path("/tmp/pgbench/hnsw"))
+    parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench",
+                        help="the throwaway server's data directory is created (and removed) under this")
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--maintenance-work-mem", default="2GB")
     parser.add_argument("--build-workers", type=int, default=1, help="max_parallel_maintenance_workers")
@@ -210,7 +212,7 @@ def main() -> int:
     settings = {"shared_buffers": args.shared_buffers, "maintenance_work_mem": args.maintenance_work_mem,
                 "max_parallel_maintenance_workers": str(args.build_workers), "max_parallel_workers_per_gather": "0",
                 "jit": "off"}
-    with pg_server.running(args.pgdata, settings) as uri, psycopg.connect(uri, autocommit=True) as conn:
+    with pg_server.running(args.pg_parent, settings) as uri, psycopg.connect(uri, autocommit=True) as conn:
         report["pgvector"] = pg_server.pgvector_version(conn)
         report["halfvec"] = conn.execute("SELECT to_regtype('halfvec') IS NOT NULL").fetchone()[0]
         report["iterative_scan"] = conn.execute(

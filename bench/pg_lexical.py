@@ -31,6 +31,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -237,7 +238,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("golden", type=Path)
     parser.add_argument("--corpora", type=Path, required=True)
-    parser.add_argument("--pgdata", type=Path, default=Path("/tmp/pgbench/lexical"))
+    parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench",
+                        help="the throwaway server's data directory is created (and removed) under this")
     parser.add_argument("--cache-dir", type=Path, default=Path("/tmp/pgbench/cache"),
                         help="the engine's index cache (CODELOUPE_CACHE_DIR) for the corpora")
     parser.add_argument("--corpus", action="append", help="only this corpus (repeatable)")
@@ -263,7 +265,7 @@ def main() -> int:
     report: dict = {"corpora": {}, "queries": sum(len(c.queries) for c in corpora)}
     workspaces = []
     with contextlib.ExitStack() as stack:
-        uri = stack.enter_context(pg_server.running(args.pgdata, {"shared_buffers": "256MB", "jit": "off"}))
+        uri = stack.enter_context(pg_server.running(args.pg_parent, {"shared_buffers": "256MB", "jit": "off"}))
         conn = stack.enter_context(psycopg.connect(uri, autocommit=True))
         conn.execute(SCHEMA)
         for repo_id, corpus in enumerate(corpora):

@@ -2,26 +2,28 @@
 
 The wheel (pin 0.1.4: its pgvector runs HNSW on this kind of machine, newer forks crashed with an illegal
 instruction) bundles PostgreSQL and pgvector and starts them without root or Docker, listening on a unix
-socket only. `running(pgdata, settings)` initialises the cluster, applies server settings (a restart, since
-`shared_buffers` needs one), yields a connection URI, and always stops the server on the way out.
+socket only. `running(parent, settings)` initialises a cluster in a fresh directory under `parent` (two runs
+never share one: pgserver would stop a server it finds on the same directory), applies server settings (a
+restart, since `shared_buffers` needs one), yields a connection URI, and always stops the server and removes
+the directory on the way out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 
 @contextlib.contextmanager
-def running(pgdata: Path, settings: dict[str, str], keep: bool = False) -> Iterator[str]:
-    """A server on `pgdata` (created fresh) with `settings` applied; removed afterwards unless `keep`."""
+def running(parent: Path, settings: dict[str, str]) -> Iterator[str]:
+    """A server in a new directory under `parent` with `settings` applied."""
     import pgserver  # the wheel; imported here so `--help` works without it
 
-    if pgdata.exists():
-        shutil.rmtree(pgdata)
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True)
+    pgdata = Path(tempfile.mkdtemp(prefix="pgdata-", dir=parent))
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     try:
         server.psql("".join(f"ALTER SYSTEM SET {key} = '{value}';\n" for key, value in settings.items()))
@@ -33,8 +35,7 @@ def running(pgdata: Path, settings: dict[str, str], keep: bool = False) -> Itera
         yield server.get_uri()
     finally:
         server.cleanup()
-        if not keep:
-            shutil.rmtree(pgdata, ignore_errors=True)
+        shutil.rmtree(pgdata, ignore_errors=True)
 
 
 def pgvector_version(conn) -> str:  # noqa: ANN001 - a psycopg connection; psycopg is imported lazily
