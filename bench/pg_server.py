@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,19 +23,23 @@ def running(parent: Path, settings: dict[str, str]) -> Iterator[str]:
     """A server in a new directory under `parent` with `settings` applied."""
     import pgserver  # the wheel; imported here so `--help` works without it
 
+    # `timeout` ends a bench with SIGTERM, which skips `finally` blocks: raise instead, so the server stops.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parent.mkdir(parents=True, exist_ok=True)
     pgdata = Path(tempfile.mkdtemp(prefix="pgdata-", dir=parent))
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
     try:
-        server.psql("".join(f"ALTER SYSTEM SET {key} = '{value}';\n" for key, value in settings.items()))
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        try:
+            server.psql("".join(f"ALTER SYSTEM SET {key} = '{value}';\n" for key, value in settings.items()))
+        finally:
+            server.cleanup()
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        try:
+            server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+            yield server.get_uri()
+        finally:
+            server.cleanup()
     finally:
-        server.cleanup()
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
-    try:
-        server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
-        yield server.get_uri()
-    finally:
-        server.cleanup()
         shutil.rmtree(pgdata, ignore_errors=True)
 
 
