@@ -6,7 +6,8 @@
 One table `chunks(id, repo_id, embedding vector(384))` holds `--chunks` rows spread evenly over `--repos`
 repository ids, loaded with binary COPY in repository order (the order indexing workers write). Vectors are
 synthetic but shaped like real ones: each is a real MiniLM chunk vector from `--vectors-from` (the embedding
-cache a codeloupe index fills: `vectors` table, int8 + scale) plus a random fraction of a second real vector
+cache that embedding fills, e.g. after the golden gate or `codeloupe eval public.json --corpora DIR`:
+`vectors` table, int8 + scale) plus a random fraction of a second real vector
 and Gaussian noise, renormalised; without `--vectors-from`, clustered Gaussian vectors. Queries are fresh
 draws of the same process (held out from the table). Recall@10 is against exact cosine search in numpy over
 the same float32 vectors, for all repositories and for one repository (a random one per query).
