@@ -1,7 +1,7 @@
 """The lexical lane in PostgreSQL vs in process, on a golden set: file-level R@1 / Acc@5 and lane latency.
 
-    .venv/bin/python bench/pg_lexical.py /work/shared/golden/public.json --corpora /work/corpora/golden \
-        --out /tmp/pg_lexical.json
+    .venv/bin/python bench/pg_lexical.py ../shared/golden/public.json --corpora .golden \
+        [--replicas 49] --out /tmp/pg_lexical.json
 
 Every corpus is indexed by the real engine (no vectors) and its chunks are loaded into one PostgreSQL
 schema, a repository id on every row, as the same token streams the in-process lane indexes (path terms,
@@ -114,8 +114,8 @@ class TimedLane:
 
     `rarest` (the feedback lane's choice of expansion terms) stays with the in-process statistics."""
 
-    def __init__(self, inprocess, score_rows, n_rows: int) -> None:  # noqa: ANN001
-        self.inprocess, self.score_rows, self.n_rows = inprocess, score_rows, n_rows
+    def __init__(self, inprocess, score_rows) -> None:  # noqa: ANN001
+        self.inprocess, self.score_rows = inprocess, score_rows
         self.millis: list[float] = []
 
     def scores(self, terms: list[str]) -> np.ndarray:
@@ -218,7 +218,7 @@ def run_queries(conn, repo_id: int, corpus, searcher, results: dict, millis: dic
     inprocess = snap.bm25
     try:
         for name, scorer in backends(conn, repo_id, snap).items():
-            lane = TimedLane(inprocess, scorer, len(snap.table.ids))
+            lane = TimedLane(inprocess, scorer)
             snap.bm25 = lane
             for label, lanes in (("lane", ("lexical",)), ("engine_no_embed", None)):
                 for query in corpus.queries:
