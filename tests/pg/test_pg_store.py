@@ -172,6 +172,37 @@ def test_a_large_repository_is_searched_through_the_hnsw_index(tree: Path, pg_ur
         assert found == _dense_files(local, QUERIES[1])
         assert _hnsw_scans(pg_url) > before
 
+def test_a_repository_walks_its_own_hnsw_graph_not_every_repository_s(tree: Path, tmp_path: Path, pg_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """pgvector 0.6 filters HNSW results after the scan: with one index over every repository, a repository
+    beside another of as many vectors kept about half of its neighbours. Each repository has its own index."""
+    from codeloupe.store import postgres
+
+    monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", 0)
+    monkeypatch.setattr(postgres, "HNSW_EF_SEARCH_MAX", 10)  # a walk no wider than the rows asked for
+    twin = tmp_path / "twin"
+    shutil.copytree(tree, twin)
+    for path in twin.rglob("*"):  # other text, so other vectors (equal vectors share one element of the graph)
+        if path.is_file():
+            path.write_text("".join(line.rstrip("\n") + " \n" for line in path.read_text().splitlines(True)))
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        shared = _open(tree, store_url=pg_url, **embed)
+        other = _open(twin, store_url=pg_url, store_repository="twin", **embed)
+        try:
+            shared.embed()
+            other.embed()
+            qvec = shared.embedding_provider().embed_query(QUERIES[1])
+            model = shared.embedding_provider().model_id
+            own = set(shared.store.vector_matrix_ids("chunk", model).tolist())
+            assert len(other.store.vector_matrix_ids("chunk", model)) >= len(own) > 10
+            found = shared.store.nearest_chunks(model, qvec, 10, 0.0)
+            assert len(found) == 10 and {i for i, _ in found} <= own
+        finally:
+            shared.close()
+            other.close()
+
+
 def test_a_second_folder_of_the_same_name_is_refused_unless_named(tree: Path, tmp_path: Path, pg_url: str) -> None:
     _open(tree, store_url=pg_url).close()
     twin = tmp_path / "elsewhere" / tree.name

@@ -201,8 +201,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 _SCHEMA_LOCK = 7_304_118
 
 # A repository with at most this many vectors is searched exactly (its rows by the repo_id index, every
-# distance computed): exact, and cheap at that size. Above it the HNSW index answers; pgvector 0.6 filters
-# HNSW results after the scan, so `ef_search` is raised to the number of rows wanted.
+# distance computed): exact, and cheap at that size. Above it the repository's own HNSW index answers: one
+# partial index per (repository, dimension). One index over every repository would not do: pgvector 0.6 filters
+# HNSW results after the scan, so a repository among 200 kept about ef_search/200 of its neighbours (recall@10
+# 0.02-0.10 in bench/pg_hnsw.py), whatever `ef_search` is raised to.
 EXACT_SEARCH_MAX_VECTORS = 20_000
 HNSW_EF_SEARCH_MAX = 1000
 # pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
@@ -744,14 +746,16 @@ class PgStore:
         return True
 
     def _ensure_vector_index(self, dim: int) -> None:
-        """The HNSW index for vectors of `dim` dimensions (an index needs a fixed dimension), made once."""
-        name = f"chunk_vectors_hnsw_{dim}"
+        """This repository's HNSW index for vectors of `dim` dimensions (an index needs a fixed dimension; a
+        partial index per repository, so a search of one repository walks only its own graph), made once."""
+        name = _hnsw_index_name(self.repo_id, dim)
         if self._conn.execute("SELECT 1 FROM pg_class WHERE relname = %s", (name,)).fetchone():
             return
         self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         self._conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON public.chunk_vectors USING hnsw"
                            f" ((vec::vector({dim})) vector_cosine_ops)"
-                           f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dim = {dim}")
+                           f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                           f" WHERE repo_id = {int(self.repo_id)} AND dim = {dim}")
 
     def vector_matrix(self, table: str, model: str) -> VectorMatrix:
         target, key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
@@ -823,6 +827,10 @@ class PgStore:
                 cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths) VALUES (%s,%s,%s,%s)",
                                 [(self.repo_id, root, commit, json.dumps(batch)) for batch in batches])
         return len(batches)
+
+
+def _hnsw_index_name(repo_id: int, dim: int) -> str:
+    return f"chunk_vectors_hnsw_r{int(repo_id)}_{dim}"
 
 
 def _slug(name: str) -> str:
