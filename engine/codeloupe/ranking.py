@@ -21,9 +21,10 @@ RRF_K = 60
 # 1.0/0.6 -> R@1 .900 Acc@5 .900; 1.0/1.0 -> .925/.900; 0.6/1.0 -> .925/.912; 0.5/1.0 -> .925/.925;
 # 0.4/1.0 -> .925/.925. Identifier-shaped queries lean on the lexical and symbol lanes (0.6/1.0/1.2 and
 # 1.0/1.0/1.0 tied); issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
-LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "symbol": 0.5, "entity": 0.0, "feedback": 0.3}
-LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "symbol": 1.2, "entity": 0.0}
-LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "symbol": 0.3, "entity": 0.3}
+LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "summary": 0.0, "symbol": 0.5, "entity": 0.0,
+                        "feedback": 0.3}
+LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "summary": 0.0, "symbol": 1.2, "entity": 0.0}
+LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "summary": 0.0, "symbol": 0.3, "entity": 0.3}
 # The file lane (BM25 with one document per file, issue mode): a long report's words spread over a big
 # file's chunks. Public issue queries (12), file weight 0 / 0.3 / 0.6 / 1.0: Acc@5 .917 / 1.0 / 1.0 / 1.0,
 # MRR .889 / .896 / .903 / .903 (whole set R@1 .925 throughout). Commits dev (130, lexical), file 0 / 0.6 /
@@ -43,6 +44,10 @@ FEEDBACK_TERMS = 8
 # folds again chose file .3 + feedback .3 (over feedback alone, file alone, .15/.15). It is not free
 # everywhere: lexical-only, docs dev R@1 .490 -> .483 and public .938 -> .925 (feedback alone would score
 # .950 there); with the dense lane public R@1 is .938 (main .925).
+# Graph neighbours as a tie-breaker (search._lend_neighbours): a file with a score of its own is lifted by at
+# most this fraction, times its best one-hop neighbour's share of the top score.
+NEIGHBOUR_TIEBREAK = 0.0
+NEIGHBOUR_TIEBREAK_ISSUE = 0.0
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 

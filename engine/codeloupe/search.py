@@ -11,12 +11,14 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy import sparse
 
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
@@ -25,6 +27,7 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
+from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
 from codeloupe.store import ChunkTable, FileRow
@@ -32,10 +35,11 @@ from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
+    from codeloupe.graph.build import Graph
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "file", "symbol", "entity", "feedback")
+LANES = ("dense", "lexical", "file", "summary", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -84,6 +88,20 @@ def file_kind(path: str, language: str) -> str:
 
 
 @dataclass
+class GraphEvidence:
+    """What the graph lends one snapshot's queries, rows in `Snapshot.file_index` order: the summary lane's
+    index (skeleton + the names neighbours know a file by) and the one-hop neighbour matrix."""
+
+    graph: weakref.ref | None  # the graph it was built from (None: there was no graph yet)
+    summary: BM25Index
+    neighbours: sparse.csr_matrix
+    row_of: dict[int, int]  # file id -> row
+
+    def built_from(self, graph: Graph | None) -> bool:
+        return (self.graph() if self.graph is not None else None) is graph
+
+
+@dataclass
 class Snapshot:
     """Everything a query needs, in memory, as of one content generation."""
 
@@ -110,6 +128,7 @@ class Snapshot:
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
+    _evidence: GraphEvidence | None = None
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -132,6 +151,30 @@ class Snapshot:
                 file_ids, groups = np.unique(self.table.file_ids, return_inverse=True)
                 self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
             return self._files
+
+    def graph_evidence(self, ws: Workspace) -> GraphEvidence:
+        """The summary index and neighbour matrix, built on the first query that uses them and again once a
+        newer graph is built (a large workspace answers before its first graph); a delta view uses its base's."""
+        from codeloupe.graph.build import load_graph
+        from codeloupe.graph.evidence import adjacency, neighbour_words
+
+        if self.base is not None:
+            return self.base.graph_evidence(ws)
+        loaded = load_graph(ws, allow_stale=True)
+        graph = loaded if loaded.paths else None
+        file_ids, _ = self.file_index()
+        with self._entity_lock:
+            if self._evidence is None or not self._evidence.built_from(graph):
+                row_of = {f: i for i, f in enumerate(file_ids.tolist())}
+                words = {} if graph is None else {
+                    self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
+                rows_by_path = {p: row_of[f] for p, f in self.path_to_file.items() if f in row_of}
+                neighbours = sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32) \
+                    if graph is None else adjacency(graph, rows_by_path, len(file_ids))
+                self._evidence = GraphEvidence(None if graph is None else weakref.ref(graph),
+                                               build_summary_index(file_ids, ws.store.skeletons(), words),
+                                               neighbours, row_of)
+            return self._evidence
 
 
 class Fusion:
@@ -406,8 +449,11 @@ class Searcher:
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0)
             if weights.get("file"):
-                fusion.add_file_lane("file", self._file_lane(snap, terms, mask), weights["file"] * variant.weight,
-                                     record=vi == 0)
+                fusion.add_file_lane("file", _file_ranking(snap, snap.file_index()[1], terms, mask),
+                                     weights["file"] * variant.weight, record=vi == 0)
+            if weights.get("summary"):
+                fusion.add_file_lane("summary", _file_ranking(snap, snap.graph_evidence(self.ws).summary, terms, mask),
+                                     weights["summary"] * variant.weight, record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if weights.get("feedback"):
@@ -420,6 +466,9 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
+        tiebreak = R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK
+        if tiebreak > 0 and lanes is None:
+            _lend_neighbours(snap, snap.graph_evidence(self.ws), fusion, mask, tiebreak)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
@@ -518,13 +567,6 @@ class Searcher:
         fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
                         record=True)
 
-    def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
-        """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
-        single chunk holds enough of them to rank."""
-        file_ids, index = snap.file_index()
-        allowed = np.isin(file_ids, snap.table.file_ids[mask])
-        return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
-
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
         allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
@@ -596,6 +638,42 @@ class Searcher:
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
+
+
+def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray) -> list[int]:
+    """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
+    (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
+    of them to rank) or its summary (the summary lane)."""
+    file_ids, _ = snap.file_index()
+    allowed = np.isin(file_ids, snap.table.file_ids[mask])
+    return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
+
+
+def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, mask: np.ndarray,
+                     strength: float) -> None:
+    """A bug report quotes the API a user called while the fix lives in the helper it delegates to, one hop
+    away. The top files' graph neighbours join the bundle as candidates (no vote), and a file that earned a
+    score of its own is lifted by at most `strength` times its best neighbour's share of the top score: a
+    tie-breaker between files with near-equal evidence. The graph never scores a file by itself (rule 3)."""
+    scored = [(evidence.row_of[f], score) for f, score in fusion.file.items() if score > 0 and f in evidence.row_of]
+    if not scored or evidence.neighbours.nnz == 0:
+        return
+    rows = np.fromiter((r for r, _ in scored), np.int64, len(scored))
+    scores = np.fromiter((s for _, s in scored), np.float64, len(scored))
+    file_ids, _ = snap.file_index()
+    by_row = np.zeros(len(file_ids), np.float64)
+    by_row[rows] = scores
+    best_neighbour = np.asarray(evidence.neighbours[rows].multiply(by_row[None, :]).max(axis=1).todense()).ravel()
+    lifted = scores * (1.0 + strength * best_neighbour / scores.max())
+    for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
+        fusion.file[file_id] = score
+    top = rows[np.argsort(-lifted, kind="stable")[: R.CORE_MAX]]
+    links = np.asarray(evidence.neighbours[top].sum(axis=0)).ravel()
+    links[rows] = 0  # already candidates
+    links[~np.isin(file_ids, snap.table.file_ids[mask])] = 0
+    found = np.flatnonzero(links)
+    order = found[np.lexsort((found, -links[found]))][: R.BUNDLE_LANE_TOP_K]
+    fusion.add_candidates("neighbour", file_ids[order].tolist())
 
 
 def _weights_for(query: str) -> dict[str, float]:
