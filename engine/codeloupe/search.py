@@ -129,6 +129,8 @@ class Snapshot:
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
     _evidence: GraphEvidence | None = None
+    _evidence_pending: GraphEvidence | None = None  # an empty one, while the first is built off the query path
+    _evidence_building: bool = False
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -154,27 +156,55 @@ class Snapshot:
 
     def graph_evidence(self, ws: Workspace) -> GraphEvidence:
         """The summary index and neighbour matrix, built on the first query that uses them and again once a
-        newer graph is built (a large workspace answers before its first graph); a delta view uses its base's."""
-        from codeloupe.graph.build import load_graph
-        from codeloupe.graph.evidence import adjacency, neighbour_words
+        newer graph is built; a delta view uses its base's. Past `QUERY_BUILD_MAX_FILES` files (tokenising
+        every skeleton takes seconds at 40K files) it is built on its own thread, and queries meanwhile use the
+        last one built, or none."""
+        from codeloupe.graph.build import QUERY_BUILD_MAX_FILES, load_graph
 
         if self.base is not None:
             return self.base.graph_evidence(ws)
         loaded = load_graph(ws, allow_stale=True)
         graph = loaded if loaded.paths else None
-        file_ids, _ = self.file_index()
+        current = self._evidence
+        if current is not None and current.built_from(graph):
+            return current
+        if len(self.file_paths) <= QUERY_BUILD_MAX_FILES:
+            return self._build_evidence(ws, graph)
         with self._entity_lock:
-            if self._evidence is None or not self._evidence.built_from(graph):
-                row_of = {f: i for i, f in enumerate(file_ids.tolist())}
-                words = {} if graph is None else {
-                    self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
-                rows_by_path = {p: row_of[f] for p, f in self.path_to_file.items() if f in row_of}
-                neighbours = sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32) \
-                    if graph is None else adjacency(graph, rows_by_path, len(file_ids))
-                self._evidence = GraphEvidence(None if graph is None else weakref.ref(graph),
-                                               build_summary_index(file_ids, ws.store.skeletons(), words),
-                                               neighbours, row_of)
-            return self._evidence
+            start, self._evidence_building = not self._evidence_building, True
+        if start:
+            threading.Thread(target=self._build_evidence_quietly, args=(ws, graph), daemon=True,
+                             name="codeloupe-graph-evidence").start()
+        if current is None:
+            file_ids, _ = self.file_index()
+            current = self._evidence_pending = self._evidence_pending or GraphEvidence(
+                None, build_summary_index(file_ids, {}, {}),
+                sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32), {})
+        return current
+
+    def _build_evidence(self, ws: Workspace, graph: Graph | None) -> GraphEvidence:
+        from codeloupe.graph.evidence import adjacency, neighbour_words
+
+        file_ids, _ = self.file_index()
+        row_of = {f: i for i, f in enumerate(file_ids.tolist())}
+        words = {} if graph is None else {
+            self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
+        rows_by_path = {p: row_of[f] for p, f in self.path_to_file.items() if f in row_of}
+        neighbours = sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32) \
+            if graph is None else adjacency(graph, rows_by_path, len(file_ids))
+        evidence = GraphEvidence(None if graph is None else weakref.ref(graph),
+                                 build_summary_index(file_ids, ws.store.skeletons(), words), neighbours, row_of)
+        self._evidence = evidence
+        return evidence
+
+    def _build_evidence_quietly(self, ws: Workspace, graph: Graph | None) -> None:
+        try:
+            self._build_evidence(ws, graph)
+        except Exception:  # a closed store: the next query starts another build
+            log.exception("building the summary index failed")
+        finally:
+            with self._entity_lock:
+                self._evidence_building = False
 
 
 class Fusion:
