@@ -36,6 +36,7 @@ class Case:
     kind: str
     query: str
     gold: tuple[str, ...]
+    set: str = ""  # the golden set's file name, for per-set lines
 
 
 def score_cases(ws: Workspace, cases: list[Case]) -> list[tuple[float, float, float, float, int]]:
@@ -95,7 +96,7 @@ def main() -> int:
                 if args.per_repo and per_repo.get(repo_key, 0) >= args.per_repo:
                     continue
                 per_repo[repo_key] = per_repo.get(repo_key, 0) + 1
-                sources.append((inst.repo, [Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files))]))
+                sources.append((inst.repo, [Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files), path.name)]))
             continue
         corpora = args.corpora[min(i, len(args.corpora) - 1)] if args.corpora else Path(".")
         for corpus in load_golden(path).corpora:
@@ -103,7 +104,7 @@ def main() -> int:
             queries = [q for q in corpus.queries if not kinds or q.kind in kinds]
             if queries:
                 sources.append((corpora / corpus.id / "repo",
-                                [Case(key, q.id, q.kind, q.query, tuple(q.gold_files)) for q in queries]))
+                                [Case(key, q.id, q.kind, q.query, tuple(q.gold_files), path.name) for q in queries]))
     cases = [c for _, group in sources for c in group]
     print(f"{len(cases)} queries over {len(sources)} corpora", flush=True)
 
@@ -128,6 +129,9 @@ def main() -> int:
             ws.close()
     for k, combo in enumerate(combos):
         print(f"{summary(results[k])}  {' '.join(f'{n}={v!r}' for n, v in combo) or 'baseline'}", flush=True)
+        if len(args.golden) > 1:
+            for name in dict.fromkeys(c.set for c in cases):
+                print(f"    {summary([r for c, r in zip(cases, results[k]) if c.set == name])}  {name}")
         if args.show_misses:
             print("    misses: " + " ".join(c.id for c, r in zip(cases, results[k]) if not r[0]))
     combos, results = combos[1:], results[1:]
