@@ -96,6 +96,7 @@ class GraphEvidence:
     summary: BM25Index
     neighbours: sparse.csr_matrix
     row_of: dict[int, int]  # file id -> row
+    ready: bool = True  # False: an empty stand-in while the first one is built off the query path
 
     def built_from(self, graph: Graph | None) -> bool:
         return (self.graph() if self.graph is not None else None) is graph
@@ -179,7 +180,7 @@ class Snapshot:
             file_ids, _ = self.file_index()
             current = self._evidence_pending = self._evidence_pending or GraphEvidence(
                 None, build_summary_index(file_ids, {}, {}),
-                sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32), {})
+                sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32), {}, ready=False)
         return current
 
     def _build_evidence(self, ws: Workspace, graph: Graph | None) -> GraphEvidence:
@@ -471,6 +472,9 @@ class Searcher:
         query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
 
+        tiebreak = (R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK) if lanes is None else 0.0
+        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or tiebreak > 0 else None
+
         fusion = Fusion(snap.table.file_ids)
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
@@ -481,8 +485,8 @@ class Searcher:
             if weights.get("file"):
                 fusion.add_file_lane("file", _file_ranking(snap, snap.file_index()[1], terms, mask),
                                      weights["file"] * variant.weight, record=vi == 0)
-            if weights.get("summary"):
-                fusion.add_file_lane("summary", _file_ranking(snap, snap.graph_evidence(self.ws).summary, terms, mask),
+            if evidence is not None and weights.get("summary"):
+                fusion.add_file_lane("summary", _file_ranking(snap, evidence.summary, terms, mask),
                                      weights["summary"] * variant.weight, record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
@@ -496,11 +500,10 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
-        tiebreak = R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK
-        if tiebreak > 0 and lanes is None:
-            _lend_neighbours(snap, snap.graph_evidence(self.ws), fusion, mask, tiebreak)
+        if evidence is not None and tiebreak > 0:
+            _lend_neighbours(snap, evidence, fusion, mask, tiebreak)
 
-        statuses.extend(self._static_statuses(snap, weights, issue is not None))
+        statuses.extend(self._static_statuses(snap, weights, issue is not None, evidence))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
                               scope=scope, issue_mode=issue is not None, lanes=statuses)
         timing["bundle"] = _ms(started) - sum(timing.values())
@@ -660,11 +663,15 @@ class Searcher:
             if stems and stems <= wanted:
                 fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
-    def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
+    def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool,
+                         evidence: GraphEvidence | None) -> list[LaneStatus]:
         note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
         seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
         out = [LaneStatus("lexical", True, seen, note), LaneStatus("file", True, seen, note),
                LaneStatus("symbol", True, seen, note)]
+        if evidence is not None:
+            out.append(LaneStatus("summary", evidence.ready, seen if evidence.ready else 0.0,
+                                  note if evidence.ready else "file summaries are being built"))
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
