@@ -81,7 +81,7 @@ def test_a_neighbour_of_the_top_file_wins_a_tie(
 
 def test_a_neighbour_without_evidence_joins_as_a_candidate_and_scores_nothing(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "NEIGHBOUR_TIEBREAK", 0.05)
+    monkeypatch.setattr(ranking, "NEIGHBOUR_CANDIDATES", 10)  # without a lift: candidates alone
     monkeypatch.setitem(ranking.LANE_WEIGHTS_NATURAL, "feedback", 0.0)  # feedback would find it by its name
     ws = lexical_workspace(write(tmp_path / "repo", {
         "app/__init__.py": "",

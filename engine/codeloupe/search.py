@@ -473,7 +473,8 @@ class Searcher:
         timing["embed"] = _ms(started) - sum(timing.values())
 
         tiebreak = (R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK) if lanes is None else 0.0
-        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or tiebreak > 0 else None
+        neighbours = lanes is None and (tiebreak > 0 or R.NEIGHBOUR_CANDIDATES > 0)
+        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or neighbours else None
 
         fusion = Fusion(snap.table.file_ids)
         for vi, variant in enumerate(variants):
@@ -500,7 +501,7 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
-        if evidence is not None and tiebreak > 0:
+        if evidence is not None and neighbours:
             _lend_neighbours(snap, evidence, fusion, mask, tiebreak)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None, evidence))
@@ -702,14 +703,15 @@ def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, ma
     by_row[rows] = scores
     best_neighbour = np.asarray(evidence.neighbours[rows].multiply(by_row[None, :]).max(axis=1).todense()).ravel()
     lifted = scores * (1.0 + strength * best_neighbour / scores.max())
-    for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
-        fusion.file[file_id] = score
+    if strength > 0:
+        for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
+            fusion.file[file_id] = score
     top = rows[np.argsort(-lifted, kind="stable")[: R.CORE_MAX]]
     links = np.asarray(evidence.neighbours[top].sum(axis=0)).ravel()
     links[rows] = 0  # already candidates
     links[~np.isin(file_ids, snap.table.file_ids[mask])] = 0
     found = np.flatnonzero(links)
-    order = found[np.lexsort((found, -links[found]))][: R.BUNDLE_LANE_TOP_K]
+    order = found[np.lexsort((found, -links[found]))][: R.NEIGHBOUR_CANDIDATES]
     fusion.add_candidates("neighbour", file_ids[order].tolist())
 
 
