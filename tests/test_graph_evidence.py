@@ -79,9 +79,9 @@ def test_a_neighbour_of_the_top_file_wins_a_tie(
     assert scores["app/omega.py"] <= scores["app/alpha.py"] * 1.05 + 1e-9 < scores["app/api.py"]
 
 
-def test_a_neighbour_without_evidence_joins_as_a_candidate_and_scores_nothing(
+def test_a_neighbour_without_evidence_of_its_own_is_never_lifted(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranking, "NEIGHBOUR_CANDIDATES", 10)  # without a lift: candidates alone
+    monkeypatch.setattr(ranking, "NEIGHBOUR_TIEBREAK", 0.05)
     monkeypatch.setitem(ranking.LANE_WEIGHTS_NATURAL, "feedback", 0.0)  # feedback would find it by its name
     ws = lexical_workspace(write(tmp_path / "repo", {
         "app/__init__.py": "",
@@ -93,8 +93,7 @@ def test_a_neighbour_without_evidence_joins_as_a_candidate_and_scores_nothing(
     bundle = ws.search("submit an order to the warehouse")
     assert bundle.core[0].path == "app/api.py"
     helper = next(h for h in bundle.files if h.path == "app/quantities.py")
-    assert helper.score == 0.0
-    assert "neighbour #1" in helper.why
+    assert (helper.score, helper.via) == (0.0, "graph")  # in the bundle as a graph neighbour, unscored
 
 
 def test_a_large_workspace_answers_at_once_and_summarises_off_the_query_path(

@@ -48,8 +48,6 @@ FEEDBACK_TERMS = 8
 # most this fraction, times its best one-hop neighbour's share of the top score.
 NEIGHBOUR_TIEBREAK = 0.0
 NEIGHBOUR_TIEBREAK_ISSUE = 0.0
-# The top files' one-hop neighbours that join the bundle as candidates (no vote; rule 2 before rule 3).
-NEIGHBOUR_CANDIDATES = 0
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 

@@ -473,8 +473,7 @@ class Searcher:
         timing["embed"] = _ms(started) - sum(timing.values())
 
         tiebreak = (R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK) if lanes is None else 0.0
-        neighbours = lanes is None and (tiebreak > 0 or R.NEIGHBOUR_CANDIDATES > 0)
-        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or neighbours else None
+        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or tiebreak > 0 else None
 
         fusion = Fusion(snap.table.file_ids)
         for vi, variant in enumerate(variants):
@@ -501,8 +500,8 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
-        if evidence is not None and neighbours:
-            _lend_neighbours(snap, evidence, fusion, mask, tiebreak)
+        if evidence is not None and tiebreak > 0:
+            _lend_neighbours(snap, evidence, fusion, tiebreak)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None, evidence))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
@@ -687,12 +686,12 @@ def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.n
     return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
 
 
-def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, mask: np.ndarray,
-                     strength: float) -> None:
-    """A bug report quotes the API a user called while the fix lives in the helper it delegates to, one hop
-    away. The top files' graph neighbours join the bundle as candidates (no vote), and a file that earned a
-    score of its own is lifted by at most `strength` times its best neighbour's share of the top score: a
-    tie-breaker between files with near-equal evidence. The graph never scores a file by itself (rule 3)."""
+def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, strength: float) -> None:
+    """A file that earned a score of its own is lifted by at most `strength` times its best one-hop graph
+    neighbour's share of the top score: a tie-breaker between files with near-equal evidence (the helper a
+    matched function delegates to, beside an unrelated file that matched as well). The graph never scores a
+    file by itself (rule 3); neighbours without evidence of their own join the bundle through
+    `bundle._graph_neighbours` (as candidates here they added nothing: see ranking.NEIGHBOUR_TIEBREAK)."""
     scored = [(evidence.row_of[f], score) for f, score in fusion.file.items() if score > 0 and f in evidence.row_of]
     if not scored or evidence.neighbours.nnz == 0:
         return
@@ -703,16 +702,8 @@ def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, ma
     by_row[rows] = scores
     best_neighbour = np.asarray(evidence.neighbours[rows].multiply(by_row[None, :]).max(axis=1).todense()).ravel()
     lifted = scores * (1.0 + strength * best_neighbour / scores.max())
-    if strength > 0:
-        for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
-            fusion.file[file_id] = score
-    top = rows[np.argsort(-lifted, kind="stable")[: R.CORE_MAX]]
-    links = np.asarray(evidence.neighbours[top].sum(axis=0)).ravel()
-    links[rows] = 0  # already candidates
-    links[~np.isin(file_ids, snap.table.file_ids[mask])] = 0
-    found = np.flatnonzero(links)
-    order = found[np.lexsort((found, -links[found]))][: R.NEIGHBOUR_CANDIDATES]
-    fusion.add_candidates("neighbour", file_ids[order].tolist())
+    for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
+        fusion.file[file_id] = score
 
 
 def _weights_for(query: str) -> dict[str, float]:
