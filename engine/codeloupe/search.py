@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from codeloupe import ranking as R
 from codeloupe.bundle import build_bundle
@@ -88,14 +87,11 @@ def file_kind(path: str, language: str) -> str:
 
 
 @dataclass
-class GraphEvidence:
-    """What the graph lends one snapshot's queries, rows in `Snapshot.file_index` order: the summary lane's
-    index (skeleton + the names neighbours know a file by) and the one-hop neighbour matrix."""
+class FileSummaries:
+    """The summary lane's index (`lanes.summary`), rows in `Snapshot.file_index` order, as of one graph."""
 
-    graph: weakref.ref | None  # the graph it was built from (None: there was no graph yet)
-    summary: BM25Index
-    neighbours: sparse.csr_matrix
-    row_of: dict[int, int]  # file id -> row
+    graph: weakref.ref | None  # the graph whose neighbour words it holds (None: there was no graph yet)
+    index: BM25Index
     ready: bool = True  # False: an empty stand-in while the first one is built off the query path
 
     def built_from(self, graph: Graph | None) -> bool:
@@ -129,9 +125,9 @@ class Snapshot:
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
-    _evidence: GraphEvidence | None = None
-    _evidence_pending: GraphEvidence | None = None  # an empty one, while the first is built off the query path
-    _evidence_building: bool = False
+    _summaries: FileSummaries | None = None
+    _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
+    _summaries_building: bool = False
 
     def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -155,57 +151,52 @@ class Snapshot:
                 self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
             return self._files
 
-    def graph_evidence(self, ws: Workspace) -> GraphEvidence:
-        """The summary index and neighbour matrix, built on the first query that uses them and again once a
-        newer graph is built; a delta view uses its base's. Past `QUERY_BUILD_MAX_FILES` files (tokenising
-        every skeleton takes seconds at 40K files) it is built on its own thread, and queries meanwhile use the
-        last one built, or none."""
+    def summaries(self, ws: Workspace) -> FileSummaries:
+        """The summary lane's index, built on the first query that uses it and again once a newer graph is
+        built; a delta view uses its base's. Past `QUERY_BUILD_MAX_FILES` files (tokenising every skeleton
+        takes seconds at 40K files) it is built on its own thread, and queries meanwhile use the last one
+        built, or none."""
         from codeloupe.graph.build import QUERY_BUILD_MAX_FILES, load_graph
 
         if self.base is not None:
-            return self.base.graph_evidence(ws)
+            return self.base.summaries(ws)
         loaded = load_graph(ws, allow_stale=True)
         graph = loaded if loaded.paths else None
-        current = self._evidence
+        current = self._summaries
         if current is not None and current.built_from(graph):
             return current
         if len(self.file_paths) <= QUERY_BUILD_MAX_FILES:
-            return self._build_evidence(ws, graph)
+            return self._build_summaries(ws, graph)
         with self._entity_lock:
-            start, self._evidence_building = not self._evidence_building, True
+            start, self._summaries_building = not self._summaries_building, True
         if start:
-            threading.Thread(target=self._build_evidence_quietly, args=(ws, graph), daemon=True,
-                             name="codeloupe-graph-evidence").start()
+            threading.Thread(target=self._build_summaries_quietly, args=(ws, graph), daemon=True,
+                             name="codeloupe-file-summaries").start()
         if current is None:
             file_ids, _ = self.file_index()
-            current = self._evidence_pending = self._evidence_pending or GraphEvidence(
-                None, build_summary_index(file_ids, {}, {}),
-                sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32), {}, ready=False)
+            current = self._summaries_pending = self._summaries_pending or FileSummaries(
+                None, build_summary_index(file_ids, {}, {}), ready=False)
         return current
 
-    def _build_evidence(self, ws: Workspace, graph: Graph | None) -> GraphEvidence:
-        from codeloupe.graph.evidence import adjacency, neighbour_words
+    def _build_summaries(self, ws: Workspace, graph: Graph | None) -> FileSummaries:
+        from codeloupe.graph.evidence import neighbour_words
 
         file_ids, _ = self.file_index()
-        row_of = {f: i for i, f in enumerate(file_ids.tolist())}
         words = {} if graph is None else {
             self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
-        rows_by_path = {p: row_of[f] for p, f in self.path_to_file.items() if f in row_of}
-        neighbours = sparse.csr_matrix((len(file_ids), len(file_ids)), dtype=np.float32) \
-            if graph is None else adjacency(graph, rows_by_path, len(file_ids))
-        evidence = GraphEvidence(None if graph is None else weakref.ref(graph),
-                                 build_summary_index(file_ids, ws.store.skeletons(), words), neighbours, row_of)
-        self._evidence = evidence
-        return evidence
+        summaries = FileSummaries(None if graph is None else weakref.ref(graph),
+                                  build_summary_index(file_ids, ws.store.skeletons(), words))
+        self._summaries = summaries
+        return summaries
 
-    def _build_evidence_quietly(self, ws: Workspace, graph: Graph | None) -> None:
+    def _build_summaries_quietly(self, ws: Workspace, graph: Graph | None) -> None:
         try:
-            self._build_evidence(ws, graph)
+            self._build_summaries(ws, graph)
         except Exception:  # a closed store: the next query starts another build
-            log.exception("building the summary index failed")
+            log.exception("building the file summaries failed")
         finally:
             with self._entity_lock:
-                self._evidence_building = False
+                self._summaries_building = False
 
 
 class Fusion:
@@ -472,8 +463,7 @@ class Searcher:
         query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
 
-        tiebreak = (R.NEIGHBOUR_TIEBREAK_ISSUE if issue else R.NEIGHBOUR_TIEBREAK) if lanes is None else 0.0
-        evidence = snap.graph_evidence(self.ws) if weights.get("summary") or tiebreak > 0 else None
+        summaries = snap.summaries(self.ws) if weights.get("summary") else None
 
         fusion = Fusion(snap.table.file_ids)
         for vi, variant in enumerate(variants):
@@ -485,8 +475,8 @@ class Searcher:
             if weights.get("file"):
                 fusion.add_file_lane("file", _file_ranking(snap, snap.file_index()[1], terms, mask),
                                      weights["file"] * variant.weight, record=vi == 0)
-            if evidence is not None and weights.get("summary"):
-                fusion.add_file_lane("summary", _file_ranking(snap, evidence.summary, terms, mask),
+            if summaries is not None:
+                fusion.add_file_lane("summary", _file_ranking(snap, summaries.index, terms, mask),
                                      weights["summary"] * variant.weight, record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
@@ -500,10 +490,8 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
-        if evidence is not None and tiebreak > 0:
-            _lend_neighbours(snap, evidence, fusion, tiebreak)
 
-        statuses.extend(self._static_statuses(snap, weights, issue is not None, evidence))
+        statuses.extend(self._static_statuses(snap, weights, issue is not None, summaries))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
                               scope=scope, issue_mode=issue is not None, lanes=statuses)
         timing["bundle"] = _ms(started) - sum(timing.values())
@@ -664,14 +652,14 @@ class Searcher:
                 fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
     def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool,
-                         evidence: GraphEvidence | None) -> list[LaneStatus]:
+                         summaries: FileSummaries | None) -> list[LaneStatus]:
         note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
         seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
         out = [LaneStatus("lexical", True, seen, note), LaneStatus("file", True, seen, note),
                LaneStatus("symbol", True, seen, note)]
-        if evidence is not None:
-            out.append(LaneStatus("summary", evidence.ready, seen if evidence.ready else 0.0,
-                                  note if evidence.ready else "file summaries are being built"))
+        if summaries is not None:
+            out.append(LaneStatus("summary", summaries.ready, seen if summaries.ready else 0.0,
+                                  note if summaries.ready else "file summaries are being built"))
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
@@ -684,26 +672,6 @@ def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.n
     file_ids, _ = snap.file_index()
     allowed = np.isin(file_ids, snap.table.file_ids[mask])
     return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
-
-
-def _lend_neighbours(snap: Snapshot, evidence: GraphEvidence, fusion: Fusion, strength: float) -> None:
-    """A file that earned a score of its own is lifted by at most `strength` times its best one-hop graph
-    neighbour's share of the top score: a tie-breaker between files with near-equal evidence (the helper a
-    matched function delegates to, beside an unrelated file that matched as well). The graph never scores a
-    file by itself (rule 3); neighbours without evidence of their own join the bundle through
-    `bundle._graph_neighbours` (as candidates here they added nothing: see ranking.NEIGHBOUR_TIEBREAK)."""
-    scored = [(evidence.row_of[f], score) for f, score in fusion.file.items() if score > 0 and f in evidence.row_of]
-    if not scored or evidence.neighbours.nnz == 0:
-        return
-    rows = np.fromiter((r for r, _ in scored), np.int64, len(scored))
-    scores = np.fromiter((s for _, s in scored), np.float64, len(scored))
-    file_ids, _ = snap.file_index()
-    by_row = np.zeros(len(file_ids), np.float64)
-    by_row[rows] = scores
-    best_neighbour = np.asarray(evidence.neighbours[rows].multiply(by_row[None, :]).max(axis=1).todense()).ravel()
-    lifted = scores * (1.0 + strength * best_neighbour / scores.max())
-    for file_id, score in zip(file_ids[rows].tolist(), lifted.tolist()):
-        fusion.file[file_id] = score
 
 
 def _weights_for(query: str) -> dict[str, float]:

@@ -1,18 +1,14 @@
-"""What the graph lends retrieval: words and neighbours, never a score (rule 3).
+"""What the graph lends retrieval: words, never a score (rule 3).
 
 `neighbour_words` gives each file the names its neighbours know it by (what it calls, which definitions call
 it); the summary lane (`lanes.summary`) indexes them as text beside the file's skeleton, where BM25 weighs them
-like any other words. `adjacency` gives search the one-hop neighbours of its top files, as candidates and as
-a tie-breaker between files that earned near-equal scores of their own.
+like any other words.
 """
 
 from __future__ import annotations
 
 import bisect
 from typing import TYPE_CHECKING
-
-import numpy as np
-from scipy import sparse
 
 if TYPE_CHECKING:
     from codeloupe.graph.build import Graph
@@ -37,25 +33,6 @@ def neighbour_words(graph: Graph) -> dict[str, list[str]]:
         if words:
             out[path] = list(words)
     return out
-
-
-def adjacency(graph: Graph, path_to_row: dict[str, int], n_rows: int) -> sparse.csr_matrix:
-    """Symmetric 0/1 matrix over `n_rows` files (`path_to_row`: a file's row) of their import and call edges,
-    hubs left out (a file every other file uses is nobody's particular neighbour)."""
-    rows: list[int] = []
-    cols: list[int] = []
-    for i, path in enumerate(graph.paths):
-        a = path_to_row.get(path)
-        if a is None or i in graph.gods:
-            continue
-        for j in graph.out_edges[i]:
-            b = path_to_row.get(graph.paths[j])
-            if b is not None and b != a and j not in graph.gods:
-                rows += (a, b)
-                cols += (b, a)
-    matrix = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(n_rows, n_rows))
-    matrix.data[:] = 1.0  # duplicates summed: an edge is an edge
-    return matrix
 
 
 class _Spans:
