@@ -49,8 +49,8 @@ FEEDBACK_TERMS = 8
 # bench/tune_ranking.py --folds 5 over summary {0, .15, .3, .5} x a neighbour tie-breaker {0, .02, .05}):
 # every fold chose a summary weight (.15 twice, .3 three times) and no tie-breaker; whole dev R@1 .608 -> .613
 # for both .15 and .3 (MRR .740 -> .745), .15 ahead on Acc@5 (.918 vs .916; docs dev .850 vs .832);
-# cross-validated R@1 .611, bundle recall .985 -> .989. Commits dev sample (130, 5 per repository): natural
-# 0.15 R@1 .523 -> .515, Acc@5 .777 -> .808, MRR .666 -> .672. Bug reports (issue mode) 0: on the 77 dev
+# cross-validated R@1 .611, bundle recall .985 -> .989. Commits dev in full (381, lexical): R@1 .514 both,
+# Acc@5 .795 -> .819, bundle .919 -> .929, MRR .655 -> .664. Bug reports (issue mode) 0: on the 77 dev
 # commits that read as reports, summary .3 cost R@1 .649 -> .584 (every fold chose 0). Identifier-shaped
 # queries: not measured, 0. Skeleton alone (no neighbour words) on two 12-package docpairs dev samples: R@1
 # .644 / .660 against .663 / .656 with them.
