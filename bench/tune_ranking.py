@@ -36,13 +36,14 @@ class Case:
     kind: str
     query: str
     gold: tuple[str, ...]
+    set: str = ""  # the golden set's file name, for per-set lines
 
 
-def score_cases(workspaces: dict[str, Workspace], cases: list[Case]) -> list[tuple[float, float, float, float, int]]:
+def score_cases(ws: Workspace, cases: list[Case]) -> list[tuple[float, float, float, float, int]]:
     """(hit@1, all gold in top 5, all gold in bundle, reciprocal rank, bundle size) per case."""
     out = []
     for case in cases:
-        bundle = workspaces[case.corpus].search(case.query, mode="docs" if case.kind == "docs" else "code")
+        bundle = ws.search(case.query, mode="docs" if case.kind == "docs" else "code")
         ranked = [h.path for h in bundle.files]
         gold = list(case.gold)
         out.append((float(metrics.hit_at_1(ranked, gold)), float(metrics.all_in_top_k(ranked, gold, 5)),
@@ -86,8 +87,7 @@ def main() -> int:
 
     kinds = {k for k in args.kinds.split(",") if k}
     overrides = {"embed_provider": "none"} if args.no_embed else None
-    workspaces: dict[str, Workspace] = {}
-    cases: list[Case] = []
+    sources: list[tuple[Path, list[Case]]] = []  # one workspace's tree and its cases
     for i, path in enumerate(args.golden):
         if path.suffix == ".jsonl":  # SWE-bench style: every instance is its own tree, its own "corpus"
             per_repo: dict[str, int] = {}
@@ -96,44 +96,45 @@ def main() -> int:
                 if args.per_repo and per_repo.get(repo_key, 0) >= args.per_repo:
                     continue
                 per_repo[repo_key] = per_repo.get(repo_key, 0) + 1
-                ws = Workspace(inst.repo, overrides=overrides)
-                ws.index()
-                if not args.no_embed:
-                    ws.embed()
-                workspaces[inst.id] = ws
-                cases.append(Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files)))
+                sources.append((inst.repo, [Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files), path.name)]))
             continue
         corpora = args.corpora[min(i, len(args.corpora) - 1)] if args.corpora else Path(".")
         for corpus in load_golden(path).corpora:
             key = f"{path.stem}:{corpus.id}"
             queries = [q for q in corpus.queries if not kinds or q.kind in kinds]
-            if not queries:
-                continue
-            ws = Workspace(corpora / corpus.id / "repo", overrides=overrides)
+            if queries:
+                sources.append((corpora / corpus.id / "repo",
+                                [Case(key, q.id, q.kind, q.query, tuple(q.gold_files), path.name) for q in queries]))
+    cases = [c for _, group in sources for c in group]
+    print(f"{len(cases)} queries over {len(sources)} corpora", flush=True)
+
+    combos: list[tuple[tuple[str, object], ...]] = [(), *itertools.product(*axes)]  # () is the baseline
+    results: list[list[tuple[float, float, float, float, int]]] = [[] for _ in combos]
+    # One workspace open at a time, every combination scored on it before it closes: a set of hundreds of
+    # instance trees (the commits set) fits in memory.
+    for repo, group in sources:
+        ws = Workspace(repo, overrides=overrides)
+        try:
             ws.index()
             if not args.no_embed:
                 ws.embed()
-            workspaces[key] = ws
-            cases += [Case(key, q.id, q.kind, q.query, tuple(q.gold_files)) for q in queries]
-    print(f"{len(cases)} queries over {len(workspaces)} corpora", flush=True)
-
-    def run(label: str) -> list[tuple[float, float, float, float, int]]:
-        rows = score_cases(workspaces, cases)
-        print(f"{summary(rows)}  {label}", flush=True)
+            for k, combo in enumerate(combos):
+                saved = {name: getattr(ranking, name) for name, _ in combo}
+                for name, value in combo:
+                    setattr(ranking, name, value)
+                results[k] += score_cases(ws, group)
+                for name, value in saved.items():
+                    setattr(ranking, name, value)
+        finally:
+            ws.close()
+    for k, combo in enumerate(combos):
+        print(f"{summary(results[k])}  {' '.join(f'{n}={v!r}' for n, v in combo) or 'baseline'}", flush=True)
+        if len(args.golden) > 1:
+            for name in dict.fromkeys(c.set for c in cases):
+                print(f"    {summary([r for c, r in zip(cases, results[k]) if c.set == name])}  {name}")
         if args.show_misses:
-            print("    misses: " + " ".join(c.id for c, r in zip(cases, rows) if not r[0]))
-        return rows
-
-    run("baseline")
-    combos = list(itertools.product(*axes)) if axes else []
-    results = []
-    for combo in combos:
-        saved = {name: getattr(ranking, name) for name, _ in combo}
-        for name, value in combo:
-            setattr(ranking, name, value)
-        results.append(run(" ".join(f"{n}={v!r}" for n, v in combo)))
-        for name, value in saved.items():
-            setattr(ranking, name, value)
+            print("    misses: " + " ".join(c.id for c, r in zip(cases, results[k]) if not r[0]))
+    combos, results = combos[1:], results[1:]
     if args.folds > 1 and combos:
         held_out: list[tuple[float, float, float, float, int]] = []
         for fold in range(args.folds):

@@ -29,8 +29,10 @@ def test_every_file_a_lane_shortlists_stays_past_the_limit(tmp_path: Path,
 
 def test_the_callee_of_a_matched_chunk_joins_related_however_many_neighbours(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
-    # feedback would find the callee by its name in the matched chunk; here only the graph may bring it
+    # feedback would find the callee by its name in the matched chunk, and the summary lane by the name of its
+    # caller (tests/test_graph_evidence.py); here only the graph may bring it
     monkeypatch.setitem(ranking.LANE_WEIGHTS_NATURAL, "feedback", 0.0)
+    monkeypatch.setitem(ranking.LANE_WEIGHTS_NATURAL, "summary", 0.0)
     unrelated = {f"app/aux_{i}.py": f"def aux_{i}():\n    return {i}\n" for i in range(10)}
     imports = "\n".join(f"from app.aux_{i} import aux_{i}" for i in range(10))
     calls = " + ".join(f"aux_{i}()" for i in range(10))

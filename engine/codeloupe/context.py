@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from codeloupe.embed import EmbeddingProvider
     from codeloupe.search import Searcher
     from codeloupe.settings import Settings
-    from codeloupe.store import Store
+    from codeloupe.store.protocol import IndexStore
     from codeloupe.types import Bundle, Expansion, Tour
 
 
@@ -23,7 +23,7 @@ class WorkspaceContext(Protocol):
 
     root: Path
     settings: Settings
-    store: Store
+    store: IndexStore
 
     @property
     def revision(self) -> str:

@@ -21,9 +21,10 @@ RRF_K = 60
 # 1.0/0.6 -> R@1 .900 Acc@5 .900; 1.0/1.0 -> .925/.900; 0.6/1.0 -> .925/.912; 0.5/1.0 -> .925/.925;
 # 0.4/1.0 -> .925/.925. Identifier-shaped queries lean on the lexical and symbol lanes (0.6/1.0/1.2 and
 # 1.0/1.0/1.0 tied); issue weights 1.0/0.6/0.3/0.3 gave Acc@5 .938 against .925 for 1.0/0.8/0.6/0.6.
-LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "symbol": 0.5, "entity": 0.0, "feedback": 0.3}
-LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "symbol": 1.2, "entity": 0.0}
-LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "symbol": 0.3, "entity": 0.3}
+LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "summary": 0.15, "symbol": 0.5, "entity": 0.0,
+                        "feedback": 0.3}
+LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "summary": 0.0, "symbol": 1.2, "entity": 0.0}
+LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "summary": 0.0, "symbol": 0.3, "entity": 0.3}
 # The file lane (BM25 with one document per file, issue mode): a long report's words spread over a big
 # file's chunks. Public issue queries (12), file weight 0 / 0.3 / 0.6 / 1.0: Acc@5 .917 / 1.0 / 1.0 / 1.0,
 # MRR .889 / .896 / .903 / .903 (whole set R@1 .925 throughout). Commits dev (130, lexical), file 0 / 0.6 /
@@ -44,6 +45,20 @@ TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a
 # folds again chose file .3 + feedback .3 (over feedback alone, file alone, .15/.15). It is not free
 # everywhere: lexical-only, docs dev R@1 .490 -> .483 and public .938 -> .925 (feedback alone would score
 # .950 there); with the dense lane public R@1 is .938 (main .925).
+# The summary lane (lanes.summary: BM25 over each file's skeleton plus the names its graph neighbours know it
+# by). Questions 0.15, chosen on docpairs dev + docs dev (3100 queries, 115 packages, lexical,
+# bench/tune_ranking.py --folds 5 over summary {0, .15, .3, .5} x a neighbour tie-breaker {0, .02, .05}):
+# every fold chose a summary weight (.15 twice, .3 three times) and no tie-breaker; whole dev R@1 .608 -> .613
+# for both .15 and .3 (MRR .740 -> .745), .15 ahead on Acc@5 (.918 vs .916; docs dev .850 vs .832);
+# cross-validated R@1 .611, bundle recall .985 -> .989. Commits dev in full (381, lexical): R@1 .514 both,
+# Acc@5 .795 -> .819, bundle .919 -> .929, MRR .655 -> .664. Bug reports (issue mode) 0: on the 77 dev
+# commits that read as reports, summary .3 cost R@1 .649 -> .584 (every fold chose 0). Identifier-shaped
+# queries: not measured, 0. Skeleton alone (no neighbour words) on two 12-package docpairs dev samples: R@1
+# .644 / .660 against .663 / .656 with them.
+# Not kept: a graph-neighbour tie-breaker (a file with evidence of its own lifted by up to 2-5% times its best
+# one-hop neighbour's share of the top score) lost on every set: docpairs + docs dev R@1 .608 -> .601 (.02) /
+# .584 (.05); commits dev sample .523 -> .515 / .485; the 77 report-shaped commits .649 -> .636 / .584. The
+# top files' neighbours as extra candidates moved no bundle recall: bundle.py already adds them to RELATED.
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 

@@ -11,6 +11,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
+from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
     STOP_WORDS,
@@ -41,10 +43,11 @@ from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
+    from codeloupe.graph.build import Graph
 
 log = logging.getLogger("codeloupe.search")
 
-LANES = ("dense", "lexical", "file", "symbol", "entity", "feedback")
+LANES = ("dense", "lexical", "file", "summary", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
 _TEST_PATH = re.compile(
@@ -93,6 +96,18 @@ def file_kind(path: str, language: str) -> str:
 
 
 @dataclass
+class FileSummaries:
+    """The summary lane's index (`lanes.summary`), rows in `Snapshot.file_index` order, as of one graph."""
+
+    graph: weakref.ref | None  # the graph whose neighbour words it holds (None: there was no graph yet)
+    index: BM25Index
+    ready: bool = True  # False: an empty stand-in while the first one is built off the query path
+
+    def built_from(self, graph: Graph | None) -> bool:
+        return (self.graph() if self.graph is not None else None) is graph
+
+
+@dataclass
 class Snapshot:
     """Everything a query needs, in memory, as of one content generation."""
 
@@ -120,6 +135,9 @@ class Snapshot:
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
     _term_sets: dict[int, set[str]] = field(default_factory=dict)
+    _summaries: FileSummaries | None = None
+    _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
+    _summaries_building: bool = False
 
     def entity_index(self, ws: WorkspaceContext) -> tuple[np.ndarray, BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
@@ -167,6 +185,53 @@ class Snapshot:
                 file_ids, groups = np.unique(self.table.file_ids, return_inverse=True)
                 self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
             return self._files
+
+    def summaries(self, ws: WorkspaceContext) -> FileSummaries:
+        """The summary lane's index, built on the first query that uses it and again once a newer graph is
+        built; a delta view uses its base's. Past `QUERY_BUILD_MAX_FILES` files (tokenising every skeleton
+        takes seconds at 40K files) it is built on its own thread, and queries meanwhile use the last one
+        built, or none."""
+        from codeloupe.graph.build import QUERY_BUILD_MAX_FILES, load_graph
+
+        if self.base is not None:
+            return self.base.summaries(ws)
+        loaded = load_graph(ws, allow_stale=True)
+        graph = loaded if loaded.paths else None
+        current = self._summaries
+        if current is not None and current.built_from(graph):
+            return current
+        if len(self.file_paths) <= QUERY_BUILD_MAX_FILES:
+            return self._build_summaries(ws, graph)
+        with self._entity_lock:
+            start, self._summaries_building = not self._summaries_building, True
+        if start:
+            threading.Thread(target=self._build_summaries_quietly, args=(ws, graph), daemon=True,
+                             name="codeloupe-file-summaries").start()
+        if current is None:
+            file_ids, _ = self.file_index()
+            current = self._summaries_pending = self._summaries_pending or FileSummaries(
+                None, build_summary_index(file_ids, {}, {}), ready=False)
+        return current
+
+    def _build_summaries(self, ws: WorkspaceContext, graph: Graph | None) -> FileSummaries:
+        from codeloupe.graph.evidence import neighbour_words
+
+        file_ids, _ = self.file_index()
+        words = {} if graph is None else {
+            self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
+        summaries = FileSummaries(None if graph is None else weakref.ref(graph),
+                                  build_summary_index(file_ids, ws.store.skeletons(), words))
+        self._summaries = summaries
+        return summaries
+
+    def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
+        try:
+            self._build_summaries(ws, graph)
+        except Exception:  # a closed store: the next query starts another build
+            log.exception("building the file summaries failed")
+        finally:
+            with self._entity_lock:
+                self._summaries_building = False
 
 
 class Fusion:
@@ -433,6 +498,8 @@ class Searcher:
         query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
 
+        summaries = snap.summaries(self.ws) if weights.get("summary") else None
+
         fusion = Fusion(snap.table.file_ids)
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
@@ -441,8 +508,11 @@ class Searcher:
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0)
             if weights.get("file"):
-                fusion.add_file_lane("file", self._file_lane(snap, terms, mask), weights["file"] * variant.weight,
-                                     record=vi == 0)
+                fusion.add_file_lane("file", _file_ranking(snap, snap.file_index()[1], terms, mask),
+                                     weights["file"] * variant.weight, record=vi == 0)
+            if summaries is not None:
+                fusion.add_file_lane("summary", _file_ranking(snap, summaries.index, terms, mask),
+                                     weights["summary"] * variant.weight, record=vi == 0)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if weights.get("feedback"):
@@ -456,7 +526,7 @@ class Searcher:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
 
-        statuses.extend(self._static_statuses(snap, weights, issue is not None))
+        statuses.extend(self._static_statuses(snap, weights, issue is not None, summaries))
         bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
                               scope=scope, issue_mode=issue is not None, lanes=statuses)
         timing["bundle"] = _ms(started) - sum(timing.values())
@@ -549,13 +619,6 @@ class Searcher:
         fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
                         record=True)
 
-    def _file_lane(self, snap: Snapshot, terms: list[str], mask: np.ndarray) -> list[int]:
-        """Files by BM25 over all their text: a long report's words spread over a big file's chunks, where no
-        single chunk holds enough of them to rank."""
-        file_ids, index = snap.file_index()
-        allowed = np.isin(file_ids, snap.table.file_ids[mask])
-        return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
-
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
         allowed = np.isin(file_ids, snap.table.file_ids[mask])
@@ -616,14 +679,27 @@ class Searcher:
             if stems and stems <= wanted:
                 fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
-    def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool) -> list[LaneStatus]:
+    def _static_statuses(self, snap: Snapshot, weights: dict[str, float], issue: bool,
+                         summaries: FileSummaries | None) -> list[LaneStatus]:
         note = f"{snap.pending_files} changed files join the index shortly" if snap.pending_files else ""
         seen = 1.0 - snap.pending_files / max(len(snap.file_paths) + snap.pending_files, 1)
         out = [LaneStatus("lexical", True, seen, note), LaneStatus("file", True, seen, note),
                LaneStatus("symbol", True, seen, note)]
+        if summaries is not None:
+            out.append(LaneStatus("summary", summaries.ready, seen if summaries.ready else 0.0,
+                                  note if summaries.ready else "file summaries are being built"))
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
+
+
+def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray) -> list[int]:
+    """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
+    (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
+    of them to rank) or its summary (the summary lane)."""
+    file_ids, _ = snap.file_index()
+    allowed = np.isin(file_ids, snap.table.file_ids[mask])
+    return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
 
 
 def _weights_for(query: str) -> dict[str, float]:

@@ -1,0 +1,58 @@
+"""What the graph lends ranking on a real index: the names a file's neighbours know it by, as words of its
+summary document (the summary lane); never a score of its own (rule 3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.graph import build
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+# The helper's own text never says "backoff" or "retry": only the definition that calls it does.
+def _helper_and_caller() -> dict[str, str]:
+    return {
+        "app/__init__.py": "",
+        "app/pacing.py": "def wait_before(attempt):\n    return min(2 ** attempt, 60)\n",
+        "app/client.py": "from app.pacing import wait_before\n\n\n"
+                         "def retry_with_backoff(request, attempts):\n"
+                         "    for attempt in range(attempts):\n"
+                         "        if request.send():\n            return True\n"
+                         "        request.sleep(wait_before(attempt))\n    return False\n",
+        "app/other.py": "def unrelated(x):\n    return x\n",
+    }
+
+
+def test_a_helper_is_found_by_the_name_of_the_caller_that_uses_it(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    bundle = ws.search("retry backoff delay")
+    pacing = next(h for h in bundle.files if h.path == "app/pacing.py")
+    assert "summary #" in pacing.why
+    assert pacing.score > 0
+
+
+def test_a_large_workspace_answers_at_once_and_summarises_off_the_query_path(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    first = ws.search("retry backoff delay")
+    assert [(s.ready, s.note) for s in first.lanes if s.name == "summary"] == \
+        [(False, "file summaries are being built")]
+    assert first.core[0].path == "app/client.py"  # the other lanes answered meanwhile
+    deadline = time.monotonic() + 60  # the graph, then the summaries with its words, on their own threads
+    while "summary #" not in next((h.why for h in ws.search("retry backoff delay").files
+                                   if h.path == "app/pacing.py"), ""):
+        assert time.monotonic() < deadline, "the summaries never arrived"
+        time.sleep(0.05)
