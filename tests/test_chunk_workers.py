@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from processes import alive, children_of
+
 # Starts a real index over enough files for the worker pool, with workers that block in their first task,
 # so they are certainly alive (and idle parents of nothing) when the parent is killed.
 SCRIPT = textwrap.dedent("""
@@ -29,27 +31,6 @@ SCRIPT = textwrap.dedent("""
     print("indexing", flush=True)
     index.index_workspace(root, Store(root.parent / "index.sqlite"), Settings(embed_provider="none"))
 """)
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has exited; only its parent's reaping is left
 
 
 def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:

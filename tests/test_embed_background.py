@@ -48,6 +48,9 @@ class CountingProvider:
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
 
+    def release_workers(self) -> None:
+        self.inner.release_workers()
+
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> OnnxSentenceEncoder:

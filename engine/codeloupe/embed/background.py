@@ -119,5 +119,6 @@ def embed_pending(store: Store, provider: EmbeddingProvider | None, settings: Se
             run.step("chunk", [(cid, embedding_text(crumb, text)) for cid, crumb, text in chunks])
     finally:
         cache.close()
+        provider.release_workers()  # idle workers would hold a model's memory each until the next run
     run.report.elapsed_s = time.perf_counter() - started
     return run.report
