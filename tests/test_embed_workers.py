@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from codeloupe.embed.local import (
+    MAX_WINDOWS,
     POOL_MIN_WINDOWS,
     EncoderOptions,
     OnnxSentenceEncoder,
@@ -24,9 +25,11 @@ from codeloupe.embed.local import (
 )
 from processes import alive, children_of
 
-# Enough long texts that one call holds more than POOL_MIN_WINDOWS windows (each has the maximum 4).
-TEXTS = [f"def handler_{i}(request, response):\n" + f"    value_{i} = request.get('field_{i}', {i})\n" * 40
-         for i in range(POOL_MIN_WINDOWS // 4 + 4)] + ["a short one", "class Empty:\n    pass\n"]
+# Enough long texts that one call holds more than POOL_MIN_WINDOWS windows (each has the maximum: its
+# distinct words fill more than MAX_WINDOWS windows).
+TEXTS = [f"def handler_{i}(request, response):\n" + "".join(f"    value_{j} = request.get('field_{i}_{j}')\n"
+                                                          for j in range(60))
+         for i in range(POOL_MIN_WINDOWS // MAX_WINDOWS + 4)] + ["a short one", "class Empty:\n    pass\n"]
 
 
 def _encoder(model: Path, threads: int) -> OnnxSentenceEncoder:
@@ -39,6 +42,8 @@ def model_copy(tmp_path: Path) -> Path:
 
 
 def test_worker_processes_give_the_vectors_of_one_process(model_copy: Path) -> None:
+    owners, _ = _encoder(model_copy, threads=1).embed_windows(TEXTS)
+    assert len(owners) >= POOL_MIN_WINDOWS
     alone = _encoder(model_copy, threads=1).embed(TEXTS)
     pooled = _encoder(model_copy, threads=2)
     try:

@@ -11,10 +11,13 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
   recorded in the user config dir and checked before every load, so a file planted in the cache is never
   loaded. Any failure falls back to the shipped file. A killed derivation leaves its work dir, named for its
   process: the next start removes those whose process is gone.
+- what is embedded of a text is its distinct words (punctuation and repeated words dropped): code spends
+  most of its tokens on both, so a chunk's words fit in a quarter of the windows, at better recall.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
   512-token batches, so padding is small and memory is flat.
 - a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
   over the whole text) and the window vectors are averaged, so a chunk's tail is not truncated away.
+- bulk calls run in worker processes, one single-threaded session per core (codeloupe.embed.workers).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -57,13 +61,16 @@ WORK_DIR_PREFIX = "requantize-"
 # takes seconds to a minute).
 STALE_WORK_DIR_S = 6 * 3600
 
-# Windows: all-MiniLM-L6-v2 was trained on 128-token pieces. Measured on the golden corpora (dense-only file
-# recall@10 / MRR, CPU per chunk): 128 tokens x at most 4 windows 0.831 / 0.563 at 59 ms; x 8 windows
-# 0.808 / 0.578 at 107 ms; truncation to one window 0.779 / 0.501 at 17 ms; 256 tokens x 4 windows
-# 0.867 / 0.586 at 143 ms. 128 x 4 is the best quality for its cost.
+# What is embedded of a text: its distinct words in order of first use (punctuation and repeats dropped; see
+# distinct_words), in windows of 128 tokens (all-MiniLM-L6-v2 was trained on 128-token pieces), at most
+# MAX_WINDOWS of them spread over the text. Measured on the golden corpora by bench/embed_bench.py (dense-only
+# file recall@10 / MRR, windows per chunk): the whole text x at most 4 windows 0.835 / 0.552 at 3.6;
+# distinct words x 1 window 0.850 / 0.581 at 1.0; x 2 0.858 / 0.555 at 1.8; x 3 0.848 / 0.613 at 2.3. Code
+# repeats its identifiers and half its tokens are punctuation, so the distinct words of a chunk fit in
+# about two windows where its text needs nine: the same words cost half the model work or less.
 WINDOW_TOKENS = 128
 WINDOW_OVERLAP = 16  # tokens each window repeats from the previous one, so no statement is cut blind
-MAX_WINDOWS = 4  # per text: a long chunk is represented by windows spread over its whole length
+MAX_WINDOWS = 2  # per text: a long chunk is represented by windows spread over its whole length
 # Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
 # flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
 BATCH_TOKENS = 512
@@ -80,6 +87,8 @@ class EncoderOptions:
     batch_tokens: int = BATCH_TOKENS
     threads: int = 0  # 0: every core
     sort_by_length: bool = True  # False only to measure what sorting saves (bench)
+    processes: bool = True  # False only to measure one session split over the cores (bench)
+    distinct_words: bool = True  # False: the whole text (the recipe before; bench)
 
 
 def options_from(settings: Settings, window_tokens: int = WINDOW_TOKENS) -> EncoderOptions:
@@ -134,6 +143,8 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         """(owner text index [m], unit vector [m, dim]) for the windows of every text, in text order."""
         owners: list[int] = []
         windows: list[Encoding] = []
+        if self.options.distinct_words:
+            texts = [distinct_words(text) for text in texts]
         for owner, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
             pieces = [encoding, *encoding.overflowing]
             for k in spread(len(pieces), self.options.max_windows):
@@ -186,7 +197,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
 
     def _run_feeds(self, feeds: list[Feed], windows: int) -> list[np.ndarray]:
         """Unit vectors per feed: in the worker processes for bulk work on more than one core, else here."""
-        if windows >= POOL_MIN_WINDOWS and self._workers.workers > 1:
+        if self.options.processes and windows >= POOL_MIN_WINDOWS and self._workers.workers > 1:
             pooled = self._workers.run(feeds)
             if pooled is not None:
                 return pooled
@@ -195,6 +206,29 @@ class OnnxSentenceEncoder(QueryCachingProvider):
     def _run(self, feed: Feed) -> np.ndarray:
         session = self._single if len(feed["input_ids"]) == 1 else self._session
         return unit_vectors(session, self._output, feed)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def distinct_words(text: str) -> str:
+    """The words of `text` (runs of letters, digits and underscores), each once, in order of first use
+    (compared case-insensitively, as the model's tokenizer lowercases): what a chunk is about, without the
+    punctuation and the repeats that fill most of its tokens."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for word in _WORD.findall(text):
+        key = word.lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(word)
+    return " ".join(kept)
+
+
+def recipe(options: EncoderOptions) -> str:
+    """The part of a local model id that names how texts become windows."""
+    form = "-distinct" if options.distinct_words else ""
+    return f"{options.window_tokens}x{options.max_windows}{form}"
 
 
 def spread(count: int, cap: int) -> list[int]:
@@ -434,7 +468,7 @@ def local_model_id(settings: Settings) -> str:
 def _minilm_id(requantized: bool, options: EncoderOptions) -> str:
     variant = REQUANTIZED if requantized else "int8"
     return (f"local:all-MiniLM-L6-v2-{variant}-{derivation(requantized)}"
-            f"@{options.window_tokens}x{options.max_windows}")
+            f"@{recipe(options)}")
 
 
 def minilm_tokenizer() -> BertWordPieceTokenizer:
@@ -489,7 +523,8 @@ def _onnx_dir_window(tokenizer_file: Path) -> int:
 def onnx_dir_model_id(settings: Settings) -> str:
     model, tokenizer = _onnx_dir_files(settings)
     digest = file_sha256(model, settings.cache_root)
-    return f"onnx:{model.parent.name}-{digest[:12]}@{_onnx_dir_window(tokenizer)}x{MAX_WINDOWS}"
+    options = options_from(settings, _onnx_dir_window(tokenizer))
+    return f"onnx:{model.parent.name}-{digest[:12]}@{recipe(options)}"
 
 
 def load_onnx_dir_provider(settings: Settings) -> OnnxSentenceEncoder:
