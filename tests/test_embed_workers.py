@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +21,12 @@ from codeloupe.embed.local import (
     minilm_tokenizer,
     shipped_model_path,
 )
-from processes import alive, children_of
+from processes import alive, assert_workers_die_with_their_parent, children_of
 
 # Enough long texts that one call holds more than POOL_MIN_WINDOWS windows (each has the maximum: its
 # distinct words fill more than MAX_WINDOWS windows).
-TEXTS = [f"def handler_{i}(request, response):\n" + "".join(f"    value_{j} = request.get('field_{i}_{j}')\n"
-                                                          for j in range(60))
+TEXTS = [f"def handler{i}(request, response):\n" + "".join(f"    value{j} = request.get('field{i}x{j}')\n"
+                                                         for j in range(60))
          for i in range(POOL_MIN_WINDOWS // MAX_WINDOWS + 4)] + ["a short one", "class Empty:\n    pass\n"]
 
 
@@ -91,20 +89,11 @@ SCRIPT = textwrap.dedent("""
 def test_workers_exit_when_the_parent_is_killed(model_copy: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", SCRIPT, str(model_copy), str(Path(__file__).parent)],
                               stdout=subprocess.PIPE, text=True)
-    workers: list[int] = []
-    try:
+
+    def idle_workers() -> list[int]:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "embedded"
         workers = children_of(parent.pid)
         assert len(workers) >= 2
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while any(alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, f"embedding workers outlived their parent: {workers}"
-            time.sleep(0.05)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-        for pid in workers:  # on failure: never leave the orphans this test is about
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        return workers
+
+    assert_workers_die_with_their_parent(parent, idle_workers)
