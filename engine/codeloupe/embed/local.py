@@ -75,9 +75,9 @@ MAX_WINDOWS = 2  # per text: a long chunk is represented by windows spread over 
 # Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
 # flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
 BATCH_TOKENS = 512
-# Windows in one call from which the worker processes pay for themselves (starting them costs about a second
-# of CPU; a search query or a saved file's few chunks are embedded here).
-POOL_MIN_WINDOWS = 64
+# Windows in one call from which the worker processes are used (starting them costs about a second of CPU,
+# once per bulk run: embed_pending ends them): a search query or a saved file's few chunks are embedded here.
+POOL_MIN_WINDOWS = 32
 
 
 @dataclass(frozen=True)
