@@ -3,17 +3,21 @@
     .venv/bin/python bench/embed_bench.py                   # speed grid, quality grid, larger tree
     .venv/bin/python bench/embed_bench.py --skip-quality    # speed only (a few minutes)
     .venv/bin/python bench/embed_bench.py --large PATH      # choose the larger tree
+    .venv/bin/python bench/embed_bench.py --only "before,after,@128 distinct words,@128 whole text" --large ''
+                                            # main before this recipe against now, speed and quality
 
 Chunks are the real chunker's over the golden corpora (/work/corpora/<id>/repo, or $CODELOUPE_CORPORA),
 embedded as `embedding_text(breadcrumb, text)`. Every configuration runs in a fresh subprocess, so its peak
-RSS is its own. On a shared machine wall-clock throughput depends on the neighbours, so CPU time is
-reported too: "CPU ms/window" compares settings fairly, and "chunks per CPU-s" times the cores is what an
-idle machine does (onnxruntime scales near-linearly over two to four threads on this model).
+RSS is its own ("worker MB": the largest worker process's). On a shared machine wall-clock throughput depends
+on the neighbours, so CPU time is reported too, the worker processes' included: "CPU ms/chunk" compares
+settings fairly within one run (between runs on a loaded machine it moves by ~20%), and "chunks per CPU-s"
+times the cores is what an idle machine does (one single-threaded worker per core scales linearly).
 
 Quality is dense-only file retrieval on the golden queries (recall of gold files in the top 10 files,
 ranked by their best chunk, and MRR). It is computed once per model and window length from every window of
 every chunk, then for each cap on windows per chunk (1 = truncation), so the cap's cost and benefit show
-side by side. Last, the cost of storing vectors as int8 + scale (the store's format) against float32.
+side by side. Last, the cost of storing vectors as int8 + scale (the store's format) against float32, and
+the cosine of each chunk's vector now to its vector before (the whole text in at most 4 windows).
 """
 
 from __future__ import annotations
