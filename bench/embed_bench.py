@@ -11,7 +11,7 @@ embedded as `embedding_text(breadcrumb, text)`. Every configuration runs in a fr
 RSS is its own ("worker MB": the largest worker process's). On a shared machine wall-clock throughput depends
 on the neighbours, so CPU time is reported too, the worker processes' included: "CPU ms/chunk" compares
 settings fairly within one run (between runs on a loaded machine it moves by ~20%), and "chunks per CPU-s"
-times the cores is what an idle machine does (one single-threaded worker per core scales linearly).
+times the cores estimates an idle machine (workers share no threads; not measured on an idle machine here).
 
 Quality is dense-only file retrieval on the golden queries (recall of gold files in the top 10 files,
 ranked by their best chunk, and MRR). It is computed once per model and window length from every window of
