@@ -3,17 +3,21 @@
     .venv/bin/python bench/embed_bench.py                   # speed grid, quality grid, larger tree
     .venv/bin/python bench/embed_bench.py --skip-quality    # speed only (a few minutes)
     .venv/bin/python bench/embed_bench.py --large PATH      # choose the larger tree
+    .venv/bin/python bench/embed_bench.py --only "before,after,@128 distinct words,@128 whole text" --large ''
+                                            # main before this recipe against now, speed and quality
 
 Chunks are the real chunker's over the golden corpora (/work/corpora/<id>/repo, or $CODELOUPE_CORPORA),
 embedded as `embedding_text(breadcrumb, text)`. Every configuration runs in a fresh subprocess, so its peak
-RSS is its own. On a shared machine wall-clock throughput depends on the neighbours, so CPU time is
-reported too: "CPU ms/window" compares settings fairly, and "chunks per CPU-s" times the cores is what an
-idle machine does (onnxruntime scales near-linearly over two to four threads on this model).
+RSS is its own ("worker MB": the largest worker process's). On a shared machine wall-clock throughput depends
+on the neighbours, so CPU time is reported too, the worker processes' included: "CPU ms/chunk" compares
+settings fairly within one run (between runs on a loaded machine it moves by ~20%), and "chunks per CPU-s"
+times the cores estimates an idle machine (workers share no threads; not measured on an idle machine here).
 
 Quality is dense-only file retrieval on the golden queries (recall of gold files in the top 10 files,
 ranked by their best chunk, and MRR). It is computed once per model and window length from every window of
 every chunk, then for each cap on windows per chunk (1 = truncation), so the cap's cost and benefit show
-side by side. Last, the cost of storing vectors as int8 + scale (the store's format) against float32.
+side by side. Last, the cost of storing vectors as int8 + scale (the store's format) against float32, and
+the cosine of each chunk's vector now to its vector before (the whole text in at most 4 windows).
 """
 
 from __future__ import annotations
@@ -54,9 +58,15 @@ class Config:
     batch_tokens: int = BATCH_TOKENS  # padded tokens per session run
     sort_by_length: bool = True
     max_windows: int = MAX_WINDOWS
+    processes: bool = True  # False: one session split over the cores (main before the worker processes)
+    distinct_words: bool = True  # False: the whole text (main before)
 
 
+# What main did before this branch: the whole text in at most 4 windows, one session over every core.
+BEFORE = Config("before: whole text x4, one session", processes=False, distinct_words=False, max_windows=4)
 SPEED_GRID = [
+    BEFORE,
+    Config("after: distinct words x2, a process per core (default)"),
     Config("shipped int8 @128", requantize=False),
     Config("shipped int8 @256", requantize=False, window_tokens=256),
     Config("requantised @128 (default)"),
@@ -69,11 +79,13 @@ SPEED_GRID = [
     Config("requantised @128 x8", max_windows=8),
 ]
 QUALITY_GRID = [
-    Config("requantised @128", max_windows=ALL_WINDOWS),
+    Config("requantised @128 distinct words", max_windows=ALL_WINDOWS),
+    # The whole text's caps up to 4 (before) need only the windows spread() picks for 4: a quarter of the work.
+    Config("requantised @128 whole text", distinct_words=False, max_windows=4),
     Config("shipped int8 @128", requantize=False, max_windows=ALL_WINDOWS),
     Config("requantised @256", window_tokens=256, max_windows=ALL_WINDOWS),
 ]
-CAPS = (1, 2, 4, 8, ALL_WINDOWS)
+CAPS = (1, 2, 3, 4, 8, ALL_WINDOWS)
 
 
 # ---------------------------------------------------------------------- corpus
@@ -122,18 +134,20 @@ def worker(config: Config, texts_file: Path, queries_file: Path, out_dir: Path, 
     texts = json.loads(texts_file.read_text())
     queries = json.loads(queries_file.read_text())
     options = EncoderOptions(window_tokens=config.window_tokens, batch_tokens=config.batch_tokens,
-                             sort_by_length=config.sort_by_length, max_windows=config.max_windows)
+                             sort_by_length=config.sort_by_length, max_windows=config.max_windows,
+                             processes=config.processes, distinct_words=config.distinct_words)
     started = time.perf_counter()
     provider = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=config.requantize,
                                    options=options)
     load_s = time.perf_counter() - started
     owners, vectors = [], []
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), cpu_seconds()
     for start in range(0, len(texts), POOL):
         part_owners, part_vectors = provider.embed_windows(texts[start:start + POOL])
         owners.append(part_owners + start)
         vectors.append(part_vectors)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    provider.release_workers()  # joined workers' CPU time shows in RUSAGE_CHILDREN
+    wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     provider.embed_query("warm up")  # the searcher's queries hit a warm session
     query_wall = time.perf_counter()
     query_vectors = np.stack([provider.embed_query(q) for q in queries])
@@ -145,7 +159,14 @@ def worker(config: Config, texts_file: Path, queries_file: Path, out_dir: Path, 
         "model_id": provider.model_id, "chunks": len(texts), "windows": int(sum(len(o) for o in owners)),
         "wall_s": wall, "cpu_s": cpu, "load_s": load_s, "query_ms": query_ms,
         "peak_rss_mb": peak_rss_mb(),
+        "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }))
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its ended children (the worker processes, once joined)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def peak_rss_mb() -> float:
@@ -210,13 +231,19 @@ def top_overlap(a: np.ndarray, b: np.ndarray, queries: np.ndarray) -> float:
 # ---------------------------------------------------------------------- main
 
 
+def chosen(config: Config, only: str) -> bool:
+    return any(part in config.name for part in only.split(","))
+
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--speed-sample", type=int, default=120, help="chunks in the speed grid's sample")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--large", default=str(REPO / ".venv/lib/python3.11/site-packages/rich"),
                         help="a larger tree for the default configuration's throughput ('' to skip)")
-    parser.add_argument("--only", default="", help="run only configurations whose name contains this")
+    parser.add_argument("--only", default="", help="run only configurations whose name contains one of these"
+                        " (comma-separated)")
     args = parser.parse_args()
 
     paths, texts, queries, gold = golden()
@@ -238,20 +265,22 @@ def main() -> None:
         sample_file = tmp / "sample.json"
         sample_file.write_text(json.dumps([texts[k] for k in sample_ids]))
         print(f"\nspeed: {len(sample_ids)} sampled chunks, at most {MAX_WINDOWS} windows of each unless noted (xN)")
-        print(f"{'configuration':27} {'windows':>7} {'chunks/s':>8} {'CPU ms/window':>13} {'chunks/CPU-s':>12}"
-              f" {'peak MB':>7} {'load s':>6} {'query ms':>8}")
-        for k, config in enumerate(c for c in SPEED_GRID if args.only in c.name):
+        print(f"{'configuration':54} {'windows':>7} {'chunks/s':>8} {'CPU ms/window':>13} {'CPU ms/chunk':>12}"
+              f" {'chunks/CPU-s':>12} {'peak MB':>7} {'worker MB':>9} {'load s':>6} {'query ms':>8}")
+        for k, config in enumerate(c for c in SPEED_GRID if chosen(c, args.only)):
             r = run_config(config, sample_file, queries_file, tmp / f"speed{k}", model_cache)
-            print(f"{config.name:27} {r['windows']:7d} {r['chunks'] / r['wall_s']:8.1f}"
-                  f" {1000 * r['cpu_s'] / r['windows']:13.1f} {r['chunks'] / r['cpu_s']:12.2f}"
-                  f" {r['peak_rss_mb']:7.0f} {r['load_s']:6.2f} {r['query_ms']:8.2f}", flush=True)
+            print(f"{config.name:54} {r['windows']:7d} {r['chunks'] / r['wall_s']:8.1f}"
+                  f" {1000 * r['cpu_s'] / r['windows']:13.1f} {1000 * r['cpu_s'] / r['chunks']:12.1f}"
+                  f" {r['chunks'] / r['cpu_s']:12.2f} {r['peak_rss_mb']:7.0f} {r['worker_peak_rss_mb']:9.0f}"
+                  f" {r['load_s']:6.2f} {r['query_ms']:8.2f}", flush=True)
 
         if not args.skip_quality:
             texts_file = tmp / "texts.json"
             texts_file.write_text(json.dumps(texts))
             print(f"\nquality: dense-only file retrieval over {len(texts)} chunks, {len(queries)} queries")
-            print(f"{'model':27} {'windows/chunk cap':>17} {'windows/chunk':>13} {'recall@10':>9} {'MRR':>6}")
-            for k, config in enumerate(c for c in QUALITY_GRID if args.only in c.name):
+            print(f"{'model':32} {'windows/chunk cap':>17} {'windows/chunk':>13} {'recall@10':>9} {'MRR':>6}")
+            pooled: dict[tuple[str, int], np.ndarray] = {}
+            for k, config in enumerate(c for c in QUALITY_GRID if chosen(c, args.only)):
                 out = tmp / f"quality{k}"
                 run_config(config, texts_file, queries_file, out, model_cache)
                 owners, windows = np.load(out / "owners.npy"), np.load(out / "windows.npy")
@@ -260,26 +289,34 @@ def main() -> None:
                     chunk_vectors, kept = pool_windows(owners, windows, len(texts), cap)
                     recall, mrr = file_quality(chunk_vectors, query_vectors, paths, gold)
                     label = "all" if cap == ALL_WINDOWS else str(cap)
-                    print(f"{config.name:27} {label:>17} {kept / len(texts):13.2f} {recall:9.3f} {mrr:6.3f}",
+                    print(f"{config.name:32} {label:>17} {kept / len(texts):13.2f} {recall:9.3f} {mrr:6.3f}",
                           flush=True)
+                    pooled[config.name, cap] = chunk_vectors
                     if k == 0 and cap == MAX_WINDOWS:
                         default = (chunk_vectors, query_vectors)
-            if args.only in QUALITY_GRID[0].name:
+            if chosen(QUALITY_GRID[0], args.only):
                 exact, query_vectors = default
                 stored = stored_int8(exact)
                 print(f"\nint8 + scale storage vs float32 (default): top-{TOP} chunk overlap"
                       f" {top_overlap(exact, stored, query_vectors):.3f}; file recall@10"
                       f" {file_quality(exact, query_vectors, paths, gold)[0]:.3f} (float32) vs"
                       f" {file_quality(stored, query_vectors, paths, gold)[0]:.3f} (int8)")
+            after, before = pooled.get((QUALITY_GRID[0].name, MAX_WINDOWS)), pooled.get((QUALITY_GRID[1].name, 4))
+            if after is not None and before is not None:
+                cosines = (after * before).sum(axis=1)
+                print(f"cosine of each chunk's vector to the one before (whole text x4): mean {cosines.mean():.3f},"
+                      f" p10 {np.percentile(cosines, 10):.3f}, min {cosines.min():.3f}")
 
         if args.large and Path(args.large).is_dir():
             large = [t for _, t in chunks_of_tree(Path(args.large))]
             large_file = tmp / "large.json"
             large_file.write_text(json.dumps(large))
-            r = run_config(Config("default"), large_file, queries_file, tmp / "large", model_cache)
-            print(f"\nlarger tree {args.large}: {len(large)} chunks, {r['windows']} windows in {r['wall_s']:.1f} s"
-                  f" = {len(large) / r['wall_s']:.1f} chunks/s wall, {len(large) / r['cpu_s']:.2f} chunks/CPU-s,"
-                  f" peak {r['peak_rss_mb']:.0f} MB")
+            print(f"\nlarger tree {args.large}: {len(large)} chunks")
+            for k, config in enumerate((BEFORE, Config("after (default)"))):
+                r = run_config(config, large_file, queries_file, tmp / f"large{k}", model_cache)
+                print(f"{config.name:36} {r['windows']} windows in {r['wall_s']:.1f} s = {len(large) / r['wall_s']:.1f}"
+                      f" chunks/s wall, {1000 * r['cpu_s'] / len(large):.1f} CPU ms/chunk, peak {r['peak_rss_mb']:.0f} MB"
+                      f" (+ {r['worker_peak_rss_mb']:.0f} MB per worker)", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+from processes import assert_workers_die_with_their_parent, children_of
 
 # Starts a real index over enough files for the worker pool, with workers that block in their first task,
 # so they are certainly alive (and idle parents of nothing) when the parent is killed.
@@ -31,50 +31,20 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status  # a zombie has exited; only its parent's reaping is left
-
-
 def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     root.mkdir()
     for i in range(220):  # over POOL_MIN_ITEMS
         (root / f"m{i}.py").write_text(f"x = {i}\n")
     parent = subprocess.Popen([sys.executable, "-c", SCRIPT, str(root)], stdout=subprocess.PIPE, text=True)
-    workers: list[int] = []
-    try:
+
+    def started_workers() -> list[int]:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "indexing"
         deadline = time.monotonic() + 60
         while len(workers := children_of(parent.pid)) < 2:
             assert time.monotonic() < deadline, "the worker pool never started"
             time.sleep(0.05)
         time.sleep(0.5)  # let the workers finish their initialiser
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while any(alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, f"workers outlived their parent: {workers}"
-            time.sleep(0.05)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-        for pid in workers:  # on failure: never leave the orphans this test is about
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        return workers
+
+    assert_workers_die_with_their_parent(parent, started_workers)

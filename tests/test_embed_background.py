@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from codeloupe.embed import background as background_module
 from codeloupe.embed import embedding_text, make_provider
 from codeloupe.embed.background import embed_pending
-from codeloupe.embed.local import OnnxSentenceEncoder
+from codeloupe.embed.local import EncoderOptions, OnnxSentenceEncoder, load_local_provider
 from codeloupe.settings import Settings
 from codeloupe.store import Store
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Progress
+from processes import alive, children_of
 
 FILES = {
     "app/auth.py": [
@@ -47,6 +49,9 @@ class CountingProvider:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
+
+    def release_workers(self) -> None:
+        self.inner.release_workers()
 
 
 @pytest.fixture(scope="module")
@@ -163,3 +168,15 @@ def test_a_corrupt_cache_file_is_replaced(tmp_path: Path, model: OnnxSentenceEnc
     assert report.computed == 9
     rows = sqlite3.connect(settings.embed_cache_path).execute("SELECT count(*) FROM vectors").fetchone()[0]
     assert rows == 9
+
+
+def test_a_bulk_run_embeds_in_worker_processes_and_ends_them(tmp_path: Path) -> None:
+    pooled = load_local_provider(Settings(cache_dir=str(tmp_path)), options=EncoderOptions(threads=2))
+    words = " ".join(f"name{k}" for k in range(80))  # distinct words enough for the maximum windows
+    store = _store(tmp_path / "index.sqlite", {"big.py": [(f"def f{i}", f"{words} f{i}\n") for i in range(70)]})
+    workers_seen: list[list[int]] = []
+    embed_pending(store, pooled, Settings(cache_dir=str(tmp_path)),
+                  progress=lambda _: workers_seen.append(children_of(os.getpid())))
+    assert max(len(w) for w in workers_seen) >= 2, "the bulk run never used worker processes"
+    assert not any(alive(pid) for seen in workers_seen for pid in seen), "workers outlived the run"
+    assert store.vector_counts(pooled.model_id)["chunks_done"] == 70

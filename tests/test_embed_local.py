@@ -17,6 +17,7 @@ from codeloupe.embed.local import (
     EncoderOptions,
     OnnxSentenceEncoder,
     derivation,
+    distinct_words,
     file_sha256,
     load_local_provider,
     local_model_id,
@@ -61,14 +62,18 @@ def test_default_provider_matches_its_frozen_output_and_the_float32_model(provid
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     frozen = frozen_for(provider.model_id)
     assert _cosines(vectors, frozen).min() > 0.999
-    # The independent path: the original float32 weights through a numpy BERT (see make_reference.py).
+    # The independent path: the original float32 weights through a numpy BERT (see make_reference.py), on
+    # the sentences as written.
+    whole = OnnxSentenceEncoder(provider.model_path, minilm_tokenizer(), model_id="whole text",
+                                options=EncoderOptions(distinct_words=False))
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
-    assert _cosines(vectors[: len(float32)], float32).min() > 0.98
+    assert _cosines(whole.embed(REFERENCE["sentences"]), float32).min() > 0.98
 
 
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
-    shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
-    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
+    shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
+                                  options=EncoderOptions(distinct_words=False))
+    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x2"
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
 
@@ -101,6 +106,21 @@ def test_a_long_texts_tail_shapes_its_vector(provider: OnnxSentenceEncoder) -> N
     # Truncated to its first window, both texts would be identical; windowing keeps the tails apart.
     assert _cosines(vectors[:1], vectors[1:])[0] < 0.995
     assert vectors[0] @ email > vectors[1] @ email
+
+
+def test_a_text_is_embedded_as_its_distinct_words_in_order_of_first_use() -> None:
+    code = "def get(self, key):\n    return self._data.get(key, None)  # Get the KEY\n"
+    assert distinct_words(code) == "def get self key return data None the"  # "Get", "KEY": seen
+    assert distinct_words("__init__(x) -> 中文 naïve, parse_args") == "init x 中文 naïve parse args"
+    assert distinct_words("  ;;; {} ") == ""
+
+
+def test_the_text_form_is_part_of_the_model_id(model_cache: Path) -> None:
+    """Vectors of the whole text and of the distinct words never share a model id (store and cache key)."""
+    settings = Settings(cache_dir=str(model_cache))
+    ids = {load_local_provider(settings, requantize=False, options=EncoderOptions(distinct_words=flag)).model_id
+           for flag in (True, False)}
+    assert len(ids) == 2 and any(i.endswith("-distinct") for i in ids)
 
 
 def test_window_selection_spreads_over_the_whole_text() -> None:
@@ -173,7 +193,7 @@ def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_pa
     broken.write_bytes(b"\x00" * 64)
     assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
     provider = make_provider(settings)
-    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
+    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x2-distinct"
     assert describe_provider(settings) == ("local", provider.model_id)
     assert provider.model_path == shipped_model_path()
 
@@ -194,7 +214,7 @@ def test_a_user_onnx_model_directory_embeds_like_the_same_model(tmp_path: Path, 
     user = make_provider(settings)
     name, model_id = describe_provider(settings)
     assert (name, model_id) == ("onnx", user.model_id)
-    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4")
+    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x2-distinct")
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
     texts = REFERENCE["sentences"]
     assert _cosines(user.embed(texts), shipped.embed(texts)).min() > 0.9999

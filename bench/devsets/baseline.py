@@ -6,7 +6,7 @@
 Each argument pairs a set (golden-set format) with the directory its corpora are under (TREES/<id>/repo), e.g.
 ``/work/corpora/devsets/docpairs.dev.json=/work/corpora/devsets/trees/docpairs`` or
 ``/work/shared/golden/public.json=/work/corpora/golden``; a SWE-bench-style .jsonl names its own trees. The sampling options keep an embedded run bounded
-(the default model embeds ~36 chunks/s on two cores): a deterministic sample of corpora per set and of
+(the default model embeds a chunk in ~30 ms of CPU): a deterministic sample of corpora per set and of
 queries per corpus, ordered by a hash of the id; --max-files leaves out large trees (a bias towards small
 packages: say so when quoting such a run). Scores are `codeloupe eval`'s (R@1, Acc@5, bundle recall, MRR).
 """
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from codeloupe.eval.golden import GoldenSet, load_golden, load_swebench
 from codeloupe.eval.runner import EvalOptions, EvalRun, QueryOutcome, run_golden, run_swebench, score
+from codeloupe.search import LANES
 
 
 def _by_hash(items: list, key) -> list:
@@ -85,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample only corpora with at most this many files (bounds embedding time)")
     parser.add_argument("--cache-dir", default="/work/corpora/evalcache", help="index and vector cache")
     parser.add_argument("--out", type=Path, help="every query's outcome as JSON")
+    parser.add_argument("--lanes", action="store_true",
+                        help="also run every query on each lane alone and add a row per lane to each set")
     args = parser.parse_args(argv)
 
-    options = EvalOptions(embed=not args.no_embed, overrides={"cache_dir": args.cache_dir})
+    options = EvalOptions(embed=not args.no_embed, lanes_ablation=args.lanes, overrides={"cache_dir": args.cache_dir})
     lines = [f"| {'set':28s} | {'n':>5s} | R@1   | Acc@5 | bundle | MRR   | p50 ms |",
              f"|{'-' * 30}|{'-' * 7}|{'-' * 7}|{'-' * 7}|{'-' * 8}|{'-' * 7}|{'-' * 8}|"]
     dump: dict[str, list] = {}
@@ -95,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         set_name, _, trees = spec.partition("=")
         set_path = Path(set_name)
         started = time.perf_counter()
-        outcomes = _run(set_path, trees, options, args).outcomes()
+        run = _run(set_path, trees, options, args)
+        outcomes = run.outcomes()
         name = set_path.name.removesuffix(".json")
         print(f"[baseline] {name}: {len(outcomes)} queries in {time.perf_counter() - started:.0f}s",
               file=sys.stderr, flush=True)
@@ -109,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         kinds = sorted({o.kind for o in outcomes})
         if len(kinds) > 1:
             lines.extend(_row(f"  kind {kind}", [o for o in outcomes if o.kind == kind]) for kind in kinds)
+        if args.lanes:
+            lines.extend(_row(f"  lane {lane} alone", run.outcomes(lane)) for lane in LANES
+                         if run.outcomes(lane))
         dump[name] = [dataclasses.asdict(o) | {"language": language.get(o.corpus, "?")} for o in outcomes]
     print("\n".join(lines))
     if args.out:

@@ -143,7 +143,7 @@ class Settings:
     embed_batch_size: int = 32
     embed_concurrency: int = 2
     embed_timeout_s: float = 30.0
-    embed_threads: int = 0  # onnxruntime intra-op threads; 0: all cores
+    embed_threads: int = 0  # cores for local embedding (a worker process each in bulk); 0: all cores
     onnx_model_dir: str = ""  # for embed_provider = "onnx"
     # --- ask
     chat_base_url: str = ""

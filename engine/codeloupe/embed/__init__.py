@@ -41,6 +41,10 @@ class EmbeddingProvider(Protocol):
         """float32 [dim], L2-normalised; repeated queries are answered from memory."""
         ...
 
+    def release_workers(self) -> None:
+        """End any worker processes a bulk `embed` started (called when a bulk run ends)."""
+        ...
+
 
 PROVIDERS = ("local", "onnx", "openai", "none")
 
@@ -59,6 +63,9 @@ class QueryCachingProvider:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
+
+    def release_workers(self) -> None:
+        """Nothing to end: only the local encoder starts worker processes."""
 
     def embed_query(self, text: str) -> np.ndarray:
         with self._queries_lock:

@@ -11,22 +11,25 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
   recorded in the user config dir and checked before every load, so a file planted in the cache is never
   loaded. Any failure falls back to the shipped file. A killed derivation leaves its work dir, named for its
   process: the next start removes those whose process is gone.
+- what is embedded of a text is its distinct words (punctuation and repeated words dropped): code spends
+  most of its tokens on both, so a chunk's words fit in a quarter of the windows, at better recall.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
   512-token batches, so padding is small and memory is flat.
 - a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
   over the whole text) and the window vectors are averaged, so a chunk's tail is not truncated away.
+- bulk calls run in worker processes, one single-threaded session per core (codeloupe.embed.workers).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -39,6 +42,7 @@ from tokenizers import Encoding, Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
+from codeloupe.embed.workers import Feed, WorkerPool, hash_file, open_session, unit_vectors
 from codeloupe.settings import Settings
 from codeloupe.trust import user_config_dir
 
@@ -57,16 +61,23 @@ WORK_DIR_PREFIX = "requantize-"
 # takes seconds to a minute).
 STALE_WORK_DIR_S = 6 * 3600
 
-# Windows: all-MiniLM-L6-v2 was trained on 128-token pieces. Measured on the golden corpora (dense-only file
-# recall@10 / MRR, CPU per chunk): 128 tokens x at most 4 windows 0.831 / 0.563 at 59 ms; x 8 windows
-# 0.808 / 0.578 at 107 ms; truncation to one window 0.779 / 0.501 at 17 ms; 256 tokens x 4 windows
-# 0.867 / 0.586 at 143 ms. 128 x 4 is the best quality for its cost.
+# What is embedded of a text: its distinct words in order of first use (punctuation, underscores and repeats
+# dropped; see distinct_words), in windows of 128 tokens (all-MiniLM-L6-v2 was trained on 128-token pieces), at
+# most MAX_WINDOWS of them spread over the text. Measured on the golden corpora in one run of
+# bench/embed_bench.py (dense-only file recall@10 / MRR, windows per chunk): the whole text x at most 4 windows
+# 0.810 / 0.557 at 3.6; distinct words x 1 window 0.835 / 0.575 at 1.0; x 2 0.848 / 0.563 at 1.7; x 4
+# 0.848 / 0.586 at 2.3. Code repeats its identifiers and 42% of its tokens are punctuation, so a chunk's
+# distinct words fit in about two windows where its text needs nine: 2 windows cost 25 ms of CPU per chunk
+# against 65 ms for the whole text x4, at better recall.
 WINDOW_TOKENS = 128
 WINDOW_OVERLAP = 16  # tokens each window repeats from the previous one, so no statement is cut blind
-MAX_WINDOWS = 4  # per text: a long chunk is represented by windows spread over its whole length
+MAX_WINDOWS = 2  # per text: a long chunk is represented by windows spread over its whole length
 # Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
 # flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
 BATCH_TOKENS = 512
+# Windows in one call from which the worker processes are used (starting them costs about a second of CPU,
+# once per bulk run: embed_pending ends them): a search query or a saved file's few chunks are embedded here.
+POOL_MIN_WINDOWS = 32
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,8 @@ class EncoderOptions:
     batch_tokens: int = BATCH_TOKENS
     threads: int = 0  # 0: every core
     sort_by_length: bool = True  # False only to measure what sorting saves (bench)
+    processes: bool = True  # False only to measure one session split over the cores (bench)
+    distinct_words: bool = True  # False: the whole text (the recipe before; bench)
 
 
 def options_from(settings: Settings, window_tokens: int = WINDOW_TOKENS) -> EncoderOptions:
@@ -93,23 +106,14 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         self.model_id = model_id
         self.model_path = Path(model_path)
         self.options = options
-        session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session_options.intra_op_num_threads = options.threads or os.cpu_count() or 1
-        session_options.inter_op_num_threads = 1
-        session_options.log_severity_level = 3
-        # Idle worker threads sleep instead of spinning: this runs beside an editor on a laptop.
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        # Batch shapes vary with every call, so planned memory patterns only add to the peak.
-        session_options.enable_mem_pattern = False
+        threads = options.threads or os.cpu_count() or 1
         try:
-            self._session = ort.InferenceSession(str(model_path), session_options,
-                                                 providers=["CPUExecutionProvider"])
+            # The bytes loaded here are the ones the worker processes must find (they check this digest).
+            self.model_sha256 = hash_file(self.model_path)
+            self._session = open_session(self.model_path, threads)
             # One short window (a search query) finishes sooner on one thread than split across cores: the
             # threads' hand-offs cost more than the work (measured 2.7 ms against 3.7 ms on 2 cores).
-            session_options.intra_op_num_threads = 1
-            self._single = ort.InferenceSession(str(model_path), session_options,
-                                                providers=["CPUExecutionProvider"])
+            self._single = open_session(self.model_path, 1)
         except Exception as exc:  # onnxruntime raises several unrelated types for an unusable file
             raise EmbeddingError(f"onnxruntime cannot load the model {model_path}: {exc}") from exc
         inputs = {i.name for i in self._session.get_inputs()}
@@ -120,10 +124,11 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         outputs = [o.name for o in self._session.get_outputs()]
         # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
+        self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads)
         self._tokenizer = tokenizer
         tokenizer.no_padding()
         tokenizer.enable_truncation(options.window_tokens, stride=options.overlap)
-        self.dim = int(self._run([tokenizer.encode("dimension probe")]).shape[1])
+        self.dim = int(self._run(self._feed([tokenizer.encode("dimension probe")])).shape[1])
 
     # ------------------------------------------------------------------ public
 
@@ -139,15 +144,23 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         """(owner text index [m], unit vector [m, dim]) for the windows of every text, in text order."""
         owners: list[int] = []
         windows: list[Encoding] = []
+        if self.options.distinct_words:
+            texts = [distinct_words(text) for text in texts]
         for owner, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
             pieces = [encoding, *encoding.overflowing]
             for k in spread(len(pieces), self.options.max_windows):
                 owners.append(owner)
                 windows.append(pieces[k])
         vectors = np.zeros((len(windows), self.dim), np.float32)
-        for batch in self._batches(windows):
-            vectors[batch] = self._run([windows[k] for k in batch])
+        batches = self._batches(windows)
+        feeds = [self._feed([windows[k] for k in batch]) for batch in batches]
+        for batch, batch_vectors in zip(batches, self._run_feeds(feeds, len(windows))):
+            vectors[batch] = batch_vectors
         return np.asarray(owners, dtype=np.int64), vectors
+
+    def release_workers(self) -> None:
+        """End the worker processes (a later bulk call starts them again)."""
+        self._workers.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -170,8 +183,8 @@ class OnnxSentenceEncoder(QueryCachingProvider):
             batches.append(current)
         return batches
 
-    def _run(self, windows: list[Encoding]) -> np.ndarray:
-        """Unit vectors [len(windows), dim] for one padded batch."""
+    def _feed(self, windows: list[Encoding]) -> Feed:
+        """The padded arrays of one batch."""
         width = max(len(w.ids) for w in windows)
         ids = np.zeros((len(windows), width), np.int64)
         mask = np.zeros((len(windows), width), np.int64)
@@ -181,12 +194,42 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         feed = {"input_ids": ids, "attention_mask": mask}
         if self._wants_token_types:
             feed["token_type_ids"] = np.zeros_like(ids)
-        session = self._single if len(windows) == 1 else self._session
-        out = session.run([self._output], feed)[0]
-        if out.ndim == 3:  # token states: mean over the real (unmasked) tokens
-            weights = mask[:, :, None].astype(np.float32)
-            out = (out * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
-        return normalise_rows(out)
+        return feed
+
+    def _run_feeds(self, feeds: list[Feed], windows: int) -> list[np.ndarray]:
+        """Unit vectors per feed: in the worker processes for bulk work on more than one core, else here."""
+        if self.options.processes and windows >= POOL_MIN_WINDOWS and self._workers.workers > 1:
+            pooled = self._workers.run(feeds)
+            if pooled is not None:
+                return pooled
+        return [self._run(feed) for feed in feeds]
+
+    def _run(self, feed: Feed) -> np.ndarray:
+        session = self._single if len(feed["input_ids"]) == 1 else self._session
+        return unit_vectors(session, self._output, feed)
+
+
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: snake_case names give their parts
+
+
+def distinct_words(text: str) -> str:
+    """The words of `text` (runs of letters and digits), each once, in order of first use
+    (compared case-insensitively, as the model's tokenizer lowercases): what a chunk is about, without the
+    punctuation and the repeats that fill most of its tokens."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for word in _WORD.findall(text):
+        key = word.lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(word)
+    return " ".join(kept)
+
+
+def recipe(options: EncoderOptions) -> str:
+    """The part of a local model id that names how texts become windows."""
+    form = "-distinct" if options.distinct_words else ""
+    return f"{options.window_tokens}x{options.max_windows}{form}"
 
 
 def spread(count: int, cap: int) -> list[int]:
@@ -211,21 +254,13 @@ def file_sha256(path: Path, cache_root: Path) -> str:
     record = known.get(str(path))
     if record and record[:2] == [st.st_size, st.st_mtime_ns]:
         return str(record[2])
-    digest = _hash_file(path)
+    digest = hash_file(path)
     known[str(path)] = [st.st_size, st.st_mtime_ns, digest]
     try:
         _write_atomic(ledger, json.dumps(known, indent=1).encode("utf-8"))
     except OSError as exc:  # a read-only cache only costs a re-hash next time
         log.debug("cannot record the model checksum in %s: %s", ledger, exc)
     return digest
-
-
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
@@ -367,7 +402,7 @@ def _record_derived(name: str, digest: str) -> None:
 def is_known_derived(path: Path) -> bool:
     """True when `path` holds, byte for byte, a model this machine derived under that name (hashed every time:
     a remembered digest by path and mtime could be planted beside the file)."""
-    return _hash_file(path) in _derived_digests().get(path.name, [])
+    return hash_file(path) in _derived_digests().get(path.name, [])
 
 
 def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Path | None:
@@ -400,7 +435,7 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
             # Per-channel weight scales: cosine to the float32 model 0.994 instead of 0.963 per-tensor, at
             # the same speed (bench/embed_bench.py).
             quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
-            _record_derived(target.name, _hash_file(quantised))
+            _record_derived(target.name, hash_file(quantised))
             os.replace(quantised, target)
         log.info("re-quantised %s into %s", source, target)
         return target
@@ -434,7 +469,7 @@ def local_model_id(settings: Settings) -> str:
 def _minilm_id(requantized: bool, options: EncoderOptions) -> str:
     variant = REQUANTIZED if requantized else "int8"
     return (f"local:all-MiniLM-L6-v2-{variant}-{derivation(requantized)}"
-            f"@{options.window_tokens}x{options.max_windows}")
+            f"@{recipe(options)}")
 
 
 def minilm_tokenizer() -> BertWordPieceTokenizer:
@@ -489,7 +524,8 @@ def _onnx_dir_window(tokenizer_file: Path) -> int:
 def onnx_dir_model_id(settings: Settings) -> str:
     model, tokenizer = _onnx_dir_files(settings)
     digest = file_sha256(model, settings.cache_root)
-    return f"onnx:{model.parent.name}-{digest[:12]}@{_onnx_dir_window(tokenizer)}x{MAX_WINDOWS}"
+    options = options_from(settings, _onnx_dir_window(tokenizer))
+    return f"onnx:{model.parent.name}-{digest[:12]}@{recipe(options)}"
 
 
 def load_onnx_dir_provider(settings: Settings) -> OnnxSentenceEncoder:

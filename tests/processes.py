@@ -1,0 +1,51 @@
+"""Process helpers for the tests that kill a parent and watch its workers (Linux /proc)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status  # a zombie has exited; only its parent's reaping is left
+
+
+def assert_workers_die_with_their_parent(parent: subprocess.Popen, find_workers: Callable[[], list[int]]) -> None:
+    """Kill `parent` with SIGKILL once `find_workers()` names its workers, and assert that they all exit soon
+    after; on failure, never leave behind the parent or the orphans the caller is testing for."""
+    workers: list[int] = []
+    try:
+        workers = find_workers()
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"workers outlived their parent: {workers}"
+            time.sleep(0.05)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
