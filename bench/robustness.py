@@ -32,7 +32,7 @@ from pathlib import Path
 
 from packages import DEFAULT_DIR, load_packages, repo_path
 
-# Small packages across the six languages (plus one with odd test data): the embedded model runs ~36 chunks/s
+# Small packages across the six languages (plus one with odd test data): the embedded model runs ~80 chunks/s
 # on two cores, so the subset is chosen to embed in a few minutes in all.
 EMBED_SUBSET = ("py-pluggy", "py-chardet", "npm-ms", "npm-minimist", "rs-anyhow", "rs-walkdir", "go-pkg-errors",
                 "go-google-uuid", "php-nikic-fast-route", "rb-slop")
