@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,6 +186,18 @@ class JsonLists(Sequence[list[str]]):
 
     def __add__(self, other: JsonLists) -> JsonLists:
         return JsonLists(self._encoded + other._encoded)
+
+
+def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
+    """Every symbol row through `query` (either store's), a page of ids at a time."""
+    sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+           " WHERE id > ? ORDER BY id LIMIT ?")
+    last = -1
+    while rows := query(sql, (last, page)):
+        last = rows[-1][0]
+        yield from (SymbolRow(*r[1:]) for r in rows)
+        if len(rows) < page:
+            return
 
 
 @dataclass
@@ -525,14 +537,7 @@ class Store:
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
         """Every symbol row, read a page of ids at a time (the whole table at once is a large transient:
         1.35M rows for the standard library copied to 200K chunks)."""
-        sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
-               " WHERE id > ? ORDER BY id LIMIT ?")
-        last = -1
-        while rows := self.query(sql, (last, page)):
-            last = rows[-1][0]
-            yield from (SymbolRow(*r[1:]) for r in rows)
-            if len(rows) < page:
-                return
+        return paged_symbol_rows(self.query, page)
 
     def definition_words(self) -> dict[int, str]:
         """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text)."""

@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.store import ChunkTable, FileRow, StoreError, SymbolRow, VectorMatrix, quantize
+from codeloupe.store import (
+    ChunkTable,
+    FileRow,
+    StoreError,
+    SymbolRow,
+    VectorMatrix,
+    paged_symbol_rows,
+    quantize,
+)
 from codeloupe.types import ChunkedFile
 
 try:
@@ -589,14 +597,7 @@ class PgStore:
 
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
-        sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
-               " WHERE id > %s ORDER BY id LIMIT %s")
-        last = -1
-        while rows := self._rows(sql, (last, page)):
-            last = rows[-1][0]
-            yield from (SymbolRow(*r[1:]) for r in rows)
-            if len(rows) < page:
-                return
+        return paged_symbol_rows(self.query, page)
 
     def definition_words(self) -> dict[int, str]:
         return dict(self._rows("SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
