@@ -27,6 +27,7 @@ from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
+from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
@@ -283,13 +284,25 @@ class Searcher:
         threading.Thread(target=rebuild, name="codeloupe-snapshot-rebuild", daemon=True).start()
 
     def _build_snapshot(self, generation: int) -> Snapshot:
-        """The full snapshot; its BM25 matrix (the costly part: tokenising every chunk) is saved beside the
-        store and reused by the next process that opens the same index state (a restarted editor)."""
+        """The full snapshot; what it is built from (the chunk table, the file rows, the symbol table) and its
+        BM25 matrix (tokenising every chunk) are saved beside the store and reused by the next process that
+        opens the same index state (a restarted editor)."""
         store = self.ws.store
-        table = store.chunk_table()
-        rows = list(store.file_rows().values())
-        saved = store.path.with_name(store.path.name + ".bm25.npz")
         stamp = f"{store.index_id}:{generation}"
+        inputs = snapshot_file(store.path)
+        loaded = load_snapshot_inputs(inputs, stamp)
+        if loaded is None:
+            table = store.chunk_table()
+            rows = list(store.file_rows().values())
+            symbols = SymbolIndex(table, store.symbol_rows())
+            if store.generation("content") == generation:  # nothing was written while we read
+                try:
+                    save_snapshot_inputs(inputs, stamp, table, rows, symbols)
+                except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
+                    log.warning("could not save the search snapshot to %s: %s", inputs, exc)
+        else:
+            table, rows, symbols = loaded
+        saved = store.path.with_name(store.path.name + ".bm25.npz")
         bm25 = BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
             bm25 = BM25Index(_documents(table, rows))
@@ -297,7 +310,7 @@ class Searcher:
                 bm25.save(saved, table.ids, stamp)
             except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
-        return _assemble(generation, table, rows, bm25=bm25, symbols=SymbolIndex(table, store.symbol_rows()))
+        return _assemble(generation, table, rows, bm25=bm25, symbols=symbols)
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
         """`base` with the rows of changed files masked out and their new chunks appended."""

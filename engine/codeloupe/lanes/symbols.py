@@ -12,22 +12,23 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from itertools import chain
 
 import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
+from codeloupe.saved import pack_strings, unpack_strings
 from codeloupe.store import ChunkTable, SymbolRow
+
+# The name maps, in the order `arrays()` writes them.
+_MAPS = ("by_name", "by_lower", "by_qualified")
 
 
 class SymbolIndex:
     def __init__(self, table: ChunkTable, symbols: list[SymbolRow]) -> None:
         self.n_chunks = len(table.ids)
-        # Per file: chunk start lines (sorted) and their row numbers, to find the chunk holding a line.
-        starts: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for row, (file_id, start) in enumerate(zip(table.file_ids.tolist(), table.start_lines.tolist())):
-            starts[file_id].append((start, row))
-        self._file_starts = {f: sorted(v) for f, v in starts.items()}
+        self._file_starts = _file_starts(table)
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_lower: dict[str, list[int]] = defaultdict(list)
         self.by_qualified: dict[str, list[int]] = defaultdict(list)
@@ -39,6 +40,36 @@ class SymbolIndex:
             self.by_lower[sym.name.lower()].append(row)
             qualified = f"{sym.parent}.{sym.name}" if sym.parent else sym.name
             self.by_qualified[qualified.lower()].append(row)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The name maps as arrays (keys, end offsets, chunk rows), to save beside the index: rebuilding them
+        is a Python loop over every symbol of the workspace."""
+        out: dict[str, np.ndarray] = {}
+        for name in _MAPS:
+            mapping: dict[str, list[int]] = getattr(self, name)
+            out[f"{name}_keys"], out[f"{name}_key_ends"] = pack_strings(list(mapping))
+            out[f"{name}_row_ends"] = np.cumsum([len(rows) for rows in mapping.values()], dtype=np.int64)
+            out[f"{name}_rows"] = np.fromiter(chain.from_iterable(mapping.values()), np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, table: ChunkTable, arrays: dict[str, np.ndarray]) -> SymbolIndex:
+        """The index `arrays()` described, over `table`; a ValueError when the arrays do not fit it."""
+        index = cls.__new__(cls)
+        index.n_chunks = len(table.ids)
+        index._file_starts = _file_starts(table)
+        for name in _MAPS:
+            keys = unpack_strings(arrays[f"{name}_keys"], arrays[f"{name}_key_ends"])
+            ends, rows = arrays[f"{name}_row_ends"], arrays[f"{name}_rows"]
+            if len(ends) != len(keys) or (len(ends) and int(ends[-1]) != len(rows)) or \
+                    bool(np.any(np.diff(ends) < 0)) or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max())
+                                                         < index.n_chunks):
+                raise ValueError(f"the saved symbol map {name} does not fit the chunk table")
+            flat, bounds = rows.tolist(), [0, *ends.tolist()]
+            mapping: dict[str, list[int]] = defaultdict(list)
+            mapping.update((key, flat[bounds[i]:bounds[i + 1]]) for i, key in enumerate(keys))
+            setattr(index, name, mapping)
+        return index
 
     def chunk_at(self, file_id: int, line: int) -> int | None:
         """Row of the chunk of `file_id` that holds `line`."""
@@ -82,6 +113,16 @@ class SymbolIndex:
             return [(exact, R.SYMBOL_EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
                                                                  R.SYMBOL_CASELESS_IDENTIFIER)]
         return [(self.by_lower.get(word.lower(), []), R.SYMBOL_PLAIN_WORD)]  # a word inside a sentence
+
+
+def _file_starts(table: ChunkTable) -> dict[int, list[tuple[int, int]]]:
+    """Per file: its chunks' (start line, row), sorted, to find the chunk holding a line."""
+    rows = np.lexsort((np.arange(len(table.ids)), table.start_lines, table.file_ids))
+    files, starts = table.file_ids[rows].tolist(), table.start_lines[rows].tolist()
+    out: dict[int, list[tuple[int, int]]] = {}
+    for file_id, start, row in zip(files, starts, rows.tolist()):
+        out.setdefault(file_id, []).append((start, row))
+    return out
 
 
 def _normalise_qualified(name: str) -> str:
