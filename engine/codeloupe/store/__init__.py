@@ -73,6 +73,15 @@ CREATE TABLE IF NOT EXISTS symbols (
 );
 CREATE INDEX IF NOT EXISTS symbols_file ON symbols(file_id);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name COLLATE NOCASE);
+-- Files read and then skipped for their content (binary, undecodable, minified, generated, too large), with
+-- the size and mtime they had and the rules that judged them, so a re-index does not read them again.
+CREATE TABLE IF NOT EXISTS skipped_files (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    rules TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS skeletons (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     text TEXT NOT NULL
@@ -113,6 +122,15 @@ class FileRow:
     is_doc: bool
     chunker_version: int
     line_count: int
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    size: int
+    mtime: float
+    rules: str  # the content rules that judged it (a change of rules reads it again)
+    reason: str
 
 
 @dataclass
@@ -411,6 +429,20 @@ class Store:
             conn.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
             self._bump(conn, "content")
         return len(paths)
+
+    def skipped_files(self) -> dict[str, SkippedFile]:
+        """Every file remembered as skipped for its content, by path (one query for the whole workspace)."""
+        return {r[0]: SkippedFile(*r) for r in self.query("SELECT path, size, mtime, rules, reason FROM skipped_files")}
+
+    def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
+        """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
+        skipped, forget = list(skipped), list(forget)
+        if not skipped and not forget:
+            return
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM skipped_files WHERE path=?", [(p,) for p in forget])
+            conn.executemany("INSERT OR REPLACE INTO skipped_files VALUES (?,?,?,?,?)",
+                             [(s.path, s.size, s.mtime, s.rules, s.reason) for s in skipped])
 
     # ------------------------------------------------------------------ reads for the lanes
 
