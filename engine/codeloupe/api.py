@@ -104,16 +104,19 @@ class Workspace:
 
     # ------------------------------------------------------------------ indexing
 
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         """Chunk and store everything that changed, then refresh graph edges (derived data, no vectors).
 
-        Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
+        Lexical and symbol lanes are ready when this returns; vectors come from `embed`. `edges=False` leaves
+        the graph to the caller's `refresh_graph()`: resolving a large workspace's edges takes minutes, and
+        an editor should answer from the chunks meanwhile.
         """
         from codeloupe.graph import ensure_edges
 
         strategies = self._strategies()
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
-        ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
+        if edges:
+            ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
 
@@ -272,13 +275,15 @@ class Workspace:
                        for s in self.store.symbols_of_file(rows[path].id)]
                 for path in paths if path in rows}
 
-    def warm(self) -> None:
-        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph.
+    def warm(self, *, graph: bool = True) -> None:
+        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph
+        (`graph=False`: the snapshot only; the graph follows with `refresh_graph()`).
 
         Whoever writes the index calls this afterwards, so no query, hover or lens pays for the rebuild.
         """
         self.searcher().refresh()
-        self.refresh_graph()
+        if graph:
+            self.refresh_graph()
 
     def refresh_graph(self) -> None:
         """Re-resolve edges of changed files and rebuild the graph, so hovers and lenses read it fresh."""

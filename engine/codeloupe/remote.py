@@ -357,7 +357,7 @@ class RemoteWorkspace(Workspace):
             raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
 
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         from codeloupe.graph import ensure_edges
 
         if self.revision and not self.refresh:
@@ -376,7 +376,8 @@ class RemoteWorkspace(Workspace):
         self.store.set_meta(_REVISION_KEY, snapshot.revision)
         log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
-        ensure_edges(self)
+        if edges:
+            ensure_edges(self)
         return report
 
     def update_files(self, paths: Any) -> IndexReport:

@@ -195,7 +195,9 @@ class Folder:
             await self._progress.begin()
         callback = self._progress_callback(self._progress)
         try:
-            report = await self._on_writer(self.ws.index, callback)
+            # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
+            # answers need only the stored chunks.
+            report = await self._on_writer(lambda: self.ws.index(callback, edges=False))
         except Exception as exc:
             log.exception("indexing %s failed", self.root)
             self.state, self.message = "error", f"indexing failed: {exc}"
@@ -207,14 +209,17 @@ class Folder:
             return
         self.last_report = report
         self.message = ""
+        # Searchable as soon as chunking is done: a query arriving while the snapshot warms waits for that
+        # build rather than starting a second one.
+        self._mark_searchable()
         await self._on_writer(self._warm_readers)
         counted = await self._on_writer(self.ws.status)
         self.files, self.chunks = counted.files, counted.chunks
-        self._mark_searchable()
         self._progress.note(f"indexed {self.files} files, {self.chunks} chunks", 50)
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(report)
+        self._start_graph_refresh()
         self._embed_wanted = True
 
     async def _index_changed(self) -> None:
@@ -281,10 +286,10 @@ class Folder:
             log.exception("refreshing the graph of %s failed", self.root)
 
     def _warm_readers(self) -> None:
-        """On the writer: rebuild the search snapshot and the graph's edges for the new index state, which
-        the next search or hover would otherwise rebuild on a request thread."""
+        """On the writer: rebuild the search snapshot for the new index state, which the next search would
+        otherwise rebuild on a request thread (the graph is refreshed on its own thread)."""
         try:
-            self.ws.warm()
+            self.ws.warm(graph=False)
         except Exception:  # a warm-up is an optimisation; the request that needs it will report the fault
             log.exception("warming %s failed", self.root)
 
