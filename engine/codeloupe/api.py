@@ -69,18 +69,20 @@ class Workspace:
     """
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, *, check_index: bool = True) -> None:
+        """`check_index=False` opens the index without its integrity check (seconds on a large one); the
+        caller runs `check_index()` before it indexes (the language server, once its progress shows)."""
         try:
             self.root = check_root(Path(root))
         except DiscoverError as exc:
             raise WorkspaceError(str(exc)) from None
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
-        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root))
+        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index)
 
-    def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
+    def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
         """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
-        self.store = Store(index_path)
+        self.store = Store(index_path, check=check_index)
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -119,6 +121,13 @@ class Workspace:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
+
+    def check_index(self) -> str:
+        """Run the integrity check deferred by `check_index=False`; returns why the index was rebuilt ("" when
+        it was sound: a damaged one is moved aside and the next `index()` fills a new one)."""
+        recoveries = self.store.recoveries
+        self.store.check()
+        return self.store.rebuilt_reason if self.store.recoveries != recoveries else ""
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
         """Re-index files that were saved, created or deleted (the editor's fast path).

@@ -99,7 +99,10 @@ class Folder:
         self.server = server
         self.uri = uri
         self.root = root
-        self.ws = Workspace(root, settings=settings)
+        # The index's integrity check reads every page (seconds at 40K files): it runs as the first job on the
+        # writer, once the progress shows, and queries wait for it.
+        self.ws = Workspace(root, settings=settings, check_index=False)
+        self._checked = False
         self.state = "indexing"
         self.message = ""
         self.embed_error = ""
@@ -124,8 +127,9 @@ class Folder:
         # A never-indexed folder answers no query before its first index: an empty index would answer with an
         # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it at once.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.ws.store.counts()["files"]:
-            self._searchable.set_result(None)
+        self._has_index = bool(self.ws.store.counts()["files"])
+        if self._has_index:  # load the saved search snapshot while the check runs
+            asyncio.get_running_loop().run_in_executor(server.thread_pool, self._warm_readers)
         if self.ws.store.rebuilt_reason:
             self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
 
@@ -194,6 +198,19 @@ class Folder:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
         callback = self._progress_callback(self._progress)
+        if not self._checked:
+            self._checked = True
+            self._progress.note("checking the index", 0)
+            try:
+                rebuilt = await self._on_writer(self.ws.check_index)
+            except Exception as exc:  # not damage (that is repaired): the index below reports it again
+                log.exception("checking the index of %s failed", self.root)
+                rebuilt = ""
+                self.message = f"checking the index failed: {exc}"
+            if rebuilt:
+                self.server.warn(f"codeloupe: the index of {self.root} was rebuilt: {rebuilt}")
+            elif self._has_index:
+                self._mark_searchable()  # answers come from the index on disk while it is refreshed
         try:
             # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
             # answers need only the stored chunks.

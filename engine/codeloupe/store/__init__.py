@@ -182,8 +182,11 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check: bool = True) -> None:
+        """`check=False` defers the open-time integrity check (a read of every page: seconds on a large index)
+        to `check()`, for a caller that has something to show first (the language server's progress)."""
         self.path = Path(path)
+        self._unchecked = not check
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}  # the last value each counter was read at
@@ -228,7 +231,7 @@ class Store:
             elif int(row[0]) != SCHEMA_VERSION:
                 conn.close()
                 return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
-            problem = integrity_problem(conn)
+            problem = "" if self._unchecked else integrity_problem(conn)
             if problem:
                 conn.close()
                 return self._rebuild(f"corrupt index ({problem})", damaged=True)
@@ -275,14 +278,34 @@ class Store:
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                          [("schema_version", str(SCHEMA_VERSION)), ("index_id", uuid.uuid4().hex)])
 
-    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+    def check(self) -> None:
+        """The integrity check a store opened with `check=False` skipped; damage is handled as at open (moved
+        aside, started over; `rebuilt_reason` says so) and counted in `recoveries`, as damage met in use is."""
+        if not self._unchecked:
+            return
+        self._unchecked = False
+        # On a connection of its own, so reads (a search answering from the saved snapshot) go on meanwhile.
+        conn = sqlite3.connect(self.path, check_same_thread=False)
+        try:
+            problem = integrity_problem(conn)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            problem = str(exc)
+        finally:
+            conn.close()
+        if problem:
+            with self._lock:
+                self._recover(problem)
+
+    def _recover(self, problem: sqlite3.DatabaseError | str) -> None:
         """Damage met while in use: move the file aside and start over; warm readers see the counters move."""
         seen = dict(self._generations)
         try:
             self._conn.close()
         except sqlite3.Error:
             pass
-        self._conn = self._rebuild(f"corrupt index ({exc})", damaged=True)
+        self._conn = self._rebuild(f"corrupt index ({problem})", damaged=True)
         self.recoveries += 1
         if seen:
             with self.transaction() as conn:
