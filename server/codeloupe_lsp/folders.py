@@ -125,7 +125,8 @@ class Folder:
         self._pump: asyncio.Task[None] | None = None
         self._progress: RefreshProgress | None = None
         # A never-indexed folder answers no query before its first index: an empty index would answer with an
-        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it at once.
+        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it as soon as
+        # the index's integrity check has passed.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._has_index = bool(self.ws.store.counts()["files"])
         if self._has_index:  # load the saved search snapshot while the check runs
@@ -303,8 +304,8 @@ class Folder:
             log.exception("refreshing the graph of %s failed", self.root)
 
     def _warm_readers(self) -> None:
-        """On the writer: rebuild the search snapshot for the new index state, which the next search would
-        otherwise rebuild on a request thread (the graph is refreshed on its own thread)."""
+        """Build (or load) the search snapshot of the current index state, which the next search would
+        otherwise build on a request thread (the graph is refreshed on its own thread)."""
         try:
             self.ws.warm(graph=False)
         except Exception:  # a warm-up is an optimisation; the request that needs it will report the fault
