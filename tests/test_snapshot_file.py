@@ -11,6 +11,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.saved import load_arrays, save_arrays
+from codeloupe.search import FILE_KINDS
 from codeloupe.snapshot_file import SNAPSHOT_FILE_VERSION, load_snapshot_inputs, snapshot_file
 
 FILES = {
@@ -77,7 +78,7 @@ def _facts(ws: Workspace) -> dict:
                   else getattr(table, name) for name in ("ids", "file_ids", "start_lines", "end_lines", "kinds",
                                                          "names", "breadcrumbs", "symbols", "texts")],
         "maps": [snap.file_paths, snap.file_languages, snap.file_is_doc, snap.chunk_paths, snap.chunk_is_doc.tolist(),
-                 snap.chunk_kind.tolist(), snap.file_kind, snap.file_stems, snap.by_basename, snap.path_to_file,
+                 snap.chunk_kind.tolist(), snap.file_kind, snap.by_basename, snap.path_to_file,
                  snap.file_chunk_rows],
         "symbols": [dict(symbols.by_name), dict(symbols.by_lower), dict(symbols.by_qualified),
                     symbols._file_starts, symbols.n_chunks],
@@ -136,20 +137,33 @@ def _flip_a_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def _rows_out_of_range(path: Path) -> None:
-    """A well-formed file for the right index state whose arrays do not fit together."""
+def _rewritten(path: Path, name: str, change) -> None:
+    """A well-formed file for the right index state, with one array changed so it no longer fits."""
     stamp = str(np.load(path)["__stamp__"])
     arrays = load_arrays(path, stamp)
     assert arrays is not None
-    arrays["symbols_by_name_rows"] = arrays["symbols_by_name_rows"] + 10_000
+    arrays[name] = change(arrays[name])
     save_arrays(path, stamp, arrays)
+
+
+def _rows_out_of_range(path: Path) -> None:
+    _rewritten(path, "symbols_by_name_rows", lambda rows: rows + 10_000)
+
+
+def _kinds_out_of_range(path: Path) -> None:
+    _rewritten(path, "file_kind", lambda kinds: kinds + 100)
+
+
+def _texts_cut_short(path: Path) -> None:
+    _rewritten(path, "table_texts", lambda data: data[:-5])
 
 
 def _not_a_zip(path: Path) -> None:
     path.write_bytes(b"not an archive")
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _rows_out_of_range, _not_a_zip])
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _rows_out_of_range, _kinds_out_of_range,
+                                    _texts_cut_short, _not_a_zip])
 def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
     saved = _saved(indexed)
     expected = _rebuilt_facts(indexed, saved)
@@ -158,7 +172,7 @@ def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage
     assert _facts(ws) == expected
     stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
     ws.close()
-    assert load_snapshot_inputs(saved, stamp) is not None  # rewritten whole
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS)) is not None  # rewritten whole
 
 
 def test_a_saved_snapshot_of_another_index_state_is_not_used(indexed: Path) -> None:
@@ -177,7 +191,7 @@ def test_a_saved_snapshot_of_another_index_state_is_not_used(indexed: Path) -> N
     stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
     ws.close()
     assert facts == _rebuilt_facts(indexed, saved)
-    assert load_snapshot_inputs(saved, stamp) is not None
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS)) is not None
     assert str(np.load(saved)["__stamp__"]).startswith(f"{SNAPSHOT_FILE_VERSION}:")
 
 

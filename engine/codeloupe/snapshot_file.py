@@ -1,6 +1,6 @@
-"""What a search snapshot is built from, saved beside the index: the chunk table, the file rows and the symbol
-table, so a restarted process loads arrays instead of reading every chunk through SQL and rebuilding the
-symbol maps in Python (tens of seconds at 40K files). Same rules as the saved lexical index
+"""What a search snapshot is built from, saved beside the index: the chunk table, the file rows with their kinds
+(test, example, ...) and the symbol table, so a restarted process loads arrays instead of reading every chunk
+through SQL and rebuilding the symbol maps in Python (tens of seconds at 40K files). Same rules as the saved lexical index
 (`codeloupe.saved`): used only for the exact index state it was built from, rebuilt when anything is off.
 """
 
@@ -27,8 +27,8 @@ def snapshot_file(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".snapshot.npz")
 
 
-def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[FileRow],
-                         symbols: SymbolIndex) -> None:
+def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[FileRow], symbols: SymbolIndex,
+                         file_kinds: dict[int, int]) -> None:
     arrays: dict[str, np.ndarray] = {f"table_{name}": getattr(table, name) for name in _TABLE_NUMBERS}
     for name in _TABLE_STRINGS:
         arrays[f"table_{name}"], arrays[f"table_{name}_ends"] = pack_strings(getattr(table, name))
@@ -39,17 +39,24 @@ def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[
                                           np.float64 if name == "mtime" else np.int64)
     for name in _FILE_STRINGS:
         arrays[f"file_{name}"], arrays[f"file_{name}_ends"] = pack_strings([getattr(r, name) for r in files])
+    arrays["file_kind"] = np.array([file_kinds[r.id] for r in files], np.int8)
     arrays.update({f"symbols_{name}": value for name, value in symbols.arrays().items()})
     save_arrays(path, f"{SNAPSHOT_FILE_VERSION}:{stamp}", arrays)
 
 
-def load_snapshot_inputs(path: Path, stamp: str) -> tuple[ChunkTable, list[FileRow], SymbolIndex] | None:
-    """(chunk table, file rows, symbol index) saved for exactly `stamp`, else None."""
+def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int
+                         ) -> tuple[ChunkTable, list[FileRow], SymbolIndex, dict[int, int]] | None:
+    """(chunk table, file rows, symbol index, file id -> kind below `n_kinds`) saved for exactly `stamp`,
+    else None."""
     arrays = load_arrays(path, f"{SNAPSHOT_FILE_VERSION}:{stamp}")
     if arrays is None:
         return None
     try:
-        return _decode(arrays)
+        table, files, symbols = _decode(arrays)
+        kinds = arrays["file_kind"]
+        if len(kinds) != len(files) or (len(kinds) and not 0 <= int(kinds.min()) <= int(kinds.max()) < n_kinds):
+            return None
+        return table, files, symbols, dict(zip((r.id for r in files), kinds.tolist()))
     except (KeyError, ValueError, IndexError, TypeError):  # arrays that do not fit together: rebuild
         return None
 
