@@ -211,3 +211,15 @@ def test_a_rebuilt_index_never_takes_the_old_index_s_saved_snapshot(indexed: Pat
     facts = _facts(ws)
     ws.close()
     assert facts == _rebuilt_facts(indexed, saved)
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte])
+def test_a_damaged_saved_lexical_index_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    saved = _saved(indexed)
+    lexical = saved.with_name(saved.name.replace(".snapshot.npz", ".bm25.npz"))
+    expected = _rebuilt_facts(indexed, saved)
+    damage(lexical)
+    ws = _open(indexed)
+    assert _facts(ws) == expected
+    ws.close()
+    assert np.load(lexical)["n_docs"][0] == len(expected["table"][0])  # rewritten whole
