@@ -108,6 +108,7 @@ class Snapshot:
     base: Snapshot | None = None
     live: np.ndarray | None = None
     pending_files: int = 0
+    index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
     _entity: tuple[list[int], BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
@@ -220,7 +221,9 @@ class Searcher:
             if view is not None and view.generation == generation:
                 return view
             base = self._snapshot
-            if base is None:
+            # A delta view matches rows by file id, and a rebuilt (damaged, moved aside) index numbers its files
+            # anew: a snapshot of another index file is replaced, never patched.
+            if base is None or base.index_id != self.ws.store.index_id:
                 self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
                 return self._view
@@ -241,7 +244,7 @@ class Searcher:
                 self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
                 return
-        if current.generation == generation:
+        if current.generation == generation and current.index_id == self.ws.store.index_id:
             return
         fresh = self._build_snapshot(generation)
         dense = None
@@ -306,6 +309,7 @@ class Searcher:
             except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
+        snapshot.index_id = store.index_id
         if loaded is None and store.generation("content") == generation:  # nothing was written while we read
             try:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
