@@ -129,8 +129,10 @@ class Folder:
         # the index's integrity check has passed.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._has_index = bool(self.ws.store.counts()["files"])
-        if self._has_index:  # load the saved search snapshot while the check runs
-            asyncio.get_running_loop().run_in_executor(server.thread_pool, self._warm_readers)
+        # Load the saved search snapshot while the check runs; the start-up refresh waits for it, so the first
+        # answer does not share the interpreter with a walk of the whole tree.
+        self._loading: asyncio.Future[None] | None = asyncio.get_running_loop().run_in_executor(
+            server.thread_pool, self._warm_readers) if self._has_index else None
         if self.ws.store.rebuilt_reason:
             self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
 
@@ -212,6 +214,8 @@ class Folder:
                 self.server.warn(f"codeloupe: the index of {self.root} was rebuilt: {rebuilt}")
             elif self._has_index:
                 self._mark_searchable()  # answers come from the index on disk while it is refreshed
+            if self._loading is not None:
+                await self._loading
         try:
             # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
             # answers need only the stored chunks.
