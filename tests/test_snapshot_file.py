@@ -75,8 +75,8 @@ def _facts(ws: Workspace) -> dict:
     table, symbols = snap.table, snap.symbols
     return {
         "table": [getattr(table, name).tolist() if isinstance(getattr(table, name), np.ndarray)
-                  else getattr(table, name) for name in ("ids", "file_ids", "start_lines", "end_lines", "kinds",
-                                                         "names", "breadcrumbs", "symbols", "texts")],
+                  else list(getattr(table, name)) for name in ("ids", "file_ids", "start_lines", "end_lines",
+                                                               "kinds", "names", "breadcrumbs", "symbols", "texts")],
         "maps": [snap.file_paths, snap.file_languages, snap.file_is_doc, snap.chunk_paths, snap.chunk_is_doc.tolist(),
                  snap.chunk_kind.tolist(), snap.file_kind, snap.by_basename, snap.path_to_file,
                  snap.file_chunk_rows],
@@ -223,3 +223,20 @@ def test_a_damaged_saved_lexical_index_is_rebuilt_never_trusted(indexed: Path, d
     assert _facts(ws) == expected
     ws.close()
     assert np.load(lexical)["n_docs"][0] == len(expected["table"][0])  # rewritten whole
+
+
+def test_packed_strings_read_back_every_string_of_any_script() -> None:
+    from codeloupe.saved import PackedStrings, pack_strings, unpack_strings
+
+    strings = ["def f():\n    return 1\n", "", "naïve café ☕", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "plain"]
+    assert unpack_strings(*pack_strings(strings)) == strings
+    assert unpack_strings(*pack_strings(["ascii", "only"])) == ["ascii", "only"]
+    packed = PackedStrings(*pack_strings(strings))
+    assert list(packed) == strings and len(packed) == 5 and packed[-1] == "plain" and packed[1:3] == strings[1:3]
+    joined = packed + ["added"]
+    assert list(joined) == [*strings, "added"] and joined[5] == "added" and joined[-2] == "plain"
+    with pytest.raises(IndexError):
+        packed[5]
+    data, ends = pack_strings(strings)
+    with pytest.raises(ValueError):
+        PackedStrings(data[:-1], ends)

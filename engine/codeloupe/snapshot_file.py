@@ -6,16 +6,17 @@ through SQL and rebuilding the symbol maps in Python (tens of seconds at 40K fil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from codeloupe.lanes.symbols import SymbolIndex
-from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
+from codeloupe.saved import PackedStrings, load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.store import ChunkTable, FileRow
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
-SNAPSHOT_FILE_VERSION = 1
+SNAPSHOT_FILE_VERSION = 2
 
 _TABLE_NUMBERS = ("ids", "file_ids", "start_lines", "end_lines")
 _TABLE_STRINGS = ("kinds", "names", "breadcrumbs", "texts")
@@ -64,7 +65,8 @@ def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int
 def _decode(arrays: dict[str, np.ndarray]) -> tuple[ChunkTable, list[FileRow], SymbolIndex]:
     numbers = {name: arrays[f"table_{name}"] for name in _TABLE_NUMBERS}
     n = len(numbers["ids"])
-    strings = {name: _strings(arrays, f"table_{name}") for name in _TABLE_STRINGS}
+    strings: dict[str, Sequence[str]] = {name: _strings(arrays, f"table_{name}") for name in _TABLE_STRINGS[:-1]}
+    strings["texts"] = PackedStrings(arrays["table_texts"], arrays["table_texts_ends"])  # decoded when shown
     per_chunk = arrays["table_symbols_per_chunk"]
     flat = _strings(arrays, "table_symbols")
     if any(len(column) != n for column in (*numbers.values(), *strings.values(), per_chunk)) or \

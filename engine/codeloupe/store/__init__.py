@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +145,7 @@ class ChunkTable:
     names: list[str]
     breadcrumbs: list[str]
     symbols: list[list[str]]
-    texts: list[str]
+    texts: Sequence[str]  # a list, or the saved snapshot's bytes decoded when read (codeloupe.saved)
 
 
 @dataclass(frozen=True)
