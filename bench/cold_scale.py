@@ -8,10 +8,10 @@ linked (no space, same sizes and mtimes), indexed for real, then grown to `--fil
 file and every graph edge is current. Each engine then works on its own copy of the index, each phase in a
 new process (a restarted editor), in this order:
 - first open: a process opens the index and answers one lexical query (it saves whatever it persists);
-- cold open: the same again, now from what the first open saved: the figure an editor restart sees;
-- no-op re-index: `Workspace.index()` with nothing changed, twice, counting the files it opened;
-- server: the real `codeloupe-lsp` over stdio on the same index: process start -> first `$/progress`
-  and -> first `codeloupe/search` answer.
+- server: the real `codeloupe-lsp` over stdio on that index (an editor restart): process start -> first
+  `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
+- no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
+- cold open: a new process opening the index (integrity check included) and answering one lexical query.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 QUERY = "parse the command line arguments"
-PHASES = ("first_open", "cold_open", "reindex", "server")
+PHASES = ("first_open", "server", "reindex", "cold_open")
 
 
 def _workspace(root: Path, cache: Path):
