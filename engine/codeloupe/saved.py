@@ -64,7 +64,33 @@ def unpack_strings(data: np.ndarray, ends: np.ndarray) -> list[str]:
     return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
 
 
-class PackedStrings(Sequence[str]):
+class _Strings(Sequence[str]):
+    """A read-only sequence of strings whose items come from `_at` (index checked, never negative)."""
+
+    def _at(self, index: int) -> str:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._at(index)
+
+    def __add__(self, other: Sequence[str]) -> Sequence[str]:
+        """These strings followed by `other`'s, without decoding any (a delta view's table)."""
+        return Chained(self, other)
+
+
+class PackedStrings(_Strings):
     """Strings kept as their UTF-8 bytes, each decoded when it is read.
 
     Loading a saved snapshot then costs one read of the bytes rather than one Python string per chunk built
@@ -78,27 +104,11 @@ class PackedStrings(Sequence[str]):
     def __len__(self) -> int:
         return len(self._bounds) - 1
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def _at(self, index: int) -> str:
         return str(self._bytes[self._bounds[index]:self._bounds[index + 1]], "utf-8", "surrogatepass")
 
-    def __add__(self, other: Sequence[str]) -> Sequence[str]:
-        """These strings followed by `other`'s, without decoding any (a delta view's table)."""
-        return Chained(self, other)
 
-
-class Chained(Sequence[str]):
+class Chained(_Strings):
     """Two sequences of strings read as one."""
 
     def __init__(self, first: Sequence[str], second: Sequence[str]) -> None:
@@ -107,22 +117,9 @@ class Chained(Sequence[str]):
     def __len__(self) -> int:
         return len(self._first) + len(self._second)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
+    def _at(self, index: int) -> str:
         split = len(self._first)
         return self._first[index] if index < split else self._second[index - split]
-
-    def __add__(self, other: Sequence[str]) -> Sequence[str]:
-        return Chained(self, other)
 
 
 def _bounds(data: np.ndarray, ends: np.ndarray) -> list[int]:
