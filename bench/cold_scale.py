@@ -84,9 +84,9 @@ def reindex_phase(root: Path, cache: Path) -> dict:
     return out
 
 
-async def _server_phase(root: Path, cache: Path, timeout: float) -> dict:
+async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True) -> dict:
     """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
-    answer, -> the start-up refresh's progress end."""
+    answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress)."""
     from lsprotocol import types as lsp
     from pygls.lsp.client import LanguageClient
     from pygls.protocol import default_converter
@@ -124,7 +124,15 @@ async def _server_phase(root: Path, cache: Path, timeout: float) -> dict:
         initialization_options={"embedProvider": "none"}))
     client.initialized(lsp.InitializedParams())
     seen["initialized"] = time.perf_counter() - started
-    answer = await asyncio.wait_for(client.protocol.send_request_async("codeloupe/search", {"query": QUERY}),
+    if not answer:
+        deadline = time.perf_counter() + timeout
+        while "progress_begin" not in seen and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+        return {k: round(v, 2) for k, v in seen.items()}
+    found = await asyncio.wait_for(client.protocol.send_request_async("codeloupe/search", {"query": QUERY}),
                                     timeout)
     seen["first_answer"] = time.perf_counter() - started
     deadline = time.perf_counter() + timeout
@@ -133,12 +141,17 @@ async def _server_phase(root: Path, cache: Path, timeout: float) -> dict:
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
-    core = answer["core"]
+    core = found["core"]
     return {**{k: round(v, 2) for k, v in seen.items()}, "top": core[0]["path"] if core else ""}
 
 
 def server_phase(root: Path, cache: Path) -> dict:
     return asyncio.run(_server_phase(root, cache, 600.0))
+
+
+def progress_phase(root: Path, cache: Path) -> dict:
+    """Only process start -> the first `$/progress` (light: the server is stopped right after it)."""
+    return asyncio.run(_server_phase(root, cache, 120.0, answer=False))
 
 
 def _peak_rss_mb() -> int:
@@ -155,12 +168,14 @@ def main() -> int:
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
     parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
-    parser.add_argument("--phase", choices=["open", "reindex", "server"], help=argparse.SUPPRESS)
-    parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["open", "reindex", "server", "progress"],
+                        help="run one phase here, on --cache (the run itself uses this for each engine)")
+    parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
     args = parser.parse_args()
     root = args.prepared / "tree"
     if args.phase:
-        phase = {"open": open_phase, "reindex": reindex_phase, "server": server_phase}[args.phase]
+        phase = {"open": open_phase, "reindex": reindex_phase, "server": server_phase,
+                 "progress": progress_phase}[args.phase]
         print(json.dumps(phase(root, args.cache)))
         return 0
     if not (args.prepared / "cache").exists():
