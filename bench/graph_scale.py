@@ -2,6 +2,7 @@
 checkout's engine and a baseline revision's (today's main) on the same prepared index.
 
     .venv/bin/python bench/graph_scale.py [--tree DIR] [--files 40000] [--baseline REV] [--profile N]
+        [--save import|reparse]
 
 The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
 vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
@@ -10,8 +11,8 @@ on a copy of it and times, in two processes as an editor session would:
   work that indexing does;
 - first graph: a new process opens that index (edges current on disk) and builds the graph: edges,
   communities and the semantic lane (`graph_map`);
-- after one save: one file re-stored with an added import, then its edges (`update_edges`) and the whole
-  graph (`graph_map`) brought up to date.
+- after one save: one file re-stored with an added import (`--save`), then its edges (`update_edges`) and
+  the whole graph (`graph_map`) brought up to date.
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ def index_phase(root: Path, work: Path, profile: int) -> dict:
     return {"facts_and_edges_s": seconds}
 
 
-def open_phase(root: Path, work: Path, profile: int) -> dict:
+def open_phase(root: Path, work: Path, profile: int, save: str) -> dict:
     """A process opening the index (edges current on disk): the first graph, then one save."""
     from codeloupe.graph import graph_map, update_edges
     from codeloupe.graph.build import load_graph
 
     ws = _workspace(root, work)
     first_s, first = _timed(lambda: graph_map(ws), profile)
-    _save(ws, "copy-1/json/decoder.py")
+    _save(ws, "copy-1/json/decoder.py", save)
     edges_s, _ = _timed(lambda: update_edges(ws), profile)
     graph_s, _ = _timed(lambda: graph_map(ws), profile)
     graph = load_graph(ws)
@@ -91,8 +92,12 @@ def _timed(fn, profile: int):
     return round(seconds, 3), result
 
 
-def _save(ws, path: str) -> None:
-    """One save, as the indexer stores it: the file gains an import of a sibling module."""
+def _save(ws, path: str, kind: str) -> None:
+    """One save, as the indexer stores it. `import`: the file gains an import of a sibling module on its first
+    import line (`import re` -> `import re; import json.scanner`), every other line and definition kept.
+    `reparse`: its first line is replaced by that import; in json/decoder.py that line opens the module
+    docstring, so the rest of the file parses differently and every definition changes (the save earlier
+    figures used)."""
     from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
     store = ws.store
@@ -100,9 +105,16 @@ def _save(ws, path: str) -> None:
     chunks = [Chunk(*row[:5], row[5], tuple(json.loads(row[6]))) for row in store.query(
         "SELECT start_line, end_line, kind, name, breadcrumb, text, symbols FROM chunks WHERE file_id=? ORDER BY ord",
         (file_id,))]
-    first = chunks[0]
-    chunks[0] = Chunk(first.start_line, first.end_line, first.kind, first.name, first.breadcrumb,
-                      "import json.scanner\n" + first.text.split("\n", 1)[-1], first.symbols)
+    if kind == "reparse":
+        at, text = 0, "import json.scanner\n" + chunks[0].text.split("\n", 1)[-1]
+    else:
+        at = next(k for k, c in enumerate(chunks) if "\nimport " in "\n" + c.text)
+        head, line, rest = ("\n" + chunks[at].text).partition("\nimport ")
+        first, newline, tail = rest.partition("\n")
+        text = (head + line + first + "; import json.scanner" + newline + tail)[1:]
+    chunk = chunks[at]
+    chunks[at] = Chunk(chunk.start_line, chunk.end_line, chunk.kind, chunk.name, chunk.breadcrumb, text,
+                       chunk.symbols)
     store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
                        mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
                        line_count=chunks[-1].end_line)
@@ -116,6 +128,8 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
                         " extracted to a temporary directory; '' for none)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
+    parser.add_argument("--save", choices=["import", "reparse"], default="import",
+                        help="the one saved file's edit (see `_save`)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
     parser.add_argument("--phase", choices=["index", "open"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -127,18 +141,16 @@ def main() -> int:
         args.tree = stdlib()
     prepared = args.prepared or Path(tempfile.gettempdir()) / f"codeloupe-graph-scale-{args.files}"
     if args.phase:
-        phase = index_phase if args.phase == "index" else open_phase
-        print(json.dumps(phase(args.tree, args.work, args.profile)))
+        print(json.dumps(index_phase(args.tree, args.work, args.profile) if args.phase == "index"
+                         else open_phase(args.tree, args.work, args.profile, args.save)))
         return 0
     if not prepared.exists():
         prepare(args.tree, args.files, prepared)
     baseline = Path(tempfile.mkdtemp(prefix="codeloupe-baseline-"))
-    engines = [str(HERE.parent / "engine")]
-    if args.baseline:
-        archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", args.baseline, "engine"],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
-        engines.append(str(baseline / "engine"))
+    sys.path.insert(0, str(HERE))
+    from scale_tree import engines_to_compare
+
+    engines = engines_to_compare(HERE.parent, HERE.parent / "engine", args.baseline, baseline)
     results: dict[str, dict] = {}
     for engine in engines:
         work = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
@@ -147,7 +159,7 @@ def main() -> int:
         for phase in ("index", "open"):
             try:
                 out = subprocess.run([sys.executable, __file__, "--phase", phase, "--tree", str(args.tree),
-                                      "--work", str(work), "--profile", str(args.profile)],
+                                      "--work", str(work), "--profile", str(args.profile), "--save", args.save],
                                      env=dict(os.environ, PYTHONPATH=engine), capture_output=True, text=True,
                                      check=False, timeout=args.timeout)
             except subprocess.TimeoutExpired:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -74,6 +75,17 @@ def random_vectors(ws: Workspace, model: str, dim: int) -> None:
             vectors = rng.standard_normal((len(part), dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             store.put_vectors(table, model, part, vectors)
+
+
+def engines_to_compare(checkout: Path, engine: Path, baseline: str, into: Path) -> list[str]:
+    """`engine`, then the engine/ of git revision `baseline` of `checkout` extracted under `into` (none for '')."""
+    engines = [str(engine)]
+    if baseline:
+        archive = subprocess.run(["git", "-C", str(checkout), "archive", baseline, "engine"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+        engines.append(str(into / "engine"))
+    return engines
 
 
 def stdlib() -> Path:

@@ -1,12 +1,17 @@
-"""Warm query latency at scale: a 200,000-chunk index built from copies of a real tree.
+"""Warm query latency and memory at scale: a 200,000-chunk index built from copies of a real tree, searched by
+this checkout's engine and a baseline revision's (today's main) on the same prepared index.
 
-    .venv/bin/python bench/search_scale.py [--tree DIR] [--chunks 200000] [--queries GOLDEN.json]
+    .venv/bin/python bench/search_scale.py [--tree DIR] [--chunks 200000] [--prepared DIR] [--baseline REV]
 
-The tree (default: this interpreter's standard library) is indexed once for real; its files, chunks and
-symbols are then copied under `copy-N/` prefixes until the index holds `--chunks` chunks. Chunk and skeleton
-vectors are random unit vectors stored through the real store (the cost of a query does not depend on the
-values), tagged with the configured model id so the dense lane loads them; queries are embedded by the real
-model. Prints load time, memory, and p50/p95 warm latency with the query vector cached and uncached.
+The index is prepared once and kept under `--prepared` (`bench/scale_tree.py`: the tree, by default this
+interpreter's standard library, indexed for real, then copied under `copy-N/` prefixes until the index holds
+`--chunks` chunks; graph edges resolved; chunk and skeleton vectors are random unit vectors stored through the
+real store, tagged with the configured model id so the dense lane loads them; the cost of a query does not
+depend on their values). Each engine then runs in its own process, as a server started on that index would:
+the first query (snapshot: BM25 matrix built and saved, symbol table, per-file maps, vectors), the graph, one
+query of each kind so every lane is warm (the entity lane answers issue reports), then every non-issue query
+of `--queries` timed with the query embedded by the real model and again with its vector cached. Prints each
+engine's figures and its peak RSS (VmHWM: the whole process, model and graph included) and RSS when warm.
 """
 
 from __future__ import annotations
@@ -14,45 +19,71 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import statistics
+import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, default=Path(sysconfig.get_paths()["stdlib"]))
-    parser.add_argument("--chunks", type=int, default=200_000)
-    parser.add_argument("--queries", type=Path, default=Path(__file__).parents[1] / "../shared/golden/public.json")
-    args = parser.parse_args()
-    os.environ.setdefault("CODELOUPE_CACHE_DIR", tempfile.mkdtemp(prefix="codeloupe-scale-"))
 
+def _workspace(root: Path, cache: Path, embed: bool = True):
     from codeloupe.api import Workspace
-    from codeloupe.embed import describe_provider
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    return Workspace(root, overrides={"cache_dir": str(cache), **({} if embed else {"embed_provider": "none"})})
+
+
+def prepare(root: Path, chunks: int, prepared: Path) -> None:
+    sys.path.insert(0, str(HERE))
+    from codeloupe.embed import describe_provider
+    from codeloupe.graph import update_edges
     from scale_tree import grow, random_vectors
 
-    ws = Workspace(args.tree)
-    grow(ws, chunks=args.chunks)
-    store = ws.store
-    total = store.counts()["chunks"]
+    ws = _workspace(root, prepared)
+    grow(ws, chunks=chunks)
+    t = time.perf_counter()
+    update_edges(ws)
+    print(f"edges of the copies resolved in {time.perf_counter() - t:.1f}s", flush=True)
     _, model = describe_provider(ws.settings)
     random_vectors(ws, model, ws.embedding_provider().dim)
+    ws.close()
 
-    queries = [q["query"] for c in json.loads(args.queries.read_text())["corpora"] for q in c["queries"]
-               if q["kind"] != "issue"]
+
+def _memory() -> dict[str, float]:
+    """Resident and peak resident memory of this process, MB (Linux /proc)."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return {key: int(fields[name].split()[0]) / 1024 for key, name in (("rss_mb", "VmRSS"), ("peak_mb", "VmHWM"))}
+
+
+def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
+    """A server's life on the prepared index: first query, graph, every lane warmed, then timed queries."""
+    from codeloupe.graph import graph_map
+
+    corpora = json.loads(queries_path.read_text())["corpora"]
+    queries = [q["query"] for c in corpora for q in c["queries"] if q["kind"] != "issue"]
+    issue = next(q["query"] for c in corpora for q in c["queries"] if q["kind"] == "issue")
+    ws = _workspace(root, work)
+    out: dict = {"chunks": ws.store.counts()["chunks"], "files": ws.store.counts()["files"]}
     t = time.perf_counter()
     ws.search("warm up: load the matrices")
-    print(f"first query (snapshot build: BM25 matrix, symbol table, vectors): {time.perf_counter() - t:.1f}s")
+    out["first_query_s"] = round(time.perf_counter() - t, 1)
+    out["after_first_query"] = _memory()
     t = time.perf_counter()
-    ws.refresh_graph()  # a large workspace's first query does not wait for the graph: build it before timing
-    print(f"graph (facts of the copies extracted, edges, communities, semantic lane): {time.perf_counter() - t:.1f}s")
+    graph_map(ws)
+    out["graph_s"] = round(time.perf_counter() - t, 1)
+    for query in (issue, "how does the lexer read a token", "getattr"):  # entity, feedback, file, symbol lanes
+        ws.search(query)
+    out["warm"] = _memory()
     uncached, cached = [], []
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     for q in queries:
         t = time.perf_counter()
         ws.search(q)
@@ -60,12 +91,78 @@ def main() -> int:
         t = time.perf_counter()
         ws.search(q)
         cached.append((time.perf_counter() - t) * 1000)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for label, values in (("query vector cached", cached), ("query embedded", uncached)):
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(profile)
+    for label, values in (("cached", cached), ("embedded", uncached)):
         values.sort()
-        print(f"{total} chunks, {label}: p50 {statistics.median(values):.1f} ms, "
-              f"p95 {values[int(len(values) * 0.95)]:.1f} ms")
-    print(f"peak RSS {rss:.0f} MB")
+        out[f"p50_{label}_ms"] = round(statistics.median(values), 1)
+        out[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
+    out["end"] = _memory()
+    ws.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, default=None)
+    parser.add_argument("--chunks", type=int, default=200_000)
+    parser.add_argument("--queries", type=Path, default=HERE.parents[1] / "shared/golden/public.json",
+                        help="a golden set whose queries are timed (default: the shared one beside the checkout)")
+    parser.add_argument("--prepared", type=Path, default=None, help="where the prepared index is kept")
+    parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
+                        " extracted to a temporary directory; '' for none)")
+    parser.add_argument("--engine", type=Path, default=HERE.parent / "engine",
+                        help="the engine/ measured against the baseline (default: this checkout's)")
+    parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the timed queries")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each engine")
+    parser.add_argument("--phase", choices=["measure"], help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.tree is None:
+        sys.path.insert(0, str(HERE))
+        from scale_tree import stdlib
+
+        args.tree = stdlib()
+    if args.phase:
+        print(json.dumps(measure(args.tree, args.work, args.queries, args.profile)))
+        return 0
+    prepared = args.prepared or Path(tempfile.gettempdir()) / f"codeloupe-search-scale-{args.chunks}"
+    if not prepared.exists():
+        prepare(args.tree, args.chunks, prepared)
+    baseline = Path(tempfile.mkdtemp(prefix="codeloupe-baseline-"))
+    sys.path.insert(0, str(HERE))
+    from scale_tree import engines_to_compare
+
+    engines = engines_to_compare(HERE.parent, args.engine, args.baseline, baseline)
+    results: dict[str, dict] = {}
+    for engine in engines:
+        work = Path(tempfile.mkdtemp(prefix="codeloupe-search-scale-"))
+        shutil.copytree(prepared, work, dirs_exist_ok=True)
+        try:
+            out = subprocess.run([sys.executable, __file__, "--phase", "measure", "--tree", str(args.tree),
+                                  "--work", str(work), "--queries", str(args.queries), "--profile", str(args.profile)],
+                                 env=dict(os.environ, PYTHONPATH=engine), capture_output=True, text=True,
+                                 check=False, timeout=args.timeout)
+            if out.stderr:
+                print(out.stderr, file=sys.stderr)
+            results[engine] = json.loads(out.stdout) if out.returncode == 0 else {"exit": out.returncode}
+        except subprocess.TimeoutExpired:
+            results[engine] = {"timeout": args.timeout}
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"{engine}: {json.dumps(results[engine])}", flush=True)
+    shutil.rmtree(baseline, ignore_errors=True)
+    if len(engines) == 2:
+        new, old = (results[e] for e in engines)
+        for figure in ("p50_embedded_ms", "p95_embedded_ms", "p50_cached_ms", "p95_cached_ms", "first_query_s"):
+            if figure in new and figure in old:
+                print(f"{figure}: {new[figure]} vs {old[figure]} ({old[figure] / max(new[figure], 1e-9):.2f}x)")
+        if "end" in new and "end" in old:
+            for key in ("peak_mb", "rss_mb"):
+                print(f"{key}: {new['end'][key]:.0f} vs {old['end'][key]:.0f} "
+                      f"({old['end'][key] / max(new['end'][key], 1e-9):.2f}x)")
     return 0
 
 

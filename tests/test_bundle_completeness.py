@@ -62,3 +62,105 @@ def test_a_question_about_versions_brings_the_docs_and_manifests(
     assert "docs & manifests" in found["README.md"] and "docs & manifests" in found["package.json"]
     assert bundle.core[0].path != "README.md"  # a candidate source, not a vote that outranks the code
     assert "README.md" not in {h.path for h in ws.search("how is a socket relayed").files}
+
+
+def test_a_file_every_lane_ranks_past_its_short_list_stays_as_a_map_entry(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    # 24 files say "ledger total" in every line; the gold file says "ledger" once in a long body, so every lane
+    # ranks it last, past its top BUNDLE_LANE_TOP_K and past the limit: the old bundle dropped it.
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(24)}
+    body = "".join(f"    step_{i} = rows[{i}] * factor\n" for i in range(40))
+    files["audit/reconcile.py"] = f"def reconcile(rows, factor):\n    # compare with the ledger\n{body}    return rows\n"
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total")
+    ranked = [h.path for h in bundle.files]
+    assert sorted(ranked) == sorted(files)  # every candidate, none twice
+    assert ranked.index("audit/reconcile.py") + 1 > ranking.BUNDLE_LANE_TOP_K + ranking.CANDIDATE_FILES - 1
+    assert [h.rank for h in bundle.files] == list(range(1, len(files) + 1))
+    entry = next(h for h in bundle.related if h.path == "audit/reconcile.py")
+    assert entry.chunks == [] and "bm25" in entry.why  # a map line: where and why, no code read
+    assert (entry.best_start_line, entry.best_end_line) == (1, 43)
+
+
+def test_only_the_first_limit_files_carry_a_snippet(tmp_path: Path,
+                                                    lexical_workspace: Callable[[Path], Workspace]) -> None:
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    return sum(rows) * {i}\n" for i in range(9)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total", limit=4)
+    assert len(bundle.files) == 9
+    assert all(h.chunks and h.chunks[0].snippet is not None for h in bundle.files[:4])
+    assert all(h.chunks == [] for h in bundle.files[4:])
+
+
+def test_a_budgeted_answer_keeps_the_code_and_lists_the_long_tail_last(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    from codeloupe_mcp.sized import bundle_text
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(60)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total")
+    tail = [h for h in bundle.related if h.tail]
+    assert tail and all(h.rank > ranking.CANDIDATE_FILES for h in tail)
+    text = bundle_text(bundle, max_bytes=2500)
+    assert len(text.encode()) <= 2500
+    assert "return sum(rows)" in text  # CORE code is not cut to list the tail
+    assert all(f"{h.rank}. {h.path}:" in text for h in bundle.related if not h.tail)
+    assert "lower-ranked candidate files not listed" in text
+    assert f"{tail[0].rank}. {tail[0].path}:" in text  # the tail fills what the budget has left, best first
+    assert len(bundle_text(bundle, max_bytes=200_000).splitlines()) > len(bundle.files)  # every map line fits
+
+
+def test_an_answer_folds_the_long_tail_into_one_line(tmp_path: Path,
+                                                      lexical_workspace: Callable[[Path], Workspace]) -> None:
+    from codeloupe.ask.render import footer_parts
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(60)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total")
+    tail = [h for h in bundle.files if h.tail]
+    markdown = "".join(part.markdown for part in footer_parts(bundle.files))
+    assert all(f"{h.path}:" in markdown for h in bundle.files if not h.tail)
+    assert not any(f"{h.path}:" in markdown for h in tail)
+    assert f"and {len(tail)} lower-ranked candidate files" in markdown
+
+
+def test_several_folders_keep_their_long_tails_after_the_rest(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    from codeloupe_lsp.convert import search_result
+    from codeloupe_lsp.search import merge_results
+
+    results = []
+    for name, size in (("one", 40), ("two", 3)):
+        files = {f"{name}/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return rows\n"
+                 for i in range(size)}
+        files[f"{name}/main.py"] = "from book_00 import ledger_total_0\n\n\ndef run():\n    return ledger_total_0([])\n"
+        results.append(search_result(lexical_workspace(write(tmp_path / name, files)).search("ledger total")))
+    merged = merge_results(results)
+    tails = [f["tail"] for f in merged["related"]]
+    assert any(tails) and tails == sorted(tails)  # no tail entry before a short-list or graph entry
+    assert [f["rank"] for f in [*merged["core"], *merged["related"]]] == list(range(1, 1 + len(tails) + len(merged["core"])))
+
+
+def test_the_cli_lists_the_short_list_and_counts_the_tail(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return sum(rows) * {i}\n"
+             for i in range(60)}
+    repo = write(tmp_path / "repo", files)
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def search(*flags: str) -> str:
+        return subprocess.run([sys.executable, "-m", "codeloupe", "search", str(repo), "ledger total", *flags,
+                               "--embed-provider", "none"], capture_output=True, text=True, check=True, env=env).stdout
+
+    listed = json.loads(search("--json"))
+    tail = [f["path"] for f in listed["related"] if f["tail"]]
+    assert tail and len(listed["core"]) + len(listed["related"]) == len(files)
+    text = search()
+    assert f"and {len(tail)} lower-ranked candidate files" in text and not any(f"{p}:" in text for p in tail)

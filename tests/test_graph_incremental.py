@@ -67,6 +67,8 @@ PYTHON_STEPS = [
     ("a script's sibling appears", lambda r: rewrite(r, "scripts/fmt_tools.py", lambda _: "def fmt(v):\n    return v\n")
      + rewrite(r, "scripts/report.py", lambda t: t.replace("from helpers import fmt", "from fmt_tools import fmt"))),
     ("a directory becomes a package", lambda r: rewrite(r, "scripts/__init__.py", lambda _: "")),
+    ("a body edited, every definition kept",
+     lambda r: rewrite(r, "src/shop/log.py", lambda t: t.replace("print(message)", "print(message, flush=True)"))),
     ("a definition moves between files",
      lambda r: rewrite(r, "src/shop/payments/card.py", lambda t: t.replace("def charge", "def charge_card"))
      + rewrite(r, "src/shop/payments/__init__.py", lambda t: t + "\n\ndef charge(cart, token):\n    return True\n")),
@@ -75,6 +77,17 @@ PYTHON_STEPS = [
 GENERIC_STEPS = {
     "ruby": [("a rename", lambda r: move(r, "lib/shop/pricing.rb", "lib/shop/prices.rb")),
              ("the require follows", lambda r: rewrite(r, "lib/shop/cart.rb", lambda t: t.replace("'pricing'", "'prices'"))),
+             # A constant defined in two files is ambiguous; a save that drops one definition (keeping the
+             # file's other one) makes it unique, and the file naming it gains an edge.
+             ("a constant defined twice, used bare",
+              lambda r: rewrite(r, "lib/shop/audit.rb", lambda _: "module Shop\n  class Audit\n  end\nend\n")
+              + rewrite(r, "lib/shop/audit_copy.rb",
+                        lambda _: "module Shop\n  class Audit\n  end\n  RETRIES = 2\nend\n")
+              + rewrite(r, "lib/shop/prices.rb", lambda t: t.replace("items.sum", "Audit.new\n      items.sum"))),
+             ("one definition dropped, the file's other kept",
+              lambda r: rewrite(r, "lib/shop/audit_copy.rb", lambda _: "module Shop\n  RETRIES = 2\nend\n")),
+             ("a body edited, every definition kept",
+              lambda r: rewrite(r, "lib/shop/audit.rb", lambda t: t.replace("  end\n", "    # audited\n  end\n"))),
              ("a deletion", lambda r: delete(r, "lib/shop/cart.rb"))],
     "js": [("a rename", lambda r: move(r, "src/core/format.ts", "src/core/fmt.ts")),
            ("the re-export follows", lambda r: rewrite(r, "src/core/index.ts", lambda t: t.replace("./format", "./fmt"))),
@@ -102,9 +115,13 @@ def test_graph_after_saves_equals_a_full_rebuild(fixture: str, steps: list, tmp_
         ws.close()
 
 
-def test_a_save_resolves_only_what_it_reaches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def resolved_by_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Callable[[Path], list[Path]],
+                     prepare: Callable[[Path], object] = lambda root: None) -> list[str]:
+    """The files one save re-resolves, in the python fixture (after `prepare` edits it before indexing); the
+    graph it leaves is checked against a full rebuild."""
     root = tmp_path / "python"
     shutil.copytree(FIXTURES / "python", root)
+    prepare(root)
     ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "warm")})
     resolved: list[str] = []
     real = graph_build.resolve_file
@@ -117,12 +134,30 @@ def test_a_save_resolves_only_what_it_reaches(tmp_path: Path, monkeypatch: pytes
         ws.index()
         load_graph(ws)
         monkeypatch.setattr(graph_build, "resolve_file", counting)
-        ws.update_files(rewrite(root, "scripts/helpers.py", lambda t: t + "\n\ndef pad(v):\n    return v\n"))
+        ws.update_files(edit(root))
         load_graph(ws)
-        # helpers.py itself and report.py (it imports helpers); nothing under src/ or tests/.
-        assert sorted(resolved) == ["scripts/helpers.py", "scripts/report.py"]
+        monkeypatch.undo()
+        assert graph_facts(ws) == rebuilt(root, tmp_path / "cold")
     finally:
         ws.close()
+    return sorted(resolved)
+
+
+def test_a_save_resolves_only_what_it_reaches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    resolved = resolved_by_save(tmp_path, monkeypatch, lambda r: rewrite(
+        r, "scripts/helpers.py", lambda t: t + "\n\ndef pad(v):\n    return v\n"))
+    # helpers.py itself and report.py (it imports helpers); nothing under src/ or tests/.
+    assert resolved == ["scripts/helpers.py", "scripts/report.py"]
+
+
+def test_a_save_that_keeps_its_definitions_skips_files_that_only_mention_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolution asks whether a file defines a name, never where: a file that names `fmt` without importing
+    helpers.py cannot see a save of helpers.py that keeps `fmt`, so it is not resolved again."""
+    resolved = resolved_by_save(
+        tmp_path, monkeypatch, lambda r: rewrite(r, "scripts/helpers.py", lambda t: t.replace(">4", ">6")),
+        prepare=lambda r: rewrite(r, "src/shop/render.py", lambda _: "def show(v):\n    return fmt(v)\n"))
+    assert resolved == ["scripts/helpers.py", "scripts/report.py"]
 
 
 def test_a_query_never_waits_for_a_large_workspace_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from codeloupe.api import Workspace
-from codeloupe.saved import load_arrays, save_arrays
+from codeloupe.lanes.symbols import Postings
+from codeloupe.saved import load_arrays, save_arrays, unpack_strings
 from codeloupe.search import FILE_KINDS
 from codeloupe.snapshot_file import SNAPSHOT_FILE_VERSION, load_snapshot_inputs, snapshot_file
 
@@ -80,10 +81,15 @@ def _facts(ws: Workspace) -> dict:
         "maps": [snap.file_paths, snap.file_languages, snap.file_is_doc, snap.chunk_paths, snap.chunk_is_doc.tolist(),
                  snap.chunk_kind.tolist(), snap.file_kind, snap.by_basename, snap.path_to_file,
                  snap.file_chunk_rows],
-        "symbols": [dict(symbols.by_name), dict(symbols.by_lower), dict(symbols.by_qualified),
-                    symbols._file_starts, symbols.n_chunks],
+        "symbols": [_postings(symbols.by_name), _postings(symbols.by_lower), _postings(symbols.by_qualified),
+                    symbols._start_keys.tolist(), symbols._start_rows.tolist(), symbols.n_chunks],
         "answers": [[(f.path, [c.start_line for c in f.chunks]) for f in ws.search(q).files] for q in QUERIES],
     }
+
+
+def _postings(postings: Postings) -> dict[str, list[int]]:
+    arrays = postings.arrays("map")
+    return {key: postings.get(key) for key in unpack_strings(arrays["map_keys"], arrays["map_key_ends"])}
 
 
 @pytest.fixture
@@ -127,6 +133,18 @@ def test_a_restart_loads_the_saved_snapshot_and_it_equals_a_rebuild(indexed: Pat
     assert loaded["symbols"][2]["account.check_password"]
 
 
+def test_the_saved_snapshot_holds_no_chunk_text(indexed: Path) -> None:
+    """The texts are in the index already: a loaded table reads them from the store (saving them too doubled
+    the disk and the peak memory of a save at 40K files)."""
+    saved = _saved(indexed)
+    assert not [name for name in np.load(saved).files if "text" in name]
+    assert b'return password == "secret"' not in saved.read_bytes()
+    ws = _open(indexed)
+    snap = ws.searcher().snapshot()
+    assert any('return password == "secret"' in text for text in snap.table.texts)  # read from the store
+    ws.close()
+
+
 def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -154,8 +172,8 @@ def _kinds_out_of_range(path: Path) -> None:
     _rewritten(path, "file_kind", lambda kinds: kinds + 100)
 
 
-def _texts_cut_short(path: Path) -> None:
-    _rewritten(path, "table_texts", lambda data: data[:-5])
+def _names_cut_short(path: Path) -> None:
+    _rewritten(path, "table_names", lambda data: data[:-5])
 
 
 def _not_a_zip(path: Path) -> None:
@@ -163,7 +181,7 @@ def _not_a_zip(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _rows_out_of_range, _kinds_out_of_range,
-                                    _texts_cut_short, _not_a_zip])
+                                    _names_cut_short, _not_a_zip])
 def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
     saved = _saved(indexed)
     expected = _rebuilt_facts(indexed, saved)
@@ -172,7 +190,7 @@ def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage
     assert _facts(ws) == expected
     stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
     ws.close()
-    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS)) is not None  # rewritten whole
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None  # rewritten whole
 
 
 def test_a_saved_snapshot_of_another_index_state_is_not_used(indexed: Path) -> None:
@@ -191,7 +209,7 @@ def test_a_saved_snapshot_of_another_index_state_is_not_used(indexed: Path) -> N
     stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
     ws.close()
     assert facts == _rebuilt_facts(indexed, saved)
-    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS)) is not None
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None
     assert str(np.load(saved)["__stamp__"]).startswith(f"{SNAPSHOT_FILE_VERSION}:")
 
 
@@ -226,17 +244,11 @@ def test_a_damaged_saved_lexical_index_is_rebuilt_never_trusted(indexed: Path, d
 
 
 def test_packed_strings_read_back_every_string_of_any_script() -> None:
-    from codeloupe.saved import PackedStrings, pack_strings, unpack_strings
+    from codeloupe.saved import pack_strings, unpack_strings
 
     strings = ["def f():\n    return 1\n", "", "naïve café ☕", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "plain"]
     assert unpack_strings(*pack_strings(strings)) == strings
     assert unpack_strings(*pack_strings(["ascii", "only"])) == ["ascii", "only"]
-    packed = PackedStrings(*pack_strings(strings))
-    assert list(packed) == strings and len(packed) == 5 and packed[-1] == "plain" and packed[1:3] == strings[1:3]
-    joined = packed + ["added"]
-    assert list(joined) == [*strings, "added"] and joined[5] == "added" and joined[-2] == "plain"
-    with pytest.raises(IndexError):
-        packed[5]
     data, ends = pack_strings(strings)
     with pytest.raises(ValueError):
-        PackedStrings(data[:-1], ends)
+        unpack_strings(data[:-1], ends)

@@ -1,19 +1,25 @@
 """The engine's public boundary: a warm `Workspace` and one-shot functions over it.
 
 Everything the CLI, the language server and the tests use is here, and returns dataclasses from
-`codeloupe.types` (or the graph/ask result types). Nothing above this module touches the store or the lanes.
+`codeloupe.types` (or the graph/ask result types, re-exported here). Nothing above this module touches the store
+or the lanes, and nothing below it imports it: the layers underneath see a workspace as
+`codeloupe.context.WorkspaceContext`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codeloupe.bundle import trust_notes
+from codeloupe.chunk import available_languages as available_languages
 from codeloupe.chunk.strategies import (
     ChunkStrategy,
     Strategy,
@@ -23,10 +29,27 @@ from codeloupe.chunk.strategies import (
     registered_strategies,
 )
 from codeloupe.discover import DiscoverError, check_root
-from codeloupe.index import ProgressFn, index_paths, index_workspace
+from codeloupe.embed.background import EmbedReport
+from codeloupe.errors import RemoteError as RemoteError
+from codeloupe.errors import WorkspaceError
+from codeloupe.graph import GraphError as GraphError
+from codeloupe.graph import NotInGraph as NotInGraph
+from codeloupe.graph import render_html as render_html
+from codeloupe.graph import render_text as render_text
+from codeloupe.graph.model import FileSummary as FileSummary
+from codeloupe.graph.model import GraphMap as GraphMap
+from codeloupe.graph.model import GraphNode as GraphNode
+from codeloupe.graph.model import GraphPath as GraphPath
+from codeloupe.graph.model import Neighbour as Neighbour
+from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace
+from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import Store
+from codeloupe.settings import SettingsError as SettingsError
+from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
+from codeloupe.store.edges import file_text
 from codeloupe.store.flows import flow_rows, mark_stale
+from codeloupe.store.opening import open_store
+from codeloupe.store.postgres import PgStore, redact
 from codeloupe.types import (
     Bundle,
     EntryPoint,
@@ -38,11 +61,32 @@ from codeloupe.types import (
     IndexStatus,
     Located,
     Location,
+    Progress,
     Related,
     Symbol,
     Tour,
     UsedDefinition,
 )
+
+if TYPE_CHECKING:
+    from codeloupe.ask.events import AnswerPart as AnswerPart
+    from codeloupe.ask.events import AskEvent as AskEvent
+    from codeloupe.ask.events import AskResult as AskResult
+    from codeloupe.ask.events import Citation as Citation
+
+remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
+
+# The ask result types, loaded on first use: `codeloupe.ask` pulls in the model client (most of a second).
+_ASK_TYPES = ("AnswerPart", "AskEvent", "AskResult", "Citation")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ASK_TYPES:
+        from codeloupe.ask import events
+
+        return getattr(events, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
@@ -51,14 +95,6 @@ MAX_ENTRY_CANDIDATES = 5
 _COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
 # A docstring: a string literal first in a definition's body (longest quote first).
 _STRING_QUOTES = ('"""', "'''", '"', "'", "`")
-
-
-class WorkspaceError(ValueError):
-    """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
-
-
-class RemoteError(WorkspaceError):
-    """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""
 
 
 class Workspace:
@@ -81,8 +117,8 @@ class Workspace:
         self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index)
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
-        """Everything but where the files come from (shared with `codeloupe.remote.RemoteWorkspace`)."""
-        self.store = Store(index_path, check=check_index)
+        """Everything but where the files come from (shared with `RemoteWorkspace`)."""
+        self.store = open_store(self.settings, self.root, index_path, check=check_index)
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -114,8 +150,10 @@ class Workspace:
         an editor should answer from the chunks meanwhile.
         """
         from codeloupe.graph import ensure_edges
+        from codeloupe.shared_index import pin_source
 
         strategies = self._strategies()
+        pin_source(self.store, self.root, named=bool(self.settings.store_repository))
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
@@ -307,17 +345,24 @@ class Workspace:
         provider, model = describe_provider(self.settings)
         done = self.store.vector_counts(model) if model else {"chunks_done": 0, "skeletons_done": 0}
         return IndexStatus(
-            root=str(self.root), index_path=str(self.store.path), files=counts["files"], chunks=counts["chunks"],
+            root=str(self.root), index_path=self._index_location(), files=counts["files"], chunks=counts["chunks"],
             symbols=counts["symbols"], languages=self.store.language_counts(),
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
         )
 
+    def _index_location(self) -> str:
+        """Where the index is: its file, or the shared database (no password) and the repository in it."""
+        if isinstance(self.store, PgStore):
+            return f"{redact(self.store.url)} (repository {self.store.repository})"
+        return str(self.store.path)
+
     @property
     def revision(self) -> str:
-        """The commit every path is read at: "" for a folder on disk (whatever it holds now)."""
-        return ""
+        """The commit every path is read at: "" for a folder on disk (whatever it holds now); in the shared
+        index, the commit the repository was indexed at."""
+        return self.store.commit if isinstance(self.store, PgStore) else ""
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
@@ -503,7 +548,8 @@ class Workspace:
         """A generator of `codeloupe.ask.AskEvent`s; the last one is `done` and carries the `AskResult`."""
         from codeloupe.ask import run_ask
 
-        return run_ask(self, question, mode=mode, agents=agents, best=best)
+        events = run_ask(self, question, mode=mode, agents=agents, best=best)
+        return _stamped(events, self.revision) if self.revision else events
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 
@@ -531,9 +577,130 @@ class Workspace:
 _STRATEGIES_KEY = "chunk_strategies"
 
 
+def _stamped(events, revision: str):
+    """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
+    commit: a remote tarball's, or a repository's in the shared index)."""
+    for event in events:
+        if event.type == "citation":
+            event.data["revision"] = revision
+        if event.result is not None:
+            result = event.result
+            result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
+            result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
+                            if p.citation is not None else p for p in result.parts]
+        yield event
+
+
 def _function_name(strategy: Strategy) -> str:
     function = strategy.function
     return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+
+
+# ---------------------------------------------------------------------- a remote repository's index
+
+
+class RemoteWorkspace(Workspace):
+    """A `Workspace` over a remote tarball's index: the same search, graph and ask, read-only, pinned to a
+    revision. `index()` downloads only when there is no index yet or `refresh` was asked for; the repository's
+    own strategy files are never loaded (a remote source runs nothing), API-registered strategies apply."""
+
+    def __init__(self, source: str, settings: Settings | None = None,
+                 overrides: dict[str, Any] | None = None, *, refresh: bool = False) -> None:
+        # The user's settings only: a remote source has no workspace files to read settings from.
+        self.settings = settings if settings is not None else load_settings(None, overrides)
+        self.spec = parse_remote(source, self.settings)
+        self.root = Path(self.spec.name)
+        self.refresh = refresh
+        key = hashlib.sha256(self.spec.tarball_url.encode("utf-8")).hexdigest()[:16]
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.spec.name.rsplit("/", 1)[-1])[:40] or "remote"
+        self._open(self.settings.cache_root / "indexes" / f"remote-{slug}-{key}.sqlite", StrategyLoad())
+
+    @property
+    def revision(self) -> str:
+        return self.store.get_meta(REVISION_KEY)
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name}@{self.revision or self.spec.ref or '(not indexed)'}"
+
+    def relative(self, path: Path | str) -> str:
+        text = str(path).replace("\\", "/")
+        prefix = str(self.root).replace("\\", "/") + "/"
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+        rel, problem = member_path(text)
+        if problem:
+            raise WorkspaceError(f"{path}: not a path inside {self.label} ({problem})")
+        return rel
+
+    def read_bytes(self, path: str) -> bytes:
+        """The file as the tarball held it, rebuilt from the index's copy (its chunks are a line partition, so
+        they concatenate to the file; the caller checks the result against the digest taken at download)."""
+        rel = self.relative(path)
+        row = self.store.file_rows().get(rel)
+        if row is None:
+            raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
+        return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
+
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
+        from codeloupe.graph import ensure_edges
+
+        if self.revision and not self.refresh:
+            counts = self.store.counts()
+            return IndexReport(root=self.label, index_path=str(self.store.path), files_seen=counts["files"],
+                               files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
+                               languages=self.store.language_counts())
+        if progress:
+            progress(Progress("fetch", 0, 1, self.spec.tarball_url))
+        snapshot = fetch_snapshot(self.spec, self.settings)
+        if progress:
+            progress(Progress("fetch", 1, 1, self.spec.tarball_url))
+        report = index_files(self.store, self.settings, snapshot.files, label=f"{self.spec.name}@{snapshot.revision}",
+                             skipped=snapshot.skipped, strategies=self._strategies(), progress=progress)
+        self.store.set_meta(SOURCE_KEY, self.spec.source)
+        self.store.set_meta(REVISION_KEY, snapshot.revision)
+        remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
+        self.refresh = False
+        if edges:
+            ensure_edges(self)
+        return report
+
+    def update_files(self, paths: Any) -> IndexReport:
+        raise WorkspaceError(f"{self.label} is a remote index: run `codeloupe index {self.spec.source}` to refresh it")
+
+
+class SharedWorkspace(RemoteWorkspace):
+    """A repository in the shared index, read where no checkout is: files are rebuilt from the index's chunks
+    (a line partition of each file) and every answer is pinned to the commit it was indexed at. Indexing is
+    the workers' job (or `codeloupe index PATH --store URL` on a checkout): `index()` only reports."""
+
+    def __init__(self, url: str, repository: str, settings: Settings) -> None:
+        # RemoteWorkspace's own start (a spec to parse, a tarball to fetch) has no part here.
+        self.settings = dataclasses.replace(settings, store_url=url, store_repository=repository)
+        self.root = Path(repository)
+        self.refresh = False
+        self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad())
+
+    @property
+    def revision(self) -> str:
+        return self.store.commit
+
+    @property
+    def label(self) -> str:
+        return f"{self.root}@{self.revision or '(files as indexed)'}"
+
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
+        counts = self.store.counts()
+        return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
+                           files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
+                           languages=self.store.language_counts())
+
+    def embed(self, *_: Any, **__: Any) -> EmbedReport:
+        return EmbedReport()  # the workers embed; a server only reads
+
+    def update_files(self, paths: Any) -> IndexReport:
+        raise WorkspaceError(f"{self.label} is read from the shared index: re-index it with"
+                             " `codeloupe index PATH --store URL` where it is checked out")
 
 
 # ---------------------------------------------------------------------- one-shot functions
@@ -565,18 +732,36 @@ def _index_closing(ws: Workspace, progress: ProgressFn | None, embed: bool) -> I
 
 def is_remote_source(text: str) -> bool:
     """An http(s) URL (of a .tar.gz) or `owner/repo@ref` that names no local folder."""
-    from codeloupe.remote import is_remote
-
     return is_remote(text)
 
 
 def open_remote(source: str, settings: Settings | None = None, overrides: dict[str, Any] | None = None, *,
                 refresh: bool = False) -> Workspace:
-    """A remote repository's index as a `Workspace` (`codeloupe.remote.RemoteWorkspace`): search, graph and ask
-    work on it; its `index()` downloads the tarball when there is no index yet, or always with `refresh`."""
-    from codeloupe.remote import RemoteWorkspace
-
+    """A remote repository's index as a `Workspace` (`RemoteWorkspace`): search, graph and ask work on it; its
+    `index()` downloads the tarball when there is no index yet, or always with `refresh`."""
     return RemoteWorkspace(source, settings, overrides, refresh=refresh)
+
+
+def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> list[Workspace]:
+    """Repositories of the shared index (the user's `store_url`), read where no checkout is: every one when
+    `repositories` is empty. Settings are the user's own (and `overrides`): no workspace file is read.
+    Each is a `SharedWorkspace`: read-only, every answer pinned to its indexed commit."""
+    from codeloupe.store.postgres import repository_names
+
+    settings = load_settings(None, overrides)
+    if not settings.store_url:
+        raise WorkspaceError("no shared index to open repositories from: set store_url (postgresql://...)")
+    url = redact(settings.store_url)
+    known = repository_names(settings.store_url)
+    names = list(dict.fromkeys(repositories))
+    missing = sorted(set(names) - set(known))
+    if missing:
+        raise WorkspaceError(f"{', '.join(missing)}: not in the shared index {url}"
+                             f" (it holds {', '.join(known) or 'no repository yet'})")
+    if not known:
+        raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
+                             " `codeloupe index PATH --store URL`")
+    return [SharedWorkspace(settings.store_url, name, settings) for name in names or known]
 
 
 def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,

@@ -17,26 +17,28 @@ from codeloupe.lanes.tokens import tokenize
 from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
     from codeloupe.graph.build import Graph
     from codeloupe.search import Fusion, Snapshot
 
 
-def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
+def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fusion, mask: np.ndarray, limit: int,
                  mode: str, scope: str, issue_mode: bool, lanes: list[LaneStatus]) -> Bundle:
     file_scores = {f: score for f, score in fusion.file.items() if score > 0}
     order = sorted(file_scores, key=lambda f: (-file_scores[f], snap.file_paths[f]))
     ranked = order[: max(limit, 1)]
-    # Completeness by construction: a file some lane ranks near its top stays a candidate past the limit,
-    # and so does a file a lane proposed without a vote (scored 0, after the rest).
+    # Completeness by construction (rule 2): every file any lane ranked is a candidate, however far down. Past
+    # the limit they are RELATED map entries (no snippet: nothing of their text is read): first the files some
+    # lane ranks near its top and the graph's links from CORE, then every other candidate.
     best_rank: dict[int, int] = {}
     for ranks in fusion.file_ranks.values():
         for f, r in ranks.items():
-            if r <= R.BUNDLE_LANE_TOP_K:
-                best_rank[f] = min(r, best_rank.get(f, r))
+            best_rank[f] = min(r, best_rank.get(f, r))
     kept = set(ranked)
-    ranked += sorted((f for f in best_rank if f not in kept),
-                     key=lambda f: (-file_scores.get(f, 0.0), best_rank[f], snap.file_paths[f]))
+    tail = sorted((f for f in best_rank if f not in kept),
+                  key=lambda f: (-file_scores.get(f, 0.0), best_rank[f], snap.file_paths[f]))
+    near = [f for f in tail if best_rank[f] <= R.BUNDLE_LANE_TOP_K]
+    far = [f for f in tail if best_rank[f] > R.BUNDLE_LANE_TOP_K]
     chunk_scores = fusion.chunk
     core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
@@ -46,11 +48,49 @@ def build_bundle(ws: Workspace, snap: Snapshot, *, query: str, fusion: Fusion, m
         rows.sort(key=lambda r: (-chunk_scores[r], r))
         hits.append(_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, fusion, query_terms,
                               full=rank <= core_count))
+    best_rows = _best_rows(snap, fusion, mask, near + far)
+    hits.extend(_map_entry(snap, f, len(hits) + 1, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion))
+                for f in near if f in best_rows)
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
                                      start_rank=len(hits) + 1, mode_mask=mask))
+    present = {h.path for h in related}
+    rest = [f for f in far if f in best_rows and snap.file_paths[f] not in present]
+    start = len(core) + len(related) + 1
+    related.extend(_map_entry(snap, f, start + i, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion),
+                              tail=True) for i, f in enumerate(rest))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
+
+
+def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[int]) -> dict[int, list[int]]:
+    """Each file's chunks under the mask that some lane scored, best first (its first chunk when only the
+    file-level lanes saw it): what a map entry points at, from the few scored rows rather than every chunk."""
+    wanted = set(file_ids)
+    out: dict[int, list[int]] = defaultdict(list)
+    scored = np.flatnonzero((fusion.chunk > 0) & mask)
+    for row in scored[np.argsort(-fusion.chunk[scored], kind="stable")].tolist():
+        file_id = int(snap.table.file_ids[row])
+        if file_id in wanted:
+            out[file_id].append(row)
+    for file_id in wanted - out.keys():
+        first = next((r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]), None)
+        if first is not None:
+            out[file_id].append(first)
+    return out
+
+
+def _map_entry(snap: Snapshot, file_id: int, rank: int, score: float, rows: list[int], *, why: str,
+               via: str = "search", tail: bool = False) -> FileHit:
+    """A RELATED file as one map line: where its first chunk of `rows` is and why it is here, no code."""
+    table = snap.table
+    best = rows[0]
+    return FileHit(
+        path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
+        score=round(score, 6), best_start_line=int(table.start_lines[best]), best_end_line=int(table.end_lines[best]),
+        symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12], why=why, via=via,
+        tail=tail,
+    )
 
 
 def _core_count(scores: list[float]) -> int:
@@ -140,7 +180,7 @@ def _why(file_id: int, fusion: Fusion) -> str:
     return ", ".join(parts) or "matched"
 
 
-def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
+def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
                       limit: int, start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
     """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
     CORE file or a traceback frame through the code the query matched (what its shown chunks and the frames'
@@ -163,14 +203,7 @@ def _graph_neighbours(ws: Workspace, snap: Snapshot, hits: list[FileHit], core: 
         if not rows:
             continue
         present.add(path)
-        first = rows[0]
-        table = snap.table
-        out.append(FileHit(
-            path=path, language=snap.file_languages.get(file_id, ""), rank=start_rank + len(out), score=0.0,
-            best_start_line=int(table.start_lines[first]), best_end_line=int(table.end_lines[first]),
-            symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12],
-            why=reason, via="graph",
-        ))
+        out.append(_map_entry(snap, file_id, start_rank + len(out), 0.0, rows, why=reason, via="graph"))
     return out
 
 

@@ -25,7 +25,7 @@ else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
@@ -42,7 +42,6 @@ def location_shaped(query: str) -> bool:
 
 def find_entry_points(snap: Snapshot, symbols: list[SymbolRow]) -> list[EntryPoint]:
     """Every entry point of the indexed workspace, strongest signal first, then by path."""
-    texts = {file_id: "".join(snap.table.texts[r] for r in rows) for file_id, rows in snap.file_chunk_rows.items()}
     found: dict[tuple[str, str], EntryPoint] = {}
 
     def add(point: EntryPoint) -> None:
@@ -52,7 +51,7 @@ def find_entry_points(snap: Snapshot, symbols: list[SymbolRow]) -> list[EntryPoi
             found.setdefault((point.path, point.detail if point.kind == "manifest" else point.kind), point)
 
     defined = {(s.file_id, s.name): s.start_line for s in symbols}
-    for file_id, text in texts.items():
+    for file_id, text in snap.file_texts():
         path = snap.file_paths[file_id]
         base = posixpath.basename(path)
         if base == "package.json":
@@ -129,5 +128,5 @@ def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
     return None
 
 
-def entry_points(ws: Workspace) -> list[EntryPoint]:
+def entry_points(ws: WorkspaceContext) -> list[EntryPoint]:
     return find_entry_points(ws.searcher().snapshot(), ws.store.symbol_rows())

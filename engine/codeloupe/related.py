@@ -16,12 +16,12 @@ from codeloupe.lanes.tokens import tokenize
 from codeloupe.types import ChunkHit, Related
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 log = logging.getLogger("codeloupe.related")
 
 
-def find_related(ws: Workspace, path: str, start_line: int | None, end_line: int | None, limit: int) -> Related:
+def find_related(ws: WorkspaceContext, path: str, start_line: int | None, end_line: int | None, limit: int) -> Related:
     anchor = ws.expand(path, start_line, end_line)  # containment and index checks, the text from disk
     searcher = ws.searcher()
     snap = searcher.snapshot()
@@ -47,7 +47,7 @@ def find_related(ws: Workspace, path: str, start_line: int | None, end_line: int
     return Related(anchor.path, anchor.start_line, anchor.end_line, language, lane, chunks)
 
 
-def _dense_scores(ws: Workspace, snap, text: str) -> np.ndarray | None:
+def _dense_scores(ws: WorkspaceContext, snap, text: str) -> np.ndarray | None:
     searcher = ws.searcher()
     try:
         dense = searcher.dense(snap)

@@ -18,7 +18,8 @@ pinned by its own sha256 (`sha256:<hex>`). Bundles and ask citations carry the r
 
 The index holds the files' text (the chunks are a line partition), so search, graph and ask read a remote
 file from the index, hash-checked against the digest taken from the tarball: nothing but the index is
-written, and nothing is fetched after indexing.
+written, and nothing is fetched after indexing. The `Workspace` over such an index is
+`codeloupe.api.RemoteWorkspace` (the API sits on this module, not the other way round).
 """
 
 from __future__ import annotations
@@ -35,19 +36,14 @@ import urllib.error
 import urllib.request
 import zlib
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from codeloupe.api import RemoteError, Workspace, WorkspaceError
-from codeloupe.chunk.strategies import StrategyLoad
 from codeloupe.discover import Candidate, tree_walk
-from codeloupe.index import ProgressFn, index_files
-from codeloupe.settings import Settings, load_settings
-from codeloupe.store.edges import file_text
-from codeloupe.types import IndexReport, Progress
+from codeloupe.errors import RemoteError
+from codeloupe.settings import Settings
 
 log = logging.getLogger("codeloupe.remote")
 
@@ -56,8 +52,8 @@ RATIO_FLOOR = 32 * 2**20  # small archives may expand a lot (a few large text fi
 COMMIT_REPLY_BYTES = 1 << 20
 _SHA = re.compile(r"[0-9a-f]{40}")
 _OWNER_REPO = re.compile(r"(?P<owner>[A-Za-z0-9_.-]+)/(?P<repo>[A-Za-z0-9_.-]+)@(?P<ref>[^\s@]+)")
-_REVISION_KEY = "remote_revision"
-_SOURCE_KEY = "remote_source"
+REVISION_KEY = "remote_revision"
+SOURCE_KEY = "remote_source"
 
 
 @dataclass(frozen=True)
@@ -170,7 +166,7 @@ class _BoundedGunzip(io.RawIOBase):
         return count
 
 
-def _member_path(name: str) -> tuple[str, str]:
+def member_path(name: str) -> tuple[str, str]:
     """(the member's normalised POSIX path, "") or ("", why it is refused)."""
     if "\\" in name or any(ord(ch) < 32 for ch in name):
         return "", "unsafe path (name)"
@@ -215,7 +211,7 @@ def _read_members(data: bytes, settings: Settings) -> tuple[_Members, int]:
 def _take(tar: tarfile.TarFile, member: tarfile.TarInfo, out: _Members, settings: Settings) -> None:
     if member.isdir():
         return
-    path, problem = _member_path(member.name)
+    path, problem = member_path(member.name)
     if problem:
         out.skipped[problem] += 1
         return
@@ -309,89 +305,3 @@ def fetch_snapshot(spec: RemoteSpec, settings: Settings) -> Snapshot:
     files = [(dataclasses.replace(c, mtime=mtimes[c.rel_path]), raw[c.rel_path]) for c in found.candidates]
     revision, evidence = _revision(spec, data, members.comment, top, settings)
     return Snapshot(spec, revision, evidence, files, members.skipped + found.skipped, len(data), unpacked)
-
-
-# ---------------------------------------------------------------------- the workspace
-
-
-class RemoteWorkspace(Workspace):
-    """A `Workspace` over a remote tarball's index: the same search, graph and ask, read-only, pinned to a
-    revision. `index()` downloads only when there is no index yet or `refresh` was asked for; the repository's
-    own strategy files are never loaded (a remote source runs nothing), API-registered strategies apply."""
-
-    def __init__(self, source: str, settings: Settings | None = None,
-                 overrides: dict[str, Any] | None = None, *, refresh: bool = False) -> None:
-        # The user's settings only: a remote source has no workspace files to read settings from.
-        self.settings = settings if settings is not None else load_settings(None, overrides)
-        self.spec = parse_remote(source, self.settings)
-        self.root = Path(self.spec.name)
-        self.refresh = refresh
-        key = hashlib.sha256(self.spec.tarball_url.encode("utf-8")).hexdigest()[:16]
-        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.spec.name.rsplit("/", 1)[-1])[:40] or "remote"
-        self._open(self.settings.cache_root / "indexes" / f"remote-{slug}-{key}.sqlite", StrategyLoad())
-
-    @property
-    def revision(self) -> str:
-        return self.store.get_meta(_REVISION_KEY)
-
-    @property
-    def label(self) -> str:
-        return f"{self.spec.name}@{self.revision or self.spec.ref or '(not indexed)'}"
-
-    def relative(self, path: Path | str) -> str:
-        text = str(path).replace("\\", "/")
-        prefix = str(self.root).replace("\\", "/") + "/"
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-        rel, problem = _member_path(text)
-        if problem:
-            raise WorkspaceError(f"{path}: not a path inside {self.label} ({problem})")
-        return rel
-
-    def read_bytes(self, path: str) -> bytes:
-        """The file as the tarball held it, rebuilt from the index's copy (its chunks are a line partition, so
-        they concatenate to the file; the caller checks the result against the digest taken at download)."""
-        rel = self.relative(path)
-        row = self.store.file_rows().get(rel)
-        if row is None:
-            raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
-        return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
-
-    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
-        from codeloupe.graph import ensure_edges
-
-        if self.revision and not self.refresh:
-            counts = self.store.counts()
-            return IndexReport(root=self.label, index_path=str(self.store.path), files_seen=counts["files"],
-                               files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
-                               languages=self.store.language_counts())
-        if progress:
-            progress(Progress("fetch", 0, 1, self.spec.tarball_url))
-        snapshot = fetch_snapshot(self.spec, self.settings)
-        if progress:
-            progress(Progress("fetch", 1, 1, self.spec.tarball_url))
-        report = index_files(self.store, self.settings, snapshot.files, label=f"{self.spec.name}@{snapshot.revision}",
-                             skipped=snapshot.skipped, strategies=self._strategies(), progress=progress)
-        self.store.set_meta(_SOURCE_KEY, self.spec.source)
-        self.store.set_meta(_REVISION_KEY, snapshot.revision)
-        log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
-        self.refresh = False
-        if edges:
-            ensure_edges(self)
-        return report
-
-    def update_files(self, paths: Any) -> IndexReport:
-        raise WorkspaceError(f"{self.label} is a remote index: run `codeloupe index {self.spec.source}` to refresh it")
-
-    def ask(self, question: str, **options: Any) -> Iterator[Any]:
-        """`Workspace.ask`, every citation stamped with the revision its span was read at."""
-        revision = self.revision
-        for event in super().ask(question, **options):
-            if event.type == "citation":
-                event.data["revision"] = revision
-            if event.result is not None:
-                result = event.result
-                result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
-                result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
-                                if p.citation is not None else p for p in result.parts]
-            yield event

@@ -12,7 +12,6 @@ import logging
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import overload
 
 import numpy as np
 
@@ -62,64 +61,6 @@ def unpack_strings(data: np.ndarray, ends: np.ndarray) -> list[str]:
         return [text[a:b] for a, b in zip(bounds, bounds[1:])]
     raw = data.tobytes()
     return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
-
-
-class _Strings(Sequence[str]):
-    """A read-only sequence of strings whose items come from `_at` (index checked, never negative)."""
-
-    def _at(self, index: int) -> str:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[str]: ...
-
-    def __getitem__(self, index: int | slice) -> str | list[str]:
-        if isinstance(index, slice):
-            return [self._at(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self._at(index)
-
-    def __add__(self, other: Sequence[str]) -> Sequence[str]:
-        """These strings followed by `other`'s, without decoding any (a delta view's table)."""
-        return Chained(self, other)
-
-
-class PackedStrings(_Strings):
-    """Strings kept as their UTF-8 bytes, each decoded when it is read.
-
-    Loading a saved snapshot then costs one read of the bytes rather than one Python string per chunk built
-    up front (seconds at 200K chunks), and the text is one flat buffer in memory rather than 200K objects.
-    """
-
-    def __init__(self, data: np.ndarray, ends: np.ndarray) -> None:
-        self._bounds = _bounds(data, ends)
-        self._bytes = memoryview(data)
-
-    def __len__(self) -> int:
-        return len(self._bounds) - 1
-
-    def _at(self, index: int) -> str:
-        return str(self._bytes[self._bounds[index]:self._bounds[index + 1]], "utf-8", "surrogatepass")
-
-
-class Chained(_Strings):
-    """Two sequences of strings read as one."""
-
-    def __init__(self, first: Sequence[str], second: Sequence[str]) -> None:
-        self._first, self._second = first, second
-
-    def __len__(self) -> int:
-        return len(self._first) + len(self._second)
-
-    def _at(self, index: int) -> str:
-        split = len(self._first)
-        return self._first[index] if index < split else self._second[index - split]
 
 
 def _bounds(data: np.ndarray, ends: np.ndarray) -> list[int]:

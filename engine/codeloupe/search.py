@@ -12,9 +12,10 @@ import logging
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,13 +28,21 @@ from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.lexical import BM25Index, StackedBM25
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
-from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier, path_tokens, stem, tokenize
+from codeloupe.lanes.tokens import (
+    STOP_WORDS,
+    identifiers,
+    looks_like_identifier,
+    path_tokens,
+    stem,
+    term_set,
+    tokenize,
+)
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 log = logging.getLogger("codeloupe.search")
 
@@ -109,16 +118,42 @@ class Snapshot:
     live: np.ndarray | None = None
     pending_files: int = 0
     index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
-    _entity: tuple[list[int], BM25Index] | None = None
+    _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
+    _term_sets: dict[int, set[str]] = field(default_factory=dict)
 
-    def entity_index(self, ws: Workspace) -> tuple[list[int], BM25Index]:
+    def entity_index(self, ws: WorkspaceContext) -> tuple[np.ndarray, BM25Index]:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
-                self._entity = build_entity_index(self.file_paths, ws.store.symbol_rows())
+                self._entity = build_entity_index(self.file_paths, ws.store.definition_words())
             return self._entity
+
+    def terms_of(self, rows: list[int]) -> list[set[str]]:
+        """Each chunk's distinct terms, kept for the next question: the chunks feedback reads are the best ones,
+        and a session's questions keep landing on the same few (tokenising a long chunk is most of a question).
+        The texts not kept are read from the store in one query."""
+        missing = [row for row in rows if row not in self._term_sets]
+        if missing:
+            if len(self._term_sets) + len(missing) > R.TERM_SETS_KEPT:
+                self._term_sets.clear()
+            for row, text in zip(missing, self.table.texts.many(missing)):
+                self._term_sets[row] = term_set(text)
+        return [self._term_sets[row] for row in rows]
+
+    def file_texts(self) -> Iterator[tuple[int, str]]:
+        """(file id, the file's indexed text: its chunks joined) for every file, read from the store in
+        batches of files (whole-workspace passes: entry points, the tour)."""
+        batch: list[tuple[int, list[int]]] = []
+        for item in (*self.file_chunk_rows.items(), None):
+            if item is not None:
+                batch.append((item[0], list(item[1])))
+            if batch and (item is None or sum(len(rows) for _, rows in batch) >= 2000):
+                texts = iter(self.table.texts.many(row for _, rows in batch for row in rows))
+                for file_id, rows in batch:
+                    yield file_id, "".join(next(texts) for _ in rows)
+                batch = []
 
     def file_index(self) -> tuple[np.ndarray, BM25Index]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
@@ -193,7 +228,7 @@ class Fusion:
 
 
 class Searcher:
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: WorkspaceContext) -> None:
         self.ws = ws
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
@@ -293,11 +328,11 @@ class Searcher:
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
         inputs = snapshot_file(store.path)
-        loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS))
+        loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
         if loaded is None:
             table = store.chunk_table()
             rows = list(store.file_rows().values())
-            symbols, kinds = SymbolIndex(table, store.symbol_rows()), None
+            symbols, kinds = SymbolIndex(table, store.iter_symbol_rows()), None
         else:
             table, rows, symbols, kinds = loaded
         saved = store.path.with_name(store.path.name + ".bm25.npz")
@@ -334,7 +369,7 @@ class Searcher:
         kept = [r for r in rows if r.id in base.file_paths or r.id in added_ids]
         extra = store.chunk_table([r.id for r in added])
         table = _concat_tables(base.table, extra)
-        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25)
+        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)
         symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
         full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
         return _assemble(generation, table, kept, bm25=StackedBM25([base.bm25, extra_bm25]), symbols=symbols,
@@ -526,12 +561,8 @@ class Searcher:
         if not top:
             return
         asked = set(terms)
-        counts: dict[str, int] = defaultdict(int)
-        for row in top:
-            for term in set(tokenize(snap.table.texts[row])):
-                if term not in asked:
-                    counts[term] += 1
-        shared = [t for t, n in counts.items() if n >= min(2, len(top))]
+        counts = Counter(chain.from_iterable(snap.terms_of(top)))
+        shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
         fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
                         record=True)
@@ -545,11 +576,9 @@ class Searcher:
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
-        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
-        scores = index.scores(tokenize(query))
-        order = [i for i in np.argsort(-scores, kind="stable").tolist()
-                 if scores[i] > 0 and file_ids[i] in allowed][: R.LANE_DEPTH]
-        fusion.add_file_lane("entity", [file_ids[i] for i in order], weight)
+        allowed = np.isin(file_ids, snap.table.file_ids[mask])
+        fusion.add_file_lane("entity", file_ids[_rank(index.scores(tokenize(query)), allowed, R.LANE_DEPTH)].tolist(),
+                             weight)
 
     def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fusion: Fusion, mask: np.ndarray) -> None:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
@@ -584,9 +613,8 @@ class Searcher:
                 fusion.pins[file_id].append(f"`{name}` defined here")
                 if mask[row]:
                     fusion.chunk[row] += R.BACKTICK_BONUS
-        allowed = {int(f) for f in np.unique(snap.table.file_ids[mask])}
         for file_id, bonus in pinned.items():
-            if file_id in allowed:
+            if mask[snap.file_chunk_rows.get(file_id, [])].any():
                 fusion.file[file_id] += bonus
 
     def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:

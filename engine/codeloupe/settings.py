@@ -44,8 +44,11 @@ log = logging.getLogger("codeloupe.settings")
 WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes", "flows"})
 # What only the user sets, never a workspace's files, trusted or not: where remote repositories are fetched
 # from and how much of them the machine unpacks (they apply before any workspace exists).
+# Nor where the index lives: a workspace that named a shared database (or the repository id in it) would choose
+# where its code is sent, or overwrite another repository's rows.
 USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_download_bytes",
-                       "remote_max_unpacked_bytes", "remote_max_ratio", "remote_timeout_s"})
+                       "remote_max_unpacked_bytes", "remote_max_ratio", "remote_timeout_s", "store_url",
+                       "store_repository"})
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
 
@@ -157,6 +160,8 @@ class Settings:
     flows: bool = True  # keep successful walkthroughs in the index and answer repeated questions from them
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
+    store_url: str = ""  # "postgresql://...": the shared index of many repositories; "" -> the workspace's SQLite
+    store_repository: str = ""  # the repository's id in the shared index; "" -> the workspace folder's name
     # --- not settings: who set each value (absent: the default or the program), what a workspace did not get
     origins: dict[str, Origin] = field(default_factory=dict, repr=False)
     ignored: IgnoredSettings | None = field(default=None, repr=False)
@@ -249,6 +254,8 @@ def _check(name: str, value: Any, source: str) -> None:
             raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {low:g}..{high:g}")
     if name in _URL_KEYS and value and urlsplit(value).scheme not in ("http", "https"):
         raise SettingsError(f"setting {name!r} from {source}: {value!r} is not an http(s) URL")
+    if name == "store_url" and value and urlsplit(value).scheme not in ("postgresql", "postgres"):
+        raise SettingsError(f"setting 'store_url' from {source}: only a postgresql:// URL names a shared index")
 
 
 def _path_value(value: str, base_dir: Path | None) -> str:

@@ -1,25 +1,29 @@
 """What a search snapshot is built from, saved beside the index: the chunk table, the file rows with their kinds
-(test, example, ...) and the symbol table, so a restarted process loads arrays instead of reading every chunk
-through SQL and rebuilding the symbol maps in Python (tens of seconds at 40K files). Same rules as the saved lexical index
-(`codeloupe.saved`): used only for the exact index state it was built from, rebuilt when anything is off.
+(test, example, ...) and the symbol postings, so a restarted process loads arrays instead of reading every chunk
+row through SQL and rebuilding the symbol maps in Python (tens of seconds at 40K files). Same rules as the saved
+lexical index (`codeloupe.saved`): used only for the exact index state it was built from, rebuilt when anything
+is off.
+
+The chunk texts are not saved: they are in the index already, and a loaded table reads them from the store
+when asked (`ChunkTexts`), as a table read from the store does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from codeloupe.lanes.symbols import SymbolIndex
-from codeloupe.saved import PackedStrings, load_arrays, pack_strings, save_arrays, unpack_strings
-from codeloupe.store import ChunkTable, FileRow
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
+from codeloupe.store import ChunkTable, ChunkTexts, FileRow, JsonLists, TextReader
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
-SNAPSHOT_FILE_VERSION = 2
+SNAPSHOT_FILE_VERSION = 3
 
 _TABLE_NUMBERS = ("ids", "file_ids", "start_lines", "end_lines")
-_TABLE_STRINGS = ("kinds", "names", "breadcrumbs", "texts")
+_TABLE_STRINGS = ("kinds", "names", "breadcrumbs")
 _FILE_NUMBERS = ("id", "size", "mtime", "is_doc", "chunker_version", "line_count")
 _FILE_STRINGS = ("path", "hash", "language")
 
@@ -33,8 +37,7 @@ def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[
     arrays: dict[str, np.ndarray] = {f"table_{name}": getattr(table, name) for name in _TABLE_NUMBERS}
     for name in _TABLE_STRINGS:
         arrays[f"table_{name}"], arrays[f"table_{name}_ends"] = pack_strings(getattr(table, name))
-    arrays["table_symbols"], arrays["table_symbols_ends"] = pack_strings([s for ss in table.symbols for s in ss])
-    arrays["table_symbols_per_chunk"] = np.array([len(ss) for ss in table.symbols], np.int64)
+    arrays["table_symbols"], arrays["table_symbols_ends"] = pack_strings(table.symbols.encoded)  # JSON per chunk
     for name in _FILE_NUMBERS:
         arrays[f"file_{name}"] = np.array([getattr(r, name) for r in files],
                                           np.float64 if name == "mtime" else np.int64)
@@ -45,15 +48,15 @@ def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[
     save_arrays(path, f"{SNAPSHOT_FILE_VERSION}:{stamp}", arrays)
 
 
-def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int
+def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int, store: TextReader
                          ) -> tuple[ChunkTable, list[FileRow], SymbolIndex, dict[int, int]] | None:
     """(chunk table, file rows, symbol index, file id -> kind below `n_kinds`) saved for exactly `stamp`,
-    else None."""
+    else None; the table's texts are read from `store` (the index the file was saved beside)."""
     arrays = load_arrays(path, f"{SNAPSHOT_FILE_VERSION}:{stamp}")
     if arrays is None:
         return None
     try:
-        table, files, symbols = _decode(arrays)
+        table, files, symbols = _decode(arrays, store)
         kinds = arrays["file_kind"]
         if len(kinds) != len(files) or (len(kinds) and not 0 <= int(kinds.min()) <= int(kinds.max()) < n_kinds):
             return None
@@ -62,21 +65,20 @@ def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int
         return None
 
 
-def _decode(arrays: dict[str, np.ndarray]) -> tuple[ChunkTable, list[FileRow], SymbolIndex]:
+def _decode(arrays: dict[str, np.ndarray], store: TextReader) -> tuple[ChunkTable, list[FileRow], SymbolIndex]:
     numbers = {name: arrays[f"table_{name}"] for name in _TABLE_NUMBERS}
     n = len(numbers["ids"])
-    strings: dict[str, Sequence[str]] = {name: _strings(arrays, f"table_{name}") for name in _TABLE_STRINGS[:-1]}
-    strings["texts"] = PackedStrings(arrays["table_texts"], arrays["table_texts_ends"])  # decoded when shown
-    per_chunk = arrays["table_symbols_per_chunk"]
-    flat = _strings(arrays, "table_symbols")
-    if any(len(column) != n for column in (*numbers.values(), *strings.values(), per_chunk)) or \
-            int(per_chunk.sum()) != len(flat) or bool(np.any(per_chunk < 0)):
+    strings = {name: _strings(arrays, f"table_{name}") for name in _TABLE_STRINGS}
+    symbols_json = _strings(arrays, "table_symbols")
+    if any(len(column) != n for column in (*numbers.values(), *strings.values(), symbols_json)):
         raise ValueError("the saved chunk table's columns differ in length")
-    bounds = [0, *np.cumsum(per_chunk).tolist()]
-    table = ChunkTable(ids=numbers["ids"].astype(np.int64), file_ids=numbers["file_ids"].astype(np.int64),
+    ids = numbers["ids"].astype(np.int64)
+    table = ChunkTable(ids=ids, file_ids=numbers["file_ids"].astype(np.int64),
                        start_lines=numbers["start_lines"].astype(np.int32),
                        end_lines=numbers["end_lines"].astype(np.int32),
-                       symbols=[flat[bounds[i]:bounds[i + 1]] for i in range(n)], **strings)
+                       kinds=[sys.intern(kind) for kind in strings["kinds"]], names=strings["names"],
+                       breadcrumbs=strings["breadcrumbs"], symbols=JsonLists(symbols_json),
+                       texts=ChunkTexts(store, ids))
     columns = [arrays[f"file_{name}"].tolist() for name in _FILE_NUMBERS]
     paths, hashes, languages = (_strings(arrays, f"file_{name}") for name in _FILE_STRINGS)
     if any(len(column) != len(paths) for column in (*columns, hashes, languages)):

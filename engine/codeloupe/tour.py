@@ -18,7 +18,7 @@ from codeloupe.search import is_test_path
 from codeloupe.types import Tour, TourStop
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 # Whole comment lines do not count as mentions: a licence header saying "source code" in every Go file is not
@@ -32,7 +32,7 @@ def _worth_a_stop(name: str) -> bool:
         and not name.startswith("__") and name != "main"  # `main` is an entry point, listed above the names
 
 
-def build_tour(ws: Workspace, limit: int = 20) -> Tour:
+def build_tour(ws: WorkspaceContext, limit: int = 20) -> Tour:
     snap = ws.searcher().snapshot()
     symbols = ws.store.symbol_rows()
     # name -> (path, line, kind, file id) of each top-level definition
@@ -47,11 +47,11 @@ def build_tour(ws: Workspace, limit: int = 20) -> Tour:
     # Python file means by `list`), other than a file defining it.
     languages = {name: {snap.file_languages[d[3]] for d in found} for name, found in definitions.items()}
     mentioned: Counter[str] = Counter()
-    for file_id, rows in snap.file_chunk_rows.items():
+    for file_id, whole in snap.file_texts():
         if snap.file_is_doc.get(file_id):
             continue
         language = snap.file_languages.get(file_id)
-        text = _COMMENT_LINE.sub("", "".join(snap.table.texts[r] for r in rows))
+        text = _COMMENT_LINE.sub("", whole)
         names = set(_IDENTIFIER.findall(text))
         for name in names.intersection(definitions):
             if language in languages[name] and all(d[3] != file_id for d in definitions[name]):

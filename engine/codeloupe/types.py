@@ -149,6 +149,9 @@ class FileHit:
     why: str  # one line: which lanes matched, what pinned it
     via: str = "search"  # search | graph
     chunks: list[ChunkHit] = field(default_factory=list)  # CORE: matching chunks in full; RELATED: best only
+    # A candidate past every lane's short list and the limit: kept for completeness (rule 2) as a map line with
+    # no chunks; a surface with a size budget lists it after everything else.
+    tail: bool = False
 
 
 @dataclass

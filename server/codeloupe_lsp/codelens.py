@@ -62,7 +62,7 @@ def _lens(line0: int, data: dict[str, Any]) -> lsp.CodeLens:
 
 def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
     """(qualified name, 1-based line) of each definition in `rel` used by other files; None off the graph."""
-    from codeloupe.graph import GraphError
+    from codeloupe.api import GraphError
 
     try:
         return [(d.qualified_name, d.start_line) for d in ws.used_definitions(rel, allow_stale=True)]

@@ -1,8 +1,10 @@
 """Editor settings (initializationOptions, didChangeConfiguration) -> overrides for `load_settings`.
 
-The engine's `apply` knows the field names and their camelCase spellings; every key is tried on its own so
+The engine's `apply_settings` knows the field names and their camelCase spellings; every key is tried on its own so
 one unknown key or bad value is reported and dropped while the rest still apply. Editor settings are the
-user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions).
+user's own; `trusted` carries the client's workspace-trust decision (honoured from initializationOptions), and
+`repositories` names the shared index's repositories to open beside the folders (`codeloupe_lsp.shared`), read
+from the database `storeUrl` names.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeloupe.settings import Settings, SettingsError, apply
+from codeloupe.api import Settings, SettingsError, apply_settings
 
 # Clients may nest the options under the extension's section name.
 SECTION = "codeloupe"
@@ -19,12 +21,20 @@ SECTION = "codeloupe"
 
 # The client's trust decision for the workspace (initializationOptions only; not a setting).
 TRUSTED = "trusted"
+# Repositories of the shared index (`storeUrl`) to search with no checkout (`codeloupe_lsp.shared`).
+REPOSITORIES = "repositories"
+# The shared index those repositories are read from: theirs only, not the folders' (a folder opened on it would
+# upload the local checkout, or clash with the organisation's repository of the same name). A folder's own index
+# is in the shared index only when the user's config.toml says `store_url`.
+SHARED_STORE_KEYS = ("storeUrl", "store_url")
 
 
 @dataclass
 class EditorOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     trusted: bool = False  # the client established the user's trust in the workspace (VS Code, Neovim prompt)
+    repositories: list[str] = field(default_factory=list)
+    store_url: str = ""  # the shared index of `repositories` ("": the user's config.toml `store_url`)
     unknown: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
 
@@ -50,20 +60,32 @@ def read_options(raw: Any) -> EditorOptions:
         options.trusted = raw[TRUSTED] is True
         if not isinstance(raw[TRUSTED], bool):
             options.invalid.append(f"`trusted` must be true or false, got {raw[TRUSTED]!r}; not trusted")
+    if REPOSITORIES in raw:
+        options.repositories = _names(raw[REPOSITORIES], options)
     scratch = Settings()
     for key, value in raw.items():
-        if key == TRUSTED:
+        if key in (TRUSTED, REPOSITORIES):
             continue
         try:
-            apply(scratch, {key: value}, "the editor settings")
+            apply_settings(scratch, {key: value}, "the editor settings")
         except SettingsError as exc:
             if str(exc).startswith("unknown setting"):
                 options.unknown.append(str(key))
             else:
                 options.invalid.append(f"{exc}; ignored")
             continue
+        if key in SHARED_STORE_KEYS:
+            options.store_url = value
+            continue
         options.overrides[key] = value
     return options
+
+
+def _names(raw: Any, options: EditorOptions) -> list[str]:
+    if isinstance(raw, list) and all(isinstance(name, str) and name.strip() for name in raw):
+        return list(dict.fromkeys(raw))
+    options.invalid.append(f"`{REPOSITORIES}` must be a list of repository names, got {raw!r}; ignored")
+    return []
 
 
 def _empty(raw: Any) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +35,22 @@ from codeloupe.types import (
 )
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
-    from codeloupe.ask.events import AnswerPart, AskEvent, AskResult, Citation
-    from codeloupe.graph import NotInGraph
-    from codeloupe.graph.model import FileSummary, GraphMap, GraphNode, GraphPath, Neighbour
+    from codeloupe.api import (
+        AnswerPart,
+        AskEvent,
+        AskResult,
+        Citation,
+        FileSummary,
+        GraphMap,
+        GraphNode,
+        GraphPath,
+        Neighbour,
+        NotInGraph,
+    )
 
 JSON = dict[str, Any]
+# A workspace path -> its URI: a `file:` URI under a folder, or a shared-index URI (`codeloupe_lsp.shared`).
+UriOf = Callable[[str], str]
 
 # ------------------------------------------------------------------------------------------ uris, lines
 
@@ -57,7 +70,10 @@ def path_to_uri(path: Path | str) -> str:
     return uri
 
 
+@lru_cache(maxsize=65_536)
 def file_uri(root: Path, rel_path: str) -> str:
+    """Kept per path: a search answer names every candidate file in two or three places, and the same files
+    come back query after query; the conversion is most of rendering a long RELATED map."""
     return path_to_uri(root / rel_path)
 
 
@@ -82,11 +98,11 @@ def range_to_lines(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, i
 
 
 def location(root: Path, rel_path: str, start_line: int, end_line: int) -> JSON:
-    return {"uri": file_uri(root, rel_path), "range": lines_to_range(start_line, end_line)}
+    return span_location(file_uri(root, rel_path), start_line, end_line)
 
 
-def lsp_location(root: Path, rel_path: str, start_line: int, end_line: int) -> lsp.Location:
-    return lsp.Location(uri=file_uri(root, rel_path), range=lines_to_lsp_range(start_line, end_line))
+def span_location(uri: str, start_line: int, end_line: int) -> JSON:
+    return {"uri": uri, "range": lines_to_range(start_line, end_line)}
 
 
 def position(line0: int, character: int = 0) -> JSON:
@@ -124,9 +140,9 @@ def _snippet(snippet: Snippet | None) -> JSON | None:
             "truncated": snippet.truncated, "anchorSymbol": snippet.anchor_symbol}
 
 
-def _chunk(root: Path, chunk: ChunkHit, in_core: bool) -> JSON:
+def _chunk(uri_of: UriOf, chunk: ChunkHit, in_core: bool) -> JSON:
     return {
-        "location": location(root, chunk.path, chunk.start_line, chunk.end_line),
+        "location": span_location(uri_of(chunk.path), chunk.start_line, chunk.end_line),
         "score": chunk.score, "kind": chunk.kind, "name": chunk.name, "breadcrumb": chunk.breadcrumb,
         "symbols": list(chunk.symbols), "lanes": dict(chunk.lanes),
         "text": chunk.text if in_core else "",
@@ -134,12 +150,12 @@ def _chunk(root: Path, chunk: ChunkHit, in_core: bool) -> JSON:
     }
 
 
-def file_result(root: Path, hit: FileHit, in_core: bool) -> JSON:
+def file_result(uri_of: UriOf, hit: FileHit, in_core: bool) -> JSON:
     return {
-        "uri": file_uri(root, hit.path), "path": hit.path, "rank": hit.rank, "score": hit.score,
+        "uri": uri_of(hit.path), "path": hit.path, "rank": hit.rank, "score": hit.score,
         "language": hit.language, "why": hit.why, "via": hit.via, "symbols": list(hit.symbols),
-        "location": location(root, hit.path, hit.best_start_line, hit.best_end_line),
-        "chunks": [_chunk(root, c, in_core) for c in hit.chunks],
+        "location": span_location(uri_of(hit.path), hit.best_start_line, hit.best_end_line),
+        "chunks": [_chunk(uri_of, c, in_core) for c in hit.chunks], "tail": hit.tail,
     }
 
 
@@ -149,27 +165,29 @@ def lane(status: LaneStatus) -> JSON:
 
 
 
-def pruned_chunk(root: Path, chunk: PrunedChunk) -> JSON:
+def pruned_chunk(uri_of: UriOf, chunk: PrunedChunk) -> JSON:
     """One chunk of `codeloupe/search` with `prune`: the CLI's `--prune` entry in camelCase and 0-based lines
     (as everywhere in the protocol), plus its URI and location."""
-    return {"rank": chunk.rank, "path": chunk.path, "uri": file_uri(root, chunk.path),
-            "location": location(root, chunk.path, chunk.start_line, chunk.end_line),
+    return {"rank": chunk.rank, "path": chunk.path, "uri": uri_of(chunk.path),
+            "location": span_location(uri_of(chunk.path), chunk.start_line, chunk.end_line),
             "startLine": chunk.start_line - 1, "endLine": chunk.end_line - 1, "anchorLine": chunk.anchor_line - 1,
             "breadcrumb": chunk.breadcrumb, "text": chunk.text, "truncated": chunk.truncated,
             "textStartLine": chunk.text_start_line - 1}
 
 
-def pruned_result(bundle: Bundle) -> JSON:
-    root = Path(bundle.root)
-    return {"query": bundle.query, "chunks": [pruned_chunk(root, c) for c in bundle.pruned()]}
+def pruned_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:
+    """`uri_of`: how the bundle's paths become URIs (default: `file:` URIs under the bundle's root)."""
+    uri_of = uri_of or partial(file_uri, Path(bundle.root))
+    return {"query": bundle.query, "chunks": [pruned_chunk(uri_of, c) for c in bundle.pruned()]}
 
 
-def search_result(bundle: Bundle) -> JSON:
-    root = Path(bundle.root)
+def search_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:
+    """`uri_of`: how the bundle's paths become URIs (default: `file:` URIs under the bundle's root)."""
+    uri_of = uri_of or partial(file_uri, Path(bundle.root))
     return {
         "query": bundle.query, "issueMode": bundle.issue_mode, "mode": bundle.mode,
-        "core": [file_result(root, hit, True) for hit in bundle.core],
-        "related": [file_result(root, hit, False) for hit in bundle.related],
+        "core": [file_result(uri_of, hit, True) for hit in bundle.core],
+        "related": [file_result(uri_of, hit, False) for hit in bundle.related],
         "lanes": [lane(s) for s in bundle.lanes],
         "notes": bundle.notes,
         "timingMs": dict(bundle.timing_ms),
@@ -193,10 +211,11 @@ def symbol_kind(kind: str) -> lsp.SymbolKind:
     return _SYMBOL_KINDS.get(kind, lsp.SymbolKind.Object)
 
 
-def workspace_symbols(root: Path, found: list[tuple[str, Symbol]]) -> list[lsp.WorkspaceSymbol]:
+def workspace_symbols(uri_of: UriOf, found: list[tuple[str, Symbol]]) -> list[lsp.WorkspaceSymbol]:
     """(path, definition) pairs -> WorkspaceSymbols spanning each definition's lines."""
     return [lsp.WorkspaceSymbol(name=symbol.name, kind=symbol_kind(symbol.kind),
-                                location=lsp_location(root, path, symbol.start_line, symbol.end_line),
+                                location=lsp.Location(uri=uri_of(path),
+                                                      range=lines_to_lsp_range(symbol.start_line, symbol.end_line)),
                                 container_name=symbol.parent or path)
             for path, symbol in found]
 
@@ -238,7 +257,7 @@ def ask_result(result: AskResult) -> JSON:
         "answer": result.answer,
         "parts": [answer_part(root, p) for p in result.parts],
         "citations": [citation(root, c) for c in result.citations],
-        "uncited": [file_result(root, hit, hit.path in core_paths) for hit in result.uncited],
+        "uncited": [file_result(partial(file_uri, root), hit, hit.path in core_paths) for hit in result.uncited],
         "abstained": result.abstained, "fallback": result.fallback,
         "bundle": search_result(result.bundle),
         "flow": dataclasses.asdict(result.flow) if result.flow is not None else None,
@@ -263,7 +282,11 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]]
+        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
+                  if not f["tail"]]
+        tail = sum(f["tail"] for f in bundle["related"])
+        if tail:
+            lines.append(f"- and {tail} lower-ranked candidate files, listed with the search results")
     return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
             "bundle": bundle}
@@ -422,7 +445,7 @@ def utf16_column(line: str, column0: int) -> int:
     return len(line[:column0].encode("utf-16-le")) // 2
 
 
-def located(root: Path, found: Located) -> JSON:
+def located(uri_of: UriOf, found: Located) -> JSON:
     """`codeloupe/locate`: each occurrence as an LSP Location of the matched text, with its whole line."""
     def text_range(line_text: str, line: int, column: int) -> JSON:
         start = column - 1
@@ -430,7 +453,7 @@ def located(root: Path, found: Located) -> JSON:
                 "end": position(line - 1, utf16_column(line_text, start + len(found.text)))}
 
     return {"text": found.text, "identifier": found.identifier, "total": found.total,
-            "locations": [{"uri": file_uri(root, hit.path), "path": hit.path, "lineText": hit.text,
+            "locations": [{"uri": uri_of(hit.path), "path": hit.path, "lineText": hit.text,
                            "breadcrumb": hit.breadcrumb, "range": text_range(hit.text, hit.line, hit.column)}
                           for hit in found.locations]}
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import Workspace
-from codeloupe.settings import Settings
+from codeloupe.api import Settings, Workspace
 from codeloupe.types import IndexReport, Progress
 from codeloupe_lsp.convert import folder_status, uri_to_path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeloupe.graph import NotInGraph
+from codeloupe.api import NotInGraph
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params, invalid
@@ -51,6 +51,6 @@ def _target(ls: CodeloupeServer, node: str) -> str:
 
 
 def _render_html(graph: Any) -> str:
-    from codeloupe.graph import render_html
+    from codeloupe.api import render_html
 
     return render_html(graph)

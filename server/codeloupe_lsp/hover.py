@@ -29,7 +29,7 @@ def register(server: CodeloupeServer) -> None:
 
 def hover_markdown(ws: Workspace, root: Path, rel: str, line: int) -> str | None:
     """Runs on a worker thread: the markdown for 1-based `line` of `rel`, or None when it is not special."""
-    from codeloupe.graph import GraphError
+    from codeloupe.api import GraphError
 
     try:
         node = ws.graph_node(rel, allow_stale=True)

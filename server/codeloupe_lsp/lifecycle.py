@@ -7,10 +7,11 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.settings import SettingsError
+from codeloupe.api import SettingsError
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import close_repositories, open_repositories
 
 log = logging.getLogger("codeloupe_lsp.lifecycle")
 
@@ -31,6 +32,7 @@ def register(server: CodeloupeServer) -> None:
             [ls.workspace.root_uri] if ls.workspace.root_uri else [])
         for uri in folder_uris:
             ls.open_folder(uri)
+        await open_repositories(ls)
         await _watch_files(ls)
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -53,7 +55,10 @@ def register(server: CodeloupeServer) -> None:
         options = read_options(raw)
         if problems := options.problems():
             ls.warn(problems)
-        ls.options = options
+        previous, ls.options = ls.options, options
+        shared = (options.repositories, options.store_url, options.overrides)
+        if shared != (previous.repositories, previous.store_url, previous.overrides):
+            await open_repositories(ls)
         for folder in list(ls.folders):
             try:
                 changed = ls.settings_for(folder.root) != folder.ws.settings
@@ -79,6 +84,7 @@ def register(server: CodeloupeServer) -> None:
         # Answer at once: waiting for an index in flight would stall the editor's shutdown.
         for folder in ls.folders:
             folder.stop()
+        close_repositories(ls)
 
 
 def _changed(ls: CodeloupeServer, uris: list[str]) -> None:

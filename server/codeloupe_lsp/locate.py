@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import targets, uris_of
 
 METHOD = "codeloupe/locate"
 DEFAULT_LIMIT = 100
@@ -22,8 +24,12 @@ def register(server: CodeloupeServer) -> None:
         identifier = bool(params.flag("identifier", False))
         limit = params.integer("limit", DEFAULT_LIMIT)
         results = []
-        for folder in ls.folders_for(params.text("folderUri")):
+        folders, shared = targets(ls, params.text("folderUri"))
+        for folder in folders:
             await folder.searchable()
             found = await ls.engine(folder.ws.locate, text, identifier=identifier, limit=limit)
-            results.append(convert.located(folder.root, found))
+            results.append(convert.located(partial(convert.file_uri, folder.root), found))
+        for name, ws in shared:
+            found = await ls.engine(ws.locate, text, identifier=identifier, limit=limit)
+            results.append(convert.located(await uris_of(ls, name, ws), found))
         return convert.merge_located(results, limit)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+from codeloupe.api import Workspace
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import index_uri
+from codeloupe_lsp.shared import targets as shared_targets
 
 METHOD = "codeloupe/search"
 MODES = ("code", "docs", "both")
@@ -31,26 +35,33 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
     `prune`: only the ranked chunks, flat (the CLI's `--prune`), from one folder: ranks of several folders'
     bundles do not merge into one flat list without their files' scores."""
     targets: list[tuple[Folder, str]]
+    shared: list[tuple[str, Workspace]] = []  # repositories of the shared index (`codeloupe_lsp.shared`)
     if scope.startswith("file:"):
         if uri_to_path(scope) is None:
             raise invalid(f"{METHOD}: `scope` {scope!r} is not a file: URI")
         targets = [ls.folder_for(scope, "scope")]
     else:
-        targets = [(folder, scope) for folder in ls.folders_for(folder_uri)]
-    if prune and len(targets) > 1:
+        folders, shared = shared_targets(ls, folder_uri)
+        targets = [(folder, scope) for folder in folders]
+    if prune and len(targets) + len(shared) > 1:
         raise invalid(f"{METHOD}: `prune` answers from one folder; pass `folderUri` or a `scope` URI")
+    convert = pruned_result if prune else search_result
     results = []
     for folder, folder_scope in targets:
         await folder.searchable()
         bundle = await ls.engine(folder.ws.search, query, scope=folder_scope, mode=mode, limit=limit)
-        results.append(pruned_result(bundle) if prune else search_result(bundle))
+        results.append(convert(bundle))
+    for name, ws in shared:
+        bundle = await ls.engine(ws.search, query, scope=scope, mode=mode, limit=limit)
+        results.append(convert(bundle, partial(index_uri, name, revision=bundle.revision)))
     return results[0] if len(results) == 1 else merge_results(results)
 
 
 def merge_results(results: list[JSON]) -> JSON:
-    """One result over several folders: every candidate kept, CORE before RELATED, each by score."""
+    """One result over several folders: every candidate kept, CORE before RELATED, each by score (the long tails
+    of every folder after the rest of RELATED)."""
     core = sorted((f for r in results for f in r["core"]), key=lambda f: -f["score"])
-    related = sorted((f for r in results for f in r["related"]), key=lambda f: -f["score"])
+    related = sorted((f for r in results for f in r["related"]), key=lambda f: (f["tail"], -f["score"]))
     for rank, file in enumerate([*core, *related], 1):
         file["rank"] = rank
     lanes: dict[str, JSON] = {}

@@ -23,9 +23,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from codeloupe.api import WorkspaceError
-from codeloupe.graph import NotInGraph
-from codeloupe.settings import Settings, load_settings
+from codeloupe.api import NotInGraph, Settings, Workspace, WorkspaceError, load_settings
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path
@@ -134,6 +132,8 @@ class CodeloupeServer(LanguageServer):
         self.options = EditorOptions()
         # The client's trust decision, fixed at initialize (a later settings push cannot grant trust).
         self.trusted = False
+        # Repositories of the shared index by name, opened from the user's settings (`codeloupe_lsp.shared`).
+        self.shared: dict[str, Workspace] = {}
         self._warned: set[str] = set()
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -261,6 +261,7 @@ def build_server() -> CodeloupeServer:
         hover,
         lifecycle,
         locate,
+        read,
         related,
         search,
         status,
@@ -270,6 +271,6 @@ def build_server() -> CodeloupeServer:
 
     server = CodeloupeServer()
     for module in (lifecycle, search, locate, symbols, expand, related, status, graph, ask, flows, tour, codelens,
-                   hover, commands):
+                   hover, commands, read):
         module.register(server)
     return server

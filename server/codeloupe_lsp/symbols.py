@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from lsprotocol import types as lsp
 
-from codeloupe_lsp.convert import workspace_symbols
+from codeloupe_lsp.convert import file_uri, workspace_symbols
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import uris_of
 
 # Enough to fill an editor's symbol picker; every folder is asked.
 SYMBOL_FILES = 30
@@ -21,5 +24,8 @@ def register(server: CodeloupeServer) -> None:
         for folder in ls.folders:
             await folder.searchable()
             found = await ls.engine(folder.ws.search_symbols, params.query, limit=SYMBOL_FILES)
-            symbols.extend(workspace_symbols(folder.root, found))
+            symbols.extend(workspace_symbols(partial(file_uri, folder.root), found))
+        for name, ws in ls.shared.items():
+            found = await ls.engine(ws.search_symbols, params.query, limit=SYMBOL_FILES)
+            symbols.extend(workspace_symbols(await uris_of(ls, name, ws), found))
         return symbols

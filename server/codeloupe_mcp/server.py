@@ -17,8 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from codeloupe.api import WorkspaceError
-from codeloupe.graph import render_text
+from codeloupe.api import WorkspaceError, render_text
 
 from . import sized
 from .warm import WarmWorkspace

@@ -39,9 +39,11 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     if not bundle.core:
         return head[0] + "\nno match"
     map_lines = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
-    map_lines += [_map_line(hit) for hit in bundle.related]
+    map_lines += [_map_line(hit) for hit in bundle.related if not hit.tail]
+    tail = [hit for hit in bundle.related if hit.tail]
     core_heads = {hit.path: f"## {hit.rank}. {hit.path}  ({hit.why})" for hit in bundle.core}
-    reserved = "\n".join([*head, "CORE", *core_heads.values(), *map_lines, _cut_note(0, 0, budget.limit)])
+    reserved = "\n".join([*head, "CORE", *core_heads.values(), *map_lines, _cut_note(0, 0, budget.limit),
+                          _tail_note(len(tail), budget.limit) if tail else ""])
     budget.take(reserved)
     out = [*head, "CORE"]
     cut, cut_bytes = 0, 0
@@ -56,9 +58,21 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
                 cut_bytes += len(block.encode("utf-8"))
                 out.append(f"{hit.path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}  (code cut: budget)")
     out += map_lines
+    # The long tail (candidates past every lane's short list) after the code: as many map lines as fit.
+    listed = 0
+    while listed < len(tail) and budget.take(_map_line(tail[listed]) + "\n"):
+        out.append(_map_line(tail[listed]))
+        listed += 1
+    if listed < len(tail):
+        out.append(_tail_note(len(tail) - listed, budget.limit))
     if cut:
         out.append(_cut_note(cut, cut_bytes, budget.limit))
     return "\n".join(out)
+
+
+def _tail_note(left_out: int, limit: int) -> str:
+    return (f"[{left_out} lower-ranked candidate files not listed to stay within {limit} bytes; "
+            "raise max_bytes to list them]")
 
 
 def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:

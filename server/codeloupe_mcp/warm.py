@@ -8,8 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.settings import load_settings
+from codeloupe.api import Workspace, WorkspaceError, load_settings
 
 log = logging.getLogger("codeloupe.warm")
 
@@ -22,12 +21,15 @@ FIRST_INDEX_WAIT_S = 120.0
 class WarmWorkspace:
     """One root's `Workspace`, indexed in the background at open and refreshed before each call."""
 
-    def __init__(self, root: Path | str, *, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
-        path = Path(root)
-        if not path.is_dir():
-            raise WorkspaceError(f"{root}: not a directory")
-        # The same settings the CLI reads for this root (files, environment, user config; never a request).
-        self.ws = Workspace(path, load_settings(path.resolve(), {}))
+    def __init__(self, root: Path | str | Workspace, *, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+        if isinstance(root, Workspace):  # opened by the caller (a repository of the shared index)
+            self.ws = root
+        else:
+            path = Path(root)
+            if not path.is_dir():
+                raise WorkspaceError(f"{root}: not a directory")
+            # The same settings the CLI reads for this root (files, environment, user config; never a request).
+            self.ws = Workspace(path, load_settings(path.resolve(), {}))
         self.refresh_interval_s = refresh_interval_s
         self.last_error = ""
         self._refreshing = threading.Lock()
@@ -105,7 +107,8 @@ class WarmWorkspace:
 class WarmWorkspaces:
     """The roots one process serves, chosen per request by path (never opened on request)."""
 
-    def __init__(self, roots: list[Path | str], *, refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+    def __init__(self, roots: list[Path | str | Workspace], *,
+                 refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
         if not roots:
             raise WorkspaceError("no workspace to serve")
         self.all: list[WarmWorkspace] = []

@@ -16,8 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import WorkspaceError
-from codeloupe.graph import render_html
+from codeloupe.api import WorkspaceError, render_html
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -67,6 +66,11 @@ class DocHit(BaseModel):
     score: float
 
 
+class RepositoryBundle(BaseModel):
+    root: str
+    bundle: Bundle
+
+
 class Error(BaseModel):
     error: str
 
@@ -110,6 +114,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               summary="The bundle for a query sent as JSON (a long bug report)")
     def search_post(body: SearchBody) -> Any:
         return _search(fresh(body.root), body.query, body.scope, body.mode, body.limit)
+
+    @app.get("/v1/search/all", response_model=list[RepositoryBundle], responses=_ERRORS, tags=["search"],
+             summary="The bundle of every served workspace (every repository of a shared index), the one "
+                     "with the best-scored file first")
+    def search_all(q: QueryText, mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        # Each workspace ranks its own files; workspaces are ordered by their best file's score (on the
+        # scale where a file first in every lane scores 1.0), never interleaved file by file.
+        answers = [{"root": str(warm.root), "bundle": _search(warm, q, "", mode, limit)}
+                   for warm in (fresh(str(w.root)) for w in pool.all)]
+        return sorted(answers, key=lambda a: -max((f["score"] for f in a["bundle"]["core"]), default=-1.0))
 
     @app.get("/v1/docsearch", response_model=list[DocHit], responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page")
@@ -191,7 +205,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/languages", tags=["health"], response_model=list[str],
              summary="The languages this build parses")
     def languages() -> list[str]:
-        from codeloupe.chunk import available_languages
+        from codeloupe.api import available_languages
 
         return available_languages()
 

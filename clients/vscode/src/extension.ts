@@ -17,6 +17,7 @@ import { promptQuestion } from './askPrompt';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
 import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
+import { INDEX_SCHEME, IndexDocuments } from './indexDocuments';
 import { openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
@@ -122,6 +123,7 @@ class Controller implements vscode.Disposable {
             vscode.commands.registerCommand(Commands.showLocations, (uri: vscode.Uri, position: vscode.Position, locations: vscode.Location[]) =>
                 vscode.commands.executeCommand('editor.action.showReferences', uri, position, locations)),
             vscode.workspace.onDidChangeConfiguration((event) => this.onConfigurationChanged(event)),
+            vscode.workspace.registerTextDocumentContentProvider(INDEX_SCHEME, new IndexDocuments(() => this.starting)),
         );
     }
 

@@ -40,6 +40,8 @@ export interface FileResult {
     symbols: string[];
     location: Location;
     chunks: ChunkResult[];
+    /** A candidate past every lane's short list and the limit: a map line with no chunks, after the rest. */
+    tail?: boolean;
 }
 
 export interface LaneStatus {
@@ -70,6 +72,17 @@ export interface SearchParams {
 }
 
 export const SearchRequest = new RequestType<SearchParams, SearchResult, void>('codeloupe/search');
+
+/** `codeloupe/read`: a shared-index document's text, pinned to the commit its URI names. */
+export interface ReadResult {
+    uri: string;
+    repository: string;
+    path: string;
+    revision: string;
+    text: string;
+}
+
+export const ReadRequest = new RequestType<{ uri: string }, ReadResult, void>('codeloupe/read');
 
 export interface Citation {
     k: number;

@@ -14,14 +14,18 @@ const ENGINE_OPTIONS: ReadonlyArray<readonly [string, string]> = [
     ['chat.timeoutS', 'chatTimeoutS'],
     ['ignore', 'ignore'],
     ['chunkBudget', 'chunkBudget'],
+    ['store.url', 'storeUrl'],
+    ['store.repositories', 'repositories'],
 ];
 
 /**
  * Settings that choose where code and keys are sent (or which model runs): honoured from the user's own settings
  * only. A repository's `.vscode/settings.json` is its own input, like its `.codeloupe.toml`; the manifest scopes
- * these `machine` so VS Code does not apply a workspace value either (docs/security.md).
+ * these `machine` so VS Code does not apply a workspace value either (docs/security.md). The shared index's URL and
+ * repositories too: a repository must not choose where its code is indexed or whose code the editor opens.
  */
-const USER_ONLY = new Set(['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model']);
+const USER_ONLY = new Set(['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model',
+    'store.url', 'store.repositories']);
 
 type EngineOptions = Record<string, unknown>;
 

@@ -1048,7 +1048,8 @@ describe('packaging', function () {
 });
 
 describe('settings a repository cannot choose', function () {
-    const USER_ONLY = ['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model'];
+    const USER_ONLY = ['embed.provider', 'embed.baseUrl', 'embed.model', 'embed.apiKey', 'chat.baseUrl', 'chat.model', 'store.url',
+        'store.repositories'];
 
     /** A WorkspaceConfiguration whose every key has a user, a workspace and a folder value. */
     function scopedConfig() {
@@ -1063,11 +1064,15 @@ describe('settings a repository cannot choose', function () {
         assert.equal(options.embedApiKey, 'user:embed.apiKey');
         assert.equal(options.chatBaseUrl, 'user:chat.baseUrl');
         assert.equal(options.embedProvider, 'user:embed.provider');
+        assert.equal(options.storeUrl, 'user:store.url', 'a repository never chooses the shared index');
+        assert.equal(options.repositories, 'user:store.repositories', 'nor whose code the editor opens');
         assert.equal(options.chunkBudget, 'folder:chunkBudget', 'harmless settings keep their folder value');
         const workspaceOnly = { inspect: (key) => ({ key, workspaceValue: `workspace:${key}` }) };
         const fromRepo = extension.engineOptions({}, workspaceOnly);
         assert.equal(fromRepo.embedBaseUrl, undefined);
         assert.equal(fromRepo.chatModel, undefined);
+        assert.equal(fromRepo.storeUrl, undefined);
+        assert.equal(fromRepo.repositories, undefined);
         assert.equal(fromRepo.ignore, 'workspace:ignore');
     });
 

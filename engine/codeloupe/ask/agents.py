@@ -13,7 +13,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from codeloupe.api import Workspace, WorkspaceError
 from codeloupe.ask.chat import ChatError, ChatModel, ToolRequest
 from codeloupe.ask.events import AskEvent
 from codeloupe.ask.excerpts import Excerpt, Excerpts, chunk_text
@@ -21,6 +20,8 @@ from codeloupe.ask.prompts import agent_messages, excerpt_index, planner_message
 from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.shape import top_dir
 from codeloupe.ask.sources import Sources
+from codeloupe.context import WorkspaceContext
+from codeloupe.errors import WorkspaceError
 from codeloupe.store import FileRow
 
 MAX_AGENTS = 4
@@ -170,7 +171,7 @@ class Tools:
     with `..`, an absolute path or one through a symbolic link is refused before anything is opened.
     """
 
-    def __init__(self, ws: Workspace, excerpts: Excerpts, sources: Sources, mode: str) -> None:
+    def __init__(self, ws: WorkspaceContext, excerpts: Excerpts, sources: Sources, mode: str) -> None:
         self.ws = ws
         self.sources = sources
         self.excerpts = excerpts
@@ -331,7 +332,7 @@ def run_agent(chat: ChatModel, tools: Tools, question: str, task: AgentTask, exc
         return outcome(None, f"agent failed: {exc!r}")
 
 
-def run_agents(ws: Workspace, chat: ChatModel, question: str, tasks: list[AgentTask], excerpts: Excerpts,
+def run_agents(ws: WorkspaceContext, chat: ChatModel, question: str, tasks: list[AgentTask], excerpts: Excerpts,
                sources: Sources, mode: str) -> Generator[AskEvent, None, list[AgentOutcome]]:
     """Run the agents in parallel threads, yielding their events as they happen; returns their outcomes.
 

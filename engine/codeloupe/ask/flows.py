@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codeloupe.api import Workspace, WorkspaceError
 from codeloupe.ask.events import AnswerPart, Citation
+from codeloupe.context import WorkspaceContext
+from codeloupe.errors import WorkspaceError
 from codeloupe.index import content_hash
 from codeloupe.lanes.tokens import STOP_WORDS, stem
 from codeloupe.store.flows import FlowRow, count_served, delete_flows, flow_parts, flow_rows, put_flow
@@ -64,7 +65,7 @@ _LOCATION = re.compile(r"\S+:\d+(?:-\d+)?|\blines?\s+\d+(?:\s*-\s*\d+)?", re.I)
 _CHROME = re.compile(r"[`#*>|]")
 
 
-def enabled(ws: Workspace) -> bool:
+def enabled(ws: WorkspaceContext) -> bool:
     """The workspace's `flows` setting, unless the environment's kill switch is on."""
     killed = os.environ.get(KILL_SWITCH, "").strip().lower() not in ("", "0", "false", "no", "off")
     return ws.settings.flows and not killed
@@ -111,13 +112,13 @@ class Lookup:
         return context_text(self.flow.prose) if self.flow is not None and not self.served else ""
 
 
-def _model(ws: Workspace) -> str:
+def _model(ws: WorkspaceContext) -> str:
     from codeloupe.embed import describe_provider
 
     return describe_provider(ws.settings)[1]
 
 
-def query_vector(ws: Workspace, bundle: Bundle) -> np.ndarray | None:
+def query_vector(ws: WorkspaceContext, bundle: Bundle) -> np.ndarray | None:
     """The vector retrieval embedded the query with; None when retrieval did not embed it (no provider, no
     vectors yet, an issue's variants), since computing one here would be a second embedding."""
     dense = next((lane for lane in bundle.lanes if lane.name == "dense"), None)
@@ -131,7 +132,7 @@ def query_vector(ws: Workspace, bundle: Bundle) -> np.ndarray | None:
         return None
 
 
-def disk_hashes_match(ws: Workspace, files: dict[str, str]) -> bool:
+def disk_hashes_match(ws: WorkspaceContext, files: dict[str, str]) -> bool:
     for path, digest in files.items():
         try:
             if content_hash((ws.root / ws.relative(path)).read_bytes()) != digest:
@@ -141,7 +142,7 @@ def disk_hashes_match(ws: Workspace, files: dict[str, str]) -> bool:
     return True
 
 
-def lookup(ws: Workspace, question: str, bundle: Bundle, mode: str) -> Lookup:
+def lookup(ws: WorkspaceContext, question: str, bundle: Bundle, mode: str) -> Lookup:
     if not enabled(ws):
         return Lookup()
     vector = query_vector(ws, bundle)
@@ -212,7 +213,7 @@ def append_sources(bundle: Bundle, flow: FlowRow, parts: Iterable[AnswerPart] | 
 # ------------------------------------------------------------------------------------------- record
 
 
-def record(ws: Workspace, question: str, mode: str, pieces: list[AnswerPart]) -> int | None:
+def record(ws: WorkspaceContext, question: str, mode: str, pieces: list[AnswerPart]) -> int | None:
     """Store a successful walkthrough; returns its id (None when flows are off or no embedding is at hand).
 
     The new flow replaces every flow of the same mode whose question is at >= REPLACE_SIMILARITY, stale ones
@@ -244,7 +245,7 @@ def record(ws: Workspace, question: str, mode: str, pieces: list[AnswerPart]) ->
 # ------------------------------------------------------------------------------- refresh and warm
 
 
-def reask(ws: Workspace, questions: Iterable[tuple[str, str]]) -> list[FlowOutcome]:
+def reask(ws: WorkspaceContext, questions: Iterable[tuple[str, str]]) -> list[FlowOutcome]:
     """Ask each (question, mode) with one narrator; a success lands in the cache like any answer."""
     from codeloupe.ask.run import run_ask
 
@@ -265,7 +266,7 @@ def reask(ws: Workspace, questions: Iterable[tuple[str, str]]) -> list[FlowOutco
     return outcomes
 
 
-def refresh(ws: Workspace) -> list[FlowOutcome]:
+def refresh(ws: WorkspaceContext) -> list[FlowOutcome]:
     """Re-ask every stale flow; one answered again (or now served by another flow) leaves the cache."""
     stale = [f for f in flow_rows(ws.store, with_parts=False) if f.stale]
     outcomes = reask(ws, [(f.question, f.mode) for f in stale])
@@ -273,6 +274,6 @@ def refresh(ws: Workspace) -> list[FlowOutcome]:
     return outcomes
 
 
-def warm_questions(ws: Workspace, limit: int) -> list[str]:
+def warm_questions(ws: WorkspaceContext, limit: int) -> list[str]:
     """The workspace's main workflows as questions, derived from its most mentioned definitions."""
     return [f"how does {stop.name} work" for stop in ws.tour(limit=limit).stops]

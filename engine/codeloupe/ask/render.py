@@ -40,7 +40,7 @@ def bundle_parts(bundle: Bundle, resolver: SpanResolver) -> list[AnswerPart]:
                 parts.append(note_part(f"\n{shown.note}\n"))
     if bundle.related:
         parts.append(heading_part("Related files", "\n**Related files**\n\n"))
-        parts.extend(part for hit in bundle.related for part in map_line(hit))
+        parts.extend(map_parts(bundle.related))
     return parts
 
 
@@ -48,4 +48,14 @@ def footer_parts(uncited: list[FileHit]) -> list[AnswerPart]:
     if not uncited:
         return []
     heading = heading_part("Also retrieved, not cited", "\n---\n**Also retrieved, not cited**\n\n")
-    return [heading, *(part for hit in uncited for part in map_line(hit))]
+    return [heading, *map_parts(uncited)]
+
+
+def map_parts(hits: list[FileHit]) -> list[AnswerPart]:
+    """A map line per file, the long tail (`FileHit.tail`) folded into one count: it stays in the result's
+    structured lists, and an answer that listed a hundred weak candidates would bury the ones that matter."""
+    parts = [part for hit in hits if not hit.tail for part in map_line(hit)]
+    tail = sum(hit.tail for hit in hits)
+    if tail:
+        parts.append(note_part(f"- and {tail} lower-ranked candidate files, listed with the search results\n"))
+    return parts

@@ -13,7 +13,6 @@ import time
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
-from codeloupe.api import Workspace
 from codeloupe.ask import flows
 from codeloupe.ask.agents import make_plan, run_agents
 from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
@@ -25,6 +24,7 @@ from codeloupe.ask.rerank import rerank
 from codeloupe.ask.shape import classify
 from codeloupe.ask.sources import Sources
 from codeloupe.ask.splice import SpanResolver, Splicer, note_part, prose_part
+from codeloupe.context import WorkspaceContext
 from codeloupe.types import Bundle, FlowUse
 
 MODES = ("code", "docs", "both")
@@ -40,7 +40,7 @@ class AskError(ValueError):
 class _Session:
     """One question's shared state: the bundle, the numbering, the disk reader and the metrics."""
 
-    def __init__(self, ws: Workspace, question: str, bundle: Bundle, mode: str, started: float) -> None:
+    def __init__(self, ws: WorkspaceContext, question: str, bundle: Bundle, mode: str, started: float) -> None:
         self.ws = ws
         self.question = question
         self.bundle = bundle
@@ -151,7 +151,7 @@ def _piece_events(piece: AnswerPart) -> Iterator[AskEvent]:
     yield AskEvent("delta", {"text": piece.markdown, "kind": piece.kind})
 
 
-def run_ask(ws: Workspace, question: str, *, mode: str = "code", agents: bool | None = None,
+def run_ask(ws: WorkspaceContext, question: str, *, mode: str = "code", agents: bool | None = None,
             best: bool = False) -> Iterator[AskEvent]:
     """Answer `question` over the workspace; see `AskEvent` for the stream. `agents` forces fan-out on/off."""
     question = question.strip()
@@ -162,7 +162,7 @@ def run_ask(ws: Workspace, question: str, *, mode: str = "code", agents: bool | 
     return _run(ws, question, mode, agents, best)
 
 
-def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: bool) -> Iterator[AskEvent]:
+def _run(ws: WorkspaceContext, question: str, mode: str, agents: bool | None, best: bool) -> Iterator[AskEvent]:
     started = time.perf_counter()
     bundle = ws.search(question, mode=mode)
     session = _Session(ws, question, bundle, mode, started)
@@ -203,7 +203,7 @@ def _run(ws: Workspace, question: str, mode: str, agents: bool | None, best: boo
     yield from session.finish(splicer, pieces)
 
 
-def _deltas(ws: Workspace, chat: ChatModel, session: _Session, agents: bool | None,
+def _deltas(ws: WorkspaceContext, chat: ChatModel, session: _Session, agents: bool | None,
             context: str) -> Generator[AskEvent, None, Iterable[str] | None]:
     """The text to splice: one narrator's stream, or the agents' merged answer. None: already fell back."""
     question, excerpts = session.question, session.excerpts

@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.context import WorkspaceContext
 from codeloupe.discover import decode_source
+from codeloupe.errors import WorkspaceError
 from codeloupe.index import content_hash
 from codeloupe.store import FileRow, SymbolRow
 
@@ -31,7 +32,7 @@ class SourceFile:
 
 
 class Sources:
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: WorkspaceContext) -> None:
         self._ws = ws
         self._lock = threading.Lock()
         self._rows: dict[str, FileRow] | None = None

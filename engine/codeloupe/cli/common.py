@@ -31,6 +31,14 @@ def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) ->
     group.add_argument("--chunk-budget", type=int)
     group.add_argument("--max-file-bytes", type=int)
     group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
+    add_store_args(group)
+
+
+def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    group.add_argument("--store", dest="store_url", metavar="URL",
+                       help="the shared index of many repositories: postgresql://... (default: this machine's index)")
+    group.add_argument("--repo", dest="store_repository", metavar="NAME",
+                       help="the repository's id in the shared index (default: the workspace folder's name)")
 
 
 def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
@@ -47,7 +55,8 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
     a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh)."""
     flags = {key: getattr(args, key, None) for key in
-             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore")}
+             ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore",
+              "store_url", "store_repository")}
     if hasattr(args, "remote_refresh") and is_remote_source(args.path):
         try:
             return open_remote(args.path, load_settings(None, {**flags, **overrides}), refresh=args.remote_refresh)

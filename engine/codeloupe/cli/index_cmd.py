@@ -6,6 +6,10 @@ import argparse
 import dataclasses
 import json
 
+from codeloupe.api import Workspace
+from codeloupe.store.postgres import PgStore, redact
+
+from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace
 
 
@@ -14,13 +18,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser, remote=True)
     parser.add_argument("--no-embed", action="store_true", help="chunk only; compute vectors later")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--queue", action="store_true",
+                        help="with --store: queue the changed files for `codeloupe worker` processes instead of "
+                             "indexing them here")
     parser.set_defaults(remote_refresh=True, func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    if args.queue:
+        return _queue(ws)
     try:
         report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
+        where = (f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
+                 if isinstance(ws.store, PgStore) else report.index_path)
     finally:
         ws.close()
     if args.json:
@@ -44,6 +55,20 @@ def run(args: argparse.Namespace) -> int:
     if embedded is not None:
         print(f"  vectors   {embedded.computed} computed, {embedded.cache_hits} from cache "
               f"in {embedded.elapsed_s:.1f}s")
-    print(f"  index     {report.index_path}")
+    print(f"  index     {where}")
     print(f"  elapsed   {report.elapsed_s:.2f}s")
+    return 0
+
+
+def _queue(ws: Workspace) -> int:
+    from codeloupe.shared_index import enqueue_workspace
+
+    try:
+        if not isinstance(ws.store, PgStore):
+            raise CliError("--queue needs the shared index: --store postgresql://... (or store_url)")
+        batches = enqueue_workspace(ws.store, ws.root, ws.settings)
+        print(f"queued {batches} batches of {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
+              " for `codeloupe worker`")
+    finally:
+        ws.close()
     return 0

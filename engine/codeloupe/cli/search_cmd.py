@@ -85,7 +85,11 @@ def render(bundle: Bundle) -> None:
     if bundle.related:
         console.rule("RELATED")
         for hit in bundle.related:
-            console.print(_map_line(hit))
+            if not hit.tail:
+                console.print(_map_line(hit))
+        tail = sum(hit.tail for hit in bundle.related)
+        if tail:
+            console.print(f"[dim]... and {tail} lower-ranked candidate files (--json lists every one)[/dim]")
 
 
 def _map_line(hit: FileHit) -> str:

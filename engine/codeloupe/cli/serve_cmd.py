@@ -16,7 +16,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="One process holding warm workspaces: /v1/search and friends (see docs/http.md), MCP over "
                     "streamable HTTP at /mcp, and a search page at /. Loopback only unless --host says otherwise; "
                     "beyond loopback a bearer token is required (one is generated and printed if not given).")
-    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("--store", dest="store_url", metavar="URL",
+                        help="serve repositories of the shared index (postgresql://...) instead of folders: no "
+                             "checkout needed, files are read from the index at the commit it was indexed at")
+    parser.add_argument("--repo", action="append", default=[], metavar="NAME",
+                        help="with --store: a repository to serve (repeatable; default: every repository)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=7341, help="port (default 7341; 0 picks a free one)")
     parser.add_argument("--token", help="require `Authorization: Bearer TOKEN` (mandatory beyond loopback; "
@@ -30,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    if args.store_url and args.paths:
+        raise CliError("serve --store reads repositories from the shared index: name them with --repo, not PATH")
+    args.paths = args.paths or ([] if args.store_url else ["."])
     for path in args.paths:
         if not Path(path).is_dir():
             raise CliError(f"{path}: no such directory")
@@ -42,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         from codeloupe_web.listen import bind
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
-    from codeloupe.api import WorkspaceError
+    from codeloupe.api import WorkspaceError, open_shared
     from codeloupe.settings import SettingsError
     from codeloupe.store import StoreError
 
@@ -54,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        pool = WarmWorkspaces([Path(p) for p in args.paths])
+        workspaces = (open_shared(args.repo, {"store_url": args.store_url}) if args.store_url
+                      else [Path(p) for p in args.paths])
+        pool = WarmWorkspaces(workspaces)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
@@ -76,4 +86,3 @@ def run(args: argparse.Namespace) -> int:
         pool.close()
         sock.close()
     return 0
-

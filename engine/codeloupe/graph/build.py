@@ -19,6 +19,7 @@ from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
     Edge,
     ResolveContext,
+    changed_tokens,
     mentioned_tokens,
     provided_tokens,
     read_config,
@@ -28,7 +29,7 @@ from codeloupe.parallel import map_in_workers
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 _STATE_KEY = "graph_state"
 _CONFIGS_KEY = "graph_configs"
@@ -45,7 +46,7 @@ log = logging.getLogger("codeloupe.graph")
 QUERY_BUILD_MAX_FILES = 2000
 
 
-def _lock(ws: Workspace) -> threading.RLock:
+def _lock(ws: WorkspaceContext) -> threading.RLock:
     with _locks_guard:
         lock = _locks.get(ws)
         if lock is None:
@@ -53,18 +54,19 @@ def _lock(ws: Workspace) -> threading.RLock:
         return lock
 
 
-def _state(ws: Workspace) -> str:
+def _state(ws: WorkspaceContext) -> str:
     return f"{ws.store.generation('content')}:{EXTRACTOR_VERSION}"
 
 
-def update_edges(ws: Workspace, rel_paths: list[str] | None = None) -> int:
+def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
     extractor), then re-resolve the edges that can have changed and store the ones that did.
 
     The first resolution in a process covers every file. Later ones resolve only the files a change can
     reach: the changed files, the files with an edge to one, and the files that mention a word one of them
-    provides (`resolve.provided_tokens`); a change of layout (import roots, a configuration file) resolves
-    everything again. Returns the number of files whose facts were extracted.
+    provides (`resolve.provided_tokens`; for a file changed in place, `resolve.changed_tokens`: its names and
+    re-exports, and only the definitions the change added or removed); a change of layout (import roots, a
+    configuration file) resolves everything again. Returns the number of files whose facts were extracted.
     """
     with _lock(ws):
         store = ws.store
@@ -127,14 +129,14 @@ def _digest(raw: str | None) -> str:
     return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:16] if raw is not None else ""
 
 
-def _save_configs(ws: Workspace, resolution: _Resolution) -> None:
+def _save_configs(ws: WorkspaceContext, resolution: _Resolution) -> None:
     """Persist the configuration files the resolution consulted, for `_load_resolution` in a later process."""
     saved = json.dumps(resolution.configs, sort_keys=True)
     if ws.store.get_meta(_CONFIGS_KEY) != saved:
         ws.store.set_meta(_CONFIGS_KEY, saved)
 
 
-def _load_resolution(ws: Workspace) -> _Resolution:
+def _load_resolution(ws: WorkspaceContext) -> _Resolution:
     """The resolution of stored edges that are current (a process opening an index it resolved before):
     facts and edges as stored, nothing resolved again."""
     stored = edge_store.all_facts(ws.store)
@@ -169,7 +171,7 @@ def _layouts(ctx: ResolveContext) -> dict[str, object]:
     return {language: RESOLVERS[language].layout(ctx) for language in sorted(languages) if language in RESOLVERS}
 
 
-def _resolve_all(ws: Workspace) -> _Resolution:
+def _resolve_all(ws: WorkspaceContext) -> _Resolution:
     stored = edge_store.all_facts(ws.store)
     resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
     for path, (_, _, raw) in stored.items():
@@ -184,7 +186,7 @@ def _resolve_all(ws: Workspace) -> _Resolution:
     return resolution
 
 
-def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) -> bool:
+def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set[str]) -> bool:
     """Re-resolve what the `changed` files (and files added or removed since) can reach; False when the
     change reaches the layout and everything must be resolved again."""
     nodes = {path: file_id for file_id, path, _ in edge_store.node_files(ws.store)}
@@ -195,15 +197,20 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
         return False
     if any(posixpath.basename(p) in resolver.layout_names for p in added | removed for resolver in RESOLVERS.values()):
         return False
-    provided: set[str] = set()
+    before = {path: resolution.facts[path] for path in changed | removed if path in resolution.facts}
     for path in changed | removed:
-        old = resolution.facts.get(path)
-        if old is not None:
-            provided |= provided_tokens(path, old, RESOLVERS.get(old.language))
         resolution.forget(path)
     for path, raw in edge_store.facts_of(ws.store, changed).items():
         resolution.learn(path, FileFacts.from_json(raw))
-        provided |= provided_tokens(path, resolution.facts[path], RESOLVERS.get(resolution.facts[path].language))
+    provided: set[str] = set()
+    for path in changed | removed:
+        old, new = before.get(path), resolution.facts.get(path)
+        if old is not None and new is not None and old.language == new.language:
+            provided |= changed_tokens(path, old, new, RESOLVERS.get(new.language))
+        else:
+            for facts in (old, new):
+                if facts is not None:
+                    provided |= provided_tokens(path, facts, RESOLVERS.get(facts.language))
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
         if _layouts(ctx) != resolution.layouts:
@@ -221,7 +228,7 @@ def _resolve_changed(ws: Workspace, resolution: _Resolution, changed: set[str]) 
     return True
 
 
-def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
+def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
                  existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
     """Resolve `sources` (path -> file id), keep their edges in `resolution` and write the ones that differ
     from what is stored."""
@@ -234,7 +241,7 @@ def _store_edges(ws: Workspace, ctx: ResolveContext, resolution: _Resolution, so
     edge_store.replace_edges(ws.store, changed)
 
 
-def ensure_edges(ws: Workspace) -> None:
+def ensure_edges(ws: WorkspaceContext) -> None:
     """Bring the edges up to date when the index moved since they were resolved (or never were)."""
     if ws.store.get_meta(_STATE_KEY) != _state(ws):
         update_edges(ws)
@@ -277,7 +284,7 @@ class Graph:
         return self._members[community]
 
 
-def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
+def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
     """The graph of the current index state, built once per state and shared by every caller.
 
     `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
@@ -309,7 +316,7 @@ def load_graph(ws: Workspace, *, allow_stale: bool = False) -> Graph:
         return graph
 
 
-def _build_in_background(ws: Workspace) -> None:
+def _build_in_background(ws: WorkspaceContext) -> None:
     """Start building the graph on its own thread (once at a time per workspace)."""
     with _locks_guard:
         running = _building.get(ws)
@@ -320,14 +327,14 @@ def _build_in_background(ws: Workspace) -> None:
     thread.start()
 
 
-def _build_quietly(ws: Workspace) -> None:
+def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         load_graph(ws)
     except Exception:  # the workspace closed meanwhile; the next reader builds
         log.debug("background graph build failed", exc_info=True)
 
 
-def _build(ws: Workspace) -> Graph:
+def _build(ws: WorkspaceContext) -> Graph:
     nodes = edge_store.node_files(ws.store)
     paths = [p for _, p, _ in nodes]
     index = {p: i for i, p in enumerate(paths)}
@@ -379,7 +386,7 @@ def _build(ws: Workspace) -> Graph:
     return graph
 
 
-def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
+def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
                    ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
     """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
 
@@ -392,9 +399,9 @@ def _similar_files(ws: Workspace, nodes: list[tuple[int, str, str]]
     if cached is not None and cached[0] == generation:
         return cached[1]
     file_ids, vectors = edge_store.skeleton_matrix(ws.store)
-    definitions_per_file = Counter(s.file_id for s in ws.store.symbol_rows())
+    definitions_per_file = ws.store.definition_counts()
     lane = {file_id for file_id, _, language in nodes
-            if semantic.joins_semantic_lane(language, definitions_per_file[file_id])}
+            if semantic.joins_semantic_lane(language, definitions_per_file.get(file_id, 0))}
     kept = [k for k, f in enumerate(file_ids) if f in lane]
     vectors = vectors[kept] if kept else vectors[:0]
     candidates, close = semantic.similar_pairs(vectors)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from codeloupe.graph.build import Graph
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 log = logging.getLogger("codeloupe.graph")
 
@@ -35,7 +35,7 @@ words saying what the group does (no file names, no punctuation beyond hyphens).
 {"names": {"<group number>": "<name>", ...}}"""
 
 
-def _model_key(ws: Workspace) -> str:
+def _model_key(ws: WorkspaceContext) -> str:
     return f"{ws.settings.chat_base_url.strip()}|{ws.settings.chat_model.strip()}"
 
 
@@ -44,7 +44,7 @@ def _members_key(graph: Graph, community: int) -> str:
     return hashlib.sha256("\n".join(members).encode()).hexdigest()[:32]
 
 
-def _cached(ws: Workspace) -> dict[str, str]:
+def _cached(ws: WorkspaceContext) -> dict[str, str]:
     try:
         saved = json.loads(ws.store.get_meta(META_KEY, "{}"))
     except ValueError:
@@ -54,7 +54,7 @@ def _cached(ws: Workspace) -> dict[str, str]:
     return {str(k): str(v) for k, v in saved["names"].items()}
 
 
-def community_names(ws: Workspace, graph: Graph, *, ask_model: bool = False) -> list[str]:
+def community_names(ws: WorkspaceContext, graph: Graph, *, ask_model: bool = False) -> list[str]:
     """The graph's community names, a model's where one is cached (or, with `ask_model`, just asked for)."""
     names = list(graph.community_names)
     if not ws.settings.chat_model.strip() or not ws.settings.chat_base_url.strip():
@@ -79,7 +79,7 @@ def community_names(ws: Workspace, graph: Graph, *, ask_model: bool = False) -> 
     return names
 
 
-def community_name(ws: Workspace, graph: Graph, community: int) -> str:
+def community_name(ws: WorkspaceContext, graph: Graph, community: int) -> str:
     """One community's name from the cache alone (hovers and lenses: no model call, no other community's key)."""
     name = graph.community_names[community]
     if len(graph.members(community)) < 2 or not ws.settings.chat_model.strip():
@@ -87,7 +87,7 @@ def community_name(ws: Workspace, graph: Graph, community: int) -> str:
     return _cached(ws).get(_members_key(graph, community)) or name
 
 
-def _ask(ws: Workspace, graph: Graph, communities: list[int]) -> dict[int, str]:
+def _ask(ws: WorkspaceContext, graph: Graph, communities: list[int]) -> dict[int, str]:
     """One model call; {community: name} for every valid name in the reply ({} on any failure)."""
     from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
 

@@ -32,7 +32,7 @@ from codeloupe.graph.splice import splice_hops
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 STRUCTURAL_HOP_COST = 1.0
 # Entering a test file on a route between two non-test files: dearer than any detour through code, so a
@@ -77,7 +77,7 @@ def is_test_path(path: str) -> bool:
 # ------------------------------------------------------------------------------------------------ map
 
 
-def graph_map(ws: Workspace, *, name_with_model: bool = False) -> GraphMap:
+def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMap:
     """`name_with_model`: a user asked for the map, so communities without a cached model name may get one
     (one chat call, when a chat model is configured; `graph.naming`)."""
     graph = load_graph(ws)
@@ -100,7 +100,7 @@ def graph_map(ws: Workspace, *, name_with_model: bool = False) -> GraphMap:
 # ------------------------------------------------------------------------------------------------ node
 
 
-def graph_node(ws: Workspace, target: str, *, allow_stale: bool = False) -> GraphNode:
+def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) -> GraphNode:
     graph = load_graph(ws, allow_stale=allow_stale)
     i, how = resolve_target(ws, graph, target)
     path = graph.paths[i]
@@ -133,7 +133,7 @@ def _similar(graph: Graph, i: int) -> list[tuple[str, float]]:
     return [(graph.paths[j], round(c, 4)) for j, c in sorted(graph.similar[i].items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def resolve_target(ws: Workspace, graph: Graph, target: str) -> tuple[int, str]:
+def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int, str]:
     """The node a request names: an exact path, then a file name (or path suffix), then the closest file by
     skeleton embedding, then by words of paths and definitions. Tests lose ties to non-tests."""
     text = target.strip()
@@ -167,7 +167,7 @@ def resolve_target(ws: Workspace, graph: Graph, target: str) -> tuple[int, str]:
                      "found in file names and definitions)")
 
 
-def _names_a_file(ws: Workspace, rel: str, text: str) -> bool:
+def _names_a_file(ws: WorkspaceContext, rel: str, text: str) -> bool:
     """A target with a directory or an extension, or a file that exists, names a file, not a concept: it is
     never answered with some other file that happens to be close to it."""
     return "/" in text or "\\" in text or bool(re.search(r"\.[A-Za-z0-9]{1,8}$", text)) or \
@@ -189,7 +189,7 @@ def closest_by_name(paths: list[str], wanted: str, limit: int = SUGGESTIONS) -> 
     return [path for _, _, path in sorted(scored)[:limit]]
 
 
-def _by_embedding(ws: Workspace, graph: Graph, text: str) -> int | None:
+def _by_embedding(ws: WorkspaceContext, graph: Graph, text: str) -> int | None:
     file_ids, vectors = edge_store.skeleton_matrix(ws.store)
     if not file_ids:
         return None
@@ -237,7 +237,7 @@ def _by_words(graph: Graph, text: str) -> int | None:
 # ------------------------------------------------------------------------------------------------ path
 
 
-def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
+def graph_path(ws: WorkspaceContext, source: str, target: str) -> GraphPath:
     from codeloupe.graph.analysis import hub_tolls, shortest_path
 
     graph = load_graph(ws)
@@ -264,7 +264,7 @@ def graph_path(ws: Workspace, source: str, target: str) -> GraphPath:
     return GraphPath(pa, pb, True, meets, hops, note)
 
 
-def _hop(ws: Workspace, graph: Graph, u: int, v: int) -> Hop:
+def _hop(ws: WorkspaceContext, graph: Graph, u: int, v: int) -> Hop:
     forward, backward = graph.out_edges[u].get(v, []), graph.out_edges[v].get(u, [])
     if not forward and not backward:
         cosine = graph.similar[u].get(v, 0.0)
@@ -287,7 +287,7 @@ def _hop(ws: Workspace, graph: Graph, u: int, v: int) -> Hop:
     return Hop(graph.paths[u], graph.paths[v], kind, direction, carriers, use, definition)
 
 
-def _name_matches(ws: Workspace, graph: Graph, user: int, definer: int) -> list[str]:
+def _name_matches(ws: WorkspaceContext, graph: Graph, user: int, definer: int) -> list[str]:
     """Top-level names of the definer that appear as words in the user's text (when no AST site carries)."""
     try:
         words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", ws.read_lines(graph.paths[user])))
@@ -326,7 +326,7 @@ def _describe(graph: Graph, route: list[int], hops: list[Hop]) -> tuple[bool, st
 # ------------------------------------------------------------------------------------------------ retrieval & editor
 
 
-def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[str, str]]:
+def neighbours(ws: WorkspaceContext, paths: list[str], limit: int = 7) -> list[tuple[str, str]]:
     """Graph neighbours of retrieval's top files, for its RELATED section: (path, one-line reason).
 
     Files linked to more of the top files come first, then to higher-ranked ones; hubs (god nodes) and
@@ -358,14 +358,14 @@ def neighbours(ws: Workspace, paths: list[str], limit: int = 7) -> list[tuple[st
     return [(graph.paths[j], found[j][2]) for j in order[:limit]]
 
 
-def file_summary(ws: Workspace, path: str, *, allow_stale: bool = False) -> FileSummary:
+def file_summary(ws: WorkspaceContext, path: str, *, allow_stale: bool = False) -> FileSummary:
     graph = load_graph(ws, allow_stale=allow_stale)
     i = _require(ws, graph, path)
     return FileSummary(graph.paths[i], graph.community[i], community_name(ws, graph, graph.community[i]),
                        len(graph.out_edges[i]), len(graph.in_edges[i]), i in graph.gods, _similar(graph, i))
 
 
-def definition_users(ws: Workspace, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:
+def definition_users(ws: WorkspaceContext, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:
     """Qualified name of each definition in `path` -> the other files that use it, with the line of the use
     (the first call site, else the import)."""
     graph = load_graph(ws, allow_stale=allow_stale)
@@ -380,7 +380,7 @@ def definition_users(ws: Workspace, path: str, *, allow_stale: bool = False) -> 
     return {name: sorted(found.items()) for name, found in sorted(users.items())}
 
 
-def _require(ws: Workspace, graph: Graph, path: str) -> int:
+def _require(ws: WorkspaceContext, graph: Graph, path: str) -> int:
     try:
         rel = ws.relative(path)
     except ValueError as exc:

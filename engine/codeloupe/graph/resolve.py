@@ -224,6 +224,23 @@ class ResolveContext:
         return "", ""
 
 
+def nearest(candidates: list[str], path: str) -> list[str]:
+    """The candidates that share the most leading directories with `path`, in their order (several import roots
+    hold a module: a vendored copy, a monorepo of packages; the importer's own tree wins). Counting shared
+    components ranks as `len(posixpath.commonpath(...))` does, for a fraction of its cost on a save's path."""
+    parts = path.split("/")
+    shared = []
+    for candidate in candidates:
+        count = 0
+        for mine, theirs in zip(parts, candidate.split("/")):
+            if mine != theirs:
+                break
+            count += 1
+        shared.append(count)
+    best = max(shared, default=0)
+    return [c for c, count in zip(candidates, shared) if count == best]
+
+
 def read_config(read: Callable[[str], bytes], rel: str) -> str | None:
     try:
         return read(rel).decode("utf-8", errors="replace")
@@ -245,12 +262,31 @@ def provided_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | No
     """Words through which other files can reach `path`: its file stem (and directory name where the file
     stands for its directory), every name it defines (nested types too: Ruby constants) and every symbol it
     imports (re-exports)."""
+    return _reach_tokens(path, facts, resolver) | {name for name, _, _ in _looked_up(facts)}
+
+
+def changed_tokens(path: str, old: FileFacts, new: FileFacts, resolver: LanguageResolver | None) -> set[str]:
+    """`provided_tokens` of a file changed in place, less the names both versions define alike: resolution
+    asks only whether a file defines a name (of a kind, under a parent), never where, so a definition kept
+    across the change answers every lookup as before. A save that touches a few lines then reaches the files
+    naming the file or what it re-exports, not every file that mentions one of its definitions."""
+    changed = _looked_up(old) ^ _looked_up(new)
+    return _reach_tokens(path, old, resolver) | _reach_tokens(path, new, resolver) | {n for n, _, _ in changed}
+
+
+def _looked_up(facts: FileFacts) -> set[tuple[str, str, str]]:
+    """(name, parent, kind) of the definitions other files can look up by name. Methods are never looked up
+    across files by name alone (only top-level names and nested types are)."""
+    return {(d.name, d.parent, d.kind) for d in facts.definitions
+            if d.name and (not d.parent or d.kind not in ("method", "function"))}
+
+
+def _reach_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
+    """The file's own names (stem, package, directory where it stands for one) and what it re-exports."""
     stem = posixpath.basename(path).split(".")[0]
     out = {stem, facts.package}
     if resolver is not None and (resolver.files_are_packages or stem in resolver.directory_stems):
         out.add(posixpath.basename(posixpath.dirname(path)))
-    # Methods are never looked up across files by name alone (only top-level names and nested types are).
-    out.update(d.name for d in facts.definitions if not d.parent or d.kind not in ("method", "function"))
     for imp in facts.imports:
         # What a file binds to a symbol can be imported from it again (a re-export); a plain module import
         # (`import re`) is reached only through this file's own name, which is already here.

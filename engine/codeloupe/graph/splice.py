@@ -15,12 +15,12 @@ from codeloupe.index import content_hash
 from codeloupe.types import Expansion
 
 if TYPE_CHECKING:
-    from codeloupe.api import Workspace
+    from codeloupe.context import WorkspaceContext
 
 MAX_SPLICED_LINES = 40  # per side; the use line stays inside the window
 
 
-def splice_hops(ws: Workspace, hops: list[Hop]) -> list[Hop]:
+def splice_hops(ws: WorkspaceContext, hops: list[Hop]) -> list[Hop]:
     """`hops` with the code of each side whose file is unchanged since indexing."""
     indexed = {path: row.hash for path, row in ws.store.file_rows().items()}
     verified: dict[str, bool] = {}
@@ -44,7 +44,7 @@ def splice_hops(ws: Workspace, hops: list[Hop]) -> list[Hop]:
     return spliced
 
 
-def _read(ws: Workspace, span: Span) -> Expansion:
+def _read(ws: WorkspaceContext, span: Span) -> Expansion:
     return ws.expand(span.path, span.start_line, span.end_line)
 
 

@@ -6,18 +6,16 @@ names they define finds the file a report is about even when no single chunk mat
 
 from __future__ import annotations
 
-from collections import defaultdict
+import numpy as np
 
 from codeloupe.lanes.lexical import BM25Index
 from codeloupe.lanes.tokens import path_tokens, tokenize
-from codeloupe.store import SymbolRow
 
 
-def build_entity_index(file_paths: dict[int, str], symbols: list[SymbolRow]) -> tuple[list[int], BM25Index]:
-    """(file ids in document order, the BM25 index over them)."""
-    names: dict[int, list[str]] = defaultdict(list)
-    for sym in symbols:
-        names[sym.file_id].append(f"{sym.name} {sym.signature}")
+def build_entity_index(file_paths: dict[int, str], definition_words: dict[int, str]) -> tuple[np.ndarray, BM25Index]:
+    """(file ids in document order, the BM25 index over them); `definition_words`: each file's definitions'
+    names and signatures as one text (`Store.definition_words`). Documents are tokenised as the index
+    consumes them, never all held at once."""
     file_ids = sorted(file_paths)
-    docs = [path_tokens(file_paths[f]) + tokenize(" ".join(names.get(f, []))) for f in file_ids]
-    return file_ids, BM25Index(docs)
+    docs = (path_tokens(file_paths[f]) + tokenize(definition_words.get(f, "")) for f in file_ids)
+    return np.array(file_ids, np.int64), BM25Index(docs, keep_counts=False)

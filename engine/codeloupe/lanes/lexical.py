@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,55 +19,68 @@ TOKENS_VERSION = 3
 
 
 class BM25Index:
-    """Documents are token lists; `scores(terms)` returns one BM25 score per document."""
+    """Documents are token lists; `scores(terms)` returns one BM25 score per document.
 
-    def __init__(self, documents: Iterable[list[str]], stats_from: BM25Index | None = None) -> None:
+    Held as one CSC matrix of BM25 weights (documents x vocabulary); the raw term counts, which only grouping
+    into files and saving need, share its structure (indices and pointers) and keep only a uint16 per entry.
+    """
+
+    def __init__(self, documents: Iterable[list[str]], stats_from: BM25Index | None = None, *,
+                 keep_counts: bool = True) -> None:
         """`stats_from`: score these documents with another index's IDF and average length, so their scores
-        line up with that index's (a small batch of changed files searched beside the full index)."""
+        line up with that index's (a small batch of changed files searched beside the full index).
+        `keep_counts`: keep the raw counts (for `grouped` and `save`); an index that is neither grouped nor
+        saved drops them."""
         vocab: dict[str, int] = {}
-        indptr = [0]
-        indices: list[int] = []
-        counts: list[int] = []
+        # Typed arrays, not lists: at 200K chunks a list of Python ints per entry peaked at gigabytes.
+        indptr = array("q", [0])
+        indices = array("i")
+        counts = array("i")
+        column = vocab.setdefault
         for tokens in documents:
             tf = Counter(tokens)
-            for term, n in tf.items():
-                col = vocab.setdefault(term, len(vocab))
-                indices.append(col)
-                counts.append(n)
+            indices.extend([column(term, len(vocab)) for term in tf])
+            counts.extend(tf.values())
             indptr.append(len(indices))
-        tf_matrix = sparse.csr_matrix(
-            (np.asarray(counts, np.float32), np.asarray(indices, np.int32), np.asarray(indptr, np.int64)),
+        tf = sparse.csr_matrix(
+            (np.frombuffer(counts, np.int32).astype(np.float32), np.frombuffer(indices, np.int32),
+             np.frombuffer(indptr, np.int64)),
             shape=(len(indptr) - 1, len(vocab)),
-        )
-        self._weigh(tf_matrix, vocab, stats_from)
+        ).tocsc()
+        del indices, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
+        self._weigh(tf, vocab, stats_from, keep_counts)
 
     @classmethod
     def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int) -> BM25Index:
         """One document per group of `index`'s documents (`groups[i]`: the group of document i), its terms
         the sum of theirs: a file-level index from the chunk-level one, with no tokenising."""
+        assert index._counts is not None, "grouping needs an index that kept its counts"
         member = sparse.csr_matrix((np.ones(len(groups), np.float32), (groups, np.arange(len(groups)))),
                                    shape=(n_groups, index.n_docs))
-        counts = (member @ index._counts.tocsr()).tocsr()
+        counts = (member @ index._counts.astype(np.float32)).tocsc()
         counts.sort_indices()
         out = cls.__new__(cls)
-        out._weigh(counts, index.vocab, None)
+        out._weigh(counts, index.vocab, None, keep_counts=False)
         return out
 
-    def _weigh(self, tf_matrix: sparse.csr_matrix, vocab: dict[str, int], stats_from: BM25Index | None) -> None:
-        """Turn raw term counts (documents x vocab) into the BM25 weight of every entry."""
-        n_docs = tf_matrix.shape[0]
+    def _weigh(self, tf: sparse.csc_matrix, vocab: dict[str, int], stats_from: BM25Index | None,
+               keep_counts: bool) -> None:
+        """Turn raw term counts (documents x vocab, CSC) into the BM25 weight of every entry."""
+        n_docs = tf.shape[0]
         self.vocab = vocab
         self.n_docs = n_docs
         self._idf = np.zeros(len(vocab), np.float32)
         self.avg_len = 1.0
-        self._counts = sparse.csc_matrix(tf_matrix, dtype=np.float32)
+        self._counts: sparse.csc_matrix | None = None
         if n_docs == 0 or not vocab:
             self._matrix = sparse.csc_matrix((n_docs, len(vocab)), dtype=np.float32)
+            if keep_counts:
+                self._counts = sparse.csc_matrix((n_docs, len(vocab)), dtype=np.uint16)
             return
-        doc_len = np.asarray(tf_matrix.sum(axis=1), np.float32).ravel()
+        doc_len = np.bincount(tf.indices, weights=tf.data, minlength=n_docs).astype(np.float32)
         if stats_from is None or stats_from.n_docs == 0:
             avg = float(doc_len.mean()) or 1.0
-            df = np.bincount(tf_matrix.indices, minlength=len(vocab)).astype(np.float32)
+            df = np.diff(tf.indptr).astype(np.float32)
             idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
         else:
             avg = stats_from.avg_len
@@ -75,12 +89,13 @@ class BM25Index:
         self.avg_len = avg
         self._idf = idf
         # Per-entry BM25 weight, precomputed once: tf*(k1+1) / (tf + k1*(1-b+b*len/avg)) * idf.
-        rows = np.repeat(np.arange(n_docs), np.diff(tf_matrix.indptr))
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doc_len[rows] / avg)
-        tf = tf_matrix.data
-        weighted = tf_matrix.copy()
-        weighted.data = (tf * (BM25_K1 + 1.0) / (tf + norm) * idf[tf_matrix.indices]).astype(np.float32)
-        self._matrix = weighted.tocsc()
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * doc_len[tf.indices] / avg)
+        weights = tf.data * (BM25_K1 + 1.0) / (tf.data + norm)
+        weights *= np.repeat(idf, np.diff(tf.indptr))
+        self._matrix = sparse.csc_matrix((weights.astype(np.float32), tf.indices, tf.indptr), shape=tf.shape)
+        if keep_counts:  # a term more than 65,535 times in one chunk counts as 65,535 (BM25 saturated long before)
+            self._counts = sparse.csc_matrix((np.minimum(tf.data, 65535).astype(np.uint16), tf.indices, tf.indptr),
+                                             shape=tf.shape)
 
     def idf_of(self, term: str, default: float) -> float:
         col = self.vocab.get(term)
@@ -106,6 +121,7 @@ class BM25Index:
     def save(self, path: Path, row_ids: np.ndarray, stamp: str) -> None:
         """Write the index beside the store, tagged with what it was built from (atomic replace)."""
         m = self._matrix
+        assert self._counts is not None, "saving needs an index that kept its counts"
         vocab, vocab_ends = pack_strings(list(self.vocab))  # dict order is column order
         save_arrays(path, f"{TOKENS_VERSION}:{stamp}", {
             "data": m.data, "counts": self._counts.data, "indices": m.indices, "indptr": m.indptr,
@@ -123,14 +139,17 @@ class BM25Index:
         try:
             index = cls.__new__(cls)
             shape = tuple(int(x) for x in z["shape"])
-            index._matrix = sparse.csc_matrix((z["data"], z["indices"], z["indptr"]), shape=shape)
+            indices, indptr = z["indices"], z["indptr"]  # both matrices share them
+            index._matrix = sparse.csc_matrix((z["data"], indices, indptr), shape=shape)
             index._matrix.check_format(full_check=True)
-            index._counts = sparse.csc_matrix((z["counts"], z["indices"], z["indptr"]), shape=shape)
+            counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
+            index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
             index._idf = z["idf"]
             index.avg_len = float(z["avg_len"][0])
             index.n_docs = int(z["n_docs"][0])
             words = unpack_strings(z["vocab"], z["vocab_ends"])
-            if len(words) != shape[1] or len(index._idf) != shape[1] or index.n_docs != shape[0]:
+            if len(words) != shape[1] or len(index._idf) != shape[1] or index.n_docs != shape[0] or \
+                    len(counts) != len(indices):
                 return None
             index.vocab = {w: i for i, w in enumerate(words)}
             return index

@@ -9,10 +9,10 @@ ranking.SYMBOL_PLAIN_WORD.
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import defaultdict
-from itertools import chain
+from array import array
+from collections.abc import Iterable
+from itertools import islice
 
 import numpy as np
 
@@ -25,31 +25,85 @@ from codeloupe.store import ChunkTable, SymbolRow
 _MAPS = ("by_name", "by_lower", "by_qualified")
 
 
+class Postings:
+    """Chunk rows per key, as one int32 array grouped by key (CSR) and a dict of keys to groups: a list per
+    key held 1.35M Python ints three times over for the standard library copied to 200K chunks."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, int] = {}
+        self._slot_of_entry = array("i")
+        self._row_of_entry = array("i")
+        self._offsets = np.zeros(1, np.int64)
+        self._rows = np.zeros(0, np.int32)
+
+    def add(self, key: str, row: int) -> None:
+        self._slot_of_entry.append(self._slots.setdefault(key, len(self._slots)))
+        self._row_of_entry.append(row)
+
+    def freeze(self) -> None:
+        """Group the added entries by key (in the order they were added) and drop the staging arrays."""
+        slots = np.frombuffer(self._slot_of_entry, np.int32)
+        order = np.argsort(slots, kind="stable")
+        self._rows = np.frombuffer(self._row_of_entry, np.int32)[order].copy()
+        self._offsets = np.concatenate([[0], np.cumsum(np.bincount(slots, minlength=len(self._slots)))])
+        self._slot_of_entry, self._row_of_entry = array("i"), array("i")
+
+    def get(self, key: str) -> list[int]:
+        slot = self._slots.get(key)
+        return [] if slot is None else self._rows[self._offsets[slot]:self._offsets[slot + 1]].tolist()
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The frozen postings as arrays (keys in slot order, group offsets, rows), to save beside the index."""
+        keys, key_ends = pack_strings(list(self._slots))  # dict order is slot order
+        return {f"{prefix}_keys": keys, f"{prefix}_key_ends": key_ends, f"{prefix}_offsets": self._offsets,
+                f"{prefix}_rows": self._rows}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str, n_chunks: int) -> Postings:
+        """The postings `arrays()` wrote; a ValueError when they do not fit together or rows past `n_chunks`."""
+        keys = unpack_strings(arrays[f"{prefix}_keys"], arrays[f"{prefix}_key_ends"])
+        offsets, rows = arrays[f"{prefix}_offsets"].astype(np.int64), arrays[f"{prefix}_rows"].astype(np.int32)
+        if len(offsets) != len(keys) + 1 or int(offsets[0]) != 0 or int(offsets[-1]) != len(rows) or \
+                bool(np.any(np.diff(offsets) < 0)) or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max())
+                                                        < n_chunks):
+            raise ValueError(f"the saved symbol map {prefix} does not fit the chunk table")
+        postings = cls()
+        postings._slots = {key: slot for slot, key in enumerate(keys)}
+        postings._offsets, postings._rows = offsets, rows
+        return postings
+
+
 class SymbolIndex:
-    def __init__(self, table: ChunkTable, symbols: list[SymbolRow]) -> None:
+    def __init__(self, table: ChunkTable, symbols: Iterable[SymbolRow]) -> None:
         self.n_chunks = len(table.ids)
-        self._file_starts = _file_starts(table)
-        self.by_name: dict[str, list[int]] = defaultdict(list)
-        self.by_lower: dict[str, list[int]] = defaultdict(list)
-        self.by_qualified: dict[str, list[int]] = defaultdict(list)
-        for sym in symbols:
-            row = self.chunk_at(sym.file_id, sym.start_line)
-            if row is None:
-                continue
-            self.by_name[sym.name].append(row)
-            self.by_lower[sym.name.lower()].append(row)
-            qualified = f"{sym.parent}.{sym.name}" if sym.parent else sym.name
-            self.by_qualified[qualified.lower()].append(row)
+        self._locate_chunks(table)
+        self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
+        symbols = iter(symbols)
+        while page := list(islice(symbols, _PAGE)):  # a page at a time: the rows are not all held at once
+            rows = self._chunks_at(np.fromiter((s.file_id for s in page), np.int64, len(page)),
+                                   np.fromiter((s.start_line for s in page), np.int64, len(page)))
+            for sym, row in zip(page, rows.tolist()):
+                if row < 0:
+                    continue
+                self.by_name.add(sym.name, row)
+                self.by_lower.add(sym.name.lower(), row)
+                self.by_qualified.add(f"{sym.parent}.{sym.name}".lower() if sym.parent else sym.name.lower(), row)
+        for postings in (self.by_name, self.by_lower, self.by_qualified):
+            postings.freeze()
+
+    def _locate_chunks(self, table: ChunkTable) -> None:
+        # Chunk rows ordered by (file id, start line), keyed by both in one int64: the chunk holding a line
+        # is one binary search (arrays, not a list of tuples per file: at 200K chunks those were 30 MB).
+        order = np.lexsort((table.start_lines, table.file_ids))
+        self._start_keys = _line_keys(table.file_ids[order], table.start_lines[order])
+        self._start_rows = order.astype(np.int64)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The name maps as arrays (keys, end offsets, chunk rows), to save beside the index: rebuilding them
-        is a Python loop over every symbol of the workspace."""
+        """The name maps as arrays, to save beside the index: rebuilding them is a Python loop over every
+        symbol of the workspace."""
         out: dict[str, np.ndarray] = {}
         for name in _MAPS:
-            mapping: dict[str, list[int]] = getattr(self, name)
-            out[f"{name}_keys"], out[f"{name}_key_ends"] = pack_strings(list(mapping))
-            out[f"{name}_row_ends"] = np.cumsum([len(rows) for rows in mapping.values()], dtype=np.int64)
-            out[f"{name}_rows"] = np.fromiter(chain.from_iterable(mapping.values()), np.int64)
+            out.update(getattr(self, name).arrays(name))
         return out
 
     @classmethod
@@ -57,32 +111,31 @@ class SymbolIndex:
         """The index `arrays()` described, over `table`; a ValueError when the arrays do not fit it."""
         index = cls.__new__(cls)
         index.n_chunks = len(table.ids)
-        index._file_starts = _file_starts(table)
-        for name in _MAPS:
-            keys = unpack_strings(arrays[f"{name}_keys"], arrays[f"{name}_key_ends"])
-            ends, rows = arrays[f"{name}_row_ends"], arrays[f"{name}_rows"]
-            if len(ends) != len(keys) or (len(ends) and int(ends[-1]) != len(rows)) or \
-                    bool(np.any(np.diff(ends) < 0)) or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max())
-                                                         < index.n_chunks):
-                raise ValueError(f"the saved symbol map {name} does not fit the chunk table")
-            flat, bounds = rows.tolist(), [0, *ends.tolist()]
-            mapping: dict[str, list[int]] = defaultdict(list)
-            mapping.update((key, flat[bounds[i]:bounds[i + 1]]) for i, key in enumerate(keys))
-            setattr(index, name, mapping)
+        index._locate_chunks(table)
+        index.by_name, index.by_lower, index.by_qualified = (Postings.from_arrays(arrays, name, index.n_chunks)
+                                                             for name in _MAPS)
         return index
 
     def chunk_at(self, file_id: int, line: int) -> int | None:
-        """Row of the chunk of `file_id` that holds `line`."""
-        spans = self._file_starts.get(file_id)
-        if not spans:
-            return None
-        i = bisect.bisect_right(spans, (line, math.inf)) - 1
-        return spans[max(i, 0)][1]
+        """Row of the chunk of `file_id` that holds `line` (its first chunk for a line before it)."""
+        row = int(self._chunks_at(np.array([file_id], np.int64), np.array([line], np.int64))[0])
+        return None if row < 0 else row
+
+    def _chunks_at(self, file_ids: np.ndarray, lines: np.ndarray) -> np.ndarray:
+        """`chunk_at` for many (file id, line) pairs at once; -1 for a file with no chunk."""
+        keys = self._start_keys
+        if len(keys) == 0:
+            return np.full(len(file_ids), -1, np.int64)
+        pos = np.searchsorted(keys, _line_keys(file_ids, lines), side="right") - 1
+        before = (pos < 0) | ((keys[np.maximum(pos, 0)] >> 32) != file_ids)  # line before the file's first chunk
+        pos = np.where(before, pos + 1, pos)
+        ok = (pos < len(keys)) & ((keys[np.minimum(pos, len(keys) - 1)] >> 32) == file_ids)
+        return np.where(ok, self._start_rows[np.minimum(pos, len(keys) - 1)], -1)
 
     def definitions(self, name: str) -> list[int]:
         """Chunk rows defining `name` (exact, then qualified, then case-insensitive)."""
         key = _normalise_qualified(name)
-        return self.by_name.get(name) or self.by_qualified.get(key) or self.by_lower.get(name.lower(), [])
+        return self.by_name.get(name) or self.by_qualified.get(key) or self.by_lower.get(name.lower())
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(self.n_chunks, np.float32)
@@ -106,23 +159,21 @@ class SymbolIndex:
         if any(sep in word for sep in (".", "::", "#")):
             key = _normalise_qualified(word)
             last = key.rsplit(".", 1)[-1]
-            return [(self.by_qualified.get(key, []), R.SYMBOL_QUALIFIED),
-                    (self.by_lower.get(last, []), R.SYMBOL_CASELESS_IDENTIFIER)]
+            return [(self.by_qualified.get(key), R.SYMBOL_QUALIFIED),
+                    (self.by_lower.get(last), R.SYMBOL_CASELESS_IDENTIFIER)]
         if short or looks_like_identifier(word):
-            exact = self.by_name.get(word, [])
-            return [(exact, R.SYMBOL_EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower(), []),
+            exact = self.by_name.get(word)
+            return [(exact, R.SYMBOL_EXACT_IDENTIFIER)] if exact else [(self.by_lower.get(word.lower()),
                                                                  R.SYMBOL_CASELESS_IDENTIFIER)]
-        return [(self.by_lower.get(word.lower(), []), R.SYMBOL_PLAIN_WORD)]  # a word inside a sentence
+        return [(self.by_lower.get(word.lower()), R.SYMBOL_PLAIN_WORD)]  # a word inside a sentence
 
 
-def _file_starts(table: ChunkTable) -> dict[int, list[tuple[int, int]]]:
-    """Per file: its chunks' (start line, row), sorted, to find the chunk holding a line."""
-    rows = np.lexsort((np.arange(len(table.ids)), table.start_lines, table.file_ids))
-    files, starts = table.file_ids[rows].tolist(), table.start_lines[rows].tolist()
-    out: dict[int, list[tuple[int, int]]] = {}
-    for file_id, start, row in zip(files, starts, rows.tolist()):
-        out.setdefault(file_id, []).append((start, row))
-    return out
+_PAGE = 50_000
+
+
+def _line_keys(file_ids: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """One sortable int64 per (file id, line): the file id in the high 32 bits."""
+    return (file_ids.astype(np.int64) << 32) | np.clip(lines, 0, 2**32 - 1).astype(np.int64)
 
 
 def _normalise_qualified(name: str) -> str:

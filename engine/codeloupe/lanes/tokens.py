@@ -60,6 +60,16 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def term_set(text: str) -> set[str]:
+    """The distinct terms of `tokenize(text)`, each distinct word tokenised once: a long chunk repeats its
+    words, and pseudo-relevance feedback reads whole chunks on every question."""
+    terms: set[str] = set()
+    for word in set(_WORD.findall(text)):
+        if len(word) <= 64:  # as in tokenize
+            terms.update(word_tokens(word))
+    return terms
+
+
 def path_tokens(path: str) -> list[str]:
     """A file's path as search terms: the stem twice (it names the file), the last three directory names."""
     parts = path.split("/")

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import sys
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, overload
 
 import numpy as np
 
@@ -133,6 +135,82 @@ class SkippedFile:
     reason: str
 
 
+class TextReader(Protocol):
+    """What a table's texts are read back from: either store."""
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, str]: ...
+
+
+class ChunkTexts(Sequence[str]):
+    """The text of each chunk of a table, read from the store when asked rather than held: at 200K chunks the
+    texts were 400 MB of the server's memory, while a query reads a few dozen of them (snippets, feedback)
+    and only whole-workspace passes (the BM25 build, `locate`, the tour) read them all, streamed in batches.
+
+    A chunk replaced since the table was read (its file re-indexed) reads as "": the snapshot that holds
+    the row already masks it out."""
+
+    def __init__(self, store: TextReader, ids: np.ndarray) -> None:
+        self._store = store
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, row: int) -> str: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[str]: ...
+    def __getitem__(self, row: int | slice) -> str | list[str]:
+        if isinstance(row, slice):
+            return self.many(range(len(self._ids))[row])
+        return self.many([row])[0]
+
+    def many(self, rows: Iterable[int]) -> list[str]:
+        """The texts of `rows`, in their order (one query per 500 rows)."""
+        ids = self._ids[np.fromiter(rows, np.int64)].tolist()
+        found = self._store.chunk_texts(ids)
+        return [found.get(i, "") for i in ids]
+
+    def __iter__(self) -> Iterator[str]:
+        for start in range(0, len(self._ids), _TEXT_BATCH):
+            yield from self.many(range(start, min(start + _TEXT_BATCH, len(self._ids))))
+
+    def __add__(self, other: ChunkTexts) -> ChunkTexts:
+        return ChunkTexts(self._store, np.concatenate([self._ids, other._ids]))
+
+
+_TEXT_BATCH = 2000
+_VECTOR_PAGE = 20_000
+
+
+class JsonLists(Sequence[list[str]]):
+    """A column of short string lists kept as their JSON text (one string per row instead of a list and a
+    string per item: a third of the memory), decoded when a row is read."""
+
+    def __init__(self, encoded: list[str]) -> None:
+        self._encoded = encoded
+
+    @property
+    def encoded(self) -> list[str]:
+        """Each row's JSON text (what a saved snapshot writes)."""
+        return self._encoded
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    @overload
+    def __getitem__(self, row: int) -> list[str]: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[list[str]]: ...
+    def __getitem__(self, row: int | slice) -> list[str] | list[list[str]]:
+        if isinstance(row, slice):
+            return [json.loads(e) for e in self._encoded[row]]
+        return json.loads(self._encoded[row])
+
+    def __add__(self, other: JsonLists) -> JsonLists:
+        return JsonLists(self._encoded + other._encoded)
+
+
 @dataclass
 class ChunkTable:
     """Every chunk of the workspace as parallel columns (what the lanes build their matrices from)."""
@@ -141,14 +219,31 @@ class ChunkTable:
     file_ids: np.ndarray  # int64 [n]
     start_lines: np.ndarray  # int32 [n]
     end_lines: np.ndarray  # int32 [n]
-    kinds: list[str]
+    kinds: list[str]  # interned: a handful of distinct values
     names: list[str]
     breadcrumbs: list[str]
-    symbols: list[list[str]]
-    texts: Sequence[str]  # a list, or the saved snapshot's bytes decoded when read (codeloupe.saved)
+    symbols: JsonLists
+    texts: ChunkTexts
+
+    @classmethod
+    def from_rows(cls, store: TextReader, rows: list[tuple]) -> ChunkTable:
+        """From (id, file_id, start_line, end_line, kind, name, breadcrumb, symbols JSON) rows; the texts stay
+        in `store` and are read when asked."""
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        return cls(
+            ids=ids,
+            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
+            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
+            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
+            kinds=[sys.intern(r[4]) for r in rows],
+            names=[r[5] for r in rows],
+            breadcrumbs=[r[6] for r in rows],
+            symbols=JsonLists([r[7] for r in rows]),
+            texts=ChunkTexts(store, ids),
+        )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no per-row __dict__: the whole table is read at once
 class SymbolRow:
     file_id: int
     name: str
@@ -471,19 +566,38 @@ class Store:
 
     def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable:
         """Every chunk (or those of `file_ids`), ordered by id."""
-        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols, text FROM chunks"
+        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols FROM chunks"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "id")
-        return ChunkTable(
-            ids=np.array([r[0] for r in rows], dtype=np.int64),
-            file_ids=np.array([r[1] for r in rows], dtype=np.int64),
-            start_lines=np.array([r[2] for r in rows], dtype=np.int32),
-            end_lines=np.array([r[3] for r in rows], dtype=np.int32),
-            kinds=[r[4] for r in rows],
-            names=[r[5] for r in rows],
-            breadcrumbs=[r[6] for r in rows],
-            symbols=[json.loads(r[7]) for r in rows],
-            texts=[r[8] for r in rows],
-        )
+        return ChunkTable.from_rows(self, rows)
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, str]:
+        """{chunk id: text} of those of `ids` still in the index."""
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
+            part = ids[start:start + 500]
+            out.update(self.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+        return out
+
+    def definition_counts(self) -> dict[int, int]:
+        """{file id: how many definitions it has}, for files with any."""
+        return dict(self.query("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
+
+    def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
+        """Every symbol row, read a page of ids at a time (the whole table at once is a large transient:
+        1.35M rows for the standard library copied to 200K chunks)."""
+        sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+               " WHERE id > ? ORDER BY id LIMIT ?")
+        last = -1
+        while rows := self.query(sql, (last, page)):
+            last = rows[-1][0]
+            yield from (SymbolRow(*r[1:]) for r in rows)
+            if len(rows) < page:
+                return
+
+    def definition_words(self) -> dict[int, str]:
+        """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text)."""
+        return dict(self.query("SELECT file_id, group_concat(name || ' ' || signature, ' ') FROM symbols"
+                               " GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
@@ -581,13 +695,26 @@ class Store:
 
     def vector_matrix(self, table: str, model: str) -> VectorMatrix:
         key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
-        rows = self.query(f"SELECT {key[1]}, scale, vec FROM {key[0]} WHERE model=? ORDER BY {key[1]}", (model,))
-        if not rows:
+        sql = f"SELECT {key[1]}, scale, vec FROM {key[0]} WHERE model=? AND {key[1]} > ? ORDER BY {key[1]} LIMIT ?"
+        # Read in pages of ids into arrays: the whole result as Python tuples was 1.4x the matrix again.
+        parts: list[VectorMatrix] = []
+        last = -1
+        while True:
+            rows = self.query(sql, (model, last, _VECTOR_PAGE))
+            if rows:
+                parts.append(VectorMatrix(
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), -1),
+                    np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))))
+                last = rows[-1][0]
+            if len(rows) < _VECTOR_PAGE:
+                break
+        if not parts:
             return VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32))
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        scales = np.fromiter((r[1] for r in rows), dtype=np.float32, count=len(rows))
-        q = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), -1)
-        return VectorMatrix(ids, q, scales)
+        if len(parts) == 1:
+            return parts[0]
+        return VectorMatrix(np.concatenate([p.ids for p in parts]), np.concatenate([p.q for p in parts]),
+                            np.concatenate([p.scales for p in parts]))
 
     def vector_counts(self, model: str) -> dict[str, int]:
         return {

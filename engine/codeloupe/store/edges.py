@@ -64,9 +64,10 @@ def file_text(store: Store, file_id: int) -> str:
 def put_facts(store: Store, version: int, rows: Iterable[tuple[int, str]]) -> None:
     """Store (file id, facts JSON) rows; a file re-indexed meanwhile (its id is gone) is skipped."""
     with store.transaction() as conn:
-        conn.executemany(
-            "INSERT OR REPLACE INTO graph_facts (file_id, version, facts)"
-            " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM files WHERE id = ?)",
+        conn.executemany(  # an upsert both SQLite and PostgreSQL speak (store.postgres runs this module too)
+            "INSERT INTO graph_facts (file_id, version, facts)"
+            " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM files WHERE id = ?)"
+            " ON CONFLICT (file_id) DO UPDATE SET version = excluded.version, facts = excluded.facts",
             [(file_id, version, facts, file_id) for file_id, facts in rows],
         )
 

@@ -96,12 +96,12 @@ def put_flow(store: Store, *, question: str, mode: str, model: str, question_vec
     """Insert a flow (and delete the ones it replaces) in one transaction; returns its id."""
     with store.transaction() as conn:
         conn.executemany("DELETE FROM flows WHERE id = ?", [(i,) for i in replaces])  # flow_files cascade
-        cursor = conn.execute(
+        # RETURNING rather than lastrowid: store.postgres runs this module's SQL too.
+        flow_id = int(conn.execute(
             "INSERT INTO flows (question, mode, model, question_vec, semantic_vec, prose, parts, created)"
-            " VALUES (?,?,?,?,?,?,?,?)",
+            " VALUES (?,?,?,?,?,?,?,?) RETURNING id",
             (question, mode, model, np.asarray(question_vec, np.float32).tobytes(),
-             np.asarray(semantic_vec, np.float32).tobytes(), prose, json.dumps(parts), time.time()))
-        flow_id = int(cursor.lastrowid or 0)
+             np.asarray(semantic_vec, np.float32).tobytes(), prose, json.dumps(parts), time.time())).fetchone()[0])
         conn.executemany("INSERT INTO flow_files (flow_id, path, hash) VALUES (?,?,?)",
                          [(flow_id, path, digest) for path, digest in sorted(files.items())])
         conn.execute("DELETE FROM flows WHERE id NOT IN (SELECT id FROM flows ORDER BY created DESC, id DESC LIMIT ?)",

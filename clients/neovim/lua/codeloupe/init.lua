@@ -1,5 +1,6 @@
 --- codeloupe for Neovim: a thin layer over the built-in LSP client talking to `codeloupe-lsp`.
 local config = require('codeloupe.config')
+local indexdoc = require('codeloupe.indexdoc')
 local lsp = require('codeloupe.lsp')
 local progress = require('codeloupe.progress')
 
@@ -55,6 +56,13 @@ function M.setup(opts)
   vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = progress.on_progress })
   vim.api.nvim_create_autocmd('LspAttach', { group = group, callback = on_attach })
   vim.api.nvim_create_autocmd('LspDetach', { group = group, callback = on_detach })
+  vim.api.nvim_create_autocmd('BufReadCmd', {
+    group = group,
+    pattern = indexdoc.pattern,
+    callback = function(ev)
+      indexdoc.read(ev.buf)
+    end,
+  })
 
   if lsp.enable(config.options) and reconfigure then
     lsp.push_settings(config.options)

@@ -1,5 +1,6 @@
 --- `:Codeloupe live [{query}]`: a picker that asks the server again as you type (no Telescope needed).
 --- A floating prompt, the results in the server's rank order, and a preview of the file at the match line.
+local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 local search = require('codeloupe.search')
@@ -55,7 +56,11 @@ local function show_preview(state)
   end
   local lines = state.files[item.filename]
   if not lines then
-    lines = vim.fn.filereadable(item.filename) == 1 and vim.fn.readfile(item.filename) or {}
+    if indexdoc.is_document(item.filename) then
+      lines = indexdoc.lines(item.filename)
+    else
+      lines = vim.fn.filereadable(item.filename) == 1 and vim.fn.readfile(item.filename) or {}
+    end
     state.files[item.filename] = lines
   end
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)

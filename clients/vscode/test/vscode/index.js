@@ -462,6 +462,8 @@ class TextDocument {
 
 const LANGUAGES = { '.py': 'python', '.js': 'javascript', '.ts': 'typescript', '.md': 'markdown', '.go': 'go', '.rb': 'ruby' };
 const documents = new Map();
+/** Scheme -> TextDocumentContentProvider (registerTextDocumentContentProvider). */
+const contentProviders = new Map();
 
 const noEvent = new EventEmitter().event;
 
@@ -507,16 +509,23 @@ const workspace = {
     async openTextDocument(uri) {
         const key = uri.toString();
         if (!documents.has(key)) {
-            const text = await fs.promises.readFile(uri.fsPath, 'utf8');
-            documents.set(key, new TextDocument(uri, text, LANGUAGES[path.extname(uri.fsPath)] ?? 'plaintext'));
+            // As VS Code: a scheme with a content provider is read through it (a read-only document), files from disk.
+            const provider = uri.scheme === 'file' ? undefined : contentProviders.get(uri.scheme);
+            if (uri.scheme !== 'file' && provider === undefined) {
+                throw new Error(`no content provider for ${uri.toString()}`);
+            }
+            const text = provider ? await provider.provideTextDocumentContent(uri, new CancellationTokenSource().token)
+                : await fs.promises.readFile(uri.fsPath, 'utf8');
+            documents.set(key, new TextDocument(uri, text, LANGUAGES[path.extname(uri.path)] ?? 'plaintext'));
         }
         return documents.get(key);
     },
     createFileSystemWatcher() {
         return { onDidCreate: noEvent, onDidChange: noEvent, onDidDelete: noEvent, dispose() {} };
     },
-    registerTextDocumentContentProvider() {
-        return new Disposable();
+    registerTextDocumentContentProvider(scheme, provider) {
+        contentProviders.set(scheme, provider);
+        return new Disposable(() => contentProviders.delete(scheme));
     },
     async applyEdit() {
         return false;

@@ -8,7 +8,7 @@ from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact
 from codeloupe.graph.langs.common import enclosing, end_line, line, parse, text, walk
-from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
+from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext, nearest
 
 _SCOPES = frozenset({"class_definition", "function_definition"})
 
@@ -112,6 +112,9 @@ class PythonResolver(LanguageResolver):
     layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
 
     def layout(self, ctx: ResolveContext) -> object:
+        # The module table is built with the roots: a process that opens an index reads the layout while its
+        # graph builds, so the first save after it finds the table ready instead of walking every path.
+        self._modules(ctx)
         return self._roots(ctx)
 
     def _roots(self, ctx: ResolveContext) -> list[str]:
@@ -172,8 +175,7 @@ class PythonResolver(LanguageResolver):
             return found[0] if found else ""
         # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins,
         # and a tie is not guessed.
-        best = max(len(posixpath.commonpath([f, path])) for f in found)
-        near = [f for f in found if len(posixpath.commonpath([f, path])) == best]
+        near = nearest(found, path)
         return near[0] if len(near) == 1 else ""
 
     def _base(self, path: str, imp: ImportFact) -> str:

@@ -9,7 +9,7 @@ from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
 from codeloupe.graph.langs.common import end_line, line, parse, string_value, text, walk
-from codeloupe.graph.resolve import LanguageResolver, ResolveContext
+from codeloupe.graph.resolve import LanguageResolver, ResolveContext, nearest
 
 _NAMESPACES = frozenset({"class", "module"})
 _LOADERS = frozenset({"require", "require_relative", "load", "autoload"})
@@ -170,8 +170,7 @@ class RubyResolver(LanguageResolver):
         found = [c for c in (posixpath.join(lib, spec) for lib in self._load_path(ctx)) if ctx.exists(c)]
         if len(found) > 1:
             # A monorepo of gems: the copy in the requiring gem's own tree wins over the others.
-            best = max(len(posixpath.commonpath([f, path])) for f in found)
-            found = [f for f in found if len(posixpath.commonpath([f, path])) == best] or found
+            found = nearest(found, path)
         return (found[0],) if found else ()
 
     def resolve_bare(self, ctx: ResolveContext, path: str, use: UseFact) -> str:

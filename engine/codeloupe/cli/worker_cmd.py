@@ -1,0 +1,45 @@
+"""`codeloupe worker --store URL`: claim queued file batches from the shared index and index them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "worker", help="index batches queued in the shared index (`index --store URL --queue`)",
+        description="Claims queued (repository, file batch) items with SELECT ... FOR UPDATE SKIP LOCKED, reads "
+                    "and chunks the files from the path the batch was queued from, embeds what the shared "
+                    "vector cache does not hold, and writes each batch in one transaction. A claim is a lease: "
+                    "the batch of a worker that dies is claimed again when the lease runs out.")
+    parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
+    parser.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
+    parser.add_argument("--embed-model")
+    parser.add_argument("--embed-base-url")
+    parser.add_argument("--lease-s", type=float, help="seconds a claim lasts (default 120)")
+    parser.add_argument("--exit-when-idle", type=float, metavar="S",
+                        help="stop once the queue has been empty for S seconds (default: run until stopped)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeloupe.settings import SettingsError
+    from codeloupe.shared_index import LEASE_S, run_worker
+    from codeloupe.store import StoreError
+    from codeloupe.store.postgres import MAX_ATTEMPTS
+
+    flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
+             if (value := getattr(args, key)) is not None}
+    try:
+        report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle)
+    except (SettingsError, StoreError) as exc:
+        raise CliError(str(exc)) from exc
+    print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
+          + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else "")
+          + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
+          + (f"; {report.stuck} batches failed {MAX_ATTEMPTS} times and are left queued" if report.stuck else ""),
+          file=sys.stderr)
+    return 0

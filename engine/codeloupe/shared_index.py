@@ -1,0 +1,218 @@
+"""The shared index (`store_url = "postgresql://..."`) above the store: the commit a repository's answers are
+pinned to and the indexing workers that fill the database from a queue. (A repository served from the database
+with no checkout is `codeloupe.api.SharedWorkspace`; which store a workspace opens: `codeloupe.store.opening`.)
+
+`codeloupe index --store URL --queue` walks a workspace, deletes what left it and queues the changed files in
+batches; any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)
+claim batches with `SELECT ... FOR UPDATE SKIP LOCKED`, read and chunk the files, embed what the
+organisation has never embedded (the database's vector cache is asked first), and write each batch in one
+transaction that also marks it done. A claim is a lease: a worker killed mid-batch writes nothing, and its
+batch is claimed again once the lease runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import stat
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
+from codeloupe.discover import Candidate, path_skip_reason, walk
+from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
+from codeloupe.index import Prepared, prepare
+from codeloupe.settings import Settings, load_settings
+from codeloupe.store import StoreError
+from codeloupe.store.postgres import (
+    MAX_ATTEMPTS,
+    BatchFile,
+    PgStore,
+    WorkItem,
+    WorkQueue,
+    content_key,
+)
+from codeloupe.store.protocol import IndexStore
+
+log = logging.getLogger("codeloupe.shared")
+
+# Files per queued batch: one worker transaction each (small enough that a killed worker loses little).
+BATCH_FILES = 50
+# How long a claim lasts before another worker may take the batch over.
+LEASE_S = 120.0
+
+
+def pin_source(store: IndexStore, root: Path, *, named: bool = False) -> None:
+    """In the shared index, record where the repository is indexed from and at which commit (before its files
+    are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
+
+    A repository named after its folder (not `named` by --repo / store_repository) that the index knows from
+    another folder is refused: indexing it would replace the other repository's files with this one's."""
+    if not isinstance(store, PgStore):
+        return
+    here = str(Path(root).resolve())
+    known = store.source_root
+    if known and known != here and not named:
+        raise StoreError(f"the shared index's repository {store.repository!r} was indexed from {known}, not {here}:"
+                         " name this one with --repo NAME (or store_repository), or pass --repo"
+                         f" {store.repository} to make this folder its source")
+    store.set_source(here, workspace_commit(root))
+
+
+def workspace_commit(root: Path) -> str:
+    """The commit checked out in `root` ("" when it is not a git work tree, or git is missing).
+
+    `rev-parse` reads refs only: no hook, filter or fsmonitor of the repository's configuration runs."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_files: int = BATCH_FILES) -> int:
+    """Pin the repository to its current commit, delete the files that left it, and queue the changed ones
+    (by size and mtime, or chunker version) for the workers; returns how many batches were queued."""
+    root = Path(root).resolve()
+    pin_source(store, root, named=bool(settings.store_repository))
+    commit = store.commit
+    found = walk(root, settings)
+    existing = store.file_rows()
+    on_disk = {c.rel_path for c in found.candidates}
+    store.delete_files([path for path in existing if path not in on_disk])
+    changed = [c.rel_path for c in found.candidates
+               if not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
+               or row.size != c.size or row.mtime != c.mtime]
+    batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)]
+    return store.enqueue(str(root), commit, batches)
+
+
+@dataclass
+class WorkerReport:
+    batches: int = 0
+    files: int = 0
+    embedded: int = 0  # texts the provider embedded (the rest came from the shared cache)
+    lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
+    failed: int = 0  # batches that raised (left to be claimed again)
+    stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
+
+
+def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
+               poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None) -> WorkerReport:
+    """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None).
+
+    The embedding model is the worker's (the user's settings and `overrides`); each batch is read and chunked
+    on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust)."""
+    settings = load_settings(None, {**overrides, "store_url": url})
+    provider = make_provider(settings)
+    queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    stores: dict[str, PgStore] = {}
+    report = WorkerReport()
+    idle_since = time.monotonic()
+    try:
+        while True:
+            item = queue.claim(lease_s)
+            if item is None:
+                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    report.stuck = queue.stuck()
+                    return report
+                time.sleep(poll_s)
+                continue
+            if on_batch is not None:
+                on_batch(item)
+            store = stores.get(item.repository)
+            if store is None:
+                store = stores[item.repository] = PgStore(url, item.repository,
+                                                          local_dir=settings.cache_root / "indexes")
+            try:
+                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider)
+            except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
+                log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
+                              MAX_ATTEMPTS)
+                report.failed += 1
+                continue
+            if embedded is None:
+                report.lost_claims += 1
+            else:
+                report.batches += 1
+                report.files += len(item.paths)
+                report.embedded += embedded
+            idle_since = time.monotonic()
+    finally:
+        queue.close()
+        for store in stores.values():
+            store.close()
+
+
+def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None) -> int | None:
+    """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost."""
+    root = Path(item.root)
+    existing = store.file_rows()
+    files: list[BatchFile] = []
+    gone: list[str] = []
+    for rel in item.paths:
+        path = root / rel
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        # The walk's rules again (the file may be a link or ignored by now, and a queued path is input too).
+        if st is None or not stat.S_ISREG(st.st_mode) or not _inside(root, rel) or path_skip_reason(root, rel, settings):
+            gone.append(rel)
+            continue
+        row = existing.get(rel)
+        known = row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
+        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings)
+        batch_file = _batch_file(prepared)
+        if batch_file is not None:
+            files.append(batch_file)
+        elif not prepared.same_content:
+            gone.append(rel)  # binary, too large, unreadable now: not indexed
+    vectors, embedded = _vectors(store, files, provider)
+    model = provider.model_id if provider is not None else ""
+    if not store.write_batch(files, gone, model, vectors, item):
+        return None
+    return embedded
+
+
+def _inside(root: Path, rel: str) -> bool:
+    """`rel` names a path below `root` as the walk writes it (relative, POSIX, no `..` or `.` part)."""
+    return not rel.startswith("/") and all(part not in ("", ".", "..") for part in rel.split("/"))
+
+
+def _batch_file(prepared: Prepared) -> BatchFile | None:
+    if prepared.chunked is None:
+        return None
+    candidate = prepared.candidate
+    return BatchFile(prepared.chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
+                     is_doc=is_doc_language(prepared.chunked.language), encoding=prepared.encoding,
+                     chunker_version=CHUNKER_VERSION, line_count=prepared.line_count)
+
+
+def _vectors(store: PgStore, files: list[BatchFile],
+             provider: EmbeddingProvider | None) -> tuple[dict[bytes, np.ndarray], int]:
+    """The vector of every chunk and skeleton of `files` by content key: the shared cache's where it has one,
+    the provider's for the rest (each distinct content once); and how many the provider embedded."""
+    if provider is None:
+        return {}, 0
+    texts: dict[bytes, str] = {}
+    for batch_file in files:
+        chunked = batch_file.chunked
+        texts[content_key(chunked.skeleton.text)] = chunked.skeleton.text
+        for chunk in chunked.chunks:
+            texts[content_key(chunk.breadcrumb, chunk.text)] = embedding_text(chunk.breadcrumb, chunk.text)
+    vectors = store.cached_vectors(provider.model_id, list(texts))
+    todo = [key for key in texts if key not in vectors]
+    if todo:
+        fresh = provider.embed([texts[key] for key in todo])
+        vectors.update(zip(todo, np.asarray(fresh, np.float32)))
+    return vectors, len(todo)

@@ -1,0 +1,840 @@
+"""The shared index on PostgreSQL + pgvector: one schema for every repository of an organisation.
+
+Every row carries its repository's id. A `PgStore` is one repository's view of the shared tables: its
+sessions set `codeloupe.repo_id` and put the `scoped` schema first on the search path, whose views, named like
+the tables (`files`, `chunks`, ...), show that repository's rows only and fill its id in on insert. So the SQL
+of store.edges and store.flows (written in the subset SQLite and PostgreSQL share) runs unchanged and can never
+read or write another repository's rows. Every repository a process opens in one database shares that
+database's connection pool.
+
+- Migrations are versioned: `schema_migrations` holds every version applied; opening a database applies the
+  missing ones under an advisory lock (any number of servers and workers may open it at once), and a database
+  newer than this program is refused rather than written.
+- Vectors live in pgvector columns with an HNSW index (`vector_cosine_ops`) per dimension. They are the
+  SQLite store's int8 vectors dequantised (the same numbers the in-process lane scores), stored as float32:
+  the pgvector bundled with the test server (0.6) has no halfvec or int8 type.
+- `embeddings` caches vectors by (model, content key) for every repository: a chunk whose breadcrumb and text
+  were embedded anywhere in the organisation takes that vector (`chunks_missing_vectors` fills them in SQL
+  first), so the same content is never embedded twice.
+- Citations are pinned: `commit_sha` (set by the indexer from `git rev-parse HEAD`) is the revision every
+  answer over this repository names, and each file row records the commit it was read at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codeloupe.store import ChunkTable, FileRow, SkippedFile, StoreError, SymbolRow, VectorMatrix, quantize
+from codeloupe.types import ChunkedFile
+
+try:
+    import psycopg
+except ImportError:  # the `postgres` extra is not installed: saying so is PgStore's job
+    psycopg = None  # type: ignore[assignment]
+
+# The repository a session works on: `scoped.<table>` shows that repository's rows of `public.<table>` only,
+# and fills its id in on insert (a stable function, so the planner still uses the repo_id indexes).
+_SCOPE = "current_setting('codeloupe.repo_id')::integer"
+# Connections kept open per database for the next session (more are opened while more threads ask at once).
+_IDLE_CONNECTIONS = 8
+
+# (version, statements): append only; a released migration is never edited.
+MIGRATIONS: list[tuple[int, str]] = [(1, """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE repositories (
+    id SERIAL PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    index_id TEXT NOT NULL,
+    root TEXT NOT NULL DEFAULT '',
+    commit_sha TEXT NOT NULL DEFAULT '',
+    content_generation BIGINT NOT NULL DEFAULT 0,
+    vector_generation BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE repo_meta (
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (repo_id, key)
+);
+CREATE TABLE files (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    language TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    mtime DOUBLE PRECISION NOT NULL,
+    is_doc SMALLINT NOT NULL DEFAULT 0,
+    encoding TEXT NOT NULL DEFAULT 'utf-8',
+    chunker_version INTEGER NOT NULL,
+    line_count INTEGER NOT NULL,
+    fallback_reason TEXT NOT NULL DEFAULT '',
+    commit_sha TEXT NOT NULL DEFAULT '',
+    UNIQUE (repo_id, path)
+);
+CREATE TABLE chunks (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    file_id BIGINT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    breadcrumb TEXT NOT NULL,
+    symbols TEXT NOT NULL,
+    text TEXT NOT NULL,
+    content_key BYTEA NOT NULL
+);
+CREATE INDEX chunks_file ON chunks(file_id);
+CREATE INDEX chunks_repo ON chunks(repo_id, id);
+CREATE TABLE symbols (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    file_id BIGINT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    parent TEXT NOT NULL,
+    signature TEXT NOT NULL
+);
+CREATE INDEX symbols_file ON symbols(file_id);
+CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name));
+CREATE TABLE skeletons (
+    file_id BIGINT PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    text TEXT NOT NULL,
+    content_key BYTEA NOT NULL
+);
+CREATE TABLE embeddings (
+    model TEXT NOT NULL,
+    content_key BYTEA NOT NULL,
+    vec vector NOT NULL,
+    PRIMARY KEY (model, content_key)
+);
+CREATE TABLE chunk_vectors (
+    chunk_id BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec vector NOT NULL
+);
+CREATE INDEX chunk_vectors_repo ON chunk_vectors(repo_id, model);
+CREATE TABLE skeleton_vectors (
+    file_id BIGINT PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec vector NOT NULL
+);
+CREATE TABLE graph_facts (
+    file_id BIGINT PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    facts TEXT NOT NULL
+);
+CREATE TABLE edges (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    src_file_id BIGINT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    target_path TEXT NOT NULL DEFAULT '',
+    raw TEXT NOT NULL,
+    symbols TEXT NOT NULL DEFAULT '[]',
+    line INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX edges_src ON edges(src_file_id);
+CREATE INDEX edges_target ON edges(repo_id, target_path);
+CREATE TABLE flows (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    question TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    model TEXT NOT NULL,
+    question_vec BYTEA NOT NULL,
+    semantic_vec BYTEA NOT NULL,
+    prose TEXT NOT NULL,
+    parts TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    served INTEGER NOT NULL DEFAULT 0,
+    stale INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE flow_files (
+    flow_id BIGINT NOT NULL REFERENCES flows(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (flow_id, path)
+);
+CREATE INDEX flow_files_path ON flow_files(repo_id, path);
+CREATE TABLE work_queue (
+    id BIGSERIAL PRIMARY KEY,
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    root TEXT NOT NULL,
+    commit_sha TEXT NOT NULL DEFAULT '',  -- the commit checked out when the batch was queued
+    paths TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claimed_by TEXT NOT NULL DEFAULT '',
+    lease_until TIMESTAMPTZ,
+    done_at TIMESTAMPTZ
+);
+CREATE INDEX work_queue_open ON work_queue(id) WHERE done_at IS NULL;
+CREATE SCHEMA scoped;
+""" + "".join(
+    f"CREATE VIEW scoped.{table} AS SELECT * FROM public.{table} WHERE repo_id = {_SCOPE};"
+    f" ALTER VIEW scoped.{table} ALTER COLUMN repo_id SET DEFAULT {_SCOPE};"
+    for table in ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts",
+                  "edges", "flows", "flow_files")))]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+# Serialises migrations and per-dimension index creation across every process opening the database.
+_SCHEMA_LOCK = 7_304_118
+
+# A repository with at most this many vectors is searched exactly (its rows by the repo_id index, every
+# distance computed): exact, and cheap at that size. Above it the HNSW index answers; pgvector 0.6 filters
+# HNSW results after the scan, so `ef_search` is raised to the number of rows wanted.
+EXACT_SEARCH_MAX_VECTORS = 20_000
+HNSW_EF_SEARCH_MAX = 1000
+# pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+# A batch claimed this many times without being written (a worker dies on it every time) is left alone and
+# counted by `WorkQueue.stuck` for someone to look at.
+MAX_ATTEMPTS = 5
+
+
+class SqlConnection:
+    """What store.edges and store.flows call a connection: `execute` / `executemany` with `?` placeholders
+    (their SQL is the subset SQLite and PostgreSQL share; psycopg's placeholder is `%s`)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Iterable[object] = ()) -> Any:
+        return self._conn.execute(_placeholders(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[object]]) -> Any:
+        cursor = self._conn.cursor()
+        rows = [tuple(r) for r in rows]
+        if rows:
+            cursor.executemany(_placeholders(sql), rows)
+        return cursor
+
+
+def _placeholders(sql: str) -> str:
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def content_key(*parts: str) -> bytes:
+    """The cache key of embedded content: a chunk's breadcrumb and text (all its embedded text is made of)."""
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).digest()
+
+
+def _vector_literal(row: np.ndarray) -> str:
+    return "[" + ",".join(repr(float(x)) for x in row) + "]"
+
+
+def _parse_vector(text: str) -> np.ndarray:
+    return np.array(json.loads(text), dtype=np.float32)
+
+
+def connect(url: str) -> Any:
+    if psycopg is None:
+        raise StoreError("store_url names PostgreSQL, but psycopg is not installed: pip install 'codeloupe[postgres]'")
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to the shared index {redact(url)}: {exc}") from exc
+
+
+def redact(url: str) -> str:
+    """A store URL fit for a message or a log: the password left out."""
+    head, sep, tail = url.partition("@")
+    if not sep or "://" not in head:
+        return url
+    scheme, _, credentials = head.partition("://")
+    return f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
+
+
+def migrate(conn: Any) -> int:
+    """Apply the migrations this database lacks; returns its schema version. Refuses a newer database."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+                     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        current = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise StoreError(f"the shared index has schema version {current}; this codeloupe knows up to"
+                             f" {SCHEMA_VERSION}: upgrade codeloupe before using it")
+        for version, statements in MIGRATIONS:
+            if version > current:
+                conn.execute(statements)
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+    return SCHEMA_VERSION
+
+
+class _Pool:
+    """The connections of one database, shared by every repository this process opens in it: a serving
+    process with hundreds of repositories holds as many connections as it has concurrent queries, not one
+    per repository. Each connection's `search_path` puts the `scoped` views first."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._idle: list[Any] = []
+        self._scope: dict[int, int] = {}  # id(connection) -> the repository its session is set to
+        self._lock = threading.Lock()
+        conn = connect(url)
+        try:
+            migrate(conn)
+        finally:
+            conn.close()
+
+    def take(self, repo_id: int) -> Any:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = connect(self.url)
+            conn.execute("SET search_path = scoped, public")
+        if self._scope.get(id(conn)) != repo_id:
+            conn.execute("SELECT set_config('codeloupe.repo_id', %s, false)", (str(repo_id),))
+            self._scope[id(conn)] = repo_id
+        return conn
+
+    def give(self, conn: Any) -> None:
+        idle = not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with self._lock:
+            if idle and len(self._idle) < _IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+            self._scope.pop(id(conn), None)
+        conn.close()
+
+
+_pools: dict[str, _Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(url: str) -> _Pool:
+    with _pools_lock:
+        pool = _pools.get(url)
+        if pool is None:
+            pool = _pools[url] = _Pool(url)
+        return pool
+
+
+def repository_names(url: str) -> list[str]:
+    """Every repository the shared index holds, by name."""
+    conn = connect(url)
+    try:
+        migrate(conn)
+        return [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True)
+class BatchFile:
+    """One file a worker read and chunked, with what `replace_file` records about it."""
+
+    chunked: ChunkedFile
+    hash: str
+    size: int
+    mtime: float
+    is_doc: bool
+    encoding: str
+    chunker_version: int
+    line_count: int
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed batch: which repository, where its files are read from, and which paths."""
+
+    id: int
+    repository: str
+    root: str
+    paths: list[str]
+    claimant: str
+    attempts: int  # this claim included
+
+
+class WorkQueue:
+    """The workers' side of `work_queue`: claims are leases taken with `FOR UPDATE SKIP LOCKED`, so two workers
+    never take the same batch, and a batch whose lease ran out (its worker died) is taken again."""
+
+    def __init__(self, url: str, worker: str) -> None:
+        self.worker = worker
+        self._conn = connect(url)
+        migrate(self._conn)
+
+    def claim(self, lease_s: float) -> WorkItem | None:
+        claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
+        with self._conn.transaction():
+            row = self._conn.execute(
+                "SELECT q.id, r.name, q.root, q.paths, q.attempts FROM work_queue q"
+                " JOIN repositories r ON r.id = q.repo_id"
+                " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
+                " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
+            if row is None:
+                return None
+            self._conn.execute(
+                "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
+                " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
+        return WorkItem(int(row[0]), row[1], row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
+
+    def stuck(self) -> int:
+        """Batches no worker managed to write in MAX_ATTEMPTS claims."""
+        return self._conn.execute("SELECT count(*) FROM work_queue WHERE done_at IS NULL AND attempts >= %s",
+                                  (MAX_ATTEMPTS,)).fetchone()[0]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PgStore:
+    """One repository's index in the shared PostgreSQL database (see the module docstring)."""
+
+    def __init__(self, url: str, repository: str, *, local_dir: Path) -> None:
+        self.url = url
+        self.repository = repository
+        self.rebuilt_reason = ""
+        self.recoveries = 0  # nothing here is ever rebuilt behind the caller's back
+        self._pool = _pool(url)
+        self._held = threading.local()  # this thread's session: (connection, depth)
+        self.repo_id, self._index_id = self._repository_row(repository)
+        # Files derived from this index on this machine (the saved lexical index) go beside this name.
+        key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        self.path = Path(local_dir) / f"pg-{_slug(repository)}-{key}.index"
+
+    def _repository_row(self, name: str) -> tuple[int, str]:
+        conn = self._pool.take(0)
+        try:
+            with conn.transaction():
+                conn.execute("INSERT INTO repositories (name, index_id) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                             (name, uuid.uuid4().hex))
+                repo_id, index_id = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s",
+                                                 (name,)).fetchone()
+        finally:
+            self._pool.give(conn)
+        return int(repo_id), index_id
+
+    # ------------------------------------------------------------------ sessions and raw SQL
+
+    @contextmanager
+    def _session(self) -> Iterator[None]:
+        """This thread's connection, set to this repository, for the block (`_conn`); nested blocks share it."""
+        depth = getattr(self._held, "depth", 0)
+        if depth == 0:
+            self._held.conn = self._pool.take(self.repo_id)
+        self._held.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._held.depth = depth
+            if depth == 0:
+                conn, self._held.conn = self._held.conn, None
+                self._pool.give(conn)
+
+    @property
+    def _conn(self) -> Any:
+        conn = getattr(self._held, "conn", None)
+        assert conn is not None, "PgStore SQL outside a session"
+        return conn
+
+    def close(self) -> None:
+        """Nothing to release: connections go back to the process's pool after each session."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqlConnection]:
+        with self._session():
+            try:
+                with self._conn.transaction():
+                    yield SqlConnection(self._conn)
+            except psycopg.OperationalError as exc:
+                raise StoreError(f"cannot write the shared index {redact(self.url)}: {exc}") from exc
+
+    def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
+        with self._session():
+            return self._conn.execute(_placeholders(sql), tuple(params)).fetchall()
+
+    def _rows(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
+        """This module's own SQL (psycopg placeholders)."""
+        with self._session():
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    # ------------------------------------------------------------------ meta and generations
+
+    @property
+    def index_id(self) -> str:
+        return self._index_id
+
+    @property
+    def commit(self) -> str:
+        """The commit the repository was last indexed at ("" when it is not a git checkout)."""
+        return self._rows("SELECT commit_sha FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
+
+    @property
+    def source_root(self) -> str:
+        """The folder the repository was last indexed from ("" before its first index)."""
+        return self._rows("SELECT root FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
+
+    def set_source(self, root: str, commit: str) -> None:
+        """Where the repository was indexed from, and at which commit (what citations are pinned to)."""
+        with self._session(), self._conn.transaction():
+            self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s WHERE id = %s",
+                               (root, commit, self.repo_id))
+
+    def get_meta(self, key: str, default: str = "") -> str:
+        if key == "schema_version":
+            return str(SCHEMA_VERSION)
+        rows = self._rows("SELECT value FROM repo_meta WHERE repo_id = %s AND key = %s", (self.repo_id, key))
+        return rows[0][0] if rows else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._session(), self._conn.transaction():
+            self._conn.execute("INSERT INTO repo_meta VALUES (%s, %s, %s)"
+                               " ON CONFLICT (repo_id, key) DO UPDATE SET value = excluded.value",
+                               (self.repo_id, key, value))
+
+    def generation(self, name: str) -> int:
+        column = {"content": "content_generation", "vector": "vector_generation"}[name]
+        return int(self._rows(f"SELECT {column} FROM repositories WHERE id = %s", (self.repo_id,))[0][0])
+
+    def _bump(self, name: str) -> None:
+        column = {"content": "content_generation", "vector": "vector_generation"}[name]
+        self._conn.execute(f"UPDATE repositories SET {column} = {column} + 1 WHERE id = %s", (self.repo_id,))
+
+    # ------------------------------------------------------------------ files
+
+    def file_rows(self) -> dict[str, FileRow]:
+        rows = self._rows("SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count"
+                          " FROM files")
+        return {r[1]: FileRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8]) for r in rows}
+
+    def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
+                     encoding: str, chunker_version: int, line_count: int) -> int:
+        """One file's chunks, symbols and skeleton in one transaction; returns the file id."""
+        with self._session(), self._conn.transaction():
+            file_id = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
+                                                 line_count))
+            self._bump("content")
+        return file_id
+
+    def _write_file(self, batch_file: BatchFile) -> int:
+        conn, chunked = self._conn, batch_file.chunked
+        conn.execute("DELETE FROM files WHERE path = %s", (chunked.path,))
+        file_id = conn.execute(
+            "INSERT INTO files (path, hash, language, size, mtime, is_doc, encoding, chunker_version, line_count,"
+            " fallback_reason, commit_sha) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+            " (SELECT commit_sha FROM repositories WHERE id = %s)) RETURNING id",
+            (chunked.path, batch_file.hash, chunked.language, batch_file.size, batch_file.mtime,
+             int(batch_file.is_doc), batch_file.encoding, batch_file.chunker_version, batch_file.line_count,
+             chunked.fallback_reason, self.repo_id)).fetchone()[0]
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO chunks (file_id, ord, start_line, end_line, kind, name, breadcrumb, symbols, text,"
+                " content_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                [(file_id, i, c.start_line, c.end_line, c.kind, c.name, c.breadcrumb, json.dumps(list(c.symbols)),
+                  c.text, content_key(c.breadcrumb, c.text)) for i, c in enumerate(chunked.chunks)])
+            if chunked.symbols:
+                cur.executemany(
+                    "INSERT INTO symbols (file_id, name, kind, start_line, end_line, parent, signature)"
+                    " VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                    [(file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature)
+                     for s in chunked.symbols])
+        conn.execute("INSERT INTO skeletons (file_id, text, content_key) VALUES (%s, %s, %s)",
+                     (file_id, chunked.skeleton.text, content_key(chunked.skeleton.text)))
+        return int(file_id)
+
+    def touch_file(self, path: str, size: int, mtime: float) -> None:
+        with self._session(), self._conn.transaction():
+            self._conn.execute("UPDATE files SET size = %s, mtime = %s WHERE path = %s", (size, mtime, path))
+
+    def delete_files(self, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with self._session(), self._conn.transaction():
+            self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (paths,))
+            self._bump("content")
+        return len(paths)
+
+    def skipped_files(self) -> dict[str, SkippedFile]:
+        """None remembered: a skipped file is known by the size and mtime of one checkout, which say nothing
+        about another machine's checkout indexing into the same repository, so each run reads them again."""
+        return {}
+
+    def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
+        """Nothing to remember (`skipped_files`)."""
+
+    def check(self) -> None:
+        """Nothing deferred: PostgreSQL checks its own pages (the SQLite file's open-time check is `Store.check`)."""
+
+    # ------------------------------------------------------------------ reads for the lanes
+
+    def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable:
+        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols FROM chunks"
+        rows = self._rows(sql + " ORDER BY id") if file_ids is None else \
+            self._rows(sql + " WHERE file_id = ANY(%s) ORDER BY id", (list(file_ids),))
+        return ChunkTable.from_rows(self, rows)
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, str]:
+        """{chunk id: text} of those of `ids` still in this repository's index."""
+        return dict(self._rows("SELECT id, text FROM chunks WHERE id = ANY(%s)", (list(ids),))) if ids else {}
+
+    def definition_counts(self) -> dict[int, int]:
+        return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
+
+    def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
+        """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
+        sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+               " WHERE id > %s ORDER BY id LIMIT %s")
+        last = -1
+        while rows := self._rows(sql, (last, page)):
+            last = rows[-1][0]
+            yield from (SymbolRow(*r[1:]) for r in rows)
+            if len(rows) < page:
+                return
+
+    def definition_words(self) -> dict[int, str]:
+        return dict(self._rows("SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
+                               " GROUP BY file_id"))
+
+    def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
+        sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+        rows = self._rows(sql + " ORDER BY id") if file_ids is None else \
+            self._rows(sql + " WHERE file_id = ANY(%s)", (list(file_ids),))
+        return [SymbolRow(*r) for r in rows]
+
+    def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
+        rows = self._rows("SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+                          " WHERE file_id = %s ORDER BY start_line", (file_id,))
+        return [SymbolRow(*r) for r in rows]
+
+    def symbols_of_paths(self, paths: Iterable[str]) -> dict[str, list[SymbolRow]]:
+        wanted = sorted(set(paths))
+        rows = self._rows(
+            "SELECT f.path, s.file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature"
+            " FROM symbols s JOIN files f ON f.id = s.file_id WHERE f.path = ANY(%s) ORDER BY s.start_line",
+            (wanted,)) if wanted else []
+        out: dict[str, list[SymbolRow]] = {}
+        for row in rows:
+            out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
+        return out
+
+    def file_encoding(self, file_id: int) -> str:
+        rows = self._rows("SELECT encoding FROM files WHERE id = %s", (file_id,))
+        return rows[0][0] if rows else ""
+
+    def skeletons(self) -> dict[int, str]:
+        return dict(self._rows("SELECT file_id, text FROM skeletons"))
+
+    def counts(self) -> dict[str, int]:
+        return {table: self._rows(f"SELECT count(*) FROM {table}")[0][0] for table in ("files", "chunks", "symbols")}
+
+    def language_counts(self) -> dict[str, int]:
+        return dict(self._rows("SELECT language, count(*) FROM files GROUP BY language ORDER BY 2 DESC, 1"))
+
+    # ------------------------------------------------------------------ vectors
+
+    def chunks_missing_vectors(self, model: str, limit: int,
+                               prefer_paths: Iterable[str] = ()) -> list[tuple[int, str, str]]:
+        """(chunk id, breadcrumb, text) of chunks with no vector for `model` (`prefer_paths` first); a chunk
+        whose content the organisation has embedded before takes that vector instead of being handed out."""
+        prefer = list(prefer_paths)
+        base = ("SELECT c.id, c.breadcrumb, c.text FROM chunks c JOIN files f ON f.id = c.file_id"
+                " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id AND v.model = %s WHERE v.chunk_id IS NULL")
+        while True:
+            rows = self._rows(f"{base} AND f.path = ANY(%s) ORDER BY c.id LIMIT %s", (model, prefer, limit)) \
+                if prefer else []
+            if len(rows) < limit:
+                seen = {r[0] for r in rows}
+                more = self._rows(f"{base} ORDER BY c.id LIMIT %s", (model, limit + len(seen)))
+                rows.extend(r for r in more if r[0] not in seen)
+            if not self._vectors_from_cache("chunk", model, [r[0] for r in rows[:limit]]):
+                return rows[:limit]
+
+    def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
+        while True:
+            rows = self._rows(
+                "SELECT s.file_id, s.text FROM skeletons s LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id"
+                " AND v.model = %s WHERE v.file_id IS NULL ORDER BY s.file_id LIMIT %s", (model, limit))
+            if not self._vectors_from_cache("skeleton", model, [r[0] for r in rows]):
+                return rows
+
+    def _vectors_from_cache(self, table: str, model: str, ids: list[int]) -> int:
+        """Give those of `ids` (chunk or file ids) whose content is in the shared cache its vector; how many."""
+        if not ids:
+            return 0
+        target, key, owner, owner_id = {"chunk": ("chunk_vectors", "chunk_id", "chunks", "id"),
+                                        "skeleton": ("skeleton_vectors", "file_id", "skeletons", "file_id")}[table]
+        with self._session(), self._conn.transaction():
+            filled = self._conn.execute(
+                f"INSERT INTO {target} ({key}, model, dim, vec)"
+                f" SELECT o.{owner_id}, e.model, vector_dims(e.vec), e.vec FROM {owner} o"
+                f" JOIN embeddings e ON e.model = %s AND e.content_key = o.content_key"
+                f" WHERE o.{owner_id} = ANY(%s) ON CONFLICT DO NOTHING", (model, ids)).rowcount
+            if filled:
+                self._bump("vector")
+        return filled
+
+    def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None:
+        """Store vectors (as the SQLite store's int8 values, dequantised) and cache them by content."""
+        owner, owner_id = ("chunks", "id") if table == "chunk" else ("skeletons", "file_id")
+        with self._session(), self._conn.transaction():
+            keys = dict(self._conn.execute(
+                f"SELECT {owner_id}, content_key FROM {owner} WHERE {owner_id} = ANY(%s)", (list(ids),)).fetchall())
+            # A row re-indexed meanwhile is gone: only live owners get a vector.
+            live = [(i, keys[i], row) for i, row in zip(ids, np.asarray(vectors, np.float32)) if i in keys]
+            self._insert_vectors(table, model, live)
+            self._bump("vector")
+
+    def _insert_vectors(self, table: str, model: str, rows: list[tuple[int, bytes, np.ndarray]]) -> None:
+        """(owner id, content key, float32 vector) rows into the repository's vectors and the shared cache."""
+        if not rows:
+            return
+        target, key = ("chunk_vectors", "chunk_id") if table == "chunk" else ("skeleton_vectors", "file_id")
+        q, scales = quantize(np.stack([row for _, _, row in rows]))
+        literals = [_vector_literal(row) for row in q.astype(np.float32) * scales[:, None]]
+        dim = int(q.shape[1])
+        self._ensure_vector_index(dim)
+        with self._conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {target} ({key}, model, dim, vec) VALUES (%s, %s, %s, %s::vector)"
+                f" ON CONFLICT ({key}) DO UPDATE SET model = excluded.model, dim = excluded.dim, vec = excluded.vec",
+                [(i, model, dim, v) for (i, _, _), v in zip(rows, literals)])
+            cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
+                            " ON CONFLICT DO NOTHING", [(model, k, v) for (_, k, _), v in zip(rows, literals)])
+
+    def cached_vectors(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The shared cache's vectors of `model` for whichever of `keys` it holds."""
+        rows = self._rows("SELECT content_key, vec::text FROM embeddings WHERE model = %s AND content_key = ANY(%s)",
+                          (model, keys)) if keys else []
+        return {bytes(k): _parse_vector(v) for k, v in rows}
+
+    def write_batch(self, files: list[BatchFile], gone: list[str], model: str,
+                    vectors: dict[bytes, np.ndarray], item: WorkItem) -> bool:
+        """A worker's batch in one transaction: the files and their vectors in, `gone` out, the queue item done.
+        Nothing is written (False) when the claim is no longer the item's (its lease ran out and another worker
+        took it over)."""
+        with self._session(), self._conn.transaction():
+            done = self._conn.execute(
+                "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
+                " RETURNING id", (item.id, item.claimant)).fetchone()
+            if done is None:
+                return False
+            if gone:
+                self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (gone,))
+            chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
+            skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
+            for batch_file in files:
+                file_id = self._write_file(batch_file)
+                skeleton = content_key(batch_file.chunked.skeleton.text)
+                if skeleton in vectors:
+                    skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
+                for chunk_id, key in self._conn.execute(
+                        "SELECT id, content_key FROM chunks WHERE file_id = %s ORDER BY ord", (file_id,)):
+                    if bytes(key) in vectors:
+                        chunk_rows.append((chunk_id, bytes(key), vectors[bytes(key)]))
+            if model:
+                self._insert_vectors("chunk", model, chunk_rows)
+                self._insert_vectors("skeleton", model, skeleton_rows)
+            self._bump("content")
+            self._bump("vector")
+        return True
+
+    def _ensure_vector_index(self, dim: int) -> None:
+        """The HNSW index for vectors of `dim` dimensions (an index needs a fixed dimension), made once."""
+        name = f"chunk_vectors_hnsw_{dim}"
+        if self._conn.execute("SELECT 1 FROM pg_class WHERE relname = %s", (name,)).fetchone():
+            return
+        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON public.chunk_vectors USING hnsw"
+                           f" ((vec::vector({dim})) vector_cosine_ops)"
+                           f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dim = {dim}")
+
+    def vector_matrix(self, table: str, model: str) -> VectorMatrix:
+        target, key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
+        rows = self._rows(f"SELECT {key}, vec::text FROM {target} WHERE model = %s ORDER BY {key}", (model,))
+        if not rows:
+            return VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32))
+        q, scales = quantize(np.stack([_parse_vector(r[1]) for r in rows]))
+        return VectorMatrix(np.array([r[0] for r in rows], dtype=np.int64), q, scales)
+
+    def vector_counts(self, model: str) -> dict[str, int]:
+        return {
+            "chunks_done": self._rows("SELECT count(*) FROM chunk_vectors WHERE model = %s", (model,))[0][0],
+            "skeletons_done": self._rows("SELECT count(*) FROM skeleton_vectors WHERE model = %s", (model,))[0][0],
+        }
+
+    def vector_matrix_ids(self, table: str, model: str) -> np.ndarray:
+        """The ids `vector_matrix` would return, without the vectors (sorted)."""
+        target, key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
+        rows = self._rows(f"SELECT {key} FROM {target} WHERE model = %s ORDER BY {key}", (model,))
+        return np.array([r[0] for r in rows], dtype=np.int64)
+
+    def drop_vectors_not_of(self, model: str) -> None:
+        """This repository's vectors are of one model; the shared cache keeps every model's."""
+        stale = "SELECT 1 FROM {} WHERE model != %s LIMIT 1"
+        if not any(self._rows(stale.format(t), (model,)) for t in ("chunk_vectors", "skeleton_vectors")):
+            return
+        with self._session(), self._conn.transaction():
+            self._conn.execute("DELETE FROM chunk_vectors WHERE model != %s", (model,))
+            self._conn.execute("DELETE FROM skeleton_vectors WHERE model != %s", (model,))
+            self._bump("vector")
+
+    def nearest_chunks(self, model: str, query: np.ndarray, limit: int,
+                       skeleton_weight: float) -> list[tuple[int, float]]:
+        """(chunk id, score) of the `limit` chunks nearest to `query`, scored as the in-process lane scores:
+        the chunk's inner product with the query plus `skeleton_weight` x its file skeleton's.
+
+        A repository of up to EXACT_SEARCH_MAX_VECTORS vectors is scanned exactly; a larger one takes its
+        candidates from the HNSW index (cosine order), which are then scored the same way."""
+        dim = int(query.shape[0])
+        literal = _vector_literal(np.asarray(query, np.float32))
+        with self._session(), self._conn.transaction():
+            total = self._conn.execute("SELECT count(*) FROM chunk_vectors WHERE model = %s AND dim = %s",
+                                       (model, dim)).fetchone()[0]
+            if total > EXACT_SEARCH_MAX_VECTORS:
+                self._conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(limit, 40), HNSW_EF_SEARCH_MAX)}")
+                # The planner would rather sort a selective repository's rows than walk the graph; for a
+                # repository this large the graph is the point (pgbench measures the recall it keeps).
+                self._conn.execute("SET LOCAL enable_sort = off")
+                candidates = (f"SELECT chunk_id, vec FROM public.chunk_vectors WHERE dim = {dim} AND repo_id ="
+                              f" {self.repo_id} AND model = %(model)s ORDER BY vec::vector({dim}) <=>"
+                              f" %(q)s::vector({dim}) LIMIT %(limit)s")
+            else:
+                candidates = "SELECT chunk_id, vec FROM chunk_vectors WHERE model = %(model)s AND dim = " + str(dim)
+            rows = self._conn.execute(
+                f"SELECT n.chunk_id, -(n.vec <#> %(q)s::vector)"
+                f" + %(w)s * coalesce(-(s.vec <#> %(q)s::vector), 0) AS score"
+                f" FROM ({candidates}) n JOIN chunks c ON c.id = n.chunk_id"
+                f" LEFT JOIN skeleton_vectors s ON s.file_id = c.file_id AND s.model = %(model)s"
+                f" ORDER BY score DESC, n.chunk_id LIMIT %(limit)s",
+                {"q": literal, "model": model, "limit": limit, "w": skeleton_weight}).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    # ------------------------------------------------------------------ the work queue (codeloupe worker)
+
+    def enqueue(self, root: str, commit: str, batches: list[list[str]]) -> int:
+        """Queue file batches of this repository for the workers; returns how many batches."""
+        with self._session(), self._conn.transaction():
+            with self._conn.cursor() as cur:
+                cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths) VALUES (%s,%s,%s,%s)",
+                                [(self.repo_id, root, commit, json.dumps(batch)) for batch in batches])
+        return len(batches)
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "repo"

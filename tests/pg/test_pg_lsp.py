@@ -1,0 +1,153 @@
+"""The language server over repositories of the shared index the user has not cloned: `storeUrl` and
+`repositories` in the editor's settings open them from PostgreSQL, searches answer with `codeloupe-index:`
+URIs pinned to the commit indexed, and `codeloupe/read` returns a file's text from the index."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
+from lsp_helpers import expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
+
+from codeloupe.api import Workspace  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph" / "python"
+INVALID_PARAMS = -32602
+QUERY = "charge the card total price"
+
+
+def _indexed_then_deleted(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, str], list[str]]:
+    """Index a git checkout named `billing` into the shared index, then delete it: (commit, texts, ranking)."""
+    root = tmp_path / "billing"
+    shutil.copytree(FIXTURES, root)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "fixture"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
+    try:
+        ws.index()
+        ranking = [hit.path for hit in ws.search(QUERY).files]
+        texts = {path: (root / path).read_text() for path in ws.store.file_rows()}
+    finally:
+        ws.close()
+    shutil.rmtree(root)  # the editor's machine has no checkout
+    return commit, texts, ranking
+
+
+async def _search_when_open(client: Any, params: dict[str, Any], refusal: str) -> dict[str, Any]:
+    """The first search answered once the server has opened the repositories (it opens them after
+    `initialized`; until then a search is refused with `refusal`)."""
+    for _ in range(600):  # not a speed check
+        try:
+            return await client.request("codeloupe/search", {"query": QUERY, **params})
+        except JsonRpcException as exc:
+            assert refusal in exc.message, exc.message
+        await asyncio.sleep(0.05)
+    raise AssertionError("the shared repositories were never opened")
+
+
+async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Path, pg_url: str) -> None:
+    commit, texts, ranking = _indexed_then_deleted(tmp_path, pg_url)
+    project = write_project(tmp_path / "project")
+    client = await start_server([project], {"storeUrl": pg_url, "repositories": ["billing"]})
+    try:
+        result = await _search_when_open(client, {"folderUri": "codeloupe-index:///billing"},
+                                         "did not open from the shared index")
+        assert location_paths(result) == ranking
+        # The open folder keeps its own index on this machine: storeUrl names the repositories' database only.
+        [folder] = await client.wait_ready()
+        assert "postgresql" not in folder["indexPath"], folder
+        both = await client.request("codeloupe/search", {"query": "charge the card, check the password"})
+        schemes = {f["uri"].split(":", 1)[0] for f in [*both["core"], *both["related"]]}
+        assert schemes == {"file", "codeloupe-index"}, both
+        for file in [*result["core"], *result["related"]]:
+            assert file["uri"] == f"codeloupe-index:///billing/{file['path']}?rev={commit}"
+            assert {c["location"]["uri"] for c in file["chunks"]} <= {file["uri"]}
+        first = result["core"][0]
+        read = await client.request("codeloupe/read", {"uri": first["uri"]})
+        assert read["text"] == texts[first["path"]]
+        assert (read["repository"], read["path"], read["revision"]) == ("billing", first["path"], commit)
+        # VS Code writes the URI with one slash and re-encodes its query.
+        encoded = first["uri"].replace(":///", ":/").replace("?rev=", "?rev%3D")
+        assert (await client.request("codeloupe/read", {"uri": encoded}))["text"] == texts[first["path"]]
+
+        # The other searches answer from it too.
+        symbols = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="charge"))
+        shared_symbols = [s.location.uri for s in symbols if s.location.uri.startswith("codeloupe-index:")]
+        assert f"codeloupe-index:///billing/src/shop/payments/card.py?rev={commit}" in shared_symbols, symbols
+        located = await client.request("codeloupe/locate", {"text": "def charge",
+                                                            "folderUri": "codeloupe-index:///billing"})
+        assert [loc["uri"] for loc in located["locations"]] == [
+            f"codeloupe-index:///billing/src/shop/payments/card.py?rev={commit}"]
+
+        refused = {
+            "codeloupe-index:///billing/../../../etc/passwd": "traversal",
+            "codeloupe-index:///billing/%2E%2E/%2E%2E/etc/passwd": "traversal",
+            "codeloupe-index:///billing//etc/passwd": "absolute",
+            "codeloupe-index:///billing/no/such/file.py": "no such file",
+            f"codeloupe-index:///billing/{first['path']}?rev=0123abc": "indexed at",
+            f"codeloupe-index:///payroll/{first['path']}": "did not open",
+            "codeloupe-index://billing/app.py": "not a codeloupe-index:///<repository>/<path> URI",
+            "file:///etc/passwd": "not a codeloupe-index:///<repository>/<path> URI",
+        }
+        for uri, why in refused.items():
+            message = await expect_error(client.request("codeloupe/read", {"uri": uri}), INVALID_PARAMS)
+            assert why in message, (uri, message)
+    finally:
+        await stop_server(client)
+    # A server with no folder at all answers from the shared repositories alone.
+    client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"]})
+    try:
+        alone = await _search_when_open(client, {}, "no workspace folder is open")
+        assert location_paths(alone) == ranking
+    finally:
+        await stop_server(client)
+
+
+def test_neovim_opens_a_shared_result_read_only(tmp_path: Path, pg_url: str) -> None:
+    """Quickfix and picker open a `codeloupe-index:` result at its line, with the indexed text, read-only."""
+    from test_neovim_client import FIXTURE, run_script
+
+    _commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+    expected = tmp_path / "expected"
+    for path, text in texts.items():
+        (expected / path).parent.mkdir(parents=True, exist_ok=True)
+        (expected / path).write_text(text)
+    workspace = tmp_path / "workspace"
+    for path, text in FIXTURE.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text)
+    run_script("index_documents.lua", workspace, tmp_path / "scratch",
+               {"CODELOUPE_TEST_STORE_URL": pg_url, "CODELOUPE_TEST_EXPECTED": str(expected)})
+
+
+def test_vscode_opens_a_shared_result_through_its_content_provider(tmp_path: Path, pg_url: str) -> None:
+    """The search picker's `codeloupe-index:` result opens through the extension's content provider, which reads
+    it with codeloupe/read: the indexed text, at the matching line (clients/vscode/test/indexDocuments.pg.js)."""
+    from test_vscode_client import CLIENT, _server_command
+
+    _commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+    expected = tmp_path / "expected"
+    for path, text in texts.items():
+        (expected / path).parent.mkdir(parents=True, exist_ok=True)
+        (expected / path).write_text(text)
+    node = shutil.which("node")
+    assert node and (CLIENT / "node_modules").is_dir(), "the VS Code client tests need Node 20 and npm ci"
+    subprocess.run([node, "esbuild.mjs"], cwd=CLIENT, check=True, capture_output=True, timeout=120)
+    env = {**os.environ, "CODELOUPE_LSP_COMMAND": _server_command(), "CODELOUPE_TEST_STORE_URL": pg_url,
+           "CODELOUPE_TEST_EXPECTED": str(expected)}
+    mocha = [node, str(CLIENT / "node_modules" / "mocha" / "bin" / "mocha.js"), "--no-config", "--require",
+             "test/register.js", "--timeout", "60000", "--exit", "test/indexDocuments.pg.js"]
+    done = subprocess.run(mocha, cwd=CLIENT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"[-20000:]

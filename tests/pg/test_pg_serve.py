@@ -1,0 +1,64 @@
+"""`codeloupe serve --store URL`: the HTTP API over repositories of the shared index, with no checkout on the
+serving machine (files are rebuilt from the index's chunks) and answers pinned to the commit indexed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+from codeloupe.api import Workspace
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(tmp_path: Path,
+                                                                               pg_url: str) -> None:
+    queries = {"python": "charge the card total price", "go": "open the store and flush it"}
+    expected = {}
+    for name, query in queries.items():
+        root = tmp_path / name
+        shutil.copytree(FIXTURES / name, root)
+        ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
+        try:
+            ws.index()
+            expected[name] = ([h.path for h in ws.search(query).files],
+                              (root / next(iter(sorted(ws.store.file_rows())))).read_text())
+            first_path = sorted(ws.store.file_rows())[0]
+        finally:
+            ws.close()
+        assert expected[name][0]
+        if name == "python":
+            python_first = first_path
+        shutil.rmtree(root)  # the server has no checkout to read from
+    env = {**os.environ, "CODELOUPE_EMBED_PROVIDER": "none",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", "--store", pg_url, "--port", "0"],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", line).group(1)
+        for _ in range(600):  # not a speed check
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                break
+            time.sleep(0.1)
+        for name, query in queries.items():
+            bundle = httpx.get(f"{base}/v1/search", params={"q": query, "root": name}).json()
+            assert [f["path"] for f in bundle["core"] + bundle["related"]] == expected[name][0]
+        text = httpx.get(f"{base}/v1/expand", params={"path": python_first, "root": "python"}).json()["text"]
+        assert text == expected["python"][1]
+        everything = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store"}).json()
+        assert {answer["root"] for answer in everything} == {"python", "go"}
+        status = httpx.get(f"{base}/v1/status").json()["workspaces"]
+        assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0

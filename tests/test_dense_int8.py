@@ -1,0 +1,90 @@
+"""The dense lane keeps the store's int8 vectors in memory and scores them with an int8 product: it must rank
+as the float32 product of the same (dequantised) vectors does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from codeloupe import ranking as R
+from codeloupe.lanes.dense import Int8Vectors, load_dense
+from codeloupe.store import Store, VectorMatrix, quantize
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
+
+
+def _unit_rows(rng: np.random.Generator, n: int, dim: int = 384) -> np.ndarray:
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_int8_scores_equal_the_float32_product_of_the_same_vectors_and_rank_identically() -> None:
+    rng = np.random.default_rng(7)
+    q, scales = quantize(_unit_rows(rng, 5000))
+    vectors = Int8Vectors.of(VectorMatrix(np.arange(5000), q, scales))
+    dequantised = q.astype(np.float32) * scales[:, None]
+    for query in _unit_rows(rng, 25):
+        expected, got = dequantised @ query, vectors.dot(query)
+        assert np.abs(got - expected).max() < 1e-4
+        assert np.argsort(-got, kind="stable")[:10].tolist() == np.argsort(-expected, kind="stable")[:10].tolist()
+
+
+def test_a_subset_of_rows_and_an_empty_matrix() -> None:
+    rng = np.random.default_rng(3)
+    q, scales = quantize(_unit_rows(rng, 50))
+    rows = np.array([4, 9, 31])
+    query = _unit_rows(rng, 1)[0]
+    got = Int8Vectors.of(VectorMatrix(np.arange(50), q, scales), rows).dot(query)
+    assert np.allclose(got, (q[rows].astype(np.float32) * scales[rows, None]) @ query, atol=1e-4)
+    empty = Int8Vectors.of(VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32)))
+    assert len(empty) == 0 and empty.dot(query).shape == (0,)
+
+
+def test_scores_from_the_store_match_float32_cosines_with_skeletons_and_rows_without_vectors(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.sqlite")
+    for f in range(4):
+        rel = f"pkg/m{f}.py"
+        chunks = [Chunk(i * 2 + 1, i * 2 + 2, "function", f"f{i}", rel, f"def f{i}():\n    return {f}\n")
+                  for i in range(5)]
+        store.replace_file(ChunkedFile(rel, "python", chunks, [], FileSkeleton(rel, rel)), hash=rel, size=1,
+                           mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=10)
+    table = store.chunk_table()
+    file_ids = sorted({int(f) for f in table.file_ids})
+    rng = np.random.default_rng(11)
+    embedded = table.ids[::2]  # half the chunks have a vector so far; one file has no skeleton vector
+    chunk_vectors, skeleton_vectors = _unit_rows(rng, len(embedded)), _unit_rows(rng, 3)
+    store.put_vectors("chunk", "m", embedded.tolist(), chunk_vectors)
+    store.put_vectors("skeleton", "m", file_ids[:3], skeleton_vectors)
+    dense = load_dense(store, table, 1, "m", 1)
+    query = _unit_rows(rng, 1)[0]
+    got = dense.scores(query, len(table.ids))
+
+    stored_chunks, stored_skeletons = store.vector_matrix("chunk", "m"), store.vector_matrix("skeleton", "m")
+    chunk_cos = dict(zip(stored_chunks.ids.tolist(),
+                         (stored_chunks.q.astype(np.float32) * stored_chunks.scales[:, None]) @ query))
+    skeleton_cos = dict(zip(stored_skeletons.ids.tolist(),
+                            (stored_skeletons.q.astype(np.float32) * stored_skeletons.scales[:, None]) @ query))
+    for row, (chunk_id, file_id) in enumerate(zip(table.ids.tolist(), table.file_ids.tolist())):
+        if chunk_id not in chunk_cos:
+            assert got[row] == -np.inf
+        else:
+            expected = chunk_cos[chunk_id] + R.SKELETON_WEIGHT * skeleton_cos.get(file_id, 0.0)
+            assert abs(got[row] - expected) < 1e-4
+    assert dense.coverage == len(embedded) / len(table.ids)
+
+
+def test_vectors_read_in_pages_equal_one_read(tmp_path: Path, monkeypatch) -> None:
+    import codeloupe.store as store_module
+
+    store = Store(tmp_path / "index.sqlite")
+    chunks = [Chunk(i + 1, i + 1, "function", f"f{i}", "m.py", f"x{i} = {i}\n") for i in range(10)]
+    store.replace_file(ChunkedFile("m.py", "python", chunks, [], FileSkeleton("m.py", "")), hash="m", size=1,
+                       mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=10)
+    ids = store.chunk_table().ids.tolist()
+    store.put_vectors("chunk", "m", ids, _unit_rows(np.random.default_rng(5), 10))
+    whole = store.vector_matrix("chunk", "m")
+    for page in (1, 3, 10):
+        monkeypatch.setattr(store_module, "_VECTOR_PAGE", page)
+        paged = store.vector_matrix("chunk", "m")
+        assert paged.ids.tolist() == whole.ids.tolist() == ids
+        assert np.array_equal(paged.q, whole.q) and np.array_equal(paged.scales, whole.scales)
