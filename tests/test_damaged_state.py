@@ -191,3 +191,24 @@ def test_a_vector_cache_damaged_while_open_recovers_at_first_use(tmp_path: Path)
         assert len(cache.get("model-a", keys[:5])) == 5
     finally:
         cache.close()
+
+
+def test_search_after_a_recovery_never_shows_the_old_index_s_rows(tmp_path: Path) -> None:
+    """The language server's start: the saved snapshot loads while the deferred check runs; the check finds
+    damage and the index is rebuilt, numbering its files anew. The old snapshot must be replaced, not patched
+    by file id (mod1.py would take mod0.py's id and show mod0.py's text)."""
+    ws = reopened_after_a_clean_index(tmp_path / "repo")
+    assert ws.search("handler_1_5").files[0].path == "mod1.py"  # saves the snapshot beside the index
+    ws.close()
+    zero_cell_pointers(ws.store.path)
+    (tmp_path / "repo" / "mod0.py").unlink()
+    ws = Workspace(tmp_path / "repo", overrides={"embed_provider": "none"}, check_index=False)
+    try:
+        ws.warm(graph=False)
+        assert "corrupt index" in ws.check_index()
+        ws.index()
+        found = ws.search("handler_1_5").files
+        assert found[0].path == "mod1.py" and "handler_1_5" in found[0].chunks[0].text
+        assert "mod0.py" not in [f.path for f in ws.search("handler_0_5").files]
+    finally:
+        ws.close()

@@ -179,3 +179,56 @@ def test_a_script_without_a_main_guard_can_index_a_large_tree(tmp_path: Path) ->
                          env=os.environ.copy())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines() == ["indexed 250"]
+
+
+def _rewrite_keeping_stat(path: Path, content: bytes) -> None:
+    """New bytes of the same length, with the old mtime put back: only reading the file can tell."""
+    before = path.stat()
+    assert len(content) == before.st_size
+    path.write_bytes(content)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_no_op_reindex_reads_no_file_not_even_one_skipped_for_its_content(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", n=2)
+    binary = b"\x00\x01 not text " * 10
+    (repo / "blob.py").write_bytes(binary)
+    (repo / "bundle.js").write_text("var a=" + "1+" * 300 + "1;\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none", "max_line_chars": 100})
+    first = ws.index()
+    assert first.skipped == {"binary": 1, "minified": 1} and first.files_indexed == 2
+    text = b"def rewritten_unread():\n    return 1\n"
+    _rewrite_keeping_stat(repo / "blob.py", text.ljust(len(binary), b"#"))
+    _rewrite_keeping_stat(repo / "pkg/mod0.py", (repo / "pkg/mod0.py").read_bytes().replace(b"handler_0",
+                                                                                             b"handler_X"))
+    again = ws.index()
+    assert again.skipped == first.skipped and again.files_indexed == 0 and again.files_unchanged == 2
+    assert ws.search("rewritten_unread").files == []  # blob.py was not read again
+    assert all("handler_X" not in text for _, _, text in chunk_rows(ws, "pkg/mod0.py"))
+    # A real change is read; so is an untouched file judged under rules that have changed since.
+    os.utime(repo / "blob.py", ns=(time.time_ns(), time.time_ns()))
+    assert ws.index().files_indexed == 1
+    assert [f.path for f in ws.search("rewritten_unread").files] == ["blob.py"]
+    assert set(ws.store.skipped_files()) == {"bundle.js"}
+    ws.close()
+    loose = Workspace(repo, overrides={"embed_provider": "none"})
+    assert loose.index().files_indexed == 1 and loose.store.skipped_files() == {}
+    (repo / "bundle.js").unlink()
+    loose.close()
+
+
+def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
+    """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K
+    files); `refresh_graph` resolves them afterwards, off the query's path."""
+    from codeloupe.store.edges import edges_by_file
+
+    repo = make_repo(tmp_path / "repo", n=3)
+    (repo / "pkg/main.py").write_text("from pkg.mod1 import handler_1\n\n\ndef main():\n    return handler_1(2)\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    assert ws.index(edges=False).files_indexed == 4
+    assert edges_by_file(ws.store) == {}
+    assert ws.search("handler_2").files[0].path == "pkg/mod2.py"
+    ws.refresh_graph()
+    main_id = ws.store.file_rows()["pkg/main.py"].id
+    assert any(edge[1] == "pkg/mod1.py" for edge in edges_by_file(ws.store)[main_id])
+    ws.close()

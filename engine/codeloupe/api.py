@@ -105,18 +105,20 @@ class Workspace:
     """
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
-                 overrides: dict[str, Any] | None = None) -> None:
+                 overrides: dict[str, Any] | None = None, *, check_index: bool = True) -> None:
+        """`check_index=False` opens the index without its integrity check (seconds on a large one); the
+        caller runs `check_index()` before it indexes (the language server, once its progress shows)."""
         try:
             self.root = check_root(Path(root))
         except DiscoverError as exc:
             raise WorkspaceError(str(exc)) from None
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
-        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root))
+        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index)
 
-    def _open(self, index_path: Path, strategy_load: StrategyLoad) -> None:
+    def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
-        self.store = open_store(self.settings, self.root, index_path)
+        self.store = open_store(self.settings, self.root, index_path, check=check_index)
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -140,10 +142,12 @@ class Workspace:
 
     # ------------------------------------------------------------------ indexing
 
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         """Chunk and store everything that changed, then refresh graph edges (derived data, no vectors).
 
-        Lexical and symbol lanes are ready when this returns; vectors come from `embed`.
+        Lexical and symbol lanes are ready when this returns; vectors come from `embed`. `edges=False` leaves
+        the graph to the caller's `refresh_graph()`: resolving a large workspace's edges takes minutes, and
+        an editor should answer from the chunks meanwhile.
         """
         from codeloupe.graph import ensure_edges
         from codeloupe.shared_index import pin_source
@@ -151,9 +155,17 @@ class Workspace:
         strategies = self._strategies()
         pin_source(self.store, self.root, named=bool(self.settings.store_repository))
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
-        ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
+        if edges:
+            ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
+
+    def check_index(self) -> str:
+        """Run the integrity check deferred by `check_index=False`; returns why the index was rebuilt ("" when
+        it was sound: a damaged one is moved aside and the next `index()` fills a new one)."""
+        recoveries = self.store.recoveries
+        self.store.check()
+        return self.store.rebuilt_reason if self.store.recoveries != recoveries else ""
 
     def update_files(self, paths: Iterable[Path | str]) -> IndexReport:
         """Re-index files that were saved, created or deleted (the editor's fast path).
@@ -310,13 +322,15 @@ class Workspace:
                        for s in self.store.symbols_of_file(rows[path].id)]
                 for path in paths if path in rows}
 
-    def warm(self) -> None:
-        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph.
+    def warm(self, *, graph: bool = True) -> None:
+        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph
+        (`graph=False`: the snapshot only; the graph follows with `refresh_graph()`).
 
         Whoever writes the index calls this afterwards, so no query, hover or lens pays for the rebuild.
         """
         self.searcher().refresh()
-        self.refresh_graph()
+        if graph:
+            self.refresh_graph()
 
     def refresh_graph(self) -> None:
         """Re-resolve edges of changed files and rebuild the graph, so hovers and lenses read it fresh."""
@@ -628,7 +642,7 @@ class RemoteWorkspace(Workspace):
             raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
 
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         from codeloupe.graph import ensure_edges
 
         if self.revision and not self.refresh:
@@ -647,7 +661,8 @@ class RemoteWorkspace(Workspace):
         self.store.set_meta(REVISION_KEY, snapshot.revision)
         remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
-        ensure_edges(self)
+        if edges:
+            ensure_edges(self)
         return report
 
     def update_files(self, paths: Any) -> IndexReport:
@@ -674,7 +689,7 @@ class SharedWorkspace(RemoteWorkspace):
     def label(self) -> str:
         return f"{self.root}@{self.revision or '(files as indexed)'}"
 
-    def index(self, progress: ProgressFn | None = None) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         counts = self.store.counts()
         return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
                            files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],

@@ -33,7 +33,7 @@ from codeloupe.discover import (
 )
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
-from codeloupe.store import FileRow, Store, StoreRebuilt
+from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
 log = logging.getLogger("codeloupe.index")
@@ -78,6 +78,8 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
     skipped = Counter(found.skipped)
     existing = store.file_rows()
+    remembered = store.skipped_files()
+    rules = _content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
     gone = [path for path in existing if path not in on_disk]
     report.files_deleted = store.delete_files(gone)
@@ -85,22 +87,31 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     work = []
     for candidate in found.candidates:
         row = existing.get(candidate.rel_path)
+        known = remembered.get(candidate.rel_path)
         if _is_current(candidate, row):
             report.files_unchanged += 1
+        elif row is None and known is not None and (known.size, known.mtime, known.rules) == \
+                (candidate.size, candidate.mtime, rules):
+            skipped[known.reason] += 1  # skipped for its content last time, and not touched since
         else:
             work.append((candidate, row))
     total = len(found.candidates)
-    done = report.files_unchanged
+    done = total - len(work)
+    now_skipped: list[SkippedFile] = []
     for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
                                                              strategies)):
         outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
+            if prepared.digest:  # read and judged by its content (not a transient failure to read it)
+                now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules, outcome))
         done += 1
         if progress and (done % 50 == 0 or done == total):
             progress(Progress("chunk", done, total, candidate.rel_path))
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
+    retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
+    store.set_skipped(now_skipped, [path for path in remembered if path not in on_disk or path in retried])
 
     return _finish_report(report, store, skipped, started)
 
@@ -230,6 +241,11 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
 def _known_hash(row: FileRow | None) -> str:
     """The hash that lets a file skip re-chunking: only one chunked by this chunker version qualifies."""
     return row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
+
+
+def _content_rules(settings: Settings) -> str:
+    """What decides whether a file's content is skipped: a file judged under other rules is read again."""
+    return f"{CHUNKER_VERSION}:{settings.max_file_bytes}:{settings.max_line_chars}"
 
 
 def _is_current(candidate: Candidate, row: FileRow | None) -> bool:

@@ -7,6 +7,7 @@ store's generation counters move (a re-index, new vectors), so a warm query touc
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -38,6 +39,7 @@ from codeloupe.lanes.tokens import (
     term_set,
     tokenize,
 )
+from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.types import Bundle, LaneStatus
 
@@ -120,7 +122,6 @@ class Snapshot:
     chunk_is_doc: np.ndarray  # bool [n]
     chunk_kind: np.ndarray  # int8 [n]: index into FILE_KINDS
     file_kind: dict[int, int]  # file id -> index into FILE_KINDS
-    file_stems: dict[int, set[str]]
     by_basename: dict[str, list[str]]
     path_to_file: dict[str, int]
     bm25: BM25Index | StackedBM25
@@ -131,6 +132,7 @@ class Snapshot:
     base: Snapshot | None = None
     live: np.ndarray | None = None
     pending_files: int = 0
+    index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
     _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
@@ -319,7 +321,9 @@ class Searcher:
             if view is not None and view.generation == generation:
                 return view
             base = self._snapshot
-            if base is None:
+            # A delta view matches rows by file id, and a rebuilt (damaged, moved aside) index numbers its files
+            # anew: a snapshot of another index file is replaced, never patched.
+            if base is None or base.index_id != self.ws.store.index_id:
                 self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
                 return self._view
@@ -340,7 +344,7 @@ class Searcher:
                 self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
                 return
-        if current.generation == generation:
+        if current.generation == generation and current.index_id == self.ws.store.index_id:
             return
         fresh = self._build_snapshot(generation)
         dense = None
@@ -383,13 +387,20 @@ class Searcher:
         threading.Thread(target=rebuild, name="codeloupe-snapshot-rebuild", daemon=True).start()
 
     def _build_snapshot(self, generation: int) -> Snapshot:
-        """The full snapshot; its BM25 matrix (the costly part: tokenising every chunk) is saved beside the
-        store and reused by the next process that opens the same index state (a restarted editor)."""
+        """The full snapshot; what it is built from (the chunk table, the file rows, the symbol table) and its
+        BM25 matrix (tokenising every chunk) are saved beside the store and reused by the next process that
+        opens the same index state (a restarted editor)."""
         store = self.ws.store
-        table = store.chunk_table()
-        rows = list(store.file_rows().values())
-        saved = store.path.with_name(store.path.name + ".bm25.npz")
         stamp = f"{store.index_id}:{generation}"
+        inputs = snapshot_file(store.path)
+        loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
+        if loaded is None:
+            table = store.chunk_table()
+            rows = list(store.file_rows().values())
+            symbols, kinds = SymbolIndex(table, store.iter_symbol_rows()), None
+        else:
+            table, rows, symbols, kinds = loaded
+        saved = store.path.with_name(store.path.name + ".bm25.npz")
         bm25 = BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
             bm25 = BM25Index(_documents(table, rows))
@@ -397,7 +408,14 @@ class Searcher:
                 bm25.save(saved, table.ids, stamp)
             except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
-        return _assemble(generation, table, rows, bm25=bm25, symbols=SymbolIndex(table, store.iter_symbol_rows()))
+        snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
+        snapshot.index_id = store.index_id
+        if loaded is None and store.generation("content") == generation:  # nothing was written while we read
+            try:
+                save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
+            except OSError as exc:
+                log.warning("could not save the search snapshot to %s: %s", inputs, exc)
+        return snapshot
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
         """`base` with the rows of changed files masked out and their new chunks appended."""
@@ -675,7 +693,8 @@ class Searcher:
             return
         wanted = {stem(t) for w in words for t in tokenize(w)}
         for file_id in list(fusion.file):
-            stems = snap.file_stems.get(file_id, set())
+            path = snap.file_paths.get(file_id, "")
+            stems = _name_stems(path.rsplit("/", 1)[-1]) if path else frozenset()
             if stems and stems <= wanted:
                 fusion.file[file_id] *= 1.0 + R.FILENAME_BOOST
 
@@ -728,8 +747,10 @@ def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:
 
 def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25: BM25Index | StackedBM25,
               symbols: SymbolIndex | StackedSymbols, base: Snapshot | None = None,
-              live: np.ndarray | None = None, pending_files: int = 0) -> Snapshot:
-    """The per-file maps a query needs, over `files` (the files whose rows are live in `table`)."""
+              live: np.ndarray | None = None, pending_files: int = 0, kinds: dict[int, int] | None = None
+              ) -> Snapshot:
+    """The per-file maps a query needs, over `files` (the files whose rows are live in `table`); `kinds`: the
+    files' kinds when known (saved beside the index; computing them runs regexes over every path)."""
     file_paths = {r.id: r.path for r in files}
     by_id = {r.id: r for r in files}
     chunk_file_ids = table.file_ids.tolist()
@@ -741,7 +762,8 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
     by_basename: dict[str, list[str]] = defaultdict(list)
     for path in file_paths.values():
         by_basename[path.rsplit("/", 1)[-1]].append(path)
-    kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
+    if kinds is None:
+        kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
     if base is not None:  # reuse the per-chunk flags of the rows the base already had
         n = len(base.table.ids)
         is_doc = np.concatenate([base.chunk_is_doc, [by_id[f].is_doc for f in chunk_file_ids[n:]]]).astype(bool)
@@ -754,12 +776,17 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
         chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_kind=chunk_kind,
         file_kind=kinds,
-        file_stems={f: {stem(t) for t in tokenize(p.rsplit("/", 1)[-1].rsplit(".", 1)[0])}
-                    for f, p in file_paths.items()},
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
         bm25=bm25, symbols=symbols, file_chunk_rows=dict(file_chunk_rows),
         base=base, live=live, pending_files=pending_files,
     )
+
+
+@functools.lru_cache(maxsize=65536)
+def _name_stems(file_name: str) -> frozenset[str]:
+    """Stems of a file name without its extension: a short query naming them lifts the file. Computed for
+    the few files a query ranks, not for every file of every snapshot (a second at 40K files)."""
+    return frozenset(stem(t) for t in tokenize(file_name.rsplit(".", 1)[0]))
 
 
 def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool = True) -> list[int]:

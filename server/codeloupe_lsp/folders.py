@@ -98,7 +98,10 @@ class Folder:
         self.server = server
         self.uri = uri
         self.root = root
-        self.ws = Workspace(root, settings=settings)
+        # The index's integrity check reads every page (seconds at 40K files): it runs as the first job on the
+        # writer, once the progress shows, and queries wait for it.
+        self.ws = Workspace(root, settings=settings, check_index=False)
+        self._checked = False
         self.state = "indexing"
         self.message = ""
         self.embed_error = ""
@@ -121,10 +124,14 @@ class Folder:
         self._pump: asyncio.Task[None] | None = None
         self._progress: RefreshProgress | None = None
         # A never-indexed folder answers no query before its first index: an empty index would answer with an
-        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it at once.
+        # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it as soon as
+        # the index's integrity check has passed.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.ws.store.counts()["files"]:
-            self._searchable.set_result(None)
+        self._has_index = bool(self.ws.store.counts()["files"])
+        # Load the saved search snapshot while the check runs; the start-up refresh waits for it, so the first
+        # answer does not share the interpreter with a walk of the whole tree.
+        self._loading: asyncio.Future[None] | None = asyncio.get_running_loop().run_in_executor(
+            server.thread_pool, self._warm_readers) if self._has_index else None
         if self.ws.store.rebuilt_reason:
             self.server.warn(f"codeloupe: the index of {root} was rebuilt: {self.ws.store.rebuilt_reason}")
 
@@ -193,8 +200,25 @@ class Folder:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
         callback = self._progress_callback(self._progress)
+        if not self._checked:
+            self._checked = True
+            self._progress.note("checking the index", 0)
+            try:
+                rebuilt = await self._on_writer(self.ws.check_index)
+            except Exception as exc:  # not damage (that is repaired): the index below reports it again
+                log.exception("checking the index of %s failed", self.root)
+                rebuilt = ""
+                self.message = f"checking the index failed: {exc}"
+            if rebuilt:
+                self.server.warn(f"codeloupe: the index of {self.root} was rebuilt: {rebuilt}")
+            elif self._has_index:
+                self._mark_searchable()  # answers come from the index on disk while it is refreshed
+            if self._loading is not None:
+                await self._loading
         try:
-            report = await self._on_writer(self.ws.index, callback)
+            # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
+            # answers need only the stored chunks.
+            report = await self._on_writer(lambda: self.ws.index(callback, edges=False))
         except Exception as exc:
             log.exception("indexing %s failed", self.root)
             self.state, self.message = "error", f"indexing failed: {exc}"
@@ -206,14 +230,17 @@ class Folder:
             return
         self.last_report = report
         self.message = ""
+        # Searchable as soon as chunking is done: a query arriving while the snapshot warms waits for that
+        # build rather than starting a second one.
+        self._mark_searchable()
         await self._on_writer(self._warm_readers)
         counted = await self._on_writer(self.ws.status)
         self.files, self.chunks = counted.files, counted.chunks
-        self._mark_searchable()
         self._progress.note(f"indexed {self.files} files, {self.chunks} chunks", 50)
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(report)
+        self._start_graph_refresh()
         self._embed_wanted = True
 
     async def _index_changed(self) -> None:
@@ -280,10 +307,10 @@ class Folder:
             log.exception("refreshing the graph of %s failed", self.root)
 
     def _warm_readers(self) -> None:
-        """On the writer: rebuild the search snapshot and the graph's edges for the new index state, which
-        the next search or hover would otherwise rebuild on a request thread."""
+        """Build (or load) the search snapshot of the current index state, which the next search would
+        otherwise build on a request thread (the graph is refreshed on its own thread)."""
         try:
-            self.ws.warm()
+            self.ws.warm(graph=False)
         except Exception:  # a warm-up is an optimisation; the request that needs it will report the fault
             log.exception("warming %s failed", self.root)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lsp_helpers import disk_lines, start_server, stop_server, uri
+from lsp_helpers import disk_lines, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
@@ -29,6 +29,36 @@ async def test_a_corrupt_index_is_rebuilt_with_a_warning(project: Path) -> None:
         assert rebuilt["files"] == folder["files"]
         warnings = [m.message for m in second.messages if m.type == lsp.MessageType.Warning]
         assert any("rebuilt" in w and "corrupt" in w for w in warnings), warnings
+    finally:
+        await stop_server(second)
+
+
+async def test_damage_only_the_integrity_check_finds_is_found_after_the_progress_shows(tmp_path: Path) -> None:
+    """The check reads every page (seconds on a large index), so it runs under the start-up progress, not
+    before it; what it finds is still moved aside and rebuilt before any query answers."""
+    from test_damaged_state import settle, zero_cell_pointers
+
+    files = {f"pkg/mod{i:02}.py": "\n\n".join(
+        f"def handler_{i}_{j}(request):\n    return request.get('field_{j}') or {i * j}\n" for j in range(30))
+        for i in range(60)}
+    root = write_project(tmp_path / "repo", files)
+    first = await start_server([root])
+    (folder,) = await first.wait_ready()
+    await stop_server(first)
+    index = Path(folder["indexPath"])
+    settle(index)
+    zero_cell_pointers(index)
+
+    second = await start_server([root])
+    try:
+        found = await second.request("codeloupe/search", {"query": "handler_42_7"})
+        assert found["core"][0]["path"] == "pkg/mod42.py"
+        warnings = [m.message for m in second.messages if m.type == lsp.MessageType.Warning]
+        assert any("rebuilt" in w and "corrupt" in w for w in warnings), warnings
+        (token, reports), = second.progress_reports.items()
+        assert reports[0].kind == "begin" and reports[1].message == "checking the index"
+        (rebuilt,) = await second.wait_ready()
+        assert rebuilt["files"] == folder["files"] == 60
     finally:
         await stop_server(second)
 

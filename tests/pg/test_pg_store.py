@@ -267,3 +267,30 @@ def test_threads_of_a_server_query_one_repository_at_once(tree: Path, pg_url: st
         assert answers == [expected] * 16
     finally:
         ws.close()
+
+
+def test_a_restart_on_the_shared_index_loads_its_saved_snapshot(tree: Path, pg_url: str) -> None:
+    """The saved search snapshot goes beside PgStore.path as beside a SQLite file, and the server's start-up
+    path (integrity check deferred, chunking before edges) runs on PgStore too."""
+    from codeloupe.snapshot_file import snapshot_file
+
+    local = _open(tree)
+    first = Workspace(tree, overrides={"embed_provider": "none", "store_url": pg_url}, check_index=False)
+    try:
+        assert first.check_index() == ""
+        first.index(edges=False)
+        expected = [_answer(first, query) for query in QUERIES]
+        assert expected == [_answer(local, query) for query in QUERIES]
+        saved = snapshot_file(first.store.path)
+        assert saved.is_file()
+        written = saved.stat().st_mtime_ns
+    finally:
+        first.close()
+        local.close()
+    again = _open(tree, store_url=pg_url)  # nothing changed: no file is re-read, the snapshot is loaded
+    try:
+        assert again.status().files > 20
+        assert [_answer(again, query) for query in QUERIES] == expected
+        assert saved.stat().st_mtime_ns == written
+    finally:
+        again.close()

@@ -11,10 +11,11 @@ import numpy as np
 from scipy import sparse
 
 from codeloupe.ranking import BM25_B, BM25_K1
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 
 # Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
 # rebuilt.
-TOKENS_VERSION = 2
+TOKENS_VERSION = 3
 
 
 class BM25Index:
@@ -121,42 +122,38 @@ class BM25Index:
         """Write the index beside the store, tagged with what it was built from (atomic replace)."""
         m = self._matrix
         assert self._counts is not None, "saving needs an index that kept its counts"
-        vocab = "\n".join(self.vocab).encode("utf-8")  # dict order is column order
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            with tmp.open("wb") as fh:
-                np.savez(fh, data=m.data, counts=self._counts.data, indices=m.indices, indptr=m.indptr,
-                         shape=np.array(m.shape),
-                         idf=self._idf, vocab=np.frombuffer(vocab, np.uint8), row_ids=row_ids,
-                         meta=np.array([TOKENS_VERSION, self.n_docs], np.int64), stamp=np.array(stamp),
-                         avg_len=np.array([self.avg_len], np.float64))
-            tmp.replace(path)
-        except OSError:
-            tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space
-            raise
+        vocab, vocab_ends = pack_strings(list(self.vocab))  # dict order is column order
+        save_arrays(path, f"{TOKENS_VERSION}:{stamp}", {
+            "data": m.data, "counts": self._counts.data, "indices": m.indices, "indptr": m.indptr,
+            "shape": np.array(m.shape), "idf": self._idf, "vocab": vocab, "vocab_ends": vocab_ends,
+            "row_ids": row_ids, "n_docs": np.array([self.n_docs], np.int64),
+            "avg_len": np.array([self.avg_len], np.float64)})
 
     @classmethod
     def load(cls, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index | None:
-        """The saved index if it was built from exactly these rows of the same index state, else None."""
+        """The saved index if it was built from exactly these rows of the same index state, else None (also
+        when it is damaged: `codeloupe.saved`)."""
+        z = load_arrays(path, f"{TOKENS_VERSION}:{stamp}")
+        if z is None or not np.array_equal(z.get("row_ids"), row_ids):
+            return None
         try:
-            with np.load(path) as z:
-                meta = z["meta"]
-                if int(meta[0]) != TOKENS_VERSION or str(z["stamp"]) != stamp or \
-                        not np.array_equal(z["row_ids"], row_ids):
-                    return None
-                index = cls.__new__(cls)
-                shape = tuple(int(x) for x in z["shape"])
-                indices, indptr = z["indices"], z["indptr"]  # read once: both matrices share them
-                index._matrix = sparse.csc_matrix((z["data"], indices, indptr), shape=shape)
-                counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
-                index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
-                index._idf = z["idf"]
-                index.avg_len = float(z["avg_len"][0])
-                index.n_docs = int(meta[1])
-                words = bytes(z["vocab"]).decode("utf-8").split("\n") if shape[1] else []
-                index.vocab = {w: i for i, w in enumerate(words)}
-                return index
-        except (OSError, KeyError, ValueError):  # missing, truncated or from another version: rebuild
+            index = cls.__new__(cls)
+            shape = tuple(int(x) for x in z["shape"])
+            indices, indptr = z["indices"], z["indptr"]  # both matrices share them
+            index._matrix = sparse.csc_matrix((z["data"], indices, indptr), shape=shape)
+            index._matrix.check_format(full_check=True)
+            counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
+            index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
+            index._idf = z["idf"]
+            index.avg_len = float(z["avg_len"][0])
+            index.n_docs = int(z["n_docs"][0])
+            words = unpack_strings(z["vocab"], z["vocab_ends"])
+            if len(words) != shape[1] or len(index._idf) != shape[1] or index.n_docs != shape[0] or \
+                    len(counts) != len(indices):
+                return None
+            index.vocab = {w: i for i, w in enumerate(words)}
+            return index
+        except (KeyError, ValueError, IndexError, TypeError):  # arrays that do not fit together: rebuild
             return None
 
 

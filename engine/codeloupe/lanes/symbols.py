@@ -18,7 +18,11 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
+from codeloupe.saved import pack_strings, unpack_strings
 from codeloupe.store import ChunkTable, SymbolRow
+
+# The name maps, in the order `arrays()` writes them.
+_MAPS = ("by_name", "by_lower", "by_qualified")
 
 
 class Postings:
@@ -48,15 +52,31 @@ class Postings:
         slot = self._slots.get(key)
         return [] if slot is None else self._rows[self._offsets[slot]:self._offsets[slot + 1]].tolist()
 
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The frozen postings as arrays (keys in slot order, group offsets, rows), to save beside the index."""
+        keys, key_ends = pack_strings(list(self._slots))  # dict order is slot order
+        return {f"{prefix}_keys": keys, f"{prefix}_key_ends": key_ends, f"{prefix}_offsets": self._offsets,
+                f"{prefix}_rows": self._rows}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str, n_chunks: int) -> Postings:
+        """The postings `arrays()` wrote; a ValueError when they do not fit together or rows past `n_chunks`."""
+        keys = unpack_strings(arrays[f"{prefix}_keys"], arrays[f"{prefix}_key_ends"])
+        offsets, rows = arrays[f"{prefix}_offsets"].astype(np.int64), arrays[f"{prefix}_rows"].astype(np.int32)
+        if len(offsets) != len(keys) + 1 or int(offsets[0]) != 0 or int(offsets[-1]) != len(rows) or \
+                bool(np.any(np.diff(offsets) < 0)) or (len(rows) and not 0 <= int(rows.min()) <= int(rows.max())
+                                                        < n_chunks):
+            raise ValueError(f"the saved symbol map {prefix} does not fit the chunk table")
+        postings = cls()
+        postings._slots = {key: slot for slot, key in enumerate(keys)}
+        postings._offsets, postings._rows = offsets, rows
+        return postings
+
 
 class SymbolIndex:
     def __init__(self, table: ChunkTable, symbols: Iterable[SymbolRow]) -> None:
         self.n_chunks = len(table.ids)
-        # Chunk rows ordered by (file id, start line), keyed by both in one int64: the chunk holding a line
-        # is one binary search (arrays, not a list of tuples per file: at 200K chunks those were 30 MB).
-        order = np.lexsort((table.start_lines, table.file_ids))
-        self._start_keys = _line_keys(table.file_ids[order], table.start_lines[order])
-        self._start_rows = order.astype(np.int64)
+        self._locate_chunks(table)
         self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
         symbols = iter(symbols)
         while page := list(islice(symbols, _PAGE)):  # a page at a time: the rows are not all held at once
@@ -70,6 +90,31 @@ class SymbolIndex:
                 self.by_qualified.add(f"{sym.parent}.{sym.name}".lower() if sym.parent else sym.name.lower(), row)
         for postings in (self.by_name, self.by_lower, self.by_qualified):
             postings.freeze()
+
+    def _locate_chunks(self, table: ChunkTable) -> None:
+        # Chunk rows ordered by (file id, start line), keyed by both in one int64: the chunk holding a line
+        # is one binary search (arrays, not a list of tuples per file: at 200K chunks those were 30 MB).
+        order = np.lexsort((table.start_lines, table.file_ids))
+        self._start_keys = _line_keys(table.file_ids[order], table.start_lines[order])
+        self._start_rows = order.astype(np.int64)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The name maps as arrays, to save beside the index: rebuilding them is a Python loop over every
+        symbol of the workspace."""
+        out: dict[str, np.ndarray] = {}
+        for name in _MAPS:
+            out.update(getattr(self, name).arrays(name))
+        return out
+
+    @classmethod
+    def from_arrays(cls, table: ChunkTable, arrays: dict[str, np.ndarray]) -> SymbolIndex:
+        """The index `arrays()` described, over `table`; a ValueError when the arrays do not fit it."""
+        index = cls.__new__(cls)
+        index.n_chunks = len(table.ids)
+        index._locate_chunks(table)
+        index.by_name, index.by_lower, index.by_qualified = (Postings.from_arrays(arrays, name, index.n_chunks)
+                                                             for name in _MAPS)
+        return index
 
     def chunk_at(self, file_id: int, line: int) -> int | None:
         """Row of the chunk of `file_id` that holds `line` (its first chunk for a line before it)."""

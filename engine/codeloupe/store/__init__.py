@@ -75,6 +75,15 @@ CREATE TABLE IF NOT EXISTS symbols (
 );
 CREATE INDEX IF NOT EXISTS symbols_file ON symbols(file_id);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name COLLATE NOCASE);
+-- Files read and then skipped for their content (binary, undecodable, minified, generated, too large), with
+-- the size and mtime they had and the rules that judged them, so a re-index does not read them again.
+CREATE TABLE IF NOT EXISTS skipped_files (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL,
+    rules TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS skeletons (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     text TEXT NOT NULL
@@ -115,6 +124,15 @@ class FileRow:
     is_doc: bool
     chunker_version: int
     line_count: int
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    size: int
+    mtime: float
+    rules: str  # the content rules that judged it (a change of rules reads it again)
+    reason: str
 
 
 class TextReader(Protocol):
@@ -171,6 +189,11 @@ class JsonLists(Sequence[list[str]]):
 
     def __init__(self, encoded: list[str]) -> None:
         self._encoded = encoded
+
+    @property
+    def encoded(self) -> list[str]:
+        """Each row's JSON text (what a saved snapshot writes)."""
+        return self._encoded
 
     def __len__(self) -> int:
         return len(self._encoded)
@@ -266,8 +289,11 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Store:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check: bool = True) -> None:
+        """`check=False` defers the open-time integrity check (a read of every page: seconds on a large index)
+        to `check()`, for a caller that has something to show first (the language server's progress)."""
         self.path = Path(path)
+        self._unchecked = not check
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
         self._generations: dict[str, int] = {}  # the last value each counter was read at
@@ -312,7 +338,7 @@ class Store:
             elif int(row[0]) != SCHEMA_VERSION:
                 conn.close()
                 return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
-            problem = integrity_problem(conn)
+            problem = "" if self._unchecked else integrity_problem(conn)
             if problem:
                 conn.close()
                 return self._rebuild(f"corrupt index ({problem})", damaged=True)
@@ -359,14 +385,34 @@ class Store:
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                          [("schema_version", str(SCHEMA_VERSION)), ("index_id", uuid.uuid4().hex)])
 
-    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+    def check(self) -> None:
+        """The integrity check a store opened with `check=False` skipped; damage is handled as at open (moved
+        aside, started over; `rebuilt_reason` says so) and counted in `recoveries`, as damage met in use is."""
+        if not self._unchecked:
+            return
+        self._unchecked = False
+        # On a connection of its own, so reads (a search answering from the saved snapshot) go on meanwhile.
+        conn = sqlite3.connect(self.path, check_same_thread=False)
+        try:
+            problem = integrity_problem(conn)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            problem = str(exc)
+        finally:
+            conn.close()
+        if problem:
+            with self._lock:
+                self._recover(problem)
+
+    def _recover(self, problem: sqlite3.DatabaseError | str) -> None:
         """Damage met while in use: move the file aside and start over; warm readers see the counters move."""
         seen = dict(self._generations)
         try:
             self._conn.close()
         except sqlite3.Error:
             pass
-        self._conn = self._rebuild(f"corrupt index ({exc})", damaged=True)
+        self._conn = self._rebuild(f"corrupt index ({problem})", damaged=True)
         self.recoveries += 1
         if seen:
             with self.transaction() as conn:
@@ -513,6 +559,20 @@ class Store:
             conn.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
             self._bump(conn, "content")
         return len(paths)
+
+    def skipped_files(self) -> dict[str, SkippedFile]:
+        """Every file remembered as skipped for its content, by path (one query for the whole workspace)."""
+        return {r[0]: SkippedFile(*r) for r in self.query("SELECT path, size, mtime, rules, reason FROM skipped_files")}
+
+    def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
+        """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
+        skipped, forget = list(skipped), list(forget)
+        if not skipped and not forget:
+            return
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM skipped_files WHERE path=?", [(p,) for p in forget])
+            conn.executemany("INSERT OR REPLACE INTO skipped_files VALUES (?,?,?,?,?)",
+                             [(s.path, s.size, s.mtime, s.rules, s.reason) for s in skipped])
 
     # ------------------------------------------------------------------ reads for the lanes
 

@@ -35,7 +35,12 @@ def _says(exc: BaseException, kind: type[sqlite3.Error], codes: tuple[int, ...],
 
 
 def is_damage(exc: BaseException) -> bool:
-    """The error says the file's pages are bad (not a lock, a constraint or a full disk)."""
+    """The error says the file's pages are bad (not a lock, a constraint or a full disk).
+
+    A text cell that is not UTF-8 is damage too: codeloupe only ever writes Python strings, so garbage over a
+    page that still parses surfaces as the sqlite3 module's decode error rather than as SQLite's own."""
+    if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8"):
+        return True
     return _says(exc, sqlite3.DatabaseError, (_SQLITE_CORRUPT, _SQLITE_NOTADB), ("malformed", "not a database"))
 
 

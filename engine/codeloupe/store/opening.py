@@ -16,7 +16,8 @@ def repository_name(settings: Settings, root: Path) -> str:
     return settings.store_repository or Path(root).name or "root"
 
 
-def open_store(settings: Settings, root: Path, index_path: Path) -> IndexStore:
+def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True) -> IndexStore:
+    """`check=False`: the SQLite file's integrity check waits for `check()` (PostgreSQL checks its own pages)."""
     if settings.store_url:
         return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent)
-    return Store(index_path)
+    return Store(index_path, check=check)

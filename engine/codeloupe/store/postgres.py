@@ -37,6 +37,7 @@ import numpy as np
 from codeloupe.store import (
     ChunkTable,
     FileRow,
+    SkippedFile,
     StoreError,
     SymbolRow,
     VectorMatrix,
@@ -579,6 +580,17 @@ class PgStore:
             self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (paths,))
             self._bump("content")
         return len(paths)
+
+    def skipped_files(self) -> dict[str, SkippedFile]:
+        """None remembered: a skipped file is known by the size and mtime of one checkout, which say nothing
+        about another machine's checkout indexing into the same repository, so each run reads them again."""
+        return {}
+
+    def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
+        """Nothing to remember (`skipped_files`)."""
+
+    def check(self) -> None:
+        """Nothing deferred: PostgreSQL checks its own pages (the SQLite file's open-time check is `Store.check`)."""
 
     # ------------------------------------------------------------------ reads for the lanes
 

@@ -1,0 +1,217 @@
+"""Cold start and no-op re-index on a 40K-file tree, for this checkout's engine and a baseline revision's.
+
+    .venv/bin/python bench/cold_scale.py [--prepared DIR] [--files 40000] [--baseline main] [--phases ...]
+
+The tree is prepared once under `--prepared` and reused: the standard library without site-packages, hard
+linked (no space, same sizes and mtimes), indexed for real, then grown to `--files` files by
+`bench/scale_tree.py` (index rows copied, the copies hard linked on disk) and indexed once more so every
+file and every graph edge is current. Each engine then works on its own copy of the index, each phase in a
+new process (a restarted editor), in this order:
+- first open: a process opens the index and answers one lexical query (it saves whatever it persists);
+- server: the real `codeloupe-lsp` over stdio on that index (an editor restart): process start -> first
+  `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
+- no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
+- cold open: a new process opening the index (integrity check included) and answering one lexical query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+QUERY = "parse the command line arguments"
+PHASES = ("first_open", "server", "reindex", "cold_open")
+
+
+def _workspace(root: Path, cache: Path):
+    from codeloupe.api import Workspace
+
+    return Workspace(root, overrides={"cache_dir": str(cache), "embed_provider": "none"})
+
+
+def prepare(prepared: Path, files: int) -> None:
+    """The tree under `prepared/tree`, its index under `prepared/cache` (every file and edge current)."""
+    sys.path.insert(0, str(HERE))
+    from scale_tree import grow, link_copies, stdlib
+
+    base = prepared / "base"
+    root = prepared / "tree"
+    ignore = shutil.ignore_patterns("site-packages", "__pycache__")
+    shutil.copytree(stdlib(), base, copy_function=os.link, symlinks=True, ignore=ignore)
+    shutil.copytree(base, root, copy_function=os.link, symlinks=True)
+    ws = _workspace(root, prepared / "cache")
+    copies = grow(ws, files=files)
+    link_copies(base, root, copies)
+    t = time.perf_counter()
+    ws.index()  # the copies' graph facts and edges: what the index run after copying would have done
+    print(f"graph facts and edges of the copies: {time.perf_counter() - t:.1f} s", flush=True)
+    ws.close()
+
+
+def open_phase(root: Path, cache: Path) -> dict:
+    """A new process: open the index and answer one lexical query (the snapshot built or loaded on the way)."""
+    started = time.perf_counter()
+    ws = _workspace(root, cache)
+    opened = time.perf_counter()
+    bundle = ws.search(QUERY)
+    answered = time.perf_counter()
+    out = {"open_s": round(opened - started, 2), "first_answer_s": round(answered - started, 2),
+           "top": bundle.files[0].path if bundle.files else "", "peak_rss_mb": _peak_rss_mb()}
+    ws.close()
+    return out
+
+
+def reindex_phase(root: Path, cache: Path) -> dict:
+    """`Workspace.index()` with nothing changed on disk, twice, in a process that opened the index."""
+    ws = _workspace(root, cache)
+    out: dict = {}
+    for attempt in (1, 2):
+        started = time.perf_counter()
+        report = ws.index()
+        out[f"noop_{attempt}_s"] = round(time.perf_counter() - started, 2)
+    out.update(files_seen=report.files_seen, unchanged=report.files_unchanged, indexed=report.files_indexed,
+               skipped=report.skipped)
+    ws.close()
+    return out
+
+
+async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True) -> dict:
+    """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
+    answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress)."""
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import LanguageClient
+    from pygls.protocol import default_converter
+    from pygls.protocol.json_rpc import JsonRPCResponseMessage
+    from pygls.uris import from_fs_path
+
+    def raw_converter():  # custom requests' answers as plain JSON
+        converter = default_converter()
+        converter.register_structure_hook(JsonRPCResponseMessage, lambda obj, cls: cls(**obj))
+        return converter
+
+    client = LanguageClient("cold-scale", "1", converter_factory=raw_converter)
+    seen: dict[str, float] = {}
+    started = time.perf_counter()
+
+    @client.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def on_create(params: lsp.WorkDoneProgressCreateParams) -> None:
+        return None
+
+    @client.feature(lsp.PROGRESS)
+    def on_progress(params) -> None:
+        kind = params.value.get("kind")
+        seen.setdefault(f"progress_{kind}", time.perf_counter() - started)
+        if kind == "report" and (params.value.get("message") or "").startswith("indexed"):
+                seen.setdefault("indexed", time.perf_counter() - started)
+
+    @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+    def on_register(params) -> None:
+        return None
+
+    await client.start_io(sys.executable, "-m", "codeloupe_lsp", env={**os.environ, "CODELOUPE_CACHE_DIR": str(cache)})
+    await client.initialize_async(lsp.InitializeParams(
+        capabilities=lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=True)),
+        workspace_folders=[lsp.WorkspaceFolder(uri=from_fs_path(str(root)), name=root.name)],
+        initialization_options={"embedProvider": "none"}))
+    client.initialized(lsp.InitializedParams())
+    seen["initialized"] = time.perf_counter() - started
+    if not answer:
+        deadline = time.perf_counter() + timeout
+        while "progress_begin" not in seen and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+        return {k: round(v, 2) for k, v in seen.items()}
+    found = await asyncio.wait_for(client.protocol.send_request_async("codeloupe/search", {"query": QUERY}),
+                                    timeout)
+    seen["first_answer"] = time.perf_counter() - started
+    deadline = time.perf_counter() + timeout
+    while "progress_end" not in seen and time.perf_counter() < deadline:
+        await asyncio.sleep(0.1)
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    core = found["core"]
+    return {**{k: round(v, 2) for k, v in seen.items()}, "top": core[0]["path"] if core else ""}
+
+
+def server_phase(root: Path, cache: Path) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0))
+
+
+def progress_phase(root: Path, cache: Path) -> dict:
+    """Only process start -> the first `$/progress` (light: the server is stopped right after it)."""
+    return asyncio.run(_server_phase(root, cache, 120.0, answer=False))
+
+
+def _peak_rss_mb() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prepared", type=Path, default=Path(tempfile.gettempdir()) / "codeloupe-cold-scale")
+    parser.add_argument("--files", type=int, default=40_000)
+    parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
+    parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
+    parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
+    parser.add_argument("--phase", choices=["open", "reindex", "server", "progress"],
+                        help="run one phase here, on --cache (the run itself uses this for each engine)")
+    parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
+    args = parser.parse_args()
+    root = args.prepared / "tree"
+    if args.phase:
+        phase = {"open": open_phase, "reindex": reindex_phase, "server": server_phase,
+                 "progress": progress_phase}[args.phase]
+        print(json.dumps(phase(root, args.cache)))
+        return 0
+    if not (args.prepared / "cache").exists():
+        prepare(args.prepared, args.files)
+    checkout = HERE.parent
+    engines = {"this": [str(checkout / "engine"), str(checkout / "server")]}
+    scratch = Path(tempfile.mkdtemp(prefix="codeloupe-cold-scale-"))
+    if args.baseline:
+        archive = subprocess.run(["git", "-C", str(args.git), "archive", args.baseline, "engine", "server"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(scratch)], input=archive, check=True)
+        engines[args.baseline] = [str(scratch / "engine"), str(scratch / "server")]
+    results: dict[str, dict] = {}
+    try:
+        for name, path in engines.items():
+            cache = scratch / f"cache-{name}"
+            shutil.copytree(args.prepared / "cache", cache)
+            results[name] = {}
+            for phase in args.phases.split(","):
+                kind = "open" if phase.endswith("_open") else phase
+                try:
+                    out = subprocess.run([sys.executable, __file__, "--phase", kind, "--prepared", str(args.prepared),
+                                          "--cache", str(cache)], env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
+                                         capture_output=True, text=True, check=False, timeout=args.timeout)
+                    result = json.loads(out.stdout) if out.returncode == 0 else {"exit": out.returncode,
+                                                                                 "stderr": out.stderr[-2000:]}
+                except subprocess.TimeoutExpired:
+                    result = {"timeout_s": args.timeout}
+                results[name][phase] = result
+                print(f"{name} {phase}: {json.dumps(result)}", flush=True)
+            shutil.rmtree(cache, ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The search snapshot's inputs (chunk table, file rows, symbol table) saved beside the index: a restarted
+process loads them and gets the snapshot a rebuild from the store would give; a stale or damaged file is
+rebuilt, never trusted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.lanes.symbols import Postings
+from codeloupe.saved import load_arrays, save_arrays, unpack_strings
+from codeloupe.search import FILE_KINDS
+from codeloupe.snapshot_file import SNAPSHOT_FILE_VERSION, load_snapshot_inputs, snapshot_file
+
+FILES = {
+    "pkg/models.py": '''\
+        """Accounts and their sessions."""
+
+
+        class Account:
+            """A user account."""
+
+            def check_password(self, password: str) -> bool:
+                return password == "secret"
+
+            def open_session(self) -> "Session":
+                return Session(self)
+
+
+        class Session:
+            def __init__(self, account: Account) -> None:
+                self.account = account
+        ''',
+    "pkg/cli.py": '''\
+        import argparse
+
+
+        def parse_arguments(argv):
+            """Parse the command line arguments."""
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--verbose", action="store_true")
+            return parser.parse_args(argv)
+        ''',
+    "web/routes.js": '''\
+        function registerRoutes(app) {
+          app.get('/health', (req, res) => res.send('ok'));
+        }
+        module.exports = { registerRoutes };
+        ''',
+    "tests/test_models.py": '''\
+        from pkg.models import Account
+
+
+        def test_check_password():
+            assert Account().check_password("secret")
+        ''',
+    "docs/guide.md": '''\
+        # Guide
+
+        Sessions are opened after the password check.
+        ''',
+}
+QUERIES = ("Account.check_password", "parse the command line arguments", "registerRoutes", "session")
+
+
+def _open(root: Path) -> Workspace:
+    return Workspace(root, overrides={"embed_provider": "none"})
+
+
+def _facts(ws: Workspace) -> dict:
+    """Everything a query reads from the snapshot, as plain values."""
+    snap = ws.searcher().snapshot()
+    table, symbols = snap.table, snap.symbols
+    return {
+        "table": [getattr(table, name).tolist() if isinstance(getattr(table, name), np.ndarray)
+                  else list(getattr(table, name)) for name in ("ids", "file_ids", "start_lines", "end_lines",
+                                                               "kinds", "names", "breadcrumbs", "symbols", "texts")],
+        "maps": [snap.file_paths, snap.file_languages, snap.file_is_doc, snap.chunk_paths, snap.chunk_is_doc.tolist(),
+                 snap.chunk_kind.tolist(), snap.file_kind, snap.by_basename, snap.path_to_file,
+                 snap.file_chunk_rows],
+        "symbols": [_postings(symbols.by_name), _postings(symbols.by_lower), _postings(symbols.by_qualified),
+                    symbols._start_keys.tolist(), symbols._start_rows.tolist(), symbols.n_chunks],
+        "answers": [[(f.path, [c.start_line for c in f.chunks]) for f in ws.search(q).files] for q in QUERIES],
+    }
+
+
+def _postings(postings: Postings) -> dict[str, list[int]]:
+    arrays = postings.arrays("map")
+    return {key: postings.get(key) for key in unpack_strings(arrays["map_keys"], arrays["map_key_ends"])}
+
+
+@pytest.fixture
+def indexed(make_tree) -> Path:
+    root = make_tree(FILES)
+    ws = _open(root)
+    ws.index()
+    ws.search("warm up")  # builds the snapshot and saves what it was built from
+    ws.close()
+    return root
+
+
+def _saved(root: Path) -> Path:
+    ws = _open(root)
+    path = snapshot_file(ws.store.path)
+    ws.close()
+    assert path.is_file()
+    return path
+
+
+def _rebuilt_facts(root: Path, saved: Path) -> dict:
+    """The facts of a snapshot built from the store alone (the saved file moved away meanwhile)."""
+    aside = saved.with_name(saved.name + ".aside")
+    saved.replace(aside)
+    ws = _open(root)
+    facts = _facts(ws)
+    ws.close()
+    aside.replace(saved)
+    return facts
+
+
+def test_a_restart_loads_the_saved_snapshot_and_it_equals_a_rebuild(indexed: Path) -> None:
+    saved = _saved(indexed)
+    stamp = saved.stat().st_mtime_ns
+    ws = _open(indexed)
+    loaded = _facts(ws)
+    ws.close()
+    assert saved.stat().st_mtime_ns == stamp  # loaded, not rebuilt
+    assert loaded == _rebuilt_facts(indexed, saved)
+    assert loaded["answers"][0][0][0] == "pkg/models.py"
+    assert loaded["symbols"][2]["account.check_password"]
+
+
+def test_the_saved_snapshot_holds_no_chunk_text(indexed: Path) -> None:
+    """The texts are in the index already: a loaded table reads them from the store (saving them too doubled
+    the disk and the peak memory of a save at 40K files)."""
+    saved = _saved(indexed)
+    assert not [name for name in np.load(saved).files if "text" in name]
+    assert b'return password == "secret"' not in saved.read_bytes()
+    ws = _open(indexed)
+    snap = ws.searcher().snapshot()
+    assert any('return password == "secret"' in text for text in snap.table.texts)  # read from the store
+    ws.close()
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _rewritten(path: Path, name: str, change) -> None:
+    """A well-formed file for the right index state, with one array changed so it no longer fits."""
+    stamp = str(np.load(path)["__stamp__"])
+    arrays = load_arrays(path, stamp)
+    assert arrays is not None
+    arrays[name] = change(arrays[name])
+    save_arrays(path, stamp, arrays)
+
+
+def _rows_out_of_range(path: Path) -> None:
+    _rewritten(path, "symbols_by_name_rows", lambda rows: rows + 10_000)
+
+
+def _kinds_out_of_range(path: Path) -> None:
+    _rewritten(path, "file_kind", lambda kinds: kinds + 100)
+
+
+def _names_cut_short(path: Path) -> None:
+    _rewritten(path, "table_names", lambda data: data[:-5])
+
+
+def _not_a_zip(path: Path) -> None:
+    path.write_bytes(b"not an archive")
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _rows_out_of_range, _kinds_out_of_range,
+                                    _names_cut_short, _not_a_zip])
+def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    saved = _saved(indexed)
+    expected = _rebuilt_facts(indexed, saved)
+    damage(saved)
+    ws = _open(indexed)
+    assert _facts(ws) == expected
+    stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
+    ws.close()
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None  # rewritten whole
+
+
+def test_a_saved_snapshot_of_another_index_state_is_not_used(indexed: Path) -> None:
+    saved = _saved(indexed)
+    stale = saved.read_bytes()
+    (indexed / "pkg/cli.py").write_text("def tokenize_input(text):\n    return text.split()\n")
+    ws = _open(indexed)
+    ws.index()
+    ws.close()
+    saved.write_bytes(stale)  # the file of the state before the edit, as a crash before the rewrite leaves it
+    ws = _open(indexed)
+    facts = _facts(ws)
+    assert ws.search("tokenize_input").files[0].path == "pkg/cli.py"
+    assert not any("parse_arguments" in text for text in facts["table"][-1])
+    assert "parse_arguments" not in facts["symbols"][0]
+    stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
+    ws.close()
+    assert facts == _rebuilt_facts(indexed, saved)
+    assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None
+    assert str(np.load(saved)["__stamp__"]).startswith(f"{SNAPSHOT_FILE_VERSION}:")
+
+
+def test_a_rebuilt_index_never_takes_the_old_index_s_saved_snapshot(indexed: Path) -> None:
+    saved = _saved(indexed)
+    old = saved.read_bytes()
+    ws = _open(indexed)
+    index_path = ws.store.path
+    ws.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(index_path) + suffix).unlink(missing_ok=True)
+    ws = _open(indexed)  # a new, empty index file at the same place
+    ws.index()
+    ws.close()
+    saved.write_bytes(old)
+    ws = _open(indexed)
+    facts = _facts(ws)
+    ws.close()
+    assert facts == _rebuilt_facts(indexed, saved)
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte])
+def test_a_damaged_saved_lexical_index_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    saved = _saved(indexed)
+    lexical = saved.with_name(saved.name.replace(".snapshot.npz", ".bm25.npz"))
+    expected = _rebuilt_facts(indexed, saved)
+    damage(lexical)
+    ws = _open(indexed)
+    assert _facts(ws) == expected
+    ws.close()
+    assert np.load(lexical)["n_docs"][0] == len(expected["table"][0])  # rewritten whole
+
+
+def test_packed_strings_read_back_every_string_of_any_script() -> None:
+    from codeloupe.saved import pack_strings, unpack_strings
+
+    strings = ["def f():\n    return 1\n", "", "naïve café ☕", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "plain"]
+    assert unpack_strings(*pack_strings(strings)) == strings
+    assert unpack_strings(*pack_strings(["ascii", "only"])) == ["ascii", "only"]
+    data, ends = pack_strings(strings)
+    with pytest.raises(ValueError):
+        unpack_strings(data[:-1], ends)
