@@ -66,7 +66,7 @@ class Config:
 BEFORE = Config("before: whole text x4, one session", processes=False, distinct_words=False, max_windows=4)
 SPEED_GRID = [
     BEFORE,
-    Config("after: distinct words x2, a process per core (default)"),
+    Config("after: distinct words x4, a process per core (default)"),
     Config("shipped int8 @128", requantize=False),
     Config("shipped int8 @256", requantize=False, window_tokens=256),
     Config("requantised @128 (default)"),

@@ -73,7 +73,7 @@ def test_default_provider_matches_its_frozen_output_and_the_float32_model(provid
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
                                   options=EncoderOptions(distinct_words=False))
-    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x2"
+    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
 
@@ -193,7 +193,7 @@ def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_pa
     broken.write_bytes(b"\x00" * 64)
     assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
     provider = make_provider(settings)
-    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x2-distinct"
+    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-distinct"
     assert describe_provider(settings) == ("local", provider.model_id)
     assert provider.model_path == shipped_model_path()
 
@@ -214,7 +214,7 @@ def test_a_user_onnx_model_directory_embeds_like_the_same_model(tmp_path: Path, 
     user = make_provider(settings)
     name, model_id = describe_provider(settings)
     assert (name, model_id) == ("onnx", user.model_id)
-    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x2-distinct")
+    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4-distinct")
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
     texts = REFERENCE["sentences"]
     assert _cosines(user.embed(texts), shipped.embed(texts)).min() > 0.9999

@@ -67,11 +67,12 @@ STALE_WORK_DIR_S = 6 * 3600
 # bench/embed_bench.py (dense-only file recall@10 / MRR, windows per chunk): the whole text x at most 4 windows
 # 0.810 / 0.557 at 3.6; distinct words x 1 window 0.835 / 0.575 at 1.0; x 2 0.848 / 0.563 at 1.7; x 4
 # 0.848 / 0.586 at 2.3. Code repeats its identifiers and 42% of its tokens are punctuation, so a chunk's
-# distinct words fit in about two windows where its text needs nine: 2 windows cost 25 ms of CPU per chunk
-# against 65 ms for the whole text x4, at better recall.
+# distinct words fit in two or three windows where its text needs nine. x4 rather than x2: with the whole
+# engine, x2 lost a public golden query (R@1 .938 -> .925, gin) and docs-mode questions on a dev sample, while
+# x4 keeps R@1 .938 at the best MRR (.965 against .963 for the whole text x4); it costs ~1.3x the windows of x2.
 WINDOW_TOKENS = 128
 WINDOW_OVERLAP = 16  # tokens each window repeats from the previous one, so no statement is cut blind
-MAX_WINDOWS = 2  # per text: a long chunk is represented by windows spread over its whole length
+MAX_WINDOWS = 4  # per text: a long chunk is represented by windows spread over its whole length
 # Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
 # flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
 BATCH_TOKENS = 512
