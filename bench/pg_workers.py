@@ -8,7 +8,8 @@ derived embedding model is copied in, nothing else: no local vector cache may se
 corpora and the standard library (without site-packages, __pycache__ and the test packages, hard-linked
 into a scratch folder) are queued with `codeloupe index PATH --store URL --queue --repo NAME`, then N
 `codeloupe worker --store URL --exit-when-idle S` processes are started together and the drain is timed
-from their start to the last batch's `done_at` (the idle wait before they exit is not counted). CPU is the
+from their start to the last batch's `done_at` (the idle wait before they exit is not counted); `startup_s`
+is the part of it before the first batch was claimed (interpreter, imports, model load). CPU is the
 workers' own (user + system, from the kernel's accounting of waited-for children) and PostgreSQL's (the
 postmaster and its backends, from /proc).
 
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from codeloupe.shared_index import LEASE_S  # noqa: E402
 from pg_server import running  # noqa: E402
 from scale_tree import stdlib  # noqa: E402
 
@@ -113,17 +115,20 @@ def drain(url: str, workers: int, embed: str, suffix: str, env: dict[str, str]) 
     if any(proc.returncode for proc in procs):
         raise SystemExit(f"a worker failed: {reports}")
     cpu, pg_cpu = children_cpu_s() - cpu_before, postgres_cpu_s(url) - pg_before
-    last_done, pending, files, chunks, vectors, cache = query(
-        url, "SELECT extract(epoch FROM max(done_at)), count(*) FILTER (WHERE done_at IS NULL),"
+    # A batch's lease runs LEASE_S from its claim: the first claim is when the first worker was ready.
+    first_claim, last_done, pending, files, chunks, vectors, cache = query(
+        url, "SELECT extract(epoch FROM min(lease_until) FILTER (WHERE done_at > to_timestamp(%s))) - %s,"
+             " extract(epoch FROM max(done_at)), count(*) FILTER (WHERE done_at IS NULL),"
              " (SELECT count(*) FROM files), (SELECT count(*) FROM chunks),"
              " (SELECT count(*) FROM chunk_vectors) + (SELECT count(*) FROM skeleton_vectors),"
-             " (SELECT count(*) FROM embeddings) FROM work_queue")
+             " (SELECT count(*) FROM embeddings) FROM work_queue", (start_wall, LEASE_S))
     if pending:
         raise SystemExit(f"{pending} batches left undone: {reports}")
     wall = float(last_done) - start_wall
     embedded = sum(int(report.split(" texts embedded")[0].rsplit(" ", 1)[1]) for report in reports)
     files, chunks, vectors = files - files_before, chunks - chunks_before, vectors - vectors_before
     return {"workers": workers, "embed": embed, "repositories": suffix or "originals", "wall_s": round(wall, 2),
+            "startup_s": round(float(first_claim) - start_wall, 2),
             "files": files, "chunks": chunks, "files_per_s": round(files / wall, 1),
             "chunks_per_s": round(chunks / wall, 1), "worker_cpu_s": round(cpu, 1),
             "postgres_cpu_s": round(pg_cpu, 1), "vectors_written": vectors, "texts_embedded": embedded,
