@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/tune_ranking.py GOLDEN.json [GOLDEN2.json ...] --corpora DIR [--corpora DIR2 ...]
         [--set NAME=VALUE ...] [--grid "NAME=V1;V2;..."] [--folds K] [--no-embed] [--kinds K[,K]]
+        [--corpora-per-set N] [--queries-per-corpus N] [--max-files N]
 
 Each golden set is read with the `--corpora` at the same position (one `--corpora` serves them all). Each
 `--set` overrides a constant of `codeloupe.ranking` for every run (Python literal values); each `--grid` adds
@@ -10,7 +11,8 @@ printed next to the baseline (the module's own values). With `--folds K` the cor
 into K folds and the grid is cross-validated: for each fold the combination that scores best (R@1, then MRR)
 on the other folds is scored on it, so the printed CV line is what choosing by this grid is worth on
 repositories it did not see. Indexes and vectors come from the cache dir (CODELOUPE_CACHE_DIR). Tune on whole
-sets, never on one query.
+sets, never on one query. The sampling options are bench/devsets/baseline.py's (the same hash sample), to keep
+an embedded run bounded; with several query kinds each combination also gets one line per kind.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from codeloupe import ranking
 from codeloupe.api import Workspace
 from codeloupe.eval import metrics
 from codeloupe.eval.golden import load_golden, load_swebench
+from devsets.baseline import sample
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,10 @@ def main() -> int:
     parser.add_argument("--kinds", default="", help="only these query kinds")
     parser.add_argument("--per-repo", type=int, default=0,
                         help="a .jsonl set: at most this many instances per repository (a hash sample)")
+    parser.add_argument("--corpora-per-set", type=int, default=0, help="sample this many corpora per set (0: all)")
+    parser.add_argument("--queries-per-corpus", type=int, default=0, help="sample this many queries (0: all)")
+    parser.add_argument("--max-files", type=int, default=0,
+                        help="sample only corpora with at most this many files (bounds embedding time)")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
 
@@ -99,7 +106,8 @@ def main() -> int:
                 sources.append((inst.repo, [Case(inst.id, inst.id, "issue", inst.query, tuple(inst.gold_files), path.name)]))
             continue
         corpora = args.corpora[min(i, len(args.corpora) - 1)] if args.corpora else Path(".")
-        for corpus in load_golden(path).corpora:
+        golden = sample(load_golden(path), corpora, args.corpora_per_set, args.queries_per_corpus, args.max_files)
+        for corpus in golden.corpora:
             key = f"{path.stem}:{corpus.id}"
             queries = [q for q in corpus.queries if not kinds or q.kind in kinds]
             if queries:
@@ -132,6 +140,9 @@ def main() -> int:
         if len(args.golden) > 1:
             for name in dict.fromkeys(c.set for c in cases):
                 print(f"    {summary([r for c, r in zip(cases, results[k]) if c.set == name])}  {name}")
+        if len({c.kind for c in cases}) > 1:
+            for kind in sorted({c.kind for c in cases}):
+                print(f"    {summary([r for c, r in zip(cases, results[k]) if c.kind == kind])}  kind {kind}")
         if args.show_misses:
             print("    misses: " + " ".join(c.id for c, r in zip(cases, results[k]) if not r[0]))
     combos, results = combos[1:], results[1:]
