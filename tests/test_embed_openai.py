@@ -8,11 +8,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
 
+from chat_server import LoopbackHTTPServer
 from codeloupe.embed import EmbeddingError, describe_provider, make_provider
 from codeloupe.embed.remote import OpenAIProvider
 from codeloupe.settings import Settings
@@ -87,7 +88,7 @@ def _handler(script: Scripted) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def server() -> Iterator[tuple[str, Scripted]]:
     script = Scripted()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
+    httpd = LoopbackHTTPServer(("127.0.0.1", 0), _handler(script))
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

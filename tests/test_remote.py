@@ -10,12 +10,12 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from chat_server import ChatServer, Reply, cite
+from chat_server import ChatServer, LoopbackHTTPServer, Reply, cite
 from codeloupe.api import RemoteError, Workspace, index_remote, is_remote_source, open_remote
 from codeloupe.cli import main
 from codeloupe.settings import load_settings
@@ -93,7 +93,7 @@ class TarballServer:
                 self.end_headers()
                 self.wfile.write(body or b"")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
