@@ -90,7 +90,7 @@ def show(events: Iterable[AskEvent]) -> None:
                       + (f"  [dim]@ {cited.revision}[/dim]" if cited.revision else "")
                       + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
             out.print(Syntax(cited.text.rstrip("\n"), cited.language or "text", line_numbers=True,
-                             start_line=cited.start_line, word_wrap=False))
+                             start_line=cited.start_line, word_wrap=True))
         elif event.type == "delta" and data["kind"] != "code":
             out.print(data["text"], end="", markup=False)
         elif event.type == "fallback":

@@ -80,8 +80,10 @@ def render(bundle: Bundle) -> None:
         console.print(f"[bold]{hit.rank}. {hit.path}[/bold]  [dim]{hit.why}[/dim]")
         for chunk in hit.chunks:
             console.print(f"[cyan]{hit.path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
+            # Wrapped, never cropped: a pipe gets an 80-column console, and a cropped line is code the file
+            # does not have (rule 5).
             console.print(Syntax(chunk.text.rstrip("\n"), _lexer(hit), line_numbers=True,
-                                 start_line=chunk.start_line, word_wrap=False))
+                                 start_line=chunk.start_line, word_wrap=True))
     if bundle.related:
         console.rule("RELATED")
         for hit in bundle.related:
