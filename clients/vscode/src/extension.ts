@@ -17,7 +17,7 @@ import { promptQuestion } from './askPrompt';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
 import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
-import { INDEX_SCHEME, IndexDocuments } from './indexDocuments';
+import { activeRepository, INDEX_SCHEME, IndexDocuments } from './indexDocuments';
 import { openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
@@ -225,7 +225,8 @@ class Controller implements vscode.Disposable {
     private clientOptions(): LanguageClientOptions {
         const convertLens = (lens: vscode.CodeLens): vscode.CodeLens => this.convertLens(lens);
         return {
-            documentSelector: [{ scheme: 'file' }],
+            // Hover and code lenses also on the shared index's read-only documents (the server answers from the index).
+            documentSelector: [{ scheme: 'file' }, { scheme: INDEX_SCHEME }],
             // The server applies a repository's own endpoint, key and model settings only in a trusted workspace.
             initializationOptions: { ...engineOptions(this.secretOptions), trusted: vscode.workspace.isTrusted },
             outputChannel: this.log,
@@ -355,7 +356,7 @@ class Controller implements vscode.Disposable {
                 }
             });
             try {
-                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken }, cancel);
+                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, cancel);
                 this.answerPanel.show(title, (context) => renderAnswer(context, query, result));
                 this.lastBundle.show(result.bundle);
             } catch (error) {

@@ -7,6 +7,16 @@ import { ReadRequest } from './protocol';
 
 export const INDEX_SCHEME = 'codeloupe-index';
 
+/**
+ * The shared repository (`codeloupe-index:///<repository>`, a request's `folderUri`) of the active editor's document,
+ * so that ask, tour and the graph answer about the repository being read; undefined for any other document.
+ */
+export function activeRepository(): string | undefined {
+    const uri = vscode.window.activeTextEditor?.document.uri;
+    const repository = uri?.scheme === INDEX_SCHEME ? uri.path.split('/')[1] : undefined;
+    return repository ? `${INDEX_SCHEME}:///${repository}` : undefined;
+}
+
 export class IndexDocuments implements vscode.TextDocumentContentProvider {
     constructor(private readonly client: () => Promise<LanguageClient | undefined>) {}
 

@@ -210,6 +210,8 @@ export interface FolderStatus {
     uri: string;
     root: string;
     state: 'indexing' | 'ready' | 'error' | string;
+    /** The client's workspace trust at start, or the user's `codeloupe trust` now. */
+    trusted: boolean;
     files: number;
     chunks: number;
     symbols: number;
@@ -221,8 +223,25 @@ export interface FolderStatus {
     message: string;
 }
 
+/** A repository of the shared index the server opened (settings `codeloupe.store.*`), with no checkout. */
+export interface RepositoryStatus {
+    uri: string;
+    repository: string;
+    commit: string;
+    files: number;
+    chunks: number;
+    symbols: number;
+    vectors: { done: number; total: number };
+    languages: Record<string, number>;
+    provider: string;
+    model: string;
+    indexPath: string;
+}
+
 export interface StatusResult {
     folders: FolderStatus[];
+    /** Absent from servers before the shared index's editor support. */
+    repositories?: RepositoryStatus[];
 }
 
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, void>('codeloupe/status');
