@@ -141,16 +141,7 @@ vim.cmd('cclose')
 
 vim.api.nvim_set_current_buf(card_buf)
 vim.api.nvim_win_set_cursor(0, { 1, 0 })
-H.press('K')
-local hover
-H.wait(function()
-  for _, win in ipairs(vim.api.nvim_list_wins()) do
-    if vim.api.nvim_win_get_config(win).relative ~= '' then
-      hover = H.text(vim.api.nvim_win_get_buf(win))
-      return true
-    end
-  end
-end, 10000, 'the hover float')
+local hover = H.hover()
 H.check(hover:find('src/shop/cart.py', 1, true), 'hover lists the import src/shop/cart.py:\n' .. hover)
 H.press('<Esc>')
 for _, win in ipairs(vim.api.nvim_list_wins()) do

@@ -206,36 +206,32 @@ export interface AskEvent {
     [field: string]: unknown;
 }
 
-export interface FolderStatus {
+/** What `codeloupe/status` says of any index: a folder's or a shared repository's. */
+export interface IndexCounts {
+    files: number;
+    chunks: number;
+    symbols: number;
+    vectors: { done: number; total: number };
+    languages: Record<string, number>;
+    provider: string;
+    model: string;
+    indexPath: string;
+}
+
+export interface FolderStatus extends IndexCounts {
     uri: string;
     root: string;
     state: 'indexing' | 'ready' | 'error' | string;
     /** The client's workspace trust at start, or the user's `codeloupe trust` now. */
     trusted: boolean;
-    files: number;
-    chunks: number;
-    symbols: number;
-    vectors: { done: number; total: number };
-    languages: Record<string, number>;
-    provider: string;
-    model: string;
-    indexPath: string;
     message: string;
 }
 
 /** A repository of the shared index the server opened (settings `codeloupe.store.*`), with no checkout. */
-export interface RepositoryStatus {
+export interface RepositoryStatus extends IndexCounts {
     uri: string;
     repository: string;
     commit: string;
-    files: number;
-    chunks: number;
-    symbols: number;
-    vectors: { done: number; total: number };
-    languages: Record<string, number>;
-    provider: string;
-    model: string;
-    indexPath: string;
 }
 
 export interface StatusResult {

@@ -5,7 +5,7 @@ import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
-import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, RepositoryStatus, SearchResult, StatusResult } from './protocol';
+import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
 import { viaLabel } from './via';
 
 export interface PageContext {
@@ -370,7 +370,7 @@ export function renderError(context: PageContext, title: string, message: string
 }
 
 /** The cells a folder and a shared repository both have: counts, vectors, embeddings, languages, where the index is. */
-function indexCells(index: FolderStatus | RepositoryStatus): string {
+function indexCells(index: IndexCounts): string {
     const vectors = index.vectors.total > 0 ? `${index.vectors.done}/${index.vectors.total}` : '-';
     const languages = Object.entries(index.languages).map(([name, count]) => `${name} ${count}`).join(', ');
     return `<td>${index.files}</td><td>${index.chunks}</td><td>${index.symbols}</td><td>${vectors}</td>
