@@ -74,7 +74,18 @@ describe('shared-index documents', function () {
         const [{ selector, provider: hovers }] = probe.providers.HoverProvider;
         assert.ok(vscode.languages.match(selector, document) > 0, 'the language client serves codeloupe-index documents');
         const hover = await hovers.provideHover(document, new vscode.Position(0, 0), token);
-        assert.match(hover.contents.map((content) => content.value).join('\n'), new RegExp(escapeRegExp(pinned('src/shop/cart.py'))));
+        // A codeloupe-index: link would be inert in VS Code's hover: it runs the one command that opens it.
+        const [markdown] = hover.contents;
+        assert.deepEqual(markdown.isTrusted, { enabledCommands: ['codeloupe.client.openIndexDocument'] });
+        const links = [...markdown.value.matchAll(/\]\(command:codeloupe\.client\.openIndexDocument\?([^)]+)\)/g)]
+            .map((match) => JSON.parse(decodeURIComponent(match[1])));
+        assert.deepEqual(links.find(([uri]) => uri === pinned('src/shop/cart.py')), [pinned('src/shop/cart.py'), 1]);
+        assert.doesNotMatch(markdown.value, /\]\(codeloupe-index:/);
+        const importer = links.find(([uri]) => uri === pinned('tests/check_shop.py'));
+        await vscode.commands.executeCommand('codeloupe.client.openIndexDocument', ...importer);
+        const opened = probe.shown.at(-1);
+        assert.equal(opened.uri.toString(), pinned('tests/check_shop.py'));
+        assert.equal(opened.options.selection.start.line, importer[1] - 1, 'at the line of the use');
 
         const [{ provider: lensProvider }] = probe.providers.CodeLensProvider;
         const lenses = await lensProvider.provideCodeLenses(document, token);
