@@ -3,6 +3,9 @@ settings): searched beside the workspace folders, with no checkout. Their files 
 `codeloupe-index:` scheme, `codeloupe-index:///<repository>/<path>?rev=<commit>`, which the editors open
 read-only through `codeloupe/read` (docs/protocol.md); every answer is pinned to the commit indexed.
 
+A request answers from a `Target`: a folder or a shared repository, each a `codeloupe.api` workspace, so ask,
+related, the graph, tour, hover and lenses answer on a shared document as on a file of a folder.
+
 The repository is the first segment of the path, not the URI's authority: VS Code lower-cases an authority,
 and Neovim treats a buffer name as a URL (not a relative file name) only after `scheme://`."""
 
