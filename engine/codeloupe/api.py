@@ -14,11 +14,11 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeloupe.bundle import trust_notes
+from codeloupe.bundle import merge_bundles, trust_notes
 from codeloupe.chunk import available_languages as available_languages
 from codeloupe.chunk.strategies import (
     ChunkStrategy,
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskEvent as AskEvent
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
+    from codeloupe.search import LaneScores
 
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
@@ -127,6 +128,11 @@ class Workspace:
         self._anchor_symbols: tuple[int, dict[str, list]] = (-1, {})
 
     # ------------------------------------------------------------------ paths
+
+    @property
+    def repository_name(self) -> str:
+        """What a search across repositories calls this one."""
+        return self.root.name
 
     def relative(self, path: Path | str) -> str:
         """The POSIX path of `path` relative to the root; refuses anything that escapes the workspace."""
@@ -239,12 +245,14 @@ class Workspace:
                 self._searcher = Searcher(self)
             return self._searcher
 
-    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
+    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12,
+               peers: Sequence[LaneScores] = ()) -> Bundle:
         """The ranked bundle; a location-shaped query ("where does the CLI start") also gets the workspace's
-        entry points that retrieval missed, at the end of RELATED (candidates, never a change of order)."""
+        entry points that retrieval missed, at the end of RELATED (candidates, never a change of order).
+        `peers`: see `search_repositories`."""
         from codeloupe.entrypoints import location_shaped
 
-        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit, peers=peers)
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         self._name_anchors(bundle)
@@ -689,6 +697,10 @@ class SharedWorkspace(RemoteWorkspace):
     def label(self) -> str:
         return f"{self.root}@{self.revision or '(files as indexed)'}"
 
+    @property
+    def repository_name(self) -> str:
+        return str(self.root)
+
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         counts = self.store.counts()
         return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
@@ -780,6 +792,25 @@ def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code",
         return ws.search(query, scope=scope, mode=mode, limit=limit)
     finally:
         ws.close()
+
+
+def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: str = "code",
+                        limit: int = 12) -> Bundle:
+    """One ranking of several repositories (shared ones, or workspaces on this machine) for `query`: each hit
+    names its `repository` and the `revision` it is pinned to; `limit` candidate files per repository.
+
+    Each lane ranks one list across every repository by its own score (a first pass asks each repository
+    what its lanes score), and lanes fuse by those ranks: the same fusion and bundle code as one repository's
+    search, whose file scores are then on one scale (`search.Fusion`). Ordering repositories' own fused
+    scores instead would rank every repository's best file alike (measured in docs/shared-index.md)."""
+    named: dict[str, Workspace] = {}
+    for ws in workspaces:
+        named[ws.repository_name if ws.repository_name not in named else str(ws.root)] = ws
+    first = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
+    bundles = {name: ws.search(query, mode=mode, limit=limit,
+                               peers=[scores for other, scores in first.items() if other != name])
+               for name, ws in named.items()}
+    return merge_bundles(query.strip(), mode, bundles)
 
 
 def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexStatus:

@@ -152,6 +152,9 @@ class FileHit:
     # A candidate past every lane's short list and the limit: kept for completeness (rule 2) as a map line with
     # no chunks; a surface with a size budget lists it after everything else.
     tail: bool = False
+    # A search across repositories: the repository the path is in and the commit it was indexed at.
+    repository: str = ""
+    revision: str = ""
 
 
 @dataclass
