@@ -806,9 +806,15 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: st
     named: dict[str, Workspace] = {}
     for ws in workspaces:
         named[ws.repository_name if ws.repository_name not in named else str(ws.root)] = ws
-    first = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
-    bundles = {name: ws.search(query, mode=mode, limit=limit,
-                               peers=[scores for other, scores in first.items() if other != name])
+    def others(scores: dict[str, LaneScores], name: str) -> list[LaneScores]:
+        return [s for other, s in scores.items() if other != name]
+
+    # Each repository's BM25 statistics of the query's terms; its lane scores on the pooled statistics; then
+    # its bundle with every lane ranked among the others' rows.
+    alone = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
+    pooled = {name: ws.searcher().lane_scores(query, mode=mode, peers=others(alone, name))
+              for name, ws in named.items()}
+    bundles = {name: ws.search(query, mode=mode, limit=limit, peers=others(pooled, name))
                for name, ws in named.items()}
     return merge_bundles(query.strip(), mode, bundles)
 

@@ -27,7 +27,7 @@ from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
-from codeloupe.lanes.lexical import BM25Index, StackedBM25
+from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -243,6 +243,7 @@ class LaneScores:
 
     chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)
     files: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    terms: dict[str, TermStats] = field(default_factory=dict)  # BM25 lane -> the query terms' statistics
 
 
 class Fusion:
@@ -305,6 +306,16 @@ class Fusion:
             if record:
                 self.file_ranks[name].setdefault(file_id, int(rank))
         self._norm += weight / (R.RRF_K + 1)
+
+    def pooled(self, name: str, index: BM25Index | StackedBM25, terms: list[str]) -> TermStats | None:
+        """The statistics the BM25 lane `name` scores `terms` with when peers search the same query: its own
+        and theirs pooled, so a term weighs the same in every repository (None alone: its own IDF)."""
+        mine = index.term_stats(terms)
+        self.scores.terms[name] = self.scores.terms.get(name, TermStats()) + mine
+        if not self._peers:
+            return None
+        return sum((TermStats(p.terms[name].n_docs, {t: p.terms[name].df.get(t, 0) for t in terms})
+                    for p in self._peers if name in p.terms), mine)
 
     def _outranked(self, grain: str, name: str, scores: np.ndarray | None) -> np.ndarray:
         """How many rows of the same lane (and the same call of it: an issue's variants call a lane once
@@ -558,9 +569,11 @@ class Searcher:
         bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
         return bundle
 
-    def lane_scores(self, query: str, *, scope: str = "", mode: str = "code") -> LaneScores:
-        """What each lane scored for `query` here: the first pass of a search across repositories."""
-        return self._fuse(query.strip(), scope, mode, None, (), {}, time.perf_counter()).fusion.scores
+    def lane_scores(self, query: str, *, scope: str = "", mode: str = "code",
+                    peers: Sequence[LaneScores] = ()) -> LaneScores:
+        """What each lane scored for `query` here (with the BM25 statistics of `peers` pooled): the first
+        passes of a search across repositories."""
+        return self._fuse(query.strip(), scope, mode, None, peers, {}, time.perf_counter()).fusion.scores
 
     def _fuse(self, query: str, scope: str, mode: str, lanes: tuple[str, ...] | None, peers: Sequence[LaneScores],
               timing: dict[str, float], started: float) -> _Fused:
@@ -591,16 +604,17 @@ class Searcher:
         fusion = Fusion(snap.table.file_ids, peers)
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
-            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights)
+            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights,
+                                         fusion)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
                                 scores=scores)
             if weights.get("file"):
-                files, scores = _file_ranking(snap, snap.file_index()[1], terms, mask)
+                files, scores = _file_ranking(snap, snap.file_index()[1], terms, mask, fusion, "file")
                 fusion.add_file_lane("file", files, weights["file"] * variant.weight, record=vi == 0, scores=scores)
             if summaries is not None:
-                files, scores = _file_ranking(snap, summaries.index, terms, mask)
+                files, scores = _file_ranking(snap, summaries.index, terms, mask, fusion, "summary")
                 fusion.add_file_lane("summary", files, weights["summary"] * variant.weight, record=vi == 0,
                                      scores=scores)
         if weights.get("entity") and issue:
@@ -665,11 +679,11 @@ class Searcher:
             return None
 
     def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
-                     qvec: np.ndarray | None, weights: dict[str, float]) -> dict[str, np.ndarray]:
+                     qvec: np.ndarray | None, weights: dict[str, float], fusion: Fusion) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
-            out["lexical"] = snap.bm25.scores(terms)
+            out["lexical"] = snap.bm25.scores(terms, fusion.pooled("lexical", snap.bm25, terms))
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
@@ -702,7 +716,7 @@ class Searcher:
         shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
         scores = snap.bm25.scores(terms + expansion)
-        fusion.add_lane("feedback", _rank(scores, mask, R.LANE_DEPTH), weight, record=True, scores=scores)
+        fusion.add_lane("feedback", _rank(scores, mask, R.LANE_DEPTH), weight, record=True)
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
@@ -780,14 +794,14 @@ class Searcher:
         return [s for s in out if weights.get(s.name, 0.0) > 0]
 
 
-def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str],
-                  mask: np.ndarray) -> tuple[list[int], np.ndarray]:
+def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray, fusion: Fusion,
+                  lane: str) -> tuple[list[int], np.ndarray]:
     """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
     of them to rank) or its summary (the summary lane); with their scores."""
     file_ids, _ = snap.file_index()
     allowed = np.isin(file_ids, snap.table.file_ids[mask])
-    scores = index.scores(terms)
+    scores = index.scores(terms, fusion.pooled(lane, index, terms))
     rows = _rank(scores, allowed, R.LANE_DEPTH)
     return file_ids[rows].tolist(), scores[rows]
 
