@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
     from codeloupe.search import LaneScores
+    from codeloupe.shared_index import DroppedRepository, QueuePruned, QueueStatus, SharedRepository
 
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
@@ -817,6 +818,38 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: st
     bundles = {name: ws.search(query, mode=mode, limit=limit, peers=others(pooled, name))
                for name, ws in named.items()}
     return merge_bundles(query.strip(), mode, bundles)
+
+
+# ---------------------------------------------------------------------- the shared index's administration
+
+
+def shared_repositories(url: str) -> list[SharedRepository]:
+    """Every repository of the shared index at `url`: where and at which commit it was indexed, its files,
+    chunks and vectors, when its files were last written, and its batches still queued."""
+    from codeloupe.shared_index import shared_repositories as listed
+
+    return listed(url)
+
+
+def drop_shared_repository(url: str, name: str) -> DroppedRepository:
+    """Remove repository `name` from the shared index: every row and its HNSW indexes, in one transaction."""
+    from codeloupe.shared_index import drop_repository
+
+    return drop_repository(url, name)
+
+
+def work_queue_status(url: str) -> QueueStatus:
+    """The shared index's work queue: batches waiting, claimed, with an expired lease, stuck, done."""
+    from codeloupe.shared_index import queue_status
+
+    return queue_status(url)
+
+
+def prune_work_queue(url: str) -> QueuePruned:
+    """Delete the work queue's finished batches and those no worker managed to write."""
+    from codeloupe.shared_index import prune_queue
+
+    return prune_queue(url)
 
 
 def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexStatus:

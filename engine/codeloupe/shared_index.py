@@ -19,8 +19,9 @@ import stat
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,16 @@ from codeloupe.index import Prepared, prepare
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import StoreError
 from codeloupe.store.postgres import (
+    INDEXED_AT_KEY,
     MAX_ATTEMPTS,
     BatchFile,
     PgStore,
     WorkItem,
     WorkQueue,
+    connect,
     content_key,
+    drop_vector_indexes,
+    migrate,
 )
 from codeloupe.store.protocol import IndexStore
 
@@ -216,3 +221,124 @@ def _vectors(store: PgStore, files: list[BatchFile],
         fresh = provider.embed([texts[key] for key in todo])
         vectors.update(zip(todo, np.asarray(fresh, np.float32)))
     return vectors, len(todo)
+
+
+# ---------------------------------------------------------------------- administration (`codeloupe admin`)
+
+
+@dataclass
+class SharedRepository:
+    """One repository of the shared index, as `codeloupe admin repos` lists it."""
+
+    name: str
+    root: str  # the folder it was last indexed from
+    commit: str  # the commit its answers are pinned to ("" when not a git checkout)
+    files: int
+    chunks: int
+    vectors: int
+    indexed_at: str  # when its files were last written (ISO 8601, the database's clock; "" never)
+    open_batches: int  # queued batches not yet written
+
+
+@dataclass
+class DroppedRepository:
+    name: str
+    files: int
+    chunks: int
+    vector_indexes: list[str]  # the HNSW indexes dropped with it
+
+
+@dataclass
+class QueueStatus:
+    """The work queue now: open batches by state, finished ones, and who holds the live claims."""
+
+    waiting: int  # never claimed
+    claimed: int  # under a live lease
+    expired: int  # lease ran out: the next worker to ask takes it
+    stuck: int  # claimed MAX_ATTEMPTS times without being written: no worker takes it again
+    done: int
+    workers: list[str] = field(default_factory=list)  # holders of live claims
+    open_by_repository: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class QueuePruned:
+    done: int  # finished batches deleted
+    stuck: int  # batches given up on (MAX_ATTEMPTS claims, lease over) deleted
+
+
+@contextmanager
+def _admin(url: str) -> Iterator[Any]:
+    conn = connect(url)
+    try:
+        migrate(conn)
+        yield conn
+    finally:
+        conn.close()
+
+
+def shared_repositories(url: str) -> list[SharedRepository]:
+    with _admin(url) as conn:
+        rows = conn.execute(
+            "SELECT r.name, r.root, r.commit_sha,"
+            " (SELECT count(*) FROM public.files f WHERE f.repo_id = r.id),"
+            " (SELECT count(*) FROM public.chunks c WHERE c.repo_id = r.id),"
+            " (SELECT count(*) FROM public.chunk_vectors v WHERE v.repo_id = r.id),"
+            " coalesce((SELECT value FROM repo_meta m WHERE m.repo_id = r.id AND m.key = %s), ''),"
+            " (SELECT count(*) FROM work_queue q WHERE q.repo_id = r.id AND q.done_at IS NULL)"
+            " FROM repositories r ORDER BY r.name", (INDEXED_AT_KEY,)).fetchall()
+    return [SharedRepository(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), _iso(r[6]), int(r[7]))
+            for r in rows]
+
+
+def drop_repository(url: str, name: str) -> DroppedRepository:
+    """Every row of repository `name` (files, chunks, symbols, vectors, graph, flows, queued batches) and its
+    HNSW indexes, in one transaction; the shared embedding cache keeps its vectors (other repositories may
+    hold the same content). Serving processes that had it open answer from nothing afterwards."""
+    with _admin(url) as conn, conn.transaction():
+        row = conn.execute("SELECT id FROM repositories WHERE name = %s FOR UPDATE", (name,)).fetchone()
+        if row is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+            raise StoreError(f"{name}: not in the shared index (it holds {', '.join(known) or 'no repository'})")
+        repo_id = int(row[0])
+        files, chunks = conn.execute("SELECT (SELECT count(*) FROM public.files WHERE repo_id = %s),"
+                                     " (SELECT count(*) FROM public.chunks WHERE repo_id = %s)",
+                                     (repo_id, repo_id)).fetchone()
+        # The indexes first: deleting the rows would otherwise update indexes about to go.
+        indexes = drop_vector_indexes(conn, repo_id)
+        conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))  # every table cascades from it
+    return DroppedRepository(name, int(files), int(chunks), indexes)
+
+
+def queue_status(url: str) -> QueueStatus:
+    with _admin(url) as conn:
+        counts = conn.execute(
+            "SELECT count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until IS NULL),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until >= now()),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until < now()),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts >= %(max)s),"
+            " count(*) FILTER (WHERE done_at IS NOT NULL) FROM work_queue", {"max": MAX_ATTEMPTS}).fetchone()
+        workers = [r[0] for r in conn.execute(
+            "SELECT DISTINCT claimed_by FROM work_queue WHERE done_at IS NULL AND lease_until >= now()"
+            " ORDER BY 1")]
+        by_repository = dict(conn.execute(
+            "SELECT r.name, count(*) FROM work_queue q JOIN repositories r ON r.id = q.repo_id"
+            " WHERE q.done_at IS NULL GROUP BY r.name ORDER BY r.name").fetchall())
+    # A claim is `worker:claim-id`: the worker is what a person can look for.
+    return QueueStatus(*map(int, counts), workers=sorted({w.rsplit(":", 1)[0] for w in workers}),
+                       open_by_repository={k: int(v) for k, v in by_repository.items()})
+
+
+def prune_queue(url: str) -> QueuePruned:
+    """Delete finished batches and those given up on (claimed MAX_ATTEMPTS times, the last lease over): what
+    is waiting, claimed or still retryable stays."""
+    with _admin(url) as conn, conn.transaction():
+        done = conn.execute("DELETE FROM work_queue WHERE done_at IS NOT NULL").rowcount
+        stuck = conn.execute("DELETE FROM work_queue WHERE done_at IS NULL AND attempts >= %s"
+                             " AND (lease_until IS NULL OR lease_until < now())", (MAX_ATTEMPTS,)).rowcount
+    return QueuePruned(int(done), int(stuck))
+
+
+def _iso(text: str) -> str:
+    """PostgreSQL's `now()::text` ("2026-12-01 04:30:00.123+00") as ISO 8601 to the second."""
+    return text[:19].replace(" ", "T") + "Z" if text.endswith("+00") else text

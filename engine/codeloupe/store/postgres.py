@@ -222,6 +222,8 @@ HNSW_EF_CONSTRUCTION = 64
 # A batch claimed this many times without being written (a worker dies on it every time) is left alone and
 # counted by `WorkQueue.stuck` for someone to look at.
 MAX_ATTEMPTS = 5
+# repo_meta: when a repository's files were last written.
+INDEXED_AT_KEY = "indexed_at"
 
 
 class SqlConnection:
@@ -525,6 +527,9 @@ class PgStore:
     def _bump(self, name: str) -> None:
         column = {"content": "content_generation", "vector": "vector_generation"}[name]
         self._conn.execute(f"UPDATE repositories SET {column} = {column} + 1 WHERE id = %s", (self.repo_id,))
+        if name == "content":  # when its files last changed (`codeloupe admin repos`)
+            self._conn.execute(f"INSERT INTO repo_meta VALUES (%s, '{INDEXED_AT_KEY}', now()::text)"
+                               " ON CONFLICT (repo_id, key) DO UPDATE SET value = excluded.value", (self.repo_id,))
 
     # ------------------------------------------------------------------ files
 
@@ -842,7 +847,19 @@ class PgStore:
         return len(batches)
 
 
-def _hnsw_index_name(repo_id: int, dim: int) -> str:
+def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
+    """Drop a repository's HNSW indexes (one per vector dimension) inside the caller's transaction, under
+    the lock their creation takes; returns their names."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+    names = [r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND starts_with(indexname, %s)"
+        " ORDER BY indexname", (_hnsw_index_name(repo_id, ""),))]
+    for name in names:
+        conn.execute(f'DROP INDEX IF EXISTS public."{name}"')
+    return names
+
+
+def _hnsw_index_name(repo_id: int, dim: int | str) -> str:
     return f"chunk_vectors_hnsw_r{int(repo_id)}_{dim}"
 
 
