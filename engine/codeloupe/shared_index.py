@@ -12,6 +12,7 @@ batch is claimed again once the lease runs out.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -120,6 +121,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     settings = load_settings(None, {**overrides, "store_url": url})
     provider = make_provider(settings)
     queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    claims = EmbeddingClaims(url)
     stores: dict[str, PgStore] = {}
     report = WorkerReport()
     idle_since = time.monotonic()
@@ -139,7 +141,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:
-                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider)
+                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider, claims)
             except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)
@@ -154,11 +156,13 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             idle_since = time.monotonic()
     finally:
         queue.close()
+        claims.close()
         for store in stores.values():
             store.close()
 
 
-def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None) -> int | None:
+def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
+             claims: EmbeddingClaims) -> int | None:
     """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost."""
     root = Path(item.root)
     existing = store.file_rows()
@@ -182,7 +186,7 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
             files.append(batch_file)
         elif not prepared.same_content:
             gone.append(rel)  # binary, too large, unreadable now: not indexed
-    vectors, embedded = _vectors(store, files, provider)
+    vectors, embedded = _vectors(store, files, provider, claims)
     model = provider.model_id if provider is not None else ""
     if not store.write_batch(files, gone, model, vectors, item):
         return None
@@ -203,24 +207,77 @@ def _batch_file(prepared: Prepared) -> BatchFile | None:
                      chunker_version=CHUNKER_VERSION, line_count=prepared.line_count)
 
 
-def _vectors(store: PgStore, files: list[BatchFile],
-             provider: EmbeddingProvider | None) -> tuple[dict[bytes, np.ndarray], int]:
+def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider | None,
+             claims: EmbeddingClaims) -> tuple[dict[bytes, np.ndarray], int]:
     """The vector of every chunk and skeleton of `files` by content key: the shared cache's where it has one,
-    the provider's for the rest (each distinct content once); and how many the provider embedded."""
+    the provider's for the rest (each distinct content once); and how many the provider embedded.
+
+    Content no worker has embedded is claimed first: what another worker is embedding at this moment is
+    waited for and read from the cache, never embedded twice. A claim held by a worker that died is gone
+    with its connection; the content is then claimed again here."""
     if provider is None:
         return {}, 0
+    model = provider.model_id
     texts: dict[bytes, str] = {}
     for batch_file in files:
         chunked = batch_file.chunked
         texts[content_key(chunked.skeleton.text)] = chunked.skeleton.text
         for chunk in chunked.chunks:
             texts[content_key(chunk.breadcrumb, chunk.text)] = embedding_text(chunk.breadcrumb, chunk.text)
-    vectors = store.cached_vectors(provider.model_id, list(texts))
+    vectors = store.cached_vectors(model, list(texts))
     todo = [key for key in texts if key not in vectors]
-    if todo:
-        fresh = provider.embed([texts[key] for key in todo])
-        vectors.update(zip(todo, np.asarray(fresh, np.float32)))
-    return vectors, len(todo)
+    embedded = 0
+    while todo:
+        mine, theirs = claims.claim(model, todo)
+        try:
+            vectors.update(store.cached_vectors(model, mine))  # finished by another worker since the first look
+            fresh_keys = [key for key in mine if key not in vectors]
+            if fresh_keys:
+                fresh = dict(zip(fresh_keys, np.asarray(provider.embed([texts[k] for k in fresh_keys]), np.float32)))
+                store.cache_vectors(model, fresh)  # in the cache before the claim goes
+                vectors.update(fresh)
+                embedded += len(fresh)
+        finally:
+            claims.release(model, mine)
+        claims.wait(model, theirs)
+        vectors.update(store.cached_vectors(model, theirs))
+        todo = [key for key in theirs if key not in vectors]  # its claimant failed: claim it again
+    return vectors, embedded
+
+
+class EmbeddingClaims:
+    """Who is embedding which content right now: a session advisory lock per (model, content key) on this
+    worker's own connection. Taken with `pg_try_advisory_lock` (never waiting while holding one, so two
+    workers cannot deadlock), and released by the database when a worker's connection ends, dead or not."""
+
+    def __init__(self, url: str) -> None:
+        self._conn = connect(url)
+
+    def claim(self, model: str, keys: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """(the keys claimed here, the keys another worker holds)"""
+        held = [row[0] for row in self._conn.execute(
+            "SELECT pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, i) ORDER BY i",
+            (_lock_ids(model, keys),))]
+        return [k for k, ok in zip(keys, held) if ok], [k for k, ok in zip(keys, held) if not ok]
+
+    def release(self, model: str, keys: list[bytes]) -> None:
+        if keys:
+            self._conn.execute("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS t(k)",
+                               (_lock_ids(model, keys),))
+
+    def wait(self, model: str, keys: list[bytes]) -> None:
+        """Until no worker holds a claim on any of `keys` (one at a time: nothing is held while waiting)."""
+        for lock_id in _lock_ids(model, keys):
+            self._conn.execute("SELECT pg_advisory_lock(%s), pg_advisory_unlock(%s)", (lock_id, lock_id))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _lock_ids(model: str, keys: list[bytes]) -> list[int]:
+    """A signed 64-bit advisory lock id per content key (a collision only makes a worker wait needlessly)."""
+    return [int.from_bytes(hashlib.sha256(model.encode() + b"\0" + key).digest()[:8], "big", signed=True)
+            for key in keys]
 
 
 # ---------------------------------------------------------------------- administration (`codeloupe admin`)

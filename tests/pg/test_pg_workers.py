@@ -144,3 +144,52 @@ def test_a_worker_applies_the_walks_rules_to_queued_paths(tmp_path: Path, pg_url
         assert set(store.file_rows()) == {"app.py"}
     finally:
         store.close()
+
+
+def test_two_workers_reaching_the_same_new_text_at_once_embed_it_once(tmp_path: Path, pg_url: str) -> None:
+    """Two repositories holding the same new file, one batch each, taken by two real worker processes: the
+    first to reach the text embeds it while the second waits for its vector, so the model sees it once."""
+    text = f'"""{MARKER}, twice over"""\n\ndef shared():\n    return 42\n'
+    stores = []
+    for name in ("first", "second"):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "shared.py").write_text(text)
+        store = PgStore(pg_url, name, local_dir=tmp_path / "local")
+        enqueue_workspace(store, root, Settings(embed_provider="none", store_url=pg_url))
+        stores.append(store)
+    both_claimed = threading.Event()
+
+    def embedder(text: str) -> list[float]:
+        if MARKER in text and not both_claimed.is_set():
+            # Hold the first worker inside the model until the second has its batch (and a second more to
+            # reach the same text): without a claim on the content, both would be here now.
+            with psycopg.connect(pg_url) as conn:
+                for _ in range(600):
+                    if conn.execute("SELECT count(*) FROM work_queue WHERE claimed_by != ''").fetchone()[0] == 2:
+                        break
+                    threading.Event().wait(0.1)
+            threading.Event().wait(1.0)
+            both_claimed.set()
+        return embedding_for(text)
+
+    with ChatServer(embedder=embedder) as chat:
+        workers = [_worker(pg_url, chat.base_url, idle_exit_s=2) for _ in range(2)]
+        try:
+            for worker in workers:
+                out, _ = worker.communicate(timeout=180)
+                assert worker.returncode == 0, out
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait(10)
+        sent = [text for r in chat.received if r.path.rstrip("/").endswith("/embeddings")
+                for text in json.loads(r.body)["input"]]
+    assert both_claimed.is_set()
+    assert sum(MARKER in t for t in sent) == len({t for t in sent if MARKER in t}) > 0  # each text once
+    model = _model(stores[0])
+    assert stores[0].vector_counts(model) == stores[1].vector_counts(model) != {"chunks_done": 0,
+                                                                                "skeletons_done": 0}
+    for store in stores:
+        store.close()

@@ -726,6 +726,17 @@ class PgStore:
             cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
                             " ON CONFLICT DO NOTHING", [(model, k, v) for (_, k, _), v in zip(rows, literals)])
 
+    def cache_vectors(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
+        """Put vectors in the shared cache by content key now (committed), before any row holds them: other
+        workers waiting for this content read them from there."""
+        if not vectors:
+            return
+        q, scales = quantize(np.stack(list(vectors.values())))
+        with self._session(), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
+                            " ON CONFLICT DO NOTHING", [(model, k, _vector_literal(v)) for k, v in
+                                                        zip(vectors, q.astype(np.float32) * scales[:, None])])
+
     def cached_vectors(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The shared cache's vectors of `model` for whichever of `keys` it holds."""
         rows = self._rows("SELECT content_key, vec::text FROM embeddings WHERE model = %s AND content_key = ANY(%s)",
