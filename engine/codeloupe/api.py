@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import re
 import threading
@@ -41,7 +40,7 @@ from codeloupe.graph.model import GraphMap as GraphMap
 from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
-from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace
+from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -190,17 +189,8 @@ class Workspace:
         return (*registered_strategies(), *self.strategy_load.strategies)
 
     def _strategies(self) -> tuple[Strategy, ...]:
-        """The strategies in force; when they differ from those the index was built with, the files either set
-        claims are dropped, so this run re-chunks them."""
-        strategies = self.strategies()
-        current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
-        known = json.loads(self.store.get_meta(_STRATEGIES_KEY, "[]"))
-        if current != known:
-            claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
-            self.store.delete_files([path for path in self.store.file_rows()
-                                     if Path(path.lower()).suffix in claimed])
-            self.store.set_meta(_STRATEGIES_KEY, json.dumps(current))
-        return strategies
+        """The strategies in force (`index.strategies_in_force`: the files a changed set claims re-chunk)."""
+        return strategies_in_force(self.store, self.strategies())
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""
@@ -583,9 +573,6 @@ class Workspace:
         self.store.close()
 
 
-_STRATEGIES_KEY = "chunk_strategies"
-
-
 def _stamped(events, revision: str):
     """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
     commit: a remote tarball's, or a repository's in the shared index)."""
@@ -598,11 +585,6 @@ def _stamped(events, revision: str):
             result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
                             if p.citation is not None else p for p in result.parts]
         yield event
-
-
-def _function_name(strategy: Strategy) -> str:
-    function = strategy.function
-    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
 
 
 # ---------------------------------------------------------------------- a remote repository's index

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
+from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, prepare
+from codeloupe.index import Prepared, prepare, strategies_in_force
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import StoreError
 from codeloupe.store.postgres import (
@@ -91,6 +92,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     root = Path(root).resolve()
     pin_source(store, root, named=bool(settings.store_repository))
     commit = store.commit
+    strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     found = walk(root, settings)
     existing = store.file_rows()
     on_disk = {c.rel_path for c in found.candidates}
@@ -110,6 +112,7 @@ class WorkerReport:
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
+    graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
 
 
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
@@ -153,6 +156,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 report.batches += 1
                 report.files += len(item.paths)
                 report.embedded += embedded
+                report.graphs += _graph_when_done(store, Path(item.root), claims)
             idle_since = time.monotonic()
     finally:
         queue.close()
@@ -166,6 +170,7 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost."""
     root = Path(item.root)
     existing = store.file_rows()
+    strategies = _trusted_strategies(root)
     files: list[BatchFile] = []
     gone: list[str] = []
     for rel in item.paths:
@@ -180,7 +185,7 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
             continue
         row = existing.get(rel)
         known = row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
-        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings)
+        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings, strategies)
         batch_file = _batch_file(prepared)
         if batch_file is not None:
             files.append(batch_file)
@@ -191,6 +196,42 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     if not store.write_batch(files, gone, model, vectors, item):
         return None
     return embedded
+
+
+def _trusted_strategies(root: Path) -> tuple[Strategy, ...]:
+    """The repository's strategy files that this user trusts (byte for byte, `codeloupe trust --strategy`):
+    the worker runs no code of the repository that its own user did not accept (rule 6)."""
+    load = load_workspace_strategies(root)
+    for warning in load.warnings:
+        log.warning("%s", warning.removeprefix("codeloupe: "))
+    return tuple(load.strategies)
+
+
+@dataclass(eq=False)
+class _Checkout:
+    """What resolving a repository's graph edges needs: its index, and its folder (configuration files such
+    as go.mod or tsconfig.json are read from there)."""
+
+    root: Path
+    store: PgStore
+
+    def read_bytes(self, path: str) -> bytes:
+        if not _inside(self.root, path):
+            raise OSError(f"{path}: not a path inside {self.root}")
+        return (self.root / path).read_bytes()
+
+
+def _graph_when_done(store: PgStore, root: Path, claims: EmbeddingClaims) -> int:
+    """Once no batch of the repository is left open, resolve its graph edges (so no reader has to); one
+    worker at a time per repository (another finishing at the same moment leaves it). 1 when it did."""
+    from codeloupe.graph import ensure_edges
+
+    if store.query("SELECT count(*) FROM work_queue WHERE repo_id = ? AND done_at IS NULL", (store.repo_id,))[0][0]:
+        return 0
+    with claims.holding(f"graph {store.repo_id}".encode()) as held:
+        if held:
+            ensure_edges(_Checkout(root, store))
+        return int(held)
 
 
 def _inside(root: Path, rel: str) -> bool:
@@ -264,6 +305,15 @@ class EmbeddingClaims:
         if keys:
             self._conn.execute("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS t(k)",
                                (_lock_ids(model, keys),))
+
+    @contextmanager
+    def holding(self, key: bytes) -> Iterator[bool]:
+        """A claim on `key` for the block, if no one else holds it (False: someone does, nothing is held)."""
+        mine, _ = self.claim("", [key])
+        try:
+            yield bool(mine)
+        finally:
+            self.release("", mine)
 
     def wait(self, model: str, keys: list[bytes]) -> None:
         """Until no worker holds a claim on any of `keys` (one at a time: nothing is held while waiting)."""
