@@ -49,6 +49,7 @@ def main() -> int:
         if not args.no_embed:
             ws.embed()
         workspaces[corpus["id"]] = ws
+        print(f"{corpus['id']}: ready", file=sys.stderr, flush=True)
     names = {ws.repository_name: cid for cid, ws in workspaces.items()}
     rows = []
     timings: dict[str, list[float]] = {"alone": [], "lane_ranks": [], "own_scores": []}
@@ -74,6 +75,7 @@ def main() -> int:
                 row[method + "_r1"] = bool(hits[:1] and hits[0])
                 row[method + "_acc5"] = any(hits)
             rows.append(row)
+            print(f"{q['id']}: {' '.join(m for m in timings if row[m + '_r1'])}", file=sys.stderr, flush=True)
     print(f"{len(rows)} queries over {len(workspaces)} repositories ({'lexical' if args.no_embed else 'embedded'})")
     print("| method | R@1 | Acc@5 | p50 ms |\n|---|---|---|---|")
     for method, times in timings.items():
