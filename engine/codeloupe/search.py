@@ -278,14 +278,14 @@ class Fusion:
         if not rows or weight <= 0:
             return
         row_scores = None if scores is None else scores[rows]
-        shift = self._outranked("chunks", name, row_scores)
+        ranks = self._ranks("chunks", name, row_scores, len(rows))
         files: list[int] = []
         file_scores: list[float] = []
         seen: set[int] = set()
-        for i, (rank, row) in enumerate(zip(shift + np.arange(1, len(rows) + 1), rows)):
+        for i, (rank, row) in enumerate(zip(ranks, rows)):
             self.chunk[row] += weight / (R.RRF_K + rank)
             if record:
-                self.chunk_ranks[name].setdefault(row, int(rank))
+                self.chunk_ranks[name].setdefault(row, rank)
             file_id = int(self._chunk_file_ids[row])
             if file_id not in seen:
                 seen.add(file_id)
@@ -300,11 +300,11 @@ class Fusion:
         """`file_ids` best first; `scores` (each file's score in the lane) place them among the peers'."""
         if not file_ids or weight <= 0:
             return
-        shift = self._outranked("files", name, scores)
-        for rank, file_id in zip(shift + np.arange(1, len(file_ids) + 1), file_ids):
+        ranks = self._ranks("files", name, scores, len(file_ids))
+        for rank, file_id in zip(ranks, file_ids):
             self.file[file_id] += weight / (R.RRF_K + rank)
             if record:
-                self.file_ranks[name].setdefault(file_id, int(rank))
+                self.file_ranks[name].setdefault(file_id, rank)
         self._norm += weight / (R.RRF_K + 1)
 
     def pooled(self, name: str, index: BM25Index | StackedBM25, terms: list[str]) -> TermStats | None:
@@ -317,22 +317,23 @@ class Fusion:
         return sum((TermStats(p.terms[name].n_docs, {t: p.terms[name].df.get(t, 0) for t in terms})
                     for p in self._peers if name in p.terms), mine)
 
-    def _outranked(self, grain: str, name: str, scores: np.ndarray | None) -> np.ndarray:
-        """How many rows of the same lane (and the same call of it: an issue's variants call a lane once
-        each) the peer repositories ranked above each of ours: added to our ranks, the lane ranks one list
-        across every repository. Records our scores for the peers' turn."""
+    def _ranks(self, grain: str, name: str, scores: np.ndarray | None, count: int) -> list[int]:
+        """The ranks (1-based) of a lane's `count` rows, best first: their own order, pushed down by the rows
+        of the same lane (and the same call of it: an issue's variants call a lane once each) that peer
+        repositories scored higher, so the lane ranks one list across every repository. Records our scores
+        for the peers' turn."""
+        ranks = np.arange(1, count + 1)
         if scores is None:
-            return np.zeros(1, np.int64)
+            return ranks.tolist()
         mine = getattr(self.scores, grain).setdefault(name, [])
         call = len(mine)
         mine.append(scores)
-        shift = np.zeros(len(scores), np.int64)
         for peer in self._peers:
             theirs = getattr(peer, grain).get(name, [])
             if call < len(theirs):
-                # Strictly better only: a tie keeps our local order and does not push our rows down.
-                shift += np.searchsorted(-theirs[call], -scores, side="left")
-        return shift
+                # Strictly higher only: a tie keeps our own order and does not push our rows down.
+                ranks += np.searchsorted(-theirs[call], -scores, side="left")
+        return ranks.tolist()
 
     def add_candidates(self, name: str, file_ids: list[int]) -> None:
         """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""

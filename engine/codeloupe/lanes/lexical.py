@@ -126,8 +126,9 @@ class BM25Index:
         return sorted(known, key=lambda t: (-float(self._idf[self.vocab[t]]), t))[:k]
 
     def term_stats(self, terms: Iterable[str]) -> TermStats:
-        held = np.diff(self._matrix.indptr)  # CSC: a column's entries are the documents holding its term
-        return TermStats(self.n_docs, {t: int(held[self.vocab[t]]) if t in self.vocab else 0 for t in terms})
+        starts = self._matrix.indptr  # CSC: a column's entries are the documents holding its term
+        return TermStats(self.n_docs, {t: int(starts[c + 1] - starts[c]) if (c := self.vocab.get(t)) is not None
+                                       else 0 for t in terms})
 
     def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
         """`pooled`: score each term with the IDF of these statistics instead of this index's own."""
