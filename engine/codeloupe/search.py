@@ -279,28 +279,24 @@ class Fusion:
             return
         row_scores = None if scores is None else scores[rows]
         ranks = self._ranks("chunks", name, row_scores, len(rows))
-        files: list[int] = []
-        file_scores: list[float] = []
-        seen: set[int] = set()
-        for i, (rank, row) in enumerate(zip(ranks, rows)):
-            self.chunk[row] += weight / (R.RRF_K + rank)
-            if record:
-                self.chunk_ranks[name].setdefault(row, rank)
-            file_id = int(self._chunk_file_ids[row])
-            if file_id not in seen:
-                seen.add(file_id)
-                files.append(file_id)
-                if row_scores is not None:
-                    file_scores.append(float(row_scores[i]))
-        self.add_file_lane(name, files, weight, record=record,
-                           scores=None if row_scores is None else np.array(file_scores, np.float32))
+        # A lane ranks each row once: one vector update (in float32, as adding row by row did).
+        self.chunk[rows] += (weight / (R.RRF_K + ranks)).astype(np.float32)
+        if record:
+            recorded = self.chunk_ranks[name]
+            for row, rank in zip(rows, ranks.tolist()):
+                recorded.setdefault(row, rank)
+        # A file's rank in the lane is its best chunk's: the first row of each file, in order.
+        file_of = self._chunk_file_ids[rows]
+        first = np.sort(np.unique(file_of, return_index=True)[1])
+        self.add_file_lane(name, file_of[first].tolist(), weight, record=record,
+                           scores=None if row_scores is None else row_scores[first])
 
     def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True,
                       scores: np.ndarray | None = None) -> None:
         """`file_ids` best first; `scores` (each file's score in the lane) place them among the peers'."""
         if not file_ids or weight <= 0:
             return
-        ranks = self._ranks("files", name, scores, len(file_ids))
+        ranks = self._ranks("files", name, scores, len(file_ids)).tolist()
         for rank, file_id in zip(ranks, file_ids):
             self.file[file_id] += weight / (R.RRF_K + rank)
             if record:
@@ -317,14 +313,14 @@ class Fusion:
         return sum((TermStats(p.terms[name].n_docs, {t: p.terms[name].df.get(t, 0) for t in terms})
                     for p in self._peers if name in p.terms), mine)
 
-    def _ranks(self, grain: str, name: str, scores: np.ndarray | None, count: int) -> list[int]:
+    def _ranks(self, grain: str, name: str, scores: np.ndarray | None, count: int) -> np.ndarray:
         """The ranks (1-based) of a lane's `count` rows, best first: their own order, pushed down by the rows
         of the same lane (and the same call of it: an issue's variants call a lane once each) that peer
         repositories scored higher, so the lane ranks one list across every repository. Records our scores
         for the peers' turn."""
         ranks = np.arange(1, count + 1)
         if scores is None:
-            return ranks.tolist()
+            return ranks
         mine = getattr(self.scores, grain).setdefault(name, [])
         call = len(mine)
         mine.append(scores)
@@ -333,7 +329,7 @@ class Fusion:
             if call < len(theirs):
                 # Strictly higher only: a tie keeps our own order and does not push our rows down.
                 ranks += np.searchsorted(-theirs[call], -scores, side="left")
-        return ranks.tolist()
+        return ranks
 
     def add_candidates(self, name: str, file_ids: list[int]) -> None:
         """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""
