@@ -1,7 +1,7 @@
 """One ranking across repositories: does the gold file of a query about one repository come first among all?
 
     .venv/bin/python bench/search_across.py ../shared/golden/public.json --corpora .golden [--no-embed] \
-        [--cache-dir DIR] [--out FILE]
+        [--cache-dir DIR] [--store postgresql://...] [--out FILE]
 
 Every corpus of the golden set is one repository; every query is asked of all of them at once. Scored per
 query, file level: R@1 (the first file is a gold file of the query's own repository) and Acc@5, for
@@ -13,8 +13,9 @@ query, file level: R@1 (the first file is a gold file of the query's own reposit
 - `own_scores`: each repository searched alone and the files ordered by their repository's own fused score
   (every repository's best file scores about alike: what `/v1/search/all` did before).
 
-Runs on the workspaces' own (SQLite) indexes: everything measured sits above the store, the same code a
-shared index runs (tests/pg/ checks the PostgreSQL path on three real repositories).
+Runs on the workspaces' own (SQLite) indexes, or with `--store` on repositories of a shared index (each
+corpus indexed into it under its id, then searched through `api.open_shared` with no checkout): the ranking
+is the same code above either store; the latency is not.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from codeloupe.api import Workspace, search_repositories
+from codeloupe.api import Workspace, open_shared, search_repositories
 from codeloupe.bundle import merge_bundles
 
 
@@ -36,6 +37,7 @@ def main() -> int:
     parser.add_argument("--corpora", type=Path, required=True)
     parser.add_argument("--no-embed", action="store_true")
     parser.add_argument("--cache-dir", type=Path)
+    parser.add_argument("--store", metavar="URL", help="index into and search from this shared index")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     overrides: dict = {"cache_dir": str(args.cache_dir)} if args.cache_dir else {}
@@ -44,12 +46,18 @@ def main() -> int:
     corpora = json.loads(args.golden.read_text())["corpora"]
     workspaces = {}
     for corpus in corpora:
-        ws = Workspace(args.corpora / corpus["id"] / "repo", overrides=overrides)
+        shared = {"store_url": args.store, "store_repository": corpus["id"]} if args.store else {}
+        ws = Workspace(args.corpora / corpus["id"] / "repo", overrides={**overrides, **shared})
         ws.index()
         if not args.no_embed:
             ws.embed()
         workspaces[corpus["id"]] = ws
         print(f"{corpus['id']}: ready", file=sys.stderr, flush=True)
+    if args.store:
+        for ws in workspaces.values():
+            ws.close()
+        workspaces = {ws.repository_name: ws for ws in open_shared([c["id"] for c in corpora],
+                                                                    {**overrides, "store_url": args.store})}
     names = {ws.repository_name: cid for cid, ws in workspaces.items()}
     rows = []
     timings: dict[str, list[float]] = {"alone": [], "lane_ranks": [], "own_scores": []}
