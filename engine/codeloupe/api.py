@@ -782,18 +782,22 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: st
     """One ranking of several repositories (shared ones, or workspaces on this machine) for `query`: each hit
     names its `repository` and the `revision` it is pinned to; `limit` candidate files per repository.
 
-    Each lane ranks one list across every repository by its own score (a first pass asks each repository
-    what its lanes score), and lanes fuse by those ranks: the same fusion and bundle code as one repository's
-    search, whose file scores are then on one scale (`search.Fusion`). Ordering repositories' own fused
-    scores instead would rank every repository's best file alike (measured in docs/shared-index.md)."""
+    The same fusion and bundle code as one repository's search, with every repository's file scores on one
+    scale: each lane ranks one list across the repositories by its own score, the BM25 lanes with IDF pooled
+    over them, and lanes fuse by those ranks (`search.Fusion`). Ordering repositories' own fused scores
+    instead ranks every repository's best file about alike (measured in docs/shared-index.md)."""
     named: dict[str, Workspace] = {}
     for ws in workspaces:
         named[ws.repository_name if ws.repository_name not in named else str(ws.root)] = ws
+    if len(named) == 1:  # nothing to rank it among
+        return merge_bundles(query.strip(), mode, {name: ws.search(query, mode=mode, limit=limit)
+                                                   for name, ws in named.items()})
+
     def others(scores: dict[str, LaneScores], name: str) -> list[LaneScores]:
         return [s for other, s in scores.items() if other != name]
 
-    # Each repository's BM25 statistics of the query's terms; its lane scores on the pooled statistics; then
-    # its bundle with every lane ranked among the others' rows.
+    # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
+    # statistics; its bundle with every lane ranked among the others' rows.
     alone = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
     pooled = {name: ws.searcher().lane_scores(query, mode=mode, peers=others(alone, name))
               for name, ws in named.items()}
