@@ -87,7 +87,8 @@ def test_search_prune_prints_the_ranked_chunks_only(repo: Path, capsys: pytest.C
     assert out["query"] == "read a user record" and out["chunks"]
     first = out["chunks"][0]
     assert set(first) == {"rank", "path", "start_line", "end_line", "anchor_line", "breadcrumb", "text",
-                          "truncated", "text_start_line"}
+                          "truncated", "text_start_line", "repository", "revision"}
+    assert (first["repository"], first["revision"]) == ("", "")  # named only in a search across repositories
     assert [c["rank"] for c in out["chunks"]] == sorted(c["rank"] for c in out["chunks"])
     lines = (repo / first["path"]).read_text().splitlines(keepends=True)
     assert first["text"] == "".join(lines[first["text_start_line"] - 1:][:first["text"].count("\n")])

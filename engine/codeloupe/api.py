@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codeloupe.bundle import trust_notes
+from codeloupe.bundle import merge_bundles, trust_notes
 from codeloupe.chunk import available_languages as available_languages
 from codeloupe.chunk.strategies import (
     ChunkStrategy,
@@ -41,7 +40,7 @@ from codeloupe.graph.model import GraphMap as GraphMap
 from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
-from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace
+from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -73,6 +72,8 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskEvent as AskEvent
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
+    from codeloupe.search import LaneScores
+    from codeloupe.shared_index import DroppedRepository, QueuePruned, QueueStatus, SharedRepository
 
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
@@ -127,6 +128,11 @@ class Workspace:
         self._anchor_symbols: tuple[int, dict[str, list]] = (-1, {})
 
     # ------------------------------------------------------------------ paths
+
+    @property
+    def repository_name(self) -> str:
+        """What a search across repositories calls this one."""
+        return self.root.name
 
     def relative(self, path: Path | str) -> str:
         """The POSIX path of `path` relative to the root; refuses anything that escapes the workspace."""
@@ -183,17 +189,8 @@ class Workspace:
         return (*registered_strategies(), *self.strategy_load.strategies)
 
     def _strategies(self) -> tuple[Strategy, ...]:
-        """The strategies in force; when they differ from those the index was built with, the files either set
-        claims are dropped, so this run re-chunks them."""
-        strategies = self.strategies()
-        current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
-        known = json.loads(self.store.get_meta(_STRATEGIES_KEY, "[]"))
-        if current != known:
-            claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
-            self.store.delete_files([path for path in self.store.file_rows()
-                                     if Path(path.lower()).suffix in claimed])
-            self.store.set_meta(_STRATEGIES_KEY, json.dumps(current))
-        return strategies
+        """The strategies in force (`index.strategies_in_force`: the files a changed set claims re-chunk)."""
+        return strategies_in_force(self.store, self.strategies())
 
     def embedding_provider(self):
         """The configured embedding provider, created once (loading a model is the slow part)."""
@@ -239,12 +236,14 @@ class Workspace:
                 self._searcher = Searcher(self)
             return self._searcher
 
-    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
+    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12,
+               peers: Sequence[LaneScores] = ()) -> Bundle:
         """The ranked bundle; a location-shaped query ("where does the CLI start") also gets the workspace's
-        entry points that retrieval missed, at the end of RELATED (candidates, never a change of order)."""
+        entry points that retrieval missed, at the end of RELATED (candidates, never a change of order).
+        `peers`: see `search_repositories`."""
         from codeloupe.entrypoints import location_shaped
 
-        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit)
+        bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit, peers=peers)
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         self._name_anchors(bundle)
@@ -574,9 +573,6 @@ class Workspace:
         self.store.close()
 
 
-_STRATEGIES_KEY = "chunk_strategies"
-
-
 def _stamped(events, revision: str):
     """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
     commit: a remote tarball's, or a repository's in the shared index)."""
@@ -589,11 +585,6 @@ def _stamped(events, revision: str):
             result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
                             if p.citation is not None else p for p in result.parts]
         yield event
-
-
-def _function_name(strategy: Strategy) -> str:
-    function = strategy.function
-    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
 
 
 # ---------------------------------------------------------------------- a remote repository's index
@@ -689,6 +680,10 @@ class SharedWorkspace(RemoteWorkspace):
     def label(self) -> str:
         return f"{self.root}@{self.revision or '(files as indexed)'}"
 
+    @property
+    def repository_name(self) -> str:
+        return str(self.root)
+
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
         counts = self.store.counts()
         return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
@@ -780,6 +775,67 @@ def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code",
         return ws.search(query, scope=scope, mode=mode, limit=limit)
     finally:
         ws.close()
+
+
+def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: str = "code",
+                        limit: int = 12) -> Bundle:
+    """One ranking of several repositories (shared ones, or workspaces on this machine) for `query`: each hit
+    names its `repository` and the `revision` it is pinned to; `limit` candidate files per repository.
+
+    The same fusion and bundle code as one repository's search, with every repository's file scores on one
+    scale: each lane ranks one list across the repositories by its own score, the BM25 lanes with IDF pooled
+    over them, and lanes fuse by those ranks (`search.Fusion`). Ordering repositories' own fused scores
+    instead ranks every repository's best file about alike (measured in docs/shared-index.md)."""
+    named: dict[str, Workspace] = {}
+    for ws in workspaces:
+        named[ws.repository_name if ws.repository_name not in named else str(ws.root)] = ws
+    if len(named) == 1:  # nothing to rank it among
+        return merge_bundles(query.strip(), mode, {name: ws.search(query, mode=mode, limit=limit)
+                                                   for name, ws in named.items()})
+
+    def others(scores: dict[str, LaneScores], name: str) -> list[LaneScores]:
+        return [s for other, s in scores.items() if other != name]
+
+    # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
+    # statistics; its bundle with every lane ranked among the others' rows.
+    alone = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
+    pooled = {name: ws.searcher().lane_scores(query, mode=mode, peers=others(alone, name))
+              for name, ws in named.items()}
+    bundles = {name: ws.search(query, mode=mode, limit=limit, peers=others(pooled, name))
+               for name, ws in named.items()}
+    return merge_bundles(query.strip(), mode, bundles)
+
+
+# ---------------------------------------------------------------------- the shared index's administration
+
+
+def shared_repositories(url: str) -> list[SharedRepository]:
+    """Every repository of the shared index at `url`: where and at which commit it was indexed, its files,
+    chunks and vectors, when its files were last written, and its batches still queued."""
+    from codeloupe.shared_index import shared_repositories as listed
+
+    return listed(url)
+
+
+def drop_shared_repository(url: str, name: str) -> DroppedRepository:
+    """Remove repository `name` from the shared index: every row and its HNSW indexes, in one transaction."""
+    from codeloupe.shared_index import drop_repository
+
+    return drop_repository(url, name)
+
+
+def work_queue_status(url: str) -> QueueStatus:
+    """The shared index's work queue: batches waiting, claimed, with an expired lease, stuck, done."""
+    from codeloupe.shared_index import queue_status
+
+    return queue_status(url)
+
+
+def prune_work_queue(url: str) -> QueuePruned:
+    """Delete the work queue's finished batches and those no worker managed to write."""
+    from codeloupe.shared_index import prune_queue
+
+    return prune_queue(url)
 
 
 def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexStatus:

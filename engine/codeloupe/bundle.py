@@ -7,6 +7,7 @@ is RELATED and keeps its membership, its best span and a one-line why, losing on
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,32 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
                               tail=True) for i, f in enumerate(rest))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
+
+
+def merge_bundles(query: str, mode: str, bundles: dict[str, Bundle]) -> Bundle:
+    """One ranking of several repositories' bundles for the same query, each searched with the others as
+    peers (their file scores are then on one scale: see `Fusion`). Every file of every bundle stays (rule 2),
+    stamped with its repository and commit; CORE is the merged ranking's prefix by the usual gap rule, which
+    only ever takes files their own bundle had in CORE (a file within the gap of the overall leader is within
+    it of its own), so CORE files keep their code."""
+    hits = [dataclasses.replace(hit, repository=name, revision=bundle.revision)
+            for name, bundle in bundles.items() for hit in bundle.files]
+    # Scored candidates by score, then graph links, then the tail; a stable sort keeps each bundle's own order.
+    hits.sort(key=lambda h: (h.tail, h.via != "search", -h.score))
+    core_count = _core_count([h.score for h in hits if h.via == "search" and not h.tail])
+    for rank, hit in enumerate(hits, 1):
+        hit.rank = rank
+    lanes: dict[str, LaneStatus] = {}
+    for bundle in bundles.values():
+        for status in bundle.lanes:  # a lane is as ready as its least ready repository
+            seen = lanes.get(status.name)
+            if seen is None or (seen.ready, seen.coverage) > (status.ready, status.coverage):
+                lanes[status.name] = status
+    total = sum(b.timing_ms.get("total", 0.0) for b in bundles.values())
+    return Bundle(query=query, root="", mode=mode, issue_mode=any(b.issue_mode for b in bundles.values()),
+                  core=hits[:core_count], related=hits[core_count:], lanes=list(lanes.values()),
+                  timing_ms={"total": round(total, 3)},
+                  notes=list(dict.fromkeys(f"{name}: {note}" for name, b in bundles.items() for note in b.notes)))
 
 
 def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[int]) -> dict[int, list[int]]:

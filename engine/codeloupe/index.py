@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import logging
 import os
 import stat
@@ -34,6 +35,7 @@ from codeloupe.discover import (
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
+from codeloupe.store.protocol import IndexStore
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
 log = logging.getLogger("codeloupe.index")
@@ -200,6 +202,27 @@ class Prepared:
     encoding: str = "utf-8"
     chunked: ChunkedFile | None = None
     line_count: int = 0
+
+
+# Index meta: the chunk strategies the index was built with.
+_STRATEGIES_KEY = "chunk_strategies"
+
+
+def strategies_in_force(store: IndexStore, strategies: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
+    """`strategies`, recorded in the index; when they differ from those it was built with, the files either
+    set claims are dropped, so the next index (or queue) run re-chunks them."""
+    current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
+    known = json.loads(store.get_meta(_STRATEGIES_KEY, "[]"))
+    if current != known:
+        claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
+        store.delete_files([path for path in store.file_rows() if Path(path.lower()).suffix in claimed])
+        store.set_meta(_STRATEGIES_KEY, json.dumps(current))
+    return strategies
+
+
+def _function_name(strategy: Strategy) -> str:
+    function = strategy.function
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
 
 
 def prepare(candidate: Candidate, known_hash: str, settings: Settings,

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
-from codeloupe.lanes.lexical import BM25Index, StackedBM25
+from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -236,6 +236,16 @@ class Snapshot:
                 self._summaries_building = False
 
 
+@dataclass
+class LaneScores:
+    """The scores one search gave the rows each lane ranked (best first), per lane and per call of it: what
+    a search of the same query over other repositories needs to rank its own rows among these."""
+
+    chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    files: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    terms: dict[str, TermStats] = field(default_factory=dict)  # BM25 lane -> the query terms' statistics
+
+
 class Fusion:
     """Reciprocal rank fusion at two grains.
 
@@ -243,10 +253,17 @@ class Fusion:
     there), so a file whose best dense chunk and best BM25 chunk differ still collects both lanes' votes;
     fusing chunks first and rolling up would hand the win to a big file whose one long chunk is second
     everywhere. Chunks are fused too, to choose and order what a file shows.
+
+    Searching several repositories as one (`peers`: the other repositories' `LaneScores` for the query), each
+    lane ranks one list across all of them by the lane's own score, and lanes fuse by those ranks: a lane's
+    scores are on one scale in every repository (one model's cosines, BM25 of the same terms), a fused score
+    of separately ranked lanes is not.
     """
 
-    def __init__(self, chunk_file_ids: np.ndarray) -> None:
+    def __init__(self, chunk_file_ids: np.ndarray, peers: Sequence[LaneScores] = ()) -> None:
         self._chunk_file_ids = chunk_file_ids
+        self.scores = LaneScores()  # what each lane scored here, for a search of other repositories
+        self._peers = peers
         self.chunk = np.zeros(len(chunk_file_ids), np.float32)
         self.file: dict[int, float] = defaultdict(float)
         self.chunk_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> chunk row -> rank
@@ -255,29 +272,64 @@ class Fusion:
         self.frame_rows: list[int] = []  # chunks a traceback frame's line falls in (issue mode)
         self._norm = 0.0
 
-    def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool) -> None:
+    def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool,
+                 scores: np.ndarray | None = None) -> None:
+        """`rows` best first; `scores` (the lane's score of every row) place them among the peers' rows."""
         if not rows or weight <= 0:
             return
-        files: list[int] = []
-        seen: set[int] = set()
-        for rank, row in enumerate(rows, 1):
-            self.chunk[row] += weight / (R.RRF_K + rank)
-            if record:
-                self.chunk_ranks[name].setdefault(row, rank)
-            file_id = int(self._chunk_file_ids[row])
-            if file_id not in seen:
-                seen.add(file_id)
-                files.append(file_id)
-        self.add_file_lane(name, files, weight, record=record)
+        row_scores = None if scores is None else scores[rows]
+        ranks = self._ranks("chunks", name, row_scores, len(rows))
+        # A lane ranks each row once: one vector update (in float32, as adding row by row did).
+        self.chunk[rows] += (weight / (R.RRF_K + ranks)).astype(np.float32)
+        if record:
+            recorded = self.chunk_ranks[name]
+            for row, rank in zip(rows, ranks.tolist()):
+                recorded.setdefault(row, rank)
+        # A file's rank in the lane is its best chunk's: the first row of each file, in order.
+        file_of = self._chunk_file_ids[rows]
+        first = np.sort(np.unique(file_of, return_index=True)[1])
+        self.add_file_lane(name, file_of[first].tolist(), weight, record=record,
+                           scores=None if row_scores is None else row_scores[first])
 
-    def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True) -> None:
+    def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True,
+                      scores: np.ndarray | None = None) -> None:
+        """`file_ids` best first; `scores` (each file's score in the lane) place them among the peers'."""
         if not file_ids or weight <= 0:
             return
-        for rank, file_id in enumerate(file_ids, 1):
+        ranks = self._ranks("files", name, scores, len(file_ids)).tolist()
+        for rank, file_id in zip(ranks, file_ids):
             self.file[file_id] += weight / (R.RRF_K + rank)
             if record:
                 self.file_ranks[name].setdefault(file_id, rank)
         self._norm += weight / (R.RRF_K + 1)
+
+    def pooled(self, name: str, index: BM25Index | StackedBM25, terms: list[str]) -> TermStats | None:
+        """The statistics the BM25 lane `name` scores `terms` with when peers search the same query: its own
+        and theirs pooled, so a term weighs the same in every repository (None alone: its own IDF)."""
+        mine = index.term_stats(terms)
+        self.scores.terms[name] = self.scores.terms.get(name, TermStats()) + mine
+        if not self._peers:
+            return None
+        return sum((TermStats(p.terms[name].n_docs, {t: p.terms[name].df.get(t, 0) for t in terms})
+                    for p in self._peers if name in p.terms), mine)
+
+    def _ranks(self, grain: str, name: str, scores: np.ndarray | None, count: int) -> np.ndarray:
+        """The ranks (1-based) of a lane's `count` rows, best first: their own order, pushed down by the rows
+        of the same lane (and the same call of it: an issue's variants call a lane once each) that peer
+        repositories scored higher, so the lane ranks one list across every repository. Records our scores
+        for the peers' turn."""
+        ranks = np.arange(1, count + 1)
+        if scores is None:
+            return ranks
+        mine = getattr(self.scores, grain).setdefault(name, [])
+        call = len(mine)
+        mine.append(scores)
+        for peer in self._peers:
+            theirs = getattr(peer, grain).get(name, [])
+            if call < len(theirs):
+                # Strictly higher only: a tie keeps our own order and does not push our rows down.
+                ranks += np.searchsorted(-theirs[call], -scores, side="left")
+        return ranks
 
     def add_candidates(self, name: str, file_ids: list[int]) -> None:
         """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""
@@ -290,6 +342,17 @@ class Fusion:
             self.chunk /= self._norm
             for file_id in self.file:
                 self.file[file_id] /= self._norm
+
+
+@dataclass
+class _Fused:
+    """A query's lanes fused in one snapshot, before the bundle is built from them."""
+
+    snap: Snapshot
+    fusion: Fusion
+    mask: np.ndarray
+    statuses: list[LaneStatus]
+    issue: bool
 
 
 class Searcher:
@@ -490,12 +553,29 @@ class Searcher:
     # ------------------------------------------------------------------ query
 
     def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = R.CANDIDATE_FILES,
-               lanes: tuple[str, ...] | None = None) -> Bundle:
+               lanes: tuple[str, ...] | None = None, peers: Sequence[LaneScores] = ()) -> Bundle:
+        """`peers`: the same query's `lane_scores` in the other repositories searched as one with this."""
         started = time.perf_counter()
         timing: dict[str, float] = {}
+        query = query.strip()
+        fused = self._fuse(query, scope, mode, lanes, peers, timing, started)
+        bundle = build_bundle(self.ws, fused.snap, query=query, fusion=fused.fusion, mask=fused.mask, limit=limit,
+                              mode=mode, scope=scope, issue_mode=fused.issue, lanes=fused.statuses)
+        timing["bundle"] = _ms(started) - sum(timing.values())
+        timing["total"] = _ms(started)
+        bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
+        return bundle
+
+    def lane_scores(self, query: str, *, scope: str = "", mode: str = "code",
+                    peers: Sequence[LaneScores] = ()) -> LaneScores:
+        """What each lane scored for `query` here (with the BM25 statistics of `peers` pooled): the first
+        passes of a search across repositories."""
+        return self._fuse(query.strip(), scope, mode, None, peers, {}, time.perf_counter()).fusion.scores
+
+    def _fuse(self, query: str, scope: str, mode: str, lanes: tuple[str, ...] | None, peers: Sequence[LaneScores],
+              timing: dict[str, float], started: float) -> _Fused:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        query = query.strip()
         snap = self.snapshot()
         timing["snapshot"] = _ms(started)
         mask = self._mask(snap, scope, mode)
@@ -518,19 +598,22 @@ class Searcher:
 
         summaries = snap.summaries(self.ws) if weights.get("summary") else None
 
-        fusion = Fusion(snap.table.file_ids)
+        fusion = Fusion(snap.table.file_ids, peers)
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
-            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights)
+            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights,
+                                         fusion)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
-                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0)
+                fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
+                                scores=scores)
             if weights.get("file"):
-                fusion.add_file_lane("file", _file_ranking(snap, snap.file_index()[1], terms, mask),
-                                     weights["file"] * variant.weight, record=vi == 0)
+                files, scores = _file_ranking(snap, snap.file_index()[1], terms, mask, fusion, "file")
+                fusion.add_file_lane("file", files, weights["file"] * variant.weight, record=vi == 0, scores=scores)
             if summaries is not None:
-                fusion.add_file_lane("summary", _file_ranking(snap, summaries.index, terms, mask),
-                                     weights["summary"] * variant.weight, record=vi == 0)
+                files, scores = _file_ranking(snap, summaries.index, terms, mask, fusion, "summary")
+                fusion.add_file_lane("summary", files, weights["summary"] * variant.weight, record=vi == 0,
+                                     scores=scores)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if weights.get("feedback"):
@@ -545,12 +628,7 @@ class Searcher:
         self._adjust(snap, query, fusion, issue is not None)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None, summaries))
-        bundle = build_bundle(self.ws, snap, query=query, fusion=fusion, mask=mask, limit=limit, mode=mode,
-                              scope=scope, issue_mode=issue is not None, lanes=statuses)
-        timing["bundle"] = _ms(started) - sum(timing.values())
-        timing["total"] = _ms(started)
-        bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
-        return bundle
+        return _Fused(snap, fusion, mask, statuses, issue is not None)
 
     def _mask(self, snap: Snapshot, scope: str, mode: str) -> np.ndarray:
         if mode == "code":
@@ -598,11 +676,11 @@ class Searcher:
             return None
 
     def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
-                     qvec: np.ndarray | None, weights: dict[str, float]) -> dict[str, np.ndarray]:
+                     qvec: np.ndarray | None, weights: dict[str, float], fusion: Fusion) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
-            out["lexical"] = snap.bm25.scores(terms)
+            out["lexical"] = snap.bm25.scores(terms, fusion.pooled("lexical", snap.bm25, terms))
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
@@ -634,14 +712,15 @@ class Searcher:
         counts = Counter(chain.from_iterable(snap.terms_of(top)))
         shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
-        fusion.add_lane("feedback", _rank(snap.bm25.scores(terms + expansion), mask, R.LANE_DEPTH), weight,
-                        record=True)
+        scores = snap.bm25.scores(terms + expansion)
+        fusion.add_lane("feedback", _rank(scores, mask, R.LANE_DEPTH), weight, record=True)
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
         allowed = np.isin(file_ids, snap.table.file_ids[mask])
-        fusion.add_file_lane("entity", file_ids[_rank(index.scores(tokenize(query)), allowed, R.LANE_DEPTH)].tolist(),
-                             weight)
+        scores = index.scores(tokenize(query))
+        rows = _rank(scores, allowed, R.LANE_DEPTH)
+        fusion.add_file_lane("entity", file_ids[rows].tolist(), weight, scores=scores[rows])
 
     def _ground_issue(self, snap: Snapshot, issue: IssueQuery, fusion: Fusion, mask: np.ndarray) -> None:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
@@ -712,13 +791,16 @@ class Searcher:
         return [s for s in out if weights.get(s.name, 0.0) > 0]
 
 
-def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray) -> list[int]:
+def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray, fusion: Fusion,
+                  lane: str) -> tuple[list[int], np.ndarray]:
     """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
-    of them to rank) or its summary (the summary lane)."""
+    of them to rank) or its summary (the summary lane); with their scores."""
     file_ids, _ = snap.file_index()
     allowed = np.isin(file_ids, snap.table.file_ids[mask])
-    return file_ids[_rank(index.scores(terms), allowed, R.LANE_DEPTH)].tolist()
+    scores = index.scores(terms, fusion.pooled(lane, index, terms))
+    rows = _rank(scores, allowed, R.LANE_DEPTH)
+    return file_ids[rows].tolist(), scores[rows]
 
 
 def _weights_for(query: str) -> dict[str, float]:

@@ -12,6 +12,7 @@ batch is claimed again once the lease runs out.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -19,26 +20,32 @@ import stat
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
+from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, prepare
+from codeloupe.index import Prepared, prepare, strategies_in_force
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import StoreError
 from codeloupe.store.postgres import (
+    INDEXED_AT_KEY,
     MAX_ATTEMPTS,
     BatchFile,
     PgStore,
     WorkItem,
     WorkQueue,
+    connect,
     content_key,
+    drop_vector_indexes,
+    migrate,
 )
 from codeloupe.store.protocol import IndexStore
 
@@ -85,6 +92,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     root = Path(root).resolve()
     pin_source(store, root, named=bool(settings.store_repository))
     commit = store.commit
+    strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     found = walk(root, settings)
     existing = store.file_rows()
     on_disk = {c.rel_path for c in found.candidates}
@@ -104,6 +112,7 @@ class WorkerReport:
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
+    graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
 
 
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
@@ -115,6 +124,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     settings = load_settings(None, {**overrides, "store_url": url})
     provider = make_provider(settings)
     queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
+    claims = EmbeddingClaims(url)
     stores: dict[str, PgStore] = {}
     report = WorkerReport()
     idle_since = time.monotonic()
@@ -134,7 +144,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:
-                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider)
+                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider, claims)
             except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)
@@ -146,17 +156,21 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 report.batches += 1
                 report.files += len(item.paths)
                 report.embedded += embedded
+                report.graphs += _graph_when_done(store, Path(item.root), claims)
             idle_since = time.monotonic()
     finally:
         queue.close()
+        claims.close()
         for store in stores.values():
             store.close()
 
 
-def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None) -> int | None:
+def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
+             claims: EmbeddingClaims) -> int | None:
     """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost."""
     root = Path(item.root)
     existing = store.file_rows()
+    strategies = _trusted_strategies(root)
     files: list[BatchFile] = []
     gone: list[str] = []
     for rel in item.paths:
@@ -171,17 +185,53 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
             continue
         row = existing.get(rel)
         known = row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
-        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings)
+        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings, strategies)
         batch_file = _batch_file(prepared)
         if batch_file is not None:
             files.append(batch_file)
         elif not prepared.same_content:
             gone.append(rel)  # binary, too large, unreadable now: not indexed
-    vectors, embedded = _vectors(store, files, provider)
+    vectors, embedded = _vectors(store, files, provider, claims)
     model = provider.model_id if provider is not None else ""
     if not store.write_batch(files, gone, model, vectors, item):
         return None
     return embedded
+
+
+def _trusted_strategies(root: Path) -> tuple[Strategy, ...]:
+    """The repository's strategy files that this user trusts (byte for byte, `codeloupe trust --strategy`):
+    the worker runs no code of the repository that its own user did not accept (rule 6)."""
+    load = load_workspace_strategies(root)
+    for warning in load.warnings:
+        log.warning("%s", warning.removeprefix("codeloupe: "))
+    return tuple(load.strategies)
+
+
+@dataclass(eq=False)
+class _Checkout:
+    """What resolving a repository's graph edges needs: its index, and its folder (configuration files such
+    as go.mod or tsconfig.json are read from there)."""
+
+    root: Path
+    store: PgStore
+
+    def read_bytes(self, path: str) -> bytes:
+        if not _inside(self.root, path):
+            raise OSError(f"{path}: not a path inside {self.root}")
+        return (self.root / path).read_bytes()
+
+
+def _graph_when_done(store: PgStore, root: Path, claims: EmbeddingClaims) -> int:
+    """Once no batch of the repository is left open, resolve its graph edges (so no reader has to); one
+    worker at a time per repository (another finishing at the same moment leaves it). 1 when it did."""
+    from codeloupe.graph import ensure_edges
+
+    if store.query("SELECT count(*) FROM work_queue WHERE repo_id = ? AND done_at IS NULL", (store.repo_id,))[0][0]:
+        return 0
+    with claims.holding(f"graph {store.repo_id}".encode()) as held:
+        if held:
+            ensure_edges(_Checkout(root, store))
+        return int(held)
 
 
 def _inside(root: Path, rel: str) -> bool:
@@ -198,21 +248,204 @@ def _batch_file(prepared: Prepared) -> BatchFile | None:
                      chunker_version=CHUNKER_VERSION, line_count=prepared.line_count)
 
 
-def _vectors(store: PgStore, files: list[BatchFile],
-             provider: EmbeddingProvider | None) -> tuple[dict[bytes, np.ndarray], int]:
+def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider | None,
+             claims: EmbeddingClaims) -> tuple[dict[bytes, np.ndarray], int]:
     """The vector of every chunk and skeleton of `files` by content key: the shared cache's where it has one,
-    the provider's for the rest (each distinct content once); and how many the provider embedded."""
+    the provider's for the rest (each distinct content once); and how many the provider embedded.
+
+    Content no worker has embedded is claimed first: what another worker is embedding at this moment is
+    waited for and read from the cache, never embedded twice. A claim held by a worker that died is gone
+    with its connection; the content is then claimed again here."""
     if provider is None:
         return {}, 0
+    model = provider.model_id
     texts: dict[bytes, str] = {}
     for batch_file in files:
         chunked = batch_file.chunked
         texts[content_key(chunked.skeleton.text)] = chunked.skeleton.text
         for chunk in chunked.chunks:
             texts[content_key(chunk.breadcrumb, chunk.text)] = embedding_text(chunk.breadcrumb, chunk.text)
-    vectors = store.cached_vectors(provider.model_id, list(texts))
+    vectors = store.cached_vectors(model, list(texts))
     todo = [key for key in texts if key not in vectors]
-    if todo:
-        fresh = provider.embed([texts[key] for key in todo])
-        vectors.update(zip(todo, np.asarray(fresh, np.float32)))
-    return vectors, len(todo)
+    embedded = 0
+    while todo:
+        mine, theirs = claims.claim(model, todo)
+        try:
+            vectors.update(store.cached_vectors(model, mine))  # finished by another worker since the first look
+            fresh_keys = [key for key in mine if key not in vectors]
+            if fresh_keys:
+                fresh = dict(zip(fresh_keys, np.asarray(provider.embed([texts[k] for k in fresh_keys]), np.float32)))
+                store.cache_vectors(model, fresh)  # in the cache before the claim goes
+                vectors.update(fresh)
+                embedded += len(fresh)
+        finally:
+            claims.release(model, mine)
+        claims.wait(model, theirs)
+        vectors.update(store.cached_vectors(model, theirs))
+        todo = [key for key in theirs if key not in vectors]  # its claimant failed: claim it again
+    return vectors, embedded
+
+
+class EmbeddingClaims:
+    """Who is embedding which content right now: a session advisory lock per (model, content key) on this
+    worker's own connection. Taken with `pg_try_advisory_lock` (never waiting while holding one, so two
+    workers cannot deadlock), and released by the database when a worker's connection ends, dead or not."""
+
+    def __init__(self, url: str) -> None:
+        self._conn = connect(url)
+
+    def claim(self, model: str, keys: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """(the keys claimed here, the keys another worker holds)"""
+        held = [row[0] for row in self._conn.execute(
+            "SELECT pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, i) ORDER BY i",
+            (_lock_ids(model, keys),))]
+        return [k for k, ok in zip(keys, held) if ok], [k for k, ok in zip(keys, held) if not ok]
+
+    def release(self, model: str, keys: list[bytes]) -> None:
+        if keys:
+            self._conn.execute("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS t(k)",
+                               (_lock_ids(model, keys),))
+
+    @contextmanager
+    def holding(self, key: bytes) -> Iterator[bool]:
+        """A claim on `key` for the block, if no one else holds it (False: someone does, nothing is held)."""
+        mine, _ = self.claim("", [key])
+        try:
+            yield bool(mine)
+        finally:
+            self.release("", mine)
+
+    def wait(self, model: str, keys: list[bytes]) -> None:
+        """Until no worker holds a claim on any of `keys` (one at a time: nothing is held while waiting)."""
+        for lock_id in _lock_ids(model, keys):
+            self._conn.execute("SELECT pg_advisory_lock(%s), pg_advisory_unlock(%s)", (lock_id, lock_id))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _lock_ids(model: str, keys: list[bytes]) -> list[int]:
+    """A signed 64-bit advisory lock id per content key (a collision only makes a worker wait needlessly)."""
+    return [int.from_bytes(hashlib.sha256(model.encode() + b"\0" + key).digest()[:8], "big", signed=True)
+            for key in keys]
+
+
+# ---------------------------------------------------------------------- administration (`codeloupe admin`)
+
+
+@dataclass
+class SharedRepository:
+    """One repository of the shared index, as `codeloupe admin repos` lists it."""
+
+    name: str
+    root: str  # the folder it was last indexed from
+    commit: str  # the commit its answers are pinned to ("" when not a git checkout)
+    files: int
+    chunks: int
+    vectors: int
+    indexed_at: str  # when its files were last written (ISO 8601, the database's clock; "" never)
+    open_batches: int  # queued batches not yet written
+
+
+@dataclass
+class DroppedRepository:
+    name: str
+    files: int
+    chunks: int
+    vector_indexes: list[str]  # the HNSW indexes dropped with it
+
+
+@dataclass
+class QueueStatus:
+    """The work queue now: open batches by state, finished ones, and who holds the live claims."""
+
+    waiting: int  # never claimed
+    claimed: int  # under a live lease
+    expired: int  # lease ran out: the next worker to ask takes it
+    stuck: int  # claimed MAX_ATTEMPTS times without being written: no worker takes it again
+    done: int
+    workers: list[str] = field(default_factory=list)  # holders of live claims
+    open_by_repository: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class QueuePruned:
+    done: int  # finished batches deleted
+    stuck: int  # batches given up on (MAX_ATTEMPTS claims, lease over) deleted
+
+
+@contextmanager
+def _admin(url: str) -> Iterator[Any]:
+    conn = connect(url)
+    try:
+        migrate(conn)
+        yield conn
+    finally:
+        conn.close()
+
+
+def shared_repositories(url: str) -> list[SharedRepository]:
+    with _admin(url) as conn:
+        rows = conn.execute(
+            "SELECT r.name, r.root, r.commit_sha,"
+            " (SELECT count(*) FROM public.files f WHERE f.repo_id = r.id),"
+            " (SELECT count(*) FROM public.chunks c WHERE c.repo_id = r.id),"
+            " (SELECT count(*) FROM public.chunk_vectors v WHERE v.repo_id = r.id),"
+            " coalesce((SELECT value FROM repo_meta m WHERE m.repo_id = r.id AND m.key = %s), ''),"
+            " (SELECT count(*) FROM work_queue q WHERE q.repo_id = r.id AND q.done_at IS NULL)"
+            " FROM repositories r ORDER BY r.name", (INDEXED_AT_KEY,)).fetchall()
+    return [SharedRepository(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), _iso(r[6]), int(r[7]))
+            for r in rows]
+
+
+def drop_repository(url: str, name: str) -> DroppedRepository:
+    """Every row of repository `name` (files, chunks, symbols, vectors, graph, flows, queued batches) and its
+    HNSW indexes, in one transaction; the shared embedding cache keeps its vectors (other repositories may
+    hold the same content). Serving processes that had it open answer from nothing afterwards."""
+    with _admin(url) as conn, conn.transaction():
+        row = conn.execute("SELECT id FROM repositories WHERE name = %s FOR UPDATE", (name,)).fetchone()
+        if row is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+            raise StoreError(f"{name}: not in the shared index (it holds {', '.join(known) or 'no repository'})")
+        repo_id = int(row[0])
+        files, chunks = conn.execute("SELECT (SELECT count(*) FROM public.files WHERE repo_id = %s),"
+                                     " (SELECT count(*) FROM public.chunks WHERE repo_id = %s)",
+                                     (repo_id, repo_id)).fetchone()
+        # The indexes first: deleting the rows would otherwise update indexes about to go.
+        indexes = drop_vector_indexes(conn, repo_id)
+        conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))  # every table cascades from it
+    return DroppedRepository(name, int(files), int(chunks), indexes)
+
+
+def queue_status(url: str) -> QueueStatus:
+    with _admin(url) as conn:
+        counts = conn.execute(
+            "SELECT count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until IS NULL),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until >= now()),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts < %(max)s AND lease_until < now()),"
+            " count(*) FILTER (WHERE done_at IS NULL AND attempts >= %(max)s),"
+            " count(*) FILTER (WHERE done_at IS NOT NULL) FROM work_queue", {"max": MAX_ATTEMPTS}).fetchone()
+        workers = [r[0] for r in conn.execute(
+            "SELECT DISTINCT claimed_by FROM work_queue WHERE done_at IS NULL AND lease_until >= now()"
+            " ORDER BY 1")]
+        by_repository = dict(conn.execute(
+            "SELECT r.name, count(*) FROM work_queue q JOIN repositories r ON r.id = q.repo_id"
+            " WHERE q.done_at IS NULL GROUP BY r.name ORDER BY r.name").fetchall())
+    # A claim is `worker:claim-id`: the worker is what a person can look for.
+    return QueueStatus(*map(int, counts), workers=sorted({w.rsplit(":", 1)[0] for w in workers}),
+                       open_by_repository={k: int(v) for k, v in by_repository.items()})
+
+
+def prune_queue(url: str) -> QueuePruned:
+    """Delete finished batches and those given up on (claimed MAX_ATTEMPTS times, the last lease over): what
+    is waiting, claimed or still retryable stays."""
+    with _admin(url) as conn, conn.transaction():
+        done = conn.execute("DELETE FROM work_queue WHERE done_at IS NOT NULL").rowcount
+        stuck = conn.execute("DELETE FROM work_queue WHERE done_at IS NULL AND attempts >= %s"
+                             " AND (lease_until IS NULL OR lease_until < now())", (MAX_ATTEMPTS,)).rowcount
+    return QueuePruned(int(done), int(stuck))
+
+
+def _iso(text: str) -> str:
+    """PostgreSQL's `now()::text` ("2026-12-01 04:30:00.123+00") as ISO 8601 to the second."""
+    return text[:19].replace(" ", "T") + "Z" if text.endswith("+00") else text

@@ -152,6 +152,14 @@ class FileHit:
     # A candidate past every lane's short list and the limit: kept for completeness (rule 2) as a map line with
     # no chunks; a surface with a size budget lists it after everything else.
     tail: bool = False
+    # A search across repositories: the repository the path is in and the commit it was indexed at.
+    repository: str = ""
+    revision: str = ""
+
+    @property
+    def shown_path(self) -> str:
+        """The path as a surface prints it: `repository:path` in a search across repositories."""
+        return f"{self.repository}:{self.path}" if self.repository else self.path
 
 
 @dataclass
@@ -201,6 +209,8 @@ class PrunedChunk:
     text: str
     truncated: bool  # `text` is a window of the chunk, starting at `text_start_line`
     text_start_line: int
+    repository: str = ""  # a search across repositories: the file's repository and its indexed commit
+    revision: str = ""
 
     @classmethod
     def of(cls, hit: FileHit, chunk: ChunkHit) -> PrunedChunk:
@@ -208,7 +218,7 @@ class PrunedChunk:
         return cls(hit.rank, hit.path, chunk.start_line, chunk.end_line,
                    snippet.anchor_line if snippet else chunk.start_line, chunk.breadcrumb,
                    snippet.text if snippet else chunk.text, bool(snippet and snippet.truncated),
-                   snippet.start_line if snippet else chunk.start_line)
+                   snippet.start_line if snippet else chunk.start_line, hit.repository, hit.revision)
 
 
 @dataclass

@@ -172,7 +172,7 @@ def pruned_chunk(uri_of: UriOf, chunk: PrunedChunk) -> JSON:
             "location": span_location(uri_of(chunk.path), chunk.start_line, chunk.end_line),
             "startLine": chunk.start_line - 1, "endLine": chunk.end_line - 1, "anchorLine": chunk.anchor_line - 1,
             "breadcrumb": chunk.breadcrumb, "text": chunk.text, "truncated": chunk.truncated,
-            "textStartLine": chunk.text_start_line - 1}
+            "textStartLine": chunk.text_start_line - 1, "repository": chunk.repository, "revision": chunk.revision}
 
 
 def pruned_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:

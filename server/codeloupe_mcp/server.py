@@ -17,10 +17,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from codeloupe.api import WorkspaceError, render_text
+from codeloupe.api import WorkspaceError, render_text, search_repositories
+from codeloupe.types import Bundle
 
 from . import sized
-from .warm import WarmWorkspace
+from .warm import WarmWorkspace, WarmWorkspaces
 
 MAX_QUERY_CHARS = 20_000  # a pasted bug report with its traceback fits; a pasted file does not
 MAX_LOCATE = 1_000
@@ -40,8 +41,9 @@ MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_B
 RelPath = Annotated[str, Field(min_length=1, max_length=4096, description="a file path relative to the workspace root")]
 
 
-def build_server(warm: WarmWorkspace) -> MCPServer:
-    """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP)."""
+def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
+    """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
+    workspace the process serves, which `search`'s `repos` may name."""
     server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
 
     @server.tool(structured_output=False, description=(
@@ -54,10 +56,17 @@ def build_server(warm: WarmWorkspace) -> MCPServer:
                scope: Annotated[str, Field(max_length=4096, description="only under this sub-path")] = "",
                mode: Literal["code", "docs", "both"] = "code",
                limit: Annotated[int, Field(ge=1, le=50, description="candidate files")] = 12,
-               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
-        ws = warm.fresh()
+               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES,
+               repos: Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
+                   max_length=1000, description="search these served repositories as one ranking instead "
+                                                "(['*']: every one); each file then names its repository")] = None
+               ) -> str:
         with _refusals():
-            bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+            if repos:
+                bundle = _search_across(pool, repos, query, scope, mode, limit)
+            else:
+                ws = warm.fresh()
+                bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
         return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
 
     @server.tool(structured_output=False, description=(
@@ -161,6 +170,16 @@ def _refusals() -> Iterator[None]:
         raise
     except (WorkspaceError, ValueError, OSError) as exc:
         raise ToolError(str(exc)) from exc
+
+
+def _search_across(pool: WarmWorkspaces | None, repos: list[str], query: str, scope: str, mode: str,
+                   limit: int) -> Bundle:
+    if pool is None:
+        raise WorkspaceError("`repos` needs a server of several repositories (`codeloupe serve --store URL`)")
+    if scope:
+        raise WorkspaceError("`scope` is a path inside one repository: not with `repos`")
+    warms = pool.select([] if "*" in repos else repos)
+    return search_repositories([w.fresh() for w in warms], query, mode=mode, limit=limit)
 
 
 def _chat_configured(warm: WarmWorkspace) -> bool:

@@ -41,14 +41,14 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     map_lines = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
     map_lines += [_map_line(hit) for hit in bundle.related if not hit.tail]
     tail = [hit for hit in bundle.related if hit.tail]
-    core_heads = {hit.path: f"## {hit.rank}. {hit.path}  ({hit.why})" for hit in bundle.core}
+    core_heads = {hit.shown_path: f"## {hit.rank}. {hit.shown_path}{_pinned(hit)}  ({hit.why})" for hit in bundle.core}
     reserved = "\n".join([*head, "CORE", *core_heads.values(), *map_lines, _cut_note(0, 0, budget.limit),
                           _tail_note(len(tail), budget.limit) if tail else ""])
     budget.take(reserved)
     out = [*head, "CORE"]
     cut, cut_bytes = 0, 0
     for hit in bundle.core:
-        out.append(core_heads[hit.path])
+        out.append(core_heads[hit.shown_path])
         for chunk in hit.chunks:
             block = _code_block(hit, chunk)
             if budget.take(block):
@@ -56,7 +56,7 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
             else:
                 cut += 1
                 cut_bytes += len(block.encode("utf-8"))
-                out.append(f"{hit.path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}  (code cut: budget)")
+                out.append(f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}  (code cut: budget)")
     out += map_lines
     # The long tail (candidates past every lane's short list) after the code: as many map lines as fit.
     listed = 0
@@ -156,11 +156,15 @@ def _summary(bundle: Bundle) -> str:
 def _map_line(hit: FileHit) -> str:
     symbols = f"  {', '.join(hit.symbols[:4])}" if hit.symbols else ""
     via = " (via graph)" if hit.via == "graph" else ""
-    return f"{hit.rank}. {hit.path}:{hit.best_start_line}-{hit.best_end_line}{symbols}  {hit.why}{via}"
+    return f"{hit.rank}. {hit.shown_path}:{hit.best_start_line}-{hit.best_end_line}{symbols}  {hit.why}{via}"
+
+
+def _pinned(hit: FileHit) -> str:
+    return f" @ {hit.revision[:12]}" if hit.revision else ""
 
 
 def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
-    return (f"{hit.path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}\n"
+    return (f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}\n"
             f"```{hit.language}\n{chunk.text.rstrip(chr(10))}\n```")
 
 

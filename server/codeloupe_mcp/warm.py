@@ -129,6 +129,10 @@ class WarmWorkspaces:
                 return warm
         raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in self.all)})")
 
+    def select(self, roots: list[str]) -> list[WarmWorkspace]:
+        """The served workspaces named by `roots` (as `get` names them); every one when `roots` is empty."""
+        return list({id(w): w for w in map(self.get, roots)}.values()) if roots else list(self.all)
+
     @property
     def ready(self) -> bool:
         return all(w.ready for w in self.all)

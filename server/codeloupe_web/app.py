@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import WorkspaceError, render_html
+from codeloupe.api import WorkspaceError, render_html, search_repositories
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -33,6 +33,8 @@ RootParam = Annotated[str | None, Query(max_length=4096, description="a served w
                                                                       "default: the first")]
 ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
 LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
+ReposParam = Annotated[str, Query(max_length=65536, description="served workspaces to search, comma-separated "
+                                                                  "(names or paths); default: every one")]
 ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
 
 
@@ -66,11 +68,6 @@ class DocHit(BaseModel):
     score: float
 
 
-class RepositoryBundle(BaseModel):
-    root: str
-    bundle: Bundle
-
-
 class Error(BaseModel):
     error: str
 
@@ -81,7 +78,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": Error, "description":
 def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAPI:
     """The app serving `pool` under `guard`'s rules (loopback, no token, no CORS when not given)."""
     guard = guard or GuardConfig()
-    mcp_servers = [build_server(warm) for warm in pool.all]
+    mcp_servers = [build_server(warm, pool) for warm in pool.all]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -115,15 +112,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     def search_post(body: SearchBody) -> Any:
         return _search(fresh(body.root), body.query, body.scope, body.mode, body.limit)
 
-    @app.get("/v1/search/all", response_model=list[RepositoryBundle], responses=_ERRORS, tags=["search"],
-             summary="The bundle of every served workspace (every repository of a shared index), the one "
-                     "with the best-scored file first")
-    def search_all(q: QueryText, mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
-        # Each workspace ranks its own files; workspaces are ordered by their best file's score (on the
-        # scale where a file first in every lane scores 1.0), never interleaved file by file.
-        answers = [{"root": str(warm.root), "bundle": _search(warm, q, "", mode, limit)}
-                   for warm in (fresh(str(w.root)) for w in pool.all)]
-        return sorted(answers, key=lambda a: -max((f["score"] for f in a["bundle"]["core"]), default=-1.0))
+    @app.get("/v1/search/all", response_model=Bundle, responses=_ERRORS, tags=["search"],
+             summary="One ranking across the served workspaces (the repositories of a shared index): each "
+                     "file names its `repository` and the `revision` it is pinned to")
+    def search_all(q: QueryText, repos: ReposParam = "", mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        return _search_across(pool, q, repos, mode, limit)
 
     @app.get("/v1/docsearch", response_model=list[DocHit], responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page")
@@ -261,6 +254,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:
     ws = warm.ws
     bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+    return dataclasses.asdict(bundle)
+
+
+def _search_across(pool: WarmWorkspaces, query: str, repos: str, mode: str, limit: int) -> dict[str, Any]:
+    warms = pool.select([name.strip() for name in repos.split(",") if name.strip()])
+    bundle = search_repositories([warm.fresh() for warm in warms], query, mode=mode, limit=limit)
     return dataclasses.asdict(bundle)
 
 

@@ -88,7 +88,8 @@ async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, f
     assert pruned["query"] == expected["query"] and pruned["chunks"]
     assert [{"rank": c["rank"], "path": c["path"], "start_line": c["startLine"] + 1, "end_line": c["endLine"] + 1,
              "anchor_line": c["anchorLine"] + 1, "breadcrumb": c["breadcrumb"], "text": c["text"],
-             "truncated": c["truncated"], "text_start_line": c["textStartLine"] + 1}
+             "truncated": c["truncated"], "text_start_line": c["textStartLine"] + 1, "repository": c["repository"],
+             "revision": c["revision"]}
             for c in pruned["chunks"]] == expected["chunks"]
     first = pruned["chunks"][0]
     assert first["uri"] == uri(project / first["path"]) == first["location"]["uri"]

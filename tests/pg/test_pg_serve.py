@@ -55,8 +55,11 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
             assert [f["path"] for f in bundle["core"] + bundle["related"]] == expected[name][0]
         text = httpx.get(f"{base}/v1/expand", params={"path": python_first, "root": "python"}).json()["text"]
         assert text == expected["python"][1]
-        everything = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store"}).json()
-        assert {answer["root"] for answer in everything} == {"python", "go"}
+        everything = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store, total price"}).json()
+        assert {hit["repository"] for hit in everything["core"] + everything["related"]} == {"python", "go"}
+        subset = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store, total price", "repos": "go"})
+        assert {hit["repository"] for hit in subset.json()["core"] + subset.json()["related"]} == {"go"}
+        assert httpx.get(f"{base}/v1/search/all", params={"q": "flush", "repos": "go,nowhere"}).status_code == 400
         status = httpx.get(f"{base}/v1/status").json()["workspaces"]
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
     finally:

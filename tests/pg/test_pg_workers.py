@@ -144,3 +144,105 @@ def test_a_worker_applies_the_walks_rules_to_queued_paths(tmp_path: Path, pg_url
         assert set(store.file_rows()) == {"app.py"}
     finally:
         store.close()
+
+
+def test_two_workers_reaching_the_same_new_text_at_once_embed_it_once(tmp_path: Path, pg_url: str) -> None:
+    """Two repositories holding the same new file, one batch each, taken by two real worker processes: the
+    first to reach the text embeds it while the second waits for its vector, so the model sees it once."""
+    text = f'"""{MARKER}, twice over"""\n\ndef shared():\n    return 42\n'
+    stores = []
+    for name in ("first", "second"):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "shared.py").write_text(text)
+        store = PgStore(pg_url, name, local_dir=tmp_path / "local")
+        enqueue_workspace(store, root, Settings(embed_provider="none", store_url=pg_url))
+        stores.append(store)
+    both_claimed = threading.Event()
+
+    def embedder(text: str) -> list[float]:
+        if MARKER in text and not both_claimed.is_set():
+            # Hold the first worker inside the model until the second has its batch (and a second more to
+            # reach the same text): without a claim on the content, both would be here now.
+            with psycopg.connect(pg_url) as conn:
+                for _ in range(600):
+                    if conn.execute("SELECT count(*) FROM work_queue WHERE claimed_by != ''").fetchone()[0] == 2:
+                        break
+                    threading.Event().wait(0.1)
+            threading.Event().wait(1.0)
+            both_claimed.set()
+        return embedding_for(text)
+
+    with ChatServer(embedder=embedder) as chat:
+        workers = [_worker(pg_url, chat.base_url, idle_exit_s=2) for _ in range(2)]
+        try:
+            for worker in workers:
+                out, _ = worker.communicate(timeout=180)
+                assert worker.returncode == 0, out
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait(10)
+        sent = [text for r in chat.received if r.path.rstrip("/").endswith("/embeddings")
+                for text in json.loads(r.body)["input"]]
+    assert both_claimed.is_set()
+    assert sum(MARKER in t for t in sent) == len({t for t in sent if MARKER in t}) > 0  # each text once
+    model = _model(stores[0])
+    assert stores[0].vector_counts(model) == stores[1].vector_counts(model) != {"chunks_done": 0,
+                                                                                "skeletons_done": 0}
+    for store in stores:
+        store.close()
+
+
+STRATEGY = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    starts = [i + 1 for i, line in enumerate(lines) if line.startswith("rule ")] or [1]
+    starts[0] = 1
+    ends = [s - 1 for s in starts[1:]] + [len(lines)]
+    return [(s, e, lines[s - 1].split()[-1]) for s, e in zip(starts, ends)]
+'''
+
+
+def test_workers_resolve_the_graph_when_a_repository_is_done_and_run_only_strategies_their_user_trusts(
+        tmp_path: Path, pg_url: str, capsys) -> None:
+    from codeloupe.cli import main
+
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", root)
+    (root / "rules.zog").write_text("rule first\n  a\nrule second\n  b\n")
+    strategy = root / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(STRATEGY)
+    settings = Settings(embed_provider="none", store_url=pg_url)
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    local = Workspace(root, overrides={"embed_provider": "none"})  # the same tree in a workspace's own index
+    try:
+        local.index()
+        expected_edges = local.store.query("SELECT count(*) FROM edges")[0][0]
+    finally:
+        local.close()
+    assert expected_edges > 0
+
+    def kinds() -> list[str]:
+        return [r[0] for r in store.query("SELECT c.kind FROM chunks c JOIN files f ON f.id = c.file_id"
+                                          " WHERE f.path = 'rules.zog' ORDER BY c.ord")]
+
+    try:
+        assert enqueue_workspace(store, root, settings, batch_files=3) > 2
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        # The last batch written: the graph's edges resolved by the worker, as a workspace's index has them.
+        assert report.graphs == 1
+        assert store.query("SELECT count(*) FROM edges")[0][0] == expected_edges
+        assert "block" not in kinds()  # the strategy file is code this user never trusted: not run
+
+        assert main(["trust", "--strategy", str(strategy)]) == 0
+        capsys.readouterr()
+        assert enqueue_workspace(store, root, settings) == 1  # the files the strategy claims, again
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        assert report.files == 1 and kinds() == ["block", "block"]
+        assert store.query("SELECT count(*) FROM edges")[0][0] == expected_edges
+    finally:
+        store.close()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 # Order here is the order of `codeloupe --help`.
 _SUBCOMMANDS = ("index", "search", "locate", "get", "ask", "flows", "tour", "related", "graph", "chunks",
-                "languages", "scan", "forge", "stats", "eval", "mcp", "serve", "worker", "trust")
+                "languages", "scan", "forge", "stats", "eval", "mcp", "serve", "worker", "admin", "trust")
 
 
 class CliError(Exception):

@@ -8,6 +8,9 @@ import json
 import sys
 from pathlib import Path
 
+from codeloupe.errors import WorkspaceError
+from codeloupe.settings import SettingsError
+from codeloupe.store import StoreError
 from codeloupe.types import Bundle, FileHit
 
 from . import CliError
@@ -28,10 +31,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
     parser.add_argument("--prune", action="store_true",
                         help="print only the ranked chunks as JSON (path, lines, anchor line, text): for scripts")
+    parser.add_argument("--all", action="store_true",
+                        help="with no PATH: every repository of the shared index (--store) as one ranking;"
+                             " --repo A,B searches those")
     parser.set_defaults(remote_refresh=False, func=run, mode="code")
+    # `search --store URL --all "query"`: PATH may be left out.
+    next(a for a in parser._actions if a.dest == "path").nargs = "?"
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.path is None:
+        return _run_across(args)
+    if args.all:
+        raise CliError("--all searches the shared index's repositories: leave PATH out")
     query = sys.stdin.read() if args.query == "-" else args.query
     if not query.strip():
         raise CliError("the query is empty")
@@ -46,6 +58,40 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
+    _print(args, bundle)
+    return 0
+
+
+def _run_across(args: argparse.Namespace) -> int:
+    """Repositories of the shared index, searched as one ranking (nothing is indexed: the workers do that)."""
+    from codeloupe.api import open_shared, search_repositories
+
+    if args.scope:
+        raise CliError("--scope is a path inside one workspace: not with --all / --repo A,B")
+    query = sys.stdin.read() if args.query == "-" else args.query
+    if not query.strip():
+        raise CliError("the query is empty")
+    names = [] if args.all else [n.strip() for n in (args.store_repository or "").split(",") if n.strip()]
+    if not args.all and not names:
+        raise CliError("name a workspace PATH, or the shared index's repositories to search: --repo A,B or --all")
+    overrides = {key: getattr(args, key) for key in ("store_url", "embed_provider", "embed_model", "embed_base_url")
+                 if getattr(args, key) is not None}
+    try:
+        workspaces = open_shared(names, overrides)
+    except (SettingsError, StoreError, WorkspaceError) as exc:
+        raise CliError(str(exc)) from exc
+    try:
+        bundle = search_repositories(workspaces, query, mode=args.mode, limit=args.limit)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        for ws in workspaces:
+            ws.close()
+    _print(args, bundle)
+    return 0
+
+
+def _print(args: argparse.Namespace, bundle: Bundle) -> None:
     if args.prune:
         print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()]},
                          indent=2))
@@ -53,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(bundle), indent=2))
     else:
         render(bundle)
-    return 0
 
 
 def render(bundle: Bundle) -> None:
@@ -77,9 +122,10 @@ def render(bundle: Bundle) -> None:
         return
     console.rule("CORE")
     for hit in bundle.core:
-        console.print(f"[bold]{hit.rank}. {hit.path}[/bold]  [dim]{hit.why}[/dim]")
+        pinned = f" @ {hit.revision[:12]}" if hit.revision else ""
+        console.print(f"[bold]{hit.rank}. {hit.shown_path}[/bold]{pinned}  [dim]{hit.why}[/dim]")
         for chunk in hit.chunks:
-            console.print(f"[cyan]{hit.path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
+            console.print(f"[cyan]{hit.shown_path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
             # Wrapped, never cropped: a pipe gets an 80-column console, and a cropped line is code the file
             # does not have (rule 5).
             console.print(Syntax(chunk.text.rstrip("\n"), _lexer(hit), line_numbers=True,
@@ -97,7 +143,7 @@ def render(bundle: Bundle) -> None:
 def _map_line(hit: FileHit) -> str:
     symbols = ", ".join(hit.symbols[:4])
     via = " [magenta](via graph)[/magenta]" if hit.via == "graph" else ""
-    return (f"{hit.rank:>3}. [cyan]{hit.path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
+    return (f"{hit.rank:>3}. [cyan]{hit.shown_path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
             f"{'  ' + symbols if symbols else ''}  [dim]{hit.why}[/dim]{via}")
 
 

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
+          + (f", graph edges of {report.graphs} repositories resolved" if report.graphs else "")
           + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
           + (f"; {report.stuck} batches failed {MAX_ATTEMPTS} times and are left queued" if report.stuck else ""),

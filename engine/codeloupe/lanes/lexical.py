@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,24 @@ from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strin
 # Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
 # rebuilt.
 TOKENS_VERSION = 3
+
+
+@dataclass
+class TermStats:
+    """How many documents an index has and how many hold each of some terms: indexes of several repositories
+    pool these to score a query's terms with one IDF (a term common in one repository and rare in another
+    would otherwise weigh most where it means least)."""
+
+    n_docs: int = 0
+    df: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: TermStats) -> TermStats:
+        return TermStats(self.n_docs + other.n_docs,
+                         {t: self.df.get(t, 0) + other.df.get(t, 0) for t in self.df.keys() | other.df.keys()})
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return float(np.log1p((self.n_docs - df + 0.5) / (df + 0.5)))
 
 
 class BM25Index:
@@ -106,12 +125,22 @@ class BM25Index:
         known = {t for t in terms if t in self.vocab}
         return sorted(known, key=lambda t: (-float(self._idf[self.vocab[t]]), t))[:k]
 
-    def scores(self, terms: list[str]) -> np.ndarray:
+    def term_stats(self, terms: Iterable[str]) -> TermStats:
+        starts = self._matrix.indptr  # CSC: a column's entries are the documents holding its term
+        return TermStats(self.n_docs, {t: int(starts[c + 1] - starts[c]) if (c := self.vocab.get(t)) is not None
+                                       else 0 for t in terms})
+
+    def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
+        """`pooled`: score each term with the IDF of these statistics instead of this index's own."""
         cols = Counter(self.vocab[t] for t in terms if t in self.vocab)
         if not cols:
             return np.zeros(self.n_docs, np.float32)
         keys = list(cols)
         weights = np.asarray([cols[k] for k in keys], np.float32)
+        if pooled is not None:
+            names = {self.vocab[t]: t for t in terms if t in self.vocab}
+            own = self._idf[keys]
+            weights *= np.array([pooled.idf(names[k]) for k in keys], np.float32) / np.where(own > 0, own, 1.0)
         sub = self._matrix[:, keys]
         return np.asarray(sub @ weights, dtype=np.float32).ravel()
 
@@ -163,8 +192,12 @@ class StackedBM25:
     def __init__(self, parts: list[BM25Index]) -> None:
         self.parts = parts
 
-    def scores(self, terms: list[str]) -> np.ndarray:
-        return np.concatenate([part.scores(terms) for part in self.parts])
+    def term_stats(self, terms: Iterable[str]) -> TermStats:
+        terms = list(terms)
+        return sum((part.term_stats(terms) for part in self.parts), TermStats())
+
+    def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
+        return np.concatenate([part.scores(terms, pooled) for part in self.parts])
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
         return self.parts[0].rarest(terms, k)

@@ -222,6 +222,8 @@ HNSW_EF_CONSTRUCTION = 64
 # A batch claimed this many times without being written (a worker dies on it every time) is left alone and
 # counted by `WorkQueue.stuck` for someone to look at.
 MAX_ATTEMPTS = 5
+# repo_meta: when a repository's files were last written.
+INDEXED_AT_KEY = "indexed_at"
 
 
 class SqlConnection:
@@ -525,6 +527,9 @@ class PgStore:
     def _bump(self, name: str) -> None:
         column = {"content": "content_generation", "vector": "vector_generation"}[name]
         self._conn.execute(f"UPDATE repositories SET {column} = {column} + 1 WHERE id = %s", (self.repo_id,))
+        if name == "content":  # when its files last changed (`codeloupe admin repos`)
+            self._conn.execute(f"INSERT INTO repo_meta VALUES (%s, '{INDEXED_AT_KEY}', now()::text)"
+                               " ON CONFLICT (repo_id, key) DO UPDATE SET value = excluded.value", (self.repo_id,))
 
     # ------------------------------------------------------------------ files
 
@@ -721,6 +726,17 @@ class PgStore:
             cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
                             " ON CONFLICT DO NOTHING", [(model, k, v) for (_, k, _), v in zip(rows, literals)])
 
+    def cache_vectors(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
+        """Put vectors in the shared cache by content key now (committed), before any row holds them: other
+        workers waiting for this content read them from there."""
+        if not vectors:
+            return
+        q, scales = quantize(np.stack(list(vectors.values())))
+        with self._session(), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
+                            " ON CONFLICT DO NOTHING", [(model, k, _vector_literal(v)) for k, v in
+                                                        zip(vectors, q.astype(np.float32) * scales[:, None])])
+
     def cached_vectors(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The shared cache's vectors of `model` for whichever of `keys` it holds."""
         rows = self._rows("SELECT content_key, vec::text FROM embeddings WHERE model = %s AND content_key = ANY(%s)",
@@ -842,7 +858,19 @@ class PgStore:
         return len(batches)
 
 
-def _hnsw_index_name(repo_id: int, dim: int) -> str:
+def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
+    """Drop a repository's HNSW indexes (one per vector dimension) inside the caller's transaction, under
+    the lock their creation takes; returns their names."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+    names = [r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND starts_with(indexname, %s)"
+        " ORDER BY indexname", (_hnsw_index_name(repo_id, ""),))]
+    for name in names:
+        conn.execute(f'DROP INDEX IF EXISTS public."{name}"')
+    return names
+
+
+def _hnsw_index_name(repo_id: int, dim: int | str) -> str:
     return f"chunk_vectors_hnsw_r{int(repo_id)}_{dim}"
 
 

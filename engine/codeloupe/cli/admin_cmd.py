@@ -1,0 +1,61 @@
+"""`codeloupe admin --store URL ...`: look after the shared index (repositories, the work queue)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from . import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "admin", help="the shared index's repositories and work queue (list, drop, queue status, prune)",
+        description="repos: every repository with its files, chunks, vectors, commit and when it was last indexed."
+                    " drop REPO: remove a repository (every row and its HNSW indexes). queue: the work queue's"
+                    " batches by state. queue prune: delete finished batches and those no worker could write.")
+    parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("repos", help="list the repositories")
+    drop = actions.add_parser("drop", help="remove a repository and everything indexed of it")
+    drop.add_argument("repository")
+    queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
+    queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from codeloupe import api
+    from codeloupe.store import StoreError
+
+    try:
+        if args.action == "repos":
+            answer: Any = api.shared_repositories(args.store_url)
+            lines = [f"{r.name}  {r.files} files, {r.chunks} chunks, {r.vectors} vectors"
+                     f"  @ {r.commit[:12] or '(no commit)'}  indexed {r.indexed_at or 'never'}"
+                     + (f"  {r.open_batches} batches queued" if r.open_batches else "") + f"  from {r.root}"
+                     for r in answer] or ["no repository"]
+        elif args.action == "drop":
+            answer = api.drop_shared_repository(args.store_url, args.repository)
+            lines = [f"dropped {answer.name}: {answer.files} files, {answer.chunks} chunks"
+                     + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
+        elif args.prune:
+            answer = api.prune_work_queue(args.store_url)
+            lines = [f"deleted {answer.done} finished and {answer.stuck} given-up batches"]
+        else:
+            answer = api.work_queue_status(args.store_url)
+            lines = [f"{answer.waiting} waiting, {answer.claimed} claimed, {answer.expired} with an expired lease,"
+                     f" {answer.stuck} stuck, {answer.done} done"]
+            lines += [f"  {name}: {n} open" for name, n in answer.open_by_repository.items()]
+            lines += [f"  claimed by {worker}" for worker in answer.workers]
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print(json.dumps([dataclasses.asdict(a) for a in answer] if isinstance(answer, list)
+                         else dataclasses.asdict(answer), indent=2))
+    else:
+        print("\n".join(lines))
+    return 0

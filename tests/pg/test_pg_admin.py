@@ -1,0 +1,119 @@
+"""`codeloupe admin --store URL`: list repositories, drop one (every row and its HNSW index), the work queue's
+status and its pruning, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from codeloupe.api import (
+    Workspace,
+    drop_shared_repository,
+    prune_work_queue,
+    shared_repositories,
+    work_queue_status,
+)
+from codeloupe.cli import main
+from codeloupe.store import StoreError
+from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
+
+from chat_server import ChatServer  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+# Every table with a repository's rows.
+TABLES = ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts", "edges",
+          "flows", "flow_files", "work_queue", "repo_meta")
+
+
+def _rows_of(pg_url: str, repo_id: int) -> dict[str, int]:
+    with psycopg.connect(pg_url) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM public.{t} WHERE repo_id = %s", (repo_id,)).fetchone()[0]
+                for t in TABLES}
+
+
+def _hnsw_indexes(pg_url: str) -> list[str]:
+    with psycopg.connect(pg_url) as conn:
+        return [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE '%hnsw%'"
+                                           " ORDER BY 1")]
+
+
+def test_repositories_are_listed_and_one_is_dropped_with_every_row_and_its_hnsw_index(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        for name in ("python", "go"):
+            root = tmp_path / name
+            shutil.copytree(FIXTURES / name, root)
+            ws = Workspace(root, overrides={**embed, "store_url": pg_url})
+            try:
+                ws.index()  # the graph's edges too
+                ws.embed()
+            finally:
+                ws.close()
+    listed = {r.name: r for r in shared_repositories(pg_url)}
+    assert set(listed) == {"python", "go"}
+    python = listed["python"]
+    assert python.files and python.chunks and python.vectors == python.chunks and python.open_batches == 0
+    assert python.root == str((tmp_path / "python").resolve()) and python.indexed_at.startswith("20")
+    assert main(["admin", "--store", pg_url, "repos"]) == 0
+    assert f"python  {python.files} files, {python.chunks} chunks" in capsys.readouterr().out
+
+    store = PgStore(pg_url, "python", local_dir=tmp_path / "local")
+    repo_id = store.repo_id
+    store.enqueue(str(tmp_path / "python"), "", [["a.py"]])
+    before = _rows_of(pg_url, repo_id)
+    assert all(before[t] for t in ("files", "chunks", "symbols", "chunk_vectors", "edges", "work_queue"))
+    indexes = _hnsw_indexes(pg_url)
+    assert len(indexes) == 2
+    go_rows = _rows_of(pg_url, PgStore(pg_url, "go", local_dir=tmp_path / "local").repo_id)
+
+    assert main(["admin", "--store", pg_url, "--json", "drop", "python"]) == 0
+    dropped = json.loads(capsys.readouterr().out)
+    assert dropped["files"] == python.files and len(dropped["vector_indexes"]) == 1
+    assert _rows_of(pg_url, repo_id) == dict.fromkeys(TABLES, 0)
+    assert _hnsw_indexes(pg_url) == [i for i in indexes if i not in dropped["vector_indexes"]]
+    assert _rows_of(pg_url, PgStore(pg_url, "go", local_dir=tmp_path / "local").repo_id) == go_rows
+    assert [r.name for r in shared_repositories(pg_url)] == ["go"]
+    with pytest.raises(StoreError, match="python: not in the shared index"):
+        drop_shared_repository(pg_url, "python")
+    assert main(["admin", "--store", pg_url, "drop", "python"]) == 2
+
+
+def test_the_queue_status_counts_each_state_and_prune_deletes_finished_and_given_up_batches(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    store.enqueue(str(tmp_path), "", [[f"{i}.py"] for i in range(5)])
+    queue = WorkQueue(pg_url, "host:1")
+    try:
+        live = queue.claim(600)
+        expired = queue.claim(600)
+        finished = queue.claim(600)
+        given_up = queue.claim(600)
+        assert live and expired and finished and given_up
+    finally:
+        queue.close()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE work_queue SET done_at = now() WHERE id = %s", (finished.id,))
+        # A lease already over: its worker died.
+        conn.execute("UPDATE work_queue SET lease_until = now() - interval '1 second' WHERE id = %s", (expired.id,))
+        conn.execute("UPDATE work_queue SET attempts = %s, lease_until = now() - interval '1 second' WHERE id = %s",
+                     (MAX_ATTEMPTS, given_up.id))
+    status = work_queue_status(pg_url)
+    assert (status.waiting, status.claimed, status.expired, status.stuck, status.done) == (1, 1, 1, 1, 1)
+    assert status.workers == ["host:1"] and status.open_by_repository == {"repo": 4}
+    assert main(["admin", "--store", pg_url, "queue"]) == 0
+    assert "1 waiting, 1 claimed, 1 with an expired lease, 1 stuck, 1 done" in capsys.readouterr().out
+
+    assert main(["admin", "--store", pg_url, "queue", "prune"]) == 0
+    assert "deleted 1 finished and 1 given-up batches" in capsys.readouterr().out
+    status = work_queue_status(pg_url)
+    assert (status.waiting, status.claimed, status.expired, status.stuck, status.done) == (1, 1, 1, 0, 0)
+    assert prune_work_queue(pg_url).done == 0
+    store.close()
