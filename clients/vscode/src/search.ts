@@ -74,6 +74,11 @@ export function runSearchPicker(client: LanguageClient, { showBundle, remember }
     picker.placeholder = 'Describe what you are looking for, or paste a bug report';
     picker.matchOnDescription = false;
     picker.matchOnDetail = false;
+    // The input is the query, not a filter of the rows: VS Code's default (sort by label match) hides every
+    // separator as soon as the input has text (CORE, RELATED and the folded tail vanished in a real code-server
+    // workbench) and reorders the ranking whenever a label happens to match the query. `sortByLabel` is not in
+    // the typed API yet (proposal quickPickSortByLabel); the workbench applies it, an editor without it ignores it.
+    (picker as vscode.QuickPick<SearchItem> & { sortByLabel?: boolean }).sortByLabel = false;
     let latest: SearchResult | undefined;
     let lastQuery = '';
     let pending: vscode.CancellationTokenSource | undefined;

@@ -268,6 +268,8 @@ describe('the extension against the real server', function () {
             assert.ok(tail.length > 0 && result.related.some((file) => !file.tail), 'the bundle has a tail and a head');
             const separators = items.filter((item) => item.kind === vscode.QuickPickItemKind.Separator).map((item) => item.label);
             assert.deepEqual(separators, ['CORE', 'RELATED', `${tail.length} more related files`]);
+            // The workbench hides separators (and re-sorts rows by label) while the input has text unless told not to.
+            assert.equal(picker.sortByLabel, false);
             assert.match(items[0].description, new RegExp(`\\(${tail.length} in the long tail\\)$`));
             // Every file of the bundle is an item that opens it, each once, in the bundle's order.
             const labels = items.filter((item) => item.match).map((item) => item.label.split(' ').at(-1));
