@@ -189,9 +189,10 @@ def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) 
 
 
 def test_the_long_tail_is_folded_after_a_separator_never_dropped(workspace: Path, tmp_path: Path) -> None:
-    """Thirty files share one rare word (a bundle with a long tail): quickfix and vim.ui.select list every file of
-    the bundle, the tail after one separator line that :cnext steps over; the Telescope sorter wrapper ranks the
-    tail last; the Telescope previewer function loads a file on disk through Telescope's loader."""
+    """Thirty files share one rare word (a bundle with a long tail): quickfix, vim.ui.select and the live picker
+    list every file of the bundle, the tail after one separator line that :cnext and <C-n>/<C-p> step over; the
+    Telescope sorter wrapper ranks the tail last; the Telescope previewer function loads a file on disk through
+    Telescope's loader."""
     for index in range(30):
         (workspace / "tailfold" / f"mod_{index:02d}.py").parent.mkdir(exist_ok=True)
         (workspace / "tailfold" / f"mod_{index:02d}.py").write_text(

@@ -1,7 +1,8 @@
 -- Against the real server: a bundle with a long tail (thirty files share one rare word, past the limit and the
--- lanes' short lists). The quickfix list and vim.ui.select fold the tail under one separator after CORE and
--- RELATED, every file of the bundle still listed; :cnext steps over the separator; the Telescope sorter wrapper
--- ranks the tail last; the Telescope previewer function loads a file on disk through the loader it is given.
+-- lanes' short lists). The quickfix list, vim.ui.select and :Codeloupe live fold the tail under one separator
+-- after CORE and RELATED, every file of the bundle still listed; :cnext and the live picker's keys step over
+-- the separator; the Telescope sorter wrapper ranks the tail last; the Telescope previewer function loads a
+-- file on disk through the loader it is given.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
 H.setup({ picker = 'select' })
 local search = require('codeloupe.search')
@@ -132,4 +133,27 @@ H.equal(vim.api.nvim_win_get_cursor(win)[1], tail_item.lnum, 'the preview sits o
 local marks = vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_create_namespace('codeloupe.preview'), 0, -1, {})
 H.equal(#marks, 1, 'one highlighted line')
 H.equal(marks[1][2], tail_item.lnum - 1, 'the match line is highlighted')
+vim.api.nvim_win_close(win, true)
+
+-- :Codeloupe live: the same fold, one separator row; moving down or up steps over it.
+local live = require('codeloupe.live')
+H.open('shop/cart.py')
+vim.cmd('Codeloupe live ' .. query)
+H.wait(function()
+  return live.state and live.state.query == query and #live.state.items > 0
+end, 20000, 'the live picker to show the answer')
+local rows = vim.api.nvim_buf_get_lines(live.state.list.buf, 0, -1, false)
+local live_fold = check_folded(live.state.items, function(item)
+  return item.filename:sub(#H.root + 2)
+end, function(item)
+  return item.user_data.separator == true
+end, 'live picker')
+H.equal(rows[live_fold], qf[fold].text, 'the live picker shows the separator row')
+H.press('A' .. string.rep('<C-n>', live_fold - 2))
+H.equal(live.state.selected, live_fold - 1, 'the row above the separator')
+H.press('<C-n>')
+H.equal(live.state.selected, live_fold + 1, '<C-n> steps over the separator')
+H.press('<C-p>')
+H.equal(live.state.selected, live_fold - 1, '<C-p> steps back over it')
+H.press('<Esc>')
 os.exit(0)
