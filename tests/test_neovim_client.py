@@ -188,6 +188,18 @@ def test_search_quickfix_picker_symbols_status(workspace: Path, tmp_path: Path) 
     run_script("search.lua", workspace, tmp_path)
 
 
+def test_the_long_tail_is_folded_after_a_separator_never_dropped(workspace: Path, tmp_path: Path) -> None:
+    """Thirty files share one rare word (a bundle with a long tail): quickfix, vim.ui.select and the live picker
+    list every file of the bundle, the tail after one separator line that :cnext and <C-n>/<C-p> step over; the
+    Telescope sorter wrapper ranks the tail last; the Telescope previewer function loads a file on disk through
+    Telescope's loader."""
+    for index in range(30):
+        (workspace / "tailfold" / f"mod_{index:02d}.py").parent.mkdir(exist_ok=True)
+        (workspace / "tailfold" / f"mod_{index:02d}.py").write_text(
+            f'def handler_{index:02d}():\n    return "quuxframe {index:02d}"\n', encoding="utf-8")
+    run_script("tail.lua", workspace, tmp_path)
+
+
 def test_live_picker_requeries_in_rank_order_and_opens_at_the_match(workspace: Path, tmp_path: Path) -> None:
     """:Codeloupe live: typed queries give the server's rows in rank order, a late answer to an older query
     is dropped, the preview sits on the anchor line with one line highlighted, <CR> opens there, and

@@ -1,4 +1,5 @@
-"""`codeloupe/expand`: lines of an indexed workspace file, verbatim from disk (`Workspace.expand`)."""
+"""`codeloupe/expand`: lines of an indexed document verbatim from its source (`Workspace.expand`): a workspace
+file from disk, a shared repository's document (`codeloupe-index:`) from the index, pinned to its commit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from codeloupe_lsp.convert import JSON, lines_to_range, range_to_lines
 from codeloupe_lsp.params import Params, read_uri
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import document
 
 METHOD = "codeloupe/expand"
 
@@ -17,7 +19,7 @@ def register(server: CodeloupeServer) -> None:
         params = Params(raw, METHOD)
         uri = read_uri(params.raw.get("uri"), f"{METHOD}: `uri`")
         span = params.range("range")
-        folder, rel = ls.folder_for(uri)
+        target, rel = await document(ls, uri, f"{METHOD}: `uri`")
         first, last = range_to_lines(*span) if span is not None else (None, None)
-        found = await ls.engine(folder.ws.expand, rel, first, last)
+        found = await ls.engine(target.ws.expand, rel, first, last)
         return {"uri": uri, "range": lines_to_range(found.start_line, found.end_line), "text": found.text}

@@ -227,3 +227,34 @@ async def test_ask_related_graph_hover_and_lenses_answer_on_a_repository_the_use
             assert "indexed at" in message
         finally:
             await stop_server(client)
+
+
+async def test_expand_reads_lines_of_a_repository_the_user_has_not_cloned(tmp_path: Path, pg_url: str) -> None:
+    """`codeloupe/expand` on a `codeloupe-index:` document answers the indexed lines (no checkout on this machine),
+    and refuses what `codeloupe/read` refuses: another commit, a path out of the repository, an unknown file."""
+    commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+    path = "src/shop/payments/card.py"
+    card = f"codeloupe-index:///billing/{path}?rev={commit}"
+    lines = texts[path].splitlines(keepends=True)
+    client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"]})
+    try:
+        await _search_when_open(client, {}, "no workspace folder is open")
+        whole = await client.request("codeloupe/expand", {"uri": card})
+        assert whole["uri"] == card and whole["text"] == texts[path]
+        assert whole["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
+        span = {"start": {"line": 2, "character": 0}, "end": {"line": 5, "character": 0}}
+        # As VS Code writes the URI back: one slash, the query re-encoded.
+        encoded = card.replace(":///", ":/").replace("?rev=", "?rev%3D")
+        part = await client.request("codeloupe/expand", {"uri": encoded, "range": span})
+        assert part["text"] == "".join(lines[2:5]) and part["range"] == span
+        refused = {
+            card.replace(commit, "0123abc"): "indexed at",
+            "codeloupe-index:///billing/../../../etc/passwd": "traversal",
+            "codeloupe-index:///billing/no/such/file.py": "no such file",
+            f"codeloupe-index:///payroll/{path}": "did not open",
+        }
+        for uri, why in refused.items():
+            message = await expect_error(client.request("codeloupe/expand", {"uri": uri}), INVALID_PARAMS)
+            assert why in message, (uri, message)
+    finally:
+        await stop_server(client)

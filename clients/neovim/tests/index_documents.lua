@@ -106,6 +106,20 @@ H.equal(table.concat(vim.api.nvim_buf_get_lines(live.state.preview.buf, 0, -1, f
   indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the preview holds the indexed text')
 H.press('<Esc>')
 
+-- The Telescope previewer function previews a shared result from the server too (Telescope's own loader reads
+-- the disk, where the repository is not): the indexed text, the match line highlighted.
+local preview_buf = vim.api.nvim_create_buf(false, true)
+local preview_win = vim.api.nvim_open_win(preview_buf, false, { relative = 'editor', row = 1, col = 1, width = 60,
+  height = 5 })
+require('codeloupe.search').preview(previewed, preview_buf, preview_win, function(filename)
+  H.fail('the disk loader was asked for ' .. filename)
+end)
+H.equal(table.concat(vim.api.nvim_buf_get_lines(preview_buf, 0, -1, false), '\n') .. '\n',
+  indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the Telescope preview holds the indexed text')
+H.equal(vim.api.nvim_win_get_cursor(preview_win)[1], previewed.lnum, 'the Telescope preview sits on the match line')
+H.equal(vim.bo[preview_buf].syntax, 'python', 'syntax from the path')
+vim.api.nvim_win_close(preview_win, true)
+
 -- A shared document answers like a file of the workspace: lenses, K, related, graph node, ask and status, each
 -- from its repository, every location a codeloupe-index: document.
 local card = prefix .. 'src/shop/payments/card.py' .. name:match('%?rev=.*$')

@@ -17,33 +17,45 @@ export interface SearchItem extends vscode.QuickPickItem {
     openBundle?: boolean;
 }
 
-/** One row per file: the file, then the matching chunk's symbol and line; graph neighbours say so. */
+/** One row per file: the file, then the matching chunk's symbol and line; graph neighbours say so. A tail file is
+ * a map line (the server reads none of its text): one row, without the snippet line. */
 function fileItem(file: FileResult): SearchItem {
     const match = matchOf(file);
     const via = viaLabel(file.via);
     return {
         label: `${via?.icon ?? '$(file-code)'} ${file.path}`,
         description: [via?.text ?? '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
-        detail: match.line,
+        detail: file.tail === true || match.line === '' ? undefined : match.line,
         match,
         alwaysShow: true,
     };
 }
 
+/** The label of the separator the long tail is folded under (every tail file stays in the list, after it). */
+const tailSeparatorLabel = (count: number): string => `${count} more related file${count === 1 ? '' : 's'}`;
+
 function searchItems(result: SearchResult): SearchItem[] {
     if (result.core.length === 0 && result.related.length === 0) {
         return [{ label: 'No match', description: result.query, alwaysShow: true }];
     }
+    // The long tail (rule 2 keeps every candidate) comes last, under its own separator, so the files worth reading
+    // first are not buried in it; it is still there to scroll to and open.
+    const related = result.related.filter((file) => file.tail !== true);
+    const tail = result.related.filter((file) => file.tail === true);
     const items: SearchItem[] = [{
         label: '$(list-tree) Open the full bundle',
-        description: `${result.core.length} core, ${result.related.length} related`,
+        description: `${result.core.length} core, ${result.related.length} related`
+            + (tail.length === 0 ? '' : ` (${tail.length} in the long tail)`),
         detail: resultNotes(result).length === 0 ? undefined : `$(warning) ${resultNotes(result).join(' · ')}`,
         openBundle: true,
         alwaysShow: true,
     }];
     items.push({ label: 'CORE', kind: vscode.QuickPickItemKind.Separator }, ...result.core.map(fileItem));
-    if (result.related.length > 0) {
-        items.push({ label: 'RELATED', kind: vscode.QuickPickItemKind.Separator }, ...result.related.map(fileItem));
+    if (related.length > 0) {
+        items.push({ label: 'RELATED', kind: vscode.QuickPickItemKind.Separator }, ...related.map(fileItem));
+    }
+    if (tail.length > 0) {
+        items.push({ label: tailSeparatorLabel(tail.length), kind: vscode.QuickPickItemKind.Separator }, ...tail.map(fileItem));
     }
     return items;
 }
@@ -62,6 +74,11 @@ export function runSearchPicker(client: LanguageClient, { showBundle, remember }
     picker.placeholder = 'Describe what you are looking for, or paste a bug report';
     picker.matchOnDescription = false;
     picker.matchOnDetail = false;
+    // The input is the query, not a filter of the rows: VS Code's default (sort by label match) hides every
+    // separator as soon as the input has text (CORE, RELATED and the folded tail vanished in a real code-server
+    // workbench) and reorders the ranking whenever a label happens to match the query. `sortByLabel` is not in
+    // the typed API yet (proposal quickPickSortByLabel); the workbench applies it, an editor without it ignores it.
+    (picker as vscode.QuickPick<SearchItem> & { sortByLabel?: boolean }).sortByLabel = false;
     let latest: SearchResult | undefined;
     let lastQuery = '';
     let pending: vscode.CancellationTokenSource | undefined;

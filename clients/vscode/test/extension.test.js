@@ -247,6 +247,49 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('search: the long tail is folded under a separator after the rest, every file of the bundle still there to open', async function () {
+        // Thirty files share one rare word: the lexical lane ranks them all, and past the limit and the lanes' short
+        // lists they are the bundle's long tail (map lines, `tail: true`).
+        const dir = path.join(workspace.root, 'tailfold');
+        fs.mkdirSync(dir);
+        for (let index = 0; index < 30; index += 1) {
+            const name = String(index).padStart(2, '0');
+            fs.writeFileSync(path.join(dir, `mod_${name}.py`), `def handler_${name}():\n    return "quuxframe ${name}"\n`);
+        }
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'quuxframe';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const result = searches.calls.at(-1).result;
+            const tail = result.related.filter((file) => file.tail);
+            assert.ok(tail.length > 0 && result.related.some((file) => !file.tail), 'the bundle has a tail and a head');
+            const separators = items.filter((item) => item.kind === vscode.QuickPickItemKind.Separator).map((item) => item.label);
+            assert.deepEqual(separators, ['CORE', 'RELATED', `${tail.length} more related files`]);
+            // The workbench hides separators (and re-sorts rows by label) while the input has text unless told not to.
+            assert.equal(picker.sortByLabel, false);
+            assert.match(items[0].description, new RegExp(`\\(${tail.length} in the long tail\\)$`));
+            // Every file of the bundle is an item that opens it, each once, in the bundle's order.
+            const labels = items.filter((item) => item.match).map((item) => item.label.split(' ').at(-1));
+            assert.deepEqual(labels, [...result.core, ...result.related].map((file) => file.path));
+            const fold = items.findIndex((item) => item.label === separators[2]);
+            assert.deepEqual(items.slice(fold + 1).map((item) => item.label.split(' ').at(-1)), tail.map((file) => file.path),
+                'after the separator: the tail, and only the tail');
+            assert.ok(items.slice(fold + 1).every((item) => item.detail === undefined), 'tail rows are one line (no snippet)');
+            const last = items.at(-1);
+            const shownBefore = probe.shown.length;
+            await picker.accept(last);
+            const opened = await waitFor('the accepted tail file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
+            assert.equal(opened.uri.fsPath, path.join(workspace.root, ...tail.at(-1).path.split('/')));
+        } finally {
+            searches.restore();
+            fs.rmSync(dir, { recursive: true, force: true });
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     it('the full bundle view lists CORE and RELATED with links to their exact ranges', async function () {
         const searches = recordRequests(client, 'codeloupe/search');
         let view;

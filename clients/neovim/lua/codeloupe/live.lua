@@ -76,13 +76,25 @@ local function show_preview(state)
   end)
 end
 
+---@param item codeloupe.Item?
+---@return boolean
+local function is_separator(item)
+  return item ~= nil and item.user_data ~= nil and item.user_data.separator == true
+end
+
+--- Select the row at `index` (wrapping around); the tail's separator row is stepped over in the direction of
+--- travel `step`.
 ---@param state codeloupe.Live
 ---@param index integer
-local function select(state, index)
+---@param step integer?
+local function select(state, index, step)
   if #state.items == 0 then
     return
   end
   state.selected = (index - 1) % #state.items + 1
+  if is_separator(state.items[state.selected]) then
+    state.selected = (state.selected + (step or 1) - 1) % #state.items + 1
+  end
   vim.api.nvim_buf_clear_namespace(state.list.buf, namespace, 0, -1)
   vim.api.nvim_buf_set_extmark(state.list.buf, namespace, state.selected - 1, 0, { line_hl_group = 'PmenuSel' })
   vim.api.nvim_win_set_cursor(state.list.win, { state.selected, 0 })
@@ -93,13 +105,14 @@ end
 ---@param query string
 ---@param result table SearchResult
 local function show(state, query, result)
-  state.query, state.items, state.selected = query, search.items(result), 1
+  local results = search.items(result)
+  state.query, state.items, state.selected = query, search.folded(results), 1
   local rows = vim.tbl_map(function(item)
     return search.describe(state.client, item)
   end, state.items)
   vim.api.nvim_buf_set_lines(state.list.buf, 0, -1, false, rows)
   local notes = table.concat(result.notes or {}, '; ')
-  local title = #state.items == 0 and ' nothing found ' or (' %d results '):format(#state.items)
+  local title = #results == 0 and ' nothing found ' or (' %d results '):format(#results)
   vim.api.nvim_win_set_config(state.list.win, { title = notes ~= '' and (' ' .. notes .. ' ') or title })
   vim.api.nvim_buf_clear_namespace(state.list.buf, namespace, 0, -1)
   if #state.items == 0 then
@@ -174,7 +187,7 @@ end
 local function map_keys(state)
   local function move(step)
     return function()
-      select(state, state.selected + step)
+      select(state, state.selected + step, step)
     end
   end
   local keys = {

@@ -1,9 +1,12 @@
 --- `:Codeloupe search`: results in Telescope, vim.ui.select, or the quickfix list.
 local config = require('codeloupe.config')
+local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 
 local M = {}
+
+local preview_namespace = vim.api.nvim_create_namespace('codeloupe.preview')
 
 --- The line of a snippet the match is anchored on (0-based lines in the protocol).
 ---@param snippet { text: string, startLine: integer, anchorLine: integer? }?
@@ -69,17 +72,20 @@ local function item_text(tier, label, line)
   return text
 end
 
---- Quickfix items for every CORE and RELATED span of a SearchResult, in rank order.
+--- Quickfix items for every CORE and RELATED span of a SearchResult, in rank order. The long tail (RELATED
+--- files marked `tail`: map lines the bundle keeps for completeness, after the rest) is labelled TAIL.
 ---@param result table SearchResult (docs/protocol.md)
 ---@return codeloupe.Item[]
 function M.items(result)
   local items = {}
   for _, tier in ipairs({ { 'core', 'CORE' }, { 'related', 'RELATED' } }) do
     for _, file in ipairs(result[tier[1]] or {}) do
-      local meta = { tier = tier[2], rank = file.rank, score = file.score, why = file.why, path = file.path }
+      local label = file.tail == true and 'TAIL' or tier[2]
+      local meta = { tier = label, tail = file.tail == true, rank = file.rank, score = file.score, why = file.why,
+        path = file.path }
       local chunks = file.chunks or {}
       if #chunks == 0 and file.location then
-        local item = locations.item(file.location, item_text(tier[2], table.concat(file.symbols or {}, ', '), file.why or ''))
+        local item = locations.item(file.location, item_text(label, table.concat(file.symbols or {}, ', '), file.why or ''))
         item.user_data = meta
         items[#items + 1] = item
       end
@@ -88,7 +94,7 @@ function M.items(result)
         if line == '' then
           line = first_line(chunk.text)
         end
-        local item = locations.item(chunk.location, item_text(tier[2], chunk_label(chunk, file), line))
+        local item = locations.item(chunk.location, item_text(label, chunk_label(chunk, file), line))
         -- Open at the match, not at the start of the chunk; end_lnum keeps the chunk's last line.
         local anchor = type(chunk.snippet) == 'table' and tonumber(chunk.snippet.anchorLine)
         if anchor and anchor + 1 >= item.lnum and anchor + 1 <= item.end_lnum then
@@ -102,11 +108,42 @@ function M.items(result)
   return items
 end
 
+--- `items` with the long tail folded under one separator line naming how many files it holds (a quickfix entry
+--- with no file, `valid = 0`: `:cnext` steps over it), so the list opens on the files worth reading first and
+--- every tail file is still there after it. Items without a tail are returned as they are.
+---@param items codeloupe.Item[]
+---@return codeloupe.Item[]
+function M.folded(items)
+  local first, files = nil, {}
+  for index, item in ipairs(items) do
+    if item.user_data and item.user_data.tail then
+      first = first or index
+      files[item.user_data.path or item.filename] = true
+    end
+  end
+  if not first then
+    return items
+  end
+  local count = vim.tbl_count(files)
+  local separator = {
+    text = ('── %d more related file%s (the long tail) ──'):format(count, count == 1 and '' or 's'),
+    valid = 0,
+    user_data = { separator = true },
+  }
+  local out = vim.list_slice(items, 1, first - 1)
+  out[#out + 1] = separator
+  vim.list_extend(out, items, first)
+  return out
+end
+
 --- One short line per result for pickers: `path:line  TIER symbol | matching line`, cut to the screen.
 ---@param client vim.lsp.Client
 ---@param item codeloupe.Item
 ---@return string
 function M.describe(client, item)
+  if item.user_data and item.user_data.separator then
+    return item.text
+  end
   local text = ('%s:%d  %s'):format(locations.relative(client.root_dir, item.filename), item.lnum,
     (item.text:gsub('%s*[\r\n]+%s*', ' ')))
   local width = math.max(40, vim.o.columns - 10)
@@ -142,10 +179,60 @@ local function select(client, query, items)
       return M.describe(client, item)
     end,
   }, function(choice)
-    if choice then
+    if choice and not (choice.user_data and choice.user_data.separator) then
       locations.jump(choice)
     end
   end)
+end
+
+-- Past any score a Telescope sorter gives a match (lower is better; the bundled sorters score within [0, 1]).
+local TAIL_SCORE = 1e6
+
+--- `sorter` (a Telescope sorter) ranking every long-tail entry after every other entry that matches the prompt,
+--- in its own order among the tail; what the sorter filters out (a negative score) stays out.
+---@param sorter table
+---@return table
+function M.tail_last(sorter)
+  local score = sorter.scoring_function
+  sorter.scoring_function = function(self, prompt, line, entry, ...)
+    local value = score(self, prompt, line, entry, ...)
+    local item = type(entry) == 'table' and entry.value or {}
+    if type(value) == 'number' and value >= 0 and item.user_data and item.user_data.tail then
+      return value + TAIL_SCORE
+    end
+    return value
+  end
+  return sorter
+end
+
+--- Show `item` in a picker's preview buffer `bufnr` (window `winid`) at its match line, that one line
+--- highlighted. A file on disk is loaded by `load_file(filename, done)` (Telescope's buffer_previewer_maker,
+--- which calls `done(bufnr)`); a shared-index document has no file: its lines come from the server
+--- (`codeloupe/read`).
+---@param item codeloupe.Item
+---@param bufnr integer
+---@param winid integer
+---@param load_file fun(filename: string, done: fun(bufnr: integer))
+function M.preview(item, bufnr, winid, load_file)
+  local function mark(buf)
+    local first = math.max(1, math.min(item.lnum, vim.api.nvim_buf_line_count(buf)))
+    vim.api.nvim_buf_clear_namespace(buf, preview_namespace, 0, -1)
+    -- The match line only (as the live picker does), not the whole chunk below it.
+    vim.api.nvim_buf_set_extmark(buf, preview_namespace, first - 1, 0, { line_hl_group = 'Visual' })
+    pcall(vim.api.nvim_win_set_cursor, winid, { first, 0 })
+    vim.api.nvim_win_call(winid, function()
+      vim.cmd('normal! zz')
+    end)
+  end
+  if not indexdoc.is_document(item.filename) then
+    load_file(item.filename, mark)
+    return
+  end
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, indexdoc.lines(item.filename))
+  -- Syntax only: a filetype would run ftplugins and could attach language servers to the preview buffer.
+  local path = item.user_data and item.user_data.path or item.filename:gsub('%?.*$', '')
+  vim.bo[bufnr].syntax = vim.filetype.match({ filename = path }) or ''
+  mark(bufnr)
 end
 
 ---@param client vim.lsp.Client
@@ -156,7 +243,6 @@ local function telescope(client, query, items)
   local finders = require('telescope.finders')
   local previewers = require('telescope.previewers')
   local conf = require('telescope.config').values
-  local namespace = vim.api.nvim_create_namespace('codeloupe.preview')
 
   pickers.new({}, {
     prompt_title = 'codeloupe: ' .. query,
@@ -173,26 +259,14 @@ local function telescope(client, query, items)
         }
       end,
     }),
-    sorter = conf.generic_sorter({}),
+    sorter = M.tail_last(conf.generic_sorter({})),
     previewer = previewers.new_buffer_previewer({
       title = 'codeloupe',
       define_preview = function(self, entry)
-        local item = entry.value
-        conf.buffer_previewer_maker(item.filename, self.state.bufnr, {
-          bufname = self.state.bufname,
-          winid = self.state.winid,
-          callback = function(bufnr)
-            local last = vim.api.nvim_buf_line_count(bufnr)
-            local first = math.min(item.lnum, last)
-            vim.api.nvim_buf_clear_namespace(bufnr, namespace, 0, -1)
-            -- The match line only (as the live picker does), not the whole chunk below it.
-            vim.api.nvim_buf_set_extmark(bufnr, namespace, first - 1, 0, { line_hl_group = 'Visual' })
-            pcall(vim.api.nvim_win_set_cursor, self.state.winid, { first, 0 })
-            vim.api.nvim_win_call(self.state.winid, function()
-              vim.cmd('normal! zz')
-            end)
-          end,
-        })
+        M.preview(entry.value, self.state.bufnr, self.state.winid, function(filename, done)
+          conf.buffer_previewer_maker(filename, self.state.bufnr,
+            { bufname = self.state.bufname, winid = self.state.winid, callback = done })
+        end)
       end,
     }),
   }):find()
@@ -253,11 +327,11 @@ function M.run(query, to_quickfix)
       -- What the server says about the answer (a partial dense lane, no real match) goes with the results.
       local title = M.title(query) .. (notes ~= '' and (' (' .. notes .. ')') or '')
       if to_quickfix then
-        M.to_quickfix(title, items)
+        M.to_quickfix(title, M.folded(items))
       elseif use_telescope(config.options.picker) then
         telescope(client, title, items)
       else
-        select(client, title, items)
+        select(client, title, M.folded(items))
       end
     end)
   end)
