@@ -788,3 +788,24 @@ def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexSt
         return ws.status()
     finally:
         ws.close()
+
+
+def workspace_trusted(root: Path | str) -> bool:
+    """Whether the user's trust store trusts the workspace now (`codeloupe trust`, its settings unchanged since).
+    Read afresh on every call, so a long-running editor server sees a later trust or revoke."""
+    from codeloupe.settings import workspace_digest
+    from codeloupe.trust import TRUSTED, TrustStore
+
+    resolved = Path(root).resolve()
+    try:
+        digest = workspace_digest(resolved)
+    except SettingsError:
+        return False  # unreadable settings are never trusted (load_settings reports them)
+    return TrustStore.default().state(resolved, digest) == TRUSTED
+
+
+def trust_store_path() -> Path:
+    """The user's trust store file: in the user config dir, which nothing in a workspace can move."""
+    from codeloupe.trust import TrustStore
+
+    return TrustStore.default().path

@@ -18,6 +18,7 @@ from lsprotocol import types as lsp
 from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, search_result
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import one_target
 
 log = logging.getLogger("codeloupe_lsp.ask")
 METHOD = "codeloupe/ask"
@@ -33,8 +34,7 @@ def register(server: CodeloupeServer) -> None:
         agents = params.flag("agents", None)
         best = bool(params.flag("best", False))
         token = params.token("workDoneToken")
-        folder = ls.folders_for(params.text("folderUri"))[0]
-        await folder.searchable()
+        target = await one_target(ls, params.text("folderUri"))
 
         progress = _Progress(ls, token)
         progress.begin(query)
@@ -42,10 +42,10 @@ def register(server: CodeloupeServer) -> None:
         try:
             try:
                 result = await asyncio.get_running_loop().run_in_executor(
-                    ls.thread_pool, _drive, lambda: folder.ws.ask(query, mode=mode, agents=agents, best=best),
+                    ls.thread_pool, _drive, lambda: target.ws.ask(query, mode=mode, agents=agents, best=best),
                     progress.threadsafe_report, stop)
                 if result is not None:
-                    return ask_result(result)
+                    return ask_result(result, target.uris(result.bundle.revision))
                 reason = "the ask stream ended without a result"
             except asyncio.CancelledError:
                 stop.set()  # the engine stops at its next event; the response is the cancellation
@@ -53,8 +53,8 @@ def register(server: CodeloupeServer) -> None:
             except Exception as exc:
                 log.exception("ask failed; answering with the plain bundle")
                 reason = f"ask failed: {type(exc).__name__}: {exc}"
-            bundle = await ls.engine(folder.ws.search, query, mode=mode)
-            return fallback_answer(search_result(bundle), reason)
+            bundle = await ls.engine(target.ws.search, query, mode=mode)
+            return fallback_answer(search_result(bundle, target.uris(bundle.revision)), reason)
         finally:
             progress.end()
 

@@ -1,37 +1,31 @@
-"""Code lenses: a file lens on line 0 and "used in N files" on definitions with cross-file users.
+"""Code lenses: a file lens on line 0 and "used in N files" on definitions with cross-file users; in a workspace
+folder or a shared repository's document (`codeloupe-index:`).
 
 Listing computes only where lenses go; titles and locations are filled in by `codeLens/resolve`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
 
 from codeloupe.api import Workspace
-from codeloupe_lsp.convert import (
-    file_lens_title,
-    line_location,
-    show_locations,
-    uri_to_path,
-    users_lens_title,
-)
+from codeloupe_lsp.convert import UriOf, file_lens_title, line_location, show_locations, users_lens_title
 from codeloupe_lsp.params import invalid, read_uri
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import document, document_or_none, uris_of
 
 
 def register(server: CodeloupeServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=True))
     async def on_code_lens(ls: CodeloupeServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         uri = params.text_document.uri
-        path = uri_to_path(uri)
-        folder = ls.folders.containing(path) if path is not None else None
-        if folder is None or path is None:
+        found = await document_or_none(ls, uri)
+        if found is None:
             return []
-        rel = folder.ws.relative(path)
-        places = await ls.engine(lens_lines, folder.ws, rel)
+        target, rel = found
+        places = await ls.engine(lens_lines, target.ws, rel)
         if places is None:
             return []  # not a code file of the graph (docs, config)
         lenses = [_lens(0, {"kind": "file", "uri": uri})]
@@ -43,12 +37,13 @@ def register(server: CodeloupeServer) -> None:
         data = lens.data if isinstance(lens.data, dict) else {}
         uri = read_uri(data.get("uri"), "codeLens/resolve: `data.uri`")
         kind = data.get("kind")
-        folder, rel = ls.folder_for(uri, "data.uri")
+        target, rel = await document(ls, uri, "data.uri")
+        uri_of = await uris_of(ls, target)
         line0 = lens.range.start.line
         if kind == "file":
-            title, locations = await ls.engine(file_lens, folder.ws, folder.root, rel)
+            title, locations = await ls.engine(file_lens, target.ws, uri_of, rel)
         elif kind == "definition" and isinstance(data.get("name"), str):
-            title, locations = await ls.engine(definition_lens, folder.ws, folder.root, rel, data["name"])
+            title, locations = await ls.engine(definition_lens, target.ws, uri_of, rel, data["name"])
         else:
             raise invalid(f"codeLens/resolve: `data` is not a codeloupe lens: {data!r}")
         lens.command = show_locations(title, uri, line0, locations)
@@ -70,12 +65,12 @@ def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
         return None
 
 
-def file_lens(ws: Workspace, root: Path, rel: str) -> tuple[str, list[dict[str, Any]]]:
+def file_lens(ws: Workspace, uri_of: UriOf, rel: str) -> tuple[str, list[dict[str, Any]]]:
     summary = ws.file_summary(rel, allow_stale=True)
     node = ws.graph_node(rel, allow_stale=True)
-    return file_lens_title(summary), [line_location(root, n.path, n.line) for n in node.importers]
+    return file_lens_title(summary), [line_location(uri_of, n.path, n.line) for n in node.importers]
 
 
-def definition_lens(ws: Workspace, root: Path, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:
+def definition_lens(ws: Workspace, uri_of: UriOf, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:
     users = next((d.users for d in ws.used_definitions(rel, allow_stale=True) if d.qualified_name == name), [])
-    return users_lens_title(users), [line_location(root, path, line) for path, line in users]
+    return users_lens_title(users), [line_location(uri_of, path, line) for path, line in users]

@@ -97,8 +97,8 @@ def range_to_lines(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, i
     return first, max(first, last)
 
 
-def location(root: Path, rel_path: str, start_line: int, end_line: int) -> JSON:
-    return span_location(file_uri(root, rel_path), start_line, end_line)
+def location(uri_of: UriOf, rel_path: str, start_line: int, end_line: int) -> JSON:
+    return span_location(uri_of(rel_path), start_line, end_line)
 
 
 def span_location(uri: str, start_line: int, end_line: int) -> JSON:
@@ -223,43 +223,54 @@ def workspace_symbols(uri_of: UriOf, found: list[tuple[str, Symbol]]) -> list[ls
 # ------------------------------------------------------------------------------------------ status
 
 
-def folder_status(uri: str, status: IndexStatus, state: str, message: str) -> JSON:
+def _index_counts(status: IndexStatus) -> JSON:
     return {
-        "uri": uri, "root": status.root, "state": state, "files": status.files, "chunks": status.chunks,
-        "symbols": status.symbols, "vectors": {"done": status.vectors_done, "total": status.vectors_total},
+        "files": status.files, "chunks": status.chunks, "symbols": status.symbols,
+        "vectors": {"done": status.vectors_done, "total": status.vectors_total},
         "languages": dict(status.languages), "provider": status.provider, "model": status.model,
-        "indexPath": status.index_path, "message": message,
+        "indexPath": status.index_path,
     }
+
+
+def folder_status(uri: str, status: IndexStatus, state: str, message: str, trusted: bool) -> JSON:
+    return {"uri": uri, "root": status.root, "state": state, "trusted": trusted, **_index_counts(status),
+            "message": message}
+
+
+def repository_status(uri: str, repository: str, commit: str, status: IndexStatus) -> JSON:
+    """A shared repository's `codeloupe/status` entry: what the shared index holds for it, at which commit."""
+    return {"uri": uri, "repository": repository, "commit": commit, **_index_counts(status)}
 
 
 # ------------------------------------------------------------------------------------------ ask
 
 
-def citation(root: Path, cited: Citation) -> JSON:
-    return {"k": cited.k, "location": location(root, cited.path, cited.start_line, cited.end_line),
+def citation(uri_of: UriOf, cited: Citation) -> JSON:
+    return {"k": cited.k, "location": location(uri_of, cited.path, cited.start_line, cited.end_line),
             "path": cited.path, "startLine": cited.start_line, "endLine": cited.end_line, "text": cited.text}
 
 
-def answer_part(root: Path, part: AnswerPart) -> JSON:
+def answer_part(uri_of: UriOf, part: AnswerPart) -> JSON:
     """Plain text, or (ref and code) a span with its location: clients render only code parts as code."""
     out: JSON = {"kind": part.kind, "text": part.text}
     if part.citation is not None:
         c = part.citation
         out.update(path=c.path, startLine=c.start_line, endLine=c.end_line, language=c.language,
-                   location=location(root, c.path, c.start_line, c.end_line))
+                   location=location(uri_of, c.path, c.start_line, c.end_line))
     return out
 
 
-def ask_result(result: AskResult) -> JSON:
-    root = Path(result.bundle.root)
+def ask_result(result: AskResult, uri_of: UriOf | None = None) -> JSON:
+    """`uri_of`: how the answer's paths become URIs (default: `file:` URIs under the bundle's root)."""
+    uri_of = uri_of or partial(file_uri, Path(result.bundle.root))
     core_paths = {hit.path for hit in result.bundle.core}
     return {
         "answer": result.answer,
-        "parts": [answer_part(root, p) for p in result.parts],
-        "citations": [citation(root, c) for c in result.citations],
-        "uncited": [file_result(partial(file_uri, root), hit, hit.path in core_paths) for hit in result.uncited],
+        "parts": [answer_part(uri_of, p) for p in result.parts],
+        "citations": [citation(uri_of, c) for c in result.citations],
+        "uncited": [file_result(uri_of, hit, hit.path in core_paths) for hit in result.uncited],
         "abstained": result.abstained, "fallback": result.fallback,
-        "bundle": search_result(result.bundle),
+        "bundle": search_result(result.bundle, uri_of),
         "flow": dataclasses.asdict(result.flow) if result.flow is not None else None,
     }
 
@@ -299,20 +310,20 @@ def _link(loc: JSON) -> str:
 # ------------------------------------------------------------------------------------------ graph
 
 
-def _span_location(root: Path, span: JSON) -> JSON:
-    return location(root, span["path"], span["startLine"], span["endLine"])
+def _span_location(uri_of: UriOf, span: JSON) -> JSON:
+    return location(uri_of, span["path"], span["startLine"], span["endLine"])
 
 
-def _with_uri(root: Path, entry: JSON) -> JSON:
-    return {**entry, "uri": file_uri(root, entry["path"])}
+def _with_uri(uri_of: UriOf, entry: JSON) -> JSON:
+    return {**entry, "uri": uri_of(entry["path"])}
 
 
-def graph_map(root: Path, graph: GraphMap, html: str | None) -> JSON:
+def graph_map(uri_of: UriOf, graph: GraphMap, html: str | None) -> JSON:
     """Communities are groups of two or more files; a file alone in its group is listed once in `unconnected`
     (the counts of docs/protocol.md)."""
     out = graph.to_dict()
     names = {c.id: c.name for c in graph.communities}
-    out["nodes"] = [{**_with_uri(root, node), "communityName": names.get(node["community"], "")}
+    out["nodes"] = [{**_with_uri(uri_of, node), "communityName": names.get(node["community"], "")}
                     for node in out["nodes"]]
     out["communities"] = [c for c in out["communities"] if c["size"] > 1]
     out["unconnected"] = sorted(m for c in graph.communities if c.size == 1 for m in c.members)
@@ -321,9 +332,9 @@ def graph_map(root: Path, graph: GraphMap, html: str | None) -> JSON:
     return out
 
 
-def node_miss(root: Path, miss: NotInGraph) -> JSON:
+def node_miss(uri_of: UriOf, miss: NotInGraph) -> JSON:
     return {"found": False, "node": miss.target, "message": str(miss),
-            "suggestions": [{"path": p, "uri": file_uri(root, p)} for p in miss.suggestions]}
+            "suggestions": [{"path": p, "uri": uri_of(p)} for p in miss.suggestions]}
 
 
 def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
@@ -332,36 +343,36 @@ def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
             "note": f"{miss}{offer}"}
 
 
-def graph_node(root: Path, node: GraphNode) -> JSON:
-    out = {"found": True, **_with_uri(root, node.to_dict())}
-    out["imports"] = [_with_uri(root, n) for n in out["imports"]]
-    out["importers"] = [_with_uri(root, n) for n in out["importers"]]
-    out["semantic"] = [_with_uri(root, s) for s in out["semantic"]]
-    out["chunks"] = [{"location": _span_location(root, c), "text": c["text"]} for c in out["chunks"]]
+def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
+    out = {"found": True, **_with_uri(uri_of, node.to_dict())}
+    out["imports"] = [_with_uri(uri_of, n) for n in out["imports"]]
+    out["importers"] = [_with_uri(uri_of, n) for n in out["importers"]]
+    out["semantic"] = [_with_uri(uri_of, s) for s in out["semantic"]]
+    out["chunks"] = [{"location": _span_location(uri_of, c), "text": c["text"]} for c in out["chunks"]]
     return out
 
 
-def graph_path(root: Path, path: GraphPath) -> JSON:
+def graph_path(uri_of: UriOf, path: GraphPath) -> JSON:
     out = path.to_dict()
     for hop in out["hops"]:
         for key in ("use", "definition"):
             if key in hop:
-                hop[key] = _span_location(root, hop[key])
+                hop[key] = _span_location(uri_of, hop[key])
         for key in ("useCode", "definitionCode"):  # the code read from disk: its location plus the text
             if key in hop:
-                hop[key] = {"location": _span_location(root, hop[key]), "text": hop[key]["text"],
+                hop[key] = {"location": _span_location(uri_of, hop[key]), "text": hop[key]["text"],
                             "symbol": hop[key]["symbol"]}
     return out
 
 
 # ------------------------------------------------------------------------------------------ lenses, hover
 
-def line_location(root: Path, rel_path: str, line: int) -> JSON:
-    return location(root, rel_path, line, line)
+def line_location(uri_of: UriOf, rel_path: str, line: int) -> JSON:
+    return location(uri_of, rel_path, line, line)
 
 
-def _md_link(root: Path, rel_path: str, line: int = 1) -> str:
-    return f"[{md_code(rel_path)}]({file_uri(root, rel_path)}#L{line})"
+def _md_link(uri_of: UriOf, rel_path: str, line: int = 1) -> str:
+    return f"[{md_code(rel_path)}]({uri_of(rel_path)}#L{line})"
 
 
 def file_lens_title(summary: FileSummary) -> str:
@@ -377,7 +388,7 @@ def show_locations(title: str, uri: str, line0: int, locations: list[JSON]) -> l
                        arguments=[uri, position(line0), locations])
 
 
-def file_hover(root: Path, node: GraphNode) -> str:
+def file_hover(uri_of: UriOf, node: GraphNode) -> str:
     """Markdown for a file: community, hub status, and every neighbour as a link."""
     status = " · **god node** (a hub: many files depend on it)" if node.god else ""
     out = [f"{md_code(node.path)} · community {md_code(node.community_name)}{status}"]
@@ -385,57 +396,57 @@ def file_hover(root: Path, node: GraphNode) -> str:
     for title, group, at_use in (("Imports", node.imports, False), ("Imported by", node.importers, True)):
         if group:
             out += ["", f"{title}:"]
-            out += [f"- {_md_link(root, n.path, n.line if at_use else 1)} "
+            out += [f"- {_md_link(uri_of, n.path, n.line if at_use else 1)} "
                     f"({n.kind}{': ' + ', '.join(md_code(s) for s in n.symbols[:5]) if n.symbols else ''})"
                     for n in group]
     if node.semantic:
         out += ["", "Reads like:"]
-        out += [f"- {_md_link(root, path)} (cosine {cosine:.2f})" for path, cosine in node.semantic]
+        out += [f"- {_md_link(uri_of, path)} (cosine {cosine:.2f})" for path, cosine in node.semantic]
     return "\n".join(out)
 
 
-def import_hover(root: Path, neighbour: Neighbour, summary: FileSummary) -> str:
+def import_hover(uri_of: UriOf, neighbour: Neighbour, summary: FileSummary) -> str:
     carriers = f" — uses {', '.join(md_code(s) for s in neighbour.symbols[:8])}" if neighbour.symbols else ""
     hub = " · **god node**" if summary.god else ""
-    return (f"{_md_link(root, neighbour.path)}{carriers}\n\n"
+    return (f"{_md_link(uri_of, neighbour.path)}{carriers}\n\n"
             f"community {md_code(summary.community_name)} · {summary.imports} imports · "
             f"{summary.importers} importers{hub}")
 
 
-def users_hover(root: Path, definition: UsedDefinition) -> str:
+def users_hover(uri_of: UriOf, definition: UsedDefinition) -> str:
     """What the definition is (its signature, the first line of its docs), then where it is used."""
     lines = [md_code(definition.signature or definition.qualified_name)]
     if definition.doc:
         lines += ["", md_text(definition.doc)]
     lines += ["", f"{md_code(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
-    lines += [f"- {_md_link(root, path, line)} line {line}" for path, line in definition.users]
+    lines += [f"- {_md_link(uri_of, path, line)} line {line}" for path, line in definition.users]
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------ flows, tour
 
 
-def flow(root: Path, cached: Flow) -> JSON:
+def flow(uri_of: UriOf, cached: Flow) -> JSON:
     return {"id": cached.id, "question": cached.question, "mode": cached.mode, "created": cached.created,
             "served": cached.served, "stale": cached.stale,
-            "files": [{"path": p, "uri": file_uri(root, p)} for p in cached.files]}
+            "files": [{"path": p, "uri": uri_of(p)} for p in cached.files]}
 
 
-def tour(root: Path, found: Tour) -> JSON:
+def tour(uri_of: UriOf, found: Tour) -> JSON:
     return {
         "entryPoints": [{"path": p.path, "kind": p.kind, "detail": p.detail,
-                         "location": line_location(root, p.path, p.line)} for p in found.entry_points],
+                         "location": line_location(uri_of, p.path, p.line)} for p in found.entry_points],
         "stops": [{"name": s.name, "kind": s.kind, "path": s.path, "mentions": s.mentions,
-                   "definitions": s.definitions, "location": line_location(root, s.path, s.line)}
+                   "definitions": s.definitions, "location": line_location(uri_of, s.path, s.line)}
                   for s in found.stops],
         "names": found.names,
     }
 
 
-def related(root: Path, found: Related) -> JSON:
-    return {"uri": file_uri(root, found.path), "range": lines_to_range(found.start_line, found.end_line),
+def related(uri_of: UriOf, found: Related) -> JSON:
+    return {"uri": uri_of(found.path), "range": lines_to_range(found.start_line, found.end_line),
             "language": found.language, "lane": found.lane,
-            "chunks": [{"location": location(root, c.path, c.start_line, c.end_line), "path": c.path,
+            "chunks": [{"location": location(uri_of, c.path, c.start_line, c.end_line), "path": c.path,
                         "score": c.score, "kind": c.kind, "name": c.name, "breadcrumb": c.breadcrumb,
                         "text": c.text} for c in found.chunks]}
 

@@ -8,6 +8,7 @@ from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import targets, uris_of
 
 METHOD = "codeloupe/flows"
 
@@ -17,8 +18,8 @@ def register(server: CodeloupeServer) -> None:
     async def on_flows(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
         out = []
-        for folder in ls.folders_for(params.text("folderUri")):
-            cached = await ls.engine(folder.ws.flows)
-            out.extend({**convert.flow(folder.root, f), "folderUri": folder.uri}
-                       for f in cached)
+        for target in targets(ls, params.text("folderUri")):
+            cached = await ls.engine(target.ws.flows)
+            uri_of = await uris_of(ls, target)
+            out.extend({**convert.flow(uri_of, f), "folderUri": target.uri} for f in cached)
         return {"flows": out}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import Settings, Workspace
+from codeloupe.api import Settings, Workspace, workspace_trusted
 from codeloupe.types import IndexReport, Progress
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
@@ -327,8 +327,10 @@ class Folder:
     # ---------------------------------------------------------------- reads (shared pool)
 
     def status(self) -> dict[str, Any]:
-        """The folder's `codeloupe/status` entry (runs on a worker thread)."""
-        return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error)
+        """The folder's `codeloupe/status` entry (runs on a worker thread). `trusted`: the client's trust at
+        `initialize`, or the user's trust store now (`codeloupe trust`)."""
+        trusted = self.server.trusted or workspace_trusted(self.root)
+        return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error, trusted)
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import SettingsError
+from codeloupe.api import SettingsError, trust_store_path
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.server import CodeloupeServer
@@ -16,6 +18,8 @@ from codeloupe_lsp.shared import close_repositories, open_repositories
 log = logging.getLogger("codeloupe_lsp.lifecycle")
 
 WATCHER_ID = "codeloupe-watched-files"
+# How often the user's trust store is checked for a `codeloupe trust` / `--revoke` run since (one stat call).
+TRUST_POLL_S = 1.0
 
 
 def register(server: CodeloupeServer) -> None:
@@ -34,6 +38,7 @@ def register(server: CodeloupeServer) -> None:
             ls.open_folder(uri)
         await open_repositories(ls)
         await _watch_files(ls)
+        ls.trust_watch = asyncio.get_running_loop().create_task(_watch_trust(ls, trust_store_path()))
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     async def on_folders_changed(ls: CodeloupeServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
@@ -59,17 +64,7 @@ def register(server: CodeloupeServer) -> None:
         shared = (options.repositories, options.store_url, options.overrides)
         if shared != (previous.repositories, previous.store_url, previous.overrides):
             await open_repositories(ls)
-        for folder in list(ls.folders):
-            try:
-                changed = ls.settings_for(folder.root) != folder.ws.settings
-            except SettingsError as exc:  # e.g. a broken .codeloupe.toml: keep the folder on its old settings
-                ls.show_error(f"codeloupe: {exc}")
-                continue
-            if changed:
-                # A new provider, model, budget or ignore list: reopen the folder on the new settings.
-                ls.folders.pop(folder.uri)
-                await folder.close()
-                ls.open_folder(folder.uri)
+        await _reopen_changed(ls)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def on_save(ls: CodeloupeServer, params: lsp.DidSaveTextDocumentParams) -> None:
@@ -82,9 +77,55 @@ def register(server: CodeloupeServer) -> None:
     @server.feature(lsp.SHUTDOWN)
     def on_shutdown(ls: CodeloupeServer, params: None) -> None:
         # Answer at once: waiting for an index in flight would stall the editor's shutdown.
+        if ls.trust_watch is not None:
+            ls.trust_watch.cancel()
         for folder in ls.folders:
             folder.stop()
         close_repositories(ls)
+
+
+async def _reopen_changed(ls: CodeloupeServer) -> None:
+    """Reopen every folder whose settings are not what its index was opened with (the editor's settings, or the
+    user's trust in the folder, changed)."""
+    for folder in list(ls.folders):
+        try:
+            changed = ls.settings_for(folder.root) != folder.ws.settings
+        except SettingsError as exc:  # e.g. a broken .codeloupe.toml: keep the folder on its old settings
+            ls.show_error(f"codeloupe: {exc}")
+            continue
+        if changed:
+            # A new provider, model, budget or ignore list: reopen the folder on the new settings.
+            if ls.folders.get(folder.uri) is not folder:
+                continue  # reopened meanwhile, by the other of a settings push and a trust change
+            ls.folders.pop(folder.uri)
+            await folder.close()
+            ls.open_folder(folder.uri)
+
+
+async def _watch_trust(ls: CodeloupeServer, store: Path) -> None:
+    """Honour `codeloupe trust` / `--revoke` run while the server runs: when the user's trust store changes, the
+    folders whose settings that changes are reopened. Only the user's own file is watched (it lives in the user
+    config dir, which no workspace setting can move): nothing a workspace holds can grant trust."""
+    seen = _stamp(store)
+    while True:
+        await asyncio.sleep(TRUST_POLL_S)
+        stamp = _stamp(store)
+        if stamp != seen:
+            seen = stamp
+            log.info("the trust store %s changed; re-reading every folder's settings", store)
+            try:
+                await _reopen_changed(ls)
+            except Exception:  # keep watching: the next change is tried again
+                log.exception("reopening folders after a trust change failed")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when the trust store is rewritten (it is replaced whole: a new inode), or None while absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _changed(ls: CodeloupeServer, uris: list[str]) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from codeloupe_lsp import convert
@@ -24,12 +23,8 @@ def register(server: CodeloupeServer) -> None:
         identifier = bool(params.flag("identifier", False))
         limit = params.integer("limit", DEFAULT_LIMIT)
         results = []
-        folders, shared = targets(ls, params.text("folderUri"))
-        for folder in folders:
-            await folder.searchable()
-            found = await ls.engine(folder.ws.locate, text, identifier=identifier, limit=limit)
-            results.append(convert.located(partial(convert.file_uri, folder.root), found))
-        for name, ws in shared:
-            found = await ls.engine(ws.locate, text, identifier=identifier, limit=limit)
-            results.append(convert.located(await uris_of(ls, name, ws), found))
+        for target in targets(ls, params.text("folderUri")):
+            await target.ready()
+            found = await ls.engine(target.ws.locate, text, identifier=identifier, limit=limit)
+            results.append(convert.located(await uris_of(ls, target), found))
         return convert.merge_located(results, limit)

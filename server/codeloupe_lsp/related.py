@@ -8,6 +8,7 @@ from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON, range_to_lines
 from codeloupe_lsp.params import Params, read_uri
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import document, uris_of
 
 METHOD = "codeloupe/related"
 
@@ -19,6 +20,8 @@ def register(server: CodeloupeServer) -> None:
         uri = read_uri(params.raw.get("uri"), f"{METHOD}: `uri`")
         span = params.range("range")
         limit = params.integer("limit", 10)
-        folder, rel = ls.folder_for(uri)
+        target, rel = await document(ls, uri)
+        await target.ready()
         first, last = range_to_lines(*span) if span is not None else (None, None)
-        return convert.related(folder.root, await ls.engine(folder.ws.find_related, rel, first, last, limit=limit))
+        found = await ls.engine(target.ws.find_related, rel, first, last, limit=limit)
+        return convert.related(await uris_of(ls, target), found)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
-from codeloupe.api import Workspace
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
-from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.shared import index_uri
-from codeloupe_lsp.shared import targets as shared_targets
+from codeloupe_lsp.shared import Target, folder_target, targets
 
 METHOD = "codeloupe/search"
 MODES = ("code", "docs", "both")
@@ -34,26 +30,22 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
 
     `prune`: only the ranked chunks, flat (the CLI's `--prune`), from one folder: ranks of several folders'
     bundles do not merge into one flat list without their files' scores."""
-    targets: list[tuple[Folder, str]]
-    shared: list[tuple[str, Workspace]] = []  # repositories of the shared index (`codeloupe_lsp.shared`)
+    chosen: list[tuple[Target, str]]
     if scope.startswith("file:"):
         if uri_to_path(scope) is None:
             raise invalid(f"{METHOD}: `scope` {scope!r} is not a file: URI")
-        targets = [ls.folder_for(scope, "scope")]
+        folder, folder_scope = ls.folder_for(scope, "scope")
+        chosen = [(folder_target(folder), folder_scope)]
     else:
-        folders, shared = shared_targets(ls, folder_uri)
-        targets = [(folder, scope) for folder in folders]
-    if prune and len(targets) + len(shared) > 1:
+        chosen = [(target, scope) for target in targets(ls, folder_uri)]
+    if prune and len(chosen) > 1:
         raise invalid(f"{METHOD}: `prune` answers from one folder; pass `folderUri` or a `scope` URI")
     convert = pruned_result if prune else search_result
     results = []
-    for folder, folder_scope in targets:
-        await folder.searchable()
-        bundle = await ls.engine(folder.ws.search, query, scope=folder_scope, mode=mode, limit=limit)
-        results.append(convert(bundle))
-    for name, ws in shared:
-        bundle = await ls.engine(ws.search, query, scope=scope, mode=mode, limit=limit)
-        results.append(convert(bundle, partial(index_uri, name, revision=bundle.revision)))
+    for target, target_scope in chosen:
+        await target.ready()
+        bundle = await ls.engine(target.ws.search, query, scope=target_scope, mode=mode, limit=limit)
+        results.append(convert(bundle, target.uris(bundle.revision)))
     return results[0] if len(results) == 1 else merge_results(results)
 
 

@@ -134,6 +134,8 @@ class CodeloupeServer(LanguageServer):
         self.trusted = False
         # Repositories of the shared index by name, opened from the user's settings (`codeloupe_lsp.shared`).
         self.shared: dict[str, Workspace] = {}
+        # Re-reads the user's trust store when it changes (`codeloupe_lsp.lifecycle`); cancelled at shutdown.
+        self.trust_watch: asyncio.Task[None] | None = None
         self._warned: set[str] = set()
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:

@@ -3,6 +3,9 @@ settings): searched beside the workspace folders, with no checkout. Their files 
 `codeloupe-index:` scheme, `codeloupe-index:///<repository>/<path>?rev=<commit>`, which the editors open
 read-only through `codeloupe/read` (docs/protocol.md); every answer is pinned to the commit indexed.
 
+A request answers from a `Target`: a folder or a shared repository, each a `codeloupe.api` workspace, so ask,
+related, the graph, tour, hover and lenses answer on a shared document as on a file of a folder.
+
 The repository is the first segment of the path, not the URI's authority: VS Code lower-cases an authority,
 and Neovim treats a buffer name as a URL (not a relative file name) only after `scheme://`."""
 
@@ -16,7 +19,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from pygls.exceptions import JsonRpcException
 
 from codeloupe.api import Workspace, WorkspaceError, open_shared
-from codeloupe_lsp.convert import UriOf
+from codeloupe_lsp.convert import UriOf, file_uri
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import invalid
 from codeloupe_lsp.server import CodeloupeServer
@@ -60,34 +63,96 @@ def repository(ls: CodeloupeServer, name: str, what: str = "uri") -> Workspace:
     return found
 
 
-def targets(ls: CodeloupeServer, folder_uri: str) -> tuple[list[Folder], list[tuple[str, Workspace]]]:
+@dataclass(frozen=True)
+class Target:
+    """What a request answers from: a workspace folder, or a repository of the shared index (`repository`)."""
+
+    ws: Workspace
+    uri: str  # the folder's URI, or `codeloupe-index:///<repository>`
+    folder: Folder | None = None
+    repository: str = ""
+
+    def uris(self, revision: str) -> UriOf:
+        """Its paths -> their documents; a shared repository's pinned to `revision` (the commit of the answer)."""
+        if self.folder is not None:
+            return partial(file_uri, self.folder.root)
+        return partial(index_uri, self.repository, revision=revision)
+
+    async def ready(self) -> None:
+        """Wait until it can answer: a folder's first index; a shared repository is indexed by the workers."""
+        if self.folder is not None:
+            await self.folder.searchable()
+
+
+def folder_target(folder: Folder) -> Target:
+    return Target(folder.ws, folder.uri, folder=folder)
+
+
+def repository_target(ls: CodeloupeServer, name: str, what: str = "uri") -> Target:
+    return Target(repository(ls, name, what), f"{SCHEME}:///{quote(name, safe='')}", repository=name)
+
+
+def targets(ls: CodeloupeServer, folder_uri: str) -> list[Target]:
     """What a request's `folderUri` selects: one folder, one shared repository (`codeloupe-index:///<name>`), or
     (absent) every folder and every shared repository."""
     if folder_uri.startswith(f"{SCHEME}:"):
-        name = parse_index_uri(folder_uri, "folderUri").repository
-        return [], [(name, repository(ls, name, "folderUri"))]
+        return [repository_target(ls, parse_index_uri(folder_uri, "folderUri").repository, "folderUri")]
     if folder_uri:
-        return ls.folders_for(folder_uri), []
+        return [folder_target(f) for f in ls.folders_for(folder_uri)]
     # No folder open is no error while shared repositories answer (a server started only to search them).
-    return ls.folders_for("") if len(ls.folders) or not ls.shared else [], list(ls.shared.items())
+    folders = ls.folders_for("") if len(ls.folders) or not ls.shared else []
+    return [*map(folder_target, folders), *(repository_target(ls, name) for name in ls.shared)]
 
 
-async def uris_of(ls: CodeloupeServer, name: str, ws: Workspace) -> UriOf:
-    """A shared repository's paths -> their documents, pinned to the commit it is indexed at."""
-    revision = await ls.engine(lambda: ws.revision)
-    return partial(index_uri, name, revision=revision)
+async def one_target(ls: CodeloupeServer, folder_uri: str) -> Target:
+    """What a request that answers from one place (ask, graph, tour) answers from: `folderUri`'s folder or
+    repository, else the first folder, else the first shared repository; once it can answer."""
+    target = targets(ls, folder_uri)[0]
+    await target.ready()
+    return target
 
 
-def read_document(ws: Workspace, document: IndexDocument) -> tuple[str, str]:
-    """The file's text as indexed and the commit it is pinned to; refused when the URI pins another commit
-    than the one the index holds now."""
+async def uris_of(ls: CodeloupeServer, target: Target) -> UriOf:
+    """The target's paths -> their documents; a shared repository's pinned to the commit it is indexed at now."""
+    if target.folder is not None:
+        return target.uris("")
+    return target.uris(await ls.engine(lambda: target.ws.revision))
+
+
+async def document(ls: CodeloupeServer, uri: str, what: str = "uri") -> tuple[Target, str]:
+    """The folder or shared repository holding the document `uri` (`file:` or `codeloupe-index:`), and its path
+    there; anything else is refused with -32602."""
+    if not uri.startswith(f"{SCHEME}:"):
+        folder, rel = ls.folder_for(uri, what)
+        return folder_target(folder), rel
+    indexed = parse_index_uri(uri, what)
+    target = repository_target(ls, indexed.repository, what)
+    return target, await ls.engine(pinned_path, target.ws, indexed)
+
+
+async def document_or_none(ls: CodeloupeServer, uri: str) -> tuple[Target, str] | None:
+    """`document`, or None where there is nothing to say (hovers and lenses are asked about every open file)."""
+    try:
+        return await document(ls, uri)
+    except JsonRpcException:
+        return None
+
+
+def pinned_path(ws: Workspace, document: IndexDocument) -> str:
+    """The repository path a `codeloupe-index:` URI names; refused when the URI pins another commit than the one
+    the index holds now (its lines may differ), names no file, or escapes the repository."""
     revision = ws.revision
     if document.revision and document.revision != revision:
         raise WorkspaceError(f"{document.repository} is indexed at {revision or 'no commit'} now, not"
                              f" {document.revision}: search again for its current files")
     if not document.path:
         raise WorkspaceError(f"{document.repository}: the URI names no file")
-    return ws.read_lines(document.path), revision
+    return ws.relative(document.path)
+
+
+def read_document(ws: Workspace, document: IndexDocument) -> tuple[str, str]:
+    """The file's text as indexed and the commit it is pinned to (`pinned_path`'s refusals)."""
+    return ws.read_lines(pinned_path(ws, document)), ws.revision
 
 
 async def open_repositories(ls: CodeloupeServer) -> None:

@@ -8,6 +8,7 @@ from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.shared import one_target, uris_of
 
 METHOD = "codeloupe/tour"
 
@@ -17,5 +18,6 @@ def register(server: CodeloupeServer) -> None:
     async def on_tour(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
         limit = params.integer("limit", 20)
-        folder = ls.folders_for(params.text("folderUri"))[0]
-        return convert.tour(folder.root, await ls.engine(folder.ws.tour, limit=limit))
+        target = await one_target(ls, params.text("folderUri"))
+        found = await ls.engine(target.ws.tour, limit=limit)
+        return convert.tour(await uris_of(ls, target), found)

@@ -89,8 +89,10 @@ async def test_status_shape(client: Client, project: Path) -> None:
     assert folder["vectors"] == {"done": 0, "total": folder["chunks"]}
     assert folder["provider"] == "none"
     assert Path(folder["indexPath"]).is_file()
-    assert set(folder) == {"uri", "root", "state", "files", "chunks", "symbols", "vectors", "languages",
+    assert folder["trusted"] is False  # neither the client nor the user's trust store trusts it
+    assert set(folder) == {"uri", "root", "state", "trusted", "files", "chunks", "symbols", "vectors", "languages",
                            "provider", "model", "indexPath", "message"}
+    assert (await client.request("codeloupe/status", {}))["repositories"] == []
 
 
 async def test_two_workspace_folders_are_indexed_and_searched_together(tmp_path: Path) -> None:

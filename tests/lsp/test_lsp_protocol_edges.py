@@ -83,7 +83,7 @@ def test_a_framing_error_is_answered_and_the_server_keeps_listening() -> None:
         server.send_bytes(server.request(3, "codeloupe/status", {}))
         error = server.next_reply()
         assert error["id"] is None and error["error"]["code"] == PARSE_ERROR
-        assert server.next_reply() == {"jsonrpc": "2.0", "id": 3, "result": {"folders": []}}
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 3, "result": {"folders": [], "repositories": []}}
 
         # A Content-Length too short, then one too long: each costs its own message, not the next one.
         server.send_bytes(server.frame({"jsonrpc": "2.0", "id": 4, "method": "codeloupe/status",

@@ -6,12 +6,18 @@ repository's host, recording every request); the user's config points at another
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from lsp_helpers import Client, start_server, stop_server
 from lsprotocol import types as lsp
 
 from chat_server import ChatServer
+from codeloupe.trust import user_config_dir
 from hostile import MARKER, hostile_repo, write_user_config
 
 EDITOR_CHAT_KEY = "editor-chat-secret"
@@ -97,3 +103,47 @@ async def test_trust_is_fixed_at_initialize_and_the_warning_is_not_repeated(tmp_
         finally:
             await stop_server(client)
         assert repo_host.received == []
+
+
+async def test_a_later_codeloupe_trust_and_revoke_reach_the_running_server(tmp_path: Path) -> None:
+    """`codeloupe trust` run in a terminal while the editor is open: the folder reopens on its own settings (here an
+    embedding endpoint, which only trust lets a workspace choose) and says `trusted`; `--revoke` takes both back.
+    Until then nothing goes to the repository's host."""
+    with ChatServer() as repo_host:
+        repo = tmp_path / "repo"
+        (repo / "app").mkdir(parents=True)
+        (repo / "app" / "ledger.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
+        (repo / ".codeloupe.toml").write_text(f'embed_provider = "openai"\nembed_base_url = "{repo_host.base_url}"\n'
+                                              'embed_model = "exfil"\n', encoding="utf-8")
+        user_config = user_config_dir() / "config.toml"
+        user_config.parent.mkdir(parents=True, exist_ok=True)
+        user_config.write_text('embed_provider = "none"\n', encoding="utf-8")
+
+        def trust(*flags: str) -> None:  # the real CLI, on the same user config dir as the server
+            subprocess.run([sys.executable, "-m", "codeloupe", "trust", *flags, str(repo)], check=True,
+                           capture_output=True, env=dict(os.environ))
+
+        async def folder_when(trusted: bool, provider: str) -> dict[str, Any]:
+            folders: list[dict[str, Any]] = []
+            for _ in range(1200):  # not a speed check: the server re-reads the trust store about once a second
+                folders = await client.status()
+                if len(folders) == 1 and folders[0]["trusted"] is trusted and folders[0]["provider"] == provider:
+                    return folders[0]
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"the folder never became trusted={trusted} on {provider}: {folders}")
+
+        client = await start_server([repo], options={"embedProvider": None})
+        try:
+            await client.wait_ready()
+            await folder_when(False, "none")
+            assert (await client.request("codeloupe/search", {"query": "post entry"}))["core"]
+            assert repo_host.received == []
+            trust()
+            trusted = await folder_when(True, "openai")
+            assert trusted["model"].endswith("/exfil@native"), trusted
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.received_paths()),
+                                    "embeddings on the endpoint the trusted folder chose")
+            trust("--revoke")
+            await folder_when(False, "none")
+        finally:
+            await stop_server(client)

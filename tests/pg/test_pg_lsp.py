@@ -18,6 +18,7 @@ from pygls.exceptions import JsonRpcException
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
 from lsp_helpers import expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
 
+from chat_server import ChatServer, Reply  # noqa: E402
 from codeloupe.api import Workspace  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph" / "python"
@@ -151,3 +152,78 @@ def test_vscode_opens_a_shared_result_through_its_content_provider(tmp_path: Pat
              "test/register.js", "--timeout", "60000", "--exit", "test/indexDocuments.pg.js"]
     done = subprocess.run(mocha, cwd=CLIENT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"[-20000:]
+
+
+async def test_ask_related_graph_hover_and_lenses_answer_on_a_repository_the_user_has_not_cloned(
+        tmp_path: Path, pg_url: str) -> None:
+    """Every answer about a shared repository's documents comes from the shared index, its locations and links
+    `codeloupe-index:` documents pinned to the commit indexed; `codeloupe/status` lists the repository."""
+    commit, texts, _ranking = _indexed_then_deleted(tmp_path, pg_url)
+
+    def pinned(path: str) -> str:
+        return f"codeloupe-index:///billing/{path}?rev={commit}"
+
+    card = pinned("src/shop/payments/card.py")
+    repository = {"folderUri": "codeloupe-index:///billing"}
+    with ChatServer() as chat:
+        chat.add(Reply(text="The card is charged here. [[1]]"))
+        client = await start_server([], {"storeUrl": pg_url, "repositories": ["billing"],
+                                         "chatBaseUrl": chat.base_url, "chatModel": "scripted"})
+        try:
+            await _search_when_open(client, {}, "no workspace folder is open")
+            status = await client.request("codeloupe/status", {})
+            assert status["folders"] == []
+            [listed] = status["repositories"]
+            assert (listed["uri"], listed["repository"], listed["commit"]) == ("codeloupe-index:///billing", "billing",
+                                                                               commit)
+            assert listed["files"] == len(texts) and listed["chunks"] >= len(texts)
+
+            answer = await client.request("codeloupe/ask", {"query": QUERY, "agents": False, **repository})
+            assert answer["fallback"] is None and not chat.pending(), answer["answer"]
+            [cited] = answer["citations"]
+            assert cited["location"]["uri"] == pinned(cited["path"])
+            lines = texts[cited["path"]].splitlines(keepends=True)
+            assert cited["text"] == "".join(lines[cited["startLine"] - 1:cited["endLine"]])  # the indexed text
+            shown = [*answer["bundle"]["core"], *answer["bundle"]["related"], *answer["uncited"]]
+            assert shown and {f["uri"] for f in shown} == {pinned(f["path"]) for f in shown}
+
+            related = await client.request("codeloupe/related", {"uri": card})
+            assert related["uri"] == card and related["chunks"], related
+            assert {c["location"]["uri"] for c in related["chunks"]} == {pinned(c["path"]) for c in related["chunks"]}
+            assert all(c["path"] != "src/shop/payments/card.py" for c in related["chunks"])
+
+            node = await client.request("codeloupe/graph", {"mode": "node", "node": card})
+            assert (node["path"], node["uri"]) == ("src/shop/payments/card.py", card)
+            assert {n["uri"] for n in node["imports"]} == {pinned("src/shop/cart.py"), pinned("src/shop/log.py")}
+            assert pinned("tests/check_shop.py") in {n["uri"] for n in node["importers"]}
+            route = await client.request("codeloupe/graph", {"mode": "path", "from": card,
+                                                             "to": "src/shop/pricing.py", **repository})
+            spans = [hop[key] for hop in route["hops"] for key in ("use", "definition") if key in hop]
+            assert route["found"] and spans and {s["uri"] for s in spans} <= {pinned(p) for p in texts}, route
+            graph = await client.request("codeloupe/graph", {"mode": "map", **repository})
+            assert {n["uri"] for n in graph["nodes"]} == {pinned(n["path"]) for n in graph["nodes"]}
+            tour = await client.request("codeloupe/tour", repository)
+            assert tour["stops"] and all(s["location"]["uri"] == pinned(s["path"]) for s in tour["stops"])
+
+            document = lsp.TextDocumentIdentifier(uri=card)
+            hover = await client.text_document_hover_async(lsp.HoverParams(text_document=document,
+                                                                            position=lsp.Position(line=0, character=0)))
+            assert hover is not None and f"({pinned('src/shop/cart.py')}#L1)" in hover.contents.value, hover
+            used = await client.text_document_hover_async(lsp.HoverParams(text_document=document,
+                                                                           position=lsp.Position(line=6, character=4)))
+            assert used is not None and f"({pinned('tests/check_shop.py')}#L" in used.contents.value, used
+            lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(text_document=document))
+            assert [lens.range.start.line for lens in lenses] == [0, 6]
+            resolved = await client.code_lens_resolve_async(lenses[1])
+            assert resolved.command is not None and resolved.command.title == "used in 2 files"
+            assert {loc["uri"] for loc in resolved.command.arguments[2]} == {
+                pinned("src/shop/payments/__init__.py"), pinned("tests/check_shop.py")}
+
+            # A document pinned to another commit than the index holds now: its lines may differ.
+            stale = card.replace(commit, "0123abc")
+            assert await client.text_document_hover_async(lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=stale), position=lsp.Position(line=0, character=0))) is None
+            message = await expect_error(client.request("codeloupe/related", {"uri": stale}), INVALID_PARAMS)
+            assert "indexed at" in message
+        finally:
+            await stop_server(client)

@@ -168,6 +168,22 @@ function H.press(keys)
   vim.api.nvim_feedkeys(vim.keycode(keys), 'x', false)
 end
 
+--- Press K on the cursor and return the text of the hover float it opens.
+---@return string
+function H.hover()
+  H.press('K')
+  local text
+  H.wait(function()
+    for _, win in ipairs(vim.api.nvim_list_wins()) do
+      if vim.api.nvim_win_get_config(win).relative ~= '' then
+        text = H.text(vim.api.nvim_win_get_buf(win))
+        return true
+      end
+    end
+  end, 10000, 'the hover float')
+  return text
+end
+
 --- The buffer shown in the current window and the cursor line.
 ---@return string name, integer line
 function H.where()

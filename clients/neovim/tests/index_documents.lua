@@ -40,8 +40,8 @@ local function shows(name, lnum)
   H.equal({ vim.bo[buf].readonly, vim.bo[buf].modifiable, vim.bo[buf].buftype, vim.bo[buf].modified },
     { true, false, 'nofile', false }, 'read-only scratch buffer')
   H.equal(vim.bo[buf].filetype, 'python', 'filetype from the path')
-  -- Not a file of the workspace: no client attaches (it would ask for code lenses of a file it cannot see).
-  H.equal(#vim.lsp.get_clients({ bufnr = buf }), 0, 'clients attached to the index document')
+  -- The server answers hover and lenses on it from the shared index: the client attaches.
+  H.equal(#vim.lsp.get_clients({ bufnr = buf }), 1, 'clients attached to the index document')
   H.equal(vim.api.nvim_win_get_cursor(0)[1], lnum, 'cursor on the result line')
   H.check(not pcall(vim.cmd, 'normal! x'), 'editing is refused')
   H.equal(H.text(buf) .. (vim.bo[buf].eol and '\n' or ''), indexed_text(path), 'text unchanged after an edit attempt')
@@ -105,6 +105,98 @@ local previewed = live.state.items[row]
 H.equal(table.concat(vim.api.nvim_buf_get_lines(live.state.preview.buf, 0, -1, false), '\n') .. '\n',
   indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the preview holds the indexed text')
 H.press('<Esc>')
+
+-- A shared document answers like a file of the workspace: lenses, K, related, graph node, ask and status, each
+-- from its repository, every location a codeloupe-index: document.
+local card = prefix .. 'src/shop/payments/card.py' .. name:match('%?rev=.*$')
+vim.cmd.edit(vim.fn.fnameescape(card))
+local card_buf = vim.api.nvim_get_current_buf()
+local charge_line = 7
+local function used_lens()
+  for _, lens in ipairs(vim.lsp.codelens.get(card_buf)) do
+    if lens.range.start.line == charge_line - 1 and lens.command and lens.command.title == 'used in 2 files' then
+      return lens
+    end
+  end
+end
+H.wait(function()
+  if not used_lens() then
+    vim.cmd('doautocmd BufEnter')
+    return false
+  end
+  return true
+end, 20000, function()
+  return 'the "used in 2 files" lens on def charge: ' .. vim.inspect(vim.lsp.codelens.get(card_buf))
+end)
+vim.api.nvim_win_set_cursor(0, { charge_line, 0 })
+vim.lsp.codelens.run()
+H.wait(function()
+  return #vim.fn.getqflist() == 2
+end, 10000, 'the lens locations in quickfix')
+for _, item in ipairs(vim.fn.getqflist()) do
+  H.check(vim.startswith(vim.api.nvim_buf_get_name(item.bufnr), prefix), 'a lens location in the repository')
+  H.check(item.text:find('charge', 1, true), 'the use line, read from the server: ' .. item.text)
+end
+vim.cmd('cclose')
+
+vim.api.nvim_set_current_buf(card_buf)
+vim.api.nvim_win_set_cursor(0, { 1, 0 })
+local hover = H.hover()
+H.check(hover:find('src/shop/cart.py', 1, true), 'hover lists the import src/shop/cart.py:\n' .. hover)
+H.press('<Esc>')
+for _, win in ipairs(vim.api.nvim_list_wins()) do
+  if vim.api.nvim_win_get_config(win).relative ~= '' then
+    vim.api.nvim_win_close(win, true)
+  end
+end
+
+vim.api.nvim_set_current_buf(card_buf)
+vim.cmd(('%d,%dCodeloupe related'):format(charge_line, charge_line + 2))
+H.wait(function()
+  return vim.fn.getqflist({ title = 0 }).title:find('related to', 1, true) ~= nil
+end, 20000, 'the related quickfix list')
+local related = vim.fn.getqflist()
+H.check(#related > 0, 'related chunks')
+for _, item in ipairs(related) do
+  H.check(vim.startswith(vim.api.nvim_buf_get_name(item.bufnr), prefix), 'a related chunk in the repository')
+end
+vim.cmd('cclose')
+
+vim.api.nvim_set_current_buf(card_buf)
+vim.cmd('Codeloupe graph node')
+local graph_buf
+H.wait(function()
+  graph_buf = vim.fn.bufnr('codeloupe://graph')
+  return graph_buf ~= -1 and H.text(graph_buf):find('# src/shop/payments/card.py', 1, true) ~= nil
+end, 20000, 'the graph view of card.py')
+H.check(H.text(graph_buf):find('src/shop/cart.py', 1, true), 'its imports:\n' .. H.text(graph_buf))
+
+-- ask and status: what the server was asked and answered (the plugin's requests, passed through unchanged).
+local lsp = require('codeloupe.lsp')
+local asked = {}
+local request = lsp.request
+lsp.request = function(c, method, params, handler, bufnr)
+  return request(c, method, params, function(err, result, ctx)
+    asked[method] = { params = params, result = result, err = err }
+    return handler(err, result, ctx)
+  end, bufnr)
+end
+vim.api.nvim_set_current_buf(card_buf)
+vim.cmd('Codeloupe ask ' .. query)
+vim.api.nvim_set_current_buf(card_buf)
+vim.cmd('Codeloupe status')
+H.wait(function()
+  return asked['codeloupe/ask'] ~= nil and asked['codeloupe/status'] ~= nil
+end, 30000, 'the ask and status answers')
+lsp.request = request
+H.equal(asked['codeloupe/ask'].params.folderUri, 'codeloupe-index:///billing', 'ask asks the repository')
+local bundle = asked['codeloupe/ask'].result.bundle
+H.check(#bundle.core > 0, 'an answer bundle')
+for _, file in ipairs(bundle.core) do
+  H.check(vim.startswith(file.uri, prefix), 'an answer file in the repository: ' .. file.uri)
+end
+local commit = name:match('%?rev=(.*)$')
+H.check(H.notified('shared repository billing at ' .. commit, vim.log.levels.INFO), 'status lists the repository')
 
 -- A path escaping the repository: an error, an empty read-only buffer.
 vim.cmd.edit(vim.fn.fnameescape('codeloupe-index:///billing/../../../etc/passwd'))

@@ -47,14 +47,5 @@ H.check(listed, ('the use at shop/sessions.py:%d is listed: %s'):format(use_line
 vim.cmd('cclose')
 vim.api.nvim_set_current_buf(auth)
 vim.api.nvim_win_set_cursor(0, { verify_line, 6 })
-H.press('K')
-local float_text
-H.wait(function()
-  for _, win in ipairs(vim.api.nvim_list_wins()) do
-    if vim.api.nvim_win_get_config(win).relative ~= '' then
-      float_text = H.text(vim.api.nvim_win_get_buf(win))
-      return true
-    end
-  end
-end, 10000, 'the hover float')
+local float_text = H.hover()
 H.check(float_text:find('shop/sessions.py', 1, true), 'hover lists the importer shop/sessions.py:\n' .. float_text)

@@ -17,8 +17,8 @@ import { promptQuestion } from './askPrompt';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
 import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
-import { INDEX_SCHEME, IndexDocuments } from './indexDocuments';
-import { openLspLocation } from './locations';
+import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
+import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
 import { Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
@@ -66,6 +66,7 @@ export const Commands = {
     status: 'codeloupe.client.status',
     restart: 'codeloupe.client.restart',
     showLocations: 'codeloupe.client.showLocations',
+    openIndexDocument: OPEN_INDEX_DOCUMENT_COMMAND,
 } as const;
 
 const DISABLED_REASON = 'codeloupe is turned off (the codeloupe.enable setting).';
@@ -124,6 +125,8 @@ class Controller implements vscode.Disposable {
                 vscode.commands.executeCommand('editor.action.showReferences', uri, position, locations)),
             vscode.workspace.onDidChangeConfiguration((event) => this.onConfigurationChanged(event)),
             vscode.workspace.registerTextDocumentContentProvider(INDEX_SCHEME, new IndexDocuments(() => this.starting)),
+            vscode.commands.registerCommand(Commands.openIndexDocument, (uri: string, line: number) =>
+                openAt(vscode.Uri.parse(uri), undefined, { preview: false }, line - 1)),
         );
     }
 
@@ -225,7 +228,8 @@ class Controller implements vscode.Disposable {
     private clientOptions(): LanguageClientOptions {
         const convertLens = (lens: vscode.CodeLens): vscode.CodeLens => this.convertLens(lens);
         return {
-            documentSelector: [{ scheme: 'file' }],
+            // Hover and code lenses also on the shared index's read-only documents (the server answers from the index).
+            documentSelector: [{ scheme: 'file' }, { scheme: INDEX_SCHEME }],
             // The server applies a repository's own endpoint, key and model settings only in a trusted workspace.
             initializationOptions: { ...engineOptions(this.secretOptions), trusted: vscode.workspace.isTrusted },
             outputChannel: this.log,
@@ -237,6 +241,13 @@ class Controller implements vscode.Disposable {
                         : next(params, token),
                 },
                 provideCodeLenses: async (document, token, next) => (await next(document, token))?.map(convertLens),
+                provideHover: async (document, position, token, next) => {
+                    const hover = await next(document, position, token);
+                    if (hover) {
+                        hover.contents = hover.contents.map((part) => (part instanceof vscode.MarkdownString ? linkIndexDocuments(part) : part));
+                    }
+                    return hover;
+                },
                 resolveCodeLens: async (lens, token, next) => {
                     const resolved = await next(lens, token);
                     return resolved ? convertLens(resolved) : resolved;
@@ -355,7 +366,7 @@ class Controller implements vscode.Disposable {
                 }
             });
             try {
-                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken }, cancel);
+                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, cancel);
                 this.answerPanel.show(title, (context) => renderAnswer(context, query, result));
                 this.lastBundle.show(result.bundle);
             } catch (error) {

@@ -2,13 +2,14 @@
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
+import { activeRepository, INDEX_SCHEME } from './indexDocuments';
 import type { Panel } from './panels';
 import { GraphNodeRequest, GraphPathRequest, GraphRequest } from './protocol';
 import { prepareGraphPage, renderCommunities, renderError } from './render';
 
 /** The map of the workspace's communities: the engine's page, or lists of links when the server sends none. */
 export async function showGraphMap(client: LanguageClient, panel: Panel): Promise<void> {
-    const graph = await client.sendRequest(GraphRequest, { mode: 'map', html: true });
+    const graph = await client.sendRequest(GraphRequest, { mode: 'map', html: true, folderUri: activeRepository() });
     const paths = new Map(graph.nodes.map((node) => [node.path, node.uri]));
     const html = graph.html;
     panel.show('Codeloupe: Graph', (context) => (html ? prepareGraphPage(context, html) : renderCommunities(context, graph)), paths);
@@ -38,10 +39,13 @@ export async function showGraphNode(client: LanguageClient, panel: Panel, target
 /** How two files (or concepts: "the CLI", "password hashing") connect, hop by hop. */
 export async function showGraphPath(client: LanguageClient, panel: Panel): Promise<void> {
     const current = vscode.window.activeTextEditor?.document.uri;
+    // A shared repository's document: its path in the repository, which the route is then asked of.
+    const folderUri = activeRepository();
     const from = await vscode.window.showInputBox({
         title: 'Codeloupe: Graph Path (1/2)',
         prompt: 'From: a workspace file or a concept',
-        value: current ? vscode.workspace.asRelativePath(current, false) : '',
+        value: current?.scheme === INDEX_SCHEME ? current.path.split('/').slice(2).join('/')
+            : current ? vscode.workspace.asRelativePath(current, false) : '',
     });
     if (!from?.trim()) {
         return;
@@ -53,8 +57,8 @@ export async function showGraphPath(client: LanguageClient, panel: Panel): Promi
     const title = `Codeloupe Graph: ${from.trim()} → ${to.trim()}`;
     try {
         const [path, map] = await Promise.all([
-            client.sendRequest(GraphPathRequest, { mode: 'path', from: from.trim(), to: to.trim() }),
-            client.sendRequest(GraphRequest, { mode: 'map' }),
+            client.sendRequest(GraphPathRequest, { mode: 'path', from: from.trim(), to: to.trim(), folderUri }),
+            client.sendRequest(GraphRequest, { mode: 'map', folderUri }),
         ]);
         const uris = new Map(map.nodes.map((node) => [node.path, node.uri]));
         panel.show(title, (context) => renderGraphPath(context, path, (file) => uris.get(file)), uris);

@@ -6,6 +6,36 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { ReadRequest } from './protocol';
 
 export const INDEX_SCHEME = 'codeloupe-index';
+/** Opens a shared-index document at a 1-based line: the target of the links `linkIndexDocuments` rewrites. */
+export const OPEN_INDEX_DOCUMENT_COMMAND = 'codeloupe.client.openIndexDocument';
+
+const INDEX_LINK = new RegExp(`\\]\\((${INDEX_SCHEME}:[^)#\\s]+)(?:#L(\\d+))?\\)`, 'g');
+
+/**
+ * The server's markdown (hovers) with every `codeloupe-index:` link made a link that opens the document: VS Code
+ * renders links of its own schemes only, so a custom scheme's link would be inert text. The markdown may run this
+ * one command and no other.
+ */
+export function linkIndexDocuments(markdown: vscode.MarkdownString): vscode.MarkdownString {
+    if (!markdown.value.includes(`](${INDEX_SCHEME}:`)) {
+        return markdown;
+    }
+    const value = markdown.value.replace(INDEX_LINK, (_link, uri: string, line?: string) =>
+        `](command:${OPEN_INDEX_DOCUMENT_COMMAND}?${encodeURIComponent(JSON.stringify([uri, Number(line ?? 1)]))})`);
+    const linked = new vscode.MarkdownString(value, markdown.supportThemeIcons);
+    linked.isTrusted = { enabledCommands: [OPEN_INDEX_DOCUMENT_COMMAND] };
+    return linked;
+}
+
+/**
+ * The shared repository (`codeloupe-index:///<repository>`, a request's `folderUri`) of the active editor's document,
+ * so that ask, tour and the graph answer about the repository being read; undefined for any other document.
+ */
+export function activeRepository(): string | undefined {
+    const uri = vscode.window.activeTextEditor?.document.uri;
+    const repository = uri?.scheme === INDEX_SCHEME ? uri.path.split('/')[1] : undefined;
+    return repository ? `${INDEX_SCHEME}:///${repository}` : undefined;
+}
 
 export class IndexDocuments implements vscode.TextDocumentContentProvider {
     constructor(private readonly client: () => Promise<LanguageClient | undefined>) {}

@@ -206,10 +206,8 @@ export interface AskEvent {
     [field: string]: unknown;
 }
 
-export interface FolderStatus {
-    uri: string;
-    root: string;
-    state: 'indexing' | 'ready' | 'error' | string;
+/** What `codeloupe/status` says of any index: a folder's or a shared repository's. */
+export interface IndexCounts {
     files: number;
     chunks: number;
     symbols: number;
@@ -218,11 +216,28 @@ export interface FolderStatus {
     provider: string;
     model: string;
     indexPath: string;
+}
+
+export interface FolderStatus extends IndexCounts {
+    uri: string;
+    root: string;
+    state: 'indexing' | 'ready' | 'error' | string;
+    /** The client's workspace trust at start, or the user's `codeloupe trust` now. */
+    trusted: boolean;
     message: string;
+}
+
+/** A repository of the shared index the server opened (settings `codeloupe.store.*`), with no checkout. */
+export interface RepositoryStatus extends IndexCounts {
+    uri: string;
+    repository: string;
+    commit: string;
 }
 
 export interface StatusResult {
     folders: FolderStatus[];
+    /** Absent from servers before the shared index's editor support. */
+    repositories?: RepositoryStatus[];
 }
 
 export const StatusRequest = new RequestType<Record<string, never>, StatusResult, void>('codeloupe/status');

@@ -5,7 +5,7 @@ import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
-import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, SearchResult, StatusResult } from './protocol';
+import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
 import { viaLabel } from './via';
 
 export interface PageContext {
@@ -369,20 +369,33 @@ export function renderError(context: PageContext, title: string, message: string
     return renderPage(context, title, `<h1>${escapeHtml(title)}</h1><p class="error">${escapeHtml(message)}</p>`);
 }
 
+/** The cells a folder and a shared repository both have: counts, vectors, embeddings, languages, where the index is. */
+function indexCells(index: IndexCounts): string {
+    const vectors = index.vectors.total > 0 ? `${index.vectors.done}/${index.vectors.total}` : '-';
+    const languages = Object.entries(index.languages).map(([name, count]) => `${name} ${count}`).join(', ');
+    return `<td>${index.files}</td><td>${index.chunks}</td><td>${index.symbols}</td><td>${vectors}</td>
+<td>${escapeHtml(`${index.provider} ${index.model}`.trim())}</td><td>${escapeHtml(languages)}</td><td>${escapeHtml(index.indexPath)}</td>`;
+}
+
 function folderRow(folder: FolderStatus): string {
-    const vectors = folder.vectors.total > 0 ? `${folder.vectors.done}/${folder.vectors.total}` : '-';
-    const languages = Object.entries(folder.languages).map(([name, count]) => `${name} ${count}`).join(', ');
-    return `<tr><td>${escapeHtml(folder.root)}</td><td>${escapeHtml(folder.state)}</td><td>${folder.files}</td><td>${folder.chunks}</td>
-<td>${folder.symbols}</td><td>${vectors}</td><td>${escapeHtml(`${folder.provider} ${folder.model}`.trim())}</td><td>${escapeHtml(languages)}</td>
-<td>${escapeHtml(folder.indexPath)}</td><td>${escapeHtml(folder.message)}</td></tr>`;
+    return `<tr><td>${escapeHtml(folder.root)}</td><td>${escapeHtml(folder.state)}</td><td>${folder.trusted ? 'yes' : 'no'}</td>
+${indexCells(folder)}<td>${escapeHtml(folder.message)}</td></tr>`;
+}
+
+function repositoryRow(repository: RepositoryStatus): string {
+    return `<tr><td>${escapeHtml(repository.repository)}</td><td>${escapeHtml(repository.commit || '(not a git checkout)')}</td>
+${indexCells(repository)}</tr>`;
 }
 
 export function renderStatus(context: PageContext, status: StatusResult): string {
-    const rows = status.folders.map(folderRow).join('\n');
+    const counts = '<th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th><th>Languages</th><th>Index</th>';
+    const repositories = status.repositories ?? [];
+    const shared = repositories.length === 0 ? '' : `<h2>Shared repositories (read from the shared index, no checkout)</h2>
+<table><tr><th>Repository</th><th>Commit</th>${counts}</tr>
+${repositories.map(repositoryRow).join('\n')}</table>`;
     return renderPage(context, 'codeloupe status', `<h1>Index status</h1>
-<table><tr><th>Folder</th><th>State</th><th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th>
-<th>Languages</th><th>Index</th><th>Message</th></tr>
-${rows}</table>`);
+<table><tr><th>Folder</th><th>State</th><th>Trusted</th>${counts}<th>Message</th></tr>
+${status.folders.map(folderRow).join('\n')}</table>${shared}`);
 }
 
 /**

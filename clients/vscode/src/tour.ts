@@ -1,6 +1,7 @@
 // "Codeloupe: Tour": where to start reading. Entry points first, then the names most files mention.
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
+import { activeRepository } from './indexDocuments';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { type TourResult, TourRequest } from './protocol';
 
@@ -31,6 +32,7 @@ export function tourItems(tour: TourResult): LocationItem[] {
 
 export async function showTour(client: LanguageClient): Promise<void> {
     const folder = vscode.workspace.workspaceFolders?.[0];
-    const tour = await client.sendRequest(TourRequest, folder ? { folderUri: client.code2ProtocolConverter.asUri(folder.uri) } : {});
+    const folderUri = activeRepository() ?? (folder ? client.code2ProtocolConverter.asUri(folder.uri) : undefined);
+    const tour = await client.sendRequest(TourRequest, folderUri ? { folderUri } : {});
     await pickLocation(client, 'Codeloupe: Tour', tourItems(tour));
 }

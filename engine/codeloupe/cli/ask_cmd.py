@@ -11,14 +11,16 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from codeloupe.ask import AskError, AskEvent, AskResult
-from codeloupe.ask.events import Citation
 from codeloupe.types import FileHit
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace
 from .search_cmd import render as render_bundle
+
+if TYPE_CHECKING:  # the ask package pulls in the openai client (seconds): imported only when `ask` runs
+    from codeloupe.ask import AskEvent, AskResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.ask import AskError
+
     question = sys.stdin.read() if args.question == "-" else args.question
     if not question.strip():
         raise CliError("the question is empty")
@@ -67,6 +71,8 @@ def show(events: Iterable[AskEvent]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.syntax import Syntax
+
+    from codeloupe.ask.events import Citation
 
     out = Console(highlight=False, soft_wrap=True)
     status = Console(stderr=True, highlight=False)

@@ -339,7 +339,8 @@ local in_flight
 --- Send `question` to `client`, streaming its progress into the ask view.
 ---@param client vim.lsp.Client
 ---@param question string
-local function start(client, question)
+---@param folder_uri string?  the shared repository of the buffer the question was asked from
+local function start(client, question, folder_uri)
   if in_flight then
     progress.unlisten(in_flight.token)
     if in_flight.request_id then
@@ -372,6 +373,7 @@ local function start(client, question)
     docs = config.options.ask.docs,
     agents = config.options.ask.agents,
     workDoneToken = token,
+    folderUri = folder_uri,
   }
   in_flight = { client = client, token = token }
   local _, request_id = lsp.request(client, 'codeloupe/ask', params, function(err, result)
@@ -411,8 +413,10 @@ function M.run(question)
     vim.notify('codeloupe: ask needs a question, e.g. :Codeloupe ask how are sessions stored', vim.log.levels.ERROR)
     return
   end
+  -- Read before the answer view opens: asked from a shared-index document, the question is about its repository.
+  local repository = require('codeloupe.indexdoc').repository()
   lsp.with_client(function(client)
-    start(client, question)
+    start(client, question, repository)
   end)
 end
 

@@ -1,5 +1,6 @@
 --- `:Codeloupe graph [node X | path A B]`: the import/call graph as a tree in a scratch view.
 local config = require('codeloupe.config')
+local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 local view = require('codeloupe.view')
@@ -245,6 +246,9 @@ end
 ---@return string?
 local function current_file()
   local name = vim.api.nvim_buf_get_name(0)
+  if indexdoc.is_document(name) then
+    return name -- a shared-index document: the server takes its URI as the node
+  end
   if name == '' or vim.bo.buftype ~= '' then
     return nil
   end
@@ -276,12 +280,13 @@ function M.run(args)
     vim.notify('codeloupe: ' .. usage, vim.log.levels.ERROR)
     return
   end
+  local repository = indexdoc.repository()
   lsp.with_client(function(client)
-    if client.root_dir then
-      params.folderUri = vim.uri_from_fname(client.root_dir)
+    if repository or client.root_dir then
+      params.folderUri = repository or vim.uri_from_fname(client.root_dir)
     end
     if file then
-      params.node = locations.relative(client.root_dir, file)
+      params.node = repository and file or locations.relative(client.root_dir, file)
     end
     lsp.request(client, 'codeloupe/graph', params, function(err, result)
       if err then

@@ -20,7 +20,8 @@ end
 function M.describe_folder(folder)
   local vectors = folder.vectors or {}
   local lines = {
-    ('%s: %s'):format(folder.root or folder.uri or '?', folder.state or 'unknown'),
+    ('%s: %s%s'):format(folder.root or folder.uri or '?', folder.state or 'unknown',
+      folder.trusted and ', trusted' or ''),
     ('  %d files, %d chunks, %d symbols, vectors %d/%d'):format(
       folder.files or 0, folder.chunks or 0, folder.symbols or 0, vectors.done or 0, vectors.total or 0),
     ('  embeddings: %s%s'):format(folder.provider or '?',
@@ -39,6 +40,21 @@ function M.describe_folder(folder)
   return lines
 end
 
+--- One shared repository of a codeloupe/status result (read from the shared index, no checkout) as lines.
+---@param repository table
+---@return string[]
+function M.describe_repository(repository)
+  local lines = {
+    ('shared repository %s at %s'):format(repository.repository or '?',
+      (repository.commit and repository.commit ~= '') and repository.commit or '(not a git checkout)'),
+    ('  %d files, %d chunks, %d symbols'):format(repository.files or 0, repository.chunks or 0, repository.symbols or 0),
+  }
+  if repository.indexPath and repository.indexPath ~= '' then
+    lines[#lines + 1] = '  index: ' .. repository.indexPath
+  end
+  return lines
+end
+
 --- `:Codeloupe status`.
 function M.status()
   lsp.with_client(function(client)
@@ -53,6 +69,9 @@ function M.status()
       end
       if #lines == 1 then
         lines[2] = 'no workspace folders'
+      end
+      for _, repository in ipairs((result or {}).repositories or {}) do
+        vim.list_extend(lines, M.describe_repository(repository))
       end
       vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO, { title = 'codeloupe' })
     end)

@@ -29,6 +29,17 @@ function M.is_document(name)
   return vim.startswith(name, M.scheme .. ':')
 end
 
+--- The shared repository (`codeloupe-index:///<repository>`, a request's `folderUri`) of buffer `bufnr` (the
+--- current one by default) when it is a shared-index document, so that ask, tour and the graph answer about
+--- the repository being read; nil for any other buffer.
+---@param bufnr integer?
+---@return string?
+function M.repository(bufnr)
+  local name = vim.api.nvim_buf_get_name(bufnr or 0)
+  local repository = M.is_document(name) and name:match('^' .. vim.pesc(M.scheme) .. ':/+([^/?]+)')
+  return repository and (M.scheme .. ':///' .. repository) or nil
+end
+
 --- The server's `codeloupe/read` answer for `uri`, or nil and why not.
 ---@param uri string
 ---@param bufnr integer?
@@ -70,6 +81,11 @@ function M.read(bufnr)
     local filetype = vim.filetype.match({ filename = result.path, buf = bufnr })
     if filetype then
       bo.filetype = filetype
+    end
+    -- The server answers hover and code lenses on the document from the shared index (K, lenses as on a file).
+    local client = lsp.client(bufnr)
+    if client then
+      vim.lsp.buf_attach_client(bufnr, client.id)
     end
   else
     vim.notify(err, vim.log.levels.ERROR)

@@ -51,9 +51,15 @@ local function show_locations(command, ctx)
   local client = vim.lsp.get_client_by_id(ctx.client_id)
   local root = client and client.root_dir
   local items = {}
+  local indexdoc = require('codeloupe.indexdoc') -- required here: it requires this module
   for _, location in ipairs(found) do
     local item = locations.item(location)
-    local line = vim.fn.readfile(item.filename, '', item.lnum)[item.lnum]
+    local line
+    if indexdoc.is_document(item.filename) then
+      line = indexdoc.lines(item.filename)[item.lnum] -- no file on disk: the lines come from the server
+    else
+      line = vim.fn.readfile(item.filename, '', item.lnum)[item.lnum]
+    end
     item.text = vim.trim(line or '')
     items[#items + 1] = item
   end

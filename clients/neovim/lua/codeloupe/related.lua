@@ -1,4 +1,5 @@
 --- `:Codeloupe related`: the indexed chunks nearest to the selected lines (or the cursor line), as a quickfix list.
+local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 local search = require('codeloupe.search')
@@ -23,12 +24,13 @@ end
 function M.run(opts)
   local bufnr = vim.api.nvim_get_current_buf()
   local name = vim.api.nvim_buf_get_name(bufnr)
-  if name == '' or vim.bo[bufnr].buftype ~= '' then
+  local shared = indexdoc.is_document(name)
+  if not shared and (name == '' or vim.bo[bufnr].buftype ~= '') then
     vim.notify('codeloupe: related needs a file buffer', vim.log.levels.ERROR)
     return
   end
   local params = {
-    uri = vim.uri_from_fname(vim.fs.normalize(name)),
+    uri = shared and name or vim.uri_from_fname(vim.fs.normalize(name)),
     range = { start = { line = opts.line1 - 1, character = 0 }, ['end'] = { line = opts.line2, character = 0 } },
   }
   lsp.with_client(function(client)
@@ -37,7 +39,8 @@ function M.run(opts)
         vim.notify(lsp.error_message('codeloupe/related', err), vim.log.levels.ERROR)
         return
       end
-      local title = ('related to %s:%d-%d'):format(locations.relative(client.root_dir, vim.fs.normalize(name)), opts.line1, opts.line2)
+      local shown = shared and name:gsub('%?.*$', '') or locations.relative(client.root_dir, vim.fs.normalize(name))
+      local title = ('related to %s:%d-%d'):format(shown, opts.line1, opts.line2)
       search.to_quickfix(title, M.items(result or {}))
     end)
   end)

@@ -26,8 +26,10 @@ function M.items(result)
 end
 
 function M.run()
+  local repository = require('codeloupe.indexdoc').repository()
   lsp.with_client(function(client)
-    local params = client.root_dir and { folderUri = vim.uri_from_fname(client.root_dir) } or {}
+    local folder = repository or (client.root_dir and vim.uri_from_fname(client.root_dir))
+    local params = folder and { folderUri = folder } or {}
     lsp.request(client, 'codeloupe/tour', params, function(err, result)
       if err then
         vim.notify(lsp.error_message('codeloupe/tour', err), vim.log.levels.ERROR)
