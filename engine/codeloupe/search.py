@@ -370,11 +370,13 @@ class Searcher:
                 # query arriving now (the editor's first search at start-up) waits for this build instead of
                 # starting a second one beside it on the same cores.
                 self._snapshot = self._view = self._build_snapshot(generation)
+                self._snapshot.file_index()
                 self._dense = None
                 return
         if current.generation == generation and current.index_id == self.ws.store.index_id:
             return
         fresh = self._build_snapshot(generation)
+        fresh.file_index()  # questions use the file lane: built (or loaded) here, off their path
         dense = None
         if self._dense is not None:  # vectors were in use: load them for the new rows before swapping
             dense = load_dense(self.ws.store, fresh.table, fresh.generation, self._dense.model,
