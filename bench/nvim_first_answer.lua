@@ -17,7 +17,15 @@ vim.cmd.edit(vim.fn.fnameescape(vim.fs.joinpath(root, 'os.py')))
 -- Given at once, as a user would: the plugin queues it until the server attaches, the server answers it
 -- once the workspace has an index (the one on disk when warm, the first index when cold).
 vim.cmd('Codeloupe search! walk a directory tree')
-if not vim.wait(600000, function() return #vim.fn.getqflist() > 0 end, 5) then
+local progress = require('codeloupe.progress')
+local function answered()
+  -- Also notes when the plugin first holds indexing progress to show (statusline / command line).
+  if out.first_progress_ms == nil and next(progress.state) ~= nil then
+    out.first_progress_ms = ms()
+  end
+  return #vim.fn.getqflist() > 0
+end
+if not vim.wait(600000, answered, 5) then
   io.stdout:write(vim.json.encode({ error = 'no answer' }) .. '\n')
   os.exit(1)
 end

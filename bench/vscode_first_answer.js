@@ -24,6 +24,13 @@ async function main() {
     const context = { subscriptions: [], extensionPath: CLIENT, extensionUri: vscode.Uri.file(CLIENT), secrets: probe.secretStorage() };
     const api = extension.activate(context);
     const out = { activated_ms: ms() };
+    // When the client first shows indexing progress (the server's $/progress becomes a window progress).
+    const progressWatch = setInterval(() => {
+        if (probe.progress.length > 0) {
+            out.first_progress_ms = ms();
+            clearInterval(progressWatch);
+        }
+    }, 5);
     // The user asks at once, as the Neovim bench does: the command waits for the client, the picker opens, the
     // query is typed (the picker's debounce included), the server answers once the workspace has an index.
     void vscode.commands.executeCommand('codeloupe.client.search');
@@ -33,6 +40,7 @@ async function main() {
     await waitFor('a first answer', () => fileRows(picker).length > 0, 600000, 5);
     out.first_answer_ms = ms();
     out.first_path = fileRows(picker)[0].match.location.uri;
+    clearInterval(progressWatch);
     picker.hide();
 
     const client = await api.whenReady();

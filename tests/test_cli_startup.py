@@ -1,5 +1,6 @@
-"""CLI start-up imports only what the command runs: the openai client (seconds of imports) is for the commands that
-call a model, not for `codeloupe search`."""
+"""Start-up imports only what the command runs: the openai client (seconds of imports) is for the commands that
+call a model, not for `codeloupe search`; the PostgreSQL driver is for a shared index, not for a folder's own
+index (neither the CLI nor the language server imports it then)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ def test_search_does_not_import_the_model_client_and_ask_does(tmp_path: Path) ->
     (tmp_path / "repo" / "ledger.py").write_text("def post_ledger_entry(account, amount):\n    return amount\n")
     searched = imported_modules("search", str(tmp_path / "repo"), "ledger entry", cache=tmp_path / "cache")
     assert "codeloupe.search" in searched
-    assert not {m for m in searched if m.split(".")[0] == "openai" or m.startswith("codeloupe.ask")}
+    assert not {m for m in searched if m.split(".")[0] in ("openai", "psycopg") or m.startswith("codeloupe.ask")}
+    assert "codeloupe.store.postgres" not in searched
     # The same probe sees the client where a command needs a model (no model configured: the bundle answers).
     asked = imported_modules("ask", str(tmp_path / "repo"), "ledger entry", cache=tmp_path / "cache")
     assert "openai" in asked and "codeloupe.ask.run" in asked
+
+
+def test_the_language_server_starts_without_the_postgresql_driver() -> None:
+    probe = "import sys, codeloupe_lsp.server; print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

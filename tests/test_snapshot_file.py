@@ -84,6 +84,8 @@ def _facts(ws: Workspace) -> dict:
         "symbols": [_postings(symbols.by_name), _postings(symbols.by_lower), _postings(symbols.by_qualified),
                     symbols._start_keys.tolist(), symbols._start_rows.tolist(), symbols.n_chunks],
         "answers": [[(f.path, [c.start_line for c in f.chunks]) for f in ws.search(q).files] for q in QUERIES],
+        "file_lane": [snap.file_index()[0].tolist(),
+                      snap.file_index()[1].scores(["password", "session", "routes", "arguments"]).round(5).tolist()],
     }
 
 
@@ -252,3 +254,48 @@ def test_packed_strings_read_back_every_string_of_any_script() -> None:
     data, ends = pack_strings(strings)
     with pytest.raises(ValueError):
         unpack_strings(data[:-1], ends)
+
+
+def test_the_per_chunk_maps_agree_with_the_chunk_table(indexed: Path) -> None:
+    """The per-chunk columns are gathered from per-file arrays; each must say what its chunk's file row says."""
+    ws = _open(indexed)
+    snap = ws.searcher().snapshot()
+    file_ids = snap.table.file_ids.tolist()
+    assert snap.chunk_paths == [snap.file_paths[f] for f in file_ids]
+    assert snap.chunk_is_doc.tolist() == [snap.file_is_doc[f] for f in file_ids]
+    assert snap.chunk_kind.tolist() == [snap.file_kind[f] for f in file_ids]
+    assert snap.file_chunk_rows == {f: [i for i, g in enumerate(file_ids) if g == f] for f in set(file_ids)}
+    assert snap.file_kind[snap.path_to_file["tests/test_models.py"]] == FILE_KINDS.index("test")
+    assert snap.chunk_is_doc[snap.file_chunk_rows[snap.path_to_file["docs/guide.md"]]].all()
+    ws.close()
+
+
+def _file_lane_saved(root: Path) -> Path:
+    return _saved(root).with_name(_saved(root).name.replace(".snapshot.npz", ".files.npz"))
+
+
+def test_a_restart_loads_the_saved_file_lane_index(indexed: Path) -> None:
+    """A question's file lane sums every chunk's counts per file (seconds at 40K files): a restarted editor's
+    first question loads the sum saved beside the index instead."""
+    saved = _file_lane_saved(indexed)
+    assert saved.is_file()  # the fixture's question used the file lane
+    written = saved.stat().st_mtime_ns
+    ws = _open(indexed)
+    loaded = _facts(ws)["file_lane"]
+    ws.close()
+    assert saved.stat().st_mtime_ns == written  # loaded, not rebuilt
+    saved.unlink()
+    ws = _open(indexed)
+    assert _facts(ws)["file_lane"] == loaded
+    ws.close()
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _not_a_zip])
+def test_a_damaged_saved_file_lane_index_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    saved = _file_lane_saved(indexed)
+    expected = _rebuilt_facts(indexed, _saved(indexed))
+    damage(saved)
+    ws = _open(indexed)
+    assert _facts(ws) == expected
+    ws.close()
+    assert np.load(saved)["n_docs"][0] == len(expected["file_lane"][0])  # rewritten whole

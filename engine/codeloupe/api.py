@@ -45,10 +45,10 @@ from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
+from codeloupe.store import Store
 from codeloupe.store.edges import file_text
 from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store
-from codeloupe.store.postgres import PgStore, redact
 from codeloupe.types import (
     Bundle,
     EntryPoint,
@@ -156,10 +156,12 @@ class Workspace:
         an editor should answer from the chunks meanwhile.
         """
         from codeloupe.graph import ensure_edges
-        from codeloupe.shared_index import pin_source
 
         strategies = self._strategies()
-        pin_source(self.store, self.root, named=bool(self.settings.store_repository))
+        if not isinstance(self.store, Store):  # the shared index (its driver is imported only for one)
+            from codeloupe.shared_index import pin_source
+
+            pin_source(self.store, self.root, named=bool(self.settings.store_repository))
         report = index_workspace(self.root, self.store, self.settings, progress, strategies)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
@@ -353,15 +355,17 @@ class Workspace:
 
     def _index_location(self) -> str:
         """Where the index is: its file, or the shared database (no password) and the repository in it."""
-        if isinstance(self.store, PgStore):
-            return f"{redact(self.store.url)} (repository {self.store.repository})"
-        return str(self.store.path)
+        if isinstance(self.store, Store):
+            return str(self.store.path)
+        from codeloupe.store.postgres import redact
+
+        return f"{redact(self.store.url)} (repository {self.store.repository})"
 
     @property
     def revision(self) -> str:
         """The commit every path is read at: "" for a folder on disk (whatever it holds now); in the shared
         index, the commit the repository was indexed at."""
-        return self.store.commit if isinstance(self.store, PgStore) else ""
+        return "" if isinstance(self.store, Store) else self.store.commit
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
@@ -685,6 +689,8 @@ class SharedWorkspace(RemoteWorkspace):
         return str(self.root)
 
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
+        from codeloupe.store.postgres import redact
+
         counts = self.store.counts()
         return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],
                            files_unchanged=counts["files"], chunks=counts["chunks"], symbols=counts["symbols"],
@@ -741,7 +747,7 @@ def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | No
     """Repositories of the shared index (the user's `store_url`), read where no checkout is: every one when
     `repositories` is empty. Settings are the user's own (and `overrides`): no workspace file is read.
     Each is a `SharedWorkspace`: read-only, every answer pinned to its indexed commit."""
-    from codeloupe.store.postgres import repository_names
+    from codeloupe.store.postgres import redact, repository_names
 
     settings = load_settings(None, overrides)
     if not settings.store_url:

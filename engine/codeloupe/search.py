@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -133,9 +134,11 @@ class Snapshot:
     live: np.ndarray | None = None
     pending_files: int = 0
     index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
+    files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
     _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index] | None = None
+    _file_order: np.ndarray | None = None
     _term_sets: dict[int, set[str]] = field(default_factory=dict)
     _summaries: FileSummaries | None = None
     _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
@@ -173,6 +176,16 @@ class Snapshot:
                     yield file_id, "".join(next(texts) for _ in rows)
                 batch = []
 
+    def file_order(self) -> np.ndarray:
+        """The file ids that own chunks, ascending: the row order of every one-document-per-file index (the
+        file lane's, the summary lane's). Cheap, so a lane that only needs the order never waits for the file
+        lane's BM25 being built on another thread."""
+        if self.base is not None:
+            return self.base.file_order()
+        if self._file_order is None:
+            self._file_order = np.unique(self.table.file_ids)
+        return self._file_order
+
     def file_index(self) -> tuple[np.ndarray, BM25Index]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
 
@@ -184,9 +197,25 @@ class Snapshot:
         with self._entity_lock:
             if self._files is None:
                 assert isinstance(self.bm25, BM25Index)
-                file_ids, groups = np.unique(self.table.file_ids, return_inverse=True)
-                self._files = file_ids, BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
+                file_ids = self.file_order()
+                stamp = f"{self.index_id}:{self.generation}"
+                index = None if self.files_saved is None else BM25Index.load(self.files_saved, file_ids, stamp)
+                if index is None:
+                    groups = np.searchsorted(file_ids, self.table.file_ids)
+                    index = BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
+                    self._save_file_index(index, file_ids, stamp)
+                self._files = file_ids, index
             return self._files
+
+    def _save_file_index(self, index: BM25Index, file_ids: np.ndarray, stamp: str) -> None:
+        """Kept beside the store like the chunk lane's matrix: a restarted editor's first question loads it
+        instead of summing 200K chunks' counts (seconds at 40K files)."""
+        if self.files_saved is None:
+            return
+        try:
+            index.save(self.files_saved, file_ids, stamp)
+        except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
+            log.warning("could not save the file lane's index to %s: %s", self.files_saved, exc)
 
     def summaries(self, ws: WorkspaceContext) -> FileSummaries:
         """The summary lane's index, built on the first query that uses it and again once a newer graph is
@@ -210,15 +239,14 @@ class Snapshot:
             threading.Thread(target=self._build_summaries_quietly, args=(ws, graph), daemon=True,
                              name="codeloupe-file-summaries").start()
         if current is None:
-            file_ids, _ = self.file_index()
             current = self._summaries_pending = self._summaries_pending or FileSummaries(
-                None, build_summary_index(file_ids, {}, {}), ready=False)
+                None, BM25Index(iter(())), ready=False)
         return current
 
     def _build_summaries(self, ws: WorkspaceContext, graph: Graph | None) -> FileSummaries:
         from codeloupe.graph.evidence import neighbour_words
 
-        file_ids, _ = self.file_index()
+        file_ids = self.file_order()
         words = {} if graph is None else {
             self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
         summaries = FileSummaries(None if graph is None else weakref.ref(graph),
@@ -405,11 +433,13 @@ class Searcher:
                 # query arriving now (the editor's first search at start-up) waits for this build instead of
                 # starting a second one beside it on the same cores.
                 self._snapshot = self._view = self._build_snapshot(generation)
+                self._snapshot.file_index()
                 self._dense = None
                 return
         if current.generation == generation and current.index_id == self.ws.store.index_id:
             return
         fresh = self._build_snapshot(generation)
+        fresh.file_index()  # questions use the file lane: built (or loaded) here, off their path
         dense = None
         if self._dense is not None:  # vectors were in use: load them for the new rows before swapping
             dense = load_dense(self.ws.store, fresh.table, fresh.generation, self._dense.model,
@@ -473,6 +503,7 @@ class Searcher:
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
         snapshot.index_id = store.index_id
+        snapshot.files_saved = store.path.with_name(store.path.name + ".files.npz")
         if loaded is None and store.generation("content") == generation:  # nothing was written while we read
             try:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
@@ -610,7 +641,7 @@ class Searcher:
             if weights.get("file"):
                 files, scores = _file_ranking(snap, snap.file_index()[1], terms, mask, fusion, "file")
                 fusion.add_file_lane("file", files, weights["file"] * variant.weight, record=vi == 0, scores=scores)
-            if summaries is not None:
+            if summaries is not None and summaries.ready:
                 files, scores = _file_ranking(snap, summaries.index, terms, mask, fusion, "summary")
                 fusion.add_file_lane("summary", files, weights["summary"] * variant.weight, record=vi == 0,
                                      scores=scores)
@@ -796,7 +827,7 @@ def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.n
     """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
     of them to rank) or its summary (the summary lane); with their scores."""
-    file_ids, _ = snap.file_index()
+    file_ids = snap.file_order()
     allowed = np.isin(file_ids, snap.table.file_ids[mask])
     scores = index.scores(terms, fusion.pooled(lane, index, terms))
     rows = _rank(scores, allowed, R.LANE_DEPTH)
@@ -835,31 +866,44 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25:
     files' kinds when known (saved beside the index; computing them runs regexes over every path)."""
     file_paths = {r.id: r.path for r in files}
     by_id = {r.id: r for r in files}
-    chunk_file_ids = table.file_ids.tolist()
-    chunk_paths = [file_paths.get(f, "") for f in chunk_file_ids]
-    file_chunk_rows: dict[int, list[int]] = defaultdict(list)
-    for i, f in enumerate(chunk_file_ids):
-        if f in by_id:
-            file_chunk_rows[f].append(i)
     by_basename: dict[str, list[str]] = defaultdict(list)
     for path in file_paths.values():
         by_basename[path.rsplit("/", 1)[-1]].append(path)
     if kinds is None:
         kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
+    # Per-chunk columns from per-file lookup arrays indexed by file id: a restarted editor builds these for
+    # 200K chunks before its first answer, so no Python loop over chunks.
+    ids = np.fromiter(by_id, np.int64, len(by_id))
+    size = int(max(ids.max(initial=-1), table.file_ids.max(initial=-1))) + 1
+    known = np.zeros(size, bool)
+    known[ids] = True
+    path_of = np.full(size, "", dtype=object)
+    path_of[ids] = [r.path for r in files]
+    doc_of = np.zeros(size, bool)
+    doc_of[ids] = [r.is_doc for r in files]
+    kind_of = np.zeros(size, np.int8)
+    kind_of[ids] = [kinds.get(f, 0) for f in by_id]
+    chunk_files = table.file_ids
+    chunk_paths = path_of[chunk_files].tolist()
+    order = np.argsort(chunk_files, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(chunk_files[order]) != 0]) if len(order) else order
+    rows, bounds = order.tolist(), [*starts.tolist(), len(order)]
+    file_chunk_rows = {f: rows[a:b] for f, a, b in zip(chunk_files[order[starts]].tolist(), bounds, bounds[1:])
+                       if known[f]}
     if base is not None:  # reuse the per-chunk flags of the rows the base already had
         n = len(base.table.ids)
-        is_doc = np.concatenate([base.chunk_is_doc, [by_id[f].is_doc for f in chunk_file_ids[n:]]]).astype(bool)
-        chunk_kind = np.concatenate([base.chunk_kind, [kinds[f] for f in chunk_file_ids[n:]]]).astype(np.int8)
+        is_doc = np.concatenate([base.chunk_is_doc, doc_of[chunk_files[n:]]]).astype(bool)
+        chunk_kind = np.concatenate([base.chunk_kind, kind_of[chunk_files[n:]]]).astype(np.int8)
     else:
-        is_doc = np.array([by_id[f].is_doc if f in by_id else False for f in chunk_file_ids], dtype=bool)
-        chunk_kind = np.array([kinds.get(f, 0) for f in chunk_file_ids], dtype=np.int8)
+        is_doc = doc_of[chunk_files]
+        chunk_kind = kind_of[chunk_files]
     return Snapshot(
         generation=generation, table=table, file_paths=file_paths,
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
         chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_kind=chunk_kind,
         file_kind=kinds,
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
-        bm25=bm25, symbols=symbols, file_chunk_rows=dict(file_chunk_rows),
+        bm25=bm25, symbols=symbols, file_chunk_rows=file_chunk_rows,
         base=base, live=live, pending_files=pending_files,
     )
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from codeloupe.api import Workspace
-from codeloupe.store.postgres import PgStore, redact
+from codeloupe.store import Store
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace
@@ -30,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
         return _queue(ws)
     try:
         report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
-        where = (f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
-                 if isinstance(ws.store, PgStore) else report.index_path)
+        where = report.index_path if isinstance(ws.store, Store) else _shared_location(ws)
     finally:
         ws.close()
     if args.json:
@@ -60,8 +59,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shared_location(ws: Workspace) -> str:
+    from codeloupe.store.postgres import redact  # the PostgreSQL driver is imported only for a shared index
+
+    return f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
+
+
 def _queue(ws: Workspace) -> int:
     from codeloupe.shared_index import enqueue_workspace
+    from codeloupe.store.postgres import PgStore
 
     try:
         if not isinstance(ws.store, PgStore):

@@ -150,10 +150,11 @@ class BM25Index:
     def save(self, path: Path, row_ids: np.ndarray, stamp: str) -> None:
         """Write the index beside the store, tagged with what it was built from (atomic replace)."""
         m = self._matrix
-        assert self._counts is not None, "saving needs an index that kept its counts"
         vocab, vocab_ends = pack_strings(list(self.vocab))  # dict order is column order
+        # An index that kept no counts (the file lane's, grouped from the chunk one) is saved without them.
+        counts = {} if self._counts is None else {"counts": self._counts.data}
         save_arrays(path, f"{TOKENS_VERSION}:{stamp}", {
-            "data": m.data, "counts": self._counts.data, "indices": m.indices, "indptr": m.indptr,
+            "data": m.data, **counts, "indices": m.indices, "indptr": m.indptr,
             "shape": np.array(m.shape), "idf": self._idf, "vocab": vocab, "vocab_ends": vocab_ends,
             "row_ids": row_ids, "n_docs": np.array([self.n_docs], np.int64),
             "avg_len": np.array([self.avg_len], np.float64)})
@@ -171,14 +172,17 @@ class BM25Index:
             indices, indptr = z["indices"], z["indptr"]  # both matrices share them
             index._matrix = sparse.csc_matrix((z["data"], indices, indptr), shape=shape)
             index._matrix.check_format(full_check=True)
-            counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
-            index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
+            index._counts = None
+            if "counts" in z:
+                counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
+                if len(counts) != len(indices):
+                    return None
+                index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
             index._idf = z["idf"]
             index.avg_len = float(z["avg_len"][0])
             index.n_docs = int(z["n_docs"][0])
             words = unpack_strings(z["vocab"], z["vocab_ends"])
-            if len(words) != shape[1] or len(index._idf) != shape[1] or index.n_docs != shape[0] or \
-                    len(counts) != len(indices):
+            if len(words) != shape[1] or len(index._idf) != shape[1] or index.n_docs != shape[0]:
                 return None
             index.vocab = {w: i for i, w in enumerate(words)}
             return index

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from codeloupe.settings import Settings
 from codeloupe.store import Store
-from codeloupe.store.postgres import PgStore
 from codeloupe.store.protocol import IndexStore
 
 
@@ -19,5 +18,7 @@ def repository_name(settings: Settings, root: Path) -> str:
 def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True) -> IndexStore:
     """`check=False`: the SQLite file's integrity check waits for `check()` (PostgreSQL checks its own pages)."""
     if settings.store_url:
+        from codeloupe.store.postgres import PgStore  # psycopg costs start-up time: only for a shared index
+
         return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent)
     return Store(index_path, check=check)
