@@ -11,8 +11,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from codeloupe import ranking as R
 from codeloupe.lanes.tokens import identifiers
-from codeloupe.ranking import ISSUE_MIN_IDENTIFIERS
 
 _SOURCE_EXT = r"(?:py|pyi|[cm]?[jt]sx?|go|rb|rs|php|java|kt|swift|cs|c|h|cc|cpp|hpp|lua|sh|ex|exs|scala|dart)"
 
@@ -89,7 +89,7 @@ class IssueQuery:
 
 def is_issue(query: str) -> bool:
     """A pasted bug report rather than a question: many identifier tokens, or a stack trace of any length."""
-    if len(identifiers(query)) > ISSUE_MIN_IDENTIFIERS:
+    if len(identifiers(query)) > R.ISSUE_MIN_IDENTIFIERS:
         return True
     return any(is_trace(query, shape) for shape in TRACE_SHAPES)
 
