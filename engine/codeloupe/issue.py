@@ -113,7 +113,7 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
     bag = " ".join(dict.fromkeys(identifiers(query)))
     issue.variants = [Variant("full", query, full_text_weight)]
     for name, text in (("title", title), ("trace", trace), ("fenced", fenced), ("identifiers", bag)):
-        if text and text != query:
+        if text and text != query and name in R.ISSUE_VARIANTS:
             issue.variants.append(Variant(name, text))
     return issue
 
