@@ -3,12 +3,14 @@ ground their frames, however short the trace."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from chat_server import ChatServer
 from codeloupe.api import Workspace
 from codeloupe.issue import frames, is_issue
 
@@ -163,3 +165,23 @@ def test_manifests_and_ci_config_do_not_outrank_the_code_a_report_is_about(
     ranked = [h.path for h in bundle.files]
     assert ranked[0] == "shop/retry.py"
     assert set(files) <= set(ranked)  # demoted, never dropped
+
+
+def test_a_one_line_report_still_reaches_the_dense_lane(tmp_path: Path) -> None:
+    (tmp_path / "repo" / "shop").mkdir(parents=True)
+    (tmp_path / "repo" / "shop" / "cart.py").write_text("def total(items):\n    return sum(i.price for i in items)\n")
+    report = "cart total is wrong when " + " ".join(f"item_{i}" for i in range(30)) + " are in the basket"
+    assert is_issue(report) and "\n" not in report
+    with ChatServer() as server:  # its embeddings: deterministic vectors over loopback
+        ws = Workspace(tmp_path / "repo", overrides={"embed_provider": "openai", "embed_base_url": server.base_url,
+                                                     "embed_model": "scripted-embed", "embed_dimensions": 8})
+        try:
+            ws.index()
+            ws.embed()
+            before = len(server.received)
+            bundle = ws.search(report)
+            asked = [seen.body for seen in server.received[before:] if seen.path.endswith("/embeddings")]
+        finally:
+            ws.close()
+    assert bundle.issue_mode
+    assert any(report in json.loads(body)["input"] for body in asked)  # before: no variant was embedded
