@@ -116,7 +116,10 @@ ISSUE_VARIANTS = ("title", "trace", "fenced", "identifiers")
 # trace, fenced, identifiers); all of them go through the lexical lanes. The model is most of a report's time
 # (bench/issue_latency.py, public issue queries, p50 total / R@1 of the whole set):
 # all five 124 ms / .925; full+title 96 ms / .938; title+trace 19.5 ms / .938 (the identifier bag was the
-# variant that cost a query: it reads like every file at once).
+# variant that cost a query: it reads like every file at once). Those repeats were answered by the provider's
+# memo of query vectors; a report new to the model (bench/issue_latency.py on the commits dev set's 12 longest
+# reports, median 102 words, over its 4 largest trees and docutils' 769 files): p50 20-32 ms at load 2-7,
+# 43-47 ms at load 11-13 on 2 cores, a third of it the model, the rest lanes and bundle in equal parts.
 DENSE_VARIANTS = frozenset({"query", "title", "trace"})
 
 # --- Freshness: after a change, changed files are searched beside the last full snapshot (a delta view) and
