@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/tune_ranking.py GOLDEN.json [GOLDEN2.json ...] --corpora DIR [--corpora DIR2 ...]
         [--set NAME=VALUE ...] [--grid "NAME=V1;V2;..."] [--folds K] [--no-embed] [--kinds K[,K]]
-        [--corpora-per-set N] [--queries-per-corpus N] [--max-files N]
+        [--corpora-per-set N] [--queries-per-corpus N] [--max-files N] [--issue-mode]
 
 Each golden set is read with the `--corpora` at the same position (one `--corpora` serves them all). Each
 `--set` overrides a constant of `codeloupe.ranking` for every run (Python literal values); each `--grid` adds
@@ -29,6 +29,7 @@ from codeloupe import ranking
 from codeloupe.api import Workspace
 from codeloupe.eval import metrics
 from codeloupe.eval.golden import load_golden, load_swebench
+from codeloupe.issue import is_issue
 from devsets.baseline import sample
 
 
@@ -81,6 +82,8 @@ def main() -> int:
     parser.add_argument("--queries-per-corpus", type=int, default=0, help="sample this many queries (0: all)")
     parser.add_argument("--max-files", type=int, default=0,
                         help="sample only corpora with at most this many files (bounds embedding time)")
+    parser.add_argument("--issue-mode", action="store_true",
+                        help="only the queries issue mode reads as bug reports (issue constants change no other)")
     parser.add_argument("--show-misses", action="store_true")
     args = parser.parse_args()
 
@@ -113,6 +116,8 @@ def main() -> int:
             if queries:
                 sources.append((corpora / corpus.id / "repo",
                                 [Case(key, q.id, q.kind, q.query, tuple(q.gold_files), path.name) for q in queries]))
+    if args.issue_mode:
+        sources = [(repo, kept) for repo, group in sources if (kept := [c for c in group if is_issue(c.query)])]
     cases = [c for _, group in sources for c in group]
     print(f"{len(cases)} queries over {len(sources)} corpora", flush=True)
 

@@ -3,12 +3,14 @@ ground their frames, however short the trace."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from chat_server import ChatServer
 from codeloupe.api import Workspace
 from codeloupe.issue import frames, is_issue
 
@@ -135,3 +137,54 @@ def test_catalogs_tests_and_examples_do_not_crowd_a_report(tmp_path: Path,
     assert ranked[0] == "shop/clock.py"
     assert ranked[-1] == "shop/locale/fr/LC_MESSAGES/shop.po"  # a catalog only repeats the words
     assert set(files) <= set(ranked)  # demoted, never dropped
+
+
+# The code a retry report is about, and a manifest and a CI workflow that repeat its words (versions, the
+# option, the plugin) more often than the code does.
+RETRY_FILES = {
+    "shop/client.py": ("def retry_after(response, backoff_seconds):\n"
+                      "    header = response.headers.get('Retry-After')\n"
+                      "    return int(header) if header else backoff_seconds\n"),
+    "pyproject.toml": ("[project]\nname = 'shop'\nversion = '2.4.1'\n[tool.shop.retry]\n"
+                       "backoff_seconds = 30  # retry backoff seconds when the server sends Retry-After\n"
+                       "retry_after_header = 'Retry-After'\n"),
+    ".github/workflows/retry.yaml": ("name: retry backoff seconds\non: push\njobs:\n  retry:\n"
+                                     "    steps:\n      - run: pytest -k retry_after --backoff-seconds 30\n"),
+}
+
+
+@pytest.mark.parametrize("report", [
+    ("Retry-After header ignored: backoff seconds used instead (version 2.4.1)\n\n"
+     + " ".join(f"note_{i}" for i in range(30))
+     + "\n\nWhen the server sends a Retry-After header the client still waits the configured backoff seconds; "
+       "with backoff_seconds = 30 in pyproject it always waits 30 seconds."),
+    "retry backoff ignored when the server sends Retry-After",  # a commit message's words: read as a question
+])
+def test_manifests_and_ci_config_do_not_outrank_the_code_a_report_is_about(
+        report: str, make_tree: Callable[[dict[str, str]], Path],
+        lexical_workspace: Callable[[Path], Workspace]) -> None:
+    bundle = lexical_workspace(make_tree(RETRY_FILES)).search(report)
+    assert bundle.issue_mode == is_issue(report)
+    ranked = [h.path for h in bundle.files]
+    assert ranked[0] == "shop/client.py"
+    assert set(RETRY_FILES) <= set(ranked)  # demoted, never dropped
+
+
+def test_a_one_line_report_still_reaches_the_dense_lane(tmp_path: Path) -> None:
+    (tmp_path / "repo" / "shop").mkdir(parents=True)
+    (tmp_path / "repo" / "shop" / "cart.py").write_text("def total(items):\n    return sum(i.price for i in items)\n")
+    report = "cart total is wrong when " + " ".join(f"item_{i}" for i in range(30)) + " are in the basket"
+    assert is_issue(report) and "\n" not in report
+    with ChatServer() as server:  # its embeddings: deterministic vectors over loopback
+        ws = Workspace(tmp_path / "repo", overrides={"embed_provider": "openai", "embed_base_url": server.base_url,
+                                                     "embed_model": "scripted-embed", "embed_dimensions": 8})
+        try:
+            ws.index()
+            ws.embed()
+            before = len(server.received)
+            bundle = ws.search(report)
+            asked = [seen.body for seen in server.received[before:] if seen.path.endswith("/embeddings")]
+        finally:
+            ws.close()
+    assert bundle.issue_mode
+    assert any(report in json.loads(body)["input"] for body in asked)  # before: no variant was embedded

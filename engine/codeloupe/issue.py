@@ -11,8 +11,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from codeloupe import ranking as R
 from codeloupe.lanes.tokens import identifiers
-from codeloupe.ranking import ISSUE_MIN_IDENTIFIERS
 
 _SOURCE_EXT = r"(?:py|pyi|[cm]?[jt]sx?|go|rb|rs|php|java|kt|swift|cs|c|h|cc|cpp|hpp|lua|sh|ex|exs|scala|dart)"
 
@@ -89,7 +89,7 @@ class IssueQuery:
 
 def is_issue(query: str) -> bool:
     """A pasted bug report rather than a question: many identifier tokens, or a stack trace of any length."""
-    if len(identifiers(query)) > ISSUE_MIN_IDENTIFIERS:
+    if len(identifiers(query)) > R.ISSUE_MIN_IDENTIFIERS:
         return True
     return any(is_trace(query, shape) for shape in TRACE_SHAPES)
 
@@ -113,7 +113,7 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
     bag = " ".join(dict.fromkeys(identifiers(query)))
     issue.variants = [Variant("full", query, full_text_weight)]
     for name, text in (("title", title), ("trace", trace), ("fenced", fenced), ("identifiers", bag)):
-        if text and text != query:
+        if text and text != query and name in R.ISSUE_VARIANTS:
             issue.variants.append(Variant(name, text))
     return issue
 

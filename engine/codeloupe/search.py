@@ -622,7 +622,8 @@ class Searcher:
         variants = issue.variants if issue else [Variant("query", query)]
         # The model is the costly part of a report: only the variants that earn their time are embedded, in
         # one batch; every variant still goes through the lexical lanes.
-        embedded = [v for v in variants if v.name in R.DENSE_VARIANTS]
+        # A one-line report has no title apart from its text: the model reads the text itself.
+        embedded = [v for v in variants if v.name in R.DENSE_VARIANTS] or variants[:1]
         vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
         query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
         timing["embed"] = _ms(started) - sum(timing.values())
