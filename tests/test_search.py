@@ -363,3 +363,30 @@ def test_a_query_during_the_first_refresh_waits_for_it_instead_of_building_a_sec
     finally:
         warming.join()
     assert len(builds) == 1, f"the full snapshot was built {len(builds)} times at start-up"
+
+
+def test_closing_a_workspace_stops_its_pending_snapshot_rebuild(tmp_path: Path, lexical_workspace,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A save schedules a rebuild for when the index is quiet; a workspace closed meanwhile (an editor folder
+    closed, a test finishing) must not have that thread read the closed index and print its failure."""
+    import threading
+
+    from codeloupe import ranking
+
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 0.3)
+    monkeypatch.setattr(ranking, "PENDING_QUIET_S", 0.3)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.py").write_text("def first_thing():\n    return 1\n")
+    ws = lexical_workspace(tmp_path / "repo")
+    ws.search("first thing")
+    (tmp_path / "repo" / "a.py").write_text("def second_thing():\n    return 2\n")
+    ws.update_files([tmp_path / "repo" / "a.py"])
+    assert paths(ws.search("second_thing")) == ["a.py"]  # a delta view: the rebuild is pending
+    rebuilds = [t for t in threading.enumerate() if t.name == "codeloupe-snapshot-rebuild"]
+    assert rebuilds
+    ws.close()
+    for thread in rebuilds:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert "rebuilding the search snapshot failed" not in caplog.text

@@ -574,6 +574,8 @@ class Workspace:
         return reask(self, [(question, "code") for question in warm_questions(self, limit)])
 
     def close(self) -> None:
+        if self._searcher is not None:
+            self._searcher.close()  # before the store: its background rebuild must not read a closed index
         self.store.close()
 
 

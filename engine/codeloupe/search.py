@@ -393,6 +393,10 @@ class Searcher:
         self._dense_loading = False
         self._view: Snapshot | None = None  # what queries search: the full snapshot or a delta view over it
         self._rebuilding = False
+        self._closed = threading.Event()  # the workspace closed: a pending background rebuild gives up
+
+    def close(self) -> None:
+        self._closed.set()
 
     # ------------------------------------------------------------------ snapshots
 
@@ -465,14 +469,16 @@ class Searcher:
                     # A few changed files are cheap to search beside the snapshot, so an editing session
                     # (saves every few seconds) is not taxed by rebuilds; files left out of the view are not.
                     quiet = R.REBUILD_QUIET_S if view is None or not view.pending_files else R.PENDING_QUIET_S
-                    time.sleep(quiet)
+                    if self._closed.wait(quiet):
+                        return
                     if self.ws.store.generation("content") != seen:
                         continue  # still changing: wait for a quiet moment
                     self.refresh()
                     if self.ws.store.generation("content") == seen:
                         return
-            except Exception:  # a closed store, a failed read: the next change schedules another try
-                log.exception("rebuilding the search snapshot failed")
+            except Exception:  # a failed read: the next change schedules another try
+                if not self._closed.is_set():  # closed meanwhile: nothing to rebuild for
+                    log.exception("rebuilding the search snapshot failed")
             finally:
                 with self._lock:
                     self._rebuilding = False
