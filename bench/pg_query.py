@@ -7,7 +7,8 @@ Every corpus of the golden set is indexed without vectors into both stores (the 
 server from the `pgserver` wheel, unix socket). After one unrelated query has loaded each workspace's snapshot,
 every query runs through `Workspace.search` (lexical, file, symbol and feedback lanes, the bundle): first asked
 (nothing of it cached), then `--passes` more times (repeated: whatever a store keeps per query answers). p50 /
-p95 per kind; round trips are the statements the PostgreSQL store sent per query (counted at psycopg's cursor).
+p95 per kind; round trips are the statements the PostgreSQL store sent per query (counted at psycopg's cursor);
+`index_s` is the time every corpus took to index (no vectors) into that store.
 The script runs unchanged against an older checkout (PYTHONPATH=<its engine>), which is how before / after
 figures are taken.
 """
@@ -65,11 +66,14 @@ def main() -> int:
         for label, overrides in (("sqlite", {}), ("postgresql", {"store_url": url})):
             millis: dict[str, list[float]] = {"first": [], "repeated": []}
             trips: dict[str, list[int]] = {"first": [], "repeated": []}
+            index_s = 0.0
             for corpus in corpora:
                 ws = Workspace(corpus_repo(args.corpora, corpus.id), overrides={"embed_provider": "none",
                                                                                   **overrides})
                 stack.callback(ws.close)
+                started = time.perf_counter()
                 ws.index()
+                index_s += time.perf_counter() - started
                 ws.search("warm the snapshot up")
                 for n in range(1 + args.passes):
                     kind = "first" if n == 0 else "repeated"
@@ -83,6 +87,7 @@ def main() -> int:
                                     "p95_ms": round(float(np.percentile(millis[kind], 95)), 2),
                                     "round_trips_median": statistics.median(trips[kind]),
                                     "round_trips_max": max(trips[kind])} for kind in millis}
+            report[label]["index_s"] = round(index_s, 2)
             print(label, report[label], flush=True)
     print(json.dumps(report, indent=1))
     if args.out:
