@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -89,10 +88,7 @@ def main() -> int:
                                     "round_trips_max": max(trips[kind])} for kind in millis}
             report[label]["index_s"] = round(index_s, 2)
             print(label, report[label], flush=True)
-    print(json.dumps(report, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
-    return 0
+    return pg_server.emit(report, args.out)
 
 
 if __name__ == "__main__":
