@@ -11,14 +11,21 @@ p95 per kind; round trips are the statements the PostgreSQL store sent per query
 `index_s` is the time every corpus took to index (no vectors) into that store.
 The script runs unchanged against an older checkout (PYTHONPATH=<its engine>), which is how before / after
 figures are taken.
+
+`--first-answer DIR` also indexes DIR into PostgreSQL and starts a fresh process with an empty local cache (a
+replica's first start) that opens the repository and answers one query: its wall time to that answer, and its
+peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,14 +33,32 @@ from pathlib import Path
 
 import numpy as np
 
+FIRST_QUERY = "where are the command line options parsed"
+
+
+def probe(url: str, root: str, repository: str) -> None:
+    """A replica's first answer (this process is fresh): seconds from opening the repository to the answer."""
+    from codeloupe.api import Workspace
+
+    started = time.perf_counter()
+    ws = Workspace(Path(root), overrides={"embed_provider": "none", "store_url": url,
+                                          "store_repository": repository})
+    files = len(ws.search(FIRST_QUERY).files)
+    print(json.dumps({"first_answer_s": round(time.perf_counter() - started, 2), "files": files,
+                      "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+
 
 def main() -> int:
+    if sys.argv[1:2] == ["--probe"]:
+        probe(*sys.argv[2:5])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("golden", type=Path)
     parser.add_argument("--corpora", type=Path, required=True)
     parser.add_argument("--corpus", action="append", help="only this corpus (repeatable)")
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench")
+    parser.add_argument("--first-answer", type=Path, help="time a fresh process's first answer from this folder")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     cache = tempfile.TemporaryDirectory(prefix="pg-query-cache-")
@@ -88,6 +113,20 @@ def main() -> int:
                                     "round_trips_max": max(trips[kind])} for kind in millis}
             report[label]["index_s"] = round(index_s, 2)
             print(label, report[label], flush=True)
+        if args.first_answer:
+            ws = Workspace(args.first_answer, overrides={"embed_provider": "none", "store_url": url,
+                                                         "store_repository": "first-answer"})
+            started = time.perf_counter()
+            indexed = ws.index()
+            report["first_answer"] = {"files": indexed.files_indexed, "chunks": ws.status().chunks,
+                                      "index_s": round(time.perf_counter() - started, 1)}
+            ws.close()
+            with tempfile.TemporaryDirectory(prefix="pg-query-replica-") as replica:
+                out = subprocess.run([sys.executable, __file__, "--probe", url, str(args.first_answer),
+                                      "first-answer"], env={**os.environ, "CODELOUPE_CACHE_DIR": replica},
+                                     capture_output=True, text=True, check=True)
+            report["first_answer"].update(json.loads(out.stdout.strip().splitlines()[-1]))
+            print("first answer", report["first_answer"], flush=True)
     return pg_server.emit(report, args.out)
 
 
