@@ -632,12 +632,15 @@ class PgStore:
                      encoding: str, chunker_version: int, line_count: int) -> int:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id."""
         with self._session(), self._conn.transaction():
-            file_id = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
+            written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
                                                  line_count))
+            self._count_terms([written])
             self._bump("content")
-        return file_id
+        return written[0]
 
-    def _write_file(self, batch_file: BatchFile) -> int:
+    def _write_file(self, batch_file: BatchFile) -> tuple[int, str, list[tuple[int, str, str]]]:
+        """The file's rows; returns what `_count_terms` counts: (file id, path, [(chunk id, breadcrumb, text)])
+        (a worker counts a whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
         self._delete_paths([chunked.path])
         file_id = conn.execute(
@@ -662,9 +665,8 @@ class PgStore:
                      for s in chunked.symbols])
         conn.execute("INSERT INTO skeletons (file_id, text, content_key) VALUES (%s, %s, %s)",
                      (file_id, chunked.skeleton.text, content_key(chunked.skeleton.text)))
-        self._count_terms([(file_id, chunked.path, [(chunk_id, c.breadcrumb, c.text)
-                                                    for chunk_id, c in zip(chunk_ids, chunked.chunks, strict=True)])])
-        return int(file_id)
+        return int(file_id), chunked.path, [(chunk_id, c.breadcrumb, c.text)
+                                            for chunk_id, c in zip(chunk_ids, chunked.chunks, strict=True)]
 
     def _delete_paths(self, paths: list[str]) -> None:
         """Delete these files (their chunks, postings and the rest cascade) and take their terms out of the
@@ -943,15 +945,18 @@ class PgStore:
                 self._delete_paths(gone)
             chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
             skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
+            written = []
             for batch_file in files:
-                file_id = self._write_file(batch_file)
+                written.append(self._write_file(batch_file))
+                file_id, _, chunks = written[-1]
                 skeleton = content_key(batch_file.chunked.skeleton.text)
                 if skeleton in vectors:
                     skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
-                for chunk_id, key in self._conn.execute(
-                        "SELECT id, content_key FROM chunks WHERE file_id = %s ORDER BY ord", (file_id,)):
-                    if bytes(key) in vectors:
-                        chunk_rows.append((chunk_id, bytes(key), vectors[bytes(key)]))
+                for chunk_id, breadcrumb, text in chunks:
+                    key = content_key(breadcrumb, text)
+                    if key in vectors:
+                        chunk_rows.append((chunk_id, key, vectors[key]))
+            self._count_terms(written)  # the batch's terms in one COPY and one upsert of their frequencies
             if model:
                 self._insert_vectors("chunk", model, chunk_rows)
                 self._insert_vectors("skeleton", model, skeleton_rows)
