@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -292,10 +291,7 @@ def main() -> int:
                "lane_p50_ms": round(statistics.median(millis[name]), 2),
                "lane_p95_ms": round(float(np.percentile(millis[name], 95)), 2)}
         for name in results}
-    print(json.dumps(report, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
-    return 0
+    return pg_server.emit(report, args.out)
 
 
 if __name__ == "__main__":

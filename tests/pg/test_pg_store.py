@@ -16,7 +16,7 @@ import pytest
 from codeloupe.api import Workspace
 from codeloupe.settings import load_settings
 from codeloupe.store import Store, StoreError
-from codeloupe.store.postgres import SCHEMA_VERSION, PgStore
+from codeloupe.store.postgres import MIGRATIONS, PgStore
 from codeloupe.store.protocol import IndexStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
@@ -116,7 +116,7 @@ def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path
         with psycopg.connect(pg_url) as conn:
             versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
             repos = conn.execute("SELECT count(DISTINCT repo_id) FROM files").fetchone()[0]
-        assert versions == [SCHEMA_VERSION] and repos == 2
+        assert versions == [v for v, _ in MIGRATIONS] and repos == 2
         second.store.delete_files(list(second.store.file_rows()))
         assert first.store.counts() == _open(tree, store_url=pg_url).store.counts()  # untouched
     finally:

@@ -22,6 +22,8 @@ from codeloupe.store.postgres import PgStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
 
+from test_pg_lexical import assert_statistics_match_the_chunks  # noqa: E402
+
 from chat_server import ChatServer, embedding_for  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
@@ -96,6 +98,7 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
         try:
             local.index()
             assert _indexed(store) == _indexed(local.store)  # every file, with the same chunks
+            assert_statistics_match_the_chunks(store)  # written with each batch; the killed one's rolled back
         finally:
             local.close()
         counts = store.counts()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codeloupe import ranking as R
+from codeloupe.lanes.indexed_lexical import IdRows
 from codeloupe.store import ChunkTable
 from codeloupe.store.protocol import NearestChunks
 
@@ -18,20 +19,17 @@ class IndexedDense:
     generation: int
     model: str
     store: NearestChunks
-    table_ids: np.ndarray  # int64 [n]: the snapshot's chunk ids, sorted
+    table_rows: IdRows  # the snapshot's chunk ids -> rows
     chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
     coverage: float
     snapshot_generation: int
 
     def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
         """The store's best chunks' scores at their rows; -inf everywhere else."""
-        scores = np.full(n_rows, -np.inf, np.float32)
-        found = self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT)
-        if found and len(self.table_ids):
-            ids = np.array([chunk_id for chunk_id, _ in found], dtype=np.int64)
-            pos = np.minimum(np.searchsorted(self.table_ids, ids), len(self.table_ids) - 1)
-            known = self.table_ids[pos] == ids  # a chunk newer than the snapshot is not one of its rows
-            scores[pos[known]] = np.array([score for _, score in found], np.float32)[known]
+        found = self.table_rows.scatter(self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT),
+                                        -np.inf)
+        scores = np.full(n_rows, -np.inf, np.float32)  # a delta view's rows past the snapshot's have no vector
+        scores[:len(found)] = found
         return scores
 
 
@@ -41,6 +39,6 @@ def load_indexed_dense(store: NearestChunks, table: ChunkTable, snapshot_generat
     ids = table.ids  # sorted (the store returns chunks by id)
     pos = np.minimum(np.searchsorted(ids, with_vectors), max(len(ids) - 1, 0))
     rows = pos[ids[pos] == with_vectors] if len(ids) else np.zeros(0, np.int64)
-    return IndexedDense(generation=generation, model=model, store=store, table_ids=ids,
+    return IndexedDense(generation=generation, model=model, store=store, table_rows=IdRows(ids),
                         chunk_rows=rows.astype(np.int64), coverage=(len(rows) / len(ids)) if len(ids) else 1.0,
                         snapshot_generation=snapshot_generation)

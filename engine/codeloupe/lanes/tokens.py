@@ -78,6 +78,12 @@ def path_tokens(path: str) -> list[str]:
     return tokenize(stem_part) * 2 + tokenize(" ".join(dirs))
 
 
+def document_terms(path_terms: list[str], breadcrumb: str, text: str) -> list[str]:
+    """A chunk's lexical document: its file's `path_tokens`, then its breadcrumb's and its text's tokens (the
+    in-process lane's matrix and the PostgreSQL store's term statistics are both built from this)."""
+    return path_terms + tokenize(breadcrumb) + tokenize(text)
+
+
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:(?:\.|::|#)[A-Za-z_$][A-Za-z0-9_$]*)*")
 
 

@@ -22,10 +22,13 @@ database's connection pool.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from codeloupe.lanes.lexical import TOKENS_VERSION
+from codeloupe.lanes.tokens import document_terms, path_tokens
 from codeloupe.store import (
     ChunkTable,
     FileRow,
@@ -44,6 +49,7 @@ from codeloupe.store import (
     paged_symbol_rows,
     quantize,
 )
+from codeloupe.store.protocol import TermScores
 from codeloupe.types import ChunkedFile
 
 try:
@@ -204,9 +210,53 @@ CREATE SCHEMA scoped;
     f"CREATE VIEW scoped.{table} AS SELECT * FROM public.{table} WHERE repo_id = {_SCOPE};"
     f" ALTER VIEW scoped.{table} ALTER COLUMN repo_id SET DEFAULT {_SCOPE};"
     for table in ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts",
-                  "edges", "flows", "flow_files")))]
+                  "edges", "flows", "flow_files"))), (2, """
+-- The lexical lane's BM25 statistics, written in the transaction that writes the chunks they count: a term's
+-- postings (tf, the chunk's and its file's length in terms) and chunk frequency, each file's chunk count and
+-- length (subtracted from the repository's totals when the file goes), and the repository's totals. Tokenised
+-- as `lex_version` says: a repository of another version is re-counted from its chunks on its next search.
+-- A write takes the repository's row first, so writers of one repository never lock `lex_terms` rows in
+-- opposite orders.
+ALTER TABLE repositories ADD COLUMN lex_version INTEGER NOT NULL DEFAULT 0,
+    ADD COLUMN lex_chunks BIGINT NOT NULL DEFAULT 0, ADD COLUMN lex_files BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN lex_length BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE lex_files (
+    file_id BIGINT PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    repo_id INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    length BIGINT NOT NULL
+);
+-- No foreign key on repo_id (a check per posting written); the chunk's cascades a repository's removal.
+CREATE TABLE lex_postings (
+    repo_id INTEGER NOT NULL,
+    term TEXT NOT NULL,
+    chunk_id BIGINT NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    file_id BIGINT NOT NULL,
+    tf INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    file_length INTEGER NOT NULL,
+    PRIMARY KEY (repo_id, term, chunk_id)
+);
+CREATE INDEX lex_postings_chunk ON lex_postings(chunk_id);
+CREATE TABLE lex_terms (
+    repo_id INTEGER NOT NULL,
+    term TEXT NOT NULL,
+    df INTEGER NOT NULL,
+    PRIMARY KEY (repo_id, term)
+);
+CREATE TABLE skipped_files (
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    mtime DOUBLE PRECISION NOT NULL,
+    rules TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (repo_id, path)
+);
+CREATE VIEW scoped.skipped_files AS SELECT * FROM public.skipped_files WHERE repo_id = """ + _SCOPE + ";"
+    " ALTER VIEW scoped.skipped_files ALTER COLUMN repo_id SET DEFAULT " + _SCOPE + ";")]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-# Serialises migrations and per-dimension index creation across every process opening the database.
+# Serialises migrations across every process opening the database.
 _SCHEMA_LOCK = 7_304_118
 
 # A repository with at most this many vectors is searched exactly (its rows by the repo_id index, every
@@ -219,6 +269,10 @@ HNSW_EF_SEARCH_MAX = 1000
 # pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+# How long a repository's generations and commit, read in one statement, answer for it: a warm query then costs
+# no round trip to learn that nothing changed, and a replica sees another process's write at most this late
+# (this process's own writes are seen at once).
+STATE_TTL_S = 1.0
 # A batch claimed this many times without being written (a worker dies on it every time) is left alone and
 # counted by `WorkQueue.stuck` for someone to look at.
 MAX_ATTEMPTS = 5
@@ -337,6 +391,23 @@ _pools: dict[str, _Pool] = {}
 _pools_lock = threading.Lock()
 
 
+@dataclass(frozen=True)
+class _RepositoryState:
+    """What a warm query asks of a repository's row, read in one statement (see STATE_TTL_S)."""
+
+    read_at: float  # time.monotonic() before the read
+    content_generation: int
+    vector_generation: int
+    commit: str
+    lex_version: int
+    lex_chunks: int
+
+
+# (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
+# one process see each other's writes at once).
+_states: dict[tuple[str, int], _RepositoryState] = {}
+
+
 def _pool(url: str) -> _Pool:
     with _pools_lock:
         pool = _pools.get(url)
@@ -424,6 +495,7 @@ class PgStore:
         self.recoveries = 0  # nothing here is ever rebuilt behind the caller's back
         self._pool = _pool(url)
         self._held = threading.local()  # this thread's session: (connection, depth)
+        self._indexed_dims: set[int] = set()  # dimensions whose HNSW index this process saw built
         self.repo_id, self._index_id = self._repository_row(repository)
         # Files derived from this index on this machine (the saved lexical index) go beside this name.
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
@@ -434,8 +506,9 @@ class PgStore:
         conn = self._pool.take(0)
         try:
             with conn.transaction():
-                conn.execute("INSERT INTO repositories (name, index_id) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
-                             (name, uuid.uuid4().hex))
+                # A new repository's term statistics are current from its first chunk.
+                conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
+                             " ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, TOKENS_VERSION))
                 repo_id, index_id = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s",
                                                  (name,)).fetchone()
         finally:
@@ -450,14 +523,20 @@ class PgStore:
         depth = getattr(self._held, "depth", 0)
         if depth == 0:
             self._held.conn = self._pool.take(self.repo_id)
+            self._held.wrote = False
+            self._held.pending_indexes = set()
         self._held.depth = depth + 1
         try:
             yield
+            if depth == 0 and self._held.pending_indexes:  # the session's transaction is over
+                self._build_vector_indexes()
         finally:
             self._held.depth = depth
             if depth == 0:
                 conn, self._held.conn = self._held.conn, None
                 self._pool.give(conn)
+                if self._held.wrote:  # committed (or rolled back): the next read of the state is fresh
+                    self._forget_state()
 
     @property
     def _conn(self) -> Any:
@@ -495,7 +574,7 @@ class PgStore:
     @property
     def commit(self) -> str:
         """The commit the repository was last indexed at ("" when it is not a git checkout)."""
-        return self._rows("SELECT commit_sha FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
+        return self._state().commit
 
     @property
     def source_root(self) -> str:
@@ -507,6 +586,7 @@ class PgStore:
         with self._session(), self._conn.transaction():
             self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s WHERE id = %s",
                                (root, commit, self.repo_id))
+            self._held.wrote = True
 
     def get_meta(self, key: str, default: str = "") -> str:
         if key == "schema_version":
@@ -521,8 +601,22 @@ class PgStore:
                                (self.repo_id, key, value))
 
     def generation(self, name: str) -> int:
-        column = {"content": "content_generation", "vector": "vector_generation"}[name]
-        return int(self._rows(f"SELECT {column} FROM repositories WHERE id = %s", (self.repo_id,))[0][0])
+        state = self._state()
+        return {"content": state.content_generation, "vector": state.vector_generation}[name]
+
+    def _state(self) -> _RepositoryState:
+        """The repository's generations, commit and term totals, read at most every STATE_TTL_S."""
+        key = (self.url, self.repo_id)
+        state = _states.get(key)
+        now = time.monotonic()
+        if state is None or now - state.read_at > STATE_TTL_S:
+            row = self._rows("SELECT content_generation, vector_generation, commit_sha, lex_version, lex_chunks"
+                             " FROM repositories WHERE id = %s", (self.repo_id,))[0]
+            state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]))
+        return state
+
+    def _forget_state(self) -> None:
+        _states.pop((self.url, self.repo_id), None)
 
     def _bump(self, name: str) -> None:
         column = {"content": "content_generation", "vector": "vector_generation"}[name]
@@ -530,6 +624,8 @@ class PgStore:
         if name == "content":  # when its files last changed (`codeloupe admin repos`)
             self._conn.execute(f"INSERT INTO repo_meta VALUES (%s, '{INDEXED_AT_KEY}', now()::text)"
                                " ON CONFLICT (repo_id, key) DO UPDATE SET value = excluded.value", (self.repo_id,))
+        self._held.wrote = True
+        self._forget_state()
 
     # ------------------------------------------------------------------ files
 
@@ -542,14 +638,17 @@ class PgStore:
                      encoding: str, chunker_version: int, line_count: int) -> int:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id."""
         with self._session(), self._conn.transaction():
-            file_id = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
+            written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
                                                  line_count))
+            self._count_terms([written])
             self._bump("content")
-        return file_id
+        return written[0]
 
-    def _write_file(self, batch_file: BatchFile) -> int:
+    def _write_file(self, batch_file: BatchFile) -> tuple[int, str, list[tuple[int, str, str]]]:
+        """The file's rows; returns what `_count_terms` counts: (file id, path, [(chunk id, breadcrumb, text)])
+        (a worker counts a whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
-        conn.execute("DELETE FROM files WHERE path = %s", (chunked.path,))
+        self._delete_paths([chunked.path])
         file_id = conn.execute(
             "INSERT INTO files (path, hash, language, size, mtime, is_doc, encoding, chunker_version, line_count,"
             " fallback_reason, commit_sha) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
@@ -560,9 +659,10 @@ class PgStore:
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO chunks (file_id, ord, start_line, end_line, kind, name, breadcrumb, symbols, text,"
-                " content_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                " content_key) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
                 [(file_id, i, c.start_line, c.end_line, c.kind, c.name, c.breadcrumb, json.dumps(list(c.symbols)),
-                  c.text, content_key(c.breadcrumb, c.text)) for i, c in enumerate(chunked.chunks)])
+                  c.text, content_key(c.breadcrumb, c.text)) for i, c in enumerate(chunked.chunks)], returning=True)
+            chunk_ids = [cur.fetchone()[0] for _ in cur.results()]
             if chunked.symbols:
                 cur.executemany(
                     "INSERT INTO symbols (file_id, name, kind, start_line, end_line, parent, signature)"
@@ -571,7 +671,57 @@ class PgStore:
                      for s in chunked.symbols])
         conn.execute("INSERT INTO skeletons (file_id, text, content_key) VALUES (%s, %s, %s)",
                      (file_id, chunked.skeleton.text, content_key(chunked.skeleton.text)))
-        return int(file_id)
+        return int(file_id), chunked.path, [(chunk_id, c.breadcrumb, c.text)
+                                            for chunk_id, c in zip(chunk_ids, chunked.chunks, strict=True)]
+
+    def _delete_paths(self, paths: list[str]) -> None:
+        """Delete these files (their chunks, postings and the rest cascade) and take their terms out of the
+        repository's totals (first: the repository's row is the writers' turn, see the migration) and out of
+        the chunk frequencies (the delete's subquery still sees the postings it removes)."""
+        self._conn.execute(
+            "UPDATE repositories r SET lex_chunks = r.lex_chunks - g.chunks, lex_files = r.lex_files - g.files,"
+            " lex_length = r.lex_length - g.length FROM (SELECT coalesce(sum(l.chunks), 0) AS chunks,"
+            " count(*) FILTER (WHERE l.chunks > 0) AS files, coalesce(sum(l.length), 0) AS length"
+            " FROM lex_files l JOIN files f ON f.id = l.file_id WHERE f.path = ANY(%s)) g WHERE r.id = %s",
+            (paths, self.repo_id))
+        self._conn.execute(
+            "WITH gone AS (DELETE FROM files WHERE path = ANY(%(paths)s) RETURNING id)"
+            " UPDATE lex_terms t SET df = t.df - g.n FROM (SELECT p.term, count(*) AS n FROM lex_postings p"
+            " WHERE p.chunk_id IN (SELECT c.id FROM chunks c WHERE c.file_id IN (SELECT id FROM gone))"
+            " GROUP BY p.term) g WHERE t.repo_id = %(repo)s AND t.term = g.term",
+            {"paths": paths, "repo": self.repo_id})
+
+    def _count_terms(self, files: list[tuple[int, str, list[tuple[int, str, str]]]]) -> None:
+        """The term statistics of (file id, path, [(chunk id, breadcrumb, text)]) files just written: each
+        chunk's postings (its lexical document as the in-process lane builds it, `document_terms`), each file's
+        totals, and the repository's."""
+        file_rows = []
+        frequency: Counter[str] = Counter()
+        with self._conn.cursor() as cur, cur.copy("COPY lex_postings (repo_id, term, chunk_id, file_id, tf, length,"
+                                                  " file_length) FROM STDIN") as copy:
+            for file_id, path, chunks in files:
+                path_terms = path_tokens(path)
+                counts = [Counter(document_terms(path_terms, breadcrumb, text)) for _, breadcrumb, text in chunks]
+                lengths = [sum(c.values()) for c in counts]
+                file_length = sum(lengths)
+                for (chunk_id, _, _), tf, length in zip(chunks, counts, lengths, strict=True):
+                    frequency.update(tf.keys())
+                    for term, n in tf.items():
+                        copy.write_row((self.repo_id, term, chunk_id, file_id, n, length, file_length))
+                file_rows.append((file_id, len(chunks), file_length))
+        terms = sorted(frequency)
+        self._conn.execute(
+            "WITH terms AS (INSERT INTO lex_terms (repo_id, term, df) SELECT %(repo)s, t, n"
+            " FROM unnest(%(terms)s::text[], %(dfs)s::int[]) AS d(t, n)"
+            " ON CONFLICT (repo_id, term) DO UPDATE SET df = lex_terms.df + excluded.df),"
+            " added AS (INSERT INTO lex_files (file_id, repo_id, chunks, length)"
+            " SELECT f, %(repo)s, c, n FROM unnest(%(files)s::bigint[], %(chunks)s::int[], %(lengths)s::bigint[])"
+            " AS a(f, c, n) RETURNING chunks, length)"
+            " UPDATE repositories SET lex_chunks = lex_chunks + (SELECT coalesce(sum(chunks), 0) FROM added),"
+            " lex_files = lex_files + (SELECT count(*) FROM added WHERE chunks > 0),"
+            " lex_length = lex_length + (SELECT coalesce(sum(length), 0) FROM added) WHERE id = %(repo)s",
+            {"repo": self.repo_id, "files": [r[0] for r in file_rows], "chunks": [r[1] for r in file_rows],
+             "lengths": [r[2] for r in file_rows], "terms": terms, "dfs": [frequency[t] for t in terms]})
 
     def touch_file(self, path: str, size: int, mtime: float) -> None:
         with self._session(), self._conn.transaction():
@@ -582,17 +732,27 @@ class PgStore:
         if not paths:
             return 0
         with self._session(), self._conn.transaction():
-            self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (paths,))
+            self._delete_paths(paths)
             self._bump("content")
         return len(paths)
 
     def skipped_files(self) -> dict[str, SkippedFile]:
-        """None remembered: a skipped file is known by the size and mtime of one checkout, which say nothing
-        about another machine's checkout indexing into the same repository, so each run reads them again."""
-        return {}
+        """Every file remembered as skipped for its content, by path (as the SQLite store keeps them: size,
+        mtime and the content rules that judged it; another checkout's copy of a file matches only when it kept
+        both the size and the mtime, i.e. it is a copy)."""
+        return {r[0]: SkippedFile(*r) for r in self._rows("SELECT path, size, mtime, rules, reason FROM skipped_files")}
 
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
-        """Nothing to remember (`skipped_files`)."""
+        """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
+        skipped, forget = list(skipped), list(forget)
+        if not skipped and not forget:
+            return
+        with self._session(), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute("DELETE FROM skipped_files WHERE path = ANY(%s)", (forget,))
+            cur.executemany("INSERT INTO skipped_files (path, size, mtime, rules, reason) VALUES (%s,%s,%s,%s,%s)"
+                            " ON CONFLICT (repo_id, path) DO UPDATE SET size = excluded.size,"
+                            " mtime = excluded.mtime, rules = excluded.rules, reason = excluded.reason",
+                            [(s.path, s.size, s.mtime, s.rules, s.reason) for s in skipped])
 
     def check(self) -> None:
         """Nothing deferred: PostgreSQL checks its own pages (the SQLite file's open-time check is `Store.check`)."""
@@ -611,6 +771,52 @@ class PgStore:
 
     def definition_counts(self) -> dict[int, int]:
         return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
+
+    # ------------------------------------------------------------------ the lexical lane, scored here
+
+    def term_scores(self, terms: list[str], limit: int, k1: float, b: float, *,
+                    chunk_idf: dict[str, float] | None = None,
+                    file_idf: dict[str, float] | None = None) -> TermScores:
+        """BM25 of this repository's chunks and files (a file: the sum of its chunks' terms) for `terms` (a
+        repeated term weighs more), from the term statistics: the `limit` best of each, in one statement.
+        `chunk_idf` / `file_idf`: the IDF to score a term with instead of the repository's own (a search
+        across repositories pools their statistics)."""
+        return term_scores_across([self], terms, limit, k1, b, chunk_idf=chunk_idf, file_idf=file_idf)[self.repo_id]
+
+    def chunk_frequencies(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """(chunks in the repository, how many of them hold each of `terms` that any holds)."""
+        total = self._current_terms().lex_chunks
+        rows = self._rows("SELECT t.term, t.df FROM unnest(%s::text[]) AS q(term) JOIN lex_terms t"
+                          " ON t.repo_id = %s AND t.term = q.term WHERE t.df > 0",
+                          (sorted(set(terms)), self.repo_id)) if terms else []
+        return total, {term: int(n) for term, n in rows}
+
+    def _current_terms(self) -> _RepositoryState:
+        """The state, once the term statistics are of this program's tokenisation (counted again otherwise)."""
+        state = self._state()
+        if state.lex_version == TOKENS_VERSION:
+            return state
+        with self._session(), self._conn.transaction():
+            # Holding the repository's row: writers of this repository wait, and a second counter finds it done.
+            version = self._conn.execute("SELECT lex_version FROM repositories WHERE id = %s FOR UPDATE",
+                                         (self.repo_id,)).fetchone()[0]
+            if version != TOKENS_VERSION:
+                self._conn.execute("DELETE FROM lex_postings WHERE repo_id = %s", (self.repo_id,))
+                self._conn.execute("DELETE FROM lex_files WHERE repo_id = %s", (self.repo_id,))
+                self._conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (self.repo_id,))
+                self._conn.execute("UPDATE repositories SET lex_version = %s, lex_chunks = 0, lex_files = 0,"
+                                   " lex_length = 0 WHERE id = %s", (TOKENS_VERSION, self.repo_id))
+                files = self._conn.execute("SELECT id, path FROM files ORDER BY id").fetchall()
+                for start in range(0, len(files), 500):
+                    page = dict(files[start:start + 500])
+                    chunks: dict[int, list[tuple[int, str, str]]] = {file_id: [] for file_id in page}
+                    for file_id, chunk_id, breadcrumb, text in self._conn.execute(
+                            "SELECT file_id, id, breadcrumb, text FROM chunks WHERE file_id = ANY(%s)"
+                            " ORDER BY file_id, ord", (list(page),)):
+                        chunks[file_id].append((chunk_id, breadcrumb, text))
+                    self._count_terms([(file_id, path, chunks[file_id]) for file_id, path in page.items()])
+            self._held.wrote = True
+        return self._state()
 
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
@@ -689,14 +895,16 @@ class PgStore:
         target, key, owner, owner_id = {"chunk": ("chunk_vectors", "chunk_id", "chunks", "id"),
                                         "skeleton": ("skeleton_vectors", "file_id", "skeletons", "file_id")}[table]
         with self._session(), self._conn.transaction():
-            filled = self._conn.execute(
+            dims = [r[0] for r in self._conn.execute(
                 f"INSERT INTO {target} ({key}, model, dim, vec)"
                 f" SELECT o.{owner_id}, e.model, vector_dims(e.vec), e.vec FROM {owner} o"
                 f" JOIN embeddings e ON e.model = %s AND e.content_key = o.content_key"
-                f" WHERE o.{owner_id} = ANY(%s) ON CONFLICT DO NOTHING", (model, ids)).rowcount
-            if filled:
+                f" WHERE o.{owner_id} = ANY(%s) ON CONFLICT DO NOTHING RETURNING dim", (model, ids))]
+            for dim in set(dims):  # a repository filled from the cache alone gets its index too
+                self._ensure_vector_index(dim)
+            if dims:
                 self._bump("vector")
-        return filled
+        return len(dims)
 
     def put_vectors(self, table: str, model: str, ids: list[int], vectors: np.ndarray) -> None:
         """Store vectors (as the SQLite store's int8 values, dequantised) and cache them by content."""
@@ -755,18 +963,21 @@ class PgStore:
             if done is None:
                 return False
             if gone:
-                self._conn.execute("DELETE FROM files WHERE path = ANY(%s)", (gone,))
+                self._delete_paths(gone)
             chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
             skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
+            written = []
             for batch_file in files:
-                file_id = self._write_file(batch_file)
+                written.append(self._write_file(batch_file))
+                file_id, _, chunks = written[-1]
                 skeleton = content_key(batch_file.chunked.skeleton.text)
                 if skeleton in vectors:
                     skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
-                for chunk_id, key in self._conn.execute(
-                        "SELECT id, content_key FROM chunks WHERE file_id = %s ORDER BY ord", (file_id,)):
-                    if bytes(key) in vectors:
-                        chunk_rows.append((chunk_id, bytes(key), vectors[bytes(key)]))
+                for chunk_id, breadcrumb, text in chunks:
+                    key = content_key(breadcrumb, text)
+                    if key in vectors:
+                        chunk_rows.append((chunk_id, key, vectors[key]))
+            self._count_terms(written)  # the batch's terms in one COPY and one upsert of their frequencies
             if model:
                 self._insert_vectors("chunk", model, chunk_rows)
                 self._insert_vectors("skeleton", model, skeleton_rows)
@@ -775,16 +986,40 @@ class PgStore:
         return True
 
     def _ensure_vector_index(self, dim: int) -> None:
-        """This repository's HNSW index for vectors of `dim` dimensions (an index needs a fixed dimension; a
-        partial index per repository, so a search of one repository walks only its own graph), made once."""
-        name = _hnsw_index_name(self.repo_id, dim)
-        if self._conn.execute("SELECT 1 FROM pg_class WHERE relname = %s", (name,)).fetchone():
-            return
-        self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON public.chunk_vectors USING hnsw"
-                           f" ((vec::vector({dim})) vector_cosine_ops)"
-                           f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                           f" WHERE repo_id = {int(self.repo_id)} AND dim = {dim}")
+        """Ask for this repository's HNSW index for vectors of `dim` dimensions (an index needs a fixed
+        dimension; a partial index per repository, so a search of one repository walks only its own graph).
+        It is built once the session's transaction is over (`_build_vector_indexes`)."""
+        if dim not in self._indexed_dims:
+            self._held.pending_indexes.add(dim)
+
+    def _build_vector_indexes(self) -> None:
+        """Build the HNSW indexes this session asked for, outside any transaction, with CREATE INDEX
+        CONCURRENTLY: a plain CREATE INDEX holds a lock on the shared `chunk_vectors` that stops every other
+        repository's vector writes for the whole build. Two processes racing for one index take turns on an
+        advisory lock of that index; an invalid index (a concurrent build killed midway) is dropped and built
+        again."""
+        for dim in sorted(self._held.pending_indexes):
+            name = _hnsw_index_name(self.repo_id, dim)
+            lock = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+            # Polled, not waited on: a session waiting on the lock would hold a snapshot that the other's
+            # concurrent build waits for (a deadlock).
+            while not self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()[0]:
+                time.sleep(0.2)
+            try:
+                valid = self._conn.execute(
+                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+                    " WHERE c.relname = %s", (name,)).fetchone()
+                if valid is not None and not valid[0]:
+                    self._conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS public.{name}")
+                if valid is None or not valid[0]:
+                    self._conn.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON public.chunk_vectors"
+                                       f" USING hnsw ((vec::vector({dim})) vector_cosine_ops)"
+                                       f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                                       f" WHERE repo_id = {int(self.repo_id)} AND dim = {dim}")
+            finally:
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+            self._indexed_dims.add(dim)
+        self._held.pending_indexes.clear()
 
     def vector_matrix(self, table: str, model: str) -> VectorMatrix:
         target, key = {"chunk": ("chunk_vectors", "chunk_id"), "skeleton": ("skeleton_vectors", "file_id")}[table]
@@ -868,6 +1103,75 @@ def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
     for name in names:
         conn.execute(f'DROP INDEX IF EXISTS public."{name}"')
     return names
+
+
+# Okapi BM25 over the term statistics, for any set of repositories at once, each scored with its own totals
+# (as each repository's in-process lane would be): chunks, files (a file's terms are its chunks' summed), and
+# each term's chunk frequency (df). bench/pg_lexical.py measured this keeps the in-process lane's recall.
+_TERM_SCORES = """
+WITH q AS (SELECT * FROM unnest(%(terms)s::text[], %(qtf)s::int[], %(cidf)s::float8[], %(fidf)s::float8[])
+           AS q(term, qtf, cidf, fidf)),
+r AS (SELECT id AS repo_id, lex_chunks::float8 AS chunks, lex_files::float8 AS files,
+             greatest(lex_length::float8 / greatest(lex_chunks, 1), 1e-9) AS chunk_avg,
+             greatest(lex_length::float8 / greatest(lex_files, 1), 1e-9) AS file_avg
+      FROM repositories WHERE id = ANY(%(repos)s)),
+p AS (SELECT p.repo_id, p.term, p.chunk_id, p.file_id, p.tf, p.length, p.file_length, q.qtf, q.cidf, q.fidf
+      FROM q JOIN lex_postings p ON p.repo_id = ANY(%(repos)s) AND p.term = q.term),
+df AS (SELECT repo_id, term, count(*) AS df FROM p GROUP BY repo_id, term),
+f AS (SELECT repo_id, term, file_id, max(qtf) AS qtf, max(fidf) AS fidf, sum(tf) AS tf,
+             max(file_length) AS length
+      FROM p GROUP BY repo_id, term, file_id),
+fdf AS (SELECT repo_id, term, count(*) AS df FROM f GROUP BY repo_id, term),
+chunk AS (SELECT p.repo_id, p.chunk_id AS id,
+                 sum(p.qtf * coalesce(p.cidf, ln(1 + (r.chunks - df.df + 0.5) / (df.df + 0.5))) * p.tf * (%(k1)s + 1)
+                     / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / r.chunk_avg))) AS score
+          FROM p JOIN df USING (repo_id, term) JOIN r USING (repo_id) GROUP BY p.repo_id, p.chunk_id),
+file AS (SELECT f.repo_id, f.file_id AS id,
+                sum(f.qtf * coalesce(f.fidf, ln(1 + (r.files - fdf.df + 0.5) / (fdf.df + 0.5))) * f.tf * (%(k1)s + 1)
+                    / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * f.length / r.file_avg))) AS score
+         FROM f JOIN fdf USING (repo_id, term) JOIN r USING (repo_id) GROUP BY f.repo_id, f.file_id),
+ranked AS (SELECT 0 AS kind, repo_id, id, score, row_number() OVER (PARTITION BY repo_id ORDER BY score DESC, id) AS n
+           FROM chunk
+           UNION ALL
+           SELECT 1, repo_id, id, score, row_number() OVER (PARTITION BY repo_id ORDER BY score DESC, id) FROM file)
+SELECT kind, repo_id, id, score, NULL AS term FROM ranked WHERE n <= %(limit)s
+UNION ALL
+SELECT 2, repo_id, df, NULL, term FROM df
+UNION ALL
+SELECT 3, repo_id, df, NULL, term FROM fdf
+UNION ALL
+SELECT 4, repo_id, files::bigint, NULL, NULL FROM r
+ORDER BY 1, 2, 4 DESC, 3
+"""
+
+
+def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float, *,
+                       chunk_idf: dict[str, float] | None = None,
+                       file_idf: dict[str, float] | None = None) -> dict[int, TermScores]:
+    """Each repository's BM25 answer to `terms` (repository id -> its `TermScores`), one statement for all of
+    them; the stores share one database. A term in `chunk_idf` / `file_idf` is scored with that IDF instead of
+    each repository's own."""
+    answers = {store.repo_id: TermScores([], [], {}, store._current_terms().lex_chunks) for store in stores}
+    counts = Counter(terms)
+    if not stores or not counts:
+        return answers
+    chunk_idf, file_idf = chunk_idf or {}, file_idf or {}
+    with stores[0]._session():
+        rows = stores[0]._conn.execute(_TERM_SCORES, {
+            "terms": list(counts), "qtf": list(counts.values()), "cidf": [chunk_idf.get(t) for t in counts],
+            "fidf": [file_idf.get(t) for t in counts], "repos": list(answers), "k1": k1, "b": b,
+            "limit": limit}).fetchall()
+    for kind, repo_id, row_id, score, term in rows:
+        answer = answers[repo_id]
+        if kind == 2:
+            answer.chunk_frequency[term] = int(row_id)
+        elif kind == 3:
+            answer.file_frequency[term] = int(row_id)
+        elif kind == 4:
+            answers[repo_id] = dataclasses.replace(answer, total_files=int(row_id))
+        else:
+            (answer.chunks if kind == 0 else answer.files).append((int(row_id), float(score)))
+    return answers
 
 
 def _hnsw_index_name(repo_id: int, dim: int | str) -> str:

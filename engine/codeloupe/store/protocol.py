@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -103,3 +104,29 @@ class NearestChunks(Protocol):
                        skeleton_weight: float) -> list[tuple[int, float]]: ...
 
     def vector_matrix_ids(self, table: str, model: str) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class TermScores:
+    """One repository's BM25 answer to a query's terms, from the statistics the store keeps: the best chunks
+    and files (id, score), best first, each query term's document frequency among chunks, and how many chunks."""
+
+    chunks: list[tuple[int, float]]
+    files: list[tuple[int, float]]
+    chunk_frequency: dict[str, int]
+    total_chunks: int
+    # The same among files (a file holds a term when one of its chunks does): the file lane's statistics.
+    file_frequency: dict[str, int] = field(default_factory=dict)
+    total_files: int = 0
+
+
+@runtime_checkable
+class LexicalStatistics(Protocol):
+    """A store that keeps the lexical lane's term statistics itself (written with the chunks) and scores BM25
+    in the database, instead of the process tokenising every chunk into its own matrix."""
+
+    def term_scores(self, terms: list[str], limit: int, k1: float, b: float, *,
+                    chunk_idf: dict[str, float] | None = None,
+                    file_idf: dict[str, float] | None = None) -> TermScores: ...
+
+    def chunk_frequencies(self, terms: list[str]) -> tuple[int, dict[str, int]]: ...

@@ -1,0 +1,118 @@
+"""The lexical lane of a store that keeps BM25 term statistics itself (PostgreSQL): no chunk is tokenised and no
+matrix is held in this process; each query's terms are scored by the store in one statement (chunks, files and
+the terms' document frequencies together), and the lane puts the best chunks' scores at their rows.
+
+Scores are the in-process `BM25Index`'s (the same documents, k1, b and IDF); the lane returns the store's
+`R.INDEXED_LEXICAL_DEPTH` best chunks, which the search masks (mode, scope) and cuts to `R.LANE_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import numpy as np
+
+from codeloupe import ranking as R
+from codeloupe.lanes.lexical import TermStats
+from codeloupe.store.protocol import LexicalStatistics, TermScores
+
+# Answers kept per snapshot: one query asks the same terms of the lexical, file and project lanes and of the
+# snippet choice, and an editor's search-as-you-type repeats whole queries.
+_ANSWERS_KEPT = 64
+
+
+class IdRows:
+    """Chunk (or file) ids -> their rows in a snapshot's table, for ids returned by a store."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+        self._order = np.argsort(ids, kind="stable")
+        self._sorted = ids[self._order]
+
+    def scatter(self, found: list[tuple[int, float]], fill: float) -> np.ndarray:
+        """An array over the rows: each found id's score at its row, `fill` elsewhere (ids the table does not
+        hold, newer than the snapshot, are left out)."""
+        out = np.full(len(self.ids), fill, np.float32)
+        if found and len(self.ids):
+            ids = np.array([i for i, _ in found], dtype=np.int64)
+            pos = np.minimum(np.searchsorted(self._sorted, ids), len(self._sorted) - 1)
+            known = self._sorted[pos] == ids
+            out[self._order[pos[known]]] = np.array([score for _, score in found], np.float32)[known]
+        return out
+
+
+class IndexedBM25:
+    """`BM25Index`'s interface (`scores`, `rarest`) over a store's term statistics."""
+
+    def __init__(self, store: LexicalStatistics, ids: np.ndarray) -> None:
+        self.store = store
+        self.rows = IdRows(ids)
+        self._answers: dict[tuple[tuple[str, int], ...], TermScores] = {}
+        self._lock = threading.Lock()
+
+    def over(self, ids: np.ndarray) -> IndexedBM25:
+        """The same lane over another table (a delta view's: the snapshot's rows and the changed files')."""
+        return IndexedBM25(self.store, ids)
+
+    def answer(self, terms: list[str], *, chunk_idf: dict[str, float] | None = None,
+               file_idf: dict[str, float] | None = None) -> TermScores:
+        key = (tuple(sorted(Counter(terms).items())), tuple(sorted((chunk_idf or {}).items())),
+               tuple(sorted((file_idf or {}).items())))
+        with self._lock:
+            found = self._answers.get(key)
+        if found is None:
+            found = self.store.term_scores(terms, R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B,
+                                           chunk_idf=chunk_idf, file_idf=file_idf)
+            with self._lock:
+                if len(self._answers) >= _ANSWERS_KEPT:
+                    self._answers.clear()
+                self._answers[key] = found
+        return found
+
+    def term_stats(self, terms: list[str]) -> TermStats:
+        """Chunks and how many hold each term (`BM25Index.term_stats`): what a search across repositories pools."""
+        found = self.answer(terms)
+        return TermStats(found.total_chunks, {t: found.chunk_frequency.get(t, 0) for t in terms})
+
+    def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
+        """`pooled`: score each term with the IDF of these statistics instead of the repository's own."""
+        if not terms:
+            return np.zeros(len(self.rows.ids), np.float32)
+        idf = None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
+        return self.rows.scatter(self.answer(terms, chunk_idf=idf).chunks, 0.0)
+
+    def rarest(self, terms: list[str], k: int) -> list[str]:
+        """The `k` terms of `terms` with the highest IDF among those any chunk holds (as `BM25Index.rarest`)."""
+        if not terms:
+            return []
+        with self._lock:
+            asked = self._answers.get((tuple(sorted(Counter(terms).items())), (), ()))
+        total, frequency = (asked.total_chunks, asked.chunk_frequency) if asked is not None else \
+            self.store.chunk_frequencies(terms)
+        known = sorted(frequency)
+        df = np.array([frequency[t] for t in known], np.float32)
+        idf = np.log1p((total - df + 0.5) / (df + 0.5)).astype(np.float32)  # BM25Index._weigh's, in float32
+        rank = dict(zip(known, idf.tolist(), strict=True))
+        return sorted(known, key=lambda t: (-rank[t], t))[:k]
+
+    def files(self, file_ids: np.ndarray) -> IndexedFileBM25:
+        return IndexedFileBM25(self, IdRows(file_ids))
+
+
+class IndexedFileBM25:
+    """The file lane's index (one document per file) from the same store answers, rows in `file_ids` order."""
+
+    def __init__(self, chunks: IndexedBM25, rows: IdRows) -> None:
+        self.chunks = chunks
+        self.rows = rows
+
+    def term_stats(self, terms: list[str]) -> TermStats:
+        found = self.chunks.answer(terms)
+        return TermStats(found.total_files, {t: found.file_frequency.get(t, 0) for t in terms})
+
+    def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
+        if not terms:
+            return np.zeros(len(self.rows.ids), np.float32)
+        idf = None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
+        return self.rows.scatter(self.chunks.answer(terms, file_idf=idf).files, 0.0)

@@ -1,0 +1,87 @@
+"""A new repository's partial HNSW index is built with CREATE INDEX CONCURRENTLY: other repositories keep
+writing vectors while it builds, and an invalid index left by a build killed midway is built again."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from codeloupe.api import Workspace
+from codeloupe.store.postgres import PgStore
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+DIM = 8
+
+
+def _repository(root: Path, name: str, pg_url: str) -> PgStore:
+    """A repository of the fixture tree's chunks, indexed without vectors."""
+    shutil.copytree(FIXTURES / "go", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url, "store_repository": name})
+    ws.index()
+    assert isinstance(ws.store, PgStore)
+    return ws.store
+
+
+def _chunk_ids(store: PgStore) -> list[int]:
+    return [r[0] for r in store.query("SELECT id FROM chunks ORDER BY id")]
+
+
+def _vectors(n: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _index_state(pg_url: str, store: PgStore) -> list[tuple[bool, str]]:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT i.indisvalid, a.amname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+                            " JOIN pg_am a ON a.oid = c.relam WHERE c.relname = %s",
+                            (f"chunk_vectors_hnsw_r{store.repo_id}_{DIM}",)).fetchall()
+
+
+def test_another_repository_writes_vectors_while_a_new_repository_s_index_builds(tmp_path: Path,
+                                                                                  pg_url: str) -> None:
+    busy, new = _repository(tmp_path / "busy", "busy", pg_url), _repository(tmp_path / "new", "new", pg_url)
+    busy_ids, new_ids = _chunk_ids(busy), _chunk_ids(new)
+    busy.put_vectors("chunk", "m", busy_ids[:1], _vectors(1, 0))
+    # A transaction of the busy repository stays open (a worker mid-batch): any index build waits for it.
+    with psycopg.connect(pg_url) as open_batch:
+        open_batch.execute("UPDATE chunk_vectors SET dim = dim WHERE repo_id = %s", (busy.repo_id,))
+        building = threading.Thread(target=new.put_vectors, args=("chunk", "m", new_ids, _vectors(len(new_ids), 1)))
+        building.start()
+        try:
+            # While the new repository's build waits, the busy repository still writes vectors: a plain CREATE
+            # INDEX would hold the table's SHARE lock in the queue, and this write would wait behind it.
+            with psycopg.connect(pg_url, autocommit=True) as writer:
+                writer.execute("SET lock_timeout = '3s'")
+                writer.execute("SELECT pg_sleep(0.5)")  # the build is under way by now
+                writer.execute("INSERT INTO chunk_vectors (chunk_id, repo_id, model, dim, vec) VALUES (%s, %s, 'm',"
+                               " %s, %s::vector)", (busy_ids[1], busy.repo_id, DIM, str(_vectors(1, 2)[0].tolist())))
+        finally:
+            open_batch.commit()
+            building.join(timeout=60)
+    assert not building.is_alive()
+    assert _index_state(pg_url, new) == [(True, "hnsw")]
+    assert len(new.vector_matrix_ids("chunk", "m")) == len(new_ids)
+
+
+def test_an_invalid_index_left_by_a_killed_build_is_built_again(tmp_path: Path, pg_url: str) -> None:
+    store = _repository(tmp_path / "repo", "repo", pg_url)
+    ids = _chunk_ids(store)
+    name = f"chunk_vectors_hnsw_r{store.repo_id}_{DIM}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a failed concurrent build leaves its index INVALID
+        conn.execute("INSERT INTO chunk_vectors (chunk_id, repo_id, model, dim, vec) SELECT id, repo_id, 'x', %s,"
+                     " array_fill(0.5, ARRAY[%s])::vector FROM chunks WHERE repo_id = %s LIMIT 2",
+                     (DIM, DIM, store.repo_id))
+        try:
+            conn.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON chunk_vectors (dim) WHERE repo_id = %s"
+                         % store.repo_id)
+        except psycopg.errors.UniqueViolation:
+            pass
+        conn.execute("DELETE FROM chunk_vectors WHERE model = 'x'")
+    assert _index_state(pg_url, store) == [(False, "btree")]
+    store.put_vectors("chunk", "m", ids, _vectors(len(ids), 3))
+    assert _index_state(pg_url, store) == [(True, "hnsw")]
