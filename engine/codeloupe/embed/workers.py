@@ -42,9 +42,7 @@ def hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def open_session(model_path: Path, threads: int, disabled_fusions: tuple[str, ...] = ()) -> ort.InferenceSession:
-    """A CPU session; `disabled_fusions` names onnxruntime graph optimisers not to apply (they change the
-    vectors, so they are part of what a model id names)."""
+def open_session(model_path: Path, threads: int) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
@@ -54,8 +52,7 @@ def open_session(model_path: Path, threads: int, disabled_fusions: tuple[str, ..
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Batch shapes vary with every call, so planned memory patterns only add to the peak.
     options.enable_mem_pattern = False
-    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=list(disabled_fusions))
+    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
 
 def unit_vectors(session: ort.InferenceSession, output: str, feed: Feed) -> np.ndarray:
@@ -76,15 +73,14 @@ _worker_refusal = ""  # why this worker would not load the model; every task rai
 # exception reaches the parent only as a nameless broken pool)
 
 
-def _start_worker(model_path: str, model_sha256: str, output: str, disabled_fusions: tuple[str, ...],
-                  parent_pid: int) -> None:
+def _start_worker(model_path: str, model_sha256: str, output: str, parent_pid: int) -> None:
     global _worker_session, _worker_output, _worker_refusal
     exit_with_parent(parent_pid)
     actual = hash_file(Path(model_path))
     if actual != model_sha256:
         _worker_refusal = f"{model_path} changed since it was loaded (sha256 {actual}, expected {model_sha256})"
         return
-    _worker_session = open_session(Path(model_path), 1, disabled_fusions)
+    _worker_session = open_session(Path(model_path), threads=1)
     _worker_output = output
 
 
@@ -101,9 +97,8 @@ class WorkerPool:
     """Worker processes that each hold a single-threaded session of one model file, started on first use."""
 
     def __init__(self, model_path: Path, model_sha256: str, output: str, workers: int, *,
-                 disabled_fusions: tuple[str, ...] = (), timeout_s: float = WORKER_TIMEOUT_S) -> None:
+                 timeout_s: float = WORKER_TIMEOUT_S) -> None:
         self.model_path, self.model_sha256, self.output = model_path, model_sha256, output
-        self.disabled_fusions = disabled_fusions
         self.workers = workers
         self.timeout_s = timeout_s  # without a result for this long, the workers are stuck: killed
         self._pool: ProcessPoolExecutor | None = None
@@ -117,8 +112,7 @@ class WorkerPool:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
                     self.workers, mp_context=pool_context(), initializer=_start_worker,
-                    initargs=(str(self.model_path), self.model_sha256, self.output, self.disabled_fusions,
-                              os.getpid()))
+                    initargs=(str(self.model_path), self.model_sha256, self.output, os.getpid()))
             futures = [self._pool.submit(_run_in_worker, feed) for feed in feeds]
             return [future.result(self.timeout_s) for future in futures]
         except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError included
