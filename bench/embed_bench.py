@@ -39,7 +39,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "engine"))
 
 from codeloupe.embed import embedding_text, normalise_rows  # noqa: E402
-from codeloupe.embed.local import BATCH_TOKENS, MAX_WINDOWS, EncoderOptions, load_local_provider, spread  # noqa: E402
+from codeloupe.embed.local import (  # noqa: E402
+    BATCH_TOKENS,
+    MAX_WINDOWS,
+    WINDOW_OVERLAP,
+    EncoderOptions,
+    load_local_provider,
+    spread,
+)
 from codeloupe.settings import Settings  # noqa: E402
 from codeloupe.store import quantize  # noqa: E402
 
@@ -60,6 +67,7 @@ class Config:
     max_windows: int = MAX_WINDOWS
     processes: bool = True  # False: one session split over the cores (main before the worker processes)
     distinct_words: bool = True  # False: the whole text (main before)
+    overlap: int = WINDOW_OVERLAP  # tokens a window repeats from the one before
 
 
 # What main did before this branch: the whole text in at most 4 windows, one session over every core.
@@ -67,6 +75,7 @@ BEFORE = Config("before: whole text x4, one session", processes=False, distinct_
 SPEED_GRID = [
     BEFORE,
     Config("after: distinct words x4, a process per core (default)"),
+    Config("after, windows without overlap", overlap=0),
     Config("shipped int8 @128", requantize=False),
     Config("shipped int8 @256", requantize=False, window_tokens=256),
     Config("requantised @128 (default)"),
@@ -78,10 +87,12 @@ SPEED_GRID = [
     Config("requantised @128 x1", max_windows=1),
     Config("requantised @128 x8", max_windows=8),
 ]
+# The whole text's caps up to 4 (before) need only the windows spread() picks for 4: a quarter of the work.
+WHOLE_TEXT = Config("requantised @128 whole text", distinct_words=False, max_windows=4)
 QUALITY_GRID = [
     Config("requantised @128 distinct words", max_windows=ALL_WINDOWS),
-    # The whole text's caps up to 4 (before) need only the windows spread() picks for 4: a quarter of the work.
-    Config("requantised @128 whole text", distinct_words=False, max_windows=4),
+    Config("requantised @128 distinct words without overlap", overlap=0, max_windows=ALL_WINDOWS),
+    WHOLE_TEXT,
     Config("shipped int8 @128", requantize=False, max_windows=ALL_WINDOWS),
     Config("requantised @256", window_tokens=256, max_windows=ALL_WINDOWS),
 ]
@@ -135,7 +146,8 @@ def worker(config: Config, texts_file: Path, queries_file: Path, out_dir: Path, 
     queries = json.loads(queries_file.read_text())
     options = EncoderOptions(window_tokens=config.window_tokens, batch_tokens=config.batch_tokens,
                              sort_by_length=config.sort_by_length, max_windows=config.max_windows,
-                             processes=config.processes, distinct_words=config.distinct_words)
+                             processes=config.processes, distinct_words=config.distinct_words,
+                             overlap=config.overlap)
     started = time.perf_counter()
     provider = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=config.requantize,
                                    options=options)
@@ -301,7 +313,7 @@ def main() -> None:
                       f" {top_overlap(exact, stored, query_vectors):.3f}; file recall@10"
                       f" {file_quality(exact, query_vectors, paths, gold)[0]:.3f} (float32) vs"
                       f" {file_quality(stored, query_vectors, paths, gold)[0]:.3f} (int8)")
-            after, before = pooled.get((QUALITY_GRID[0].name, MAX_WINDOWS)), pooled.get((QUALITY_GRID[1].name, 4))
+            after, before = pooled.get((QUALITY_GRID[0].name, MAX_WINDOWS)), pooled.get((WHOLE_TEXT.name, 4))
             if after is not None and before is not None:
                 cosines = (after * before).sum(axis=1)
                 print(f"cosine of each chunk's vector to the one before (whole text x4): mean {cosines.mean():.3f},"

@@ -11,14 +11,17 @@ from pathlib import Path
 
 
 def children_of(pid: int) -> list[int]:
+    """The child processes of `pid` but multiprocessing's resource tracker (a helper a spawned pool starts
+    once per process, not a worker)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"resource_tracker" not in cmdline:
                 found.append(int(entry))
     return found
 

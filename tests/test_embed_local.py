@@ -13,7 +13,9 @@ import pytest
 from codeloupe.embed import EmbeddingError, describe_provider, embedding_text, make_provider
 from codeloupe.embed.background import embed_pending
 from codeloupe.embed.local import (
+    GRAPH_EDITS,
     MINILM_SHA256,
+    REQUANTIZED,
     EncoderOptions,
     OnnxSentenceEncoder,
     derivation,
@@ -68,6 +70,14 @@ def test_default_provider_matches_its_frozen_output_and_the_float32_model(provid
                                 options=EncoderOptions(distinct_words=False))
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(whole.embed(REFERENCE["sentences"]), float32).min() > 0.98
+
+
+def test_the_derived_graph_edits_keep_the_model_ids_vectors(provider: OnnxSentenceEncoder) -> None:
+    # The frozen vectors predate the edits (NaN guards dropped, GELU fused) and the model id did not change
+    # with them: an index embedded before must stay valid, so the vectors may move by rounding only.
+    assert provider.model_path.name.startswith(f"all-MiniLM-L6-v2-{REQUANTIZED}-{GRAPH_EDITS}-")
+    vectors = provider.embed([*REFERENCE["sentences"], REFERENCE["long_text"]])
+    assert np.abs(vectors - frozen_for(provider.model_id)).max() < 1e-5
 
 
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:

@@ -26,12 +26,19 @@ POOL_MAX_WORKERS = 4
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_S = 1.0  # where there is no PR_SET_PDEATHSIG: how soon an orphaned worker notices
 IN_FLIGHT_PER_WORKER = 32
+# How long the oldest task may go without a result before the workers are taken for stuck (a worker that
+# cannot start, or one blocked on a lock it inherited): they are killed and the work finishes in this process.
+# A task is one file's chunks or graph facts, or one batch of embedding windows: seconds at most, so this is
+# far above any honest wait, worker start-up on a loaded machine included.
+WORKER_TIMEOUT_S = 120.0
 
 
-def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str) -> Iterator[T]:
+def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str,
+                   timeout_s: float = WORKER_TIMEOUT_S) -> Iterator[T]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
     enough rows to pay for starting it. Rows are drawn lazily, a bounded number in flight, so a large input
-    (file texts) is never all in memory. `fn` must be a module-level function (it is pickled by name)."""
+    (file texts) is never all in memory. `fn` must be a module-level function (it is pickled by name).
+    Workers that give no result for `timeout_s` are killed and the rest is done in this process."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[tuple, Future]] = deque()
@@ -39,19 +46,23 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         try:
             with ProcessPoolExecutor(workers, mp_context=pool_context(), initializer=exit_with_parent,
                                      initargs=(os.getpid(),)) as pool:
-                for row in rows:
-                    pending.append((row, pool.submit(fn, *row)))
-                    if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                        yield pending[0][1].result()
+                try:
+                    for row in rows:
+                        pending.append((row, pool.submit(fn, *row)))
+                        if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
+                            yield pending[0][1].result(timeout_s)
+                            pending.popleft()
+                    while pending:
+                        yield pending[0][1].result(timeout_s)
                         pending.popleft()
-                while pending:
-                    yield pending[0][1].result()
-                    pending.popleft()
+                except TimeoutError:
+                    kill_workers(pool)
+                    raise
             return
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:
-            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...):
-            # finish in this process rather than fail.
-            log.warning("%s in worker processes failed (%s); continuing in this process", what, exc)
+        except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
+            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
+            # is stuck: finish in this process rather than fail or wait forever.
+            log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
     for row, _ in pending:
         yield fn(*row)
     for row in rows:
@@ -79,7 +90,26 @@ def _watch_parent(parent_pid: int) -> None:
     os._exit(1)
 
 
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End a pool's worker processes now and shut the pool down: a stuck worker never returns by itself, and
+    shutdown alone would wait for it."""
+    # ProcessPoolExecutor has no public way to do this before Python 3.14 (kill_workers).
+    for process in list((pool._processes or {}).values()):
+        process.kill()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 def pool_context() -> multiprocessing.context.BaseContext:
-    # fork is cheap and needs no importable __main__, but forking a process that runs other threads (the
-    # language server) can deadlock the child on a lock some thread held: those use spawn.
-    return multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+    # fork is cheap and needs no importable __main__, but the child gets only the forking thread: a lock any
+    # other thread held at that moment stays held in the child for good. threading.active_count() sees only
+    # Python threads, not native ones (onnxruntime's and OpenBLAS's thread pools, the tokenizer's), so the
+    # kernel's count decides; where it cannot be read, spawn.
+    return multiprocessing.get_context("fork" if os_thread_count() == 1 else "spawn")
+
+
+def os_thread_count() -> int:
+    """Threads of this process as the kernel counts them, native ones included; 0 where it cannot tell."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0

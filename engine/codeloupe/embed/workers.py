@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from codeloupe.embed import EmbeddingError, normalise_rows
-from codeloupe.parallel import exit_with_parent, pool_context
+from codeloupe.parallel import WORKER_TIMEOUT_S, exit_with_parent, kill_workers, pool_context
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -96,9 +96,11 @@ def _run_in_worker(feed: Feed) -> np.ndarray:
 class WorkerPool:
     """Worker processes that each hold a single-threaded session of one model file, started on first use."""
 
-    def __init__(self, model_path: Path, model_sha256: str, output: str, workers: int) -> None:
+    def __init__(self, model_path: Path, model_sha256: str, output: str, workers: int, *,
+                 timeout_s: float = WORKER_TIMEOUT_S) -> None:
         self.model_path, self.model_sha256, self.output = model_path, model_sha256, output
         self.workers = workers
+        self.timeout_s = timeout_s  # without a result for this long, the workers are stuck: killed
         self._pool: ProcessPoolExecutor | None = None
         self.broken = False  # once a worker failed, this model is embedded in the parent for good
 
@@ -111,11 +113,14 @@ class WorkerPool:
                 self._pool = ProcessPoolExecutor(
                     self.workers, mp_context=pool_context(), initializer=_start_worker,
                     initargs=(str(self.model_path), self.model_sha256, self.output, os.getpid()))
-            return list(self._pool.map(_run_in_worker, feeds))
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # EmbeddingError included
-            log.warning("embedding in worker processes failed (%s); embedding in this process", exc)
+            futures = [self._pool.submit(_run_in_worker, feed) for feed in feeds]
+            return [future.result(self.timeout_s) for future in futures]
+        except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError included
+            log.warning("embedding in worker processes failed (%r); embedding in this process", exc)
             self.broken = True
-            self.close()
+            if self._pool is not None:
+                kill_workers(self._pool)
+                self._pool = None
             return None
 
     def close(self) -> None:

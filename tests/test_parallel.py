@@ -1,0 +1,79 @@
+"""Worker pools never fork beside native threads, and stuck workers are killed and their work done in process.
+
+Each case runs in its own interpreter: what it checks (the threads of a process, its child processes) must not
+see the test runner's, and a regression would hang that interpreter, not the suite (it is given a deadline).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+DEADLINE_S = 90  # a regression waits forever; the cases themselves take a few seconds
+
+# Every case can name its live worker processes with the suite's own /proc helpers.
+PRELUDE = f"import os, sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\nfrom processes import alive, children_of\n"
+
+
+def run_case(tmp_path: Path, script: str) -> list[str]:
+    path = tmp_path / "case.py"  # a file, not -c: spawned workers import the functions from it
+    path.write_text(PRELUDE + textwrap.dedent(script))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=DEADLINE_S,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_a_process_running_only_native_threads_is_not_forked(tmp_path: Path) -> None:
+    # onnxruntime's thread pool is native: Python's thread count stays 1 while a fork could copy a held lock.
+    out = run_case(tmp_path, """
+        import threading
+
+        import onnxruntime as ort
+
+        from codeloupe.embed.local import shipped_model_path
+        from codeloupe.parallel import pool_context
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 2
+        session = ort.InferenceSession(str(shipped_model_path()), options, providers=["CPUExecutionProvider"])
+        print(threading.active_count(), pool_context().get_start_method())
+    """)
+    assert out == ["1", "spawn"]
+
+
+def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_path: Path) -> None:
+    out = run_case(tmp_path, """
+        import time
+
+        from codeloupe import parallel
+
+        def doubled_unless_in_a_worker(parent: int, n: int) -> int:
+            if os.getpid() != parent:
+                time.sleep(600)  # what a worker blocked on a lock it inherited does
+            return 2 * n
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(os.getpid(), n) for n in range(parallel.POOL_MIN_ITEMS)]
+            done = list(parallel.map_in_workers(doubled_unless_in_a_worker, iter(rows), len(rows), what="test",
+                                                timeout_s=3))
+            print(done == [2 * n for n in range(len(rows))], [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["True", "[]"]
+
+
+def test_stuck_embedding_workers_are_killed_and_the_caller_embeds_itself(tmp_path: Path) -> None:
+    # Each worker hashes the model file before loading it; a named pipe nobody writes blocks that for good.
+    out = run_case(tmp_path, """
+        import numpy as np
+
+        from codeloupe.embed.workers import WorkerPool
+        if __name__ == "__main__":
+            os.mkfifo("model.onnx")
+            pool = WorkerPool("model.onnx", "0" * 64, "last_hidden_state", workers=2, timeout_s=3)
+            feed = {"input_ids": np.ones((1, 4), np.int64), "attention_mask": np.ones((1, 4), np.int64)}
+            print(pool.run([feed, feed]), pool.broken, [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["None", "True", "[]"]
