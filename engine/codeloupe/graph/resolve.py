@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -109,7 +109,7 @@ class _Bound:
 class ResolveContext:
     """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
 
-    def __init__(self, root: Path, facts: dict[str, FileFacts], paths: set[str],
+    def __init__(self, root: Path, facts: Mapping[str, FileFacts], paths: set[str],
                  resolvers: dict[str, LanguageResolver], read: Callable[[str], bytes] | None = None) -> None:
         self.root = root
         self._read = read or (lambda rel: (root / rel).read_bytes())  # a remote index reads its own copy
