@@ -1,11 +1,13 @@
 """The graph's compact holders answer exactly as the plain structures they replace: per-node edge maps in the
-graph's order, distinct neighbour counts, external specifiers, facts decoded from their stored JSON, mentions
-kept across forgets and re-learns."""
+graph's order, distinct neighbour counts, external specifiers, facts decoded from their stored JSON and their
+top-level names, mentions kept across forgets and re-learns."""
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+
+import pytest
 
 from codeloupe.graph.build import _Resolution
 from codeloupe.graph.compact import DECODED_KEPT, Adjacency, EdgeTable, PackedFacts
@@ -70,6 +72,11 @@ def test_packed_facts_decode_to_what_was_stored_and_a_frozen_copy_keeps_its_stat
     assert packed["p4.py"] == changed
     assert frozen["p3.py"] == _facts("f3") and frozen["p4.py"] == _facts("f4")
     assert packed.language("p4.py") == "python" and packed.languages() == {"python"}
+    # Top-level names answer without decoding, and follow each put and pop; methods are not top level.
+    assert packed.defines("p4.py", "g") and not packed.defines("p4.py", "f4") and not packed.defines("p4.py", "m")
+    assert not packed.defines("p3.py", "f3") and packed.defines("p5.py", "f5")
+    with pytest.raises(TypeError):
+        frozen.defines("p5.py", "f5")
 
 
 def test_mentions_follow_forget_and_learn() -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.graph import analysis, semantic
-from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, Mentions, NodeDefinitions, PackedFacts
+from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
 from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts
 from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
@@ -100,7 +100,7 @@ class _Resolution:
     extractor: int
     facts: PackedFacts = field(default_factory=PackedFacts)
     paths: set[str] = field(default_factory=set)
-    mentions: Mentions = field(default_factory=Mentions)  # word -> the files that mention it
+    mentions: PathIndex = field(default_factory=PathIndex)  # word -> the files that mention it
     path_tables: dict[str, object] = field(default_factory=dict)  # `LanguageResolver.path_tables`, valid
     # while no file comes or goes
     layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`

@@ -4,7 +4,7 @@ Decoded per-file facts (a dataclass per definition, import and use), one `Edge` 
 paths per mentioned word took about 0.9 GB at 40K files. Here facts stay compressed as stored and are decoded
 when a resolution or a graph request reads them (a few recent ones kept decoded); edges are columns of
 integers over pools of distinct strings, materialised as `Edge`s for the one node a caller asks about; word
-mentions are arrays of path numbers.
+mentions and top-level names are arrays of path numbers.
 """
 
 from __future__ import annotations
@@ -27,29 +27,41 @@ DECODED_KEPT = 2048  # decoded facts kept per table: a save's resolution reads a
 
 
 class PackedFacts(Mapping[str, FileFacts]):
-    """path -> `FileFacts`, held as the stored JSON compressed and decoded on access."""
+    """path -> `FileFacts`, held as the stored JSON compressed and decoded on access. Which top-level names
+    each file defines is kept apart (`defines`): resolution asks it of every module an import names, and
+    decoding each of those files would cost a save most of its time."""
 
     def __init__(self, packed: dict[str, bytes] | None = None, languages: dict[str, str] | None = None) -> None:
         self._packed: dict[str, bytes] = packed if packed is not None else {}
         self._languages: dict[str, str] = languages if languages is not None else {}
+        self._top_level: PathIndex | None = PathIndex() if packed is None else None
         self._decoded: OrderedDict[str, FileFacts] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, path: str, raw: str, facts: FileFacts) -> None:
         """Keep `raw` (the stored JSON of `facts`) for `path`."""
+        self.pop_facts(path)
         self._packed[path] = zlib.compress(raw.encode("utf-8"), 1)
         self._languages[path] = facts.language
-        with self._lock:
-            self._decoded.pop(path, None)
+        if self._top_level is not None:
+            self._top_level.add(path, facts.top_level())
 
     def pop_facts(self, path: str) -> FileFacts | None:
         """Forget `path`; its facts as they were, or None when it had none."""
         facts = self.get(path)
+        if facts is not None and self._top_level is not None:
+            self._top_level.remove(path, facts.top_level())
         self._packed.pop(path, None)
         self._languages.pop(path, None)
         with self._lock:
             self._decoded.pop(path, None)
         return facts
+
+    def defines(self, path: str, name: str) -> bool:
+        """Whether `path` defines `name` at top level (`FileFacts.top_level`), without decoding it."""
+        if self._top_level is None:
+            raise TypeError("a frozen copy of facts answers reads of whole facts only")
+        return self._top_level.has(name, path)
 
     def language(self, path: str) -> str:
         return self._languages.get(path, "")
@@ -58,7 +70,8 @@ class PackedFacts(Mapping[str, FileFacts]):
         return set(self._languages.values())
 
     def frozen(self) -> PackedFacts:
-        """A copy that later `put`s and `pop_facts` do not change (the compressed texts are shared)."""
+        """A copy that later `put`s and `pop_facts` do not change (the compressed texts are shared); it has no
+        `defines`."""
         return PackedFacts(dict(self._packed), dict(self._languages))
 
     def __getitem__(self, path: str) -> FileFacts:
@@ -84,8 +97,9 @@ class PackedFacts(Mapping[str, FileFacts]):
         return len(self._packed)
 
 
-class Mentions:
-    """word -> the files that mention it (`resolve.mentioned_tokens`), as arrays of path numbers."""
+class PathIndex:
+    """word -> the files it was added for (the words a file mentions, the names it defines), as arrays of
+    path numbers."""
 
     def __init__(self) -> None:
         self._number: dict[str, int] = {}
@@ -118,6 +132,10 @@ class Mentions:
 
     def users(self, word: str) -> set[str]:
         return {self._paths[n] for n in self._users.get(word, ())}
+
+    def has(self, word: str, path: str) -> bool:
+        number = self._number.get(path)
+        return number is not None and number in self._users.get(word, ())
 
 
 class NodeDefinitions(Sequence[list[Definition]]):

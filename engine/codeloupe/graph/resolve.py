@@ -12,11 +12,12 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from codeloupe.graph.compact import PackedFacts
 from codeloupe.graph.facts import FileFacts, ImportFact, UseFact
 
 MAX_REEXPORT_DEPTH = 8
@@ -109,7 +110,7 @@ class _Bound:
 class ResolveContext:
     """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
 
-    def __init__(self, root: Path, facts: Mapping[str, FileFacts], paths: set[str],
+    def __init__(self, root: Path, facts: PackedFacts, paths: set[str],
                  resolvers: dict[str, LanguageResolver], read: Callable[[str], bytes] | None = None) -> None:
         self.root = root
         self._read = read or (lambda rel: (root / rel).read_bytes())  # a remote index reads its own copy
@@ -191,8 +192,7 @@ class ResolveContext:
         self._definers[key] = ("", "")  # a re-export cycle ends here
         found = ("", "")
         for target in targets:
-            facts = self.facts.get(target)
-            if facts is not None and name in facts.top_level():
+            if self.facts.defines(target, name):
                 found = (target, name)
                 break
         if not found[0] and depth < MAX_REEXPORT_DEPTH:
