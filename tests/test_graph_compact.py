@@ -75,6 +75,7 @@ def test_packed_facts_decode_to_what_was_stored_and_a_frozen_copy_keeps_its_stat
     # Top-level names answer without decoding, and follow each put and pop; methods are not top level.
     assert packed.defines("p4.py", "g") and not packed.defines("p4.py", "f4") and not packed.defines("p4.py", "m")
     assert not packed.defines("p3.py", "f3") and packed.defines("p5.py", "f5")
+    assert packed.may_reexport("p5.py", "y") and not packed.may_reexport("p5.py", "x")  # binds y (from pkg.mod)
     with pytest.raises(TypeError):
         frozen.defines("p5.py", "f5")
 

@@ -28,13 +28,15 @@ DECODED_KEPT = 2048  # decoded facts kept per table: a save's resolution reads a
 
 class PackedFacts(Mapping[str, FileFacts]):
     """path -> `FileFacts`, held as the stored JSON compressed and decoded on access. Which top-level names
-    each file defines is kept apart (`defines`): resolution asks it of every module an import names, and
-    decoding each of those files would cost a save most of its time."""
+    each file defines and which names its imports bind are kept apart (`defines`, `may_reexport`): resolution
+    asks them of every module an import names, and decoding each of those files would cost a save most of
+    its time."""
 
     def __init__(self, packed: dict[str, bytes] | None = None, languages: dict[str, str] | None = None) -> None:
         self._packed: dict[str, bytes] = packed if packed is not None else {}
         self._languages: dict[str, str] = languages if languages is not None else {}
         self._top_level: PathIndex | None = PathIndex() if packed is None else None
+        self._bound = PathIndex()
         self._decoded: OrderedDict[str, FileFacts] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -45,12 +47,14 @@ class PackedFacts(Mapping[str, FileFacts]):
         self._languages[path] = facts.language
         if self._top_level is not None:
             self._top_level.add(path, facts.top_level())
+            self._bound.add(path, _bound_names(facts))
 
     def pop_facts(self, path: str) -> FileFacts | None:
         """Forget `path`; its facts as they were, or None when it had none."""
         facts = self.get(path)
         if facts is not None and self._top_level is not None:
             self._top_level.remove(path, facts.top_level())
+            self._bound.remove(path, _bound_names(facts))
         self._packed.pop(path, None)
         self._languages.pop(path, None)
         with self._lock:
@@ -62,6 +66,12 @@ class PackedFacts(Mapping[str, FileFacts]):
         if self._top_level is None:
             raise TypeError("a frozen copy of facts answers reads of whole facts only")
         return self._top_level.has(name, path)
+
+    def may_reexport(self, path: str, name: str) -> bool:
+        """Whether an import of `path` binds `name` or every name (a star import): only then can `path`
+        re-export it (`ResolveContext.find_definition`)."""
+        self.defines(path, name)  # the same refusal on a frozen copy
+        return self._bound.has(name, path) or self._bound.has("*", path)
 
     def language(self, path: str) -> str:
         return self._languages.get(path, "")
@@ -95,6 +105,12 @@ class PackedFacts(Mapping[str, FileFacts]):
 
     def __len__(self) -> int:
         return len(self._packed)
+
+
+def _bound_names(facts: FileFacts) -> set[str]:
+    """The local names the file's imports bind, and "*" when one is a star import."""
+    return {local for imp in facts.imports for _, local in imp.names} | \
+        ({"*"} if any(imp.is_star for imp in facts.imports) else set())
 
 
 class PathIndex:

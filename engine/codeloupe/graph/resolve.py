@@ -141,8 +141,7 @@ class ResolveContext:
         return out
 
     def resolver_for(self, path: str) -> LanguageResolver | None:
-        facts = self.facts.get(path)
-        return self.resolvers.get(facts.language) if facts is not None else None
+        return self.resolvers.get(self.facts.language(path)) if path in self.facts else None
 
     def exists(self, path: str) -> bool:
         return path in self.paths
@@ -203,7 +202,7 @@ class ResolveContext:
     def _reexported(self, targets: tuple[str, ...], name: str, depth: int) -> tuple[str, str]:
         for target in targets:
             resolver = self.resolver_for(target)
-            if resolver is None:
+            if resolver is None or not self.facts.may_reexport(target, name):
                 continue
             stars: list[tuple[str, ...]] = []
             for imp in self.facts[target].imports:
