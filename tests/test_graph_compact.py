@@ -92,4 +92,7 @@ def test_mentions_follow_forget_and_learn() -> None:
     resolution.learn("a.py", two.to_json())
     assert resolution.mentions.users("call_two") == {"a.py", "b.py"}
     resolution.forget("gone.py")  # a path never learned
+    resolution.learn("0.py", one.to_json())  # numbered after the others: the arrays stay sorted
+    assert resolution.mentions.users("mod") == {"0.py", "a.py", "b.py"}
+    assert resolution.mentions.has("mod", "a.py") and not resolution.mentions.has("call_one", "a.py")
     assert resolution.mentions.users("nothing") == set()

@@ -9,6 +9,7 @@ mentions and top-level names are arrays of path numbers.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import zlib
 from array import array
@@ -114,8 +115,8 @@ def _bound_names(facts: FileFacts) -> set[str]:
 
 
 class PathIndex:
-    """word -> the files it was added for (the words a file mentions, the names it defines), as arrays of
-    path numbers."""
+    """word -> the files it was added for (the words a file mentions, the names it defines), as sorted arrays
+    of path numbers (a file read in path order appends; `has` is a binary search)."""
 
     def __init__(self) -> None:
         self._number: dict[str, int] = {}
@@ -135,14 +136,14 @@ class PathIndex:
             users = self._users.get(word)
             if users is None:
                 users = self._users[word] = array("i")
-            users.append(number)
+            bisect.insort(users, number)
 
     def remove(self, path: str, words: Iterable[str]) -> None:
         number = self._of(path)
         for word in words:
             users = self._users.get(word)
-            if users is not None and number in users:
-                users.remove(number)
+            if users is not None and _holds(users, number):
+                del users[bisect.bisect_left(users, number)]
                 if not users:
                     del self._users[word]
 
@@ -151,7 +152,12 @@ class PathIndex:
 
     def has(self, word: str, path: str) -> bool:
         number = self._number.get(path)
-        return number is not None and number in self._users.get(word, ())
+        return number is not None and _holds(self._users.get(word, array("i")), number)
+
+
+def _holds(numbers: array, number: int) -> bool:
+    k = bisect.bisect_left(numbers, number)
+    return k < len(numbers) and numbers[k] == number
 
 
 class NodeDefinitions(Sequence[list[Definition]]):
