@@ -101,8 +101,8 @@ class _Resolution:
     facts: PackedFacts = field(default_factory=PackedFacts)
     paths: set[str] = field(default_factory=set)
     mentions: PathIndex = field(default_factory=PathIndex)  # word -> the files that mention it
-    path_tables: dict[str, object] = field(default_factory=dict)  # `LanguageResolver.path_tables`, valid
-    # while no file comes or goes
+    # `LanguageResolver.path_tables`, valid while no file comes or goes
+    path_tables: dict[str, object] = field(default_factory=dict)
     layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`
     configs: dict[str, str] = field(default_factory=dict)  # configuration files consulted -> digest read
 
