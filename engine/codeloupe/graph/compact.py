@@ -24,7 +24,8 @@ from codeloupe.graph.facts import Definition, FileFacts
 if TYPE_CHECKING:
     from codeloupe.graph.resolve import Edge
 
-DECODED_KEPT = 2048  # decoded facts kept per table: a save's resolution reads a few hundred files
+DECODED_KEPT = 1024  # decoded facts kept per table: a save's resolution reads a few hundred files
+DEFINITIONS_KEPT = 256  # nodes whose definitions a graph keeps decoded: a request reads a few
 
 
 class PackedFacts(Mapping[str, FileFacts]):
@@ -91,12 +92,16 @@ class PackedFacts(Mapping[str, FileFacts]):
             if facts is not None:
                 self._decoded.move_to_end(path)
                 return facts
-        facts = FileFacts.from_json(zlib.decompress(self._packed[path]).decode("utf-8"))
+        facts = self.decode(path)
         with self._lock:
             self._decoded[path] = facts
             if len(self._decoded) > DECODED_KEPT:
                 self._decoded.popitem(last=False)
         return facts
+
+    def decode(self, path: str) -> FileFacts:
+        """`path`'s facts decoded afresh, not kept."""
+        return FileFacts.from_json(zlib.decompress(self._packed[path]).decode("utf-8"))
 
     def __contains__(self, path: object) -> bool:
         return path in self._packed
@@ -161,15 +166,28 @@ def _holds(numbers: array, number: int) -> bool:
 
 
 class NodeDefinitions(Sequence[list[Definition]]):
-    """Each node's definitions, in node order, decoded from the graph's frozen facts when asked for."""
+    """Each node's definitions, in node order, decoded from the graph's frozen facts when asked for (the
+    definitions of the last few nodes asked about are kept, nothing else of their facts)."""
 
     def __init__(self, facts: PackedFacts, paths: list[str]) -> None:
         self._facts = facts
         self._paths = paths
+        self._kept: OrderedDict[int, list[Definition]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __getitem__(self, i: int) -> list[Definition]:  # type: ignore[override]
         path = self._paths[i]
-        return self._facts[path].definitions if path in self._facts else []
+        with self._lock:
+            kept = self._kept.get(i)
+            if kept is not None:
+                self._kept.move_to_end(i)
+                return kept
+        definitions = self._facts.decode(path).definitions if path in self._facts else []
+        with self._lock:
+            self._kept[i] = definitions
+            if len(self._kept) > DEFINITIONS_KEPT:
+                self._kept.popitem(last=False)
+        return definitions
 
     def __len__(self) -> int:
         return len(self._paths)
