@@ -228,34 +228,32 @@ class EdgeTable:
         self._in_order = structural[np.argsort(self.target[structural], kind="stable")]
         self._in_start = np.searchsorted(self.target[self._in_order], np.arange(n + 1))
 
-    def edge(self, k: int) -> Edge:
+    def edges(self, rows: np.ndarray) -> list[Edge]:
+        """The edges at `rows` (positions in the graph's order), materialised."""
         from codeloupe.graph.resolve import Edge
 
-        target = int(self.target[k])
-        return Edge(self.paths[self.source[k]], EDGE_KINDS[self.kind[k]], self.paths[target] if target >= 0 else "",
-                    self.raws[self.raw[k]], self.carriers[self.symbols[k]], int(self.line[k]))
+        paths, raws, carriers = self.paths, self.raws, self.carriers
+        columns = (c[rows].tolist() for c in (self.source, self.kind, self.target, self.raw, self.symbols, self.line))
+        return [Edge(paths[s], EDGE_KINDS[k], paths[t] if t >= 0 else "", raws[r], carriers[c], line)
+                for s, k, t, r, c, line in zip(*columns)]
 
     def __iter__(self) -> Iterator[Edge]:
-        return (self.edge(k) for k in range(len(self.source)))
+        for start in range(0, len(self.source), 10_000):
+            yield from self.edges(np.arange(start, min(start + 10_000, len(self.source))))
 
     def __len__(self) -> int:
         return len(self.source)
 
     def outgoing(self, i: int) -> dict[int, list[Edge]]:
         """Target node -> the edges from node `i` to it, in the graph's order."""
-        out: dict[int, list[Edge]] = {}
-        for k in range(self._out_start[i], self._out_start[i + 1]):
-            target = int(self.target[k])
-            if target >= 0:
-                out.setdefault(target, []).append(self.edge(k))
-        return out
+        rows = np.arange(self._out_start[i], self._out_start[i + 1])
+        rows = rows[self.target[rows] >= 0]
+        return _grouped(self.target[rows].tolist(), self.edges(rows))
 
     def incoming(self, i: int) -> dict[int, list[Edge]]:
         """Source node -> the edges from it to node `i`, in the graph's order."""
-        out: dict[int, list[Edge]] = {}
-        for k in self._in_order[self._in_start[i]:self._in_start[i + 1]]:
-            out.setdefault(int(self.source[k]), []).append(self.edge(int(k)))
-        return out
+        rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
+        return _grouped(self.source[rows].tolist(), self.edges(rows))
 
     def external(self, i: int) -> list[str]:
         """The raw specifiers node `i` imports from outside the workspace, sorted and distinct."""
@@ -289,6 +287,14 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
     def count(self, i: int) -> int:
         """How many distinct nodes `self[i]` holds, without materialising it."""
         return int(self._counts[i])
+
+
+def _grouped(nodes: list[int], edges: list[Edge]) -> dict[int, list[Edge]]:
+    """node -> its edges, in order of first appearance."""
+    out: dict[int, list[Edge]] = {}
+    for node, edge in zip(nodes, edges):
+        out.setdefault(node, []).append(edge)
+    return out
 
 
 def _ranks(values: list) -> np.ndarray:
