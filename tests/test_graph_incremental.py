@@ -23,7 +23,7 @@ def graph_facts(ws: Workspace) -> tuple:
     """Everything the graph says, by path: edges, communities and their names, definitions."""
     graph = load_graph(ws)
     return (graph.paths, sorted(graph.edges, key=repr), graph.community, graph.community_names,
-            graph.definitions, graph.gods)
+            list(graph.definitions), graph.gods)
 
 
 def rebuilt(root: Path, cache: Path) -> tuple:

@@ -225,15 +225,15 @@ def check_no_op_reindex_reads_no_file(tmp_path: Path, overrides: dict[str, str])
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K
     files); `refresh_graph` resolves them afterwards, off the query's path."""
-    from codeloupe.store.edges import edges_by_file
+    from codeloupe.store.edges import iter_edges
 
     repo = make_repo(tmp_path / "repo", n=3)
     (repo / "pkg/main.py").write_text("from pkg.mod1 import handler_1\n\n\ndef main():\n    return handler_1(2)\n")
     ws = Workspace(repo, overrides={"embed_provider": "none"})
     assert ws.index(edges=False).files_indexed == 4
-    assert edges_by_file(ws.store) == {}
+    assert list(iter_edges(ws.store)) == []
     assert ws.search("handler_2").files[0].path == "pkg/mod2.py"
     ws.refresh_graph()
     main_id = ws.store.file_rows()["pkg/main.py"].id
-    assert any(edge[1] == "pkg/mod1.py" for edge in edges_by_file(ws.store)[main_id])
+    assert any(edge[0] == main_id and edge[2] == "pkg/mod1.py" for edge in iter_edges(ws.store))
     ws.close()

@@ -8,16 +8,18 @@ import logging
 import posixpath
 import threading
 import weakref
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from codeloupe.graph import analysis, semantic
-from codeloupe.graph.facts import EXTRACTOR_VERSION, Definition, FileFacts
+from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
+from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts
 from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
-    Edge,
     ResolveContext,
     changed_tokens,
     mentioned_tokens,
@@ -92,31 +94,36 @@ def _facts_json(language: str, text: str) -> str:
 
 @dataclass
 class _Resolution:
-    """What the last resolution of a workspace saw, kept so that a save re-resolves only what it can reach."""
+    """What the last resolution of a workspace saw, kept so that a save re-resolves only what it can reach.
+    The edges themselves are read back from the store when a graph is built."""
 
     extractor: int
-    facts: dict[str, FileFacts]
-    paths: set[str]
-    mentions: dict[str, set[str]]  # word -> the files that mention it
-    path_tables: dict[str, object]  # `LanguageResolver.path_tables`, valid while no file comes or goes
-    layouts: dict[str, object]  # language -> `LanguageResolver.layout`
-    configs: dict[str, str]  # configuration files consulted -> digest of what was read
-    edges: dict[str, list[Edge]] = field(default_factory=dict)  # source path -> its edges, as stored
+    facts: PackedFacts = field(default_factory=PackedFacts)
+    paths: set[str] = field(default_factory=set)
+    mentions: PathIndex = field(default_factory=PathIndex)  # word -> the files that mention it
+    # `LanguageResolver.path_tables`, valid while no file comes or goes
+    path_tables: dict[str, object] = field(default_factory=dict)
+    layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`
+    configs: dict[str, str] = field(default_factory=dict)  # configuration files consulted -> digest read
 
     def forget(self, path: str) -> None:
-        self.edges.pop(path, None)
-        facts = self.facts.pop(path, None)
-        for word in mentioned_tokens(path, facts) if facts is not None else ():
-            users = self.mentions.get(word)
-            if users is not None:
-                users.discard(path)
-                if not users:
-                    del self.mentions[word]
+        facts = self.facts.pop_facts(path)
+        if facts is not None:
+            self.mentions.remove(path, mentioned_tokens(path, facts))
 
-    def learn(self, path: str, facts: FileFacts) -> None:
-        self.facts[path] = facts
-        for word in mentioned_tokens(path, facts):
-            self.mentions.setdefault(word, set()).add(path)
+    def learn(self, path: str, raw: str) -> None:
+        """Take in `path`'s facts as stored (`raw`: their JSON)."""
+        facts = FileFacts.from_json(raw)
+        self.facts.put(path, raw, facts)
+        self.mentions.add(path, mentioned_tokens(path, facts))
+
+    def learn_stored(self, ws: WorkspaceContext) -> dict[str, int]:
+        """Take in every stored file's facts, a page at a time; path -> file id of each."""
+        file_ids: dict[str, int] = {}
+        for path, file_id, raw in edge_store.iter_facts(ws.store):
+            file_ids[path] = file_id
+            self.learn(path, raw)
+        return file_ids
 
     def remember(self, ctx: ResolveContext) -> None:
         self.paths = set(ctx.paths)
@@ -139,18 +146,11 @@ def _save_configs(ws: WorkspaceContext, resolution: _Resolution) -> None:
 def _load_resolution(ws: WorkspaceContext) -> _Resolution:
     """The resolution of stored edges that are current (a process opening an index it resolved before):
     facts and edges as stored, nothing resolved again."""
-    stored = edge_store.all_facts(ws.store)
-    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
-    for path, (_, _, raw) in stored.items():
-        resolution.learn(path, FileFacts.from_json(raw))
+    resolution = _Resolution(EXTRACTOR_VERSION)
+    resolution.learn_stored(ws)
     nodes = edge_store.node_files(ws.store)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
-    paths = {file_id: path for file_id, path, _ in nodes}
-    for file_id, rows in edge_store.edges_by_file(ws.store).items():
-        if file_id in paths:
-            source = paths[file_id]
-            resolution.edges[source] = [Edge(source, *row) for row in rows]
-    resolution.layouts = _layouts(ctx)
+    resolution.layouts = _layouts(ctx, resolution.facts)
     resolution.remember(ctx)
     try:
         saved = json.loads(ws.store.get_meta(_CONFIGS_KEY))
@@ -166,22 +166,18 @@ def _load_resolution(ws: WorkspaceContext) -> _Resolution:
     return resolution
 
 
-def _layouts(ctx: ResolveContext) -> dict[str, object]:
-    languages = {facts.language for facts in ctx.facts.values()}
-    return {language: RESOLVERS[language].layout(ctx) for language in sorted(languages) if language in RESOLVERS}
+def _layouts(ctx: ResolveContext, facts: PackedFacts) -> dict[str, object]:
+    return {language: RESOLVERS[language].layout(ctx) for language in sorted(facts.languages())
+            if language in RESOLVERS}
 
 
 def _resolve_all(ws: WorkspaceContext) -> _Resolution:
-    stored = edge_store.all_facts(ws.store)
-    resolution = _Resolution(EXTRACTOR_VERSION, {}, set(), {}, {}, {}, {})
-    for path, (_, _, raw) in stored.items():
-        resolution.learn(path, FileFacts.from_json(raw))
+    resolution = _Resolution(EXTRACTOR_VERSION)
+    file_ids = resolution.learn_stored(ws)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
                          RESOLVERS, ws.read_bytes)
-    existing = edge_store.edges_by_file(ws.store)
-    _store_edges(ws, ctx, resolution, {path: file_id for path, (file_id, _, _) in stored.items()},
-                 lambda file_id: existing.get(file_id, []))
-    resolution.layouts = _layouts(ctx)
+    _store_edges(ws, ctx, file_ids, lambda paths: edge_store.edges_of(ws.store, paths))
+    resolution.layouts = _layouts(ctx, resolution.facts)
     resolution.remember(ctx)
     return resolution
 
@@ -201,7 +197,7 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
     for path in changed | removed:
         resolution.forget(path)
     for path, raw in edge_store.facts_of(ws.store, changed).items():
-        resolution.learn(path, FileFacts.from_json(raw))
+        resolution.learn(path, raw)
     provided: set[str] = set()
     for path in changed | removed:
         old, new = before.get(path), resolution.facts.get(path)
@@ -213,32 +209,37 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
                     provided |= provided_tokens(path, facts, RESOLVERS.get(facts.language))
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
-        if _layouts(ctx) != resolution.layouts:
+        if _layouts(ctx, resolution.facts) != resolution.layouts:
             return False
     else:
         ctx.cache.update(resolution.path_tables)
     affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed)
     for word in provided:
-        affected |= resolution.mentions.get(word, set())
-    affected &= resolution.facts.keys()
-    existing = edge_store.edges_of(ws.store, affected)
-    _store_edges(ws, ctx, resolution, {path: nodes[path] for path in sorted(affected)},
-                 lambda file_id: existing.get(file_id, []))
+        affected |= resolution.mentions.users(word)
+    affected = {path for path in affected if path in resolution.facts}
+    _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
+                 lambda paths: edge_store.edges_of(ws.store, paths))
     resolution.remember(ctx)
     return True
 
 
-def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int],
-                 existing: Callable[[int], list[edge_store.EdgeTuple]]) -> None:
-    """Resolve `sources` (path -> file id), keep their edges in `resolution` and write the ones that differ
-    from what is stored."""
-    changed: dict[int, list[edge_store.EdgeTuple]] = {}
-    for path, file_id in sources.items():
-        resolution.edges[path] = resolve_file(ctx, path)
-        rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolution.edges[path]]
-        if rows != existing(file_id):
-            changed[file_id] = rows
-    edge_store.replace_edges(ws.store, changed)
+EDGE_PAGE = 2000  # files whose stored edges are read and compared at a time
+
+
+def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, sources: dict[str, int],
+                 stored: Callable[[list[str]], dict[int, list[edge_store.EdgeTuple]]]) -> None:
+    """Resolve `sources` (path -> file id) and write the edges that differ from what is stored (`stored`:
+    the stored edges of some paths, by file id), a page of files at a time."""
+    paths = list(sources)
+    for start in range(0, len(paths), EDGE_PAGE):
+        page = paths[start:start + EDGE_PAGE]
+        existing = stored(page)
+        changed: dict[int, list[edge_store.EdgeTuple]] = {}
+        for path in page:
+            rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
+            if rows != existing.get(sources[path], []):
+                changed[sources[path]] = rows
+        edge_store.replace_edges(ws.store, changed)
 
 
 def ensure_edges(ws: WorkspaceContext) -> None:
@@ -249,19 +250,21 @@ def ensure_edges(ws: WorkspaceContext) -> None:
 
 @dataclass
 class Graph:
-    """The combined graph of one index state: nodes are the workspace's code files (by index in `paths`)."""
+    """The combined graph of one index state: nodes are the workspace's code files (by index in `paths`).
+
+    Edges and definitions are held compactly (`graph.compact`); `out_edges[i]` / `in_edges[i]` give node `i`'s
+    neighbours -> edges, and `definitions[i]` its definitions, decoded for the node asked about.
+    """
 
     paths: list[str]
     languages: list[str]
     file_ids: list[int]
-    definitions: list[list[Definition]]
-    edges: list[Edge]  # structural, including external ones (target "")
+    definitions: NodeDefinitions
+    edges: EdgeTable  # structural, including external ones (target "")
     semantic: list[tuple[int, int, float]]  # i < j
     surprises: list[tuple[int, int, float]]
     community: list[int]
     community_names: list[str]
-    out_edges: list[dict[int, list[Edge]]] = field(default_factory=list)
-    in_edges: list[dict[int, list[Edge]]] = field(default_factory=list)
     similar: list[dict[int, float]] = field(default_factory=list)
     degree: list[int] = field(default_factory=list)
     gods: set[int] = field(default_factory=set)
@@ -272,6 +275,8 @@ class Graph:
     def __post_init__(self) -> None:
         self._index = {p: i for i, p in enumerate(self.paths)}
         self._members: list[list[int]] | None = None
+        self.out_edges = Adjacency(self.edges, incoming=False)
+        self.in_edges = Adjacency(self.edges, incoming=True)
 
     def neighbours(self, i: int) -> set[int]:
         return set(self.out_edges[i]) | set(self.in_edges[i])
@@ -282,6 +287,10 @@ class Graph:
             for i, c in enumerate(self.community):
                 self._members[c].append(i)
         return self._members[community]
+
+
+def empty_graph() -> Graph:
+    return Graph([], [], [], NodeDefinitions(PackedFacts(), []), EdgeTable([], ()), [], [], [], [])
 
 
 def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
@@ -299,7 +308,7 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
             return cached[1]
         if edge_store.code_file_count(ws.store) > QUERY_BUILD_MAX_FILES:
             _build_in_background(ws)
-            return Graph([], [], [], [], [], [], [], [], [])
+            return empty_graph()
     with _lock(ws):
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
             if ws.store.get_meta(_STATE_KEY) == _state(ws):
@@ -339,20 +348,17 @@ def _build(ws: WorkspaceContext) -> Graph:
     paths = [p for _, p, _ in nodes]
     index = {p: i for i, p in enumerate(paths)}
     id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
-    resolution = _resolutions[ws]  # facts and edges as resolved, in memory (`ensure_edges` ran before)
-    definitions = [resolution.facts[p].definitions if p in resolution.facts else [] for p in paths]
-    edges = [edge for source in paths for edge in resolution.edges.get(source, ())
-             if edge.kind == "external" or edge.target in index]
-    edges.sort(key=lambda e: (e.source, e.kind, e.target, e.line, e.raw, e.symbols))
-
+    resolution = _resolutions[ws]  # facts as resolved, in memory (`ensure_edges` ran before)
+    edges = EdgeTable(paths, (
+        (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
+        for source, kind, target, raw, symbols, line in edge_store.iter_edges(ws.store)
+        if source in id_to_index and (kind == "external" or target in index)))
     n = len(paths)
-    out_edges: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in range(n)]
-    in_edges: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in range(n)]
-    for edge in edges:
-        if edge.kind != "external":
-            out_edges[index[edge.source]][index[edge.target]].append(edge)
-            in_edges[index[edge.target]][index[edge.source]].append(edge)
-    degree = [len(set(out_edges[i]) | set(in_edges[i])) for i in range(n)]
+    sources, targets, kinds = edges.pairs()
+    ends = np.concatenate([sources, targets]).astype(np.int64)
+    others = np.concatenate([targets, sources]).astype(np.int64)
+    neighbour_pairs = np.unique(ends * (n + 1) + others)
+    degree = np.bincount(neighbour_pairs // (n + 1), minlength=n).tolist() if n else []
 
     candidates, close = _similar_files(ws, nodes)
 
@@ -366,20 +372,24 @@ def _build(ws: WorkspaceContext) -> Graph:
     for i, j, cosine in similar_edges:
         similar[i][j] = similar[j][i] = cosine
 
+    # A pair of files weighs one per kind of edge between them, each way, plus half the cosine of a
+    # similarity edge.
     weights: list[dict[int, float]] = [{} for _ in range(n)]
+    kinded = np.unique((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
+    for pair in (kinded // len(EDGE_KINDS)).tolist():
+        i, j = divmod(pair, n + 1)
+        weights[i][j] = weights[i].get(j, 0.0) + 1.0
+        weights[j][i] = weights[j].get(i, 0.0) + 1.0
     for i in range(n):
-        for j, carried in list(out_edges[i].items()) + list(in_edges[i].items()):
-            kinds = {e.kind for e in carried}
-            weights[i][j] = weights[i].get(j, 0.0) + float(len(kinds))
         for j, cosine in similar[i].items():
             weights[i][j] = weights[i].get(j, 0.0) + 0.5 * cosine
     community = analysis.renumber_by_size(analysis.label_propagation(n, weights))
+    del weights
 
     graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
-                  definitions=definitions, edges=edges, semantic=similar_edges, surprises=[],
-                  community=community, community_names=[], out_edges=[dict(d) for d in out_edges],
-                  in_edges=[dict(d) for d in in_edges], similar=similar, degree=degree,
-                  gods=set(analysis.god_nodes(degree)))
+                  definitions=NodeDefinitions(resolution.facts.frozen(), paths), edges=edges,
+                  semantic=similar_edges, surprises=[], community=community, community_names=[],
+                  similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)))
     graph.community_names = _names(graph)
     graph.surprises = [(i, j, c) for i, j, c in remap(close)
                        if j not in graph.neighbours(i) and community[i] != community[j]]
@@ -398,15 +408,13 @@ def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
     cached = _similar.get(ws)
     if cached is not None and cached[0] == generation:
         return cached[1]
-    file_ids, vectors = edge_store.skeleton_matrix(ws.store)
     definitions_per_file = ws.store.definition_counts()
     lane = {file_id for file_id, _, language in nodes
             if semantic.joins_semantic_lane(language, definitions_per_file.get(file_id, 0))}
-    kept = [k for k, f in enumerate(file_ids) if f in lane]
-    vectors = vectors[kept] if kept else vectors[:0]
+    file_ids, vectors = edge_store.skeleton_matrix(ws.store, lane.__contains__)
     candidates, close = semantic.similar_pairs(vectors)
-    pairs = ([(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in candidates],
-             [(file_ids[kept[i]], file_ids[kept[j]], c) for i, j, c in close])
+    pairs = ([(file_ids[i], file_ids[j], c) for i, j, c in candidates],
+             [(file_ids[i], file_ids[j], c) for i, j, c in close])
     _similar[ws] = (generation, pairs)
     return pairs
 

@@ -8,6 +8,8 @@ like any other words.
 from __future__ import annotations
 
 import bisect
+import sys
+from array import array
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,7 +20,11 @@ if TYPE_CHECKING:
 def neighbour_words(graph: Graph) -> dict[str, list[str]]:
     """path -> the distinct names of what the file calls or imports from other workspace files, and of the
     definitions (and the file stems) in other files that call into it. Hubs' callers are left out: the
-    names of everything that logs say nothing about the logger."""
+    names of everything that logs say nothing about the logger.
+
+    Every file's words are held at once (for the summary lane), so each distinct word is one string object,
+    and each caller's spans are kept as arrays: at 40K files the decoded definitions of every caller would
+    otherwise all be alive together."""
     out: dict[str, list[str]] = {}
     spans: dict[int, _Spans] = {}
     for i, path in enumerate(graph.paths):
@@ -27,7 +33,7 @@ def neighbour_words(graph: Graph) -> dict[str, list[str]]:
             words.update((symbol, None) for edge in edges for symbol in edge.symbols)
         if i not in graph.gods:
             for j, edges in graph.in_edges[i].items():
-                words[graph.paths[j].rsplit("/", 1)[-1].rsplit(".", 1)[0]] = None
+                words[sys.intern(graph.paths[j].rsplit("/", 1)[-1].rsplit(".", 1)[0])] = None
                 caller = spans.get(j) or spans.setdefault(j, _Spans(graph.definitions[j]))
                 words.update((name, None) for edge in edges if (name := caller.enclosing(edge.line)))
         if words:
@@ -39,14 +45,15 @@ class _Spans:
     """A file's definitions, for the innermost one that holds a line."""
 
     def __init__(self, definitions: list[Definition]) -> None:
-        self._defs = sorted(definitions, key=lambda d: (d.start_line, -d.end_line))
-        self._starts = [d.start_line for d in self._defs]
+        ordered = sorted(definitions, key=lambda d: (d.start_line, -d.end_line))
+        self._starts = array("i", (d.start_line for d in ordered))
+        self._ends = array("i", (d.end_line for d in ordered))
+        self._names = tuple(sys.intern(d.name) for d in ordered)
 
     def enclosing(self, line: int) -> str:
         k = bisect.bisect_right(self._starts, line) - 1
         while k >= 0:  # the nearest start at or above the line whose span reaches it is the innermost
-            d = self._defs[k]
-            if d.end_line >= line:
-                return d.name
+            if self._ends[k] >= line:
+                return self._names[k]
             k -= 1
         return ""

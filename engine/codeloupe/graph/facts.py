@@ -9,7 +9,6 @@ re-embedding it.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field
 
 EXTRACTOR_VERSION = 1
@@ -95,15 +94,13 @@ class FileFacts:
     @classmethod
     def from_json(cls, text: str) -> FileFacts:
         raw = json.loads(text)
-        # Names repeat across a workspace's files (and a warm graph keeps every file's facts): one copy each.
-        name = sys.intern
         return cls(
-            language=name(raw["language"]),
-            package=name(raw["package"]),
-            definitions=[Definition(name(n), name(k), a, b, name(p)) for n, k, a, b, p in raw["definitions"]],
-            imports=[ImportFact(name(k), name(s), ln, tuple((name(a), name(b)) for a, b in names), lvl)
+            language=raw["language"],
+            package=raw["package"],
+            definitions=[Definition(*d) for d in raw["definitions"]],
+            imports=[ImportFact(k, s, ln, tuple((a, b) for a, b in names), lvl)
                      for k, s, ln, names, lvl in raw["imports"]],
-            uses=[UseFact(name(n), ln, name(r), name(sc), name(k)) for n, ln, r, sc, k in raw["uses"]],
+            uses=[UseFact(*u) for u in raw["uses"]],
         )
 
 

@@ -81,8 +81,8 @@ def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMa
     """`name_with_model`: a user asked for the map, so communities without a cached model name may get one
     (one chat call, when a chat model is configured; `graph.naming`)."""
     graph = load_graph(ws)
-    nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], len(graph.in_edges[i]),
-                     len(graph.out_edges[i]), i in graph.gods) for i, p in enumerate(graph.paths)]
+    nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], graph.in_edges.count(i),
+                     graph.out_edges.count(i), i in graph.gods) for i, p in enumerate(graph.paths)]
     weights: Counter[tuple[str, str, str]] = Counter()
     for edge in graph.edges:
         weights[(edge.source, edge.target or edge.raw, edge.kind)] += 1
@@ -90,7 +90,7 @@ def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMa
     edges += [MapEdge(graph.paths[i], graph.paths[j], "semantic", round(c, 4)) for i, j, c in graph.semantic]
     names = community_names(ws, graph, ask_model=name_with_model)
     communities = [Community(c, names[c], [graph.paths[m] for m in graph.members(c)]) for c in range(len(names))]
-    gods = [GodNode(graph.paths[i], graph.degree[i], len(graph.in_edges[i]), len(graph.out_edges[i]),
+    gods = [GodNode(graph.paths[i], graph.degree[i], graph.in_edges.count(i), graph.out_edges.count(i),
                     graph.community[i]) for i in sorted(graph.gods, key=lambda i: (-graph.degree[i], i))]
     surprises = [Surprise(graph.paths[i], graph.paths[j], round(c, 4))
                  for i, j, c in sorted(graph.surprises, key=lambda s: (-s[2], s[0], s[1]))]
@@ -106,7 +106,7 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
     path = graph.paths[i]
     imports = [_neighbour(graph, j, graph.out_edges[i][j]) for j in sorted(graph.out_edges[i])]
     importers = [_neighbour(graph, j, graph.in_edges[i][j]) for j in sorted(graph.in_edges[i])]
-    external = sorted({e.raw for e in graph.edges if e.source == path and e.kind == "external"})
+    external = graph.edges.external(i)
     symbols = [d.qualified_name for d in graph.definitions[i]]
     chunks = []
     for start, end, _, _ in edge_store.chunk_spans(ws.store, graph.file_ids[i]):
@@ -362,7 +362,7 @@ def file_summary(ws: WorkspaceContext, path: str, *, allow_stale: bool = False) 
     graph = load_graph(ws, allow_stale=allow_stale)
     i = _require(ws, graph, path)
     return FileSummary(graph.paths[i], graph.community[i], community_name(ws, graph, graph.community[i]),
-                       len(graph.out_edges[i]), len(graph.in_edges[i]), i in graph.gods, _similar(graph, i))
+                       graph.out_edges.count(i), graph.in_edges.count(i), i in graph.gods, _similar(graph, i))
 
 
 def definition_users(ws: WorkspaceContext, path: str, *, allow_stale: bool = False) -> dict[str, list[tuple[str, int]]]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from codeloupe.graph.compact import PackedFacts
 from codeloupe.graph.facts import FileFacts, ImportFact, UseFact
 
 MAX_REEXPORT_DEPTH = 8
@@ -109,7 +110,7 @@ class _Bound:
 class ResolveContext:
     """The whole workspace as resolution sees it: every file's facts plus the set of indexed paths."""
 
-    def __init__(self, root: Path, facts: dict[str, FileFacts], paths: set[str],
+    def __init__(self, root: Path, facts: PackedFacts, paths: set[str],
                  resolvers: dict[str, LanguageResolver], read: Callable[[str], bytes] | None = None) -> None:
         self.root = root
         self._read = read or (lambda rel: (root / rel).read_bytes())  # a remote index reads its own copy
@@ -140,8 +141,7 @@ class ResolveContext:
         return out
 
     def resolver_for(self, path: str) -> LanguageResolver | None:
-        facts = self.facts.get(path)
-        return self.resolvers.get(facts.language) if facts is not None else None
+        return self.resolvers.get(self.facts.language(path)) if path in self.facts else None
 
     def exists(self, path: str) -> bool:
         return path in self.paths
@@ -191,8 +191,7 @@ class ResolveContext:
         self._definers[key] = ("", "")  # a re-export cycle ends here
         found = ("", "")
         for target in targets:
-            facts = self.facts.get(target)
-            if facts is not None and name in facts.top_level():
+            if self.facts.defines(target, name):
                 found = (target, name)
                 break
         if not found[0] and depth < MAX_REEXPORT_DEPTH:
@@ -203,7 +202,7 @@ class ResolveContext:
     def _reexported(self, targets: tuple[str, ...], name: str, depth: int) -> tuple[str, str]:
         for target in targets:
             resolver = self.resolver_for(target)
-            if resolver is None:
+            if resolver is None or not self.facts.may_reexport(target, name):
                 continue
             stars: list[tuple[str, ...]] = []
             for imp in self.facts[target].imports:

@@ -11,7 +11,7 @@ import numpy as np
 NEIGHBOURS_PER_FILE = 3
 EDGE_COSINE = 0.80
 SURPRISE_COSINE = 0.85
-BLOCK_ROWS = 512  # rows of the similarity product held at once (512 x 40K files: 80 MB)
+BLOCK_ROWS = 128  # rows of the similarity product held at once (128 x 40K files: 20 MB)
 # Languages that are data, configuration, markup or prose (the chunker's names): never in the semantic lane.
 NON_CODE_LANGUAGES = frozenset({
     "", "asciidoc", "bibtex", "css", "csv", "dtd", "gitattributes", "gitignore", "gomod", "gosum", "html",

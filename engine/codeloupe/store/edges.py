@@ -9,7 +9,7 @@ whenever the target is re-indexed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,12 +72,17 @@ def put_facts(store: Store, version: int, rows: Iterable[tuple[int, str]]) -> No
         )
 
 
-def all_facts(store: Store) -> dict[str, tuple[int, str, str]]:
-    """path -> (file id, language, facts JSON) for every file with facts."""
-    rows = store.query(
-        "SELECT f.path, f.id, f.language, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
-        " ORDER BY f.path")
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+def iter_facts(store: Store, page: int = 2000) -> Iterator[tuple[str, int, str]]:
+    """(path, file id, facts JSON) of every file with facts, in path order, read a page at a time (every
+    file's facts at once is a large transient: 133 MB of JSON at 40K files)."""
+    last = ""
+    while rows := store.query(
+            "SELECT f.path, f.id, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
+            " WHERE f.path > ? ORDER BY f.path LIMIT ?", (last, page)):
+        yield from rows
+        last = rows[-1][0]
+        if len(rows) < page:
+            return
 
 
 def code_file_count(store: Store) -> int:
@@ -89,12 +94,17 @@ def node_files(store: Store) -> list[tuple[int, str, str]]:
     return store.query("SELECT id, path, language FROM files WHERE is_doc = 0 ORDER BY path")
 
 
-def edges_by_file(store: Store) -> dict[int, list[EdgeTuple]]:
-    out: dict[int, list[EdgeTuple]] = {}
-    for src, kind, target, raw, symbols, line in store.query(
-            "SELECT src_file_id, kind, target_path, raw, symbols, line FROM edges ORDER BY id"):
-        out.setdefault(src, []).append((kind, target, raw, tuple(json.loads(symbols)), line))
-    return out
+def iter_edges(store: Store, page: int = 50_000) -> Iterator[tuple[int, str, str, str, tuple[str, ...], int]]:
+    """(source file id, kind, target path, raw specifier, carrier symbols, line) of every edge, read a page at
+    a time."""
+    last = -1
+    while rows := store.query("SELECT id, src_file_id, kind, target_path, raw, symbols, line FROM edges"
+                              " WHERE id > ? ORDER BY id LIMIT ?", (last, page)):
+        yield from ((src, kind, target, raw, tuple(json.loads(symbols)), line)
+                    for _, src, kind, target, raw, symbols, line in rows)
+        last = rows[-1][0]
+        if len(rows) < page:
+            return
 
 
 def replace_edges(store: Store, by_file: dict[int, list[EdgeTuple]]) -> None:
@@ -119,8 +129,9 @@ def chunk_spans(store: Store, file_id: int) -> list[tuple[int, int, str, str]]:
                        (file_id,))
 
 
-def skeleton_matrix(store: Store) -> tuple[list[int], np.ndarray]:
-    """(file ids, L2-normalised float32 skeleton vectors); empty when no skeleton has been embedded.
+def skeleton_matrix(store: Store, keep: Callable[[int], bool] | None = None) -> tuple[list[int], np.ndarray]:
+    """(file ids, L2-normalised float32 skeleton vectors) of the files `keep` accepts (default: all); empty
+    when no skeleton has been embedded. Only the kept rows are ever converted to float32, in place.
 
     Vectors of two models are never stored together (`Store.drop_vectors_not_of`), so whichever model is
     present is the current one.
@@ -129,10 +140,15 @@ def skeleton_matrix(store: Store) -> tuple[list[int], np.ndarray]:
     if len(models) != 1:
         return [], np.zeros((0, 0), np.float32)
     matrix: VectorMatrix = store.vector_matrix("skeleton", models[0])
-    vectors = matrix.q.astype(np.float32) * matrix.scales[:, None]
+    ids, q, scales = matrix.ids, matrix.q, matrix.scales
+    if keep is not None:
+        rows = np.array([k for k, file_id in enumerate(ids.tolist()) if keep(file_id)], dtype=np.int64)
+        ids, q, scales = ids[rows], q[rows], scales[rows]
+    vectors = q.astype(np.float32)
+    vectors *= scales[:, None]
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-    return [int(i) for i in matrix.ids], vectors
+    np.divide(vectors, norms, out=vectors, where=norms > 0)  # a zero row stays zero
+    return ids.tolist(), vectors
 
 
 def _paths_in(store: Store, sql: str, paths: Iterable[str]) -> list[tuple]:

@@ -141,5 +141,5 @@ class GoResolver(LanguageResolver):
     def resolve_bare(self, ctx: ResolveContext, path: str, use: UseFact) -> str:
         package = ctx.facts[path].package
         siblings = [p for p in self._package_files(ctx, posixpath.dirname(path), package, tests=True)
-                    if p != path and use.name in ctx.facts[p].top_level()]
+                    if p != path and ctx.facts.defines(p, use.name)]
         return siblings[0] if len(siblings) == 1 else ""

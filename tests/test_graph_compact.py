@@ -1,0 +1,98 @@
+"""The graph's compact holders answer exactly as the plain structures they replace: per-node edge maps in the
+graph's order, distinct neighbour counts, external specifiers, facts decoded from their stored JSON and their
+top-level names, mentions kept across forgets and re-learns."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+
+from codeloupe.graph.build import _Resolution
+from codeloupe.graph.compact import DECODED_KEPT, Adjacency, EdgeTable, PackedFacts
+from codeloupe.graph.facts import Definition, FileFacts, ImportFact, UseFact
+from codeloupe.graph.resolve import Edge, mentioned_tokens
+
+PATHS = ["a.py", "b.py", "c.py", "d/e.py"]
+ROWS = [  # (source, kind, target, raw, symbols, line)
+    (0, "import", 1, "b", (), 1), (0, "call", 1, "f", ("f",), 9), (0, "call", 1, "g", ("g",), 4),
+    (0, "external", -1, "os", (), 2), (0, "external", -1, "json", (), 3), (0, "import", 2, "c", ("h", "k"), 1),
+    (2, "call", 1, "f", ("f",), 7), (2, "import", 1, "b", (), 1), (3, "import", 0, "..a", (), 1),
+    (3, "external", -1, "os", (), 1), (1, "call", 0, "a.run", ("run",), 12), (0, "call", 2, "c.h", ("h",), 9),
+]
+
+
+def _edge(row: tuple) -> Edge:
+    source, kind, target, raw, symbols, line = row
+    return Edge(PATHS[source], kind, PATHS[target] if target >= 0 else "", raw, symbols, line)
+
+
+def test_edge_table_orders_and_groups_edges_as_the_plain_graph_did() -> None:
+    shuffled = ROWS[:]
+    random.Random(7).shuffle(shuffled)
+    table = EdgeTable(PATHS, shuffled)
+    expected = sorted((_edge(r) for r in ROWS), key=lambda e: (e.source, e.kind, e.target, e.line, e.raw, e.symbols))
+    assert list(table) == expected and len(table) == len(ROWS)
+
+    # The plain graph: node -> neighbour -> edges, appended in the sorted order.
+    index = {p: i for i, p in enumerate(PATHS)}
+    out: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in PATHS]
+    into: list[dict[int, list[Edge]]] = [defaultdict(list) for _ in PATHS]
+    for edge in expected:
+        if edge.kind != "external":
+            out[index[edge.source]][index[edge.target]].append(edge)
+            into[index[edge.target]][index[edge.source]].append(edge)
+    outgoing, incoming = Adjacency(table, incoming=False), Adjacency(table, incoming=True)
+    for i in range(len(PATHS)):
+        assert outgoing[i] == dict(out[i]) and list(outgoing[i]) == list(out[i])
+        assert incoming[i] == dict(into[i]) and list(incoming[i]) == list(into[i])
+        assert outgoing.count(i) == len(out[i]) and incoming.count(i) == len(into[i])
+    assert table.external(0) == ["json", "os"] and table.external(3) == ["os"] and table.external(1) == []
+    empty = EdgeTable([], ())
+    assert list(empty) == [] and len(Adjacency(empty, incoming=True)) == 0
+
+
+def _facts(name: str) -> FileFacts:
+    return FileFacts("python", "", [Definition(name, "function", 1, 3), Definition("m", "method", 4, 5, name)],
+                     [ImportFact("from", "pkg.mod", 1, (("x", "y"),))], [UseFact("call_" + name, 2, "mod")])
+
+
+def test_packed_facts_decode_to_what_was_stored_and_a_frozen_copy_keeps_its_state() -> None:
+    packed = PackedFacts()
+    for k in range(DECODED_KEPT + 10):
+        facts = _facts(f"f{k}")
+        packed.put(f"p{k}.py", facts.to_json(), facts)
+    frozen = packed.frozen()
+    assert packed["p3.py"] == _facts("f3") and "p3.py" in packed and "nope.py" not in packed
+    assert len(packed._decoded) <= DECODED_KEPT and len(packed) == DECODED_KEPT + 10
+    assert packed.pop_facts("p3.py") == _facts("f3") and "p3.py" not in packed and packed.get("p3.py") is None
+    changed = _facts("g")
+    packed.put("p4.py", changed.to_json(), changed)
+    assert packed["p4.py"] == changed
+    assert frozen["p3.py"] == _facts("f3") and frozen["p4.py"] == _facts("f4")
+    assert packed.language("p4.py") == "python" and packed.languages() == {"python"}
+    # Top-level names answer without decoding, and follow each put and pop; methods are not top level.
+    assert packed.defines("p4.py", "g") and not packed.defines("p4.py", "f4") and not packed.defines("p4.py", "m")
+    assert not packed.defines("p3.py", "f3") and packed.defines("p5.py", "f5")
+    assert packed.may_reexport("p5.py", "y") and not packed.may_reexport("p5.py", "x")  # binds y (from pkg.mod)
+    with pytest.raises(TypeError):
+        frozen.defines("p5.py", "f5")
+
+
+def test_mentions_follow_forget_and_learn() -> None:
+    resolution = _Resolution(1)
+    one, two = _facts("one"), _facts("two")
+    resolution.learn("a.py", one.to_json())
+    resolution.learn("b.py", two.to_json())
+    assert resolution.mentions.users("mod") == {"a.py", "b.py"}
+    assert resolution.mentions.users("call_one") == {"a.py"} and "call_one" in mentioned_tokens("a.py", one)
+    resolution.forget("a.py")
+    assert resolution.mentions.users("mod") == {"b.py"} and resolution.mentions.users("call_one") == set()
+    resolution.learn("a.py", two.to_json())
+    assert resolution.mentions.users("call_two") == {"a.py", "b.py"}
+    resolution.forget("gone.py")  # a path never learned
+    resolution.learn("0.py", one.to_json())  # numbered after the others: the arrays stay sorted
+    assert resolution.mentions.users("mod") == {"0.py", "a.py", "b.py"}
+    assert resolution.mentions.has("mod", "a.py") and not resolution.mentions.has("call_one", "a.py")
+    assert resolution.mentions.users("nothing") == set()
