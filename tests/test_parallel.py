@@ -44,6 +44,21 @@ def test_a_process_running_only_native_threads_is_not_forked(tmp_path: Path) -> 
     assert out == ["1", "spawn"]
 
 
+def test_numpy_s_idle_blas_threads_do_not_stop_a_fork(tmp_path: Path) -> None:
+    # Spawned workers re-run a script's top level (a script without a main guard indexed once per worker) and
+    # pay the imports: OpenBLAS's pool, started by importing numpy, registers fork handlers and is no reason.
+    out = run_case(tmp_path, """
+        import numpy as np
+
+        import codeloupe.api  # noqa: F401
+        from codeloupe.parallel import pool_context
+
+        np.ones((256, 256)) @ np.ones((256, 256))
+        print(len(os.listdir("/proc/self/task")) > 1, pool_context().get_start_method())
+    """)
+    assert out[1] == "fork"
+
+
 def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_path: Path) -> None:
     out = run_case(tmp_path, """
         import time

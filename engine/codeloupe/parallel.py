@@ -99,17 +99,17 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+# Native libraries whose thread pools may hold a lock at the moment of a fork (the hang seen: a chunking worker
+# forked from a process running onnxruntime sessions). Once one is loaded, workers are spawned.
+_NATIVE_POOLS = ("onnxruntime", "tokenizers")
+
+
 def pool_context() -> multiprocessing.context.BaseContext:
-    # fork is cheap and needs no importable __main__, but the child gets only the forking thread: a lock any
-    # other thread held at that moment stays held in the child for good. threading.active_count() sees only
-    # Python threads, not native ones (onnxruntime's and OpenBLAS's thread pools, the tokenizer's), so the
-    # kernel's count decides; where it cannot be read, spawn.
-    return multiprocessing.get_context("fork" if os_thread_count() == 1 else "spawn")
-
-
-def os_thread_count() -> int:
-    """Threads of this process as the kernel counts them, native ones included; 0 where it cannot tell."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 0
+    # fork is cheap and needs no importable __main__ (spawn re-runs a script's top level in every worker: a
+    # script without a main guard would index again in each), but the child gets only the forking thread: a
+    # lock any other thread held at that moment stays held in the child for good. threading.active_count()
+    # sees only Python threads, so a loaded onnxruntime (or tokenizers) counts as threads too. OpenBLAS's
+    # idle pool, which numpy starts on import, registers fork handlers and is no reason to spawn (the kernel's
+    # thread count would make every process spawn, and every worker pay ~0.5 s of imports).
+    native = any(name in sys.modules for name in _NATIVE_POOLS)
+    return multiprocessing.get_context("fork" if threading.active_count() == 1 and not native else "spawn")
