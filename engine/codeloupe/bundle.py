@@ -44,9 +44,9 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
     file_rows = []
     for file_id in ranked:
-        rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
-        rows.sort(key=lambda r: (-chunk_scores[r], r))
-        file_rows.append(rows)
+        rows = np.asarray(snap.file_chunk_rows.get(file_id, []), np.int64)
+        rows = rows[mask[rows]]
+        file_rows.append(rows[np.lexsort((rows, -chunk_scores[rows]))].tolist())
     shown = [_shown_rows(snap, rows, fusion, full=rank <= core_count) for rank, rows in enumerate(file_rows, 1)]
     # Every shown chunk's text in one read of the store (one query per chunk was most of a warm bundle).
     shown_flat = [r for rows in shown for r in rows]
@@ -75,8 +75,8 @@ def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[
     wanted = set(file_ids)
     out: dict[int, list[int]] = defaultdict(list)
     scored = np.flatnonzero((fusion.chunk > 0) & mask)
-    for row in scored[np.argsort(-fusion.chunk[scored], kind="stable")].tolist():
-        file_id = int(snap.table.file_ids[row])
+    scored = scored[np.argsort(-fusion.chunk[scored], kind="stable")]
+    for row, file_id in zip(scored.tolist(), snap.table.file_ids[scored].tolist()):
         if file_id in wanted:
             out[file_id].append(row)
     for file_id in wanted - out.keys():
