@@ -78,6 +78,7 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
         ws.search(query)
     out["warm"] = _memory()
     uncached, cached = [], []
+    stages: dict[str, list[float]] = {}
     profiler = None
     if profile:
         import cProfile
@@ -86,8 +87,10 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
         profiler.enable()
     for q in queries:
         t = time.perf_counter()
-        ws.search(q)
+        bundle = ws.search(q)
         uncached.append((time.perf_counter() - t) * 1000)
+        for stage, ms in bundle.timing_ms.items():
+            stages.setdefault(stage, []).append(ms)
         t = time.perf_counter()
         ws.search(q)
         cached.append((time.perf_counter() - t) * 1000)
@@ -100,7 +103,9 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
         values.sort()
         out[f"p50_{label}_ms"] = round(statistics.median(values), 1)
         out[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
+    out["stages_p50_ms"] = {stage: round(statistics.median(v), 1) for stage, v in stages.items()}  # query embedded
     out["end"] = _memory()
+    out["load_avg_1m"] = round(os.getloadavg()[0], 1)
     ws.close()
     return out
 
@@ -118,6 +123,8 @@ def main() -> int:
                         help="the engine/ measured against the baseline (default: this checkout's)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the timed queries")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each engine")
+    parser.add_argument("--rounds", type=int, default=1, help="measure the engines this many times, alternating"
+                        " (a load that changes during the run then weighs on both)")
     parser.add_argument("--phase", choices=["measure"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -138,7 +145,7 @@ def main() -> int:
 
     engines = engines_to_compare(HERE.parent, args.engine, args.baseline, baseline)
     results: dict[str, dict] = {}
-    for engine in engines:
+    for engine in engines * args.rounds:
         work = Path(tempfile.mkdtemp(prefix="codeloupe-search-scale-"))
         shutil.copytree(prepared, work, dirs_exist_ok=True)
         try:
