@@ -80,3 +80,19 @@ def test_a_warm_search_reads_its_shown_texts_in_one_statement(
     for chunk in shown:  # each shown chunk still carries its own text
         assert chunk.snippet.text in files[chunk.path]
         assert (chunk.text or chunk.snippet.text) in files[chunk.path]
+
+
+def test_a_lane_s_votes_added_at_once_round_as_one_add_per_row() -> None:
+    from codeloupe.search import Fusion
+
+    file_ids = np.repeat(np.arange(40), 5)
+    rows = np.random.default_rng(4).permutation(200)[:120].tolist()
+    fusion = Fusion(file_ids)
+    fusion.chunk += np.float32(0.3)  # votes already there from another lane
+    fusion.add_lane("lexical", rows, 0.7, record=True)
+    expected = np.full(200, np.float32(0.3))
+    for rank, row in enumerate(rows, 1):
+        expected[row] += 0.7 / (R.RRF_K + rank)
+    assert np.array_equal(fusion.chunk, expected)
+    assert list(fusion.file_ranks["lexical"]) == list(dict.fromkeys(file_ids[rows].tolist()))
+    assert fusion.chunk_ranks["lexical"] == {row: rank for rank, row in enumerate(rows, 1)}

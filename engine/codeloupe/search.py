@@ -274,19 +274,16 @@ class Fusion:
         self._norm = 0.0
 
     def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool) -> None:
+        """`rows`: distinct chunk rows, best first."""
         if not rows or weight <= 0:
             return
-        files: list[int] = []
-        seen: set[int] = set()
-        for rank, row in enumerate(rows, 1):
-            self.chunk[row] += weight / (R.RRF_K + rank)
-            if record:
-                self.chunk_ranks[name].setdefault(row, rank)
-            file_id = int(self._chunk_file_ids[row])
-            if file_id not in seen:
-                seen.add(file_id)
-                files.append(file_id)
-        self.add_file_lane(name, files, weight, record=record)
+        # One array add (each row's float32 vote, as a per-row add would round it), not a loop over the rows.
+        self.chunk[rows] += (weight / (R.RRF_K + np.arange(1, len(rows) + 1))).astype(np.float32)
+        if record:
+            ranks = self.chunk_ranks[name]
+            for rank, row in enumerate(rows, 1):
+                ranks.setdefault(row, rank)
+        self.add_file_lane(name, list(dict.fromkeys(self._chunk_file_ids[rows].tolist())), weight, record=record)
 
     def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True) -> None:
         if not file_ids or weight <= 0:
@@ -704,8 +701,9 @@ class Searcher:
         penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
         factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
         fusion.chunk *= factor[snap.chunk_kind]
+        file_factor = factor.tolist()
         for file_id in list(fusion.file):
-            fusion.file[file_id] *= float(factor[snap.file_kind.get(file_id, 0)])
+            fusion.file[file_id] *= file_factor[snap.file_kind.get(file_id, 0)]
         words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
         if issue or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
