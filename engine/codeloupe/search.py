@@ -816,10 +816,10 @@ def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool 
 
     Lexical and symbol scores of zero mean "no match" and never rank; a cosine may be any finite value.
     """
-    keep = mask & np.isfinite(scores)
-    if positive_only:
-        keep &= scores > 0
-    return top_rows(scores, keep, depth)
+    if not positive_only:
+        return top_rows(scores, mask & np.isfinite(scores), depth)
+    rows = np.flatnonzero(scores > 0)  # the few matches first: the mask is read at them only
+    return top_rows(scores, rows[mask[rows] & np.isfinite(scores[rows])], depth)
 
 
 def _ms(started: float) -> float:
