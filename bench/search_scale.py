@@ -60,13 +60,17 @@ def _memory() -> dict[str, float]:
     return {key: int(fields[name].split()[0]) / 1024 for key, name in (("rss_mb", "VmRSS"), ("peak_mb", "VmHWM"))}
 
 
-def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
-    """A server's life on the prepared index: first query, graph, every lane warmed, then timed queries."""
+def _queries(queries_path: Path) -> tuple[list[str], str]:
+    """(every non-issue query of the golden set, its first issue report)."""
+    corpora = json.loads(queries_path.read_text())["corpora"]
+    return ([q["query"] for c in corpora for q in c["queries"] if q["kind"] != "issue"],
+            next(q["query"] for c in corpora for q in c["queries"] if q["kind"] == "issue"))
+
+
+def _warmed(root: Path, work: Path, issue: str):
+    """A server's start on the prepared index: first query, graph, every lane warmed; (workspace, figures)."""
     from codeloupe.graph import graph_map
 
-    corpora = json.loads(queries_path.read_text())["corpora"]
-    queries = [q["query"] for c in corpora for q in c["queries"] if q["kind"] != "issue"]
-    issue = next(q["query"] for c in corpora for q in c["queries"] if q["kind"] == "issue")
     ws = _workspace(root, work)
     out: dict = {"chunks": ws.store.counts()["chunks"], "files": ws.store.counts()["files"]}
     t = time.perf_counter()
@@ -84,7 +88,15 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
             thread.join(timeout=600)
     out["background_builds_s"] = round(time.perf_counter() - t, 1)
     out["warm"] = _memory()
+    return ws, out
+
+
+def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
+    """A server's life on the prepared index: started and warmed (`_warmed`), then timed queries."""
+    queries, issue = _queries(queries_path)
+    ws, out = _warmed(root, work, issue)
     uncached, cached = [], []
+    stages: dict[str, list[float]] = {}
     profiler = None
     if profile:
         import cProfile
@@ -92,12 +104,11 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
         profiler = cProfile.Profile()
         profiler.enable()
     for q in queries:
-        t = time.perf_counter()
-        ws.search(q)
-        uncached.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        ws.search(q)
-        cached.append((time.perf_counter() - t) * 1000)
+        timed = _timed(ws, q)
+        uncached.append(timed["embedded"])
+        cached.append(timed["cached"])
+        for stage, ms in timed["stages"].items():
+            stages.setdefault(stage, []).append(ms)
     if profiler is not None:
         import pstats
 
@@ -107,9 +118,66 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
         values.sort()
         out[f"p50_{label}_ms"] = round(statistics.median(values), 1)
         out[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
+    out["stages_p50_ms"] = {stage: round(statistics.median(v), 1) for stage, v in stages.items()}  # query embedded
     out["end"] = _memory()
+    out["load_avg_1m"] = round(os.getloadavg()[0], 1)
     ws.close()
     return out
+
+
+def _timed(ws, query: str) -> dict:
+    """One query embedded, then again with its vector cached: ms each, and the first one's stages."""
+    t = time.perf_counter()
+    bundle = ws.search(query)
+    embedded = (time.perf_counter() - t) * 1000
+    t = time.perf_counter()
+    ws.search(query)
+    return {"embedded": embedded, "cached": (time.perf_counter() - t) * 1000, "stages": bundle.timing_ms}
+
+
+def serve(root: Path, work: Path, queries_path: Path) -> None:
+    """The engine warmed, its figures printed, then each query read from stdin timed (`_timed`), a JSON line
+    each: the parent alternates the engines query by query."""
+    ws, out = _warmed(root, work, _queries(queries_path)[1])
+    print(json.dumps(out), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(_timed(ws, json.loads(line))), flush=True)
+    ws.close()
+
+
+def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> None:
+    """Both engines started side by side, each on its own copy of the index, then every query sent to one and
+    then the other (in turns which goes first): a load that changes during the run weighs on both alike."""
+    works = [Path(tempfile.mkdtemp(prefix="codeloupe-search-scale-")) for _ in engines]
+    for work in works:
+        shutil.copytree(prepared, work, dirs_exist_ok=True)
+    procs = [subprocess.Popen([sys.executable, __file__, "--phase", "serve", "--tree", str(args.tree), "--work",
+                               str(work), "--queries", str(args.queries)], env=dict(os.environ, PYTHONPATH=engine),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for engine, work in zip(engines, works)]
+    try:
+        started = [json.loads(proc.stdout.readline()) for proc in procs]
+        timed: list[list[dict]] = [[] for _ in engines]
+        for i, query in enumerate(_queries(args.queries)[0]):
+            for e in (range(len(engines)) if i % 2 == 0 else reversed(range(len(engines)))):
+                procs[e].stdin.write(json.dumps(query) + "\n")
+                procs[e].stdin.flush()
+                timed[e].append(json.loads(procs[e].stdout.readline()))
+        for engine, figures, rows in zip(engines, started, timed):
+            for label in ("embedded", "cached"):
+                values = sorted(r[label] for r in rows)
+                figures[f"p50_{label}_ms"] = round(statistics.median(values), 1)
+                figures[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
+            figures["stages_p50_ms"] = {stage: round(statistics.median(r["stages"][stage] for r in rows), 1)
+                                        for stage in rows[0]["stages"]}
+            figures["load_avg_1m"] = round(os.getloadavg()[0], 1)
+            print(f"{engine}: {json.dumps(figures)}", flush=True)
+    finally:
+        for proc in procs:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+        for work in works:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> int:
@@ -125,7 +193,11 @@ def main() -> int:
                         help="the engine/ measured against the baseline (default: this checkout's)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the timed queries")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each engine")
-    parser.add_argument("--phase", choices=["measure"], help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=1, help="measure the engines this many times, alternating"
+                        " (a load that changes during the run then weighs on both)")
+    parser.add_argument("--interleave", action="store_true", help="run the engines side by side and alternate"
+                        " them query by query (instead of one after the other)")
+    parser.add_argument("--phase", choices=["measure", "serve"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tree is None:
@@ -133,6 +205,9 @@ def main() -> int:
         from scale_tree import stdlib
 
         args.tree = stdlib()
+    if args.phase == "serve":
+        serve(args.tree, args.work, args.queries)
+        return 0
     if args.phase:
         print(json.dumps(measure(args.tree, args.work, args.queries, args.profile)))
         return 0
@@ -144,8 +219,12 @@ def main() -> int:
     from scale_tree import engines_to_compare
 
     engines = engines_to_compare(HERE.parent, args.engine, args.baseline, baseline)
+    if args.interleave:
+        interleave(engines, args, prepared)
+        shutil.rmtree(baseline, ignore_errors=True)
+        return 0
     results: dict[str, dict] = {}
-    for engine in engines:
+    for engine in engines * args.rounds:
         work = Path(tempfile.mkdtemp(prefix="codeloupe-search-scale-"))
         shutil.copytree(prepared, work, dirs_exist_ok=True)
         try:

@@ -21,7 +21,7 @@ def _unit_rows(rng: np.random.Generator, n: int, dim: int = 384) -> np.ndarray:
 def test_int8_scores_equal_the_float32_product_of_the_same_vectors_and_rank_identically() -> None:
     rng = np.random.default_rng(7)
     q, scales = quantize(_unit_rows(rng, 5000))
-    vectors = Int8Vectors.of(VectorMatrix(np.arange(5000), q, scales))
+    vectors = Int8Vectors.stacked([(VectorMatrix(np.arange(5000), q, scales), None)])
     dequantised = q.astype(np.float32) * scales[:, None]
     for query in _unit_rows(rng, 25):
         expected, got = dequantised @ query, vectors.dot(query)
@@ -34,9 +34,10 @@ def test_a_subset_of_rows_and_an_empty_matrix() -> None:
     q, scales = quantize(_unit_rows(rng, 50))
     rows = np.array([4, 9, 31])
     query = _unit_rows(rng, 1)[0]
-    got = Int8Vectors.of(VectorMatrix(np.arange(50), q, scales), rows).dot(query)
+    got = Int8Vectors.stacked([(VectorMatrix(np.arange(50), q, scales), rows)]).dot(query)
     assert np.allclose(got, (q[rows].astype(np.float32) * scales[rows, None]) @ query, atol=1e-4)
-    empty = Int8Vectors.of(VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8), np.zeros(0, np.float32)))
+    empty = Int8Vectors.stacked([(VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.int8),
+                                                 np.zeros(0, np.float32)), None)])
     assert len(empty) == 0 and empty.dot(query).shape == (0,)
 
 

@@ -43,27 +43,29 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     chunk_scores = fusion.chunk
     core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
     query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
-    candidates = []
-    for rank, file_id in enumerate(ranked, 1):
-        rows = [r for r in snap.file_chunk_rows.get(file_id, []) if mask[r]]
-        rows.sort(key=lambda r: (-chunk_scores[r], r))
-        candidates.append((rank, file_id, rows, _shown_rows(snap, rows, fusion, full=rank <= core_count)))
-    # Every shown chunk's text in one read (a shared index answers each read with a database round trip).
-    shown = [r for *_, picked in candidates for r in picked]
-    texts = dict(zip(shown, snap.table.texts.many(shown), strict=True))
-    hits = [_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, shown_rows, fusion, query_terms,
-                      texts, full=rank <= core_count) for rank, file_id, rows, shown_rows in candidates]
+    file_rows = []
+    for file_id in ranked:
+        rows = np.asarray(snap.file_chunk_rows.get(file_id, []), np.int64)
+        rows = rows[mask[rows]]
+        file_rows.append(rows[np.lexsort((rows, -chunk_scores[rows]))].tolist())
+    shown = [_shown_rows(snap, rows, fusion, full=rank <= core_count) for rank, rows in enumerate(file_rows, 1)]
+    # Every shown chunk's text in one read of the store (one query per chunk was most of a warm bundle).
+    shown_flat = [r for rows in shown for r in rows]
+    texts = dict(zip(shown_flat, snap.table.texts.many(shown_flat)))
+    hits = [_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, shown_rows, texts, fusion,
+                      query_terms, full=rank <= core_count)
+            for rank, (file_id, rows, shown_rows) in enumerate(zip(ranked, file_rows, shown), 1)]
     best_rows = _best_rows(snap, fusion, mask, near + far)
-    hits.extend(_map_entry(snap, f, len(hits) + 1, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion))
-                for f in near if f in best_rows)
+    hits.extend(_map_entries(snap, [(f, len(hits) + 1 + i, file_scores.get(f, 0.0), best_rows[f], _why(f, fusion))
+                                    for i, f in enumerate(f for f in near if f in best_rows)]))
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
                                      start_rank=len(hits) + 1, mode_mask=mask))
     present = {h.path for h in related}
     rest = [f for f in far if f in best_rows and snap.file_paths[f] not in present]
     start = len(core) + len(related) + 1
-    related.extend(_map_entry(snap, f, start + i, file_scores.get(f, 0.0), best_rows[f], why=_why(f, fusion),
-                              tail=True) for i, f in enumerate(rest))
+    related.extend(_map_entries(snap, [(f, start + i, file_scores.get(f, 0.0), best_rows[f], _why(f, fusion))
+                                       for i, f in enumerate(rest)], tail=True))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
 
@@ -100,8 +102,8 @@ def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[
     wanted = set(file_ids)
     out: dict[int, list[int]] = defaultdict(list)
     scored = np.flatnonzero((fusion.chunk > 0) & mask)
-    for row in scored[np.argsort(-fusion.chunk[scored], kind="stable")].tolist():
-        file_id = int(snap.table.file_ids[row])
+    scored = scored[np.argsort(-fusion.chunk[scored], kind="stable")]
+    for row, file_id in zip(scored.tolist(), snap.table.file_ids[scored].tolist()):
         if file_id in wanted:
             out[file_id].append(row)
     for file_id in wanted - out.keys():
@@ -111,17 +113,21 @@ def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[
     return out
 
 
-def _map_entry(snap: Snapshot, file_id: int, rank: int, score: float, rows: list[int], *, why: str,
-               via: str = "search", tail: bool = False) -> FileHit:
-    """A RELATED file as one map line: where its first chunk of `rows` is and why it is here, no code."""
+def _map_entries(snap: Snapshot, entries: list[tuple[int, int, float, list[int], str]], *, via: str = "search",
+                 tail: bool = False) -> list[FileHit]:
+    """RELATED files as map lines, each (file id, rank, score, rows, why): where its first chunk of `rows` is
+    and why it is here, no code. A complete bundle has hundreds: their lines and symbols are read for all of
+    them at once."""
     table = snap.table
-    best = rows[0]
-    return FileHit(
-        path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
-        score=round(score, 6), best_start_line=int(table.start_lines[best]), best_end_line=int(table.end_lines[best]),
-        symbols=list(dict.fromkeys(s for r in rows[:5] for s in table.symbols[r]))[:12], why=why, via=via,
-        tail=tail,
-    )
+    best = [rows[0] for _, _, _, rows, _ in entries]
+    starts, ends = table.start_lines[best].tolist(), table.end_lines[best].tolist()
+    named = [rows[:5] for _, _, _, rows, _ in entries]
+    symbols = iter(table.symbols.many(r for rows in named for r in rows))
+    return [FileHit(path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
+                    score=round(score, 6), best_start_line=start, best_end_line=end,
+                    symbols=list(dict.fromkeys(s for _ in rows for s in next(symbols)))[:12], why=why, via=via,
+                    tail=tail)
+            for (file_id, rank, score, _, why), rows, start, end in zip(entries, named, starts, ends)]
 
 
 def _core_count(scores: list[float]) -> int:
@@ -135,19 +141,21 @@ def _core_count(scores: list[float]) -> int:
 
 
 def _shown_rows(snap: Snapshot, chunk_rows: list[int], fusion: Fusion, *, full: bool) -> list[int]:
-    """The chunks a file hit shows, in file order: a CORE file's near its best one, another's best one."""
+    """The chunks a hit shows, in line order: a CORE file's chunks scoring near its best, else its best one
+    (`chunk_rows`: the file's chunks under the mask, best first)."""
+    best_score = float(fusion.chunk[chunk_rows[0]])
     if not full:
         return chunk_rows[:1]
-    best_score = float(fusion.chunk[chunk_rows[0]])
     return sorted((r for r in chunk_rows if fusion.chunk[r] >= R.CORE_CHUNK_RATIO * best_score),
                   key=lambda r: int(snap.table.start_lines[r]))
 
 
 def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], shown: list[int],
-              fusion: Fusion, query_terms: list[str], texts: dict[int, str], *, full: bool) -> FileHit:
-    """`chunk_rows`: the file's chunks under the mask, best first; `shown`: those it shows (`_shown_rows`)."""
+              texts: dict[int, str], fusion: Fusion, query_terms: list[str], *, full: bool) -> FileHit:
+    """`chunk_rows`: the file's chunks under the mask, best first; `shown`: those it shows (`_shown_rows`),
+    `texts` holding their texts."""
     best_row = chunk_rows[0]
-    chunks = [_chunk_hit(snap, r, fusion, query_terms, texts[r], with_text=full) for r in shown]
+    chunks = [_chunk_hit(snap, r, texts[r], fusion, query_terms, with_text=full) for r in shown]
     table = snap.table
     symbols = list(dict.fromkeys(s for r in chunk_rows[:5] for s in table.symbols[r]))
     return FileHit(
@@ -158,7 +166,7 @@ def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows:
     )
 
 
-def _chunk_hit(snap: Snapshot, row: int, fusion: Fusion, query_terms: list[str], text: str, *,
+def _chunk_hit(snap: Snapshot, row: int, text: str, fusion: Fusion, query_terms: list[str], *,
                with_text: bool) -> ChunkHit:
     table = snap.table
     start = int(table.start_lines[row])
@@ -228,7 +236,7 @@ def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit],
     for row in fusion.frame_rows:
         frames[snap.chunk_paths[row]].append((int(snap.table.start_lines[row]), int(snap.table.end_lines[row])))
     linked = [*_symbol_links(graph, core, frames), *neighbours(ws, [h.path for h in hits[: R.CORE_MAX]], limit=limit)]
-    out: list[FileHit] = []
+    entries: list[tuple[int, int, float, list[int], str]] = []
     for path, reason in linked:
         file_id = snap.path_to_file.get(path)
         if file_id is None or path in present:
@@ -237,8 +245,8 @@ def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit],
         if not rows:
             continue
         present.add(path)
-        out.append(_map_entry(snap, file_id, start_rank + len(out), 0.0, rows, why=reason, via="graph"))
-    return out
+        entries.append((file_id, start_rank + len(entries), 0.0, rows, reason))
+    return _map_entries(snap, entries, via="graph")
 
 
 def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tuple[int, int]]]) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.lanes.tokens import tokenize
+from codeloupe.lanes.top import top_rows
 from codeloupe.types import ChunkHit, Related
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ def find_related(ws: WorkspaceContext, path: str, start_line: int | None, end_li
     table = snap.table
     file_id = snap.path_to_file[anchor.path]
     language = snap.file_languages[file_id]
-    mask = np.array([snap.file_languages.get(f) == language for f in table.file_ids.tolist()], dtype=bool)
+    languages, chunk_languages = snap.chunk_languages()
+    mask = chunk_languages == languages.index(language)
     if snap.live is not None:
         mask &= snap.live
     for row in snap.file_chunk_rows.get(file_id, []):
@@ -38,12 +40,12 @@ def find_related(ws: WorkspaceContext, path: str, start_line: int | None, end_li
     if scores is None:
         scores, lane = snap.bm25.scores(tokenize(anchor.text)), "lexical"
     keep = mask & np.isfinite(scores) & ((scores > 0) if lane == "lexical" else True)
-    rows = [int(r) for r in np.flatnonzero(keep)]
-    rows.sort(key=lambda r: (-float(scores[r]), r))
+    rows = top_rows(scores, keep, limit)
+    texts = table.texts.many(rows)
     chunks = [ChunkHit(int(table.ids[r]), snap.chunk_paths[r], int(table.start_lines[r]), int(table.end_lines[r]),
                        table.kinds[r], table.names[r], table.breadcrumbs[r], list(table.symbols[r]),
-                       round(float(scores[r]), 4), {lane: rank}, table.texts[r])
-              for rank, r in enumerate(rows[:max(limit, 0)], 1)]
+                       round(float(scores[r]), 4), {lane: rank}, text)
+              for rank, (r, text) in enumerate(zip(rows, texts), 1)]
     return Related(anchor.path, anchor.start_line, anchor.end_line, language, lane, chunks)
 
 

@@ -42,6 +42,7 @@ from codeloupe.lanes.tokens import (
     term_set,
     tokenize,
 )
+from codeloupe.lanes.top import top_rows
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.store.protocol import LexicalStatistics
@@ -143,6 +144,7 @@ class Snapshot:
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
     _term_sets: dict[int, set[str]] = field(default_factory=dict)
+    _languages: tuple[list[str], np.ndarray] | None = None
     _summaries: FileSummaries | None = None
     _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
     _summaries_building: bool = False
@@ -153,6 +155,22 @@ class Snapshot:
             if self._entity is None:
                 self._entity = build_entity_index(self.file_paths, ws.store.definition_words())
             return self._entity
+
+    def chunk_languages(self) -> tuple[list[str], np.ndarray]:
+        """(the workspace's languages, int16 [n]: each chunk's file's language as an index into them, -1 for a
+        row of a file no longer indexed), built on first use (`related`): a language mask is then one array
+        comparison rather than a lookup per chunk."""
+        with self._entity_lock:
+            if self._languages is None:
+                languages = sorted(set(self.file_languages.values()))
+                index = {language: i for i, language in enumerate(languages)}
+                file_ids = np.fromiter(self.file_languages, np.int64, len(self.file_languages))
+                of_file = np.full(int(max(file_ids.max(initial=-1), self.table.file_ids.max(initial=-1))) + 1, -1,
+                                  np.int16)
+                of_file[file_ids] = np.fromiter((index[lang] for lang in self.file_languages.values()), np.int16,
+                                                len(file_ids))
+                self._languages = languages, of_file[self.table.file_ids]
+            return self._languages
 
     def terms_of(self, rows: list[int]) -> list[set[str]]:
         """Each chunk's distinct terms, kept for the next question: the chunks feedback reads are the best ones,
@@ -765,7 +783,7 @@ class Searcher:
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
         file_ids, index = snap.entity_index(self.ws)
-        allowed = np.isin(file_ids, snap.table.file_ids[mask])
+        allowed = _files_under(snap, mask, file_ids)
         scores = index.scores(tokenize(query))
         rows = _rank(scores, allowed, R.LANE_DEPTH)
         fusion.add_file_lane("entity", file_ids[rows].tolist(), weight, scores=scores[rows])
@@ -813,8 +831,9 @@ class Searcher:
         penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
         factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
         fusion.chunk *= factor[snap.chunk_kind]
+        file_factor = factor.tolist()
         for file_id in list(fusion.file):
-            fusion.file[file_id] *= float(factor[snap.file_kind.get(file_id, 0)])
+            fusion.file[file_id] *= file_factor[snap.file_kind.get(file_id, 0)]
         words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
         if issue or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
@@ -845,10 +864,15 @@ def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: lis
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
     of them to rank) or its summary (the summary lane); with their scores."""
     file_ids = snap.file_order()
-    allowed = np.isin(file_ids, snap.table.file_ids[mask])
     scores = index.scores(terms, fusion.pooled(lane, index, terms))
-    rows = _rank(scores, allowed, R.LANE_DEPTH)
+    rows = _rank(scores, _files_under(snap, mask, file_ids), R.LANE_DEPTH)
     return file_ids[rows].tolist(), scores[rows]
+
+def _files_under(snap: Snapshot, mask: np.ndarray, file_ids: np.ndarray) -> np.ndarray:
+    """Whether each of `file_ids` has a chunk under `mask` (one scatter, not `np.isin`'s sort of every row)."""
+    present = np.zeros(int(max(file_ids.max(initial=-1), snap.table.file_ids.max(initial=-1))) + 1, bool)
+    present[snap.table.file_ids[mask]] = True
+    return present[file_ids]
 
 
 def _weights_for(query: str) -> dict[str, float]:
@@ -934,22 +958,14 @@ def _name_stems(file_name: str) -> frozenset[str]:
 
 
 def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool = True) -> list[int]:
-    """Rows under `mask`, best first, at most `depth` (argpartition, no full sort).
+    """Rows under `mask`, best first (ties by row), at most `depth` (`lanes.top.top_rows`).
 
     Lexical and symbol scores of zero mean "no match" and never rank; a cosine may be any finite value.
     """
-    keep = mask & np.isfinite(scores)
-    if positive_only:
-        keep &= scores > 0
-    valid = np.flatnonzero(keep)
-    if len(valid) == 0:
-        return []
-    vals = scores[valid]
-    if len(valid) > depth:
-        part = np.argpartition(-vals, depth - 1)[:depth]
-        valid, vals = valid[part], vals[part]
-    order = np.lexsort((valid, -vals))
-    return valid[order].tolist()
+    if not positive_only:
+        return top_rows(scores, mask & np.isfinite(scores), depth)
+    rows = np.flatnonzero(scores > 0)  # the few matches first: the mask is read at them only
+    return top_rows(scores, rows[mask[rows] & np.isfinite(scores[rows])], depth)
 
 
 def _ms(started: float) -> float:

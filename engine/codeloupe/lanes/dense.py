@@ -26,12 +26,21 @@ class Int8Vectors:
     offsets: np.ndarray  # int32 [n]: 128 x each vector's sum of components (see `dot`)
 
     @classmethod
-    def of(cls, matrix: VectorMatrix, rows: np.ndarray | None = None) -> Int8Vectors:
-        """`matrix`'s vectors (those at `rows`, when given)."""
-        q = matrix.q if rows is None else matrix.q[rows]
-        scales = matrix.scales if rows is None else matrix.scales[rows]
-        return cls(np.ascontiguousarray(q.T), np.ascontiguousarray(scales, np.float32),
-                   128 * q.sum(axis=1, dtype=np.int32))
+    def stacked(cls, parts: list[tuple[VectorMatrix, np.ndarray | None]]) -> Int8Vectors:
+        """The vectors of several matrices (each at its `rows`, when given) one after another in one matrix,
+        written in place: a query then reads them all in one product per half of the query."""
+        sizes = [len(matrix.ids) if rows is None else len(rows) for matrix, rows in parts]
+        transposed = np.zeros((max((m.dim for m, _ in parts), default=0), sum(sizes)), np.int8)
+        scales, offsets = [np.zeros(0, np.float32)], [np.zeros(0, np.int32)]
+        at = 0
+        for (matrix, rows), size in zip(parts, sizes):
+            q = matrix.q if rows is None else matrix.q[rows]
+            if size:
+                transposed[:, at:at + size] = q.T
+            scales.append((matrix.scales if rows is None else matrix.scales[rows]).astype(np.float32))
+            offsets.append(128 * q.sum(axis=1, dtype=np.int32))
+            at += size
+        return cls(transposed, np.concatenate(scales), np.concatenate(offsets))
 
     def __len__(self) -> int:
         return len(self.scales)
@@ -92,20 +101,22 @@ class DenseSnapshot:
     generation: int
     model: str
     chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
-    chunk_vectors: Int8Vectors  # [m]
-    skeleton_vectors: Int8Vectors  # [f]
-    chunk_skeleton: np.ndarray  # int64 [m]: for each vector row, its file's row in skeleton_vectors, or -1
+    vectors: Int8Vectors  # [m + f]: the chunks' vectors, then the file skeletons'
+    chunk_skeleton: np.ndarray  # int64 [m]: for each chunk vector, its file's skeleton among the f, or -1
     coverage: float
     snapshot_generation: int  # the full snapshot whose rows `chunk_rows` index
 
     def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
         """Cosine of each chunk plus SKELETON_WEIGHT x its file skeleton's cosine; -inf for rows with no vector.
 
-        One int8 matrix product per matrix: nothing here loops over chunks in Python."""
+        Chunks and skeletons are one matrix, read by one int8 product per half of the query (two kernel calls,
+        not four); nothing here loops over chunks in Python."""
         scores = np.full(n_rows, -np.inf, np.float32)
-        chunk_scores = self.chunk_vectors.dot(qvec)
-        if len(self.skeleton_vectors):
-            file_sim = np.append(self.skeleton_vectors.dot(qvec), np.float32(0.0))  # row -1: no skeleton
+        m = len(self.chunk_rows)
+        cosines = self.vectors.dot(qvec)
+        chunk_scores = cosines[:m]
+        if len(cosines) > m:
+            file_sim = np.append(cosines[m:], np.float32(0.0))  # row -1: no skeleton
             chunk_scores += R.SKELETON_WEIGHT * file_sim[self.chunk_skeleton]
         scores[self.chunk_rows] = chunk_scores
         return scores
@@ -124,8 +135,7 @@ def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, m
     src, rows = np.flatnonzero(live), pos[live]
     return DenseSnapshot(
         generation=generation, model=model, chunk_rows=rows.astype(np.int64),
-        chunk_vectors=Int8Vectors.of(chunks, None if len(src) == len(chunks.ids) else src),
-        skeleton_vectors=Int8Vectors.of(skeletons),
+        vectors=Int8Vectors.stacked([(chunks, None if len(src) == len(chunks.ids) else src), (skeletons, None)]),
         chunk_skeleton=_skeleton_rows(table.file_ids[rows], skeletons.ids),
         coverage=(len(rows) / len(ids)) if len(ids) else 1.0, snapshot_generation=snapshot_generation,
     )
