@@ -168,8 +168,9 @@ def test_the_cli_lists_the_short_list_and_counts_the_tail(tmp_path: Path) -> Non
     assert f"and {len(tail)} lower-ranked candidate files" in text and not any(f"{p}:" in text for p in tail)
 
 
-# The file that answers the report shares no word with it, so only the dense lane can bring it. The loopback
-# model puts the report and that file's text on one direction and everything else on another.
+# A long question is read as a bug report (over ISSUE_MIN_IDENTIFIERS words); the file that answers it shares no
+# word with it, so only the dense lane can bring it. The loopback model puts the report and that file's text on
+# one direction and everything else on another.
 _REPORT_TITLE = "the cache keeps handing back stale answers"
 _REPORT = (f"{_REPORT_TITLE} after the upstream service changes its mind about what a customer may see, "
            "because nothing tells the local copy that its contents went old while people were still reading them")
@@ -189,6 +190,21 @@ def _embedded_workspace(root: Path, server: object) -> Workspace:
     ws.index()
     ws.embed()
     return ws
+
+
+def test_a_one_line_report_still_goes_through_the_dense_lane(tmp_path: Path) -> None:
+    from chat_server import ChatServer
+
+    assert len(_REPORT.split()) > ranking.ISSUE_MIN_IDENTIFIERS and "\n" not in _REPORT
+    with ChatServer(embedder=_aligned) as server:
+        ws = _embedded_workspace(write(tmp_path / "repo", {**_VAULT, **_NOISE}), server)
+        try:
+            bundle = ws.search(_REPORT)
+        finally:
+            ws.close()
+    assert bundle.issue_mode
+    vault = next(h for h in bundle.files if h.path == "billing/vault.py")  # no dense vote before: not there
+    assert "dense" in vault.why
 
 
 def test_a_file_only_a_reports_title_vector_ranks_stays_in_the_bundle(tmp_path: Path) -> None:
