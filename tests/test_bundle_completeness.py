@@ -166,3 +166,56 @@ def test_the_cli_lists_the_short_list_and_counts_the_tail(tmp_path: Path) -> Non
     assert tail and len(listed["core"]) + len(listed["related"]) == len(files)
     text = search()
     assert f"and {len(tail)} lower-ranked candidate files" in text and not any(f"{p}:" in text for p in tail)
+
+
+# A long question is read as a bug report (over ISSUE_MIN_IDENTIFIERS words); the file that answers it shares no
+# word with it, so only the dense lane can bring it. The loopback model puts the report and that file's text on
+# one direction and everything else on another.
+_REPORT_TITLE = "the cache keeps handing back stale answers"
+_REPORT = (f"{_REPORT_TITLE} after the upstream service changes its mind about what a customer may see, "
+           "because nothing tells the local copy that its contents went old while people were still reading them")
+_VAULT = {"billing/vault.py": "def expire_entries(pool, horizon):\n    return [e for e in pool if e.born > horizon]\n"}
+_NOISE = {f"billing/cache_{i}.py": f"def cache_answers_{i}(customer):\n    return customer.answers[{i}]\n"
+          for i in range(4)}
+
+
+def _aligned(text: str) -> list[float]:
+    near = "expire_entries" in text or _REPORT_TITLE in text
+    return [1.0, 0.0, 0.0, 0.0] if near else [0.0, 1.0, 0.0, 0.0]
+
+
+def _embedded_workspace(root: Path, server: object) -> Workspace:
+    ws = Workspace(root, overrides={"embed_provider": "openai", "embed_base_url": server.base_url,
+                                    "embed_model": "scripted-embed", "embed_dimensions": 4})
+    ws.index()
+    ws.embed()
+    return ws
+
+
+def test_a_one_line_report_still_goes_through_the_dense_lane(tmp_path: Path) -> None:
+    from chat_server import ChatServer
+
+    assert len(_REPORT.split()) > ranking.ISSUE_MIN_IDENTIFIERS and "\n" not in _REPORT
+    with ChatServer(embedder=_aligned) as server:
+        ws = _embedded_workspace(write(tmp_path / "repo", {**_VAULT, **_NOISE}), server)
+        try:
+            bundle = ws.search(_REPORT)
+        finally:
+            ws.close()
+    assert bundle.issue_mode
+    vault = next(h for h in bundle.files if h.path == "billing/vault.py")  # no dense vote before: not there
+    assert "dense" in vault.why
+
+
+def test_a_file_only_a_reports_title_vector_ranks_stays_in_the_bundle(tmp_path: Path) -> None:
+    from chat_server import ChatServer
+
+    report = f"{_REPORT_TITLE}\n\n{_REPORT}\n"  # the title is its own variant; the full text is not embedded
+    with ChatServer(embedder=_aligned) as server:
+        ws = _embedded_workspace(write(tmp_path / "repo", {**_VAULT, **_NOISE}), server)
+        try:
+            bundle = ws.search(report, limit=1)
+        finally:
+            ws.close()
+    assert bundle.issue_mode
+    assert "billing/vault.py" in {h.path for h in bundle.files}  # its score came from the title's vector

@@ -35,6 +35,10 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     for ranks in fusion.file_ranks.values():
         for f, r in ranks.items():
             best_rank[f] = min(r, best_rank.get(f, r))
+    # A report's other variants (title, trace, ...) vote without recording ranks: the files only they scored
+    # are candidates too, past every recorded rank.
+    for f in file_scores:
+        best_rank.setdefault(f, R.LANE_DEPTH + 1)
     kept = set(ranked)
     tail = sorted((f for f in best_rank if f not in kept),
                   key=lambda f: (-file_scores.get(f, 0.0), best_rank[f], snap.file_paths[f]))

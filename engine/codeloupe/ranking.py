@@ -59,6 +59,15 @@ TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a
 # one-hop neighbour's share of the top score) lost on every set: docpairs + docs dev R@1 .608 -> .601 (.02) /
 # .584 (.05); commits dev sample .523 -> .515 / .485; the 77 report-shaped commits .649 -> .636 / .584. The
 # top files' neighbours as extra candidates moved no bundle recall: bundle.py already adds them to RELATED.
+# Not kept either, measured with the dense lane on (the embedded sample: 32 corpora x 20 queries per set, <= 300
+# files; dev = docpairs + docs dev, 806 queries, bench/tune_ranking.py --folds 5; test = docpairs + docs test,
+# 727): pseudo-relevance feedback in the model's space (the question's vector moved half-way towards the mean
+# vector of the top 3 fused chunks, searched again as a lane) at 0.3 / 0.6, with and without the lexical
+# feedback. Dev R@1 / Acc@5 / MRR .640 / .928 / .766 -> at best .643 / .933 / .771; 4 of 5 folds chose dense
+# feedback .6 without the lexical one, but cross-validated R@1 stayed .640 and on test that choice lost Acc@5
+# .931 -> .919 (R@1 .638 -> .640; public R@1 .938 both, Acc@5 .950 -> .975, MRR .965 -> .963), for a second
+# matrix product per question. With the dense lane on, the lexical feedback is nearly neutral (dev R@1 .638
+# without it, test .638 both ways).
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 # A store that scores BM25 itself (PostgreSQL) hands the lexical lane its best chunks, not every chunk's score;

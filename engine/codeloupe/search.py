@@ -656,7 +656,8 @@ class Searcher:
         variants = issue.variants if issue else [Variant("query", query)]
         # The model is the costly part of a report: only the variants that earn their time are embedded, in
         # one batch; every variant still goes through the lexical lanes.
-        # A one-line report has no title apart from its text: the model reads the text itself.
+        # A report on one line is its own title (parse_issue keeps no title variant then): its text is embedded,
+        # or a long one-line question read as a report would get no dense lane at all.
         embedded = [v for v in variants if v.name in R.DENSE_VARIANTS] or variants[:1]
         vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
         query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
