@@ -246,7 +246,7 @@ class Snapshot:
         built; a delta view uses its base's. Past `QUERY_BUILD_MAX_FILES` files (tokenising every skeleton
         takes seconds at 40K files) it is built on its own thread, and queries meanwhile use the last one
         built, or none."""
-        from codeloupe.graph.build import QUERY_BUILD_MAX_FILES, load_graph
+        from codeloupe.graph.build import BACKGROUND_START_DELAY_S, QUERY_BUILD_MAX_FILES, load_graph
 
         if self.base is not None:
             return self.base.summaries(ws)
@@ -259,9 +259,10 @@ class Snapshot:
             return self._build_summaries(ws, graph)
         with self._entity_lock:
             start, self._summaries_building = not self._summaries_building, True
-        if start:
-            threading.Thread(target=self._build_summaries_quietly, args=(ws, graph), daemon=True,
-                             name="codeloupe-file-summaries").start()
+        if start:  # a moment later, as the graph's: the query that asked answers first
+            builder = threading.Timer(BACKGROUND_START_DELAY_S, self._build_summaries_quietly, args=(ws, graph))
+            builder.name, builder.daemon = "codeloupe-file-summaries", True
+            builder.start()
         if current is None:
             current = self._summaries_pending = self._summaries_pending or FileSummaries(
                 None, BM25Index(iter(())), ready=False)

@@ -46,6 +46,8 @@ log = logging.getLogger("codeloupe.graph")
 # A query with no graph yet waits for one only in a workspace this small (its first graph takes about a
 # second on a 2-core machine); a larger one answers without graph neighbours while the graph builds.
 QUERY_BUILD_MAX_FILES = 2000
+# How long a build a query starts on its own thread waits first (see `_build_in_background`).
+BACKGROUND_START_DELAY_S = 1.0
 
 
 def _lock(ws: WorkspaceContext) -> threading.RLock:
@@ -331,7 +333,10 @@ def _build_in_background(ws: WorkspaceContext) -> None:
         running = _building.get(ws)
         if running is not None and running.is_alive():
             return
-        thread = threading.Thread(target=_build_quietly, args=(ws,), name="codeloupe-graph-build", daemon=True)
+        # Started a moment later, not at once: the query that asked answers first instead of sharing the
+        # interpreter with a build of tens of seconds (a restarted editor's first answer at 40K files).
+        thread = threading.Timer(BACKGROUND_START_DELAY_S, _build_quietly, args=(ws,))
+        thread.name, thread.daemon = "codeloupe-graph-build", True
         _building[ws] = thread
     thread.start()
 
