@@ -390,3 +390,36 @@ def test_closing_a_workspace_stops_its_pending_snapshot_rebuild(tmp_path: Path, 
         thread.join(5)
         assert not thread.is_alive()
     assert "rebuilding the search snapshot failed" not in caplog.text
+
+
+def test_catching_up_after_a_few_changed_files_searches_them_at_once_and_rebuilds_later(
+        tmp_path: Path, lexical_workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editor's start-up refresh that finds a few files changed while it was closed must not rebuild the
+    whole snapshot on its writer (a minute at 40K files, every save queued behind it): the changed files are
+    searched beside the loaded snapshot, the full one follows in the background; a bulk change rebuilds now."""
+    from codeloupe import ranking
+
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)  # keep the background rebuild out of the way
+    (tmp_path / "repo").mkdir()
+    for i in range(4):
+        (tmp_path / "repo" / f"m{i}.py").write_text(f"def handler_{i}(event):\n    return event\n")
+    ws = lexical_workspace(tmp_path / "repo")
+    try:
+        searcher = ws.searcher()
+        ws.warm(graph=False)
+        loaded = searcher.snapshot()
+        assert loaded.base is None
+        (tmp_path / "repo" / "fresh.py").write_text("def zqx_closed_editor_change():\n    return 1\n")
+        ws.index()
+        ws.warm(graph=False)
+        view = searcher.snapshot()
+        assert view.base is loaded and view.pending_files == 0  # not rebuilt on the writer
+        assert paths(ws.search("zqx_closed_editor_change"))[0] == "fresh.py"
+        monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 0)  # a bulk change: rebuilt now, as before
+        (tmp_path / "repo" / "bulk.py").write_text("def zqx_bulk_change():\n    return 2\n")
+        ws.index()
+        ws.warm(graph=False)
+        assert searcher.snapshot().base is None
+        assert paths(ws.search("zqx_bulk_change"))[0] == "bulk.py"
+    finally:
+        ws.close()

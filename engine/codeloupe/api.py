@@ -324,12 +324,13 @@ class Workspace:
                 for path in paths if path in rows}
 
     def warm(self, *, graph: bool = True) -> None:
-        """Bring every reader up to date with the index: the full search snapshot, graph edges and graph
-        (`graph=False`: the snapshot only; the graph follows with `refresh_graph()`).
+        """Bring every reader up to date with the index: the search snapshot (after a few changed files, a view
+        of them beside the last one, rebuilt in full in the background), graph edges and graph (`graph=False`:
+        the snapshot only; the graph follows with `refresh_graph()`).
 
         Whoever writes the index calls this afterwards, so no query, hover or lens pays for the rebuild.
         """
-        self.searcher().refresh()
+        self.searcher().catch_up()
         if graph:
             self.refresh_graph()
 

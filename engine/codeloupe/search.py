@@ -481,6 +481,18 @@ class Searcher:
                 if self._view is None or self._view.generation <= generation:
                     self._view = fresh
 
+    def catch_up(self) -> None:
+        """Bring what queries search up to the index, for whoever just wrote it: a first snapshot (or one of
+        another index file) is built or loaded now, as is a bulk change's; after a change of up to
+        `DELTA_MAX_FILES` files the changed files are searched beside the last snapshot at once and the full one
+        is rebuilt in the background, as after a save. At 40K files a rebuild re-tokenises every chunk (a minute
+        and more): an editor's start-up refresh that found a few files changed while it was closed must not hold
+        the next saves behind it."""
+        with self._lock:
+            base = self._snapshot
+        if base is None or base.index_id != self.ws.store.index_id or self.snapshot().pending_files:
+            self.refresh()
+
     def _rebuild_in_background(self) -> None:
         with self._lock:
             if self._rebuilding:
