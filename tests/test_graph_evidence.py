@@ -56,3 +56,23 @@ def test_a_large_workspace_answers_at_once_and_summarises_off_the_query_path(
                                    if h.path == "app/pacing.py"), ""):
         assert time.monotonic() < deadline, "the summaries never arrived"
         time.sleep(0.05)
+
+
+def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Closing a folder within a second of its first question is normal: the graph's and the summary lane's
+    builders then find a closed index, which is no error to report."""
+    import threading
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.2)
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    ws.search("retry backoff delay")  # starts both builds, each a moment later
+    builders = [t for t in threading.enumerate()
+                if t.name in ("codeloupe-graph-build", "codeloupe-file-summaries")]
+    assert len(builders) == 2
+    ws.close()
+    for thread in builders:
+        thread.join(60)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []

@@ -344,8 +344,11 @@ def _build_in_background(ws: WorkspaceContext) -> None:
 def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         load_graph(ws)
-    except Exception:  # the workspace closed meanwhile; the next reader builds
-        log.debug("background graph build failed", exc_info=True)
+    except Exception:
+        if not ws.closed:
+            log.exception("building the graph in the background failed")
+        else:  # the workspace closed before or while it ran: nothing is waiting for it
+            log.debug("graph not built: the workspace closed", exc_info=True)
 
 
 def _build(ws: WorkspaceContext) -> Graph:
