@@ -48,9 +48,20 @@ def load_arrays(path: Path, stamp: str) -> dict[str, np.ndarray] | None:
 
 def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Strings as one UTF-8 byte array and the byte offset where each ends (an array needs no pickling)."""
-    encoded = [text.encode("utf-8", "surrogatepass") for text in strings]
-    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), dtype=np.int64)
-    return np.frombuffer(b"".join(encoded), np.uint8), ends
+    return pack_bytes([text.encode("utf-8", "surrogatepass") for text in strings])
+
+
+def pack_bytes(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings as one byte array and the offset where each ends."""
+    ends = np.cumsum(np.fromiter(map(len, blobs), np.int64, len(blobs)), dtype=np.int64)
+    return np.frombuffer(b"".join(blobs), np.uint8), ends
+
+
+def unpack_bytes(data: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    """The inverse of `pack_bytes`; a ValueError when the offsets do not fit the bytes."""
+    bounds = _bounds(data, ends)
+    raw = data.tobytes()
+    return [raw[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def unpack_strings(data: np.ndarray, ends: np.ndarray) -> list[str]:

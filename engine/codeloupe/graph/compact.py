@@ -10,6 +10,8 @@ mentions and top-level names are arrays of path numbers.
 from __future__ import annotations
 
 import bisect
+import json
+import sys
 import threading
 import zlib
 from array import array
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.graph.facts import Definition, FileFacts
+from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
 if TYPE_CHECKING:
     from codeloupe.graph.resolve import Edge
@@ -103,6 +106,32 @@ class PackedFacts(Mapping[str, FileFacts]):
         """`path`'s facts decoded afresh, not kept."""
         return FileFacts.from_json(zlib.decompress(self._packed[path]).decode("utf-8"))
 
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """Everything but the decoded facts kept, as plain arrays (`from_arrays` reads them back)."""
+        if self._top_level is None:
+            raise TypeError("only the facts a resolution keeps are saved")
+        paths = list(self._packed)
+        out: dict[str, np.ndarray] = {}
+        out[f"{prefix}paths"], out[f"{prefix}paths_ends"] = pack_strings(paths)
+        out[f"{prefix}languages"], out[f"{prefix}languages_ends"] = pack_strings([self._languages[p] for p in paths])
+        out[f"{prefix}packed"], out[f"{prefix}packed_ends"] = pack_bytes([self._packed[p] for p in paths])
+        return {**out, **self._top_level.arrays(f"{prefix}top_"), **self._bound.arrays(f"{prefix}bound_")}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str) -> PackedFacts:
+        """What `arrays` saved; a ValueError (or KeyError) when its arrays do not fit together."""
+        paths = unpack_strings(arrays[f"{prefix}paths"], arrays[f"{prefix}paths_ends"])
+        languages = [sys.intern(language) for language in unpack_strings(arrays[f"{prefix}languages"],
+                                                                          arrays[f"{prefix}languages_ends"])]
+        packed = unpack_bytes(arrays[f"{prefix}packed"], arrays[f"{prefix}packed_ends"])
+        if not len(paths) == len(languages) == len(packed) == len(set(paths)):
+            raise ValueError("the saved facts' columns do not fit together")
+        facts = cls(dict(zip(paths, packed)), dict(zip(paths, languages)))
+        canonical = {path: path for path in paths}  # one string per path, shared with the name indexes
+        facts._top_level = PathIndex.from_arrays(arrays, f"{prefix}top_", canonical)
+        facts._bound = PathIndex.from_arrays(arrays, f"{prefix}bound_", canonical)
+        return facts
+
     def __contains__(self, path: object) -> bool:
         return path in self._packed
 
@@ -155,6 +184,46 @@ class PathIndex:
     def users(self, word: str) -> set[str]:
         return {self._paths[n] for n in self._users.get(word, ())}
 
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The index as plain arrays: its paths, its words, and each word's path numbers one after another."""
+        words = list(self._users)
+        numbers = [self._users[word] for word in words]
+        out: dict[str, np.ndarray] = {}
+        out[f"{prefix}paths"], out[f"{prefix}paths_ends"] = pack_strings(self._paths)
+        out[f"{prefix}words"], out[f"{prefix}words_ends"] = pack_strings(words)
+        out[f"{prefix}numbers"] = np.frombuffer(b"".join(n.tobytes() for n in numbers), np.int32)
+        out[f"{prefix}numbers_ends"] = np.cumsum(np.fromiter(map(len, numbers), np.int64, len(numbers)),
+                                                 dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str,
+                    canonical: Mapping[str, str] | None = None) -> PathIndex:
+        """What `arrays` saved, checked (every word's numbers name a path and rise); a ValueError when they
+        do not. `canonical`: the path strings to share instead of new copies."""
+        index = cls()
+        paths = unpack_strings(arrays[f"{prefix}paths"], arrays[f"{prefix}paths_ends"])
+        index._paths = [canonical.get(p, p) for p in paths] if canonical is not None else paths
+        index._number = {path: k for k, path in enumerate(index._paths)}
+        words = unpack_strings(arrays[f"{prefix}words"], arrays[f"{prefix}words_ends"])
+        numbers, ends = arrays[f"{prefix}numbers"], arrays[f"{prefix}numbers_ends"]
+        if numbers.dtype != np.int32 or numbers.ndim != 1 or ends.ndim != 1 or len(ends) != len(words) \
+                or len(index._number) != len(paths):
+            raise ValueError("the saved path index's arrays do not fit together")
+        bounds = np.concatenate([[0], ends]).astype(np.int64)
+        rising = np.ones(len(numbers), bool)  # each word's numbers rise; a new word starts anywhere
+        rising[1:] = np.diff(numbers) > 0
+        rising[bounds[:-1][bounds[:-1] < len(numbers)]] = True
+        if (len(words) and (int(bounds[-1]) != len(numbers) or bool(np.any(np.diff(bounds) <= 0)))) \
+                or (len(numbers) and (int(numbers.min()) < 0 or int(numbers.max()) >= len(paths))) \
+                or not bool(rising.all()):
+            raise ValueError("the saved path index's numbers are out of order or range")
+        raw, size = numbers.tobytes(), numbers.itemsize
+        for word, start, end in zip(words, bounds[:-1].tolist(), bounds[1:].tolist()):
+            users = index._users[word] = array("i")
+            users.frombytes(raw[start * size:end * size])
+        return index
+
     def has(self, word: str, path: str) -> bool:
         number = self._number.get(path)
         return number is not None and _holds(self._users.get(word, array("i")), number)
@@ -195,6 +264,7 @@ class NodeDefinitions(Sequence[list[Definition]]):
 
 # The kinds of structural edges, in the order edges sort by.
 EDGE_KINDS = ("call", "external", "import")
+_EDGE_COLUMNS = ("source", "kind", "target", "line", "raw", "symbols")
 
 
 class EdgeTable:
@@ -222,7 +292,46 @@ class EdgeTable:
         order = np.lexsort((carrier_rank, raw_rank, line, target, kind, source))
         self.source, self.kind, self.target, self.line, self.raw, self.symbols = (
             c[order].copy() for c in (source, kind, target, line, raw, symbols))
+        self._index_columns()
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The table as plain arrays: its columns in order, its pools of specifiers and carrier symbols."""
+        out = {f"{prefix}{name}": getattr(self, name) for name in _EDGE_COLUMNS}
+        out[f"{prefix}raws"], out[f"{prefix}raws_ends"] = pack_strings(self.raws)
+        out[f"{prefix}carriers"], out[f"{prefix}carriers_ends"] = pack_strings(
+            [json.dumps(carried) for carried in self.carriers])
+        return out
+
+    @classmethod
+    def from_arrays(cls, paths: list[str], arrays: Mapping[str, np.ndarray], prefix: str) -> EdgeTable:
+        """A table `arrays` saved, over `paths`, checked (every number in range, sources in order); a
+        ValueError when it is not one."""
+        table = cls.__new__(cls)
+        table.paths = paths
+        table.raws = unpack_strings(arrays[f"{prefix}raws"], arrays[f"{prefix}raws_ends"])
+        table.carriers = [tuple(json.loads(text)) for text in
+                          unpack_strings(arrays[f"{prefix}carriers"], arrays[f"{prefix}carriers_ends"])]
+        if not all(all(isinstance(symbol, str) for symbol in carried) for carried in table.carriers):
+            raise ValueError("saved carrier symbols that are not names")
+        columns = [arrays[f"{prefix}{name}"] for name in _EDGE_COLUMNS]
+        if any(c.dtype != np.int32 or c.shape != columns[0].shape or c.ndim != 1 for c in columns):
+            raise ValueError("the saved edge columns do not fit together")
+        table.source, table.kind, table.target, table.line, table.raw, table.symbols = columns
         n = len(paths)
+        if len(table.source) and (
+                int(table.source.min()) < 0 or int(table.source.max()) >= n
+                or bool(np.any(np.diff(table.source) < 0))
+                or int(table.target.min()) < -1 or int(table.target.max()) >= n
+                or int(table.kind.min()) < 0 or int(table.kind.max()) >= len(EDGE_KINDS)
+                or int(table.raw.min()) < 0 or int(table.raw.max()) >= len(table.raws)
+                or int(table.symbols.min()) < 0 or int(table.symbols.max()) >= len(table.carriers)):
+            raise ValueError("the saved edges name nodes, kinds or pools out of range")
+        table._index_columns()
+        return table
+
+    def _index_columns(self) -> None:
+        """Where each node's outgoing rows start, and its incoming rows in order."""
+        n = len(self.paths)
         self._out_start = np.searchsorted(self.source, np.arange(n + 1))
         structural = np.flatnonzero(self.target >= 0)
         self._in_order = structural[np.argsort(self.target[structural], kind="stable")]
