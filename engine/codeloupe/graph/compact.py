@@ -369,6 +369,25 @@ class EdgeTable:
         span = slice(self._out_start[i], self._out_start[i + 1])
         return sorted({self.raws[r] for r in self.raw[span][self.target[span] < 0]})
 
+    def counted(self) -> list[tuple[str, str, str, int]]:
+        """(source, target path or the raw specifier of an external edge, kind, how many edges) of every
+        distinct such triple, sorted: what a map of the whole graph shows, counted on the columns instead of
+        one `Edge` per edge (437K at 40K files)."""
+        words = sorted(set(self.paths) | set(self.raws))  # a specifier may read as a path: one word for both
+        rank = {word: k for k, word in enumerate(words)}
+        path_rank = np.array([rank[p] for p in self.paths], np.int64)
+        raw_rank = np.array([rank[r] for r in self.raws], np.int64)
+        second = np.where(self.target >= 0, path_rank[np.maximum(self.target, 0)] if len(path_rank)
+                          else 0, raw_rank[self.raw] if len(raw_rank) else 0)
+        first = path_rank[self.source] if len(path_rank) else np.zeros(0, np.int64)
+        # EDGE_KINDS is in the kinds' sorted order
+        keys = (first * len(words) + second) * len(EDGE_KINDS) + self.kind
+        distinct, counts = np.unique(keys, return_counts=True)
+        rest, kinds = np.divmod(distinct, len(EDGE_KINDS))
+        firsts, seconds = np.divmod(rest, max(len(words), 1))
+        return [(words[s], words[w], EDGE_KINDS[k], c) for s, w, k, c in
+                zip(firsts.tolist(), seconds.tolist(), kinds.tolist(), counts.tolist())]
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(source, target, kind) of the structural edges."""
         structural = self.target >= 0
