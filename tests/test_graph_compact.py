@@ -70,6 +70,37 @@ def test_edge_counts_for_the_map_are_the_counts_of_the_edges_themselves() -> Non
     assert EdgeTable([], ()).counted() == []
 
 
+def test_a_table_with_some_sources_replaced_equals_one_built_from_all_rows() -> None:
+    """After a save the graph's edge table is the last one with the re-resolved files' edges replaced, over
+    the nodes as they are now (one gone, one new): the same table as one built from every edge."""
+    rng = random.Random(11)
+    before = [f"m{k}.py" for k in range(12)]
+    after = sorted([p for p in before if p != "m3.py"] + ["m10b.py"])
+
+    def rows_of(paths: list[str], source: str, salt: int) -> list[tuple[str, str, str, str, tuple, int]]:
+        out = []
+        for k in range(rng.randrange(0, 5)):
+            kind = rng.choice(["import", "call", "external"])
+            target = "" if kind == "external" else rng.choice(paths)
+            out.append((source, kind, target, f"r{(k + salt) % 4}", (f"s{salt % 3}",) * (k % 2), k + salt))
+        return out
+
+    old_rows = [row for p in before for row in rows_of(before, p, 1)]
+    replaced = {"m1.py", "m5.py", "m10b.py"} | {s for s, _, t, *_ in old_rows if t == "m3.py"}
+    new_rows = [row for p in sorted(replaced) if p in after for row in rows_of(after, p, 2)]
+    expected_rows = [row for row in old_rows if row[0] not in replaced and row[0] in after] + new_rows
+
+    def numbered(paths: list[str], rows: list) -> list:
+        index = {p: i for i, p in enumerate(paths)}
+        return [(index[s], kind, index[t] if t else -1, raw, symbols, line) for s, kind, t, raw, symbols, line in rows]
+
+    table = EdgeTable(before, numbered(before, old_rows)).replaced(after, replaced, numbered(after, new_rows))
+    full = EdgeTable(after, numbered(after, expected_rows))
+    assert list(table) == list(full) and set(table.raws) == set(full.raws)  # pools keep only what is used
+    assert [table.incoming(i) for i in range(len(after))] == [full.incoming(i) for i in range(len(after))]
+    assert table.counted() == full.counted()
+
+
 def test_saved_arrays_read_back_as_the_same_holders() -> None:
     """What the graph file holds of the edge table, the facts and their name indexes reads back equal, and
     numbers out of range are refused."""

@@ -83,11 +83,14 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
                          map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
         previous = _resolutions.get(ws)
+        if previous is not None and store.get_meta(_STATE_KEY) != previous.known_state:
+            previous.refreshed = None  # edges stored by someone else meanwhile: the next graph reads them all
         if previous is None or previous.extractor != EXTRACTOR_VERSION \
                 or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
             _resolutions[ws] = previous = _resolve_all(ws)
         _save_configs(ws, previous)
         store.set_meta(_STATE_KEY, state)
+        previous.known_state = state
         return len(fresh)
 
 
@@ -109,6 +112,10 @@ class _Resolution:
     path_tables: dict[str, object] = field(default_factory=dict)
     layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`
     configs: dict[str, str] = field(default_factory=dict)  # configuration files consulted -> digest read
+    # The files whose edges were resolved again since the last graph was built (None: not known, the next graph
+    # reads every edge), valid while the edges stored are the ones this process resolved at `known_state`.
+    refreshed: set[str] | None = None
+    known_state: str | None = None
 
     def forget(self, path: str) -> None:
         facts = self.facts.pop_facts(path)
@@ -224,6 +231,8 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
     for word in provided:
         affected |= resolution.mentions.users(word)
     affected = {path for path in affected if path in resolution.facts}
+    if resolution.refreshed is not None:
+        resolution.refreshed |= affected
     _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
                  lambda paths: edge_store.edges_of(ws.store, paths))
     resolution.remember(ctx)
@@ -393,6 +402,7 @@ def _load_saved(ws: WorkspaceContext) -> bool:
     _resolutions[ws] = resolution
     if resolution is not loaded:  # a configuration file changed while no one watched: resolved again
         return True
+    resolution.refreshed, resolution.known_state = set(), key[2]
     _graphs[ws] = (key, graph)
     if similar is not None:
         _similar[ws] = (key[1], similar)
@@ -466,10 +476,21 @@ def _build(ws: WorkspaceContext) -> Graph:
     index = {p: i for i, p in enumerate(paths)}
     id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
     resolution = _resolutions[ws]  # facts as resolved, in memory (`ensure_edges` ran before)
-    edges = EdgeTable(paths, (
-        (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
-        for source, kind, target, raw, symbols, line in edge_store.iter_edges(ws.store)
-        if source in id_to_index and (kind == "external" or target in index)))
+    state = ws.store.get_meta(_STATE_KEY)
+    previous = _graphs.get(ws)
+    if previous is not None and resolution.refreshed is not None and state == resolution.known_state:
+        # After a save: the last graph's edges, with those of the files resolved again since read back.
+        stored = edge_store.edges_of(ws.store, sorted(resolution.refreshed & index.keys()))
+        edges = previous[1].edges.replaced(paths, resolution.refreshed, (
+            (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
+            for source, rows in stored.items() if source in id_to_index
+            for kind, target, raw, symbols, line in rows if kind == "external" or target in index))
+    else:
+        edges = EdgeTable(paths, (
+            (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
+            for source, kind, target, raw, symbols, line in edge_store.iter_edges(ws.store)
+            if source in id_to_index and (kind == "external" or target in index)))
+    resolution.refreshed, resolution.known_state = set(), state
     n = len(paths)
     sources, targets, kinds = edges.pairs()
     ends = np.concatenate([sources, targets]).astype(np.int64)

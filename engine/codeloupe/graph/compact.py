@@ -276,17 +276,43 @@ class EdgeTable:
         self.paths = paths
         raws: dict[str, int] = {}
         carriers: dict[tuple[str, ...], int] = {}
-        kind_code = {kind: k for k, kind in enumerate(EDGE_KINDS)}
-        columns = [array("i") for _ in range(6)]
-        for source, kind, target, raw, symbols, line in rows:
-            for column, value in zip(columns, (source, kind_code[kind], target, line,
-                                               raws.setdefault(raw, len(raws)),
-                                               carriers.setdefault(symbols, len(carriers)))):
-                column.append(value)
-        self.raws = list(raws)
-        self.carriers = list(carriers)
-        source, kind, target, line, raw, symbols = (np.frombuffer(c, dtype=np.int32) if len(c)
-                                                    else np.zeros(0, np.int32) for c in columns)
+        self._sort(_encoded(rows, raws, carriers), list(raws), list(carriers))
+
+    def replaced(self, paths: list[str], sources: Iterable[str],
+                 rows: Iterable[tuple[int, str, int, str, tuple[str, ...], int]]) -> EdgeTable:
+        """This table over the nodes `paths` now are, with every edge from `sources` (paths) replaced by `rows`
+        (as the constructor takes them, numbered over `paths`): the graph after a save, from the edges it
+        re-resolved instead of every stored edge. Edges from or to a node that is gone are dropped."""
+        index = {path: i for i, path in enumerate(paths)}
+        replaced = set(sources)
+        renumber = np.array([index.get(path, -1) for path in self.paths], np.int32)
+        gone = np.array([path in replaced or path not in index for path in self.paths], bool)
+        keep = ~gone[self.source] if len(self.paths) else np.zeros(0, bool)
+        structural = self.target >= 0
+        targets = np.where(structural, renumber[np.maximum(self.target, 0)] if len(self.paths) else -1, -1)
+        keep &= ~structural | (targets >= 0)
+        raws = {raw: k for k, raw in enumerate(self.raws)}
+        carriers = {carried: k for k, carried in enumerate(self.carriers)}
+        added = _encoded(rows, raws, carriers)
+        kept = (renumber[self.source[keep]] if len(self.paths) else self.source[keep], self.kind[keep],
+                targets[keep].astype(np.int32), self.line[keep], self.raw[keep], self.symbols[keep])
+        columns = [np.concatenate([a, b]) for a, b in zip(kept, added)]
+        # only the specifiers and carriers still used stay in the pools
+        used_raws, raw_codes = np.unique(columns[4], return_inverse=True)
+        used_carriers, carrier_codes = np.unique(columns[5], return_inverse=True)
+        columns[4], columns[5] = raw_codes.astype(np.int32), carrier_codes.astype(np.int32)
+        pool_raws, pool_carriers = list(raws), list(carriers)
+        table = EdgeTable.__new__(EdgeTable)
+        table.paths = paths
+        table._sort(columns, [pool_raws[k] for k in used_raws.tolist()],
+                    [pool_carriers[k] for k in used_carriers.tolist()])
+        return table
+
+    def _sort(self, columns: list[np.ndarray], raws: list[str], carriers: list[tuple[str, ...]]) -> None:
+        """Take `columns` (source, kind, target, line, raw, symbols codes over `raws` and `carriers`) in the
+        graph's order."""
+        self.raws, self.carriers = raws, carriers
+        source, kind, target, line, raw, symbols = columns
         raw_rank = _ranks(self.raws)[raw]
         carrier_rank = _ranks(self.carriers)[symbols]
         order = np.lexsort((carrier_rank, raw_rank, line, target, kind, source))
@@ -415,6 +441,19 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
     def count(self, i: int) -> int:
         """How many distinct nodes `self[i]` holds, without materialising it."""
         return int(self._counts[i])
+
+
+def _encoded(rows: Iterable[tuple[int, str, int, str, tuple[str, ...], int]], raws: dict[str, int],
+             carriers: dict[tuple[str, ...], int]) -> list[np.ndarray]:
+    """`rows` as int32 columns (source, kind, target, line, raw, symbols), specifiers and carriers numbered in
+    `raws` / `carriers` (new ones added)."""
+    kind_code = {kind: k for k, kind in enumerate(EDGE_KINDS)}
+    columns = [array("i") for _ in range(6)]
+    for source, kind, target, raw, symbols, line in rows:
+        for column, value in zip(columns, (source, kind_code[kind], target, line, raws.setdefault(raw, len(raws)),
+                                           carriers.setdefault(symbols, len(carriers)))):
+            column.append(value)
+    return [np.frombuffer(c, dtype=np.int32) if len(c) else np.zeros(0, np.int32) for c in columns]
 
 
 def _grouped(nodes: list[int], edges: list[Edge]) -> dict[int, list[Edge]]:
