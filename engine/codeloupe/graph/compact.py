@@ -17,7 +17,7 @@ import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strin
 
 if TYPE_CHECKING:
     from codeloupe.graph.resolve import Edge
+
+_Item = TypeVar("_Item")
 
 DECODED_KEPT = 1024  # decoded facts kept per table: a save's resolution reads a few hundred files
 DEFINITIONS_KEPT = 256  # nodes whose definitions a graph keeps decoded: a request reads a few
@@ -104,7 +106,14 @@ class PackedFacts(Mapping[str, FileFacts]):
 
     def decode(self, path: str) -> FileFacts:
         """`path`'s facts decoded afresh, not kept."""
-        return FileFacts.from_json(zlib.decompress(self._packed[path]).decode("utf-8"))
+        return FileFacts.from_json(self._text(path))
+
+    def definition_rows(self, path: str) -> list[list]:
+        """`path`'s definitions as stored (`FileFacts.definition_rows`), nothing else of its facts decoded."""
+        return FileFacts.definition_rows(self._text(path)) if path in self._packed else []
+
+    def _text(self, path: str) -> str:
+        return zlib.decompress(self._packed[path]).decode("utf-8")
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """Everything but the decoded facts kept, as plain arrays (`from_arrays` reads them back)."""
@@ -258,6 +267,11 @@ class NodeDefinitions(Sequence[list[Definition]]):
                 self._kept.popitem(last=False)
         return definitions
 
+    def spans(self, i: int) -> list[tuple[str, int, int]]:
+        """(name, start line, end line) of each of node `i`'s definitions, read without decoding the rest of
+        its facts or keeping them (a pass over every node's definitions at 40K files)."""
+        return [(name, start, end) for name, _, start, end, _ in self._facts.definition_rows(self._paths[i])]
+
     def __len__(self) -> int:
         return len(self._paths)
 
@@ -379,6 +393,16 @@ class EdgeTable:
     def __len__(self) -> int:
         return len(self.source)
 
+    def neighbour_rows(self, i: int, *, incoming: bool) -> dict[int, list[int]]:
+        """Neighbour node -> the rows of its edges with node `i`, grouped and ordered as `incoming` /
+        `outgoing` list the edges themselves (rows of the columns, no `Edge` made)."""
+        if incoming:
+            rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
+            return _grouped(self.source[rows].tolist(), rows.tolist())
+        rows = np.arange(self._out_start[i], self._out_start[i + 1])
+        rows = rows[self.target[rows] >= 0]
+        return _grouped(self.target[rows].tolist(), rows.tolist())
+
     def outgoing(self, i: int) -> dict[int, list[Edge]]:
         """Target node -> the edges from node `i` to it, in the graph's order."""
         rows = np.arange(self._out_start[i], self._out_start[i + 1])
@@ -456,11 +480,11 @@ def _encoded(rows: Iterable[tuple[int, str, int, str, tuple[str, ...], int]], ra
     return [np.frombuffer(c, dtype=np.int32) if len(c) else np.zeros(0, np.int32) for c in columns]
 
 
-def _grouped(nodes: list[int], edges: list[Edge]) -> dict[int, list[Edge]]:
-    """node -> its edges, in order of first appearance."""
-    out: dict[int, list[Edge]] = {}
-    for node, edge in zip(nodes, edges):
-        out.setdefault(node, []).append(edge)
+def _grouped(nodes: list[int], items: list[_Item]) -> dict[int, list[_Item]]:
+    """node -> its items (edges, rows), in order of first appearance."""
+    out: dict[int, list[_Item]] = {}
+    for node, item in zip(nodes, items):
+        out.setdefault(node, []).append(item)
     return out
 
 
