@@ -570,13 +570,15 @@ def _names(graph: Graph) -> list[str]:
     shared = Counter(directories)
     names: list[str] = []
     used: Counter[str] = Counter()
+    table = graph.edges  # read as columns: no `Edge` is made
+    carriers, symbols = table.carriers, table.symbols.tolist()
     for c, code in enumerate(code_members):
         central = min(code, key=lambda m: (-graph.degree[m], graph.paths[m]))
         # The dominant symbol: the definition of the central file that other communities use most.
         usage: Counter[str] = Counter()
-        for source, carried in graph.in_edges[central].items():
+        for source, rows in table.neighbour_rows(central, incoming=True).items():
             if graph.community[source] != c:
-                usage.update(symbol for edge in carried for symbol in edge.symbols)
+                usage.update(symbol for row in rows for symbol in carriers[symbols[row]])
         top = min(usage, key=lambda s: (-usage[s], s)) if usage else ""
         directory = directories[c] if shared[directories[c]] == 1 else ""
         name = analysis.community_name(directory, graph.paths[central], top) if len(graph.members(c)) > 1 \
