@@ -2,7 +2,7 @@
 checkout's engine and a baseline revision's (today's main) on the same prepared index.
 
     .venv/bin/python bench/graph_scale.py [--tree DIR] [--files 40000] [--baseline REV] [--profile N]
-        [--save import|reparse]
+        [--save import|reparse] [--phases index,open,restart] [--prepared DIR] [--out FILE.json]
 
 The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
 vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
@@ -161,6 +161,7 @@ def main() -> int:
     parser.add_argument("--phases", default="index,open,restart",
                         help="the phases run, in order, each engine on its own copy of the prepared index")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
+    parser.add_argument("--out", type=Path, default=None, help="also write every engine's figures here (JSON)")
     parser.add_argument("--phase", choices=["index", "open", "restart"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -202,6 +203,9 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
         print(f"{engine}: {results[engine]}", flush=True)
     shutil.rmtree(baseline, ignore_errors=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps({"files": args.files, "save": args.save, "baseline": args.baseline,
+                                        "results": results}, indent=1))
     if len(engines) == 2:
         new, old = (results[e] for e in engines)
         for figure in ("facts_and_edges_s", "first_graph_s", "edges_after_save_s", "graph_after_save_s",
