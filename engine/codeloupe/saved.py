@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,18 @@ log = logging.getLogger("codeloupe.saved")
 _STAMP = "__stamp__"
 
 
-def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file)."""
+def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
+                *parts: Callable[[], dict[str, np.ndarray]]) -> None:
+    """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file).
+    `parts` make more arrays, each called only when its turn to be written comes and let go once written: a
+    large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("wb") as fh:
-            np.savez(fh, **arrays, **{_STAMP: np.array(stamp)})
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for part in (lambda: arrays, *parts, lambda: {_STAMP: np.array(stamp)}):
+                for name, array in part().items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                        np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space

@@ -368,9 +368,8 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
     decoded and indexed by name, the edge table, the semantic lane, communities and their names), so that an
     editor's restart loads it (`codeloupe.saved`'s rules: used only for exactly this state)."""
     resolution = _resolutions[ws]
-    arrays = {**resolution.facts.arrays("facts_"), **resolution.mentions.arrays("mentions_"),
-              **graph.edges.arrays("edges_"), "node_ids": np.array(graph.file_ids, np.int64),
-              "community": np.array(graph.community, np.int64), "degree": np.array(graph.degree, np.int64)}
+    arrays = {"node_ids": np.array(graph.file_ids, np.int64), "community": np.array(graph.community, np.int64),
+              "degree": np.array(graph.degree, np.int64)}
     arrays["names"], arrays["names_ends"] = pack_strings(graph.community_names)
     similar = _similar.get(ws)
     lanes = {"semantic": graph.semantic, "surprises": graph.surprises}
@@ -379,8 +378,9 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
     for name, triples in lanes.items():
         arrays[f"{name}_pairs"] = np.array([(a, b) for a, b, _ in triples], np.int64).reshape(-1, 2)
         arrays[f"{name}_cosines"] = np.array([c for _, _, c in triples], np.float64)
-    try:
-        save_arrays(graph_file(ws), _stamp(ws, key), arrays)
+    try:  # the large parts made one at a time, as they are written (40 MB of facts at 40K files)
+        save_arrays(graph_file(ws), _stamp(ws, key), arrays, lambda: resolution.facts.arrays("facts_"),
+                    lambda: resolution.mentions.arrays("mentions_"), lambda: graph.edges.arrays("edges_"))
     except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
         log.warning("could not save the graph to %s: %s", graph_file(ws), exc)
 
