@@ -14,6 +14,7 @@ from codeloupe.api import Workspace
 from codeloupe.graph import build as graph_build
 from codeloupe.graph import semantic
 from codeloupe.graph.build import graph_file, load_graph
+from test_graph_incremental import counting_resolutions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 
@@ -86,13 +87,6 @@ def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, ke
     finally:
         first.close()
     again = opened(root, cache)
-    resolved: list[str] = []
-    real = graph_build.resolve_file
-
-    def counting(ctx, path):
-        resolved.append(path)
-        return real(ctx, path)
-
     try:
         load_graph(again)
         if keep_saved_graph:
@@ -100,7 +94,7 @@ def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, ke
             monkeypatch.setattr(semantic, "similar_pairs", never)  # a save changes no vector: the lane is kept
         # the graph after the save reads back only the edges it resolved again, in either case
         monkeypatch.setattr(graph_build.edge_store, "iter_edges", never)
-        monkeypatch.setattr(graph_build, "resolve_file", counting)
+        resolved = counting_resolutions(monkeypatch)
         saved = root / "scripts" / "helpers.py"
         saved.write_text(saved.read_text() + "\n\ndef pad(v):\n    return v\n")
         again.update_files([saved])
