@@ -2,7 +2,7 @@
 checkout's engine and a baseline revision's (today's main) on the same prepared index.
 
     .venv/bin/python bench/graph_scale.py [--tree DIR] [--files 40000] [--baseline REV] [--profile N]
-        [--save import|reparse]
+        [--save import|reparse] [--phases index,open,restart] [--prepared DIR] [--out FILE.json]
 
 The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
 vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
@@ -12,7 +12,11 @@ on a copy of it and times, in two processes as an editor session would:
 - first graph: a new process opens that index (edges current on disk) and builds the graph: edges,
   communities and the semantic lane (`graph_map`);
 - after one save: one file re-stored with an added import (`--save`), then its edges (`update_edges`) and
-  the whole graph (`graph_map`) brought up to date.
+  the whole graph (`graph_map`) brought up to date;
+- restart: a third process opens the index as that save left it and asks for the graph (`graph_map`), which
+  it loads from the graph saved beside the index where the engine saves one.
+Each figure is wall-clock seconds with its CPU seconds beside it (`*_cpu_s`: the process's own, a fairer
+figure on a shared machine), and each phase's peak RSS.
 """
 
 from __future__ import annotations
@@ -52,9 +56,9 @@ def index_phase(root: Path, work: Path, profile: int) -> dict:
     from codeloupe.graph import update_edges
 
     ws = _workspace(root, work)
-    seconds, _ = _timed(lambda: update_edges(ws), profile)
+    seconds, cpu, _ = _timed(lambda: update_edges(ws), profile)
     ws.close()
-    return {"facts_and_edges_s": seconds}
+    return {"facts_and_edges_s": seconds, "facts_and_edges_cpu_s": cpu, "index_peak_rss_mb": _peak_rss_mb()}
 
 
 def open_phase(root: Path, work: Path, profile: int, save: str) -> dict:
@@ -63,33 +67,57 @@ def open_phase(root: Path, work: Path, profile: int, save: str) -> dict:
     from codeloupe.graph.build import load_graph
 
     ws = _workspace(root, work)
-    first_s, first = _timed(lambda: graph_map(ws), profile)
+    first_s, first_cpu, first = _timed(lambda: graph_map(ws), profile)
     _save(ws, "copy-1/json/decoder.py", save)
-    edges_s, _ = _timed(lambda: update_edges(ws), profile)
-    graph_s, _ = _timed(lambda: graph_map(ws), profile)
-    graph = load_graph(ws)
-    digest = hashlib.sha256(repr((sorted(graph.edges, key=repr), graph.community)).encode()).hexdigest()[:12]
+    edges_s, edges_cpu, _ = _timed(lambda: update_edges(ws), profile)
+    graph_s, graph_cpu, _ = _timed(lambda: graph_map(ws), profile)
+    digest = _digest(load_graph(ws))
     ws.close()
-    return {"nodes": len(graph.paths), "communities": sum(1 for c in first.communities if c.size > 1),
-            "graph_digest": digest, "first_graph_s": first_s, "edges_after_save_s": edges_s,
-            "graph_after_save_s": graph_s}
+    return {"nodes": len(first.nodes),
+            "communities": sum(1 for c in first.communities if c.size > 1),
+            "graph_digest": digest, "first_graph_s": first_s, "first_graph_cpu_s": first_cpu,
+            "edges_after_save_s": edges_s, "edges_after_save_cpu_s": edges_cpu,
+            "graph_after_save_s": graph_s, "graph_after_save_cpu_s": graph_cpu, "open_peak_rss_mb": _peak_rss_mb()}
+
+
+def restart_phase(root: Path, work: Path, profile: int) -> dict:
+    """A new process opening the index as the open phase's save left it: its first graph."""
+    from codeloupe.graph import graph_map
+    from codeloupe.graph.build import load_graph
+
+    ws = _workspace(root, work)
+    seconds, cpu, _ = _timed(lambda: graph_map(ws), profile)
+    digest = _digest(load_graph(ws))
+    ws.close()
+    return {"restart_graph_s": seconds, "restart_graph_cpu_s": cpu, "restart_graph_digest": digest,
+            "restart_peak_rss_mb": _peak_rss_mb()}
+
+
+def _digest(graph) -> str:
+    return hashlib.sha256(repr((sorted(graph.edges, key=repr), graph.community)).encode()).hexdigest()[:12]
+
+
+def _peak_rss_mb() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
 def _timed(fn, profile: int):
-    """(seconds, result) of `fn()`; with `profile`, its top cProfile rows go to stderr."""
+    """(wall seconds, CPU seconds, result) of `fn()`; with `profile`, its top cProfile rows go to stderr."""
     import cProfile
     import pstats
 
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     result = fn()
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     if profiler is not None:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
-    return round(seconds, 3), result
+    return round(seconds, 3), round(cpu, 3), result
 
 
 def _save(ws, path: str, kind: str) -> None:
@@ -130,8 +158,11 @@ def main() -> int:
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
     parser.add_argument("--save", choices=["import", "reparse"], default="import",
                         help="the one saved file's edit (see `_save`)")
+    parser.add_argument("--phases", default="index,open,restart",
+                        help="the phases run, in order, each engine on its own copy of the prepared index")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
-    parser.add_argument("--phase", choices=["index", "open"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help="also write every engine's figures here (JSON)")
+    parser.add_argument("--phase", choices=["index", "open", "restart"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tree is None:
@@ -142,7 +173,8 @@ def main() -> int:
     prepared = args.prepared or Path(tempfile.gettempdir()) / f"codeloupe-graph-scale-{args.files}"
     if args.phase:
         print(json.dumps(index_phase(args.tree, args.work, args.profile) if args.phase == "index"
-                         else open_phase(args.tree, args.work, args.profile, args.save)))
+                         else open_phase(args.tree, args.work, args.profile, args.save) if args.phase == "open"
+                         else restart_phase(args.tree, args.work, args.profile)))
         return 0
     if not prepared.exists():
         prepare(args.tree, args.files, prepared)
@@ -156,7 +188,7 @@ def main() -> int:
         work = Path(tempfile.mkdtemp(prefix="codeloupe-graph-scale-"))
         shutil.copytree(prepared, work, dirs_exist_ok=True)
         results[engine] = {}
-        for phase in ("index", "open"):
+        for phase in args.phases.split(","):
             try:
                 out = subprocess.run([sys.executable, __file__, "--phase", phase, "--tree", str(args.tree),
                                       "--work", str(work), "--profile", str(args.profile), "--save", args.save],
@@ -171,9 +203,16 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
         print(f"{engine}: {results[engine]}", flush=True)
     shutil.rmtree(baseline, ignore_errors=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps({"files": args.files, "save": args.save, "baseline": args.baseline,
+                                        "results": results}, indent=1))
     if len(engines) == 2:
         new, old = (results[e] for e in engines)
-        for figure in ("facts_and_edges_s", "first_graph_s", "edges_after_save_s", "graph_after_save_s"):
+        for figure in ("facts_and_edges_s", "first_graph_s", "edges_after_save_s", "graph_after_save_s",
+                       "restart_graph_s"):
+            figure_cpu = figure[:-2] + "_cpu_s"
+            if isinstance(new.get(figure_cpu), float) and isinstance(old.get(figure_cpu), float):
+                print(f"{figure_cpu}: {new[figure_cpu]} vs {old[figure_cpu]}")
             if isinstance(new.get(figure), float) and isinstance(old.get(figure), float):
                 print(f"{figure}: {new[figure]} vs {old[figure]} ({old[figure] / max(new[figure], 1e-9):.1f}x)")
     return 0

@@ -58,6 +58,84 @@ def _facts(name: str) -> FileFacts:
                      [ImportFact("from", "pkg.mod", 1, (("x", "y"),))], [UseFact("call_" + name, 2, "mod")])
 
 
+def test_edge_counts_for_the_map_are_the_counts_of_the_edges_themselves() -> None:
+    """`EdgeTable.counted` (numbers, never `Edge`s) gives the map's edge weights as counting every edge by
+    (source, target or specifier, kind) does, in the same order, a specifier that reads as a path included."""
+    from collections import Counter
+
+    rows = ROWS + [(1, "external", -1, "c.py", (), 3), (1, "import", 2, "c", (), 2), (1, "import", 2, "c", (), 4)]
+    table = EdgeTable(PATHS, rows)
+    counted = Counter((e.source, e.target or e.raw, e.kind) for e in table)
+    assert table.counted() == [(s, t, k, n) for (s, t, k), n in sorted(counted.items())]
+    assert EdgeTable([], ()).counted() == []
+
+
+def test_a_table_with_some_sources_replaced_equals_one_built_from_all_rows() -> None:
+    """After a save the graph's edge table is the last one with the re-resolved files' edges replaced, over
+    the nodes as they are now (one gone, one new): the same table as one built from every edge."""
+    rng = random.Random(11)
+    before = [f"m{k}.py" for k in range(12)]
+    after = sorted([p for p in before if p != "m3.py"] + ["m10b.py"])
+
+    def rows_of(paths: list[str], source: str, salt: int) -> list[tuple[str, str, str, str, tuple, int]]:
+        out = []
+        for k in range(rng.randrange(0, 5)):
+            kind = rng.choice(["import", "call", "external"])
+            target = "" if kind == "external" else rng.choice(paths)
+            out.append((source, kind, target, f"r{(k + salt) % 4}", (f"s{salt % 3}",) * (k % 2), k + salt))
+        return out
+
+    old_rows = [row for p in before for row in rows_of(before, p, 1)]
+    replaced = {"m1.py", "m5.py", "m10b.py"} | {s for s, _, t, *_ in old_rows if t == "m3.py"}
+    new_rows = [row for p in sorted(replaced) if p in after for row in rows_of(after, p, 2)]
+    expected_rows = [row for row in old_rows if row[0] not in replaced and row[0] in after] + new_rows
+
+    def numbered(paths: list[str], rows: list) -> list:
+        index = {p: i for i, p in enumerate(paths)}
+        return [(index[s], kind, index[t] if t else -1, raw, symbols, line) for s, kind, t, raw, symbols, line in rows]
+
+    table = EdgeTable(before, numbered(before, old_rows)).replaced(after, replaced, numbered(after, new_rows))
+    full = EdgeTable(after, numbered(after, expected_rows))
+    assert list(table) == list(full) and set(table.raws) == set(full.raws)  # pools keep only what is used
+    assert [table.incoming(i) for i in range(len(after))] == [full.incoming(i) for i in range(len(after))]
+    assert table.counted() == full.counted()
+
+
+def test_saved_arrays_read_back_as_the_same_holders() -> None:
+    """What the graph file holds of the edge table, the facts and their name indexes reads back equal, and
+    numbers out of range are refused."""
+    from codeloupe.graph.compact import PathIndex
+
+    table = EdgeTable(PATHS, ROWS)
+    again = EdgeTable.from_arrays(PATHS, table.arrays("e_"), "e_")
+    assert list(again) == list(table) and [again.external(i) for i in range(4)] == [table.external(i) for i in range(4)]
+    assert [again.incoming(i) for i in range(4)] == [table.incoming(i) for i in range(4)]
+    bad = table.arrays("e_")
+    bad["e_target"] = bad["e_target"].copy()
+    bad["e_target"][0] = len(PATHS)
+    with pytest.raises(ValueError):
+        EdgeTable.from_arrays(PATHS, bad, "e_")
+
+    facts = PackedFacts()
+    for path, text in (("a.py", "def run():\n    pass\n"), ("b.py", "from a import run\n")):
+        from codeloupe.graph.langs import extract_facts
+
+        extracted = extract_facts("python", text) or FileFacts("python")
+        facts.put(path, extracted.to_json(), extracted)
+    loaded = PackedFacts.from_arrays(facts.arrays("f_"), "f_")
+    assert dict(loaded) == dict(facts) and loaded.defines("a.py", "run") and loaded.may_reexport("b.py", "run")
+    mentions = PathIndex()
+    mentions.add("b.py", ["run", "x"])
+    mentions.add("a.py", ["run"])
+    read = PathIndex.from_arrays(mentions.arrays("m_"), "m_")
+    assert read.users("run") == {"a.py", "b.py"} and read.has("x", "b.py") and not read.has("x", "a.py")
+    falling = mentions.arrays("m_")
+    falling["m_numbers"] = falling["m_numbers"].copy()
+    falling["m_numbers"][:2] = falling["m_numbers"][1::-1]  # "run": [1, 0] instead of [0, 1]
+    with pytest.raises(ValueError):
+        PathIndex.from_arrays(falling, "m_")
+
+
 def test_packed_facts_decode_to_what_was_stored_and_a_frozen_copy_keeps_its_state() -> None:
     packed = PackedFacts()
     for k in range(DECODED_KEPT + 10):

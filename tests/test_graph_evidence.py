@@ -56,3 +56,55 @@ def test_a_large_workspace_answers_at_once_and_summarises_off_the_query_path(
                                    if h.path == "app/pacing.py"), ""):
         assert time.monotonic() < deadline, "the summaries never arrived"
         time.sleep(0.05)
+
+
+def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Closing a folder within a second of its first question is normal: the graph's and the summary lane's
+    builders then find a closed index, which is no error to report."""
+    import threading
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.2)
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    ws.search("retry backoff delay")  # starts both builds, each a moment later
+    builders = [t for t in threading.enumerate()
+                if t.name in ("codeloupe-graph-build", "codeloupe-file-summaries")]
+    assert len(builders) == 2
+    ws.close()
+    for thread in builders:
+        thread.join(60)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+@pytest.mark.parametrize("fixture", ["python", "hub", "js", "go"])
+def test_neighbour_words_read_from_columns_are_the_words_of_the_edges(
+        fixture: str, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """The summary lane's words come from the edge table's columns and each caller's definitions read once;
+    they are the words the materialised edges and decoded definitions give, in the same order."""
+    import shutil
+
+    from codeloupe.graph.evidence import neighbour_words
+
+    root = tmp_path / fixture
+    shutil.copytree(Path(__file__).parent / "fixtures" / "graph" / fixture, root)
+    graph = build.load_graph(lexical_workspace(root))
+
+    def around(definitions: list, line: int) -> str:
+        holding = [d for d in sorted(definitions, key=lambda d: (d.start_line, -d.end_line))
+                   if d.start_line <= line <= d.end_line]
+        return holding[-1].name if holding else ""
+
+    expected: dict[str, list[str]] = {}
+    for i, path in enumerate(graph.paths):
+        words: dict[str, None] = {}
+        for edges in graph.out_edges[i].values():
+            words.update((symbol, None) for edge in edges for symbol in edge.symbols)
+        if i not in graph.gods:
+            for j, edges in graph.in_edges[i].items():
+                words[graph.paths[j].rsplit("/", 1)[-1].rsplit(".", 1)[0]] = None
+                words.update((name, None) for e in edges if (name := around(graph.definitions[j], e.line)))
+        if words:
+            expected[path] = list(words)
+    assert expected and neighbour_words(graph) == expected

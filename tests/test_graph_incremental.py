@@ -115,6 +115,19 @@ def test_graph_after_saves_equals_a_full_rebuild(fixture: str, steps: list, tmp_
         ws.close()
 
 
+def counting_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files resolved from now on, in order (until `monkeypatch` is undone)."""
+    resolved: list[str] = []
+    real = graph_build.resolve_file
+
+    def counting(ctx, path):
+        resolved.append(path)
+        return real(ctx, path)
+
+    monkeypatch.setattr(graph_build, "resolve_file", counting)
+    return resolved
+
+
 def resolved_by_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Callable[[Path], list[Path]],
                      prepare: Callable[[Path], object] = lambda root: None) -> list[str]:
     """The files one save re-resolves, in the python fixture (after `prepare` edits it before indexing); the
@@ -123,17 +136,10 @@ def resolved_by_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Call
     shutil.copytree(FIXTURES / "python", root)
     prepare(root)
     ws = Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "warm")})
-    resolved: list[str] = []
-    real = graph_build.resolve_file
-
-    def counting(ctx, path):
-        resolved.append(path)
-        return real(ctx, path)
-
     try:
         ws.index()
         load_graph(ws)
-        monkeypatch.setattr(graph_build, "resolve_file", counting)
+        resolved = counting_resolutions(monkeypatch)
         ws.update_files(edit(root))
         load_graph(ws)
         monkeypatch.undo()

@@ -120,6 +120,7 @@ class Workspace:
     def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
         self.store = open_store(self.settings, self.root, index_path, check=check_index)
+        self.closed = False
         self.strategy_load = strategy_load
         self._lock = threading.RLock()
         self._searcher = None
@@ -575,6 +576,7 @@ class Workspace:
         return reask(self, [(question, "code") for question in warm_questions(self, limit)])
 
     def close(self) -> None:
+        self.closed = True  # first: background builds failing from here on are quiet
         if self._searcher is not None:
             self._searcher.close()  # before the store: its background rebuild must not read a closed index
         self.store.close()

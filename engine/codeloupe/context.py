@@ -24,6 +24,8 @@ class WorkspaceContext(Protocol):
     root: Path
     settings: Settings
     store: IndexStore
+    # Set once the workspace is closed: a background build that fails after this is expected, not an error.
+    closed: bool
 
     @property
     def revision(self) -> str:

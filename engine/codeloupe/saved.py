@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,18 @@ log = logging.getLogger("codeloupe.saved")
 _STAMP = "__stamp__"
 
 
-def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file)."""
+def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
+                *parts: Callable[[], dict[str, np.ndarray]]) -> None:
+    """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file).
+    `parts` make more arrays, each called only when its turn to be written comes and let go once written: a
+    large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("wb") as fh:
-            np.savez(fh, **arrays, **{_STAMP: np.array(stamp)})
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for part in (lambda: arrays, *parts, lambda: {_STAMP: np.array(stamp)}):
+                for name, array in part().items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                        np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space
@@ -48,9 +54,20 @@ def load_arrays(path: Path, stamp: str) -> dict[str, np.ndarray] | None:
 
 def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Strings as one UTF-8 byte array and the byte offset where each ends (an array needs no pickling)."""
-    encoded = [text.encode("utf-8", "surrogatepass") for text in strings]
-    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), dtype=np.int64)
-    return np.frombuffer(b"".join(encoded), np.uint8), ends
+    return pack_bytes([text.encode("utf-8", "surrogatepass") for text in strings])
+
+
+def pack_bytes(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings as one byte array and the offset where each ends."""
+    ends = np.cumsum(np.fromiter(map(len, blobs), np.int64, len(blobs)), dtype=np.int64)
+    return np.frombuffer(b"".join(blobs), np.uint8), ends
+
+
+def unpack_bytes(data: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    """The inverse of `pack_bytes`; a ValueError when the offsets do not fit the bytes."""
+    bounds = _bounds(data, ends)
+    raw = data.tobytes()
+    return [raw[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def unpack_strings(data: np.ndarray, ends: np.ndarray) -> list[str]:

@@ -282,8 +282,11 @@ class Snapshot:
     def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
         try:
             self._build_summaries(ws, graph)
-        except Exception:  # a closed store: the next query starts another build
-            log.exception("building the file summaries failed")
+        except Exception:
+            if not ws.closed:
+                log.exception("building the file summaries failed")
+            else:  # the workspace closed before or while it ran: nothing is waiting for it
+                log.debug("file summaries not built: the workspace closed", exc_info=True)
         finally:
             with self._entity_lock:
                 self._summaries_building = False

@@ -11,6 +11,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,7 @@ from codeloupe.graph.resolve import (
     resolve_file,
 )
 from codeloupe.parallel import map_in_workers
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -81,11 +83,14 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
                          map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
         previous = _resolutions.get(ws)
+        if previous is not None and store.get_meta(_STATE_KEY) != previous.known_state:
+            previous.refreshed = None  # edges stored by someone else meanwhile: the next graph reads them all
         if previous is None or previous.extractor != EXTRACTOR_VERSION \
                 or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
             _resolutions[ws] = previous = _resolve_all(ws)
         _save_configs(ws, previous)
         store.set_meta(_STATE_KEY, state)
+        previous.known_state = state
         return len(fresh)
 
 
@@ -107,6 +112,10 @@ class _Resolution:
     path_tables: dict[str, object] = field(default_factory=dict)
     layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`
     configs: dict[str, str] = field(default_factory=dict)  # configuration files consulted -> digest read
+    # The files whose edges were resolved again since the last graph was built (None: not known, the next graph
+    # reads every edge), valid while the edges stored are the ones this process resolved at `known_state`.
+    refreshed: set[str] | None = None
+    known_state: str | None = None
 
     def forget(self, path: str) -> None:
         facts = self.facts.pop_facts(path)
@@ -145,11 +154,14 @@ def _save_configs(ws: WorkspaceContext, resolution: _Resolution) -> None:
         ws.store.set_meta(_CONFIGS_KEY, saved)
 
 
-def _load_resolution(ws: WorkspaceContext) -> _Resolution:
+def _load_resolution(ws: WorkspaceContext, loaded: _Resolution | None = None) -> _Resolution:
     """The resolution of stored edges that are current (a process opening an index it resolved before):
-    facts and edges as stored, nothing resolved again."""
-    resolution = _Resolution(EXTRACTOR_VERSION)
-    resolution.learn_stored(ws)
+    facts and edges as stored, nothing resolved again. `loaded`: its facts and mentions as the saved graph
+    holds them (`_load_saved`), instead of every file's facts read and decoded from the store."""
+    resolution = loaded
+    if resolution is None:
+        resolution = _Resolution(EXTRACTOR_VERSION)
+        resolution.learn_stored(ws)
     nodes = edge_store.node_files(ws.store)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
     resolution.layouts = _layouts(ctx, resolution.facts)
@@ -219,6 +231,8 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
     for word in provided:
         affected |= resolution.mentions.users(word)
     affected = {path for path in affected if path in resolution.facts}
+    if resolution.refreshed is not None:
+        resolution.refreshed |= affected
     _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
                  lambda paths: edge_store.edges_of(ws.store, paths))
     resolution.remember(ctx)
@@ -314,17 +328,122 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
     with _lock(ws):
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
             if ws.store.get_meta(_STATE_KEY) == _state(ws):
-                _resolutions[ws] = _load_resolution(ws)
+                if not _load_saved(ws):
+                    _resolutions[ws] = _load_resolution(ws)
             else:
                 update_edges(ws)
         ensure_edges(ws)
-        key = (ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY))
+        key = _graph_key(ws)
         cached = _graphs.get(ws)
         if cached is not None and cached[0] == key:
             return cached[1]
         graph = _build(ws)
         _graphs[ws] = (key, graph)
+        if _graph_key(ws) == key:  # nothing was written while it was built
+            _save(ws, key, graph)
         return graph
+
+
+def _graph_key(ws: WorkspaceContext) -> tuple[int, int, str | None]:
+    """The index state a graph is built from: content, vectors, and the state its edges were resolved at."""
+    return ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY)
+
+
+# ---------------------------------------------------------------------------- the graph saved beside the index
+
+# Bump when what is saved, or how, changes: a file of another version is rebuilt.
+GRAPH_FILE_VERSION = 1
+
+
+def graph_file(ws: WorkspaceContext) -> Path:
+    return ws.store.path.with_name(ws.store.path.name + ".graph.npz")
+
+
+def _stamp(ws: WorkspaceContext, key: tuple[int, int, str | None]) -> str:
+    return f"{GRAPH_FILE_VERSION}:{EXTRACTOR_VERSION}:{ws.store.index_id}:{key}"
+
+
+def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) -> None:
+    """Save what a new process opening this index state would otherwise compute again (every file's facts
+    decoded and indexed by name, the edge table, the semantic lane, communities and their names), so that an
+    editor's restart loads it (`codeloupe.saved`'s rules: used only for exactly this state)."""
+    resolution = _resolutions[ws]
+    arrays = {"node_ids": np.array(graph.file_ids, np.int64), "community": np.array(graph.community, np.int64),
+              "degree": np.array(graph.degree, np.int64)}
+    arrays["names"], arrays["names_ends"] = pack_strings(graph.community_names)
+    similar = _similar.get(ws)
+    lanes = {"semantic": graph.semantic, "surprises": graph.surprises}
+    if similar is not None and similar[0] == key[1]:
+        lanes.update(candidates=similar[1][0], close=similar[1][1])
+    for name, triples in lanes.items():
+        arrays[f"{name}_pairs"] = np.array([(a, b) for a, b, _ in triples], np.int64).reshape(-1, 2)
+        arrays[f"{name}_cosines"] = np.array([c for _, _, c in triples], np.float64)
+    try:  # the large parts made one at a time, as they are written (40 MB of facts at 40K files)
+        save_arrays(graph_file(ws), _stamp(ws, key), arrays, lambda: resolution.facts.arrays("facts_"),
+                    lambda: resolution.mentions.arrays("mentions_"), lambda: graph.edges.arrays("edges_"))
+    except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
+        log.warning("could not save the graph to %s: %s", graph_file(ws), exc)
+
+
+def _load_saved(ws: WorkspaceContext) -> bool:
+    """Take the resolution and graph saved for the current index state (`_save`); False when there is none,
+    or it is stale or damaged (then nothing of it is used)."""
+    key = _graph_key(ws)
+    arrays = load_arrays(graph_file(ws), _stamp(ws, key))
+    if arrays is None:
+        return False
+    nodes = edge_store.node_files(ws.store)
+    try:
+        loaded, graph, similar = _decode_saved(arrays, nodes)
+    except (KeyError, ValueError, IndexError, TypeError) as exc:  # arrays that do not fit together: rebuild
+        log.info("ignoring the saved graph %s (%s); rebuilding it", graph_file(ws), exc)
+        return False
+    resolution = _load_resolution(ws, loaded)
+    _resolutions[ws] = resolution
+    if resolution is not loaded:  # a configuration file changed while no one watched: resolved again
+        return True
+    resolution.refreshed, resolution.known_state = set(), key[2]
+    _graphs[ws] = (key, graph)
+    if similar is not None:
+        _similar[ws] = (key[1], similar)
+    return True
+
+
+def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str]]
+                  ) -> tuple[_Resolution, Graph, tuple[list, list] | None]:
+    """(resolution, graph, the semantic lane's pairs or None) as `_save` wrote them for the graph of `nodes`;
+    a ValueError (KeyError, IndexError) when anything does not fit."""
+    n = len(nodes)
+    if arrays["node_ids"].tolist() != [file_id for file_id, _, _ in nodes]:
+        raise ValueError("saved for other files")
+    resolution = _Resolution(EXTRACTOR_VERSION, facts=PackedFacts.from_arrays(arrays, "facts_"))
+    resolution.mentions = PathIndex.from_arrays(arrays, "mentions_", {path: path for path in resolution.facts})
+    paths = [path for _, path, _ in nodes]
+    community, degree = arrays["community"].tolist(), arrays["degree"].tolist()
+    names = unpack_strings(arrays["names"], arrays["names_ends"])
+    if len(community) != n or len(degree) != n or (n and (min(community) < 0 or max(community) >= len(names))) \
+            or len(names) != len(set(community)):
+        raise ValueError("saved communities that do not fit the nodes")
+
+    def triples(name: str, bound: int) -> list[tuple[int, int, float]]:
+        pairs, cosines = arrays[f"{name}_pairs"], arrays[f"{name}_cosines"]
+        if pairs.shape != (len(cosines), 2) or (len(pairs) and (int(pairs.min()) < 0 or int(pairs.max()) >= bound)):
+            raise ValueError(f"saved {name} pairs out of range")
+        return [(a, b, c) for (a, b), c in zip(pairs.tolist(), cosines.tolist())]
+
+    semantic_edges = triples("semantic", n)
+    similar: list[dict[int, float]] = [{} for _ in range(n)]
+    for i, j, cosine in semantic_edges:
+        similar[i][j] = similar[j][i] = cosine
+    graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
+                  definitions=NodeDefinitions(resolution.facts.frozen(), paths),
+                  edges=EdgeTable.from_arrays(paths, arrays, "edges_"), semantic=semantic_edges,
+                  surprises=triples("surprises", n), community=community, community_names=names, similar=similar,
+                  degree=degree, gods=set(analysis.god_nodes(degree)))
+    lane = None
+    if "candidates_pairs" in arrays:
+        lane = (triples("candidates", 2**62), triples("close", 2**62))
+    return resolution, graph, lane
 
 
 def _build_in_background(ws: WorkspaceContext) -> None:
@@ -344,8 +463,11 @@ def _build_in_background(ws: WorkspaceContext) -> None:
 def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         load_graph(ws)
-    except Exception:  # the workspace closed meanwhile; the next reader builds
-        log.debug("background graph build failed", exc_info=True)
+    except Exception:
+        if not ws.closed:
+            log.exception("building the graph in the background failed")
+        else:  # the workspace closed before or while it ran: nothing is waiting for it
+            log.debug("graph not built: the workspace closed", exc_info=True)
 
 
 def _build(ws: WorkspaceContext) -> Graph:
@@ -354,10 +476,21 @@ def _build(ws: WorkspaceContext) -> Graph:
     index = {p: i for i, p in enumerate(paths)}
     id_to_index = {file_id: i for i, (file_id, _, _) in enumerate(nodes)}
     resolution = _resolutions[ws]  # facts as resolved, in memory (`ensure_edges` ran before)
-    edges = EdgeTable(paths, (
-        (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
-        for source, kind, target, raw, symbols, line in edge_store.iter_edges(ws.store)
-        if source in id_to_index and (kind == "external" or target in index)))
+    state = ws.store.get_meta(_STATE_KEY)
+    previous = _graphs.get(ws)
+    if previous is not None and resolution.refreshed is not None and state == resolution.known_state:
+        # After a save: the last graph's edges, with those of the files resolved again since read back.
+        stored = edge_store.edges_of(ws.store, sorted(resolution.refreshed & index.keys()))
+        edges = previous[1].edges.replaced(paths, resolution.refreshed, (
+            (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
+            for source, rows in stored.items() if source in id_to_index
+            for kind, target, raw, symbols, line in rows if kind == "external" or target in index))
+    else:
+        edges = EdgeTable(paths, (
+            (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
+            for source, kind, target, raw, symbols, line in edge_store.iter_edges(ws.store)
+            if source in id_to_index and (kind == "external" or target in index)))
+    resolution.refreshed, resolution.known_state = set(), state
     n = len(paths)
     sources, targets, kinds = edges.pairs()
     ends = np.concatenate([sources, targets]).astype(np.int64)
@@ -437,13 +570,15 @@ def _names(graph: Graph) -> list[str]:
     shared = Counter(directories)
     names: list[str] = []
     used: Counter[str] = Counter()
+    table = graph.edges  # read as columns: no `Edge` is made
+    carriers, symbols = table.carriers, table.symbols.tolist()
     for c, code in enumerate(code_members):
         central = min(code, key=lambda m: (-graph.degree[m], graph.paths[m]))
         # The dominant symbol: the definition of the central file that other communities use most.
         usage: Counter[str] = Counter()
-        for source, carried in graph.in_edges[central].items():
+        for source, rows in table.neighbour_rows(central, incoming=True).items():
             if graph.community[source] != c:
-                usage.update(symbol for edge in carried for symbol in edge.symbols)
+                usage.update(symbol for row in rows for symbol in carriers[symbols[row]])
         top = min(usage, key=lambda s: (-usage[s], s)) if usage else ""
         directory = directories[c] if shared[directories[c]] == 1 else ""
         name = analysis.community_name(directory, graph.paths[central], top) if len(graph.members(c)) > 1 \

@@ -10,19 +10,24 @@ mentions and top-level names are arrays of path numbers.
 from __future__ import annotations
 
 import bisect
+import json
+import sys
 import threading
 import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from codeloupe.graph.facts import Definition, FileFacts
+from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
 if TYPE_CHECKING:
     from codeloupe.graph.resolve import Edge
+
+_Item = TypeVar("_Item")
 
 DECODED_KEPT = 1024  # decoded facts kept per table: a save's resolution reads a few hundred files
 DEFINITIONS_KEPT = 256  # nodes whose definitions a graph keeps decoded: a request reads a few
@@ -101,7 +106,40 @@ class PackedFacts(Mapping[str, FileFacts]):
 
     def decode(self, path: str) -> FileFacts:
         """`path`'s facts decoded afresh, not kept."""
-        return FileFacts.from_json(zlib.decompress(self._packed[path]).decode("utf-8"))
+        return FileFacts.from_json(self._text(path))
+
+    def definition_rows(self, path: str) -> list[list]:
+        """`path`'s definitions as stored (`FileFacts.definition_rows`), nothing else of its facts decoded."""
+        return FileFacts.definition_rows(self._text(path)) if path in self._packed else []
+
+    def _text(self, path: str) -> str:
+        return zlib.decompress(self._packed[path]).decode("utf-8")
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """Everything but the decoded facts kept, as plain arrays (`from_arrays` reads them back)."""
+        if self._top_level is None:
+            raise TypeError("only the facts a resolution keeps are saved")
+        paths = list(self._packed)
+        out: dict[str, np.ndarray] = {}
+        out[f"{prefix}paths"], out[f"{prefix}paths_ends"] = pack_strings(paths)
+        out[f"{prefix}languages"], out[f"{prefix}languages_ends"] = pack_strings([self._languages[p] for p in paths])
+        out[f"{prefix}packed"], out[f"{prefix}packed_ends"] = pack_bytes([self._packed[p] for p in paths])
+        return {**out, **self._top_level.arrays(f"{prefix}top_"), **self._bound.arrays(f"{prefix}bound_")}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str) -> PackedFacts:
+        """What `arrays` saved; a ValueError (or KeyError) when its arrays do not fit together."""
+        paths = unpack_strings(arrays[f"{prefix}paths"], arrays[f"{prefix}paths_ends"])
+        languages = [sys.intern(language) for language in unpack_strings(arrays[f"{prefix}languages"],
+                                                                          arrays[f"{prefix}languages_ends"])]
+        packed = unpack_bytes(arrays[f"{prefix}packed"], arrays[f"{prefix}packed_ends"])
+        if not len(paths) == len(languages) == len(packed) == len(set(paths)):
+            raise ValueError("the saved facts' columns do not fit together")
+        facts = cls(dict(zip(paths, packed)), dict(zip(paths, languages)))
+        canonical = {path: path for path in paths}  # one string per path, shared with the name indexes
+        facts._top_level = PathIndex.from_arrays(arrays, f"{prefix}top_", canonical)
+        facts._bound = PathIndex.from_arrays(arrays, f"{prefix}bound_", canonical)
+        return facts
 
     def __contains__(self, path: object) -> bool:
         return path in self._packed
@@ -155,6 +193,46 @@ class PathIndex:
     def users(self, word: str) -> set[str]:
         return {self._paths[n] for n in self._users.get(word, ())}
 
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The index as plain arrays: its paths, its words, and each word's path numbers one after another."""
+        words = list(self._users)
+        numbers = [self._users[word] for word in words]
+        out: dict[str, np.ndarray] = {}
+        out[f"{prefix}paths"], out[f"{prefix}paths_ends"] = pack_strings(self._paths)
+        out[f"{prefix}words"], out[f"{prefix}words_ends"] = pack_strings(words)
+        out[f"{prefix}numbers"] = np.frombuffer(b"".join(n.tobytes() for n in numbers), np.int32)
+        out[f"{prefix}numbers_ends"] = np.cumsum(np.fromiter(map(len, numbers), np.int64, len(numbers)),
+                                                 dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str,
+                    canonical: Mapping[str, str] | None = None) -> PathIndex:
+        """What `arrays` saved, checked (every word's numbers name a path and rise); a ValueError when they
+        do not. `canonical`: the path strings to share instead of new copies."""
+        index = cls()
+        paths = unpack_strings(arrays[f"{prefix}paths"], arrays[f"{prefix}paths_ends"])
+        index._paths = [canonical.get(p, p) for p in paths] if canonical is not None else paths
+        index._number = {path: k for k, path in enumerate(index._paths)}
+        words = unpack_strings(arrays[f"{prefix}words"], arrays[f"{prefix}words_ends"])
+        numbers, ends = arrays[f"{prefix}numbers"], arrays[f"{prefix}numbers_ends"]
+        if numbers.dtype != np.int32 or numbers.ndim != 1 or ends.ndim != 1 or len(ends) != len(words) \
+                or len(index._number) != len(paths):
+            raise ValueError("the saved path index's arrays do not fit together")
+        bounds = np.concatenate([[0], ends]).astype(np.int64)
+        rising = np.ones(len(numbers), bool)  # each word's numbers rise; a new word starts anywhere
+        rising[1:] = np.diff(numbers) > 0
+        rising[bounds[:-1][bounds[:-1] < len(numbers)]] = True
+        if (len(words) and (int(bounds[-1]) != len(numbers) or bool(np.any(np.diff(bounds) <= 0)))) \
+                or (len(numbers) and (int(numbers.min()) < 0 or int(numbers.max()) >= len(paths))) \
+                or not bool(rising.all()):
+            raise ValueError("the saved path index's numbers are out of order or range")
+        raw, size = numbers.tobytes(), numbers.itemsize
+        for word, start, end in zip(words, bounds[:-1].tolist(), bounds[1:].tolist()):
+            users = index._users[word] = array("i")
+            users.frombytes(raw[start * size:end * size])
+        return index
+
     def has(self, word: str, path: str) -> bool:
         number = self._number.get(path)
         return number is not None and _holds(self._users.get(word, array("i")), number)
@@ -189,12 +267,18 @@ class NodeDefinitions(Sequence[list[Definition]]):
                 self._kept.popitem(last=False)
         return definitions
 
+    def spans(self, i: int) -> list[tuple[str, int, int]]:
+        """(name, start line, end line) of each of node `i`'s definitions, read without decoding the rest of
+        its facts or keeping them (a pass over every node's definitions at 40K files)."""
+        return [(name, start, end) for name, _, start, end, _ in self._facts.definition_rows(self._paths[i])]
+
     def __len__(self) -> int:
         return len(self._paths)
 
 
 # The kinds of structural edges, in the order edges sort by.
 EDGE_KINDS = ("call", "external", "import")
+_EDGE_COLUMNS = ("source", "kind", "target", "line", "raw", "symbols")
 
 
 class EdgeTable:
@@ -206,23 +290,88 @@ class EdgeTable:
         self.paths = paths
         raws: dict[str, int] = {}
         carriers: dict[tuple[str, ...], int] = {}
-        kind_code = {kind: k for k, kind in enumerate(EDGE_KINDS)}
-        columns = [array("i") for _ in range(6)]
-        for source, kind, target, raw, symbols, line in rows:
-            for column, value in zip(columns, (source, kind_code[kind], target, line,
-                                               raws.setdefault(raw, len(raws)),
-                                               carriers.setdefault(symbols, len(carriers)))):
-                column.append(value)
-        self.raws = list(raws)
-        self.carriers = list(carriers)
-        source, kind, target, line, raw, symbols = (np.frombuffer(c, dtype=np.int32) if len(c)
-                                                    else np.zeros(0, np.int32) for c in columns)
+        self._sort(_encoded(rows, raws, carriers), list(raws), list(carriers))
+
+    def replaced(self, paths: list[str], sources: Iterable[str],
+                 rows: Iterable[tuple[int, str, int, str, tuple[str, ...], int]]) -> EdgeTable:
+        """This table over the nodes `paths` now are, with every edge from `sources` (paths) replaced by `rows`
+        (as the constructor takes them, numbered over `paths`): the graph after a save, from the edges it
+        re-resolved instead of every stored edge. Edges from or to a node that is gone are dropped."""
+        index = {path: i for i, path in enumerate(paths)}
+        replaced = set(sources)
+        renumber = np.array([index.get(path, -1) for path in self.paths], np.int32)
+        gone = np.array([path in replaced or path not in index for path in self.paths], bool)
+        keep = ~gone[self.source] if len(self.paths) else np.zeros(0, bool)
+        structural = self.target >= 0
+        targets = np.where(structural, renumber[np.maximum(self.target, 0)] if len(self.paths) else -1, -1)
+        keep &= ~structural | (targets >= 0)
+        raws = {raw: k for k, raw in enumerate(self.raws)}
+        carriers = {carried: k for k, carried in enumerate(self.carriers)}
+        added = _encoded(rows, raws, carriers)
+        kept = (renumber[self.source[keep]] if len(self.paths) else self.source[keep], self.kind[keep],
+                targets[keep].astype(np.int32), self.line[keep], self.raw[keep], self.symbols[keep])
+        columns = [np.concatenate([a, b]) for a, b in zip(kept, added)]
+        # only the specifiers and carriers still used stay in the pools
+        used_raws, raw_codes = np.unique(columns[4], return_inverse=True)
+        used_carriers, carrier_codes = np.unique(columns[5], return_inverse=True)
+        columns[4], columns[5] = raw_codes.astype(np.int32), carrier_codes.astype(np.int32)
+        pool_raws, pool_carriers = list(raws), list(carriers)
+        table = EdgeTable.__new__(EdgeTable)
+        table.paths = paths
+        table._sort(columns, [pool_raws[k] for k in used_raws.tolist()],
+                    [pool_carriers[k] for k in used_carriers.tolist()])
+        return table
+
+    def _sort(self, columns: list[np.ndarray], raws: list[str], carriers: list[tuple[str, ...]]) -> None:
+        """Take `columns` (source, kind, target, line, raw, symbols codes over `raws` and `carriers`) in the
+        graph's order."""
+        self.raws, self.carriers = raws, carriers
+        source, kind, target, line, raw, symbols = columns
         raw_rank = _ranks(self.raws)[raw]
         carrier_rank = _ranks(self.carriers)[symbols]
         order = np.lexsort((carrier_rank, raw_rank, line, target, kind, source))
         self.source, self.kind, self.target, self.line, self.raw, self.symbols = (
             c[order].copy() for c in (source, kind, target, line, raw, symbols))
+        self._index_columns()
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The table as plain arrays: its columns in order, its pools of specifiers and carrier symbols."""
+        out = {f"{prefix}{name}": getattr(self, name) for name in _EDGE_COLUMNS}
+        out[f"{prefix}raws"], out[f"{prefix}raws_ends"] = pack_strings(self.raws)
+        out[f"{prefix}carriers"], out[f"{prefix}carriers_ends"] = pack_strings(
+            [json.dumps(carried) for carried in self.carriers])
+        return out
+
+    @classmethod
+    def from_arrays(cls, paths: list[str], arrays: Mapping[str, np.ndarray], prefix: str) -> EdgeTable:
+        """A table `arrays` saved, over `paths`, checked (every number in range, sources in order); a
+        ValueError when it is not one."""
+        table = cls.__new__(cls)
+        table.paths = paths
+        table.raws = unpack_strings(arrays[f"{prefix}raws"], arrays[f"{prefix}raws_ends"])
+        table.carriers = [tuple(json.loads(text)) for text in
+                          unpack_strings(arrays[f"{prefix}carriers"], arrays[f"{prefix}carriers_ends"])]
+        if not all(all(isinstance(symbol, str) for symbol in carried) for carried in table.carriers):
+            raise ValueError("saved carrier symbols that are not names")
+        columns = [arrays[f"{prefix}{name}"] for name in _EDGE_COLUMNS]
+        if any(c.dtype != np.int32 or c.shape != columns[0].shape or c.ndim != 1 for c in columns):
+            raise ValueError("the saved edge columns do not fit together")
+        table.source, table.kind, table.target, table.line, table.raw, table.symbols = columns
         n = len(paths)
+        if len(table.source) and (
+                int(table.source.min()) < 0 or int(table.source.max()) >= n
+                or bool(np.any(np.diff(table.source) < 0))
+                or int(table.target.min()) < -1 or int(table.target.max()) >= n
+                or int(table.kind.min()) < 0 or int(table.kind.max()) >= len(EDGE_KINDS)
+                or int(table.raw.min()) < 0 or int(table.raw.max()) >= len(table.raws)
+                or int(table.symbols.min()) < 0 or int(table.symbols.max()) >= len(table.carriers)):
+            raise ValueError("the saved edges name nodes, kinds or pools out of range")
+        table._index_columns()
+        return table
+
+    def _index_columns(self) -> None:
+        """Where each node's outgoing rows start, and its incoming rows in order."""
+        n = len(self.paths)
         self._out_start = np.searchsorted(self.source, np.arange(n + 1))
         structural = np.flatnonzero(self.target >= 0)
         self._in_order = structural[np.argsort(self.target[structural], kind="stable")]
@@ -244,6 +393,16 @@ class EdgeTable:
     def __len__(self) -> int:
         return len(self.source)
 
+    def neighbour_rows(self, i: int, *, incoming: bool) -> dict[int, list[int]]:
+        """Neighbour node -> the rows of its edges with node `i`, grouped and ordered as `incoming` /
+        `outgoing` list the edges themselves (rows of the columns, no `Edge` made)."""
+        if incoming:
+            rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
+            return _grouped(self.source[rows].tolist(), rows.tolist())
+        rows = np.arange(self._out_start[i], self._out_start[i + 1])
+        rows = rows[self.target[rows] >= 0]
+        return _grouped(self.target[rows].tolist(), rows.tolist())
+
     def outgoing(self, i: int) -> dict[int, list[Edge]]:
         """Target node -> the edges from node `i` to it, in the graph's order."""
         rows = np.arange(self._out_start[i], self._out_start[i + 1])
@@ -259,6 +418,25 @@ class EdgeTable:
         """The raw specifiers node `i` imports from outside the workspace, sorted and distinct."""
         span = slice(self._out_start[i], self._out_start[i + 1])
         return sorted({self.raws[r] for r in self.raw[span][self.target[span] < 0]})
+
+    def counted(self) -> list[tuple[str, str, str, int]]:
+        """(source, target path or the raw specifier of an external edge, kind, how many edges) of every
+        distinct such triple, sorted: what a map of the whole graph shows, counted on the columns instead of
+        one `Edge` per edge (437K at 40K files)."""
+        words = sorted(set(self.paths) | set(self.raws))  # a specifier may read as a path: one word for both
+        rank = {word: k for k, word in enumerate(words)}
+        path_rank = np.array([rank[p] for p in self.paths], np.int64)
+        raw_rank = np.array([rank[r] for r in self.raws], np.int64)
+        second = np.where(self.target >= 0, path_rank[np.maximum(self.target, 0)] if len(path_rank)
+                          else 0, raw_rank[self.raw] if len(raw_rank) else 0)
+        first = path_rank[self.source] if len(path_rank) else np.zeros(0, np.int64)
+        # EDGE_KINDS is in the kinds' sorted order
+        keys = (first * len(words) + second) * len(EDGE_KINDS) + self.kind
+        distinct, counts = np.unique(keys, return_counts=True)
+        rest, kinds = np.divmod(distinct, len(EDGE_KINDS))
+        firsts, seconds = np.divmod(rest, max(len(words), 1))
+        return [(words[s], words[w], EDGE_KINDS[k], c) for s, w, k, c in
+                zip(firsts.tolist(), seconds.tolist(), kinds.tolist(), counts.tolist())]
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(source, target, kind) of the structural edges."""
@@ -289,11 +467,24 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
         return int(self._counts[i])
 
 
-def _grouped(nodes: list[int], edges: list[Edge]) -> dict[int, list[Edge]]:
-    """node -> its edges, in order of first appearance."""
-    out: dict[int, list[Edge]] = {}
-    for node, edge in zip(nodes, edges):
-        out.setdefault(node, []).append(edge)
+def _encoded(rows: Iterable[tuple[int, str, int, str, tuple[str, ...], int]], raws: dict[str, int],
+             carriers: dict[tuple[str, ...], int]) -> list[np.ndarray]:
+    """`rows` as int32 columns (source, kind, target, line, raw, symbols), specifiers and carriers numbered in
+    `raws` / `carriers` (new ones added)."""
+    kind_code = {kind: k for k, kind in enumerate(EDGE_KINDS)}
+    columns = [array("i") for _ in range(6)]
+    for source, kind, target, raw, symbols, line in rows:
+        for column, value in zip(columns, (source, kind_code[kind], target, line, raws.setdefault(raw, len(raws)),
+                                           carriers.setdefault(symbols, len(carriers)))):
+            column.append(value)
+    return [np.frombuffer(c, dtype=np.int32) if len(c) else np.zeros(0, np.int32) for c in columns]
+
+
+def _grouped(nodes: list[int], items: list[_Item]) -> dict[int, list[_Item]]:
+    """node -> its items (edges, rows), in order of first appearance."""
+    out: dict[int, list[_Item]] = {}
+    for node, item in zip(nodes, items):
+        out.setdefault(node, []).append(item)
     return out
 
 

@@ -91,6 +91,18 @@ class FileFacts:
             "uses": [[u.name, u.line, u.receiver, u.scope, u.kind] for u in self.uses],
         }, separators=(",", ":"))
 
+    @staticmethod
+    def definition_rows(text: str) -> list[list]:
+        """The definitions of facts stored as `text` (`to_json`), as stored: [name, kind, start line, end line,
+        parent] each, without decoding the imports and uses that are most of the text. Their key is found as
+        written: a quote inside a JSON string is escaped, so `"definitions":` and `,"imports":[` occur only as
+        the keys `to_json` writes, in that order."""
+        start = text.find('"definitions":')
+        end = text.find(',"imports":[', start)
+        if start < 0 or end < 0:
+            return [[d.name, d.kind, d.start_line, d.end_line, d.parent] for d in FileFacts.from_json(text).definitions]
+        return json.loads(text[start + len('"definitions":'):end])
+
     @classmethod
     def from_json(cls, text: str) -> FileFacts:
         raw = json.loads(text)

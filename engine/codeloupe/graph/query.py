@@ -83,10 +83,7 @@ def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMa
     graph = load_graph(ws)
     nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], graph.in_edges.count(i),
                      graph.out_edges.count(i), i in graph.gods) for i, p in enumerate(graph.paths)]
-    weights: Counter[tuple[str, str, str]] = Counter()
-    for edge in graph.edges:
-        weights[(edge.source, edge.target or edge.raw, edge.kind)] += 1
-    edges = [MapEdge(s, t, k, float(w)) for (s, t, k), w in sorted(weights.items())]
+    edges = [MapEdge(s, t, k, float(count)) for s, t, k, count in graph.edges.counted()]
     edges += [MapEdge(graph.paths[i], graph.paths[j], "semantic", round(c, 4)) for i, j, c in graph.semantic]
     names = community_names(ws, graph, ask_model=name_with_model)
     communities = [Community(c, names[c], [graph.paths[m] for m in graph.members(c)]) for c in range(len(names))]

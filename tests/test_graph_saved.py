@@ -1,0 +1,180 @@
+"""The graph saved beside the index: a new process opening the same index state loads it instead of decoding
+every file's facts and building the graph again, gets the same graph, and keeps saves incremental; a saved file
+that is missing, stale or damaged is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.graph import build as graph_build
+from codeloupe.graph import semantic
+from codeloupe.graph.build import graph_file, load_graph
+from test_graph_incremental import counting_resolutions
+
+FIXTURES = Path(__file__).parent / "fixtures" / "graph"
+
+
+def everything(ws: Workspace) -> tuple:
+    """All a graph holds, by node."""
+    graph = load_graph(ws)
+    return (graph.paths, graph.languages, graph.file_ids, list(graph.edges), graph.semantic, graph.surprises,
+            graph.similar, graph.community, graph.community_names, graph.degree, graph.gods,
+            list(graph.definitions), [graph.edges.external(i) for i in range(len(graph.paths))])
+
+
+def opened(root: Path, cache: Path) -> Workspace:
+    return Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
+
+
+def with_vectors(tmp_path: Path, fixture: str = "hub") -> tuple[Path, Path]:
+    """A fixture indexed, with skeleton vectors that give it a semantic lane (pairs that read alike)."""
+    root, cache = tmp_path / fixture, tmp_path / "cache"
+    shutil.copytree(FIXTURES / fixture, root)
+    ws = opened(root, cache)
+    try:
+        index_with_vectors(ws)
+    finally:
+        ws.close()
+    return root, cache
+
+
+def index_with_vectors(ws: Workspace) -> None:
+    ws.index()
+    rows = ws.store.file_rows()
+    ids = [rows[p].id for p in sorted(rows)]
+    vectors = np.zeros((len(ids), 8), np.float32)
+    for k in range(len(ids)):
+        vectors[k, k % 4] = 1.0  # files read alike in fours
+    ws.store.put_vectors("skeleton", "test-model", ids, vectors)
+
+
+def never(*_args: object, **_kwargs: object) -> None:
+    raise AssertionError("computed again instead of loaded")
+
+
+def test_a_new_process_loads_the_graph_it_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache = with_vectors(tmp_path)
+    first = opened(root, cache)
+    try:
+        built = everything(first)
+    finally:
+        first.close()
+    assert built[4], "the fixture has a semantic lane"
+    monkeypatch.setattr(graph_build, "_build", never)
+    monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)
+    again = opened(root, cache)
+    try:
+        assert everything(again) == built
+    finally:
+        again.close()
+
+
+def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, keep_saved_graph: bool
+                          ) -> tuple[list[str], tuple]:
+    """(files resolved again, the graph after) for one save in a process that opens an index whose graph was
+    built before, with or without the graph saved beside it."""
+    root, cache = with_vectors(tmp_path, "python")
+    first = opened(root, cache)
+    try:
+        load_graph(first)
+        if not keep_saved_graph:
+            graph_file(first).unlink()
+    finally:
+        first.close()
+    again = opened(root, cache)
+    try:
+        load_graph(again)
+        if keep_saved_graph:
+            monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)
+            monkeypatch.setattr(semantic, "similar_pairs", never)  # a save changes no vector: the lane is kept
+        # the graph after the save reads back only the edges it resolved again, in either case
+        monkeypatch.setattr(graph_build.edge_store, "iter_edges", never)
+        resolved = counting_resolutions(monkeypatch)
+        saved = root / "scripts" / "helpers.py"
+        saved.write_text(saved.read_text() + "\n\ndef pad(v):\n    return v\n")
+        again.update_files([saved])
+        after = everything(again)  # edges are resolved when the graph is asked for
+        return sorted(resolved), after
+    finally:
+        again.close()
+        monkeypatch.undo()
+
+
+def test_a_save_after_a_loaded_graph_resolves_and_builds_what_it_would_without_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loaded name indexes (who defines, binds and mentions what) drive a save's resolution as the ones
+    built in memory do: the same few files are resolved again and the graph after is the same."""
+    loaded = save_in_a_new_process(tmp_path / "loaded", monkeypatch, keep_saved_graph=True)
+    built = save_in_a_new_process(tmp_path / "built", monkeypatch, keep_saved_graph=False)
+    # helpers.py itself and report.py (it imports helpers), as in test_graph_incremental
+    assert loaded[0] == built[0] == ["scripts/helpers.py", "scripts/report.py"]
+    assert loaded[1] == built[1]
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flipped(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for at in range(17, len(data), max(len(data) // 13, 1)):
+        data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def _emptied(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage", [_truncated, _flipped, _emptied])
+def test_a_damaged_saved_graph_is_rebuilt(tmp_path: Path, damage) -> None:
+    root, cache = with_vectors(tmp_path)
+    first = opened(root, cache)
+    try:
+        built = everything(first)
+        path = graph_file(first)
+    finally:
+        first.close()
+    damage(path)
+    again = opened(root, cache)
+    try:
+        assert everything(again) == built
+    finally:
+        again.close()
+    with np.load(path, allow_pickle=False) as rewritten:  # and saved whole again for the next process
+        assert "node_ids" in rewritten.files
+
+
+def test_a_graph_saved_for_another_index_state_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache = with_vectors(tmp_path)
+    first = opened(root, cache)
+    try:
+        load_graph(first)
+        path = graph_file(first)
+        older = path.read_bytes()
+        saved = root / "app" / "f3.py"
+        saved.write_text(saved.read_text() + "\n\ndef extra(x):\n    return x\n")
+        first.update_files([saved])
+        current = everything(first)
+    finally:
+        first.close()
+    path.write_bytes(older)  # the graph of the index before that save
+    builds: list[int] = []
+    real = graph_build._build
+
+    def counted(ws):
+        builds.append(1)
+        return real(ws)
+
+    monkeypatch.setattr(graph_build, "_build", counted)
+    again = opened(root, cache)
+    try:
+        assert everything(again) == current
+    finally:
+        again.close()
+    assert builds == [1]
