@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import statistics
 import sys
 import time
@@ -61,6 +62,7 @@ def main() -> int:
     parser.add_argument("--no-embed", action="store_true", help="lexical and symbol lanes only")
     parser.add_argument("--random-vectors", action="store_true",
                         help="random chunk vectors instead of embedding the trees (the reports are embedded)")
+    parser.add_argument("--out", type=Path, help="also write the figures here as JSON")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
     for item in args.set:
@@ -107,12 +109,19 @@ def main() -> int:
     print(f"trees: {sizes}")
     print(f"{len(queries)} {args.kind} queries over {len(workspaces)} trees ({issue_mode} in issue mode, "
           f"median {statistics.median(words):.0f} words) x {args.repeat}")
+    figures: dict[str, dict[str, float]] = {}
     for phase, values in phases.items():
         values.sort()
         p95 = values[min(len(values) - 1, int(0.95 * len(values)))]
+        figures[phase] = {"p50_ms": statistics.median(values), "p95_ms": p95}
         print(f"  {phase:<9} p50 {statistics.median(values):7.1f} ms   p95 {p95:7.1f} ms")
     for tree, values in per_tree.items():
         print(f"  cpu p50 {statistics.median(values):7.1f} ms on {tree}")
+    if args.out:
+        args.out.write_text(json.dumps({
+            "queries": len(queries), "repeat": args.repeat, "median_words": statistics.median(words),
+            "trees": {str(t): ws.store.counts() for t, ws in workspaces.items()}, "phases": figures,
+            "cpu_p50_ms_per_tree": {str(t): statistics.median(v) for t, v in per_tree.items()}}, indent=1))
     for ws in workspaces.values():
         ws.close()
     return 0
