@@ -94,11 +94,12 @@ def main() -> int:
     phases: dict[str, list[float]] = {}
     per_tree: dict[Path, list[float]] = {}
     for run in range(args.repeat):
-        for tree, query in queries:
+        for n, (tree, query) in enumerate(queries):
             # A pasted report is new to the model: numbering its first line keeps each timed search from
-            # being answered by the provider's memo of query vectors (the warm-up filled it).
+            # being answered by a memo of query vectors (the warm-up filled it; the same report goes to
+            # every tree, and a provider may serve several workspaces).
             cpu = time.thread_time()
-            timing = workspaces[tree].search(f"({run}) {query}").timing_ms
+            timing = workspaces[tree].search(f"({run}.{n}) {query}").timing_ms
             timing["cpu"] = (time.thread_time() - cpu) * 1000
             for phase, ms in timing.items():
                 phases.setdefault(phase, []).append(ms)
