@@ -89,34 +89,3 @@ def test_vectors_read_in_pages_equal_one_read(tmp_path: Path, monkeypatch) -> No
         paged = store.vector_matrix("chunk", "m")
         assert paged.ids.tolist() == whole.ids.tolist() == ids
         assert np.array_equal(paged.q, whole.q) and np.array_equal(paged.scales, whole.scales)
-
-
-def test_one_pass_over_the_matrix_cuts_the_lane_as_two_passes_do_bit_for_bit() -> None:
-    """`scores` given the lane's mask and depth reads the matrix once and scores exactly only the rows that could
-    make the cut: the cut, its order (ties by row included: copied files tie exactly) and every score it reads
-    equal the two-pass scores; the rows left out are below the cut."""
-    from codeloupe.lanes.dense import DenseSnapshot
-    from codeloupe.lanes.top import top_rows
-
-    rng = np.random.default_rng(17)
-    base = _unit_rows(rng, 1500)
-    q, scales = quantize(np.concatenate([base, base[:700]]))  # 700 chunks copied, as vendored trees are
-    skel_q, skel_scales = quantize(_unit_rows(rng, 60))
-    n_chunks = len(q)
-    chunk_rows = np.sort(rng.choice(n_chunks + 300, n_chunks, replace=False))  # some table rows have no vector
-    skeleton = rng.integers(-1, 60, n_chunks)
-    dense = DenseSnapshot(1, "m", chunk_rows, Int8Vectors.stacked([
-        (VectorMatrix(np.arange(n_chunks), q, scales), None),
-        (VectorMatrix(np.arange(60), skel_q, skel_scales), None)]), skeleton, 1.0, 1)
-    n_rows = n_chunks + 300
-    for trial, query in enumerate(_unit_rows(rng, 12)):
-        if trial % 3 == 0:  # a query near a stored vector: many rows close to the top
-            query = base[trial] + 0.05 * _unit_rows(rng, 1)[0]
-        keep = rng.random(n_rows) < (0.3 if trial % 2 else 0.9)
-        reference = dense.scores(query, n_rows)
-        for depth in (1, 10, 200, 5000):
-            fast = dense.scores(query, n_rows, keep, depth)
-            cut = top_rows(reference, keep & np.isfinite(reference), depth)
-            assert top_rows(fast, keep & np.isfinite(fast), depth) == cut
-            assert np.array_equal(fast[cut], reference[cut])
-            assert np.array_equal(np.isfinite(fast), np.isfinite(reference))

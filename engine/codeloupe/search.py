@@ -682,7 +682,7 @@ class Searcher:
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
             per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights,
-                                         fusion, mask)
+                                         fusion)
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
@@ -756,8 +756,7 @@ class Searcher:
             return None
 
     def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
-                     qvec: np.ndarray | None, weights: dict[str, float], fusion: Fusion,
-                     mask: np.ndarray) -> dict[str, np.ndarray]:
+                     qvec: np.ndarray | None, weights: dict[str, float], fusion: Fusion) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         n = len(snap.table.ids)
         if weights.get("lexical"):
@@ -765,7 +764,7 @@ class Searcher:
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
         if weights.get("dense") and dense is not None and qvec is not None:
-            out["dense"] = dense.scores(qvec, n, mask, R.LANE_DEPTH)  # exact where the lane's cut reads
+            out["dense"] = dense.scores(qvec, n)
         return out
 
     def _project_lane(self, snap: Snapshot, query: str, scope: str, mask: np.ndarray,

@@ -24,7 +24,6 @@ class Int8Vectors:
     transposed: np.ndarray  # int8 [d, n]
     scales: np.ndarray  # float32 [n]
     offsets: np.ndarray  # int32 [n]: 128 x each vector's sum of components (see `dot`)
-    lengths: np.ndarray  # float32 [n]: each dequantised vector's length, rounded up (bounds `first_half`'s error)
 
     @classmethod
     def stacked(cls, parts: list[tuple[VectorMatrix, np.ndarray | None]]) -> Int8Vectors:
@@ -32,7 +31,7 @@ class Int8Vectors:
         written in place: a query then reads them all in one product per half of the query."""
         sizes = [len(matrix.ids) if rows is None else len(rows) for matrix, rows in parts]
         transposed = np.zeros((max((m.dim for m, _ in parts), default=0), sum(sizes)), np.int8)
-        scales, offsets, lengths = [np.zeros(0, np.float32)], [np.zeros(0, np.int32)], [np.zeros(0, np.float32)]
+        scales, offsets = [np.zeros(0, np.float32)], [np.zeros(0, np.int32)]
         at = 0
         for (matrix, rows), size in zip(parts, sizes):
             q = matrix.q if rows is None else matrix.q[rows]
@@ -40,10 +39,8 @@ class Int8Vectors:
                 transposed[:, at:at + size] = q.T
             scales.append((matrix.scales if rows is None else matrix.scales[rows]).astype(np.float32))
             offsets.append(128 * q.sum(axis=1, dtype=np.int32))
-            length = np.sqrt(np.einsum("ij,ij->i", q, q, dtype=np.int64)) * scales[-1].astype(np.float64)
-            lengths.append(np.nextafter(length.astype(np.float32), np.float32(np.inf)))
             at += size
-        return cls(transposed, np.concatenate(scales), np.concatenate(offsets), np.concatenate(lengths))
+        return cls(transposed, np.concatenate(scales), np.concatenate(offsets))
 
     def __len__(self) -> int:
         return len(self.scales)
@@ -59,55 +56,17 @@ class Int8Vectors:
         if len(self.scales) == 0:
             return np.zeros(0, np.float32)
         out = np.zeros(len(self.scales), np.float32)
-        for part, scale in _halves(qvec):
-            out += self._product(part).astype(np.float32) * np.float32(scale)
+        rest = np.asarray(qvec, np.float32)
+        for _ in range(2):
+            scale = _int8_scale(rest)
+            part = np.rint(rest / scale)
+            raw = _int8_gemv().run(None, {"query": (part + 128).astype(np.uint8)[None, :],
+                                          "rows": self.transposed})[0][0]
+            raw -= self.offsets
+            out += raw.astype(np.float32) * np.float32(scale)
+            rest = rest - part * scale
         out *= self.scales
         return out
-
-    def first_half(self, qvec: np.ndarray) -> HalfProduct:
-        """`dot` from one pass over the matrix: every row's product with `hi`, and how far `lo` can move it
-        (`HalfProduct.finish` then scores exactly the few rows that matter, as `dot` would)."""
-        (hi, hi_scale), (lo, lo_scale) = _halves(qvec)
-        partial = self._product(hi).astype(np.float32) * np.float32(hi_scale)
-        # |lo . row| <= |lo| |row| (Cauchy-Schwarz), with room for float32 rounding of the sums.
-        reach = float(np.linalg.norm(lo.astype(np.float64))) * lo_scale * (1 + 1e-4) + 1e-5
-        return HalfProduct(self, partial, partial * self.scales, reach * self.lengths, lo, lo_scale)
-
-    def _product(self, part: np.ndarray) -> np.ndarray:
-        """int32 [n]: `part` (int8 values as float32 [d]) times every row, in the int8 kernel."""
-        raw = _int8_gemv().run(None, {"query": (part + 128).astype(np.uint8)[None, :], "rows": self.transposed})[0][0]
-        raw -= self.offsets
-        return raw
-
-
-@dataclass
-class HalfProduct:
-    """A query's product with `Int8Vectors` after the pass of its `hi` half (`Int8Vectors.first_half`)."""
-
-    vectors: Int8Vectors
-    partial: np.ndarray  # float32 [n]: `hi`'s term of `dot`, before the row scales
-    estimate: np.ndarray  # float32 [n]: `partial` x the row scales
-    error: np.ndarray  # float32 [n]: `dot` - `estimate` lies within +-error
-    lo: np.ndarray
-    lo_scale: float
-
-    def finish(self, rows: np.ndarray) -> np.ndarray:
-        """`dot` at `rows` (sorted, unique), bit for bit: `lo`'s term from those rows' columns, in exact integers."""
-        columns = self.vectors.transposed[:, rows].astype(np.int32)
-        out = self.partial[rows] + (self.lo.astype(np.int32) @ columns).astype(np.float32) * np.float32(self.lo_scale)
-        out *= self.vectors.scales[rows]
-        return out
-
-
-def _halves(qvec: np.ndarray) -> list[tuple[np.ndarray, float]]:
-    """The query as two int8 vectors with a scale each (as float32 holding integers): `hi`, then what it leaves."""
-    halves, rest = [], np.asarray(qvec, np.float32)
-    for _ in range(2):
-        scale = _int8_scale(rest)
-        part = np.rint(rest / scale)
-        halves.append((part, scale))
-        rest = rest - part * scale
-    return halves
 
 
 def _int8_scale(vector: np.ndarray) -> float:
@@ -147,44 +106,20 @@ class DenseSnapshot:
     coverage: float
     snapshot_generation: int  # the full snapshot whose rows `chunk_rows` index
 
-    def scores(self, qvec: np.ndarray, n_rows: int, keep: np.ndarray | None = None, depth: int = 0) -> np.ndarray:
+    def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
         """Cosine of each chunk plus SKELETON_WEIGHT x its file skeleton's cosine; -inf for rows with no vector.
 
         Chunks and skeletons are one matrix, read by one int8 product per half of the query (two kernel calls,
-        not four); nothing here loops over chunks in Python. Given `keep` (a mask of rows) and `depth`, the
-        matrix is read once (`Int8Vectors.first_half`): every row that could be among the `depth` best kept
-        rows is scored exactly, bit for bit as without them, and every other row holds an estimate below them,
-        so the lane's cut (`top_rows`) and the scores it reads are the same."""
+        not four); nothing here loops over chunks in Python."""
         scores = np.full(n_rows, -np.inf, np.float32)
-        if keep is None or depth <= 0 or len(self.vectors) == 0:
-            scores[self.chunk_rows] = self._combined(self.vectors.dot(qvec))
-            return scores
-        half = self.vectors.first_half(qvec)
         m = len(self.chunk_rows)
-        estimate, error = self._combined(half.estimate), self._combined(half.error)
-        kept = np.flatnonzero(keep[self.chunk_rows])
-        if len(kept) > depth:  # the depth-th best lower bound: a row whose upper bound is below it cannot make it
-            low = estimate[kept] - error[kept]
-            floor = np.partition(low, len(kept) - depth)[len(kept) - depth]
-            kept = kept[estimate[kept] + error[kept] >= floor]
-        skeleton = self.chunk_skeleton[kept]
-        needed = np.unique(skeleton[skeleton >= 0]) + m
-        exact = half.finish(np.concatenate([kept, needed]))
-        cosines = np.zeros(len(self.vectors), np.float32)  # only the rows read below are set
-        cosines[kept], cosines[needed] = exact[:len(kept)], exact[len(kept):]
-        estimate[kept] = self._combined(cosines, kept)
-        scores[self.chunk_rows] = estimate
-        return scores
-
-    def _combined(self, cosines: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Chunk scores from the cosines of chunks and skeletons (`cosines`: [m + f]), at `rows` of the chunks."""
-        m = len(self.chunk_rows)
-        chunk_scores, skeleton = (cosines[:m].copy(), self.chunk_skeleton) if rows is None else \
-            (cosines[rows], self.chunk_skeleton[rows])
+        cosines = self.vectors.dot(qvec)
+        chunk_scores = cosines[:m]
         if len(cosines) > m:
             file_sim = np.append(cosines[m:], np.float32(0.0))  # row -1: no skeleton
-            chunk_scores += R.SKELETON_WEIGHT * file_sim[skeleton]
-        return chunk_scores
+            chunk_scores += R.SKELETON_WEIGHT * file_sim[self.chunk_skeleton]
+        scores[self.chunk_rows] = chunk_scores
+        return scores
 
 
 def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, model: str,

@@ -24,9 +24,8 @@ class IndexedDense:
     coverage: float
     snapshot_generation: int
 
-    def scores(self, qvec: np.ndarray, n_rows: int, keep: np.ndarray | None = None, depth: int = 0) -> np.ndarray:
-        """The store's best chunks' scores at their rows; -inf everywhere else (the store's cut is its own:
-        `keep` and `depth` change nothing here)."""
+    def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
+        """The store's best chunks' scores at their rows; -inf everywhere else."""
         found = self.table_rows.scatter(self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT),
                                         -np.inf)
         scores = np.full(n_rows, -np.inf, np.float32)  # a delta view's rows past the snapshot's have no vector
