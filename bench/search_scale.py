@@ -134,7 +134,18 @@ def _timed(ws, query: str) -> dict:
     t, cpu = time.perf_counter(), time.process_time()
     ws.search(query)
     return {"embedded": embedded, "cached": (time.perf_counter() - t) * 1000, "embedded_cpu": embedded_cpu,
-            "cached_cpu": (time.process_time() - cpu) * 1000, "stages": bundle.timing_ms}
+            "cached_cpu": (time.process_time() - cpu) * 1000, "stages": bundle.timing_ms, "digest": _digest(bundle)}
+
+
+def _digest(bundle) -> str:
+    """The bundle's content (ranks, paths, chunks, snippets, scores, map lines; not its timings), hashed: two
+    engines that answer alike give equal digests."""
+    import dataclasses
+    import hashlib
+
+    content = dataclasses.asdict(bundle)
+    content.pop("timing_ms")
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def _stages_in_cpu_time() -> None:
@@ -187,6 +198,9 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
                                         for stage in rows[0]["stages"]}
             figures["load_avg_1m"] = round(os.getloadavg()[0], 1)
             print(f"{engine}: {json.dumps(figures)}", flush=True)
+        if len(engines) == 2:
+            same = sum(a["digest"] == b["digest"] for a, b in zip(*timed))
+            print(f"bundles identical: {same} of {len(timed[0])}", flush=True)
     finally:
         for proc in procs:
             proc.stdin.close()
