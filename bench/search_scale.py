@@ -251,8 +251,10 @@ def main() -> int:
 
     engines = engines_to_compare(HERE.parent, args.engine, args.baseline, baseline)
     if args.interleave:
-        interleave(engines, args, prepared)
-        shutil.rmtree(baseline, ignore_errors=True)
+        try:
+            interleave(engines, args, prepared)
+        finally:  # an engine that fails to start must not leave the extracted baseline behind
+            shutil.rmtree(baseline, ignore_errors=True)
         return 0
     results: dict[str, dict] = {}
     for engine in engines * args.rounds:
