@@ -126,19 +126,44 @@ def measure(root: Path, work: Path, queries_path: Path, profile: int) -> dict:
 
 
 def _timed(ws, query: str) -> dict:
-    """One query embedded, then again with its vector cached: ms each, and the first one's stages."""
-    t = time.perf_counter()
+    """One query embedded, then again with its vector cached: ms each, wall and CPU (the process's: on a shared
+    machine the fair figure), and the first one's stages."""
+    t, cpu = time.perf_counter(), time.process_time()
     bundle = ws.search(query)
-    embedded = (time.perf_counter() - t) * 1000
-    t = time.perf_counter()
+    embedded, embedded_cpu = (time.perf_counter() - t) * 1000, (time.process_time() - cpu) * 1000
+    t, cpu = time.perf_counter(), time.process_time()
     ws.search(query)
-    return {"embedded": embedded, "cached": (time.perf_counter() - t) * 1000, "stages": bundle.timing_ms}
+    return {"embedded": embedded, "cached": (time.perf_counter() - t) * 1000, "embedded_cpu": embedded_cpu,
+            "cached_cpu": (time.process_time() - cpu) * 1000, "stages": bundle.timing_ms, "digest": _digest(bundle)}
 
 
-def serve(root: Path, work: Path, queries_path: Path) -> None:
+def _digest(bundle) -> str:
+    """The bundle's content (ranks, paths, chunks, snippets, scores, map lines; not its timings), hashed: two
+    engines that answer alike give equal digests."""
+    import dataclasses
+    import hashlib
+
+    content = dataclasses.asdict(bundle)
+    content.pop("timing_ms")
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _stages_in_cpu_time() -> None:
+    """Makes the search's stage timings (`Bundle.timing_ms`) the process's CPU time instead of wall time: the
+    searcher reads its clock as `time.perf_counter` of its module, so that name alone is swapped, here only."""
+    import types
+
+    import codeloupe.search
+
+    codeloupe.search.time = types.SimpleNamespace(perf_counter=time.process_time)
+
+
+def serve(root: Path, work: Path, queries_path: Path, cpu_stages: bool) -> None:
     """The engine warmed, its figures printed, then each query read from stdin timed (`_timed`), a JSON line
     each: the parent alternates the engines query by query."""
     ws, out = _warmed(root, work, _queries(queries_path)[1])
+    if cpu_stages:
+        _stages_in_cpu_time()
     print(json.dumps(out), flush=True)
     for line in sys.stdin:
         print(json.dumps(_timed(ws, json.loads(line))), flush=True)
@@ -152,7 +177,8 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
     for work in works:
         shutil.copytree(prepared, work, dirs_exist_ok=True)
     procs = [subprocess.Popen([sys.executable, __file__, "--phase", "serve", "--tree", str(args.tree), "--work",
-                               str(work), "--queries", str(args.queries)], env=dict(os.environ, PYTHONPATH=engine),
+                               str(work), "--queries", str(args.queries), *(["--cpu-stages"] if args.cpu_stages else [])],
+                              env=dict(os.environ, PYTHONPATH=engine),
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for engine, work in zip(engines, works)]
     try:
@@ -164,7 +190,7 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
                 procs[e].stdin.flush()
                 timed[e].append(json.loads(procs[e].stdout.readline()))
         for engine, figures, rows in zip(engines, started, timed):
-            for label in ("embedded", "cached"):
+            for label in ("embedded", "cached", "embedded_cpu", "cached_cpu"):
                 values = sorted(r[label] for r in rows)
                 figures[f"p50_{label}_ms"] = round(statistics.median(values), 1)
                 figures[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
@@ -172,6 +198,9 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
                                         for stage in rows[0]["stages"]}
             figures["load_avg_1m"] = round(os.getloadavg()[0], 1)
             print(f"{engine}: {json.dumps(figures)}", flush=True)
+        if len(engines) == 2:
+            same = sum(a["digest"] == b["digest"] for a, b in zip(*timed))
+            print(f"bundles identical: {same} of {len(timed[0])}", flush=True)
     finally:
         for proc in procs:
             proc.stdin.close()
@@ -197,6 +226,8 @@ def main() -> int:
                         " (a load that changes during the run then weighs on both)")
     parser.add_argument("--interleave", action="store_true", help="run the engines side by side and alternate"
                         " them query by query (instead of one after the other)")
+    parser.add_argument("--cpu-stages", action="store_true", help="with --interleave: stage timings in each engine's"
+                        " CPU time (the whole process, the model's threads included) rather than wall time, for a loaded machine")
     parser.add_argument("--phase", choices=["measure", "serve"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -206,7 +237,7 @@ def main() -> int:
 
         args.tree = stdlib()
     if args.phase == "serve":
-        serve(args.tree, args.work, args.queries)
+        serve(args.tree, args.work, args.queries, args.cpu_stages)
         return 0
     if args.phase:
         print(json.dumps(measure(args.tree, args.work, args.queries, args.profile)))
@@ -220,8 +251,10 @@ def main() -> int:
 
     engines = engines_to_compare(HERE.parent, args.engine, args.baseline, baseline)
     if args.interleave:
-        interleave(engines, args, prepared)
-        shutil.rmtree(baseline, ignore_errors=True)
+        try:
+            interleave(engines, args, prepared)
+        finally:  # an engine that fails to start must not leave the extracted baseline behind
+            shutil.rmtree(baseline, ignore_errors=True)
         return 0
     results: dict[str, dict] = {}
     for engine in engines * args.rounds:

@@ -31,6 +31,24 @@ def test_the_best_rows_are_a_full_sort_cut_with_ties_by_row_whatever_else_the_ar
     assert top_rows(scores, keep, 0) == [] and top_rows(scores, np.zeros(5000, bool), 5) == []
 
 
+def test_a_large_mask_narrowed_by_a_sampled_threshold_cuts_as_the_full_partition_does() -> None:
+    """Past a few thousand kept rows the cut first keeps the rows scoring at least a threshold read off a sample
+    of the rows; whatever the sample says (ties at the threshold, a threshold too high to leave `depth` rows),
+    the cut is the full sort's."""
+    rng = np.random.default_rng(5)
+    n = 60_000
+    cosines = rng.standard_normal(n).astype(np.float32)
+    ties = np.round(cosines, 1)  # a few dozen values: thousands of rows tie with the cut
+    sampled_high = np.where(np.arange(n) % 64 == 0, 10.0 + cosines, cosines)  # the sample overstates the top
+    for scores in (cosines, ties, sampled_high):
+        for density in (0.05, 0.9):
+            keep = rng.random(n) < density
+            kept = np.flatnonzero(keep)
+            for depth in (1, 50, 200, 1000):
+                expected = kept[np.lexsort((kept, -scores[kept]))][:depth].tolist()
+                assert top_rows(scores, keep, depth) == expected
+
+
 def test_chunks_and_skeletons_in_one_matrix_score_each_row_as_its_own_matrix_did() -> None:
     rng = np.random.default_rng(2)
     unit = rng.standard_normal((900, 384)).astype(np.float32)

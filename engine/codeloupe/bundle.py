@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from itertools import accumulate, chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -126,12 +127,13 @@ def _map_entries(snap: Snapshot, entries: list[tuple[int, int, float, list[int],
     best = [rows[0] for _, _, _, rows, _ in entries]
     starts, ends = table.start_lines[best].tolist(), table.end_lines[best].tolist()
     named = [rows[:5] for _, _, _, rows, _ in entries]
-    symbols = iter(table.symbols.many(r for rows in named for r in rows))
+    symbols = table.symbols.many(chain.from_iterable(named))
+    bounds = list(accumulate(map(len, named), initial=0))
     return [FileHit(path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
                     score=round(score, 6), best_start_line=start, best_end_line=end,
-                    symbols=list(dict.fromkeys(s for _ in rows for s in next(symbols)))[:12], why=why, via=via,
+                    symbols=list(dict.fromkeys(chain.from_iterable(symbols[a:b])))[:12], why=why, via=via,
                     tail=tail)
-            for (file_id, rank, score, _, why), rows, start, end in zip(entries, named, starts, ends)]
+            for (file_id, rank, score, _, why), a, b, start, end in zip(entries, bounds, bounds[1:], starts, ends)]
 
 
 def _core_count(scores: list[float]) -> int:

@@ -682,6 +682,9 @@ class Searcher:
         summaries = snap.summaries(self.ws) if weights.get("summary") else None
 
         fusion = Fusion(snap.table.file_ids, peers)
+        # The files with a chunk under the mask, once for every variant's file-level lanes (a scatter of every row).
+        file_allowed = _files_under(snap, mask, snap.file_order()) \
+            if weights.get("file") or (summaries is not None and summaries.ready) else None
         for vi, variant in enumerate(variants):
             terms = tokenize(variant.text)
             per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights,
@@ -691,10 +694,10 @@ class Searcher:
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
                                 scores=scores)
             if weights.get("file"):
-                files, scores = _file_ranking(snap, snap.file_index()[1], terms, mask, fusion, "file")
+                files, scores = _file_ranking(snap, snap.file_index()[1], terms, file_allowed, fusion, "file")
                 fusion.add_file_lane("file", files, weights["file"] * variant.weight, record=vi == 0, scores=scores)
             if summaries is not None and summaries.ready:
-                files, scores = _file_ranking(snap, summaries.index, terms, mask, fusion, "summary")
+                files, scores = _file_ranking(snap, summaries.index, terms, file_allowed, fusion, "summary")
                 fusion.add_file_lane("summary", files, weights["summary"] * variant.weight, record=vi == 0,
                                      scores=scores)
         if weights.get("entity") and issue:
@@ -875,14 +878,15 @@ class Searcher:
         return [s for s in out if weights.get(s.name, 0.0) > 0]
 
 
-def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: list[str], mask: np.ndarray,
+def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: list[str], allowed: np.ndarray,
                   fusion: Fusion, lane: str) -> tuple[list[int], np.ndarray]:
     """Files by BM25 over one document per file (`index`, rows in `file_index` order): all of a file's text
     (the file lane: a long report's words spread over a big file's chunks, where no single chunk holds enough
-    of them to rank) or its summary (the summary lane); with their scores."""
+    of them to rank) or its summary (the summary lane); with their scores. `allowed`: whether each file (in
+    that order) has a chunk under the query's mask."""
     file_ids = snap.file_order()
     scores = index.scores(terms, fusion.pooled(lane, index, terms))
-    rows = _rank(scores, _files_under(snap, mask, file_ids), R.LANE_DEPTH)
+    rows = _rank(scores, allowed, R.LANE_DEPTH)
     return file_ids[rows].tolist(), scores[rows]
 
 def _files_under(snap: Snapshot, mask: np.ndarray, file_ids: np.ndarray) -> np.ndarray:
