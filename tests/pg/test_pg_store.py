@@ -294,3 +294,28 @@ def test_a_restart_on_the_shared_index_loads_its_saved_snapshot(tree: Path, pg_u
         assert saved.stat().st_mtime_ns == written
     finally:
         again.close()
+
+
+def test_a_repository_s_symbols_are_paged_through_its_own_index_range(tree: Path, tmp_path: Path,
+                                                                       pg_url: str) -> None:
+    """The snapshot reads a repository's symbols a page of ids at a time. Through the primary key alone each
+    page walked every repository's symbols above the last id and filtered them (at 200 repositories opening
+    them all took minutes); the (repo_id, id) index reads only the repository's own range."""
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "go", other)
+    first, second = _open(tree, store_url=pg_url), _open(other, store_url=pg_url)
+    try:
+        expected = second.store.symbol_rows()
+        assert expected and list(second.store.iter_symbol_rows(page=2)) == expected
+        with psycopg.connect(pg_url) as conn:
+            conn.execute(f"SET codeloupe.repo_id = {second.store.repo_id}")
+            conn.execute("SET enable_seqscan = off")  # the tables are small: ask which index the plan reads
+            conn.execute("SET enable_sort = off")
+            plan = conn.execute("EXPLAIN (FORMAT JSON) SELECT id, file_id FROM scoped.symbols WHERE id > -1"
+                                " ORDER BY id LIMIT 50000").fetchone()[0][0]["Plan"]
+        while "Index Cond" not in plan:
+            plan = plan["Plans"][0]
+        assert "repo_id" in plan["Index Cond"] and "id >" in plan["Index Cond"], plan
+    finally:
+        first.close()
+        second.close()
