@@ -255,10 +255,13 @@ CREATE TABLE skipped_files (
 );
 CREATE VIEW scoped.skipped_files AS SELECT * FROM public.skipped_files WHERE repo_id = """ + _SCOPE + ";"
     " ALTER VIEW scoped.skipped_files ALTER COLUMN repo_id SET DEFAULT " + _SCOPE + ";"), (3, """
--- A repository's symbols in id order (the snapshot reads them a page of ids at a time): through the primary
--- key alone, each page walked every other repository's symbols above the last id (bench/pg_org.py: 200
--- repositories of 24K symbols, each repository's first page a scan of millions of rows).
+-- A repository's rows of the tables a snapshot reads whole, by an index that starts with the repository:
+-- through their primary keys alone each read walked every repository's rows (bench/pg_org.py, 200
+-- repositories: a repository's symbol page scanned millions of rows, its skeleton vectors the whole table).
 CREATE INDEX symbols_repo ON symbols(repo_id, id);
+CREATE INDEX skeletons_repo ON skeletons(repo_id, file_id);
+CREATE INDEX skeleton_vectors_repo ON skeleton_vectors(repo_id, model, file_id);
+CREATE INDEX graph_facts_repo ON graph_facts(repo_id, file_id);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
