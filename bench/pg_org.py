@@ -148,7 +148,7 @@ def timed(fn, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001
         started = time.perf_counter()
         fn(query, mode)
         millis.append((time.perf_counter() - started) * 1000)
-        if millis[-1] > 1000:  # an every-repository query: show progress
+        if millis[-1] > 1000:  # a slow one (every-repository queries take seconds): show progress
             print(f"{millis[-1]:.0f} ms: {query}", flush=True)
     return {"queries": len(millis), "p50_ms": round(statistics.median(millis), 1),
             "p95_ms": round(float(np.percentile(millis, 95)), 1), "max_ms": round(max(millis), 1)}
