@@ -674,12 +674,20 @@ class SharedWorkspace(RemoteWorkspace):
     (a line partition of each file) and every answer is pinned to the commit it was indexed at. Indexing is
     the workers' job (or `codeloupe index PATH --store URL` on a checkout): `index()` only reports."""
 
-    def __init__(self, url: str, repository: str, settings: Settings) -> None:
+    def __init__(self, url: str, repository: str, settings: Settings,
+                 model_from: SharedWorkspace | None = None) -> None:
+        """`model_from`: a repository opened with the same settings, whose embedding provider this one uses."""
         # RemoteWorkspace's own start (a spec to parse, a tarball to fetch) has no part here.
         self.settings = dataclasses.replace(settings, store_url=url, store_repository=repository)
         self.root = Path(repository)
         self.refresh = False
+        self._model_from = model_from
         self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad())
+
+    def embedding_provider(self):
+        # One model for the repositories opened together: a copy loaded per repository held 200 of them
+        # at organisation scale (bench/pg_org.py).
+        return self._model_from.embedding_provider() if self._model_from else super().embedding_provider()
 
     @property
     def revision(self) -> str:
@@ -767,7 +775,9 @@ def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | No
     if not known:
         raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
                              " `codeloupe index PATH --store URL`")
-    return [SharedWorkspace(settings.store_url, name, settings) for name in names or known]
+    first, *rest = names or known
+    opened = [SharedWorkspace(settings.store_url, first, settings)]
+    return opened + [SharedWorkspace(settings.store_url, name, settings, opened[0]) for name in rest]
 
 
 def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,

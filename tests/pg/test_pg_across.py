@@ -121,3 +121,22 @@ async def test_the_mcp_search_tool_takes_the_repositories_to_search_as_one(tmp_p
             assert refused.is_error and "not a served workspace" in "".join(p.text for p in refused.content)
     finally:
         pool.close()
+
+
+def test_repositories_opened_together_share_one_embedding_model(pg_url: str) -> None:
+    """Every repository of an organisation opened at once (a server, `search --all`) embeds the query with
+    one provider: each loading its own model held a copy per repository (200 at organisation scale)."""
+    for corpus in ("one", "two", "three"):
+        ws = Workspace(FIXTURES, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": corpus})
+        try:
+            ws.index()
+        finally:
+            ws.close()
+    model = {"embed_provider": "openai", "embed_base_url": "http://127.0.0.1:9/v1", "embed_model": "scripted"}
+    shared = open_shared([], {**model, "store_url": pg_url})
+    try:
+        providers = {id(ws.embedding_provider()) for ws in shared}
+        assert len(shared) == 3 and len(providers) == 1
+    finally:
+        for ws in shared:
+            ws.close()

@@ -294,3 +294,38 @@ def test_a_restart_on_the_shared_index_loads_its_saved_snapshot(tree: Path, pg_u
         assert saved.stat().st_mtime_ns == written
     finally:
         again.close()
+
+
+# What a snapshot reads of a repository's tables whole (each store method's statement, on the scoped views).
+SNAPSHOT_READS = {
+    "symbols": "SELECT id, file_id FROM scoped.symbols WHERE id > -1 ORDER BY id LIMIT 50000",
+    "skeletons": "SELECT file_id, text FROM scoped.skeletons",
+    "skeleton_vectors": "SELECT file_id, vec FROM scoped.skeleton_vectors WHERE model = 'm' ORDER BY file_id",
+    "graph_facts": "SELECT file_id, facts FROM scoped.graph_facts",
+}
+
+
+@pytest.mark.parametrize("table", sorted(SNAPSHOT_READS))
+def test_a_repository_s_rows_are_read_through_an_index_on_its_own_range(tree: Path, tmp_path: Path,
+                                                                         pg_url: str, table: str) -> None:
+    """The snapshot reads a repository's symbols (a page of ids at a time), skeletons, skeleton vectors and
+    graph facts. Through the primary key alone each read walked every repository's rows and filtered them
+    (at 200 repositories, opening them all took minutes); an index starting with repo_id reads only the
+    repository's own range."""
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "go", other)
+    first, second = _open(tree, store_url=pg_url), _open(other, store_url=pg_url)
+    try:
+        expected = second.store.symbol_rows()
+        assert expected and list(second.store.iter_symbol_rows(page=2)) == expected
+        with psycopg.connect(pg_url) as conn:
+            conn.execute(f"SET codeloupe.repo_id = {second.store.repo_id}")
+            conn.execute("SET enable_seqscan = off")  # the tables are small: ask which index the plan reads
+            conn.execute("SET enable_sort = off")
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + SNAPSHOT_READS[table]).fetchone()[0][0]["Plan"]
+        while "Index Cond" not in plan:
+            plan = plan["Plans"][0]
+        assert "repo_id" in plan["Index Cond"], plan
+    finally:
+        first.close()
+        second.close()

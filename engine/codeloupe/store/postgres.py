@@ -254,7 +254,15 @@ CREATE TABLE skipped_files (
     PRIMARY KEY (repo_id, path)
 );
 CREATE VIEW scoped.skipped_files AS SELECT * FROM public.skipped_files WHERE repo_id = """ + _SCOPE + ";"
-    " ALTER VIEW scoped.skipped_files ALTER COLUMN repo_id SET DEFAULT " + _SCOPE + ";")]
+    " ALTER VIEW scoped.skipped_files ALTER COLUMN repo_id SET DEFAULT " + _SCOPE + ";"), (3, """
+-- A repository's rows of the tables a snapshot reads whole, by an index that starts with the repository:
+-- through their primary keys alone each read walked every repository's rows (bench/pg_org.py, 200
+-- repositories: a repository's symbol page scanned millions of rows, its skeleton vectors the whole table).
+CREATE INDEX symbols_repo ON symbols(repo_id, id);
+CREATE INDEX skeletons_repo ON skeletons(repo_id, file_id);
+CREATE INDEX skeleton_vectors_repo ON skeleton_vectors(repo_id, model, file_id);
+CREATE INDEX graph_facts_repo ON graph_facts(repo_id, file_id);
+""")]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
 _SCHEMA_LOCK = 7_304_118
@@ -1012,10 +1020,7 @@ class PgStore:
                 if valid is not None and not valid[0]:
                     self._conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS public.{name}")
                 if valid is None or not valid[0]:
-                    self._conn.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON public.chunk_vectors"
-                                       f" USING hnsw ((vec::vector({dim})) vector_cosine_ops)"
-                                       f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                                       f" WHERE repo_id = {int(self.repo_id)} AND dim = {dim}")
+                    self._conn.execute(vector_index_sql(self.repo_id, dim))
             finally:
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
             self._indexed_dims.add(dim)
@@ -1172,6 +1177,15 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         else:
             (answer.chunks if kind == 0 else answer.files).append((int(row_id), float(score)))
     return answers
+
+
+def vector_index_sql(repo_id: int, dim: int) -> str:
+    """The statement building a repository's HNSW index for vectors of `dim` dimensions (a partial index, so
+    a search of one repository walks only its own graph), concurrently with other repositories' writes."""
+    return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {_hnsw_index_name(repo_id, dim)} ON public.chunk_vectors"
+            f" USING hnsw ((vec::vector({dim})) vector_cosine_ops)"
+            f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+            f" WHERE repo_id = {int(repo_id)} AND dim = {dim}")
 
 
 def _hnsw_index_name(repo_id: int, dim: int | str) -> str:

@@ -1,0 +1,296 @@
+"""A simulated organisation in the real PostgreSQL store, queried through `codeloupe.api`.
+
+    flock /work/notes/heavy.lock timeout 3000 .venv/bin/python bench/pg_org.py --corpora /work/corpora/golden \
+        --repos 200 --out /tmp/pg_org.json
+
+One seed repository is indexed for real (`Workspace.index` + `Workspace.embed` into the store: the golden
+corpora side by side, plus the standard library without its tests unless `--no-stdlib`), so every table holds
+what the store's own write path writes: files, chunks with their text, symbols, skeletons, graph facts, edges,
+the BM25 term statistics (`lex_postings`, `lex_terms`, `lex_files`, the repository's totals), vectors and the
+repository's HNSW index. Its rows are then copied under `--repos - 1` more repository ids by INSERT ... SELECT
+(ids shifted, foreign-key triggers off for the copy: the rows are copies of rows that passed them), except the
+chunk vectors: each copy's are synthetic, the seed chunk's real MiniLM vector plus Gaussian noise of norm
+`--noise`, renormalised (bench/pg_hnsw.py's process), written by binary COPY. Each copy then gets the HNSW index
+the store builds per repository (the store's own statement, CREATE INDEX CONCURRENTLY, one after another).
+
+Warm queries run through `codeloupe.api` as `codeloupe serve` / `codeloupe search --store` run them, with the
+local MiniLM model embedding each query: one repository (`open_shared([name])`, `Workspace.search`: dense,
+lexical, file, symbol and feedback lanes, the fused bundle), each public golden query asked once after one
+unrelated query loaded the snapshot, then once more (repeated), the seed alone before the copies and one copy
+in the full organisation; and every repository at once
+(`open_shared()`, `search_repositories`), `--all-queries` of the golden queries. Reported: rows and sizes of
+every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
+process's peak RSS, the PostgreSQL processes' RSS summed from /proc). The server's data directory is removed
+at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import pg_server  # noqa: E402
+from pg_hnsw import normalise  # noqa: E402
+from pg_workers import GOLDEN, prepare_trees  # noqa: E402
+
+SEED = "org-000"
+# The tables indexing writes per repository, copied as they are (chunk vectors are synthesised instead).
+COPIED = ("repo_meta", "files", "chunks", "symbols", "skeletons", "skeleton_vectors", "graph_facts", "edges",
+          "lex_files", "lex_postings", "lex_terms", "skipped_files")
+# Columns holding a row id of a table with a sequence, shifted by the copy's offset.
+ID_COLUMNS = {"id", "file_id", "chunk_id", "src_file_id"}
+SEQUENCES = {"files": "files_id_seq", "chunks": "chunks_id_seq", "symbols": "symbols_id_seq",
+             "edges": "edges_id_seq", "repositories": "repositories_id_seq"}
+WARM_QUERY = "where are the command line options parsed"
+
+
+def seed_tree(corpora: Path, scratch: Path, with_stdlib: bool) -> Path:
+    """One folder holding the golden corpora (and the standard library), hard-linked: the seed repository."""
+    root = scratch / "seed"
+    root.mkdir()
+    for name, tree in prepare_trees(corpora, scratch / "trees", with_stdlib).items():
+        shutil.copytree(tree, root / name, copy_function=os.link, symlinks=True,
+                        ignore=shutil.ignore_patterns(".git"))
+    return root
+
+
+def copy_rows(conn, seed: int, first: int, last: int, offset: int) -> None:  # noqa: ANN001
+    """Copies `first`..`last` of the seed repository's rows: copy k gets repository id seed + k and every row
+    id shifted by k x `offset`."""
+    conn.execute("INSERT INTO repositories (id, name, index_id, root, commit_sha, content_generation,"
+                 " vector_generation, lex_version, lex_chunks, lex_files, lex_length)"
+                 " SELECT r.id + k, 'org-' || lpad(k::text, 3, '0'), md5(r.index_id || k), r.root, r.commit_sha,"
+                 " r.content_generation, r.vector_generation, r.lex_version, r.lex_chunks, r.lex_files,"
+                 " r.lex_length FROM repositories r, generate_series(%s::int, %s::int) k WHERE r.id = %s", (first, last, seed))
+    for table in COPIED:
+        columns = [r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s"
+            " ORDER BY ordinal_position", (table,))]
+        values = ["s.repo_id + k" if c == "repo_id" else f"s.{c} + k * {offset}" if c in ID_COLUMNS else f"s.{c}"
+                  for c in columns]
+        conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values)}"
+                     f" FROM {table} s, generate_series(%s::int, %s::int) k WHERE s.repo_id = %s", (first, last, seed))
+
+
+def copy_vectors(conn, rows: list[tuple], repo_ids: list[int], offsets: list[int],  # noqa: ANN001
+                 rng: np.random.Generator, noise: float) -> None:
+    """Each copy's chunk vectors: the seed chunk's vector plus Gaussian noise, renormalised, by binary COPY
+    (a pgvector value on the wire: int16 dim, int16 unused, big-endian float4s)."""
+    ids = np.array([r[0] for r in rows], np.int64)
+    model = rows[0][1].encode()
+    seed = np.stack([np.array(r[3][1:-1].split(","), np.float32) for r in rows])
+    dim = seed.shape[1]
+    row = np.dtype([("fields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("repo_len", ">i4"), ("repo", ">i4"),
+                    ("model_len", ">i4"), ("model", f"S{len(model)}"), ("dim_len", ">i4"), ("dim", ">i4"),
+                    ("vec_len", ">i4"), ("vdim", ">i2"), ("unused", ">i2"), ("vec", ">f4", (dim,))])
+    with conn.cursor() as cur, cur.copy("COPY chunk_vectors (chunk_id, repo_id, model, dim, vec)"
+                                        " FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0))
+        for repo_id, offset in zip(repo_ids, offsets, strict=True):
+            batch = np.zeros(len(ids), row)
+            batch["fields"], batch["id_len"], batch["repo_len"], batch["model_len"] = 5, 8, 4, len(model)
+            batch["dim_len"], batch["vec_len"], batch["vdim"], batch["dim"] = 4, 4 + 4 * dim, dim, dim
+            batch["id"], batch["repo"], batch["model"] = ids + offset, repo_id, model
+            shaken = seed + rng.standard_normal(seed.shape, dtype=np.float32) * np.float32(noise / np.sqrt(dim))
+            batch["vec"] = normalise(shaken)
+            copy.write(batch.tobytes())
+        copy.write(struct.pack(">h", -1))
+
+
+def postgres_rss_mb(pgdata: Path) -> float:
+    """RSS of the server's processes (postmaster and backends), summed: shared buffers counted once per
+    process that touched them, so an upper bound of the server's memory."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"postgres" not in cmdline:
+                continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if cwd.startswith(str(pgdata)):
+            total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+    return round(total / 1024, 1)
+
+
+def sizes(conn) -> dict:  # noqa: ANN001
+    """Rows, heap (with TOAST) and index bytes of every table in MB, and the database's total."""
+    out = {}
+    for table, rows, heap, index in conn.execute(
+            "SELECT c.relname, c.reltuples::bigint, pg_table_size(c.oid), pg_indexes_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
+            " ORDER BY pg_total_relation_size(c.oid) DESC"):
+        out[table] = {"rows": rows, "table_mb": round(heap / 2**20, 1), "indexes_mb": round(index / 2**20, 1)}
+    out["database_mb"] = round(conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20)
+    return out
+
+
+def timed(fn, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001
+    millis = []
+    for query, mode in queries:
+        started = time.perf_counter()
+        fn(query, mode)
+        millis.append((time.perf_counter() - started) * 1000)
+        if millis[-1] > 1000:  # a slow one (every-repository queries take seconds): show progress
+            print(f"{millis[-1]:.0f} ms: {query}", flush=True)
+    return {"queries": len(millis), "p50_ms": round(statistics.median(millis), 1),
+            "p95_ms": round(float(np.percentile(millis, 95)), 1), "max_ms": round(max(millis), 1)}
+
+
+def one_repository(ws, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - a Workspace
+    """Each query's first ask (after an unrelated one loaded the snapshot), then every query again."""
+    try:
+        ws.search(WARM_QUERY)
+        return {"first": timed(lambda q, m: ws.search(q, mode=m), queries),
+                "repeated": timed(lambda q, m: ws.search(q, mode=m), queries)}
+    finally:
+        ws.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--golden", type=Path, default=Path("/work/shared/golden/public.json"))
+    parser.add_argument("--corpora", type=Path, required=True)
+    parser.add_argument("--no-stdlib", action="store_true", help="the golden corpora only (a quick check)")
+    parser.add_argument("--repos", type=int, default=200, help="repository ids in all, the seed included")
+    parser.add_argument("--copy-step", type=int, default=10, help="copies written per statement")
+    parser.add_argument("--noise", type=float, default=0.5)
+    parser.add_argument("--hnsw-repos", type=int, help="build the HNSW index of only this many copies"
+                        " (each partial index scans the whole vector table)")
+    parser.add_argument("--all-queries", type=int, default=10, help="golden queries asked of every repository")
+    parser.add_argument("--cache", type=Path, help="embedding cache to start from (copied), e.g. the eval cache")
+    parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench")
+    parser.add_argument("--shared-buffers", default="2GB")
+    parser.add_argument("--maintenance-work-mem", default="1GB")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    import psycopg
+
+    from codeloupe.api import Workspace, open_shared, search_repositories
+    from codeloupe.eval.golden import load_golden
+    from codeloupe.store.postgres import (
+        EXACT_SEARCH_MAX_VECTORS,
+        HNSW_EF_CONSTRUCTION,
+        HNSW_M,
+        vector_index_sql,
+    )
+
+    rng = np.random.default_rng(args.seed)
+    corpora = [c for c in load_golden(args.golden).corpora if c.id in GOLDEN]
+    queries = [(f"{q.query}", "docs" if q.kind == "docs" else "code") for c in corpora for q in c.queries]
+    report: dict = {"repos": args.repos, "hnsw": {"m": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION,
+                                                   "exact_search_max_vectors": EXACT_SEARCH_MAX_VECTORS},
+                    "settings": {"shared_buffers": args.shared_buffers,
+                                 "maintenance_work_mem": args.maintenance_work_mem}}
+    settings = {"shared_buffers": args.shared_buffers, "maintenance_work_mem": args.maintenance_work_mem,
+                "max_parallel_maintenance_workers": "1", "max_wal_size": "8GB", "synchronous_commit": "off",
+                "jit": "off"}
+    with contextlib.ExitStack() as stack:
+        args.pg_parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="pg-org-", dir=args.pg_parent))
+        stack.callback(shutil.rmtree, scratch, True)
+        os.environ["CODELOUPE_CACHE_DIR"] = str(scratch / "cache")
+        if args.cache:
+            shutil.copytree(args.cache, scratch / "cache", ignore=shutil.ignore_patterns("indexes"))
+        url = stack.enter_context(pg_server.running(args.pg_parent, settings))
+        pgdata = Path(url.split("host=")[1].split("&")[0])
+        overrides = {"store_url": url, "embed_provider": "local"}
+
+        started = time.perf_counter()
+        ws = Workspace(seed_tree(args.corpora, scratch, not args.no_stdlib),
+                       overrides={**overrides, "store_repository": SEED})
+        ws.index()
+        report["seed_index_s"] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        ws.embed()
+        report["seed_embed_s"] = round(time.perf_counter() - started, 1)
+        ws.close()
+        report["seed_alone"] = one_repository(open_shared([SEED], overrides)[0], queries)
+        print("seed alone", report["seed_alone"], flush=True)
+
+        conn = psycopg.connect(url, autocommit=True)
+        stack.callback(conn.close)
+        seed_id = conn.execute("SELECT id FROM repositories WHERE name = %s", (SEED,)).fetchone()[0]
+        counts = conn.execute("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks),"
+                              " (SELECT count(*) FROM lex_postings), (SELECT count(*) FROM chunk_vectors)").fetchone()
+        report["seed"] = dict(zip(("files", "chunks", "postings", "vectors"), counts, strict=True))
+        offset = 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
+                                   for t in SEQUENCES if t != "repositories")))
+        vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
+                               " ORDER BY chunk_id", (seed_id,)).fetchall()
+        print("seed", report["seed"], report["seed_index_s"], report["seed_embed_s"], flush=True)
+
+        started = time.perf_counter()
+        conn.execute("SET session_replication_role = replica")  # the copies' rows already passed the checks
+        for first in range(1, args.repos, args.copy_step):
+            last = min(first + args.copy_step - 1, args.repos - 1)
+            with conn.transaction():
+                copy_rows(conn, seed_id, first, last, offset)
+                copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
+                             [k * offset for k in range(first, last + 1)], rng, args.noise)
+            print(f"copied {last} of {args.repos - 1}", round(time.perf_counter() - started), flush=True)
+        conn.execute("SET session_replication_role = DEFAULT")
+        for table, sequence in SEQUENCES.items():
+            conn.execute(f"SELECT setval('{sequence}', (SELECT max(id) FROM {table}))")
+        report["copy_s"] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        conn.execute("VACUUM ANALYZE")
+        report["vacuum_analyze_s"] = round(time.perf_counter() - started, 1)
+        dim = vectors[0][2]
+        started = time.perf_counter()
+        built = range(1, min(args.repos, 1 + (args.hnsw_repos or args.repos)))
+        for k in built:
+            conn.execute(vector_index_sql(seed_id + k, dim))
+        report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+        report["hnsw_indexes_built"] = 1 + len(built)  # the seed's, built by the store, and the copies'
+        report["sizes"] = sizes(conn)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        print("built", {k: report[k] for k in ("copy_s", "vacuum_analyze_s", "hnsw_build_s")},
+              report["sizes"]["database_mb"], flush=True)
+
+        report["one_repository"] = one_repository(open_shared([f"org-{args.repos // 2:03d}"], overrides)[0], queries)
+        print("one repository", report["one_repository"], flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))  # kept if the every-repository pass is cut
+        report["postgres_rss_mb_one"] = postgres_rss_mb(pgdata)
+
+        started = time.perf_counter()
+        every = open_shared([], overrides)
+        for ws in every:
+            stack.callback(ws.close)
+        search_repositories(every, WARM_QUERY)
+        report["all_open_and_first_s"] = round(time.perf_counter() - started, 1)
+        report["client_rss_mb_all_open"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        print("every repository opened and asked once", report["all_open_and_first_s"], flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1))
+        sample = [queries[i] for i in rng.choice(len(queries), min(args.all_queries, len(queries)), replace=False)]
+        report["all_repositories"] = timed(lambda q, m: search_repositories(every, q, mode=m), sample)
+        print("all repositories", report["all_repositories"], flush=True)
+        report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
+        report["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return pg_server.emit(report, args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
