@@ -84,7 +84,7 @@ def test_the_derived_graph_edits_keep_the_model_ids_vectors(provider: OnnxSenten
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
                                   options=EncoderOptions(distinct_words=False))
-    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-o0-solo-addln"
+    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-o16-solo-addln"
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
 
@@ -133,7 +133,7 @@ def test_the_text_form_is_part_of_the_model_id(model_cache: Path) -> None:
            for flag in (True, False)}
     assert len(ids) == 2 and any("-distinct-" in i for i in ids)
     # So do windows that overlap and windows that abut, and the session's graph fusions.
-    assert recipe(EncoderOptions(overlap=16)) != recipe(EncoderOptions()) == "128x4-distinct-o0-solo-addln"
+    assert recipe(EncoderOptions(overlap=0)) != recipe(EncoderOptions()) == "128x4-distinct-o16-solo-addln"
 
 
 def test_window_selection_spreads_over_the_whole_text() -> None:
@@ -223,7 +223,7 @@ def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_pa
     broken.write_bytes(b"\x00" * 64)
     assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
     provider = make_provider(settings)
-    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-distinct-o0-solo-addln"
+    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-distinct-o16-solo-addln"
     assert describe_provider(settings) == ("local", provider.model_id)
     assert provider.model_path == shipped_model_path()
 
@@ -244,7 +244,7 @@ def test_a_user_onnx_model_directory_embeds_like_the_same_model(tmp_path: Path, 
     user = make_provider(settings)
     name, model_id = describe_provider(settings)
     assert (name, model_id) == ("onnx", user.model_id)
-    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4-distinct-o0-solo-addln")
+    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4-distinct-o16-solo-addln")
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
     texts = REFERENCE["sentences"]
     assert _cosines(user.embed(texts), shipped.embed(texts)).min() > 0.9999
