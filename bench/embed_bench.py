@@ -5,6 +5,8 @@
     .venv/bin/python bench/embed_bench.py --large PATH      # choose the larger tree
     .venv/bin/python bench/embed_bench.py --only "before,after,@128 distinct words,@128 whole text" --large ''
                                             # main before this recipe against now, speed and quality
+    .venv/bin/python bench/embed_bench.py --speed-sample 715 --only "after:" --skip-quality --out FILE
+                                            # every golden chunk, the default only; rows as JSON too
 
 Chunks are the real chunker's over the golden corpora (/work/corpora/<id>/repo, or $CODELOUPE_CORPORA),
 embedded as `embedding_text(breadcrumb, text)`. Every configuration runs in a fresh subprocess, so its peak
@@ -256,7 +258,9 @@ def main() -> None:
                         help="a larger tree for the default configuration's throughput ('' to skip)")
     parser.add_argument("--only", default="", help="run only configurations whose name contains one of these"
                         " (comma-separated)")
+    parser.add_argument("--out", default="", help="also write the speed rows (both trees) as JSON to this file")
     args = parser.parse_args()
+    speed_rows: list[dict] = []
 
     paths, texts, queries, gold = golden()
     if not texts:
@@ -281,6 +285,7 @@ def main() -> None:
               f" {'chunks/CPU-s':>12} {'peak MB':>7} {'worker MB':>9} {'load s':>6} {'query ms':>8}")
         for k, config in enumerate(c for c in SPEED_GRID if chosen(c, args.only)):
             r = run_config(config, sample_file, queries_file, tmp / f"speed{k}", model_cache)
+            speed_rows.append({"tree": "golden sample", "configuration": config.name, **r})
             print(f"{config.name:54} {r['windows']:7d} {r['chunks'] / r['wall_s']:8.1f}"
                   f" {1000 * r['cpu_s'] / r['windows']:13.1f} {1000 * r['cpu_s'] / r['chunks']:12.1f}"
                   f" {r['chunks'] / r['cpu_s']:12.2f} {r['peak_rss_mb']:7.0f} {r['worker_peak_rss_mb']:9.0f}"
@@ -326,9 +331,17 @@ def main() -> None:
             print(f"\nlarger tree {args.large}: {len(large)} chunks")
             for k, config in enumerate((BEFORE, Config("after (default)"))):
                 r = run_config(config, large_file, queries_file, tmp / f"large{k}", model_cache)
+                speed_rows.append({"tree": args.large, "configuration": config.name, **r})
                 print(f"{config.name:36} {r['windows']} windows in {r['wall_s']:.1f} s = {len(large) / r['wall_s']:.1f}"
                       f" chunks/s wall, {1000 * r['cpu_s'] / len(large):.1f} CPU ms/chunk, peak {r['peak_rss_mb']:.0f} MB"
                       f" (+ {r['worker_peak_rss_mb']:.0f} MB per worker)", flush=True)
+
+    if args.out:
+        for row in speed_rows:
+            row["chunks_per_s_wall"] = row["chunks"] / row["wall_s"]
+            row["cpu_ms_per_chunk"] = 1000 * row["cpu_s"] / row["chunks"]
+        Path(args.out).write_text(json.dumps({"load_average": os.getloadavg()[0], "cores": os.cpu_count(),
+                                              "rows": speed_rows}, indent=1))
 
 
 if __name__ == "__main__":

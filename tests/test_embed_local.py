@@ -24,6 +24,7 @@ from codeloupe.embed.local import (
     load_local_provider,
     local_model_id,
     minilm_tokenizer,
+    recipe,
     remove_stale_work_dirs,
     requantized_model,
     shipped_model_path,
@@ -83,7 +84,7 @@ def test_the_derived_graph_edits_keep_the_model_ids_vectors(provider: OnnxSenten
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
                                   options=EncoderOptions(distinct_words=False))
-    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4"
+    assert shipped.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-o16-solo-addln"
     float32 = np.array(REFERENCE["float32"], dtype=np.float32)
     assert _cosines(shipped.embed(REFERENCE["sentences"]), float32).min() > 0.999
 
@@ -130,7 +131,9 @@ def test_the_text_form_is_part_of_the_model_id(model_cache: Path) -> None:
     settings = Settings(cache_dir=str(model_cache))
     ids = {load_local_provider(settings, requantize=False, options=EncoderOptions(distinct_words=flag)).model_id
            for flag in (True, False)}
-    assert len(ids) == 2 and any(i.endswith("-distinct") for i in ids)
+    assert len(ids) == 2 and any("-distinct-" in i for i in ids)
+    # So do windows that overlap and windows that abut, and the session's graph fusions.
+    assert recipe(EncoderOptions(overlap=0)) != recipe(EncoderOptions()) == "128x4-distinct-o16-solo-addln"
 
 
 def test_window_selection_spreads_over_the_whole_text() -> None:
@@ -147,6 +150,23 @@ def test_inputs_are_batched_by_length_under_the_token_budget(model_cache: Path) 
     large = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
                                 options=EncoderOptions(batch_tokens=100_000, sort_by_length=False))
     assert _cosines(small.embed(texts), large.embed(texts)).min() > 0.9999
+
+
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(provider: OnnxSentenceEncoder) -> None:
+    # The model quantises each MatMul's input by the range of the whole tensor: run in one batch (with its
+    # padding), these texts' vectors moved by up to 0.03 a component against each alone.
+    texts = [*REFERENCE["sentences"], REFERENCE["long_text"]]
+    together = provider.embed(texts)
+    alone = np.concatenate([provider.embed([text]) for text in texts])
+    assert np.abs(together - alone).max() < 1e-6
+
+
+def test_the_batches_of_the_longest_windows_go_first(provider: OnnxSentenceEncoder) -> None:
+    tokenizer = minilm_tokenizer()
+    windows = [tokenizer.encode("word " * n) for n in (3, 100, 40, 7, 120, 60, 90, 110, 125, 20, 80)]
+    longest = [max(len(windows[k].ids) for k in batch) for batch in provider._batches(windows)]
+    assert len(longest) > 2 and longest == sorted(longest, reverse=True)
+    assert sorted(k for batch in provider._batches(windows) for k in batch) == list(range(len(windows)))
 
 
 def test_embed_query_is_cached_and_normalised(provider: OnnxSentenceEncoder) -> None:
@@ -203,7 +223,7 @@ def test_a_failed_requantisation_falls_back_to_the_shipped_model_for_good(tmp_pa
     broken.write_bytes(b"\x00" * 64)
     assert requantized_model(broken, MINILM_SHA256, settings.cache_root) is None
     provider = make_provider(settings)
-    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-distinct"
+    assert provider.model_id == f"local:all-MiniLM-L6-v2-int8-{derivation(False)}@128x4-distinct-o16-solo-addln"
     assert describe_provider(settings) == ("local", provider.model_id)
     assert provider.model_path == shipped_model_path()
 
@@ -224,7 +244,7 @@ def test_a_user_onnx_model_directory_embeds_like_the_same_model(tmp_path: Path, 
     user = make_provider(settings)
     name, model_id = describe_provider(settings)
     assert (name, model_id) == ("onnx", user.model_id)
-    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4-distinct")
+    assert model_id.startswith(f"onnx:my-model-{MINILM_SHA256[:12]}@128x4-distinct-o16-solo-addln")
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False)
     texts = REFERENCE["sentences"]
     assert _cosines(user.embed(texts), shipped.embed(texts)).min() > 0.9999

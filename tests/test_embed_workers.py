@@ -97,3 +97,13 @@ def test_workers_exit_when_the_parent_is_killed(model_copy: Path) -> None:
         return workers
 
     assert_workers_die_with_their_parent(parent, idle_workers)
+
+
+def test_a_worker_imports_its_module_without_the_whole_engine() -> None:
+    # A spawned worker imports what its task names; the package must not pull in the engine's API (search,
+    # graph, bundle: ~0.2 s of CPU per worker, paid every bulk run).
+    probe = ("import sys, codeloupe.embed.workers, codeloupe.chunk\n"
+             "assert 'codeloupe.api' not in sys.modules, 'codeloupe.api imported'\n"
+             "from codeloupe import Workspace\n"
+             "assert Workspace.__module__ == 'codeloupe.api'\n")
+    subprocess.run([sys.executable, "-c", probe], check=True, env={**os.environ})

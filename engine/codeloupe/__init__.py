@@ -4,7 +4,22 @@
 one-shot conveniences over it.
 """
 
-from codeloupe.api import Workspace, WorkspaceError, index_repo, search, status
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace, WorkspaceError, index_repo, search, status
 
 __version__ = "0.1.0"
 __all__ = ["Workspace", "WorkspaceError", "index_repo", "search", "status", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The engine's API is imported on first use, not with the package: a worker process needs one module
+    # (codeloupe.embed.workers, codeloupe.chunk), and importing the whole engine cost each ~0.2 s of CPU.
+    if name in __all__ and name != "__version__":
+        from codeloupe import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'codeloupe' has no attribute {name!r}")

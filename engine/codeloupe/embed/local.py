@@ -15,7 +15,8 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 - what is embedded of a text is its distinct words (punctuation and repeated words dropped): code spends
   most of its tokens on both, so a chunk's words fit in a quarter of the windows, at better recall.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
-  512-token batches, so padding is small and memory is flat.
+  tasks of at most 512 padded tokens for the worker processes, and each window is run alone, unpadded, so
+  its vector does not depend on the windows it was sent with (codeloupe.embed.workers.unit_vectors).
 - a text longer than one window is embedded window by window (overlapping, at most MAX_WINDOWS spread
   over the whole text) and the window vectors are averaged, so a chunk's tail is not truncated away.
 - bulk calls run in worker processes, one single-threaded session per core (codeloupe.embed.workers).
@@ -43,7 +44,7 @@ from tokenizers import Encoding, Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
-from codeloupe.embed.workers import Feed, WorkerPool, hash_file, open_session, unit_vectors
+from codeloupe.embed.workers import SESSION_RECIPE, Feed, WorkerPool, hash_file, open_session, unit_vectors
 from codeloupe.settings import Settings
 from codeloupe.trust import user_config_dir
 
@@ -77,10 +78,14 @@ STALE_WORK_DIR_S = 6 * 3600
 # engine, x2 lost a public golden query (R@1 .938 -> .925, gin) and docs-mode questions on a dev sample, while
 # x4 keeps R@1 .938 at the best MRR (.965 against .963 for the whole text x4); it costs ~1.3x the windows of x2.
 WINDOW_TOKENS = 128
-WINDOW_OVERLAP = 16  # tokens each window repeats from the previous one, so no statement is cut blind
+# Tokens each window repeats from the previous one. Windows that abut need fewer of them (2.31 -> 2.22 per
+# golden chunk, ~4% less CPU) at better dense-only recall on the golden queries, but with the whole engine they
+# lost a public golden query (click-009) and dev-set queries (8 corpora a set: docpairs dev R@1 .669 -> .643,
+# docs dev .459 -> .443; the test sets gained), so windows still overlap.
+WINDOW_OVERLAP = 16
 MAX_WINDOWS = 4  # per text: a long chunk is represented by windows spread over its whole length
-# Padded tokens per session run. Small batches measured fastest on CPU (they stay in cache) and keep memory
-# flat: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
+# Padded tokens per task handed to a worker (its windows then run one at a time). Measured when a task was one
+# session run: 512 beat 1024, 2048 and 4096 tokens in CPU time and peak RSS (bench/embed_bench.py).
 BATCH_TOKENS = 512
 # Windows in one call from which the worker processes are used (starting them costs about a second of CPU,
 # once per bulk run: embed_pending ends them): a search query or a saved file's few chunks are embedded here.
@@ -172,7 +177,10 @@ class OnnxSentenceEncoder(QueryCachingProvider):
     # ------------------------------------------------------------------ internals
 
     def _batches(self, windows: list[Encoding]) -> list[list[int]]:
-        """Index lists of windows to run together: similar lengths, at most batch_tokens padded tokens."""
+        """Index lists of windows to run together: similar lengths, at most batch_tokens padded tokens; the
+        batch of the longest windows first. Each worker takes the next batch when it is done, so a call ends
+        with the batches of the shortest windows and a core waits least for the other (the last batch packed,
+        a few long windows, would otherwise come last)."""
         order = list(range(len(windows)))
         if self.options.sort_by_length:
             order.sort(key=lambda k: len(windows[k].ids))
@@ -188,7 +196,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
             longest = max(longest, length)
         if current:
             batches.append(current)
-        return batches
+        return batches[::-1]
 
     def _feed(self, windows: list[Encoding]) -> Feed:
         """The padded arrays of one batch."""
@@ -234,9 +242,9 @@ def distinct_words(text: str) -> str:
 
 
 def recipe(options: EncoderOptions) -> str:
-    """The part of a local model id that names how texts become windows."""
+    """The part of a local model id that names how texts become windows and how the session runs them."""
     form = "-distinct" if options.distinct_words else ""
-    return f"{options.window_tokens}x{options.max_windows}{form}"
+    return f"{options.window_tokens}x{options.max_windows}{form}-o{options.overlap}-{SESSION_RECIPE}"
 
 
 def spread(count: int, cap: int) -> list[int]:
