@@ -127,6 +127,8 @@ class Folder:
         # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it as soon as
         # the index's integrity check has passed.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Set once the first refresh's progress is on its way to the client (or there is none to show).
+        self.progress_shown = asyncio.Event()
         self._has_index = bool(self.ws.store.counts()["files"])
         # Load the saved search snapshot while the check runs; the start-up refresh waits for it, so the first
         # answer does not share the interpreter with a walk of the whole tree.
@@ -199,6 +201,7 @@ class Folder:
         if self._progress is None:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
+        self.progress_shown.set()
         callback = self._progress_callback(self._progress)
         if not self._checked:
             self._checked = True
@@ -338,6 +341,7 @@ class Folder:
         """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
         self._mark_searchable()
+        self.progress_shown.set()
         if self._graph_timer is not None:
             self._graph_timer.cancel()
         for waiter in self._full_waiters:

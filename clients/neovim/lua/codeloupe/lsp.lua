@@ -177,6 +177,28 @@ end
 
 local group = vim.api.nvim_create_augroup('codeloupe.start', { clear = true })
 
+--- Start the server of the workspace `bufnr` is in as its file is about to be read, not attached yet: the
+--- FileType event that attaches it comes after the file's filetype plugins, which can take a second (Neovim's
+--- python ftplugin probes for the python3 provider), and the server starts up meanwhile. The attach on
+--- FileType reuses this client (same name, same root).
+---@param bufnr integer
+---@param opts codeloupe.Options
+local function start_early(bufnr, opts)
+  if vim.bo[bufnr].buftype ~= '' then
+    return
+  end
+  if opts.filetypes and not vim.tbl_contains(opts.filetypes, vim.filetype.match({ buf = bufnr }) or '') then
+    return
+  end
+  local root = M.root_dir(bufnr, opts.root_markers)
+  if not root then
+    return
+  end
+  local client_config = vim.deepcopy(vim.lsp.config[M.name])
+  client_config.root_dir = root
+  vim.lsp.start(client_config, { attach = false, silent = true })
+end
+
 --- Register the client so it starts for every file buffer inside a workspace root.
 ---@param opts codeloupe.Options
 ---@return boolean started whether the server command was usable
@@ -191,6 +213,13 @@ function M.enable(opts)
     -- no longer sets; lsp/codeloupe.lua files and later vim.lsp.config() calls still merge over this.
     vim.lsp.config[M.name] = M.client_config(opts)
     vim.lsp.enable(M.name)
+    vim.api.nvim_clear_autocmds({ group = group })
+    vim.api.nvim_create_autocmd({ 'BufReadPre', 'BufNewFile' }, {
+      group = group,
+      callback = function(ev)
+        start_early(ev.buf, opts)
+      end,
+    })
   else
     vim.api.nvim_clear_autocmds({ group = group })
     vim.api.nvim_create_autocmd('FileType', {
