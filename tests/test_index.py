@@ -237,3 +237,28 @@ def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path
     main_id = ws.store.file_rows()["pkg/main.py"].id
     assert any(edge[0] == main_id and edge[2] == "pkg/mod1.py" for edge in iter_edges(ws.store))
     ws.close()
+
+
+def test_a_refresh_walked_before_saves_keeps_them_and_finds_the_rest(tmp_path: Path) -> None:
+    """The language server walks the tree off its writer at start-up and indexes saves meanwhile (at 40K files the
+    first save waited ~10 s behind the whole start-up refresh). The index run given that older walk must keep
+    what the saves wrote (a new file, a file rewritten through a new inode as editors save) and still find what
+    changed while the editor was closed."""
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    ws.index()
+    (repo / "pkg/mod0.py").write_text("def changed_while_closed():\n    return 0\n")
+    (repo / "pkg/mod4.py").unlink()
+    found = ws.walk()
+    (repo / "pkg/saved_new.py").write_text("def saved_after_the_walk():\n    pass\n")
+    (repo / "pkg/mod1.py.new").write_text("def rewritten_by_a_save():\n    pass\n")
+    os.replace(repo / "pkg/mod1.py.new", repo / "pkg/mod1.py")
+    ws.update_files(["pkg/saved_new.py", "pkg/mod1.py"])
+
+    report = ws.index(found=found)
+    assert set(ws.store.file_rows()) == {"pkg/mod0.py", "pkg/mod1.py", "pkg/mod2.py", "pkg/mod3.py",
+                                         "pkg/saved_new.py"}
+    names = {s.name for s in ws.store.symbol_rows()}
+    assert {"changed_while_closed", "rewritten_by_a_save", "saved_after_the_walk"} <= names
+    assert not {"handler_0", "handler_1", "handler_4"} & names
+    assert (report.files_indexed, report.files_deleted) == (1, 1)

@@ -114,6 +114,7 @@ class Folder:
         self._full_wanted = False
         self._full_waiters: list[asyncio.Future[IndexReport]] = []
         self._changed: set[str] = set()
+        self._saved = asyncio.Event()  # set when files are queued in `_changed`
         self._embed_wanted = False
         self._graph_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-graph-{root.name}")
         self._graph_job: asyncio.Future[None] | None = None
@@ -127,6 +128,8 @@ class Folder:
         # empty bundle whose lanes all say "ready". A folder with an index on disk answers from it as soon as
         # the index's integrity check has passed.
         self._searchable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Set once the first refresh's progress is on its way to the client (or there is none to show).
+        self.progress_shown = asyncio.Event()
         self._has_index = bool(self.ws.store.counts()["files"])
         # Load the saved search snapshot while the check runs; the start-up refresh waits for it, so the first
         # answer does not share the interpreter with a walk of the whole tree.
@@ -148,6 +151,7 @@ class Folder:
     def request_paths(self, rel_paths: Iterable[str]) -> None:
         """Re-index these files (saved, created, changed or deleted), then embed them first."""
         self._changed.update(rel_paths)
+        self._saved.set()
         self._kick()
 
     async def searchable(self) -> None:
@@ -199,6 +203,7 @@ class Folder:
         if self._progress is None:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
+        self.progress_shown.set()
         callback = self._progress_callback(self._progress)
         if not self._checked:
             self._checked = True
@@ -214,11 +219,15 @@ class Folder:
             elif self._has_index:
                 self._mark_searchable()  # answers come from the index on disk while it is refreshed
             if self._loading is not None:
-                await self._loading
+                await self._indexing_saves_until(self._loading)
         try:
+            # The walk reads the whole tree (seconds at 40K files): off the writer, so files saved meanwhile are
+            # searchable at once rather than after the whole refresh; the index reads its rows after them.
+            loop = asyncio.get_running_loop()
+            found = await self._indexing_saves_until(loop.run_in_executor(self.server.thread_pool, self.ws.walk))
             # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
             # answers need only the stored chunks.
-            report = await self._on_writer(lambda: self.ws.index(callback, edges=False))
+            report = await self._on_writer(lambda: self.ws.index(callback, edges=False, found=found))
         except Exception as exc:
             log.exception("indexing %s failed", self.root)
             self.state, self.message = "error", f"indexing failed: {exc}"
@@ -242,6 +251,19 @@ class Folder:
                 waiter.set_result(report)
         self._start_graph_refresh()
         self._embed_wanted = True
+
+    async def _indexing_saves_until(self, job: asyncio.Future[T]) -> T:
+        """`job`'s result (work off the writer), indexing the files saved meanwhile on the writer as they come."""
+        while True:
+            if self._changed and not self._closing:
+                await self._index_changed()
+            elif job.done():
+                return job.result()
+            else:
+                self._saved.clear()
+                saved = asyncio.ensure_future(self._saved.wait())
+                await asyncio.wait([job, saved], return_when=asyncio.FIRST_COMPLETED)
+                saved.cancel()
 
     async def _index_changed(self) -> None:
         paths = sorted(self._changed)
@@ -338,6 +360,7 @@ class Folder:
         """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
         self._closing = True
         self._mark_searchable()
+        self.progress_shown.set()
         if self._graph_timer is not None:
             self._graph_timer.cancel()
         for waiter in self._full_waiters:

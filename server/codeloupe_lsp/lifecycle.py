@@ -18,6 +18,8 @@ from codeloupe_lsp.shared import close_repositories, open_repositories
 log = logging.getLogger("codeloupe_lsp.lifecycle")
 
 WATCHER_ID = "codeloupe-watched-files"
+# The longest the file watcher's registration waits for the folders' first progress to be shown.
+PROGRESS_FIRST_S = 5.0
 # How often the user's trust store is checked for a `codeloupe trust` / `--revoke` run since (one stat call).
 TRUST_POLL_S = 1.0
 
@@ -34,9 +36,15 @@ def register(server: CodeloupeServer) -> None:
             ls.warn(problems)
         folder_uris = [f.uri for f in ls.workspace.folders.values()] or (
             [ls.workspace.root_uri] if ls.workspace.root_uri else [])
-        for uri in folder_uris:
-            ls.open_folder(uri)
+        opened = [folder for folder in map(ls.open_folder, folder_uris) if folder is not None]
         await open_repositories(ls)
+        # Neovim answers the registration by walking the whole tree with its event loop blocked (0.5 s at 40K
+        # files, loaded): registering first held back the progress it would have shown meanwhile.
+        try:
+            await asyncio.wait_for(asyncio.gather(*(folder.progress_shown.wait() for folder in opened)),
+                                   PROGRESS_FIRST_S)
+        except TimeoutError:
+            log.info("no progress shown within %.0f s; registering the file watcher anyway", PROGRESS_FIRST_S)
         await _watch_files(ls)
         ls.trust_watch = asyncio.get_running_loop().create_task(_watch_trust(ls, trust_store_path()))
 

@@ -157,25 +157,50 @@ function M.missing_command(cmd)
   end
 end
 
+--- Start the client for the workspace `bufnr` is in (or reuse the running one), unless the buffer is not a file
+--- or not of a filetype the options restrict the client to.
 ---@param bufnr integer
 ---@param opts codeloupe.Options
-local function start_010(bufnr, opts)
+---@param filetype string?
+---@param base_config fun(): table  the client configuration to start with (its root_dir is set here)
+---@param start_opts table  |vim.lsp.start()|'s options
+local function start_in_workspace(bufnr, opts, filetype, base_config, start_opts)
   if vim.bo[bufnr].buftype ~= '' then
     return
   end
-  if opts.filetypes and not vim.tbl_contains(opts.filetypes, vim.bo[bufnr].filetype) then
+  if opts.filetypes and not vim.tbl_contains(opts.filetypes, filetype or '') then
     return
   end
   local root = M.root_dir(bufnr, opts.root_markers)
   if not root then
     return
   end
-  local client_config = M.client_config(opts)
+  local client_config = base_config()
   client_config.root_dir = root
-  vim.lsp.start(client_config, { bufnr = bufnr })
+  vim.lsp.start(client_config, start_opts)
+end
+
+---@param bufnr integer
+---@param opts codeloupe.Options
+local function start_010(bufnr, opts)
+  start_in_workspace(bufnr, opts, vim.bo[bufnr].filetype, function()
+    return M.client_config(opts)
+  end, { bufnr = bufnr })
 end
 
 local group = vim.api.nvim_create_augroup('codeloupe.start', { clear = true })
+
+--- Start the server of the workspace `bufnr` is in as its file is about to be read, not attached yet: the
+--- FileType event that attaches it comes after the file's filetype plugins, which can take a second (Neovim's
+--- python ftplugin probes for the python3 provider), and the server starts up meanwhile. The attach on
+--- FileType reuses this client (same name, same root). Before the read, the filetype is known by name only.
+---@param bufnr integer
+---@param opts codeloupe.Options
+local function start_early(bufnr, opts)
+  start_in_workspace(bufnr, opts, vim.filetype.match({ buf = bufnr }), function()
+    return vim.deepcopy(vim.lsp.config[M.name])
+  end, { attach = false, silent = true })
+end
 
 --- Register the client so it starts for every file buffer inside a workspace root.
 ---@param opts codeloupe.Options
@@ -191,6 +216,13 @@ function M.enable(opts)
     -- no longer sets; lsp/codeloupe.lua files and later vim.lsp.config() calls still merge over this.
     vim.lsp.config[M.name] = M.client_config(opts)
     vim.lsp.enable(M.name)
+    vim.api.nvim_clear_autocmds({ group = group })
+    vim.api.nvim_create_autocmd({ 'BufReadPre', 'BufNewFile' }, {
+      group = group,
+      callback = function(ev)
+        start_early(ev.buf, opts)
+      end,
+    })
   else
     vim.api.nvim_clear_autocmds({ group = group })
     vim.api.nvim_create_autocmd('FileType', {
