@@ -821,16 +821,12 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: st
         return merge_bundles(query.strip(), mode, {name: ws.search(query, mode=mode, limit=limit)
                                                    for name, ws in named.items()})
 
-    def others(scores: dict[str, LaneScores], name: str) -> list[LaneScores]:
-        return [s for other, s in scores.items() if other != name]
+    from codeloupe.search import pooled_lane_scores
 
     # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
     # statistics; its bundle with every lane ranked among the others' rows.
-    alone = {name: ws.searcher().lane_scores(query, mode=mode) for name, ws in named.items()}
-    pooled = {name: ws.searcher().lane_scores(query, mode=mode, peers=others(alone, name))
-              for name, ws in named.items()}
-    bundles = {name: ws.search(query, mode=mode, limit=limit, peers=others(pooled, name))
-               for name, ws in named.items()}
+    peers = pooled_lane_scores({name: ws.searcher() for name, ws in named.items()}, query, mode)
+    bundles = {name: ws.search(query, mode=mode, limit=limit, peers=peers[name]) for name, ws in named.items()}
     return merge_bundles(query.strip(), mode, bundles)
 
 

@@ -28,7 +28,7 @@ from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
-from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25
+from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
 from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
@@ -651,25 +651,44 @@ class Searcher:
                     peers: Sequence[LaneScores] = ()) -> LaneScores:
         """What each lane scored for `query` here (with the BM25 statistics of `peers` pooled): the first
         passes of a search across repositories."""
-        return self._fuse(query.strip(), scope, mode, None, peers, {}, time.perf_counter()).fusion.scores
+        return self._fuse(query.strip(), scope, mode, None, peers, {}, time.perf_counter(),
+                          scores_only=True).fusion.scores
+
+    def lexical_asks(self, query: str, peers: Sequence[LaneScores] = ()) -> list[LexicalAsk]:
+        """What the lexical and file lanes of a search for `query` beside `peers` will ask a store that scores
+        them itself (`IndexedBM25`): each variant's terms with the chunk and file IDF pooled over the peers
+        (None: the repository's own). A search across repositories asks every store for these at once."""
+        snap = self.snapshot()
+        if not isinstance(snap.bm25, IndexedBM25):
+            return []
+        _, weights, variants = _plan(query.strip(), None)
+        fusion = Fusion(snap.table.file_ids, peers)
+        asks = []
+        for variant in variants:
+            terms = tokenize(variant.text)
+            if not terms:
+                continue
+            if not peers:  # no statistics to pool: each lane asks with the repository's own IDF
+                asks.append(LexicalAsk(terms))
+                continue
+            chunks = fusion.pooled("lexical", snap.bm25, terms) if weights.get("lexical") else None
+            files = fusion.pooled("file", snap.file_index()[1], terms) if weights.get("file") else None
+            asks.append(LexicalAsk(terms, *(None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
+                                            for pooled in (chunks, files))))
+        return asks
 
     def _fuse(self, query: str, scope: str, mode: str, lanes: tuple[str, ...] | None, peers: Sequence[LaneScores],
-              timing: dict[str, float], started: float) -> _Fused:
+              timing: dict[str, float], started: float, *, scores_only: bool = False) -> _Fused:
+        """`scores_only`: what `lane_scores` needs (the lanes that record scores), nothing after them."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         snap = self.snapshot()
         timing["snapshot"] = _ms(started)
         mask = self._mask(snap, scope, mode)
-        issue = parse_issue(query, R.FULL_TEXT_VARIANT_WEIGHT) if is_issue(query) else None
-        weights = dict(R.LANE_WEIGHTS_ISSUE if issue else _weights_for(query))
-        if lanes is not None:
-            weights = {name: (w if name in lanes else 0.0) for name, w in weights.items()}
-            if not any(weights.values()):
-                weights = {name: (1.0 if name in lanes else 0.0) for name in weights}
+        issue, weights, variants = _plan(query, lanes)
 
         statuses: list[LaneStatus] = []
         dense = self._dense_lane(snap, statuses) if weights.get("dense") else None
-        variants = issue.variants if issue else [Variant("query", query)]
         # The model is the costly part of a report: only the variants that earn their time are embedded, in
         # one batch; every variant still goes through the lexical lanes.
         # A report on one line is its own title (parse_issue keeps no title variant then): its text is embedded,
@@ -702,6 +721,8 @@ class Searcher:
                                      scores=scores)
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
+        if scores_only:  # the lanes below score nothing a search of other repositories ranks its rows among
+            return _Fused(snap, fusion, mask, statuses, issue is not None)
         if weights.get("feedback"):
             self._feedback_lane(snap, tokenize(query), weights["feedback"], mask, fusion)
         if issue is None and lanes is None and mode == "code" and _PROJECT_QUESTION.search(query):
@@ -876,6 +897,58 @@ class Searcher:
         if issue:
             out.append(LaneStatus("entity", True, 1.0))
         return [s for s in out if weights.get(s.name, 0.0) > 0]
+
+
+@dataclass(frozen=True)
+class LexicalAsk:
+    """Terms a store-scored lexical lane asks for, with the chunk and file IDF to score them (None: own)."""
+
+    terms: list[str]
+    chunk_idf: dict[str, float] | None = None
+    file_idf: dict[str, float] | None = None
+
+    def key(self) -> tuple:
+        return tuple(self.terms), *(tuple(sorted((idf or {}).items())) for idf in (self.chunk_idf, self.file_idf))
+
+
+def pooled_lane_scores(searchers: dict[str, Searcher], query: str, mode: str) -> dict[str, list[LaneScores]]:
+    """The first two passes of a search of several repositories as one: each repository's BM25 statistics of
+    the query's terms, then its lane scores on the pooled statistics. Returns each repository's peers (the
+    others' lane scores) for its bundle's pass (`Searcher.search(peers=...)`). Before each pass, what every
+    repository's store-scored lexical lanes will ask is asked of the stores together: one statement per
+    database and distinct IDF, not one per repository and lane."""
+    def others(scores: dict[str, LaneScores], name: str) -> list[LaneScores]:
+        return [s for other, s in scores.items() if other != name]
+
+    _ask_together(searchers, query, dict.fromkeys(searchers, []))
+    alone = {name: s.lane_scores(query, mode=mode) for name, s in searchers.items()}
+    peers = {name: others(alone, name) for name in searchers}
+    _ask_together(searchers, query, peers)
+    pooled = {name: s.lane_scores(query, mode=mode, peers=peers[name]) for name, s in searchers.items()}
+    return {name: others(pooled, name) for name in searchers}
+
+
+def _ask_together(searchers: dict[str, Searcher], query: str, peers: dict[str, list[LaneScores]]) -> None:
+    asked: dict[tuple, tuple[LexicalAsk, list[IndexedBM25]]] = {}
+    for name, searcher in searchers.items():
+        for ask in searcher.lexical_asks(query, peers[name]):
+            bm25 = searcher.snapshot().bm25
+            assert isinstance(bm25, IndexedBM25)
+            asked.setdefault(ask.key(), (ask, []))[1].append(bm25)
+    for ask, lanes in asked.values():
+        if len(lanes) > 1:
+            answer_together(lanes, ask.terms, chunk_idf=ask.chunk_idf, file_idf=ask.file_idf)
+
+
+def _plan(query: str, lanes: tuple[str, ...] | None) -> tuple[IssueQuery | None, dict[str, float], list[Variant]]:
+    """(the issue the query reads as, or None; each lane's weight; the variants every lane is asked for)."""
+    issue = parse_issue(query, R.FULL_TEXT_VARIANT_WEIGHT) if is_issue(query) else None
+    weights = dict(R.LANE_WEIGHTS_ISSUE if issue else _weights_for(query))
+    if lanes is not None:
+        weights = {name: (w if name in lanes else 0.0) for name, w in weights.items()}
+        if not any(weights.values()):
+            weights = {name: (1.0 if name in lanes else 0.0) for name in weights}
+    return issue, weights, issue.variants if issue else [Variant("query", query)]
 
 
 def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: list[str], allowed: np.ndarray,

@@ -17,6 +17,8 @@ from codeloupe.api import Workspace, open_shared, search_repositories
 from codeloupe.bundle import merge_bundles
 from codeloupe.cli import main
 from codeloupe.eval import load_golden
+from codeloupe.lanes.tokens import tokenize
+from codeloupe.store import postgres
 from codeloupe_mcp.server import build_server
 from codeloupe_mcp.warm import WarmWorkspaces
 
@@ -139,4 +141,47 @@ def test_repositories_opened_together_share_one_embedding_model(pg_url: str) -> 
         assert len(shared) == 3 and len(providers) == 1
     finally:
         for ws in shared:
+            ws.close()
+
+
+def test_every_repository_is_asked_the_lexical_lanes_in_one_statement_a_pass(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search across repositories asks the database for the query's BM25 once per pass for all of them
+    (its own IDF, then the pooled IDF of the chunk and file lanes together), where each repository and lane
+    asked on its own before (3 x repositories statements and more); the ranking is the one the passes give
+    repository by repository."""
+    names = ("one", "two", "three")
+    for corpus in names:
+        ws = Workspace(FIXTURES, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": corpus})
+        try:
+            ws.index()
+        finally:
+            ws.close()
+    query = "where are requests routed to handlers"
+    reference = open_shared([], {**NO_MODEL, "store_url": pg_url})
+    alone = {ws.repository_name: ws.searcher().lane_scores(query) for ws in reference}
+    pooled = {ws.repository_name: ws.searcher().lane_scores(
+        query, peers=[s for n, s in alone.items() if n != ws.repository_name]) for ws in reference}
+    expected = merge_bundles(query, "code", {ws.repository_name: ws.search(
+        query, peers=[s for n, s in pooled.items() if n != ws.repository_name]) for ws in reference})
+
+    asked: list[tuple[int, list[str]]] = []
+    real = postgres.term_scores_across
+
+    def counted(stores: list[postgres.PgStore], terms: list[str], *args: object, **kwargs: object) -> object:
+        asked.append((len(stores), sorted(terms)))
+        return real(stores, terms, *args, **kwargs)
+
+    monkeypatch.setattr(postgres, "term_scores_across", counted)
+    shared = open_shared([], {**NO_MODEL, "store_url": pg_url})
+    try:
+        bundle = search_repositories(shared, query)
+        assert [(f.repository, f.path, f.score) for f in bundle.files] == \
+            [(f.repository, f.path, f.score) for f in expected.files]
+        terms = sorted(tokenize(query))
+        assert asked.count((3, terms)) == 2  # the repository's own IDF, then the pooled IDF
+        assert all(n == 3 for n, t in asked if t == terms)  # no repository asked the query's terms alone
+        assert len(asked) <= 2 + len(names)  # besides: each repository's feedback expansion, in its bundle
+    finally:
+        for ws in (*reference, *shared):
             ws.close()

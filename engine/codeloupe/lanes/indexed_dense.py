@@ -4,7 +4,7 @@ the in-process lane scores them (`DenseSnapshot.scores`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -12,6 +12,8 @@ from codeloupe import ranking as R
 from codeloupe.lanes.indexed_lexical import IdRows
 from codeloupe.store import ChunkTable
 from codeloupe.store.protocol import NearestChunks
+
+_ANSWERS_KEPT = 8
 
 
 @dataclass
@@ -23,11 +25,20 @@ class IndexedDense:
     chunk_rows: np.ndarray  # int64 [m]: rows of the chunk table that have a vector
     coverage: float
     snapshot_generation: int
+    # The last few query vectors' answers (these vectors only: a newer generation is a new IndexedDense): a
+    # search across repositories asks each repository the same vector once per pass.
+    _answers: dict[bytes, np.ndarray] = field(default_factory=dict, repr=False)
 
     def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
         """The store's best chunks' scores at their rows; -inf everywhere else."""
-        found = self.table_rows.scatter(self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT),
-                                        -np.inf)
+        key = np.asarray(qvec, np.float32).tobytes()
+        found = self._answers.get(key)
+        if found is None:
+            found = self.table_rows.scatter(
+                self.store.nearest_chunks(self.model, qvec, R.LANE_DEPTH, R.SKELETON_WEIGHT), -np.inf)
+            if len(self._answers) >= _ANSWERS_KEPT:
+                self._answers.clear()
+            self._answers[key] = found
         scores = np.full(n_rows, -np.inf, np.float32)  # a delta view's rows past the snapshot's have no vector
         scores[:len(found)] = found
         return scores

@@ -48,31 +48,51 @@ class IndexedBM25:
     def __init__(self, store: LexicalStatistics, ids: np.ndarray) -> None:
         self.store = store
         self.rows = IdRows(ids)
-        self._answers: dict[tuple[tuple[str, int], ...], TermScores] = {}
+        # One statement answers the chunks (with one IDF) and the files (with another) together: each half is
+        # kept under its own terms and IDF, so the file lane finds what the chunk lane's statement scored.
+        self._chunks: dict[tuple, TermScores] = {}
+        self._files: dict[tuple, TermScores] = {}
         self._lock = threading.Lock()
 
     def over(self, ids: np.ndarray) -> IndexedBM25:
         """The same lane over another table (a delta view's: the snapshot's rows and the changed files')."""
         return IndexedBM25(self.store, ids)
 
-    def answer(self, terms: list[str], *, chunk_idf: dict[str, float] | None = None,
-               file_idf: dict[str, float] | None = None) -> TermScores:
-        key = (tuple(sorted(Counter(terms).items())), tuple(sorted((chunk_idf or {}).items())),
-               tuple(sorted((file_idf or {}).items())))
+    def chunk_answer(self, terms: list[str], idf: dict[str, float] | None = None) -> TermScores:
+        """An answer for `terms` whose chunks are scored with `idf` (None: the repository's own); the terms'
+        frequencies and totals are the repository's in any answer."""
         with self._lock:
-            found = self._answers.get(key)
-        if found is None:
-            found = self.store.term_scores(terms, R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B,
-                                           chunk_idf=chunk_idf, file_idf=file_idf)
-            with self._lock:
-                if len(self._answers) >= _ANSWERS_KEPT:
-                    self._answers.clear()
-                self._answers[key] = found
+            found = self._chunks.get((_terms_key(terms), _idf_key(idf)))
+        return found if found is not None else self._ask(terms, chunk_idf=idf)
+
+    def file_answer(self, terms: list[str], idf: dict[str, float] | None = None) -> TermScores:
+        """An answer for `terms` whose files are scored with `idf` (None: the repository's own)."""
+        with self._lock:
+            found = self._files.get((_terms_key(terms), _idf_key(idf)))
+        return found if found is not None else self._ask(terms, file_idf=idf)
+
+    def _ask(self, terms: list[str], *, chunk_idf: dict[str, float] | None = None,
+             file_idf: dict[str, float] | None = None) -> TermScores:
+        found = self.store.term_scores(terms, R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B,
+                                       chunk_idf=chunk_idf, file_idf=file_idf)
+        self.keep(terms, found, chunk_idf=chunk_idf, file_idf=file_idf)
         return found
+
+    def keep(self, terms: list[str], found: TermScores, *, chunk_idf: dict[str, float] | None = None,
+             file_idf: dict[str, float] | None = None) -> None:
+        """Keep the store's answer for `terms` (asked with these IDF) for the lanes that ask it next: one
+        statement answers every repository of a search across them (`answer_together`)."""
+        asked = _terms_key(terms)
+        with self._lock:
+            if len(self._chunks) >= _ANSWERS_KEPT or len(self._files) >= _ANSWERS_KEPT:
+                self._chunks.clear()
+                self._files.clear()
+            self._chunks[(asked, _idf_key(chunk_idf))] = found
+            self._files[(asked, _idf_key(file_idf))] = found
 
     def term_stats(self, terms: list[str]) -> TermStats:
         """Chunks and how many hold each term (`BM25Index.term_stats`): what a search across repositories pools."""
-        found = self.answer(terms)
+        found = self.chunk_answer(terms)
         return TermStats(found.total_chunks, {t: found.chunk_frequency.get(t, 0) for t in terms})
 
     def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
@@ -80,14 +100,14 @@ class IndexedBM25:
         if not terms:
             return np.zeros(len(self.rows.ids), np.float32)
         idf = None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
-        return self.rows.scatter(self.answer(terms, chunk_idf=idf).chunks, 0.0)
+        return self.rows.scatter(self.chunk_answer(terms, idf).chunks, 0.0)
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
         """The `k` terms of `terms` with the highest IDF among those any chunk holds (as `BM25Index.rarest`)."""
         if not terms:
             return []
         with self._lock:
-            asked = self._answers.get((tuple(sorted(Counter(terms).items())), (), ()))
+            asked = self._chunks.get((_terms_key(terms), ()))
         total, frequency = (asked.total_chunks, asked.chunk_frequency) if asked is not None else \
             self.store.chunk_frequencies(terms)
         known = sorted(frequency)
@@ -108,11 +128,30 @@ class IndexedFileBM25:
         self.rows = rows
 
     def term_stats(self, terms: list[str]) -> TermStats:
-        found = self.chunks.answer(terms)
+        found = self.chunks.file_answer(terms)
         return TermStats(found.total_files, {t: found.file_frequency.get(t, 0) for t in terms})
 
     def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
         if not terms:
             return np.zeros(len(self.rows.ids), np.float32)
         idf = None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
-        return self.rows.scatter(self.chunks.answer(terms, file_idf=idf).files, 0.0)
+        return self.rows.scatter(self.chunks.file_answer(terms, idf).files, 0.0)
+
+
+def answer_together(lanes: list[IndexedBM25], terms: list[str], *, chunk_idf: dict[str, float] | None = None,
+                    file_idf: dict[str, float] | None = None) -> None:
+    """Ask the stores of `lanes` (repositories searched as one) for `terms` with these IDF in one statement
+    per database, instead of one per repository, and keep each answer in its lane."""
+    for lane, found in zip(lanes, lanes[0].store.term_scores_of([lane.store for lane in lanes], terms,
+                                                                  R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B,
+                                                                  chunk_idf=chunk_idf, file_idf=file_idf),
+                           strict=True):
+        lane.keep(terms, found, chunk_idf=chunk_idf, file_idf=file_idf)
+
+
+def _terms_key(terms: list[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(terms).items()))
+
+
+def _idf_key(idf: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted((idf or {}).items()))

@@ -28,8 +28,8 @@ import json
 import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +49,7 @@ from codeloupe.store import (
     paged_symbol_rows,
     quantize,
 )
-from codeloupe.store.protocol import TermScores
+from codeloupe.store.protocol import LexicalStatistics, TermScores
 from codeloupe.types import ChunkedFile
 
 try:
@@ -790,6 +790,22 @@ class PgStore:
         `chunk_idf` / `file_idf`: the IDF to score a term with instead of the repository's own (a search
         across repositories pools their statistics)."""
         return term_scores_across([self], terms, limit, k1, b, chunk_idf=chunk_idf, file_idf=file_idf)[self.repo_id]
+
+    def term_scores_of(self, stores: Sequence[LexicalStatistics], terms: list[str], limit: int, k1: float,
+                       b: float, *, chunk_idf: dict[str, float] | None = None,
+                       file_idf: dict[str, float] | None = None) -> list[TermScores]:
+        """`term_scores` of each of `stores` (repositories searched as one), one statement per database."""
+        together: dict[int, list[PgStore]] = defaultdict(list)  # one connection pool per database
+        for store in stores:
+            if isinstance(store, PgStore):
+                together[id(store._pool)].append(store)
+        answers: dict[int, TermScores] = {}
+        for group in together.values():
+            for repo_id, found in term_scores_across(group, terms, limit, k1, b, chunk_idf=chunk_idf,
+                                                     file_idf=file_idf).items():
+                answers[id(next(s for s in group if s.repo_id == repo_id))] = found
+        return [answers[id(store)] if id(store) in answers else
+                store.term_scores(terms, limit, k1, b, chunk_idf=chunk_idf, file_idf=file_idf) for store in stores]
 
     def chunk_frequencies(self, terms: list[str]) -> tuple[int, dict[str, int]]:
         """(chunks in the repository, how many of them hold each of `terms` that any holds)."""

@@ -8,7 +8,7 @@ share, with `?` placeholders.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,5 +128,11 @@ class LexicalStatistics(Protocol):
     def term_scores(self, terms: list[str], limit: int, k1: float, b: float, *,
                     chunk_idf: dict[str, float] | None = None,
                     file_idf: dict[str, float] | None = None) -> TermScores: ...
+
+    def term_scores_of(self, stores: Sequence[LexicalStatistics], terms: list[str], limit: int, k1: float,
+                       b: float, *, chunk_idf: dict[str, float] | None = None,
+                       file_idf: dict[str, float] | None = None) -> list[TermScores]:
+        """`term_scores` of each of `stores` (this one's database answers those it holds in one statement)."""
+        ...
 
     def chunk_frequencies(self, terms: list[str]) -> tuple[int, dict[str, int]]: ...
