@@ -24,6 +24,7 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
@@ -217,12 +218,21 @@ class OnnxSentenceEncoder(QueryCachingProvider):
     @functools.cached_property
     def _batch_session(self) -> ort.InferenceSession:
         """The session on every thread for batches run here, opened on the first one: a second copy of the
-        model (~31 MB resident) that a server whose chunks are all embedded, answering queries, never needs."""
+        model (~31 MB resident) that a server whose chunks are all embedded, answering queries, never needs.
+        Opened from bytes that hash to the digest taken at load, as a worker process checks them: a file
+        changed since (trust) leaves batches on the single-thread session."""
         if self._threads == 1:
             return self._single
         try:
-            return open_session(self.model_path, self._threads)
-        except Exception as exc:  # as in __init__ (the same file loaded there, so hardly ever)
+            model = self.model_path.read_bytes()
+        except OSError:
+            model = b""
+        if hashlib.sha256(model).hexdigest() != self.model_sha256:
+            log.warning("%s changed since it was loaded: batches here run on one thread", self.model_path)
+            return self._single
+        try:
+            return open_session(model, self._threads)
+        except Exception as exc:  # as in __init__ (the same bytes loaded there, so hardly ever)
             raise EmbeddingError(f"onnxruntime cannot load the model {self.model_path}: {exc}") from exc
 
 

@@ -42,7 +42,8 @@ def hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def open_session(model_path: Path, threads: int) -> ort.InferenceSession:
+def open_session(model: Path | bytes, threads: int) -> ort.InferenceSession:
+    """A session on `model`: a file, or its bytes (read once and checked by whoever passes them)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
@@ -52,7 +53,8 @@ def open_session(model_path: Path, threads: int) -> ort.InferenceSession:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Batch shapes vary with every call, so planned memory patterns only add to the peak.
     options.enable_mem_pattern = False
-    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                providers=["CPUExecutionProvider"])
 
 
 def unit_vectors(session: ort.InferenceSession, output: str, feed: Feed) -> np.ndarray:
