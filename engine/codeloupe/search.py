@@ -277,7 +277,7 @@ class Snapshot:
         words = {} if graph is None else {
             self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
         summaries = FileSummaries(None if graph is None else weakref.ref(graph),
-                                  build_summary_index(file_ids, ws.store.skeletons(), words))
+                                  build_summary_index(file_ids, ws.store, words))
         self._summaries = summaries
         release_freed_memory()  # every skeleton's words were read and tokenised
         return summaries

@@ -646,8 +646,10 @@ class Store:
             out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
         return out
 
-    def skeletons(self) -> dict[int, str]:
-        return dict(self.query("SELECT file_id, text FROM skeletons"))
+    def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{file id: skeleton text} of `file_ids` (every file's when None)."""
+        sql = "SELECT file_id, text FROM skeletons"
+        return dict(self.query(sql) if file_ids is None else self._in_files(sql, file_ids, ""))
 
     def counts(self) -> dict[str, int]:
         out = {}

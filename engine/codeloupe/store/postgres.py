@@ -852,8 +852,11 @@ class PgStore:
         rows = self._rows("SELECT encoding FROM files WHERE id = %s", (file_id,))
         return rows[0][0] if rows else ""
 
-    def skeletons(self) -> dict[int, str]:
-        return dict(self._rows("SELECT file_id, text FROM skeletons"))
+    def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{file id: skeleton text} of `file_ids` (every file's when None)."""
+        if file_ids is None:
+            return dict(self._rows("SELECT file_id, text FROM skeletons"))
+        return dict(self._rows("SELECT file_id, text FROM skeletons WHERE file_id = ANY(%s)", (list(file_ids),)))
 
     def counts(self) -> dict[str, int]:
         return {table: self._rows(f"SELECT count(*) FROM {table}")[0][0] for table in ("files", "chunks", "symbols")}
