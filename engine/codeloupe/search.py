@@ -154,7 +154,7 @@ class Snapshot:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
-                self._entity = build_entity_index(self.file_paths, ws.store.definition_words())
+                self._entity = build_entity_index(self.file_paths, ws.store)
                 release_freed_memory()  # every file's definition words were read and tokenised
             return self._entity
 

@@ -822,9 +822,11 @@ class PgStore:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
         return paged_symbol_rows(self.query, page)
 
-    def definition_words(self) -> dict[int, str]:
-        return dict(self._rows("SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
-                               " GROUP BY file_id"))
+    def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        sql = "SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
+        if file_ids is None:
+            return dict(self._rows(sql + " GROUP BY file_id"))
+        return dict(self._rows(sql + " WHERE file_id = ANY(%s) GROUP BY file_id", (list(file_ids),)))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
