@@ -17,7 +17,11 @@ import functools
 # blocks, so a build's temporaries of a few MB stayed in the heap). A query's arrays at 200K chunks (0.8-1.6 MB)
 # stay below it, so queries reuse heap blocks instead of mapping fresh zeroed pages each time.
 _OWN_MAPPING_BYTES = 4 << 20
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+# Setting the bound above stops glibc's matching rise of the free space it keeps at the heap's top (from 128 KB
+# up to 64 MB): a query's freed arrays at the top were then handed back and faulted in again by the next query.
+# The builds' memory is handed back by `release_freed_memory` instead.
+_KEPT_AT_TOP_BYTES = 64 << 20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers
 
 
 @functools.cache
@@ -37,7 +41,8 @@ def map_large_blocks_apart() -> bool:
     """Make blocks of `_OWN_MAPPING_BYTES` and more separate mappings, once per process; False where the C
     library has no such setting."""
     libc = _glibc()
-    return bool(libc is not None and libc.mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES))
+    return bool(libc is not None and libc.mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
+                and libc.mallopt(_M_TRIM_THRESHOLD, _KEPT_AT_TOP_BYTES))
 
 
 def release_freed_memory() -> None:
