@@ -320,3 +320,17 @@ def test_a_killed_requantisation_leaves_nothing_behind_on_the_next_start(tmp_pat
     derived = requantized_model(shipped_model_path(), MINILM_SHA256, settings.cache_root)
     assert derived is not None and derived.is_file()
     assert [p.name for p in models.glob("requantize-*")] == [live.name]
+
+
+def test_answering_queries_holds_one_copy_of_the_model_and_a_batch_opens_the_threaded_one(model_cache: Path) -> None:
+    """The threaded session (a second copy of the model in memory) is opened by the first batch run in this
+    process, and embeds as the single-thread session does."""
+    texts = ["def f(x):\n    return x\n", "class A:\n    pass\n", "where are routes registered"]
+    encoder = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
+                                  options=EncoderOptions(threads=2))
+    one_at_a_time = np.concatenate([encoder.embed([text]) for text in texts])
+    encoder.embed_query("how does the lexer read a token")
+    assert "_batch_session" not in vars(encoder)
+    batched = encoder.embed(texts)
+    assert vars(encoder)["_batch_session"] is not encoder._single
+    assert _cosines(batched, one_at_a_time).min() > 0.9999

@@ -41,6 +41,7 @@ from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
 from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
+from codeloupe.memory import map_large_blocks_apart
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -119,6 +120,7 @@ class Workspace:
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
+        map_large_blocks_apart()  # a warm workspace's matrices are most of its process: see `codeloupe.memory`
         self.store = open_store(self.settings, self.root, index_path, check=check_index)
         self.closed = False
         self.strategy_load = strategy_load

@@ -43,6 +43,7 @@ from codeloupe.lanes.tokens import (
     tokenize,
 )
 from codeloupe.lanes.top import top_rows
+from codeloupe.memory import release_freed_memory
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.store.protocol import LexicalStatistics
@@ -153,7 +154,8 @@ class Snapshot:
         """The entity lane's index (built on the first issue-mode query)."""
         with self._entity_lock:
             if self._entity is None:
-                self._entity = build_entity_index(self.file_paths, ws.store.definition_words())
+                self._entity = build_entity_index(self.file_paths, ws.store)
+                release_freed_memory()  # every file's definition words were read and tokenised
             return self._entity
 
     def chunk_languages(self) -> tuple[list[str], np.ndarray]:
@@ -275,8 +277,9 @@ class Snapshot:
         words = {} if graph is None else {
             self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
         summaries = FileSummaries(None if graph is None else weakref.ref(graph),
-                                  build_summary_index(file_ids, ws.store.skeletons(), words))
+                                  build_summary_index(file_ids, ws.store, words))
         self._summaries = summaries
+        release_freed_memory()  # every skeleton's words were read and tokenised
         return summaries
 
     def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
@@ -558,6 +561,7 @@ class Searcher:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
             except OSError as exc:
                 log.warning("could not save the search snapshot to %s: %s", inputs, exc)
+        release_freed_memory()  # the rows and arrays it was built or loaded through
         return snapshot
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:

@@ -25,6 +25,7 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import importlib.resources
 import importlib.util
@@ -118,22 +119,21 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         self.model_id = model_id
         self.model_path = Path(model_path)
         self.options = options
-        threads = options.threads or os.cpu_count() or 1
+        threads = self._threads = options.threads or os.cpu_count() or 1
         try:
             # The bytes loaded here are the ones the worker processes must find (they check this digest).
             self.model_sha256 = hash_file(self.model_path)
-            self._session = open_session(self.model_path, threads)
             # One short window (a search query) finishes sooner on one thread than split across cores: the
             # threads' hand-offs cost more than the work (measured 2.7 ms against 3.7 ms on 2 cores).
             self._single = open_session(self.model_path, 1)
         except Exception as exc:  # onnxruntime raises several unrelated types for an unusable file
             raise EmbeddingError(f"onnxruntime cannot load the model {model_path}: {exc}") from exc
-        inputs = {i.name for i in self._session.get_inputs()}
+        inputs = {i.name for i in self._single.get_inputs()}
         missing = {"input_ids", "attention_mask"} - inputs
         if missing:
             raise EmbeddingError(f"{model_path}: not a sentence-embedding model (no input {sorted(missing)})")
         self._wants_token_types = "token_type_ids" in inputs
-        outputs = [o.name for o in self._session.get_outputs()]
+        outputs = [o.name for o in self._single.get_outputs()]
         # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
         self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads)
@@ -220,8 +220,28 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         return [self._run(feed) for feed in feeds]
 
     def _run(self, feed: Feed) -> np.ndarray:
-        session = self._single if len(feed["input_ids"]) == 1 else self._session
+        session = self._single if len(feed["input_ids"]) == 1 else self._batch_session
         return unit_vectors(session, self._output, feed)
+
+    @functools.cached_property
+    def _batch_session(self) -> ort.InferenceSession:
+        """The session on every thread for batches run here, opened on the first one: a second copy of the
+        model (~31 MB resident) that a server whose chunks are all embedded, answering queries, never needs.
+        Opened from bytes that hash to the digest taken at load, as a worker process checks them: a file
+        changed since (trust) leaves batches on the single-thread session."""
+        if self._threads == 1:
+            return self._single
+        try:
+            model = self.model_path.read_bytes()
+        except OSError:
+            model = b""
+        if hashlib.sha256(model).hexdigest() != self.model_sha256:
+            log.warning("%s changed since it was loaded: batches here run on one thread", self.model_path)
+            return self._single
+        try:
+            return open_session(model, self._threads)
+        except Exception as exc:  # as in __init__ (the same bytes loaded there, so hardly ever)
+            raise EmbeddingError(f"onnxruntime cannot load the model {self.model_path}: {exc}") from exc
 
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits: snake_case names give their parts

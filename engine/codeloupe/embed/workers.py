@@ -52,7 +52,8 @@ DISABLED_FUSIONS = ["SkipLayerNormFusion"]
 SESSION_RECIPE = "solo-addln"
 
 
-def open_session(model_path: Path, threads: int) -> ort.InferenceSession:
+def open_session(model: Path | bytes, threads: int) -> ort.InferenceSession:
+    """A session on `model`: a file, or its bytes (read once and checked by whoever passes them)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
@@ -62,8 +63,8 @@ def open_session(model_path: Path, threads: int) -> ort.InferenceSession:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Batch shapes vary with every call, so planned memory patterns only add to the peak.
     options.enable_mem_pattern = False
-    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=DISABLED_FUSIONS)
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_FUSIONS)
 
 
 def unit_vectors(session: ort.InferenceSession, output: str, feed: Feed) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.indexed_dense import IndexedDense, load_indexed_dense
+from codeloupe.memory import release_freed_memory
 from codeloupe.store import ChunkTable, VectorMatrix
 from codeloupe.store.protocol import IndexStore, NearestChunks
 
@@ -133,12 +134,14 @@ def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, m
     pos = np.minimum(np.searchsorted(ids, chunks.ids), max(len(ids) - 1, 0))
     live = (ids[pos] == chunks.ids) if len(ids) else np.zeros(len(chunks.ids), bool)
     src, rows = np.flatnonzero(live), pos[live]
-    return DenseSnapshot(
+    dense = DenseSnapshot(
         generation=generation, model=model, chunk_rows=rows.astype(np.int64),
         vectors=Int8Vectors.stacked([(chunks, None if len(src) == len(chunks.ids) else src), (skeletons, None)]),
         chunk_skeleton=_skeleton_rows(table.file_ids[rows], skeletons.ids),
         coverage=(len(rows) / len(ids)) if len(ids) else 1.0, snapshot_generation=snapshot_generation,
     )
+    release_freed_memory()  # the store's pages of vectors, read before being stacked
+    return dense
 
 
 def _skeleton_rows(chunk_file_ids: np.ndarray, skeleton_file_ids: np.ndarray) -> np.ndarray:

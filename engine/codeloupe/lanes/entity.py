@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from codeloupe.lanes.lexical import BM25Index
+from codeloupe.lanes.lexical import BM25Index, texts_in_pages
 from codeloupe.lanes.tokens import path_tokens, tokenize
+from codeloupe.store.protocol import IndexStore
+
+DEFINITIONS_PAGE = 2000  # files whose definitions are read at a time: 40K files' texts at once were the peak
 
 
-def build_entity_index(file_paths: dict[int, str], definition_words: dict[int, str]) -> tuple[np.ndarray, BM25Index]:
-    """(file ids in document order, the BM25 index over them); `definition_words`: each file's definitions'
-    names and signatures as one text (`Store.definition_words`). Documents are tokenised as the index
-    consumes them, never all held at once."""
+def build_entity_index(file_paths: dict[int, str], store: IndexStore) -> tuple[np.ndarray, BM25Index]:
+    """(file ids in document order, the BM25 index over them), a document being a file's path and its
+    definitions' names and signatures (`definition_words`). Documents are read a page of files at a time and
+    tokenised as the index consumes them, never all held at once."""
     file_ids = sorted(file_paths)
-    docs = (path_tokens(file_paths[f]) + tokenize(definition_words.get(f, "")) for f in file_ids)
+    docs = (path_tokens(file_paths[f]) + tokenize(words)
+            for f, words in texts_in_pages(file_ids, store.definition_words, DEFINITIONS_PAGE))
     return np.array(file_ids, np.int64), BM25Index(docs, keep_counts=False)

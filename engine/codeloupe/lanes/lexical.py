@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,17 @@ class TermStats:
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
         return float(np.log1p((self.n_docs - df + 0.5) / (df + 0.5)))
+
+
+def texts_in_pages(file_ids: list[int], read: Callable[[list[int]], dict[int, str]],
+                   page: int) -> Iterator[tuple[int, str]]:
+    """(file id, its text, "" if none) for each of `file_ids` in order, `read` asked for `page` files at a time:
+    a lane built over a whole workspace never holds every file's text at once (40K files: tens of MB)."""
+    for start in range(0, len(file_ids), page):
+        part = file_ids[start:start + page]
+        texts = read(part)
+        for file_id in part:
+            yield file_id, texts.get(file_id, "")
 
 
 class BM25Index:

@@ -9,22 +9,18 @@ weighed by BM25 like its own words: the graph contributes words here, never a sc
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
-from codeloupe.lanes.lexical import BM25Index
+from codeloupe.lanes.lexical import BM25Index, texts_in_pages
 from codeloupe.lanes.tokens import tokenize
+from codeloupe.store.protocol import IndexStore
+
+SKELETON_PAGE = 2000  # skeletons read at a time: all 40K files' texts at once were ~40 MB more at the peak
 
 
-def build_summary_index(file_ids: np.ndarray, skeletons: dict[int, str],
+def build_summary_index(file_ids: np.ndarray, store: IndexStore,
                         neighbour_words: dict[int, list[str]]) -> BM25Index:
     """One document per entry of `file_ids`, in that order (a file with neither skeleton nor neighbours gets
-    an empty document and never ranks)."""
-    return BM25Index(_documents(file_ids, skeletons, neighbour_words))
-
-
-def _documents(file_ids: np.ndarray, skeletons: dict[int, str],
-               neighbour_words: dict[int, list[str]]) -> Iterator[list[str]]:
-    for file_id in file_ids.tolist():
-        yield tokenize(skeletons.get(file_id, "")) + tokenize(" ".join(neighbour_words.get(file_id, ())))
+    an empty document and never ranks); the skeletons are read from `store` a page of files at a time."""
+    return BM25Index(tokenize(skeleton) + tokenize(" ".join(neighbour_words.get(file_id, ())))
+                     for file_id, skeleton in texts_in_pages(file_ids.tolist(), store.skeletons, SKELETON_PAGE))

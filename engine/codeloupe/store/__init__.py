@@ -603,23 +603,27 @@ class Store:
         1.35M rows for the standard library copied to 200K chunks)."""
         return paged_symbol_rows(self.query, page)
 
-    def definition_words(self) -> dict[int, str]:
-        """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text)."""
-        return dict(self.query("SELECT file_id, group_concat(name || ' ' || signature, ' ') FROM symbols"
-                               " GROUP BY file_id"))
+    def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text), of
+        `file_ids` (every file's when None)."""
+        sql = "SELECT file_id, group_concat(name || ' ' || signature, ' ') FROM symbols"
+        if file_ids is None:
+            return dict(self.query(sql + " GROUP BY file_id"))
+        return dict(self._in_files(sql, file_ids, "", then=" GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "")
         return [SymbolRow(*r) for r in rows]
 
-    def _in_files(self, sql: str, file_ids: Iterable[int], order: str) -> list[tuple]:
-        """`sql` restricted to `file_ids`; sorted by the first column when `order` is "id"."""
+    def _in_files(self, sql: str, file_ids: Iterable[int], order: str, then: str = "") -> list[tuple]:
+        """`sql` restricted to `file_ids` (`then`: what follows the condition); sorted by the first column when
+        `order` is "id"."""
         ids = list(file_ids)
         out: list[tuple] = []
         for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
             part = ids[start:start + 500]
-            out.extend(self.query(f"{sql} WHERE file_id IN ({','.join('?' * len(part))})", part))
+            out.extend(self.query(f"{sql} WHERE file_id IN ({','.join('?' * len(part))}){then}", part))
         return sorted(out, key=lambda r: r[0]) if order == "id" else out
 
     def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
@@ -646,8 +650,10 @@ class Store:
             out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
         return out
 
-    def skeletons(self) -> dict[int, str]:
-        return dict(self.query("SELECT file_id, text FROM skeletons"))
+    def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{file id: skeleton text} of `file_ids` (every file's when None)."""
+        sql = "SELECT file_id, text FROM skeletons"
+        return dict(self.query(sql) if file_ids is None else self._in_files(sql, file_ids, ""))
 
     def counts(self) -> dict[str, int]:
         out = {}

@@ -846,9 +846,11 @@ class PgStore:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
         return paged_symbol_rows(self.query, page)
 
-    def definition_words(self) -> dict[int, str]:
-        return dict(self._rows("SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
-                               " GROUP BY file_id"))
+    def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        sql = "SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"
+        if file_ids is None:
+            return dict(self._rows(sql + " GROUP BY file_id"))
+        return dict(self._rows(sql + " WHERE file_id = ANY(%s) GROUP BY file_id", (list(file_ids),)))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
         sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
@@ -876,8 +878,11 @@ class PgStore:
         rows = self._rows("SELECT encoding FROM files WHERE id = %s", (file_id,))
         return rows[0][0] if rows else ""
 
-    def skeletons(self) -> dict[int, str]:
-        return dict(self._rows("SELECT file_id, text FROM skeletons"))
+    def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
+        """{file id: skeleton text} of `file_ids` (every file's when None)."""
+        if file_ids is None:
+            return dict(self._rows("SELECT file_id, text FROM skeletons"))
+        return dict(self._rows("SELECT file_id, text FROM skeletons WHERE file_id = ANY(%s)", (list(file_ids),)))
 
     def counts(self) -> dict[str, int]:
         return {table: self._rows(f"SELECT count(*) FROM {table}")[0][0] for table in ("files", "chunks", "symbols")}
