@@ -1,63 +1,74 @@
 """Freed memory goes back to the operating system (`codeloupe.memory`): on glibc, blocks of a few MB freed
-after a build stayed resident (about 100 MB at 200K chunks)."""
+after a build stayed resident (about 100 MB at 200K chunks).
+
+Each check runs in a new interpreter: in the suite's own process earlier tests leave the heap's free lists and
+the allocator's settings in whatever state they reached, which decides where a block lands."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from codeloupe.memory import map_large_blocks_apart, release_freed_memory
-
-_MB = 1 << 20
-
-
-def _resident_anonymous_mb() -> float:
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return int(fields["RssAnon"].split()[0]) / 1024
-
-
-def _glibc() -> ctypes.CDLL:
-    if not Path("/proc/self/status").exists() or not map_large_blocks_apart():
-        pytest.skip("not Linux with glibc: the remedies are no-ops there")
+_PRELUDE = textwrap.dedent("""
+    import ctypes, ctypes.util, sys
+    from pathlib import Path
+    from codeloupe.memory import map_large_blocks_apart, release_freed_memory
+    MB = 1 << 20
+    def resident_anonymous_mb():
+        fields = dict(l.split(":", 1) for l in Path("/proc/self/status").read_text().splitlines() if ":" in l)
+        return int(fields["RssAnon"].split()[0]) / 1024
+    if not map_large_blocks_apart():
+        print("no-glibc"); sys.exit(0)
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    return libc
+""")
+
+
+def _run(body: str) -> list[float]:
+    if not Path("/proc/self/status").exists():
+        pytest.skip("RSS is read from /proc: Linux only")
+    engine = Path(__file__).resolve().parents[1] / "engine"
+    out = subprocess.run([sys.executable, "-c", _PRELUDE + textwrap.dedent(body)], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(engine), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip() == "no-glibc":
+        pytest.skip("not glibc: the remedies are no-ops there")
+    return [float(x) for x in out.stdout.split()]
 
 
 def test_blocks_freed_inside_the_heap_are_handed_back() -> None:
     """2 MB blocks (under the own-mapping bound, as a build's temporaries are) freed between blocks that stay
     in use: the heap cannot shrink from its top, yet their pages go back."""
-    libc = _glibc()
-    start = _resident_anonymous_mb()
-    big, small = [], []
-    for _ in range(60):
-        block = libc.malloc(2 * _MB)
-        ctypes.memset(block, 1, 2 * _MB)  # resident
-        big.append(block)
-        # Kept in use after each: the freed blocks cannot merge into the heap's top, which free() trims.
-        # 256 KB: no free list of the heap's small sizes serves it, so it lands right after its block.
-        small.append(libc.malloc(256 << 10))
-    for block in big:
-        libc.free(block)
-    before = _resident_anonymous_mb()
+    start, before, after = _run("""
+        start = resident_anonymous_mb()
+        big, small = [], []
+        for _ in range(60):
+            block = libc.malloc(2 * MB)
+            ctypes.memset(block, 1, 2 * MB)  # resident
+            big.append(block)
+            # Kept in use after each: the freed blocks cannot merge into the heap's top, which free() trims.
+            small.append(libc.malloc(256 << 10))
+        for block in big:
+            libc.free(block)
+        before = resident_anonymous_mb()
+        release_freed_memory()
+        print(start, before, resident_anonymous_mb())
+    """)
     assert before - start > 100  # the frees alone kept them resident
-    release_freed_memory()
-    after = _resident_anonymous_mb()
-    for block in small:
-        libc.free(block)
     assert before - after > 100
 
 
 def test_a_block_from_the_own_mapping_bound_up_is_returned_when_freed() -> None:
-    libc = _glibc()
-    keep = libc.malloc(64)
-    block = libc.malloc(8 * _MB)
-    ctypes.memset(block, 1, 8 * _MB)
-    libc.free(keep)  # released before the measure: nothing of the heap's top moves
-    resident = _resident_anonymous_mb()
-    libc.free(block)
-    assert resident - _resident_anonymous_mb() > 7
+    resident, after = _run("""
+        block = libc.malloc(8 * MB)
+        ctypes.memset(block, 1, 8 * MB)
+        resident = resident_anonymous_mb()
+        libc.free(block)
+        print(resident, resident_anonymous_mb())
+    """)
+    assert resident - after > 7
