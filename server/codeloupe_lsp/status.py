@@ -3,12 +3,15 @@ repository's commit and counts."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from codeloupe_lsp.convert import JSON, repository_status
 from codeloupe_lsp.params import Params
-from codeloupe_lsp.server import CodeloupeServer
+from codeloupe_lsp.server import CodeloupeServer, RequestFailed
 from codeloupe_lsp.shared import repository_target
+
+if TYPE_CHECKING:
+    from codeloupe_lsp.folders import Folder
 
 METHOD = "codeloupe/status"
 
@@ -22,4 +25,17 @@ def register(server: CodeloupeServer) -> None:
             target = repository_target(ls, name)
             status, commit = await ls.engine(lambda ws=target.ws: (ws.status(), ws.revision))
             repositories.append(repository_status(target.uri, name, commit, status))
-        return {"folders": [await ls.engine(folder.status) for folder in ls.folders], "repositories": repositories}
+        return {"folders": [entry for folder in ls.folders if (entry := await _folder_status(ls, folder))],
+                "repositories": repositories}
+
+
+async def _folder_status(ls: CodeloupeServer, folder: Folder) -> JSON | None:
+    """A folder's entry; a folder reopened while it was asked (its settings or the user's trust changed, so its
+    index was closed under the request) is answered by the folder open now, or left out if none is yet."""
+    try:
+        return await ls.engine(folder.status)
+    except RequestFailed:
+        current = ls.folders.get(folder.uri)
+        if current is folder:
+            raise
+        return None if current is None else await ls.engine(current.status)
