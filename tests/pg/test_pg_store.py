@@ -329,3 +329,21 @@ def test_a_repository_s_rows_are_read_through_an_index_on_its_own_range(tree: Pa
     finally:
         first.close()
         second.close()
+
+
+def test_a_repository_s_texts_are_read_for_the_files_asked_for(tree: Path, tmp_path: Path, pg_url: str) -> None:
+    """The summary and entity lanes read skeletons and definition words a page of files at a time: on the shared
+    schema a page gives exactly those files' texts, and another repository's file ids give nothing."""
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "go", other)
+    first, second = _open(tree, store_url=pg_url), _open(other, store_url=pg_url)
+    try:
+        for read, read_other in ((first.store.skeletons, second.store.skeletons),
+                                 (first.store.definition_words, second.store.definition_words)):
+            every = read()
+            some = sorted(every)[1:4]
+            assert len(every) > 4 and read(some) == {file_id: every[file_id] for file_id in some}
+            assert read(sorted(read_other())) == {}
+    finally:
+        first.close()
+        second.close()
