@@ -29,6 +29,20 @@ def test_int8_scores_equal_the_float32_product_of_the_same_vectors_and_rank_iden
         assert np.argsort(-got, kind="stable")[:10].tolist() == np.argsort(-expected, kind="stable")[:10].tolist()
 
 
+def test_the_product_is_exact_where_the_kernel_adds_pairs_in_int16() -> None:
+    """The largest products the kernel can meet: rows of +-127 against a query whose components are all at
+    its peak. x86 kernels without VNNI add pairs of uint8 x int8 products in int16 with saturation; an 8-bit
+    query overflowed there (scores off by thousands on an AMD EPYC)."""
+    dim = 384
+    q = np.where(np.arange(4)[:, None] % 2 == 0, 127, -127) * np.ones((4, dim), np.int8)
+    q[3, ::2] = -127
+    scales = np.full(4, 1 / (127 * np.sqrt(dim)), np.float32)
+    vectors = Int8Vectors.stacked([(VectorMatrix(np.arange(4), q.astype(np.int8), scales), None)])
+    for query in (np.ones(dim, np.float32) / np.sqrt(dim), -np.ones(dim, np.float32) / np.sqrt(dim)):
+        expected = (q.astype(np.float32) * scales[:, None]) @ query
+        assert np.abs(vectors.dot(query) - expected).max() < 1e-5
+
+
 def test_a_subset_of_rows_and_an_empty_matrix() -> None:
     rng = np.random.default_rng(3)
     q, scales = quantize(_unit_rows(rng, 50))

@@ -81,6 +81,62 @@ def test_the_derived_graph_edits_keep_the_model_ids_vectors(provider: OnnxSenten
     assert np.abs(vectors - frozen_for(provider.model_id)).max() < 1e-5
 
 
+def test_the_unsigned_weight_form_gives_the_frozen_vectors_on_any_processor(provider: OnnxSentenceEncoder,
+                                                                             tmp_path: Path) -> None:
+    """Where onnxruntime's uint8 x int8 kernel saturates (x86 without VNNI) the derived file holds uint8
+    weights. The integer products are the same, so that file's vectors are the frozen ones, here whatever
+    this processor is (the uint8 x uint8 kernel is exact everywhere); the file in use is the form the kernel
+    needs."""
+    import onnx
+
+    from codeloupe.embed import model_graph
+
+    unsigned = tmp_path / "unsigned.onnx"
+    shutil.copyfile(provider.model_path, unsigned)
+    model_graph.unsigned_weights(unsigned)
+    weights = {t.name: t.data_type for t in onnx.load(str(unsigned)).graph.initializer}
+    matmuls = [n for n in onnx.load(str(unsigned)).graph.node if n.op_type == "MatMulInteger"]
+    assert matmuls and all(weights[n.input[1]] == weights[n.input[3]] == onnx.TensorProto.UINT8 for n in matmuls)
+    encoder = OnnxSentenceEncoder(unsigned, minilm_tokenizer(), model_id=provider.model_id,
+                                  options=EncoderOptions(threads=1))
+    vectors = encoder.embed([*REFERENCE["sentences"], REFERENCE["long_text"]])
+    assert np.abs(vectors - frozen_for(provider.model_id)).max() < 1e-5
+    in_use = {t.name: t.data_type for t in onnx.load(str(provider.model_path)).graph.initializer}
+    expected = onnx.TensorProto.UINT8 if model_graph.int8_pairs_saturate() else onnx.TensorProto.INT8
+    assert {in_use[n.input[1]] for n in matmuls} == {expected}
+    assert (f"-{GRAPH_EDITS}-u8w-" in provider.model_path.name) == model_graph.int8_pairs_saturate()
+
+
+def test_unsigned_weights_keep_every_integer_product(tmp_path: Path) -> None:
+    """The edit on a bare MatMulInteger with per-channel int8 zero points and one without any: the uint8
+    file computes the same int32 products (small values, so no kernel saturates either file)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    from codeloupe.embed import model_graph
+
+    rng = np.random.default_rng(5)
+    weights = rng.integers(-127, 128, (6, 4)).astype(np.int8)
+    zero_points = rng.integers(-3, 4, 4).astype(np.int8)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "w", "", "zw"], ["with_zero"]),
+         helper.make_node("MatMulInteger", ["a", "w2"], ["without"])], "edit",
+        [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, [1, 6])],
+        [helper.make_tensor_value_info(name, onnx.TensorProto.INT32, [1, 4]) for name in ("with_zero", "without")],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(zero_points, "zw"),
+         numpy_helper.from_array(weights, "w2")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), str(path))
+    a = rng.integers(0, 16, (1, 6)).astype(np.uint8)
+    expected = [a.astype(np.int64) @ (weights.astype(np.int64) - zero_points), a.astype(np.int64) @ weights]
+    model_graph.unsigned_weights(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert {t.data_type for t in onnx.load(str(path)).graph.initializer} == {onnx.TensorProto.UINT8}
+    for got, want in zip(session.run(None, {"a": a}), expected):
+        assert got.tolist() == want.tolist()
+
+
 def test_shipped_model_matches_the_float32_model_closely(model_cache: Path) -> None:
     shipped = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=False,
                                   options=EncoderOptions(distinct_words=False))

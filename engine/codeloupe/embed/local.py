@@ -63,6 +63,9 @@ REQUANTIZED = "dynint8pc"
 # differently), far below the int8 storage step, so the model id and every stored vector stay valid while a
 # cache holding the unedited file derives the faster one once.
 GRAPH_EDITS = "nonan-gelu"
+# Names, in the derived file's name only, the form whose integer products stay exact where onnxruntime's
+# uint8 x int8 kernel saturates (see `model_graph.unsigned_weights`): the same vectors as the int8 form's.
+UNSIGNED_WEIGHTS = "u8w"
 # Work dirs of a re-quantisation in progress: `requantize-<pid>-<random>` under the models dir.
 WORK_DIR_PREFIX = "requantize-"
 # A work dir whose owner cannot be told apart from a reused pid is stale after this long (a derivation
@@ -370,9 +373,23 @@ def _installed_version(distribution: str) -> str:
 
 def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path]:
     """(the derived model, the marker left when deriving or loading it failed on this machine)."""
-    stem = (cache_root / "models"
-            / f"all-MiniLM-L6-v2-{REQUANTIZED}-{GRAPH_EDITS}-{derivation(True)}-{source_sha256[:16]}")
-    return Path(f"{stem}.onnx"), Path(f"{stem}.failed")
+    from codeloupe.embed import model_graph
+
+    # Where the int8 kernel saturates the derived file holds unsigned weights (`model_graph.unsigned_weights`):
+    # the same vectors, another file, so a cache shared by two kinds of processor keeps both.
+    form = f"-{UNSIGNED_WEIGHTS}" if model_graph.int8_pairs_saturate() else ""
+    return (Path(f"{_requantized_stem(cache_root, source_sha256, form)}.onnx"),
+            _requantize_failed_marker(cache_root, source_sha256))
+
+
+def _requantized_stem(cache_root: Path, source_sha256: str, form: str = "") -> Path:
+    return (cache_root / "models"
+            / f"all-MiniLM-L6-v2-{REQUANTIZED}-{GRAPH_EDITS}{form}-{derivation(True)}-{source_sha256[:16]}")
+
+
+def _requantize_failed_marker(cache_root: Path, source_sha256: str) -> Path:
+    """Asked on every search (through the model id), so it runs no kernel and loads nothing."""
+    return Path(f"{_requantized_stem(cache_root, source_sha256)}.failed")
 
 
 def remove_stale_work_dirs(models_dir: Path) -> list[Path]:
@@ -474,6 +491,8 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
             # the same speed (bench/embed_bench.py).
             quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
             model_graph.simplify(quantised)
+            if model_graph.int8_pairs_saturate():
+                model_graph.unsigned_weights(quantised)
             _record_derived(target.name, hash_file(quantised))
             os.replace(quantised, target)
         log.info("re-quantised %s into %s", source, target)
@@ -497,7 +516,7 @@ def _mark_requantize_failed(marker: Path, reason: str) -> None:
 def _requantize_here(settings: Settings) -> bool:
     """Re-quantise unless the tool is missing or it already failed on this machine (then never retried:
     the model id must stay what `local_model_id` predicts)."""
-    return can_requantize() and not _requantized_paths(settings.cache_root, MINILM_SHA256)[1].exists()
+    return can_requantize() and not _requantize_failed_marker(settings.cache_root, MINILM_SHA256).exists()
 
 
 def local_model_id(settings: Settings) -> str:
@@ -532,7 +551,7 @@ def load_local_provider(settings: Settings, *, requantize: bool = True,
             except EmbeddingError as exc:
                 log.warning("the re-quantised model is unusable (%s); using the shipped one", exc)
                 derived.unlink(missing_ok=True)
-                _mark_requantize_failed(_requantized_paths(settings.cache_root, MINILM_SHA256)[1], str(exc))
+                _mark_requantize_failed(_requantize_failed_marker(settings.cache_root, MINILM_SHA256), str(exc))
     return OnnxSentenceEncoder(source, minilm_tokenizer(), model_id=_minilm_id(False, options), options=options)
 
 

@@ -1,5 +1,6 @@
 """Edits to the derived MiniLM graph that onnxruntime's own optimisers do not make (measured by
-bench/embed_bench.py; the README has the table).
+bench/embed_bench.py; the README has the table), and one that keeps its integer products exact on processors
+whose int8 kernel saturates (`unsigned_weights`).
 
 The exported graph spells two things out node by node: after each softmax a guard that zeroes NaN rows, and
 GELU as five elementwise nodes. onnxruntime does not fuse either in this export, so each costs a pass over a
@@ -8,6 +9,7 @@ whole tensor per layer. The edits are made once, when the model is derived, on t
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -24,6 +26,64 @@ def simplify(path: Path) -> None:
     _GraphEdit(model.graph).drop_nan_guards().fuse_gelu().apply()
     if not any(o.domain == MS_DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
+    onnx.save(model, str(path))
+
+
+def int8_pairs_saturate() -> bool:
+    """Whether onnxruntime's uint8 x int8 product loses precision on this processor.
+
+    On x86 without VNNI (AVX2, AVX-512 before Cascade Lake, AMD before Zen 4) the kernel adds each pair of
+    products in int16 with saturation (`vpmaddubsw`), so 255 x 127 + 255 x 127 becomes 32767; with VNNI, AMX or
+    on Arm the sum is exact. Asked of the kernel itself rather than of the processor's feature flags."""
+    return _saturating_product() != 2 * 255 * 127
+
+
+@functools.cache
+def _saturating_product() -> int:
+    import onnxruntime as ort
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "pair_probe",
+        [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, [1, 2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [1, 1])],
+        [numpy_helper.from_array(np.full((2, 1), 127, np.int8), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return int(session.run(None, {"a": np.full((1, 2), 255, np.uint8)})[0][0, 0])
+
+
+def unsigned_weights(path: Path) -> None:
+    """Every integer MatMul's int8 weights (and their zero points) as uint8 offset by 128, in place.
+
+    The product is the same integers, (a - za) x (w + 128 - (zw + 128)), so the vectors are the same as the
+    int8 file's on a processor whose kernel is exact; onnxruntime then takes its uint8 x uint8 kernel, which
+    widens to int16 before multiplying and never saturates (about 10-20% slower on AVX2 than the saturating
+    one, measured on 400 chunks). Only for processors where `int8_pairs_saturate`: elsewhere the int8 file is
+    exact and faster."""
+    model = onnx.load(str(path))
+    initializers = {t.name: t for t in model.graph.initializer}
+    shifted: set[str] = set()
+    for node in model.graph.node:
+        weights = initializers.get(node.input[1]) if node.op_type == "MatMulInteger" else None
+        if weights is None or (node.input[1] not in shifted and weights.data_type != onnx.TensorProto.INT8):
+            continue  # weights computed at run time, or already unsigned: nothing to shift
+        if len(node.input) < 4 or not node.input[3]:  # no zero point: int8 weights centred on 0
+            zero = f"{node.input[1]}_u8_zero_point"
+            if zero not in initializers:
+                model.graph.initializer.append(numpy_helper.from_array(np.array(0, np.int8), zero))
+                initializers[zero] = model.graph.initializer[-1]  # append copied the message: edit the graph's
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input[2:] = [node.input[2], zero]
+        for name in (node.input[1], node.input[3]):
+            tensor = initializers.get(name)
+            if tensor is None or name in shifted:
+                continue
+            values = numpy_helper.to_array(tensor)
+            tensor.CopyFrom(numpy_helper.from_array((values.astype(np.int16) + 128).astype(np.uint8), name))
+            shifted.add(name)
     onnx.save(model, str(path))
 
 

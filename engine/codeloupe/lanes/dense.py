@@ -24,7 +24,7 @@ class Int8Vectors:
 
     transposed: np.ndarray  # int8 [d, n]
     scales: np.ndarray  # float32 [n]
-    offsets: np.ndarray  # int32 [n]: 128 x each vector's sum of components (see `dot`)
+    offsets: np.ndarray  # int32 [n]: _QUERY_OFFSET x each vector's sum of components (see `dot`)
 
     @classmethod
     def stacked(cls, parts: list[tuple[VectorMatrix, np.ndarray | None]]) -> Int8Vectors:
@@ -39,7 +39,7 @@ class Int8Vectors:
             if size:
                 transposed[:, at:at + size] = q.T
             scales.append((matrix.scales if rows is None else matrix.scales[rows]).astype(np.float32))
-            offsets.append(128 * q.sum(axis=1, dtype=np.int32))
+            offsets.append(_QUERY_OFFSET * q.sum(axis=1, dtype=np.int32))
             at += size
         return cls(transposed, np.concatenate(scales), np.concatenate(offsets))
 
@@ -49,19 +49,24 @@ class Int8Vectors:
     def dot(self, qvec: np.ndarray) -> np.ndarray:
         """float32 [n]: each row's dot product with `qvec` (float32 [d]).
 
-        The query is split into two int8 vectors, `hi` and the rounding it leaves, `lo` (about 14 bits of the
+        The query is split into two 7-bit vectors, `hi` and the rounding it leaves, `lo` (about 12 bits of the
         query's precision together; `hi` alone moved one top-10 hit in three queries on random vectors), each
         a matrix-vector product in onnxruntime's int8 kernel (a two-row product takes a path 5x slower than
-        two one-row ones). The kernel's fast path takes unsigned activations, so the query is offset by 128
-        and 128 x each row's component sum is taken back off (exact in int32)."""
+        two one-row ones). The kernel's fast path takes unsigned activations, so the query is offset by
+        `_QUERY_OFFSET` and that times each row's component sum is taken back off (exact in int32).
+
+        Seven bits, not eight: on x86 processors without VNNI (AVX2, AVX-512 before Cascade Lake, AMD before
+        Zen 4) the kernel adds each pair of uint8 x int8 products in int16 with saturation, which an 8-bit
+        query overflows (255 x 127 x 2 > 32767: scores off by up to ~90,000 in the int32 result, seen on an
+        AMD EPYC). 127 x 128 x 2 fits, so the product is exact on every processor."""
         if len(self.scales) == 0:
             return np.zeros(0, np.float32)
         out = np.zeros(len(self.scales), np.float32)
         rest = np.asarray(qvec, np.float32)
         for _ in range(2):
-            scale = _int8_scale(rest)
+            scale = _query_scale(rest)
             part = np.rint(rest / scale)
-            raw = _int8_gemv().run(None, {"query": (part + 128).astype(np.uint8)[None, :],
+            raw = _int8_gemv().run(None, {"query": (part + _QUERY_OFFSET).astype(np.uint8)[None, :],
                                           "rows": self.transposed})[0][0]
             raw -= self.offsets
             out += raw.astype(np.float32) * np.float32(scale)
@@ -70,9 +75,14 @@ class Int8Vectors:
         return out
 
 
-def _int8_scale(vector: np.ndarray) -> float:
+# A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot`).
+_QUERY_PEAK = 63
+_QUERY_OFFSET = 64
+
+
+def _query_scale(vector: np.ndarray) -> float:
     peak = float(np.abs(vector).max()) if vector.size else 0.0
-    return peak / 127.0 if peak > 0 else 1.0
+    return peak / _QUERY_PEAK if peak > 0 else 1.0
 
 
 @functools.cache
