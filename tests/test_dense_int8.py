@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from codeloupe import ranking as R
-from codeloupe.lanes.dense import Int8Vectors, load_dense
+from codeloupe.lanes.dense import DenseSnapshot, Int8Vectors, load_dense
 from codeloupe.store import Store, VectorMatrix, quantize
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
@@ -103,3 +104,26 @@ def test_vectors_read_in_pages_equal_one_read(tmp_path: Path, monkeypatch) -> No
         paged = store.vector_matrix("chunk", "m")
         assert paged.ids.tolist() == whole.ids.tolist() == ids
         assert np.array_equal(paged.q, whole.q) and np.array_equal(paged.scales, whole.scales)
+
+
+def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_reaches_the_caller(
+        tmp_path: Path) -> None:
+    """A search hands the dense product to a thread of its own while it scores the word lanes: the scores it
+    gets back are the inline ones, bit for bit, for each query vector; the thread's CPU is reported; what the
+    product raised is raised where the search collects it."""
+    rng = np.random.default_rng(5)
+    q, scales = quantize(_unit_rows(rng, 3000))
+    dense = DenseSnapshot(generation=1, model="m", chunk_rows=np.arange(0, 6000, 2), chunk_skeleton=np.full(3000, -1),
+                          vectors=Int8Vectors.stacked([(VectorMatrix(np.arange(3000), q, scales), None)]),
+                          coverage=0.5, snapshot_generation=1)
+    queries = list(_unit_rows(rng, 3))
+    pending = dense.scores_later(queries, 6000)
+    got = pending.result()
+    assert len(got) == 3 and pending.cpu_ms >= 0.0
+    for query, scores in zip(queries, got):
+        assert np.array_equal(scores, dense.scores(query, 6000))
+    broken = DenseSnapshot(generation=1, model="m", chunk_rows=dense.chunk_rows, chunk_skeleton=dense.chunk_skeleton,
+                           vectors=Int8Vectors(dense.vectors.transposed[:10], dense.vectors.scales,
+                                               dense.vectors.offsets), coverage=0.5, snapshot_generation=1)
+    with pytest.raises(Exception, match="(?i)dim|shape|size"):
+        broken.scores_later(queries, 6000).result()

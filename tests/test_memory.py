@@ -72,3 +72,28 @@ def test_a_block_from_the_own_mapping_bound_up_is_returned_when_freed() -> None:
         print(resident, resident_anonymous_mb())
     """)
     assert resident - after > 7
+
+
+def test_a_large_build_exempts_what_lives_from_the_collector_and_a_cycle_dropped_later_is_still_freed() -> None:
+    """After a large workspace's build every object alive is frozen (full passes of the collector no longer
+    walk a warm snapshot's hundreds of thousands of containers); a frozen object left in a cycle later is
+    collected by the next large build; a small workspace's build leaves the collector as it was."""
+    small, frozen, collected = _run("""
+        import gc, weakref
+        from codeloupe.memory import SETTLE_MIN_FILES, after_large_build
+        class Node:
+            pass
+        after_large_build(SETTLE_MIN_FILES - 1)
+        small = gc.get_freeze_count()
+        node = Node()
+        node.me = node  # a cycle: reference counting alone never frees it
+        gone = weakref.ref(node)
+        after_large_build(SETTLE_MIN_FILES)
+        frozen = gc.get_freeze_count()
+        del node
+        gc.collect()  # an ordinary full pass skips frozen objects
+        assert gone() is not None
+        after_large_build(SETTLE_MIN_FILES)
+        print(small, frozen, float(gone() is None))
+    """)
+    assert small == 0 and frozen > 1000 and collected == 1.0

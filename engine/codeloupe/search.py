@@ -43,7 +43,7 @@ from codeloupe.lanes.tokens import (
     tokenize,
 )
 from codeloupe.lanes.top import top_rows
-from codeloupe.memory import release_freed_memory
+from codeloupe.memory import after_large_build
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.store.protocol import LexicalStatistics
@@ -52,6 +52,7 @@ from codeloupe.types import Bundle, LaneStatus
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
     from codeloupe.graph.build import Graph
+    from codeloupe.lanes.indexed_dense import IndexedDense
 
 log = logging.getLogger("codeloupe.search")
 
@@ -155,7 +156,7 @@ class Snapshot:
         with self._entity_lock:
             if self._entity is None:
                 self._entity = build_entity_index(self.file_paths, ws.store)
-                release_freed_memory()  # every file's definition words were read and tokenised
+                after_large_build(len(self.file_paths))  # every file's definition words were read and tokenised
             return self._entity
 
     def chunk_languages(self) -> tuple[list[str], np.ndarray]:
@@ -279,7 +280,7 @@ class Snapshot:
         summaries = FileSummaries(None if graph is None else weakref.ref(graph),
                                   build_summary_index(file_ids, ws.store, words))
         self._summaries = summaries
-        release_freed_memory()  # every skeleton's words were read and tokenised
+        after_large_build(len(file_ids))  # every skeleton's words were read and tokenised
         return summaries
 
     def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
@@ -561,7 +562,7 @@ class Searcher:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
             except OSError as exc:
                 log.warning("could not save the search snapshot to %s: %s", inputs, exc)
-        release_freed_memory()  # the rows and arrays it was built or loaded through
+        after_large_build(len(rows))  # the rows and arrays it was built or loaded through
         return snapshot
 
     def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
@@ -646,7 +647,7 @@ class Searcher:
         fused = self._fuse(query, scope, mode, lanes, peers, timing, started)
         bundle = build_bundle(self.ws, fused.snap, query=query, fusion=fused.fusion, mask=fused.mask, limit=limit,
                               mode=mode, scope=scope, issue_mode=fused.issue, lanes=fused.statuses)
-        timing["bundle"] = _ms(started) - sum(timing.values())
+        timing["bundle"] = _ms(started) - _stages(timing)
         timing["total"] = _ms(started)
         bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
         return bundle
@@ -699,8 +700,15 @@ class Searcher:
         # or a long one-line question read as a report would get no dense lane at all.
         embedded = [v for v in variants if v.name in R.DENSE_VARIANTS] or variants[:1]
         vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
-        query_vectors = {} if vectors is None else {v.name: vectors[i] for i, v in enumerate(embedded)}
-        timing["embed"] = _ms(started) - sum(timing.values())
+        timing["embed"] = _ms(started) - _stages(timing)
+        # The dense product (onnxruntime, which lets go of the GIL) runs on a thread of its own while this one
+        # scores the word lanes: on two cores a query waits for the slower of the two, not for both (at 200K
+        # chunks the two int8 passes take ~13 ms). A store that searches its own vectors is asked here, on the
+        # connection the word lanes use.
+        pending = dense.scores_later(list(vectors), len(snap.table.ids)) \
+            if vectors is not None and isinstance(dense, DenseSnapshot) else None
+        dense_scores = [dense.scores(vector, len(snap.table.ids)) for vector in vectors] \
+            if vectors is not None and dense is not None and pending is None else []
 
         summaries = snap.summaries(self.ws) if weights.get("summary") else None
 
@@ -708,21 +716,33 @@ class Searcher:
         # The files with a chunk under the mask, once for every variant's file-level lanes (a scatter of every row).
         file_allowed = _files_under(snap, mask, snap.file_order()) \
             if weights.get("file") or (summaries is not None and summaries.ready) else None
-        for vi, variant in enumerate(variants):
+        # Every variant's word lanes scored first, then every lane added in the order it always was (fusion sums
+        # in float32, and a search across repositories matches each lane's calls by their order).
+        scored = []
+        for variant in variants:
             terms = tokenize(variant.text)
-            per_lane = self._lane_scores(snap, variant.text, terms, dense, query_vectors.get(variant.name), weights,
-                                         fusion)
+            files = _file_ranking(snap, snap.file_index()[1], terms, file_allowed, fusion, "file") \
+                if weights.get("file") else None
+            summary = _file_ranking(snap, summaries.index, terms, file_allowed, fusion, "summary") \
+                if summaries is not None and summaries.ready else None
+            scored.append((self._word_lane_scores(snap, variant.text, terms, weights, fusion), files, summary))
+        if pending is not None:
+            dense_scores = pending.result()
+            timing["dense_cpu"] = pending.cpu_ms  # CPU on the product's thread, beside this one's stages
+        by_variant = {v.name: scores for v, scores in zip(embedded, dense_scores)}
+        for vi, (variant, (per_lane, files, summary)) in enumerate(zip(variants, scored)):
+            if variant.name in by_variant:
+                per_lane["dense"] = by_variant[variant.name]
             for name, scores in per_lane.items():
                 ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
                                 scores=scores)
-            if weights.get("file"):
-                files, scores = _file_ranking(snap, snap.file_index()[1], terms, file_allowed, fusion, "file")
-                fusion.add_file_lane("file", files, weights["file"] * variant.weight, record=vi == 0, scores=scores)
-            if summaries is not None and summaries.ready:
-                files, scores = _file_ranking(snap, summaries.index, terms, file_allowed, fusion, "summary")
-                fusion.add_file_lane("summary", files, weights["summary"] * variant.weight, record=vi == 0,
-                                     scores=scores)
+            if files is not None:
+                fusion.add_file_lane("file", files[0], weights["file"] * variant.weight, record=vi == 0,
+                                     scores=files[1])
+            if summary is not None:
+                fusion.add_file_lane("summary", summary[0], weights["summary"] * variant.weight, record=vi == 0,
+                                     scores=summary[1])
         if weights.get("entity") and issue:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if scores_only:  # the lanes below score nothing a search of other repositories ranks its rows among
@@ -732,7 +752,7 @@ class Searcher:
         if issue is None and lanes is None and mode == "code" and _PROJECT_QUESTION.search(query):
             mask = self._project_lane(snap, query, scope, mask, fusion)
         fusion.normalise()
-        timing["lanes"] = _ms(started) - sum(timing.values())
+        timing["lanes"] = _ms(started) - _stages(timing)
 
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
@@ -756,7 +776,7 @@ class Searcher:
             mask &= np.array([p == scope or p.startswith(prefix) for p in snap.chunk_paths], dtype=bool)
         return mask
 
-    def _dense_lane(self, snap: Snapshot, statuses: list[LaneStatus]) -> DenseSnapshot | None:
+    def _dense_lane(self, snap: Snapshot, statuses: list[LaneStatus]) -> DenseSnapshot | IndexedDense | None:
         from codeloupe.embed import describe_provider
 
         try:
@@ -786,16 +806,13 @@ class Searcher:
             self._dense_error = str(exc)
             return None
 
-    def _lane_scores(self, snap: Snapshot, text: str, terms: list[str], dense: DenseSnapshot | None,
-                     qvec: np.ndarray | None, weights: dict[str, float], fusion: Fusion) -> dict[str, np.ndarray]:
+    def _word_lane_scores(self, snap: Snapshot, text: str, terms: list[str], weights: dict[str, float],
+                          fusion: Fusion) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        n = len(snap.table.ids)
         if weights.get("lexical"):
             out["lexical"] = snap.bm25.scores(terms, fusion.pooled("lexical", snap.bm25, terms))
         if weights.get("symbol"):
             out["symbol"] = snap.symbols.scores(text)
-        if weights.get("dense") and dense is not None and qvec is not None:
-            out["dense"] = dense.scores(qvec, n)
         return out
 
     def _project_lane(self, snap: Snapshot, query: str, scope: str, mask: np.ndarray,
@@ -942,6 +959,11 @@ def _ask_together(searchers: dict[str, Searcher], query: str, peers: dict[str, l
     for ask, lanes in asked.values():
         if len(lanes) > 1:
             answer_together(lanes, ask.terms, chunk_idf=ask.chunk_idf, file_idf=ask.file_idf)
+
+
+def _stages(timing: dict[str, float]) -> float:
+    """The searching thread's stages so far (the dense product's CPU, on its own thread, is not one)."""
+    return sum(ms for stage, ms in timing.items() if stage != "dense_cpu")
 
 
 def _plan(query: str, lanes: tuple[str, ...] | None) -> tuple[IssueQuery | None, dict[str, float], list[Variant]]:

@@ -28,7 +28,7 @@ from codeloupe.graph.resolve import (
     read_config,
     resolve_file,
 )
-from codeloupe.memory import release_freed_memory
+from codeloupe.memory import after_large_build
 from codeloupe.parallel import map_in_workers
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.store import edges as edge_store
@@ -333,7 +333,7 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
                     _resolutions[ws] = _load_resolution(ws)
             else:
                 update_edges(ws)
-            release_freed_memory()  # what loading or resolving the facts decoded on the way
+            after_large_build(len(_resolutions[ws].paths) if ws in _resolutions else 0)  # facts decoded on the way
         ensure_edges(ws)
         key = _graph_key(ws)
         cached = _graphs.get(ws)
@@ -343,7 +343,7 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
         _graphs[ws] = (key, graph)
         if _graph_key(ws) == key:  # nothing was written while it was built
             _save(ws, key, graph)
-        release_freed_memory()
+        after_large_build(len(graph.paths))
         return graph
 
 

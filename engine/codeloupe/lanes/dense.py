@@ -4,6 +4,9 @@ scale), scored by cosine against the query's vector with an int8 matrix product.
 from __future__ import annotations
 
 import functools
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,35 +50,39 @@ class Int8Vectors:
         return len(self.scales)
 
     def dot(self, qvec: np.ndarray) -> np.ndarray:
-        """float32 [n]: each row's dot product with `qvec` (float32 [d]).
+        """float32 [n]: each row's dot product with `qvec` (float32 [d])."""
+        return self.dot_run(qvec)()
+
+    def dot_run(self, qvec: np.ndarray) -> Callable[[], np.ndarray]:
+        """`dot` as one call that needs no Python while it runs (onnxruntime lets go of the GIL), so another
+        thread can make it while this one goes on.
 
         The query is split into two 7-bit vectors, `hi` and the rounding it leaves, `lo` (about 12 bits of the
         query's precision together; `hi` alone moved one top-10 hit in three queries on random vectors), each
         a matrix-vector product in onnxruntime's int8 kernel (a two-row product takes a path 5x slower than
-        two one-row ones). The kernel's fast path takes unsigned activations, so the query is offset by
-        `_QUERY_OFFSET` and that times each row's component sum is taken back off (exact in int32).
+        two one-row ones), in one graph with the scaling that follows. The kernel's fast path takes unsigned
+        activations, so the query is offset by `_QUERY_OFFSET` and that times each row's component sum is taken
+        back off (exact in int32).
 
         Seven bits, not eight: on x86 processors without VNNI (AVX2, AVX-512 before Cascade Lake, AMD before
         Zen 4) the kernel adds each pair of uint8 x int8 products in int16 with saturation, which an 8-bit
         query overflows (255 x 127 x 2 > 32767: scores off by up to ~90,000 in the int32 result, seen on an
         AMD EPYC). 127 x 128 x 2 fits, so the product is exact on every processor."""
         if len(self.scales) == 0:
-            return np.zeros(0, np.float32)
-        out = np.zeros(len(self.scales), np.float32)
+            return lambda: np.zeros(0, np.float32)
+        feed: dict[str, np.ndarray] = {"rows": self.transposed, "offsets": self.offsets, "row_scales": self.scales}
         rest = np.asarray(qvec, np.float32)
-        for _ in range(2):
+        for part_name in ("hi", "lo"):
             scale = _query_scale(rest)
             part = np.rint(rest / scale)
-            raw = _int8_gemv().run(None, {"query": (part + _QUERY_OFFSET).astype(np.uint8)[None, :],
-                                          "rows": self.transposed})[0][0]
-            raw -= self.offsets
-            out += raw.astype(np.float32) * np.float32(scale)
+            feed[part_name] = (part + _QUERY_OFFSET).astype(np.uint8)[None, :]
+            feed[f"{part_name}_scale"] = np.array([scale], np.float32)
             rest = rest - part * scale
-        out *= self.scales
-        return out
+        session = _int8_scores()
+        return lambda: session.run(None, feed)[0][0]
 
 
-# A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot`).
+# A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot_run`).
 _QUERY_PEAK = 63
 _QUERY_OFFSET = 64
 
@@ -86,8 +93,10 @@ def _query_scale(vector: np.ndarray) -> float:
 
 
 @functools.cache
-def _int8_gemv():
-    """One onnxruntime session computing uint8 [1, d] x int8 [d, n] -> int32 [1, n] (MatMulInteger).
+def _int8_scores():
+    """One onnxruntime session computing ((hi x rows - offsets) hi_scale + (lo x rows - offsets) lo_scale)
+    row_scales: uint8 [1, d] x int8 [d, n] (MatMulInteger) -> float32 [1, n], in the order of float32 steps
+    the same product in numpy took.
 
     onnxruntime is already how the embedding model runs; its int8 kernels are what numpy lacks (numpy's
     integer matmul is a plain loop, 10x slower than the float32 product it would replace). One thread: a
@@ -95,12 +104,23 @@ def _int8_gemv():
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
+    nodes = []
+    for part in ("hi", "lo"):
+        nodes += [helper.make_node("MatMulInteger", [part, "rows"], [f"{part}_raw"]),
+                  helper.make_node("Sub", [f"{part}_raw", "offsets"], [f"{part}_exact"]),
+                  helper.make_node("Cast", [f"{part}_exact"], [f"{part}_float"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [f"{part}_float", f"{part}_scale"], [f"{part}_dot"])]
+    nodes += [helper.make_node("Add", ["hi_dot", "lo_dot"], ["dot"]),
+              helper.make_node("Mul", ["dot", "row_scales"], ["scores"])]
     graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["query", "rows"], ["scores"])], "int8_dot",
-        [helper.make_tensor_value_info("query", TensorProto.UINT8, [1, None]),
-         helper.make_tensor_value_info("rows", TensorProto.INT8, [None, None])],
-        [helper.make_tensor_value_info("scores", TensorProto.INT32, [1, None])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        nodes, "int8_dot",
+        [*(helper.make_tensor_value_info(p, TensorProto.UINT8, [1, None]) for p in ("hi", "lo")),
+         helper.make_tensor_value_info("rows", TensorProto.INT8, [None, None]),
+         helper.make_tensor_value_info("offsets", TensorProto.INT32, [None]),
+         helper.make_tensor_value_info("row_scales", TensorProto.FLOAT, [None]),
+         *(helper.make_tensor_value_info(f"{p}_scale", TensorProto.FLOAT, [1]) for p in ("hi", "lo"))],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -122,15 +142,48 @@ class DenseSnapshot:
 
         Chunks and skeletons are one matrix, read by one int8 product per half of the query (two kernel calls,
         not four); nothing here loops over chunks in Python."""
+        return self._chunk_scores(self.vectors.dot(qvec), n_rows)
+
+    def scores_later(self, qvecs: list[np.ndarray], n_rows: int) -> PendingScores:
+        """`scores` of each of `qvecs`, their products made on a thread of their own from now."""
+        return PendingScores(self, [self.vectors.dot_run(q) for q in qvecs], n_rows)
+
+    def _chunk_scores(self, cosines: np.ndarray, n_rows: int) -> np.ndarray:
         scores = np.full(n_rows, -np.inf, np.float32)
         m = len(self.chunk_rows)
-        cosines = self.vectors.dot(qvec)
         chunk_scores = cosines[:m]
         if len(cosines) > m:
             file_sim = np.append(cosines[m:], np.float32(0.0))  # row -1: no skeleton
             chunk_scores += R.SKELETON_WEIGHT * file_sim[self.chunk_skeleton]
         scores[self.chunk_rows] = chunk_scores
         return scores
+
+
+class PendingScores:
+    """A `DenseSnapshot`'s scores of some query vectors, their products running on a thread of their own."""
+
+    def __init__(self, dense: DenseSnapshot, runs: list[Callable[[], np.ndarray]], n_rows: int) -> None:
+        self._dense, self._n_rows = dense, n_rows
+        self._products: list[np.ndarray] = []
+        self._failed: BaseException | None = None
+        self.cpu_ms = 0.0  # the products' thread's CPU time, for whoever counts a search's CPU
+        self._thread = threading.Thread(target=self._work, args=(runs,), name="dense-lane", daemon=True)
+        self._thread.start()
+
+    def _work(self, runs: list[Callable[[], np.ndarray]]) -> None:
+        started = time.thread_time()
+        try:
+            self._products.extend(run() for run in runs)
+        except BaseException as exc:  # handed to the caller of `result`, which raises it
+            self._failed = exc
+        self.cpu_ms = (time.thread_time() - started) * 1000
+
+    def result(self) -> list[np.ndarray]:
+        """Waits for the products; raises what they raised."""
+        self._thread.join()
+        if self._failed is not None:
+            raise self._failed
+        return [self._dense._chunk_scores(cosines, self._n_rows) for cosines in self._products]
 
 
 def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, model: str,
