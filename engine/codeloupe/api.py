@@ -407,7 +407,7 @@ class Workspace:
         or a skipped binary is never served).
         """
         rel = self.relative(path)
-        row = self.store.file_rows().get(rel)
+        row = self.store.file_rows([rel]).get(rel)
         if row is None:
             raise WorkspaceError(f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
         chosen = ""
@@ -646,7 +646,7 @@ class RemoteWorkspace(Workspace):
         """The file as the tarball held it, rebuilt from the index's copy (its chunks are a line partition, so
         they concatenate to the file; the caller checks the result against the digest taken at download)."""
         rel = self.relative(path)
-        row = self.store.file_rows().get(rel)
+        row = self.store.file_rows([rel]).get(rel)
         if row is None:
             raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")

@@ -189,9 +189,10 @@ def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterab
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
-    existing = store.file_rows()
+    rel_paths = sorted(set(rel_paths))
+    existing = store.file_rows(rel_paths)  # the saved files' rows only: a save never reads the whole index
     skipped: Counter[str] = Counter()
-    for rel in sorted(set(rel_paths)):
+    for rel in rel_paths:
         path = root / rel
         try:
             st = os.lstat(path)

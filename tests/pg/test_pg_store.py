@@ -347,3 +347,24 @@ def test_a_repository_s_texts_are_read_for_the_files_asked_for(tree: Path, tmp_p
     finally:
         first.close()
         second.close()
+
+
+def test_a_save_reads_the_saved_files_rows_in_both_stores(tree: Path, tmp_path: Path, pg_url: str) -> None:
+    """`file_rows(paths)` (a save's read) gives exactly those files' rows from either store, and on the shared
+    schema never another repository's file of a path this one lacks."""
+    other = tmp_path / "other"
+    shutil.copytree(FIXTURES / "go", other)
+    local, shared, second = _open(tree), _open(tree, store_url=pg_url), _open(other, store_url=pg_url)
+    try:
+        for ws in (local, shared):
+            every = ws.store.file_rows()
+            some = sorted(every)[1:4]
+            assert ws.store.file_rows([*some, "no/such/file.py", some[0]]) == {p: every[p] for p in some}
+        theirs = [p for p in second.store.file_rows() if p not in shared.store.file_rows()]
+        assert theirs and shared.store.file_rows(theirs) == {}
+        assert {p: (r.hash, r.size) for p, r in local.store.file_rows().items()} == \
+            {p: (r.hash, r.size) for p, r in shared.store.file_rows().items()}
+    finally:
+        local.close()
+        shared.close()
+        second.close()

@@ -637,9 +637,10 @@ class PgStore:
 
     # ------------------------------------------------------------------ files
 
-    def file_rows(self) -> dict[str, FileRow]:
-        rows = self._rows("SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count"
-                          " FROM files")
+    def file_rows(self, paths: Iterable[str] | None = None) -> dict[str, FileRow]:
+        """Every file's row by path, or only those of `paths` (a save's: nothing of the rest is read)."""
+        sql = "SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count FROM files"
+        rows = self._rows(sql) if paths is None else self._rows(f"{sql} WHERE path = ANY(%s)", (sorted(set(paths)),))
         return {r[1]: FileRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8]) for r in rows}
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
