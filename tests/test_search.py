@@ -9,9 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from codeloupe.api import Workspace
+from codeloupe.search import FILE_KINDS
 
 FILES = {
     "app/auth.py": '''\
@@ -281,6 +283,55 @@ def test_changed_files_are_searched_beside_the_last_full_snapshot(ws: Workspace,
         (repo / "app/render.py").write_text(textwrap.dedent(FILES["app/render.py"]))
         (repo / "app/extra.py").unlink()
         ws.update_files([repo / "app/render.py", repo / "app/extra.py"])
+
+
+def test_a_delta_views_maps_are_a_full_snapshots_of_the_same_state(tmp_path: Path, lexical_workspace,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delta view after a save patches the base snapshot's per-file maps instead of building them anew
+    (1.7 s of the first query after every save at 40K files): what it holds for the live rows and files is
+    what a full snapshot of the same index holds, after an edit, a new file, a deleted file and a file that
+    took a name another file has."""
+    from codeloupe import ranking
+
+    for rel, text in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/guide.md").write_text("# Guide\n\nHow to render a template.\n")
+    ws = lexical_workspace(tmp_path)
+    searcher = ws.searcher()
+    searcher.refresh()
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+    base = searcher.snapshot()
+    (tmp_path / "app/render.py").write_text("def paint_canvas(brush):\n    return brush\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/auth.py").write_text("def second_auth():\n    return 2\n")  # a basename app/ has too
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests/test_new.py").write_text("def test_new():\n    assert True\n")
+    deleted = next(rel for rel in FILES if rel != "app/render.py" and rel != "app/auth.py")
+    (tmp_path / deleted).unlink()
+    ws.update_files([tmp_path / "app/render.py", tmp_path / "lib/auth.py", tmp_path / "tests/test_new.py",
+                     tmp_path / deleted])
+    view = searcher.snapshot()
+    assert view.base is base and view.pending_files == 0
+    full = searcher._build_snapshot(view.generation)
+
+    def by_file(snap):
+        return {snap.file_paths[f]: sorted(int(snap.table.ids[r]) for r in rows)
+                for f, rows in snap.file_chunk_rows.items()}
+
+    def rows_of(snap):
+        live = np.ones(len(snap.table.ids), bool) if snap.live is None else snap.live
+        return sorted((int(snap.table.ids[r]), snap.chunk_paths[r], bool(snap.chunk_is_doc[r]), int(snap.chunk_kind[r]))
+                      for r in np.flatnonzero(live))
+
+    for name in ("file_paths", "file_languages", "file_is_doc", "file_kind", "path_to_file"):
+        assert getattr(view, name) == getattr(full, name), name
+    assert {k: sorted(v) for k, v in view.by_basename.items()} == {k: sorted(v) for k, v in full.by_basename.items()}
+    assert sorted(view.by_basename["auth.py"]) == ["app/auth.py", "lib/auth.py"]
+    assert by_file(view) == by_file(full) and deleted not in by_file(view)
+    assert rows_of(view) == rows_of(full)
+    assert view.file_kind[view.path_to_file["tests/test_new.py"]] == FILE_KINDS.index("test")
 
 
 def test_the_lexical_index_is_reused_by_the_next_process_only_for_the_same_state(repo: Path) -> None:

@@ -180,7 +180,7 @@ class ChunkTexts(Sequence[str]):
 
 
 _TEXT_BATCH = 2000
-_PATH_BATCH = 500  # paths bound to one statement (SQLite's variable limit is far above it)
+_PATH_BATCH = 500  # paths or ids bound to one statement (SQLite's variable limit is far above it)
 _VECTOR_PAGE = 20_000
 
 
@@ -512,17 +512,21 @@ class Store:
 
     # ------------------------------------------------------------------ files
 
-    def file_rows(self, paths: Iterable[str] | None = None) -> dict[str, FileRow]:
-        """Every file's row by path, or only those of `paths` (a save's: nothing of the rest is read)."""
+    def file_rows(self, paths: Iterable[str] | None = None, *, ids: Iterable[int] | None = None) -> dict[str, FileRow]:
+        """Every file's row by path, or only those of `paths` or of `ids` (a save's: nothing of the rest is read)."""
         sql = "SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count FROM files"
-        if paths is None:
+        if paths is None and ids is None:
             rows = self.query(sql)
         else:
-            wanted = sorted(set(paths))
-            rows = [r for start in range(0, len(wanted), _PATH_BATCH)
-                    for r in self.query(f"{sql} WHERE path IN ({','.join('?' * len(wanted[start:start + _PATH_BATCH]))})",
-                                        tuple(wanted[start:start + _PATH_BATCH]))]
+            column, wanted = ("path", sorted(set(paths))) if paths is not None else ("id", sorted(set(ids or ())))
+            rows = [r for start in range(0, len(wanted), _PATH_BATCH) for r in self.query(
+                f"{sql} WHERE {column} IN ({','.join('?' * len(wanted[start:start + _PATH_BATCH]))})",
+                tuple(wanted[start:start + _PATH_BATCH]))]
         return {r[1]: FileRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8]) for r in rows}
+
+    def file_ids(self) -> np.ndarray:
+        """int64 [files]: every indexed file's id, ascending (what a search's delta view compares its own with)."""
+        return np.array([r[0] for r in self.query("SELECT id FROM files ORDER BY id")], np.int64)
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
                      encoding: str, chunker_version: int, line_count: int) -> int:

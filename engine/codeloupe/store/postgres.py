@@ -637,11 +637,20 @@ class PgStore:
 
     # ------------------------------------------------------------------ files
 
-    def file_rows(self, paths: Iterable[str] | None = None) -> dict[str, FileRow]:
-        """Every file's row by path, or only those of `paths` (a save's: nothing of the rest is read)."""
+    def file_rows(self, paths: Iterable[str] | None = None, *, ids: Iterable[int] | None = None) -> dict[str, FileRow]:
+        """Every file's row by path, or only those of `paths` or of `ids` (a save's: nothing of the rest is read)."""
         sql = "SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count FROM files"
-        rows = self._rows(sql) if paths is None else self._rows(f"{sql} WHERE path = ANY(%s)", (sorted(set(paths)),))
+        if paths is None and ids is None:
+            rows = self._rows(sql)
+        elif paths is not None:
+            rows = self._rows(f"{sql} WHERE path = ANY(%s)", (sorted(set(paths)),))
+        else:
+            rows = self._rows(f"{sql} WHERE id = ANY(%s)", (sorted(set(ids or ())),))
         return {r[1]: FileRow(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8]) for r in rows}
+
+    def file_ids(self) -> np.ndarray:
+        """int64 [files]: every indexed file's id, ascending (what a search's delta view compares its own with)."""
+        return np.array([r[0] for r in self._rows("SELECT id FROM files ORDER BY id")], np.int64)
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
                      encoding: str, chunker_version: int, line_count: int) -> int:
