@@ -23,7 +23,8 @@ from codeloupe_mcp.server import build_server
 from codeloupe_mcp.warm import WarmWorkspaces
 
 GOLDEN = Path(os.environ.get("CODELOUPE_GOLDEN", "/work/shared/golden/public.json"))
-CORPORA = Path(os.environ.get("CODELOUPE_GOLDEN_CORPORA", "/work/corpora/golden"))
+# The corpora .ci/run fetches (CODELOUPE_CORPORA), or another copy of them.
+CORPORA = Path(os.environ.get("CODELOUPE_GOLDEN_CORPORA") or os.environ.get("CODELOUPE_CORPORA") or "/work/corpora/golden")
 THREE = ("click", "express", "sinatra")
 # Queries whose repository's own search ranks the gold file first, and whose gold file lost to another
 # repository's file when repositories were ordered by their own fused scores (bench/search_across.py).

@@ -12,7 +12,8 @@ import pytest
 from codeloupe.eval import EvalOptions, load_golden, run_golden
 
 GOLDEN = Path(os.environ.get("CODELOUPE_GOLDEN", "/work/shared/golden/public.json"))
-CORPORA = Path(os.environ.get("CODELOUPE_GOLDEN_CORPORA", "/work/corpora/golden"))
+# The corpora .ci/run fetches (CODELOUPE_CORPORA), or another copy of them.
+CORPORA = Path(os.environ.get("CODELOUPE_GOLDEN_CORPORA") or os.environ.get("CODELOUPE_CORPORA") or "/work/corpora/golden")
 SMALL = ("express", "sinatra")
 
 
