@@ -57,11 +57,13 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     # Every shown chunk's text in one read of the store (one query per chunk was most of a warm bundle).
     shown_flat = [r for rows in shown for r in rows]
     texts = dict(zip(shown_flat, snap.table.texts.many(shown_flat)))
+    whys = _whys(fusion)
     hits = [_file_hit(snap, file_id, rank, file_scores.get(file_id, 0.0), rows, shown_rows, texts, fusion,
-                      query_terms, full=rank <= core_count)
+                      query_terms, whys.get(file_id, "matched"), full=rank <= core_count)
             for rank, (file_id, rows, shown_rows) in enumerate(zip(ranked, file_rows, shown), 1)]
     best_rows = _best_rows(snap, fusion, mask, near + far)
-    hits.extend(_map_entries(snap, [(f, len(hits) + 1 + i, file_scores.get(f, 0.0), best_rows[f], _why(f, fusion))
+    hits.extend(_map_entries(snap, [(f, len(hits) + 1 + i, file_scores.get(f, 0.0), best_rows[f],
+                                     whys.get(f, "matched"))
                                     for i, f in enumerate(f for f in near if f in best_rows)]))
     core, related = hits[:core_count], hits[core_count:]
     related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
@@ -69,7 +71,7 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     present = {h.path for h in related}
     rest = [f for f in far if f in best_rows and snap.file_paths[f] not in present]
     start = len(core) + len(related) + 1
-    related.extend(_map_entries(snap, [(f, start + i, file_scores.get(f, 0.0), best_rows[f], _why(f, fusion))
+    related.extend(_map_entries(snap, [(f, start + i, file_scores.get(f, 0.0), best_rows[f], whys.get(f, "matched"))
                                        for i, f in enumerate(rest)], tail=True))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
                   related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
@@ -131,7 +133,7 @@ def _map_entries(snap: Snapshot, entries: list[tuple[int, int, float, list[int],
     bounds = list(accumulate(map(len, named), initial=0))
     return [FileHit(path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
                     score=round(score, 6), best_start_line=start, best_end_line=end,
-                    symbols=list(dict.fromkeys(chain.from_iterable(symbols[a:b])))[:12], why=why, via=via,
+                    symbols=_first_distinct(symbols[a:b], 12), why=why, via=via,
                     tail=tail)
             for (file_id, rank, score, _, why), a, b, start, end in zip(entries, bounds, bounds[1:], starts, ends)]
 
@@ -157,7 +159,7 @@ def _shown_rows(snap: Snapshot, chunk_rows: list[int], fusion: Fusion, *, full: 
 
 
 def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows: list[int], shown: list[int],
-              texts: dict[int, str], fusion: Fusion, query_terms: list[str], *, full: bool) -> FileHit:
+              texts: dict[int, str], fusion: Fusion, query_terms: list[str], why: str, *, full: bool) -> FileHit:
     """`chunk_rows`: the file's chunks under the mask, best first; `shown`: those it shows (`_shown_rows`),
     `texts` holding their texts."""
     best_row = chunk_rows[0]
@@ -168,7 +170,7 @@ def _file_hit(snap: Snapshot, file_id: int, rank: int, score: float, chunk_rows:
         path=snap.file_paths[file_id], language=snap.file_languages.get(file_id, ""), rank=rank,
         score=round(score, 6), best_start_line=int(table.start_lines[best_row]),
         best_end_line=int(table.end_lines[best_row]), symbols=symbols[:12],
-        why=_why(file_id, fusion), chunks=chunks,
+        why=why, chunks=chunks,
     )
 
 
@@ -221,11 +223,28 @@ _LANE_LABELS = {"dense": "dense", "lexical": "bm25", "file": "bm25 file", "symbo
                 "project": "docs & manifests", "feedback": "feedback"}
 
 
-def _why(file_id: int, fusion: Fusion) -> str:
-    parts = [f"{_LANE_LABELS.get(name, name)} #{ranks[file_id]}" for name, ranks in fusion.file_ranks.items()
-             if file_id in ranks]
-    parts.extend(dict.fromkeys(fusion.pins.get(file_id, [])))
-    return ", ".join(parts) or "matched"
+def _whys(fusion: Fusion) -> dict[int, str]:
+    """Each ranked or pinned file's one line of why ("bm25 #3, dense #7, frame of the trace"), built in one pass
+    over the lanes' ranks for the hundreds of files a complete bundle lists; a file none ranked is "matched"."""
+    parts: dict[int, list[str]] = defaultdict(list)
+    for name, ranks in fusion.file_ranks.items():
+        label = _LANE_LABELS.get(name, name)
+        for file_id, rank in ranks.items():
+            parts[file_id].append(f"{label} #{rank}")
+    for file_id, pins in fusion.pins.items():
+        parts[file_id].extend(dict.fromkeys(pins))
+    return {file_id: ", ".join(found) or "matched" for file_id, found in parts.items()}
+
+
+def _first_distinct(lists: list[list[str]], limit: int) -> list[str]:
+    """The first `limit` distinct names of `lists` in order (a chunk can list hundreds of symbols)."""
+    seen: dict[str, None] = {}
+    for names in lists:
+        for name in names:
+            seen.setdefault(name)
+            if len(seen) == limit:
+                return list(seen)
+    return list(seen)
 
 
 def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
