@@ -107,10 +107,14 @@ def test_vectors_read_in_pages_equal_one_read(tmp_path: Path, monkeypatch) -> No
 
 
 def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_reaches_the_caller(
-        tmp_path: Path) -> None:
-    """A search hands the dense product to a thread of its own while it scores the word lanes: the scores it
-    gets back are the inline ones, bit for bit, for each query vector; the thread's CPU is reported; what the
-    product raised is raised where the search collects it."""
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search hands the dense product to a thread of its own while it scores the word lanes, then shares the
+    blocks left: the scores it gets back are the inline ones, bit for bit, for each query vector, over several
+    blocks of rows; the thread's CPU is reported; what the product raised is raised where the search collects
+    it."""
+    import codeloupe.lanes.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "BLOCK_ROWS", 1024)  # the 3,000 rows below span three blocks, one partial
     rng = np.random.default_rng(5)
     q, scales = quantize(_unit_rows(rng, 3000))
     dense = DenseSnapshot(generation=1, model="m", chunk_rows=np.arange(0, 6000, 2), chunk_skeleton=np.full(3000, -1),
@@ -120,10 +124,10 @@ def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_rea
     pending = dense.scores_later(queries, 6000)
     got = pending.result()
     assert len(got) == 3 and pending.cpu_ms >= 0.0
+    dequantised = q.astype(np.float32) * scales[:, None]
     for query, scores in zip(queries, got):
         assert np.array_equal(scores, dense.scores(query, 6000))
-    broken = DenseSnapshot(generation=1, model="m", chunk_rows=dense.chunk_rows, chunk_skeleton=dense.chunk_skeleton,
-                           vectors=Int8Vectors(dense.vectors.transposed[:10], dense.vectors.scales,
-                                               dense.vectors.offsets), coverage=0.5, snapshot_generation=1)
-    with pytest.raises(Exception, match="(?i)dim|shape|size"):
-        broken.scores_later(queries, 6000).result()
+        assert np.abs(scores[dense.chunk_rows] - dequantised @ query).max() < 1e-4
+        assert np.isneginf(scores[1::2]).all()  # rows with no vector
+    with pytest.raises(Exception, match="(?i)dim|shape|size"):  # a vector of another model's dimension
+        dense.scores_later([queries[0], np.ones(5, np.float32)], 6000).result()
