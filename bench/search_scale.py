@@ -167,7 +167,23 @@ def serve(root: Path, work: Path, queries_path: Path, cpu_stages: bool) -> None:
     print(json.dumps(out), flush=True)
     for line in sys.stdin:
         print(json.dumps(_timed(ws, json.loads(line))), flush=True)
+    print(json.dumps(_after_a_save(ws, _queries(queries_path)[0][0])), flush=True)
     ws.close()
+
+
+def _after_a_save(ws, query: str) -> dict[str, float]:
+    """An editor's save, as `update_files` sees one: a file of the index gone from disk (a `copy-N/` file
+    exists in the index only, so nothing on disk is touched), then the first search after it (the delta view
+    over the full snapshot) and the next; ms each."""
+    # Plain SQL, so that a baseline engine without this round's store methods measures the same save.
+    gone = ws.store.query("SELECT path FROM files WHERE path LIKE 'copy-%' ORDER BY id DESC LIMIT 1")[0][0]
+    figures = {}
+    for label, step in (("update_files_ms", lambda: ws.update_files([gone])), ("first_search_after_ms",
+                        lambda: ws.search(query)), ("second_search_after_ms", lambda: ws.search(query))):
+        t = time.perf_counter()
+        step()
+        figures[label] = round((time.perf_counter() - t) * 1000, 1)
+    return figures
 
 
 def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> None:
@@ -189,11 +205,15 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
                 procs[e].stdin.write(json.dumps(query) + "\n")
                 procs[e].stdin.flush()
                 timed[e].append(json.loads(procs[e].stdout.readline()))
+        for proc, figures in zip(procs, started):  # stdin closed: each engine measures a save and ends
+            proc.stdin.close()
+            figures["after_a_save"] = json.loads(proc.stdout.readline())
         for engine, figures, rows in zip(engines, started, timed):
             for label in ("embedded", "cached", "embedded_cpu", "cached_cpu"):
                 values = sorted(r[label] for r in rows)
                 figures[f"p50_{label}_ms"] = round(statistics.median(values), 1)
                 figures[f"p95_{label}_ms"] = round(values[int(len(values) * 0.95)], 1)
+                figures[f"mean_{label}_ms"] = round(statistics.mean(values), 1)
             figures["stages_p50_ms"] = {stage: round(statistics.median(r["stages"][stage] for r in rows), 1)
                                         for stage in rows[0]["stages"]}
             figures["load_avg_1m"] = round(os.getloadavg()[0], 1)
@@ -203,7 +223,8 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
             print(f"bundles identical: {same} of {len(timed[0])}", flush=True)
     finally:
         for proc in procs:
-            proc.stdin.close()
+            if not proc.stdin.closed:
+                proc.stdin.close()
             proc.wait(timeout=60)
         for work in works:
             shutil.rmtree(work, ignore_errors=True)

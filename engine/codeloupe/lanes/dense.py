@@ -25,26 +25,24 @@ BLOCK_ROWS = 32768
 
 @dataclass
 class Int8Vectors:
-    """Rows of int8 vectors with a float32 scale each, stored transposed block by block ([k, d, BLOCK_ROWS],
-    the last block padded with zero columns) for the product below.
+    """Rows of int8 vectors with a float32 scale each, stored transposed block by block (each block a contiguous
+    [d, BLOCK_ROWS] array, the last one as wide as the rows left) for the product below.
 
     A quarter of the memory of float32 rows, and a quarter of the bytes a query reads: at 200K chunks the
     float32 product was bound by memory bandwidth."""
 
-    blocks: np.ndarray  # int8 [k, d, BLOCK_ROWS]
-    padded_scales: np.ndarray  # float32 [k x BLOCK_ROWS]: each row's scale, 0 past the last row
-    padded_offsets: np.ndarray  # int32 [k x BLOCK_ROWS]: _QUERY_OFFSET x each row's component sum (see `dot_runs`)
-    rows: int
+    blocks: list[np.ndarray]  # int8 [d, <= BLOCK_ROWS] each
+    scales: np.ndarray  # float32 [n]
+    offsets: np.ndarray  # int32 [n]: _QUERY_OFFSET x each vector's sum of components (see `dot_runs`)
 
     @classmethod
     def stacked(cls, parts: list[tuple[VectorMatrix, np.ndarray | None]]) -> Int8Vectors:
         """The vectors of several matrices (each at its `rows`, when given) one after another in one matrix,
         written in place: a query then reads them all in one product per half of the query."""
         sizes = [len(matrix.ids) if rows is None else len(rows) for matrix, rows in parts]
-        total = sum(sizes)
-        k = -(-total // BLOCK_ROWS)
-        blocks = np.zeros((k, max((m.dim for m, _ in parts), default=0), BLOCK_ROWS), np.int8)
-        scales, offsets = np.zeros(k * BLOCK_ROWS, np.float32), np.zeros(k * BLOCK_ROWS, np.int32)
+        total, dim = sum(sizes), max((m.dim for m, _ in parts), default=0)
+        blocks = [np.zeros((dim, min(BLOCK_ROWS, total - start)), np.int8) for start in range(0, total, BLOCK_ROWS)]
+        scales, offsets = np.zeros(total, np.float32), np.zeros(total, np.int32)
         at = 0
         for (matrix, rows), size in zip(parts, sizes):
             q = matrix.q if rows is None else matrix.q[rows]
@@ -54,21 +52,17 @@ class Int8Vectors:
             while done < size:  # the part's rows block by block
                 block, column = divmod(at + done, BLOCK_ROWS)
                 take = min(size - done, BLOCK_ROWS - column)
-                blocks[block, :, column:column + take] = q[done:done + take].T
+                blocks[block][:, column:column + take] = q[done:done + take].T
                 done += take
             at += size
-        return cls(blocks, scales, offsets, total)
+        return cls(blocks, scales, offsets)
 
     def __len__(self) -> int:
-        return self.rows
-
-    @property
-    def scales(self) -> np.ndarray:
-        return self.padded_scales[:self.rows]
+        return len(self.scales)
 
     def dot(self, qvec: np.ndarray) -> np.ndarray:
         """float32 [n]: each row's dot product with `qvec` (float32 [d])."""
-        return _joined([run() for run in self.dot_runs(qvec)], self.rows)
+        return _joined([run() for run in self.dot_runs(qvec)])
 
     def dot_runs(self, qvec: np.ndarray) -> list[Callable[[], np.ndarray]]:
         """`dot` as one call per block, each needing no Python while it runs (onnxruntime lets go of the GIL),
@@ -96,16 +90,16 @@ class Int8Vectors:
         session = _int8_scores()
 
         def run(block: int) -> np.ndarray:
-            columns = slice(block * BLOCK_ROWS, (block + 1) * BLOCK_ROWS)
-            return session.run(None, {**query, "rows": self.blocks[block], "offsets": self.padded_offsets[columns],
-                                      "row_scales": self.padded_scales[columns]})[0][0]
+            columns = slice(block * BLOCK_ROWS, block * BLOCK_ROWS + self.blocks[block].shape[1])
+            return session.run(None, {**query, "rows": self.blocks[block], "offsets": self.offsets[columns],
+                                      "row_scales": self.scales[columns]})[0][0]
 
         return [functools.partial(run, block) for block in range(len(self.blocks))]
 
 
-def _joined(products: list[np.ndarray], rows: int) -> np.ndarray:
-    """The blocks' products as one row of `rows` scores (the last block's padding dropped)."""
-    return np.concatenate(products)[:rows] if products else np.zeros(0, np.float32)
+def _joined(products: list[np.ndarray]) -> np.ndarray:
+    """The blocks' products as one row of scores."""
+    return np.concatenate(products) if products else np.zeros(0, np.float32)
 
 
 # A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot_run`).
@@ -223,7 +217,7 @@ class PendingScores:
         for count in self._per_query:
             products = self._products[at:at + count]
             at += count
-            out.append(self._dense._chunk_scores(_joined(products, len(self._dense.vectors)), self._n_rows))
+            out.append(self._dense._chunk_scores(_joined(products), self._n_rows))
         return out
 
 
