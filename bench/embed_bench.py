@@ -70,6 +70,7 @@ class Config:
     processes: bool = True  # False: one session split over the cores (main before the worker processes)
     distinct_words: bool = True  # False: the whole text (main before)
     overlap: int = WINDOW_OVERLAP  # tokens a window repeats from the one before
+    unsigned: bool | None = None  # the re-quantised file's weight form (None: what this processor's kernel needs)
 
 
 # What main did before this branch: the whole text in at most 4 windows, one session over every core.
@@ -88,6 +89,10 @@ SPEED_GRID = [
     Config("requantised @128 b4096t", batch_tokens=4096),
     Config("requantised @128 x1", max_windows=1),
     Config("requantised @128 x8", max_windows=8),
+    # The same integers either way; int8 weights saturate on x86 without VNNI (vectors off there), uint8 ones
+    # never do (onnxruntime's uint8 x uint8 kernel), at some cost on such processors.
+    Config("requantised @128 int8 weights", unsigned=False),
+    Config("requantised @128 uint8 weights", unsigned=True),
 ]
 # The whole text's caps up to 4 (before) need only the windows spread() picks for 4: a quarter of the work.
 WHOLE_TEXT = Config("requantised @128 whole text", distinct_words=False, max_windows=4)
@@ -152,7 +157,7 @@ def worker(config: Config, texts_file: Path, queries_file: Path, out_dir: Path, 
                              overlap=config.overlap)
     started = time.perf_counter()
     provider = load_local_provider(Settings(cache_dir=str(model_cache)), requantize=config.requantize,
-                                   options=options)
+                                   options=options, unsigned=config.unsigned)
     load_s = time.perf_counter() - started
     owners, vectors = [], []
     wall, cpu = time.perf_counter(), cpu_seconds()

@@ -373,15 +373,20 @@ def _installed_version(distribution: str) -> str:
         return "none"
 
 
-def _requantized_paths(cache_root: Path, source_sha256: str) -> tuple[Path, Path]:
-    """(the derived model, the marker left when deriving or loading it failed on this machine)."""
-    from codeloupe.embed import model_graph
-
+def _requantized_paths(cache_root: Path, source_sha256: str, unsigned: bool | None = None) -> tuple[Path, Path]:
+    """(the derived model, the marker left when deriving or loading it failed on this machine); `unsigned`:
+    the weight form (None: the one this processor's kernel needs)."""
     # Where the int8 kernel saturates the derived file holds unsigned weights (`model_graph.unsigned_weights`):
     # the same vectors, another file, so a cache shared by two kinds of processor keeps both.
-    form = f"-{UNSIGNED_WEIGHTS}" if model_graph.int8_pairs_saturate() else ""
+    form = f"-{UNSIGNED_WEIGHTS}" if _unsigned_here(unsigned) else ""
     return (Path(f"{_requantized_stem(cache_root, source_sha256, form)}.onnx"),
             _requantize_failed_marker(cache_root, source_sha256))
+
+
+def _unsigned_here(unsigned: bool | None) -> bool:
+    from codeloupe.embed import model_graph
+
+    return model_graph.int8_pairs_saturate() if unsigned is None else unsigned
 
 
 def _requantized_stem(cache_root: Path, source_sha256: str, form: str = "") -> Path:
@@ -460,12 +465,14 @@ def is_known_derived(path: Path) -> bool:
     return hash_file(path) in _derived_digests().get(path.name, [])
 
 
-def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Path | None:
+def requantized_model(source: Path, source_sha256: str, cache_root: Path, *,
+                      unsigned: bool | None = None) -> Path | None:
     """A copy of `source` with dynamically quantised int8 MatMuls, built once and cached; None on failure.
+    `unsigned`: the weight form (None: the one this processor's kernel needs; the benchmark compares both).
 
     A file already at the cached path is used only when its sha256 is one this machine recorded when it
     derived it; anything else (planted, damaged, half-written) is replaced by deriving again."""
-    target, failed = _requantized_paths(cache_root, source_sha256)
+    target, failed = _requantized_paths(cache_root, source_sha256, unsigned)
     remove_stale_work_dirs(target.parent)
     if target.is_file():
         if is_known_derived(target):
@@ -493,7 +500,7 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path) -> Pat
             # the same speed (bench/embed_bench.py).
             quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
             model_graph.simplify(quantised)
-            if model_graph.int8_pairs_saturate():
+            if _unsigned_here(unsigned):
                 model_graph.unsigned_weights(quantised)
             _record_derived(target.name, hash_file(quantised))
             os.replace(quantised, target)
@@ -538,14 +545,15 @@ def minilm_tokenizer() -> BertWordPieceTokenizer:
     return BertWordPieceTokenizer(str(vocab), lowercase=True, clean_text=True, handle_chinese_chars=True)
 
 
-def load_local_provider(settings: Settings, *, requantize: bool = True,
-                        options: EncoderOptions | None = None) -> OnnxSentenceEncoder:
-    """The embedded default. `requantize` and `options` exist for the benchmark's comparisons."""
+def load_local_provider(settings: Settings, *, requantize: bool = True, options: EncoderOptions | None = None,
+                        unsigned: bool | None = None) -> OnnxSentenceEncoder:
+    """The embedded default. `requantize`, `options` and `unsigned` (the weight form) exist for the benchmark's
+    comparisons."""
     options = options or options_from(settings)
     source = shipped_model_path()
     verify_model(source, MINILM_SHA256, settings.cache_root)
     if requantize and _requantize_here(settings):
-        derived = requantized_model(source, MINILM_SHA256, settings.cache_root)
+        derived = requantized_model(source, MINILM_SHA256, settings.cache_root, unsigned=unsigned)
         if derived is not None:
             try:
                 return OnnxSentenceEncoder(derived, minilm_tokenizer(), options=options,
