@@ -703,10 +703,10 @@ class Searcher:
         embedded = [v for v in variants if v.name in R.DENSE_VARIANTS] or variants[:1]
         vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
         timing["embed"] = _ms(started) - _stages(timing)
-        # The dense product (onnxruntime, which lets go of the GIL) runs on a thread of its own while this one
-        # scores the word lanes: on two cores a query waits for the slower of the two, not for both (at 200K
-        # chunks the two int8 passes take ~13 ms). A store that searches its own vectors is asked here, on the
-        # connection the word lanes use.
+        # The dense product (onnxruntime, which lets go of the GIL) starts on a thread of its own while this one
+        # scores the word lanes, and this one takes the blocks of rows left once it needs the scores (at 200K
+        # chunks the two int8 passes take ~16 ms of CPU). A store that searches its own vectors is asked here,
+        # on the connection the word lanes use.
         pending = dense.scores_later(list(vectors), len(snap.table.ids)) \
             if vectors is not None and isinstance(dense, DenseSnapshot) else None
         dense_scores = [dense.scores(vector, len(snap.table.ids)) for vector in vectors] \

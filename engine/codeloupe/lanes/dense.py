@@ -102,7 +102,7 @@ def _joined(products: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(products) if products else np.zeros(0, np.float32)
 
 
-# A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot_run`).
+# A query part's components lie in [-_QUERY_PEAK, _QUERY_PEAK], offset into [1, 127] (see `Int8Vectors.dot_runs`).
 _QUERY_PEAK = 63
 _QUERY_OFFSET = 64
 
@@ -160,8 +160,8 @@ class DenseSnapshot:
     def scores(self, qvec: np.ndarray, n_rows: int) -> np.ndarray:
         """Cosine of each chunk plus SKELETON_WEIGHT x its file skeleton's cosine; -inf for rows with no vector.
 
-        Chunks and skeletons are one matrix, read by one int8 product per half of the query (two kernel calls,
-        not four); nothing here loops over chunks in Python."""
+        Chunks and skeletons are one matrix, read by one graph run per block of rows (both halves of the query
+        in it); nothing here loops over chunks in Python."""
         return self._chunk_scores(self.vectors.dot(qvec), n_rows)
 
     def scores_later(self, qvecs: list[np.ndarray], n_rows: int) -> PendingScores:
