@@ -67,7 +67,8 @@ def after_large_build(files: int) -> None:
     A warm workspace holds a few hundred thousand container objects (per-file row lists, the graph's maps);
     CPython's collector walks them all whenever enough new objects have survived since its last full pass,
     which a few dozen queries' bundles do: at 200K chunks 2-3 of 68 queries each paid 165-260 ms for a pass
-    that found nothing of the snapshot to free (warm p50 50-68 ms -> 40-42 ms with them exempt). Frozen
+    that found nothing of the snapshot to free (with the dense product on two cores, the warm mean went
+    68.0 -> 54.7 ms: bench/search_scale.py --interleave, README). Frozen
     objects are still freed by reference counting; one left in a cycle is collected by the next build's
     `gc.unfreeze` and full pass, so a replaced snapshot is never kept for good."""
     if files >= SETTLE_MIN_FILES:

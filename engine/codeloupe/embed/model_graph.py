@@ -59,8 +59,8 @@ def unsigned_weights(path: Path) -> None:
 
     The product is the same integers, (a - za) x (w + 128 - (zw + 128)), so the vectors are the same as the
     int8 file's on a processor whose kernel is exact; onnxruntime then takes its uint8 x uint8 kernel, which
-    widens to int16 before multiplying and never saturates (about 10-20% slower on AVX2 than the saturating
-    one, measured on 400 chunks). Only for processors where `int8_pairs_saturate`: elsewhere the int8 file is
+    widens to int16 before multiplying and never saturates (about 10% more CPU a chunk on an AVX2 AMD EPYC
+    than the saturating one: bench/embed_bench.py, 715 golden chunks). Only for processors where `int8_pairs_saturate`: elsewhere the int8 file is
     exact and faster."""
     model = onnx.load(str(path))
     initializers = {t.name: t for t in model.graph.initializer}
