@@ -25,6 +25,7 @@ from codeloupe.embed.local import (
     local_model_id,
     minilm_tokenizer,
     recipe,
+    remove_outdated_derivations,
     remove_stale_work_dirs,
     requantized_model,
     shipped_model_path,
@@ -376,6 +377,50 @@ def test_a_killed_requantisation_leaves_nothing_behind_on_the_next_start(tmp_pat
     derived = requantized_model(shipped_model_path(), MINILM_SHA256, settings.cache_root)
     assert derived is not None and derived.is_file()
     assert [p.name for p in models.glob("requantize-*")] == [live.name]
+
+
+def test_derived_models_unused_for_a_month_are_removed_and_a_loaded_one_is_kept(tmp_path: Path) -> None:
+    """Each change of the derivation left a 23 MB file in every user's cache. Files unused for 30 days go; the
+    one being loaded, a recently used one (another installation's), links and unrelated files stay, and loading
+    a derived model marks it used."""
+    import time
+
+    models = tmp_path / "models"
+    models.mkdir()
+    month_ago = time.time() - 31 * 24 * 3600
+    outside = tmp_path / "elsewhere.onnx"
+    outside.write_bytes(b"not ours")
+    files = {name: models / name for name in (
+        "all-MiniLM-L6-v2-old-a.onnx", "all-MiniLM-L6-v2-old-b.onnx", "all-MiniLM-L6-v2-recent.onnx",
+        "all-MiniLM-L6-v2-current.onnx", "user-model.onnx", "all-MiniLM-L6-v2-old.failed")}
+    for path in files.values():
+        path.write_bytes(b"x")
+        if "recent" not in path.name:
+            os.utime(path, (month_ago, month_ago))
+    link = models / "all-MiniLM-L6-v2-link.onnx"
+    link.symlink_to(outside)
+    os.utime(outside, (month_ago, month_ago))
+    os.utime(link, (month_ago, month_ago), follow_symlinks=False)
+
+    removed = remove_outdated_derivations(models, keep=files["all-MiniLM-L6-v2-current.onnx"])
+
+    assert sorted(p.name for p in removed) == ["all-MiniLM-L6-v2-old-a.onnx", "all-MiniLM-L6-v2-old-b.onnx"]
+    assert sorted(p.name for p in models.iterdir()) == sorted(
+        ["all-MiniLM-L6-v2-recent.onnx", "all-MiniLM-L6-v2-current.onnx", "user-model.onnx",
+         "all-MiniLM-L6-v2-old.failed", "all-MiniLM-L6-v2-link.onnx"])
+    assert outside.read_bytes() == b"not ours"
+    assert remove_outdated_derivations(tmp_path / "missing", keep=link) == []
+
+
+def test_loading_a_derived_model_marks_it_used(model_cache: Path, provider: OnnxSentenceEncoder) -> None:
+    import time
+
+    derived = requantized_model(shipped_model_path(), MINILM_SHA256, Settings(cache_dir=str(model_cache)).cache_root)
+    assert derived is not None
+    month_ago = time.time() - 31 * 24 * 3600
+    os.utime(derived, (month_ago, month_ago))
+    assert requantized_model(shipped_model_path(), MINILM_SHA256, derived.parent.parent) == derived
+    assert time.time() - derived.stat().st_mtime < 3600 and derived.is_file()
 
 
 def test_answering_queries_holds_one_copy_of_the_model_and_a_batch_opens_the_threaded_one(model_cache: Path) -> None:

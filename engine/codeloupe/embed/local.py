@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -415,6 +416,45 @@ def remove_stale_work_dirs(models_dir: Path) -> list[Path]:
     return removed
 
 
+# A derived model that no process on this machine has loaded for this long is removed: each change of the
+# derivation (a graph edit, an onnxruntime or onnx version, the weight form) leaves the previous 23 MB file
+# behind in every user's cache. Loading a file marks it used, so a second installation sharing the cache (other
+# versions pinned, another processor) keeps its own file while it is in use.
+OUTDATED_DERIVED_S = 30 * 24 * 3600
+DERIVED_PREFIX = "all-MiniLM-L6-v2-"
+
+
+def remove_outdated_derivations(models_dir: Path, keep: Path) -> list[Path]:
+    """Remove the derived models in `models_dir` other than `keep` unused for OUTDATED_DERIVED_S: regular files
+    named as this module names them, never a link or anything else found there."""
+    removed: list[Path] = []
+    try:
+        entries = [e for e in models_dir.iterdir() if e.name.startswith(DERIVED_PREFIX) and e.suffix == ".onnx"]
+    except OSError:
+        return removed
+    for entry in entries:
+        if entry.name == keep.name:
+            continue
+        try:
+            info = entry.lstat()
+            if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime <= OUTDATED_DERIVED_S:
+                continue
+            entry.unlink()
+        except OSError as exc:  # another process removed it first, or a read-only cache: nothing lost
+            log.debug("cannot remove %s: %s", entry, exc)
+            continue
+        log.info("removed %s, a derived model unused for %d days", entry, OUTDATED_DERIVED_S // 86400)
+        removed.append(entry)
+    return removed
+
+
+def _mark_used(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:  # a read-only cache: the file then just ages; it is still checked on every load
+        pass
+
+
 def _work_dir_in_use(path: Path) -> bool:
     try:
         age = time.time() - path.stat().st_mtime
@@ -474,8 +514,10 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path, *,
     derived it; anything else (planted, damaged, half-written) is replaced by deriving again."""
     target, failed = _requantized_paths(cache_root, source_sha256, unsigned)
     remove_stale_work_dirs(target.parent)
+    remove_outdated_derivations(target.parent, keep=target)
     if target.is_file():
         if is_known_derived(target):
+            _mark_used(target)
             return target
         log.warning("%s is not a model codeloupe derived here (its sha256 is unknown); deriving it again", target)
     advice_filter = _DropPreprocessAdvice()
