@@ -131,19 +131,22 @@ def test_an_answer_folds_the_long_tail_into_one_line(tmp_path: Path,
 
 def test_several_folders_keep_their_long_tails_after_the_rest(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
-    from codeloupe_lsp.convert import search_result
-    from codeloupe_lsp.search import merge_results
+    """Several folders searched as one ranking (what the language server answers over a multi-root workspace):
+    every candidate of each stays, every long tail after the short lists and graph links, ranks 1..n."""
+    from codeloupe.api import search_repositories
 
-    results = []
+    workspaces = []
     for name, size in (("one", 40), ("two", 3)):
         files = {f"{name}/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    # ledger total\n    return rows\n"
                  for i in range(size)}
         files[f"{name}/main.py"] = "from book_00 import ledger_total_0\n\n\ndef run():\n    return ledger_total_0([])\n"
-        results.append(search_result(lexical_workspace(write(tmp_path / name, files)).search("ledger total")))
-    merged = merge_results(results)
-    tails = [f["tail"] for f in merged["related"]]
+        workspaces.append(lexical_workspace(write(tmp_path / name, files)))
+    alone = {ws.repository_name: {h.path for h in ws.search("ledger total").files} for ws in workspaces}
+    merged = search_repositories(workspaces, "ledger total")
+    tails = [h.tail for h in merged.related]
     assert any(tails) and tails == sorted(tails)  # no tail entry before a short-list or graph entry
-    assert [f["rank"] for f in [*merged["core"], *merged["related"]]] == list(range(1, 1 + len(tails) + len(merged["core"])))
+    assert [h.rank for h in merged.files] == list(range(1, len(merged.files) + 1))
+    assert {name: {h.path for h in merged.files if h.repository == name} for name in alone} == alone
 
 
 def test_the_cli_lists_the_short_list_and_counts_the_tail(tmp_path: Path) -> None:

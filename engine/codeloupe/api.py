@@ -807,29 +807,38 @@ def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code",
         ws.close()
 
 
-def search_repositories(workspaces: Sequence[Workspace], query: str, *, mode: str = "code",
+def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: str = "", mode: str = "code",
                         limit: int = 12) -> Bundle:
     """One ranking of several repositories (shared ones, or workspaces on this machine) for `query`: each hit
-    names its `repository` and the `revision` it is pinned to; `limit` candidate files per repository.
+    names its `repository` (`repository_labels`) and the `revision` it is pinned to; `limit` candidate files per
+    repository; `scope`, a folder inside each of them.
 
     The same fusion and bundle code as one repository's search, with every repository's file scores on one
     scale: each lane ranks one list across the repositories by its own score, the BM25 lanes with IDF pooled
     over them, and lanes fuse by those ranks (`search.Fusion`). Ordering repositories' own fused scores
     instead ranks every repository's best file about alike (measured in docs/shared-index.md)."""
-    named: dict[str, Workspace] = {}
-    for ws in workspaces:
-        named[ws.repository_name if ws.repository_name not in named else str(ws.root)] = ws
+    named = dict(zip(repository_labels(workspaces), workspaces))
     if len(named) == 1:  # nothing to rank it among
-        return merge_bundles(query.strip(), mode, {name: ws.search(query, mode=mode, limit=limit)
+        return merge_bundles(query.strip(), mode, {name: ws.search(query, scope=scope, mode=mode, limit=limit)
                                                    for name, ws in named.items()})
 
     from codeloupe.search import pooled_lane_scores
 
     # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
     # statistics; its bundle with every lane ranked among the others' rows.
-    peers = pooled_lane_scores({name: ws.searcher() for name, ws in named.items()}, query, mode)
-    bundles = {name: ws.search(query, mode=mode, limit=limit, peers=peers[name]) for name, ws in named.items()}
+    peers = pooled_lane_scores({name: ws.searcher() for name, ws in named.items()}, query, mode, scope)
+    bundles = {name: ws.search(query, scope=scope, mode=mode, limit=limit, peers=peers[name])
+               for name, ws in named.items()}
     return merge_bundles(query.strip(), mode, bundles)
+
+
+def repository_labels(workspaces: Sequence[Workspace]) -> list[str]:
+    """What `search_repositories` calls each of `workspaces` (its hits' `repository`), in order: its
+    `repository_name`, or its root where an earlier one took that name (two folders both called `api`)."""
+    names: list[str] = []
+    for ws in workspaces:
+        names.append(ws.repository_name if ws.repository_name not in names else str(ws.root))
+    return names
 
 
 # ---------------------------------------------------------------------- the shared index's administration

@@ -9,6 +9,14 @@ from __future__ import annotations
 # --- BM25 (Okapi). k1 in 1.2-1.5 is the field's range; b 0.75 standard.
 BM25_K1 = 1.2
 BM25_B = 0.75
+# Re-checked per lane (chunks, files, summaries each with their own k1 in {.9, 1.2, 1.6} x b in {.3, .5, .75,
+# .9}; bench/tune_ranking.py --folds 5, lexical): docpairs + docs dev (3,100 queries) R@1 .614 at these values,
+# .612-.617 over every grid point, cross-validated .613 (chunks) / .617 (files) / .616 (summaries), the folds
+# disagreeing on b; commits dev in full (381, files x summaries) .528, cross-validated .525. Not a lever:
+# one pair for every lane stays. A file-length prior (a file's fused score times 1 + w x its length quantile
+# among the workspace's code files - .5; 62% of commits dev fixed files are in the longest fifth) was not
+# kept either: issue mode .649 -> .662 at w .02 but .623 at .05 and .558 at .1; questions dev CV R@1 .605 ->
+# .609, test .615 -> .617 with docpairs test one query down and public R@1 .925 -> .912 at .05.
 
 # --- Dense: chunk cosine plus the file skeleton's cosine (the field's validated starting point).
 SKELETON_WEIGHT = 0.5  # measured: 0.3 -> R@1 .900, 0.5 -> .925, 0.75 -> .925 with Acc@5 .912 (vs .925)
@@ -68,6 +76,12 @@ TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a
 # .931 -> .919 (R@1 .638 -> .640; public R@1 .938 both, Acc@5 .950 -> .975, MRR .965 -> .963), for a second
 # matrix product per question. With the dense lane on, the lexical feedback is nearly neutral (dev R@1 .638
 # without it, test .638 both ways).
+# The dense-on constants re-checked this round on a second embedded sample (20 corpora x 20 queries per set,
+# <= 300 files, --folds 5; dev 535 questions / 124 report-shaped queries, test 640 with public and commits
+# test): the kind penalties (questions and issue mode) - every fold chose a stronger set, dev R@1 level at .647
+# / .621, test level at .661; questions' dense {.3, .5, .8} x lexical feedback {0, .3} - every fold kept dense
+# .5 and dropped the feedback (CV R@1 .647 -> .650), but on test that lost (.661 -> .658); issue weights - folds chose dense 1.0-1.4 / lexical .4-.6 / file .3, CV R@1 .621 -> .637 but on test
+# Acc@5 .953 -> .918 / .941 with R@1 .671 -> .682 / .671 (85 queries), public level. All kept as they are.
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
 LANE_DEPTH = 200
 # A store that scores BM25 itself (PostgreSQL) hands the lexical lane its best chunks, not every chunk's score;

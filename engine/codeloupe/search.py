@@ -934,7 +934,8 @@ class LexicalAsk:
         return tuple(self.terms), *(tuple(sorted((idf or {}).items())) for idf in (self.chunk_idf, self.file_idf))
 
 
-def pooled_lane_scores(searchers: dict[str, Searcher], query: str, mode: str) -> dict[str, list[LaneScores]]:
+def pooled_lane_scores(searchers: dict[str, Searcher], query: str, mode: str,
+                       scope: str = "") -> dict[str, list[LaneScores]]:
     """The first two passes of a search of several repositories as one: each repository's BM25 statistics of
     the query's terms, then its lane scores on the pooled statistics. Returns each repository's peers (the
     others' lane scores) for its bundle's pass (`Searcher.search(peers=...)`). Before each pass, what every
@@ -944,10 +945,10 @@ def pooled_lane_scores(searchers: dict[str, Searcher], query: str, mode: str) ->
         return [s for other, s in scores.items() if other != name]
 
     _ask_together(searchers, query, dict.fromkeys(searchers, []))
-    alone = {name: s.lane_scores(query, mode=mode) for name, s in searchers.items()}
+    alone = {name: s.lane_scores(query, scope=scope, mode=mode) for name, s in searchers.items()}
     peers = {name: others(alone, name) for name in searchers}
     _ask_together(searchers, query, peers)
-    pooled = {name: s.lane_scores(query, mode=mode, peers=peers[name]) for name, s in searchers.items()}
+    pooled = {name: s.lane_scores(query, scope=scope, mode=mode, peers=peers[name]) for name, s in searchers.items()}
     return {name: others(pooled, name) for name in searchers}
 
 

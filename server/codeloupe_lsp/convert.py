@@ -156,6 +156,7 @@ def file_result(uri_of: UriOf, hit: FileHit, in_core: bool) -> JSON:
         "language": hit.language, "why": hit.why, "via": hit.via, "symbols": list(hit.symbols),
         "location": span_location(uri_of(hit.path), hit.best_start_line, hit.best_end_line),
         "chunks": [_chunk(uri_of, c, in_core) for c in hit.chunks], "tail": hit.tail,
+        "repository": hit.repository,
     }
 
 
@@ -181,13 +182,16 @@ def pruned_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:
     return {"query": bundle.query, "chunks": [pruned_chunk(uri_of, c) for c in bundle.pruned()]}
 
 
-def search_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:
-    """`uri_of`: how the bundle's paths become URIs (default: `file:` URIs under the bundle's root)."""
+def search_result(bundle: Bundle, uri_of: UriOf | None = None, *,
+                  uri_for: Callable[[FileHit], UriOf] | None = None) -> JSON:
+    """`uri_of`: how the bundle's paths become URIs (default: `file:` URIs under the bundle's root); `uri_for`,
+    for a bundle of several folders or repositories: each hit's own (by its `repository`)."""
     uri_of = uri_of or partial(file_uri, Path(bundle.root))
+    per_hit = uri_for or (lambda hit: uri_of)
     return {
         "query": bundle.query, "issueMode": bundle.issue_mode, "mode": bundle.mode,
-        "core": [file_result(uri_of, hit, True) for hit in bundle.core],
-        "related": [file_result(uri_of, hit, False) for hit in bundle.related],
+        "core": [file_result(per_hit(hit), hit, True) for hit in bundle.core],
+        "related": [file_result(per_hit(hit), hit, False) for hit in bundle.related],
         "lanes": [lane(s) for s in bundle.lanes],
         "notes": bundle.notes,
         "timingMs": dict(bundle.timing_ms),

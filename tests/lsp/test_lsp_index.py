@@ -8,6 +8,8 @@ from pathlib import Path
 from lsp_helpers import Client, location_paths, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
 
+from codeloupe.api import Workspace, search_repositories
+
 
 async def test_initial_index_reports_progress_and_search_finds_the_right_files(project: Path) -> None:
     client = await start_server([project])
@@ -104,6 +106,21 @@ async def test_two_workspace_folders_are_indexed_and_searched_together(tmp_path:
         assert {f["root"] for f in folders} == {str(first.resolve()), str(second.resolve())}
         both = await client.request("codeloupe/search", {"query": "parse_yaml_frontmatter"})
         assert both["core"][0]["uri"] == uri(second / "lib/parser.py")
+        # One ranking across the folders, the engine's (lanes ranked across them, BM25 statistics pooled), not
+        # each folder's own scores side by side; each file names its folder and opens there.
+        engines = [Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "engine")})
+                   for root in (first, second)]
+        for ws in engines:
+            ws.index()
+        question = "parse the yaml frontmatter text of a login session"
+        engine = search_repositories(engines, question)
+        answer = await client.request("codeloupe/search", {"query": question})
+        answered = [*answer["core"], *answer["related"]]
+        assert [(f["repository"], f["path"]) for f in answered] == [(h.repository, h.path) for h in engine.files]
+        assert all(f["uri"] == uri((first if f["repository"] == "first" else second) / f["path"]) for f in answered)
+        assert {f["repository"] for f in answered} == {"first", "second"}
+        scoped = await client.request("codeloupe/search", {"query": "parse_yaml_frontmatter", "scope": "lib"})
+        assert scoped["core"] and all(f["path"].startswith("lib/") for f in [*scoped["core"], *scoped["related"]])
         only_first = await client.request("codeloupe/search",
                                           {"query": "parse_yaml_frontmatter", "folderUri": uri(first)})
         assert all(f["uri"].startswith(uri(first)) for f in [*only_first["core"], *only_first["related"]])

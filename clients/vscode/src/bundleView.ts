@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import { type Match, matchOf } from './match';
 import type { ChunkResult, FileResult, SearchResult } from './protocol';
+import { shownPath } from './protocol';
 import { viaLabel } from './via';
 
 export const OPEN_MATCH_COMMAND = 'codeloupe.client.openMatch';
@@ -63,7 +64,7 @@ export class BundleView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         if (node.kind === 'file') {
             const match = matchOf(node.file);
             const collapsible = node.file.chunks.length > 1 ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None;
-            const item = new vscode.TreeItem(node.file.path, collapsible);
+            const item = new vscode.TreeItem(shownPath(node.file), collapsible);
             item.resourceUri = vscode.Uri.parse(node.file.uri);
             item.description = [viaLabel(node.file.via)?.text ?? '', match.symbol, `L${match.anchorLine + 1}`].filter(Boolean).join(' · ');
             item.tooltip = node.file.why;

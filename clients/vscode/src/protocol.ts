@@ -42,6 +42,14 @@ export interface FileResult {
     chunks: ChunkResult[];
     /** A candidate past every lane's short list and the limit: a map line with no chunks, after the rest. */
     tail?: boolean;
+    /** A search over several folders or repositories: the one the file is in ("" or absent otherwise). */
+    repository?: string;
+}
+
+/** A file's path as the user reads it: `repository:path` when the answer spans several folders or repositories
+ * (two folders may both hold `src/index.ts`), else its path. */
+export function shownPath(file: FileResult): string {
+    return file.repository ? `${file.repository}:${file.path}` : file.path;
 }
 
 export interface LaneStatus {

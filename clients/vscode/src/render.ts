@@ -6,6 +6,7 @@ import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
 import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
+import { shownPath } from './protocol';
 import { viaLabel } from './via';
 
 export interface PageContext {
@@ -129,7 +130,7 @@ function renderChunkHeader(chunk: ChunkResult): string {
 function renderFileHeader(file: FileResult, tag: 'h3' | 'span'): string {
     const label = viaLabel(file.via);
     const via = label === undefined ? '' : ` <span class="via via-${escapeHtml(file.via)}">${escapeHtml(label.text)}</span>`;
-    return `<${tag}>${file.rank}. ${locationLink(file.location, file.path, 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
+    return `<${tag}>${file.rank}. ${locationLink(file.location, shownPath(file), 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
 }
 
 /** The bundle's files by path, to link the paths its `why` texts mention ("imported by app/auth.py"). */

@@ -4,7 +4,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { openLspLocation } from './locations';
 import { type Match, matchOf } from './match';
 import type { FileResult, SearchResult } from './protocol';
-import { SearchRequest } from './protocol';
+import { SearchRequest, shownPath } from './protocol';
 import { resultNotes } from './render';
 import { viaLabel } from './via';
 
@@ -23,7 +23,7 @@ function fileItem(file: FileResult): SearchItem {
     const match = matchOf(file);
     const via = viaLabel(file.via);
     return {
-        label: `${via?.icon ?? '$(file-code)'} ${file.path}`,
+        label: `${via?.icon ?? '$(file-code)'} ${shownPath(file)}`,
         description: [via?.text ?? '', match.symbol, `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
         detail: file.tail === true || match.line === '' ? undefined : match.line,
         match,

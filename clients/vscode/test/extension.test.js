@@ -948,6 +948,61 @@ describe('the extension against the real server', function () {
     });
 });
 
+describe('a workspace of several folders', function () {
+    let workspace;
+    let second;
+
+    before(function () {
+        workspace = makeWorkspace();
+        second = path.join(workspace.base, 'billing');
+        fs.mkdirSync(path.join(second, 'app'), { recursive: true });
+        fs.writeFileSync(path.join(second, 'app', 'auth.py'), 'def refund_login_session(token):\n    """Refund the session of a login token."""\n    return token\n');
+        process.env.CODELOUPE_CACHE_DIR = workspace.cacheDir;
+    });
+
+    after(function () {
+        delete process.env.CODELOUPE_CACHE_DIR;
+        workspace?.remove();
+    });
+
+    it('ranks both folders as one and labels each file with its folder, so two app/auth.py stay apart', async function () {
+        const session = activate({
+            folders: [workspace.root, second],
+            settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' },
+        });
+        try {
+            const client = await session.api.whenReady();
+            assert.ok(client, `the client started: ${session.api.unavailableReason}`);
+            await waitFor('both folders indexed', async () => {
+                const status = await client.sendRequest('codeloupe/status', {});
+                return status.folders.length === 2 && status.folders.every((folder) => folder.state === 'ready');
+            });
+            const searches = recordRequests(client, 'codeloupe/search');
+            try {
+                await vscode.commands.executeCommand('codeloupe.client.search');
+                const picker = probe.quickPicks.at(-1);
+                picker.value = 'login session';
+                const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+                const result = searches.calls.at(-1).result;
+                const files = [...result.core, ...result.related];
+                const auths = files.filter((file) => file.path === 'app/auth.py');
+                assert.deepEqual(auths.map((file) => file.repository).sort(), ['billing', 'workspace'], 'app/auth.py of each folder');
+                const labels = items.filter((item) => item.match).map((item) => item.label.split(' ').at(-1));
+                assert.deepEqual(labels, files.map((file) => `${file.repository}:${file.path}`));
+                const billing = items.find((item) => item.label.endsWith(' billing:app/auth.py'));
+                const shownBefore = probe.shown.length;
+                await picker.accept(billing);
+                const opened = await waitFor('the accepted file', () => probe.shown.length > shownBefore && probe.shown.at(-1));
+                assert.equal(opened.uri.fsPath, path.join(second, 'app', 'auth.py'));
+            } finally {
+                searches.restore();
+            }
+        } finally {
+            await session.close();
+        }
+    });
+});
+
 describe('the extension when it cannot or must not start', function () {
     let workspace;
     let emptyDir;

@@ -118,7 +118,7 @@ function M.folded(items)
   for index, item in ipairs(items) do
     if item.user_data and item.user_data.tail then
       first = first or index
-      files[item.user_data.path or item.filename] = true
+      files[item.filename or item.user_data.path] = true  -- a path two folders share is two files
     end
   end
   if not first then
