@@ -18,6 +18,12 @@ def test_facts_round_trip_through_json() -> None:
     assert [(i.kind, i.written, i.names) for i in facts.imports] == [
         ("from", ".a", (("b", "c"),)), ("import", "x.y", (("", "x.y"),))]
     assert {(u.receiver, u.name) for u in facts.uses} == {("", "c"), ("x.y", "z")}
+    # A part read alone from the stored text is what decoding the whole gives (a name spelt like a key too).
+    tricky = extract_facts("python", "from imports import uses\n\ndef definitions():\n    uses()\n")
+    for stored in (facts, tricky):
+        assert stored is not None
+        assert FileFacts.stored_imports(stored.to_json()) == stored.imports
+        assert FileFacts.definition_rows(stored.to_json()) == [list(d) for d in stored.definitions]
 
 
 def test_unknown_language_has_no_facts() -> None:

@@ -170,7 +170,7 @@ class ResolveContext:
             self._import_targets[path] = set()  # guards against import cycles while computing
             resolver = self.resolver_for(path)
             found: set[str] = set()
-            for imp in self.facts[path].imports if resolver is not None else ():
+            for imp in self.facts.imports(path) if resolver is not None else ():
                 for binding in resolver.bindings(self, path, imp) or ():
                     found.update(binding.targets)
             found.discard(path)
@@ -205,7 +205,7 @@ class ResolveContext:
             if resolver is None or not self.facts.may_reexport(target, name):
                 continue
             stars: list[tuple[str, ...]] = []
-            for imp in self.facts[target].imports:
+            for imp in self.facts.imports(target):
                 if not imp.is_star and not any(local == name for _, local in imp.names):
                     continue
                 for binding in resolver.bindings(self, target, imp) or ():
@@ -335,7 +335,10 @@ class _EdgeBag:
 
 def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
     """Every edge out of one file, in a deterministic order."""
-    facts = ctx.facts[path]
+    # Decoded afresh and let go when the file is done, not kept among the decoded facts: a file is resolved
+    # once per resolution, and facts kept alive (hundreds of objects a file, ~1,000 files in a large save)
+    # outlive the collector's young generations, so that each of its full passes walks them all.
+    facts = ctx.facts.decode(path)
     resolver = ctx.resolvers.get(facts.language)
     if resolver is None:
         return []
