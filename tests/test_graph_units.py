@@ -8,6 +8,7 @@ from codeloupe.graph.analysis import god_nodes, hub_tolls, label_propagation, re
 from codeloupe.graph.facts import FileFacts
 from codeloupe.graph.langs import extract_facts
 from codeloupe.graph.langs.javascript import _strip_jsonc
+from codeloupe.graph.resolve import nearest
 from codeloupe.graph.semantic import capped_edges
 
 
@@ -64,6 +65,18 @@ def test_go_selector_uses_carry_their_receiver() -> None:
 def test_jsonc_comments_and_trailing_commas() -> None:
     raw = '{\n // c\n "paths": {"@/*": ["./src/*"]}, /* block */\n "x": "a//b",\n}\n'
     assert json.loads(_strip_jsonc(raw)) == {"paths": {"@/*": ["./src/*"]}, "x": "a//b"}
+
+
+def test_nearest_candidates_share_the_most_leading_components() -> None:
+    held = ["json/decoder.py", "copy-1/json/decoder.py", "copy-12/json/decoder.py"]
+    assert nearest(held, "copy-1/test/t.py") == ["copy-1/json/decoder.py"]  # not copy-12's: components, not text
+    assert nearest(held, "copy-2/test/t.py") == held  # none shares a component: a tie
+    assert nearest(held, "json/x.py") == ["json/decoder.py"]
+    # The file itself outranks a sibling tree (a module importing its own name)...
+    assert nearest(["a/b.py", "a/b/c.py"], "a/b.py") == ["a/b.py"]
+    # ...and two candidates sharing all of the directory tie.
+    assert nearest(["a/x.py", "a/y/z.py"], "a/b.py") == ["a/x.py", "a/y/z.py"]
+    assert nearest([], "a/b.py") == []
 
 
 def test_label_propagation_is_deterministic_and_splits_at_a_bridge() -> None:

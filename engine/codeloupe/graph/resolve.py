@@ -225,19 +225,22 @@ class ResolveContext:
 
 def nearest(candidates: list[str], path: str) -> list[str]:
     """The candidates that share the most leading directories with `path`, in their order (several import roots
-    hold a module: a vendored copy, a monorepo of packages; the importer's own tree wins). Counting shared
-    components ranks as `len(posixpath.commonpath(...))` does, for a fraction of its cost on a save's path."""
-    parts = path.split("/")
-    shared = []
-    for candidate in candidates:
-        count = 0
-        for mine, theirs in zip(parts, candidate.split("/")):
-            if mine != theirs:
-                break
-            count += 1
-        shared.append(count)
-    best = max(shared, default=0)
-    return [c for c, count in zip(candidates, shared) if count == best]
+    hold a module: a vendored copy, a monorepo of packages; the importer's own tree wins). They rank as
+    `len(posixpath.commonpath(...))` does: the candidates sharing `path`'s first component, of those the ones
+    sharing its second too, and so on while any do. A prefix test per candidate and step, not each candidate
+    split into components: a save at 40K files asks this ~10,000 times of a module held under 18 roots."""
+    group = candidates
+    start = 0
+    while True:
+        cut = path.find("/", start)
+        prefix = path[:cut] if cut >= 0 else path  # `path`'s components up to this step's
+        narrowed = [c for c in group if c.startswith(prefix) and (len(c) == len(prefix) or c[len(prefix)] == "/")]
+        if not narrowed:
+            return group
+        group = narrowed
+        if cut < 0:
+            return group
+        start = cut + 1
 
 
 def read_config(read: Callable[[str], bytes], rel: str) -> str | None:
@@ -405,7 +408,8 @@ def _resolve_use(ctx: ResolveContext, resolver: LanguageResolver, path: str, use
             found = ctx.find_definition(star, use.name)
             if found[0]:
                 return found
-        return resolver.resolve_bare(ctx, path, use), _short(use.name)
+        target = resolver.resolve_bare(ctx, path, use)
+        return (target, _short(use.name)) if target else ("", "")
     binding = bound.get(use.receiver)
     if binding is not None:
         if binding.symbol:
