@@ -56,6 +56,11 @@ class LanguageResolver:
     family = ""
     # May a bare name resolve to the one file of the workspace that defines it at top level?
     global_names = False
+    # Does a file's resolution read other files' facts only through the modules its imports bind (what they
+    # define, and their imports where it follows a re-export: `find_definition`), never through a table of the
+    # whole workspace (`unique_global`, a namespace's files)? Then a file changed in place can change the edges
+    # of only the files within MAX_REEXPORT_DEPTH + 1 binding hops of it (`ResolveContext.import_targets`).
+    reads_through_imports = False
     # Keys of `ResolveContext.cache` derived from the set of paths alone (not from any file's facts): kept
     # between resolutions while no file is added or removed.
     path_tables: tuple[str, ...] = ()
@@ -165,7 +170,8 @@ class ResolveContext:
         return imported[0] if len(imported) == 1 else ""
 
     def import_targets(self, path: str) -> set[str]:
-        """Every file `path` imports directly (module files, not re-export definers)."""
+        """Every file `path` imports directly (module files, not re-export definers): the files whose facts
+        its resolution reads first. `resolve_file` notes them on its way; otherwise they are worked out here."""
         if path not in self._import_targets:
             self._import_targets[path] = set()  # guards against import cycles while computing
             resolver = self.resolver_for(path)
@@ -176,6 +182,11 @@ class ResolveContext:
             found.discard(path)
             self._import_targets[path] = found
         return self._import_targets[path]
+
+    def note_import_targets(self, path: str, targets: set[str]) -> None:
+        """`import_targets(path)` as `resolve_file` found them."""
+        targets.discard(path)
+        self._import_targets[path] = targets
 
     def find_definer(self, targets: tuple[str, ...], name: str) -> str:
         """The file defining `name`, starting at `targets` and following re-exports; "" when none does."""
@@ -349,12 +360,14 @@ def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
     bound: dict[str, _Bound] = {}
     stars: list[tuple[str, ...]] = []
     packages: dict[str, tuple[ImportFact, set[str]]] = {}  # multi-file module bindings -> files actually used
+    imported: set[str] = set()
     for imp in facts.imports:
         bindings = resolver.bindings(ctx, path, imp)
         if bindings is None:
             bag.add("external", "", imp.written, (), imp.line)
             continue
         for binding in bindings:
+            imported.update(binding.targets)
             if binding.star:
                 stars.append(binding.targets)
                 for target in binding.targets[:1]:
@@ -372,6 +385,7 @@ def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
                     packages[binding.local] = (imp, set())
                 else:
                     bag.add("import", binding.targets[0], imp.written, (), imp.line)
+    ctx.note_import_targets(path, imported)
 
     local = facts.top_level()
     for use in facts.uses:

@@ -107,6 +107,7 @@ class PythonResolver(LanguageResolver):
     top-level package (so `src/` layouts work), and, for a script outside any package, its own directory."""
 
     family = "python"
+    reads_through_imports = True  # no bare name resolves globally; `bindings` reads paths only
     directory_stems = ("__init__",)
     path_tables = ("python.roots", "python.modules")
     layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
