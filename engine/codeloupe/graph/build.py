@@ -17,7 +17,7 @@ import numpy as np
 
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
-from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts
+from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
 from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
     MAX_REEXPORT_DEPTH,
@@ -128,24 +128,28 @@ class _Resolution:
         if facts is not None:
             self.mentions.remove(path, mentioned_tokens(path, facts))
 
-    def learn(self, path: str, raw: str) -> None:
-        """Take in `path`'s facts as stored (`raw`: their JSON)."""
+    def learn(self, path: str, raw: str, ctx: ResolveContext | None = None) -> None:
+        """Take in `path`'s facts as stored (`raw`: their JSON); with `ctx`, whom its imports bind too."""
         facts = FileFacts.from_json(raw)
         self.facts.put(path, raw, facts)
         self.mentions.add(path, mentioned_tokens(path, facts))
+        if ctx is not None:
+            self.bind(ctx, path, facts.imports)
 
-    def bind(self, ctx: ResolveContext, path: str) -> None:
-        """Note whom `path`'s imports bind, where its language's saves are narrowed by it."""
+    def bind(self, ctx: ResolveContext, path: str, imports: list[ImportFact] | None = None) -> None:
+        """Note whom `path`'s imports bind, where its language's saves are narrowed by it (`imports`: its
+        imports where they are at hand decoded)."""
         if _reads_through_imports(self.facts.language(path)):
-            self.binders.add(path, [target for target in ctx.import_targets(path)
-                                    if not self.binders.has(target, path)])
+            targets = ctx.import_targets(path) if imports is None else ctx.bound_files(path, imports)
+            self.binders.add(path, [target for target in targets if not self.binders.has(target, path)])
 
-    def learn_stored(self, ws: WorkspaceContext) -> dict[str, int]:
-        """Take in every stored file's facts, a page at a time; path -> file id of each."""
+    def learn_stored(self, ws: WorkspaceContext, ctx: ResolveContext | None = None) -> dict[str, int]:
+        """Take in every stored file's facts, a page at a time (with `ctx`, whom each file's imports bind
+        too); path -> file id of each."""
         file_ids: dict[str, int] = {}
         for path, file_id, raw in edge_store.iter_facts(ws.store):
             file_ids[path] = file_id
-            self.learn(path, raw)
+            self.learn(path, raw, ctx)
         return file_ids
 
     def remember(self, ctx: ResolveContext) -> None:
@@ -175,16 +179,12 @@ def _load_resolution(ws: WorkspaceContext, loaded: _Resolution | None = None) ->
     """The resolution of stored edges that are current (a process opening an index it resolved before):
     facts and edges as stored, nothing resolved again. `loaded`: its facts and mentions as the saved graph
     holds them (`_load_saved`), instead of every file's facts read and decoded from the store."""
-    resolution = loaded
-    if resolution is None:
-        resolution = _Resolution(EXTRACTOR_VERSION)
-        resolution.learn_stored(ws)
+    resolution = loaded if loaded is not None else _Resolution(EXTRACTOR_VERSION)
     nodes = edge_store.node_files(ws.store)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
+    if loaded is None:  # whom each file's imports bind from its facts as they are read (the saved graph has it)
+        resolution.learn_stored(ws, ctx)
     resolution.layouts = _layouts(ctx, resolution.facts)
-    if loaded is None:  # whom each file's imports bind, worked out from its imports (the saved graph has them)
-        for path in resolution.facts:
-            resolution.bind(ctx, path)
     resolution.remember(ctx)
     try:
         saved = json.loads(ws.store.get_meta(_CONFIGS_KEY))

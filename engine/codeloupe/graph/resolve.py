@@ -60,6 +60,8 @@ class LanguageResolver:
     # define, and their imports where it follows a re-export: `find_definition`), never through a table of the
     # whole workspace (`unique_global`, a namespace's files)? Then a file changed in place can change the edges
     # of only the files within MAX_REEXPORT_DEPTH + 1 binding hops of it (`ResolveContext.import_targets`).
+    # Such a language's `bindings` must read paths only, never facts: whom a file binds is worked out while
+    # the stored facts are still being read (`_Resolution.learn_stored`).
     reads_through_imports = False
     # Keys of `ResolveContext.cache` derived from the set of paths alone (not from any file's facts): kept
     # between resolutions while no file is added or removed.
@@ -174,14 +176,18 @@ class ResolveContext:
         its resolution reads first. `resolve_file` notes them on its way; otherwise they are worked out here."""
         if path not in self._import_targets:
             self._import_targets[path] = set()  # guards against import cycles while computing
-            resolver = self.resolver_for(path)
-            found: set[str] = set()
-            for imp in self.facts.imports(path) if resolver is not None else ():
-                for binding in resolver.bindings(self, path, imp) or ():
-                    found.update(binding.targets)
-            found.discard(path)
-            self._import_targets[path] = found
+            self._import_targets[path] = self.bound_files(path, self.facts.imports(path))
         return self._import_targets[path]
+
+    def bound_files(self, path: str, imports: list[ImportFact]) -> set[str]:
+        """The files `path`'s `imports` bind, `path` itself left out (`import_targets`, not kept)."""
+        resolver = self.resolver_for(path)
+        found: set[str] = set()
+        for imp in imports if resolver is not None else ():
+            for binding in resolver.bindings(self, path, imp) or ():
+                found.update(binding.targets)
+        found.discard(path)
+        return found
 
     def note_import_targets(self, path: str, targets: set[str]) -> None:
         """`import_targets(path)` as `resolve_file` found them."""
