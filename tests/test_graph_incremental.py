@@ -72,6 +72,12 @@ PYTHON_STEPS = [
     ("a definition moves between files",
      lambda r: rewrite(r, "src/shop/payments/card.py", lambda t: t.replace("def charge", "def charge_card"))
      + rewrite(r, "src/shop/payments/__init__.py", lambda t: t + "\n\ndef charge(cart, token):\n    return True\n")),
+    ("a test imports a name the package does not have yet",
+     lambda r: rewrite(r, "tests/check_prices.py", lambda _: "from shop import price_total\n")),
+    # The package star-exports prices.py, so once prices.py defines the name, tests/check_prices.py's import
+    # edge moves from the package to it: two binding hops away, with no edge to prices.py before the save.
+    ("a star-exported definition renamed to it",
+     lambda r: rewrite(r, "src/shop/prices.py", lambda t: t.replace("def total_price", "def price_total"))),
 ]
 
 GENERIC_STEPS = {
@@ -164,6 +170,34 @@ def test_a_save_that_keeps_its_definitions_skips_files_that_only_mention_them(
         tmp_path, monkeypatch, lambda r: rewrite(r, "scripts/helpers.py", lambda t: t.replace(">4", ">6")),
         prepare=lambda r: rewrite(r, "src/shop/render.py", lambda _: "def show(v):\n    return fmt(v)\n"))
     assert resolved == ["scripts/helpers.py", "scripts/report.py"]
+
+
+def mirrored(root: Path) -> None:
+    """A copy of the package under a second import root (a vendored copy, a monorepo's twin package): the same
+    names in other files; an import in either tree resolves within it. The copy has one more module, importing
+    a name its package does not have yet."""
+    shutil.copytree(root / "src", root / "mirror" / "src")
+    rewrite(root, "mirror/src/shop/payments/refund.py", lambda _: "from shop import price_total\n")
+
+
+def renamed_in_mirror(root: Path) -> list[Path]:
+    return rewrite(root, "mirror/src/shop/pricing.py", lambda t: t.replace("def total_price", "def price_total"))
+
+
+# The mirror's pricing.py, the files whose imports bind it (cart.py imports from it, the package's __init__.py
+# star-exports it), and refund.py two hops away (it imports the new name from the package: its edge moves).
+IN_REACH_OF_MIRRORED_PRICING = ["mirror/src/shop/__init__.py", "mirror/src/shop/cart.py",
+                                "mirror/src/shop/payments/refund.py", "mirror/src/shop/pricing.py"]
+
+
+def test_a_save_in_place_skips_files_whose_imports_cannot_reach_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """src/shop/cart.py and src/shop/__init__.py name `total_price` and `pricing` too, but their imports bind
+    src/'s pricing.py, and tests/check_shop.py's `from shop import` is ambiguous between the two trees: a Python
+    file's resolution reads other files only through what its imports bind, re-export by re-export, so the
+    mirror's rename cannot change their edges and they are not resolved again."""
+    resolved = resolved_by_save(tmp_path, monkeypatch, renamed_in_mirror, prepare=mirrored)
+    assert resolved == IN_REACH_OF_MIRRORED_PRICING
 
 
 def test_a_query_never_waits_for_a_large_workspace_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

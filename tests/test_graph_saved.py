@@ -5,6 +5,7 @@ that is missing, stale or damaged is rebuilt, never trusted."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,13 @@ from codeloupe.api import Workspace
 from codeloupe.graph import build as graph_build
 from codeloupe.graph import semantic
 from codeloupe.graph.build import graph_file, load_graph
-from test_graph_incremental import counting_resolutions
+from test_graph_incremental import (
+    IN_REACH_OF_MIRRORED_PRICING,
+    counting_resolutions,
+    mirrored,
+    renamed_in_mirror,
+    rewrite,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 
@@ -31,10 +38,13 @@ def opened(root: Path, cache: Path) -> Workspace:
     return Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(cache)})
 
 
-def with_vectors(tmp_path: Path, fixture: str = "hub") -> tuple[Path, Path]:
-    """A fixture indexed, with skeleton vectors that give it a semantic lane (pairs that read alike)."""
+def with_vectors(tmp_path: Path, fixture: str = "hub", prepare: Callable[[Path], object] = lambda root: None
+                 ) -> tuple[Path, Path]:
+    """A fixture (edited by `prepare` first) indexed, with skeleton vectors that give it a semantic lane (pairs
+    that read alike)."""
     root, cache = tmp_path / fixture, tmp_path / "cache"
     shutil.copytree(FIXTURES / fixture, root)
+    prepare(root)
     ws = opened(root, cache)
     try:
         index_with_vectors(ws)
@@ -74,11 +84,12 @@ def test_a_new_process_loads_the_graph_it_built(tmp_path: Path, monkeypatch: pyt
         again.close()
 
 
-def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, keep_saved_graph: bool
-                          ) -> tuple[list[str], tuple]:
-    """(files resolved again, the graph after) for one save in a process that opens an index whose graph was
-    built before, with or without the graph saved beside it."""
-    root, cache = with_vectors(tmp_path, "python")
+def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Callable[[Path], list[Path]], *,
+                          keep_saved_graph: bool) -> tuple[list[str], tuple]:
+    """(files resolved again, the graph after) for one save (`edit`) in a process that opens an index whose
+    graph was built before, with or without the graph saved beside it; the python fixture with a mirror of
+    its package (`mirrored`)."""
+    root, cache = with_vectors(tmp_path, "python", mirrored)
     first = opened(root, cache)
     try:
         load_graph(first)
@@ -95,9 +106,7 @@ def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, ke
         # the graph after the save reads back only the edges it resolved again, in either case
         monkeypatch.setattr(graph_build.edge_store, "iter_edges", never)
         resolved = counting_resolutions(monkeypatch)
-        saved = root / "scripts" / "helpers.py"
-        saved.write_text(saved.read_text() + "\n\ndef pad(v):\n    return v\n")
-        again.update_files([saved])
+        again.update_files(edit(root))
         after = everything(again)  # edges are resolved when the graph is asked for
         return sorted(resolved), after
     finally:
@@ -105,14 +114,25 @@ def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, ke
         monkeypatch.undo()
 
 
+# (the save, the files it resolves again): helpers.py itself and report.py (it imports helpers); the mirror's
+# rename reaches only the mirror (both as in test_graph_incremental)
+SAVES = {
+    "a definition added": (lambda r: rewrite(r, "scripts/helpers.py", lambda t: t + "\n\ndef pad(v):\n    return v\n"),
+                           ["scripts/helpers.py", "scripts/report.py"]),
+    "a mirrored definition renamed": (renamed_in_mirror, IN_REACH_OF_MIRRORED_PRICING),
+}
+
+
+@pytest.mark.parametrize("save", sorted(SAVES))
 def test_a_save_after_a_loaded_graph_resolves_and_builds_what_it_would_without_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loaded name indexes (who defines, binds and mentions what) drive a save's resolution as the ones
-    built in memory do: the same few files are resolved again and the graph after is the same."""
-    loaded = save_in_a_new_process(tmp_path / "loaded", monkeypatch, keep_saved_graph=True)
-    built = save_in_a_new_process(tmp_path / "built", monkeypatch, keep_saved_graph=False)
-    # helpers.py itself and report.py (it imports helpers), as in test_graph_incremental
-    assert loaded[0] == built[0] == ["scripts/helpers.py", "scripts/report.py"]
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, save: str) -> None:
+    """The loaded name indexes (who defines, binds and mentions what, whom each file's imports bind) drive a
+    save's resolution as the ones worked out from the stored facts do: the same few files are resolved again
+    and the graph after is the same."""
+    edit, expected = SAVES[save]
+    loaded = save_in_a_new_process(tmp_path / "loaded", monkeypatch, edit, keep_saved_graph=True)
+    built = save_in_a_new_process(tmp_path / "built", monkeypatch, edit, keep_saved_graph=False)
+    assert loaded[0] == built[0] == expected
     assert loaded[1] == built[1]
 
 

@@ -8,6 +8,7 @@ from codeloupe.graph.analysis import god_nodes, hub_tolls, label_propagation, re
 from codeloupe.graph.facts import FileFacts
 from codeloupe.graph.langs import extract_facts
 from codeloupe.graph.langs.javascript import _strip_jsonc
+from codeloupe.graph.resolve import nearest
 from codeloupe.graph.semantic import capped_edges
 
 
@@ -18,6 +19,12 @@ def test_facts_round_trip_through_json() -> None:
     assert [(i.kind, i.written, i.names) for i in facts.imports] == [
         ("from", ".a", (("b", "c"),)), ("import", "x.y", (("", "x.y"),))]
     assert {(u.receiver, u.name) for u in facts.uses} == {("", "c"), ("x.y", "z")}
+    # A part read alone from the stored text is what decoding the whole gives (a name spelt like a key too).
+    tricky = extract_facts("python", "from imports import uses\n\ndef definitions():\n    uses()\n")
+    for stored in (facts, tricky):
+        assert stored is not None
+        assert FileFacts.stored_imports(stored.to_json()) == stored.imports
+        assert FileFacts.definition_rows(stored.to_json()) == [list(d) for d in stored.definitions]
 
 
 def test_unknown_language_has_no_facts() -> None:
@@ -58,6 +65,18 @@ def test_go_selector_uses_carry_their_receiver() -> None:
 def test_jsonc_comments_and_trailing_commas() -> None:
     raw = '{\n // c\n "paths": {"@/*": ["./src/*"]}, /* block */\n "x": "a//b",\n}\n'
     assert json.loads(_strip_jsonc(raw)) == {"paths": {"@/*": ["./src/*"]}, "x": "a//b"}
+
+
+def test_nearest_candidates_share_the_most_leading_components() -> None:
+    held = ["json/decoder.py", "copy-1/json/decoder.py", "copy-12/json/decoder.py"]
+    assert nearest(held, "copy-1/test/t.py") == ["copy-1/json/decoder.py"]  # not copy-12's: components, not text
+    assert nearest(held, "copy-2/test/t.py") == held  # none shares a component: a tie
+    assert nearest(held, "json/x.py") == ["json/decoder.py"]
+    # The file itself outranks a sibling tree (a module importing its own name)...
+    assert nearest(["a/b.py", "a/b/c.py"], "a/b.py") == ["a/b.py"]
+    # ...and two candidates sharing all of the directory tie.
+    assert nearest(["a/x.py", "a/y/z.py"], "a/b.py") == ["a/x.py", "a/y/z.py"]
+    assert nearest([], "a/b.py") == []
 
 
 def test_label_propagation_is_deterministic_and_splits_at_a_bridge() -> None:

@@ -9,7 +9,6 @@ import posixpath
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,9 +17,10 @@ import numpy as np
 
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
-from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts
+from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
 from codeloupe.graph.langs import RESOLVERS, extract_facts
 from codeloupe.graph.resolve import (
+    MAX_REEXPORT_DEPTH,
     ResolveContext,
     changed_tokens,
     mentioned_tokens,
@@ -72,8 +72,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
     The first resolution in a process covers every file. Later ones resolve only the files a change can
     reach: the changed files, the files with an edge to one, and the files that mention a word one of them
     provides (`resolve.provided_tokens`; for a file changed in place, `resolve.changed_tokens`: its names and
-    re-exports, and only the definitions the change added or removed); a change of layout (import roots, a
-    configuration file) resolves everything again. Returns the number of files whose facts were extracted.
+    re-exports, and only the definitions the change added or removed) and, when files were only changed in
+    place, whose imports can reach one (`_within_reach`); a change of layout (import roots, a configuration
+    file) resolves everything again. Returns the number of files whose facts were extracted.
     """
     with _lock(ws):
         store = ws.store
@@ -109,6 +110,10 @@ class _Resolution:
     facts: PackedFacts = field(default_factory=PackedFacts)
     paths: set[str] = field(default_factory=set)
     mentions: PathIndex = field(default_factory=PathIndex)  # word -> the files that mention it
+    # file -> the files whose imports bind it (`ResolveContext.import_targets`), for the languages whose
+    # resolution reads other files through imports alone. Only ever added to until the next full resolution:
+    # a binding a file no longer has widens a save's search (`_within_reach`), never narrows it.
+    binders: PathIndex = field(default_factory=PathIndex)
     # `LanguageResolver.path_tables`, valid while no file comes or goes
     path_tables: dict[str, object] = field(default_factory=dict)
     layouts: dict[str, object] = field(default_factory=dict)  # language -> `LanguageResolver.layout`
@@ -123,18 +128,28 @@ class _Resolution:
         if facts is not None:
             self.mentions.remove(path, mentioned_tokens(path, facts))
 
-    def learn(self, path: str, raw: str) -> None:
-        """Take in `path`'s facts as stored (`raw`: their JSON)."""
+    def learn(self, path: str, raw: str, ctx: ResolveContext | None = None) -> None:
+        """Take in `path`'s facts as stored (`raw`: their JSON); with `ctx`, whom its imports bind too."""
         facts = FileFacts.from_json(raw)
         self.facts.put(path, raw, facts)
         self.mentions.add(path, mentioned_tokens(path, facts))
+        if ctx is not None:
+            self.bind(ctx, path, facts.imports)
 
-    def learn_stored(self, ws: WorkspaceContext) -> dict[str, int]:
-        """Take in every stored file's facts, a page at a time; path -> file id of each."""
+    def bind(self, ctx: ResolveContext, path: str, imports: list[ImportFact] | None = None) -> None:
+        """Note whom `path`'s imports bind, where its language's saves are narrowed by it (`imports`: its
+        imports where they are at hand decoded)."""
+        if _reads_through_imports(self.facts.language(path)):
+            targets = ctx.import_targets(path) if imports is None else ctx.bound_files(path, imports)
+            self.binders.add(path, [target for target in targets if not self.binders.has(target, path)])
+
+    def learn_stored(self, ws: WorkspaceContext, ctx: ResolveContext | None = None) -> dict[str, int]:
+        """Take in every stored file's facts, a page at a time (with `ctx`, whom each file's imports bind
+        too); path -> file id of each."""
         file_ids: dict[str, int] = {}
         for path, file_id, raw in edge_store.iter_facts(ws.store):
             file_ids[path] = file_id
-            self.learn(path, raw)
+            self.learn(path, raw, ctx)
         return file_ids
 
     def remember(self, ctx: ResolveContext) -> None:
@@ -142,6 +157,11 @@ class _Resolution:
         self.path_tables = {key: ctx.cache[key] for resolver in RESOLVERS.values() for key in resolver.path_tables
                             if key in ctx.cache}
         self.configs.update({rel: _digest(raw) for rel, raw in ctx.configs_read.items()})
+
+
+def _reads_through_imports(language: str) -> bool:
+    resolver = RESOLVERS.get(language)
+    return resolver is not None and resolver.reads_through_imports
 
 
 def _digest(raw: str | None) -> str:
@@ -159,12 +179,11 @@ def _load_resolution(ws: WorkspaceContext, loaded: _Resolution | None = None) ->
     """The resolution of stored edges that are current (a process opening an index it resolved before):
     facts and edges as stored, nothing resolved again. `loaded`: its facts and mentions as the saved graph
     holds them (`_load_saved`), instead of every file's facts read and decoded from the store."""
-    resolution = loaded
-    if resolution is None:
-        resolution = _Resolution(EXTRACTOR_VERSION)
-        resolution.learn_stored(ws)
+    resolution = loaded if loaded is not None else _Resolution(EXTRACTOR_VERSION)
     nodes = edge_store.node_files(ws.store)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in nodes}, RESOLVERS, ws.read_bytes)
+    if loaded is None:  # whom each file's imports bind from its facts as they are read (the saved graph has it)
+        resolution.learn_stored(ws, ctx)
     resolution.layouts = _layouts(ctx, resolution.facts)
     resolution.remember(ctx)
     try:
@@ -191,7 +210,7 @@ def _resolve_all(ws: WorkspaceContext) -> _Resolution:
     file_ids = resolution.learn_stored(ws)
     ctx = ResolveContext(ws.root, resolution.facts, {path for _, path, _ in edge_store.node_files(ws.store)},
                          RESOLVERS, ws.read_bytes)
-    _store_edges(ws, ctx, file_ids, lambda paths: edge_store.edges_of(ws.store, paths))
+    _store_edges(ws, ctx, resolution, file_ids)
     resolution.layouts = _layouts(ctx, resolution.facts)
     resolution.remember(ctx)
     return resolution
@@ -228,32 +247,63 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
             return False
     else:
         ctx.cache.update(resolution.path_tables)
-    affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed)
+    mentioning: set[str] = set()
     for word in provided:
-        affected |= resolution.mentions.users(word)
+        mentioning |= resolution.mentions.users(word)
+    if not (added or removed):
+        mentioning = _within_reach(resolution, changed, mentioning)
+    affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed) | mentioning
     affected = {path for path in affected if path in resolution.facts}
     if resolution.refreshed is not None:
         resolution.refreshed |= affected
-    _store_edges(ws, ctx, {path: nodes[path] for path in sorted(affected)},
-                 lambda paths: edge_store.edges_of(ws.store, paths))
+    _store_edges(ws, ctx, resolution, {path: nodes[path] for path in sorted(affected)})
     resolution.remember(ctx)
     return True
+
+
+# How many files the search of `_within_reach` may visit per candidate before it keeps them all: a visit costs
+# microseconds, resolving a candidate about a millisecond.
+REACH_VISITS_PER_CANDIDATE = 100
+
+
+def _within_reach(resolution: _Resolution, changed: set[str], candidates: set[str]) -> set[str]:
+    """The `candidates` whose edges a change in place of the `changed` files can change (no file added or
+    removed, so every binding of a language that `reads_through_imports` still targets the same files).
+
+    Such a file reads a changed file's facts only if the file is among its import targets or is reached from
+    one through the targets' imports, re-export by re-export (`find_definition`: MAX_REEXPORT_DEPTH + 1 hops at
+    most); the search walks those hops back from the changed files (`_Resolution.binders`). Candidates of other
+    languages are all kept, and so is every candidate when the search would visit many more files than there
+    are candidates (a module everything imports)."""
+    kept = {path for path in candidates if not _reads_through_imports(resolution.facts.language(path))}
+    if len(kept) == len(candidates):
+        return candidates
+    budget = REACH_VISITS_PER_CANDIDATE * len(candidates)
+    hop, reached = set(changed), set(changed)
+    for _ in range(MAX_REEXPORT_DEPTH + 1):
+        hop = {binder for path in hop for binder in resolution.binders.users(path)} - reached
+        reached |= hop
+        if len(reached) > budget:
+            return candidates
+        if not hop:
+            break
+    return kept | (candidates & reached)
 
 
 EDGE_PAGE = 2000  # files whose stored edges are read and compared at a time
 
 
-def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, sources: dict[str, int],
-                 stored: Callable[[list[str]], dict[int, list[edge_store.EdgeTuple]]]) -> None:
-    """Resolve `sources` (path -> file id) and write the edges that differ from what is stored (`stored`:
-    the stored edges of some paths, by file id), a page of files at a time."""
+def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolution, sources: dict[str, int]) -> None:
+    """Resolve `sources` (path -> file id), write the edges that differ from the stored ones, a page of files at a
+    time, and note whom each file's imports bind (`_Resolution.bind`)."""
     paths = list(sources)
     for start in range(0, len(paths), EDGE_PAGE):
         page = paths[start:start + EDGE_PAGE]
-        existing = stored(page)
+        existing = edge_store.edges_of(ws.store, page)
         changed: dict[int, list[edge_store.EdgeTuple]] = {}
         for path in page:
             rows = [(e.kind, e.target, e.raw, e.symbols, e.line) for e in resolve_file(ctx, path)]
+            resolution.bind(ctx, path)
             if rows != existing.get(sources[path], []):
                 changed[sources[path]] = rows
         edge_store.replace_edges(ws.store, changed)
@@ -355,7 +405,7 @@ def _graph_key(ws: WorkspaceContext) -> tuple[int, int, str | None]:
 # ---------------------------------------------------------------------------- the graph saved beside the index
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
-GRAPH_FILE_VERSION = 1
+GRAPH_FILE_VERSION = 2
 
 
 def graph_file(ws: WorkspaceContext) -> Path:
@@ -368,8 +418,9 @@ def _stamp(ws: WorkspaceContext, key: tuple[int, int, str | None]) -> str:
 
 def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) -> None:
     """Save what a new process opening this index state would otherwise compute again (every file's facts
-    decoded and indexed by name, the edge table, the semantic lane, communities and their names), so that an
-    editor's restart loads it (`codeloupe.saved`'s rules: used only for exactly this state)."""
+    decoded and indexed by name, whom each file's imports bind, the edge table, the semantic lane, communities
+    and their names), so that an editor's restart loads it (`codeloupe.saved`'s rules: used only for exactly
+    this state)."""
     resolution = _resolutions[ws]
     arrays = {"node_ids": np.array(graph.file_ids, np.int64), "community": np.array(graph.community, np.int64),
               "degree": np.array(graph.degree, np.int64)}
@@ -383,7 +434,8 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
         arrays[f"{name}_cosines"] = np.array([c for _, _, c in triples], np.float64)
     try:  # the large parts made one at a time, as they are written (40 MB of facts at 40K files)
         save_arrays(graph_file(ws), _stamp(ws, key), arrays, lambda: resolution.facts.arrays("facts_"),
-                    lambda: resolution.mentions.arrays("mentions_"), lambda: graph.edges.arrays("edges_"))
+                    lambda: resolution.mentions.arrays("mentions_"), lambda: resolution.binders.arrays("binders_"),
+                    lambda: graph.edges.arrays("edges_"))
     except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
         log.warning("could not save the graph to %s: %s", graph_file(ws), exc)
 
@@ -420,7 +472,9 @@ def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str
     if arrays["node_ids"].tolist() != [file_id for file_id, _, _ in nodes]:
         raise ValueError("saved for other files")
     resolution = _Resolution(EXTRACTOR_VERSION, facts=PackedFacts.from_arrays(arrays, "facts_"))
-    resolution.mentions = PathIndex.from_arrays(arrays, "mentions_", {path: path for path in resolution.facts})
+    canonical = {path: path for path in resolution.facts}
+    resolution.mentions = PathIndex.from_arrays(arrays, "mentions_", canonical)
+    resolution.binders = PathIndex.from_arrays(arrays, "binders_", canonical)
     paths = [path for _, path, _ in nodes]
     community, degree = arrays["community"].tolist(), arrays["degree"].tolist()
     names = unpack_strings(arrays["names"], arrays["names_ends"])

@@ -1,6 +1,6 @@
 """The graph's workspace-wide state in compact form: what a warm graph keeps for 40K files.
 
-Decoded per-file facts (a dataclass per definition, import and use), one `Edge` object per edge and a set of
+Decoded per-file facts (an object per definition, import and use), one `Edge` object per edge and a set of
 paths per mentioned word took about 0.9 GB at 40K files. Here facts stay compressed as stored and are decoded
 when a resolution or a graph request reads them (a few recent ones kept decoded); edges are columns of
 integers over pools of distinct strings, materialised as `Edge`s for the one node a caller asks about; word
@@ -16,12 +16,12 @@ import threading
 import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
-from codeloupe.graph.facts import Definition, FileFacts
+from codeloupe.graph.facts import Definition, FileFacts, ImportFact
 from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
 if TYPE_CHECKING:
@@ -31,6 +31,37 @@ _Item = TypeVar("_Item")
 
 DECODED_KEPT = 1024  # decoded facts kept per table: a save's resolution reads a few hundred files
 DEFINITIONS_KEPT = 256  # nodes whose definitions a graph keeps decoded: a request reads a few
+
+_Key = TypeVar("_Key")
+
+
+class Recent(Generic[_Key, _Item]):
+    """What was made for the last `size` keys asked about, kept (a graph is read from several threads)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._kept: OrderedDict[_Key, _Item] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _Key, make: Callable[[_Key], _Item]) -> _Item:
+        """The value kept for `key`, or `make(key)`'s, then kept (made outside the lock: decoding is slow)."""
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        value = make(key)
+        with self._lock:
+            self._kept[key] = value
+            if len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return value
+
+    def pop(self, key: _Key) -> None:
+        with self._lock:
+            self._kept.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 class PackedFacts(Mapping[str, FileFacts]):
@@ -44,8 +75,8 @@ class PackedFacts(Mapping[str, FileFacts]):
         self._languages: dict[str, str] = languages if languages is not None else {}
         self._top_level: PathIndex | None = PathIndex() if packed is None else None
         self._bound = PathIndex()
-        self._decoded: OrderedDict[str, FileFacts] = OrderedDict()
-        self._lock = threading.Lock()
+        self._decoded: Recent[str, FileFacts] = Recent(DECODED_KEPT)
+        self._imports: Recent[str, list[ImportFact]] = Recent(DECODED_KEPT)
 
     def put(self, path: str, raw: str, facts: FileFacts) -> None:
         """Keep `raw` (the stored JSON of `facts`) for `path`."""
@@ -64,8 +95,8 @@ class PackedFacts(Mapping[str, FileFacts]):
             self._bound.remove(path, _bound_names(facts))
         self._packed.pop(path, None)
         self._languages.pop(path, None)
-        with self._lock:
-            self._decoded.pop(path, None)
+        self._decoded.pop(path)
+        self._imports.pop(path)
         return facts
 
     def defines(self, path: str, name: str) -> bool:
@@ -92,21 +123,16 @@ class PackedFacts(Mapping[str, FileFacts]):
         return PackedFacts(dict(self._packed), dict(self._languages))
 
     def __getitem__(self, path: str) -> FileFacts:
-        with self._lock:
-            facts = self._decoded.get(path)
-            if facts is not None:
-                self._decoded.move_to_end(path)
-                return facts
-        facts = self.decode(path)
-        with self._lock:
-            self._decoded[path] = facts
-            if len(self._decoded) > DECODED_KEPT:
-                self._decoded.popitem(last=False)
-        return facts
+        return self._decoded.get(path, self.decode)
 
     def decode(self, path: str) -> FileFacts:
         """`path`'s facts decoded afresh, not kept."""
         return FileFacts.from_json(self._text(path))
+
+    def imports(self, path: str) -> list[ImportFact]:
+        """`path`'s imports, nothing else of its facts decoded (kept for the files asked last): resolution reads
+        the imports of every module it follows a re-export through, and nothing else of them."""
+        return self._imports.get(path, lambda key: FileFacts.stored_imports(self._text(key)))
 
     def definition_rows(self, path: str) -> list[list]:
         """`path`'s definitions as stored (`FileFacts.definition_rows`), nothing else of its facts decoded."""
@@ -235,7 +261,10 @@ class PathIndex:
 
     def has(self, word: str, path: str) -> bool:
         number = self._number.get(path)
-        return number is not None and _holds(self._users.get(word, array("i")), number)
+        return number is not None and _holds(self._users.get(word, _NO_USERS), number)
+
+
+_NO_USERS = array("i")  # a word no file holds (one shared empty array: `has` is asked ~25,000 times a save)
 
 
 def _holds(numbers: array, number: int) -> bool:
@@ -250,22 +279,14 @@ class NodeDefinitions(Sequence[list[Definition]]):
     def __init__(self, facts: PackedFacts, paths: list[str]) -> None:
         self._facts = facts
         self._paths = paths
-        self._kept: OrderedDict[int, list[Definition]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept: Recent[int, list[Definition]] = Recent(DEFINITIONS_KEPT)
 
     def __getitem__(self, i: int) -> list[Definition]:  # type: ignore[override]
+        return self._kept.get(i, self._decoded)
+
+    def _decoded(self, i: int) -> list[Definition]:
         path = self._paths[i]
-        with self._lock:
-            kept = self._kept.get(i)
-            if kept is not None:
-                self._kept.move_to_end(i)
-                return kept
-        definitions = self._facts.decode(path).definitions if path in self._facts else []
-        with self._lock:
-            self._kept[i] = definitions
-            if len(self._kept) > DEFINITIONS_KEPT:
-                self._kept.popitem(last=False)
-        return definitions
+        return self._facts.decode(path).definitions if path in self._facts else []
 
     def spans(self, i: int) -> list[tuple[str, int, int]]:
         """(name, start line, end line) of each of node `i`'s definitions, read without decoding the rest of

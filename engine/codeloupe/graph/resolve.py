@@ -56,6 +56,13 @@ class LanguageResolver:
     family = ""
     # May a bare name resolve to the one file of the workspace that defines it at top level?
     global_names = False
+    # Does a file's resolution read other files' facts only through the modules its imports bind (what they
+    # define, and their imports where it follows a re-export: `find_definition`), never through a table of the
+    # whole workspace (`unique_global`, a namespace's files)? Then a file changed in place can change the edges
+    # of only the files within MAX_REEXPORT_DEPTH + 1 binding hops of it (`ResolveContext.import_targets`).
+    # Such a language's `bindings` must read paths only, never facts: whom a file binds is worked out while
+    # the stored facts are still being read (`_Resolution.learn_stored`).
+    reads_through_imports = False
     # Keys of `ResolveContext.cache` derived from the set of paths alone (not from any file's facts): kept
     # between resolutions while no file is added or removed.
     path_tables: tuple[str, ...] = ()
@@ -165,17 +172,27 @@ class ResolveContext:
         return imported[0] if len(imported) == 1 else ""
 
     def import_targets(self, path: str) -> set[str]:
-        """Every file `path` imports directly (module files, not re-export definers)."""
+        """Every file `path` imports directly (module files, not re-export definers): the files whose facts
+        its resolution reads first. `resolve_file` notes them on its way; otherwise they are worked out here."""
         if path not in self._import_targets:
             self._import_targets[path] = set()  # guards against import cycles while computing
-            resolver = self.resolver_for(path)
-            found: set[str] = set()
-            for imp in self.facts[path].imports if resolver is not None else ():
-                for binding in resolver.bindings(self, path, imp) or ():
-                    found.update(binding.targets)
-            found.discard(path)
-            self._import_targets[path] = found
+            self._import_targets[path] = self.bound_files(path, self.facts.imports(path))
         return self._import_targets[path]
+
+    def bound_files(self, path: str, imports: list[ImportFact]) -> set[str]:
+        """The files `path`'s `imports` bind, `path` itself left out (`import_targets`, not kept)."""
+        resolver = self.resolver_for(path)
+        found: set[str] = set()
+        for imp in imports if resolver is not None else ():
+            for binding in resolver.bindings(self, path, imp) or ():
+                found.update(binding.targets)
+        found.discard(path)
+        return found
+
+    def note_import_targets(self, path: str, targets: set[str]) -> None:
+        """`import_targets(path)` as `resolve_file` found them."""
+        targets.discard(path)
+        self._import_targets[path] = targets
 
     def find_definer(self, targets: tuple[str, ...], name: str) -> str:
         """The file defining `name`, starting at `targets` and following re-exports; "" when none does."""
@@ -205,7 +222,7 @@ class ResolveContext:
             if resolver is None or not self.facts.may_reexport(target, name):
                 continue
             stars: list[tuple[str, ...]] = []
-            for imp in self.facts[target].imports:
+            for imp in self.facts.imports(target):
                 if not imp.is_star and not any(local == name for _, local in imp.names):
                     continue
                 for binding in resolver.bindings(self, target, imp) or ():
@@ -225,19 +242,22 @@ class ResolveContext:
 
 def nearest(candidates: list[str], path: str) -> list[str]:
     """The candidates that share the most leading directories with `path`, in their order (several import roots
-    hold a module: a vendored copy, a monorepo of packages; the importer's own tree wins). Counting shared
-    components ranks as `len(posixpath.commonpath(...))` does, for a fraction of its cost on a save's path."""
-    parts = path.split("/")
-    shared = []
-    for candidate in candidates:
-        count = 0
-        for mine, theirs in zip(parts, candidate.split("/")):
-            if mine != theirs:
-                break
-            count += 1
-        shared.append(count)
-    best = max(shared, default=0)
-    return [c for c, count in zip(candidates, shared) if count == best]
+    hold a module: a vendored copy, a monorepo of packages; the importer's own tree wins). They rank as
+    `len(posixpath.commonpath(...))` does: the candidates sharing `path`'s first component, of those the ones
+    sharing its second too, and so on while any do. A prefix test per candidate and step, not each candidate
+    split into components (the 40K-file tree holds most modules under 18 roots)."""
+    group = candidates
+    start = 0
+    while True:
+        cut = path.find("/", start)
+        prefix = path[:cut] if cut >= 0 else path  # `path`'s components up to this step's
+        narrowed = [c for c in group if c.startswith(prefix) and (len(c) == len(prefix) or c[len(prefix)] == "/")]
+        if not narrowed:
+            return group
+        group = narrowed
+        if cut < 0:
+            return group
+        start = cut + 1
 
 
 def read_config(read: Callable[[str], bytes], rel: str) -> str | None:
@@ -335,7 +355,10 @@ class _EdgeBag:
 
 def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
     """Every edge out of one file, in a deterministic order."""
-    facts = ctx.facts[path]
+    # Decoded afresh and let go when the file is done, not kept among the decoded facts: a file is resolved
+    # once per resolution, and facts kept alive (hundreds of objects a file, ~1,000 files in a large save)
+    # outlive the collector's young generations, so that each of its full passes walks them all.
+    facts = ctx.facts.decode(path)
     resolver = ctx.resolvers.get(facts.language)
     if resolver is None:
         return []
@@ -343,12 +366,14 @@ def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
     bound: dict[str, _Bound] = {}
     stars: list[tuple[str, ...]] = []
     packages: dict[str, tuple[ImportFact, set[str]]] = {}  # multi-file module bindings -> files actually used
+    imported: set[str] = set()
     for imp in facts.imports:
         bindings = resolver.bindings(ctx, path, imp)
         if bindings is None:
             bag.add("external", "", imp.written, (), imp.line)
             continue
         for binding in bindings:
+            imported.update(binding.targets)
             if binding.star:
                 stars.append(binding.targets)
                 for target in binding.targets[:1]:
@@ -366,6 +391,7 @@ def resolve_file(ctx: ResolveContext, path: str) -> list[Edge]:
                     packages[binding.local] = (imp, set())
                 else:
                     bag.add("import", binding.targets[0], imp.written, (), imp.line)
+    ctx.note_import_targets(path, imported)
 
     local = facts.top_level()
     for use in facts.uses:
@@ -402,7 +428,8 @@ def _resolve_use(ctx: ResolveContext, resolver: LanguageResolver, path: str, use
             found = ctx.find_definition(star, use.name)
             if found[0]:
                 return found
-        return resolver.resolve_bare(ctx, path, use), _short(use.name)
+        target = resolver.resolve_bare(ctx, path, use)
+        return (target, _short(use.name)) if target else ("", "")
     binding = bound.get(use.receiver)
     if binding is not None:
         if binding.symbol:

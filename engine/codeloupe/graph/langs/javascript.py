@@ -278,7 +278,7 @@ class JavaScriptResolver(LanguageResolver):
         return super().bindings(ctx, path, fixed)
 
     def resolve_bare(self, ctx: ResolveContext, path: str, use: UseFact) -> str:
-        if ctx.facts[path].imports:
+        if ctx.facts.imports(path):
             return ""  # a module sees only what it imports
         return ctx.unique_global(self.family, path, use.name)
 

@@ -107,6 +107,7 @@ class PythonResolver(LanguageResolver):
     top-level package (so `src/` layouts work), and, for a script outside any package, its own directory."""
 
     family = "python"
+    reads_through_imports = True  # no bare name resolves globally; `bindings` reads paths only
     directory_stems = ("__init__",)
     path_tables = ("python.roots", "python.modules")
     layout_names = ("__init__.py", "__init__.pyi")  # a directory becomes or stops being a package
@@ -165,18 +166,28 @@ class PythonResolver(LanguageResolver):
         return table  # type: ignore[return-value]
 
     def _absolute(self, ctx: ResolveContext, path: str, module: str) -> str:
-        found = list(self._modules(ctx).get(module, ()))
+        # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins, and
+        # a tie is not guessed. The candidates nearest to the importer's directory are worked out once per
+        # directory and resolution (a process opening 40K files asks ~200K times); the file's own name can
+        # then only single out itself, or a directory named like it, among them (`nearest`'s last step).
         own_dir = posixpath.dirname(path)
+        known: dict[tuple[str, str], tuple[str, ...]] = ctx.cache.setdefault("python.near", {})  # type: ignore[assignment]
+        near = known.get((own_dir, module))
+        if near is None:
+            near = known[own_dir, module] = tuple(nearest(self._held(ctx, own_dir, module), own_dir))
+        if len(near) > 1:
+            near = tuple(c for c in near if c == path or c.startswith(path + "/")) or near
+        return near[0] if len(near) == 1 else ""
+
+    def _held(self, ctx: ResolveContext, own_dir: str, module: str) -> list[str]:
+        """The files that hold `module` for an importer in `own_dir`: one per import root, and first its
+        sibling where the importer is a script (its directory neither a package nor a root)."""
+        found = list(self._modules(ctx).get(module, ()))
         if not ctx.exists(posixpath.join(own_dir, "__init__.py")) and own_dir not in self._roots(ctx):
             own = self._module_file(ctx, posixpath.join(own_dir, module.replace(".", "/")))
             if own:
                 found.insert(0, own)  # a script imports its siblings
-        if len(found) <= 1:
-            return found[0] if found else ""
-        # Several roots hold the module (a vendored copy, a test helper): the nearest to the importer wins,
-        # and a tie is not guessed.
-        near = nearest(found, path)
-        return near[0] if len(near) == 1 else ""
+        return found
 
     def _base(self, path: str, imp: ImportFact) -> str:
         """The directory a relative import starts from (`.` is the file's own package)."""
