@@ -6,18 +6,23 @@
 One seed repository is indexed for real (`Workspace.index` + `Workspace.embed` into the store: the golden
 corpora side by side, plus the standard library without its tests unless `--no-stdlib`), so every table holds
 what the store's own write path writes: files, chunks with their text, symbols, skeletons, graph facts, edges,
-the BM25 term statistics (`lex_postings`, `lex_terms`, `lex_files`, the repository's totals), vectors and the
-repository's HNSW index. Its rows are then copied under `--repos - 1` more repository ids by INSERT ... SELECT
+the BM25 term statistics (`lex_chunk_terms`, `lex_terms`, `lex_files`, the repository's totals), vectors and
+the repository's HNSW index. Its rows are then copied under `--repos - 1` more repository ids by INSERT ... SELECT
 (ids shifted, foreign-key triggers off for the copy: the rows are copies of rows that passed them), except the
 chunk vectors: each copy's are synthetic, the seed chunk's real MiniLM vector plus Gaussian noise of norm
 `--noise`, renormalised (bench/pg_hnsw.py's process), written by binary COPY. Each copy then gets the HNSW index
 the store builds per repository (the store's own statement, CREATE INDEX CONCURRENTLY, one after another).
 
+The script runs unchanged against an older checkout's engine (PYTHONPATH=<its engine>; schema 3 kept
+`lex_postings` instead of `lex_chunk_terms`), which is how before / after figures are taken.
+
 Warm queries run through `codeloupe.api` as `codeloupe serve` / `codeloupe search --store` run them, with the
 local MiniLM model embedding each query: one repository (`open_shared([name])`, `Workspace.search`: dense,
 lexical, file, symbol and feedback lanes, the fused bundle), each public golden query asked once after one
 unrelated query loaded the snapshot, then once more (repeated), the seed alone before the copies and one copy
-in the full organisation; and every repository at once
+in the full organisation; the lexical lane's own statement (`store.postgres.term_scores_across`, the golden
+queries' terms, each asked once before the timed pass) for that repository and for every repository; and every
+repository at once
 (`open_shared()`, `search_repositories`), `--all-queries` of the golden queries. Reported: rows and sizes of
 every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
 process's peak RSS, the PostgreSQL processes' RSS summed from /proc). The server's data directory is removed
@@ -48,12 +53,12 @@ from pg_workers import GOLDEN, prepare_trees  # noqa: E402
 
 SEED = "org-000"
 # The tables indexing writes per repository, copied as they are (chunk vectors are synthesised instead).
+# Those of them the database's schema lacks are skipped: `lex_postings` is schema 3's, `lex_chunk_terms` 4's.
 COPIED = ("repo_meta", "files", "chunks", "symbols", "skeletons", "skeleton_vectors", "graph_facts", "edges",
-          "lex_files", "lex_postings", "lex_terms", "skipped_files")
-# Columns holding a row id of a table with a sequence, shifted by the copy's offset.
+          "lex_files", "lex_postings", "lex_chunk_terms", "lex_terms", "skipped_files")
+# Columns holding a row id of a table with a sequence, shifted by the copy's offset; arrays of them, each id.
 ID_COLUMNS = {"id", "file_id", "chunk_id", "src_file_id"}
-SEQUENCES = {"files": "files_id_seq", "chunks": "chunks_id_seq", "symbols": "symbols_id_seq",
-             "edges": "edges_id_seq", "repositories": "repositories_id_seq"}
+ID_ARRAYS = {"terms"}
 WARM_QUERY = "where are the command line options parsed"
 
 
@@ -79,8 +84,11 @@ def copy_rows(conn, seed: int, first: int, last: int, offset: int) -> None:  # n
         columns = [r[0] for r in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s"
             " ORDER BY ordinal_position", (table,))]
-        values = ["s.repo_id + k" if c == "repo_id" else f"s.{c} + k * {offset}" if c in ID_COLUMNS else f"s.{c}"
-                  for c in columns]
+        if not columns:
+            continue
+        values = ["s.repo_id + k" if c == "repo_id" else f"s.{c} + k * {offset}" if c in ID_COLUMNS else
+                  f"ARRAY(SELECT x + k * {offset} FROM unnest(s.{c}) WITH ORDINALITY AS u(x, n) ORDER BY n)"
+                  if c in ID_ARRAYS else f"s.{c}" for c in columns]
         conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values)}"
                      f" FROM {table} s, generate_series(%s::int, %s::int) k WHERE s.repo_id = %s", (first, last, seed))
 
@@ -108,6 +116,41 @@ def copy_vectors(conn, rows: list[tuple], repo_ids: list[int], offsets: list[int
             batch["vec"] = normalise(shaken)
             copy.write(batch.tobytes())
         copy.write(struct.pack(">h", -1))
+
+
+def sequences(conn) -> dict[str, str]:  # noqa: ANN001
+    """Table -> the sequence numbering its `id` column, for every table with one."""
+    tables = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.columns"
+                                         " WHERE table_schema = 'public' AND column_name = 'id'")]
+    found = {t: conn.execute("SELECT pg_get_serial_sequence(%s, 'id')", (t,)).fetchone()[0] for t in tables}
+    return {table: sequence for table, sequence in found.items() if sequence}
+
+
+def check_copy(seed, copy, shift: int, queries: list[tuple[str, str]]) -> None:  # noqa: ANN001 - PgStores
+    """A copy's lexical statistics answer as the seed's, its chunk ids shifted by `shift` (ids inside arrays too):
+    the same scores to the last bits a sum in another order changes."""
+    from codeloupe import ranking as R
+    from codeloupe.lanes.tokens import tokenize
+
+    for query, _ in queries:
+        expected = {i + shift: v for i, v in seed.term_scores(tokenize(query), 50, R.BM25_K1, R.BM25_B).chunks}
+        got = dict(copy.term_scores(tokenize(query), 50, R.BM25_K1, R.BM25_B).chunks)
+        assert np.allclose(sorted(got.values()), sorted(expected.values()), rtol=1e-12), query
+        assert all(np.isclose(got[i], expected[i], rtol=1e-12) for i in got.keys() & expected.keys()), query
+
+
+def lexical_statement(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - PgStores of one database
+    """The lexical lane's statement for `stores` at once, each query's terms asked once, then timed."""
+    from codeloupe import ranking as R
+    from codeloupe.lanes.tokens import tokenize
+    from codeloupe.store.postgres import term_scores_across
+
+    def ask(query: str, _mode: str) -> None:
+        term_scores_across(stores, tokenize(query), R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B)
+
+    for query, mode in queries:
+        ask(query, mode)
+    return timed(ask, queries)
 
 
 def postgres_rss_mb(pgdata: Path) -> float:
@@ -191,6 +234,7 @@ def main() -> int:
         EXACT_SEARCH_MAX_VECTORS,
         HNSW_EF_CONSTRUCTION,
         HNSW_M,
+        PgStore,
         vector_index_sql,
     )
 
@@ -230,11 +274,13 @@ def main() -> int:
         conn = psycopg.connect(url, autocommit=True)
         stack.callback(conn.close)
         seed_id = conn.execute("SELECT id FROM repositories WHERE name = %s", (SEED,)).fetchone()[0]
+        # A term's chunk frequency is its postings' count, whichever way the schema keeps them.
         counts = conn.execute("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks),"
-                              " (SELECT count(*) FROM lex_postings), (SELECT count(*) FROM chunk_vectors)").fetchone()
+                              " (SELECT sum(df) FROM lex_terms), (SELECT count(*) FROM chunk_vectors)").fetchone()
         report["seed"] = dict(zip(("files", "chunks", "postings", "vectors"), counts, strict=True))
+        numbered = sequences(conn)
         offset = 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
-                                   for t in SEQUENCES if t != "repositories")))
+                                   for t in numbered if t != "repositories")))
         vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
                                " ORDER BY chunk_id", (seed_id,)).fetchall()
         print("seed", report["seed"], report["seed_index_s"], report["seed_embed_s"], flush=True)
@@ -249,7 +295,7 @@ def main() -> int:
                              [k * offset for k in range(first, last + 1)], rng, args.noise)
             print(f"copied {last} of {args.repos - 1}", round(time.perf_counter() - started), flush=True)
         conn.execute("SET session_replication_role = DEFAULT")
-        for table, sequence in SEQUENCES.items():
+        for table, sequence in numbered.items():
             conn.execute(f"SELECT setval('{sequence}', (SELECT max(id) FROM {table}))")
         report["copy_s"] = round(time.perf_counter() - started, 1)
         started = time.perf_counter()
@@ -270,6 +316,13 @@ def main() -> int:
 
         report["one_repository"] = one_repository(open_shared([f"org-{args.repos // 2:03d}"], overrides)[0], queries)
         print("one repository", report["one_repository"], flush=True)
+        names = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY id")]
+        stores = [PgStore(url, name, local_dir=scratch / "local") for name in names]
+        middle = len(stores) // 2
+        check_copy(stores[0], stores[middle], middle * offset, queries)
+        report["lexical_statement"] = {"one": lexical_statement([stores[middle]], queries),
+                                       "all": lexical_statement(stores, queries)}
+        print("lexical statement", report["lexical_statement"], flush=True)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))  # kept if the every-repository pass is cut
         report["postgres_rss_mb_one"] = postgres_rss_mb(pgdata)

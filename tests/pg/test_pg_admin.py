@@ -29,7 +29,7 @@ from chat_server import ChatServer  # noqa: E402
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
 # Every table with a repository's rows.
 TABLES = ("files", "chunks", "symbols", "skeletons", "chunk_vectors", "skeleton_vectors", "graph_facts", "edges",
-          "flows", "flow_files", "work_queue", "repo_meta", "skipped_files", "lex_postings", "lex_terms", "lex_files")
+          "flows", "flow_files", "work_queue", "repo_meta", "skipped_files", "lex_chunk_terms", "lex_terms", "lex_files")
 
 
 def _rows_of(pg_url: str, repo_id: int) -> dict[str, int]:
@@ -70,7 +70,7 @@ def test_repositories_are_listed_and_one_is_dropped_with_every_row_and_its_hnsw_
     store.enqueue(str(tmp_path / "python"), "", [["a.py"]])
     before = _rows_of(pg_url, repo_id)
     assert all(before[t] for t in ("files", "chunks", "symbols", "chunk_vectors", "edges", "work_queue",
-                                   "lex_postings", "lex_terms", "lex_files"))
+                                   "lex_chunk_terms", "lex_terms", "lex_files"))
     indexes = _hnsw_indexes(pg_url)
     assert len(indexes) == 2
     go_rows = _rows_of(pg_url, PgStore(pg_url, "go", local_dir=tmp_path / "local").repo_id)

@@ -3,9 +3,11 @@ scored in one statement, equal to the in-process lane's scores, and the search p
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +17,17 @@ import pytest
 from codeloupe import ranking as R
 from codeloupe.api import Workspace
 from codeloupe.lanes.indexed_lexical import IndexedBM25
-from codeloupe.lanes.lexical import BM25Index, TermStats
+from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermStats
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.search import _documents
-from codeloupe.store.postgres import STATE_TTL_S, PgStore, term_scores_across
+from codeloupe.store.postgres import (
+    _TERM_SCORES,
+    MIGRATIONS,
+    STATE_TTL_S,
+    PgStore,
+    migrate,
+    term_scores_across,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test_index.py
 
@@ -67,8 +76,7 @@ def assert_statistics_match_the_chunks(store: PgStore) -> None:
         assert np.allclose(indexed.files(file_ids).scores(terms, pooled), by_file.scores(terms, pooled),
                            rtol=1e-5, atol=1e-6)
     assert store.query("SELECT count(*) FROM lex_terms t WHERE t.repo_id = ? AND t.df <> (SELECT count(*)"
-                       " FROM lex_postings p WHERE p.repo_id = t.repo_id AND p.term = t.term)",
-                       (store.repo_id,)) == [(0,)]
+                       " FROM lex_chunk_terms c WHERE c.terms @> ARRAY[t.id])", (store.repo_id,)) == [(0,)]
     totals = store.query("SELECT lex_chunks, lex_files, lex_length FROM repositories WHERE id = ?", (store.repo_id,))
     assert totals == [(len(table.ids), len(file_ids), sum(len(d) for d in _documents(
         table, list(store.file_rows().values()))))]
@@ -122,7 +130,7 @@ def test_statistics_of_another_tokenisation_are_counted_again(tree: Path, pg_url
         ws.close()
     # A repository indexed before the statistics existed (or by another tokenisation): none kept, version 0.
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DELETE FROM lex_postings")
+        conn.execute("DELETE FROM lex_chunk_terms")
         conn.execute("DELETE FROM lex_files")
         conn.execute("DELETE FROM lex_terms")
         conn.execute("UPDATE repositories SET lex_version = 0, lex_chunks = 0, lex_files = 0, lex_length = 0")
@@ -166,3 +174,79 @@ def test_another_replicas_write_is_seen_within_the_state_interval(tree: Path, pg
 
 def test_files_skipped_for_their_content_are_remembered_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     check_no_op_reindex_reads_no_file(tmp_path, {"store_url": pg_url})
+
+
+def _term_answers(store: PgStore) -> list[tuple[object, ...]]:
+    """Everything the lexical statistics answer for QUERIES: BM25 of chunks and files, frequencies, totals."""
+    answers: list[tuple[object, ...]] = []
+    for query in QUERIES:
+        terms = tokenize(query)
+        answers.append((store.term_scores(terms, 50, R.BM25_K1, R.BM25_B), store.chunk_frequencies(terms)))
+    return answers
+
+
+def test_a_database_of_schema_3_moves_its_postings_to_interned_terms_in_place(tree: Path, pg_url: str) -> None:
+    """Migration 4 turns version 3's postings (a row per chunk and term, the term as text) into each chunk's
+    term ids and counts, in SQL: the statistics answer exactly as before, nothing is counted again from the
+    chunks' texts (they are blanked meanwhile), and writes afterwards keep them equal to the chunks."""
+    ws = _open(tree, store_url=pg_url)
+    try:
+        assert isinstance(ws.store, PgStore)
+        expected = _term_answers(ws.store)
+        # Version 3's postings table as released (migration 2), filled with what its writer wrote.
+        postings = re.search(r"CREATE TABLE lex_postings \(.*?\);\nCREATE INDEX lex_postings_chunk[^;]*;",
+                             dict(MIGRATIONS)[2], re.S)
+        assert postings is not None
+        with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+            conn.execute(postings.group(0))
+            conn.execute("INSERT INTO lex_postings SELECT c.repo_id, t.term, c.chunk_id, c.file_id, u.tf, c.length,"
+                         " c.file_length FROM lex_chunk_terms c, unnest(c.terms, c.tfs) AS u(id, tf)"
+                         " JOIN lex_terms t ON t.id = u.id")
+            conn.execute("DROP TABLE lex_chunk_terms")
+            conn.execute("ALTER TABLE lex_terms DROP COLUMN id")
+            conn.execute("DELETE FROM schema_migrations WHERE version = 4")
+            conn.execute("CREATE TABLE saved_texts AS SELECT id, text FROM chunks")
+            conn.execute("UPDATE chunks SET text = ''")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            assert migrate(conn) == 4  # what the next process to open the database does
+            tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+            assert "lex_postings" not in tables and "lex_chunk_terms" in tables
+            assert conn.execute("SELECT lex_version FROM repositories").fetchall() == [(TOKENS_VERSION,)]
+        assert _term_answers(ws.store) == expected
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE chunks c SET text = s.text FROM saved_texts s WHERE s.id = c.id")
+        changed = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 200)
+        changed.write_text(changed.read_text() + "\ndef handler_config_lookup():\n    return 'config handler'\n")
+        next(p for p in sorted(tree.rglob("*.go"))).unlink()
+        assert ws.index().files_indexed == 1
+        assert_statistics_match_the_chunks(ws.store)
+    finally:
+        ws.close()
+
+
+def _plan_nodes(plan: dict) -> Iterator[dict]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+def test_a_query_term_s_chunks_come_from_the_gin_index_of_their_repository_s_term_ids(tree: Path,
+                                                                                      pg_url: str) -> None:
+    """The lexical statement looks each query term up in the repository's dictionary and reads the chunks
+    holding that id through the GIN index (an id is one repository's term, so no other repository's chunks
+    are read); the table is small here, so sequential scans are turned off to ask which index the plan can
+    use."""
+    ws = _open(tree, store_url=pg_url)
+    try:
+        terms = tokenize(QUERIES[0])
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("SET enable_seqscan = off")
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + _TERM_SCORES, {
+                "terms": terms, "qtf": [1] * len(terms), "cidf": [None] * len(terms), "fidf": [None] * len(terms),
+                "repos": [ws.store.repo_id], "k1": R.BM25_K1, "b": R.BM25_B, "limit": 50}).fetchone()[0][0]["Plan"]
+        reads = sorted((node["Node Type"], node.get("Index Name", "")) for node in _plan_nodes(plan)
+                       if node.get("Relation Name") == "lex_chunk_terms"
+                       or node.get("Index Name", "").startswith("lex_chunk_terms"))
+        assert reads == [("Bitmap Heap Scan", ""), ("Bitmap Index Scan", "lex_chunk_terms_terms")], plan
+    finally:
+        ws.close()
