@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("ids", nargs="*", help="only these package ids")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the package cache (default %(default)s)")
     parser.add_argument("--jobs", type=int, default=2, help="downloads at once (default %(default)s)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # `fetch --dir D a b` as well as `fetch a b --dir D`
 
     packages = load_packages()
     known = {p.id for p in packages}
