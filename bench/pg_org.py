@@ -26,7 +26,8 @@ repository at once
 (`open_shared()`, `search_repositories`), `--all-queries` of the golden queries. Reported: rows and sizes of
 every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
 process's peak RSS, the PostgreSQL processes' RSS summed from /proc). The server's data directory is removed
-at the end.
+at the end. `--lexical-only`: the seed indexed without vectors and copied, then only sizes and the lexical
+statement (a few minutes at 10 repository ids: how the store's BM25 is compared between two engines).
 """
 
 from __future__ import annotations
@@ -223,6 +224,8 @@ def main() -> int:
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--lexical-only", action="store_true",
+                        help="no vectors, no queries through the API: sizes and the lexical statement alone")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -257,19 +260,21 @@ def main() -> int:
             shutil.copytree(args.cache, scratch / "cache", ignore=shutil.ignore_patterns("indexes"))
         url = stack.enter_context(pg_server.running(args.pg_parent, settings))
         pgdata = Path(url.split("host=")[1].split("&")[0])
-        overrides = {"store_url": url, "embed_provider": "local"}
+        overrides = {"store_url": url, "embed_provider": "none" if args.lexical_only else "local"}
 
         started = time.perf_counter()
         ws = Workspace(seed_tree(args.corpora, scratch, not args.no_stdlib),
                        overrides={**overrides, "store_repository": SEED})
         ws.index()
         report["seed_index_s"] = round(time.perf_counter() - started, 1)
-        started = time.perf_counter()
-        ws.embed()
-        report["seed_embed_s"] = round(time.perf_counter() - started, 1)
+        if not args.lexical_only:
+            started = time.perf_counter()
+            ws.embed()
+            report["seed_embed_s"] = round(time.perf_counter() - started, 1)
         ws.close()
-        report["seed_alone"] = one_repository(open_shared([SEED], overrides)[0], queries)
-        print("seed alone", report["seed_alone"], flush=True)
+        if not args.lexical_only:
+            report["seed_alone"] = one_repository(open_shared([SEED], overrides)[0], queries)
+            print("seed alone", report["seed_alone"], flush=True)
 
         conn = psycopg.connect(url, autocommit=True)
         stack.callback(conn.close)
@@ -283,7 +288,7 @@ def main() -> int:
                                    for t in numbered if t != "repositories")))
         vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
                                " ORDER BY chunk_id", (seed_id,)).fetchall()
-        print("seed", report["seed"], report["seed_index_s"], report["seed_embed_s"], flush=True)
+        print("seed", report["seed"], report["seed_index_s"], report.get("seed_embed_s"), flush=True)
 
         started = time.perf_counter()
         conn.execute("SET session_replication_role = replica")  # the copies' rows already passed the checks
@@ -291,8 +296,9 @@ def main() -> int:
             last = min(first + args.copy_step - 1, args.repos - 1)
             with conn.transaction():
                 copy_rows(conn, seed_id, first, last, offset)
-                copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
-                             [k * offset for k in range(first, last + 1)], rng, args.noise)
+                if vectors:
+                    copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
+                                 [k * offset for k in range(first, last + 1)], rng, args.noise)
             print(f"copied {last} of {args.repos - 1}", round(time.perf_counter() - started), flush=True)
         conn.execute("SET session_replication_role = DEFAULT")
         for table, sequence in numbered.items():
@@ -301,21 +307,23 @@ def main() -> int:
         started = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
         report["vacuum_analyze_s"] = round(time.perf_counter() - started, 1)
-        dim = vectors[0][2]
-        started = time.perf_counter()
-        built = range(1, min(args.repos, 1 + (args.hnsw_repos or args.repos)))
-        for k in built:
-            conn.execute(vector_index_sql(seed_id + k, dim))
-        report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
-        report["hnsw_indexes_built"] = 1 + len(built)  # the seed's, built by the store, and the copies'
+        if vectors:
+            started = time.perf_counter()
+            built = range(1, min(args.repos, 1 + (args.hnsw_repos or args.repos)))
+            for k in built:
+                conn.execute(vector_index_sql(seed_id + k, vectors[0][2]))
+            report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+            report["hnsw_indexes_built"] = 1 + len(built)  # the seed's, built by the store, and the copies'
         report["sizes"] = sizes(conn)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))
-        print("built", {k: report[k] for k in ("copy_s", "vacuum_analyze_s", "hnsw_build_s")},
+        print("built", {k: report.get(k) for k in ("copy_s", "vacuum_analyze_s", "hnsw_build_s")},
               report["sizes"]["database_mb"], flush=True)
 
-        report["one_repository"] = one_repository(open_shared([f"org-{args.repos // 2:03d}"], overrides)[0], queries)
-        print("one repository", report["one_repository"], flush=True)
+        if not args.lexical_only:
+            report["one_repository"] = one_repository(open_shared([f"org-{args.repos // 2:03d}"], overrides)[0],
+                                                      queries)
+            print("one repository", report["one_repository"], flush=True)
         names = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY id")]
         stores = [PgStore(url, name, local_dir=scratch / "local") for name in names]
         middle = len(stores) // 2
@@ -323,6 +331,8 @@ def main() -> int:
         report["lexical_statement"] = {"one": lexical_statement([stores[middle]], queries),
                                        "all": lexical_statement(stores, queries)}
         print("lexical statement", report["lexical_statement"], flush=True)
+        if args.lexical_only:
+            return pg_server.emit(report, args.out)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))  # kept if the every-repository pass is cut
         report["postgres_rss_mb_one"] = postgres_rss_mb(pgdata)

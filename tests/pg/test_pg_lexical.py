@@ -21,7 +21,7 @@ from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermStats
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.search import _documents
 from codeloupe.store.postgres import (
-    _TERM_SCORES,
+    _TERM_POSTINGS,
     MIGRATIONS,
     STATE_TTL_S,
     PgStore,
@@ -160,6 +160,30 @@ def test_one_statement_scores_several_repositories_each_on_its_own_statistics(tr
         second.close()
 
 
+def test_chunks_and_files_that_tie_rank_by_id_with_the_same_score(tmp_path: Path, pg_url: str) -> None:
+    """The process sums each chunk's and file's terms in one order whatever order the postings arrive in, so
+    copies of a file score the same to the last bit and rank by id, alone or asked with another repository."""
+    root = tmp_path / "copies"
+    root.mkdir()
+    text = 'def parse_config(path):\n    """Read the settings file and parse its sections."""\n    return path\n'
+    for name in ("one.py", "two.py", "six.py"):  # one path token each: the same lengths
+        (root / name).write_text(text)
+    (root / "other.py").write_text("def unrelated():\n    return 'nothing about parsing'\n")
+    other_root = tmp_path / "fixture-copy"
+    shutil.copytree(FIXTURES, other_root)
+    ws, other = _open(root, store_url=pg_url), _open(other_root, store_url=pg_url)
+    try:
+        terms = tokenize("parse the settings file sections")
+        alone = ws.store.term_scores(terms, 50, R.BM25_K1, R.BM25_B)
+        for found in (alone.chunks, alone.files):
+            tied = [i for i, score in found if score == found[0][1]]
+            assert len(tied) == 3 and tied == sorted(tied), found
+        assert term_scores_across([other.store, ws.store], terms, 50, R.BM25_K1, R.BM25_B)[ws.store.repo_id] == alone
+    finally:
+        ws.close()
+        other.close()
+
+
 def test_another_replicas_write_is_seen_within_the_state_interval(tree: Path, pg_url: str) -> None:
     ws = _open(tree, store_url=pg_url)
     try:
@@ -241,9 +265,8 @@ def test_a_query_term_s_chunks_come_from_the_gin_index_of_their_repository_s_ter
         terms = tokenize(QUERIES[0])
         with psycopg.connect(pg_url) as conn:
             conn.execute("SET enable_seqscan = off")
-            plan = conn.execute("EXPLAIN (FORMAT JSON) " + _TERM_SCORES, {
-                "terms": terms, "qtf": [1] * len(terms), "cidf": [None] * len(terms), "fidf": [None] * len(terms),
-                "repos": [ws.store.repo_id], "k1": R.BM25_K1, "b": R.BM25_B, "limit": 50}).fetchone()[0][0]["Plan"]
+            plan = conn.execute("EXPLAIN (FORMAT JSON) " + _TERM_POSTINGS, {
+                "terms": terms, "repos": [ws.store.repo_id]}).fetchone()[0][0]["Plan"]
         reads = sorted((node["Node Type"], node.get("Index Name", "")) for node in _plan_nodes(plan)
                        if node.get("Relation Name") == "lex_chunk_terms"
                        or node.get("Index Name", "").startswith("lex_chunk_terms"))

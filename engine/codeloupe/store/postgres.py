@@ -1178,72 +1178,89 @@ def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
 # (as each repository's in-process lane would be): chunks, files (a file's terms are its chunks' summed), and
 # each term's chunk frequency (df). bench/pg_lexical.py measured this keeps the in-process lane's recall. A
 # query term is each repository's dictionary id; the chunks holding it come from the GIN index, its count
-# from the chunk's row (the position of the id in `terms` is the count's in `tfs`).
-_TERM_SCORES = """
-WITH q AS (SELECT * FROM unnest(%(terms)s::text[], %(qtf)s::int[], %(cidf)s::float8[], %(fidf)s::float8[])
-           AS q(term, qtf, cidf, fidf)),
-r AS (SELECT id AS repo_id, lex_chunks::float8 AS chunks, lex_files::float8 AS files,
-             greatest(lex_length::float8 / greatest(lex_chunks, 1), 1e-9) AS chunk_avg,
-             greatest(lex_length::float8 / greatest(lex_files, 1), 1e-9) AS file_avg
-      FROM repositories WHERE id = ANY(%(repos)s)),
-t AS (SELECT t.repo_id, t.id, q.* FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term),
-p AS (SELECT t.repo_id, t.term, c.chunk_id, c.file_id, c.tfs[array_position(c.terms, t.id)] AS tf, c.length,
-             c.file_length, t.qtf, t.cidf, t.fidf
-      FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]),
-df AS (SELECT repo_id, term, count(*) AS df FROM p GROUP BY repo_id, term),
-f AS (SELECT repo_id, term, file_id, max(qtf) AS qtf, max(fidf) AS fidf, sum(tf) AS tf,
-             max(file_length) AS length
-      FROM p GROUP BY repo_id, term, file_id),
-fdf AS (SELECT repo_id, term, count(*) AS df FROM f GROUP BY repo_id, term),
-chunk AS (SELECT p.repo_id, p.chunk_id AS id,
-                 sum(p.qtf * coalesce(p.cidf, ln(1 + (r.chunks - df.df + 0.5) / (df.df + 0.5))) * p.tf * (%(k1)s + 1)
-                     / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / r.chunk_avg))) AS score
-          FROM p JOIN df USING (repo_id, term) JOIN r USING (repo_id) GROUP BY p.repo_id, p.chunk_id),
-file AS (SELECT f.repo_id, f.file_id AS id,
-                sum(f.qtf * coalesce(f.fidf, ln(1 + (r.files - fdf.df + 0.5) / (fdf.df + 0.5))) * f.tf * (%(k1)s + 1)
-                    / (f.tf + %(k1)s * (1 - %(b)s + %(b)s * f.length / r.file_avg))) AS score
-         FROM f JOIN fdf USING (repo_id, term) JOIN r USING (repo_id) GROUP BY f.repo_id, f.file_id),
-ranked AS (SELECT 0 AS kind, repo_id, id, score, row_number() OVER (PARTITION BY repo_id ORDER BY score DESC, id) AS n
-           FROM chunk
-           UNION ALL
-           SELECT 1, repo_id, id, score, row_number() OVER (PARTITION BY repo_id ORDER BY score DESC, id) FROM file)
-SELECT kind, repo_id, id, score, NULL AS term FROM ranked WHERE n <= %(limit)s
-UNION ALL
-SELECT 2, repo_id, df, NULL, term FROM df
-UNION ALL
-SELECT 3, repo_id, df, NULL, term FROM fdf
-UNION ALL
-SELECT 4, repo_id, files::bigint, NULL, NULL FROM r
-ORDER BY 1, 2, 4 DESC, 3
+# from the chunk's row (the position of the id in `terms` is the count's in `tfs`). The database hands over
+# those postings, a fixed-width row each by binary COPY, and the scores are summed here: aggregating them in
+# SQL (df, files, sums, a window per repository) cost twice the lookup itself (docs/org-scale-measurements.md).
+_TERM_POSTINGS = """
+WITH q AS (SELECT * FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, k)),
+t AS (SELECT t.repo_id, t.id, q.k FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term)
+SELECT t.repo_id::int4, (t.k - 1)::int4, c.chunk_id::int8, c.file_id::int8,
+       c.tfs[array_position(c.terms, t.id)]::int4, c.length::int4, c.file_length::int4
+FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
 """
+# One row of it: a field count, then each field's byte length and big-endian value.
+_POSTING = np.dtype([("fields", ">i2"), ("repo_len", ">i4"), ("repo", ">i4"), ("term_len", ">i4"), ("term", ">i4"),
+                     ("chunk_len", ">i4"), ("chunk", ">i8"), ("file_len", ">i4"), ("file", ">i8"),
+                     ("tf_len", ">i4"), ("tf", ">i4"), ("length_len", ">i4"), ("length", ">i4"),
+                     ("file_length_len", ">i4"), ("file_length", ">i4")])
+_COPY_HEADER = 19  # signature, flags, header extension length
+_COPY_TRAILER = 2
+
+
+def _bm25(ids: np.ndarray, weights: np.ndarray, tf: np.ndarray, length: np.ndarray, average: float, k1: float,
+          b: float, limit: int) -> list[tuple[int, float]]:
+    """The `limit` best of `ids` (one row per posting) by BM25, best first, ties by id; `weights` are each
+    posting's query count times its term's IDF. Summed in the order of (id, term), whatever order the rows
+    came in, so one repository's scores are the same bits asked alone or with others."""
+    contribution = weights * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
+    unique, inverse = np.unique(ids, return_inverse=True)
+    scores = np.bincount(inverse, weights=contribution, minlength=len(unique))
+    best = np.lexsort((unique, -scores))[:limit]
+    return list(zip(unique[best].tolist(), scores[best].tolist(), strict=True))
+
+
+def _idf(total: float, frequency: np.ndarray) -> np.ndarray:
+    return np.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
 def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float, *,
                        chunk_idf: dict[str, float] | None = None,
                        file_idf: dict[str, float] | None = None) -> dict[int, TermScores]:
-    """Each repository's BM25 answer to `terms` (repository id -> its `TermScores`), one statement for all of
+    """Each repository's BM25 answer to `terms` (repository id -> its `TermScores`), one lookup for all of
     them; the stores share one database. A term in `chunk_idf` / `file_idf` is scored with that IDF instead of
     each repository's own."""
     answers = {store.repo_id: TermScores([], [], {}, store._current_terms().lex_chunks) for store in stores}
     counts = Counter(terms)
     if not stores or not counts:
         return answers
-    chunk_idf, file_idf = chunk_idf or {}, file_idf or {}
+    words = list(counts)
+    query_count = np.array(list(counts.values()), np.float64)
+    given = {"chunk": chunk_idf or {}, "file": file_idf or {}}
     with stores[0]._session():
-        rows = stores[0]._conn.execute(_TERM_SCORES, {
-            "terms": list(counts), "qtf": list(counts.values()), "cidf": [chunk_idf.get(t) for t in counts],
-            "fidf": [file_idf.get(t) for t in counts], "repos": list(answers), "k1": k1, "b": b,
-            "limit": limit}).fetchall()
-    for kind, repo_id, row_id, score, term in rows:
-        answer = answers[repo_id]
-        if kind == 2:
-            answer.chunk_frequency[term] = int(row_id)
-        elif kind == 3:
-            answer.file_frequency[term] = int(row_id)
-        elif kind == 4:
-            answers[repo_id] = dataclasses.replace(answer, total_files=int(row_id))
-        else:
-            (answer.chunks if kind == 0 else answer.files).append((int(row_id), float(score)))
+        conn = stores[0]._conn
+        totals = conn.execute("SELECT id, lex_chunks, lex_files, lex_length FROM repositories WHERE id = ANY(%s)",
+                              (list(answers),)).fetchall()
+        statement = f"COPY ({_TERM_POSTINGS}) TO STDOUT (FORMAT BINARY)"
+        with conn.cursor() as cur, cur.copy(statement, {"terms": words, "repos": list(answers)}) as copy:
+            data = b"".join(bytes(block) for block in copy)
+    postings = np.frombuffer(data, _POSTING, offset=_COPY_HEADER,
+                             count=(len(data) - _COPY_HEADER - _COPY_TRAILER) // _POSTING.itemsize)
+    for repo_id, chunks, files, length in totals:
+        mine = postings[postings["repo"] == repo_id]
+        mine = mine[np.lexsort((mine["term"], mine["chunk"]))]
+        term = mine["term"].astype(np.intp)
+        chunk_df = np.bincount(term, minlength=len(words))
+        # A file holds a term as often as its chunks do together; its length is the one its chunks carry.
+        pairs, inverse = np.unique(np.stack([mine["file"], mine["term"].astype(np.int64)]), axis=1,
+                                   return_inverse=True)
+        inverse = inverse.ravel()
+        file_tf = np.bincount(inverse, weights=mine["tf"], minlength=pairs.shape[1])
+        file_length = np.zeros(pairs.shape[1], np.float64)
+        np.maximum.at(file_length, inverse, mine["file_length"])
+        pair_term = pairs[1].astype(np.intp)
+        file_df = np.bincount(pair_term, minlength=len(words))
+        idf = {}
+        for lane, total, df in (("chunk", chunks, chunk_df), ("file", files, file_df)):
+            own = _idf(float(total), df.astype(np.float64))
+            idf[lane] = np.array([given[lane].get(w, own[k]) for k, w in enumerate(words)], np.float64)
+        answers[repo_id] = dataclasses.replace(
+            answers[repo_id], total_files=int(files),
+            chunks=_bm25(mine["chunk"], (query_count * idf["chunk"])[term], mine["tf"].astype(np.float64),
+                         mine["length"].astype(np.float64), max(length / max(chunks, 1), 1e-9), k1, b, limit),
+            files=_bm25(pairs[0], (query_count * idf["file"])[pair_term], file_tf,
+                        file_length, max(length / max(files, 1), 1e-9), k1, b, limit),
+            chunk_frequency={w: int(chunk_df[k]) for k, w in enumerate(words) if chunk_df[k]},
+            file_frequency={w: int(file_df[k]) for k, w in enumerate(words) if file_df[k]})
     return answers
 
 

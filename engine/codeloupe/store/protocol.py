@@ -124,8 +124,8 @@ class TermScores:
 
 @runtime_checkable
 class LexicalStatistics(Protocol):
-    """A store that keeps the lexical lane's term statistics itself (written with the chunks) and scores BM25
-    in the database, instead of the process tokenising every chunk into its own matrix."""
+    """A store that keeps the lexical lane's term statistics itself (written with the chunks) and answers BM25
+    from them, instead of the process tokenising every chunk into its own matrix."""
 
     def term_scores(self, terms: list[str], limit: int, k1: float, b: float, *,
                     chunk_idf: dict[str, float] | None = None,
