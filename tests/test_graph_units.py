@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
+
+from codeloupe.graph import semantic
 from codeloupe.graph.analysis import god_nodes, hub_tolls, label_propagation, renumber_by_size, shortest_path
 from codeloupe.graph.facts import FileFacts
 from codeloupe.graph.langs import extract_facts
 from codeloupe.graph.langs.javascript import _strip_jsonc
 from codeloupe.graph.resolve import nearest
-from codeloupe.graph.semantic import capped_edges
+from codeloupe.graph.semantic import (
+    EDGE_COSINE,
+    NEIGHBOURS_PER_FILE,
+    SURPRISE_COSINE,
+    capped_edges,
+    similar_pairs,
+)
 
 
 def test_facts_round_trip_through_json() -> None:
@@ -112,3 +122,36 @@ def test_similarity_edges_never_outnumber_real_ones() -> None:
     candidates = [(0, 1, 0.95), (0, 2, 0.9), (1, 2, 0.85), (2, 3, 0.99)]
     kept = capped_edges(candidates, structural_degree=[1, 3, 3, 0])
     assert kept == [(0, 1, 0.95), (1, 2, 0.85)]  # 0 has room for one; 3 has no real edge at all
+
+
+def _pairs_by_definition(vectors: np.ndarray) -> tuple[list, list]:
+    """similar_pairs' answer read off the whole product, row by row: each row's NEIGHBOURS_PER_FILE best at or
+    above EDGE_COSINE (ties by the smaller index), and every pair at or above SURPRISE_COSINE."""
+    cosine = np.round(vectors @ vectors.T, 6)
+    n = len(vectors)
+    neighbours: dict[tuple[int, int], float] = {}
+    for i in range(n):
+        ranked = sorted((-cosine[i, j], j) for j in range(n) if j != i and cosine[i, j] >= EDGE_COSINE)
+        for negative, j in ranked[:NEIGHBOURS_PER_FILE]:
+            neighbours[(min(i, j), max(i, j))] = -negative
+    close = [(i, j, cosine[i, j]) for i in range(n) for j in range(i + 1, n) if cosine[i, j] >= SURPRISE_COSINE]
+    return [(i, j, c) for (i, j), c in sorted(neighbours.items())], close
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 64, 1000])
+def test_similar_pairs_are_each_rows_best_over_the_whole_product(monkeypatch: pytest.MonkeyPatch,
+                                                                   block_rows: int) -> None:
+    """Blocks multiplied by the rows from their own first one on (half the product) give every row the same
+    neighbours as the whole product: clusters of near and exact copies (ties), across block boundaries."""
+    rng = np.random.default_rng(3)
+    bases = rng.standard_normal((12, 32))
+    rows = [bases[k % 12] + rng.choice([0.0, 0.0, 0.3, 0.45, 0.6]) * rng.standard_normal(32) for k in range(150)]
+    vectors = np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
+    neighbours, close = similar_pairs(vectors)
+    expected_neighbours, expected_close = _pairs_by_definition(vectors)
+    assert [(i, j) for i, j, _ in neighbours] == [(i, j) for i, j, _ in expected_neighbours]
+    assert np.allclose([c for *_, c in neighbours], [c for *_, c in expected_neighbours], rtol=0, atol=1e-9)
+    assert [(i, j) for i, j, _ in close] == [(i, j) for i, j, _ in expected_close]
+    assert len(close) > 20 and len(neighbours) > 100  # the clusters made both kinds of pairs
+    assert similar_pairs(vectors[:1]) == ([], []) and similar_pairs(np.eye(4)) == ([], [])

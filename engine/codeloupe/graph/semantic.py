@@ -29,36 +29,42 @@ def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], li
     """(each row's top neighbours with cosine >= EDGE_COSINE, every pair with cosine >= SURPRISE_COSINE),
     both as (i, j, cosine) with i < j, from a blocked product of the L2-normalised rows.
 
-    Only the few entries at or above EDGE_COSINE leave numpy: a row's top neighbours are taken among those
-    (ties by the smaller index), so the work in Python grows with the pairs found, not with rows x rows.
+    The product is symmetric, so each block of rows is multiplied only by the rows from its own first one on
+    (half the work of the whole product: the quadratic part of a first graph) and a pair's one cosine serves
+    both its rows. Only the few entries at or above EDGE_COSINE leave the product; a row's top neighbours are
+    taken among them by one sort (ties by the smaller index), so no Python loop runs per pair.
     """
     n = len(vectors)
-    neighbours: dict[tuple[int, int], float] = {}
-    close: dict[tuple[int, int], float] = {}
     if n < 2:
         return [], []
+    firsts, seconds, cosines = [], [], []
     for start in range(0, n, BLOCK_ROWS):
-        block = vectors[start:start + BLOCK_ROWS] @ vectors.T
-        rows = np.arange(len(block))
-        block[rows, rows + start] = -1.0
-        hit_rows, hit_cols = np.nonzero(block >= EDGE_COSINE - 1e-6)
+        block = vectors[start:start + BLOCK_ROWS] @ vectors[start:].T
+        rows, cols = np.nonzero(block >= EDGE_COSINE - 1e-6)
+        above = cols > rows  # the block's own rows: only pairs (i, j) with j > i
+        rows, cols = rows[above], cols[above]
         # float noise must not reorder equal neighbours: cosines are compared rounded to 6 decimals
-        values = np.round(block[hit_rows, hit_cols].astype(np.float64), 6)
+        values = np.round(block[rows, cols].astype(np.float64), 6)
         keep = values >= EDGE_COSINE
-        hit_rows, hit_cols, values = hit_rows[keep], hit_cols[keep], values[keep]
-        # Row-major hits, each row's ordered by (-cosine, column): the first NEIGHBOURS_PER_FILE are its top.
-        order = np.lexsort((hit_cols, -values, hit_rows))
-        taken: dict[int, int] = {}
-        for k in order:
-            offset, j, cosine = int(hit_rows[k]), int(hit_cols[k]), float(values[k])
-            i = start + offset
-            if taken.get(offset, 0) < NEIGHBOURS_PER_FILE:
-                taken[offset] = taken.get(offset, 0) + 1
-                neighbours[(min(i, j), max(i, j))] = cosine
-            if cosine >= SURPRISE_COSINE and j > i:
-                close[(i, j)] = cosine
-    return ([(i, j, c) for (i, j), c in sorted(neighbours.items())],
-            [(i, j, c) for (i, j), c in sorted(close.items())])
+        firsts.append(rows[keep] + start)
+        seconds.append(cols[keep] + start)
+        cosines.append(values[keep])
+    first, second, cosine = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(cosines)
+    # Every pair is a candidate of both its rows; each row's candidates by (-cosine, the other's index).
+    owner, other, value = np.r_[first, second], np.r_[second, first], np.r_[cosine, cosine]
+    order = np.lexsort((other, -value, owner))
+    owner, other, value = owner[order], other[order], value[order]
+    group_starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    rank = np.arange(len(owner)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(owner)]))
+    top = rank < NEIGHBOURS_PER_FILE
+    low, high = np.minimum(owner[top], other[top]), np.maximum(owner[top], other[top])
+    pairs, unique = np.unique(np.stack([low, high]), axis=1, return_index=True)
+    neighbours = list(zip(pairs[0].tolist(), pairs[1].tolist(), value[top][unique].tolist(), strict=True))
+    close_mask = cosine >= SURPRISE_COSINE
+    close_order = np.lexsort((second[close_mask], first[close_mask]))
+    close = list(zip(first[close_mask][close_order].tolist(), second[close_mask][close_order].tolist(),
+                     cosine[close_mask][close_order].tolist(), strict=True))
+    return neighbours, close
 
 
 def capped_edges(candidates: list[tuple[int, int, float]], structural_degree: list[int]
