@@ -126,9 +126,11 @@ def test_saved_arrays_read_back_as_the_same_holders() -> None:
     assert dict(loaded) == dict(facts) and loaded.defines("a.py", "run") and loaded.may_reexport("b.py", "run")
     mentions = PathIndex()
     mentions.add("b.py", ["run", "x"])
-    mentions.add("a.py", ["run"])
+    mentions.add("a.py", ["run", "late"])
+    mentions.add("b.py", ["late"])  # the first file numbered, added after a later one: kept in order
     read = PathIndex.from_arrays(mentions.arrays("m_"), "m_")
     assert read.users("run") == {"a.py", "b.py"} and read.has("x", "b.py") and not read.has("x", "a.py")
+    assert read.has("late", "a.py") and read.has("late", "b.py")
     falling = mentions.arrays("m_")
     falling["m_numbers"] = falling["m_numbers"].copy()
     falling["m_numbers"][:2] = falling["m_numbers"][1::-1]  # "run": [1, 0] instead of [0, 1]

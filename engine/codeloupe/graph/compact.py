@@ -205,7 +205,10 @@ class PathIndex:
             users = self._users.get(word)
             if users is None:
                 users = self._users[word] = array("i")
-            bisect.insort(users, number)
+            if not users or users[-1] <= number:  # files read in path order: where insort would put it
+                users.append(number)
+            else:
+                bisect.insort(users, number)
 
     def remove(self, path: str, words: Iterable[str]) -> None:
         number = self._of(path)
