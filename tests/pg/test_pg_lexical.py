@@ -21,10 +21,12 @@ from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermStats
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.search import _documents
 from codeloupe.store.postgres import (
+    _POSTING,
     _TERM_POSTINGS,
     MIGRATIONS,
     STATE_TTL_S,
     PgStore,
+    _read_postings,
     migrate,
     term_scores_across,
 )
@@ -182,6 +184,32 @@ def test_chunks_and_files_that_tie_rank_by_id_with_the_same_score(tmp_path: Path
     finally:
         ws.close()
         other.close()
+
+
+def test_query_terms_are_bound_as_data_and_a_damaged_row_is_left_out(tree: Path, pg_url: str) -> None:
+    """The postings statement is a COPY, whose parameters psycopg binds in the client: a term with quotes or a
+    backslash is a value, never SQL. A chunk's row whose counts are fewer than its term ids (damaged) loses that
+    posting, not the answer; a reply that is not rows of the seven fields is refused with a clear error."""
+    ws = _open(tree, store_url=pg_url)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            term, term_id = conn.execute("SELECT term, id FROM lex_terms ORDER BY df DESC, term LIMIT 1").fetchone()
+        hostile = ["it's", "a\\b", "x'); DROP TABLE lex_terms; --", term]
+        found = ws.store.term_scores(hostile, 1000, R.BM25_K1, R.BM25_B)
+        assert found.chunks and set(found.chunk_frequency) == {term}
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            damaged = conn.execute(
+                "UPDATE lex_chunk_terms SET tfs = tfs[1:array_position(terms, %(id)s) - 1] WHERE chunk_id ="
+                " (SELECT chunk_id FROM lex_chunk_terms WHERE array_position(terms, %(id)s) > 1 LIMIT 1)"
+                " RETURNING chunk_id", {"id": term_id}).fetchone()
+        assert damaged is not None
+        after = ws.store.term_scores([term], 1000, R.BM25_K1, R.BM25_B)
+        assert {i for i, _ in after.chunks} == {i for i, _ in found.chunks} - {damaged[0]}
+        header, trailer = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
+        with pytest.raises(RuntimeError, match="malformed"):
+            _read_postings(header + bytes(_POSTING.itemsize) + trailer)  # a row of zero fields
+    finally:
+        ws.close()
 
 
 def test_another_replicas_write_is_seen_within_the_state_interval(tree: Path, pg_url: str) -> None:

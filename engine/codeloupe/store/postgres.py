@@ -1185,7 +1185,7 @@ _TERM_POSTINGS = """
 WITH q AS (SELECT * FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, k)),
 t AS (SELECT t.repo_id, t.id, q.k FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term)
 SELECT t.repo_id::int4, (t.k - 1)::int4, c.chunk_id::int8, c.file_id::int8,
-       c.tfs[array_position(c.terms, t.id)]::int4, c.length::int4, c.file_length::int4
+       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
 FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
 """
 # One row of it: a field count, then each field's byte length and big-endian value.
@@ -1195,6 +1195,19 @@ _POSTING = np.dtype([("fields", ">i2"), ("repo_len", ">i4"), ("repo", ">i4"), ("
                      ("file_length_len", ">i4"), ("file_length", ">i4")])
 _COPY_HEADER = 19  # signature, flags, header extension length
 _COPY_TRAILER = 2
+
+
+def _read_postings(data: bytes) -> np.ndarray:
+    """`_TERM_POSTINGS`'s rows from its binary COPY: every row has its seven fixed-width fields (a NULL would
+    shift every row after it, so it is refused with the database named as the cause, not misread). A row whose
+    count is not positive (a chunk's `tfs` shorter than its `terms`: a damaged row) is left out."""
+    rows, extra = divmod(len(data) - _COPY_HEADER - _COPY_TRAILER, _POSTING.itemsize)
+    postings = np.frombuffer(data, _POSTING, offset=_COPY_HEADER, count=max(rows, 0))
+    widths = [name for name in _POSTING.names if name.endswith("_len")]
+    if extra or rows < 0 or not (postings["fields"] == 7).all() or any(
+            (postings[name] != _POSTING[name[:-4]].itemsize).any() for name in widths):
+        raise RuntimeError("the PostgreSQL store's term statistics came back malformed (a damaged lex_chunk_terms row?)")
+    return postings[postings["tf"] > 0]
 
 
 def _bm25(ids: np.ndarray, weights: np.ndarray, tf: np.ndarray, length: np.ndarray, average: float, k1: float,
@@ -1233,8 +1246,7 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         statement = f"COPY ({_TERM_POSTINGS}) TO STDOUT (FORMAT BINARY)"
         with conn.cursor() as cur, cur.copy(statement, {"terms": words, "repos": list(answers)}) as copy:
             data = b"".join(bytes(block) for block in copy)
-    postings = np.frombuffer(data, _POSTING, offset=_COPY_HEADER,
-                             count=(len(data) - _COPY_HEADER - _COPY_TRAILER) // _POSTING.itemsize)
+    postings = _read_postings(data)
     for repo_id, chunks, files, length in totals:
         mine = postings[postings["repo"] == repo_id]
         mine = mine[np.lexsort((mine["term"], mine["chunk"]))]
