@@ -110,10 +110,14 @@ async def test_two_workspace_folders_are_indexed_and_searched_together(tmp_path:
         # each folder's own scores side by side; each file names its folder and opens there.
         engines = [Workspace(root, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "engine")})
                    for root in (first, second)]
-        for ws in engines:
-            ws.index()
-        question = "parse the yaml frontmatter text of a login session"
-        engine = search_repositories(engines, question)
+        try:
+            for ws in engines:
+                ws.index()
+            question = "parse the yaml frontmatter text of a login session"
+            engine = search_repositories(engines, question)
+        finally:
+            for ws in engines:
+                ws.close()
         answer = await client.request("codeloupe/search", {"query": question})
         answered = [*answer["core"], *answer["related"]]
         assert [(f["repository"], f["path"]) for f in answered] == [(h.repository, h.path) for h in engine.files]
