@@ -53,13 +53,13 @@ def with_vectors(tmp_path: Path, fixture: str = "hub", prepare: Callable[[Path],
     return root, cache
 
 
-def index_with_vectors(ws: Workspace) -> None:
+def index_with_vectors(ws: Workspace, groups: int = 4) -> None:
     ws.index()
     rows = ws.store.file_rows()
     ids = [rows[p].id for p in sorted(rows)]
     vectors = np.zeros((len(ids), 8), np.float32)
     for k in range(len(ids)):
-        vectors[k, k % 4] = 1.0  # files read alike in fours
+        vectors[k, k % groups] = 1.0  # files read alike in fours (in `groups`)
     ws.store.put_vectors("skeleton", "test-model", ids, vectors)
 
 

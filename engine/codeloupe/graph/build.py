@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from codeloupe import arrays
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
 from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
@@ -335,6 +336,7 @@ class Graph:
     similar: list[dict[int, float]] = field(default_factory=list)
     degree: list[int] = field(default_factory=list)
     gods: set[int] = field(default_factory=set)
+    pair_kinds: np.ndarray | None = field(default=None, repr=False)  # `weighed_pairs`
 
     def index_of(self, path: str) -> int | None:
         return self._index.get(path)
@@ -347,6 +349,12 @@ class Graph:
 
     def neighbours(self, i: int) -> set[int]:
         return set(self.out_edges[i]) | set(self.in_edges[i])
+
+    def weighed_pairs(self) -> np.ndarray:
+        """The structural part of what the communities were computed from (`_pair_kinds`)."""
+        if self.pair_kinds is None:  # a graph read back from disk: derived from its edges once
+            self.pair_kinds = _pair_kinds(self.edges, len(self.paths))
+        return self.pair_kinds
 
     def members(self, community: int) -> list[int]:
         if self._members is None:  # grouped once: a per-call scan is quadratic over a map of every community
@@ -552,7 +560,7 @@ def _build(ws: WorkspaceContext) -> Graph:
     sources, targets, kinds = edges.pairs()
     ends = np.concatenate([sources, targets]).astype(np.int64)
     others = np.concatenate([targets, sources]).astype(np.int64)
-    neighbour_pairs = np.unique(ends * (n + 1) + others)
+    neighbour_pairs = arrays.distinct(ends * (n + 1) + others)
     degree = np.bincount(neighbour_pairs // (n + 1), minlength=n).tolist() if n else []
 
     candidates, close = _similar_files(ws, nodes)
@@ -567,28 +575,44 @@ def _build(ws: WorkspaceContext) -> Graph:
     for i, j, cosine in similar_edges:
         similar[i][j] = similar[j][i] = cosine
 
-    # A pair of files weighs one per kind of edge between them, each way, plus half the cosine of a
-    # similarity edge.
+    kinded = _pair_kinds(edges, n)
+    last = previous[1] if previous is not None else None
+    if last is not None and len(last.paths) == n and last.semantic == similar_edges \
+            and np.array_equal(last.weighed_pairs(), kinded):
+        # Communities are a function of the node count and these weights alone: a save that left every pair's
+        # kinds of edge as they were (an edited body, a comment) keeps them without touching the whole graph.
+        community = last.community
+    else:
+        community = analysis.renumber_by_size(analysis.label_propagation(n, _weights(n, kinded, similar)))
+
+    graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
+                  definitions=NodeDefinitions(resolution.facts.frozen(), paths), edges=edges,
+                  semantic=similar_edges, surprises=[], community=community, community_names=[],
+                  similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)), pair_kinds=kinded)
+    graph.community_names = _names(graph)
+    graph.surprises = [(i, j, c) for i, j, c in remap(close)
+                       if j not in graph.neighbours(i) and community[i] != community[j]]
+    return graph
+
+
+def _pair_kinds(edges: EdgeTable, n: int) -> np.ndarray:
+    """Each distinct (source, target, kind) of the structural edges as one ascending integer key."""
+    sources, targets, kinds = edges.pairs()
+    return arrays.distinct((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
+
+
+def _weights(n: int, pair_kinds: np.ndarray, similar: list[dict[int, float]]) -> list[dict[int, float]]:
+    """What label propagation weighs: a pair of files weighs one per kind of edge between them, each way, plus
+    half the cosine of a similarity edge."""
     weights: list[dict[int, float]] = [{} for _ in range(n)]
-    kinded = np.unique((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
-    for pair in (kinded // len(EDGE_KINDS)).tolist():
+    for pair in (pair_kinds // len(EDGE_KINDS)).tolist():
         i, j = divmod(pair, n + 1)
         weights[i][j] = weights[i].get(j, 0.0) + 1.0
         weights[j][i] = weights[j].get(i, 0.0) + 1.0
     for i in range(n):
         for j, cosine in similar[i].items():
             weights[i][j] = weights[i].get(j, 0.0) + 0.5 * cosine
-    community = analysis.renumber_by_size(analysis.label_propagation(n, weights))
-    del weights
-
-    graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
-                  definitions=NodeDefinitions(resolution.facts.frozen(), paths), edges=edges,
-                  semantic=similar_edges, surprises=[], community=community, community_names=[],
-                  similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)))
-    graph.community_names = _names(graph)
-    graph.surprises = [(i, j, c) for i, j, c in remap(close)
-                       if j not in graph.neighbours(i) and community[i] != community[j]]
-    return graph
+    return weights
 
 
 def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]

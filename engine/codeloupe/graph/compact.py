@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
+from codeloupe import arrays
 from codeloupe.graph.facts import Definition, FileFacts, ImportFact
 from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
@@ -477,7 +478,7 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
         pairs = table.pairs()
         ends = pairs[1] if incoming else pairs[0]
         others = pairs[0] if incoming else pairs[1]
-        distinct = np.unique(ends.astype(np.int64) * (len(table.paths) + 1) + others)
+        distinct = arrays.distinct(ends.astype(np.int64) * (len(table.paths) + 1) + others)
         self._counts = np.bincount(distinct // (len(table.paths) + 1), minlength=len(table.paths))
 
     def __getitem__(self, i: int) -> dict[int, list[Edge]]:  # type: ignore[override]

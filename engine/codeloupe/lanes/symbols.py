@@ -16,6 +16,7 @@ from itertools import islice
 
 import numpy as np
 
+from codeloupe import arrays
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
 from codeloupe.saved import pack_strings, unpack_strings
@@ -155,7 +156,7 @@ class SymbolIndex:
                 if not len(rows) or weight <= 0:
                     continue
                 # A name defined in thousands of chunks (`__init__` in a monorepo) is one array add, not a loop.
-                rows = np.unique(rows)
+                rows = arrays.distinct(rows)
                 out[rows] += weight / math.log2(1 + len(rows))
         return out
 
