@@ -1,18 +1,21 @@
-"""Communities after a save: label propagation runs again only when what it weighs changed (a pair of files
-gained or lost a kind of edge, or the semantic lane moved); otherwise the last communities stand. Either way the
-graph is the one built from scratch from the same index state."""
+"""Communities and the semantic lane after a save: label propagation runs again only when what it weighs changed
+(a pair of files gained or lost a kind of edge, or the semantic lane moved), otherwise the last communities
+stand; the saved file's skeleton embedded again is multiplied by every row, not the whole product again. Either
+way the graph is the one built from scratch from the same index state."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from codeloupe.graph import analysis
+from codeloupe.api import Workspace
+from codeloupe.graph import analysis, semantic
 from codeloupe.graph.build import load_graph
 from test_graph_incremental import rewrite
-from test_graph_saved import everything, index_with_vectors, opened
+from test_graph_saved import everything, index_with_vectors, never, opened
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 
@@ -45,6 +48,17 @@ def from_scratch(root: Path, cache: Path, copy: Path, runs: list[int]) -> tuple:
         del runs[counted:]
 
 
+def embed_again(ws: Workspace, root: Path, saved: list[Path]) -> None:
+    """The saved files' skeletons stored again as `index_with_vectors` stores every file's (by path order)."""
+    rows = ws.store.file_rows()
+    order = sorted(rows)
+    paths = [path.relative_to(root).as_posix() for path in saved]
+    vectors = np.zeros((len(paths), 8), np.float32)
+    for k, path in enumerate(paths):
+        vectors[k, order.index(path) % 4] = 1.0
+    ws.store.put_vectors("skeleton", "test-model", [rows[p].id for p in paths], vectors)
+
+
 # (the save, whether label propagation runs again after it)
 SAVES = [
     ("a body edited in a file with no similarity edge",
@@ -57,7 +71,7 @@ SAVES = [
      True),
     ("a new import", lambda r: rewrite(r, "src/shop/cart.py", lambda t: "from .payments.card import charge\n" + t
                                        + "\n\ndef pay(cart):\n    return charge(cart, 't')\n"), True),
-    ("a comment added", lambda r: rewrite(r, "src/shop/cart.py", lambda t: "# the cart\n" + t), False),
+    ("a comment added", lambda r: rewrite(r, "src/shop/payments/card.py", lambda t: "# cards\n" + t), False),
 ]
 
 
@@ -75,16 +89,22 @@ def test_communities_are_computed_again_only_when_their_weights_change(
             ws = opened(root, cache)
             load_graph(ws)
         runs = propagations(monkeypatch)
-        expected_runs = 0
         for number, (what, edit, propagates) in enumerate(SAVES):
-            ws.update_files(edit(root))
+            before = len(runs)
+            saved = edit(root)
+            ws.update_files(saved)
             after = everything(ws)
-            expected_runs += propagates
-            assert len(runs) == expected_runs, what
+            assert len(runs) == before + propagates, what
             assert after == from_scratch(root, cache, tmp_path / f"scratch-{number}", runs), what
+            with monkeypatch.context() as patched:  # the saved file embedded again: its one row multiplied
+                patched.setattr(semantic, "close_pairs", never)
+                embed_again(ws, root, saved)
+                after = everything(ws)
+            assert after == from_scratch(root, cache, tmp_path / f"scratch-{number}-embedded", runs), what
         index_with_vectors(ws, 3)  # the same edges, other skeleton vectors: the semantic lane moves
+        before = len(runs)
         after = everything(ws)
-        assert len(runs) == expected_runs + 1
+        assert len(runs) == before + 1
         assert after == from_scratch(root, cache, tmp_path / "scratch-vectors", runs)
     finally:
         ws.close()

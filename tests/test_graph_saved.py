@@ -102,7 +102,7 @@ def save_in_a_new_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit:
         load_graph(again)
         if keep_saved_graph:
             monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)
-            monkeypatch.setattr(semantic, "similar_pairs", never)  # a save changes no vector: the lane is kept
+            monkeypatch.setattr(semantic, "lane_pairs", never)  # a save changes no vector: the lane is kept
         # the graph after the save reads back only the edges it resolved again, in either case
         monkeypatch.setattr(graph_build.edge_store, "iter_edges", never)
         resolved = counting_resolutions(monkeypatch)

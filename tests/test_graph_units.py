@@ -155,3 +155,57 @@ def test_similar_pairs_are_each_rows_best_over_the_whole_product(monkeypatch: py
     assert [(i, j) for i, j, _ in close] == [(i, j) for i, j, _ in expected_close]
     assert len(close) > 20 and len(neighbours) > 100  # the clusters made both kinds of pairs
     assert similar_pairs(vectors[:1]) == ([], []) and similar_pairs(np.eye(4)) == ([], [])
+
+
+def _clustered(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Unit float32 rows in clusters of near and exact copies (so rows have ties and many close pairs)."""
+    bases = rng.standard_normal((12, 32))
+    rows = [bases[k % 12] + rng.choice([0.0, 0.0, 0.3, 0.45, 0.6]) * rng.standard_normal(32) for k in range(n)]
+    return (np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _as_sets(pairs: semantic.LanePairs) -> tuple:
+    triples = sorted(zip(pairs.first.tolist(), pairs.second.tolist(), pairs.cosine.tolist(), strict=True))
+    return pairs.ids.tolist(), pairs.prints.tolist(), triples, pairs.chosen()
+
+
+@pytest.mark.parametrize("block_rows", [1, 64])
+def test_lane_pairs_after_changed_vectors_are_the_full_products(monkeypatch: pytest.MonkeyPatch,
+                                                                 block_rows: int) -> None:
+    """The pairs kept from the last vectors plus the changed rows' product equal the whole product of the new
+    vectors: files gone, files added (new ids), one file's vector changed in place, across block boundaries."""
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(5)
+    vectors = _clustered(rng, 160)
+    ids = np.arange(10, 170, dtype=np.int64)
+    last = semantic.lane_pairs("m", ids, vectors)
+    assert len(last.first) > 200, "the clusters made close pairs"
+
+    gone = np.isin(np.arange(160), [0, 5, 77, 159])
+    added = _clustered(rng, 6)
+    new_ids = np.r_[ids[~gone], np.arange(500, 506)]
+    new_vectors = np.concatenate([vectors[~gone], added])
+    new_vectors[40] = new_vectors[41]  # a vector changed under the same id: a copy of its neighbour's
+    expected = _as_sets(semantic.lane_pairs("m", new_ids, new_vectors))
+
+    def never(*_args: object) -> None:
+        raise AssertionError("the whole product was computed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(semantic, "close_pairs", never)
+        assert _as_sets(semantic.lane_pairs("m", new_ids, new_vectors, last)) == expected
+    # another model's vectors share nothing with the last ones: the whole product
+    assert _as_sets(semantic.lane_pairs("other", new_ids, new_vectors, last)) == expected
+    assert semantic.lane_pairs("m", ids[:1], vectors[:1], last).first.tolist() == []
+
+
+def test_lane_pairs_read_back_as_saved_and_refused_when_they_do_not_fit() -> None:
+    vectors = _clustered(np.random.default_rng(9), 40)
+    pairs = semantic.lane_pairs("m", np.arange(100, 140, dtype=np.int64), vectors)
+    saved = pairs.arrays("lane_")
+    assert _as_sets(semantic.LanePairs.from_arrays(saved, "lane_")) == _as_sets(pairs)
+    assert semantic.LanePairs.from_arrays(saved, "lane_").model == "m"
+    for damage in ({"lane_ids": saved["lane_ids"][::-1]}, {"lane_first": saved["lane_first"] + 1000},
+                   {"lane_prints": saved["lane_prints"][1:]}, {"lane_cosine": saved["lane_cosine"][1:]}):
+        with pytest.raises(ValueError):
+            semantic.LanePairs.from_arrays({**saved, **damage}, "lane_")

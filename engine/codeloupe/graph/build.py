@@ -437,6 +437,8 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
     lanes = {"semantic": graph.semantic, "surprises": graph.surprises}
     if similar is not None and similar[0] == key[1]:
         lanes.update(candidates=similar[1][0], close=similar[1][1])
+        if similar[2] is not None:
+            arrays.update(similar[2].arrays("lane_"))
     for name, triples in lanes.items():
         arrays[f"{name}_pairs"] = np.array([(a, b) for a, b, _ in triples], np.int64).reshape(-1, 2)
         arrays[f"{name}_cosines"] = np.array([c for _, _, c in triples], np.float64)
@@ -468,13 +470,14 @@ def _load_saved(ws: WorkspaceContext) -> bool:
     resolution.refreshed, resolution.known_state = set(), key[2]
     _graphs[ws] = (key, graph)
     if similar is not None:
-        _similar[ws] = (key[1], similar)
+        _similar[ws] = (key[1], similar[:2], similar[2])
     return True
 
 
 def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str]]
                   ) -> tuple[_Resolution, Graph, tuple[list, list] | None]:
-    """(resolution, graph, the semantic lane's pairs or None) as `_save` wrote them for the graph of `nodes`;
+    """(resolution, graph, the semantic lane's (candidates, close, LanePairs or None) or None) as `_save` wrote
+    them for the graph of `nodes`;
     a ValueError (KeyError, IndexError) when anything does not fit."""
     n = len(nodes)
     if arrays["node_ids"].tolist() != [file_id for file_id, _, _ in nodes]:
@@ -507,7 +510,8 @@ def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str
                   degree=degree, gods=set(analysis.god_nodes(degree)))
     lane = None
     if "candidates_pairs" in arrays:
-        lane = (triples("candidates", 2**62), triples("close", 2**62))
+        pairs = semantic.LanePairs.from_arrays(arrays, "lane_") if "lane_ids" in arrays else None
+        lane = (triples("candidates", 2**62), triples("close", 2**62), pairs)
     return resolution, graph, lane
 
 
@@ -620,8 +624,9 @@ def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
     """The semantic lane's (candidate, close) pairs as file ids, computed once per vector generation.
 
     A save changes no vector (the saved file's skeleton vector goes with its old row and comes back when it is
-    embedded again, which moves the generation), so the quadratic product is paid after embedding, in the
-    background, never on a save.
+    embedded again, which moves the generation), so the product is paid after embedding, in the background,
+    never on a save; and once this process has the lane's pairs, only the rows of new or changed vectors are
+    multiplied (`semantic.lane_pairs`), not the quadratic product again.
     """
     generation = ws.store.generation("vector")
     cached = _similar.get(ws)
@@ -630,12 +635,13 @@ def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
     definitions_per_file = ws.store.definition_counts()
     lane = {file_id for file_id, _, language in nodes
             if semantic.joins_semantic_lane(language, definitions_per_file.get(file_id, 0))}
+    model = edge_store.skeleton_model(ws.store) or ""
     file_ids, vectors = edge_store.skeleton_matrix(ws.store, lane.__contains__)
-    candidates, close = semantic.similar_pairs(vectors)
-    pairs = ([(file_ids[i], file_ids[j], c) for i, j, c in candidates],
-             [(file_ids[i], file_ids[j], c) for i, j, c in close])
-    _similar[ws] = (generation, pairs)
-    return pairs
+    # the last generation's pairs (a graph saved by an older version has none: the whole product)
+    pairs = semantic.lane_pairs(model, np.array(file_ids, np.int64), vectors,
+                                cached[2] if cached is not None else None)
+    _similar[ws] = (generation, pairs.chosen(), pairs)
+    return _similar[ws][1]
 
 
 def _names(graph: Graph) -> list[str]:

@@ -6,12 +6,24 @@ Only code with definitions in it joins: two empty `__init__.py` files, two SVG l
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 import numpy as np
+
+from codeloupe import arrays
+from codeloupe.saved import pack_strings, unpack_strings
 
 NEIGHBOURS_PER_FILE = 3
 EDGE_COSINE = 0.80
 SURPRISE_COSINE = 0.85
 BLOCK_ROWS = 128  # rows of the similarity product held at once (128 x 40K files: 20 MB)
+# A float32 product's cosine is within ~1e-5 of the exact one (384 terms): pairs this close to EDGE_COSINE are
+# computed again exactly before the threshold decides.
+_SCREEN_MARGIN = 1e-4
+_RESCORE_PAIRS = 4096  # pairs computed again at once (two float64 rows each: 25 MB at 384 dimensions)
+# Above this share of new or changed vectors the whole product is as cheap as the rows'.
+INCREMENTAL_SHARE = 0.25
 # Languages that are data, configuration, markup or prose (the chunker's names): never in the semantic lane.
 NON_CODE_LANGUAGES = frozenset({
     "", "asciidoc", "bibtex", "css", "csv", "dtd", "gitattributes", "gitignore", "gomod", "gosum", "html",
@@ -27,29 +39,48 @@ def joins_semantic_lane(language: str, definitions: int) -> bool:
 
 def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
     """(each row's top neighbours with cosine >= EDGE_COSINE, every pair with cosine >= SURPRISE_COSINE),
-    both as (i, j, cosine) with i < j, from a blocked product of the L2-normalised rows.
+    both as (i, j, cosine) with i < j, from a blocked product of the L2-normalised rows."""
+    return chosen(*close_pairs(vectors))
+
+
+def close_pairs(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first rows, second rows, cosines) of every pair i < j of L2-normalised rows with cosine >= EDGE_COSINE.
 
     The product is symmetric, so each block of rows is multiplied only by the rows from its own first one on
-    (half the work of the whole product: the quadratic part of a first graph) and a pair's one cosine serves
-    both its rows. Only the few entries at or above EDGE_COSINE leave the product; a row's top neighbours are
-    taken among them by one sort (ties by the smaller index), so no Python loop runs per pair.
+    (half the work of the whole product: the quadratic part of a first graph). Only the few entries near or
+    above EDGE_COSINE leave the product, and their cosines are computed again one pair at a time
+    (`_cosines`), so that a pair's cosine never depends on which product found it.
     """
-    n = len(vectors)
-    if n < 2:
-        return [], []
-    firsts, seconds, cosines = [], [], []
-    for start in range(0, n, BLOCK_ROWS):
+    firsts, seconds = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for start in range(0, len(vectors), BLOCK_ROWS):
         block = vectors[start:start + BLOCK_ROWS] @ vectors[start:].T
-        rows, cols = np.nonzero(block >= EDGE_COSINE - 1e-6)
+        rows, cols = np.nonzero(block >= EDGE_COSINE - _SCREEN_MARGIN)
         above = cols > rows  # the block's own rows: only pairs (i, j) with j > i
-        rows, cols = rows[above], cols[above]
-        # float noise must not reorder equal neighbours: cosines are compared rounded to 6 decimals
-        values = np.round(block[rows, cols].astype(np.float64), 6)
-        keep = values >= EDGE_COSINE
-        firsts.append(rows[keep] + start)
-        seconds.append(cols[keep] + start)
-        cosines.append(values[keep])
-    first, second, cosine = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(cosines)
+        firsts.append(rows[above] + start)
+        seconds.append(cols[above] + start)
+    return _kept(vectors, np.concatenate(firsts), np.concatenate(seconds))
+
+
+def close_pairs_of(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`close_pairs(vectors)` restricted to the pairs with at least one row in `rows` (ascending): the pairs a
+    few new or changed vectors make, for a product of len(rows) x n instead of n x n."""
+    firsts, seconds = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for start in range(0, len(rows), BLOCK_ROWS):
+        mine = rows[start:start + BLOCK_ROWS]
+        at, others = np.nonzero(vectors[mine] @ vectors.T >= EDGE_COSINE - _SCREEN_MARGIN)
+        ones = mine[at]
+        firsts.append(np.minimum(ones, others))
+        seconds.append(np.maximum(ones, others))
+    first, second = np.concatenate(firsts), np.concatenate(seconds)
+    keys = arrays.distinct(first[first != second] * len(vectors) + second[first != second])  # both in `rows`: once
+    return _kept(vectors, keys // max(len(vectors), 1), keys % max(len(vectors), 1))
+
+
+def chosen(first: np.ndarray, second: np.ndarray, cosine: np.ndarray
+           ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+    """(each row's top neighbours, every pair with cosine >= SURPRISE_COSINE) among the pairs (first < second,
+    cosine >= EDGE_COSINE, in any order), as `similar_pairs` gives them. A row's top neighbours are taken by one
+    sort, ties by the smaller other row, so no Python loop runs per pair."""
     # Every pair is a candidate of both its rows; each row's candidates by (-cosine, the other's index).
     owner, other, value = np.r_[first, second], np.r_[second, first], np.r_[cosine, cosine]
     order = np.lexsort((other, -value, owner))
@@ -65,6 +96,81 @@ def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], li
     close = list(zip(first[close_mask][close_order].tolist(), second[close_mask][close_order].tolist(),
                      cosine[close_mask][close_order].tolist(), strict=True))
     return neighbours, close
+
+
+@dataclass
+class LanePairs:
+    """Every close pair of the semantic lane as file ids, with what they were computed from (the model, each
+    file's vector fingerprint), so that the next vectors are compared with these instead of multiplied anew."""
+
+    model: str
+    ids: np.ndarray  # the lane's file ids, ascending (the rows of its matrix)
+    prints: np.ndarray  # a fingerprint of each row's vector
+    first: np.ndarray  # file ids, first < second
+    second: np.ndarray
+    cosine: np.ndarray
+
+    def chosen(self) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
+        """`chosen` over file ids (their order is the rows' order)."""
+        return chosen(self.first, self.second, self.cosine)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """What `from_arrays` reads back (saved with the graph)."""
+        model, model_ends = pack_strings([self.model])
+        return {f"{prefix}model": model, f"{prefix}model_ends": model_ends, f"{prefix}ids": self.ids,
+                f"{prefix}prints": self.prints, f"{prefix}first": self.first, f"{prefix}second": self.second,
+                f"{prefix}cosine": self.cosine}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> LanePairs:
+        """The pairs `arrays` saved; a ValueError when the parts do not fit together."""
+        ids, prints = arrays[f"{prefix}ids"].astype(np.int64), arrays[f"{prefix}prints"].astype(np.int64)
+        first, second = arrays[f"{prefix}first"].astype(np.int64), arrays[f"{prefix}second"].astype(np.int64)
+        cosine = arrays[f"{prefix}cosine"].astype(np.float64)
+        if ids.ndim != 1 or prints.shape != ids.shape or not (first.shape == second.shape == cosine.shape) \
+                or np.any(np.diff(ids) <= 0) or not (np.isin(first, ids).all() and np.isin(second, ids).all()):
+            raise ValueError("saved semantic lane pairs that do not fit its files")
+        (model,) = unpack_strings(arrays[f"{prefix}model"], arrays[f"{prefix}model_ends"])
+        return cls(model, ids, prints, first, second, cosine)
+
+
+def lane_pairs(model: str, ids: np.ndarray, vectors: np.ndarray, last: LanePairs | None = None) -> LanePairs:
+    """The close pairs of the lane whose rows are `vectors` (file `ids` ascending), exactly as `close_pairs`
+    finds them. With the `last` pairs of the same model, only the rows whose vector is new or changed since are
+    multiplied (by every row): after a save, one file's re-embedded skeleton costs one row of the product, not
+    the quadratic product again."""
+    prints = np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True)
+                       for row in vectors], np.int64)
+    if last is not None and last.model == model:
+        _, at_last, at_now = np.intersect1d(last.ids, ids, assume_unique=True, return_indices=True)
+        same = last.prints[at_last] == prints[at_now]
+        unchanged = ids[at_now[same]]
+        changed = np.setdiff1d(np.arange(len(ids)), at_now[same])
+        if len(changed) <= INCREMENTAL_SHARE * len(ids):
+            keep = np.isin(last.first, unchanged) & np.isin(last.second, unchanged)
+            first, second, cosine = close_pairs_of(vectors, changed)
+            return LanePairs(model, ids, prints, np.r_[last.first[keep], ids[first]],
+                             np.r_[last.second[keep], ids[second]], np.r_[last.cosine[keep], cosine])
+    first, second, cosine = close_pairs(vectors)
+    return LanePairs(model, ids, prints, ids[first], ids[second], cosine)
+
+
+def _kept(vectors: np.ndarray, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    cosine = _cosines(vectors, first, second)
+    keep = cosine >= EDGE_COSINE
+    return first[keep], second[keep], cosine[keep]
+
+
+def _cosines(vectors: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The cosine of each pair, in float64 one pair at a time and rounded to 6 decimals: the same value whichever
+    product found the pair (a float32 product's last bits depend on its shape, and float noise must not reorder
+    equal neighbours)."""
+    out = np.empty(len(first), np.float64)
+    for start in range(0, len(first), _RESCORE_PAIRS):
+        part = slice(start, start + _RESCORE_PAIRS)
+        out[part] = np.einsum("ij,ij->i", vectors[first[part]].astype(np.float64),
+                              vectors[second[part]].astype(np.float64))
+    return np.round(out, 6)
 
 
 def capped_edges(candidates: list[tuple[int, int, float]], structural_degree: list[int]

@@ -131,6 +131,12 @@ def chunk_spans(store: Store, file_id: int) -> list[tuple[int, int, str, str]]:
                        (file_id,))
 
 
+def skeleton_model(store: Store) -> str | None:
+    """The model of the stored skeleton vectors (None when there are none)."""
+    models = [r[0] for r in store.query("SELECT DISTINCT model FROM skeleton_vectors ORDER BY model")]
+    return models[0] if len(models) == 1 else None
+
+
 def skeleton_matrix(store: Store, keep: Callable[[int], bool] | None = None) -> tuple[list[int], np.ndarray]:
     """(file ids, L2-normalised float32 skeleton vectors) of the files `keep` accepts (default: all); empty
     when no skeleton has been embedded. Only the kept rows are ever converted to float32, in place.
@@ -138,10 +144,10 @@ def skeleton_matrix(store: Store, keep: Callable[[int], bool] | None = None) -> 
     Vectors of two models are never stored together (`Store.drop_vectors_not_of`), so whichever model is
     present is the current one.
     """
-    models = [r[0] for r in store.query("SELECT DISTINCT model FROM skeleton_vectors ORDER BY model")]
-    if len(models) != 1:
+    model = skeleton_model(store)
+    if model is None:
         return [], np.zeros((0, 0), np.float32)
-    matrix: VectorMatrix = store.vector_matrix("skeleton", models[0])
+    matrix: VectorMatrix = store.vector_matrix("skeleton", model)
     ids, q, scales = matrix.ids, matrix.q, matrix.scales
     if keep is not None:
         rows = np.array([k for k, file_id in enumerate(ids.tolist()) if keep(file_id)], dtype=np.int64)
