@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from codeloupe import arrays
 from codeloupe import ranking as R
+from codeloupe.arrays import distinct
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
@@ -208,7 +208,7 @@ class Snapshot:
         if self.base is not None:
             return self.base.file_order()
         if self._file_order is None:
-            self._file_order = arrays.distinct(self.table.file_ids)
+            self._file_order = distinct(self.table.file_ids)
         return self._file_order
 
     def file_index(self) -> tuple[np.ndarray, BM25Index | IndexedFileBM25]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from codeloupe import arrays
+from codeloupe.arrays import distinct
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
 from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
@@ -475,7 +475,7 @@ def _load_saved(ws: WorkspaceContext) -> bool:
 
 
 def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str]]
-                  ) -> tuple[_Resolution, Graph, tuple[list, list] | None]:
+                  ) -> tuple[_Resolution, Graph, tuple[list, list, semantic.LanePairs | None] | None]:
     """(resolution, graph, the semantic lane's (candidates, close, LanePairs or None) or None) as `_save` wrote
     them for the graph of `nodes`;
     a ValueError (KeyError, IndexError) when anything does not fit."""
@@ -564,7 +564,7 @@ def _build(ws: WorkspaceContext) -> Graph:
     sources, targets, kinds = edges.pairs()
     ends = np.concatenate([sources, targets]).astype(np.int64)
     others = np.concatenate([targets, sources]).astype(np.int64)
-    neighbour_pairs = arrays.distinct(ends * (n + 1) + others)
+    neighbour_pairs = distinct(ends * (n + 1) + others)
     degree = np.bincount(neighbour_pairs // (n + 1), minlength=n).tolist() if n else []
 
     candidates, close = _similar_files(ws, nodes)
@@ -602,7 +602,7 @@ def _build(ws: WorkspaceContext) -> Graph:
 def _pair_kinds(edges: EdgeTable, n: int) -> np.ndarray:
     """Each distinct (source, target, kind) of the structural edges as one ascending integer key."""
     sources, targets, kinds = edges.pairs()
-    return arrays.distinct((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
+    return distinct((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
 
 
 def _weights(n: int, pair_kinds: np.ndarray, similar: list[dict[int, float]]) -> list[dict[int, float]]:

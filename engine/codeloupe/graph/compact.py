@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
-from codeloupe import arrays
+from codeloupe.arrays import distinct
 from codeloupe.graph.facts import Definition, FileFacts, ImportFact
 from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
@@ -478,8 +478,8 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
         pairs = table.pairs()
         ends = pairs[1] if incoming else pairs[0]
         others = pairs[0] if incoming else pairs[1]
-        distinct = arrays.distinct(ends.astype(np.int64) * (len(table.paths) + 1) + others)
-        self._counts = np.bincount(distinct // (len(table.paths) + 1), minlength=len(table.paths))
+        pairs_seen = distinct(ends.astype(np.int64) * (len(table.paths) + 1) + others)
+        self._counts = np.bincount(pairs_seen // (len(table.paths) + 1), minlength=len(table.paths))
 
     def __getitem__(self, i: int) -> dict[int, list[Edge]]:  # type: ignore[override]
         return self._table.incoming(i) if self._incoming else self._table.outgoing(i)

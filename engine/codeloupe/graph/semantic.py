@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codeloupe import arrays
+from codeloupe.arrays import distinct
 from codeloupe.saved import pack_strings, unpack_strings
 
 NEIGHBOURS_PER_FILE = 3
@@ -72,7 +72,7 @@ def close_pairs_of(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, n
         firsts.append(np.minimum(ones, others))
         seconds.append(np.maximum(ones, others))
     first, second = np.concatenate(firsts), np.concatenate(seconds)
-    keys = arrays.distinct(first[first != second] * len(vectors) + second[first != second])  # both in `rows`: once
+    keys = distinct(first[first != second] * len(vectors) + second[first != second])  # both in `rows`: once
     return _kept(vectors, keys // max(len(vectors), 1), keys % max(len(vectors), 1))
 
 

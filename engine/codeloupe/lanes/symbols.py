@@ -16,8 +16,8 @@ from itertools import islice
 
 import numpy as np
 
-from codeloupe import arrays
 from codeloupe import ranking as R
+from codeloupe.arrays import distinct
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
 from codeloupe.saved import pack_strings, unpack_strings
 from codeloupe.store import ChunkTable, SymbolRow
@@ -156,7 +156,7 @@ class SymbolIndex:
                 if not len(rows) or weight <= 0:
                     continue
                 # A name defined in thousands of chunks (`__init__` in a monorepo) is one array add, not a loop.
-                rows = arrays.distinct(rows)
+                rows = distinct(rows)
                 out[rows] += weight / math.log2(1 + len(rows))
         return out
 
