@@ -1,7 +1,8 @@
 """Communities and the semantic lane after a save: label propagation runs again only when what it weighs changed
 (a pair of files gained or lost a kind of edge, or the semantic lane moved), otherwise the last communities
-stand; the saved file's skeleton embedded again is multiplied by every row, not the whole product again. Either
-way the graph is the one built from scratch from the same index state."""
+stand; the saved file's skeleton embedded again is multiplied by every row, not the whole product again; names
+are worked out again only for the communities a save reached. Either way the graph is the one built from
+scratch from the same index state."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.graph import analysis, semantic
-from codeloupe.graph.build import load_graph
+from codeloupe.graph import build as graph_build
+from codeloupe.graph.build import Graph, _name_parts, graph_file, load_graph
+from codeloupe.graph.compact import EdgeTable, NodeDefinitions, PackedFacts
+from codeloupe.saved import save_arrays
 from test_graph_incremental import rewrite
 from test_graph_saved import everything, index_with_vectors, never, opened
 
@@ -108,3 +112,84 @@ def test_communities_are_computed_again_only_when_their_weights_change(
         assert after == from_scratch(root, cache, tmp_path / "scratch-vectors", runs)
     finally:
         ws.close()
+
+
+# ------------------------------------------------------------------ names after a save, on hand-built graphs
+
+NAMED_PATHS = ["core/c.py", "core/helper.py", "ui/s.py", "ui/t.py", "ui/u.py"]
+NAMED_COMMUNITIES = [0, 0, 1, 1, 1]
+# (source, target, kind, carrier symbols): c.py is community 0's most connected file; s.py and t.py (community
+# 1) call it, one name each, so its dominant symbol is the tie's first; c.py imports s.py, so s.py stays its
+# neighbour whatever s.py calls.
+BASE_EDGES = [(0, 1, "import", ()), (0, 2, "import", ()), (2, 0, "call", ("alpha",)), (3, 0, "call", ("beta",)),
+              (4, 3, "import", ())]
+
+
+def named_graph(edges: list[tuple[int, int, str, tuple[str, ...]]]) -> Graph:
+    """A graph of NAMED_PATHS in NAMED_COMMUNITIES with `edges`, its degrees counted as the build counts them."""
+    n = len(NAMED_PATHS)
+    table = EdgeTable(NAMED_PATHS, [(s, kind, t, "", symbols, line) for line, (s, t, kind, symbols)
+                                    in enumerate(edges, 1)])
+    neighbours: list[set[int]] = [set() for _ in range(n)]
+    for s, t, _, _ in edges:
+        neighbours[s].add(t)
+        neighbours[t].add(s)
+    return Graph(paths=NAMED_PATHS, languages=["python"] * n, file_ids=list(range(n)),
+                 definitions=NodeDefinitions(PackedFacts(), NAMED_PATHS), edges=table, semantic=[], surprises=[],
+                 community=NAMED_COMMUNITIES, community_names=[], degree=[len(x) for x in neighbours])
+
+
+WITHOUT_CALL_FROM_S = [e for e in BASE_EDGES if e[0] != 2 or e[2] != "call"]
+# (the save: edges before, the node whose edges it re-resolved, edges after): each changes community 0's name
+# parts without changing its membership, and only one of the ways a community is found touched sees it.
+NAME_SAVES = {
+    # c.py's degree is unchanged (it imports s.py): only the edge gone from the last edges shows it
+    "a call from another community dropped": (BASE_EDGES, 2, WITHOUT_CALL_FROM_S),
+    # likewise, only the new edges show this one
+    "a call from another community added": (WITHOUT_CALL_FROM_S, 2, WITHOUT_CALL_FROM_S + [
+        (2, 0, "call", ("gamma",)), (2, 0, "call", ("gamma",))]),
+    # helper.py now outranks c.py in its own community: its degree changed, it has no edge into community 0
+    "a member gains neighbours elsewhere": (BASE_EDGES, 1, BASE_EDGES + [
+        (1, 2, "import", ()), (1, 3, "import", ()), (1, 4, "import", ())]),
+}
+
+
+@pytest.mark.parametrize("save", sorted(NAME_SAVES))
+def test_names_after_a_save_are_worked_out_where_a_save_reaches(save: str) -> None:
+    before, refreshed, edges = NAME_SAVES[save]
+    last = named_graph(before)
+    last.name_parts = _name_parts(last)
+    after = named_graph(edges)
+    full = _name_parts(after)
+    assert full[0] != last.name_parts[0], "the save changes community 0's name"
+    assert _name_parts(after, last, [refreshed]) == full
+    # a save that re-resolved a node and changed nothing keeps every part as it was
+    assert _name_parts(named_graph(before), last, [refreshed]) == last.name_parts
+
+
+def test_saved_name_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name parts saved with the graph are checked like the rest of it: out of range, the graph is built
+    again (and is the same graph)."""
+    root, cache = tmp_path / "python", tmp_path / "cache"
+    shutil.copytree(FIXTURES / "python", root)
+    first = opened(root, cache)
+    try:
+        first.index()
+        built = everything(first)
+        path = graph_file(first)
+    finally:
+        first.close()
+    with np.load(path, allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    stamp = str(arrays.pop("__stamp__"))
+    arrays["name_centrals"] = arrays["name_centrals"] + 1000
+    save_arrays(path, stamp, arrays)
+    builds: list[int] = []
+    real = graph_build._build
+    monkeypatch.setattr(graph_build, "_build", lambda ws: builds.append(1) or real(ws))
+    again = opened(root, cache)
+    try:
+        assert everything(again) == built
+    finally:
+        again.close()
+    assert builds == [1]

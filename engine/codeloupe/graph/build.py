@@ -337,6 +337,9 @@ class Graph:
     degree: list[int] = field(default_factory=list)
     gods: set[int] = field(default_factory=set)
     pair_kinds: np.ndarray | None = field(default=None, repr=False)  # `weighed_pairs`
+    # Each community's (directory, central node, dominant symbol) its name was made of (`_name_parts`); None for
+    # a graph saved by an older version.
+    name_parts: list[tuple[str, int, str]] | None = field(default=None, repr=False)
 
     def index_of(self, path: str) -> int | None:
         return self._index.get(path)
@@ -433,6 +436,11 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
     arrays = {"node_ids": np.array(graph.file_ids, np.int64), "community": np.array(graph.community, np.int64),
               "degree": np.array(graph.degree, np.int64)}
     arrays["names"], arrays["names_ends"] = pack_strings(graph.community_names)
+    if graph.name_parts is not None:
+        directories, centrals, tops = zip(*graph.name_parts) if graph.name_parts else ((), (), ())
+        arrays["name_directories"], arrays["name_directories_ends"] = pack_strings(list(directories))
+        arrays["name_tops"], arrays["name_tops_ends"] = pack_strings(list(tops))
+        arrays["name_centrals"] = np.array(centrals, np.int64)
     similar = _similar.get(ws)
     lanes = {"semantic": graph.semantic, "surprises": graph.surprises}
     if similar is not None and similar[0] == key[1]:
@@ -492,6 +500,13 @@ def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str
     if len(community) != n or len(degree) != n or (n and (min(community) < 0 or max(community) >= len(names))) \
             or len(names) != len(set(community)):
         raise ValueError("saved communities that do not fit the nodes")
+    name_parts = None
+    if "name_centrals" in arrays:
+        centrals = arrays["name_centrals"].tolist()
+        name_parts = list(zip(unpack_strings(arrays["name_directories"], arrays["name_directories_ends"]), centrals,
+                              unpack_strings(arrays["name_tops"], arrays["name_tops_ends"])))
+        if len(name_parts) != len(names) or len(centrals) != len(names) or not all(0 <= c < n for c in centrals):
+            raise ValueError("saved community name parts that do not fit the communities")
 
     def triples(name: str, bound: int) -> list[tuple[int, int, float]]:
         pairs, cosines = arrays[f"{name}_pairs"], arrays[f"{name}_cosines"]
@@ -507,7 +522,7 @@ def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str
                   definitions=NodeDefinitions(resolution.facts.frozen(), paths),
                   edges=EdgeTable.from_arrays(paths, arrays, "edges_"), semantic=semantic_edges,
                   surprises=triples("surprises", n), community=community, community_names=names, similar=similar,
-                  degree=degree, gods=set(analysis.god_nodes(degree)))
+                  degree=degree, gods=set(analysis.god_nodes(degree)), name_parts=name_parts)
     lane = None
     if "candidates_pairs" in arrays:
         pairs = semantic.LanePairs.from_arrays(arrays, "lane_") if "lane_ids" in arrays else None
@@ -547,8 +562,10 @@ def _build(ws: WorkspaceContext) -> Graph:
     resolution = _resolutions[ws]  # facts as resolved, in memory (`ensure_edges` ran before)
     state = ws.store.get_meta(_STATE_KEY)
     previous = _graphs.get(ws)
+    refreshed: list[int] | None = None  # the nodes whose edges were read again, the others' being the last graph's
     if previous is not None and resolution.refreshed is not None and state == resolution.known_state:
         # After a save: the last graph's edges, with those of the files resolved again since read back.
+        refreshed = sorted(index[path] for path in resolution.refreshed if path in index)
         stored = edge_store.edges_of(ws.store, sorted(resolution.refreshed & index.keys()))
         edges = previous[1].edges.replaced(paths, resolution.refreshed, (
             (id_to_index[source], kind, index.get(target, -1), raw, symbols, line)
@@ -593,7 +610,9 @@ def _build(ws: WorkspaceContext) -> Graph:
                   definitions=NodeDefinitions(resolution.facts.frozen(), paths), edges=edges,
                   semantic=similar_edges, surprises=[], community=community, community_names=[],
                   similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)), pair_kinds=kinded)
-    graph.community_names = _names(graph)
+    graph.name_parts = _name_parts(graph, last if refreshed is not None else None, refreshed or [])
+    graph.community_names = _names(graph.name_parts, [len(graph.members(c)) for c in range(len(graph.name_parts))],
+                                   graph.paths)
     graph.surprises = [(i, j, c) for i, j, c in remap(close)
                        if j not in graph.neighbours(i) and community[i] != community[j]]
     return graph
@@ -644,22 +663,34 @@ def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
     return _similar[ws][1]
 
 
-def _names(graph: Graph) -> list[str]:
-    """A readable, unique name per community (tests are left out of the naming when there is code)."""
+def _name_parts(graph: Graph, last: Graph | None = None, refreshed: list[int] | None = None
+                ) -> list[tuple[str, int, str]]:
+    """What each community's name is made of: the deepest directory holding its code (tests are left out when
+    there is code), its most connected file, and the definition of that file other communities use most.
+
+    With `last`, the graph before a save whose edges differ only in those from the `refreshed` nodes, a
+    community keeps its last parts unless a member's degree changed or an edge from a refreshed node to one of
+    its members came or went: what else a name reads (paths, membership, the other edges) is as it was.
+    """
     from codeloupe.graph.query import is_test_path
 
     count = max(graph.community, default=-1) + 1
-    code_members = []
-    for c in range(count):
-        members = graph.members(c)
-        code_members.append([m for m in members if not is_test_path(graph.paths[m])] or members)
-    directories = [analysis.common_directory([graph.paths[m] for m in code]) for code in code_members]
-    shared = Counter(directories)
-    names: list[str] = []
-    used: Counter[str] = Counter()
+    parts: list[tuple[str, int, str] | None] = [None] * count
+    if last is not None and last.name_parts is not None and last.paths == graph.paths \
+            and last.community == graph.community:
+        touched = set(np.flatnonzero(np.array(last.degree) != np.array(graph.degree)).tolist())
+        for node in refreshed or []:
+            touched.update(last.edges.neighbour_rows(node, incoming=False))
+            touched.update(graph.edges.neighbour_rows(node, incoming=False))
+        dirty = {graph.community[node] for node in touched}
+        parts = [None if c in dirty else last.name_parts[c] for c in range(count)]
     table = graph.edges  # read as columns: no `Edge` is made
     carriers, symbols = table.carriers, table.symbols.tolist()
-    for c, code in enumerate(code_members):
+    for c in range(count):
+        if parts[c] is not None:
+            continue
+        members = graph.members(c)
+        code = [m for m in members if not is_test_path(graph.paths[m])] or members
         central = min(code, key=lambda m: (-graph.degree[m], graph.paths[m]))
         # The dominant symbol: the definition of the central file that other communities use most.
         usage: Counter[str] = Counter()
@@ -667,9 +698,19 @@ def _names(graph: Graph) -> list[str]:
             if graph.community[source] != c:
                 usage.update(symbol for row in rows for symbol in carriers[symbols[row]])
         top = min(usage, key=lambda s: (-usage[s], s)) if usage else ""
-        directory = directories[c] if shared[directories[c]] == 1 else ""
-        name = analysis.community_name(directory, graph.paths[central], top) if len(graph.members(c)) > 1 \
-            else graph.paths[central]
+        parts[c] = (analysis.common_directory([graph.paths[m] for m in code]), central, top)
+    return [part for part in parts if part is not None]
+
+
+def _names(parts: list[tuple[str, int, str]], sizes: list[int], paths: list[str]) -> list[str]:
+    """A readable, unique name per community from its parts (`_name_parts`) and its number of members: its own
+    directory when no other community shares it, else its central file and dominant symbol."""
+    shared = Counter(directory for directory, _, _ in parts)
+    names: list[str] = []
+    used: Counter[str] = Counter()
+    for (directory, central, top), size in zip(parts, sizes, strict=True):
+        name = analysis.community_name(directory if shared[directory] == 1 else "", paths[central], top) \
+            if size > 1 else paths[central]
         used[name] += 1
         names.append(name if used[name] == 1 else f"{name} ({used[name]})")
     return names
