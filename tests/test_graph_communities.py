@@ -14,12 +14,11 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.graph import analysis, semantic
-from codeloupe.graph import build as graph_build
 from codeloupe.graph.build import Graph, _name_parts, graph_file, load_graph
 from codeloupe.graph.compact import EdgeTable, NodeDefinitions, PackedFacts
 from codeloupe.saved import save_arrays
 from test_graph_incremental import rewrite
-from test_graph_saved import everything, index_with_vectors, never, opened
+from test_graph_saved import everything, in_a_new_process, index_with_vectors, never, opened
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 
@@ -184,12 +183,4 @@ def test_saved_name_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypat
     stamp = str(arrays.pop("__stamp__"))
     arrays["name_centrals"] = arrays["name_centrals"] + 1000
     save_arrays(path, stamp, arrays)
-    builds: list[int] = []
-    real = graph_build._build
-    monkeypatch.setattr(graph_build, "_build", lambda ws: builds.append(1) or real(ws))
-    again = opened(root, cache)
-    try:
-        assert everything(again) == built
-    finally:
-        again.close()
-    assert builds == [1]
+    assert in_a_new_process(root, cache, monkeypatch) == (built, 1)
