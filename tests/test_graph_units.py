@@ -124,6 +124,13 @@ def test_similarity_edges_never_outnumber_real_ones() -> None:
     assert kept == [(0, 1, 0.95), (1, 2, 0.85)]  # 0 has room for one; 3 has no real edge at all
 
 
+def _clustered(rng: np.random.Generator, n: int, dtype: type = np.float32) -> np.ndarray:
+    """Unit rows in clusters of near and exact copies (so rows have ties and many close pairs)."""
+    bases = rng.standard_normal((12, 32))
+    rows = [bases[k % 12] + rng.choice([0.0, 0.0, 0.3, 0.45, 0.6]) * rng.standard_normal(32) for k in range(n)]
+    return (np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)).astype(dtype)
+
+
 def _pairs_by_definition(vectors: np.ndarray) -> tuple[list, list]:
     """similar_pairs' answer read off the whole product, row by row: each row's NEIGHBOURS_PER_FILE best at or
     above EDGE_COSINE (ties by the smaller index), and every pair at or above SURPRISE_COSINE."""
@@ -143,10 +150,7 @@ def test_similar_pairs_are_each_rows_best_over_the_whole_product(monkeypatch: py
                                                                    block_rows: int) -> None:
     """Blocks multiplied by the rows from their own first one on (half the product) give every row the same
     neighbours as the whole product: clusters of near and exact copies (ties), across block boundaries."""
-    rng = np.random.default_rng(3)
-    bases = rng.standard_normal((12, 32))
-    rows = [bases[k % 12] + rng.choice([0.0, 0.0, 0.3, 0.45, 0.6]) * rng.standard_normal(32) for k in range(150)]
-    vectors = np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)
+    vectors = _clustered(np.random.default_rng(3), 150, np.float64)
     monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
     neighbours, close = similar_pairs(vectors)
     expected_neighbours, expected_close = _pairs_by_definition(vectors)
@@ -155,13 +159,6 @@ def test_similar_pairs_are_each_rows_best_over_the_whole_product(monkeypatch: py
     assert [(i, j) for i, j, _ in close] == [(i, j) for i, j, _ in expected_close]
     assert len(close) > 20 and len(neighbours) > 100  # the clusters made both kinds of pairs
     assert similar_pairs(vectors[:1]) == ([], []) and similar_pairs(np.eye(4)) == ([], [])
-
-
-def _clustered(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Unit float32 rows in clusters of near and exact copies (so rows have ties and many close pairs)."""
-    bases = rng.standard_normal((12, 32))
-    rows = [bases[k % 12] + rng.choice([0.0, 0.0, 0.3, 0.45, 0.6]) * rng.standard_normal(32) for k in range(n)]
-    return (np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
 def _as_sets(pairs: semantic.LanePairs) -> tuple:
