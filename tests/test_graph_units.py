@@ -206,3 +206,57 @@ def test_lane_pairs_read_back_as_saved_and_refused_when_they_do_not_fit() -> Non
                    {"lane_prints": saved["lane_prints"][1:]}, {"lane_cosine": saved["lane_cosine"][1:]}):
         with pytest.raises(ValueError):
             semantic.LanePairs.from_arrays({**saved, **damage}, "lane_")
+
+
+def _bounded_by_definition(vectors: np.ndarray, per_row: int) -> list[tuple[int, int]]:
+    """The close pairs read off the whole product: every pair at or above EDGE_COSINE that is among the
+    `per_row` best (ties by the smaller other row) of either of its rows."""
+    cosine = np.round(vectors.astype(np.float64) @ vectors.astype(np.float64).T, 6)
+    n = len(vectors)
+    kept: set[tuple[int, int]] = set()
+    for i in range(n):
+        ranked = sorted((-cosine[i, j], j) for j in range(n) if j != i and cosine[i, j] >= EDGE_COSINE)
+        kept.update((min(i, j), max(i, j)) for _, j in ranked[:per_row])
+    return sorted(kept)
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 64])
+def test_close_pairs_keep_each_rows_best_when_rows_crowd(monkeypatch: pytest.MonkeyPatch, block_rows: int) -> None:
+    """Rows in clusters of about a dozen near copies, each row allowed 3 pairs and the bound applied after every
+    block: the pairs kept are those among either row's 3 best of the whole product."""
+    monkeypatch.setattr(semantic, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(semantic, "PAIRS_PER_FILE", 3)
+    monkeypatch.setattr(semantic, "_PRUNE_SLACK", 0)
+    vectors = _clustered(np.random.default_rng(3), 150, np.float64)
+    first, second, cosine = semantic.close_pairs(vectors)
+    expected = _bounded_by_definition(vectors, 3)
+    assert list(zip(first.tolist(), second.tolist(), strict=True)) == expected
+    assert len(expected) < len(_bounded_by_definition(vectors, 150)), "the bound left pairs out"
+    # each row's top neighbours are the ones the unbounded product gives
+    monkeypatch.setattr(semantic, "PAIRS_PER_FILE", 1000)
+    assert similar_pairs(vectors)[0] == semantic.chosen(first, second, cosine)[0]
+
+
+def test_lane_pairs_after_changed_vectors_in_crowded_rows_are_the_full_products(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With each row allowed 3 pairs, a kept row that lost one of them to a changed row is multiplied again
+    (its 4th best was never kept): the incremental pairs still equal the whole product's."""
+    monkeypatch.setattr(semantic, "PAIRS_PER_FILE", 3)
+    rng = np.random.default_rng(11)
+    vectors = _clustered(rng, 120)
+    ids = np.arange(120, dtype=np.int64)
+    last = semantic.lane_pairs("m", ids, vectors)
+    changed = vectors.copy()
+    changed[[3, 50]] = _clustered(rng, 2)  # two rows move away from their clusters
+    expected = _as_sets(semantic.lane_pairs("m", ids, changed))
+    assert _as_sets(semantic.lane_pairs("m", ids, changed, last)) == expected
+
+
+def test_a_crowd_of_identical_files_keeps_a_bounded_number_of_pairs() -> None:
+    row = np.random.default_rng(2).standard_normal(384).astype(np.float32)
+    vectors = np.tile(row / np.linalg.norm(row), (600, 1))
+    pairs = semantic.lane_pairs("m", np.arange(600, dtype=np.int64), vectors)
+    assert len(pairs.first) <= 600 * semantic.PAIRS_PER_FILE < 600 * 599 // 2
+    neighbours, close = pairs.chosen()
+    assert {i for pair in neighbours for i in pair[:2]} == set(range(600))  # every file still has neighbours
+    assert len(close) == len(pairs.first)

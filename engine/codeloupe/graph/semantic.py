@@ -24,6 +24,10 @@ _SCREEN_MARGIN = 1e-4
 _RESCORE_PAIRS = 4096  # pairs computed again at once (two float64 rows each: 25 MB at 384 dimensions)
 # Above this share of new or changed vectors the whole product is as cheap as the rows'.
 INCREMENTAL_SHARE = 0.25
+# A file keeps its best close pairs only (`_bounded`): a crowd of near-identical files otherwise makes n^2 / 2
+# of them (2,000 identical skeletons: 2M pairs, 630 MB; 10,000 would not fit in memory).
+PAIRS_PER_FILE = 32
+_PRUNE_SLACK = 65_536  # pairs held before the running bound is first applied
 # Languages that are data, configuration, markup or prose (the chunker's names): never in the semantic lane.
 NON_CODE_LANGUAGES = frozenset({
     "", "asciidoc", "bibtex", "css", "csv", "dtd", "gitattributes", "gitignore", "gomod", "gosum", "html",
@@ -38,56 +42,53 @@ def joins_semantic_lane(language: str, definitions: int) -> bool:
 
 
 def similar_pairs(vectors: np.ndarray) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
-    """(each row's top neighbours with cosine >= EDGE_COSINE, every pair with cosine >= SURPRISE_COSINE),
+    """(each row's top neighbours with cosine >= EDGE_COSINE, its close pairs with cosine >= SURPRISE_COSINE),
     both as (i, j, cosine) with i < j, from a blocked product of the L2-normalised rows."""
     return chosen(*close_pairs(vectors))
 
 
 def close_pairs(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first rows, second rows, cosines) of every pair i < j of L2-normalised rows with cosine >= EDGE_COSINE.
+    """(first rows, second rows, cosines) of the close pairs i < j of L2-normalised rows: every pair with cosine
+    >= EDGE_COSINE that is among the PAIRS_PER_FILE best of either of its rows (`_bounded`).
 
     The product is symmetric, so each block of rows is multiplied only by the rows from its own first one on
     (half the work of the whole product: the quadratic part of a first graph). Only the few entries near or
     above EDGE_COSINE leave the product, and their cosines are computed again one pair at a time
     (`_cosines`), so that a pair's cosine never depends on which product found it.
     """
-    firsts, seconds = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, len(vectors), BLOCK_ROWS):
         block = vectors[start:start + BLOCK_ROWS] @ vectors[start:].T
         rows, cols = np.nonzero(block >= EDGE_COSINE - _SCREEN_MARGIN)
         above = cols > rows  # the block's own rows: only pairs (i, j) with j > i
-        firsts.append(rows[above] + start)
-        seconds.append(cols[above] + start)
-    return _kept(vectors, np.concatenate(firsts), np.concatenate(seconds))
+        found.append(_kept(vectors, rows[above] + start, cols[above] + start))
+        found = _bounded_so_far(found, len(vectors))
+    return _bounded(*_joined(found))
 
 
 def close_pairs_of(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`close_pairs(vectors)` restricted to the pairs with at least one row in `rows` (ascending): the pairs a
-    few new or changed vectors make, for a product of len(rows) x n instead of n x n."""
-    firsts, seconds = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    """The close pairs that rows `rows` (ascending) make with every row, each row's PAIRS_PER_FILE best of them
+    (with the others' best among them): what a few new or changed vectors add, for a product of len(rows) x n
+    instead of n x n."""
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for start in range(0, len(rows), BLOCK_ROWS):
         mine = rows[start:start + BLOCK_ROWS]
         at, others = np.nonzero(vectors[mine] @ vectors.T >= EDGE_COSINE - _SCREEN_MARGIN)
         ones = mine[at]
-        firsts.append(np.minimum(ones, others))
-        seconds.append(np.maximum(ones, others))
-    first, second = np.concatenate(firsts), np.concatenate(seconds)
-    keys = distinct(first[first != second] * len(vectors) + second[first != second])  # both in `rows`: once
-    return _kept(vectors, keys // max(len(vectors), 1), keys % max(len(vectors), 1))
+        keys = distinct(np.minimum(ones, others)[ones != others] * len(vectors)
+                        + np.maximum(ones, others)[ones != others])  # a pair of two of `rows` found twice: once
+        found.append(_kept(vectors, keys // max(len(vectors), 1), keys % max(len(vectors), 1)))
+        found = _bounded_so_far(found, len(vectors))
+    return _bounded(*_joined(found))
 
 
 def chosen(first: np.ndarray, second: np.ndarray, cosine: np.ndarray
            ) -> tuple[list[tuple[int, int, float]], list[tuple[int, int, float]]]:
-    """(each row's top neighbours, every pair with cosine >= SURPRISE_COSINE) among the pairs (first < second,
-    cosine >= EDGE_COSINE, in any order), as `similar_pairs` gives them. A row's top neighbours are taken by one
-    sort, ties by the smaller other row, so no Python loop runs per pair."""
-    # Every pair is a candidate of both its rows; each row's candidates by (-cosine, the other's index).
-    owner, other, value = np.r_[first, second], np.r_[second, first], np.r_[cosine, cosine]
-    order = np.lexsort((other, -value, owner))
-    owner, other, value = owner[order], other[order], value[order]
-    group_starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    rank = np.arange(len(owner)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(owner)]))
-    top = rank < NEIGHBOURS_PER_FILE
+    """(each row's top neighbours, the pairs with cosine >= SURPRISE_COSINE) among the close pairs (first <
+    second, in any order), as `similar_pairs` gives them. A row's top neighbours are taken by one sort, ties by
+    the smaller other row, so no Python loop runs per pair."""
+    owner, other, value, _ = _by_row(first, second, cosine)
+    top = _rank_in_row(owner) < NEIGHBOURS_PER_FILE
     low, high = np.minimum(owner[top], other[top]), np.maximum(owner[top], other[top])
     pairs, unique = np.unique(np.stack([low, high]), axis=1, return_index=True)
     neighbours = list(zip(pairs[0].tolist(), pairs[1].tolist(), value[top][unique].tolist(), strict=True))
@@ -96,6 +97,51 @@ def chosen(first: np.ndarray, second: np.ndarray, cosine: np.ndarray
     close = list(zip(first[close_mask][close_order].tolist(), second[close_mask][close_order].tolist(),
                      cosine[close_mask][close_order].tolist(), strict=True))
     return neighbours, close
+
+
+def _by_row(first: np.ndarray, second: np.ndarray, cosine: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair as a candidate of both its rows: (row, other row, cosine, the pair's index), grouped by row and
+    each row's ordered by (-cosine, the other row)."""
+    owner, other, value = np.r_[first, second], np.r_[second, first], np.r_[cosine, cosine]
+    pair = np.r_[np.arange(len(first)), np.arange(len(first))]
+    order = np.lexsort((other, -value, owner))
+    return owner[order], other[order], value[order], pair[order]
+
+
+def _rank_in_row(owner: np.ndarray) -> np.ndarray:
+    """Each entry's place (0, 1, ...) within its row's run of `owner` (sorted by row)."""
+    group_starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else np.zeros(0, np.intp)
+    return np.arange(len(owner)) - np.repeat(group_starts, np.diff(np.r_[group_starts, len(owner)]))
+
+
+def _bounded(first: np.ndarray, second: np.ndarray, cosine: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs among the PAIRS_PER_FILE best of either of their rows, in (first, second) order.
+
+    A row's best are what the lane reads of it (its NEIGHBOURS_PER_FILE top neighbours are among them), so
+    ordinary code loses nothing; a crowd of near-identical files (generated stubs, migrations, vendored copies)
+    keeps n x PAIRS_PER_FILE pairs instead of n^2 / 2. Dropping a pair that is not among either row's best is
+    safe at any time: more pairs only push a pair further down its rows' lists."""
+    owner, _, _, pair = _by_row(first, second, cosine)
+    keep = np.zeros(len(first), bool)
+    keep[pair[_rank_in_row(owner) < PAIRS_PER_FILE]] = True
+    order = np.lexsort((second[keep], first[keep]))
+    return first[keep][order], second[keep][order], cosine[keep][order]
+
+
+def _joined(found: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return tuple(np.concatenate(part) for part in zip(*found, strict=True))  # type: ignore[return-value]
+
+
+def _bounded_so_far(found: list[tuple[np.ndarray, np.ndarray, np.ndarray]], rows: int
+                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`found` bounded once it holds more pairs than its rows could keep twice over (never, in ordinary code)."""
+    if sum(len(part[0]) for part in found) <= 2 * PAIRS_PER_FILE * rows + _PRUNE_SLACK:
+        return found
+    return [_bounded(*_joined(found))]
 
 
 @dataclass
@@ -138,19 +184,31 @@ def lane_pairs(model: str, ids: np.ndarray, vectors: np.ndarray, last: LanePairs
     """The close pairs of the lane whose rows are `vectors` (file `ids` ascending), exactly as `close_pairs`
     finds them. With the `last` pairs of the same model, only the rows whose vector is new or changed since are
     multiplied (by every row): after a save, one file's re-embedded skeleton costs one row of the product, not
-    the quadratic product again."""
+    the quadratic product again.
+
+    A kept row that lost a pair to a changed one is multiplied again too when it held PAIRS_PER_FILE pairs or
+    more: only then could its best pairs include one the bound left out (a row with fewer kept every pair it
+    had)."""
     prints = np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True)
                        for row in vectors], np.int64)
     if last is not None and last.model == model:
         _, at_last, at_now = np.intersect1d(last.ids, ids, assume_unique=True, return_indices=True)
         same = last.prints[at_last] == prints[at_now]
         unchanged = ids[at_now[same]]
-        changed = np.setdiff1d(np.arange(len(ids)), at_now[same])
-        if len(changed) <= INCREMENTAL_SHARE * len(ids):
-            keep = np.isin(last.first, unchanged) & np.isin(last.second, unchanged)
-            first, second, cosine = close_pairs_of(vectors, changed)
-            return LanePairs(model, ids, prints, np.r_[last.first[keep], ids[first]],
-                             np.r_[last.second[keep], ids[second]], np.r_[last.cosine[keep], cosine])
+        keep = np.isin(last.first, unchanged) & np.isin(last.second, unchanged)
+        held, counts = np.unique(np.r_[last.first, last.second], return_counts=True)
+        lost = np.intersect1d(held[counts >= PAIRS_PER_FILE], np.r_[last.first[~keep], last.second[~keep]])
+        again = np.isin(ids, unchanged) & np.isin(ids, lost)
+        redo = np.flatnonzero(~np.isin(ids, unchanged) | again)
+        if len(redo) <= INCREMENTAL_SHARE * len(ids):
+            first, second, cosine = close_pairs_of(vectors, redo)
+            first, second = ids[first], ids[second]
+            # pairs of a row multiplied again with a kept row are found twice: once each, same cosine
+            keys = np.r_[last.first[keep], first] * (int(ids.max(initial=0)) + 1) + np.r_[last.second[keep], second]
+            _, once = np.unique(keys, return_index=True)
+            both = (np.r_[last.first[keep], first][once], np.r_[last.second[keep], second][once],
+                    np.r_[last.cosine[keep], cosine][once])
+            return LanePairs(model, ids, prints, *_bounded(*both))
     first, second, cosine = close_pairs(vectors)
     return LanePairs(model, ids, prints, ids[first], ids[second], cosine)
 
