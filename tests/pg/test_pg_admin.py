@@ -19,7 +19,7 @@ from codeloupe.api import (
     work_queue_status,
 )
 from codeloupe.cli import main
-from codeloupe.store import StoreError
+from codeloupe.store import StoreError, postgres
 from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
@@ -45,7 +45,8 @@ def _hnsw_indexes(pg_url: str) -> list[str]:
 
 
 def test_repositories_are_listed_and_one_is_dropped_with_every_row_and_its_hnsw_index(
-        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", 0)  # the fixtures' few vectors get an index too
     with ChatServer() as chat:
         embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
         for name in ("python", "go"):

@@ -1,5 +1,6 @@
-"""A new repository's partial HNSW index is built with CREATE INDEX CONCURRENTLY: other repositories keep
-writing vectors while it builds, and an invalid index left by a build killed midway is built again."""
+"""A repository's partial HNSW index is built once it holds more vectors than it is searched exactly, with
+CREATE INDEX CONCURRENTLY: other repositories keep writing vectors while it builds, and an invalid index left by
+a build killed midway is built again."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+import pytest
 
 from codeloupe.api import Workspace
+from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
@@ -42,6 +45,26 @@ def _index_state(pg_url: str, store: PgStore) -> list[tuple[bool, str]]:
                             (f"chunk_vectors_hnsw_r{store.repo_id}_{DIM}",)).fetchall()
 
 
+@pytest.fixture
+def every_repository_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", 0)  # the fixture's few chunks get an index
+
+
+def test_a_repository_gets_its_index_once_it_is_too_large_to_search_exactly(tmp_path: Path, pg_url: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _repository(tmp_path / "repo", "repo", pg_url)
+    ids = _chunk_ids(store)
+    vectors = _vectors(len(ids), 4)
+    monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", len(ids) - 1)
+    store.put_vectors("chunk", "m", ids[:-1], vectors[:-1])
+    assert _index_state(pg_url, store) == []  # searched exactly: an index would never be read
+    assert store.nearest_chunks("m", vectors[0], 1, 0.0)[0][0] == ids[0]
+    store.put_vectors("chunk", "m", ids[-1:], vectors[-1:])  # one more vector than it searches exactly
+    assert _index_state(pg_url, store) == [(True, "hnsw")]
+    assert store.nearest_chunks("m", vectors[-1], 1, 0.0)[0][0] == ids[-1]
+
+
+@pytest.mark.usefixtures("every_repository_large")
 def test_another_repository_writes_vectors_while_a_new_repository_s_index_builds(tmp_path: Path,
                                                                                   pg_url: str) -> None:
     busy, new = _repository(tmp_path / "busy", "busy", pg_url), _repository(tmp_path / "new", "new", pg_url)
@@ -68,6 +91,7 @@ def test_another_repository_writes_vectors_while_a_new_repository_s_index_builds
     assert len(new.vector_matrix_ids("chunk", "m")) == len(new_ids)
 
 
+@pytest.mark.usefixtures("every_repository_large")
 def test_an_invalid_index_left_by_a_killed_build_is_built_again(tmp_path: Path, pg_url: str) -> None:
     store = _repository(tmp_path / "repo", "repo", pg_url)
     ids = _chunk_ids(store)

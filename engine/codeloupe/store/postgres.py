@@ -1069,8 +1069,16 @@ class PgStore:
         CONCURRENTLY: a plain CREATE INDEX holds a lock on the shared `chunk_vectors` that stops every other
         repository's vector writes for the whole build. Two processes racing for one index take turns on an
         advisory lock of that index; an invalid index (a concurrent build killed midway) is dropped and built
-        again."""
+        again.
+
+        Only a repository holding more vectors of that dimension than `nearest_chunks` scans exactly gets one:
+        a smaller repository is never searched through it, each build reads the whole shared vector table (the
+        index is partial), and the graph takes about as much disk as the vectors. A later write that takes the
+        repository past that size asks again."""
         for dim in sorted(self._held.pending_indexes):
+            held = self._conn.execute("SELECT count(*) FROM chunk_vectors WHERE dim = %s", (dim,)).fetchone()[0]
+            if held <= EXACT_SEARCH_MAX_VECTORS:
+                continue
             name = _hnsw_index_name(self.repo_id, dim)
             lock = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
             # Polled, not waited on: a session waiting on the lock would hold a snapshot that the other's
