@@ -3,15 +3,17 @@
     flock /work/notes/heavy.lock timeout 3000 .venv/bin/python bench/pg_org.py --corpora /work/corpora/golden \
         --repos 200 --out /tmp/pg_org.json
 
-One seed repository is indexed for real (`Workspace.index` + `Workspace.embed` into the store: the golden
-corpora side by side, plus the standard library without its tests unless `--no-stdlib`), so every table holds
-what the store's own write path writes: files, chunks with their text, symbols, skeletons, graph facts, edges,
-the BM25 term statistics (`lex_chunk_terms`, `lex_terms`, `lex_files`, the repository's totals), vectors and
-the repository's HNSW index. Its rows are then copied under `--repos - 1` more repository ids by INSERT ... SELECT
-(ids shifted, foreign-key triggers off for the copy: the rows are copies of rows that passed them), except the
-chunk vectors: each copy's are synthetic, the seed chunk's real MiniLM vector plus Gaussian noise of norm
-`--noise`, renormalised (bench/pg_hnsw.py's process), written by binary COPY. Each copy then gets the HNSW index
-the store builds per repository (the store's own statement, CREATE INDEX CONCURRENTLY, one after another).
+One seed repository is indexed for real (`Workspace.index` + `Workspace.embed` into the store: the golden corpora
+side by side, plus the standard library without its tests unless `--no-stdlib`, with them given `--stdlib-tests`),
+so every table holds what the store's own write path writes: files, chunks with their text, symbols, skeletons,
+graph facts, edges, the BM25 term statistics (`lex_chunk_terms`, `lex_terms`, `lex_files`, the repository's totals),
+vectors and the repository's HNSW index where it is large enough to have one. Its rows are then copied under
+`--repos - 1` more repository ids by INSERT ... SELECT (ids shifted, foreign-key triggers off for the copy: the rows
+are copies of rows that passed them), except the chunk vectors: each copy's are synthetic, the seed chunk's real
+MiniLM vector plus Gaussian noise of norm `--noise`, renormalised (bench/pg_hnsw.py's process), written by binary
+COPY. Each copy (or the first `--hnsw-repos`) then gets the HNSW index the store builds per repository (the store's
+own statement, CREATE INDEX CONCURRENTLY, one after another), built here whatever its size to time the builds: the
+store itself builds one only for a repository of more than EXACT_SEARCH_MAX_VECTORS vectors.
 
 The script runs unchanged against an older checkout's engine (PYTHONPATH=<its engine>; schema 3 kept
 `lex_postings` instead of `lex_chunk_terms`), which is how before / after figures are taken.
@@ -63,11 +65,11 @@ ID_ARRAYS = {"terms"}
 WARM_QUERY = "where are the command line options parsed"
 
 
-def seed_tree(corpora: Path, scratch: Path, with_stdlib: bool) -> Path:
+def seed_tree(corpora: Path, scratch: Path, with_stdlib: bool, stdlib_tests: bool) -> Path:
     """One folder holding the golden corpora (and the standard library), hard-linked: the seed repository."""
     root = scratch / "seed"
     root.mkdir()
-    for name, tree in prepare_trees(corpora, scratch / "trees", with_stdlib).items():
+    for name, tree in prepare_trees(corpora, scratch / "trees", with_stdlib, stdlib_tests).items():
         shutil.copytree(tree, root / name, copy_function=os.link, symlinks=True,
                         ignore=shutil.ignore_patterns(".git"))
     return root
@@ -213,12 +215,18 @@ def main() -> int:
     parser.add_argument("--golden", type=Path, default=Path("/work/shared/golden/public.json"))
     parser.add_argument("--corpora", type=Path, required=True)
     parser.add_argument("--no-stdlib", action="store_true", help="the golden corpora only (a quick check)")
+    parser.add_argument("--stdlib-tests", action="store_true",
+                        help="the standard library's test packages in the seed too (about 10K chunks a repository)")
     parser.add_argument("--repos", type=int, default=200, help="repository ids in all, the seed included")
     parser.add_argument("--copy-step", type=int, default=10, help="copies written per statement")
     parser.add_argument("--noise", type=float, default=0.5)
     parser.add_argument("--hnsw-repos", type=int, help="build the HNSW index of only this many copies"
                         " (each partial index scans the whole vector table)")
-    parser.add_argument("--all-queries", type=int, default=10, help="golden queries asked of every repository")
+    parser.add_argument("--all-queries", type=int, default=10, help="golden queries asked of every repository"
+                        " (by search_repositories; at more than 20 repository ids, by the pooled lexical statement"
+                        " too, which otherwise asks all 80)")
+    parser.add_argument("--all-repos", type=int, help="search_repositories over only the first N repositories"
+                        " (each one's snapshot is held in this process: 200 do not fit in memory)")
     parser.add_argument("--cache", type=Path, help="embedding cache to start from (copied), e.g. the eval cache")
     parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench")
     parser.add_argument("--shared-buffers", default="2GB")
@@ -263,7 +271,7 @@ def main() -> int:
         overrides = {"store_url": url, "embed_provider": "none" if args.lexical_only else "local"}
 
         started = time.perf_counter()
-        ws = Workspace(seed_tree(args.corpora, scratch, not args.no_stdlib),
+        ws = Workspace(seed_tree(args.corpora, scratch, not args.no_stdlib, args.stdlib_tests),
                        overrides={**overrides, "store_repository": SEED})
         ws.index()
         report["seed_index_s"] = round(time.perf_counter() - started, 1)
@@ -313,7 +321,9 @@ def main() -> int:
             for k in built:
                 conn.execute(vector_index_sql(seed_id + k, vectors[0][2]))
             report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
-            report["hnsw_indexes_built"] = 1 + len(built)  # the seed's, built by the store, and the copies'
+            # The store builds none for a repository it searches exactly (up to EXACT_SEARCH_MAX_VECTORS).
+            report["hnsw_indexes_built"] = conn.execute("SELECT count(*) FROM pg_indexes"
+                                                        " WHERE indexname LIKE 'chunk_vectors_hnsw_%'").fetchone()[0]
         report["sizes"] = sizes(conn)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))
@@ -328,8 +338,9 @@ def main() -> int:
         stores = [PgStore(url, name, local_dir=scratch / "local") for name in names]
         middle = len(stores) // 2
         check_copy(stores[0], stores[middle], middle * offset, queries)
+        sample = [queries[i] for i in rng.choice(len(queries), min(args.all_queries, len(queries)), replace=False)]
         report["lexical_statement"] = {"one": lexical_statement([stores[middle]], queries),
-                                       "all": lexical_statement(stores, queries)}
+                                       "all": lexical_statement(stores, queries if len(stores) <= 20 else sample)}
         print("lexical statement", report["lexical_statement"], flush=True)
         if args.lexical_only:
             return pg_server.emit(report, args.out)
@@ -338,7 +349,8 @@ def main() -> int:
         report["postgres_rss_mb_one"] = postgres_rss_mb(pgdata)
 
         started = time.perf_counter()
-        every = open_shared([], overrides)
+        every = open_shared(names[:args.all_repos] if args.all_repos else [], overrides)
+        report["all_repositories_opened"] = len(every)
         for ws in every:
             stack.callback(ws.close)
         search_repositories(every, WARM_QUERY)
@@ -347,7 +359,6 @@ def main() -> int:
         print("every repository opened and asked once", report["all_open_and_first_s"], flush=True)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))
-        sample = [queries[i] for i in rng.choice(len(queries), min(args.all_queries, len(queries)), replace=False)]
         report["all_repositories"] = timed(lambda q, m: search_repositories(every, q, mode=m), sample)
         print("all repositories", report["all_repositories"], flush=True)
         report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
