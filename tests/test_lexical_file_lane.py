@@ -6,8 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from codeloupe.api import Workspace
+from codeloupe.lanes import lexical
 from codeloupe.lanes.lexical import BM25Index
 
 CHUNKS = [["parse", "header", "value"], ["header", "cookie"], ["render", "body"], ["cookie", "cookie", "jar"]]
@@ -19,6 +21,23 @@ def test_grouping_chunks_equals_indexing_whole_files() -> None:
     grouped = BM25Index.grouped(BM25Index(CHUNKS), GROUPS, 3)
     for terms in (["header"], ["cookie", "parse"], ["jar", "render", "missing"]):
         np.testing.assert_allclose(grouped.scores(terms), whole.scores(terms), rtol=1e-6)
+
+
+@pytest.mark.parametrize("entries", [1, 2, 5, 10**6])
+def test_indexing_and_grouping_a_few_entries_at_a_time_change_no_score(monkeypatch: pytest.MonkeyPatch,
+                                                                      entries: int) -> None:
+    """Grouping and the documents' lengths go over the counts a slice of entries at a time (a whole-index copy
+    was hundreds of MB at 200K chunks): every score is the one of indexing whole files, to the bit."""
+    monkeypatch.setattr(lexical, "_GROUPED_BLOCK_ENTRIES", entries)
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(40)]
+    chunks = [[str(w) for w in rng.choice(words, rng.integers(1, 12))] for _ in range(60)]
+    groups = rng.integers(0, 9, len(chunks))  # a file's chunks need not be next to each other
+    grouped = BM25Index.grouped(BM25Index(chunks), groups, 9)
+    whole = BM25Index([[w for c, g in zip(chunks, groups, strict=True) if g == f for w in c] for f in range(9)])
+    assert (grouped.n_docs, grouped.avg_len) == (whole.n_docs, whole.avg_len)
+    for word in words:
+        np.testing.assert_array_equal(grouped.scores([word]), whole.scores([word]))
 
 
 def test_a_saved_index_still_groups(tmp_path: Path) -> None:
