@@ -66,8 +66,8 @@ def _row_sums(matrix: sparse.csc_matrix, rows: int) -> np.ndarray:
 
 def _joined_columns(blocks: list[sparse.csc_matrix], rows: int, columns: int) -> sparse.csc_matrix:
     """`blocks` (consecutive column ranges, float32) side by side as one matrix, emptying the list: each block
-    is let go once copied, and the joined arrays' pages are only touched as they are written, so the memory
-    held is about one copy of the entries, not the two of a concatenation."""
+    is let go as soon as it is copied, where a concatenation holds every block and the whole result at once
+    (the joined arrays' pages are touched only as they are written)."""
     entries = sum(block.nnz for block in blocks)
     index_type = np.int32 if entries < 2**31 else np.int64
     data, indices = np.empty(entries, np.float32), np.empty(entries, index_type)
