@@ -252,6 +252,26 @@ def test_lane_pairs_after_changed_vectors_in_crowded_rows_are_the_full_products(
     assert _as_sets(semantic.lane_pairs("m", ids, changed, last)) == expected
 
 
+@pytest.mark.parametrize("colliding", [False, True])
+def test_rows_are_mapped_to_their_first_identical_copy_even_when_hashes_collide(
+        monkeypatch: pytest.MonkeyPatch, colliding: bool) -> None:
+    """A pair's cosine is computed once per pair of distinct vectors: each row stands for its first copy with
+    the same bytes (a zero of the other sign is another row), whatever rows share a hash."""
+    if colliding:  # every row hashes alike: only the byte comparison tells them apart
+        monkeypatch.setattr(semantic, "_row_hashes", lambda words: np.zeros(len(words), np.uint64))
+    vectors = _clustered(np.random.default_rng(8), 60)
+    vectors[[3, 9]] = np.float32(0.0)
+    vectors[9, 5] = np.float32(-0.0)
+    expected, seen = [], {}
+    for i, row in enumerate(vectors):
+        expected.append(seen.setdefault(row.tobytes(), i))
+    assert semantic._first_copies(vectors).tolist() == expected
+    assert len(set(expected)) < len(vectors) and expected[9] == 9  # copies were found; -0.0 kept apart
+    monkeypatch.setattr(semantic, "PAIRS_PER_FILE", 3)
+    first, second, _ = semantic.close_pairs(vectors)
+    assert list(zip(first.tolist(), second.tolist(), strict=True)) == _bounded_by_definition(vectors, 3)
+
+
 def test_a_crowd_of_identical_files_keeps_a_bounded_number_of_pairs() -> None:
     row = np.random.default_rng(2).standard_normal(384).astype(np.float32)
     vectors = np.tile(row / np.linalg.norm(row), (600, 1))
