@@ -203,3 +203,36 @@ def in_a_new_process(root: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -
             return everything(again), len(builds)
         finally:
             again.close()
+
+
+def test_a_file_whose_stored_facts_are_damaged_is_a_node_without_them_until_indexed_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A damaged index row (here a definition of two fields where five are stored) used to fail the whole graph;
+    the file stays a node without definitions of its own, the log says which, and indexing it again heals it."""
+    import sqlite3
+
+    root, cache = tmp_path / "python", tmp_path / "cache"
+    shutil.copytree(FIXTURES / "python", root)
+    ws = opened(root, cache)
+    ws.index()
+    graph = load_graph(ws)
+    damaged = next(p for i, p in enumerate(graph.paths) if graph.definitions[i])
+    with sqlite3.connect(ws.store.path) as db:
+        db.execute("UPDATE graph_facts SET facts = ? WHERE file_id = (SELECT id FROM files WHERE path = ?)",
+                   ('{"language": "python", "package": "", "definitions": [["f", "function"]], "imports": [],'
+                    ' "uses": []}', damaged))
+    ws.close()
+    graph_file(ws).unlink()  # so that a new process reads every file's facts from the index
+
+    ws = opened(root, cache)
+    try:
+        graph = load_graph(ws)
+        assert damaged in graph.paths and graph.definitions[graph.paths.index(damaged)] == []
+        assert any(damaged in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
+        with (root / damaged).open("a") as fh:
+            fh.write("\n# edited\n")
+        ws.index()
+        graph = load_graph(ws)
+        assert graph.definitions[graph.paths.index(damaged)] != []
+    finally:
+        ws.close()

@@ -130,8 +130,15 @@ class _Resolution:
             self.mentions.remove(path, mentioned_tokens(path, facts))
 
     def learn(self, path: str, raw: str, ctx: ResolveContext | None = None) -> None:
-        """Take in `path`'s facts as stored (`raw`: their JSON); with `ctx`, whom its imports bind too."""
-        facts = FileFacts.from_json(raw)
+        """Take in `path`'s facts as stored (`raw`: their JSON); with `ctx`, whom its imports bind too. Facts
+        that do not decode (a damaged index) leave the file in the graph without edges of its own, said in the
+        log, instead of failing the whole graph; indexing the file again writes them anew."""
+        try:
+            facts = FileFacts.from_json(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("the graph facts stored for %s are damaged (%s): it has no edges of its own until it is"
+                        " indexed again", path, exc)
+            return
         self.facts.put(path, raw, facts)
         self.mentions.add(path, mentioned_tokens(path, facts))
         if ctx is not None:

@@ -114,6 +114,9 @@ class FileFacts:
         """Facts stored as `text` (`to_json`). Definition and use rows are stored in their tuple's field order
         and become the tuples as they are (`tuple.__new__` over each row, no per-row Python call)."""
         raw = json.loads(text)
+        for rows, of in ((raw["definitions"], Definition), (raw["uses"], UseFact)):
+            if not set(map(len, rows)) <= {len(of._fields)}:  # a damaged or foreign row would shift every field
+                raise ValueError(f"{of.__name__} rows of another length than {len(of._fields)}")
         return cls(
             language=raw["language"],
             package=raw["package"],
