@@ -132,12 +132,13 @@ class _Resolution:
     def learn(self, path: str, raw: str, ctx: ResolveContext | None = None) -> None:
         """Take in `path`'s facts as stored (`raw`: their JSON); with `ctx`, whom its imports bind too. Facts
         that do not decode (a damaged index) leave the file in the graph without edges of its own, said in the
-        log, instead of failing the whole graph; indexing the file again writes them anew."""
+        log, instead of failing the whole graph. The index keeps the file's hash, so only a change to the file
+        (or an index built afresh) writes its facts anew."""
         try:
             facts = FileFacts.from_json(raw)
         except (ValueError, TypeError, KeyError) as exc:
-            log.warning("the graph facts stored for %s are damaged (%s): it has no edges of its own until it is"
-                        " indexed again", path, exc)
+            log.warning("the graph facts stored for %s are damaged (%s): it has no edges of its own until the file"
+                        " changes or the index is built afresh (`codeloupe stats` shows where it is)", path, exc)
             return
         self.facts.put(path, raw, facts)
         self.mentions.add(path, mentioned_tokens(path, facts))
