@@ -28,7 +28,7 @@ def test_indexing_and_grouping_a_few_entries_at_a_time_change_no_score(monkeypat
                                                                       entries: int) -> None:
     """Grouping and the documents' lengths go over the counts a slice of entries at a time (a whole-index copy
     was hundreds of MB at 200K chunks): every score is the one of indexing whole files, to the bit."""
-    monkeypatch.setattr(lexical, "_GROUPED_BLOCK_ENTRIES", entries)
+    monkeypatch.setattr(lexical, "_ENTRIES_AT_ONCE", entries)
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(40)]
     chunks = [[str(w) for w in rng.choice(words, rng.integers(1, 12))] for _ in range(60)]

@@ -50,7 +50,7 @@ def texts_in_pages(file_ids: list[int], read: Callable[[list[int]], dict[int, st
 
 # Entries of an index's counts taken at a time where a whole-index step would copy them all (grouping chunks
 # into files, documents' lengths): ~1/12 of them at 200K chunks, so each step's temporaries are a few tens of MB.
-_GROUPED_BLOCK_ENTRIES = 2_000_000
+_ENTRIES_AT_ONCE = 2_000_000
 
 
 def _row_sums(matrix: sparse.csc_matrix, rows: int) -> np.ndarray:
@@ -58,8 +58,8 @@ def _row_sums(matrix: sparse.csc_matrix, rows: int) -> np.ndarray:
     `np.bincount` makes its row numbers int64 and its weights float64 first, two temporaries of twice the
     entries' size (~400 MB at 200K chunks). Whole numbers, summed in float64: exact in any order."""
     sums = np.zeros(rows, np.float64)
-    for start in range(0, matrix.nnz, _GROUPED_BLOCK_ENTRIES):
-        part = slice(start, start + _GROUPED_BLOCK_ENTRIES)
+    for start in range(0, matrix.nnz, _ENTRIES_AT_ONCE):
+        part = slice(start, start + _ENTRIES_AT_ONCE)
         sums += np.bincount(matrix.indices[part], weights=matrix.data[part], minlength=rows)
     return sums.astype(np.float32)
 
@@ -130,7 +130,7 @@ class BM25Index:
         member = sparse.csr_matrix((np.ones(len(groups), np.float32), (groups, np.arange(len(groups)))),
                                    shape=(n_groups, index.n_docs))
         # Column ranges of about that many entries each, from the first column to the last.
-        starts = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _GROUPED_BLOCK_ENTRIES), side="right") - 1
+        starts = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _ENTRIES_AT_ONCE), side="right") - 1
         bounds = np.unique(np.r_[0, starts, counts.shape[1]])
         blocks = [(member @ counts[:, a:b].astype(np.float32)).tocsc() for a, b in zip(bounds, bounds[1:])]
         summed = _joined_columns(blocks, n_groups, counts.shape[1])
