@@ -55,9 +55,11 @@ def prepare(root: Path, chunks: int, prepared: Path) -> None:
 
 
 def _memory() -> dict[str, float]:
-    """Resident and peak resident memory of this process, MB (Linux /proc)."""
+    """Resident and peak resident memory of this process, MB (Linux /proc); of the resident, the pages of
+    mapped files (the saved lexical indexes are read in place: the system may drop these and read them again)."""
     fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-    return {key: int(fields[name].split()[0]) / 1024 for key, name in (("rss_mb", "VmRSS"), ("peak_mb", "VmHWM"))}
+    return {key: int(fields[name].split()[0]) / 1024
+            for key, name in (("rss_mb", "VmRSS"), ("peak_mb", "VmHWM"), ("file_mb", "RssFile"))}
 
 
 def _queries(queries_path: Path) -> tuple[list[str], str]:
@@ -167,7 +169,8 @@ def serve(root: Path, work: Path, queries_path: Path, cpu_stages: bool) -> None:
     print(json.dumps(out), flush=True)
     for line in sys.stdin:
         print(json.dumps(_timed(ws, json.loads(line))), flush=True)
-    print(json.dumps(_after_a_save(ws, _queries(queries_path)[0][0])), flush=True)
+    print(json.dumps({"after_a_save": _after_a_save(ws, _queries(queries_path)[0][0]), "end": _memory()}),
+          flush=True)
     ws.close()
 
 
@@ -207,7 +210,7 @@ def interleave(engines: list[str], args: argparse.Namespace, prepared: Path) -> 
                 timed[e].append(json.loads(procs[e].stdout.readline()))
         for proc, figures in zip(procs, started):  # stdin closed: each engine measures a save and ends
             proc.stdin.close()
-            figures["after_a_save"] = json.loads(proc.stdout.readline())
+            figures.update(json.loads(proc.stdout.readline()))  # the save's figures, memory at the end
         for engine, figures, rows in zip(engines, started, timed):
             for label in ("embedded", "cached", "embedded_cpu", "cached_cpu"):
                 values = sorted(r[label] for r in rows)

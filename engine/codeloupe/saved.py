@@ -8,9 +8,14 @@ Only plain arrays are written and read (`allow_pickle=False`): nothing in the fi
 
 from __future__ import annotations
 
+import io
 import logging
+import mmap
+import struct
+import time
 import zipfile
-from collections.abc import Callable, Sequence
+import zlib
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +23,29 @@ import numpy as np
 log = logging.getLogger("codeloupe.saved")
 
 _STAMP = "__stamp__"
+# Where each array's bytes begin in a saved file is a multiple of this, so that an array read in place (mapped,
+# not copied) is aligned for its type: a member starting on it keeps its array there too, since the .npy header
+# is itself padded to a multiple of 64 bytes.
+_ALIGN = 64
+# A zip "extra field" of padding (an id no zip tool assigns, as Android's zipalign does); readers skip it.
+_PADDING_FIELD = 0xC10E
+_LOCAL_HEADER = 30  # a zip local file header's fixed part, before its name and extra fields
+_ZIP64_LOCAL_EXTRA = 20  # the sizes' field zipfile adds to a local header written with force_zip64
 
 
 def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
                 *parts: Callable[[], dict[str, np.ndarray]]) -> None:
     """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file).
     `parts` make more arrays, each called only when its turn to be written comes and let go once written: a
-    large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it)."""
+    large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it),
+    each array's bytes starting at a multiple of 64 so that `load_arrays` can map them in place."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for part in (lambda: arrays, *parts, lambda: {_STAMP: np.array(stamp)}):
                 for name, array in part().items():
-                    with archive.open(f"{name}.npy", "w", force_zip64=True) as fh:
+                    member = _aligned_member(f"{name}.npy", archive.fp.tell())
+                    with archive.open(member, "w", force_zip64=True) as fh:
                         np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
         tmp.replace(path)
     except OSError:
@@ -38,18 +53,87 @@ def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
         raise
 
 
-def load_arrays(path: Path, stamp: str) -> dict[str, np.ndarray] | None:
-    """Every array of `path` if it was saved for `stamp`; None when it is missing, stale or damaged."""
+def _aligned_member(name: str, offset: int) -> zipfile.ZipInfo:
+    """A stored member whose local header, written at `offset`, is padded so that its data begins at a multiple
+    of `_ALIGN`."""
+    member = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+    member.compress_type = zipfile.ZIP_STORED
+    data_at = offset + _LOCAL_HEADER + len(name.encode("utf-8")) + 4 + _ZIP64_LOCAL_EXTRA
+    pad = -data_at % _ALIGN
+    member.extra = struct.pack("<HH", _PADDING_FIELD, pad) + bytes(pad)
+    return member
+
+
+def load_arrays(path: Path, stamp: str, mapped: Collection[str] = ()) -> dict[str, np.ndarray] | None:
+    """Every array of `path` if it was saved for `stamp`; None when it is missing, stale or damaged.
+
+    The arrays named in `mapped` are read-only views of the file mapped into memory rather than copies (where
+    the file allows it: stored, aligned, a plain type): the process then holds only the pages it reads, which
+    the system can drop and read again, where a copy holds every page for good. Their bytes are checked
+    against the archive's checksums like the rest; `release_pages` lets go of the pages that check read."""
     try:
         with np.load(path, allow_pickle=False) as saved:
             if _STAMP not in saved.files or str(saved[_STAMP]) != stamp:
                 return None
-            return {name: saved[name] for name in saved.files if name != _STAMP}
+            names = [name for name in saved.files if name != _STAMP]
+            in_place = _mapped_members(path, saved.zip, [name for name in names if name in mapped])
+            return {name: in_place[name] if name in in_place else saved[name] for name in names}
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # truncated, bit-flipped, ...
         log.info("ignoring the saved file %s (%s); rebuilding it", path, exc)
         return None
+
+
+def _mapped_members(path: Path, archive: zipfile.ZipFile, names: list[str]) -> dict[str, np.ndarray]:
+    """The arrays `names` of the archive at `path` as views of one read-only mapping of the file; a member
+    that cannot be read in place is left out (the caller copies it). A member whose bytes do not match its
+    checksum, or whose header does not fit the file, raises."""
+    if not names:
+        return {}
+    with open(path, "rb") as fh:
+        whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    found = {}
+    for name in names:
+        info = archive.getinfo(f"{name}.npy")
+        start = info.header_offset
+        if info.compress_type != zipfile.ZIP_STORED or whole[start:start + 4] != b"PK\x03\x04":
+            continue
+        name_length, extra_length = struct.unpack_from("<HH", whole, start + 26)
+        member = start + _LOCAL_HEADER + name_length + extra_length
+        end = member + info.file_size
+        if end > len(whole):
+            raise ValueError(f"{name} runs past the end of the file")
+        header = io.BytesIO(whole[member:min(end, member + 65536)])
+        version = np.lib.format.read_magic(header)
+        if version not in ((1, 0), (2, 0)):
+            continue
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(header)
+        at = member + header.tell()
+        count = int(np.prod(shape, dtype=np.int64))
+        if fortran_order or dtype.hasobject or at % _ALIGN or not count:
+            continue
+        if at + count * dtype.itemsize != end:
+            raise ValueError(f"{name}'s header does not fit its bytes")
+        if zlib.crc32(memoryview(whole)[member:end]) != info.CRC:
+            raise zipfile.BadZipFile(f"{name} does not match its checksum")
+        found[name] = np.frombuffer(whole, dtype, count, at).reshape(shape)
+    return found
+
+
+def release_pages(array: np.ndarray) -> None:
+    """Let the system take back the pages read so far of the file `array` is a mapped view of (`load_arrays`),
+    after a pass over the whole of it: they are read again, from the system's cache, only where they are
+    used. Nothing for an array held in memory."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # what np.frombuffer keeps of the mapping
+        base = base.obj
+    if isinstance(base, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        base.madvise(mmap.MADV_DONTNEED)
 
 
 def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

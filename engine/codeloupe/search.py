@@ -231,19 +231,22 @@ class Snapshot:
                 if index is None:
                     groups = np.searchsorted(file_ids, self.table.file_ids)
                     index = BM25Index.grouped(self.bm25, groups.astype(np.int64), len(file_ids))
-                    self._save_file_index(index, file_ids, stamp)
+                    index = self._save_file_index(index, file_ids, stamp)
                 self._files = file_ids, index
             return self._files
 
-    def _save_file_index(self, index: BM25Index, file_ids: np.ndarray, stamp: str) -> None:
+    def _save_file_index(self, index: BM25Index, file_ids: np.ndarray, stamp: str) -> BM25Index:
         """Kept beside the store like the chunk lane's matrix: a restarted editor's first question loads it
-        instead of summing 200K chunks' counts (seconds at 40K files)."""
+        instead of summing 200K chunks' counts (seconds at 40K files). Returns the index to use: the saved one,
+        read in place, or `index` where it could not be saved."""
         if self.files_saved is None:
-            return
+            return index
         try:
             index.save(self.files_saved, file_ids, stamp)
+            return BM25Index.load(self.files_saved, file_ids, stamp) or index
         except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
             log.warning("could not save the file lane's index to %s: %s", self.files_saved, exc)
+            return index
 
     def summaries(self, ws: WorkspaceContext) -> FileSummaries:
         """The summary lane's index, built on the first query that uses it and again once a newer graph is
@@ -553,6 +556,7 @@ class Searcher:
             bm25 = BM25Index(_documents(table, rows))
             try:
                 bm25.save(saved, table.ids, stamp)
+                bm25 = BM25Index.load(saved, table.ids, stamp) or bm25  # read in place from now on, as a restart
             except OSError as exc:  # a read-only cache dir costs the next start time, nothing else
                 log.warning("could not save the lexical index to %s: %s", saved, exc)
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)

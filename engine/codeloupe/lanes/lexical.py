@@ -12,7 +12,7 @@ import numpy as np
 from scipy import sparse
 
 from codeloupe.ranking import BM25_B, BM25_K1
-from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
+from codeloupe.saved import load_arrays, pack_strings, release_pages, save_arrays, unpack_strings
 
 # Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
 # rebuilt.
@@ -133,6 +133,7 @@ class BM25Index:
         starts = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _ENTRIES_AT_ONCE), side="right") - 1
         bounds = np.unique(np.r_[0, starts, counts.shape[1]])
         blocks = [(member @ counts[:, a:b].astype(np.float32)).tocsc() for a, b in zip(bounds, bounds[1:])]
+        release_pages(counts.data)  # read whole, once: a saved index's counts need not stay in memory
         summed = _joined_columns(blocks, n_groups, counts.shape[1])
         summed.sort_indices()
         out = cls.__new__(cls)
@@ -230,8 +231,12 @@ class BM25Index:
     @classmethod
     def load(cls, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index | None:
         """The saved index if it was built from exactly these rows of the same index state, else None (also
-        when it is damaged: `codeloupe.saved`)."""
-        z = load_arrays(path, f"{TOKENS_VERSION}:{stamp}")
+        when it is damaged: `codeloupe.saved`).
+
+        Its entries (weights, rows, counts: ~250 MB at 200K chunks) are read in place from the file, mapped,
+        not copied: a query reads only its terms' columns, so a warm process holds those pages and the system
+        keeps the rest in its cache, to drop under pressure and read again."""
+        z = load_arrays(path, f"{TOKENS_VERSION}:{stamp}", mapped=("data", "indices", "counts"))
         if z is None or not np.array_equal(z.get("row_ids"), row_ids):
             return None
         try:
@@ -239,11 +244,12 @@ class BM25Index:
             shape = tuple(int(x) for x in z["shape"])
             indices, indptr = z["indices"], z["indptr"]  # both matrices share them
             index._matrix = sparse.csc_matrix((z["data"], indices, indptr), shape=shape)
-            index._matrix.check_format(full_check=True)
+            index._matrix.check_format(full_check=True)  # every row number in range: read whole, then let go
+            release_pages(indices)
             index._counts = None
             if "counts" in z:
-                counts = np.minimum(z["counts"], 65535).astype(np.uint16, copy=False)
-                if len(counts) != len(indices):
+                counts = z["counts"]
+                if counts.dtype != np.uint16 or len(counts) != len(indices):
                     return None
                 index._counts = sparse.csc_matrix((counts, indices, indptr), shape=shape)
             index._idf = z["idf"]

@@ -1,0 +1,76 @@
+"""Saved lexical indexes are read in place (the file mapped, not copied): a process holds the pages its queries
+read, not the whole matrix, and a damaged file is still found by its checksums and rebuilt."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+
+from codeloupe.lanes.lexical import BM25Index
+from codeloupe.saved import load_arrays, release_pages, save_arrays
+
+
+def _resident_mb() -> float:
+    """This process's resident memory (anonymous and file-backed pages alike), MB."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024
+
+
+def _large_index(docs: int, terms: int, entries: int) -> BM25Index:
+    """A BM25 index of `entries` random counts (built from the matrix: tokenising that many words takes long)."""
+    rng = np.random.default_rng(5)
+    counts = sparse.csr_matrix((rng.integers(1, 4, entries).astype(np.float32),
+                                (rng.integers(0, docs, entries), rng.integers(0, terms, entries))),
+                               shape=(docs, terms)).tocsc()
+    counts.sum_duplicates()
+    index = BM25Index.__new__(BM25Index)
+    index._weigh(counts, {f"t{i}": i for i in range(terms)}, None, keep_counts=True)
+    return index
+
+
+def test_a_loaded_index_holds_only_the_pages_its_queries_read(tmp_path: Path) -> None:
+    docs, terms = 200_000, 50_000
+    built = _large_index(docs, terms, 12_000_000)  # ~10 bytes an entry: ~120 MB saved
+    ids = np.arange(docs)
+    built.save(tmp_path / "i.npz", ids, "s")
+    expected = {q: built.scores(list(q)) for q in (("t1",), ("t7", "t4000", "t49999"))}
+    del built
+    before = _resident_mb()
+    loaded = BM25Index.load(tmp_path / "i.npz", ids, "s")
+    assert loaded is not None
+    for query, scores in expected.items():
+        np.testing.assert_array_equal(loaded.scores(list(query)), scores)
+    # A copy holds every entry (~120 MB); in place, the vocabulary, the pointers and the queried columns.
+    assert _resident_mb() - before < 40
+
+
+def test_a_flipped_byte_in_an_array_read_in_place_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "a.npz"
+    save_arrays(path, "s", {"data": np.arange(100_000, dtype=np.float32), "small": np.arange(3)})
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("data.npy")
+    raw = bytearray(path.read_bytes())
+    raw[info.header_offset + 4096] ^= 0x01  # inside the array's bytes, past every header
+    path.write_bytes(bytes(raw))
+    assert load_arrays(path, "s", mapped=("data",)) is None
+
+
+def test_arrays_are_read_in_place_aligned_and_equal(tmp_path: Path) -> None:
+    arrays = {"f": np.linspace(0, 1, 1001, dtype=np.float32), "i": np.arange(17, dtype=np.int64),
+              "u": np.array([1, 65535], np.uint16), "empty": np.zeros(0, np.int32), "m": np.eye(3)}
+    save_arrays(tmp_path / "a.npz", "s", arrays)
+    loaded = load_arrays(tmp_path / "a.npz", "s", mapped=tuple(arrays))
+    assert loaded is not None and set(loaded) == set(arrays)
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(loaded[name], array)
+        assert loaded[name].dtype == array.dtype and loaded[name].shape == array.shape
+    assert not loaded["f"].flags.writeable and loaded["f"].flags.aligned  # a view of the file, not a copy
+    release_pages(loaded["f"])
+    np.testing.assert_array_equal(loaded["f"], arrays["f"])  # read again where used
+    np.savez(tmp_path / "plain.npz", f=arrays["f"], __stamp__=np.array("s"))  # unaligned members: copied
+    plain = load_arrays(tmp_path / "plain.npz", "s", mapped=("f",))
+    assert plain is not None
+    np.testing.assert_array_equal(plain["f"], arrays["f"])
