@@ -30,7 +30,7 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
-from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats
+from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats, count_chunk_terms
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -45,6 +45,7 @@ from codeloupe.lanes.tokens import (
 )
 from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
+from codeloupe.parallel import map_in_workers
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
 from codeloupe.store import ChunkTable, FileRow
 from codeloupe.store.protocol import LexicalStatistics
@@ -553,7 +554,9 @@ class Searcher:
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
             BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
-            bm25 = BM25Index(_documents(table, rows))
+            parts = _ChunksInParts(table, rows)
+            bm25 = BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
+                                                        what="tokenising"))
             try:
                 bm25.save(saved, table.ids, stamp)
                 bm25 = BM25Index.load(saved, table.ids, stamp) or bm25  # read in place from now on, as a restart
@@ -1013,9 +1016,34 @@ def _weights_for(query: str) -> dict[str, float]:
 
 def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
     """BM25 terms of each chunk: its file's path terms, breadcrumb and text."""
-    path_docs = {r.id: path_tokens(r.path) for r in files}
-    for f, crumb, text in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts):
-        yield document_terms(path_docs.get(f, []), crumb, text)
+    return (document_terms(*chunk) for part in _ChunksInParts(table, files) for chunk in part)
+
+
+# Chunks tokenised in one task of the workers building a lexical index: ~25 ms of work each, so that a pool is
+# started from ~20K chunks on (`parallel.POOL_MIN_ITEMS` tasks) and every worker stays busy.
+_CHUNKS_PER_PART = 100
+
+
+class _ChunksInParts:
+    """A table's chunks as `count_chunk_terms`' input, `_CHUNKS_PER_PART` at a time, each read from the store
+    only when its turn comes (the texts of a whole workspace are never held at once)."""
+
+    def __init__(self, table: ChunkTable, files: list[FileRow]) -> None:
+        self._table = table
+        self._path_terms = {r.id: path_tokens(r.path) for r in files}
+
+    def __len__(self) -> int:
+        return -(-len(self._table.ids) // _CHUNKS_PER_PART)
+
+    def __iter__(self) -> Iterator[list[tuple[list[str], str, str]]]:
+        part: list[tuple[list[str], str, str]] = []
+        for f, crumb, text in zip(self._table.file_ids.tolist(), self._table.breadcrumbs, self._table.texts):
+            part.append((self._path_terms.get(f, []), crumb, text))
+            if len(part) == _CHUNKS_PER_PART:
+                yield part
+                part = []
+        if part:
+            yield part
 
 
 def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:

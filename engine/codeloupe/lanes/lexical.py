@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from codeloupe.lanes.tokens import document_terms
 from codeloupe.ranking import BM25_B, BM25_K1
 from codeloupe.saved import load_arrays, pack_strings, release_pages, save_arrays, unpack_strings
 
@@ -83,6 +84,39 @@ def _joined_columns(blocks: list[sparse.csc_matrix], rows: int, columns: int) ->
     return sparse.csc_matrix((data, indices, indptr), shape=(rows, columns))
 
 
+@dataclass
+class TermCounts:
+    """Some documents' term counts, row-major: document i's terms are `columns[ends[i-1]:ends[i]]` (numbers
+    into `terms`, in the order each term first appears) with `counts` beside them. Typed arrays, not lists: at
+    200K chunks a list of Python ints per entry peaked at gigabytes."""
+
+    terms: list[str]
+    columns: array  # "i"
+    counts: array  # "f": float32 as the matrix holds them, no converted copy of every count
+    ends: array  # "q"
+
+
+def count_terms(documents: Iterable[list[str]]) -> TermCounts:
+    """Each document's distinct terms and how often each occurs in it (the work of building an index that
+    takes time: worker processes can count parts of a workspace's documents, `BM25Index.from_counts` joins
+    them)."""
+    vocab: dict[str, int] = {}
+    columns, counts, ends = array("i"), array("f"), array("q")
+    column = vocab.setdefault
+    for tokens in documents:
+        tf = Counter(tokens)
+        columns.extend([column(term, len(vocab)) for term in tf])
+        counts.extend(tf.values())
+        ends.append(len(columns))
+    return TermCounts(list(vocab), columns, counts, ends)
+
+
+def count_chunk_terms(chunks: list[tuple[list[str], str, str]]) -> TermCounts:
+    """`count_terms` of chunks given as (their file's path terms, breadcrumb, text): tokenising is most of
+    building a workspace's index, and this is the part worker processes do (`parallel.map_in_workers`)."""
+    return count_terms(document_terms(*chunk) for chunk in chunks)
+
+
 class BM25Index:
     """Documents are token lists; `scores(terms)` returns one BM25 score per document.
 
@@ -96,17 +130,33 @@ class BM25Index:
         line up with that index's (a small batch of changed files searched beside the full index).
         `keep_counts`: keep the raw counts (for `grouped` and `save`); an index that is neither grouped nor
         saved drops them."""
+        self._from_parts((count_terms(documents) for _ in range(1)), stats_from, keep_counts)
+
+    @classmethod
+    def from_counts(cls, parts: Iterable[TermCounts]) -> BM25Index:
+        """The index of the documents of `parts`, in order (each part counted on its own, perhaps in another
+        process): the same matrix, to the bit, as indexing every document at once."""
+        index = cls.__new__(cls)
+        index._from_parts(parts, None, keep_counts=True)
+        return index
+
+    def _from_parts(self, parts: Iterable[TermCounts], stats_from: BM25Index | None, keep_counts: bool) -> None:
         vocab: dict[str, int] = {}
-        # Typed arrays, not lists: at 200K chunks a list of Python ints per entry peaked at gigabytes.
-        indptr = array("q", [0])
-        indices = array("i")
-        counts = array("f")  # float32 as the matrix holds them: no converted copy of every count
+        indptr, indices, counts = array("q", [0]), array("i"), array("f")
         column = vocab.setdefault
-        for tokens in documents:
-            tf = Counter(tokens)
-            indices.extend([column(term, len(vocab)) for term in tf])
-            counts.extend(tf.values())
-            indptr.append(len(indices))
+        for part in parts:
+            if not vocab:  # the first part's numbering is the index's: its arrays are taken over, not copied
+                vocab.update(zip(part.terms, range(len(part.terms))))
+                indices, counts = part.columns, part.counts
+            else:
+                # A part numbers its terms in the order they first appear in it, and the parts come in order:
+                # numbering them again in that order gives each term the column one pass over all would.
+                renumbered = np.fromiter((column(term, len(vocab)) for term in part.terms), np.int32,
+                                         len(part.terms))
+                indices.frombytes(renumbered[np.frombuffer(part.columns, np.int32)].tobytes())
+                counts.extend(part.counts)
+            indptr.frombytes((np.frombuffer(part.ends, np.int64) + indptr[-1]).tobytes())
+            part = None  # the parts are let go as they are joined (the first one's arrays are now the index's)
         tf = sparse.csr_matrix(
             (np.frombuffer(counts, np.float32), np.frombuffer(indices, np.int32),
              np.frombuffer(indptr, np.int64)),
