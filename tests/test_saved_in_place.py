@@ -74,3 +74,17 @@ def test_arrays_are_read_in_place_aligned_and_equal(tmp_path: Path) -> None:
     plain = load_arrays(tmp_path / "plain.npz", "s", mapped=("f",))
     assert plain is not None
     np.testing.assert_array_equal(plain["f"], arrays["f"])
+
+
+def test_an_index_read_in_place_still_answers_after_its_file_is_replaced(tmp_path: Path) -> None:
+    """A snapshot keeps answering from the file it mapped while a newer index state is saved over it: saves
+    write a new file and rename it over the old one, never rewrite the mapped bytes."""
+    ids = np.arange(4)
+    first = BM25Index([["parse", "header"], ["header", "cookie"], ["render"], ["cookie", "jar"]])
+    first.save(tmp_path / "i.npz", ids, "one")
+    loaded = BM25Index.load(tmp_path / "i.npz", ids, "one")
+    assert loaded is not None
+    expected = first.scores(["cookie", "header"])
+    BM25Index([["other"], ["words"], ["entirely"], ["cookie"]]).save(tmp_path / "i.npz", ids, "two")
+    np.testing.assert_array_equal(loaded.scores(["cookie", "header"]), expected)
+    assert BM25Index.load(tmp_path / "i.npz", ids, "one") is None  # the file is now the newer state's

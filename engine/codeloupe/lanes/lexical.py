@@ -130,6 +130,7 @@ class BM25Index:
         line up with that index's (a small batch of changed files searched beside the full index).
         `keep_counts`: keep the raw counts (for `grouped` and `save`); an index that is neither grouped nor
         saved drops them."""
+        # One part, handed over by a generator rather than a list, so that nothing holds it once it is joined.
         self._from_parts((count_terms(documents) for _ in range(1)), stats_from, keep_counts)
 
     @classmethod
