@@ -88,3 +88,21 @@ def test_an_index_read_in_place_still_answers_after_its_file_is_replaced(tmp_pat
     BM25Index([["other"], ["words"], ["entirely"], ["cookie"]]).save(tmp_path / "i.npz", ids, "two")
     np.testing.assert_array_equal(loaded.scores(["cookie", "header"]), expected)
     assert BM25Index.load(tmp_path / "i.npz", ids, "one") is None  # the file is now the newer state's
+
+
+def test_a_member_whose_header_is_elsewhere_than_the_archive_says_is_refused(tmp_path: Path) -> None:
+    """The archive's directory points a member's header at a header signature a few bytes before the end of
+    the file (here in the archive's comment; a damaged directory that `np.load` still reads): refused, never
+    read past the end."""
+    path = tmp_path / "a.npz"
+    save_arrays(path, "s", {"data": np.arange(1000, dtype=np.float32)})
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.comment = b"PK\x03\x04ab"
+    raw = bytearray(path.read_bytes())
+    entry = raw.index(b"PK\x01\x02")  # the archive directory's first entry
+    assert raw[entry + 46:entry + 46 + len(b"data.npy")] == b"data.npy"
+    raw[entry + 42:entry + 46] = (len(raw) - 6).to_bytes(4, "little")  # its local header's offset
+    path.write_bytes(bytes(raw))
+    with zipfile.ZipFile(path) as archive:
+        assert archive.getinfo("data.npy").header_offset == len(raw) - 6  # the directory still reads
+    assert load_arrays(path, "s", mapped=("data",)) is None

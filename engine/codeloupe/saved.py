@@ -97,7 +97,9 @@ def _mapped_members(path: Path, archive: zipfile.ZipFile, names: list[str]) -> d
     for name in names:
         info = archive.getinfo(f"{name}.npy")
         start = info.header_offset
-        if info.compress_type != zipfile.ZIP_STORED or whole[start:start + 4] != b"PK\x03\x04":
+        if not 0 <= start <= len(whole) - _LOCAL_HEADER or whole[start:start + 4] != b"PK\x03\x04":
+            raise ValueError(f"{name}'s header is not where the archive says")
+        if info.compress_type != zipfile.ZIP_STORED:
             continue
         name_length, extra_length = struct.unpack_from("<HH", whole, start + 26)
         member = start + _LOCAL_HEADER + name_length + extra_length
