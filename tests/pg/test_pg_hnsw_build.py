@@ -56,6 +56,9 @@ def test_a_repository_gets_its_index_once_it_is_too_large_to_search_exactly(tmp_
     ids = _chunk_ids(store)
     vectors = _vectors(len(ids), 4)
     monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", len(ids) - 1)
+    larger = _repository(tmp_path / "larger", "larger", pg_url)  # its vectors are not the repository's own
+    larger.put_vectors("chunk", "m", _chunk_ids(larger), _vectors(len(ids), 5))
+    assert _index_state(pg_url, larger) == [(True, "hnsw")]
     store.put_vectors("chunk", "m", ids[:-1], vectors[:-1])
     assert _index_state(pg_url, store) == []  # searched exactly: an index would never be read
     assert store.nearest_chunks("m", vectors[0], 1, 0.0)[0][0] == ids[0]
