@@ -138,7 +138,8 @@ class _Resolution:
             facts = FileFacts.from_json(raw)
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("the graph facts stored for %s are damaged (%s): it has no edges of its own until the file"
-                        " changes or the index is built afresh (`codeloupe stats` shows where it is)", path, exc)
+                        " changes, or until the index file (`codeloupe stats` shows where) is removed and the"
+                        " workspace indexed again", path, exc)
             return
         self.facts.put(path, raw, facts)
         self.mentions.add(path, mentioned_tokens(path, facts))
