@@ -222,3 +222,24 @@ def test_a_file_only_a_reports_title_vector_ranks_stays_in_the_bundle(tmp_path: 
             ws.close()
     assert bundle.issue_mode
     assert "billing/vault.py" in {h.path for h in bundle.files}  # its score came from the title's vector
+
+
+def test_a_query_the_model_cannot_embed_is_answered_by_the_word_lanes_and_says_so(tmp_path: Path) -> None:
+    """The query is embedded on the dense lane's own thread, beside the word lanes: an embedding endpoint
+    that answers garbage after indexing costs the dense lane, not the search, and the bundle says why."""
+    from chat_server import ChatServer
+
+    with ChatServer(embedder=_aligned) as server:
+        ws = _embedded_workspace(write(tmp_path / "repo", {**_VAULT, **_NOISE}), server)
+        try:
+            embedded = ws.search(_REPORT_TITLE)  # its words are the noise's: only its vector finds the vault
+            assert "dense #1" in next(h.why for h in embedded.files if h.path == "billing/vault.py")
+            assert embedded.timing_ms["dense_embed"] > 0 and "embed" not in embedded.timing_ms
+            server.embedder = lambda text: [1.0]  # vectors of another size from now on
+            bundle = ws.search("expire_entries horizon")
+        finally:
+            ws.close()
+    assert [h.path for h in bundle.files][:1] == ["billing/vault.py"]  # the word lanes still answer
+    [dense] = [s for s in bundle.lanes if s.name == "dense"]
+    assert not dense.ready and "could not be embedded" in dense.note and "1-dimensional" in dense.note, dense
+    assert any("could not be embedded" in note for note in bundle.notes), bundle.notes

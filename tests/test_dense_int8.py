@@ -121,7 +121,7 @@ def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_rea
                           vectors=Int8Vectors.stacked([(VectorMatrix(np.arange(3000), q, scales), None)]),
                           coverage=0.5, snapshot_generation=1)
     queries = list(_unit_rows(rng, 3))
-    pending = dense.scores_later(queries, 6000)
+    pending = dense.scores_later(lambda: np.stack(queries), 6000)
     got = pending.result()
     assert len(got) == 3 and pending.cpu_ms >= 0.0
     dequantised = q.astype(np.float32) * scales[:, None]
@@ -130,4 +130,4 @@ def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_rea
         assert np.abs(scores[dense.chunk_rows] - dequantised @ query).max() < 1e-4
         assert np.isneginf(scores[1::2]).all()  # rows with no vector
     with pytest.raises(Exception, match="(?i)dim|shape|size"):  # a vector of another model's dimension
-        dense.scores_later([queries[0], np.ones(5, np.float32)], 6000).result()
+        dense.scores_later(lambda: [queries[0], np.ones(5, np.float32)], 6000).result()

@@ -709,16 +709,19 @@ class Searcher:
         # A report on one line is its own title (parse_issue keeps no title variant then): its text is embedded,
         # or a long one-line question read as a report would get no dense lane at all.
         embedded = [v for v in variants if v.name in R.DENSE_VARIANTS] or variants[:1]
-        vectors = self._embed_queries([v.text for v in embedded]) if dense is not None and embedded else None
-        timing["embed"] = _ms(started) - _stages(timing)
-        # The dense product (onnxruntime, which lets go of the GIL) starts on a thread of its own while this one
-        # scores the word lanes, and this one takes the blocks of rows left once it needs the scores (at 200K
-        # chunks the two int8 passes take ~16 ms of CPU). A store that searches its own vectors is asked here,
-        # on the connection the word lanes use.
-        pending = dense.scores_later(list(vectors), len(snap.table.ids)) \
-            if vectors is not None and isinstance(dense, DenseSnapshot) else None
+        texts = [v.text for v in embedded] if dense is not None else []
+        # The query's embedding and then the dense product (both in onnxruntime, which lets go of the GIL) run
+        # on a thread of their own while this one scores the word lanes, and this one takes the blocks of rows
+        # left once it needs the scores (at 200K chunks the model and the two int8 passes take ~9 ms of CPU,
+        # the word lanes about as long). A store that searches its own vectors is asked here, on the
+        # connection the word lanes use, with the query embedded first.
+        pending = dense.scores_later(functools.partial(self._embed_queries, texts), len(snap.table.ids)) \
+            if texts and isinstance(dense, DenseSnapshot) else None
+        vectors = self._embed_queries(texts) if texts and pending is None else None
+        if pending is None:
+            timing["embed"] = _ms(started) - _stages(timing)
         dense_scores = [dense.scores(vector, len(snap.table.ids)) for vector in vectors] \
-            if vectors is not None and dense is not None and pending is None else []
+            if vectors is not None and dense is not None else []
 
         summaries = snap.summaries(self.ws) if weights.get("summary") else None
 
@@ -738,7 +741,11 @@ class Searcher:
             scored.append((self._word_lane_scores(snap, variant.text, terms, weights, fusion), files, summary))
         if pending is not None:
             dense_scores = pending.result()
-            timing["dense_cpu"] = pending.cpu_ms  # CPU on the product's thread, beside this one's stages
+            # The dense thread's figures, beside this one's stages: its wall time embedding the query, its CPU.
+            timing["dense_embed"], timing["dense_cpu"] = pending.embed_ms, pending.cpu_ms
+        if texts and not dense_scores:  # the model failed on the query (logged): the lane answered nothing
+            statuses = [LaneStatus("dense", False, s.coverage, f"the query could not be embedded: {self._dense_error}")
+                        if s.name == "dense" else s for s in statuses]
         by_variant = {v.name: scores for v, scores in zip(embedded, dense_scores)}
         for vi, (variant, (per_lane, files, summary)) in enumerate(zip(variants, scored)):
             if variant.name in by_variant:
@@ -973,8 +980,8 @@ def _ask_together(searchers: dict[str, Searcher], query: str, peers: dict[str, l
 
 
 def _stages(timing: dict[str, float]) -> float:
-    """The searching thread's stages so far (the dense product's CPU, on its own thread, is not one)."""
-    return sum(ms for stage, ms in timing.items() if stage != "dense_cpu")
+    """The searching thread's stages so far (the dense thread's figures, `dense_*`, are not among them)."""
+    return sum(ms for stage, ms in timing.items() if not stage.startswith("dense_"))
 
 
 def _plan(query: str, lanes: tuple[str, ...] | None) -> tuple[IssueQuery | None, dict[str, float], list[Variant]]:

@@ -164,9 +164,10 @@ class DenseSnapshot:
         in it); nothing here loops over chunks in Python."""
         return self._chunk_scores(self.vectors.dot(qvec), n_rows)
 
-    def scores_later(self, qvecs: list[np.ndarray], n_rows: int) -> PendingScores:
-        """`scores` of each of `qvecs`, their products started on a thread of their own now."""
-        return PendingScores(self, [self.vectors.dot_runs(q) for q in qvecs], n_rows)
+    def scores_later(self, embed: Callable[[], np.ndarray | None], n_rows: int) -> PendingScores:
+        """`scores` of each vector `embed` returns (None: no query vector, no scores), on a thread of its own
+        started now, which first calls `embed` (the query's model runs there too)."""
+        return PendingScores(self, embed, n_rows)
 
     def _chunk_scores(self, cosines: np.ndarray, n_rows: int) -> np.ndarray:
         scores = np.full(n_rows, -np.inf, np.float32)
@@ -180,23 +181,38 @@ class DenseSnapshot:
 
 
 class PendingScores:
-    """A `DenseSnapshot`'s scores of some query vectors, their products (one call per block of rows) made by a
-    thread of its own from now and, once the caller asks for them, by the caller too: a search scores its word
-    lanes meanwhile, then shares what is left of the product instead of waiting for it (at 200K chunks the
-    product outlasts the word lanes by ~13 ms)."""
+    """A `DenseSnapshot`'s scores of a query, made by a thread of its own from now: it embeds the query (in
+    onnxruntime, which lets go of the GIL), then makes the products (one call per block of rows); once the
+    caller asks for the scores it makes what is left of the products too. A search scores its word lanes
+    meanwhile: at 200K chunks embedding and product outlast them, so neither the model nor the product is
+    waited for whole on the search's own thread."""
 
-    def __init__(self, dense: DenseSnapshot, runs: list[list[Callable[[], np.ndarray]]], n_rows: int) -> None:
-        self._dense, self._n_rows, self._per_query = dense, n_rows, [len(r) for r in runs]
-        self._runs = [run for query_runs in runs for run in query_runs]
-        self._products: list[np.ndarray | None] = [None] * len(self._runs)
+    def __init__(self, dense: DenseSnapshot, embed: Callable[[], np.ndarray | None], n_rows: int) -> None:
+        self._dense, self._embed, self._n_rows = dense, embed, n_rows
+        self._per_query: list[int] = []
+        self._runs: list[Callable[[], np.ndarray]] = []
+        self._products: list[np.ndarray | None] = []
         self._next = itertools.count()  # the next run to make, whichever thread asks (atomic under the GIL)
+        self._embedded = threading.Event()  # the runs are known (or embedding failed: none)
         self._failed: list[BaseException] = []
-        self.cpu_ms = 0.0  # the products' thread's CPU time, for whoever counts a search's CPU
+        self.cpu_ms = 0.0  # the thread's CPU time (embedding and products), for whoever counts a search's CPU
+        self.embed_ms = 0.0  # the thread's wall time embedding the query
         self._thread = threading.Thread(target=self._work, name="dense-lane", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
-        started = time.thread_time()
+        started, wall = time.thread_time(), time.perf_counter()
+        try:
+            vectors = self._embed()
+            self.embed_ms = (time.perf_counter() - wall) * 1000
+            runs = [] if vectors is None else [self._dense.vectors.dot_runs(q) for q in vectors]
+            self._per_query = [len(r) for r in runs]
+            self._runs = [run for query_runs in runs for run in query_runs]
+            self._products = [None] * len(self._runs)
+        except BaseException as exc:  # handed to the caller of `result`, which raises it
+            self._failed.append(exc)
+        finally:
+            self._embedded.set()
         self._make_runs()
         self.cpu_ms = (time.thread_time() - started) * 1000
 
@@ -208,7 +224,9 @@ class PendingScores:
             self._failed.append(exc)
 
     def result(self) -> list[np.ndarray]:
-        """Makes the runs nobody has started, waits for the rest; raises what any of them raised."""
+        """Each query vector's scores ([] when `embed` gave none): waits for the embedding, makes the runs
+        nobody has started, waits for the rest; raises what any of them raised."""
+        self._embedded.wait()
         self._make_runs()
         self._thread.join()
         if self._failed:
