@@ -1218,16 +1218,23 @@ def _read_postings(data: bytes) -> np.ndarray:
     return postings[postings["tf"] > 0]
 
 
-def _bm25(ids: np.ndarray, weights: np.ndarray, tf: np.ndarray, length: np.ndarray, average: float, k1: float,
-          b: float, limit: int) -> list[tuple[int, float]]:
+def _bm25(ids: np.ndarray, weights: np.ndarray, tf: np.ndarray, length: np.ndarray, average: float | np.ndarray,
+          k1: float, b: float, limit: int) -> list[tuple[int, float]]:
     """The `limit` best of `ids` (one row per posting) by BM25, best first, ties by id; `weights` are each
-    posting's query count times its term's IDF. Summed in the order of (id, term), whatever order the rows
-    came in, so one repository's scores are the same bits asked alone or with others."""
-    contribution = weights * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
-    unique, inverse = np.unique(ids, return_inverse=True)
-    scores = np.bincount(inverse, weights=contribution, minlength=len(unique))
+    posting's query count times its term's IDF; `average`, the document length of the posting's repository.
+    Summed in the row order: the callers sort by (id, term), so one repository's scores are the same bits
+    asked alone, with others, or through `best_chunks_across`."""
+    unique, scores = _summed(ids, weights, tf, length, average, k1, b)
     best = np.lexsort((unique, -scores))[:limit]
     return list(zip(unique[best].tolist(), scores[best].tolist(), strict=True))
+
+
+def _summed(ids: np.ndarray, weights: np.ndarray, tf: np.ndarray, length: np.ndarray, average: float | np.ndarray,
+            k1: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(each distinct id, ascending; the BM25 contributions of its rows summed in row order)."""
+    contribution = weights * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))
+    unique, inverse = np.unique(ids, return_inverse=True)
+    return unique, np.bincount(inverse, weights=contribution, minlength=len(unique))
 
 
 def _idf(total: float, frequency: np.ndarray) -> np.ndarray:
@@ -1282,6 +1289,149 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
             chunk_frequency={w: int(chunk_df[k]) for k, w in enumerate(words) if chunk_df[k]},
             file_frequency={w: int(file_df[k]) for k, w in enumerate(words) if file_df[k]})
     return answers
+
+
+@dataclass(frozen=True)
+class BestChunks:
+    """The best chunks of several repositories for a query's terms, by BM25 with IDF pooled over them."""
+
+    chunks: list[tuple[int, int, float]]  # (repository id, chunk id, score), best first, ties by chunk id
+    postings_read: int  # postings the database handed over (`term_scores_across` hands over every one)
+    postings_held: int  # postings of the query's terms in those repositories
+
+
+# The postings of some (repository, term) pairs, named by term id: `_TERM_POSTINGS`' columns.
+_POSTINGS_OF_TERMS = """
+WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[]) AS t(id, k))
+SELECT c.repo_id::int4, t.k::int4, c.chunk_id::int8, c.file_id::int8,
+       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
+FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
+"""
+# The same for some chunks only (their rows by primary key), each with the terms asked of its repository.
+_POSTINGS_IN_CHUNKS = """
+WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[], %(repos)s::int4[]) AS t(id, k, repo_id))
+SELECT c.repo_id::int4, t.k::int4, c.chunk_id::int8, c.file_id::int8,
+       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
+FROM lex_chunk_terms c JOIN t ON t.repo_id = c.repo_id
+WHERE c.chunk_id = ANY(%(chunks)s)
+"""
+# A round of `best_chunks_across` hands over the rarest terms' postings up to this many (at least one term's).
+_POSTINGS_PER_ROUND = 20_000
+# Slack on the pruning bound: partial sums are taken in another order than the final ones.
+_BOUND_SLACK = 1e-9
+
+
+def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float) -> BestChunks:
+    """The `limit` best chunks of all of `stores` (one database) for `terms` by BM25, with each term's IDF
+    pooled over them (chunks and document frequencies summed: `TermStats.idf`) and each chunk's length taken
+    against its own repository's average: the chunks, scores and order that `term_scores_across` with that
+    IDF gives when every repository's answers are merged, without the postings that cannot change them.
+
+    Top-k pruning (MaxScore): a term adds at most its weight x (k1 + 1) to a chunk's score. The rarest terms'
+    postings are read first, a round at a time, until the terms left could not lift a chunk that holds none of
+    the terms read to the `limit`-th best score so far; those terms are then read only in the chunks whose
+    score so far plus that bound still reaches it (by primary key). A query's common words, most of the
+    postings, are then read in a few chunks instead of in every chunk holding them."""
+    counts = Counter(terms)
+    repos = [store.repo_id for store in stores]
+    if not stores or not counts or limit <= 0:
+        return BestChunks([], 0, 0)
+    words = list(counts)
+    with stores[0]._session():
+        conn = stores[0]._conn
+        totals = {int(r): (int(chunks), int(length)) for r, chunks, length in conn.execute(
+            "SELECT id, lex_chunks, lex_length FROM repositories WHERE id = ANY(%s)", (repos,)).fetchall()}
+        dictionary = conn.execute("SELECT repo_id, term, id, df FROM lex_terms WHERE repo_id = ANY(%s)"
+                                  " AND term = ANY(%s) AND df > 0", (repos, words)).fetchall()
+        position = {w: k for k, w in enumerate(words)}
+        df = np.zeros(len(words), np.int64)
+        ids_of: dict[int, list[tuple[int, int]]] = defaultdict(list)  # term -> (repository, its term id)
+        for repo_id, word, term_id, n in dictionary:
+            df[position[word]] += n
+            ids_of[position[word]].append((int(repo_id), int(term_id)))
+        total = sum(chunks for chunks, _ in totals.values())
+        idf = np.log1p((total - df + 0.5) / (df + 0.5))
+        weight = np.array([counts[w] for w in words], np.float64) * idf
+        bound = weight * (k1 + 1)
+        average = {r: max(length / max(chunks, 1), 1e-9) for r, (chunks, length) in totals.items()}
+        left = sorted((k for k in range(len(words)) if df[k]), key=lambda k: (df[k], k))  # rarest first
+        read: list[np.ndarray] = []
+        postings_read = 0
+
+        def fetch(statement: str, params: dict) -> np.ndarray:
+            nonlocal postings_read
+            with conn.cursor() as cur, cur.copy(f"COPY ({statement}) TO STDOUT (FORMAT BINARY)", params) as copy:
+                found = _read_postings(b"".join(bytes(block) for block in copy))
+            postings_read += len(found)
+            return found
+
+        def pairs(ks: list[int]) -> tuple[list[int], list[int], list[int]]:
+            chosen = [(term_id, k, repo_id) for k in ks for repo_id, term_id in ids_of[k]]
+            return [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
+
+        while left:
+            batch, budget = [], 0
+            while left and (not batch or budget + df[left[0]] <= _POSTINGS_PER_ROUND):
+                budget += df[left[0]]
+                batch.append(left.pop(0))
+            ids, ks, _ = pairs(batch)
+            read.append(fetch(_POSTINGS_OF_TERMS, {"ids": ids, "ks": ks}))
+            if not left:
+                break
+            chunk_ids, partial = _summed_postings(np.concatenate(read), weight, average, k1, b)
+            if len(partial) < limit:
+                continue  # fewer chunks than asked for: every chunk holding any term is among the best
+            floor = np.partition(partial, len(partial) - limit)[len(partial) - limit] * (1 - _BOUND_SLACK)
+            rest = float(bound[left].sum())
+            if rest >= floor:
+                continue  # a chunk holding only the terms left could still be among the best
+            live = chunk_ids[partial + rest * (1 + _BOUND_SLACK) >= floor]
+            held = int(df[left].sum())
+            if len(live) * len(left) >= held:
+                continue  # reading the terms left in every chunk costs no more
+            ids, ks, owners = pairs(left)
+            read.append(fetch(_POSTINGS_IN_CHUNKS, {"ids": ids, "ks": ks, "repos": owners,
+                                                    "chunks": live.tolist()}))
+            left = []
+    postings = np.concatenate(read) if read else np.zeros(0, _POSTING)
+    postings = postings[np.lexsort((postings["term"], postings["chunk"]))]
+    chunk_ids, scores = _summed_postings(postings, weight, average, k1, b)
+    order = np.lexsort((chunk_ids, -scores))[:limit]
+    best = zip(chunk_ids[order].tolist(), scores[order].tolist(), strict=True)
+    repo_of = dict(zip(postings["chunk"].tolist(), postings["repo"].tolist()))
+    return BestChunks([(repo_of[chunk], chunk, score) for chunk, score in best], postings_read, int(df.sum()))
+
+
+def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int,
+                   skeleton_weight: float) -> list[tuple[int, int, float]]:
+    """The `limit` chunks of all of `stores` nearest to `query`, scored as each repository's dense lane scores
+    them (`PgStore.nearest_chunks`): (repository id, chunk id, score), best first, ties by chunk id. Each
+    repository is asked in turn, through its own index: one index over every repository would filter after
+    its scan (pgvector 0.6), losing most of each repository's neighbours."""
+    found = [(store.repo_id, chunk, score) for store in stores
+             for chunk, score in store.nearest_chunks(model, query, limit, skeleton_weight)]
+    return sorted(found, key=lambda hit: (-hit[2], hit[1]))[:limit]
+
+
+def one_database(stores: Sequence[object]) -> bool:
+    """Whether `stores` are all repositories of one shared index (one database, asked together)."""
+    return bool(stores) and all(isinstance(s, PgStore) for s in stores) and \
+        len({id(s._pool) for s in stores if isinstance(s, PgStore)}) == 1
+
+
+def _averages(postings: np.ndarray, average: dict[int, float]) -> np.ndarray:
+    """Each posting's repository's average chunk length."""
+    repo_ids = np.array(sorted(average), np.int64)
+    values = np.array([average[r] for r in repo_ids.tolist()], np.float64)
+    return values[np.searchsorted(repo_ids, postings["repo"].astype(np.int64))] if len(repo_ids) else \
+        np.zeros(len(postings), np.float64)
+
+
+def _summed_postings(postings: np.ndarray, weight: np.ndarray, average: dict[int, float], k1: float,
+                     b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(chunk ids, their BM25 over these postings): what the terms read so far give each chunk."""
+    return _summed(postings["chunk"], weight[postings["term"].astype(np.intp)], postings["tf"].astype(np.float64),
+                   postings["length"].astype(np.float64), _averages(postings, average), k1, b)
 
 
 def vector_index_sql(repo_id: int, dim: int) -> str:

@@ -1,0 +1,104 @@
+"""The best chunks of many repositories at once (`best_chunks_across`): BM25 with IDF pooled over them, read
+with top-k pruning, equal to the full answer of every repository merged, bit for bit, with fewer postings."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codeloupe import ranking as R
+from codeloupe.api import Workspace
+from codeloupe.lanes.lexical import TermStats
+from codeloupe.lanes.tokens import tokenize
+from codeloupe.store import postgres
+from codeloupe.store.postgres import PgStore, best_chunks_across, term_scores_across
+
+# Words of one syllable pattern each, so the tokeniser keeps them whole; drawn with Zipf's law, so a few are in
+# most chunks and most are in a few (the postings a real question's common and rare words have).
+_LETTERS = "bcdfghjklmnprstvz"
+_VOWELS = "aeiou"
+
+
+def _vocabulary(rng: random.Random, size: int) -> list[str]:
+    words: list[str] = []
+    while len(words) < size:
+        word = "".join(rng.choice(_LETTERS) + rng.choice(_VOWELS) for _ in range(3)) + rng.choice(_LETTERS)
+        if word not in words:
+            words.append(word)
+    return words
+
+
+def _repository(root: Path, rng: random.Random, vocabulary: list[str], files: int) -> Path:
+    weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
+    root.mkdir(parents=True)
+    for f in range(files):
+        functions = []
+        for g in range(rng.randint(1, 4)):
+            words = rng.choices(vocabulary, weights, k=rng.randint(3, 40))
+            functions.append(f'def fn{f}x{g}():\n    """{" ".join(words)}"""\n    return {g}\n')
+        (root / f"mod{f}.py").write_text("\n\n".join(functions))
+    return root
+
+
+@pytest.fixture
+def repositories(tmp_path: Path, pg_url: str) -> Iterator[tuple[list[PgStore], list[str]]]:
+    rng = random.Random(11)
+    vocabulary = _vocabulary(rng, 300)
+    opened = []
+    try:
+        for n in range(6):
+            root = _repository(tmp_path / f"repo{n}", rng, vocabulary, files=rng.randint(10, 60))
+            ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url,
+                                            "store_repository": f"repo{n}"})
+            ws.index()
+            opened.append(ws)
+        yield [ws.store for ws in opened], vocabulary
+    finally:
+        for ws in opened:
+            ws.close()
+
+
+def _merged(stores: list[PgStore], terms: list[str], limit: int) -> list[tuple[int, int, float]]:
+    """Every repository's full answer with the pooled IDF, merged: what the pruned reading must equal."""
+    pooled = TermStats()
+    for store in stores:
+        total, frequency = store.chunk_frequencies(terms)
+        pooled = pooled + TermStats(total, frequency)
+    idf = {t: pooled.idf(t) for t in set(terms)}
+    every = term_scores_across(stores, terms, 10**9, R.BM25_K1, R.BM25_B, chunk_idf=idf)
+    merged = [(repo_id, chunk, score) for repo_id, found in every.items() for chunk, score in found.chunks]
+    return sorted(merged, key=lambda hit: (-hit[2], hit[1]))[:limit]
+
+
+@pytest.mark.parametrize("per_round", [1, 20_000])
+def test_the_best_chunks_of_every_repository_equal_their_full_answers_merged(
+        repositories: tuple[list[PgStore], list[str]], per_round: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read a term a round (these repositories are small: one round of the default budget reads them whole),
+    and with the default: the same chunks and scores as every repository's full answer merged."""
+    monkeypatch.setattr(postgres, "_POSTINGS_PER_ROUND", per_round)
+    stores, vocabulary = repositories
+    rng = random.Random(5)
+    pruned = 0
+    for trial in range(40):
+        # Common words (the head of the vocabulary) with rarer ones, some repeated, some nowhere.
+        words = rng.sample(vocabulary[:8], rng.randint(0, 3)) + rng.sample(vocabulary[8:], rng.randint(1, 4))
+        words += rng.sample(words, rng.randint(0, 2)) + (["zzzunseen"] if trial % 7 == 0 else [])
+        terms = tokenize(" ".join(words))
+        for limit in (1, 5, 40, 5000):
+            subset = stores if trial % 3 else stores[:2]
+            found = best_chunks_across(subset, terms, limit, R.BM25_K1, R.BM25_B)
+            assert found.chunks == _merged(subset, terms, limit), (words, limit)
+            assert found.postings_read <= found.postings_held
+            pruned += found.postings_read < found.postings_held
+    if per_round == 1:  # the common words' postings were left unread where few chunks were asked for
+        assert pruned >= 40, pruned
+
+
+def test_nothing_to_find_reads_nothing(repositories: tuple[list[PgStore], list[str]]) -> None:
+    stores, _ = repositories
+    assert best_chunks_across(stores, tokenize("zzzunseen qqqnever"), 10, R.BM25_K1, R.BM25_B).chunks == []
+    assert best_chunks_across(stores, [], 10, R.BM25_K1, R.BM25_B).chunks == []
+    assert best_chunks_across([], ["word"], 10, R.BM25_K1, R.BM25_B).chunks == []
