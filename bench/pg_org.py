@@ -156,6 +156,28 @@ def lexical_statement(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: 
     return timed(ask, queries)
 
 
+def best_chunks(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - PgStores of one database
+    """`best_chunks_across` for `stores` at once (the lexical lane's LANE_DEPTH best chunks across them, read
+    with top-k pruning), timed as `lexical_statement`, with the share of the query terms' postings it read."""
+    from codeloupe import ranking as R
+    from codeloupe.lanes.tokens import tokenize
+    from codeloupe.store.postgres import best_chunks_across
+
+    read, held = [], []
+
+    def ask(query: str, _mode: str) -> None:
+        found = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B)
+        read.append(found.postings_read)
+        held.append(found.postings_held)
+
+    for query, mode in queries:
+        ask(query, mode)
+    out = timed(ask, queries)
+    out["postings_read_of_held"] = round(sum(read[len(queries):]) / max(sum(held[len(queries):]), 1), 4)
+    out["postings_read_p50"] = int(statistics.median(read[len(queries):]))
+    return out
+
+
 def postgres_rss_mb(pgdata: Path) -> float:
     """RSS of the server's processes (postmaster and backends), summed: shared buffers counted once per
     process that touched them, so an upper bound of the server's memory."""
@@ -227,6 +249,8 @@ def main() -> int:
                         " too, which otherwise asks all 80)")
     parser.add_argument("--all-repos", type=int, help="search_repositories over only the first N repositories"
                         " (each one's snapshot is held in this process: 200 do not fit in memory)")
+    parser.add_argument("--full-repos", type=int, help="also search the first N repositories with every lane of"
+                        " each (no repository chosen first): the way a search across them ran before")
     parser.add_argument("--cache", type=Path, help="embedding cache to start from (copied), e.g. the eval cache")
     parser.add_argument("--pg-parent", type=Path, default=Path(tempfile.gettempdir()) / "pgbench")
     parser.add_argument("--shared-buffers", default="2GB")
@@ -239,8 +263,10 @@ def main() -> int:
 
     import psycopg
 
+    from codeloupe import ranking as R
     from codeloupe.api import Workspace, open_shared, search_repositories
     from codeloupe.eval.golden import load_golden
+    from codeloupe.store import postgres
     from codeloupe.store.postgres import (
         EXACT_SEARCH_MAX_VECTORS,
         HNSW_EF_CONSTRUCTION,
@@ -342,11 +368,33 @@ def main() -> int:
         report["lexical_statement"] = {"one": lexical_statement([stores[middle]], queries),
                                        "all": lexical_statement(stores, queries if len(stores) <= 20 else sample)}
         print("lexical statement", report["lexical_statement"], flush=True)
+        if hasattr(postgres, "best_chunks_across"):  # an older engine has no pruned statement
+            report["best_chunks"] = {"one": best_chunks([stores[middle]], queries),
+                                     "all": best_chunks(stores, queries if len(stores) <= 20 else sample)}
+            print("best chunks", report["best_chunks"], flush=True)
         if args.lexical_only:
             return pg_server.emit(report, args.out)
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))  # kept if the every-repository pass is cut
         report["postgres_rss_mb_one"] = postgres_rss_mb(pgdata)
+
+        if args.full_repos:  # every lane of every one of them, as before repositories were chosen
+            full = open_shared(names[:args.full_repos], overrides)
+            for ws in full:
+                stack.callback(ws.close)
+            with contextlib.ExitStack() as unchosen:
+                if hasattr(R, "REPOSITORIES_SEARCHED_FULLY"):
+                    unchosen.callback(setattr, R, "REPOSITORIES_SEARCHED_FULLY", R.REPOSITORIES_SEARCHED_FULLY)
+                    R.REPOSITORIES_SEARCHED_FULLY = len(full)
+                started = time.perf_counter()
+                search_repositories(full, WARM_QUERY)
+                report["full_open_and_first_s"] = round(time.perf_counter() - started, 1)
+                report["full_repositories"] = timed(lambda q, m: search_repositories(full, q, mode=m), sample)
+            report["client_rss_mb_after_full"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            print("the first", len(full), "searched in full", report["full_open_and_first_s"],
+                  report["full_repositories"], flush=True)
+            for ws in full:
+                ws.close()
 
         started = time.perf_counter()
         every = open_shared(names[:args.all_repos] if args.all_repos else [], overrides)
@@ -360,6 +408,7 @@ def main() -> int:
         if args.out:
             args.out.write_text(json.dumps(report, indent=1))
         report["all_repositories"] = timed(lambda q, m: search_repositories(every, q, mode=m), sample)
+        report["all_repositories_notes"] = search_repositories(every, sample[0][0], mode=sample[0][1]).notes
         print("all repositories", report["all_repositories"], flush=True)
         report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
         report["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

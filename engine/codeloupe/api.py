@@ -13,10 +13,13 @@ import hashlib
 import logging
 import re
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codeloupe import ranking as R
 from codeloupe.bundle import merge_bundles, trust_notes
 from codeloupe.chunk import available_languages as available_languages
 from codeloupe.chunk.strategies import (
@@ -76,6 +79,7 @@ if TYPE_CHECKING:
     from codeloupe.search import LaneScores
     from codeloupe.shared_index import DroppedRepository, QueuePruned, QueueStatus, SharedRepository
 
+log = logging.getLogger(__name__)
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
 # The ask result types, loaded on first use: `codeloupe.ask` pulls in the model client (most of a second).
@@ -584,6 +588,14 @@ class Workspace:
 
         return reask(self, [(question, "code") for question in warm_questions(self, limit)])
 
+    def release_searcher(self) -> None:
+        """Let go of the search snapshot (lanes, maps, vectors held in memory); the next search loads it again
+        (from the files saved beside the index). A search holding it meanwhile finishes on it."""
+        with self._lock:
+            searcher, self._searcher = self._searcher, None
+        if searcher is not None:
+            searcher.close()
+
     def close(self) -> None:
         self.closed = True  # first: background builds failing from here on are quiet
         if self._searcher is not None:
@@ -816,20 +828,80 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: s
     The same fusion and bundle code as one repository's search, with every repository's file scores on one
     scale: each lane ranks one list across the repositories by its own score, the BM25 lanes with IDF pooled
     over them, and lanes fuse by those ranks (`search.Fusion`). Ordering repositories' own fused scores
-    instead ranks every repository's best file about alike (measured in docs/shared-index.md)."""
+    instead ranks every repository's best file about alike (measured in docs/shared-index.md).
+
+    More than `ranking.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index: only that many are
+    searched so, those whose chunks the lexical and dense lanes rank first across all of them, asked in the
+    database (`repository_choice`); the bundle's notes name them."""
     named = dict(zip(repository_labels(workspaces), workspaces))
+    notes = _choose_repositories(named, query) if len(named) > R.REPOSITORIES_SEARCHED_FULLY else []
     if len(named) == 1:  # nothing to rank it among
-        return merge_bundles(query.strip(), mode, {name: ws.search(query, scope=scope, mode=mode, limit=limit)
-                                                   for name, ws in named.items()})
+        bundle = merge_bundles(query.strip(), mode, {name: ws.search(query, scope=scope, mode=mode, limit=limit)
+                                                     for name, ws in named.items()})
+    else:
+        from codeloupe.search import pooled_lane_scores
 
-    from codeloupe.search import pooled_lane_scores
+        # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
+        # statistics; its bundle with every lane ranked among the others' rows.
+        peers = pooled_lane_scores({name: ws.searcher() for name, ws in named.items()}, query, mode, scope)
+        bundle = merge_bundles(query.strip(), mode, {
+            name: ws.search(query, scope=scope, mode=mode, limit=limit, peers=peers[name])
+            for name, ws in named.items()})
+    bundle.notes[:0] = notes
+    return bundle
 
-    # Three passes: each repository's BM25 statistics of the query's terms; its lane scores on the pooled
-    # statistics; its bundle with every lane ranked among the others' rows.
-    peers = pooled_lane_scores({name: ws.searcher() for name, ws in named.items()}, query, mode, scope)
-    bundles = {name: ws.search(query, scope=scope, mode=mode, limit=limit, peers=peers[name])
-               for name, ws in named.items()}
-    return merge_bundles(query.strip(), mode, bundles)
+
+def _choose_repositories(named: dict[str, Workspace], query: str) -> list[str]:
+    """Narrow `named` (in place) to the repositories a search across very many of them searches in full, when
+    they are repositories of one shared index; the note saying so, or none."""
+    from codeloupe.embed import describe_provider
+    from codeloupe.repository_choice import choose_repositories
+    from codeloupe.store.postgres import one_database
+
+    workspaces = list(named.values())
+    stores = [ws.store for ws in workspaces]
+    if not one_database(stores):
+        return []
+    first = workspaces[0]
+    vector, model = None, describe_provider(first.settings)[1]
+    if model:
+        try:
+            vector = first.embedding_provider().embed_query(query.strip())
+        except Exception as exc:  # an unusable model costs the dense lane's vote, not the search
+            log.warning("query embedding failed, choosing repositories by their words alone: %s", exc)
+    choice = choose_repositories(stores, query, vector, model, R.REPOSITORIES_SEARCHED_FULLY)
+    names = list(named)
+    kept = [names[n] for n in choice.chosen]
+    for name in names:
+        if name not in kept:
+            del named[name]
+    _hold_snapshots([named[name] for name in kept])
+    return [f"searched {len(kept)} of {len(names)} repositories in full: {', '.join(kept)} (those whose chunks"
+            f" rank first for the query's {'words and meaning' if vector is not None else 'words'} across all"
+            " of them); name repositories to search others"]
+
+
+# The workspaces whose snapshots searches across very many repositories loaded, least recently chosen first:
+# each query loads those it chooses, so a long-running server's memory would otherwise grow to every
+# repository's snapshot (about 160 MB each at 11,818 chunks: 32 GB for 200).
+_held: OrderedDict[int, weakref.ref[Workspace]] = OrderedDict()
+_held_lock = threading.Lock()
+
+
+def _hold_snapshots(chosen: list[Workspace]) -> None:
+    """Mark `chosen` as the latest searched, and let go of the snapshots of those chosen longest ago beyond
+    `ranking.SHARED_SNAPSHOTS_HELD`."""
+    with _held_lock:
+        for ws in chosen:
+            _held.pop(id(ws), None)
+            _held[id(ws)] = weakref.ref(ws)
+        released = []
+        while len(_held) > max(R.SHARED_SNAPSHOTS_HELD, len(chosen)):
+            ws = _held.popitem(last=False)[1]()
+            if ws is not None:
+                released.append(ws)
+    for ws in released:
+        ws.release_searcher()
 
 
 def repository_labels(workspaces: Sequence[Workspace]) -> list[str]:

@@ -159,6 +159,14 @@ DELTA_MAX_FILES = 200
 
 # --- Bundle.
 CANDIDATE_FILES = 12
+# A search across more repositories of one shared index than this first asks the lexical and dense lanes of all
+# of them in the database and searches in full only this many, those whose chunks rank first
+# (`repository_choice`): a latency budget, not a quality constant (the full search of 10 repositories of 4,140
+# chunks took about 1 s, of 20 of 11,818 chunks 3.2 s p50: docs/org-scale-measurements.md).
+REPOSITORIES_SEARCHED_FULLY = 8
+# Of the repositories such searches chose, the snapshots of the most recently chosen this many stay in memory
+# (about 50 MB each at 4,140 chunks, 160 MB at 11,818); the others' are let go and loaded again when chosen.
+SHARED_SNAPSHOTS_HELD = 16
 CORE_GAP = 0.03  # CORE = files within 3% of the leader
 CORE_MAX = 4
 CORE_CHUNK_RATIO = 0.80  # a CORE file shows every chunk scoring >= 80% of its best

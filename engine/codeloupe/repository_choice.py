@@ -1,0 +1,55 @@
+"""Which repositories a search across very many of them searches in full.
+
+A search across repositories (`api.search_repositories`) runs every lane in every repository it searches, three
+passes each, with each repository's snapshot in memory: fine for tens of repositories, not for an
+organisation's hundreds (docs/org-scale-measurements.md: 200 repositories did not finish opening in 19
+minutes). Beyond `R.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index, two lanes are first asked
+of all of them in the database, each for its `R.LANE_DEPTH` best chunks across all of them (the lexical lane by
+BM25 with IDF pooled over them, read with top-k pruning; the dense lane through each repository's vectors); the
+repositories holding those chunks are ranked by reciprocal rank fusion of their best chunk's rank in each list,
+and the first `R.REPOSITORIES_SEARCHED_FULLY` are searched in full, as one ranking. Nothing here loads a
+repository's snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from codeloupe import ranking as R
+from codeloupe.lanes.tokens import tokenize
+from codeloupe.store.postgres import PgStore, best_chunks_across, nearest_across
+
+
+@dataclass(frozen=True)
+class RepositoryChoice:
+    """The repositories to search in full (indexes into the stores asked, best first) and what chose them."""
+
+    chosen: list[int]
+    lexical_hits: int  # chunks the lexical lane ranked across every repository
+    dense_hits: int  # the same for the dense lane (0: no query vector)
+    postings_read: int  # postings the database handed over for the lexical lane
+    postings_held: int  # postings of the query's terms in every repository
+
+
+def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarray | None, model: str,
+                        limit: int) -> RepositoryChoice:
+    """The `limit` repositories of `stores` whose chunks the lexical and dense lanes rank first across all of
+    them (`vector`: the query's, of `model`; None: the lexical lane alone). A repository neither lane ranks
+    is not chosen; with no ranked chunk anywhere, the first `limit` in order."""
+    stores = list(stores)
+    lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B)
+    dense = nearest_across(stores, model, vector, R.LANE_DEPTH, R.SKELETON_WEIGHT) if vector is not None else []
+    position = {store.repo_id: n for n, store in enumerate(stores)}
+    fused: dict[int, float] = {}
+    for hits in (lexical.chunks, dense):
+        seen: set[int] = set()
+        for rank, (repo_id, _, _) in enumerate(hits, 1):
+            if repo_id not in seen:  # a repository's best chunk in the list stands for it
+                seen.add(repo_id)
+                fused[repo_id] = fused.get(repo_id, 0.0) + 1.0 / (R.RRF_K + rank)
+    ranked = sorted(fused, key=lambda repo_id: (-fused[repo_id], position[repo_id]))
+    chosen = [position[repo_id] for repo_id in ranked[:limit]] or list(range(min(limit, len(stores))))
+    return RepositoryChoice(chosen, len(lexical.chunks), len(dense), lexical.postings_read, lexical.postings_held)

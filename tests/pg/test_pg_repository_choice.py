@@ -1,0 +1,119 @@
+"""A search across more repositories of the shared index than it searches in full: the lexical and dense lanes
+are asked of all of them in the database, the repositories whose chunks rank first are searched as one
+ranking (the same answer as searching those alone), the bundle says which, and the others are never loaded."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from codeloupe import ranking as R
+from codeloupe.api import Workspace, open_shared, search_repositories
+
+LEDGER = '''def reconcile_ledger_entries(ledger, statement):
+    """Match each bank statement line to the ledger entry it settles."""
+    return [entry for entry in ledger if entry.amount in statement]
+'''
+# What the scripted embedder calls near: the ledger's chunk and the question below, which shares no word with it.
+QUESTION = "which code pairs up money movements with the bookkeeping records"
+
+
+# A word only one repository holds, for each (the tokeniser keeps them whole).
+MARKERS = ["alpaca", "bramble", "cobalt", "dervish", "ember", "fjord", "glacier", "harbor", "iris", "juniper"]
+
+
+def _aligned(text: str) -> list[float]:
+    return [1.0, 0.0, 0.0, 0.0] if "reconcile_ledger" in text or text == QUESTION else [0.0, 1.0, 0.0, 0.0]
+
+
+def _filler(root: Path, rng: random.Random) -> None:
+    words = ["parse", "render", "config", "session", "token", "cache", "route", "handler", "query", "stream"]
+    root.mkdir(parents=True)
+    for f in range(rng.randint(3, 8)):
+        body = "\n\n".join(f"def {rng.choice(words)}_{rng.choice(words)}_{f}_{g}():\n    return"
+                           f" '{' '.join(rng.choices(words, k=8))}'\n" for g in range(3))
+        (root / f"mod{f}.py").write_text(body)
+
+
+def _shared_index(tmp_path: Path, pg_url: str, overrides: dict[str, object], markers: bool = False) -> list[str]:
+    """Ten repositories of filler code, the ledger in team07; `markers`: a function only each one defines."""
+    rng = random.Random(3)
+    names = [f"team{n:02d}" for n in range(10)]
+    for name in names:
+        _filler(tmp_path / name, rng)
+        if markers:
+            (tmp_path / name / "marker.py").write_text(f"def {MARKERS[names.index(name)]}():\n"
+                                                       "    return 1\n")
+    (tmp_path / "team07" / "ledger.py").write_text(LEDGER)
+    for name in names:
+        ws = Workspace(tmp_path / name, overrides={**overrides, "store_url": pg_url, "store_repository": name})
+        try:
+            ws.index()
+            if overrides.get("embed_provider") != "none":
+                ws.embed()
+        finally:
+            ws.close()
+    return names
+
+
+def _answer(bundle) -> list[tuple[str, str, float]]:
+    return [(h.repository, h.path, h.score) for h in bundle.files]
+
+
+@pytest.mark.parametrize("by", ["words", "meaning"])
+def test_only_the_repositories_whose_chunks_rank_first_are_searched_and_the_bundle_names_them(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    from chat_server import ChatServer
+
+    monkeypatch.setattr(R, "REPOSITORIES_SEARCHED_FULLY", 3)
+    with ChatServer(embedder=_aligned) as server:
+        overrides = {"embed_provider": "none"} if by == "words" else {
+            "embed_provider": "openai", "embed_base_url": server.base_url, "embed_model": "scripted-embed",
+            "embed_dimensions": 4}
+        names = _shared_index(tmp_path, pg_url, overrides)
+        # Words every repository holds too (its chunks rank below the ledger's), or no word of the ledger's.
+        query = "reconcile ledger entries in the session cache" if by == "words" else QUESTION
+        shared = open_shared([], {**overrides, "store_url": pg_url})
+        try:
+            assert [ws.repository_name for ws in shared] == names
+            bundle = search_repositories(shared, query)
+            [note] = [n for n in bundle.notes if n.startswith("searched 3 of 10 repositories in full: ")]
+            chosen = note.split(": ", 1)[1].split(" (", 1)[0].split(", ")
+            assert chosen[0] == "team07" and len(chosen) == 3, note
+            assert ("words and meaning" in note) == (by == "meaning")
+            ledger = next(h for h in bundle.files if (h.repository, h.path) == ("team07", "ledger.py"))
+            assert ledger.rank == 1 if by == "words" else "dense #1" in ledger.why, ledger
+            assert {h.repository for h in bundle.files} <= set(chosen)
+            # Nothing of the others was loaded: no snapshot, no searcher.
+            assert all(ws._searcher is None for ws in shared if ws.repository_name not in chosen)
+            # The same answer as the chosen repositories searched alone, as one ranking.
+            alone = search_repositories([ws for ws in shared if ws.repository_name in chosen], query)
+            assert _answer(alone) == _answer(bundle)
+            assert not any(n.startswith("searched ") for n in alone.notes)
+        finally:
+            for ws in shared:
+                ws.close()
+
+
+def test_a_long_running_server_holds_only_the_most_recently_chosen_repositories_snapshots(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each query loads the snapshots of the repositories it chooses; those chosen longest ago are let go
+    beyond `SHARED_SNAPSHOTS_HELD`, and one chosen again is loaded again and answers as before."""
+    monkeypatch.setattr(R, "REPOSITORIES_SEARCHED_FULLY", 3)
+    monkeypatch.setattr(R, "SHARED_SNAPSHOTS_HELD", 4)
+    overrides = {"embed_provider": "none"}
+    names = _shared_index(tmp_path, pg_url, overrides, markers=True)
+    shared = open_shared([], {**overrides, "store_url": pg_url})
+    try:
+        first = search_repositories(shared, MARKERS[0])
+        assert {h.repository for h in first.files} == {"team00"}
+        for n in range(1, 7):  # six more queries, each about one other repository
+            assert {h.repository for h in search_repositories(shared, MARKERS[n]).files} == {names[n]}
+        held = [ws.repository_name for ws in shared if ws._searcher is not None]
+        assert held == names[3:7], held
+        assert _answer(search_repositories(shared, MARKERS[0])) == _answer(first)
+    finally:
+        for ws in shared:
+            ws.close()
