@@ -5,7 +5,7 @@ passes each, with each repository's snapshot in memory: fine for tens of reposit
 organisation's hundreds (docs/org-scale-measurements.md: 200 repositories did not finish opening in 19
 minutes). Beyond `R.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index, two lanes are first asked
 of all of them in the database, each for its `R.LANE_DEPTH` best chunks across all of them (the lexical lane by
-BM25 with IDF pooled over them, read with top-k pruning; the dense lane through each repository's vectors); the
+BM25 with IDF pooled over them, read with top-k pruning; the dense lane by each chunk's cosine); the
 repositories holding those chunks are ranked by reciprocal rank fusion of their best chunk's rank in each list,
 and the first `R.REPOSITORIES_SEARCHED_FULLY` are searched in full, as one ranking. Nothing here loads a
 repository's snapshot.
@@ -41,7 +41,7 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
     is not chosen; with no ranked chunk anywhere, the first `limit` in order."""
     stores = list(stores)
     lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B)
-    dense = nearest_across(stores, model, vector, R.LANE_DEPTH, R.SKELETON_WEIGHT) if vector is not None else []
+    dense = nearest_across(stores, model, vector, R.LANE_DEPTH) if vector is not None else []
     position = {store.repo_id: n for n, store in enumerate(stores)}
     fused: dict[int, float] = {}
     for hits in (lexical.chunks, dense):

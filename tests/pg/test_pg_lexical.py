@@ -21,7 +21,6 @@ from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermStats
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.search import _documents
 from codeloupe.store.postgres import (
-    _POSTING,
     _TERM_POSTINGS,
     MIGRATIONS,
     STATE_TTL_S,
@@ -187,8 +186,8 @@ def test_chunks_and_files_that_tie_rank_by_id_with_the_same_score(tmp_path: Path
 
 
 def test_query_terms_are_bound_as_data_and_a_damaged_row_is_left_out(tree: Path, pg_url: str) -> None:
-    """The postings statement is a COPY, whose parameters psycopg binds in the client: a term with quotes or a
-    backslash is a value, never SQL. A chunk's row whose counts are fewer than its term ids (damaged) loses that
+    """The postings statement's parameters are bound by psycopg: a term with quotes or a backslash is a value,
+    never SQL. A chunk's row whose counts are fewer than its term ids (damaged) loses that
     posting, not the answer; a reply that is not rows of the seven fields is refused with a clear error."""
     ws = _open(tree, store_url=pg_url)
     try:
@@ -205,9 +204,10 @@ def test_query_terms_are_bound_as_data_and_a_damaged_row_is_left_out(tree: Path,
         assert damaged is not None
         after = ws.store.term_scores([term], 1000, R.BM25_K1, R.BM25_B)
         assert {i for i, _ in after.chunks} == {i for i, _ in found.chunks} - {damaged[0]}
-        header, trailer = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
+        columns = [bytes(4 * 2), bytes(4 * 2), bytes(8 * 2), bytes(8 * 2), bytes(4 * 2), bytes(4 * 2), bytes(4)]
         with pytest.raises(RuntimeError, match="malformed"):
-            _read_postings(header + bytes(_POSTING.itemsize) + trailer)  # a row of zero fields
+            _read_postings(2, columns)  # a column a value short (a NULL the others have a value for)
+        assert len(_read_postings(2, columns[:-1] + [bytes(8)])) == 0  # two rows, counts of zero: left out
     finally:
         ws.close()
 

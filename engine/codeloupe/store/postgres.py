@@ -1187,8 +1187,8 @@ def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
 # each term's chunk frequency (df). bench/pg_lexical.py measured this keeps the in-process lane's recall. A
 # query term is each repository's dictionary id; the chunks holding it come from the GIN index, its count
 # from the chunk's row (the position of the id in `terms` is the count's in `tfs`). The database hands over
-# those postings, a fixed-width row each by binary COPY, and the scores are summed here: aggregating them in
-# SQL (df, files, sums, a window per repository) cost twice the lookup itself (docs/org-scale-measurements.md).
+# those postings (`_postings_of`) and the scores are summed here: aggregating them in SQL (df, files, sums, a
+# window per repository) cost twice the lookup itself (docs/org-scale-measurements.md).
 _TERM_POSTINGS = """
 WITH q AS (SELECT * FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, k)),
 t AS (SELECT t.repo_id, t.id, q.k FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term)
@@ -1196,25 +1196,35 @@ SELECT t.repo_id::int4, (t.k - 1)::int4, c.chunk_id::int8, c.file_id::int8,
        coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
 FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
 """
-# One row of it: a field count, then each field's byte length and big-endian value.
-_POSTING = np.dtype([("fields", ">i2"), ("repo_len", ">i4"), ("repo", ">i4"), ("term_len", ">i4"), ("term", ">i4"),
-                     ("chunk_len", ">i4"), ("chunk", ">i8"), ("file_len", ">i4"), ("file", ">i8"),
-                     ("tf_len", ">i4"), ("tf", ">i4"), ("length_len", ">i4"), ("length", ">i4"),
-                     ("file_length_len", ">i4"), ("file_length", ">i4")])
-_COPY_HEADER = 19  # signature, flags, header extension length
-_COPY_TRAILER = 2
+# Its rows reach the process as one row of seven byte strings, each column's values back to back in the
+# database's binary form: a binary COPY sent a message per posting, and reading those messages one by one was
+# most of a search across hundreds of repositories (1.4M messages, about 5 s in Python, for 8 queries).
+_POSTING_COLUMNS = (("repo", "int4"), ("term", "int4"), ("chunk", "int8"), ("file", "int8"), ("tf", "int4"),
+                    ("length", "int4"), ("file_length", "int4"))
+_POSTING = np.dtype([(name, np.int32 if kind == "int4" else np.int64) for name, kind in _POSTING_COLUMNS])
 
 
-def _read_postings(data: bytes) -> np.ndarray:
-    """`_TERM_POSTINGS`'s rows from its binary COPY: every row has its seven fixed-width fields (a NULL would
-    shift every row after it, so it is refused with the database named as the cause, not misread). A row whose
-    count is not positive (a chunk's `tfs` shorter than its `terms`: a damaged row) is left out."""
-    rows, extra = divmod(len(data) - _COPY_HEADER - _COPY_TRAILER, _POSTING.itemsize)
-    postings = np.frombuffer(data, _POSTING, offset=_COPY_HEADER, count=max(rows, 0))
-    widths = [name for name in _POSTING.names if name.endswith("_len")]
-    if extra or rows < 0 or not (postings["fields"] == 7).all() or any(
-            (postings[name] != _POSTING[name[:-4]].itemsize).any() for name in widths):
-        raise RuntimeError("the PostgreSQL store's term statistics came back malformed (a damaged lex_chunk_terms row?)")
+def _postings_of(conn: Any, statement: str, params: dict) -> np.ndarray:
+    """The rows of `statement` (a postings statement: `_POSTING_COLUMNS` in order) as one array. A column with a
+    NULL (its values would no longer line up with the others') is refused with the database named as the
+    cause; a row whose count is not positive (a chunk's `tfs` shorter than its `terms`: a damaged row) is left
+    out."""
+    names = [name for name, _ in _POSTING_COLUMNS]
+    packed = ", ".join(f"coalesce(string_agg({kind}send({name}), ''), '')" for name, kind in _POSTING_COLUMNS)
+    count, *columns = conn.execute(f"SELECT count(*), {packed} FROM ({statement}) p({', '.join(names)})",
+                                   params).fetchone()
+    return _read_postings(int(count), [bytes(c) for c in columns])
+
+
+def _read_postings(count: int, columns: list[bytes]) -> np.ndarray:
+    """`count` postings from their columns' bytes (big-endian, `_POSTING_COLUMNS` in order)."""
+    postings = np.zeros(count, _POSTING)
+    for (name, kind), data in zip(_POSTING_COLUMNS, columns, strict=True):
+        width = 4 if kind == "int4" else 8
+        if len(data) != count * width:
+            raise RuntimeError("the PostgreSQL store's term statistics came back malformed"
+                               " (a damaged lex_chunk_terms row?)")
+        postings[name] = np.frombuffer(data, f">i{width}")
     return postings[postings["tf"] > 0]
 
 
@@ -1258,10 +1268,7 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         conn = stores[0]._conn
         totals = conn.execute("SELECT id, lex_chunks, lex_files, lex_length FROM repositories WHERE id = ANY(%s)",
                               (list(answers),)).fetchall()
-        statement = f"COPY ({_TERM_POSTINGS}) TO STDOUT (FORMAT BINARY)"
-        with conn.cursor() as cur, cur.copy(statement, {"terms": words, "repos": list(answers)}) as copy:
-            data = b"".join(bytes(block) for block in copy)
-    postings = _read_postings(data)
+        postings = _postings_of(conn, _TERM_POSTINGS, {"terms": words, "repos": list(answers)})
     for repo_id, chunks, files, length in totals:
         mine = postings[postings["repo"] == repo_id]
         mine = mine[np.lexsort((mine["term"], mine["chunk"]))]
@@ -1360,8 +1367,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
 
         def fetch(statement: str, params: dict) -> np.ndarray:
             nonlocal postings_read
-            with conn.cursor() as cur, cur.copy(f"COPY ({statement}) TO STDOUT (FORMAT BINARY)", params) as copy:
-                found = _read_postings(b"".join(bytes(block) for block in copy))
+            found = _postings_of(conn, statement, params)
             postings_read += len(found)
             return found
 
@@ -1402,15 +1408,23 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     return BestChunks([(repo_of[chunk], chunk, score) for chunk, score in best], postings_read, int(df.sum()))
 
 
-def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int,
-                   skeleton_weight: float) -> list[tuple[int, int, float]]:
-    """The `limit` chunks of all of `stores` nearest to `query`, scored as each repository's dense lane scores
-    them (`PgStore.nearest_chunks`): (repository id, chunk id, score), best first, ties by chunk id. Each
-    repository is asked in turn, through its own index: one index over every repository would filter after
-    its scan (pgvector 0.6), losing most of each repository's neighbours."""
-    found = [(store.repo_id, chunk, score) for store in stores
-             for chunk, score in store.nearest_chunks(model, query, limit, skeleton_weight)]
-    return sorted(found, key=lambda hit: (-hit[2], hit[1]))[:limit]
+def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int) -> list[tuple[int, int, float]]:
+    """The `limit` chunks of all of `stores` (one database) whose vectors of `model` are nearest to `query`, by
+    the chunk's own cosine (not the file skeleton's share the dense lane adds): (repository id, chunk id,
+    cosine), best first, ties by chunk id. One exact scan of those repositories' vectors in one statement:
+    asking each repository its own nearest (`nearest_chunks`) took three round trips each, about 1 s for
+    200 repositories before any vector was read."""
+    if not stores:
+        return []
+    dim = int(query.shape[0])
+    with stores[0]._session():
+        rows = stores[0]._conn.execute(
+            "SELECT repo_id, chunk_id, -(vec <#> %(q)s::vector) FROM public.chunk_vectors"
+            " WHERE repo_id = ANY(%(repos)s) AND model = %(model)s AND dim = %(dim)s"
+            " ORDER BY vec <#> %(q)s::vector, chunk_id LIMIT %(limit)s",
+            {"q": _vector_literal(np.asarray(query, np.float32)), "repos": [s.repo_id for s in stores],
+             "model": model, "dim": dim, "limit": limit}).fetchall()
+    return [(int(r), int(c), float(score)) for r, c, score in rows]
 
 
 def one_database(stores: Sequence[object]) -> bool:
