@@ -167,6 +167,9 @@ REPOSITORIES_SEARCHED_FULLY = 8
 # Of the repositories such searches chose, the snapshots of the most recently chosen this many stay in memory
 # (about 50 MB each at 4,140 chunks, 160 MB at 11,818); the others' are let go and loaded again when chosen.
 SHARED_SNAPSHOTS_HELD = 16
+# The lexical evidence for that choice scores the query's this many rarest terms: a cost bound (a bug report's
+# dozens of common words are most of the postings and weigh least), above a question's usual count.
+REPOSITORY_CHOICE_TERMS = 16
 CORE_GAP = 0.03  # CORE = files within 3% of the leader
 CORE_MAX = 4
 CORE_CHUNK_RATIO = 0.80  # a CORE file shows every chunk scoring >= 80% of its best

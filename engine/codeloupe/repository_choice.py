@@ -4,11 +4,11 @@ A search across repositories (`api.search_repositories`) runs every lane in ever
 passes each, with each repository's snapshot in memory: fine for tens of repositories, not for an
 organisation's hundreds (docs/org-scale-measurements.md: 200 repositories did not finish opening in 19
 minutes). Beyond `R.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index, two lanes are first asked
-of all of them in the database, each for its `R.LANE_DEPTH` best chunks across all of them (the lexical lane by
-BM25 with IDF pooled over them, read with top-k pruning; the dense lane by each chunk's cosine); the
-repositories holding those chunks are ranked by reciprocal rank fusion of their best chunk's rank in each list,
-and the first `R.REPOSITORIES_SEARCHED_FULLY` are searched in full, as one ranking. Nothing here loads a
-repository's snapshot.
+of all of them in the database, each for its `R.LANE_DEPTH` best chunks across all of them: the lexical lane by
+BM25 with IDF pooled over them, over the query's `R.REPOSITORY_CHOICE_TERMS` rarest terms, read with top-k
+pruning; the dense lane by each chunk's cosine. The repositories holding those chunks are ranked by reciprocal
+rank fusion of their best chunk's rank in each list, and the first `R.REPOSITORIES_SEARCHED_FULLY` are
+searched in full, as one ranking. Nothing here loads a repository's snapshot.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
     them (`vector`: the query's, of `model`; None: the lexical lane alone). A repository neither lane ranks
     is not chosen; with no ranked chunk anywhere, the first `limit` in order."""
     stores = list(stores)
-    lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B)
+    lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B,
+                                 rarest=R.REPOSITORY_CHOICE_TERMS)
     dense = nearest_across(stores, model, vector, R.LANE_DEPTH) if vector is not None else []
     position = {store.repo_id: n for n, store in enumerate(stores)}
     fused: dict[int, float] = {}

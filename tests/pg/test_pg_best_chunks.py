@@ -102,3 +102,15 @@ def test_nothing_to_find_reads_nothing(repositories: tuple[list[PgStore], list[s
     assert best_chunks_across(stores, tokenize("zzzunseen qqqnever"), 10, R.BM25_K1, R.BM25_B).chunks == []
     assert best_chunks_across(stores, [], 10, R.BM25_K1, R.BM25_B).chunks == []
     assert best_chunks_across([], ["word"], 10, R.BM25_K1, R.BM25_B).chunks == []
+
+
+def test_the_rarest_terms_alone_score_as_a_query_of_those_terms(
+        repositories: tuple[list[PgStore], list[str]]) -> None:
+    """`rarest`: the terms fewest chunks hold, the others dropped, as if the query had asked those alone."""
+    stores, vocabulary = repositories
+    terms = tokenize(" ".join(vocabulary[:6] + vocabulary[40:44]))
+    pooled = {t: sum(store.chunk_frequencies([t])[1].get(t, 0) for store in stores) for t in terms}
+    kept = sorted((t for t in terms if pooled[t]), key=lambda t: (pooled[t], terms.index(t)))[:3]
+    found = best_chunks_across(stores, terms, 20, R.BM25_K1, R.BM25_B, rarest=3)
+    assert found.chunks == _merged(stores, kept, 20)
+    assert found.postings_held == sum(pooled[t] for t in kept) < sum(pooled.values())

@@ -1328,7 +1328,8 @@ _POSTINGS_PER_ROUND = 20_000
 _BOUND_SLACK = 1e-9
 
 
-def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float) -> BestChunks:
+def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float, *,
+                       rarest: int | None = None) -> BestChunks:
     """The `limit` best chunks of all of `stores` (one database) for `terms` by BM25, with each term's IDF
     pooled over them (chunks and document frequencies summed: `TermStats.idf`) and each chunk's length taken
     against its own repository's average: the chunks, scores and order that `term_scores_across` with that
@@ -1338,7 +1339,10 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     postings are read first, a round at a time, until the terms left could not lift a chunk that holds none of
     the terms read to the `limit`-th best score so far; those terms are then read only in the chunks whose
     score so far plus that bound still reaches it (by primary key). A query's common words, most of the
-    postings, are then read in a few chunks instead of in every chunk holding them."""
+    postings, are then read in a few chunks instead of in every chunk holding them.
+
+    `rarest`: score only that many of the terms, those the fewest chunks hold (a long report's common words
+    cost the most postings and weigh the least)."""
     counts = Counter(terms)
     repos = [store.repo_id for store in stores]
     if not stores or not counts or limit <= 0:
@@ -1361,7 +1365,8 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         weight = np.array([counts[w] for w in words], np.float64) * idf
         bound = weight * (k1 + 1)
         average = {r: max(length / max(chunks, 1), 1e-9) for r, (chunks, length) in totals.items()}
-        left = sorted((k for k in range(len(words)) if df[k]), key=lambda k: (df[k], k))  # rarest first
+        left = sorted((k for k in range(len(words)) if df[k]), key=lambda k: (df[k], k))[:rarest]  # rarest first
+        held = int(df[left].sum())
         read: list[np.ndarray] = []
         postings_read = 0
 
@@ -1392,8 +1397,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
             if rest >= floor:
                 continue  # a chunk holding only the terms left could still be among the best
             live = chunk_ids[partial + rest * (1 + _BOUND_SLACK) >= floor]
-            held = int(df[left].sum())
-            if len(live) * len(left) >= held:
+            if len(live) * len(left) >= int(df[left].sum()):
                 continue  # reading the terms left in every chunk costs no more
             ids, ks, owners = pairs(left)
             read.append(fetch(_POSTINGS_IN_CHUNKS, {"ids": ids, "ks": ks, "repos": owners,
@@ -1405,7 +1409,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     order = np.lexsort((chunk_ids, -scores))[:limit]
     best = zip(chunk_ids[order].tolist(), scores[order].tolist(), strict=True)
     repo_of = dict(zip(postings["chunk"].tolist(), postings["repo"].tolist()))
-    return BestChunks([(repo_of[chunk], chunk, score) for chunk, score in best], postings_read, int(df.sum()))
+    return BestChunks([(repo_of[chunk], chunk, score) for chunk, score in best], postings_read, held)
 
 
 def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int) -> list[tuple[int, int, float]]:
