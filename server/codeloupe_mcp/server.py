@@ -59,7 +59,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES,
                repos: Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
                    max_length=1000, description="search these served repositories as one ranking instead "
-                                                "(['*']: every one); each file then names its repository")] = None
+                                                "(['*']: every one); each file then names its repository. Of "
+                                                "more than 8 repositories of a shared index, the 8 whose "
+                                                "chunks rank first are searched in full: the bundle's notes "
+                                                "name them")] = None
                ) -> str:
         with _refusals():
             if repos:
