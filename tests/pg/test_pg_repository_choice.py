@@ -117,3 +117,28 @@ def test_a_long_running_server_holds_only_the_most_recently_chosen_repositories_
     finally:
         for ws in shared:
             ws.close()
+
+
+def test_a_query_nothing_matches_or_the_model_cannot_embed_still_searches_some_repositories(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No chunk ranked anywhere: the first repositories in order are searched (the bundle says so, empty or
+    not); a model that fails on the query costs the choice its dense vote, not the search."""
+    from chat_server import ChatServer
+
+    monkeypatch.setattr(R, "REPOSITORIES_SEARCHED_FULLY", 3)
+    with ChatServer(embedder=_aligned) as server:
+        overrides = {"embed_provider": "openai", "embed_base_url": server.base_url, "embed_model": "scripted-embed",
+                     "embed_dimensions": 4}
+        names = _shared_index(tmp_path, pg_url, overrides)
+        shared = open_shared([], {**overrides, "store_url": pg_url})
+        try:
+            server.embedder = lambda text: [1.0]  # vectors of another size from now on
+            nothing = search_repositories(shared, "?? !!")
+            assert nothing.notes[0].startswith(f"searched 3 of 10 repositories in full: {', '.join(names[:3])} (")
+            assert "for the query's words across" in nothing.notes[0]
+            found = search_repositories(shared, "reconcile ledger entries")
+            assert found.notes[0].startswith("searched 1 of 10 repositories in full: team07 (")
+            assert (found.files[0].repository, found.files[0].path) == ("team07", "ledger.py")
+        finally:
+            for ws in shared:
+                ws.close()
