@@ -1189,11 +1189,14 @@ def drop_vector_indexes(conn: Any, repo_id: int) -> list[str]:
 # from the chunk's row (the position of the id in `terms` is the count's in `tfs`). The database hands over
 # those postings (`_postings_of`) and the scores are summed here: aggregating them in SQL (df, files, sums, a
 # window per repository) cost twice the lookup itself (docs/org-scale-measurements.md).
+# A posting's columns (`_POSTING_COLUMNS`), from a chunk's row `c` and a query term `t` (its id, its
+# 0-based position in the query `k`): every postings statement below selects these.
+_POSTING_SELECT = """SELECT c.repo_id::int4, t.k::int4, c.chunk_id::int8, c.file_id::int8,
+       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4"""
 _TERM_POSTINGS = """
 WITH q AS (SELECT * FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, k)),
-t AS (SELECT t.repo_id, t.id, q.k FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term)
-SELECT t.repo_id::int4, (t.k - 1)::int4, c.chunk_id::int8, c.file_id::int8,
-       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
+t AS (SELECT t.repo_id, t.id, q.k - 1 AS k FROM q JOIN lex_terms t ON t.repo_id = ANY(%(repos)s) AND t.term = q.term)
+""" + _POSTING_SELECT + """
 FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
 """
 # Its rows reach the process as one row of seven byte strings, each column's values back to back in the
@@ -1310,15 +1313,13 @@ class BestChunks:
 # The postings of some (repository, term) pairs, named by term id: `_TERM_POSTINGS`' columns.
 _POSTINGS_OF_TERMS = """
 WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[]) AS t(id, k))
-SELECT c.repo_id::int4, t.k::int4, c.chunk_id::int8, c.file_id::int8,
-       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
+""" + _POSTING_SELECT + """
 FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
 """
 # The same for some chunks only (their rows by primary key), each with the terms asked of its repository.
 _POSTINGS_IN_CHUNKS = """
 WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[], %(repos)s::int4[]) AS t(id, k, repo_id))
-SELECT c.repo_id::int4, t.k::int4, c.chunk_id::int8, c.file_id::int8,
-       coalesce(c.tfs[array_position(c.terms, t.id)], 0)::int4, c.length::int4, c.file_length::int4
+""" + _POSTING_SELECT + """
 FROM lex_chunk_terms c JOIN t ON t.repo_id = c.repo_id
 WHERE c.chunk_id = ANY(%(chunks)s)
 """
