@@ -299,3 +299,38 @@ def test_a_damaged_saved_file_lane_index_is_rebuilt_never_trusted(indexed: Path,
     assert _facts(ws) == expected
     ws.close()
     assert np.load(saved)["n_docs"][0] == len(expected["file_lane"][0])  # rewritten whole
+
+
+def _summaries_saved(root: Path) -> Path:
+    return _saved(root).with_name(_saved(root).name.replace(".snapshot.npz", ".summaries.npz"))
+
+
+def test_a_restart_loads_the_saved_file_summaries(indexed: Path) -> None:
+    """The summary lane tokenises every file's skeleton and its graph neighbours' names (seconds at 40K files,
+    most of a shared repository's first search): a restarted process loads the index saved for the same index
+    state and graph instead."""
+    saved = _summaries_saved(indexed)
+    assert saved.is_file()  # the fixture's question used the summary lane
+    written = saved.stat()
+    ws = _open(indexed)
+    answers = _facts(ws)["answers"]
+    ws.close()
+    assert (saved.stat().st_ino, saved.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # not rebuilt
+    saved.unlink()
+    ws = _open(indexed)
+    assert _facts(ws)["answers"] == answers
+    ws.close()
+    assert saved.is_file()
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _not_a_zip])
+def test_damaged_saved_file_summaries_are_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    saved = _summaries_saved(indexed)
+    ws = _open(indexed)
+    expected = _facts(ws)["answers"]
+    ws.close()
+    damage(saved)
+    ws = _open(indexed)
+    assert _facts(ws)["answers"] == expected
+    ws.close()
+    assert np.load(saved)["n_docs"][0] > 0  # rewritten whole

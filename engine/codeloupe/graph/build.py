@@ -422,6 +422,13 @@ def _graph_key(ws: WorkspaceContext) -> tuple[int, int, str | None]:
     return ws.store.generation("content"), ws.store.generation("vector"), ws.store.get_meta(_STATE_KEY)
 
 
+def graph_stamp(ws: WorkspaceContext, graph: Graph) -> str | None:
+    """What identifies `graph` among things saved beside the index (the index state it was built from), when it
+    is the graph held for `ws`; None for any other (an empty stand-in, one replaced since)."""
+    cached = _graphs.get(ws)
+    return _stamp(ws, cached[0]) if cached is not None and cached[1] is graph else None
+
+
 # ---------------------------------------------------------------------------- the graph saved beside the index
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
