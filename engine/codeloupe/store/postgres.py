@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -39,6 +40,7 @@ import numpy as np
 
 from codeloupe.lanes.lexical import TOKENS_VERSION
 from codeloupe.lanes.tokens import document_terms, path_tokens
+from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
     ChunkTable,
     FileRow,
@@ -56,6 +58,8 @@ try:
     import psycopg
 except ImportError:  # the `postgres` extra is not installed: saying so is PgStore's job
     psycopg = None  # type: ignore[assignment]
+
+log = logging.getLogger("codeloupe.store.postgres")
 
 # The repository a session works on: `scoped.<table>` shows that repository's rows of `public.<table>` only,
 # and fills its id in on insert (a stable function, so the planner still uses the repo_id indexes).
@@ -288,6 +292,19 @@ INSERT INTO lex_chunk_terms
     FROM lex_postings p JOIN lex_terms t USING (repo_id, term) GROUP BY p.chunk_id;
 CREATE INDEX lex_chunk_terms_terms ON lex_chunk_terms USING gin (terms) WITH (fastupdate = off);
 DROP TABLE lex_postings;
+"""), (5, """
+-- Files a process derives from a repository's rows and saves beside its local name (the search snapshot's
+-- inputs, the graph, the file summaries: `codeloupe.saved`), kept here for every other process that opens the
+-- repository: each replica would otherwise build them again (seconds of CPU for a repository's first search).
+-- One row a file, replaced when the repository's state moves; the stamp says which state it was built from.
+CREATE TABLE saved_files (
+    repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
+    suffix TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    data BYTEA NOT NULL,
+    saved_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (repo_id, suffix)
+);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
@@ -312,6 +329,9 @@ STATE_TTL_S = 1.0
 MAX_ATTEMPTS = 5
 # repo_meta: when a repository's files were last written.
 INDEXED_AT_KEY = "indexed_at"
+# A file saved beside a repository's local name is kept in the database for other processes up to this size
+# (PostgreSQL's limit for one value is 1 GB); a larger one is built by each process that needs it.
+SAVED_FILE_MAX_BYTES = 256 * 1024 * 1024
 
 
 class SqlConnection:
@@ -535,6 +555,33 @@ class PgStore:
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
         Path(local_dir).mkdir(parents=True, exist_ok=True)
         self.path = Path(local_dir) / f"pg-{_slug(repository)}-{key}.index"
+        keep_files_elsewhere(self.path, self)
+
+    def fetch_saved(self, suffix: str, stamp: str) -> bytes | None:
+        """The file saved beside this repository's local name as `suffix` for `stamp`, as another process kept
+        it (`codeloupe.saved`); None when none was, for another state, or the database cannot say."""
+        try:
+            with self._session():
+                row = self._conn.execute("SELECT data FROM public.saved_files WHERE repo_id = %s AND suffix = %s"
+                                         " AND stamp = %s", (self.repo_id, suffix, stamp)).fetchone()
+        except psycopg.Error as exc:
+            log.info("could not read the saved %s of %s from the shared index: %s", suffix, self.repository, exc)
+            return None
+        return None if row is None else bytes(row[0])
+
+    def keep_saved(self, suffix: str, stamp: str, data: bytes) -> None:
+        """Keep a file saved beside this repository's local name for the other processes that open it; too large
+        a file, or a database that refuses (a read-only role), leaves it to each process to build."""
+        if len(data) > SAVED_FILE_MAX_BYTES:
+            return
+        try:
+            with self._session(), self._conn.transaction():  # a savepoint inside a caller's transaction
+                self._conn.execute(
+                    "INSERT INTO public.saved_files (repo_id, suffix, stamp, data) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (repo_id, suffix) DO UPDATE SET stamp = EXCLUDED.stamp, data = EXCLUDED.data,"
+                    " saved_at = now()", (self.repo_id, suffix, stamp, data))
+        except psycopg.Error as exc:
+            log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
     def _repository_row(self, name: str) -> tuple[int, str]:
         conn = self._pool.take(0)

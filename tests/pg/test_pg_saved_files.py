@@ -1,0 +1,122 @@
+"""Files derived from a shared repository (the search snapshot's inputs, the graph, the file summaries) are kept
+in the database by the first process that builds them, and another process, on another machine (another cache
+directory), takes them from there instead of building them again; a copy that is damaged, too large or for
+another state is never used."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from codeloupe.api import Workspace, open_shared
+from codeloupe.saved import load_arrays, save_arrays
+from codeloupe.store import postgres
+
+NO_MODEL = {"embed_provider": "none"}
+QUERY = "how are orders priced and shipped"
+KEPT = {".snapshot.npz", ".graph.npz", ".summaries.npz"}
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "graph" / "python"
+
+
+def _indexed(tmp_path: Path, pg_url: str) -> Path:
+    root = tmp_path / "shop"
+    shutil.copytree(FIXTURE, root)
+    ws = Workspace(root, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": "shop"})
+    try:
+        ws.index()
+    finally:
+        ws.close()
+    return root
+
+
+def _machine(tmp_path: Path, pg_url: str, name: str):
+    """The repository opened as a process with its own cache directory (another machine) opens it."""
+    return open_shared(["shop"], {**NO_MODEL, "store_url": pg_url, "cache_dir": str(tmp_path / name)})[0]
+
+
+def _answer(bundle) -> list[tuple[str, float, list[tuple[int, int]]]]:
+    return [(h.path, h.score, [(c.start_line, c.end_line) for c in h.chunks]) for h in bundle.files]
+
+
+def _kept(pg_url: str) -> dict[str, tuple[str, bytes]]:
+    with psycopg.connect(pg_url) as conn:
+        return {suffix: (stamp, bytes(data)) for suffix, stamp, data in
+                conn.execute("SELECT suffix, stamp, data FROM saved_files").fetchall()}
+
+
+def _local(ws, suffix: str) -> Path:
+    return ws.store.path.with_name(ws.store.path.name + suffix)
+
+
+def test_another_machine_takes_the_files_the_first_built(tmp_path: Path, pg_url: str) -> None:
+    _indexed(tmp_path, pg_url)
+    first = _machine(tmp_path, pg_url, "a")
+    expected = _answer(first.search(QUERY))
+    kept = _kept(pg_url)
+    assert set(kept) == KEPT
+    for suffix, (_, data) in kept.items():  # what was kept is what the first machine saved
+        assert _local(first, suffix).read_bytes() == data
+
+    # Mark the kept graph (the same arrays and stamp, one array more) to tell a copy taken from the database
+    # from one built again.
+    stamp, _ = kept[".graph.npz"]
+    arrays = load_arrays(_local(first, ".graph.npz"), stamp)
+    assert arrays is not None
+    marked = tmp_path / "marked.npz"
+    save_arrays(marked, stamp, {**arrays, "taken_from_the_database": np.array([1])})
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE saved_files SET data = %s WHERE suffix = '.graph.npz'", (marked.read_bytes(),))
+
+    second = _machine(tmp_path, pg_url, "b")
+    assert _answer(second.search(QUERY)) == expected
+    taken = load_arrays(_local(second, ".graph.npz"), stamp)
+    assert taken is not None and "taken_from_the_database" in taken
+    for suffix in KEPT - {".graph.npz"}:
+        assert _local(second, suffix).read_bytes() == kept[suffix][1]
+
+
+def test_damaged_copies_are_built_again_and_replaced(tmp_path: Path, pg_url: str) -> None:
+    _indexed(tmp_path, pg_url)
+    expected = _answer(_machine(tmp_path, pg_url, "a").search(QUERY))
+    good = _kept(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE saved_files SET data = substring(data from 1 for length(data) / 2)")
+    # Truncated copies: the second machine builds every file itself, answers the same, and keeps good copies.
+    second = _machine(tmp_path, pg_url, "b")
+    assert _answer(second.search(QUERY)) == expected
+    now = _kept(pg_url)
+    assert set(now) == KEPT
+    for suffix, (stamp, data) in now.items():
+        assert stamp == good[suffix][0] and len(data) == len(good[suffix][1])
+        assert data == _local(second, suffix).read_bytes()
+
+
+def test_a_copy_for_another_state_is_not_taken(tmp_path: Path, pg_url: str) -> None:
+    root = _indexed(tmp_path, pg_url)
+    _machine(tmp_path, pg_url, "a").search(QUERY)
+    before = _kept(pg_url)
+    # The repository changes: every stamp moves, and a machine that opens it now builds from the new rows.
+    (root / "fresh_module.py").write_text("def ship_orders_overnight(orders):\n    return sorted(orders)\n")
+    ws = Workspace(root, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": "shop"})
+    try:
+        ws.index()
+    finally:
+        ws.close()
+    second = _machine(tmp_path, pg_url, "b")
+    assert "fresh_module.py" in [h.path for h in second.search("ship orders overnight").files]
+    after = _kept(pg_url)
+    assert all(after[suffix][0] != before[suffix][0] for suffix in KEPT)
+
+
+def test_files_over_the_size_limit_stay_on_their_machine(tmp_path: Path, pg_url: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "SAVED_FILE_MAX_BYTES", 0)
+    _indexed(tmp_path, pg_url)
+    first = _machine(tmp_path, pg_url, "a")
+    assert first.search(QUERY).files
+    assert _kept(pg_url) == {}
+    assert all(_local(first, suffix).exists() for suffix in KEPT)
