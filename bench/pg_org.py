@@ -25,7 +25,9 @@ unrelated query loaded the snapshot, then once more (repeated), the seed alone b
 in the full organisation; the lexical lane's own statement (`store.postgres.term_scores_across`, the golden
 queries' terms, each asked once before the timed pass) for that repository and for every repository; and every
 repository at once
-(`open_shared()`, `search_repositories`), `--all-queries` of the golden queries. Reported: rows and sizes of
+(`open_shared()`, `search_repositories`), `--all-queries` of the golden queries, then the same queries once more
+by a second replica (a new cache directory, as another machine: what the first kept in the database it takes from
+there). Reported: rows and sizes of
 every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
 process's peak RSS, the PostgreSQL processes' RSS summed from /proc). The server's data directory is removed
 at the end. `--lexical-only`: the seed indexed without vectors and copied, then only sizes and the lexical
@@ -412,6 +414,20 @@ def main() -> int:
         print("all repositories", report["all_repositories"], flush=True)
         report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
         report["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        if hasattr(postgres.PgStore, "keep_saved"):  # an older engine keeps nothing in the database
+            # A second replica (its own empty cache directory, as on another machine) asks the same queries:
+            # the files the first built for the repositories it chose are taken from the database.
+            for ws in every:
+                ws.close()
+            replica = open_shared(names[:args.all_repos] if args.all_repos else [],
+                                  {**overrides, "cache_dir": str(scratch / "replica")})
+            for ws in replica:
+                stack.callback(ws.close)
+            search_repositories(replica, WARM_QUERY)
+            report["replica_all_repositories"] = timed(lambda q, m: search_repositories(replica, q, mode=m), sample)
+            report["saved_files_mb"] = round(conn.execute(
+                "SELECT coalesce(sum(length(data)), 0) FROM saved_files").fetchone()[0] / 2**20, 1)
+            print("a second replica, all repositories", report["replica_all_repositories"], flush=True)
     return pg_server.emit(report, args.out)
 
 
