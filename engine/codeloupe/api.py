@@ -834,7 +834,7 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: s
     searched so, those whose chunks the lexical and dense lanes rank first across all of them, asked in the
     database (`repository_choice`); the bundle's notes name them."""
     named = dict(zip(repository_labels(workspaces), workspaces))
-    notes = _choose_repositories(named, query) if len(named) > R.REPOSITORIES_SEARCHED_FULLY else []
+    notes = _choose_repositories(named, query, scope, mode) if len(named) > R.REPOSITORIES_SEARCHED_FULLY else []
     if len(named) == 1:  # nothing to rank it among
         bundle = merge_bundles(query.strip(), mode, {name: ws.search(query, scope=scope, mode=mode, limit=limit)
                                                      for name, ws in named.items()})
@@ -851,12 +851,13 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: s
     return bundle
 
 
-def _choose_repositories(named: dict[str, Workspace], query: str) -> list[str]:
+def _choose_repositories(named: dict[str, Workspace], query: str, scope: str, mode: str) -> list[str]:
     """Narrow `named` (in place) to the repositories a search across very many of them searches in full, when
-    they are repositories of one shared index; the note saying so, or none."""
+    they are repositories of one shared index, judged by the chunks the search's `scope` and `mode` keep; the
+    note saying so, or none."""
     from codeloupe.embed import describe_provider
     from codeloupe.repository_choice import choose_repositories
-    from codeloupe.store.postgres import one_database
+    from codeloupe.store.postgres import FilesSearched, one_database
 
     workspaces = list(named.values())
     stores = [ws.store for ws in workspaces]
@@ -869,7 +870,8 @@ def _choose_repositories(named: dict[str, Workspace], query: str) -> list[str]:
             vector = first.embedding_provider().embed_query(query.strip())
         except Exception as exc:  # an unusable model costs the dense lane's vote, not the search
             log.warning("query embedding failed, choosing repositories by their words alone: %s", exc)
-    choice = choose_repositories(stores, query, vector, model, R.REPOSITORIES_SEARCHED_FULLY)
+    choice = choose_repositories(stores, query, vector, model, R.REPOSITORIES_SEARCHED_FULLY,
+                                 FilesSearched(scope, mode))
     names = list(named)
     kept = [names[n] for n in choice.chosen]
     for name in names:

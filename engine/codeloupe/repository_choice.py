@@ -6,7 +6,7 @@ organisation's hundreds (docs/org-scale-measurements.md: 200 repositories did no
 minutes). Beyond `R.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index, two lanes are first asked
 of all of them in the database, each for its `R.LANE_DEPTH` best chunks across all of them: the lexical lane by
 BM25 with IDF pooled over them, over the query's `R.REPOSITORY_CHOICE_TERMS` rarest terms, read with top-k
-pruning; the dense lane by each chunk's cosine. The repositories holding those chunks are ranked by reciprocal
+pruning; the dense lane by each chunk's cosine; both among the chunks the search's scope and mode keep. The repositories holding those chunks are ranked by reciprocal
 rank fusion of their best chunk's rank in each list, and the first `R.REPOSITORIES_SEARCHED_FULLY` are
 searched in full, as one ranking. Nothing here loads a repository's snapshot.
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import tokenize
-from codeloupe.store.postgres import PgStore, best_chunks_across, nearest_across
+from codeloupe.store.postgres import EVERY_FILE, FilesSearched, PgStore, best_chunks_across, nearest_across
 
 
 @dataclass(frozen=True)
@@ -35,14 +35,15 @@ class RepositoryChoice:
 
 
 def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarray | None, model: str,
-                        limit: int) -> RepositoryChoice:
+                        limit: int, files: FilesSearched = EVERY_FILE) -> RepositoryChoice:
     """The `limit` repositories of `stores` whose chunks the lexical and dense lanes rank first across all of
-    them (`vector`: the query's, of `model`; None: the lexical lane alone). A repository neither lane ranks
-    is not chosen; with no ranked chunk anywhere, the first `limit` in order."""
+    them (`vector`: the query's, of `model`; None: the lexical lane alone), among the chunks of `files` (the
+    search's scope and mode). A repository neither lane ranks is not chosen; with no ranked chunk anywhere, the
+    first `limit` in order."""
     stores = list(stores)
     lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B,
-                                 rarest=R.REPOSITORY_CHOICE_TERMS)
-    dense = nearest_across(stores, model, vector, R.LANE_DEPTH) if vector is not None else []
+                                 rarest=R.REPOSITORY_CHOICE_TERMS, files=files)
+    dense = nearest_across(stores, model, vector, R.LANE_DEPTH, files) if vector is not None else []
     position = {store.repo_id: n for n, store in enumerate(stores)}
     fused: dict[int, float] = {}
     for hits in (lexical.chunks, dense):

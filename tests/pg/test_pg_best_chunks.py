@@ -14,7 +14,7 @@ from codeloupe.api import Workspace
 from codeloupe.lanes.lexical import TermStats
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.store import postgres
-from codeloupe.store.postgres import PgStore, best_chunks_across, term_scores_across
+from codeloupe.store.postgres import FilesSearched, PgStore, best_chunks_across, term_scores_across
 
 # Words of one syllable pattern each, so the tokeniser keeps them whole; drawn with Zipf's law, so a few are in
 # most chunks and most are in a few (the postings a real question's common and rare words have).
@@ -39,7 +39,11 @@ def _repository(root: Path, rng: random.Random, vocabulary: list[str], files: in
         for g in range(rng.randint(1, 4)):
             words = rng.choices(vocabulary, weights, k=rng.randint(3, 40))
             functions.append(f'def fn{f}x{g}():\n    """{" ".join(words)}"""\n    return {g}\n')
-        (root / f"mod{f}.py").write_text("\n\n".join(functions))
+        # Some under a folder, some documentation: what a search's scope and mode keep or leave.
+        (root / ("pkg" if f % 3 == 0 else ".")).mkdir(exist_ok=True)
+        (root / ("pkg" if f % 3 == 0 else ".") / f"mod{f}.py").write_text("\n\n".join(functions))
+        if f % 5 == 0:
+            (root / f"notes{f}.md").write_text(f"# Notes {f}\n\n{' '.join(rng.choices(vocabulary, weights, k=30))}\n")
     return root
 
 
@@ -114,3 +118,32 @@ def test_the_rarest_terms_alone_score_as_a_query_of_those_terms(
     found = best_chunks_across(stores, terms, 20, R.BM25_K1, R.BM25_B, rarest=3)
     assert found.chunks == _merged(stores, kept, 20)
     assert found.postings_held == sum(pooled[t] for t in kept) < sum(pooled.values())
+
+
+@pytest.mark.parametrize("files", [FilesSearched(mode="code"), FilesSearched(mode="docs"),
+                                   FilesSearched("pkg", "code"), FilesSearched("/pkg/", "both")])
+def test_only_the_chunks_of_the_files_searched_rank(repositories: tuple[list[PgStore], list[str]],
+                                                    files: FilesSearched, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's scope and mode: the best chunks among those files' chunks, scored as before (the IDF of
+    every chunk), read a term a round so that the pruning decides on the kept chunks alone."""
+    monkeypatch.setattr(postgres, "_POSTINGS_PER_ROUND", 1)
+    stores, vocabulary = repositories
+    kept = set()
+    for store in stores:
+        with store._session():
+            rows = {row.id: row for row in store.file_rows().values()}
+            table = store.chunk_table()
+        for chunk, file_id in zip(table.ids.tolist(), table.file_ids.tolist(), strict=True):
+            row = rows[file_id]
+            under = not files.scope.strip("/") or row.path.startswith(files.scope.strip("/") + "/")
+            if under and (files.mode == "both" or bool(row.is_doc) == (files.mode == "docs")):
+                kept.add(chunk)
+    assert 0 < len(kept) < len(_merged(stores, tokenize(' '.join(vocabulary)), 10**9))
+    rng = random.Random(9)
+    for _ in range(15):
+        words = rng.sample(vocabulary[:8], rng.randint(0, 3)) + rng.sample(vocabulary[8:], rng.randint(1, 4))
+        terms = tokenize(" ".join(words))
+        every = [hit for hit in _merged(stores, terms, 10**9) if hit[1] in kept]
+        for limit in (1, 5, 40):
+            assert best_chunks_across(stores, terms, limit, R.BM25_K1, R.BM25_B, files=files).chunks == \
+                every[:limit], (words, limit)

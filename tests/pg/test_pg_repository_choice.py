@@ -30,7 +30,7 @@ def _aligned(text: str) -> list[float]:
 
 def _filler(root: Path, rng: random.Random) -> None:
     words = ["parse", "render", "config", "session", "token", "cache", "route", "handler", "query", "stream"]
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
     for f in range(rng.randint(3, 8)):
         body = "\n\n".join(f"def {rng.choice(words)}_{rng.choice(words)}_{f}_{g}():\n    return"
                            f" '{' '.join(rng.choices(words, k=8))}'\n" for g in range(3))
@@ -139,6 +139,43 @@ def test_a_query_nothing_matches_or_the_model_cannot_embed_still_searches_some_r
             found = search_repositories(shared, "reconcile ledger entries")
             assert found.notes[0].startswith("searched 1 of 10 repositories in full: team07 (")
             assert (found.files[0].repository, found.files[0].path) == ("team07", "ledger.py")
+        finally:
+            for ws in shared:
+                ws.close()
+
+
+def _chosen(bundle) -> list[str]:
+    [note] = [n for n in bundle.notes if n.startswith("searched ")]
+    return note.split(": ", 1)[1].split(" (", 1)[0].split(", ")
+
+
+@pytest.mark.parametrize("by", ["words", "meaning"])
+def test_the_choice_reads_only_the_files_the_search_scope_and_mode_keep(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    """The ledger is code in team07 and team04 (there under billing/), documentation in team02: a docs search
+    chooses team02, a search scoped to billing/ team04, a code search the two code repositories first."""
+    from chat_server import ChatServer
+
+    monkeypatch.setattr(R, "REPOSITORIES_SEARCHED_FULLY", 3)
+    with ChatServer(embedder=_aligned) as server:
+        overrides = {"embed_provider": "none"} if by == "words" else {
+            "embed_provider": "openai", "embed_base_url": server.base_url, "embed_model": "scripted-embed",
+            "embed_dimensions": 4}
+        (tmp_path / "team02" / "docs").mkdir(parents=True)
+        (tmp_path / "team02" / "docs" / "ledger.md").write_text(
+            "# Settling the books\n\nCall `reconcile_ledger_entries` with the ledger and the bank statement.\n")
+        (tmp_path / "team04" / "billing").mkdir(parents=True)
+        (tmp_path / "team04" / "billing" / "ledger_sync.py").write_text(LEDGER)
+        _shared_index(tmp_path, pg_url, overrides)
+        query = "reconcile ledger entries" if by == "words" else QUESTION
+        shared = open_shared([], {**overrides, "store_url": pg_url})
+        try:
+            assert _chosen(search_repositories(shared, query, mode="docs")) == ["team02"]
+            assert _chosen(search_repositories(shared, query, scope="billing")) == ["team04"]
+            assert _chosen(search_repositories(shared, query, scope="billing/", mode="both")) == ["team04"]
+            code = _chosen(search_repositories(shared, query))
+            assert set(code[:2]) == {"team04", "team07"}, code
+            assert "team02" in _chosen(search_repositories(shared, query, mode="both"))[:3]
         finally:
             for ws in shared:
                 ws.close()

@@ -1357,12 +1357,42 @@ class BestChunks:
     postings_held: int  # postings of the query's terms in those repositories
 
 
+@dataclass(frozen=True)
+class FilesSearched:
+    """The files whose chunks a search reads, as `search`'s own mask has them: not the documentation in code
+    mode, only it in docs mode, and only those under `scope` (a folder inside each repository) when one is
+    given; as a condition on a file id column for the statements that ask many repositories at once."""
+
+    scope: str = ""
+    mode: str = "both"
+
+    def condition(self, file_id: str) -> tuple[str, dict[str, str]]:
+        """" AND <a condition on `file_id`>" and its parameters (the statement's %(repos)s included), or ("", {})
+        when every file is searched."""
+        kept, params = [], {}
+        if self.mode == "code":
+            kept.append("f.is_doc = 0")
+        elif self.mode == "docs":
+            kept.append("f.is_doc <> 0")
+        scope = self.scope.strip().strip("/")
+        if scope and scope != ".":
+            kept.append("(f.path = %(scope)s OR starts_with(f.path, %(scope_prefix)s))")
+            params = {"scope": scope, "scope_prefix": scope + "/"}
+        if not kept:
+            return "", {}
+        return (f" AND {file_id} IN (SELECT f.id FROM public.files f WHERE f.repo_id = ANY(%(repos)s)"
+                f" AND {' AND '.join(kept)})", params)
+
+
+EVERY_FILE = FilesSearched()
+
+
 # The postings of some (repository, term) pairs, named by term id: `_TERM_POSTINGS`' columns.
 _POSTINGS_OF_TERMS = """
 WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[]) AS t(id, k))
 """ + _POSTING_SELECT + """
 FROM t JOIN lex_chunk_terms c ON c.terms @> ARRAY[t.id]
-"""
+WHERE true"""
 # The same for some chunks only (their rows by primary key), each with the terms asked of its repository.
 _POSTINGS_IN_CHUNKS = """
 WITH t AS (SELECT * FROM unnest(%(ids)s::int8[], %(ks)s::int4[], %(repos)s::int4[]) AS t(id, k, repo_id))
@@ -1377,7 +1407,7 @@ _BOUND_SLACK = 1e-9
 
 
 def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: float, b: float, *,
-                       rarest: int | None = None) -> BestChunks:
+                       rarest: int | None = None, files: FilesSearched = EVERY_FILE) -> BestChunks:
     """The `limit` best chunks of all of `stores` (one database) for `terms` by BM25, with each term's IDF
     pooled over them (chunks and document frequencies summed: `TermStats.idf`) and each chunk's length taken
     against its own repository's average: the chunks, scores and order that `term_scores_across` with that
@@ -1390,7 +1420,8 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     postings, are then read in a few chunks instead of in every chunk holding them.
 
     `rarest`: score only that many of the terms, those the fewest chunks hold (a long report's common words
-    cost the most postings and weigh the least)."""
+    cost the most postings and weigh the least). `files`: only their chunks are ranked (the IDF stays the
+    repositories' own, as a search's scope and mode filter rows without changing the statistics)."""
     counts = Counter(terms)
     repos = [store.repo_id for store in stores]
     if not stores or not counts or limit <= 0:
@@ -1414,6 +1445,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         bound = weight * (k1 + 1)
         average = {r: max(length / max(chunks, 1), 1e-9) for r, (chunks, length) in totals.items()}
         left = sorted((k for k in range(len(words)) if df[k]), key=lambda k: (df[k], k))[:rarest]  # rarest first
+        kept, kept_params = files.condition("c.file_id")  # the chunks read by primary key come from these
         held = int(df[left].sum())
         read: list[np.ndarray] = []
         postings_read = 0
@@ -1434,7 +1466,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
                 budget += df[left[0]]
                 batch.append(left.pop(0))
             ids, ks, _ = pairs(batch)
-            read.append(fetch(_POSTINGS_OF_TERMS, {"ids": ids, "ks": ks}))
+            read.append(fetch(_POSTINGS_OF_TERMS + kept, {"ids": ids, "ks": ks, "repos": repos, **kept_params}))
             if not left:
                 break
             chunk_ids, partial = _summed_postings(np.concatenate(read), weight, average, k1, b)
@@ -1460,22 +1492,25 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     return BestChunks([(repo_of[chunk], chunk, score) for chunk, score in best], postings_read, held)
 
 
-def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int) -> list[tuple[int, int, float]]:
+def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: int,
+                   files: FilesSearched = EVERY_FILE) -> list[tuple[int, int, float]]:
     """The `limit` chunks of all of `stores` (one database) whose vectors of `model` are nearest to `query`, by
     the chunk's own cosine (not the file skeleton's share the dense lane adds): (repository id, chunk id,
-    cosine), best first, ties by chunk id. One exact scan of those repositories' vectors in one statement:
-    asking each repository its own nearest (`nearest_chunks`) took three round trips each, about 1 s for
-    200 repositories before any vector was read."""
+    cosine), best first, ties by chunk id; only chunks of `files`. One exact scan of those repositories'
+    vectors in one statement: asking each repository its own nearest (`nearest_chunks`) took three round trips
+    each, about 1 s for 200 repositories before any vector was read."""
     if not stores:
         return []
     dim = int(query.shape[0])
+    kept, kept_params = files.condition("c.file_id")
     with stores[0]._session():
         rows = stores[0]._conn.execute(
-            "SELECT repo_id, chunk_id, -(vec <#> %(q)s::vector) FROM public.chunk_vectors"
-            " WHERE repo_id = ANY(%(repos)s) AND model = %(model)s AND dim = %(dim)s"
-            " ORDER BY vec <#> %(q)s::vector, chunk_id LIMIT %(limit)s",
+            "SELECT v.repo_id, v.chunk_id, -(v.vec <#> %(q)s::vector) FROM public.chunk_vectors v"
+            + (" JOIN public.chunks c ON c.id = v.chunk_id" if kept else "")
+            + " WHERE v.repo_id = ANY(%(repos)s) AND v.model = %(model)s AND v.dim = %(dim)s" + kept
+            + " ORDER BY v.vec <#> %(q)s::vector, v.chunk_id LIMIT %(limit)s",
             {"q": _vector_literal(np.asarray(query, np.float32)), "repos": [s.repo_id for s in stores],
-             "model": model, "dim": dim, "limit": limit}).fetchall()
+             "model": model, "dim": dim, "limit": limit, **kept_params}).fetchall()
     return [(int(r), int(c), float(score)) for r, c, score in rows]
 
 
