@@ -74,6 +74,11 @@ def _handler(script: Scripted) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b"{this is not json")
             elif behaviour == "400":
                 self._send(400, b'{"error": {"message": "model not found: nope"}}')
+            elif behaviour in ("NaN", "1e39"):  # JSON that Python's parser reads, numbers no cosine can use
+                row = ", ".join([behaviour] + ["0.5"] * (script.dim - 1))
+                data = ", ".join(f'{{"object": "embedding", "index": {i}, "embedding": [{row}]}}'
+                                 for i in range(len(payload["input"])))
+                self._send(200, f'{{"object": "list", "model": "m", "data": [{data}]}}'.encode())
             else:
                 inputs = payload["input"]
                 data = [{"object": "embedding", "index": i, "embedding": vector_for(t, script.dim)}
@@ -178,6 +183,17 @@ def test_malformed_json_is_a_clear_error(server: tuple[str, Scripted]) -> None:
     provider = OpenAIProvider(_settings(url, embed_dimensions=DIM), max_retries=0)
     with pytest.raises(EmbeddingError, match=f"endpoint {url} .*malformed response"):
         provider.embed(["x"])
+
+
+@pytest.mark.parametrize("value", ["NaN", "1e39"])
+def test_vectors_that_are_not_finite_are_a_clear_error(server: tuple[str, Scripted], value: str) -> None:
+    """NaN (which Python's JSON parser accepts) or a number past float32 would rank every chunk alike in
+    memory and be refused by the shared index's database mid-search."""
+    url, script = server
+    script.default = value
+    provider = OpenAIProvider(_settings(url, embed_dimensions=DIM), max_retries=0)
+    with pytest.raises(EmbeddingError, match=f"endpoint {url} .*values that are not finite numbers"):
+        provider.embed_query("x")
 
 
 def test_a_client_error_is_reported_with_the_servers_message(server: tuple[str, Scripted]) -> None:

@@ -109,4 +109,6 @@ class OpenAIProvider(QueryCachingProvider):
             raise self._error(f"sent a malformed response: {str(exc)[:300]}") from None
         if vectors.ndim != 2 or len(vectors) != len(batch):
             raise self._error(f"sent {len(rows)} vectors for {len(batch)} inputs")
+        if not np.isfinite(vectors).all():  # NaN or a number past float32: no cosine, and the database refuses it
+            raise self._error("sent vectors with values that are not finite numbers")
         return normalise_rows(vectors)
