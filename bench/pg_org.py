@@ -25,7 +25,8 @@ unrelated query loaded the snapshot, then once more (repeated), the seed alone b
 in the full organisation; the lexical lane's own statement (`store.postgres.term_scores_across`, the golden
 queries' terms, each asked once before the timed pass) for that repository and for every repository; and every
 repository at once
-(`open_shared()`, `search_repositories`), `--all-queries` of the golden queries, then the same queries once more
+(`open_shared()`, `search_repositories`), `--all-queries` of the golden queries, the choice of repositories those
+searches begin with on its own (its lexical statement and dense scan timed apart), then the same queries once more
 by a second replica (a new cache directory, as another machine: what the first kept in the database it takes from
 there). Reported: rows and sizes of
 every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
@@ -178,6 +179,43 @@ def best_chunks(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001
     out["postings_read_of_held"] = round(sum(read[len(queries):]) / max(sum(held[len(queries):]), 1), 4)
     out["postings_read_p50"] = int(statistics.median(read[len(queries):]))
     return out
+
+
+def repository_choice(workspaces, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - Workspaces
+    """The choice among `workspaces` (one shared index) that `search_repositories` makes before searching any in
+    full, each query's vector embedded beforehand, with its two lanes timed apart: the pruned BM25 statement
+    ("words") and the dense scan ("meaning"), each p50 / p95 in ms."""
+    from codeloupe import ranking as R
+    from codeloupe.embed import describe_provider
+    from codeloupe.repository_choice import choose_repositories
+    from codeloupe.store.postgres import FilesSearched
+
+    stores = [ws.store for ws in workspaces]
+    model = describe_provider(workspaces[0].settings)[1]
+    provider = workspaces[0].embedding_provider()
+    vectors = {query: provider.embed_query(query) for query, _ in queries}
+    lanes: dict[str, list[float]] = {}
+
+    def ask(query: str, mode: str) -> None:
+        choice = choose_repositories(stores, query, vectors[query], model, R.REPOSITORIES_SEARCHED_FULLY,
+                                     FilesSearched("", mode))
+        for lane, seconds in choice.seconds.items():
+            lanes.setdefault(lane, []).append(seconds * 1000)
+
+    out = timed(ask, queries)
+    for lane, millis in lanes.items():
+        out[lane] = {"p50_ms": round(statistics.median(millis), 1),
+                     "p95_ms": round(float(np.percentile(millis, 95)), 1)}
+    return out
+
+
+def _choice_timed() -> bool:
+    """Whether this engine's repository choice times its lanes (an older one has no such figures)."""
+    try:
+        from codeloupe.repository_choice import RepositoryChoice
+    except ImportError:
+        return False
+    return "seconds" in RepositoryChoice.__dataclass_fields__
 
 
 def postgres_rss_mb(pgdata: Path) -> float:
@@ -412,6 +450,9 @@ def main() -> int:
         report["all_repositories"] = timed(lambda q, m: search_repositories(every, q, mode=m), sample)
         report["all_repositories_notes"] = search_repositories(every, sample[0][0], mode=sample[0][1]).notes
         print("all repositories", report["all_repositories"], flush=True)
+        if _choice_timed():
+            report["repository_choice"] = repository_choice(every, sample)
+            print("the choice alone", report["repository_choice"], flush=True)
         report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
         report["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         if hasattr(postgres.PgStore, "keep_saved"):  # an older engine keeps nothing in the database

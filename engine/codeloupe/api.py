@@ -878,9 +878,15 @@ def _choose_repositories(named: dict[str, Workspace], query: str, scope: str, mo
         if name not in kept:
             del named[name]
     _hold_snapshots([named[name] for name in kept])
-    return [f"searched {len(kept)} of {len(names)} repositories in full: {', '.join(kept)} (those whose chunks"
-            f" rank first for the query's {'words and meaning' if vector is not None else 'words'} across all"
-            " of them); name repositories to search others"]
+    why = (f"those whose chunks rank first for the query's {' and '.join(choice.lanes)} across all of them"
+           if choice.lanes else "the first named: the shared index could not rank their chunks")
+    failures = "".join(f"; could not rank by {lane}: {error[:_ERROR_SHOWN]}" for lane, error in choice.failed.items())
+    return [f"searched {len(kept)} of {len(names)} repositories in full: {', '.join(kept)} ({why}{failures});"
+            " name repositories to search others"]
+
+
+# How much of a database error a bundle's note quotes (the log has all of it).
+_ERROR_SHOWN = 240
 
 
 # The workspaces whose snapshots searches across very many repositories loaded, least recently chosen first:

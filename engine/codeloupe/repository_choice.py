@@ -8,19 +8,35 @@ of all of them in the database, each for its `R.LANE_DEPTH` best chunks across a
 BM25 with IDF pooled over them, over the query's `R.REPOSITORY_CHOICE_TERMS` rarest terms, read with top-k
 pruning; the dense lane by each chunk's cosine; both among the chunks the search's scope and mode keep. The repositories holding those chunks are ranked by reciprocal
 rank fusion of their best chunk's rank in each list, and the first `R.REPOSITORIES_SEARCHED_FULLY` are
-searched in full, as one ranking. Nothing here loads a repository's snapshot.
+searched in full, as one ranking. Nothing here loads a repository's snapshot. A lane the database cannot answer
+(a statement timeout, a lock it waited too long for, a vector it refuses) leaves the choice to the other; with
+neither, the first repositories in order are searched: the choice narrows a search, it never fails one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import tokenize
-from codeloupe.store.postgres import EVERY_FILE, FilesSearched, PgStore, best_chunks_across, nearest_across
+from codeloupe.store import StoreError
+from codeloupe.store.postgres import (
+    EVERY_FILE,
+    BestChunks,
+    FilesSearched,
+    PgStore,
+    best_chunks_across,
+    nearest_across,
+)
+
+log = logging.getLogger("codeloupe.repository_choice")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -32,6 +48,9 @@ class RepositoryChoice:
     dense_hits: int  # the same for the dense lane (0: no query vector)
     postings_read: int  # postings the database handed over for the lexical lane
     postings_held: int  # postings of the query's terms in every repository
+    lanes: tuple[str, ...]  # the lanes that ranked chunks: "words", "meaning"
+    failed: dict[str, str]  # the lanes the database could not answer: their errors
+    seconds: dict[str, float]  # each lane's statements, wall
 
 
 def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarray | None, model: str,
@@ -39,11 +58,27 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
     """The `limit` repositories of `stores` whose chunks the lexical and dense lanes rank first across all of
     them (`vector`: the query's, of `model`; None: the lexical lane alone), among the chunks of `files` (the
     search's scope and mode). A repository neither lane ranks is not chosen; with no ranked chunk anywhere, the
-    first `limit` in order."""
+    first `limit` in order. A lane the database fails to answer ranks nothing (`failed` says why)."""
     stores = list(stores)
-    lexical = best_chunks_across(stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B,
-                                 rarest=R.REPOSITORY_CHOICE_TERMS, files=files)
-    dense = nearest_across(stores, model, vector, R.LANE_DEPTH, files) if vector is not None else []
+    failed: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+
+    def asked(lane: str, ask: Callable[[], T], nothing: T) -> T:
+        start = time.perf_counter()
+        try:
+            return ask()
+        except StoreError as exc:
+            log.warning("choosing repositories without the %s lane: %s", lane, exc)
+            failed[lane] = str(exc)
+            return nothing
+        finally:
+            seconds[lane] = time.perf_counter() - start
+
+    lexical = asked("words", lambda: best_chunks_across(
+        stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B, rarest=R.REPOSITORY_CHOICE_TERMS, files=files),
+        BestChunks([], 0, 0))
+    dense = asked("meaning", lambda: nearest_across(stores, model, vector, R.LANE_DEPTH, files), []) \
+        if vector is not None else []
     position = {store.repo_id: n for n, store in enumerate(stores)}
     fused: dict[int, float] = {}
     for hits in (lexical.chunks, dense):
@@ -54,4 +89,5 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
                 fused[repo_id] = fused.get(repo_id, 0.0) + 1.0 / (R.RRF_K + rank)
     ranked = sorted(fused, key=lambda repo_id: (-fused[repo_id], position[repo_id]))
     chosen = [position[repo_id] for repo_id in ranked[:limit]] or list(range(min(limit, len(stores))))
-    return RepositoryChoice(chosen, len(lexical.chunks), len(dense), lexical.postings_read, lexical.postings_held)
+    return RepositoryChoice(chosen, len(lexical.chunks), len(dense), lexical.postings_read, lexical.postings_held,
+                            tuple(lane for lane in seconds if lane not in failed), failed, seconds)

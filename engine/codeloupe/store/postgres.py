@@ -1427,8 +1427,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     if not stores or not counts or limit <= 0:
         return BestChunks([], 0, 0)
     words = list(counts)
-    with stores[0]._session():
-        conn = stores[0]._conn
+    with _asking_across(stores, "rank chunks by the query's words") as conn:
         totals = {int(r): (int(chunks), int(length)) for r, chunks, length in conn.execute(
             "SELECT id, lex_chunks, lex_length FROM repositories WHERE id = ANY(%s)", (repos,)).fetchall()}
         dictionary = conn.execute("SELECT repo_id, term, id, df FROM lex_terms WHERE repo_id = ANY(%s)"
@@ -1503,8 +1502,8 @@ def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: 
         return []
     dim = int(query.shape[0])
     kept, kept_params = files.condition("c.file_id")
-    with stores[0]._session():
-        rows = stores[0]._conn.execute(
+    with _asking_across(stores, "rank chunks by the query's meaning") as conn:
+        rows = conn.execute(
             "SELECT v.repo_id, v.chunk_id, -(v.vec <#> %(q)s::vector) FROM public.chunk_vectors v"
             + (" JOIN public.chunks c ON c.id = v.chunk_id" if kept else "")
             + " WHERE v.repo_id = ANY(%(repos)s) AND v.model = %(model)s AND v.dim = %(dim)s" + kept
@@ -1512,6 +1511,17 @@ def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: 
             {"q": _vector_literal(np.asarray(query, np.float32)), "repos": [s.repo_id for s in stores],
              "model": model, "dim": dim, "limit": limit, **kept_params}).fetchall()
     return [(int(r), int(c), float(score)) for r, c, score in rows]
+
+
+@contextmanager
+def _asking_across(stores: list[PgStore], what: str) -> Iterator[Any]:
+    """The connection of a statement asked of all of `stores` (one database); a database error (a timeout, a
+    lock wait, a value the database refuses) as a StoreError saying it could not `what`."""
+    with stores[0]._session():
+        try:
+            yield stores[0]._conn
+        except psycopg.Error as exc:
+            raise StoreError(f"the shared index {redact(stores[0].url)} could not {what}: {exc}") from exc
 
 
 def one_database(stores: Sequence[object]) -> bool:
