@@ -225,6 +225,32 @@ def test_another_replicas_write_is_seen_within_the_state_interval(tree: Path, pg
         ws.close()
 
 
+def test_the_same_terms_asked_again_see_every_write_of_the_repository(tree: Path, pg_url: str) -> None:
+    """The postings of terms asked lately are kept for the same repository states (a search across
+    repositories asks them in each pass): a write here is seen by the next ask, another replica's within the
+    state interval, as without them."""
+    ws = _open(tree, store_url=pg_url)
+    try:
+        terms = ["zebra", "parse"]
+        before = ws.store.term_scores(terms, 1000, R.BM25_K1, R.BM25_B)
+        assert ws.store.term_scores(terms, 1000, R.BM25_K1, R.BM25_B) == before
+        assert "zebra" not in before.chunk_frequency
+        (tree / "zoo.py").write_text("def zebra_parse():\n    return 'zebra parse'\n")
+        ws.index()
+        after = ws.store.term_scores(terms, 1000, R.BM25_K1, R.BM25_B)
+        assert after.chunk_frequency["zebra"] == 1 and after.chunk_frequency["parse"] == \
+            before.chunk_frequency["parse"] + 1
+        [zebra] = [chunk for chunk, _ in after.chunks if chunk not in dict(before.chunks)]
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # as another process removing the chunk's terms
+            conn.execute("DELETE FROM lex_chunk_terms WHERE chunk_id = %s", (zebra,))
+            conn.execute("UPDATE repositories SET content_generation = content_generation + 1")
+        time.sleep(STATE_TTL_S + 0.2)
+        gone = ws.store.term_scores(terms, 1000, R.BM25_K1, R.BM25_B)
+        assert zebra not in dict(gone.chunks) and "zebra" not in gone.chunk_frequency
+    finally:
+        ws.close()
+
+
 def test_files_skipped_for_their_content_are_remembered_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     check_no_op_reindex_reads_no_file(tmp_path, {"store_url": pg_url})
 
