@@ -334,3 +334,41 @@ def test_damaged_saved_file_summaries_are_rebuilt_never_trusted(indexed: Path, d
     assert _facts(ws)["answers"] == expected
     ws.close()
     assert np.load(saved)["n_docs"][0] > 0  # rewritten whole
+
+
+def _entities_saved(root: Path) -> Path:
+    return _saved(root).with_name(_saved(root).name.replace(".snapshot.npz", ".entities.npz"))
+
+
+def _entity_lane(ws: Workspace) -> list:
+    """The entity lane's documents and its scores for a bug report's names (what issue mode ranks files by)."""
+    file_ids, index = ws.searcher().snapshot().entity_index(ws)
+    return [file_ids.tolist(), index.scores(["account", "check", "password", "register", "routes"]).round(6).tolist()]
+
+
+def test_a_restart_loads_the_saved_entity_lane_index(indexed: Path) -> None:
+    """Issue mode's entity lane tokenises every file's definitions (a third of a shared repository's first
+    answer to a bug report): a restarted process loads the index saved for the same index state instead."""
+    ws = _open(indexed)
+    built = _entity_lane(ws)
+    ws.close()
+    saved = _entities_saved(indexed)
+    written = saved.stat()
+    ws = _open(indexed)
+    assert _entity_lane(ws) == built
+    ws.close()
+    assert (saved.stat().st_ino, saved.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # not rebuilt
+    assert max(built[1]) > 0
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_a_byte, _not_a_zip])
+def test_a_damaged_saved_entity_lane_index_is_rebuilt_never_trusted(indexed: Path, damage) -> None:
+    ws = _open(indexed)
+    expected = _entity_lane(ws)
+    ws.close()
+    saved = _entities_saved(indexed)
+    damage(saved)
+    ws = _open(indexed)
+    assert _entity_lane(ws) == expected
+    ws.close()
+    assert np.load(saved)["n_docs"][0] == len(expected[0])  # rewritten whole

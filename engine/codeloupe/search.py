@@ -144,6 +144,7 @@ class Snapshot:
     index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
     files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
     summaries_saved: Path | None = None  # the same for the summary lane's
+    entities_saved: Path | None = None  # the same for the entity lane's
     _entity: tuple[np.ndarray, BM25Index] | None = None
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
@@ -155,11 +156,20 @@ class Snapshot:
     _summaries_building: bool = False
 
     def entity_index(self, ws: WorkspaceContext) -> tuple[np.ndarray, BM25Index]:
-        """The entity lane's index (built on the first issue-mode query)."""
+        """The entity lane's index, built on the first issue-mode query; a full snapshot's is kept beside the
+        store as the file lane's is (tokenising every file's definitions was a third of a shared repository's
+        first answer to a bug report)."""
         with self._entity_lock:
             if self._entity is None:
-                self._entity = build_entity_index(self.file_paths, ws.store)
-                after_large_build(len(self.file_paths))  # every file's definition words were read and tokenised
+                file_ids = np.array(sorted(self.file_paths), np.int64)
+                stamp = f"{self.index_id}:{self.generation}"
+                index = None if self.entities_saved is None else BM25Index.load(self.entities_saved, file_ids, stamp)
+                if index is None:
+                    file_ids, index = build_entity_index(self.file_paths, ws.store)
+                    if ws.store.generation("content") == self.generation:  # the definitions read are the stamp's
+                        index = _kept_beside(index, self.entities_saved, file_ids, stamp, "the entity lane's index")
+                    after_large_build(len(self.file_paths))  # every file's definition words were read and tokenised
+                self._entity = file_ids, index
             return self._entity
 
     def chunk_languages(self) -> tuple[list[str], np.ndarray]:
@@ -580,6 +590,7 @@ class Searcher:
         snapshot.index_id = store.index_id
         snapshot.files_saved = store.path.with_name(store.path.name + ".files.npz")
         snapshot.summaries_saved = store.path.with_name(store.path.name + ".summaries.npz")
+        snapshot.entities_saved = store.path.with_name(store.path.name + ".entities.npz")
         if loaded is None and store.generation("content") == generation:  # nothing was written while we read
             try:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
