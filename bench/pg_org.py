@@ -209,6 +209,24 @@ def repository_choice(workspaces, queries: list[tuple[str, str]]) -> dict:  # no
     return out
 
 
+@contextlib.contextmanager
+def profiled(top: int):  # noqa: ANN201 - a context manager
+    """The block under cProfile, its `top` functions by cumulative time printed to stderr (0: not profiled)."""
+    if not top:
+        yield
+        return
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(top)
+
+
 def _choice_timed() -> bool:
     """Whether this engine's repository choice times its lanes (an older one has no such figures)."""
     try:
@@ -296,6 +314,8 @@ def main() -> int:
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", type=int, default=0, help="print the second replica's N most costly"
+                        " functions (cProfile, cumulative) to stderr")
     parser.add_argument("--lexical-only", action="store_true",
                         help="no vectors, no queries through the API: sizes and the lexical statement alone")
     parser.add_argument("--out", type=Path)
@@ -465,7 +485,9 @@ def main() -> int:
             for ws in replica:
                 stack.callback(ws.close)
             search_repositories(replica, WARM_QUERY)
-            report["replica_all_repositories"] = timed(lambda q, m: search_repositories(replica, q, mode=m), sample)
+            with profiled(args.profile):
+                report["replica_all_repositories"] = timed(lambda q, m: search_repositories(replica, q, mode=m),
+                                                           sample)
             report["saved_files_mb"] = round(conn.execute(
                 "SELECT coalesce(sum(length(data)), 0) FROM saved_files").fetchone()[0] / 2**20, 1)
             print("a second replica, all repositories", report["replica_all_repositories"], flush=True)
