@@ -480,6 +480,7 @@ def main() -> int:
             # the files the first built for the repositories it chose are taken from the database.
             for ws in every:
                 ws.close()
+            getattr(postgres, "_recent_postings", {}).clear()  # another machine has asked none of these terms
             replica = open_shared(names[:args.all_repos] if args.all_repos else [],
                                   {**overrides, "cache_dir": str(scratch / "replica")})
             for ws in replica:

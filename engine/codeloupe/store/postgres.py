@@ -1320,10 +1320,10 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         mine = mine[np.lexsort((mine["term"], mine["chunk"]))]
         term = mine["term"].astype(np.intp)
         chunk_df = np.bincount(term, minlength=len(words))
-        # A file holds a term as often as its chunks do together; its length is the one its chunks carry.
-        pairs, inverse = np.unique(np.stack([mine["file"], mine["term"].astype(np.int64)]), axis=1,
-                                   return_inverse=True)
-        inverse = inverse.ravel()
+        # A file holds a term as often as its chunks do together; its length is the one its chunks carry. The
+        # (file, term) pairs as one key each, in the same order: a unique over two rows sorts 16x slower.
+        keys, inverse = np.unique(mine["file"] * len(words) + mine["term"], return_inverse=True)
+        pairs, inverse = np.stack([keys // len(words), keys % len(words)]), inverse.ravel()
         file_tf = np.bincount(inverse, weights=mine["tf"], minlength=pairs.shape[1])
         file_length = np.zeros(pairs.shape[1], np.float64)
         np.maximum.at(file_length, inverse, mine["file_length"])
