@@ -5,10 +5,10 @@ ranking (the same answer as searching those alone), the bundle says which, and t
 from __future__ import annotations
 
 import random
-import threading
 from pathlib import Path
 
 import pytest
+from pg_locks import LOCK_WAIT, Locked
 
 from codeloupe import ranking as R
 from codeloupe.api import Workspace, open_shared, search_repositories
@@ -182,48 +182,6 @@ def test_the_choice_reads_only_the_files_the_search_scope_and_mode_keep(
                 ws.close()
 
 
-class _Locked:
-    """Another session holding `tables` the way a long migration or VACUUM FULL does, from entering the block;
-    `release_at_wait`: let go once that many different statements have waited for the lock (the statements
-    before it time out, those after it run)."""
-
-    def __init__(self, pg_url: str, *tables: str, release_at_wait: int = 0) -> None:
-        import psycopg
-
-        self._url, self._tables, self._release_at = pg_url, tables, release_at_wait
-        self._holder = psycopg.connect(pg_url)
-        self._done = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> _Locked:
-        self._holder.execute(f"LOCK TABLE {', '.join(f'public.{t}' for t in self._tables)} IN ACCESS EXCLUSIVE MODE")
-        if self._release_at:
-            self._watcher.start()
-        return self
-
-    def _watch(self) -> None:
-        import psycopg
-
-        waits: set[tuple[int, object]] = set()
-        with psycopg.connect(self._url, autocommit=True) as watcher:
-            while not self._done.wait(0.02):
-                waits |= set(watcher.execute("SELECT pid, query_start FROM pg_stat_activity WHERE wait_event_type"
-                                             " = 'Lock' AND datname = current_database()").fetchall())
-                if len(waits) >= self._release_at:
-                    self._holder.rollback()
-                    return
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        if self._watcher.is_alive():
-            self._watcher.join()
-        self._holder.close()
-
-
-# The store URL a team would bound lock waits with (libpq's `options`): a lane that waits longer fails.
-_LOCK_WAIT = "&options=-c%20lock_timeout%3D300"
-
-
 def test_a_lane_the_database_cannot_answer_leaves_the_choice_to_the_other(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lexical lane's tables locked past the lock timeout: the repositories are chosen by meaning alone
@@ -235,11 +193,11 @@ def test_a_lane_the_database_cannot_answer_leaves_the_choice_to_the_other(
         overrides = {"embed_provider": "openai", "embed_base_url": server.base_url, "embed_model": "scripted-embed",
                      "embed_dimensions": 4}
         names = _shared_index(tmp_path, pg_url, overrides)
-        shared = open_shared([], {**overrides, "store_url": pg_url + _LOCK_WAIT})
+        shared = open_shared([], {**overrides, "store_url": pg_url + LOCK_WAIT})
         try:
             expected = search_repositories(shared, QUESTION)
             assert _chosen(expected)[0] == "team07"
-            with _Locked(pg_url, "lex_terms", release_at_wait=2):  # the choice's wait, then the search's
+            with Locked(pg_url, "lex_terms", release_at_wait=2):  # the choice's wait, then the search's
                 bundle = search_repositories(shared, QUESTION)
             [note] = [n for n in bundle.notes if n.startswith("searched ")]
             assert "rank first for the query's meaning across all of them; could not rank by words: the shared" \
@@ -247,7 +205,7 @@ def test_a_lane_the_database_cannot_answer_leaves_the_choice_to_the_other(
             assert _chosen(bundle) == _chosen(expected) and _answer(bundle) == _answer(expected)
 
             # The choice's two waits, then the search's first: every lock is let go.
-            with _Locked(pg_url, "lex_terms", "chunk_vectors", release_at_wait=3):
+            with Locked(pg_url, "lex_terms", "chunk_vectors", release_at_wait=3):
                 bundle = search_repositories(shared, QUESTION)
             [note] = [n for n in bundle.notes if n.startswith("searched ")]
             assert _chosen(bundle) == names[:3]

@@ -120,3 +120,40 @@ def test_files_over_the_size_limit_stay_on_their_machine(tmp_path: Path, pg_url:
     assert first.search(QUERY).files
     assert _kept(pg_url) == {}
     assert all(_local(first, suffix).exists() for suffix in KEPT)
+
+
+def test_a_small_repository_s_vectors_are_held_by_the_process_and_kept_for_the_next(tmp_path: Path,
+                                                                                    pg_url: str) -> None:
+    """Up to EXACT_SEARCH_MAX_VECTORS, a repository's vectors are read once and scanned in the process (as the
+    SQLite store's), not asked of the database each query, and kept in the database for the next process:
+    with the vector tables locked past the URL's lock timeout, the warm process and a second machine answer
+    by meaning as before."""
+    from chat_server import ChatServer
+    from pg_locks import LOCK_WAIT, Locked
+
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        root = tmp_path / "shop"
+        shutil.copytree(FIXTURE, root)
+        ws = Workspace(root, overrides={**embed, "store_url": pg_url, "store_repository": "shop"})
+        try:
+            ws.index()
+            ws.embed()
+        finally:
+            ws.close()
+
+        def machine(name: str):  # noqa: ANN202
+            return open_shared(["shop"], {**embed, "store_url": pg_url + LOCK_WAIT,
+                                          "cache_dir": str(tmp_path / name)})[0]
+
+        first = machine("a")
+        bundle = first.search(QUERY)
+        expected = _answer(bundle)
+        assert [lane.ready for lane in bundle.lanes if lane.name == "dense"] == [True]
+        assert ".vectors.npz" in _kept(pg_url)
+        with Locked(pg_url, "chunk_vectors", "skeleton_vectors"):
+            assert _answer(first.search(QUERY)) == expected
+            second = machine("b")
+            bundle = second.search(QUERY)
+            assert [lane.ready for lane in bundle.lanes if lane.name == "dense"] == [True]
+            assert _answer(bundle) == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +16,11 @@ import numpy as np
 from codeloupe import ranking as R
 from codeloupe.lanes.indexed_dense import IndexedDense, load_indexed_dense
 from codeloupe.memory import release_freed_memory
+from codeloupe.saved import load_arrays, save_arrays
 from codeloupe.store import ChunkTable, VectorMatrix
 from codeloupe.store.protocol import IndexStore, NearestChunks
+
+log = logging.getLogger("codeloupe.dense")
 
 # Rows a block of the transposed matrix holds: one product call reads one block (12 MB at 384 dimensions), so
 # two threads can share a query's product (`PendingScores`) and a block stays a contiguous [d, BLOCK_ROWS] array.
@@ -242,10 +246,13 @@ class PendingScores:
 def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, model: str,
                generation: int) -> DenseSnapshot | IndexedDense:
     """The store's int8 vectors of `model` for the rows of `table`, kept int8."""
-    if isinstance(store, NearestChunks):  # the database searches its own vector index
-        return load_indexed_dense(store, table, snapshot_generation, model, generation)
-    chunks = store.vector_matrix("chunk", model)
-    skeletons = store.vector_matrix("skeleton", model)
+    if isinstance(store, NearestChunks):
+        kept = _vectors_kept_beside(store, model, generation)
+        if kept is None:  # the database searches its own vector index
+            return load_indexed_dense(store, table, snapshot_generation, model, generation)
+        chunks, skeletons = kept
+    else:
+        chunks, skeletons = store.vector_matrix("chunk", model), store.vector_matrix("skeleton", model)
     ids = table.ids  # sorted (the store returns chunks by id)
     pos = np.minimum(np.searchsorted(ids, chunks.ids), max(len(ids) - 1, 0))
     live = (ids[pos] == chunks.ids) if len(ids) else np.zeros(len(chunks.ids), bool)
@@ -258,6 +265,41 @@ def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, m
     )
     release_freed_memory()  # the store's pages of vectors, read before being stacked
     return dense
+
+
+def _vectors_kept_beside(store: NearestChunks, model: str, generation: int
+                         ) -> tuple[VectorMatrix, VectorMatrix] | None:
+    """A database's repository's chunk and skeleton vectors of `model` as of vector `generation`, or None when it
+    holds too many for a process (`searches_vectors_itself`): the copy saved beside its index for that state (or
+    kept in the database by another process: `codeloupe.saved`), else read from its tables and saved, so that a
+    process's first search of it, or another replica's, reads one file rather than every vector row."""
+    assert isinstance(store, IndexStore)
+    path = store.path.with_name(store.path.name + ".vectors.npz")
+    stamp = f"{store.index_id}:{generation}:{model}"
+    arrays = load_arrays(path, stamp)
+    if arrays is not None:
+        try:
+            return _checked_matrix(arrays, "chunk"), _checked_matrix(arrays, "skeleton")
+        except ValueError as exc:
+            log.info("ignoring the saved vectors %s (%s); reading them again", path, exc)
+    if store.searches_vectors_itself(model):
+        return None
+    chunks, skeletons = store.vector_matrix("chunk", model), store.vector_matrix("skeleton", model)
+    if store.generation("vector") == generation:  # nothing was written while they were read
+        try:
+            save_arrays(path, stamp, {f"{table}_{name}": getattr(matrix, name) for table, matrix in
+                                      (("chunk", chunks), ("skeleton", skeletons)) for name in ("ids", "q", "scales")})
+        except OSError as exc:
+            log.warning("could not save the vectors to %s: %s", path, exc)
+    return chunks, skeletons
+
+
+def _checked_matrix(arrays: dict[str, np.ndarray], table: str) -> VectorMatrix:
+    ids, q, scales = (arrays[f"{table}_{name}"] for name in ("ids", "q", "scales"))
+    if ids.dtype != np.int64 or q.dtype != np.int8 or scales.dtype != np.float32 or q.ndim != 2 or \
+            ids.shape != (len(q),) or scales.shape != (len(q),) or (len(ids) > 1 and not (np.diff(ids) > 0).all()):
+        raise ValueError(f"saved {table} vectors that do not fit together")
+    return VectorMatrix(ids, q, scales)
 
 
 def _skeleton_rows(chunk_file_ids: np.ndarray, skeleton_file_ids: np.ndarray) -> np.ndarray:

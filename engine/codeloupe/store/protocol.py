@@ -107,6 +107,12 @@ class NearestChunks(Protocol):
 
     def vector_matrix_ids(self, table: str, model: str) -> np.ndarray: ...
 
+    def searches_vectors_itself(self, model: str) -> bool:
+        """Whether the repository holds too many vectors of `model` for a process to hold them (then only
+        `nearest_chunks` searches them); a smaller one's are read whole (`vector_matrix`) and scanned in the
+        process, as another store's."""
+        ...
+
 
 @dataclass(frozen=True)
 class TermScores:
