@@ -152,11 +152,19 @@ def lexical_statement(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: 
     from codeloupe.store.postgres import term_scores_across
 
     def ask(query: str, _mode: str) -> None:
+        forget_recent_postings()  # the statement's own cost, not the process's memory of it
         term_scores_across(stores, tokenize(query), R.INDEXED_LEXICAL_DEPTH, R.BM25_K1, R.BM25_B)
 
     for query, mode in queries:
         ask(query, mode)
     return timed(ask, queries)
+
+
+def forget_recent_postings() -> None:
+    """Empty the postings the store keeps of terms asked lately (an older engine keeps none)."""
+    from codeloupe.store import postgres
+
+    getattr(postgres, "_recent_postings", {}).clear()
 
 
 def best_chunks(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - PgStores of one database
@@ -480,7 +488,7 @@ def main() -> int:
             # the files the first built for the repositories it chose are taken from the database.
             for ws in every:
                 ws.close()
-            getattr(postgres, "_recent_postings", {}).clear()  # another machine has asked none of these terms
+            forget_recent_postings()  # another machine has asked none of these terms
             replica = open_shared(names[:args.all_repos] if args.all_repos else [],
                                   {**overrides, "cache_dir": str(scratch / "replica")})
             for ws in replica:
