@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -37,7 +36,7 @@ from codeloupe.store.postgres import (
 )
 
 log = logging.getLogger("codeloupe.repository_choice")
-_LANES = ("words", "meaning")  # the order the choice's lanes are reported in, whichever answers first
+_LANES = ("words", "meaning")  # the order the choice's lanes are asked and reported in
 T = TypeVar("T")
 
 
@@ -76,15 +75,11 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
         finally:
             seconds[lane] = time.perf_counter() - start
 
-    # The two lanes' statements at once, each on its own connection: the database works on both while this
-    # process waits, and the choice takes the longer of the two rather than their sum.
-    with ThreadPoolExecutor(1, thread_name_prefix="codeloupe-choice") as pool:
-        meaning = None if vector is None else pool.submit(
-            asked, "meaning", lambda: nearest_across(stores, model, vector, R.LANE_DEPTH, files), [])
-        lexical = asked("words", lambda: best_chunks_across(
-            stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B, rarest=R.REPOSITORY_CHOICE_TERMS,
-            files=files), BestChunks([], 0, 0))
-        dense = [] if meaning is None else meaning.result()
+    lexical = asked("words", lambda: best_chunks_across(
+        stores, tokenize(query), R.LANE_DEPTH, R.BM25_K1, R.BM25_B, rarest=R.REPOSITORY_CHOICE_TERMS, files=files),
+        BestChunks([], 0, 0))
+    dense = asked("meaning", lambda: nearest_across(stores, model, vector, R.LANE_DEPTH, files), []) \
+        if vector is not None else []
     position = {store.repo_id: n for n, store in enumerate(stores)}
     fused: dict[int, float] = {}
     for hits in (lexical.chunks, dense):
