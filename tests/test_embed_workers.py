@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,35 @@ def test_a_worker_imports_its_module_without_the_whole_engine() -> None:
              "from codeloupe import Workspace\n"
              "assert Workspace.__module__ == 'codeloupe.api'\n")
     subprocess.run([sys.executable, "-c", probe], check=True, env={**os.environ})
+
+
+def test_workers_released_by_another_thread_mid_run_finish_that_run_first(model_copy: Path) -> None:
+    """A server embeds on more than one thread (a save beside the start-up refresh): one bulk run ending releases
+    the workers while another still waits on them. That run gets its vectors (its feeds are not cancelled), and
+    the workers end once it is done; two threads starting at once share one set of workers."""
+    import threading
+
+    alone = _encoder(model_copy, threads=1).embed(TEXTS)
+    pooled = _encoder(model_copy, threads=2)
+    results: dict[str, np.ndarray] = {}
+    start = threading.Barrier(2)
+
+    def embed(name: str) -> None:
+        start.wait()
+        results[name] = pooled.embed(TEXTS)
+
+    runs = [threading.Thread(target=embed, args=(name,)) for name in ("a", "b")]
+    for run in runs:
+        run.start()
+    while len(children_of(os.getpid())) < 2:  # both runs are waiting on the workers
+        time.sleep(0.01)
+    workers = children_of(os.getpid())
+    pooled.release_workers()  # as the first bulk run to end does
+    for run in runs:
+        run.join()
+    assert set(results) == {"a", "b"}
+    for vectors in results.values():
+        assert np.abs(vectors - alone).max() < 1e-5
+    assert len(workers) == 2, workers
+    assert not any(alive(pid) for pid in workers), "the released workers outlived the runs"
+    assert pooled.embed(TEXTS[:1]).shape == (1, alone.shape[1])  # and the encoder still embeds

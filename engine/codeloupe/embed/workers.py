@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -113,7 +114,11 @@ def _run_in_worker(feed: Feed) -> np.ndarray:
 
 
 class WorkerPool:
-    """Worker processes that each hold a single-threaded session of one model file, started on first use."""
+    """Worker processes that each hold a single-threaded session of one model file, started on first use.
+
+    Threads share it: those that run at once share one set of workers, and a close asked for while any run
+    waits on them (one thread's bulk run ending beside another's) ends them once the last run is done, rather
+    than cancelling that run's feeds."""
 
     def __init__(self, model_path: Path, model_sha256: str, output: str, workers: int, *,
                  timeout_s: float = WORKER_TIMEOUT_S) -> None:
@@ -121,28 +126,47 @@ class WorkerPool:
         self.workers = workers
         self.timeout_s = timeout_s  # without a result for this long, the workers are stuck: killed
         self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._running = 0  # runs waiting on the workers
+        self._close_when_idle = False
         self.broken = False  # once a worker failed, this model is embedded in the parent for good
 
     def run(self, feeds: list[Feed]) -> list[np.ndarray] | None:
         """Unit vectors per feed, in order; None when the workers cannot (the caller runs them itself)."""
-        if self.broken:
-            return None
-        try:
+        with self._lock:
+            if self.broken:
+                return None
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
                     self.workers, mp_context=pool_context(), initializer=_start_worker,
                     initargs=(str(self.model_path), self.model_sha256, self.output, os.getpid()))
-            futures = [self._pool.submit(_run_in_worker, feed) for feed in feeds]
+            pool = self._pool
+            self._running += 1
+            self._close_when_idle = False
+        try:
+            futures = [pool.submit(_run_in_worker, feed) for feed in feeds]
             return [future.result(self.timeout_s) for future in futures]
         except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError included
             log.warning("embedding in worker processes failed (%r); embedding in this process", exc)
-            self.broken = True
-            if self._pool is not None:
-                kill_workers(self._pool)
-                self._pool = None
+            with self._lock:
+                self.broken = True
+                if self._pool is pool:
+                    self._pool = None
+            kill_workers(pool)
             return None
+        finally:
+            with self._lock:
+                self._running -= 1
+                close = self._running == 0 and self._close_when_idle
+            if close:
+                self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """End the workers now, or, while a run waits on them, once the last run is done."""
+        with self._lock:
+            if self._running:
+                self._close_when_idle = True
+                return
+            pool, self._pool, self._close_when_idle = self._pool, None, False
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
