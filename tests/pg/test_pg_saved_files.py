@@ -128,8 +128,9 @@ def test_a_small_repository_s_vectors_are_held_by_the_process_and_kept_for_the_n
     SQLite store's), not asked of the database each query, and kept in the database for the next process:
     with the vector tables locked past the URL's lock timeout, the warm process and a second machine answer
     by meaning as before."""
-    from chat_server import ChatServer
     from pg_locks import LOCK_WAIT, Locked
+
+    from chat_server import ChatServer
 
     with ChatServer() as chat:
         embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
