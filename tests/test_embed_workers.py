@@ -128,7 +128,9 @@ def test_workers_released_by_another_thread_mid_run_finish_that_run_first(model_
     runs = [threading.Thread(target=embed, args=(name,)) for name in ("a", "b")]
     for run in runs:
         run.start()
+    deadline = time.monotonic() + 120
     while len(children_of(os.getpid())) < 2:  # both runs are waiting on the workers
+        assert time.monotonic() < deadline, "the runs never started worker processes"
         time.sleep(0.01)
     workers = children_of(os.getpid())
     pooled.release_workers()  # as the first bulk run to end does

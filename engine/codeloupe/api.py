@@ -885,7 +885,7 @@ def _choose_repositories(named: dict[str, Workspace], query: str, scope: str, mo
             " name repositories to search others"]
 
 
-# How much of a database error a bundle's note quotes (the log has all of it).
+# How much of the database's error a bundle's note quotes (the log has all of it).
 _ERROR_SHOWN = 240
 
 

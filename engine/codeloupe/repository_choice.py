@@ -50,7 +50,7 @@ class RepositoryChoice:
     postings_read: int  # postings the database handed over for the lexical lane
     postings_held: int  # postings of the query's terms in every repository
     lanes: tuple[str, ...]  # the lanes that ranked chunks: "words", "meaning"
-    failed: dict[str, str]  # the lanes the database could not answer: their errors
+    failed: dict[str, str]  # the lanes the database could not answer: the first line of its error
     seconds: dict[str, float]  # each lane's statements, wall
 
 
@@ -70,7 +70,9 @@ def choose_repositories(stores: Sequence[PgStore], query: str, vector: np.ndarra
             return ask()
         except StoreError as exc:
             log.warning("choosing repositories without the %s lane: %s", lane, exc)
-            failed[lane] = str(exc)
+            # The database's own first line: what a bundle's reader needs, without the index's address or the
+            # statement (the log has both).
+            failed[lane] = (str(exc.__cause__ or exc).strip().splitlines() or ["unknown error"])[0]
             return nothing
         finally:
             seconds[lane] = time.perf_counter() - start
