@@ -77,7 +77,13 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
     from codeloupe.search import LaneScores
-    from codeloupe.shared_index import DroppedRepository, QueuePruned, QueueStatus, SharedRepository
+    from codeloupe.shared_index import (
+        DroppedRepository,
+        GlobalVectorIndex,
+        QueuePruned,
+        QueueStatus,
+        SharedRepository,
+    )
 
 log = logging.getLogger(__name__)
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
@@ -937,6 +943,22 @@ def drop_shared_repository(url: str, name: str) -> DroppedRepository:
     from codeloupe.shared_index import drop_repository
 
     return drop_repository(url, name)
+
+
+def build_global_vector_indexes(url: str) -> list[GlobalVectorIndex]:
+    """One HNSW graph per vector dimension over every repository of the shared index, unless it is there: a
+    search across very many repositories then takes its nearest chunks from it instead of scanning every
+    vector. Minutes at millions of vectors; writes go on meanwhile and add to it from then on."""
+    from codeloupe.shared_index import build_global_vector_indexes as build
+
+    return build(url)
+
+
+def drop_global_vector_indexes(url: str) -> list[str]:
+    """Drop the graphs `build_global_vector_indexes` built; their names."""
+    from codeloupe.shared_index import drop_global_vector_indexes as drop
+
+    return drop(url)
 
 
 def work_queue_status(url: str) -> QueueStatus:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import psycopg
 import pytest
 from pg_locks import LOCK_WAIT, Locked
 
 from codeloupe import ranking as R
-from codeloupe.api import Workspace, open_shared, search_repositories
+from codeloupe.api import Workspace, build_global_vector_indexes, open_shared, search_repositories
 
 LEDGER = '''def reconcile_ledger_entries(ledger, statement):
     """Match each bank statement line to the ledger entry it settles."""
@@ -59,11 +60,16 @@ def _shared_index(tmp_path: Path, pg_url: str, overrides: dict[str, object], mar
     return names
 
 
+def _vectors_held(pg_url: str) -> int:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+
+
 def _answer(bundle) -> list[tuple[str, str, float]]:
     return [(h.repository, h.path, h.score) for h in bundle.files]
 
 
-@pytest.mark.parametrize("by", ["words", "meaning"])
+@pytest.mark.parametrize("by", ["words", "meaning", "meaning, through the global graph"])
 def test_only_the_repositories_whose_chunks_rank_first_are_searched_and_the_bundle_names_them(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, by: str) -> None:
     from chat_server import ChatServer
@@ -74,6 +80,8 @@ def test_only_the_repositories_whose_chunks_rank_first_are_searched_and_the_bund
             "embed_provider": "openai", "embed_base_url": server.base_url, "embed_model": "scripted-embed",
             "embed_dimensions": 4}
         names = _shared_index(tmp_path, pg_url, overrides)
+        if by.endswith("graph"):
+            assert [g.vectors for g in build_global_vector_indexes(pg_url)] == [_vectors_held(pg_url)]
         # Words every repository holds too (its chunks rank below the ledger's), or no word of the ledger's.
         query = "reconcile ledger entries in the session cache" if by == "words" else QUESTION
         shared = open_shared([], {**overrides, "store_url": pg_url})
@@ -83,7 +91,7 @@ def test_only_the_repositories_whose_chunks_rank_first_are_searched_and_the_bund
             [note] = [n for n in bundle.notes if n.startswith("searched 3 of 10 repositories in full: ")]
             chosen = note.split(": ", 1)[1].split(" (", 1)[0].split(", ")
             assert chosen[0] == "team07" and len(chosen) == 3, note
-            assert ("words and meaning" in note) == (by == "meaning")
+            assert ("words and meaning" in note) == by.startswith("meaning")
             ledger = next(h for h in bundle.files if (h.repository, h.path) == ("team07", "ledger.py"))
             assert ledger.rank == 1 if by == "words" else "dense #1" in ledger.why, ledger
             assert {h.repository for h in bundle.files} <= set(chosen)

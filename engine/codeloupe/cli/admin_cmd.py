@@ -12,10 +12,13 @@ from . import CliError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "admin", help="the shared index's repositories and work queue (list, drop, queue status, prune)",
+        "admin", help="the shared index's repositories, work queue and global vector graph",
         description="repos: every repository with its files, chunks, vectors, commit and when it was last indexed."
                     " drop REPO: remove a repository (every row and its HNSW indexes). queue: the work queue's"
-                    " batches by state. queue prune: delete finished batches and those no worker could write.")
+                    " batches by state. queue prune: delete finished batches and those no worker could write."
+                    " global-index: one HNSW graph over every repository's vectors, so a search across very many"
+                    " repositories takes its nearest chunks from it instead of scanning every vector (minutes at"
+                    " millions of vectors; writes go on meanwhile). global-index drop: remove it.")
     parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -24,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drop.add_argument("repository")
     queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
+    graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository")
+    graph.add_argument("drop", nargs="?", choices=["drop"], help="remove the graph")
     parser.set_defaults(func=run)
 
 
@@ -42,6 +47,15 @@ def run(args: argparse.Namespace) -> int:
             answer = api.drop_shared_repository(args.store_url, args.repository)
             lines = [f"dropped {answer.name}: {answer.files} files, {answer.chunks} chunks"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
+        elif args.action == "global-index" and args.drop:
+            answer = api.drop_global_vector_indexes(args.store_url)
+            lines = [f"dropped {name}" for name in answer] or ["no global index"]
+        elif args.action == "global-index":
+            answer = api.build_global_vector_indexes(args.store_url)
+            lines = [f"{g.name}: {g.vectors} vectors of {g.dim} dimensions,"
+                     f" {g.size_bytes / 2**20:.1f} MB,"
+                     + (f" built in {g.seconds} s" if g.built else " already built")
+                     for g in answer] or ["no vectors to index"]
         elif args.prune:
             answer = api.prune_work_queue(args.store_url)
             lines = [f"deleted {answer.done} finished and {answer.stuck} given-up batches"]
@@ -54,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     if args.json:
-        print(json.dumps([dataclasses.asdict(a) for a in answer] if isinstance(answer, list)
-                         else dataclasses.asdict(answer), indent=2))
+        print(json.dumps([dataclasses.asdict(a) if dataclasses.is_dataclass(a) else a for a in answer]
+                         if isinstance(answer, list) else dataclasses.asdict(answer), indent=2))
     else:
         print("\n".join(lines))
     return 0

@@ -312,14 +312,21 @@ _SCHEMA_LOCK = 7_304_118
 
 # A repository with at most this many vectors is searched exactly (its rows by the repo_id index, every
 # distance computed): exact, and cheap at that size. Above it the repository's own HNSW index answers: one
-# partial index per (repository, dimension). One index over every repository would not do: pgvector 0.6 filters
-# HNSW results after the scan, so a repository among 200 kept about ef_search/200 of its neighbours (recall@10
-# 0.02-0.10 in bench/pg_hnsw.py), whatever `ef_search` is raised to.
+# partial index per (repository, dimension). One index over every repository would not do for one repository:
+# pgvector 0.6 filters HNSW results after the scan, so a repository among 200 kept about ef_search/200 of its
+# neighbours (recall@10 0.02-0.10 in bench/pg_hnsw.py), whatever `ef_search` is raised to. A search across every
+# repository is what such a graph answers (`global_vector_index_sql`, built by `codeloupe admin global-index`).
 EXACT_SEARCH_MAX_VECTORS = 20_000
 HNSW_EF_SEARCH_MAX = 1000
 # pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+# The graph over every repository (`global_vector_index_sql`) is built once by an administrator and asked for the
+# 200 nearest of a question in natural language, not the 10 nearest of a chunk: at m 16 / ef_construction 64 it
+# kept 0.957 of the exact 200 at ef_search 1000, at 32 / 128 0.991, for 3.2x the build (bench/pg_hnsw.py
+# --questions, 207,000 vectors; docs/org-scale-measurements.md).
+GLOBAL_HNSW_M = 32
+GLOBAL_HNSW_EF_CONSTRUCTION = 128
 # How long a repository's generations and commit, read in one statement, answer for it: a warm query then costs
 # no round trip to learn that nothing changed, and a replica sees another process's write at most this late
 # (this process's own writes are seen at once).
@@ -1113,10 +1120,7 @@ class PgStore:
 
     def _build_vector_indexes(self) -> None:
         """Build the HNSW indexes this session asked for, outside any transaction, with CREATE INDEX
-        CONCURRENTLY: a plain CREATE INDEX holds a lock on the shared `chunk_vectors` that stops every other
-        repository's vector writes for the whole build. Two processes racing for one index take turns on an
-        advisory lock of that index; an invalid index (a concurrent build killed midway) is dropped and built
-        again.
+        CONCURRENTLY (`build_index_once`).
 
         Only a repository holding more vectors of that dimension than `nearest_chunks` scans exactly gets one:
         a smaller repository is never searched through it, each build reads the whole shared vector table (the
@@ -1126,22 +1130,7 @@ class PgStore:
             held = self._conn.execute("SELECT count(*) FROM chunk_vectors WHERE dim = %s", (dim,)).fetchone()[0]
             if held <= EXACT_SEARCH_MAX_VECTORS:
                 continue
-            name = _hnsw_index_name(self.repo_id, dim)
-            lock = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-            # Polled, not waited on: a session waiting on the lock would hold a snapshot that the other's
-            # concurrent build waits for (a deadlock).
-            while not self._conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()[0]:
-                time.sleep(0.2)
-            try:
-                valid = self._conn.execute(
-                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-                    " WHERE c.relname = %s", (name,)).fetchone()
-                if valid is not None and not valid[0]:
-                    self._conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS public.{name}")
-                if valid is None or not valid[0]:
-                    self._conn.execute(vector_index_sql(self.repo_id, dim))
-            finally:
-                self._conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+            build_index_once(self._conn, _hnsw_index_name(self.repo_id, dim), vector_index_sql(self.repo_id, dim))
             self._indexed_dims.add(dim)
         self._held.pending_indexes.clear()
 
@@ -1547,22 +1536,44 @@ def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: 
                    files: FilesSearched = EVERY_FILE) -> list[tuple[int, int, float]]:
     """The `limit` chunks of all of `stores` (one database) whose vectors of `model` are nearest to `query`, by
     the chunk's own cosine (not the file skeleton's share the dense lane adds): (repository id, chunk id,
-    cosine), best first, ties by chunk id; only chunks of `files`. One exact scan of those repositories'
-    vectors in one statement: asking each repository its own nearest (`nearest_chunks`) took three round trips
-    each, about 1 s for 200 repositories before any vector was read."""
+    cosine), best first, ties by chunk id; only chunks of `files`. One statement for all of them: asking each
+    repository its own nearest (`nearest_chunks`) took three round trips each, about 1 s for 200 repositories
+    before any vector was read.
+
+    Where the shared index holds one HNSW graph over every repository's vectors of that dimension (`codeloupe
+    admin global-index`), the `HNSW_EF_SEARCH_MAX` nearest in the graph are kept to those of `stores`, `model`
+    and `files` and scored exactly: an approximate answer in milliseconds whatever the organisation's size.
+    When fewer than `limit` of them are kept (a few repositories of many named, a mode whose files are few),
+    or without the graph, every vector of `stores` is scanned exactly: linear in their vectors (0.56 s at
+    207,000)."""
     if not stores:
         return []
     dim = int(query.shape[0])
     kept, kept_params = files.condition("c.file_id")
-    with _asking_across(stores, "rank chunks by the query's meaning") as conn:
+    params = {"q": _vector_literal(np.asarray(query, np.float32)), "repos": [s.repo_id for s in stores],
+              "model": model, "dim": dim, "limit": limit, **kept_params}
+
+    def nearest(vectors: str) -> list[tuple[int, int, float]]:
         rows = conn.execute(
-            "SELECT v.repo_id, v.chunk_id, -(v.vec <#> %(q)s::vector) FROM public.chunk_vectors v"
+            f"SELECT v.repo_id, v.chunk_id, -(v.vec <#> %(q)s::vector) FROM {vectors} v"
             + (" JOIN public.chunks c ON c.id = v.chunk_id" if kept else "")
             + " WHERE v.repo_id = ANY(%(repos)s) AND v.model = %(model)s AND v.dim = %(dim)s" + kept
-            + " ORDER BY v.vec <#> %(q)s::vector, v.chunk_id LIMIT %(limit)s",
-            {"q": _vector_literal(np.asarray(query, np.float32)), "repos": [s.repo_id for s in stores],
-             "model": model, "dim": dim, "limit": limit, **kept_params}).fetchall()
-    return [(int(r), int(c), float(score)) for r, c, score in rows]
+            + " ORDER BY v.vec <#> %(q)s::vector, v.chunk_id LIMIT %(limit)s", params).fetchall()
+        return [(int(r), int(c), float(score)) for r, c, score in rows]
+
+    with _asking_across(stores, "rank chunks by the query's meaning") as conn, conn.transaction():
+        if index_valid(conn, global_vector_index_name(dim)):
+            conn.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH_MAX}")
+            # Sorting a small table's rows would cost the planner less than walking the graph; it is the
+            # graph's nearest that the statement asks for, as at any size.
+            conn.execute("SET LOCAL enable_sort = off")
+            graph = nearest(f"(SELECT repo_id, chunk_id, model, dim, vec FROM public.chunk_vectors WHERE dim ="
+                            f" {dim} ORDER BY vec::vector({dim}) <=> %(q)s::vector({dim})"
+                            f" LIMIT {HNSW_EF_SEARCH_MAX})")
+            if len(graph) >= limit:
+                return graph
+            conn.execute("SET LOCAL enable_sort = on")
+        return nearest("public.chunk_vectors")
 
 
 @contextmanager
@@ -1600,10 +1611,55 @@ def _summed_postings(postings: np.ndarray, weight: np.ndarray, average: dict[int
 def vector_index_sql(repo_id: int, dim: int) -> str:
     """The statement building a repository's HNSW index for vectors of `dim` dimensions (a partial index, so
     a search of one repository walks only its own graph), concurrently with other repositories' writes."""
-    return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {_hnsw_index_name(repo_id, dim)} ON public.chunk_vectors"
+    return _hnsw_sql(_hnsw_index_name(repo_id, dim), dim, f"repo_id = {int(repo_id)} AND dim = {dim}", HNSW_M,
+                     HNSW_EF_CONSTRUCTION)
+
+
+def global_vector_index_sql(dim: int) -> str:
+    """The statement building one HNSW graph over every repository's vectors of `dim` dimensions: where a
+    search across all of them takes its nearest chunks (`nearest_across`), concurrently with writes."""
+    return _hnsw_sql(global_vector_index_name(dim), dim, f"dim = {dim}", GLOBAL_HNSW_M,
+                     GLOBAL_HNSW_EF_CONSTRUCTION)
+
+
+def _hnsw_sql(name: str, dim: int, rows: str, m: int, ef_construction: int) -> str:
+    return (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON public.chunk_vectors"
             f" USING hnsw ((vec::vector({dim})) vector_cosine_ops)"
-            f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-            f" WHERE repo_id = {int(repo_id)} AND dim = {dim}")
+            f" WITH (m = {m}, ef_construction = {ef_construction}) WHERE {rows}")
+
+
+def global_vector_index_name(dim: int) -> str:
+    return f"chunk_vectors_hnsw_all_{int(dim)}"
+
+
+def index_valid(conn: Any, name: str) -> bool | None:
+    """Whether index `name` is ready to be read (False: a concurrent build is running or was killed midway;
+    None: there is none)."""
+    row = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+                       " WHERE c.relname = %s", (name,)).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def build_index_once(conn: Any, name: str, sql: str) -> bool:
+    """Build index `name` by `sql` (a CREATE INDEX CONCURRENTLY, run outside any transaction: a plain CREATE
+    INDEX holds a lock on the shared `chunk_vectors` that stops every repository's vector writes for the whole
+    build) unless a valid one exists; whether it was built. Two processes racing for one index take turns on
+    an advisory lock of its name; an invalid index (a concurrent build killed midway) is dropped and built
+    again."""
+    lock = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    # Polled, not waited on: a session waiting on the lock would hold a snapshot that the other's concurrent
+    # build waits for (a deadlock).
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()[0]:
+        time.sleep(0.2)
+    try:
+        valid = index_valid(conn, name)
+        if valid is False:
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS public.{name}")
+        if not valid:
+            conn.execute(sql)
+        return not valid
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
 
 
 def _hnsw_index_name(repo_id: int, dim: int | str) -> str:

@@ -1,0 +1,102 @@
+"""`codeloupe admin global-index`: one HNSW graph over every repository's vectors, from which a search across
+very many repositories takes its nearest chunks instead of scanning every vector; a search naming few of them
+still scans exactly, a write after the build is found through the graph, and once dropped every search scans
+exactly again. On a real PostgreSQL, the graph's reads counted by the database's own statistics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.cli import main
+from codeloupe.store import postgres
+from codeloupe.store.postgres import PgStore, nearest_across
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+DIM = 8
+GRAPH = f"chunk_vectors_hnsw_all_{DIM}"
+
+
+def _repository(root: Path, name: str, pg_url: str, seed: int) -> PgStore:
+    """A repository of the fixture tree's chunks, each with a random vector of `DIM` dimensions."""
+    shutil.copytree(FIXTURES / "go", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url, "store_repository": name})
+    ws.index()
+    assert isinstance(ws.store, PgStore)
+    ids = [r[0] for r in ws.store.query("SELECT id FROM chunks ORDER BY id")]
+    ws.store.put_vectors("chunk", "m", ids, _vectors(len(ids), seed))
+    return ws.store
+
+
+def _vectors(n: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _graph_reads(pg_url: str, asker: PgStore) -> int:
+    """How many times the graph was read: the asking connection's counts flushed first (the connection a
+    store's next statement takes is the one its last statement used)."""
+    asker.query("SELECT pg_stat_force_next_flush()")
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s", (GRAPH,)).fetchone()
+    return -1 if row is None else int(row[0])
+
+
+def test_a_search_across_every_repository_takes_its_nearest_chunks_from_the_global_graph(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    stores = [_repository(tmp_path / f"r{k}", f"r{k}", pg_url, k) for k in range(4)]
+    total = sum(len(s.query("SELECT chunk_id FROM chunk_vectors")) for s in stores)
+    query = _vectors(1, 99)[0]
+    exact, exact_one = nearest_across(stores, "m", query, 10), nearest_across(stores[:1], "m", query, 10)
+    assert len(exact) == 10 and {r for r, _, _ in exact} != {stores[0].repo_id}
+    assert _graph_reads(pg_url, stores[0]) == -1  # no graph yet
+
+    assert main(["admin", "--store", pg_url, "global-index"]) == 0
+    assert f"{GRAPH}: {total} vectors of {DIM} dimensions" in capsys.readouterr().out
+    reads = _graph_reads(pg_url, stores[0])
+    # A graph this small holds every vector within the reach of one search of it: the exact answer.
+    assert nearest_across(stores, "m", query, 10) == exact
+    assert _graph_reads(pg_url, stores[0]) == reads + 1
+
+    # One repository of the four named, the graph asked for only its 12 nearest: most are the others', fewer
+    # than 10 are kept, and that repository's vectors are scanned exactly instead.
+    monkeypatch.setattr(postgres, "HNSW_EF_SEARCH_MAX", 12)
+    assert nearest_across(stores[:1], "m", query, 10) == exact_one
+    assert _graph_reads(pg_url, stores[0]) == reads + 2
+    monkeypatch.undo()
+
+    # A vector written after the build is in the graph: the query's own, on one chunk of the last repository.
+    chunk = int(stores[3].query("SELECT id FROM chunks ORDER BY id LIMIT 1")[0][0])
+    stores[3].put_vectors("chunk", "m", [chunk], query[None, :])
+    assert nearest_across(stores, "m", query, 10)[0][:2] == (stores[3].repo_id, chunk)
+    assert _graph_reads(pg_url, stores[0]) == reads + 3
+
+    assert main(["admin", "--store", pg_url, "--json", "global-index"]) == 0
+    [graph] = json.loads(capsys.readouterr().out)
+    assert (graph["name"], graph["vectors"], graph["built"]) == (GRAPH, total, False) and graph["size_bytes"] > 0
+    assert main(["admin", "--store", pg_url, "global-index", "drop"]) == 0
+    assert capsys.readouterr().out.strip() == f"dropped {GRAPH}"
+    assert _graph_reads(pg_url, stores[0]) == -1
+    again = nearest_across(stores, "m", query, 10)
+    assert again[0][:2] == (stores[3].repo_id, chunk) and again[1:] == [n for n in exact if n[1] != chunk][:9]
+    assert main(["admin", "--store", pg_url, "global-index", "drop"]) == 0
+    assert capsys.readouterr().out.strip() == "no global index"
+
+
+def test_an_index_left_invalid_by_a_build_killed_midway_is_built_again(tmp_path: Path, pg_url: str) -> None:
+    stores = [_repository(tmp_path / f"r{k}", f"r{k}", pg_url, k) for k in range(2)]
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a failed concurrent build leaves its index INVALID
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {GRAPH} ON chunk_vectors (dim)")
+    query = _vectors(1, 5)[0]
+    exact = nearest_across(stores, "m", query, 5)
+    assert _graph_reads(pg_url, stores[0]) == 0
+    assert main(["admin", "--store", pg_url, "global-index"]) == 0
+    assert nearest_across(stores, "m", query, 5) == exact
+    assert _graph_reads(pg_url, stores[0]) == 1
