@@ -16,7 +16,10 @@ For every `--hnsw M,EF_CONSTRUCTION` the index is built (timed, sized), queried 
 dropped. Three shapes of a one-repository query are measured, because pgvector below 0.8 has no iterative
 index scan: the HNSW scan filtered afterwards (`repo_id + 0` keeps the btree out), the exact scan of that
 repository's rows through the btree on `repo_id` (`(embedding <=> q) + 0` keeps HNSW out), and whatever
-the planner picks with both indexes present. halfvec needs pgvector 0.7; when the server lacks it, the cost
+the planner picks with both indexes present. `--questions public.json --k 200`: the golden set's questions,
+embedded by the local model, are the queries instead (natural language against code vectors, as the repository
+choice of a search across every repository asks for its 200 nearest), and recall@k over all repositories is
+measured alone. halfvec needs pgvector 0.7; when the server lacks it, the cost
 of half precision is measured offline (exact search over float16-rounded vectors), and so is int8.
 """
 
@@ -64,6 +67,17 @@ def synthesise(pool: np.ndarray, n: int, rng: np.random.Generator, noise: float)
         block += rng.standard_normal((size, DIM), dtype=np.float32) * np.float32(noise / np.sqrt(DIM))
         out[start: start + size] = normalise(block)
     return out
+
+
+def questions(golden: Path) -> np.ndarray:
+    """The golden set's questions embedded by the local model, as a search embeds its query."""
+    from codeloupe.embed import make_provider
+    from codeloupe.eval.golden import load_golden
+    from codeloupe.settings import load_settings
+
+    provider = make_provider(load_settings(None, {"embed_provider": "local"}))
+    texts = [q.query for corpus in load_golden(golden).corpora for q in corpus.queries]
+    return normalise(np.stack([provider.embed_query(text) for text in texts]).astype(np.float32))
 
 
 def nearest_cosine(vectors: np.ndarray, sample: int, rng: np.random.Generator) -> float:
@@ -126,26 +140,27 @@ def plan_of(conn, sql: str, params: tuple) -> str:  # noqa: ANN001
 
 
 def summary(results: list[list[int]], millis: list[float], exact: list[np.ndarray]) -> dict:
-    return {"recall_at_10": round(statistics.mean(recall(r, e) for r, e in zip(results, exact, strict=True)), 4),
+    return {f"recall_at_{len(exact[0])}": round(statistics.mean(recall(r, e) for r, e in zip(results, exact, strict=True)), 4),
             "mean_rows": round(statistics.mean(len(r) for r in results), 2),
             "p50_ms": round(statistics.median(millis), 2),
             "p95_ms": round(float(np.percentile(millis, 95)), 2)}
 
 
-SQL_ALL = "SELECT id FROM chunks ORDER BY embedding <=> %s::vector LIMIT 10"
+SQL_ALL = "SELECT id FROM chunks ORDER BY embedding <=> %s::vector LIMIT {k}"
 SQL_REPO_HNSW = "SELECT id FROM chunks WHERE repo_id + 0 = %s ORDER BY embedding <=> %s::vector LIMIT 10"
 SQL_REPO_EXACT = "SELECT id FROM chunks WHERE repo_id = %s ORDER BY (embedding <=> %s::vector) + 0 LIMIT 10"
 SQL_REPO_PLANNER = "SELECT id FROM chunks WHERE repo_id = %s ORDER BY embedding <=> %s::vector LIMIT 10"
 
 
-def exact_top(vectors: np.ndarray, queries: np.ndarray, rows: np.ndarray | None = None) -> list[np.ndarray]:
-    """Ids (row numbers) of the exact top 10 by cosine, over all rows or the given rows."""
+def exact_top(vectors: np.ndarray, queries: np.ndarray, rows: np.ndarray | None = None,
+              k: int = 10) -> list[np.ndarray]:
+    """Ids (row numbers) of the exact top `k` by cosine, over all rows or the given rows."""
     scope = vectors if rows is None else vectors[rows]
     out = []
     for start in range(0, len(queries), 32):  # a matrix product per 32 queries: 128 MB at a million vectors
         sims = queries[start: start + 32] @ scope.T
         for row in sims:
-            top = np.argpartition(-row, 9)[:10]
+            top = np.argpartition(-row, k - 1)[:k]
             top = top[np.argsort(-row[top])]
             out.append(top if rows is None else rows[top])
     return out
@@ -179,6 +194,11 @@ def main() -> int:
     parser.add_argument("--maintenance-work-mem", default="2GB")
     parser.add_argument("--build-workers", type=int, default=1, help="max_parallel_maintenance_workers")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--questions", type=Path,
+                        help="a golden query set (public.json): its questions embedded by the local model are the"
+                             " queries instead of fresh draws (natural language against code vectors, as a search"
+                             " across every repository asks); recall over all repositories only")
+    parser.add_argument("--k", type=int, default=10, help="recall@k over all repositories (LIMIT k)")
     parser.add_argument("--out", type=Path, help="write the results as JSON")
     args = parser.parse_args()
 
@@ -192,7 +212,8 @@ def main() -> int:
     started = time.perf_counter()
     vectors = synthesise(pool, args.chunks, rng, args.noise)
     repos = np.repeat(np.arange(args.repos, dtype=np.int32), -(-args.chunks // args.repos))[: args.chunks]
-    queries = synthesise(pool, args.queries, rng, args.noise)
+    queries = synthesise(pool, args.queries, rng, args.noise) if args.questions is None else questions(args.questions)
+    args.queries = len(queries)
     query_repos = rng.integers(0, args.repos, args.queries).astype(np.int32)
     report: dict = {
         "chunks": args.chunks, "repos": args.repos, "queries": args.queries, "noise": args.noise,
@@ -201,7 +222,7 @@ def main() -> int:
         "median_nearest_cosine": {"pool": nearest_cosine(pool, 200, rng),
                                   "synthetic": nearest_cosine(vectors, 200, rng)},
         "generate_s": round(time.perf_counter() - started, 1)}
-    exact_all = exact_top(vectors, queries)
+    exact_all = exact_top(vectors, queries, k=args.k)
     exact_repo = [exact_top(vectors, queries[i: i + 1], np.flatnonzero(repos == query_repos[i]))[0]
                   for i in range(args.queries)]
     # The cost of precision is a property of the vectors, not of the table size: measured on a sample.
@@ -243,9 +264,15 @@ def main() -> int:
             for ef in args.ef_search:
                 conn.execute(f"SET hnsw.ef_search = {ef}")
                 conn.execute("SET enable_seqscan = off")
-                row = {"all": summary(*timed_queries(conn, SQL_ALL, [(q,) for q in literals]), exact_all),
-                       "repo_hnsw_postfilter": summary(*timed_queries(conn, SQL_REPO_HNSW, repo_params), exact_repo)}
-                row["all"]["plan"] = plan_of(conn, SQL_ALL, (literals[0],))
+                every = SQL_ALL.format(k=args.k)
+                row = {"all": summary(*timed_queries(conn, every, [(q,) for q in literals]), exact_all)}
+                row["all"]["plan"] = plan_of(conn, every, (literals[0],))
+                if args.questions is not None:  # a question belongs to no repository
+                    conn.execute("RESET enable_seqscan")
+                    build["ef_search"][ef] = row
+                    print(json.dumps({"m": m, "ef_construction": ef_construction, "ef_search": ef, **row}), flush=True)
+                    continue
+                row["repo_hnsw_postfilter"] = summary(*timed_queries(conn, SQL_REPO_HNSW, repo_params), exact_repo)
                 row["repo_hnsw_postfilter"]["plan"] = plan_of(conn, SQL_REPO_HNSW, repo_params[0])
                 conn.execute("RESET enable_seqscan")
                 row["repo_planner"] = summary(*timed_queries(conn, SQL_REPO_PLANNER, repo_params), exact_repo)

@@ -28,7 +28,10 @@ repository at once
 (`open_shared()`, `search_repositories`), `--all-queries` of the golden queries, the choice of repositories those
 searches begin with on its own (its lexical statement and dense scan timed apart), then the same queries once more
 by a second replica (a new cache directory, as another machine: what the first kept in the database it takes from
-there). Reported: rows and sizes of
+there). `--global-index`: between the choice's timing and the second replica, one HNSW graph over every
+repository's vectors is built (`codeloupe admin global-index`), the choice is timed again through it, and its
+answers are compared with the exact scan's (the same repositories chosen; the exact 200 chunks kept). Reported:
+rows and sizes of
 every table and index, the seed's indexing time, the copy and index build times, p50 / p95, and memory (this
 process's peak RSS, the PostgreSQL processes' RSS summed from /proc). The server's data directory is removed
 at the end. `--lexical-only`: the seed indexed without vectors and copied, then only sizes and the lexical
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import resource
@@ -189,14 +193,15 @@ def best_chunks(stores, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001
     return out
 
 
-def repository_choice(workspaces, queries: list[tuple[str, str]]) -> dict:  # noqa: ANN001 - Workspaces
+def repository_choice(workspaces, queries: list[tuple[str, str]], answers: dict | None = None) -> dict:  # noqa: ANN001
     """The choice among `workspaces` (one shared index) that `search_repositories` makes before searching any in
     full, each query's vector embedded beforehand, with its two lanes timed apart: the pruned BM25 statement
-    ("words") and the dense scan ("meaning"), each p50 / p95 in ms."""
+    ("words") and the dense scan ("meaning"), each p50 / p95 in ms. `answers`: filled with each query's chosen
+    repositories and the dense lane's chunks (`nearest_across`, asked once more untimed)."""
     from codeloupe import ranking as R
     from codeloupe.embed import describe_provider
     from codeloupe.repository_choice import choose_repositories
-    from codeloupe.store.postgres import FilesSearched
+    from codeloupe.store.postgres import FilesSearched, nearest_across
 
     stores = [ws.store for ws in workspaces]
     model = describe_provider(workspaces[0].settings)[1]
@@ -209,12 +214,27 @@ def repository_choice(workspaces, queries: list[tuple[str, str]]) -> dict:  # no
                                      FilesSearched("", mode))
         for lane, seconds in choice.seconds.items():
             lanes.setdefault(lane, []).append(seconds * 1000)
+        if answers is not None:
+            answers[query] = {"chosen": choice.chosen}
 
     out = timed(ask, queries)
+    for query, mode in queries if answers is not None else []:
+        answers[query]["dense"] = [c for _, c, _ in nearest_across(stores, model, vectors[query], R.LANE_DEPTH,
+                                                                   FilesSearched("", mode))]
     for lane, millis in lanes.items():
         out[lane] = {"p50_ms": round(statistics.median(millis), 1),
                      "p95_ms": round(float(np.percentile(millis, 95)), 1)}
     return out
+
+
+def agreement(exact: dict, graph: dict) -> dict:
+    """How the choice through the global graph agrees with the exact scan's: the queries choosing the same
+    repositories (in the same order; as a set), and the dense lane's recall of the exact scan's chunks."""
+    same = [graph[q]["chosen"] == exact[q]["chosen"] for q in exact]
+    same_set = [set(graph[q]["chosen"]) == set(exact[q]["chosen"]) for q in exact]
+    recall = [len(set(graph[q]["dense"]) & set(exact[q]["dense"])) / max(len(exact[q]["dense"]), 1) for q in exact]
+    return {"same_choice": round(sum(same) / len(same), 3), "same_set": round(sum(same_set) / len(same), 3),
+            "dense_recall_mean": round(float(np.mean(recall)), 4), "dense_recall_min": round(min(recall), 4)}
 
 
 @contextlib.contextmanager
@@ -326,6 +346,10 @@ def main() -> int:
                         " functions (cProfile, cumulative) to stderr")
     parser.add_argument("--lexical-only", action="store_true",
                         help="no vectors, no queries through the API: sizes and the lexical statement alone")
+    parser.add_argument("--global-index", action="store_true",
+                        help="after the choice's exact pass, build the HNSW graph over every repository's vectors"
+                             " (`codeloupe admin global-index`), time the choice again, and report how its"
+                             " answers agree; the second replica then searches with the graph")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -479,8 +503,18 @@ def main() -> int:
         report["all_repositories_notes"] = search_repositories(every, sample[0][0], mode=sample[0][1]).notes
         print("all repositories", report["all_repositories"], flush=True)
         if _choice_timed():
-            report["repository_choice"] = repository_choice(every, sample)
+            exact: dict = {}
+            report["repository_choice"] = repository_choice(every, sample, exact)
             print("the choice alone", report["repository_choice"], flush=True)
+            if args.global_index:
+                from codeloupe.api import build_global_vector_indexes
+
+                report["global_index"] = [dataclasses.asdict(g) for g in build_global_vector_indexes(url)]
+                print("global index", report["global_index"], flush=True)
+                graph: dict = {}
+                report["repository_choice_graph"] = repository_choice(every, sample, graph)
+                report["repository_choice_graph"]["agreement"] = agreement(exact, graph)
+                print("the choice through the graph", report["repository_choice_graph"], flush=True)
         report["postgres_rss_mb_all"] = postgres_rss_mb(pgdata)
         report["client_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         if hasattr(postgres.PgStore, "keep_saved"):  # an older engine keeps nothing in the database
