@@ -158,3 +158,73 @@ def test_a_small_repository_s_vectors_are_held_by_the_process_and_kept_for_the_n
             bundle = second.search(QUERY)
             assert [lane.ready for lane in bundle.lanes if lane.name == "dense"] == [True]
             assert _answer(bundle) == expected
+
+
+def test_a_repository_growing_past_the_exact_size_is_searched_by_its_index_and_held_again_once_it_shrinks(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dense lane's home is chosen per vector generation: the process holds a repository's vectors up to
+    EXACT_SEARCH_MAX_VECTORS; a write taking it past that size builds its HNSW index, and a serving process's
+    next vector generation asks the database through it; a write taking it back under returns the vectors to
+    the process. The index's reads, counted by PostgreSQL, say which."""
+    import time
+
+    from chat_server import ChatServer
+
+    with ChatServer() as chat:
+        embed = {"embed_provider": "openai", "embed_base_url": chat.base_url, "embed_model": "scripted"}
+        root = tmp_path / "shop"
+        shutil.copytree(FIXTURE, root)
+        writer = Workspace(root, overrides={**embed, "store_url": pg_url, "store_repository": "shop"})
+        reader = open_shared(["shop"], {**embed, "store_url": pg_url, "cache_dir": str(tmp_path / "reader")})[0]
+        try:
+            writer.index()
+            writer.embed()
+            held = len(writer.store.query("SELECT chunk_id FROM chunk_vectors"))
+            monkeypatch.setattr(postgres, "EXACT_SEARCH_MAX_VECTORS", held)
+            index = f"chunk_vectors_hnsw_r{writer.store.repo_id}_{len(chat.embedder('x'))}"
+
+            def index_reads() -> int:  # -1: no index
+                reader.store.query("SELECT pg_stat_force_next_flush()")  # the connection the search used
+                with psycopg.connect(pg_url) as conn:
+                    row = conn.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = %s",
+                                       (index,)).fetchone()
+                return -1 if row is None else int(row[0])
+
+            asked = iter(range(1000))
+
+            def search_read_the_index() -> bool:
+                """A search for a question not asked before (the database's dense answer is kept per query
+                vector); whether it read the index."""
+                before = index_reads()
+                bundle = reader.search(f"{QUERY} {next(asked)}")
+                assert [lane.ready for lane in bundle.lanes if lane.name == "dense"] == [True]
+                return index_reads() > before
+
+            def loaded(reads: bool) -> None:
+                """Search until the vector generation written last is searched (it loads in the background, the
+                one before answering meanwhile), which reads the index or not."""
+                deadline = time.monotonic() + 30
+                while search_read_the_index() != reads and time.monotonic() < deadline:
+                    time.sleep(postgres.STATE_TTL_S + 0.1)
+
+            expected = [h.path for h in reader.search(QUERY).files]
+            assert index_reads() == -1  # held by the process: no index, none read
+
+            (root / "src" / "invoices.py").write_text("def invoice_total(order):\n    return order.price\n")
+            writer.index()
+            writer.embed()  # one vector more than the process holds: the write builds the index
+            assert index_reads() == 0
+            loaded(reads=True)
+            assert search_read_the_index() and search_read_the_index()  # asked of the database every time now
+            assert "src/invoices.py" in [h.path for h in reader.search("invoice total of an order").files]
+
+            (root / "src" / "invoices.py").unlink()
+            writer.index()  # its chunk and vector gone: back to the size the process holds
+            loaded(reads=False)
+            assert not search_read_the_index() and not search_read_the_index()
+            reads = index_reads()
+            assert [h.path for h in reader.search(QUERY).files] == expected
+            assert index_reads() == reads
+        finally:
+            reader.close()
+            writer.close()
