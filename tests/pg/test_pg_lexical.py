@@ -202,7 +202,10 @@ def test_query_terms_are_bound_as_data_and_a_damaged_row_is_left_out(tree: Path,
                 "UPDATE lex_chunk_terms SET tfs = tfs[1:array_position(terms, %(id)s) - 1] WHERE chunk_id ="
                 " (SELECT chunk_id FROM lex_chunk_terms WHERE array_position(terms, %(id)s) > 1 LIMIT 1)"
                 " RETURNING chunk_id", {"id": term_id}).fetchone()
+            # The process keeps postings by repository state: the damage is read in the state after it.
+            conn.execute("UPDATE repositories SET content_generation = content_generation + 1")
         assert damaged is not None
+        time.sleep(STATE_TTL_S + 0.2)
         after = ws.store.term_scores([term], 1000, R.BM25_K1, R.BM25_B)
         assert {i for i, _ in after.chunks} == {i for i, _ in found.chunks} - {damaged[0]}
         columns = [bytes(4 * 2), bytes(4 * 2), bytes(8 * 2), bytes(8 * 2), bytes(4 * 2), bytes(4 * 2), bytes(4)]
@@ -247,6 +250,27 @@ def test_the_same_terms_asked_again_see_every_write_of_the_repository(tree: Path
         time.sleep(STATE_TTL_S + 0.2)
         gone = ws.store.term_scores(terms, 1000, R.BM25_K1, R.BM25_B)
         assert zebra not in dict(gone.chunks) and "zebra" not in gone.chunk_frequency
+    finally:
+        ws.close()
+
+
+def test_postings_kept_by_term_answer_as_asking_the_database_does(tree: Path, pg_url: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each term's postings are kept by repository state, so an ask mixing terms asked before with new ones
+    (a repeated word, the feedback lane's expansion, another order) asks the database only for the new ones:
+    the answers are those of asking every term afresh, to the bit."""
+    from codeloupe.store import postgres
+
+    ws = _open(tree, store_url=pg_url)
+    try:
+        asks = [tokenize(q) for q in QUERIES]
+        asks += [list(reversed(terms)) + ["zzzunheard", terms[0]] for terms in asks] + [asks[0] + asks[1]]
+        kept = [ws.store.term_scores(terms, 50, R.BM25_K1, R.BM25_B) for terms in asks]
+        monkeypatch.setattr(postgres, "_RECENT_POSTINGS_BYTES", 0)  # nothing kept past the ask that read it
+        with psycopg.connect(pg_url, autocommit=True) as conn:  # a state none of the kept postings are for
+            conn.execute("UPDATE repositories SET content_generation = content_generation + 1")
+        time.sleep(STATE_TTL_S + 0.2)
+        assert [ws.store.term_scores(terms, 50, R.BM25_K1, R.BM25_B) for terms in asks] == kept
     finally:
         ws.close()
 

@@ -1353,40 +1353,96 @@ def term_scores_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
     return answers
 
 
-# The postings `term_scores_across` read lately, by database, the repositories' states and the terms: a search
-# across repositories asks the same terms of the same repositories in its passes (each repository's own
-# statistics, then the pooled ones), each time every posting of the terms (hundreds of thousands for a common
-# word across 8 repositories, ~0.4 s a statement). A repository's postings change only with its content
-# generation or its tokenisation (`_bump`, `_current_terms`), both in the key, and its state is read at most
-# STATE_TTL_S late: a cached answer is never staler than an asked one could be.
+# The postings `term_scores_across` read lately, by database, repository state and term: a search across
+# repositories asks the same terms of the same repositories in its passes (each repository's own statistics,
+# then the pooled ones), each time every posting of the terms (hundreds of thousands for a common word across 8
+# repositories, ~0.4 s a statement), and the feedback lane asks each repository the query's terms again beside
+# a few rare ones of its own: kept by term, only those are asked. A repository's postings change only with its
+# content generation or its tokenisation (`_bump`, `_current_terms`), both in the key, and its state is read at
+# most STATE_TTL_S late: a kept answer is never staler than an asked one could be. A term with no postings in a
+# repository is kept too (as nothing), and counts `_KEPT_ENTRY_BYTES` against the cap like every entry.
 _RECENT_POSTINGS_BYTES = 64 * 2**20
-_recent_postings: OrderedDict[tuple, tuple[list[tuple], np.ndarray]] = OrderedDict()
+_KEPT_ENTRY_BYTES = 200
+_recent_postings: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (url, repo id, generation, version, term)
+_recent_totals: OrderedDict[tuple, tuple] = OrderedDict()  # (url, repo id, generation, version): its totals row
+_recent_bytes = 0
 _recent_postings_lock = threading.Lock()
 
 
 def _term_postings(stores: list[PgStore], words: list[str]) -> tuple[list[tuple], np.ndarray]:
-    """(each repository's (id, chunks, files, length) totals row, the postings of `words` in all of them) of
-    `stores` (one database), asked once for repositories in the same states."""
-    states = sorted((store.repo_id, state.content_generation, state.lex_version)
+    """(each repository's (id, chunks, files, length) totals row, the postings of `words` in all of them, each
+    posting's `term` its word's place in `words`) of `stores` (one database); a (repository, term) asked before
+    in the same repository state is not asked again."""
+    url = stores[0].url
+    states = sorted((url, store.repo_id, state.content_generation, state.lex_version)
                     for store in stores for state in [store._current_terms()])
-    key = (stores[0].url, tuple(states), tuple(words))
     with _recent_postings_lock:
-        found = _recent_postings.get(key)
-        if found is not None:
+        kept = {(state[1], word): _recent_postings.get(state + (word,)) for state in states for word in words}
+        totals = {state[1]: _recent_totals.get(state) for state in states}
+        for key in [state + (word,) for state in states for word in words if kept[state[1], word] is not None]:
             _recent_postings.move_to_end(key)
-            return found
-    with stores[0]._session():
-        conn = stores[0]._conn
-        totals = conn.execute("SELECT id, lex_chunks, lex_files, lex_length FROM repositories WHERE id = ANY(%s)",
-                              ([state[0] for state in states],)).fetchall()
-        postings = _postings_of(conn, _TERM_POSTINGS, {"terms": words, "repos": [state[0] for state in states]})
-    postings.setflags(write=False)  # shared by every caller of the cache
+    asking = [state for state in states
+              if totals[state[1]] is None or any(kept[state[1], word] is None for word in words)]
+    if asking:
+        repo_ids = [state[1] for state in asking]
+        missing = [word for word in words if any(kept[repo_id, word] is None for repo_id in repo_ids)]
+        with stores[0]._session():
+            conn = stores[0]._conn
+            rows = conn.execute("SELECT id, lex_chunks, lex_files, lex_length FROM repositories WHERE id = ANY(%s)",
+                                (repo_ids,)).fetchall()
+            fetched = _postings_of(conn, _TERM_POSTINGS, {"terms": missing, "repos": repo_ids})
+        totals.update({int(row[0]): tuple(row) for row in rows})
+        asked = _by_repository_and_term(fetched, repo_ids, missing)
+        kept.update(asked)
+        _keep(asking, missing, asked, totals)
+    pieces = [kept[state[1], word] for state in states for word in words]
+    postings = np.concatenate(pieces) if pieces else np.zeros(0, _POSTING)
+    postings["term"] = np.repeat(np.tile(np.arange(len(words), dtype=np.int32), len(states)),
+                                 [len(piece) for piece in pieces])
+    return [totals[state[1]] for state in states if totals[state[1]] is not None], postings
+
+
+def _by_repository_and_term(postings: np.ndarray, repo_ids: list[int], words: list[str]
+                            ) -> dict[tuple[int, str], np.ndarray]:
+    """`postings` of `words` in `repo_ids` split by (repository, word): every pair, empty where none."""
+    postings = postings[np.lexsort((postings["term"], postings["repo"]))]
+    pair = postings["repo"].astype(np.int64) * len(words) + postings["term"]
+    starts = np.searchsorted(pair, [repo_id * len(words) + k for repo_id in repo_ids for k in range(len(words))])
+    ends = np.searchsorted(pair, [repo_id * len(words) + k for repo_id in repo_ids for k in range(len(words))],
+                           side="right")
+    pieces = iter(zip(starts.tolist(), ends.tolist(), strict=True))
+    out = {}
+    for repo_id in repo_ids:
+        for word in words:
+            start, end = next(pieces)
+            piece = postings[start:end].copy()
+            piece.setflags(write=False)  # shared by every caller of the cache
+            out[repo_id, word] = piece
+    return out
+
+
+def _keep(states: list[tuple], words: list[str], asked: dict[tuple[int, str], np.ndarray],
+          totals: dict[int, tuple | None]) -> None:
+    """Keep what was just asked, the longest unused let go past `_RECENT_POSTINGS_BYTES`."""
+    global _recent_bytes
     with _recent_postings_lock:
-        _recent_postings[key] = (totals, postings)
-        held = sum(p.nbytes for _, p in _recent_postings.values())
-        while held > _RECENT_POSTINGS_BYTES and len(_recent_postings) > 1:
-            held -= _recent_postings.popitem(last=False)[1][1].nbytes
-    return totals, postings
+        if not _recent_postings:  # emptied from outside (a bench forgetting them): nothing is held
+            _recent_bytes = 0
+        for state in states:
+            if totals[state[1]] is not None:
+                _recent_totals[state] = totals[state[1]]
+                _recent_totals.move_to_end(state)
+            for word in words:
+                key = state + (word,)
+                old = _recent_postings.pop(key, None)
+                if old is not None:
+                    _recent_bytes -= old.nbytes + _KEPT_ENTRY_BYTES
+                _recent_postings[key] = asked[state[1], word]
+                _recent_bytes += asked[state[1], word].nbytes + _KEPT_ENTRY_BYTES
+        while _recent_bytes > _RECENT_POSTINGS_BYTES and _recent_postings:
+            _recent_bytes -= _recent_postings.popitem(last=False)[1].nbytes + _KEPT_ENTRY_BYTES
+        while len(_recent_totals) > _RECENT_POSTINGS_BYTES // _KEPT_ENTRY_BYTES:
+            _recent_totals.popitem(last=False)
 
 
 @dataclass(frozen=True)
