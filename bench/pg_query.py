@@ -7,7 +7,8 @@ Every corpus of the golden set is indexed without vectors into both stores (the 
 server from the `pgserver` wheel, unix socket). After one unrelated query has loaded each workspace's snapshot,
 every query runs through `Workspace.search` (lexical, file, symbol and feedback lanes, the bundle): first asked
 (nothing of it cached), then `--passes` more times (repeated: whatever a store keeps per query answers). p50 /
-p95 per kind; round trips are the statements the PostgreSQL store sent per query (counted at psycopg's cursor);
+p95 per kind; round trips are the statements the PostgreSQL store sent per query (counted at psycopg's cursor),
+postings read the rows of term statistics the database handed over for it;
 `index_s` is the time every corpus took to index (no vectors) into that store.
 The script runs unchanged against an older checkout (PYTHONPATH=<its engine>), which is how before / after
 figures are taken.
@@ -81,6 +82,16 @@ def main() -> int:
         return execute(self, *a, **k)
 
     psycopg.Cursor.execute = counted  # Connection.execute goes through it too
+    from codeloupe.store import postgres
+
+    postings = [0]
+    read_postings = postgres._read_postings
+
+    def counted_postings(count: int, columns: list[bytes]):  # noqa: ANN202 - the engine's own return type
+        postings[0] += count
+        return read_postings(count, columns)
+
+    postgres._read_postings = counted_postings  # every statement handing postings over reads them through it
     corpora = [c for c in load_golden(args.golden).corpora if not args.corpus or c.id in args.corpus]
     report: dict = {"queries": sum(len(c.queries) for c in corpora), "passes": args.passes,
                     "engine": str(Path(sys.modules["codeloupe"].__file__).parent)}
@@ -90,6 +101,7 @@ def main() -> int:
         for label, overrides in (("sqlite", {}), ("postgresql", {"store_url": url})):
             millis: dict[str, list[float]] = {"first": [], "repeated": []}
             trips: dict[str, list[int]] = {"first": [], "repeated": []}
+            read: dict[str, list[int]] = {"first": [], "repeated": []}
             index_s = 0.0
             for corpus in corpora:
                 ws = Workspace(corpus_repo(args.corpora, corpus.id), overrides={"embed_provider": "none",
@@ -102,15 +114,17 @@ def main() -> int:
                 for n in range(1 + args.passes):
                     kind = "first" if n == 0 else "repeated"
                     for query in corpus.queries:
-                        before = statements[0]
+                        before, postings_before = statements[0], postings[0]
                         started = time.perf_counter()
                         ws.search(query.query, mode="docs" if query.kind == "docs" else "code")
                         millis[kind].append((time.perf_counter() - started) * 1000)
                         trips[kind].append(statements[0] - before)
+                        read[kind].append(postings[0] - postings_before)
             report[label] = {kind: {"p50_ms": round(statistics.median(millis[kind]), 2),
                                     "p95_ms": round(float(np.percentile(millis[kind], 95)), 2),
                                     "round_trips_median": statistics.median(trips[kind]),
-                                    "round_trips_max": max(trips[kind])} for kind in millis}
+                                    "round_trips_max": max(trips[kind]),
+                                    "postings_read_mean": round(statistics.mean(read[kind]))} for kind in millis}
             report[label]["index_s"] = round(index_s, 2)
             print(label, report[label], flush=True)
         if args.first_answer:
