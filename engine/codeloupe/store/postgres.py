@@ -1407,9 +1407,8 @@ def _by_repository_and_term(postings: np.ndarray, repo_ids: list[int], words: li
     """`postings` of `words` in `repo_ids` split by (repository, word): every pair, empty where none."""
     postings = postings[np.lexsort((postings["term"], postings["repo"]))]
     pair = postings["repo"].astype(np.int64) * len(words) + postings["term"]
-    starts = np.searchsorted(pair, [repo_id * len(words) + k for repo_id in repo_ids for k in range(len(words))])
-    ends = np.searchsorted(pair, [repo_id * len(words) + k for repo_id in repo_ids for k in range(len(words))],
-                           side="right")
+    wanted = [repo_id * len(words) + k for repo_id in repo_ids for k in range(len(words))]
+    starts, ends = np.searchsorted(pair, wanted), np.searchsorted(pair, wanted, side="right")
     pieces = iter(zip(starts.tolist(), ends.tolist(), strict=True))
     out = {}
     for repo_id in repo_ids:
