@@ -100,3 +100,16 @@ def test_an_index_left_invalid_by_a_build_killed_midway_is_built_again(tmp_path:
     assert main(["admin", "--store", pg_url, "global-index"]) == 0
     assert nearest_across(stores, "m", query, 5) == exact
     assert _graph_reads(pg_url, stores[0]) == 1
+
+
+def test_a_slow_exact_scan_across_repositories_suggests_the_graph_once(tmp_path: Path, pg_url: str,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    stores = [_repository(tmp_path / f"r{k}", f"r{k}", pg_url, k) for k in range(2)]
+    monkeypatch.setattr(postgres, "SLOW_SCAN_S", 0.0)  # every scan is slow
+    query = _vectors(1, 5)[0]
+    with caplog.at_level("WARNING", logger="codeloupe.store.postgres"):
+        nearest_across(stores, "m", query, 5)
+        nearest_across(stores, "m", query, 5)
+    [suggestion] = [r.getMessage() for r in caplog.records if "global-index" in r.getMessage()]
+    assert "ranking chunks of 2 repositories by meaning scanned every vector" in suggestion

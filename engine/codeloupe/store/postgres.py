@@ -1628,7 +1628,23 @@ def nearest_across(stores: list[PgStore], model: str, query: np.ndarray, limit: 
             if len(graph) >= limit:
                 return graph
             conn.execute("SET LOCAL enable_sort = on")
-        return nearest("public.chunk_vectors")
+        started = time.perf_counter()
+        scanned = nearest("public.chunk_vectors")
+        _suggest_global_index(stores[0].url, len(stores), time.perf_counter() - started)
+        return scanned
+
+
+# An exact scan across repositories slower than this is worth a word to whoever runs the index (once a process).
+SLOW_SCAN_S = 1.0
+_suggested: set[str] = set()
+
+
+def _suggest_global_index(url: str, repositories: int, seconds: float) -> None:
+    if seconds > SLOW_SCAN_S and url not in _suggested:
+        _suggested.add(url)
+        log.warning("ranking chunks of %d repositories by meaning scanned every vector (%.1f s): `codeloupe admin"
+                    " --store URL global-index` builds one graph over every repository that answers it in"
+                    " milliseconds", repositories, seconds)
 
 
 @contextmanager
