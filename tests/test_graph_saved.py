@@ -205,10 +205,23 @@ def in_a_new_process(root: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -
             again.close()
 
 
+# Stored facts rows that decode as JSON but are not facts: each used to fail the whole graph, a field of the
+# wrong type long after decoding (a number where resolution splits a name into words).
+DAMAGED_FACTS = {
+    "a definition of two fields": '"definitions": [["f", "function"]], "imports": [], "uses": []',
+    "a definition's name a number": '"definitions": [[1, "function", 1, 2, ""]], "imports": [], "uses": []',
+    "an import's specifier a number": '"definitions": [], "imports": [["import", 5, 1, [], 0]], "uses": []',
+    "an imported name not a pair": '"definitions": [], "imports": [["from", "os", 1, [["path"]], 0]], "uses": []',
+    "a use's name null": '"definitions": [], "imports": [], "uses": [[null, 3, "", "", "call"]]',
+    "uses not a list": '"definitions": [], "imports": [], "uses": {"f": 1}',
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_FACTS.values(), ids=DAMAGED_FACTS.keys())
 def test_a_file_whose_stored_facts_are_damaged_is_a_node_without_them_until_indexed_again(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A damaged index row (here a definition of two fields where five are stored) used to fail the whole graph;
-    the file stays a node without definitions of its own, the log says which, and indexing it again heals it."""
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str) -> None:
+    """A damaged index row leaves the file a node without definitions of its own, the log says which, and
+    indexing it again heals it; the rest of the graph is built."""
     import sqlite3
 
     root, cache = tmp_path / "python", tmp_path / "cache"
@@ -217,10 +230,10 @@ def test_a_file_whose_stored_facts_are_damaged_is_a_node_without_them_until_inde
     ws.index()
     graph = load_graph(ws)
     damaged = next(p for i, p in enumerate(graph.paths) if graph.definitions[i])
+    defining = sum(map(bool, graph.definitions))
     with sqlite3.connect(ws.store.path) as db:
         db.execute("UPDATE graph_facts SET facts = ? WHERE file_id = (SELECT id FROM files WHERE path = ?)",
-                   ('{"language": "python", "package": "", "definitions": [["f", "function"]], "imports": [],'
-                    ' "uses": []}', damaged))
+                   ('{"language": "python", "package": "", ' + damage + '}', damaged))
     ws.close()
     graph_file(ws).unlink()  # so that a new process reads every file's facts from the index
 
@@ -228,6 +241,7 @@ def test_a_file_whose_stored_facts_are_damaged_is_a_node_without_them_until_inde
     try:
         graph = load_graph(ws)
         assert damaged in graph.paths and graph.definitions[graph.paths.index(damaged)] == []
+        assert sum(map(bool, graph.definitions)) == defining - 1
         assert any(damaged in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
         with (root / damaged).open("a") as fh:
             fh.write("\n# edited\n")

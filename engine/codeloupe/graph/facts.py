@@ -9,8 +9,9 @@ re-embedding it.
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from typing import NamedTuple
 
 EXTRACTOR_VERSION = 1
@@ -112,11 +113,16 @@ class FileFacts:
     @classmethod
     def from_json(cls, text: str) -> FileFacts:
         """Facts stored as `text` (`to_json`). Definition and use rows are stored in their tuple's field order
-        and become the tuples as they are (`tuple.__new__` over each row, no per-row Python call)."""
+        and become the tuples as they are (`tuple.__new__` over each row, no per-row Python call), once every
+        column is checked; facts not as `to_json` writes them (a damaged index) raise ValueError."""
         raw = json.loads(text)
-        for rows, of in ((raw["definitions"], Definition), (raw["uses"], UseFact)):
-            if not set(map(len, rows)) <= {len(of._fields)}:  # a damaged or foreign row would shift every field
-                raise ValueError(f"{of.__name__} rows of another length than {len(of._fields)}")
+        if not isinstance(raw["language"], str) or not isinstance(raw["package"], str):
+            raise ValueError("a language or package that is not a name")
+        for rows, of in ((raw["definitions"], Definition), (raw["uses"], UseFact), (raw["imports"], ImportFact)):
+            _check_rows(rows, of)
+        if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
+                   for row in raw["imports"] for pair in row[3]):
+            raise ValueError("imported names that are not (imported, local) pairs of names")
         return cls(
             language=raw["language"],
             package=raw["package"],
@@ -124,6 +130,38 @@ class FileFacts:
             imports=_imports(raw["imports"]),
             uses=list(map(tuple.__new__, repeat(UseFact), raw["uses"])),
         )
+
+
+# The JSON type of each stored row's fields, in the row type's field order. A damaged or foreign row is refused
+# when decoded: a row of another length would shift every field, and a number where a name belongs would fail
+# resolution long after, far from the row. (JSON's true passes for a number: Python's bool is an int.)
+_FIELD_TYPES: dict[type, tuple[type, ...]] = {
+    Definition: (str, str, int, int, str),
+    UseFact: (str, int, str, str, str),
+    ImportFact: (str, str, int, list, int),
+}
+
+
+def _check_rows(rows: object, of: type) -> None:
+    """Raise ValueError unless `rows` is a list of lists whose fields have `of`'s stored types (each column
+    checked in C: joined when it holds names, packed as 64-bit integers when it holds numbers)."""
+    types = _FIELD_TYPES[of]
+    if type(rows) is not list or not set(map(type, rows)) <= {list}:
+        raise ValueError(f"{of.__name__} rows that are not lists")
+    if not set(map(len, rows)) <= {len(types)}:
+        raise ValueError(f"{of.__name__} rows of another length than {len(types)}")
+    fields = list(chain.from_iterable(rows))
+    for at, kind in enumerate(types):
+        column = fields[at::len(types)]
+        try:
+            if kind is str:
+                "".join(column)
+            elif kind is int:
+                array("q", column)
+            elif not set(map(type, column)) <= {kind}:
+                raise TypeError
+        except (TypeError, OverflowError):
+            raise ValueError(f"{of.__name__} rows with a field that is not a {kind.__name__}") from None
 
 
 def _imports(rows: list[list]) -> list[ImportFact]:
