@@ -218,8 +218,8 @@ class JsonLists(Sequence[list[str]]):
 
 def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
     """Every symbol row through `query` (either store's), a page of ids at a time."""
-    sql = ("SELECT id, file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
-           " WHERE id > ? ORDER BY id LIMIT ?")
+    sql = (f"SELECT id, file_id, {_as_text('name', 'kind')}, start_line, end_line,"
+           f" {_as_text('parent', 'signature')} FROM symbols WHERE id > ? ORDER BY id LIMIT ?")
     last = -1
     while rows := query(sql, (last, page)):
         last = rows[-1][0]
@@ -291,6 +291,13 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
     q = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
     return q, scales
+
+
+def _as_text(*columns: str) -> str:
+    """`columns` read as text whatever a row holds: SQLite keeps any type in any column, and a damaged row's
+    blob would reach a tokenizer as bytes; cast, a blob that is not UTF-8 fails as a cell that does not decode
+    does (`health.is_damage`: the index is moved aside and rebuilt) and any other reads as the text it holds."""
+    return ", ".join(f"CAST({column} AS TEXT)" for column in columns)
 
 
 class Store:
@@ -499,7 +506,13 @@ class Store:
         return self.get_meta("index_id")
 
     def generation(self, name: str) -> int:
-        value = int(self.get_meta(f"{name}_generation", "0"))
+        stored = self.get_meta(f"{name}_generation", "0")
+        try:
+            value = int(stored)
+        except (TypeError, ValueError):  # only this store writes it, and only as a number: a damaged row
+            with self._lock:
+                self._recover(f"its {name} generation is {str(stored)[:40]!r}, not a number")
+            value = int(self.get_meta(f"{name}_generation", "0"))
         self._generations[name] = value
         return value
 
@@ -514,7 +527,8 @@ class Store:
 
     def file_rows(self, paths: Iterable[str] | None = None, *, ids: Iterable[int] | None = None) -> dict[str, FileRow]:
         """Every file's row by path, or only those of `paths` or of `ids` (a save's: nothing of the rest is read)."""
-        sql = "SELECT id, path, hash, language, size, mtime, is_doc, chunker_version, line_count FROM files"
+        sql = (f"SELECT id, {_as_text('path', 'hash', 'language')}, size, mtime, is_doc, chunker_version,"
+               " line_count FROM files")
         if paths is None and ids is None:
             rows = self.query(sql)
         else:
@@ -593,7 +607,7 @@ class Store:
 
     def chunk_table(self, file_ids: Iterable[int] | None = None) -> ChunkTable:
         """Every chunk (or those of `file_ids`), ordered by id."""
-        sql = "SELECT id, file_id, start_line, end_line, kind, name, breadcrumb, symbols FROM chunks"
+        sql = f"SELECT id, file_id, start_line, end_line, {_as_text('kind', 'name', 'breadcrumb', 'symbols')} FROM chunks"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "id")
         return ChunkTable.from_rows(self, rows)
 
@@ -602,7 +616,7 @@ class Store:
         out: dict[int, str] = {}
         for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
             part = ids[start:start + 500]
-            out.update(self.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+            out.update(self.query(f"SELECT id, {_as_text('text')} FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
         return out
 
     def definition_counts(self) -> dict[int, int]:
@@ -623,7 +637,7 @@ class Store:
         return dict(self._in_files(sql, file_ids, "", then=" GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
-        sql = "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+        sql = f"SELECT file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')} FROM symbols"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "")
         return [SymbolRow(*r) for r in rows]
 
@@ -639,7 +653,7 @@ class Store:
 
     def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
         rows = self.query(
-            "SELECT file_id, name, kind, start_line, end_line, parent, signature FROM symbols"
+            f"SELECT file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')} FROM symbols"
             " WHERE file_id=? ORDER BY start_line", (file_id,)
         )
         return [SymbolRow(*r) for r in rows]
@@ -663,7 +677,7 @@ class Store:
 
     def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{file id: skeleton text} of `file_ids` (every file's when None)."""
-        sql = "SELECT file_id, text FROM skeletons"
+        sql = f"SELECT file_id, {_as_text('text')} FROM skeletons"
         return dict(self.query(sql) if file_ids is None else self._in_files(sql, file_ids, ""))
 
     def counts(self) -> dict[str, int]:
@@ -683,7 +697,7 @@ class Store:
         prefer = list(prefer_paths)
         rows: list[tuple[int, str, str]] = []
         base = (
-            "SELECT c.id, c.breadcrumb, c.text FROM chunks c JOIN files f ON f.id = c.file_id"
+            f"SELECT c.id, {_as_text('c.breadcrumb', 'c.text')} FROM chunks c JOIN files f ON f.id = c.file_id"
             " LEFT JOIN chunk_vectors v ON v.chunk_id = c.id AND v.model = ?"
             " WHERE v.chunk_id IS NULL"
         )
@@ -698,7 +712,7 @@ class Store:
 
     def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
         return self.query(
-            "SELECT s.file_id, s.text FROM skeletons s"
+            f"SELECT s.file_id, {_as_text('s.text')} FROM skeletons s"
             " LEFT JOIN skeleton_vectors v ON v.file_id = s.file_id AND v.model = ?"
             " WHERE v.file_id IS NULL ORDER BY s.file_id LIMIT ?",
             (model, limit),

@@ -49,10 +49,12 @@ def files_needing_facts(store: Store, version: int, paths: Sequence[str] | None 
             return []
         marks = ",".join("?" * len(paths))
         return store.query(
-            f"SELECT id, path, language FROM files WHERE is_doc = 0 AND path IN ({marks}) ORDER BY path",
+            f"SELECT id, CAST(path AS TEXT), CAST(language AS TEXT) FROM files WHERE is_doc = 0 AND path IN ({marks})"
+            " ORDER BY path",
             list(paths))
     return store.query(
-        "SELECT f.id, f.path, f.language FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id"
+        "SELECT f.id, CAST(f.path AS TEXT), CAST(f.language AS TEXT) FROM files f"
+        " LEFT JOIN graph_facts g ON g.file_id = f.id"
         " WHERE f.is_doc = 0 AND (g.file_id IS NULL OR g.version != ?) ORDER BY f.path", (version,))
 
 
@@ -77,7 +79,7 @@ def iter_facts(store: Store, page: int = 2000) -> Iterator[tuple[str, int, str]]
     file's facts at once is a large transient: 133 MB of JSON at 40K files)."""
     last = ""
     while rows := store.query(
-            "SELECT f.path, f.id, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
+            "SELECT CAST(f.path AS TEXT), f.id, CAST(g.facts AS TEXT) FROM graph_facts g JOIN files f ON f.id = g.file_id"
             " WHERE f.path > ? ORDER BY f.path LIMIT ?", (last, page)):
         yield from rows
         last = rows[-1][0]
@@ -91,7 +93,7 @@ def code_file_count(store: Store) -> int:
 
 def node_files(store: Store) -> list[tuple[int, str, str]]:
     """(file id, path, language) of every code file: the nodes of the graph."""
-    return store.query("SELECT id, path, language FROM files WHERE is_doc = 0 ORDER BY path")
+    return store.query("SELECT id, CAST(path AS TEXT), CAST(language AS TEXT) FROM files WHERE is_doc = 0 ORDER BY path")
 
 
 def iter_edges(store: Store, page: int = 50_000) -> Iterator[tuple[int, str, str, str, tuple[str, ...], int]]:
@@ -171,7 +173,7 @@ def _paths_in(store: Store, sql: str, paths: Iterable[str]) -> list[tuple]:
 
 def facts_of(store: Store, paths: Iterable[str]) -> dict[str, str]:
     """path -> facts JSON of the given files that have facts."""
-    return dict(_paths_in(store, "SELECT f.path, g.facts FROM graph_facts g JOIN files f ON f.id = g.file_id"
+    return dict(_paths_in(store, "SELECT CAST(f.path AS TEXT), CAST(g.facts AS TEXT) FROM graph_facts g JOIN files f ON f.id = g.file_id"
                                  " WHERE f.path IN ({marks})", paths))
 
 
