@@ -20,7 +20,7 @@ import stat
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,7 @@ from codeloupe.store.postgres import (
     drop_vector_indexes,
     global_vector_index_name,
     global_vector_index_sql,
+    index_valid,
     migrate,
 )
 from codeloupe.store.protocol import IndexStore
@@ -58,6 +59,13 @@ log = logging.getLogger("codeloupe.shared")
 BATCH_FILES = 50
 # How long a claim lasts before another worker may take the batch over.
 LEASE_S = 120.0
+# From this many vectors of one dimension, a worker whose queue has drained builds the graph over every
+# repository (`build_global_vector_indexes`) if there is none: a search across the organisation then takes its
+# nearest chunks from it instead of an exact scan of every vector, which takes about a second at 200-350K
+# vectors on two cores (607 ms at 207K, 4.4 s at 828K: docs/org-scale-measurements.md) and is what the
+# serving process names in its log (`SLOW_SCAN_S`). Built once the writes of a bulk load are done, as an
+# index is cheapest to build; each later write adds to it.
+GLOBAL_INDEX_MIN_VECTORS = 300_000
 
 
 def pin_source(store: IndexStore, root: Path, *, named: bool = False) -> None:
@@ -116,14 +124,18 @@ class WorkerReport:
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
     graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
+    global_indexes: list[GlobalVectorIndex] = field(default_factory=list)  # graphs over every repository built
 
 
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
-               poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None) -> WorkerReport:
+               poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None,
+               global_index_min_vectors: int | None = GLOBAL_INDEX_MIN_VECTORS) -> WorkerReport:
     """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None).
 
     The embedding model is the worker's (the user's settings and `overrides`); each batch is read and chunked
-    on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust)."""
+    on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust). Each
+    time the queue drains, a dimension with `global_index_min_vectors` vectors or more and no graph over every
+    repository gets one (None: never), built by one worker while the others go on claiming."""
     settings = load_settings(None, {**overrides, "store_url": url})
     provider = make_provider(settings)
     queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
@@ -131,10 +143,15 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     stores: dict[str, PgStore] = {}
     report = WorkerReport()
     idle_since = time.monotonic()
+    drained = False  # the queue was found empty since the last check for a graph over every repository
     try:
         while True:
             item = queue.claim(lease_s)
             if item is None:
+                if not drained and global_index_min_vectors is not None:
+                    report.global_indexes += _global_indexes_due(url, claims, global_index_min_vectors)
+                    idle_since = time.monotonic()
+                drained = True
                 if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
                     report.stuck = queue.stuck()
                     return report
@@ -156,6 +173,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             if embedded is None:
                 report.lost_claims += 1
             else:
+                drained = False
                 report.batches += 1
                 report.files += len(item.paths)
                 report.embedded += embedded
@@ -235,6 +253,27 @@ def _graph_when_done(store: PgStore, root: Path, claims: EmbeddingClaims) -> int
         if held:
             ensure_edges(_Checkout(root, store))
         return int(held)
+
+
+def _global_indexes_due(url: str, claims: EmbeddingClaims, min_vectors: int) -> list[GlobalVectorIndex]:
+    """The graphs over every repository built here because a dimension reached `min_vectors` vectors with none
+    (a build a concurrent one left invalid included); nothing while another worker builds them. The table's
+    row estimate is read first, so a small organisation costs one catalogue read when its queue drains."""
+    with _admin(url) as conn:
+        estimate = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'public.chunk_vectors'::regclass"
+                                ).fetchone()[0]
+        if 0 <= estimate < min_vectors or _global_index_setting(conn) == "off":  # estimate -1: never analysed
+            return []
+        due = [int(dim) for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim")
+               if vectors >= min_vectors and not index_valid(conn, global_vector_index_name(dim))]
+    if not due:
+        return []
+    with claims.holding(b"graph over every repository") as held:
+        if not held:
+            return []
+        log.info("building the vector graph over every repository (%s-dimensional vectors: %d or more)",
+                 ", ".join(map(str, due)), min_vectors)
+        return [index for index in build_global_vector_indexes(url, dims=due) if index.built]
 
 
 def _inside(root: Path, rel: str) -> bool:
@@ -436,35 +475,50 @@ def drop_repository(url: str, name: str) -> DroppedRepository:
     return DroppedRepository(name, int(files), int(chunks), indexes)
 
 
-def build_global_vector_indexes(url: str) -> list[GlobalVectorIndex]:
+def build_global_vector_indexes(url: str, dims: Collection[int] | None = None) -> list[GlobalVectorIndex]:
     """One HNSW graph per vector dimension over every repository's vectors, built concurrently with writes
     (each write adds to it from then on) unless it is there; the graphs, one per dimension held.
 
     A search across very many repositories then takes its nearest chunks from the graph instead of scanning
     every vector (`store.postgres.nearest_across`). The build reads every vector of the dimension: minutes at
     millions of them (438 s for 2M on two cores), faster with `maintenance_work_mem` large enough for the
-    graph (a store URL's `options=-c maintenance_work_mem=2GB`)."""
+    graph (a store URL's `options=-c maintenance_work_mem=2GB`). `dims`: only those dimensions'."""
     indexes = []
     with _admin(url) as conn:
         for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim ORDER BY dim"):
+            if dims is not None and dim not in dims:
+                continue
             name, started = global_vector_index_name(dim), time.perf_counter()
             built = build_index_once(conn, name, global_vector_index_sql(dim))
             size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"public.{name}",)).fetchone()[0]
             indexes.append(GlobalVectorIndex(name, int(dim), int(vectors), built,
                                              round(time.perf_counter() - started, 3), int(size)))
+        _set_global_index_setting(conn, "on")
     return indexes
 
 
 def drop_global_vector_indexes(url: str) -> list[str]:
-    """Drop the graphs `build_global_vector_indexes` built (searches across repositories scan exactly again);
+    """Drop the graphs `build_global_vector_indexes` built (searches across repositories scan exactly again)
+    and keep workers from building them on their own again (until `build_global_vector_indexes` is called);
     their names."""
     with _admin(url) as conn:
         names = [r[0] for r in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_vectors' AND starts_with(indexname, %s)"
             " ORDER BY indexname", (global_vector_index_name(0)[:-1],))]
+        _set_global_index_setting(conn, "off")  # first: a worker must not build it again meanwhile
         for name in names:
             conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS public."{name}"')
     return names
+
+
+def _global_index_setting(conn: Any) -> str:
+    row = conn.execute("SELECT value FROM index_settings WHERE key = 'global_index'").fetchone()
+    return row[0] if row else ""
+
+
+def _set_global_index_setting(conn: Any, value: str) -> None:
+    conn.execute("INSERT INTO index_settings (key, value) VALUES ('global_index', %s)"
+                 " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (value,))
 
 
 def queue_status(url: str) -> QueueStatus:

@@ -15,6 +15,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.cli import main
+from codeloupe.shared_index import EmbeddingClaims, run_worker
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore, nearest_across
 
@@ -113,3 +114,45 @@ def test_a_slow_exact_scan_across_repositories_suggests_the_graph_once(tmp_path:
         nearest_across(stores, "m", query, 5)
     [suggestion] = [r.getMessage() for r in caplog.records if "global-index" in r.getMessage()]
     assert "ranking chunks of 2 repositories by meaning scanned every vector" in suggestion
+
+
+def test_a_worker_whose_queue_drains_builds_the_graph_once_the_organisation_is_large_enough(
+        tmp_path: Path, pg_url: str) -> None:
+    """The policy (`run_worker`'s `global_index_min_vectors`): below the size nothing is built; at it, the
+    worker that finds the queue drained builds the graph while another worker building it is left alone, a
+    graph already there is not built again, and one an administrator dropped stays dropped until built by hand
+    again. The test's organisation is small, so the size is lowered."""
+    stores = [_repository(tmp_path / f"r{k}", f"r{k}", pg_url, k) for k in range(2)]
+    total = sum(len(s.query("SELECT chunk_id FROM chunk_vectors")) for s in stores)
+
+    def drained(min_vectors: int | None) -> list[str]:
+        stores[0].enqueue(str(tmp_path / "r0"), "", [["main.go"]])  # one batch, so the queue drains after it
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.05,
+                            global_index_min_vectors=min_vectors)
+        assert report.batches == 1
+        return [index.name for index in report.global_indexes]
+
+    assert drained(total + 1) == [] and drained(None) == []
+    with psycopg.connect(pg_url) as conn:
+        assert postgres.index_valid(conn, GRAPH) is None
+    building = EmbeddingClaims(pg_url)  # another worker, building it right now
+    try:
+        with building.holding(b"graph over every repository") as held:
+            assert held and drained(total) == []
+    finally:
+        building.close()
+    assert drained(total) == [GRAPH]
+    with psycopg.connect(pg_url) as conn:
+        assert postgres.index_valid(conn, GRAPH) is True
+    query = _vectors(1, 3)[0]
+    reads = _graph_reads(pg_url, stores[0])
+    nearest_across(stores, "m", query, 5)
+    assert _graph_reads(pg_url, stores[0]) == reads + 1
+    assert drained(total) == []  # there already
+
+    assert main(["admin", "--store", pg_url, "global-index", "drop"]) == 0
+    assert drained(total) == []  # dropped by hand: left dropped
+    assert main(["admin", "--store", pg_url, "global-index"]) == 0  # built by hand: the workers' to keep again
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {GRAPH}")
+    assert drained(total) == [GRAPH]

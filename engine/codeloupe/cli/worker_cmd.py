@@ -22,23 +22,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lease-s", type=float, help="seconds a claim lasts (default 120)")
     parser.add_argument("--exit-when-idle", type=float, metavar="S",
                         help="stop once the queue has been empty for S seconds (default: run until stopped)")
+    parser.add_argument("--no-global-index", action="store_true",
+                        help="never build the vector graph over every repository (by default a worker whose queue"
+                             " drains builds it once a dimension holds 300,000 vectors and none exists;"
+                             " `codeloupe admin global-index` builds or drops it by hand)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe.settings import SettingsError
-    from codeloupe.shared_index import LEASE_S, run_worker
+    from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S, run_worker
     from codeloupe.store import StoreError
     from codeloupe.store.postgres import MAX_ATTEMPTS
 
     flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
     try:
-        report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle)
+        report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
+                            global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
           + (f", graph edges of {report.graphs} repositories resolved" if report.graphs else "")
+          + "".join(f", the vector graph over every repository built ({index.dim}-dimensional, {index.vectors}"
+                    f" vectors, {index.seconds:.0f} s)" for index in report.global_indexes)
           + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
           + (f"; {report.stuck} batches failed {MAX_ATTEMPTS} times and are left queued" if report.stuck else ""),

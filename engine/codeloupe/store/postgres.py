@@ -305,6 +305,14 @@ CREATE TABLE saved_files (
     saved_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (repo_id, suffix)
 );
+"""), (6, """
+-- What an administrator chose for the whole shared index, read by every worker. `global_index`: "off" once
+-- `codeloupe admin global-index drop` removed the vector graph over every repository (workers then never build
+-- it on their own), "on" once it was built.
+CREATE TABLE IF NOT EXISTS index_settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
