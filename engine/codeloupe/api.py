@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from codeloupe.search import LaneScores
     from codeloupe.shared_index import (
         DroppedRepository,
+        GlobalIndexStatus,
         GlobalVectorIndex,
         QueuePruned,
         QueueStatus,
@@ -959,6 +960,14 @@ def drop_global_vector_indexes(url: str) -> list[str]:
     from codeloupe.shared_index import drop_global_vector_indexes as drop
 
     return drop(url)
+
+
+def global_vector_index_status(url: str) -> GlobalIndexStatus:
+    """Each vector dimension's graph over every repository (ready, invalid or absent), and whether workers
+    build them past a size or an administrator dropped them."""
+    from codeloupe.shared_index import global_index_status
+
+    return global_index_status(url)
 
 
 def work_queue_status(url: str) -> QueueStatus:

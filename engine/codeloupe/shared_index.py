@@ -410,6 +410,26 @@ class GlobalVectorIndex:
     size_bytes: int
 
 
+@dataclass(frozen=True)
+class GlobalGraphState:
+    """The graph over every repository for one vector dimension, as the database has it now."""
+
+    dim: int
+    vectors: int  # the vectors of that dimension, every repository's
+    name: str
+    state: str  # "ready"; "invalid": a concurrent build running now or killed midway; "absent"
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class GlobalIndexStatus:
+    """The graphs over every repository and who builds them."""
+
+    dropped_by_hand: bool  # `global-index drop` was the last choice: workers leave the graphs absent
+    workers_build_from: int  # the vectors of a dimension from which a worker whose queue drains builds one
+    graphs: list[GlobalGraphState]
+
+
 @dataclass
 class QueueStatus:
     """The work queue now: open batches by state, finished ones, and who holds the live claims."""
@@ -509,6 +529,22 @@ def drop_global_vector_indexes(url: str) -> list[str]:
         for name in names:
             conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS public."{name}"')
     return names
+
+
+def global_index_status(url: str) -> GlobalIndexStatus:
+    """Each vector dimension's graph over every repository (ready, invalid or absent) and whether workers build
+    them (`GLOBAL_INDEX_MIN_VECTORS`) or an administrator dropped them."""
+    with _admin(url) as conn:
+        graphs = []
+        for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim ORDER BY dim"
+                                         ).fetchall():
+            name = global_vector_index_name(dim)
+            valid = index_valid(conn, name)
+            size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"public.{name}",)).fetchone()[0] \
+                if valid is not None else 0
+            graphs.append(GlobalGraphState(int(dim), int(vectors), name,
+                                           {True: "ready", False: "invalid", None: "absent"}[valid], int(size)))
+        return GlobalIndexStatus(_global_index_setting(conn) == "off", GLOBAL_INDEX_MIN_VECTORS, graphs)
 
 
 def _global_index_setting(conn: Any) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.cli import main
-from codeloupe.shared_index import EmbeddingClaims, run_worker
+from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, EmbeddingClaims, run_worker
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore, nearest_across
 
@@ -117,7 +117,7 @@ def test_a_slow_exact_scan_across_repositories_suggests_the_graph_once(tmp_path:
 
 
 def test_a_worker_whose_queue_drains_builds_the_graph_once_the_organisation_is_large_enough(
-        tmp_path: Path, pg_url: str) -> None:
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """The policy (`run_worker`'s `global_index_min_vectors`): below the size nothing is built; at it, the
     worker that finds the queue drained builds the graph while another worker building it is left alone, a
     graph already there is not built again, and one an administrator dropped stays dropped until built by hand
@@ -152,7 +152,17 @@ def test_a_worker_whose_queue_drains_builds_the_graph_once_the_organisation_is_l
 
     assert main(["admin", "--store", pg_url, "global-index", "drop"]) == 0
     assert drained(total) == []  # dropped by hand: left dropped
+    capsys.readouterr()
+    assert main(["admin", "--store", pg_url, "global-index", "status"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{GRAPH}: absent, {total} vectors of {DIM} dimensions",
+        "dropped by hand: workers leave it absent until `global-index` builds it"]
     assert main(["admin", "--store", pg_url, "global-index"]) == 0  # built by hand: the workers' to keep again
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP INDEX {GRAPH}")
     assert drained(total) == [GRAPH]
+    capsys.readouterr()
+    assert main(["admin", "--store", pg_url, "--json", "global-index", "status"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert not status["dropped_by_hand"] and status["workers_build_from"] == GLOBAL_INDEX_MIN_VECTORS
+    assert [(g["name"], g["state"], g["vectors"]) for g in status["graphs"]] == [(GRAPH, "ready", total)]

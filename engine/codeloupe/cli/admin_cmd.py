@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     " batches by state. queue prune: delete finished batches and those no worker could write."
                     " global-index: one HNSW graph over every repository's vectors, so a search across very many"
                     " repositories takes its nearest chunks from it instead of scanning every vector (minutes at"
-                    " millions of vectors; writes go on meanwhile). global-index drop: remove it.")
+                    " millions of vectors; writes go on meanwhile). global-index drop: remove it. global-index status:"
+                    " each dimension's graph (ready, invalid, absent) and whether workers build it.")
     parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -27,8 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drop.add_argument("repository")
     queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
-    graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository")
-    graph.add_argument("drop", nargs="?", choices=["drop"], help="remove the graph")
+    graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository;"
+                                                    " `status`: each dimension's graph and who builds it")
+    graph.add_argument("what", nargs="?", choices=["drop", "status"],
+                       help="drop: remove the graph (workers leave it dropped); status: look, change nothing")
     parser.set_defaults(func=run)
 
 
@@ -47,7 +50,16 @@ def run(args: argparse.Namespace) -> int:
             answer = api.drop_shared_repository(args.store_url, args.repository)
             lines = [f"dropped {answer.name}: {answer.files} files, {answer.chunks} chunks"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
-        elif args.action == "global-index" and args.drop:
+        elif args.action == "global-index" and args.what == "status":
+            answer = api.global_vector_index_status(args.store_url)
+            lines = [f"{g.name}: {g.state}, {g.vectors} vectors of {g.dim} dimensions"
+                     + (f", {g.size_bytes / 2**20:.1f} MB" if g.state != "absent" else "")
+                     for g in answer.graphs] or ["no vectors"]
+            lines.append("dropped by hand: workers leave it absent until `global-index` builds it"
+                         if answer.dropped_by_hand else
+                         f"a worker whose queue drains builds one for a dimension with {answer.workers_build_from}"
+                         " vectors or more (unless started with --no-global-index)")
+        elif args.action == "global-index" and args.what == "drop":
             answer = api.drop_global_vector_indexes(args.store_url)
             lines = [f"dropped {name}" for name in answer] or ["no global index"]
         elif args.action == "global-index":
