@@ -43,9 +43,10 @@ def _answer(bundle) -> list[tuple[str, float, list[tuple[int, int]]]]:
 
 
 def _kept(pg_url: str) -> dict[str, tuple[str, bytes]]:
+    """suffix -> (stamp, data) of the newest copy kept of each file."""
     with psycopg.connect(pg_url) as conn:
         return {suffix: (stamp, bytes(data)) for suffix, stamp, data in
-                conn.execute("SELECT suffix, stamp, data FROM saved_files").fetchall()}
+                conn.execute("SELECT suffix, stamp, data FROM saved_files ORDER BY saved_at").fetchall()}
 
 
 def _local(ws, suffix: str) -> Path:
@@ -228,3 +229,23 @@ def test_a_repository_growing_past_the_exact_size_is_searched_by_its_index_and_h
         finally:
             reader.close()
             writer.close()
+
+
+def test_copies_for_two_states_are_both_kept_so_two_versions_do_not_replace_each_other(
+        tmp_path: Path, pg_url: str) -> None:
+    """Two replicas of different versions (stamps) keep their own copy of a repository's file: each takes its
+    own at its next open instead of building it again; a third stamp replaces the oldest."""
+    _indexed(tmp_path, pg_url)
+    store = _machine(tmp_path, pg_url, "a").store
+    for stamp in ("v1:state", "v2:state"):
+        store.keep_saved(".x.npz", stamp, stamp.encode())
+    assert store.fetch_saved(".x.npz", "v1:state") == b"v1:state"
+    assert store.fetch_saved(".x.npz", "v2:state") == b"v2:state"
+    store.keep_saved(".x.npz", "v1:state", b"v1 again")  # kept again: now the newest
+    store.keep_saved(".x.npz", "v3:state", b"v3:state")
+    assert store.fetch_saved(".x.npz", "v2:state") is None
+    assert store.fetch_saved(".x.npz", "v1:state") == b"v1 again"
+    assert store.fetch_saved(".x.npz", "v3:state") == b"v3:state"
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM saved_files WHERE suffix = '.x.npz'").fetchone()[0] == \
+            postgres.SAVED_STAMPS_KEPT

@@ -313,6 +313,11 @@ CREATE TABLE IF NOT EXISTS index_settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+-- A saved file is kept per state it was built from (the stamp names the state and the file's format), the
+-- newest `SAVED_STAMPS_KEPT` of a (repository, file): two replicas of different versions, or one still at the
+-- state before a write, no longer replace each other's copy at every open and build it again.
+ALTER TABLE saved_files DROP CONSTRAINT IF EXISTS saved_files_pkey;
+ALTER TABLE saved_files ADD PRIMARY KEY (repo_id, suffix, stamp);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
@@ -347,6 +352,8 @@ INDEXED_AT_KEY = "indexed_at"
 # A file saved beside a repository's local name is kept in the database for other processes up to this size
 # (PostgreSQL's limit for one value is 1 GB); a larger one is built by each process that needs it.
 SAVED_FILE_MAX_BYTES = 256 * 1024 * 1024
+# Copies of one saved file kept for different stamps, newest first (see migration 6).
+SAVED_STAMPS_KEPT = 2
 
 
 class SqlConnection:
@@ -592,9 +599,15 @@ class PgStore:
         try:
             with self._session(), self._conn.transaction():  # a savepoint inside a caller's transaction
                 self._conn.execute(
-                    "INSERT INTO public.saved_files (repo_id, suffix, stamp, data) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT (repo_id, suffix) DO UPDATE SET stamp = EXCLUDED.stamp, data = EXCLUDED.data,"
-                    " saved_at = now()", (self.repo_id, suffix, stamp, data))
+                    "INSERT INTO public.saved_files (repo_id, suffix, stamp, data, saved_at)"
+                    " VALUES (%s, %s, %s, %s, clock_timestamp()) ON CONFLICT (repo_id, suffix, stamp)"
+                    " DO UPDATE SET data = EXCLUDED.data, saved_at = EXCLUDED.saved_at",
+                    (self.repo_id, suffix, stamp, data))
+                self._conn.execute(
+                    "DELETE FROM public.saved_files WHERE repo_id = %(repo)s AND suffix = %(suffix)s AND stamp NOT IN"
+                    " (SELECT stamp FROM public.saved_files WHERE repo_id = %(repo)s AND suffix = %(suffix)s"
+                    "  ORDER BY saved_at DESC, stamp LIMIT %(kept)s)",
+                    {"repo": self.repo_id, "suffix": suffix, "kept": SAVED_STAMPS_KEPT})
         except psycopg.Error as exc:
             log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
