@@ -264,7 +264,7 @@ def _global_indexes_due(url: str, claims: EmbeddingClaims, min_vectors: int) -> 
                                 ).fetchone()[0]
         if 0 <= estimate < min_vectors or _global_index_setting(conn) == "off":  # estimate -1: never analysed
             return []
-        due = [int(dim) for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim")
+        due = [dim for dim, vectors in _vectors_by_dimension(conn)
                if vectors >= min_vectors and not index_valid(conn, global_vector_index_name(dim))]
     if not due:
         return []
@@ -273,7 +273,7 @@ def _global_indexes_due(url: str, claims: EmbeddingClaims, min_vectors: int) -> 
             return []
         log.info("building the vector graph over every repository (%s-dimensional vectors: %d or more)",
                  ", ".join(map(str, due)), min_vectors)
-        return [index for index in build_global_vector_indexes(url, dims=due) if index.built]
+        return [index for index in build_global_vector_indexes(url, dims=due, by_hand=False) if index.built]
 
 
 def _inside(root: Path, rel: str) -> bool:
@@ -495,25 +495,29 @@ def drop_repository(url: str, name: str) -> DroppedRepository:
     return DroppedRepository(name, int(files), int(chunks), indexes)
 
 
-def build_global_vector_indexes(url: str, dims: Collection[int] | None = None) -> list[GlobalVectorIndex]:
+def build_global_vector_indexes(url: str, dims: Collection[int] | None = None, *,
+                                by_hand: bool = True) -> list[GlobalVectorIndex]:
     """One HNSW graph per vector dimension over every repository's vectors, built concurrently with writes
     (each write adds to it from then on) unless it is there; the graphs, one per dimension held.
 
     A search across very many repositories then takes its nearest chunks from the graph instead of scanning
     every vector (`store.postgres.nearest_across`). The build reads every vector of the dimension: minutes at
     millions of them (438 s for 2M on two cores), faster with `maintenance_work_mem` large enough for the
-    graph (a store URL's `options=-c maintenance_work_mem=2GB`). `dims`: only those dimensions'."""
+    graph (a store URL's `options=-c maintenance_work_mem=2GB`). `dims`: only those dimensions'.
+
+    By hand (`codeloupe admin global-index`), the graphs become the workers' to keep again after a drop; a
+    worker's own build (`by_hand=False`) builds nothing once a drop is recorded, even one made meanwhile."""
     indexes = []
     with _admin(url) as conn:
-        for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim ORDER BY dim"):
-            if dims is not None and dim not in dims:
+        if by_hand:
+            _set_global_index_setting(conn, "on")
+        for dim, vectors in _vectors_by_dimension(conn):
+            if (dims is not None and dim not in dims) or (not by_hand and _global_index_setting(conn) == "off"):
                 continue
             name, started = global_vector_index_name(dim), time.perf_counter()
             built = build_index_once(conn, name, global_vector_index_sql(dim))
-            size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"public.{name}",)).fetchone()[0]
-            indexes.append(GlobalVectorIndex(name, int(dim), int(vectors), built,
-                                             round(time.perf_counter() - started, 3), int(size)))
-        _set_global_index_setting(conn, "on")
+            indexes.append(GlobalVectorIndex(name, dim, vectors, built, round(time.perf_counter() - started, 3),
+                                             _relation_size(conn, name)))
     return indexes
 
 
@@ -536,15 +540,22 @@ def global_index_status(url: str) -> GlobalIndexStatus:
     them (`GLOBAL_INDEX_MIN_VECTORS`) or an administrator dropped them."""
     with _admin(url) as conn:
         graphs = []
-        for dim, vectors in conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim ORDER BY dim"
-                                         ).fetchall():
+        for dim, vectors in _vectors_by_dimension(conn):
             name = global_vector_index_name(dim)
             valid = index_valid(conn, name)
-            size = conn.execute("SELECT pg_relation_size(%s::regclass)", (f"public.{name}",)).fetchone()[0] \
-                if valid is not None else 0
-            graphs.append(GlobalGraphState(int(dim), int(vectors), name,
-                                           {True: "ready", False: "invalid", None: "absent"}[valid], int(size)))
+            graphs.append(GlobalGraphState(dim, vectors, name, {True: "ready", False: "invalid", None: "absent"}[valid],
+                                           _relation_size(conn, name) if valid is not None else 0))
         return GlobalIndexStatus(_global_index_setting(conn) == "off", GLOBAL_INDEX_MIN_VECTORS, graphs)
+
+
+def _vectors_by_dimension(conn: Any) -> list[tuple[int, int]]:
+    """(dimension, vectors of it in every repository), by dimension: a scan of the vector table."""
+    return [(int(dim), int(n)) for dim, n in
+            conn.execute("SELECT dim, count(*) FROM chunk_vectors GROUP BY dim ORDER BY dim").fetchall()]
+
+
+def _relation_size(conn: Any, name: str) -> int:
+    return int(conn.execute("SELECT pg_relation_size(%s::regclass)", (f"public.{name}",)).fetchone()[0])
 
 
 def _global_index_setting(conn: Any) -> str:

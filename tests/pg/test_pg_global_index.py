@@ -15,7 +15,12 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.cli import main
-from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, EmbeddingClaims, run_worker
+from codeloupe.shared_index import (
+    GLOBAL_INDEX_MIN_VECTORS,
+    EmbeddingClaims,
+    build_global_vector_indexes,
+    run_worker,
+)
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore, nearest_across
 
@@ -152,6 +157,8 @@ def test_a_worker_whose_queue_drains_builds_the_graph_once_the_organisation_is_l
 
     assert main(["admin", "--store", pg_url, "global-index", "drop"]) == 0
     assert drained(total) == []  # dropped by hand: left dropped
+    # ... even by a worker that found it due just before the drop and builds now
+    assert build_global_vector_indexes(pg_url, by_hand=False) == []
     capsys.readouterr()
     assert main(["admin", "--store", pg_url, "global-index", "status"]) == 0
     assert capsys.readouterr().out.splitlines() == [

@@ -218,8 +218,7 @@ class JsonLists(Sequence[list[str]]):
 
 def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
     """Every symbol row through `query` (either store's), a page of ids at a time."""
-    sql = (f"SELECT id, file_id, {_as_text('name', 'kind')}, start_line, end_line,"
-           f" {_as_text('parent', 'signature')} FROM symbols WHERE id > ? ORDER BY id LIMIT ?")
+    sql = f"SELECT id, {_SYMBOL_COLUMNS} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
     last = -1
     while rows := query(sql, (last, page)):
         last = rows[-1][0]
@@ -298,6 +297,10 @@ def _as_text(*columns: str) -> str:
     blob would reach a tokenizer as bytes; cast, a blob that is not UTF-8 fails as a cell that does not decode
     does (`health.is_damage`: the index is moved aside and rebuilt) and any other reads as the text it holds."""
     return ", ".join(f"CAST({column} AS TEXT)" for column in columns)
+
+
+# A `SymbolRow`'s fields as the symbols table holds them.
+_SYMBOL_COLUMNS = f"file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')}"
 
 
 class Store:
@@ -637,7 +640,7 @@ class Store:
         return dict(self._in_files(sql, file_ids, "", then=" GROUP BY file_id"))
 
     def symbol_rows(self, file_ids: Iterable[int] | None = None) -> list[SymbolRow]:
-        sql = f"SELECT file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')} FROM symbols"
+        sql = f"SELECT {_SYMBOL_COLUMNS} FROM symbols"
         rows = self.query(sql + " ORDER BY id") if file_ids is None else self._in_files(sql, file_ids, "")
         return [SymbolRow(*r) for r in rows]
 
@@ -653,7 +656,7 @@ class Store:
 
     def symbols_of_file(self, file_id: int) -> list[SymbolRow]:
         rows = self.query(
-            f"SELECT file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')} FROM symbols"
+            f"SELECT {_SYMBOL_COLUMNS} FROM symbols"
             " WHERE file_id=? ORDER BY start_line", (file_id,)
         )
         return [SymbolRow(*r) for r in rows]
