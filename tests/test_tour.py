@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from codeloupe.api import Workspace
 from codeloupe.cli import main as cli_main
 from codeloupe.entrypoints import location_shaped
+from codeloupe.types import EntryPoint
 
 FILES = {
     "package.json": json.dumps({"name": "tool", "main": "lib/index", "bin": {"tool": "./bin/tool.js"},
@@ -112,3 +114,51 @@ def test_cli_tour(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["tour", root, "--embed-provider", "none", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["stops"][0]["name"] == "Engine" and data["stops"][0]["mentions"] == 3
+
+
+def _saved_entry_points(ws: Workspace) -> tuple[Path, str]:
+    from codeloupe.entrypoints import ENTRY_POINTS_FILE_VERSION
+
+    store = ws.store
+    return (store.path.with_name(store.path.name + ".entrypoints.npz"),
+            f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}:{store.generation('content')}")
+
+
+def test_entry_points_are_saved_for_the_next_process_and_only_for_their_index_state(ws: Workspace) -> None:
+    from codeloupe.entrypoints import _encoded
+    from codeloupe.saved import save_arrays
+
+    found = ws.entry_points()
+    path, stamp = _saved_entry_points(ws)
+    assert path.is_file()
+    root = ws.root
+    ws.close()
+
+    def next_process() -> list[EntryPoint]:
+        opened = Workspace(root, overrides={"embed_provider": "none"})
+        try:
+            opened.index()
+            return opened.entry_points()
+        finally:
+            opened.close()
+
+    # What a new process answers is the saved file (not the files' texts read again): marked ones come back.
+    marked = [dataclasses.replace(p, detail=f"saved: {p.detail}") for p in found]
+    save_arrays(path, stamp, _encoded(marked))
+    assert next_process() == marked
+    # Saved ones that do not fit the index are found again: a path it does not hold, a kind out of range,
+    # a truncated file.
+    save_arrays(path, stamp, _encoded([dataclasses.replace(found[0], path="gone/away.py")]))
+    assert next_process() == found
+    arrays = _encoded(found)
+    arrays["kind"][0] = 9
+    save_arrays(path, stamp, arrays)
+    assert next_process() == found
+    save_arrays(path, stamp, _encoded(marked))
+    path.write_bytes(path.read_bytes()[:-40])
+    assert next_process() == found
+    # A change moves the index state: the saved file is stale, and the new guard is found.
+    save_arrays(path, stamp, _encoded(marked))
+    (root / "src/pkg/core.py").write_text('def load_config():\n    return {}\n\n\nif __name__ == "__main__":\n'
+                                          "    load_config()\n")
+    assert ("src/pkg/core.py", 5, "main guard") in [(p.path, p.line, p.kind) for p in next_process()]

@@ -9,12 +9,16 @@ candidate source for location-shaped queries ("where does the CLI start"): it ad
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.search import Snapshot, is_test_path
 from codeloupe.store import SymbolRow
 from codeloupe.types import EntryPoint
@@ -27,6 +31,10 @@ else:  # pragma: no cover - exercised only on 3.10
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
 
+log = logging.getLogger("codeloupe.entrypoints")
+
+# Bump when what is found, or how it is saved, changes: a file of another version is found again.
+ENTRY_POINTS_FILE_VERSION = 1
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
@@ -138,4 +146,45 @@ def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
 
 
 def entry_points(ws: WorkspaceContext) -> list[EntryPoint]:
-    return find_entry_points(ws.searcher().snapshot(), ws.store.iter_symbol_rows())
+    """The workspace's entry points, saved beside its index for the next process that opens the same index
+    state: finding them reads every file's text (1.7 s for a 2,500-file repository of the shared index, whose
+    texts come from the database), once per index state instead of once per process."""
+    snap = ws.searcher().snapshot()
+    store = ws.store
+    path = store.path.with_name(store.path.name + ".entrypoints.npz")
+    stamp = f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}:{snap.generation}"
+    saved = _decoded(load_arrays(path, stamp), snap)
+    if saved is not None:
+        return saved
+    found = find_entry_points(snap, store.iter_symbol_rows())
+    if store.generation("content") == snap.generation:  # nothing was written while the texts were read
+        try:
+            save_arrays(path, stamp, _encoded(found))
+        except OSError as exc:
+            log.warning("could not save the entry points to %s: %s", path, exc)
+    return found
+
+
+def _encoded(points: list[EntryPoint]) -> dict[str, np.ndarray]:
+    arrays = {"line": np.array([p.line for p in points], np.int64),
+              "kind": np.array([KINDS.index(p.kind) for p in points], np.int8)}
+    for name in ("path", "detail"):
+        arrays[name], arrays[f"{name}_ends"] = pack_strings([getattr(p, name) for p in points])
+    return arrays
+
+
+def _decoded(arrays: dict[str, np.ndarray] | None, snap: Snapshot) -> list[EntryPoint] | None:
+    """The saved entry points, or None where they do not fit the snapshot (found again then)."""
+    if arrays is None:
+        return None
+    try:
+        paths, details = (unpack_strings(arrays[name], arrays[f"{name}_ends"]) for name in ("path", "detail"))
+        lines, kinds = arrays["line"].tolist(), arrays["kind"].tolist()
+        points = [EntryPoint(path, line, KINDS[kind], detail)
+                  for path, line, kind, detail in zip(paths, lines, kinds, details, strict=True)]
+    except (KeyError, ValueError, IndexError, TypeError):
+        return None
+    if any(p.path not in snap.path_to_file or not isinstance(p.line, int) or p.line < 1 or
+           KINDS.index(p.kind) != kind for p, kind in zip(points, kinds)):
+        return None
+    return points
