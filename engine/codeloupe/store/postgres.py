@@ -1561,7 +1561,12 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
         bound = weight * (k1 + 1)
         average = {r: max(length / max(chunks, 1), 1e-9) for r, (chunks, length) in totals.items()}
         left = sorted((k for k in range(len(words)) if df[k]), key=lambda k: (df[k], k))[:rarest]  # rarest first
-        kept, kept_params = files.condition("c.file_id")  # the chunks read by primary key come from these
+        # The files' condition on the postings once they are read: asked inside the statement, it made the planner
+        # scan every chunk row and test each against every term (6-8 s at 118K chunks, against 0.15 s through
+        # the terms' index). The chunks read by primary key below come from these files already.
+        kept, kept_params = files.condition("found.file_id")
+        of_terms = f"WITH found AS MATERIALIZED ({_POSTINGS_OF_TERMS}) SELECT * FROM found WHERE true{kept}" \
+            if kept else _POSTINGS_OF_TERMS
         held = int(df[left].sum())
         read: list[np.ndarray] = []
         postings_read = 0
@@ -1582,7 +1587,7 @@ def best_chunks_across(stores: list[PgStore], terms: list[str], limit: int, k1: 
                 budget += df[left[0]]
                 batch.append(left.pop(0))
             ids, ks, _ = pairs(batch)
-            read.append(fetch(_POSTINGS_OF_TERMS + kept, {"ids": ids, "ks": ks, "repos": repos, **kept_params}))
+            read.append(fetch(of_terms, {"ids": ids, "ks": ks, "repos": repos, **kept_params}))
             if not left:
                 break
             chunk_ids, partial = _summed_postings(np.concatenate(read), weight, average, k1, b)
