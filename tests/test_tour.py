@@ -150,10 +150,12 @@ def test_entry_points_are_saved_for_the_next_process_and_only_for_their_index_st
     # a truncated file.
     save_arrays(path, stamp, _encoded([dataclasses.replace(found[0], path="gone/away.py")]))
     assert next_process() == found
-    arrays = _encoded(found)
-    arrays["kind"][0] = 9
-    save_arrays(path, stamp, arrays)
-    assert next_process() == found
+    for column, value in (("kind", 9), ("kind", -1), ("line", 0), ("path", 0xFF)):  # 0xFF: bytes not UTF-8
+        arrays = _encoded(found)
+        arrays[column] = arrays[column].copy()
+        arrays[column][0] = value
+        save_arrays(path, stamp, arrays)
+        assert next_process() == found, (column, value)
     save_arrays(path, stamp, _encoded(marked))
     path.write_bytes(path.read_bytes()[:-40])
     assert next_process() == found
