@@ -11,15 +11,12 @@ indexed once more (the copies' graph facts), so every file is current. Prints th
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scale_tree import grow, link_copies, stdlib  # noqa: E402
+from scale_tree import linked_workspace, stdlib  # noqa: E402
 
 
 def main() -> int:
@@ -27,15 +24,8 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, default=stdlib())
     parser.add_argument("--files", type=int, default=40_000)
     args = parser.parse_args()
-    from codeloupe.api import Workspace
 
-    scratch = Path(tempfile.mkdtemp(prefix="codeloupe-reindex-"))
-    try:
-        root = scratch / "tree"
-        shutil.copytree(args.tree, root, copy_function=os.link, symlinks=True)
-        ws = Workspace(root, overrides={"cache_dir": str(scratch / "cache"), "embed_provider": "none"})
-        copies = grow(ws, files=args.files)
-        link_copies(args.tree, root, copies)
+    with linked_workspace(args.tree, args.files, "codeloupe-reindex-") as ws:
         t = time.perf_counter()
         ws.index()  # the copies' graph facts and edges: what the index run after copying would have done
         print(f"graph facts and edges of the copies: {time.perf_counter() - t:.1f} s", flush=True)
@@ -44,9 +34,6 @@ def main() -> int:
             report = ws.index()
             print(f"no-op re-index {attempt}: {report.files_seen} files seen, {report.files_unchanged} unchanged, "
                   f"{report.files_indexed} indexed in {time.perf_counter() - t:.2f} s", flush=True)
-        ws.close()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

@@ -10,11 +10,14 @@ graph under test extracts them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +64,24 @@ def link_copies(source: Path, root: Path, copies: int) -> None:
     """`copies` copies of `source` under `root/copy-N/`, as hard links (no space, same size and mtime)."""
     for copy in range(1, copies + 1):
         shutil.copytree(source, root / f"copy-{copy}", copy_function=os.link, symlinks=True)
+
+
+@contextlib.contextmanager
+def linked_workspace(tree: Path, files: int, prefix: str) -> Iterator[Workspace]:
+    """`tree` hard-linked into a temporary folder, indexed lexical only and grown to `files` files with every
+    copy linked on disk too (a tree of that many files, current in its index); removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        root = scratch / "tree"
+        shutil.copytree(tree, root, copy_function=os.link, symlinks=True)
+        ws = Workspace(root, overrides={"cache_dir": str(scratch / "cache"), "embed_provider": "none"})
+        link_copies(tree, root, grow(ws, files=files))
+        try:
+            yield ws
+        finally:
+            ws.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def random_vectors(ws: Workspace, model: str, dim: int) -> None:

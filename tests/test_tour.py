@@ -120,47 +120,129 @@ def _saved_entry_points(ws: Workspace) -> tuple[Path, str]:
     from codeloupe.entrypoints import ENTRY_POINTS_FILE_VERSION
 
     store = ws.store
-    return (store.path.with_name(store.path.name + ".entrypoints.npz"),
-            f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}:{store.generation('content')}")
+    return store.path.with_name(store.path.name + ".entrypoints.npz"), f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}"
 
 
-def test_entry_points_are_saved_for_the_next_process_and_only_for_their_index_state(ws: Workspace) -> None:
-    from codeloupe.entrypoints import _encoded
-    from codeloupe.saved import save_arrays
+def _mark_saved(path: Path, stamp: str, mark: str = "saved: ") -> None:
+    """Every saved finding's detail marked: an answer carrying the mark came from the saved file."""
+    from codeloupe.entrypoints import _decoded, _encoded
+    from codeloupe.saved import load_arrays, save_arrays
+
+    saved = _decoded(load_arrays(path, stamp), "")
+    assert saved is not None
+    save_arrays(path, stamp, _encoded(dataclasses.replace(
+        saved, findings=[f._replace(detail=mark + f.detail) for f in saved.findings])))
+
+
+def _next_process(root: Path) -> list[EntryPoint]:
+    opened = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        opened.index()
+        return opened.entry_points()
+    finally:
+        opened.close()
+
+
+def _every_file_read(ws: Workspace) -> list[EntryPoint]:
+    """The entry points found from scratch (every file read), not from what was saved."""
+    from codeloupe.entrypoints import file_findings, listed
+
+    snap = ws.searcher().snapshot()
+    return listed(file_findings(snap, None, ws.store.iter_symbol_rows()), snap, ws.store)
+
+
+def _read_every_file(root: Path) -> list[EntryPoint]:
+    opened = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        opened.index()
+        return _every_file_read(opened)
+    finally:
+        opened.close()
+
+
+def test_entry_points_are_saved_for_the_next_process(ws: Workspace) -> None:
+    from codeloupe.entrypoints import _decoded, _encoded
+    from codeloupe.saved import load_arrays, save_arrays
 
     found = ws.entry_points()
     path, stamp = _saved_entry_points(ws)
     assert path.is_file()
     root = ws.root
     ws.close()
-
-    def next_process() -> list[EntryPoint]:
-        opened = Workspace(root, overrides={"embed_provider": "none"})
-        try:
-            opened.index()
-            return opened.entry_points()
-        finally:
-            opened.close()
-
     # What a new process answers is the saved file (not the files' texts read again): marked ones come back.
-    marked = [dataclasses.replace(p, detail=f"saved: {p.detail}") for p in found]
-    save_arrays(path, stamp, _encoded(marked))
-    assert next_process() == marked
-    # Saved ones that do not fit the index are found again: a path it does not hold, a kind out of range,
-    # a truncated file.
-    save_arrays(path, stamp, _encoded([dataclasses.replace(found[0], path="gone/away.py")]))
-    assert next_process() == found
-    for column, value in (("kind", 9), ("kind", -1), ("line", 0), ("path", 0xFF)):  # 0xFF: bytes not UTF-8
-        arrays = _encoded(found)
+    _mark_saved(path, stamp)
+    assert _next_process(root) == [dataclasses.replace(p, detail=f"saved: {p.detail}") for p in found]
+    # Saved findings that do not fit together are found again: a finding of a file the saved ids do not cover,
+    # a kind out of range, a line before the first, bytes that are not UTF-8, file ids out of order, a
+    # truncated file.
+    saved = _decoded(load_arrays(path, stamp), "")
+    assert saved is not None
+    files = saved.covered
+    save_arrays(path, stamp, _encoded(dataclasses.replace(
+        saved, covered=files[1:], findings=[f._replace(file_id=int(files[0])) for f in saved.findings])))
+    assert _next_process(root) == found
+    for column, value in (("kind", 9), ("kind", -1), ("line", 0), ("path", 0xFF), ("files", 10**9)):
+        arrays = _encoded(saved)
         arrays[column] = arrays[column].copy()
         arrays[column][0] = value
         save_arrays(path, stamp, arrays)
-        assert next_process() == found, (column, value)
-    save_arrays(path, stamp, _encoded(marked))
+        assert _next_process(root) == found, (column, value)
+    save_arrays(path, stamp, _encoded(saved))
     path.write_bytes(path.read_bytes()[:-40])
-    assert next_process() == found
-    # A change moves the index state: the saved file is stale, and the new guard is found.
-    save_arrays(path, stamp, _encoded(marked))
+    assert _next_process(root) == found
+
+
+def test_after_changes_only_the_changed_files_are_read_and_the_list_is_what_reading_all_finds(
+        ws: Workspace) -> None:
+    """Saved findings are kept per file version: after saves, deletions, renames and new files only the files
+    indexed since are read, and what the manifests name is looked up again (a target that appears later, a
+    script's function that moved)."""
+    root = ws.root
+    assert ws.entry_points() == _read_every_file(root)
+    path, stamp = _saved_entry_points(ws)
+    ws.close()
+    _mark_saved(path, stamp)
+    package = json.loads(FILES["package.json"])
+    package["bin"]["helper"] = "./bin/helper.js"  # not there yet
+    (root / "package.json").write_text(json.dumps(package))
     (root / "src/pkg/core.py").write_text('def load_config():\n    return {}\n\n\nif __name__ == "__main__":\n'
                                           "    load_config()\n")
-    assert ("src/pkg/core.py", 5, "main guard") in [(p.path, p.line, p.kind) for p in next_process()]
+    (root / "src/pkg/cli.py").write_text("import os\n\n\ndef other():\n    pass\n\n\ndef entry():\n    pass\n")
+    (root / "scripts/deploy.sh").rename(root / "scripts/ship.sh")
+    (root / "cmd/main.go").write_text('package main\n\nfunc run() {\n}\n')  # its `main` gone
+    (root / "tools").mkdir()
+    (root / "tools/fmt.py").write_text("#!/usr/bin/env python3\nprint('fmt')\n")
+    after = [(p.path, p.line, p.kind, p.detail) for p in _next_process(root)]
+    unchanged = ("src/pkg/worker.py", "pyproject.toml")  # what these files say comes marked from the saved file
+    assert after == [(p.path, p.line, p.kind, "saved: " + p.detail if p.path == unchanged[0]
+                      or p.detail.startswith(unchanged[1]) else p.detail) for p in _read_every_file(root)]
+    assert ("src/pkg/core.py", 5, "main guard") in [a[:3] for a in after]  # the saved file, read again
+    assert ("src/pkg/cli.py", 8, "manifest") in [a[:3] for a in after]  # the script's function moved
+    assert ("scripts/ship.sh", 1, "shebang") in [a[:3] for a in after]  # renamed
+    assert not any(a[0] in {"scripts/deploy.sh", "cmd/main.go", "bin/helper.js"} for a in after)
+    (root / "bin/helper.js").write_text("console.log('help')\n")  # the manifest, unchanged, now names a file
+    assert ("bin/helper.js", 1, "manifest") in [(p.path, p.line, p.kind) for p in _next_process(root)]
+    assert [dataclasses.replace(p, detail=p.detail.removeprefix("saved: ")) for p in _next_process(root)] == \
+        _read_every_file(root)
+
+
+def test_a_save_in_the_same_process_reads_only_the_saved_file(ws: Workspace) -> None:
+    """The editor's path: a save seen through the search's delta view, in the process that listed the entry
+    points before it, which keeps what every file said."""
+    import sqlite3
+
+    before = ws.entry_points()
+    # The shell script's indexed text changed behind the engine's back (same file id): only a pass that reads
+    # every file again would see it.
+    with sqlite3.connect(ws.store.path) as db:
+        db.execute("UPDATE chunks SET text = 'echo deploying\n' WHERE file_id ="
+                   " (SELECT id FROM files WHERE path = 'scripts/deploy.sh')")
+    (ws.root / "src/pkg/late.py").write_text('def late():\n    pass\n\n\nif __name__ == "__main__":\n    late()\n')
+    (ws.root / "src/pkg/worker.py").unlink()
+    ws.update_files(["src/pkg/late.py", "src/pkg/worker.py"])
+    assert ws.searcher().snapshot().base is not None  # a delta view over the snapshot before the save
+    after = ws.entry_points()
+    assert ("scripts/deploy.sh", 1, "shebang") in [(p.path, p.line, p.kind) for p in after]  # not read again
+    assert ("scripts/deploy.sh", 1, "shebang") not in [(p.path, p.line, p.kind) for p in _every_file_read(ws)]
+    assert [p for p in after if p.path != "scripts/deploy.sh"] == _every_file_read(ws)
+    assert {p.path for p in before} ^ {p.path for p in after} == {"src/pkg/late.py", "src/pkg/worker.py"}

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskEvent as AskEvent
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
+    from codeloupe.entrypoints import FileFindings
     from codeloupe.search import LaneScores
     from codeloupe.shared_index import (
         DroppedRepository,
@@ -138,7 +139,7 @@ class Workspace:
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
-        self._entry_points: tuple[int, list[EntryPoint]] | None = None
+        self._entry_points: tuple[int, list[EntryPoint], FileFindings] | None = None
         self._anchor_symbols: tuple[int, dict[str, list]] = (-1, {})
 
     # ------------------------------------------------------------------ paths
@@ -302,8 +303,8 @@ class Workspace:
         generation = self.store.generation("content")
         cached = self._entry_points
         if cached is None or cached[0] != generation:
-            cached = self._entry_points = (generation, entry_points(self))
-        return cached[1]
+            self._entry_points = (generation, *entry_points(self, cached[2] if cached else None))
+        return self._entry_points[1]
 
     def tour(self, *, limit: int = 20) -> Tour:
         """Where to start reading: the entry points, then the names defined here that most files mention."""

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from codeloupe.search import Searcher
     from codeloupe.settings import Settings
     from codeloupe.store.protocol import IndexStore
-    from codeloupe.types import Bundle, Expansion, Tour
+    from codeloupe.types import Bundle, EntryPoint, Expansion, Tour
 
 
 class WorkspaceContext(Protocol):
@@ -63,4 +63,8 @@ class WorkspaceContext(Protocol):
 
     def tour(self, *, limit: int = 20) -> Tour:
         """Where to start reading."""
+        ...
+
+    def entry_points(self) -> list[EntryPoint]:
+        """Where the workspace's programs start."""
         ...

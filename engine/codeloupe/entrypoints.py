@@ -13,8 +13,9 @@ import logging
 import posixpath
 import re
 import sys
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -30,13 +31,17 @@ else:  # pragma: no cover - exercised only on 3.10
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
+    from codeloupe.store.protocol import IndexStore
 
 log = logging.getLogger("codeloupe.entrypoints")
 
 # Bump when what is found, or how it is saved, changes: a file of another version is found again.
-ENTRY_POINTS_FILE_VERSION = 1
+ENTRY_POINTS_FILE_VERSION = 2
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
+# Up to this many files indexed since the findings were saved, their definitions are read by file id; more
+# (a re-index of the whole tree) stream every definition instead of holding them all at once.
+READ_BY_FILE = 2000
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
 _WHERE = re.compile(r"\b(where|which|what file|entry ?points?)\b", re.I)
 _START = re.compile(r"\b(start\w*|entry|entrypoints?|main|begin\w*|launch\w*|boot\w*|invok\w*|execut\w*|runs?|"
@@ -48,44 +53,78 @@ def location_shaped(query: str) -> bool:
     return bool(_WHERE.search(query) and _START.search(query))
 
 
-def find_entry_points(snap: Snapshot, symbols: Iterable[SymbolRow]) -> list[EntryPoint]:
-    """Every entry point of the indexed workspace, strongest signal first, then by path. `symbols` is read
-    once, as it streams (every row at once is 1.35M objects at 200K chunks); only the rows an entry point
-    needs are kept."""
-    found: dict[tuple[str, str], EntryPoint] = {}
+class Finding(NamedTuple):
+    """What one version of one file says by itself (its text, its path, its own definitions), before the
+    workspace is asked whether the file a manifest names exists. A file id names one version of a file (ids
+    are never reused), so a finding holds for as long as its file id is indexed."""
 
-    def add(point: EntryPoint) -> None:
-        if point.path in snap.path_to_file and not is_test_path(point.path):
-            # Every manifest entry is its own fact; a file's other signals are one each (a class with three
-            # `main` overloads is one entry point).
-            found.setdefault((point.path, point.detail if point.kind == "manifest" else point.kind), point)
+    file_id: int  # the file that says so
+    kind: int  # index into KINDS; SCRIPT: a pyproject script, resolved against the workspace when listed
+    line: int
+    path: str  # the entry point's file (a manifest's target); a pyproject script's "module:function"
+    detail: str
 
-    scripts: list[tuple[EntryPoint, tuple[int, str]]] = []  # a manifest's script, its (file id, function)
-    for file_id, text in snap.file_texts():
+
+SCRIPT = len(KINDS)
+
+
+def file_findings(snap: Snapshot, file_ids: Collection[int] | None, symbols: Iterable[SymbolRow]) -> list[Finding]:
+    """The findings of `file_ids` (every file when None); `symbols` are at least those files' definitions,
+    read once as they stream (every row at once is 1.35M objects at 200K chunks)."""
+    found: list[Finding] = []
+    for file_id, text in snap.file_texts(file_ids):
         path = snap.file_paths[file_id]
         base = posixpath.basename(path)
         if base == "package.json":
-            for point in _package_json(path, text):
-                add(point)
+            found.extend(Finding(file_id, 0, 1, target, detail) for target, detail in _package_json(path, text))
         elif base == "pyproject.toml":
-            scripts.extend(_pyproject(path, text, snap))
+            found.extend(Finding(file_id, SCRIPT, 1, target, detail) for target, detail in _pyproject(path, text))
         if snap.file_is_doc.get(file_id):
             continue
         if text.startswith("#!"):
-            add(EntryPoint(path, 1, "shebang", text.split("\n", 1)[0].strip()))
+            found.append(Finding(file_id, KINDS.index("shebang"), 1, path, text.split("\n", 1)[0].strip()))
         guard = _MAIN_GUARD.search(text)
         if guard:
-            add(EntryPoint(path, text.count("\n", 0, guard.start()) + 1, "main guard", 'if __name__ == "__main__"'))
-    wanted = {key for _, key in scripts}
-    defined: dict[tuple[int, str], int] = {}
-    for s in symbols:
-        if (s.file_id, s.name) in wanted:
-            defined[(s.file_id, s.name)] = s.start_line
-        if s.name == "main" and s.file_id in snap.file_paths:
-            add(EntryPoint(snap.file_paths[s.file_id], s.start_line, "main function", s.signature or "main"))
-    for point, key in scripts:  # a manifest's key never meets another signal's: the order of adding is free
-        point.line = defined.get(key, 1)
-        add(point)
+            found.append(Finding(file_id, KINDS.index("main guard"), text.count("\n", 0, guard.start()) + 1, path,
+                                 'if __name__ == "__main__"'))
+    wanted = None if file_ids is None else set(file_ids)
+    found.extend(Finding(s.file_id, KINDS.index("main function"), s.start_line, snap.file_paths[s.file_id],
+                         s.signature or "main")
+                 for s in symbols if s.name == "main" and s.file_id in snap.file_paths
+                 and (wanted is None or s.file_id in wanted))
+    # Tests are never entry points: what names one is not kept (a script's file is known only when listed).
+    return [f for f in found if f.kind == SCRIPT or not is_test_path(f.path)]
+
+
+def listed(findings: Iterable[Finding], snap: Snapshot, store: IndexStore) -> list[EntryPoint]:
+    """The workspace's entry points from its files' findings, strongest signal first, then by path: a manifest's
+    target must be indexed, tests never are entry points, and a file's other signals are one each (a class with
+    three `main` overloads is one entry point, at the first)."""
+    findings = list(findings)
+    scripts = {f: _module_file(posixpath.dirname(snap.file_paths[f.file_id]), f.path.partition(":")[0], snap)
+               for f in findings if f.kind == SCRIPT}
+    lines: dict[tuple[int, str], int] = {}  # a script's (file id, function) -> the line it is defined at
+    targets = {snap.path_to_file[path] for path in scripts.values() if path is not None}
+    for s in store.symbol_rows(targets) if targets else ():
+        key = (s.file_id, s.name)
+        lines[key] = min(lines.get(key, s.start_line), s.start_line)
+    found: dict[tuple[str, str], EntryPoint] = {}
+    for finding in findings:
+        kind, line, path = finding.kind, finding.line, finding.path
+        if kind == SCRIPT:
+            path = scripts[finding]
+            if path is None:
+                continue
+            function = finding.path.partition(":")[2].strip().split(".")[0]
+            kind, line = 0, lines.get((snap.path_to_file[path], function), 1)
+            if is_test_path(path):
+                continue
+        if path not in snap.path_to_file:
+            continue
+        point = EntryPoint(path, line, KINDS[kind], finding.detail)
+        key = (path, point.detail if kind == 0 else point.kind)  # every manifest entry is its own fact
+        if key not in found or (line, point.detail) < (found[key].line, found[key].detail):
+            found[key] = point
     return sorted(found.values(), key=lambda p: (KINDS.index(p.kind), p.path, p.line))
 
 
@@ -93,7 +132,8 @@ def _relative_to(manifest: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(posixpath.dirname(manifest), target.strip()))
 
 
-def _package_json(path: str, text: str) -> Iterator[EntryPoint]:
+def _package_json(path: str, text: str) -> Iterator[tuple[str, str]]:
+    """(target file, detail) of every program a package.json declares."""
     try:
         manifest = json.loads(text)
     except ValueError:
@@ -105,19 +145,19 @@ def _package_json(path: str, text: str) -> Iterator[EntryPoint]:
         bins = {manifest.get("name", "bin"): bins}
     for name, target in (bins.items() if isinstance(bins, dict) else ()):
         if isinstance(target, str):
-            yield EntryPoint(_relative_to(path, target), 1, "manifest", f"{path} bin {name}")
+            yield _relative_to(path, target), f"{path} bin {name}"
     # Without `main`, Node loads the package's index.js.
     main = _relative_to(path, manifest["main"] if isinstance(manifest.get("main"), str) else "index.js")
-    yield EntryPoint(main if posixpath.splitext(main)[1] else main + ".js", 1, "manifest", f"{path} main")
+    yield main if posixpath.splitext(main)[1] else main + ".js", f"{path} main"
     scripts = manifest.get("scripts")
     for name, command in (scripts.items() if isinstance(scripts, dict) else ()):
         for word in str(command).split():
             if posixpath.splitext(word)[1] in (".js", ".mjs", ".cjs", ".ts", ".py", ".sh"):
-                yield EntryPoint(_relative_to(path, word), 1, "manifest", f"{path} scripts.{name}")
+                yield _relative_to(path, word), f"{path} scripts.{name}"
 
 
-def _pyproject(path: str, text: str, snap: Snapshot) -> Iterator[tuple[EntryPoint, tuple[int, str]]]:
-    """The scripts a pyproject.toml declares, each with the (file id, function) whose line it starts at."""
+def _pyproject(path: str, text: str) -> Iterator[tuple[str, str]]:
+    """("module:function", detail) of every script a pyproject.toml declares."""
     try:
         manifest = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError):
@@ -125,18 +165,14 @@ def _pyproject(path: str, text: str, snap: Snapshot) -> Iterator[tuple[EntryPoin
     tables = [manifest.get("project", {}).get("scripts"), manifest.get("tool", {}).get("poetry", {}).get("scripts")]
     for table in tables:
         for name, target in (table.items() if isinstance(table, dict) else ()):
-            if not isinstance(target, str) or ":" not in target:
-                continue
-            module, _, function = target.partition(":")
-            found = _module_file(posixpath.dirname(path), module.strip().split("."), snap)
-            if found is not None:
-                yield (EntryPoint(found, 1, "manifest", f"{path} scripts {name} = {target}"),
-                       (snap.path_to_file[found], function.strip().split(".")[0]))
+            if isinstance(target, str) and ":" in target:
+                yield target, f"{path} scripts {name} = {target}"
 
 
-def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
+def _module_file(here: str, module: str, snap: Snapshot) -> str | None:
     """The indexed file of a dotted module under the manifest's folder, wherever the packages live (`src/`,
     or a folder the build configuration names): the shortest path ending in the module's own path."""
+    parts = module.strip().split(".")
     for suffix in (posixpath.join(*parts) + ".py", posixpath.join(*parts, "__init__.py")):
         found = [p for p in snap.by_basename.get(posixpath.basename(suffix), [])
                  if (p == suffix or p.endswith("/" + suffix)) and (not here or p.startswith(here + "/"))]
@@ -145,45 +181,70 @@ def _module_file(here: str, parts: list[str], snap: Snapshot) -> str | None:
     return None
 
 
-def entry_points(ws: WorkspaceContext) -> list[EntryPoint]:
-    """The workspace's entry points, saved beside its index for the next process that opens the same index
-    state: finding them reads every file's text (1.2 s for a 2,510-file repository of the shared index, whose
-    texts come from the database; 4-5 ms to read them saved), once per index state instead of once per
-    process."""
+@dataclass(frozen=True)
+class FileFindings:
+    """What the files of one index say: the file ids read (ascending) and their findings. Kept by the open
+    workspace between saves and saved beside the index for the next process."""
+
+    index_id: str
+    covered: np.ndarray
+    findings: list[Finding]
+
+
+def entry_points(ws: WorkspaceContext, known: FileFindings | None = None) -> tuple[list[EntryPoint], FileFindings]:
+    """The workspace's entry points, and the findings they were listed from (pass them back as `known`). Only
+    the files indexed since `known` (or since the findings saved beside the index) are read: every file's text
+    is read once per index instead of after every save (40K files: 18 s)."""
     snap = ws.searcher().snapshot()
     store = ws.store
     path = store.path.with_name(store.path.name + ".entrypoints.npz")
-    stamp = f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}:{snap.generation}"
-    saved = _decoded(load_arrays(path, stamp), snap)
-    if saved is not None:
-        return saved
-    found = find_entry_points(snap, store.iter_symbol_rows())
+    stamp = f"{ENTRY_POINTS_FILE_VERSION}:{store.index_id}"
+    indexed = np.sort(np.fromiter(snap.file_chunk_rows, np.int64, len(snap.file_chunk_rows)))
+    if known is None or known.index_id != store.index_id:
+        known = _decoded(load_arrays(path, stamp), store.index_id)
+    if known is None:
+        findings = file_findings(snap, None, store.iter_symbol_rows())
+    else:
+        new = np.setdiff1d(indexed, known.covered, assume_unique=True).tolist()
+        still = np.isin(np.fromiter((f.file_id for f in known.findings), np.int64, len(known.findings)), indexed)
+        findings = [f for f, keep in zip(known.findings, still.tolist()) if keep]
+        if not new and len(findings) == len(known.findings) and len(known.covered) == len(indexed):
+            return listed(findings, snap, store), known
+        if new:
+            findings += file_findings(snap, new, store.symbol_rows(new) if len(new) <= READ_BY_FILE
+                                      else store.iter_symbol_rows())
+    found = FileFindings(store.index_id, indexed, findings)
     if store.generation("content") == snap.generation:  # nothing was written while the texts were read
         try:
             save_arrays(path, stamp, _encoded(found))
         except OSError as exc:
             log.warning("could not save the entry points to %s: %s", path, exc)
-    return found
+    return listed(findings, snap, store), found
 
 
-def _encoded(points: list[EntryPoint]) -> dict[str, np.ndarray]:
-    arrays = {"line": np.array([p.line for p in points], np.int64),
-              "kind": np.array([KINDS.index(p.kind) for p in points], np.int8)}
+def _encoded(found: FileFindings) -> dict[str, np.ndarray]:
+    findings = found.findings
+    arrays = {"files": found.covered, "file_id": np.array([f.file_id for f in findings], np.int64),
+              "line": np.array([f.line for f in findings], np.int64),
+              "kind": np.array([f.kind for f in findings], np.int8)}
     for name in ("path", "detail"):
-        arrays[name], arrays[f"{name}_ends"] = pack_strings([getattr(p, name) for p in points])
+        arrays[name], arrays[f"{name}_ends"] = pack_strings([getattr(f, name) for f in findings])
     return arrays
 
 
-def _decoded(arrays: dict[str, np.ndarray] | None, snap: Snapshot) -> list[EntryPoint] | None:
-    """The saved entry points, or None where they do not fit the snapshot (found again then)."""
+def _decoded(arrays: dict[str, np.ndarray] | None, index_id: str) -> FileFindings | None:
+    """The saved findings of index `index_id`, or None where they do not fit together (every file read again
+    then)."""
     if arrays is None:
         return None
     try:
+        files, file_ids, kinds, lines = (arrays[name] for name in ("files", "file_id", "kind", "line"))
         paths, details = (unpack_strings(arrays[name], arrays[f"{name}_ends"]) for name in ("path", "detail"))
-        lines, kinds = arrays["line"].tolist(), arrays["kind"].tolist()
-        rows = list(zip(paths, lines, kinds, details, strict=True))
+        if files.dtype != np.int64 or files.ndim != 1 or bool(np.any(np.diff(files) <= 0)) or \
+                not bool(np.isin(file_ids, files).all() and np.all((kinds >= 0) & (kinds <= SCRIPT))
+                         and np.all(lines >= 1)):
+            return None
+        rows = zip(file_ids.tolist(), kinds.tolist(), lines.tolist(), paths, details, strict=True)
+        return FileFindings(index_id, files, [Finding(*row) for row in rows])
     except (KeyError, ValueError, TypeError):  # arrays missing, of another shape, or bytes that are not UTF-8
         return None
-    if not all(path in snap.path_to_file and line >= 1 and 0 <= kind < len(KINDS) for path, line, kind, _ in rows):
-        return None
-    return [EntryPoint(path, line, KINDS[kind], detail) for path, line, kind, detail in rows]

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -200,11 +200,13 @@ class Snapshot:
                 self._term_sets[row] = term_set(text)
         return [self._term_sets[row] for row in rows]
 
-    def file_texts(self) -> Iterator[tuple[int, str]]:
-        """(file id, the file's indexed text: its chunks joined) for every file, read from the store in
-        batches of files (whole-workspace passes: entry points, the tour)."""
+    def file_texts(self, file_ids: Iterable[int] | None = None) -> Iterator[tuple[int, str]]:
+        """(file id, the file's indexed text: its chunks joined) for every file (whole-workspace passes: the
+        tour) or for `file_ids` (entry points after a save), read from the store in batches of files."""
+        rows_of = self.file_chunk_rows
+        items = rows_of.items() if file_ids is None else ((f, rows_of[f]) for f in file_ids)
         batch: list[tuple[int, list[int]]] = []
-        for item in (*self.file_chunk_rows.items(), None):
+        for item in (*items, None):
             if item is not None:
                 batch.append((item[0], list(item[1])))
             if batch and (item is None or sum(len(rows) for _, rows in batch) >= 2000):

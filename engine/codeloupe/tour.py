@@ -12,7 +12,6 @@ import re
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from codeloupe.entrypoints import find_entry_points
 from codeloupe.lanes.tokens import STOP_WORDS
 from codeloupe.search import is_test_path
 from codeloupe.types import Tour, TourStop
@@ -61,4 +60,4 @@ def build_tour(ws: WorkspaceContext, limit: int = 20) -> Tour:
     for name in ranked[:max(limit, 0)]:
         path, line, kind, _ = min(definitions[name])
         stops.append(TourStop(name, kind, path, line, mentioned[name], len(definitions[name])))
-    return Tour(str(ws.root), find_entry_points(snap, ws.store.iter_symbol_rows()), stops, len(definitions))
+    return Tour(str(ws.root), ws.entry_points(), stops, len(definitions))

@@ -253,23 +253,25 @@ def test_copies_for_two_states_are_both_kept_so_two_versions_do_not_replace_each
 
 def test_another_machine_takes_the_entry_points_the_first_found(tmp_path: Path, pg_url: str) -> None:
     """Finding a repository's entry points reads every file's text from the database; the first process keeps
-    them there, and another answers from its copy."""
+    what each file says there, and another answers from its copy."""
     import dataclasses
 
-    from codeloupe.entrypoints import _encoded
+    from codeloupe.entrypoints import _decoded, _encoded
 
     _indexed(tmp_path, pg_url)
     first = _machine(tmp_path, pg_url, "a")
     found = first.entry_points()
     assert found and ".entrypoints.npz" in _kept(pg_url)
-    # Marked, saved again by the first process (and so kept in the database for the same state): the second
-    # process's answer is the kept copy, not the texts read again.
-    marked = [dataclasses.replace(p, detail=f"kept: {p.detail}") for p in found]
+    # Marked, saved again by the first process (and so kept in the database): the second process's answer is
+    # the kept copy, not the texts read again.
     stamp = _kept(pg_url)[".entrypoints.npz"][0]
-    save_arrays(_local(first, ".entrypoints.npz"), stamp, _encoded(marked))
+    saved = _decoded(load_arrays(_local(first, ".entrypoints.npz"), stamp), "")
+    assert saved is not None
+    save_arrays(_local(first, ".entrypoints.npz"), stamp, _encoded(dataclasses.replace(
+        saved, findings=[f._replace(detail=f"kept: {f.detail}") for f in saved.findings])))
     first.close()
     second = _machine(tmp_path, pg_url, "b")
     try:
-        assert second.entry_points() == marked
+        assert second.entry_points() == [dataclasses.replace(p, detail=f"kept: {p.detail}") for p in found]
     finally:
         second.close()
