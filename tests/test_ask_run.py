@@ -344,6 +344,18 @@ def test_cli_json_streams_events_and_ends_with_done(repo: Path, chat: ChatServer
                                                                      cited["end_line"])
 
 
+def test_cli_cited_code_comes_line_by_line_as_the_file_has_it_when_piped(repo: Path, chat: ChatServer,
+                                                                        capsys) -> None:
+    from codeloupe.cli import main
+
+    chat.add(Reply(render=lambda body: f"Hashing [[{cite(body, 'app/auth.py', 7)}:7-8]]."))
+    assert main(["ask", str(repo), "hash_password", "--no-agents", "--embed-provider", "none",
+                 "--chat-base-url", chat.base_url, "--chat-model", "scripted"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for number, line in enumerate(disk(repo, "app/auth.py", 7, 8).splitlines(), 7):
+        assert f"{number}  {line}" in out
+
+
 def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
     from codeloupe.cli import main
 

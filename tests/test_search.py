@@ -218,15 +218,17 @@ def test_cli_search_json(repo: Path) -> None:
     assert "total" in data["timing_ms"] and isinstance(data["related"], list)
 
 
-def test_cli_search_shows_every_character_of_a_long_code_line_when_piped(tmp_path: Path) -> None:
-    """Rule 5: shown code is the file's. A pipe gives rich an 80-column console, and code cropped there would
-    show a line the file does not have; long lines wrap instead."""
-    long_line = "    return " + " + ".join(f"weight_{i}" for i in range(30)) + " + final_ledger_total\n"
-    (tmp_path / "ledger.py").write_text("def ledger_sum():\n" + long_line)
+def test_cli_search_shows_every_code_line_whole_when_piped(tmp_path: Path) -> None:
+    """Rule 5: shown code is the file's. A pipe gives rich an 80-column console, where code would be cropped
+    (a line the file does not have) or wrapped (a line grep cannot find); piped code comes line by line as the
+    file has it, numbered, rich markup and all."""
+    long_line = "    return " + " + ".join(f"weight_{i}" for i in range(30)) + " + final_ledger_total"
+    markup = '    label = "[bold]total[/bold] :smile:"'
+    (tmp_path / "ledger.py").write_text(f"def ledger_sum():\n{markup}\n{long_line}\n")
     out = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path), "ledger sum",
                           "--embed-provider", "none"], capture_output=True, text=True, check=True)
-    shown = " ".join(out.stdout.split())
-    assert "final_ledger_total" in shown and "weight_29" in shown
+    lines = out.stdout.splitlines()
+    assert f"2  {markup}" in lines and f"3  {long_line}" in lines and "1  def ledger_sum():" in lines
 
 
 def test_cli_errors(tmp_path: Path) -> None:

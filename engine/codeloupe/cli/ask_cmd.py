@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from codeloupe.types import FileHit
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, index_workspace, open_workspace, print_code
 from .search_cmd import render as render_bundle
 
 if TYPE_CHECKING:  # the ask package pulls in the openai client (seconds): imported only when `ask` runs
@@ -70,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
 def show(events: Iterable[AskEvent]) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.syntax import Syntax
 
     from codeloupe.ask.events import Citation
 
@@ -95,8 +94,7 @@ def show(events: Iterable[AskEvent]) -> None:
             out.print(f"[cyan]{cited.path}:{cited.start_line}-{cited.end_line}[/cyan]"
                       + (f"  [dim]@ {cited.revision}[/dim]" if cited.revision else "")
                       + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
-            out.print(Syntax(cited.text.rstrip("\n"), cited.language or "text", line_numbers=True,
-                             start_line=cited.start_line, word_wrap=True))
+            print_code(out, cited.text, cited.language or "text", cited.start_line)
         elif event.type == "delta" and data["kind"] != "code":
             out.print(data["text"], end="", markup=False)
         elif event.type == "fallback":

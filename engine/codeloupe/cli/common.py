@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
 from codeloupe.discover import DiscoverError, check_root
@@ -19,6 +19,9 @@ from codeloupe.types import Progress
 
 from . import CliError
 from .workspace_root import find_workspace_root
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
@@ -154,3 +157,17 @@ def _stderr_console():
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def print_code(console: Console, text: str, language: str, start_line: int) -> None:
+    """Lines of a file: at a terminal highlighted and wrapped at its width, never cropped (a cropped line is
+    code the file does not have: rule 5); piped, every line whole and as the file has it, numbered, for a pager,
+    grep or a file (rich would wrap it at 80 columns and read brackets as markup)."""
+    lines = text.rstrip("\n").split("\n")
+    if console.is_terminal:
+        from rich.syntax import Syntax
+
+        console.print(Syntax("\n".join(lines), language, line_numbers=True, start_line=start_line, word_wrap=True))
+        return
+    width = len(str(start_line + len(lines) - 1))
+    console.out("\n".join(f"{n:>{width}}  {line}" for n, line in enumerate(lines, start_line)), highlight=False)

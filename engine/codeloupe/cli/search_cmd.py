@@ -14,7 +14,7 @@ from codeloupe.store import StoreError
 from codeloupe.types import Bundle, FileHit
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, index_workspace, open_workspace, print_code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,7 +104,6 @@ def _print(args: argparse.Namespace, bundle: Bundle) -> None:
 def render(bundle: Bundle) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.syntax import Syntax
 
     console = Console(highlight=False)
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
@@ -126,10 +125,7 @@ def render(bundle: Bundle) -> None:
         console.print(f"[bold]{hit.rank}. {hit.shown_path}[/bold]{pinned}  [dim]{hit.why}[/dim]")
         for chunk in hit.chunks:
             console.print(f"[cyan]{hit.shown_path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
-            # Wrapped, never cropped: a pipe gets an 80-column console, and a cropped line is code the file
-            # does not have (rule 5).
-            console.print(Syntax(chunk.text.rstrip("\n"), _lexer(hit), line_numbers=True,
-                                 start_line=chunk.start_line, word_wrap=True))
+            print_code(console, chunk.text, _lexer(hit), chunk.start_line)
     if bundle.related:
         console.rule("RELATED")
         for hit in bundle.related:
