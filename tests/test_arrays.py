@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from codeloupe.arrays import distinct
+from codeloupe.arrays import absent_from, distinct
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.float64])
@@ -22,3 +22,14 @@ def test_distinct_of_edge_cases() -> None:
     assert distinct(np.array([[4, 1], [1, 9]], np.int64)).tolist() == [1, 4, 9]  # flattened, as np.unique does
     big = np.array([2**62, -(2**62), 2**62, 0], np.int64)  # 64-bit keys: node pairs times kinds
     assert distinct(big).tolist() == [-(2**62), 0, 2**62]
+
+
+def test_absent_from_is_numpy_setdiff1d_for_ids() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        values = np.sort(rng.choice(3_000, rng.integers(0, 400), replace=False)).astype(np.int64)
+        others = rng.integers(0, 4_000, rng.integers(0, 400)).astype(np.int64)  # repeats, beyond values' range
+        assert np.array_equal(absent_from(values, others), np.setdiff1d(values, others))
+    empty = np.zeros(0, np.int64)
+    assert absent_from(empty, np.array([1], np.int64)).tolist() == []
+    assert absent_from(np.array([0, 5], np.int64), empty).tolist() == [0, 5]

@@ -19,3 +19,14 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def absent_from(values: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """The elements of `values` (non-negative integers: file or row ids) that `others` lacks, in their order:
+    `np.setdiff1d(values, others)` for distinct ascending `values`, by one scatter into a mask instead of
+    numpy 2.4's hash-based distinct values of both (a save's delta view at 40K files spent 144-195 ms there)."""
+    if not len(values):
+        return values
+    seen = np.zeros(int(max(values.max(), others.max(initial=-1))) + 1, bool)
+    seen[others] = True
+    return values[~seen[values]]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from codeloupe.arrays import absent_from
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.search import Snapshot, is_test_path
 from codeloupe.store import SymbolRow
@@ -205,7 +206,7 @@ def entry_points(ws: WorkspaceContext, known: FileFindings | None = None) -> tup
     if known is None:
         findings = file_findings(snap, None, store.iter_symbol_rows())
     else:
-        new = np.setdiff1d(indexed, known.covered, assume_unique=True).tolist()
+        new = absent_from(indexed, known.covered).tolist()
         still = np.isin(np.fromiter((f.file_id for f in known.findings), np.int64, len(known.findings)), indexed)
         findings = [f for f, keep in zip(known.findings, still.tolist()) if keep]
         if not new and len(findings) == len(known.findings) and len(known.covered) == len(indexed):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe import ranking as R
-from codeloupe.arrays import distinct
+from codeloupe.arrays import absent_from, distinct
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
@@ -613,7 +613,7 @@ class Searcher:
         present[current] = True
         live = present[base.table.file_ids]
         gone = set(known[~present[known]].tolist())
-        added_ids = np.setdiff1d(current, known)
+        added_ids = absent_from(current, known)
         pending = 0
         if len(added_ids) > R.DELTA_MAX_FILES:  # a bulk change: wait for the rebuild rather than re-tokenise here
             pending, added_ids = len(added_ids), added_ids[:0]
