@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from codeloupe.api import Workspace
@@ -187,6 +188,11 @@ def test_entry_points_are_saved_for_the_next_process(ws: Workspace) -> None:
         arrays[column][0] = value
         save_arrays(path, stamp, arrays)
         assert _next_process(root) == found, (column, value)
+    for column in ("kind", "line", "file_id"):  # a column of floats that would pass the range checks
+        arrays = _encoded(saved)
+        arrays[column] = arrays[column].astype(np.float64)
+        save_arrays(path, stamp, arrays)
+        assert _next_process(root) == found, column
     save_arrays(path, stamp, _encoded(saved))
     path.write_bytes(path.read_bytes()[:-40])
     assert _next_process(root) == found

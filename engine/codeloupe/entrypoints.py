@@ -66,6 +66,7 @@ class Finding(NamedTuple):
     detail: str
 
 
+MANIFEST = KINDS.index("manifest")
 SCRIPT = len(KINDS)
 
 
@@ -77,7 +78,7 @@ def file_findings(snap: Snapshot, file_ids: Collection[int] | None, symbols: Ite
         path = snap.file_paths[file_id]
         base = posixpath.basename(path)
         if base == "package.json":
-            found.extend(Finding(file_id, 0, 1, target, detail) for target, detail in _package_json(path, text))
+            found.extend(Finding(file_id, MANIFEST, 1, target, detail) for target, detail in _package_json(path, text))
         elif base == "pyproject.toml":
             found.extend(Finding(file_id, SCRIPT, 1, target, detail) for target, detail in _pyproject(path, text))
         if snap.file_is_doc.get(file_id):
@@ -117,13 +118,13 @@ def listed(findings: Iterable[Finding], snap: Snapshot, store: IndexStore) -> li
             if path is None:
                 continue
             function = finding.path.partition(":")[2].strip().split(".")[0]
-            kind, line = 0, lines.get((snap.path_to_file[path], function), 1)
+            kind, line = MANIFEST, lines.get((snap.path_to_file[path], function), 1)
             if is_test_path(path):
                 continue
         if path not in snap.path_to_file:
             continue
         point = EntryPoint(path, line, KINDS[kind], finding.detail)
-        key = (path, point.detail if kind == 0 else point.kind)  # every manifest entry is its own fact
+        key = (path, point.detail if kind == MANIFEST else point.kind)  # every manifest entry is its own fact
         if key not in found or (line, point.detail) < (found[key].line, found[key].detail):
             found[key] = point
     return sorted(found.values(), key=lambda p: (KINDS.index(p.kind), p.path, p.line))
@@ -241,9 +242,12 @@ def _decoded(arrays: dict[str, np.ndarray] | None, index_id: str) -> FileFinding
     try:
         files, file_ids, kinds, lines = (arrays[name] for name in ("files", "file_id", "kind", "line"))
         paths, details = (unpack_strings(arrays[name], arrays[f"{name}_ends"]) for name in ("path", "detail"))
-        if files.dtype != np.int64 or files.ndim != 1 or bool(np.any(np.diff(files) <= 0)) or \
-                not bool(np.isin(file_ids, files).all() and np.all((kinds >= 0) & (kinds <= SCRIPT))
-                         and np.all(lines >= 1)):
+        columns = (files, file_ids, kinds, lines)
+        # Integer columns only: a float kind would pass the range check and then fail as an index into KINDS.
+        if any(column.ndim != 1 or column.dtype.kind not in "iu" for column in columns) or \
+                bool(np.any(np.diff(files) <= 0)) or not bool(np.isin(file_ids, files).all()
+                                                            and np.all((kinds >= 0) & (kinds <= SCRIPT))
+                                                            and np.all(lines >= 1)):
             return None
         rows = zip(file_ids.tolist(), kinds.tolist(), lines.tolist(), paths, details, strict=True)
         return FileFindings(index_id, files, [Finding(*row) for row in rows])
