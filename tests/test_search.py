@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -229,6 +230,27 @@ def test_cli_search_shows_every_code_line_whole_when_piped(tmp_path: Path) -> No
                           "--embed-provider", "none"], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
     assert f"2  {markup}" in lines and f"3  {long_line}" in lines and "1  def ledger_sum():" in lines
+
+
+def test_cli_search_shows_a_repositorys_names_and_control_characters_as_text(tmp_path: Path) -> None:
+    """Rule 6: a file named like a rich closing tag (`d[/x].py`) crashed the search's output, and escape
+    sequences in code or names went to the terminal as they were (a title set, colours changed). Both come out
+    as text; the JSON keeps the bytes."""
+    (tmp_path / "d[").mkdir()
+    (tmp_path / "d[" / "x].py").write_text('def ledger_sum():\n    title = "\x1b]0;owned\x07\x1b[31mred"\n')
+    for piped in (True, False):
+        env = {**os.environ, "TTY_COMPATIBLE": "0" if piped else "1", "COLUMNS": "200"}
+        out = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path), "ledger sum",
+                              "--embed-provider", "none"], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        shown = out.stdout if piped else re.sub("\x1b\\[[0-9;]*m", "", out.stdout)  # rich's own colours
+        assert "d[/x].py" in shown and r"\x1b]0;owned\x07\x1b[31mred" in shown, shown
+        assert "\x1b]0;owned" not in out.stdout and "\x07" not in out.stdout  # no sequence reached the terminal
+        assert "\x1b[31mred" not in out.stdout
+    data = json.loads(subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path), "ledger sum",
+                                      "--embed-provider", "none", "--json"], capture_output=True, text=True,
+                                     check=True).stdout)
+    assert "\x1b]0;owned\x07" in data["core"][0]["chunks"][0]["text"]
 
 
 def test_cli_errors(tmp_path: Path) -> None:

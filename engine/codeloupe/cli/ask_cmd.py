@@ -13,10 +13,9 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from codeloupe.types import FileHit
-
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace, print_code
+from .common import add_workspace_args, index_workspace, markup_safe, open_workspace, print_code, visible
+from .search_cmd import map_line
 from .search_cmd import render as render_bundle
 
 if TYPE_CHECKING:  # the ask package pulls in the openai client (seconds): imported only when `ask` runs
@@ -69,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
 
 def show(events: Iterable[AskEvent]) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     from codeloupe.ask.events import Citation
 
@@ -82,23 +80,23 @@ def show(events: Iterable[AskEvent]) -> None:
         elif event.type == "flow":
             how = ("answered from the walkthrough cached for" if data["action"] == "served"
                    else "an earlier answer went to the model as context:")
-            status.print(f"[dim]{how} {escape(repr(data['question']))} (similarity {data['similarity']:.2f}; "
+            status.print(f"[dim]{how} {markup_safe(repr(data['question']))} (similarity {data['similarity']:.2f}; "
                          "codeloupe flows lists them)[/dim]")
         elif event.type == "plan" and data["agents"]:
             status.print(f"[dim]{len(data['agents'])} agents ({data['source']}): {', '.join(data['reasons'])}[/dim]")
         elif event.type == "agent" and data["phase"] in ("tool", "failed"):
             detail = data.get("tool") or data.get("error", "")
-            status.print(f"[dim]agent {data['agent']} {data['phase']}: {detail}[/dim]")
+            status.print(f"[dim]agent {data['agent']} {data['phase']}: {markup_safe(str(detail))}[/dim]")
         elif event.type == "citation":
             cited = Citation(**{**data, "requested": tuple(data["requested"]) if data["requested"] else None})
-            out.print(f"[cyan]{cited.path}:{cited.start_line}-{cited.end_line}[/cyan]"
-                      + (f"  [dim]@ {cited.revision}[/dim]" if cited.revision else "")
+            out.print(f"[cyan]{markup_safe(cited.path)}:{cited.start_line}-{cited.end_line}[/cyan]"
+                      + (f"  [dim]@ {markup_safe(cited.revision)}[/dim]" if cited.revision else "")
                       + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
             print_code(out, cited.text, cited.language or "text", cited.start_line)
         elif event.type == "delta" and data["kind"] != "code":
-            out.print(data["text"], end="", markup=False)
+            out.print(visible(data["text"]), end="", markup=False)  # the model's prose
         elif event.type == "fallback":
-            status.print(f"\n[yellow]no walkthrough: {data['reason']}; the retrieved files:[/yellow]")
+            status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}; the retrieved files:[/yellow]")
         elif event.type == "done" and event.result is not None:
             _finish(event.result, out)
 
@@ -112,9 +110,4 @@ def _finish(result: AskResult, out) -> None:
     if result.uncited:
         out.rule("also retrieved, not cited")
         for hit in result.uncited:
-            out.print(_map_line(hit))
-
-
-def _map_line(hit: FileHit) -> str:
-    symbols = f"  {', '.join(hit.symbols[:4])}" if hit.symbols else ""
-    return f"{hit.rank:>3}. [cyan]{hit.path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]{symbols}  [dim]{hit.why}[/dim]"
+            out.print(map_line(hit))

@@ -159,11 +159,29 @@ def _stderr_console():
     return Console(stderr=True)
 
 
+# Control characters other than tab and newline: a repository's code or file names are not to drive the
+# terminal (an escape sequence can retitle it, recolour or hide what follows, or move the cursor over lines).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+
+
+def markup_safe(text: str) -> str:
+    """Text from a repository or a model, for a rich markup string: shown as it is, never read as markup (a file
+    named `d[/x].py` is a closing tag rich rejects) and with no control characters."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
 def print_code(console: Console, text: str, language: str, start_line: int) -> None:
     """Lines of a file: at a terminal highlighted and wrapped at its width, never cropped (a cropped line is
     code the file does not have: rule 5); piped, every line whole and as the file has it, numbered, for a pager,
     grep or a file (rich would wrap it at 80 columns and read brackets as markup)."""
-    lines = text.rstrip("\n").split("\n")
+    lines = visible(text).rstrip("\n").split("\n")
     if console.is_terminal:
         from rich.syntax import Syntax
 

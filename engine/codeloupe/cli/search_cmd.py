@@ -14,7 +14,7 @@ from codeloupe.store import StoreError
 from codeloupe.types import Bundle, FileHit
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace, print_code
+from .common import add_workspace_args, index_workspace, markup_safe, open_workspace, print_code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -103,44 +103,45 @@ def _print(args: argparse.Namespace, bundle: Bundle) -> None:
 
 def render(bundle: Bundle) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(highlight=False)
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
                       + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
     if bundle.revision:
-        console.print(f"[dim]{bundle.root} @ {bundle.revision}[/dim]")
-    scope = f" · within {bundle.scope}/" if bundle.scope else ""
+        console.print(f"[dim]{markup_safe(str(bundle.root))} @ {markup_safe(bundle.revision)}[/dim]")
+    scope = f" · within {markup_safe(bundle.scope)}/" if bundle.scope else ""
     console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     for note in bundle.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        console.print(f"[yellow]note:[/yellow] {markup_safe(note)}")
     if not bundle.core:
         console.print("no match")
         return
     console.rule("CORE")
     for hit in bundle.core:
-        pinned = f" @ {hit.revision[:12]}" if hit.revision else ""
-        console.print(f"[bold]{hit.rank}. {hit.shown_path}[/bold]{pinned}  [dim]{hit.why}[/dim]")
+        pinned = f" @ {markup_safe(hit.revision[:12])}" if hit.revision else ""
+        path = markup_safe(hit.shown_path)
+        console.print(f"[bold]{hit.rank}. {path}[/bold]{pinned}  [dim]{markup_safe(hit.why)}[/dim]")
         for chunk in hit.chunks:
-            console.print(f"[cyan]{hit.shown_path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {chunk.breadcrumb}")
+            console.print(f"[cyan]{path}:{chunk.start_line}-{chunk.end_line}[/cyan]  {markup_safe(chunk.breadcrumb)}")
             print_code(console, chunk.text, _lexer(hit), chunk.start_line)
     if bundle.related:
         console.rule("RELATED")
         for hit in bundle.related:
             if not hit.tail:
-                console.print(_map_line(hit))
+                console.print(map_line(hit))
         tail = sum(hit.tail for hit in bundle.related)
         if tail:
             console.print(f"[dim]... and {tail} lower-ranked candidate files (--json lists every one)[/dim]")
 
 
-def _map_line(hit: FileHit) -> str:
-    symbols = ", ".join(hit.symbols[:4])
+def map_line(hit: FileHit) -> str:
+    """One RELATED file as a line of the map: path, best span, symbols, why."""
+    symbols = markup_safe(", ".join(hit.symbols[:4]))
     via = " [magenta](via graph)[/magenta]" if hit.via == "graph" else ""
-    return (f"{hit.rank:>3}. [cyan]{hit.shown_path}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
-            f"{'  ' + symbols if symbols else ''}  [dim]{hit.why}[/dim]{via}")
+    return (f"{hit.rank:>3}. [cyan]{markup_safe(hit.shown_path)}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
+            f"{'  ' + symbols if symbols else ''}  [dim]{markup_safe(hit.why)}[/dim]{via}")
 
 
 def _lexer(hit: FileHit) -> str:
