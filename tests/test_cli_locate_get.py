@@ -44,6 +44,14 @@ def test_locate_prints_every_occurrence_and_the_count(repo: Path) -> None:
                    "2 locations of the text 'getUser'"]
 
 
+def test_locate_shows_control_characters_of_a_line_as_text(repo: Path) -> None:
+    """A line's escape sequence is not sent to the terminal: it is shown as `\\x1b` (rule 6)."""
+    (repo / "app/banner.py").write_text('BANNER = "\x1b]0;owned\x07getUser"\n')
+    out = codeloupe("locate", str(repo), "BANNER").stdout
+    assert r'app/banner.py:1:1: BANNER = "\x1b]0;owned\x07getUser"' in out.splitlines()
+    assert "\x1b" not in out and "\x07" not in out
+
+
 def test_locate_identifier_matches_whole_names_and_substring_matches_inside_them(repo: Path) -> None:
     substring = json.loads(codeloupe("locate", str(repo), "get", "--json").stdout)
     assert [(h["path"], h["line"]) for h in substring["locations"]] == \
