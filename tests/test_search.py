@@ -346,7 +346,9 @@ def test_a_delta_views_maps_are_a_full_snapshots_of_the_same_state(tmp_path: Pat
 
     def rows_of(snap):
         live = np.ones(len(snap.table.ids), bool) if snap.live is None else snap.live
-        return sorted((int(snap.table.ids[r]), snap.chunk_paths[r], bool(snap.chunk_is_doc[r]), int(snap.chunk_kind[r]))
+        t = snap.table
+        return sorted((int(t.ids[r]), snap.chunk_paths[r], bool(snap.chunk_is_doc[r]), int(snap.chunk_kind[r]),
+                       t.kinds[r], t.names[r], t.breadcrumbs[r], t.symbols[r], int(t.start_lines[r]))
                       for r in np.flatnonzero(live))
 
     for name in ("file_paths", "file_languages", "file_is_doc", "file_kind", "path_to_file"):
@@ -355,7 +357,50 @@ def test_a_delta_views_maps_are_a_full_snapshots_of_the_same_state(tmp_path: Pat
     assert sorted(view.by_basename["auth.py"]) == ["app/auth.py", "lib/auth.py"]
     assert by_file(view) == by_file(full) and deleted not in by_file(view)
     assert rows_of(view) == rows_of(full)
+    assert [view.chunk_paths[r] for r in np.flatnonzero(~view.live)] == [""] * int((~view.live).sum()) > []
+    assert list(view.chunk_paths) == [view.chunk_paths[r] for r in range(len(view.table.ids))]
+    for scope in ("app", "lib", "tests", deleted):  # a scope is by file: the same rows as a full snapshot's
+        assert {int(i) for i in view.table.ids[searcher._mask(view, scope, "all")]} == \
+            {int(i) for i in full.table.ids[searcher._mask(full, scope, "all")]}
+    assert view.table.ids[searcher._mask(view, "lib", "all")].size > 0
+    assert view.table.symbols.many([0, len(view.table.ids) - 1]) == [view.table.symbols[0], view.table.symbols[-1]]
     assert view.file_kind[view.path_to_file["tests/test_new.py"]] == FILE_KINDS.index("test")
+
+
+def test_each_save_s_view_knows_the_files_the_index_holds(tmp_path: Path, lexical_workspace,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view after a save starts from the previous view's file ids and reads only what changed since: over
+    edits, a new file, a deletion and a file that comes back, every view holds the ids the index holds and the
+    rows and files of a full snapshot of the same state."""
+    from codeloupe import ranking
+
+    for rel, text in FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text))
+    ws = lexical_workspace(tmp_path)
+    searcher = ws.searcher()
+    searcher.refresh()
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+    base = searcher.snapshot()
+    render = tmp_path / "app/render.py"
+    steps = [(render, "def paint_canvas(brush):\n    return brush\n"),
+             (tmp_path / "app/extra.py", "def blend_colours(a, b):\n    return a\n"),
+             (tmp_path / "app/extra.py", None),
+             (render, "def paint_canvas(brush, colour):\n    return brush\n"),
+             (tmp_path / "app/extra.py", "def blend_colours(a, b, c):\n    return c\n")]
+    for path, text in steps:
+        if text is None:
+            path.unlink()
+        else:
+            path.write_text(text)
+        ws.update_files([path])
+        view = searcher.snapshot()
+        assert view.base is base
+        assert view.indexed.ids.tolist() == ws.store.file_ids().tolist()
+        full = searcher._build_snapshot(view.generation)
+        assert dict(view.file_paths) == full.file_paths
+        assert {int(i) for i in view.table.ids[view.live]} == {int(i) for i in full.table.ids}
+    assert paths(ws.search("blend_colours"))[0] == "app/extra.py"
 
 
 def test_the_lexical_index_is_reused_by_the_next_process_only_for_the_same_state(repo: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from codeloupe import ranking as R
@@ -150,7 +151,7 @@ def _jvm_path(qualified: str, file_name: str) -> str:
     return "/".join([*package, file_name])
 
 
-def resolve_suffix(path: str, by_basename: dict[str, list[str]]) -> str | None:
+def resolve_suffix(path: str, by_basename: Mapping[str, list[str]]) -> str | None:
     """The one workspace path that ends with the longest suffix of `path` any does (frames come from other
     machines); None when none does, or when several tie (a bare `__init__.py` names no file in particular).
 

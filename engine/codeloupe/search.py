@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -26,6 +26,7 @@ from codeloupe import ranking as R
 from codeloupe.arrays import absent_from, distinct
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
+from codeloupe.columns import Joined, Overlay
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
@@ -47,8 +48,8 @@ from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
 from codeloupe.parallel import map_in_workers
 from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
-from codeloupe.store import ChunkTable, FileRow
-from codeloupe.store.protocol import LexicalStatistics
+from codeloupe.store import ChunkTable, FileIds, FileRow
+from codeloupe.store.protocol import FileIdChanges, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
@@ -124,23 +125,25 @@ class Snapshot:
 
     generation: int
     table: ChunkTable
-    file_paths: dict[int, str]
-    file_languages: dict[int, str]
-    file_is_doc: dict[int, bool]
-    chunk_paths: list[str]
+    # Maps and per-chunk sequences: dicts and lists in a full snapshot, views over them in a delta view.
+    file_paths: Mapping[int, str]
+    file_languages: Mapping[int, str]
+    file_is_doc: Mapping[int, bool]
+    chunk_paths: Sequence[str]
     chunk_is_doc: np.ndarray  # bool [n]
     chunk_kind: np.ndarray  # int8 [n]: index into FILE_KINDS
-    file_kind: dict[int, int]  # file id -> index into FILE_KINDS
-    by_basename: dict[str, list[str]]
-    path_to_file: dict[str, int]
+    file_kind: Mapping[int, int]  # file id -> index into FILE_KINDS
+    by_basename: Mapping[str, list[str]]
+    path_to_file: Mapping[str, int]
     bm25: BM25Index | StackedBM25 | IndexedBM25
     symbols: SymbolIndex | StackedSymbols
-    file_chunk_rows: dict[int, list[int]]
+    file_chunk_rows: Mapping[int, list[int]]
     # A delta view (files changed since the full snapshot was built, searched beside it): the full snapshot it
     # stands on, which rows of it are still current, and how many changed files it could not take in.
     base: Snapshot | None = None
     live: np.ndarray | None = None
     pending_files: int = 0
+    indexed: FileIds | None = None  # every file id the index held as it was built (a store that can tell)
     index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
     files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
     summaries_saved: Path | None = None  # the same for the summary lane's
@@ -490,7 +493,7 @@ class Searcher:
                 self._snapshot = self._view = self._build_snapshot(generation)
                 self._dense = None
                 return self._view
-            self._view = self._delta_view(base, generation)
+            self._view = self._delta_view(base, generation, self._view)
             view = self._view
         self._rebuild_in_background()
         return view
@@ -571,6 +574,7 @@ class Searcher:
         opens the same index state (a restarted editor)."""
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
+        indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
         inputs = snapshot_file(store.path)
         loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
         if loaded is None:
@@ -590,6 +594,7 @@ class Searcher:
             bm25 = _kept_beside(bm25, saved, table.ids, stamp, "the lexical index")  # read in place, as a restart
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
         snapshot.index_id = store.index_id
+        snapshot.indexed = indexed
         snapshot.files_saved = store.path.with_name(store.path.name + ".files.npz")
         snapshot.summaries_saved = store.path.with_name(store.path.name + ".summaries.npz")
         snapshot.entities_saved = store.path.with_name(store.path.name + ".entities.npz")
@@ -601,13 +606,15 @@ class Searcher:
         after_large_build(len(rows))  # the rows and arrays it was built or loaded through
         return snapshot
 
-    def _delta_view(self, base: Snapshot, generation: int) -> Snapshot:
+    def _delta_view(self, base: Snapshot, generation: int, previous: Snapshot | None) -> Snapshot:
         """`base` with the rows of changed files masked out and their new chunks appended. A save's cost is what
         it changed: the ids of the files indexed now against the base's (ids are never reused, so a changed file
-        is a gone id and a new one), then only the new files' rows, chunks and symbols are read."""
+        is a gone id and a new one), then only the new files' rows, chunks and symbols are read. `previous`: the
+        view queries searched until now (the base, or a view over it), whose ids are the starting point."""
         store = self.ws.store
-        current = store.file_ids()
         known = np.fromiter(base.file_paths, np.int64, len(base.file_paths))
+        indexed = self._indexed((previous if previous is not None and previous.base is base else base).indexed)
+        current = store.file_ids() if indexed is None else indexed.ids
         present = np.zeros(int(max(current.max(initial=-1), known.max(initial=-1),
                                    base.table.file_ids.max(initial=-1))) + 1, bool)
         present[current] = True
@@ -624,8 +631,16 @@ class Searcher:
             [base.bm25, BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)])
         symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
         full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
-        return _assemble_delta(base, generation, table, added, gone, bm25=bm25, symbols=symbols, live=full_live,
+        view = _assemble_delta(base, generation, table, added, gone, bm25=bm25, symbols=symbols, live=full_live,
                                pending_files=pending)
+        view.indexed = indexed
+        return view
+
+    def _indexed(self, seen: FileIds | None) -> FileIds | None:
+        """Every file id the index holds now, from `seen` (the ids of the snapshot or view searched until now)
+        and what changed since, where the store can tell (`FileIdChanges`); None where it cannot."""
+        store = self.ws.store
+        return store.file_ids_now(seen) if isinstance(store, FileIdChanges) else None
 
     def dense(self, snap: Snapshot) -> DenseSnapshot | None:
         """The vectors as of now; None (with `_dense_error` set) when no provider or no vectors."""
@@ -816,9 +831,13 @@ class Searcher:
         if snap.live is not None:
             mask &= snap.live
         scope = scope.strip().strip("/")
-        if scope and scope != ".":
+        if scope and scope != ".":  # by file, then spread to the files' rows: no loop over chunks
             prefix = scope + "/"
-            mask &= np.array([p == scope or p.startswith(prefix) for p in snap.chunk_paths], dtype=bool)
+            files = snap.table.file_ids
+            inside = np.zeros(int(files.max(initial=-1)) + 1, bool)
+            inside[[f for f, p in snap.file_paths.items() if (p == scope or p.startswith(prefix))
+                    and f < len(inside)]] = True
+            mask &= inside[files]
         return mask
 
     def _dense_lane(self, snap: Snapshot, statuses: list[LaneStatus]) -> DenseSnapshot | IndexedDense | None:
@@ -1085,16 +1104,15 @@ def _concat_tables(a: ChunkTable, b: ChunkTable) -> ChunkTable:
     return ChunkTable(
         ids=np.concatenate([a.ids, b.ids]), file_ids=np.concatenate([a.file_ids, b.file_ids]),
         start_lines=np.concatenate([a.start_lines, b.start_lines]),
-        end_lines=np.concatenate([a.end_lines, b.end_lines]), kinds=a.kinds + b.kinds, names=a.names + b.names,
-        breadcrumbs=a.breadcrumbs + b.breadcrumbs, symbols=a.symbols + b.symbols, texts=a.texts + b.texts,
+        end_lines=np.concatenate([a.end_lines, b.end_lines]), kinds=Joined(a.kinds, b.kinds),
+        names=Joined(a.names, b.names), breadcrumbs=Joined(a.breadcrumbs, b.breadcrumbs),
+        symbols=a.symbols + b.symbols, texts=a.texts + b.texts,
     )
 
 
 def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *,
               bm25: BM25Index | StackedBM25 | IndexedBM25,
-              symbols: SymbolIndex | StackedSymbols, base: Snapshot | None = None,
-              live: np.ndarray | None = None, pending_files: int = 0, kinds: dict[int, int] | None = None
-              ) -> Snapshot:
+              symbols: SymbolIndex | StackedSymbols, kinds: dict[int, int] | None = None) -> Snapshot:
     """The per-file maps a query needs, over `files` (the files whose rows are live in `table`); `kinds`: the
     files' kinds when known (saved beside the index; computing them runs regexes over every path)."""
     file_paths = {r.id: r.path for r in files}
@@ -1123,65 +1141,52 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *,
     rows, bounds = order.tolist(), [*starts.tolist(), len(order)]
     file_chunk_rows = {f: rows[a:b] for f, a, b in zip(chunk_files[order[starts]].tolist(), bounds, bounds[1:])
                        if known[f]}
-    if base is not None:  # reuse the per-chunk flags of the rows the base already had
-        n = len(base.table.ids)
-        is_doc = np.concatenate([base.chunk_is_doc, doc_of[chunk_files[n:]]]).astype(bool)
-        chunk_kind = np.concatenate([base.chunk_kind, kind_of[chunk_files[n:]]]).astype(np.int8)
-    else:
-        is_doc = doc_of[chunk_files]
-        chunk_kind = kind_of[chunk_files]
     return Snapshot(
         generation=generation, table=table, file_paths=file_paths,
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
-        chunk_paths=chunk_paths, chunk_is_doc=is_doc, chunk_kind=chunk_kind,
+        chunk_paths=chunk_paths, chunk_is_doc=doc_of[chunk_files], chunk_kind=kind_of[chunk_files],
         file_kind=kinds,
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
         bm25=bm25, symbols=symbols, file_chunk_rows=file_chunk_rows,
-        base=base, live=live, pending_files=pending_files,
     )
 
 
 def _assemble_delta(base: Snapshot, generation: int, table: ChunkTable, added: list[FileRow], gone: set[int], *,
                     bm25: StackedBM25 | IndexedBM25, symbols: StackedSymbols, live: np.ndarray,
                     pending_files: int) -> Snapshot:
-    """`_assemble`'s maps for a delta view, from the base's: the files of `gone` taken out, those of `added`
-    (whose chunks are `table`'s rows past the base's) put in. At 40K files assembling them anew took 1.7 s of
-    the first query after every save (a regex per path for the file kinds, a list per file)."""
-    file_paths, languages, is_doc, kinds = (dict(base.file_paths), dict(base.file_languages),
-                                            dict(base.file_is_doc), dict(base.file_kind))
-    path_to_file, by_basename = dict(base.path_to_file), dict(base.by_basename)
-    file_chunk_rows = dict(base.file_chunk_rows)
-    chunk_paths = list(base.chunk_paths)
-    for file_id in gone:
-        path = file_paths.pop(file_id, None)
-        for mapping in (languages, is_doc, kinds):
-            mapping.pop(file_id, None)
-        for row in file_chunk_rows.pop(file_id, []):
-            chunk_paths[row] = ""  # as a full assembly leaves the rows of files it does not know
-        if path is not None:
-            path_to_file.pop(path, None)
-            name = path.rsplit("/", 1)[-1]
-            by_basename[name] = [p for p in by_basename.get(name, []) if p != path]
-            if not by_basename[name]:
-                del by_basename[name]
+    """`_assemble`'s maps for a delta view, standing on the base's: the files of `gone` taken out, those of
+    `added` (whose chunks are `table`'s rows past the base's) put in. At 40K files assembling them anew took 1.7 s
+    of the first query after every save (a regex per path for the file kinds, a list per file); copying the
+    base's maps and per-chunk lists, then tens of ms of the collector walking the copies."""
+    gone_paths = {base.file_paths[f] for f in gone if f in base.file_paths}
+    by_name: dict[str, list[str]] = {}  # the basenames the save touched, their paths now
+    for path in gone_paths:
+        name = path.rsplit("/", 1)[-1]
+        by_name.setdefault(name, [p for p in base.by_basename.get(name, []) if p not in gone_paths])
     for r in added:
-        file_paths[r.id], languages[r.id], is_doc[r.id] = r.path, r.language, r.is_doc
-        kinds[r.id] = FILE_KINDS.index(file_kind(r.path, r.language))
-        path_to_file[r.path] = r.id
         name = r.path.rsplit("/", 1)[-1]
-        by_basename[name] = [*by_basename.get(name, []), r.path]
+        by_name.setdefault(name, list(base.by_basename.get(name, []))).append(r.path)
     n = len(base.table.ids)
     extra_files = table.file_ids[n:].tolist()
+    rows_of: dict[int, list[int]] = {}
     for offset, file_id in enumerate(extra_files):
-        file_chunk_rows.setdefault(file_id, []).append(n + offset)
-    chunk_paths.extend(file_paths.get(f, "") for f in extra_files)
+        rows_of.setdefault(file_id, []).append(n + offset)
+    file_paths = Overlay(base.file_paths, {r.id: r.path for r in added}, gone)
+    is_doc = Overlay(base.file_is_doc, {r.id: r.is_doc for r in added}, gone)
+    kinds = Overlay(base.file_kind, {r.id: FILE_KINDS.index(file_kind(r.path, r.language)) for r in added}, gone)
+    # The rows of gone files read "", as a full assembly leaves the rows of files it does not know.
+    blanked = {row: "" for f in gone for row in base.file_chunk_rows.get(f, [])}
     extra_is_doc = np.array([is_doc.get(f, False) for f in extra_files], bool)
     extra_kind = np.array([kinds.get(f, 0) for f in extra_files], np.int8)
     return Snapshot(
-        generation=generation, table=table, file_paths=file_paths, file_languages=languages, file_is_doc=is_doc,
-        chunk_paths=chunk_paths, chunk_is_doc=np.concatenate([base.chunk_is_doc, extra_is_doc]),
-        chunk_kind=np.concatenate([base.chunk_kind, extra_kind]), file_kind=kinds, by_basename=by_basename,
-        path_to_file=path_to_file, bm25=bm25, symbols=symbols, file_chunk_rows=file_chunk_rows,
+        generation=generation, table=table, file_paths=file_paths,
+        file_languages=Overlay(base.file_languages, {r.id: r.language for r in added}, gone), file_is_doc=is_doc,
+        chunk_paths=Joined(base.chunk_paths, [file_paths.get(f, "") for f in extra_files], blanked),
+        chunk_is_doc=np.concatenate([base.chunk_is_doc, extra_is_doc]),
+        chunk_kind=np.concatenate([base.chunk_kind, extra_kind]), file_kind=kinds,
+        by_basename=Overlay(base.by_basename, {k: v for k, v in by_name.items() if v}, by_name),
+        path_to_file=Overlay(base.path_to_file, {r.path: r.id for r in added}, gone_paths), bm25=bm25,
+        symbols=symbols, file_chunk_rows=Overlay(base.file_chunk_rows, rows_of, gone),
         base=base, live=live, pending_files=pending_files,
     )
 

@@ -6,6 +6,8 @@ names they define finds the file a report is about even when no single chunk mat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from codeloupe.lanes.lexical import BM25Index, texts_in_pages
@@ -15,7 +17,7 @@ from codeloupe.store.protocol import IndexStore
 DEFINITIONS_PAGE = 2000  # files whose definitions are read at a time: 40K files' texts at once were the peak
 
 
-def build_entity_index(file_paths: dict[int, str], store: IndexStore) -> tuple[np.ndarray, BM25Index]:
+def build_entity_index(file_paths: Mapping[int, str], store: IndexStore) -> tuple[np.ndarray, BM25Index]:
     """(file ids in document order, the BM25 index over them), a document being a file's path and its
     definitions' names and signatures (`definition_words`). Documents are read a page of files at a time and
     tokenised as the index consumes them, never all held at once."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.store import ChunkTable, FileRow, SkippedFile, SymbolRow, VectorMatrix
+from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
 
@@ -111,6 +111,16 @@ class NearestChunks(Protocol):
         """Whether the repository holds too many vectors of `model` for a process to hold them (then only
         `nearest_chunks` searches them); a smaller one's are read whole (`vector_matrix`) and scanned in the
         process, as another store's."""
+        ...
+
+
+@runtime_checkable
+class FileIdChanges(Protocol):
+    """A store that can say which files came and went since a reader's last look, without reading every id."""
+
+    def file_ids_now(self, seen: FileIds | None = None) -> FileIds:
+        """Every file id indexed now: from `seen` (an earlier answer of this store) and what changed since when
+        it can tell, else read whole."""
         ...
 
 
