@@ -109,6 +109,9 @@ export function runSearchPicker(client: LanguageClient, { showBundle, remember }
             }
             latest = result;
             picker.items = searchItems(result);
+            // Enter straight after typing opens the top file, as in every picker of files (in the real workbench
+            // the first row, which opens the bundle, was the one highlighted); the bundle row stays one Up away.
+            picker.activeItems = picker.items.filter((item) => item.match !== undefined).slice(0, 1);
         } catch (error) {
             if (!source.token.isCancellationRequested) {
                 picker.items = [{ label: `$(error) Search failed: ${error instanceof Error ? error.message : String(error)}`, alwaysShow: true }];

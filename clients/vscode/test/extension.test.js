@@ -140,6 +140,8 @@ describe('the extension against the real server', function () {
             const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
             assert.deepEqual(searches.calls.map((call) => call.params.query), ['check the password on login'], 'one request, for the last value');
             assert.ok(items[0].openBundle, 'the first item opens the whole bundle');
+            const top = items.find((item) => item.match);
+            assert.deepEqual(picker.activeItems, [top], 'the top file is highlighted, not the bundle row');
             const result = searches.calls[0].result;
             // With embeddings off by choice (provider none) the server's notes are empty: nothing is partial.
             assert.deepEqual(result.notes, []);
@@ -173,6 +175,23 @@ describe('the extension against the real server', function () {
         } finally {
             searches.restore();
         }
+    });
+
+    it('search: Enter right after typing opens the top file, not the bundle', async function () {
+        await vscode.commands.executeCommand('codeloupe.client.search');
+        const picker = probe.quickPicks.at(-1);
+        picker.value = 'refund the wombat surcharge';
+        const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+        const top = items.find((item) => item.match);
+        assert.ok(items[0].openBundle && top.label.includes('app/billing.py'), items.map((item) => item.label).join(', '));
+        const panels = probe.panels.length;
+        const before = probe.shown.length;
+        await picker.pressEnter();
+        const opened = await waitFor('the top file', () => probe.shown.length > before && probe.shown.at(-1));
+        assert.equal(opened.uri.fsPath, path.join(workspace.root, 'app', 'billing.py'));
+        assert.equal(opened.options.preview, false);
+        assert.equal(probe.panels.length, panels, 'no bundle view opened');
+        assert.equal(picker.visible, false);
     });
 
     it('search: a match deep in a chunk opens at its line with nothing selected and names its own symbol', async function () {
@@ -593,6 +612,9 @@ describe('the extension against the real server', function () {
 
     it('the manifest: keybindings, context menus, enablement, enable and timeout settings, an icon, the sidebar view', function () {
         const { contributes } = packageJson;
+        // "limited", not false: VS Code activates an extension that does not support Restricted Mode only once the
+        // workspace is trusted, so nothing would tell the user why codeloupe is silent (seen in the real workbench).
+        assert.equal(packageJson.capabilities.untrustedWorkspaces.supported, 'limited');
         const commands = new Map(contributes.commands.map((command) => [command.command, command]));
         for (const [id, command] of commands) {
             if (id !== 'codeloupe.client.setChatApiKey') {

@@ -589,6 +589,11 @@ class QuickPick {
         this.activeItems = [item];
         return this._changeActive.fire(this.activeItems);
     }
+    /** Test helper: press Enter with nothing moved (VS Code accepts the highlighted row). */
+    pressEnter() {
+        this.selectedItems = [...this.activeItems];
+        return this._accept.fire(undefined);
+    }
     /** Test helper: press Enter on an item. */
     accept(item) {
         this.activeItems = [item];
