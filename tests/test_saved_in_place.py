@@ -106,3 +106,48 @@ def test_a_member_whose_header_is_elsewhere_than_the_archive_says_is_refused(tmp
     with zipfile.ZipFile(path) as archive:
         assert archive.getinfo("data.npy").header_offset == len(raw) - 6  # the directory still reads
     assert load_arrays(path, "s", mapped=("data",)) is None
+
+
+def test_writers_of_one_saved_file_at_once_leave_one_whole_file(tmp_path: Path) -> None:
+    """Two threads of a server (or a server and a command) saving the same file at once each write a file of their
+    own: with one shared temporary name their bytes mixed and one rename failed. Whichever wins, the file is one
+    writer's whole: its stamp and its arrays agree."""
+    import threading
+
+    path = tmp_path / "index.sqlite.bm25.npz"
+    arrays = {stamp: {"values": np.full(2_000_000, value, np.int64)} for stamp, value in (("a", 1), ("b", 2))}
+    failures: list[BaseException] = []
+
+    def writer(stamp: str) -> None:
+        try:
+            for _ in range(6):
+                save_arrays(path, stamp, arrays[stamp])
+        except BaseException as exc:  # reported below: a failed save is what this test is about
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(stamp,)) for stamp in arrays]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    found = [(stamp, load_arrays(path, stamp)) for stamp in arrays]
+    (stamp, loaded), = [(s, a) for s, a in found if a is not None]
+    assert np.array_equal(loaded["values"], arrays[stamp]["values"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary file left
+
+
+def test_a_temporary_file_a_killed_writer_left_is_removed_once_stale(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from codeloupe.saved import STALE_TMP_S
+
+    path = tmp_path / "index.sqlite.files.npz"
+    stale, recent = (tmp_path / f"{path.name}.{name}.tmp" for name in ("killed", "writing"))
+    for left in (stale, recent):
+        left.write_bytes(b"partial")
+    os.utime(stale, (time.time() - STALE_TMP_S - 60,) * 2)
+    save_arrays(path, "s", {"values": np.arange(3)})
+    assert not stale.exists() and recent.exists()  # another writer's file, still being written, is left alone
+    assert load_arrays(path, "s")["values"].tolist() == [0, 1, 2]

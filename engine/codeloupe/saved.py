@@ -14,10 +14,14 @@ there when the copy was saved for the same state, then read like any other (the 
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import io
 import logging
 import mmap
+import os
 import struct
+import tempfile
 import time
 import weakref
 import zipfile
@@ -77,18 +81,15 @@ def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
     `parts` make more arrays, each called only when its turn to be written comes and let go once written: a
     large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it),
     each array's bytes starting at a multiple of 64 so that `load_arrays` can map them in place."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    def write(tmp: Path) -> None:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for part in (lambda: arrays, *parts, lambda: {_STAMP: np.array(stamp)}):
                 for name, array in part().items():
                     member = _aligned_member(f"{name}.npy", archive.fp.tell())
                     with archive.open(member, "w", force_zip64=True) as fh:
                         np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space
-        raise
+
+    _replace(path, write)
     kept = _keeper_of(path)
     if kept is not None:
         keeper, suffix = kept
@@ -145,13 +146,32 @@ def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.
 
 def _write_whole(path: Path, data: bytes) -> None:
     """`data` as the file at `path`, replaced atomically."""
-    tmp = path.with_name(path.name + ".tmp")
+    _replace(path, lambda tmp: tmp.write_bytes(data))
+
+
+# A writer's temporary file this old beside its target was left by a killed process (a large lexical index is
+# written in seconds): the next writer of the same target removes it.
+STALE_TMP_S = 3600
+
+
+def _replace(path: Path, write: Callable[[Path], object]) -> None:
+    """`write` a temporary file of this writer's own beside `path`, then put it in `path`'s place atomically.
+    Writers of one file (two threads of a server, a server and a command) each have their own: one shared name
+    let them write into the same file at once, mixing their bytes, and the later rename found nothing."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
     try:
-        tmp.write_bytes(data)
+        write(tmp)
         tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not keep the partial file's space
         raise
+    now = time.time()
+    for left in path.parent.glob(glob.escape(path.name) + ".*tmp"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
+            if now - left.stat().st_mtime > STALE_TMP_S:
+                left.unlink()
 
 
 def _mapped_members(path: Path, archive: zipfile.ZipFile, names: list[str]) -> dict[str, np.ndarray]:
