@@ -7,33 +7,35 @@ both), installs the .vsix into a fresh extensions dir, starts code-server with `
 .venv/bin first on PATH (`codeloupe-lsp` on PATH: the default server setup; also on the login shell's PATH, which
 is the one the extension host gets, see start_code_server), and with Playwright:
 
-* restricted mode: a second workspace is opened and the trust prompt answered "No"; the README promises
-  that the status bar and a notification say codeloupe is off (checked: "restricted mode says so");
-* the main workspace, trusted through the startup prompt as a user would ("Yes, I trust the authors"):
+* restricted mode: a second workspace is opened and left untrusted (the trust prompt answered "No" where
+  one appears; code-server opens it in Restricted Mode without asking); the README promises that the status
+  bar and a notification say codeloupe is off (checked: "restricted mode says so");
+* the main workspace, trusted as a user would (the startup prompt's "Yes, I trust the authors", or the
+  Restricted Mode banner's Manage, then Trust):
   - the status bar item reaches "codeloupe N files";
   - "Codeloupe: Search the Codebase" from the command palette: the query finds app/auth.py in the real
     QuickPick, with its CORE separator, highlighted; Enter straight after typing opens an auth.py tab, with the
     cursor on the row's line;
   - the activity bar's "Last Bundle" view lists the file;
   - hover on line 1 of auth.py (graph neighbours) and the code lenses (file lens, "used in N files");
-  - "Open the full bundle" (one row up from the top file): the bundle webview shows the file, and clicking a file link in it opens an editor
-    (the page's script and its message to the extension work under the real CSP);
+  - "Open the full bundle" (one row up from the top file): the bundle webview shows the file, and clicking
+    a file link in it opens an editor (the page's script and its message to the extension work under the
+    real CSP);
   - clicking the status bar item opens the index status webview;
   - "Codeloupe: Show Graph" opens the graph webview, where clicking the bubble lists its files and clicking one
     opens it; "Codeloupe: Tour" lists the entry point;
   - no error notification showed during the run.
 Each check prints one PASS/FAIL line; the exit status is 1 if any failed. Screenshots go to --out.
 
-Install (once, ~5 min of native builds; idempotent) and build the .vsix:
+Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored), and build the .vsix:
 
-    bash ../shared/tools/real-vscode.sh /work/scratch/realvscode
-    python3 -m venv /work/scratch/pwvenv && /work/scratch/pwvenv/bin/pip install playwright
-    (cd clients/vscode && npm run package -- --out /work/scratch/codeloupe-0.1.0.vsix)
+    bash ../shared/tools/real-vscode.sh .workbench/code-server
+    python3 -m venv .workbench/venv && .workbench/venv/bin/pip install playwright==1.65.2
+    npm run package --prefix clients/vscode
 
 Playwright drives the system Chromium (`apt-get install -y chromium`); its own browsers are not needed. Run:
 
-    /work/scratch/pwvenv/bin/python bench/vscode_workbench.py --vsix /work/scratch/codeloupe-0.1.0.vsix \
-        [--code-server /work/scratch/realvscode] [--out /work/scratch/workbench-shots]
+    .workbench/venv/bin/python bench/vscode_workbench.py [--vsix PATH] [--code-server DIR] [--out DIR]
 """
 
 from __future__ import annotations
@@ -501,10 +503,10 @@ def check_trusted(checks: Checks, port: int, folder: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--code-server", type=Path, default=Path("/work/scratch/realvscode"),
+    parser.add_argument("--code-server", type=Path, default=REPO / ".workbench" / "code-server",
                         help="the directory real-vscode.sh installed into")
     parser.add_argument("--vsix", type=Path, default=REPO / "clients" / "vscode" / "codeloupe-0.1.0.vsix")
-    parser.add_argument("--out", type=Path, default=Path("/work/scratch/workbench-shots"), help="screenshots")
+    parser.add_argument("--out", type=Path, default=REPO / ".workbench" / "shots", help="screenshots")
     parser.add_argument("--venv-bin", type=Path, default=REPO / ".venv" / "bin",
                         help="put first on code-server's PATH (where codeloupe-lsp is)")
     args = parser.parse_args()
