@@ -64,3 +64,14 @@ def test_an_index_without_a_removal_log_answers_by_reading_every_id(tmp_path: Pa
         now = store.file_ids_now(look)
         assert now.ids.tolist() == store.file_ids().tolist() and len(now.ids) == 2 and now.removed_up_to == -1
     assert store.file_ids_now(now).removed_up_to == -1
+
+
+def test_a_damaged_removal_log_row_costs_a_whole_read_not_a_wrong_answer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.sqlite")
+    for f in range(3):
+        _write(store, f"m{f}.py", 0)
+    seen = store.file_ids_now()
+    store.delete_files(["m1.py"])
+    with store.transaction() as conn:  # the removal's row damaged: text where an id belongs
+        conn.execute("UPDATE removed_files SET file_id = 'not an id' WHERE seq = (SELECT max(seq) FROM removed_files)")
+    assert store.file_ids_now(seen).ids.tolist() == store.file_ids().tolist() == [seen.ids[0], seen.ids[2]]

@@ -593,7 +593,9 @@ class Store:
                 parts[part].append(value)
             pruned_to = parts[2][0] if parts[2] else 0
             if pruned_to <= seen.removed_up_to:  # the log still holds every removal since `seen`
-                ids = np.concatenate([absent_from(seen.ids, np.array(parts[4], np.int64)),
+                # A damaged log row (not an id) is left out: the count below then misses and every id is read.
+                removed = np.array([v for v in parts[4] if isinstance(v, int)], np.int64)
+                ids = np.concatenate([absent_from(seen.ids, removed),
                                       np.sort(np.array(parts[3], np.int64))])
                 if len(ids) == parts[0][0]:
                     return FileIds(ids, parts[1][0])
