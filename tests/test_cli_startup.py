@@ -34,3 +34,15 @@ def test_the_language_server_starts_without_the_postgresql_driver() -> None:
     probe = "import sys, codeloupe_lsp.server; print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_worker_help_states_the_defaults_the_worker_uses() -> None:
+    """`codeloupe worker --help` writes its defaults as literals (reading them would import the PostgreSQL driver
+    at every start); they must say what the worker then does."""
+    from codeloupe.cli import build_parser
+    from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S
+
+    worker = build_parser()._subparsers._group_actions[0].choices["worker"]
+    helps = {action.dest: action.help for action in worker._actions}
+    assert f"(default {LEASE_S:g})" in helps["lease_s"]
+    assert f"holds {GLOBAL_INDEX_MIN_VECTORS:,} vectors" in helps["no_global_index"]
