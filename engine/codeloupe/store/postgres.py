@@ -296,7 +296,8 @@ DROP TABLE lex_postings;
 -- Files a process derives from a repository's rows and saves beside its local name (the search snapshot's
 -- inputs, the graph, the file summaries: `codeloupe.saved`), kept here for every other process that opens the
 -- repository: each replica would otherwise build them again (seconds of CPU for a repository's first search).
--- One row a file, replaced when the repository's state moves; the stamp says which state it was built from.
+-- One row a file, replaced when the repository's state moves (migration 6 keeps one per state); the stamp says
+-- which state it was built from.
 CREATE TABLE saved_files (
     repo_id INTEGER NOT NULL REFERENCES repositories(id) ON DELETE CASCADE,
     suffix TEXT NOT NULL,
