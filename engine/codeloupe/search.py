@@ -781,7 +781,10 @@ class Searcher:
                 if weights.get("file") else None
             summary = _file_ranking(snap, summaries.index, terms, file_allowed, fusion, "summary") \
                 if summaries is not None and summaries.ready else None
-            scored.append((self._word_lane_scores(snap, variant.text, terms, weights, fusion), files, summary))
+            # Ranked here, while the dense thread still embeds and multiplies: a ranking only reads its scores.
+            ranked = {name: (scores, _rank(scores, mask, R.LANE_DEPTH)) for name, scores in
+                      self._word_lane_scores(snap, variant.text, terms, weights, fusion).items()}
+            scored.append((ranked, files, summary))
         if pending is not None:
             dense_scores = pending.result()
             # The dense thread's figures, beside this one's stages: its wall time embedding the query, its CPU.
@@ -792,9 +795,9 @@ class Searcher:
         by_variant = {v.name: scores for v, scores in zip(embedded, dense_scores)}
         for vi, (variant, (per_lane, files, summary)) in enumerate(zip(variants, scored)):
             if variant.name in by_variant:
-                per_lane["dense"] = by_variant[variant.name]
-            for name, scores in per_lane.items():
-                ranks = _rank(scores, mask, R.LANE_DEPTH, positive_only=name != "dense")
+                cosines = by_variant[variant.name]
+                per_lane["dense"] = (cosines, _rank(cosines, mask, R.LANE_DEPTH, positive_only=False))
+            for name, (scores, ranks) in per_lane.items():
                 fusion.add_lane(name, ranks, weights.get(name, 0.0) * variant.weight, record=vi == 0,
                                 scores=scores)
             if files is not None:
@@ -1205,8 +1208,10 @@ def _rank(scores: np.ndarray, mask: np.ndarray, depth: int, positive_only: bool 
     """
     if not positive_only:
         return top_rows(scores, mask & np.isfinite(scores), depth)
-    rows = np.flatnonzero(scores > 0)  # the few matches first: the mask is read at them only
-    return top_rows(scores, rows[mask[rows] & np.isfinite(scores[rows])], depth)
+    # One mask, whatever the number of matches: a common word matches most rows (85K of 200K chunks), and as a
+    # mask `top_rows` narrows them to a few hundred before it sorts (1.2 -> 0.2 ms; a list of the matching rows
+    # was partitioned whole). Above zero and below infinity: finite and positive.
+    return top_rows(scores, mask & (scores > 0) & (scores < np.inf), depth)
 
 
 def _ms(started: float) -> float:
