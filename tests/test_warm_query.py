@@ -14,6 +14,7 @@ from codeloupe.api import Workspace
 from codeloupe.lanes.dense import Int8Vectors
 from codeloupe.lanes.symbols import SymbolIndex
 from codeloupe.lanes.top import top_rows
+from codeloupe.search import _rank
 from codeloupe.store import ChunkTable, JsonLists, SymbolRow, VectorMatrix, quantize
 
 
@@ -47,6 +48,25 @@ def test_a_large_mask_narrowed_by_a_sampled_threshold_cuts_as_the_full_partition
             for depth in (1, 50, 200, 1000):
                 expected = kept[np.lexsort((kept, -scores[kept]))][:depth].tolist()
                 assert top_rows(scores, keep, depth) == expected
+
+
+def test_a_word_lane_ranks_its_positive_finite_rows_under_the_mask_as_a_full_sort_does() -> None:
+    """Zero (no match), NaN and infinities never rank in a word lane, however many rows match; a cosine ranks at
+    any finite value."""
+    rng = np.random.default_rng(7)
+    n = 60_000
+    for matching in (0.001, 0.4, 0.95):  # a rare word, a common one (85K of 200K chunks), nearly every row
+        scores = np.where(rng.random(n) < matching, np.round(rng.gamma(2.0, 1.5, n), 1), 0.0).astype(np.float32)
+        scores[rng.choice(n, 30, replace=False)] = np.nan
+        scores[rng.choice(n, 30, replace=False)] = np.inf
+        scores[rng.choice(n, 30, replace=False)] = -np.inf
+        mask = rng.random(n) < 0.8
+        for depth in (1, 200, 5000):
+            kept = np.flatnonzero(mask & np.isfinite(scores) & (scores > 0))
+            assert _rank(scores, mask, depth) == kept[np.lexsort((kept, -scores[kept]))][:depth].tolist()
+            finite = np.flatnonzero(mask & np.isfinite(scores))
+            assert _rank(scores, mask, depth, positive_only=False) == \
+                finite[np.lexsort((finite, -scores[finite]))][:depth].tolist()
 
 
 def test_chunks_and_skeletons_in_one_matrix_score_each_row_as_its_own_matrix_did() -> None:
