@@ -153,7 +153,7 @@ class Snapshot:
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
     _files_in_mode: dict[str, np.ndarray] = field(default_factory=dict)  # see `_files_allowed`
-    _term_sets: dict[int, set[str]] = field(default_factory=dict)
+    _term_sets: dict[int, tuple[str, ...]] = field(default_factory=dict)
     _languages: tuple[list[str], np.ndarray] | None = None
     _summaries: FileSummaries | None = None
     _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
@@ -192,16 +192,18 @@ class Snapshot:
                 self._languages = languages, of_file[self.table.file_ids]
             return self._languages
 
-    def terms_of(self, rows: list[int]) -> list[set[str]]:
+    def terms_of(self, rows: list[int]) -> list[tuple[str, ...]]:
         """Each chunk's distinct terms, kept for the next question: the chunks feedback reads are the best ones,
         and a session's questions keep landing on the same few (tokenising a long chunk is most of a question).
-        The texts not kept are read from the store in one query."""
+        The texts not kept are read from the store in one query. Kept as tuples of strings, which the garbage
+        collector stops tracking (up to `TERM_SETS_KEPT` sets of hundreds of terms each were walked by every
+        full pass)."""
         missing = [row for row in rows if row not in self._term_sets]
         if missing:
             if len(self._term_sets) + len(missing) > R.TERM_SETS_KEPT:
                 self._term_sets.clear()
             for row, text in zip(missing, self.table.texts.many(missing)):
-                self._term_sets[row] = term_set(text)
+                self._term_sets[row] = tuple(term_set(text))
         return [self._term_sets[row] for row in rows]
 
     def file_texts(self, file_ids: Iterable[int] | None = None) -> Iterator[tuple[int, str]]:
