@@ -69,6 +69,9 @@ export const Commands = {
     openIndexDocument: OPEN_INDEX_DOCUMENT_COMMAND,
 } as const;
 
+/** The status item while a server starts (or restarts), until its first status answer. */
+const STARTING_TEXT = '$(loading~spin) codeloupe';
+
 const DISABLED_REASON = 'codeloupe is turned off (the codeloupe.enable setting).';
 
 const UNTRUSTED_REASON = 'codeloupe is off in Restricted Mode: it would start a language server that reads every file ' +
@@ -148,6 +151,9 @@ class Controller implements vscode.Disposable {
             this.starting = Promise.resolve(undefined);
             return this.starting;
         }
+        // Until the server answers, the item says it is starting: after a restart or a trust grant it still showed
+        // the old server's "codeloupe N files" (or the Restricted Mode shield), as if nothing were under way.
+        this.status.show(STARTING_TEXT, 'Starting the codeloupe language server');
         this.starting = this.loadSecrets().then(() => this.startClient());
         return this.starting;
     }
@@ -307,6 +313,7 @@ class Controller implements vscode.Disposable {
             return undefined;
         }
         await this.starting;
+        this.status.show(STARTING_TEXT, 'Restarting the codeloupe language server');
         await this.stop();
         return this.start();
     }

@@ -1116,6 +1116,33 @@ describe('the extension when it cannot or must not start', function () {
         }
     });
 
+    it('restart: the status item says the server is starting until the new one is ready, never the old one\'s count', async function () {
+        // In the real workbench "Codeloupe: Restart the Language Server" left "codeloupe N files" up the whole time the
+        // old server stopped and the new one started: nothing said a restart was under way, and a server that never
+        // came back would have looked ready.
+        const session = activate({ folders: [workspace.root], settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' } });
+        try {
+            const before = await session.api.whenReady();
+            assert.ok(before?.isRunning(), `started: ${session.api.unavailableReason}`);
+            const item = probe.statusItems[0];
+            await waitFor('the status item to show a ready index', () => /^\$\(search\) codeloupe \d+ files$/.test(item.text));
+            const ready = item.text;
+            const shown = [];
+            let text = item.text;
+            Object.defineProperty(item, 'text', { get: () => text, set: (value) => { text = value; shown.push(value); }, configurable: true });
+            await vscode.commands.executeCommand('codeloupe.client.restart');
+            const after = await session.api.whenReady();
+            assert.ok(after?.isRunning() && after !== before, 'a new client runs');
+            assert.ok(!before.isRunning(), 'the old one stopped');
+            await waitFor(`the status item to show "${ready}" again (it went ${JSON.stringify(shown)})`, () => shown.includes(ready));
+            const first = shown.findIndex((value) => value === ready);
+            assert.ok(first > 0 && shown.slice(0, first).some((value) => /^\$\(loading~spin\) codeloupe/.test(value)),
+                `the item says the server is starting before it is ready again: ${JSON.stringify(shown)}`);
+        } finally {
+            await session.close();
+        }
+    });
+
     it('an untrusted workspace starts nothing and says why, then starts once trusted', async function () {
         const session = activate({
             trusted: false,
