@@ -24,7 +24,23 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   - clicking the status bar item opens the index status webview;
   - "Codeloupe: Show Graph" opens the graph webview, where clicking the bubble lists its files and clicking one
     opens it; "Codeloupe: Tour" lists the entry point;
-  - no error notification showed during the run.
+  - "Codeloupe: Search for Symbol under Cursor" with the cursor on a call of hash_password in main.py (moved
+    there with Quick Open's ":line:col"): the picker starts with "hash_password" and its first file row is the
+    definition in app/auth.py;
+  - "Codeloupe: Related Code" with the cursor in hash_password: the picker titled "Related to app/auth.py:6…"
+    lists code of the other files (not the selection itself), and picking a row opens it at its line;
+  - "Codeloupe: Show Graph Path…" (both input boxes filled as a user types): main.py → auth.py shows the hop
+    "app/main.py calls into app/auth.py"; render.py → the empty __init__.py says there is no route;
+  - "Codeloupe: Reindex": the "reindexed N files" notification, the status item back at "codeloupe N files";
+  - "Codeloupe: Ask the Codebase" with no chat model configured (the scratch HOME has none): the answer tab shows
+    the ranked bundle (its CORE and RELATED sections exactly once, app/auth.py in it), no error notification;
+  - "Codeloupe: Restart the Language Server": a new codeloupe-lsp process (seen in /proc), the status item
+    says the server is starting (not the old count) and comes back to "codeloupe N files", and a search answers;
+  - no error notification showed during the run;
+* a multi-root workspace (a .code-workspace of the main folder and a copy of it, trusted like the main one; the
+  window is reloaded once if the Explorer does not list both folders, as code-server once opened it empty): the
+  status item counts the files of both, and one search lists app/auth.py of each folder ("shop:app/auth.py",
+  "depot:app/auth.py").
 Each check prints one PASS/FAIL line; the exit status is 1 if any failed. Screenshots go to --out.
 
 Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored), and build the .vsix:
@@ -41,6 +57,7 @@ Playwright drives the system Chromium (`apt-get install -y chromium`); its own b
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -305,6 +322,83 @@ def notifications(page: Page, where: str = ".notification-toast") -> list[tuple[
     return found
 
 
+def quick_open(page: Page, text: str, expect: str) -> None:
+    """Types `text` into Quick Open (a file name, or ":line:col" to move the cursor) and accepts the row that says
+    `expect`, as a user does."""
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+Shift+P")
+    box = page.locator(".quick-input-widget .quick-input-box input")
+    box.wait_for(timeout=10_000)
+    box.fill(text)
+    wait_for(lambda: any(expect in row for row in quick_pick_rows(page)), 10, f"a Quick Open row with {expect!r}")
+    page.locator(".quick-input-widget .monaco-list-row", has_text=expect).first.click()
+
+
+def open_file_at(page: Page, rel: str, line: int, column: int) -> str:
+    """Opens `rel` from Quick Open and puts the cursor at line:column (1-based); returns the status bar's position."""
+    name = rel.rsplit("/", 1)[-1]
+    quick_open(page, rel, name)
+    wait_for(lambda: page.locator(".tabs-container .tab.active", has_text=name).count(), 10, f"an active {name} tab")
+    quick_open(page, f":{line}:{column}", f"line {line}")
+    position = f"Ln {line}, Col {column}"
+    wait_for(lambda: position in status_texts(page), 10, f"the cursor at {position}")
+    # The extension host learns of the active editor and its cursor after the workbench shows them; a command run
+    # in the same instant can still see the editor that was active before (the graph page: no editor at all).
+    page.wait_for_timeout(1000)
+    return position
+
+
+def start_search(page: Page, query: str) -> None:
+    """Runs "Codeloupe: Search the Codebase" and types `query` once its picker shows (typed earlier, the keys would
+    go to the editor)."""
+    run_command(page, "Codeloupe: Search the Codebase")
+    page.locator(".quick-input-widget .quick-input-title", has_text="Codeloupe: Search the Codebase").wait_for()
+    box = page.locator(".quick-input-widget .quick-input-box input")
+    box.press_sequentially(query, delay=20)
+    assert box.input_value() == query, f"the search box holds {box.input_value()!r}, not {query!r}"
+
+
+# Records each text of the codeloupe status item into window.codeloupeStatusShown, as the status bar changes.
+STATUS_RECORDER = """() => {
+    const bar = document.querySelector('.part.statusbar');
+    const current = () => [...bar.querySelectorAll('.statusbar-item')].map((item) => item.innerText.trim())
+        .find((text) => text.includes('codeloupe')) || '';
+    window.codeloupeStatusShown = [current()];
+    new MutationObserver(() => {
+        const shown = window.codeloupeStatusShown, text = current();
+        if (shown[shown.length - 1] !== text) shown.push(text);
+    }).observe(bar, { subtree: true, childList: true, characterData: true, attributes: true });
+}"""
+
+
+def quick_pick_title(page: Page) -> str:
+    title = page.locator(".quick-input-widget .quick-input-title")
+    return title.inner_text().strip() if title.count() and title.is_visible() else ""
+
+
+def error_toasts(page: Page) -> list[str]:
+    return [text for kind, text in notifications(page) if kind == "error"]
+
+
+def server_pids(home: Path) -> set[int]:
+    """The codeloupe-lsp processes this run's code-server started (their HOME is the scratch one), from /proc:
+    the user sees no process ids, but a restart that does not restart is otherwise invisible while the status
+    item keeps its text."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"codeloupe-lsp" in cmdline or b"codeloupe_lsp" in cmdline:
+            if f"HOME={home}".encode() in environ:
+                pids.add(int(entry.name))
+    return pids
+
+
 # ------------------------------------------------------------------------------------------ the checks
 
 def check_restricted(checks: Checks, port: int, folder: Path) -> None:
@@ -328,7 +422,7 @@ def check_restricted(checks: Checks, port: int, folder: Path) -> None:
     checks.run("restricted mode says so", says_so)
 
 
-def check_trusted(checks: Checks, port: int, folder: Path) -> None:
+def check_trusted(checks: Checks, port: int, folder: Path, home: Path) -> None:
     page = checks.page
     open_workbench(page, port, folder)
     print(f"note  main workspace: {answer_trust_prompt(page, trust=True)}", flush=True)
@@ -488,6 +582,176 @@ def check_trusted(checks: Checks, port: int, folder: Path) -> None:
 
     checks.run("tour lists the entry point", tour_lists_entry_point)
 
+    ready_files = int(re.search(r"(\d+) files", codeloupe_status(page)).group(1))
+
+    def ready_status(what: str) -> str:
+        """Waits for "codeloupe N files" with this workspace's N again."""
+        expected = f"codeloupe {ready_files} files"
+        try:
+            wait_for(lambda: codeloupe_status(page) == expected, READY_TIMEOUT_S, f"{expected!r} {what}")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; it shows {codeloupe_status(page)!r}") from None
+        return expected
+
+    def symbol_under_cursor() -> str:
+        # The cursor on a call of hash_password in main.py: the picker starts with that name and finds its definition.
+        position = open_file_at(page, "app/main.py", 9, 16)
+        run_command(page, "Codeloupe: Search for Symbol under Cursor")
+        page.locator(".quick-input-widget .quick-input-title", has_text="Codeloupe: Search the Codebase").wait_for()
+        box = page.locator(".quick-input-widget .quick-input-box input")
+        try:
+            value = wait_for(lambda: box.input_value(), 10, "the picker's query")
+        except AssertionError:
+            value = ""
+        assert value == "hash_password", f"the picker starts with {value!r}, not the name under the cursor"
+        wait_for(lambda: any(EXPECTED_FILE in row for row in quick_pick_rows(page)), 30, f"a row for {EXPECTED_FILE}")
+        rows = quick_pick_rows(page)
+        files = [row for row in rows if ".py" in row and "Open the full bundle" not in row]
+        assert files and EXPECTED_FILE in files[0] and "hash_password" in files[0], \
+            f"the first file row is not hash_password's definition in {EXPECTED_FILE}: {rows}"
+        page.keyboard.press("Escape")
+        return f"cursor {position!r}, query {value!r}, rows {files}"
+
+    checks.run("search for symbol under cursor", symbol_under_cursor)
+
+    def related_code() -> str:
+        open_file_at(page, EXPECTED_FILE, 6, 5)
+        run_command(page, "Codeloupe: Related Code")
+        wait_for(lambda: "Related to app/auth.py:6" in quick_pick_title(page), 30,
+                 "the picker titled 'Codeloupe: Related to app/auth.py:6…'")
+        title = quick_pick_title(page)
+        wait_for(lambda: quick_pick_rows(page), 10, "its rows")
+        rows = quick_pick_rows(page)
+        places = [row for row in rows if re.search(r"\.py:\d+", row)]
+        assert places, f"no related code (title {title!r}): {rows}"
+        # The selection itself (hash_password, lines 6-8 of auth.py) is left out.
+        assert not any("app/auth.py:6 " in row for row in places), f"the selection itself is listed: {places}"
+        target = re.search(r"(app/\w+\.py):(\d+)", places[0])
+        page.locator(".quick-input-widget .monaco-list-row", has_text=target.group(0)).first.click()
+        name = target.group(1).rsplit("/", 1)[-1]
+        wait_for(lambda: page.locator(".tabs-container .tab.active", has_text=name).count()
+                 and f"Ln {target.group(2)}," in " ".join(status_texts(page)), 10,
+                 f"{target.group(0)} open with the cursor on its line")
+        return f"title {title!r}; rows {rows[:4]}; opened {target.group(0)}"
+
+    checks.run("related code", related_code)
+
+    def graph_path(source: str, target: str) -> str:
+        run_command(page, "Codeloupe: Show Graph Path…")
+        box = page.locator(".quick-input-widget .quick-input-box input")
+        wait_for(lambda: "Graph Path (1/2)" in quick_pick_title(page), 10, "the 'From' input")
+        box.fill(source)
+        box.press("Enter")
+        wait_for(lambda: "Graph Path (2/2)" in quick_pick_title(page), 10, "the 'To' input")
+        box.fill(target)
+        box.press("Enter")
+        tab = f"Codeloupe Graph: {source} → {target}"
+        wait_for(lambda: any(tab in text for text in editor_tabs(page)), 30, f"the tab {tab!r}")
+        frame = wait_for(lambda: webview_frame_with(page, f"{source} → {target}"), 20, "the path page")
+        return frame.evaluate("document.body.innerText")
+
+    def graph_path_route() -> str:
+        text = graph_path("app/main.py", EXPECTED_FILE)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        hops = [line for line in lines if "calls into" in line or "imports" in line]
+        assert hops and "No route" not in text, f"no hop from app/main.py to {EXPECTED_FILE}: {lines}"
+        assert any(line.startswith("app/main.py") and EXPECTED_FILE in line for line in hops), \
+            f"no hop says app/main.py uses {EXPECTED_FILE}: {hops}"
+        return " | ".join(lines[:6])
+
+    checks.run("graph path shows the route", graph_path_route)
+
+    def graph_path_none() -> str:
+        # The empty app/__init__.py uses nothing and nothing calls into it: no route from render.py, said as much.
+        text = graph_path("app/render.py", "app/__init__.py")
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        hops = [line for line in lines if "calls into" in line or "imports" in line or "reads like" in line]
+        said = [line for line in lines if re.search(r"no route|not in the graph|no path|not connected", line, re.I)]
+        assert said or hops, f"the page neither shows a route nor says there is none: {lines}"
+        return " | ".join(lines[:6])
+
+    checks.run("graph path without a route says so", graph_path_none)
+
+    def reindex() -> str:
+        run_command(page, "Codeloupe: Reindex")
+        toast = wait_for(lambda: next((text for _, text in notifications(page) if "reindexed" in text), ""), 90,
+                         "the 'codeloupe: reindexed N files' notification")
+        assert re.search(rf"reindexed {ready_files} files", str(toast)), f"{toast!r}: expected {ready_files} files"
+        status = ready_status("after the reindex")
+        errors = error_toasts(page)
+        assert not errors, f"error notifications: {errors}"
+        return f"{str(toast)[:90]!r}; status {status!r}"
+
+    checks.run("reindex", reindex)
+
+    def ask_without_model() -> str:
+        question = "where is the password hashed with its salt"
+        run_command(page, "Codeloupe: Ask the Codebase")
+        wait_for(lambda: "Codeloupe: Ask the Codebase" in quick_pick_title(page), 10, "the Ask prompt")
+        box = page.locator(".quick-input-widget .quick-input-box input")
+        box.fill(question)
+        wait_for(lambda: any(question in row for row in quick_pick_rows(page)), 10, "the typed question as a row")
+        box.press("Enter")
+        wait_for(lambda: any(f"Codeloupe: {question}" in text for text in editor_tabs(page)), 20, "the answer tab")
+        # The waiting page first, then the ranked bundle: wait for the bundle's RELATED section, the page's end.
+        def answered():
+            frame = webview_frame_with(page, question)
+            return frame if frame is not None and "RELATED (" in frame.evaluate("document.body.innerText") else None
+
+        wait_for(answered, 90, "the answer page with the ranked bundle")
+        time.sleep(2)  # a second render (the bundle twice) would land now
+        # Read the page afresh: the workbench may reload a webview's frame (same page) as the editor layout settles.
+        frame = wait_for(answered, 10, "the answer page with the ranked bundle, read again")
+        text = frame.evaluate("document.body.innerText")
+        tabs = [tab for tab in editor_tabs(page) if question in tab]
+        assert len(tabs) == 1, f"{len(tabs)} answer tabs: {editor_tabs(page)}"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        assert EXPECTED_FILE in text, f"{EXPECTED_FILE} not on the answer page: {lines[:12]}"
+        assert text.count("CORE (") == 1 and text.count("RELATED (") == 1, \
+            f"the ranked bundle is not shown exactly once (CORE {text.count('CORE (')}x, " \
+            f"RELATED {text.count('RELATED (')}x): {lines[:20]}"
+        assert not any("error" in line.lower() or "failed" in line.lower() for line in lines[:6]), \
+            f"the page reports an error: {lines[:6]}"
+        errors = error_toasts(page)
+        assert not errors, f"error notifications: {errors}"
+        return " | ".join(lines[:5])
+
+    checks.run("ask without a chat model shows the bundle", ask_without_model)
+
+    def restart() -> str:
+        before = server_pids(home)
+        assert before, "no codeloupe-lsp process of this workbench before the restart"
+        ready = f"codeloupe {ready_files} files"
+        # Every text the status item shows from now on, caught as the DOM changes (a poll can miss a short state).
+        page.evaluate(STATUS_RECORDER)
+        run_command(page, "Codeloupe: Restart the Language Server")
+
+        def restarted() -> bool:
+            after = server_pids(home)
+            return bool(after) and not (after & before) and codeloupe_status(page) == ready
+
+        def shown() -> list[str]:
+            return page.evaluate("window.codeloupeStatusShown")
+
+        try:
+            wait_for(restarted, READY_TIMEOUT_S, f"a new server and the status {ready!r}", interval_s=0.2)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; pids before {before}, now {server_pids(home)}; status went {shown()}") \
+                from None
+        # While the old server stops and the new one starts, the item says so, not the old server's count.
+        went = shown()
+        assert any(text != ready for text in went[:-1]), f"the status item never left {ready!r} during the restart: {went}"
+        # The new server answers: a search finds the file again.
+        start_search(page, QUERY)
+        wait_for(lambda: any(EXPECTED_FILE in row for row in quick_pick_rows(page)), 30,
+                 f"a row for {EXPECTED_FILE} from the restarted server")
+        page.keyboard.press("Escape")
+        errors = error_toasts(page)
+        assert not errors, f"error notifications: {errors}"
+        return f"server pids {sorted(before)} -> {sorted(server_pids(home))}; status went {went}"
+
+    checks.run("restart the language server", restart)
+
     def no_error_notification() -> str:
         # Toasts hide after a while; the notification center keeps every one not dismissed.
         run_command(page, "Notifications: Show Notifications")
@@ -499,6 +763,58 @@ def check_trusted(checks: Checks, port: int, folder: Path) -> None:
         return f"{len(shown)} notifications, none an error: {[text[:60] for _, text in shown]}"
 
     checks.run("no error notification", no_error_notification)
+
+
+def check_multi_root(checks: Checks, port: int, workspace_file: Path, folders: list[Path]) -> None:
+    """A workspace of two folders (the same files in each): the status counts both, and one search ranks both,
+    each file labelled with its folder."""
+    page = checks.page
+    page.goto(f"http://127.0.0.1:{port}/?workspace={workspace_file}")
+    page.locator(".monaco-workbench .part.statusbar").wait_for(timeout=90_000)
+    print(f"note  multi-root workspace: {answer_trust_prompt(page, trust=True)}", flush=True)
+    per_folder = sum(1 for _ in WORKSPACE_FILES)
+
+    def explorer_lists_both() -> bool:
+        tree = page.locator(".explorer-folders-view")
+        text = tree.inner_text() if tree.count() else ""
+        return all(folder.name in text.split() for folder in folders)
+
+    # code-server once opened the workspace with no folder at all ("No Folder Opened" in the Explorer, the
+    # workbench's doing, not the extension's); a user reloads the window then.
+    run_command(page, "View: Show Explorer")
+    try:
+        wait_for(explorer_lists_both, 20, "the Explorer to list both folders")
+    except AssertionError:
+        print("note  multi-root workspace opened without its folders; reloading the window", flush=True)
+        page.reload()
+        page.locator(".monaco-workbench .part.statusbar").wait_for(timeout=90_000)
+        run_command(page, "View: Show Explorer")
+        wait_for(explorer_lists_both, 30, "the Explorer to list both folders after a reload")
+
+    def status_both() -> str:
+        expected = f"codeloupe {per_folder * len(folders)} files"
+        try:
+            wait_for(lambda: codeloupe_status(page) == expected, READY_TIMEOUT_S, f"the status item {expected!r}")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; it shows {codeloupe_status(page)!r}") from None
+        return expected
+
+    if not checks.run("multi-root status counts both folders", status_both):
+        return
+
+    def search_both() -> str:
+        start_search(page, QUERY)
+        wanted = [f"{folder.name}:{EXPECTED_FILE}" for folder in folders]
+        try:
+            wait_for(lambda: all(any(name in row for row in quick_pick_rows(page)) for name in wanted), 30,
+                     f"rows for {wanted}")
+        except AssertionError as error:
+            raise AssertionError(f"{error}; rows {quick_pick_rows(page)}") from None
+        rows = quick_pick_rows(page)
+        page.keyboard.press("Escape")
+        return " | ".join(row for row in rows if EXPECTED_FILE in row)
+
+    checks.run("multi-root search covers both folders", search_both)
 
 
 def main() -> int:
@@ -529,6 +845,9 @@ def main() -> int:
             return 1
         main_ws = make_workspace(tmp / "shop")
         restricted_ws = make_workspace(tmp / "untrusted")
+        second_ws = make_workspace(tmp / "depot")
+        multi_ws = tmp / "shop-and-depot.code-workspace"
+        multi_ws.write_text(json.dumps({"folders": [{"path": str(main_ws)}, {"path": str(second_ws)}]}))
         port = free_port()
         log = args.out / "code-server.log"
         server = start_code_server(code_server, port, user_data, extensions, args.venv_bin, log)
@@ -540,7 +859,8 @@ def main() -> int:
                 page = browser.new_page(viewport={"width": 1600, "height": 1000})
                 checks = Checks(page, args.out)
                 check_restricted(checks, port, restricted_ws)
-                check_trusted(checks, port, main_ws)
+                check_trusted(checks, port, main_ws, tmp / "home")
+                check_multi_root(checks, port, multi_ws, [main_ws, second_ws])
                 browser.close()
         finally:
             stop(server)
