@@ -272,6 +272,15 @@ def codeloupe_status(page: Page) -> str:
     return next((text for text in status_texts(page) if "codeloupe" in text), "")
 
 
+def wait_for_status(page: Page, expected: str, what: str) -> str:
+    """Waits for the codeloupe status item to read `expected`; a failure says what it shows instead."""
+    try:
+        wait_for(lambda: codeloupe_status(page) == expected, READY_TIMEOUT_S, f"{expected!r} {what}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; it shows {codeloupe_status(page)!r}") from None
+    return expected
+
+
 def run_command(page: Page, title: str) -> None:
     """Runs a command from the palette by its full title, as a user types it."""
     page.keyboard.press("Escape")
@@ -586,12 +595,7 @@ def check_trusted(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
     def ready_status(what: str) -> str:
         """Waits for "codeloupe N files" with this workspace's N again."""
-        expected = f"codeloupe {ready_files} files"
-        try:
-            wait_for(lambda: codeloupe_status(page) == expected, READY_TIMEOUT_S, f"{expected!r} {what}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}; it shows {codeloupe_status(page)!r}") from None
-        return expected
+        return wait_for_status(page, f"codeloupe {ready_files} files", what)
 
     def symbol_under_cursor() -> str:
         # The cursor on a call of hash_password in main.py: the picker starts with that name and finds its definition.
@@ -792,12 +796,7 @@ def check_multi_root(checks: Checks, port: int, workspace_file: Path, folders: l
         wait_for(explorer_lists_both, 30, "the Explorer to list both folders after a reload")
 
     def status_both() -> str:
-        expected = f"codeloupe {per_folder * len(folders)} files"
-        try:
-            wait_for(lambda: codeloupe_status(page) == expected, READY_TIMEOUT_S, f"the status item {expected!r}")
-        except AssertionError as error:
-            raise AssertionError(f"{error}; it shows {codeloupe_status(page)!r}") from None
-        return expected
+        return wait_for_status(page, f"codeloupe {per_folder * len(folders)} files", "in the status item")
 
     if not checks.run("multi-root status counts both folders", status_both):
         return
