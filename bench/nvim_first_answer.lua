@@ -12,6 +12,11 @@ vim.cmd('filetype on')
 vim.cmd.runtime('plugin/codeloupe.lua')
 require('codeloupe').setup({ cmd = vim.json.decode(os.getenv('CODELOUPE_BENCH_CMD')) })
 
+local python_host = os.getenv('CODELOUPE_BENCH_PYTHON_HOST') or ''
+if python_host ~= '' then
+  vim.g.python3_host_prog = python_host -- the provider configured: no probe of every python3 on PATH
+end
+
 local out = {}
 local editing = ms()
 vim.cmd.edit(vim.fn.fnameescape(vim.fs.joinpath(root, 'os.py')))
