@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from codeloupe.store import Store
+from codeloupe.store import FileIds, Store
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
 
@@ -35,12 +35,18 @@ def test_the_ids_from_what_changed_equal_the_ids_read_whole(tmp_path: Path) -> N
     assert looks[-1].removed_up_to > 50  # the log was read, not only the ids above the last seen
 
 
-def test_a_look_older_than_the_pruned_log_reads_every_id(tmp_path: Path) -> None:
+def _looked_then_one_removed(tmp_path: Path) -> tuple[Store, FileIds]:
+    """A store of m0.py, m1.py, m2.py, a look at its ids, then m1.py deleted."""
     store = Store(tmp_path / "index.sqlite")
     for f in range(3):
         _write(store, f"m{f}.py", 0)
-    old = store.file_ids_now()
+    seen = store.file_ids_now()
     store.delete_files(["m1.py"])
+    return store, seen
+
+
+def test_a_look_older_than_the_pruned_log_reads_every_id(tmp_path: Path) -> None:
+    store, old = _looked_then_one_removed(tmp_path)
     with store.transaction() as conn:  # 20,000 removals logged: the log keeps the last 10,000 to 20,000
         conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)"
                      " INSERT INTO removed_files (file_id) SELECT -i FROM n")
@@ -67,11 +73,7 @@ def test_an_index_without_a_removal_log_answers_by_reading_every_id(tmp_path: Pa
 
 
 def test_a_damaged_removal_log_row_costs_a_whole_read_not_a_wrong_answer(tmp_path: Path) -> None:
-    store = Store(tmp_path / "index.sqlite")
-    for f in range(3):
-        _write(store, f"m{f}.py", 0)
-    seen = store.file_ids_now()
-    store.delete_files(["m1.py"])
+    store, seen = _looked_then_one_removed(tmp_path)
     with store.transaction() as conn:  # the removal's row damaged: text where an id belongs
         conn.execute("UPDATE removed_files SET file_id = 'not an id' WHERE seq = (SELECT max(seq) FROM removed_files)")
     assert store.file_ids_now(seen).ids.tolist() == store.file_ids().tolist() == [seen.ids[0], seen.ids[2]]

@@ -1059,6 +1059,7 @@ def _file_ranking(snap: Snapshot, index: BM25Index | IndexedFileBM25, terms: lis
     rows = _rank(scores, allowed, R.LANE_DEPTH)
     return file_ids[rows].tolist(), scores[rows]
 
+
 def _scope_prefix(scope: str) -> str:
     """A search's scope as the folder path it keeps (`""`: the whole workspace)."""
     scope = scope.strip().strip("/")
