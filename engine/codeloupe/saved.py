@@ -129,6 +129,22 @@ def load_arrays(path: Path, stamp: str, mapped: Collection[str] = ()) -> dict[st
     return found
 
 
+def saved_generation(path: Path, prefix: str) -> int | None:
+    """The generation the file at `path` was saved for, where its stamp is `prefix` and then a generation number
+    (a stamp of another format version or another index file has another prefix); None when it is missing,
+    damaged or of another kind. Only the stamp is read: the arrays are checked by whoever then loads them."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            stamp = str(saved[_STAMP]) if _STAMP in saved.files else ""
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        log.info("ignoring the saved file %s (%s)", path, exc)
+        return None
+    number = stamp[len(prefix):] if stamp.startswith(prefix) else ""
+    return int(number) if number.isascii() and number.isdigit() else None
+
+
 def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as saved:

@@ -47,7 +47,12 @@ from codeloupe.lanes.tokens import (
 from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
 from codeloupe.parallel import map_in_workers
-from codeloupe.snapshot_file import load_snapshot_inputs, save_snapshot_inputs, snapshot_file
+from codeloupe.snapshot_file import (
+    load_snapshot_inputs,
+    save_snapshot_inputs,
+    saved_snapshot_generation,
+    snapshot_file,
+)
 from codeloupe.store import ChunkTable, FileIds, FileRow
 from codeloupe.store.protocol import FileIdChanges, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
@@ -324,6 +329,11 @@ class Snapshot:
                 self._summaries_building = False
 
 
+def _lexical_file(index_path: Path) -> Path:
+    """Where the chunk lane's BM25 matrix is kept beside the index."""
+    return index_path.with_name(index_path.name + ".bm25.npz")
+
+
 def _kept_beside(index: BM25Index, path: Path | None, row_ids: np.ndarray, stamp: str, what: str) -> BM25Index:
     """`index` saved at `path` and read back in place (the pages a query reads are the system's to drop), or
     `index` itself where it could not be saved: a read-only cache dir costs the next start time, nothing else."""
@@ -493,11 +503,12 @@ class Searcher:
             # A delta view matches rows by file id, and a rebuilt (damaged, moved aside) index numbers its files
             # anew: a snapshot of another index file is replaced, never patched.
             if base is None or base.index_id != self.ws.store.index_id:
-                self._snapshot = self._view = self._build_snapshot(generation)
-                self._dense = None
-                return self._view
-            self._view = self._delta_view(base, generation, self._view)
-            view = self._view
+                view = self._first_view(generation)
+                if view.base is None:
+                    return view
+            else:
+                self._view = self._delta_view(base, generation, self._view)
+                view = self._view
         self._rebuild_in_background()
         return view
 
@@ -507,13 +518,16 @@ class Searcher:
         with self._lock:
             current = self._snapshot
             if current is None:
-                # No snapshot yet, so no query has anything to search meanwhile: build under the lock, and a
-                # query arriving now (the editor's first search at start-up) waits for this build instead of
-                # starting a second one beside it on the same cores.
-                self._snapshot = self._view = self._build_snapshot(generation)
+                # No snapshot yet, so no query has anything to search meanwhile: build (or load) under the lock,
+                # and a query arriving now (the editor's first search at start-up) waits for this instead of
+                # starting a second build beside it on the same cores.
+                view = self._first_view(generation)
                 self._snapshot.file_index()
-                self._dense = None
-                return
+                if view.base is None:
+                    return
+        if current is None:  # a view over an earlier state's snapshot: the full one follows off the writer
+            self._rebuild_in_background()
+            return
         if current.generation == generation and current.index_id == self.ws.store.index_id:
             return
         fresh = self._build_snapshot(generation)
@@ -571,10 +585,45 @@ class Searcher:
 
         threading.Thread(target=rebuild, name="codeloupe-snapshot-rebuild", daemon=True).start()
 
+    def _first_view(self, generation: int) -> Snapshot:
+        """What queries search first in this process (called under the lock): the full snapshot of `generation`
+        where it is saved beside the index or nothing earlier is; else the snapshot the last process saved, of an
+        earlier state of the same index, with the files changed since searched beside it (a delta view), as
+        after a save. A change made while the editor was closed then costs the next start what it changed, not
+        re-tokenising every chunk (a minute and more at 40K files); the caller schedules the full rebuild. A
+        bulk change (more than `DELTA_MAX_FILES` files) is built in full here, as `catch_up` would."""
+        base = self._saved_base(generation)
+        view = None if base is None else self._delta_view(base, generation, None)
+        if base is None or view is None or view.pending_files:
+            base = view = self._build_snapshot(generation)
+        self._snapshot, self._view, self._dense = base, view, None
+        return view
+
+    def _saved_base(self, generation: int) -> Snapshot | None:
+        """The full snapshot of the latest earlier state of this index that was saved beside it whole (the
+        snapshot's inputs and its lexical index, both for that one state), or None. Its rows are matched to the
+        index's files by id, which the index never hands out twice: a file changed since is a gone id and a
+        new one, as in a delta view after a save."""
+        store = self.ws.store
+        if isinstance(store, LexicalStatistics):  # scored from the store's statistics: nothing to tokenise
+            return None
+        inputs, saved = snapshot_file(store.path), _lexical_file(store.path)
+        earlier = saved_snapshot_generation(inputs, store.index_id)
+        if earlier is None or earlier >= generation or BM25Index.saved_generation(saved, store.index_id) != earlier:
+            return None
+        stamp = f"{store.index_id}:{earlier}"
+        loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
+        bm25 = None if loaded is None else BM25Index.load(saved, loaded[0].ids, stamp)
+        if loaded is None or bm25 is None:
+            return None
+        table, rows, symbols, kinds = loaded
+        after_large_build(len(rows))
+        return self._assembled(earlier, table, rows, bm25, symbols, kinds)
+
     def _build_snapshot(self, generation: int) -> Snapshot:
         """The full snapshot; what it is built from (the chunk table, the file rows, the symbol table) and its
         BM25 matrix (tokenising every chunk) are saved beside the store and reused by the next process that
-        opens the same index state (a restarted editor)."""
+        opens the same index state (a restarted editor), or a later one (`_saved_base`)."""
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
         indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
@@ -586,7 +635,7 @@ class Searcher:
             symbols, kinds = SymbolIndex(table, store.iter_symbol_rows()), None
         else:
             table, rows, symbols, kinds = loaded
-        saved = store.path.with_name(store.path.name + ".bm25.npz")
+        saved = _lexical_file(store.path)
         # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
             BM25Index.load(saved, table.ids, stamp)
@@ -595,18 +644,25 @@ class Searcher:
             bm25 = BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
                                                         what="tokenising"))
             bm25 = _kept_beside(bm25, saved, table.ids, stamp, "the lexical index")  # read in place, as a restart
-        snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
-        snapshot.index_id = store.index_id
+        snapshot = self._assembled(generation, table, rows, bm25, symbols, kinds)
         snapshot.indexed = indexed
-        snapshot.files_saved = store.path.with_name(store.path.name + ".files.npz")
-        snapshot.summaries_saved = store.path.with_name(store.path.name + ".summaries.npz")
-        snapshot.entities_saved = store.path.with_name(store.path.name + ".entities.npz")
         if loaded is None and store.generation("content") == generation:  # nothing was written while we read
             try:
                 save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
             except OSError as exc:
                 log.warning("could not save the search snapshot to %s: %s", inputs, exc)
         after_large_build(len(rows))  # the rows and arrays it was built or loaded through
+        return snapshot
+
+    def _assembled(self, generation: int, table: ChunkTable, rows: list[FileRow], bm25: BM25Index | IndexedBM25,
+                   symbols: SymbolIndex, kinds: dict[int, int] | None) -> Snapshot:
+        """A full snapshot of this index, with where its lanes' own indexes are kept between processes."""
+        path = self.ws.store.path
+        snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
+        snapshot.index_id = self.ws.store.index_id
+        snapshot.files_saved = path.with_name(path.name + ".files.npz")
+        snapshot.summaries_saved = path.with_name(path.name + ".summaries.npz")
+        snapshot.entities_saved = path.with_name(path.name + ".entities.npz")
         return snapshot
 
     def _delta_view(self, base: Snapshot, generation: int, previous: Snapshot | None) -> Snapshot:

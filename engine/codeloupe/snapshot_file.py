@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.lanes.symbols import SymbolIndex
-from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_generation, unpack_strings
 from codeloupe.store import ChunkTable, ChunkTexts, FileRow, JsonLists, TextReader
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
@@ -46,6 +46,11 @@ def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[
     arrays["file_kind"] = np.array([file_kinds[r.id] for r in files], np.int8)
     arrays.update({f"symbols_{name}": value for name, value in symbols.arrays().items()})
     save_arrays(path, f"{SNAPSHOT_FILE_VERSION}:{stamp}", arrays)
+
+
+def saved_snapshot_generation(path: Path, index_id: str) -> int | None:
+    """The content generation of the index `index_id` the snapshot inputs at `path` were saved for, if any."""
+    return saved_generation(path, f"{SNAPSHOT_FILE_VERSION}:{index_id}:")
 
 
 def load_snapshot_inputs(path: Path, stamp: str, n_kinds: int, store: TextReader

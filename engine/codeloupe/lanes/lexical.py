@@ -13,7 +13,14 @@ from scipy import sparse
 
 from codeloupe.lanes.tokens import document_terms
 from codeloupe.ranking import BM25_B, BM25_K1
-from codeloupe.saved import load_arrays, pack_strings, release_pages, save_arrays, unpack_strings
+from codeloupe.saved import (
+    load_arrays,
+    pack_strings,
+    release_pages,
+    save_arrays,
+    saved_generation,
+    unpack_strings,
+)
 
 # Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
 # rebuilt.
@@ -278,6 +285,12 @@ class BM25Index:
             "shape": np.array(m.shape), "idf": self._idf, "vocab": vocab, "vocab_ends": vocab_ends,
             "row_ids": row_ids, "n_docs": np.array([self.n_docs], np.int64),
             "avg_len": np.array([self.avg_len], np.float64)})
+
+    @staticmethod
+    def saved_generation(path: Path, index_id: str) -> int | None:
+        """The content generation of the index `index_id` the index saved at `path` was built for, if any (saved
+        with the stamp "`index_id`:generation")."""
+        return saved_generation(path, f"{TOKENS_VERSION}:{index_id}:")
 
     @classmethod
     def load(cls, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index | None:
