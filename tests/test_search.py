@@ -544,3 +544,44 @@ def test_catching_up_after_a_few_changed_files_searches_them_at_once_and_rebuild
         assert paths(ws.search("zqx_bulk_change"))[0] == "bulk.py"
     finally:
         ws.close()
+
+
+def test_a_scope_keeps_exactly_the_files_at_or_under_its_folder(tmp_path: Path, lexical_workspace,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope is found by bisecting the snapshot's sorted paths, not by a loop over every file: the files it
+    keeps are those whose path is the scope or starts with it and a slash, never a sibling that only shares
+    its first letters ("app-extra", "app.py", "app0"), in a full snapshot and in a view after a save."""
+    from codeloupe import ranking
+
+    names = ["app/a.py", "app/sub/b.py", "app-extra/c.py", "app.py", "app0/d.py", "apps/e.py", "ap/f.py",
+             "zeta/ü/g.py", "zeta/h.py", "top.py"]
+    for rel in names:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"def shared_word_{rel.count('/')}():\n    return 'shared'\n")
+    ws = lexical_workspace(tmp_path)
+    searcher = ws.searcher()
+    searcher.refresh()
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+
+    def kept(snap, scope: str) -> set[str]:
+        return {snap.chunk_paths[int(r)] for r in np.flatnonzero(searcher._mask(snap, scope, "all"))}
+
+    def expected(snap, scope: str) -> set[str]:
+        folder = scope.strip("/")
+        return {p for p in snap.file_paths.values() if p == folder or p.startswith(folder + "/")}
+
+    scopes = ["app", "app/", "/app/sub", "app.py", "app0", "ap", "zeta/ü", "zeta", "top.py", "nowhere", "a"]
+    full = searcher.snapshot()
+    for scope in scopes:
+        assert kept(full, scope) == expected(full, scope), scope
+    assert kept(full, "app") == {"app/a.py", "app/sub/b.py"} and kept(full, "app.py") == {"app.py"}
+    (tmp_path / "app/new.py").write_text("def shared_word_new():\n    return 'shared'\n")
+    (tmp_path / "app-extra/c.py").unlink()
+    (tmp_path / "zeta/h.py").write_text("def shared_word_changed():\n    return 'shared'\n")
+    ws.update_files([tmp_path / "app/new.py", tmp_path / "app-extra/c.py", tmp_path / "zeta/h.py"])
+    view = searcher.snapshot()
+    assert view.base is full
+    for scope in scopes:
+        assert kept(view, scope) == expected(view, scope), scope
+    assert "app/new.py" in kept(view, "app") and not kept(view, "app-extra")
+    assert paths(ws.search("shared_word_new", scope="app"))[0] == "app/new.py"

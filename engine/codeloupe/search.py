@@ -13,6 +13,7 @@ import re
 import threading
 import time
 import weakref
+from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +158,8 @@ class Snapshot:
     _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
+    _by_path: tuple[list[str], np.ndarray] | None = None  # see `files_in_folder`
+    added_paths: Mapping[int, str] = field(default_factory=dict)  # a delta view: the files indexed since its base
     _files_in_mode: dict[str, np.ndarray] = field(default_factory=dict)  # see `_files_allowed`
     _term_sets: dict[int, tuple[str, ...]] = field(default_factory=dict)
     _languages: tuple[list[str], np.ndarray] | None = None
@@ -235,6 +238,26 @@ class Snapshot:
         if self._file_order is None:
             self._file_order = distinct(self.table.file_ids)
         return self._file_order
+
+    def files_in_folder(self, folder: str) -> list[int] | np.ndarray:
+        """The ids of the files at or under `folder` (a path relative to the root, no slash at either end): a
+        range of the paths kept sorted, found by bisection, so a scoped query never loops over the workspace's
+        files (40K at monorepo scale). A delta view adds the few files indexed since its base to its base's;
+        the base's files gone since are among them, and their rows are not live."""
+        if self.base is not None:
+            under = self.base.files_in_folder(folder)
+            return [*under, *(f for f, path in self.added_paths.items() if _in_folder(path, folder))]
+        with self._entity_lock:
+            if self._by_path is None:
+                order = sorted(self.file_paths.items(), key=lambda item: item[1])
+                self._by_path = [path for _, path in order], np.fromiter((f for f, _ in order), np.int64, len(order))
+        paths, ids = self._by_path
+        # Under `folder`: the paths from "folder/" up to "folder0" ("0" sorts right after "/"), and the file
+        # named `folder` itself, just before them.
+        start, end = bisect_left(paths, folder + "/"), bisect_left(paths, folder + "0")
+        at = bisect_left(paths, folder)
+        exact = ids[at:at + 1] if at < len(paths) and paths[at] == folder else ids[:0]
+        return np.concatenate([exact, ids[start:end]])
 
     def file_index(self) -> tuple[np.ndarray, BM25Index | IndexedFileBM25]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
@@ -893,12 +916,11 @@ class Searcher:
         if snap.live is not None:
             mask &= snap.live
         scope = _scope_prefix(scope)
-        if scope:  # by file, then spread to the files' rows: no loop over chunks
-            prefix = scope + "/"
+        if scope:  # by file, then spread to the files' rows: no loop over chunks or files
             files = snap.table.file_ids
             inside = np.zeros(int(files.max(initial=-1)) + 1, bool)
-            inside[[f for f, p in snap.file_paths.items() if (p == scope or p.startswith(prefix))
-                    and f < len(inside)]] = True
+            under = np.asarray(snap.files_in_folder(scope), np.int64)
+            inside[under[under < len(inside)]] = True
             mask &= inside[files]
         return mask
 
@@ -1122,6 +1144,10 @@ def _scope_prefix(scope: str) -> str:
     return "" if scope == "." else scope
 
 
+def _in_folder(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
 def _files_allowed(snap: Snapshot, mask: np.ndarray, scope: str, mode: str) -> np.ndarray:
     """`_files_under(snap, mask, snap.file_order())` for the query's mask (`Searcher._mask` of `scope` and
     `mode`). A mode's mask over the whole workspace is the same at every query of a snapshot, so its answer (a
@@ -1270,7 +1296,7 @@ def _assemble_delta(base: Snapshot, generation: int, table: ChunkTable, added: l
         by_basename=Overlay(base.by_basename, {k: v for k, v in by_name.items() if v}, by_name),
         path_to_file=Overlay(base.path_to_file, {r.path: r.id for r in added}, gone_paths), bm25=bm25,
         symbols=symbols, file_chunk_rows=Overlay(base.file_chunk_rows, rows_of, gone),
-        base=base, live=live, pending_files=pending_files,
+        base=base, live=live, pending_files=pending_files, added_paths={r.id: r.path for r in added},
     )
 
 
