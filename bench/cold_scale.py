@@ -11,13 +11,27 @@ new process (a restarted editor), in this order:
 - server: the real `codeloupe-lsp` over stdio on that index (an editor restart): process start -> first
   `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
 - no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
-- cold open: a new process opening the index (integrity check included) and answering one lexical query.
+- cold open: a new process opening the index (integrity check included) and answering one lexical query;
+Two more, run only when named:
+- late server: the server phase with the search sent once the start-up refresh has ended (a user who
+  searches when the progress is gone; in the server phase the first search can be answered from the index as
+  it was before the refresh wrote anything);
+- `edited_` before a phase's name: that phase after `EDITED_FILES` files were edited, `EDITED_FILES // 4`
+  deleted and as many added while no process had the index open (a `git pull` with the editor closed);
+  phases joined by "+" run one after the other on the same edits. `--phases first_open,edited_late_server`:
+  the index as it was when the last process saved its snapshot, then the changes; `--phases
+  first_open,edited_reindex+late_server`: the changes indexed by a process that saved no snapshot (an editor
+  closed within seconds of a save, before its background rebuild, or `codeloupe index` in a terminal), then
+  the editor started. The tree is put back afterwards: an edited or deleted file is replaced by a new file,
+  never written in place (the tree's files are hard links, to the standard library's own among them), and its
+  original is linked back.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -25,11 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 QUERY = "parse the command line arguments"
 PHASES = ("first_open", "server", "reindex", "cold_open")
+EDITED_FILES = 40
 
 
 def _workspace(root: Path, cache: Path):
@@ -55,6 +71,40 @@ def prepare(prepared: Path, files: int) -> None:
     ws.index()  # the copies' graph facts and edges: what the index run after copying would have done
     print(f"graph facts and edges of the copies: {time.perf_counter() - t:.1f} s", flush=True)
     ws.close()
+
+
+@contextlib.contextmanager
+def edits_while_closed(root: Path, count: int) -> Iterator[None]:
+    """`count` Python files edited (a line appended), `count // 4` deleted and as many new ones added, all put
+    back on leaving. Edited and deleted files are replaced, never written in place: the tree's files are hard
+    links, some to the standard library's, which must not change. The files picked are spread over the tree."""
+    files = sorted(p for p in root.rglob("*.py") if p.is_file() and not p.is_symlink())
+    step = max(1, len(files) // (count + count // 4 + 1))
+    picked = files[::step][:count + count // 4]
+    edited, deleted = picked[:count], picked[count:]
+    added = [root / f"codeloupe_bench_added_{i}.py" for i in range(count // 4)]
+    aside = root.parent / "originals-aside"  # beside the tree (hard links need the same file system), not in it
+    aside.mkdir(exist_ok=True)
+    kept = [(path, aside / f"{i}.py") for i, path in enumerate(edited + deleted)]
+    try:
+        for path, original in kept:
+            os.link(path, original)
+        for path in edited:
+            text = path.read_bytes() + b"\n# edited while the editor was closed\n"
+            fresh = aside / "new.py"
+            fresh.write_bytes(text)
+            fresh.replace(path)
+        for path in deleted:
+            path.unlink()
+        for i, path in enumerate(added):
+            path.write_text(f"def added_while_closed_{i}(value):\n    return value\n")
+        yield
+    finally:
+        for path in added:
+            path.unlink(missing_ok=True)
+        for path, original in kept:
+            if original.exists():
+                original.replace(path)
 
 
 def open_phase(root: Path, cache: Path) -> dict:
@@ -84,9 +134,11 @@ def reindex_phase(root: Path, cache: Path) -> dict:
     return out
 
 
-async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True) -> dict:
+async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False
+                        ) -> dict:
     """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
-    answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress)."""
+    answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress; `late`: the
+    search sent once that progress has ended)."""
     from lsprotocol import types as lsp
     from pygls.lsp.client import LanguageClient
     from pygls.protocol import default_converter
@@ -132,6 +184,10 @@ async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool
         client.exit(None)
         await client.stop()
         return {k: round(v, 2) for k, v in seen.items()}
+    if late:
+        deadline = time.perf_counter() + timeout
+        while "progress_end" not in seen and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
     found = await asyncio.wait_for(client.protocol.send_request_async("codeloupe/search", {"query": QUERY}),
                                     timeout)
     seen["first_answer"] = time.perf_counter() - started
@@ -149,6 +205,10 @@ def server_phase(root: Path, cache: Path) -> dict:
     return asyncio.run(_server_phase(root, cache, 600.0))
 
 
+def late_server_phase(root: Path, cache: Path) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0, late=True))
+
+
 def progress_phase(root: Path, cache: Path) -> dict:
     """Only process start -> the first `$/progress` (light: the server is stopped right after it)."""
     return asyncio.run(_server_phase(root, cache, 120.0, answer=False))
@@ -160,22 +220,35 @@ def _peak_rss_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
+def _run_phase(phase: str, prepared: Path, cache: Path, engine: list[str], timeout: int) -> dict:
+    """One phase in a new process running `engine` (its import path), on the index in `cache`."""
+    kind = "open" if phase.endswith("_open") else phase
+    try:
+        out = subprocess.run([sys.executable, __file__, "--phase", kind, "--prepared", str(prepared),
+                              "--cache", str(cache)], env=dict(os.environ, PYTHONPATH=os.pathsep.join(engine)),
+                             capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"timeout_s": timeout}
+    return json.loads(out.stdout) if out.returncode == 0 else {"exit": out.returncode, "stderr": out.stderr[-2000:]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prepared", type=Path, default=Path(tempfile.gettempdir()) / "codeloupe-cold-scale")
     parser.add_argument("--files", type=int, default=40_000)
     parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
-    parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"comma-separated, of {', '.join(PHASES)} and late_server; edited_ before one or more joined by +")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
-    parser.add_argument("--phase", choices=["open", "reindex", "server", "progress"],
+    parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress"],
                         help="run one phase here, on --cache (the run itself uses this for each engine)")
     parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
     args = parser.parse_args()
     root = args.prepared / "tree"
     if args.phase:
         phase = {"open": open_phase, "reindex": reindex_phase, "server": server_phase,
-                 "progress": progress_phase}[args.phase]
+                 "late_server": late_server_phase, "progress": progress_phase}[args.phase]
         print(json.dumps(phase(root, args.cache)))
         return 0
     if not (args.prepared / "cache").exists():
@@ -195,17 +268,14 @@ def main() -> int:
             shutil.copytree(args.prepared / "cache", cache)
             results[name] = {}
             for phase in args.phases.split(","):
-                kind = "open" if phase.endswith("_open") else phase
-                try:
-                    out = subprocess.run([sys.executable, __file__, "--phase", kind, "--prepared", str(args.prepared),
-                                          "--cache", str(cache)], env=dict(os.environ, PYTHONPATH=os.pathsep.join(path)),
-                                         capture_output=True, text=True, check=False, timeout=args.timeout)
-                    result = json.loads(out.stdout) if out.returncode == 0 else {"exit": out.returncode,
-                                                                                 "stderr": out.stderr[-2000:]}
-                except subprocess.TimeoutExpired:
-                    result = {"timeout_s": args.timeout}
-                results[name][phase] = result
-                print(f"{name} {phase}: {json.dumps(result)}", flush=True)
+                steps = phase.removeprefix("edited_").split("+")
+                with edits_while_closed(root, EDITED_FILES) if phase.startswith("edited_") else \
+                        contextlib.nullcontext():
+                    for step in steps:
+                        result = _run_phase(step, args.prepared, cache, path, args.timeout)
+                        label = phase if len(steps) == 1 else f"{phase}[{step}]"
+                        results[name][label] = result
+                        print(f"{name} {label}: {json.dumps(result)}", flush=True)
             shutil.rmtree(cache, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
