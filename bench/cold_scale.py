@@ -16,7 +16,7 @@ Two more, run only when named:
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
   searches when the progress is gone; in the server phase the first search can be answered from the index as
   it was before the refresh wrote anything);
-- `edited_` before a phase's name: that phase after `EDITED_FILES` files were edited, `EDITED_FILES // 4`
+- `edited_` before a phase's name: that phase after `--edited` files (40) were edited, a quarter as many
   deleted and as many added while no process had the index open (a `git pull` with the editor closed);
   phases joined by "+" run one after the other on the same edits. `--phases first_open,edited_late_server`:
   the index as it was when the last process saved its snapshot, then the changes; `--phases
@@ -45,7 +45,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 QUERY = "parse the command line arguments"
 PHASES = ("first_open", "server", "reindex", "cold_open")
-EDITED_FILES = 40
 
 
 def _workspace(root: Path, cache: Path):
@@ -241,6 +240,8 @@ def main() -> int:
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated, of {', '.join(PHASES)} and late_server; edited_ before one or more joined by +")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
+    parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
+                        "are deleted and added)")
     parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress"],
                         help="run one phase here, on --cache (the run itself uses this for each engine)")
     parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
@@ -269,7 +270,7 @@ def main() -> int:
             results[name] = {}
             for phase in args.phases.split(","):
                 steps = phase.removeprefix("edited_").split("+")
-                with edits_while_closed(root, EDITED_FILES) if phase.startswith("edited_") else \
+                with edits_while_closed(root, args.edited) if phase.startswith("edited_") else \
                         contextlib.nullcontext():
                     for step in steps:
                         result = _run_phase(step, args.prepared, cache, path, args.timeout)
