@@ -149,6 +149,7 @@ class Snapshot:
     base: Snapshot | None = None
     live: np.ndarray | None = None
     pending_files: int = 0
+    added_paths: Mapping[int, str] = field(default_factory=dict)  # the files indexed since the base (id -> path)
     indexed: FileIds | None = None  # every file id the index held as it was built (a store that can tell)
     index_id: str = ""  # the index file it was built from: ids of a rebuilt index mean other files
     files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
@@ -159,7 +160,6 @@ class Snapshot:
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
     _by_path: tuple[list[str], np.ndarray] | None = None  # see `files_in_folder`
-    added_paths: Mapping[int, str] = field(default_factory=dict)  # a delta view: the files indexed since its base
     _files_in_mode: dict[str, np.ndarray] = field(default_factory=dict)  # see `_files_allowed`
     _term_sets: dict[int, tuple[str, ...]] = field(default_factory=dict)
     _languages: tuple[list[str], np.ndarray] | None = None
@@ -537,7 +537,9 @@ class Searcher:
         return view
 
     def refresh(self) -> None:
-        """Rebuild the full snapshot now (whoever writes the index calls this so no query has to)."""
+        """Rebuild the full snapshot now (whoever writes the index calls this so no query has to). The first
+        call in a process may instead take the snapshot the last process saved, with the files changed since
+        beside it, and leave the full build to the background (`_first_view`)."""
         # One full build at a time: after a bulk change the writer's catch-up and the background rebuild both
         # asked for one, and two builds side by side took 97 s at 40K files where one takes 38.
         with self._building:
@@ -575,7 +577,8 @@ class Searcher:
 
     def catch_up(self) -> None:
         """Bring what queries search up to the index, for whoever just wrote it: a first snapshot (or one of
-        another index file) is built or loaded now, as is a bulk change's; after a change of up to
+        another index file) is loaded or built now (`_first_view`: an earlier state's, saved by the last
+        process, with the changed files beside it), as is a bulk change's in a session; after a change of up to
         `DELTA_MAX_FILES` files the changed files are searched beside the last snapshot at once and the full one
         is rebuilt in the background, as after a save. At 40K files a rebuild re-tokenises every chunk (a minute
         and more): an editor's start-up refresh that found a few files changed while it was closed must not hold
@@ -625,9 +628,10 @@ class Searcher:
         out and says so until the full snapshot is built (which starts within `PENDING_QUIET_S`), rather than
         leaving the first queries without any answer for that long."""
         base = self._saved_base(generation)
-        view = None if base is None else self._delta_view(base, generation, None)
-        if base is None or view is None:
+        if base is None:
             base = view = self._build_snapshot(generation)
+        else:
+            view = self._delta_view(base, generation, None)
         self._snapshot, self._view, self._dense = base, view, None
         return view
 
