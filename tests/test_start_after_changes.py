@@ -41,13 +41,13 @@ FILES = {
 }
 
 
-def _open(root: Path) -> Workspace:
-    return Workspace(root, overrides={"embed_provider": "none"})
+def _open(root: Path, *, interim_answers: bool = False) -> Workspace:
+    return Workspace(root, overrides={"embed_provider": "none"}, interim_answers=interim_answers)
 
 
 def _start(root: Path) -> Workspace:
     """What the server does as it opens a folder: bring the index up to date, then the searcher."""
-    ws = _open(root)
+    ws = _open(root, interim_answers=True)
     ws.index()
     ws.warm(graph=False)
     return ws
@@ -146,7 +146,7 @@ def test_a_start_after_a_bulk_change_answers_at_once_and_says_which_files_are_no
     earlier snapshot without the changed files' old rows, saying how many are still to come, while the start-up
     refresh builds the full snapshot, as after a bulk change in a session."""
     monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 1)  # three new ids (the edit, the rename, audit.py): bulk
-    ws = _open(closed_after_changes)
+    ws = _open(closed_after_changes, interim_answers=True)
     try:
         ws.index()
         view = ws.searcher().snapshot()
@@ -159,6 +159,21 @@ def test_a_start_after_a_bulk_change_answers_at_once_and_says_which_files_are_no
         snap = ws.searcher().snapshot()
         assert snap.base is None and snap.generation == ws.store.generation("content")
         assert _paths(ws, "record_login_attempt")[0] == "pkg/audit.py"
+    finally:
+        ws.close()
+
+
+def test_a_one_shot_command_after_a_bulk_change_answers_from_the_full_snapshot(
+        closed_after_changes: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeloupe search` (index, then one answer) has no later answer to make up for one that leaves files out:
+    after a bulk change it builds the full snapshot first, as before."""
+    monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 1)
+    ws = _open(closed_after_changes)
+    try:
+        ws.index()
+        assert _paths(ws, "record_login_attempt")[0] == "pkg/audit.py"
+        snap = ws.searcher().snapshot()
+        assert snap.base is None and snap.generation == ws.store.generation("content")
     finally:
         ws.close()
 
@@ -243,7 +258,7 @@ def test_two_asks_for_a_full_build_at_once_build_it_once(closed_after_changes: P
     from codeloupe.search import Searcher
 
     monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 1)
-    ws = _open(closed_after_changes)
+    ws = _open(closed_after_changes, interim_answers=True)
     try:
         ws.index()
         searcher = ws.searcher()

@@ -120,10 +120,21 @@ class Workspace:
     reloads its matrices when the store's generation counters move.
     """
 
+    # Whether the first queries may be answered before a bulk change is searchable (see `__init__`).
+    interim_answers: bool = False
+
     def __init__(self, root: Path | str, settings: Settings | None = None,
-                 overrides: dict[str, Any] | None = None, *, check_index: bool = True) -> None:
+                 overrides: dict[str, Any] | None = None, *, check_index: bool = True,
+                 interim_answers: bool = False) -> None:
         """`check_index=False` opens the index without its integrity check (seconds on a large one); the
-        caller runs `check_index()` before it indexes (the language server, once its progress shows)."""
+        caller runs `check_index()` before it indexes (the language server, once its progress shows).
+
+        `interim_answers=True`, for a process that stays open (the language server): when more files changed
+        since the last saved search snapshot than a delta view takes in (a branch switch with the editor
+        closed), the first queries are answered from that snapshot without the changed files, the lexical
+        lane's note saying how many are still to come, while the full one is built in the background (a
+        minute at 40K files). A one-shot command (the default) builds it before its first answer."""
+        self.interim_answers = interim_answers
         try:
             self.root = check_root(Path(root))
         except DiscoverError as exc:

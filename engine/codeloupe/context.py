@@ -26,6 +26,8 @@ class WorkspaceContext(Protocol):
     store: IndexStore
     # Set once the workspace is closed: a background build that fails after this is expected, not an error.
     closed: bool
+    # A process that stays open: its first queries may leave out a bulk change until it is searchable.
+    interim_answers: bool
 
     @property
     def revision(self) -> str:

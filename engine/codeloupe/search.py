@@ -623,15 +623,20 @@ class Searcher:
         where it is saved beside the index or nothing earlier is; else the snapshot the last process saved, of an
         earlier state of the same index, with the files changed since searched beside it (a delta view), as
         after a save. A change made while the editor was closed then costs the next start what it changed, not
-        re-tokenising every chunk (a minute and more at 40K files); the caller schedules the full rebuild. After
-        a bulk change (more than `DELTA_MAX_FILES` files), as in a session, the view leaves the changed files
-        out and says so until the full snapshot is built (which starts within `PENDING_QUIET_S`), rather than
-        leaving the first queries without any answer for that long."""
+        re-tokenising every chunk (a minute and more at 40K files); the caller schedules the full rebuild.
+
+        After a bulk change (more than `DELTA_MAX_FILES` files) a process that stays open
+        (`interim_answers`) takes the view as a session does: it leaves the changed files out and says so
+        until the full snapshot is built (which starts within `PENDING_QUIET_S`), rather than leaving the first
+        queries without any answer for that long. A one-shot command's only answer must be complete: it builds
+        the full snapshot here."""
         base = self._saved_base(generation)
+        if base is not None:
+            view = self._delta_view(base, generation, None)
+            if view.pending_files and not self.ws.interim_answers:
+                base = None
         if base is None:
             base = view = self._build_snapshot(generation)
-        else:
-            view = self._delta_view(base, generation, None)
         self._snapshot, self._view, self._dense = base, view, None
         return view
 

@@ -100,7 +100,7 @@ class Folder:
         self.root = root
         # The index's integrity check reads every page (seconds at 40K files): it runs as the first job on the
         # writer, once the progress shows, and queries wait for it.
-        self.ws = Workspace(root, settings=settings, check_index=False)
+        self.ws = Workspace(root, settings=settings, check_index=False, interim_answers=True)
         self._checked = False
         self.state = "indexing"
         self.message = ""
