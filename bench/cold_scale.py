@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -133,11 +134,12 @@ def reindex_phase(root: Path, cache: Path) -> dict:
     return out
 
 
-async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False
-                        ) -> dict:
+async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False,
+                        hold: float = 0.0) -> dict:
     """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
     answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress; `late`: the
-    search sent once that progress has ended)."""
+    search sent once that progress has ended), then the server's peak memory, read `hold` seconds after the
+    start (so that it includes what the server does in the background by then)."""
     from lsprotocol import types as lsp
     from pygls.lsp.client import LanguageClient
     from pygls.protocol import default_converter
@@ -193,19 +195,33 @@ async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool
     deadline = time.perf_counter() + timeout
     while "progress_end" not in seen and time.perf_counter() < deadline:
         await asyncio.sleep(0.1)
+    await asyncio.sleep(max(0.0, hold - (time.perf_counter() - started)))
+    server_peak_mb = _peak_of(client._server.pid) if client._server is not None else 0
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
     core = found["core"]
-    return {**{k: round(v, 2) for k, v in seen.items()}, "top": core[0]["path"] if core else ""}
+    return {**{k: round(v, 2) for k, v in seen.items()}, "top": core[0]["path"] if core else "",
+            "server_peak_rss_mb": server_peak_mb}
 
 
-def server_phase(root: Path, cache: Path) -> dict:
-    return asyncio.run(_server_phase(root, cache, 600.0))
+def _peak_of(pid: int) -> int:
+    """A live process's peak resident memory so far, in MB (0 where /proc cannot tell)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0
 
 
-def late_server_phase(root: Path, cache: Path) -> dict:
-    return asyncio.run(_server_phase(root, cache, 600.0, late=True))
+def server_phase(root: Path, cache: Path, hold: float = 0.0) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0, hold=hold))
+
+
+def late_server_phase(root: Path, cache: Path, hold: float = 0.0) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0, late=True, hold=hold))
 
 
 def progress_phase(root: Path, cache: Path) -> dict:
@@ -219,12 +235,13 @@ def _peak_rss_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def _run_phase(phase: str, prepared: Path, cache: Path, engine: list[str], timeout: int) -> dict:
+def _run_phase(phase: str, prepared: Path, cache: Path, engine: list[str], timeout: int, hold: float) -> dict:
     """One phase in a new process running `engine` (its import path), on the index in `cache`."""
     kind = "open" if phase.endswith("_open") else phase
     try:
         out = subprocess.run([sys.executable, __file__, "--phase", kind, "--prepared", str(prepared),
-                              "--cache", str(cache)], env=dict(os.environ, PYTHONPATH=os.pathsep.join(engine)),
+                              "--cache", str(cache), "--hold", str(hold)],
+                             env=dict(os.environ, PYTHONPATH=os.pathsep.join(engine)),
                              capture_output=True, text=True, check=False, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"timeout_s": timeout}
@@ -240,6 +257,8 @@ def main() -> int:
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated, of {', '.join(PHASES)} and late_server; edited_ before one or more joined by +")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
+    parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
+                        "phase reads the server's peak memory (and then stops it)")
     parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
                         "are deleted and added)")
     parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress"],
@@ -248,9 +267,12 @@ def main() -> int:
     args = parser.parse_args()
     root = args.prepared / "tree"
     if args.phase:
-        phase = {"open": open_phase, "reindex": reindex_phase, "server": server_phase,
-                 "late_server": late_server_phase, "progress": progress_phase}[args.phase]
-        print(json.dumps(phase(root, args.cache)))
+        if args.phase in ("server", "late_server"):
+            run = functools.partial({"server": server_phase, "late_server": late_server_phase}[args.phase],
+                                    hold=args.hold)
+        else:
+            run = {"open": open_phase, "reindex": reindex_phase, "progress": progress_phase}[args.phase]
+        print(json.dumps(run(root, args.cache)))
         return 0
     if not (args.prepared / "cache").exists():
         prepare(args.prepared, args.files)
@@ -273,7 +295,7 @@ def main() -> int:
                 with edits_while_closed(root, args.edited) if phase.startswith("edited_") else \
                         contextlib.nullcontext():
                     for step in steps:
-                        result = _run_phase(step, args.prepared, cache, path, args.timeout)
+                        result = _run_phase(step, args.prepared, cache, path, args.timeout, args.hold)
                         label = phase if len(steps) == 1 else f"{phase}[{step}]"
                         results[name][label] = result
                         print(f"{name} {label}: {json.dumps(result)}", flush=True)
