@@ -173,6 +173,46 @@ class BM25Index:
         del indices, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
         self._weigh(tf, vocab, stats_from, keep_counts)
 
+    def compacted(self, rows: np.ndarray, more: Iterable[list[str]]) -> BM25Index | None:
+        """The index of this one's documents `rows` (ascending), then the documents `more`: what indexing those
+        documents anew makes, weight for weight, from the counts this index kept (only `more` is tokenised).
+        Its columns are numbered otherwise, which no score depends on; terms no document holds any more are
+        left out, as a new index never has them. None when this index kept no counts, or one saturated (a term
+        65,535 times in one document: the kept count is not the real one).
+
+        Made a block of terms at a time, each block's rows taken and the new documents' counts put under them,
+        then the blocks moved into one matrix in turn (`grouped`'s way): stacking the whole matrices held
+        three copies of every entry at once (~600 MB above the index at 200K chunks)."""
+        counts = self._counts
+        if counts is None or (counts.nnz and int(counts.data.max()) >= 65535):
+            return None
+        vocab = dict(self.vocab)
+        part = count_terms(more)
+        column = vocab.setdefault
+        renumbered = np.fromiter((column(term, len(vocab)) for term in part.terms), np.int32, len(part.terms))
+        added = sparse.csr_matrix(
+            (np.frombuffer(part.counts, np.float32), renumbered[np.frombuffer(part.columns, np.int32)],
+             np.r_[0, np.frombuffer(part.ends, np.int64)]), shape=(len(part.ends), len(vocab))).tocsc()
+        rows = np.asarray(rows, np.int64)
+        n_docs, n_terms = len(rows) + added.shape[0], counts.shape[1]
+        starts = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _ENTRIES_AT_ONCE), side="right") - 1
+        bounds = np.unique(np.r_[0, starts, n_terms, len(vocab)])
+        blocks, present = [], []
+        for a, b in zip(bounds, bounds[1:]):
+            kept = counts[:, a:b][rows] if b <= n_terms else sparse.csc_matrix((len(rows), b - a), dtype=np.uint16)
+            block = sparse.vstack([kept.astype(np.float32), added[:, a:b]], format="csc", dtype=np.float32)
+            held = np.flatnonzero(np.diff(block.indptr))  # terms no document holds any more: left out
+            blocks.append(block[:, held] if len(held) < block.shape[1] else block)
+            present.append(held + a)
+        release_pages(counts.data)  # read whole, once: a saved index's counts need not stay in memory
+        columns = np.concatenate(present) if present else np.zeros(0, np.int64)
+        tf = _joined_columns(blocks, n_docs, len(columns))
+        tf.sort_indices()
+        terms = list(vocab)  # in column order
+        out = BM25Index.__new__(BM25Index)
+        out._weigh(tf, {terms[c]: i for i, c in enumerate(columns.tolist())}, None, keep_counts=True)
+        return out
+
     @classmethod
     def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int) -> BM25Index:
         """One document per group of `index`'s documents (`groups[i]`: the group of document i), its terms
