@@ -239,14 +239,14 @@ class Snapshot:
             self._file_order = distinct(self.table.file_ids)
         return self._file_order
 
-    def files_in_folder(self, folder: str) -> list[int] | np.ndarray:
+    def files_in_folder(self, folder: str) -> np.ndarray:
         """The ids of the files at or under `folder` (a path relative to the root, no slash at either end): a
         range of the paths kept sorted, found by bisection, so a scoped query never loops over the workspace's
         files (40K at monorepo scale). A delta view adds the few files indexed since its base to its base's;
         the base's files gone since are among them, and their rows are not live."""
         if self.base is not None:
-            under = self.base.files_in_folder(folder)
-            return [*under, *(f for f, path in self.added_paths.items() if _in_folder(path, folder))]
+            added = [f for f, path in self.added_paths.items() if _in_folder(path, folder)]
+            return np.concatenate([self.base.files_in_folder(folder), np.array(added, np.int64)])
         with self._entity_lock:
             if self._by_path is None:
                 order = sorted(self.file_paths.items(), key=lambda item: item[1])
@@ -690,11 +690,8 @@ class Searcher:
             bm25 = _kept_beside(bm25, saved, table.ids, stamp, "the lexical index")  # read in place, as a restart
         snapshot = self._assembled(generation, table, rows, bm25, symbols, kinds)
         snapshot.indexed = indexed
-        if loaded is None and store.generation("content") == generation:  # nothing was written while we read
-            try:
-                save_snapshot_inputs(inputs, stamp, table, rows, symbols, snapshot.file_kind)
-            except OSError as exc:
-                log.warning("could not save the search snapshot to %s: %s", inputs, exc)
+        if loaded is None:
+            self._keep_inputs(snapshot, rows, symbols)
         after_large_build(len(rows))  # the rows and arrays it was built or loaded through
         return snapshot
 
@@ -738,13 +735,23 @@ class Searcher:
                 kinds[r.id] = FILE_KINDS.index(file_kind(r.path, r.language))
         snapshot = self._assembled(generation, table, rows, bm25, symbols, kinds)
         snapshot.indexed = view.indexed
-        if store.generation("content") == generation:
-            try:
-                save_snapshot_inputs(snapshot_file(store.path), stamp, table, rows, symbols, snapshot.file_kind)
-            except OSError as exc:
-                log.warning("could not save the search snapshot to %s: %s", snapshot_file(store.path), exc)
+        self._keep_inputs(snapshot, rows, symbols)
         after_large_build(len(rows))
         return snapshot
+
+    def _keep_inputs(self, snapshot: Snapshot, rows: list[FileRow], symbols: SymbolIndex) -> None:
+        """Save what `snapshot` was made from beside the index for the next process (`load_snapshot_inputs`),
+        unless the index moved while it was read: the file would be stamped with a state it does not hold. A
+        read-only or full cache dir costs the next start time, nothing else."""
+        store = self.ws.store
+        if store.generation("content") != snapshot.generation:
+            return
+        inputs = snapshot_file(store.path)
+        try:
+            save_snapshot_inputs(inputs, f"{store.index_id}:{snapshot.generation}", snapshot.table, rows, symbols,
+                                 snapshot.file_kind)
+        except OSError as exc:
+            log.warning("could not save the search snapshot to %s: %s", inputs, exc)
 
     def _assembled(self, generation: int, table: ChunkTable, rows: list[FileRow], bm25: BM25Index | IndexedBM25,
                    symbols: SymbolIndex, kinds: dict[int, int] | None) -> Snapshot:
@@ -988,7 +995,7 @@ class Searcher:
         if scope:  # by file, then spread to the files' rows: no loop over chunks or files
             files = snap.table.file_ids
             inside = np.zeros(int(files.max(initial=-1)) + 1, bool)
-            under = np.asarray(snap.files_in_folder(scope), np.int64)
+            under = snap.files_in_folder(scope)
             inside[under[under < len(inside)]] = True
             mask &= inside[files]
         return mask
