@@ -281,3 +281,22 @@ def test_two_asks_for_a_full_build_at_once_build_it_once(closed_after_changes: P
         assert searcher.snapshot().base is None
     finally:
         ws.close()
+
+
+@pytest.mark.parametrize("generation", ["9" * 5000, "-3", "7a", "", "٣"])
+def test_a_saved_stamp_whose_generation_is_not_a_number_is_never_a_base(closed_after_changes: Path,
+                                                                          generation: str) -> None:
+    """A damaged stamp (thousands of digits, which int() refuses, a sign, letters, other scripts' digits) is
+    read as no saved state, never an error at start."""
+    from codeloupe.saved import save_arrays
+
+    for path in (snapshot_file(_index_path(closed_after_changes)), _lexical(closed_after_changes)):
+        arrays = dict(np.load(path))
+        version, index_id, _ = str(arrays.pop("__stamp__")).rsplit(":", 2)
+        save_arrays(path, f"{version}:{index_id}:{generation}", arrays)
+    ws = _start(closed_after_changes)
+    try:
+        snap = ws.searcher().snapshot()
+        assert snap.base is None and _paths(ws, "record_login_attempt")[0] == "pkg/audit.py"
+    finally:
+        ws.close()

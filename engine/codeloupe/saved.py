@@ -142,7 +142,8 @@ def saved_generation(path: Path, prefix: str) -> int | None:
         log.info("ignoring the saved file %s (%s)", path, exc)
         return None
     number = stamp[len(prefix):] if stamp.startswith(prefix) else ""
-    return int(number) if number.isascii() and number.isdigit() else None
+    # At most 18 digits: a generation is an int64, and int() refuses strings of thousands of digits.
+    return int(number) if number.isascii() and number.isdigit() and len(number) <= 18 else None
 
 
 def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.ndarray] | None:
