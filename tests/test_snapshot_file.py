@@ -195,29 +195,38 @@ def test_a_damaged_saved_snapshot_is_rebuilt_never_trusted(indexed: Path, damage
     assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None  # rewritten whole
 
 
-def test_a_saved_snapshot_of_an_earlier_state_is_only_a_base_for_the_files_changed_since(indexed: Path) -> None:
-    """A file edited while no process had the index open: the next process searches the snapshot saved for the
-    state before the edit with the edited file beside it (re-tokenising every chunk took a minute and more at
-    40K files), never the old file's rows; the full snapshot then built is the one a rebuild gives, saved for
-    the new state."""
+def test_a_saved_snapshot_of_an_earlier_state_is_only_a_base_for_the_files_changed_since(
+        indexed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file edited while no process had the index open: the next process starts from the snapshot saved for
+    the state before the edit (re-tokenising every chunk took a minute and more at 40K files), never from the
+    old file's rows. The language server searches it with the edited file beside it at once; a one-shot
+    command makes the full snapshot from it first, tokenising only the edited file, and that snapshot is the
+    one a rebuild from the store gives, saved for the new state."""
+    from codeloupe.lanes import lexical
+
     saved = _saved(indexed)
     (indexed / "pkg/cli.py").write_text("def tokenize_input(text):\n    return text.split()\n")
     ws = _open(indexed)
     ws.index()  # no search: the saved files stay those of the state before the edit
     ws.close()
-    ws = _open(indexed)
-    searcher = ws.searcher()
-    view = searcher.snapshot()
+    server = Workspace(indexed, overrides={"embed_provider": "none"}, interim_answers=True)
+    view = server.searcher().snapshot()
     assert view.base is not None and view.base.generation < view.generation
-    assert ws.search("tokenize_input").files[0].path == "pkg/cli.py"
+    assert server.search("tokenize_input").files[0].path == "pkg/cli.py"
     live_texts = [text for row, text in enumerate(view.table.texts) if view.live[row]]
     assert not any("parse_arguments" in text for text in live_texts)
     assert not view.symbols.definitions("parse_arguments") and view.symbols.definitions("tokenize_input")
-    searcher.refresh()
+    server.close()  # before its background rebuild: the saved files are still the earlier state's
+    tokenised: list[int] = []
+    real = lexical.count_terms
+    monkeypatch.setattr(lexical, "count_terms", lambda docs: (tokenised.append(len(d := list(docs))), real(d))[1])
+    ws = _open(indexed)
     facts = _facts(ws)
-    assert searcher.snapshot().base is None
+    assert ws.searcher().snapshot().base is None
+    assert tokenised[0] == 1  # the edited file's one chunk; the rest came from the earlier snapshot
     stamp = f"{ws.store.index_id}:{ws.store.generation('content')}"
     ws.close()
+    monkeypatch.setattr(lexical, "count_terms", real)
     assert facts == _rebuilt_facts(indexed, saved)
     assert load_snapshot_inputs(saved, stamp, len(FILE_KINDS), ws.store) is not None
     assert str(np.load(saved)["__stamp__"]).startswith(f"{SNAPSHOT_FILE_VERSION}:")

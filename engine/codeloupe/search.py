@@ -628,16 +628,18 @@ class Searcher:
         after a save. A change made while the editor was closed then costs the next start what it changed, not
         re-tokenising every chunk (a minute and more at 40K files); the caller schedules the full rebuild.
 
-        After a bulk change (more than `DELTA_MAX_FILES` files) a process that stays open
-        (`interim_answers`) takes the view as a session does: it leaves the changed files out and says so
-        until the full snapshot is built (which starts within `PENDING_QUIET_S`), rather than leaving the first
-        queries without any answer for that long. A one-shot command's only answer must be complete: it builds
-        the full snapshot here."""
+        A process that stays open (`interim_answers`) answers from that view at once. A view ranks a changed
+        file by its chunks alone until the full snapshot is made (the file and summary lanes are the base's),
+        and after a bulk change (more than `DELTA_MAX_FILES` files) leaves the changed files out and says so,
+        as in a session. A one-shot command's only answer must be what a full snapshot gives: it makes that
+        snapshot here, from the view where it can (`_compacted`: only the changed files tokenised), else from
+        the store."""
         base = self._saved_base(generation)
         if base is not None:
             view = self._delta_view(base, generation, None)
-            if view.pending_files and not self.ws.interim_answers:
-                base = None
+            if not self.ws.interim_answers:
+                base = self._compacted(view)
+                view = base or view
         if base is None:
             base = view = self._build_snapshot(generation)
         self._snapshot, self._view, self._dense = base, view, None
