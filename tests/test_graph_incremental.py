@@ -172,6 +172,51 @@ def test_a_save_that_keeps_its_definitions_skips_files_that_only_mention_them(
     assert resolved == ["scripts/helpers.py", "scripts/report.py"]
 
 
+def test_a_new_module_resolves_only_the_files_whose_imports_can_bind_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python file's resolution reads other files only through what its imports bind: a new module whose name no
+    import names changes no file's edges but its own, though files all over the tree call a `log` it defines."""
+    resolved = resolved_by_save(tmp_path, monkeypatch, lambda r: rewrite(
+        r, "src/shop/audit.py", lambda _: "def log(message):\n    return message\n"))
+    assert resolved == ["src/shop/audit.py"]
+
+
+def test_a_deleted_module_resolves_only_the_files_whose_imports_bound_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.py imports helpers.py; render.py calls a `fmt` of its own scope, which only an import could bind."""
+    resolved = resolved_by_save(
+        tmp_path, monkeypatch, lambda r: delete(r, "scripts/helpers.py"),
+        prepare=lambda r: rewrite(r, "src/shop/render.py", lambda _: "def show(v):\n    return fmt(v)\n"))
+    assert resolved == ["scripts/report.py"]
+
+
+def test_an_import_a_package_re_exports_reaches_two_binding_hops(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pricing.py keeps every definition but imports a name the package star-exports from it: check_audit.py,
+    which imports that name from the package and has no edge to pricing.py, now resolves it through two
+    re-exports (the graph is checked against a full rebuild on the way)."""
+    resolved = resolved_by_save(
+        tmp_path, monkeypatch,
+        lambda r: rewrite(r, "src/shop/pricing.py", lambda t: "from .log import log as audit_total\n" + t),
+        prepare=lambda r: rewrite(r, "tests/check_audit.py", lambda _: "from shop import audit_total\n"))
+    assert "tests/check_audit.py" in resolved
+
+
+def test_a_body_edited_reaches_only_the_files_with_an_edge_to_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same re-export in place before the save: a save that keeps pricing.py's imports and definitions
+    cannot change how check_audit.py resolves through it (its edge goes to log.py); the files resolved again
+    are the ones with an edge to it."""
+    def audited(root: Path) -> None:
+        rewrite(root, "src/shop/pricing.py", lambda t: "from .log import log as audit_total\n" + t)
+        rewrite(root, "tests/check_audit.py", lambda _: "from shop import audit_total\n")
+
+    resolved = resolved_by_save(
+        tmp_path, monkeypatch, lambda r: rewrite(r, "src/shop/pricing.py", lambda t: t + "\n# totals in cents\n"),
+        prepare=audited)
+    assert resolved == ["src/shop/__init__.py", "src/shop/cart.py", "src/shop/pricing.py", "tests/check_shop.py"]
+
+
 def mirrored(root: Path) -> None:
     """A copy of the package under a second import root (a vendored copy, a monorepo's twin package): the same
     names in other files; an import in either tree resolves within it. The copy has one more module, importing
@@ -188,6 +233,24 @@ def renamed_in_mirror(root: Path) -> list[Path]:
 # star-exports it), and refund.py two hops away (it imports the new name from the package: its edge moves).
 IN_REACH_OF_MIRRORED_PRICING = ["mirror/src/shop/__init__.py", "mirror/src/shop/cart.py",
                                 "mirror/src/shop/payments/refund.py", "mirror/src/shop/pricing.py"]
+
+
+def relayed(root: Path) -> None:
+    """The mirror, then a name only src/'s log.py defines, imported by a script from the package both trees hold
+    (a tie: nothing bound) and from that script by another."""
+    mirrored(root)
+    rewrite(root, "src/shop/log.py", lambda t: t + "\n\ndef audit(message):\n    return message\n")
+    rewrite(root, "tests/relay.py", lambda _: "from shop.log import audit\n")
+    rewrite(root, "tests/check_relay.py", lambda _: "from relay import audit\n")
+
+
+def test_a_tie_a_deletion_breaks_reaches_the_files_reading_through_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleting the mirror's log.py leaves src/'s the only `shop.log`: relay.py's import binds it now, and
+    check_relay.py's `audit`, read through relay.py, resolves to it, though check_relay.py names nothing the
+    deleted file provided (the graph is checked against a full rebuild on the way)."""
+    resolved = resolved_by_save(tmp_path, monkeypatch, lambda r: delete(r, "mirror/src/shop/log.py"), prepare=relayed)
+    assert {"tests/relay.py", "tests/check_relay.py"} <= set(resolved)
 
 
 def test_a_save_in_place_skips_files_whose_imports_cannot_reach_it(

@@ -25,8 +25,10 @@ from codeloupe.graph.resolve import (
     ResolveContext,
     changed_tokens,
     mentioned_tokens,
+    module_tokens,
     provided_tokens,
     read_config,
+    reexported_tokens,
     resolve_file,
 )
 from codeloupe.memory import after_large_build
@@ -243,25 +245,31 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
     for path, raw in edge_store.facts_of(ws.store, changed).items():
         resolution.learn(path, raw)
     provided: set[str] = set()
+    providing: set[str] = set()  # the files that provide something other than before
     for path in changed | removed:
         old, new = before.get(path), resolution.facts.get(path)
         if old is not None and new is not None and old.language == new.language:
-            provided |= changed_tokens(path, old, new, RESOLVERS.get(new.language))
+            tokens = changed_tokens(path, old, new, RESOLVERS.get(new.language))
         else:
+            tokens = set()
             for facts in (old, new):
                 if facts is not None:
-                    provided |= provided_tokens(path, facts, RESOLVERS.get(facts.language))
+                    tokens |= provided_tokens(path, facts, RESOLVERS.get(facts.language))
+        provided |= tokens
+        if tokens:
+            providing.add(path)
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
         if _layouts(ctx, resolution.facts) != resolution.layouts:
             return False
     else:
         ctx.cache.update(resolution.path_tables)
-    mentioning: set[str] = set()
-    for word in provided:
-        mentioning |= resolution.mentions.users(word)
-    if not (added or removed):
-        mentioning = _within_reach(resolution, changed, mentioning)
+    rebinding = _rebinding(ws, resolution, ctx, added, {path: before[path] for path in removed if path in before})
+    for path in rebinding:
+        facts = resolution.facts.get(path)
+        if facts is not None:
+            provided |= reexported_tokens(facts)
+    mentioning = _within_reach(resolution, providing | rebinding, resolution.mentions.users_of(provided))
     affected = (changed & nodes.keys()) | edge_store.sources_of_edges_to(ws.store, changed | removed) | mentioning
     affected = {path for path in affected if path in resolution.facts}
     if resolution.refreshed is not None:
@@ -271,14 +279,43 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
     return True
 
 
+def _rebinding(ws: WorkspaceContext, resolution: _Resolution, ctx: ResolveContext, added: set[str],
+               removed: dict[str, FileFacts]) -> set[str]:
+    """The files whose imports may bind other files now that the `added` files came and the `removed` ones (with
+    their facts) went: of the files naming one of them, those whose bindings differ from what the last layout
+    gave (a language whose bindings read more than paths: every file naming one). What such a file re-exports
+    may now come from another file."""
+    named: set[str] = set()
+    for path in added | removed.keys():
+        facts = removed.get(path) or resolution.facts.get(path)
+        if facts is not None:
+            named |= module_tokens(path, facts, RESOLVERS.get(facts.language))
+    naming = resolution.mentions.users_of(named)
+    if not naming:
+        return set()
+    then = ResolveContext(ws.root, resolution.facts, resolution.paths, RESOLVERS, ws.read_bytes)
+    then.cache.update(resolution.path_tables)  # the tables of the paths as they were
+    rebinding: set[str] = set()
+    for path in naming:
+        if not _reads_through_imports(resolution.facts.language(path)):
+            rebinding.add(path)
+            continue
+        imports = resolution.facts[path].imports
+        if then.bound_files(path, imports) != ctx.bound_files(path, imports):
+            rebinding.add(path)
+    return rebinding
+
+
 # How many files the search of `_within_reach` may visit per candidate before it keeps them all: a visit costs
 # microseconds, resolving a candidate about a millisecond.
 REACH_VISITS_PER_CANDIDATE = 100
 
 
 def _within_reach(resolution: _Resolution, changed: set[str], candidates: set[str]) -> set[str]:
-    """The `candidates` whose edges a change in place of the `changed` files can change (no file added or
-    removed, so every binding of a language that `reads_through_imports` still targets the same files).
+    """The `candidates` whose edges a change of the `changed` files can change: files that provide something
+    other than before (changed in place, added or removed), and the files whose imports name one that came or
+    went (their bindings may target other files now; every other binding of a language that
+    `reads_through_imports` still targets the same files).
 
     Such a file reads a changed file's facts only if the file is among its import targets or is reached from
     one through the targets' imports, re-export by re-export (`find_definition`: MAX_REEXPORT_DEPTH + 1 hops at

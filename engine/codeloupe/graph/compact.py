@@ -223,6 +223,10 @@ class PathIndex:
     def users(self, word: str) -> set[str]:
         return {self._paths[n] for n in self._users.get(word, ())}
 
+    def users_of(self, words: Iterable[str]) -> set[str]:
+        """The paths that use any of `words`."""
+        return {self._paths[n] for word in words for n in self._users.get(word, ())}
+
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         """The index as plain arrays: its paths, its words, and each word's path numbers one after another."""
         words = list(self._users)

@@ -285,12 +285,21 @@ def provided_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | No
 
 
 def changed_tokens(path: str, old: FileFacts, new: FileFacts, resolver: LanguageResolver | None) -> set[str]:
-    """`provided_tokens` of a file changed in place, less the names both versions define alike: resolution
-    asks only whether a file defines a name (of a kind, under a parent), never where, so a definition kept
-    across the change answers every lookup as before. A save that touches a few lines then reaches the files
-    naming the file or what it re-exports, not every file that mentions one of its definitions."""
-    changed = _looked_up(old) ^ _looked_up(new)
-    return _reach_tokens(path, old, resolver) | _reach_tokens(path, new, resolver) | {n for n, _, _ in changed}
+    """`provided_tokens` of a file changed in place, less what both versions provide alike. Resolution asks
+    only whether a file defines a name (of a kind, under a parent), never where, so a definition kept across
+    the change answers every lookup as before; and it reads a file's imports only to follow its re-exports, and
+    its package only to bind it, so while those are as they were no file naming it can resolve otherwise. A
+    save that touches a body then reaches no other file; one that changes its imports reaches the files naming
+    the file or what it re-exports, not every file that mentions one of its definitions."""
+    changed = {name for name, _, _ in _looked_up(old) ^ _looked_up(new)}
+    if old.package == new.package and _import_shape(old) == _import_shape(new):
+        return changed
+    return _reach_tokens(path, old, resolver) | _reach_tokens(path, new, resolver) | changed
+
+
+def _import_shape(facts: FileFacts) -> list[tuple[str, str, tuple[tuple[str, str], ...], int]]:
+    """The file's imports as resolution reads them, their lines left out (lines above them moved)."""
+    return [(imp.kind, imp.spec, imp.names, imp.level) for imp in facts.imports]
 
 
 def _looked_up(facts: FileFacts) -> set[tuple[str, str, str]]:
@@ -301,15 +310,25 @@ def _looked_up(facts: FileFacts) -> set[tuple[str, str, str]]:
 
 
 def _reach_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
-    """The file's own names (stem, package, directory where it stands for one) and what it re-exports."""
+    """The file's own names (`module_tokens`) and what it re-exports."""
+    return module_tokens(path, facts, resolver) | reexported_tokens(facts)
+
+
+def reexported_tokens(facts: FileFacts) -> set[str]:
+    """What a file binds to a symbol, which can be imported from it again (a re-export); a plain module import
+    (`import re`) is reached only through the file's own name (`module_tokens`)."""
+    out = {name for imp in facts.imports for imported, local in imp.names if imported for name in (imported, local)}
+    out.discard("")
+    return out
+
+
+def module_tokens(path: str, facts: FileFacts, resolver: LanguageResolver | None) -> set[str]:
+    """The words of an import that names the file itself: its stem, its package, its directory where the file
+    stands for the directory."""
     stem = posixpath.basename(path).split(".")[0]
     out = {stem, facts.package}
     if resolver is not None and (resolver.files_are_packages or stem in resolver.directory_stems):
         out.add(posixpath.basename(posixpath.dirname(path)))
-    for imp in facts.imports:
-        # What a file binds to a symbol can be imported from it again (a re-export); a plain module import
-        # (`import re`) is reached only through this file's own name, which is already here.
-        out.update(name for imported, local in imp.names if imported for name in (imported, local))
     out.discard("")
     return out
 
