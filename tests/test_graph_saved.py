@@ -1,6 +1,6 @@
 """The graph saved beside the index: a new process opening the same index state loads it instead of decoding
 every file's facts and building the graph again, gets the same graph, and keeps saves incremental; a saved file
-that is missing, stale or damaged is rebuilt, never trusted."""
+that is missing or damaged is rebuilt, never trusted, and one saved for an earlier state is only built on."""
 
 from __future__ import annotations
 
@@ -170,7 +170,10 @@ def test_a_damaged_saved_graph_is_rebuilt(tmp_path: Path, damage) -> None:
         assert "node_ids" in rewritten.files
 
 
-def test_a_graph_saved_for_another_index_state_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_graph_saved_for_an_earlier_index_state_is_built_on_not_taken_as_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph of the index before a save is the base the next process builds the current graph from
+    (`test_graph_after_changes.py`), never the answer itself."""
     root, cache = with_vectors(tmp_path)
     first = opened(root, cache)
     try:

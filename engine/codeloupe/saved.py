@@ -129,18 +129,24 @@ def load_arrays(path: Path, stamp: str, mapped: Collection[str] = ()) -> dict[st
     return found
 
 
-def saved_generation(path: Path, prefix: str) -> int | None:
-    """The generation the file at `path` was saved for, where its stamp is `prefix` and then a generation number
-    (a stamp of another format version or another index file has another prefix); None when it is missing,
-    damaged or of another kind. Only the stamp is read: the arrays are checked by whoever then loads them."""
+def saved_stamp(path: Path) -> str | None:
+    """The stamp of the file at `path` (what it was saved for); None when it is missing or damaged. Only the stamp
+    is read: the arrays are checked by whoever then loads them (`load_arrays` with this stamp)."""
     try:
         with np.load(path, allow_pickle=False) as saved:
-            stamp = str(saved[_STAMP]) if _STAMP in saved.files else ""
+            return str(saved[_STAMP]) if _STAMP in saved.files else None
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         log.info("ignoring the saved file %s (%s)", path, exc)
         return None
+
+
+def saved_generation(path: Path, prefix: str) -> int | None:
+    """The generation the file at `path` was saved for, where its stamp is `prefix` and then a generation number
+    (a stamp of another format version or another index file has another prefix); None when it is missing,
+    damaged or of another kind."""
+    stamp = saved_stamp(path) or ""
     number = stamp[len(prefix):] if stamp.startswith(prefix) else ""
     # At most 18 digits: a generation is an int64, and int() refuses strings of thousands of digits.
     return int(number) if number.isascii() and number.isdigit() and len(number) <= 18 else None

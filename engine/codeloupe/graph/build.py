@@ -6,9 +6,11 @@ import hashlib
 import json
 import logging
 import posixpath
+import re
 import threading
 import weakref
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +35,7 @@ from codeloupe.graph.resolve import (
 )
 from codeloupe.memory import after_large_build
 from codeloupe.parallel import map_in_workers
-from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
+from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_stamp, unpack_strings
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -68,9 +70,11 @@ def _state(ws: WorkspaceContext) -> str:
     return f"{ws.store.generation('content')}:{EXTRACTOR_VERSION}"
 
 
-def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> int:
+def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, since: Collection[str] = ()) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
-    extractor), then re-resolve the edges that can have changed and store the ones that did.
+    extractor), then re-resolve the edges that can have changed and store the ones that did. `since`: files
+    changed since the resolution held was made besides those whose facts are extracted now (a resolution taken
+    from a graph saved for an earlier index state: `_load_earlier`).
 
     The first resolution in a process covers every file. Later ones resolve only the files a change can
     reach: the changed files, the files with an edge to one, and the files that mention a word one of them
@@ -83,6 +87,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
         store = ws.store
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
+        # Edges stored for this very state (resolved by another process): a resolution that must start over
+        # takes them as stored instead of resolving every file again.
+        current = not todo and store.get_meta(_STATE_KEY) == state
         texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
         fresh = list(zip([file_id for file_id, _, _ in todo],
                          map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
@@ -91,8 +98,8 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None) -> in
         if previous is not None and store.get_meta(_STATE_KEY) != previous.known_state:
             previous.refreshed = None  # edges stored by someone else meanwhile: the next graph reads them all
         if previous is None or previous.extractor != EXTRACTOR_VERSION \
-                or not _resolve_changed(ws, previous, {path for _, path, _ in todo}):
-            _resolutions[ws] = previous = _resolve_all(ws)
+                or not _resolve_changed(ws, previous, {path for _, path, _ in todo} | set(since)):
+            _resolutions[ws] = previous = _load_resolution(ws) if current else _resolve_all(ws)
         _save_configs(ws, previous)
         store.set_meta(_STATE_KEY, state)
         previous.known_state = state
@@ -425,6 +432,9 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
     re-resolved or communities recomputed while vectors stream in. A workspace with no graph yet builds one
     first only when it is small; a large one answers from an empty graph while the graph builds on its own
     thread.
+
+    A new process loads the graph saved for the current index state; failing that, it builds the graph from one
+    saved for an earlier state (`_load_earlier`), and only without either from every stored fact and edge.
     """
     if allow_stale:
         cached = _graphs.get(ws)
@@ -435,11 +445,15 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
             return empty_graph()
     with _lock(ws):
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
-            if ws.store.get_meta(_STATE_KEY) == _state(ws):
-                if not _load_saved(ws):
+            current = ws.store.get_meta(_STATE_KEY) == _state(ws)
+            if not (current and _load_saved(ws)):
+                since = _load_earlier(ws)
+                if since is not None:  # the earlier graph, brought up to date as after a save
+                    update_edges(ws, since=since)
+                elif current:
                     _resolutions[ws] = _load_resolution(ws)
-            else:
-                update_edges(ws)
+                else:
+                    update_edges(ws)
             after_large_build(len(_resolutions[ws].paths) if ws in _resolutions else 0)  # facts decoded on the way
         ensure_edges(ws)
         key = _graph_key(ws)
@@ -469,7 +483,7 @@ def graph_stamp(ws: WorkspaceContext, graph: Graph) -> str | None:
 # ---------------------------------------------------------------------------- the graph saved beside the index
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
-GRAPH_FILE_VERSION = 2
+GRAPH_FILE_VERSION = 3
 
 
 def graph_file(ws: WorkspaceContext) -> Path:
@@ -477,17 +491,38 @@ def graph_file(ws: WorkspaceContext) -> Path:
 
 
 def _stamp(ws: WorkspaceContext, key: tuple[int, int, str | None]) -> str:
-    return f"{GRAPH_FILE_VERSION}:{EXTRACTOR_VERSION}:{ws.store.index_id}:{key}"
+    return f"{_stamp_prefix(ws)}{key}"
+
+
+def _stamp_prefix(ws: WorkspaceContext) -> str:
+    """What the stamps of every graph saved for this index by this version share (the index state follows)."""
+    return f"{GRAPH_FILE_VERSION}:{EXTRACTOR_VERSION}:{ws.store.index_id}:"
+
+
+def _key_of(stamped: str) -> tuple[int, int, str | None] | None:
+    """The index state a stamp's tail names (`_graph_key` as `_stamp` wrote it); None for anything else."""
+    found = _SAVED_KEY.fullmatch(stamped)
+    if found is None:
+        return None
+    content, vector, state = found.groups()
+    return int(content), int(vector), None if state == "None" else state[1:-1]
+
+
+_SAVED_KEY = re.compile(r"\((\d{1,18}), (\d{1,18}), (None|'[0-9:]{1,40}')\)")
 
 
 def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) -> None:
     """Save what a new process opening this index state would otherwise compute again (every file's facts
     decoded and indexed by name, whom each file's imports bind, the edge table, the semantic lane, communities
-    and their names), so that an editor's restart loads it (`codeloupe.saved`'s rules: used only for exactly
-    this state)."""
+    and their names), so that an editor's restart loads it (`codeloupe.saved`'s rules: the graph of exactly
+    this state), or, once the index has moved on, starts from it (`_load_earlier`)."""
     resolution = _resolutions[ws]
     arrays = {"node_ids": np.array(graph.file_ids, np.int64), "community": np.array(graph.community, np.int64),
-              "degree": np.array(graph.degree, np.int64)}
+              "degree": np.array(graph.degree, np.int64),
+              # what the resolution read of configuration files, for a later state to see what changed since
+              "configs": np.array(json.dumps(resolution.configs, sort_keys=True))}
+    arrays["node_paths"], arrays["node_paths_ends"] = pack_strings(graph.paths)
+    arrays["node_languages"], arrays["node_languages_ends"] = pack_strings(graph.languages)
     arrays["names"], arrays["names_ends"] = pack_strings(graph.community_names)
     if graph.name_parts is not None:
         directories, centrals, tops = zip(*graph.name_parts) if graph.name_parts else ((), (), ())
@@ -518,9 +553,10 @@ def _load_saved(ws: WorkspaceContext) -> bool:
     arrays = load_arrays(graph_file(ws), _stamp(ws, key))
     if arrays is None:
         return False
-    nodes = edge_store.node_files(ws.store)
     try:
-        loaded, graph, similar = _decode_saved(arrays, nodes)
+        if _saved_nodes(arrays) != edge_store.node_files(ws.store):
+            raise ValueError("saved for other files")
+        loaded, graph, similar = _decode_saved(arrays)
     except (KeyError, ValueError, IndexError, TypeError) as exc:  # arrays that do not fit together: rebuild
         log.info("ignoring the saved graph %s (%s); rebuilding it", graph_file(ws), exc)
         return False
@@ -535,14 +571,72 @@ def _load_saved(ws: WorkspaceContext) -> bool:
     return True
 
 
-def _decode_saved(arrays: dict[str, np.ndarray], nodes: list[tuple[int, str, str]]
+def _load_earlier(ws: WorkspaceContext) -> set[str] | None:
+    """Take the graph saved for an earlier state of this index, and what it was resolved from, as the last graph
+    and resolution: the files changed since (None when there is no such graph fit to start from) then go
+    through the resolution of a save (`update_edges`, `_resolve_changed`) and the graph is built from the earlier
+    one (`_build`), instead of every file's facts decoded, every edge read and the semantic lane's product made
+    again (a restart after a `git pull`, `codeloupe index` in a terminal, or a save the editor closed on).
+
+    File ids are never reused, so the files changed since are the paths whose file id differs. The edges stored
+    must be those of the earlier state (nothing resolved since) or of the current one (resolved by another
+    process): a file outside a change's reach has the same edges in both. Edges resolved for a state in between
+    could hold a file's edges to one that came and went since, which no change now names: not used."""
+    path, prefix = graph_file(ws), _stamp_prefix(ws)
+    stamp = saved_stamp(path)
+    key = _key_of(stamp[len(prefix):]) if stamp is not None and stamp.startswith(prefix) else None
+    edges_state = ws.store.get_meta(_STATE_KEY)
+    if key is None or edges_state not in (key[2], _state(ws)):
+        return None
+    arrays = load_arrays(path, stamp)
+    if arrays is None:
+        return None
+    try:
+        loaded, graph, similar = _decode_saved(arrays)
+        configs = json.loads(str(arrays["configs"]))
+        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+            raise ValueError("saved configuration digests that are not strings")
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        log.info("ignoring the saved graph %s (%s); building the graph afresh", path, exc)
+        return None
+    nodes = {node_path: file_id for file_id, node_path, _ in edge_store.node_files(ws.store)}
+    then = dict(zip(graph.paths, graph.file_ids, strict=True))
+    changed = {node_path for node_path, file_id in nodes.items() if then.get(node_path) != file_id}
+    ctx = ResolveContext(ws.root, loaded.facts, set(graph.paths), RESOLVERS, ws.read_bytes)
+    loaded.layouts = _layouts(ctx, loaded.facts)
+    loaded.remember(ctx)
+    # As read when the earlier state was resolved, not as the files are now: a change since is then seen and
+    # everything resolved again (`_resolve_changed`).
+    loaded.configs = configs
+    # Besides the files a change reaches, the graph reads back the stored edges of those whose earlier edges
+    # named a changed or removed file: where another process resolved the change, the stored edges no longer
+    # tell them.
+    gone = [i for i in map(graph.index_of, changed | (then.keys() - nodes.keys())) if i is not None]
+    loaded.refreshed = {graph.paths[source] for i in gone for source in graph.edges.neighbour_rows(i, incoming=True)}
+    loaded.known_state = edges_state
+    _resolutions[ws] = loaded
+    _graphs[ws] = (key, graph)
+    if similar is not None:
+        _similar[ws] = (key[1], similar[:2], similar[2])
+    return changed
+
+
+def _saved_nodes(arrays: dict[str, np.ndarray]) -> list[tuple[int, str, str]]:
+    """(file id, path, language) of each node of a saved graph, as `edge_store.node_files` gives them."""
+    ids = arrays["node_ids"].tolist()
+    paths = unpack_strings(arrays["node_paths"], arrays["node_paths_ends"])
+    languages = unpack_strings(arrays["node_languages"], arrays["node_languages_ends"])
+    if not len(ids) == len(paths) == len(languages):
+        raise ValueError("saved nodes that do not fit together")
+    return list(zip(ids, paths, languages))
+
+
+def _decode_saved(arrays: dict[str, np.ndarray]
                   ) -> tuple[_Resolution, Graph, tuple[list, list, semantic.LanePairs | None] | None]:
     """(resolution, graph, the semantic lane's (candidates, close, LanePairs or None) or None) as `_save` wrote
-    them for the graph of `nodes`;
-    a ValueError (KeyError, IndexError) when anything does not fit."""
+    them; a ValueError (KeyError, IndexError) when anything does not fit."""
+    nodes = _saved_nodes(arrays)
     n = len(nodes)
-    if arrays["node_ids"].tolist() != [file_id for file_id, _, _ in nodes]:
-        raise ValueError("saved for other files")
     resolution = _Resolution(EXTRACTOR_VERSION, facts=PackedFacts.from_arrays(arrays, "facts_"))
     canonical = {path: path for path in resolution.facts}
     resolution.mentions = PathIndex.from_arrays(arrays, "mentions_", canonical)
