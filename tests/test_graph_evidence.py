@@ -108,3 +108,6 @@ def test_neighbour_words_read_from_columns_are_the_words_of_the_edges(
         if words:
             expected[path] = list(words)
     assert expected and neighbour_words(graph) == expected
+    # A few files' words alone (what a delta view's summaries take in) are theirs among every file's.
+    some = graph.paths[::3] + ["not/in/the/graph.py"]
+    assert neighbour_words(graph, some) == {path: words for path, words in expected.items() if path in some}

@@ -118,7 +118,7 @@ class FileSummaries:
     """The summary lane's index (`lanes.summary`), rows in `Snapshot.file_index` order, as of one graph."""
 
     graph: weakref.ref | None  # the graph whose neighbour words it holds (None: there was no graph yet)
-    index: BM25Index
+    index: BM25Index | StackedBM25  # stacked: a delta view's (its base's, then its new files')
     ready: bool = True  # False: an empty stand-in while the first one is built off the query path
 
     def built_from(self, graph: Graph | None) -> bool:
@@ -164,6 +164,7 @@ class Snapshot:
     _term_sets: dict[int, tuple[str, ...]] = field(default_factory=dict)
     _languages: tuple[list[str], np.ndarray] | None = None
     _summaries: FileSummaries | None = None
+    _summaries_of: FileSummaries | None = None  # a delta view's: the base's summaries its own stand on
     _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
     _summaries_building: bool = False
 
@@ -232,12 +233,22 @@ class Snapshot:
     def file_order(self) -> np.ndarray:
         """The file ids that own chunks, ascending: the row order of every one-document-per-file index (the
         file lane's, the summary lane's). Cheap, so a lane that only needs the order never waits for the file
-        lane's BM25 being built on another thread."""
-        if self.base is not None:
-            return self.base.file_order()
+        lane's BM25 being built on another thread. A delta view's is its base's, then its own new files' (ids
+        only grow: still ascending); the base's rows of files changed since are masked by the view's rows."""
         if self._file_order is None:
-            self._file_order = distinct(self.table.file_ids)
+            if self.base is None:
+                self._file_order = distinct(self.table.file_ids)
+            elif self._ranks_new_files():
+                added = distinct(self.table.file_ids[len(self.base.table.ids):])
+                self._file_order = np.concatenate([self.base.file_order(), added])
+            else:
+                self._file_order = self.base.file_order()
         return self._file_order
+
+    def _ranks_new_files(self) -> bool:
+        """Whether this delta view's file-level lanes hold its new files (a view of a store that scores its own
+        lexical lanes uses its base's, which the store keeps current)."""
+        return isinstance(self.bm25, StackedBM25)
 
     def files_in_folder(self, folder: str) -> np.ndarray:
         """The ids of the files at or under `folder` (a path relative to the root, no slash at either end): a
@@ -262,11 +273,23 @@ class Snapshot:
     def file_index(self) -> tuple[np.ndarray, BM25Index | IndexedFileBM25]:
         """(file id of each document, BM25 with one document per file: the sum of its chunks' terms).
 
-        Built on the first query that uses the file lane, from the chunk index's counts; a delta view uses its
-        base's (a changed file is then found by its chunks until the rebuild).
+        Built on the first query that uses the file lane, from the chunk index's counts; a delta view's is its
+        base's with its new files' documents after it, weighed with the base's statistics as its chunks are
+        (a file saved a moment ago ranks by its whole text as before the save, not by its chunks alone).
         """
         if self.base is not None:
-            return self.base.file_index()
+            if not self._ranks_new_files():
+                return self.base.file_index()
+            base_ids, base_index = self.base.file_index()
+            with self._entity_lock:
+                if self._files is None:
+                    assert isinstance(self.bm25, StackedBM25) and isinstance(base_index, BM25Index)
+                    order = self.file_order()
+                    groups = np.searchsorted(order[len(base_ids):], self.table.file_ids[len(self.base.table.ids):])
+                    added = BM25Index.grouped(self.bm25.parts[-1], groups.astype(np.int64), len(order) - len(base_ids),
+                                              stats_from=base_index)
+                    self._files = order, StackedBM25([base_index, added])
+                return self._files
         with self._entity_lock:
             if self._files is None:
                 file_ids = self.file_order()
@@ -297,7 +320,7 @@ class Snapshot:
         from codeloupe.graph.build import BACKGROUND_START_DELAY_S, QUERY_BUILD_MAX_FILES, load_graph
 
         if self.base is not None:
-            return self.base.summaries(ws)
+            return self._view_summaries(ws)
         loaded = load_graph(ws, allow_stale=True)
         graph = loaded if loaded.paths else None
         current = self._summaries
@@ -315,6 +338,29 @@ class Snapshot:
             current = self._summaries_pending = self._summaries_pending or FileSummaries(
                 None, BM25Index(iter(())), ready=False)
         return current
+
+    def _view_summaries(self, ws: WorkspaceContext) -> FileSummaries:
+        """A delta view's summary lane: its base's, with its new files' skeletons and neighbours' words (from the
+        graph the base's were made with) after it, weighed with the base's statistics."""
+        from codeloupe.graph.evidence import neighbour_words
+
+        assert self.base is not None
+        base = self.base.summaries(ws)
+        if not base.ready or not self._ranks_new_files():
+            return base
+        with self._entity_lock:
+            if self._summaries is None or self._summaries_of is not base:
+                assert isinstance(base.index, BM25Index)
+                added = self.file_order()[len(self.base.file_order()):]
+                graph = base.graph() if base.graph is not None else None
+                words = {} if graph is None else {
+                    self.path_to_file[path]: found
+                    for path, found in neighbour_words(graph, [self.file_paths[f] for f in added.tolist()]).items()
+                    if path in self.path_to_file}
+                index = build_summary_index(added, ws.store, words, stats_from=base.index)
+                self._summaries = FileSummaries(base.graph, StackedBM25([base.index, index]))
+                self._summaries_of = base
+            return self._summaries
 
     def _build_summaries(self, ws: WorkspaceContext, graph: Graph | None) -> FileSummaries:
         """Tokenising every file's skeleton and its neighbours' names is most of a shared repository's first
@@ -788,7 +834,7 @@ class Searcher:
         extra = store.chunk_table([r.id for r in added])
         table = _concat_tables(base.table, extra)
         bm25 = base.bm25.over(table.ids) if isinstance(base.bm25, IndexedBM25) else StackedBM25(
-            [base.bm25, BM25Index(_documents(extra, added), stats_from=base.bm25, keep_counts=False)])
+            [base.bm25, BM25Index(_documents(extra, added), stats_from=base.bm25)])  # counts: the file lane's
         symbols = StackedSymbols(base.symbols, SymbolIndex(extra, store.symbol_rows([r.id for r in added])), live)
         full_live = np.concatenate([live, np.ones(len(extra.ids), dtype=bool)])
         view = _assemble_delta(base, generation, table, added, gone, bm25=bm25, symbols=symbols, live=full_live,

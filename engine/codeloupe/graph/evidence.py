@@ -10,40 +10,48 @@ from __future__ import annotations
 import bisect
 import sys
 from array import array
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from codeloupe.graph.build import Graph
 
 
-def neighbour_words(graph: Graph) -> dict[str, list[str]]:
+def neighbour_words(graph: Graph, paths: Iterable[str] | None = None) -> dict[str, list[str]]:
     """path -> the distinct names of what the file calls or imports from other workspace files, and of the
-    definitions (and the file stems) in other files that call into it. Hubs' callers are left out: the
-    names of everything that logs say nothing about the logger.
+    definitions (and the file stems) in other files that call into it; for every file, or for `paths` alone
+    (the files a delta view took in). Hubs' callers are left out: the names of everything that logs say
+    nothing about the logger.
 
     Every file's words are held at once (for the summary lane), so each distinct word is one string object;
     each caller's definitions are decoded once, for the names around its edges' lines, and let go (at 40K
     files they would otherwise all be alive together). Edges are read as columns: no `Edge` is made."""
     table = graph.edges
     carriers, symbols, lines = table.carriers, table.symbols.tolist(), table.line.tolist()
-    words: list[dict[str, None]] = [{} for _ in graph.paths]
+    if paths is None:
+        wanted: Collection[int] = range(len(graph.paths))
+        callers: Iterable[int] = wanted
+    else:
+        wanted = {i for i in map(graph.index_of, paths) if i is not None}
+        callers = sorted({j for i in wanted if i not in graph.gods for j in table.neighbour_rows(i, incoming=True)})
+    words: dict[int, dict[str, None]] = {i: {} for i in wanted}
     around = [""] * len(lines)  # per edge: the caller's innermost definition around its line
-    for i in range(len(graph.paths)):
-        out_rows = table.neighbour_rows(i, incoming=False)
-        for rows in out_rows.values():
-            for row in rows:
-                words[i].update((symbol, None) for symbol in carriers[symbols[row]])
-        into = [row for target, rows in out_rows.items() if target not in graph.gods for row in rows]
+    for j in callers:
+        into = [row for target, rows in table.neighbour_rows(j, incoming=False).items()
+                if target not in graph.gods and target in wanted for row in rows]
         if into:
-            spans = _Spans(graph.definitions.spans(i))
+            spans = _Spans(graph.definitions.spans(j))
             for row in into:
                 around[row] = spans.enclosing(lines[row])
-    for i in range(len(graph.paths)):
+    for i in wanted:
+        for rows in table.neighbour_rows(i, incoming=False).values():
+            for row in rows:
+                words[i].update((symbol, None) for symbol in carriers[symbols[row]])
         if i not in graph.gods:
             for j, rows in table.neighbour_rows(i, incoming=True).items():
                 words[i][sys.intern(graph.paths[j].rsplit("/", 1)[-1].rsplit(".", 1)[0])] = None
                 words[i].update((around[row], None) for row in rows if around[row])
-    return {path: list(words[i]) for i, path in enumerate(graph.paths) if words[i]}
+    return {graph.paths[i]: list(found) for i, found in sorted(words.items()) if found}
 
 
 class _Spans:

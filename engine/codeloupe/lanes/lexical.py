@@ -214,9 +214,11 @@ class BM25Index:
         return out
 
     @classmethod
-    def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int) -> BM25Index:
+    def grouped(cls, index: BM25Index, groups: np.ndarray, n_groups: int, *,
+                stats_from: BM25Index | None = None) -> BM25Index:
         """One document per group of `index`'s documents (`groups[i]`: the group of document i), its terms
-        the sum of theirs: a file-level index from the chunk-level one, with no tokenising.
+        the sum of theirs: a file-level index from the chunk-level one, with no tokenising. `stats_from` as
+        the constructor takes it.
 
         Summed a block of terms at a time (each block's counts made float32 and multiplied), the blocks then
         moved into one matrix each in turn: the whole product's temporaries (every count as float32, a
@@ -235,7 +237,7 @@ class BM25Index:
         summed = _joined_columns(blocks, n_groups, counts.shape[1])
         summed.sort_indices()
         out = cls.__new__(cls)
-        out._weigh(summed, index.vocab, None, keep_counts=False)
+        out._weigh(summed, index.vocab, stats_from, keep_counts=False)
         return out
 
     def _weigh(self, tf: sparse.csc_matrix, vocab: dict[str, int], stats_from: BM25Index | None,

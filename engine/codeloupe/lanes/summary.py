@@ -18,9 +18,11 @@ from codeloupe.store.protocol import IndexStore
 SKELETON_PAGE = 2000  # skeletons read at a time: all 40K files' texts at once were ~40 MB more at the peak
 
 
-def build_summary_index(file_ids: np.ndarray, store: IndexStore,
-                        neighbour_words: dict[int, list[str]]) -> BM25Index:
+def build_summary_index(file_ids: np.ndarray, store: IndexStore, neighbour_words: dict[int, list[str]], *,
+                        stats_from: BM25Index | None = None) -> BM25Index:
     """One document per entry of `file_ids`, in that order (a file with neither skeleton nor neighbours gets
-    an empty document and never ranks); the skeletons are read from `store` a page of files at a time."""
-    return BM25Index(tokenize(skeleton) + tokenize(" ".join(neighbour_words.get(file_id, ())))
-                     for file_id, skeleton in texts_in_pages(file_ids.tolist(), store.skeletons, SKELETON_PAGE))
+    an empty document and never ranks); the skeletons are read from `store` a page of files at a time.
+    `stats_from` as `BM25Index` takes it."""
+    return BM25Index((tokenize(skeleton) + tokenize(" ".join(neighbour_words.get(file_id, ())))
+                      for file_id, skeleton in texts_in_pages(file_ids.tolist(), store.skeletons, SKELETON_PAGE)),
+                     stats_from=stats_from)
