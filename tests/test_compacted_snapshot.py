@@ -31,7 +31,9 @@ def _facts(snap) -> dict:
                  snap.chunk_is_doc.tolist(), snap.chunk_kind.tolist(), dict(snap.file_kind),
                  {k: sorted(v) for k, v in snap.by_basename.items()}, dict(snap.path_to_file),
                  dict(snap.file_chunk_rows)],
-        "symbols": {name: array.tolist() for name, array in snap.symbols.arrays().items()},
+        # each name map's rows per key (keys are numbered in another order by a compaction, which no lookup reads)
+        "symbols": {name: {key: getattr(snap.symbols, name).get(key) for key in getattr(snap.symbols, name)._slots}
+                    for name in ("by_name", "by_lower", "by_qualified")},
         "definitions": {name: snap.symbols.definitions(name) for name in
                         ("Account", "check_password", "tokenize_input", "parse_arguments", "record_login")},
         "vocab": sorted(bm25.vocab),
@@ -50,7 +52,8 @@ def changed_view(make_tree, lexical_workspace, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "pkg/cli.py").write_text("def tokenize_input(text):\n    return text.split()\n")
     (tmp_path / "web/routes.js").unlink()
     (tmp_path / "pkg/mailer.py").rename(tmp_path / "pkg/notify.py")
-    (tmp_path / "pkg/audit.py").write_text("def record_login(user):\n    \"\"\"Zqx audit words.\"\"\"\n")
+    (tmp_path / "pkg/audit.py").write_text("def record_login(user):\n    \"\"\"Zqx audit words.\"\"\"\n\n\n"
+                                           "def check_password(password):\n    return password\n")  # models.py's too
     (tmp_path / "pkg/empty.py").write_text("")
     ws.update_files([tmp_path / p for p in ("pkg/cli.py", "web/routes.js", "pkg/mailer.py", "pkg/notify.py",
                                             "pkg/audit.py", "pkg/empty.py")])

@@ -786,7 +786,8 @@ class Searcher:
                            symbols=JsonLists([symbols_json[i] for i in at]), texts=ChunkTexts(store, ids))
         stamp = f"{store.index_id}:{generation}"
         bm25 = _kept_beside(bm25, _lexical_file(store.path), table.ids, stamp, "the lexical index")
-        symbols = SymbolIndex(table, store.iter_symbol_rows())
+        symbols = SymbolIndex.compacted(view.symbols, table) if isinstance(view.symbols, StackedSymbols) else \
+            SymbolIndex(table, store.iter_symbol_rows())
         kinds = {r.id: view.file_kind.get(r.id, -1) for r in rows}
         for r in rows:
             if kinds[r.id] < 0:  # a file with no chunk in the view: its kind, as a full build works it out
