@@ -14,7 +14,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.graph import build as graph_build
-from codeloupe.graph.build import graph_file, load_graph
+from codeloupe.graph.build import load_graph
 from codeloupe.store import edges as edge_store
 from test_graph_incremental import counting_resolutions, delete, mirrored, move, rewrite
 from test_graph_saved import everything, never, opened, with_vectors
@@ -40,6 +40,30 @@ def built_from_scratch(root: Path, cache: Path, copy: Path) -> tuple[tuple, list
         return everything(ws), stored_edges(ws)
     finally:
         ws.close()
+
+
+def with_saved_graph(tmp_path: Path, prepare: Callable[[Path], object] = lambda root: None) -> tuple[Path, Path]:
+    """The python fixture (edited by `prepare` first) indexed with vectors, its graph built and saved by a
+    process that then closed."""
+    root, cache = with_vectors(tmp_path, "python", prepare)
+    first = opened(root, cache)
+    try:
+        load_graph(first)
+    finally:
+        first.close()
+    return root, cache
+
+
+def reopened(root: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple, list[tuple]]:
+    """(the graph, the stored edges) of a new process opening `cache`; what `monkeypatch` set is undone once the
+    graph is built."""
+    again = opened(root, cache)
+    try:
+        graph = everything(again)
+        monkeypatch.undo()
+        return graph, stored_edges(again)
+    finally:
+        again.close()
 
 
 def pulled(root: Path) -> list[Path]:
@@ -92,27 +116,16 @@ REACHED = {"in the scripts alone": ["scripts/fmt_tools.py", "scripts/report.py"]
 @pytest.mark.parametrize("how", sorted(HOW_INDEXED))
 def test_a_start_after_changes_builds_the_graph_from_the_earlier_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, pull: str) -> None:
-    root, cache = with_vectors(tmp_path, "python", mirrored)
-    first = opened(root, cache)
-    try:
-        load_graph(first)  # built and saved
-        nodes = len(edge_store.node_files(first.store))
-    finally:
-        first.close()
+    root, cache = with_saved_graph(tmp_path, mirrored)
     HOW_INDEXED[how](root, cache, PULLS[pull](root))
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
 
     monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)  # no file's facts decoded from the index
     monkeypatch.setattr(graph_build.edge_store, "iter_edges", never)  # no edge read but those that can differ
     resolved = counting_resolutions(monkeypatch)
-    again = opened(root, cache)
-    try:
-        graph = everything(again)
-        monkeypatch.undo()
-        assert (graph, stored_edges(again)) == expected
-    finally:
-        again.close()
-    assert len(set(resolved)) < nodes
+    found = reopened(root, cache, monkeypatch)
+    assert found == expected
+    assert len(set(resolved)) < len(found[0][0])  # fewer files resolved than there are nodes
     if pull in REACHED:
         assert sorted(resolved) == REACHED[pull]
 
@@ -135,14 +148,9 @@ def test_a_start_after_new_vectors_alone_keeps_the_resolution(tmp_path: Path, mo
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
     monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)
     resolved = counting_resolutions(monkeypatch)
-    again = opened(root, cache)
-    try:
-        graph = everything(again)
-        monkeypatch.undo()
-        assert (graph, stored_edges(again)) == expected
-        assert graph[4] != before[4]  # the new vectors did reach the semantic lane
-    finally:
-        again.close()
+    found = reopened(root, cache, monkeypatch)
+    assert found == expected
+    assert found[0][4] != before[4]  # the new vectors did reach the semantic lane
     assert resolved == []
 
 
@@ -159,21 +167,13 @@ def edges_of_a_state_in_between(root: Path, cache: Path) -> None:
         ws.close()
 
 
-def test_edges_resolved_for_a_state_in_between_are_not_built_on(tmp_path: Path) -> None:
-    root, cache = with_vectors(tmp_path, "python",
-                               lambda r: rewrite(r, "tests/check_audit.py", lambda _: "from shop.audit import audit\n"))
-    first = opened(root, cache)
-    try:
-        load_graph(first)
-    finally:
-        first.close()
+def test_edges_resolved_for_a_state_in_between_are_not_built_on(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    root, cache = with_saved_graph(
+        tmp_path, lambda r: rewrite(r, "tests/check_audit.py", lambda _: "from shop.audit import audit\n"))
     edges_of_a_state_in_between(root, cache)
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
-    again = opened(root, cache)
-    try:
-        assert (everything(again), stored_edges(again)) == expected
-    finally:
-        again.close()
+    assert reopened(root, cache, monkeypatch) == expected
 
 
 EARLIER_DAMAGE: dict[str, Callable[[dict[str, np.ndarray]], None]] = {
@@ -184,47 +184,28 @@ EARLIER_DAMAGE: dict[str, Callable[[dict[str, np.ndarray]], None]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(EARLIER_DAMAGE))
-def test_an_earlier_graph_that_does_not_fit_together_is_not_built_on(tmp_path: Path, damage: str) -> None:
+def test_an_earlier_graph_that_does_not_fit_together_is_not_built_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
     from codeloupe.saved import load_arrays, save_arrays, saved_stamp
 
-    root, cache = with_vectors(tmp_path, "python")
-    first = opened(root, cache)
-    try:
-        load_graph(first)
-        path = graph_file(first)
-    finally:
-        first.close()
+    root, cache = with_saved_graph(tmp_path)
+    path = next(cache.rglob("*.graph.npz"))
     stamp = saved_stamp(path)
     arrays = load_arrays(path, stamp)
     EARLIER_DAMAGE[damage](arrays)
     save_arrays(path, stamp, arrays)
     indexed_in_a_terminal(root, cache, pulled(root))
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
-    again = opened(root, cache)
-    try:
-        assert (everything(again), stored_edges(again)) == expected
-    finally:
-        again.close()
+    assert reopened(root, cache, monkeypatch) == expected
 
 
 def test_a_layout_changed_by_another_process_is_taken_as_it_resolved_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A change of layout (a directory stops being a package) resolves everything again, once: where the process
     that indexed the change did that, the next one reads the edges it stored instead of resolving them again."""
-    root, cache = with_vectors(tmp_path, "python")
-    first = opened(root, cache)
-    try:
-        load_graph(first)
-    finally:
-        first.close()
+    root, cache = with_saved_graph(tmp_path)
     indexed_in_a_terminal(root, cache, delete(root, "src/shop/payments/__init__.py"))
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
     resolved = counting_resolutions(monkeypatch)
-    again = opened(root, cache)
-    try:
-        graph = everything(again)
-        monkeypatch.undo()
-        assert (graph, stored_edges(again)) == expected
-    finally:
-        again.close()
+    assert reopened(root, cache, monkeypatch) == expected
     assert resolved == []

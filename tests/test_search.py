@@ -102,14 +102,30 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("repo")
+def write_files(root: Path) -> Path:
     for rel, text in FILES.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return root
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_files(tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture
+def views_held(tmp_path: Path, lexical_workspace, monkeypatch: pytest.MonkeyPatch):
+    """(workspace, searcher) over a copy of FILES of its own, its full snapshot built and the rebuild after a save
+    held off: every search after a save reads the delta view until `searcher.refresh()`."""
+    from codeloupe import ranking
+
+    ws = lexical_workspace(write_files(tmp_path))
+    searcher = ws.searcher()
+    searcher.refresh()
+    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+    return ws, searcher
 
 
 @pytest.fixture
@@ -375,21 +391,12 @@ SAVED_FILE_QUESTIONS = ["how are passwords hashed and checked at login", "passwo
                         "login session", "start the server and answer health checks"]
 
 
-def test_files_saved_a_moment_ago_rank_as_after_the_rebuild(tmp_path: Path, lexical_workspace,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_files_saved_a_moment_ago_rank_as_after_the_rebuild(tmp_path: Path, views_held) -> None:
     """Right after a save the delta view answers; the files just saved must score as the full snapshot of the
     same files scores them, not lower because the file-level lanes (the file's whole text, its skeleton and
     neighbours' words) had only the base's (the public set, every gold file saved: R@1 0.45 from the view
     against 0.925 after the rebuild; `bench/view_quality.py`)."""
-    from codeloupe import ranking
-
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    ws = lexical_workspace(tmp_path)
-    searcher = ws.searcher()
-    searcher.refresh()
-    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)  # the view answers until the refresh below
+    ws, searcher = views_held
     saved = ["app/auth.py", "app/db.py", "app/render.py"]
     for rel in saved:
         with (tmp_path / rel).open("a") as fh:
@@ -417,20 +424,13 @@ NameError: name 'find_account' is not defined
 
 
 def test_a_bug_report_after_a_save_reads_only_the_saved_files_definitions(
-        tmp_path: Path, lexical_workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, views_held, monkeypatch: pytest.MonkeyPatch) -> None:
     """The entity lane of a delta view stands on its base's: only the files saved since are read and tokenised
     (every file's definitions were, at the first bug report after every save: 7-9 s at 40K files), and the saved
     file scores as after the rebuild."""
-    from codeloupe import ranking
     from codeloupe import search as search_module
 
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    ws = lexical_workspace(tmp_path)
-    searcher = ws.searcher()
-    searcher.refresh()
-    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+    ws, searcher = views_held
     ws.search(BUG_REPORT)  # the base's entity index built
     read: list[list[str]] = []
     real = search_module.build_entity_index
@@ -458,20 +458,11 @@ def test_a_bug_report_after_a_save_reads_only_the_saved_files_definitions(
     assert db_rank_and_score() == (rank, pytest.approx(score, abs=0.01))
 
 
-def test_each_save_s_view_knows_the_files_the_index_holds(tmp_path: Path, lexical_workspace,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_save_s_view_knows_the_files_the_index_holds(tmp_path: Path, views_held) -> None:
     """A view after a save starts from the previous view's file ids and reads only what changed since: over
     edits, a new file, a deletion and a file that comes back, every view holds the ids the index holds and the
     rows and files of a full snapshot of the same state."""
-    from codeloupe import ranking
-
-    for rel, text in FILES.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(textwrap.dedent(text))
-    ws = lexical_workspace(tmp_path)
-    searcher = ws.searcher()
-    searcher.refresh()
-    monkeypatch.setattr(ranking, "REBUILD_QUIET_S", 3600.0)
+    ws, searcher = views_held
     base = searcher.snapshot()
     render = tmp_path / "app/render.py"
     steps = [(render, "def paint_canvas(brush):\n    return brush\n"),
