@@ -348,10 +348,12 @@ def test_a_delta_views_maps_are_a_full_snapshots_of_the_same_state(tmp_path: Pat
     (tmp_path / "lib/auth.py").write_text("def second_auth():\n    return 2\n")  # a basename app/ has too
     (tmp_path / "tests").mkdir(exist_ok=True)
     (tmp_path / "tests/test_new.py").write_text("def test_new():\n    assert True\n")
+    (tmp_path / "cmd").mkdir()
+    (tmp_path / "cmd/main.go").write_text("package main\n\nfunc main() {}\n")  # a language the base had not
     deleted = next(rel for rel in FILES if rel != "app/render.py" and rel != "app/auth.py")
     (tmp_path / deleted).unlink()
     ws.update_files([tmp_path / "app/render.py", tmp_path / "lib/auth.py", tmp_path / "tests/test_new.py",
-                     tmp_path / deleted])
+                     tmp_path / "cmd/main.go", tmp_path / deleted])
     view = searcher.snapshot()
     assert view.base is base and view.pending_files == 0
     full = searcher._build_snapshot(view.generation)
@@ -369,6 +371,14 @@ def test_a_delta_views_maps_are_a_full_snapshots_of_the_same_state(tmp_path: Pat
 
     for name in ("file_paths", "file_languages", "file_is_doc", "file_kind", "path_to_file"):
         assert getattr(view, name) == getattr(full, name), name
+
+    def languages_of(snap):  # each live row's language as `related` reads it
+        names, codes = snap.chunk_languages()
+        live = np.ones(len(snap.table.ids), bool) if snap.live is None else snap.live
+        return sorted((int(snap.table.ids[r]), names[codes[r]]) for r in np.flatnonzero(live))
+
+    assert languages_of(view) == languages_of(full) and ("go" in dict(languages_of(view)).values())
+    assert (view.chunk_languages()[1][~view.live] == -1).all()
     assert {k: sorted(v) for k, v in view.by_basename.items()} == {k: sorted(v) for k, v in full.by_basename.items()}
     assert sorted(view.by_basename["auth.py"]) == ["app/auth.py", "lib/auth.py"]
     assert by_file(view) == by_file(full) and deleted not in by_file(view)

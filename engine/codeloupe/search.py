@@ -198,7 +198,22 @@ class Snapshot:
     def chunk_languages(self) -> tuple[list[str], np.ndarray]:
         """(the workspace's languages, int16 [n]: each chunk's file's language as an index into them, -1 for a
         row of a file no longer indexed), built on first use (`related`): a language mask is then one array
-        comparison rather than a lookup per chunk."""
+        comparison rather than a lookup per chunk. A delta view's are its base's, the rows of files changed
+        since at -1 and its new rows after them (not a lookup per file of the workspace after every save)."""
+        if self.base is not None:
+            languages, base_rows = self.base.chunk_languages()
+            with self._entity_lock:
+                if self._languages is None:
+                    n = len(self.base.table.ids)
+                    known = list(languages)
+                    index = {language: i for i, language in enumerate(known)}
+                    added = [index.setdefault(self.file_languages.get(f, ""), len(index))
+                             for f in self.table.file_ids[n:].tolist()]
+                    known.extend(language for language in index if index[language] >= len(languages))
+                    live = self.live[:n] if self.live is not None else np.ones(n, bool)
+                    self._languages = known, np.concatenate([np.where(live, base_rows, -1).astype(np.int16),
+                                                             np.array(added, np.int16)])
+                return self._languages
         with self._entity_lock:
             if self._languages is None:
                 languages = sorted(set(self.file_languages.values()))
