@@ -699,12 +699,11 @@ class Searcher:
         after a save. A change made while the editor was closed then costs the next start what it changed, not
         re-tokenising every chunk (a minute and more at 40K files); the caller schedules the full rebuild.
 
-        A process that stays open (`interim_answers`) answers from that view at once. A view ranks a changed
-        file by its chunks alone until the full snapshot is made (the file and summary lanes are the base's),
-        and after a bulk change (more than `DELTA_MAX_FILES` files) leaves the changed files out and says so,
-        as in a session. A one-shot command's only answer must be what a full snapshot gives: it makes that
-        snapshot here, from the view where it can (`_compacted`: only the changed files tokenised), else from
-        the store."""
+        A process that stays open (`interim_answers`) answers from that view at once; after a bulk change (more
+        than `DELTA_MAX_FILES` files) the view leaves the changed files out and says so, as in a session. A
+        one-shot command's only answer must be what a full snapshot gives (a view weighs the changed files with
+        the base's statistics): it makes that snapshot here, from the view where it can (`_compacted`: only the
+        changed files tokenised), else from the store."""
         base = self._saved_base(generation)
         if base is not None:
             view = self._delta_view(base, generation, None)

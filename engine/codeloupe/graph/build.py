@@ -294,7 +294,7 @@ def _rebinding(ws: WorkspaceContext, resolution: _Resolution, ctx: ResolveContex
     may now come from another file."""
     named: set[str] = set()
     for path in added | removed.keys():
-        facts = removed.get(path) or resolution.facts.get(path)
+        facts = removed[path] if path in removed else resolution.facts.get(path)
         if facts is not None:
             named |= module_tokens(path, facts, RESOLVERS.get(facts.language))
     naming = resolution.mentions.users_of(named)
