@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +47,8 @@ def with_saved_graph(tmp_path: Path, prepare: Callable[[Path], object] = lambda 
     """The python fixture (edited by `prepare` first) indexed with vectors, its graph built and saved by a
     process that then closed."""
     root, cache = with_vectors(tmp_path, "python", prepare)
-    first = opened(root, cache)
-    try:
+    with closing(opened(root, cache)) as first:
         load_graph(first)
-    finally:
-        first.close()
     return root, cache
 
 
@@ -176,10 +174,20 @@ def test_edges_resolved_for_a_state_in_between_are_not_built_on(tmp_path: Path,
     assert reopened(root, cache, monkeypatch) == expected
 
 
-EARLIER_DAMAGE: dict[str, Callable[[dict[str, np.ndarray]], None]] = {
-    "configuration digests not a mapping": lambda arrays: arrays.update(configs=np.array("[1, 2]")),
-    "configuration digests not JSON": lambda arrays: arrays.update(configs=np.array("{not json")),
-    "a node path missing": lambda arrays: arrays.update(node_paths_ends=arrays["node_paths_ends"][:-1]),
+def _state_named(stamp: str, state: str) -> str:
+    """`stamp` with the index state it names (its tail) replaced by `state`."""
+    return stamp[:stamp.index(":(") + 1] + state
+
+
+# Each takes the saved arrays (changed in place) and stamp, and gives the stamp to save them under.
+EARLIER_DAMAGE: dict[str, Callable[[dict[str, np.ndarray], str], str]] = {
+    "configuration digests not a mapping": lambda arrays, stamp: arrays.update(configs=np.array("[1, 2]")) or stamp,
+    "configuration digests not JSON": lambda arrays, stamp: arrays.update(configs=np.array("{not json")) or stamp,
+    "a node path missing":
+        lambda arrays, stamp: arrays.update(node_paths_ends=arrays["node_paths_ends"][:-1]) or stamp,
+    # int() refuses a number of thousands of digits
+    "a state of thousands of digits": lambda arrays, stamp: _state_named(stamp, f"({'9' * 5000}, 1, '1:1')"),
+    "a state that is not one": lambda arrays, stamp: _state_named(stamp, "(1, 2, __import__('os'))"),
 }
 
 
@@ -192,8 +200,7 @@ def test_an_earlier_graph_that_does_not_fit_together_is_not_built_on(
     path = next(cache.rglob("*.graph.npz"))
     stamp = saved_stamp(path)
     arrays = load_arrays(path, stamp)
-    EARLIER_DAMAGE[damage](arrays)
-    save_arrays(path, stamp, arrays)
+    save_arrays(path, EARLIER_DAMAGE[damage](arrays, stamp), arrays)
     indexed_in_a_terminal(root, cache, pulled(root))
     expected = built_from_scratch(root, cache, tmp_path / "scratch")
     assert reopened(root, cache, monkeypatch) == expected
