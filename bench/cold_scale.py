@@ -14,7 +14,8 @@ new process (a restarted editor), in this order:
 - cold open: a new process opening the index (integrity check included) and answering one lexical query;
 Three more, run only when named:
 - graph: a new process opening the index and bringing its graph up to date (edges, communities, the semantic
-  lane), as a restarted editor does once it has answered;
+  lane), as a restarted editor does once it has answered; a digest of every edge and community it lists lets
+  two engines' graphs be compared (one built from an earlier saved graph, one from the store);
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
   searches when the progress is gone; in the server phase the first search can be answered from the index as
   it was before the refresh wrote anything);
@@ -35,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -132,9 +134,11 @@ def graph_phase(root: Path, cache: Path) -> dict:
     ws.refresh_graph()
     out = {"graph_s": round(time.perf_counter() - started, 2), "graph_cpu_s": round(time.process_time() - cpu, 2),
            "peak_rss_mb": _peak_rss_mb()}
-    listed = ws.graph_map()  # what came out, to compare engines by
+    listed = ws.graph_map()  # what came out, to compare engines by (the digest: every edge and community)
     out.update(nodes=len(listed.nodes), edges=len(listed.edges), communities=len(listed.communities),
-               surprises=len(listed.surprises))
+               surprises=len(listed.surprises), digest=hashlib.sha256(json.dumps(
+                   [sorted(json.dumps(e.to_dict(), sort_keys=True) for e in listed.edges),
+                    sorted(json.dumps(c.to_dict(), sort_keys=True) for c in listed.communities)]).encode()).hexdigest()[:16])
     ws.close()
     return out
 
