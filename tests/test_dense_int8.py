@@ -30,6 +30,28 @@ def test_int8_scores_equal_the_float32_product_of_the_same_vectors_and_rank_iden
         assert np.argsort(-got, kind="stable")[:10].tolist() == np.argsort(-expected, kind="stable")[:10].tolist()
 
 
+def test_the_packed_product_takes_the_float32_steps_of_the_exact_integer_products_bit_for_bit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each block is a constant packed into its session and both halves of the query are one product: the
+    scores are still (hi . row) hi_scale + (lo . row) lo_scale, times the row's scale, each step in float32 over
+    the exact integer products, whatever block a row is in."""
+    import codeloupe.lanes.dense as dense_module
+
+    monkeypatch.setattr(dense_module, "BLOCK_ROWS", 700)  # 2,000 rows: two whole blocks and a partial one
+    rng = np.random.default_rng(13)
+    q, scales = quantize(_unit_rows(rng, 2000))
+    vectors = Int8Vectors.stacked([(VectorMatrix(np.arange(2000), q, scales), None)])
+    for query in _unit_rows(rng, 5):
+        hi_scale = np.float32(np.abs(query).max() / 63)
+        hi = np.rint(query / hi_scale)
+        rest = query - hi * hi_scale
+        lo_scale = np.float32(np.abs(rest).max() / 63)
+        lo = np.rint(rest / lo_scale)
+        exact = [q.astype(np.int64) @ part.astype(np.int64) for part in (hi, lo)]
+        expected = (exact[0].astype(np.float32) * hi_scale + exact[1].astype(np.float32) * lo_scale) * scales
+        assert np.array_equal(vectors.dot(query), expected)
+
+
 def test_the_product_is_exact_where_the_kernel_adds_pairs_in_int16() -> None:
     """The largest products the kernel can meet: rows of +-127 against a query whose components are all at
     its peak. x86 kernels without VNNI add pairs of uint8 x int8 products in int16 with saturation; an 8-bit

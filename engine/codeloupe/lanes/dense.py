@@ -29,20 +29,21 @@ BLOCK_ROWS = 32768
 
 @dataclass
 class Int8Vectors:
-    """Rows of int8 vectors with a float32 scale each, stored transposed block by block (each block a contiguous
-    [d, BLOCK_ROWS] array, the last one as wide as the rows left) for the product below.
+    """Rows of int8 vectors with a float32 scale each, held block by block inside onnxruntime sessions (see
+    `_BlockProduct`) for the product below.
 
     A quarter of the memory of float32 rows, and a quarter of the bytes a query reads: at 200K chunks the
     float32 product was bound by memory bandwidth."""
 
-    blocks: list[np.ndarray]  # int8 [d, <= BLOCK_ROWS] each
+    blocks: list[_BlockProduct]  # BLOCK_ROWS rows each, the last one as many as are left
     scales: np.ndarray  # float32 [n]
     offsets: np.ndarray  # int32 [n]: _QUERY_OFFSET x each vector's sum of components (see `dot_runs`)
 
     @classmethod
     def stacked(cls, parts: list[tuple[VectorMatrix, np.ndarray | None]]) -> Int8Vectors:
         """The vectors of several matrices (each at its `rows`, when given) one after another in one matrix,
-        written in place: a query then reads them all in one product per half of the query."""
+        written in place block by block, each block then handed to its session: a query then reads them all in
+        one product per block."""
         sizes = [len(matrix.ids) if rows is None else len(rows) for matrix, rows in parts]
         total, dim = sum(sizes), max((m.dim for m, _ in parts), default=0)
         blocks = [np.zeros((dim, min(BLOCK_ROWS, total - start)), np.int8) for start in range(0, total, BLOCK_ROWS)]
@@ -59,7 +60,10 @@ class Int8Vectors:
                 blocks[block][:, column:column + take] = q[done:done + take].T
                 done += take
             at += size
-        return cls(blocks, scales, offsets)
+        products = []
+        while blocks:  # each block let go once its session holds it: a block more at a time, not a matrix more
+            products.append(_BlockProduct.over(blocks.pop(0)))
+        return cls(products, scales, offsets)
 
     def __len__(self) -> int:
         return len(self.scales)
@@ -73,30 +77,29 @@ class Int8Vectors:
         so that other threads can make them while this one goes on: their results, joined, are `dot`'s.
 
         The query is split into two 7-bit vectors, `hi` and the rounding it leaves, `lo` (about 12 bits of the
-        query's precision together; `hi` alone moved one top-10 hit in three queries on random vectors), each
-        a matrix-vector product in onnxruntime's int8 kernel (a two-row product takes a path 5x slower than
-        two one-row ones), in one graph with the scaling that follows. The kernel's fast path takes unsigned
-        activations, so the query is offset by `_QUERY_OFFSET` and that times each row's component sum is taken
-        back off (exact in int32).
+        query's precision together; `hi` alone moved one top-10 hit in three queries on random vectors), the
+        two rows of one product in onnxruntime's int8 kernel, with the scaling that follows in the same graph.
+        The kernel's fast path takes unsigned activations, so the query is offset by `_QUERY_OFFSET` and that
+        times each row's component sum is taken back off (exact in int32).
 
         Seven bits, not eight: on x86 processors without VNNI (AVX2, AVX-512 before Cascade Lake, AMD before
         Zen 4) the kernel adds each pair of uint8 x int8 products in int16 with saturation, which an 8-bit
         query overflows (255 x 127 x 2 > 32767: scores off by up to ~90,000 in the int32 result, seen on an
         AMD EPYC). 127 x 128 x 2 fits, so the product is exact on every processor."""
-        query: dict[str, np.ndarray] = {}
+        parts, part_scales = [], []
         rest = np.asarray(qvec, np.float32)
-        for part_name in ("hi", "lo"):
+        for _ in ("hi", "lo"):
             scale = _query_scale(rest)
             part = np.rint(rest / scale)
-            query[part_name] = (part + _QUERY_OFFSET).astype(np.uint8)[None, :]
-            query[f"{part_name}_scale"] = np.array([scale], np.float32)
+            parts.append(part + _QUERY_OFFSET)
+            part_scales.append(scale)
             rest = rest - part * scale
-        session = _int8_scores()
+        query = {"query": np.stack(parts).astype(np.uint8), "part_scales": np.array(part_scales, np.float32)[:, None]}
 
         def run(block: int) -> np.ndarray:
-            columns = slice(block * BLOCK_ROWS, block * BLOCK_ROWS + self.blocks[block].shape[1])
-            return session.run(None, {**query, "rows": self.blocks[block], "offsets": self.offsets[columns],
-                                      "row_scales": self.scales[columns]})[0][0]
+            columns = slice(block * BLOCK_ROWS, block * BLOCK_ROWS + self.blocks[block].width)
+            return self.blocks[block].session.run(None, {**query, "offsets": self.offsets[columns],
+                                                         "row_scales": self.scales[columns]})[0][0]
 
         return [functools.partial(run, block) for block in range(len(self.blocks))]
 
@@ -116,38 +119,60 @@ def _query_scale(vector: np.ndarray) -> float:
     return peak / _QUERY_PEAK if peak > 0 else 1.0
 
 
-@functools.cache
-def _int8_scores():
-    """One onnxruntime session computing ((hi x rows - offsets) hi_scale + (lo x rows - offsets) lo_scale)
-    row_scales: uint8 [1, d] x int8 [d, n] (MatMulInteger) -> float32 [1, n], in the order of float32 steps
-    the same product in numpy took.
+@dataclass
+class _BlockProduct:
+    """One block of rows (int8 [d, width]) as the constant of an onnxruntime session of its own computing
+    ((hi x rows - offsets) hi_scale + (lo x rows - offsets) lo_scale) row_scales: uint8 [2, d] x int8 [d, n]
+    (MatMulInteger) -> float32 [1, n], in the order of float32 steps the same product in numpy took.
 
-    onnxruntime is already how the embedding model runs; its int8 kernels are what numpy lacks (numpy's
-    integer matmul is a plain loop, 10x slower than the float32 product it would replace). One thread: a
-    query's other lanes and the background indexer share the cores."""
+    A constant matrix is packed once, when the session is made, into the kernel's own layout (onnxruntime's
+    pre-packing); given as an input it was packed again by every product, and read once per query part: at
+    200K chunks the two passes took 9.6 ms a query, the packed product of both parts 5.3 ms (same machine).
+    onnxruntime copies a constant given this way into the session (`add_external_initializers`: the caller's
+    buffer may be freed once the session is made), so the block is let go of, the memory staying about that
+    of one matrix. onnxruntime is already how the embedding model runs; its int8 kernels are what numpy lacks
+    (numpy's integer matmul is a plain loop, 10x slower than the float32 product it would replace). One
+    thread: a query's other lanes and the background indexer share the cores."""
+
+    session: object  # onnxruntime.InferenceSession
+    width: int
+
+    @classmethod
+    def over(cls, block: np.ndarray) -> _BlockProduct:
+        return cls(_block_session(block), block.shape[1])
+
+
+def _block_session(block: np.ndarray) -> object:
+    """The session computing `_BlockProduct`'s scores over `block`, which it holds a copy of."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    nodes = []
-    for part in ("hi", "lo"):
-        nodes += [helper.make_node("MatMulInteger", [part, "rows"], [f"{part}_raw"]),
-                  helper.make_node("Sub", [f"{part}_raw", "offsets"], [f"{part}_exact"]),
-                  helper.make_node("Cast", [f"{part}_exact"], [f"{part}_float"], to=TensorProto.FLOAT),
-                  helper.make_node("Mul", [f"{part}_float", f"{part}_scale"], [f"{part}_dot"])]
-    nodes += [helper.make_node("Add", ["hi_dot", "lo_dot"], ["dot"]),
-              helper.make_node("Mul", ["dot", "row_scales"], ["scores"])]
+    rows = TensorProto(name="rows", data_type=TensorProto.INT8, dims=block.shape,
+                       data_location=TensorProto.EXTERNAL)
+    # The constant's bytes come from `block` (add_external_initializers), not from the model: no second copy
+    # of them is serialised and parsed.
+    for key, value in (("location", "rows"), ("offset", "0"), ("length", str(block.size))):
+        rows.external_data.add(key=key, value=value)
+    nodes = [helper.make_node("MatMulInteger", ["query", "rows"], ["raw"]),
+             helper.make_node("Sub", ["raw", "offsets"], ["exact"]),
+             helper.make_node("Cast", ["exact"], ["exact_float"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["exact_float", "part_scales"], ["parts"]),
+             helper.make_node("Split", ["parts"], ["hi_dot", "lo_dot"], axis=0),
+             helper.make_node("Add", ["hi_dot", "lo_dot"], ["dot"]),
+             helper.make_node("Mul", ["dot", "row_scales"], ["scores"])]
     graph = helper.make_graph(
         nodes, "int8_dot",
-        [*(helper.make_tensor_value_info(p, TensorProto.UINT8, [1, None]) for p in ("hi", "lo")),
-         helper.make_tensor_value_info("rows", TensorProto.INT8, [None, None]),
-         helper.make_tensor_value_info("offsets", TensorProto.INT32, [None]),
-         helper.make_tensor_value_info("row_scales", TensorProto.FLOAT, [None]),
-         *(helper.make_tensor_value_info(f"{p}_scale", TensorProto.FLOAT, [1]) for p in ("hi", "lo"))],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, None])])
+        [helper.make_tensor_value_info("query", TensorProto.UINT8, [2, block.shape[0]]),
+         helper.make_tensor_value_info("part_scales", TensorProto.FLOAT, [2, 1]),
+         helper.make_tensor_value_info("offsets", TensorProto.INT32, [block.shape[1]]),
+         helper.make_tensor_value_info("row_scales", TensorProto.FLOAT, [block.shape[1]])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, block.shape[1]])], initializer=[rows])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False  # its arena kept the constant's copy, freed once packed, for reuse (8 MB)
+    options.add_external_initializers(["rows"], [ort.OrtValue.ortvalue_from_numpy(block)])
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
