@@ -70,12 +70,12 @@ def open_phase(root: Path, work: Path, profile: int, save: str) -> dict:
 
     ws = _workspace(root, work)
     first_s, first_cpu, first = _timed(lambda: graph_map(ws), profile)
-    _save(ws, "copy-1/json/decoder.py", save)
+    saved = _save(ws, "copy-1/json/decoder.py", save)
     resolved = _counting_resolutions()
     edges_s, edges_cpu, _ = _timed(lambda: update_edges(ws), profile)
     files_resolved = len(resolved)
     graph_s, graph_cpu, _ = _timed(lambda: graph_map(ws), profile)
-    _embed_again(ws, "copy-1/json/decoder.py")
+    _embed_again(ws, saved)
     embedded_s, embedded_cpu, _ = _timed(lambda: graph_map(ws), profile)
     digest = _digest(load_graph(ws))
     ws.close()
@@ -145,12 +145,13 @@ def _timed(fn, profile: int):
     return round(seconds, 3), round(cpu, 3), result
 
 
-def _save(ws, path: str, kind: str) -> None:
-    """One save, as the indexer stores it. `import`: the file gains an import of a sibling module on its first
-    import line (`import re` -> `import re; import json.scanner`), every other line and definition kept.
-    `reparse`: its first line is replaced by that import; in json/decoder.py that line opens the module
-    docstring, so the rest of the file parses differently and every definition changes (the save earlier
-    figures used)."""
+def _save(ws, path: str, kind: str) -> str:
+    """One save, as the indexer stores it; the path saved. `import`: the file gains an import of a sibling
+    module on its first import line (`import re` -> `import re; import json.scanner`), every other line and
+    definition kept. `reparse`: its first line is replaced by that import; in json/decoder.py that line opens
+    the module docstring, so the rest of the file parses differently and every definition changes (the save
+    earlier figures used). `create`: a new file beside it (`decoder_new.py`) with the import save's text, as a
+    file created in the editor."""
     from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
     store = ws.store
@@ -166,11 +167,14 @@ def _save(ws, path: str, kind: str) -> None:
         first, newline, tail = rest.partition("\n")
         text = (head + line + first + "; import json.scanner" + newline + tail)[1:]
     chunk = chunks[at]
+    if kind == "create":
+        path = path.removesuffix(".py") + "_new.py"
     chunks[at] = Chunk(chunk.start_line, chunk.end_line, chunk.kind, chunk.name, chunk.breadcrumb, text,
                        chunk.symbols)
     store.replace_file(ChunkedFile(path, "python", chunks, [], FileSkeleton(path, "")), hash="saved", size=1,
                        mtime=time.time(), is_doc=False, encoding="utf-8", chunker_version=0,
                        line_count=chunks[-1].end_line)
+    return path
 
 
 def _embed_again(ws, path: str) -> None:
@@ -193,7 +197,7 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against (its engine/ is"
                         " extracted to a temporary directory; '' for none)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N cProfile rows of the first graph")
-    parser.add_argument("--save", choices=["import", "reparse"], default="import",
+    parser.add_argument("--save", choices=["import", "reparse", "create"], default="import",
                         help="the one saved file's edit (see `_save`)")
     parser.add_argument("--phases", default="index,open,restart",
                         help="the phases run, in order, each engine on its own copy of the prepared index")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -280,3 +281,37 @@ def test_a_crowd_of_identical_files_keeps_a_bounded_number_of_pairs() -> None:
     neighbours, close = pairs.chosen()
     assert {i for pair in neighbours for i in pair[:2]} == set(range(600))  # every file still has neighbours
     assert len(close) == len(pairs.first)
+
+
+def test_pythons_module_table_after_files_come_and_go_is_the_one_built_from_scratch() -> None:
+    """A file created or deleted (no package made or unmade) updates the module table in place: only the
+    modules the files that came or went can name are looked up again, under every root. Whatever came or went,
+    the table equals a build over the new paths: a `.pyi` beside its `.py`, a module held by two roots, a
+    package's `__init__` under its two names, a directory with a dot (named by no import)."""
+    import random
+
+    from codeloupe.graph.compact import PackedFacts
+    from codeloupe.graph.langs import RESOLVERS
+    from codeloupe.graph.resolve import ResolveContext
+
+    python = RESOLVERS["python"]
+    packages = ["app/__init__.py", "app/core/__init__.py", "src/lib/__init__.py", "vendor/lib/__init__.py",
+                "tests/__init__.py"]
+    pool = ["app/core/io.py", "app/core/io.pyi", "app/main.py", "app/util.py", "src/lib/util.py",
+            "vendor/lib/util.py", "src/lib/util.pyi", "tests/test_io.py", "scripts/run.py", "scripts/v1.2/old.py",
+            "setup.py", "app/core/io/__init__.py", "conftest.py", "src/lib/io.py", "util.py"]
+    rng = random.Random(3)
+    for _ in range(60):
+        before = set(packages) | {p for p in pool if rng.random() < 0.5}
+        after = set(packages) | {p for p in pool if rng.random() < 0.5}
+        then = ResolveContext(Path("."), PackedFacts(), before, RESOLVERS)
+        python.layout(then)
+        tables = {key: then.cache[key] for key in python.path_tables}
+        kept = {key: (dict(value) if isinstance(value, dict) else list(value)) for key, value in tables.items()}
+        now = ResolveContext(Path("."), PackedFacts(), after, RESOLVERS)
+        now.cache.update(python.tables_after(tables, now, before ^ after))
+        fresh = ResolveContext(Path("."), PackedFacts(), after, RESOLVERS)
+        python.layout(fresh)
+        assert now.cache["python.modules"] == fresh.cache["python.modules"]
+        assert now.cache["python.roots"] == fresh.cache["python.roots"]
+        assert tables == kept  # the earlier table is left as it was

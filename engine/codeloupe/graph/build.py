@@ -267,6 +267,9 @@ def _resolve_changed(ws: WorkspaceContext, resolution: _Resolution, changed: set
             providing.add(path)
     ctx = ResolveContext(ws.root, resolution.facts, set(nodes), RESOLVERS, ws.read_bytes)
     if added or removed:
+        for resolver in {id(r): r for r in RESOLVERS.values()}.values():
+            ctx.cache.update(resolver.tables_after({key: resolution.path_tables[key] for key in resolver.path_tables
+                                                    if key in resolution.path_tables}, ctx, added | removed))
         if _layouts(ctx, resolution.facts) != resolution.layouts:
             return False
     else:

@@ -77,6 +77,13 @@ class LanguageResolver:
         change, every file of the language is resolved again."""
         return None
 
+    def tables_after(self, tables: dict[str, object], ctx: ResolveContext, came_or_went: set[str]
+                     ) -> dict[str, object]:
+        """Of this language's `path_tables`, those for `ctx`'s paths that can be had from `tables` (the ones of
+        the paths before the files `came_or_went` came or went, none of them a `layout_names` file) without a
+        pass over every path; the keys left out are built again when first asked for."""
+        return {}
+
     def module_targets(self, ctx: ResolveContext, path: str, imp: ImportFact) -> tuple[str, ...]:
         """The file(s) the import's specifier names; () when it is outside the workspace."""
         return ()
