@@ -153,3 +153,26 @@ def test_scores_made_on_their_own_thread_equal_the_inline_ones_and_a_failure_rea
         assert np.isneginf(scores[1::2]).all()  # rows with no vector
     with pytest.raises(Exception, match="(?i)dim|shape|size"):  # a vector of another model's dimension
         dense.scores_later(lambda: [queries[0], np.ones(5, np.float32)], 6000).result()
+
+
+@pytest.mark.parametrize("every_row", [True, False])
+def test_chunk_scores_add_each_files_skeleton_cosine_as_a_gather_would(every_row: bool) -> None:
+    """A file's skeleton cosine is added to its chunks a run of rows at a time: the scores are those of adding
+    it chunk by chunk, bit for bit, whether the chunks of a file are next to each other or not, with files that
+    have no skeleton vector, and with every row embedded (no scatter) or only some."""
+    rng = np.random.default_rng(17)
+    n_rows, n_files = 3000, 40
+    chunk_rows = np.arange(n_rows) if every_row else np.sort(rng.choice(n_rows, 2000, replace=False))
+    skeleton = np.repeat(rng.integers(-1, n_files, 300), rng.integers(1, 12, 300))[:len(chunk_rows)]
+    skeleton = np.concatenate([skeleton, np.full(len(chunk_rows) - len(skeleton), 7)])
+    q, scales = quantize(_unit_rows(rng, len(chunk_rows) + n_files))
+    dense = DenseSnapshot(generation=1, model="m", chunk_rows=chunk_rows, chunk_skeleton=skeleton,
+                          vectors=Int8Vectors.stacked([(VectorMatrix(np.arange(len(q)), q, scales), None)]),
+                          coverage=len(chunk_rows) / n_rows, snapshot_generation=1)
+    for query in _unit_rows(rng, 3):
+        cosines = dense.vectors.dot(query)
+        m = len(chunk_rows)
+        expected = np.full(n_rows, -np.inf, np.float32)
+        file_sim = np.append(cosines[m:], np.float32(0.0))
+        expected[chunk_rows] = cosines[:m] + R.SKELETON_WEIGHT * file_sim[skeleton]
+        assert np.array_equal(dense.scores(query, n_rows), expected)
