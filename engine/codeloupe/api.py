@@ -104,8 +104,8 @@ def __getattr__(name: str) -> Any:
 
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
-# Files whose definitions a workspace keeps for naming snippets (`_definitions_of`): a few MB at most.
-ANCHOR_FILES_KEPT = 2000
+# Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.
+ANCHOR_LINES_KEPT = 20000
 
 # Line comments and doc-comment continuations, for the comment block right above a definition.
 _COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
@@ -154,7 +154,7 @@ class Workspace:
         self._provider = None
         self._entry_points: tuple[int, list[EntryPoint], FileFindings] | None = None
         # (index generation, path -> its definitions as (start line, end line, name, parent) tuples)
-        self._anchor_symbols: tuple[int, dict[str, tuple[tuple[int, int, str, str], ...]]] = (-1, {})
+        self._anchor_names: tuple[int, dict[tuple[str, int], str | None]] = (-1, {})
 
     # ------------------------------------------------------------------ paths
 
@@ -330,33 +330,33 @@ class Workspace:
         """Each snippet names the innermost definition holding its anchor line, so an editor labels a result
         with the symbol the match is in rather than the chunk's first symbol."""
         chunks = [c for hit in bundle.files for c in hit.chunks if c.snippet is not None]
-        by_path = self._definitions_of({c.path for c in chunks})
+        named = self._innermost({(c.path, c.snippet.anchor_line) for c in chunks})
         for chunk in chunks:
-            line = chunk.snippet.anchor_line
-            holding = [d for d in by_path[chunk.path] if d[0] <= line <= d[1]]
-            if holding:
-                _, _, name, parent = max(holding, key=lambda d: (d[0], -d[1]))  # the innermost
-                chunk.snippet.anchor_symbol = f"{parent}.{name}" if parent else name
+            name = named[chunk.path, chunk.snippet.anchor_line]
+            if name is not None:
+                chunk.snippet.anchor_symbol = name
 
-    def _definitions_of(self, paths: set[str]) -> dict[str, tuple[tuple[int, int, str, str], ...]]:
-        """Each of `paths`' definitions as (start line, end line, name, parent), kept per index generation for
-        the last `ANCHOR_FILES_KEPT` files or so: the files a search lands on repeat from query to query, and
-        one SQL round trip per search was a third of a warm query's time.
+    def _innermost(self, lines: set[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """The innermost definition holding each (path, line), as `Parent.name` (None where none does), kept per
+        index generation for the last `ANCHOR_LINES_KEPT` lines or so: the snippets a search shows land on
+        the same lines from query to query, and the store is asked only for the definitions holding the
+        others (every definition of the files was thousands of rows for a search's dozen files).
 
-        Plain tuples of numbers and strings, which the garbage collector stops tracking: kept as the store's
-        rows, every file a session's searches touched stayed (55K rows after 136 queries at 40K files) and
-        each full pass of the collector walked them all (~25 ms, every 25-30 queries)."""
+        Keys and values of plain strings and numbers, which the garbage collector stops tracking: each full
+        pass of the collector walked what a session's searches kept (~25 ms every 25-30 queries)."""
         generation = self.store.generation("content")
-        kept_generation, known = self._anchor_symbols
-        missing = paths - known.keys()
-        if kept_generation != generation or len(known) + len(missing) > ANCHOR_FILES_KEPT:
-            known, missing = {}, paths
-            self._anchor_symbols = (generation, known)
+        kept_generation, known = self._anchor_names
+        missing = lines - known.keys()
+        if kept_generation != generation or len(known) + len(missing) > ANCHOR_LINES_KEPT:
+            known, missing = {}, lines
+            self._anchor_names = (generation, known)
         if missing:
-            found = self.store.symbols_of_paths(missing)
-            for path in missing:
-                known[path] = tuple((s.start_line, s.end_line, s.name, s.parent) for s in found.get(path, []))
-        return {path: known[path] for path in paths}
+            for pair, holding in self.store.definitions_holding(missing).items():
+                known[pair] = None
+                if holding:  # the innermost: the latest start, then the earliest end (then by name: one answer)
+                    _, _, name, parent = max(holding, key=lambda d: (d[0], -d[1], d[2], d[3]))
+                    known[pair] = f"{parent}.{name}" if parent else name
+        return {pair: known[pair] for pair in lines}
 
     def symbols(self, paths: Iterable[str]) -> dict[str, list[Symbol]]:
         """The definitions of each indexed file among `paths` (files not in the index are left out)."""

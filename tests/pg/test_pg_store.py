@@ -34,10 +34,12 @@ def _open(root: Path, **overrides) -> Workspace:
     return ws
 
 
-def _answer(ws: Workspace, query: str) -> tuple[list[str], list[str], list[tuple[str, int, int]]]:
+def _answer(ws: Workspace, query: str) -> tuple[list[str], list[str], list[tuple[str, int, int, str | None]]]:
+    """(files, RELATED files, each shown chunk's lines and the definition its snippet is named by)."""
     bundle = ws.search(query)
     return ([h.path for h in bundle.files], [h.path for h in bundle.related],
-            [(c.path, c.start_line, c.end_line) for h in bundle.files for c in h.chunks])
+            [(c.path, c.start_line, c.end_line, c.snippet.anchor_symbol if c.snippet else None)
+             for h in bundle.files for c in h.chunks])
 
 
 @pytest.fixture
@@ -68,6 +70,7 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         assert all(_answer(local, query)[0] for query in QUERIES[1:])
         for query in QUERIES:
             assert _answer(shared, query) == _answer(local, query), query
+        assert any(anchor for query in QUERIES for *_, anchor in _answer(shared, query)[2])
         graphs = [ws.graph_map() for ws in (local, shared)]
         assert graphs[1].edges and graphs[1].edges == graphs[0].edges
         assert graphs[1].nodes == graphs[0].nodes

@@ -726,16 +726,22 @@ class Store:
         rows = self.query("SELECT encoding FROM files WHERE id=?", (file_id,))
         return rows[0][0] if rows else ""
 
-    def symbols_of_paths(self, paths: Iterable[str]) -> dict[str, list[SymbolRow]]:
-        """The definitions of each of `paths` (one query for a search result's few files)."""
-        wanted = sorted(set(paths))
-        rows = self.query(
-            "SELECT f.path, s.file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature"
-            f" FROM symbols s JOIN files f ON f.id = s.file_id WHERE f.path IN ({','.join('?' * len(wanted))})"
-            " ORDER BY s.start_line", wanted) if wanted else []
-        out: dict[str, list[SymbolRow]] = {}
-        for row in rows:
-            out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
+    def definitions_holding(self, lines: Iterable[tuple[str, int]]
+                            ) -> dict[tuple[str, int], list[tuple[int, int, str, str]]]:
+        """For each (path, line), the definitions whose lines hold it, as (start line, end line, name, parent):
+        only those rows come back, not every definition of the files (a search's snippets name the innermost;
+        the whole files' definitions were thousands of rows, 6 ms of a search at 200K chunks)."""
+        wanted = sorted(set(lines))
+        out: dict[tuple[str, int], list[tuple[int, int, str, str]]] = {pair: [] for pair in wanted}
+        for start in range(0, len(wanted), _PATH_BATCH):
+            part = wanted[start:start + _PATH_BATCH]
+            rows = self.query(
+                f"WITH wanted(path, line) AS (VALUES {','.join(['(?, ?)'] * len(part))})"
+                f" SELECT w.path, w.line, s.start_line, s.end_line, {_as_text('s.name', 's.parent')} FROM wanted w"
+                " JOIN files f ON f.path = w.path JOIN symbols s ON s.file_id = f.id"
+                " WHERE s.start_line <= w.line AND s.end_line >= w.line", [x for pair in part for x in pair])
+            for path, line, *definition in rows:
+                out[path, line].append(tuple(definition))
         return out
 
     def skeletons(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:

@@ -982,15 +982,18 @@ class PgStore:
                           " WHERE file_id = %s ORDER BY start_line", (file_id,))
         return [SymbolRow(*r) for r in rows]
 
-    def symbols_of_paths(self, paths: Iterable[str]) -> dict[str, list[SymbolRow]]:
-        wanted = sorted(set(paths))
+    def definitions_holding(self, lines: Iterable[tuple[str, int]]
+                            ) -> dict[tuple[str, int], list[tuple[int, int, str, str]]]:
+        wanted = sorted(set(lines))
+        out: dict[tuple[str, int], list[tuple[int, int, str, str]]] = {pair: [] for pair in wanted}
         rows = self._rows(
-            "SELECT f.path, s.file_id, s.name, s.kind, s.start_line, s.end_line, s.parent, s.signature"
-            " FROM symbols s JOIN files f ON f.id = s.file_id WHERE f.path = ANY(%s) ORDER BY s.start_line",
-            (wanted,)) if wanted else []
-        out: dict[str, list[SymbolRow]] = {}
-        for row in rows:
-            out.setdefault(row[0], []).append(SymbolRow(*row[1:]))
+            "SELECT w.path, w.line, s.start_line, s.end_line, s.name, s.parent"
+            " FROM unnest(%s::text[], %s::int[]) AS w(path, line)"
+            " JOIN files f ON f.path = w.path JOIN symbols s ON s.file_id = f.id"
+            " WHERE s.start_line <= w.line AND s.end_line >= w.line",
+            ([path for path, _ in wanted], [line for _, line in wanted])) if wanted else []
+        for path, line, *definition in rows:
+            out[path, line].append(tuple(definition))
         return out
 
     def file_encoding(self, file_id: int) -> str:
