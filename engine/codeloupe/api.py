@@ -153,7 +153,7 @@ class Workspace:
         self._searcher = None
         self._provider = None
         self._entry_points: tuple[int, list[EntryPoint], FileFindings] | None = None
-        # (index generation, path -> its definitions as (start line, end line, name, parent) tuples)
+        # (index generation, (path, line) -> the innermost definition holding the line, or None)
         self._anchor_names: tuple[int, dict[tuple[str, int], str | None]] = (-1, {})
 
     # ------------------------------------------------------------------ paths
