@@ -62,3 +62,19 @@ def test_snippets_name_the_innermost_definition_across_more_files_than_are_kept(
     (root / "books0.py").write_text(textwrap.dedent(ledger("walrus", "reconcile")))
     ws.index()
     assert anchors(ws, "walrus") == {"books0.py": "Ledger.reconcile"}
+
+
+def test_definitions_holding_many_lines_stay_within_sqlites_variable_limit(
+        lexical_workspace: Callable[[Path], Workspace], make_tree: Callable[[dict[str, str]], Path]) -> None:
+    """Lines are asked for in statements of bounded size: an SQLite built with the old default of 999 bound
+    variables (two per line asked) answers hundreds of lines as it answers one."""
+    import sqlite3
+
+    root = make_tree({f"books{i}.py": ledger(f"word{i}", f"settle_{i}") for i in range(4)})
+    ws = lexical_workspace(root)
+    ws.index()
+    ws.store._conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    lines = [(f"books{i}.py", line) for i in range(4) for line in range(1, 151)]
+    found = ws.store.definitions_holding(lines)
+    assert found == {pair: ws.store.definitions_holding([pair])[pair] for pair in lines}
+    assert sorted(found["books2.py", 13]) == [(4, 14, "Ledger", ""), (10, 14, "settle_2", "Ledger")]

@@ -193,7 +193,7 @@ class ChunkTexts(Sequence[str]):
 
 
 _TEXT_BATCH = 2000
-_PATH_BATCH = 500  # paths or ids bound to one statement (SQLite's variable limit is far above it)
+_PATH_BATCH = 500  # paths or ids bound to one statement (older SQLite builds allow 999 variables)
 _VECTOR_PAGE = 20_000
 
 
@@ -733,8 +733,9 @@ class Store:
         the whole files' definitions were thousands of rows, 6 ms of a search at 200K chunks)."""
         wanted = sorted(set(lines))
         out: dict[tuple[str, int], list[tuple[int, int, str, str]]] = {pair: [] for pair in wanted}
-        for start in range(0, len(wanted), _PATH_BATCH):
-            part = wanted[start:start + _PATH_BATCH]
+        batch = _PATH_BATCH // 2  # two variables a line: within the 999 older SQLite builds allow
+        for start in range(0, len(wanted), batch):
+            part = wanted[start:start + batch]
             rows = self.query(
                 f"WITH wanted(path, line) AS (VALUES {','.join(['(?, ?)'] * len(part))})"
                 f" SELECT w.path, w.line, s.start_line, s.end_line, {_as_text('s.name', 's.parent')} FROM wanted w"
