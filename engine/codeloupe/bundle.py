@@ -108,7 +108,7 @@ def _best_rows(snap: Snapshot, fusion: Fusion, mask: np.ndarray, file_ids: list[
     file-level lanes saw it): what a map entry points at, from the few scored rows rather than every chunk."""
     wanted = set(file_ids)
     out: dict[int, list[int]] = defaultdict(list)
-    scored = np.flatnonzero((fusion.chunk > 0) & mask)
+    scored = fusion.scored_rows(mask)
     scored = scored[np.argsort(-fusion.chunk[scored], kind="stable")]
     for row, file_id in zip(scored.tolist(), snap.table.file_ids[scored].tolist()):
         if file_id in wanted:

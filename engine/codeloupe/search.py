@@ -476,6 +476,9 @@ class Fusion:
         self.pins: dict[int, list[str]] = defaultdict(list)  # file id -> what pinned it (issue mode)
         self.frame_rows: list[int] = []  # chunks a traceback frame's line falls in (issue mode)
         self._norm = 0.0
+        # The rows each lane or bonus added to: `chunk` is zero everywhere else, so what reads or scales the
+        # scored rows visits these few thousand, not every chunk (200K at monorepo scale; see `added_rows`).
+        self._added: list[np.ndarray] = []
 
     def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool,
                  scores: np.ndarray | None = None) -> None:
@@ -486,6 +489,7 @@ class Fusion:
         ranks = self._ranks("chunks", name, row_scores, len(rows))
         # A lane ranks each row once: one vector update (in float32, as adding row by row did).
         self.chunk[rows] += (weight / (R.RRF_K + ranks)).astype(np.float32)
+        self._added.append(np.asarray(rows, np.int64))
         if record:
             recorded = self.chunk_ranks[name]
             for row, rank in zip(rows, ranks.tolist()):
@@ -537,6 +541,28 @@ class Fusion:
                 ranks += np.searchsorted(-theirs[call], -scores, side="left")
         return ranks
 
+    def add_to_chunk(self, row: int, bonus: float) -> None:
+        """A bonus for one chunk (a report's frame or named definition), beside the lanes' votes."""
+        self.chunk[row] += bonus
+        self._added.append(np.array([row], np.int64))
+
+    def added_rows(self) -> np.ndarray:
+        """Every row a lane or bonus added to, ascending: the only rows `chunk` can be above zero at."""
+        if len(self._added) != 1:
+            self._added = [distinct(np.concatenate(self._added)) if self._added else np.zeros(0, np.int64)]
+        return self._added[0]
+
+    def scored_rows(self, mask: np.ndarray) -> np.ndarray:
+        """The rows under `mask` whose fused score is above zero, ascending (a mask over every row would give
+        the same rows, from a pass over all of them)."""
+        rows = self.added_rows()
+        return rows[mask[rows] & (self.chunk[rows] > 0)]
+
+    def scale_chunks(self, factor: np.ndarray, kind: np.ndarray) -> None:
+        """Each chunk's score times the factor of its kind (`factor[kind[row]]`)."""
+        rows = self.added_rows()
+        self.chunk[rows] *= factor[kind[rows]]
+
     def add_candidates(self, name: str, file_ids: list[int]) -> None:
         """Files a lane proposes without a vote: they join the bundle (see bundle.py) but score nothing."""
         for rank, file_id in enumerate(file_ids, 1):
@@ -545,7 +571,8 @@ class Fusion:
     def normalise(self) -> None:
         """Scale so a file ranked first by every lane scores 1.0 (bonuses are set on that scale)."""
         if self._norm > 0:
-            self.chunk /= self._norm
+            rows = self.added_rows()
+            self.chunk[rows] /= self._norm
             for file_id in self.file:
                 self.file[file_id] /= self._norm
 
@@ -1041,10 +1068,13 @@ class Searcher:
             self._entity_lane(snap, query, weights["entity"], mask, fusion)
         if scores_only:  # the lanes below score nothing a search of other repositories ranks its rows among
             return _Fused(snap, fusion, mask, statuses, issue is not None)
+        # The lexical lane's scores of the question's own words with this index's own statistics (no peers
+        # pooled into them): the lanes below score those words again, so they start from these.
+        query_scores = scored[0][0].get("lexical", (None,))[0] if issue is None and not peers else None
         if weights.get("feedback"):
-            self._feedback_lane(snap, tokenize(query), weights["feedback"], mask, fusion)
+            self._feedback_lane(snap, tokenize(query), query_scores, weights["feedback"], mask, fusion)
         if issue is None and lanes is None and mode == "code" and _PROJECT_QUESTION.search(query):
-            mask = self._project_lane(snap, query, scope, mask, fusion)
+            mask = self._project_lane(snap, query, query_scores, scope, mask, fusion)
         fusion.normalise()
         timing["lanes"] = _ms(started) - _stages(timing)
 
@@ -1112,32 +1142,36 @@ class Searcher:
             out["symbol"] = snap.symbols.scores(text)
         return out
 
-    def _project_lane(self, snap: Snapshot, query: str, scope: str, mask: np.ndarray,
+    def _project_lane(self, snap: Snapshot, query: str, query_scores: np.ndarray | None, scope: str, mask: np.ndarray,
                       fusion: Fusion) -> np.ndarray:
         """Docs, manifests and configuration ranked by BM25 among themselves, for a question about versions,
         dependencies, flags or settings: code mode leaves docs out and code outnumbers manifests, so neither
         ever reached the bundle. They join it as candidates without a vote (a vote of 0.1 cost dev R@1 .004);
-        returns the mask widened to them, so the bundle can show them.
+        returns the mask widened to them, so the bundle can show them. `query_scores`: BM25 of the query's
+        words, if the lexical lane scored them.
         """
         project = (snap.chunk_is_doc | (snap.chunk_kind == FILE_KINDS.index("project"))) & \
             self._mask(snap, scope, "both")
-        files = list(dict.fromkeys(int(snap.table.file_ids[r]) for r in
-                                   _rank(snap.bm25.scores(tokenize(query)), project, R.LANE_DEPTH)))
+        scores = query_scores if query_scores is not None else snap.bm25.scores(tokenize(query))
+        files = list(dict.fromkeys(int(snap.table.file_ids[r]) for r in _rank(scores, project, R.LANE_DEPTH)))
         fusion.add_candidates("project", files[: R.PROJECT_FILES])
         return mask | (project & np.isin(snap.table.file_ids, files[: R.PROJECT_FILES]))
 
-    def _feedback_lane(self, snap: Snapshot, terms: list[str], weight: float, mask: np.ndarray,
-                       fusion: Fusion) -> None:
+    def _feedback_lane(self, snap: Snapshot, terms: list[str], terms_scores: np.ndarray | None, weight: float,
+                       mask: np.ndarray, fusion: Fusion) -> None:
         """Pseudo-relevance feedback: BM25 again with the question's terms plus the rarest identifier and doc
-        words of the chunks every lane agreed on so far, for a question whose words are not the code's."""
-        top = _rank(fusion.chunk, mask, R.FEEDBACK_CHUNKS)
+        words of the chunks every lane agreed on so far, for a question whose words are not the code's.
+        `terms_scores`: BM25 of `terms` alone, if the lexical lane scored them (only the expansion is scored
+        then)."""
+        top = top_rows(fusion.chunk, fusion.scored_rows(mask), R.FEEDBACK_CHUNKS)
         if not top:
             return
         asked = set(terms)
         counts = Counter(chain.from_iterable(snap.terms_of(top)))
         shared = [t for t, n in counts.items() if n >= min(2, len(top)) and t not in asked]
         expansion = snap.bm25.rarest(shared, R.FEEDBACK_TERMS)
-        scores = snap.bm25.scores(terms + expansion)
+        scores = snap.bm25.scores(terms + expansion) if terms_scores is None else \
+            snap.bm25.scores_adding(terms_scores, terms, expansion)
         fusion.add_lane("feedback", _rank(scores, mask, R.LANE_DEPTH), weight, record=True)
 
     def _entity_lane(self, snap: Snapshot, query: str, weight: float, mask: np.ndarray, fusion: Fusion) -> None:
@@ -1162,7 +1196,7 @@ class Searcher:
             fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
             row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
             if row is not None and mask[row]:
-                fusion.chunk[row] += R.FRAME_FUNCTION_BONUS
+                fusion.add_to_chunk(row, R.FRAME_FUNCTION_BONUS)
                 fusion.frame_rows.append(row)
         for mention in issue.paths:
             path = resolve_suffix(mention, snap.by_basename)
@@ -1179,7 +1213,7 @@ class Searcher:
                 pinned[file_id] = max(pinned.get(file_id, 0.0), R.BACKTICK_BONUS)
                 fusion.pins[file_id].append(f"`{name}` defined here")
                 if mask[row]:
-                    fusion.chunk[row] += R.BACKTICK_BONUS
+                    fusion.add_to_chunk(row, R.BACKTICK_BONUS)
         for file_id, bonus in pinned.items():
             if mask[snap.file_chunk_rows.get(file_id, [])].any():
                 fusion.file[file_id] += bonus
@@ -1189,7 +1223,7 @@ class Searcher:
         short question's word lifted."""
         penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
         factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
-        fusion.chunk *= factor[snap.chunk_kind]
+        fusion.scale_chunks(factor, snap.chunk_kind)
         file_factor = factor.tolist()
         for file_id in list(fusion.file):
             fusion.file[file_id] *= file_factor[snap.file_kind.get(file_id, 0)]

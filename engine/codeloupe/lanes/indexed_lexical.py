@@ -102,6 +102,10 @@ class IndexedBM25:
         idf = None if pooled is None else {t: pooled.idf(t) for t in set(terms)}
         return self.rows.scatter(self.chunk_answer(terms, idf).chunks, 0.0)
 
+    def scores_adding(self, scores: np.ndarray, asked: list[str], terms: list[str]) -> np.ndarray:
+        """`scores(asked + terms)` (as `BM25Index.scores_adding`): the store scores them all in one answer."""
+        return self.scores(asked + terms)
+
     def rarest(self, terms: list[str], k: int) -> list[str]:
         """The `k` terms of `terms` with the highest IDF among those any chunk holds (as `BM25Index.rarest`)."""
         if not terms:

@@ -313,6 +313,17 @@ class BM25Index:
         sub = self._matrix[:, keys]
         return np.asarray(sub @ weights, dtype=np.float32).ravel()
 
+    def scores_adding(self, scores: np.ndarray, asked: list[str], terms: list[str]) -> np.ndarray:
+        """`scores(asked + terms)` from `scores`, which are `scores(asked)`: only the columns of `terms` (none
+        of them among `asked`) are read, each added in turn in float32, as the sparse product adds a column at
+        a time, so the result is the same to the bit (feedback's expansion: a few rare terms, their columns
+        short, where the question's own words can match half the chunks)."""
+        out = scores.copy()
+        m = self._matrix
+        for column in dict.fromkeys(self.vocab[t] for t in terms if t in self.vocab):
+            start, end = m.indptr[column], m.indptr[column + 1]
+            out[m.indices[start:end]] += m.data[start:end]
+        return out
 
     # ---------------------------------------------------------------- persistence
 
@@ -382,6 +393,11 @@ class StackedBM25:
 
     def scores(self, terms: list[str], pooled: TermStats | None = None) -> np.ndarray:
         return np.concatenate([part.scores(terms, pooled) for part in self.parts])
+
+    def scores_adding(self, scores: np.ndarray, asked: list[str], terms: list[str]) -> np.ndarray:
+        bounds = np.cumsum([0] + [part.n_docs for part in self.parts])
+        return np.concatenate([part.scores_adding(scores[a:b], asked, terms)
+                               for part, a, b in zip(self.parts, bounds, bounds[1:])])
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
         return self.parts[0].rarest(terms, k)
