@@ -48,6 +48,8 @@ def test_edge_table_orders_and_groups_edges_as_the_plain_graph_did() -> None:
         assert outgoing[i] == dict(out[i]) and list(outgoing[i]) == list(out[i])
         assert incoming[i] == dict(into[i]) and list(incoming[i]) == list(into[i])
         assert outgoing.count(i) == len(out[i]) and incoming.count(i) == len(into[i])
+        for linked, plain in ((table.linked(i, incoming=False), out[i]), (table.linked(i, incoming=True), into[i])):
+            assert linked == {j: any(e.kind == "import" for e in edges) for j, edges in plain.items()}
     assert table.external(0) == ["json", "os"] and table.external(3) == ["os"] and table.external(1) == []
     empty = EdgeTable([], ())
     assert list(empty) == [] and len(Adjacency(empty, incoming=True)) == 0

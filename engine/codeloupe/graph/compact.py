@@ -422,26 +422,38 @@ class EdgeTable:
     def __len__(self) -> int:
         return len(self.source)
 
+    def _rows_with(self, i: int, *, incoming: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows of node `i`'s structural edges, the node at each one's other end): those into `i` in
+        the order `incoming` lists them, or those from it in the graph's order."""
+        if incoming:
+            rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
+            return rows, self.source[rows]
+        rows = np.arange(self._out_start[i], self._out_start[i + 1])
+        rows = rows[self.target[rows] >= 0]
+        return rows, self.target[rows]
+
     def neighbour_rows(self, i: int, *, incoming: bool) -> dict[int, list[int]]:
         """Neighbour node -> the rows of its edges with node `i`, grouped and ordered as `incoming` /
         `outgoing` list the edges themselves (rows of the columns, no `Edge` made)."""
-        if incoming:
-            rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
-            return _grouped(self.source[rows].tolist(), rows.tolist())
-        rows = np.arange(self._out_start[i], self._out_start[i + 1])
-        rows = rows[self.target[rows] >= 0]
-        return _grouped(self.target[rows].tolist(), rows.tolist())
+        rows, others = self._rows_with(i, incoming=incoming)
+        return _grouped(others.tolist(), rows.tolist())
+
+    def linked(self, i: int, *, incoming: bool) -> dict[int, bool]:
+        """Neighbour node (as `neighbour_rows`) -> whether one of its edges with node `i` is an import: what
+        a list of neighbours says of each, read from the columns (no `Edge` made)."""
+        rows, others = self._rows_with(i, incoming=incoming)
+        importing = set(others[self.kind[rows] == EDGE_KINDS.index("import")].tolist())
+        return {j: j in importing for j in others.tolist()}
 
     def outgoing(self, i: int) -> dict[int, list[Edge]]:
         """Target node -> the edges from node `i` to it, in the graph's order."""
-        rows = np.arange(self._out_start[i], self._out_start[i + 1])
-        rows = rows[self.target[rows] >= 0]
-        return _grouped(self.target[rows].tolist(), self.edges(rows))
+        rows, targets = self._rows_with(i, incoming=False)
+        return _grouped(targets.tolist(), self.edges(rows))
 
     def incoming(self, i: int) -> dict[int, list[Edge]]:
         """Source node -> the edges from it to node `i`, in the graph's order."""
-        rows = self._in_order[self._in_start[i]:self._in_start[i + 1]]
-        return _grouped(self.source[rows].tolist(), self.edges(rows))
+        rows, sources = self._rows_with(i, incoming=True)
+        return _grouped(sources.tolist(), self.edges(rows))
 
     def external(self, i: int) -> list[str]:
         """The raw specifiers node `i` imports from outside the workspace, sorted and distinct."""

@@ -337,12 +337,10 @@ def neighbours(ws: WorkspaceContext, paths: list[str], limit: int = 7) -> list[t
     for rank, i in enumerate(given):
         path = graph.paths[i]
         links: list[tuple[int, str, bool]] = []
-        for j, edges in sorted(graph.out_edges[i].items()):
-            verb = "imported by" if any(e.kind == "import" for e in edges) else "called from"
-            links.append((j, f"{verb} {path}", False))
-        for j, edges in sorted(graph.in_edges[i].items()):
-            verb = "imports" if any(e.kind == "import" for e in edges) else "calls into"
-            links.append((j, f"{verb} {path}", False))
+        for j, imported in sorted(graph.edges.linked(i, incoming=False).items()):
+            links.append((j, f"{'imported by' if imported else 'called from'} {path}", False))
+        for j, imports in sorted(graph.edges.linked(i, incoming=True).items()):
+            links.append((j, f"{'imports' if imports else 'calls into'} {path}", False))
         for j, cosine in sorted(graph.similar[i].items()):
             links.append((j, f"reads like {path} (cosine {cosine:.2f})", True))
         for j, reason, similar_only in links:
