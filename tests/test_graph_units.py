@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,39 @@ def test_label_propagation_is_deterministic_and_splits_at_a_bridge() -> None:
     assert labels == renumber_by_size(label_propagation(6, weights))
     assert labels[0] == labels[1] == labels[2] != labels[3] == labels[4] == labels[5]
     assert labels[0] == 0  # equal sizes: the community holding the smallest index is numbered first
+
+
+def _plain_label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
+    """The rule as `label_propagation` states it, every node visited every round."""
+    votes = [{j: w / max(1, len(weights[j])) for j, w in around.items()} for around in weights]
+    labels = list(range(n))
+    for _ in range(100):
+        changed = False
+        for node in range(n):
+            if not votes[node]:
+                continue
+            score: dict[int, float] = {}
+            for j, vote in votes[node].items():
+                score[labels[j]] = score.get(labels[j], 0.0) + vote
+            best = max(score.values())
+            label = min(lab for lab, s in score.items() if s >= best - 1e-9)
+            changed |= label != labels[node]
+            labels[node] = label
+        if not changed:
+            return labels
+    return labels
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_label_propagation_is_the_plain_rule_on_random_graphs(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(20, 300)
+    weights: list[dict[int, float]] = [{} for _ in range(n)]
+    for _ in range(rng.randint(n // 2, 3 * n)):  # isolated nodes, leaves with one neighbour, hubs
+        a, b = rng.randrange(n), rng.randrange(max(1, n // (1 + seed % 3)))
+        if a != b:
+            weights[a][b] = weights[b][a] = weights[a].get(b, 0.0) + rng.choice([1.0, 2.0, 0.5 * rng.random()])
+    assert label_propagation(n, weights) == _plain_label_propagation(n, weights)
 
 
 def test_tolls_hubs_and_routes() -> None:

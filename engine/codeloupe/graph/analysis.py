@@ -25,27 +25,36 @@ def label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
     scaled votes keep a logger or a package `__init__` from speaking for the files it connects.
     """
     fan = [max(1, len(w)) for w in weights]
-    votes = [[(neighbour, weight / fan[neighbour]) for neighbour, weight in w.items()] for w in weights]
+    around = [tuple(w) for w in weights]
+    votes = [tuple(weight / fan[neighbour] for neighbour, weight in w.items()) for w in weights]
     labels = list(range(n))
     # A node's choice depends only on its neighbours' labels: after the first round, only nodes with a
     # neighbour relabelled since their last visit can change, and only they are visited (same result).
-    dirty = [bool(v) for v in votes]
+    dirty = [bool(a) for a in around]
     for _ in range(MAX_PROPAGATION_ROUNDS):
         changed = False
         for node in range(n):
             if not dirty[node]:
                 continue
             dirty[node] = False
-            score: dict[int, float] = {}
-            for neighbour, vote in votes[node]:
-                score[labels[neighbour]] = score.get(labels[neighbour], 0.0) + vote
-            best = max(score.values())
-            # Float sums differ in the last bits with the order of addition: compare with a tolerance.
-            label = min(lab for lab, s in score.items() if s >= best - 1e-9)
+            neighbours = around[node]
+            if len(neighbours) == 1:  # a quarter of a code base's files: one neighbour's label is the vote
+                label = labels[neighbours[0]]
+            else:
+                score: dict[int, float] = {}
+                for neighbour, vote in zip(neighbours, votes[node]):
+                    voted = labels[neighbour]
+                    score[voted] = score.get(voted, 0.0) + vote
+                if len(score) == 1:
+                    label = next(iter(score))
+                else:
+                    # Float sums differ in the last bits with the order of addition: compare with a tolerance.
+                    best = max(score.values()) - 1e-9
+                    label = min(lab for lab, s in score.items() if s >= best)
             if label != labels[node]:
                 labels[node] = label
                 changed = True
-                for neighbour, _ in votes[node]:
+                for neighbour in neighbours:
                     dirty[neighbour] = True
         if not changed:
             break
