@@ -82,3 +82,12 @@ def test_feedback_adds_its_expansion_to_the_lexical_lane_s_scores_of_the_questio
         bundle = ws.search(question)
         assert any("feedback" in chunk.lanes for hit in bundle.files for chunk in hit.chunks)
     assert len(same) == 2 and all(same)
+
+
+def test_the_rarest_terms_come_by_idf_then_by_name() -> None:
+    # "zeta" and "alpha" are in one document each (the same IDF), "mid" in two, "common" in all four.
+    index = BM25Index([["common", "zeta", "mid"], ["common", "alpha", "mid"], ["common"], ["common"]])
+    asked = ["common", "mid", "zeta", "unknown", "alpha", "zeta"]
+    assert index.rarest(asked, 3) == ["alpha", "zeta", "mid"]
+    assert index.rarest(asked, 10) == ["alpha", "zeta", "mid", "common"]
+    assert index.rarest(asked, 0) == [] and index.rarest([], 5) == []
