@@ -155,8 +155,10 @@ class Snapshot:
     files_saved: Path | None = None  # where the file lane's index is kept between processes (full snapshots)
     summaries_saved: Path | None = None  # the same for the summary lane's
     entities_saved: Path | None = None  # the same for the entity lane's
+    # Guards the caches below that are built on first use (entity, file and summary indexes, languages, the
+    # path order): a query and a background builder may ask for one at once, and it is built once.
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)
     _entity: tuple[np.ndarray, BM25Index | StackedBM25] | None = None
-    _entity_lock: threading.Lock = field(default_factory=threading.Lock)
     _files: tuple[np.ndarray, BM25Index | IndexedFileBM25] | None = None
     _file_order: np.ndarray | None = None
     _by_path: tuple[list[str], np.ndarray] | None = None  # see `files_in_folder`
@@ -176,13 +178,13 @@ class Snapshot:
         files); its base's rows of files changed since have no chunk under a query's mask."""
         if self.base is not None:
             base_ids, base_index = self.base.entity_index(ws)
-            with self._entity_lock:
+            with self._cache_lock:
                 if self._entity is None:
                     assert isinstance(base_index, BM25Index)
                     ids, index = build_entity_index(self.added_paths, ws.store, stats_from=base_index)
                     self._entity = np.concatenate([base_ids, ids]), StackedBM25([base_index, index])
                 return self._entity
-        with self._entity_lock:
+        with self._cache_lock:
             if self._entity is None:
                 file_ids = np.array(sorted(self.file_paths), np.int64)
                 stamp = f"{self.index_id}:{self.generation}"
@@ -202,7 +204,7 @@ class Snapshot:
         since at -1 and its new rows after them (not a lookup per file of the workspace after every save)."""
         if self.base is not None:
             languages, base_rows = self.base.chunk_languages()
-            with self._entity_lock:
+            with self._cache_lock:
                 if self._languages is None:
                     n = len(self.base.table.ids)
                     known = list(languages)
@@ -214,7 +216,7 @@ class Snapshot:
                     self._languages = known, np.concatenate([np.where(live, base_rows, -1).astype(np.int16),
                                                              np.array(added, np.int16)])
                 return self._languages
-        with self._entity_lock:
+        with self._cache_lock:
             if self._languages is None:
                 languages = sorted(set(self.file_languages.values()))
                 index = {language: i for i, language in enumerate(languages)}
@@ -283,7 +285,7 @@ class Snapshot:
         if self.base is not None:
             added = [f for f, path in self.added_paths.items() if _in_folder(path, folder)]
             return np.concatenate([self.base.files_in_folder(folder), np.array(added, np.int64)])
-        with self._entity_lock:
+        with self._cache_lock:
             if self._by_path is None:
                 order = sorted(self.file_paths.items(), key=lambda item: item[1])
                 self._by_path = [path for _, path in order], np.fromiter((f for f, _ in order), np.int64, len(order))
@@ -306,7 +308,7 @@ class Snapshot:
             if not self._ranks_new_files():
                 return self.base.file_index()
             base_ids, base_index = self.base.file_index()
-            with self._entity_lock:
+            with self._cache_lock:
                 if self._files is None:
                     assert isinstance(self.bm25, StackedBM25) and isinstance(base_index, BM25Index)
                     order = self.file_order()
@@ -315,7 +317,7 @@ class Snapshot:
                                               stats_from=base_index)
                     self._files = order, StackedBM25([base_index, added])
                 return self._files
-        with self._entity_lock:
+        with self._cache_lock:
             if self._files is None:
                 file_ids = self.file_order()
                 if isinstance(self.bm25, IndexedBM25):  # the store scores files from the same statistics
@@ -353,7 +355,7 @@ class Snapshot:
             return current
         if len(self.file_paths) <= QUERY_BUILD_MAX_FILES:
             return self._build_summaries(ws, graph)
-        with self._entity_lock:
+        with self._cache_lock:
             start, self._summaries_building = not self._summaries_building, True
         if start:  # a moment later, as the graph's: the query that asked answers first
             builder = threading.Timer(BACKGROUND_START_DELAY_S, self._build_summaries_quietly, args=(ws, graph))
@@ -373,7 +375,7 @@ class Snapshot:
         base = self.base.summaries(ws)
         if not base.ready or not self._ranks_new_files():
             return base
-        with self._entity_lock:
+        with self._cache_lock:
             if self._summaries is None or self._summaries_of is not base:
                 assert isinstance(base.index, BM25Index)
                 added = self.file_order()[len(self.base.file_order()):]
@@ -419,7 +421,7 @@ class Snapshot:
             else:  # the workspace closed before or while it ran: nothing is waiting for it
                 log.debug("file summaries not built: the workspace closed", exc_info=True)
         finally:
-            with self._entity_lock:
+            with self._cache_lock:
                 self._summaries_building = False
 
 
