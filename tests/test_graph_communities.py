@@ -124,18 +124,19 @@ BASE_EDGES = [(0, 1, "import", ()), (0, 2, "import", ()), (2, 0, "call", ("alpha
               (4, 3, "import", ())]
 
 
-def named_graph(edges: list[tuple[int, int, str, tuple[str, ...]]]) -> Graph:
-    """A graph of NAMED_PATHS in NAMED_COMMUNITIES with `edges`, its degrees counted as the build counts them."""
-    n = len(NAMED_PATHS)
-    table = EdgeTable(NAMED_PATHS, [(s, kind, t, "", symbols, line) for line, (s, t, kind, symbols)
-                                    in enumerate(edges, 1)])
+def named_graph(edges: list[tuple[int, int, str, tuple[str, ...]]], paths: list[str] = NAMED_PATHS,
+                community: list[int] = NAMED_COMMUNITIES) -> Graph:
+    """A graph of `paths` in `community` with `edges`, its degrees counted as the build counts them."""
+    n = len(paths)
+    table = EdgeTable(paths, [(s, kind, t, "", symbols, line) for line, (s, t, kind, symbols)
+                              in enumerate(edges, 1)])
     neighbours: list[set[int]] = [set() for _ in range(n)]
     for s, t, _, _ in edges:
         neighbours[s].add(t)
         neighbours[t].add(s)
-    return Graph(paths=NAMED_PATHS, languages=["python"] * n, file_ids=list(range(n)),
-                 definitions=NodeDefinitions(PackedFacts(), NAMED_PATHS), edges=table, semantic=[], surprises=[],
-                 community=NAMED_COMMUNITIES, community_names=[], degree=[len(x) for x in neighbours])
+    return Graph(paths=paths, languages=["python"] * n, file_ids=list(range(n)),
+                 definitions=NodeDefinitions(PackedFacts(), paths), edges=table, semantic=[], surprises=[],
+                 community=community, community_names=[], degree=[len(x) for x in neighbours])
 
 
 WITHOUT_CALL_FROM_S = [e for e in BASE_EDGES if e[0] != 2 or e[2] != "call"]
@@ -164,6 +165,28 @@ def test_names_after_a_save_are_worked_out_where_a_save_reaches(save: str) -> No
     assert _name_parts(after, last, [refreshed]) == full
     # a save that re-resolved a node and changed nothing keeps every part as it was
     assert _name_parts(named_graph(before), last, [refreshed]) == last.name_parts
+
+
+SHIFTED = [(s + 1, t + 1, kind, symbols) for s, t, kind, symbols in BASE_EDGES]  # a new file sorts first
+
+
+@pytest.mark.parametrize("new_edges, community, worked_out", [
+    ([], [2, 0, 0, 1, 1, 1], 1),  # a file on its own: only its own community is worked out
+    ([(0, 1, "call", ("alpha",))], [0, 0, 0, 1, 1, 1], 1),  # it joins c.py's community: that one again
+    ([(0, 4, "import", ())], [2, 0, 0, 1, 1, 1], 2),  # it imports t.py: t.py's degree moves, community 1 again
+    ([], [2, 0, 1, 1, 1, 1], 3),  # helper.py moved to community 1: neither is the same files as before
+])
+def test_names_after_a_file_created_are_worked_out_where_it_reaches(
+        new_edges: list, community: list[int], worked_out: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    last = named_graph(BASE_EDGES)
+    last.name_parts = _name_parts(last)
+    after = named_graph(SHIFTED + new_edges, ["a/new.py", *NAMED_PATHS], community)
+    full = _name_parts(after)
+    directories: list[list[str]] = []
+    real = analysis.common_directory
+    monkeypatch.setattr(analysis, "common_directory", lambda paths: directories.append(paths) or real(paths))
+    assert _name_parts(after, last, [0]) == full
+    assert len(directories) == worked_out
 
 
 def test_saved_name_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

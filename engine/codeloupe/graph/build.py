@@ -818,22 +818,17 @@ def _name_parts(graph: Graph, last: Graph | None = None, refreshed: list[int] | 
     """What each community's name is made of: the deepest directory holding its code (tests are left out when
     there is code), its most connected file, and the definition of that file other communities use most.
 
-    With `last`, the graph before a save whose edges differ only in those from the `refreshed` nodes, a
-    community keeps its last parts unless a member's degree changed or an edge from a refreshed node to one of
-    its members came or went: what else a name reads (paths, membership, the other edges) is as it was.
+    With `last`, the graph before a save whose edges differ only in those from the `refreshed` nodes (indices
+    of `graph`), a community keeps its last parts when the same files made a community then, none of them new,
+    with the same degree, or reached by an edge from a refreshed node then or now: what else a name reads
+    (paths, membership, the other edges) is as it was. Files matched by path: a file created or deleted moves
+    every index after it, and the communities, worked out again, mostly hold the same files.
     """
     from codeloupe.graph.query import is_test_path
 
     count = max(graph.community, default=-1) + 1
-    parts: list[tuple[str, int, str] | None] = [None] * count
-    if last is not None and last.name_parts is not None and last.paths == graph.paths \
-            and last.community == graph.community:
-        touched = set(np.flatnonzero(np.array(last.degree) != np.array(graph.degree)).tolist())
-        for node in refreshed or []:
-            touched.update(last.edges.neighbour_rows(node, incoming=False))
-            touched.update(graph.edges.neighbour_rows(node, incoming=False))
-        dirty = {graph.community[node] for node in touched}
-        parts = [None if c in dirty else last.name_parts[c] for c in range(count)]
+    parts = [None] * count if last is None or last.name_parts is None else \
+        _kept_parts(graph, last, last.name_parts, refreshed or [])
     table = graph.edges  # read as columns: no `Edge` is made
     carriers, symbols = table.carriers, table.symbols.tolist()
     for c in range(count):
@@ -850,6 +845,36 @@ def _name_parts(graph: Graph, last: Graph | None = None, refreshed: list[int] | 
         top = min(usage, key=lambda s: (-usage[s], s)) if usage else ""
         parts[c] = (analysis.common_directory([graph.paths[m] for m in code]), central, top)
     return [part for part in parts if part is not None]
+
+
+def _kept_parts(graph: Graph, last: Graph, last_parts: list[tuple[str, int, str]], refreshed: list[int]
+                ) -> list[tuple[str, int, str] | None]:
+    """Each community's name parts from `last_parts` (`last`'s) where a save left what they read as it was (see
+    `_name_parts`), its central file's index now `graph`'s; None for the others."""
+    if last.paths == graph.paths:  # an edit: no file came or went
+        before: list[int | None] = list(range(len(graph.paths)))
+        touched = set(np.flatnonzero(np.array(last.degree) != np.array(graph.degree)).tolist())
+    else:  # each node's index in `last`, None for a new file
+        before = [last.index_of(path) for path in graph.paths]
+        touched = {i for i, (b, degree) in enumerate(zip(before, graph.degree))
+                   if b is None or last.degree[b] != degree}
+    for node in refreshed:
+        touched.update(graph.edges.neighbour_rows(node, incoming=False))
+        then = before[node]
+        if then is not None:
+            reached = (graph.index_of(last.paths[k]) for k in last.edges.neighbour_rows(then, incoming=False))
+            touched.update(j for j in reached if j is not None)
+    parts: list[tuple[str, int, str] | None] = []
+    for c in range(max(graph.community, default=-1) + 1):
+        members = graph.members(c)
+        was = {last.community[b] for m in members if (b := before[m]) is not None}
+        old = was.pop() if len(was) == 1 else None
+        if old is None or touched.intersection(members) or len(last.members(old)) != len(members):
+            parts.append(None)  # not the same files as one community then, or a save reached one of them
+            continue
+        directory, central, top = last_parts[old]
+        parts.append((directory, graph.index_of(last.paths[central]), top))
+    return parts
 
 
 def _names(parts: list[tuple[str, int, str]], sizes: list[int], paths: list[str]) -> list[str]:

@@ -491,11 +491,8 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
     def __init__(self, table: EdgeTable, incoming: bool) -> None:
         self._table = table
         self._incoming = incoming
-        pairs = table.pairs()
-        ends = pairs[1] if incoming else pairs[0]
-        others = pairs[0] if incoming else pairs[1]
-        pairs_seen = distinct(ends.astype(np.int64) * (len(table.paths) + 1) + others)
-        self._counts = np.bincount(pairs_seen // (len(table.paths) + 1), minlength=len(table.paths))
+        self._counts: np.ndarray | None = None  # counted on the first `count`: a sort of every edge, which
+        # every graph built after a save would pay for a file summary few ask for
 
     def __getitem__(self, i: int) -> dict[int, list[Edge]]:  # type: ignore[override]
         return self._table.incoming(i) if self._incoming else self._table.outgoing(i)
@@ -505,6 +502,12 @@ class Adjacency(Sequence[dict[int, "list[Edge]"]]):
 
     def count(self, i: int) -> int:
         """How many distinct nodes `self[i]` holds, without materialising it."""
+        if self._counts is None:
+            table, n = self._table, len(self._table.paths)
+            sources, targets, _ = table.pairs()
+            ends, others = (targets, sources) if self._incoming else (sources, targets)
+            pairs_seen = distinct(ends.astype(np.int64) * (n + 1) + others)
+            self._counts = np.bincount(pairs_seen // (n + 1), minlength=n)
         return int(self._counts[i])
 
 
