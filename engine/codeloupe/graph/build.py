@@ -819,10 +819,10 @@ def _name_parts(graph: Graph, last: Graph | None = None, refreshed: list[int] | 
     there is code), its most connected file, and the definition of that file other communities use most.
 
     With `last`, the graph before a save whose edges differ only in those from the `refreshed` nodes (indices
-    of `graph`), a community keeps its last parts when the same files made a community then, none of them new,
-    with the same degree, or reached by an edge from a refreshed node then or now: what else a name reads
-    (paths, membership, the other edges) is as it was. Files matched by path: a file created or deleted moves
-    every index after it, and the communities, worked out again, mostly hold the same files.
+    of `graph`), a community keeps its last parts when the same files made one community then, none of them
+    new, none with another degree and none reached by an edge from a refreshed node then or now: what else a
+    name reads (paths, membership, the other edges) is as it was. Files are matched by path: a file created
+    or deleted moves every index after it, and the communities, worked out again, mostly hold the same files.
     """
     from codeloupe.graph.query import is_test_path
 
