@@ -72,12 +72,17 @@ def test_edge_counts_for_the_map_are_the_counts_of_the_edges_themselves() -> Non
     assert EdgeTable([], ()).counted() == []
 
 
-def test_a_table_with_some_sources_replaced_equals_one_built_from_all_rows() -> None:
+@pytest.mark.parametrize("order, stray", [("sorted", False), ("sorted", True), ("shuffled", False)])
+def test_a_table_with_some_sources_replaced_equals_one_built_from_all_rows(order: str, stray: bool) -> None:
     """After a save the graph's edge table is the last one with the re-resolved files' edges replaced, over
-    the nodes as they are now (one gone, one new): the same table as one built from every edge."""
+    the nodes as they are now (one gone, one new): the same table as one built from every edge. The nodes in
+    their order (the kept edges merged with the new ones) or shuffled (every edge sorted again), and with a new
+    edge from a file whose edges were kept (sorted again too)."""
     rng = random.Random(11)
-    before = [f"m{k}.py" for k in range(12)]
+    before = sorted(f"m{k}.py" for k in range(12))  # as the store lists the nodes
     after = sorted([p for p in before if p != "m3.py"] + ["m10b.py"])
+    if order == "shuffled":
+        random.Random(5).shuffle(after)
 
     def rows_of(paths: list[str], source: str, salt: int) -> list[tuple[str, str, str, str, tuple, int]]:
         out = []
@@ -90,6 +95,9 @@ def test_a_table_with_some_sources_replaced_equals_one_built_from_all_rows() -> 
     old_rows = [row for p in before for row in rows_of(before, p, 1)]
     replaced = {"m1.py", "m5.py", "m10b.py"} | {s for s, _, t, *_ in old_rows if t == "m3.py"}
     new_rows = [row for p in sorted(replaced) if p in after for row in rows_of(after, p, 2)]
+    if stray:  # the file with the most edges kept gains one more, after them in the graph's order
+        kept = [row[0] for row in old_rows if row[0] not in replaced and row[0] in after]
+        new_rows.append((max(sorted(set(kept)), key=kept.count), "import", max(after), "r9", ("s9",), 99))
     expected_rows = [row for row in old_rows if row[0] not in replaced and row[0] in after] + new_rows
 
     def numbered(paths: list[str], rows: list) -> list:
