@@ -17,7 +17,7 @@ from codeloupe.graph import analysis, semantic
 from codeloupe.graph.build import Graph, _name_parts, graph_file, load_graph
 from codeloupe.graph.compact import EdgeTable, NodeDefinitions, PackedFacts
 from codeloupe.saved import save_arrays
-from test_graph_incremental import rewrite
+from test_graph_incremental import checking_replays, rewrite
 from test_graph_saved import everything, in_a_new_process, index_with_vectors, never, opened
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
@@ -26,13 +26,14 @@ FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 def propagations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The node count of every label propagation run from now on (the real one runs)."""
     runs: list[int] = []
-    real = analysis.label_propagation
+    real = analysis.propagate
 
-    def counting(n: int, weights: list[dict[int, float]]) -> list[int]:
+    def counting(n: int, weights: analysis.Weights, replay: analysis.Replay | None = None
+                 ) -> analysis.Propagation:
         runs.append(n)
-        return real(n, weights)
+        return real(n, weights, replay)
 
-    monkeypatch.setattr(analysis, "label_propagation", counting)
+    monkeypatch.setattr(analysis, "propagate", counting)
     return runs
 
 
@@ -81,6 +82,7 @@ SAVES = [
 @pytest.mark.parametrize("restart", [False, True], ids=["warm", "restarted"])
 def test_communities_are_computed_again_only_when_their_weights_change(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restart: bool) -> None:
+    replays = checking_replays(monkeypatch)
     root, cache = tmp_path / "python", tmp_path / "cache"
     shutil.copytree(FIXTURES / "python", root)
     ws = opened(root, cache)
@@ -111,6 +113,7 @@ def test_communities_are_computed_again_only_when_their_weights_change(
         assert after == from_scratch(root, cache, tmp_path / "scratch-vectors", runs)
     finally:
         ws.close()
+    assert replays and not any(missed for missed in replays)
 
 
 # ------------------------------------------------------------------ names after a save, on hand-built graphs
@@ -189,9 +192,32 @@ def test_names_after_a_file_created_are_worked_out_where_it_reaches(
     assert len(directories) == worked_out
 
 
-def test_saved_name_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The name parts saved with the graph are checked like the rest of it: out of range, the graph is built
-    again (and is the same graph)."""
+def _damaged_course(arrays: dict[str, np.ndarray]) -> None:
+    """A round of the saved label propagation's course dropped: it no longer leads to the saved labels."""
+    ends = arrays["propagation_ends"]
+    first = int(ends[0])
+    for part in ("nodes", "steps"):
+        arrays[f"propagation_{part}"] = arrays[f"propagation_{part}"][first:]
+    arrays["propagation_ends"] = ends[1:] - first
+
+
+def _other_communities(arrays: dict[str, np.ndarray]) -> None:
+    """Two files in different communities swapped: every count still fits, only the label propagation saved
+    beside them tells other communities."""
+    community = arrays["community"]
+    other = int(np.flatnonzero(community != community[0])[0])
+    community[0], community[other] = community[other], community[0]
+
+
+@pytest.mark.parametrize("damage", [
+    lambda arrays: arrays.update(name_centrals=arrays["name_centrals"] + 1000),
+    _damaged_course,
+    _other_communities,
+], ids=["name parts out of range", "propagation course", "communities"])
+def test_saved_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage) -> None:
+    """The name parts and the label propagation saved with the graph are checked like the rest of it: out of
+    range, a course that does not lead to its labels, communities that are not its labels', the graph is
+    built again (and is the same graph)."""
     root, cache = tmp_path / "python", tmp_path / "cache"
     shutil.copytree(FIXTURES / "python", root)
     first = opened(root, cache)
@@ -204,6 +230,6 @@ def test_saved_name_parts_that_do_not_fit_are_not_used(tmp_path: Path, monkeypat
     with np.load(path, allow_pickle=False) as saved:
         arrays = {name: saved[name] for name in saved.files}
     stamp = str(arrays.pop("__stamp__"))
-    arrays["name_centrals"] = arrays["name_centrals"] + 1000
+    damage(arrays)
     save_arrays(path, stamp, arrays)
     assert in_a_new_process(root, cache, monkeypatch) == (built, 1)

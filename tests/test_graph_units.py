@@ -9,8 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codeloupe.graph import semantic
-from codeloupe.graph.analysis import god_nodes, hub_tolls, label_propagation, renumber_by_size, shortest_path
+from codeloupe.graph import analysis, semantic
+from codeloupe.graph.analysis import (
+    Replay,
+    Weights,
+    god_nodes,
+    hub_tolls,
+    propagate,
+    renumber_by_size,
+    shortest_path,
+)
 from codeloupe.graph.facts import FileFacts
 from codeloupe.graph.langs import extract_facts
 from codeloupe.graph.langs.javascript import _strip_jsonc
@@ -97,14 +105,14 @@ def test_label_propagation_is_deterministic_and_splits_at_a_bridge() -> None:
     weights: list[dict[int, float]] = [{} for _ in range(6)]
     for a, b in edges:
         weights[a][b] = weights[b][a] = 1.0
-    labels = renumber_by_size(label_propagation(6, weights))
-    assert labels == renumber_by_size(label_propagation(6, weights))
+    labels = renumber_by_size(propagate(6, as_weights(weights)).labels)
+    assert labels == renumber_by_size(propagate(6, as_weights(weights)).labels)
     assert labels[0] == labels[1] == labels[2] != labels[3] == labels[4] == labels[5]
     assert labels[0] == 0  # equal sizes: the community holding the smallest index is numbered first
 
 
 def _plain_label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
-    """The rule as `label_propagation` states it, every node visited every round."""
+    """The rule as `propagate` states it, every node visited every round."""
     votes = [{j: w / max(1, len(weights[j])) for j, w in around.items()} for around in weights]
     labels = list(range(n))
     for _ in range(100):
@@ -124,16 +132,89 @@ def _plain_label_propagation(n: int, weights: list[dict[int, float]]) -> list[in
     return labels
 
 
+def as_weights(weights: list[dict[int, float]]) -> Weights:
+    """Symmetric weights given as each node's neighbours -> weight, as label propagation takes them."""
+    rows = np.array([(i, j, w) for i, around in enumerate(weights) for j, w in around.items() if i < j],
+                    np.float64).reshape(-1, 3)
+    return Weights.of_pairs(len(weights), rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64), rows[:, 2])
+
+
+def _random_weights(rng: random.Random, n: int, hubs: int) -> list[dict[int, float]]:
+    """Isolated nodes, leaves with one neighbour and hubs (every edge's second end among the first n / hubs)."""
+    weights: list[dict[int, float]] = [{} for _ in range(n)]
+    for _ in range(rng.randint(n // 2, 3 * n)):
+        a, b = rng.randrange(n), rng.randrange(max(1, n // hubs))
+        if a != b:
+            weights[a][b] = weights[b][a] = weights[a].get(b, 0.0) + rng.choice([1.0, 2.0, 0.5 * rng.random()])
+    return weights
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_label_propagation_is_the_plain_rule_on_random_graphs(seed: int) -> None:
     rng = random.Random(seed)
     n = rng.randint(20, 300)
-    weights: list[dict[int, float]] = [{} for _ in range(n)]
-    for _ in range(rng.randint(n // 2, 3 * n)):  # isolated nodes, leaves with one neighbour, hubs
-        a, b = rng.randrange(n), rng.randrange(max(1, n // (1 + seed % 3)))
-        if a != b:
-            weights[a][b] = weights[b][a] = weights[a].get(b, 0.0) + rng.choice([1.0, 2.0, 0.5 * rng.random()])
-    assert label_propagation(n, weights) == _plain_label_propagation(n, weights)
+    weights = _random_weights(rng, n, 1 + seed % 3)
+    assert propagate(n, as_weights(weights)).labels == _plain_label_propagation(n, weights)
+
+
+def _edited(rng: random.Random, weights: list[dict[int, float]]) -> tuple[list[dict[int, float]], np.ndarray]:
+    """`weights` after a few files were deleted and created (the others keep their order) and a few pairs
+    gained, lost or changed an edge; and each node's index now (-1: deleted)."""
+    n = len(weights)
+    gone = set(rng.sample(range(n), rng.randint(0, 2)))
+    order = [k for k in range(n) if k not in gone]
+    for _ in range(rng.randint(0, 2)):
+        order.insert(rng.randint(0, len(order)), -1)  # a new node
+    renumber = np.full(n, -1, np.int64)
+    for now, k in enumerate(order):
+        if k >= 0:
+            renumber[k] = now
+    after: list[dict[int, float]] = [{} for _ in order]
+    for now, k in enumerate(order):
+        if k >= 0:
+            after[now] = {int(renumber[j]): w for j, w in weights[k].items() if renumber[j] >= 0}
+    for _ in range(rng.randint(1, 4)):
+        a, b = rng.sample(range(len(order)), 2)
+        if b in after[a] and rng.random() < 0.4:
+            del after[a][b], after[b][a]
+        else:
+            after[a][b] = after[b][a] = after[a].get(b, 0.0) + rng.choice([1.0, 0.5 * rng.random()])
+    return after, renumber
+
+
+def moved_votes(weights: Weights, after: Weights, renumber: np.ndarray) -> set[int]:
+    """The nodes whose votes differ (`Replay.moved`), found by comparing every node's."""
+    def votes(graph: Weights, node: int, to_now: np.ndarray) -> dict[int, float]:
+        neighbours, node_votes = graph.votes(node)
+        return dict(zip(to_now[neighbours].tolist(), node_votes))
+
+    n = len(after.starts) - 1
+    last = np.full(n, -1, np.int64)
+    last[renumber[renumber >= 0]] = np.flatnonzero(renumber >= 0)
+    return {node for node in range(n) if last[node] < 0
+            or votes(weights, int(last[node]), renumber) != votes(after, node, np.arange(n))}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_replayed_propagation_is_the_one_from_scratch(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After files are created or deleted and edges change, propagation replays the last course where the
+    votes and labels are as they were (`propagate` with a `Replay`): the same labels, and the same course for
+    the next replay, as a propagation from scratch over the new weights."""
+    rng = random.Random(seed)
+    n = rng.randint(30, 400)
+    weights = _random_weights(rng, n, 1 + seed % 3)
+    last = propagate(n, as_weights(weights))
+    monkeypatch.setattr(analysis, "REPLAY_LIMIT", 1.0)  # replayed however far the change reaches
+    for _ in range(3):  # saves one after the other, each replaying the last
+        after, renumber = _edited(rng, weights)
+        scratch = propagate(len(after), as_weights(after))
+        moved = moved_votes(as_weights(weights), as_weights(after), renumber)
+        replayed = propagate(len(after), as_weights(after), Replay(last, renumber, moved))
+        assert replayed.labels == scratch.labels
+        assert len(replayed.rounds) == len(scratch.rounds)
+        for (nodes, labels), (scratch_nodes, scratch_labels) in zip(replayed.rounds, scratch.rounds):
+            assert nodes.tolist() == scratch_nodes.tolist() and labels.tolist() == scratch_labels.tolist()
+        weights, last = after, replayed
 
 
 def test_tolls_hubs_and_routes() -> None:

@@ -10,55 +10,248 @@ import heapq
 import math
 import posixpath
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 MAX_PROPAGATION_ROUNDS = 100
 
 
-def label_propagation(n: int, weights: list[dict[int, float]]) -> list[int]:
+@dataclass(frozen=True)
+class Weights:
+    """What label propagation weighs, held as arrays: each node's neighbours, ascending, from
+    `neighbours[starts[node]:starts[node + 1]]`, and the weight of each pair in `weights` beside them."""
+
+    starts: np.ndarray
+    neighbours: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def of_pairs(cls, n: int, first: np.ndarray, second: np.ndarray, weight: np.ndarray) -> Weights:
+        """The weights of `n` nodes where each (first, second, weight) row adds its weight to the pair, both
+        ways; summed in row order."""
+        keys = np.concatenate([first * n + second, second * n + first]).astype(np.int64)
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], np.concatenate([weight, weight]).astype(np.float64)[order]
+        heads = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if len(keys) else keys
+        pairs = keys[heads]
+        return cls(np.searchsorted(pairs // max(n, 1), np.arange(n + 1)), pairs % max(n, 1),
+                   np.add.reduceat(values, heads) if len(keys) else values)
+
+    def around(self, node: int) -> list[int]:
+        return self.neighbours[self.starts[node]:self.starts[node + 1]].tolist()
+
+    def votes(self, node: int) -> tuple[list[int], list[float]]:
+        """`node`'s neighbours and each one's vote: the pair's weight over the neighbour's number of neighbours
+        (`propagate`)."""
+        at = slice(self.starts[node], self.starts[node + 1])
+        neighbours = self.neighbours[at]
+        return neighbours.tolist(), (self.weights[at] / self.fan[neighbours]).tolist()
+
+    @cached_property
+    def fan(self) -> np.ndarray:
+        """Each node's number of neighbours, at least one."""
+        return np.maximum(np.diff(self.starts), 1)
+
+
+@dataclass(frozen=True)
+class Propagation:
+    """A label propagation's labels and its course, which a later one over slightly different weights replays
+    (`propagate`): per round, the nodes it relabelled, ascending, and their new labels."""
+
+    labels: list[int]
+    rounds: list[tuple[np.ndarray, np.ndarray]] = field(repr=False)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The propagation as arrays to save (`from_arrays` reads them back)."""
+        def joined(part: int) -> np.ndarray:
+            return np.concatenate([r[part] for r in self.rounds]).astype(np.int32) if self.rounds \
+                else np.zeros(0, np.int32)
+
+        return {f"{prefix}labels": np.array(self.labels, np.int32), f"{prefix}nodes": joined(0),
+                f"{prefix}steps": joined(1),
+                f"{prefix}ends": np.cumsum([len(nodes) for nodes, _ in self.rounds], dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str, n: int) -> Propagation:
+        """The propagation `arrays` saved for `n` nodes; a ValueError when its course does not lead to its labels
+        (a replay trusts the course as the labels' making)."""
+        labels, nodes, steps, ends = (arrays[f"{prefix}{part}"].astype(np.int64)
+                                      for part in ("labels", "nodes", "steps", "ends"))
+        if labels.shape != (n,) or nodes.shape != steps.shape or nodes.ndim != 1 or ends.ndim != 1 \
+                or (len(ends) and (int(ends[0]) <= 0 or int(ends[-1]) != len(nodes) or np.any(np.diff(ends) <= 0))) \
+                or (not len(ends) and len(nodes)):
+            raise ValueError("a saved label propagation whose parts do not fit")
+        if any(len(a) and (int(a.min()) < 0 or int(a.max()) >= n) for a in (labels, nodes, steps)):
+            raise ValueError("a saved label propagation out of range")
+        rounds = [(nodes[a:b], steps[a:b]) for a, b in zip([0, *ends.tolist()], ends.tolist())]
+        course = np.arange(n, dtype=np.int64)
+        for relabelled, values in rounds:
+            if np.any(relabelled[1:] <= relabelled[:-1]):
+                raise ValueError("a saved label propagation round out of order")
+            course[relabelled] = values
+        if not np.array_equal(course, labels):
+            raise ValueError("a saved label propagation whose course does not lead to its labels")
+        return cls(labels.tolist(), rounds)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a propagation over new weights may take from `last`, one over the weights before: `renumber`, each
+    last node's index now (-1: gone), which keeps the nodes' order; `moved`, the nodes (indices now) whose votes
+    may differ, that is, whose neighbours, weights or neighbours' neighbour counts changed, and the new nodes."""
+
+    last: Propagation
+    renumber: np.ndarray
+    moved: set[int]
+
+
+def propagate(n: int, weights: Weights, replay: Replay | None = None) -> Propagation:
     """Community label per node: each node, visited in index order, takes the label its neighbours vote
     for most (ties -> the smallest label), until a full round changes nothing.
 
     A neighbour's vote is its edge weight divided by the neighbour's own number of neighbours. Plain votes
     let one label flood a connected code base (every file touches a hub, the hub's label wins everywhere);
     scaled votes keep a logger or a package `__init__` from speaking for the files it connects.
+
+    With `replay`, the last propagation's course is followed wherever the new one cannot differ from it, and
+    votes are counted only where it can (`_replayed`): after a save the same labels as from scratch, without
+    visiting every node every round.
     """
-    fan = [max(1, len(w)) for w in weights]
-    around = [tuple(w) for w in weights]
-    votes = [tuple(weight / fan[neighbour] for neighbour, weight in w.items()) for w in weights]
+    if replay is not None:
+        replayed = _replayed(n, weights, replay)
+        if replayed is not None:
+            return replayed
+    starts, neighbours = weights.starts.tolist(), weights.neighbours.tolist()
+    every_vote = (weights.weights / weights.fan[weights.neighbours]).tolist()
+    around = [neighbours[a:b] for a, b in zip(starts, starts[1:])]
+    votes = [every_vote[a:b] for a, b in zip(starts, starts[1:])]
     labels = list(range(n))
+    rounds: list[tuple[np.ndarray, np.ndarray]] = []
     # A node's choice depends only on its neighbours' labels: after the first round, only nodes with a
     # neighbour relabelled since their last visit can change, and only they are visited (same result).
     dirty = [bool(a) for a in around]
     for _ in range(MAX_PROPAGATION_ROUNDS):
-        changed = False
+        relabelled: list[int] = []
         for node in range(n):
             if not dirty[node]:
                 continue
             dirty[node] = False
-            neighbours = around[node]
-            if len(neighbours) == 1:  # a quarter of a code base's files: one neighbour's label is the vote
-                label = labels[neighbours[0]]
-            else:
-                score: dict[int, float] = {}
-                for neighbour, vote in zip(neighbours, votes[node]):
-                    voted = labels[neighbour]
-                    score[voted] = score.get(voted, 0.0) + vote
-                if len(score) == 1:
-                    label = next(iter(score))
-                else:
-                    # Float sums differ in the last bits with the order of addition: compare with a tolerance.
-                    best = max(score.values()) - 1e-9
-                    label = min(lab for lab, s in score.items() if s >= best)
+            label = _vote(around[node], votes[node], labels)
             if label != labels[node]:
                 labels[node] = label
-                changed = True
-                for neighbour in neighbours:
+                relabelled.append(node)
+                for neighbour in around[node]:
                     dirty[neighbour] = True
-        if not changed:
+        if not relabelled:
             break
-    return labels
+        nodes = np.array(relabelled, np.int64)
+        rounds.append((nodes, np.array(labels, np.int64)[nodes]))
+    return Propagation(labels, rounds)
+
+
+def _vote(neighbours: Sequence[int], votes: Sequence[float], labels: Sequence[int] | np.ndarray) -> int:
+    """The label `neighbours` vote for (`propagate`), as `labels` holds it (an int, or a numpy integer)."""
+    if len(neighbours) == 1:  # a quarter of a code base's files: one neighbour's label is the vote
+        return labels[neighbours[0]]
+    score: dict[int, float] = {}
+    for neighbour, vote in zip(neighbours, votes):
+        voted = labels[neighbour]
+        score[voted] = score.get(voted, 0.0) + vote
+    if len(score) == 1:
+        return next(iter(score))
+    # Float sums differ in the last bits with the order of addition: compare with a tolerance.
+    best = max(score.values()) - 1e-9
+    return min(lab for lab, s in score.items() if s >= best)
+
+
+# Past this share of the nodes counted again, a replay gives way to a propagation from scratch.
+REPLAY_LIMIT = 0.25
+
+
+def _replayed(n: int, weights: Weights, replay: Replay) -> Propagation | None:
+    """`propagate` over `weights` taking the last course where it holds: None when the votes counted again
+    reach `REPLAY_LIMIT` of the nodes.
+
+    A node's choice is a function of its votes and its neighbours' labels at its visit. Visiting in the same
+    order, a node whose votes did not move and whose neighbours carry the labels the last course gave them at
+    that point chooses what the last course chose (labels renumbered like the nodes: the order, so the ties,
+    stay). So the last course is followed in bulk, and votes are counted only for the "counted" nodes: the
+    moved ones, and every neighbour of a node whose label departs from the last course's (`shadow`, the last
+    course renumbered, step for step; a label of a node gone departs for good). Counted nodes are visited every
+    round: a visit to a node none of whose neighbours changed chooses its label again, so nothing differs from
+    visiting only the nodes with a neighbour relabelled.
+    """
+    renumber, last_rounds = replay.renumber, replay.last.rounds
+    kept = renumber >= 0
+
+    def renumbered(labels: np.ndarray) -> np.ndarray:  # a gone node's label: one no node has now
+        now = renumber[labels]
+        return np.where(now >= 0, now, -2 - labels)
+
+    labels = np.arange(n, dtype=np.int64)
+    shadow = np.full(n, -1, np.int64)  # a new node has no course to follow
+    shadow[renumber[kept]] = renumber[kept]
+    counted = np.zeros(n, bool)
+    limit = max(1, int(REPLAY_LIMIT * n))
+    departed = set(np.flatnonzero(labels != shadow).tolist())
+    for node in sorted(replay.moved | departed):
+        counted[node] = True
+        if node in departed:
+            counted[weights.around(node)] = True
+    rounds: list[tuple[np.ndarray, np.ndarray]] = []
+    for number in range(MAX_PROPAGATION_ROUNDS):
+        if number < len(last_rounds):
+            last_nodes, last_labels = last_rounds[number]
+            now = renumber[last_nodes]
+            last_nodes, last_labels = now[now >= 0], renumbered(last_labels[now >= 0])
+        else:
+            last_nodes = last_labels = np.zeros(0, np.int64)
+        visit = np.flatnonzero(counted).tolist()  # ascending: a heap already
+        if len(visit) > limit:
+            return None
+        followed: list[np.ndarray] = []  # the nodes not counted that the last course relabelled
+        relabelled: list[int] = []
+        at = 0
+        while True:
+            node = heapq.heappop(visit) if visit else n  # n: past the last node, to follow the course to its end
+            to = int(np.searchsorted(last_nodes, node))
+            steps, values = last_nodes[at:to], last_labels[at:to]
+            shadow[steps] = values
+            free = ~counted[steps]
+            labels[steps[free]] = values[free]
+            followed.append(steps[free])
+            at = to
+            if node == n:
+                break
+            if at < len(last_nodes) and last_nodes[at] == node:
+                shadow[node] = last_labels[at]
+                at += 1
+            around, votes = weights.votes(node)
+            if around:
+                label = int(_vote(around, votes, labels))
+                if label != labels[node]:
+                    labels[node] = label
+                    relabelled.append(node)
+            if labels[node] == shadow[node]:
+                departed.discard(node)
+                continue
+            if node in departed:
+                continue
+            departed.add(node)
+            for neighbour in around:
+                if not counted[neighbour]:
+                    counted[neighbour] = True
+                    if neighbour > node:  # still ahead in this round
+                        heapq.heappush(visit, neighbour)
+        nodes = np.concatenate([*followed, np.array(relabelled, np.int64)])
+        if not len(nodes):
+            break
+        order = np.argsort(nodes, kind="stable")
+        rounds.append((nodes[order], labels[nodes[order]]))
+    return Propagation(labels.tolist(), rounds)
 
 
 def renumber_by_size(labels: list[int]) -> list[int]:

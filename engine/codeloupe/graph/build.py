@@ -396,6 +396,9 @@ class Graph:
     # Each community's (directory, central node, dominant symbol) its name was made of (`_name_parts`); None for
     # a graph saved by an older version.
     name_parts: list[tuple[str, int, str]] | None = field(default=None, repr=False)
+    # The label propagation the communities come from, replayed after a save (`analysis.propagate`); None for a
+    # graph saved by an older version.
+    propagation: analysis.Propagation | None = field(default=None, repr=False)
 
     def index_of(self, path: str) -> int | None:
         return self._index.get(path)
@@ -532,6 +535,8 @@ def _save(ws: WorkspaceContext, key: tuple[int, int, str | None], graph: Graph) 
         arrays["name_directories"], arrays["name_directories_ends"] = pack_strings(list(directories))
         arrays["name_tops"], arrays["name_tops_ends"] = pack_strings(list(tops))
         arrays["name_centrals"] = np.array(centrals, np.int64)
+    if graph.propagation is not None:
+        arrays.update(graph.propagation.arrays("propagation_"))
     similar = _similar.get(ws)
     lanes = {"semantic": graph.semantic, "surprises": graph.surprises}
     if similar is not None and similar[0] == key[1]:
@@ -658,6 +663,12 @@ def _decode_saved(arrays: dict[str, np.ndarray]
         if len(name_parts) != len(names) or len(centrals) != len(names) or not all(0 <= c < n for c in centrals):
             raise ValueError("saved community name parts that do not fit the communities")
 
+    propagation = None
+    if "propagation_labels" in arrays:
+        propagation = analysis.Propagation.from_arrays(arrays, "propagation_", n)
+        if analysis.renumber_by_size(propagation.labels) != community:
+            raise ValueError("a saved label propagation that does not give the saved communities")
+
     def triples(name: str, bound: int) -> list[tuple[int, int, float]]:
         pairs, cosines = arrays[f"{name}_pairs"], arrays[f"{name}_cosines"]
         if pairs.shape != (len(cosines), 2) or (len(pairs) and (int(pairs.min()) < 0 or int(pairs.max()) >= bound)):
@@ -672,7 +683,7 @@ def _decode_saved(arrays: dict[str, np.ndarray]
                   definitions=NodeDefinitions(resolution.facts.frozen(), paths),
                   edges=EdgeTable.from_arrays(paths, arrays, "edges_"), semantic=semantic_edges,
                   surprises=triples("surprises", n), community=community, community_names=names, similar=similar,
-                  degree=degree, gods=set(analysis.god_nodes(degree)), name_parts=name_parts)
+                  degree=degree, gods=set(analysis.god_nodes(degree)), name_parts=name_parts, propagation=propagation)
     lane = None
     if "candidates_pairs" in arrays:
         pairs = semantic.LanePairs.from_arrays(arrays, "lane_") if "lane_ids" in arrays else None
@@ -752,14 +763,19 @@ def _build(ws: WorkspaceContext) -> Graph:
             and np.array_equal(last.weighed_pairs(), kinded):
         # Communities are a function of the node count and these weights alone: a save that left every pair's
         # kinds of edge as they were (an edited body, a comment) keeps them without touching the whole graph.
-        community = last.community
+        community, propagation = last.community, last.propagation
     else:
-        community = analysis.renumber_by_size(analysis.label_propagation(n, _weights(n, kinded, similar)))
+        weights = _weights(n, kinded, similar_edges)
+        replay = None if last is None or last.propagation is None else \
+            _replay(last, index, kinded, similar_edges, weights)
+        propagation = analysis.propagate(n, weights, replay)
+        community = analysis.renumber_by_size(propagation.labels)
 
     graph = Graph(paths=paths, languages=[lang for _, _, lang in nodes], file_ids=[f for f, _, _ in nodes],
                   definitions=NodeDefinitions(resolution.facts.frozen(), paths), edges=edges,
                   semantic=similar_edges, surprises=[], community=community, community_names=[],
-                  similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)), pair_kinds=kinded)
+                  similar=similar, degree=degree, gods=set(analysis.god_nodes(degree)), pair_kinds=kinded,
+                  propagation=propagation)
     graph.name_parts = _name_parts(graph, last if refreshed is not None else None, refreshed or [])
     graph.community_names = _names(graph.name_parts, [len(graph.members(c)) for c in range(len(graph.name_parts))],
                                    graph.paths)
@@ -774,18 +790,53 @@ def _pair_kinds(edges: EdgeTable, n: int) -> np.ndarray:
     return distinct((sources.astype(np.int64) * (n + 1) + targets) * len(EDGE_KINDS) + kinds)
 
 
-def _weights(n: int, pair_kinds: np.ndarray, similar: list[dict[int, float]]) -> list[dict[int, float]]:
+def _replay(last: Graph, index: dict[str, int], pair_kinds: np.ndarray, semantic_edges: list[tuple[int, int, float]],
+            weights: analysis.Weights) -> analysis.Replay | None:
+    """What label propagation over `weights` (this graph's: its nodes' `index`, `pair_kinds` and
+    `semantic_edges`) may replay of the last graph's: None when the nodes that stayed changed order.
+
+    A node's votes moved when a pair of files it is in gained or lost a kind of edge or a similarity edge, or
+    one of its neighbours did (that neighbour's count of neighbours, which divides its vote, may have moved);
+    found by comparing the weighed pairs as keys, not every node's weights."""
+    n, last_n, kinds = len(index), len(last.paths), len(EDGE_KINDS)
+    renumber = np.fromiter((index.get(path, -1) for path in last.paths), np.int64, last_n)
+    kept = renumber[renumber >= 0]
+    if np.any(kept[1:] <= kept[:-1]):
+        return None
+    pairs, kind = np.divmod(last.weighed_pairs(), kinds)
+    sources, targets = (renumber[end] for end in np.divmod(pairs, last_n + 1))
+    whole = (sources >= 0) & (targets >= 0)
+    ends = [sources[~whole], targets[~whole]]  # the pairs with a file gone: their other file
+    # both ascending (the nodes kept their order) and distinct: compared by search, not sorted again
+    last_kinds = (sources[whole] * (n + 1) + targets[whole]) * kinds + kind[whole]
+    changed = np.concatenate([_missing(last_kinds, pair_kinds), _missing(pair_kinds, last_kinds)]) // kinds
+    ends += [changed // (n + 1), changed % (n + 1)]
+    last_semantic = {(int(renumber[i]), int(renumber[j]), cosine) for i, j, cosine in last.semantic}
+    ends.append(np.array([end for i, j, _ in last_semantic.symmetric_difference(semantic_edges) for end in (i, j)],
+                         np.int64))
+    touched = set(np.concatenate(ends).tolist()) - {-1}
+    new = np.ones(n, bool)
+    new[kept] = False
+    moved = touched | set(np.flatnonzero(new).tolist())
+    for node in touched:
+        moved.update(weights.around(node))
+    return analysis.Replay(last.propagation, renumber, moved)
+
+
+def _missing(keys: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """The `keys` not in `ascending` (a sorted array)."""
+    at = np.minimum(np.searchsorted(ascending, keys), max(len(ascending) - 1, 0))
+    return keys[ascending[at] != keys] if len(ascending) else keys
+
+
+def _weights(n: int, pair_kinds: np.ndarray, semantic_edges: list[tuple[int, int, float]]) -> analysis.Weights:
     """What label propagation weighs: a pair of files weighs one per kind of edge between them, each way, plus
     half the cosine of a similarity edge."""
-    weights: list[dict[int, float]] = [{} for _ in range(n)]
-    for pair in (pair_kinds // len(EDGE_KINDS)).tolist():
-        i, j = divmod(pair, n + 1)
-        weights[i][j] = weights[i].get(j, 0.0) + 1.0
-        weights[j][i] = weights[j].get(i, 0.0) + 1.0
-    for i in range(n):
-        for j, cosine in similar[i].items():
-            weights[i][j] = weights[i].get(j, 0.0) + 0.5 * cosine
-    return weights
+    first, second = np.divmod(pair_kinds // len(EDGE_KINDS), n + 1)
+    similar = np.array(semantic_edges, np.float64).reshape(-1, 3)
+    return analysis.Weights.of_pairs(n, np.concatenate([first, similar[:, 0].astype(np.int64)]),
+                                     np.concatenate([second, similar[:, 1].astype(np.int64)]),
+                                     np.concatenate([np.ones(len(first)), 0.5 * similar[:, 2]]))
 
 
 def _similar_files(ws: WorkspaceContext, nodes: list[tuple[int, str, str]]
