@@ -195,7 +195,7 @@ def moved_votes(weights: Weights, after: Weights, renumber: np.ndarray) -> set[i
             or votes(weights, int(last[node]), renumber) != votes(after, node, np.arange(n))}
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(40))
 def test_a_replayed_propagation_is_the_one_from_scratch(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """After files are created or deleted and edges change, propagation replays the last course where the
     votes and labels are as they were (`propagate` with a `Replay`): the same labels, and the same course for
@@ -205,7 +205,7 @@ def test_a_replayed_propagation_is_the_one_from_scratch(seed: int, monkeypatch: 
     weights = _random_weights(rng, n, 1 + seed % 3)
     last = propagate(n, as_weights(weights))
     monkeypatch.setattr(analysis, "REPLAY_LIMIT", 1.0)  # replayed however far the change reaches
-    for _ in range(3):  # saves one after the other, each replaying the last
+    for _ in range(10):  # saves one after the other, each replaying the last
         after, renumber = _edited(rng, weights)
         scratch = propagate(len(after), as_weights(after))
         moved = moved_votes(as_weights(weights), as_weights(after), renumber)

@@ -147,13 +147,12 @@ def propagate(n: int, weights: Weights, replay: Replay | None = None) -> Propaga
                     dirty[neighbour] = True
         if not relabelled:
             break
-        nodes = np.array(relabelled, np.int64)
-        rounds.append((nodes, np.array(labels, np.int64)[nodes]))
+        rounds.append((np.array(relabelled, np.int64), np.array([labels[node] for node in relabelled], np.int64)))
     return Propagation(labels, rounds)
 
 
-def _vote(neighbours: Sequence[int], votes: Sequence[float], labels: Sequence[int] | np.ndarray) -> int:
-    """The label `neighbours` vote for (`propagate`), as `labels` holds it (an int, or a numpy integer)."""
+def _vote(neighbours: Sequence[int], votes: Sequence[float], labels: list[int]) -> int:
+    """The label `neighbours` vote for (`propagate`)."""
     if len(neighbours) == 1:  # a quarter of a code base's files: one neighbour's label is the vote
         return labels[neighbours[0]]
     score: dict[int, float] = {}
@@ -178,80 +177,111 @@ def _replayed(n: int, weights: Weights, replay: Replay) -> Propagation | None:
     A node's choice is a function of its votes and its neighbours' labels at its visit. Visiting in the same
     order, a node whose votes did not move and whose neighbours carry the labels the last course gave them at
     that point chooses what the last course chose (labels renumbered like the nodes: the order, so the ties,
-    stay). So the last course is followed in bulk, and votes are counted only for the "counted" nodes: the
+    stay). So the last course is followed step by step, and votes are counted only for the "counted" nodes: the
     moved ones, and every neighbour of a node whose label departs from the last course's (`shadow`, the last
-    course renumbered, step for step; a label of a node gone departs for good). Counted nodes are visited every
-    round: a visit to a node none of whose neighbours changed chooses its label again, so nothing differs from
-    visiting only the nodes with a neighbour relabelled.
+    course renumbered, step for step; a label of a node gone departs for good; a counted node departs at its
+    visit or when the course relabels it and it keeps its label). A counted node is visited, as in `propagate`,
+    in the first round and whenever a neighbour was relabelled since its last visit (this round if that
+    neighbour comes before it, else the next), and once when it is first counted: a visit to a node none of
+    whose neighbours changed chooses its label again, so visiting more often changes nothing.
     """
     renumber, last_rounds = replay.renumber, replay.last.rounds
     kept = renumber >= 0
-
-    def renumbered(labels: np.ndarray) -> np.ndarray:  # a gone node's label: one no node has now
-        now = renumber[labels]
-        return np.where(now >= 0, now, -2 - labels)
-
-    labels = np.arange(n, dtype=np.int64)
-    shadow = np.full(n, -1, np.int64)  # a new node has no course to follow
-    shadow[renumber[kept]] = renumber[kept]
-    counted = np.zeros(n, bool)
+    shadow_array = np.full(n, -1, np.int64)  # a new node has no course to follow
+    shadow_array[renumber[kept]] = renumber[kept]
+    # Lists, not arrays: the course is merged with the counted nodes one step at a time.
+    labels, shadow = list(range(n)), shadow_array.tolist()
     limit = max(1, int(REPLAY_LIMIT * n))
-    departed = set(np.flatnonzero(labels != shadow).tolist())
+    departed = {node for node in range(n) if shadow[node] < 0}
+    counted: dict[int, tuple[list[int], list[float]]] = {}  # each counted node's votes, read once
+    watchers: dict[int, list[int]] = {}  # node -> the counted nodes it votes in
+    visit: list[int] = []  # the counted nodes to visit this round, a heap
+    queued: set[int] = set()  # in `visit`
+    later: set[int] = set()  # to visit next round
+
+    def count(node: int) -> None:
+        counted[node] = weights.votes(node)
+        for neighbour in counted[node][0]:
+            watchers.setdefault(neighbour, []).append(node)
+
+    def enqueue(node: int, position: int) -> None:
+        """Visit counted `node` this round if it is still ahead of `position`, else next round."""
+        if node <= position:
+            later.add(node)
+        elif node not in queued:
+            queued.add(node)
+            heapq.heappush(visit, node)
+
+    def relabelled_at(node: int) -> None:  # the counted nodes `node` votes in see another label
+        for watcher in watchers.get(node, ()):
+            enqueue(watcher, node)
+
+    def departs(node: int) -> None:  # `node`'s label departs from the course: its neighbours are counted
+        departed.add(node)
+        for neighbour in counted[node][0]:
+            if neighbour not in counted:
+                count(neighbour)
+                enqueue(neighbour, node)
+
     for node in sorted(replay.moved | departed):
-        counted[node] = True
+        if node not in counted:
+            count(node)
         if node in departed:
-            counted[weights.around(node)] = True
+            departs(node)
+    later.update(counted)  # the first round visits every node with a neighbour
     rounds: list[tuple[np.ndarray, np.ndarray]] = []
     for number in range(MAX_PROPAGATION_ROUNDS):
         if number < len(last_rounds):
-            last_nodes, last_labels = last_rounds[number]
-            now = renumber[last_nodes]
-            last_nodes, last_labels = now[now >= 0], renumbered(last_labels[now >= 0])
+            steps, values = last_rounds[number]
+            now, then = renumber[steps], renumber[values]
+            last_nodes = now[now >= 0].tolist()
+            # a gone node's label: one that no node has now
+            last_labels = np.where(then >= 0, then, -2 - values)[now >= 0].tolist()
         else:
-            last_nodes = last_labels = np.zeros(0, np.int64)
-        visit = np.flatnonzero(counted).tolist()  # ascending: a heap already
-        if len(visit) > limit:
+            last_nodes, last_labels = [], []
+        if len(counted) > limit:
             return None
-        followed: list[np.ndarray] = []  # the nodes not counted that the last course relabelled
+        visit[:] = sorted(later)  # ascending: a heap already
+        queued.clear()
+        queued.update(visit)
+        later.clear()
         relabelled: list[int] = []
-        at = 0
+        at, end = 0, len(last_nodes)
         while True:
-            node = heapq.heappop(visit) if visit else n  # n: past the last node, to follow the course to its end
-            to = int(np.searchsorted(last_nodes, node))
-            steps, values = last_nodes[at:to], last_labels[at:to]
-            shadow[steps] = values
-            free = ~counted[steps]
-            labels[steps[free]] = values[free]
-            followed.append(steps[free])
-            at = to
-            if node == n:
-                break
-            if at < len(last_nodes) and last_nodes[at] == node:
-                shadow[node] = last_labels[at]
+            upcoming = visit[0] if visit else n
+            if at < end and last_nodes[at] <= upcoming:  # the last course's next step comes first
+                step, value = last_nodes[at], last_labels[at]
                 at += 1
-            around, votes = weights.votes(node)
+                shadow[step] = value
+                if step not in counted:
+                    labels[step] = value
+                    relabelled.append(step)
+                    relabelled_at(step)
+                elif step != upcoming:  # a counted node not visited this round: does it depart now?
+                    if labels[step] == shadow[step]:
+                        departed.discard(step)
+                    elif step not in departed:
+                        departs(step)
+                continue
+            if upcoming == n:
+                break
+            node = heapq.heappop(visit)
+            around, votes = counted[node]
             if around:
-                label = int(_vote(around, votes, labels))
+                label = _vote(around, votes, labels)
                 if label != labels[node]:
                     labels[node] = label
                     relabelled.append(node)
+                    relabelled_at(node)
             if labels[node] == shadow[node]:
                 departed.discard(node)
-                continue
-            if node in departed:
-                continue
-            departed.add(node)
-            for neighbour in around:
-                if not counted[neighbour]:
-                    counted[neighbour] = True
-                    if neighbour > node:  # still ahead in this round
-                        heapq.heappush(visit, neighbour)
-        nodes = np.concatenate([*followed, np.array(relabelled, np.int64)])
-        if not len(nodes):
+            elif node not in departed:
+                departs(node)
+        if not relabelled:
             break
-        order = np.argsort(nodes, kind="stable")
-        rounds.append((nodes[order], labels[nodes[order]]))
-    return Propagation(labels.tolist(), rounds)
+        relabelled.sort()
+        rounds.append((np.array(relabelled, np.int64), np.array([labels[node] for node in relabelled], np.int64)))
+    return Propagation(labels, rounds)
 
 
 def renumber_by_size(labels: list[int]) -> list[int]:
