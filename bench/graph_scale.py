@@ -2,7 +2,8 @@
 checkout's engine and a baseline revision's (today's main) on the same prepared index.
 
     .venv/bin/python bench/graph_scale.py [--tree DIR] [--files 40000] [--baseline REV] [--profile N]
-        [--save import|reparse] [--phases index,open,restart] [--prepared DIR] [--out FILE.json]
+        [--save import|reparse|create] [--phases index,open,restart | index,saves] [--prepared DIR]
+        [--out FILE.json]
 
 The index is prepared once (`bench/scale_tree.py`: the tree indexed for real, then copied; random skeleton
 vectors so the semantic lane has work) and kept under `--prepared`; each engine then runs in its own process
@@ -17,6 +18,9 @@ on a copy of it and times, in two processes as an editor session would:
   (`graph_map`), whose semantic lane takes the new vector;
 - restart: a third process opens the index as that save left it and asks for the graph (`graph_map`), which
   it loads from the graph saved beside the index where the engine saves one.
+- saves (`--phases index,saves`, instead of open and restart): an editor's saves one after another on the
+  index with its graph saved, each followed by the language server's refresh; per save, the edges' update,
+  when a search first sees the new graph, and when the refresh returns (`saves_phase`).
 Each figure is wall-clock seconds with its CPU seconds beside it (`*_cpu_s`: the process's own, a fairer
 figure on a shared machine), and each phase's peak RSS.
 """
@@ -87,6 +91,57 @@ def open_phase(root: Path, work: Path, profile: int, save: str) -> dict:
             "graph_after_save_s": graph_s, "graph_after_save_cpu_s": graph_cpu,
             "graph_after_embedding_s": embedded_s, "graph_after_embedding_cpu_s": embedded_cpu,
             "open_peak_rss_mb": _peak_rss_mb()}
+
+
+def saves_phase(root: Path, work: Path) -> dict:
+    """An editor's saves one after another, on an index whose graph is saved beside it (built and saved first
+    when it is not): a new process loads it, then each of `SAVES` is stored, its edges brought up to date
+    (`update_edges`) and the language server's refresh run (`Workspace.refresh_graph`), while another thread
+    asks for the graph as a search does (`load_graph(allow_stale=True)`) every 2 ms: `visible_s` is when a
+    search first gets the new graph after the save, `refresh_s` when the refresh returns (the graph file
+    written)."""
+    import threading
+
+    from codeloupe.graph import update_edges
+    from codeloupe.graph.build import load_graph
+
+    ws = _workspace(root, work)
+    load_graph(ws)  # the first graph, saved beside the index
+    ws.close()
+    ws = _workspace(root, work)  # the editor opened again: the graph is read back
+    load_graph(ws)
+    out: dict[str, list[float]] = {}
+    for label, path, kind in SAVES:
+        _save(ws, path, kind)
+        shown, seen = load_graph(ws, allow_stale=True), []
+        started = time.perf_counter()
+        update_edges(ws)
+        edges_s = time.perf_counter() - started
+        done = threading.Event()
+
+        def watch(before=shown, seen=seen, done=done) -> None:
+            while not done.is_set():
+                if load_graph(ws, allow_stale=True) is not before:
+                    seen.append(time.perf_counter())
+                    return
+                time.sleep(0.002)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        ws.refresh_graph()
+        refresh_s = time.perf_counter() - started
+        done.set()
+        watcher.join()
+        out[label] = [round(edges_s, 3), round((seen[0] if seen else time.perf_counter()) - started, 3),
+                      round(refresh_s, 3)]
+    out["graph_digest"] = _digest(load_graph(ws))
+    ws.close()
+    return out
+
+
+# The saves of `saves_phase`: (label, the file saved, `_save`'s kind).
+SAVES = (("import", "copy-2/json/decoder.py", "import"), ("create", "copy-1/json/decoder.py", "create"),
+         ("import again", "copy-3/json/decoder.py", "import"), ("create again", "copy-4/json/decoder.py", "create"))
 
 
 def restart_phase(root: Path, work: Path, profile: int) -> dict:
@@ -203,7 +258,7 @@ def main() -> int:
                         help="the phases run, in order, each engine on its own copy of the prepared index")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed to each engine's phase")
     parser.add_argument("--out", type=Path, default=None, help="also write every engine's figures here (JSON)")
-    parser.add_argument("--phase", choices=["index", "open", "restart"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["index", "open", "saves", "restart"], help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tree is None:
@@ -215,6 +270,7 @@ def main() -> int:
     if args.phase:
         print(json.dumps(index_phase(args.tree, args.work, args.profile) if args.phase == "index"
                          else open_phase(args.tree, args.work, args.profile, args.save) if args.phase == "open"
+                         else saves_phase(args.tree, args.work) if args.phase == "saves"
                          else restart_phase(args.tree, args.work, args.profile)))
         return 0
     if not prepared.exists():
