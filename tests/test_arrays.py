@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from codeloupe.arrays import absent_from, distinct
+from codeloupe.arrays import absent_from, distinct, find_sorted
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.float64])
@@ -33,3 +33,16 @@ def test_absent_from_is_numpy_setdiff1d_for_ids() -> None:
     empty = np.zeros(0, np.int64)
     assert absent_from(empty, np.array([1], np.int64)).tolist() == []
     assert absent_from(np.array([0, 5], np.int64), empty).tolist() == [0, 5]
+
+
+def test_find_sorted_is_membership_with_positions() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        ascending = distinct(rng.integers(-2**40, 2**40, rng.integers(0, 300)))  # sparse 64-bit keys
+        values = np.concatenate([rng.choice(ascending, min(len(ascending), 50)) if len(ascending) else
+                                 np.zeros(0, np.int64), rng.integers(-2**40, 2**40, 50)])
+        positions, found = find_sorted(ascending, values)
+        assert found.tolist() == np.isin(values, ascending).tolist()
+        assert np.array_equal(ascending[positions[found]], values[found])
+    positions, found = find_sorted(np.zeros(0, np.int64), np.array([1, 2], np.int64))
+    assert found.tolist() == [False, False] and len(positions) == 2

@@ -30,3 +30,13 @@ def absent_from(values: np.ndarray, others: np.ndarray) -> np.ndarray:
     seen = np.zeros(int(max(values.max(), others.max(initial=-1))) + 1, bool)
     seen[others] = True
     return values[~seen[values]]
+
+
+def find_sorted(ascending: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each of `values`' position in `ascending`, a sorted array, where it is found; whether it is): positions
+    of values not found point at some element, clipped into range. For keys too sparse for `absent_from`'s mask
+    (a graph's node pairs), and where the positions are wanted."""
+    if not len(ascending):
+        return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
+    positions = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
+    return positions, ascending[positions] == values

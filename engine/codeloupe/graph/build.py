@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from codeloupe.arrays import distinct
+from codeloupe.arrays import distinct, find_sorted
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
 from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
@@ -809,7 +809,8 @@ def _replay(last: Graph, index: dict[str, int], pair_kinds: np.ndarray, semantic
     ends = [sources[~whole], targets[~whole]]  # the pairs with a file gone: their other file
     # both ascending (the nodes kept their order) and distinct: compared by search, not sorted again
     last_kinds = (sources[whole] * (n + 1) + targets[whole]) * kinds + kind[whole]
-    changed = np.concatenate([_missing(last_kinds, pair_kinds), _missing(pair_kinds, last_kinds)]) // kinds
+    changed = np.concatenate([last_kinds[~find_sorted(pair_kinds, last_kinds)[1]],
+                              pair_kinds[~find_sorted(last_kinds, pair_kinds)[1]]]) // kinds
     ends += [changed // (n + 1), changed % (n + 1)]
     last_semantic = {(int(renumber[i]), int(renumber[j]), cosine) for i, j, cosine in last.semantic}
     ends.append(np.array([end for i, j, _ in last_semantic.symmetric_difference(semantic_edges) for end in (i, j)],
@@ -821,12 +822,6 @@ def _replay(last: Graph, index: dict[str, int], pair_kinds: np.ndarray, semantic
     for node in touched:
         moved.update(weights.around(node))
     return analysis.Replay(last.propagation, renumber, moved)
-
-
-def _missing(keys: np.ndarray, ascending: np.ndarray) -> np.ndarray:
-    """The `keys` not in `ascending` (a sorted array)."""
-    at = np.minimum(np.searchsorted(ascending, keys), max(len(ascending) - 1, 0))
-    return keys[ascending[at] != keys] if len(ascending) else keys
 
 
 def _weights(n: int, pair_kinds: np.ndarray, semantic_edges: list[tuple[int, int, float]]) -> analysis.Weights:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
-from codeloupe.arrays import distinct
+from codeloupe.arrays import distinct, find_sorted
 from codeloupe.graph.facts import Definition, FileFacts, ImportFact
 from codeloupe.saved import pack_bytes, pack_strings, unpack_bytes, unpack_strings
 
@@ -362,10 +362,10 @@ class EdgeTable:
         place by their source, not every edge sorted again (a sort of six keys over every edge, 0.1 s at 40K
         files after every save). Rows that break this are sorted with the rest (`_sort`)."""
         head, tail = columns[0][:sorted_rows], columns[0][sorted_rows:]
-        at = np.searchsorted(head, tail)
-        if len(head) and np.any(head[np.minimum(at, len(head) - 1)] == tail):  # a source in both parts
+        if np.any(find_sorted(head, tail)[1]):  # a source in both parts
             self._sort(columns, raws, carriers)
             return
+        at = np.searchsorted(head, tail)
         self.raws, self.carriers = raws, carriers
         raw_rank, carrier_rank = _ranks(raws)[columns[4][sorted_rows:]], _ranks(carriers)[columns[5][sorted_rows:]]
         added = [c[sorted_rows:] for c in columns]

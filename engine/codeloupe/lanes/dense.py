@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codeloupe import ranking as R
+from codeloupe.arrays import find_sorted
 from codeloupe.lanes.indexed_dense import IndexedDense, load_indexed_dense
 from codeloupe.memory import release_freed_memory
 from codeloupe.saved import load_arrays, save_arrays
@@ -294,8 +295,7 @@ def load_dense(store: IndexStore, table: ChunkTable, snapshot_generation: int, m
     else:
         chunks, skeletons = store.vector_matrix("chunk", model), store.vector_matrix("skeleton", model)
     ids = table.ids  # sorted (the store returns chunks by id)
-    pos = np.minimum(np.searchsorted(ids, chunks.ids), max(len(ids) - 1, 0))
-    live = (ids[pos] == chunks.ids) if len(ids) else np.zeros(len(chunks.ids), bool)
+    pos, live = find_sorted(ids, chunks.ids)
     src, rows = np.flatnonzero(live), pos[live]
     dense = DenseSnapshot(
         generation=generation, model=model, chunk_rows=rows.astype(np.int64),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codeloupe import ranking as R
+from codeloupe.arrays import find_sorted
 from codeloupe.lanes.indexed_lexical import IdRows
 from codeloupe.store import ChunkTable
 from codeloupe.store.protocol import NearestChunks
@@ -48,8 +49,8 @@ def load_indexed_dense(store: NearestChunks, table: ChunkTable, snapshot_generat
                        generation: int) -> IndexedDense:
     with_vectors = store.vector_matrix_ids("chunk", model)
     ids = table.ids  # sorted (the store returns chunks by id)
-    pos = np.minimum(np.searchsorted(ids, with_vectors), max(len(ids) - 1, 0))
-    rows = pos[ids[pos] == with_vectors] if len(ids) else np.zeros(0, np.int64)
+    pos, found = find_sorted(ids, with_vectors)
+    rows = pos[found]
     return IndexedDense(generation=generation, model=model, store=store, table_rows=IdRows(ids),
                         chunk_rows=rows.astype(np.int64), coverage=(len(rows) / len(ids)) if len(ids) else 1.0,
                         snapshot_generation=snapshot_generation)

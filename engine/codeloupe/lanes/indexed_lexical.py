@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 
 from codeloupe import ranking as R
+from codeloupe.arrays import find_sorted
 from codeloupe.lanes.lexical import TermStats
 from codeloupe.store.protocol import LexicalStatistics, TermScores
 
@@ -36,8 +37,7 @@ class IdRows:
         out = np.full(len(self.ids), fill, np.float32)
         if found and len(self.ids):
             ids = np.array([i for i, _ in found], dtype=np.int64)
-            pos = np.minimum(np.searchsorted(self._sorted, ids), len(self._sorted) - 1)
-            known = self._sorted[pos] == ids
+            pos, known = find_sorted(self._sorted, ids)
             out[self._order[pos[known]]] = np.array([score for _, score in found], np.float32)[known]
         return out
 
