@@ -110,7 +110,7 @@ def saves_phase(root: Path, work: Path) -> dict:
     ws.close()
     ws = _workspace(root, work)  # the editor opened again: the graph is read back
     load_graph(ws)
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[float | None] | str] = {}
     for label, path, kind in SAVES:
         _save(ws, path, kind)
         shown, seen = load_graph(ws, allow_stale=True), []
@@ -132,8 +132,8 @@ def saves_phase(root: Path, work: Path) -> dict:
         refresh_s = time.perf_counter() - started
         done.set()
         watcher.join()
-        out[label] = [round(edges_s, 3), round((seen[0] if seen else time.perf_counter()) - started, 3),
-                      round(refresh_s, 3)]
+        # visible None: no search saw another graph (the refresh kept the last one)
+        out[label] = [round(edges_s, 3), round(seen[0] - started, 3) if seen else None, round(refresh_s, 3)]
     out["graph_digest"] = _digest(load_graph(ws))
     ws.close()
     return out

@@ -217,6 +217,20 @@ def test_a_replayed_propagation_is_the_one_from_scratch(seed: int, monkeypatch: 
         weights, last = after, replayed
 
 
+def test_a_replay_that_reaches_too_far_propagates_from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `REPLAY_LIMIT` of the nodes counted, the replay gives up and the propagation runs from scratch:
+    the same labels either way."""
+    rng = random.Random(3)
+    weights = _random_weights(rng, 200, 2)
+    last = propagate(200, as_weights(weights))
+    after, renumber = _edited(rng, weights)
+    replay = Replay(last, renumber, moved_votes(as_weights(weights), as_weights(after), renumber))
+    assert analysis._replayed(len(after), as_weights(after), replay) is not None  # within the limit
+    monkeypatch.setattr(analysis, "REPLAY_LIMIT", 0.0)
+    assert analysis._replayed(len(after), as_weights(after), replay) is None
+    assert propagate(len(after), as_weights(after), replay).labels == propagate(len(after), as_weights(after)).labels
+
+
 def test_tolls_hubs_and_routes() -> None:
     # A star: node 0 is linked to everything; 1-5-6-2 is a detour around it.
     n = 10
