@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from codeloupe.lanes.tokens import document_terms
+from codeloupe.lanes.tokens import document_counts
 from codeloupe.ranking import BM25_B, BM25_K1
 from codeloupe.saved import (
     load_arrays,
@@ -107,21 +107,24 @@ def count_terms(documents: Iterable[list[str]]) -> TermCounts:
     """Each document's distinct terms and how often each occurs in it (the work of building an index that
     takes time: worker processes can count parts of a workspace's documents, `BM25Index.from_counts` joins
     them)."""
-    vocab: dict[str, int] = {}
-    columns, counts, ends = array("i"), array("f"), array("q")
-    column = vocab.setdefault
-    for tokens in documents:
-        tf = Counter(tokens)
-        columns.extend([column(term, len(vocab)) for term in tf])
-        counts.extend(tf.values())
-        ends.append(len(columns))
-    return TermCounts(list(vocab), columns, counts, ends)
+    return _counted(Counter(tokens) for tokens in documents)
 
 
 def count_chunk_terms(chunks: list[tuple[list[str], str, str]]) -> TermCounts:
     """`count_terms` of chunks given as (their file's path terms, breadcrumb, text): tokenising is most of
     building a workspace's index, and this is the part worker processes do (`parallel.map_in_workers`)."""
-    return count_terms(document_terms(*chunk) for chunk in chunks)
+    return _counted(document_counts(*chunk) for chunk in chunks)
+
+
+def _counted(documents: Iterable[dict[str, int]]) -> TermCounts:
+    vocab: dict[str, int] = {}
+    columns, counts, ends = array("i"), array("f"), array("q")
+    column = vocab.setdefault
+    for tf in documents:
+        columns.extend([column(term, len(vocab)) for term in tf])
+        counts.extend(tf.values())
+        ends.append(len(columns))
+    return TermCounts(list(vocab), columns, counts, ends)
 
 
 class BM25Index:

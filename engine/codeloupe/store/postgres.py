@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from codeloupe.lanes.lexical import TOKENS_VERSION
-from codeloupe.lanes.tokens import document_terms, path_tokens
+from codeloupe.lanes.tokens import document_counts, path_tokens
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
     ChunkTable,
@@ -820,7 +820,7 @@ class PgStore:
         frequency: Counter[str] = Counter()
         for file_id, path, chunks in files:
             path_terms = path_tokens(path)
-            counts = [Counter(document_terms(path_terms, breadcrumb, text)) for _, breadcrumb, text in chunks]
+            counts = [document_counts(path_terms, breadcrumb, text) for _, breadcrumb, text in chunks]
             lengths = [sum(c.values()) for c in counts]
             file_length = sum(lengths)
             for (chunk_id, _, _), tf, length in zip(chunks, counts, lengths, strict=True):

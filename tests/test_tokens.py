@@ -1,0 +1,60 @@
+"""The tokeniser splits words without a regular expression and counts a chunk's terms without listing them; both
+must give exactly what the plain definitions give (the saved lexical indexes and the PostgreSQL store's term
+statistics were built by those), word for word and in the same order."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+from codeloupe.lanes.tokens import (
+    document_counts,
+    document_terms,
+    path_tokens,
+    term_set,
+    tokenize,
+    word_tokens,
+    words,
+)
+
+# The definition of a word the lexical lanes were built on.
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+
+# Word characters, digits that start runs, separators, and characters beyond ASCII (one and several bytes in
+# UTF-8, a letter that is a word character to Python's \w but not here, and a lone surrogate).
+ALPHABET = ["a", "Z", "q", "_", "0", "7", " ", ".", "-", "\t", "\n", "é", "ß", "€", "日", "\ud800", "$", "x", "3"]
+
+
+def _plain_tokenize(text: str) -> list[str]:
+    return [term for word in WORD.findall(text) if len(word) <= 64 for term in word_tokens(word)]
+
+
+def _random_texts(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 30))) for _ in range(count)]
+    # Words at the 64-character limit and past it, alone and behind digits.
+    texts += ["a" * 64, "a" * 65, "12" + "b" * 64, "12" + "b" * 63, "3des 3DES des", "0x1F 1e10 2nd _9 9_"]
+    return texts
+
+
+def test_words_are_what_the_regular_expression_finds() -> None:
+    for text in _random_texts(20_000, seed=1):
+        assert words(text) == WORD.findall(text), text
+
+
+def test_tokens_are_each_words_tokens_in_order() -> None:
+    for text in _random_texts(5_000, seed=2):
+        assert tokenize(text) == _plain_tokenize(text), text
+        assert term_set(text) == set(_plain_tokenize(text)), text
+
+
+def test_a_documents_counts_are_the_counter_of_its_terms_in_the_same_order() -> None:
+    code = ("class HTTPServer(BaseServer):\n    def serve_forever(self, poll_interval=0.5):\n"
+            "        # 3des and sha256 stay apart; 404 errors\n        self.__is_shut_down.clear()\n")
+    texts = [code, *_random_texts(2_000, seed=3)]
+    for text in texts:
+        for path_terms in ([], path_tokens("lib/http/server.py")):
+            counted = document_counts(path_terms, "HTTPServer.serve_forever", text)
+            expected = Counter(document_terms(path_terms, "HTTPServer.serve_forever", text))
+            assert list(counted.items()) == list(expected.items()), text
