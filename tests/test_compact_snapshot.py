@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codeloupe.store import Store
-from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
 
 def _store_file(store: Store, rel: str, bodies: list[str]) -> None:
@@ -72,7 +72,6 @@ def test_the_chunk_holding_a_line_is_found_per_file_as_a_scan_of_the_file_would_
 
 def test_symbols_read_in_pages_and_postings_keep_every_definition_in_order(tmp_path: Path) -> None:
     from codeloupe.lanes.symbols import SymbolIndex
-    from codeloupe.types import Symbol
 
     store = Store(tmp_path / "index.sqlite")
     for f in range(3):
@@ -89,3 +88,33 @@ def test_symbols_read_in_pages_and_postings_keep_every_definition_in_order(tmp_p
     assert index.definitions("missing") == []
     scores = index.scores("run1")
     assert scores[[1, 5, 9]].min() > 0 and scores.sum() == scores[[1, 5, 9]].sum()
+
+
+def test_the_symbol_names_a_build_reads_make_the_index_whole_rows_make(tmp_path: Path) -> None:
+    """A snapshot builds its symbol lane from the names alone (`iter_symbol_names`), in pages; the postings, key
+    for key and row for row, are those of the whole symbol rows, a symbol outside every chunk left out."""
+    import numpy as np
+
+    from codeloupe.lanes.symbols import SymbolIndex
+
+    store = Store(tmp_path / "index.sqlite")
+    for f in range(4):
+        rel = f"pkg{f % 2}/mod{f}.py"
+        chunks = [Chunk(i * 3 + 1, i * 3 + 3, "function", f"step{i}", rel, f"def step{i}():\n    pass\n\n")
+                  for i in range(5)]
+        symbols = [Symbol(f"step{i % 3}", "function", i * 3 + 1, i * 3 + 3, "Runner" if i % 2 else "", "")
+                   for i in range(5)] + [Symbol("Runner", "class", 1, 15, "", "")]
+        store.replace_file(ChunkedFile(rel, "python", chunks, symbols, FileSkeleton(rel, "")), hash=rel, size=1,
+                           mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=15)
+    store.replace_file(ChunkedFile("empty.py", "python", [], [Symbol("ghost", "function", 1, 1, "", "")],
+                                   FileSkeleton("empty.py", "")), hash="e", size=1, mtime=1.0, is_doc=False,
+                       encoding="utf-8", chunker_version=1, line_count=1)
+    table = store.chunk_table()
+    whole = SymbolIndex(table, store.iter_symbol_rows(page=7))
+    named = SymbolIndex.of_names(table, store.iter_symbol_names(page=7))
+    for name in ("by_name", "by_lower", "by_qualified"):
+        a, b = getattr(whole, name), getattr(named, name)
+        assert list(a._slots.items()) == list(b._slots.items())
+        assert np.array_equal(a._offsets, b._offsets) and np.array_equal(a._rows, b._rows)
+    assert named.definitions("runner.step1") == whole.definitions("runner.step1") != []
+    assert named.definitions("ghost") == []

@@ -777,7 +777,7 @@ class Searcher:
         if loaded is None:
             table = store.chunk_table()
             rows = list(store.file_rows().values())
-            symbols, kinds = SymbolIndex(table, store.iter_symbol_rows()), None
+            symbols, kinds = SymbolIndex.of_names(table, store.iter_symbol_names()), None
         else:
             table, rows, symbols, kinds = loaded
         saved = _lexical_file(store.path)
@@ -830,7 +830,7 @@ class Searcher:
         stamp = f"{store.index_id}:{generation}"
         bm25 = _kept_beside(bm25, _lexical_file(store.path), table.ids, stamp, "the lexical index")
         symbols = SymbolIndex.compacted(view.symbols, table) if isinstance(view.symbols, StackedSymbols) else \
-            SymbolIndex(table, store.iter_symbol_rows())
+            SymbolIndex.of_names(table, store.iter_symbol_names())
         kinds = {r.id: view.file_kind.get(r.id, -1) for r in rows}
         for r in rows:
             if kinds[r.id] < 0:  # a file with no chunk in the view: its kind, as a full build works it out

@@ -230,6 +230,17 @@ class JsonLists(Sequence[list[str]]):
         return JsonLists(Joined(self._encoded, other._encoded))
 
 
+def paged_symbol_names(query: Callable[..., list[tuple]], page: int) -> Iterator[list[SymbolName]]:
+    """Every symbol's (file id, start line, name, parent) through `query` (either store's), a page at a time."""
+    sql = f"SELECT id, file_id, start_line, {_as_text('name', 'parent')} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
+    last = -1
+    while rows := query(sql, (last, page)):
+        last = rows[-1][0]
+        yield [r[1:] for r in rows]
+        if len(rows) < page:
+            return
+
+
 def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
     """Every symbol row through `query` (either store's), a page of ids at a time."""
     sql = f"SELECT id, {_SYMBOL_COLUMNS} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
@@ -280,6 +291,10 @@ class FileIds:
 
     ids: np.ndarray  # int64
     removed_up_to: int
+
+
+# What the symbol lane reads of a symbol: (file id, start line, name, parent).
+SymbolName = tuple[int, int, str, str]
 
 
 @dataclass(frozen=True, slots=True)  # no per-row __dict__: the whole table is read at once
@@ -690,6 +705,10 @@ class Store:
         """Every symbol row, read a page of ids at a time (the whole table at once is a large transient:
         1.35M rows for the standard library copied to 200K chunks)."""
         return paged_symbol_rows(self.query, page)
+
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]:
+        """Every symbol's (file id, start line, name, parent), a page at a time: what the symbol lane reads."""
+        return paged_symbol_names(self.query, page)
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text), of

@@ -46,8 +46,10 @@ from codeloupe.store import (
     FileRow,
     SkippedFile,
     StoreError,
+    SymbolName,
     SymbolRow,
     VectorMatrix,
+    paged_symbol_names,
     paged_symbol_rows,
     quantize,
 )
@@ -964,6 +966,9 @@ class PgStore:
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
         return paged_symbol_rows(self.query, page)
+
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]:
+        return paged_symbol_names(self.query, page)
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
         sql = "SELECT file_id, string_agg(name || ' ' || signature, ' ') FROM symbols"

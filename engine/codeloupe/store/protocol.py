@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolRow, VectorMatrix
+from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolName, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
 
@@ -66,6 +66,8 @@ class IndexStore(Protocol):
     def definition_counts(self) -> dict[int, int]: ...
 
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]: ...
+
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]: ...
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]: ...
 
