@@ -29,6 +29,11 @@ async def test_initial_index_reports_progress_and_search_finds_the_right_files(p
         kinds = [r.kind for r in reports]
         assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
         assert any(r.kind == "report" and r.message.startswith("files ") for r in reports)
+        messages = [r.message for r in reports if r.kind == "report"]
+        # after the last file counted, the search snapshot's build is named, then the counts
+        preparing = messages.index("preparing search")
+        assert not any(m.startswith("files ") for m in messages[preparing:])
+        assert any(m.startswith("indexed ") for m in messages[preparing:])
         assert all(0 <= r.percentage <= 100 for r in reports if r.kind == "report" and r.percentage is not None)
         assert any(reg.method == lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES for reg in client.registrations)
 
