@@ -217,6 +217,28 @@ def test_a_replayed_propagation_is_the_one_from_scratch(seed: int, monkeypatch: 
         weights, last = after, replayed
 
 
+def test_a_node_the_replay_leaves_where_the_last_course_moved_it_departs_from_the_course(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counted node that no round visits again, at a step of the last course that relabelled it, departs from
+    the course: its neighbours, which followed it there, are counted. Five files: the last propagation moved
+    file 1 to label 4 in its first round and to label 2 in its second, and file 4 (file 1's only neighbour)
+    after it. File 0 is deleted and a new file takes its place beside files 1 and 2; file 3 loses its edges. Now
+    file 1 takes label 4 and keeps it (nothing around it changes again), so at the course's second-round step
+    it departs, and file 4, whose own votes did not move, must keep label 4 rather than follow the course to 2.
+    (The random-graph test above reaches this step on one seed of forty.)"""
+    before = [{1: 2.3, 2: 2.0, 3: 2.0}, {0: 2.3, 3: 0.66, 4: 1.0}, {0: 2.0}, {1: 0.66, 0: 2.0}, {1: 1.0}]
+    after = [{2: 1.0, 1: 1.0}, {4: 1.0, 0: 1.0, 2: 0.05}, {0: 1.0, 1: 0.05}, {}, {1: 1.0}]
+    renumber = np.array([-1, 1, 2, 3, 4])
+    last = propagate(5, as_weights(before))
+    assert [(nodes.tolist(), labels.tolist()) for nodes, labels in last.rounds] == [([0, 1, 3], [2, 4, 2]),
+                                                                                     ([1, 4], [2, 2])]
+    moved = moved_votes(as_weights(before), as_weights(after), renumber)
+    assert moved == {0, 1, 2, 3}  # file 4's votes did not move
+    monkeypatch.setattr(analysis, "REPLAY_LIMIT", 1.0)  # four of five nodes counted: replayed all the same
+    replayed = analysis._replayed(5, as_weights(after), Replay(last, renumber, moved))
+    assert replayed is not None and replayed.labels == propagate(5, as_weights(after)).labels == [2, 4, 2, 3, 4]
+
+
 def test_a_replay_that_reaches_too_far_propagates_from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past `REPLAY_LIMIT` of the nodes counted, the replay gives up and the propagation runs from scratch:
     the same labels either way."""
