@@ -8,6 +8,8 @@ import random
 import re
 from collections import Counter
 
+import pytest
+
 from codeloupe.lanes.tokens import (
     document_counts,
     document_terms,
@@ -58,3 +60,16 @@ def test_a_documents_counts_are_the_counter_of_its_terms_in_the_same_order() -> 
             counted = document_counts(path_terms, "HTTPServer.serve_forever", text)
             expected = Counter(document_terms(path_terms, "HTTPServer.serve_forever", text))
             assert list(counted.items()) == list(expected.items()), text
+
+
+def test_the_run_cache_stays_within_its_bound_and_answers_alike_after_evicting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from codeloupe.lanes import tokens
+
+    monkeypatch.setattr(tokens, "_RUNS_KEPT", 16)
+    cache = tokens._run_terms.__self__
+    cache.clear()
+    for text in _random_texts(500, seed=4):
+        assert tokenize(text) == _plain_tokenize(text), text
+        assert len(cache) <= 16
+    cache.clear()
