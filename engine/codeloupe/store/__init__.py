@@ -232,22 +232,22 @@ class JsonLists(Sequence[list[str]]):
 
 def paged_symbol_names(query: Callable[..., list[tuple]], page: int) -> Iterator[list[SymbolName]]:
     """Every symbol's (file id, start line, name, parent) through `query` (either store's), a page at a time."""
-    sql = f"SELECT id, file_id, start_line, {_as_text('name', 'parent')} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
-    last = -1
-    while rows := query(sql, (last, page)):
-        last = rows[-1][0]
-        yield [r[1:] for r in rows]
-        if len(rows) < page:
-            return
+    return _symbols_in_pages(query, f"file_id, start_line, {_as_text('name', 'parent')}", page)
 
 
 def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
     """Every symbol row through `query` (either store's), a page of ids at a time."""
-    sql = f"SELECT id, {_SYMBOL_COLUMNS} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
+    return (SymbolRow(*row) for rows in _symbols_in_pages(query, _SYMBOL_COLUMNS, page) for row in rows)
+
+
+def _symbols_in_pages(query: Callable[..., list[tuple]], columns: str, page: int) -> Iterator[list[tuple]]:
+    """`columns` of every symbol row, in id order, `page` rows a statement (the whole table at once is a large
+    transient: 1.35M rows for the standard library copied to 200K chunks)."""
+    sql = f"SELECT id, {columns} FROM symbols WHERE id > ? ORDER BY id LIMIT ?"
     last = -1
     while rows := query(sql, (last, page)):
         last = rows[-1][0]
-        yield from (SymbolRow(*r[1:]) for r in rows)
+        yield [r[1:] for r in rows]
         if len(rows) < page:
             return
 
