@@ -17,7 +17,6 @@ from codeloupe.lanes.tokens import (
     term_set,
     tokenize,
     word_tokens,
-    words,
 )
 
 # The definition of a word the lexical lanes were built on.
@@ -40,13 +39,10 @@ def _random_texts(count: int, seed: int) -> list[str]:
     return texts
 
 
-def test_words_are_what_the_regular_expression_finds() -> None:
-    for text in _random_texts(20_000, seed=1):
-        assert words(text) == WORD.findall(text), text
-
-
 def test_tokens_are_each_words_tokens_in_order() -> None:
-    for text in _random_texts(5_000, seed=2):
+    """The words are what the regular expression finds (a split in another place, or a character beyond ASCII
+    read as nothing instead of a separator, gives other tokens), each word tokenised in order."""
+    for text in _random_texts(20_000, seed=2):
         assert tokenize(text) == _plain_tokenize(text), text
         assert term_set(text) == set(_plain_tokenize(text)), text
 

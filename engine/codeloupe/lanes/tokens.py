@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from itertools import chain, islice
 
-# What a word is: `[A-Za-z_][A-Za-z0-9_]*|[0-9]+`, found as that regular expression finds it (`words`).
+# What a word is: `[A-Za-z_][A-Za-z0-9_]*|[0-9]+`, found as that regular expression finds it (`_runs`, `_pieces`).
 _WORD_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 _SEPARATING = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))  # every other byte made a space
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z0-9])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -54,11 +54,6 @@ def word_tokens(word: str) -> tuple[str, ...]:
     if len(parts) > 1:
         out.extend(stem(p) for p in parts if p not in STOP_WORDS and len(p) > 1)
     return tuple(out)
-
-
-def words(text: str) -> list[str]:
-    """The words of `text`, as `re.findall(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+", text)` gives them."""
-    return [word for run in _runs(text) for word in _pieces(run)]
 
 
 def _runs(text: str) -> list[str]:
