@@ -69,3 +69,18 @@ def test_the_run_cache_stays_within_its_bound_and_answers_alike_after_evicting(
         assert tokenize(text) == _plain_tokenize(text), text
         assert len(cache) <= 16
     cache.clear()
+
+
+def test_blobs_are_tokenised_but_never_kept() -> None:
+    """A run over 64 characters (base64, a hash, minified data) is not remembered: a workspace full of distinct
+    blobs would otherwise hold up to the cache's bound of them, text and all."""
+    from codeloupe.lanes import tokens
+
+    cache = tokens._run_terms.__self__
+    cache.clear()
+    blobs = [f"{i}" + "QUJD" * 40 for i in range(50)] + ["x" * 65 + f"y{i}" for i in range(50)]
+    for blob in blobs:
+        assert tokenize(f"{blob} short_name") == _plain_tokenize(f"{blob} short_name")
+    assert max(map(len, cache)) <= 64 and "short_name" in cache
+    cache.clear()
+

@@ -76,14 +76,17 @@ class _RunTerms(dict[str, tuple[str, ...]]):
     `lru_cache`'s bookkeeping took longer than the lookup."""
 
     def __missing__(self, run: str) -> tuple[str, ...]:
+        terms = tuple(term for word in _pieces(run) if len(word) <= 64 for term in word_tokens(word))
+        if len(run) > 64:  # a blob is not kept: a workspace of them would fill the memory with their text
+            return terms
         if len(self) >= _RUNS_KEPT:  # the older half goes (a dict keeps the order runs came in)
             for old in list(islice(self, _RUNS_KEPT // 2)):
                 self.pop(old, None)  # another thread tokenising may be evicting too
-        terms = self[run] = tuple(term for word in _pieces(run) if len(word) <= 64 for term in word_tokens(word))
+        self[run] = terms
         return terms
 
 
-# Distinct runs remembered, about 70 MB at most. The standard library has ~220,000; below its size, a lexical
+# Distinct runs remembered (none over 64 characters), about 70 MB at most. The standard library has ~220,000; below its size, a lexical
 # index of it tokenised chunks at half the speed, the runs evicted and made again.
 _RUNS_KEPT = 300_000
 _run_terms = _RunTerms().__getitem__
