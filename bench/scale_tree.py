@@ -3,9 +3,9 @@
 The tree (default: this interpreter's standard library) is indexed once for real; its files, chunks, symbols
 and skeletons are then copied under `copy-N/` prefixes until the index holds `chunks` chunks (or `files`
 files). Copies go through the real store (`Store.replace_file`) with their original's size, mtime and chunker
-version, so every table and counter is as a real index of that many files would leave it, and a tree of
-hard links laid out the same way (`link_copies`) is current to the indexer. Graph facts are not copied: the
-graph under test extracts them.
+version and their chunks' term counts (counted as indexing's workers count them), so every table and counter
+is as a real index of that many files would leave it, and a tree of hard links laid out the same way
+(`link_copies`) is current to the indexer. Graph facts are not copied: the graph under test extracts them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from codeloupe.api import Workspace
+from codeloupe.lanes.lexical import count_chunk_terms
+from codeloupe.lanes.tokens import path_tokens
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
 
@@ -50,10 +52,12 @@ def grow(ws: Workspace, *, chunks: int = 0, files: int = 0, log=print) -> int:
                 (file_id,))]
             skeleton = store.query("SELECT text FROM skeletons WHERE file_id=?", (file_id,))
             new_path = f"copy-{copy}/{path}"
+            path_terms = path_tokens(new_path)  # kept as indexing keeps them (the copy's path is among its terms)
+            terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in file_chunks])
             store.replace_file(ChunkedFile(new_path, language, file_chunks, symbols,
                                            FileSkeleton(new_path, skeleton[0][0] if skeleton else "")),
                                hash=digest, size=size, mtime=mtime, is_doc=bool(is_doc), encoding=encoding,
-                               chunker_version=chunker, line_count=line_count)
+                               chunker_version=chunker, line_count=line_count, terms=terms)
     counts = store.counts()
     log(f"copied to {counts['files']} files, {counts['chunks']} chunks ({copies} copies) "
         f"in {time.perf_counter() - t:.1f}s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from codeloupe import parallel
 from codeloupe.api import Workspace
-from codeloupe.lanes.lexical import BM25Index, count_terms
+from codeloupe.lanes.lexical import BM25Index, TermCounts, count_terms
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 
@@ -56,8 +57,128 @@ def test_a_workspace_tokenised_in_worker_processes_gets_the_index_of_one_pass(
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     caplog.set_level(logging.WARNING, logger="codeloupe.parallel")
     again = Workspace(root, overrides={"embed_provider": "none"})
+    with again.store.transaction() as conn:  # an index written before counts were kept: every chunk tokenised
+        conn.execute("DELETE FROM file_terms")
     try:
         _same(again.searcher().snapshot().bm25, one_pass)
     finally:
         again.close()
     assert saved.is_file() and not caplog.records
+
+
+def _tree(root: Path) -> None:
+    for i in range(9):
+        (root / f"pkg{i % 3}").mkdir(parents=True, exist_ok=True)
+        (root / f"pkg{i % 3}" / f"mod{i}.py").write_text(
+            "".join(f"def handler_{i}_{j}(request, retries={j}):\n    return parse_header{i % 4}(request)\n\n\n"
+                    for j in range(5 + i)))
+    (root / "README.md").write_text("# Handlers\n\nEach handler parses a header.\n")
+    (root / "empty.py").write_text("")
+
+
+def _rebuilt(root: Path, change: Callable[[Workspace], None] = lambda ws: None) -> BM25Index:
+    """The lexical index a new process builds (nothing saved beside the store), after `change` to the store."""
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        ws.store.path.with_name(ws.store.path.name + ".bm25.npz").unlink(missing_ok=True)
+        for saved in ws.store.path.parent.glob("*.snapshot*"):
+            saved.unlink()
+        change(ws)
+        return ws.searcher().snapshot().bm25
+    finally:
+        ws.close()
+
+
+def _kept(ws: Workspace) -> dict[str, int]:
+    return {path: file_id for file_id, path in ws.store.query(
+        "SELECT files.id, path FROM files JOIN file_terms ON file_terms.file_id = files.id")}
+
+
+def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_every_chunk(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)
+    kept = _kept(ws)
+    assert len(kept) == ws.store.counts()["files"] == 11  # counted by indexing, the empty file's (none) too
+    ws.close()
+
+    def forget_all(ws: Workspace) -> None:
+        with ws.store.transaction() as conn:
+            conn.execute("DELETE FROM file_terms")
+
+    tokenised = _rebuilt(root, forget_all)
+    _same(_rebuilt(root), tokenised)
+
+    # Rows that cannot be used are counted again: damaged, of another tokeniser, one chunk short, gone.
+    def damage(ws: Workspace) -> None:
+        with ws.store.transaction() as conn:
+            conn.execute("UPDATE file_terms SET columns = x'01' WHERE file_id = ?", (kept["pkg0/mod0.py"],))
+            conn.execute("UPDATE file_terms SET counts = 'text' WHERE file_id = ?", (kept["pkg1/mod1.py"],))
+            conn.execute("UPDATE file_terms SET version = version - 1 WHERE file_id = ?", (kept["pkg2/mod2.py"],))
+            conn.execute("UPDATE file_terms SET ends = substr(ends, 1, length(ends) - 4) WHERE file_id = ?",
+                         (kept["pkg0/mod3.py"],))
+            conn.execute("DELETE FROM file_terms WHERE file_id = ?", (kept["README.md"],))
+    _same(_rebuilt(root, damage), tokenised)
+
+
+def test_the_kept_counts_are_what_the_index_is_built_from(tmp_path: Path,
+                                                           lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)
+    file_id = _kept(ws)["pkg1/mod4.py"]
+    counted = ws.store.file_term_counts([file_id])[file_id]
+    ws.close()
+    counted.terms[counted.terms.index("handler")] = "planted"  # a term no file holds, in place of one
+
+    def plant(ws: Workspace) -> None:
+        with ws.store.transaction() as conn:
+            conn.execute("UPDATE file_terms SET terms = ? WHERE file_id = ?", (counted.packed()[0], file_id))
+    before = _rebuilt(root).term_stats(["handler"]).df["handler"]
+    chunks = len(counted.ends)
+    assert chunks and before > chunks
+    assert _rebuilt(root, plant).term_stats(["planted", "handler"]).df == {"planted": chunks,
+                                                                          "handler": before - chunks}
+
+
+def test_a_deleted_file_takes_its_counts_with_it(tmp_path: Path,
+                                                 lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)
+    (root / "pkg0" / "mod0.py").unlink()
+    (root / "pkg1" / "mod1.py").write_text("def changed():\n    return 1\n")
+    ws.index()
+    assert ws.store.query("SELECT count(*) FROM file_terms")[0][0] == ws.store.counts()["files"] == 10
+    assert "pkg0/mod0.py" not in _kept(ws)
+
+
+@pytest.mark.parametrize(("distinct", "top"), [(5, 3), (70_000, 3), (5, 70_000), (0, 0)])
+def test_counts_packed_read_back_as_they_were(distinct: int, top: int) -> None:
+    rng = np.random.default_rng(distinct + top)
+    words = [f"t{i}" for i in range(distinct)]
+    documents = [list(rng.choice(words, 40)) for _ in range(3)] if distinct else [[], []]
+    if top:
+        documents.append(["many"] * top)
+    counted = count_terms(documents)
+    again = TermCounts.unpacked(*counted.packed())
+    assert again is not None and again.terms == counted.terms
+    for name in ("columns", "counts", "ends"):
+        assert getattr(again, name) == getattr(counted, name)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda p: (zlib.compress(b"\xff\xfe"), *p[1:]),  # terms not UTF-8
+    lambda p: (b"\xff\xfe", *p[1:]),  # terms not deflated
+    lambda p: (p[0], p[1], p[2] + b"\0", p[3]),  # bytes after the counts' deflated stream
+    lambda p: (p[0], p[1], p[2][:-1], p[3]),  # the counts' stream cut short
+    lambda p: (p[0], p[1][:-1], *p[2:]),  # a column cut short
+    lambda p: (p[0], p[1], zlib.compress(bytes(12)), p[3]),  # counts that are not a whole number per entry
+    lambda p: (p[0], p[1], p[2], p[3][4:] + p[3][:4]),  # ends out of order
+    lambda p: (zlib.compress(b"one"), *p[1:]),  # columns beyond the terms
+    lambda p: (zlib.compress(bytes(1 << 20)), *p[1:]),  # inflating to more than any five entries' terms
+])
+def test_damaged_packed_counts_read_as_none(damage: Callable[[tuple], tuple]) -> None:
+    packed = count_terms([["a", "b", "a"], ["c"], ["b", "d"]]).packed()
+    assert TermCounts.unpacked(*damage(packed)) is None

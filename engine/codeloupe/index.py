@@ -33,6 +33,8 @@ from codeloupe.discover import (
     read_candidate_bytes,
     walk,
 )
+from codeloupe.lanes.lexical import TermCounts, count_chunk_terms
+from codeloupe.lanes.tokens import path_tokens
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
@@ -231,6 +233,7 @@ class Prepared:
     encoding: str = "utf-8"
     chunked: ChunkedFile | None = None
     line_count: int = 0
+    terms: TermCounts | None = None  # its chunks' lexical term counts, counted here (in a worker) once
 
 
 # Index meta: the chunk strategies the index was built with.
@@ -280,8 +283,10 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
     text = decoded.text
     language = detect_language(candidate.rel_path, text[:200])
     chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies)
+    path_terms = path_tokens(chunked.path)
+    terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in chunked.chunks])
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
-                    line_count=len(text.splitlines()))
+                    line_count=len(text.splitlines()), terms=terms)
 
 
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
@@ -325,7 +330,7 @@ def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexR
     store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
         is_doc=is_doc_language(chunked.language), encoding=prepared.encoding, chunker_version=CHUNKER_VERSION,
-        line_count=prepared.line_count,
+        line_count=prepared.line_count, terms=prepared.terms,
     )
     report.files_indexed += 1
     return ""

@@ -32,7 +32,7 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
-from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermStats, count_chunk_terms
+from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermCounts, TermStats, count_chunk_terms
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -47,7 +47,7 @@ from codeloupe.lanes.tokens import (
 )
 from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
-from codeloupe.parallel import map_in_workers
+from codeloupe.parallel import POOL_MIN_ITEMS, map_in_workers
 from codeloupe.snapshot_file import (
     load_snapshot_inputs,
     save_snapshot_inputs,
@@ -55,7 +55,7 @@ from codeloupe.snapshot_file import (
     snapshot_file,
 )
 from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists
-from codeloupe.store.protocol import FileIdChanges, LexicalStatistics
+from codeloupe.store.protocol import FileIdChanges, IndexStore, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
 
 if TYPE_CHECKING:
@@ -785,10 +785,8 @@ class Searcher:
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
             BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
-            parts = _ChunksInParts(table, rows)
-            bm25 = BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
-                                                        what="tokenising"))
-            bm25 = _kept_beside(bm25, saved, table.ids, stamp, "the lexical index")  # read in place, as a restart
+            # Saved, and read back in place, as a restarted process reads it.
+            bm25 = _kept_beside(_lexical_index(store, table, rows), saved, table.ids, stamp, "the lexical index")
         snapshot = self._assembled(generation, table, rows, bm25, symbols, kinds)
         snapshot.indexed = indexed
         if loaded is None:
@@ -1365,6 +1363,59 @@ def _weights_for(query: str) -> dict[str, float]:
 def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
     """BM25 terms of each chunk: its file's path terms, breadcrumb and text."""
     return (document_terms(*chunk) for part in _ChunksInParts(table, files) for chunk in part)
+
+
+def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow]) -> BM25Index:
+    """The BM25 index of `table`'s chunks, from the term counts each file's indexing kept (`_KeptCounts`)
+    where nearly every file has them; else every chunk tokenised, in worker processes (an index written before
+    counts were kept)."""
+    kept = _KeptCounts.of(store, table, files)
+    if kept is not None:
+        return BM25Index.from_counts(kept)
+    parts = _ChunksInParts(table, files)
+    return BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
+                                                what="tokenising"))
+
+
+class _KeptCounts:
+    """`table`'s chunks' term counts, one part per file in table order, read from what indexing kept (a few
+    hundred files at a time): the lexical index is then built without tokenising (at 40K files, tokenising
+    every chunk was 25-30 s of a first answer on two cores). A file whose counts are missing or do not fit
+    its chunks is tokenised here; the parts are those tokenising makes, so the index is the same to the bit."""
+
+    def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray) -> None:
+        self._store, self._table, self._starts = store, table, starts
+        self._paths = {r.id: r.path for r in files}
+
+    @classmethod
+    def of(cls, store: IndexStore, table: ChunkTable, files: list[FileRow]) -> _KeptCounts | None:
+        """None unless each file's chunks lie together in the table (as one transaction writes them) and the
+        files without counts hold fewer chunks than would keep the workers busy."""
+        file_ids = table.file_ids
+        starts = np.flatnonzero(np.r_[True, file_ids[1:] != file_ids[:-1]]) if len(file_ids) else np.zeros(0, np.int64)
+        run_files = file_ids[starts]
+        if len(np.unique(run_files)) != len(run_files):
+            return None
+        sizes = np.diff(np.r_[starts, len(file_ids)])
+        missing = int(sizes[np.isin(run_files, store.files_with_term_counts(), invert=True)].sum())
+        if missing >= _CHUNKS_PER_PART * POOL_MIN_ITEMS:
+            return None
+        return cls(store, table, files, starts)
+
+    def __iter__(self) -> Iterator[TermCounts]:
+        table, starts = self._table, self._starts
+        ends = np.r_[starts[1:], len(table.ids)].tolist()
+        run_files = table.file_ids[starts].tolist()
+        for page in range(0, len(run_files), 500):
+            kept = self._store.file_term_counts(run_files[page:page + 500])
+            for at in range(page, min(page + 500, len(run_files))):
+                file_id, start, end = run_files[at], int(starts[at]), ends[at]
+                counted = kept.pop(file_id, None)
+                if counted is None or len(counted.ends) != end - start:
+                    path_terms = path_tokens(self._paths[file_id]) if file_id in self._paths else []
+                    counted = count_chunk_terms([(path_terms, table.breadcrumbs[row], text) for row, text
+                                                 in zip(range(start, end), table.texts[start:end])])
+                yield counted
 
 
 # Chunks tokenised in one task of the workers building a lexical index: ~25 ms of work each, so that a pool is

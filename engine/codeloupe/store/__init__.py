@@ -27,6 +27,7 @@ import numpy as np
 
 from codeloupe.arrays import absent_from
 from codeloupe.columns import Joined
+from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
@@ -100,6 +101,18 @@ CREATE TABLE IF NOT EXISTS skipped_files (
 CREATE TABLE IF NOT EXISTS skeletons (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     text TEXT NOT NULL
+);
+-- Each file's chunks' lexical term counts (`TermCounts.packed`), counted when the file was indexed (in the
+-- indexing workers), so that a lexical index is built from them without tokenising every chunk again.
+-- `version`: the tokeniser's (`TOKENS_VERSION`); rows of another are not read. A file may have none (an index
+-- written before these were kept): its chunks are tokenised when the lexical index is built.
+CREATE TABLE IF NOT EXISTS file_terms (
+    file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    terms BLOB NOT NULL,
+    columns BLOB NOT NULL,
+    counts BLOB NOT NULL,
+    ends BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
@@ -621,8 +634,9 @@ class Store:
         return FileIds(np.sort(np.array(parts[1], np.int64)), parts[0][0])
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                     encoding: str, chunker_version: int, line_count: int) -> int:
-        """Store one file's chunks, symbols and skeleton in one transaction; returns the file id."""
+                     encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int:
+        """Store one file's chunks, symbols and skeleton in one transaction; returns the file id. `terms`: its
+        chunks' lexical term counts, one document per chunk in order, kept beside them."""
         with self.transaction() as conn:
             old = conn.execute("SELECT id FROM files WHERE path=?", (chunked.path,)).fetchone()
             if old:
@@ -650,6 +664,8 @@ class Store:
                  for s in chunked.symbols],
             )
             conn.execute("INSERT INTO skeletons VALUES (?, ?)", (file_id, chunked.skeleton.text))
+            if terms is not None and len(terms.ends) == len(chunked.chunks):
+                conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?,?)", (file_id, TOKENS_VERSION, *terms.packed()))
             self._bump(conn, "content")
         return file_id
 
@@ -695,6 +711,25 @@ class Store:
         for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
             part = ids[start:start + 500]
             out.update(self.query(f"SELECT id, {_as_text('text')} FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+        return out
+
+    def files_with_term_counts(self) -> np.ndarray:
+        """The ids of the files whose term counts are kept (of this tokeniser's version), ascending."""
+        rows = self.query("SELECT file_id FROM file_terms WHERE version=? ORDER BY file_id", (TOKENS_VERSION,))
+        return np.array([r[0] for r in rows], np.int64)
+
+    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
+        """{file id: its chunks' term counts} of those of `file_ids` that have them whole (a row that does not
+        read back, or holds something other than bytes, is left out, as if none were kept)."""
+        ids, out = list(file_ids), {}
+        for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
+            part = ids[start:start + 500]
+            for file_id, *blobs in self.query(
+                    "SELECT file_id, terms, columns, counts, ends FROM file_terms"
+                    f" WHERE version=? AND file_id IN ({','.join('?' * len(part))})", [TOKENS_VERSION, *part]):
+                counted = TermCounts.unpacked(*blobs) if all(isinstance(b, bytes) for b in blobs) else None
+                if counted is not None:
+                    out[file_id] = counted
         return out
 
     def definition_counts(self) -> dict[int, int]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.lanes.lexical import TOKENS_VERSION
+from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
@@ -757,8 +757,9 @@ class PgStore:
         return np.array([r[0] for r in self._rows("SELECT id FROM files ORDER BY id")], np.int64)
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                     encoding: str, chunker_version: int, line_count: int) -> int:
-        """One file's chunks, symbols and skeleton in one transaction; returns the file id."""
+                     encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int:
+        """One file's chunks, symbols and skeleton in one transaction; returns the file id. `terms` is not
+        kept: this store keeps its term statistics in tables, counted as it writes (`_count_terms`)."""
         with self._session(), self._conn.transaction():
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
                                                  line_count))
@@ -896,6 +897,13 @@ class PgStore:
     def chunk_texts(self, ids: list[int]) -> dict[int, str]:
         """{chunk id: text} of those of `ids` still in this repository's index."""
         return dict(self._rows("SELECT id, text FROM chunks WHERE id = ANY(%s)", (list(ids),))) if ids else {}
+
+    def files_with_term_counts(self) -> np.ndarray:
+        """None: the lexical lane is scored from this store's term statistics, never built from counts."""
+        return np.zeros(0, np.int64)
+
+    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
+        return {}
 
     def definition_counts(self) -> dict[int, int]:
         return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
