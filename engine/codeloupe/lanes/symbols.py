@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable
-from itertools import islice
+from itertools import count, islice
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from codeloupe import ranking as R
 from codeloupe.arrays import distinct
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
 from codeloupe.saved import pack_strings, unpack_strings
-from codeloupe.store import ChunkTable, SymbolName, SymbolRow
+from codeloupe.store import ChunkTable, SymbolNames, SymbolRow
 
 # The name maps, in the order `arrays()` writes them.
 _MAPS = ("by_name", "by_lower", "by_qualified")
@@ -32,21 +32,30 @@ class Postings:
 
     def __init__(self) -> None:
         self._slots: dict[str, int] = {}
+        self._numbers = count()  # provisional slots while entries are added (`extend`)
         self._slot_of_entry = array("i")
         self._row_of_entry = array("i")
         self._offsets = np.zeros(1, np.int64)
         self._rows = np.zeros(0, np.int32)
 
-    def extend(self, keys: list[str], rows: np.ndarray) -> None:
-        """Add `rows[i]` under `keys[i]` for each i, in that order (keys numbered as they first come)."""
-        slots = self._slots
-        number = slots.setdefault
-        self._slot_of_entry.extend([number(key, len(slots)) for key in keys])
+    def extend(self, keys: Iterable[str], rows: np.ndarray) -> None:
+        """Add `rows[i]` under `keys[i]` for each i, in that order (keys numbered as they first come).
+
+        A new key takes the next of `_numbers`, a known one keeps its number, in one `setdefault` mapped in C
+        (a Python-level call per key was 2 s of the symbol table of 1.35M symbols, three keys each): the
+        numbers grow with each key's first coming, with gaps, and `freeze` makes them consecutive."""
+        self._slot_of_entry.extend(map(self._slots.setdefault, keys, self._numbers))
         self._row_of_entry.frombytes(rows.astype(np.int32).tobytes())
 
     def freeze(self) -> None:
         """Group the added entries by key (in the order they were added) and drop the staging arrays."""
         slots = np.frombuffer(self._slot_of_entry, np.int32)
+        given = next(self._numbers)
+        if given != len(self._slots):
+            consecutive = np.empty(given, np.int32)
+            consecutive[np.fromiter(self._slots.values(), np.int64, len(self._slots))] = np.arange(len(self._slots))
+            slots = consecutive[slots]
+            self._slots = dict(zip(self._slots, range(len(self._slots))))
         order = np.argsort(slots, kind="stable")
         self._rows = np.frombuffer(self._row_of_entry, np.int32)[order].copy()
         self._offsets = np.concatenate([[0], np.cumsum(np.bincount(slots, minlength=len(self._slots)))])
@@ -108,31 +117,32 @@ class SymbolIndex:
     def __init__(self, table: ChunkTable, symbols: Iterable[SymbolRow]) -> None:
         rows = iter(symbols)
         # a page at a time: the rows are not all held at once
-        pages = iter(lambda: [(s.file_id, s.start_line, s.name, s.parent) for s in islice(rows, _PAGE)], [])
+        pages = map(SymbolNames.of_rows,
+                    iter(lambda: [(s.file_id, s.start_line, s.name, s.parent) for s in islice(rows, _PAGE)], []))
         self._build(table, pages)
 
     @classmethod
-    def of_names(cls, table: ChunkTable, pages: Iterable[list[SymbolName]]) -> SymbolIndex:
-        """The index of the symbols given as pages of (file id, start line, name, parent): all a build reads
+    def of_names(cls, table: ChunkTable, pages: Iterable[SymbolNames]) -> SymbolIndex:
+        """The index of the symbols given as pages of their (file id, start line, name, parent): all a build reads
         (`IndexStore.iter_symbol_names`; a whole symbol row read and made an object took 7 of the 12 s a build
         took at 1.35M symbols)."""
         index = cls.__new__(cls)
         index._build(table, pages)
         return index
 
-    def _build(self, table: ChunkTable, pages: Iterable[list[SymbolName]]) -> None:
+    def _build(self, table: ChunkTable, pages: Iterable[SymbolNames]) -> None:
         self.n_chunks = len(table.ids)
         self._locate_chunks(table)
         self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
         for page in pages:
-            file_ids, lines, names, parents = zip(*page) if page else ((), (), (), ())
-            rows = self._chunks_at(np.array(file_ids, np.int64), np.array(lines, np.int64))
+            names, parents = page.names, page.parents
+            rows = self._chunks_at(page.file_ids, page.start_lines)
             held = np.flatnonzero(rows >= 0)  # a symbol in a file with no chunk is left out
             if len(held) < len(rows):
                 names, parents = [names[i] for i in held.tolist()], [parents[i] for i in held.tolist()]
                 rows = rows[held]
-            lowers = [name.lower() for name in names]
-            self.by_name.extend(list(names), rows)
+            lowers = list(map(str.lower, names))
+            self.by_name.extend(names, rows)
             self.by_lower.extend(lowers, rows)
             self.by_qualified.extend([f"{parent}.{name}".lower() if parent else lower
                                       for name, parent, lower in zip(names, parents, lowers)], rows)

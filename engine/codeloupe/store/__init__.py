@@ -243,9 +243,9 @@ class JsonLists(Sequence[list[str]]):
         return JsonLists(Joined(self._encoded, other._encoded))
 
 
-def paged_symbol_names(query: Callable[..., list[tuple]], page: int) -> Iterator[list[SymbolName]]:
+def paged_symbol_names(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolNames]:
     """Every symbol's (file id, start line, name, parent) through `query` (either store's), a page at a time."""
-    return _symbols_in_pages(query, f"file_id, start_line, {_as_text('name', 'parent')}", page)
+    return map(SymbolNames.of_rows, _symbols_in_pages(query, f"file_id, start_line, {_as_text('name', 'parent')}", page))
 
 
 def paged_symbol_rows(query: Callable[..., list[tuple]], page: int) -> Iterator[SymbolRow]:
@@ -306,8 +306,29 @@ class FileIds:
     removed_up_to: int
 
 
-# What the symbol lane reads of a symbol: (file id, start line, name, parent).
-SymbolName = tuple[int, int, str, str]
+@dataclass
+class SymbolNames:
+    """What the symbol lane reads of some symbols, as columns: their file ids, start lines, names and parents."""
+
+    file_ids: np.ndarray  # int64
+    start_lines: np.ndarray  # int64
+    names: list[str]
+    parents: list[str]
+
+    @classmethod
+    def of_rows(cls, rows: list[tuple[int, int, str, str]]) -> SymbolNames:
+        """From (file id, start line, name, parent) rows."""
+        file_ids, lines, names, parents = zip(*rows) if rows else ((), (), (), ())
+        return cls(np.array(file_ids, np.int64), np.array(lines, np.int64), list(names), list(parents))
+
+    def sorted_by(self, keys: np.ndarray) -> SymbolNames:
+        """These symbols in the order of `keys` (one each, distinct): itself when they are in order already."""
+        if len(keys) < 2 or bool((np.diff(keys) > 0).all()):
+            return self
+        order = np.argsort(keys, kind="stable")
+        at = order.tolist()
+        return SymbolNames(self.file_ids[order], self.start_lines[order], [self.names[i] for i in at],
+                           [self.parents[i] for i in at])
 
 
 @dataclass(frozen=True, slots=True)  # no per-row __dict__: the whole table is read at once
@@ -741,9 +762,26 @@ class Store:
         1.35M rows for the standard library copied to 200K chunks)."""
         return paged_symbol_rows(self.query, page)
 
-    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]:
-        """Every symbol's (file id, start line, name, parent), a page at a time: what the symbol lane reads."""
-        return paged_symbol_names(self.query, page)
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[SymbolNames]:
+        """Every symbol's (file id, start line, name, parent), a page at a time in id order: what the symbol lane
+        reads. Each page is one row of JSON arrays (`json_group_array`), a column each: read as a tuple a row,
+        the 1.35M symbols of 40K files made as many tuples, and the garbage collections they set off took 2 of
+        the 6 s the symbol table took."""
+        sql = ("SELECT json_group_array(id), json_group_array(file_id), json_group_array(start_line),"
+               " json_group_array(CAST(name AS TEXT)), json_group_array(CAST(parent AS TEXT))"
+               " FROM (SELECT id, file_id, start_line, name, parent FROM symbols WHERE id > ? ORDER BY id LIMIT ?)")
+        last = -1
+        while True:
+            ids_json, file_ids, lines, names, parents = self.query(sql, (last, page))[0]
+            ids = np.array(json.loads(ids_json), np.int64)
+            if not len(ids):
+                return
+            columns = SymbolNames(np.array(json.loads(file_ids), np.int64), np.array(json.loads(lines), np.int64),
+                                  json.loads(names), json.loads(parents))
+            yield columns.sorted_by(ids)  # an aggregate's order is SQLite's choice (the subquery's, in practice)
+            if len(ids) < page:
+                return
+            last = int(ids.max())
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:
         """{file id: the names and signatures of its definitions, space-separated} (the entity lane's text), of

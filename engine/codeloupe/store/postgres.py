@@ -46,7 +46,7 @@ from codeloupe.store import (
     FileRow,
     SkippedFile,
     StoreError,
-    SymbolName,
+    SymbolNames,
     SymbolRow,
     VectorMatrix,
     paged_symbol_names,
@@ -975,7 +975,7 @@ class PgStore:
         """Every symbol row, a page of ids at a time (as the SQLite store reads them)."""
         return paged_symbol_rows(self.query, page)
 
-    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]:
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[SymbolNames]:
         return paged_symbol_names(self.query, page)
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from codeloupe.lanes.lexical import TermCounts
-from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolName, SymbolRow, VectorMatrix
+from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolNames, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
 
@@ -72,7 +72,7 @@ class IndexStore(Protocol):
 
     def iter_symbol_rows(self, page: int = 50_000) -> Iterator[SymbolRow]: ...
 
-    def iter_symbol_names(self, page: int = 50_000) -> Iterator[list[SymbolName]]: ...
+    def iter_symbol_names(self, page: int = 50_000) -> Iterator[SymbolNames]: ...
 
     def definition_words(self, file_ids: Iterable[int] | None = None) -> dict[int, str]: ...
 
