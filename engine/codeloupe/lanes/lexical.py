@@ -184,6 +184,13 @@ def _counted(documents: Iterable[dict[str, int]]) -> TermCounts:
     return TermCounts(list(vocab), columns, counts, ends)
 
 
+def _column_major(indptr: array, indices: array, counts: array, n_terms: int) -> sparse.csc_matrix:
+    """Documents' counts given row by row (CSR: `indptr` "q", `indices` 4-byte column numbers, `counts` "f"),
+    as a column-major matrix of its own arrays (the row-major one, views of the arrays given, is let go)."""
+    return sparse.csr_matrix((np.frombuffer(counts, np.float32), np.frombuffer(indices, np.int32),
+                              np.frombuffer(indptr, np.int64)), shape=(len(indptr) - 1, n_terms)).tocsc()
+
+
 def _numbered(vocab: dict[str, int], terms: list[str]) -> np.ndarray:
     """int32 [terms]: each of `terms` (distinct) numbered by `vocab`, those it lacks added first, numbered on
     from its size in the order given, each step iterating in C (`filterfalse`, `map`)."""
@@ -220,26 +227,27 @@ class BM25Index:
         """The index of the documents of `parts`, in order, their terms named by ids into `names` (read once the
         parts are: making them may add names). Its columns are the terms some document holds, in the order of
         their ids, where a build from `TermCounts` numbers them by first appearance: no score depends on it,
-        and each column holds the same entries, to the bit."""
-        ids: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        ends: list[np.ndarray] = [np.zeros(1, np.int64)]
-        entries = 0
+        and each column holds the same entries, to the bit. The parts' arrays are appended to growing typed
+        arrays and each let go at once, and the ids are made column numbers in place, a slice at a time: joined
+        by concatenating lists of them, the build peaked ~140 MB higher at 40K files."""
+        ids, counts, indptr = array("I"), array("f"), array("q", [0])
         for part in parts:
-            ids.append(part.term_ids)
-            counts.append(part.counts)
-            ends.append(part.ends + entries)
-            entries += len(part.term_ids)
-        term_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint32)
-        del ids
-        used = np.bincount(term_ids, minlength=len(names)) > 0
-        indices = (np.cumsum(used, dtype=np.int32) - 1)[term_ids]
-        del term_ids
+            ids.frombytes(part.term_ids.astype(np.uint32, copy=False).tobytes())
+            counts.frombytes(part.counts.astype(np.float32, copy=False).tobytes())
+            indptr.frombytes((part.ends + (len(ids) - len(part.term_ids))).tobytes())
+            part = None
+        entries = np.frombuffer(ids, np.uint32)
+        used = np.zeros(len(names), bool)
+        for start in range(0, len(entries), _ENTRIES_AT_ONCE):
+            used[entries[start:start + _ENTRIES_AT_ONCE]] = True
+        column = np.cumsum(used, dtype=np.int32) - 1
+        columns = entries.view(np.int32)  # the same bytes, written over with column numbers
+        for start in range(0, len(entries), _ENTRIES_AT_ONCE):
+            columns[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
+        del entries, column
         vocab = dict(zip([names[i] for i in np.flatnonzero(used).tolist()], range(int(used.sum()))))
-        indptr = np.concatenate(ends)
-        tf = sparse.csr_matrix((np.concatenate(counts) if counts else np.zeros(0, np.float32), indices, indptr),
-                               shape=(len(indptr) - 1, len(vocab))).tocsc()
-        del counts, indices
+        tf = _column_major(indptr, ids, counts, len(vocab))
+        del ids, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
         index = cls.__new__(cls)
         index._weigh(tf, vocab, None, keep_counts=True)
         return index
@@ -272,11 +280,7 @@ class BM25Index:
                 entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
             del column, entries
             vocab = dict(zip(vocab, range(len(vocab))))
-        tf = sparse.csr_matrix(
-            (np.frombuffer(counts, np.float32), np.frombuffer(indices, np.int32),
-             np.frombuffer(indptr, np.int64)),
-            shape=(len(indptr) - 1, len(vocab)),
-        ).tocsc()
+        tf = _column_major(indptr, indices, counts, len(vocab))
         del indices, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
         self._weigh(tf, vocab, stats_from, keep_counts)
 
