@@ -32,7 +32,7 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
-from codeloupe.lanes.lexical import BM25Index, IndexedCounts, StackedBM25, TermStats, count_chunk_terms
+from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermCounts, TermStats, count_chunk_terms
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -1371,7 +1371,7 @@ def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow]) -
     counts were kept)."""
     kept = _KeptCounts.of(store, table, files)
     if kept is not None:
-        return BM25Index.from_indexed(kept, kept.names)
+        return BM25Index.from_counts(kept)
     parts = _ChunksInParts(table, files)
     return BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
                                                 what="tokenising"))
@@ -1379,16 +1379,13 @@ def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow]) -
 
 class _KeptCounts:
     """`table`'s chunks' term counts, one part per file in table order, read from what indexing kept (a few
-    hundred files at a time), their terms named by the ids of the index's table of terms: the lexical index is
-    built with no chunk tokenised and no term looked up (at 40K files, tokenising every chunk was 25-30 s of
-    a first answer on two cores, and joining counts that named their terms, 8 s). A file whose counts are
-    missing or do not fit its chunks is tokenised here, its new terms numbered after the table's."""
+    hundred files at a time): the lexical index is then built without tokenising (at 40K files, tokenising
+    every chunk was 25-30 s of a first answer on two cores). A file whose counts are missing or do not fit
+    its chunks is tokenised here; the parts are those tokenising makes, so the index is the same to the bit."""
 
     def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray) -> None:
         self._store, self._table, self._starts = store, table, starts
         self._paths = {r.id: r.path for r in files}
-        self.names = store.term_names()
-        self._ids: dict[str, int] | None = None  # term -> id, made for the first file tokenised here
 
     @classmethod
     def of(cls, store: IndexStore, table: ChunkTable, files: list[FileRow]) -> _KeptCounts | None:
@@ -1405,8 +1402,8 @@ class _KeptCounts:
             return None
         return cls(store, table, files, starts)
 
-    def __iter__(self) -> Iterator[IndexedCounts]:
-        table, starts, known = self._table, self._starts, len(self.names)
+    def __iter__(self) -> Iterator[TermCounts]:
+        table, starts = self._table, self._starts
         ends = np.r_[starts[1:], len(table.ids)].tolist()
         run_files = table.file_ids[starts].tolist()
         for page in range(0, len(run_files), 500):
@@ -1414,23 +1411,11 @@ class _KeptCounts:
             for at in range(page, min(page + 500, len(run_files))):
                 file_id, start, end = run_files[at], int(starts[at]), ends[at]
                 counted = kept.pop(file_id, None)
-                if counted is None or len(counted.ends) != end - start or (len(counted.term_ids) and not (
-                        1 <= int(counted.term_ids.min()) and int(counted.term_ids.max()) < known)):
-                    counted = self._counted(file_id, start, end)
+                if counted is None or len(counted.ends) != end - start:
+                    path_terms = path_tokens(self._paths[file_id]) if file_id in self._paths else []
+                    counted = count_chunk_terms([(path_terms, table.breadcrumbs[row], text) for row, text
+                                                 in zip(range(start, end), table.texts[start:end])])
                 yield counted
-
-    def _counted(self, file_id: int, start: int, end: int) -> IndexedCounts:
-        """The chunks of rows `start:end` (of file `file_id`) tokenised, their terms given ids."""
-        table = self._table
-        path_terms = path_tokens(self._paths[file_id]) if file_id in self._paths else []
-        counted = count_chunk_terms([(path_terms, table.breadcrumbs[row], text) for row, text
-                                     in zip(range(start, end), table.texts[start:end])])
-        if self._ids is None:
-            self._ids = {name: i for i, name in enumerate(self.names) if name}
-        new = [term for term in counted.terms if term not in self._ids]
-        self._ids.update(zip(new, range(len(self.names), len(self.names) + len(new))))
-        self.names.extend(new)
-        return counted.indexed(np.fromiter(map(self._ids.__getitem__, counted.terms), np.int64, len(counted.terms)))
 
 
 # Chunks tokenised in one task of the workers building a lexical index: ~25 ms of work each, so that a pool is

@@ -27,7 +27,7 @@ import numpy as np
 
 from codeloupe.arrays import absent_from
 from codeloupe.columns import Joined
-from codeloupe.lanes.lexical import TOKENS_VERSION, IndexedCounts, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
@@ -102,17 +102,15 @@ CREATE TABLE IF NOT EXISTS skeletons (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     text TEXT NOT NULL
 );
--- Every term a file's kept counts name (below), numbered once for the index: ids are never reused or changed,
--- so a row written by any process stays valid; a term no file holds any more stays (a vocabulary, not data).
-CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
--- Each file's chunks' lexical term counts (`IndexedCounts.packed`: term ids, counts, ends), counted when the
--- file was indexed (in the indexing workers), so that a lexical index is built from them without tokenising
--- every chunk again. `version`: the tokeniser's (`TOKENS_VERSION`); rows of another are not read. A file may
--- have none (an index written before these were kept): its chunks are tokenised when the index is built.
+-- Each file's chunks' lexical term counts (`TermCounts.packed`), counted when the file was indexed (in the
+-- indexing workers), so that a lexical index is built from them without tokenising every chunk again.
+-- `version`: the tokeniser's (`TOKENS_VERSION`); rows of another are not read. A file may have none (an index
+-- written before these were kept): its chunks are tokenised when the lexical index is built.
 CREATE TABLE IF NOT EXISTS file_terms (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     version INTEGER NOT NULL,
-    term_ids BLOB NOT NULL,
+    terms BLOB NOT NULL,
+    columns BLOB NOT NULL,
     counts BLOB NOT NULL,
     ends BLOB NOT NULL
 );
@@ -376,9 +374,6 @@ def _as_text(*columns: str) -> str:
 # A `SymbolRow`'s fields as the symbols table holds them.
 _SYMBOL_COLUMNS = f"file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')}"
 
-# Term ids a writing process remembers (`Store._term_ids`): ~30 MB at most; a 40K-file workspace has ~220,000.
-_TERM_IDS_KEPT = 300_000
-
 
 class Store:
     def __init__(self, path: Path, *, check: bool = True) -> None:
@@ -392,7 +387,6 @@ class Store:
         self.read_only_reason = ""  # why the index was opened read-only ("" when it is writable)
         self.recoveries = 0  # damage met in use and repaired by starting over (a run in progress restarts)
         self._volatile_index_id = ""  # for an old index on a disk that cannot take the write
-        self._known_term_ids: dict[str, int] = {}  # `_term_ids`
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -467,7 +461,6 @@ class Store:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.rebuilt_reason = reason
-        self._known_term_ids.clear()  # the new file's ids are not the old one's
         conn = self._connect()
         conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
         self._initialise(conn)
@@ -665,15 +658,6 @@ class Store:
                      encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int:
         """Store one file's chunks, symbols and skeleton in one transaction; returns the file id. `terms`: its
         chunks' lexical term counts, one document per chunk in order, kept beside them."""
-        try:
-            return self._replace_file(chunked, hash=hash, size=size, mtime=mtime, is_doc=is_doc, encoding=encoding,
-                                      chunker_version=chunker_version, line_count=line_count, terms=terms)
-        except BaseException:
-            self._known_term_ids.clear()  # ids the rolled back transaction gave do not exist
-            raise
-
-    def _replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                      encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None) -> int:
         with self.transaction() as conn:
             old = conn.execute("SELECT id FROM files WHERE path=?", (chunked.path,)).fetchone()
             if old:
@@ -702,29 +686,9 @@ class Store:
             )
             conn.execute("INSERT INTO skeletons VALUES (?, ?)", (file_id, chunked.skeleton.text))
             if terms is not None and len(terms.ends) == len(chunked.chunks):
-                kept = terms.indexed(self._term_ids(conn, terms.terms)).packed()
-                conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?)", (file_id, TOKENS_VERSION, *kept))
+                conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?,?)", (file_id, TOKENS_VERSION, *terms.packed()))
             self._bump(conn, "content")
         return file_id
-
-    def _term_ids(self, conn: sqlite3.Connection, terms: list[str]) -> np.ndarray:
-        """int64 [terms]: the id of each of `terms` in the `terms` table, those it lacks added (in `conn`'s
-        transaction). The ids this process has seen are remembered (at most `_TERM_IDS_KEPT`: ~30 MB), so that
-        indexing a workspace asks the table only for terms new to it; they are forgotten when a transaction
-        fails (an id given by one that rolled back does not exist)."""
-        known = self._known_term_ids
-        ids = list(map(known.get, terms))
-        missing = [term for term, got in zip(terms, ids) if got is None]
-        if not missing:
-            return np.array(ids, np.int64)
-        if len(known) + len(missing) > _TERM_IDS_KEPT:
-            known.clear()
-        for start in range(0, len(missing), 500):  # SQLite caps the number of bound parameters
-            part = missing[start:start + 500]
-            conn.executemany("INSERT OR IGNORE INTO terms (term) VALUES (?)", [(term,) for term in part])
-            known.update(conn.execute(f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})",
-                                      part).fetchall())
-        return np.fromiter(map(known.__getitem__, terms), np.int64, len(terms))
 
     def touch_file(self, path: str, size: int, mtime: float) -> None:
         """Record a new mtime for a file whose content hash did not change."""
@@ -775,30 +739,19 @@ class Store:
         rows = self.query("SELECT file_id FROM file_terms WHERE version=? ORDER BY file_id", (TOKENS_VERSION,))
         return np.array([r[0] for r in rows], np.int64)
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, IndexedCounts]:
+    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
         """{file id: its chunks' term counts} of those of `file_ids` that have them whole (a row that does not
         read back, or holds something other than bytes, is left out, as if none were kept)."""
         ids, out = list(file_ids), {}
         for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
             part = ids[start:start + 500]
             for file_id, *blobs in self.query(
-                    "SELECT file_id, term_ids, counts, ends FROM file_terms"
+                    "SELECT file_id, terms, columns, counts, ends FROM file_terms"
                     f" WHERE version=? AND file_id IN ({','.join('?' * len(part))})", [TOKENS_VERSION, *part]):
-                counted = IndexedCounts.unpacked(*blobs) if all(isinstance(b, bytes) for b in blobs) else None
+                counted = TermCounts.unpacked(*blobs) if all(isinstance(b, bytes) for b in blobs) else None
                 if counted is not None:
                     out[file_id] = counted
         return out
-
-    def term_names(self) -> list[str]:
-        """Every term of the `terms` table at the position of its id ("" where no term has that id), read as
-        two JSON columns (a row tuple a term would be 217K tuples at 40K files)."""
-        ids_json, terms_json = self.query(f"SELECT json_group_array(id), json_group_array({_as_text('term')})"
-                                          " FROM terms")[0]
-        ids, terms = np.array(json.loads(ids_json), np.int64), json.loads(terms_json)
-        names = [""] * (int(ids.max()) + 1 if len(ids) else 0)
-        for term_id, term in zip(ids.tolist(), terms):
-            names[term_id] = term
-        return names
 
     def definition_counts(self) -> dict[int, int]:
         """{file id: how many definitions it has}, for files with any."""

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.lanes.lexical import TOKENS_VERSION, IndexedCounts, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
@@ -902,11 +902,8 @@ class PgStore:
         """None: the lexical lane is scored from this store's term statistics, never built from counts."""
         return np.zeros(0, np.int64)
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, IndexedCounts]:
+    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
         return {}
-
-    def term_names(self) -> list[str]:
-        return []
 
     def definition_counts(self) -> dict[int, int]:
         return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.lanes.lexical import IndexedCounts, TermCounts
+from codeloupe.lanes.lexical import TermCounts
 from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolNames, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
@@ -66,9 +66,7 @@ class IndexStore(Protocol):
 
     def files_with_term_counts(self) -> np.ndarray: ...
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, IndexedCounts]: ...
-
-    def term_names(self) -> list[str]: ...
+    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]: ...
 
     def definition_counts(self) -> dict[int, int]: ...
 
