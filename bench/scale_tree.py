@@ -53,7 +53,7 @@ def grow(ws: Workspace, *, chunks: int = 0, files: int = 0, log=print) -> int:
             skeleton = store.query("SELECT text FROM skeletons WHERE file_id=?", (file_id,))
             new_path = f"copy-{copy}/{path}"
             path_terms = path_tokens(new_path)  # kept as indexing keeps them (the copy's path is among its terms)
-            terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in file_chunks])
+            terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in file_chunks]).kept()
             store.replace_file(ChunkedFile(new_path, language, file_chunks, symbols,
                                            FileSkeleton(new_path, skeleton[0][0] if skeleton else "")),
                                hash=digest, size=size, mtime=mtime, is_doc=bool(is_doc), encoding=encoding,

@@ -134,7 +134,7 @@ def test_the_kept_counts_are_what_the_index_is_built_from(tmp_path: Path,
 
     def plant(ws: Workspace) -> None:
         with ws.store.transaction() as conn:
-            conn.execute("UPDATE file_terms SET terms = ? WHERE file_id = ?", (counted.packed()[0], file_id))
+            conn.execute("UPDATE file_terms SET terms = ? WHERE file_id = ?", (counted.kept().terms, file_id))
     before = _rebuilt(root).term_stats(["handler"]).df["handler"]
     chunks = len(counted.ends)
     assert chunks and before > chunks
@@ -162,7 +162,8 @@ def test_counts_packed_read_back_as_they_were(distinct: int, top: int) -> None:
     if top:
         documents.append(["many"] * top)
     counted = count_terms(documents)
-    again = TermCounts.unpacked(*counted.packed())
+    kept = counted.kept()
+    again = TermCounts.unpacked(kept.terms, kept.columns, kept.counts, kept.ends)
     assert again is not None and again.terms == counted.terms
     for name in ("columns", "counts", "ends"):
         assert getattr(again, name) == getattr(counted, name)
@@ -180,5 +181,7 @@ def test_counts_packed_read_back_as_they_were(distinct: int, top: int) -> None:
     lambda p: (zlib.compress(bytes(1 << 20)), *p[1:]),  # inflating to more than any five entries' terms
 ])
 def test_damaged_packed_counts_read_as_none(damage: Callable[[tuple], tuple]) -> None:
-    packed = count_terms([["a", "b", "a"], ["c"], ["b", "d"]]).packed()
+    kept = count_terms([["a", "b", "a"], ["c"], ["b", "d"]]).kept()
+    packed = (kept.terms, kept.columns, kept.counts, kept.ends)
+    assert TermCounts.unpacked(*packed) is not None
     assert TermCounts.unpacked(*damage(packed)) is None

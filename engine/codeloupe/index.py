@@ -33,7 +33,7 @@ from codeloupe.discover import (
     read_candidate_bytes,
     walk,
 )
-from codeloupe.lanes.lexical import TermCounts, count_chunk_terms
+from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
@@ -233,7 +233,7 @@ class Prepared:
     encoding: str = "utf-8"
     chunked: ChunkedFile | None = None
     line_count: int = 0
-    terms: TermCounts | None = None  # its chunks' lexical term counts, counted here (in a worker) once
+    terms: KeptCounts | None = None  # its chunks' lexical term counts, counted and packed here (in a worker)
 
 
 # Index meta: the chunk strategies the index was built with.
@@ -284,7 +284,7 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
     language = detect_language(candidate.rel_path, text[:200])
     chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies)
     path_terms = path_tokens(chunked.path)
-    terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in chunked.chunks])
+    terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in chunked.chunks]).kept()
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
                     line_count=len(text.splitlines()), terms=terms)
 

@@ -105,25 +105,21 @@ class TermCounts:
     counts: array  # "f": float32 as the matrix holds them, no converted copy of every count
     ends: array  # "q"
 
-    def packed(self) -> tuple[bytes, bytes, bytes, bytes]:
-        """The counts as four byte strings to keep in an index (`unpacked` reads them back): the terms joined
-        by newlines (a term is word characters, never a newline), the columns and counts in two bytes each
-        where they fit (almost always: a file holds fewer than 65,536 distinct terms) or four, the ends in
-        four. The terms and the counts are deflated (at the fastest level: 2.2 and 3.6 times smaller, ~0.1 ms
-        a file to read back); the columns barely shrink and are not. At 200K chunks: ~115 MB, a tenth of the
-        index, where plain they took ~215 MB."""
+    def kept(self) -> KeptCounts:
+        """These counts packed to keep in an index (`unpacked` reads them back); an indexing worker packs
+        them, so the process writing the index only stores them."""
         columns = np.frombuffer(self.columns, np.int32)
         counts = np.frombuffer(self.counts, np.float32)
         narrow_columns = len(self.terms) <= 1 << 16
         narrow_counts = not len(counts) or float(counts.max()) < 1 << 16
-        return (zlib.compress("\n".join(self.terms).encode(), 1),
-                columns.astype(np.uint16 if narrow_columns else np.uint32).tobytes(),
-                zlib.compress(counts.astype(np.uint16 if narrow_counts else np.uint32).tobytes(), 1),
-                np.frombuffer(self.ends, np.int64).astype(np.uint32).tobytes())
+        return KeptCounts(zlib.compress("\n".join(self.terms).encode(), 1),
+                          columns.astype(np.uint16 if narrow_columns else np.uint32).tobytes(),
+                          zlib.compress(counts.astype(np.uint16 if narrow_counts else np.uint32).tobytes(), 1),
+                          np.frombuffer(self.ends, np.int64).astype(np.uint32).tobytes())
 
     @classmethod
     def unpacked(cls, terms: bytes, columns: bytes, counts: bytes, ends: bytes) -> TermCounts | None:
-        """The counts `packed` wrote, or None when the four do not fit together (a damaged row: the caller
+        """The counts `kept` packed, or None when the four do not fit together (a damaged row: the caller
         counts that file's terms again)."""
         try:
             bounds = np.frombuffer(ends, np.uint32).astype(np.int64)
@@ -149,6 +145,21 @@ class TermCounts:
         except (UnicodeDecodeError, ValueError, KeyError):
             return None
         return cls(words, array("i", cols.tobytes()), array("f", values.tobytes()), array("q", bounds.tobytes()))
+
+
+@dataclass
+class KeptCounts:
+    """One file's chunks' term counts as an index keeps them (`TermCounts.kept`): its distinct terms joined by
+    newlines (a term is word characters, never a newline), and for each entry the number of its term among
+    them and its count, two bytes each where they fit (almost always: a file holds fewer than 65,536 distinct
+    terms) or four, with each chunk's end (four bytes); the terms and the counts deflated at the fastest level
+    (2.2 and 3.6 times smaller), the columns plain (they barely shrink). About 5 bytes an entry: ~115 MB at
+    200K chunks, a tenth of the index."""
+
+    terms: bytes
+    columns: bytes
+    counts: bytes
+    ends: bytes
 
 
 def _inflated(data: bytes, limit: int) -> bytes | None:

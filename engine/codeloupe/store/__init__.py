@@ -27,7 +27,7 @@ import numpy as np
 
 from codeloupe.arrays import absent_from
 from codeloupe.columns import Joined
-from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts, TermCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS skeletons (
     file_id INTEGER PRIMARY KEY REFERENCES files(id) ON DELETE CASCADE,
     text TEXT NOT NULL
 );
--- Each file's chunks' lexical term counts (`TermCounts.packed`), counted when the file was indexed (in the
+-- Each file's chunks' lexical term counts (`KeptCounts`), counted and packed when the file was indexed (in the
 -- indexing workers), so that a lexical index is built from them without tokenising every chunk again.
 -- `version`: the tokeniser's (`TOKENS_VERSION`); rows of another are not read. A file may have none (an index
 -- written before these were kept): its chunks are tokenised when the lexical index is built.
@@ -655,7 +655,7 @@ class Store:
         return FileIds(np.sort(np.array(parts[1], np.int64)), parts[0][0])
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                     encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int:
+                     encoding: str, chunker_version: int, line_count: int, terms: KeptCounts | None = None) -> int:
         """Store one file's chunks, symbols and skeleton in one transaction; returns the file id. `terms`: its
         chunks' lexical term counts, one document per chunk in order, kept beside them."""
         with self.transaction() as conn:
@@ -685,8 +685,9 @@ class Store:
                  for s in chunked.symbols],
             )
             conn.execute("INSERT INTO skeletons VALUES (?, ?)", (file_id, chunked.skeleton.text))
-            if terms is not None and len(terms.ends) == len(chunked.chunks):
-                conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?,?)", (file_id, TOKENS_VERSION, *terms.packed()))
+            if terms is not None and len(terms.ends) == 4 * len(chunked.chunks):
+                conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?,?)",
+                             (file_id, TOKENS_VERSION, terms.terms, terms.columns, terms.counts, terms.ends))
             self._bump(conn, "content")
         return file_id
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.lanes.lexical import TOKENS_VERSION, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts, TermCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
@@ -757,7 +757,7 @@ class PgStore:
         return np.array([r[0] for r in self._rows("SELECT id FROM files ORDER BY id")], np.int64)
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                     encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int:
+                     encoding: str, chunker_version: int, line_count: int, terms: KeptCounts | None = None) -> int:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id. `terms` is not
         kept: this store keeps its term statistics in tables, counted as it writes (`_count_terms`)."""
         with self._session(), self._conn.transaction():

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.lanes.lexical import TermCounts
+from codeloupe.lanes.lexical import KeptCounts, TermCounts
 from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolNames, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
@@ -50,7 +50,7 @@ class IndexStore(Protocol):
     def file_ids(self) -> np.ndarray: ...
 
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
-                     encoding: str, chunker_version: int, line_count: int, terms: TermCounts | None = None) -> int: ...
+                     encoding: str, chunker_version: int, line_count: int, terms: KeptCounts | None = None) -> int: ...
 
     def touch_file(self, path: str, size: int, mtime: float) -> None: ...
 
