@@ -1380,8 +1380,9 @@ def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow]) -
 class _KeptCounts:
     """`table`'s chunks' term counts, one part per file in table order, read from what indexing kept (a few
     hundred files at a time): the lexical index is then built without tokenising (at 40K files, tokenising
-    every chunk was 25-30 s of a first answer on two cores). A file whose counts are missing or do not fit
-    its chunks is tokenised here; the parts are those tokenising makes, so the index is the same to the bit."""
+    every chunk was 22-30 s of a first answer on two cores). A file whose counts are missing or do not fit
+    its chunks is tokenised here. Counts in parts of any size join to the same index (`BM25Index.from_counts`),
+    so it is the one tokenising every chunk makes, to the bit."""
 
     def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray) -> None:
         self._store, self._table, self._starts = store, table, starts
