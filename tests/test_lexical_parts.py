@@ -14,7 +14,7 @@ import pytest
 
 from codeloupe import parallel
 from codeloupe.api import Workspace
-from codeloupe.lanes.lexical import BM25Index, TermCounts, count_terms
+from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 
@@ -56,6 +56,10 @@ def test_a_workspace_tokenised_in_worker_processes_gets_the_index_of_one_pass(
     monkeypatch.setattr(parallel, "POOL_MIN_ITEMS", 2)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     caplog.set_level(logging.WARNING, logger="codeloupe.parallel")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("CODELOUPE_TEST_PIDS", str(pids))
+    monkeypatch.setattr(search, "count_chunk_terms", _counted_noting_where)
     again = Workspace(root, overrides={"embed_provider": "none"})
     with again.store.transaction() as conn:  # an index written before counts were kept: every chunk tokenised
         conn.execute("DELETE FROM file_terms")
@@ -64,6 +68,13 @@ def test_a_workspace_tokenised_in_worker_processes_gets_the_index_of_one_pass(
     finally:
         again.close()
     assert saved.is_file() and not caplog.records
+    assert {p.name for p in pids.iterdir()} - {str(os.getpid())}  # counted in other processes, not here
+
+
+def _counted_noting_where(chunks: list[tuple[list[str], str, str]]) -> TermCounts:
+    """`count_chunk_terms`, leaving the id of the process that ran it in $CODELOUPE_TEST_PIDS."""
+    (Path(os.environ["CODELOUPE_TEST_PIDS"]) / str(os.getpid())).touch()
+    return count_chunk_terms(chunks)
 
 
 def _tree(root: Path) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from codeloupe import parallel
 from codeloupe import ranking as R
 from codeloupe.arrays import absent_from, distinct
 from codeloupe.bundle import build_bundle
@@ -47,7 +48,7 @@ from codeloupe.lanes.tokens import (
 )
 from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
-from codeloupe.parallel import POOL_MIN_ITEMS, map_in_workers
+from codeloupe.parallel import map_in_workers
 from codeloupe.snapshot_file import (
     load_snapshot_inputs,
     save_snapshot_inputs,
@@ -1399,7 +1400,7 @@ class _KeptCounts:
             return None
         sizes = np.diff(np.r_[starts, len(file_ids)])
         missing = int(sizes[np.isin(run_files, store.files_with_term_counts(), invert=True)].sum())
-        if missing >= _CHUNKS_PER_PART * POOL_MIN_ITEMS:
+        if missing >= _CHUNKS_PER_PART * parallel.POOL_MIN_ITEMS:
             return None
         return cls(store, table, files, starts)
 
