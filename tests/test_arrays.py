@@ -1,9 +1,11 @@
 """The engine's own array helpers agree with numpy's general forms they stand in for."""
 
+from itertools import count
+
 import numpy as np
 import pytest
 
-from codeloupe.arrays import absent_from, distinct, find_sorted
+from codeloupe.arrays import absent_from, distinct, find_sorted, made_consecutive
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.float64])
@@ -46,3 +48,14 @@ def test_find_sorted_is_membership_with_positions() -> None:
         assert np.array_equal(ascending[positions[found]], values[found])
     positions, found = find_sorted(np.zeros(0, np.int64), np.array([1, 2], np.int64))
     assert found.tolist() == [False, False] and len(positions) == 2
+
+
+def test_provisional_numbers_are_made_consecutive_in_the_keys_order() -> None:
+    numbered: dict[str, int] = {}
+    numbers = count()
+    given = [numbered.setdefault(key, n) for key, n in zip(["b", "a", "b", "c", "a", "d"], numbers)]
+    assert given == [0, 1, 0, 3, 1, 5]  # a repeat keeps its number, and the counter moves on
+    lookup, consecutive = made_consecutive(numbered, next(numbers))
+    assert consecutive == {"b": 0, "a": 1, "c": 2, "d": 3}
+    assert lookup[given].tolist() == [0, 1, 0, 2, 1, 3]
+    assert made_consecutive({"x": 0, "y": 1}, 2) is None

@@ -40,3 +40,15 @@ def find_sorted(ascending: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
         return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
     positions = np.minimum(np.searchsorted(ascending, values), len(ascending) - 1)
     return positions, ascending[positions] == values
+
+
+def made_consecutive(numbered: dict[str, int], given: int) -> tuple[np.ndarray, dict[str, int]] | None:
+    """Keys numbered provisionally, each new one taking the next of a counter that also moved for keys already
+    numbered (one `dict.setdefault` mapped over the keys and an `itertools.count`, so that numbering runs in C):
+    (int32 [given]: each provisional number's consecutive one, the keys numbered 0, 1, ... in their order), or
+    None when `given` (the counter's next value) shows the numbers are consecutive already."""
+    if given == len(numbered):
+        return None
+    consecutive = np.empty(given, np.int32)
+    consecutive[np.fromiter(numbered.values(), np.int64, len(numbered))] = np.arange(len(numbered), dtype=np.int32)
+    return consecutive, dict(zip(numbered, range(len(numbered))))

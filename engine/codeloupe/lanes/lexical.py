@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
+from codeloupe.arrays import made_consecutive
 from codeloupe.lanes.tokens import document_counts
 from codeloupe.ranking import BM25_B, BM25_K1
 from codeloupe.saved import (
@@ -247,15 +248,13 @@ class BM25Index:
                 counts.extend(part.counts)
             indptr.frombytes((np.frombuffer(part.ends, np.int64) + indptr[-1]).tobytes())
             part = None  # the parts are let go as they are joined (the first one's arrays are now the index's)
-        given = next(numbers)
-        if given != len(vocab):
-            column = np.empty(given, np.int32)  # at most one number a kept entry: no larger than `indices`
-            column[np.fromiter(vocab.values(), np.int64, len(vocab))] = np.arange(len(vocab), dtype=np.int32)
+        renumbering = made_consecutive(vocab, next(numbers))  # at most one number an entry: within `indices`' size
+        if renumbering is not None:
+            column, vocab = renumbering
             entries = np.frombuffer(indices, np.int32)  # written over, a slice at a time
             for start in range(0, len(entries), _ENTRIES_AT_ONCE):
                 entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
-            del column, entries
-            vocab = dict(zip(vocab, range(len(vocab))))
+            del renumbering, column, entries
         tf = sparse.csr_matrix(
             (np.frombuffer(counts, np.float32), np.frombuffer(indices, np.int32),
              np.frombuffer(indptr, np.int64)),

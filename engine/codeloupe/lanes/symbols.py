@@ -17,7 +17,7 @@ from itertools import count, islice
 import numpy as np
 
 from codeloupe import ranking as R
-from codeloupe.arrays import distinct
+from codeloupe.arrays import distinct, made_consecutive
 from codeloupe.lanes.tokens import STOP_WORDS, identifiers, looks_like_identifier
 from codeloupe.saved import pack_strings, unpack_strings
 from codeloupe.store import ChunkTable, SymbolNames, SymbolRow
@@ -50,12 +50,10 @@ class Postings:
     def freeze(self) -> None:
         """Group the added entries by key (in the order they were added) and drop the staging arrays."""
         slots = np.frombuffer(self._slot_of_entry, np.int32)
-        given = next(self._numbers)
-        if given != len(self._slots):
-            consecutive = np.empty(given, np.int32)
-            consecutive[np.fromiter(self._slots.values(), np.int64, len(self._slots))] = np.arange(len(self._slots))
+        renumbering = made_consecutive(self._slots, next(self._numbers))
+        if renumbering is not None:
+            consecutive, self._slots = renumbering
             slots = consecutive[slots]
-            self._slots = dict(zip(self._slots, range(len(self._slots))))
         order = np.argsort(slots, kind="stable")
         self._rows = np.frombuffer(self._row_of_entry, np.int32)[order].copy()
         self._offsets = np.concatenate([[0], np.cumsum(np.bincount(slots, minlength=len(self._slots)))])
