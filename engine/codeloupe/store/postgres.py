@@ -899,10 +899,11 @@ class PgStore:
         return dict(self._rows("SELECT id, text FROM chunks WHERE id = ANY(%s)", (list(ids),))) if ids else {}
 
     def files_with_term_counts(self) -> np.ndarray:
-        """None: the lexical lane is scored from this store's term statistics, never built from counts."""
+        """No file's: this store scores the lexical lane from its term statistics, never from kept counts."""
         return np.zeros(0, np.int64)
 
     def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
+        """None kept (`files_with_term_counts`)."""
         return {}
 
     def definition_counts(self) -> dict[int, int]:
