@@ -78,6 +78,46 @@ def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
+def test_the_graphs_background_build_waits_for_the_first_snapshot(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editor opening a file at start-up asks for its lenses while the first search snapshot is built; the
+    graph's build they start waits for that snapshot rather than sharing the interpreter with it."""
+    import threading
+
+    from codeloupe.search import Searcher
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.0)
+    root = write(tmp_path / "repo", _helper_and_caller())
+    lexical_workspace(root).close()
+    building, finish = threading.Event(), threading.Event()
+    real_build = Searcher._build_snapshot
+
+    def held_build(self: Searcher, generation: int):  # the first snapshot's build, held until `finish`
+        building.set()
+        finish.wait(60)
+        return real_build(self, generation)
+
+    monkeypatch.setattr(Searcher, "_build_snapshot", held_build)
+    ws = Workspace(root, overrides={"embed_provider": "none"})  # a new process on the index: nothing warm
+    try:
+        searching = threading.Thread(target=ws.search, args=("retry backoff delay",))
+        searching.start()
+        assert building.wait(60)
+        assert build.load_graph(ws, allow_stale=True).paths == []  # starts the graph's build
+        time.sleep(1.0)  # the tiny graph is built in milliseconds, were its build not waiting
+        assert build.load_graph(ws, allow_stale=True).paths == []
+        finish.set()
+        searching.join(60)
+        deadline = time.monotonic() + 60
+        while not build.load_graph(ws, allow_stale=True).paths:
+            assert time.monotonic() < deadline, "the graph was never built"
+            time.sleep(0.05)
+    finally:
+        finish.set()
+        ws.close()
+
+
 @pytest.mark.parametrize("fixture", ["python", "hub", "js", "go"])
 def test_neighbour_words_read_from_columns_are_the_words_of_the_edges(
         fixture: str, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:

@@ -707,6 +707,7 @@ def _build_in_background(ws: WorkspaceContext) -> None:
 
 def _build_quietly(ws: WorkspaceContext) -> None:
     try:
+        ws.searcher().wait_for_first_snapshot()  # the first answer goes first (`Searcher.wait_for_first_snapshot`)
         load_graph(ws)
     except Exception:
         if not ws.closed:
