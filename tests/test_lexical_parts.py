@@ -105,21 +105,26 @@ def _kept(ws: Workspace) -> dict[str, int]:
         "SELECT files.id, path FROM files JOIN file_terms ON file_terms.file_id = files.id")}
 
 
+@pytest.mark.parametrize("joined", ["here", "in workers"])
 def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_every_chunk(
-        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+        joined: str, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     root = tmp_path / "repo"
     _tree(root)
     ws = lexical_workspace(root)
     kept = _kept(ws)
     assert len(kept) == ws.store.counts()["files"] == 11  # counted by indexing, the empty file's (none) too
     ws.close()
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    if joined == "in workers":  # a pool of two for any tree: each task a file or two
+        monkeypatch.setattr(search, "_KEPT_POOL_MIN_CHUNKS", 1)
+        monkeypatch.setattr(os, "cpu_count", lambda: 2)
+        monkeypatch.setenv("CODELOUPE_TEST_PIDS", str(pids))
+        monkeypatch.setattr(search, "_joined_kept", _joined_noting_where)
+        caplog.set_level(logging.WARNING, logger="codeloupe.parallel")
 
-    def forget_all(ws: Workspace) -> None:
-        with ws.store.transaction() as conn:
-            conn.execute("DELETE FROM file_terms")
-
-    tokenised = _rebuilt(root, forget_all)
-    _same(_rebuilt(root), tokenised)
+    from_kept = _rebuilt(root)
 
     # Rows that cannot be used are counted again: damaged, of another tokeniser, one chunk short, gone.
     def damage(ws: Workspace) -> None:
@@ -130,7 +135,27 @@ def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_e
             conn.execute("UPDATE file_terms SET ends = substr(ends, 1, length(ends) - 4) WHERE file_id = ?",
                          (kept["pkg0/mod3.py"],))
             conn.execute("DELETE FROM file_terms WHERE file_id = ?", (kept["README.md"],))
-    _same(_rebuilt(root, damage), tokenised)
+            assert conn.execute("SELECT count(*) FROM file_terms").fetchone()[0] == 10  # the rows were there
+    damaged = _rebuilt(root, damage)
+
+    def forget_all(ws: Workspace) -> None:
+        with ws.store.transaction() as conn:
+            conn.execute("DELETE FROM file_terms")
+
+    tokenised = _rebuilt(root, forget_all)
+    _same(from_kept, tokenised)
+    _same(damaged, tokenised)
+    if joined == "in workers":  # joined in other processes (a pool that failed would have warned)
+        assert {p.name for p in pids.iterdir()} - {str(os.getpid())} and not caplog.records
+
+
+_JOINED_KEPT = search._joined_kept
+
+
+def _joined_noting_where(files: list) -> TermCounts | None:
+    """`search._joined_kept`, leaving the id of the process that ran it in $CODELOUPE_TEST_PIDS."""
+    (Path(os.environ["CODELOUPE_TEST_PIDS"]) / str(os.getpid())).touch()
+    return _JOINED_KEPT(files)
 
 
 def test_the_kept_counts_are_what_the_index_is_built_from(tmp_path: Path,
@@ -139,7 +164,7 @@ def test_the_kept_counts_are_what_the_index_is_built_from(tmp_path: Path,
     _tree(root)
     ws = lexical_workspace(root)
     file_id = _kept(ws)["pkg1/mod4.py"]
-    counted = ws.store.file_term_counts([file_id])[file_id]
+    counted = ws.store.kept_term_counts([file_id])[file_id].unpacked()
     ws.close()
     counted.terms[counted.terms.index("handler")] = "planted"  # a term no file holds, in place of one
 

@@ -92,3 +92,44 @@ def test_stuck_embedding_workers_are_killed_and_the_caller_embeds_itself(tmp_pat
             print(pool.run([feed, feed]), pool.broken, [pid for pid in children_of(os.getpid()) if alive(pid)])
     """)
     assert out == ["None", "True", "[]"]
+
+
+def test_other_work_runs_while_the_workers_work_and_its_error_comes_after_the_results(tmp_path: Path) -> None:
+    # `meanwhile` runs in the caller once every row is handed out: the workers are busy with them meanwhile (a
+    # row waits for the caller's mark), and every result still comes, in order, before the caller's error.
+    out = run_case(tmp_path, """
+        import time
+        from pathlib import Path
+
+        from codeloupe import parallel
+
+        MARK = Path("meanwhile-ran")
+
+        def waits_for_the_mark(n):
+            deadline = time.monotonic() + 30
+            while not MARK.exists():
+                assert time.monotonic() < deadline, "the other work never ran while the workers waited"
+                time.sleep(0.01)
+            return n, os.getpid()
+
+        def other_work():
+            assert children_of(os.getpid()), "no worker was running"
+            MARK.touch()
+            raise ValueError("the other work failed")
+
+        if __name__ == "__main__":
+            rows = [(n,) for n in range(6)]
+            got = []
+            try:
+                for result in parallel.map_in_workers(waits_for_the_mark, rows, len(rows), what="test",
+                                                      min_items=2, meanwhile=other_work):
+                    got.append(result)
+            except ValueError as exc:
+                print(str(exc).replace(" ", "_"))
+            print([n for n, _ in got] == list(range(6)), all(pid != os.getpid() for _, pid in got))
+            MARK.unlink()
+            ran = []
+            print(list(parallel.map_in_workers(abs, [(-1,), (-2,)], 2, what="test", meanwhile=lambda: ran.append(1))),
+                  ran)
+    """)
+    assert out == ["the_other_work_failed", "True", "True", "[1,", "2]", "[1]"]

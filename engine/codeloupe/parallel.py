@@ -34,15 +34,22 @@ WORKER_TIMEOUT_S = 120.0
 
 
 def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str,
-                   timeout_s: float = WORKER_TIMEOUT_S) -> Iterator[T]:
+                   timeout_s: float = WORKER_TIMEOUT_S, min_items: int | None = None,
+                   meanwhile: Callable[[], object] | None = None) -> Iterator[T]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
-    enough rows to pay for starting it. Rows are drawn lazily, a bounded number in flight, so a large input
-    (file texts) is never all in memory. `fn` must be a module-level function (it is pickled by name).
-    Workers that give no result for `timeout_s` are killed and the rest is done in this process."""
+    enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
+    drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
+    be a module-level function (it is pickled by name). Workers that give no result for `timeout_s` are killed
+    and the rest is done in this process.
+
+    `meanwhile()`, other work of this process, is called once every row is handed to the workers, so that it
+    runs while they finish (without a pool, after the last row); an error it raises is raised after the last
+    result."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[tuple, Future]] = deque()
-    if count >= POOL_MIN_ITEMS and workers >= 2:
+    other = _Meanwhile(meanwhile)
+    if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2:
         try:
             with ProcessPoolExecutor(workers, mp_context=pool_context(), initializer=exit_with_parent,
                                      initargs=(os.getpid(),)) as pool:
@@ -52,12 +59,14 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                         if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                             yield pending[0][1].result(timeout_s)
                             pending.popleft()
+                    other.run()
                     while pending:
                         yield pending[0][1].result(timeout_s)
                         pending.popleft()
                 except TimeoutError:
                     kill_workers(pool)
                     raise
+            other.raise_error()
             return
         except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
             # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
@@ -67,6 +76,29 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         yield fn(*row)
     for row in rows:
         yield fn(*row)
+    other.run()
+    other.raise_error()
+
+
+class _Meanwhile:
+    """`map_in_workers`' other work: run once, its error kept for after the results (not taken for the pool's)."""
+
+    def __init__(self, work: Callable[[], object] | None) -> None:
+        self._work: Callable[[], object] | None = work
+        self._error: Exception | None = None
+
+    def run(self) -> None:
+        work, self._work = self._work, None
+        if work is not None:
+            try:
+                work()
+            except Exception as exc:
+                self._error = exc
+
+    def raise_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 def exit_with_parent(parent_pid: int) -> None:

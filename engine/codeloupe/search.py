@@ -14,9 +14,10 @@ import re
 import threading
 import time
 import weakref
+from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -34,7 +35,14 @@ from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
-from codeloupe.lanes.lexical import BM25Index, StackedBM25, TermCounts, TermStats, count_chunk_terms
+from codeloupe.lanes.lexical import (
+    BM25Index,
+    KeptCounts,
+    StackedBM25,
+    TermCounts,
+    TermStats,
+    count_chunk_terms,
+)
 from codeloupe.lanes.summary import build_summary_index
 from codeloupe.lanes.symbols import StackedSymbols, SymbolIndex
 from codeloupe.lanes.tokens import (
@@ -804,23 +812,33 @@ class Searcher:
         indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
         inputs = snapshot_file(store.path)
         loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
+        symbols: list[SymbolIndex] = []  # the symbol table, once built
+
+        def build_symbols() -> None:
+            symbols.append(SymbolIndex.of_names(table, store.iter_symbol_names()))
+
         if loaded is None:
             table = store.chunk_table()
             rows = list(store.file_rows().values())
-            symbols, kinds = SymbolIndex.of_names(table, store.iter_symbol_names()), None
+            kinds = None
         else:
-            table, rows, symbols, kinds = loaded
+            table, rows, symbol_index, kinds = loaded
+            symbols.append(symbol_index)
         saved = _lexical_file(store.path)
         # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
             BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
+            # Built while the lexical index's workers run (~3 s at 40K files, which this process spent waiting).
             # Saved, and read back in place, as a restarted process reads it.
-            bm25 = _kept_beside(_lexical_index(store, table, rows), saved, table.ids, stamp, "the lexical index")
-        snapshot = self._assembled(generation, table, rows, bm25, symbols, kinds)
+            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols)
+            bm25 = _kept_beside(lexical, saved, table.ids, stamp, "the lexical index")
+        if not symbols:
+            build_symbols()
+        snapshot = self._assembled(generation, table, rows, bm25, symbols[0], kinds)
         snapshot.indexed = indexed
         if loaded is None:
-            self._keep_inputs(snapshot, rows, symbols)
+            self._keep_inputs(snapshot, rows, symbols[0])
         after_large_build(len(rows))  # the rows and arrays it was built or loaded through
         return snapshot
 
@@ -1395,28 +1413,51 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
     return (document_terms(*chunk) for part in _ChunksInParts(table, files) for chunk in part)
 
 
-def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow]) -> BM25Index:
+def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *,
+                   meanwhile: Callable[[], object] | None = None) -> BM25Index:
     """The BM25 index of `table`'s chunks, from the term counts each file's indexing kept (`_KeptCounts`)
-    where nearly every file has them; else every chunk tokenised, in worker processes (an index written before
-    counts were kept)."""
+    where nearly every file has them; else every chunk tokenised. Either way in worker processes when there is
+    enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
     kept = _KeptCounts.of(store, table, files)
     if kept is not None:
-        return BM25Index.from_counts(kept)
+        return BM25Index.from_counts(kept.parts(meanwhile))
     parts = _ChunksInParts(table, files)
     return BM25Index.from_counts(map_in_workers(count_chunk_terms, ((part,) for part in parts), len(parts),
-                                                what="tokenising"))
+                                                what="tokenising", meanwhile=meanwhile))
+
+
+# A file's counts in a task of `_joined_kept`: as kept, or its chunks to tokenise (`count_chunk_terms`' input).
+_FileCounts = KeptCounts | list[tuple[list[str], str, str]]
+
+# From this many chunks the kept counts are joined in worker processes (~35 us a chunk: read back, then joined;
+# ~1.4 s in one process here), in this many tasks of about equal size, so that two to four workers each take
+# a few. Few large tasks: this process then joins what the tasks give, each term of a task's own vocabulary
+# looked up once, and tasks of 500 chunks held 15K distinct terms each (6M at 40K files: 3.3 s of lookups, as
+# much as joining each file here).
+_KEPT_POOL_MIN_CHUNKS = 40_000
+_KEPT_TASKS = 8
 
 
 class _KeptCounts:
-    """`table`'s chunks' term counts, one part per file in table order, read from what indexing kept (a few
-    hundred files at a time): the lexical index is then built without tokenising (at 40K files, tokenising
-    every chunk was 22-30 s of a first answer on two cores). A file whose counts are missing or do not fit
-    its chunks is tokenised here. Counts in parts of any size join to the same index (`BM25Index.from_counts`),
-    so it is the one tokenising every chunk makes, to the bit."""
+    """`table`'s chunks' term counts as tasks of `_joined_kept`, read from what indexing kept a few hundred
+    chunks at a time, files in table order: the lexical index is then built without tokenising (at 40K files,
+    tokenising every chunk was 22-30 s of a first answer on two cores). The tasks' results join to the index
+    tokenising every chunk makes, to the bit (`BM25Index.from_counts`); they are made in worker processes
+    from `_KEPT_POOL_MIN_CHUNKS` chunks on (reading back and joining 40K files' counts took 7 s in one).
+
+    A file whose counts are missing or do not fit its chunks is tokenised instead (its chunks go to the task
+    in place of its counts); a task meeting a damaged row gives None and is tokenised whole here."""
 
     def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray) -> None:
-        self._store, self._table, self._starts = store, table, starts
+        self._store, self._table = store, table
         self._paths = {r.id: r.path for r in files}
+        self._starts, self._ends = starts.tolist(), np.r_[starts[1:], len(table.ids)].astype(np.int64).tolist()
+        self._files = table.file_ids[starts].tolist()
+        # Each task a run of whole files, from the file holding its first chunk to the next task's.
+        chunks = len(table.ids)
+        tasks = _KEPT_TASKS if chunks >= _KEPT_POOL_MIN_CHUNKS else 1
+        firsts = np.searchsorted(starts, np.arange(1, tasks) * chunks / tasks)
+        self._tasks = np.unique(np.r_[0, firsts, len(starts)]).astype(np.int64).tolist()
 
     @classmethod
     def of(cls, store: IndexStore, table: ChunkTable, files: list[FileRow]) -> _KeptCounts | None:
@@ -1433,20 +1474,69 @@ class _KeptCounts:
             return None
         return cls(store, table, files, starts)
 
-    def __iter__(self) -> Iterator[TermCounts]:
-        table, starts = self._table, self._starts
-        ends = np.r_[starts[1:], len(table.ids)].tolist()
-        run_files = table.file_ids[starts].tolist()
-        for page in range(0, len(run_files), 500):
-            kept = self._store.file_term_counts(run_files[page:page + 500])
-            for at in range(page, min(page + 500, len(run_files))):
-                file_id, start, end = run_files[at], int(starts[at]), ends[at]
-                counted = kept.pop(file_id, None)
-                if counted is None or len(counted.ends) != end - start:
-                    path_terms = path_tokens(self._paths[file_id]) if file_id in self._paths else []
-                    counted = count_chunk_terms([(path_terms, table.breadcrumbs[row], text) for row, text
-                                                 in zip(range(start, end), table.texts[start:end])])
-                yield counted
+    def parts(self, meanwhile: Callable[[], object] | None = None) -> Iterator[TermCounts]:
+        """Each task's counts joined, in table order (`meanwhile()` run here while workers join them)."""
+        tasks = list(zip(self._tasks, self._tasks[1:]))
+        joined = map_in_workers(_joined_kept, self._arguments(tasks), len(tasks), what="joining kept term counts",
+                                min_items=2, meanwhile=meanwhile)
+        for (first, stop), part in zip(tasks, joined):
+            yield part.term_counts() if part is not None else count_chunk_terms(self._chunks(first, stop))
+
+    def _arguments(self, tasks: list[tuple[int, int]]) -> Iterator[tuple[list[_FileCounts]]]:
+        """Each task's argument: its files' kept counts, or their chunks to tokenise."""
+        for first, stop in tasks:
+            kept = self._store.kept_term_counts(self._files[first:stop])
+            task: list[_FileCounts] = []
+            for at in range(first, stop):
+                counted = kept.get(self._files[at])
+                fits = counted is not None and len(counted.ends) == 4 * (self._ends[at] - self._starts[at])
+                task.append(counted if fits else self._chunks(at, at + 1))
+            yield (task,)
+
+    def _chunks(self, first: int, stop: int) -> list[tuple[list[str], str, str]]:
+        """The chunks of files `first` to `stop` (in table order) as `count_chunk_terms` takes them."""
+        table, start, end = self._table, self._starts[first], self._ends[stop - 1]
+        path_terms = {f: path_tokens(self._paths[f]) for f in self._files[first:stop] if f in self._paths}
+        return [(path_terms.get(f, []), crumb, text) for f, crumb, text in
+                zip(table.file_ids[start:end].tolist(), table.breadcrumbs[start:end], table.texts[start:end])]
+
+
+def _joined_kept(files: list[_FileCounts]) -> _JoinedTask | None:
+    """One task of `_KeptCounts`: its files' counts, read back or counted from the chunks given, joined in order;
+    None when a kept row is damaged."""
+    try:
+        joined = TermCounts.joined(map(_file_counts, files))
+    except _DamagedRow:
+        return None
+    return _JoinedTask("\n".join(joined.terms), joined.columns, joined.counts, joined.ends)
+
+
+@dataclass
+class _JoinedTask:
+    """A task's joined counts as they travel back: the terms one string (a term never holds a newline), which
+    the caller splits as it joins them. A list of strings took ~14 MB a task at 40K files and was slower to
+    pass, and the tasks' results wait while the symbol table is built."""
+
+    terms: str
+    columns: array
+    counts: array
+    ends: array
+
+    def term_counts(self) -> TermCounts:
+        return TermCounts(self.terms.split("\n") if self.terms else [], self.columns, self.counts, self.ends)
+
+
+class _DamagedRow(Exception):
+    pass
+
+
+def _file_counts(file: _FileCounts) -> TermCounts:
+    # Read back as each file's turn comes: its terms are then still in the cache when they are looked up in the
+    # join (reading a task's files back first made the lookups half as fast again).
+    counted = file.unpacked() if isinstance(file, KeptCounts) else count_chunk_terms(file)
+    if counted is None:
+        raise _DamagedRow
+    return counted
 
 
 # Chunks tokenised in one task of the workers building a lexical index: ~25 ms of work each, so that a pool is

@@ -106,6 +106,39 @@ class TermCounts:
     counts: array  # "f": float32 as the matrix holds them, no converted copy of every count
     ends: array  # "q"
 
+    @classmethod
+    def joined(cls, parts: Iterable[TermCounts]) -> TermCounts:
+        """The documents of `parts`, in order, as one part, its terms numbered as counting them all at once
+        would. A part may itself be parts joined (in another process): joins of joins number every term as one
+        join does.
+
+        A part numbers its terms in the order they first appear in it, and the parts come in order: numbering
+        them again in that order gives each term the column one pass over all would. Each term of each part is
+        given the next of `numbers` unless it has one (one `setdefault` a term, iterated in C: 14.5M terms when
+        40K files' kept counts are joined), so a term's number grows with its first appearance, with gaps where
+        a part repeated known terms; the numbers are made consecutive once, at the end."""
+        vocab: dict[str, int] = {}
+        numbers = count()
+        ends, indices, counts = array("q"), array("i"), array("f")
+        for part in parts:
+            if not vocab:  # the first part's numbering is the join's: its arrays are taken over, not copied
+                vocab.update(zip(part.terms, numbers))
+                indices, counts = part.columns, part.counts
+            else:
+                numbered = np.fromiter(map(vocab.setdefault, part.terms, numbers), np.int32, len(part.terms))
+                indices.frombytes(numbered[np.frombuffer(part.columns, np.int32)].tobytes())
+                counts.extend(part.counts)
+            ends.frombytes((np.frombuffer(part.ends, np.int64) + (ends[-1] if ends else 0)).tobytes())
+            part = None  # the parts are let go as they are joined (the first one's arrays are now the join's)
+        renumbering = made_consecutive(vocab, next(numbers))  # at most one number an entry: within `indices`' size
+        if renumbering is not None:
+            column, vocab = renumbering
+            entries = np.frombuffer(indices, np.int32)  # written over, a slice at a time
+            for start in range(0, len(entries), _ENTRIES_AT_ONCE):
+                entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
+            del renumbering, column, entries
+        return cls(list(vocab), indices, counts, ends)
+
     def kept(self) -> KeptCounts:
         """These counts packed to keep in an index (`unpacked` reads them back); an indexing worker packs
         them, so the process writing the index only stores them."""
@@ -161,6 +194,10 @@ class KeptCounts:
     columns: bytes
     counts: bytes
     ends: bytes
+
+    def unpacked(self) -> TermCounts | None:
+        """The counts read back, or None from a damaged row (`TermCounts.unpacked`)."""
+        return TermCounts.unpacked(self.terms, self.columns, self.counts, self.ends)
 
 
 def _inflated(data: bytes, limit: int) -> bytes | None:
@@ -230,37 +267,14 @@ class BM25Index:
         return index
 
     def _from_parts(self, parts: Iterable[TermCounts], stats_from: BM25Index | None, keep_counts: bool) -> None:
-        # A part numbers its terms in the order they first appear in it, and the parts come in order: numbering
-        # them again in that order gives each term the column one pass over all would. Each term of each part
-        # is given the next of `numbers` unless it has one (one `setdefault` a term, iterated in C: 14.5M terms
-        # when 40K files' kept counts are joined), so a term's number grows with its first appearance, with gaps
-        # where a part repeated known terms; the numbers are made consecutive once, at the end.
-        vocab: dict[str, int] = {}
-        numbers = count()
-        indptr, indices, counts = array("q", [0]), array("i"), array("f")
-        for part in parts:
-            if not vocab:  # the first part's numbering is the index's: its arrays are taken over, not copied
-                vocab.update(zip(part.terms, numbers))
-                indices, counts = part.columns, part.counts
-            else:
-                numbered = np.fromiter(map(vocab.setdefault, part.terms, numbers), np.int32, len(part.terms))
-                indices.frombytes(numbered[np.frombuffer(part.columns, np.int32)].tobytes())
-                counts.extend(part.counts)
-            indptr.frombytes((np.frombuffer(part.ends, np.int64) + indptr[-1]).tobytes())
-            part = None  # the parts are let go as they are joined (the first one's arrays are now the index's)
-        renumbering = made_consecutive(vocab, next(numbers))  # at most one number an entry: within `indices`' size
-        if renumbering is not None:
-            column, vocab = renumbering
-            entries = np.frombuffer(indices, np.int32)  # written over, a slice at a time
-            for start in range(0, len(entries), _ENTRIES_AT_ONCE):
-                entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
-            del renumbering, column, entries
+        joined = TermCounts.joined(parts)
+        vocab = dict(zip(joined.terms, range(len(joined.terms))))
         tf = sparse.csr_matrix(
-            (np.frombuffer(counts, np.float32), np.frombuffer(indices, np.int32),
-             np.frombuffer(indptr, np.int64)),
-            shape=(len(indptr) - 1, len(vocab)),
+            (np.frombuffer(joined.counts, np.float32), np.frombuffer(joined.columns, np.int32),
+             np.r_[0, np.frombuffer(joined.ends, np.int64)]),
+            shape=(len(joined.ends), len(vocab)),
         ).tocsc()
-        del indices, counts  # the row-major copy is gone with them: only the CSC matrix is held while weighing
+        del joined  # the row-major copy is gone with it: only the CSC matrix is held while weighing
         self._weigh(tf, vocab, stats_from, keep_counts)
 
     def compacted(self, rows: np.ndarray, more: Iterable[list[str]]) -> BM25Index | None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from codeloupe.arrays import absent_from
 from codeloupe.columns import Joined
-from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
 from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
@@ -740,18 +740,18 @@ class Store:
         rows = self.query("SELECT file_id FROM file_terms WHERE version=? ORDER BY file_id", (TOKENS_VERSION,))
         return np.array([r[0] for r in rows], np.int64)
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
-        """{file id: its chunks' term counts} of those of `file_ids` that have them whole (a row that does not
-        read back, or holds something other than bytes, is left out, as if none were kept)."""
+    def kept_term_counts(self, file_ids: Iterable[int]) -> dict[int, KeptCounts]:
+        """{file id: its chunks' term counts as kept (`KeptCounts.unpacked` reads them; a damaged row reads as
+        None)} of those of `file_ids` that have them; a row holding something other than bytes is left out, as
+        if none were kept. Packed: whoever reads them back may be another process."""
         ids, out = list(file_ids), {}
         for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
             part = ids[start:start + 500]
             for file_id, *blobs in self.query(
                     "SELECT file_id, terms, columns, counts, ends FROM file_terms"
                     f" WHERE version=? AND file_id IN ({','.join('?' * len(part))})", [TOKENS_VERSION, *part]):
-                counted = TermCounts.unpacked(*blobs) if all(isinstance(b, bytes) for b in blobs) else None
-                if counted is not None:
-                    out[file_id] = counted
+                if all(isinstance(b, bytes) for b in blobs):
+                    out[file_id] = KeptCounts(*blobs)
         return out
 
     def definition_counts(self) -> dict[int, int]:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts, TermCounts
+from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
@@ -902,7 +902,7 @@ class PgStore:
         """No file's: this store scores the lexical lane from its term statistics, never from kept counts."""
         return np.zeros(0, np.int64)
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]:
+    def kept_term_counts(self, file_ids: Iterable[int]) -> dict[int, KeptCounts]:
         """None kept (`files_with_term_counts`)."""
         return {}
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.lanes.lexical import KeptCounts, TermCounts
+from codeloupe.lanes.lexical import KeptCounts
 from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolNames, SymbolRow, VectorMatrix
 from codeloupe.types import ChunkedFile
 
@@ -66,7 +66,7 @@ class IndexStore(Protocol):
 
     def files_with_term_counts(self) -> np.ndarray: ...
 
-    def file_term_counts(self, file_ids: Iterable[int]) -> dict[int, TermCounts]: ...
+    def kept_term_counts(self, file_ids: Iterable[int]) -> dict[int, KeptCounts]: ...
 
     def definition_counts(self) -> dict[int, int]: ...
 
