@@ -625,7 +625,7 @@ class Searcher:
         """Return once no first snapshot is being built in this process (at once when none is), or the workspace
         has closed. The graph's background build calls this before starting: an editor that opens a file at
         start-up asks for its lenses, which start that build, while the first snapshot of a never-searched index
-        is built (~15-20 s at 40K files). Both are interpreter-bound, so side by side they shared the interpreter
+        is built (~13-15 s at 40K files). Both are interpreter-bound, so side by side they shared the interpreter
         and the first answer came at about their sum (38-42 s through Neovim against 19 s alone)."""
         with self._first_builds:
             self._first_builds.wait_for(lambda: not self._first_building or self._closed.is_set())
