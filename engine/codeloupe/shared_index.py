@@ -287,7 +287,7 @@ def _batch_file(prepared: Prepared) -> BatchFile | None:
     candidate = prepared.candidate
     return BatchFile(prepared.chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
                      is_doc=is_doc_language(prepared.chunked.language), encoding=prepared.encoding,
-                     chunker_version=CHUNKER_VERSION, line_count=prepared.line_count)
+                     chunker_version=CHUNKER_VERSION, line_count=prepared.line_count, terms=prepared.terms)
 
 
 def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider | None,

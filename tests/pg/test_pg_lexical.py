@@ -17,8 +17,8 @@ import pytest
 from codeloupe import ranking as R
 from codeloupe.api import Workspace
 from codeloupe.lanes.indexed_lexical import IndexedBM25
-from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermStats
-from codeloupe.lanes.tokens import tokenize
+from codeloupe.lanes.lexical import TOKENS_VERSION, BM25Index, TermCounts, TermStats, count_chunk_terms
+from codeloupe.lanes.tokens import path_tokens, tokenize
 from codeloupe.search import _documents
 from codeloupe.store.postgres import (
     _TERM_POSTINGS,
@@ -30,6 +30,7 @@ from codeloupe.store.postgres import (
     migrate,
     term_scores_across,
 )
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test_index.py
 
@@ -120,6 +121,34 @@ def test_the_statistics_follow_every_write_of_the_chunks(tree: Path, pg_url: str
         assert_statistics_match_the_chunks(ws.store)
         ws.store.delete_files([changed.relative_to(tree).as_posix()])
         assert_statistics_match_the_chunks(ws.store)
+    finally:
+        ws.close()
+
+
+def test_the_statistics_are_written_from_the_counts_the_chunking_workers_made(tree: Path, pg_url: str) -> None:
+    """A file comes with its chunks' term counts (the chunking worker's) and is not tokenised again: a term planted
+    in them is what the statistics hold. Counts that do not fit the file's chunks are tokenised instead."""
+    ws = _open(tree, store_url=pg_url)  # every file written with its worker's counts
+    try:
+        store = ws.store
+        assert isinstance(store, PgStore)
+        assert_statistics_match_the_chunks(store)
+        text = "def planted_lookup(config):\n    return config\n"
+        chunked = ChunkedFile("planted.py", "python", [Chunk(1, 2, "function", "planted_lookup",
+                                                             "planted.py > planted_lookup", text, ())], [],
+                              FileSkeleton("planted.py", text))
+        counted = count_chunk_terms([(path_tokens("planted.py"), c.breadcrumb, c.text) for c in chunked.chunks])
+        counted.terms[counted.terms.index("config")] = "zqxplanted"
+        written = {"hash": "h", "size": len(text), "mtime": 1.0, "is_doc": False, "encoding": "utf-8",
+                   "chunker_version": 1, "line_count": 2}
+        store.replace_file(chunked, **written, terms=counted.kept())
+        df = ("SELECT term, df FROM lex_terms WHERE repo_id = ? AND df > 0"
+              " AND term IN ('zqxplanted', 'planted_lookup')")
+        assert sorted(store.query(df, (store.repo_id,))) == [("planted_lookup", 1), ("zqxplanted", 1)]
+        short = TermCounts(counted.terms, counted.columns, counted.counts, counted.ends[:0])  # no chunk's counts
+        store.replace_file(chunked, **written, terms=short.kept())
+        assert store.query(df, (store.repo_id,)) == [("planted_lookup", 1)]
+        assert_statistics_match_the_chunks(store)
     finally:
         ws.close()
 

@@ -517,6 +517,25 @@ class BatchFile:
     encoding: str
     chunker_version: int
     line_count: int
+    terms: KeptCounts | None = None  # its chunks' term counts, as the chunking worker counted them
+
+
+# What `_count_terms` counts of a file just written: (file id, path, [(chunk id, breadcrumb, text)], the term
+# counts its chunking worker made, if any).
+_Written = tuple[int, str, list[tuple[int, str, str]], KeptCounts | None]
+
+
+def _chunk_counts(kept: KeptCounts | None, chunks: int) -> list[dict[str, int]] | None:
+    """Each chunk's {term: count} from the counts its chunking worker kept, or None where there are none, or
+    they do not read back or fit the file's `chunks` (the caller tokenises then)."""
+    counted = kept.unpacked() if kept is not None else None
+    if counted is None or len(counted.ends) != chunks:
+        return None
+    terms = counted.terms
+    columns = np.frombuffer(counted.columns, np.int32).tolist()
+    counts = np.frombuffer(counted.counts, np.float32).astype(np.int64).tolist()
+    bounds = [0, *counted.ends]
+    return [dict(zip([terms[c] for c in columns[a:b]], counts[a:b])) for a, b in zip(bounds, bounds[1:])]
 
 
 @dataclass(frozen=True)
@@ -759,17 +778,16 @@ class PgStore:
     def replace_file(self, chunked: ChunkedFile, *, hash: str, size: int, mtime: float, is_doc: bool,
                      encoding: str, chunker_version: int, line_count: int, terms: KeptCounts | None = None) -> int:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id. `terms` is not
-        kept: this store keeps its term statistics in tables, counted as it writes (`_count_terms`)."""
+        kept: this store keeps its term statistics in tables, written from them (`_count_terms`)."""
         with self._session(), self._conn.transaction():
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
-                                                 line_count))
+                                                 line_count, terms))
             self._count_terms([written])
             self._bump("content")
         return written[0]
 
-    def _write_file(self, batch_file: BatchFile) -> tuple[int, str, list[tuple[int, str, str]]]:
-        """The file's rows; returns what `_count_terms` counts: (file id, path, [(chunk id, breadcrumb, text)])
-        (a worker counts a whole batch's files at once)."""
+    def _write_file(self, batch_file: BatchFile) -> _Written:
+        """The file's rows; returns what `_count_terms` counts (a worker counts a whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
         self._delete_paths([chunked.path])
         file_id = conn.execute(
@@ -794,8 +812,8 @@ class PgStore:
                      for s in chunked.symbols])
         conn.execute("INSERT INTO skeletons (file_id, text, content_key) VALUES (%s, %s, %s)",
                      (file_id, chunked.skeleton.text, content_key(chunked.skeleton.text)))
-        return int(file_id), chunked.path, [(chunk_id, c.breadcrumb, c.text)
-                                            for chunk_id, c in zip(chunk_ids, chunked.chunks, strict=True)]
+        return int(file_id), chunked.path, [(chunk_id, c.breadcrumb, c.text) for chunk_id, c in
+                                            zip(chunk_ids, chunked.chunks, strict=True)], batch_file.terms
 
     def _delete_paths(self, paths: list[str]) -> None:
         """Delete these files (their chunks, the chunks' terms and the rest cascade) and take their terms out of
@@ -813,17 +831,19 @@ class PgStore:
             " unnest(l.terms) AS u(id) WHERE l.chunk_id IN (SELECT c.id FROM chunks c WHERE c.file_id IN"
             " (SELECT id FROM gone)) GROUP BY u.id) g WHERE t.id = g.id", {"paths": paths})
 
-    def _count_terms(self, files: list[tuple[int, str, list[tuple[int, str, str]]]]) -> None:
-        """The term statistics of (file id, path, [(chunk id, breadcrumb, text)]) files just written: each
-        chunk's terms with their counts (its lexical document as the in-process lane builds it, `document_terms`),
-        each file's totals, and the repository's. The terms' frequencies go first: their upsert returns the
-        dictionary ids the chunks' rows hold."""
+    def _count_terms(self, files: list[_Written]) -> None:
+        """The term statistics of files just written: each chunk's terms with their counts (its lexical document
+        as the in-process lane builds it, `document_terms`: as the chunking worker counted them where it did,
+        else tokenised here), each file's totals, and the repository's. The terms' frequencies go first: their
+        upsert returns the dictionary ids the chunks' rows hold."""
         file_rows = []
-        documents: list[tuple[int, int, int, int, Counter[str]]] = []  # chunk, file, lengths, term counts
+        documents: list[tuple[int, int, int, int, dict[str, int]]] = []  # chunk, file, lengths, term counts
         frequency: Counter[str] = Counter()
-        for file_id, path, chunks in files:
-            path_terms = path_tokens(path)
-            counts = [document_counts(path_terms, breadcrumb, text) for _, breadcrumb, text in chunks]
+        for file_id, path, chunks, kept in files:
+            counts = _chunk_counts(kept, len(chunks))
+            if counts is None:
+                path_terms = path_tokens(path)
+                counts = [document_counts(path_terms, breadcrumb, text) for _, breadcrumb, text in chunks]
             lengths = [sum(c.values()) for c in counts]
             file_length = sum(lengths)
             for (chunk_id, _, _), tf, length in zip(chunks, counts, lengths, strict=True):
@@ -968,7 +988,7 @@ class PgStore:
                             "SELECT file_id, id, breadcrumb, text FROM chunks WHERE file_id = ANY(%s)"
                             " ORDER BY file_id, ord", (list(page),)):
                         chunks[file_id].append((chunk_id, breadcrumb, text))
-                    self._count_terms([(file_id, path, chunks[file_id]) for file_id, path in page.items()])
+                    self._count_terms([(file_id, path, chunks[file_id], None) for file_id, path in page.items()])
             self._held.wrote = True
         return self._state()
 
@@ -1134,7 +1154,7 @@ class PgStore:
             written = []
             for batch_file in files:
                 written.append(self._write_file(batch_file))
-                file_id, _, chunks = written[-1]
+                file_id, _, chunks, _ = written[-1]
                 skeleton = content_key(batch_file.chunked.skeleton.text)
                 if skeleton in vectors:
                     skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
