@@ -1439,9 +1439,9 @@ _KEPT_TASKS = 8
 
 
 class _KeptCounts:
-    """`table`'s chunks' term counts as tasks of `_joined_kept`, read from what indexing kept a few hundred
-    chunks at a time, files in table order: the lexical index is then built without tokenising (at 40K files,
-    tokenising every chunk was 22-30 s of a first answer on two cores). The tasks' results join to the index
+    """`table`'s chunks' term counts as tasks of `_joined_kept` (runs of whole files in table order, their kept
+    rows read a task at a time): the lexical index is then built without tokenising (at 40K files, tokenising
+    every chunk was 22-30 s of a first answer on two cores). The tasks' results join to the index
     tokenising every chunk makes, to the bit (`BM25Index.from_counts`); they are made in worker processes
     from `_KEPT_POOL_MIN_CHUNKS` chunks on (reading back and joining 40K files' counts took 7 s in one).
 
