@@ -105,7 +105,7 @@ def _kept(ws: Workspace) -> dict[str, int]:
         "SELECT files.id, path FROM files JOIN file_terms ON file_terms.file_id = files.id")}
 
 
-@pytest.mark.parametrize("joined", ["here", "in workers"])
+@pytest.mark.parametrize("joined", ["here", "in workers", "in workers that cannot read the index"])
 def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_every_chunk(
         joined: str, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -117,14 +117,18 @@ def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_e
     ws.close()
     pids = tmp_path / "pids"
     pids.mkdir()
-    if joined == "in workers":  # a pool of two for any tree: each task a file or two
+    if joined != "here":  # a pool of two for any tree: each task a file or two
         monkeypatch.setattr(search, "_KEPT_POOL_MIN_CHUNKS", 1)
         monkeypatch.setattr(os, "cpu_count", lambda: 2)
         monkeypatch.setenv("CODELOUPE_TEST_PIDS", str(pids))
         monkeypatch.setattr(search, "_joined_kept", _joined_noting_where)
         caplog.set_level(logging.WARNING, logger="codeloupe.parallel")
+    if joined == "in workers that cannot read the index":  # each task's read fails: done again here
+        monkeypatch.setattr(search, "_joined_kept", _joined_from_a_missing_index)
 
     from_kept = _rebuilt(root)
+    # Every task read its rows where it ran, unless it could not (then done again here).
+    assert (pids / "a-task-gave-none").exists() == (joined == "in workers that cannot read the index")
 
     # Rows that cannot be used are counted again: damaged, of another tokeniser, one chunk short, gone.
     def damage(ws: Workspace) -> None:
@@ -145,17 +149,30 @@ def test_the_index_from_the_counts_kept_at_indexing_is_the_index_of_tokenising_e
     tokenised = _rebuilt(root, forget_all)
     _same(from_kept, tokenised)
     _same(damaged, tokenised)
-    if joined == "in workers":  # joined in other processes (a pool that failed would have warned)
-        assert {p.name for p in pids.iterdir()} - {str(os.getpid())} and not caplog.records
+    if joined != "here":  # joined in other processes (a pool that failed would have warned)
+        assert {p.name for p in pids.iterdir() if p.name.isdigit()} - {str(os.getpid())} and not caplog.records
+        assert (pids / "read-by-the-task").exists()  # each task read its rows itself
 
 
 _JOINED_KEPT = search._joined_kept
 
 
-def _joined_noting_where(files: list) -> TermCounts | None:
-    """`search._joined_kept`, leaving the id of the process that ran it in $CODELOUPE_TEST_PIDS."""
+def _joined_from_a_missing_index(rows_path: Path | None, files: list) -> object:
+    """`_joined_noting_where`, each task sent to read its rows from an index that is not there (a worker
+    that cannot open the index). Passed to the workers by name, so it holds under spawn as under fork."""
+    return _joined_noting_where(None if rows_path is None else rows_path.with_name("missing.sqlite"), files)
+
+
+def _joined_noting_where(rows_path: Path | None, files: list) -> object:
+    """`search._joined_kept`, leaving the id of the process that ran it in $CODELOUPE_TEST_PIDS (and the
+    path it was to read its rows from, when it read them itself)."""
     (Path(os.environ["CODELOUPE_TEST_PIDS"]) / str(os.getpid())).touch()
-    return _JOINED_KEPT(files)
+    if rows_path is not None:
+        (Path(os.environ["CODELOUPE_TEST_PIDS"]) / "read-by-the-task").touch()
+    joined = _JOINED_KEPT(rows_path, files)
+    if joined is None:
+        (Path(os.environ["CODELOUPE_TEST_PIDS"]) / "a-task-gave-none").touch()
+    return joined
 
 
 def test_the_kept_counts_are_what_the_index_is_built_from(tmp_path: Path,

@@ -64,7 +64,7 @@ from codeloupe.snapshot_file import (
     saved_snapshot_generation,
     snapshot_file,
 )
-from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists
+from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists, read_kept_term_counts
 from codeloupe.store.protocol import FileIdChanges, IndexStore, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
 
@@ -1426,8 +1426,9 @@ def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *
                                                 what="tokenising", meanwhile=meanwhile))
 
 
-# A file's counts in a task of `_joined_kept`: as kept, or its chunks to tokenise (`count_chunk_terms`' input).
-_FileCounts = KeptCounts | list[tuple[list[str], str, str]]
+# A file's counts in a task of `_joined_kept`: (its id, its chunks) for the task to read its kept row itself,
+# its kept row read here, or its chunks to tokenise (`count_chunk_terms`' input).
+_FileCounts = tuple[int, int] | KeptCounts | list[tuple[list[str], str, str]]
 
 # From this many chunks the kept counts are joined in worker processes (~35 us a chunk: read back, then joined;
 # ~1.4 s in one process here), in this many tasks of about equal size, so that two to four workers each take
@@ -1445,11 +1446,16 @@ class _KeptCounts:
     tokenising every chunk makes, to the bit (`BM25Index.from_counts`); they are made in worker processes
     from `_KEPT_POOL_MIN_CHUNKS` chunks on (reading back and joining 40K files' counts took 7 s in one).
 
-    A file whose counts are missing or do not fit its chunks is tokenised instead (its chunks go to the task
-    in place of its counts); a task meeting a damaged row gives None and is tokenised whole here."""
+    Each task reads its files' kept rows itself where the store lets another process read them (this process
+    then neither reads them nor holds them for the workers: 110 MB at 40K files). A file without counts is
+    tokenised instead (its chunks go to the task in place of its counts); a task that cannot read its rows,
+    or meets one that is damaged or does not fit, gives None and is done again here, from rows read here."""
 
-    def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray) -> None:
+    def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray,
+                 counted: np.ndarray) -> None:
         self._store, self._table = store, table
+        self._counted = set(counted.tolist())  # the files whose counts are kept
+        self._rows_path = store.kept_rows_path()
         self._paths = {r.id: r.path for r in files}
         self._starts, self._ends = starts.tolist(), np.r_[starts[1:], len(table.ids)].astype(np.int64).tolist()
         self._files = table.file_ids[starts].tolist()
@@ -1469,10 +1475,11 @@ class _KeptCounts:
         if len(np.unique(run_files)) != len(run_files):
             return None
         sizes = np.diff(np.r_[starts, len(file_ids)])
-        missing = int(sizes[np.isin(run_files, store.files_with_term_counts(), invert=True)].sum())
+        counted = store.files_with_term_counts()
+        missing = int(sizes[np.isin(run_files, counted, invert=True)].sum())
         if missing >= _CHUNKS_PER_PART * parallel.POOL_MIN_ITEMS:
             return None
-        return cls(store, table, files, starts)
+        return cls(store, table, files, starts, counted)
 
     def parts(self, meanwhile: Callable[[], object] | None = None) -> Iterator[TermCounts]:
         """Each task's counts joined, in table order (`meanwhile()` run here while workers join them)."""
@@ -1480,18 +1487,29 @@ class _KeptCounts:
         joined = map_in_workers(_joined_kept, self._arguments(tasks), len(tasks), what="joining kept term counts",
                                 min_items=2, meanwhile=meanwhile)
         for (first, stop), part in zip(tasks, joined):
+            if part is None:  # done again from rows read here; a damaged row's task tokenised whole
+                part = _joined_kept(None, self._read_here(first, stop))
             yield part.term_counts() if part is not None else count_chunk_terms(self._chunks(first, stop))
 
-    def _arguments(self, tasks: list[tuple[int, int]]) -> Iterator[tuple[list[_FileCounts]]]:
-        """Each task's argument: its files' kept counts, or their chunks to tokenise."""
+    def _arguments(self, tasks: list[tuple[int, int]]) -> Iterator[tuple[Path | None, list[_FileCounts]]]:
+        """Each task's arguments: where to read its files' kept rows, and each file's (id, chunks) or chunks."""
         for first, stop in tasks:
-            kept = self._store.kept_term_counts(self._files[first:stop])
-            task: list[_FileCounts] = []
-            for at in range(first, stop):
-                counted = kept.get(self._files[at])
-                fits = counted is not None and len(counted.ends) == 4 * (self._ends[at] - self._starts[at])
-                task.append(counted if fits else self._chunks(at, at + 1))
-            yield (task,)
+            if self._rows_path is None:
+                yield None, self._read_here(first, stop)
+                continue
+            yield self._rows_path, [(self._files[at], self._ends[at] - self._starts[at])
+                                    if self._files[at] in self._counted else self._chunks(at, at + 1)
+                                    for at in range(first, stop)]
+
+    def _read_here(self, first: int, stop: int) -> list[_FileCounts]:
+        """Files `first` to `stop`'s kept rows, read by this process, or their chunks where a row does not fit."""
+        kept = self._store.kept_term_counts(self._files[first:stop])
+        task: list[_FileCounts] = []
+        for at in range(first, stop):
+            counted = kept.get(self._files[at])
+            fits = counted is not None and len(counted.ends) == 4 * (self._ends[at] - self._starts[at])
+            task.append(counted if fits else self._chunks(at, at + 1))
+        return task
 
     def _chunks(self, first: int, stop: int) -> list[tuple[list[str], str, str]]:
         """The chunks of files `first` to `stop` (in table order) as `count_chunk_terms` takes them."""
@@ -1501,11 +1519,16 @@ class _KeptCounts:
                 zip(table.file_ids[start:end].tolist(), table.breadcrumbs[start:end], table.texts[start:end])]
 
 
-def _joined_kept(files: list[_FileCounts]) -> _JoinedTask | None:
-    """One task of `_KeptCounts`: its files' counts, read back or counted from the chunks given, joined in order;
-    None when a kept row is damaged."""
+def _joined_kept(rows_path: Path | None, files: list[_FileCounts]) -> _JoinedTask | None:
+    """One task of `_KeptCounts`: its files' counts, read back (from `rows_path` where the task names a file by
+    id) or counted from the chunks given, joined in order; None when the rows cannot be read, or one is
+    damaged or does not fit its file's chunks."""
+    named = [file[0] for file in files if isinstance(file, tuple)]
+    kept = read_kept_term_counts(rows_path, named) if named and rows_path is not None else {}
+    if kept is None:
+        return None
     try:
-        joined = TermCounts.joined(map(_file_counts, files))
+        joined = TermCounts.joined(_file_counts(file, kept) for file in files)
     except _DamagedRow:
         return None
     return _JoinedTask("\n".join(joined.terms), joined.columns, joined.counts, joined.ends)
@@ -1530,10 +1553,15 @@ class _DamagedRow(Exception):
     pass
 
 
-def _file_counts(file: _FileCounts) -> TermCounts:
+def _file_counts(file: _FileCounts, kept: dict[int, KeptCounts]) -> TermCounts:
     # Read back as each file's turn comes: its terms are then still in the cache when they are looked up in the
     # join (reading a task's files back first made the lookups half as fast again).
-    counted = file.unpacked() if isinstance(file, KeptCounts) else count_chunk_terms(file)
+    if isinstance(file, tuple):
+        file_id, chunks = file
+        row = kept.get(file_id)
+        counted = row.unpacked() if row is not None and len(row.ends) == 4 * chunks else None
+    else:
+        counted = file.unpacked() if isinstance(file, KeptCounts) else count_chunk_terms(file)
     if counted is None:
         raise _DamagedRow
     return counted

@@ -375,6 +375,34 @@ def _as_text(*columns: str) -> str:
 _SYMBOL_COLUMNS = f"file_id, {_as_text('name', 'kind')}, start_line, end_line, {_as_text('parent', 'signature')}"
 
 
+def _kept_rows(query: Callable[..., list[tuple]], ids: list[int]) -> dict[int, KeptCounts]:
+    out = {}
+    for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
+        part = ids[start:start + 500]
+        for file_id, *blobs in query("SELECT file_id, terms, columns, counts, ends FROM file_terms"
+                                     f" WHERE version=? AND file_id IN ({','.join('?' * len(part))})",
+                                     [TOKENS_VERSION, *part]):
+            if all(isinstance(b, bytes) for b in blobs):
+                out[file_id] = KeptCounts(*blobs)
+    return out
+
+
+def read_kept_term_counts(path: Path, file_ids: list[int]) -> dict[int, KeptCounts] | None:
+    """`Store.kept_term_counts` of the index at `path` (`Store.kept_rows_path`), read through a read-only
+    connection of the caller's own: a worker process must not use the one its parent opened. None when the
+    index cannot be read so (gone, damaged, locked past the timeout)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error:
+        return None
+    try:
+        return _kept_rows(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), file_ids)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 class Store:
     def __init__(self, path: Path, *, check: bool = True) -> None:
         """`check=False` defers the open-time integrity check (a read of every page: seconds on a large index)
@@ -744,15 +772,12 @@ class Store:
         """{file id: its chunks' term counts as kept (`KeptCounts.unpacked` reads them; a damaged row reads as
         None)} of those of `file_ids` that have them; a row holding something other than bytes is left out, as
         if none were kept. Packed: whoever reads them back may be another process."""
-        ids, out = list(file_ids), {}
-        for start in range(0, len(ids), 500):  # SQLite caps the number of bound parameters
-            part = ids[start:start + 500]
-            for file_id, *blobs in self.query(
-                    "SELECT file_id, terms, columns, counts, ends FROM file_terms"
-                    f" WHERE version=? AND file_id IN ({','.join('?' * len(part))})", [TOKENS_VERSION, *part]):
-                if all(isinstance(b, bytes) for b in blobs):
-                    out[file_id] = KeptCounts(*blobs)
-        return out
+        return _kept_rows(self.query, list(file_ids))
+
+    def kept_rows_path(self) -> Path | None:
+        """Where another process may read the kept term counts itself (`read_kept_term_counts`): this index,
+        unless it was opened read-only (its WAL then cannot be shared: the file is read as it stands)."""
+        return None if self.read_only_reason else self.path
 
     def definition_counts(self) -> dict[int, int]:
         """{file id: how many definitions it has}, for files with any."""

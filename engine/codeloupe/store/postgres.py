@@ -926,6 +926,10 @@ class PgStore:
         """None kept (`files_with_term_counts`)."""
         return {}
 
+    def kept_rows_path(self) -> Path | None:
+        """None kept (`files_with_term_counts`)."""
+        return None
+
     def definition_counts(self) -> dict[int, int]:
         return dict(self._rows("SELECT file_id, count(*) FROM symbols GROUP BY file_id"))
 
