@@ -1507,7 +1507,7 @@ class _KeptCounts:
         task: list[_FileCounts] = []
         for at in range(first, stop):
             counted = kept.get(self._files[at])
-            fits = counted is not None and len(counted.ends) == 4 * (self._ends[at] - self._starts[at])
+            fits = counted is not None and counted.chunks == self._ends[at] - self._starts[at]
             task.append(counted if fits else self._chunks(at, at + 1))
         return task
 
@@ -1559,7 +1559,7 @@ def _file_counts(file: _FileCounts, kept: dict[int, KeptCounts]) -> TermCounts:
     if isinstance(file, tuple):
         file_id, chunks = file
         row = kept.get(file_id)
-        counted = row.unpacked() if row is not None and len(row.ends) == 4 * chunks else None
+        counted = row.unpacked() if row is not None and row.chunks == chunks else None
     else:
         counted = file.unpacked() if isinstance(file, KeptCounts) else count_chunk_terms(file)
     if counted is None:

@@ -195,6 +195,12 @@ class KeptCounts:
     counts: bytes
     ends: bytes
 
+    @property
+    def chunks(self) -> int:
+        """How many chunks these are the counts of (each chunk's end is four bytes): a row of another file's
+        chunk count does not fit the file it is stored with."""
+        return len(self.ends) // 4 if len(self.ends) % 4 == 0 else -1
+
     def unpacked(self) -> TermCounts | None:
         """The counts read back, or None from a damaged row (`TermCounts.unpacked`)."""
         return TermCounts.unpacked(self.terms, self.columns, self.counts, self.ends)

@@ -713,7 +713,7 @@ class Store:
                  for s in chunked.symbols],
             )
             conn.execute("INSERT INTO skeletons VALUES (?, ?)", (file_id, chunked.skeleton.text))
-            if terms is not None and len(terms.ends) == 4 * len(chunked.chunks):
+            if terms is not None and terms.chunks == len(chunked.chunks):
                 conn.execute("INSERT INTO file_terms VALUES (?,?,?,?,?,?)",
                              (file_id, TOKENS_VERSION, terms.terms, terms.columns, terms.counts, terms.ends))
             self._bump(conn, "content")
