@@ -109,6 +109,7 @@ def test_the_graphs_background_build_waits_for_the_first_snapshot(
         assert build.load_graph(ws, allow_stale=True).paths == []
         finish.set()
         searching.join(60)
+        assert not searching.is_alive()  # the held search answered once its build went on
         deadline = time.monotonic() + 60
         while not build.load_graph(ws, allow_stale=True).paths:
             assert time.monotonic() < deadline, "the graph was never built"
