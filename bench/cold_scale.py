@@ -12,10 +12,13 @@ new process (a restarted editor), in this order:
   `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
 - no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
 - cold open: a new process opening the index (integrity check included) and answering one lexical query;
-Three more, run only when named:
+Four more, run only when named:
 - graph: a new process opening the index and bringing its graph up to date (edges, communities, the semantic
   lane), as a restarted editor does once it has answered; a digest of every edge and community it lists lets
   two engines' graphs be compared (one built from an earlier saved graph, one from the store);
+- terminal index: the real `codeloupe index` in a terminal, with nothing changed (an engine that saves the
+  search snapshot before it exits builds it here: `--phases terminal_index+server` is an editor opening an
+  index made in a terminal, which no process has searched yet);
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
   searches when the progress is gone; in the server phase the first search can be answered from the index as
   it was before the refresh wrote anything);
@@ -157,6 +160,18 @@ def reindex_phase(root: Path, cache: Path) -> dict:
     return out
 
 
+def terminal_index_phase(root: Path, cache: Path) -> dict:
+    """`codeloupe index` in a terminal, the real command (an engine that saves the search snapshot before it
+    exits does so here; the next phase, an editor starting, then loads it)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(root), "--embed-provider", "none",
+                           "--json"], env=dict(os.environ, CODELOUPE_CACHE_DIR=str(cache)),
+                          capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout)
+    return {"index_s": round(time.perf_counter() - started, 2), "indexed": report["files_indexed"],
+            "search_snapshot_s": report.get("search_snapshot_s")}
+
+
 async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False,
                         hold: float = 0.0) -> dict:
     """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
@@ -278,13 +293,15 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
     parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"comma-separated, of {', '.join(PHASES)}, late_server and graph; edited_ before one or more joined by +")
+                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph and terminal_index; joined by + to "
+                        "run one after the other, edited_ before them to run them after edits")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
                         "phase reads the server's peak memory (and then stops it)")
     parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
                         "are deleted and added)")
-    parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress", "graph"],
+    parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress", "graph",
+                                            "terminal_index"],
                         help="run one phase here, on --cache (the run itself uses this for each engine)")
     parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
     args = parser.parse_args()
@@ -295,7 +312,7 @@ def main() -> int:
                                     hold=args.hold)
         else:
             run = {"open": open_phase, "reindex": reindex_phase, "progress": progress_phase,
-                   "graph": graph_phase}[args.phase]
+                   "graph": graph_phase, "terminal_index": terminal_index_phase}[args.phase]
         print(json.dumps(run(root, args.cache)))
         return 0
     if not (args.prepared / "cache").exists():

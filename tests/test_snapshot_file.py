@@ -4,6 +4,9 @@ rebuilt, never trusted."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -316,6 +319,45 @@ def test_a_damaged_saved_file_lane_index_is_rebuilt_never_trusted(indexed: Path,
     assert _facts(ws) == expected
     ws.close()
     assert np.load(saved)["n_docs"][0] == len(expected["file_lane"][0])  # rewritten whole
+
+
+def _index_in_a_terminal(root: Path, *flags: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(root), "--embed-provider", "none",
+                           "--json", *flags], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_terminal_index_saves_the_snapshot_the_next_search_loads(make_tree) -> None:
+    """`codeloupe index` builds and saves the search snapshot before it exits: the editor that opens the index
+    next loads it instead of building it (at 40K files, most of its first answer). A re-index that changed
+    nothing builds nothing; one that changed a file saves the snapshot of the new state."""
+    root = make_tree(FILES)
+    assert _index_in_a_terminal(root, "--no-snapshot")["search_snapshot_s"] is None
+    ws = _open(root)
+    assert not ws.searcher().prepared()
+    ws.close()
+    assert _index_in_a_terminal(root)["search_snapshot_s"] is not None
+    ws = _open(root)
+    saved = [snapshot_file(ws.store.path), ws.store.path.with_name(ws.store.path.name + ".bm25.npz"),
+             _file_lane_saved(root)]
+    stamps = [path.stat().st_mtime_ns for path in saved]
+    assert ws.searcher().prepared()
+    assert ws.search("parse the command line arguments").files[0].path == "pkg/cli.py"
+    ws.close()
+    assert [path.stat().st_mtime_ns for path in saved] == stamps  # loaded, nothing built again
+
+    assert _index_in_a_terminal(root)["search_snapshot_s"] is None  # nothing changed: nothing built
+    assert [path.stat().st_mtime_ns for path in saved] == stamps
+    (root / "pkg" / "cli.py").write_text("def parse_options(argv):\n    return argv\n")
+    report = _index_in_a_terminal(root)
+    assert report["files_indexed"] == 1 and report["search_snapshot_s"] is not None
+    ws = _open(root)
+    assert ws.searcher().prepared()
+    stamps = [path.stat().st_mtime_ns for path in saved]
+    assert ws.search("parse_options").files[0].path == "pkg/cli.py"
+    ws.close()
+    assert [path.stat().st_mtime_ns for path in saved] == stamps
 
 
 def _summaries_saved(root: Path) -> Path:

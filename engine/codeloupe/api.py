@@ -376,6 +376,18 @@ class Workspace:
         if graph:
             self.refresh_graph()
 
+    def prepare_search(self) -> bool:
+        """Build the search snapshot of the index as it stands and save it beside the index, unless it is saved
+        already: for whoever writes the index and then exits (`codeloupe index` in a terminal). The next process
+        to search it (an editor starting, `codeloupe search`) then loads the snapshot instead of building it,
+        which at 40K files is most of its first answer. A process that stays open keeps its own current with
+        `warm`. Returns whether it built one (a no-op re-index reads only the saved files' stamps)."""
+        searcher = self.searcher()
+        if searcher.prepared():
+            return False
+        searcher.refresh()
+        return True
+
     def refresh_graph(self) -> None:
         """Re-resolve edges of changed files and rebuild the graph, so hovers, lenses and a map asked for next
         read it fresh. The map itself is listed when asked for (`graph_map`): listed here, after every save,

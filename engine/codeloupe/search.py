@@ -440,6 +440,11 @@ def _lexical_file(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".bm25.npz")
 
 
+def _file_lane_file(index_path: Path) -> Path:
+    """Where the file lane's BM25 matrix is kept beside the index."""
+    return index_path.with_name(index_path.name + ".files.npz")
+
+
 def _kept_beside(index: BM25Index, path: Path | None, row_ids: np.ndarray, stamp: str, what: str) -> BM25Index:
     """`index` saved at `path` and read back in place (the pages a query reads are the system's to drop), or
     `index` itself where it could not be saved: a read-only cache dir costs the next start time, nothing else."""
@@ -660,6 +665,19 @@ class Searcher:
                 view = self._view
         self._rebuild_in_background()
         return view
+
+    def prepared(self) -> bool:
+        """Whether a process opening this index finds its search snapshot saved beside it for the index as it
+        stands (the snapshot's inputs, the chunk lane's and the file lane's indexes), so that it loads rather
+        than builds them; also true of a store that scores its own lexical lanes (nothing is saved for it).
+        Only the files' stamps are read."""
+        store = self.ws.store
+        if isinstance(store, LexicalStatistics):
+            return True
+        generation, index_id = store.generation("content"), store.index_id
+        return saved_snapshot_generation(snapshot_file(store.path), index_id) == generation and all(
+            BM25Index.saved_generation(path, index_id) == generation
+            for path in (_lexical_file(store.path), _file_lane_file(store.path)))
 
     def refresh(self) -> None:
         """Rebuild the full snapshot now (whoever writes the index calls this so no query has to). The first
@@ -907,7 +925,7 @@ class Searcher:
         path = self.ws.store.path
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
         snapshot.index_id = self.ws.store.index_id
-        snapshot.files_saved = path.with_name(path.name + ".files.npz")
+        snapshot.files_saved = _file_lane_file(path)
         snapshot.summaries_saved = path.with_name(path.name + ".summaries.npz")
         snapshot.entities_saved = path.with_name(path.name + ".entities.npz")
         return snapshot
