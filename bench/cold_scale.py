@@ -173,11 +173,13 @@ def terminal_index_phase(root: Path, cache: Path) -> dict:
 
 
 async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False,
-                        hold: float = 0.0) -> dict:
+                        hold: float = 0.0, follow: float = 0.0) -> dict:
     """The real server over stdio on the index on disk: process start -> first `$/progress`, -> first search
     answer, -> the start-up refresh's progress end (`answer=False`: stop at the first progress; `late`: the
     search sent once that progress has ended), then the server's peak memory, read `hold` seconds after the
-    start (so that it includes what the server does in the background by then)."""
+    start (so that it includes what the server does in the background by then). `follow`: for that many seconds
+    after the first answer, more searches, one after another a quarter second apart (a user searching on while
+    the server's background work runs), their answer times summarised."""
     from lsprotocol import types as lsp
     from pygls.lsp.client import LanguageClient
     from pygls.protocol import default_converter
@@ -230,6 +232,7 @@ async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool
     found = await asyncio.wait_for(client.protocol.send_request_async("codeloupe/search", {"query": QUERY}),
                                     timeout)
     seen["first_answer"] = time.perf_counter() - started
+    followed = await _follow_up(client, follow)
     deadline = time.perf_counter() + timeout
     while "progress_end" not in seen and time.perf_counter() < deadline:
         await asyncio.sleep(0.1)
@@ -240,7 +243,33 @@ async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool
     await client.stop()
     core = found["core"]
     return {**{k: round(v, 2) for k, v in seen.items()}, "top": core[0]["path"] if core else "",
-            "server_peak_rss_mb": server_peak_mb}
+            "server_peak_rss_mb": server_peak_mb, **followed}
+
+
+FOLLOW_QUERIES = ("open a socket with a timeout", "read a zip archive", "format an email date", "thread pool shutdown",
+                  "parse an http cookie", "compile a regular expression")
+
+
+async def _follow_up(client, seconds: float) -> dict:
+    """Searches sent for `seconds`, each a quarter second after the last answer: their answer times in ms, and
+    when the slow ones were sent."""
+    if seconds <= 0:
+        return {}
+    times: list[float] = []
+    slow: list[tuple[float, int]] = []  # (seconds after the first answer, ms) of answers over 200 ms
+    begun = time.perf_counter()
+    while time.perf_counter() < begun + seconds:
+        sent = time.perf_counter()
+        await client.protocol.send_request_async("codeloupe/search",
+                                                 {"query": FOLLOW_QUERIES[len(times) % len(FOLLOW_QUERIES)]})
+        times.append((time.perf_counter() - sent) * 1000)
+        if times[-1] > 200:
+            slow.append((round(sent - begun, 1), round(times[-1])))
+        await asyncio.sleep(0.25)
+    ordered = sorted(times)
+    return {"follow_n": len(times), "follow_p50_ms": round(ordered[len(ordered) // 2]),
+            "follow_p90_ms": round(ordered[int(len(ordered) * 0.9)]), "follow_max_ms": round(ordered[-1]),
+            "follow_first_ms": round(times[0]), "follow_slow": slow}
 
 
 def _peak_of(pid: int) -> int:
@@ -254,12 +283,12 @@ def _peak_of(pid: int) -> int:
     return 0
 
 
-def server_phase(root: Path, cache: Path, hold: float = 0.0) -> dict:
-    return asyncio.run(_server_phase(root, cache, 600.0, hold=hold))
+def server_phase(root: Path, cache: Path, hold: float = 0.0, follow: float = 0.0) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0, hold=hold, follow=follow))
 
 
-def late_server_phase(root: Path, cache: Path, hold: float = 0.0) -> dict:
-    return asyncio.run(_server_phase(root, cache, 600.0, late=True, hold=hold))
+def late_server_phase(root: Path, cache: Path, hold: float = 0.0, follow: float = 0.0) -> dict:
+    return asyncio.run(_server_phase(root, cache, 600.0, late=True, hold=hold, follow=follow))
 
 
 def progress_phase(root: Path, cache: Path) -> dict:
@@ -273,12 +302,13 @@ def _peak_rss_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def _run_phase(phase: str, prepared: Path, cache: Path, engine: list[str], timeout: int, hold: float) -> dict:
+def _run_phase(phase: str, prepared: Path, cache: Path, engine: list[str], timeout: int, hold: float,
+               follow: float) -> dict:
     """One phase in a new process running `engine` (its import path), on the index in `cache`."""
     kind = "open" if phase.endswith("_open") else phase
     try:
         out = subprocess.run([sys.executable, __file__, "--phase", kind, "--prepared", str(prepared),
-                              "--cache", str(cache), "--hold", str(hold)],
+                              "--cache", str(cache), "--hold", str(hold), "--follow", str(follow)],
                              env=dict(os.environ, PYTHONPATH=os.pathsep.join(engine)),
                              capture_output=True, text=True, check=False, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -298,6 +328,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
                         "phase reads the server's peak memory (and then stops it)")
+    parser.add_argument("--follow", type=float, default=0.0, help="seconds after its first answer during which a "
+                        "server phase keeps searching, a quarter second after each answer (their times summarised)")
     parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
                         "are deleted and added)")
     parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress", "graph",
@@ -309,7 +341,7 @@ def main() -> int:
     if args.phase:
         if args.phase in ("server", "late_server"):
             run = functools.partial({"server": server_phase, "late_server": late_server_phase}[args.phase],
-                                    hold=args.hold)
+                                    hold=args.hold, follow=args.follow)
         else:
             run = {"open": open_phase, "reindex": reindex_phase, "progress": progress_phase,
                    "graph": graph_phase, "terminal_index": terminal_index_phase}[args.phase]
@@ -336,7 +368,7 @@ def main() -> int:
                 with edits_while_closed(root, args.edited) if phase.startswith("edited_") else \
                         contextlib.nullcontext():
                     for step in steps:
-                        result = _run_phase(step, args.prepared, cache, path, args.timeout, args.hold)
+                        result = _run_phase(step, args.prepared, cache, path, args.timeout, args.hold, args.follow)
                         label = phase if len(steps) == 1 else f"{phase}[{step}]"
                         results[name][label] = result
                         print(f"{name} {label}: {json.dumps(result)}", flush=True)
