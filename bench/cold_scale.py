@@ -169,7 +169,7 @@ def terminal_index_phase(root: Path, cache: Path) -> dict:
                           capture_output=True, text=True, check=True)
     report = json.loads(done.stdout)
     return {"index_s": round(time.perf_counter() - started, 2), "indexed": report["files_indexed"],
-            "search_snapshot_s": report.get("search_snapshot_s")}
+            "prepared_s": report.get("prepared_s")}
 
 
 async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool = True, late: bool = False,

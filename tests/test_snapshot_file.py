@@ -328,36 +328,73 @@ def _index_in_a_terminal(root: Path, *flags: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_a_terminal_index_saves_the_snapshot_the_next_search_loads(make_tree) -> None:
-    """`codeloupe index` builds and saves the search snapshot before it exits: the editor that opens the index
-    next loads it instead of building it (at 40K files, most of its first answer). A re-index that changed
-    nothing builds nothing; one that changed a file saves the snapshot of the new state."""
+def _prepared_files(ws: Workspace) -> list[Path]:
+    """What `codeloupe index` saves for the next process: the snapshot's inputs, the chunk and file lanes'
+    indexes, the graph and the summary lane's index."""
+    index = ws.store.path
+    return [snapshot_file(index), *(index.with_name(index.name + suffix)
+                                    for suffix in (".bm25.npz", ".files.npz", ".graph.npz", ".summaries.npz"))]
+
+
+def test_a_terminal_index_saves_what_the_next_search_would_build(make_tree) -> None:
+    """`codeloupe index` builds and saves the search snapshot and the graph before it exits: the editor that
+    opens the index next loads them instead of building them (at 40K files, most of its first answer and then
+    tens of seconds beside its next ones). A re-index that changed nothing builds nothing; one that changed a
+    file saves those of the new state."""
     root = make_tree(FILES)
-    assert _index_in_a_terminal(root, "--no-snapshot")["search_snapshot_s"] is None
+    assert _index_in_a_terminal(root, "--no-prepare")["prepared_s"] is None
     ws = _open(root)
     assert not ws.searcher().prepared()
+    saved = _prepared_files(ws)
+    assert not any(path.exists() for path in saved)
     ws.close()
-    assert _index_in_a_terminal(root)["search_snapshot_s"] is not None
-    ws = _open(root)
-    saved = [snapshot_file(ws.store.path), ws.store.path.with_name(ws.store.path.name + ".bm25.npz"),
-             _file_lane_saved(root)]
+    assert _index_in_a_terminal(root)["prepared_s"] is not None
     stamps = [path.stat().st_mtime_ns for path in saved]
+    ws = _open(root)
     assert ws.searcher().prepared()
-    assert ws.search("parse the command line arguments").files[0].path == "pkg/cli.py"
+    bundle = ws.search("parse the command line arguments")
+    assert bundle.files[0].path == "pkg/cli.py"
+    assert [s.ready for s in bundle.lanes if s.name == "summary"] == [True]
     ws.close()
     assert [path.stat().st_mtime_ns for path in saved] == stamps  # loaded, nothing built again
 
-    assert _index_in_a_terminal(root)["search_snapshot_s"] is None  # nothing changed: nothing built
+    assert _index_in_a_terminal(root)["prepared_s"] is None  # nothing changed: nothing built
     assert [path.stat().st_mtime_ns for path in saved] == stamps
     (root / "pkg" / "cli.py").write_text("def parse_options(argv):\n    return argv\n")
     report = _index_in_a_terminal(root)
-    assert report["files_indexed"] == 1 and report["search_snapshot_s"] is not None
+    assert report["files_indexed"] == 1 and report["prepared_s"] is not None
+    stamps = [path.stat().st_mtime_ns for path in saved]
     ws = _open(root)
     assert ws.searcher().prepared()
-    stamps = [path.stat().st_mtime_ns for path in saved]
     assert ws.search("parse_options").files[0].path == "pkg/cli.py"
     ws.close()
     assert [path.stat().st_mtime_ns for path in saved] == stamps
+
+
+def test_a_large_workspace_s_summaries_wait_for_its_graph_and_load_with_it(make_tree, monkeypatch) -> None:
+    """Past `QUERY_BUILD_MAX_FILES` files the graph and the summary lane are made off the query path, each on its
+    own thread. The summaries wait for the graph being loaded, so a restarted editor loads the ones saved with
+    it, rather than building them without its words and again with them (7 s each at 40K files)."""
+    import threading
+
+    from codeloupe.graph import build
+
+    root = make_tree(FILES)
+    assert _index_in_a_terminal(root)["prepared_s"] is not None
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.0)
+    ws = _open(root)
+    try:
+        saved = _prepared_files(ws)
+        stamps = [path.stat().st_mtime_ns for path in saved]
+        ws.search("session")  # starts the graph's load and the summaries, each on its own thread
+        for thread in [t for t in threading.enumerate()
+                       if t.name in ("codeloupe-graph-build", "codeloupe-file-summaries")]:
+            thread.join(60)
+        assert [path.stat().st_mtime_ns for path in saved] == stamps  # every one loaded, none built
+        assert [s.ready for s in ws.search("session").lanes if s.name == "summary"] == [True]
+    finally:
+        ws.close()
 
 
 def _summaries_saved(root: Path) -> Path:

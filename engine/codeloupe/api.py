@@ -377,16 +377,23 @@ class Workspace:
             self.refresh_graph()
 
     def prepare_search(self) -> bool:
-        """Build the search snapshot of the index as it stands and save it beside the index, unless it is saved
-        already: for whoever writes the index and then exits (`codeloupe index` in a terminal). The next process
-        to search it (an editor starting, `codeloupe search`) then loads the snapshot instead of building it,
-        which at 40K files is most of its first answer. A process that stays open keeps its own current with
-        `warm`. Returns whether it built one (a no-op re-index reads only the saved files' stamps)."""
+        """Build what a process opening the index builds at its start, and save it beside the index, unless it
+        is saved already: the search snapshot, the graph and the summary lane made with it. For whoever writes
+        the index and then exits (`codeloupe index` in a terminal): the next process to search it (an editor
+        starting, `codeloupe search`) loads them instead of building them, which at 40K files was most of its
+        first answer and then tens of seconds of background work beside its next ones. A process that stays
+        open keeps its own current with `warm`. Returns whether it built anything (a no-op re-index reads only
+        the saved files' stamps)."""
+        from codeloupe.graph.build import saved_graph_current
+
         searcher = self.searcher()
-        if searcher.prepared():
-            return False
-        searcher.refresh()
-        return True
+        built = not searcher.prepared()
+        if built:
+            searcher.refresh()
+        if not saved_graph_current(self):
+            self.refresh_graph()
+            built = True
+        return searcher.prepare_summaries() or built
 
     def refresh_graph(self) -> None:
         """Re-resolve edges of changed files and rebuild the graph, so hovers, lenses and a map asked for next

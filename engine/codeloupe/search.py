@@ -376,6 +376,14 @@ class Snapshot:
                 None, BM25Index(iter(())), ready=False)
         return current
 
+    def build_summaries(self, ws: WorkspaceContext) -> None:
+        """Build the summary lane now, with the graph held, whatever the workspace's size (saved beside the index
+        for the next process): for a process preparing the index for the next one (`Searcher.prepare_summaries`)."""
+        from codeloupe.graph.build import load_graph
+
+        loaded = load_graph(ws, allow_stale=True)
+        self._build_summaries(ws, loaded if loaded.paths else None)
+
     def _view_summaries(self, ws: WorkspaceContext) -> FileSummaries:
         """A delta view's summary lane: its base's, with its new files' skeletons and neighbours' words (from the
         graph the base's were made with) after it, weighed with the base's statistics."""
@@ -423,8 +431,14 @@ class Snapshot:
         return summaries
 
     def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
+        from codeloupe.graph.build import settled_graph
+
         try:
-            self._build_summaries(ws, graph)
+            # A graph being loaded or built meanwhile is waited for: built before it, the summaries were built
+            # twice (without its words, then with them once a query saw it; 7 s each at 40K files), where a
+            # restarted editor would have loaded the ones saved with its graph.
+            settled = settled_graph(ws)
+            self._build_summaries(ws, settled if settled is not None and settled.paths else graph)
         except Exception:
             if not ws.closed:
                 log.exception("building the file summaries failed")
@@ -443,6 +457,11 @@ def _lexical_file(index_path: Path) -> Path:
 def _file_lane_file(index_path: Path) -> Path:
     """Where the file lane's BM25 matrix is kept beside the index."""
     return index_path.with_name(index_path.name + ".files.npz")
+
+
+def _summaries_file(index_path: Path) -> Path:
+    """Where the summary lane's BM25 matrix is kept beside the index."""
+    return index_path.with_name(index_path.name + ".summaries.npz")
 
 
 def _kept_beside(index: BM25Index, path: Path | None, row_ids: np.ndarray, stamp: str, what: str) -> BM25Index:
@@ -678,6 +697,24 @@ class Searcher:
         return saved_snapshot_generation(snapshot_file(store.path), index_id) == generation and all(
             BM25Index.saved_generation(path, index_id) == generation
             for path in (_lexical_file(store.path), _file_lane_file(store.path)))
+
+    def prepare_summaries(self) -> bool:
+        """Build and save the summary lane of the index as it stands, with its current graph, unless the one
+        saved beside it is current (only its stamp is read: no snapshot is loaded for a no-op re-index). For a
+        process preparing the index for the next one (`Workspace.prepare_search`). Returns whether it built."""
+        from codeloupe.graph.build import current_graph_stamp
+
+        store = self.ws.store
+        if isinstance(store, LexicalStatistics):
+            return False
+        stamp = f"{store.index_id}:{store.generation('content')}:{current_graph_stamp(self.ws)}"
+        if BM25Index.saved_for(_summaries_file(store.path), stamp):
+            return False
+        snapshot = self.snapshot()
+        if snapshot.base is not None:  # a view over an earlier state: the next process builds its own
+            return False
+        snapshot.build_summaries(self.ws)
+        return True
 
     def refresh(self) -> None:
         """Rebuild the full snapshot now (whoever writes the index calls this so no query has to). The first
@@ -926,7 +963,7 @@ class Searcher:
         snapshot = _assemble(generation, table, rows, bm25=bm25, symbols=symbols, kinds=kinds)
         snapshot.index_id = self.ws.store.index_id
         snapshot.files_saved = _file_lane_file(path)
-        snapshot.summaries_saved = path.with_name(path.name + ".summaries.npz")
+        snapshot.summaries_saved = _summaries_file(path)
         snapshot.entities_saved = path.with_name(path.name + ".entities.npz")
         return snapshot
 

@@ -691,6 +691,32 @@ def _decode_saved(arrays: dict[str, np.ndarray]
     return resolution, graph, lane
 
 
+def settled_graph(ws: WorkspaceContext) -> Graph | None:
+    """The graph held for `ws` once no build or load of it is under way in this process (waiting for one that
+    is), or None where there is none. For a build that uses the graph off the query path (the summary lane's):
+    started before the graph is loaded, it would otherwise build without it, where a restarted editor's saved
+    graph, and what was saved with it, was seconds away."""
+    with _locks_guard:
+        running = _building.get(ws)
+    if running is not None and running is not threading.current_thread():
+        running.join()
+    with _lock(ws):  # a build on another path (an editor's refresh) holds it until its graph is held
+        cached = _graphs.get(ws)
+    return cached[1] if cached is not None else None
+
+
+def saved_graph_current(ws: WorkspaceContext) -> bool:
+    """Whether the graph saved beside the index is the one of its current state (only the file's stamp is
+    read): a process opening the index then loads it rather than building it."""
+    return ws.store.get_meta(_STATE_KEY) == _state(ws) and \
+        saved_stamp(graph_file(ws)) == _stamp(ws, _graph_key(ws))
+
+
+def current_graph_stamp(ws: WorkspaceContext) -> str:
+    """The stamp the graph of the index's current state is saved under (`graph_stamp` of that graph)."""
+    return _stamp(ws, _graph_key(ws))
+
+
 def _build_in_background(ws: WorkspaceContext) -> None:
     """Start building the graph on its own thread (once at a time per workspace)."""
     with _locks_guard:

@@ -22,6 +22,7 @@ from codeloupe.saved import (
     release_pages,
     save_arrays,
     saved_generation,
+    saved_stamp,
     unpack_strings,
 )
 
@@ -447,6 +448,11 @@ class BM25Index:
             "shape": np.array(m.shape), "idf": self._idf, "vocab": vocab, "vocab_ends": vocab_ends,
             "row_ids": row_ids, "n_docs": np.array([self.n_docs], np.int64),
             "avg_len": np.array([self.avg_len], np.float64)})
+
+    @staticmethod
+    def saved_for(path: Path, stamp: str) -> bool:
+        """Whether the index saved at `path` was saved for exactly `stamp` (only the stamp is read)."""
+        return saved_stamp(path) == f"{TOKENS_VERSION}:{stamp}"
 
     @staticmethod
     def saved_generation(path: Path, index_id: str) -> int | None:
