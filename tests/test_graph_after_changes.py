@@ -128,6 +128,29 @@ def test_a_start_after_changes_builds_the_graph_from_the_earlier_one(
         assert sorted(resolved) == REACHED[pull]
 
 
+@pytest.mark.parametrize("pull", sorted(PULLS))
+def test_an_index_in_a_terminal_after_changes_resolves_only_what_they_reach(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pull: str) -> None:
+    """`codeloupe index` after a pull, in a process that holds no resolution, starts from the graph saved for
+    the earlier state: the edges it stores are those a resolution of every file gives, from fewer files."""
+    root, cache = with_saved_graph(tmp_path, mirrored)
+    PULLS[pull](root)
+    ws = opened(root, cache)
+    try:
+        monkeypatch.setattr(graph_build._Resolution, "learn_stored", never)  # no file's facts decoded from the index
+        resolved = counting_resolutions(monkeypatch)
+        ws.index()
+        monkeypatch.undo()
+        found = stored_edges(ws)
+        nodes = len(edge_store.node_files(ws.store))
+    finally:
+        ws.close()
+    assert found == built_from_scratch(root, cache, tmp_path / "scratch")[1]
+    assert len(set(resolved)) < nodes
+    if pull in REACHED:
+        assert sorted(resolved) == REACHED[pull]
+
+
 def test_a_start_after_new_vectors_alone_keeps_the_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     """Files embedded again since the graph was saved move the vector generation and nothing else: nothing is

@@ -86,6 +86,13 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
     with _lock(ws):
         store = ws.store
         state = _state(ws)
+        if ws not in _resolutions and store.get_meta(_STATE_KEY) != state:
+            # A process that holds no resolution yet (`codeloupe index` after a `git pull`) starts from the graph
+            # saved for an earlier state, as a restarted editor does, rather than resolving every file (33 of
+            # 37 s of indexing 60 changed files at 40K files).
+            earlier = _load_earlier(ws)
+            if earlier is not None:
+                since = set(since) | earlier
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
         # Edges stored for this very state (resolved by another process): a resolution that must start over
         # takes them as stored instead of resolving every file again.
