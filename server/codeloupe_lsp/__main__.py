@@ -17,6 +17,9 @@ def _host_port(value: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+SWITCH_INTERVAL_S = 0.001
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="codeloupe-lsp", description="codeloupe language server")
     parser.add_argument("--version", action="version", version=f"codeloupe-lsp {__version__}")
@@ -29,6 +32,11 @@ def main(argv: list[str] | None = None) -> None:
     # stdout is the protocol channel: logs go to stderr only.
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A search that meets the start-up's background work (the walk, the graph's load) gives up the interpreter at
+    # each query to the index and waits up to a switch interval to have it back, hundreds of times: at 40K files
+    # the worst answer in the first seconds after the first took 1.6-2.0 s at Python's 5 ms, 0.8-1.6 s at 1 ms,
+    # and the start-up refresh ended sooner (bench/cold_scale.py --follow; docs/measurements.md).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     from codeloupe_lsp.server import build_server
 
     server = build_server()
