@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
         where = report.index_path if isinstance(ws.store, Store) else _shared_location(ws)
-        prepared_s = None if args.no_prepare else _prepare(ws)
+        # The shared index's serving processes keep what they build in the database: not measured there yet.
+        prepared_s = None if args.no_prepare or not isinstance(ws.store, Store) else _prepare(ws)
     finally:
         ws.close()
     if args.json:
