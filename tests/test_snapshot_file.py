@@ -371,6 +371,14 @@ def test_a_terminal_index_saves_what_the_next_search_would_build(make_tree) -> N
     assert [path.stat().st_mtime_ns for path in saved] == stamps
 
 
+@pytest.mark.parametrize("files", [{}, {"docs/guide.md": "# Guide\n\nSessions.\n"}], ids=["empty", "no code"])
+def test_a_terminal_index_of_a_workspace_without_code_prepares_once(make_tree, files: dict[str, str]) -> None:
+    """No code file: an empty graph, summaries made with none; a re-index that changed nothing builds nothing."""
+    root = make_tree(files)
+    assert _index_in_a_terminal(root)["prepared_s"] is not None
+    assert _index_in_a_terminal(root)["prepared_s"] is None
+
+
 def test_a_large_workspace_s_summaries_wait_for_its_graph_and_load_with_it(make_tree, monkeypatch) -> None:
     """Past `QUERY_BUILD_MAX_FILES` files the graph and the summary lane are made off the query path, each on its
     own thread. The summaries wait for the graph being loaded, so a restarted editor loads the ones saved with

@@ -65,6 +65,7 @@ from codeloupe.snapshot_file import (
     snapshot_file,
 )
 from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists, read_kept_term_counts
+from codeloupe.store.edges import code_file_count
 from codeloupe.store.protocol import FileIdChanges, IndexStore, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
 
@@ -707,7 +708,9 @@ class Searcher:
         store = self.ws.store
         if isinstance(store, LexicalStatistics):
             return False
-        stamp = f"{store.index_id}:{store.generation('content')}:{current_graph_stamp(self.ws)}"
+        # A workspace with no code file has an empty graph, and its summaries none to be made with.
+        graph = current_graph_stamp(self.ws) if code_file_count(store) else ""
+        stamp = f"{store.index_id}:{store.generation('content')}:{graph}"
         if BM25Index.saved_for(_summaries_file(store.path), stamp):
             return False
         snapshot = self.snapshot()
