@@ -418,7 +418,7 @@ class Snapshot:
         file_ids = self.file_order()
         built_from = "" if graph is None else graph_stamp(ws, graph)  # None: a graph not held, not saved against
         stamp = None if self.summaries_saved is None or built_from is None else \
-            f"{self.index_id}:{self.generation}:{built_from}"
+            _summaries_stamp(self.index_id, self.generation, built_from)
         index = None if stamp is None else BM25Index.load(self.summaries_saved, file_ids, stamp)
         if index is None:
             words = {} if graph is None else {
@@ -463,6 +463,12 @@ def _file_lane_file(index_path: Path) -> Path:
 def _summaries_file(index_path: Path) -> Path:
     """Where the summary lane's BM25 matrix is kept beside the index."""
     return index_path.with_name(index_path.name + ".summaries.npz")
+
+
+def _summaries_stamp(index_id: str, generation: int, graph: str) -> str:
+    """What the summary lane's saved index is stamped with: the index state, and the stamp of the graph whose
+    neighbour words it holds ("" for none)."""
+    return f"{index_id}:{generation}:{graph}"
 
 
 def _kept_beside(index: BM25Index, path: Path | None, row_ids: np.ndarray, stamp: str, what: str) -> BM25Index:
@@ -710,7 +716,7 @@ class Searcher:
             return False
         # A workspace with no code file has an empty graph, and its summaries none to be made with.
         graph = current_graph_stamp(self.ws) if code_file_count(store) else ""
-        stamp = f"{store.index_id}:{store.generation('content')}:{graph}"
+        stamp = _summaries_stamp(store.index_id, store.generation("content"), graph)
         if BM25Index.saved_for(_summaries_file(store.path), stamp):
             return False
         snapshot = self.snapshot()

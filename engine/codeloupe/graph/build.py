@@ -727,8 +727,7 @@ def settled_graph(ws: WorkspaceContext) -> Graph | None:
 def saved_graph_current(ws: WorkspaceContext) -> bool:
     """Whether the graph saved beside the index is the one of its current state (only the file's stamp is
     read): a process opening the index then loads it rather than building it."""
-    return ws.store.get_meta(_STATE_KEY) == _state(ws) and \
-        saved_stamp(graph_file(ws)) == _stamp(ws, _graph_key(ws))
+    return ws.store.get_meta(_STATE_KEY) == _state(ws) and saved_stamp(graph_file(ws)) == current_graph_stamp(ws)
 
 
 def current_graph_stamp(ws: WorkspaceContext) -> str:
