@@ -1,0 +1,102 @@
+"""Discovery follows git: a `.gitignore` pattern passes over files the repository tracks (read from a real index
+that real git wrote, in each of its formats), never over `.codeloupeignore` or the `ignore` setting; a damaged
+index leaves the ignore rules as they were."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codeloupe.discover import path_skip_reason, walk
+from codeloupe.git_index import IndexFormatError, parse_index, tracked_paths
+from codeloupe.settings import Settings
+
+GIT = shutil.which("git")
+pytestmark = pytest.mark.skipif(GIT is None, reason="these tests need git to write real index files")
+
+
+def git(root: Path, *args: str) -> str:
+    env = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([GIT, "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout
+
+
+def write(root: Path, rel: str, text: str = "x = 1\n") -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def paths(root: Path, settings: Settings | None = None) -> list[str]:
+    return [c.rel_path for c in walk(root, settings or Settings()).candidates]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A Go-style repository: `.gitignore` names the built binary `cobra`, which also matches the `cobra/`
+    source directory; its sources were added with `git add -f`, a later scratch file there was not."""
+    root = tmp_path / "repo"
+    write(root, ".gitignore", "cobra\n*.log\n")
+    write(root, "command.go", "package cobra\n")
+    write(root, "cobra/cmd/project.go", "package cmd\n")
+    write(root, "cobra/main.go", "package main\n")
+    write(root, "notes.log", "tracked log\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "add", "-f", "cobra/cmd/project.go", "cobra/main.go", "notes.log")
+    write(root, "cobra/cmd/scratch.go", "package cmd\n")  # untracked: still ignored
+    write(root, "debug.log", "untracked log\n")
+    return root
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_tracked_files_are_indexed_though_a_gitignore_pattern_matches_them(repo: Path, version: str) -> None:
+    git(repo, "update-index", "--index-version", version)
+    expected = ["cobra/cmd/project.go", "cobra/main.go", "command.go", "notes.log"]
+    assert paths(repo) == expected
+    assert tracked_paths(repo) == set(git(repo, "ls-files").split())
+    for rel in expected:
+        assert path_skip_reason(repo, rel, Settings()) == "", rel
+    assert path_skip_reason(repo, "cobra/cmd/scratch.go", Settings()) == "ignored"
+    assert path_skip_reason(repo, "debug.log", Settings()) == "ignored"
+
+
+def test_the_users_own_ignore_rules_hold_for_tracked_files(repo: Path) -> None:
+    write(repo, ".codeloupeignore", "cobra/main.go\n")
+    assert "cobra/main.go" not in paths(repo)
+    assert "cobra/cmd/project.go" not in paths(repo, Settings(ignore=["cobra/cmd/"]))
+    assert path_skip_reason(repo, "cobra/main.go", Settings()) == "ignored"
+
+
+def test_a_nested_repository_answers_for_its_own_files(tmp_path: Path, repo: Path) -> None:
+    outer = tmp_path
+    write(outer, ".gitignore", "generated/\n")
+    write(outer, "generated/keep.py")
+    # `repo` sits inside `outer`, which is not a git repository: only repo's index speaks for repo's files.
+    assert paths(outer) == ["repo/cobra/cmd/project.go", "repo/cobra/main.go",
+                            "repo/command.go", "repo/notes.log"]
+
+
+def test_a_damaged_or_foreign_index_leaves_the_ignore_rules_as_they_were(repo: Path) -> None:
+    index = repo / ".git" / "index"
+    data = index.read_bytes()
+    for damaged in (data[:40], b"DIRC\x00\x00\x00\x09" + data[8:], data[:12] + b"\xff" * 200,
+                    data[:8] + b"\x7f\xff\xff\xff" + data[12:], b"\x00" * 4096):
+        index.write_bytes(damaged)
+        assert paths(repo) == ["command.go"]
+        with pytest.raises(IndexFormatError):
+            parse_index(damaged)
+    index.unlink()
+    index.mkdir()  # not a regular file
+    assert paths(repo) == ["command.go"]
+
+
+def test_a_linked_work_tree_reads_the_index_its_git_file_names(repo: Path, tmp_path: Path) -> None:
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    assert (linked / ".git").is_file()  # "gitdir: ...", itself never indexed
+    assert paths(linked) == ["cobra/cmd/project.go", "cobra/main.go", "command.go", "notes.log"]
