@@ -15,7 +15,7 @@ removed; then the GIVEAWAYS are removed -- every changed file's path and basenam
 the fixed files (at the parent) when the message writes it as code (in backticks, called with parentheses,
 dotted, snake_case or camelCase). A real report names the API the user called; a commit message names the
 function the author changed, which would turn the task into a symbol lookup. Plain words stay.
-The gold is the modified implementation files; the tree is `git archive` of the parent commit at
+The gold is the modified implementation files; the tree is a checkout of the parent commit at
 OUT/trees/commits/<id>/repo. At most --per-repo commits per repository (a deterministic sample).
 Writes commits.dev.jsonl / commits.test.jsonl (the SWE-bench-style format `codeloupe eval` reads: one
 {id, query, gold_files, repo} per line, plus kind, language, source repository, commit and parent).
@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,13 +142,17 @@ def clean_message(message: str, gold: list[str], defined: set[str]) -> str:
     return re.sub(r"[ \t]+", " ", re.sub(r"\n\s*\n+", "\n", text)).strip()
 
 
-def _archive(git_dir: Path, commit: str, into: Path) -> None:
+def _checkout(git_dir: Path, commit: str, into: Path) -> None:
+    """The whole tree of `commit` at `into`, as a developer's clone has it. Not `git archive`: that leaves out
+    every path `.gitattributes` marks `export-ignore` (PHP packages mark their tests so; twig its `extra/`
+    bundles, where some fixes' gold files live). The checkout's index stays at `.git/index`, as in a clone:
+    discovery reads it to know which files are tracked (a `.gitignore` pattern does not hide those)."""
     shutil.rmtree(into, ignore_errors=True)
-    into.mkdir(parents=True)
-    data = subprocess.run(["git", "-C", str(git_dir), "archive", "--format=tar", commit], capture_output=True,
-                          check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(into, filter="data")
+    (into / ".git").mkdir(parents=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(into / ".git" / "index")}
+    for args in (["read-tree", commit], ["checkout-index", "--all", "--force"]):
+        subprocess.run(["git", f"--git-dir={git_dir}", f"--work-tree={into}", *args], env=env,
+                       capture_output=True, check=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             instance = f"{package_id}-fix-{fix.commit[:10]}"
             try:
-                _archive(git_dir, fix.parent, trees / instance / "repo")
+                _checkout(git_dir, fix.parent, trees / instance / "repo")
             except subprocess.CalledProcessError:  # a snapshot may lack its largest blobs
                 shutil.rmtree(trees / instance, ignore_errors=True)
                 continue
