@@ -83,6 +83,12 @@ TERM_SETS_KEPT = 4096  # chunks whose term sets a snapshot keeps for feedback (a
 # .5 and dropped the feedback (CV R@1 .647 -> .650), but on test that lost (.661 -> .658); issue weights - folds chose dense 1.0-1.4 / lexical .4-.6 / file .3, CV R@1 .621 -> .637 but on test
 # Acc@5 .953 -> .918 / .941 with R@1 .671 -> .682 / .671 (85 queries), public level. All kept as they are.
 # Only the top of each lane takes part in fusion: deep tails of four lanes add noise, not recall.
+# Not kept: a query's adjacent plain words joined as one more term ("code spans" -> the code's `codespan`, a word
+# no tokenising splits), lexical, every query of each set. Docpairs dev R@1 .626 -> .629, commits test .570 ->
+# .576 (Acc@5 .855 -> .867, bundle .976 -> .982), commits dev level, but docs dev .500 -> .493: the joined word
+# is as often a common identifier's (`SortedList` for "sorted list" helped, `SystemMessage` for "system messages"
+# hurt). Only where most chunks holding it lack one of the two words: docpairs .627, docs .497, commits test
+# .576 / .861. Every fold chose the unconditional form; neither leaves every set level or better.
 LANE_DEPTH = 200
 # A store that scores BM25 itself (PostgreSQL) hands the lexical lane its best chunks, not every chunk's score;
 # the search then masks them (mode, scope) and keeps LANE_DEPTH. bench/pg_lexical.py kept the in-process R@1
