@@ -100,3 +100,37 @@ def test_a_linked_work_tree_reads_the_index_its_git_file_names(repo: Path, tmp_p
     git(repo, "worktree", "add", "-q", str(linked))
     assert (linked / ".git").is_file()  # "gitdir: ...", itself never indexed
     assert paths(linked) == ["cobra/cmd/project.go", "cobra/main.go", "command.go", "notes.log"]
+
+
+@pytest.fixture
+def monorepo(tmp_path: Path) -> Path:
+    root = tmp_path / "mono"
+    write(root, ".gitignore", "lib/\n*.log\n/vendored/\n")
+    write(root, "packages/.gitignore", "generated_*.js\n")
+    write(root, "packages/web/index.js", "export const a = 1;\n")
+    write(root, "packages/web/lib/kept.js", "export const b = 2;\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "add", "-f", "packages/web/lib/kept.js")
+    write(root, "packages/web/lib/out.js", "compiled\n")  # build output: the top .gitignore's lib/
+    write(root, "packages/web/debug.log", "log\n")
+    write(root, "packages/web/generated_api.js", "generated\n")  # the ignore file between top and root
+    write(root, "vendored/dep/main.py", "x = 1\n")
+    write(root, "vendored/dep/notes.log", "kept: the whole folder is ignored, and was opened anyway\n")
+    return root
+
+
+def test_a_package_opened_on_its_own_keeps_its_repositorys_ignore_rules(monorepo: Path) -> None:
+    """A monorepo's package opened as the workspace (the CLI's root is the nearest package.json): the
+    .gitignore files above it still hold, as in git, and so does the exemption of tracked files."""
+    web = monorepo / "packages" / "web"
+    assert paths(web) == ["index.js", "lib/kept.js"]
+    for rel, reason in (("index.js", ""), ("lib/kept.js", ""), ("lib/out.js", "ignored"),
+                        ("debug.log", "ignored"), ("generated_api.js", "ignored")):
+        assert path_skip_reason(web, rel, Settings()) == reason, rel
+
+
+def test_a_folder_the_repository_ignores_opened_on_purpose_is_indexed_whole(monorepo: Path) -> None:
+    dep = monorepo / "vendored" / "dep"
+    assert paths(dep) == ["main.py", "notes.log"]
+    assert path_skip_reason(dep, "notes.log", Settings()) == ""

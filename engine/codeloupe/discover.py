@@ -1,7 +1,7 @@
 """Walk a workspace and decide, for every file, whether it is indexed, and if not, why.
 
 Ignore rules, in the order git applies them: built-in skips (VCS dirs, dependency and build dirs, caches),
-every `.gitignore` from the root down (a deeper file overrides a shallower one, `!negation` re-includes; like
+every `.gitignore` from the top of the git repository the root is in (if any) down (a deeper file overrides a shallower one, `!negation` re-includes; like
 git, they pass over the files a repository's index tracks), then `.codeloupeignore` files and the `ignore`
 setting, which use the same syntax and hold for tracked files too. Content rules run when a file is read: size
 cap, NUL byte in the first 8 KB (binary), very long lines (minified bundles), generated-file markers,
@@ -59,6 +59,8 @@ IGNORE_FILE_NAMES = (GITIGNORE, ".codeloupeignore")
 BY_GITIGNORE, BY_USER = "gitignore", "user"
 
 SNIFF_BYTES = 8192
+# How many directories above a workspace root are looked at for the git repository it lies in.
+_REPOSITORY_SEARCH_DEPTH = 64
 
 
 class DiscoverError(ValueError):
@@ -154,6 +156,39 @@ class IgnoreRules:
         # are exempt from) rather than a .codeloupeignore.
         self._specs: dict[str, list[tuple[pathspec.GitIgnoreSpec, bool]]] = {}
         self._extra = _tolerant_spec(extra) if extra else None
+        # A root inside a git repository (a package of a monorepo opened on its own): the ignore files of the
+        # directories above it, up to the repository's top, each keyed by its path in the repository, and the
+        # root's own path there.
+        self._outer: list[tuple[str, list[tuple[pathspec.GitIgnoreSpec, bool]]]] = []
+        self._inside = ""
+
+    def enter_outer(self, repository: Path, inside: str) -> None:
+        """Apply the ignore files of the directories from `repository` (a git work tree) down to the root, which
+        is at `inside` in it, as git does. Not when they ignore the root itself or a directory on the way: git
+        would show nothing there, and whoever opened it (a dependency unpacked in an ignored folder) meant to."""
+        parts = inside.split("/")
+        outer = []
+        for depth in range(len(parts)):
+            rel_dir = "/".join(parts[:depth])
+            specs = [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
+                     if (spec := _load_spec(repository.joinpath(*parts[:depth]) / name)) is not None]
+            if specs:
+                outer.append((rel_dir, specs))
+        self._outer, self._inside = outer, inside
+        if any(self._outer_verdict("/".join(parts[:depth]), is_dir=True) for depth in range(1, len(parts) + 1)):
+            self._outer, self._inside = [], ""
+
+    def _outer_verdict(self, repo_path: str, is_dir: bool) -> str:
+        verdict = ""
+        for rel_dir, specs in self._outer:
+            if rel_dir and not repo_path.startswith(rel_dir + "/"):
+                continue
+            sub = (repo_path[len(rel_dir) + 1:] if rel_dir else repo_path) + ("/" if is_dir else "")
+            for spec, from_git in specs:
+                result = spec.check_file(sub)
+                if result.include is not None:
+                    verdict = (BY_GITIGNORE if from_git else BY_USER) if result.include else ""
+        return verdict
 
     def enter(self, rel_dir: str, abs_dir: Path) -> None:
         specs = [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
@@ -171,7 +206,7 @@ class IgnoreRules:
     def verdict(self, rel_path: str, is_dir: bool) -> str:
         """Why the path is ignored: "" (it is not), `BY_GITIGNORE` (the deciding rule is a .gitignore's) or
         `BY_USER` (a .codeloupeignore's or the `ignore` setting's)."""
-        verdict = ""
+        verdict = self._outer_verdict(f"{self._inside}/{rel_path}", is_dir) if self._outer else ""
         parts = rel_path.split("/")
         for depth in range(len(parts)):
             base = "/".join(parts[:depth])
@@ -195,13 +230,14 @@ class TrackedFiles:
     .gitignore rule ignores something (most walks never need them)."""
 
     def __init__(self) -> None:
-        self._pending: list[tuple[str, Path]] = []
+        self._pending: list[tuple[str, Path, str]] = []
         self._files: set[str] = set()
         self._dirs: set[str] = set()
 
-    def add_repository(self, rel_dir: str, abs_dir: Path) -> None:
-        """`abs_dir` (at `rel_dir` in the work tree) holds a `.git`."""
-        self._pending.append((rel_dir, abs_dir))
+    def add_repository(self, rel_dir: str, abs_dir: Path, within: str = "") -> None:
+        """`abs_dir` (at `rel_dir` in the work tree) holds a `.git`; or, with `within`, `abs_dir` is a repository
+        above the work tree, whose root is at `within` in it."""
+        self._pending.append((rel_dir, abs_dir, within))
 
     def holds_file(self, rel_path: str) -> bool:
         self._load()
@@ -213,8 +249,12 @@ class TrackedFiles:
 
     def _load(self) -> None:
         while self._pending:
-            rel_dir, abs_dir = self._pending.pop()
+            rel_dir, abs_dir, within = self._pending.pop()
             for path in tracked_paths(abs_dir):
+                if within:
+                    if not path.startswith(within + "/"):
+                        continue
+                    path = path[len(within) + 1:]
                 full = f"{rel_dir}/{path}" if rel_dir else path
                 self._files.add(full)
                 cut = full.rfind("/")
@@ -226,8 +266,7 @@ class TrackedFiles:
 def walk(root: Path, settings: Settings) -> Walk:
     """Every file under `root` that passes the path rules, sorted by path; skips counted by reason."""
     root = check_root(Path(root))
-    rules = IgnoreRules(root, settings.ignore)
-    tracked = TrackedFiles()
+    rules, tracked = _root_rules(root, settings)
     out = Walk()
     stack: list[tuple[str, Path]] = [("", root)]
     while stack:
@@ -281,8 +320,7 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     if not _is_utf8_name(rel_path):
         return "name not utf-8"
     parts = rel_path.split("/")
-    rules = IgnoreRules(root, settings.ignore)
-    tracked = TrackedFiles()
+    rules, tracked = _root_rules(root.resolve(), settings)
     _enter(root, "", rules, tracked)
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
@@ -294,6 +332,23 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     if path.is_symlink() or not path.is_file():
         return "not a regular file"
     return _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, tracked, settings)
+
+
+def _root_rules(root: Path, settings: Settings) -> tuple[IgnoreRules, TrackedFiles]:
+    """The ignore rules and tracked files that hold at `root` (resolved) before any of its own ignore files: the
+    `ignore` setting, and for a root inside a git repository its directories' ignore files and its index."""
+    rules, tracked = IgnoreRules(root, settings.ignore), TrackedFiles()
+    if os.path.lexists(root / ".git"):
+        return rules, tracked
+    for depth, parent in enumerate(root.parents):
+        if depth >= _REPOSITORY_SEARCH_DEPTH:
+            break
+        if os.path.lexists(parent / ".git"):
+            inside = root.relative_to(parent).as_posix()
+            rules.enter_outer(parent, inside)
+            tracked.add_repository("", parent, within=inside)
+            break
+    return rules, tracked
 
 
 def _enter(abs_dir: Path, rel_dir: str, rules: IgnoreRules, tracked: TrackedFiles) -> None:
