@@ -1,11 +1,11 @@
 """Walk a workspace and decide, for every file, whether it is indexed, and if not, why.
 
 Ignore rules, in the order git applies them: built-in skips (VCS dirs, dependency and build dirs, caches),
-every `.gitignore` from the top of the git repository the root is in (if any) down (a deeper file overrides a shallower one, `!negation` re-includes; like
-git, they pass over the files a repository's index tracks), then `.codeloupeignore` files and the `ignore`
-setting, which use the same syntax and hold for tracked files too. Content rules run when a file is read: size
-cap, NUL byte in the first 8 KB (binary), very long lines (minified bundles), generated-file markers,
-lockfiles, and text that is not UTF-8 and no known fallback decodes cleanly.
+every `.gitignore` from the top of the git repository the root is in (if any) down (a deeper file overrides a
+shallower one, `!negation` re-includes; like git, they pass over the files a repository's index tracks), then
+`.codeloupeignore` files and the `ignore` setting, which use the same syntax and hold for tracked files too.
+Content rules run when a file is read: size cap, NUL byte in the first 8 KB (binary), very long lines (minified
+bundles), generated-file markers, lockfiles, and text that is not UTF-8 and no known fallback decodes cleanly.
 """
 
 from __future__ import annotations
