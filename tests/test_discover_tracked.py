@@ -134,3 +134,19 @@ def test_a_folder_the_repository_ignores_opened_on_purpose_is_indexed_whole(mono
     dep = monorepo / "vendored" / "dep"
     assert paths(dep) == ["main.py", "notes.log"]
     assert path_skip_reason(dep, "notes.log", Settings()) == ""
+
+
+def test_the_clones_own_exclude_file_holds_below_the_gitignore(repo: Path, monorepo: Path) -> None:
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "exclude").write_text("scratch/\ncommand.go\n*.tmp\n")
+    write(repo, "scratch/try.go", "package try\n")
+    write(repo, "a.tmp", "x\n")
+    write(repo, ".gitignore", "cobra\n*.log\n!a.tmp\n")  # a .gitignore rule outranks the exclude file
+    # command.go is tracked: the exclude file, like .gitignore, passes over it.
+    assert paths(repo) == ["a.tmp", "cobra/cmd/project.go", "cobra/main.go", "command.go", "notes.log"]
+    assert path_skip_reason(repo, "scratch/try.go", Settings()) == "ignored directory"
+    (monorepo / ".git" / "info").mkdir(exist_ok=True)
+    (monorepo / ".git" / "info" / "exclude").write_text("scratch.js\nindex.js\n")
+    write(monorepo, "packages/web/scratch.js", "untracked\n")
+    # Above a package opened on its own too; index.js is tracked.
+    assert paths(monorepo / "packages" / "web") == ["index.js", "lib/kept.js"]

@@ -1,11 +1,12 @@
 """Walk a workspace and decide, for every file, whether it is indexed, and if not, why.
 
 Ignore rules, in the order git applies them: built-in skips (VCS dirs, dependency and build dirs, caches),
-every `.gitignore` from the top of the git repository the root is in (if any) down (a deeper file overrides a
-shallower one, `!negation` re-includes; like git, they pass over the files a repository's index tracks), then
-`.codeloupeignore` files and the `ignore` setting, which use the same syntax and hold for tracked files too.
-Content rules run when a file is read: size cap, NUL byte in the first 8 KB (binary), very long lines (minified
-bundles), generated-file markers, lockfiles, and text that is not UTF-8 and no known fallback decodes cleanly.
+`.git/info/exclude` and every `.gitignore` from the top of the git repository the root is in (if any) down (a
+deeper file overrides a shallower one, `!negation` re-includes; like git, they pass over the files a
+repository's index tracks), then `.codeloupeignore` files and the `ignore` setting, which use the same syntax
+and hold for tracked files too. Content rules run when a file is read: size cap, NUL byte in the first 8 KB
+(binary), very long lines (minified bundles), generated-file markers, lockfiles, and text that is not UTF-8
+and no known fallback decodes cleanly.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ class IgnoreRules:
             rel_dir = "/".join(parts[:depth])
             specs = [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
                      if (spec := _load_spec(repository.joinpath(*parts[:depth]) / name)) is not None]
+            if depth == 0 and (exclude := _load_spec(repository / ".git" / "info" / "exclude")) is not None:
+                specs.insert(0, (exclude, True))
             if specs:
                 outer.append((rel_dir, specs))
         self._outer, self._inside = outer, inside
@@ -195,6 +198,13 @@ class IgnoreRules:
                  if (spec := _load_spec(abs_dir / name)) is not None]
         if specs:
             self._specs[rel_dir] = specs
+
+    def enter_exclude(self, rel_dir: str, git_dir: Path) -> None:
+        """The repository at `rel_dir` has its git directory at `git_dir`: its `info/exclude` (the patterns
+        one clone ignores, never committed) holds there below that directory's own ignore files."""
+        spec = _load_spec(git_dir / "info" / "exclude")
+        if spec is not None:
+            self._specs[rel_dir] = [(spec, True), *self._specs.get(rel_dir, [])]
 
     def enter_texts(self, rel_dir: str, texts: Mapping[str, str]) -> None:
         """`enter` for a tree that is not on disk: the texts of the directory's ignore files, by file name."""
@@ -279,6 +289,7 @@ def walk(root: Path, settings: Settings) -> Walk:
             continue
         if any(entry.name == ".git" for entry in entries):
             tracked.add_repository(rel_dir, abs_dir)
+            rules.enter_exclude(rel_dir, abs_dir / ".git")
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if not _is_utf8_name(entry.name):
@@ -355,6 +366,7 @@ def _enter(abs_dir: Path, rel_dir: str, rules: IgnoreRules, tracked: TrackedFile
     rules.enter(rel_dir, abs_dir)
     if os.path.lexists(abs_dir / ".git"):
         tracked.add_repository(rel_dir, abs_dir)
+        rules.enter_exclude(rel_dir, abs_dir / ".git")
 
 
 def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None], settings: Settings) -> Walk:
