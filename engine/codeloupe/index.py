@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import stat
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from pathlib import Path
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.discover import (
+    IGNORE_FILE_NAMES,
     Candidate,
     CandidateChanged,
     Walk,
@@ -181,9 +183,22 @@ def _changed_since(candidate: Candidate, row: FileRow | None) -> Candidate | Non
 def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
                 strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Re-index just these files (saved, created or deleted): the editor's fast path. Damage met on the way
-    re-indexes the whole workspace into the new, empty index."""
+    re-indexes the whole workspace into the new, empty index. So does a changed ignore file (`.gitignore`,
+    `.codeloupeignore`, a clone's `.git/info/exclude`): which files belong in the index is the walk's to say
+    again, the files it now ignores leaving and those it no longer ignores joining."""
+    rel_paths = list(rel_paths)
+
+    def whole() -> IndexReport:
+        return _index_workspace(root, store, settings, None, strategies)
+
+    if any(_holds_ignore_rules(rel) for rel in rel_paths):
+        return _starting_over_on_damage(store, whole, whole)
     return _starting_over_on_damage(store, lambda: _index_paths(root, store, settings, rel_paths, strategies),
-                                    lambda: _index_workspace(root, store, settings, None, strategies))
+                                    whole)
+
+
+def _holds_ignore_rules(rel_path: str) -> bool:
+    return posixpath.basename(rel_path) in IGNORE_FILE_NAMES or rel_path.endswith(".git/info/exclude")
 
 
 def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
