@@ -106,7 +106,7 @@ def _texts(root: Path, settings: Settings) -> dict[str, str]:
             raw = candidate.abs_path.read_bytes()
         except OSError:
             continue
-        decoded = decode_source(raw, settings)
+        decoded = decode_source(raw, settings, candidate.rel_path)
         if decoded.text is not None:
             out[candidate.rel_path] = decoded.text
     return out

@@ -292,7 +292,7 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
     digest = content_hash(raw)
     if digest == known_hash:
         return Prepared(candidate, digest, same_content=True)
-    decoded = decode_source(raw, settings)
+    decoded = decode_source(raw, settings, candidate.rel_path)
     if decoded.text is None:
         return Prepared(candidate, digest, skip_reason=decoded.skip_reason)
     text = decoded.text

@@ -31,6 +31,7 @@ from codeloupe.arrays import absent_from, distinct
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.columns import Joined, Overlay
+from codeloupe.discover import MANIFEST_NAMES
 from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
@@ -89,8 +90,6 @@ _EXAMPLE_PATH = re.compile(r"(^|/)(examples?|docs?|docs_src|demos?|samples?|tuto
 _DECLARATION_PATH = re.compile(r"\.d\.[cm]?ts$|\.pyi$")
 _DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
 _CONFIG_LANGUAGES = frozenset({"toml", "ini", "yaml", "gomod", "requirements"})
-_MANIFESTS = frozenset({"package.json", "setup.py", "setup.cfg", "composer.json", "pom.xml", "build.gradle",
-                        "build.gradle.kts", "gemfile", "makefile", "tsconfig.json", "deno.json"})
 # What a file is: "" is the implementation itself; tests, examples, declarations and data take the soft
 # penalties of ranking.FILE_KIND_PENALTY; "project" files (manifests, configuration) answer questions about
 # versions, dependencies, flags and settings beside the docs (the project lane).
@@ -119,7 +118,7 @@ def file_kind(path: str, language: str) -> str:
         return "data"
     if _EXAMPLE_PATH.search(lowered):
         return "example"
-    if language in _CONFIG_LANGUAGES or lowered.rsplit("/", 1)[-1] in _MANIFESTS or lowered.endswith(".gemspec"):
+    if language in _CONFIG_LANGUAGES or lowered.rsplit("/", 1)[-1] in MANIFEST_NAMES or lowered.endswith(".gemspec"):
         return "project"
     return ""
 

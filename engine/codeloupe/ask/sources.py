@@ -57,7 +57,7 @@ class Sources:
             raw = self._ws.read_bytes(rel)
         except (WorkspaceError, OSError) as exc:
             return SourceFile(path, None, False, row, f"cannot read {path}: {exc}")
-        decoded = decode_source(raw, self._ws.settings)
+        decoded = decode_source(raw, self._ws.settings, rel)
         if decoded.text is None:
             return SourceFile(path, None, False, row, f"{path} is no longer text ({decoded.skip_reason})")
         verified = row is not None and row.hash == content_hash(raw)
