@@ -167,3 +167,32 @@ def test_an_invalid_line_in_an_ignore_file_is_skipped_not_the_index(tmp_path: Pa
     indexed = set(ws.store.file_rows())
     assert "data/kept.py" in indexed
     assert "data/secret.txt" not in indexed, "the valid lines of that ignore file still apply"
+
+
+def test_an_ignore_file_that_is_a_link_a_fifo_or_huge_cannot_stall_the_walk(tmp_path: Path) -> None:
+    """A .gitignore linked to /dev/zero would be read forever, a FIFO would wait for a writer, and a file of
+    hundreds of thousands of patterns would match each of them against every path: git reads no ignore file
+    through a link, and discovery reads a bounded head of the others."""
+    from codeloupe.discover import IGNORE_PATTERNS_MAX
+
+    (tmp_path / "main.py").write_text("x = 1\n")
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / ".gitignore").symlink_to("/dev/zero")
+    (tmp_path / "linked" / "a.py").write_text("a = 1\n")
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / ".gitignore")
+    (tmp_path / "fifo" / "b.py").write_text("b = 1\n")
+    (tmp_path / "huge").mkdir()
+    # The first pattern ignores c.log; past the bounds a negation would have brought it back.
+    patterns = ["*.log"] + [f"never_{i}/" for i in range(IGNORE_PATTERNS_MAX * 60)] + ["!c.log"]
+    (tmp_path / "huge" / ".gitignore").write_text("\n".join(patterns) + "\n")
+    (tmp_path / "huge" / "c.log").write_text("c\n")
+    (tmp_path / "huge" / "d.py").write_text("d = 1\n")
+    assert os.path.getsize(tmp_path / "huge" / ".gitignore") > 1024 * 1024
+    done = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                           "from codeloupe.discover import walk; from codeloupe.settings import Settings; "
+                           "print(' '.join(c.rel_path for c in walk(Path(sys.argv[1]), Settings()).candidates))",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fifo/b.py", "huge/d.py", "linked/a.py", "main.py"]
+    assert "only its first 256 KiB" in done.stderr

@@ -80,6 +80,11 @@ IGNORE_FILE_NAMES = (GITIGNORE, ".codeloupeignore")
 BY_GITIGNORE, BY_USER = "gitignore", "user"
 
 SNIFF_BYTES = 8192
+# Bounds on one ignore file: a real one is a few KB and a few hundred patterns. Each pattern is matched against
+# every path below its directory (10,000 patterns took 1.4 ms a path: a minute at 40,000 files), so a workspace
+# could otherwise stall its own walk for hours with a large enough file.
+IGNORE_FILE_MAX_BYTES = 256 * 1024
+IGNORE_PATTERNS_MAX = 2000
 # How many directories above a workspace root are looked at for the git repository it lies in.
 _REPOSITORY_SEARCH_DEPTH = 64
 
@@ -139,15 +144,37 @@ def check_root(root: Path) -> Path:
 
 
 def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
+    text = _ignore_file_text(path)
+    return None if text is None else _spec(text.splitlines(), str(path))
+
+
+def _ignore_file_text(path: Path) -> str | None:
+    """An ignore file's text, its first `IGNORE_FILE_MAX_BYTES` at most; None when it is absent, unreadable or not
+    a regular file. Like git, which reads no .gitignore through a link, a link is not followed: it could name
+    /dev/zero or a FIFO, and the walk would read forever or wait for a writer."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
-    return _spec(lines)
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or os.path.islink(path):
+                return None
+            data = fh.read(IGNORE_FILE_MAX_BYTES + 1)
+        except OSError:
+            return None
+    if len(data) > IGNORE_FILE_MAX_BYTES:
+        log.warning("%s: only its first %d KiB are read as ignore rules", path, IGNORE_FILE_MAX_BYTES // 1024)
+        data = data[:data.rfind(b"\n", 0, IGNORE_FILE_MAX_BYTES) + 1]
+    return data.decode("utf-8", errors="replace")
 
 
-def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec | None:
-    spec = _tolerant_spec(lines)
+def _spec(lines: list[str], source: str = "an ignore file") -> pathspec.GitIgnoreSpec | None:
+    patterns = [line for line in lines if line.strip() and not line.startswith("#")]
+    if len(patterns) > IGNORE_PATTERNS_MAX:
+        log.warning("%s: only its first %d of %d patterns are used", source, IGNORE_PATTERNS_MAX, len(patterns))
+        patterns = patterns[:IGNORE_PATTERNS_MAX]
+    spec = _tolerant_spec(patterns)
     return spec if len(spec.patterns) else None
 
 
