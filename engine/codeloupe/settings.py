@@ -297,10 +297,20 @@ def _normalise_key(key: str) -> str:
     return "".join(out).lstrip("_")
 
 
+# A settings file (pyproject.toml, .codeloupe.toml) larger than this is refused, not read: a workspace's file could
+# otherwise fill the memory of every process that opens it. Real ones are a few KB.
+SETTINGS_FILE_MAX_BYTES = 1024 * 1024
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data = fh.read(SETTINGS_FILE_MAX_BYTES + 1)
+        if len(data) > SETTINGS_FILE_MAX_BYTES:
+            raise SettingsError(f"{path}: larger than {SETTINGS_FILE_MAX_BYTES // 1024} KiB; not read for settings")
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path}: not valid TOML (not UTF-8: {exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML ({exc})") from exc
     except OSError as exc:
