@@ -196,3 +196,23 @@ def test_an_ignore_file_that_is_a_link_a_fifo_or_huge_cannot_stall_the_walk(tmp_
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["fifo/b.py", "huge/d.py", "linked/a.py", "main.py"]
     assert "only its first 256 KiB" in done.stderr
+
+
+def test_reading_a_fifo_or_a_huge_file_for_an_answer_is_a_clear_error(tmp_path: Path, lexical_workspace) -> None:
+    """An agent or an editor asks for a workspace file's lines: a FIFO would wait for a writer forever and a
+    file of gigabytes would fill the memory; both are refused with the reason."""
+    from codeloupe.api import READ_MAX_BYTES, WorkspaceError
+
+    (tmp_path / "main.py").write_text("x = 1\n")
+    ws = lexical_workspace(tmp_path)
+    os.mkfifo(tmp_path / "pipe.py")
+    with open(tmp_path / "dump.sql", "wb") as fh:
+        fh.truncate(READ_MAX_BYTES + 1)  # sparse: no disk used
+    for name, reason in (("pipe.py", "not a regular file"), ("dump.sql", "larger than 64 MiB")):
+        try:
+            ws.read_lines(name, 1, 2)
+        except WorkspaceError as exc:
+            assert reason in str(exc), exc
+        else:
+            raise AssertionError(f"{name} was read")
+    assert ws.read_lines("main.py") == "x = 1\n"

@@ -9,9 +9,12 @@ or the lanes, and nothing below it imports it: the layers underneath see a works
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import logging
+import os
 import re
+import stat
 import threading
 import weakref
 from collections import OrderedDict
@@ -112,6 +115,9 @@ _COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
 # A docstring: a string literal first in a definition's body (longest quote first).
 _STRING_QUOTES = ('"""', "'''", '"', "'", "`")
 
+
+# A workspace file read whole for an answer (its lines, a cited span, a hash to verify one): the most read.
+READ_MAX_BYTES = 64 * 1024 * 1024
 
 class Workspace:
     """One indexed workspace folder, kept warm: the store plus the lanes' in-memory matrices.
@@ -432,16 +438,28 @@ class Workspace:
         return "" if isinstance(self.store, Store) else self.store.commit
 
     def read_bytes(self, path: str) -> bytes:
-        """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read."""
-        return (self.root / self.relative(path)).read_bytes()
+        """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read, is
+        not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`."""
+        full = self.root / self.relative(path)
+        fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(full))
+            data = fh.read(READ_MAX_BYTES + 1)
+        if len(data) > READ_MAX_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {READ_MAX_BYTES >> 20} MiB", str(full))
+        return data
 
     def read_lines(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
         """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from its source."""
         rel = self.relative(path)
         try:
             raw = self.read_bytes(rel)
-        except OSError:
+        except FileNotFoundError:
             raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
+        except OSError as exc:
+            raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
         lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
         if start_line is None:
             return "".join(lines)

@@ -135,7 +135,7 @@ def query_vector(ws: WorkspaceContext, bundle: Bundle) -> np.ndarray | None:
 def disk_hashes_match(ws: WorkspaceContext, files: dict[str, str]) -> bool:
     for path, digest in files.items():
         try:
-            if content_hash((ws.root / ws.relative(path)).read_bytes()) != digest:
+            if content_hash(ws.read_bytes(path)) != digest:
                 return False
         except (WorkspaceError, OSError):
             return False
@@ -229,7 +229,7 @@ def record(ws: WorkspaceContext, question: str, mode: str, pieces: list[AnswerPa
     files = {}
     for path in cited:
         try:
-            files[path] = content_hash((ws.root / ws.relative(path)).read_bytes())
+            files[path] = content_hash(ws.read_bytes(path))
         except (WorkspaceError, OSError):
             return None  # a cited file vanished while answering: nothing to pin the answer to
     vectors = provider.embed([question, f"{question}\n\n{prose}"])

@@ -28,7 +28,7 @@ def splice_hops(ws: WorkspaceContext, hops: list[Hop]) -> list[Hop]:
     def unchanged(path: str) -> bool:
         if path not in verified:
             try:
-                verified[path] = content_hash((ws.root / ws.relative(path)).read_bytes()) == indexed.get(path)
+                verified[path] = content_hash(ws.read_bytes(path)) == indexed.get(path)
             except (OSError, ValueError):  # gone, or a path outside the workspace (WorkspaceError)
                 verified[path] = False
         return verified[path]
