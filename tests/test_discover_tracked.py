@@ -34,22 +34,29 @@ def paths(root: Path, settings: Settings | None = None) -> list[str]:
     return [c.rel_path for c in walk(root, settings or Settings()).candidates]
 
 
+def repository(root: Path, committed: dict[str, str], forced: dict[str, str], later: dict[str, str]) -> Path:
+    """A git repository at `root`: `committed` added plainly, `forced` with `git add -f` (past its .gitignore),
+    then `later` written and never added."""
+    for files in (committed, forced):
+        for rel, text in files.items():
+            write(root, rel, text)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "add", "-f", *forced)
+    for rel, text in later.items():
+        write(root, rel, text)
+    return root
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A Go-style repository: `.gitignore` names the built binary `cobra`, which also matches the `cobra/`
     source directory; its sources were added with `git add -f`, a later scratch file there was not."""
-    root = tmp_path / "repo"
-    write(root, ".gitignore", "cobra\n*.log\n")
-    write(root, "command.go", "package cobra\n")
-    write(root, "cobra/cmd/project.go", "package cmd\n")
-    write(root, "cobra/main.go", "package main\n")
-    write(root, "notes.log", "tracked log\n")
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "add", "-f", "cobra/cmd/project.go", "cobra/main.go", "notes.log")
-    write(root, "cobra/cmd/scratch.go", "package cmd\n")  # untracked: still ignored
-    write(root, "debug.log", "untracked log\n")
-    return root
+    return repository(
+        tmp_path / "repo",
+        {".gitignore": "cobra\n*.log\n", "command.go": "package cobra\n"},
+        {"cobra/cmd/project.go": "package cmd\n", "cobra/main.go": "package main\n", "notes.log": "tracked log\n"},
+        {"cobra/cmd/scratch.go": "package cmd\n", "debug.log": "untracked log\n"})  # untracked: still ignored
 
 
 @pytest.mark.parametrize("version", ["2", "3", "4"])
@@ -104,20 +111,16 @@ def test_a_linked_work_tree_reads_the_index_its_git_file_names(repo: Path, tmp_p
 
 @pytest.fixture
 def monorepo(tmp_path: Path) -> Path:
-    root = tmp_path / "mono"
-    write(root, ".gitignore", "lib/\n*.log\n/vendored/\n")
-    write(root, "packages/.gitignore", "generated_*.js\n")
-    write(root, "packages/web/index.js", "export const a = 1;\n")
-    write(root, "packages/web/lib/kept.js", "export const b = 2;\n")
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "add", "-f", "packages/web/lib/kept.js")
-    write(root, "packages/web/lib/out.js", "compiled\n")  # build output: the top .gitignore's lib/
-    write(root, "packages/web/debug.log", "log\n")
-    write(root, "packages/web/generated_api.js", "generated\n")  # the ignore file between top and root
-    write(root, "vendored/dep/main.py", "x = 1\n")
-    write(root, "vendored/dep/notes.log", "kept: the whole folder is ignored, and was opened anyway\n")
-    return root
+    return repository(
+        tmp_path / "mono",
+        {".gitignore": "lib/\n*.log\n/vendored/\n", "packages/.gitignore": "generated_*.js\n",
+         "packages/web/index.js": "export const a = 1;\n"},
+        {"packages/web/lib/kept.js": "export const b = 2;\n"},
+        {"packages/web/lib/out.js": "compiled\n",  # build output: the top .gitignore's lib/
+         "packages/web/debug.log": "log\n",
+         "packages/web/generated_api.js": "generated\n",  # the ignore file between top and root
+         "vendored/dep/main.py": "x = 1\n",
+         "vendored/dep/notes.log": "kept: the whole folder is ignored, and was opened anyway\n"})
 
 
 def test_a_package_opened_on_its_own_keeps_its_repositorys_ignore_rules(monorepo: Path) -> None:
