@@ -4,6 +4,7 @@ index leaves the ignore rules as they were."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -96,6 +97,9 @@ def test_a_damaged_or_foreign_index_leaves_the_ignore_rules_as_they_were(repo: P
         assert paths(repo) == ["command.go"]
         with pytest.raises(IndexFormatError):
             parse_index(damaged)
+    index.unlink()
+    os.mkfifo(index)  # opening it to read would wait for a writer
+    assert paths(repo) == ["command.go"]
     index.unlink()
     index.mkdir()  # not a regular file
     assert paths(repo) == ["command.go"]

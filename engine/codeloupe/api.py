@@ -12,9 +12,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
-import os
 import re
-import stat
 import threading
 import weakref
 from collections import OrderedDict
@@ -48,6 +46,7 @@ from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
 from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
 from codeloupe.memory import map_large_blocks_apart
+from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -441,12 +440,7 @@ class Workspace:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read, is
         not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`."""
         full = self.root / self.relative(path)
-        fd = os.open(full, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", str(full))
-            data = fh.read(READ_MAX_BYTES + 1)
+        data = read_head(full, READ_MAX_BYTES)
         if len(data) > READ_MAX_BYTES:
             raise OSError(errno.EFBIG, f"larger than {READ_MAX_BYTES >> 20} MiB", str(full))
         return data

@@ -25,6 +25,7 @@ from pathlib import Path
 import pathspec
 
 from codeloupe.git_index import tracked_paths
+from codeloupe.regular_file import read_head
 from codeloupe.settings import Settings
 
 log = logging.getLogger("codeloupe.discover")
@@ -154,16 +155,9 @@ def _ignore_file_text(path: Path) -> str | None:
     a regular file. Like git, which reads no .gitignore through a link, a link is not followed: it could name
     /dev/zero or a FIFO, and the walk would read forever or wait for a writer."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        data = read_head(path, IGNORE_FILE_MAX_BYTES, follow_links=False)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode) or os.path.islink(path):
-                return None
-            data = fh.read(IGNORE_FILE_MAX_BYTES + 1)
-        except OSError:
-            return None
     if len(data) > IGNORE_FILE_MAX_BYTES:
         log.warning("%s: only its first %d KiB are read as ignore rules", path, IGNORE_FILE_MAX_BYTES // 1024)
         data = data[:data.rfind(b"\n", 0, IGNORE_FILE_MAX_BYTES) + 1]
@@ -219,8 +213,7 @@ class IgnoreRules:
         outer = []
         for depth in range(len(parts)):
             rel_dir = "/".join(parts[:depth])
-            specs = [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
-                     if (spec := _load_spec(repository.joinpath(*parts[:depth]) / name)) is not None]
+            specs = _directory_specs(repository.joinpath(*parts[:depth]))
             if depth == 0 and (exclude := _load_spec(repository / ".git" / "info" / "exclude")) is not None:
                 specs.insert(0, (exclude, True))
             if specs:
@@ -235,15 +228,11 @@ class IgnoreRules:
             if rel_dir and not repo_path.startswith(rel_dir + "/"):
                 continue
             sub = (repo_path[len(rel_dir) + 1:] if rel_dir else repo_path) + ("/" if is_dir else "")
-            for spec, from_git in specs:
-                result = spec.check_file(sub)
-                if result.include is not None:
-                    verdict = (BY_GITIGNORE if from_git else BY_USER) if result.include else ""
+            verdict = _decide(verdict, specs, sub)
         return verdict
 
     def enter(self, rel_dir: str, abs_dir: Path) -> None:
-        specs = [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
-                 if (spec := _load_spec(abs_dir / name)) is not None]
+        specs = _directory_specs(abs_dir)
         if specs:
             self._specs[rel_dir] = specs
 
@@ -271,16 +260,26 @@ class IgnoreRules:
             specs = self._specs.get(base)
             if not specs:
                 continue
-            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
-            for spec, from_git in specs:
-                result = spec.check_file(sub)
-                if result.include is not None:
-                    verdict = (BY_GITIGNORE if from_git else BY_USER) if result.include else ""
+            verdict = _decide(verdict, specs, "/".join(parts[depth:]) + ("/" if is_dir else ""))
         if self._extra is not None:
-            result = self._extra.check_file(rel_path + ("/" if is_dir else ""))
-            if result.include is not None:
-                verdict = BY_USER if result.include else ""
+            verdict = _decide(verdict, [(self._extra, False)], rel_path + ("/" if is_dir else ""))
         return verdict
+
+
+def _directory_specs(abs_dir: Path) -> list[tuple[pathspec.GitIgnoreSpec, bool]]:
+    """A directory's ignore files as specs, each with whether it is its .gitignore."""
+    return [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
+            if (spec := _load_spec(abs_dir / name)) is not None]
+
+
+def _decide(verdict: str, specs: list[tuple[pathspec.GitIgnoreSpec, bool]], sub: str) -> str:
+    """`verdict` after `specs` (each with whether it came from a .gitignore) speak of the path `sub`: the last
+    pattern that matches decides, as in git."""
+    for spec, from_git in specs:
+        result = spec.check_file(sub)
+        if result.include is not None:
+            verdict = (BY_GITIGNORE if from_git else BY_USER) if result.include else ""
+    return verdict
 
 
 class TrackedFiles:

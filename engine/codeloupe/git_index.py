@@ -19,10 +19,15 @@ import struct
 import threading
 from pathlib import Path
 
+from codeloupe.regular_file import read_head
+
 log = logging.getLogger("codeloupe.git_index")
 
-# A 40,000-file repository's index is about 4 MB; the largest public monorepos' are tens of MB.
-INDEX_MAX_BYTES = 256 * 1024 * 1024
+# A 40,000-file repository's index is about 4 MB; a larger index than this (half a million files and more) is not
+# read, and .gitignore then applies to every file there, as it did before tracked files were known: its names
+# alone would hold several hundred MB in memory.
+INDEX_MAX_BYTES = 64 * 1024 * 1024
+_GIT_FILE_MAX_BYTES = 4096  # a `.git` file holds one "gitdir: PATH" line
 _HEADER = struct.Struct(">4sII")
 _STAT_BYTES = 40  # ctime, mtime (8 each), dev, ino, mode, uid, gid, size (4 each)
 _EXTENDED = 0x4000
@@ -50,10 +55,10 @@ def index_file(repo_dir: Path) -> Path | None:
         return None
     if stat.S_ISDIR(st.st_mode):
         return dot_git / "index"
-    if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+    if not stat.S_ISREG(st.st_mode):
         return None
     try:
-        first = dot_git.read_text(encoding="utf-8", errors="strict").splitlines()[:1]
+        first = read_head(dot_git, _GIT_FILE_MAX_BYTES, follow_links=False).decode("utf-8").splitlines()[:1]
     except (OSError, UnicodeDecodeError):
         return None
     if not first or not first[0].startswith("gitdir:"):
@@ -77,9 +82,10 @@ def tracked_paths(repo_dir: Path) -> frozenset[str]:
             cached = _read.get(str(path))
         if cached is not None and cached[0] == identity:
             return cached[1]
-        with open(path, "rb") as fh:
-            data = fh.read(INDEX_MAX_BYTES + 1)
+        data = read_head(path, INDEX_MAX_BYTES)  # swapped for a FIFO since the stat: refused, not waited on
     except OSError:
+        return frozenset()
+    if len(data) > INDEX_MAX_BYTES:
         return frozenset()
     try:
         paths = parse_index(data)
