@@ -92,8 +92,17 @@ _DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
 _CONFIG_LANGUAGES = frozenset({"toml", "ini", "yaml", "gomod", "requirements"})
 # What a file is: "" is the implementation itself; tests, examples, declarations and data take the soft
 # penalties of ranking.FILE_KIND_PENALTY; "project" files (manifests, configuration) answer questions about
-# versions, dependencies, flags and settings beside the docs (the project lane).
-FILE_KINDS = ("", "test", "example", "declaration", "data", "project")
+# versions, dependencies, flags and settings beside the docs (the project lane). "record" files (release notes,
+# licences, author lists, a package's metadata) are prose that names every feature, option and person of the
+# project, so they match any question about one; they answer questions about releases, licences and people.
+FILE_KINDS = ("", "test", "example", "declaration", "data", "project", "record")
+_RECORD_NAME = re.compile(
+    r"^(change[_-]?log|changes|history|news|release[_-]?notes|authors|contributors|credits|thanks|licen[cs]e|"
+    r"copying|copyright|notice|pkg-info)([._-][^/]*)?$")
+# A question that a record file answers: when something changed, under what terms, by whom.
+_RECORD_QUESTION = re.compile(
+    r"\b(releases?|released|change ?logs?|history|news|versions?|v?\d+\.\d+|deprecat\w*|licen[cs]\w*|copyright|"
+    r"authors?|contributors?|credits?|upgrad\w*|migrat\w*|breaking|what changed|new in)\b", re.I)
 # A question about the project rather than its code: what it depends on, supports, or lets a user set.
 _PROJECT_QUESTION = re.compile(
     r"\b(versions?|depend\w*|requirements?|install\w*|flags?|settings?|config\w*|features?|support\w*|"
@@ -106,10 +115,12 @@ def is_test_path(path: str) -> bool:
 
 def file_kind(path: str, language: str) -> str:
     """Tests, example and documentation code, type declarations and data catalogs (gettext, CSV, SVG) answer
-    a question about them; they describe or exercise an implementation that should outrank them otherwise."""
-    if is_doc_language(language):
-        return ""  # prose has its own mode; a page under docs/ is what a docs question wants
+    a question about them; they describe or exercise an implementation that should outrank them otherwise.
+    Likewise release notes and licences among the prose, for the pages that explain what they list."""
     lowered = path.lower()
+    if is_doc_language(language):
+        # prose has its own mode; a page under docs/ is what a docs question wants
+        return "record" if _RECORD_NAME.match(lowered.rsplit("/", 1)[-1]) else ""
     if is_test_path(lowered):
         return "test"
     if _DECLARATION_PATH.search(lowered):
@@ -1330,9 +1341,12 @@ class Searcher:
                 fusion.file[file_id] += bonus
 
     def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:
-        """Soft penalties and capped boosts: tests, examples, declarations and data demoted, a file named by a
-        short question's word lifted."""
+        """Soft penalties and capped boosts: tests, examples, declarations and data demoted (release notes and
+        licences too, unless the question is about releases or licences), a file named by a short question's
+        word lifted."""
         penalties = R.FILE_KIND_PENALTY_ISSUE if issue else R.FILE_KIND_PENALTY
+        if "record" in penalties and _RECORD_QUESTION.search(query):
+            penalties = {**penalties, "record": 1.0}
         factor = np.array([penalties.get(kind, 1.0) for kind in FILE_KINDS], np.float32)
         fusion.scale_chunks(factor, snap.chunk_kind)
         file_factor = factor.tolist()
