@@ -16,6 +16,13 @@ def isolated_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     """Module- and session-scoped fixtures run before the per-test fixture below: keep them off the user's too."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CODELOUPE_CONFIG_DIR", str(tmp_path_factory.mktemp("codeloupe-session-config")))
+        # The user's git config and excludes file (which discovery applies, as git does) stay out too: a
+        # developer's global `*.log` or `.idea/` must not change what a test's tree indexes.
+        empty = tmp_path_factory.mktemp("git-config") / "gitconfig"
+        empty.write_text("")
+        patch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+        patch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
         yield
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pathspec
 
+from codeloupe.git_config import user_excludes_file
 from codeloupe.git_index import tracked_paths
 from codeloupe.regular_file import read_head
 from codeloupe.settings import Settings
@@ -145,17 +146,18 @@ def check_root(root: Path) -> Path:
     return Path(root).resolve()
 
 
-def _load_spec(path: Path) -> pathspec.GitIgnoreSpec | None:
-    text = _ignore_file_text(path)
+def _load_spec(path: Path, follow_links: bool = False) -> pathspec.GitIgnoreSpec | None:
+    text = _ignore_file_text(path, follow_links)
     return None if text is None else _spec(text.splitlines(), str(path))
 
 
-def _ignore_file_text(path: Path) -> str | None:
+def _ignore_file_text(path: Path, follow_links: bool = False) -> str | None:
     """An ignore file's text, its first `IGNORE_FILE_MAX_BYTES` at most; None when it is absent, unreadable or not
-    a regular file. Like git, which reads no .gitignore through a link, a link is not followed: it could name
-    /dev/zero or a FIFO, and the walk would read forever or wait for a writer."""
+    a regular file. Like git, which reads no .gitignore through a link, a workspace's link is not followed: it
+    could name /dev/zero or a FIFO, and the walk would read forever or wait for a writer (the user's own excludes
+    file is followed, as git does: dotfile managers link it)."""
     try:
-        data = read_head(path, IGNORE_FILE_MAX_BYTES, follow_links=False)
+        data = read_head(path, IGNORE_FILE_MAX_BYTES, follow_links=follow_links)
     except OSError:
         return None
     if len(data) > IGNORE_FILE_MAX_BYTES:
@@ -204,6 +206,7 @@ class IgnoreRules:
         # root's own path there.
         self._outer: list[tuple[str, list[tuple[pathspec.GitIgnoreSpec, bool]]]] = []
         self._inside = ""
+        self._user: list[tuple[pathspec.GitIgnoreSpec, bool]] | None = None  # read at the first repository
 
     def enter_outer(self, repository: Path, inside: str) -> None:
         """Apply the ignore files of the directories from `repository` (a git work tree) down to the root, which
@@ -214,8 +217,8 @@ class IgnoreRules:
         for depth in range(len(parts)):
             rel_dir = "/".join(parts[:depth])
             specs = _directory_specs(repository.joinpath(*parts[:depth]))
-            if depth == 0 and (exclude := _load_spec(repository / ".git" / "info" / "exclude")) is not None:
-                specs.insert(0, (exclude, True))
+            if depth == 0:
+                specs[:0] = self._repository_specs(repository / ".git")
             if specs:
                 outer.append((rel_dir, specs))
         self._outer, self._inside = outer, inside
@@ -237,11 +240,22 @@ class IgnoreRules:
             self._specs[rel_dir] = specs
 
     def enter_exclude(self, rel_dir: str, git_dir: Path) -> None:
-        """The repository at `rel_dir` has its git directory at `git_dir`: its `info/exclude` (the patterns
-        one clone ignores, never committed) holds there below that directory's own ignore files."""
-        spec = _load_spec(git_dir / "info" / "exclude")
-        if spec is not None:
-            self._specs[rel_dir] = [(spec, True), *self._specs.get(rel_dir, [])]
+        """The repository at `rel_dir` has its git directory at `git_dir`: the user's excludes file and its
+        `info/exclude` (the patterns one clone ignores, never committed) hold there, in that order, below that
+        directory's own ignore files."""
+        specs = self._repository_specs(git_dir)
+        if specs:
+            self._specs[rel_dir] = [*specs, *self._specs.get(rel_dir, [])]
+
+    def _repository_specs(self, git_dir: Path) -> list[tuple[pathspec.GitIgnoreSpec, bool]]:
+        """The rules every path of a repository meets before its ignore files': the user's excludes file
+        (`core.excludesFile`, read once), then the clone's `info/exclude`. Both count as git's."""
+        if self._user is None:
+            path = user_excludes_file()
+            spec = _load_spec(path, follow_links=True) if path is not None else None
+            self._user = [(spec, True)] if spec is not None else []
+        exclude = _load_spec(git_dir / "info" / "exclude")
+        return [*self._user, *([(exclude, True)] if exclude is not None else [])]
 
     def enter_texts(self, rel_dir: str, texts: Mapping[str, str]) -> None:
         """`enter` for a tree that is not on disk: the texts of the directory's ignore files, by file name."""
