@@ -182,6 +182,19 @@ def test_docs_mode_scope_and_code_default(ws: Workspace) -> None:
     assert paths(scoped) == ["tests/test_auth.py"]
 
 
+def test_a_long_question_about_the_docs_is_still_a_question(ws: Workspace) -> None:
+    # Long enough to read as a bug report in code mode; a docs search never reads it so (its frames, pins and
+    # entity lane point at code, which docs mode leaves out).
+    question = ("Before the first run we followed the installing section, ran the installer and then tried to "
+                "configure the database connection URL the way the readme describes, but we could not tell where "
+                "the installer expects the URL to be written or whether passwords need a salt set beforehand")
+    assert ws.search(question).issue_mode
+    docs = ws.search(question, mode="docs")
+    assert not docs.issue_mode
+    assert paths(docs) == ["README.md"]
+    assert "entity" not in {lane.name for lane in docs.lanes}
+
+
 def test_issue_mode_grounds_traceback_frames_from_another_machine(ws: Workspace) -> None:
     report = textwrap.dedent('''\
         Login crashes with AttributeError when the user has no salt
