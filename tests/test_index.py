@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from codeloupe.api import Workspace, WorkspaceError
-from codeloupe.chunk import validate_partition
-from codeloupe.store import SCHEMA_VERSION, Store
+from codeloupe.chunk import CHUNKER_VERSION, validate_partition
+from codeloupe.store import SCHEMA_VERSION, SkippedFile, Store
 
 
 def make_repo(root: Path, n: int = 5) -> Path:
@@ -213,6 +213,29 @@ def _rewrite_keeping_stat(path: Path, content: bytes) -> None:
     assert len(content) == before.st_size
     path.write_bytes(content)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_skip_remembered_under_older_content_rules_is_judged_again(tmp_path: Path) -> None:
+    """An index keeps the files it skipped for their content, and does not read them again while they are
+    untouched; one judged by an older version's rules (here: a hand-written README that read as generated,
+    remembered under that version's rule string) is read again once and indexed."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    readme = repo / "lib" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text("# env\n\nThe `data.js` file is updated automatically when the package version is upgrading."
+                      " Please do not edit it manually.\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    ws.index()
+    row = ws.store.file_rows(["lib/README.md"])["lib/README.md"]
+    ws.store.delete_files(["lib/README.md"])
+    settings = ws.settings
+    earlier_rules = f"{CHUNKER_VERSION}:{settings.max_file_bytes}:{settings.max_line_chars}"
+    ws.store.set_skipped([SkippedFile("lib/README.md", row.size, row.mtime, earlier_rules, "generated")])
+    again = ws.index()
+    assert again.files_indexed == 1 and again.skipped == {}
+    assert ws.store.skipped_files() == {}
+    assert "lib/README.md" in [f.path for f in ws.search("package version upgrading", mode="docs").files]
+    ws.close()
 
 
 def test_a_no_op_reindex_reads_no_file_not_even_one_skipped_for_its_content(tmp_path: Path) -> None:

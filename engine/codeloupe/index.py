@@ -26,6 +26,7 @@ from pathlib import Path
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.discover import (
+    CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
     Candidate,
     CandidateChanged,
@@ -317,7 +318,7 @@ def _known_hash(row: FileRow | None) -> str:
 
 def _content_rules(settings: Settings) -> str:
     """What decides whether a file's content is skipped: a file judged under other rules is read again."""
-    return f"{CHUNKER_VERSION}:{settings.max_file_bytes}:{settings.max_line_chars}"
+    return f"{CHUNKER_VERSION}:{CONTENT_RULES_VERSION}:{settings.max_file_bytes}:{settings.max_line_chars}"
 
 
 def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
