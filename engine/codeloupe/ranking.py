@@ -33,6 +33,8 @@ LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "summary": 0.
                         "feedback": 0.3}
 LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "summary": 0.0, "symbol": 1.2, "entity": 0.0}
 LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "summary": 0.0, "symbol": 0.3, "entity": 0.3}
+# The entity lane runs in issue mode only. For questions too (0.15-0.8), docpairs dev R@1 .627 -> .645-.653, but
+# docs dev .517 -> .476-.507 and commits dev Acc@5 .837 -> .803-.827 (docs/measurements.md).
 # The file lane (BM25 with one document per file, issue mode): a long report's words spread over a big
 # file's chunks. Public issue queries (12), file weight 0 / 0.3 / 0.6 / 1.0: Acc@5 .917 / 1.0 / 1.0 / 1.0,
 # MRR .889 / .896 / .903 / .903 (whole set R@1 .925 throughout). Commits dev (130, lexical), file 0 / 0.6 /
@@ -142,6 +144,9 @@ FILENAME_BOOST = 0.02
 SHORT_QUERY_WORDS = 8
 
 # --- Issue mode: a pasted bug report.
+# Past this many words a query reads as a report. 15 and 10 lift commits dev R@1 .538 -> .554 and docpairs
+# .627 -> .630 / .641 but cost docs dev .517 -> .510 / .514 (Acc@5 .857 -> .846 / .843), and 37 of the 52 public
+# short questions are longer than 15 words (docs/measurements.md).
 ISSUE_MIN_IDENTIFIERS = 25
 FRAME_BONUS = 0.5  # a file named by a traceback frame...
 FRAME_DEPTH_DECAY = 0.8  # ...times this per workspace file between it and the failure (0.8 and 0.6: R@1 .912, 1.0: .900)
