@@ -581,17 +581,20 @@ def looks_generated(text: str, document: bool = False) -> bool:
     `document`, whether its leading comment does."""
     head = text[:600].lower()
     if document:
-        comment = _document_comment(head)
+        comment = _leading_comments(head, _DOCUMENT_BLOCKS, ("//",), _RST_COMMENT)
         return bool(GENERATED_ANYWHERE.search(comment) or GENERATED_PHRASE.search(comment))
-    return bool(GENERATED_ANYWHERE.search(head) or GENERATED_PHRASE.search(_preamble(head)))
+    preamble = _leading_comments(head, _BLOCKS, _COMMENT_STARTS)
+    return bool(GENERATED_ANYWHERE.search(head) or GENERATED_PHRASE.search(preamble))
 
 
-def _document_comment(head: str) -> str:
-    """The comments a document opens with (`_DOCUMENT_BLOCKS`, reST `..` comments with their indented body,
-    AsciiDoc `//` lines), up to its first line of text."""
+def _leading_comments(head: str, blocks: tuple[tuple[str, str], ...], line_starts: tuple[str, ...],
+                      indented: re.Pattern[str] | None = None) -> str:
+    """The lines of `head` before its first line of code or text: blank lines, lines opening with one of
+    `line_starts`, block comments (or docstrings) of `blocks` that start on a line of their own, and lines
+    matching `indented` with the indented lines after them (reST's `..` comments)."""
     lines = []
-    closing = ""  # the end of the block comment the line is in
-    in_rst_comment = False
+    closing = ""  # the end of the block the line is in
+    in_indented = False
     for line in head.splitlines():
         stripped = line.strip()
         if closing:
@@ -599,44 +602,17 @@ def _document_comment(head: str) -> str:
             if closing in stripped:
                 closing = ""
             continue
-        if in_rst_comment and (not stripped or line[:1].isspace()):
+        if in_indented and (not stripped or line[:1].isspace()):
             lines.append(line)
             continue
-        in_rst_comment = False
-        opened = next(((start, end) for start, end in _DOCUMENT_BLOCKS if stripped.startswith(start)), None)
+        in_indented = False
+        opened = next(((start, end) for start, end in blocks if stripped.startswith(start)), None)
         if opened is not None:
-            lines.append(line)
             if opened[1] not in stripped[len(opened[0]):]:
                 closing = opened[1]
-        elif _RST_COMMENT.match(stripped):
-            lines.append(line)
-            in_rst_comment = True
-        elif not stripped or stripped.startswith("//"):
-            lines.append(line)
-        else:
-            break
-    return "\n".join(lines)
-
-
-def _preamble(head: str) -> str:
-    """The lines of `head` before its first line of code: blank lines, comment lines, and block comments or
-    docstrings that start on a line of their own."""
-    lines = []
-    closing = ""  # the end of the block comment or docstring the line is in
-    for line in head.splitlines():
-        stripped = line.strip()
-        if closing:
-            lines.append(line)
-            if closing in stripped:
-                closing = ""
-            continue
-        opened = next(((start, end) for start, end in _BLOCKS if stripped.startswith(start)), None)
-        if opened is not None:
-            lines.append(line)
-            if opened[1] not in stripped[len(opened[0]):]:
-                closing = opened[1]
-            continue
-        if stripped and not stripped.startswith(_COMMENT_STARTS):
+        elif indented is not None and indented.match(stripped):
+            in_indented = True
+        elif stripped and not stripped.startswith(line_starts):
             break
         lines.append(line)
     return "\n".join(lines)
