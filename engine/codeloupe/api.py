@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,7 @@ from codeloupe.types import (
     Location,
     Progress,
     Related,
+    SkippedPath,
     Symbol,
     Tour,
     UsedDefinition,
@@ -420,7 +421,14 @@ class Workspace:
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
+            skipped=dict(sorted(Counter(s.reason for s in self.store.skipped_files().values()).items())),
         )
+
+    def skipped_files(self) -> list[SkippedPath]:
+        """The files the index skipped for their content, by path (why a file is not found: `codeloupe stats
+        --skipped`). Files left out by their path (ignored, lockfiles, binary extensions) are not walked into
+        the index at all and are not listed."""
+        return [SkippedPath(path, s.reason) for path, s in sorted(self.store.skipped_files().items())]
 
     def _index_location(self) -> str:
         """Where the index is: its file, or the shared database (no password) and the repository in it."""

@@ -104,6 +104,16 @@ class IndexStatus:
     provider: str
     model: str
     schema_version: int
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> files the index skipped for their content
+
+
+@dataclass(frozen=True)
+class SkippedPath:
+    """A file the index skipped for its content (generated, minified, too large, binary, undecodable), and why:
+    remembered until the file or the rules that judged it change."""
+
+    path: str
+    reason: str
 
 
 # -------------------------------------------------------------------------------------------- search

@@ -232,7 +232,7 @@ def _index_counts(status: IndexStatus) -> JSON:
         "files": status.files, "chunks": status.chunks, "symbols": status.symbols,
         "vectors": {"done": status.vectors_done, "total": status.vectors_total},
         "languages": dict(status.languages), "provider": status.provider, "model": status.model,
-        "indexPath": status.index_path,
+        "indexPath": status.index_path, "skipped": dict(status.skipped),
     }
 
 

@@ -179,3 +179,13 @@ local commands = require('codeloupe.commands')
 H.equal(commands.complete('s', 'Codeloupe s'), { 'search', 'status' }, 'subcommand completion')
 H.equal(commands.complete('i', 'Codeloupe i'), { 'issue' }, 'issue completion')
 H.equal(commands.complete('', 'Codeloupe graph '), { 'map', 'node', 'path' }, 'graph mode completion')
+
+-- :Codeloupe status: a folder's lines name what was skipped for its content, counted by reason.
+local described = require('codeloupe.index').describe_folder({
+  root = '/w', state = 'ready', files = 3, chunks = 5, symbols = 2, vectors = { done = 0, total = 5 },
+  provider = 'none', model = '', languages = { python = 3 }, skipped = { generated = 2, binary = 1 },
+})
+H.equal(described[#described], '  skipped for their content: binary 1, generated 2 (`codeloupe stats --skipped` lists them)',
+  'status lists skips by reason')
+local nothing_skipped = require('codeloupe.index').describe_folder({ root = '/w', state = 'ready', skipped = {} })
+H.check(not table.concat(nothing_skipped, '\n'):find('skipped', 1, true), 'no skip line when nothing was skipped')

@@ -224,6 +224,8 @@ export interface IndexCounts {
     provider: string;
     model: string;
     indexPath: string;
+    /** Files skipped for their content, by reason (`codeloupe stats PATH --skipped` lists them). */
+    skipped?: Record<string, number>;
 }
 
 export interface FolderStatus extends IndexCounts {

@@ -373,9 +373,10 @@ export function renderError(context: PageContext, title: string, message: string
 /** The cells a folder and a shared repository both have: counts, vectors, embeddings, languages, where the index is. */
 function indexCells(index: IndexCounts): string {
     const vectors = index.vectors.total > 0 ? `${index.vectors.done}/${index.vectors.total}` : '-';
-    const languages = Object.entries(index.languages).map(([name, count]) => `${name} ${count}`).join(', ');
+    const counted = (counts: Record<string, number>) => Object.entries(counts).map(([name, n]) => `${name} ${n}`).join(', ');
     return `<td>${index.files}</td><td>${index.chunks}</td><td>${index.symbols}</td><td>${vectors}</td>
-<td>${escapeHtml(`${index.provider} ${index.model}`.trim())}</td><td>${escapeHtml(languages)}</td><td>${escapeHtml(index.indexPath)}</td>`;
+<td>${escapeHtml(`${index.provider} ${index.model}`.trim())}</td><td>${escapeHtml(counted(index.languages))}</td>
+<td>${escapeHtml(counted(index.skipped ?? {}) || '-')}</td><td>${escapeHtml(index.indexPath)}</td>`;
 }
 
 function folderRow(folder: FolderStatus): string {
@@ -389,7 +390,8 @@ ${indexCells(repository)}</tr>`;
 }
 
 export function renderStatus(context: PageContext, status: StatusResult): string {
-    const counts = '<th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th><th>Languages</th><th>Index</th>';
+    const counts = '<th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th><th>Languages</th>'
+        + '<th title="files skipped for their content, by reason: codeloupe stats PATH --skipped lists them">Skipped</th><th>Index</th>';
     const repositories = status.repositories ?? [];
     const shared = repositories.length === 0 ? '' : `<h2>Shared repositories (read from the shared index, no checkout)</h2>
 <table><tr><th>Repository</th><th>Commit</th>${counts}</tr>

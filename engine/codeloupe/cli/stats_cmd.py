@@ -6,13 +6,15 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, open_workspace
+from .common import add_workspace_args, open_workspace, visible
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("stats", help="show what the workspace index holds")
     add_workspace_args(parser)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--skipped", action="store_true",
+                        help="also list each file skipped for its content (generated, minified, ...) and why")
     parser.set_defaults(func=run)
 
 
@@ -20,10 +22,14 @@ def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     try:
         status = ws.status()
+        skipped = ws.skipped_files() if args.skipped else []
     finally:
         ws.close()
     if args.json:
-        print(json.dumps(dataclasses.asdict(status), indent=2))
+        out = dataclasses.asdict(status)
+        if args.skipped:
+            out["skipped_files"] = [dataclasses.asdict(s) for s in skipped]
+        print(json.dumps(out, indent=2))
         return 0
     total = status.vectors_total or 1
     print(f"workspace {status.root}")
@@ -32,4 +38,10 @@ def run(args: argparse.Namespace) -> int:
     print("  languages " + (", ".join(f"{k} {v}" for k, v in status.languages.items()) or "-"))
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
           f"{status.skeleton_vectors_done}/{status.files} skeletons  [{status.provider} {status.model}]")
+    if status.skipped:
+        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in status.skipped.items())
+              + ("" if args.skipped else "  (--skipped lists them)"))
+    for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
+        name = visible(s.path).replace("\n", "\\n")
+        print(f"    {name}  ({s.reason})")
     return 0

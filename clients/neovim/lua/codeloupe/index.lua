@@ -3,11 +3,12 @@ local lsp = require('codeloupe.lsp')
 
 local M = {}
 
----@param languages table<string, integer>?
+--- `{python = 12, go = 3}` as "go 3, python 12".
+---@param counts table<string, integer>?
 ---@return string
-local function describe_languages(languages)
+local function describe_counts(counts)
   local parts = {}
-  for name, count in pairs(languages or {}) do
+  for name, count in pairs(counts or {}) do
     parts[#parts + 1] = ('%s %d'):format(name, count)
   end
   table.sort(parts)
@@ -27,9 +28,13 @@ function M.describe_folder(folder)
     ('  embeddings: %s%s'):format(folder.provider or '?',
       (folder.model and folder.model ~= '') and (' (' .. folder.model .. ')') or ''),
   }
-  local languages = describe_languages(folder.languages)
+  local languages = describe_counts(folder.languages)
   if languages ~= '' then
     lines[#lines + 1] = '  languages: ' .. languages
+  end
+  local skipped = describe_counts(folder.skipped)
+  if skipped ~= '' then
+    lines[#lines + 1] = '  skipped for their content: ' .. skipped .. ' (`codeloupe stats --skipped` lists them)'
   end
   if folder.indexPath and folder.indexPath ~= '' then
     lines[#lines + 1] = '  index: ' .. folder.indexPath
