@@ -118,8 +118,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         return sized.plain_text(render_text(result), max_bytes, "graph")
 
     @server.tool(structured_output=False, description=(
-        "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the last "
-        "refresh error if any. Call it when results look incomplete."))
+        "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
+        "skipped for their content by reason (generated, minified, too large, binary), the last refresh error if "
+        "any. Call it when results look incomplete."))
     def status() -> str:
         return _status_json(warm)
 
