@@ -15,7 +15,7 @@ import logging
 import re
 import threading
 import weakref
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -421,7 +421,7 @@ class Workspace:
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
-            skipped=dict(sorted(Counter(s.reason for s in self.store.skipped_files().values()).items())),
+            skipped=self.store.skipped_counts(),
         )
 
     def skipped_files(self) -> list[SkippedPath]:

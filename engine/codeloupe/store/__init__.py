@@ -737,6 +737,11 @@ class Store:
         """Every file remembered as skipped for its content, by path (one query for the whole workspace)."""
         return {r[0]: SkippedFile(*r) for r in self.query("SELECT path, size, mtime, rules, reason FROM skipped_files")}
 
+    def skipped_counts(self) -> dict[str, int]:
+        """Files remembered as skipped for their content, counted by reason (a status asked every second while
+        indexing: counted in SQL, never a row per file)."""
+        return dict(self.query("SELECT reason, COUNT(*) FROM skipped_files GROUP BY reason ORDER BY reason"))
+
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
         skipped, forget = list(skipped), list(forget)

@@ -891,6 +891,10 @@ class PgStore:
         both the size and the mtime, i.e. it is a copy)."""
         return {r[0]: SkippedFile(*r) for r in self._rows("SELECT path, size, mtime, rules, reason FROM skipped_files")}
 
+    def skipped_counts(self) -> dict[str, int]:
+        """Files remembered as skipped for their content, counted by reason."""
+        return dict(self._rows("SELECT reason, COUNT(*) FROM skipped_files GROUP BY reason ORDER BY reason"))
+
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
         skipped, forget = list(skipped), list(forget)
