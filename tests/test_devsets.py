@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "devsets"))
 import commit_pairs  # noqa: E402
 import doc_pairs  # noqa: E402
+import docs_pairs  # noqa: E402
 from common import split_of  # noqa: E402
 
 import packages  # noqa: E402  (bench/ is on the path through devsets/common)
@@ -100,6 +101,26 @@ def test_a_built_corpus_runs_through_codeloupe_eval(tmp_path: Path):
     assert len(run.outcomes()) == len(corpus.queries) == 3
     assert run.runs[0].files == 2  # the stripped copy is what was indexed
     assert all((tmp_path / "trees" / package.id / "repo" / o.gold_files[0]).is_file() for o in run.outcomes())
+
+
+def test_a_docs_question_loses_the_names_it_was_built_from_or_has_them_as_words():
+    """docs_pairs' short questions drop the spans that name the gold file's definitions; docs_words' write them
+    as the words a person would use, other code spans kept as they are either way."""
+    defined = {"FileStorage": {("src/datastructures.py", "FileStorage")},
+               "save_to": {("src/datastructures.py", "FileStorage.save_to")},
+               "Request": {("src/wrappers.py", "Request")}}
+    paragraph = docs_pairs.Paragraph("docs/files.rst", 3, 4, "Uploaded files are represented as `FileStorage` "
+                                     "objects on the `Request`, and `save_to` writes one to a path you choose.")
+    assert docs_pairs._short_query(paragraph, defined) is None  # two files' names: no single gold file
+    one_file = docs_pairs.Paragraph(paragraph.path, 3, 4, paragraph.text.replace("on the `Request`", "of a form"))
+    dropped = docs_pairs._short_query(one_file, defined)
+    worded = docs_pairs._short_query(one_file, defined, names_as_words=True)
+    assert dropped == ("Uploaded files are represented as objects of a form, and writes one to a path you choose.",
+                       "src/datastructures.py", "FileStorage")
+    assert worded == ("Uploaded files are represented as file storage objects of a form, and save to writes one to "
+                      "a path you choose.", "src/datastructures.py", "FileStorage")
+    assert docs_pairs.name_words("HTTPServer_v2") == "httpserver v2"
+    assert docs_pairs.name_words("ContentRange.to_header") == "to header"
 
 
 def test_the_split_is_by_repository_name_and_stable():

@@ -118,14 +118,22 @@ def _definitions(files: dict[str, str]) -> dict[str, set[tuple[str, str]]]:
     return defined
 
 
-def _short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]]) -> tuple[str, str, str] | None:
-    """(query, gold file, gold symbol) when the paragraph names definitions of exactly one file."""
+def name_words(name: str) -> str:
+    """A definition's name as the plain words a person would write for it: `FileStorage` -> "file storage"."""
+    name = name.split(".")[-1].split("::")[-1].split("#")[-1].strip("_")
+    return " ".join(p.lower() for p in re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ").split())
+
+
+def _short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]],
+                 names_as_words: bool = False) -> tuple[str, str, str] | None:
+    """(query, gold file, gold symbol) when the paragraph names definitions of exactly one file. The code spans
+    naming them are removed, or with `names_as_words` written as plain words (`name_words`)."""
     targets = {}
     for match in _CODE_SPAN.finditer(paragraph.text):
         for name in _span_names(match.group(1)):
             sites = defined.get(name, set())
             if len({path for path, _ in sites}) == 1 and not name.startswith("__"):
-                targets[name] = next(iter(sites))
+                targets[name] = min(sites)  # one file; its first name in order (a set has none)
     files = {path for path, _ in targets.values()}
     if len(files) != 1:
         return None
@@ -143,12 +151,15 @@ def _short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]])
     if len(removed) > MAX_REMOVED_SPANS:
         return None
 
-    def drop(match: re.Match) -> str:
-        return "" if _span_names(match.group(1)) & gold_names else match.group(1)
+    def replace(match: re.Match) -> str:
+        named = _span_names(match.group(1)) & gold_names
+        if not named:
+            return match.group(1)
+        return name_words(sorted(named)[0]) if names_as_words else ""
 
     text = re.sub(r"\[([^\]]*)\](\([^)]*\)|\[[^\]]*\])", r"\1", text)
-    query = re.sub(r"\s+([.,;:])", r"\1", re.sub(r"\s+", " ", _CODE_SPAN.sub(drop, text))).strip()
-    if (any(name in query for name in gold_names) or len(normalise(query).split()) < MIN_WORDS
+    query = re.sub(r"\s+([.,;:])", r"\1", re.sub(r"\s+", " ", _CODE_SPAN.sub(replace, text))).strip()
+    if ((not names_as_words and any(name in query for name in gold_names)) or len(normalise(query).split()) < MIN_WORDS
             or not _SENTENCE.match(query)):
         return None
     first_name = sorted(gold_names)[0]
