@@ -25,7 +25,8 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     (repo / "blob.dat").write_bytes(b"\x00\x01" * 100)
     hostile = "notes\x1b]0;owned\x07.py"  # a name that would retitle the terminal if printed as it is
     (repo / hostile).write_text("# @generated\nY = 2\n")
-    codeloupe("index", str(repo))
+    indexed = codeloupe("index", str(repo))
+    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content)" in indexed
 
     plain = codeloupe("stats", str(repo))
     assert "  skipped   binary 1, generated 2  (--skipped lists them)" in plain

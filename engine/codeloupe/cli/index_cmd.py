@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if report.languages:
         print("  languages " + ", ".join(f"{k} {v}" for k, v in list(report.languages.items())[:10]))
     if report.skipped:
-        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in report.skipped.items()))
+        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in report.skipped.items())
+              + "  (`codeloupe stats --skipped` lists those skipped for their content)")
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")
     if report.partition_violations:
