@@ -111,10 +111,10 @@ def test_a_docs_question_loses_the_names_it_was_built_from_or_has_them_as_words(
                "Request": {("src/wrappers.py", "Request")}}
     paragraph = docs_pairs.Paragraph("docs/files.rst", 3, 4, "Uploaded files are represented as `FileStorage` "
                                      "objects on the `Request`, and `save_to` writes one to a path you choose.")
-    assert docs_pairs._short_query(paragraph, defined) is None  # two files' names: no single gold file
+    assert docs_pairs.short_query(paragraph, defined) is None  # two files' names: no single gold file
     one_file = docs_pairs.Paragraph(paragraph.path, 3, 4, paragraph.text.replace("on the `Request`", "of a form"))
-    dropped = docs_pairs._short_query(one_file, defined)
-    worded = docs_pairs._short_query(one_file, defined, names_as_words=True)
+    dropped = docs_pairs.short_query(one_file, defined)
+    worded = docs_pairs.short_query(one_file, defined, names_as_words=True)
     assert dropped == ("Uploaded files are represented as objects of a form, and writes one to a path you choose.",
                        "src/datastructures.py", "FileStorage")
     assert worded == ("Uploaded files are represented as file storage objects of a form, and save to writes one to "

@@ -105,7 +105,7 @@ def _span_names(span: str) -> set[str]:
     return {tail.split(".")[-1].split("::")[-1].split("#")[-1]} if tail else set()
 
 
-def _definitions(files: dict[str, str]) -> dict[str, set[tuple[str, str]]]:
+def definitions(files: dict[str, str]) -> dict[str, set[tuple[str, str]]]:
     """name -> {(file, qualified name)} over the package's implementation files."""
     defined: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for path, text in files.items():
@@ -124,8 +124,8 @@ def name_words(name: str) -> str:
     return " ".join(p.lower() for p in re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name).replace("_", " ").split())
 
 
-def _short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]],
-                 names_as_words: bool = False) -> tuple[str, str, str] | None:
+def short_query(paragraph: Paragraph, defined: dict[str, set[tuple[str, str]]],
+                names_as_words: bool = False) -> tuple[str, str, str] | None:
     """(query, gold file, gold symbol) when the paragraph names definitions of exactly one file. The code spans
     naming them are removed, or with `names_as_words` written as plain words (`name_words`)."""
     targets = {}
@@ -182,11 +182,11 @@ def build_corpus(package: Package, pkgs_dir: Path, trees: Path, per_package: int
     undecodable: list[str] = []
     files = dict(source_files(repo, undecodable))
     docs = [path for path in files if path.lower().endswith(_DOC_SUFFIXES) and not _NOT_DOCS.search(path)]
-    defined = _definitions(files)
+    defined = definitions(files)
     candidates: list[tuple[Paragraph, str, str, str, str]] = []  # paragraph, kind, query, gold file, symbol
     for path in docs:
         for paragraph in paragraphs(path, files[path]):
-            short = _short_query(paragraph, defined)
+            short = short_query(paragraph, defined)
             if short:
                 candidates.append((paragraph, "short", *short))
             elif len(docs) >= MIN_DOC_FILES and (query := _docs_query(paragraph)):

@@ -33,8 +33,9 @@ LANE_WEIGHTS_NATURAL = {"dense": 0.5, "lexical": 1.0, "file": 0.3, "summary": 0.
                         "feedback": 0.3}
 LANE_WEIGHTS_IDENTIFIER = {"dense": 0.6, "lexical": 1.0, "file": 0.0, "summary": 0.0, "symbol": 1.2, "entity": 0.0}
 LANE_WEIGHTS_ISSUE = {"dense": 1.0, "lexical": 0.6, "file": 0.6, "summary": 0.0, "symbol": 0.3, "entity": 0.3}
-# The entity lane runs in issue mode only. For questions too (0.15-0.8), docpairs dev R@1 .627 -> .645-.653, but
-# docs dev .517 -> .476-.507 and commits dev Acc@5 .837 -> .803-.827 (docs/measurements.md).
+# The entity lane runs in issue mode only. For questions too (0.15-0.8), docpairs dev R@1 .627 -> .645-.653 and
+# docs words (names as words) test .573 -> .615-.625, but docs dev .517 -> .476-.507 and commits dev Acc@5 .837 ->
+# .803-.827, both built by stripping the names it matches (docs/measurements.md).
 # The file lane (BM25 with one document per file, issue mode): a long report's words spread over a big
 # file's chunks. Public issue queries (12), file weight 0 / 0.3 / 0.6 / 1.0: Acc@5 .917 / 1.0 / 1.0 / 1.0,
 # MRR .889 / .896 / .903 / .903 (whole set R@1 .925 throughout). Commits dev (130, lexical), file 0 / 0.6 /
