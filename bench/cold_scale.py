@@ -12,13 +12,15 @@ new process (a restarted editor), in this order:
   `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
 - no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
 - cold open: a new process opening the index (integrity check included) and answering one lexical query;
-Four more, run only when named:
+Five more, run only when named:
 - graph: a new process opening the index and bringing its graph up to date (edges, communities, the semantic
   lane), as a restarted editor does once it has answered; a digest of every edge and community it lists lets
   two engines' graphs be compared (one built from an earlier saved graph, one from the store);
 - terminal index: the real `codeloupe index` in a terminal, with nothing changed (an engine that saves the
   search snapshot before it exits builds it here: `--phases terminal_index+server` is an editor opening an
   index made in a terminal, which no process has searched yet);
+- first index: a new process indexing the tree into an empty index (the prepared one is only copied, not
+  used), then answering one lexical query: the time from the end of chunking to that answer, and its CPU;
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
   searches when the progress is gone; in the server phase the first search can be answered from the index as
   it was before the refresh wrote anything);
@@ -157,6 +159,31 @@ def reindex_phase(root: Path, cache: Path) -> dict:
     out.update(files_seen=report.files_seen, unchanged=report.files_unchanged, indexed=report.files_indexed,
                skipped=report.skipped)
     ws.close()
+    return out
+
+
+def first_index_phase(root: Path, cache: Path) -> dict:
+    """A new process on an empty index beside `cache` (the prepared one is not used): the whole tree chunked and
+    written, as an editor's first open of the folder does (the graph's edges left to later), then one lexical
+    query, which builds the first search snapshot: "answer lexical queries as soon as chunking is done"."""
+    import resource
+
+    empty = cache.with_name(cache.name + "-first-index")
+    shutil.rmtree(empty, ignore_errors=True)
+    ws = _workspace(root, empty)
+    started = time.perf_counter()
+    report = ws.index(edges=False)
+    indexed = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    bundle = ws.search(QUERY)
+    answered = time.perf_counter()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out = {"index_s": round(indexed - started, 1), "files": report.files_indexed, "chunks": report.chunks,
+           "after_index_to_answer_s": round(answered - indexed, 2),
+           "answer_cpu_s": round(after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime, 2),
+           "top": bundle.files[0].path if bundle.files else "", "peak_rss_mb": _peak_rss_mb()}
+    ws.close()
+    shutil.rmtree(empty, ignore_errors=True)
     return out
 
 
@@ -324,7 +351,7 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
     parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph and terminal_index; joined by + to "
+                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph, terminal_index and first_index; joined by + to "
                         "run one after the other, edited_ before them to run them after edits")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
@@ -334,7 +361,7 @@ def main() -> int:
     parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
                         "are deleted and added)")
     parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress", "graph",
-                                            "terminal_index"],
+                                            "terminal_index", "first_index"],
                         help="run one phase here, on --cache (the run itself uses this for each engine)")
     parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
     args = parser.parse_args()
@@ -345,7 +372,8 @@ def main() -> int:
                                     hold=args.hold, follow=args.follow)
         else:
             run = {"open": open_phase, "reindex": reindex_phase, "progress": progress_phase,
-                   "graph": graph_phase, "terminal_index": terminal_index_phase}[args.phase]
+                   "graph": graph_phase, "terminal_index": terminal_index_phase,
+                   "first_index": first_index_phase}[args.phase]
         print(json.dumps(run(root, args.cache)))
         return 0
     if not (args.prepared / "cache").exists():

@@ -14,7 +14,8 @@ import pytest
 
 from codeloupe import parallel
 from codeloupe.api import Workspace
-from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
+from codeloupe.index import index_workspace
+from codeloupe.lanes.lexical import BM25Index, TermCounts, WrittenCounts, count_chunk_terms, count_terms
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 
@@ -205,6 +206,65 @@ def test_a_deleted_file_takes_its_counts_with_it(tmp_path: Path,
     ws.index()
     assert ws.store.query("SELECT count(*) FROM file_terms")[0][0] == ws.store.counts()["files"] == 10
     assert "pkg0/mod0.py" not in _kept(ws)
+
+
+def test_a_first_index_makes_the_lexical_index_from_the_counts_it_joined_as_it_wrote_them(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)  # an empty index filled: each file's counts joined as it was written
+    assert ws.searcher()._written is not None
+    from_written = ws.searcher().snapshot().bm25
+    assert ws.searcher()._written is None  # taken by the build, and let go
+    ws.close()
+    _same(from_written, _rebuilt(root))  # what a process building from the kept rows makes
+
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        again = WrittenCounts()
+        index_workspace(root, ws.store, ws.settings, written=again)
+        assert again.files == 0  # the index held files: nothing joined for a build to trust
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_the_written_counts_are_used_only_where_they_are_the_tables(
+        fits: bool, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)
+    kept = sorted(_kept(ws).values())
+    rows = ws.store.kept_term_counts(kept)
+    ws.close()
+    planted_in = kept[3]
+    written = WrittenCounts()
+    for file_id in kept if fits else kept[:-1]:  # one file short: not this table's counts
+        counts = rows[file_id].unpacked()
+        if file_id == planted_in:
+            counts.terms[counts.terms.index("handler")] = "planted"
+        written.add(file_id, counts.kept())
+    assert written.fit(np.repeat(kept, [rows[f].chunks for f in kept])) == fits
+
+    def hand_over(ws: Workspace) -> None:
+        ws.searcher().take_written_counts(written)
+    stats = _rebuilt(root, hand_over).term_stats(["planted", "handler"]).df
+    chunks = rows[planted_in].chunks
+    before = _rebuilt(root).term_stats(["handler"]).df["handler"]
+    assert stats == ({"planted": chunks, "handler": before - chunks} if fits else {"planted": 0, "handler": before})
+
+
+def test_a_save_before_the_first_build_leaves_the_written_counts_unused(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    ws = lexical_workspace(root)
+    (root / "pkg1" / "mod4.py").write_text("def changed_before_the_first_search():\n    return 1\n")
+    ws.update_files([root / "pkg1" / "mod4.py"])
+    index = ws.searcher().snapshot()
+    assert index.table.file_ids[-1] == max(_kept(ws).values())  # the saved file's chunks come last
+    ws.close()
+    _same(index.bm25, _rebuilt(root))
 
 
 @pytest.mark.parametrize(("distinct", "top"), [(5, 3), (70_000, 3), (5, 70_000), (0, 0)])

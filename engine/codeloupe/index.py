@@ -36,7 +36,7 @@ from codeloupe.discover import (
     read_candidate_bytes,
     walk,
 )
-from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
+from codeloupe.lanes.lexical import KeptCounts, WrittenCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
@@ -55,14 +55,16 @@ def content_hash(raw: bytes) -> str:
 
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
-                    found: Walk | None = None) -> IndexReport:
+                    found: Walk | None = None, written: WrittenCounts | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
-    read when this runs, so what those saves wrote is kept."""
+    read when this runs, so what those saves wrote is kept. `written`: where the term counts of the files
+    written are joined as they are written, when the index was empty (a first index; else it stays empty)."""
     def run() -> IndexReport:
-        return _index_workspace(root, store, settings, progress, strategies, found)
+        return _index_workspace(root, store, settings, progress, strategies, found, written)
 
-    return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies))
+    return _starting_over_on_damage(
+        store, run, lambda: _index_workspace(root, store, settings, progress, strategies, written=written))
 
 
 def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
@@ -82,13 +84,18 @@ def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
 
 
 def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
-                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None) -> IndexReport:
+                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None,
+                     written: WrittenCounts | None = None) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = found or walk(root, settings)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
     skipped = Counter(found.skipped)
     existing = store.file_rows()
+    if written is not None:
+        written.clear()  # a run started over on a damaged index fills it anew
+        if existing:
+            written = None
     remembered = store.skipped_files()
     rules = _content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
@@ -113,7 +120,7 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     now_skipped: list[SkippedFile] = []
     for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
                                                              strategies)):
-        outcome = _apply(prepared, row, store, report)
+        outcome = _apply(prepared, row, store, report, written)
         if outcome:
             skipped[outcome] += 1
             if prepared.digest:  # read and judged by its content (not a transient failure to read it)
@@ -326,8 +333,10 @@ def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
             and row.mtime == candidate.mtime)
 
 
-def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport) -> str:
-    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index."""
+def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport,
+           written: WrittenCounts | None = None) -> str:
+    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index. `written`:
+    where its term counts are joined once it is written."""
     candidate = prepared.candidate
     if prepared.same_content:
         store.touch_file(candidate.rel_path, candidate.size, candidate.mtime)
@@ -343,10 +352,12 @@ def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexR
     if chunked.fallback_reason.startswith("partition"):
         report.partition_violations += 1
         log.error("partition violation in %s: %s", candidate.rel_path, chunked.fallback_reason)
-    store.replace_file(
+    file_id = store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
         is_doc=is_doc_language(chunked.language), encoding=prepared.encoding, chunker_version=CHUNKER_VERSION,
         line_count=prepared.line_count, terms=prepared.terms,
     )
+    if written is not None and prepared.terms is not None:
+        written.add(file_id, prepared.terms)
     report.files_indexed += 1
     return ""

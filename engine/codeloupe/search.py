@@ -42,6 +42,7 @@ from codeloupe.lanes.lexical import (
     StackedBM25,
     TermCounts,
     TermStats,
+    WrittenCounts,
     count_chunk_terms,
 )
 from codeloupe.lanes.summary import build_summary_index
@@ -656,9 +657,16 @@ class Searcher:
         # Counts first snapshots being built (`_first_view`), for background builds that wait them out.
         self._first_builds = threading.Condition()
         self._first_building = 0
+        self._written: WrittenCounts | None = None  # a first index's term counts, for the next full build
+
+    def take_written_counts(self, written: WrittenCounts) -> None:
+        """Hold the term counts a first index joined as it wrote them (`WrittenCounts`) for the next full
+        build, which makes its lexical index from them where they are its table's, and lets them go."""
+        self._written = written
 
     def close(self) -> None:
         self._closed.set()
+        self._written = None
         with self._first_builds:
             self._first_builds.notify_all()
 
@@ -883,6 +891,7 @@ class Searcher:
         opens the same index state (a restarted editor), or a later one (`_saved_base`)."""
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
+        written, self._written = self._written, None  # used by this build or by none
         indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
         inputs = snapshot_file(store.path)
         loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
@@ -905,7 +914,8 @@ class Searcher:
         if bm25 is None:
             # Built while the lexical index's workers run (~3 s at 40K files, which this process spent waiting).
             # Saved, and read back in place, as a restarted process reads it.
-            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols)
+            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols,
+                                     written=written)
             bm25 = _kept_beside(lexical, saved, table.ids, stamp, "the lexical index")
         if not symbols:
             build_symbols()
@@ -1498,10 +1508,13 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
 
 
 def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *,
-                   meanwhile: Callable[[], object] | None = None) -> BM25Index:
-    """The BM25 index of `table`'s chunks, from the term counts each file's indexing kept (`_KeptCounts`)
-    where nearly every file has them; else every chunk tokenised. Either way in worker processes when there is
-    enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
+                   meanwhile: Callable[[], object] | None = None, written: WrittenCounts | None = None) -> BM25Index:
+    """The BM25 index of `table`'s chunks: from `written` (a first index's counts, joined as it wrote them)
+    where they are exactly the table's; else from the term counts each file's indexing kept (`_KeptCounts`)
+    where nearly every file has them; else every chunk tokenised. The last two in worker processes when there
+    is enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
+    if written is not None and written.fit(table.file_ids):
+        return BM25Index.from_counts(written.term_counts() for _ in range(1))  # nothing holds them once joined
     kept = _KeptCounts.of(store, table, files)
     if kept is not None:
         return BM25Index.from_counts(kept.parts(meanwhile))
