@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import zlib
@@ -15,7 +16,10 @@ import pytest
 from codeloupe import parallel
 from codeloupe.api import Workspace
 from codeloupe.index import index_workspace
-from codeloupe.lanes.lexical import BM25Index, TermCounts, WrittenCounts, count_chunk_terms, count_terms
+from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
+from codeloupe.lanes.symbols import SymbolIndex
+from codeloupe.types import Symbol
+from codeloupe.written import WrittenFiles
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 
@@ -90,13 +94,18 @@ def _tree(root: Path) -> None:
 
 def _rebuilt(root: Path, change: Callable[[Workspace], None] = lambda ws: None) -> BM25Index:
     """The lexical index a new process builds (nothing saved beside the store), after `change` to the store."""
+    return _rebuilt_snapshot(root, change).bm25
+
+
+def _rebuilt_snapshot(root: Path, change: Callable[[Workspace], None] = lambda ws: None) -> search.Snapshot:
+    """The search snapshot a new process builds (nothing saved beside the store), after `change` to the store."""
     ws = Workspace(root, overrides={"embed_provider": "none"})
     try:
         ws.store.path.with_name(ws.store.path.name + ".bm25.npz").unlink(missing_ok=True)
         for saved in ws.store.path.parent.glob("*.snapshot*"):
             saved.unlink()
         change(ws)
-        return ws.searcher().snapshot().bm25
+        return ws.searcher().snapshot()
     finally:
         ws.close()
 
@@ -208,53 +217,67 @@ def test_a_deleted_file_takes_its_counts_with_it(tmp_path: Path,
     assert "pkg0/mod0.py" not in _kept(ws)
 
 
-def test_a_first_index_makes_the_lexical_index_from_the_counts_it_joined_as_it_wrote_them(
+def _same_symbols(a: SymbolIndex, b: SymbolIndex) -> None:
+    first, second = a.arrays(), b.arrays()
+    assert first.keys() == second.keys()
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name])
+
+
+def test_a_first_index_makes_the_first_snapshot_from_what_it_gathered_as_it_wrote(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
     root = tmp_path / "repo"
     _tree(root)
-    ws = lexical_workspace(root)  # an empty index filled: each file's counts joined as it was written
+    ws = lexical_workspace(root)  # an empty index filled: each file's counts and symbols gathered as written
     assert ws.searcher()._written is not None
-    from_written = ws.searcher().snapshot().bm25
+    first = ws.searcher().snapshot()
     assert ws.searcher()._written is None  # taken by the build, and let go
     ws.close()
-    _same(from_written, _rebuilt(root))  # what a process building from the kept rows makes
+    rebuilt = _rebuilt_snapshot(root)  # what a process building from the index makes
+    _same(first.bm25, rebuilt.bm25)
+    _same_symbols(first.symbols, rebuilt.symbols)
 
     ws = Workspace(root, overrides={"embed_provider": "none"})
     try:
-        again = WrittenCounts()
+        again = WrittenFiles()
         index_workspace(root, ws.store, ws.settings, written=again)
-        assert again.files == 0  # the index held files: nothing joined for a build to trust
+        assert again.files == 0  # the index held files: nothing gathered for a build to trust
     finally:
         ws.close()
 
 
 @pytest.mark.parametrize("fits", [True, False])
-def test_the_written_counts_are_used_only_where_they_are_the_tables(
+def test_what_a_first_index_gathered_is_used_only_where_it_is_the_tables_files(
         fits: bool, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
     root = tmp_path / "repo"
     _tree(root)
     ws = lexical_workspace(root)
     kept = sorted(_kept(ws).values())
     rows = ws.store.kept_term_counts(kept)
+    symbols = {f: [Symbol(r.name, r.kind, r.start_line, r.end_line, r.parent, r.signature)
+                   for r in ws.store.symbols_of_file(f)] for f in kept}
     ws.close()
     planted_in = kept[3]
-    written = WrittenCounts()
-    for file_id in kept if fits else kept[:-1]:  # one file short: not this table's counts
+    written = WrittenFiles()
+    for file_id in kept if fits else kept[:-1]:  # one file short: not this table's files
         counts = rows[file_id].unpacked()
-        if file_id == planted_in:
+        if file_id == planted_in:  # a term and a name no file holds, in place of one
             counts.terms[counts.terms.index("handler")] = "planted"
-        written.add(file_id, counts.kept())
+            symbols[file_id][0] = dataclasses.replace(symbols[file_id][0], name="planted_name")
+        written.add(file_id, counts.kept(), symbols[file_id])
     assert written.fit(np.repeat(kept, [rows[f].chunks for f in kept])) == fits
 
     def hand_over(ws: Workspace) -> None:
-        ws.searcher().take_written_counts(written)
-    stats = _rebuilt(root, hand_over).term_stats(["planted", "handler"]).df
+        ws.searcher().take_written(written)
+    snapshot = _rebuilt_snapshot(root, hand_over)
+    stats = snapshot.bm25.term_stats(["planted", "handler"]).df
     chunks = rows[planted_in].chunks
     before = _rebuilt(root).term_stats(["handler"]).df["handler"]
     assert stats == ({"planted": chunks, "handler": before - chunks} if fits else {"planted": 0, "handler": before})
+    assert bool(snapshot.symbols.definitions("planted_name")) == fits
 
 
-def test_a_save_before_the_first_build_leaves_the_written_counts_unused(
+def test_a_save_before_the_first_build_leaves_what_the_first_index_gathered_unused(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
     root = tmp_path / "repo"
     _tree(root)
@@ -264,7 +287,10 @@ def test_a_save_before_the_first_build_leaves_the_written_counts_unused(
     index = ws.searcher().snapshot()
     assert index.table.file_ids[-1] == max(_kept(ws).values())  # the saved file's chunks come last
     ws.close()
-    _same(index.bm25, _rebuilt(root))
+    rebuilt = _rebuilt_snapshot(root)
+    _same(index.bm25, rebuilt.bm25)
+    _same_symbols(index.symbols, rebuilt.symbols)
+    assert index.symbols.definitions("changed_before_the_first_search")
 
 
 @pytest.mark.parametrize(("distinct", "top"), [(5, 3), (70_000, 3), (5, 70_000), (0, 0)])
@@ -298,3 +324,21 @@ def test_damaged_packed_counts_read_as_none(damage: Callable[[tuple], tuple]) ->
     packed = (kept.terms, kept.columns, kept.counts, kept.ends)
     assert TermCounts.unpacked(*packed) is not None
     assert TermCounts.unpacked(*damage(packed)) is None
+
+
+def test_the_symbols_gathered_come_back_in_order_a_few_whole_files_a_page() -> None:
+    written = WrittenFiles()
+    files = {4: ["alpha", "", "gamma"], 5: [], 9: ["delta"], 11: ["eps", "zeta"]}
+    for file_id, names in files.items():
+        written.add(file_id, count_terms([["w"]]).kept(),
+                    [Symbol(name, "function", line, line + 1, "Outer" if line % 2 else "") for line, name in
+                     enumerate(names, 1)])
+    pages = list(written.symbol_names(page=2))
+    assert [len(p.names) for p in pages] == [3, 3]  # whole files: 3, then 1 + 2
+    assert [n for p in pages for n in p.names] == [n for names in files.values() for n in names]
+    assert [p for page in pages for p in page.parents] == ["Outer", "", "Outer", "Outer", "Outer", ""]
+    assert np.concatenate([p.file_ids for p in pages]).tolist() == [4, 4, 4, 9, 11, 11]
+    assert np.concatenate([p.start_lines for p in pages]).tolist() == [1, 2, 3, 1, 1, 2]
+    written.add(12, count_terms([["w"]]).kept(), [Symbol("two\nlines", "function", 1, 1)])
+    assert not written.fit(np.array([12]))  # a name that cannot be kept so: the index is read instead
+

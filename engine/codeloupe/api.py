@@ -45,7 +45,6 @@ from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
 from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
-from codeloupe.lanes.lexical import WrittenCounts
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
@@ -74,6 +73,7 @@ from codeloupe.types import (
     Tour,
     UsedDefinition,
 )
+from codeloupe.written import WrittenFiles
 
 if TYPE_CHECKING:
     from codeloupe.ask.events import AnswerPart as AnswerPart
@@ -205,11 +205,11 @@ class Workspace:
             from codeloupe.shared_index import pin_source
 
             pin_source(self.store, self.root, named=bool(self.settings.store_repository))
-        # A first index joins its files' term counts as it writes them, for the first search snapshot to take.
-        written = WrittenCounts() if isinstance(self.store, Store) else None
+        # A first index gathers its files' term counts and symbols as it writes them, for the first snapshot.
+        written = WrittenFiles() if isinstance(self.store, Store) else None
         report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, written)
         if written is not None and written.files:
-            self.searcher().take_written_counts(written)
+            self.searcher().take_written(written)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file

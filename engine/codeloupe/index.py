@@ -36,13 +36,14 @@ from codeloupe.discover import (
     read_candidate_bytes,
     walk,
 )
-from codeloupe.lanes.lexical import KeptCounts, WrittenCounts, count_chunk_terms
+from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import ChunkedFile, IndexReport, Progress
+from codeloupe.written import WrittenFiles
 
 log = logging.getLogger("codeloupe.index")
 
@@ -55,11 +56,12 @@ def content_hash(raw: bytes) -> str:
 
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
-                    found: Walk | None = None, written: WrittenCounts | None = None) -> IndexReport:
+                    found: Walk | None = None, written: WrittenFiles | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
-    read when this runs, so what those saves wrote is kept. `written`: where the term counts of the files
-    written are joined as they are written, when the index was empty (a first index; else it stays empty)."""
+    read when this runs, so what those saves wrote is kept. `written`: where what the first search snapshot is
+    made from is gathered as each file is written, when the index was empty (a first index; else it stays
+    empty)."""
     def run() -> IndexReport:
         return _index_workspace(root, store, settings, progress, strategies, found, written)
 
@@ -85,7 +87,7 @@ def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
 
 def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
                      strategies: tuple[Strategy, ...] = (), found: Walk | None = None,
-                     written: WrittenCounts | None = None) -> IndexReport:
+                     written: WrittenFiles | None = None) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = found or walk(root, settings)
@@ -334,9 +336,9 @@ def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
 
 
 def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport,
-           written: WrittenCounts | None = None) -> str:
+           written: WrittenFiles | None = None) -> str:
     """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index. `written`:
-    where its term counts are joined once it is written."""
+    where its term counts and symbols are gathered once it is written."""
     candidate = prepared.candidate
     if prepared.same_content:
         store.touch_file(candidate.rel_path, candidate.size, candidate.mtime)
@@ -358,6 +360,6 @@ def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexR
         line_count=prepared.line_count, terms=prepared.terms,
     )
     if written is not None and prepared.terms is not None:
-        written.add(file_id, prepared.terms)
+        written.add(file_id, prepared.terms, chunked.symbols)
     report.files_indexed += 1
     return ""

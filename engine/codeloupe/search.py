@@ -42,7 +42,6 @@ from codeloupe.lanes.lexical import (
     StackedBM25,
     TermCounts,
     TermStats,
-    WrittenCounts,
     count_chunk_terms,
 )
 from codeloupe.lanes.summary import build_summary_index
@@ -70,6 +69,7 @@ from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists,
 from codeloupe.store.edges import code_file_count
 from codeloupe.store.protocol import FileIdChanges, IndexStore, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
+from codeloupe.written import WrittenFiles
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -657,11 +657,11 @@ class Searcher:
         # Counts first snapshots being built (`_first_view`), for background builds that wait them out.
         self._first_builds = threading.Condition()
         self._first_building = 0
-        self._written: WrittenCounts | None = None  # a first index's term counts, for the next full build
+        self._written: WrittenFiles | None = None  # what a first index gathered, for the next full build
 
-    def take_written_counts(self, written: WrittenCounts) -> None:
-        """Hold the term counts a first index joined as it wrote them (`WrittenCounts`) for the next full
-        build, which makes its lexical index from them where they are its table's, and lets them go."""
+    def take_written(self, written: WrittenFiles) -> None:
+        """Hold what a first index gathered as it wrote (`WrittenFiles`) for the next full build, which makes
+        its lexical index and symbol table from it where it is its table's files, and lets it go."""
         self._written = written
 
     def close(self) -> None:
@@ -898,7 +898,8 @@ class Searcher:
         symbols: list[SymbolIndex] = []  # the symbol table, once built
 
         def build_symbols() -> None:
-            symbols.append(SymbolIndex.of_names(table, store.iter_symbol_names()))
+            pages = written.symbol_names() if written is not None else store.iter_symbol_names()
+            symbols.append(SymbolIndex.of_names(table, pages))
 
         if loaded is None:
             table = store.chunk_table()
@@ -907,6 +908,8 @@ class Searcher:
         else:
             table, rows, symbol_index, kinds = loaded
             symbols.append(symbol_index)
+        if written is not None and not written.fit(table.file_ids):
+            written = None  # not this table's files (one was saved meanwhile): read from the index instead
         saved = _lexical_file(store.path)
         # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
@@ -1508,12 +1511,12 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
 
 
 def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *,
-                   meanwhile: Callable[[], object] | None = None, written: WrittenCounts | None = None) -> BM25Index:
-    """The BM25 index of `table`'s chunks: from `written` (a first index's counts, joined as it wrote them)
-    where they are exactly the table's; else from the term counts each file's indexing kept (`_KeptCounts`)
-    where nearly every file has them; else every chunk tokenised. The last two in worker processes when there
-    is enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
-    if written is not None and written.fit(table.file_ids):
+                   meanwhile: Callable[[], object] | None = None, written: WrittenFiles | None = None) -> BM25Index:
+    """The BM25 index of `table`'s chunks: from `written` (what a first index gathered as it wrote `table`'s
+    files, `WrittenFiles.fit`); else from the term counts each file's indexing kept (`_KeptCounts`) where
+    nearly every file has them; else every chunk tokenised. The last two in worker processes when there is
+    enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
+    if written is not None:
         return BM25Index.from_counts(written.term_counts() for _ in range(1))  # nothing holds them once joined
     kept = _KeptCounts.of(store, table, files)
     if kept is not None:

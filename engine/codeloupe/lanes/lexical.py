@@ -162,7 +162,7 @@ class TermCounts:
 
 class TermCountsJoin:
     """Term counts joined part after part, as they come (`TermCounts.joined`, or a first index's files as it
-    writes them, `WrittenCounts`).
+    writes them, `written.WrittenFiles`).
 
     A part numbers its terms in the order they first appear in it, and the parts come in order: numbering them
     again in that order gives each term the column one pass over all would. Each term of each part is given
@@ -205,51 +205,6 @@ class TermCountsJoin:
         out = TermCounts(list(vocab), indices, self._counts, self._ends)
         self.__init__()
         return out
-
-
-class WrittenCounts:
-    """The term counts of the files an index run writes into an empty index, joined as they are written (on
-    the writing thread, while the chunking workers work on the next files), so that the first lexical index is
-    made from them rather than from every file's kept counts read back out of the index and joined again: at
-    40K files that was 8 s of the two cores' time after chunking, before a first answer. Which files, with how
-    many chunks each, in the order written: a build uses the counts only where those are exactly its table's
-    (`fit`), so a file written otherwise meanwhile (a save) costs the time saved, never a wrong index."""
-
-    def __init__(self) -> None:
-        self.clear()
-
-    def clear(self) -> None:
-        """Forget every file added (an index run starting over)."""
-        self._join = TermCountsJoin()
-        self._files, self._chunks = array("q"), array("q")
-        self._damaged = False
-
-    def add(self, file_id: int, kept: KeptCounts) -> None:
-        """File `file_id`, just written with `kept` (its chunks' counts), after those written before it."""
-        if self._damaged:
-            return
-        counts = kept.unpacked()
-        if counts is None:  # cannot be read back: this run's counts are not used
-            self._damaged = True
-            return
-        if counts.ends:  # a file without chunks has no rows in a table
-            self._files.append(file_id)
-            self._chunks.append(len(counts.ends))
-            self._join.add(counts)
-
-    @property
-    def files(self) -> int:
-        return len(self._files)
-
-    def fit(self, chunk_file_ids: np.ndarray) -> bool:
-        """Whether these are the counts of the chunks whose files are `chunk_file_ids`, in that order."""
-        sizes = np.frombuffer(self._chunks, np.int64)
-        return not self._damaged and len(chunk_file_ids) == int(sizes.sum()) and bool(
-            np.array_equal(np.repeat(np.frombuffer(self._files, np.int64), sizes), chunk_file_ids))
-
-    def term_counts(self) -> TermCounts:
-        """The counts joined, one document a chunk in the order written (spends them)."""
-        return self._join.result()
 
 
 @dataclass
