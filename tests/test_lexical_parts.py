@@ -15,10 +15,10 @@ import pytest
 
 from codeloupe import parallel
 from codeloupe.api import Workspace
+from codeloupe.chunk import chunk_file
 from codeloupe.index import index_workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
 from codeloupe.lanes.symbols import SymbolIndex
-from codeloupe.types import Symbol
 from codeloupe.written import WrittenFiles
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
@@ -228,7 +228,13 @@ def test_a_first_index_makes_the_first_snapshot_from_what_it_gathered_as_it_wrot
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
     root = tmp_path / "repo"
     _tree(root)
+    prose = "a line of prose. " * 12
+    (root / "pkg0" / "large.py").write_text("".join(  # many chunks, definitions in each, some nested
+        f"class Handler{i}:\n    def handle_{i}(self, request):\n        return request.header_{i}\n\n\n"
+        f"def helper_{i}(value):\n    # {prose}\n    return value + {i}\n\n\n" for i in range(120)))
     ws = lexical_workspace(root)  # an empty index filled: each file's counts and symbols gathered as written
+    large = ws.store.file_rows()["pkg0/large.py"].id
+    assert len(ws.store.chunk_table([large]).ids) > 5
     assert ws.searcher()._written is not None
     first = ws.searcher().snapshot()
     assert ws.searcher()._written is None  # taken by the build, and let go
@@ -252,26 +258,26 @@ def test_what_a_first_index_gathered_is_used_only_where_it_is_the_tables_files(
     root = tmp_path / "repo"
     _tree(root)
     ws = lexical_workspace(root)
-    kept = sorted(_kept(ws).values())
-    rows = ws.store.kept_term_counts(kept)
-    symbols = {f: [Symbol(r.name, r.kind, r.start_line, r.end_line, r.parent, r.signature)
-                   for r in ws.store.symbols_of_file(f)] for f in kept}
+    files = sorted(ws.store.file_rows().values(), key=lambda r: r.id)
+    kept = ws.store.kept_term_counts([r.id for r in files])
+    budget = ws.settings.chunk_budget
     ws.close()
-    planted_in = kept[3]
+    with_chunks = [r for r in files if kept[r.id].chunks]
     written = WrittenFiles()
-    for file_id in kept if fits else kept[:-1]:  # one file short: not this table's files
-        counts = rows[file_id].unpacked()
-        if file_id == planted_in:  # a term and a name no file holds, in place of one
+    for row in files if fits else [r for r in files if r is not with_chunks[-1]]:  # one short: not the table's
+        chunked = chunk_file(row.path, (root / row.path).read_text(), row.language, budget)
+        counts = kept[row.id].unpacked()
+        if row.path == "pkg1/mod4.py":  # a term and a name no file holds, in place of one
             counts.terms[counts.terms.index("handler")] = "planted"
-            symbols[file_id][0] = dataclasses.replace(symbols[file_id][0], name="planted_name")
-        written.add(file_id, counts.kept(), symbols[file_id])
-    assert written.fit(np.repeat(kept, [rows[f].chunks for f in kept])) == fits
+            chunked.symbols[0] = dataclasses.replace(chunked.symbols[0], name="planted_name")
+        written.add(row.id, counts.kept(), chunked)
+    assert written.files == len(with_chunks) - (not fits) and len(with_chunks) == len(files) - 1  # empty.py: none
 
     def hand_over(ws: Workspace) -> None:
         ws.searcher().take_written(written)
     snapshot = _rebuilt_snapshot(root, hand_over)
     stats = snapshot.bm25.term_stats(["planted", "handler"]).df
-    chunks = rows[planted_in].chunks
+    chunks = kept[next(r.id for r in files if r.path == "pkg1/mod4.py")].chunks
     before = _rebuilt(root).term_stats(["handler"]).df["handler"]
     assert stats == ({"planted": chunks, "handler": before - chunks} if fits else {"planted": 0, "handler": before})
     assert bool(snapshot.symbols.definitions("planted_name")) == fits
@@ -324,21 +330,3 @@ def test_damaged_packed_counts_read_as_none(damage: Callable[[tuple], tuple]) ->
     packed = (kept.terms, kept.columns, kept.counts, kept.ends)
     assert TermCounts.unpacked(*packed) is not None
     assert TermCounts.unpacked(*damage(packed)) is None
-
-
-def test_the_symbols_gathered_come_back_in_order_a_few_whole_files_a_page() -> None:
-    written = WrittenFiles()
-    files = {4: ["alpha", "", "gamma"], 5: [], 9: ["delta"], 11: ["eps", "zeta"]}
-    for file_id, names in files.items():
-        written.add(file_id, count_terms([["w"]]).kept(),
-                    [Symbol(name, "function", line, line + 1, "Outer" if line % 2 else "") for line, name in
-                     enumerate(names, 1)])
-    pages = list(written.symbol_names(page=2))
-    assert [len(p.names) for p in pages] == [3, 3]  # whole files: 3, then 1 + 2
-    assert [n for p in pages for n in p.names] == [n for names in files.values() for n in names]
-    assert [p for page in pages for p in page.parents] == ["Outer", "", "Outer", "Outer", "Outer", ""]
-    assert np.concatenate([p.file_ids for p in pages]).tolist() == [4, 4, 4, 9, 11, 11]
-    assert np.concatenate([p.start_lines for p in pages]).tolist() == [1, 2, 3, 1, 1, 2]
-    written.add(12, count_terms([["w"]]).kept(), [Symbol("two\nlines", "function", 1, 1)])
-    assert not written.fit(np.array([12]))  # a name that cannot be kept so: the index is read instead
-

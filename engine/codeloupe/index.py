@@ -360,6 +360,6 @@ def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexR
         line_count=prepared.line_count, terms=prepared.terms,
     )
     if written is not None and prepared.terms is not None:
-        written.add(file_id, prepared.terms, chunked.symbols)
+        written.add(file_id, prepared.terms, chunked)
     report.files_indexed += 1
     return ""

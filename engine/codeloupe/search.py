@@ -898,8 +898,8 @@ class Searcher:
         symbols: list[SymbolIndex] = []  # the symbol table, once built
 
         def build_symbols() -> None:
-            pages = written.symbol_names() if written is not None else store.iter_symbol_names()
-            symbols.append(SymbolIndex.of_names(table, pages))
+            symbols.append(written.symbol_index(table) if written is not None else
+                           SymbolIndex.of_names(table, store.iter_symbol_names()))
 
         if loaded is None:
             table = store.chunk_table()
