@@ -40,6 +40,30 @@ def test_indexing_and_grouping_a_few_entries_at_a_time_change_no_score(monkeypat
         np.testing.assert_array_equal(grouped.scores([word]), whole.scores([word]))
 
 
+@pytest.mark.parametrize("entries", [1, 2, 7, 10**6])
+def test_groups_that_are_runs_of_chunks_are_summed_in_place_to_the_same_scores(
+        monkeypatch: pytest.MonkeyPatch, entries: int) -> None:
+    """A file's chunks lie together in a snapshot's table, so each file's rows are summed where they lie
+    (`_summed_in_runs`) rather than through a product: every score as indexing whole files gives, to the bit,
+    with files that have no chunk among them."""
+    monkeypatch.setattr(lexical, "_ENTRIES_AT_ONCE", entries)
+    rng = np.random.default_rng(entries)
+    words = [f"w{i}" for i in range(40)]
+    chunks = [[str(w) for w in rng.choice(words, rng.integers(1, 12))] for _ in range(80)]
+    groups = np.sort(rng.choice([0, 1, 2, 4, 5, 8, 9, 10], len(chunks)))  # 3, 6, 7 and 11 have none
+    index = BM25Index(chunks)
+    assert index._counts.has_sorted_indices
+    grouped = BM25Index.grouped(index, groups, 12)
+    whole = BM25Index([[w for c, g in zip(chunks, groups, strict=True) if g == f for w in c] for f in range(12)])
+    assert (grouped.n_docs, grouped.avg_len) == (whole.n_docs, whole.avg_len)
+    for word in words:
+        np.testing.assert_array_equal(grouped.scores([word]), whole.scores([word]))
+    shuffled = rng.permutation(len(chunks))  # the same files, their chunks apart: summed by the product
+    apart = BM25Index.grouped(BM25Index([chunks[i] for i in shuffled]), groups[shuffled], 12)
+    for word in words:
+        np.testing.assert_array_equal(apart.scores([word]), grouped.scores([word]))
+
+
 def test_a_saved_index_still_groups(tmp_path: Path) -> None:
     chunks = BM25Index(CHUNKS)
     ids = np.arange(len(CHUNKS))

@@ -77,6 +77,24 @@ def _row_sums(matrix: sparse.csc_matrix, rows: int) -> np.ndarray:
     return sums.astype(np.float32)
 
 
+def _summed_in_runs(counts: sparse.csc_matrix, first: int, stop: int, groups: np.ndarray,
+                    n_groups: int) -> sparse.csc_matrix:
+    """Columns `first` to `stop` of `counts` with each group's rows summed into one (`groups[row]`, never
+    decreasing, and each column's rows ascending): within a column a group's entries are then neighbours, so
+    each run of them is one `reduceat` sum. What the product with a membership matrix gives, to the bit (sums
+    of whole numbers below 2**24 are exact in float32), without the product's temporaries or its conversion to
+    columns: at 200K chunks the file lane took 1.5 s that way, on a first answer."""
+    low, high = int(counts.indptr[first]), int(counts.indptr[stop])
+    group = groups[counts.indices[low:high]]
+    column = np.repeat(np.arange(stop - first), np.diff(counts.indptr[first:stop + 1]))
+    starts = np.ones(high - low, bool)
+    starts[1:] = (group[1:] != group[:-1]) | (column[1:] != column[:-1])
+    at = np.flatnonzero(starts)
+    data = np.add.reduceat(counts.data[low:high].astype(np.float32), at) if len(at) else np.zeros(0, np.float32)
+    indptr = np.r_[0, np.cumsum(np.bincount(column[at], minlength=stop - first))]
+    return sparse.csc_matrix((data, group[at], indptr), shape=(n_groups, stop - first))
+
+
 def _joined_columns(blocks: list[sparse.csc_matrix], rows: int, columns: int) -> sparse.csc_matrix:
     """`blocks` (consecutive column ranges, float32) side by side as one matrix, emptying the list: each block
     is let go as soon as it is copied, where a concatenation holds every block and the whole result at once
@@ -362,12 +380,16 @@ class BM25Index:
         exact in float32 in any order."""
         assert index._counts is not None, "grouping needs an index that kept its counts"
         counts = index._counts
-        member = sparse.csr_matrix((np.ones(len(groups), np.float32), (groups, np.arange(len(groups)))),
-                                   shape=(n_groups, index.n_docs))
         # Column ranges of about that many entries each, from the first column to the last.
         starts = np.searchsorted(counts.indptr, np.arange(0, counts.nnz, _ENTRIES_AT_ONCE), side="right") - 1
         bounds = np.unique(np.r_[0, starts, counts.shape[1]])
-        blocks = [(member @ counts[:, a:b].astype(np.float32)).tocsc() for a, b in zip(bounds, bounds[1:])]
+        if not bool((np.diff(groups) < 0).any()) and counts.has_sorted_indices:
+            # Each group a run of documents (a file's chunks lie together): summed in place, column by column.
+            blocks = [_summed_in_runs(counts, a, b, groups, n_groups) for a, b in zip(bounds, bounds[1:])]
+        else:
+            member = sparse.csr_matrix((np.ones(len(groups), np.float32), (groups, np.arange(len(groups)))),
+                                       shape=(n_groups, index.n_docs))
+            blocks = [(member @ counts[:, a:b].astype(np.float32)).tocsc() for a, b in zip(bounds, bounds[1:])]
         release_pages(counts.data)  # read whole, once: a saved index's counts need not stay in memory
         summed = _joined_columns(blocks, n_groups, counts.shape[1])
         summed.sort_indices()
