@@ -12,7 +12,7 @@ new process (a restarted editor), in this order:
   `$/progress`, -> first `codeloupe/search` answer, -> the start-up refresh's end;
 - no-op re-index: `Workspace.index()` with nothing changed, twice, in a process that opened the index;
 - cold open: a new process opening the index (integrity check included) and answering one lexical query;
-Five more, run only when named:
+Six more, run only when named:
 - graph: a new process opening the index and bringing its graph up to date (edges, communities, the semantic
   lane), as a restarted editor does once it has answered; a digest of every edge and community it lists lets
   two engines' graphs be compared (one built from an earlier saved graph, one from the store);
@@ -21,6 +21,8 @@ Five more, run only when named:
   index made in a terminal, which no process has searched yet);
 - first index: a new process indexing the tree into an empty index (the prepared one is only copied, not
   used), then answering one lexical query: the time from the end of chunking to that answer, and its CPU;
+- first server: the real server opening the tree with an empty index, its first search sent at once: when its
+  progress says the chunking is done (`chunked`) and when the search is answered;
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
   searches when the progress is gone; in the server phase the first search can be answered from the index as
   it was before the refresh wrote anything);
@@ -232,6 +234,8 @@ async def _server_phase(root: Path, cache: Path, timeout: float, *, answer: bool
         seen.setdefault(f"progress_{kind}", time.perf_counter() - started)
         if kind == "report" and (params.value.get("message") or "").startswith("indexed"):
                 seen.setdefault("indexed", time.perf_counter() - started)
+        if kind == "report" and (params.value.get("message") or "").startswith("preparing search"):
+            seen.setdefault("chunked", time.perf_counter() - started)  # a first index's chunking done
 
     @client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
     def on_register(params) -> None:
@@ -315,6 +319,21 @@ def server_phase(root: Path, cache: Path, hold: float = 0.0, follow: float = 0.0
     return asyncio.run(_server_phase(root, cache, 600.0, hold=hold, follow=follow))
 
 
+def first_server_phase(root: Path, cache: Path, hold: float = 0.0, follow: float = 0.0) -> dict:
+    """The server phase on an empty index beside `cache` (the prepared one is not used): an editor's first open
+    of the folder, its first search sent at once and answered once chunking is done and the first snapshot
+    built; `chunked` is when its progress said the chunking was done."""
+    empty = cache.with_name(cache.name + "-first-server")
+    shutil.rmtree(empty, ignore_errors=True)
+    try:
+        out = asyncio.run(_server_phase(root, empty, 1500.0, hold=hold, follow=follow))
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+    if "chunked" in out:
+        out["chunked_to_answer_s"] = round(out["first_answer"] - out["chunked"], 2)
+    return out
+
+
 def late_server_phase(root: Path, cache: Path, hold: float = 0.0, follow: float = 0.0) -> dict:
     return asyncio.run(_server_phase(root, cache, 600.0, late=True, hold=hold, follow=follow))
 
@@ -351,7 +370,8 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
     parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph, terminal_index and first_index; joined by + to "
+                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph, terminal_index, first_index and first_server; joined by + "
+                        "to "
                         "run one after the other, edited_ before them to run them after edits")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
@@ -361,14 +381,15 @@ def main() -> int:
     parser.add_argument("--edited", type=int, default=40, help="files an edited_ phase edits (a quarter as many "
                         "are deleted and added)")
     parser.add_argument("--phase", choices=["open", "reindex", "server", "late_server", "progress", "graph",
-                                            "terminal_index", "first_index"],
+                                            "terminal_index", "first_index", "first_server"],
                         help="run one phase here, on --cache (the run itself uses this for each engine)")
     parser.add_argument("--cache", type=Path, help="the index (cache dir) a --phase works on")
     args = parser.parse_args()
     root = args.prepared / "tree"
     if args.phase:
-        if args.phase in ("server", "late_server"):
-            run = functools.partial({"server": server_phase, "late_server": late_server_phase}[args.phase],
+        if args.phase in ("server", "late_server", "first_server"):
+            run = functools.partial({"server": server_phase, "late_server": late_server_phase,
+                                     "first_server": first_server_phase}[args.phase],
                                     hold=args.hold, follow=args.follow)
         else:
             run = {"open": open_phase, "reindex": reindex_phase, "progress": progress_phase,

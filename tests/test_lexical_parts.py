@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import zlib
@@ -15,11 +14,7 @@ import pytest
 
 from codeloupe import parallel
 from codeloupe.api import Workspace
-from codeloupe.chunk import chunk_file
-from codeloupe.index import index_workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
-from codeloupe.lanes.symbols import SymbolIndex
-from codeloupe.written import WrittenFiles
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 
@@ -94,18 +89,13 @@ def _tree(root: Path) -> None:
 
 def _rebuilt(root: Path, change: Callable[[Workspace], None] = lambda ws: None) -> BM25Index:
     """The lexical index a new process builds (nothing saved beside the store), after `change` to the store."""
-    return _rebuilt_snapshot(root, change).bm25
-
-
-def _rebuilt_snapshot(root: Path, change: Callable[[Workspace], None] = lambda ws: None) -> search.Snapshot:
-    """The search snapshot a new process builds (nothing saved beside the store), after `change` to the store."""
     ws = Workspace(root, overrides={"embed_provider": "none"})
     try:
         ws.store.path.with_name(ws.store.path.name + ".bm25.npz").unlink(missing_ok=True)
         for saved in ws.store.path.parent.glob("*.snapshot*"):
             saved.unlink()
         change(ws)
-        return ws.searcher().snapshot()
+        return ws.searcher().snapshot().bm25
     finally:
         ws.close()
 
@@ -215,88 +205,6 @@ def test_a_deleted_file_takes_its_counts_with_it(tmp_path: Path,
     ws.index()
     assert ws.store.query("SELECT count(*) FROM file_terms")[0][0] == ws.store.counts()["files"] == 10
     assert "pkg0/mod0.py" not in _kept(ws)
-
-
-def _same_symbols(a: SymbolIndex, b: SymbolIndex) -> None:
-    first, second = a.arrays(), b.arrays()
-    assert first.keys() == second.keys()
-    for name in first:
-        np.testing.assert_array_equal(first[name], second[name])
-
-
-def test_a_first_index_makes_the_first_snapshot_from_what_it_gathered_as_it_wrote(
-        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
-    root = tmp_path / "repo"
-    _tree(root)
-    prose = "a line of prose. " * 12
-    (root / "pkg0" / "large.py").write_text("".join(  # many chunks, definitions in each, some nested
-        f"class Handler{i}:\n    def handle_{i}(self, request):\n        return request.header_{i}\n\n\n"
-        f"def helper_{i}(value):\n    # {prose}\n    return value + {i}\n\n\n" for i in range(120)))
-    ws = lexical_workspace(root)  # an empty index filled: each file's counts and symbols gathered as written
-    large = ws.store.file_rows()["pkg0/large.py"].id
-    assert len(ws.store.chunk_table([large]).ids) > 5
-    assert ws.searcher()._written is not None
-    first = ws.searcher().snapshot()
-    assert ws.searcher()._written is None  # taken by the build, and let go
-    ws.close()
-    rebuilt = _rebuilt_snapshot(root)  # what a process building from the index makes
-    _same(first.bm25, rebuilt.bm25)
-    _same_symbols(first.symbols, rebuilt.symbols)
-
-    ws = Workspace(root, overrides={"embed_provider": "none"})
-    try:
-        again = WrittenFiles()
-        index_workspace(root, ws.store, ws.settings, written=again)
-        assert again.files == 0  # the index held files: nothing gathered for a build to trust
-    finally:
-        ws.close()
-
-
-@pytest.mark.parametrize("fits", [True, False])
-def test_what_a_first_index_gathered_is_used_only_where_it_is_the_tables_files(
-        fits: bool, tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
-    root = tmp_path / "repo"
-    _tree(root)
-    ws = lexical_workspace(root)
-    files = sorted(ws.store.file_rows().values(), key=lambda r: r.id)
-    kept = ws.store.kept_term_counts([r.id for r in files])
-    budget = ws.settings.chunk_budget
-    ws.close()
-    with_chunks = [r for r in files if kept[r.id].chunks]
-    written = WrittenFiles()
-    for row in files if fits else [r for r in files if r is not with_chunks[-1]]:  # one short: not the table's
-        chunked = chunk_file(row.path, (root / row.path).read_text(), row.language, budget)
-        counts = kept[row.id].unpacked()
-        if row.path == "pkg1/mod4.py":  # a term and a name no file holds, in place of one
-            counts.terms[counts.terms.index("handler")] = "planted"
-            chunked.symbols[0] = dataclasses.replace(chunked.symbols[0], name="planted_name")
-        written.add(row.id, counts.kept(), chunked)
-    assert written.files == len(with_chunks) - (not fits) and len(with_chunks) == len(files) - 1  # empty.py: none
-
-    def hand_over(ws: Workspace) -> None:
-        ws.searcher().take_written(written)
-    snapshot = _rebuilt_snapshot(root, hand_over)
-    stats = snapshot.bm25.term_stats(["planted", "handler"]).df
-    chunks = kept[next(r.id for r in files if r.path == "pkg1/mod4.py")].chunks
-    before = _rebuilt(root).term_stats(["handler"]).df["handler"]
-    assert stats == ({"planted": chunks, "handler": before - chunks} if fits else {"planted": 0, "handler": before})
-    assert bool(snapshot.symbols.definitions("planted_name")) == fits
-
-
-def test_a_save_before_the_first_build_leaves_what_the_first_index_gathered_unused(
-        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
-    root = tmp_path / "repo"
-    _tree(root)
-    ws = lexical_workspace(root)
-    (root / "pkg1" / "mod4.py").write_text("def changed_before_the_first_search():\n    return 1\n")
-    ws.update_files([root / "pkg1" / "mod4.py"])
-    index = ws.searcher().snapshot()
-    assert index.table.file_ids[-1] == max(_kept(ws).values())  # the saved file's chunks come last
-    ws.close()
-    rebuilt = _rebuilt_snapshot(root)
-    _same(index.bm25, rebuilt.bm25)
-    _same_symbols(index.symbols, rebuilt.symbols)
-    assert index.symbols.definitions("changed_before_the_first_search")
 
 
 @pytest.mark.parametrize(("distinct", "top"), [(5, 3), (70_000, 3), (5, 70_000), (0, 0)])

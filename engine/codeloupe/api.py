@@ -73,7 +73,6 @@ from codeloupe.types import (
     Tour,
     UsedDefinition,
 )
-from codeloupe.written import WrittenFiles
 
 if TYPE_CHECKING:
     from codeloupe.ask.events import AnswerPart as AnswerPart
@@ -205,11 +204,7 @@ class Workspace:
             from codeloupe.shared_index import pin_source
 
             pin_source(self.store, self.root, named=bool(self.settings.store_repository))
-        # A first index gathers its files' term counts and symbols as it writes them, for the first snapshot.
-        written = WrittenFiles() if isinstance(self.store, Store) else None
-        report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, written)
-        if written is not None and written.files:
-            self.searcher().take_written(written)
+        report = index_workspace(self.root, self.store, self.settings, progress, strategies, found)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file

@@ -43,7 +43,6 @@ from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import ChunkedFile, IndexReport, Progress
-from codeloupe.written import WrittenFiles
 
 log = logging.getLogger("codeloupe.index")
 
@@ -56,17 +55,14 @@ def content_hash(raw: bytes) -> str:
 
 def index_workspace(root: Path, store: Store, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
-                    found: Walk | None = None, written: WrittenFiles | None = None) -> IndexReport:
+                    found: Walk | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
-    read when this runs, so what those saves wrote is kept. `written`: where what the first search snapshot is
-    made from is gathered as each file is written, when the index was empty (a first index; else it stays
-    empty)."""
+    read when this runs, so what those saves wrote is kept."""
     def run() -> IndexReport:
-        return _index_workspace(root, store, settings, progress, strategies, found, written)
+        return _index_workspace(root, store, settings, progress, strategies, found)
 
-    return _starting_over_on_damage(
-        store, run, lambda: _index_workspace(root, store, settings, progress, strategies, written=written))
+    return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies))
 
 
 def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
@@ -86,18 +82,13 @@ def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
 
 
 def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
-                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None,
-                     written: WrittenFiles | None = None) -> IndexReport:
+                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
     found = found or walk(root, settings)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
     skipped = Counter(found.skipped)
     existing = store.file_rows()
-    if written is not None:
-        written.clear()  # a run started over on a damaged index fills it anew
-        if existing:
-            written = None
     remembered = store.skipped_files()
     rules = _content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
@@ -122,7 +113,7 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     now_skipped: list[SkippedFile] = []
     for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
                                                              strategies)):
-        outcome = _apply(prepared, row, store, report, written)
+        outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
             if prepared.digest:  # read and judged by its content (not a transient failure to read it)
@@ -335,10 +326,8 @@ def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
             and row.mtime == candidate.mtime)
 
 
-def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport,
-           written: WrittenFiles | None = None) -> str:
-    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index. `written`:
-    where its term counts and symbols are gathered once it is written."""
+def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport) -> str:
+    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index."""
     candidate = prepared.candidate
     if prepared.same_content:
         store.touch_file(candidate.rel_path, candidate.size, candidate.mtime)
@@ -354,12 +343,10 @@ def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexR
     if chunked.fallback_reason.startswith("partition"):
         report.partition_violations += 1
         log.error("partition violation in %s: %s", candidate.rel_path, chunked.fallback_reason)
-    file_id = store.replace_file(
+    store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
         is_doc=is_doc_language(chunked.language), encoding=prepared.encoding, chunker_version=CHUNKER_VERSION,
         line_count=prepared.line_count, terms=prepared.terms,
     )
-    if written is not None and prepared.terms is not None:
-        written.add(file_id, prepared.terms, chunked)
     report.files_indexed += 1
     return ""

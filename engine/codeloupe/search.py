@@ -69,7 +69,6 @@ from codeloupe.store import ChunkTable, ChunkTexts, FileIds, FileRow, JsonLists,
 from codeloupe.store.edges import code_file_count
 from codeloupe.store.protocol import FileIdChanges, IndexStore, LexicalStatistics
 from codeloupe.types import Bundle, LaneStatus
-from codeloupe.written import WrittenFiles
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -657,16 +656,9 @@ class Searcher:
         # Counts first snapshots being built (`_first_view`), for background builds that wait them out.
         self._first_builds = threading.Condition()
         self._first_building = 0
-        self._written: WrittenFiles | None = None  # what a first index gathered, for the next full build
-
-    def take_written(self, written: WrittenFiles) -> None:
-        """Hold what a first index gathered as it wrote (`WrittenFiles`) for the next full build, which makes
-        its lexical index and symbol table from it where it is its table's files, and lets it go."""
-        self._written = written
 
     def close(self) -> None:
         self._closed.set()
-        self._written = None
         with self._first_builds:
             self._first_builds.notify_all()
 
@@ -891,15 +883,13 @@ class Searcher:
         opens the same index state (a restarted editor), or a later one (`_saved_base`)."""
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
-        written, self._written = self._written, None  # used by this build or by none
         indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
         inputs = snapshot_file(store.path)
         loaded = load_snapshot_inputs(inputs, stamp, len(FILE_KINDS), store)
         symbols: list[SymbolIndex] = []  # the symbol table, once built
 
         def build_symbols() -> None:
-            symbols.append(written.symbol_index(table) if written is not None else
-                           SymbolIndex.of_names(table, store.iter_symbol_names()))
+            symbols.append(SymbolIndex.of_names(table, store.iter_symbol_names()))
 
         if loaded is None:
             table = store.chunk_table()
@@ -908,8 +898,6 @@ class Searcher:
         else:
             table, rows, symbol_index, kinds = loaded
             symbols.append(symbol_index)
-        if written is not None and not written.fit(table.file_ids):
-            written = None  # not this table's files (one was saved meanwhile): read from the index instead
         saved = _lexical_file(store.path)
         # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
@@ -917,8 +905,7 @@ class Searcher:
         if bm25 is None:
             # Built while the lexical index's workers run (~3 s at 40K files, which this process spent waiting).
             # Saved, and read back in place, as a restarted process reads it.
-            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols,
-                                     written=written)
+            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols)
             bm25 = _kept_beside(lexical, saved, table.ids, stamp, "the lexical index")
         if not symbols:
             build_symbols()
@@ -1511,13 +1498,10 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
 
 
 def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *,
-                   meanwhile: Callable[[], object] | None = None, written: WrittenFiles | None = None) -> BM25Index:
-    """The BM25 index of `table`'s chunks: from `written` (what a first index gathered as it wrote `table`'s
-    files, `WrittenFiles.fit`); else from the term counts each file's indexing kept (`_KeptCounts`) where
-    nearly every file has them; else every chunk tokenised. The last two in worker processes when there is
+                   meanwhile: Callable[[], object] | None = None) -> BM25Index:
+    """The BM25 index of `table`'s chunks, from the term counts each file's indexing kept (`_KeptCounts`)
+    where nearly every file has them; else every chunk tokenised. Either way in worker processes when there is
     enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
-    if written is not None:
-        return BM25Index.from_counts(written.term_counts() for _ in range(1))  # nothing holds them once joined
     kept = _KeptCounts.of(store, table, files)
     if kept is not None:
         return BM25Index.from_counts(kept.parts(meanwhile))

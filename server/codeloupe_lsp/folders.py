@@ -242,9 +242,8 @@ class Folder:
         # Searchable as soon as chunking is done: a query arriving while the snapshot warms waits for that
         # build rather than starting a second one.
         self._mark_searchable()
-        # An index no process has searched yet has its lexical index and symbol table built here (~5 s at 40K
-        # files after a first index, ~13 s for one indexed elsewhere): the progress says so rather than
-        # resting on the last file counted.
+        # An index no process has searched yet has its lexical index and symbol table built here (~13-15 s at
+        # 40K files): the progress says so rather than resting on the last file counted.
         self._progress.note("preparing search", 50)
         await self._on_writer(self._warm_readers)
         counted = await self._on_writer(self.ws.status)

@@ -128,13 +128,35 @@ class TermCounts:
     @classmethod
     def joined(cls, parts: Iterable[TermCounts]) -> TermCounts:
         """The documents of `parts`, in order, as one part, its terms numbered as counting them all at once
-        would (`TermCountsJoin`). A part may itself be parts joined (in another process): joins of joins number
-        every term as one join does."""
-        join = TermCountsJoin()
+        would. A part may itself be parts joined (in another process): joins of joins number every term as one
+        join does.
+
+        A part numbers its terms in the order they first appear in it, and the parts come in order: numbering
+        them again in that order gives each term the column one pass over all would. Each term of each part is
+        given the next of `numbers` unless it has one (one `setdefault` a term, iterated in C: 14.5M terms when
+        40K files' kept counts are joined), so a term's number grows with its first appearance, with gaps where
+        a part repeated known terms; the numbers are made consecutive once, at the end."""
+        vocab: dict[str, int] = {}
+        numbers = count()
+        ends, indices, counts = array("q"), array("i"), array("f")
         for part in parts:
-            join.add(part)
+            if not vocab:  # the first part's numbering is the join's: its arrays are taken over, not copied
+                vocab.update(zip(part.terms, numbers))
+                indices, counts = part.columns, part.counts
+            else:
+                numbered = np.fromiter(map(vocab.setdefault, part.terms, numbers), np.int32, len(part.terms))
+                indices.frombytes(numbered[np.frombuffer(part.columns, np.int32)].tobytes())
+                counts.extend(part.counts)
+            ends.frombytes((np.frombuffer(part.ends, np.int64) + (ends[-1] if ends else 0)).tobytes())
             part = None  # the parts are let go as they are joined (the first one's arrays are now the join's)
-        return join.result()
+        renumbering = made_consecutive(vocab, next(numbers))  # at most one number an entry: within `indices`' size
+        if renumbering is not None:
+            column, vocab = renumbering
+            entries = np.frombuffer(indices, np.int32)  # written over, a slice at a time
+            for start in range(0, len(entries), _ENTRIES_AT_ONCE):
+                entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
+            del renumbering, column, entries
+        return cls(list(vocab), indices, counts, ends)
 
     def kept(self) -> KeptCounts:
         """These counts packed to keep in an index (`unpacked` reads them back); an indexing worker packs
@@ -176,53 +198,6 @@ class TermCounts:
         except (UnicodeDecodeError, ValueError, KeyError):
             return None
         return cls(words, array("i", cols.tobytes()), array("f", values.tobytes()), array("q", bounds.tobytes()))
-
-
-class TermCountsJoin:
-    """Term counts joined part after part, as they come (`TermCounts.joined`, or a first index's files as it
-    writes them, `written.WrittenFiles`).
-
-    A part numbers its terms in the order they first appear in it, and the parts come in order: numbering them
-    again in that order gives each term the column one pass over all would. Each term of each part is given
-    the next of `numbers` unless it has one (one `setdefault` a term, iterated in C: 14.5M terms when 40K
-    files' kept counts are joined), so a term's number grows with its first appearance, with gaps where a part
-    repeated known terms; the numbers are made consecutive once, in `result`."""
-
-    def __init__(self) -> None:
-        self._vocab: dict[str, int] = {}
-        self._numbers = count()
-        self._ends, self._indices, self._counts = array("q"), array("i"), array("f")
-        self.documents = 0
-
-    def add(self, part: TermCounts) -> None:
-        """Join `part`'s documents after those joined so far. The first part's arrays are taken over, not
-        copied (and grow with the next parts): a part is the join's once given."""
-        vocab = self._vocab
-        if not vocab:  # no term yet, so no entry either
-            vocab.update(zip(part.terms, self._numbers))
-            self._indices, self._counts = part.columns, part.counts
-        else:
-            numbered = np.fromiter(map(vocab.setdefault, part.terms, self._numbers), np.int32, len(part.terms))
-            self._indices.frombytes(numbered[np.frombuffer(part.columns, np.int32)].tobytes())
-            self._counts.extend(part.counts)
-        ends = self._ends
-        ends.frombytes((np.frombuffer(part.ends, np.int64) + (ends[-1] if ends else 0)).tobytes())
-        self.documents = len(ends)
-
-    def result(self) -> TermCounts:
-        """The parts joined, their terms numbered consecutively. The join is spent: its arrays are the
-        result's."""
-        vocab, indices = self._vocab, self._indices
-        renumbering = made_consecutive(vocab, next(self._numbers))  # at most one number an entry: within `indices`' size
-        if renumbering is not None:
-            column, vocab = renumbering
-            entries = np.frombuffer(indices, np.int32)  # written over, a slice at a time
-            for start in range(0, len(entries), _ENTRIES_AT_ONCE):
-                entries[start:start + _ENTRIES_AT_ONCE] = column[entries[start:start + _ENTRIES_AT_ONCE]]
-            del renumbering, column, entries
-        out = TermCounts(list(vocab), indices, self._counts, self._ends)
-        self.__init__()
-        return out
 
 
 @dataclass

@@ -111,28 +111,6 @@ class Postings:
         return postings
 
 
-class NameMaps:
-    """The symbol table's three name maps while they are filled (`SymbolIndex` freezes them): each symbol's rows
-    under its name, its name in lower case, and its qualified name in lower case."""
-
-    def __init__(self) -> None:
-        self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
-
-    def add(self, names: list[str], parents: list[str], rows: np.ndarray) -> None:
-        """Symbols `names` (with `parents`), each under chunk row `rows[i]`, after those added before."""
-        lowers = list(map(str.lower, names))
-        self.by_name.extend(names, rows)
-        self.by_lower.extend(lowers, rows)
-        self.by_qualified.extend([f"{parent}.{name}".lower() if parent else lower
-                                  for name, parent, lower in zip(names, parents, lowers)], rows)
-
-
-def rows_of_lines(first_row: int, chunk_starts: np.ndarray, lines: np.ndarray) -> np.ndarray:
-    """The rows of the chunks holding `lines` of one file whose chunks (starting at `chunk_starts`, ascending)
-    are rows `first_row` on: a line before the first chunk, the first chunk's (`SymbolIndex.chunk_at`)."""
-    return first_row + np.maximum(np.searchsorted(chunk_starts, lines, side="right") - 1, 0)
-
-
 class SymbolIndex:
     def __init__(self, table: ChunkTable, symbols: Iterable[SymbolRow]) -> None:
         rows = iter(symbols)
@@ -153,7 +131,7 @@ class SymbolIndex:
     def _build(self, table: ChunkTable, pages: Iterable[SymbolNames]) -> None:
         self.n_chunks = len(table.ids)
         self._locate_chunks(table)
-        maps = NameMaps()
+        self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
         for page in pages:
             names, parents = page.names, page.parents
             rows = self._chunks_at(page.file_ids, page.start_lines)
@@ -161,20 +139,11 @@ class SymbolIndex:
             if len(held) < len(rows):
                 names, parents = [names[i] for i in held.tolist()], [parents[i] for i in held.tolist()]
                 rows = rows[held]
-            maps.add(names, parents, rows)
-        self._take(maps)
-
-    @classmethod
-    def of_maps(cls, table: ChunkTable, maps: NameMaps) -> SymbolIndex:
-        """The index over `table` of the names `maps` holds, each under its row of `table` (spends them)."""
-        index = cls.__new__(cls)
-        index.n_chunks = len(table.ids)
-        index._locate_chunks(table)
-        index._take(maps)
-        return index
-
-    def _take(self, maps: NameMaps) -> None:
-        self.by_name, self.by_lower, self.by_qualified = maps.by_name, maps.by_lower, maps.by_qualified
+            lowers = list(map(str.lower, names))
+            self.by_name.extend(names, rows)
+            self.by_lower.extend(lowers, rows)
+            self.by_qualified.extend([f"{parent}.{name}".lower() if parent else lower
+                                      for name, parent, lower in zip(names, parents, lowers)], rows)
         for postings in (self.by_name, self.by_lower, self.by_qualified):
             postings.freeze()
 
