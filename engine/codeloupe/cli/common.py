@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -162,6 +162,11 @@ def _stderr_console():
 # Control characters other than tab and newline: a repository's code or file names are not to drive the
 # terminal (an escape sequence can retitle it, recolour or hide what follows, or move the cursor over lines).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def counted(counts: Iterable[tuple[str, int]]) -> str:
+    """Named counts on one line, as every command prints them: "python 12, go 3"."""
+    return ", ".join(f"{name} {count}" for name, count in counts)
 
 
 def visible(text: str) -> str:

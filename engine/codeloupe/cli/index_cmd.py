@@ -11,7 +11,7 @@ from codeloupe.api import Workspace
 from codeloupe.store import Store
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, counted, index_workspace, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
           f"{report.files_unchanged} unchanged, {report.files_deleted} removed")
     print(f"  chunks    {report.chunks}   symbols {report.symbols}")
     if report.languages:
-        print("  languages " + ", ".join(f"{k} {v}" for k, v in list(report.languages.items())[:10]))
+        print("  languages " + counted(list(report.languages.items())[:10]))
     if report.skipped:
-        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in report.skipped.items())
+        print("  skipped   " + counted(report.skipped.items())
               + "  (`codeloupe stats --skipped` lists those skipped for their content)")
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")

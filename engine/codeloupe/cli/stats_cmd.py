@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, open_workspace, visible
+from .common import add_workspace_args, counted, open_workspace, visible
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"workspace {status.root}")
     print(f"  index     {status.index_path} (schema {status.schema_version})")
     print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}")
-    print("  languages " + (", ".join(f"{k} {v}" for k, v in status.languages.items()) or "-"))
+    print("  languages " + (counted(status.languages.items()) or "-"))
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
           f"{status.skeleton_vectors_done}/{status.files} skeletons  [{status.provider} {status.model}]")
     if status.skipped:
-        print("  skipped   " + ", ".join(f"{reason} {n}" for reason, n in status.skipped.items())
+        print("  skipped   " + counted(status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
     for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
         name = visible(s.path).replace("\n", "\\n")
