@@ -707,6 +707,7 @@ describe('the extension against the real server', function () {
         assert.match(bundle.webview.html, /wombat/, 'the answer did not replace the bundle');
         assert.match(status.webview.html, /Index status/);
         assert.match(status.webview.html, /Skipped<\/th>/, 'the status page has the files skipped for their content');
+        assert.match(status.webview.html, /<td>generated 1<\/td>/, 'the fixture\'s generated file is counted');
 
         const tree = probe.treeViews['codeloupe.lastBundle'];
         await vscode.commands.executeCommand('codeloupe.client.search');
