@@ -370,9 +370,9 @@ def main() -> int:
     parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
     parser.add_argument("--git", type=Path, default=HERE.parent, help="the repository the baseline is taken from")
     parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph, terminal_index, first_index and first_server; joined by + "
-                        "to "
-                        "run one after the other, edited_ before them to run them after edits")
+                        help=f"comma-separated, of {', '.join(PHASES)}, late_server, graph, terminal_index, "
+                        "first_index and first_server; joined by + to run one after the other, edited_ before them "
+                        "to run them after edits")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to each phase")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds after its start at which a server "
                         "phase reads the server's peak memory (and then stops it)")
