@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import typing
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from codeloupe.chunk import (
     is_doc_language,
     validate_partition,
 )
+from codeloupe.chunk.lines import Lines, has_exotic_break
 from codeloupe.cli import main
 from codeloupe.types import Chunk, ChunkedFile
 
@@ -170,6 +172,43 @@ def test_edge_texts_partition(text: str) -> None:
     result = chunk_file("edge.py", text, "python", budget=10)
     validate_partition(text, result.chunks)
     assert result.fallback_reason == ""
+
+
+# Lines as `str.splitlines` makes them, and what the budget counts of each: the characters that are not these.
+_NOT_COUNTED = str.maketrans("", "", " \t\r\n\x0b\x0c\x1c\x1d\x1e\x85\xa0\u2028\u2029\u3000\ufeff")
+
+
+@pytest.mark.parametrize("text", [
+    "a",
+    "\n",
+    "x = 1\r\ny = 2\r\n",
+    "x = 1\ry = 2\r\n",
+    "x = 1\ry = 2\x0cz = 3\u2028w = 4\n",
+    "\ufeffname = '\u3000\xa0 caf\u00e9 \U0001F600'\x1c\x1d\x1e\x85\u2029 tail",
+    "lone = '\ud800'\n\t\t\n  x\x0b",
+])
+def test_line_sizes_and_breaks_match_the_lines_python_makes(text: str) -> None:
+    """Sizes, the longest line and whether tree-sitter's rows can be trusted, all counted over the whole text
+    at once, agree with the same figures taken line by line."""
+    lines = Lines(text)
+    expected = text.splitlines(keepends=True)
+    assert lines.lines == expected
+    assert lines.sizes == [len(line.translate(_NOT_COUNTED)) for line in expected]
+    assert lines.size(1, lines.count) == len(text.translate(_NOT_COUNTED))
+    assert lines.longest == max(map(len, expected))
+    assert has_exotic_break(text) == bool(re.search("\r(?!\n)|[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]", text))
+
+
+def test_definitions_after_exotic_breaks_start_on_their_own_lines() -> None:
+    """A form feed or a lone CR ends a line for Python but not a row for tree-sitter: definitions after them
+    are placed by byte offsets, on the lines `splitlines` gives."""
+    text = "import os\x0c\ndef first():\r    return 1\n\x0c\ndef second():\n    return 2\n"
+    result = chunk_file("breaks.py", text, "python", budget=10)
+    validate_partition(text, result.chunks)
+    lines = text.splitlines(keepends=True)
+    for name in ("first", "second"):
+        symbol = next(s for s in result.symbols if s.name == name)
+        assert lines[symbol.start_line - 1].startswith(f"def {name}")
 
 
 def test_syntax_errors_still_partition() -> None:

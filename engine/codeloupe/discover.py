@@ -621,7 +621,7 @@ def _leading_comments(head: str, blocks: tuple[tuple[str, str], ...], line_start
 def _finish(raw: bytes, encoding: str, settings: Settings, checks_generated: bool = True,
             document: bool = False) -> ReadResult:
     text = raw.decode(encoding)
-    longest = max((len(line) for line in text.splitlines()), default=0)
+    longest = max(map(len, text.splitlines()), default=0)
     if longest > settings.max_line_chars and _looks_minified(text, settings.max_line_chars):
         return ReadResult(None, "minified", encoding, raw)
     if checks_generated and looks_generated(text, document):

@@ -46,7 +46,7 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     definitions: list[Definition] = []
     skeleton = FileSkeleton(path, path)
     try:
-        longest = max(len(line) for line in lines.lines)
+        longest = lines.longest
         if longest > GIANT_LINE_CHARS:
             reason = f"giant line ({longest} characters)"
             pieces = _windows(lines, path, budget)
