@@ -46,6 +46,8 @@ def stem(word: str) -> str:
 def word_tokens(word: str) -> tuple[str, ...]:
     """The tokens one identifier contributes: its joined lower form plus its camel/snake parts (cached per run
     of word characters by `_run_terms`)."""
+    if word.isascii() and word.isalpha() and word.islower():  # most words of code and prose: itself, one part
+        return () if word in STOP_WORDS else (stem(word),)
     lower = word.lower()
     parts = [p.lower() for piece in word.split("_") if piece for p in _CAMEL.findall(piece)]
     out = []
