@@ -120,9 +120,10 @@ class DefinitionFinder:
 
     def _definition(self, node: Node, owner: Definition | None, root: Node) -> Definition | None:
         spec = self.spec
-        kind = spec.kind_of(node.type)
+        node_type = node.type  # read once: each read of a node's field crosses into tree-sitter
+        kind = spec.kind_of(node_type)
         body: Node | None
-        if node.type in spec.wrappers:
+        if node_type in spec.wrappers:
             return self._anonymous_export(node, owner)
         if kind is not None:
             name = self._name(node)
@@ -130,27 +131,33 @@ class DefinitionFinder:
             if not name:
                 return None
             outer = self._outer(node)
-        elif node.type in spec.assignments or node.type in spec.declarators:
-            fields = spec.assignments.get(node.type) or spec.declarators[node.type]
+        elif node_type in spec.assignments or node_type in spec.declarators:
+            fields = spec.assignments.get(node_type) or spec.declarators[node_type]
             target, value = node.child_by_field_name(fields[0]), node.child_by_field_name(fields[1])
             if target is None or value is None:
                 return None
+            value_type = value.type
+            functional = value_type in spec.function_values or value_type in spec.class_values
+            if owner is not None and not functional:
+                # Inside a definition only a function or class value defines something: the assignments in
+                # function bodies, most of what the query finds, end here before their text is read.
+                return None
             name = " ".join(self.text(target).split())
             outer = self._statement(node)
-            if value.type in spec.function_values:
+            if value_type in spec.function_values:
                 kind, body = "function", self._body(value)
-            elif value.type in spec.class_values:
+            elif value_type in spec.class_values:
                 kind, body = "class", self._body(value)
             elif owner is None and outer.parent == root and _is_constant_name(name):
                 kind, body = "constant", None
-            elif owner is None and value.type in spec.object_values and "." in name:
+            elif owner is None and value_type in spec.object_values and "." in name:
                 kind, body = "variable", None  # `module.exports = {...}`
             else:
                 return None
         else:
             return None
         parent = owner.member_parent if owner is not None else ""
-        special = spec.special_names.get(node.type)
+        special = spec.special_names.get(node_type)
         if special == "go_receiver":
             parent = self._go_receiver(node) or parent
         elif special != "rust_impl":
@@ -158,12 +165,12 @@ class DefinitionFinder:
             if qualified:
                 prefix, name = qualified.group(1).replace("::", ".").replace(":", "."), qualified.group(2)
                 parent = f"{parent}.{prefix}" if parent else prefix
-        kind = _normalise_kind(kind, owner, node.type, special)
+        kind = _normalise_kind(kind, owner, node_type, special)
         start, end = self.lines.span(outer)
         return Definition(
             node=node, outer=outer, kind=kind, name=name, parent=parent,
             signature=self._signature(node, body), body=body, owner=owner, start=start, end=end,
-            transparent_label=spec.transparent.get(node.type, ""),
+            transparent_label=spec.transparent.get(node_type, ""),
         )
 
     def _anonymous_export(self, node: Node, owner: Definition | None) -> Definition | None:
