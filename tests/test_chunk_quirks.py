@@ -79,6 +79,19 @@ def test_commonjs_assignments_are_definitions() -> None:
     assert chunk_at(small, 5).start_line == chunk_at(small, 8).start_line
 
 
+@pytest.mark.parametrize(("name", "source"), [
+    ("nested.js", "function outer() {\n  const helper = function () { return 1; };\n  const count = 3;\n"
+                  "  return helper() + count;\n}\nconst LIMIT = 10;\n"),
+    ("nested.py", "def outer():\n    helper = lambda x: x\n    count = 3\n    return helper(count)\n\nLIMIT = 10\n"),
+])
+def test_inside_a_definition_only_functions_assigned_are_definitions(name: str, source: str) -> None:
+    """A function value assigned in a body is a definition of its own; a plain value there is not (the
+    assignments of function bodies are dropped early, before their text is read), a constant at the top is."""
+    result = chunk_file(name, source, detect_language(name, source[:100]))
+    assert [(s.name, s.kind, s.parent) for s in result.symbols] == [
+        ("outer", "function", ""), ("helper", "function", "outer"), ("LIMIT", "constant", "")]
+
+
 def test_decorators_belong_to_the_definition() -> None:
     result = chunked("decorated.py", budget=120)
     index = symbol(result, "index")
