@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
@@ -51,6 +52,11 @@ ProgressFn = Callable[[Progress], None]
 
 def content_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
+
+
+# Prepared files written to the index in one transaction: a commit a file was a third of writing one; a group
+# of 32 is a few tens of milliseconds of the writer's time (a search on another thread waits for it at most).
+WRITE_BATCH = 32
 
 
 def index_workspace(root: Path, store: Store, settings: Settings,
@@ -111,16 +117,19 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     total = len(found.candidates)
     done = total - len(work)
     now_skipped: list[SkippedFile] = []
-    for (candidate, row), prepared in zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings,
-                                                             strategies)):
-        outcome = _apply(prepared, row, store, report)
-        if outcome:
-            skipped[outcome] += 1
-            if prepared.digest:  # read and judged by its content (not a transient failure to read it)
-                now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules, outcome))
-        done += 1
-        if progress and (done % 50 == 0 or done == total):
-            progress(Progress("chunk", done, total, candidate.rel_path))
+    prepared_files = zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies))
+    while group := list(islice(prepared_files, WRITE_BATCH)):
+        with store.batch():
+            for (candidate, row), prepared in group:
+                outcome = _apply(prepared, row, store, report)
+                if outcome:
+                    skipped[outcome] += 1
+                    if prepared.digest:  # read and judged by its content (not a transient failure to read it)
+                        now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
+                                                       outcome))
+                done += 1
+                if progress and (done % 50 == 0 or done == total):
+                    progress(Progress("chunk", done, total, candidate.rel_path))
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed

@@ -411,6 +411,7 @@ class Store:
         self._unchecked = not check
         self.rebuilt_reason = ""
         self._lock = threading.RLock()
+        self._batching = False  # within `batch`: transactions are part of its one
         self._generations: dict[str, int] = {}  # the last value each counter was read at
         self.read_only_reason = ""  # why the index was opened read-only ("" when it is writable)
         self.recoveries = 0  # damage met in use and repaired by starting over (a run in progress restarts)
@@ -554,8 +555,24 @@ class Store:
     # transaction() and query() are for this package's own modules (store.edges); nothing outside the store
     # speaks SQL.
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The writes made inside, by this thread, as one transaction: an index run writes its files a group at a
+        time, where a commit a file rewrote the same pages (the files table's, the generation counter's) once
+        for every file. Other threads' reads and writes wait for it (it holds the store's lock); a failure rolls
+        the whole group back, so each file is in the index whole or not at all, as before."""
+        with self.transaction():
+            self._batching = True
+            try:
+                yield
+            finally:
+                self._batching = False
+
+    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._batching:  # inside `batch`, on its thread (the only one holding the lock)
+                yield self._conn
+                return
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:

@@ -1,0 +1,67 @@
+"""An index run writes its files a group at a time (`Store.batch`): the group is one transaction, seen by
+other connections whole or not at all, rolled back whole on a failure, and the store is as before after it."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from codeloupe.store import Store
+from codeloupe.types import Chunk, ChunkedFile, FileSkeleton
+
+
+def _write(store: Store, rel: str) -> None:
+    chunks = [Chunk(1, 2, "function", "f", rel, "def f():\n    return 1\n")]
+    store.replace_file(ChunkedFile(rel, "python", chunks, [], FileSkeleton(rel, rel)), hash=rel, size=1,
+                       mtime=1.0, is_doc=False, encoding="utf-8", chunker_version=1, line_count=2)
+
+
+def _paths(store: Store) -> list[str]:
+    return [row[0] for row in store.query("SELECT path FROM files ORDER BY path")]
+
+
+def test_a_batch_is_seen_by_another_connection_only_once_it_ends(tmp_path: Path) -> None:
+    store, reader = Store(tmp_path / "index.sqlite"), Store(tmp_path / "index.sqlite")
+    with store.batch():
+        _write(store, "a.py")
+        _write(store, "b.py")
+        assert _paths(store) == ["a.py", "b.py"]  # its own writes, on its own connection
+        assert _paths(reader) == []
+    assert _paths(reader) == ["a.py", "b.py"]
+
+
+def test_a_failure_in_a_batch_rolls_the_whole_group_back_and_writes_go_on_after_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.sqlite")
+    _write(store, "before.py")
+    with pytest.raises(RuntimeError), store.batch():
+        _write(store, "a.py")
+        raise RuntimeError("a write failed")
+    assert _paths(store) == ["before.py"]
+    _write(store, "after.py")  # a transaction of its own again, committed
+    with pytest.raises(RuntimeError), store.transaction() as conn:  # ... and rolled back whole on a failure
+        conn.execute("DELETE FROM files")
+        raise RuntimeError("a write failed")
+    assert _paths(Store(tmp_path / "index.sqlite")) == ["after.py", "before.py"]
+
+
+def test_another_thread_writes_after_the_batch_not_inside_it(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.sqlite")
+    reader = Store(tmp_path / "index.sqlite")
+    started, other_done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        started.wait()
+        _write(store, "other.py")
+        other_done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with pytest.raises(RuntimeError), store.batch():
+        _write(store, "a.py")
+        started.set()
+        assert not other_done.wait(0.3)  # it waits for the batch: its write is not part of the group
+        raise RuntimeError("the batch fails")
+    thread.join(10)
+    assert other_done.is_set() and _paths(reader) == ["other.py"]
