@@ -679,6 +679,12 @@ class PgStore:
         """Nothing to release: connections go back to the process's pool after each session."""
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Where `Store.batch` groups an index run's writes, each file stays a transaction of its own here, as
+        before (the grouping was measured on SQLite; workers on a shared index already write a batch each)."""
+        yield
+
+    @contextmanager
     def transaction(self) -> Iterator[SqlConnection]:
         with self._session():
             try:
