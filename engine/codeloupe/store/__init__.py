@@ -552,8 +552,6 @@ class Store:
         with self._lock:
             self._conn.close()
 
-    # transaction() and query() are for this package's own modules (store.edges); nothing outside the store
-    # speaks SQL.
     @contextmanager
     def batch(self) -> Iterator[None]:
         """The writes made inside, by this thread, as one transaction: an index run writes its files a group at a
@@ -567,6 +565,8 @@ class Store:
             finally:
                 self._batching = False
 
+    # transaction() and query() are for this package's own modules (store.edges); nothing outside the store
+    # speaks SQL.
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
