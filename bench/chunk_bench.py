@@ -11,15 +11,13 @@ best pass's CPU time a file is printed. The engines take turns twice. Each print
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
-from scale_tree import engines_to_compare
+from scale_tree import engines_to_compare, tree_bench_arguments
 
 _CHILD = r"""
 import dataclasses, hashlib, json, pickle, sys, time
@@ -59,18 +57,7 @@ def measure(engine: str, trees: list[Path], rounds: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="*", type=Path)
-    parser.add_argument("--corpora", type=Path, help="fetch_corpora.sh target dir (each <id>/repo is read)")
-    parser.add_argument("--stdlib", action="store_true", help="also this interpreter's standard library")
-    parser.add_argument("--baseline", default="main", help="the git revision compared against ('' for none)")
-    parser.add_argument("--rounds", type=int, default=3, help="timed passes in each engine's process")
-    args = parser.parse_args()
-    trees = list(args.trees)
-    if args.corpora:
-        trees += sorted(p / "repo" for p in args.corpora.iterdir() if (p / "repo").is_dir())
-    if args.stdlib:
-        trees.append(Path(sysconfig.get_paths()["stdlib"]))
+    args, trees = tree_bench_arguments(__doc__, "read", "main", "timed passes in each engine's process")
     checkout = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as into:
         engines = engines_to_compare(checkout, checkout / "engine", args.baseline, Path(into))

@@ -12,17 +12,15 @@ the chunk counts must agree.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
-from scale_tree import engines_to_compare
+from scale_tree import engines_to_compare, tree_bench_arguments
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -79,18 +77,7 @@ def compare(trees: list[Path], baseline: str, rounds: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs="*", type=Path)
-    parser.add_argument("--corpora", type=Path, help="fetch_corpora.sh target dir (each <id>/repo is indexed)")
-    parser.add_argument("--stdlib", action="store_true", help="also index this interpreter's standard library")
-    parser.add_argument("--baseline", default="", help="a git revision whose engine/ indexes each tree too")
-    parser.add_argument("--rounds", type=int, default=3, help="with --baseline: runs of each engine on each tree")
-    args = parser.parse_args()
-    trees = list(args.trees)
-    if args.corpora:
-        trees += sorted(p / "repo" for p in args.corpora.iterdir() if (p / "repo").is_dir())
-    if args.stdlib:
-        trees.append(Path(sysconfig.get_paths()["stdlib"]))
+    args, trees = tree_bench_arguments(__doc__, "indexed", "", "with --baseline: runs of each engine on each tree")
     if args.baseline:
         compare(trees, args.baseline, args.rounds)
         return 0

@@ -10,6 +10,7 @@ is as a real index of that many files would leave it, and a tree of hard links l
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -117,3 +118,23 @@ def stdlib() -> Path:
     import sysconfig
 
     return Path(sysconfig.get_paths()["stdlib"])
+
+
+def tree_bench_arguments(doc: str, verb: str, baseline: str, rounds: str) -> tuple[argparse.Namespace, list[Path]]:
+    """A bench's command line over trees, parsed: the trees named, a golden set's corpora (`--corpora`) and this
+    interpreter's standard library (`--stdlib`), which `verb` ("indexed", "read"); `--baseline REV` (whose
+    engine/ runs beside this checkout's; '' for none, `baseline` by default) and `--rounds N` (`rounds` says
+    what a round is). (arguments, the trees)"""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("trees", nargs="*", type=Path)
+    parser.add_argument("--corpora", type=Path, help=f"fetch_corpora.sh target dir (each <id>/repo is {verb})")
+    parser.add_argument("--stdlib", action="store_true", help="also this interpreter's standard library")
+    parser.add_argument("--baseline", default=baseline, help="the git revision whose engine/ is compared ('' for none)")
+    parser.add_argument("--rounds", type=int, default=3, help=rounds)
+    args = parser.parse_args()
+    trees = list(args.trees)
+    if args.corpora:
+        trees += sorted(p / "repo" for p in args.corpora.iterdir() if (p / "repo").is_dir())
+    if args.stdlib:
+        trees.append(stdlib())
+    return args, trees
