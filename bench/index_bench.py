@@ -38,7 +38,7 @@ print(json.dumps({"files": cold.files_indexed, "chunks": cold.chunks, "cold_s": 
 def measure(tree: Path, engine: str | None = None) -> dict:
     """One cold index and one warm re-index of `tree` in a new process (with `engine` first on its path);
     `cpu_s`: the CPU time of that process and of the worker processes it waited for."""
-    env = {"CODELOUPE_CACHE_DIR": "", "PATH": "/usr/bin:/bin", **({"PYTHONPATH": engine} if engine else {})}
+    env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": engine} if engine else {})}
     with tempfile.TemporaryDirectory() as cache:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run([sys.executable, "-c", _CHILD, str(tree)], capture_output=True, text=True, check=True,
