@@ -65,3 +65,30 @@ def test_another_thread_writes_after_the_batch_not_inside_it(tmp_path: Path) -> 
         raise RuntimeError("the batch fails")
     thread.join(10)
     assert other_done.is_set() and _paths(reader) == ["other.py"]
+
+
+def test_an_index_run_tells_its_progress_between_groups_with_the_files_counted_written(tmp_path: Path) -> None:
+    """Progress is told after a group's transaction ends: another connection then sees as many files as it says
+    are done, and another thread can read the index meanwhile (told inside the group, the listener ran holding
+    the store's lock: an editor slow to read its pipe held up every search)."""
+    from codeloupe.api import Workspace
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(120):
+        (root / f"m{i:03}.py").write_text(f"def f{i}():\n    return {i}\n")
+    ws = Workspace(root, overrides={"cache_dir": str(tmp_path / "cache"), "embed_provider": "none"})
+    told: list[tuple[int, int, bool]] = []
+
+    def progress(p) -> None:
+        if p.phase != "chunk":
+            return
+        seen = len(Store(ws.store.path).file_rows())
+        reading = threading.Thread(target=ws.store.file_rows)
+        reading.start()
+        reading.join(5)
+        told.append((p.done, seen, not reading.is_alive()))
+
+    ws.index(progress, edges=False)
+    assert all(seen == done and free for done, seen, free in told), told
+    assert [done for done, _, _ in told] == [64, 120]  # groups of 32: past 50 at 64, past 100 at the last

@@ -41,7 +41,7 @@ from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
 from codeloupe.parallel import map_in_workers
 from codeloupe.settings import Settings
-from codeloupe.store import FileRow, SkippedFile, Store, StoreRebuilt
+from codeloupe.store import FileRow, SkippedFile, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import ChunkedFile, IndexReport, Progress
 
@@ -59,7 +59,7 @@ def content_hash(raw: bytes) -> str:
 WRITE_BATCH = 32
 
 
-def index_workspace(root: Path, store: Store, settings: Settings,
+def index_workspace(root: Path, store: IndexStore, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
                     found: Walk | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
@@ -71,7 +71,7 @@ def index_workspace(root: Path, store: Store, settings: Settings,
     return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies))
 
 
-def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
+def _starting_over_on_damage(store: IndexStore, run: Callable[[], IndexReport],
                              rebuild: Callable[[], IndexReport]) -> IndexReport:
     """`run()`, unless it met a damaged index: the store then moved the file aside and started over empty
     (a write raises `StoreRebuilt`, a read answers from the new file), and `rebuild()` fills it, so the
@@ -87,7 +87,7 @@ def _starting_over_on_damage(store: Store, run: Callable[[], IndexReport],
     return rebuild()
 
 
-def _index_workspace(root: Path, store: Store, settings: Settings, progress: ProgressFn | None,
+def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress: ProgressFn | None,
                      strategies: tuple[Strategy, ...] = (), found: Walk | None = None) -> IndexReport:
     started = time.perf_counter()
     root = Path(root)
@@ -127,9 +127,11 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
                     if prepared.digest:  # read and judged by its content (not a transient failure to read it)
                         now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
                                                        outcome))
-                done += 1
-                if progress and (done % 50 == 0 or done == total):
-                    progress(Progress("chunk", done, total, candidate.rel_path))
+        # Told once the group is written, outside its transaction: the count is then of files in the index, and
+        # a listener that is slow (an editor not reading its pipe) holds no lock another thread's search needs.
+        before, done = done, done + len(group)
+        if progress and (done // 50 > before // 50 or done == total):
+            progress(Progress("chunk", done, total, group[-1][0][0].rel_path))
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
@@ -138,7 +140,7 @@ def _index_workspace(root: Path, store: Store, settings: Settings, progress: Pro
     return _finish_report(report, store, skipped, started)
 
 
-def index_files(store: Store, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
+def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
                 skipped: Mapping[str, int], strategies: tuple[Strategy, ...] = (),
                 progress: ProgressFn | None = None) -> IndexReport:
     """Bring the store up to date with a tree held in memory (a remote tarball's files, already past the path
@@ -159,7 +161,7 @@ def index_files(store: Store, settings: Settings, files: list[tuple[Candidate, b
     return _finish_report(report, store, counted, started)
 
 
-def _finish_report(report: IndexReport, store: Store, skipped: Counter[str], started: float) -> IndexReport:
+def _finish_report(report: IndexReport, store: IndexStore, skipped: Counter[str], started: float) -> IndexReport:
     counts = store.counts()
     report.chunks, report.symbols = counts["chunks"], counts["symbols"]
     report.languages = store.language_counts()
@@ -190,7 +192,7 @@ def _changed_since(candidate: Candidate, row: FileRow | None) -> Candidate | Non
     return None if stat.S_ISREG(st.st_mode) and _is_current(fresh, row) else fresh
 
 
-def index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+def index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: Iterable[str],
                 strategies: tuple[Strategy, ...] = ()) -> IndexReport:
     """Re-index just these files (saved, created or deleted): the editor's fast path. Damage met on the way
     re-indexes the whole workspace into the new, empty index. So does a changed ignore file (`.gitignore`,
@@ -211,7 +213,7 @@ def _holds_ignore_rules(rel_path: str) -> bool:
     return posixpath.basename(rel_path) in IGNORE_FILE_NAMES or rel_path.endswith(".git/info/exclude")
 
 
-def _index_paths(root: Path, store: Store, settings: Settings, rel_paths: Iterable[str],
+def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: Iterable[str],
                  strategies: tuple[Strategy, ...]) -> IndexReport:
     started = time.perf_counter()
     root = Path(root).resolve()
@@ -335,7 +337,7 @@ def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
             and row.mtime == candidate.mtime)
 
 
-def _apply(prepared: Prepared, row: FileRow | None, store: Store, report: IndexReport) -> str:
+def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: IndexReport) -> str:
     """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index."""
     candidate = prepared.candidate
     if prepared.same_content:
