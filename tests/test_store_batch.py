@@ -92,3 +92,16 @@ def test_an_index_run_tells_its_progress_between_groups_with_the_files_counted_w
     ws.index(progress, edges=False)
     assert all(seen == done and free for done, seen, free in told), told
     assert [done for done, _, _ in told] == [64, 120]  # groups of 32: past 50 at 64, past 100 at the last
+
+
+def test_an_index_written_with_the_old_name_index_loses_it_at_open_and_keeps_its_rows(tmp_path: Path) -> None:
+    """No statement reads symbols by name; earlier versions kept an index of them that every write updated."""
+    path = tmp_path / "index.sqlite"
+    store = Store(path)
+    _write(store, "a.py")
+    store.query("CREATE INDEX symbols_name ON symbols(name COLLATE NOCASE)")  # as earlier versions made it
+    store.close()
+    again = Store(path)
+    indexes = {row[0] for row in again.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "symbols_name" not in indexes and "symbols_file" in indexes
+    assert _paths(again) == ["a.py"] and again.counts()["chunks"] == 1

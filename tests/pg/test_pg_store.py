@@ -123,7 +123,10 @@ def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path
         with psycopg.connect(pg_url) as conn:
             versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
             repos = conn.execute("SELECT count(DISTINCT repo_id) FROM files").fetchone()[0]
+            # Migration 7 dropped the name index no statement reads (every symbol written updated it).
+            indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'symbols'")}
         assert versions == [v for v, _ in MIGRATIONS] and repos == 2
+        assert "symbols_repo_name" not in indexes and "symbols_file" in indexes
         second.store.delete_files(list(second.store.file_rows()))
         assert first.store.counts() == _open(tree, store_url=pg_url).store.counts()  # untouched
     finally:

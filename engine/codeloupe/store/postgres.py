@@ -321,6 +321,10 @@ CREATE TABLE IF NOT EXISTS index_settings (
 -- state before a write, no longer replace each other's copy at every open and build it again.
 ALTER TABLE saved_files DROP CONSTRAINT IF EXISTS saved_files_pkey;
 ALTER TABLE saved_files ADD PRIMARY KEY (repo_id, suffix, stamp);
+"""), (7, """
+-- No statement reads symbols by name (a snapshot builds the symbol lane's maps in memory): the name index
+-- made by migration 1 only cost every symbol a worker writes an index entry.
+DROP INDEX IF EXISTS symbols_repo_name;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
