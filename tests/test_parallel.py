@@ -133,3 +133,39 @@ def test_other_work_runs_while_the_workers_work_and_its_error_comes_after_the_re
                   ran)
     """)
     assert out == ["the_other_work_failed", "True", "True", "[1,", "2]", "[1]"]
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_spawned_workers(tmp_path: Path) -> None:
+    # With onnxruntime loaded workers are spawned, and a spawned worker imports the main script again: this one,
+    # unguarded, would print again (and start its own pool) in every worker. Its work stays in this process.
+    out = run_case(tmp_path, """
+        import onnxruntime  # noqa: F401
+
+        from codeloupe import parallel
+        from codeloupe.embed.workers import WorkerPool
+
+        os.cpu_count = lambda: 2
+        print("top-level")
+        n = parallel.POOL_MIN_ITEMS
+        done = list(parallel.map_in_workers(os.getpid, [()] * n, n, what="test"))
+        print(parallel.pool_context().get_start_method(), set(done) == {os.getpid()},
+              WorkerPool("model.onnx", "0" * 64, "out", workers=2).run([{}]),
+              [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["top-level", "spawn", "True", "None", "[]"]
+
+
+def test_a_guarded_script_still_gets_spawned_workers(tmp_path: Path) -> None:
+    out = run_case(tmp_path, """
+        import onnxruntime  # noqa: F401
+
+        from codeloupe import parallel
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            print("top-level")
+            n = parallel.POOL_MIN_ITEMS
+            done = list(parallel.map_in_workers(os.getpid, [()] * n, n, what="test"))
+            print(parallel.pool_context().get_start_method(), os.getpid() not in set(done))
+    """)
+    assert out == ["top-level", "spawn", "True"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import ctypes
+import functools
 import logging
 import multiprocessing
 import os
@@ -49,9 +51,10 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[tuple, Future]] = deque()
     other = _Meanwhile(meanwhile)
-    if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2:
+    context = pool_context()
+    if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
         try:
-            with ProcessPoolExecutor(workers, mp_context=pool_context(), initializer=exit_with_parent,
+            with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
                                      initargs=(os.getpid(),)) as pool:
                 try:
                     for row in rows:
@@ -145,3 +148,48 @@ def pool_context() -> multiprocessing.context.BaseContext:
     # thread count would make every process spawn, and every worker pay ~0.5 s of imports).
     native = any(name in sys.modules for name in _NATIVE_POOLS)
     return multiprocessing.get_context("fork" if threading.active_count() == 1 and not native else "spawn")
+
+
+def may_start(context: multiprocessing.context.BaseContext, what: str) -> bool:
+    """Whether worker processes of `context` may start here. A spawned worker first imports this process's main
+    module again (as `__mp_main__`), top level and all: a script that does its work without an `if __name__ ==
+    "__main__"` guard would do it again in every worker (print, write, index, search) before the worker took
+    a task, and the caller would wait on workers busy with that. Such a script's work stays in this process."""
+    if context.get_start_method() == "fork" or _main_imports_cleanly():
+        return True
+    log.info("%s in this process: worker processes would run this script again (it has no main guard)", what)
+    return False
+
+
+@functools.cache
+def _main_imports_cleanly() -> bool:
+    """Whether importing the main module again runs nothing but its definitions. True where a spawned worker
+    does not import it (no main file: an interactive session, `python -c`; a package's `__main__`, which
+    multiprocessing leaves alone) or where its source guards its work with `if __name__ == "__main__"` (the
+    console scripts, the language server, pytest); False for a main file that cannot be read or parsed."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    if name is not None:
+        if name == "__main__" or name.endswith(".__main__"):
+            return True
+        origin = getattr(spec, "origin", None)
+    else:
+        origin = getattr(main, "__file__", None)
+    if not origin:
+        return True
+    try:
+        with open(origin, "rb") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.If) and _is_main_test(node.test) for node in tree.body)
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant) and b.value == "__main__"
+               for a, b in (sides, sides[::-1]))

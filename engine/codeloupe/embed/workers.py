@@ -26,7 +26,7 @@ import numpy as np
 import onnxruntime as ort
 
 from codeloupe.embed import EmbeddingError, normalise_rows
-from codeloupe.parallel import WORKER_TIMEOUT_S, exit_with_parent, kill_workers, pool_context
+from codeloupe.parallel import WORKER_TIMEOUT_S, exit_with_parent, kill_workers, may_start, pool_context
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -137,8 +137,11 @@ class WorkerPool:
             if self.broken:
                 return None
             if self._pool is None:
+                context = pool_context()
+                if not may_start(context, "embedding"):
+                    return None
                 self._pool = ProcessPoolExecutor(
-                    self.workers, mp_context=pool_context(), initializer=_start_worker,
+                    self.workers, mp_context=context, initializer=_start_worker,
                     initargs=(str(self.model_path), self.model_sha256, self.output, os.getpid()))
             pool = self._pool
             self._running += 1
