@@ -169,3 +169,29 @@ def test_a_guarded_script_still_gets_spawned_workers(tmp_path: Path) -> None:
             print(parallel.pool_context().get_start_method(), os.getpid() not in set(done))
     """)
     assert out == ["top-level", "spawn", "True"]
+
+
+def test_a_caller_that_stops_reading_is_let_go_even_when_the_pool_fails_on_its_way_down(tmp_path: Path) -> None:
+    # An index run that meets a full disk stops reading the prepared files: closing the generator shuts the pool
+    # down, and a pool failing then (a worker's result half sent) must not turn into work done in this process,
+    # which a closed generator cannot yield ("generator ignored GeneratorExit", seen in CI's full-disk test).
+    out = run_case(tmp_path, """
+        from concurrent.futures import ProcessPoolExecutor
+
+        from codeloupe import parallel
+
+        def failing_shutdown(self, *args, **kwargs):
+            ProcessPoolExecutor.shutdown.__wrapped__(self, *args, **kwargs)
+            raise OSError("a worker's result was cut short")
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            failing_shutdown.__wrapped__ = ProcessPoolExecutor.shutdown
+            ProcessPoolExecutor.shutdown = failing_shutdown
+            n = parallel.POOL_MIN_ITEMS
+            results = parallel.map_in_workers(abs, [(-i,) for i in range(n)], n, what="test")
+            first = next(results)
+            results.close()
+            print(first, [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["0", "[]"]

@@ -52,6 +52,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     pending: deque[tuple[tuple, Future]] = deque()
     other = _Meanwhile(meanwhile)
     context = pool_context()
+    closing = False  # the caller stopped reading (an index run that failed on a full disk): no more work
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
         try:
             with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
@@ -69,9 +70,15 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                 except TimeoutError:
                     kill_workers(pool)
                     raise
+                except GeneratorExit:
+                    closing = True
+                    raise
             other.raise_error()
             return
         except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
+            if closing:  # the pool failed on its way down after the caller let go: nothing is owed to anyone
+                log.debug("%s: the worker pool failed while closing (%r)", what, exc)
+                return
             # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
             # is stuck: finish in this process rather than fail or wait forever.
             log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
