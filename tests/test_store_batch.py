@@ -3,6 +3,7 @@ other connections whole or not at all, rolled back whole on a failure, and the s
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -105,3 +106,27 @@ def test_an_index_written_with_the_old_name_index_loses_it_at_open_and_keeps_its
     indexes = {row[0] for row in again.query("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "symbols_name" not in indexes and "symbols_file" in indexes
     assert _paths(again) == ["a.py"] and again.counts()["chunks"] == 1
+
+
+def test_an_index_opened_while_another_process_writes_keeps_the_old_name_index_for_later_and_stays_sound(
+        tmp_path: Path) -> None:
+    """Dropping the old name index is the one write an open makes: met by another process's write, it waits a
+    moment and is left for a later open. A lock there read as an unreadable index, moved aside and rebuilt."""
+    path = tmp_path / "index.sqlite"
+    store = Store(path)
+    _write(store, "a.py")
+    store.query("CREATE INDEX symbols_name ON symbols(name COLLATE NOCASE)")
+    store.close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO meta VALUES ('held', 'by another process')")
+    try:
+        during = Store(path)
+        assert during.rebuilt_reason == "" and _paths(during) == ["a.py"]
+        assert during.query("SELECT name FROM sqlite_master WHERE name = 'symbols_name'")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    after = Store(path)
+    assert not after.query("SELECT name FROM sqlite_master WHERE name = 'symbols_name'")
+    assert not list(tmp_path.glob("*.damaged*")) and _paths(after) == ["a.py"]
