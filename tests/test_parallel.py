@@ -180,13 +180,14 @@ def test_a_caller_that_stops_reading_is_let_go_even_when_the_pool_fails_on_its_w
 
         from codeloupe import parallel
 
+        REAL_SHUTDOWN = ProcessPoolExecutor.shutdown
+
         def failing_shutdown(self, *args, **kwargs):
-            ProcessPoolExecutor.shutdown.__wrapped__(self, *args, **kwargs)
+            REAL_SHUTDOWN(self, *args, **kwargs)  # the workers really end; then the pool reports a failure
             raise OSError("a worker's result was cut short")
 
         if __name__ == "__main__":
             os.cpu_count = lambda: 2
-            failing_shutdown.__wrapped__ = ProcessPoolExecutor.shutdown
             ProcessPoolExecutor.shutdown = failing_shutdown
             n = parallel.POOL_MIN_ITEMS
             results = parallel.map_in_workers(abs, [(-i,) for i in range(n)], n, what="test")

@@ -73,10 +73,12 @@ def test_an_index_run_tells_its_progress_between_groups_with_the_files_counted_w
     are done, and another thread can read the index meanwhile (told inside the group, the listener ran holding
     the store's lock: an editor slow to read its pipe held up every search)."""
     from codeloupe.api import Workspace
+    from codeloupe.index import PROGRESS_EVERY, WRITE_BATCH
 
+    files = 120
     root = tmp_path / "repo"
     root.mkdir()
-    for i in range(120):
+    for i in range(files):
         (root / f"m{i:03}.py").write_text(f"def f{i}():\n    return {i}\n")
     ws = Workspace(root, overrides={"cache_dir": str(tmp_path / "cache"), "embed_provider": "none"})
     told: list[tuple[int, int, bool]] = []
@@ -92,7 +94,11 @@ def test_an_index_run_tells_its_progress_between_groups_with_the_files_counted_w
 
     ws.index(progress, edges=False)
     assert all(seen == done and free for done, seen, free in told), told
-    assert [done for done, _, _ in told] == [64, 120]  # groups of 32: past 50 at 64, past 100 at the last
+    # Each told count ends a group, and is told once past each multiple of PROGRESS_EVERY, and at the end.
+    ends = [min(end, files) for end in range(WRITE_BATCH, files + WRITE_BATCH, WRITE_BATCH)]
+    expected = [end for before, end in zip([0, *ends], ends)
+                if end // PROGRESS_EVERY > before // PROGRESS_EVERY or end == files]
+    assert [done for done, _, _ in told] == expected and len(expected) > 1
 
 
 def test_an_index_written_with_the_old_name_index_loses_it_at_open_and_keeps_its_rows(tmp_path: Path) -> None:

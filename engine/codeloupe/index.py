@@ -57,6 +57,8 @@ def content_hash(raw: bytes) -> str:
 # Prepared files written to the index in one transaction: a commit a file was a third of writing one; a group
 # of 32 is a few tens of milliseconds of the writer's time (a search on another thread waits for it at most).
 WRITE_BATCH = 32
+# Progress is told once a written group takes the count past another multiple of this.
+PROGRESS_EVERY = 50
 
 
 def index_workspace(root: Path, store: IndexStore, settings: Settings,
@@ -130,8 +132,9 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         # Told once the group is written, outside its transaction: the count is then of files in the index, and
         # a listener that is slow (an editor not reading its pipe) holds no lock another thread's search needs.
         before, done = done, done + len(group)
-        if progress and (done // 50 > before // 50 or done == total):
-            progress(Progress("chunk", done, total, group[-1][0][0].rel_path))
+        if progress and (done // PROGRESS_EVERY > before // PROGRESS_EVERY or done == total):
+            (last, _), _ = group[-1]
+            progress(Progress("chunk", done, total, last.rel_path))
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
@@ -156,7 +159,7 @@ def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candida
         outcome = _apply(prepare_bytes(candidate, raw, _known_hash(row), settings, strategies), row, store, report)
         if outcome:
             counted[outcome] += 1
-        if progress and (done % 50 == 0 or done == len(files)):
+        if progress and (done % PROGRESS_EVERY == 0 or done == len(files)):
             progress(Progress("chunk", done, len(files), candidate.rel_path))
     return _finish_report(report, store, counted, started)
 
