@@ -186,6 +186,7 @@ def test_malformed_json_is_a_clear_error(server: tuple[str, Scripted]) -> None:
 
 
 @pytest.mark.parametrize("value", ["NaN", "1e39"])
+@pytest.mark.filterwarnings("error")  # reported as the error below, not also as a warning
 def test_vectors_that_are_not_finite_are_a_clear_error(server: tuple[str, Scripted], value: str) -> None:
     """NaN (which Python's JSON parser accepts) or a number past float32 would rank every chunk alike in
     memory and be refused by the shared index's database mid-search."""

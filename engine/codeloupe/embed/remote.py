@@ -104,7 +104,9 @@ class OpenAIProvider(QueryCachingProvider):
             raise self._error(f"sent a malformed response: {str(exc)[:300]}") from None
         try:
             rows = sorted(response.data, key=lambda item: item.index)
-            vectors = np.array([row.embedding for row in rows], dtype=np.float32)
+            # A number past float32 becomes inf here, which the check below reports: no warning on stderr too.
+            with np.errstate(over="ignore"):
+                vectors = np.array([row.embedding for row in rows], dtype=np.float32)
         except (AttributeError, TypeError, ValueError) as exc:
             raise self._error(f"sent a malformed response: {str(exc)[:300]}") from None
         if vectors.ndim != 2 or len(vectors) != len(batch):
