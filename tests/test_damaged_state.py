@@ -224,6 +224,8 @@ DAMAGED_CELLS = {
     "a symbol's name a blob": "UPDATE symbols SET name = X'ff' WHERE name = 'handler_5_5'",
     "a skeleton a blob": "UPDATE skeletons SET text = X'ff' WHERE file_id = 2",
     "the content generation not a number": "UPDATE meta SET value = 'abc' WHERE key = 'content_generation'",
+    "the schema version not a number": "UPDATE meta SET value = 'abc' WHERE key = 'schema_version'",
+    "the schema version a blob": "UPDATE meta SET value = X'ff00' WHERE key = 'schema_version'",
 }
 
 
@@ -249,3 +251,25 @@ def test_a_cell_of_a_type_the_store_never_writes_is_damage_that_heals(tmp_path: 
     assert ("rebuilt" in run.stderr and Path(str(index) + ".damaged").is_file()) or '"mod7.py"' in run.stdout
     again = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "rebuilt" not in again.stderr and '"mod7.py"' in again.stdout
+
+
+@pytest.mark.parametrize("table", ["chunks", "symbols"])
+def test_an_index_missing_a_table_of_its_schema_is_damage_that_heals(tmp_path: Path, table: str) -> None:
+    """The schema script would make the table anew, empty: every file's row says it is indexed, so its chunks
+    (or names) would never come back, and CORE would show files with no code."""
+    root = write_repo(tmp_path / "repo", files=12)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    index = ws.store.path
+    ws.close()
+    with sqlite3.connect(index) as db:
+        db.execute(f"DROP TABLE {table}")
+    reopened = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        assert f"table {table} missing" in reopened.store.rebuilt_reason
+        assert Path(str(index) + ".damaged").is_file()
+        reopened.index()
+        hit = reopened.search("handler_7_3").core[0]
+        assert hit.path == "mod7.py" and "def handler_7_3" in hit.chunks[0].text
+    finally:
+        reopened.close()

@@ -39,6 +39,8 @@ log = logging.getLogger("codeloupe.store")
 # 3: the flows tables (store.flows).
 SCHEMA_VERSION = 3
 
+# Tables an index of this schema always has: one missing from a file that says it is of this schema is damage.
+_CORE_TABLES = frozenset({"files", "chunks", "symbols"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
@@ -471,6 +473,7 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             conn = self._connect()
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             conn.executescript(_SCHEMA + EDGES_SCHEMA + FLOWS_SCHEMA)
             row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
@@ -478,9 +481,15 @@ class Store:
                 if has_files:
                     raise sqlite3.DatabaseError("schema version missing")
                 self._initialise(conn)
+            elif not (isinstance(row[0], str) and row[0].isascii() and row[0].isdigit()):
+                raise sqlite3.DatabaseError(f"schema version {str(row[0])[:40]!r} is not a number")
             elif int(row[0]) != SCHEMA_VERSION:
                 conn.close()
                 return self._rebuild(f"schema version {row[0]} != {SCHEMA_VERSION}")
+            elif missing := _CORE_TABLES - tables:
+                # The schema script made them anew, empty: an index of files whose chunks are gone would answer
+                # with empty code and re-index nothing (a file's row says it is indexed).
+                raise sqlite3.DatabaseError(f"table {', '.join(sorted(missing))} missing")
             _drop_retired_indexes(conn)
             problem = "" if self._unchecked else integrity_problem(conn)
             if problem:
