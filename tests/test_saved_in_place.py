@@ -3,14 +3,18 @@ read, not the whole matrix, and a damaged file is still found by its checksums a
 
 from __future__ import annotations
 
+import os
+import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
+from codeloupe.api import Workspace
 from codeloupe.lanes.lexical import BM25Index
-from codeloupe.saved import load_arrays, release_pages, save_arrays
+from codeloupe.saved import load_arrays, release_pages, save_arrays, saved_stamp
 
 
 def _resident_mb() -> float:
@@ -151,3 +155,43 @@ def test_a_temporary_file_a_killed_writer_left_is_removed_once_stale(tmp_path: P
     save_arrays(path, "s", {"values": np.arange(3)})
     assert not stale.exists() and recent.exists()  # another writer's file, still being written, is left alone
     assert load_arrays(path, "s")["values"].tolist() == [0, 1, 2]
+
+
+def _finishes(work: Callable[[], object], within_s: float = 60) -> object:
+    """`work()`'s result; the test fails (instead of hanging for good) when it has not returned in `within_s`."""
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(work()), daemon=True)
+    thread.start()
+    thread.join(within_s)
+    assert out, f"still waiting after {within_s:g} s"
+    return out[0]
+
+
+def test_a_fifo_in_a_saved_file_s_place_is_refused_not_waited_on(tmp_path: Path) -> None:
+    path = tmp_path / "a.npz"
+    os.mkfifo(path)
+    assert _finishes(lambda: load_arrays(path, "s", mapped=("data",))) is None
+    assert _finishes(lambda: saved_stamp(path)) is None
+
+
+def test_a_search_rebuilds_a_saved_index_a_fifo_took_the_place_of(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(5):
+        (root / f"m{i}.py").write_text(f"def parse_header_{i}(request):\n    return request.headers[{i}]\n")
+    overrides = {"embed_provider": "none", "cache_dir": str(tmp_path / "cache")}
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    expected = [h.path for h in ws.search("parse header").files]
+    ws.close()
+    saved = [p for p in (tmp_path / "cache").rglob("*.npz")]
+    assert saved
+    for path in saved:
+        path.unlink()
+        os.mkfifo(path)
+    again = Workspace(root, overrides=overrides)
+    try:
+        assert [h.path for h in _finishes(lambda: again.search("parse header")).files] == expected
+        assert (again.store.path.parent / (again.store.path.name + ".bm25.npz")).is_file()
+    finally:
+        again.close()

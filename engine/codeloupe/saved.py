@@ -15,11 +15,13 @@ there when the copy was saved for the same state, then read like any other (the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import io
 import logging
 import mmap
 import os
+import stat
 import struct
 import tempfile
 import time
@@ -28,7 +30,7 @@ import zipfile
 import zlib
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
@@ -133,7 +135,7 @@ def saved_stamp(path: Path) -> str | None:
     """The stamp of the file at `path` (what it was saved for); None when it is missing or damaged. Only the stamp
     is read: the arrays are checked by whoever then loads them (`load_arrays` with this stamp)."""
     try:
-        with np.load(path, allow_pickle=False) as saved:
+        with _opened(path) as fh, np.load(fh, allow_pickle=False) as saved:
             return str(saved[_STAMP]) if _STAMP in saved.files else None
     except FileNotFoundError:
         return None
@@ -154,17 +156,28 @@ def saved_generation(path: Path, prefix: str) -> int | None:
 
 def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.ndarray] | None:
     try:
-        with np.load(path, allow_pickle=False) as saved:
+        with _opened(path) as fh, np.load(fh, allow_pickle=False) as saved:
             if _STAMP not in saved.files or str(saved[_STAMP]) != stamp:
                 return None
             names = [name for name in saved.files if name != _STAMP]
-            in_place = _mapped_members(path, saved.zip, [name for name in names if name in mapped])
+            in_place = _mapped_members(fh, saved.zip, [name for name in names if name in mapped])
             return {name: in_place[name] if name in in_place else saved[name] for name in names}
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # truncated, bit-flipped, ...
         log.info("ignoring the saved file %s (%s); rebuilding it", path, exc)
         return None
+
+
+def _opened(path: Path) -> BinaryIO:
+    """The saved file at `path` opened for reading; an OSError when it is not a regular file. Opened without
+    blocking: a FIFO put in a saved file's place would otherwise hold every command that reads it for good."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fh
 
 
 def _write_whole(path: Path, data: bytes) -> None:
@@ -197,14 +210,13 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
                 left.unlink()
 
 
-def _mapped_members(path: Path, archive: zipfile.ZipFile, names: list[str]) -> dict[str, np.ndarray]:
-    """The arrays `names` of the archive at `path` as views of one read-only mapping of the file; a member
+def _mapped_members(fh: BinaryIO, archive: zipfile.ZipFile, names: list[str]) -> dict[str, np.ndarray]:
+    """The arrays `names` of the archive in the file `fh` as views of one read-only mapping of it; a member
     that cannot be read in place is left out (the caller copies it). A member whose bytes do not match its
     checksum, or whose header does not fit the file, raises."""
     if not names:
         return {}
-    with open(path, "rb") as fh:
-        whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     found = {}
     for name in names:
         info = archive.getinfo(f"{name}.npy")
