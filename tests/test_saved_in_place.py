@@ -51,6 +51,26 @@ def test_a_loaded_index_holds_only_the_pages_its_queries_read(tmp_path: Path) ->
     assert _resident_mb() - before < 40
 
 
+def test_a_saved_index_answers_from_the_bytes_it_wrote_and_holds_no_copy_of_them(tmp_path: Path) -> None:
+    docs, terms = 200_000, 50_000
+    built = _large_index(docs, terms, 12_000_000)
+    queries = [["t1"], ["t7", "t4000", "t49999"]]
+    expected = [built.scores(q) for q in queries]
+    path = tmp_path / "i.npz"
+    saved = built.save(path, np.arange(docs), "s")
+    assert saved is not built
+    # Another writer replaces the file at once: the index saved goes on reading the bytes its own save wrote.
+    save_arrays(path, "other", {"data": np.zeros(10, np.float32)})
+    before = _resident_mb()
+    del built  # the matrices built in memory (~120 MB) go: the saved index keeps none of them alive
+    assert before - _resident_mb() > 60
+    for query, scores in zip(queries, expected):
+        np.testing.assert_array_equal(saved.scores(query), scores)
+    groups = np.arange(docs, dtype=np.int64) // 10
+    grouped = BM25Index.grouped(saved, groups, docs // 10)  # its counts are read in place too
+    assert grouped.scores(["t1"]).shape == (docs // 10,)
+
+
 def test_a_flipped_byte_in_an_array_read_in_place_is_found(tmp_path: Path) -> None:
     path = tmp_path / "a.npz"
     save_arrays(path, "s", {"data": np.arange(100_000, dtype=np.float32), "small": np.arange(3)})

@@ -78,11 +78,17 @@ _ZIP64_LOCAL_EXTRA = 20  # the sizes' field zipfile adds to a local header writt
 
 
 def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
-                *parts: Callable[[], dict[str, np.ndarray]]) -> None:
+                *parts: Callable[[], dict[str, np.ndarray]], mapped: Collection[str] = ()) -> dict[str, np.ndarray]:
     """Write `arrays` tagged with `stamp`, replacing `path` atomically (a reader never sees half a file).
     `parts` make more arrays, each called only when its turn to be written comes and let go once written: a
     large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it),
-    each array's bytes starting at a multiple of 64 so that `load_arrays` can map them in place."""
+    each array's bytes starting at a multiple of 64 so that `load_arrays` can map them in place.
+
+    Returns the arrays named in `mapped` (those written) as read-only views of the file just written, mapped before it took
+    `path`'s place: the writer's own bytes (another writer replacing the file later cannot change them), so
+    they are not read back to check them, as `load_arrays` checks a file another process wrote."""
+    found: dict[str, np.ndarray] = {}
+
     def write(tmp: Path) -> None:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
             for part in (lambda: arrays, *parts, lambda: {_STAMP: np.array(stamp)}):
@@ -90,12 +96,17 @@ def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
                     member = _aligned_member(f"{name}.npy", archive.fp.tell())
                     with archive.open(member, "w", force_zip64=True) as fh:
                         np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
+        if mapped:
+            with open(tmp, "rb") as fh, zipfile.ZipFile(fh) as archive:
+                written = {name.removesuffix(".npy") for name in archive.namelist()}
+                found.update(_mapped_members(fh, archive, [n for n in mapped if n in written], checked=False))
 
     _replace(path, write)
     kept = _keeper_of(path)
     if kept is not None:
         keeper, suffix = kept
         keeper.keep_saved(suffix, stamp, path.read_bytes())
+    return found
 
 
 def _aligned_member(name: str, offset: int) -> zipfile.ZipInfo:
@@ -210,10 +221,11 @@ def _replace(path: Path, write: Callable[[Path], object]) -> None:
                 left.unlink()
 
 
-def _mapped_members(fh: BinaryIO, archive: zipfile.ZipFile, names: list[str]) -> dict[str, np.ndarray]:
+def _mapped_members(fh: BinaryIO, archive: zipfile.ZipFile, names: list[str], *,
+                    checked: bool = True) -> dict[str, np.ndarray]:
     """The arrays `names` of the archive in the file `fh` as views of one read-only mapping of it; a member
-    that cannot be read in place is left out (the caller copies it). A member whose bytes do not match its
-    checksum, or whose header does not fit the file, raises."""
+    that cannot be read in place is left out (the caller copies it). A member whose header does not fit the
+    file, or (`checked`) whose bytes do not match its checksum, raises."""
     if not names:
         return {}
     whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -243,7 +255,7 @@ def _mapped_members(fh: BinaryIO, archive: zipfile.ZipFile, names: list[str]) ->
             continue
         if at + count * dtype.itemsize != end:
             raise ValueError(f"{name}'s header does not fit its bytes")
-        if zlib.crc32(memoryview(whole)[member:end]) != info.CRC:
+        if checked and zlib.crc32(memoryview(whole)[member:end]) != info.CRC:
             raise zipfile.BadZipFile(f"{name} does not match its checksum")
         found[name] = np.frombuffer(whole, dtype, count, at).reshape(shape)
     return found

@@ -482,13 +482,13 @@ def _summaries_stamp(index_id: str, generation: int, graph: str) -> str:
 
 
 def _kept_beside(index: BM25Index, path: Path | None, row_ids: np.ndarray, stamp: str, what: str) -> BM25Index:
-    """`index` saved at `path` and read back in place (the pages a query reads are the system's to drop), or
-    `index` itself where it could not be saved: a read-only cache dir costs the next start time, nothing else."""
+    """`index` saved at `path` and read in place from the file written (the pages a query reads are the system's
+    to drop), or `index` itself where it could not be saved: a read-only cache dir costs the next start time,
+    nothing else."""
     if path is None:
         return index
     try:
-        index.save(path, row_ids, stamp)
-        return BM25Index.load(path, row_ids, stamp) or index
+        return index.save(path, row_ids, stamp)
     except OSError as exc:
         log.warning("could not save %s to %s: %s", what, path, exc)
         return index
@@ -904,7 +904,7 @@ class Searcher:
             BM25Index.load(saved, table.ids, stamp)
         if bm25 is None:
             # Built while the lexical index's workers run (~3 s at 40K files, which this process spent waiting).
-            # Saved, and read back in place, as a restarted process reads it.
+            # Saved, and read in place from the file written, as a restarted process reads it.
             lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols)
             bm25 = _kept_beside(lexical, saved, table.ids, stamp, "the lexical index")
         if not symbols:

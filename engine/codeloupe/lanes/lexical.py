@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import zlib
 from array import array
 from collections import Counter
@@ -459,17 +460,28 @@ class BM25Index:
 
     # ---------------------------------------------------------------- persistence
 
-    def save(self, path: Path, row_ids: np.ndarray, stamp: str) -> None:
-        """Write the index beside the store, tagged with what it was built from (atomic replace)."""
+    def save(self, path: Path, row_ids: np.ndarray, stamp: str) -> BM25Index:
+        """Write the index beside the store, tagged with what it was built from (atomic replace), and return it
+        reading its entries in place from the file written, as `load` does: the same index, whose pages are the
+        system's to drop. The file is not read back (`save_arrays` maps the writer's own bytes), and the terms
+        are this index's own."""
         m = self._matrix
         vocab, vocab_ends = pack_strings(list(self.vocab))  # dict order is column order
         # An index that kept no counts (the file lane's, grouped from the chunk one) is saved without them.
         counts = {} if self._counts is None else {"counts": self._counts.data}
-        save_arrays(path, f"{TOKENS_VERSION}:{stamp}", {
+        in_place = save_arrays(path, f"{TOKENS_VERSION}:{stamp}", {
             "data": m.data, **counts, "indices": m.indices, "indptr": m.indptr,
             "shape": np.array(m.shape), "idf": self._idf, "vocab": vocab, "vocab_ends": vocab_ends,
             "row_ids": row_ids, "n_docs": np.array([self.n_docs], np.int64),
-            "avg_len": np.array([self.avg_len], np.float64)})
+            "avg_len": np.array([self.avg_len], np.float64)}, mapped=("data", "indices", "counts"))
+        if "data" not in in_place or "indices" not in in_place:  # not mappable (an empty index): kept as it is
+            return self
+        index = copy.copy(self)
+        indices = in_place["indices"]
+        index._matrix = sparse.csc_matrix((in_place["data"], indices, m.indptr), shape=m.shape, copy=False)
+        if self._counts is not None and "counts" in in_place:
+            index._counts = sparse.csc_matrix((in_place["counts"], indices, m.indptr), shape=m.shape, copy=False)
+        return index
 
     @staticmethod
     def saved_for(path: Path, stamp: str) -> bool:
