@@ -273,3 +273,35 @@ def test_an_index_missing_a_table_of_its_schema_is_damage_that_heals(tmp_path: P
         assert hit.path == "mod7.py" and "def handler_7_3" in hit.chunks[0].text
     finally:
         reopened.close()
+
+
+def test_an_index_put_back_to_an_earlier_state_never_answers_from_what_was_saved_for_the_later_one(
+        tmp_path: Path) -> None:
+    """Its write-ahead log lost, or an older copy of the file put back: the index hands its ids and generations
+    out again for other contents, and the lexical index and snapshot saved beside it for the lost state would
+    match their stamps and row ids."""
+    root = write_repo(tmp_path / "repo", files=12)
+    overrides = {"embed_provider": "none"}
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    index = ws.store.path
+    ws.close()
+    settle(index)
+    earlier = index.read_bytes()
+    (root / "mod3.py").write_text("def quokkazebra(request):\n    return request\n")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    assert ws.search("quokkazebra").core[0].path == "mod3.py"  # saved beside the index for this state
+    ws.close()
+    for suffix in ("-wal", "-shm"):
+        Path(str(index) + suffix).unlink(missing_ok=True)
+    index.write_bytes(earlier)
+    (root / "mod3.py").write_text("def wombatyak(request):\n    return request\n")
+    ws = Workspace(root, overrides=overrides)
+    try:
+        ws.index()
+        assert not any(h.path == "mod3.py" for h in ws.search("quokkazebra").core)
+        found = ws.search("wombatyak").core
+        assert found and found[0].path == "mod3.py" and "def wombatyak" in found[0].chunks[0].text
+    finally:
+        ws.close()

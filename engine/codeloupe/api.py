@@ -51,6 +51,7 @@ from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
+from codeloupe.snapshot_file import saved_past
 from codeloupe.store import Store
 from codeloupe.store.edges import file_text
 from codeloupe.store.flows import flow_rows, mark_stale
@@ -153,6 +154,11 @@ class Workspace:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
         map_large_blocks_apart()  # a warm workspace's matrices are most of its process: see `codeloupe.memory`
         self.store = open_store(self.settings, self.root, index_path, check=check_index)
+        if isinstance(self.store, Store) and saved_past(self.store.path, self.store.index_id,
+                                                          self.store.generation("content")):
+            log.warning("the index %s holds an earlier state than the files saved beside it (its last writes were"
+                        " lost): what was saved beside it is built again", index_path)
+            self.store.renew_index_id()
         self.closed = False
         self.strategy_load = strategy_load
         self._lock = threading.RLock()

@@ -60,6 +60,7 @@ from codeloupe.lanes.top import top_rows
 from codeloupe.memory import after_large_build
 from codeloupe.parallel import map_in_workers
 from codeloupe.snapshot_file import (
+    lexical_file,
     load_snapshot_inputs,
     save_snapshot_inputs,
     saved_snapshot_generation,
@@ -460,11 +461,6 @@ class Snapshot:
                 self._summaries_building = False
 
 
-def _lexical_file(index_path: Path) -> Path:
-    """Where the chunk lane's BM25 matrix is kept beside the index."""
-    return index_path.with_name(index_path.name + ".bm25.npz")
-
-
 def _file_lane_file(index_path: Path) -> Path:
     """Where the file lane's BM25 matrix is kept beside the index."""
     return index_path.with_name(index_path.name + ".files.npz")
@@ -713,7 +709,7 @@ class Searcher:
         generation, index_id = store.generation("content"), store.index_id
         return saved_snapshot_generation(snapshot_file(store.path), index_id) == generation and all(
             BM25Index.saved_generation(path, index_id) == generation
-            for path in (_lexical_file(store.path), _file_lane_file(store.path)))
+            for path in (lexical_file(store.path), _file_lane_file(store.path)))
 
     def prepare_summaries(self) -> bool:
         """Build and save the summary lane of the index as it stands, with its current graph, unless the one
@@ -864,7 +860,7 @@ class Searcher:
         store = self.ws.store
         if isinstance(store, LexicalStatistics):  # scored from the store's statistics: nothing to tokenise
             return None
-        inputs, saved = snapshot_file(store.path), _lexical_file(store.path)
+        inputs, saved = snapshot_file(store.path), lexical_file(store.path)
         earlier = saved_snapshot_generation(inputs, store.index_id)
         if earlier is None or earlier >= generation or BM25Index.saved_generation(saved, store.index_id) != earlier:
             return None
@@ -898,7 +894,7 @@ class Searcher:
         else:
             table, rows, symbol_index, kinds = loaded
             symbols.append(symbol_index)
-        saved = _lexical_file(store.path)
+        saved = lexical_file(store.path)
         # A store keeping the term statistics scores the lane itself: no chunk is read or tokenised here.
         bm25 = IndexedBM25(store, table.ids) if isinstance(store, LexicalStatistics) else \
             BM25Index.load(saved, table.ids, stamp)
@@ -948,7 +944,7 @@ class Searcher:
                            names=[t.names[i] for i in at], breadcrumbs=[t.breadcrumbs[i] for i in at],
                            symbols=JsonLists([symbols_json[i] for i in at]), texts=ChunkTexts(store, ids))
         stamp = f"{store.index_id}:{generation}"
-        bm25 = _kept_beside(bm25, _lexical_file(store.path), table.ids, stamp, "the lexical index")
+        bm25 = _kept_beside(bm25, lexical_file(store.path), table.ids, stamp, "the lexical index")
         symbols = SymbolIndex.compacted(view.symbols, table) if isinstance(view.symbols, StackedSymbols) else \
             SymbolIndex.of_names(table, store.iter_symbol_names())
         kinds = {r.id: view.file_kind.get(r.id, -1) for r in rows}

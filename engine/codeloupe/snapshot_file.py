@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codeloupe.lanes.lexical import TOKENS_VERSION
 from codeloupe.lanes.symbols import SymbolIndex
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_generation, unpack_strings
 from codeloupe.store import ChunkTable, ChunkTexts, FileRow, JsonLists, TextReader
@@ -30,6 +31,22 @@ _FILE_STRINGS = ("path", "hash", "language")
 
 def snapshot_file(index_path: Path) -> Path:
     return index_path.with_name(index_path.name + ".snapshot.npz")
+
+
+def lexical_file(index_path: Path) -> Path:
+    """Where the chunk lane's BM25 matrix is kept beside the index."""
+    return index_path.with_name(index_path.name + ".bm25.npz")
+
+
+def saved_past(index_path: Path, index_id: str, generation: int) -> bool:
+    """Whether the search snapshot or the lexical index saved beside the index at `index_path` (id `index_id`, now
+    at content `generation`) were saved for a later state of it: its last writes were lost (its write-ahead log
+    deleted, an older copy of the file put back). Its ids and generations are then handed out again for other
+    contents, and what was saved for them would be taken for the index's own; the caller gives the index a new
+    id. Only the two files' stamps are read."""
+    saved = (saved_snapshot_generation(snapshot_file(index_path), index_id),
+             saved_generation(lexical_file(index_path), f"{TOKENS_VERSION}:{index_id}:"))
+    return any(g is not None and g > generation for g in saved)
 
 
 def save_snapshot_inputs(path: Path, stamp: str, table: ChunkTable, files: list[FileRow], symbols: SymbolIndex,

@@ -648,6 +648,8 @@ class Store:
     def index_id(self) -> str:
         """A random id given to this index file when it was created: files derived from it (the saved
         lexical index) carry it, so they are never taken for a rebuilt index's."""
+        if self._volatile_index_id:
+            return self._volatile_index_id
         value = self.get_meta("index_id")
         if value:
             return value
@@ -661,6 +663,16 @@ class Store:
             self._volatile_index_id = self._volatile_index_id or uuid.uuid4().hex
             return self._volatile_index_id
         return self.get_meta("index_id")
+
+    def renew_index_id(self) -> None:
+        """Give the index a new id, so that no file derived from it before is taken for it again (its state went
+        back: `codeloupe.search.saved_past`); an id for this process only where the disk refuses the write."""
+        new = uuid.uuid4().hex
+        try:
+            self.set_meta("index_id", new)
+        except (StoreError, sqlite3.OperationalError) as exc:
+            log.debug("cannot record a new index id in %s: %s", self.path, exc)
+            self._volatile_index_id = new
 
     def generation(self, name: str) -> int:
         stored = self.get_meta(f"{name}_generation", "0")
