@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -188,3 +190,20 @@ def test_a_one_line_report_still_reaches_the_dense_lane(tmp_path: Path) -> None:
             ws.close()
     assert bundle.issue_mode
     assert any(report in json.loads(body)["input"] for body in asked)  # before: no variant was embedded
+
+
+def test_a_query_of_one_long_word_or_repeated_frame_parts_is_parsed_in_linear_time() -> None:
+    """Each of these took seconds at 10,000-20,000 characters (a frame pattern tried from every position of a
+    run, scanning it to its end), and minutes at the sizes here: one request held a server. In a process of
+    its own, so that a regression fails after a minute rather than hanging the suite (a regular expression
+    holds the interpreter until it returns)."""
+    code = """if True:
+        from codeloupe.issue import is_issue, parse_issue
+        for text in ["a." * 100_000, "x" * 200_000, "a.rb." * 40_000, "at " * 70_000, "```a" * 50_000,
+                     "a/" * 100_000, "a.php(" * 33_000]:
+            is_issue(text)
+            parse_issue(text, 1.0)
+        print("parsed")
+    """
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "parsed", run.stderr

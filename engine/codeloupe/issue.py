@@ -35,23 +35,27 @@ class TraceShape:
     innermost_last: bool = False
 
 
+# A frame's path starts where a run of path characters does: tried from inside the run too, each of a long
+# run's positions scanned to its end (a query of one 20,000-character word took seconds, holding the server).
+_PATH_START = r"(?<![\w./\\-])"
+# A function name in a JavaScript frame is bounded for the same reason: "at " repeated was quadratic.
 _ERROR_LINE = r"(?m)^\s*(?:Uncaught |Exception in thread \S+ )?[\w.$]*(?:Error|Exception)\b"
 TRACE_SHAPES = [
     TraceShape("python", re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?'),
                re.compile(r"Traceback \(most recent call last\)"), alone=1, innermost_last=True),
     # Node prints `at fn (file.js:L:C)`, or `at file.js:L:C` for anonymous code.
-    TraceShape("javascript", re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]+?) \()?(?:file://)?"
+    TraceShape("javascript", re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]{1,200}?) \()?(?:file://)?"
                                         r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+)(?::\d+)?\)?"),
                re.compile(_ERROR_LINE), alone=2),
-    TraceShape("ruby", re.compile(r"(?P<path>[\w./\\-]+\.rb):(?P<line>\d+)"
+    TraceShape("ruby", re.compile(_PATH_START + r"(?P<path>[\w./\\-]+\.rb):(?P<line>\d+)"
                                   r"(?::in [`'](?:[\w:]+[#.])?(?P<func>[^'`]+)')?"),
                re.compile(r"\.rb:\d+:in [`']"), alone=2),
     # Go: `panic: ...`, `goroutine 1 [running]:`, then `pkg.fn(...)` over a tab-indented `file.go:NN +0x1d`.
-    TraceShape("go", re.compile(r"(?P<path>[\w./\\-]+\.go):(?P<line>\d+)"),
+    TraceShape("go", re.compile(_PATH_START + r"(?P<path>[\w./\\-]+\.go):(?P<line>\d+)"),
                re.compile(r"(?m)^(?:panic: |fatal error: |goroutine \d+ \[)|\.go:\d+ \+0x"), alone=3),
-    TraceShape("rust", re.compile(r"(?P<path>[\w./\\-]+\.rs):(?P<line>\d+):\d+"),
+    TraceShape("rust", re.compile(_PATH_START + r"(?P<path>[\w./\\-]+\.rs):(?P<line>\d+):\d+"),
                re.compile(r"panicked at|stack backtrace:"), alone=2),
-    TraceShape("php", re.compile(r"(?P<path>[\w./\\-]+\.php)(?:\((?P<line>\d+)\)|:(?P<line2>\d+))"),
+    TraceShape("php", re.compile(_PATH_START + r"(?P<path>[\w./\\-]+\.php)(?:\((?P<line>\d+)\)|:(?P<line2>\d+))"),
                re.compile(r"(?m)^#\d+ \S+\.php\(\d+\)|PHP (?:Fatal|Warning|Notice)|Stack trace:"), alone=2),
     # The JVM names the class, not the path: `at com.acme.Cart.total(Cart.java:42)`; the package is the folder.
     TraceShape("java", re.compile(r"\bat (?P<func>[\w$.]+)\((?P<path>[\w$]+\.(?:java|kt|scala|groovy)):"
@@ -59,7 +63,8 @@ TRACE_SHAPES = [
                re.compile(_ERROR_LINE), alone=2),
 ]
 _PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]+/)*[\w.-]+\." + _SOURCE_EXT + r")(?![\w])")
-_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+# The info string after the opening fence is bounded and stops at a backtick, for the same reason as above.
+_FENCE = re.compile(r"```[^\n`]{0,200}\n(.*?)```", re.S)
 _BACKTICK = re.compile(r"(?<!`)`([^`\n]{2,80})`(?!`)")
 
 
