@@ -106,6 +106,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# The longest question or bug report a server (language server, MCP, HTTP) takes: a pasted report with its
+# traceback fits; a pasted file does not, and every character is read by the query's parsing and lanes.
+MAX_QUERY_CHARS = 20_000
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
 # Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.

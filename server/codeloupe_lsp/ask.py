@@ -15,6 +15,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from codeloupe.api import MAX_QUERY_CHARS
 from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, search_result
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
@@ -29,7 +30,7 @@ def register(server: CodeloupeServer) -> None:
     @server.feature(METHOD)
     async def on_ask(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
-        query = params.text("query", required=True, non_empty=True)
+        query = params.text("query", required=True, non_empty=True, max_chars=MAX_QUERY_CHARS)
         mode = params.choice("docs", MODES, "code")
         agents = params.flag("agents", None)
         best = bool(params.flag("best", False))

@@ -56,11 +56,12 @@ UriOf = Callable[[str], str]
 
 
 def uri_to_path(uri: str) -> Path | None:
-    """The filesystem path of a `file:` URI, or None for any other scheme."""
+    """The filesystem path of a `file:` URI, or None for any other scheme or for a path no file can have (a NUL
+    byte, `%00`: every use of it would raise)."""
     if not uri.startswith("file:"):
         return None
     fs_path = to_fs_path(uri)
-    return Path(fs_path) if fs_path else None
+    return Path(fs_path) if fs_path and "\x00" not in fs_path else None
 
 
 def path_to_uri(path: Path | str) -> str:

@@ -30,7 +30,8 @@ class Params:
     def _bad(self, name: str, expected: str, value: Any) -> JsonRpcInvalidParams:
         return invalid(f"{self.method}: `{name}` must be {expected}, got {value!r}")
 
-    def text(self, name: str, *, required: bool = False, non_empty: bool = False) -> str:
+    def text(self, name: str, *, required: bool = False, non_empty: bool = False, max_chars: int = 0) -> str:
+        """`max_chars`: the longest value taken (0: any)."""
         value = self.raw.get(name)
         if value is None:
             if required:
@@ -40,6 +41,8 @@ class Params:
             raise self._bad(name, "a string", value)
         if non_empty and not value.strip():
             raise self._bad(name, "a non-empty string", value)
+        if max_chars and len(value) > max_chars:
+            raise invalid(f"{self.method}: `{name}` must be at most {max_chars:,} characters, got {len(value):,}")
         return value
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeloupe.api import repository_labels, search_repositories
+from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, repository_labels, search_repositories
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.shared import folder_target, targets
+from codeloupe_lsp.shared import Target, folder_target, targets
 
 METHOD = "codeloupe/search"
 MODES = ("code", "docs", "both")
@@ -19,7 +19,7 @@ def register(server: CodeloupeServer) -> None:
     @server.feature(METHOD)
     async def on_search(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
-        query = params.text("query", required=True, non_empty=True)
+        query = params.text("query", required=True, non_empty=True, max_chars=MAX_QUERY_CHARS)
         return await search(ls, query, scope=params.text("scope"), mode=params.choice("docs", MODES, "code"),
                             limit=params.integer("limit", DEFAULT_LIMIT), folder_uri=params.text("folderUri"),
                             prune=bool(params.flag("prune", False)))
@@ -39,6 +39,8 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
         chosen = [folder_target(folder)]
     else:
         chosen = targets(ls, folder_uri)
+        if scope:
+            scope = _inside(chosen, scope)
     if prune and len(chosen) > 1:
         raise invalid(f"{METHOD}: `prune` answers from one folder; pass `folderUri` or a `scope` URI")
     for target in chosen:
@@ -50,3 +52,12 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
     bundle = await ls.engine(search_repositories, [t.ws for t in chosen], query, scope=scope, mode=mode, limit=limit)
     by_label = dict(zip(repository_labels([t.ws for t in chosen]), chosen))
     return search_result(bundle, uri_for=lambda hit: by_label[hit.repository].uris(hit.revision))
+
+
+def _inside(chosen: list[Target], scope: str) -> str:
+    """`scope` as a path inside every folder searched (refused, as MCP and HTTP refuse it, when it leaves one)."""
+    try:
+        inside = [target.ws.relative(scope) for target in chosen]
+    except (WorkspaceError, ValueError, OSError) as exc:  # outside, or no path at all (a NUL byte)
+        raise invalid(f"{METHOD}: `scope` {scope[:200]!r}: {exc}") from None
+    return inside[0] if len(chosen) == 1 else scope

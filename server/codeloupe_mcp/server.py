@@ -17,13 +17,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import Field
 
-from codeloupe.api import WorkspaceError, render_text, search_repositories
+from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, render_text, search_repositories
 from codeloupe.types import Bundle
 
 from . import sized
 from .warm import WarmWorkspace, WarmWorkspaces
 
-MAX_QUERY_CHARS = 20_000  # a pasted bug report with its traceback fits; a pasted file does not
 MAX_LOCATE = 1_000
 
 INSTRUCTIONS = (

@@ -150,6 +150,25 @@ async def test_search_scope_limits_the_files(client: Client, project: Path) -> N
     assert location_paths(by_uri) == location_paths(scoped)
 
 
+async def test_a_scope_that_leaves_the_workspace_is_refused(client: Client, project: Path) -> None:
+    (project / "docs" / "out.md").symlink_to(project.parent / "elsewhere.md")
+    for scope in ("../", "/etc", "../../tmp", "docs/../..", "docs/out.md", "docs\x00"):
+        message = await expect_error(client.request("codeloupe/search", {"query": "login", "scope": scope}),
+                                     INVALID_PARAMS)
+        assert "`scope`" in message
+    assert (await client.status())[0]["state"] == "ready"
+
+
+async def test_over_long_queries_and_nul_uris_are_invalid_params_not_faults(client: Client, project: Path) -> None:
+    for method in ("codeloupe/search", "codeloupe/ask"):
+        message = await expect_error(client.request(method, {"query": "x" * 20_001}), INVALID_PARAMS)
+        assert "at most 20,000 characters" in message
+    nul = uri(project / "app") + "/a%00b.py"
+    await expect_error(client.request("codeloupe/expand", {"uri": nul, "line": 1}), INVALID_PARAMS)
+    await expect_error(client.request("codeloupe/search", {"query": "login", "scope": nul}), INVALID_PARAMS)
+    assert (await client.status())[0]["state"] == "ready"
+
+
 async def test_ask_without_a_chat_model_answers_the_bundle(client: Client, project: Path) -> None:
     client.progress_reports["ask-1"] = []  # a client-created token, as an editor makes for its own request
     result = await client.request("codeloupe/ask", {"query": "how does login check the password",
