@@ -312,6 +312,24 @@ def test_node_by_path_name_and_concept(tmp_path: Path) -> None:
         ws.close()
 
 
+def test_a_node_outside_the_workspace_says_nothing_of_what_is_on_the_disk(tmp_path: Path) -> None:
+    ws = open_fixture("python", tmp_path / "ws")
+    (tmp_path / "secret.txt").write_text("x")
+    try:
+        answers = []
+        for target in ("/etc/passwd", "/etc/nonexistent", "/root", "../secret.txt", "../nosuch.txt"):
+            with pytest.raises(GraphError) as raised:
+                graph_node(ws, target)
+            answers.append(str(raised.value).replace(target, "TARGET"))
+        assert len(set(answers)) == 1 and "outside the workspace" in answers[0]
+        inside = [str(pytest.raises(GraphError, graph_node, ws, t).value) for t in ("src/shop", "README.md")]
+        assert "a folder, not a file" in inside[0]
+        with pytest.raises(GraphError, match="no such file in the workspace"):
+            graph_node(ws, "x" * 1000 + ".py")  # a name longer than the file system takes
+    finally:
+        ws.close()
+
+
 def test_neighbours_summary_and_definition_users(tmp_path: Path) -> None:
     ws = open_fixture("python", tmp_path)
     try:

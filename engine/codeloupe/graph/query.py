@@ -137,11 +137,11 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
     if not text:
         raise GraphError("empty graph target")
     try:
-        rel = ws.relative(text)
-    except ValueError:
-        rel = text
+        rel: str | None = ws.relative(text)
+    except ValueError:  # outside the workspace, or no path at all: nothing there is looked at
+        rel = None
     for candidate in (rel, text):
-        if graph.index_of(candidate) is not None:
+        if candidate is not None and graph.index_of(candidate) is not None:
             return graph.index_of(candidate), "path"
     by_name = [i for i, p in enumerate(graph.paths) if p.endswith("/" + text) or posixpath.basename(p) == text]
     if not by_name:
@@ -150,10 +150,11 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
         return min(by_name, key=lambda i: (is_test_path(graph.paths[i]), len(graph.paths[i]), graph.paths[i])), \
             "filename"
     if _names_a_file(ws, rel, text):
-        where = ws.root / rel
-        reason = "not a code file of the graph" if where.is_file() else \
-            "a folder, not a file" if where.is_dir() else "no such file in the workspace"
-        raise NotInGraph(text, reason, closest_by_name(graph.paths, rel))
+        # Whether a path outside the workspace exists is not said (an answer must not tell what is on the disk).
+        reason = "outside the workspace" if rel is None else {
+            "file": "not a code file of the graph", "folder": "a folder, not a file"}.get(
+            _on_disk(ws, rel), "no such file in the workspace")
+        raise NotInGraph(text, reason, closest_by_name(graph.paths, rel or text))
     found = _by_embedding(ws, graph, text)
     if found is not None:
         return found, "embedding"
@@ -164,11 +165,20 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
                      "found in file names and definitions)")
 
 
-def _names_a_file(ws: WorkspaceContext, rel: str, text: str) -> bool:
-    """A target with a directory or an extension, or a file that exists, names a file, not a concept: it is
-    never answered with some other file that happens to be close to it."""
+def _names_a_file(ws: WorkspaceContext, rel: str | None, text: str) -> bool:
+    """A target with a directory or an extension, or a file that exists in the workspace, names a file, not a
+    concept: it is never answered with some other file that happens to be close to it."""
     return "/" in text or "\\" in text or bool(re.search(r"\.[A-Za-z0-9]{1,8}$", text)) or \
-        (not rel.startswith("..") and (ws.root / rel).exists())
+        (rel is not None and bool(_on_disk(ws, rel)))
+
+
+def _on_disk(ws: WorkspaceContext, rel: str) -> str:
+    """What the workspace holds at `rel`: "file", "folder", or "" (nothing, or a name no file system takes)."""
+    where = ws.root / rel
+    try:
+        return "file" if where.is_file() else "folder" if where.is_dir() else ""
+    except (OSError, ValueError):  # a name too long for the file system
+        return ""
 
 
 def closest_by_name(paths: list[str], wanted: str, limit: int = SUGGESTIONS) -> list[str]:
