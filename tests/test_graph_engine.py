@@ -374,14 +374,21 @@ def test_cli_json_node_path_and_html(tmp_path: Path, capsys: pytest.CaptureFixtu
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def test_html_renders_one_bubble_per_multi_file_community(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hostile", [False, True], ids=["plain", "a file named like markup"])
+def test_html_renders_one_bubble_per_multi_file_community(tmp_path: Path, hostile: bool) -> None:
     # scripts/test.sh installs Debian's chromium; without it this fails rather than passing unchecked.
     assert CHROMIUM, "needs Debian chromium (apt-get install -y chromium; scripts/test.sh does this as root)"
-    ws = open_fixture("js", tmp_path)
+    root = tmp_path / "js"
+    shutil.copytree(FIXTURES / "js", root)
+    if hostile:  # inside the page's data block, "<!--" then "<script" kept the browser from ever ending it
+        (root / "lib" / "router" / "<!--<script>.js").write_text("const layer = require('./layer');\n")
+    ws = Workspace(root, overrides={"embed_provider": "none"})
     try:
+        ws.index()
         gmap = graph_map(ws)
     finally:
         ws.close()
+    assert not hostile or any("<!--" in n.path for n in gmap.nodes)
     expected = sum(1 for c in gmap.communities if c.size > 1)
     assert expected >= 2
     page = tmp_path / "map.html"

@@ -17,8 +17,9 @@ def render_html(graph_map: GraphMap, root: str = "") -> str:
     paths relative to the page. Inside a VS Code webview a click posts `{type: "open", path}` instead."""
     template = resources.files("codeloupe.graph").joinpath("assets/map.html").read_text(encoding="utf-8")
     payload = {**graph_map.to_dict(), "root": root}
-    # Inside <script> only "</" can end the element early; "<\/" is the same string to JSON.parse.
-    data = json.dumps(payload, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+    # Inside <script> a "<" of the data could end the element early ("</"), or keep it from ending ("<!--" then
+    # "<script", as a file may be named): none is left; "\u003c" is the same string to JSON.parse.
+    data = json.dumps(payload, ensure_ascii=False, sort_keys=True).replace("<", "\\u003c")
     return template.replace(_PLACEHOLDER, data, 1)
 
 
