@@ -23,6 +23,7 @@ _LENGTH = re.compile(rb"Content-Length:[ \t]*(\d{1,10})[ \t]*\r?\n")
 # message after it.
 MAX_BODY_BYTES = 64 << 20
 PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
 
 
 class AsyncByteReader(Protocol):
@@ -102,7 +103,7 @@ async def serve_stream(stop: threading.Event, raw: AsyncByteReader, protocol: Me
 
 def _dispatch(reader: ResyncingReader, protocol: MessageSink, body: bytes) -> None:
     try:
-        message = json.loads(body, object_hook=protocol.structure_message)
+        data = json.loads(body)
     except ValueError as exc:
         # The length was wrong: if the next message's header is inside this body, read it again from there.
         resume = body.find(HEADER)
@@ -110,6 +111,18 @@ def _dispatch(reader: ResyncingReader, protocol: MessageSink, body: bytes) -> No
             reader.unread(body[resume:])
         _report(protocol, f"unparsable body ({exc})")
         return
+    except RecursionError:
+        _report(protocol, "unparsable body (nested too deeply)")
+        return
+    problem = _envelope_problem(data)
+    if problem:  # pygls would drop it, or answer an internal error with its traceback: the client waits or reads it
+        msg_id = data.get("id") if isinstance(data, dict) and _is_id(data.get("id")) else None
+        log.error("invalid request: %s", problem)
+        protocol._send_data({"jsonrpc": "2.0", "id": msg_id,
+                             "error": {"code": INVALID_REQUEST, "message": f"invalid request: {problem}"}})
+        return
+    try:
+        message = protocol.structure_message(data)
     except Exception:  # pygls' own loop logs and goes on; a bad message must not end the server
         log.exception("cannot structure a message")
         return
@@ -117,6 +130,27 @@ def _dispatch(reader: ResyncingReader, protocol: MessageSink, body: bytes) -> No
         protocol.handle_message(message)
     except Exception:
         log.exception("handling a message failed")
+
+
+def _envelope_problem(data: Any) -> str:
+    """What makes `data` no JSON-RPC 2.0 message LSP speaks ("" when it is one): a request, a notification, or a
+    response to one of the server's requests."""
+    if isinstance(data, list):
+        return "a batch (a JSON array); LSP sends one message at a time"
+    if not isinstance(data, dict):
+        return f"a message is a JSON object, not {type(data).__name__}"
+    if data.get("jsonrpc") != "2.0":
+        return f"`jsonrpc` must be \"2.0\", got {str(data.get('jsonrpc'))[:40]!r}"
+    if "id" in data and not _is_id(data["id"]) and not (data["id"] is None and "error" in data):
+        return f"`id` must be an integer or a string, got {type(data['id']).__name__}"
+    if "method" in data:
+        return "" if isinstance(data["method"], str) else \
+            f"`method` must be a string, got {type(data['method']).__name__}"
+    return "" if "id" in data and ("result" in data or "error" in data) else "no `method`, and not a response"
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _report(protocol: MessageSink, problem: str) -> None:

@@ -106,6 +106,29 @@ def test_a_framing_error_is_answered_and_the_server_keeps_listening() -> None:
         server.close()
 
 
+def test_messages_that_are_no_json_rpc_requests_are_answered_invalid_request() -> None:
+    """pygls dropped these (the client waited for good) or answered them with its traceback."""
+    server = RawServer()
+    status = {"jsonrpc": "2.0", "id": 2, "method": "codeloupe/status", "params": {}}
+    try:
+        initialize(server)
+        for message, msg_id in ([[status], None], [{**status, "jsonrpc": "1.0"}, 2], [{**status, "jsonrpc": None}, 2],
+                                [{k: v for k, v in status.items() if k != "jsonrpc"}, 2],
+                                [{**status, "id": {"a": 1}}, None], [{**status, "id": 2.5}, None],
+                                [{**status, "method": 7}, 2], ["just a string", None], [{"jsonrpc": "2.0"}, None]):
+            server.send_bytes(server.frame(message))
+            reply = server.next_reply()
+            assert reply["id"] == msg_id and reply["error"]["code"] == INVALID_REQUEST, (message, reply)
+            assert "Traceback" not in json.dumps(reply)
+        nested = b"[" * 100_000 + b"]" * 100_000
+        server.send_bytes(f"Content-Length: {len(nested)}\r\n\r\n".encode() + nested)
+        assert server.next_reply()["error"]["code"] == PARSE_ERROR
+        server.send_bytes(server.frame(status))
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": []}}
+    finally:
+        server.close()
+
+
 def test_a_request_before_initialize_is_server_not_initialized() -> None:
     server = RawServer()
     try:
