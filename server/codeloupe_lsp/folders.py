@@ -229,6 +229,11 @@ class Folder:
             # answers need only the stored chunks.
             report = await self._on_writer(lambda: self.ws.index(callback, edges=False, found=found))
         except Exception as exc:
+            if self._closing:  # closed under the run (its settings changed, the folder went): nothing failed
+                log.info("indexing %s stopped: the folder closed (%s)", self.root, exc)
+                for waiter in waiters:
+                    waiter.cancel()
+                return
             log.exception("indexing %s failed", self.root)
             self.state, self.message = "error", f"indexing failed: {exc}"
             self.server.show_error(f"codeloupe: indexing {self.root} failed: {exc}")
@@ -236,6 +241,10 @@ class Folder:
                 if not waiter.done():
                     waiter.set_exception(exc)
             self._mark_searchable()  # queries then answer from what was stored (the status says "error")
+            return
+        if self._closing:  # closed once the run was done: its writer and index are gone
+            for waiter in waiters:
+                waiter.cancel()
             return
         self.last_report = report
         self.message = ""
@@ -295,6 +304,9 @@ class Folder:
             report = await self._on_writer(lambda: self.ws.embed(callback, prefer_paths=prefer,
                                                                  should_stop=self._should_stop_embedding))
         except Exception as exc:
+            if self._closing:  # closed under the run: nothing failed
+                log.info("embedding %s stopped: the folder closed (%s)", self.root, exc)
+                return
             # No key, an unreachable endpoint, a broken model file: search keeps the lexical lanes. Retrying
             # on every save would turn one warning into a loop, so wait for a settings change or a reindex.
             log.warning("embedding %s failed: %s", self.root, exc)

@@ -198,6 +198,29 @@ async def test_changed_configuration_reopens_the_folder_on_the_new_settings(clie
     assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
 
 
+async def test_settings_changed_in_quick_succession_show_no_error(client: Client, project: Path) -> None:
+    """Each change reopens the folder; a folder closed while its refresh walked the tree reported that run's
+    end (its writer shut down) as an indexing failure, in a pop-up."""
+    await client.wait_ready()
+    for i in range(2000):  # the reopened folder's walk then lasts long enough to be closed under it
+        (project / "gen" / f"d{i % 40}").mkdir(parents=True, exist_ok=True)
+        (project / "gen" / f"d{i % 40}" / f"m{i}.txt").write_text(f"note {i}\n")
+    for budget in range(3):
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+            settings={"codeloupe": {"embedProvider": "none", "chunkBudget": 3000 + budget}}))
+        if budget < 2:  # the next change comes while the reopened folder refreshes
+            async def indexing() -> bool:
+                return any(f["state"] == "indexing" for f in await client.status())
+            for _ in range(2000):
+                if await indexing():
+                    break
+    (folder,) = await client.wait_ready()
+    await asyncio.sleep(1)  # what the replaced folders' runs would report comes as they end
+    errors = [m.message for m in client.messages if m.type == lsp.MessageType.Error]
+    assert not errors, errors
+    assert folder["state"] == "ready" and folder["files"] == 2005
+
+
 async def test_local_embeddings_stream_in_after_the_index(project: Path) -> None:
     client = await start_server([project], options={"embedProvider": "local"})
     try:
