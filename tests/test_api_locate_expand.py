@@ -66,6 +66,8 @@ def test_expand_reads_a_range_a_symbol_or_the_definition_around_a_line(root: Pat
     assert (around.start_line, around.end_line, around.symbol) == (2, 3, "Cache.get")
     with pytest.raises(WorkspaceError, match="no symbol"):
         ws.expand("cache.py", symbol="nothing")
+    with pytest.raises(WorkspaceError, match="lines 5-2 end before they start"):  # not "outside the file"
+        ws.expand("cache.py", 5, 2)
     for path in ("notes.txt", "../ws/../notes.txt", "/etc/passwd", "missing.py"):
         with pytest.raises(WorkspaceError):
             ws.expand(path)

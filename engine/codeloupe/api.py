@@ -475,7 +475,9 @@ class Workspace:
         if start_line is None:
             return "".join(lines)
         end_line = len(lines) if end_line is None else end_line
-        if start_line < 1 or end_line < start_line or start_line > max(len(lines), 1):
+        if end_line < start_line:
+            raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} end before they start")
+        if start_line < 1 or start_line > max(len(lines), 1):
             raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} are outside the file (1-{len(lines)})")
         return "".join(lines[start_line - 1:end_line])
 

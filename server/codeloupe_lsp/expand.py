@@ -19,7 +19,7 @@ def register(server: CodeloupeServer) -> None:
         params = Params(raw, METHOD)
         uri = read_uri(params.raw.get("uri"), f"{METHOD}: `uri`")
         span = params.range("range")
-        target, rel = await document(ls, uri, f"{METHOD}: `uri`")
+        target, rel = await document(ls, uri)
         first, last = range_to_lines(*span) if span is not None else (None, None)
         found = await ls.engine(target.ws.expand, rel, first, last)
         return {"uri": uri, "range": lines_to_range(found.start_line, found.end_line), "text": found.text}

@@ -201,7 +201,7 @@ async def test_expand_refuses_paths_outside_the_workspace_and_bad_ranges(client:
     outside = tmp_path / "secret.txt"
     outside.write_text("password\n")
     message = await expect_error(client.request("codeloupe/expand", {"uri": uri(outside)}), INVALID_PARAMS)
-    assert "outside every workspace folder" in message
+    assert "outside every workspace folder" in message and "``" not in message
     escape = uri(project) + "/../secret.txt"
     await expect_error(client.request("codeloupe/expand", {"uri": escape}), INVALID_PARAMS)
 
@@ -209,6 +209,10 @@ async def test_expand_refuses_paths_outside_the_workspace_and_bad_ranges(client:
     message = await expect_error(client.request("codeloupe/expand", {"uri": uri(project / "app/store.py"),
                                                                      "range": beyond}), INVALID_PARAMS)
     assert "outside the file" in message
+    backwards = {"start": {"line": 4, "character": 0}, "end": {"line": 1, "character": 0}}
+    message = await expect_error(client.request("codeloupe/expand", {"uri": uri(project / "app/store.py"),
+                                                                     "range": backwards}), INVALID_PARAMS)
+    assert "is before start" in message
     message = await expect_error(client.request("codeloupe/expand", {"uri": uri(project / "app/store.py"),
                                                                      "range": {"start": {"line": 1}}}),
                                  INVALID_PARAMS)
