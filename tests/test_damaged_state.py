@@ -27,6 +27,15 @@ def write_repo(root: Path, files: int = 60) -> Path:
     return root
 
 
+def indexed_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository of 12 files written, indexed and closed: (its root, its index file)."""
+    root = write_repo(tmp_path / "repo", files=12)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    ws.close()
+    return root, ws.store.path
+
+
 def settle(path: Path) -> None:
     """Move everything from the WAL into the main file, as a clean shutdown leaves it."""
     conn = sqlite3.connect(path)
@@ -231,11 +240,7 @@ DAMAGED_CELLS = {
 
 @pytest.mark.parametrize("damage", DAMAGED_CELLS.values(), ids=DAMAGED_CELLS.keys())
 def test_a_cell_of_a_type_the_store_never_writes_is_damage_that_heals(tmp_path: Path, damage: str) -> None:
-    root = write_repo(tmp_path / "repo", files=12)
-    ws = Workspace(root, overrides={"embed_provider": "none"})
-    ws.index()
-    index = ws.store.path
-    ws.close()
+    root, index = indexed_repo(tmp_path)
     with sqlite3.connect(index) as db:
         assert db.execute(damage).rowcount == 1
     for saved in index.parent.glob(index.name + ".*.npz"):  # so that the search reads the rows themselves
@@ -257,11 +262,7 @@ def test_a_cell_of_a_type_the_store_never_writes_is_damage_that_heals(tmp_path: 
 def test_an_index_missing_a_table_of_its_schema_is_damage_that_heals(tmp_path: Path, table: str) -> None:
     """The schema script would make the table anew, empty: every file's row says it is indexed, so its chunks
     (or names) would never come back, and CORE would show files with no code."""
-    root = write_repo(tmp_path / "repo", files=12)
-    ws = Workspace(root, overrides={"embed_provider": "none"})
-    ws.index()
-    index = ws.store.path
-    ws.close()
+    root, index = indexed_repo(tmp_path)
     with sqlite3.connect(index) as db:
         db.execute(f"DROP TABLE {table}")
     reopened = Workspace(root, overrides={"embed_provider": "none"})
@@ -280,12 +281,8 @@ def test_an_index_put_back_to_an_earlier_state_never_answers_from_what_was_saved
     """Its write-ahead log lost, or an older copy of the file put back: the index hands its ids and generations
     out again for other contents, and the lexical index and snapshot saved beside it for the lost state would
     match their stamps and row ids."""
-    root = write_repo(tmp_path / "repo", files=12)
+    root, index = indexed_repo(tmp_path)
     overrides = {"embed_provider": "none"}
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
-    index = ws.store.path
-    ws.close()
     settle(index)
     earlier = index.read_bytes()
     (root / "mod3.py").write_text("def quokkazebra(request):\n    return request\n")
