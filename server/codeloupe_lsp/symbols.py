@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from codeloupe.api import MAX_QUERY_CHARS
 from codeloupe_lsp.convert import workspace_symbols
+from codeloupe_lsp.params import invalid
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import targets, uris_of
 
@@ -18,6 +20,9 @@ def register(server: CodeloupeServer) -> None:
                                   params: lsp.WorkspaceSymbolParams) -> list[lsp.WorkspaceSymbol]:
         if not params.query.strip() or not (len(ls.folders) or ls.shared):
             return []
+        if len(params.query) > MAX_QUERY_CHARS:  # as codeloupe/search refuses one
+            raise invalid(f"{lsp.WORKSPACE_SYMBOL}: `query` must be at most {MAX_QUERY_CHARS:,} characters,"
+                          f" got {len(params.query):,}")
         symbols: list[lsp.WorkspaceSymbol] = []
         for target in targets(ls, ""):
             await target.ready()

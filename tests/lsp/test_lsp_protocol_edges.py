@@ -162,6 +162,9 @@ async def test_mistyped_workspace_symbol_params_are_invalid_params(tmp_path: Pat
         assert "query" in message
         await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {"query": ["a"]}), INVALID_PARAMS)
         await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {}), INVALID_PARAMS)
+        message = await expect_error(client.raw_request(lsp.WORKSPACE_SYMBOL, {"query": "a" * 20_001}),
+                                     INVALID_PARAMS)
+        assert "at most 20,000 characters" in message
         symbols = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="SessionManager"))
         assert symbols  # well-typed requests still work
     finally:
