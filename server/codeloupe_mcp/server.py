@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, render_text, search_repositories
@@ -158,7 +158,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     def file_resource(path: str) -> str:
         try:
             return warm.fresh().expand(path).text
-        except (WorkspaceError, OSError) as exc:
+        except WorkspaceError as exc:  # outside the workspace, not indexed, gone: no such resource (-32602)
+            raise ResourceNotFoundError(str(exc)) from exc
+        except OSError as exc:
             raise ResourceError(str(exc)) from exc
 
     return server

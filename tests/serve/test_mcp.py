@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from serve_project import subprocess_env
 
 from codeloupe_mcp.server import MAX_QUERY_CHARS, build_server
@@ -77,9 +79,10 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert "SessionStore" in {stop["name"] for stop in tour["stops"]}
     for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
                 f"codeloupe://file/{outside}"):
-        with pytest.raises(Exception) as refused:
+        with pytest.raises(MCPError) as refused:
             await client.read_resource(uri)
         assert "hunter2" not in str(refused.value) and "do-not-serve" not in str(refused.value)
+        assert refused.value.code == INVALID_PARAMS  # refused as a resource that is not there, not a fault
     assert (await client.call_tool("status", {})).is_error is False  # still alive after every refusal
 
 
