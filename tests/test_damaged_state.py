@@ -3,6 +3,7 @@ or by the first statement that reads a bad page, moved aside, warned about and r
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -302,3 +303,29 @@ def test_an_index_put_back_to_an_earlier_state_never_answers_from_what_was_saved
         assert found and found[0].path == "mod3.py" and "def wombatyak" in found[0].chunks[0].text
     finally:
         ws.close()
+
+
+NOT_FILES = {
+    "the WAL a link to another file": lambda index, tmp: Path(f"{index}-wal").symlink_to(tmp / "repo" / "mod1.py"),
+    "the WAL a directory": lambda index, tmp: Path(f"{index}-wal").mkdir(),
+    "the shared memory a dangling link": lambda index, tmp: Path(f"{index}-shm").symlink_to(tmp / "nowhere"),
+    "the index a FIFO": lambda index, tmp: index.unlink() or os.mkfifo(index),
+    "the index a link to /dev/zero": lambda index, tmp: index.unlink() or index.symlink_to("/dev/zero"),
+}
+
+
+@pytest.mark.parametrize("damage", NOT_FILES.values(), ids=NOT_FILES.keys())
+def test_an_index_or_its_wal_that_is_no_regular_file_is_damage_that_heals(tmp_path: Path, damage) -> None:
+    """SQLite reports these as a file it cannot open, or as a full disk (then the index was opened read-only
+    and every write refused with 'cannot create the index': a misleading error, and nothing healed it)."""
+    root, index = indexed_repo(tmp_path)
+    before = (root / "mod1.py").read_bytes()
+    damage(index, tmp_path)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        assert "not a regular file" in ws.store.rebuilt_reason and not ws.store.read_only_reason
+        ws.index()
+        assert ws.search("handler_7_3").core[0].path == "mod7.py"
+    finally:
+        ws.close()
+    assert (root / "mod1.py").read_bytes() == before  # what a link pointed at is never written

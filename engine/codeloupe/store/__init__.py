@@ -30,7 +30,14 @@ from codeloupe.columns import Joined
 from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
-from codeloupe.store.health import integrity_problem, is_damage, is_disk_full, is_read_only, move_aside
+from codeloupe.store.health import (
+    integrity_problem,
+    is_damage,
+    is_disk_full,
+    is_read_only,
+    move_aside,
+    not_regular_files,
+)
 from codeloupe.types import ChunkedFile
 
 log = logging.getLogger("codeloupe.store")
@@ -497,6 +504,8 @@ class Store:
                 return self._rebuild(f"corrupt index ({problem})", damaged=True)
             return conn
         except sqlite3.OperationalError as exc:
+            if odd := not_regular_files(self.path):  # put there by hand: SQLite calls it a full disk or unopenable
+                return self._rebuild(f"{', '.join(odd)} not a regular file ({exc})", damaged=True)
             if is_disk_full(exc) or is_read_only(exc):
                 return self._open_read_only(exc)
             if "unable to open" in str(exc):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import stat
 from pathlib import Path
 
 log = logging.getLogger("codeloupe.store")
@@ -47,6 +48,21 @@ def is_damage(exc: BaseException) -> bool:
 def is_disk_full(exc: BaseException) -> bool:
     """The write failed for lack of space or because the OS refused it (a size limit, an I/O error)."""
     return _says(exc, sqlite3.OperationalError, (_SQLITE_FULL, _SQLITE_IOERR), ("disk is full", "disk I/O error"))
+
+
+def not_regular_files(path: Path) -> list[str]:
+    """The names of the database at `path` and its WAL and shared-memory files that are there but are no regular
+    file (a link, a directory, a FIFO, a device): what SQLite reports as a full disk or as a file it cannot open."""
+    odd = []
+    for suffix in SIDE_FILES:
+        side = Path(str(path) + suffix)
+        try:
+            mode = side.lstat().st_mode
+        except OSError:  # absent (the WAL between sessions), or not to be looked at: nothing to say of it
+            continue
+        if not stat.S_ISREG(mode):
+            odd.append(side.name)
+    return odd
 
 
 def is_read_only(exc: BaseException) -> bool:
