@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,23 @@ def test_extra_ignore_setting(tmp_path: Path) -> None:
     write(tmp_path, "a.py", "x\n")
     write(tmp_path, "docs/b.md", "# b\n")
     assert paths(tmp_path, Settings(ignore=["docs/"])) == ["a.py"]
+
+
+def test_ignore_patterns_that_backtrack_in_python_re_are_matched_in_linear_time(tmp_path: Path) -> None:
+    """A repository's .gitignore (or the ignore setting) is untrusted: `*a*a*a*a*a*a*a*b` against one
+    200-character name took minutes with Python's re. In a process of its own so a regression fails after a
+    minute instead of hanging the suite."""
+    root = tmp_path / "repo"
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / ".gitignore").write_text("*a*a*a*a*a*a*a*b\n**/a/**/a/**/a/**/b\n*.log\n")
+    (root / "deep" / "er" / ("a" * 200 + ".py")).write_text("x = 1\n")
+    (root / "deep" / "aaaaaaab").write_text("ignored\n")  # seven a, then b: the pattern still holds
+    (root / "kept.py").write_text("y = 2\n")
+    (root / "x.log").write_text("ignored\n")
+    code = (f"from pathlib import Path\nfrom codeloupe.discover import walk\nfrom codeloupe.settings import Settings\n"
+            f"print(sorted(c.rel_path for c in walk(Path({str(root)!r}), Settings(ignore=['*b*b*b*b*b*b*c'])).candidates))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == str(sorted(["deep/er/" + "a" * 200 + ".py", "kept.py"])), run.stderr
 
 
 @pytest.mark.parametrize("raw, reason", [

@@ -177,6 +177,11 @@ def _ignore_file_text(path: Path, follow_links: bool = False) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
+# A workspace's ignore patterns are matched by RE2, in time linear in the path, whatever the pattern: Python's
+# `re` (pathspec's "simple" backend) took minutes for `*a*a*a*a*a*a*a*b` against one 200-character name.
+PATTERN_BACKEND = "re2"
+
+
 def _spec(lines: list[str], source: str = "an ignore file") -> pathspec.GitIgnoreSpec | None:
     patterns = [line for line in lines if line.strip() and not line.startswith("#")]
     if len(patterns) > IGNORE_PATTERNS_MAX:
@@ -190,17 +195,17 @@ def _tolerant_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
     """The spec of the lines that are valid patterns. git skips a line it cannot parse (a lone `!`, say), and
     so do we: one bad line in some test data's ignore file must not end the whole index."""
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines)
+        return pathspec.GitIgnoreSpec.from_lines(lines, backend=PATTERN_BACKEND)
     except (ValueError, TypeError):  # pathspec's GitIgnorePatternError is a ValueError
         valid = []
         for line in lines:
             try:
-                pathspec.GitIgnoreSpec.from_lines([line])
+                pathspec.GitIgnoreSpec.from_lines([line], backend=PATTERN_BACKEND)
             except (ValueError, TypeError):
                 log.debug("ignoring an invalid ignore pattern %r", line)
                 continue
             valid.append(line)
-        return pathspec.GitIgnoreSpec.from_lines(valid)
+        return pathspec.GitIgnoreSpec.from_lines(valid, backend=PATTERN_BACKEND)
 
 
 class IgnoreRules:
@@ -211,7 +216,7 @@ class IgnoreRules:
         # Each directory's specs, each with whether it came from a .gitignore (whose verdict tracked files
         # are exempt from) rather than a .codeloupeignore.
         self._specs: dict[str, list[tuple[pathspec.GitIgnoreSpec, bool]]] = {}
-        self._extra = _tolerant_spec(extra) if extra else None
+        self._extra = _spec(extra, "the ignore setting") if extra else None  # as many patterns as a file's
         # A root inside a git repository (a package of a monorepo opened on its own): the ignore files of the
         # directories above it, up to the repository's top, each keyed by its path in the repository, and the
         # root's own path there.
