@@ -216,3 +216,45 @@ def test_reading_a_fifo_or_a_huge_file_for_an_answer_is_a_clear_error(tmp_path: 
         else:
             raise AssertionError(f"{name} was read")
     assert ws.read_lines("main.py") == "x = 1\n"
+
+
+def test_settings_files_that_are_links_fifos_or_nested_deep_are_clear_or_skipped(tmp_path: Path) -> None:
+    """A .codeloupe.toml linked to /proc/kmsg blocked every command for good (a link elsewhere would read a file
+    outside the workspace); a pyproject.toml or .codeloupe.toml nested thousands deep raised RecursionError
+    out of every command. Each command runs in a process of its own with a timeout."""
+    def stats(root: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "codeloupe", "stats", str(root)], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "c")})
+
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "a.py").write_text("a = 1\n")
+    (tmp_path / "elsewhere.toml").write_text("chunk_budget = 1234\n")
+    (linked / ".codeloupe.toml").symlink_to(tmp_path / "elsewhere.toml")
+    os.mkfifo(linked / "pyproject.toml")
+    run = stats(linked)
+    assert run.returncode == 0 and "is a link: not read for settings" in run.stderr, run.stderr
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    (nested / "a.py").write_text("a = 1\n")
+    (nested / "pyproject.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    run = stats(nested)
+    assert run.returncode == 2 and "nested too deeply" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_manifests_and_configs_nested_thousands_deep_leave_the_graph_and_the_tour_working(tmp_path: Path) -> None:
+    """A tsconfig.json or package.json nested 100,000 deep raised RecursionError out of index, search, graph
+    and tour."""
+    deep = "[\n" * 100_000 + "]\n" * 100_000
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "tsconfig.json").write_text('{"compilerOptions":' + deep + "}")
+    (tmp_path / "package.json").write_text('{"main":' + deep + "}")
+    (tmp_path / "web" / "a.ts").write_text('import {b} from "./b";\nexport const a = b();\n')
+    (tmp_path / "web" / "b.ts").write_text("export function b() { return 1; }\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        assert ws.search("function b").files
+        assert ws.tour() is not None
+    finally:
+        ws.close()

@@ -138,7 +138,7 @@ def _package_json(path: str, text: str) -> Iterator[tuple[str, str]]:
     """(target file, detail) of every program a package.json declares."""
     try:
         manifest = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested thousands deep
         return
     if not isinstance(manifest, dict):
         return
@@ -162,7 +162,7 @@ def _pyproject(path: str, text: str) -> Iterator[tuple[str, str]]:
     """("module:function", detail) of every script a pyproject.toml declares."""
     try:
         manifest = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
         return
     tables = [manifest.get("project", {}).get("scripts"), manifest.get("tool", {}).get("poetry", {}).get("scripts")]
     for table in tables:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from codeloupe.regular_file import read_head
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, settings_digest, user_config_dir
 
 if sys.version_info >= (3, 11):
@@ -302,10 +303,11 @@ def _normalise_key(key: str) -> str:
 SETTINGS_FILE_MAX_BYTES = 1024 * 1024
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any]:
+    """A settings file, never waited on (a FIFO is refused). A workspace's may be anything: it is read only
+    when it is no link (`follow_links` for the user's own, which dotfiles often link)."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(SETTINGS_FILE_MAX_BYTES + 1)
+        data = read_head(path, SETTINGS_FILE_MAX_BYTES, follow_links=follow_links)
         if len(data) > SETTINGS_FILE_MAX_BYTES:
             raise SettingsError(f"{path}: larger than {SETTINGS_FILE_MAX_BYTES // 1024} KiB; not read for settings")
         return tomllib.loads(data.decode("utf-8"))
@@ -313,6 +315,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(f"{path}: not valid TOML (not UTF-8: {exc.reason} at byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML ({exc})") from exc
+    except RecursionError:  # arrays nested thousands deep
+        raise SettingsError(f"{path}: not valid TOML (nested too deeply)") from None
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
@@ -322,16 +326,25 @@ def workspace_settings(root: Path) -> dict[str, dict[str, Any]]:
     they apply."""
     found: dict[str, dict[str, Any]] = {}
     pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    if _own_file(pyproject):
         table = _read_toml(pyproject).get("tool", {}).get("codeloupe")
         if table is not None:
             if not isinstance(table, dict):
                 raise SettingsError(f"{pyproject}: [tool.codeloupe] must be a table")
             found["pyproject.toml [tool.codeloupe]"] = table
     own = root / ".codeloupe.toml"
-    if own.is_file():
+    if _own_file(own):
         found[".codeloupe.toml"] = _read_toml(own)
     return found
+
+
+def _own_file(path: Path) -> bool:
+    """Whether the workspace holds a settings file at `path` itself: a regular file, not a link (one to
+    /proc/kmsg blocked every command for good; one elsewhere would read a file outside the workspace)."""
+    if path.is_symlink():
+        log.warning("%s is a link: not read for settings", path)
+        return False
+    return path.is_file()
 
 
 def workspace_digest(root: Path) -> str:
@@ -380,7 +393,7 @@ def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = N
     settings = Settings()
     user_file = user_config_dir(env) / USER_CONFIG_NAME
     if user_file.is_file():
-        settings = apply(settings, _read_toml(user_file), str(user_file), base_dir=user_file.parent)
+        settings = apply(settings, _read_toml(user_file, follow_links=True), str(user_file), base_dir=user_file.parent)
     if root is not None:
         settings = _apply_workspace(settings, Path(root).resolve(), trusted, env)
     from_env = {

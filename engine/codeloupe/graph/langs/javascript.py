@@ -248,7 +248,7 @@ class JavaScriptResolver(LanguageResolver):
                 continue
             try:
                 config = json.loads(_strip_jsonc(raw))
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested thousands deep
                 return None
             options = config.get("compilerOptions", {}) if isinstance(config, dict) else {}
             extends = config.get("extends") if isinstance(config, dict) else None
