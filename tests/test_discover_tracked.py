@@ -184,3 +184,15 @@ def test_any_damage_to_an_index_is_a_format_error_or_a_reading(repo: Path, versi
         except IndexFormatError:
             continue
         assert isinstance(result, frozenset) and all(isinstance(p, str) and p for p in result)
+
+
+def test_a_version_4_index_whose_names_grow_on_each_other_is_refused_not_expanded() -> None:
+    """Each version 4 name is the one before it plus a suffix: 60,000 entries adding one byte each (a 4 MB
+    file) made names of up to 60,000 bytes, 2 GB in all; the reader stops at a name longer than any path."""
+    import struct
+
+    count = 60_000
+    entry = b"\0" * 40 + b"\x11" * 20 + b"\0\0" + b"\0a\0"  # stat, hash, flags; strip nothing, add "a"
+    data = b"DIRC" + struct.pack(">II", 4, count) + entry * count
+    with pytest.raises(IndexFormatError, match="longer than any path"):
+        parse_index(data)

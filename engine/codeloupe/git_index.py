@@ -27,6 +27,9 @@ log = logging.getLogger("codeloupe.git_index")
 # read, and .gitignore then applies to every file there, as it did before tracked files were known: its names
 # alone would hold several hundred MB in memory.
 INDEX_MAX_BYTES = 64 * 1024 * 1024
+# The longest path a name may be (Linux's PATH_MAX): a version 4 index adds each name to the one before it, so
+# 60,000 entries of one byte each made names of up to 60,000 bytes (2 GB for a 4 MB file).
+NAME_MAX_BYTES = 4096
 _GIT_FILE_MAX_BYTES = 4096  # a `.git` file holds one "gitdir: PATH" line
 _HEADER = struct.Struct(">4sII")
 _STAT_BYTES = 40  # ctime, mtime (8 each), dev, ino, mode, uid, gid, size (4 each)
@@ -126,6 +129,7 @@ def _entries(data: bytes, version: int, count: int, hash_bytes: int) -> frozense
     names: set[str] = set()
     pos = _HEADER.size
     previous = b""
+    total = 0  # bytes of every name: a version 4 index's names are compressed, and could expand quadratically
     for _ in range(count):
         if pos + fixed > len(data):
             raise IndexFormatError("an entry runs past the end")
@@ -155,6 +159,9 @@ def _entries(data: bytes, version: int, count: int, hash_bytes: int) -> frozense
             pos = start + ((end - start) // 8 + 1) * 8
         if not name or name.startswith(b"/") or b"\0" in name:
             raise IndexFormatError("an empty or absolute name")
+        total += len(name)
+        if len(name) > NAME_MAX_BYTES or total > INDEX_MAX_BYTES:
+            raise IndexFormatError("names longer than any path (each grows on the one before it)")
         previous = name
         try:
             names.add(name.decode("utf-8"))
