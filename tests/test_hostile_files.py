@@ -258,3 +258,24 @@ def test_manifests_and_configs_nested_thousands_deep_leave_the_graph_and_the_tou
         assert ws.tour() is not None
     finally:
         ws.close()
+
+
+def test_file_names_and_contents_never_drive_the_terminal_or_forge_lines(tmp_path: Path) -> None:
+    """Escape sequences in a strategy file's name reached stderr raw (its warning), a newline in a file name
+    printed a line of its own in every listing, and bidirectional overrides in names or code reordered what the
+    terminal showed."""
+    root = tmp_path / "repo"
+    (root / ".codeloupe" / "strategies").mkdir(parents=True)
+    (root / "app.py").write_text("def f():\n    return 1\n")
+    (root / ".codeloupe" / "strategies" / "e\x1b[2J\x1b]0;T\x07x.py").write_text("x = 1\n")
+    (root / "nl_\n  9. fake.py").write_text("def g():\n    return 1\n")
+    (root / "bidi\u202e.py").write_text('def h():\n    return "\u202e"\n')
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "c"), "CODELOUPE_CONFIG_DIR": str(tmp_path / "u")}
+    for command in (["search", str(root), "return g", "--embed-provider", "none"], ["locate", str(root), "return"],
+                    ["tour", str(root)], ["graph", str(root), "--embed-provider", "none"], ["stats", str(root)]):
+        run = subprocess.run([sys.executable, "-m", "codeloupe", *command], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert run.returncode == 0, run.stderr
+        shown = run.stdout + run.stderr
+        assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown, command
+        assert not any(line.startswith("  9. fake.py") for line in shown.splitlines()), command

@@ -36,12 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from codeloupe.cli.common import log_visibly, visible  # common imports this module
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    log_visibly()
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
-        print(f"codeloupe: {exc}", file=sys.stderr)
+        print(visible(f"codeloupe: {exc}"), file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         print("codeloupe: interrupted", file=sys.stderr)

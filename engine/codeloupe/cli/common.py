@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -82,9 +83,9 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     if settings.ignored is not None:
-        print(settings.ignored.message(), file=sys.stderr)
-    for warning in ws.strategy_load.warnings:
-        print(warning, file=sys.stderr)
+        print(visible(settings.ignored.message()), file=sys.stderr)
+    for warning in ws.strategy_load.warnings:  # they name files of the workspace
+        print(one_line(warning), file=sys.stderr)
     if ws.store.rebuilt_reason:
         print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
     return ws
@@ -161,7 +162,9 @@ def _stderr_console():
 
 # Control characters other than tab and newline: a repository's code or file names are not to drive the
 # terminal (an escape sequence can retitle it, recolour or hide what follows, or move the cursor over lines).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters, and the bidirectional formatting ones, which reorder what a terminal shows (a line of code
+# that reads otherwise than it runs, a file name whose end shows first).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def counted(counts: Iterable[tuple[str, int]]) -> str:
@@ -171,15 +174,44 @@ def counted(counts: Iterable[tuple[str, int]]) -> str:
 
 def visible(text: str) -> str:
     """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
+    return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    """`visible(text)` on one line: a newline in a file name is shown as `\\n`, so a name cannot start a line
+    of output of its own (a forged entry of a list)."""
+    return visible(text).replace("\n", "\\n")
+
+
+class _VisibleFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
+def log_visibly() -> None:
+    """Send the engine's warnings (they name the workspace's files) to stderr with their control characters
+    escaped, where nothing has set logging up: Python's last-resort handler printed them raw, escape sequences
+    in a file name and all."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_VisibleFormatter("%(message)s"))
+    root.addHandler(handler)
 
 
 def markup_safe(text: str) -> str:
-    """Text from a repository or a model, for a rich markup string: shown as it is, never read as markup (a file
-    named `d[/x].py` is a closing tag rich rejects) and with no control characters."""
+    """One line of text from a repository or a model, for a rich markup string: shown as it is, never read as
+    markup (a file named `d[/x].py` is a closing tag rich rejects), with no control character and no newline."""
     from rich.markup import escape
 
-    return escape(visible(text))
+    return escape(one_line(text))
 
 
 def print_code(console: Console, text: str, language: str, start_line: int) -> None:

@@ -18,7 +18,7 @@ from codeloupe.graph import (
 )
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_workspace_args, index_workspace, open_workspace, visible
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,5 +62,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif not args.html:
-        print(render_text(result))
+        print(visible(render_text(result)))  # names of the workspace's files
     return 0

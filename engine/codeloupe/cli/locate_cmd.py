@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, visible
+from .common import add_workspace_args, answer_from_index, one_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(found), indent=2))
     else:
         for hit in found.locations:
-            print(visible(f"{hit.path}:{hit.line}:{hit.column}: {hit.text}"))
+            print(one_line(f"{hit.path}:{hit.line}:{hit.column}: {hit.text}"))
         what = "identifier" if found.identifier else "text"
         shown = f" (first {len(found.locations)} shown)" if len(found.locations) < found.total else ""
         print(f"{found.total} location{'' if found.total == 1 else 's'} of the {what} {found.text!r}{shown}")

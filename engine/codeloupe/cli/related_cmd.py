@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, parse_lines, visible
+from .common import add_workspace_args, answer_from_index, one_line, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
         return 0
-    print(visible(f"nearest to {found.path}:{found.start_line}-{found.end_line} ({found.language}, by {found.lane})"))
+    print(one_line(f"nearest to {found.path}:{found.start_line}-{found.end_line} ({found.language}, by {found.lane})"))
     for rank, chunk in enumerate(found.chunks, 1):
-        print(visible(f"{rank:>3}. {chunk.path}:{chunk.start_line}-{chunk.end_line}  {chunk.score:.3f}  {chunk.breadcrumb}"))
+        print(one_line(f"{rank:>3}. {chunk.path}:{chunk.start_line}-{chunk.end_line}  {chunk.score:.3f}  {chunk.breadcrumb}"))
     return 0

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, counted, open_workspace, visible
+from .common import add_workspace_args, counted, one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
         print("  skipped   " + counted(status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
     for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
-        name = visible(s.path).replace("\n", "\\n")
+        name = one_line(s.path)
         print(f"    {name}  ({s.reason})")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, index_workspace, open_workspace, visible
+from .common import add_workspace_args, index_workspace, one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"Where to start reading {tour.root}\n")
     print("Entry points" if tour.entry_points else "No entry points found (no manifest, main, guard or shebang)")
     for point in tour.entry_points:
-        print(visible(f"  {point.path}:{point.line}  {point.kind}: {point.detail}"))
+        print(one_line(f"  {point.path}:{point.line}  {point.kind}: {point.detail}"))
     print(f"\nMost mentioned names (of {tour.names}; a mention is a file whose text holds the name)")
     width = max((len(s.name) for s in tour.stops), default=0)
     for stop in tour.stops:
         also = f" (+{stop.definitions - 1} more definitions)" if stop.definitions > 1 else ""
-        print(visible(f"  {stop.mentions:>5} files  {stop.name:<{width}}  {stop.kind} {stop.path}:{stop.line}{also}"))
+        print(one_line(f"  {stop.mentions:>5} files  {stop.name:<{width}}  {stop.kind} {stop.path}:{stop.line}{also}"))
     return 0
