@@ -29,7 +29,13 @@ class WarmWorkspace:
             if not path.is_dir():
                 raise WorkspaceError(f"{root}: not a directory")
             # The same settings the CLI reads for this root (files, environment, user config; never a request).
-            self.ws = Workspace(path, load_settings(path.resolve(), {}))
+            settings = load_settings(path.resolve(), {})
+            self.ws = Workspace(path, settings)
+            # And the same notices it prints: the workspace settings ignored, the strategy files not loaded (on
+            # stderr through the log; over stdio, stdout is the protocol's).
+            for notice in [*([settings.ignored.message()] if settings.ignored is not None else []),
+                           *self.ws.strategy_load.warnings]:
+                log.warning("%s", notice)
         self.refresh_interval_s = refresh_interval_s
         self.last_error = ""
         self._refreshing = threading.Lock()

@@ -135,3 +135,13 @@ async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Pat
             warm.close()
     assert "Tokens are checked by" in answer
     assert "def check_token(self, token: str) -> bool:" in answer  # the cited span, spliced from disk
+
+
+def test_a_served_root_says_which_of_its_settings_it_ignores(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`codeloupe mcp` and `serve` ignored an untrusted workspace's endpoint settings as the CLI does, but said
+    nothing; the CLI prints why."""
+    (project / ".codeloupe.toml").write_text('embed_base_url = "http://127.0.0.1:9/v1"\n')
+    with caplog.at_level("WARNING", logger="codeloupe.warm"):
+        warm = WarmWorkspace(project)
+        warm.close()
+    assert any("ignoring settings" in r.getMessage() and "embed_base_url" in r.getMessage() for r in caplog.records)
