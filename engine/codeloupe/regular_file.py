@@ -10,18 +10,26 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 def read_head(path: Path, limit: int, *, follow_links: bool = True) -> bytes:
     """At most `limit + 1` bytes of the regular file at `path`: one byte more than `limit` says it is longer.
+    Raises OSError as `open_regular` does."""
+    with open_regular(path, follow_links=follow_links) as fh:
+        return fh.read(limit + 1)
 
-    Raises OSError when the file is absent or unreadable, is a link and `follow_links` is false, or is not a
-    regular file (EINVAL). It is opened without blocking, so a FIFO is refused, not waited on."""
+
+def open_regular(path: Path, *, follow_links: bool = True) -> BinaryIO:
+    """The regular file at `path`, open for reading. Raises OSError when it is absent or unreadable, is a link
+    and `follow_links` is false, or is not a regular file (EINVAL). It is opened without blocking, so a FIFO is
+    refused, not waited on."""
     if not follow_links and os.path.islink(path):  # where O_NOFOLLOW is missing; the open below refuses too
         raise OSError(errno.ELOOP, "a link, not followed", str(path))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow_links else getattr(os, "O_NOFOLLOW", 0))
     fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return fh.read(limit + 1)
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fh

@@ -15,13 +15,11 @@ there when the copy was saved for the same state, then read like any other (the 
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import io
 import logging
 import mmap
 import os
-import stat
 import struct
 import tempfile
 import time
@@ -33,6 +31,8 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import numpy as np
+
+from codeloupe.regular_file import open_regular
 
 log = logging.getLogger("codeloupe.saved")
 
@@ -84,9 +84,10 @@ def save_arrays(path: Path, stamp: str, arrays: dict[str, np.ndarray],
     large file's arrays are never all alive at once. The file is what `np.savez` writes (`np.load` reads it),
     each array's bytes starting at a multiple of 64 so that `load_arrays` can map them in place.
 
-    Returns the arrays named in `mapped` (those written) as read-only views of the file just written, mapped before it took
-    `path`'s place: the writer's own bytes (another writer replacing the file later cannot change them), so
-    they are not read back to check them, as `load_arrays` checks a file another process wrote."""
+    Returns the arrays named in `mapped` (those written) as read-only views of the file just written, mapped
+    before it took `path`'s place: the writer's own bytes (another writer replacing the file later cannot
+    change them), so they are not read back to check them, as `load_arrays` checks a file another process
+    wrote."""
     found: dict[str, np.ndarray] = {}
 
     def write(tmp: Path) -> None:
@@ -146,7 +147,7 @@ def saved_stamp(path: Path) -> str | None:
     """The stamp of the file at `path` (what it was saved for); None when it is missing or damaged. Only the stamp
     is read: the arrays are checked by whoever then loads them (`load_arrays` with this stamp)."""
     try:
-        with _opened(path) as fh, np.load(fh, allow_pickle=False) as saved:
+        with open_regular(path) as fh, np.load(fh, allow_pickle=False) as saved:
             return str(saved[_STAMP]) if _STAMP in saved.files else None
     except FileNotFoundError:
         return None
@@ -166,8 +167,9 @@ def saved_generation(path: Path, prefix: str) -> int | None:
 
 
 def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.ndarray] | None:
+    # Opened without blocking and only as a regular file: a FIFO in a saved file's place held every reader.
     try:
-        with _opened(path) as fh, np.load(fh, allow_pickle=False) as saved:
+        with open_regular(path) as fh, np.load(fh, allow_pickle=False) as saved:
             if _STAMP not in saved.files or str(saved[_STAMP]) != stamp:
                 return None
             names = [name for name in saved.files if name != _STAMP]
@@ -178,17 +180,6 @@ def _load_here(path: Path, stamp: str, mapped: Collection[str]) -> dict[str, np.
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # truncated, bit-flipped, ...
         log.info("ignoring the saved file %s (%s); rebuilding it", path, exc)
         return None
-
-
-def _opened(path: Path) -> BinaryIO:
-    """The saved file at `path` opened for reading; an OSError when it is not a regular file. Opened without
-    blocking: a FIFO put in a saved file's place would otherwise hold every command that reads it for good."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        fh.close()
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return fh
 
 
 def _write_whole(path: Path, data: bytes) -> None:
