@@ -104,6 +104,8 @@ def test_update_files_fast_path_and_escape_refused(tmp_path: Path) -> None:
     assert ws.update_files(["pkg/new.py"]).files_deleted == 1
     with pytest.raises(WorkspaceError, match="outside the workspace"):
         ws.update_files(["../elsewhere.py"])
+    with pytest.raises(WorkspaceError, match="NUL byte"):  # was a bare ValueError, which surfaces took for a fault
+        ws.relative("pkg/a\x00b.py")
 
 
 def test_a_save_reads_the_saved_files_rows_and_no_other(tmp_path: Path) -> None:

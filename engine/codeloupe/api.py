@@ -180,6 +180,8 @@ class Workspace:
 
     def relative(self, path: Path | str) -> str:
         """The POSIX path of `path` relative to the root; refuses anything that escapes the workspace."""
+        if "\0" in str(path):
+            raise WorkspaceError(f"{str(path)[:200]!r}: not a path (it holds a NUL byte)")
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
