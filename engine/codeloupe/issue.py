@@ -38,12 +38,12 @@ class TraceShape:
 # A frame's path starts where a run of path characters does: tried from inside the run too, each of a long
 # run's positions scanned to its end (a query of one 20,000-character word took seconds, holding the server).
 _PATH_START = r"(?<![\w./\\-])"
-# A function name in a JavaScript frame is bounded for the same reason: "at " repeated was quadratic.
 _ERROR_LINE = r"(?m)^\s*(?:Uncaught |Exception in thread \S+ )?[\w.$]*(?:Error|Exception)\b"
 TRACE_SHAPES = [
     TraceShape("python", re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?'),
                re.compile(r"Traceback \(most recent call last\)"), alone=1, innermost_last=True),
-    # Node prints `at fn (file.js:L:C)`, or `at file.js:L:C` for anonymous code.
+    # Node prints `at fn (file.js:L:C)`, or `at file.js:L:C` for anonymous code. The function name is bounded
+    # for the same reason as `_PATH_START`: "at " repeated was quadratic.
     TraceShape("javascript", re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]{1,200}?) \()?(?:file://)?"
                                         r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+)(?::\d+)?\)?"),
                re.compile(_ERROR_LINE), alone=2),

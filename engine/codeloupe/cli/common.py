@@ -87,7 +87,7 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     for warning in ws.strategy_load.warnings:  # they name files of the workspace
         print(one_line(warning), file=sys.stderr)
     if ws.store.rebuilt_reason:
-        print(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}", file=sys.stderr)
+        print(visible(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}"), file=sys.stderr)
     return ws
 
 
