@@ -4,6 +4,7 @@ under `codeloupe serve`), and in process for `ask` with the scripted chat server
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from serve_project import subprocess_env
 
 from codeloupe_mcp.server import MAX_QUERY_CHARS, build_server
@@ -145,3 +146,17 @@ def test_a_served_root_says_which_of_its_settings_it_ignores(project: Path, capl
         warm = WarmWorkspace(project)
         warm.close()
     assert any("ignoring settings" in r.getMessage() and "embed_base_url" in r.getMessage() for r in caplog.records)
+
+
+def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path: Path) -> None:
+    """The SDK's stdio transport logged a line it could not read and answered nothing, so the client that sent
+    it waited for good; JSON-RPC answers it with a null id (-32700 not JSON, -32600 not a message)."""
+    lines = ["this is not json", '{"a": 1}', "[1, 2]", '{"jsonrpc": "2.0", "id": 7, "method": "ping"}']
+    server = subprocess.run([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path,
+                            input="".join(line + "\n" for line in lines), capture_output=True, text=True,
+                            env=subprocess_env(), timeout=120)
+    assert server.returncode == 0, server.stderr
+    answers = [json.loads(line) for line in server.stdout.splitlines()]
+    assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
+        (None, PARSE_ERROR), (None, INVALID_REQUEST), (None, INVALID_REQUEST), (7, None)]
+    assert answers[-1]["result"] == {}  # and the server went on answering

@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         from codeloupe_mcp.server import build_server
+        from codeloupe_mcp.stdio import serve_stdio
         from codeloupe_mcp.warm import WarmWorkspace
     except ImportError as exc:  # the server extras are not installed
         raise CliError(f"the MCP server needs the `mcp` package: {exc}") from exc
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     try:
-        build_server(warm).run("stdio")
+        serve_stdio(build_server(warm))
     finally:
         warm.close()
     return 0
