@@ -10,7 +10,7 @@ from pathlib import Path
 
 from codeloupe.api import Workspace
 from codeloupe.discover import decode_source, walk
-from codeloupe.graph import graph_node
+from codeloupe.graph import graph_node, render_text
 from codeloupe.index import index_paths, index_workspace, prepare
 from codeloupe.settings import Settings
 
@@ -282,3 +282,21 @@ def test_file_names_and_contents_never_drive_the_terminal_or_forge_lines(tmp_pat
         shown = run.stdout + run.stderr
         assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown, command
         assert not any(line.startswith("  9. fake.py") for line in shown.splitlines()), command
+
+
+def test_a_line_break_in_a_file_name_stays_inside_its_line_of_the_graph_text(tmp_path: Path) -> None:
+    """The graph's text (the CLI's `graph`, the agents' `graph` tool) wove names into its lines as they were: a
+    file named with a newline listed a forged neighbour of its own."""
+    (tmp_path / "app.py").write_text("def f():\n    return 1\n")
+    odd = "nl_\n  forged.py:1 import [secret]\u2028x.py"
+    (tmp_path / odd).write_text("from app import f\n\n\ndef g():\n    return f()\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        for node in ("app.py", odd):
+            text = render_text(graph_node(ws, node))
+            assert "nl_\\n  forged.py:1 import [secret]\\u2028x.py" in text, node
+            assert not any(line.lstrip().startswith("forged.py") for line in text.splitlines()), node
+            assert "x.py" not in {line.strip() for line in text.splitlines()}, node
+    finally:
+        ws.close()

@@ -4,12 +4,17 @@ nothing fetched), and any graph result as plain text (the CLI and the agents' `g
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from importlib import resources
 
 from codeloupe.graph.model import GraphMap, GraphNode, GraphPath
 
 _PLACEHOLDER = "__GRAPH_JSON__"
+
+# What ends a line for a reader of the text (str.splitlines' set): inside a name it would start a line of its
+# own, a forged neighbour or hub in the list an agent or a terminal reads.
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def render_html(graph_map: GraphMap, root: str = "") -> str:
@@ -24,7 +29,8 @@ def render_html(graph_map: GraphMap, root: str = "") -> str:
 
 
 def render_text(result: GraphMap | GraphNode | GraphPath) -> str:
-    """The map (communities, hubs, surprises), one node with its neighbours, or a route, as plain text."""
+    """The map (communities, hubs, surprises), one node with its neighbours, or a route, as plain text; every
+    name in it (a file's path, a symbol, a community) stays on its line, a line break in it shown escaped."""
     if isinstance(result, GraphMap):
         return _map_text(result)
     if isinstance(result, GraphNode):
@@ -38,49 +44,57 @@ def _map_text(m: GraphMap) -> str:
     groups = [c for c in m.communities if c.size > 1]
     lines.append(f"\n{len(groups)} communities ({len(m.communities) - len(groups)} unconnected files)")
     for c in groups[:25]:
-        lines.append(f"  [{c.id}] {c.name} · {c.size} files")
+        lines.append(f"  [{c.id}] {_name(c.name)} · {c.size} files")
     if m.gods:
         lines.append("\nhubs (god nodes)")
         for g in m.gods:
-            lines.append(f"  {g.path}  degree {g.degree} (in {g.in_degree}, out {g.out_degree}) · community {g.community}")
+            lines.append(f"  {_name(g.path)}  degree {g.degree} (in {g.in_degree}, out {g.out_degree}) · community {g.community}")
     if m.surprises:
         lines.append("\nsurprises (read alike, no edge, different communities)")
         for s in m.surprises[:15]:
-            lines.append(f"  {s.a} ~ {s.b}  cosine {s.cosine:.2f}")
+            lines.append(f"  {_name(s.a)} ~ {_name(s.b)}  cosine {s.cosine:.2f}")
     return "\n".join(lines)
 
 
 def _node_text(n: GraphNode) -> str:
-    lines = [f"{n.path}  (community {n.community}: {n.community_name}{', hub' if n.god else ''};"
+    lines = [f"{_name(n.path)}  (community {n.community}: {_name(n.community_name)}{', hub' if n.god else ''};"
              f" matched by {n.resolved_by})"]
     for title, items in (("uses", n.imports), ("used by", n.importers)):
         lines.append(f"\n{title} ({len(items)})")
         for item in items:
-            carried = f"  [{', '.join(item.symbols)}]" if item.symbols else ""
-            lines.append(f"  {item.path}:{item.line} {item.kind}{carried}")
+            carried = f"  [{_names(item.symbols)}]" if item.symbols else ""
+            lines.append(f"  {_name(item.path)}:{item.line} {item.kind}{carried}")
     if n.external:
-        lines.append(f"\nexternal: {', '.join(n.external)}")
+        lines.append(f"\nexternal: {_names(n.external)}")
     if n.semantic:
-        lines.append("\nreads like: " + ", ".join(f"{p} ({c:.2f})" for p, c in n.semantic))
+        lines.append("\nreads like: " + ", ".join(f"{_name(p)} ({c:.2f})" for p, c in n.semantic))
     if n.symbols:
-        lines.append(f"\ndefines: {', '.join(n.symbols)}")
+        lines.append(f"\ndefines: {_names(n.symbols)}")
     return "\n".join(lines)
 
 
 def _path_text(p: GraphPath) -> str:
-    lines = [f"{p.source} -> {p.target}: {p.note}"]
+    lines = [f"{_name(p.source)} -> {_name(p.target)}: {_name(p.note)}"]
     for hop in p.hops:
-        carried = f" [{', '.join(hop.carriers)}]" if hop.carriers else ""
+        carried = f" [{_names(hop.carriers)}]" if hop.carriers else ""
         where = ""
         if hop.use is not None:
-            where = f"  use {hop.use.path}:{hop.use.start_line}"
+            where = f"  use {_name(hop.use.path)}:{hop.use.start_line}"
         if hop.definition is not None:
-            where += f"  def {hop.definition.path}:{hop.definition.start_line}-{hop.definition.end_line}"
+            where += f"  def {_name(hop.definition.path)}:{hop.definition.start_line}-{hop.definition.end_line}"
         cosine = f" cosine {hop.cosine:.2f}" if hop.kind == "semantic" else ""
-        lines.append(f"  {hop.source} --{hop.kind}/{hop.direction}{cosine}--> {hop.target}{carried}{where}")
+        lines.append(f"  {_name(hop.source)} --{hop.kind}/{hop.direction}{cosine}--> {_name(hop.target)}{carried}{where}")
         for code in (hop.use_code, hop.definition_code):
             if code is not None:
-                lines.append(f"    {code.path}:{code.start_line}-{code.end_line}")
+                lines.append(f"    {_name(code.path)}:{code.start_line}-{code.end_line}")
                 lines.extend(f"    {n:>5} | {text}" for n, text in
                              enumerate(code.text.rstrip("\n").split("\n"), code.start_line))
     return "\n".join(lines)
+
+
+def _name(text: str) -> str:
+    return _LINE_BREAK.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+def _names(texts: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(_name(text) for text in texts)
