@@ -27,10 +27,10 @@ def serving(app, host: str = "127.0.0.1") -> Iterator[str]:
     """Run `app` under uvicorn in a thread on a free port of `host` (a loopback address); yield its URL."""
     import uvicorn
 
-    from codeloupe_web.listen import bind
+    from codeloupe_web.listen import bind, server_config
 
     sock = bind(host, 0)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(server_config(app))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 import time
@@ -253,6 +254,36 @@ def test_codeloupe_serve_starts_says_where_and_stops(project: Path) -> None:
             time.sleep(0.1)
         assert httpx.get(f"{base}/v1/search", params={"q": "escape html"}, headers=auth).json()["core"]
         assert httpx.get(f"{base}/v1/search", params={"q": "escape html"}).status_code == 401
+        held_open_then_closed(base)
+        assert httpx.get(f"{base}/v1/search", params={"q": "escape html"}, headers=auth).json()["core"]
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+def held_open_then_closed(base: str) -> None:
+    """uvicorn timed out only idle kept-alive connections: one that sent nothing, half a request head, or a body
+    a byte at a time stayed open for good (enough of them use up the server's file descriptors). Each is closed
+    once its request has not arrived within the receive deadline; a slow request within it is answered."""
+    from codeloupe_web.listen import REQUEST_RECEIVE_TIMEOUT_S
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    head = (f"POST /v1/search HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            "Authorization: Bearer s3cret-token\r\n")
+    body = b'{"query": "escape html"}'
+    sends = {"nothing": b"", "half a head": head.encode(),
+             "a trickled body": f"{head}Content-Length: {len(body) + 100}\r\n\r\n".encode() + body[:5]}
+    held = {}
+    for what, first in sends.items():
+        held[what] = socket.create_connection((host, int(port)), timeout=REQUEST_RECEIVE_TIMEOUT_S + 20)
+        held[what].sendall(first)
+    slow = socket.create_connection((host, int(port)), timeout=REQUEST_RECEIVE_TIMEOUT_S + 20)
+    slow.sendall(head.encode())
+    time.sleep(REQUEST_RECEIVE_TIMEOUT_S / 3)
+    held["a trickled body"].sendall(body[5:6])
+    slow.sendall(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    assert slow.recv(4096).startswith(b"HTTP/1.1 200")
+    for what, sock in held.items():
+        with sock:
+            assert sock.recv(4096) == b"", what  # closed by the server, before this socket's own timeout
+    slow.close()

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         from codeloupe_mcp.warm import WarmWorkspaces
         from codeloupe_web.app import create_app
         from codeloupe_web.guard import GuardConfig
-        from codeloupe_web.listen import bind
+        from codeloupe_web.listen import bind, server_config
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
     from codeloupe.api import WorkspaceError, open_shared
@@ -79,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
     # an ordinary exit, so the workspaces are closed below and the status is 0.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        server = uvicorn.Server(uvicorn.Config(create_app(pool, guard), log_level="warning", access_log=False,
-                                               timeout_graceful_shutdown=5))
+        server = uvicorn.Server(server_config(create_app(pool, guard), timeout_graceful_shutdown=5))
         server.run(sockets=[sock])
     finally:
         pool.close()
