@@ -330,6 +330,7 @@ def test_changed_files_are_searched_beside_the_last_full_snapshot(ws: Workspace,
         bundle = ws.search("blend_colours")
         assert "app/extra.py" not in paths(bundle)
         assert any("join the index shortly" in lane.note for lane in bundle.lanes)
+        assert "1 changed files join the index shortly; this answer lacks them until then" in bundle.notes
         searcher.refresh()
         assert paths(ws.search("blend_colours"))[0] == "app/extra.py"
     finally:

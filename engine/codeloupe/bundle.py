@@ -312,6 +312,10 @@ def trust_notes(bundle: Bundle) -> list[str]:
     """Sentences for the user on how far to trust this answer (`Bundle.notes`, docs/protocol.md `notes`)."""
     notes = []
     for status in bundle.lanes:
+        # Files changed in bulk (a branch switch) are searched once the snapshot is rebuilt: until then the
+        # answer lacks them, new words and old alike (a "nothing matches" would otherwise read as the truth).
+        if status.name == "lexical" and status.coverage < 1.0 and status.note:
+            notes.append(f"{status.note}; this answer lacks them until then")
         # A dense lane the user turned off (no provider) says nothing; a pending or partial one changes answers.
         if status.name != "dense" or status.off:
             continue
