@@ -17,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 
-from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, render_text, search_repositories
+from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, render_text
 from codeloupe.types import Bundle
 
 from . import sized
@@ -67,8 +67,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             if repos:
                 bundle = _search_across(pool, repos, query, scope, mode, limit)
             else:
-                ws = warm.fresh()
-                bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+                bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
         return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
 
     @server.tool(structured_output=False, description=(
@@ -94,9 +93,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         ws = warm.fresh()
+        building = warm.building_note()
         with _refusals():
             found = ws.locate(text, identifier=identifier, limit=limit)
-        return sized.located_text(found, max_bytes)
+        return sized.located_text(found, max_bytes, [building])
 
     @server.tool(structured_output=False, description=(
         "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
@@ -112,9 +112,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         if node and source:
             raise ToolError("graph: pass either `node` or `source`+`target`, not both")
         ws = warm.fresh()
+        building = warm.building_note()
         with _refusals():
             result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
-        return sized.plain_text(render_text(result), max_bytes, "graph")
+        return sized.plain_text(render_text(result), max_bytes, "graph", [building])
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
@@ -183,8 +184,7 @@ def _search_across(pool: WarmWorkspaces | None, repos: list[str], query: str, sc
         raise WorkspaceError("`repos` needs a server of several repositories (`codeloupe serve --store URL`)")
     if scope:
         raise WorkspaceError("`scope` is a path inside one repository: not with `repos`")
-    warms = pool.select([] if "*" in repos else repos)
-    return search_repositories([w.fresh() for w in warms], query, mode=mode, limit=limit)
+    return pool.search_across(pool.select([] if "*" in repos else repos), query, mode=mode, limit=limit)
 
 
 def _chat_configured(warm: WarmWorkspace) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 
 from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk
 
@@ -35,9 +36,9 @@ class Budget:
 def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     """CORE chunks in full, RELATED as a map; every file's map line is kept, CORE code is cut first."""
     budget = Budget(max_bytes)
-    head = [_summary(bundle)]
+    head = [_summary(bundle), *_note_lines(bundle.notes)]
     if not bundle.core:
-        return head[0] + "\nno match"
+        return "\n".join([*head, "no match"])
     map_lines = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
     map_lines += [_map_line(hit) for hit in bundle.related if not hit.tail]
     tail = [hit for hit in bundle.related if hit.tail]
@@ -80,6 +81,8 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial."""
     budget = Budget(max_bytes)
     budget.take('{"query": "", "lanes": [], "chunks": [], "cut": ""}' + bundle.query)
+    if bundle.notes:
+        budget.take(json.dumps({"notes": bundle.notes}, ensure_ascii=False))
     items: list[dict] = []
     left_out = 0
     for hit in bundle.files:
@@ -94,18 +97,22 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
             else:
                 left_out += 1
     answer = {"query": bundle.query, "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": items}
+    if bundle.notes:
+        answer["notes"] = bundle.notes
     if left_out:
         answer["cut"] = (f"{left_out} lower-ranked chunks left out to stay within {budget.limit} bytes; "
                          "raise max_bytes or read them with `expand`")
     return json.dumps(answer, ensure_ascii=False)
 
 
-def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: Sequence[str] = ()) -> str:
+    """Each line holding the text, with its place and enclosing definition, as many as fit; `notes` first."""
     budget = Budget(max_bytes)
     kind = "identifier" if found.identifier else "text"
+    noted = "".join(line + "\n" for line in _note_lines(notes))
     if not found.total:
-        return f"no indexed line holds the {kind} {found.text!r}"
-    head = f"{found.total} lines hold the {kind} {found.text!r}"
+        return f"{noted}no indexed line holds the {kind} {found.text!r}"
+    head = f"{noted}{found.total} lines hold the {kind} {found.text!r}"
     budget.take(head + "\n" + _cut_note(1, 0, budget.limit))
     lines = []
     for loc in found.locations:
@@ -135,9 +142,11 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> s
             f"call expand again from line {last + 1}]")
 
 
-def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer") -> str:
-    """Any text answer (graph, ask) cut at a line boundary within the budget, saying so."""
+def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer",
+               notes: Sequence[str] = ()) -> str:
+    """Any text answer (graph, ask) cut at a line boundary within the budget, saying so; `notes` first."""
     budget = Budget(max_bytes)
+    text = "".join(line + "\n" for line in _note_lines(notes)) + text
     kept = _lines_within(text, budget.limit - 200)
     if kept == text:
         return text
@@ -145,6 +154,11 @@ def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "an
 
 
 # ----------------------------------------------------------------------------------------------- pieces
+
+
+def _note_lines(notes: Sequence[str]) -> list[str]:
+    """How far to trust an answer (a lane not ready, an index still being built), one line each."""
+    return [f"note: {note}" for note in notes if note]
 
 
 def _summary(bundle: Bundle) -> str:

@@ -3,12 +3,15 @@ before each call (changed files only, by size and mtime), and failing open with 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from codeloupe.api import Workspace, WorkspaceError, load_settings
+from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories
+from codeloupe.types import Bundle, Progress
 
 log = logging.getLogger("codeloupe.warm")
 
@@ -41,6 +44,7 @@ class WarmWorkspace:
         self._refreshing = threading.Lock()
         self._last_refresh = 0.0
         self._first_index = threading.Event()
+        self._first_index_progress: Progress | None = None
         self._closing = threading.Event()
         self._embedder: threading.Thread | None = None
         self._indexer = threading.Thread(target=self._index_first, name="codeloupe-first-index", daemon=True)
@@ -55,6 +59,23 @@ class WarmWorkspace:
         """True once the first index finished (the lexical and symbol lanes answer)."""
         return self._first_index.is_set()
 
+    def building_note(self) -> str:
+        """What an answer given before the first index finished lacks ("" once it has): the files not yet
+        indexed (after `FIRST_INDEX_WAIT_S` a call answers from the index as it is, rather than not at all)."""
+        if self.ready:
+            return ""
+        progress = self._first_index_progress
+        counted = f"{progress.done:,} of {progress.total:,} files indexed" if progress else "listing the files"
+        return (f"the index of {self.root.name} is still being built ({counted}): files not yet indexed are "
+                "missing from this answer; `status` says when it is ready")
+
+    def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
+        """The bundle for `query` from the refreshed index, noting what it lacks while the first index runs."""
+        ws = self.fresh()
+        building = self.building_note()  # taken first: an index finishing meanwhile makes the note too careful
+        bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
+        return _noted(bundle, [building])
+
     def fresh(self) -> Workspace:
         """The workspace after indexing what changed on disk. A failed refresh, or one already running in
         another thread, answers from the index as it is: a call is never refused for being stale."""
@@ -65,19 +86,27 @@ class WarmWorkspace:
 
     def _index_first(self) -> None:
         try:
-            self._refresh(force=True)
+            self._refresh(force=True, progress=self._note_progress)
         finally:
             self._first_index.set()
 
-    def _refresh(self, *, force: bool = False) -> None:
+    def _note_progress(self, event: Progress) -> None:
+        if event.phase == "chunk":
+            self._first_index_progress = event
+
+    def _refresh(self, *, force: bool = False, progress: Callable[[Progress], None] | None = None) -> None:
         if not self._refreshing.acquire(blocking=False):
             return
         try:
             if not force and time.monotonic() - self._last_refresh < self.refresh_interval_s:
                 return
-            report = self.ws.index()
+            report = self.ws.index(progress)
             self.last_error = ""
             if force or report.files_indexed or report.files_deleted:
+                # The search snapshot brought up to date before the call is answered: after a bulk change (a
+                # branch switch) the changed files were otherwise left out of every answer until a background
+                # rebuild, as the language server's interim answers are; an agent is owed the complete one.
+                self.ws.warm(graph=False)
                 self._embed_in_background()
         except Exception as exc:  # fail open: the last index still answers, the status says why it is stale
             self.last_error = f"refreshing the index failed: {exc}"
@@ -135,6 +164,13 @@ class WarmWorkspaces:
                 return warm
         raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in self.all)})")
 
+    @staticmethod
+    def search_across(warms: list[WarmWorkspace], query: str, *, mode: str = "code", limit: int = 12) -> Bundle:
+        """One ranking across `warms` (`search_repositories`), noting those whose first index still runs."""
+        workspaces = [warm.fresh() for warm in warms]
+        building = [warm.building_note() for warm in warms]
+        return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
+
     def select(self, roots: list[str]) -> list[WarmWorkspace]:
         """The served workspaces named by `roots` (as `get` names them); every one when `roots` is empty."""
         return list({id(w): w for w in map(self.get, roots)}.values()) if roots else list(self.all)
@@ -153,3 +189,8 @@ def _same_path(candidate: str, root: Path) -> bool:
         return Path(candidate).resolve() == root
     except (OSError, RuntimeError, ValueError):
         return False
+
+
+def _noted(bundle: Bundle, notes: list[str]) -> Bundle:
+    notes = [note for note in notes if note]
+    return dataclasses.replace(bundle, notes=[*notes, *bundle.notes]) if notes else bundle

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import WorkspaceError, render_html, search_repositories
+from codeloupe.api import WorkspaceError, render_html
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -105,12 +105,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
     def search_get(q: QueryText, root: RootParam = None, scope: ScopeParam = "",
                    mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
-        return _search(fresh(root), q, scope, mode, limit)
+        return _search(pool.get(root), q, scope, mode, limit)
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
     def search_post(body: SearchBody) -> Any:
-        return _search(fresh(body.root), body.query, body.scope, body.mode, body.limit)
+        return _search(pool.get(body.root), body.query, body.scope, body.mode, body.limit)
 
     @app.get("/v1/search/all", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="One ranking across the served workspaces (the repositories of a shared index): each "
@@ -252,15 +252,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
 
 def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:
-    ws = warm.ws
-    bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
-    return dataclasses.asdict(bundle)
+    return dataclasses.asdict(warm.search(query, scope=scope, mode=mode, limit=limit))
 
 
 def _search_across(pool: WarmWorkspaces, query: str, repos: str, mode: str, limit: int) -> dict[str, Any]:
     warms = pool.select([name.strip() for name in repos.split(",") if name.strip()])
-    bundle = search_repositories([warm.fresh() for warm in warms], query, mode=mode, limit=limit)
-    return dataclasses.asdict(bundle)
+    return dataclasses.asdict(pool.search_across(warms, query, mode=mode, limit=limit))
 
 
 def _doc_hit(hit) -> DocHit:

@@ -152,11 +152,69 @@ def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path:
     """The SDK's stdio transport logged a line it could not read and answered nothing, so the client that sent
     it waited for good; JSON-RPC answers it with a null id (-32700 not JSON, -32600 not a message)."""
     lines = ["this is not json", '{"a": 1}', "[1, 2]", '{"jsonrpc": "2.0", "id": 7, "method": "ping"}']
-    server = subprocess.run([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path,
-                            input="".join(line + "\n" for line in lines), capture_output=True, text=True,
-                            env=subprocess_env(), timeout=120)
-    assert server.returncode == 0, server.stderr
-    answers = [json.loads(line) for line in server.stdout.splitlines()]
+    server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=subprocess_env())
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write("".join(line + "\n" for line in lines))
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline()) for _ in lines]  # stdin held open until all are in
+    finally:
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
     assert [(answer["id"], answer.get("error", {}).get("code")) for answer in answers] == [
         (None, PARSE_ERROR), (None, INVALID_REQUEST), (None, INVALID_REQUEST), (7, None)]
     assert answers[-1]["result"] == {}  # and the server went on answering
+
+
+def test_an_answer_before_the_first_index_ends_says_what_it_lacks(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that waited FIRST_INDEX_WAIT_S answered from the files indexed so far without a word (216 of
+    2,262 files, as if that were the workspace); it now says the index is still being built and how far it is,
+    in the bundle's notes (HTTP's JSON) and in the tools' text."""
+    import codeloupe_mcp.warm as warm_module
+    from codeloupe_mcp import sized
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 0.0)  # answer at once, as after the wait
+    root = tmp_path / "large"
+    for i in range(300):
+        module = root / "pkg" / f"mod{i:03}.py"
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text("".join(f"def handler_{i}_{j}(request):\n    return request.get('field_{j}')\n\n\n"
+                                  for j in range(40)))
+    warm = WarmWorkspace(root)
+    try:
+        assert not warm.ready  # 300 files to chunk in worker processes: the first index has barely begun
+        early = warm.search("handler request field")
+        (note,) = [note for note in early.notes if "still being built" in note]
+        assert note.startswith("the index of large is still being built (") and "missing from this answer" in note
+        assert f"note: {note}" in sized.bundle_text(early)
+        assert json.loads(sized.flat_json(early))["notes"][0] == note
+        assert sized.located_text(warm.ws.locate("handler_1_1"), notes=[note]).startswith(f"note: {note}\n")
+        warm._first_index.wait(120)
+        late = warm.search("handler request field")
+        assert not any("still being built" in note for note in late.notes) and warm.building_note() == ""
+        assert "note:" not in sized.bundle_text(late)
+    finally:
+        warm.close()
+
+
+def test_a_bulk_change_is_searched_before_the_call_is_answered(project: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """After more files changed than a delta view takes in (a branch switch), MCP and HTTP answered without
+    them (not even their old text) until a background rebuild, "nothing matches" for their new words; the
+    refresh before a call now brings the search snapshot up to date, as the language server's start-up does."""
+    from codeloupe import ranking
+
+    monkeypatch.setattr(ranking, "DELTA_MAX_FILES", 0)  # any change is a bulk change
+    warm = WarmWorkspace(project, refresh_interval_s=0)
+    try:
+        assert "app/render.py" in [hit.path for hit in warm.search("escape html").files]
+        (project / "app/render.py").write_text("def paint_branch_canvas(brush):\n    return brush\n")
+        (project / "app/extra.py").write_text("def blend_branch_colours(a, b):\n    return b\n")
+        found = warm.search("paint branch canvas blend colours")
+        assert {"app/render.py", "app/extra.py"} <= {hit.path for hit in found.files}
+        assert not any("join the index shortly" in note for note in found.notes)
+    finally:
+        warm.close()
