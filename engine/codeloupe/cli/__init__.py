@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -49,6 +50,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("codeloupe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`, a pager quit early): stop quietly, as a shell tool killed by SIGPIPE
+        # does, and keep the interpreter's last flush of stdout from raising it again.
+        _discard_stdout()
+        return 128 + 13
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test's capture)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
