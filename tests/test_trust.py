@@ -209,11 +209,26 @@ def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, m
     ("chunk_budget", 2.5, "whole number"),
     ("max_line_chars", True, "whole number"),
     ("chat_base_url", "file:///etc/passwd", r"not an http\(s\) URL"),
+    ("embed_provider", "foo", "is not one of local, onnx, openai, none"),
 ])
 def test_nonsense_numbers_are_clear_errors_naming_the_source(key: str, value: object, problem: str) -> None:
     with pytest.raises(SettingsError, match=problem) as caught:
         apply(Settings(), {key: value}, "the environment")
     assert key in str(caught.value) and "the environment" in str(caught.value)
+
+
+def test_an_unknown_embed_provider_is_one_line_naming_its_source_not_a_traceback(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def f():\n    return 1\n", encoding="utf-8")
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "fooo")
+    result = codeloupe("search", str(repo), "f", "--no-embed")
+    assert result.returncode == 2, result.stderr
+    assert "'embed_provider' from the environment: 'fooo' is not one of" in result.stderr
+    assert "Traceback" not in result.stderr
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "None")  # the provider's name is read case-blind
+    assert load_settings(repo).embed_provider == "None"
 
 
 def test_embed_threads_from_a_workspace_is_ignored_and_from_the_user_is_bounded(tmp_path: Path,

@@ -70,6 +70,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "remote_max_ratio": (1, 100_000),
     "remote_timeout_s": (0.01, 3600),
 }
+# The embedding providers (codeloupe.embed names the same ones); any other is an error naming its source, not a
+# failure of the first search that needs the dense lane.
+EMBED_PROVIDERS = ("local", "onnx", "openai", "none")
 _URL_KEYS = ("embed_base_url", "chat_base_url", "remote_tarball_url", "remote_commit_url")
 _PATH_KEYS = ("cache_dir", "onnx_model_dir")  # relative paths are relative to the file that sets them
 
@@ -253,6 +256,9 @@ def _check(name: str, value: Any, source: str) -> None:
         low, high = BOUNDS[name]
         if not (math.isfinite(value) and low <= value <= high):
             raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {low:g}..{high:g}")
+    if name == "embed_provider" and value.strip().lower() not in EMBED_PROVIDERS:
+        raise SettingsError(f"setting 'embed_provider' from {source}: {value!r} is not one of "
+                            f"{', '.join(EMBED_PROVIDERS)}")
     if name in _URL_KEYS and value and urlsplit(value).scheme not in ("http", "https"):
         raise SettingsError(f"setting {name!r} from {source}: {value!r} is not an http(s) URL")
     if name == "store_url" and value and urlsplit(value).scheme not in ("postgresql", "postgres"):

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from codeloupe.settings import Settings
+from codeloupe.settings import EMBED_PROVIDERS, Settings
 
 
 class EmbeddingError(RuntimeError):
@@ -46,7 +46,7 @@ class EmbeddingProvider(Protocol):
         ...
 
 
-PROVIDERS = ("local", "onnx", "openai", "none")
+PROVIDERS = EMBED_PROVIDERS
 
 _QUERY_CACHE_SIZE = 256
 
