@@ -210,11 +210,28 @@ def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, m
     ("max_line_chars", True, "whole number"),
     ("chat_base_url", "file:///etc/passwd", r"not an http\(s\) URL"),
     ("embed_provider", "foo", "is not one of local, onnx, openai, none"),
+    # a wrong type is an error too, not a value made of its text
+    ("flows", "maybe", "expected true or false"),
+    ("flows", 5, "expected true or false"),
+    ("cache_dir", ["a", "b"], "expected a string"),
+    ("chat_model", 5, "expected a string"),
+    ("ignore", [1, 2], "expected a list of strings"),
+    ("ignore", 5, "expected a list of strings"),
 ])
 def test_nonsense_numbers_are_clear_errors_naming_the_source(key: str, value: object, problem: str) -> None:
     with pytest.raises(SettingsError, match=problem) as caught:
         apply(Settings(), {key: value}, "the environment")
     assert key in str(caught.value) and "the environment" in str(caught.value)
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("flows", "off", False), ("flows", " Yes ", True), ("flows", "0", False), ("flows", True, True),
+    ("ignore", "*.md, build/", ["*.md", "build/"]), ("ignore", ["*.md"], ["*.md"]), ("ignore", {}, []),
+    ("chat_model", "m", "m"),
+])
+def test_booleans_lists_and_strings_read_as_the_environment_and_toml_write_them(key: str, value: object,
+                                                                               expected: object) -> None:
+    assert getattr(apply(Settings(), {key: value}, "the environment"), key) == expected
 
 
 def test_an_unknown_embed_provider_is_one_line_naming_its_source_not_a_traceback(tmp_path: Path,

@@ -227,13 +227,19 @@ _ENV_PREFIX = "CODELOUPE_"
 _FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name not in ("origins", "ignored")}
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     kind = type(getattr(Settings(), name))
     try:
         if kind is bool:
-            if isinstance(value, str):
-                return value.strip().lower() in ("1", "true", "yes", "on")
-            return bool(value)
+            if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+                return value.strip().lower() in _TRUE
+            if isinstance(value, bool) or value in (0, 1):  # a TOML or JSON boolean (or 0 / 1)
+                return bool(value)
+            raise ValueError(f"expected true or false ({', '.join(_TRUE)} / {', '.join(_FALSE)})")
         if kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("expected a whole number")
@@ -245,8 +251,14 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if kind is list:
             if isinstance(value, str):
                 return [v.strip() for v in value.split(",") if v.strip()]
-            return [str(v) for v in value]
-        return str(value)
+            if isinstance(value, Mapping) and not value:  # what a Lua client sends for an empty table
+                return []
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                raise ValueError("expected a list of strings")
+            return list(value)
+        if not isinstance(value, str):  # a number, list or table where a name, path or URL belongs
+            raise ValueError("expected a string")
+        return value
     except (TypeError, ValueError, OverflowError) as exc:
         raise SettingsError(f"setting {name!r} from {source}: cannot use {value!r} ({exc})") from exc
 
