@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path: Path) -> None:
     many = tmp_path / "many.py"
@@ -22,3 +24,39 @@ def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path
         status = proc.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert status == 141
+
+
+def _usage_error(command: list[str], tmp_path: Path) -> str:
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("flag", "value", "problem"), [
+    ("--port", "99999", "expected a port number 0..65535, got '99999'"),
+    ("--port", "-1", "expected a port number"),
+    ("--rate", "0", "above 0"),
+    ("--rate", "-5", "above 0"),
+    ("--rate", "nan", "above 0"),
+])
+def test_serve_refuses_a_port_or_rate_it_cannot_use(tmp_path: Path, flag: str, value: str, problem: str) -> None:
+    last = _usage_error([sys.executable, "-m", "codeloupe", "serve", str(tmp_path), f"{flag}={value}"], tmp_path)
+    assert problem in last
+
+
+def test_serve_names_a_file_given_for_a_workspace_folder(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("x = 1\n", encoding="utf-8")
+    last = _usage_error([sys.executable, "-m", "codeloupe", "serve", str(tmp_path / "app.py"), "--port", "0"],
+                        tmp_path)
+    assert last.endswith("app.py: is a file, not a directory (pass the workspace folder)")
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    (["--tcp", "127.0.0.1:99999"], "expected HOST:PORT"),
+    (["--log-level", "LOUD"], "invalid choice: 'LOUD'"),
+])
+def test_the_language_server_refuses_a_port_or_log_level_it_cannot_use(tmp_path: Path, args: list[str],
+                                                                        problem: str) -> None:
+    assert problem in _usage_error([sys.executable, "-m", "codeloupe_lsp", *args], tmp_path)

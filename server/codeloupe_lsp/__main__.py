@@ -12,12 +12,13 @@ from codeloupe_lsp import __version__
 
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host or "127.0.0.1", int(port)
 
 
 SWITCH_INTERVAL_S = 0.001
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,11 +27,12 @@ def main(argv: list[str] | None = None) -> None:
     # vscode-languageclient appends --stdio for TransportKind.stdio; stdio is the default anyway.
     parser.add_argument("--stdio", action="store_true", help="serve over stdin/stdout (the default)")
     parser.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="serve one TCP client instead")
-    parser.add_argument("--log-level", default="WARNING", help="logging level for stderr (default WARNING)")
+    parser.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                        help="logging level for stderr (default WARNING)")
     args = parser.parse_args(argv)
 
     # stdout is the protocol channel: logs go to stderr only.
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # A search that meets the start-up's background work (the walk, the graph's load) gives up the interpreter at
     # each query to the index and waits up to a switch interval to have it back, hundreds of times: at 40K files

@@ -23,13 +23,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--repo", action="append", default=[], metavar="NAME",
                         help="with --store: a repository to serve (repeatable; default: every repository)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=7341, help="port (default 7341; 0 picks a free one)")
+    parser.add_argument("--port", type=_port, default=7341, help="port (default 7341; 0 picks a free one)")
     parser.add_argument("--token", help="require `Authorization: Bearer TOKEN` (mandatory beyond loopback; "
                                         "CODELOUPE_SERVE_TOKEN also sets it)")
     parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                         help="allow browser pages from this origin to call the API (repeatable; default none)")
-    parser.add_argument("--rate", type=float, help="requests per second per client (default 100)")
+    parser.add_argument("--rate", type=_rate, help="requests per second per client (default 100)")
     parser.set_defaults(func=run)
+
+
+def _port(value: str) -> int:
+    if not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value!r}")
+    return int(value)
+
+
+def _rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        rate = -1.0
+    if not 0 < rate < float("inf"):  # 0 read as "the default", a negative rate refused every request for good
+        raise argparse.ArgumentTypeError(f"expected a number of requests per second above 0, got {value!r}")
+    return rate
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("serve --store reads repositories from the shared index: name them with --repo, not PATH")
     args.paths = args.paths or ([] if args.store_url else ["."])
     for path in args.paths:
+        if Path(path).is_file():
+            raise CliError(f"{path}: is a file, not a directory (pass the workspace folder)")
         if not Path(path).is_dir():
             raise CliError(f"{path}: no such directory")
     try:
