@@ -60,3 +60,18 @@ def test_serve_names_a_file_given_for_a_workspace_folder(tmp_path: Path) -> None
 def test_the_language_server_refuses_a_port_or_log_level_it_cannot_use(tmp_path: Path, args: list[str],
                                                                         problem: str) -> None:
     assert problem in _usage_error([sys.executable, "-m", "codeloupe_lsp", *args], tmp_path)
+
+
+@pytest.mark.parametrize("command", [["search", ".", "hello", "--limit", "0"], ["locate", ".", "hello", "--limit", "-3"],
+                                     ["tour", ".", "--limit", "0"], ["related", ".", "app.py", "--limit", "zero"]])
+def test_a_count_below_one_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    """`--limit 0` or below was taken as 1 (search) or as nothing (tour, locate) without a word."""
+    (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
+    last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
+    assert "--limit: expected a whole number of at least 1" in last
+
+
+def test_a_flag_out_of_range_names_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
+    last = _usage_error([sys.executable, "-m", "codeloupe", "search", ".", "hello", "--chunk-budget", "5"], tmp_path)
+    assert last == "codeloupe: setting 'chunk_budget' from the command line: 5 is outside 100..100000"

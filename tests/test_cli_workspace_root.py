@@ -43,7 +43,7 @@ def test_a_sub_folder_searches_the_workspace_index_within_that_folder(tmp_path: 
     assert "pyproject.toml" in out.stderr and "src/pkg" in out.stderr
     assert [n.startswith("repo-") for n in indexes(cache)] == [True]
     text = codeloupe("search", str(repo / "src"), "ledger entry", "--scope", "other", cache=cache).stdout
-    assert "within src/other/" in text and "src/other/ledger_report.py" in text and "src/pkg" not in text
+    assert "within src/other " in text and "src/other/ledger_report.py" in text and "src/pkg" not in text
     assert len(indexes(cache)) == 1
 
 

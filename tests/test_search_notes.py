@@ -45,3 +45,17 @@ def test_the_cli_prints_the_notes_with_the_results(tmp_path: Path) -> None:
                           "--embed-provider", "none"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "note: nothing in the workspace matches the query" in out.stdout
+
+
+def test_a_scope_that_names_nothing_indexed_says_so(tmp_path: Path) -> None:
+    """A mistyped `--scope` answered "nothing in the workspace matches the query", as if the words were absent."""
+    (tmp_path / "pkg").mkdir()
+    ws = _workspace(tmp_path / "pkg", "none")
+    try:
+        assert ws.search("check_password", scope="nope").notes == [
+            "no indexed file lies under 'nope': the scope names no folder or file of the index"]
+        assert ws.search("check_password", scope="auth.py").files  # a file is a scope too
+        assert ws.search("unrelated_words_nowhere", scope="auth.py").notes == [
+            "nothing in the workspace matches the query"]
+    finally:
+        ws.close()

@@ -308,8 +308,10 @@ def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tupl
 WORD_LANES = frozenset({"lexical", "symbol", "entity"})
 
 
-def trust_notes(bundle: Bundle) -> list[str]:
-    """Sentences for the user on how far to trust this answer (`Bundle.notes`, docs/protocol.md `notes`)."""
+def trust_notes(bundle: Bundle, *, scope_indexed: bool = True) -> list[str]:
+    """Sentences for the user on how far to trust this answer (`Bundle.notes`, docs/protocol.md `notes`).
+    `scope_indexed`: whether any indexed file lies under the search's scope (a mistyped folder is not a query
+    that matched nothing)."""
     notes = []
     for status in bundle.lanes:
         # Files changed in bulk (a branch switch) are searched once the snapshot is rebuilt: until then the
@@ -326,7 +328,9 @@ def trust_notes(bundle: Bundle) -> list[str]:
             notes.append(f"dense lane not ready ({status.note or 'no vectors yet'}): these results match words "
                          "only and may change as vectors arrive")
     hits = bundle.files
-    if not hits:
+    if not hits and not scope_indexed:
+        notes.append(f"no indexed file lies under {bundle.scope!r}: the scope names no folder or file of the index")
+    elif not hits:
         notes.append("nothing in the workspace matches the query")
     elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
         notes.append("no file contains the query's words; these are the closest candidates by meaning only")

@@ -1081,6 +1081,11 @@ class Searcher:
         bundle.timing_ms = {k: round(v, 3) for k, v in timing.items()}
         return bundle
 
+    def holds_folder(self, scope: str) -> bool:
+        """Whether any indexed file lies at or under `scope` (a search's scope; the whole workspace for "")."""
+        folder = _scope_prefix(scope)
+        return not folder or len(self.snapshot().files_in_folder(folder)) > 0
+
     def lane_scores(self, query: str, *, scope: str = "", mode: str = "code",
                     peers: Sequence[LaneScores] = ()) -> LaneScores:
         """What each lane scored for `query` here (with the BM25 statistics of `peers` pooled): the first

@@ -404,9 +404,12 @@ def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Map
 
 
 def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None, *, trusted: bool = False) -> Settings:
+                  environ: Mapping[str, str] | None = None, *, trusted: bool = False,
+                  overrides_from: str = "overrides") -> Settings:
     """The settings for a workspace (or none). `trusted`: the caller's client already established the user's
-    trust in the workspace (an editor's workspace trust); otherwise the user's trust store decides."""
+    trust in the workspace (an editor's workspace trust); otherwise the user's trust store decides.
+    `overrides_from`: where the overrides came from, as an error about one of them names it ("the command
+    line")."""
     env = os.environ if environ is None else environ
     settings = Settings()
     user_file = user_config_dir(env) / USER_CONFIG_NAME
@@ -421,5 +424,5 @@ def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = N
     }
     settings = apply(settings, from_env, "the environment")
     if overrides:
-        settings = apply(settings, overrides, "overrides")
+        settings = apply(settings, overrides, overrides_from)
     return settings

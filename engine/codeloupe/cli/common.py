@@ -55,6 +55,21 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
     return int(span.group(1)), int(span.group(2) or span.group(1))
 
 
+# Where a flag's setting came from, as a settings error names it.
+COMMAND_LINE = "the command line"
+
+
+def positive_count(value: str) -> int:
+    """An argparse type: a whole number of at least 1 (a --limit of 0 or below was taken as 1 without a word)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
+
+
 def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
     a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh)."""
@@ -63,7 +78,8 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
               "store_url", "store_repository")}
     if hasattr(args, "remote_refresh") and is_remote_source(args.path):
         try:
-            return open_remote(args.path, load_settings(None, {**flags, **overrides}), refresh=args.remote_refresh)
+            settings = load_settings(None, {**flags, **overrides}, overrides_from=COMMAND_LINE)
+            return open_remote(args.path, settings, refresh=args.remote_refresh)
         except (SettingsError, StoreError, WorkspaceError) as exc:
             raise CliError(str(exc)) from exc
     root = Path(args.path)
@@ -72,13 +88,13 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
     except DiscoverError as exc:
         raise CliError(str(exc)) from exc
     try:
-        index_path = load_settings(root, {**flags, **overrides}).index_path
+        index_path = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE).index_path
         located = find_workspace_root(root, lambda folder: index_path(folder).exists())
         root, args.subpath = located.root, located.subpath
         if located.subpath:
             print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
                   file=sys.stderr)
-        settings = load_settings(root, {**flags, **overrides})
+        settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
         ws = Workspace(root, settings)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from codeloupe.cli import CliError
+from codeloupe.cli.common import positive_count
 from codeloupe.eval import report
 from codeloupe.eval.golden import KINDS, GoldenSetError, load_golden, load_swebench
 from codeloupe.eval.runner import (
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", metavar="FILE", type=Path,
                         help="write every query's result (gold ranks, top 5, lanes ready, latency) as JSON")
     parser.add_argument("--no-embed", action="store_true", help="no vectors: lexical and symbol lanes only")
-    parser.add_argument("--limit", type=int, default=None, help="bundle limit passed to search")
+    parser.add_argument("--limit", type=positive_count, default=None, help="bundle limit passed to search")
     parser.add_argument("--docs-mode", choices=("docs", "both", "code"), default="docs",
                         help="search mode for queries of kind 'docs' (default: docs)")
     gate = parser.add_argument_group("gate (exit status 1 when the whole set scores below; CI runs this)")

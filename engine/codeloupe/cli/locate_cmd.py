@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, one_line
+from .common import add_workspace_args, answer_from_index, one_line, positive_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("text", help="the text to find, case-sensitive, on one line")
     parser.add_argument("--identifier", action="store_true",
                         help="match whole identifiers only (`get` does not match `getUser`)")
-    parser.add_argument("--limit", type=int, default=100, help="locations shown (default 100)")
+    parser.add_argument("--limit", type=positive_count, default=100, help="locations shown (default 100)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 

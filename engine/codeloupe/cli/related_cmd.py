@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, one_line, parse_lines
+from .common import add_workspace_args, answer_from_index, one_line, parse_lines, positive_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser)
     parser.add_argument("file", help="an indexed file, relative to the workspace")
     parser.add_argument("--lines", metavar="A-B", help="the anchor span (default: the whole file)")
-    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--limit", type=positive_count, default=10, help="related files shown (default 10)")
     parser.add_argument("--no-embed", action="store_true", help="do not compute missing vectors first")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)

@@ -14,7 +14,14 @@ from codeloupe.store import StoreError
 from codeloupe.types import Bundle, FileHit
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, markup_safe, open_workspace, print_code
+from .common import (
+    add_workspace_args,
+    index_workspace,
+    markup_safe,
+    open_workspace,
+    positive_count,
+    print_code,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     docs.add_argument("--docs", action="store_const", const="docs", dest="mode", help="search docs only")
     docs.add_argument("--with-docs", action="store_const", const="both", dest="mode", help="code and docs")
     parser.add_argument("--scope", default="", help="confine retrieval to this sub-path of the workspace")
-    parser.add_argument("--limit", type=int, default=12, help="candidate files (default 12)")
+    parser.add_argument("--limit", type=positive_count, default=12,
+                        help="files ranked with their code (default 12); every other candidate is still listed, "
+                             "as a one-line map")
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
@@ -110,7 +119,7 @@ def render(bundle: Bundle) -> None:
     mode = " · issue mode" if bundle.issue_mode else ""
     if bundle.revision:
         console.print(f"[dim]{markup_safe(str(bundle.root))} @ {markup_safe(bundle.revision)}[/dim]")
-    scope = f" · within {markup_safe(bundle.scope)}/" if bundle.scope else ""
+    scope = f" · within {markup_safe(bundle.scope)}" if bundle.scope else ""
     console.print(f"[dim]{len(bundle.core) + len(bundle.related)} files{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     for note in bundle.notes:

@@ -6,13 +6,13 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, index_workspace, one_line, open_workspace
+from .common import add_workspace_args, index_workspace, one_line, open_workspace, positive_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tour", help="where to start reading: entry points and most mentioned names")
     add_workspace_args(parser)
-    parser.add_argument("--limit", type=int, default=20, help="how many names (default 20)")
+    parser.add_argument("--limit", type=positive_count, default=20, help="how many names (default 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
