@@ -75,3 +75,11 @@ def test_a_flag_out_of_range_names_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
     last = _usage_error([sys.executable, "-m", "codeloupe", "search", ".", "hello", "--chunk-budget", "5"], tmp_path)
     assert last == "codeloupe: setting 'chunk_budget' from the command line: 5 is outside 100..100000"
+
+
+@pytest.mark.parametrize("command", [["tour", "http://127.0.0.1:9/tiny.tar.gz"], ["stats", "owner/repo@main"]])
+def test_a_command_that_reads_a_folder_says_so_of_a_remote_repository(tmp_path: Path, command: list[str]) -> None:
+    """`tour http://host/x.tar.gz` said 'http:/host/x.tar.gz: no such directory' (the URL read as a path)."""
+    last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
+    assert last == (f"codeloupe: {command[1]}: a remote repository; this command reads a folder (search, ask, "
+                    "graph and index take a remote repository)")

@@ -82,6 +82,9 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
             return open_remote(args.path, settings, refresh=args.remote_refresh)
         except (SettingsError, StoreError, WorkspaceError) as exc:
             raise CliError(str(exc)) from exc
+    if is_remote_source(args.path):  # a URL read as a folder was "http:/host/...: no such directory"
+        raise CliError(f"{visible(args.path)}: a remote repository; this command reads a folder (search, ask, graph "
+                       "and index take a remote repository)")
     root = Path(args.path)
     try:
         check_root(root)  # before the settings files in it are read: an unreadable root is one clear line
