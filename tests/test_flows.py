@@ -300,3 +300,16 @@ def test_the_cache_keeps_the_newest_flows_only(tmp_path: Path, monkeypatch: pyte
         assert store.query("SELECT count(*) FROM flow_files")[0][0] == 2  # the evicted one's files went too
     finally:
         store.close()
+
+
+def test_cli_flows_says_when_it_cannot_ask_or_keeps_nothing(repo: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flows --warm` with no chat model reported each question failed, one by one, with status 0; with flows
+    switched off the listing said 'no cached walkthroughs yet' as if asking would add one."""
+    monkeypatch.delenv("CODELOUPE_CHAT_BASE_URL", raising=False)
+    monkeypatch.delenv("CODELOUPE_CHAT_MODEL", raising=False)
+    assert cli_main(["flows", str(repo), "--warm", "--embed-provider", "none"]) == 2
+    assert "--refresh and --warm ask a chat model" in capsys.readouterr().err
+    monkeypatch.setenv("CODELOUPE_NO_FLOWS", "1")
+    assert cli_main(["flows", str(repo), "--embed-provider", "none"]) == 0
+    assert capsys.readouterr().out.startswith("flows are turned off")

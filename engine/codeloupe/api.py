@@ -654,6 +654,12 @@ class Workspace:
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 
+    def flows_kept(self) -> bool:
+        """Whether successful walkthroughs are kept (the `flows` setting, unless CODELOUPE_NO_FLOWS is set)."""
+        from codeloupe.ask.flows import enabled
+
+        return enabled(self)
+
     def flows(self) -> list[Flow]:
         """Every cached walkthrough, newest first (stale ones included and marked)."""
         return [Flow(f.id, f.question, f.mode, sorted(f.files), f.created, f.served, f.stale)

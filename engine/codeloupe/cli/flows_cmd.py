@@ -14,6 +14,7 @@ import time
 
 from codeloupe.types import Flow, FlowOutcome
 
+from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace
 
 
@@ -32,6 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
+    if (args.refresh or args.warm) and not (ws.settings.chat_base_url and ws.settings.chat_model):
+        ws.close()  # each question would otherwise be reported failed, one by one, with status 0
+        raise CliError("--refresh and --warm ask a chat model: set chat_base_url and chat_model (or "
+                       "--chat-base-url and --chat-model)")
     try:
         outcomes: list[FlowOutcome] = []
         if args.refresh or args.warm:
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                 outcomes += ws.refresh_flows()
             if args.warm:
                 outcomes += ws.warm_flows(limit=args.warm_limit)
-        flows = ws.flows()
+        flows, kept = ws.flows(), ws.flows_kept()
     finally:
         ws.close()
     if args.json:
@@ -52,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{outcome.outcome:>8}  {outcome.question}{detail}")
     if outcomes:
         print()
+    if not flows and not kept:
+        print("flows are turned off (the `flows` setting or CODELOUPE_NO_FLOWS): no walkthrough is kept")
+        return 0
     print("\n".join(_line(f) for f in flows) if flows else "no cached walkthroughs yet (each successful ask adds one)")
     return 0
 
