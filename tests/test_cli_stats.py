@@ -44,3 +44,15 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     assert as_json["skipped_files"] == [{"path": "blob.dat", "reason": "binary"},
                                         {"path": "lib/api_pb2.py", "reason": "generated"},
                                         {"path": hostile, "reason": "generated"}]
+
+
+def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path: Path) -> None:
+    """Of a folder never indexed, stats showed 'files 0' as if it were empty; `--skipped` with nothing skipped for
+    its content printed nothing, though `index` points there."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    assert "(nothing indexed yet: `codeloupe index` indexes it)" in codeloupe("stats", str(repo))
+    codeloupe("index", str(repo))
+    shown = codeloupe("stats", str(repo), "--skipped")
+    assert "nothing indexed yet" not in shown and "no file is skipped for its content" in shown

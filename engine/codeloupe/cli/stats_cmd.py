@@ -34,13 +34,16 @@ def run(args: argparse.Namespace) -> int:
     total = status.vectors_total or 1
     print(f"workspace {status.root}")
     print(f"  index     {status.index_path} (schema {status.schema_version})")
-    print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}")
+    print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}"
+          + ("   (nothing indexed yet: `codeloupe index` indexes it)" if not status.files and not status.skipped else ""))
     print("  languages " + (counted(status.languages.items()) or "-"))
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
           f"{status.skeleton_vectors_done}/{status.files} skeletons  [{status.provider} {status.model}]")
     if status.skipped:
         print("  skipped   " + counted(status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
+    if args.skipped and not skipped:
+        print("  no file is skipped for its content (files skipped for their name or size are only counted)")
     for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
         name = one_line(s.path)
         print(f"    {name}  ({s.reason})")
