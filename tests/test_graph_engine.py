@@ -368,6 +368,9 @@ def test_cli_json_node_path_and_html(tmp_path: Path, capsys: pytest.CaptureFixtu
     out = tmp_path / "map.html"
     assert cli_main(["graph", str(root), "--no-embed", "--html", str(out)]) == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
+    groups = sum(1 for c in data["communities"] if c["size"] > 1)  # as the text map counts (not single files)
+    assert f"({groups} communities, {len(data['nodes'])} files)" in capsys.readouterr().out
+    assert len(data["communities"]) > groups  # the fixture has unconnected files: the count differs
     assert cli_main(["graph", str(root), "--no-embed", "--node", "zzzz qqqq"]) == 2
 
 

@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         if not args.json:
-            print(f"wrote {out} ({len(result.communities)} communities, {len(result.nodes)} files)")
+            groups = sum(1 for community in result.communities if community.size > 1)  # as the text map counts
+            print(f"wrote {out} ({groups} communities, {len(result.nodes)} files)")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif not args.html:
