@@ -204,7 +204,9 @@ def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, m
     ("embed_concurrency", 10_000, "outside"),
     ("embed_timeout_s", 0, "outside"),
     ("chat_timeout_s", float("nan"), "outside"),
-    ("max_file_bytes", 10**12, "outside"),
+    ("max_file_bytes", 10**12, r"outside 1\.\.67108864$"),  # not %g's 6.71089e+07
+    ("chunk_budget", "abc", r"cannot use 'abc' \(expected a whole number\)$"),  # not int()'s "invalid literal"
+    ("embed_timeout_s", [1], r"\(expected a number\)$"),
     ("chunk_budget", 3, "outside"),
     ("chunk_budget", 2.5, "whole number"),
     ("max_line_chars", True, "whole number"),

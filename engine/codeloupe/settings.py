@@ -231,6 +231,21 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
 
+def _number(kind: type[int] | type[float], value: Any, expected: str) -> int | float:
+    """`value` as `kind`, or a ValueError saying what was expected (not Python's "invalid literal for int()")."""
+    if not isinstance(value, int | float | str):
+        raise ValueError(expected)
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(expected) from None
+
+
+def _shown(bound: float) -> str:
+    """A bound as a person writes it: 1000000 rather than %g's 1e+06."""
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     kind = type(getattr(Settings(), name))
     try:
@@ -243,11 +258,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("expected a whole number")
-            return int(value)
+            return _number(int, value, "expected a whole number")
         if kind is float:
             if isinstance(value, bool):
                 raise ValueError("expected a number")
-            return float(value)
+            return _number(float, value, "expected a number")
         if kind is list:
             if isinstance(value, str):
                 return [v.strip() for v in value.split(",") if v.strip()]
@@ -267,7 +282,7 @@ def _check(name: str, value: Any, source: str) -> None:
     if name in BOUNDS:
         low, high = BOUNDS[name]
         if not (math.isfinite(value) and low <= value <= high):
-            raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {low:g}..{high:g}")
+            raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {_shown(low)}..{_shown(high)}")
     if name == "embed_provider" and value.strip().lower() not in EMBED_PROVIDERS:
         raise SettingsError(f"setting 'embed_provider' from {source}: {value!r} is not one of "
                             f"{', '.join(EMBED_PROVIDERS)}")
