@@ -112,7 +112,8 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     noted = "".join(line + "\n" for line in _note_lines(notes))
     if not found.total:
         return f"{noted}no indexed line holds the {kind} {found.text!r}"
-    head = f"{noted}{found.total} lines hold the {kind} {found.text!r}"
+    holds = "line holds" if found.total == 1 else "lines hold"
+    head = f"{noted}{found.total} {holds} the {kind} {found.text!r}"
     budget.take(head + "\n" + _cut_note(1, 0, budget.limit))
     lines = []
     for loc in found.locations:
@@ -164,7 +165,8 @@ def _note_lines(notes: Sequence[str]) -> list[str]:
 def _summary(bundle: Bundle) -> str:
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}" for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
-    return f"{len(bundle.core) + len(bundle.related)} files · lanes: {lanes}{mode}"
+    files = len(bundle.core) + len(bundle.related)
+    return f"{files} file{'' if files == 1 else 's'} · lanes: {lanes}{mode}"
 
 
 def _map_line(hit: FileHit) -> str:
