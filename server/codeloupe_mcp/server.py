@@ -194,7 +194,7 @@ def _chat_configured(warm: WarmWorkspace) -> bool:
 
 def _status_json(warm: WarmWorkspace) -> str:
     status = dataclasses.asdict(warm.ws.status())
-    status.update(ready=warm.ready, last_error=warm.last_error)
+    status.update(ready=warm.ready, last_error=warm.last_error, building=warm.building_note())
     return json.dumps(status, indent=1)
 
 

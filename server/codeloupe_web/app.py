@@ -193,7 +193,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
     def status() -> dict[str, Any]:
         return {"ready": pool.ready, "workspaces": [
-            {**dataclasses.asdict(w.ws.status()), "ready": w.ready, "last_error": w.last_error} for w in pool.all]}
+            {**dataclasses.asdict(w.ws.status()), "ready": w.ready, "last_error": w.last_error,
+             "building": w.building_note()} for w in pool.all]}
 
     @app.get("/v1/languages", tags=["health"], response_model=list[str],
              summary="The languages this build parses")

@@ -41,6 +41,7 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     assert httpx.get(f"{base}/readyz").status_code == 200
     status = httpx.get(f"{base}/v1/status").json()
     assert status["ready"] and status["workspaces"][0]["files"] == 4
+    assert status["workspaces"][0]["building"] == ""  # what an answer lacks while the first index runs: nothing
     assert "python" in httpx.get(f"{base}/v1/languages").json()
     span = httpx.get(f"{base}/v1/expand", params={"path": "app/render.py", "symbol": "escape_html"}).json()
     assert span["text"].startswith("def escape_html") and span["symbol"] == "escape_html"
