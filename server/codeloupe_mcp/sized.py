@@ -1,5 +1,6 @@
 """Answers sized for a model: every tool result fits a byte budget, and says so (with what to call next)
-whenever it cuts. Completeness first: every candidate file keeps its map line; code is what gets cut."""
+whenever it cuts. Completeness first: code is cut before any candidate file's map line, and a map line left out
+for a small budget is counted."""
 
 from __future__ import annotations
 
@@ -34,41 +35,86 @@ class Budget:
 
 
 def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
-    """CORE chunks in full, RELATED as a map; every file's map line is kept, CORE code is cut first."""
+    """CORE chunks in full, RELATED as a map, within `max_bytes` (UTF-8, newlines counted). What is said whatever
+    the budget: the summary, CORE's headings and where each CORE chunk is; then the short list's map lines best
+    first, CORE code, and the long tail; what does not fit is counted in a closing note saying what to call."""
     budget = Budget(max_bytes)
     head = [_summary(bundle), *_note_lines(bundle.notes)]
     if not bundle.core:
-        return "\n".join([*head, "no match"])
-    map_lines = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
-    map_lines += [_map_line(hit) for hit in bundle.related if not hit.tail]
+        return _within("\n".join([*head, "no match"]), budget.limit)
+    short = [hit for hit in bundle.related if not hit.tail]
     tail = [hit for hit in bundle.related if hit.tail]
+    chunks = [(hit, chunk) for hit in bundle.core for chunk in hit.chunks]
     core_heads = {hit.shown_path: f"## {hit.rank}. {hit.shown_path}{_pinned(hit)}  ({hit.why})" for hit in bundle.core}
-    reserved = "\n".join([*head, "CORE", *core_heads.values(), *map_lines, _cut_note(0, 0, budget.limit),
-                          _tail_note(len(tail), budget.limit) if tail else ""])
-    budget.take(reserved)
-    out = [*head, "CORE"]
+    related_head = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
+    # Reserved first: the lines said whatever the budget, and the closing notes at their largest.
+    all_code = sum(_line_bytes(_code_block(hit, chunk)) for hit, chunk in chunks)
+    budget.take("".join(line + "\n" for line in [*head, "CORE", *core_heads.values(), *related_head,
+                                                   _cut_note(len(chunks), all_code, budget.limit),
+                                                   _tail_note(len(bundle.related), budget.limit)]))
+    # Each CORE chunk is at least where it is (path:lines), so that a cut one can be read with `expand`.
+    placed = {id(chunk): budget.take(_cut_line(hit, chunk, short=True) + "\n") for hit, chunk in chunks}
+    listed = _take_map_lines(short, budget)
+    shown: dict[int, str] = {}
     cut, cut_bytes = 0, 0
+    for hit, chunk in chunks:
+        block = _code_block(hit, chunk)
+        brief = _line_bytes(_cut_line(hit, chunk, short=True)) if placed[id(chunk)] else 0
+        budget.used -= brief  # the code replaces its placeholder when it fits
+        if budget.take(block + "\n"):
+            shown[id(chunk)] = block
+            continue
+        budget.used += brief
+        cut += 1
+        cut_bytes += _line_bytes(block)
+        full = _cut_line(hit, chunk, short=False)
+        if placed[id(chunk)] and budget.take(full + "\n"):  # the breadcrumb too when it fits
+            budget.used -= brief
+            shown[id(chunk)] = full
+        elif placed[id(chunk)]:
+            shown[id(chunk)] = _cut_line(hit, chunk, short=True)
+    # The long tail (candidates past every lane's short list) after the code: as many map lines as fit.
+    listed_tail = _take_map_lines(tail, budget)
+    out = [*head, "CORE"]
     for hit in bundle.core:
         out.append(core_heads[hit.shown_path])
-        for chunk in hit.chunks:
-            block = _code_block(hit, chunk)
-            if budget.take(block):
-                out.append(block)
-            else:
-                cut += 1
-                cut_bytes += len(block.encode("utf-8"))
-                out.append(f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}  (code cut: budget)")
-    out += map_lines
-    # The long tail (candidates past every lane's short list) after the code: as many map lines as fit.
-    listed = 0
-    while listed < len(tail) and budget.take(_map_line(tail[listed]) + "\n"):
-        out.append(_map_line(tail[listed]))
-        listed += 1
-    if listed < len(tail):
-        out.append(_tail_note(len(tail) - listed, budget.limit))
+        out += [shown[id(chunk)] for chunk in hit.chunks if id(chunk) in shown]
+    out += [*related_head, *listed, *listed_tail]
+    unlisted = len(bundle.related) - len(listed) - len(listed_tail)
+    if unlisted:
+        out.append(_tail_note(unlisted, budget.limit))
     if cut:
         out.append(_cut_note(cut, cut_bytes, budget.limit))
-    return "\n".join(out)
+    return _within("\n".join(out), budget.limit)
+
+
+def _take_map_lines(hits: Sequence[FileHit], budget: Budget) -> list[str]:
+    """The map lines of `hits`, best first, as many as the budget holds."""
+    lines = []
+    for hit in hits:
+        line = _map_line(hit)
+        if not budget.take(line + "\n"):
+            break
+        lines.append(line)
+    return lines
+
+
+def _cut_line(hit: FileHit, chunk: ChunkHit, *, short: bool) -> str:
+    where = f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}"
+    return f"{where}  (code cut: budget)" if short else f"{where}  {chunk.breadcrumb}  (code cut: budget)"
+
+
+def _line_bytes(text: str) -> int:
+    return len(text.encode("utf-8")) + 1  # and its newline
+
+
+def _within(text: str, limit: int) -> str:
+    """`text` if it fits `limit` bytes; else its leading whole lines and a line saying the answer was cut (a last
+    resort: notes or headings alone over a small budget)."""
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    note = f"[answer cut to stay within {limit} bytes: raise max_bytes]"
+    return _lines_within(text, limit - len(note.encode("utf-8")) - 1).rstrip("\n") + "\n" + note
 
 
 def _tail_note(left_out: int, limit: int) -> str:

@@ -1,0 +1,41 @@
+"""The MCP answers' byte budget (`max_bytes`, UTF-8) on a real index: kept exactly, whatever the budget, and every
+cut says what it cut and what to call next."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("max_bytes", [1_000, 1_500, 2_500, 6_000])
+def test_a_search_answer_fits_its_budget_however_many_candidates(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], max_bytes: int) -> None:
+    """The short list's map lines were reserved whatever their size: on click, `max_bytes` 1,000 came back as
+    9,623 bytes (the map alone over the budget, so nothing was reserved and CORE code was added on top)."""
+    from codeloupe_mcp.sized import bundle_text
+
+    body = "".join(f"    ledger_step_{j} = rows[{j}] * {j}  # ledger total ünïcode\n" for j in range(30))
+    files = {f"ledger/deeply/nested/module_name_{i:02}.py":
+             f"def ledger_total_with_a_long_name_{i}(rows):\n    # ledger total\n{body}    return sum(rows) * {i}\n"
+             for i in range(60)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total", limit=50)
+    text = bundle_text(bundle, max_bytes=max_bytes)
+    assert len(text.encode("utf-8")) <= max_bytes
+    assert text.startswith(f"{len(bundle.files)} files")
+    assert all(f"## {hit.rank}. {hit.path}" in text for hit in bundle.core)  # CORE is always named
+    assert "[cut: the code of" in text and "`expand`" in text  # what was cut, and what to call
+    listed = sum(1 for hit in bundle.related if f"{hit.rank}. {hit.path}:" in text)
+    if listed < len(bundle.related):
+        assert f"[{len(bundle.related) - listed} lower-ranked candidate files not listed" in text
