@@ -39,3 +39,26 @@ def test_a_search_answer_fits_its_budget_however_many_candidates(
     listed = sum(1 for hit in bundle.related if f"{hit.rank}. {hit.path}:" in text)
     if listed < len(bundle.related):
         assert f"[{len(bundle.related) - listed} lower-ranked candidate files not listed" in text
+
+
+@pytest.mark.parametrize("max_bytes", [1_000, 2_000, 24_000])
+def test_a_flat_answer_fits_its_budget_with_a_pasted_report_and_the_cut_note(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], max_bytes: int) -> None:
+    """`flat` reserved the query's raw characters, not its JSON escapes, and neither the lanes nor the cut note:
+    on click, "Context.invoke" with max_bytes 1,000 came back as 1,052 bytes, 24,000 as 24,022."""
+    import json
+
+    from codeloupe_mcp.sized import flat_json
+
+    files = {f"ledger/book_{i:02}.py": "".join(f"def ledger_total_{i}_{j}(rows):\n    return \"ledger\\ttotal\"\n\n"
+                                               for j in range(40)) for i in range(30)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    report = 'Traceback (most recent call last):\n  File "ledger/book_01.py", line 2, in ledger_total_1_0\n' * 40
+    for query in ("ledger total", "ledger\ttotal \"quoted\" ünïcode", report):
+        bundle = ws.search(query)
+        answer = flat_json(bundle, max_bytes=max_bytes)
+        assert len(answer.encode("utf-8")) <= max_bytes, query[:40]
+        parsed = json.loads(answer)
+        assert parsed["chunks"]
+        if len(parsed["chunks"]) < sum(len(hit.chunks) for hit in bundle.files):
+            assert "`expand`" in parsed["cut"]

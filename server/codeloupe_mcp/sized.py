@@ -126,29 +126,45 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     """Ranked chunks, one object each: path, lines, the anchor line (the best-matching line), the text (the
     chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial."""
     budget = Budget(max_bytes)
-    budget.take('{"query": "", "lanes": [], "chunks": [], "cut": ""}' + bundle.query)
-    if bundle.notes:
-        budget.take(json.dumps({"notes": bundle.notes}, ensure_ascii=False))
-    items: list[dict] = []
-    left_out = 0
-    for hit in bundle.files:
-        for chunk in hit.chunks:
-            item = dataclasses.asdict(PrunedChunk.of(hit, chunk))
-            if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
-                items.append(item)
-                continue
-            shortened = _shorten(item, budget.left() - 200)
-            if shortened is not None and budget.take(json.dumps(shortened, ensure_ascii=False) + ", "):
-                items.append(shortened)
-            else:
-                left_out += 1
-    answer = {"query": bundle.query, "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": items}
+    chunks = [(hit, chunk) for hit in bundle.files for chunk in hit.chunks]
+    answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
+                    "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": []}
     if bundle.notes:
         answer["notes"] = bundle.notes
+    # Reserved as it will be written: the query escaped, the lanes, the notes and the cut note at its largest.
+    budget.take(json.dumps({**answer, "cut": _flat_cut(len(chunks), budget.limit)}, ensure_ascii=False))
+    items: list[dict] = []
+    left_out = 0
+    for hit, chunk in chunks:
+        item = dataclasses.asdict(PrunedChunk.of(hit, chunk))
+        if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
+            items.append(item)
+            continue
+        shortened = _shorten(item, budget.left() - 200)
+        if shortened is not None and budget.take(json.dumps(shortened, ensure_ascii=False) + ", "):
+            items.append(shortened)
+        else:
+            left_out += 1
+    answer["chunks"] = items
     if left_out:
-        answer["cut"] = (f"{left_out} lower-ranked chunks left out to stay within {budget.limit} bytes; "
-                         "raise max_bytes or read them with `expand`")
+        answer["cut"] = _flat_cut(left_out, budget.limit)
     return json.dumps(answer, ensure_ascii=False)
+
+
+def _flat_cut(left_out: int, limit: int) -> str:
+    return (f"{left_out} lower-ranked chunks left out to stay within {limit} bytes; "
+            "raise max_bytes or read them with `expand`")
+
+
+def _echoed(query: str, room: int) -> str:
+    """The query as echoed in a JSON answer: whole when its escaped form takes at most `room` bytes, else its
+    start and an ellipsis (a pasted log must not spend the budget meant for the code)."""
+    if len(json.dumps(query, ensure_ascii=False).encode("utf-8")) <= room:
+        return query
+    kept = query[:room]
+    while kept and len(json.dumps(kept + "…", ensure_ascii=False).encode("utf-8")) > room:
+        kept = kept[:max(len(kept) - max(len(kept) // 8, 1), 0)]
+    return kept + "…"
 
 
 def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: Sequence[str] = ()) -> str:
