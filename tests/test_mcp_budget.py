@@ -62,3 +62,18 @@ def test_a_flat_answer_fits_its_budget_with_a_pasted_report_and_the_cut_note(
         assert parsed["chunks"]
         if len(parsed["chunks"]) < sum(len(hit.chunks) for hit in bundle.files):
             assert "`expand`" in parsed["cut"]
+
+
+def test_a_located_answer_fits_its_budget_however_long_the_text_looked_for(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """The text looked for (up to 1,000 characters) was echoed whole and outside the budget: 'ü' * 1,000 with
+    max_bytes 1,000 came back as 2,033 bytes."""
+    from codeloupe_mcp.sized import located_text
+
+    needle = "größe_" * 150
+    ws = lexical_workspace(write(tmp_path / "repo", {"names.py": f"LABEL = '{needle}'\n" * 3}))
+    for text in ("ü" * 1000, needle):
+        found = ws.locate(text)
+        answer = located_text(found, max_bytes=1000)
+        assert len(answer.encode("utf-8")) <= 1000
+        assert answer.startswith(("no indexed line holds the text 'üüü", "3 lines hold the text 'größe_"))

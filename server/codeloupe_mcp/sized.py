@@ -14,6 +14,7 @@ DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits
 MIN_BUDGET_BYTES = 1_000
 MAX_BUDGET_BYTES = 200_000
 _LINE_CHARS = 240  # one located line, clipped: minified code must not spend the budget
+_ECHO_BYTES = 200  # the text `locate` looked for, as echoed in its answer
 
 
 class Budget:
@@ -172,10 +173,11 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     budget = Budget(max_bytes)
     kind = "identifier" if found.identifier else "text"
     noted = "".join(line + "\n" for line in _note_lines(notes))
+    text = _clipped_repr(found.text, _ECHO_BYTES)
     if not found.total:
-        return f"{noted}no indexed line holds the {kind} {found.text!r}"
+        return _within(f"{noted}no indexed line holds the {kind} {text}", budget.limit)
     holds = "line holds" if found.total == 1 else "lines hold"
-    head = f"{noted}{found.total} {holds} the {kind} {found.text!r}"
+    head = f"{noted}{found.total} {holds} the {kind} {text}"
     budget.take(head + "\n" + _cut_note(1, 0, budget.limit))
     lines = []
     for loc in found.locations:
@@ -188,7 +190,16 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     out = [head + (f" (showing {len(lines)})" if len(lines) < found.total else ""), *lines]
     if len(lines) < found.total:
         out.append(f"[{found.total - len(lines)} more not shown: narrow the text, or pass a larger limit/max_bytes]")
-    return "\n".join(out)
+    return _within("\n".join(out), budget.limit)
+
+
+def _clipped_repr(text: str, room: int) -> str:
+    """`repr(text)`, its end cut (with an ellipsis after it) where the whole would take over `room` bytes."""
+    shown = repr(text)
+    while len(shown.encode("utf-8")) > room and text:
+        text = text[:len(text) * 3 // 4]
+        shown = repr(text) + "…"
+    return shown
 
 
 def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
