@@ -77,3 +77,29 @@ def test_a_located_answer_fits_its_budget_however_long_the_text_looked_for(
         answer = located_text(found, max_bytes=1000)
         assert len(answer.encode("utf-8")) <= 1000
         assert answer.startswith(("no indexed line holds the text 'üüü", "3 lines hold the text 'größe_"))
+
+
+def test_an_expansion_over_budget_always_moves_the_reader_on(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A first line over the budget on its own came back as nothing, "cut at line 182 ... call expand again from
+    line 183" for lines 183-188: the same call again, for ever. Its start is shown now, and every cut names the
+    next call's start_line and end_line."""
+    import re
+
+    from codeloupe_mcp.sized import expansion_text
+
+    lines = [f"def helper_{i}(x):\n    return x + {i}\n\n" for i in range(150)]
+    long_line = "MESSAGE = '" + "abcdéfghij" * 300 + "'\n"
+    ws = lexical_workspace(write(tmp_path / "repo", {"mod.py": "".join(lines[:30]) + long_line + "".join(lines[30:])}))
+    at = 91  # the long line
+    answer = expansion_text(ws.expand("mod.py", at, at + 5), max_bytes=1000)
+    assert len(answer.encode("utf-8")) <= 1000
+    assert "MESSAGE = 'abcdéfghij" in answer and f"line {at} alone is {len(long_line.encode()) - 1} bytes" in answer
+    assert f"start_line={at + 1}, end_line={at + 5}]" in answer
+    cut = expansion_text(ws.expand("mod.py", 1, 200), max_bytes=1000)
+    assert len(cut.encode("utf-8")) <= 1000
+    (last,) = re.findall(r"\[cut at line (\d+) to stay within 1000 bytes: call expand again with start_line=(\d+), "
+                         r"end_line=200\]", cut)
+    assert int(last[1]) == int(last[0]) + 1
+    source = (tmp_path / "repo" / "mod.py").read_text().splitlines()
+    assert cut.split("\n```\n")[1].splitlines() == source[:int(last[0])]

@@ -203,17 +203,42 @@ def _clipped_repr(text: str, room: int) -> str:
 
 
 def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
-    """The lines with their location; a span over budget is cut at a line boundary and says where."""
+    """The lines with their location; a span over budget is cut at a line boundary and says where to go on (a
+    first line over the budget on its own is cut inside, and says so)."""
     budget = Budget(max_bytes)
     label = f" ({found.symbol})" if found.symbol else ""
     head = f"{found.path}:{found.start_line}-{found.end_line}{label}"
-    budget.take(head + "\n```\n```\n" + _cut_note(1, 0, budget.limit))
+    whole = f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
+    if len(whole.encode("utf-8")) <= budget.limit:
+        return whole
+    start, end, size = found.start_line, found.end_line, len(found.text.encode("utf-8"))
+    budget.take(f"{head}\n```\n\n```\n" + max(_expand_cut_note(end - 1, end, budget.limit),
+                                            _long_line_note(start, size, size, end, budget.limit), key=len))
     kept = _lines_within(found.text, budget.left())
-    if kept == found.text:
-        return f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
-    last = found.start_line + len(kept.splitlines()) - 1
-    return (f"{head}\n```\n{kept.rstrip(chr(10))}\n```\n[cut at line {last} to stay within {budget.limit} bytes: "
-            f"call expand again from line {last + 1}]")
+    if kept:
+        last = start + len(kept.splitlines()) - 1
+        return f"{head}\n```\n{kept.rstrip(chr(10))}\n```\n{_expand_cut_note(last, end, budget.limit)}"
+    # Not even the first line fits: without its start the agent was sent back to the same line for ever.
+    first = found.text.splitlines(keepends=True)[0].rstrip("\r\n")
+    part = _prefix_within(first, budget.left())
+    note = _long_line_note(start, len(first.encode("utf-8")), len(part.encode("utf-8")), end, budget.limit)
+    return f"{head}\n```\n{part}\n```\n{note}"
+
+
+def _expand_cut_note(last: int, end: int, limit: int) -> str:
+    return (f"[cut at line {last} to stay within {limit} bytes: call expand again with start_line={last + 1}, "
+            f"end_line={end}]")
+
+
+def _long_line_note(line: int, size: int, shown: int, end: int, limit: int) -> str:
+    after = f"; the lines after it: start_line={line + 1}, end_line={end}" if end > line else ""
+    return (f"[line {line} alone is {size} bytes: its first {shown} bytes shown to stay within {limit} bytes; "
+            f"raise max_bytes to read it whole{after}]")
+
+
+def _prefix_within(text: str, room: int) -> str:
+    """The longest start of `text` within `room` UTF-8 bytes (cut between characters)."""
+    return text.encode("utf-8")[:max(room, 0)].decode("utf-8", errors="ignore")
 
 
 def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer",
