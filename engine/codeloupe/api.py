@@ -475,13 +475,15 @@ class Workspace:
         except OSError as exc:
             raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
         lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
-        if start_line is None:
+        if start_line is None and end_line is None:
             return "".join(lines)
-        end_line = len(lines) if end_line is None else end_line
-        if end_line < start_line:
+        start_line = 1 if start_line is None else start_line  # an end alone: the file's start up to it
+        if end_line is not None and end_line < start_line:
             raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} end before they start")
         if start_line < 1 or start_line > max(len(lines), 1):
-            raise WorkspaceError(f"{rel}: lines {start_line}-{end_line} are outside the file (1-{len(lines)})")
+            shown = f"{start_line}-{end_line}" if end_line is not None else f"from {start_line}"
+            raise WorkspaceError(f"{rel}: lines {shown} are outside the file (1-{len(lines)})")
+        end_line = len(lines) if end_line is None else end_line
         return "".join(lines[start_line - 1:end_line])
 
     def expand(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
@@ -510,9 +512,13 @@ class Workspace:
             found = [s for s in symbols if s.qualified_name == symbol] or [s for s in symbols if s.name == symbol]
             if not found:
                 raise WorkspaceError(f"{rel}: defines no symbol named {symbol!r}")
+            if len(found) > 1 and (span := _one_definition(found, symbols)) is not None:
+                return span
             if len(found) > 1:
                 names = ", ".join(f"{s.qualified_name} (line {s.start_line})" for s in found[:10])
-                raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; pass the qualified name")
+                hint = "pass the qualified name" if len({s.qualified_name for s in found}) > 1 else \
+                    "pass anchor_line (`line`) inside the one to read"
+                raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; {hint}")
             return found[0].start_line, found[0].end_line, found[0].qualified_name
         assert line is not None
         around = [s for s in symbols if s.start_line <= line <= s.end_line]
@@ -894,6 +900,18 @@ def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool
                  overrides: dict[str, Any] | None = None) -> IndexReport:
     """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""
     return _index_closing(open_remote(source, overrides=overrides, refresh=True), progress, embed)
+
+
+def _one_definition(found: list[Symbol], symbols: list[Symbol]) -> tuple[int, int, str] | None:
+    """One name defined several times in a row (typing overloads then their implementation, a property's getter
+    and setter): the span of them all, which no qualified name could pick out; None when they are apart (other
+    definitions between them) or are different names."""
+    if len({s.qualified_name for s in found}) > 1:
+        return None
+    start, end = min(s.start_line for s in found), max(s.end_line for s in found)
+    inside = [s for s in symbols if start <= s.start_line <= end
+              and not any(f.start_line <= s.start_line <= f.end_line for f in found)]
+    return None if inside else (start, end, found[0].qualified_name)
 
 
 def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code", limit: int = 12,

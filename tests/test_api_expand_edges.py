@@ -1,0 +1,73 @@
+"""`Workspace.expand` as an agent calls it through MCP: an end line alone, a start past the end, and a name defined
+several times in a row (overloads), which no qualified name could pick out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import WorkspaceError
+
+SOURCE = '''from typing import overload
+
+
+class Loader:
+    @overload
+    def load(self, key: int) -> int: ...
+
+    @overload
+    def load(self, key: str) -> str: ...
+
+    def load(self, key):
+        """The implementation."""
+        return key
+
+
+def load(key):
+    return Loader().load(key)
+
+
+def helper():
+    return 1
+
+
+def load(key):  # redefined further down: apart from the first
+    return key
+'''
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "loader.py").write_text(SOURCE)
+    return tmp_path / "ws"
+
+
+def test_an_end_line_alone_reads_from_the_start_of_the_file(root: Path, lexical_workspace) -> None:
+    """`end_line` without `start_line` was ignored: the whole file came back."""
+    ws = lexical_workspace(root)
+    head = ws.expand("loader.py", end_line=3)
+    assert (head.start_line, head.end_line, head.text) == (1, 3, "".join(SOURCE.splitlines(keepends=True)[:3]))
+
+
+def test_a_start_past_the_end_says_the_file_is_shorter(root: Path, lexical_workspace) -> None:
+    """A start line past the end read "lines 500-25 end before they start", a range the caller never asked."""
+    ws = lexical_workspace(root)
+    with pytest.raises(WorkspaceError, match=r"lines from 500 are outside the file \(1-25\)"):
+        ws.expand("loader.py", 500)
+    with pytest.raises(WorkspaceError, match="lines 5-2 end before they start"):
+        ws.expand("loader.py", 5, 2)
+
+
+def test_overloads_are_read_together_and_names_apart_are_told_how_to_choose(root: Path, lexical_workspace) -> None:
+    """`Loader.load` (two typing overloads and the implementation) was refused as ambiguous with "pass the
+    qualified name", which it already was: no call could read it by name."""
+    ws = lexical_workspace(root)
+    method = ws.expand("loader.py", symbol="Loader.load")
+    assert (method.start_line, method.end_line, method.symbol) == (5, 13, "Loader.load")
+    assert "def load(self, key):" in method.text and "def load(self, key: str) -> str: ..." in method.text
+    # The two functions named `load` are apart (`helper` between them): the caller is told to pick one by line.
+    with pytest.raises(WorkspaceError, match=r"load \(line 16\), load \(line 24\); pass anchor_line"):
+        ws.expand("loader.py", symbol="load")
+    assert ws.expand("loader.py", line=24).text == "def load(key):  # redefined further down: apart from the first\n    return key\n"
