@@ -152,3 +152,23 @@ def test_neighbour_words_read_from_columns_are_the_words_of_the_edges(
     # A few files' words alone (what a delta view's summaries take in) are theirs among every file's.
     some = graph.paths[::3] + ["not/in/the/graph.py"]
     assert neighbour_words(graph, some) == {path: words for path, words in expected.items() if path in some}
+
+
+def test_a_newer_graph_leaves_a_delta_views_summaries_as_built(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """After a save, a graph rebuilt before the next search (an agent's `graph` call, an editor's lenses) made
+    the view's base rebuild its summaries over file ids the store no longer holds (the saved file's old one read
+    as an empty document), so every file's summary score moved, and a ranking differed from a fresh index's
+    until the full snapshot was rebuilt seconds later: the answer depended on the order of the calls."""
+    root = write(tmp_path / "repo", _helper_and_caller())
+    ws = lexical_workspace(root)
+    query = "retry backoff delay pacing"
+    ws.search(query)  # the full snapshot, its summaries built with the graph
+    (root / "app/other.py").write_text("def unrelated(x):\n    # edited, no import changed\n    return x\n")
+    ws.update_files([root / "app/other.py"])
+    assert ws.searcher().snapshot().base is not None  # a delta view over the snapshot
+    before = ws.searcher().lane_scores(query).files["summary"]
+    build.load_graph(ws)  # what a graph call after the save does: the graph of the saved state
+    ws.refresh_graph()
+    after = ws.searcher().lane_scores(query).files["summary"]
+    assert len(before) == len(after) and all((a == b).all() for a, b in zip(before, after, strict=True))

@@ -397,12 +397,19 @@ class Snapshot:
         self._build_summaries(ws, loaded if loaded.paths else None)
 
     def _view_summaries(self, ws: WorkspaceContext) -> FileSummaries:
-        """A delta view's summary lane: its base's, with its new files' skeletons and neighbours' words (from the
-        graph the base's were made with) after it, weighed with the base's statistics."""
+        """A delta view's summary lane: its base's as they were built, with its new files' skeletons and
+        neighbours' words after it, weighed with the base's statistics.
+
+        A graph built since (an agent's graph call, an editor's lenses after a save) does not rebuild the base's:
+        the base's changed files have ids the store no longer holds, read back as empty documents, which moved
+        every file's statistics, and a ranking depended on whether a graph call came before the search until the
+        full snapshot was rebuilt. The full rebuild takes the newer graph."""
+        from codeloupe.graph.build import load_graph
         from codeloupe.graph.evidence import neighbour_words
 
         assert self.base is not None
-        base = self.base.summaries(ws)
+        built = self.base._summaries
+        base = built if built is not None and built.ready else self.base.summaries(ws)
         if not base.ready or not self._ranks_new_files():
             return base
         with self._cache_lock:
@@ -410,6 +417,9 @@ class Snapshot:
                 assert isinstance(base.index, BM25Index)
                 added = self.file_order()[len(self.base.file_order()):]
                 graph = base.graph() if base.graph is not None else None
+                if graph is None and base.graph is not None:  # that graph is gone: the newer one's words then
+                    loaded = load_graph(ws, allow_stale=True)
+                    graph = loaded if loaded.paths else None
                 words = {} if graph is None else {
                     self.path_to_file[path]: found
                     for path, found in neighbour_words(graph, [self.file_paths[f] for f in added.tolist()]).items()
