@@ -103,3 +103,14 @@ def test_an_expansion_over_budget_always_moves_the_reader_on(
     assert int(last[1]) == int(last[0]) + 1
     source = (tmp_path / "repo" / "mod.py").read_text().splitlines()
     assert cut.split("\n```\n")[1].splitlines() == source[:int(last[0])]
+
+
+def test_a_graph_map_over_budget_says_what_to_call_next(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A cut graph said what it cut ('[graph cut to stay within N bytes]') but not what to call instead."""
+    from codeloupe_mcp.sized import plain_text
+
+    text = "\n".join(f"  app/module_{i}.py  degree {i}" for i in range(200))
+    cut = plain_text(text, 1_000, "graph", next_call="raise max_bytes, or ask for one file with `node`")
+    assert len(cut.encode()) <= 1_000
+    assert cut.endswith("[graph cut to stay within 1000 bytes: raise max_bytes, or ask for one file with `node`]")

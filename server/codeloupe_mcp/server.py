@@ -38,6 +38,24 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
 MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_BYTES,
                                 description="size budget of the answer in bytes; the answer says what it cut")]
 RelPath = Annotated[str, Field(min_length=1, max_length=4096, description="a file path relative to the workspace root")]
+Flat = Annotated[bool, Field(description="ranked chunks as JSON")]
+Scope = Annotated[str, Field(max_length=4096, description="only under this sub-path")]
+Mode = Annotated[Literal["code", "docs", "both"], Field(
+    description="code (the default), docs (documentation pages only), or both")]
+Limit = Annotated[int, Field(ge=1, le=50, description="files ranked with their code; every other candidate is "
+                                                      "still listed as a one-line map")]
+Repos = Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
+    max_length=1000, description="search these served repositories as one ranking instead (['*']: every one); "
+                                 "each file then names its repository. Of more than 8 repositories of a shared "
+                                 "index, the 8 whose chunks rank first are searched in full: the bundle's notes "
+                                 "name them")]
+
+SEARCH_DESCRIPTION = (
+    "Semantic + lexical code search over the whole workspace: the ranked, complete set of files that answer a "
+    "question (CORE files with their matching code in full, every other candidate as a one-line map with its "
+    "best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for pasted "
+    "bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks as JSON (path, "
+    "lines, anchor_line = best-matching line, text, truncated).")
 
 
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
@@ -45,39 +63,36 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     workspace the process serves, which `search`'s `repos` may name."""
     server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
 
-    @server.tool(structured_output=False, description=(
-        "Semantic + lexical code search over the whole workspace: the ranked, complete set of files that answer "
-        "a question (CORE files with their matching code in full, every other candidate as a one-line map with "
-        "its best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for "
-        "pasted bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks "
-        "as JSON (path, lines, anchor_line = best-matching line, text, truncated)."))
-    def search(query: Query, flat: Annotated[bool, Field(description="ranked chunks as JSON")] = False,
-               scope: Annotated[str, Field(max_length=4096, description="only under this sub-path")] = "",
-               mode: Literal["code", "docs", "both"] = "code",
-               limit: Annotated[int, Field(ge=1, le=50, description="candidate files")] = 12,
-               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES,
-               repos: Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
-                   max_length=1000, description="search these served repositories as one ranking instead "
-                                                "(['*']: every one); each file then names its repository. Of "
-                                                "more than 8 repositories of a shared index, the 8 whose "
-                                                "chunks rank first are searched in full: the bundle's notes "
-                                                "name them")] = None
-               ) -> str:
+    def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
+               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
-            if repos:
-                bundle = _search_across(pool, repos, query, scope, mode, limit)
-            else:
-                bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
+            bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
         return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
+
+    def search_served(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
+                      max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repos: Repos = None) -> str:
+        if not repos:
+            return search(query, flat, scope, mode, limit, max_bytes)
+        with _refusals():
+            bundle = _search_across(pool, repos, query, scope, mode, limit)
+        return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
+
+    # `repos` only where there are several repositories to name: a parameter that can never work costs the agent
+    # its description on every turn (and a failed call).
+    several = pool is not None and len(pool.all) > 1
+    server.add_tool(search_served if several else search, name="search", structured_output=False,
+                    description=SEARCH_DESCRIPTION)
 
     @server.tool(structured_output=False, description=(
         "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, "
         "qualified like `Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a "
         "search hit's anchor). Use it instead of cat/sed to read exactly the function you need."))
-    def expand(path: RelPath, start_line: Annotated[int | None, Field(ge=1)] = None,
-               end_line: Annotated[int | None, Field(ge=1)] = None,
-               symbol: Annotated[str, Field(max_length=512)] = "",
-               anchor_line: Annotated[int | None, Field(ge=1)] = None,
+    def expand(path: RelPath,
+               start_line: Annotated[int | None, Field(ge=1, description="first line (1-based)")] = None,
+               end_line: Annotated[int | None, Field(ge=1, description="last line, inclusive")] = None,
+               symbol: Annotated[str, Field(max_length=512, description="a definition: `name` or "
+                                                                        "`Class.method`")] = "",
+               anchor_line: Annotated[int | None, Field(ge=1, description="a line: the definition around it")] = None,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         ws = warm.fresh()
         with _refusals():
@@ -115,7 +130,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         building = warm.building_note()
         with _refusals():
             result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
-        return sized.plain_text(render_text(result), max_bytes, "graph", [building])
+        return sized.plain_text(render_text(result), max_bytes, "graph", [building],
+                                "raise max_bytes, or ask for one file with `node`" if not node and not source
+                                else "raise max_bytes")
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "

@@ -242,14 +242,15 @@ def _prefix_within(text: str, room: int) -> str:
 
 
 def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer",
-               notes: Sequence[str] = ()) -> str:
-    """Any text answer (graph, ask) cut at a line boundary within the budget, saying so; `notes` first."""
+               notes: Sequence[str] = (), next_call: str = "raise max_bytes") -> str:
+    """Any text answer (graph, ask) cut at a line boundary within the budget, saying so and what to call next;
+    `notes` first."""
     budget = Budget(max_bytes)
     text = "".join(line + "\n" for line in _note_lines(notes)) + text
     kept = _lines_within(text, budget.limit - 200)
     if kept == text:
         return text
-    return kept.rstrip("\n") + f"\n[{what} cut to stay within {budget.limit} bytes]"
+    return kept.rstrip("\n") + f"\n[{what} cut to stay within {budget.limit} bytes: {next_call}]"
 
 
 # ----------------------------------------------------------------------------------------------- pieces

@@ -30,6 +30,8 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(tools) == LEAN_TOOLS  # no chat model configured: `ask` is not listed
     assert "INSTEAD of grep" in tools["search"].description
+    assert "repos" not in tools["search"].input_schema["properties"]  # one workspace: nothing to name
+    assert all("description" in spec for spec in tools["expand"].input_schema["properties"].values())
 
     found = await client.call_tool("search", {"query": "check the bearer token against the session store"})
     assert not found.is_error
@@ -116,7 +118,10 @@ async def test_each_served_root_has_its_own_mcp_endpoint(project: Path, serve, t
     base = serve([project, second])
     async with Client(f"{base}/mcp/1", read_timeout_seconds=60) as client:
         located = text_of(await client.call_tool("locate", {"text": "charge_invoice"}))
+        search = next(tool for tool in (await client.list_tools()).tools if tool.name == "search")
+        across = text_of(await client.call_tool("search", {"query": "charge invoice", "repos": ["*"]}))
     assert "app/billing.py:1:5" in located
+    assert "repos" in search.input_schema["properties"] and "billing.py" in across
 
 
 async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
