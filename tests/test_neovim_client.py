@@ -175,6 +175,12 @@ def test_commands_during_start_up_wait_for_the_server(workspace: Path, tmp_path:
     run_script("start_queue.lua", workspace, tmp_path)
 
 
+def test_a_command_goes_to_the_server_of_its_own_project(workspace: Path, tmp_path: Path) -> None:
+    """A second project opened beside the first: its search, given while its server starts, waits for that
+    server instead of being answered from the first project."""
+    run_script("two_projects.lua", workspace, tmp_path)
+
+
 def test_query_from_cword_selection_and_issue_buffer(workspace: Path, tmp_path: Path) -> None:
     run_script("query_sources.lua", workspace, tmp_path)
 

@@ -246,7 +246,8 @@ function M.clients()
   return vim.lsp.get_clients({ name = M.name })
 end
 
---- The client for `bufnr`: the one attached to it, else the one whose workspace holds the current
+--- The client for `bufnr`: the one attached to it, else the one of the workspace its file is in (possibly
+--- still starting, or none yet: the caller waits for it), else the one whose workspace holds the current
 --- directory, else any. Views such as the quickfix list are not attached but belong to a workspace.
 ---@param bufnr integer?
 ---@return vim.lsp.Client?
@@ -257,6 +258,18 @@ function M.client(bufnr)
     return attached[1]
   end
   local all = M.clients()
+  -- A file of a workspace whose server is still starting is not attached yet; another workspace's server
+  -- (the one holding the current directory, or any) would answer about the wrong project.
+  local own = vim.bo[bufnr].buftype == '' and M.root_dir(bufnr, config.options.root_markers)
+  if own then
+    own = vim.fs.normalize(own)
+    for _, client in ipairs(all) do
+      if client.root_dir and vim.fs.normalize(client.root_dir) == own then
+        return client
+      end
+    end
+    return nil
+  end
   local cwd = vim.fs.normalize(vim.fn.getcwd())
   for _, client in ipairs(all) do
     local root = client.root_dir and vim.fs.normalize(client.root_dir)
