@@ -181,6 +181,10 @@ def test_a_command_goes_to_the_server_of_its_own_project(workspace: Path, tmp_pa
     run_script("two_projects.lua", workspace, tmp_path)
 
 
+def test_tour_and_related_with_nothing_to_list_say_so(workspace: Path, tmp_path: Path) -> None:
+    run_script("empty_lists.lua", workspace, tmp_path)
+
+
 def test_query_from_cword_selection_and_issue_buffer(workspace: Path, tmp_path: Path) -> None:
     run_script("query_sources.lua", workspace, tmp_path)
 

@@ -41,7 +41,14 @@ function M.run(opts)
       end
       local shown = shared and name:gsub('%?.*$', '') or locations.relative(client.root_dir, vim.fs.normalize(name))
       local title = ('related to %s:%d-%d'):format(shown, opts.line1, opts.line2)
-      search.to_quickfix(title, M.items(result or {}))
+      local items = M.items(result or {})
+      if #items == 0 then
+        -- An empty quickfix window says nothing; say so instead (as an empty search does).
+        vim.notify(('codeloupe: %s: nothing found (related code is searched in the same language)'):format(title),
+          vim.log.levels.WARN)
+        return
+      end
+      search.to_quickfix(title, items)
     end)
   end)
 end

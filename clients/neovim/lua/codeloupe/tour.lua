@@ -35,7 +35,13 @@ function M.run()
         vim.notify(lsp.error_message('codeloupe/tour', err), vim.log.levels.ERROR)
         return
       end
-      search.to_quickfix('tour', M.items(result or {}))
+      local items = M.items(result or {})
+      if #items == 0 then
+        -- An empty quickfix window says nothing; say why instead (as an empty search does).
+        vim.notify('codeloupe: tour: nothing to show (no entry points or definitions indexed)', vim.log.levels.WARN)
+        return
+      end
+      search.to_quickfix('tour', items)
     end)
   end)
 end
