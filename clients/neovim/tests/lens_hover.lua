@@ -49,3 +49,20 @@ vim.api.nvim_set_current_buf(auth)
 vim.api.nvim_win_set_cursor(0, { verify_line, 6 })
 local float_text = H.hover()
 H.check(float_text:find('shop/sessions.py', 1, true), 'hover lists the importer shop/sessions.py:\n' .. float_text)
+
+-- A second setup() with `codelens = false` takes effect in buffers attached before it: no more refreshes on
+-- BufEnter / BufWritePost, and the lenses shown are gone.
+vim.cmd('silent! fclose!')
+local refreshes = 0
+local refresh = vim.lsp.codelens.refresh
+vim.lsp.codelens.refresh = function(...)
+  refreshes = refreshes + 1
+  return refresh(...)
+end
+require('codeloupe').setup({ cmd = H.cmd, settings = { embed_provider = 'none' }, codelens = false })
+H.equal(#vim.lsp.codelens.get(auth), 0, 'lenses shown after setup({ codelens = false })')
+vim.cmd.edit(vim.fn.fnameescape(H.path('shop/cart.py')))
+vim.api.nvim_set_current_buf(auth)
+vim.cmd('silent write')
+vim.wait(300)
+H.equal(refreshes, 0, 'lens refreshes in an attached buffer after setup({ codelens = false })')

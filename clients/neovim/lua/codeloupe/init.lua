@@ -16,6 +16,29 @@ local function refresh_lenses(bufnr)
   end
 end
 
+--- Refresh `client`'s lenses in `bufnr` on BufEnter / BufWritePost when the `codelens` option is on; with it
+--- off, drop the refresh and the lenses shown. Run on attach, and again for every attached buffer by a later
+--- setup() call, so that turning the option off (or on) takes effect in buffers already open.
+---@param client vim.lsp.Client
+---@param bufnr integer
+local function wire_lenses(client, bufnr)
+  vim.api.nvim_clear_autocmds({ group = lens_group, buffer = bufnr })
+  if not (config.options.codelens and client.server_capabilities.codeLensProvider) then
+    if vim.api.nvim_buf_is_valid(bufnr) then
+      vim.lsp.codelens.clear(client.id, bufnr)
+    end
+    return
+  end
+  vim.api.nvim_create_autocmd({ 'BufEnter', 'BufWritePost' }, {
+    group = lens_group,
+    buffer = bufnr,
+    callback = function(args)
+      refresh_lenses(args.buf)
+    end,
+  })
+  refresh_lenses(bufnr)
+end
+
 ---@param ev { buf: integer, data: { client_id: integer } }
 local function on_attach(ev)
   local client = vim.lsp.get_client_by_id(ev.data.client_id)
@@ -23,17 +46,7 @@ local function on_attach(ev)
     return
   end
   lsp.flush_waiting(client)
-  if config.options.codelens and client.server_capabilities.codeLensProvider then
-    vim.api.nvim_clear_autocmds({ group = lens_group, buffer = ev.buf })
-    vim.api.nvim_create_autocmd({ 'BufEnter', 'BufWritePost' }, {
-      group = lens_group,
-      buffer = ev.buf,
-      callback = function(args)
-        refresh_lenses(args.buf)
-      end,
-    })
-    refresh_lenses(ev.buf)
-  end
+  wire_lenses(client, ev.buf)
 end
 
 ---@param ev { buf: integer, data: { client_id: integer } }
@@ -66,6 +79,11 @@ function M.setup(opts)
 
   if lsp.enable(config.options) and reconfigure then
     lsp.push_settings(config.options)
+    for _, client in ipairs(lsp.clients()) do
+      for bufnr in pairs(client.attached_buffers or {}) do
+        wire_lenses(client, bufnr)
+      end
+    end
   end
 end
 
