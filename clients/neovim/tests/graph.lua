@@ -88,3 +88,29 @@ for offset = 0, 7 do
   local group = vim.fn.synIDattr(vim.fn.synID(init_line, col + offset, 1), 'name')
   H.check(group ~= 'markdownError', 'markdownError under shop/__init__.py in the graph view')
 end
+
+-- `%` is the current file, as in `:edit %`; the server would take it for a concept and answer with another file.
+vim.cmd('silent! only')
+vim.cmd.edit(vim.fn.fnameescape(H.path('shop/cart.py')))
+local cart_buf = vim.api.nvim_get_current_buf()
+vim.cmd('Codeloupe graph node %')
+view = graph_view('# ')
+H.wait(function()
+  return H.text(view):match('^# (%S+)') == 'shop/cart.py'
+end, 20000, function()
+  return ':Codeloupe graph node % to show shop/cart.py, not:\n' .. H.text(view)
+end)
+vim.cmd('silent! only')
+vim.api.nvim_set_current_buf(cart_buf)
+vim.cmd('Codeloupe graph path % shop/auth.py')
+graph_view('# Path: shop/cart.py -> shop/auth.py')
+
+-- A concept answered with the closest file says so (resolvedBy), instead of reading as that file's own view.
+vim.cmd('silent! only')
+vim.cmd('Codeloupe graph node password')
+view = graph_view('# ')
+H.wait(function()
+  return H.text(view):find('no file is called "password"', 1, true) ~= nil
+end, 20000, function()
+  return 'a note that the concept was resolved to the closest file:\n' .. H.text(view)
+end)

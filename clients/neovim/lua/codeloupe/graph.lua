@@ -14,6 +14,7 @@ M.buffer_name = 'codeloupe://graph'
 ---@field lines string[]
 ---@field targets table<integer, codeloupe.Target>
 ---@field root string?
+---@field asked string?
 
 ---@param tree codeloupe.Tree
 ---@param text string
@@ -140,6 +141,12 @@ local function render_node(tree, result)
     return
   end
   add(tree, '# ' .. tostring(result.path), file_item(tree, result))
+  -- A name that is no file (a concept, a typo) was answered with the closest file: say so, or the view reads as
+  -- the graph of the file asked for.
+  local by = ({ embedding = 'by meaning', lexical = 'by the words of paths and definitions' })[result.resolvedBy]
+  if by and tree.asked then
+    add(tree, ('(no file is called %q: this is the closest file %s)'):format(tree.asked, by))
+  end
   add(tree, ('community: %s%s'):format(tostring(result.communityName or result.community),
     result.god and ', god node' or ''))
   add_neighbours(tree, 'Imports', result.imports or {}, describe_edge)
@@ -235,9 +242,10 @@ local renderers = { map = render_map, node = render_node, path = render_path }
 ---@param mode 'map'|'node'|'path'
 ---@param result table
 ---@param root string?
+---@param asked string?  the name a node view was asked for (the view says when another file answered it)
 ---@return codeloupe.Tree
-function M.render(mode, result, root)
-  local tree = { lines = {}, targets = {}, root = root }
+function M.render(mode, result, root, asked)
+  local tree = { lines = {}, targets = {}, root = root, asked = asked }
   renderers[mode](tree, result)
   return tree
 end
@@ -260,6 +268,15 @@ local usage = 'usage: :Codeloupe graph [map | node [PATH] | path FROM TO]'
 --- `:Codeloupe graph` with its arguments.
 ---@param args string[]
 function M.run(args)
+  -- `%`, `#` and `~` (with modifiers, as `:edit` takes them): the server would read `%` as a concept and answer
+  -- with some other file.
+  args = vim.tbl_map(function(arg)
+    if arg:match('^[%%#]') or arg:match('^~') then
+      local expanded = vim.fn.expand(arg)
+      return expanded ~= '' and expanded or arg
+    end
+    return arg
+  end, args)
   local mode = args[1] or 'map'
   local params = { mode = mode }
   local file
@@ -293,7 +310,7 @@ function M.run(args)
         vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
         return
       end
-      local tree = M.render(mode, result or {}, client.root_dir)
+      local tree = M.render(mode, result or {}, client.root_dir, mode == 'node' and args[2] or nil)
       view.show({
         name = M.buffer_name,
         filetype = 'codeloupe',
