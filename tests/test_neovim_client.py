@@ -185,6 +185,10 @@ def test_tour_and_related_with_nothing_to_list_say_so(workspace: Path, tmp_path:
     run_script("empty_lists.lua", workspace, tmp_path)
 
 
+def test_a_command_after_the_server_stopped_starts_it_again(workspace: Path, tmp_path: Path) -> None:
+    run_script("restart.lua", workspace, tmp_path)
+
+
 def test_query_from_cword_selection_and_issue_buffer(workspace: Path, tmp_path: Path) -> None:
     run_script("query_sources.lua", workspace, tmp_path)
 

@@ -240,6 +240,21 @@ function M.enable(opts)
   return true
 end
 
+--- Start (or reuse: same name and root) the server of the workspace `bufnr` is in and attach it, as opening the
+--- file does: a command given after that workspace's server stopped or died brings it back instead of waiting
+--- for a start that nothing would make.
+---@param bufnr integer
+function M.start(bufnr)
+  local opts = config.options
+  if has_011 then
+    start_in_workspace(bufnr, opts, vim.bo[bufnr].filetype, function()
+      return vim.deepcopy(vim.lsp.config[M.name])
+    end, { bufnr = bufnr, silent = true })
+  else
+    start_010(bufnr, opts)
+  end
+end
+
 --- Every running codeloupe client.
 ---@return vim.lsp.Client[]
 function M.clients()
@@ -347,6 +362,9 @@ function M.with_client(fn)
   end
   local entry = { run = fn, root = client and client.root_dir or M.root_dir(bufnr, config.options.root_markers) }
   waiting[#waiting + 1] = entry
+  if not client then
+    M.start(bufnr)
+  end
   vim.api.nvim_echo({ { 'codeloupe: starting the language server…' } }, false, {})
   vim.defer_fn(function()
     for index, queued in ipairs(waiting) do
