@@ -50,6 +50,10 @@ class _MalformedRequest:
         self.id, self.method, self.problem = msg_id, method, problem
 
 
+# What an editor sends of its buffers' text, which the server never reads.
+_EDITOR_TEXT = frozenset({lsp.TEXT_DOCUMENT_DID_OPEN, lsp.TEXT_DOCUMENT_DID_CHANGE, lsp.TEXT_DOCUMENT_DID_CLOSE})
+
+
 class CodeloupeProtocol(LanguageServerProtocol):
     """pygls' protocol, with every request answered as LSP says.
 
@@ -59,6 +63,16 @@ class CodeloupeProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
+        # The server reads files from disk, never an editor's buffers; with pygls' own open/close handlers the
+        # capability said openClose, so an editor sent every file it opened whole (Neovim stalled 1-1.5 s
+        # encoding a 52 MB file) and pygls kept a copy of each. Without them the editors send none.
+        for method in _EDITOR_TEXT:
+            self.fm.builtin_features.pop(method, None)
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        if method_name in _EDITOR_TEXT:
+            return  # a client that sends them anyway: nothing to keep, and no warning per opened file
+        super()._handle_notification(method_name, params)
 
     def structure_message(self, data: dict[str, Any]):
         try:

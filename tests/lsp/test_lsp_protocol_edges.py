@@ -129,6 +129,25 @@ def test_messages_that_are_no_json_rpc_requests_are_answered_invalid_request() -
         server.close()
 
 
+def test_no_editor_sends_its_buffers_and_one_that_does_is_ignored() -> None:
+    """pygls' own open/close handlers made the capability say openClose: an editor sent every file it opened
+    whole (Neovim stalled 1-1.5 s encoding a 52 MB file) and the server kept a copy of each, reading none."""
+    server = RawServer()
+    try:
+        server.send_bytes(server.request(1, "initialize", {"processId": None, "rootUri": None, "capabilities": {
+            "textDocument": {"synchronization": {"didSave": True}}}}))
+        sync = server.next_reply()["result"]["capabilities"]["textDocumentSync"]
+        assert sync["openClose"] is False and sync["change"] == 0 and sync["save"]
+        document = {"uri": "file:///nowhere/a.py", "languageId": "python", "version": 1, "text": "x = 1\n" * 1000}
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                                        "params": {"textDocument": document}}))
+        server.send_bytes(server.request(2, "codeloupe/status", {}))
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": []}}
+    finally:
+        server.close()
+
+
 def test_a_request_before_initialize_is_server_not_initialized() -> None:
     server = RawServer()
     try:
