@@ -275,7 +275,10 @@ function M.client(bufnr)
   local all = M.clients()
   -- A file of a workspace whose server is still starting is not attached yet; another workspace's server
   -- (the one holding the current directory, or any) would answer about the wrong project.
-  local own = vim.bo[bufnr].buftype == '' and M.root_dir(bufnr, config.options.root_markers)
+  -- A buffer named by a URI (a shared index's document, `codeloupe-index:///...`) is no file of a workspace: its
+  -- name read as a path would find the current directory's markers.
+  local file = vim.bo[bufnr].buftype == '' and not vim.api.nvim_buf_get_name(bufnr):match('^%a[%w+.-]+:')
+  local own = file and M.root_dir(bufnr, config.options.root_markers)
   if own then
     own = vim.fs.normalize(own)
     for _, client in ipairs(all) do
