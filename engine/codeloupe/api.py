@@ -66,7 +66,6 @@ from codeloupe.types import (
     IndexReport,
     IndexStatus,
     Located,
-    Location,
     Progress,
     Related,
     SkippedPath,
@@ -541,25 +540,9 @@ class Workspace:
             raise WorkspaceError("locate: the text to find is empty")
         if "\n" in text:
             raise WorkspaceError("locate: the text to find must be one line")
-        snap = self.searcher().snapshot()
-        table = snap.table
-        whole = re.compile(rf"(?<![\w$]){re.escape(text)}(?![\w$])") if identifier else None
-        hits: list[Location] = []
-        for row, chunk in enumerate(table.texts):
-            if text not in chunk or (snap.live is not None and not snap.live[row]):
-                continue
-            first = int(table.start_lines[row])
-            for offset, line_text in enumerate(chunk.splitlines()):
-                if whole is not None:
-                    match = whole.search(line_text)
-                    column = match.start() if match else -1
-                else:
-                    column = line_text.find(text)
-                if column >= 0:
-                    hits.append(Location(snap.chunk_paths[row], first + offset, column + 1, line_text, first,
-                                         int(table.end_lines[row]), table.breadcrumbs[row]))
-        hits.sort(key=lambda h: (h.path, h.line))
-        return Located(text, identifier, hits[:max(limit, 0)], len(hits))
+        from codeloupe.locate import locate_lines
+
+        return locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)
 
     def find_related(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
                      limit: int = 10) -> Related:

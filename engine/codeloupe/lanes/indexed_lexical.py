@@ -54,6 +54,10 @@ class IndexedBM25:
         self._files: dict[tuple, TermScores] = {}
         self._lock = threading.Lock()
 
+    def rows_holding(self, terms: set[str]) -> None:
+        """No postings in this process (the store keeps them): `locate` reads every chunk."""
+        return None
+
     def over(self, ids: np.ndarray) -> IndexedBM25:
         """The same lane over another table (a delta view's: the snapshot's rows and the changed files')."""
         return IndexedBM25(self.store, ids)

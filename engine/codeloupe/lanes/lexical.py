@@ -446,6 +446,19 @@ class BM25Index:
         sub = self._matrix[:, keys]
         return np.asarray(sub @ weights, dtype=np.float32).ravel()
 
+    def rows_holding(self, terms: set[str]) -> np.ndarray:
+        """Which documents hold every one of `terms` (a column's entries are the documents holding its term)."""
+        held = np.ones(self.n_docs, bool)
+        m = self._matrix
+        for term in terms:
+            column = self.vocab.get(term)
+            if column is None:
+                return np.zeros(self.n_docs, bool)
+            this = np.zeros(self.n_docs, bool)
+            this[m.indices[m.indptr[column]:m.indptr[column + 1]]] = True
+            held &= this
+        return held
+
     def scores_adding(self, scores: np.ndarray, asked: list[str], terms: list[str]) -> np.ndarray:
         """`scores(asked + terms)` from `scores`, which are `scores(asked)`: only the columns of `terms` (none
         of them among `asked`) are read, each added in turn in float32, as the sparse product adds a column at
@@ -550,4 +563,7 @@ class StackedBM25:
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
         return self.parts[0].rarest(terms, k)
+
+    def rows_holding(self, terms: set[str]) -> np.ndarray:
+        return np.concatenate([part.rows_holding(terms) for part in self.parts])
 

@@ -106,6 +106,16 @@ def tokenize(text: str) -> list[str]:
     return list(_terms(text))
 
 
+def whole_word_terms(text: str, *, all_runs: bool) -> set[str]:
+    """The terms any text holding `text` is sure to be indexed with: the tokens of each run of word characters
+    that stands whole in it (`all_runs`: every run, as when `text` is matched as a whole identifier; else only
+    the runs with a separator on both sides inside `text`, since an end run may continue in the text around
+    it: "son.lo" is found in "json.loads", whose runs are others)."""
+    runs = text.encode("ascii", "replace").translate(_SEPARATING).decode("ascii").split(" ")
+    whole = runs if all_runs else runs[1:-1]
+    return set(chain.from_iterable(map(_run_terms, filter(None, whole))))
+
+
 def term_set(text: str) -> set[str]:
     """The distinct terms of `tokenize(text)`, each distinct word tokenised once: a long chunk repeats its
     words, and pseudo-relevance feedback reads whole chunks on every question."""
