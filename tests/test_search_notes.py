@@ -59,3 +59,16 @@ def test_a_scope_that_names_nothing_indexed_says_so(tmp_path: Path) -> None:
             "nothing in the workspace matches the query"]
     finally:
         ws.close()
+
+
+def test_an_empty_index_does_not_say_its_vectors_are_being_computed(tmp_path: Path) -> None:
+    """A folder with nothing to index answered 'dense lane not ready (vectors are still being computed)'."""
+    (tmp_path / "README").write_bytes(b"\x00\x01binary")  # nothing indexable
+    ws = Workspace(tmp_path, overrides={"embed_provider": "local"})
+    try:
+        ws.index()
+        bundle = ws.search("anything at all")
+        assert bundle.notes == ["nothing in the workspace matches the query"]
+        assert [(s.ready, s.note) for s in bundle.lanes if s.name == "dense"] == [(True, "nothing indexed to embed")]
+    finally:
+        ws.close()

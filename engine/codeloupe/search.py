@@ -1245,6 +1245,9 @@ class Searcher:
             log.warning("dense lane unavailable: %s", exc)
             self._dense_error = str(exc)
             dense = None
+        if dense is not None and len(snap.table.ids) == 0:  # an empty index: there is nothing to compute
+            statuses.append(LaneStatus("dense", True, 1.0, "nothing indexed to embed"))
+            return None
         if dense is None or len(dense.chunk_rows) == 0:
             note = self._dense_error if dense is None else "vectors are still being computed"
             off = dense is None and not describe_provider(self.ws.settings)[1]

@@ -30,7 +30,8 @@ INSTRUCTIONS = (
     "model in the search path). Use `search` first for any question about where or how something is done: it "
     "returns the files that matter ranked and complete in one call, which grep cannot. Use `locate` for an "
     "exact string or identifier, `expand` to read a span or a definition, `graph` for who imports or calls a "
-    "file. Every file shown was read from disk."
+    "file. Code is shown as read from disk when indexed; files changed on disk are indexed again before a call "
+    "(at most once a second)."
 )
 
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
