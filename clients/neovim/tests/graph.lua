@@ -114,3 +114,13 @@ H.wait(function()
 end, 20000, function()
   return 'a note that the concept was resolved to the closest file:\n' .. H.text(view)
 end)
+
+-- A concept of several words is asked whole, not by its first word.
+vim.cmd('silent! only')
+vim.cmd('Codeloupe graph node password hashing')
+view = graph_view('# ')
+H.wait(function()
+  return H.text(view):find('no file is called "password hashing"', 1, true) ~= nil
+end, 20000, function()
+  return 'the whole concept asked:\n' .. H.text(view)
+end)

@@ -281,7 +281,8 @@ function M.run(args)
   local params = { mode = mode }
   local file
   if mode == 'node' then
-    params.node = args[2]
+    -- A concept may be several words (`graph node password hashing`): all of them, not the first.
+    params.node = #args > 1 and table.concat(args, ' ', 2) or nil
     file = not params.node and current_file() or nil
     if not params.node and not file then
       vim.notify('codeloupe: graph node needs a file path (or run it from a file buffer); ' .. usage, vim.log.levels.ERROR)
@@ -310,7 +311,7 @@ function M.run(args)
         vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
         return
       end
-      local tree = M.render(mode, result or {}, client.root_dir, mode == 'node' and args[2] or nil)
+      local tree = M.render(mode, result or {}, client.root_dir, mode == 'node' and params.node or nil)
       view.show({
         name = M.buffer_name,
         filetype = 'codeloupe',
