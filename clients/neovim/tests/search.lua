@@ -165,3 +165,12 @@ H.equal(#vim.lsp.get_clients({ name = 'codeloupe' }), 1, 'a second setup() reuse
 for _, progress_text in ipairs({ '^codeloupe: files', '^codeloupe: vectors', '^codeloupe: scanning', '^codeloupe: indexing' }) do
   H.check(not H.notified(progress_text), 'progress went to vim.notify: ' .. progress_text)
 end
+
+-- A refusal names its method once: "codeloupe/search failed: `query` must be at most ...", not the method twice.
+vim.cmd('Codeloupe search! ' .. string.rep('word ', 4001))
+H.wait(function()
+  return H.notified('failed: `query` must be at most') ~= nil
+end, 10000, function()
+  return 'the refusal of a query over the limit (notifications: ' .. vim.inspect(H.notifications) .. ')'
+end)
+H.check(not H.notified('failed: codeloupe/search:'), 'the method named twice')

@@ -453,7 +453,12 @@ end
 ---@param err lsp.ResponseError
 ---@return string
 function M.error_message(method, err)
-  return ('codeloupe: %s failed: %s'):format(method, err.message or vim.inspect(err))
+  local message = err.message or vim.inspect(err)
+  -- The server names the method its refusals come from (`codeloupe/search: ...`): not twice.
+  if message:sub(1, #method + 2) == method .. ': ' then
+    message = message:sub(#method + 3)
+  end
+  return ('codeloupe: %s failed: %s'):format(method, message)
 end
 
 return M
