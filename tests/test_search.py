@@ -690,3 +690,19 @@ def test_a_scope_keeps_exactly_the_files_at_or_under_its_folder(tmp_path: Path, 
         assert kept(view, scope) == expected(view, scope), scope
     assert "app/new.py" in kept(view, "app") and not kept(view, "app-extra")
     assert paths(ws.search("shared_word_new", scope="app"))[0] == "app/new.py"
+
+
+def test_search_symbols_lists_the_definitions_the_query_names_first(tmp_path: Path) -> None:
+    """A file's definitions came in their order in it: `OptionParser` listed the module's `V = TypeVar(...)`
+    ahead of `_OptionParser`, the one asked for (seen through Neovim's workspace-symbol list)."""
+    (tmp_path / "parser.py").write_text(
+        "import typing as t\n\nV = t.TypeVar('V')\n\n\ndef split_opt(opt):\n    return opt[:1], opt[1:]\n\n\n"
+        "class _OptionParser:\n    '''Parses command line options.'''\n\n    def parse_args(self, args):\n"
+        "        return split_opt(args[0])\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        names = [s.name for _, s in ws.search_symbols("OptionParser")]
+        assert names[0] == "_OptionParser" and "V" in names  # first, and nothing dropped
+    finally:
+        ws.close()

@@ -626,7 +626,10 @@ class Workspace:
         for hit in bundle.files:
             named = {q for chunk in hit.chunks for q in chunk.symbols}
             found.extend((hit.path, s) for s in by_path.get(hit.path, []) if s.qualified_name in named)
-        return found
+        # A file's definitions come in their order in it: the ones the query names go first (`OptionParser`
+        # listed the module's `V = TypeVar(...)` ahead of `_OptionParser`), the rest after, in rank order.
+        words = {w.lower() for w in re.findall(r"\w+", query)}
+        return sorted(found, key=lambda item: _name_match(item[1].name, words))
 
     def graph_path(self, source: str, target: str):
         """A hub-tolled route between two concepts (`codeloupe.graph.GraphPath`)."""
@@ -883,6 +886,15 @@ def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool
                  overrides: dict[str, Any] | None = None) -> IndexReport:
     """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""
     return _index_closing(open_remote(source, overrides=overrides, refresh=True), progress, embed)
+
+
+def _name_match(name: str, words: set[str]) -> int:
+    """How a definition's name meets a query's words: 0 it is one of them, 1 it holds one (`_OptionParser` for
+    `OptionParser`), 2 neither."""
+    name = name.lower()
+    if name in words:
+        return 0
+    return 1 if any(len(word) > 2 and word in name for word in words) else 2
 
 
 def _one_definition(found: list[Symbol], symbols: list[Symbol]) -> tuple[int, int, str] | None:
