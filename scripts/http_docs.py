@@ -32,7 +32,8 @@ address (a web page elsewhere cannot reach it by DNS rebinding). Bound beyond lo
 `Authorization: Bearer <token>` on everything but `/healthz` and the search page's static shell (`--token` or
 `CODELOUPE_SERVE_TOKEN`; one is generated and printed when not given; open the page as `/#token=<token>`). Request bodies are limited to 1 MB (413), each client to 100 requests
 a second with bursts of 400 (429); a request not received whole (head and body) within 15 s of its first byte
-has its connection closed. CORS is off unless `--cors-origin` names origins. Files are read only when
+has its connection closed. CORS is off unless `--cors-origin` names origins (a browser's preflight, which
+never carries a token, is then answered without one). Files are read only when
 they are in the index and inside the workspace (no `..`, absolute paths, or links leading out). No endpoint
 changes settings: they come from the user's configuration and environment as for every other command.
 

@@ -2,8 +2,8 @@
 
 - Bound to loopback with no token: only Host headers naming a loopback address are answered (a web page on
   another site cannot reach the server through DNS rebinding); CORS stays off unless origins are configured.
-- Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz and
-  the search page's static shell.
+- Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz,
+  the search page's static shell and (with CORS on) a browser's CORS preflight, which never carries one.
 - Request bodies are bounded, and each client's request rate is bounded by a token bucket.
 """
 
@@ -111,7 +111,7 @@ class Guard:
             host = headers.get("host", "")
             if not is_loopback(_host_name(host)):
                 return 403, "this server answers loopback host names only (start it with --token to serve more)", {}
-        elif path not in OPEN_PATHS:
+        elif path not in OPEN_PATHS and not self._cors_preflight(scope, headers):
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.config.token.encode()):
@@ -120,6 +120,13 @@ class Guard:
         if not self._take(client):
             return 429, "too many requests", {"retry-after": "1"}
         return None
+
+    def _cors_preflight(self, scope: Scope, headers: Headers) -> bool:
+        """A browser's CORS preflight, when CORS is on: it never carries credentials (Fetch standard), so
+        requiring the token refused every cross-origin call that sends one. The CORS middleware answers it with
+        headers only; no route runs."""
+        return (bool(self.config.cors_origins) and scope.get("method") == "OPTIONS"
+                and "origin" in headers and "access-control-request-method" in headers)
 
     def _take(self, client: str) -> bool:
         now = time.monotonic()

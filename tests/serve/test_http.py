@@ -160,6 +160,32 @@ def test_bodies_and_rates_are_bounded_and_cors_is_off_unless_configured(project:
     assert answer.headers["access-control-allow-origin"] == "http://localhost:3000"
 
 
+def test_a_cors_origin_can_call_a_server_that_needs_a_token(project: Path, serve) -> None:
+    # A browser's preflight never carries the Authorization header it asks to send; refusing it for having no
+    # token refused every cross-origin call with one (the browser never sends the real request).
+    token = "t" * 40
+    origin = "http://localhost:3000"
+    base = serve([project], guard=GuardConfig(token=token, cors_origins=[origin]))
+    preflight = httpx.options(f"{base}/v1/search", headers={
+        "origin": origin, "access-control-request-method": "GET", "access-control-request-headers": "authorization"})
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == origin
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    answer = httpx.get(f"{base}/v1/search", params={"q": "token"},
+                       headers={"origin": origin, "authorization": f"Bearer {token}"})
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == origin
+    # The preflight exempts nothing else: no data without the token, from the origin or not.
+    assert httpx.get(f"{base}/v1/search", params={"q": "token"}, headers={"origin": origin}).status_code == 401
+    assert httpx.options(f"{base}/v1/search", headers={"origin": origin}).status_code == 401
+    evil = httpx.options(f"{base}/v1/search", headers={"origin": "https://evil.example",
+                                                       "access-control-request-method": "GET"})
+    assert "access-control-allow-origin" not in evil.headers
+    # Without CORS configured a preflight is an ordinary request: the token is still required.
+    closed = serve([project], guard=GuardConfig(token=token))
+    assert httpx.options(f"{closed}/v1/search", headers={
+        "origin": origin, "access-control-request-method": "GET"}).status_code == 401
+
+
 def sse_events(body: str) -> list[dict]:
     return [json.loads(message[len("data: "):]) for message in body.split("\n\n") if message.startswith("data: ")]
 
