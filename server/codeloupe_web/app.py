@@ -203,13 +203,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
         return available_languages()
 
+    # The probes are coroutines: a sync handler waits for one of the threadpool's 40 threads, which slow calls
+    # (asks waiting on the model, searches waiting on the first index) can all hold, and a liveness probe
+    # timing out then gets a working server restarted (in the middle of its first index, over and over).
     @app.get("/healthz", tags=["health"], summary="Liveness: the process answers")
-    def healthz() -> dict[str, bool]:
+    async def healthz() -> dict[str, bool]:
         return {"ok": True}
 
     @app.get("/readyz", tags=["health"], summary="Readiness: 200 once every workspace's lexical lanes answer",
              responses={503: {"model": Error}})
-    def readyz() -> JSONResponse:
+    async def readyz() -> JSONResponse:
         if pool.ready:
             return JSONResponse({"ready": True})
         return JSONResponse({"error": "indexing"}, status_code=503)

@@ -186,6 +186,39 @@ def test_a_cors_origin_can_call_a_server_that_needs_a_token(project: Path, serve
         "origin": origin, "access-control-request-method": "GET"}).status_code == 401
 
 
+def test_the_probes_answer_while_every_worker_thread_is_busy(project: Path, serve,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # 45 slow calls (an ask waiting on the model, a search waiting on the first index) hold all 40 threads of
+    # the pool sync handlers run in; /healthz and /readyz must still answer at once.
+    import threading
+
+    from codeloupe_mcp.warm import WarmWorkspace
+
+    release, inside, lock = threading.Event(), [0], threading.Lock()
+    real_search = WarmWorkspace.search
+
+    def slow_search(self, *args, **kwargs):
+        with lock:
+            inside[0] += 1
+        release.wait(60)
+        return real_search(self, *args, **kwargs)
+
+    monkeypatch.setattr(WarmWorkspace, "search", slow_search)
+    base = serve([project])
+    with ThreadPoolExecutor(max_workers=45) as pool:
+        try:
+            slow = [pool.submit(httpx.get, f"{base}/v1/search", params={"q": "token"}, timeout=90) for _ in range(45)]
+            deadline = time.monotonic() + 30
+            while inside[0] < 40 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert inside[0] >= 40, inside[0]  # the pool is full
+            assert httpx.get(f"{base}/healthz", timeout=5).json() == {"ok": True}
+            assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+        finally:
+            release.set()
+        assert [f.result().status_code for f in slow] == [200] * 45
+
+
 def sse_events(body: str) -> list[dict]:
     return [json.loads(message[len("data: "):]) for message in body.split("\n\n") if message.startswith("data: ")]
 
