@@ -37,6 +37,13 @@ never carries a token, is then answered without one). Files are read only when
 they are in the index and inside the workspace (no `..`, absolute paths, or links leading out). No endpoint
 changes settings: they come from the user's configuration and environment as for every other command.
 
+**Freshness.** Before a request is answered, files changed on disk are indexed and searched (at most once a
+second; after a branch switch of hundreds of files the request waits for the search snapshot's rebuild). A
+request that arrives while a workspace's first index runs waits for it, up to two minutes; a search answered
+after that says in its `notes` that the index is still being built and how far it got, and `/v1/status` gives
+each workspace's `ready` and `building` (what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
+whatever the other requests are doing.
+
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
 answers 400 with `{"error": message}`; a malformed one 422 with the validation details.
 """
