@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"codeloupe: serving {', '.join(str(w.root) for w in pool.all)} at http://{shown}:{port}/ "
           f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
     if generated:
-        print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}", file=sys.stderr,
-              flush=True)
+        print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "
+              f"http://{shown}:{port}/#token={guard.token}", file=sys.stderr, flush=True)
     # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
     # an ordinary exit, so the workspaces are closed below and the status is 0.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
