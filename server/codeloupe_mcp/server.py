@@ -170,7 +170,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json",
                      description="where to start reading: entry points, then the names most files mention")
     def tour_resource() -> str:
-        return json.dumps(dataclasses.asdict(warm.fresh().tour()), indent=1)
+        return sized.tour_json(warm.fresh().tour())
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
