@@ -105,22 +105,15 @@ vim.api.nvim_set_current_buf(cart_buf)
 vim.cmd('Codeloupe graph path % shop/auth.py')
 graph_view('# Path: shop/cart.py -> shop/auth.py')
 
--- A concept answered with the closest file says so (resolvedBy), instead of reading as that file's own view.
-vim.cmd('silent! only')
-vim.cmd('Codeloupe graph node password')
-view = graph_view('# ')
-H.wait(function()
-  return H.text(view):find('no file is called "password"', 1, true) ~= nil
-end, 20000, function()
-  return 'a note that the concept was resolved to the closest file:\n' .. H.text(view)
-end)
-
--- A concept of several words is asked whole, not by its first word.
-vim.cmd('silent! only')
-vim.cmd('Codeloupe graph node password hashing')
-view = graph_view('# ')
-H.wait(function()
-  return H.text(view):find('no file is called "password hashing"', 1, true) ~= nil
-end, 20000, function()
-  return 'the whole concept asked:\n' .. H.text(view)
-end)
+-- A concept answered with the closest file says so (resolvedBy), instead of reading as that file's own view; a
+-- concept of several words is asked whole, not by its first word.
+for _, concept in ipairs({ 'password', 'password hashing' }) do
+  vim.cmd('silent! only')
+  vim.cmd('Codeloupe graph node ' .. concept)
+  view = graph_view('# ')
+  H.wait(function()
+    return H.text(view):find(('no file is called "%s"'):format(concept), 1, true) ~= nil
+  end, 20000, function()
+    return ('a note that %q was resolved to the closest file:\n'):format(concept) .. H.text(view)
+  end)
+end
