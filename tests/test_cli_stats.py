@@ -26,7 +26,7 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     hostile = "notes\x1b]0;owned\x07.py"  # a name that would retitle the terminal if printed as it is
     (repo / hostile).write_text("# @generated\nY = 2\n")
     indexed = codeloupe("index", str(repo))
-    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content)" in indexed
+    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content or size)" in indexed
 
     plain = codeloupe("stats", str(repo))
     assert "  skipped   binary 1, generated 2  (--skipped lists them)" in plain
@@ -55,4 +55,21 @@ def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path:
     assert "(nothing indexed yet: `codeloupe index` indexes it)" in codeloupe("stats", str(repo))
     codeloupe("index", str(repo))
     shown = codeloupe("stats", str(repo), "--skipped")
-    assert "nothing indexed yet" not in shown and "no file is skipped for its content" in shown
+    assert "nothing indexed yet" not in shown and "no file is skipped for its content or size" in shown
+
+
+def test_stats_lists_a_file_left_out_for_its_size_until_the_limit_takes_it(tmp_path: Path) -> None:
+    """A file over max_file_bytes was counted once by `index` and then found nowhere: search for its words gave
+    nothing, and `stats --skipped` did not list it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    (repo / "tables.py").write_text("ROWS = [\n" + "    'row',\n" * 120_000 + "]\n")  # ~1.4 MB
+    codeloupe("index", str(repo))
+    shown = codeloupe("stats", str(repo), "--skipped")
+    assert "skipped   too large 1" in shown and "    tables.py  (too large)" in shown
+    codeloupe("index", str(repo))  # a re-index with nothing changed keeps it listed
+    assert "tables.py  (too large)" in codeloupe("stats", str(repo), "--skipped")
+    (repo / ".codeloupe.toml").write_text("max_file_bytes = 2000000\n")
+    codeloupe("index", str(repo))
+    assert "tables.py" not in codeloupe("stats", str(repo), "--skipped")  # indexed now

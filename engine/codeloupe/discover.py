@@ -124,10 +124,16 @@ class Candidate:
         return cls(rel_path, abs_path, st.st_size, st.st_mtime, st.st_dev, st.st_ino)
 
 
+TOO_LARGE = "too large"  # the skip reason of a file over `max_file_bytes`
+
+
 @dataclass
 class Walk:
     candidates: list[Candidate] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    # Files left out for their size (over `max_file_bytes`), remembered by the index with the files skipped for
+    # their content, so that `stats --skipped` can say why a file's words are found nowhere.
+    oversized: list[Candidate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -392,6 +398,8 @@ def walk(root: Path, settings: Settings) -> Walk:
             reason = _file_skip_reason(entry.name, rel, st.st_size, rules, tracked, settings)
             if reason:
                 out.skipped[reason] += 1
+                if reason == TOO_LARGE:
+                    out.oversized.append(Candidate.from_stat(rel, Path(entry.path), st))
                 continue
             out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     out.candidates.sort(key=lambda c: c.rel_path)
@@ -512,7 +520,7 @@ def _path_skip_reason(name: str, size: int, settings: Settings) -> str:
     if lower.endswith(MINIFIED_SUFFIXES):
         return "minified"
     if size > settings.max_file_bytes:
-        return "too large"
+        return TOO_LARGE
     return ""
 
 
@@ -552,7 +560,7 @@ def decode_source(raw: bytes, settings: Settings, name: str = "") -> ReadResult:
     checks_generated = not _is_manifest(name)
     document = bool(name) and detect_language(name) in _DOCUMENT_LANGUAGES
     if len(raw) > settings.max_file_bytes:
-        return ReadResult(None, "too large", raw=raw)
+        return ReadResult(None, TOO_LARGE, raw=raw)
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return _finish(raw, "utf-16", settings, checks_generated, document)

@@ -29,6 +29,7 @@ from codeloupe.chunk.strategies import Strategy
 from codeloupe.discover import (
     CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
+    TOO_LARGE,
     Candidate,
     CandidateChanged,
     Walk,
@@ -138,6 +139,8 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
+    # Those over the size limit too (forgotten with the rest first, then remembered as they stand now).
+    now_skipped += [SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized]
     store.set_skipped(now_skipped, [path for path in remembered if path not in on_disk or path in retried])
 
     return _finish_report(report, store, skipped, started)

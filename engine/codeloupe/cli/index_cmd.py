@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print("  languages " + counted(list(report.languages.items())[:10]))
     if report.skipped:
         print("  skipped   " + counted(report.skipped.items())
-              + "  (`codeloupe stats --skipped` lists those skipped for their content)")
+              + "  (`codeloupe stats --skipped` lists those skipped for their content or size)")
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")
     if report.partition_violations:

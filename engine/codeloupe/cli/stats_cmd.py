@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
         print("  skipped   " + counted(status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
     if args.skipped and not skipped:
-        print("  no file is skipped for its content (those left out for their name or size, such as files over "
-              "max_file_bytes, are counted by `codeloupe index`)")
+        print("  no file is skipped for its content or size (those left out for their name, such as lockfiles and "
+              "binary file types, are counted by `codeloupe index`)")
     for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
         name = one_line(s.path)
         print(f"    {name}  ({s.reason})")
