@@ -72,7 +72,8 @@ class RefreshProgress:
         self._last = now
         share = event.done / event.total if event.total else 1.0
         if event.phase == "embed":
-            message, percentage = f"vectors {event.done}/{event.total}", 50 + 50 * share
+            # Chunks' and whole files' vectors: more than the status's chunk count, so it says which.
+            message, percentage = f"vectors {event.done}/{event.total} (chunks and files)", 50 + 50 * share
         elif event.phase in ("scan", "chunk"):
             message, percentage = f"files {event.done}/{event.total}", 50 * share
         else:

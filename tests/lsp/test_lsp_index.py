@@ -230,6 +230,7 @@ async def test_local_embeddings_stream_in_after_the_index(project: Path) -> None
         (reports,) = client.progress_reports.values()
         vectors = [r for r in reports if r.kind == "report" and r.message.startswith("vectors ")]
         assert vectors and vectors[-1].percentage == 100
+        assert vectors[-1].message.endswith("(chunks and files)")  # more than the status's chunk count says
         files = [r for r in reports if r.kind == "report" and r.message.startswith("files ")]
         assert reports.index(files[0]) < reports.index(vectors[0])  # lexical lanes first, then vectors
         result = await client.request("codeloupe/search", {"query": "check a user's credentials"})
