@@ -4,6 +4,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
 import { activeRepository, INDEX_SCHEME } from './indexDocuments';
 import type { Panel } from './panels';
+import { outsideEveryFolder } from './workspaceFiles';
 import { GraphNodeRequest, GraphPathRequest, GraphRequest } from './protocol';
 import { prepareGraphPage, renderCommunities, renderError } from './render';
 
@@ -20,6 +21,12 @@ export async function showGraphNode(client: LanguageClient, panel: Panel, target
     const uri = target instanceof vscode.Uri ? target : vscode.window.activeTextEditor?.document.uri;
     if (uri === undefined) {
         void vscode.window.showWarningMessage('codeloupe: open a file (or pick one in the explorer) to show it in the graph.');
+        return;
+    }
+    const outside = outsideEveryFolder(uri);
+    if (outside !== undefined) {
+        // Not a page quoting the server's refusal ("`node` file:///... is outside every workspace folder").
+        void vscode.window.showWarningMessage(`${outside} Open its folder to see it in the graph.`);
         return;
     }
     const title = `Codeloupe Graph: ${vscode.workspace.asRelativePath(uri)}`;

@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { type RelatedResult, RelatedRequest } from './protocol';
+import { outsideEveryFolder } from './workspaceFiles';
 
 export function relatedItems(related: RelatedResult): LocationItem[] {
     if (related.chunks.length === 0) {
@@ -20,6 +21,13 @@ export async function showRelated(client: LanguageClient): Promise<void> {
     const editor = vscode.window.activeTextEditor;
     if (editor === undefined) {
         void vscode.window.showWarningMessage('codeloupe: open a file and select code (or put the cursor on a line) to find related code.');
+        return;
+    }
+    const outside = outsideEveryFolder(editor.document.uri);
+    if (outside !== undefined) {
+        // The server would refuse it (`uri` ... is outside every workspace folder), which the real workbench shows
+        // as a modal "Command 'Codeloupe: Related Code' resulted in an error" dialog.
+        void vscode.window.showWarningMessage(`${outside} Open its folder to find code related to it.`);
         return;
     }
     const { start, end } = editor.selection;

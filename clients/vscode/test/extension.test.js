@@ -869,6 +869,37 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('a file outside every workspace folder: Related Code and Show File in Graph say so, with no error and no request', async function () {
+        // In the real workbench the server's refusal surfaced as a modal "Command 'Codeloupe: Related Code' resulted
+        // in an error" dialog, and the graph page quoted it ("`node` file:///... is outside every workspace folder").
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'codeloupe-outside-'));
+        const lonely = path.join(dir, 'lonely.py');
+        fs.writeFileSync(lonely, 'import os\n\n\ndef read_env(name):\n    return os.environ.get(name, "")\n');
+        const asked = recordRequests(client, 'codeloupe/related');
+        const graphAsked = recordRequests(client, 'codeloupe/graph');
+        const pageBefore = panelOf('codeloupe.graphDetail')?.webview.html;
+        const messagesBefore = probe.messages.length;
+        try {
+            await probe.setActiveEditor(lonely, new vscode.Range(3, 0, 4, 0));
+            await vscode.commands.executeCommand('codeloupe.client.related');
+            await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(lonely));
+            const shown = probe.messages.slice(messagesBefore);
+            assert.deepEqual(shown.map((message) => message.level), ['warning', 'warning'], JSON.stringify(shown));
+            for (const message of shown) {
+                assert.ok(message.text.includes(`${lonely} is outside every workspace folder`), message.text);
+                assert.ok(!message.text.includes('`'), `no protocol parameter names: ${message.text}`);
+            }
+            assert.deepEqual(asked.calls, [], 'no codeloupe/related request for a file no index holds');
+            assert.deepEqual(graphAsked.calls, [], 'no codeloupe/graph request either');
+            assert.equal(panelOf('codeloupe.graphDetail')?.webview.html, pageBefore, 'no page quoting the refusal');
+        } finally {
+            graphAsked.restore();
+            asked.restore();
+            vscode.window.activeTextEditor = undefined;
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
     it('ask offers the cached questions; the repeat is served from the flow cache and says so', async function () {
         const question = 'how does login check the password';
         const chat = await startChatServer('Login compares the salted hash of the password [[1]].');
