@@ -12,6 +12,9 @@ export function pickLocation(client: LanguageClient, title: string, items: Locat
     const picker = vscode.window.createQuickPick<LocationItem>();
     picker.title = title;
     picker.matchOnDescription = true;
+    // Typing filters the places but keeps their order and section headings (the default sort by label hid the
+    // tour's "Entry points" and "Most mentioned names" in the real workbench, as it hid search's CORE/RELATED).
+    (picker as vscode.QuickPick<LocationItem> & { sortByLabel?: boolean }).sortByLabel = false;
     picker.items = items;
     return new Promise((resolve) => {
         picker.onDidChangeActive(([item]) => {

@@ -828,6 +828,7 @@ describe('the extension against the real server', function () {
                 'entry points first, then the stops, in the server\'s order');
             const separators = picker.items.filter((item) => item.kind === vscode.QuickPickItemKind.Separator).map((item) => item.label);
             assert.deepEqual(separators, [...(tour.entryPoints.length > 0 ? ['Entry points'] : []), 'Most mentioned names']);
+            assert.equal(picker.sortByLabel, false);  // the headings stay while the user types a filter
             const stop = picker.items.find((item) => item.label.endsWith(' issue_token'));
             assert.ok(stop, picker.items.map((item) => item.label).join('\n'));
             assert.match(stop.description, /^\d+ files? mentions? it · app\/tokens\.py:\d+$/);
