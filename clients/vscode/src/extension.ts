@@ -8,6 +8,7 @@ import {
     LanguageClient,
     type LanguageClientOptions,
     type Location,
+    LSPErrorCodes,
     type Position,
     ResponseError,
     type ServerOptions,
@@ -104,7 +105,20 @@ class Controller implements vscode.Disposable {
         const command = (id: string, run: (client: LanguageClient, ...args: never[]) => Promise<unknown> | unknown) =>
             vscode.commands.registerCommand(id, async (...args: never[]) => {
                 const client = await this.requireClient();
-                return client === undefined ? undefined : run(client, ...args);
+                if (client === undefined) {
+                    return undefined;
+                }
+                try {
+                    return await run(client, ...args);
+                } catch (error) {
+                    // A refusal or a failure of one command is a notification: thrown out of the command, the real
+                    // workbench showed it as a modal "Command '...' resulted in an error" dialog.
+                    if (!isCancellation(error)) {
+                        this.log.error(`${id} failed: ${String(error)}`);
+                        void vscode.window.showErrorMessage(`codeloupe: ${error instanceof Error ? error.message : String(error)}`);
+                    }
+                    return undefined;
+                }
             });
         this.secretStorage = context.secrets;
         context.subscriptions.push(
@@ -431,6 +445,12 @@ class Controller implements vscode.Disposable {
 }
 
 /** A page title from a query: its first line, short. */
+/** A request the user or the editor cancelled (a picker closed, a newer query): nothing went wrong. */
+function isCancellation(error: unknown): boolean {
+    return (error instanceof ResponseError && error.code === LSPErrorCodes.RequestCancelled)
+        || error instanceof vscode.CancellationError;
+}
+
 function pageTitle(query: string): string {
     const line = query.trim().split('\n', 1)[0];
     return `Codeloupe: ${line.length > 60 ? `${line.slice(0, 59)}…` : line}`;

@@ -901,6 +901,19 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('a command that fails says so in a notification instead of throwing (no modal error dialog)', async function () {
+        // Thrown out of a command, a failure became the real workbench's modal "Command '...' resulted in an error".
+        const gone = vscode.Uri.file(path.join(os.tmpdir(), 'codeloupe-no-such-dir', 'gone.py')).toString();
+        const messagesBefore = probe.messages.length;
+        const match = { location: { uri: gone, range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } } },
+            anchorLine: 0 };
+        const result = await vscode.commands.executeCommand('codeloupe.client.openMatch', match);
+        assert.equal(result, undefined);
+        const shown = probe.messages.slice(messagesBefore);
+        assert.deepEqual(shown.map((message) => message.level), ['error'], JSON.stringify(shown));
+        assert.ok(shown[0].text.startsWith('codeloupe: '), shown[0].text);
+    });
+
     it('ask offers the cached questions; the repeat is served from the flow cache and says so', async function () {
         const question = 'how does login check the password';
         const chat = await startChatServer('Login compares the salted hash of the password [[1]].');
