@@ -45,7 +45,8 @@ each workspace's `ready` and `building` (what an answer lacks meanwhile). `/heal
 whatever the other requests are doing.
 
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
-answers 400 with `{"error": message}`; a malformed one 422 with the validation details.
+answers 400 with `{"error": message}`, as does a body that is not JSON; an unknown path 404 and a method a
+path does not take 405, in the same shape; a malformed request 422 with the validation details.
 """
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import WorkspaceError, render_html
@@ -95,6 +96,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.exception_handler(OSError)
     async def refused(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Every refusal in the one documented shape: FastAPI's own (a body that is not JSON, an unknown path, a
+        # method a route does not take) answered {"detail": ...}.
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
     def fresh(root: str | None) -> WarmWorkspace:
         warm = pool.get(root)

@@ -35,6 +35,18 @@ def test_search_answers_the_json_of_the_cli(project: Path, serve, capsys: pytest
     assert got.json()["core"][0]["chunks"][0]["text"] == (project / got.json()["core"][0]["path"]).read_text()
 
 
+def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
+    """FastAPI's own refusals answered {"detail": ...}: a body that is not JSON (400, where the docs promise
+    {"error": ...} for a 400), an unknown path (404), a method a path does not take (405)."""
+    base = serve([project])
+    for answer, status in ((httpx.post(f"{base}/v1/search", content=b'{"query": "\xff\xfe"}',
+                                       headers={"content-type": "application/json"}), 400),
+                           (httpx.get(f"{base}/v1/no-such-endpoint"), 404),
+                           (httpx.delete(f"{base}/v1/search"), 405)):
+        assert answer.status_code == status and set(answer.json()) == {"error"}, (status, answer.text)
+    assert httpx.delete(f"{base}/v1/search").headers.get("allow")  # what the path takes, still said
+
+
 def test_every_endpoint_answers(project: Path, serve) -> None:
     base = serve([project])
     assert httpx.get(f"{base}/healthz").json() == {"ok": True}
