@@ -40,7 +40,9 @@ ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieva
 
 
 class SearchBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # nothing else rides along (a request never carries settings)
+    # Nothing else rides along (a request never carries settings); and each field's own JSON type only: lax
+    # validation read `"limit": true` as 1.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     root: str | None = Field(default=None, max_length=4096)
@@ -50,7 +52,7 @@ class SearchBody(BaseModel):
 
 
 class AskBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # `"agents": "yes"` was read as true
 
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     root: str | None = Field(default=None, max_length=4096)

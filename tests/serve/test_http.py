@@ -45,6 +45,10 @@ def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
                            (httpx.delete(f"{base}/v1/search"), 405)):
         assert answer.status_code == status and set(answer.json()) == {"error"}, (status, answer.text)
     assert httpx.delete(f"{base}/v1/search").headers.get("allow")  # what the path takes, still said
+    # A value of another JSON type is malformed, not coerced (`"limit": true` was read as 1, "yes" as true).
+    assert httpx.post(f"{base}/v1/search", json={"query": "escape html", "limit": True}).status_code == 422
+    assert httpx.post(f"{base}/v1/ask", json={"question": "escape html", "agents": "yes"}).status_code == 422
+    assert httpx.post(f"{base}/v1/search", json={"query": "escape html", "limit": 3}).status_code == 200
 
 
 def test_every_endpoint_answers(project: Path, serve) -> None:
