@@ -73,3 +73,25 @@ def test_stats_lists_a_file_left_out_for_its_size_until_the_limit_takes_it(tmp_p
     (repo / ".codeloupe.toml").write_text("max_file_bytes = 2000000\n")
     codeloupe("index", str(repo))
     assert "tables.py" not in codeloupe("stats", str(repo), "--skipped")  # indexed now
+
+
+def test_a_file_left_out_for_its_size_is_not_written_again_by_a_no_op_index(tmp_path: Path) -> None:
+    """Remembering the files over the size limit must not turn a no-op re-index into a write of every one of them
+    (a tree of data dumps: thousands of rows rewritten on every editor start)."""
+    import sqlite3
+
+    from codeloupe.api import Workspace
+
+    (tmp_path / "app.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "dump.py").write_text("ROWS = [\n" + "    'row',\n" * 120_000 + "]\n")
+    ws = Workspace(tmp_path, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        watcher = sqlite3.connect(ws.store.path)
+        before = watcher.execute("PRAGMA data_version").fetchone()[0]  # moves when another connection commits
+        ws.index()
+        assert watcher.execute("PRAGMA data_version").fetchone()[0] == before
+        assert [(s.path, s.reason) for s in ws.skipped_files()] == [("dump.py", "too large")]
+        watcher.close()
+    finally:
+        ws.close()

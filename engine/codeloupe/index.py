@@ -139,9 +139,11 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
-    # Those over the size limit too (forgotten with the rest first, then remembered as they stand now).
-    now_skipped += [SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized]
-    store.set_skipped(now_skipped, [path for path in remembered if path not in on_disk or path in retried])
+    # Those over the size limit too, written only where new or changed: a no-op re-index writes nothing.
+    oversized = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized}
+    now_skipped += [entry for path, entry in oversized.items() if remembered.get(path) != entry]
+    store.set_skipped(now_skipped, [path for path in remembered
+                                    if (path not in on_disk and path not in oversized) or path in retried])
 
     return _finish_report(report, store, skipped, started)
 
