@@ -68,7 +68,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
             bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
-        return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
+        return sized.search_answer(bundle, max_bytes, flat=flat)
 
     def search_served(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
                       max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repos: Repos = None) -> str:
@@ -76,7 +76,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             return search(query, flat, scope, mode, limit, max_bytes)
         with _refusals():
             bundle = _search_across(pool, repos, query, scope, mode, limit)
-        return sized.flat_json(bundle, max_bytes) if flat else sized.bundle_text(bundle, max_bytes)
+        return sized.search_answer(bundle, max_bytes, flat=flat)
 
     # `repos` only where there are several repositories to name: a parameter that can never work costs the agent
     # its description on every turn (and a failed call).

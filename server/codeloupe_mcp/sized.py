@@ -35,6 +35,11 @@ class Budget:
         return self.limit - self.used
 
 
+def search_answer(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES, *, flat: bool = False) -> str:
+    """The `search` tool's answer: the bundle as text, or its ranked chunks as JSON (`flat`)."""
+    return flat_json(bundle, max_bytes) if flat else bundle_text(bundle, max_bytes)
+
+
 def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     """CORE chunks in full, RELATED as a map, within `max_bytes` (UTF-8, newlines counted). What is said whatever
     the budget: the summary, CORE's headings and where each CORE chunk is; then the short list's map lines best
