@@ -483,6 +483,8 @@ let controller: Controller | undefined;
 
 /** Exported so the client's tests can check which settings scopes reach the server. */
 export { engineOptions } from './settings';
+/** Exported so the client's tests can check what the status item says for a server's status. */
+export { describeStatus } from './statusBar';
 
 export function activate(context: vscode.ExtensionContext): CodeloupeApi {
     controller = new Controller();

@@ -13,7 +13,7 @@ function missingVectors(folder: FolderStatus): number {
     return folder.provider === 'none' ? 0 : Math.max(0, folder.vectors.total - folder.vectors.done);
 }
 
-interface StatusText {
+export interface StatusText {
     text: string;
     tooltip: string;
 }
@@ -22,7 +22,7 @@ interface StatusText {
  * Summarises every folder: re-opening (a workspace folder the server does not list yet, as while it re-opens a
  * folder on new settings) and indexing beat error beats ready; vectors show as a percentage until complete.
  */
-function describeStatus(status: StatusResult, expectedFolders: number): StatusText {
+export function describeStatus(status: StatusResult, expectedFolders: number): StatusText {
     const folders = status.folders;
     const files = folders.reduce((sum, folder) => sum + folder.files, 0);
     const embedded = folders.filter((folder) => folder.provider !== 'none');
@@ -36,7 +36,9 @@ function describeStatus(status: StatusResult, expectedFolders: number): StatusTe
     }
     const indexing = folders.find((folder) => folder.state === 'indexing');
     if (indexing !== undefined) {
-        return { text: `$(sync~spin) codeloupe ${indexing.message || `${files} files`}${vectors}`, tooltip };
+        // A first index has stored no file yet while it scans the tree: "0 files" would read as an empty workspace.
+        const progress = indexing.message || (files > 0 ? `${files} files` : 'indexing');
+        return { text: `$(sync~spin) codeloupe ${progress}${vectors}`, tooltip };
     }
     if (folders.some((folder) => folder.state === 'error')) {
         return { text: '$(error) codeloupe', tooltip };

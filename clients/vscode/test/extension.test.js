@@ -1218,6 +1218,22 @@ describe('the extension when it cannot or must not start', function () {
     });
 });
 
+describe('the status item', function () {
+    const folder = (fields) => ({ uri: 'file:///w', root: '/w', state: 'ready', trusted: true, message: '', files: 0, chunks: 0,
+        vectors: { done: 0, total: 0 }, languages: {}, provider: 'none', model: '', indexPath: '', skipped: 0, ...fields });
+
+    it('says a first index is under way before it has stored a file, not "0 files"', function () {
+        // A first index scans the whole tree before its first file is stored: the item read "codeloupe 0 files" with a
+        // spinner, as if the workspace were empty.
+        const starting = extension.describeStatus({ folders: [folder({ state: 'indexing' })] }, 1);
+        assert.equal(starting.text, '$(sync~spin) codeloupe indexing');
+        const counting = extension.describeStatus({ folders: [folder({ state: 'indexing', files: 120 })] }, 1);
+        assert.equal(counting.text, '$(sync~spin) codeloupe 120 files');
+        const ready = extension.describeStatus({ folders: [folder({ files: 0 })] }, 1);
+        assert.equal(ready.text, '$(search) codeloupe 0 files', 'an indexed folder with no file says so');
+    });
+});
+
 describe('packaging', function () {
     it('vsce package produces a .vsix with the bundle and the manifest', function () {
         this.timeout(120000);
