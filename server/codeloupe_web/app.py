@@ -28,6 +28,7 @@ MAX_LIMIT = 50
 # The page loads nothing from elsewhere; the graph map page is one self-contained file with inline code.
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
 _MAP_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+_STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "page.css": "text/css"}  # the page's files
 
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
 RootParam = Annotated[str | None, Query(max_length=4096, description="a served workspace (path or folder name); "
@@ -232,10 +233,9 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.get("/static/{name}", include_in_schema=False)
     def static(name: str) -> Response:
-        kinds = {"page.js": "text/javascript", "page.css": "text/css"}
-        if name not in kinds:  # a fixed list: nothing else on disk is reachable here
+        if name not in _STATIC:  # a fixed list: nothing else on disk is reachable here
             return JSONResponse({"error": "not found"}, status_code=404)
-        return Response(_asset(name), media_type=kinds[name], headers={"content-security-policy": _PAGE_CSP})
+        return Response(_asset(name), media_type=_STATIC[name], headers={"content-security-policy": _PAGE_CSP})
 
     @app.get("/graph", include_in_schema=False)
     def graph_page(root: RootParam = None) -> HTMLResponse:

@@ -3,7 +3,8 @@
 - Bound to loopback with no token: only Host headers naming a loopback address are answered (a web page on
   another site cannot reach the server through DNS rebinding); CORS stays off unless origins are configured.
 - Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz,
-  the search page's static shell and (with CORS on) a browser's CORS preflight, which never carries one.
+  the search page's static shell with its static files, and (with CORS on) a browser's CORS preflight, which
+  never carries one.
 - Request bodies are bounded, and each client's request rate is bounded by a token bucket.
 """
 
@@ -22,9 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_BYTES = 1_000_000  # a pasted bug report is a few KB; nothing the API takes is larger
 RATE_PER_S = 100.0  # per client address; an editor or agent issues a few per second
 BURST = 400  # a page of parallel calls, or a load test of 200 concurrent searches, passes at once
-# Liveness probes carry no token, and neither can a browser loading the page's shell (no workspace data in
-# it): the page then sends the token from its URL fragment on every API call.
-OPEN_PATHS = ("/healthz", "/", "/static/page.js", "/static/page.css")
+# Liveness probes carry no token, and neither can a browser loading a page's shell or its static files (no
+# workspace data in them): the page then sends the token from its URL fragment on every API call.
+OPEN_PATHS = ("/healthz", "/")
+OPEN_PREFIX = "/static/"
 
 
 def is_loopback(host: str) -> bool:
@@ -111,7 +113,7 @@ class Guard:
             host = headers.get("host", "")
             if not is_loopback(_host_name(host)):
                 return 403, "this server answers loopback host names only (start it with --token to serve more)", {}
-        elif path not in OPEN_PATHS and not self._cors_preflight(scope, headers):
+        elif path not in OPEN_PATHS and not path.startswith(OPEN_PREFIX) and not self._cors_preflight(scope, headers):
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.config.token.encode()):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+import pytest
+from browser import CHROMIUM, Browser
 
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
@@ -45,3 +47,62 @@ def test_the_page_sends_the_token_from_its_url_fragment(project: Path, serve, tm
     assert "1. app/render.py" in dom and "escape_html" in dom
     refused = chromium(tmp_path / "profile2", "--dump-dom", f"{base}/?q=escape+html").stdout
     assert "1. app/render.py" not in refused and "bearer token is required" in refused
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    tab = Browser(tmp_path / "browser")
+    yield tab
+    tab.close()
+
+
+HOSTILE_NAME = "app/<img src=x onerror=alert(1)>.py"
+HOSTILE_CODE = 'def hostile_markup():\n    return "<script>window.pwned = 1</script><img src=x onerror=window.pwned=2>"\n'
+
+OPEN_FILE_VIEW = """document.getElementById("file").hidden === false && document.querySelector("#file-body .line")
+    && {path: document.getElementById("file-path").textContent, meta: document.getElementById("meta").textContent,
+        lines: [...document.querySelectorAll("#file-body .line")].map((l) => l.textContent),
+        cited: [...document.querySelectorAll("#file-body .cited .ln")].map((n) => Number(n.textContent)),
+        markup: document.querySelectorAll("#file img, #file script").length, pwned: window.pwned || 0,
+        seen: (() => { const cited = document.querySelector(".cited"), r = cited && cited.getBoundingClientRect();
+                       return cited ? r.top >= 0 && r.bottom <= innerHeight : null; })()}"""
+
+
+def numbered(text: str) -> list[str]:
+    """A file's lines as the file view shows them: each after its number."""
+    return [f"{n}{line}" for n, line in enumerate(text.splitlines(), 1)]
+
+
+def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path, serve, browser: Browser) -> None:
+    from codeloupe_web.guard import GuardConfig
+
+    (project / HOSTILE_NAME).write_text(HOSTILE_CODE, encoding="utf-8")
+    token = "t0ken-" + "y" * 40
+    base = serve([project], guard=GuardConfig(token=token))
+    browser.open(f"{base}/?q=how+are+bearer+tokens+checked+against+the+session+store#token={token}")
+    links = browser.wait_for('[...document.querySelectorAll("#core-body a, #related-body a")].map((a) => a.href)')
+    assert links and all("/?file=" in link for link in links)  # every result: its file, its chunks
+    chunk = browser.evaluate("""(() => { const a = [...document.querySelectorAll("#core-body a.loc")]
+        .find((a) => a.textContent.startsWith("app/auth.py:")); a.click(); return a.textContent; })()""")
+    start, end = (int(n) for n in chunk.split()[0].split(":")[1].split("-"))
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == "app/auth.py" and "file=app%2Fauth.py" in browser.evaluate("location.search")
+    assert view["lines"] == numbered((project / "app/auth.py").read_text())  # the whole file, from disk
+    assert view["cited"] == list(range(start, end + 1)) and end > start and view["seen"]
+
+    # A file's name and code are text on the page, never markup; the token came along from the first page.
+    browser.open(f"{base}/?q=hostile+markup")
+    browser.wait_for('!!document.querySelector("#core-body h3 a")')
+    browser.evaluate('document.querySelector("#core-body h3 a").click()')
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == HOSTILE_NAME and view["lines"] == numbered(HOSTILE_CODE)
+    assert view["markup"] == 0 and view["pwned"] == 0
+
+    # Only indexed files inside the workspace: the server's refusal is shown, and nothing else.
+    (project.parent / "outside.txt").write_text("not served\n")
+    for path in ("../outside.txt", "secret.env", "/etc/passwd"):
+        browser.open(f"{base}/?file={quote(path)}&line=1")
+        error = browser.wait_for('document.querySelector("#meta .error")?.textContent')
+        assert path.lstrip("/") in error or "outside" in error, error
+        assert browser.evaluate('document.querySelectorAll("#file-body .line").length') == 0
+

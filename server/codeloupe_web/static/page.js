@@ -1,10 +1,7 @@
-// The search page: plain DOM, no framework, nothing loaded from elsewhere. Every text from the server is
-// inserted as text (never as HTML); code is tokenised here only to colour it.
+// The search page and its file view: plain DOM, no framework, nothing loaded from elsewhere (api.js, loaded
+// first, calls the server). Every text from the server is inserted as text (never as HTML); code is tokenised
+// here only to colour it.
 "use strict";
-
-const token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("codeloupe-token");
-if (token) sessionStorage.setItem("codeloupe-token", token);
-const authHeaders = token ? { Authorization: "Bearer " + token } : {};
 
 const $ = (id) => document.getElementById(id);
 const KEYWORDS = new Set(("abstract and as async await break case catch class const continue def defer del do elif else " +
@@ -21,10 +18,12 @@ function el(tag, props, ...children) {
   return node;
 }
 
-function highlightLine(line, language) {
+// The languages whose comments start with "#", by file name (the file view has no language from the server).
+const HASH_COMMENTS = /\.(py|pyi|rb|sh|bash|zsh|pl|pm|r|toml|ya?ml|ex|exs|nix|tf)$/i;
+
+function highlightLine(line, hashComments) {
   const out = [];
   let last = 0;
-  const hashComments = ["python", "ruby", "bash", "perl", "r", "toml", "yaml", "elixir"].includes(language);
   for (const match of line.matchAll(TOKEN)) {
     const text = match[0];
     let cls = "";
@@ -41,21 +40,28 @@ function highlightLine(line, language) {
   return out;
 }
 
-function codeBlock(text, firstLine, language) {
+// Lines `firstLine`.. of `path`, numbered; those in `cited` ([first, last]) marked.
+function codeBlock(text, firstLine, path, cited) {
   const code = el("code");
+  const hashComments = HASH_COMMENTS.test(path);
   text.replace(/\n$/, "").split("\n").forEach((line, i) => {
-    code.append(el("span", { className: "ln", textContent: String(firstLine + i) }), ...highlightLine(line, language), "\n");
+    const number = firstLine + i;
+    const marked = cited && number >= cited[0] && number <= cited[1];
+    code.append(el("span", { className: marked ? "line cited" : "line" },
+      el("span", { className: "ln", textContent: String(number) }), ...highlightLine(line, hashComments)));
   });
   return el("pre", {}, code);
 }
 
-async function api(path, options) {
-  const response = await fetch(path, { ...options, headers: { ...authHeaders, ...(options && options.headers) } });
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new Error(body.error || (body.detail && JSON.stringify(body.detail)) || response.statusText);
-  }
-  return response;
+// The file view's address for `path`, its lines `start`-`end` cited.
+function fileUrl(path, start, end) {
+  const p = params({ file: path, line: start });
+  if (end > start) p.set("end", end);
+  return "/?" + p;
+}
+
+function fileLink(path, start, end, text) {
+  return el("a", { className: "loc", href: fileUrl(path, start, end), textContent: text });
 }
 
 function showBundle(bundle) {
@@ -64,16 +70,18 @@ function showBundle(bundle) {
   related.replaceChildren();
   for (const hit of bundle.core) {
     const file = el("div", { className: "file" },
-      el("h3", {}, `${hit.rank}. ${hit.path}`, el("span", { className: "why", textContent: hit.why })));
+      el("h3", {}, el("a", { href: fileUrl(hit.path, hit.chunks.length ? hit.chunks[0].start_line : 1),
+        textContent: `${hit.rank}. ${hit.path}` }), el("span", { className: "why", textContent: hit.why })));
     for (const chunk of hit.chunks) {
-      file.append(el("div", { className: "loc", textContent: `${hit.path}:${chunk.start_line}-${chunk.end_line}  ${chunk.breadcrumb}` }),
-        codeBlock(chunk.text, chunk.start_line, hit.language));
+      file.append(el("div", {}, fileLink(hit.path, chunk.start_line, chunk.end_line,
+        `${hit.path}:${chunk.start_line}-${chunk.end_line}  ${chunk.breadcrumb}`)),
+      codeBlock(chunk.text, chunk.start_line, hit.path));
     }
     core.append(file);
   }
   for (const hit of bundle.related) {
     related.append(el("li", { value: hit.rank },
-      el("span", { className: "loc", textContent: `${hit.path}:${hit.best_start_line}-${hit.best_end_line}` }),
+      fileLink(hit.path, hit.best_start_line, hit.best_end_line, `${hit.path}:${hit.best_start_line}-${hit.best_end_line}`),
       el("span", { className: "sym", textContent: hit.symbols.slice(0, 4).join(", ") }),
       el("span", { className: "why", textContent: hit.why }),
       hit.via === "graph" ? el("span", { className: "via", textContent: "via graph" }) : ""));
@@ -84,6 +92,10 @@ function showBundle(bundle) {
   $("meta").textContent = `${bundle.core.length + bundle.related.length} files · lanes: ${lanes}` +
     `${bundle.issue_mode ? " · issue mode" : ""} · ${(bundle.timing_ms.total || 0).toFixed(1)} ms`;
   if (!bundle.core.length) $("meta").textContent += " · no match";
+}
+
+function showError(err) {
+  $("meta").replaceChildren(el("span", { className: "error", textContent: String(err.message || err) }));
 }
 
 function params(extra) {
@@ -97,11 +109,11 @@ async function search(event) {
   const q = $("q").value.trim();
   if (!q) return;
   history.replaceState(null, "", "?" + params({ q }).toString() + location.hash);
-  $("answer").hidden = true;
+  $("answer").hidden = $("file").hidden = true;
   try {
     showBundle(await (await api("/v1/search?" + params({ q }))).json());
   } catch (err) {
-    $("meta").replaceChildren(el("span", { className: "error", textContent: String(err.message || err) }));
+    showError(err);
   }
 }
 
@@ -110,6 +122,7 @@ async function ask() {
   if (!question) return;
   const body = $("answer-body");
   body.replaceChildren();
+  $("file").hidden = true;
   $("answer").hidden = false;
   try {
     const response = await api("/v1/ask/stream", {
@@ -140,8 +153,8 @@ function onAskEvent(event, body) {
   if (event.type === "retrieval") $("meta").textContent = `asking · ${event.core.length} core, ${event.related.length} related files`;
   else if (event.type === "delta" && event.kind !== "code") body.append(event.text);
   else if (event.type === "citation") {
-    body.append(el("div", { className: "loc", textContent: `${event.path}:${event.start_line}-${event.end_line}` }),
-      codeBlock(event.text, event.start_line, event.language));
+    body.append(el("div", {}, fileLink(event.path, event.start_line, event.end_line,
+      `${event.path}:${event.start_line}-${event.end_line}`)), codeBlock(event.text, event.start_line, event.path));
   } else if (event.type === "fallback") body.append(el("div", { className: "why", textContent: `no walkthrough: ${event.reason}` }));
   else if (event.type === "done") {
     showBundle(event.bundle);
@@ -155,8 +168,30 @@ async function loadRoots() {
     for (const ws of status.workspaces) $("root").append(el("option", { value: ws.root, textContent: ws.root.split("/").pop() || ws.root }));
     $("root").hidden = status.workspaces.length < 2;
   } catch (err) {
-    $("meta").replaceChildren(el("span", { className: "error", textContent: String(err.message || err) }));
+    showError(err);
   }
+}
+
+// The file view: a whole indexed file read from disk by the server, numbered, the cited lines marked and
+// scrolled to.
+async function showFile(path, line, end) {
+  for (const id of ["answer", "core", "related"]) $(id).hidden = true;
+  $("file").hidden = false;
+  $("file-path").textContent = path;
+  try {
+    const file = await (await api("/v1/expand?" + params({ path }))).json();
+    const cited = line > 0 ? [line, Math.max(line, end || line)] : null;
+    $("file-body").replaceChildren(codeBlock(file.text, file.start_line, file.path, cited));
+    $("meta").textContent = `${file.path} · ${file.end_line} lines` + (cited ? ` · cited ${cited[0]}-${cited[1]}` : "");
+    const first = $("file-body").querySelector(".cited");
+    if (first) first.scrollIntoView({ block: "center" });
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function showGraphLink() {
+  $("graph").href = "/graph" + ($("root").hidden ? "" : "?" + params({}));  // one workspace: it is the default
 }
 
 async function openGraph(event) {
@@ -169,8 +204,12 @@ async function openGraph(event) {
 $("search").addEventListener("submit", search);
 $("graph").addEventListener("click", openGraph);
 $("ask").addEventListener("click", ask);
-$("root").addEventListener("change", () => { $("graph").href = "/graph?" + params({}).toString(); });
+$("root").addEventListener("change", showGraphLink);
 loadRoots().then(() => {
-  const q = new URLSearchParams(location.search).get("q");
-  if (q) { $("q").value = q; search(); }
+  const url = new URLSearchParams(location.search);
+  if (url.get("root")) $("root").value = url.get("root");
+  showGraphLink();
+  const q = url.get("q"), file = url.get("file");
+  if (file) showFile(file, Number(url.get("line")), Number(url.get("end")));
+  else if (q) { $("q").value = q; search(); }
 });

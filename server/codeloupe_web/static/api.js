@@ -1,0 +1,17 @@
+// The server's API as the served pages call it: the access token (from the URL fragment, `#token=...`, kept for
+// the tab's later pages in sessionStorage) goes with every call as a bearer header, since a page's own
+// navigations cannot carry one.
+"use strict";
+
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || sessionStorage.getItem("codeloupe-token");
+if (token) sessionStorage.setItem("codeloupe-token", token);
+const authHeaders = token ? { Authorization: "Bearer " + token } : {};
+
+async function api(path, options) {
+  const response = await fetch(path, { ...options, headers: { ...authHeaders, ...(options && options.headers) } });
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new Error(body.error || (body.detail && JSON.stringify(body.detail)) || response.statusText);
+  }
+  return response;
+}
