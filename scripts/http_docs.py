@@ -26,13 +26,14 @@ one warm index per PATH. Each request refreshes a stale index first (changed fil
 second) and answers from the index it has if that fails; an index written by the language server, the CLI or
 another process is picked up by the next request. MCP (streamable HTTP) is served at `/mcp` (the second PATH
 at `/mcp/1`, ...); the search page at `/` (its file view, `/?file=PATH&line=N&end=M`, reads the file through
-`/v1/expand`), the graph map at `/graph`.
+`/v1/expand`), the graph map at `/graph` (its file links open the file view).
 
 **Security.** Bound to loopback (the default) the server answers only requests whose `Host` names a loopback
 address (a web page elsewhere cannot reach it by DNS rebinding). Bound beyond loopback it requires
-`Authorization: Bearer <token>` on everything but `/healthz` and the search page's static shell (`/` and
-`/static/...`, no workspace data in them; `--token` or `CODELOUPE_SERVE_TOKEN`; one is generated and printed
-when not given; open the page as `/#token=<token>`: it sends the token on every API call). Request bodies are limited to 1 MB (413), each client to 100 requests
+`Authorization: Bearer <token>` on everything but `/healthz` and the static shells of the search page and
+the graph map, `/`, `/graph` and `/static/...`, which hold no workspace data (`--token` or
+`CODELOUPE_SERVE_TOKEN`; one is generated and printed when not given; open the page as `/#token=<token>`:
+the page and the graph map send it on every API call). Request bodies are limited to 1 MB (413), each client to 100 requests
 a second with bursts of 400 (429); a request not received whole (head and body) within 15 s of its first byte
 has its connection closed. CORS is off unless `--cors-origin` names origins (a browser's preflight, which
 never carries a token, is then answered without one). Files are read only when

@@ -35,9 +35,12 @@ from codeloupe.discover import DiscoverError, Walk, check_root, walk
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import RemoteError as RemoteError
 from codeloupe.errors import WorkspaceError
+from codeloupe.graph import MAP_ASSETS as MAP_ASSETS
 from codeloupe.graph import GraphError as GraphError
 from codeloupe.graph import NotInGraph as NotInGraph
+from codeloupe.graph import map_asset as map_asset
 from codeloupe.graph import render_html as render_html
+from codeloupe.graph import render_html_shell as render_html_shell
 from codeloupe.graph import render_text as render_text
 from codeloupe.graph.model import FileSummary as FileSummary
 from codeloupe.graph.model import GraphMap as GraphMap

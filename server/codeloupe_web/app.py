@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import WorkspaceError, render_html
+from codeloupe.api import MAP_ASSETS, WorkspaceError, map_asset, render_html_shell
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -25,10 +25,12 @@ from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
 from .guard import Guard, GuardConfig
 
 MAX_LIMIT = 50
-# The page loads nothing from elsewhere; the graph map page is one self-contained file with inline code.
+# The pages load nothing from elsewhere and run no inline code: a file's contents or name shown on them can never
+# become a script.
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
-_MAP_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
-_STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "page.css": "text/css"}  # the page's files
+# The files the pages load: the page's own, and the graph map's code and style from the engine.
+_STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "graph.js": "text/javascript",
+           "page.css": "text/css", "map.js": "text/javascript", "map.css": "text/css"}
 
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
 RootParam = Annotated[str | None, Query(max_length=4096, description="a served workspace (path or folder name); "
@@ -235,11 +237,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     def static(name: str) -> Response:
         if name not in _STATIC:  # a fixed list: nothing else on disk is reachable here
             return JSONResponse({"error": "not found"}, status_code=404)
-        return Response(_asset(name), media_type=_STATIC[name], headers={"content-security-policy": _PAGE_CSP})
+        text = map_asset(name) if name in MAP_ASSETS else _asset(name)
+        return Response(text, media_type=_STATIC[name], headers={"content-security-policy": _PAGE_CSP})
 
     @app.get("/graph", include_in_schema=False)
-    def graph_page(root: RootParam = None) -> HTMLResponse:
-        return HTMLResponse(render_html(fresh(root).ws.graph_map()), headers={"content-security-policy": _MAP_CSP})
+    def graph_page() -> HTMLResponse:
+        # The map's shell: its script fetches `/v1/graph` (for the workspace `?root=` names) with the page's token.
+        shell = render_html_shell("/static/map.css", ["/static/api.js", "/static/graph.js"])
+        return HTMLResponse(shell, headers={"content-security-policy": _PAGE_CSP})
 
     for index, server in enumerate(mcp_servers):
         # The SDK's Host check is off: the guard applies one rule to every route, MCP included.

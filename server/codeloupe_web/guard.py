@@ -3,8 +3,8 @@
 - Bound to loopback with no token: only Host headers naming a loopback address are answered (a web page on
   another site cannot reach the server through DNS rebinding); CORS stays off unless origins are configured.
 - Bound beyond loopback: a bearer token is required (generated when not given) on everything but /healthz,
-  the search page's static shell with its static files, and (with CORS on) a browser's CORS preflight, which
-  never carries one.
+  the static shells of the search page and the graph map with their static files, and (with CORS on) a
+  browser's CORS preflight, which never carries one.
 - Request bodies are bounded, and each client's request rate is bounded by a token bucket.
 """
 
@@ -25,7 +25,7 @@ RATE_PER_S = 100.0  # per client address; an editor or agent issues a few per se
 BURST = 400  # a page of parallel calls, or a load test of 200 concurrent searches, passes at once
 # Liveness probes carry no token, and neither can a browser loading a page's shell or its static files (no
 # workspace data in them): the page then sends the token from its URL fragment on every API call.
-OPEN_PATHS = ("/healthz", "/")
+OPEN_PATHS = ("/healthz", "/", "/graph")
 OPEN_PREFIX = "/static/"
 
 

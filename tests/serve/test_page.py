@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx2 as httpx
 import pytest
 from browser import CHROMIUM, Browser
 
@@ -106,3 +107,45 @@ def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path
         assert path.lstrip("/") in error or "outside" in error, error
         assert browser.evaluate('document.querySelectorAll("#file-body .line").length') == 0
 
+
+OPEN_COMMUNITY = """(() => { document.querySelector("g.community").dispatchEvent(new MouseEvent("click"));
+    return [...document.querySelectorAll("#detail a")].map((a) => a.textContent); })()"""
+CLICKS = {
+    "the list of a bubble": 'document.querySelector("#detail a").click()',
+    "a dot in a bubble": 'document.querySelector("circle.file").dispatchEvent(new MouseEvent("click"))',
+}
+
+
+@pytest.mark.parametrize("click", CLICKS, ids=list(CLICKS))
+def test_a_file_in_the_graph_map_opens_in_the_file_view(project: Path, serve, browser: Browser, click: str) -> None:
+    base = serve([project])
+    browser.open(f"{base}/graph")
+    assert browser.wait_for('document.querySelectorAll("g.community").length') == 1  # app/auth.py + app/store.py
+    assert browser.evaluate(OPEN_COMMUNITY) == ["app/auth.py", "app/store.py"]
+    browser.evaluate(CLICKS[click])
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == "app/auth.py" and view["lines"] == numbered((project / "app/auth.py").read_text())
+    assert view["cited"] == [] and view["markup"] == 0
+
+
+def test_with_a_token_the_graph_map_opens_from_the_page(project: Path, serve, browser: Browser) -> None:
+    from codeloupe_web.guard import GuardConfig
+
+    token = "t0ken-" + "z" * 40
+    base = serve([project], guard=GuardConfig(token=token))
+    browser.open(f"{base}/#token={token}")
+    browser.wait_for('!!document.querySelector("#root option")')
+    browser.evaluate('document.getElementById("graph").click()')  # the page's "Graph map"
+    assert browser.wait_for('location.pathname === "/graph" && document.getElementById("summary").textContent') == \
+        "3 files, 1 communities, 1 unconnected files, 0 hubs"
+    assert browser.evaluate(OPEN_COMMUNITY) == ["app/auth.py", "app/store.py"]
+    browser.evaluate('[...document.querySelectorAll("#unconnected a")].find((a) => a.textContent === "app/render.py")'
+                     '.click()')
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == "app/render.py" and view["lines"] == numbered((project / "app/render.py").read_text())
+    policy = httpx.get(f"{base}/graph").headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy  # the search page's policy, as strict
+    # Without the token the map's data is refused, and the shell says why.
+    browser.evaluate('sessionStorage.clear()')
+    browser.open(f"{base}/graph")
+    assert "bearer token is required" in browser.wait_for('document.getElementById("summary").textContent')

@@ -1,5 +1,5 @@
 'use strict';
-// The engine's graph page (engine/codeloupe/graph/assets/map.html, as the real renderer fills it) in headless
+// The engine's graph page (engine/codeloupe/graph/assets/map.*, as the real renderer fills it) in headless
 // Chromium, on a map as crowded as a real workspace's: labels must stay readable.
 const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');

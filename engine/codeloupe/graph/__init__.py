@@ -27,11 +27,11 @@ from codeloupe.graph.query import (
     graph_path,
     neighbours,
 )
-from codeloupe.graph.render import render_html, render_text
+from codeloupe.graph.render import MAP_ASSETS, map_asset, render_html, render_html_shell, render_text
 
 __all__ = [
-    "EXTRACTOR_VERSION", "Community", "FileSummary", "GodNode", "GraphError", "NotInGraph", "GraphMap", "GraphNode",
+    "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "NotInGraph", "GraphMap", "GraphNode",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
-    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours", "render_html", "render_text",
-    "update_edges",
+    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "map_asset", "neighbours", "render_html",
+    "render_html_shell", "render_text", "update_edges",
 ]

@@ -1,8 +1,10 @@
 """The graph for people: the map as one self-contained HTML page (its own small SVG renderer, the data inline,
-nothing fetched), and any graph result as plain text (the CLI and the agents' `graph` tool)."""
+nothing fetched) or as the same page's shell for a server to fill, and any graph result as plain text (the CLI
+and the agents' `graph` tool)."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections import Counter
@@ -10,7 +12,9 @@ from importlib import resources
 
 from codeloupe.graph.model import GraphMap, GraphNode, GraphPath
 
-_PLACEHOLDER = "__GRAPH_JSON__"
+# The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
+_INLINE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+MAP_ASSETS = ("map.js", "map.css")
 
 # What ends a line for a reader of the text (str.splitlines' set): inside a name it would start a line of its
 # own, a forged neighbour or hub in the list an agent or a terminal reads.
@@ -18,14 +22,40 @@ _LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def render_html(graph_map: GraphMap, root: str = "") -> str:
-    """The page for `graph_map`; with `root` (an absolute directory) file links are `file://` URLs, else
-    paths relative to the page. Inside a VS Code webview a click posts `{type: "open", path}` instead."""
-    template = resources.files("codeloupe.graph").joinpath("assets/map.html").read_text(encoding="utf-8")
+    """The page for `graph_map`, self-contained; with `root` (an absolute directory) file links are `file://`
+    URLs, else paths relative to the page. Inside a VS Code webview a click posts `{type: "open", path}`
+    instead."""
     payload = {**graph_map.to_dict(), "root": root}
     # Inside <script> a "<" of the data could end the element early ("</"), or keep it from ending ("<!--" then
     # "<script", as a file may be named): none is left; "\u003c" is the same string to JSON.parse.
     data = json.dumps(payload, ensure_ascii=False, sort_keys=True).replace("<", "\\u003c")
-    return template.replace(_PLACEHOLDER, data, 1)
+    head = f'<meta http-equiv="Content-Security-Policy" content="{_INLINE_CSP}">\n<style>\n{map_asset("map.css")}</style>'
+    scripts = (f'<script id="graph-data" type="application/json">{data}</script>\n'
+               f'<script>\n{map_asset("map.js")}</script>')
+    return _page(head, scripts)
+
+
+def render_html_shell(style_url: str, script_urls: list[str]) -> str:
+    """The map page with no data in it and its style and code linked, for a server whose Content-Security-Policy
+    refuses inline code: the scripts fetch the map, put it in the page as `render_html` does (a
+    `<script id="graph-data" type="application/json">` element; `fileView`, a URL a file's path completes, sets
+    where file links lead) and then load map.js."""
+    head = f'<link rel="stylesheet" href="{html.escape(style_url)}">'
+    scripts = "\n".join(f'<script src="{html.escape(url)}"></script>' for url in script_urls)
+    return _page(head, scripts)
+
+
+def map_asset(name: str) -> str:
+    """The map page's style (`map.css`) or code (`map.js`), one of `MAP_ASSETS`."""
+    if name not in MAP_ASSETS:
+        raise ValueError(f"{name}: not an asset of the map page")
+    return resources.files("codeloupe.graph").joinpath(f"assets/{name}").read_text(encoding="utf-8")
+
+
+def _page(head: str, scripts: str) -> str:
+    template = resources.files("codeloupe.graph").joinpath("assets/map.html").read_text(encoding="utf-8")
+    # The scripts go in last: the data they may hold is never searched for a placeholder.
+    return template.replace("__MAP_HEAD__", head, 1).replace("__MAP_SCRIPTS__", scripts, 1)
 
 
 def render_text(result: GraphMap | GraphNode | GraphPath) -> str:

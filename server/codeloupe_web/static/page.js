@@ -194,15 +194,7 @@ function showGraphLink() {
   $("graph").href = "/graph" + ($("root").hidden ? "" : "?" + params({}));  // one workspace: it is the default
 }
 
-async function openGraph(event) {
-  if (!token) return; // a plain link works without a token; with one, the page must send the header itself
-  event.preventDefault();
-  const html = await (await api($("graph").getAttribute("href"))).text();
-  window.open(URL.createObjectURL(new Blob([html], { type: "text/html" })), "_blank");
-}
-
 $("search").addEventListener("submit", search);
-$("graph").addEventListener("click", openGraph);
 $("ask").addEventListener("click", ask);
 $("root").addEventListener("change", showGraphLink);
 loadRoots().then(() => {

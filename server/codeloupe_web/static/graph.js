@@ -1,0 +1,21 @@
+// The served graph map: fetches the map with the token (a navigation to /graph carries none), hands it to the
+// engine's map code (map.js reads it from #graph-data) and points its file links at the search page's file view.
+"use strict";
+
+(async () => {
+  const root = new URLSearchParams(location.search).get("root");
+  const scope = new URLSearchParams(root ? { root } : {});
+  try {
+    const map = await (await api("/v1/graph?" + scope)).json();
+    scope.set("file", "");
+    const data = document.createElement("script");
+    data.id = "graph-data";
+    data.type = "application/json";
+    data.textContent = JSON.stringify({ ...map, fileView: "/?" + scope });
+    const code = document.createElement("script");
+    code.src = "/static/map.js";
+    document.body.append(data, code);
+  } catch (err) {
+    document.getElementById("summary").textContent = String(err.message || err);
+  }
+})();
