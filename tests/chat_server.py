@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -57,8 +59,10 @@ class Reply:
     what the engine numbered). pieces: the exact deltas to stream it in (default: split every
     `piece_size` characters), so tests can split citation markers across deltas. tool_calls: answered
     instead of text (non-streamed calls only). error_after: stream this many pieces, then an SSE error event.
-    drop_after: stream this many pieces, then cut the connection mid-body. hang_s: wait this long before
-    answering (the server's shutdown releases it early). status: answer with this HTTP error status.
+    drop_after: stream this many pieces, then cut the connection mid-body. hold_after: stream this many pieces,
+    then send nothing more until the client hangs up or the server shuts down (`ChatServer.held` counts the
+    requests that got there, `hangups` those whose client then closed the connection). hang_s: wait this long
+    before answering (the server's shutdown releases it early). status: answer with this HTTP error status.
     raw: stream exactly these bytes as the body's chunks (a `stream: true` request), garbage included: what
     a broken or hostile endpoint sends.
     """
@@ -71,6 +75,7 @@ class Reply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     error_after: int | None = None
     drop_after: int | None = None
+    hold_after: int | None = None
     hang_s: float = 0.0
     status: int = 200
     raw: list[bytes] | None = None
@@ -146,6 +151,9 @@ class ChatServer:
         self.received: list[Received] = []  # every request, any route (`requests`: the chat bodies)
         self.errors: list[str] = []  # a scripted `render` that raised (the request got HTTP 500)
         self.released = threading.Event()  # set at shutdown: hung replies stop waiting
+        self._counted = threading.Condition(self._lock)
+        self.held = 0  # requests a `hold_after` reply is holding, or held
+        self.hangups = 0  # of those, the ones whose client closed the connection
         self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
 
@@ -180,6 +188,17 @@ class ChatServer:
         """Every request line, header and body received, as one text (to search for a leaked secret)."""
         with self._lock:
             return "\n".join(str(seen) for seen in self.received)
+
+    def count(self, what: str) -> None:
+        with self._counted:
+            setattr(self, what, getattr(self, what) + 1)
+            self._counted.notify_all()
+
+    def wait_for(self, what: str, n: int, timeout_s: float = 60.0) -> int:
+        """Wait (at most `timeout_s`) until the counter `what` (`held`, `hangups`) reaches `n`; its value."""
+        with self._counted:
+            self._counted.wait_for(lambda: getattr(self, what) >= n, timeout_s)
+            return getattr(self, what)
 
     def pending(self) -> list[Reply]:
         """Scripted replies no request has used up (a test can assert its script was consumed)."""
@@ -276,6 +295,18 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
+        def _hold(self) -> None:
+            """Send nothing until the client closes the connection (counted) or the test ends."""
+            server.count("held")
+            self.close_connection = True
+            while not server.released.is_set():
+                readable, _, _ = select.select([self.connection], [], [], 0.1)
+                if readable and not self.connection.recv(4096, socket.MSG_PEEK):
+                    server.count("hangups")
+                    return
+                if readable:
+                    self.connection.recv(4096)  # whatever else the client sends: read and ignored
+
         def _stream(self, reply: Reply, body: dict[str, Any], model: str) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -292,6 +323,9 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     error = {"error": {"message": "scripted failure mid-stream", "type": "server_error"}}
                     self._send_chunk(f"data: {json.dumps(error)}\n\n".encode())
                     self._send_chunk(b"")
+                    return
+                if reply.hold_after is not None and sent == reply.hold_after:
+                    self._hold()
                     return
                 if reply.drop_after is not None and sent == reply.drop_after:
                     self.wfile.write(b"400\r\ndata: {\"trunc")  # a chunk cut short, then the socket closes

@@ -172,6 +172,42 @@ def test_model_failures_fall_back_to_the_bundle(repo: Path, chat: ChatServer, re
     assert result.metrics["model_calls"] == 1
 
 
+def test_a_cancelled_ask_cuts_its_model_call_off_and_ends_with_the_bundle(repo: Path, chat: ChatServer) -> None:
+    """A server whose client hung up cancels the ask from another thread: the model's connection is shut (the
+    model sees the hang-up) and the thread taking the events gets the plain bundle, not a wait for the model."""
+    import threading
+
+    chat.add(Reply(text="Login hashes the password [[1]] and compares. " * 5, hold_after=1))
+    ws = workspace(repo, chat, chat_timeout_s=600.0)
+    run = ws.ask(QUESTION, agents=False)
+    events: list[AskEvent] = []
+    reader = threading.Thread(target=lambda: events.extend(run), daemon=True)
+    try:
+        reader.start()
+        assert chat.wait_for("held", 1) == 1  # the model is answering, then holds its connection open
+        run.cancel()
+        assert chat.wait_for("hangups", 1) == 1  # its connection was shut from this thread
+        reader.join(timeout=60)
+        assert not reader.is_alive()
+    finally:
+        ws.close()
+    assert [e.type for e in events][-2:] == ["fallback", "done"]
+    assert events[-1].result.fallback == "the ask was cancelled"
+    assert_bundle_answer(events[-1].result, repo)
+
+
+def test_an_ask_cancelled_before_its_model_call_makes_none(repo: Path, chat: ChatServer) -> None:
+    chat.add(Reply(text="Login hashes the password [[1]] and compares."))
+    ws = workspace(repo, chat)
+    run = ws.ask(QUESTION, agents=False)
+    run.cancel()
+    try:
+        events = list(run)
+    finally:
+        ws.close()
+    assert events[-1].result.fallback == "the ask was cancelled" and chat.requests == []
+
+
 # ------------------------------------------------------------------------------------------ narrator
 
 

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from codeloupe.ask.events import AskEvent as AskEvent
     from codeloupe.ask.events import AskResult as AskResult
     from codeloupe.ask.events import Citation as Citation
+    from codeloupe.ask.run import AskRun as AskRun
     from codeloupe.entrypoints import FileFindings
     from codeloupe.search import LaneScores
     from codeloupe.shared_index import (
@@ -97,14 +98,15 @@ log = logging.getLogger(__name__)
 remote_log = logging.getLogger("codeloupe.remote")  # what RemoteWorkspace pins, under the name remote.py logs by
 
 # The ask result types, loaded on first use: `codeloupe.ask` pulls in the model client (most of a second).
-_ASK_TYPES = ("AnswerPart", "AskEvent", "AskResult", "Citation")
+_ASK_TYPES = {"AnswerPart": "events", "AskEvent": "events", "AskResult": "events", "Citation": "events",
+              "AskRun": "run"}  # name: its module in codeloupe.ask
 
 
 def __getattr__(name: str) -> Any:
     if name in _ASK_TYPES:
-        from codeloupe.ask import events
+        import importlib
 
-        return getattr(events, name)
+        return getattr(importlib.import_module(f"codeloupe.ask.{_ASK_TYPES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -640,12 +642,13 @@ class Workspace:
 
         return graph_path(self, source, target)
 
-    def ask(self, question: str, *, mode: str = "code", agents: bool | None = None, best: bool = False):
-        """A generator of `codeloupe.ask.AskEvent`s; the last one is `done` and carries the `AskResult`."""
-        from codeloupe.ask import run_ask
+    def ask(self, question: str, *, mode: str = "code", agents: bool | None = None, best: bool = False) -> AskRun:
+        """The `AskEvent`s answering `question`, as an `AskRun`; the last one is `done` and carries the `AskResult`.
+        `cancel()` on it, from any thread, cuts the model call in flight off (a server whose client hung up)."""
+        from codeloupe.ask import AskRun, run_ask
 
-        events = run_ask(self, question, mode=mode, agents=agents, best=best)
-        return _stamped(events, self.revision) if self.revision else events
+        run = run_ask(self, question, mode=mode, agents=agents, best=best)
+        return AskRun(_stamped(run, self.revision), run.cancellation) if self.revision else run
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 

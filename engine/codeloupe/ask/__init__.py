@@ -5,6 +5,6 @@ call fails open to the plain bundle. See `run.run_ask` for the flow and `splice`
 """
 
 from codeloupe.ask.events import AskEvent, AskResult, Citation
-from codeloupe.ask.run import AskError, run_ask
+from codeloupe.ask.run import AskError, AskRun, run_ask
 
-__all__ = ["AskError", "AskEvent", "AskResult", "Citation", "run_ask"]
+__all__ = ["AskError", "AskEvent", "AskResult", "AskRun", "Citation", "run_ask"]

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import openai
 
+from codeloupe.ask.cancel import CANCELLED, Cancellation
 from codeloupe.settings import Settings, is_loopback_url
 
 NOT_CONFIGURED = "no chat model configured"
@@ -51,20 +52,26 @@ class ChatReply:
 
 
 class ChatModel:
-    """A configured endpoint plus call counters (read into the ask metrics). Safe to share between threads."""
+    """A configured endpoint plus call counters (read into the ask metrics). Safe to share between threads.
 
-    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float) -> None:
+    Its calls end early when `cancellation` is cancelled: the one in flight fails at once, later ones are
+    refused, each with the `ChatError` "the ask was cancelled"."""
+
+    def __init__(self, base_url: str, model: str, api_key: str, timeout_s: float,
+                 cancellation: Cancellation | None = None) -> None:
         self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s
+        self.cancellation = cancellation or Cancellation()
+        http = openai.DefaultHttpxClient(event_hooks={"request": [self.cancellation.watch]})
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key-needed-for-loopback",
-                                     timeout=timeout_s, max_retries=0)
+                                     timeout=timeout_s, max_retries=0, http_client=http)
         self._lock = threading.Lock()
         self.calls = 0
         self.failures = 0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ChatModel:
+    def from_settings(cls, settings: Settings, cancellation: Cancellation | None = None) -> ChatModel:
         base_url = settings.chat_base_url.strip()
         if not base_url or not settings.chat_model.strip():
             raise ChatUnavailable(NOT_CONFIGURED)
@@ -77,12 +84,17 @@ class ChatModel:
                                   " without one)")
         if settings.chat_timeout_s <= 0:
             raise ChatUnavailable(f"chat_timeout_s must be positive (got {settings.chat_timeout_s})")
-        return cls(base_url, settings.chat_model.strip(), api_key, settings.chat_timeout_s)
+        return cls(base_url, settings.chat_model.strip(), api_key, settings.chat_timeout_s, cancellation)
 
     def _count(self, failed: bool) -> None:
         with self._lock:
             self.calls += 1
             self.failures += int(failed)
+
+    def _refuse_if_cancelled(self) -> None:
+        """Raise the cancelled `ChatError` once the ask is cancelled (the call's own error is not the reason)."""
+        if self.cancellation.cancelled:
+            raise ChatError(CANCELLED)
 
     def stream(self, messages: list[dict[str, Any]], *, timeout_s: float | None = None) -> Iterator[str]:
         """The assistant's text as it arrives. Raises `ChatError` (also part-way through)."""
@@ -90,17 +102,20 @@ class ChatModel:
         deadline = time.monotonic() + limit
         failed = True
         try:
+            self._refuse_if_cancelled()
             stream = self._client.chat.completions.create(
                 model=self.model, messages=messages, stream=True, temperature=0.0, timeout=limit)
             for chunk in stream:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self.cancellation.cancelled:
                     stream.close()
+                    self._refuse_if_cancelled()
                     raise ChatError(f"chat model timed out after {limit:g}s")
                 text = _delta_text(chunk)
                 if text:
                     yield text
             failed = False
         except openai.OpenAIError as exc:
+            self._refuse_if_cancelled()
             raise ChatError(describe_error(exc, limit)) from exc
         except _MALFORMED as exc:
             raise ChatError(f"chat model sent a malformed stream: {_short(f'{type(exc).__name__}: {exc}')}") from exc
@@ -115,6 +130,7 @@ class ChatModel:
             raise ChatError("chat model timed out (no time left)")
         failed = True
         try:
+            self._refuse_if_cancelled()
             extra: dict[str, Any] = {"tools": tools} if tools else {}
             response = self._client.chat.completions.create(
                 model=self.model, messages=messages, temperature=temperature, timeout=limit, **extra)
@@ -122,6 +138,7 @@ class ChatModel:
             failed = False
             return reply
         except openai.OpenAIError as exc:
+            self._refuse_if_cancelled()
             raise ChatError(describe_error(exc, limit)) from exc
         except _MALFORMED as exc:
             raise ChatError(f"chat model sent a malformed reply: {_short(f'{type(exc).__name__}: {exc}')}") from exc

@@ -15,6 +15,7 @@ from typing import Any
 
 from codeloupe.ask import flows
 from codeloupe.ask.agents import make_plan, run_agents
+from codeloupe.ask.cancel import Cancellation
 from codeloupe.ask.chat import ChatError, ChatModel, ChatUnavailable
 from codeloupe.ask.events import AnswerPart, AskEvent, AskResult
 from codeloupe.ask.excerpts import Excerpts
@@ -35,6 +36,29 @@ _CITED_K = re.compile(r"\[\[\s*(\d+)")
 
 class AskError(ValueError):
     """A request `ask` refuses before doing anything (an empty question, an unknown mode)."""
+
+
+class AskRun:
+    """The events of one ask (see `AskEvent`), as an iterator; `cancel()`, from any thread, ends it early: the
+    model call in flight is cut off (the thread waiting on it returns at once), no other is made, and the run
+    ends as after any failed model call, with `fallback` and `done` carrying the plain bundle."""
+
+    def __init__(self, events: Generator[AskEvent, None, None], cancellation: Cancellation) -> None:
+        self._events = events
+        self.cancellation = cancellation
+
+    def __iter__(self) -> AskRun:
+        return self
+
+    def __next__(self) -> AskEvent:
+        return next(self._events)
+
+    def cancel(self) -> None:
+        self.cancellation.cancel()
+
+    def close(self) -> None:
+        """Stop here (from the thread taking the events, between two of them), as a generator's `close`."""
+        self._events.close()
 
 
 class _Session:
@@ -152,17 +176,19 @@ def _piece_events(piece: AnswerPart) -> Iterator[AskEvent]:
 
 
 def run_ask(ws: WorkspaceContext, question: str, *, mode: str = "code", agents: bool | None = None,
-            best: bool = False) -> Iterator[AskEvent]:
+            best: bool = False) -> AskRun:
     """Answer `question` over the workspace; see `AskEvent` for the stream. `agents` forces fan-out on/off."""
     question = question.strip()
     if not question:
         raise AskError("the question is empty")
     if mode not in MODES:
         raise AskError(f"unknown mode {mode!r} (expected one of {', '.join(MODES)})")
-    return _run(ws, question, mode, agents, best)
+    cancellation = Cancellation()
+    return AskRun(_run(ws, question, mode, agents, best, cancellation), cancellation)
 
 
-def _run(ws: WorkspaceContext, question: str, mode: str, agents: bool | None, best: bool) -> Iterator[AskEvent]:
+def _run(ws: WorkspaceContext, question: str, mode: str, agents: bool | None, best: bool,
+         cancellation: Cancellation) -> Generator[AskEvent, None, None]:
     started = time.perf_counter()
     bundle = ws.search(question, mode=mode)
     session = _Session(ws, question, bundle, mode, started)
@@ -180,7 +206,7 @@ def _run(ws: WorkspaceContext, question: str, mode: str, agents: bool | None, be
         session.flow = cached.use
         yield AskEvent("flow", dataclasses.asdict(cached.use))
     try:
-        session.chat = chat = ChatModel.from_settings(ws.settings)
+        session.chat = chat = ChatModel.from_settings(ws.settings, cancellation)
     except ChatUnavailable as exc:
         yield from session.fallback(str(exc))
         return
