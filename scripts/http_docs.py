@@ -47,6 +47,10 @@ after that says in its `notes` that the index is still being built and how far i
 each workspace's `ready` and `building` (what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
 whatever the other requests are doing.
 
+**Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
+(closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
+model, so a client that gives up costs the server nothing further.
+
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
 answers 400 with `{"error": message}`, as does a body that is not JSON; an unknown path 404 and a method a
 path does not take 405, in the same shape; a malformed request 422 with the validation details.

@@ -6,23 +6,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import MAP_ASSETS, WorkspaceError, map_asset, render_html_shell
+from codeloupe.api import MAP_ASSETS, AskEvent, AskRun, WorkspaceError, map_asset, render_html_shell
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
 
 from .guard import Guard, GuardConfig
+from .hangup import events_until_hangup
 
 MAX_LIMIT = 50
 # The pages load nothing from elsewhere and run no inline code: a file's contents or name shown on them can never
@@ -188,18 +190,26 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     def flows(root: RootParam = None) -> list[dict[str, Any]]:
         return [dataclasses.asdict(f) for f in fresh(root).ws.flows()]
 
+    def start_ask(body: AskBody) -> AskRun:
+        return fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
+
+    # Both asks are coroutines that take the events on worker threads: a client hanging up cancels its ask.
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
               summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "
                       "when no chat model is configured or it fails")
-    def ask(body: AskBody) -> dict[str, Any]:
-        events = fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
-        return next(e for e in events if e.type == "done").to_dict()
+    async def ask(body: AskBody, request: Request) -> dict[str, Any]:
+        run = await run_in_threadpool(start_ask, body)
+        async with aclosing(events_until_hangup(request, run)) as events:
+            async for event in events:
+                if event.type == "done":
+                    return event.to_dict()
+        raise WorkspaceError("the ask ended without a result")
 
     @app.post("/v1/ask/stream", responses=_ERRORS, tags=["ask"], response_class=StreamingResponse,
               summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")
-    def ask_stream(body: AskBody) -> StreamingResponse:
-        events = fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
-        return StreamingResponse(_sse(events), media_type="text/event-stream",
+    async def ask_stream(body: AskBody, request: Request) -> StreamingResponse:
+        run = await run_in_threadpool(start_ask, body)
+        return StreamingResponse(_sse(events_until_hangup(request, run)), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
     @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
@@ -286,10 +296,11 @@ def _doc_hit(hit) -> DocHit:
                   text=snippet.text if snippet else best.text, score=hit.score)
 
 
-def _sse(events) -> Iterator[str]:
+async def _sse(events: AsyncIterator[AskEvent]) -> AsyncIterator[str]:
     """Each event as one SSE message whose data is exactly the line `codeloupe ask --json` prints."""
-    for event in events:
-        yield f"data: {json.dumps(event.to_dict(), default=str)}\n\n"
+    async with aclosing(events):
+        async for event in events:
+            yield f"data: {json.dumps(event.to_dict(), default=str)}\n\n"
 
 
 def _asset(name: str) -> str:

@@ -264,6 +264,34 @@ def test_ask_streams_the_events_of_the_cli_ending_with_done(project: Path, serve
     assert cited["text"] == "".join(lines[cited["start_line"] - 1:cited["end_line"]])
 
 
+def test_an_ask_whose_client_hangs_up_ends_its_model_call_and_frees_its_worker(
+        project: Path, serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client hanging up mid-ask left its worker thread waiting on the model (here one that holds its
+    connection open, sending nothing, for as long as the ten-minute timeout): 40 of them held every thread of
+    the pool and the server stopped answering. Each hang-up now cuts its model call off (the model sees its
+    connection closed) and, after more hang-ups than there are threads, the server still answers."""
+    from chat_server import ChatServer, Reply
+
+    hangups = 45  # the pool sync handlers and the ask's steps run in has 40 threads
+    with ChatServer() as chat:
+        chat.add(Reply(text="The checker [[1]] asks the store for the session.", hold_after=1, times=hangups))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
+        base = serve([project])
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        body = json.dumps({"question": "how are bearer tokens checked", "agents": False})
+        for n in range(1, hangups + 1):
+            path = "/v1/ask/stream" if n % 2 else "/v1/ask"
+            with socket.create_connection((host, int(port)), timeout=60) as client:
+                client.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                               f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+                assert chat.wait_for("held", n) == n, path  # the model is answering it: hang up
+            assert chat.wait_for("hangups", n) == n, path
+        answer = httpx.get(f"{base}/v1/search", params={"q": "session store"}, timeout=60)
+        assert answer.status_code == 200 and answer.json()["core"]
+
+
 def test_without_a_chat_model_ask_streams_the_bundle_and_ends_with_done(project: Path, serve) -> None:
     base = serve([project])
     with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": "session store"}, timeout=60) as response:
