@@ -142,10 +142,20 @@ class Guard:
 
 
 def _host_name(host: str) -> str:
-    """The name part of a Host header (`[::1]:8080` -> `::1`, `localhost:80` -> `localhost`)."""
+    """The name part of a Host header (`[::1]:8080` -> `::1`, `localhost:80` -> `localhost`); "" when the
+    header is not a name with an optional numeric port (`localhost:evil`, `[::1]x`), which no check accepts."""
     if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        name, bracket, rest = host[1:].partition("]")
+        port_ok = not rest or (rest.startswith(":") and _is_port(rest[1:]))
+        return name if bracket and port_ok else ""
+    if host.count(":") != 1:
+        return host  # no port, or an IPv6 address without brackets (the whole of it)
+    name, _, port = host.partition(":")
+    return name if _is_port(port) else ""
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 async def _send_error(send: Send, status: int, message: str, extra: dict[str, str] | None = None) -> None:

@@ -150,6 +150,9 @@ def test_loopback_without_a_token_answers_loopback_host_names_only(project: Path
         assert httpx.get(f"{base}/v1/status", headers={"host": host}).status_code == 200
     for host in ("evil.example", "evil.example:7341", "10.0.0.1"):  # DNS rebinding: a page on another site
         assert httpx.get(f"{base}/v1/status", headers={"host": host}).status_code == 403, host
+    # A port that is not a number is no loopback address either (`localhost:evil` was read as `localhost`).
+    for host in ("localhost:evil", "127.0.0.1:80x", "[::1]:evil", "[::1]evil", "localhost:"):
+        assert httpx.get(f"{base}/v1/status", headers={"host": host}).status_code == 403, host
 
 
 def test_bodies_and_rates_are_bounded_and_cors_is_off_unless_configured(project: Path, serve) -> None:
