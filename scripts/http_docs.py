@@ -42,9 +42,11 @@ changes settings: they come from the user's configuration and environment as for
 
 **Freshness.** Before a request is answered, files changed on disk are indexed and searched (at most once a
 second; after a branch switch of hundreds of files the request waits for the search snapshot's rebuild). A
-request that arrives while a workspace's first index runs waits for it, up to two minutes; a search answered
-after that says in its `notes` that the index is still being built and how far it got, and `/v1/status` gives
-each workspace's `ready` and `building` (what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
+request that arrives while a workspace's first index runs waits for it, up to two minutes; an answer read from
+the index after that (`/v1/search`, `/v1/docsearch`, `/v1/locate`, `/v1/expand`, `/v1/related`, `/v1/graph`,
+`/v1/tour`) says in its `notes` that the index is still being built and how far it got (a refusal, such as a
+file not indexed yet, says it in its `error`), and `/v1/status` gives each workspace's `ready` and `building`
+(what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
 whatever the other requests are doing.
 
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up

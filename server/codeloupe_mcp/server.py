@@ -95,10 +95,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                                                                         "`Class.method`")] = "",
                anchor_line: Annotated[int | None, Field(ge=1, description="a line: the definition around it")] = None,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
-        ws = warm.fresh()
         with _refusals():
-            found = ws.expand(path, start_line, end_line, symbol=symbol, line=anchor_line)
-        return sized.expansion_text(found, max_bytes)
+            found, notes = warm.noted(lambda ws: ws.expand(path, start_line, end_line, symbol=symbol,
+                                                           line=anchor_line))
+        return sized.expansion_text(found, max_bytes, notes)
 
     @server.tool(structured_output=False, description=(
         "Exact, case-sensitive occurrences of a string across every indexed file, with path:line:column, the "
@@ -108,11 +108,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
                limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
-        ws = warm.fresh()
-        building = warm.building_note()
         with _refusals():
-            found = ws.locate(text, identifier=identifier, limit=limit)
-        return sized.located_text(found, max_bytes, [building])
+            found, notes = warm.noted(lambda ws: ws.locate(text, identifier=identifier, limit=limit))
+        return sized.located_text(found, max_bytes, notes)
 
     @server.tool(structured_output=False, description=(
         "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
@@ -127,11 +125,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             raise ToolError("graph: a route needs both `source` and `target`")
         if node and source:
             raise ToolError("graph: pass either `node` or `source`+`target`, not both")
-        ws = warm.fresh()
-        building = warm.building_note()
         with _refusals():
-            result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
-        return sized.plain_text(render_text(result), max_bytes, "graph", [building],
+            result, notes = warm.noted(lambda ws: ws.graph_node(node) if node else ws.graph_path(source, target)
+                                       if source else ws.graph_map())
+        return sized.plain_text(render_text(result), max_bytes, "graph", notes,
                                 "raise max_bytes, or ask for one file with `node`" if not node and not source
                                 else "raise max_bytes")
 
@@ -149,18 +146,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             "`search` (a model call); prefer `search` unless a prose explanation across files is needed."))
         def ask(question: Query, mode: Literal["code", "docs"] = "code",
                 max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
-            ws = warm.fresh()
             with _refusals():
+                run, notes = warm.noted(lambda ws: ws.ask(question, mode=mode))
                 result = None
-                for event in ws.ask(question, mode=mode):
+                for event in run:
                     if event.type == "done":
                         result = event.result
             if result is None:
                 raise ToolError("ask: the walkthrough ended without a result")
             if result.fallback is not None:
                 return sized.plain_text(f"[no walkthrough: {result.fallback}; the retrieved files follow]\n"
-                                        + sized.bundle_text(result.bundle, max_bytes), max_bytes, "answer")
-            return sized.plain_text(result.answer, max_bytes, "answer")
+                                        + sized.bundle_text(result.bundle, max_bytes), max_bytes, "answer", notes)
+            return sized.plain_text(result.answer, max_bytes, "answer", notes)
 
     @server.resource("codeloupe://status", name="status", mime_type="application/json",
                      description="index health of the served workspace (as the `status` tool)")

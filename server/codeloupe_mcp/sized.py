@@ -207,12 +207,13 @@ def _clipped_repr(text: str, room: int) -> str:
     return shown
 
 
-def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
-    """The lines with their location; a span over budget is cut at a line boundary and says where to go on (a
-    first line over the budget on its own is cut inside, and says so)."""
+def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: Sequence[str] = ()) -> str:
+    """The lines with their location, `notes` first; a span over budget is cut at a line boundary and says where
+    to go on (a first line over the budget on its own is cut inside, and says so)."""
     budget = Budget(max_bytes)
     label = f" ({found.symbol})" if found.symbol else ""
-    head = f"{found.path}:{found.start_line}-{found.end_line}{label}"
+    noted = "".join(line + "\n" for line in _note_lines(notes))
+    head = f"{noted}{found.path}:{found.start_line}-{found.end_line}{label}"
     whole = f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
     if len(whole.encode("utf-8")) <= budget.limit:
         return whole

@@ -9,11 +9,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories
 from codeloupe.types import Bundle, Progress
 
 log = logging.getLogger("codeloupe.warm")
+T = TypeVar("T")
 
 # A burst of calls walks the tree once; a saved file is seen within this many seconds.
 REFRESH_INTERVAL_S = 1.0
@@ -71,10 +73,21 @@ class WarmWorkspace:
 
     def search(self, query: str, *, scope: str = "", mode: str = "code", limit: int = 12) -> Bundle:
         """The bundle for `query` from the refreshed index, noting what it lacks while the first index runs."""
+        bundle, notes = self.noted(lambda ws: ws.search(query, scope=ws.relative(scope) if scope else "",
+                                                        mode=mode, limit=limit))
+        return _noted(bundle, notes)
+
+    def noted(self, call: Callable[[Workspace], T]) -> tuple[T, list[str]]:
+        """`call`'s answer from the refreshed workspace, and the notes on what it lacks (`building_note`, while
+        the first index runs); a refusal meanwhile (a file not indexed yet) says so in its message too."""
         ws = self.fresh()
         building = self.building_note()  # taken first: an index finishing meanwhile makes the note too careful
-        bundle = ws.search(query, scope=ws.relative(scope) if scope else "", mode=mode, limit=limit)
-        return _noted(bundle, [building])
+        try:
+            return call(ws), [building] if building else []
+        except WorkspaceError as exc:
+            if building:
+                raise WorkspaceError(f"{exc}; {building}") from exc
+            raise
 
     def fresh(self) -> Workspace:
         """The workspace after indexing what changed on disk. A failed refresh, or one already running in

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -18,7 +18,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
-from codeloupe.api import MAP_ASSETS, AskEvent, AskRun, WorkspaceError, map_asset, render_html_shell
+from codeloupe.api import (
+    MAP_ASSETS,
+    AskEvent,
+    AskRun,
+    Workspace,
+    WorkspaceError,
+    map_asset,
+    render_html_shell,
+)
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
@@ -66,6 +74,11 @@ class AskBody(BaseModel):
     best: bool = False
 
 
+# Every answer read from the index carries these: an answer given while a first index runs lacks files.
+Notes = Annotated[list[str], Field(description="how far to trust this answer (e.g. the index is still being "
+                                               "built: files not yet indexed are missing from it)")]
+
+
 class DocHit(BaseModel):
     path: str
     title: str
@@ -74,6 +87,21 @@ class DocHit(BaseModel):
     anchor_line: int
     text: str
     score: float
+
+
+class DocSearch(BaseModel):
+    hits: list[DocHit]
+    notes: Notes
+
+
+@dataclasses.dataclass
+class NotedExpansion(Expansion):
+    notes: Notes = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class NotedLocated(Located):
+    notes: Notes = dataclasses.field(default_factory=list)
 
 
 class Error(BaseModel):
@@ -132,13 +160,18 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     def search_all(q: QueryText, repos: ReposParam = "", mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
         return _search_across(pool, q, repos, mode, limit)
 
-    @app.get("/v1/docsearch", response_model=list[DocHit], responses=_ERRORS, tags=["search"],
-             summary="A documentation site's search box: docs only, the best section per page")
-    def docsearch(q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
-        bundle = fresh(root).ws.search(q, mode="docs", limit=limit)
-        return [_doc_hit(hit) for hit in bundle.files if hit.chunks]
+    def noted(root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
+        """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted`)."""
+        found, notes = pool.get(root).noted(call)
+        return {**found, "notes": notes}
 
-    @app.get("/v1/expand", response_model=Expansion, responses=_ERRORS, tags=["read"],
+    @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
+             summary="A documentation site's search box: docs only, the best section per page (`hits`)")
+    def docsearch(q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
+        bundle = pool.get(root).search(q, mode="docs", limit=limit)
+        return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
+
+    @app.get("/v1/expand", response_model=NotedExpansion, responses=_ERRORS, tags=["read"],
              summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
     def expand(path: Annotated[str, Query(min_length=1, max_length=4096,
                                           description="an indexed file, relative to the workspace root")],
@@ -147,15 +180,15 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                end: Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")] = None,
                symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
                line: Annotated[int | None, Query(ge=1, description="an anchor line")] = None) -> Any:
-        return dataclasses.asdict(fresh(root).ws.expand(path, start, end, symbol=symbol, line=line))
+        return noted(root, lambda ws: dataclasses.asdict(ws.expand(path, start, end, symbol=symbol, line=line)))
 
-    @app.get("/v1/locate", response_model=Located, responses=_ERRORS, tags=["read"],
+    @app.get("/v1/locate", response_model=NotedLocated, responses=_ERRORS, tags=["read"],
              summary="Every indexed line holding a string exactly (or a whole identifier)")
     def locate(text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
                root: RootParam = None,
                identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
                limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
-        return dataclasses.asdict(fresh(root).ws.locate(text, identifier=identifier, limit=limit))
+        return noted(root, lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
 
     @app.get("/v1/related", responses=_ERRORS, tags=["read"],
              summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
@@ -165,7 +198,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                 start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
                 end: Annotated[int | None, Query(ge=1, description="last line, inclusive")] = None,
                 limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10) -> Any:
-        return dataclasses.asdict(fresh(root).ws.find_related(path, start, end, limit=limit))
+        return noted(root, lambda ws: dataclasses.asdict(ws.find_related(path, start, end, limit=limit)))
 
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
@@ -175,15 +208,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
         if bool(source) != bool(target) or (node and source):
             raise WorkspaceError("pass `node`, or both `source` and `target`, or neither (the map)")
-        ws = fresh(root).ws
-        result = ws.graph_node(node) if node else ws.graph_path(source, target) if source else ws.graph_map()
-        return result.to_dict()
+        return noted(root, lambda ws: (ws.graph_node(node) if node else ws.graph_path(source, target) if source
+                                       else ws.graph_map()).to_dict())
 
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
     def tour(root: RootParam = None,
              limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20) -> dict[str, Any]:
-        return dataclasses.asdict(fresh(root).ws.tour(limit=limit))
+        return noted(root, lambda ws: dataclasses.asdict(ws.tour(limit=limit)))
 
     @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
              summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")

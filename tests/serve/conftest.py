@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -47,16 +48,18 @@ def serving(app, host: str = "127.0.0.1") -> Iterator[str]:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., str]]:
-    """serve(roots, guard=None, host=..., refresh_interval_s=...) -> base URL; everything stops after the test."""
+    """serve(roots, guard=None, host=..., refresh_interval_s=..., ready=True) -> base URL; everything stops after
+    the test. `ready=False` serves at once, without waiting for the first index to end."""
     from codeloupe_mcp.warm import WarmWorkspaces
     from codeloupe_web.app import create_app
 
     stack: list = []
 
-    def start(roots: list[Path], guard=None, host: str = "127.0.0.1", refresh_interval_s: float = 1.0) -> str:
+    def start(roots: list[Path], guard=None, host: str = "127.0.0.1", refresh_interval_s: float = 1.0,
+              ready: bool = True) -> str:
         pool = WarmWorkspaces(roots, refresh_interval_s=refresh_interval_s)
         stack.append(pool)
-        for warm in pool.all:
+        for warm in pool.all if ready else ():
             warm.fresh()  # the first index, so a test's first request is not the one that waits
         ctx = serving(create_app(pool, guard), host)
         stack.append(ctx)
@@ -68,3 +71,32 @@ def serve() -> Iterator[Callable[..., str]]:
             item.__exit__(None, None, None)
         else:
             item.close()
+
+
+@dataclass
+class HeldIndex:
+    stopped: threading.Event = field(default_factory=threading.Event)  # the first index is held now
+    release: threading.Event = field(default_factory=threading.Event)  # set: it goes on
+
+
+@pytest.fixture
+def first_index_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldIndex]:
+    """A first index started during the test stops at its first chunking step until `release` is set (at the
+    latest when the test ends), and calls meanwhile answer at once, as they do after `FIRST_INDEX_WAIT_S`."""
+    import codeloupe_mcp.warm as warm_module
+
+    held = HeldIndex()
+    real_progress = warm_module.WarmWorkspace._note_progress
+
+    def held_progress(self, event) -> None:
+        real_progress(self, event)
+        if event.phase == "chunk":
+            held.stopped.set()
+            held.release.wait(120)
+
+    monkeypatch.setattr(warm_module.WarmWorkspace, "_note_progress", held_progress)
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 0.0)
+    try:
+        yield held
+    finally:
+        held.release.set()

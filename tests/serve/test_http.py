@@ -74,7 +74,8 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     near = httpx.get(f"{base}/v1/related", params={"path": "app/store.py"}).json()
     assert near["lane"] == "lexical" and "app/auth.py" in {c["path"] for c in near["chunks"]}
     docs = httpx.get(f"{base}/v1/docsearch", params={"q": "logging in with a password"}).json()
-    assert docs[0]["path"] == "docs/guide.md" and "login" in docs[0]["text"]
+    assert docs["hits"][0]["path"] == "docs/guide.md" and "login" in docs["hits"][0]["text"]
+    assert all(answer["notes"] == [] for answer in (span, located, node, tour, near, docs))  # the index is whole
     page = httpx.get(f"{base}/")
     assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
     assert httpx.get(f"{base}/graph").text.startswith("<!DOCTYPE html>")
@@ -85,6 +86,32 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     assert {"/v1/search", "/v1/expand", "/v1/ask", "/v1/ask/stream", "/v1/graph", "/v1/locate", "/v1/status",
             "/v1/languages", "/v1/docsearch", "/v1/tour", "/v1/flows", "/v1/related", "/healthz",
             "/readyz"} <= set(schema["paths"])
+
+
+def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_running(
+        project: Path, serve, first_index_held) -> None:
+    """A search answered before the first index ended said so in its notes; locate, expand, docsearch, graph,
+    related and tour answered from the files indexed so far without a word (as if that were the workspace),
+    and a file not yet indexed was refused as "not indexed, ignored, or deleted"."""
+    base = serve([project], ready=False)
+    assert first_index_held.stopped.wait(60)
+    try:
+        for what, params in (("locate", {"text": "find"}), ("docsearch", {"q": "logging in"}), ("graph", {}),
+                             ("graph", {"node": "app/auth.py"}), ("tour", {}), ("search", {"q": "session store"}),
+                             ("expand", {"path": "app/auth.py"}), ("related", {"path": "app/auth.py"})):
+            answer = httpx.get(f"{base}/v1/{what}", params=params, timeout=60)
+            assert answer.status_code == 200, (what, answer.text)
+            assert answer.json()["notes"][0].startswith("the index of project is still being built ("), what
+        # A file the index does not hold (yet, as far as anyone can tell): the refusal says so too.
+        refused = httpx.get(f"{base}/v1/expand", params={"path": "app/later.py"}, timeout=60)
+        assert refused.status_code == 400 and "still being built" in refused.json()["error"]
+    finally:
+        first_index_held.release.set()
+    for _ in range(600):  # the first index ends (not a speed check: up to a minute)
+        if httpx.get(f"{base}/readyz").status_code == 200:
+            break
+        time.sleep(0.1)
+    assert httpx.get(f"{base}/v1/locate", params={"text": "find"}).json()["notes"] == []
 
 
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:

@@ -205,6 +205,25 @@ def test_an_answer_before_the_first_index_ends_says_what_it_lacks(tmp_path: Path
         warm.close()
 
 
+async def test_every_tool_says_when_the_first_index_is_still_running(project: Path, first_index_held) -> None:
+    """`search`, `locate` and `graph` said that their answer came while the first index ran; `expand` did not,
+    and refused a file not indexed yet as "not indexed, ignored, or deleted" without saying why."""
+    warm = WarmWorkspace(project)
+    try:
+        assert first_index_held.stopped.wait(60)
+        async with Client(build_server(warm)) as client:
+            for tool, arguments in (("search", {"query": "session store"}), ("locate", {"text": "find"}),
+                                    ("graph", {"node": "app/auth.py"}), ("expand", {"path": "app/auth.py"})):
+                answer = await client.call_tool(tool, arguments)
+                assert not answer.is_error, (tool, text_of(answer))
+                assert "\nnote: the index of project is still being built (" in f"\n{text_of(answer)}", tool
+            refused = await client.call_tool("expand", {"path": "app/later.py"})
+            assert refused.is_error and "still being built" in text_of(refused)
+    finally:
+        first_index_held.release.set()
+        warm.close()
+
+
 def test_a_bulk_change_is_searched_before_the_call_is_answered(project: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """After more files changed than a delta view takes in (a branch switch), MCP and HTTP answered without
