@@ -18,6 +18,7 @@ from codeloupe.api import Workspace
 from codeloupe.cli import main as cli_main
 from codeloupe.graph import (
     GraphError,
+    GraphFolder,
     definition_users,
     file_summary,
     graph_map,
@@ -322,8 +323,12 @@ def test_a_node_outside_the_workspace_says_nothing_of_what_is_on_the_disk(tmp_pa
                 graph_node(ws, target)
             answers.append(str(raised.value).replace(target, "TARGET"))
         assert len(set(answers)) == 1 and "outside the workspace" in answers[0]
-        inside = [str(pytest.raises(GraphError, graph_node, ws, t).value) for t in ("src/shop", "README.md")]
-        assert "a folder, not a file" in inside[0]
+        assert "is not in the graph" in str(pytest.raises(GraphError, graph_node, ws, "README.md").value)
+        # A folder is a node's question (its part of the graph), never a route's end.
+        assert "a folder, not a file" in str(pytest.raises(GraphError, graph_path, ws, "src/shop", "cart").value)
+        folder = graph_node(ws, "src/shop")
+        assert isinstance(folder, GraphFolder) and folder.files
+        assert all(node.path.startswith("src/shop/") for node in folder.files)
         with pytest.raises(GraphError, match="no such file in the workspace"):
             graph_node(ws, "x" * 1000 + ".py")  # a name longer than the file system takes
     finally:

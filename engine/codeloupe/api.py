@@ -43,6 +43,7 @@ from codeloupe.graph import render_html as render_html
 from codeloupe.graph import render_html_shell as render_html_shell
 from codeloupe.graph import render_text as render_text
 from codeloupe.graph.model import FileSummary as FileSummary
+from codeloupe.graph.model import GraphFolder as GraphFolder
 from codeloupe.graph.model import GraphMap as GraphMap
 from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
@@ -567,7 +568,8 @@ class Workspace:
         return graph_map(self, name_with_model=True)
 
     def graph_node(self, target: str, *, allow_stale: bool = False):
-        """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`).
+        """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`); a folder
+        of the workspace: its files, their edges across its boundary and their communities (`GraphFolder`).
 
         `allow_stale` answers from the last graph built instead of rebuilding after a change (for hovers and
         lenses, which must not wait; whoever writes the index refreshes the graph afterwards).

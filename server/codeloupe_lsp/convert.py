@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client
         AskResult,
         Citation,
         FileSummary,
+        GraphFolder,
         GraphMap,
         GraphNode,
         GraphPath,
@@ -354,6 +355,13 @@ def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
     out["importers"] = [_with_uri(uri_of, n) for n in out["importers"]]
     out["semantic"] = [_with_uri(uri_of, s) for s in out["semantic"]]
     out["chunks"] = [{"location": _span_location(uri_of, c), "text": c["text"]} for c in out["chunks"]]
+    return out
+
+
+def graph_folder(uri_of: UriOf, folder: GraphFolder) -> JSON:
+    out = {"found": True, **folder.to_dict()}
+    for key in ("files", "uses", "usedBy"):
+        out[key] = [_with_uri(uri_of, item) for item in out[key]]
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeloupe.api import NotInGraph
+from codeloupe.api import GraphFolder, NotInGraph
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params, invalid
@@ -34,7 +34,10 @@ def register(server: CodeloupeServer) -> None:
             target, [name] = await _resolve(ls, folder_uri, [("node", node)])
             uri_of = await uris_of(ls, target)
             try:
-                return convert.graph_node(uri_of, await ls.engine(target.ws.graph_node, name))
+                found = await ls.engine(target.ws.graph_node, name)
+                if isinstance(found, GraphFolder):
+                    return convert.graph_folder(uri_of, found)
+                return convert.graph_node(uri_of, found)
             except NotInGraph as miss:
                 return convert.node_miss(uri_of, miss)
         source = params.text("from", required=True, non_empty=True)

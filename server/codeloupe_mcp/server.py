@@ -114,9 +114,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     @server.tool(structured_output=False, description=(
         "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
-        "(with the carrying symbols and lines) and files that read alike. `source`+`target`: the route between "
-        "two concepts, each hop naming its symbols. Neither: the map (communities, hub files). Use it to find "
-        "callers and dependents across files instead of grepping for imports."))
+        "(with the carrying symbols and lines) and files that read alike; a folder: its files, their edges "
+        "across it and their communities. `source`+`target`: the route between two concepts, each hop naming "
+        "its symbols. Neither: the map (communities, hub files). Use it to find callers and dependents across "
+        "files instead of grepping for imports."))
     def graph(node: Annotated[str, Field(max_length=1000)] = "",
               source: Annotated[str, Field(max_length=1000)] = "",
               target: Annotated[str, Field(max_length=1000)] = "",

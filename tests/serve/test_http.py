@@ -68,6 +68,9 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     node = httpx.get(f"{base}/v1/graph", params={"node": "app/auth.py"}).json()
     assert any(n["path"] == "app/store.py" for n in node["imports"])
     assert "nodes" in httpx.get(f"{base}/v1/graph").json()
+    folder = httpx.get(f"{base}/v1/graph", params={"node": "app"}).json()  # a folder: its part of the graph
+    assert folder["folder"] == "app" and [f["path"] for f in folder["files"]] == [
+        "app/auth.py", "app/render.py", "app/store.py"] and folder["notes"] == []
     tour = httpx.get(f"{base}/v1/tour", params={"limit": 3}).json()
     assert len(tour["stops"]) <= 3 and "SessionStore" in {stop["name"] for stop in tour["stops"]}
     assert httpx.get(f"{base}/v1/flows").json() == []  # no chat model: nothing was ever narrated

@@ -224,6 +224,27 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
         warm.close()
 
 
+async def test_graph_of_a_folder_is_its_part_of_the_graph(project: Path) -> None:
+    """`graph` with a folder for `node` was refused ("a folder, not a file") by every surface; the engine now
+    answers the folder's files, their edges across its boundary and their communities (CLI, HTTP, MCP alike)."""
+    (project / "lib").mkdir()
+    (project / "lib/sessions.py").write_text("from app.store import SessionStore\n\n\ndef make_store():\n"
+                                             "    return SessionStore()\n")
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            answer = await client.call_tool("graph", {"node": "app/"})
+            empty = await client.call_tool("graph", {"node": "docs"})
+    finally:
+        warm.close()
+    assert not answer.is_error, text_of(answer)
+    text = text_of(answer)
+    assert text.startswith("app/  (folder: 3 files of the graph)") and "app/render.py  degree" in text
+    assert "app/store.py <- lib/sessions.py:1 import  [SessionStore]" in text  # an edge in from outside
+    assert "app/auth.py -> app/store.py" not in text  # an edge inside the folder is not across it
+    assert empty.is_error and "a folder holding no code file of the graph" in text_of(empty)
+
+
 def test_a_bulk_change_is_searched_before_the_call_is_answered(project: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """After more files changed than a delta view takes in (a branch switch), MCP and HTTP answered without

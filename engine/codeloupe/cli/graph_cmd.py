@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from codeloupe.graph import (
+    GraphFolder,
     GraphMap,
     GraphNode,
     GraphPath,
@@ -25,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("graph", help="import/call graph: communities, hubs, one file, a route")
     add_workspace_args(parser, remote=True)
     what = parser.add_mutually_exclusive_group()
-    what.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its neighbours")
+    what.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its neighbours, or a folder's part "
+                      "of the graph")
     what.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--html", metavar="OUT", help="write the map as a self-contained HTML page")
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
         if args.node:
-            result: GraphMap | GraphNode | GraphPath = graph_node(ws, args.node)
+            result: GraphMap | GraphNode | GraphFolder | GraphPath = graph_node(ws, args.node)
         elif args.route:
             result = graph_path(ws, args.route[0], args.route[1])
         else:

@@ -7,6 +7,7 @@ from codeloupe.graph.model import (
     Community,
     FileSummary,
     GodNode,
+    GraphFolder,
     GraphMap,
     GraphNode,
     GraphPath,
@@ -30,7 +31,8 @@ from codeloupe.graph.query import (
 from codeloupe.graph.render import MAP_ASSETS, map_asset, render_html, render_html_shell, render_text
 
 __all__ = [
-    "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "NotInGraph", "GraphMap", "GraphNode",
+    "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "GraphFolder", "NotInGraph",
+    "GraphMap", "GraphNode",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
     "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "map_asset", "neighbours", "render_html",
     "render_html_shell", "render_text", "update_edges",

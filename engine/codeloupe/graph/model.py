@@ -132,6 +132,24 @@ class GraphNode:
                 "chunks": [{**span.to_dict(), "text": text} for span, text in self.chunks]}
 
 
+@dataclass
+class GraphFolder:
+    """A folder's part of the graph: its files, what they use outside it and what uses them from outside, and
+    the communities they belong to (each listing only the folder's members)."""
+
+    path: str  # the folder, relative to the workspace root
+    files: list[MapNode]
+    uses: list[tuple[str, Neighbour]]  # (a file inside, a file outside that it uses)
+    used_by: list[tuple[str, Neighbour]]  # (a file inside, a file outside that uses it)
+    communities: list[Community]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"folder": self.path, "files": [f.to_dict() for f in self.files],
+                "uses": [{"from": inside, **n.to_dict()} for inside, n in self.uses],
+                "usedBy": [{"to": inside, **n.to_dict()} for inside, n in self.used_by],
+                "communities": [c.to_dict() for c in self.communities]}
+
+
 @dataclass(frozen=True)
 class Hop:
     source: str

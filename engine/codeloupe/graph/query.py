@@ -16,6 +16,7 @@ from codeloupe.graph.model import (
     Community,
     FileSummary,
     GodNode,
+    GraphFolder,
     GraphMap,
     GraphNode,
     GraphPath,
@@ -81,8 +82,7 @@ def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMa
     """`name_with_model`: a user asked for the map, so communities without a cached model name may get one
     (one chat call, when a chat model is configured; `graph.naming`)."""
     graph = load_graph(ws)
-    nodes = [MapNode(p, graph.languages[i], graph.community[i], graph.degree[i], graph.in_edges.count(i),
-                     graph.out_edges.count(i), i in graph.gods) for i, p in enumerate(graph.paths)]
+    nodes = [_map_node(graph, i) for i in range(len(graph.paths))]
     edges = [MapEdge(s, t, k, float(count)) for s, t, k, count in graph.edges.counted()]
     edges += [MapEdge(graph.paths[i], graph.paths[j], "semantic", round(c, 4)) for i, j, c in graph.semantic]
     names = community_names(ws, graph, ask_model=name_with_model)
@@ -94,11 +94,21 @@ def graph_map(ws: WorkspaceContext, *, name_with_model: bool = False) -> GraphMa
     return GraphMap(nodes, edges, communities, gods, surprises)
 
 
+def _map_node(graph: Graph, i: int) -> MapNode:
+    return MapNode(graph.paths[i], graph.languages[i], graph.community[i], graph.degree[i], graph.in_edges.count(i),
+                   graph.out_edges.count(i), i in graph.gods)
+
+
 # ------------------------------------------------------------------------------------------------ node
 
 
-def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) -> GraphNode:
+def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) -> GraphNode | GraphFolder:
+    """One file or concept (`resolve_target`) with its neighbours; or, when `target` is a folder of the
+    workspace, that folder's part of the graph."""
     graph = load_graph(ws, allow_stale=allow_stale)
+    folder = _named_folder(ws, target)
+    if folder:
+        return _folder_view(ws, graph, folder)
     i, how = resolve_target(ws, graph, target)
     path = graph.paths[i]
     imports = [_neighbour(graph, j, graph.out_edges[i][j]) for j in sorted(graph.out_edges[i])]
@@ -113,6 +123,32 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
             break  # the file changed on disk since it was indexed: show what still matches
     return GraphNode(path, how, graph.community[i], community_name(ws, graph, graph.community[i]), i in graph.gods,
                      imports, importers, external, _similar(graph, i), symbols, chunks)
+
+
+def _named_folder(ws: WorkspaceContext, target: str) -> str:
+    """The workspace folder `target` is the path of ("" for anything else, the root included: the map is its
+    answer)."""
+    try:
+        rel = ws.relative(target.strip().rstrip("/\\"))
+    except ValueError:  # outside the workspace, or no path at all
+        return ""
+    return rel if rel and _on_disk(ws, rel) == "folder" else ""
+
+
+def _folder_view(ws: WorkspaceContext, graph: Graph, folder: str) -> GraphFolder:
+    inside = [i for i, path in enumerate(graph.paths) if path.startswith(folder + "/")]
+    if not inside:
+        raise NotInGraph(folder, "a folder holding no code file of the graph", closest_by_name(graph.paths, folder))
+    members = set(inside)
+    uses = [(graph.paths[i], _neighbour(graph, j, graph.out_edges[i][j]))
+            for i in inside for j in sorted(graph.out_edges[i]) if j not in members]
+    used_by = [(graph.paths[i], _neighbour(graph, j, graph.in_edges[i][j]))
+               for i in inside for j in sorted(graph.in_edges[i]) if j not in members]
+    counts = Counter(graph.community[i] for i in inside)
+    communities = [Community(c, community_name(ws, graph, c), [graph.paths[i] for i in inside
+                                                                if graph.community[i] == c])
+                   for c in sorted(counts, key=lambda c: (-counts[c], c))]
+    return GraphFolder(folder, [_map_node(graph, i) for i in inside], uses, used_by, communities)
 
 
 def _neighbour(graph: Graph, j: int, edges: list[Edge]) -> Neighbour:

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from importlib import resources
 
-from codeloupe.graph.model import GraphMap, GraphNode, GraphPath
+from codeloupe.graph.model import GraphFolder, GraphMap, GraphNode, GraphPath
 
 # The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
 _INLINE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -58,13 +58,16 @@ def _page(head: str, scripts: str) -> str:
     return template.replace("__MAP_HEAD__", head, 1).replace("__MAP_SCRIPTS__", scripts, 1)
 
 
-def render_text(result: GraphMap | GraphNode | GraphPath) -> str:
-    """The map (communities, hubs, surprises), one node with its neighbours, or a route, as plain text; every
-    name in it (a file's path, a symbol, a community) stays on its line, a line break in it shown escaped."""
+def render_text(result: GraphMap | GraphNode | GraphFolder | GraphPath) -> str:
+    """The map (communities, hubs, surprises), one node with its neighbours, a folder's part, or a route, as plain
+    text; every name in it (a file's path, a symbol, a community) stays on its line, a line break in it shown
+    escaped."""
     if isinstance(result, GraphMap):
         return _map_text(result)
     if isinstance(result, GraphNode):
         return _node_text(result)
+    if isinstance(result, GraphFolder):
+        return _folder_text(result)
     return _path_text(result)
 
 
@@ -100,6 +103,20 @@ def _node_text(n: GraphNode) -> str:
         lines.append("\nreads like: " + ", ".join(f"{_name(p)} ({c:.2f})" for p, c in n.semantic))
     if n.symbols:
         lines.append(f"\ndefines: {_names(n.symbols)}")
+    return "\n".join(lines)
+
+
+def _folder_text(f: GraphFolder) -> str:
+    lines = [f"{_name(f.path)}/  (folder: {len(f.files)} files of the graph)", "\ncommunities"]
+    lines += [f"  [{c.id}] {_name(c.name)} · {c.size} of its files" for c in f.communities]
+    lines.append(f"\nfiles ({len(f.files)})")
+    lines += [f"  {_name(n.path)}  degree {n.degree} (in {n.in_degree}, out {n.out_degree}) · community "
+              f"{n.community}{' · hub' if n.god else ''}" for n in f.files]
+    for title, pairs, arrow in (("uses, outside the folder", f.uses, "->"), ("used by, from outside", f.used_by, "<-")):
+        lines.append(f"\n{title} ({len(pairs)})")
+        for inside, item in pairs:
+            carried = f"  [{_names(item.symbols)}]" if item.symbols else ""
+            lines.append(f"  {_name(inside)} {arrow} {_name(item.path)}:{item.line} {item.kind}{carried}")
     return "\n".join(lines)
 
 
