@@ -55,7 +55,11 @@ model, so a client that gives up costs the server nothing further.
 
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
 answers 400 with `{"error": message}`, as does a body that is not JSON; an unknown path 404 and a method a
-path does not take 405, in the same shape; a malformed request 422 with the validation details.
+path does not take 405, in the same shape; a malformed request 422 with the validation details. An index
+that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
+the shared index's database down or unreachable (each request tries again, so answers resume once it is
+back; `/healthz` and `/readyz` do not ask the database), or a repository dropped since the server opened it
+(`codeloupe admin drop`: restart the server to serve what is indexed under that name now).
 """
 
 

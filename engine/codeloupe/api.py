@@ -57,6 +57,7 @@ from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
 from codeloupe.snapshot_file import saved_past
 from codeloupe.store import Store
+from codeloupe.store import StoreError as StoreError
 from codeloupe.store.edges import file_text
 from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store

@@ -22,6 +22,7 @@ from codeloupe.api import (
     MAP_ASSETS,
     AskEvent,
     AskRun,
+    StoreError,
     Workspace,
     WorkspaceError,
     map_asset,
@@ -108,7 +109,9 @@ class Error(BaseModel):
     error: str
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": Error, "description": "refused by the engine"}}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": Error, "description": "refused by the engine"},
+    503: {"model": Error, "description": "the index cannot be read now (see Errors)"}}
 
 
 def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAPI:
@@ -131,6 +134,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.exception_handler(OSError)
     async def refused(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @app.exception_handler(StoreError)
+    async def unavailable(_: Request, exc: StoreError) -> JSONResponse:
+        # The database of `serve --store` went away (or the file of a workspace's index cannot be read): the
+        # request may succeed later, and the message says what failed, where a bare 500 said nothing.
+        return JSONResponse({"error": str(exc)}, status_code=503)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import select
 import threading
 import time
 import uuid
@@ -450,8 +451,13 @@ class _Pool:
             conn.close()
 
     def take(self, repo_id: int) -> Any:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or not _lost(conn):
+                break
+            self._scope.pop(id(conn), None)  # the server restarted or ended it while it sat idle
+            conn.close()
         if conn is None:
             conn = connect(self.url)
             conn.execute("SET search_path = scoped, public")
@@ -468,6 +474,19 @@ class _Pool:
                 return
             self._scope.pop(id(conn), None)
         conn.close()
+
+
+def _lost(conn: Any) -> bool:
+    """Whether an idle connection is gone: closed, or with something to read, which on an idle session is the
+    server's goodbye (a restart, `pg_terminate_backend`, an idle timeout) or the end of the socket. Asked
+    without a round trip; a connection dropped silently still fails its next statement (`_session`)."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 _pools: dict[str, _Pool] = {}
@@ -612,7 +631,7 @@ class PgStore:
             with self._session():
                 row = self._conn.execute("SELECT data FROM public.saved_files WHERE repo_id = %s AND suffix = %s"
                                          " AND stamp = %s", (self.repo_id, suffix, stamp)).fetchone()
-        except psycopg.Error as exc:
+        except (psycopg.Error, StoreError) as exc:
             log.info("could not read the saved %s of %s from the shared index: %s", suffix, self.repository, exc)
             return None
         return None if row is None else bytes(row[0])
@@ -634,7 +653,7 @@ class PgStore:
                     " (SELECT stamp FROM public.saved_files WHERE repo_id = %(repo)s AND suffix = %(suffix)s"
                     "  ORDER BY saved_at DESC, stamp LIMIT %(kept)s)",
                     {"repo": self.repo_id, "suffix": suffix, "kept": SAVED_STAMPS_KEPT})
-        except psycopg.Error as exc:
+        except (psycopg.Error, StoreError) as exc:
             log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
     def _repository_row(self, name: str) -> tuple[int, str]:
@@ -665,6 +684,10 @@ class PgStore:
             yield
             if depth == 0 and self._held.pending_indexes:  # the session's transaction is over
                 self._build_vector_indexes()
+        except psycopg.Error as exc:
+            if depth == 0:
+                self._explain(exc)
+            raise
         finally:
             self._held.depth = depth
             if depth == 0:
@@ -672,6 +695,15 @@ class PgStore:
                 self._pool.give(conn)
                 if self._held.wrote:  # committed (or rolled back): the next read of the state is fresh
                     self._forget_state()
+
+    def _explain(self, exc: Exception) -> None:
+        """Raise what a session's database error means for the caller where it is not the statement's own fault
+        (the surfaces answer 503 for a StoreError): the database went away, or the repository was dropped from
+        under this process (a write then meets its missing row)."""
+        if self._held.conn.broken:
+            raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
+        if isinstance(exc, psycopg.errors.ForeignKeyViolation):
+            self._repository_columns("id")
 
     @property
     def _conn(self) -> Any:
@@ -720,7 +752,7 @@ class PgStore:
     @property
     def source_root(self) -> str:
         """The folder the repository was last indexed from ("" before its first index)."""
-        return self._rows("SELECT root FROM repositories WHERE id = %s", (self.repo_id,))[0][0]
+        return self._repository_columns("root")[0]
 
     def set_source(self, root: str, commit: str) -> None:
         """Where the repository was indexed from, and at which commit (what citations are pinned to)."""
@@ -751,10 +783,20 @@ class PgStore:
         state = _states.get(key)
         now = time.monotonic()
         if state is None or now - state.read_at > STATE_TTL_S:
-            row = self._rows("SELECT content_generation, vector_generation, commit_sha, lex_version, lex_chunks"
-                             " FROM repositories WHERE id = %s", (self.repo_id,))[0]
+            row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
+                                           " lex_chunks")
             state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]))
         return state
+
+    def _repository_columns(self, columns: str) -> tuple:
+        """These columns of the repository's row; a StoreError once the repository was dropped from under this
+        process (its rows are gone, and one indexed again under its name is another id)."""
+        rows = self._rows(f"SELECT {columns} FROM repositories WHERE id = %s", (self.repo_id,))
+        if not rows:
+            raise StoreError(f"repository {self.repository!r} was dropped from the shared index {redact(self.url)}"
+                             " after this process opened it (`codeloupe admin drop`): restart the process to"
+                             " read what is indexed under that name now")
+        return rows[0]
 
     def _forget_state(self) -> None:
         _states.pop((self.url, self.repo_id), None)

@@ -1,0 +1,105 @@
+"""The shared index's database going away and coming back, under a process that keeps repositories open (a
+server, the language server): connections the server ended are not handed out again, `serve --store` answers
+503 with the reason while the database is unreachable and answers again once it is back, and a repository
+dropped from under the process is named as such."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import psycopg
+import pytest
+
+from codeloupe.api import Workspace, drop_shared_repository, open_shared
+from codeloupe.store import StoreError
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+REPO = Path(__file__).resolve().parents[2]
+QUERY = "charge the card total price"
+
+
+def _index(tmp_path: Path, pg_url: str) -> list[str]:
+    """The python fixture indexed as repository "python"; its ranked files."""
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
+    try:
+        ws.index()
+        return [hit.path for hit in ws.search(QUERY).files]
+    finally:
+        ws.close()
+
+
+def _database(pg_url: str) -> str:
+    return re.search(r"/(\w+)\?", pg_url).group(1)
+
+
+def _end_sessions(pg_server: str, pg_url: str, *, refuse_new: bool = False) -> None:
+    """What a restart of the database does to the sessions of `pg_url`'s database (and, `refuse_new`, a
+    database that does not take connections until `_accept` says so)."""
+    name = _database(pg_url)
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        if refuse_new:
+            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+
+def _accept(pg_server: str, pg_url: str) -> None:
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {_database(pg_url)} ALLOW_CONNECTIONS true")
+
+
+def test_a_repository_kept_open_answers_after_the_database_ended_its_sessions(tmp_path: Path, pg_url: str,
+                                                                              pg_server: str) -> None:
+    expected = _index(tmp_path, pg_url)
+    [ws] = open_shared(["python"], {"store_url": pg_url, "embed_provider": "none"})
+    assert [hit.path for hit in ws.search(QUERY).files] == expected
+    _end_sessions(pg_server, pg_url)
+    assert [hit.path for hit in ws.search(QUERY, scope="").files] == expected
+
+
+def test_a_repository_dropped_from_under_a_process_says_so(tmp_path: Path, pg_url: str) -> None:
+    _index(tmp_path, pg_url)
+    [ws] = open_shared(["python"], {"store_url": pg_url, "embed_provider": "none"})
+    drop_shared_repository(pg_url, "python")
+    with pytest.raises(StoreError, match="'python' was dropped from the shared index"):
+        ws.search("the store flushes")
+
+
+def test_serve_answers_503_while_the_database_is_unreachable_and_answers_once_it_is_back(
+        tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    expected = _index(tmp_path, pg_url)
+    env = {**os.environ, "CODELOUPE_EMBED_PROVIDER": "none",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", "--store", pg_url, "--port", "0"],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", proc.stderr.readline()).group(1)
+        for _ in range(600):  # not a speed check
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                break
+            time.sleep(0.1)
+        search = {"q": QUERY, "root": "python"}
+        assert [f["path"] for f in httpx.get(f"{base}/v1/search", params=search).json()["core"]] == expected[:1]
+        _end_sessions(pg_server, pg_url, refuse_new=True)
+        try:
+            for path, params in (("/v1/search", search), ("/v1/status", {}),
+                                 ("/v1/search/all", {"q": "the store, once more"})):
+                answer = httpx.get(f"{base}{path}", params=params)
+                assert answer.status_code == 503, (path, answer.text)
+                assert "not currently accepting connections" in answer.json()["error"]
+        finally:
+            _accept(pg_server, pg_url)
+        answer = httpx.get(f"{base}/v1/search", params=search)
+        assert answer.status_code == 200 and [f["path"] for f in answer.json()["core"]] == expected[:1]
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
