@@ -99,7 +99,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     skipped = Counter(found.skipped)
     existing = store.file_rows()
     remembered = store.skipped_files()
-    rules = _content_rules(settings)
+    rules = content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
     gone = [path for path in existing if path not in on_disk and not _appeared_since(root, path, settings)]
     report.files_deleted = store.delete_files(gone)
@@ -335,7 +335,7 @@ def _known_hash(row: FileRow | None) -> str:
     return row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
 
 
-def _content_rules(settings: Settings) -> str:
+def content_rules(settings: Settings) -> str:
     """What decides whether a file's content is skipped: a file judged under other rules is read again."""
     return f"{CHUNKER_VERSION}:{CONTENT_RULES_VERSION}:{settings.max_file_bytes}:{settings.max_line_chars}"
 

@@ -32,9 +32,9 @@ from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, prepare, strategies_in_force
+from codeloupe.index import Prepared, content_rules, prepare, strategies_in_force
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import StoreError
+from codeloupe.store import SkippedFile, StoreError
 from codeloupe.store.postgres import (
     INDEXED_AT_KEY,
     MAX_ATTEMPTS,
@@ -106,13 +106,23 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     found = walk(root, settings)
     existing = store.file_rows()
+    remembered = store.skipped_files()
+    rules = content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
     store.delete_files([path for path in existing if path not in on_disk])
+    store.set_skipped([], [path for path in remembered if path not in on_disk])
     changed = [c.rel_path for c in found.candidates
-               if not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
-               or row.size != c.size or row.mtime != c.mtime]
+               if not _skipped_unchanged(remembered.get(c.rel_path), c, rules) and
+               (not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
+                or row.size != c.size or row.mtime != c.mtime)]
     batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)]
     return store.enqueue(str(root), commit, batches)
+
+
+def _skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
+    """Whether the file was skipped for its content (by a worker or `index`) and is untouched since, under the
+    same content rules: queuing it again would only read it to skip it again."""
+    return known is not None and (known.size, known.mtime, known.rules) == (candidate.size, candidate.mtime, rules)
 
 
 @dataclass
@@ -194,6 +204,8 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     strategies = _trusted_strategies(root)
     files: list[BatchFile] = []
     gone: list[str] = []
+    touched: list[Candidate] = []  # the same content under a new size or mtime: recorded, not queued again
+    skipped: list[SkippedFile] = []  # read and judged by their content: remembered, as `index` does
     for rel in item.paths:
         path = root / rel
         try:
@@ -210,11 +222,18 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
         batch_file = _batch_file(prepared)
         if batch_file is not None:
             files.append(batch_file)
-        elif not prepared.same_content:
+        elif prepared.same_content:
+            touched.append(prepared.candidate)
+        else:
             gone.append(rel)  # binary, too large, unreadable now: not indexed
+            if prepared.digest:  # judged by its content, not a failure to read it
+                candidate = prepared.candidate
+                skipped.append(SkippedFile(rel, candidate.size, candidate.mtime, content_rules(settings),
+                                           prepared.skip_reason))
     vectors, embedded = _vectors(store, files, provider, claims)
     model = provider.model_id if provider is not None else ""
-    if not store.write_batch(files, gone, model, vectors, item):
+    touched_stamps = [(c.rel_path, c.size, c.mtime) for c in touched]
+    if not store.write_batch(files, gone, model, vectors, item, touched=touched_stamps, skipped=skipped):
         return None
     return embedded
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from codeloupe.api import Workspace
-from codeloupe.settings import Settings
+from codeloupe.settings import Settings, load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
 from codeloupe.store.postgres import PgStore
 
@@ -249,3 +249,31 @@ def test_workers_resolve_the_graph_when_a_repository_is_done_and_run_only_strate
         assert store.query("SELECT count(*) FROM edges")[0][0] == expected_edges
     finally:
         store.close()
+
+
+def test_a_repository_queued_again_unchanged_queues_nothing(tmp_path: Path, pg_url: str) -> None:
+    """Files the worker skipped for their content are remembered, and a file whose content did not change has
+    its new size and mtime recorded: neither is queued (and read) again by every `index --queue`."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    (root / "blob.py").write_bytes(b"x = 1\0\0\0\n")  # binary: skipped for its content
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
+    try:
+        assert enqueue_workspace(store, root, settings) == 1
+        assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).files == 2
+        assert set(store.file_rows()) == {"app.py"}
+        assert set(store.skipped_files()) == {"blob.py"}
+        assert enqueue_workspace(store, root, settings) == 0
+        stat = (root / "app.py").stat()
+        os.utime(root / "app.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # touched, same text
+        assert enqueue_workspace(store, root, settings) == 1
+        assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).files == 1
+        assert enqueue_workspace(store, root, settings) == 0
+        (root / "blob.py").unlink()
+        assert enqueue_workspace(store, root, settings) == 0
+        assert store.skipped_files() == {}
+    finally:
+        store.close()
+

@@ -1197,10 +1197,12 @@ class PgStore:
         return {bytes(k): _parse_vector(v) for k, v in rows}
 
     def write_batch(self, files: list[BatchFile], gone: list[str], model: str,
-                    vectors: dict[bytes, np.ndarray], item: WorkItem) -> bool:
-        """A worker's batch in one transaction: the files and their vectors in, `gone` out, the queue item done.
-        Nothing is written (False) when the claim is no longer the item's (its lease ran out and another worker
-        took it over)."""
+                    vectors: dict[bytes, np.ndarray], item: WorkItem, *,
+                    touched: Sequence[tuple[str, int, float]] = (), skipped: Sequence[SkippedFile] = ()) -> bool:
+        """A worker's batch in one transaction: the files and their vectors in, `gone` out (those of them
+        `skipped` for their content remembered), the new (path, size, mtime) of files `touched` with the same
+        content, the queue item done. Nothing is written (False) when the claim is no longer the item's (its
+        lease ran out and another worker took it over)."""
         with self._session(), self._conn.transaction():
             done = self._conn.execute(
                 "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
@@ -1209,6 +1211,11 @@ class PgStore:
                 return False
             if gone:
                 self._delete_paths(gone)
+            if touched:
+                with self._conn.cursor() as cur:
+                    cur.executemany("UPDATE files SET size = %s, mtime = %s WHERE path = %s",
+                                    [(size, mtime, path) for path, size, mtime in touched])
+            self.set_skipped(skipped, [f.chunked.path for f in files] + gone)
             chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
             skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
             written = []
