@@ -170,7 +170,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             if on_batch is not None:
                 on_batch(item)
             store = stores.get(item.repository)
-            if store is None:
+            if store is None or store.repo_id != item.repo_id:  # new, or dropped and indexed again since
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:

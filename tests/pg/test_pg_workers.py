@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psycopg
 
-from codeloupe.api import Workspace
+from codeloupe.api import Workspace, drop_shared_repository
 from codeloupe.settings import Settings, load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
-from codeloupe.store.postgres import PgStore
+from codeloupe.store.postgres import PgStore, WorkItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
 
@@ -277,3 +277,26 @@ def test_a_repository_queued_again_unchanged_queues_nothing(tmp_path: Path, pg_u
     finally:
         store.close()
 
+
+def test_a_running_worker_indexes_a_repository_dropped_and_queued_again(tmp_path: Path, pg_url: str) -> None:
+    """A worker keeps each repository's store open between batches; one dropped (`admin drop`) and queued again
+    is another row, whose batches it writes there (it failed every one of them, against the old row)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    (root / "util.py").write_text("def helper():\n    return 2\n")
+    settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
+    claimed: list[WorkItem] = []
+
+    def drop_and_queue_again(item: WorkItem) -> None:
+        claimed.append(item)
+        if len(claimed) == 2:  # the worker wrote the first batch: it holds the repository's store
+            drop_shared_repository(pg_url, "repo")
+            enqueue_workspace(PgStore(pg_url, "repo", local_dir=tmp_path / "local"), root, settings)
+
+    first = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    assert enqueue_workspace(first, root, settings, batch_files=1) == 2
+    report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1, on_batch=drop_and_queue_again)
+    assert report.failed == 0
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    assert store.repo_id != first.repo_id and set(store.file_rows()) == {"app.py", "util.py"}

@@ -567,6 +567,7 @@ class WorkItem:
 
     id: int
     repository: str
+    repo_id: int  # the repository's row: one dropped and indexed again under its name is another
     root: str
     paths: list[str]
     claimant: str
@@ -586,7 +587,7 @@ class WorkQueue:
         claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
         with self._conn.transaction():
             row = self._conn.execute(
-                "SELECT q.id, r.name, q.root, q.paths, q.attempts FROM work_queue q"
+                "SELECT q.id, r.name, q.root, q.paths, q.attempts, q.repo_id FROM work_queue q"
                 " JOIN repositories r ON r.id = q.repo_id"
                 " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
                 " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
@@ -595,7 +596,7 @@ class WorkQueue:
             self._conn.execute(
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
-        return WorkItem(int(row[0]), row[1], row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
+        return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
 
     def stuck(self) -> int:
         """Batches no worker managed to write in MAX_ATTEMPTS claims."""
