@@ -33,3 +33,23 @@ def test_queued_by_index_filled_by_a_worker_searched_by_search(tmp_path: Path, p
     assert "repository svc at the files on disk" in capsys.readouterr().out
     assert main(["index", str(root), "--queue"]) == 2
     assert "--store" in capsys.readouterr().err
+
+
+def test_a_password_in_the_store_url_is_never_printed(tmp_path: Path, pg_url: str,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """libpq takes the password as a URL parameter too: it is left out of every report of the URL (`index`,
+    `stats`, an error, `serve`'s /v1/status), as the user part's password is."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    secret = "s3cret-Pa55"  # the test server trusts local connections: any password opens it
+    url = f"{pg_url}&password={secret}&application_name=codeloupe"
+    assert main(["index", str(root), "--store", url]) == 0
+    assert main(["stats", str(root), "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert out.count("application_name=codeloupe") == 2 and secret not in out
+    unreachable = f"postgresql://someone:{secret}@127.0.0.1:1/x?password={secret}"
+    assert main(["search", str(root), "anything", "--store", unreachable]) == 2
+    out, err = capsys.readouterr()
+    assert "127.0.0.1:1/x" in err and secret not in out + err

@@ -409,12 +409,18 @@ def connect(url: str) -> Any:
 
 
 def redact(url: str) -> str:
-    """A store URL fit for a message or a log: the password left out."""
-    head, sep, tail = url.partition("@")
-    if not sep or "://" not in head:
-        return url
-    scheme, _, credentials = head.partition("://")
-    return f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
+    """A store URL fit for a message or a log: the password left out, of the user part and of the parameters
+    (libpq takes `?password=` too)."""
+    base, question, query = url.partition("?")
+    if question:
+        kept = [p for p in query.split("&") if p.partition("=")[0].lower() != "password"]
+        query = "&".join(kept)
+        question = "?" if kept else ""
+    head, sep, tail = base.partition("@")
+    if sep and "://" in head:
+        scheme, _, credentials = head.partition("://")
+        base = f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
+    return f"{base}{question}{query}"
 
 
 def migrate(conn: Any) -> int:
