@@ -10,8 +10,8 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
@@ -20,6 +20,9 @@ from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, 
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import one_target
+
+if TYPE_CHECKING:  # at run time it would import the model client when the server starts
+    from codeloupe.api import AskRun
 
 log = logging.getLogger("codeloupe_lsp.ask")
 METHOD = "codeloupe/ask"
@@ -39,7 +42,7 @@ def register(server: CodeloupeServer) -> None:
 
         progress = _Progress(ls, token)
         progress.begin(query)
-        stop = threading.Event()
+        stop = _Stop()
         try:
             try:
                 result = await asyncio.get_running_loop().run_in_executor(
@@ -49,7 +52,7 @@ def register(server: CodeloupeServer) -> None:
                     return ask_result(result, target.uris(result.bundle.revision))
                 reason = "the ask stream ended without a result"
             except asyncio.CancelledError:
-                stop.set()  # the engine stops at its next event; the response is the cancellation
+                stop.set()  # the model call in flight is cut off; the response is the cancellation
                 raise
             except Exception as exc:
                 log.exception("ask failed; answering with the plain bundle")
@@ -60,9 +63,35 @@ def register(server: CodeloupeServer) -> None:
             progress.end()
 
 
-def _drive(start: Callable[[], Iterator[Any]], emit: Callable[[Any], None], stop: threading.Event) -> Any:
-    """Run the event generator on this worker thread; returns the `done` event's result."""
+class _Stop:
+    """A cancelled request's signal to the thread driving its ask: the ask's model call in flight is cut off
+    (`AskRun.cancel`), so the thread returns at once instead of waiting for the model up to its timeout."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._run: AskRun | None = None
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._lock:
+            self._set, run = True, self._run
+        if run is not None:
+            run.cancel()
+
+    def started(self, run: AskRun) -> None:
+        with self._lock:
+            self._run, stopped = run, self._set
+        if stopped:
+            run.cancel()
+
+
+def _drive(start: Callable[[], AskRun], emit: Callable[[Any], None], stop: _Stop) -> Any:
+    """Run the ask on this worker thread; returns the `done` event's result."""
     events = start()
+    stop.started(events)
     try:
         for event in events:
             if stop.is_set():

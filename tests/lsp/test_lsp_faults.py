@@ -105,19 +105,23 @@ async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) 
     assert "delta" in types and types[-1] == "done"
 
 
-async def test_cancelling_an_ask_answers_request_cancelled(project: Path) -> None:
+async def test_cancelling_an_ask_answers_request_cancelled_and_cuts_its_model_call_off(project: Path) -> None:
+    """The request is answered as cancelled, and the model call in flight is closed at once: the worker thread
+    waiting on the model had kept waiting up to the chat timeout (a minute), a thread of the pool each time."""
     with ChatServer() as chat:
-        chat.add(Reply(text="never sent [[1]]", hang_s=60, times=5))
-        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted"})
+        chat.add(Reply(text="never sent whole [[1]]", hold_after=1, times=5))
+        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted",
+                                                         "chatTimeoutS": 600})
         try:
             await client.wait_ready()
             pending = asyncio.ensure_future(client.protocol.send_request_async(
                 "codeloupe/ask", {"query": "how does login work"}, msg_id="ask-to-cancel"))
-            await client.wait_until(lambda: chat.requests, "the ask to reach the chat model")
+            await asyncio.to_thread(chat.wait_for, "held", 1)
             client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="ask-to-cancel"))
             with pytest.raises(JsonRpcException) as caught:
                 await asyncio.wait_for(pending, timeout=30)
             assert caught.value.code == -32800
+            assert await asyncio.to_thread(chat.wait_for, "hangups", 1, 30) == 1, "the model call was left open"
             assert (await client.status())[0]["state"] == "ready"  # still serving
         finally:
             await stop_server(client)
