@@ -11,8 +11,9 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
@@ -22,6 +23,9 @@ from codeloupe.types import Bundle
 
 from . import sized
 from .warm import WarmWorkspace, WarmWorkspaces
+
+if TYPE_CHECKING:  # at run time it would import the model client when the server starts
+    from codeloupe.api import AskResult, AskRun
 
 MAX_LOCATE = 1_000
 
@@ -145,14 +149,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             "A narrated walkthrough of how the code answers a question, by the user's configured chat model; "
             "every code span in it is spliced verbatim from disk (the model can only cite). Slower than "
             "`search` (a model call); prefer `search` unless a prose explanation across files is needed."))
-        def ask(question: Query, mode: Literal["code", "docs"] = "code",
-                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        async def ask(question: Query, mode: Literal["code", "docs"] = "code",
+                      max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+            # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
+            # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.
             with _refusals():
-                run, notes = warm.noted(lambda ws: ws.ask(question, mode=mode))
-                result = None
-                for event in run:
-                    if event.type == "done":
-                        result = event.result
+                run, notes = await anyio.to_thread.run_sync(lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)),
+                                                            abandon_on_cancel=True)
+                try:
+                    result = await anyio.to_thread.run_sync(_ask_result, run, abandon_on_cancel=True)
+                except anyio.get_cancelled_exc_class():
+                    run.cancel()  # the thread left behind returns as soon as its model call is cut off
+                    raise
             if result is None:
                 raise ToolError("ask: the walkthrough ended without a result")
             if result.fallback is not None:
@@ -181,6 +189,15 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             raise ResourceError(str(exc)) from exc
 
     return server
+
+
+def _ask_result(run: AskRun) -> AskResult | None:
+    """The walkthrough an ask's events end with (its `done` event's), or None when they end without one."""
+    result = None
+    for event in run:
+        if event.type == "done":
+            result = event.result
+    return result
 
 
 @contextmanager

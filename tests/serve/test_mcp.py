@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -141,6 +142,31 @@ async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Pat
             warm.close()
     assert "Tokens are checked by" in answer
     assert "def check_token(self, token: str) -> bool:" in answer  # the cited span, spliced from disk
+
+
+async def test_an_ask_the_client_cancels_has_its_model_call_cut_off(project: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that gives up on `ask` (its read timeout, a user's interrupt) sends notifications/cancelled: the
+    tool's thread kept waiting on the model up to the chat timeout, holding a worker thread each time."""
+    from chat_server import ChatServer, Reply
+
+    with ChatServer() as chat:
+        chat.add(Reply(text="Tokens are checked by `check_token` [[1]].", hold_after=1, times=3))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
+        warm = WarmWorkspace(project)
+        try:
+            async with Client(build_server(warm)) as client:
+                with pytest.raises(MCPError, match="Timed out"):  # the client cancels the call as it gives up
+                    await client.call_tool("ask", {"question": "how are bearer tokens checked"},
+                                           read_timeout_seconds=3)
+                hangups = await anyio.to_thread.run_sync(chat.wait_for, "hangups", 1, 30)
+                assert hangups == 1, "the model call was left open"
+                status = json.loads(text_of(await client.call_tool("status", {})))  # still answering
+        finally:
+            warm.close()
+    assert chat.held == 1 and status["ready"] is True
 
 
 def test_a_served_root_says_which_of_its_settings_it_ignores(project: Path, caplog: pytest.LogCaptureFixture) -> None:
