@@ -36,6 +36,16 @@ def test_the_language_server_starts_without_the_postgresql_driver() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_servers_start_without_the_model_client() -> None:
+    """The language server with every feature registered, the MCP server and the HTTP app import no model
+    client (~0.7 s) until an ask runs: their ask handlers name the ask's types for type checking only."""
+    probe = ("import sys, codeloupe_lsp.server, codeloupe_mcp.server, codeloupe_web.app; "
+             "codeloupe_lsp.server.build_server(); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai' or m.startswith('codeloupe.ask')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_the_worker_help_states_the_defaults_the_worker_uses() -> None:
     """`codeloupe worker --help` writes its defaults as literals (reading them would import the PostgreSQL driver
     at every start); they must say what the worker then does."""

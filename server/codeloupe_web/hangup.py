@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
-from codeloupe.api import AskEvent, AskRun
+if TYPE_CHECKING:  # at run time it would import the model client when the server starts
+    from codeloupe.api import AskEvent, AskRun
 
 
 async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[AskEvent]:
