@@ -9,10 +9,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories
 from codeloupe.types import Bundle, Progress
+
+if TYPE_CHECKING:  # at run time it would import the model client when a server starts
+    from codeloupe.api import AskEvent
 
 log = logging.getLogger("codeloupe.warm")
 T = TypeVar("T")
@@ -202,6 +205,14 @@ def _same_path(candidate: str, root: Path) -> bool:
         return Path(candidate).resolve() == root
     except (OSError, RuntimeError, ValueError):
         return False
+
+
+def noted_event(event: AskEvent, notes: list[str]) -> AskEvent:
+    """An ask's event with `notes` added to its `done` bundle's (the other events carry no bundle)."""
+    if event.result is None or not notes:
+        return event
+    return dataclasses.replace(event, result=dataclasses.replace(event.result, bundle=_noted(event.result.bundle,
+                                                                                             notes)))
 
 
 def _noted(bundle: Bundle, notes: list[str]) -> Bundle:

@@ -28,7 +28,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
-from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces
+from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
 from .hangup import events_until_hangup
@@ -233,26 +233,28 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     def flows(root: RootParam = None) -> list[dict[str, Any]]:
         return [dataclasses.asdict(f) for f in fresh(root).ws.flows()]
 
-    def start_ask(body: AskBody) -> AskRun:
-        return fresh(body.root).ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)
+    def start_ask(body: AskBody) -> tuple[AskRun, list[str]]:
+        """The ask, and the notes its bundle gets (`WarmWorkspace.noted`: a first index still running)."""
+        return pool.get(body.root).noted(
+            lambda ws: ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best))
 
     # Both asks are coroutines that take the events on worker threads: a client hanging up cancels its ask.
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
               summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "
                       "when no chat model is configured or it fails")
     async def ask(body: AskBody, request: Request) -> dict[str, Any]:
-        run = await run_in_threadpool(start_ask, body)
+        run, notes = await run_in_threadpool(start_ask, body)
         async with aclosing(events_until_hangup(request, run)) as events:
             async for event in events:
                 if event.type == "done":
-                    return event.to_dict()
+                    return noted_event(event, notes).to_dict()
         raise WorkspaceError("the ask ended without a result")
 
     @app.post("/v1/ask/stream", responses=_ERRORS, tags=["ask"], response_class=StreamingResponse,
               summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")
     async def ask_stream(body: AskBody, request: Request) -> StreamingResponse:
-        run = await run_in_threadpool(start_ask, body)
-        return StreamingResponse(_sse(events_until_hangup(request, run)), media_type="text/event-stream",
+        run, notes = await run_in_threadpool(start_ask, body)
+        return StreamingResponse(_sse(events_until_hangup(request, run), notes), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
     @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
@@ -339,11 +341,12 @@ def _doc_hit(hit) -> DocHit:
                   text=snippet.text if snippet else best.text, score=hit.score)
 
 
-async def _sse(events: AsyncIterator[AskEvent]) -> AsyncIterator[str]:
-    """Each event as one SSE message whose data is exactly the line `codeloupe ask --json` prints."""
+async def _sse(events: AsyncIterator[AskEvent], notes: list[str]) -> AsyncIterator[str]:
+    """Each event as one SSE message whose data is the line `codeloupe ask --json` prints (the `done` bundle with
+    the serving notes too)."""
     async with aclosing(events):
         async for event in events:
-            yield f"data: {json.dumps(event.to_dict(), default=str)}\n\n"
+            yield f"data: {json.dumps(noted_event(event, notes).to_dict(), default=str)}\n\n"
 
 
 def _asset(name: str) -> str:

@@ -105,6 +105,12 @@ def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_run
             answer = httpx.get(f"{base}/v1/{what}", params=params, timeout=60)
             assert answer.status_code == 200, (what, answer.text)
             assert answer.json()["notes"][0].startswith("the index of project is still being built ("), what
+        # An ask's bundle (no chat model here: the bundle is the answer) and its streamed `done` too.
+        asked = httpx.post(f"{base}/v1/ask", json={"question": "session store"}, timeout=60).json()
+        assert asked["bundle"]["notes"][0].startswith("the index of project is still being built ("), asked
+        with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": "session store"}, timeout=60) as events:
+            done = [json.loads(line[6:]) for line in events.iter_lines() if line.startswith("data: ")][-1]
+        assert done["type"] == "done" and "still being built" in done["bundle"]["notes"][0], done
         # A file the index does not hold (yet, as far as anyone can tell): the refusal says so too.
         refused = httpx.get(f"{base}/v1/expand", params={"path": "app/later.py"}, timeout=60)
         assert refused.status_code == 400 and "still being built" in refused.json()["error"]
