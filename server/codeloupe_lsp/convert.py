@@ -359,9 +359,14 @@ def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
 
 
 def graph_folder(uri_of: UriOf, folder: GraphFolder) -> JSON:
-    out = {"found": True, **folder.to_dict()}
-    for key in ("files", "uses", "usedBy"):
-        out[key] = [_with_uri(uri_of, item) for item in out[key]]
+    """A folder's part of the graph. An edge's `line` is in the file that uses the other (the inside file for
+    `uses`, the outside one for `usedBy`), which `uri` does not always name: `use` is that place as a Location."""
+    out = {"found": True, **folder.to_dict(), "uri": uri_of(folder.path)}
+    names = {c.id: c.name for c in folder.communities}
+    out["files"] = [{**_with_uri(uri_of, f), "communityName": names.get(f["community"], "")} for f in out["files"]]
+    out["uses"] = [{**_with_uri(uri_of, e), "use": line_location(uri_of, e["from"], e["line"])} for e in out["uses"]]
+    out["usedBy"] = [{**_with_uri(uri_of, e), "use": line_location(uri_of, e["path"], e["line"])}
+                     for e in out["usedBy"]]
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from lsp_helpers import (
+    PROJECT,
     Client,
     disk_lines,
     expect_error,
@@ -139,6 +140,59 @@ async def test_graph_map_node_and_path(client: Client, project: Path) -> None:
     message = await expect_error(client.request("codeloupe/graph", {"mode": "path", "from": "app/web.py"}),
                                  INVALID_PARAMS)
     assert "`to`" in message
+
+
+async def test_graph_node_of_a_folder_answers_its_part_of_the_graph(tmp_path: Path) -> None:
+    """A folder for `node` (a path or the folder's URI, as the editors send it) answers the shape of
+    docs/protocol.md: its files with their URIs and community names, each edge across its boundary with `use`,
+    the place in the using file (for `uses` that is the inside file, not the one `uri` names), and its
+    communities."""
+    project = write_project(tmp_path / "p", {**PROJECT, "cli/__init__.py": "", "cli/main.py": '''
+        """Log in from the command line."""
+
+        from app.web import handle_login
+
+
+        def main(name: str, password: str) -> str:
+            return handle_login({"name": name, "password": password})
+        '''})
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        cli = await client.request("codeloupe/graph", {"mode": "node", "node": uri(project / "cli")})
+        app = await client.request("codeloupe/graph", {"mode": "node", "node": "app/"})
+        empty = await client.request("codeloupe/graph", {"mode": "node", "node": "docs"})
+    finally:
+        await stop_server(client)
+    import_line0 = 2  # `from app.web import handle_login`, 0-based
+    assert cli["found"] is True and cli["folder"] == "cli" and cli["uri"] == uri(project / "cli")
+    assert set(cli) == {"found", "folder", "uri", "files", "uses", "usedBy", "communities"}
+    files = {f["path"]: f for f in cli["files"]}
+    assert set(files) == {"cli/__init__.py", "cli/main.py"}
+    main = files["cli/main.py"]
+    assert main["uri"] == uri(project / "cli/main.py") and main["language"] == "python"
+    assert {"community", "communityName", "degree", "inDegree", "outDegree", "god"} <= set(main)
+    names = {c["id"]: c["name"] for c in cli["communities"]}
+    assert main["communityName"] == names[main["community"]] != ""
+    assert all(set(c) == {"id", "name", "size", "members"} and c["size"] == len(c["members"])
+               and set(c["members"]) <= set(files) for c in cli["communities"])
+    (uses,) = cli["uses"]
+    assert (uses["from"], uses["path"], uses["uri"], uses["kind"]) == (
+        "cli/main.py", "app/web.py", uri(project / "app/web.py"), "import")
+    assert uses["line"] == import_line0 + 1 and "handle_login" in uses["symbols"]
+    assert uses["use"]["uri"] == uri(project / "cli/main.py")  # the line is in the file that uses app/web.py
+    assert uses["use"]["range"]["start"]["line"] == import_line0
+    assert cli["usedBy"] == []
+
+    assert app["folder"] == "app" and "app/auth.py" in {f["path"] for f in app["files"]}
+    (used_by,) = app["usedBy"]
+    assert (used_by["to"], used_by["path"], used_by["uri"]) == ("app/web.py", "cli/main.py",
+                                                               uri(project / "cli/main.py"))
+    assert used_by["use"]["uri"] == uri(project / "cli/main.py")
+    assert used_by["use"]["range"]["start"]["line"] == import_line0
+    assert app["uses"] == []  # app/web.py -> app/auth.py stays inside the folder
+
+    assert empty["found"] is False and "a folder holding no code file of the graph" in empty["message"]
 
 
 async def test_search_scope_limits_the_files(client: Client, project: Path) -> None:
