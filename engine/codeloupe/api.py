@@ -38,6 +38,7 @@ from codeloupe.errors import WorkspaceError
 from codeloupe.graph import MAP_ASSETS as MAP_ASSETS
 from codeloupe.graph import GraphError as GraphError
 from codeloupe.graph import NotInGraph as NotInGraph
+from codeloupe.graph import folder_sections as folder_sections
 from codeloupe.graph import map_asset as map_asset
 from codeloupe.graph import render_html as render_html
 from codeloupe.graph import render_html_shell as render_html_shell

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 
-from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, render_text
+from codeloupe.api import MAX_QUERY_CHARS, GraphFolder, WorkspaceError, folder_sections, render_text
 from codeloupe.types import Bundle
 
 from . import sized
@@ -133,6 +133,10 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         with _refusals():
             result, notes = warm.noted(lambda ws: ws.graph_node(node) if node else ws.graph_path(source, target)
                                        if source else ws.graph_map())
+        if isinstance(result, GraphFolder):
+            title, sections = folder_sections(result)
+            return sized.sectioned_text(title, sections, max_bytes, notes,
+                                        "raise max_bytes, or ask for one of its subfolders or files with `node`")
         return sized.plain_text(render_text(result), max_bytes, "graph", notes,
                                 "raise max_bytes, or ask for one file with `node`" if not node and not source
                                 else "raise max_bytes")

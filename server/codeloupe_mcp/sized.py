@@ -275,6 +275,39 @@ def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "an
     return kept.rstrip("\n") + f"\n[{what} cut to stay within {budget.limit} bytes: {next_call}]"
 
 
+def sectioned_text(title: str, sections: Sequence[tuple[str, Sequence[str]]], max_bytes: int = DEFAULT_BUDGET_BYTES,
+                   notes: Sequence[str] = (), next_call: str = "raise max_bytes") -> str:
+    """A text of sections under a title (a folder's part of the graph) within the budget. The notes, the title
+    and every heading are always said; the sections' lines are taken in turns, one of each, so a long first
+    section does not crowd out the ones after it; a section cut ends with a line counting what it left out."""
+    budget = Budget(max_bytes)
+    whole = "\n".join([*_note_lines(notes), title, *(line for heading, lines in sections
+                                                     for line in ("", heading, *lines))])
+    if budget.take(whole):
+        return whole
+    cut_line = f"  [{{}} more not listed to stay within {budget.limit} bytes: {next_call}]"
+    widest_cut = cut_line.format(max((len(lines) for _, lines in sections), default=0))
+    budget.take("".join(line + "\n" for line in [*_note_lines(notes), title]))
+    budget.take("".join(f"\n{heading}\n{widest_cut}\n" for heading, _ in sections))
+    kept: list[list[str]] = [[] for _ in sections]
+    open_sections = [i for i, (_, lines) in enumerate(sections) if lines]
+    while open_sections:
+        for i in list(open_sections):
+            lines = sections[i][1]
+            if not budget.take(lines[len(kept[i])] + "\n"):
+                open_sections.remove(i)
+                continue
+            kept[i].append(lines[len(kept[i])])
+            if len(kept[i]) == len(lines):
+                open_sections.remove(i)
+    out = [*_note_lines(notes), title]
+    for (heading, lines), shown in zip(sections, kept, strict=True):
+        out += ["", heading, *shown]
+        if len(shown) < len(lines):
+            out.append(cut_line.format(len(lines) - len(shown)))
+    return _within("\n".join(out), budget.limit)
+
+
 # ----------------------------------------------------------------------------------------------- pieces
 
 

@@ -254,20 +254,35 @@ async def test_graph_of_a_folder_is_its_part_of_the_graph(project: Path) -> None
     """`graph` with a folder for `node` was refused ("a folder, not a file") by every surface; the engine now
     answers the folder's files, their edges across its boundary and their communities (CLI, HTTP, MCP alike)."""
     (project / "lib").mkdir()
-    (project / "lib/sessions.py").write_text("from app.store import SessionStore\n\n\ndef make_store():\n"
-                                             "    return SessionStore()\n")
+    (project / "lib/sessions.py").write_text('"""Stores."""\n\nfrom app.store import SessionStore\n\n\n'
+                                             "def make_store():\n    return SessionStore()\n")
+    (project / "many").mkdir()
+    for n in range(60):
+        (project / f"many/user_{n:02}.py").write_text(f"from app.store import SessionStore\n\n\ndef user_{n}():\n"
+                                                      "    return SessionStore()\n")
     warm = WarmWorkspace(project)
     try:
         async with Client(build_server(warm)) as client:
             answer = await client.call_tool("graph", {"node": "app/"})
+            lib = await client.call_tool("graph", {"node": "lib"})
+            many = await client.call_tool("graph", {"node": "many", "max_bytes": 1000})
             empty = await client.call_tool("graph", {"node": "docs"})
     finally:
         warm.close()
     assert not answer.is_error, text_of(answer)
     text = text_of(answer)
     assert text.startswith("app/  (folder: 3 files of the graph)") and "app/render.py  degree" in text
-    assert "app/store.py <- lib/sessions.py:1 import  [SessionStore]" in text  # an edge in from outside
+    assert "app/store.py <- lib/sessions.py:3 import  [SessionStore]" in text  # an edge in from outside
     assert "app/auth.py -> app/store.py" not in text  # an edge inside the folder is not across it
+    # The line of an edge out is in the file inside, which uses the other: shown on it, not on the file outside.
+    assert "lib/sessions.py:3 -> app/store.py import  [SessionStore]" in text_of(lib)
+    # A big folder within a small budget: every section's heading and count, then what each one left out.
+    cut = text_of(many)
+    assert len(cut.encode()) <= 1000 and cut.startswith("many/  (folder: 60 files of the graph)"), cut
+    for heading in ("communities (", "files (60)", "uses, outside the folder (60)", "used by, from outside (0)"):
+        assert f"\n{heading}" in cut, cut
+    listed = cut.count("many/user_")
+    assert 0 < listed < 120 and cut.count("more not listed to stay within 1000 bytes") >= 2, cut
     assert empty.is_error and "a folder holding no code file of the graph" in text_of(empty)
 
 

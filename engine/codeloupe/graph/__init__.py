@@ -28,12 +28,19 @@ from codeloupe.graph.query import (
     graph_path,
     neighbours,
 )
-from codeloupe.graph.render import MAP_ASSETS, map_asset, render_html, render_html_shell, render_text
+from codeloupe.graph.render import (
+    MAP_ASSETS,
+    folder_sections,
+    map_asset,
+    render_html,
+    render_html_shell,
+    render_text,
+)
 
 __all__ = [
     "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "GraphFolder", "NotInGraph",
     "GraphMap", "GraphNode",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
-    "ensure_edges", "file_summary", "graph_map", "graph_node", "graph_path", "map_asset", "neighbours", "render_html",
+    "ensure_edges", "file_summary", "folder_sections", "graph_map", "graph_node", "graph_path", "map_asset", "neighbours", "render_html",
     "render_html_shell", "render_text", "update_edges",
 ]

@@ -107,17 +107,29 @@ def _node_text(n: GraphNode) -> str:
 
 
 def _folder_text(f: GraphFolder) -> str:
-    lines = [f"{_name(f.path)}/  (folder: {len(f.files)} files of the graph)", "\ncommunities"]
-    lines += [f"  [{c.id}] {_name(c.name)} · {c.size} of its files" for c in f.communities]
-    lines.append(f"\nfiles ({len(f.files)})")
-    lines += [f"  {_name(n.path)}  degree {n.degree} (in {n.in_degree}, out {n.out_degree}) · community "
-              f"{n.community}{' · hub' if n.god else ''}" for n in f.files]
-    for title, pairs, arrow in (("uses, outside the folder", f.uses, "->"), ("used by, from outside", f.used_by, "<-")):
-        lines.append(f"\n{title} ({len(pairs)})")
-        for inside, item in pairs:
-            carried = f"  [{_names(item.symbols)}]" if item.symbols else ""
-            lines.append(f"  {_name(inside)} {arrow} {_name(item.path)}:{item.line} {item.kind}{carried}")
-    return "\n".join(lines)
+    title, sections = folder_sections(f)
+    return "\n".join([title, *(line for heading, lines in sections for line in ("", heading, *lines))])
+
+
+def folder_sections(f: GraphFolder) -> tuple[str, list[tuple[str, list[str]]]]:
+    """A folder's part of the graph as its title line and its sections (heading, lines): what `render_text` joins,
+    and what a reader with a byte budget cuts section by section. An edge's line is shown on the file that uses
+    the other, where it is (the inside file for what the folder uses, the outside file for what uses it)."""
+    names = {c.id: c.name for c in f.communities}
+    communities = [f"  [{c.id}] {_name(c.name)} · {c.size} of its files" for c in f.communities]
+    files = [f"  {_name(n.path)}  degree {n.degree} (in {n.in_degree}, out {n.out_degree}) · community "
+             f"[{n.community}] {_name(names.get(n.community, ''))}{' · hub' if n.god else ''}" for n in f.files]
+    uses = [f"  {_name(inside)}:{item.line} -> {_name(item.path)} {item.kind}{_carried(item.symbols)}"
+            for inside, item in f.uses]
+    used_by = [f"  {_name(inside)} <- {_name(item.path)}:{item.line} {item.kind}{_carried(item.symbols)}"
+               for inside, item in f.used_by]
+    return (f"{_name(f.path)}/  (folder: {len(f.files)} files of the graph)",
+            [(f"communities ({len(communities)})", communities), (f"files ({len(files)})", files),
+             (f"uses, outside the folder ({len(uses)})", uses), (f"used by, from outside ({len(used_by)})", used_by)])
+
+
+def _carried(symbols: list[str]) -> str:
+    return f"  [{_names(symbols)}]" if symbols else ""
 
 
 def _path_text(p: GraphPath) -> str:
