@@ -1,11 +1,11 @@
 // The graph commands: the map, one file with its neighbours, and the route between two files or concepts.
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
+import { renderGraphFolder, renderGraphMiss, renderGraphNode, renderGraphPath } from './graphViews';
 import { activeRepository, INDEX_SCHEME } from './indexDocuments';
 import type { Panel } from './panels';
 import { outsideEveryFolder } from './workspaceFiles';
-import { GraphNodeRequest, GraphPathRequest, GraphRequest } from './protocol';
+import { GraphNodeRequest, GraphPathRequest, GraphRequest, isGraphFolder } from './protocol';
 import { prepareGraphPage, renderCommunities, renderError } from './render';
 
 /** The map of the workspace's communities: the engine's page, or lists of links when the server sends none. */
@@ -16,7 +16,8 @@ export async function showGraphMap(client: LanguageClient, panel: Panel): Promis
     panel.show('Codeloupe: Graph', (context) => (html ? prepareGraphPage(context, html) : renderCommunities(context, graph)), paths);
 }
 
-/** One file of the graph (the explorer's or editor's file, else the active editor's) with its neighbours. */
+/** One file of the graph (the explorer's or editor's file, else the active editor's) with its neighbours; a
+ * folder of the explorer: its part of the graph. */
 export async function showGraphNode(client: LanguageClient, panel: Panel, target?: vscode.Uri): Promise<void> {
     const uri = target instanceof vscode.Uri ? target : vscode.window.activeTextEditor?.document.uri;
     if (uri === undefined) {
@@ -34,6 +35,10 @@ export async function showGraphNode(client: LanguageClient, panel: Panel, target
         const node = await client.sendRequest(GraphNodeRequest, { mode: 'node', node: client.code2ProtocolConverter.asUri(uri) });
         if (node.found === false) {
             panel.show(title, (context) => renderGraphMiss(context, node));
+            return;
+        }
+        if (isGraphFolder(node)) {
+            panel.show(title, (context) => renderGraphFolder(context, node));
             return;
         }
         const language = (await vscode.workspace.openTextDocument(vscode.Uri.parse(node.uri))).languageId;

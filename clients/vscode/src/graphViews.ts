@@ -1,8 +1,9 @@
-// HTML for one graph node (a file with its neighbours) and for a path between two files or concepts.
+// HTML for one graph node (a file with its neighbours, or a folder's part of the graph) and for a path between two
+// files or concepts.
 // Pure functions of the server's answers (no vscode import); every file and span is a link.
 import type { Location } from 'vscode-languageclient/node';
 import { escapeHtml, renderCodeBlock } from './code';
-import type { GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult, HopCode } from './protocol';
+import type { GraphFolderEdge, GraphFolderResult, GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult, HopCode } from './protocol';
 import { locationLink, type PageContext, renderPage } from './render';
 
 const fileStart = (uri: string, line = 1): Location => ({
@@ -48,6 +49,32 @@ ${section('semantic', 'Reads alike', semantic)}
 ${node.symbols.length > 0 ? `<h2 id="symbols">Defines</h2><p>${node.symbols.map((symbol) => `<code>${escapeHtml(symbol)}</code>`).join(' ')}</p>` : ''}
 ${chunks.length > 0 ? `<h2 id="code">Code</h2>${chunks.join('\n')}` : ''}`;
     return renderPage(context, `codeloupe graph: ${node.path}`, body);
+}
+
+/** A folder: its communities (named, with its files in each), its files, and the edges across its boundary, each
+ * drawn user first with a link to the line of the use. */
+export function renderGraphFolder(context: PageContext, folder: GraphFolderResult): string {
+    const uriOf = new Map(folder.files.map((file) => [file.path, file.uri]));
+    const fileLink = (path: string, uri = uriOf.get(path)): string => (uri ? locationLink(fileStart(uri), path) : escapeHtml(path));
+    const communities = folder.communities.map((community) => `<li><strong>${escapeHtml(community.name || String(community.id))}</strong>
+<span class="muted">${community.size} of its files</span>: ${community.members.map((member) => fileLink(member)).join(', ')}</li>`);
+    const files = folder.files.map((file) => `<li>${fileLink(file.path, file.uri)}${file.god ? ' <span class="badge">hub</span>' : ''}
+<span class="muted">${escapeHtml(file.communityName || String(file.community))} · used by ${file.inDegree} · uses ${file.outDegree}</span></li>`);
+    const edge = (user: string, userLink: string, usedLink: string, entry: GraphFolderEdge): string => {
+        const verb = entry.kind === 'call' ? 'calls into' : 'imports';
+        const carriers = entry.symbols.length > 0 ? ` <span class="muted">(${escapeHtml(entry.symbols.join(', '))})</span>` : '';
+        const at = locationLink(entry.use, `${user}:${entry.use.range.start.line + 1}`);
+        return `<li>${userLink} <span class="edge">${verb}</span> ${usedLink}${carriers} <span class="muted">at</span> ${at}</li>`;
+    };
+    const uses = folder.uses.map((entry) => edge(entry.from, fileLink(entry.from), fileLink(entry.path, entry.uri), entry));
+    const usedBy = folder.usedBy.map((entry) => edge(entry.path, fileLink(entry.path, entry.uri), fileLink(entry.to), entry));
+    const body = `<h1>${escapeHtml(folder.folder)}/</h1>
+<p class="muted">A folder: ${folder.files.length} files of the graph.</p>
+${section('communities', 'Communities', communities)}
+${section('uses', 'Uses, outside the folder', uses)}
+${section('usedBy', 'Used by, from outside', usedBy)}
+${section('files', 'Files', files)}`;
+    return renderPage(context, `codeloupe graph: ${folder.folder}/`, body);
 }
 
 /** A hop drawn the way its edge points: the user on the left, `uses` the thing it uses. */

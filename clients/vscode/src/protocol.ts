@@ -310,6 +310,40 @@ export interface GraphNodeMiss {
     suggestions: { path: string; uri: string }[];
 }
 
+/** A file of a folder's part of the graph. */
+export interface GraphFolderFile {
+    path: string;
+    uri: string;
+    language: string;
+    community: number | string;
+    communityName: string;
+    degree: number;
+    inDegree: number;
+    outDegree: number;
+    god: boolean;
+}
+
+/** An edge across a folder's boundary: `path`/`uri` name the file outside; `use` is where the using file uses the
+ * other (the inside file for `uses`, the outside one for `usedBy`). */
+export interface GraphFolderEdge extends GraphNeighbour {
+    use: Location;
+}
+
+/** `codeloupe/graph` node for a folder: its files, the edges across it, the communities its files are in. */
+export interface GraphFolderResult {
+    found: true;
+    folder: string;
+    uri: string;
+    files: GraphFolderFile[];
+    uses: (GraphFolderEdge & { from: string })[];
+    usedBy: (GraphFolderEdge & { to: string })[];
+    communities: { id: number | string; name: string; size: number; members: string[] }[];
+}
+
+export function isGraphFolder(answer: GraphNodeResult | GraphNodeMiss | GraphFolderResult): answer is GraphFolderResult {
+    return 'folder' in answer && typeof answer.folder === 'string';
+}
+
 export interface GraphHop {
     source: string;
     target: string;
@@ -340,7 +374,7 @@ export interface GraphPathResult {
     note: string;
 }
 
-export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult | GraphNodeMiss, void>('codeloupe/graph');
+export const GraphNodeRequest = new RequestType<GraphParams, GraphNodeResult | GraphNodeMiss | GraphFolderResult, void>('codeloupe/graph');
 export const GraphPathRequest = new RequestType<GraphParams, GraphPathResult, void>('codeloupe/graph');
 
 /** Result of `workspace/executeCommand` `codeloupe.reindex`. */

@@ -809,6 +809,55 @@ describe('the extension against the real server', function () {
         assert.match(backward.hops.at(-1), /^app\/cli\.py (imports|calls into) app\/auth\.py/, backward.hops.join('\n'));
     });
 
+    it('Show in Graph on a folder of the explorer: its communities, files and edges across it, each a link', async function () {
+        // The explorer offers the command on folders too.
+        const explorer = packageJson.contributes.menus['explorer/context'].find((entry) => entry.command === 'codeloupe.client.graphNode');
+        assert.doesNotMatch(explorer.when, /explorerResourceIsFolder/, 'offered on a folder of the explorer');
+        // A folder outside app/ that uses it, so the page has an edge across app/'s boundary (taken out again after).
+        const reports = path.join(workspace.root, 'reports');
+        fs.mkdirSync(reports);
+        fs.writeFileSync(path.join(reports, 'quarter.py'), '"""Quarterly totals."""\n\nfrom app.billing import subtotal\n\n\n'
+            + 'def quarter_total(lines: list[dict]) -> float:\n    return subtotal(lines)\n');
+        const useLine = lineOf(workspace.root, 'reports/quarter.py', 'from app.billing import');
+        await vscode.commands.executeCommand('codeloupe.client.reindex');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(path.join(workspace.root, 'app')));
+            const panel = panelOf('codeloupe.graphDetail');
+            const view = await openWebview(browser, panel.webview.html);
+            let posted;
+            try {
+                const text = (await view.page.$eval('body', (body) => body.innerText)).replace(/\s+/g, ' ').trim();
+                assert.match(text, /^app\/ A folder: \d+ files of the graph\./, text);
+                assert.doesNotMatch(text, /undefined|\[object Object\]|NaN/, text);
+                const heading = async (id) => view.page.$eval(`#${id}`, (h2) => h2.textContent);
+                assert.equal(await heading('usedBy'), 'Used by, from outside (1)');
+                assert.equal(await heading('uses'), 'Uses, outside the folder (0)');
+                const usedBy = await view.page.$eval('h2#usedBy + ul li', (item) => item.textContent.replace(/\s+/g, ' ').trim());
+                assert.equal(usedBy, `reports/quarter.py imports app/billing.py (subtotal) at reports/quarter.py:${useLine + 1}`);
+                const communities = await view.page.$$eval('h2#communities + ul li strong', (names) => names.map((name) => name.textContent));
+                assert.ok(communities.length > 0 && communities.every((name) => name && !/^\d+$/.test(name)), `communities by name: ${communities}`);
+                const links = await view.links();
+                for (const file of ['app/auth.py', 'app/tokens.py', 'app/cli.py', 'app/billing.py', 'reports/quarter.py']) {
+                    assert.ok(links.some((link) => link.uri.endsWith(`/${file}`)), `${file} is a link`);
+                }
+                const use = links.find((link) => link.text === `reports/quarter.py:${useLine + 1}`);
+                assert.ok(use && use.uri.endsWith('/reports/quarter.py') && use.range.start.line === useLine, JSON.stringify(use));
+                posted = await view.click('h2#usedBy + ul li a:last-of-type');
+                assert.deepEqual(view.requests, []);
+                assert.deepEqual(await view.violations(), []);
+                assert.deepEqual(view.errors, []);
+            } finally {
+                await view.close();
+            }
+            await panel.receive(posted[0]);
+            assert.equal(probe.shown.at(-1).uri.fsPath, path.join(reports, 'quarter.py'), 'the use opens the file that uses app/');
+            assert.equal(probe.shown.at(-1).options.selection.start.line, useLine, 'at the line of the use');
+        } finally {
+            fs.rmSync(reports, { recursive: true, force: true });
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     /** Runs `command`, which shows a QuickPick; resolves with the picker once it has items, and the command's run. */
     async function pickerOf(command) {
         const before = probe.quickPicks.length;
@@ -870,7 +919,7 @@ describe('the extension against the real server', function () {
         }
     });
 
-    it('a file outside every workspace folder: Related Code and Show File in Graph say so, with no error and no request', async function () {
+    it('a file outside every workspace folder: Related Code and Show in Graph say so, with no error and no request', async function () {
         // In the real workbench the server's refusal surfaced as a modal "Command 'Codeloupe: Related Code' resulted
         // in an error" dialog, and the graph page quoted it ("`node` file:///... is outside every workspace folder").
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'codeloupe-outside-'));
