@@ -268,6 +268,12 @@ def test_graph_views(workspace: Path, tmp_path: Path) -> None:
     run_script("graph.lua", workspace, tmp_path)
 
 
+def test_graph_view_of_a_folder(workspace: Path, tmp_path: Path) -> None:
+    """`:Codeloupe graph node DIR` (typed, `%:h`, a directory's buffer): the folder's communities, edges across
+    it and files, each opening what it names; it used to show `# nil`."""
+    run_script("graph_folder.lua", workspace, tmp_path)
+
+
 def test_checkhealth_reports_server_and_index(workspace: Path, tmp_path: Path) -> None:
     run_script("health.lua", workspace, tmp_path)
 

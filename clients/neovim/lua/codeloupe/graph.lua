@@ -1,4 +1,5 @@
---- `:Codeloupe graph [node X | path A B]`: the import/call graph as a tree in a scratch view.
+--- `:Codeloupe graph [node X | path A B]`: the import/call graph as a tree in a scratch view (a folder for X: its
+--- part of the graph).
 local config = require('codeloupe.config')
 local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
@@ -124,9 +125,59 @@ local function describe_edge(neighbour)
   return text
 end
 
+--- A folder's part of the graph (docs/protocol.md): its communities by name, the edges across it drawn the way
+--- they point (`a -[kind]-> b` when a uses b) with <CR> on one opening the line of the use, and its files.
+---@param tree codeloupe.Tree
+---@param result table graph `node` result for a folder
+local function render_folder(tree, result)
+  local files = result.files or {}
+  add(tree, ('# %s/ (folder: %s of the graph)'):format(result.folder, view.count(#files, 'file')))
+  local communities = result.communities or {}
+  add(tree, '')
+  add(tree, ('## Communities (%d)'):format(#communities))
+  for _, community in ipairs(communities) do
+    add(tree, ('- %s (%d of its files): %s'):format(tostring(community.name ~= '' and community.name or community.id),
+      community.size or #(community.members or {}), list(community.members)))
+  end
+  --- `user:line -[kind]-> used` (or drawn backwards from the inside file) with its carriers.
+  local function edge(text, entry)
+    local symbols = list(entry.symbols)
+    return symbols ~= '' and (text .. ': ' .. symbols) or text
+  end
+  local function line_of(entry)
+    local item = location_item(entry.use)
+    return item and (':' .. item.lnum) or '', item
+  end
+  local uses, used_by = result.uses or {}, result.usedBy or {}
+  add(tree, '')
+  add(tree, ('## Uses, outside the folder (%d)'):format(#uses))
+  for _, entry in ipairs(uses) do
+    local at, item = line_of(entry)
+    add(tree, '- ' .. edge(('%s%s -[%s]-> %s'):format(entry.from, at, entry.kind or 'edge', entry.path), entry),
+      item or file_item(tree, entry))
+  end
+  add(tree, '')
+  add(tree, ('## Used by, from outside (%d)'):format(#used_by))
+  for _, entry in ipairs(used_by) do
+    local at, item = line_of(entry)
+    add(tree, '- ' .. edge(('%s <-[%s]- %s%s'):format(entry.to, entry.kind or 'edge', entry.path, at), entry),
+      item or file_item(tree, entry))
+  end
+  add(tree, '')
+  add(tree, ('## Files (%d)'):format(#files))
+  for _, file in ipairs(files) do
+    add(tree, ('- %s (%s, degree %d%s)'):format(file.path, tostring(file.communityName or file.community),
+      file.degree or 0, file.god and ', god node' or ''), file_item(tree, file))
+  end
+end
+
 ---@param tree codeloupe.Tree
 ---@param result table graph `node` result
 local function render_node(tree, result)
+  if type(result.folder) == 'string' then
+    render_folder(tree, result)
+    return
+  end
   if result.found == false then
     add(tree, '# ' .. tostring(result.node))
     add(tree, tostring(result.message or 'not in the graph'))
@@ -250,12 +301,16 @@ function M.render(mode, result, root, asked)
   return tree
 end
 
---- The current file, for `:Codeloupe graph node` without a name (made relative once the client is known).
+--- The current file, for `:Codeloupe graph node` without a name (made relative once the client is known); in a
+--- directory's buffer (netrw, a file explorer), that folder: its part of the graph.
 ---@return string?
 local function current_file()
   local name = vim.api.nvim_buf_get_name(0)
   if indexdoc.is_document(name) then
     return name -- a shared-index document: the server takes its URI as the node
+  end
+  if name ~= '' and vim.fn.isdirectory(name) == 1 then
+    return vim.fs.normalize(name)
   end
   if name == '' or vim.bo.buftype ~= '' then
     return nil
