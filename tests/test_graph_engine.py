@@ -329,6 +329,9 @@ def test_a_node_outside_the_workspace_says_nothing_of_what_is_on_the_disk(tmp_pa
         folder = graph_node(ws, "src/shop")
         assert isinstance(folder, GraphFolder) and folder.files
         assert all(node.path.startswith("src/shop/") for node in folder.files)
+        for root in (".", "./", str(ws.root)):  # the root holds every file: its answer is the map, not "no code"
+            message = str(pytest.raises(GraphError, graph_node, ws, root).value)
+            assert "the workspace root" in message and "no code file" not in message
         with pytest.raises(GraphError, match="no such file in the workspace"):
             graph_node(ws, "x" * 1000 + ".py")  # a name longer than the file system takes
     finally:

@@ -107,6 +107,9 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
     workspace, that folder's part of the graph."""
     graph = load_graph(ws, allow_stale=allow_stale)
     folder = _named_folder(ws, target)
+    if folder == ".":
+        raise NotInGraph(target, "the workspace root: its part of the graph is the whole map, asked for without a "
+                                 "node", [])
     if folder:
         return _folder_view(ws, graph, folder)
     i, how = resolve_target(ws, graph, target)
@@ -126,10 +129,10 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
 
 
 def _named_folder(ws: WorkspaceContext, target: str) -> str:
-    """The workspace folder `target` is the path of ("" for anything else, the root included: the map is its
-    answer)."""
+    """The workspace folder `target` is the path of ("." for the root, whose answer is the map; "" for anything
+    else)."""
     try:
-        rel = ws.relative(target.strip().rstrip("/\\"))
+        rel = ws.relative(target.strip().rstrip("/\\") or ".")
     except ValueError:  # outside the workspace, or no path at all
         return ""
     return rel if rel and _on_disk(ws, rel) == "folder" else ""
