@@ -26,6 +26,7 @@ from codeloupe.graph import (
     graph_path,
     neighbours,
     render_html,
+    render_text,
     update_edges,
 )
 from codeloupe.graph import build as graph_build
@@ -307,10 +308,23 @@ def test_node_by_path_name_and_concept(tmp_path: Path) -> None:
         assert concept.resolved_by == "lexical" and concept.path == "src/shop/pricing.py"
         data = node.to_dict()
         assert {"path", "community", "god", "imports", "importers", "semantic", "symbols", "chunks"} <= set(data)
+        # The text puts an edge's line on the file that holds it: cart.py's own for what it uses (it read
+        # "src/shop/pricing.py:3", a line of cart.py), the user's for what uses it.
+        text = render_text(node)
+        pricing = next(n for n in node.imports if n.path == "src/shop/pricing.py")
+        assert "pricing" in _line(ws, "src/shop/cart.py", pricing.line)
+        assert f"  src/shop/pricing.py {pricing.kind} (from line {pricing.line})" in text
+        card = users["src/shop/payments/card.py"]
+        assert "Cart" in _line(ws, "src/shop/payments/card.py", card.line)
+        assert f"  src/shop/payments/card.py:{card.line} {card.kind}" in text
         with pytest.raises(GraphError):
             graph_node(ws, "zzzz qqqq")
     finally:
         ws.close()
+
+
+def _line(ws: Workspace, path: str, line: int) -> str:
+    return (ws.root / path).read_text().splitlines()[line - 1]
 
 
 def test_a_node_outside_the_workspace_says_nothing_of_what_is_on_the_disk(tmp_path: Path) -> None:

@@ -351,8 +351,12 @@ def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
 
 def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
     out = {"found": True, **_with_uri(uri_of, node.to_dict())}
-    out["imports"] = [_with_uri(uri_of, n) for n in out["imports"]]
-    out["importers"] = [_with_uri(uri_of, n) for n in out["importers"]]
+    # An edge's `line` is in the file that uses the other (this one for `imports`, the neighbour for `importers`):
+    # `use` is that place, where `uri` + `line` would open the imported file at a line of this one.
+    out["imports"] = [{**_with_uri(uri_of, n), "use": line_location(uri_of, node.path, n["line"])}
+                      for n in out["imports"]]
+    out["importers"] = [{**_with_uri(uri_of, n), "use": line_location(uri_of, n["path"], n["line"])}
+                        for n in out["importers"]]
     out["semantic"] = [_with_uri(uri_of, s) for s in out["semantic"]]
     out["chunks"] = [{"location": _span_location(uri_of, c), "text": c["text"]} for c in out["chunks"]]
     return out

@@ -6,14 +6,15 @@ import { escapeHtml, renderCodeBlock } from './code';
 import type { GraphFolderEdge, GraphFolderResult, GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult, HopCode } from './protocol';
 import { locationLink, type PageContext, renderPage } from './render';
 
-const fileStart = (uri: string, line = 1): Location => ({
+const fileStart = (uri: string): Location => ({
     uri,
-    range: { start: { line: line - 1, character: 0 }, end: { line: line - 1, character: 0 } },
+    range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } },
 });
 
 function neighbourItem(neighbour: GraphNeighbour): string {
     const carriers = neighbour.symbols.length > 0 ? ` <span class="muted">${escapeHtml(neighbour.symbols.join(', '))}</span>` : '';
-    const where = neighbour.line ? ` ${locationLink(fileStart(neighbour.uri, neighbour.line), `L${neighbour.line}`)}` : '';
+    // The line of the use, in the file that holds it (this one for what it imports): never `uri` at `line`.
+    const where = neighbour.use ? ` ${locationLink(neighbour.use, `L${neighbour.use.range.start.line + 1}`)}` : '';
     return `<li>${locationLink(fileStart(neighbour.uri), neighbour.path)} <span class="muted">${escapeHtml(neighbour.kind)}</span>${where}${carriers}</li>`;
 }
 

@@ -284,7 +284,10 @@ export interface GraphNeighbour {
     uri: string;
     kind: string;
     symbols: string[];
+    /** In the file that uses the other: this node's for `imports`, the neighbour's for `importers`. */
     line?: number;
+    /** Where the use is (`line` in the file that holds it); absent from servers before it. */
+    use?: Location;
 }
 
 export interface GraphNodeResult {

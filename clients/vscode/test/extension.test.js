@@ -777,6 +777,21 @@ describe('the extension against the real server', function () {
         } finally {
             await view.close();
         }
+        // What a file uses: the line link opens the use in this file, where the import is, not the used file at a
+        // line number of this one.
+        await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(path.join(workspace.root, 'app', 'auth.py')));
+        view = await openWebview(browser, panelOf('codeloupe.graphDetail').webview.html);
+        try {
+            const uses = await view.page.$$eval('#imports + ul a[data-uri]', (anchors) => anchors.map((anchor) => ({
+                uri: anchor.getAttribute('data-uri'), range: JSON.parse(anchor.getAttribute('data-range')), text: anchor.textContent })));
+            const importLine = lineOf(workspace.root, 'app/auth.py', 'from app.tokens import issue_token');
+            const lineLink = uses.find((link) => /^L\d+$/.test(link.text));
+            assert.ok(lineLink, JSON.stringify(uses));
+            assert.ok(lineLink.uri.endsWith('/app/auth.py'), `the use is in app/auth.py: ${JSON.stringify(lineLink)}`);
+            assert.equal(lineLink.range.start.line, importLine);
+        } finally {
+            await view.close();
+        }
 
         /** Runs Show Graph Path from -> to; the page's hops as text, and its links. */
         const walk = async (from, to) => {

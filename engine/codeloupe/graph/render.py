@@ -92,11 +92,11 @@ def _map_text(m: GraphMap) -> str:
 def _node_text(n: GraphNode) -> str:
     lines = [f"{_name(n.path)}  (community {n.community}: {_name(n.community_name)}{', hub' if n.god else ''};"
              f" matched by {n.resolved_by})"]
-    for title, items in (("uses", n.imports), ("used by", n.importers)):
-        lines.append(f"\n{title} ({len(items)})")
-        for item in items:
-            carried = f"  [{_names(item.symbols)}]" if item.symbols else ""
-            lines.append(f"  {_name(item.path)}:{item.line} {item.kind}{carried}")
+    # An edge's line is in the file that uses the other: this one's for what it uses, the other's for what uses it.
+    lines.append(f"\nuses ({len(n.imports)})")
+    lines += [f"  {_name(item.path)} {item.kind} (from line {item.line}){_carried(item.symbols)}" for item in n.imports]
+    lines.append(f"\nused by ({len(n.importers)})")
+    lines += [f"  {_name(item.path)}:{item.line} {item.kind}{_carried(item.symbols)}" for item in n.importers]
     if n.external:
         lines.append(f"\nexternal: {_names(n.external)}")
     if n.semantic:
