@@ -314,3 +314,52 @@ def test_ask_and_graph_take_a_remote_source_on_the_command_line(
     assert {"source": "app.py", "target": "pkg/parser.py"}.items() <= next(
         e for e in edges if e["source"] == "app.py").items()
     assert served.requests == ["/acme/widget/main.tar.gz"]  # indexed once, by the first command that needed it
+
+
+SPARSE_MAP = b"1\n0\n0\n".ljust(512, b"\0")  # one region, at offset 0, of 0 bytes
+
+
+def sparse_member(name: str, real_size: int) -> tarfile.TarInfo:
+    """A GNU sparse file (format 1.0) that stores one empty data block: tarfile reads it as `real_size` zeros."""
+    info = tarfile.TarInfo(name)
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": name,
+                        "GNU.sparse.realsize": str(real_size)}
+    info.size = len(SPARSE_MAP)
+    return info
+
+
+def test_archives_built_to_exhaust_memory_or_discovery_are_skipped_or_refused(
+        served: TarballServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = "widget-main/" + "d/" * 1500 + "deep.py"  # past Python's recursion limit
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": SHA}) as tar:
+        for path, text in {**FILES, "n" * 5000 + ".py": "x = 1\n"}.items():
+            info = tarfile.TarInfo(f"widget-main/{path}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+        info = tarfile.TarInfo(deep)
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"x = 1\n"))
+        for number in range(3):  # each unpacks to 900 kB of zeros from 1.5 kB of archive
+            tar.addfile(sparse_member(f"widget-main/hole{number}.txt", 900_000), io.BytesIO(SPARSE_MAP))
+    served.bodies["/acme/widget/main.tar.gz"] = _gzip(buffer.getvalue())
+    report = index_remote("acme/widget@main", embed=False)
+    assert report.files_indexed == 4
+    for reason, count in {"sparse file member": 3, "unsafe path (too deep)": 1,
+                          "unsafe path (too long)": 1}.items():
+        assert report.skipped[reason] == count, reason
+
+    import codeloupe.remote
+
+    monkeypatch.setattr(codeloupe.remote, "MAX_MEMBERS", 20)  # folders count against the member bound
+    served.bodies["/acme/widget/nested.tar.gz"] = tarball({f"f{n}/g/h/a.py": "x = 1\n" for n in range(8)},
+                                                          comment=SHA)
+    with pytest.raises(RemoteError, match="more than 20 folders"):
+        index_remote("acme/widget@nested", embed=False)
+
+    broken = io.BytesIO()  # a sparse map that is not one: tarfile raises ValueError while reading the header
+    with tarfile.open(fileobj=broken, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(sparse_member("widget-main/hole.txt", 10), io.BytesIO(bytes(len(SPARSE_MAP))))
+    served.bodies["/acme/widget/broken.tar.gz"] = _gzip(broken.getvalue())
+    with pytest.raises(RemoteError, match="not a readable .tar.gz"):
+        index_remote("acme/widget@broken", embed=False)

@@ -464,16 +464,24 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
     out = Walk()
 
     def directory(rel_dir: str) -> str:
-        if rel_dir not in verdicts:
-            parent = posixpath.dirname(rel_dir)
-            reason = (directory(parent) if rel_dir else "") or (
-                _dir_skip_reason(posixpath.basename(rel_dir), rel_dir, rules, untracked) if rel_dir else "")
+        # Top down from the nearest folder already judged: a loop, since an archive's names may nest deeper
+        # than Python's recursion limit.
+        pending, folder = [], rel_dir
+        while folder not in verdicts:
+            pending.append(folder)
+            if not folder:
+                break
+            folder = posixpath.dirname(folder)
+        for folder in reversed(pending):
+            inherited = verdicts[posixpath.dirname(folder)] if folder else ""
+            reason = inherited or (_dir_skip_reason(posixpath.basename(folder), folder, rules, untracked)
+                                   if folder else "")
             if not reason:
-                texts = {name: ignore_text(posixpath.join(rel_dir, name)) for name in IGNORE_FILE_NAMES}
-                rules.enter_texts(rel_dir, {name: text for name, text in texts.items() if text is not None})
-            elif not (rel_dir and directory(parent)):  # counted once, where the skip starts, like `walk`
+                texts = {name: ignore_text(posixpath.join(folder, name)) for name in IGNORE_FILE_NAMES}
+                rules.enter_texts(folder, {name: text for name, text in texts.items() if text is not None})
+            elif not inherited:  # counted once, where the skip starts, like `walk`
                 out.skipped[reason] += 1
-            verdicts[rel_dir] = reason
+            verdicts[folder] = reason
         return verdicts[rel_dir]
 
     for rel in sorted(files):

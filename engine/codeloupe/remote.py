@@ -5,8 +5,10 @@ A source is any http(s) URL of a gzipped tarball, or `owner/repo@ref` expanded t
 `remote_max_download_bytes`) and read as a stream: every decompressed byte counts against
 `remote_max_unpacked_bytes`, and past the first `RATIO_FLOOR` bytes against `remote_max_ratio` times the
 download, so a decompression bomb stops early with an error and no index change. Members are taken as data,
-never extracted: absolute names, `..` components, links (symbolic and hard), devices, fifos and duplicate
-names are skipped and counted. The regular files then pass discovery's own rules (`discover.tree_walk`: skipped
+never extracted: absolute names, `..` components, names longer than `MAX_NAME_BYTES` or deeper than `MAX_DEPTH`
+folders (discovery's cost per folder grows with its depth), links (symbolic and hard),
+devices, fifos, sparse files (their holes would unpack to bytes no bound counts) and duplicate names are skipped
+and counted. The regular files then pass discovery's own rules (`discover.tree_walk`: skipped
 directories, the archive's `.gitignore` files, names, sizes) and only the survivors are decoded and chunked
 (`index.index_files`).
 
@@ -48,6 +50,8 @@ from codeloupe.settings import Settings
 log = logging.getLogger("codeloupe.remote")
 
 MAX_MEMBERS = 500_000
+MAX_NAME_BYTES = 4096  # Linux's PATH_MAX: no checkout holds a longer path
+MAX_DEPTH = 256  # folders within folders; real trees stay far below
 RATIO_FLOOR = 32 * 2**20  # small archives may expand a lot (a few large text files); bombs go far past this
 COMMIT_REPLY_BYTES = 1 << 20
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -171,9 +175,11 @@ def member_path(name: str) -> tuple[str, str]:
     if "\\" in name or any(ord(ch) < 32 for ch in name):
         return "", "unsafe path (name)"
     try:
-        name.encode("utf-8")
+        encoded = name.encode("utf-8")
     except UnicodeEncodeError:
         return "", "unsafe path (name)"
+    if len(encoded) > MAX_NAME_BYTES:
+        return "", "unsafe path (too long)"
     if name.startswith("/") or re.match(r"[A-Za-z]:", name):
         return "", "unsafe path (absolute)"
     parts = [part for part in name.split("/") if part not in ("", ".")]
@@ -181,6 +187,8 @@ def member_path(name: str) -> tuple[str, str]:
         return "", "unsafe path (traversal)"
     if not parts:
         return "", "unsafe path (empty)"
+    if len(parts) > MAX_DEPTH + 1:
+        return "", "unsafe path (too deep)"
     return "/".join(parts), ""
 
 
@@ -189,6 +197,7 @@ class _Members:
     sizes: dict[str, int] = field(default_factory=dict)  # regular files as named in the archive
     data: dict[str, bytes] = field(default_factory=dict)  # ... and the bytes of those small enough to index
     mtimes: dict[str, float] = field(default_factory=dict)
+    folders: set[str] = field(default_factory=set)  # every folder the regular files sit in
     comment: str = ""  # the pax global header's comment
     skipped: Counter[str] = field(default_factory=Counter)
 
@@ -203,7 +212,12 @@ def _read_members(data: bytes, settings: Settings) -> tuple[_Members, int]:
                     raise RemoteError(f"refused: the archive has more than {MAX_MEMBERS} members")
                 out.comment = out.comment or str(tar.pax_headers.get("comment", ""))
                 _take(tar, member, out, settings)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:  # gzip.BadGzipFile is an OSError
+                if len(out.folders) > MAX_MEMBERS:  # discovery judges every folder: they count as members too
+                    raise RemoteError(f"refused: the archive's files sit in more than {MAX_MEMBERS} folders")
+    except RemoteError:
+        raise
+    # gzip.BadGzipFile is an OSError; tarfile raises ValueError on some malformed headers (a GNU sparse map)
+    except (tarfile.TarError, EOFError, zlib.error, OSError, ValueError) as exc:
         raise RemoteError(f"not a readable .tar.gz: {type(exc).__name__}: {exc}") from exc
     return out, reader.produced
 
@@ -218,12 +232,19 @@ def _take(tar: tarfile.TarFile, member: tarfile.TarInfo, out: _Members, settings
     if member.issym() or member.islnk():
         out.skipped["link member"] += 1
         return
+    if member.issparse():
+        out.skipped["sparse file member"] += 1
+        return
     if not member.isreg():
         out.skipped["special file member"] += 1
         return
     if path in out.sizes:
         out.skipped["duplicate member"] += 1
     out.sizes[path] = member.size
+    folder = path.rpartition("/")[0]
+    while folder and folder not in out.folders:
+        out.folders.add(folder)
+        folder = folder.rpartition("/")[0]
     out.mtimes[path] = float(member.mtime)
     out.data.pop(path, None)
     if member.size <= settings.max_file_bytes:  # larger ones are counted as too large by the walk's rules
