@@ -77,6 +77,9 @@ class TarballServer:
 
     bodies: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    redirects: dict[str, str] = field(default_factory=dict)  # path -> Location of a 302
+    announced: dict[str, int] = field(default_factory=dict)  # path -> a Content-Length that lies
+    trickled: set[str] = field(default_factory=set)  # paths whose body comes a byte at a time, slowly
 
     def __post_init__(self) -> None:
         server = self
@@ -87,11 +90,23 @@ class TarballServer:
 
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
                 server.requests.append(self.path)
+                if self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = server.bodies.get(self.path)
                 self.send_response(200 if body is not None else 404)
-                self.send_header("Content-Length", str(len(body or b"")))
+                self.send_header("Content-Length", str(server.announced.get(self.path, len(body or b""))))
                 self.end_headers()
-                self.wfile.write(body or b"")
+                if self.path not in server.trickled:
+                    self.wfile.write(body or b"")
+                    return
+                for byte in body or b"":  # until the client hangs up
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    threading.Event().wait(0.05)
 
         self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -363,3 +378,36 @@ def test_archives_built_to_exhaust_memory_or_discovery_are_skipped_or_refused(
     served.bodies["/acme/widget/broken.tar.gz"] = _gzip(broken.getvalue())
     with pytest.raises(RemoteError, match="not a readable .tar.gz"):
         index_remote("acme/widget@broken", embed=False)
+
+
+def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on(served: TarballServer) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    port = served.base.rsplit(":", 1)[1]
+    served.redirects["/acme/widget/moved.tar.gz"] = f"http://localhost:{port}/acme/widget/main.tar.gz"
+    served.redirects["/acme/widget/file.tar.gz"] = "file:///etc/passwd"
+    served.redirects["/acme/widget/out.tar.gz"] = "http://192.0.2.1:9/widget.tar.gz"  # TEST-NET-1: not this machine
+    assert index_remote("acme/widget@moved", embed=False).files_indexed == 4  # another name for this machine
+    with pytest.raises(RemoteError, match="refused the redirect to file:///etc/passwd: not http"):
+        index_remote("acme/widget@file", embed=False)
+    with pytest.raises(RemoteError, match="it is on a private network, the URL on this machine"):
+        index_remote("acme/widget@out", embed=False, overrides={"remote_timeout_s": 0.5})
+
+    from urllib.request import Request
+
+    from codeloupe.remote import _GuardedRedirects
+
+    with pytest.raises(RemoteError, match="from https down to http"):
+        _GuardedRedirects().http_error_302(Request("https://127.0.0.1:9/a.tar.gz"), None, 302, "Found",
+                                           {"location": "http://127.0.0.1:9/a.tar.gz"})
+
+
+def test_a_body_cut_short_of_its_length_or_trickled_forever_is_refused(served: TarballServer) -> None:
+    body = tarball(FILES, comment=SHA)
+    served.bodies["/acme/widget/short.tar.gz"] = body
+    served.announced["/acme/widget/short.tar.gz"] = len(body) + 5000  # a complete archive, then the line drops
+    served.bodies["/acme/widget/slow.tar.gz"] = body
+    served.trickled.add("/acme/widget/slow.tar.gz")
+    with pytest.raises(RemoteError, match=f"ended after {len(body)} of the {len(body) + 5000} bytes"):
+        index_remote("acme/widget@short", embed=False)
+    with pytest.raises(RemoteError, match="not received within remote_deadline_s"):
+        index_remote("acme/widget@slow", embed=False, overrides={"remote_deadline_s": 0.5})

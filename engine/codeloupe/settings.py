@@ -48,7 +48,8 @@ WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_fil
 # Nor where the index lives: a workspace that named a shared database (or the repository id in it) would choose
 # where its code is sent, or overwrite another repository's rows.
 USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_download_bytes",
-                       "remote_max_unpacked_bytes", "remote_max_ratio", "remote_timeout_s", "store_url",
+                       "remote_max_unpacked_bytes", "remote_max_ratio", "remote_timeout_s",
+                       "remote_deadline_s", "store_url",
                        "store_repository"})
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
@@ -69,6 +70,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "remote_max_unpacked_bytes": (1, 16 * 2**30),
     "remote_max_ratio": (1, 100_000),
     "remote_timeout_s": (0.01, 3600),
+    "remote_deadline_s": (0.01, 86_400),
 }
 # The embedding providers (codeloupe.embed names the same ones); any other is an error naming its source, not a
 # failure of the first search that needs the dense lane.
@@ -160,7 +162,8 @@ class Settings:
     remote_max_download_bytes: int = 200 * 2**20  # the compressed tarball
     remote_max_unpacked_bytes: int = 2**30  # every byte the tarball decompresses to
     remote_max_ratio: int = 100  # decompressed / compressed, past the first 32 MiB
-    remote_timeout_s: float = 60.0
+    remote_timeout_s: float = 60.0  # a connection silent this long fails
+    remote_deadline_s: float = 900.0  # one request, first byte to last (a body trickled slowly ends here)
     flows: bool = True  # keep successful walkthroughs in the index and answer repeated questions from them
     # --- storage
     cache_dir: str = ""  # "" -> $CODELOUPE_CACHE_DIR or the platform user cache dir
