@@ -411,3 +411,27 @@ def test_a_body_cut_short_of_its_length_or_trickled_forever_is_refused(served: T
         index_remote("acme/widget@short", embed=False)
     with pytest.raises(RemoteError, match="not received within remote_deadline_s"):
         index_remote("acme/widget@slow", embed=False, overrides={"remote_deadline_s": 0.5})
+
+
+def test_a_refresh_killed_midway_leaves_the_index_pinned_to_what_it_holds(served: TarballServer) -> None:
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    index_remote("acme/widget@main", embed=False)
+    served.bodies["/acme/widget/main.tar.gz"] = tarball({"moved.py": "def moved():\n    return 1\n"}, comment=OTHER_SHA)
+
+    def killed(progress) -> None:
+        if progress.phase == "chunk":  # the new files are written, the revision not yet
+            raise KeyboardInterrupt
+
+    ws = open_remote("acme/widget@main", refresh=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ws.index(killed)
+    finally:
+        ws.close()
+    ws = open_remote("acme/widget@main")  # a later search: the index is used as it is
+    try:
+        ws.index()
+        assert ws.revision == SHA
+        assert sorted(ws.store.file_rows()) == ["README.md", "app.py", "pkg/__init__.py", "pkg/parser.py"]
+    finally:
+        ws.close()

@@ -767,10 +767,14 @@ class RemoteWorkspace(Workspace):
         snapshot = fetch_snapshot(self.spec, self.settings)
         if progress:
             progress(Progress("fetch", 1, 1, self.spec.tarball_url))
-        report = index_files(self.store, self.settings, snapshot.files, label=f"{self.spec.name}@{snapshot.revision}",
-                             skipped=snapshot.skipped, strategies=self._strategies(), progress=progress)
-        self.store.set_meta(SOURCE_KEY, self.spec.source)
-        self.store.set_meta(REVISION_KEY, snapshot.revision)
+        # One transaction for the files and the revision they are pinned to: a fetch killed midway leaves the
+        # index as it was, and two fetches of the same source at once cannot interleave their files.
+        with self.store.batch():
+            report = index_files(self.store, self.settings, snapshot.files,
+                                 label=f"{self.spec.name}@{snapshot.revision}", skipped=snapshot.skipped,
+                                 strategies=self._strategies(), progress=progress)
+            self.store.set_meta(SOURCE_KEY, self.spec.source)
+            self.store.set_meta(REVISION_KEY, snapshot.revision)
         remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
         if edges:
