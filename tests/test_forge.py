@@ -201,16 +201,19 @@ def test_a_cloned_strategy_file_runs_nothing_until_its_bytes_are_trusted(
     assert not marker.exists()
     assert "not loading the chunk strategy" in capsys.readouterr().err
     assert main(["trust", "--strategy", str(path)]) == 0
+    load = load_workspace_strategies(repo)  # trusted, it still runs only within the strategy contract
+    assert load.strategies == [] and not marker.exists()
+    assert "imports 'pathlib'" in load.warnings[0]
+    path.write_text(GOOD)
+    assert main(["trust", "--strategy", str(path)]) == 0
     ws = open_ws(repo)  # trusted: imported, and the index re-chunks the files it claims
     try:
-        assert marker.exists()
         ws.index()
         assert chunks_of(ws, "rules/beta.zog") == [(1, 4, "block", "beta0"), (5, 8, "block", "beta1")]
     finally:
         ws.close()
     assert main(["trust", "--list"]) == 0
     assert f"strategy {path}  trusted" in capsys.readouterr().out
-    marker.unlink()
     path.write_text(path.read_text() + "# edited\n")
     assert main(["trust", "--list"]) == 0
     assert f"strategy {path}  CHANGED" in capsys.readouterr().out
@@ -330,3 +333,58 @@ def test_a_catastrophic_regular_expression_is_cut_off_too() -> None:
     with pytest.raises(StrategyError, match="time bound"):
         apply_strategy(Strategy("backtracks", (".zog",), function=backtracks), text, text.splitlines(keepends=True),
                        timeout_s=0.2)
+
+
+# Each reaches `os` without importing it or naming anything forbidden; the allowed modules were handed out whole.
+THROUGH_A_MODULE = '''import re
+
+EXTENSIONS = (".zog",)
+re.enum.sys.modules["os"].system("touch MARKER")
+
+
+def chunk(text, lines):
+    return [(1, len(lines))]
+'''
+THROUGH_A_FRAME = '''EXTENSIONS = (".zog",)
+
+
+def frames():
+    yield running.gi_frame.f_back
+
+
+def chunk(text, lines):
+    global running
+    running = frames()
+    caller = next(running)
+    while caller is not None:
+        if "logging" in caller.f_globals:
+            caller.f_globals["logging"].os.system("touch MARKER")
+        caller = caller.f_back
+    return [(1, len(lines))]
+'''
+THROUGH_A_WRAPPER = '''import functools
+import re
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    functools.update_wrapper(chunk, re.compile, assigned=(), updated=("__globals__",))
+    enum.sys.modules["os"].system("touch MARKER")
+    return [(1, len(lines))]
+'''
+
+
+def test_forged_code_reaches_nothing_but_the_text_modules_it_may_import(repo: Path) -> None:
+    marker = repo.parent / "forged-marker"
+    with ChatServer() as chat:
+        chat.add(*(Reply(text=fenced(code.replace("MARKER", str(marker))), times=1)
+                   for code in (THROUGH_A_MODULE, THROUGH_A_FRAME, THROUGH_A_WRAPPER)))
+        ws = open_ws(repo, chat)
+        try:
+            [outcome] = ws.forge([".zog"])
+        finally:
+            ws.close()
+    assert not marker.exists()
+    assert not outcome.accepted and [bool(a.problems) for a in outcome.attempts] == [True, True, True]
+    assert not (repo / ".codeloupe").exists()

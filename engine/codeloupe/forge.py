@@ -12,7 +12,6 @@ The model writes code only here: indexing and retrieval run the accepted code an
 
 from __future__ import annotations
 
-import ast
 import inspect
 import os
 import re
@@ -33,6 +32,7 @@ from codeloupe.chunk.strategies import (
     run_bounded,
     strategy_for,
 )
+from codeloupe.chunk.strategy_sandbox import ALLOWED_IMPORTS, static_problems
 from codeloupe.discover import decode_source, walk
 from codeloupe.settings import Settings
 from codeloupe.trust import TrustStore, file_digest
@@ -45,14 +45,6 @@ SAMPLE_CHARS = 8000
 PROBLEMS_SHOWN = 5
 # Plain-text extensions that are prose on purpose (the sections chunker is their chunker).
 PROSE_TEXT = frozenset({".txt", ".text"})
-# What forged code may import: text processing only (checked before the code is first run).
-ALLOWED_IMPORTS = frozenset({"re", "string", "itertools", "bisect", "collections", "functools", "typing",
-                             "dataclasses", "math", "textwrap", "__future__"})
-FORBIDDEN_NAMES = frozenset({"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars",
-                             "getattr", "setattr", "delattr", "input", "breakpoint", "exit", "quit", "help",
-                             "memoryview", "__builtins__", "__loader__", "__spec__"})
-
-
 @dataclass(frozen=True)
 class ExtensionCount:
     extension: str  # ".ext"; "" for files without one
@@ -227,7 +219,7 @@ def extract_module(reply: str) -> str:
 def check_strategy(source: str, extension: str, files: dict[str, str], name: str = "forged") -> list[str]:
     """Every reason to refuse this module for these files ([] accepts it): its imports and names first, before
     any of it runs; then the module loads and claims the extension; then each file's chunks are a partition."""
-    problems = _static_problems(source)
+    problems = static_problems(source)
     if problems:
         return problems
     try:
@@ -242,28 +234,6 @@ def check_strategy(source: str, extension: str, files: dict[str, str], name: str
             apply_strategy(strategy, text, text.splitlines(keepends=True))
         except StrategyError as exc:
             problems.append(f"{path}: {exc}")
-    return problems
-
-
-def _static_problems(source: str) -> list[str]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as exc:
-        return [f"not valid Python: {exc.msg} (line {exc.lineno})"]
-    problems = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""] if node.level == 0 else ["(relative import)"]
-        else:
-            modules = []
-        problems += [f"line {node.lineno}: imports {m!r}; only {', '.join(sorted(ALLOWED_IMPORTS))} are allowed"
-                     for m in modules if m.split(".")[0] not in ALLOWED_IMPORTS]
-        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
-            problems.append(f"line {node.lineno}: uses {node.id!r}; a strategy does no I/O and no dynamic code")
-        if isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr != "__init__":
-            problems.append(f"line {node.lineno}: uses the attribute {node.attr!r}")
     return problems
 
 

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, TypeVar
 
 from codeloupe.chunk.lines import PartitionError, validate_partition
+from codeloupe.chunk.strategy_sandbox import module_globals, static_problems
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 from codeloupe.types import Chunk
 
@@ -133,8 +134,12 @@ def strategy_for(rel_path: str, strategies: Sequence[Strategy]) -> Strategy | No
 
 
 def compile_strategy(source: str, origin: str) -> tuple[tuple[str, ...], ChunkStrategy]:
-    """Run a strategy module's code and return its (EXTENSIONS, chunk). Only for code the user accepted."""
-    namespace: dict[str, object] = {"__name__": f"codeloupe_strategy_{PurePosixPath(origin).stem}"}
+    """Run a strategy module's code and return its (EXTENSIONS, chunk). Only for code the user accepted, or
+    code being forged; either way only what `strategy_sandbox` lets it reach."""
+    problems = static_problems(source)
+    if problems:
+        raise StrategyError(f"refused: {'; '.join(problems[:3])}")
+    namespace = module_globals(f"codeloupe_strategy_{PurePosixPath(origin).stem}")
     exec(compile(source, origin, "exec"), namespace)  # noqa: S102 - trusted by its hash, or being forged
     function = namespace.get("chunk")
     if not callable(function):
