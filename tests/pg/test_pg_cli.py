@@ -21,10 +21,10 @@ def test_queued_by_index_filled_by_a_worker_searched_by_search(tmp_path: Path, p
     root = tmp_path / "service"
     shutil.copytree(FIXTURES / "python", root)
     assert main(["index", str(root), "--store", pg_url, "--repo", "svc", "--queue"]) == 0
-    assert capsys.readouterr().out.startswith("queued 1 batches of svc")
+    assert capsys.readouterr().out.startswith("queued 1 batch of svc")
     assert main(["worker", "--store", pg_url, "--exit-when-idle", "0"]) == 0
     files = sum(1 for p in root.rglob("*") if p.is_file())
-    assert f"1 batches, {files} files, 0 texts embedded, graph edges of 1 repositories resolved" in \
+    assert f"1 batch, {files} files, 0 texts embedded, graph edges of 1 repository resolved" in \
         capsys.readouterr().err
     assert main(["search", str(root), "charge the card total price", "--store", pg_url, "--repo", "svc",
                  "--json", "--no-embed"]) == 0

@@ -39,20 +39,23 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe import api
     from codeloupe.store import StoreError
 
+    from .common import amount
+
     try:
         if args.action == "repos":
             answer: Any = api.shared_repositories(args.store_url)
-            lines = [f"{r.name}  {r.files} files, {r.chunks} chunks, {r.vectors} vectors"
-                     f"  @ {r.commit[:12] or '(no commit)'}  indexed {r.indexed_at or 'never'}"
-                     + (f"  {r.open_batches} batches queued" if r.open_batches else "") + f"  from {r.root}"
+            lines = [f"{r.name}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
+                     f" {amount(r.vectors, 'vector')}  @ {r.commit[:12] or '(no commit)'}  indexed {r.indexed_at or 'never'}"
+                     + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
+                     + f"  from {r.root}"
                      for r in answer] or ["no repository"]
         elif args.action == "drop":
             answer = api.drop_shared_repository(args.store_url, args.repository)
-            lines = [f"dropped {answer.name}: {answer.files} files, {answer.chunks} chunks"
+            lines = [f"dropped {answer.name}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
         elif args.action == "global-index" and args.what == "status":
             answer = api.global_vector_index_status(args.store_url)
-            lines = [f"{g.name}: {g.state}, {g.vectors} vectors of {g.dim} dimensions"
+            lines = [f"{g.name}: {g.state}, {amount(g.vectors, 'vector')} of {g.dim} dimensions"
                      + (f", {g.size_bytes / 2**20:.1f} MB" if g.state != "absent" else "")
                      for g in answer.graphs] or ["no vectors"]
             lines.append("dropped by hand: workers leave it absent until `global-index` builds it"
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             lines = [f"dropped {name}" for name in answer] or ["no global index"]
         elif args.action == "global-index":
             answer = api.build_global_vector_indexes(args.store_url)
-            lines = [f"{g.name}: {g.vectors} vectors of {g.dim} dimensions,"
+            lines = [f"{g.name}: {amount(g.vectors, 'vector')} of {g.dim} dimensions,"
                      f" {g.size_bytes / 2**20:.1f} MB,"
                      + (f" built in {g.seconds} s" if g.built else " already built")
                      for g in answer] or ["no vectors to index"]

@@ -191,6 +191,11 @@ def counted(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{name} {count}" for name, count in counts)
 
 
+def amount(count: int, noun: str, plural: str = "") -> str:
+    """`count` and its noun, singular for one: "1 batch", "3 batches" (`plural`: noun + "s" when not given)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def visible(text: str) -> str:
     """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
     return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))

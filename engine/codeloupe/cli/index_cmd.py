@@ -11,7 +11,7 @@ from codeloupe.api import Workspace
 from codeloupe.store import Store
 
 from . import CliError
-from .common import add_workspace_args, counted, index_workspace, open_workspace
+from .common import add_workspace_args, amount, counted, index_workspace, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,7 +95,7 @@ def _queue(ws: Workspace) -> int:
         if not isinstance(ws.store, PgStore):
             raise CliError("--queue needs the shared index: --store postgresql://... (or store_url)")
         batches = enqueue_workspace(ws.store, ws.root, ws.settings)
-        print(f"queued {batches} batches of {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
+        print(f"queued {amount(batches, 'batch', 'batches')} of {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
               " for `codeloupe worker`")
     finally:
         ws.close()

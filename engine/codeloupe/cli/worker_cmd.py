@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.store import StoreError
     from codeloupe.store.postgres import MAX_ATTEMPTS
 
+    from .common import amount
+
     flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
     try:
@@ -42,12 +44,15 @@ def run(args: argparse.Namespace) -> int:
                             global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
-    print(f"worker: {report.batches} batches, {report.files} files, {report.embedded} texts embedded"
-          + (f", graph edges of {report.graphs} repositories resolved" if report.graphs else "")
-          + "".join(f", the vector graph over every repository built ({index.dim}-dimensional, {index.vectors}"
-                    f" vectors, {index.seconds:.0f} s)" for index in report.global_indexes)
-          + (f", {report.lost_claims} claims lost to an expired lease" if report.lost_claims else "")
+    print(f"worker: {amount(report.batches, 'batch', 'batches')}, {amount(report.files, 'file')},"
+          f" {amount(report.embedded, 'text')} embedded"
+          + (f", graph edges of {amount(report.graphs, 'repository', 'repositories')} resolved"
+             if report.graphs else "")
+          + "".join(f", the vector graph over every repository built ({index.dim}-dimensional,"
+                    f" {amount(index.vectors, 'vector')}, {index.seconds:.0f} s)" for index in report.global_indexes)
+          + (f", {amount(report.lost_claims, 'claim')} lost to an expired lease" if report.lost_claims else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
-          + (f"; {report.stuck} batches failed {MAX_ATTEMPTS} times and are left queued" if report.stuck else ""),
+          + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
+             f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),
           file=sys.stderr)
     return 0
