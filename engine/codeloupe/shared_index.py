@@ -262,16 +262,15 @@ class _Checkout:
 
 
 def _graph_when_done(store: PgStore, root: Path, claims: EmbeddingClaims) -> int:
-    """Once no batch of the repository is left open, resolve its graph edges (so no reader has to); one
-    worker at a time per repository (another finishing at the same moment leaves it). 1 when it did."""
+    """Once no batch of the repository is left open, resolve its graph edges (so no reader has to) if its files
+    changed since they were; one worker at a time per repository (another finishing at the same moment leaves
+    it). 1 when it resolved them."""
     from codeloupe.graph import ensure_edges
 
     if store.query("SELECT count(*) FROM work_queue WHERE repo_id = ? AND done_at IS NULL", (store.repo_id,))[0][0]:
         return 0
     with claims.holding(f"graph {store.repo_id}".encode()) as held:
-        if held:
-            ensure_edges(_Checkout(root, store))
-        return int(held)
+        return int(held and ensure_edges(_Checkout(root, store)))
 
 
 def _global_indexes_due(url: str, claims: EmbeddingClaims, min_vectors: int) -> list[GlobalVectorIndex]:

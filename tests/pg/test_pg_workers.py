@@ -300,3 +300,36 @@ def test_a_running_worker_indexes_a_repository_dropped_and_queued_again(tmp_path
     assert report.failed == 0
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     assert store.repo_id != first.repo_id and set(store.file_rows()) == {"app.py", "util.py"}
+
+
+def test_a_batch_that_changed_no_file_leaves_the_graph_unresolved_and_the_generation_as_it_was(
+        tmp_path: Path, pg_url: str) -> None:
+    """A worker resolves a repository's graph edges again only when its batches changed a file: a batch of
+    files touched with the same content, or of a file skipped for its content, moves nothing (every reader's
+    snapshot stays current too)."""
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "python", root)
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
+
+    def drained() -> int:
+        """Graph resolutions of a worker run over what is queued."""
+        return run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).graphs
+
+    try:
+        assert enqueue_workspace(store, root, settings) == 1
+        assert drained() == 1
+        generation = store.generation("content")
+        first = sorted(root.rglob("*.py"))[0]
+        stat = first.stat()
+        os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # touched, same text
+        (root / "blob.py").write_bytes(b"x = 1\0\0\0\n")  # new, and skipped for its content
+        assert enqueue_workspace(store, root, settings) == 1
+        assert drained() == 0
+        assert store.generation("content") == generation
+        first.write_text(first.read_text() + "\n\ndef added():\n    return 3\n")
+        assert enqueue_workspace(store, root, settings) == 1
+        assert drained() == 1
+        assert store.generation("content") > generation
+    finally:
+        store.close()

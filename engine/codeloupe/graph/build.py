@@ -374,10 +374,13 @@ def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolut
         edge_store.replace_edges(ws.store, changed)
 
 
-def ensure_edges(ws: WorkspaceContext) -> None:
-    """Bring the edges up to date when the index moved since they were resolved (or never were)."""
-    if ws.store.get_meta(_STATE_KEY) != _state(ws):
-        update_edges(ws)
+def ensure_edges(ws: WorkspaceContext) -> bool:
+    """Bring the edges up to date when the index moved since they were resolved (or never were); whether it
+    had moved."""
+    if ws.store.get_meta(_STATE_KEY) == _state(ws):
+        return False
+    update_edges(ws)
+    return True
 
 
 @dataclass

@@ -874,21 +874,23 @@ class PgStore:
         return int(file_id), chunked.path, [(chunk_id, c.breadcrumb, c.text) for chunk_id, c in
                                             zip(chunk_ids, chunked.chunks, strict=True)], batch_file.terms
 
-    def _delete_paths(self, paths: list[str]) -> None:
+    def _delete_paths(self, paths: list[str]) -> int:
         """Delete these files (their chunks, the chunks' terms and the rest cascade) and take their terms out of
         the repository's totals (first: the repository's row is the writers' turn, see the migration) and out
-        of the chunk frequencies (the delete's subquery still sees the chunks' terms it removes)."""
+        of the chunk frequencies (the delete's subquery still sees the chunks' terms it removes); how many of
+        them the index held."""
         self._conn.execute(
             "UPDATE repositories r SET lex_chunks = r.lex_chunks - g.chunks, lex_files = r.lex_files - g.files,"
             " lex_length = r.lex_length - g.length FROM (SELECT coalesce(sum(l.chunks), 0) AS chunks,"
             " count(*) FILTER (WHERE l.chunks > 0) AS files, coalesce(sum(l.length), 0) AS length"
             " FROM lex_files l JOIN files f ON f.id = l.file_id WHERE f.path = ANY(%s)) g WHERE r.id = %s",
             (paths, self.repo_id))
-        self._conn.execute(
-            "WITH gone AS (DELETE FROM files WHERE path = ANY(%(paths)s) RETURNING id)"
+        return int(self._conn.execute(
+            "WITH gone AS (DELETE FROM files WHERE path = ANY(%(paths)s) RETURNING id), terms AS ("
             " UPDATE lex_terms t SET df = t.df - g.n FROM (SELECT u.id, count(*) AS n FROM lex_chunk_terms l,"
             " unnest(l.terms) AS u(id) WHERE l.chunk_id IN (SELECT c.id FROM chunks c WHERE c.file_id IN"
-            " (SELECT id FROM gone)) GROUP BY u.id) g WHERE t.id = g.id", {"paths": paths})
+            " (SELECT id FROM gone)) GROUP BY u.id) g WHERE t.id = g.id)"
+            " SELECT count(*) FROM gone", {"paths": paths}).fetchone()[0])
 
     def _count_terms(self, files: list[_Written]) -> None:
         """The term statistics of files just written: each chunk's terms with their counts (its lexical document
@@ -1216,8 +1218,9 @@ class PgStore:
                 " RETURNING id", (item.id, item.claimant)).fetchone()
             if done is None:
                 return False
-            if gone:
-                self._delete_paths(gone)
+            # A batch that changed no file (new stamps of the same content, files skipped that were never
+            # indexed) leaves the generations alone: every reader's snapshot and the graph stay current.
+            changed = bool(files) or (bool(gone) and self._delete_paths(gone) > 0)
             if touched:
                 with self._conn.cursor() as cur:
                     cur.executemany("UPDATE files SET size = %s, mtime = %s WHERE path = %s",
@@ -1240,8 +1243,9 @@ class PgStore:
             if model:
                 self._insert_vectors("chunk", model, chunk_rows)
                 self._insert_vectors("skeleton", model, skeleton_rows)
-            self._bump("content")
-            self._bump("vector")
+            if changed:
+                self._bump("content")
+                self._bump("vector")
         return True
 
     def _ensure_vector_index(self, dim: int) -> None:
