@@ -53,6 +53,7 @@ from codeloupe.index import ProgressFn, index_files, index_paths, index_workspac
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
+from codeloupe.repository_names import repository_name_problem, shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
@@ -886,8 +887,10 @@ def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | No
     names = list(dict.fromkeys(repositories))
     missing = sorted(set(names) - set(known))
     if missing:
-        raise WorkspaceError(f"{', '.join(missing)}: not in the shared index {url}"
-                             f" (it holds {', '.join(known) or 'no repository yet'})")
+        unnamed = [problem for name in missing if (problem := repository_name_problem(name))]
+        raise WorkspaceError("; ".join(unnamed) if unnamed else
+                             f"{', '.join(missing)}: not in the shared index {url}"
+                             f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository yet'})")
     if not known:
         raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
                              " `codeloupe index PATH --store URL`")

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from codeloupe.regular_file import read_head
+from codeloupe.repository_names import repository_name_problem
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, settings_digest, user_config_dir
 
 if sys.version_info >= (3, 11):
@@ -293,6 +294,8 @@ def _check(name: str, value: Any, source: str) -> None:
         raise SettingsError(f"setting {name!r} from {source}: {value!r} is not an http(s) URL")
     if name == "store_url" and value and urlsplit(value).scheme not in ("postgresql", "postgres"):
         raise SettingsError(f"setting 'store_url' from {source}: only a postgresql:// URL names a shared index")
+    if name == "store_repository" and value and (problem := repository_name_problem(value)):
+        raise SettingsError(f"setting 'store_repository' from {source}: {problem}")
 
 
 def _path_value(value: str, base_dir: Path | None) -> str:

@@ -33,6 +33,7 @@ from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
 from codeloupe.index import Prepared, content_rules, prepare, strategies_in_force
+from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import SkippedFile, StoreError
 from codeloupe.store.postgres import (
@@ -499,7 +500,8 @@ def drop_repository(url: str, name: str) -> DroppedRepository:
         row = conn.execute("SELECT id FROM repositories WHERE name = %s FOR UPDATE", (name,)).fetchone()
         if row is None:
             known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
-            raise StoreError(f"{name}: not in the shared index (it holds {', '.join(known) or 'no repository'})")
+            raise StoreError(f"{shown_repository_name(name)}: not in the shared index"
+                             f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository'})")
         repo_id = int(row[0])
         files, chunks = conn.execute("SELECT (SELECT count(*) FROM public.files WHERE repo_id = %s),"
                                      " (SELECT count(*) FROM public.chunks WHERE repo_id = %s)",

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("repos", help="list the repositories")
-    drop = actions.add_parser("drop", help="remove a repository and everything indexed of it")
+    drop = actions.add_parser("drop", help="remove a repository and everything indexed of it (any name `repos`"
+                                           " lists, one an older version accepted included)")
     drop.add_argument("repository")
     queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe import api
+    from codeloupe.repository_names import shown_repository_name
     from codeloupe.store import StoreError
 
     from .common import amount
@@ -44,14 +46,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "repos":
             answer: Any = api.shared_repositories(args.store_url)
-            lines = [f"{r.name}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
+            lines = [f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
                      f" {amount(r.vectors, 'vector')}  @ {r.commit[:12] or '(no commit)'}  indexed {r.indexed_at or 'never'}"
                      + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
                      + f"  from {r.root}"
                      for r in answer] or ["no repository"]
         elif args.action == "drop":
             answer = api.drop_shared_repository(args.store_url, args.repository)
-            lines = [f"dropped {answer.name}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
+            lines = [f"dropped {shown_repository_name(answer.name)}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
         elif args.action == "global-index" and args.what == "status":
             answer = api.global_vector_index_status(args.store_url)

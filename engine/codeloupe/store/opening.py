@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codeloupe.repository_names import repository_name_problem
 from codeloupe.settings import Settings
-from codeloupe.store import Store
+from codeloupe.store import Store, StoreError
 from codeloupe.store.protocol import IndexStore
 
 
 def repository_name(settings: Settings, root: Path) -> str:
-    """The repository's id in the shared index: `store_repository`, else the workspace folder's name."""
-    return settings.store_repository or Path(root).name or "root"
+    """The repository's id in the shared index: `store_repository`, else the workspace folder's name (refused
+    when it breaks the rule of `codeloupe.repository_names`: the user names it)."""
+    if settings.store_repository:
+        return settings.store_repository  # checked as a setting
+    name = Path(root).name or "root"
+    if problem := repository_name_problem(name):
+        raise StoreError(f"the folder's name {problem}: name the repository with --repo NAME (or store_repository)")
+    return name
 
 
 def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True) -> IndexStore:

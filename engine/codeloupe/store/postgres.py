@@ -41,6 +41,7 @@ import numpy as np
 
 from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
+from codeloupe.repository_names import repository_name_problem
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
     ChunkTable,
@@ -664,9 +665,16 @@ class PgStore:
             log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
     def _repository_row(self, name: str) -> tuple[int, str]:
+        """The repository's (id, index id); a new one is made only under a name that follows the rule (one an
+        older version made under another name opens as it is)."""
         conn = self._pool.take(0)
         try:
             with conn.transaction():
+                if problem := repository_name_problem(name):
+                    row = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s", (name,)).fetchone()
+                    if row is None:
+                        raise StoreError(problem)
+                    return int(row[0]), row[1]
                 # A new repository's term statistics are current from its first chunk.
                 conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
                              " ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, TOKENS_VERSION))
