@@ -222,12 +222,22 @@ class Workspace:
         if not isinstance(self.store, Store):  # the shared index (its driver is imported only for one)
             from codeloupe.shared_index import pin_source
 
-            pin_source(self.store, self.root, named=bool(self.settings.store_repository))
+            pin_source(self.store, self.root)
         report = index_workspace(self.root, self.store, self.settings, progress, strategies, found)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
+
+    def replace_shared_source(self) -> None:
+        """Make this folder the source of its repository in the shared index where another folder was
+        (`codeloupe index --replace`): the next `index()` replaces the repository's files with this folder's."""
+        if isinstance(self.store, Store):
+            raise WorkspaceError("--replace makes a folder the source of a repository of the shared index:"
+                                 " only with --store (or store_url)")
+        from codeloupe.shared_index import pin_source
+
+        pin_source(self.store, self.root, replace=True)
 
     def check_index(self) -> str:
         """Run the integrity check deferred by `check_index=False`; returns why the index was rebuilt ("" when

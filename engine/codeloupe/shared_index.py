@@ -69,20 +69,20 @@ LEASE_S = 120.0
 GLOBAL_INDEX_MIN_VECTORS = 300_000
 
 
-def pin_source(store: IndexStore, root: Path, *, named: bool = False) -> None:
+def pin_source(store: IndexStore, root: Path, *, replace: bool = False) -> None:
     """In the shared index, record where the repository is indexed from and at which commit (before its files
     are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
 
-    A repository named after its folder (not `named` by --repo / store_repository) that the index knows from
-    another folder is refused: indexing it would replace the other repository's files with this one's."""
+    A repository the index holds from another folder is refused unless `replace` (`index --replace`): indexing
+    this folder under its name would replace the other folder's files with this one's."""
     if not isinstance(store, PgStore):
         return
     here = str(Path(root).resolve())
     known = store.source_root
-    if known and known != here and not named:
-        raise StoreError(f"the shared index's repository {store.repository!r} was indexed from {known}, not {here}:"
-                         " name this one with --repo NAME (or store_repository), or pass --repo"
-                         f" {store.repository} to make this folder its source")
+    if known and known != here and not replace:
+        raise StoreError(f"the shared index's repository {store.repository!r} holds the files of {known}, not"
+                         f" {here}: pass --replace to index this folder in their place, or name its repository"
+                         " with --repo NAME (or store_repository)")
     store.set_source(here, workspace_commit(root))
 
 
@@ -102,7 +102,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     """Pin the repository to its current commit, delete the files that left it, and queue the changed ones
     (by size and mtime, or chunker version) for the workers; returns how many batches were queued."""
     root = Path(root).resolve()
-    pin_source(store, root, named=bool(settings.store_repository))
+    pin_source(store, root)
     commit = store.commit
     strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     found = walk(root, settings)

@@ -53,3 +53,38 @@ def test_a_password_in_the_store_url_is_never_printed(tmp_path: Path, pg_url: st
     assert main(["search", str(root), "anything", "--store", unreachable]) == 2
     out, err = capsys.readouterr()
     assert "127.0.0.1:1/x" in err and secret not in out + err
+
+
+def test_a_repository_indexed_from_another_folder_is_replaced_only_when_asked(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index --repo NAME` on a folder other than the one NAME was indexed from is refused, queued or not,
+    saying how to do it (`--replace`) and leaving the repository as it was; a folder named like another's
+    repository too."""
+    from codeloupe.store.postgres import PgStore, repository_names
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "go", other)
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+
+    def files() -> set[str]:
+        return set(store.file_rows())
+
+    assert main(["index", str(first), "--store", pg_url, "--repo", "svc", "--no-embed"]) == 0
+    indexed = files()
+    capsys.readouterr()
+    for extra in ([], ["--queue"]):
+        assert main(["index", str(other), "--store", pg_url, "--repo", "svc", *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"holds the files of {first}" in err and "--replace" in err
+        assert files() == indexed and store.source_root == str(first)
+    assert main(["index", str(first), "--store", pg_url]) == 0  # repository "service" from a/service
+    assert main(["index", str(other), "--store", pg_url]) == 2  # b/service: another folder of that name
+    assert "--replace" in capsys.readouterr().err
+    assert main(["index", str(other), "--store", pg_url, "--repo", "svc", "--replace", "--no-embed"]) == 0
+    assert store.source_root == str(other) and files() and not files() & indexed
+    assert sorted(repository_names(pg_url)) == ["service", "svc"]
+    assert main(["index", str(other), "--replace"]) == 2
+    assert "only with --store" in capsys.readouterr().err
+    store.close()

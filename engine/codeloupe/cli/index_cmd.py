@@ -7,8 +7,8 @@ import dataclasses
 import json
 import time
 
-from codeloupe.api import Workspace
-from codeloupe.store import Store
+from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.store import Store, StoreError
 
 from . import CliError
 from .common import add_workspace_args, amount, counted, index_workspace, open_workspace
@@ -25,12 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--queue", action="store_true",
                         help="with --store: queue the changed files for `codeloupe worker` processes instead of "
                              "indexing them here")
+    parser.add_argument("--replace", action="store_true",
+                        help="with --store: index this folder under a repository name the shared index holds from"
+                             " another folder, replacing that folder's files (without it, that is refused)")
     parser.set_defaults(remote_refresh=True, func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     ws = open_workspace(args)
+    if args.replace:
+        _replace_source(ws)
     if args.queue:
         return _queue(ws)
     try:
@@ -95,8 +100,18 @@ def _queue(ws: Workspace) -> int:
         if not isinstance(ws.store, PgStore):
             raise CliError("--queue needs the shared index: --store postgresql://... (or store_url)")
         batches = enqueue_workspace(ws.store, ws.root, ws.settings)
-        print(f"queued {amount(batches, 'batch', 'batches')} of {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
-              " for `codeloupe worker`")
+        print(f"queued {amount(batches, 'batch', 'batches')} of {ws.store.repository} at"
+              f" {ws.store.commit or 'the files on disk'} for `codeloupe worker`")
+    except StoreError as exc:
+        raise CliError(str(exc)) from exc
     finally:
         ws.close()
     return 0
+
+
+def _replace_source(ws: Workspace) -> None:
+    try:
+        ws.replace_shared_source()
+    except (StoreError, WorkspaceError) as exc:
+        ws.close()
+        raise CliError(str(exc)) from exc
