@@ -70,6 +70,10 @@ log = logging.getLogger("codeloupe.store.postgres")
 _SCOPE = "current_setting('codeloupe.repo_id')::integer"
 # Connections kept open per database for the next session (more are opened while more threads ask at once).
 _IDLE_CONNECTIONS = 8
+# How long a repository's session waits for a lock another client holds (an indexer's or a worker's write of
+# the same repository; a stalled one holds it until it is stopped) before its statement fails saying so, where
+# nothing else set `lock_timeout` (the store URL's options, the role's or the database's setting win).
+LOCK_TIMEOUT_MS = 60_000
 
 # (version, statements): append only; a released migration is never edited.
 MIGRATIONS: list[tuple[int, str]] = [(1, """
@@ -468,6 +472,8 @@ class _Pool:
         if conn is None:
             conn = connect(self.url)
             conn.execute("SET search_path = scoped, public")
+            conn.execute("SELECT set_config('lock_timeout', %s, false) FROM pg_settings"
+                         " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS),))
         if self._scope.get(id(conn)) != repo_id:
             conn.execute("SELECT set_config('codeloupe.repo_id', %s, false)", (str(repo_id),))
             self._scope[id(conn)] = repo_id
@@ -666,23 +672,23 @@ class PgStore:
 
     def _repository_row(self, name: str) -> tuple[int, str]:
         """The repository's (id, index id); a new one is made only under a name that follows the rule (one an
-        older version made under another name opens as it is)."""
+        older version made under another name opens as it is). An existing one is read, never written: a
+        writer holding its row (an indexer, a worker) keeps no one from opening it."""
+        select = "SELECT id, index_id FROM repositories WHERE name = %s"
         conn = self._pool.take(0)
         try:
-            with conn.transaction():
+            row = conn.execute(select, (name,)).fetchone()
+            if row is None:
                 if problem := repository_name_problem(name):
-                    row = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s", (name,)).fetchone()
-                    if row is None:
-                        raise StoreError(problem)
-                    return int(row[0]), row[1]
-                # A new repository's term statistics are current from its first chunk.
-                conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
-                             " ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, TOKENS_VERSION))
-                repo_id, index_id = conn.execute("SELECT id, index_id FROM repositories WHERE name = %s",
-                                                 (name,)).fetchone()
+                    raise StoreError(problem)
+                with conn.transaction():
+                    # A new repository's term statistics are current from its first chunk.
+                    conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
+                                 " ON CONFLICT (name) DO NOTHING", (name, uuid.uuid4().hex, TOKENS_VERSION))
+                    row = conn.execute(select, (name,)).fetchone()
         finally:
             self._pool.give(conn)
-        return int(repo_id), index_id
+        return int(row[0]), row[1]
 
     # ------------------------------------------------------------------ sessions and raw SQL
 
@@ -717,6 +723,11 @@ class PgStore:
         under this process (a write then meets its missing row)."""
         if self._held.conn.broken:
             raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
+                             f" writing it ({str(exc).strip()}): try again once it is done; `codeloupe admin --store"
+                             " URL queue` names the workers holding batches, and a stalled one lets go once it is"
+                             " stopped") from exc
         if isinstance(exc, psycopg.errors.ForeignKeyViolation):
             self._repository_columns("id")
 
@@ -741,6 +752,8 @@ class PgStore:
             try:
                 with self._conn.transaction():
                     yield SqlConnection(self._conn)
+            except psycopg.errors.LockNotAvailable:
+                raise  # the session says who holds it
             except psycopg.OperationalError as exc:
                 raise StoreError(f"cannot write the shared index {redact(self.url)}: {exc}") from exc
 
