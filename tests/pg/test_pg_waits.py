@@ -5,6 +5,7 @@ own settings of either bound win."""
 from __future__ import annotations
 
 import shutil
+import socket
 import threading
 from pathlib import Path
 
@@ -51,3 +52,32 @@ def test_the_store_urls_own_lock_timeout_wins(tmp_path: Path, pg_url: str, monke
                           (f"{pg_url}&options=-c%20lock_timeout%3D0", "0")):
         store = PgStore(url, "svc", local_dir=tmp_path)
         assert store.query("SHOW lock_timeout") == [(expected,)], url
+
+
+def _never_answering() -> socket.socket:
+    """A server on 127.0.0.1 that takes connections (the kernel completes them) and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    return listener
+
+
+@pytest.mark.parametrize("own", ["", "&connect_timeout=1"])
+def test_a_database_that_never_answers_is_given_up_on(tmp_path: Path, own: str, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """libpq waits for a connection until TCP gives up, forever for a server that accepted and never answers:
+    without a `connect_timeout` in the URL, the default bounds it; with one, the URL's (the default is made
+    one no test would wait for)."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    monkeypatch.setattr(postgres, "CONNECT_TIMEOUT_S", 3600 if own else 1)
+    listener = _never_answering()
+    valve = threading.Timer(SAFETY_VALVE_S, listener.close)  # closing it resets the waiting connection
+    valve.start()
+    try:
+        url = f"postgresql://someone@127.0.0.1:{listener.getsockname()[1]}/x?sslmode=disable{own}"
+        assert main(["index", str(tmp_path), "--store", url]) == 2
+        assert "cannot connect to the shared index" in (err := capsys.readouterr().err) and "timeout expired" in err
+    finally:
+        valve.cancel()
+        listener.close()

@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import select
 import threading
 import time
@@ -70,6 +71,9 @@ log = logging.getLogger("codeloupe.store.postgres")
 _SCOPE = "current_setting('codeloupe.repo_id')::integer"
 # Connections kept open per database for the next session (more are opened while more threads ask at once).
 _IDLE_CONNECTIONS = 8
+# How long a connection is waited for where the store URL (`connect_timeout`) or PGCONNECT_TIMEOUT does not
+# say: libpq waits until TCP gives up (minutes for a host that never answers).
+CONNECT_TIMEOUT_S = 10
 # How long a repository's session waits for a lock another client holds (an indexer's or a worker's write of
 # the same repository; a stalled one holds it until it is stopped) before its statement fails saying so, where
 # nothing else set `lock_timeout` (the store URL's options, the role's or the database's setting win).
@@ -408,7 +412,8 @@ def connect(url: str) -> Any:
     if psycopg is None:
         raise StoreError("store_url names PostgreSQL, but psycopg is not installed: pip install 'codeloupe[postgres]'")
     try:
-        return psycopg.connect(url, autocommit=True)
+        given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url) or os.environ.get("PGCONNECT_TIMEOUT")
+        return psycopg.connect(url, autocommit=True, **({} if given else {"connect_timeout": CONNECT_TIMEOUT_S}))
     except psycopg.Error as exc:
         raise StoreError(f"cannot connect to the shared index {redact(url)}: {exc}") from exc
 
