@@ -58,7 +58,8 @@ answers 400 with `{"error": message}`, as does a body that is not JSON; an unkno
 path does not take 405, in the same shape; a malformed request 422 with the validation details. An index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
-back; `/healthz` and `/readyz` do not ask the database), or a repository dropped since the server opened it
+back; `/healthz` does not ask the database, and `/readyz` answers 503 with the reason while it cannot be read, from
+a check made in the background at most once a second), or a repository dropped since the server opened it
 (`codeloupe admin drop`: restart the server to serve what is indexed under that name now).
 """
 

@@ -909,6 +909,22 @@ def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | No
     return opened + [SharedWorkspace(settings.store_url, name, settings, opened[0]) for name in rest]
 
 
+def unreadable_indexes(workspaces: Iterable[Workspace]) -> str:
+    """Why the indexes of `workspaces` cannot be read now ("" when they can): one round trip to each shared
+    index's database they are in (a workspace's own index file is read in this process: nothing to ask)."""
+    asked: set[str] = set()
+    for ws in workspaces:
+        url = ws.settings.store_url
+        if isinstance(ws.store, Store) or url in asked:
+            continue
+        asked.add(url)
+        try:
+            ws.store.query("SELECT 1")
+        except Exception as exc:  # whatever fails, the index cannot be read
+            return str(exc) or type(exc).__name__
+    return ""
+
+
 def index_remote(source: str, progress: ProgressFn | None = None, *, embed: bool = True,
                  overrides: dict[str, Any] | None = None) -> IndexReport:
     """`codeloupe index URL`: download, read in memory and index a remote tarball (afresh)."""

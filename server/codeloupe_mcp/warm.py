@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories
+from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories, unreadable_indexes
 from codeloupe.types import Bundle, Progress
 
 if TYPE_CHECKING:  # at run time it would import the model client when a server starts
@@ -22,6 +22,8 @@ T = TypeVar("T")
 
 # A burst of calls walks the tree once; a saved file is seen within this many seconds.
 REFRESH_INTERVAL_S = 1.0
+# How often readiness asks whether the indexes can be read (a round trip to a shared index's database).
+READABLE_CHECK_INTERVAL_S = 1.0
 # The first call waits this long for the first index (lexical lanes) before answering with what there is.
 FIRST_INDEX_WAIT_S = 120.0
 
@@ -162,6 +164,10 @@ class WarmWorkspaces:
                  refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
         if not roots:
             raise WorkspaceError("no workspace to serve")
+        self._unreadable = ""  # `unreadable()`'s last answer
+        self._readable_at = float("-inf")
+        self._checking = False
+        self._readable_lock = threading.Lock()
         self.all: list[WarmWorkspace] = []
         for root in roots:
             warm = WarmWorkspace(root, refresh_interval_s=refresh_interval_s)
@@ -194,6 +200,24 @@ class WarmWorkspaces:
     @property
     def ready(self) -> bool:
         return all(w.ready for w in self.all)
+
+    def unreadable(self) -> str:
+        """Why the served indexes cannot be read ("" when they can), as last found: asked again in the
+        background at most every READABLE_CHECK_INTERVAL_S, so the caller never waits on the database (one that
+        does not answer holds the check up to its connect timeout)."""
+        with self._readable_lock:
+            due = not self._checking and time.monotonic() - self._readable_at >= READABLE_CHECK_INTERVAL_S
+            self._checking = self._checking or due
+        if due:
+            threading.Thread(target=self._check_readable, name="codeloupe-readable", daemon=True).start()
+        return self._unreadable
+
+    def _check_readable(self) -> None:
+        try:
+            self._unreadable = unreadable_indexes(w.ws for w in self.all)
+        finally:
+            with self._readable_lock:
+                self._checking, self._readable_at = False, time.monotonic()
 
     def close(self) -> None:
         for warm in self.all:

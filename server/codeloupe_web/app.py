@@ -281,9 +281,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     async def healthz() -> dict[str, bool]:
         return {"ok": True}
 
-    @app.get("/readyz", tags=["health"], summary="Readiness: 200 once every workspace's lexical lanes answer",
+    @app.get("/readyz", tags=["health"],
+             summary="Readiness: 200 once every workspace's lexical lanes answer and its index can be read",
              responses={503: {"model": Error}})
     async def readyz() -> JSONResponse:
+        if unreadable := pool.unreadable():  # the last check's answer: the database is never waited on here
+            return JSONResponse({"error": unreadable}, status_code=503)
         if pool.ready:
             return JSONResponse({"ready": True})
         return JSONResponse({"error": "indexing"}, status_code=503)

@@ -1,7 +1,7 @@
 """The shared index's database going away and coming back, under a process that keeps repositories open (a
 server, the language server): connections the server ended are not handed out again, `serve --store` answers
-503 with the reason while the database is unreachable and answers again once it is back, and a repository
-dropped from under the process is named as such."""
+503 with the reason while the database is unreachable (/readyz too) and answers again once it is back, and a
+repository dropped from under the process is named as such."""
 
 from __future__ import annotations
 
@@ -73,6 +73,17 @@ def test_a_repository_dropped_from_under_a_process_says_so(tmp_path: Path, pg_ur
         ws.search("the store flushes")
 
 
+def _readiness(base: str, status: int) -> dict:
+    """/readyz's answer once it answers `status` (its last answer if it never does)."""
+    for _ in range(300):  # not a speed check
+        answer = httpx.get(f"{base}/readyz")
+        if answer.status_code == status:
+            break
+        time.sleep(0.1)
+    assert answer.status_code == status, answer.text
+    return answer.json()
+
+
 def test_serve_answers_503_while_the_database_is_unreachable_and_answers_once_it_is_back(
         tmp_path: Path, pg_url: str, pg_server: str) -> None:
     expected = _index(tmp_path, pg_url)
@@ -96,8 +107,11 @@ def test_serve_answers_503_while_the_database_is_unreachable_and_answers_once_it
                 answer = httpx.get(f"{base}{path}", params=params)
                 assert answer.status_code == 503, (path, answer.text)
                 assert "not currently accepting connections" in answer.json()["error"]
+            # Readiness follows the database (checked in the background: a few answers may come first).
+            assert "not currently accepting connections" in _readiness(base, 503)["error"]
         finally:
             _accept(pg_server, pg_url)
+        assert _readiness(base, 200) == {"ready": True}
         answer = httpx.get(f"{base}/v1/search", params=search)
         assert answer.status_code == 200 and [f["path"] for f in answer.json()["core"]] == expected[:1]
     finally:
