@@ -3,20 +3,15 @@ serving machine (files are rebuilt from the index's chunks) and answers pinned t
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx2 as httpx
+from served_store import served_store
 
 from codeloupe.api import Workspace
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(tmp_path: Path,
@@ -38,18 +33,7 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
         if name == "python":
             python_first = first_path
         shutil.rmtree(root)  # the server has no checkout to read from
-    env = {**os.environ, "CODELOUPE_EMBED_PROVIDER": "none",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
-    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", "--store", pg_url, "--port", "0"],
-                            env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
-        base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", line).group(1)
-        for _ in range(600):  # not a speed check
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                break
-            time.sleep(0.1)
+    with served_store(pg_url) as base:
         for name, query in queries.items():
             bundle = httpx.get(f"{base}/v1/search", params={"q": query, "root": name}).json()
             assert [f["path"] for f in bundle["core"] + bundle["related"]] == expected[name][0]
@@ -62,6 +46,3 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
         assert httpx.get(f"{base}/v1/search/all", params={"q": "flush", "repos": "go,nowhere"}).status_code == 400
         status = httpx.get(f"{base}/v1/status").json()["workspaces"]
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
