@@ -4,6 +4,8 @@ check, and strategy files that run only with the user's trust in their exact byt
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -388,3 +390,118 @@ def test_forged_code_reaches_nothing_but_the_text_modules_it_may_import(repo: Pa
     assert not marker.exists()
     assert not outcome.accepted and [bool(a.problems) for a in outcome.attempts] == [True, True, True]
     assert not (repo / ".codeloupe").exists()
+
+
+# ------------------------------------------------------------- a strategy's regular expressions run on RE2
+
+# Python's engine takes hours on this line (2^40 ways to split the a's); nothing can cut it off on a thread.
+CATASTROPHIC = '''import re
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    for line in lines:
+        re.match(r"(a+)+$", line)
+    return [(1, len(lines))] if lines else []
+'''
+ON_A_WRITER_THREAD = '''
+import sys, threading
+from codeloupe.api import Workspace
+
+kinds = []
+def index():  # as the language server does: on a writer thread
+    ws = Workspace(sys.argv[1], overrides={"embed_provider": "none"})
+    ws.index()
+    row = ws.store.file_rows()["rules/bad.zog"]
+    kinds.extend(r[0] for r in ws.store.query("SELECT kind FROM chunks WHERE file_id=?", (row.id,)))
+    ws.close()
+
+writer = threading.Thread(target=index)
+writer.start()
+writer.join()
+print(kinds)
+'''
+
+
+def test_a_catastrophic_pattern_in_a_trusted_strategy_cannot_hang_indexing_on_a_thread(repo: Path) -> None:
+    (repo / "rules" / "bad.zog").write_text("a" * 40 + "b\n" + zog("bad", 1))
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(CATASTROPHIC)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    # In a process of its own: the old engine held the interpreter lock for hours, so no thread of the
+    # test could have noticed; this timeout only ends a hung run.
+    try:
+        done = subprocess.run([sys.executable, "-c", ON_A_WRITER_THREAD, str(repo)], capture_output=True, text=True,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("indexing on a thread hung on the strategy's regular expression")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['block']"  # the strategy ran to its end: RE2 answered at once
+
+
+LOOKBEHIND = GOOD.replace('re.match(r"rule ", line)', 're.search(r"(?<!#)rule ", line)')
+BACKREFERENCE_CONSTANT = GOOD.replace('EXTENSIONS = (".zog",)', 'RULE = r"(rule) \\1"\nEXTENSIONS = (".zog",)').replace(
+    're.match(r"rule ", line)', 're.match(RULE, line)')
+
+
+def test_forge_sends_a_pattern_re2_cannot_run_back_to_the_model_before_running_it(repo: Path) -> None:
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(LOOKBEHIND)), Reply(text=fenced(GOOD), when="failed the check"))
+        ws = open_ws(repo, chat)
+        try:
+            [outcome] = ws.forge([".zog"])
+        finally:
+            ws.close()
+        assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [1, 0]
+        [problem] = outcome.attempts[0].problems
+        assert problem.startswith("line 9: RE2 (linear time) cannot run '(?<!#)rule '")
+        assert "lookahead and lookbehind are not supported" in chat.requests[1]["messages"][3]["content"]
+
+
+def test_a_stored_strategy_with_a_pattern_re2_cannot_run_is_refused_when_loaded(repo: Path) -> None:
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(BACKREFERENCE_CONSTANT)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    load = load_workspace_strategies(repo)
+    assert load.strategies == []
+    [warning] = load.warnings
+    assert f"the trusted chunk strategy {strategy} failed to load" in warning
+    assert "RE2 (linear time) cannot run '(rule) \\\\1': backreferences are not supported" in warning
+
+
+RUN_TIME_PATTERNS = '''import re
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    re.compile("(?" + "=rule)")  # made at run time: refused when it is compiled
+    return [(1, len(lines))]
+'''
+END_OF_TEXT = '''import re
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    re.search(r"\\}$", text)  # Python's `$`: the end, or before a last newline, of a text of many lines
+    return [(1, len(lines))]
+'''
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    (RUN_TIME_PATTERNS, "lookahead and lookbehind are not supported"),
+    (END_OF_TEXT, "`$` without re.MULTILINE in a text of several lines ending in a newline has no RE2 form"),
+])
+def test_a_pattern_re2_cannot_run_made_at_run_time_sends_the_file_to_line_windows(source: str, why: str) -> None:
+    strategy = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
+    text = zog("x", 2)
+    with pytest.raises(StrategyError, match="cannot run|has no RE2 form") as raised:
+        apply_strategy(strategy, text, text.splitlines(keepends=True))
+    assert why in str(raised.value)
+    chunked = chunk_file("a.zog", text, "text", strategies=[strategy])
+    assert chunked.fallback_reason.startswith("strategy zog: error: ") and why in chunked.fallback_reason
+    assert [c.kind for c in chunked.chunks] == ["window"]

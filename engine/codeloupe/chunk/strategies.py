@@ -57,8 +57,10 @@ class ChunkStrategy(Protocol):
     record), keeping a unit's leading comments with it; a chunk should stay under a few dozen lines (longer
     ones are cut into line windows). The function must be pure and quick: standard-library text modules only
     (re, string, itertools, ...), no I/O, no imports of anything else, no global state, well under a second
-    per file. Any exception, a range that is not a partition or a run over the time bound sends that file to
-    plain line windows.
+    per file. `re` is Python's API on the RE2 engine (linear time): no backreferences, lookahead or lookbehind,
+    atomic groups, possessive quantifiers or re.VERBOSE; `$` without re.MULTILINE only on a single line or a
+    text that does not end in a newline (use re.MULTILINE or \\Z). Any exception, a range that is not a
+    partition or a run over the time bound sends that file to plain line windows.
     """
 
     def __call__(self, text: str, lines: list[str]) -> Ranges: ...
@@ -194,13 +196,13 @@ class _Timeout(BaseException):
 def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
     """Run `call` for at most `timeout_s`.
 
-    On a process's main thread (the CLI, the indexer's worker processes) an interval timer interrupts the
-    strategy: Python code between bytecodes, and the regular expression engine too (it checks for signals, so a
-    catastrophic backtrack is cut off). Elsewhere (the language server indexes on a thread) the call runs on a
-    daemon thread that is abandoned when late, and the strategy is not started again in this process; there a
-    long call into C that keeps the interpreter lock (a catastrophic regular expression) holds up the process
-    until it returns. The contract asks for quick code, and forge only accepts a strategy that passed every
-    matching file within the bound.
+    On a process's main thread (the CLI, the indexer's worker processes, `codeloupe worker`) an interval timer
+    interrupts the strategy between bytecodes. Elsewhere (the language server's writer thread, a served
+    workspace's first index and refreshes) the call runs on a daemon thread that is abandoned when late, and the
+    strategy is not started again in this process; there a long call into C that keeps the interpreter lock
+    holds up the process until it returns. A workspace strategy's regular expressions are not such a call: its
+    `re` runs on RE2 (`strategy_re`), linear in the text. The contract asks for quick code, and forge only
+    accepts a strategy that passed every matching file within the bound.
     """
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
         def on_alarm(_signum: int, _frame: object) -> None:

@@ -19,9 +19,11 @@ import re
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from codeloupe.chunk import strategy_re
+
 # module -> the members a strategy may use (None: every public member that is not itself a module)
 ALLOWED_MODULES: dict[str, frozenset[str] | None] = {
-    "re": None,
+    "re": frozenset(strategy_re.PUBLIC),
     "itertools": None,
     "bisect": None,
     "math": None,
@@ -50,10 +52,12 @@ SAFE_BUILTINS = frozenset({
 # Attributes of generators, coroutines, tracebacks, frames and code objects (they lead to other modules'
 # globals), and str.format's field lookups by name.
 _REACHING_ATTRIBUTE = re.compile(r"(gi|cr|ag|tb|f|co)_\w+|format|format_map|mro")
+# What a strategy's `import re` gives it: Python's functions on RE2 (linear time; see `strategy_re`).
+_STAND_INS = {"re": strategy_re}
 
 
 def _surface(name: str) -> SimpleNamespace:
-    module = importlib.import_module(name)
+    module = _STAND_INS.get(name) or importlib.import_module(name)
     listed = ALLOWED_MODULES[name]
     names = listed if listed is not None else [n for n in dir(module) if not n.startswith("_")]
     members = {n: getattr(module, n) for n in sorted(names)}
@@ -93,7 +97,7 @@ def static_problems(source: str) -> list[str]:
             problems.append(f"line {node.lineno}: uses {node.id!r}; a strategy does no I/O and no dynamic code")
         if isinstance(node, ast.Attribute) and (_is_dunder(node.attr) or _REACHING_ATTRIBUTE.fullmatch(node.attr)):
             problems.append(f"line {node.lineno}: uses the attribute {node.attr!r}")
-    return problems
+    return problems + strategy_re.literal_pattern_problems(tree)
 
 
 def _is_dunder(name: str) -> bool:
