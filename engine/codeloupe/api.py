@@ -58,6 +58,7 @@ from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
 from codeloupe.snapshot_file import saved_past
+from codeloupe.store import SourceConflict as SourceConflict
 from codeloupe.store import Store
 from codeloupe.store import StoreError as StoreError
 from codeloupe.store.edges import file_text
@@ -143,7 +144,7 @@ class Workspace:
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None, *, check_index: bool = True,
-                 interim_answers: bool = False) -> None:
+                 interim_answers: bool = False, replace_source: bool = False) -> None:
         """`check_index=False` opens the index without its integrity check (seconds on a large one); the
         caller runs `check_index()` before it indexes (the language server, once its progress shows).
 
@@ -151,7 +152,12 @@ class Workspace:
         since the last saved search snapshot than a delta view takes in (a branch switch with the editor
         closed), the first queries are answered from that snapshot without the changed files, the lexical
         lane's note saying how many are still to come, while the full one is built in the background (a
-        minute at 40K files). A one-shot command (the default) builds it before its first answer."""
+        minute at 40K files). A one-shot command (the default) builds it before its first answer.
+
+        On the shared index, a repository that holds another folder's files is refused (`SourceConflict`: its
+        answers would not be this folder's code, nor its writes go to this folder's repository), unless
+        `replace_source` makes this folder its source (`codeloupe index --replace`: the next `index()` replaces
+        the other folder's files with this one's)."""
         self.interim_answers = interim_answers
         try:
             self.root = check_root(Path(root))
@@ -160,6 +166,7 @@ class Workspace:
         self.settings = settings if settings is not None else load_settings(self.root, overrides)
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
         self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index)
+        self._claim_shared_source(replace_source)
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
@@ -229,15 +236,18 @@ class Workspace:
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
 
-    def replace_shared_source(self) -> None:
-        """Make this folder the source of its repository in the shared index where another folder was
-        (`codeloupe index --replace`): the next `index()` replaces the repository's files with this folder's."""
+    def _claim_shared_source(self, replace: bool) -> None:
         if isinstance(self.store, Store):
-            raise WorkspaceError("--replace makes a folder the source of a repository of the shared index:"
-                                 " only with --store (or store_url)")
-        from codeloupe.shared_index import pin_source
+            if replace:
+                raise WorkspaceError("--replace makes a folder the source of a repository of the shared index:"
+                                     " only with --store (or store_url)")
+            return
+        from codeloupe.shared_index import check_source, pin_source
 
-        pin_source(self.store, self.root, replace=True)
+        if replace:
+            pin_source(self.store, self.root, replace=True)
+        else:
+            check_source(self.store, self.root)
 
     def check_index(self) -> str:
         """Run the integrity check deferred by `check_index=False`; returns why the index was rebuilt ("" when

@@ -35,7 +35,7 @@ from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
 from codeloupe.index import Prepared, content_rules, prepare, strategies_in_force
 from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import SkippedFile, StoreError
+from codeloupe.store import SkippedFile, SourceConflict, StoreError
 from codeloupe.store.postgres import (
     INDEXED_AT_KEY,
     MAX_ATTEMPTS,
@@ -73,17 +73,22 @@ def pin_source(store: IndexStore, root: Path, *, replace: bool = False) -> None:
     """In the shared index, record where the repository is indexed from and at which commit (before its files
     are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
 
-    A repository the index holds from another folder is refused unless `replace` (`index --replace`): indexing
-    this folder under its name would replace the other folder's files with this one's."""
+    A repository the index holds from another folder is refused unless `replace` (`index --replace`)."""
     if not isinstance(store, PgStore):
         return
+    if not replace:
+        check_source(store, root)
+    store.set_source(str(Path(root).resolve()), workspace_commit(root))
+
+
+def check_source(store: PgStore, root: Path) -> None:
+    """Refuse (`SourceConflict`) a folder whose repository the shared index holds from another folder: its
+    chunks are the other folder's files, so an answer would rank them while reading this folder's files from
+    disk, and a write would replace them with this folder's."""
     here = str(Path(root).resolve())
     known = store.source_root
-    if known and known != here and not replace:
-        raise StoreError(f"the shared index's repository {store.repository!r} holds the files of {known}, not"
-                         f" {here}: pass --replace to index this folder in their place, or name its repository"
-                         " with --repo NAME (or store_repository)")
-    store.set_source(here, workspace_commit(root))
+    if known and known != here:
+        raise SourceConflict(store.repository, known, here)
 
 
 def workspace_commit(root: Path) -> str:

@@ -88,3 +88,32 @@ def test_a_repository_indexed_from_another_folder_is_replaced_only_when_asked(
     assert main(["index", str(other), "--replace"]) == 2
     assert "only with --store" in capsys.readouterr().err
     store.close()
+
+
+def test_a_folder_is_not_answered_from_a_repository_indexed_from_another_folder(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """search, stats and get on a folder whose repository name holds another folder's files are refused, naming
+    the ways on (the repository's own ranking would show this folder's files from disk as what was indexed);
+    the repository searched with no folder answers with the code indexed."""
+    from codeloupe.store.postgres import PgStore
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "python", other)
+    (other / "src" / "shop" / "pricing.py").write_text("def total_price():\n    return 'not the indexed code'\n")
+    assert main(["index", str(first), "--store", pg_url, "--repo", "svc", "--no-embed"]) == 0
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    indexed = store.file_rows()
+    capsys.readouterr()
+    for command in (["search", str(other), "total price", "--no-embed"], ["stats", str(other)],
+                    ["get", str(other), "src/shop/pricing.py"]):
+        assert main([*command, "--store", pg_url, "--repo", "svc"]) == 2, command
+        out, err = capsys.readouterr()
+        assert "not the indexed code" not in out and f"holds the files of {first}, not {other}" in err
+        assert "--replace" in err and '`codeloupe search --store URL --repo svc "QUERY"`' in err
+    assert store.file_rows() == indexed and store.source_root == str(first)
+    assert main(["search", "total_price decimal", "--store", pg_url, "--repo", "svc", "--json"]) == 0
+    shown = {hit["path"]: hit for hit in json.loads(capsys.readouterr().out)["core"]}
+    assert "decimal.Decimal(0)" in shown["src/shop/pricing.py"]["chunks"][0]["text"]
+    store.close()

@@ -217,13 +217,10 @@ def test_a_second_folder_of_the_same_name_is_refused_unless_named(tree: Path, tm
     _open(tree, store_url=pg_url).close()
     twin = tmp_path / "elsewhere" / tree.name
     shutil.copytree(FIXTURES / "go", twin)
-    ws = Workspace(twin, overrides={"embed_provider": "none", "store_url": pg_url})
-    try:
-        with pytest.raises(StoreError, match="--repo"):
-            ws.index()
-        assert len(ws.store.file_rows()) > len(list((FIXTURES / "go").rglob("*.go")))  # the first one's files
-    finally:
-        ws.close()
+    with pytest.raises(StoreError, match="--repo"):  # opened, it would answer with the first one's files
+        Workspace(twin, overrides={"embed_provider": "none", "store_url": pg_url})
+    first = PgStore(pg_url, tree.name, local_dir=tmp_path / "local")
+    assert len(first.file_rows()) > len(list((FIXTURES / "go").rglob("*.go")))  # the first one's files, kept
     named = _open(twin, store_url=pg_url, store_repository="go-service")
     try:
         assert named.store.repository == "go-service"

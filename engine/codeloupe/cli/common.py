@@ -70,9 +70,10 @@ def positive_count(value: str) -> int:
     return number
 
 
-def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
+def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
-    a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh)."""
+    a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh).
+    `replace_source`: `Workspace`'s (`index --replace`)."""
     flags = {key: getattr(args, key, None) for key in
              ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore",
               "store_url", "store_repository")}
@@ -98,7 +99,7 @@ def open_workspace(args: argparse.Namespace, **overrides: object) -> Workspace:
             print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
                   file=sys.stderr)
         settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
-        ws = Workspace(root, settings)
+        ws = Workspace(root, settings, replace_source=replace_source)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     if settings.ignored is not None:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.api import Workspace
 from codeloupe.store import Store, StoreError
 
 from . import CliError
@@ -33,9 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    ws = open_workspace(args)
-    if args.replace:
-        _replace_source(ws)
+    ws = open_workspace(args, replace_source=args.replace)
     if args.queue:
         return _queue(ws)
     try:
@@ -108,10 +106,3 @@ def _queue(ws: Workspace) -> int:
         ws.close()
     return 0
 
-
-def _replace_source(ws: Workspace) -> None:
-    try:
-        ws.replace_shared_source()
-    except (StoreError, WorkspaceError) as exc:
-        ws.close()
-        raise CliError(str(exc)) from exc

@@ -169,6 +169,21 @@ class StoreError(RuntimeError):
     """The index file cannot be opened or written (permissions, disk full)."""
 
 
+class SourceConflict(StoreError):
+    """A folder opened on the shared index under a repository name that holds another folder's files: its
+    index is not this folder's, so neither answering from it nor writing into it is honest. The message is the
+    command line's; a surface with other ways (an editor) words its own from the fields."""
+
+    def __init__(self, repository: str, indexed_from: str, folder: str) -> None:
+        self.repository, self.indexed_from, self.folder = repository, indexed_from, folder
+        super().__init__(f"the shared index's repository {repository!r} holds the files of {indexed_from}, not"
+                         f" {folder}, so its answers would not be this folder's code: index this folder in their"
+                         f" place with `codeloupe index {folder} --store URL --repo {repository} --replace`, give"
+                         " it a repository of its own with --repo NAME (or store_repository), or search"
+                         f" {repository!r} as indexed, with no folder: `codeloupe search --store URL --repo"
+                         f' {repository} "QUERY"`')
+
+
 class StoreRebuilt(StoreError):
     """A statement found the index damaged: it was moved aside and the store started over, empty.
 
