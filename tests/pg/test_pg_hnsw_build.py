@@ -112,3 +112,29 @@ def test_an_invalid_index_left_by_a_killed_build_is_built_again(tmp_path: Path, 
     assert _index_state(pg_url, store) == [(False, "btree")]
     store.put_vectors("chunk", "m", ids, _vectors(len(ids), 3))
     assert _index_state(pg_url, store) == [(True, "hnsw")]
+
+
+@pytest.mark.usefixtures("every_repository_large")
+def test_a_build_that_waits_past_the_lock_wait_is_left_for_the_next_write_and_built_there(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The build after a committed vector write waits for transactions older than it (a long report, a stalled
+    worker); past the lock wait it gives up saying so, not failing the write that committed, and the next write
+    of the repository (here `codeloupe index` with nothing changed) builds it."""
+    from codeloupe.cli import main
+
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    store = _repository(tmp_path / "repo", "repo", pg_url)
+    ids = _chunk_ids(store)
+    with psycopg.connect(pg_url) as report:  # a long read holding its snapshot (pg_dump, a report)
+        report.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        report.execute("SELECT count(*) FROM files")
+        with caplog.at_level("WARNING", logger="codeloupe.store.postgres"):
+            store.put_vectors("chunk", "m", ids, _vectors(len(ids), 6))
+        report.rollback()
+    assert len(store.vector_matrix_ids("chunk", "m")) == len(ids)  # the write stands
+    assert f"the HNSW index of 'repo' for {DIM}-dimension vectors was not built" in caplog.text
+    assert "the next write of the repository builds it" in caplog.text
+    assert _index_state(pg_url, store)[0][0] is False
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    assert main(["index", str(tmp_path / "repo"), "--store", pg_url, "--repo", "repo"]) == 0
+    assert _index_state(pg_url, store) == [(True, "hnsw")]

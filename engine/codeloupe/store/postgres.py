@@ -347,6 +347,9 @@ _SCHEMA_LOCK = 7_304_118
 # neighbours (recall@10 0.02-0.10 in bench/pg_hnsw.py), whatever `ef_search` is raised to. A search across every
 # repository is what such a graph answers (`global_vector_index_sql`, built by `codeloupe admin global-index`).
 EXACT_SEARCH_MAX_VECTORS = 20_000
+# After a repository's HNSW build gave up waiting for an old transaction, how long a process leaves it before
+# its writes try again (each try waits the whole lock wait: every file of an index run would).
+BUILD_RETRY_S = 600
 HNSW_EF_SEARCH_MAX = 1000
 # pgvector's defaults, stated here so there is one place to change them (pgbench measures the trade-off).
 HNSW_M = 16
@@ -636,6 +639,10 @@ class PgStore:
         self._pool = _pool(url)
         self._held = threading.local()  # this thread's session: (connection, depth)
         self._indexed_dims: set[int] = set()  # dimensions whose HNSW index this process saw built
+        # Whether this process's writes have looked for the repository's HNSW indexes a build left unfinished (a
+        # build that gave up waiting, one killed midway): its first write does.
+        self._looked_for_unbuilt = False
+        self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
         self.repo_id, self._index_id = self._repository_row(repository)
         # Files derived from this index on this machine (the saved lexical index) go beside this name.
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
@@ -708,6 +715,11 @@ class PgStore:
         self._held.depth = depth + 1
         try:
             yield
+            if depth == 0 and self._held.wrote:
+                if not self._looked_for_unbuilt:
+                    self._held.pending_indexes |= self._unbuilt_vector_indexes()
+                    self._looked_for_unbuilt = True
+                self._held.pending_indexes |= self._gave_up.keys()
             if depth == 0 and self._held.pending_indexes:  # the session's transaction is over
                 self._build_vector_indexes()
         except psycopg.Error as exc:
@@ -1290,12 +1302,34 @@ class PgStore:
         index is partial), and the graph takes about as much disk as the vectors. A later write that takes the
         repository past that size asks again."""
         for dim in sorted(self._held.pending_indexes):
+            if time.monotonic() - self._gave_up.get(dim, -BUILD_RETRY_S) < BUILD_RETRY_S:
+                continue  # each write of an index run would wait the whole lock wait again
             held = self._conn.execute("SELECT count(*) FROM chunk_vectors WHERE dim = %s", (dim,)).fetchone()[0]
             if held <= EXACT_SEARCH_MAX_VECTORS:
                 continue
-            build_index_once(self._conn, _hnsw_index_name(self.repo_id, dim), vector_index_sql(self.repo_id, dim))
+            try:
+                build_index_once(self._conn, _hnsw_index_name(self.repo_id, dim), vector_index_sql(self.repo_id, dim))
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                # The write it follows has committed: it stands, and the index waits for a later write (the
+                # unfinished index it leaves marks it for every process), searches scanning exactly meanwhile.
+                log.warning("the HNSW index of %r for %d-dimension vectors was not built: its build waits for"
+                            " the transactions older than itself, and one stayed open past the wait (%s; a long"
+                            " report or dump, a stalled indexer or worker). Until it is built the repository's"
+                            " searches scan its vectors exactly; the next write of the repository builds it (the"
+                            " next `codeloupe index PATH --store URL` or worker batch; this process tries again in"
+                            " %d minutes)", self.repository, dim, str(exc).splitlines()[0], BUILD_RETRY_S // 60)
+                self._gave_up[dim] = time.monotonic()
+                continue
+            self._gave_up.pop(dim, None)
             self._indexed_dims.add(dim)
         self._held.pending_indexes.clear()
+
+    def _unbuilt_vector_indexes(self) -> set[int]:
+        """The dimensions of this repository's HNSW indexes a build left invalid (it gave up or was killed)."""
+        rows = self._conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+            " WHERE NOT i.indisvalid AND starts_with(c.relname, %s)", (_hnsw_index_name(self.repo_id, ""),))
+        return {int(name.rpartition("_")[2]) for name, in rows}
 
     def vector_matrix(self, table: str, model: str) -> VectorMatrix:
         """The repository's vectors of `model`, int8 as the SQLite store keeps them (the same rounding of the
