@@ -1087,11 +1087,13 @@ def shared_repositories(url: str) -> list[SharedRepository]:
     return listed(url)
 
 
-def drop_shared_repository(url: str, name: str) -> DroppedRepository:
-    """Remove repository `name` from the shared index: every row and its HNSW indexes, in one transaction."""
+def drop_shared_repository(url: str, name: str, *, wait: bool = False) -> DroppedRepository:
+    """Remove repository `name` from the shared index: every row and its HNSW indexes, in one transaction.
+    Behind a writer holding the repository it fails after the store's lock wait naming who holds it, unless
+    `wait`."""
     from codeloupe.shared_index import drop_repository
 
-    return drop_repository(url, name)
+    return drop_repository(url, name, wait=wait)
 
 
 def build_global_vector_indexes(url: str) -> list[GlobalVectorIndex]:

@@ -43,6 +43,7 @@ from codeloupe.store.postgres import (
     PgStore,
     WorkItem,
     WorkQueue,
+    bound_lock_waits,
     build_index_once,
     connect,
     content_key,
@@ -50,6 +51,7 @@ from codeloupe.store.postgres import (
     global_vector_index_name,
     global_vector_index_sql,
     index_valid,
+    lock_holders,
     migrate,
 )
 from codeloupe.store.protocol import IndexStore
@@ -497,26 +499,47 @@ def shared_repositories(url: str) -> list[SharedRepository]:
             for r in rows]
 
 
-def drop_repository(url: str, name: str) -> DroppedRepository:
+def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedRepository:
     """Every row of repository `name` (files, chunks, symbols, vectors, graph, flows, queued batches) and its
     HNSW indexes, in one transaction; the shared embedding cache keeps its vectors (other repositories may
-    hold the same content). Serving processes that had it open answer from nothing afterwards."""
-    with _admin(url) as conn, conn.transaction():
-        row = conn.execute("SELECT id FROM repositories WHERE name = %s FOR UPDATE", (name,)).fetchone()
-        if row is None:
-            known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
-            raise StoreError(f"{shown_repository_name(name)}: not in the shared index"
-                             f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository'})")
-        repo_id = int(row[0])
-        files, chunks = conn.execute("SELECT (SELECT count(*) FROM public.files WHERE repo_id = %s),"
-                                     " (SELECT count(*) FROM public.chunks WHERE repo_id = %s)",
-                                     (repo_id, repo_id)).fetchone()
-        # The indexes first: deleting the rows would otherwise update indexes about to go.
-        indexes = drop_vector_indexes(conn, repo_id)
-        # Every table cascades from the repository's row but the term frequencies (no foreign key: writers
-        # upsert them per term on the hot path).
-        conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
-        conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
+    hold the same content). Serving processes that had it open answer from nothing afterwards.
+
+    A writer of the repository holds its rows until its transaction ends (a stalled worker: until it is stopped):
+    the drop waits for it `LOCK_TIMEOUT_MS` (or the store URL's `lock_timeout`), then fails naming the sessions
+    holding it; `wait` waits as long as it takes."""
+    import psycopg  # installed: `_admin` connected with it (without it, `connect` says so)
+
+    with _admin(url) as conn:
+        repo_id = None
+        try:
+            with conn.transaction():
+                if not wait:
+                    bound_lock_waits(conn, transaction=True)
+                row = conn.execute("SELECT id FROM repositories WHERE name = %s", (name,)).fetchone()
+                if row is None:
+                    known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+                    raise StoreError(f"{shown_repository_name(name)}: not in the shared index"
+                                     f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository'})")
+                repo_id = int(row[0])
+                conn.execute("SELECT id FROM repositories WHERE id = %s FOR UPDATE", (repo_id,))
+                files, chunks = conn.execute("SELECT (SELECT count(*) FROM public.files WHERE repo_id = %s),"
+                                             " (SELECT count(*) FROM public.chunks WHERE repo_id = %s)",
+                                             (repo_id, repo_id)).fetchone()
+                # The indexes first: deleting the rows would otherwise update indexes about to go.
+                indexes = drop_vector_indexes(conn, repo_id)
+                # Every table cascades from the repository's row but the term frequencies (no foreign key: writers
+                # upsert them per term on the hot path).
+                conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
+                conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
+        except psycopg.errors.LockNotAvailable as exc:
+            holders = lock_holders(conn, repo_id) if repo_id is not None else ""
+            raise StoreError(
+                f"{shown_repository_name(name)!r} was not dropped: another session holds the repository and did not"
+                f" let go ({str(exc).splitlines()[0]}): {holders or 'it has let go since; try again'}. An indexer or a"
+                " worker writing it holds it until its transaction ends, a stalled one (stopped mid-batch, a"
+                " suspended machine) until it is stopped or its session is ended (SELECT pg_terminate_backend(PID)):"
+                " `codeloupe admin --store URL queue` names the workers holding batches; `drop --wait` waits for"
+                " it instead") from exc
     return DroppedRepository(name, int(files), int(chunks), indexes)
 
 

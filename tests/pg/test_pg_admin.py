@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import psycopg
@@ -23,6 +24,8 @@ from codeloupe.store import StoreError, postgres
 from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
+
+from pg_locks import Locked  # noqa: E402
 
 from chat_server import ChatServer  # noqa: E402
 
@@ -119,3 +122,33 @@ def test_the_queue_status_counts_each_state_and_prune_deletes_finished_and_given
     assert (status.waiting, status.claimed, status.expired, status.stuck, status.done) == (1, 1, 1, 0, 0)
     assert prune_work_queue(pg_url).done == 0
     store.close()
+
+
+def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_asked(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`admin drop` behind a writer stopped mid-transaction on the repository's row gives up after the lock wait,
+    saying which session holds it and what to do, and drops nothing; `drop --wait` waits for it."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    root = tmp_path / "svc"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url]) == 0
+    capsys.readouterr()
+    stalled = psycopg.connect(pg_url)  # a worker stopped mid-batch (kill -STOP): the row taken, never let go
+    stalled.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
+    valve = threading.Timer(60, stalled.rollback)  # only what keeps a failing test from hanging the run
+    valve.start()
+    try:
+        assert main(["admin", "--store", pg_url, "drop", "svc"]) == 2
+        err = capsys.readouterr().err
+        assert "'svc' was not dropped" in err and f"session {stalled.info.backend_pid}" in err
+        assert "idle in transaction" in err and "UPDATE repositories" in err
+        assert "admin --store URL queue" in err and "--wait" in err
+    finally:
+        valve.cancel()
+        stalled.rollback()
+        stalled.close()
+    assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
+    with Locked(pg_url, "repositories", release_at_wait=1):  # let go once the drop waits for it
+        assert main(["admin", "--store", pg_url, "drop", "--wait", "svc"]) == 0
+    assert shared_repositories(pg_url) == []

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     drop = actions.add_parser("drop", help="remove a repository and everything indexed of it (any name `repos`"
                                            " lists, one an older version accepted included)")
     drop.add_argument("repository")
+    drop.add_argument("--wait", action="store_true",
+                      help="wait for an indexer or worker holding the repository however long it takes (without it,"
+                           " the drop gives up after the store's lock wait, 60 s, naming who holds it)")
     queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
     graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository;"
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                      + f"  from {r.root}"
                      for r in answer] or ["no repository"]
         elif args.action == "drop":
-            answer = api.drop_shared_repository(args.store_url, args.repository)
+            answer = api.drop_shared_repository(args.store_url, args.repository, wait=args.wait)
             lines = [f"dropped {shown_repository_name(answer.name)}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
         elif args.action == "global-index" and args.what == "status":

@@ -480,8 +480,7 @@ class _Pool:
         if conn is None:
             conn = connect(self.url)
             conn.execute("SET search_path = scoped, public")
-            conn.execute("SELECT set_config('lock_timeout', %s, false) FROM pg_settings"
-                         " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS),))
+            bound_lock_waits(conn)
         if self._scope.get(id(conn)) != repo_id:
             conn.execute("SELECT set_config('codeloupe.repo_id', %s, false)", (str(repo_id),))
             self._scope[id(conn)] = repo_id
@@ -495,6 +494,30 @@ class _Pool:
                 return
             self._scope.pop(id(conn), None)
         conn.close()
+
+
+def bound_lock_waits(conn: Any, *, transaction: bool = False) -> None:
+    """Give up a lock wait after `LOCK_TIMEOUT_MS` on this session (`transaction`: until its transaction ends),
+    where nothing set `lock_timeout` (the store URL's options, the role's or the database's setting win)."""
+    conn.execute("SELECT set_config('lock_timeout', %s, %s) FROM pg_settings"
+                 " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS), transaction))
+
+
+def lock_holders(conn: Any, repo_id: int) -> str:
+    """The sessions a statement of repository `repo_id`'s gave up waiting for, as far as the catalog tells: the
+    transaction holding its `repositories` row, and those holding a lock on a table of the shared index, the
+    longest open first ("" when none is left)."""
+    rows = conn.execute(
+        "SELECT DISTINCT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
+        " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120)"
+        " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.granted AND a.pid <> pg_backend_pid() AND a.datname = current_database()"
+        " AND a.xact_start IS NOT NULL AND (l.transactionid::text = (SELECT xmax::text FROM public.repositories"
+        " WHERE id = %s) OR l.relation IN (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace))"
+        " ORDER BY a.xact_start LIMIT 3", (repo_id,)).fetchall()
+    return "; ".join(f"session {pid} ({application or 'no application name'}, from {client}), {state} since"
+                     f" {started:%Y-%m-%d %H:%M:%S %Z}, its last statement: {query}"
+                     for pid, state, started, application, client, query in rows)
 
 
 def _lost(conn: Any) -> bool:
