@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import sys
 import threading
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from codeloupe.api import NotInGraph, Settings, Workspace, WorkspaceError, load_settings
+from codeloupe.api import NotInGraph, Settings, SourceConflict, Workspace, WorkspaceError, load_settings
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path
@@ -211,6 +212,9 @@ class CodeloupeServer(LanguageServer):
         try:
             settings = self.settings_for(root)
             folder = Folder(self, uri, root.resolve(), settings)
+        except SourceConflict as exc:
+            self.show_error(_held_from_elsewhere(exc))
+            return None
         except Exception as exc:  # a bad settings file, an unwritable cache dir: say so, keep serving
             log.exception("opening %s failed", root)
             self.show_error(f"codeloupe: cannot open {root}: {exc}")
@@ -290,3 +294,16 @@ def build_server() -> CodeloupeServer:
                    hover, commands, read):
         module.register(server)
     return server
+
+
+def _held_from_elsewhere(conflict: SourceConflict) -> str:
+    """The refusal of a folder whose repository the shared index holds from another folder, worded for an editor:
+    what to run in a terminal (the command line reads the same user settings) and in which setting the
+    repository as indexed is searched, rather than the command line's flags."""
+    repository = conflict.repository
+    return (f"codeloupe: {conflict.folder} is not opened: in the shared index your store_url setting names,"
+            f" repository {repository!r} holds the files of {conflict.indexed_from}, not this folder (its answers"
+            " would be that folder's code, and a save here would replace its files). To index this folder in their"
+            f" place, run `codeloupe index {shlex.quote(conflict.folder)} --repo {shlex.quote(repository)} --replace`"
+            f" in a terminal, then restart the language server; to search {repository!r} as indexed, read-only, add"
+            " it to the `repositories` setting (VS Code: codeloupe.store.repositories).")

@@ -258,3 +258,29 @@ async def test_expand_reads_lines_of_a_repository_the_user_has_not_cloned(tmp_pa
             assert why in message, (uri, message)
     finally:
         await stop_server(client)
+
+
+async def test_a_folder_whose_repository_holds_another_folders_files_is_refused_with_what_to_run(
+        tmp_path: Path, pg_url: str) -> None:
+    """With `store_url` in the user's settings, an editor folder named like a repository indexed from another
+    folder is not opened on it; the message says what an editor user can do: the command to run in a terminal
+    (its settings are the same config.toml) and to restart the server, not a flag of a command they never ran."""
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES, first)
+    shutil.copytree(FIXTURES, other)
+    ws = Workspace(first, overrides={"embed_provider": "none", "store_url": pg_url})
+    ws.index()
+    ws.close()
+    client = await start_server([other], env={"CODELOUPE_STORE_URL": pg_url})
+    try:
+        def errors() -> list[str]:
+            return [m.message for m in client.messages if m.type == lsp.MessageType.Error]
+
+        await client.wait_until(errors, "the refusal")
+        [message] = errors()
+        assert f"repository 'service' holds the files of {first}, not this folder" in message, message
+        assert f"run `codeloupe index {other} --repo service --replace` in a terminal" in message, message
+        assert "restart the language server" in message and "--store URL" not in message, message
+        assert await client.status() == []
+    finally:
+        await stop_server(client)
