@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,19 +138,25 @@ def test_a_good_strategy_is_accepted_written_trusted_and_used_without_the_model(
         reopened.close()
 
 
-def test_a_broken_strategy_is_repaired_on_the_second_attempt(repo: Path) -> None:
+def forged_after_a_repair(repo: Path, first: str) -> tuple[Any, list[dict[str, Any]]]:
+    """Forge `.zog` with a model whose first answer is `first` and whose repair is GOOD: the outcome, and the
+    repair request's messages."""
     with ChatServer() as chat:
-        chat.add(Reply(text=fenced(OVERLAPPING)), Reply(text=fenced(GOOD), when="failed the check"))
+        chat.add(Reply(text=fenced(first)), Reply(text=fenced(GOOD), when="failed the check"))
         ws = open_ws(repo, chat)
         try:
             [outcome] = ws.forge([".zog"])
         finally:
             ws.close()
-        assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [3, 0]
-        repair = chat.requests[1]["messages"]
-        assert repair[2] == {"role": "assistant", "content": fenced(OVERLAPPING)}
-        assert "rules/alpha.zog: not a line partition: chunk 1 (lines 1-13) starts at line 1; expected 14" \
-            in repair[3]["content"]
+        return outcome, chat.requests[1]["messages"]
+
+
+def test_a_broken_strategy_is_repaired_on_the_second_attempt(repo: Path) -> None:
+    outcome, repair = forged_after_a_repair(repo, OVERLAPPING)
+    assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [3, 0]
+    assert repair[2] == {"role": "assistant", "content": fenced(OVERLAPPING)}
+    assert "rules/alpha.zog: not a line partition: chunk 1 (lines 1-13) starts at line 1; expected 14" \
+        in repair[3]["content"]
     assert (repo / ".codeloupe" / "strategies" / "zog.py").read_text().endswith(GOOD)
 
 
@@ -447,17 +454,11 @@ BACKREFERENCE_CONSTANT = GOOD.replace('EXTENSIONS = (".zog",)', 'RULE = r"(rule)
 
 
 def test_forge_sends_a_pattern_re2_cannot_run_back_to_the_model_before_running_it(repo: Path) -> None:
-    with ChatServer() as chat:
-        chat.add(Reply(text=fenced(LOOKBEHIND)), Reply(text=fenced(GOOD), when="failed the check"))
-        ws = open_ws(repo, chat)
-        try:
-            [outcome] = ws.forge([".zog"])
-        finally:
-            ws.close()
-        assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [1, 0]
-        [problem] = outcome.attempts[0].problems
-        assert problem.startswith("line 9: RE2 (linear time) cannot run '(?<!#)rule '")
-        assert "lookahead and lookbehind are not supported" in chat.requests[1]["messages"][3]["content"]
+    outcome, repair = forged_after_a_repair(repo, LOOKBEHIND)
+    assert outcome.accepted and [len(a.problems) for a in outcome.attempts] == [1, 0]
+    [problem] = outcome.attempts[0].problems
+    assert problem.startswith("line 9: RE2 (linear time) cannot run '(?<!#)rule '")
+    assert "lookahead and lookbehind are not supported" in repair[3]["content"]
 
 
 def test_a_stored_strategy_with_a_pattern_re2_cannot_run_is_refused_when_loaded(repo: Path) -> None:
