@@ -8,12 +8,7 @@ H.ready(H.client(auth))
 ---@param needle string
 ---@return integer
 local function graph_view(needle)
-  local buf
-  H.wait(function()
-    buf = vim.fn.bufnr('codeloupe://graph')
-    return buf ~= -1 and H.text(buf):find(needle, 1, true) ~= nil
-  end, 20000, 'the graph view to show ' .. needle)
-  return buf
+  return H.view('codeloupe://graph', needle, 20000)
 end
 
 -- node without a name: the current file.

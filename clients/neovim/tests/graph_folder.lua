@@ -14,14 +14,7 @@ local use_line = H.line_of('tools/checkout_cli.py', 'from shop.cart import check
 ---@param needle string
 ---@return integer
 local function graph_view(needle)
-  local buf
-  H.wait(function()
-    buf = vim.fn.bufnr('codeloupe://graph')
-    return buf ~= -1 and H.text(buf):find(needle, 1, true) ~= nil
-  end, 20000, function()
-    return 'the graph view to show ' .. needle .. (buf and buf ~= -1 and (':\n' .. H.text(buf)) or '')
-  end)
-  return buf
+  return H.view('codeloupe://graph', needle, 20000)
 end
 
 --- <CR> on the first line of view `buf` holding `needle`; returns the file and line it opened.

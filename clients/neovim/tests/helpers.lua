@@ -148,6 +148,23 @@ function H.text(bufnr)
   return table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), '\n')
 end
 
+--- The buffer named `name` (a view such as `codeloupe://graph`) once its text holds `needle`; fails after
+--- `timeout_ms` with what the view shows.
+---@param name string
+---@param needle string
+---@param timeout_ms integer
+---@return integer
+function H.view(name, needle, timeout_ms)
+  local buf
+  H.wait(function()
+    buf = vim.fn.bufnr(name)
+    return buf ~= -1 and H.text(buf):find(needle, 1, true) ~= nil
+  end, timeout_ms, function()
+    return ('%s to show %s: %s'):format(name, needle, buf and buf ~= -1 and H.text(buf) or 'no such buffer')
+  end)
+  return buf
+end
+
 --- The first line number of `bufnr` containing `needle` (plain text).
 ---@param bufnr integer
 ---@param needle string

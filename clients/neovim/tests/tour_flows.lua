@@ -25,14 +25,7 @@ local question = 'how are passwords verified at login'
 ---@param needle string
 ---@return integer
 local function ask_view(needle)
-  local buf
-  H.wait(function()
-    buf = vim.fn.bufnr('codeloupe://ask')
-    return buf ~= -1 and H.text(buf):find(needle, 1, true) ~= nil
-  end, 30000, function()
-    return needle .. ' in the ask view: ' .. (buf ~= -1 and H.text(buf) or 'none')
-  end)
-  return buf
+  return H.view('codeloupe://ask', needle, 30000)
 end
 
 -- Nothing cached yet: the picker offers only a new question, which goes through vim.ui.input.
