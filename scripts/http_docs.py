@@ -33,7 +33,8 @@ address (a web page elsewhere cannot reach it by DNS rebinding). Bound beyond lo
 `Authorization: Bearer <token>` on everything but `/healthz` and the static shells of the search page and
 the graph map, `/`, `/graph` and `/static/...`, which hold no workspace data (`--token` or
 `CODELOUPE_SERVE_TOKEN`; one is generated and printed when not given; open the page as `/#token=<token>`:
-the page and the graph map send it on every API call). Request bodies are limited to 1 MB (413), each client to 100 requests
+the page and the graph map send it on every API call, and their links carry it in their fragment, which no request
+includes, so a link opened in a new tab works too). Request bodies are limited to 1 MB (413), each client to 100 requests
 a second with bursts of 400 (429); a request not received whole (head and body) within 15 s of its first byte
 has its connection closed. CORS is off unless `--cors-origin` names origins (a browser's preflight, which
 never carries a token, is then answered without one). Files are read only when

@@ -23,7 +23,8 @@ class PageError(Exception):
 
 
 class Browser:
-    """One headless Chromium with one tab; `evaluate` runs JavaScript in the tab's current page."""
+    """One headless Chromium, driving one tab at a time; `evaluate` runs JavaScript in that tab's current page.
+    `requests` holds every request a driven tab sent since `record_requests`."""
 
     def __init__(self, profile: Path) -> None:
         assert CHROMIUM, "needs Debian chromium (apt-get install -y chromium; scripts/test.sh does this as root)"
@@ -43,9 +44,36 @@ class Browser:
             os.close(fd)
         self._buffer = b""
         self._next_id = 0
-        page = next(t for t in self._call("Target.getTargets")["targetInfos"] if t["type"] == "page")
-        self._session = self._call("Target.attachToTarget", targetId=page["targetId"], flatten=True)["sessionId"]
+        self._recording = False
+        self.requests: list[dict[str, Any]] = []  # Network.requestWillBeSent's `request`: url, headers, ...
+        self._target = next(t for t in self._pages())["targetId"]
+        self._driven = {self._target}  # every tab driven so far
+        self._attach()
+
+    def _pages(self) -> list[dict[str, Any]]:
+        return [t for t in self._call("Target.getTargets")["targetInfos"] if t["type"] == "page"]
+
+    def _attach(self) -> None:
+        self._session = self._call("Target.attachToTarget", targetId=self._target, flatten=True)["sessionId"]
         self._call("Page.enable", session=True)
+        if self._recording:
+            self._call("Network.enable", session=True)
+
+    def record_requests(self) -> None:
+        """From now on, note in `requests` every request the driven tab (and any tab `follow_new_tab` drives
+        later) sends."""
+        self._recording = True
+        self._call("Network.enable", session=True)
+
+    def follow_new_tab(self) -> None:
+        """Drive the tab the current one opened (a link opened in a new tab), once it exists."""
+        deadline = time.monotonic() + WAIT_S
+        while not (new := [t for t in self._pages() if t["targetId"] not in self._driven]):
+            assert time.monotonic() < deadline, "no new tab was opened"
+            time.sleep(0.1)
+        self._target = new[0]["targetId"]
+        self._driven.add(self._target)
+        self._attach()
 
     def _call(self, method: str, session: bool = False, **params: Any) -> dict[str, Any]:
         self._next_id += 1
@@ -56,6 +84,8 @@ class Browser:
         deadline = time.monotonic() + WAIT_S
         while True:
             answer = self._receive(deadline)
+            if answer.get("method") == "Network.requestWillBeSent":
+                self.requests.append(answer["params"]["request"])
             if answer.get("id") == self._next_id:
                 if "error" in answer:
                     raise PageError(f"{method}: {answer['error']}")
@@ -82,6 +112,14 @@ class Browser:
         if "exceptionDetails" in result:
             raise PageError(json.dumps(result["exceptionDetails"]))
         return result["result"].get("value")
+
+    def middle_click(self, selector: str) -> None:
+        """Middle-click (a link: open it in a new tab) the first element `selector` finds, as a user's mouse."""
+        x, y = self.evaluate(f"""(() => {{ const node = document.querySelector({json.dumps(selector)});
+            node.scrollIntoView({{block: "center"}}); const r = node.getBoundingClientRect();
+            return [r.left + r.width / 2, r.top + r.height / 2]; }})()""")
+        for kind in ("mousePressed", "mouseReleased"):
+            self._call("Input.dispatchMouseEvent", session=True, type=kind, x=x, y=y, button="middle", clickCount=1)
 
     def wait_for(self, expression: str) -> Any:
         """The first truthy value of `expression`, polled until the deadline (a page being left or not yet

@@ -149,3 +149,45 @@ def test_with_a_token_the_graph_map_opens_from_the_page(project: Path, serve, br
     browser.evaluate('sessionStorage.clear()')
     browser.open(f"{base}/graph")
     assert "bearer token is required" in browser.wait_for('document.getElementById("summary").textContent')
+
+
+NEW_TAB_LINKS = {"a result": "#core-body h3 a", "a cited chunk": "#core-body a.loc"}
+
+
+@pytest.mark.parametrize("link", NEW_TAB_LINKS.values(), ids=list(NEW_TAB_LINKS))
+def test_with_a_token_a_result_opened_in_a_new_tab_shows_its_file(project: Path, serve, browser: Browser,
+                                                                   link: str) -> None:
+    from codeloupe_web.guard import GuardConfig
+
+    token = "t0ken-" + "w" * 40
+    base = serve([project], guard=GuardConfig(token=token))
+    browser.record_requests()
+    browser.open(f"{base}/?q=how+are+bearer+tokens+checked+against+the+session+store#token={token}")
+    browser.wait_for(f'!!document.querySelector("{link}")')
+    path = browser.evaluate(f'document.querySelector("{link}").textContent').split(":")[0].split(" ").pop()
+    browser.middle_click(link)  # a new tab, with no copy of this one's sessionStorage
+    browser.follow_new_tab()
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == path and view["lines"] == numbered((project / path).read_text())
+    # The token went as a bearer header only: in no request's address (its fragment is never sent), nor a Referer.
+    sent = [[request["url"], *(f"{k}: {v}" for k, v in request["headers"].items() if k != "Authorization")]
+            for request in browser.requests]
+    assert len(sent) > 4 and not [text for request in sent for text in request if token in text]
+    assert any(request["headers"].get("Authorization") == f"Bearer {token}" for request in browser.requests)
+
+
+def test_with_a_token_the_graph_map_and_its_files_open_in_new_tabs(project: Path, serve, browser: Browser) -> None:
+    from codeloupe_web.guard import GuardConfig
+
+    token = "t0ken-" + "v" * 40
+    base = serve([project], guard=GuardConfig(token=token))
+    browser.open(f"{base}/#token={token}")
+    browser.wait_for('!!document.querySelector("#root option")')
+    browser.middle_click("#graph")  # the page's "Graph map"
+    browser.follow_new_tab()
+    assert browser.wait_for('document.getElementById("summary").textContent').startswith("3 files")
+    assert browser.evaluate(OPEN_COMMUNITY) == ["app/auth.py", "app/store.py"]
+    browser.middle_click("#detail a")
+    browser.follow_new_tab()
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == "app/auth.py" and view["lines"] == numbered((project / "app/auth.py").read_text())

@@ -38,8 +38,8 @@ def render_html(graph_map: GraphMap, root: str = "") -> str:
 def render_html_shell(style_url: str, script_urls: list[str]) -> str:
     """The map page with no data in it and its style and code linked, for a server whose Content-Security-Policy
     refuses inline code: the scripts fetch the map, put it in the page as `render_html` does (a
-    `<script id="graph-data" type="application/json">` element; `fileView`, a URL a file's path completes, sets
-    where file links lead) and then load map.js."""
+    `<script id="graph-data" type="application/json">` element; `fileView`, a URL a file's path completes, then
+    `fileViewFragment` if given, sets where file links lead) and then load map.js."""
     head = f'<link rel="stylesheet" href="{html.escape(style_url)}">'
     scripts = "\n".join(f'<script src="{html.escape(url)}"></script>' for url in script_urls)
     return _page(head, scripts)

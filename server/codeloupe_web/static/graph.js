@@ -1,5 +1,6 @@
 // The served graph map: fetches the map with the token (a navigation to /graph carries none), hands it to the
-// engine's map code (map.js reads it from #graph-data) and points its file links at the search page's file view.
+// engine's map code (map.js reads it from #graph-data) and points its file links at the search page's file view
+// (the token in their fragment, as the search page's links have it).
 "use strict";
 
 (async () => {
@@ -11,7 +12,7 @@
     const data = document.createElement("script");
     data.id = "graph-data";
     data.type = "application/json";
-    data.textContent = JSON.stringify({ ...map, fileView: "/?" + scope });
+    data.textContent = JSON.stringify({ ...map, fileView: "/?" + scope, fileViewFragment: tokenFragment });
     const code = document.createElement("script");
     code.src = "/static/map.js";
     document.body.append(data, code);

@@ -57,7 +57,7 @@ function codeBlock(text, firstLine, path, cited) {
 function fileUrl(path, start, end) {
   const p = params({ file: path, line: start });
   if (end > start) p.set("end", end);
-  return "/?" + p;
+  return "/?" + p + tokenFragment;
 }
 
 function fileLink(path, start, end, text) {
@@ -191,7 +191,7 @@ async function showFile(path, line, end) {
 }
 
 function showGraphLink() {
-  $("graph").href = "/graph" + ($("root").hidden ? "" : "?" + params({}));  // one workspace: it is the default
+  $("graph").href = "/graph" + ($("root").hidden ? "" : "?" + params({})) + tokenFragment;  // one workspace: the default
 }
 
 $("search").addEventListener("submit", search);

@@ -100,10 +100,11 @@
                  "stroke-width": (1 + Math.log(1 + p.n) * 1.5).toFixed(2), "data-count": p.n }, linkLayer);
   });
 
-  // Where a file link leads: the served page's file view (`fileView`, a URL the path completes), a file:// URL
-  // (a page written with the workspace's root), else the path relative to the page.
+  // Where a file link leads: the served page's file view (`fileView`, a URL the path completes, then
+  // `fileViewFragment` when given), a file:// URL (a page written with the workspace's root), else the path
+  // relative to the page.
   function fileHref(path) {
-    if (data.fileView) { return data.fileView + encodeURIComponent(path); }
+    if (data.fileView) { return data.fileView + encodeURIComponent(path) + (data.fileViewFragment || ""); }
     return root ? "file://" + root.replace(/\/$/, "") + "/" + path : path;
   }
 
