@@ -323,6 +323,24 @@ def test_node_by_path_name_and_concept(tmp_path: Path) -> None:
         ws.close()
 
 
+def test_every_edge_of_the_json_names_the_file_its_line_is_in(tmp_path: Path) -> None:
+    # `line` alone is a line of the node's file for `imports` but of the neighbour's for `importers` (and of
+    # `from` for a folder's `uses`, of `path` for its `usedBy`): `use` says which, so no reader works it out.
+    ws = open_fixture("python", tmp_path)
+    try:
+        node = graph_node(ws, "src/shop/cart.py").to_dict()
+        folder = graph_node(ws, "src/shop/payments").to_dict()
+        edges = [(e, node["path"]) for e in node["imports"]] + [(e, e["path"]) for e in node["importers"]] + \
+            [(e, e["from"]) for e in folder["uses"]] + [(e, e["path"]) for e in folder["usedBy"]]
+        assert len(edges) == 9 and {e["use"]["path"] for e, _ in edges} > {node["path"]}
+        for edge, user in edges:
+            assert edge["use"] == {"path": user, "startLine": edge["line"], "endLine": edge["line"]}
+            text = _line(ws, edge["use"]["path"], edge["line"])
+            assert "import" in text and all(symbol in text for symbol in edge["symbols"]), (edge, text)
+    finally:
+        ws.close()
+
+
 def _line(ws: Workspace, path: str, line: int) -> str:
     return (ws.root / path).read_text().splitlines()[line - 1]
 

@@ -11,7 +11,14 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from codeloupe.api import Workspace
-from codeloupe_lsp.convert import UriOf, file_lens_title, line_location, show_locations, users_lens_title
+from codeloupe_lsp.convert import (
+    UriOf,
+    file_lens_title,
+    line_location,
+    location,
+    show_locations,
+    users_lens_title,
+)
 from codeloupe_lsp.params import invalid, read_uri
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import document, document_or_none, uris_of
@@ -68,7 +75,8 @@ def lens_lines(ws: Workspace, rel: str) -> list[tuple[str, int]] | None:
 def file_lens(ws: Workspace, uri_of: UriOf, rel: str) -> tuple[str, list[dict[str, Any]]]:
     summary = ws.file_summary(rel, allow_stale=True)
     node = ws.graph_node(rel, allow_stale=True)
-    return file_lens_title(summary), [line_location(uri_of, n.path, n.line) for n in node.importers]
+    return file_lens_title(summary), [location(uri_of, n.use.path, n.use.start_line, n.use.end_line)
+                                       for n in node.importers]
 
 
 def definition_lens(ws: Workspace, uri_of: UriOf, rel: str, name: str) -> tuple[str, list[dict[str, Any]]]:

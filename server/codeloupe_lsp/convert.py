@@ -351,27 +351,27 @@ def path_miss(source: str, target: str, miss: NotInGraph) -> JSON:
 
 def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
     out = {"found": True, **_with_uri(uri_of, node.to_dict())}
-    # An edge's `line` is in the file that uses the other (this one for `imports`, the neighbour for `importers`):
-    # `use` is that place, where `uri` + `line` would open the imported file at a line of this one.
-    out["imports"] = [{**_with_uri(uri_of, n), "use": line_location(uri_of, node.path, n["line"])}
-                      for n in out["imports"]]
-    out["importers"] = [{**_with_uri(uri_of, n), "use": line_location(uri_of, n["path"], n["line"])}
-                        for n in out["importers"]]
+    out["imports"] = [_edge(uri_of, n) for n in out["imports"]]
+    out["importers"] = [_edge(uri_of, n) for n in out["importers"]]
     out["semantic"] = [_with_uri(uri_of, s) for s in out["semantic"]]
     out["chunks"] = [{"location": _span_location(uri_of, c), "text": c["text"]} for c in out["chunks"]]
     return out
 
 
 def graph_folder(uri_of: UriOf, folder: GraphFolder) -> JSON:
-    """A folder's part of the graph. An edge's `line` is in the file that uses the other (the inside file for
-    `uses`, the outside one for `usedBy`), which `uri` does not always name: `use` is that place as a Location."""
+    """A folder's part of the graph."""
     out = {"found": True, **folder.to_dict(), "uri": uri_of(folder.path)}
     names = {c.id: c.name for c in folder.communities}
     out["files"] = [{**_with_uri(uri_of, f), "communityName": names.get(f["community"], "")} for f in out["files"]]
-    out["uses"] = [{**_with_uri(uri_of, e), "use": line_location(uri_of, e["from"], e["line"])} for e in out["uses"]]
-    out["usedBy"] = [{**_with_uri(uri_of, e), "use": line_location(uri_of, e["path"], e["line"])}
-                     for e in out["usedBy"]]
+    out["uses"] = [_edge(uri_of, e) for e in out["uses"]]
+    out["usedBy"] = [_edge(uri_of, e) for e in out["usedBy"]]
     return out
+
+
+def _edge(uri_of: UriOf, edge: JSON) -> JSON:
+    """A graph edge with its neighbour's `uri`, and its `use` (the engine's span, in the file that uses the other,
+    which `uri` does not always name) as a Location."""
+    return {**_with_uri(uri_of, edge), "use": _span_location(uri_of, edge["use"])}
 
 
 def graph_path(uri_of: UriOf, path: GraphPath) -> JSON:
@@ -414,11 +414,11 @@ def file_hover(uri_of: UriOf, node: GraphNode) -> str:
     """Markdown for a file: community, hub status, and every neighbour as a link."""
     status = " · **god node** (a hub: many files depend on it)" if node.god else ""
     out = [f"{md_code(node.path)} · community {md_code(node.community_name)}{status}"]
-    # An import's line is in this file (link to the imported file's top); an importer's is in the importer.
-    for title, group, at_use in (("Imports", node.imports, False), ("Imported by", node.importers, True)):
+    # A neighbour opens where it uses this file (an importer), else at its top (an import's use is in this file).
+    for title, group in (("Imports", node.imports), ("Imported by", node.importers)):
         if group:
             out += ["", f"{title}:"]
-            out += [f"- {_md_link(uri_of, n.path, n.line if at_use else 1)} "
+            out += [f"- {_md_link(uri_of, n.path, n.line if n.use.path == n.path else 1)} "
                     f"({n.kind}{': ' + ', '.join(md_code(s) for s in n.symbols[:5]) if n.symbols else ''})"
                     for n in group]
     if node.semantic:

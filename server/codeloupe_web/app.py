@@ -214,11 +214,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
     def graph(root: RootParam = None,
               node: Annotated[str, Query(max_length=1000, description="a file, a file name, a concept, or a folder "
-                                                                 "(its files and their edges across it). An edge's "
-                                                                 "`line` is in the file that uses the other: the "
-                                                                 "node's own in `imports`, the neighbour's in "
-                                                                 "`importers`; `from` in a folder's `uses`, `path` "
-                                                                 "in its `usedBy`")] = "",
+                                                                 "(its files and their edges across it). Each edge's "
+                                                                 "`use` (`{path, startLine, endLine}`) is where the "
+                                                                 "file that uses the other does: its `path` names "
+                                                                 "that file (the node's own in `imports`, the "
+                                                                 "neighbour's in `importers`; `from` in a folder's "
+                                                                 "`uses`, `path` in its `usedBy`); `line` is its "
+                                                                 "line")] = "",
               source: Annotated[str, Query(max_length=1000, description="a route's start")] = "",
               target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
         if bool(source) != bool(target) or (node and source):

@@ -126,6 +126,11 @@ async def test_graph_map_node_and_path(client: Client, project: Path) -> None:
     node = await client.request("codeloupe/graph", {"mode": "node", "node": uri(project / "app/auth.py")})
     assert node["path"] == "app/auth.py"
     assert [n["uri"] for n in node["importers"]] == [uri(project / "app/web.py")]
+    # `use`: the line where the using file (app/auth.py for `imports`, the importer for `importers`) uses the other.
+    for edge, user in [(e, "app/auth.py") for e in node["imports"]] + [(e, e["path"]) for e in node["importers"]]:
+        line0 = edge["use"]["range"]["start"]["line"]
+        assert edge["use"]["uri"] == uri(project / user) and line0 == edge["line"] - 1
+        assert "import" in disk_lines(project / user, line0, line0 + 1)
     for chunk in node["chunks"]:
         rng = chunk["location"]["range"]
         assert disk_lines(project / "app/auth.py", rng["start"]["line"], rng["end"]["line"]) == chunk["text"]

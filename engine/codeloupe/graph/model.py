@@ -103,10 +103,18 @@ class Neighbour:
     path: str
     kind: str  # import | call (import when the file is imported at all)
     symbols: list[str]  # the carriers: names defined on one side and used on the other
-    line: int  # where the using file imports or first calls it
+    # Where the using file imports or first calls the other: a line of the node's (or the folder's inside) file
+    # when that file uses `path`, of `path` when `path` uses it. The span names its file, so no reader has to
+    # work out which side the line is on.
+    use: Span
+
+    @property
+    def line(self) -> int:
+        return self.use.start_line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "symbols": self.symbols, "line": self.line}
+        return {"path": self.path, "kind": self.kind, "symbols": self.symbols, "line": self.line,
+                "use": self.use.to_dict()}
 
 
 @dataclass

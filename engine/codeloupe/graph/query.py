@@ -114,8 +114,8 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
         return _folder_view(ws, graph, folder)
     i, how = resolve_target(ws, graph, target)
     path = graph.paths[i]
-    imports = [_neighbour(graph, j, graph.out_edges[i][j]) for j in sorted(graph.out_edges[i])]
-    importers = [_neighbour(graph, j, graph.in_edges[i][j]) for j in sorted(graph.in_edges[i])]
+    imports = [_neighbour(graph, j, graph.out_edges[i][j], user=i) for j in sorted(graph.out_edges[i])]
+    importers = [_neighbour(graph, j, graph.in_edges[i][j], user=j) for j in sorted(graph.in_edges[i])]
     external = graph.edges.external(i)
     symbols = [d.qualified_name for d in graph.definitions[i]]
     chunks = []
@@ -143,9 +143,9 @@ def _folder_view(ws: WorkspaceContext, graph: Graph, folder: str) -> GraphFolder
     if not inside:
         raise NotInGraph(folder, "a folder holding no code file of the graph", closest_by_name(graph.paths, folder))
     members = set(inside)
-    uses = [(graph.paths[i], _neighbour(graph, j, graph.out_edges[i][j]))
+    uses = [(graph.paths[i], _neighbour(graph, j, graph.out_edges[i][j], user=i))
             for i in inside for j in sorted(graph.out_edges[i]) if j not in members]
-    used_by = [(graph.paths[i], _neighbour(graph, j, graph.in_edges[i][j]))
+    used_by = [(graph.paths[i], _neighbour(graph, j, graph.in_edges[i][j], user=j))
                for i in inside for j in sorted(graph.in_edges[i]) if j not in members]
     counts = Counter(graph.community[i] for i in inside)
     communities = [Community(c, community_name(ws, graph, c), [graph.paths[i] for i in inside
@@ -154,9 +154,11 @@ def _folder_view(ws: WorkspaceContext, graph: Graph, folder: str) -> GraphFolder
     return GraphFolder(folder, [_map_node(graph, i) for i in inside], uses, used_by, communities)
 
 
-def _neighbour(graph: Graph, j: int, edges: list[Edge]) -> Neighbour:
+def _neighbour(graph: Graph, j: int, edges: list[Edge], user: int) -> Neighbour:
+    """File `j` as a neighbour joined by `edges`, whose lines are in file `user` (the one that uses the other)."""
     kind = "import" if any(e.kind == "import" for e in edges) else "call"
-    return Neighbour(graph.paths[j], kind, _carriers(edges), min(e.line for e in edges))
+    line = min(e.line for e in edges)
+    return Neighbour(graph.paths[j], kind, _carriers(edges), Span(graph.paths[user], line, line))
 
 
 def _carriers(edges: list[Edge]) -> list[str]:
