@@ -128,13 +128,18 @@ def test_a_file_in_the_graph_map_opens_in_the_file_view(project: Path, serve, br
     assert view["cited"] == [] and view["markup"] == 0
 
 
-def test_with_a_token_the_graph_map_opens_from_the_page(project: Path, serve, browser: Browser) -> None:
+def tokened_page(project: Path, serve, browser: Browser, token: str) -> str:
+    """The page of a server that requires `token`, opened as its printed address does (`#token=`); its base URL."""
     from codeloupe_web.guard import GuardConfig
 
-    token = "t0ken-" + "z" * 40
     base = serve([project], guard=GuardConfig(token=token))
     browser.open(f"{base}/#token={token}")
     browser.wait_for('!!document.querySelector("#root option")')
+    return base
+
+
+def test_with_a_token_the_graph_map_opens_from_the_page(project: Path, serve, browser: Browser) -> None:
+    base = tokened_page(project, serve, browser, "t0ken-" + "z" * 40)
     browser.evaluate('document.getElementById("graph").click()')  # the page's "Graph map"
     assert browser.wait_for('location.pathname === "/graph" && document.getElementById("summary").textContent') == \
         "3 files, 1 communities, 1 unconnected files, 0 hubs"
@@ -177,12 +182,7 @@ def test_with_a_token_a_result_opened_in_a_new_tab_shows_its_file(project: Path,
 
 
 def test_with_a_token_the_graph_map_and_its_files_open_in_new_tabs(project: Path, serve, browser: Browser) -> None:
-    from codeloupe_web.guard import GuardConfig
-
-    token = "t0ken-" + "v" * 40
-    base = serve([project], guard=GuardConfig(token=token))
-    browser.open(f"{base}/#token={token}")
-    browser.wait_for('!!document.querySelector("#root option")')
+    tokened_page(project, serve, browser, "t0ken-" + "v" * 40)
     browser.middle_click("#graph")  # the page's "Graph map"
     browser.follow_new_tab()
     assert browser.wait_for('document.getElementById("summary").textContent').startswith("3 files")
