@@ -506,3 +506,87 @@ def test_a_pattern_re2_cannot_run_made_at_run_time_sends_the_file_to_line_window
     chunked = chunk_file("a.zog", text, "text", strategies=[strategy])
     assert chunked.fallback_reason.startswith("strategy zog: error: ") and why in chunked.fallback_reason
     assert [c.kind for c in chunked.chunks] == ["window"]
+
+
+# ------------------------------------------------ off the main thread a strategy runs in a worker process
+
+LOOPS = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    while True:
+        pass
+'''
+HOLDS_IN_C = '''import math
+
+EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    math.factorial(10 ** 7)
+    return [(1, len(lines))]
+'''
+HUNGRY = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    kept = []
+    while True:
+        kept.append("x" * 50_000_000)
+'''
+# As the language server indexes: on a writer thread. Then what is left: threads, child processes and how they
+# stand (R: running), and this process's peak memory.
+INDEX_ON_A_THREAD = '''
+import json, os, sys, threading
+from pathlib import Path
+from codeloupe.api import Workspace
+
+reasons = {}
+def index():
+    ws = Workspace(sys.argv[1], overrides={"embed_provider": "none"})
+    ws.index()
+    reasons.update(ws.store.query("SELECT path, fallback_reason FROM files"))
+    ws.close()
+
+writer = threading.Thread(target=index, name="codeloupe-writer-repo")
+writer.start()
+writer.join()
+children = [p for p in Path("/proc").glob("[0-9]*")
+            if (p / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1]
+print(json.dumps({"reasons": reasons, "threads": [t.name for t in threading.enumerate()],
+                  "children": [(p / "stat").read_text().rsplit(")", 1)[1].split()[0] for p in children],
+                  "peak_kib": int(peak)}))
+'''
+TEST_PROCESS_MEMORY = 3 * 2**30  # the machine's guard, should the strategy's memory go unbounded
+
+
+def _cap_test_process() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (TEST_PROCESS_MEMORY, TEST_PROCESS_MEMORY))
+
+
+@pytest.mark.parametrize(("source", "why"), [(LOOPS, "time bound"), (HOLDS_IN_C, "time bound"),
+                                              (HUNGRY, "ran out of memory")], ids=["loops", "in-c", "hungry"])
+def test_a_late_or_hungry_strategy_cannot_hold_up_or_exhaust_indexing_on_a_thread(
+        repo: Path, source: str, why: str) -> None:
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(source)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    # In a process of its own: before, a call into C held the interpreter lock for hours, so no thread of the
+    # test could have noticed; this timeout only ends a hung run.
+    try:
+        done = subprocess.run([sys.executable, "-c", INDEX_ON_A_THREAD, str(repo)], capture_output=True,
+                              text=True, timeout=120, preexec_fn=_cap_test_process)
+    except subprocess.TimeoutExpired:
+        pytest.fail("indexing on a thread was held up by the strategy")
+    assert done.returncode == 0, done.stderr
+    left = json.loads(done.stdout)
+    for path in ("rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"):
+        assert left["reasons"][path].startswith("strategy zog: ")
+    assert why in left["reasons"]["rules/alpha.zog"] + left["reasons"]["rules/beta.zog"]
+    assert left["threads"] == ["MainThread"]  # no strategy left running on a thread of the process
+    assert "R" not in left["children"]  # nor in a worker process
+    assert left["peak_kib"] < 1024 * 1024  # the strategy's memory was never this process's

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, TypeVar
 
 from codeloupe.chunk.lines import PartitionError, validate_partition
+from codeloupe.chunk.strategy_process import StrategyProcessError, StrategyProcessLate, run_in_worker
 from codeloupe.chunk.strategy_sandbox import module_globals, static_problems
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 from codeloupe.types import Chunk
@@ -164,8 +165,10 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     if strategy.name in _timed_out:
         raise StrategyError("disabled in this process after it ran past its time bound")
     try:
-        raw = run_bounded(lambda: _function(strategy)(text, list(lines)), timeout_s, strategy.name)
-        ranges = [_range(item) for item in raw]
+        if strategy.function is None and not _interruptible_here():
+            ranges = _ranges_in_worker(strategy, text, timeout_s)
+        else:
+            ranges = ranges_of(run_bounded(lambda: _function(strategy)(text, list(lines)), timeout_s, strategy.name))
     except StrategyError:
         raise
     except (Exception, RecursionError) as exc:
@@ -178,6 +181,21 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     except PartitionError as exc:
         raise StrategyError(f"not a line partition: {exc}") from exc
     return ranges
+
+
+def ranges_of(raw: Ranges) -> list[tuple[int, int, str]]:
+    """A strategy's answer as `(start, end, name)` ranges; `StrategyError` for an item that is not a range."""
+    return [_range(item) for item in raw]
+
+
+def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[tuple[int, int, str]]:
+    try:
+        return run_in_worker(strategy.source, strategy.sha256, strategy.origin, text, timeout_s)
+    except StrategyProcessLate as exc:
+        _timed_out.add(strategy.name)  # as on a thread: a strategy that ran late is not started again here
+        raise StrategyError(str(exc)) from exc
+    except StrategyProcessError as exc:
+        raise StrategyError(str(exc)) from exc
 
 
 def _range(item: object) -> tuple[int, int, str]:
@@ -197,14 +215,12 @@ def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
     """Run `call` for at most `timeout_s`.
 
     On a process's main thread (the CLI, the indexer's worker processes, `codeloupe worker`) an interval timer
-    interrupts the strategy between bytecodes. Elsewhere (the language server's writer thread, a served
-    workspace's first index and refreshes) the call runs on a daemon thread that is abandoned when late, and the
-    strategy is not started again in this process; there a long call into C that keeps the interpreter lock
-    holds up the process until it returns. A workspace strategy's regular expressions are not such a call: its
-    `re` runs on RE2 (`strategy_re`), linear in the text. The contract asks for quick code, and forge only
-    accepts a strategy that passed every matching file within the bound.
+    interrupts the strategy between bytecodes. Elsewhere the call runs on a daemon thread that is abandoned when
+    late, and the strategy is not started again in this process. Only a registered strategy (the embedding
+    program's own code) runs that way off the main thread: a workspace strategy runs in a worker process there
+    (`strategy_process`), which is killed when late.
     """
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+    if _interruptible_here():
         def on_alarm(_signum: int, _frame: object) -> None:
             raise _Timeout
 
@@ -234,6 +250,11 @@ def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["value"]  # type: ignore[return-value]
+
+
+def _interruptible_here() -> bool:
+    """Whether an interval timer can cut a call off here: on a process's main thread, where there is one."""
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
 
 
 def strategy_files(root: Path) -> list[Path]:
