@@ -13,26 +13,14 @@ file of each is printed, and both must cut the same ranges.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import time
 from pathlib import Path
 
 from codeloupe.chunk.strategies import compile_strategy
+from strategy_samples import DEFAULT_FILE, PER_LINE  # beside this script, on its sys.path
 
-CORPORA = Path(os.environ.get("CODELOUPE_CORPORA", "/work/ci/fresh71/.golden/corpora"))
-PER_LINE = '''import re
-
-EXTENSIONS = (".lock",)
-
-
-def chunk(text, lines):
-    starts = [1] + [i + 1 for i, line in enumerate(lines) if i and re.match(r"^\\[\\[?([\\w.-]+)\\]\\]?\\s*$", line)]
-    ends = [s - 1 for s in starts[1:]] + [len(lines)]
-    names = [(re.match(r"^name = \\"([^\\"]+)\\"", lines[s]) if s < len(lines) else None) for s in starts]
-    return [(s, e, m.group(1) if m else "") for s, e, m in zip(starts, ends, names)] if lines else []
-'''
 WHOLE_TEXT = '''import re
 
 EXTENSIONS = (".lock",)
@@ -64,7 +52,7 @@ def median_ms(function, text: str, lines: list[str], repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, default=[CORPORA / "click/src/click-8.5.1/uv.lock"])
+    parser.add_argument("files", nargs="*", type=Path, default=[DEFAULT_FILE])
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
     for path in args.files:

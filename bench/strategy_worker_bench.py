@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import statistics
 import threading
 import time
@@ -22,19 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from codeloupe.chunk.strategies import Strategy, apply_strategy, compile_strategy
-
-CORPORA = Path(os.environ.get("CODELOUPE_CORPORA", "/work/ci/fresh71/.golden/corpora"))
-SECTIONS = '''import re
-
-EXTENSIONS = (".lock",)
-
-
-def chunk(text, lines):
-    starts = [1] + [i + 1 for i, line in enumerate(lines) if i and re.match(r"^\\[\\[?([\\w.-]+)\\]\\]?\\s*$", line)]
-    ends = [s - 1 for s in starts[1:]] + [len(lines)]
-    names = [(re.match(r"^name = \\"([^\\"]+)\\"", lines[s]) if s < len(lines) else None) for s in starts]
-    return [(s, e, m.group(1) if m else "") for s, e, m in zip(starts, ends, names)] if lines else []
-'''
+from strategy_samples import DEFAULT_FILE, PER_LINE  # beside this script, on its sys.path
 
 
 def on_a_thread(call: Callable[[], object]) -> object:
@@ -57,11 +44,11 @@ def median_ms(call: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path,
-                        default=[CORPORA / "click" / "src" / "click-8.5.1" / "uv.lock"])
+                        default=[DEFAULT_FILE])
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    extensions, _ = compile_strategy(SECTIONS, "lock.py")
-    strategy = Strategy("lock", extensions, SECTIONS, hashlib.sha256(SECTIONS.encode()).hexdigest(),
+    extensions, _ = compile_strategy(PER_LINE, "lock.py")
+    strategy = Strategy("lock", extensions, PER_LINE, hashlib.sha256(PER_LINE.encode()).hexdigest(),
                         origin="lock.py")
     start = time.perf_counter()
     text = "x\n"
