@@ -3,11 +3,14 @@ before each call (changed files only, by size and mtime), and failing open with 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,6 +29,8 @@ REFRESH_INTERVAL_S = 1.0
 READABLE_CHECK_INTERVAL_S = 1.0
 # The first call waits this long for the first index (lexical lanes) before answering with what there is.
 FIRST_INDEX_WAIT_S = 120.0
+# True inside `answer_waited`: the call waited for the first index already (`WarmWorkspace.first_index`).
+_WAITED: ContextVar[bool] = ContextVar("first_index_waited", default=False)
 
 
 class WarmWorkspace:
@@ -52,6 +57,8 @@ class WarmWorkspace:
         self._last_refresh = 0.0
         self._first_index = threading.Event()
         self._first_index_progress: Progress | None = None
+        self._loop_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._loop_waiters_lock = threading.Lock()
         self._closing = threading.Event()
         self._embedder: threading.Thread | None = None
         self._indexer = threading.Thread(target=self._index_first, name="codeloupe-first-index", daemon=True)
@@ -94,10 +101,30 @@ class WarmWorkspace:
                 raise WorkspaceError(f"{exc}; {building}") from exc
             raise
 
+    async def first_index(self) -> None:
+        """Wait for the first index as `fresh` does (up to `FIRST_INDEX_WAIT_S`), but on the event loop, holding
+        no worker thread: a caller that gives up (an HTTP client hanging up) cancels this and holds nothing, where
+        a thread waiting in `fresh` stayed taken for the whole wait. The call then runs in `answer_waited`."""
+        ended = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), ended)
+        with self._loop_waiters_lock:  # against the first index ending between the check and the registration
+            waiting = not self.ready
+            if waiting:
+                self._loop_waiters.add(waiter)
+        try:
+            if waiting:
+                await asyncio.wait_for(ended.wait(), FIRST_INDEX_WAIT_S)
+        except TimeoutError:
+            pass  # answered from the index as it is, as after `fresh`'s wait
+        finally:
+            with self._loop_waiters_lock:
+                self._loop_waiters.discard(waiter)
+
     def fresh(self) -> Workspace:
         """The workspace after indexing what changed on disk. A failed refresh, or one already running in
         another thread, answers from the index as it is: a call is never refused for being stale."""
-        self._first_index.wait(FIRST_INDEX_WAIT_S)
+        if not _WAITED.get():
+            self._first_index.wait(FIRST_INDEX_WAIT_S)
         if self.ready and time.monotonic() - self._last_refresh >= self.refresh_interval_s:
             self._refresh()
         return self.ws
@@ -106,7 +133,12 @@ class WarmWorkspace:
         try:
             self._refresh(force=True, progress=self._note_progress)
         finally:
-            self._first_index.set()
+            with self._loop_waiters_lock:
+                self._first_index.set()
+                waiters = list(self._loop_waiters)
+            for loop, ended in waiters:
+                with contextlib.suppress(RuntimeError):  # its loop closed: the server stopped meanwhile
+                    loop.call_soon_threadsafe(ended.set)
 
     def _note_progress(self, event: Progress) -> None:
         if event.phase == "chunk":
@@ -222,6 +254,16 @@ class WarmWorkspaces:
     def close(self) -> None:
         for warm in self.all:
             warm.close()
+
+
+def answer_waited(call: Callable[[], T]) -> T:
+    """`call()` (on a worker thread) after `WarmWorkspace.first_index` waited for its workspaces: its `fresh`
+    does not wait a second `FIRST_INDEX_WAIT_S` when the first one passed with the index still running."""
+    waited = _WAITED.set(True)
+    try:
+        return call()
+    finally:
+        _WAITED.reset(waited)
 
 
 def _same_path(candidate: str, root: Path) -> bool:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
@@ -31,7 +30,7 @@ from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, serv
 from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
-from .hangup import events_until_hangup
+from .hangup import events_until_hangup, when_indexed
 
 if TYPE_CHECKING:  # at run time they would import the model client when the server starts (~0.7 s)
     from codeloupe.api import AskEvent, AskRun
@@ -148,71 +147,77 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         # method a route does not take) answered {"detail": ...}.
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
-    def fresh(root: str | None) -> WarmWorkspace:
-        warm = pool.get(root)
-        warm.fresh()
-        return warm
-
+    # Every call that reads an index is a coroutine that waits for its workspace's first index on the event loop
+    # (`when_indexed`), then answers on a worker thread: one waiting in a thread held it for up to two minutes,
+    # after its client had gone too, and 40 of them kept every other call waiting.
     @app.get("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
-    def search_get(q: QueryText, root: RootParam = None, scope: ScopeParam = "",
-                   mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
-        return _search(pool.get(root), q, scope, mode, limit)
+    async def search_get(request: Request, q: QueryText, root: RootParam = None, scope: ScopeParam = "",
+                         mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        warm = pool.get(root)
+        return await when_indexed(request, [warm], lambda: _search(warm, q, scope, mode, limit))
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
-    def search_post(body: SearchBody) -> Any:
-        return _search(pool.get(body.root), body.query, body.scope, body.mode, body.limit)
+    async def search_post(request: Request, body: SearchBody) -> Any:
+        warm = pool.get(body.root)
+        return await when_indexed(request, [warm], lambda: _search(warm, body.query, body.scope, body.mode,
+                                                                   body.limit))
 
     @app.get("/v1/search/all", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="One ranking across the served workspaces (the repositories of a shared index): each "
                      "file names its `repository` and the `revision` it is pinned to")
-    def search_all(q: QueryText, repos: ReposParam = "", mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
-        return _search_across(pool, q, repos, mode, limit)
+    async def search_all(request: Request, q: QueryText, repos: ReposParam = "", mode: ModeParam = "code",
+                         limit: LimitParam = 12) -> Any:
+        warms = pool.select([name.strip() for name in repos.split(",") if name.strip()])
+        return await when_indexed(request, warms, lambda: dataclasses.asdict(
+            pool.search_across(warms, q, mode=mode, limit=limit)))
 
-    def noted(root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
+    async def noted(request: Request, root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
         """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted`)."""
-        found, notes = pool.get(root).noted(call)
+        warm = pool.get(root)
+        found, notes = await when_indexed(request, [warm], lambda: warm.noted(call))
         return {**found, "notes": notes}
 
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
-    def docsearch(q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
-        bundle = pool.get(root).search(q, mode="docs", limit=limit)
+    async def docsearch(request: Request, q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
+        warm = pool.get(root)
+        bundle = await when_indexed(request, [warm], lambda: warm.search(q, mode="docs", limit=limit))
         return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
 
     @app.get("/v1/expand", response_model=NotedExpansion, responses=_ERRORS, tags=["read"],
              summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
-    def expand(path: Annotated[str, Query(min_length=1, max_length=4096,
+    async def expand(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                           description="an indexed file, relative to the workspace root")],
                root: RootParam = None,
                start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
                end: Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")] = None,
                symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
                line: Annotated[int | None, Query(ge=1, description="an anchor line")] = None) -> Any:
-        return noted(root, lambda ws: dataclasses.asdict(ws.expand(path, start, end, symbol=symbol, line=line)))
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.expand(path, start, end, symbol=symbol, line=line)))
 
     @app.get("/v1/locate", response_model=NotedLocated, responses=_ERRORS, tags=["read"],
              summary="Every indexed line holding a string exactly (or a whole identifier)")
-    def locate(text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
+    async def locate(request: Request, text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
                root: RootParam = None,
                identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
                limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
-        return noted(root, lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
 
     @app.get("/v1/related", responses=_ERRORS, tags=["read"],
              summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
-    def related(path: Annotated[str, Query(min_length=1, max_length=4096,
+    async def related(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                            description="an indexed file, relative to the workspace root")],
                 root: RootParam = None,
                 start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
                 end: Annotated[int | None, Query(ge=1, description="last line, inclusive")] = None,
                 limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10) -> Any:
-        return noted(root, lambda ws: dataclasses.asdict(ws.find_related(path, start, end, limit=limit)))
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.find_related(path, start, end, limit=limit)))
 
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
-    def graph(root: RootParam = None,
+    async def graph(request: Request, root: RootParam = None,
               node: Annotated[str, Query(max_length=1000, description="a file, a file name, a concept, or a folder "
                                                                  "(its files and their edges across it). Each edge's "
                                                                  "`use` (`{path, startLine, endLine}`) is where the "
@@ -225,31 +230,33 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
         if bool(source) != bool(target) or (node and source):
             raise WorkspaceError("pass `node`, or both `source` and `target`, or neither (the map)")
-        return noted(root, lambda ws: (ws.graph_node(node) if node else ws.graph_path(source, target) if source
+        return await noted(request, root, lambda ws: (ws.graph_node(node) if node else ws.graph_path(source, target) if source
                                        else ws.graph_map()).to_dict())
 
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
-    def tour(root: RootParam = None,
+    async def tour(request: Request, root: RootParam = None,
              limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20) -> dict[str, Any]:
-        return noted(root, lambda ws: dataclasses.asdict(ws.tour(limit=limit)))
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.tour(limit=limit)))
 
     @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
              summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")
-    def flows(root: RootParam = None) -> list[dict[str, Any]]:
-        return [dataclasses.asdict(f) for f in fresh(root).ws.flows()]
+    async def flows(request: Request, root: RootParam = None) -> list[dict[str, Any]]:
+        warm = pool.get(root)
+        return await when_indexed(request, [warm], lambda: [dataclasses.asdict(f) for f in warm.fresh().flows()])
 
-    def start_ask(body: AskBody) -> tuple[AskRun, list[str]]:
+    async def start_ask(request: Request, body: AskBody) -> tuple[AskRun, list[str]]:
         """The ask, and the notes its bundle gets (`WarmWorkspace.noted`: a first index still running)."""
-        return pool.get(body.root).noted(
-            lambda ws: ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best))
+        warm = pool.get(body.root)
+        return await when_indexed(request, [warm], lambda: warm.noted(
+            lambda ws: ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)))
 
     # Both asks are coroutines that take the events on worker threads: a client hanging up cancels its ask.
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
               summary="A walkthrough (the `done` event of `codeloupe ask --json`); the bundle with the reason "
                       "when no chat model is configured or it fails")
     async def ask(body: AskBody, request: Request) -> dict[str, Any]:
-        run, notes = await run_in_threadpool(start_ask, body)
+        run, notes = await start_ask(request, body)
         async with aclosing(events_until_hangup(request, run)) as events:
             async for event in events:
                 if event.type == "done":
@@ -259,7 +266,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.post("/v1/ask/stream", responses=_ERRORS, tags=["ask"], response_class=StreamingResponse,
               summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")
     async def ask_stream(body: AskBody, request: Request) -> StreamingResponse:
-        run, notes = await run_in_threadpool(start_ask, body)
+        run, notes = await start_ask(request, body)
         return StreamingResponse(_sse(events_until_hangup(request, run), notes), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
@@ -277,7 +284,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         return available_languages()
 
     # The probes are coroutines: a sync handler waits for one of the threadpool's 40 threads, which slow calls
-    # (asks waiting on the model, searches waiting on the first index) can all hold, and a liveness probe
+    # (asks waiting on the model, slow searches of a big index) can all hold, and a liveness probe
     # timing out then gets a working server restarted (in the middle of its first index, over and over).
     @app.get("/healthz", tags=["health"], summary="Liveness: the process answers")
     async def healthz() -> dict[str, bool]:
@@ -335,11 +342,6 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
 def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:
     return dataclasses.asdict(warm.search(query, scope=scope, mode=mode, limit=limit))
-
-
-def _search_across(pool: WarmWorkspaces, query: str, repos: str, mode: str, limit: int) -> dict[str, Any]:
-    warms = pool.select([name.strip() for name in repos.split(",") if name.strip()])
-    return dataclasses.asdict(pool.search_across(warms, query, mode=mode, limit=limit))
 
 
 def _doc_hit(hit) -> DocHit:

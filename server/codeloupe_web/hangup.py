@@ -1,28 +1,37 @@
-"""Asks that stop when their client hangs up.
+"""Calls that stop when their client hangs up.
 
-An ask's events are taken one at a time on the threadpool sync handlers share (40 threads), and a thread
-waiting for the model holds its place for as long as the model takes. An ask whose client had gone went on
+Sync handlers and an ask's steps share one threadpool (40 threads), and a thread waiting (on the model, or on
+a workspace's first index) holds its place for as long as the wait takes. A call whose client had gone went on
 regardless: a few dozen hang-ups held every thread and the whole server stopped answering. Here a disconnect
-cancels the ask (`AskRun.cancel`): its model call is cut off, and the thread returns at once.
+cancels an ask (`AskRun.cancel`: its model call is cut off, and the thread returns at once), and a call waiting
+for a first index does so on the event loop, holding no thread, and ends there when its client goes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from codeloupe_mcp.warm import WarmWorkspace, answer_waited
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
     from codeloupe.api import AskEvent, AskRun
+
+T = TypeVar("T")
+# nginx's code for "the client closed the request": the answer goes to no one, and says why it was cut short.
+CLIENT_CLOSED = 499
 
 
 async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[AskEvent]:
     """The run's events, each taken on a worker thread, while a watcher cancels the run if the client goes.
     Stopping early (a closed stream, an answer returned) cancels it too: nothing waits on a model for no one."""
-    watcher = asyncio.create_task(_cancel_on_hangup(request, run))
+    watcher = asyncio.create_task(_hangup(request))
+    watcher.add_done_callback(lambda _: run.cancel())
     try:
         while (event := await run_in_threadpool(next, run, None)) is not None:
             yield event
@@ -31,8 +40,28 @@ async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[As
         run.cancel()
 
 
-async def _cancel_on_hangup(request: Request, run: AskRun) -> None:
+async def when_indexed(request: Request, warms: list[WarmWorkspace], answer: Callable[[], T]) -> T:
+    """`answer()` on a worker thread once the first index of each of `warms` ended (each waited for as `fresh`
+    waits, up to `FIRST_INDEX_WAIT_S`, but on the event loop); refused with 499 when the client hangs up first."""
+    waits = asyncio.ensure_future(_first_indexes(warms))
+    watcher = asyncio.create_task(_hangup(request))
+    try:
+        await asyncio.wait({waits, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if not waits.done():
+        waits.cancel()
+        raise HTTPException(CLIENT_CLOSED, "the client hung up while the first index was being built")
+    waits.result()
+    return await run_in_threadpool(answer_waited, answer)
+
+
+async def _first_indexes(warms: list[WarmWorkspace]) -> None:
+    for warm in warms:
+        await warm.first_index()
+
+
+async def _hangup(request: Request) -> None:
     # The body is read by now: the next message the server passes on is the disconnect, whenever it comes.
     while (await request.receive())["type"] != "http.disconnect":
         pass
-    run.cancel()

@@ -274,6 +274,58 @@ def test_the_probes_answer_while_every_worker_thread_is_busy(project: Path, serv
         assert [f.result().status_code for f in slow] == [200] * 45
 
 
+def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker_threads(
+        project: Path, serve, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search arriving during a first index waited for it on a worker thread (up to two minutes), after its
+    client had hung up too: 40 such hang-ups held every thread of the pool, and every sync call waited behind
+    them (here /v1/status). A call now waits for the first index on the event loop and ends when its client
+    goes; one whose client stays still gets the answer of the whole index."""
+    import threading
+
+    import codeloupe_mcp.warm as warm_module
+
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a search waits for the whole first index
+    arrived, lock = [0], threading.Lock()  # calls that named their workspace (next: wait for its first index)
+    real_get = warm_module.WarmWorkspaces.get
+
+    def counted_get(self, root=None):
+        with lock:
+            arrived[0] += 1
+        return real_get(self, root)
+
+    def wait_for_arrived(count: int) -> None:
+        for _ in range(600):  # up to a minute: not a speed check
+            if arrived[0] >= count:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{arrived[0]} of {count} calls arrived")
+
+    monkeypatch.setattr(warm_module.WarmWorkspaces, "get", counted_get)
+    base = serve([project], ready=False)
+    assert first_index_held.stopped.wait(60)
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    search = f"{base}/v1/search?q=session+store"
+    try:
+        clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(45)]
+        for client in clients:  # more than the pool's 40 threads
+            client.sendall(f"GET /v1/search?q=session+store HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        wait_for_arrived(40)  # every thread, before the fix: the rest queued behind them
+        for client in clients:
+            client.close()
+        status = httpx.get(f"{base}/v1/status", timeout=60)  # a sync handler: it needs a free thread
+        assert status.status_code == 200 and status.json()["ready"] is False
+        with pytest.raises(httpx.ReadTimeout):  # a search still waits for the first index, not answered early
+            httpx.get(search, timeout=2)
+        with ThreadPoolExecutor(max_workers=1) as patient:
+            answer = patient.submit(httpx.get, search, timeout=120)
+            wait_for_arrived(47)
+            first_index_held.release.set()
+            assert answer.result().status_code == 200
+        assert answer.result().json()["notes"] == [] and answer.result().json()["core"]
+    finally:
+        first_index_held.release.set()
+
+
 def sse_events(body: str) -> list[dict]:
     return [json.loads(message[len("data: "):]) for message in body.split("\n\n") if message.startswith("data: ")]
 
