@@ -260,8 +260,14 @@ class Workspace:
         """Re-index files that were saved, created or deleted (the editor's fast path).
 
         Search sees the change at once (a delta view); graph edges follow at the next fresh graph read or
-        `refresh_graph()`, re-resolving only the files the change can reach.
+        `refresh_graph()`, re-resolving only the files the change can reach. On the shared index, refused
+        (`SourceConflict`) once another process made another folder the repository's source (`index --replace`)
+        since this one opened it: the save would write this folder's files among that folder's.
         """
+        if not isinstance(self.store, Store):  # the shared index (its driver is imported only for one)
+            from codeloupe.shared_index import check_source
+
+            check_source(self.store, self.root)
         report = index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
                              self._strategies())
         mark_stale(self.store)

@@ -90,6 +90,40 @@ def test_a_repository_indexed_from_another_folder_is_replaced_only_when_asked(
     store.close()
 
 
+def test_a_process_whose_folder_another_replaced_as_the_source_writes_nothing_into_the_repository(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that opened a folder as repository svc (an editor's folder, `serve PATH --store`) was never
+    checked again once another replaced svc's source (`index OTHER --repo svc --replace`): its next save wrote
+    its folder's file into svc, among the other folder's files. Its writes are now refused, naming both folders
+    and the ways on, and svc keeps the other folder's files only."""
+    from codeloupe.api import StoreError, Workspace
+    from codeloupe.store.postgres import PgStore
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "go", other)
+    shared = {"store_url": pg_url, "store_repository": "svc"}
+    editor = Workspace(first, overrides=shared)  # the first process: its folder is svc's source
+    editor.index()
+    replacing = Workspace(other, overrides=shared, replace_source=True)  # the second: `index --replace`
+    replacing.index()
+    replacing.close()
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    replaced = store.file_rows()
+    assert replaced and not any(path.endswith(".py") for path in replaced)
+    saved = first / "src" / "shop" / "saved.py"
+    saved.write_text("def saved_after_the_replace():\n    return 1\n")
+    for write in (lambda: editor.update_files([saved]), editor.index):
+        with pytest.raises(StoreError) as refused:
+            write()
+        message = str(refused.value)
+        assert f"holds the files of {other}, not {first}" in message and "--replace" in message, message
+    assert store.file_rows() == replaced and store.source_root == str(other)
+    editor.close()
+    store.close()
+
+
 def test_a_folder_is_not_answered_from_a_repository_indexed_from_another_folder(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """search, stats and get on a folder whose repository name holds another folder's files are refused, naming
