@@ -45,7 +45,8 @@ changes settings: they come from the user's configuration and environment as for
 second; after a branch switch of hundreds of files the request waits for the search snapshot's rebuild). A
 request that arrives while a workspace's first index runs waits for it, up to two minutes, holding no worker
 thread: one whose client hangs up meanwhile ends at once, so clients giving up on a long first index never keep
-other requests waiting (MCP tool calls at `/mcp` still wait on a worker thread); an answer read from
+other requests waiting (MCP tool calls and resource reads at `/mcp` wait the same way, and end when their
+client cancels them); an answer read from
 the index after that (`/v1/search`, `/v1/docsearch`, `/v1/locate`, `/v1/expand`, `/v1/related`, `/v1/graph`,
 `/v1/tour`, and the bundle of an ask's `done`) says in its `notes` that the index is still being built and how
 far it got (a refusal, such as a file not indexed yet, says it in its `error`), and `/v1/status` gives each workspace's `ready` and `building`

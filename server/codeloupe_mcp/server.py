@@ -8,10 +8,11 @@ outside the workspace, an unknown symbol, a query too long) come back as tool er
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -22,10 +23,12 @@ from codeloupe.api import MAX_QUERY_CHARS, GraphFolder, WorkspaceError, folder_s
 from codeloupe.types import Bundle
 
 from . import sized
-from .warm import WarmWorkspace, WarmWorkspaces
+from .warm import WarmWorkspace, WarmWorkspaces, answer_waited
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
     from codeloupe.api import AskResult, AskRun
+
+T = TypeVar("T")
 
 MAX_LOCATE = 1_000
 
@@ -67,6 +70,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
     server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
+    indexed = _after_first_index(lambda _: [warm])
 
     def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
@@ -85,13 +89,16 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     # `repos` only where there are several repositories to name: a parameter that can never work costs the agent
     # its description on every turn (and a failed call).
     several = pool is not None and len(pool.all) > 1
-    server.add_tool(search_served if several else search, name="search", structured_output=False,
+    searched = _after_first_index(lambda arguments: _repositories(pool, arguments["repos"], arguments["scope"])
+                                  if arguments["repos"] else [warm])
+    server.add_tool(searched(search_served) if several else indexed(search), name="search", structured_output=False,
                     description=SEARCH_DESCRIPTION)
 
     @server.tool(structured_output=False, description=(
         "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, "
         "qualified like `Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a "
         "search hit's anchor). Use it instead of cat/sed to read exactly the function you need."))
+    @indexed
     def expand(path: RelPath,
                start_line: Annotated[int | None, Field(ge=1, description="first line (1-based)")] = None,
                end_line: Annotated[int | None, Field(ge=1, description="last line, inclusive")] = None,
@@ -109,6 +116,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "line and its enclosing definition. Faster than grep and skips ignored, vendored and generated files. "
         "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
         "instead when you do not know the exact text."))
+    @indexed
     def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
                limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
@@ -122,6 +130,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "across it and their communities. `source`+`target`: the route between two concepts, each hop naming "
         "its symbols. Neither: the map (communities, hub files). Use it to find callers and dependents across "
         "files instead of grepping for imports."))
+    @indexed
     def graph(node: Annotated[str, Field(max_length=1000)] = "",
               source: Annotated[str, Field(max_length=1000)] = "",
               target: Annotated[str, Field(max_length=1000)] = "",
@@ -158,8 +167,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
             # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.
             with _refusals():
-                run, notes = await anyio.to_thread.run_sync(lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)),
-                                                            abandon_on_cancel=True)
+                run, notes = await _when_indexed([warm], lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)))
                 try:
                     result = await anyio.to_thread.run_sync(_ask_result, run, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():
@@ -179,11 +187,13 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json",
                      description="where to start reading: entry points, then the names most files mention")
+    @indexed
     def tour_resource() -> str:
         return sized.tour_json(warm.fresh().tour())
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
+    @indexed
     def file_resource(path: str) -> str:
         try:
             return warm.fresh().expand(path).text
@@ -193,6 +203,30 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             raise ResourceError(str(exc)) from exc
 
     return server
+
+
+async def _when_indexed(warms: list[WarmWorkspace], call: Callable[[], T]) -> T:
+    """`call()` on a worker thread once the first index of each of `warms` ended, waited for as `fresh` waits (up to
+    FIRST_INDEX_WAIT_S) but on the event loop. Sync tools ran on worker threads that waited there, and kept waiting
+    after their client cancelled: 40 such calls during a long first index took every thread of the process (under
+    `serve`, the HTTP API's too). A call the client cancels now leaves at once, waiting or running."""
+    for each in warms:
+        await each.first_index()
+    return await anyio.to_thread.run_sync(answer_waited, call, abandon_on_cancel=True)
+
+
+def _after_first_index(reads: Callable[[dict[str, Any]], list[WarmWorkspace]],
+                       ) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
+    """A sync tool or resource as an async one (the same parameters, which the SDK passes by name) that runs it
+    `_when_indexed` for the workspaces `reads` names from its arguments."""
+    def wrap(body: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+        @functools.wraps(body)
+        async def waited(**arguments: Any) -> T:
+            with _refusals():
+                warms = reads(arguments)
+            return await _when_indexed(warms, lambda: body(**arguments))
+        return waited
+    return wrap
 
 
 def _ask_result(run: AskRun) -> AskResult | None:
@@ -217,11 +251,16 @@ def _refusals() -> Iterator[None]:
 
 def _search_across(pool: WarmWorkspaces | None, repos: list[str], query: str, scope: str, mode: str,
                    limit: int) -> Bundle:
+    return WarmWorkspaces.search_across(_repositories(pool, repos, scope), query, mode=mode, limit=limit)
+
+
+def _repositories(pool: WarmWorkspaces | None, repos: list[str], scope: str) -> list[WarmWorkspace]:
+    """The served workspaces `repos` names for a search across them."""
     if pool is None:
         raise WorkspaceError("`repos` needs a server of several repositories (`codeloupe serve --store URL`)")
     if scope:
         raise WorkspaceError("`scope` is a path inside one repository: not with `repos`")
-    return pool.search_across(pool.select([] if "*" in repos else repos), query, mode=mode, limit=limit)
+    return pool.select([] if "*" in repos else repos)
 
 
 def _chat_configured(warm: WarmWorkspace) -> bool:

@@ -250,6 +250,66 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
         warm.close()
 
 
+async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_threads(
+        project: Path, serve, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `serve`, a tool call arriving during a first index waited for it on a worker thread (up to two
+    minutes), and went on waiting after its client cancelled: 40 such calls at `/mcp` held every thread of the
+    process, and the HTTP API's sync endpoints (here /v1/status) waited behind them. A call now waits on the event
+    loop and leaves when it is cancelled; one that stays gets the answer of the whole index."""
+    import httpx2 as httpx
+
+    import codeloupe_mcp.warm as warm_module
+
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a call waits for the whole first index
+    waiting = [0]  # calls that reached their wait for the first index: on a thread in `fresh`, or on the loop
+    real_fresh, real_first_index = warm_module.WarmWorkspace.fresh, warm_module.WarmWorkspace.first_index
+
+    def counted_fresh(self):
+        waiting[0] += 1
+        return real_fresh(self)
+
+    async def counted_first_index(self):
+        waiting[0] += 1
+        await real_first_index(self)
+
+    async def wait_for_waiting(count: int) -> None:
+        for _ in range(600):  # up to a minute: not a speed check
+            if waiting[0] >= count:
+                return
+            await anyio.sleep(0.1)
+        raise AssertionError(f"{waiting[0]} of {count} calls are waiting")
+
+    monkeypatch.setattr(warm_module.WarmWorkspace, "fresh", counted_fresh)
+    monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
+    base = serve([project], ready=False)
+    assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
+    try:
+        async with Client(f"{base}/mcp", read_timeout_seconds=120) as client, httpx.AsyncClient() as http:
+            calls = (("search", {"query": "session store"}), ("locate", {"text": "find"}),
+                     ("graph", {"node": "app/auth.py"}), ("expand", {"path": "app/auth.py"}))
+            async with anyio.create_task_group() as given_up:
+                for n in range(45):  # more than the pool's 40 threads
+                    given_up.start_soon(client.call_tool, *calls[n % len(calls)])
+                await wait_for_waiting(40)  # every thread, before the fix: the rest queued behind them
+                given_up.cancel_scope.cancel()  # the client sends notifications/cancelled for each
+            status = await http.get(f"{base}/v1/status", timeout=60)  # a sync handler: it needs a free thread
+            assert status.status_code == 200 and status.json()["ready"] is False
+            async with anyio.create_task_group() as patient:
+                answers = []
+
+                async def call() -> None:
+                    answers.append(await client.call_tool("search", {"query": "session store"}))
+
+                waited = waiting[0]
+                patient.start_soon(call)
+                await wait_for_waiting(waited + 1)
+                first_index_held.release.set()
+            (answer,) = answers
+            assert not answer.is_error and "CORE" in text_of(answer) and "note:" not in text_of(answer)
+    finally:
+        first_index_held.release.set()
+
+
 async def test_graph_of_a_folder_is_its_part_of_the_graph(project: Path) -> None:
     """`graph` with a folder for `node` was refused ("a folder, not a file") by every surface; the engine now
     answers the folder's files, their edges across its boundary and their communities (CLI, HTTP, MCP alike)."""
