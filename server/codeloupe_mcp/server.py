@@ -260,7 +260,7 @@ def _repositories(pool: WarmWorkspaces | None, repos: list[str], scope: str) -> 
         raise WorkspaceError("`repos` needs a server of several repositories (`codeloupe serve --store URL`)")
     if scope:
         raise WorkspaceError("`scope` is a path inside one repository: not with `repos`")
-    return pool.select([] if "*" in repos else repos)
+    return pool.select(repos)
 
 
 def _chat_configured(warm: WarmWorkspace) -> bool:

@@ -226,8 +226,11 @@ class WarmWorkspaces:
         return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
 
     def select(self, roots: list[str]) -> list[WarmWorkspace]:
-        """The served workspaces named by `roots` (as `get` names them); every one when `roots` is empty."""
-        return list({id(w): w for w in map(self.get, roots)}.values()) if roots else list(self.all)
+        """The served workspaces named by `roots` (as `get` names them); every one when `roots` is empty or holds
+        `*` (MCP's `repos` and HTTP's `repos` read alike)."""
+        if not roots or "*" in roots:
+            return list(self.all)
+        return list({id(w): w for w in map(self.get, roots)}.values())
 
     @property
     def ready(self) -> bool:

@@ -49,7 +49,7 @@ RootParam = Annotated[str | None, Query(max_length=4096, description="a served w
 ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
 LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
 ReposParam = Annotated[str, Query(max_length=65536, description="served workspaces to search, comma-separated "
-                                                                  "(names or paths); default: every one")]
+                                                                  "(names or paths); `*` or nothing: every one")]
 ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
 
 

@@ -44,5 +44,9 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
         subset = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store, total price", "repos": "go"})
         assert {hit["repository"] for hit in subset.json()["core"] + subset.json()["related"]} == {"go"}
         assert httpx.get(f"{base}/v1/search/all", params={"q": "flush", "repos": "go,nowhere"}).status_code == 400
+        # `*` names every repository, as in MCP's `repos` (it was refused as "not a served workspace" here).
+        starred = httpx.get(f"{base}/v1/search/all", params={"q": "flush the store, total price", "repos": "*"})
+        assert starred.status_code == 200, starred.text
+        assert {hit["repository"] for hit in starred.json()["core"] + starred.json()["related"]} == {"python", "go"}
         status = httpx.get(f"{base}/v1/status").json()["workspaces"]
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
