@@ -399,6 +399,47 @@ def test_forged_code_reaches_nothing_but_the_text_modules_it_may_import(repo: Pa
     assert not (repo / ".codeloupe").exists()
 
 
+# Dunders that no Name or Attribute node names: a match statement's class pattern reads attributes named as
+# plain strings (a reviewer's probe ran `touch` through os.system this way), and a parameter's name.
+ESCAPES_BY_NAME = {
+    "a match pattern": '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    match text:
+        case object(__class__=cls):
+            match cls:
+                case object(__mro__=mro):
+                    match mro[-1]:
+                        case object(__subclasses__=subclasses):
+                            for sub in subclasses():
+                                match sub:
+                                    case object(__name__="_wrap_close", __init__=init):
+                                        match init:
+                                            case object(__globals__=g):
+                                                g["system"]("touch MARKER")
+    return [(1, len(lines))]
+''',
+    "a keyword's name": '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines, __class__=None):
+    return [(1, len(lines))]
+''',
+}
+
+
+@pytest.mark.parametrize("source", ESCAPES_BY_NAME.values(), ids=list(ESCAPES_BY_NAME))
+def test_a_dunder_named_as_a_plain_string_is_refused_before_anything_runs(tmp_path: Path, source: str) -> None:
+    from codeloupe.chunk.strategies import StrategyError, compile_strategy
+
+    marker = tmp_path / "pattern-marker"
+    with pytest.raises(StrategyError, match="refused"):
+        _, chunk = compile_strategy(source.replace("MARKER", str(marker)), "zog.py")
+        chunk("x", ["x"])  # what the code did when it was not refused
+    assert not marker.exists()
+
+
 # ------------------------------------------------------------- a strategy's regular expressions run on RE2
 
 # Python's engine takes hours on this line (2^40 ways to split the a's); nothing can cut it off on a thread.

@@ -93,11 +93,32 @@ def static_problems(source: str) -> list[str]:
             modules = []
         problems += [f"line {node.lineno}: imports {m!r}; only {', '.join(sorted(ALLOWED_IMPORTS))} are allowed"
                      for m in modules if m not in ALLOWED_IMPORTS]
-        if isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or _is_dunder(node.id)):
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             problems.append(f"line {node.lineno}: uses {node.id!r}; a strategy does no I/O and no dynamic code")
-        if isinstance(node, ast.Attribute) and (_is_dunder(node.attr) or _REACHING_ATTRIBUTE.fullmatch(node.attr)):
+        if isinstance(node, ast.Attribute) and _REACHING_ATTRIBUTE.fullmatch(node.attr):
             problems.append(f"line {node.lineno}: uses the attribute {node.attr!r}")
+        if isinstance(node, ast.Match):  # a class pattern reads attributes named as plain strings (`object(__class__=c)`)
+            problems.append(f"line {node.lineno}: uses a match statement; a strategy matches text with `re`")
+        problems += [f"line {getattr(node, 'lineno', '?')}: names {name!r}; a strategy names no dunder"
+                     for name in _identifiers(node) if _is_dunder(name)]
     return problems + strategy_re.literal_pattern_problems(tree)
+
+
+# Every field of the syntax tree that holds an identifier as a plain string (a name, an attribute, a keyword or
+# parameter, an alias, a pattern's capture): a dunder anywhere there is refused, not only in Name and Attribute.
+_IDENTIFIER_FIELDS = frozenset({"id", "attr", "arg", "name", "asname", "rest", "names", "kwd_attrs"})
+
+
+def _identifiers(node: ast.AST) -> list[str]:
+    out: list[str] = []
+    for field, value in ast.iter_fields(node):
+        if field not in _IDENTIFIER_FIELDS:
+            continue
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, list):
+            out += [item for item in value if isinstance(item, str)]
+    return out
 
 
 def _is_dunder(name: str) -> bool:
