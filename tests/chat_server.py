@@ -301,11 +301,15 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
             while not server.released.is_set():
                 readable, _, _ = select.select([self.connection], [], [], 0.1)
-                if readable and not self.connection.recv(4096, socket.MSG_PEEK):
+                try:
+                    if readable and not self.connection.recv(4096, socket.MSG_PEEK):
+                        server.count("hangups")
+                        return
+                    if readable:
+                        self.connection.recv(4096)  # whatever else the client sends: read and ignored
+                except ConnectionResetError:  # a client closing with unread data resets: a hang-up too
                     server.count("hangups")
                     return
-                if readable:
-                    self.connection.recv(4096)  # whatever else the client sends: read and ignored
 
         def _stream(self, reply: Reply, body: dict[str, Any], model: str) -> None:
             self.send_response(200)

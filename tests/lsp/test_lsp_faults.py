@@ -116,7 +116,7 @@ async def test_cancelling_an_ask_answers_request_cancelled_and_cuts_its_model_ca
             await client.wait_ready()
             pending = asyncio.ensure_future(client.protocol.send_request_async(
                 "codeloupe/ask", {"query": "how does login work"}, msg_id="ask-to-cancel"))
-            await asyncio.to_thread(chat.wait_for, "held", 1)
+            assert await asyncio.to_thread(chat.wait_for, "held", 1) == 1, "the ask never reached the model"
             client.protocol.notify("$/cancelRequest", lsp.CancelParams(id="ask-to-cancel"))
             with pytest.raises(JsonRpcException) as caught:
                 await asyncio.wait_for(pending, timeout=30)

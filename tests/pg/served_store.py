@@ -30,6 +30,8 @@ def served_store(pg_url: str) -> Iterator[str]:
             if httpx.get(f"{base}/readyz").status_code == 200:
                 break
             time.sleep(0.1)
+        else:
+            raise AssertionError(f"serve --store never became ready: {httpx.get(f'{base}/readyz').text}")
         yield base
     finally:
         proc.terminate()

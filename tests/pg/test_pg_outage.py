@@ -54,6 +54,8 @@ def _end_sessions(pg_server: str, pg_url: str, *, refuse_new: bool = False) -> N
             if not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchall():
                 break
             time.sleep(0.05)
+        else:
+            raise AssertionError(f"the terminated sessions {ended} never ended")
 
 
 def _accept(pg_server: str, pg_url: str) -> None:
