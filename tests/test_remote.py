@@ -380,7 +380,19 @@ def test_archives_built_to_exhaust_memory_or_discovery_are_skipped_or_refused(
         index_remote("acme/widget@broken", embed=False)
 
 
-def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on(served: TarballServer) -> None:
+def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on(
+        served: TarballServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    # The refused target is an address off this machine: were the guard to let it through, the test fails here
+    # rather than reach out (tests use loopback only).
+    connect = socket.create_connection
+
+    def loopback_only(address, *args, **kwargs):
+        assert address[0] in ("127.0.0.1", "localhost", "::1"), f"the test tried to reach {address}"
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", loopback_only)
     served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
     port = served.base.rsplit(":", 1)[1]
     served.redirects["/acme/widget/moved.tar.gz"] = f"http://localhost:{port}/acme/widget/main.tar.gz"
