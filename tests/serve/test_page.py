@@ -191,3 +191,31 @@ def test_with_a_token_the_graph_map_and_its_files_open_in_new_tabs(project: Path
     browser.follow_new_tab()
     view = browser.wait_for(OPEN_FILE_VIEW)
     assert view["path"] == "app/auth.py" and view["lines"] == numbered((project / "app/auth.py").read_text())
+
+
+# Every bubble opened in turn; the links its list shows, as the page wrote them.
+EVERY_COMMUNITY_HREF = """(() => [...document.querySelectorAll("g.community")].flatMap((bubble) => {
+    bubble.dispatchEvent(new MouseEvent("click"));
+    return [...document.querySelectorAll("#detail a")].map((a) => [a.textContent, a.getAttribute("href")]); }))()"""
+
+
+def test_a_written_map_links_a_file_named_like_a_script_url_as_a_relative_path(project: Path, browser: Browser,
+                                                                               tmp_path: Path) -> None:
+    """`codeloupe graph --html` without a root (as an editor's webview gets it) linked a file by its bare path, so a
+    top-level file named `javascript:alert(1).py` became a script URL under the page's inline policy."""
+    from codeloupe.api import Workspace, render_html
+
+    (project / "javascript:alert(1).py").write_text("from app.store import SessionStore\n\nSTORE = SessionStore()\n")
+    ws = Workspace(project, overrides={"embed_provider": "none", "cache_dir": str(tmp_path / "cache")})
+    try:
+        ws.index()
+        page = tmp_path / "map.html"
+        page.write_text(render_html(ws.graph_map()), encoding="utf-8")
+    finally:
+        ws.close()
+    browser.open(page.as_uri())
+    browser.wait_for('document.querySelectorAll("g.community").length > 0')
+    links = dict(browser.evaluate(EVERY_COMMUNITY_HREF))
+    assert links["javascript:alert(1).py"] == "./javascript%3Aalert(1).py", links
+    assert not [href for href in links.values() if not href.startswith("./")], links
+

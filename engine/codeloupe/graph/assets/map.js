@@ -103,9 +103,13 @@
   // Where a file link leads: the served page's file view (`fileView`, a URL the path completes, then
   // `fileViewFragment` when given), a file:// URL (a page written with the workspace's root), else the path
   // relative to the page.
+  // Each part of a path encoded: a file named "javascript:..." at the top must stay a relative link, never a URL
+  // with a scheme of its own.
+  function encodedPath(path) { return path.split("/").map(encodeURIComponent).join("/"); }
+
   function fileHref(path) {
     if (data.fileView) { return data.fileView + encodeURIComponent(path) + (data.fileViewFragment || ""); }
-    return root ? "file://" + root.replace(/\/$/, "") + "/" + path : path;
+    return root ? "file://" + encodedPath(root.replace(/\/$/, "")) + "/" + encodedPath(path) : "./" + encodedPath(path);
   }
 
   function openFile(path, event) {
