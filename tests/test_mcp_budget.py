@@ -35,10 +35,40 @@ def test_a_search_answer_fits_its_budget_however_many_candidates(
     assert len(text.encode("utf-8")) <= max_bytes
     assert text.startswith(f"{len(bundle.files)} files")
     assert all(f"## {hit.rank}. {hit.path}" in text for hit in bundle.core)  # CORE is always named
-    assert "[cut: the code of" in text and "`expand`" in text  # what was cut, and what to call
+    assert "[cut: " in text and "`expand`" in text  # what was cut, and what to call
     listed = sum(1 for hit in bundle.related if f"{hit.rank}. {hit.path}:" in text)
     if listed < len(bundle.related):
         assert f"[{len(bundle.related) - listed} lower-ranked candidate files not listed" in text
+
+
+def test_a_core_chunk_over_the_budget_is_shown_around_its_best_line(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A CORE chunk larger than what was left of the budget was cut whole, so the answer showed the smaller,
+    weaker chunks after it and not a line of the best one (on click, `max_bytes` 6,000 for "where is the help
+    text wrapped to the terminal width": `wrap_text`'s 107-line chunk cut, `HelpFormatter`'s head shown). It is now
+    shown around its best line, as lines read from disk under a heading saying which lines of which."""
+    import re
+
+    from codeloupe_mcp.sized import bundle_text
+
+    filler = "".join(f"    step_{j} = rows[{j}] + offset_{j}  # bookkeeping of row {j}\n" for j in range(150))
+    text = f"def reconcile(rows):\n{filler}    quarantine_ledger_mismatch(rows)  # the line asked about\n{filler}" \
+           "    return rows\n"
+    root = write(tmp_path / "repo", {"books/reconcile.py": text})
+    ws = lexical_workspace(root)
+    bundle = ws.search("quarantine ledger mismatch")
+    assert bundle.core and bundle.core[0].path == "books/reconcile.py"
+    answer = bundle_text(bundle, max_bytes=3_000)
+    assert len(answer.encode("utf-8")) <= 3_000
+    heading = re.search(r"books/reconcile\.py:(\d+)-(\d+)  .*\(lines \1-\2 of (\d+)-(\d+), around line (\d+); "
+                        r"the rest cut: budget\)\n```python\n(.*?)\n```", answer, re.S)
+    assert heading, answer
+    first, last, anchor = int(heading[1]), int(heading[2]), int(heading[5])
+    disk = (root / "books/reconcile.py").read_text().splitlines()
+    assert disk[anchor - 1].strip().startswith("quarantine_ledger_mismatch(rows)")
+    assert first <= anchor <= last and last - first + 1 >= 3
+    assert heading[6].splitlines() == disk[first - 1:last]  # verbatim, the lines the heading names
+    assert "1 chunk shown only around its best line" in answer
 
 
 @pytest.mark.parametrize("max_bytes", [1_000, 2_000, 24_000])

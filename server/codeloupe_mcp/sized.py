@@ -56,19 +56,24 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     # Reserved first: the lines said whatever the budget, and the closing notes at their largest.
     all_code = sum(_line_bytes(_code_block(hit, chunk)) for hit, chunk in chunks)
     budget.take("".join(line + "\n" for line in [*head, "CORE", *core_heads.values(), *related_head,
-                                                   _cut_note(len(chunks), all_code, budget.limit),
+                                                   _cut_note(len(chunks), all_code, budget.limit, len(chunks)),
                                                    _tail_note(len(bundle.related), budget.limit)]))
     # Each CORE chunk is at least where it is (path:lines), so that a cut one can be read with `expand`.
     placed = {id(chunk): budget.take(_cut_line(hit, chunk, short=True) + "\n") for hit, chunk in chunks}
     listed = _take_map_lines(short, budget)
     shown: dict[int, str] = {}
-    cut, cut_bytes = 0, 0
+    cut, cut_bytes, partly = 0, 0, 0
     for hit, chunk in chunks:
         block = _code_block(hit, chunk)
         brief = _line_bytes(_cut_line(hit, chunk, short=True)) if placed[id(chunk)] else 0
         budget.used -= brief  # the code replaces its placeholder when it fits
         if budget.take(block + "\n"):
             shown[id(chunk)] = block
+            continue
+        excerpt = _anchor_excerpt(hit, chunk, budget.left() - 1)
+        if excerpt and budget.take(excerpt + "\n"):
+            shown[id(chunk)] = excerpt
+            partly += 1
             continue
         budget.used += brief
         cut += 1
@@ -89,8 +94,8 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     unlisted = len(bundle.related) - len(listed) - len(listed_tail)
     if unlisted:
         out.append(_tail_note(unlisted, budget.limit))
-    if cut:
-        out.append(_cut_note(cut, cut_bytes, budget.limit))
+    if cut or partly:
+        out.append(_cut_note(cut, cut_bytes, budget.limit, partly))
     return _within("\n".join(out), budget.limit)
 
 
@@ -338,9 +343,54 @@ def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
             f"```{hit.language}\n{chunk.text.rstrip(chr(10))}\n```")
 
 
-def _cut_note(cut: int, cut_bytes: int, limit: int) -> str:
-    return (f"[cut: the code of {cut} chunks ({cut_bytes} bytes) left out to stay within {limit} bytes; "
+def _cut_note(cut: int, cut_bytes: int, limit: int, partly: int = 0) -> str:
+    part = f"{_chunks(partly)} shown only around {'its' if partly == 1 else 'their'} best line" if partly else ""
+    whole = f"the code of {_chunks(cut)} ({cut_bytes} bytes) left out" if cut else ""
+    return (f"[cut: {', '.join(filter(None, (whole, part)))} to stay within {limit} bytes; "
             "read them with `expand` (path, start_line, end_line) or raise max_bytes]")
+
+
+def _chunks(count: int) -> str:
+    return f"{count} chunk{'' if count == 1 else 's'}"
+
+
+# A chunk too large for what is left of the budget is shown around its best line (the bundle's snippet, at most
+# SNIPPET_RADIUS lines either side) rather than not at all: the best-ranked chunk is often the largest, and
+# cutting it whole showed the smaller, weaker chunks after it instead. Fewer lines than this say too little.
+_EXCERPT_MIN_LINES = 3
+
+
+def _anchor_excerpt(hit: FileHit, chunk: ChunkHit, room: int) -> str:
+    """The widest window of the chunk's snippet, centred on its best line, that fits `room` bytes with its
+    heading (verbatim lines of the chunk, as read from disk); "" when fewer than `_EXCERPT_MIN_LINES` fit."""
+    snippet = chunk.snippet
+    if snippet is None or not snippet.text:
+        return ""
+    lines = snippet.text.splitlines()
+    anchor = min(max(snippet.anchor_line - snippet.start_line, 0), len(lines) - 1)
+    lo, hi = anchor, anchor + 1  # the window lines[lo:hi]
+    best = ""
+    while True:
+        text = _excerpt_block(hit, chunk, snippet.start_line + lo, lines[lo:hi], snippet.anchor_line)
+        if len(text.encode("utf-8")) > room:
+            break
+        if hi - lo >= _EXCERPT_MIN_LINES or hi - lo == len(lines):
+            best = text
+        if lo == 0 and hi == len(lines):
+            break
+        # widen a line at a time, two below the best line for each above (a definition's body follows its head)
+        if hi < len(lines) and (hi - anchor <= 2 * (anchor - lo) + 1 or lo == 0):
+            hi += 1
+        else:
+            lo -= 1
+    return best
+
+
+def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], anchor: int) -> str:
+    last = first + len(lines) - 1
+    return (f"{hit.shown_path}:{first}-{last}  {chunk.breadcrumb}  (lines {first}-{last} of {chunk.start_line}-"
+            f"{chunk.end_line}, around line {anchor}; the rest cut: budget)\n"
+            f"```{hit.language}\n" + "\n".join(lines) + "\n```")
 
 
 def _shorten(item: dict, room: int) -> dict | None:
