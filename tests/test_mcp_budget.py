@@ -47,9 +47,10 @@ def test_a_core_chunk_over_the_budget_is_shown_around_its_best_line(
     weaker chunks after it and not a line of the best one (on click, `max_bytes` 6,000 for "where is the help
     text wrapped to the terminal width": `wrap_text`'s 107-line chunk cut, `HelpFormatter`'s head shown). It is now
     shown around its best line, as lines read from disk under a heading saying which lines of which."""
+    import json
     import re
 
-    from codeloupe_mcp.sized import bundle_text
+    from codeloupe_mcp.sized import bundle_text, flat_json
 
     filler = "".join(f"    step_{j} = rows[{j}] + offset_{j}  # bookkeeping of row {j}\n" for j in range(150))
     text = f"def reconcile(rows):\n{filler}    quarantine_ledger_mismatch(rows)  # the line asked about\n{filler}" \
@@ -69,6 +70,12 @@ def test_a_core_chunk_over_the_budget_is_shown_around_its_best_line(
     assert first <= anchor <= last and last - first + 1 >= 3
     assert heading[6].splitlines() == disk[first - 1:last]  # verbatim, the lines the heading names
     assert "1 chunk shown only around its best line" in answer
+    # `flat` kept the leading lines of a window too long for the budget, which left the line asked about out
+    flat = json.loads(flat_json(bundle, max_bytes=1_000))
+    item = flat["chunks"][0]
+    assert item["truncated"] and "quarantine_ledger_mismatch(rows)" in item["text"]
+    assert item["text"].splitlines() == disk[item["text_start_line"] - 1:
+                                             item["text_start_line"] - 1 + len(item["text"].splitlines())]
 
 
 @pytest.mark.parametrize("max_bytes", [1_000, 2_000, 24_000])

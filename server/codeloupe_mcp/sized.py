@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk, Tour
 
@@ -361,29 +361,39 @@ _EXCERPT_MIN_LINES = 3
 
 
 def _anchor_excerpt(hit: FileHit, chunk: ChunkHit, room: int) -> str:
-    """The widest window of the chunk's snippet, centred on its best line, that fits `room` bytes with its
-    heading (verbatim lines of the chunk, as read from disk); "" when fewer than `_EXCERPT_MIN_LINES` fit."""
+    """The widest window of the chunk's snippet around its best line that fits `room` bytes with its heading
+    (verbatim lines of the chunk, as read from disk); "" when fewer than `_EXCERPT_MIN_LINES` fit."""
     snippet = chunk.snippet
     if snippet is None or not snippet.text:
         return ""
     lines = snippet.text.splitlines()
-    anchor = min(max(snippet.anchor_line - snippet.start_line, 0), len(lines) - 1)
-    lo, hi = anchor, anchor + 1  # the window lines[lo:hi]
+    return _widest_window(
+        lines, snippet.anchor_line - snippet.start_line, room, _EXCERPT_MIN_LINES,
+        lambda lo, hi: _excerpt_block(hit, chunk, snippet.start_line + lo, lines[lo:hi], snippet.anchor_line))
+
+
+def _widest_window(lines: Sequence[str], anchor: int, room: int, min_lines: int,
+                   render: Callable[[int, int], str]) -> str:
+    """`render(lo, hi)` of the widest window `lines[lo:hi]` holding line `anchor` whose rendering fits `room`
+    UTF-8 bytes, widened a line at a time, two below the anchor for each above (a definition's body follows its
+    head); "" when no window of `min_lines` lines (or all of them, if fewer) fits."""
+    if not lines:
+        return ""
+    anchor = min(max(anchor, 0), len(lines) - 1)
+    lo, hi = anchor, anchor + 1
     best = ""
     while True:
-        text = _excerpt_block(hit, chunk, snippet.start_line + lo, lines[lo:hi], snippet.anchor_line)
+        text = render(lo, hi)
         if len(text.encode("utf-8")) > room:
-            break
-        if hi - lo >= _EXCERPT_MIN_LINES or hi - lo == len(lines):
+            return best
+        if hi - lo >= min(min_lines, len(lines)):
             best = text
         if lo == 0 and hi == len(lines):
-            break
-        # widen a line at a time, two below the best line for each above (a definition's body follows its head)
+            return best
         if hi < len(lines) and (hi - anchor <= 2 * (anchor - lo) + 1 or lo == 0):
             hi += 1
         else:
             lo -= 1
-    return best
 
 
 def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], anchor: int) -> str:
@@ -394,10 +404,17 @@ def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], 
 
 
 def _shorten(item: dict, room: int) -> dict | None:
-    if room <= 0:
-        return None
-    kept = _lines_within(item["text"], room - len(json.dumps({**item, "text": ""}).encode("utf-8")))
-    return {**item, "text": kept, "truncated": True} if kept else None
+    """`item` with its text narrowed to the widest window around its anchor line that fits `room` bytes as JSON
+    (its leading lines were kept, which could leave the anchor out)."""
+    lines = item["text"].splitlines(keepends=True)
+    first = item["text_start_line"]
+
+    def narrowed(lo: int, hi: int) -> str:
+        return json.dumps({**item, "text": "".join(lines[lo:hi]), "truncated": True,
+                           "text_start_line": first + lo}, ensure_ascii=False)
+
+    kept = _widest_window(lines, item["anchor_line"] - first, room, 1, narrowed)
+    return json.loads(kept) if kept else None
 
 
 def _lines_within(text: str, room: int) -> str:
