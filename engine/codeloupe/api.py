@@ -37,6 +37,8 @@ from codeloupe.errors import RemoteError as RemoteError
 from codeloupe.errors import WorkspaceError
 from codeloupe.graph import MAP_ASSETS as MAP_ASSETS
 from codeloupe.graph import GraphError as GraphError
+from codeloupe.graph import GraphRequest as GraphRequest
+from codeloupe.graph import GraphRequestError as GraphRequestError
 from codeloupe.graph import NotInGraph as NotInGraph
 from codeloupe.graph import folder_sections as folder_sections
 from codeloupe.graph import map_asset as map_asset
@@ -672,6 +674,16 @@ class Workspace:
         from codeloupe.graph import graph_path
 
         return graph_path(self, source, target)
+
+    def graph(self, request: GraphRequest) -> GraphMap | GraphNode | GraphFolder | GraphPath:
+        """The answer to one graph request, which every surface builds (`GraphRequest` refuses a request that
+        asks for a node and a route, or half a route): the node's or folder's part of the graph, the route
+        between `source` and `target`, or the map. `NotInGraph` when a node or an end names no graph file."""
+        if request.node:
+            return self.graph_node(request.node)
+        if request.source:
+            return self.graph_path(request.source, request.target)
+        return self.graph_map()
 
     def ask(self, question: str, *, mode: str = "code", agents: bool | None = None, best: bool = False) -> AskRun:
         """The `AskEvent`s answering `question`, as an `AskRun`; the last one is `done` and carries the `AskResult`.

@@ -19,7 +19,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 
-from codeloupe.api import MAX_QUERY_CHARS, GraphFolder, WorkspaceError, folder_sections, render_text
+from codeloupe.api import (
+    MAX_QUERY_CHARS,
+    GraphFolder,
+    GraphRequest,
+    WorkspaceError,
+    folder_sections,
+    render_text,
+)
 from codeloupe.types import Bundle
 
 from . import sized
@@ -135,13 +142,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
               source: Annotated[str, Field(max_length=1000)] = "",
               target: Annotated[str, Field(max_length=1000)] = "",
               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
-        if bool(source) != bool(target):
-            raise ToolError("graph: a route needs both `source` and `target`")
-        if node and source:
-            raise ToolError("graph: pass either `node` or `source`+`target`, not both")
         with _refusals():
-            result, notes = warm.noted(lambda ws: ws.graph_node(node) if node else ws.graph_path(source, target)
-                                       if source else ws.graph_map())
+            asked = GraphRequest(node, source, target)
+            result, notes = warm.noted(lambda ws: ws.graph(asked))
         if isinstance(result, GraphFolder):
             title, sections = folder_sections(result)
             return sized.sectioned_text(title, sections, max_bytes, notes,

@@ -19,6 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import (
     MAP_ASSETS,
+    GraphRequest,
     StoreError,
     Workspace,
     WorkspaceError,
@@ -228,10 +229,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                                                                  "line")] = "",
               source: Annotated[str, Query(max_length=1000, description="a route's start")] = "",
               target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
-        if bool(source) != bool(target) or (node and source):
-            raise WorkspaceError("pass `node`, or both `source` and `target`, or neither (the map)")
-        return await noted(request, root, lambda ws: (ws.graph_node(node) if node else ws.graph_path(source, target) if source
-                                       else ws.graph_map()).to_dict())
+        asked = GraphRequest(node, source, target)  # refused before waiting for the first index
+        return await noted(request, root, lambda ws: ws.graph(asked).to_dict())
 
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")

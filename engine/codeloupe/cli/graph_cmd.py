@@ -6,17 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from codeloupe.graph import (
-    GraphFolder,
-    GraphMap,
-    GraphNode,
-    GraphPath,
-    graph_map,
-    graph_node,
-    graph_path,
-    render_html,
-    render_text,
-)
+from codeloupe.api import GraphMap, GraphRequest, GraphRequestError, render_html, render_text
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace, visible
@@ -25,10 +15,11 @@ from .common import add_workspace_args, index_workspace, open_workspace, visible
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("graph", help="import/call graph: communities, hubs, one file, a route")
     add_workspace_args(parser, remote=True)
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its neighbours, or a folder's part "
-                      "of the graph")
-    what.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
+    # Not a mutually exclusive group: `--node` with `--path` is refused by the engine's `GraphRequest`, in the
+    # words /v1/graph and MCP's `graph` use.
+    parser.add_argument("--node", default="", metavar="X", help="one file (a path, a file name or a concept) and its "
+                        "neighbours, or a folder's part of the graph")
+    parser.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--html", metavar="OUT", help="write the map as a self-contained HTML page")
     parser.add_argument("--no-embed", action="store_true",
@@ -39,15 +30,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.html and (args.node or args.route):
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
+    try:
+        asked = GraphRequest(args.node, *(args.route or ("", "")))
+    except GraphRequestError as exc:  # before the workspace is indexed
+        raise CliError(str(exc)) from exc
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
-        if args.node:
-            result: GraphMap | GraphNode | GraphFolder | GraphPath = graph_node(ws, args.node)
-        elif args.route:
-            result = graph_path(ws, args.route[0], args.route[1])
-        else:
-            result = graph_map(ws, name_with_model=True)
+        result = ws.graph(asked)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:

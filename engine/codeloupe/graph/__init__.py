@@ -36,10 +36,11 @@ from codeloupe.graph.render import (
     render_html_shell,
     render_text,
 )
+from codeloupe.graph.request import GraphRequest, GraphRequestError
 
 __all__ = [
     "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "GraphFolder", "NotInGraph",
-    "GraphMap", "GraphNode",
+    "GraphMap", "GraphNode", "GraphRequest", "GraphRequestError",
     "GraphPath", "Hop", "MapEdge", "MapNode", "Neighbour", "Span", "Surprise", "definition_users",
     "ensure_edges", "file_summary", "folder_sections", "graph_map", "graph_node", "graph_path", "map_asset", "neighbours", "render_html",
     "render_html_shell", "render_text", "update_edges",

@@ -1,0 +1,67 @@
+"""A graph request that cannot be answered (a node and a route at once, half a route) is refused by every
+surface in the same words: the engine's `GraphRequest` checks it once. MCP said "graph: a route needs both
+`source` and `target`", HTTP "pass `node`, or both `source` and `target`, or neither (the map)", and the CLI
+argparse's "argument --path: not allowed with argument --node"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+from mcp import Client
+
+from codeloupe.api import GraphRequest, GraphRequestError, WorkspaceError
+from codeloupe.cli import main as cli_main
+from codeloupe_mcp.server import build_server
+from codeloupe_mcp.warm import WarmWorkspace
+
+# (the request, as /v1/graph's query parameters and MCP's `graph` arguments; the refusal every surface says)
+BAD = [
+    ({"node": "app/render.py", "source": "app/auth.py", "target": "app/store.py"},
+     "ask for one `node` or for a route (`source` and `target`), not both"),
+    ({"node": "app/render.py", "target": "app/store.py"},
+     "ask for one `node` or for a route (`source` and `target`), not both"),
+    ({"source": "app/auth.py"}, "a route needs a `target` as well as its `source`"),
+    ({"target": "app/store.py"}, "a route needs a `source` as well as its `target`"),
+]
+IDS = ["node and route", "node and target", "source alone", "target alone"]
+
+
+@pytest.mark.parametrize(("asked", "message"), BAD, ids=IDS)
+def test_the_engine_refuses_each_mistake_with_its_own_message(asked: dict[str, str], message: str) -> None:
+    with pytest.raises(GraphRequestError) as refused:
+        GraphRequest(**asked)
+    assert str(refused.value) == message
+    assert isinstance(refused.value, WorkspaceError)  # every surface's refusal, not a fault
+
+
+def test_http_says_the_engine_message(project: Path, serve) -> None:
+    base = serve([project])
+    for asked, message in BAD:
+        answer = httpx.get(f"{base}/v1/graph", params=asked)
+        assert (answer.status_code, answer.json()) == (400, {"error": message}), asked
+    assert httpx.get(f"{base}/v1/graph", params={"source": "app/auth.py", "target": "app/store.py"}).json()["found"]
+
+
+async def test_mcp_says_the_engine_message(project: Path) -> None:
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            for asked, message in BAD:
+                refused = await client.call_tool("graph", asked)
+                said = "".join(part.text for part in refused.content)  # the SDK names the tool before it
+                assert refused.is_error and said == f"Error executing tool graph: {message}", asked
+    finally:
+        warm.close()
+
+
+@pytest.mark.parametrize(("asked", "message"), BAD, ids=IDS)
+def test_the_cli_says_the_engine_message(asked: dict[str, str], message: str, project: Path,
+                                         capsys: pytest.CaptureFixture[str], isolated_cache: Path) -> None:
+    """`--path A B` is the route, an empty A or B an end not given; refused before the workspace is indexed."""
+    node = ["--node", asked["node"]] if "node" in asked else []
+    route = ["--path", asked.get("source", ""), asked.get("target", "")]
+    assert cli_main(["graph", str(project), "--no-embed", *node, *route]) == 2
+    assert capsys.readouterr().err == f"codeloupe: {message}\n"
+    assert not any(isolated_cache.iterdir())  # no index was built for a request refused anyway
