@@ -151,21 +151,3 @@ def test_a_graph_map_over_budget_says_what_to_call_next(
     cut = plain_text(text, 1_000, "graph", next_call="raise max_bytes, or ask for one file with `node`")
     assert len(cut.encode()) <= 1_000
     assert cut.endswith("[graph cut to stay within 1000 bytes: raise max_bytes, or ask for one file with `node`]")
-
-
-def test_the_tour_resource_lists_the_strongest_entry_points_and_counts_the_rest(
-        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
-    """A tree with no manifest listed every `__main__` guard (the standard library: 34 KB of JSON before the
-    names most files mention)."""
-    import json
-
-    from codeloupe_mcp.sized import TOUR_ENTRY_POINTS, tour_json
-
-    files = {f"tools/script_{i:02}.py": f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n"
-             for i in range(TOUR_ENTRY_POINTS + 5)}
-    ws = lexical_workspace(write(tmp_path / "repo", files))
-    tour = ws.tour()
-    assert len(tour.entry_points) == TOUR_ENTRY_POINTS + 5
-    shown = json.loads(tour_json(tour))
-    assert [p["path"] for p in shown["entry_points"]] == [p.path for p in tour.entry_points[:TOUR_ENTRY_POINTS]]
-    assert shown["entry_points_not_shown"] == 5 and "stops" in shown

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codeloupe.api import Workspace
+from codeloupe.api import TOUR_ENTRY_POINTS, Workspace
 from codeloupe.cli import main as cli_main
 from codeloupe.entrypoints import location_shaped
 from codeloupe.types import EntryPoint
@@ -115,6 +115,42 @@ def test_cli_tour(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["tour", root, "--embed-provider", "none", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["stops"][0]["name"] == "Engine" and data["stops"][0]["mentions"] == 3
+
+
+def guard_scripts(count: int) -> dict[str, str]:
+    """`count` scripts with a `__main__` guard each, as a tree with no manifest has (the standard library)."""
+    return {f"tools/script_{i:02}.py": f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n"
+            for i in range(count)}
+
+
+def test_the_tour_lists_the_strongest_entry_points_and_counts_the_rest(
+        make_tree: Callable[[dict[str, str]], Path], lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """MCP's `codeloupe://tour` cut the entry points to 30 by itself; /v1/tour, the CLI and the editors listed
+    every one (the standard library's `__main__` guards: 34 KB of JSON before the names). The cut is the
+    engine's now, with a default every surface uses."""
+    ws = lexical_workspace(make_tree({**FILES, **guard_scripts(TOUR_ENTRY_POINTS)}))
+    every = ws.entry_points()
+    assert len(every) == TOUR_ENTRY_POINTS + 7  # FILES has 7
+    tour = ws.tour()
+    assert tour.entry_points == every[:TOUR_ENTRY_POINTS] and tour.entry_points_not_shown == 7
+    assert [p.kind for p in tour.entry_points[:4]] == ["manifest"] * 4  # the strongest signal is kept
+    more = ws.tour(entry_point_limit=TOUR_ENTRY_POINTS + 2)
+    assert more.entry_points == every[:TOUR_ENTRY_POINTS + 2] and more.entry_points_not_shown == 5
+    whole = ws.tour(entry_point_limit=len(every))
+    assert whole.entry_points == every and whole.entry_points_not_shown == 0
+
+
+def test_cli_tour_says_how_many_entry_points_it_left_out(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(ws.root)
+    ws.close()
+    assert cli_main(["tour", root, "--embed-provider", "none", "--entry-points", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "lib/index.js:1  manifest" in out and "server/start.js" not in out and "  and 5 more (--entry-points" in out
+    assert cli_main(["tour", root, "--embed-provider", "none", "--json", "--entry-points", "3"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["entry_points"]) == 3 and data["entry_points_not_shown"] == 4
+    assert cli_main(["tour", root, "--embed-provider", "none"]) == 0
+    assert "more (--entry-points" not in capsys.readouterr().out  # 7 entry points: all listed
 
 
 def _saved_entry_points(ws: Workspace) -> tuple[Path, str]:

@@ -122,6 +122,9 @@ def __getattr__(name: str) -> Any:
 MAX_QUERY_CHARS = 20_000
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
+# Entry points a tour lists by default, strongest signal first: a tree with no manifest (the standard library)
+# has hundreds of `__main__` guards, 34 KB of JSON before the names most files mention.
+TOUR_ENTRY_POINTS = 30
 # Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.
 ANCHOR_LINES_KEPT = 20000
 
@@ -374,11 +377,12 @@ class Workspace:
             self._entry_points = (generation, *entry_points(self, cached[2] if cached else None))
         return self._entry_points[1]
 
-    def tour(self, *, limit: int = 20) -> Tour:
-        """Where to start reading: the entry points, then the names defined here that most files mention."""
+    def tour(self, *, limit: int = 20, entry_point_limit: int = TOUR_ENTRY_POINTS) -> Tour:
+        """Where to start reading: the strongest `entry_point_limit` entry points (counting the rest), then the
+        `limit` names defined here that most files mention."""
         from codeloupe.tour import build_tour
 
-        return build_tour(self, limit)
+        return build_tour(self, limit, entry_point_limit)
 
     def _name_anchors(self, bundle: Bundle) -> None:
         """Each snippet names the innermost definition holding its anchor line, so an editor labels a result

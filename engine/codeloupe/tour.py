@@ -31,7 +31,7 @@ def _worth_a_stop(name: str) -> bool:
         and not name.startswith("__") and name != "main"  # `main` is an entry point, listed above the names
 
 
-def build_tour(ws: WorkspaceContext, limit: int = 20) -> Tour:
+def build_tour(ws: WorkspaceContext, limit: int, entry_point_limit: int) -> Tour:
     snap = ws.searcher().snapshot()
     # name -> (path, line, kind, file id) of each top-level definition; the rows stream (every row at once
     # is 1.35M objects at 200K chunks)
@@ -60,4 +60,6 @@ def build_tour(ws: WorkspaceContext, limit: int = 20) -> Tour:
     for name in ranked[:max(limit, 0)]:
         path, line, kind, _ = min(definitions[name])
         stops.append(TourStop(name, kind, path, line, mentioned[name], len(definitions[name])))
-    return Tour(str(ws.root), ws.entry_points(), stops, len(definitions))
+    points = ws.entry_points()  # strongest signal first
+    kept = points[:max(entry_point_limit, 0)]
+    return Tour(str(ws.root), kept, stops, len(definitions), len(points) - len(kept))

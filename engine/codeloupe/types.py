@@ -275,6 +275,7 @@ class Tour:
     entry_points: list[EntryPoint]
     stops: list[TourStop]  # most mentioned first
     names: int  # distinct top-level names defined in the workspace
+    entry_points_not_shown: int = 0  # entry points past the tour's limit (the weakest signals: see entrypoints.py)
 
 
 # ------------------------------------------------------------------------------------- locate, expand

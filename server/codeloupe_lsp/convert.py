@@ -462,6 +462,7 @@ def tour(uri_of: UriOf, found: Tour) -> JSON:
                    "definitions": s.definitions, "location": line_location(uri_of, s.path, s.line)}
                   for s in found.stops],
         "names": found.names,
+        "entryPointsNotShown": found.entry_points_not_shown,
     }
 
 

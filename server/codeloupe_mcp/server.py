@@ -189,10 +189,11 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         return _status_json(warm)
 
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json",
-                     description="where to start reading: entry points, then the names most files mention")
+                     description="where to start reading: the strongest entry points (counting the rest), then "
+                                 "the names most files mention")
     @indexed
     def tour_resource() -> str:
-        return sized.tour_json(warm.fresh().tour())
+        return json.dumps(dataclasses.asdict(warm.fresh().tour()), indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")

@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 
-from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk, Tour
+from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk
 
 DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits; more is rarely read
 MIN_BUDGET_BYTES = 1_000
@@ -250,22 +250,6 @@ def _long_line_note(line: int, size: int, shown: int, end: int, limit: int) -> s
 def _prefix_within(text: str, room: int) -> str:
     """The longest start of `text` within `room` UTF-8 bytes (cut between characters)."""
     return text.encode("utf-8")[:max(room, 0)].decode("utf-8", errors="ignore")
-
-
-# A tour's entry points shown to an agent: a tree with no manifest lists every `__main__` guard (the standard
-# library: hundreds, 34 KB of JSON before the names most files mention).
-TOUR_ENTRY_POINTS = 30
-
-
-def tour_json(tour: Tour) -> str:
-    """The tour as JSON, its entry points (strongest signal first) cut to `TOUR_ENTRY_POINTS`, saying how many
-    more there are."""
-    data = dataclasses.asdict(tour)
-    points = data["entry_points"]
-    if len(points) > TOUR_ENTRY_POINTS:
-        data["entry_points"] = points[:TOUR_ENTRY_POINTS]
-        data["entry_points_not_shown"] = len(points) - TOUR_ENTRY_POINTS
-    return json.dumps(data, indent=1)
 
 
 def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "answer",

@@ -19,6 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import (
     MAP_ASSETS,
+    TOUR_ENTRY_POINTS,
     GraphRequest,
     StoreError,
     Workspace,
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # at run time they would import the model client when the ser
     from codeloupe.api import AskEvent, AskRun
 
 MAX_LIMIT = 50
+# A tour's entry points on request: more than the default's 30 when a client wants them, never an unbounded list
+# (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
+MAX_TOUR_ENTRY_POINTS = 500
 # The pages load nothing from elsewhere and run no inline code: a file's contents or name shown on them can never
 # become a script.
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
@@ -235,8 +239,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
     async def tour(request: Request, root: RootParam = None,
-             limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20) -> dict[str, Any]:
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.tour(limit=limit)))
+             limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20,
+             entry_points: Annotated[int, Query(ge=1, le=MAX_TOUR_ENTRY_POINTS, description=(
+                 "entry points listed, strongest signal first; `entry_points_not_shown` counts the rest "
+                 "(as MCP's `codeloupe://tour`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.tour(limit=limit,
+                                                                                entry_point_limit=entry_points)))
 
     @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
              summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")

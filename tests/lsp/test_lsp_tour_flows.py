@@ -28,6 +28,7 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
         assert disk_lines(project / "app/store.py", where["range"]["start"]["line"],
                           where["range"]["start"]["line"] + 1).startswith("def load_user")
         assert len(tour["stops"]) == 2 and tour["entryPoints"] == [] and tour["names"] >= 4
+        assert tour["entryPointsNotShown"] == 0  # as the engine cut them, for every surface
         assert await client.request("codeloupe/flows", {}) == {"flows": []}
         asked = await client.request("codeloupe/ask", {"query": "how does login check the password"})
         assert asked["flow"] is None  # no chat model: nothing narrated, nothing cached

@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import json
 
+from codeloupe.api import TOUR_ENTRY_POINTS
+
 from .common import add_workspace_args, index_workspace, one_line, open_workspace, positive_count
 
 
@@ -13,6 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tour", help="where to start reading: entry points and most mentioned names")
     add_workspace_args(parser)
     parser.add_argument("--limit", type=positive_count, default=20, help="how many names (default 20)")
+    parser.add_argument("--entry-points", type=positive_count, default=TOUR_ENTRY_POINTS, metavar="N",
+                        help=f"how many entry points, strongest first (default {TOUR_ENTRY_POINTS})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
@@ -21,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=False, quiet=args.json)  # the tour reads only the lexical index
-        tour = ws.tour(limit=args.limit)
+        tour = ws.tour(limit=args.limit, entry_point_limit=args.entry_points)
     finally:
         ws.close()
     if args.json:
@@ -31,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     print("Entry points" if tour.entry_points else "No entry points found (no manifest, main, guard or shebang)")
     for point in tour.entry_points:
         print(one_line(f"  {point.path}:{point.line}  {point.kind}: {point.detail}"))
+    if tour.entry_points_not_shown:
+        print(f"  and {tour.entry_points_not_shown} more (--entry-points N lists more)")
     print(f"\nMost mentioned names (of {tour.names}; a mention is a file whose text holds the name)")
     width = max((len(s.name) for s in tour.stops), default=0)
     for stop in tour.stops:

@@ -1,0 +1,48 @@
+"""MCP's `codeloupe://tour` and HTTP's `/v1/tour` list the same entry points: MCP kept the 30 strongest and
+counted the rest, `/v1/tour` returned every one. The cut is `Workspace.tour`'s, which both use; `/v1/tour`
+takes `entry_points` to list more."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2 as httpx
+from mcp import Client
+
+from codeloupe.api import TOUR_ENTRY_POINTS
+from codeloupe_mcp.server import build_server
+from codeloupe_mcp.warm import WarmWorkspace
+from codeloupe_web.app import MAX_TOUR_ENTRY_POINTS
+
+SCRIPTS = TOUR_ENTRY_POINTS + 5
+
+
+def add_guard_scripts(project: Path) -> None:
+    """Scripts with a `__main__` guard each, as a tree with no manifest has (the standard library)."""
+    (project / "tools").mkdir()
+    for i in range(SCRIPTS):
+        (project / f"tools/script_{i:02}.py").write_text(
+            f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n")
+
+
+async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> None:
+    add_guard_scripts(project)
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            mcp = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
+    finally:
+        warm.close()
+    base = serve([project])
+    http = httpx.get(f"{base}/v1/tour").json()
+    assert len(mcp["entry_points"]) == TOUR_ENTRY_POINTS and mcp["entry_points_not_shown"] == 5
+    assert http["entry_points"] == mcp["entry_points"] and http["entry_points_not_shown"] == 5
+    assert http["stops"] == mcp["stops"]
+
+    listed = httpx.get(f"{base}/v1/tour", params={"entry_points": SCRIPTS}).json()
+    assert len(listed["entry_points"]) == SCRIPTS and listed["entry_points_not_shown"] == 0
+    assert listed["entry_points"][:TOUR_ENTRY_POINTS] == mcp["entry_points"]  # the strongest first, as cut
+    for out_of_bounds in (0, MAX_TOUR_ENTRY_POINTS + 1):
+        refused = httpx.get(f"{base}/v1/tour", params={"entry_points": out_of_bounds})
+        assert refused.status_code == 422, out_of_bounds
