@@ -361,8 +361,7 @@ def graph_node(uri_of: UriOf, node: GraphNode) -> JSON:
 def graph_folder(uri_of: UriOf, folder: GraphFolder) -> JSON:
     """A folder's part of the graph."""
     out = {"found": True, **folder.to_dict(), "uri": uri_of(folder.path)}
-    names = {c.id: c.name for c in folder.communities}
-    out["files"] = [{**_with_uri(uri_of, f), "communityName": names.get(f["community"], "")} for f in out["files"]]
+    out["files"] = [_with_uri(uri_of, f) for f in out["files"]]
     out["uses"] = [_edge(uri_of, e) for e in out["uses"]]
     out["usedBy"] = [_edge(uri_of, e) for e in out["usedBy"]]
     return out

@@ -35,6 +35,20 @@ def test_search_answers_the_json_of_the_cli(project: Path, serve, capsys: pytest
     assert got.json()["core"][0]["chunks"][0]["text"] == (project / got.json()["core"][0]["path"]).read_text()
 
 
+def test_a_folder_names_each_files_community_as_the_cli_does(project: Path, serve,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder's files carried `communityName` only over the language server, which added it; the CLI's --json
+    and /v1/graph gave a community's number alone."""
+    assert cli_main(["graph", str(project), "--json", "--no-embed", "--node", "app"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    http = httpx.get(f"{serve([project])}/v1/graph", params={"node": "app"}).json()
+    assert http.pop("notes") == [] and http == cli
+    names = {c["id"]: c["name"] for c in cli["communities"]}
+    assert [(f["path"], f["communityName"]) for f in cli["files"]] == [
+        (f["path"], names[f["community"]]) for f in cli["files"]]
+    assert all(f["communityName"] for f in cli["files"])
+
+
 def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
     """FastAPI's own refusals answered {"detail": ...}: a body that is not JSON (400, where the docs promise
     {"error": ...} for a 400), an unknown path (404), a method a path does not take (405)."""

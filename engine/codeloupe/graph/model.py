@@ -152,7 +152,9 @@ class GraphFolder:
     communities: list[Community]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"folder": self.path, "files": [f.to_dict() for f in self.files],
+        names = {c.id: c.name for c in self.communities}  # every file's community is among them
+        return {"folder": self.path,
+                "files": [{**f.to_dict(), "communityName": names[f.community]} for f in self.files],
                 "uses": [{"from": inside, **n.to_dict()} for inside, n in self.uses],
                 "usedBy": [{"to": inside, **n.to_dict()} for inside, n in self.used_by],
                 "communities": [c.to_dict() for c in self.communities]}
