@@ -576,27 +576,32 @@ def chunk(text, lines):
     block = "x" * 1_200_000_000
     return [(1, len(lines))] if block else []
 '''
-# As the language server indexes: on a writer thread. Then what is left: threads, child processes and how they
-# stand (R: running), and this process's peak memory.
-INDEX_ON_A_THREAD = '''
+# Opens and indexes the workspace: on a writer thread, as the language server does ("thread"), or on the main
+# thread, as `codeloupe index` does ("main"). Then what is left: threads, child processes and how they stand
+# (R: running), and this process's peak memory.
+INDEX_AND_REPORT = '''
 import json, os, sys, threading
 from pathlib import Path
 from codeloupe.api import Workspace
 
-reasons = {}
+reasons, warnings = {}, []
 def index():
     ws = Workspace(sys.argv[1], overrides={"embed_provider": "none"})
     ws.index()
     reasons.update(ws.store.query("SELECT path, fallback_reason FROM files"))
+    warnings.extend(ws.strategy_load.warnings)
     ws.close()
 
-writer = threading.Thread(target=index, name="codeloupe-writer-repo")
-writer.start()
-writer.join()
+if sys.argv[2] == "main":
+    index()
+else:
+    writer = threading.Thread(target=index, name="codeloupe-writer-repo")
+    writer.start()
+    writer.join()
 children = [p for p in Path("/proc").glob("[0-9]*")
             if (p / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
 peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1]
-print(json.dumps({"reasons": reasons, "threads": [t.name for t in threading.enumerate()],
+print(json.dumps({"reasons": reasons, "warnings": warnings, "threads": [t.name for t in threading.enumerate()],
                   "children": [(p / "stat").read_text().rsplit(")", 1)[1].split()[0] for p in children],
                   "peak_kib": int(peak)}))
 '''
@@ -609,26 +614,111 @@ def _cap_test_process() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (TEST_PROCESS_MEMORY, TEST_PROCESS_MEMORY))
 
 
-@pytest.mark.parametrize(("source", "why"), [(LOOPS, "time bound"), (HOLDS_IN_C, "time bound"),
-                                              (HUNGRY, "ran out of memory")], ids=["loops", "in-c", "hungry"])
-def test_a_late_or_hungry_strategy_cannot_hold_up_or_exhaust_indexing_on_a_thread(
-        repo: Path, source: str, why: str) -> None:
+def index_in_a_process(repo: Path, source: str, where: str) -> dict[str, Any]:
+    """Index `repo` with `source` as its trusted `.zog` strategy in a process of its own, capped at
+    TEST_PROCESS_MEMORY; what INDEX_AND_REPORT reports."""
     strategy = repo / ".codeloupe" / "strategies" / "zog.py"
     strategy.parent.mkdir(parents=True)
     strategy.write_text(source)
     assert main(["trust", "--strategy", str(strategy)]) == 0
-    # In a process of its own: before, a call into C held the interpreter lock for hours, so no thread of the
-    # test could have noticed; this timeout only ends a hung run.
+    # In a process of its own: a call into C holds the interpreter lock for as long as it runs, so no thread of
+    # the test could notice; this timeout only ends a run that was held up.
     try:
-        done = subprocess.run([sys.executable, "-c", INDEX_ON_A_THREAD, str(repo)], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", INDEX_AND_REPORT, str(repo), where], capture_output=True,
                               text=True, timeout=120, preexec_fn=_cap_test_process)
     except subprocess.TimeoutExpired:
-        pytest.fail("indexing on a thread was held up by the strategy")
+        pytest.fail(f"indexing on the {where} thread was held up by the strategy")
     assert done.returncode == 0, done.stderr
-    left = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def assert_bounded(left: dict[str, Any], why: str) -> None:
+    """Every .zog file fell back to line windows with the strategy's reason, `why` among them, and nothing of
+    the strategy is left running, nor ever held this process's memory."""
     for path in ("rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"):
         assert left["reasons"][path].startswith("strategy zog: ")
     assert why in left["reasons"]["rules/alpha.zog"] + left["reasons"]["rules/beta.zog"]
     assert left["threads"] == ["MainThread"]  # no strategy left running on a thread of the process
     assert "R" not in left["children"]  # nor in a worker process
     assert left["peak_kib"] < 1024 * 1024  # the strategy's memory was never this process's
+
+
+@pytest.mark.parametrize(("source", "why"), [(LOOPS, "time bound"), (HOLDS_IN_C, "time bound"),
+                                              (HUNGRY, "ran out of memory")], ids=["loops", "in-c", "hungry"])
+def test_a_late_or_hungry_strategy_cannot_hold_up_or_exhaust_indexing_on_a_thread(
+        repo: Path, source: str, why: str) -> None:
+    assert_bounded(index_in_a_process(repo, source, "thread"), why)
+
+
+# A call into C that would run for hours: sum's loop over a range checks for no signal, so on a main thread an
+# interval timer could only cut it off once it returned.
+HOLDS_IN_C_FOR_HOURS = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    sum(range(10 ** 13))
+    return [(1, len(lines))]
+'''
+# Modules whose top level holds or exhausts whatever runs it; their EXTENSIONS is a literal.
+TOP_LEVEL_IN_C = '''import math
+
+EXTENSIONS = (".zog",)
+TABLE = math.factorial(10 ** 7)
+
+
+def chunk(text, lines):
+    return [(1, len(lines))]
+'''
+TOP_LEVEL_FOR_HOURS = TOP_LEVEL_IN_C.replace("math.factorial(10 ** 7)", "sum(range(10 ** 13))")
+TOP_LEVEL_HUNGRY = TOP_LEVEL_IN_C.replace("math.factorial(10 ** 7)", '"x" * 1_200_000_000')
+# EXTENSIONS the top level computes: only running the module (in the worker) tells what it claims.
+TOP_LEVEL_EXTENSIONS_IN_C = '''import math
+
+EXTENSIONS = (".zog",) if math.factorial(10 ** 7) else ()
+
+
+def chunk(text, lines):
+    return [(1, len(lines))]
+'''
+
+
+@pytest.mark.parametrize(("where", "source", "why"), [
+    ("main", HOLDS_IN_C_FOR_HOURS, "time bound"),
+    ("main", HUNGRY, "ran out of memory"),
+    ("main", TOP_LEVEL_IN_C, "time bound"),
+    ("main", TOP_LEVEL_FOR_HOURS, "time bound"),
+    ("thread", TOP_LEVEL_FOR_HOURS, "time bound"),
+    ("main", TOP_LEVEL_HUNGRY, "ran out of memory"),
+], ids=["main-in-c", "main-hungry", "top-level-in-c", "top-level-for-hours", "top-level-on-a-thread",
+        "top-level-hungry"])
+def test_a_strategy_runs_within_the_worker_bounds_on_the_main_thread_and_at_its_top_level(
+        repo: Path, where: str, source: str, why: str) -> None:
+    """`codeloupe index` (the main thread), and opening any workspace (a module's top level), give a strategy
+    the same bounds as the language server: no in-process time or memory of its own."""
+    assert_bounded(index_in_a_process(repo, source, where), why)
+
+
+def test_a_top_level_that_computes_extensions_runs_in_the_worker_and_fails_the_load(repo: Path) -> None:
+    left = index_in_a_process(repo, TOP_LEVEL_EXTENSIONS_IN_C, "main")
+    [warning] = left["warnings"]
+    assert "failed to load (ran past its time bound of 2s (its worker process was stopped))" in warning
+    assert not left["reasons"]["rules/alpha.zog"].startswith("strategy zog")  # not loaded: the built-ins chunk
+    assert "R" not in left["children"] and left["peak_kib"] < 1024 * 1024
+
+
+def test_extensions_are_read_from_the_syntax_tree_only_where_running_the_module_cannot_change_them() -> None:
+    from codeloupe.chunk.strategies import literal_extensions, strategy_extensions
+
+    tail = "\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n"
+    assert literal_extensions('EXTENSIONS = (".ZOG", "zag")' + tail) == (".zog", ".zag")
+    assert literal_extensions('EXTENSIONS: tuple = [".zog"]' + tail) == (".zog",)
+    computed = {  # each read from the syntax tree would claim something else than the module does when it runs
+        'EXTENSIONS = [".zog"]\nEXTENSIONS.append(".zag")': (".zog", ".zag"),
+        'EXTENSIONS = (".zog",)\nEXTENSIONS = (".zag",)': (".zag",),
+        'EXTENSIONS = tuple(".zog zag".split())': (".zog", ".zag"),
+        'if True:\n    EXTENSIONS = (".zag",)': (".zag",),
+    }
+    for head, claimed in computed.items():
+        source = head + tail
+        assert literal_extensions(source) is None
+        assert strategy_extensions(source, file_digest(source.encode()), "zog.py") == claimed

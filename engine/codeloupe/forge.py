@@ -23,13 +23,11 @@ from pathlib import Path, PurePosixPath
 from codeloupe.chunk.languages import detect_language, get_parser, is_doc_language
 from codeloupe.chunk.strategies import (
     STRATEGY_DIR,
-    STRATEGY_TIMEOUT_S,
     ChunkStrategy,
     Strategy,
     StrategyError,
     apply_strategy,
-    compile_strategy,
-    run_bounded,
+    loaded_extensions,
     strategy_for,
 )
 from codeloupe.chunk.strategy_sandbox import ALLOWED_IMPORTS, static_problems
@@ -218,17 +216,19 @@ def extract_module(reply: str) -> str:
 
 def check_strategy(source: str, extension: str, files: dict[str, str], name: str = "forged") -> list[str]:
     """Every reason to refuse this module for these files ([] accepts it): its imports and names first, before
-    any of it runs; then the module loads and claims the extension; then each file's chunks are a partition."""
+    any of it runs; then the module loads and claims the extension; then each file's chunks are a partition.
+    Its code runs only in the strategy worker process (`strategy_process`), as a trusted strategy's does."""
     problems = static_problems(source)
     if problems:
         return problems
+    origin, sha256 = f"{name}.py", file_digest(source.encode("utf-8"))
     try:
-        claimed, function = run_bounded(lambda: compile_strategy(source, f"{name}.py"), STRATEGY_TIMEOUT_S, name)
-    except (Exception, RecursionError) as exc:
-        return [f"the module does not load: {type(exc).__name__}: {exc}"]
+        claimed = loaded_extensions(source, sha256, origin)
+    except StrategyError as exc:
+        return [f"the module does not load: {exc}"]
     if extension not in claimed:
         return [f"EXTENSIONS is {claimed!r}; it must include {extension!r}"]
-    strategy = Strategy(name, claimed, function=function, origin="forge")
+    strategy = Strategy(name, claimed, source, sha256, origin=origin)
     for path, text in files.items():
         try:
             apply_strategy(strategy, text, text.splitlines(keepends=True))

@@ -10,10 +10,15 @@ A strategy comes from one of two places:
 Whatever a strategy returns passes the partition oracle (`validate_partition`) or is discarded: a strategy
 that raises, runs past its time bound or returns anything but a line partition leaves that file to line
 windows, logged. Retrieval never calls a model: forging writes the code once, chunking only runs it.
+
+A workspace strategy's code (its module's top level too) runs only in the strategy worker process
+(`strategy_process`): memory-capped, and killed when late, on every thread. Loading one reads its `EXTENSIONS`
+from the syntax tree where it is a plain literal, so opening a workspace runs none of its code.
 """
 
 from __future__ import annotations
 
+import ast
 import logging
 import signal
 import stat
@@ -24,8 +29,13 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, TypeVar
 
 from codeloupe.chunk.lines import PartitionError, validate_partition
-from codeloupe.chunk.strategy_process import StrategyProcessError, StrategyProcessLate, run_in_worker
-from codeloupe.chunk.strategy_sandbox import module_globals, static_problems
+from codeloupe.chunk.strategy_process import (
+    StrategyProcessError,
+    StrategyProcessLate,
+    load_in_worker,
+    run_in_worker,
+)
+from codeloupe.chunk.strategy_sandbox import identifiers, module_globals, static_problems
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 from codeloupe.types import Chunk
 
@@ -73,8 +83,8 @@ class StrategyError(Exception):
 
 @dataclass(frozen=True)
 class Strategy:
-    """A chunk strategy: either a registered `function` or module `source` compiled in whichever process runs it
-    (so a strategy crosses into the indexer's worker processes as text)."""
+    """A chunk strategy: either a registered `function` or module `source`, compiled in the strategy worker
+    process (so a strategy crosses into the indexer's worker processes as text)."""
 
     name: str
     extensions: tuple[str, ...]
@@ -97,8 +107,7 @@ class StrategyLoad:
 
 _registered: list[Strategy] = []
 _registry_lock = threading.Lock()
-_compiled: dict[str, ChunkStrategy] = {}  # sha256 -> the module's `chunk`, once per process
-_timed_out: set[str] = set()  # strategies abandoned in a thread this process: never started again
+_timed_out: set[str] = set()  # strategies that ran late in this process: never started again
 
 
 def register_strategy(name: str, extensions: Sequence[str], function: ChunkStrategy) -> Strategy:
@@ -137,11 +146,10 @@ def strategy_for(rel_path: str, strategies: Sequence[Strategy]) -> Strategy | No
 
 
 def compile_strategy(source: str, origin: str) -> tuple[tuple[str, ...], ChunkStrategy]:
-    """Run a strategy module's code and return its (EXTENSIONS, chunk). Only for code the user accepted, or
-    code being forged; either way only what `strategy_sandbox` lets it reach."""
-    problems = static_problems(source)
-    if problems:
-        raise StrategyError(f"refused: {'; '.join(problems[:3])}")
+    """Run a strategy module's code and return its (EXTENSIONS, chunk): in the strategy worker process only
+    (`strategy_process`), and only for code the user accepted or code being forged; either way only what
+    `strategy_sandbox` lets it reach."""
+    _refuse_problems(source)
     namespace = module_globals(f"codeloupe_strategy_{PurePosixPath(origin).stem}")
     exec(compile(source, origin, "exec"), namespace)  # noqa: S102 - trusted by its hash, or being forged
     function = namespace.get("chunk")
@@ -150,12 +158,48 @@ def compile_strategy(source: str, origin: str) -> tuple[tuple[str, ...], ChunkSt
     return normalise_extensions(namespace.get("EXTENSIONS", ())), function  # type: ignore[arg-type]
 
 
-def _function(strategy: Strategy) -> ChunkStrategy:
-    if strategy.function is not None:
-        return strategy.function
-    if strategy.sha256 not in _compiled:
-        _compiled[strategy.sha256] = compile_strategy(strategy.source, strategy.origin)[1]
-    return _compiled[strategy.sha256]
+def _refuse_problems(source: str) -> None:
+    problems = static_problems(source)
+    if problems:
+        raise StrategyError(f"refused: {'; '.join(problems[:3])}")
+
+
+def strategy_extensions(source: str, sha256: str, origin: str) -> tuple[str, ...]:
+    """The extensions a strategy module claims, its source checked first (`StrategyError` saying why not):
+    read from its syntax tree where `literal_extensions` can, else from `loaded_extensions`."""
+    _refuse_problems(source)
+    found = literal_extensions(source)
+    return found if found is not None else loaded_extensions(source, sha256, origin)
+
+
+def loaded_extensions(source: str, sha256: str, origin: str) -> tuple[str, ...]:
+    """EXTENSIONS as the module's top level leaves it, run in the strategy worker process within the time bound
+    (the module stays compiled there for the files after); `StrategyError` saying why not."""
+    try:
+        return load_in_worker(source, sha256, origin, STRATEGY_TIMEOUT_S)
+    except StrategyProcessError as exc:
+        raise StrategyError(str(exc)) from exc
+
+
+def literal_extensions(source: str) -> tuple[str, ...] | None:
+    """EXTENSIONS as the module's syntax tree spells it, without running any of it: where the module binds
+    that name once, at its top level, to a literal, and names it nowhere else (so nothing can change it while
+    the module runs); None otherwise."""
+    tree = ast.parse(source)
+    mentions = sum(name == "EXTENSIONS" for node in ast.walk(tree) for name in identifiers(node))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if mentions == 1 and isinstance(target, ast.Name) and target.id == "EXTENSIONS":
+            try:
+                return normalise_extensions(ast.literal_eval(value))
+            except (ValueError, TypeError):
+                return None
+    return None
 
 
 def apply_strategy(strategy: Strategy, text: str, lines: list[str],
@@ -164,11 +208,12 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     timeout_s = STRATEGY_TIMEOUT_S if timeout_s is None else timeout_s
     if strategy.name in _timed_out:
         raise StrategyError("disabled in this process after it ran past its time bound")
+    function = strategy.function
     try:
-        if strategy.function is None and not _interruptible_here():
+        if function is None:
             ranges = _ranges_in_worker(strategy, text, timeout_s)
         else:
-            ranges = ranges_of(run_bounded(lambda: _function(strategy)(text, list(lines)), timeout_s, strategy.name))
+            ranges = ranges_of(run_bounded(lambda: function(text, list(lines)), timeout_s, strategy.name))
     except StrategyError:
         raise
     except (Exception, RecursionError) as exc:
@@ -192,7 +237,7 @@ def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[t
     try:
         return run_in_worker(strategy.source, strategy.sha256, strategy.origin, text, timeout_s)
     except StrategyProcessLate as exc:
-        _timed_out.add(strategy.name)  # as on a thread: a strategy that ran late is not started again here
+        _timed_out.add(strategy.name)  # a strategy that ran late is not started again in this process
         raise StrategyError(str(exc)) from exc
     except StrategyProcessError as exc:
         raise StrategyError(str(exc)) from exc
@@ -214,11 +259,10 @@ class _Timeout(BaseException):
 def run_bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
     """Run `call` for at most `timeout_s`.
 
-    On a process's main thread (the CLI, the indexer's worker processes, `codeloupe worker`) an interval timer
-    interrupts the strategy between bytecodes. Elsewhere the call runs on a daemon thread that is abandoned when
-    late, and the strategy is not started again in this process. Only a registered strategy (the embedding
-    program's own code) runs that way off the main thread: a workspace strategy runs in a worker process there
-    (`strategy_process`), which is killed when late.
+    For a registered strategy (the embedding program's own code; a workspace strategy runs in the strategy
+    worker process, which is killed when late). On a process's main thread an interval timer interrupts it
+    between bytecodes. Elsewhere the call runs on a daemon thread that is abandoned when late, and the strategy
+    is not started again in this process.
     """
     if _interruptible_here():
         def on_alarm(_signum: int, _frame: object) -> None:
@@ -276,7 +320,8 @@ def read_strategy_file(path: Path) -> bytes:
 
 
 def load_workspace_strategies(root: Path, trust: TrustStore | None = None) -> StrategyLoad:
-    """The workspace's trusted strategies, compiled; a warning for every strategy file left alone."""
+    """The workspace's trusted strategies (`strategy_extensions`: none of their code runs here); a warning for
+    every strategy file left alone."""
     trust = trust or TrustStore.default()
     out = StrategyLoad()
     for path in strategy_files(root):
@@ -299,11 +344,10 @@ def load_workspace_strategies(root: Path, trust: TrustStore | None = None) -> St
             continue
         source = data.decode("utf-8", "replace")
         try:
-            extensions, function = compile_strategy(source, str(path))
-        except (Exception, RecursionError) as exc:
+            extensions = strategy_extensions(source, digest, str(path))
+        except StrategyError as exc:
             out.warnings.append(f"codeloupe: the trusted chunk strategy {path} failed to load ({exc}); skipped")
             continue
-        _compiled[digest] = function
         out.strategies.append(Strategy(path.stem, extensions, source, digest, origin=str(path)))
     for warning in out.warnings:  # the surfaces show `warnings` to the user; this is for the log
         log.info("%s", warning)

@@ -1,12 +1,13 @@
-"""A workspace strategy run off a process's main thread: in a small worker process of its own, killed when late.
+"""A workspace strategy's code runs here only: in a small worker process of its own, memory-capped, killed when late.
 
-On a main thread an interval timer cuts a late strategy off (`strategies.run_bounded`). On any other thread (the
-language server's writer, a served workspace's refreshes) nothing can stop a running call: an abandoned thread
-keeps looping with the interpreter lock, and a long call into C (`math.factorial(10**7)`) or an allocation
-without bound holds up or exhausts the whole process. So there a workspace strategy runs in one worker process
-per process (started on first use, reused for every file after), compiled there from the same trusted source,
-with its address space capped; when a file's answer is late the worker is killed, and the next file starts
-another.
+A workspace strategy is code that arrived with the repository or that a model wrote. In the process that chunks,
+nothing can bound it well: an interval timer interrupts Python between bytecodes but not a long call into C
+(`math.factorial(10**7)`), and only on a main thread; on any other thread (the language server's writer, a served
+workspace's refreshes) an abandoned call keeps looping with the interpreter lock; and an allocation without bound
+exhausts the whole process, on any thread. So every workspace strategy, its module's top level included, runs
+in one worker process per process (started on first use, reused for every file after), compiled there from the
+same trusted source, with its address space capped; when an answer is late the worker is killed, and the next
+call starts another.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import Any
 
 from codeloupe.parallel import may_start, pool_context
 
@@ -24,8 +27,10 @@ from codeloupe.parallel import may_start, pool_context
 STRATEGY_MEMORY_BYTES = 512 * 1024 * 1024
 _REAP_S = 5.0  # how long a killed worker may take to be reaped
 
-Request = tuple[str, str, str, str, float]  # (source, sha256, origin, text, timeout_s)
+# (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
+Request = tuple[str, str, str, str | None, float]
 Ranges = list[tuple[int, int, str]]
+Loaded = tuple[tuple[str, ...], Callable[[str, list[str]], Any]]  # a compiled module's (EXTENSIONS, chunk)
 
 
 class StrategyProcessError(Exception):
@@ -40,10 +45,10 @@ class _Worker:
     """The worker process and this process's end of the pipe to it."""
 
     def __init__(self) -> None:
-        context = pool_context()  # off the main thread there are other threads, so this is spawn
+        context = pool_context()  # spawn where this process runs other threads; fork where it runs only one
         if not may_start(context, "chunk strategies"):
-            raise StrategyProcessError("not run: off the main thread a strategy runs in a worker process, and "
-                                       "this program's main script (no __main__ guard) cannot start one")
+            raise StrategyProcessError("not run: a workspace strategy runs in a worker process, and this "
+                                       "program's main script (no __main__ guard) cannot start one")
         self.connection, child_end = context.Pipe()
         self.process: BaseProcess = context.Process(  # type: ignore[attr-defined]
             target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES),
@@ -55,8 +60,8 @@ class _Worker:
         finally:
             child_end.close()
 
-    def call(self, request: Request, timeout_s: float) -> Ranges | None:
-        """The ranges, or None when the worker gave no answer within `timeout_s`."""
+    def call(self, request: Request, timeout_s: float) -> Ranges | list[str] | None:
+        """The answer, or None when the worker gave no answer within `timeout_s`."""
         try:
             self.connection.send(request)
             if not self.connection.poll(timeout_s):
@@ -82,40 +87,54 @@ _worker_lock = threading.Lock()  # the one worker chunks one file at a time
 def run_in_worker(source: str, sha256: str, origin: str, text: str, timeout_s: float) -> Ranges:
     """A workspace strategy's ranges for `text` (each `(start, end, name)`, not yet checked to be a partition),
     computed in the worker process within `timeout_s`; `StrategyProcessError` saying why not."""
+    return _ask((source, sha256, origin, text, timeout_s))  # type: ignore[return-value]
+
+
+def load_in_worker(source: str, sha256: str, origin: str, timeout_s: float) -> tuple[str, ...]:
+    """A workspace strategy module's EXTENSIONS, as its top level leaves them when run in the worker process
+    within `timeout_s` (the module stays compiled there for the files after); `StrategyProcessError` saying why
+    not."""
+    return tuple(_ask((source, sha256, origin, None, timeout_s)))  # type: ignore[arg-type]
+
+
+def _ask(request: Request) -> Ranges | list[str]:
     global _worker
+    timeout_s = request[-1]
     with _worker_lock:
         if _worker is None:
             _worker = _Worker()
         worker = _worker
         try:
-            ranges = worker.call((source, sha256, origin, text, timeout_s), timeout_s)
+            answer = worker.call(request, timeout_s)
         except StrategyProcessError:
             if not worker.process.is_alive():
                 worker.stop()
                 _worker = None
             raise
-        if ranges is None:
+        if answer is None:
             worker.stop()
             _worker = None
             raise StrategyProcessLate(f"ran past its time bound of {timeout_s:g}s (its worker process was "
                                        "stopped)")
-        return ranges
+        return answer
 
 
 def serve_strategies(connection: Connection, memory_bytes: int) -> None:
-    """The worker's loop: compile each strategy once (by its sha256), answer one file at a time.
+    """The worker's loop: compile each strategy once (by its sha256), answer one request at a time.
 
-    Should the parent die, the worker ends too: waiting for a file, its pipe reads end-of-file; on one, an alarm
-    (left to its default action, which ends the process even inside a call into C) goes off a little after the
-    parent would have killed it. (`parallel.exit_with_parent`'s PR_SET_PDEATHSIG would not do: it fires when
-    the *thread* that started the worker ends, and a served workspace's refresh threads come and go.)"""
+    Should the parent die, the worker ends too: waiting for a request, its pipe reads end-of-file; on one, an
+    alarm (left to its default action, which ends the process even inside a call into C) goes off a little
+    after the parent would have killed it. (`parallel.exit_with_parent`'s PR_SET_PDEATHSIG would not do: it
+    fires when the *thread* that started the worker ends, and a served workspace's refresh threads come and go.)
+    Ctrl-C in a terminal is the parent's to handle: the worker ignores it and ends with its parent."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here, in the worker: strategies imports this module. Before the cap, which is on top of them.
     from codeloupe.chunk.lines import split_lines
-    from codeloupe.chunk.strategies import StrategyError, compile_strategy, ranges_of
+    from codeloupe.chunk.strategies import StrategyError, ranges_of
 
     _cap_address_space(memory_bytes)
-    compiled = {}
+    compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
     while True:
         try:
             source, sha256, origin, text, timeout_s = connection.recv()
@@ -123,17 +142,39 @@ def serve_strategies(connection: Connection, memory_bytes: int) -> None:
             return
         signal.setitimer(signal.ITIMER_REAL, timeout_s + _REAP_S)
         try:
-            if sha256 not in compiled:
-                compiled[sha256] = compile_strategy(source, origin)[1]
-            answer = ("ok", ranges_of(compiled[sha256](text, split_lines(text))))
+            if sha256 not in compiled:  # a top level that fails fails once, not again for every file
+                compiled[sha256] = _compiled(source, origin, memory_bytes)
+            loaded = compiled[sha256]
+            if isinstance(loaded, str):
+                raise StrategyError(loaded)
+            extensions, function = loaded
+            answer = ("ok", list(extensions) if text is None else ranges_of(function(text, split_lines(text))))
         except MemoryError:
-            answer = ("error", f"ran out of memory (a strategy may use {memory_bytes // 2**20} MiB)")
+            answer = ("error", _out_of_memory(memory_bytes))
         except StrategyError as exc:
             answer = ("error", str(exc))
         except (Exception, RecursionError) as exc:
             answer = ("error", f"{type(exc).__name__}: {exc}")
         connection.send(answer)
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _compiled(source: str, origin: str, memory_bytes: int) -> Loaded | str:
+    """The module's (EXTENSIONS, chunk), or why it did not load."""
+    from codeloupe.chunk.strategies import StrategyError, compile_strategy
+
+    try:
+        return compile_strategy(source, origin)
+    except MemoryError:
+        return "its module did not load: " + _out_of_memory(memory_bytes)
+    except StrategyError as exc:
+        return str(exc)
+    except (Exception, RecursionError) as exc:
+        return f"its module did not load: {type(exc).__name__}: {exc}"
+
+
+def _out_of_memory(memory_bytes: int) -> str:
+    return f"ran out of memory (a strategy may use {memory_bytes // 2**20} MiB)"
 
 
 def _cap_address_space(extra_bytes: int) -> None:

@@ -100,7 +100,7 @@ def static_problems(source: str) -> list[str]:
         if isinstance(node, ast.Match):  # a class pattern reads attributes named as plain strings (`object(__class__=c)`)
             problems.append(f"line {node.lineno}: uses a match statement; a strategy matches text with `re`")
         problems += [f"line {getattr(node, 'lineno', '?')}: names {name!r}; a strategy names no dunder"
-                     for name in _identifiers(node) if _is_dunder(name)]
+                     for name in identifiers(node) if _is_dunder(name)]
     return problems + strategy_re.literal_pattern_problems(tree)
 
 
@@ -109,7 +109,8 @@ def static_problems(source: str) -> list[str]:
 _IDENTIFIER_FIELDS = frozenset({"id", "attr", "arg", "name", "asname", "rest", "names", "kwd_attrs"})
 
 
-def _identifiers(node: ast.AST) -> list[str]:
+def identifiers(node: ast.AST) -> list[str]:
+    """Every identifier this node holds as a plain string (not those of its children)."""
     out: list[str] = []
     for field, value in ast.iter_fields(node):
         if field not in _IDENTIFIER_FIELDS:
