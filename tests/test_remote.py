@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,7 @@ class TarballServer:
 
     bodies: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # the Host header of every request
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location of a 302
     announced: dict[str, int] = field(default_factory=dict)  # path -> a Content-Length that lies
     trickled: set[str] = field(default_factory=set)  # paths whose body comes a byte at a time, slowly
@@ -90,6 +92,7 @@ class TarballServer:
 
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
                 server.requests.append(self.path)
+                server.hosts.append(self.headers.get("Host", ""))
                 if self.path in server.redirects:
                     self.send_response(302)
                     self.send_header("Location", server.redirects[self.path])
@@ -406,11 +409,117 @@ def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on
 
     from urllib.request import Request
 
-    from codeloupe.remote import _GuardedRedirects
+    from codeloupe.remote_http import _GuardedRedirects, _Route
 
     with pytest.raises(RemoteError, match="from https down to http"):
-        _GuardedRedirects().http_error_302(Request("https://127.0.0.1:9/a.tar.gz"), None, 302, "Found",
-                                           {"location": "http://127.0.0.1:9/a.tar.gz"})
+        _GuardedRedirects(_Route("https://127.0.0.1:9/a.tar.gz")).http_error_302(
+            Request("https://127.0.0.1:9/a.tar.gz"), None, 302, "Found", {"location": "http://127.0.0.1:9/a.tar.gz"})
+
+
+@dataclass
+class StubDNS:
+    """socket.getaddrinfo for names ending in `.test` (a stand-in for DNS, which tests cannot reach): each gives
+    the answers in `answers` in turn, the last one for good (an answer: its addresses, split by commas); every
+    other name and address resolves as usual."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def dns(monkeypatch: pytest.MonkeyPatch) -> StubDNS:
+    import socket
+
+    stub = StubDNS()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if not str(host).endswith(".test"):
+            return real(host, port, *args, **kwargs)
+        answers = stub.answers[host]
+        answer = answers[min(stub.asked.count(host), len(answers) - 1)]
+        stub.asked.append(host)
+        return [info for address in answer.split(",") for info in real(address, port, *args, **kwargs)]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return stub
+
+
+@pytest.fixture
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Where the fetches connect: only ever to a loopback address, given as an address (a name would be resolved
+    again when connecting); anything else fails the test before a packet leaves."""
+    import ipaddress
+    import socket
+
+    made: list[str] = []
+    connect = socket.create_connection
+
+    def is_loopback_address(host: str) -> bool:
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a name
+            return False
+
+    def loopback_addresses_only(address: Any, *args: Any, **kwargs: Any) -> Any:
+        host = str(address[0])
+        assert is_loopback_address(host), f"the fetch connected to {address}, not to a loopback address"
+        made.append(host)
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", loopback_addresses_only)
+    return made
+
+
+def test_a_redirect_connects_to_the_address_its_host_was_checked_at(
+        served: TarballServer, dns: StubDNS, connections: list[str]) -> None:
+    """DNS rebinding: a name that answers an address of the fetch's own network when it is checked, then
+    another (here TEST-NET-1, off this machine) when asked again to connect."""
+    dns.answers["rebind.test"] = ["127.0.0.1", "192.0.2.1"]
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    port = served.base.rsplit(":", 1)[1]
+    served.redirects["/acme/widget/rebound.tar.gz"] = f"http://rebind.test:{port}/acme/widget/main.tar.gz"
+    assert index_remote("acme/widget@rebound", embed=False).files_indexed == 4
+    assert dns.asked == ["rebind.test"]  # resolved once, when checked
+    assert connections == ["127.0.0.1", "127.0.0.1"]
+    assert served.hosts[-1] == f"rebind.test:{port}"  # the name still goes in the Host header
+
+
+def test_special_addresses_are_reached_only_when_the_url_names_them(
+        served: TarballServer, dns: StubDNS, connections: list[str]) -> None:
+    dns.answers |= {"metadata.test": ["169.254.169.254"], "mixed.test": ["127.0.0.1,169.254.169.254"]}
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    port = served.base.rsplit(":", 1)[1]
+    refused = {  # from a fetch on this machine, each by redirect
+        "metadata": ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        "unspecified": (f"http://0.0.0.0:{port}/acme/widget/main.tar.gz", "unspecified"),  # Linux: this machine
+        "mapped": ("http://[::ffff:169.254.169.254]/", "link-local"),
+        "multicast": ("http://224.0.0.1/", "multicast"),
+        "by-name": (f"http://metadata.test:{port}/", "metadata.test is at 169.254.169.254, link-local"),
+        "one-of-its-addresses": (f"http://mixed.test:{port}/acme/widget/main.tar.gz", "link-local"),
+    }
+    for ref, (location, why) in refused.items():
+        served.redirects[f"/acme/widget/{ref}.tar.gz"] = location
+        with pytest.raises(RemoteError, match=f"refused the redirect to .*{why}"):
+            index_remote(f"acme/widget@{ref}", embed=False)
+    with pytest.raises(RemoteError, match="refused: metadata.test is at 169.254.169.254, link-local"):
+        index_remote(f"http://metadata.test:{port}/acme/widget/main.tar.gz", embed=False)  # the first URL too
+    # Each fetch connected to the server it started on, and to nothing it was refused.
+    assert connections == ["127.0.0.1"] * len(refused) and dns.asked.count("metadata.test") == 2
+
+    # A fetch started on a private network (no test server is there: no connection is made here, only the
+    # route's checks).
+    from codeloupe.remote_http import _Route
+
+    private = _Route("http://10.1.2.3/a.tar.gz")
+    assert private.admit("http://10.1.2.3/a.tar.gz") == ""
+    assert private.admit("http://10.9.9.9/b.tar.gz") == ""  # another host of the same network
+    assert "link-local" in private.admit("http://169.254.169.254/latest/meta-data/")
+    assert "a cloud metadata service" in private.admit("http://[fd00:ec2::254]/")
+    assert "link-local" in private.admit("http://[64:ff9b::a9fe:a9fe]/")  # NAT64 of 169.254.169.254
+    named = _Route("http://169.254.10.20:8080/a.tar.gz")  # the user named this address: it may be reached
+    assert named.admit("http://169.254.10.20:8080/a.tar.gz") == ""
+    assert "link-local" in named.admit("http://169.254.169.254/")  # but no other
 
 
 def test_a_body_cut_short_of_its_length_or_trickled_forever_is_refused(served: TarballServer) -> None:

@@ -18,6 +18,10 @@ top-level folder named `NAME-<commit>`, then the user's `remote_commit_url` temp
 archive names no commit, since a branch can move between two requests). An archive that names no commit is
 pinned by its own sha256 (`sha256:<hex>`). Bundles and ask citations carry the revision.
 
+Fetching (`remote_http`) resolves each host once and connects only to the addresses it checked: never to a
+special address (link-local, where cloud metadata services answer; unspecified; multicast) that the user's URL
+does not name, and through a redirect never to another kind of network than the fetch started on.
+
 The index holds the files' text (the chunks are a line partition), so search, graph and ask read a remote
 file from the index, hash-checked against the digest taken from the tarball: nothing but the index is
 written, and nothing is fetched after indexing. The `Workspace` over such an index is
@@ -29,26 +33,21 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import http.client
 import io
-import ipaddress
 import json
 import logging
 import re
-import socket
 import tarfile
-import time
-import urllib.error
-import urllib.request
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urlsplit
 
 from codeloupe.discover import Candidate, tree_walk
 from codeloupe.errors import RemoteError
+from codeloupe.remote_http import http_get
 from codeloupe.settings import Settings
 
 log = logging.getLogger("codeloupe.remote")
@@ -109,89 +108,6 @@ def parse_remote(text: str, settings: Settings) -> RemoteSpec:
     except (KeyError, IndexError, ValueError) as exc:
         raise RemoteError(f"the remote URL templates may use only {{owner}}, {{repo}} and {{ref}} ({exc})") from exc
     return RemoteSpec(text, tarball, commit, f"{found['owner']}/{found['repo']}", found["ref"])
-
-
-# ---------------------------------------------------------------------- fetching
-
-
-_REACH = ("this machine", "a private network", "the Internet")
-
-
-def _reach(host: str, port: int | None) -> int:
-    """Where a host is, as an index into `_REACH`: the most inward of the addresses its name resolves to."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise RemoteError(f"{host}: cannot resolve it ({exc})") from None
-    reach = []
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped
-        reach.append(0 if address.is_loopback or address.is_unspecified else 2 if address.is_global else 1)
-    return min(reach, default=0)
-
-
-class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows at most a few redirects, each only to http(s), never from https down to http, and never to
-    another kind of network than the one the URL started on (a tarball host on the Internet must not send the
-    fetch to this machine or the local network; a mirror on this machine must not send it out). Checked on the
-    Location before anything is sent there."""
-
-    max_redirections = 5
-
-    def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
-        target = urljoin(req.full_url, headers.get("location") or headers.get("uri") or "")
-        old, new = urlsplit(req.full_url), urlsplit(target)
-        refused = f"{req.full_url}: refused the redirect to {target}"
-        if new.scheme not in ("http", "https"):
-            raise RemoteError(f"{refused}: not http(s)")
-        if old.scheme == "https" and new.scheme != "https":
-            raise RemoteError(f"{refused}: from https down to http")
-        if (new.hostname or "") != (old.hostname or ""):
-            before, after = _reach(old.hostname or "", old.port), _reach(new.hostname or "", new.port)
-            if before != after:
-                raise RemoteError(f"{refused}: it is on {_REACH[after]}, the URL on {_REACH[before]}")
-        return super().http_error_302(req, fp, code, msg, headers)
-
-    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-
-def _get(url: str, settings: Settings, limit: int, accept: str) -> bytes:
-    """The body of a GET, at most `limit` bytes as sent (no content encoding is decoded on the way), whole (as
-    long as its Content-Length says) and within `remote_deadline_s`."""
-    deadline = time.monotonic() + settings.remote_deadline_s
-    opener = urllib.request.build_opener(_GuardedRedirects())
-    request = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": "identity",
-                                                   "User-Agent": "codeloupe"})
-    body = bytearray()
-    try:
-        with opener.open(request, timeout=settings.remote_timeout_s) as response:
-            encoding = (response.headers.get("Content-Encoding") or "identity").lower()
-            if encoding != "identity":
-                raise RemoteError(f"{url}: sent with Content-Encoding {encoding!r}; only plain bodies are read")
-            declared = response.headers.get("Content-Length") or ""
-            if declared.isdigit() and int(declared) > limit:
-                raise RemoteError(f"{url}: {declared} bytes is over the download bound of {limit}")
-            while len(body) <= limit:
-                if time.monotonic() > deadline:
-                    raise RemoteError(f"{url}: not received within remote_deadline_s ({settings.remote_deadline_s:g}"
-                                      f" s; {len(body)} bytes had come)")
-                piece = response.read1(min(1 << 16, limit + 1 - len(body)))
-                if not piece:
-                    break
-                body += piece
-    except urllib.error.HTTPError as exc:
-        raise RemoteError(f"{url}: HTTP {exc.code}") from None
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
-        if isinstance(exc, RemoteError):
-            raise
-        raise RemoteError(f"{url}: {getattr(exc, 'reason', None) or exc}") from exc
-    if len(body) > limit:
-        raise RemoteError(f"{url}: over the download bound of {limit} bytes")
-    if declared.isdigit() and len(body) < int(declared):
-        raise RemoteError(f"{url}: the connection ended after {len(body)} of the {declared} bytes it announced")
-    return bytes(body)
 
 
 class _BoundedGunzip(io.RawIOBase):
@@ -327,7 +243,7 @@ def _gzip_comment(data: bytes) -> str:
 
 def _commit_from_endpoint(url: str, settings: Settings) -> str:
     try:
-        body = _get(url, settings, COMMIT_REPLY_BYTES, "application/vnd.github.sha, application/json;q=0.9")
+        body = http_get(url, settings, COMMIT_REPLY_BYTES, "application/vnd.github.sha, application/json;q=0.9")
     except RemoteError as exc:
         log.warning("cannot resolve the commit through %s: %s", url, exc)
         return ""
@@ -357,7 +273,7 @@ def _revision(spec: RemoteSpec, data: bytes, comment: str, top: str, settings: S
 
 def fetch_snapshot(spec: RemoteSpec, settings: Settings) -> Snapshot:
     """Download and read a tarball in memory; the files discovery would index, with their bytes."""
-    data = _get(spec.tarball_url, settings, settings.remote_max_download_bytes,
+    data = http_get(spec.tarball_url, settings, settings.remote_max_download_bytes,
                 "application/gzip, application/x-gzip, application/octet-stream;q=0.9, */*;q=0.1")
     members, unpacked = _read_members(data, settings)
     top = _top_folder(list(members.sizes))
