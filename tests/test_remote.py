@@ -82,6 +82,7 @@ class TarballServer:
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location of a 302
     announced: dict[str, int] = field(default_factory=dict)  # path -> a Content-Length that lies
     trickled: set[str] = field(default_factory=set)  # paths whose body comes a byte at a time, slowly
+    tls: Any = None  # an ssl.SSLContext: serve https
 
     def __post_init__(self) -> None:
         server = self
@@ -112,13 +113,15 @@ class TarballServer:
                     threading.Event().wait(0.05)
 
         self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
 
     @property
     def base(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{port}"
 
     def close(self) -> None:
         self._httpd.shutdown()
@@ -520,6 +523,65 @@ def test_special_addresses_are_reached_only_when_the_url_names_them(
     named = _Route("http://169.254.10.20:8080/a.tar.gz")  # the user named this address: it may be reached
     assert named.admit("http://169.254.10.20:8080/a.tar.gz") == ""
     assert "link-local" in named.admit("http://169.254.169.254/")  # but no other
+
+
+def certificate_for(name: str, folder: Path) -> tuple[Path, Path, Path]:
+    """A certificate authority's certificate, and a server certificate and key it signed for `name` only."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def made(subject: str, issuer: str, key: Any, signer: Any, ca: bool) -> x509.Certificate:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if ca:
+            builder = builder.add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                                            critical=True)
+        else:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = made("codeloupe test CA", "codeloupe test CA", ca_key, ca_key, True)
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(made(name, "codeloupe test CA", key, ca_key, False)
+                         .public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return paths
+
+
+def test_over_https_the_checked_address_is_connected_to_and_the_name_verified(
+        tmp_path: Path, dns: StubDNS, connections: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    ca, cert, key = certificate_for("mirror.test", tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the client's default trust: this test's authority only
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    tls.sni_callback = lambda _socket, name, _context: names.append(name)
+    server = TarballServer(tls=tls)
+    try:
+        server.bodies["/widget.tar.gz"] = tarball(FILES, comment=SHA)
+        port = server.base.rsplit(":", 1)[1]
+        dns.answers |= {"mirror.test": ["127.0.0.1", "192.0.2.1"], "other.test": ["127.0.0.1"]}
+        assert index_remote(f"https://mirror.test:{port}/widget.tar.gz", embed=False).files_indexed == 4
+        assert names == ["mirror.test"] and connections == ["127.0.0.1"]
+        assert server.hosts == [f"mirror.test:{port}"]
+        with pytest.raises(RemoteError, match="CERTIFICATE_VERIFY_FAILED"):  # the certificate is not other.test's
+            index_remote(f"https://other.test:{port}/widget.tar.gz", embed=False)
+    finally:
+        server.close()
 
 
 def test_a_body_cut_short_of_its_length_or_trickled_forever_is_refused(served: TarballServer) -> None:
