@@ -422,8 +422,8 @@ def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on
 @dataclass
 class StubDNS:
     """socket.getaddrinfo for names ending in `.test` (a stand-in for DNS, which tests cannot reach): each gives
-    the answers in `answers` in turn, the last one for good (an answer: its addresses, split by commas); every
-    other name and address resolves as usual."""
+    the answers in `answers` in turn, the last one for good (an answer: its addresses, split by commas; "": the
+    name does not resolve); every other name and address resolves as usual."""
 
     answers: dict[str, list[str]] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
@@ -442,6 +442,8 @@ def dns(monkeypatch: pytest.MonkeyPatch) -> StubDNS:
         answers = stub.answers[host]
         answer = answers[min(stub.asked.count(host), len(answers) - 1)]
         stub.asked.append(host)
+        if not answer:  # a name this machine cannot resolve
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [info for address in answer.split(",") for info in real(address, port, *args, **kwargs)]
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
@@ -558,6 +560,29 @@ def certificate_for(name: str, folder: Path) -> tuple[Path, Path, Path]:
     paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return paths
+
+
+def test_a_proxy_the_user_set_carries_the_fetch_and_the_guard_still_holds(
+        served: TarballServer, dns: StubDNS, connections: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind a proxy that alone resolves outside names (a corporate network), connecting to checked addresses
+    must not mean ignoring the user's `http_proxy`: the fetch goes through it, and a redirect the proxy relays
+    is still checked. The tarball server plays the proxy here (it answers absolute-form requests)."""
+    dns.answers["tarballs.proxied.test"] = [""]  # only the proxy can resolve it
+    for name in ("no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", served.base)
+    monkeypatch.setenv("CODELOUPE_REMOTE_TARBALL_URL", "http://tarballs.proxied.test/{owner}/{repo}/{ref}.tar.gz")
+    monkeypatch.setenv("CODELOUPE_REMOTE_COMMIT_URL", "http://tarballs.proxied.test/commits/{owner}/{repo}/{ref}")
+    served.bodies["http://tarballs.proxied.test/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    served.redirects["http://tarballs.proxied.test/acme/widget/meta.tar.gz"] = "http://169.254.169.254/latest/"
+    assert index_remote("acme/widget@main", embed=False).files_indexed == 4
+    assert "http://tarballs.proxied.test/acme/widget/main.tar.gz" in served.requests  # asked of the proxy
+    assert connections and set(connections) == {"127.0.0.1"}  # the proxy's address, and nothing else
+    with pytest.raises(RemoteError, match="refused the redirect to http://169.254.169.254/latest/: .*link-local"):
+        index_remote("acme/widget@meta", embed=False)
+    monkeypatch.setenv("no_proxy", "tarballs.proxied.test")  # not through the proxy: this machine must resolve it
+    with pytest.raises(RemoteError, match="tarballs.proxied.test: cannot resolve it"):
+        index_remote("acme/widget@main", embed=False, overrides={"remote_timeout_s": 0.5})
 
 
 def test_over_https_the_checked_address_is_connected_to_and_the_name_verified(

@@ -12,8 +12,10 @@ and, over https, in the TLS server name the certificate is checked against). The
   another host only on the kind of network the fetch started on (a tarball host on the Internet must not send
   the fetch to this machine or the local network; a mirror on this machine must not send it out).
 
-Connections are made directly: proxy settings from the environment are not used, since through a proxy the
-proxy would resolve the names and choose the addresses.
+A proxy the user set (`https_proxy` / `http_proxy`, minus `no_proxy`) is used: it is the user's choice of how
+to reach the network. Through it, a host this machine can resolve is checked as above, a host it cannot (a
+network that resolves outside names only at its proxy) is left to the proxy and counted as on the Internet, and
+a host named by its address is checked as above: the proxy, not this machine, then chooses where the name goes.
 """
 
 from __future__ import annotations
@@ -88,20 +90,26 @@ class _Route:
     """One fetch's hosts, each resolved once: the addresses its connections may use, and the kind of network
     the fetch started on."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, proxies: dict[str, str] | None = None) -> None:
         try:
             self._named: Address | None = ipaddress.ip_address(urlsplit(url).hostname or "")
         except ValueError:
             self._named = None  # a name, not an address
         self._start: int | None = None
         self._hosts: dict[str, tuple[int, list[str]]] = {}  # host -> (its reach, the addresses to connect to)
+        self._proxies = proxies or {}  # scheme -> the user's proxy URL
+        self._proxy_hosts = {(urlsplit(p).hostname or "").lower() for p in self._proxies.values()} - {""}
+
+    def _through_proxy(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme in self._proxies and not urllib.request.proxy_bypass(parts.hostname or "")
 
     def admit(self, url: str) -> str:
         """Resolve `url`'s host (once per fetch) and check it: "" when the fetch may connect there (to the
         addresses checked, only), else why not. The first URL admitted is the one the fetch starts on."""
         host = (urlsplit(url).hostname or "").lower()
         if host not in self._hosts:
-            why = self._resolve(host, urlsplit(url).port)
+            why = self._resolve(host, urlsplit(url).port, self._through_proxy(url))
             if why:
                 return why
         kind = self._hosts[host][0]
@@ -111,10 +119,13 @@ class _Route:
             return f"it is on {_REACH[kind]}, the URL on {_REACH[self._start]}"
         return ""
 
-    def _resolve(self, host: str, port: int | None) -> str:
+    def _resolve(self, host: str, port: int | None, proxied: bool = False) -> str:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
+            if proxied:  # resolved by the user's proxy only: it is connected to, never this host
+                self._hosts[host] = (len(_REACH) - 1, [])
+                return ""
             return f"{host}: cannot resolve it ({exc})"
         found = list(dict.fromkeys(str(info[4][0]) for info in infos))
         if not found:
@@ -132,6 +143,8 @@ class _Route:
         """`socket.create_connection` for http.client, to the addresses `admit` checked for this host."""
         host, port = address
         admitted = self._hosts.get(host.lower().strip("[]"))
+        if admitted is None and host.lower().strip("[]") in self._proxy_hosts:
+            return socket.create_connection(address, timeout, source_address)  # the user's own proxy
         if admitted is None:
             raise RemoteError(f"{host}: not checked before connecting")  # every URL is admitted first
         error: OSError | None = None
@@ -196,11 +209,12 @@ class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
 
 def opener_for(url: str) -> urllib.request.OpenerDirector:
     """An opener for one fetch starting at `url`, which it admits first (`RemoteError` when refused)."""
-    route = _Route(url)
+    proxies = {scheme: proxy for scheme, proxy in urllib.request.getproxies().items() if scheme in ("http", "https")}
+    route = _Route(url, proxies)
     why = route.admit(url)
     if why:
         raise RemoteError(f"{url}: refused: {why}")
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _PinnedHTTP(route), _PinnedHTTPS(route),
+    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies), _PinnedHTTP(route), _PinnedHTTPS(route),
                                        _GuardedRedirects(route))
 
 
