@@ -29,7 +29,8 @@ def test_index_behind_a_stalled_writer_of_the_repository_fails_saying_who_holds_
     shutil.copytree(FIXTURES / "python", root)
     assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
     capsys.readouterr()
-    stalled = psycopg.connect(pg_url)  # a worker stopped mid-write: the repository's row taken, never let go
+    # A worker stopped mid-write: the repository's row taken, never let go.
+    stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
     stalled.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
     valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
     valve.start()
@@ -38,6 +39,9 @@ def test_index_behind_a_stalled_writer_of_the_repository_fails_saying_who_holds_
         assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 2
         err = capsys.readouterr().err
         assert "'svc' is held by another indexer or worker" in err and "admin --store URL queue" in err
+        # Named as `admin drop` names it: its session on the server, its application, its last statement.
+        assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
+        assert "its last statement: UPDATE repositories SET content_generation" in err, err
     finally:
         valve.cancel()
         stalled.rollback()

@@ -765,11 +765,20 @@ class PgStore:
             raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
-                             f" writing it ({str(exc).strip()}): try again once it is done; `codeloupe admin --store"
-                             " URL queue` names the workers holding batches, and a stalled one lets go once it is"
-                             " stopped") from exc
+                             f" writing it ({str(exc).strip()}): {self._lock_holders() or 'it has let go since'}."
+                             " Try again once it is done; `codeloupe admin --store URL queue` names the workers"
+                             " holding batches, and a stalled one lets go once it is stopped (or its session is"
+                             " ended: SELECT pg_terminate_backend(PID))") from exc
         if isinstance(exc, psycopg.errors.ForeignKeyViolation):
             self._repository_columns("id")
+
+    def _lock_holders(self) -> str:
+        """Who held what a statement of this session gave up waiting for (`lock_holders`), asked on its connection
+        once its transaction is over; "" when the catalog cannot say."""
+        try:
+            return lock_holders(self._held.conn, self.repo_id)
+        except psycopg.Error:
+            return ""
 
     @property
     def _conn(self) -> Any:
