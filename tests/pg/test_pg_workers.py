@@ -86,6 +86,7 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
                 if worker.poll() is None:
                     worker.kill()
                     worker.wait(10)
+                worker.stdout.close()  # the killed one's was never read
         embedded_once = _texts_embedded(chat)
 
         with psycopg.connect(pg_url) as conn:
@@ -287,19 +288,29 @@ def test_a_running_worker_indexes_a_repository_dropped_and_queued_again(tmp_path
     (root / "util.py").write_text("def helper():\n    return 2\n")
     settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
     claimed: list[WorkItem] = []
+    stores: list[PgStore] = []
+
+    def opened() -> PgStore:
+        stores.append(PgStore(pg_url, "repo", local_dir=tmp_path / "local"))
+        return stores[-1]
 
     def drop_and_queue_again(item: WorkItem) -> None:
         claimed.append(item)
         if len(claimed) == 2:  # the worker wrote the first batch: it holds the repository's store
             drop_shared_repository(pg_url, "repo")
-            enqueue_workspace(PgStore(pg_url, "repo", local_dir=tmp_path / "local"), root, settings)
+            enqueue_workspace(opened(), root, settings)
 
-    first = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
-    assert enqueue_workspace(first, root, settings, batch_files=1) == 2
-    report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1, on_batch=drop_and_queue_again)
-    assert report.failed == 0
-    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
-    assert store.repo_id != first.repo_id and set(store.file_rows()) == {"app.py", "util.py"}
+    try:
+        first = opened()
+        assert enqueue_workspace(first, root, settings, batch_files=1) == 2
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1,
+                            on_batch=drop_and_queue_again)
+        assert report.failed == 0
+        store = opened()
+        assert store.repo_id != first.repo_id and set(store.file_rows()) == {"app.py", "util.py"}
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_a_batch_that_changed_no_file_leaves_the_graph_unresolved_and_the_generation_as_it_was(
