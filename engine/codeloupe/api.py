@@ -254,6 +254,14 @@ class Workspace:
         else:
             check_source(self.store, self.root)
 
+    def _check_shared_source(self) -> None:
+        """On the shared index, refuse (`SourceConflict`, naming both folders) to answer once another process
+        made another folder the repository's source (`index --replace`) since this one opened it: the index now
+        ranks that folder's files, while this process would show its own folder's lines from disk under them
+        (seen at most `STATE_TTL_S` late, as every change of the repository is)."""
+        if not isinstance(self.store, Store):
+            self.store.check_source()
+
     def check_index(self) -> str:
         """Run the integrity check deferred by `check_index=False`; returns why the index was rebuilt ("" when
         it was sound: a damaged one is moved aside and the next `index()` fills a new one)."""
@@ -323,8 +331,11 @@ class Workspace:
     # ------------------------------------------------------------------ queries
 
     def searcher(self):
+        """What ranks this workspace's answers (refused once another folder replaced this one as its shared
+        repository's source: `_check_shared_source`)."""
         from codeloupe.search import Searcher
 
+        self._check_shared_source()
         with self._lock:
             if self._searcher is None:
                 self._searcher = Searcher(self)
@@ -498,7 +509,9 @@ class Workspace:
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read, is
-        not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`."""
+        not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`.
+        Refused once another folder replaced this one as its shared repository's source (`_check_shared_source`)."""
+        self._check_shared_source()
         full = self.root / self.relative(path)
         data = read_head(full, READ_MAX_BYTES)
         if len(data) > READ_MAX_BYTES:

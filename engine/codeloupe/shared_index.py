@@ -75,22 +75,20 @@ def pin_source(store: IndexStore, root: Path, *, replace: bool = False) -> None:
     """In the shared index, record where the repository is indexed from and at which commit (before its files
     are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
 
-    A repository the index holds from another folder is refused unless `replace` (`index --replace`)."""
-    if not isinstance(store, PgStore):
-        return
-    if not replace:
-        check_source(store, root)
-    store.set_source(str(Path(root).resolve()), workspace_commit(root))
+    A repository the index holds from another folder is refused unless `replace` (`index --replace`). The
+    folder is the store's from then on: each of its writes, and its answers, are refused once another folder
+    replaces it (`PgStore.check_source`)."""
+    if isinstance(store, PgStore):
+        store.set_source(str(Path(root).resolve()), workspace_commit(root), replace=replace)
 
 
 def check_source(store: PgStore, root: Path) -> None:
     """Refuse (`SourceConflict`) a folder whose repository the shared index holds from another folder: its
     chunks are the other folder's files, so an answer would rank them while reading this folder's files from
-    disk, and a write would replace them with this folder's."""
-    here = str(Path(root).resolve())
-    known = store.source_root
-    if known and known != here:
-        raise SourceConflict(store.repository, known, here)
+    disk, and a write would replace them with this folder's. The folder is the store's from then on (see
+    `pin_source`)."""
+    store.source_folder = str(Path(root).resolve())
+    store.check_source(fresh=True)
 
 
 def workspace_commit(root: Path) -> str:
@@ -139,6 +137,7 @@ class WorkerReport:
     files: int = 0
     embedded: int = 0  # texts the provider embedded (the rest came from the shared cache)
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
+    replaced: int = 0  # batches of a folder another replaced as its repository's source since: done, unwritten
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
     graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
@@ -183,6 +182,12 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                                                           local_dir=settings.cache_root / "indexes")
             try:
                 embedded = _process(store, item, load_settings(Path(item.root), overrides), provider, claims)
+            except SourceConflict as exc:
+                log.warning("batch %d of %s is left unwritten: it was queued from %s, and %s is the repository's"
+                            " source now (`index --replace`)", item.id, item.repository, exc.folder,
+                            exc.indexed_from)
+                report.replaced += 1
+                continue
             except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)

@@ -124,6 +124,100 @@ def test_a_process_whose_folder_another_replaced_as_the_source_writes_nothing_in
     store.close()
 
 
+@pytest.mark.parametrize("write", ["save", "index"])
+def test_a_replace_landing_between_a_writes_check_and_its_write_lets_nothing_of_the_old_folder_through(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, write: str) -> None:
+    """The check that this process's folder is still the repository's source and the write it guards are one
+    transaction: a replace (`index OTHER --repo svc --replace`) committing while a save or a re-index of the old
+    folder is under way refuses that write, rather than letting the old folder's file in among the new source's
+    (a re-index: rather than making the old folder the source again). The test holds the replace's update of
+    the repository's row open (`PgStore.set_source`'s) until the write waits for it, then commits it."""
+    import threading
+
+    import psycopg
+
+    from codeloupe.api import SourceConflict, StoreError, Workspace
+    from codeloupe.store.postgres import PgStore
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shared = {"store_url": pg_url, "store_repository": "svc"}
+    editor = Workspace(first, overrides=shared)
+    editor.index()
+    saved = first / "src" / "shop" / "saved.py"
+    saved.write_text("def saved_during_the_replace():\n    return 1\n")
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    outcome: list[BaseException | None] = []
+
+    def write_the_old_folder() -> None:
+        try:
+            editor.update_files([saved]) if write == "save" else editor.index()
+            outcome.append(None)
+        except StoreError as exc:
+            outcome.append(exc)
+
+    replacing = psycopg.connect(pg_url)  # its first statement opens the transaction, held until committed
+    writer = threading.Thread(target=write_the_old_folder)
+    try:
+        replacing.execute("UPDATE repositories SET root = %s, commit_sha = '' WHERE name = 'svc'", (str(other),))
+        writer.start()
+        _wait_for_a_lock_wait(pg_url)
+        replacing.commit()
+        writer.join(60)  # a bound for a failing run only
+    finally:
+        replacing.rollback()
+        replacing.close()
+        writer.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], SourceConflict), outcome
+    assert f"holds the files of {other}, not {first}" in str(outcome[0])
+    assert "src/shop/saved.py" not in store.file_rows() and store.source_root == str(other)
+    editor.close()
+    store.close()
+
+
+def _wait_for_a_lock_wait(pg_url: str) -> None:
+    """Until a session of the test's database waits for a lock (polled: no duration is asserted)."""
+    import time
+
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as watcher:
+        for _ in range(1200):
+            if watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                               " AND datname = current_database()").fetchone()[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError("the write never waited for the replace's lock on the repository's row")
+
+
+def test_a_process_whose_folder_another_replaced_as_the_source_answers_nothing_from_it(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that opened folder A as repository svc went on answering once another made folder B svc's
+    source: its searches ranked B's chunks, and reading a hit (`get`, expand) showed A's file from disk under
+    B's indexed lines. Its searches and reads are now refused, naming both folders, as its writes are."""
+    from codeloupe.api import SourceConflict, Workspace
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "python", other)
+    (other / "src" / "shop" / "pricing.py").write_text("def total_price():\n    return 'indexed from b'\n")
+    shared = {"store_url": pg_url, "store_repository": "svc"}
+    editor = Workspace(first, overrides=shared)
+    editor.index()
+    assert "decimal" in editor.expand("src/shop/pricing.py").text
+    replacing = Workspace(other, overrides=shared, replace_source=True)
+    replacing.index()
+    replacing.close()
+    for read in (lambda: editor.search("total price"), lambda: editor.expand("src/shop/pricing.py"),
+                 lambda: editor.read_lines("src/shop/pricing.py")):
+        with pytest.raises(SourceConflict) as refused:
+            read()
+        assert f"holds the files of {other}, not {first}" in str(refused.value)
+    editor.close()
+
+
 def test_a_folder_is_not_answered_from_a_repository_indexed_from_another_folder(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """search, stats and get on a folder whose repository name holds another folder's files are refused, naming

@@ -313,6 +313,32 @@ def test_a_running_worker_indexes_a_repository_dropped_and_queued_again(tmp_path
             store.close()
 
 
+def test_a_batch_queued_from_a_folder_replaced_since_as_the_source_is_left_unwritten(
+        tmp_path: Path, pg_url: str) -> None:
+    """A batch queued from folder A (`index A --queue`) and claimed after another folder B was made the
+    repository's source (`index B --replace`) was written into the repository, A's files among B's. It is now
+    done with nothing written, and the worker says so."""
+    from codeloupe.api import Workspace
+
+    first, other = tmp_path / "a" / "repo", tmp_path / "b" / "repo"
+    for folder, name in ((first, "old.py"), (other, "new.py")):
+        folder.mkdir(parents=True)
+        (folder / name).write_text("def run():\n    return 1\n")
+    shared = {"store_url": pg_url, "embed_provider": "none"}
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    try:
+        assert enqueue_workspace(store, first, load_settings(first, shared)) == 1
+        replacing = Workspace(other, overrides=shared, replace_source=True)
+        replacing.index()
+        replacing.close()
+        report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        assert (report.replaced, report.batches, report.failed) == (1, 0, 0)
+        assert set(store.file_rows()) == {"new.py"} and store.source_root == str(other)
+        assert store.query("SELECT count(*) FROM work_queue WHERE done_at IS NULL") == [(0,)]
+    finally:
+        store.close()
+
+
 def test_a_batch_that_changed_no_file_leaves_the_graph_unresolved_and_the_generation_as_it_was(
         tmp_path: Path, pg_url: str) -> None:
     """A worker resolves a repository's graph edges again only when its batches changed a file: a batch of

@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
           + "".join(f", the vector graph over every repository built ({index.dim}-dimensional,"
                     f" {amount(index.vectors, 'vector')}, {index.seconds:.0f} s)" for index in report.global_indexes)
           + (f", {amount(report.lost_claims, 'claim')} lost to an expired lease" if report.lost_claims else "")
+          + (f", {amount(report.replaced, 'batch', 'batches')} of a folder since replaced as its repository's"
+             " source left unwritten" if report.replaced else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
           + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
              f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),

@@ -48,6 +48,7 @@ from codeloupe.store import (
     ChunkTable,
     FileRow,
     SkippedFile,
+    SourceConflict,
     StoreError,
     SymbolNames,
     SymbolRow,
@@ -547,6 +548,7 @@ class _RepositoryState:
     commit: str
     lex_version: int
     lex_chunks: int
+    root: str  # the folder it was last indexed from
 
 
 # (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
@@ -666,6 +668,10 @@ class PgStore:
         # build that gave up waiting, one killed midway): its first write does.
         self._looked_for_unbuilt = False
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
+        # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
+        # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
+        # or each write names its folder (a worker's batch).
+        self.source_folder = ""
         self.repo_id, self._index_id = self._repository_row(repository)
         # Files derived from this index on this machine (the saved lexical index) go beside this name.
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
@@ -831,12 +837,47 @@ class PgStore:
         """The folder the repository was last indexed from ("" before its first index)."""
         return self._repository_columns("root")[0]
 
-    def set_source(self, root: str, commit: str) -> None:
-        """Where the repository was indexed from, and at which commit (what citations are pinned to)."""
+    def set_source(self, root: str, commit: str, *, replace: bool = False) -> None:
+        """Where the repository is indexed from, and at which commit (what citations are pinned to); this
+        process's folder from now on (`source_folder`). Refused (`SourceConflict`) when the repository is
+        another folder's, unless `replace`: checked under the repository's row, taken for the update, so a
+        replace committed meanwhile is never undone."""
         with self._session(), self._conn.transaction():
+            known = self._conn.execute("SELECT root FROM repositories WHERE id = %s FOR UPDATE",
+                                       (self.repo_id,)).fetchone()
+            if known is None:
+                self._repository_columns("id")  # dropped from under this process: says so
+            if not replace and known[0] and known[0] != root:
+                raise SourceConflict(self.repository, known[0], root)
             self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s WHERE id = %s",
                                (root, commit, self.repo_id))
             self._held.wrote = True
+        self.source_folder = root
+
+    def check_source(self, *, fresh: bool = False) -> None:
+        """Refuse (`SourceConflict`) to answer for this process's folder (`source_folder`) once another folder is
+        the repository's source (`index --replace` elsewhere): its index holds that folder's files, while this
+        process reads its own folder's from disk as what was indexed. As of the repository's state read at most
+        STATE_TTL_S ago (`fresh`: now); nothing to check for a process reading the repository as indexed."""
+        if not self.source_folder:
+            return
+        known = self._repository_columns("root")[0] if fresh else self._state().root
+        if known and known != self.source_folder:
+            raise SourceConflict(self.repository, known, self.source_folder)
+
+    def _hold_source(self, folder: str) -> None:
+        """Inside a write's transaction: refuse (`SourceConflict`, the write rolled back) files of `folder` once
+        another folder is the repository's source, and hold the repository's row until the write commits, so
+        that a replace (`set_source`, which takes the row) lands before the check or after the write, never
+        between them. The row is taken as every file write takes it anyway (the writers' turn, migration 2):
+        a weaker share lock, upgraded by that write, would deadlock two writers. '' (a process reading the
+        repository as indexed): nothing is checked."""
+        if not folder:
+            return
+        known = self._conn.execute("SELECT root FROM repositories WHERE id = %s FOR NO KEY UPDATE",
+                                   (self.repo_id,)).fetchone()
+        if known is not None and known[0] and known[0] != folder:
+            raise SourceConflict(self.repository, known[0], folder)
 
     def get_meta(self, key: str, default: str = "") -> str:
         if key == "schema_version":
@@ -861,8 +902,9 @@ class PgStore:
         now = time.monotonic()
         if state is None or now - state.read_at > STATE_TTL_S:
             row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
-                                           " lex_chunks")
-            state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]))
+                                           " lex_chunks, root")
+            state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]),
+                                                    row[5])
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
@@ -909,6 +951,7 @@ class PgStore:
         """One file's chunks, symbols and skeleton in one transaction; returns the file id. `terms` is not
         kept: this store keeps its term statistics in tables, written from them (`_count_terms`)."""
         with self._session(), self._conn.transaction():
+            self._hold_source(self.source_folder)
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
                                                  line_count, terms))
             self._count_terms([written])
@@ -1005,6 +1048,7 @@ class PgStore:
 
     def touch_file(self, path: str, size: int, mtime: float) -> None:
         with self._session(), self._conn.transaction():
+            self._hold_source(self.source_folder)
             self._conn.execute("UPDATE files SET size = %s, mtime = %s WHERE path = %s", (size, mtime, path))
 
     def delete_files(self, paths: Iterable[str]) -> int:
@@ -1012,6 +1056,7 @@ class PgStore:
         if not paths:
             return 0
         with self._session(), self._conn.transaction():
+            self._hold_source(self.source_folder)
             self._delete_paths(paths)
             self._bump("content")
         return len(paths)
@@ -1032,6 +1077,7 @@ class PgStore:
         if not skipped and not forget:
             return
         with self._session(), self._conn.transaction(), self._conn.cursor() as cur:
+            self._hold_source(self.source_folder)
             cur.execute("DELETE FROM skipped_files WHERE path = ANY(%s)", (forget,))
             cur.executemany("INSERT INTO skipped_files (path, size, mtime, rules, reason) VALUES (%s,%s,%s,%s,%s)"
                             " ON CONFLICT (repo_id, path) DO UPDATE SET size = excluded.size,"
@@ -1281,42 +1327,58 @@ class PgStore:
         """A worker's batch in one transaction: the files and their vectors in, `gone` out (those of them
         `skipped` for their content remembered), the new (path, size, mtime) of files `touched` with the same
         content, the queue item done. Nothing is written (False) when the claim is no longer the item's (its
-        lease ran out and another worker took it over)."""
+        lease ran out and another worker took it over). A batch queued from a folder that is no longer the
+        repository's source (`index --replace` elsewhere since) is marked done with nothing written, and
+        `SourceConflict` raised: its files are not the new source's."""
+        replaced: SourceConflict | None = None
         with self._session(), self._conn.transaction():
             done = self._conn.execute(
                 "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
                 " RETURNING id", (item.id, item.claimant)).fetchone()
             if done is None:
                 return False
-            # A batch that changed no file (new stamps of the same content, files skipped that were never
-            # indexed) leaves the generations alone: every reader's snapshot and the graph stay current.
-            changed = bool(files) or (bool(gone) and self._delete_paths(gone) > 0)
-            if touched:
-                with self._conn.cursor() as cur:
-                    cur.executemany("UPDATE files SET size = %s, mtime = %s WHERE path = %s",
-                                    [(size, mtime, path) for path, size, mtime in touched])
-            self.set_skipped(skipped, [f.chunked.path for f in files] + gone)
-            chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
-            skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
-            written = []
-            for batch_file in files:
-                written.append(self._write_file(batch_file))
-                file_id, _, chunks, _ = written[-1]
-                skeleton = content_key(batch_file.chunked.skeleton.text)
-                if skeleton in vectors:
-                    skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
-                for chunk_id, breadcrumb, text in chunks:
-                    key = content_key(breadcrumb, text)
-                    if key in vectors:
-                        chunk_rows.append((chunk_id, key, vectors[key]))
-            self._count_terms(written)  # the batch's terms in one COPY and one upsert of their frequencies
-            if model:
-                self._insert_vectors("chunk", model, chunk_rows)
-                self._insert_vectors("skeleton", model, skeleton_rows)
-            if changed:
-                self._bump("content")
-                self._bump("vector")
+            try:
+                with self._conn.transaction():  # a savepoint: a refused batch stays done
+                    self._hold_source(item.root)
+            except SourceConflict as exc:
+                replaced = exc
+            if replaced is None:
+                self._write_batch_rows(files, gone, model, vectors, touched, skipped)
+        if replaced is not None:
+            raise replaced
         return True
+
+    def _write_batch_rows(self, files: list[BatchFile], gone: list[str], model: str, vectors: dict[bytes, np.ndarray],
+                          touched: Sequence[tuple[str, int, float]], skipped: Sequence[SkippedFile]) -> None:
+        """`write_batch`'s rows, inside its transaction."""
+        # A batch that changed no file (new stamps of the same content, files skipped that were never
+        # indexed) leaves the generations alone: every reader's snapshot and the graph stay current.
+        changed = bool(files) or (bool(gone) and self._delete_paths(gone) > 0)
+        if touched:
+            with self._conn.cursor() as cur:
+                cur.executemany("UPDATE files SET size = %s, mtime = %s WHERE path = %s",
+                                [(size, mtime, path) for path, size, mtime in touched])
+        self.set_skipped(skipped, [f.chunked.path for f in files] + gone)
+        chunk_rows: list[tuple[int, bytes, np.ndarray]] = []
+        skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
+        written = []
+        for batch_file in files:
+            written.append(self._write_file(batch_file))
+            file_id, _, chunks, _ = written[-1]
+            skeleton = content_key(batch_file.chunked.skeleton.text)
+            if skeleton in vectors:
+                skeleton_rows.append((file_id, skeleton, vectors[skeleton]))
+            for chunk_id, breadcrumb, text in chunks:
+                key = content_key(breadcrumb, text)
+                if key in vectors:
+                    chunk_rows.append((chunk_id, key, vectors[key]))
+        self._count_terms(written)  # the batch's terms in one COPY and one upsert of their frequencies
+        if model:
+            self._insert_vectors("chunk", model, chunk_rows)
+            self._insert_vectors("skeleton", model, skeleton_rows)
+        if changed:
+            self._bump("content")
+            self._bump("vector")
 
     def _ensure_vector_index(self, dim: int) -> None:
         """Ask for this repository's HNSW index for vectors of `dim` dimensions (an index needs a fixed
