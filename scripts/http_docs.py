@@ -74,7 +74,7 @@ def schema() -> dict[str, Any]:
         os.environ["CODELOUPE_CACHE_DIR"] = str(Path(tmp) / "cache")
         os.environ["CODELOUPE_EMBED_PROVIDER"] = "none"
         (Path(tmp) / "ws").mkdir()
-        from codeloupe_mcp.warm import WarmWorkspaces
+        from codeloupe_serving.warm import WarmWorkspaces
         from codeloupe_web.app import create_app
 
         pool = WarmWorkspaces([Path(tmp) / "ws"])

@@ -28,9 +28,9 @@ from codeloupe.api import (
     render_text,
 )
 from codeloupe.types import Bundle
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, answer_waited
 
 from . import sized
-from .warm import WarmWorkspace, WarmWorkspaces, answer_waited
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
     from codeloupe.api import AskResult, AskRun

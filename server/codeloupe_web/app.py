@@ -29,7 +29,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
-from codeloupe_mcp.warm import WarmWorkspace, WarmWorkspaces, noted_event
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
 from .hangup import events_until_hangup, when_indexed

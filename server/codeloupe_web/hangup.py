@@ -17,7 +17,7 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from codeloupe_mcp.warm import WarmWorkspace, answer_waited
+from codeloupe_serving.warm import WarmWorkspace, answer_waited
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
     from codeloupe.api import AskEvent, AskRun

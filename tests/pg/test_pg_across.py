@@ -20,7 +20,7 @@ from codeloupe.eval import load_golden
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.store import postgres
 from codeloupe_mcp.server import build_server
-from codeloupe_mcp.warm import WarmWorkspaces
+from codeloupe_serving.warm import WarmWorkspaces
 
 GOLDEN = Path(os.environ.get("CODELOUPE_GOLDEN", "/work/shared/golden/public.json"))
 # The corpora .ci/run fetches (CODELOUPE_CORPORA), or another copy of them.

@@ -50,7 +50,7 @@ def serving(app, host: str = "127.0.0.1") -> Iterator[str]:
 def serve() -> Iterator[Callable[..., str]]:
     """serve(roots, guard=None, host=..., refresh_interval_s=..., ready=True) -> base URL; everything stops after
     the test. `ready=False` serves at once, without waiting for the first index to end."""
-    from codeloupe_mcp.warm import WarmWorkspaces
+    from codeloupe_serving.warm import WarmWorkspaces
     from codeloupe_web.app import create_app
 
     stack: list = []
@@ -83,7 +83,7 @@ class HeldIndex:
 def first_index_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldIndex]:
     """A first index started during the test stops at its first chunking step until `release` is set (at the
     latest when the test ends), and calls meanwhile answer at once, as they do after `FIRST_INDEX_WAIT_S`."""
-    import codeloupe_mcp.warm as warm_module
+    import codeloupe_serving.warm as warm_module
 
     held = HeldIndex()
     real_progress = warm_module.WarmWorkspace._note_progress

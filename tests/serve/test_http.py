@@ -263,7 +263,7 @@ def test_the_probes_answer_while_every_worker_thread_is_busy(project: Path, serv
     # the pool sync handlers run in; /healthz and /readyz must still answer at once.
     import threading
 
-    from codeloupe_mcp.warm import WarmWorkspace
+    from codeloupe_serving.warm import WarmWorkspace
 
     release, inside, lock = threading.Event(), [0], threading.Lock()
     real_search = WarmWorkspace.search
@@ -298,7 +298,7 @@ def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker
     goes; one whose client stays still gets the answer of the whole index."""
     import threading
 
-    import codeloupe_mcp.warm as warm_module
+    import codeloupe_serving.warm as warm_module
 
     monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a search waits for the whole first index
     arrived, lock = [0], threading.Lock()  # calls that named their workspace (next: wait for its first index)

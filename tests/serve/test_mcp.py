@@ -17,7 +17,7 @@ from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from serve_project import subprocess_env
 
 from codeloupe_mcp.server import MAX_QUERY_CHARS, build_server
-from codeloupe_mcp.warm import WarmWorkspace
+from codeloupe_serving.warm import WarmWorkspace
 
 LEAN_TOOLS = {"search", "expand", "locate", "graph", "status"}
 
@@ -204,7 +204,7 @@ def test_an_answer_before_the_first_index_ends_says_what_it_lacks(tmp_path: Path
     """A call that waited FIRST_INDEX_WAIT_S answered from the files indexed so far without a word (216 of
     2,262 files, as if that were the workspace); it now says the index is still being built and how far it is,
     in the bundle's notes (HTTP's JSON) and in the tools' text."""
-    import codeloupe_mcp.warm as warm_module
+    import codeloupe_serving.warm as warm_module
     from codeloupe_mcp import sized
 
     monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
@@ -259,7 +259,7 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
     loop and leaves when it is cancelled; one that stays gets the answer of the whole index."""
     import httpx2 as httpx
 
-    import codeloupe_mcp.warm as warm_module
+    import codeloupe_serving.warm as warm_module
 
     monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a call waits for the whole first index
     waiting = [0]  # calls that reached their wait for the first index: on a thread in `fresh`, or on the loop

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from codeloupe_mcp.server import build_server
         from codeloupe_mcp.stdio import serve_stdio
-        from codeloupe_mcp.warm import WarmWorkspace
+        from codeloupe_serving.warm import WarmWorkspace
     except ImportError as exc:  # the server extras are not installed
         raise CliError(f"the MCP server needs the `mcp` package: {exc}") from exc
     try:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from codeloupe_mcp.warm import WarmWorkspaces
+        from codeloupe_serving.warm import WarmWorkspaces
         from codeloupe_web.app import create_app
         from codeloupe_web.guard import GuardConfig
         from codeloupe_web.listen import bind, server_config

@@ -1,4 +1,4 @@
-"""Warm workspaces for the MCP and HTTP surfaces: opened with the settings the CLI loads, brought up to date
+"""Warm workspaces, served alike over MCP and HTTP: opened with the settings the CLI loads, brought up to date
 before each call (changed files only, by size and mtime), and failing open with whatever lanes are ready."""
 
 from __future__ import annotations
