@@ -28,7 +28,8 @@ from codeloupe.api import (
     render_text,
 )
 from codeloupe.types import Bundle
-from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, answer_waited
+from codeloupe_serving.first_index import when_indexed
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
 
@@ -170,7 +171,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
             # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.
             with _refusals():
-                run, notes = await _when_indexed([warm], lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)))
+                run, notes = await when_indexed([warm], lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)))
                 try:
                     result = await anyio.to_thread.run_sync(_ask_result, run, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():
@@ -209,26 +210,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     return server
 
 
-async def _when_indexed(warms: list[WarmWorkspace], call: Callable[[], T]) -> T:
-    """`call()` on a worker thread once the first index of each of `warms` ended, waited for as `fresh` waits (up to
-    FIRST_INDEX_WAIT_S) but on the event loop. Sync tools ran on worker threads that waited there, and kept waiting
-    after their client cancelled: 40 such calls during a long first index took every thread of the process (under
-    `serve`, the HTTP API's too). A call the client cancels now leaves at once, waiting or running."""
-    for each in warms:
-        await each.first_index()
-    return await anyio.to_thread.run_sync(answer_waited, call, abandon_on_cancel=True)
-
-
 def _after_first_index(reads: Callable[[dict[str, Any]], list[WarmWorkspace]],
                        ) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
     """A sync tool or resource as an async one (the same parameters, which the SDK passes by name) that runs it
-    `_when_indexed` for the workspaces `reads` names from its arguments."""
+    `when_indexed` for the workspaces `reads` names from its arguments. Sync tools ran on worker threads that
+    waited for a first index there, and kept waiting after their client cancelled: 40 such calls took every
+    thread of the process (under `serve`, the HTTP API's too). A call the client cancels now leaves at once."""
     def wrap(body: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         @functools.wraps(body)
         async def waited(**arguments: Any) -> T:
             with _refusals():
                 warms = reads(arguments)
-            return await _when_indexed(warms, lambda: body(**arguments))
+            return await when_indexed(warms, lambda: body(**arguments))
         return waited
     return wrap
 

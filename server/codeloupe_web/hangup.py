@@ -17,7 +17,8 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from codeloupe_serving.warm import WarmWorkspace, answer_waited
+from codeloupe_serving import first_index
+from codeloupe_serving.warm import WarmWorkspace
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
     from codeloupe.api import AskEvent, AskRun
@@ -41,24 +42,12 @@ async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[As
 
 
 async def when_indexed(request: Request, warms: list[WarmWorkspace], answer: Callable[[], T]) -> T:
-    """`answer()` on a worker thread once the first index of each of `warms` ended (each waited for as `fresh`
-    waits, up to `FIRST_INDEX_WAIT_S`, but on the event loop); refused with 499 when the client hangs up first."""
-    waits = asyncio.ensure_future(_first_indexes(warms))
-    watcher = asyncio.create_task(_hangup(request))
+    """`answer()` once the first indexes of `warms` ended (`codeloupe_serving.first_index.when_indexed`);
+    refused with 499 when the client hangs up first."""
     try:
-        await asyncio.wait({waits, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-    if not waits.done():
-        waits.cancel()
-        raise HTTPException(CLIENT_CLOSED, "the client hung up while the first index was being built")
-    waits.result()
-    return await run_in_threadpool(answer_waited, answer)
-
-
-async def _first_indexes(warms: list[WarmWorkspace]) -> None:
-    for warm in warms:
-        await warm.first_index()
+        return await first_index.when_indexed(warms, answer, gone=lambda: _hangup(request))
+    except first_index.ClientGone as exc:
+        raise HTTPException(CLIENT_CLOSED, "the client hung up while the first index was being built") from exc
 
 
 async def _hangup(request: Request) -> None:
