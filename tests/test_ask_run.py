@@ -208,6 +208,60 @@ def test_an_ask_cancelled_before_its_model_call_makes_none(repo: Path, chat: Cha
     assert events[-1].result.fallback == "the ask was cancelled" and chat.requests == []
 
 
+def test_result_is_the_done_events_after_every_event_was_shown(repo: Path, chat: ChatServer) -> None:
+    """What the servers answer with: the walkthrough the events end with, each event seen on the way (their
+    progress reports)."""
+    chat.add(Reply(text="Login hashes the password [[1]] and compares."))
+    ws = workspace(repo, chat)
+    seen: list[AskEvent] = []
+    try:
+        result = ws.ask(QUESTION, agents=False).result(seen.append)
+    finally:
+        ws.close()
+    assert [e.type for e in seen][0] == "retrieval" and seen[-1].type == "done"
+    assert result is seen[-1].result and result.fallback is None and result.citations
+
+
+def test_result_of_a_run_cancelled_before_it_starts_is_none_and_nothing_runs(repo: Path,
+                                                                             chat: ChatServer) -> None:
+    """A server whose client went before the ask's worker thread began: the run does nothing for no one (no
+    retrieval, no model call, no event shown)."""
+    chat.add(Reply(text="Login hashes the password [[1]] and compares."))
+    ws = workspace(repo, chat)
+    run = ws.ask(QUESTION, agents=False)
+    run.cancel()
+    seen: list[AskEvent] = []
+    try:
+        assert run.result(seen.append) is None
+        assert list(run) == []  # closed: it never started
+    finally:
+        ws.close()
+    assert seen == [] and chat.requests == []
+
+
+def test_result_of_a_run_cancelled_on_its_way_is_none_and_shows_nothing_after(repo: Path, chat: ChatServer) -> None:
+    """Cancelled while the model answers: the model call is cut off and nothing after it is shown (an editor's
+    progress reports end with its request)."""
+    import threading
+
+    chat.add(Reply(text="Login hashes the password [[1]] and compares. " * 5, hold_after=1))
+    ws = workspace(repo, chat, chat_timeout_s=600.0)
+    run = ws.ask(QUESTION, agents=False)
+    seen: list[AskEvent] = []
+    answers: list[AskResult | None] = []
+    taker = threading.Thread(target=lambda: answers.append(run.result(seen.append)), daemon=True)
+    try:
+        taker.start()
+        assert chat.wait_for("held", 1) == 1
+        run.cancel()
+        taker.join(timeout=60)
+        assert not taker.is_alive()
+    finally:
+        ws.close()
+    assert answers == [None] and chat.wait_for("hangups", 1) == 1
+    assert seen[0].type == "retrieval" and not {"fallback", "done"} & {e.type for e in seen}
+
+
 # ------------------------------------------------------------------------------------------ narrator
 
 

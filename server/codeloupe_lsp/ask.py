@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
@@ -42,17 +40,21 @@ def register(server: CodeloupeServer) -> None:
 
         progress = _Progress(ls, token)
         progress.begin(query)
-        stop = _Stop()
+        loop = asyncio.get_running_loop()
+        run: AskRun | None = None
         try:
             try:
-                result = await asyncio.get_running_loop().run_in_executor(
-                    ls.thread_pool, _drive, lambda: target.ws.ask(query, mode=mode, agents=agents, best=best),
-                    progress.threadsafe_report, stop)
+                # Made on a worker thread (the ask's first call imports the model client), and only then started:
+                # a request cancelled before it starts never runs (`AskRun.result`).
+                run = await loop.run_in_executor(
+                    ls.thread_pool, lambda: target.ws.ask(query, mode=mode, agents=agents, best=best))
+                result = await loop.run_in_executor(ls.thread_pool, run.result, progress.threadsafe_report)
                 if result is not None:
                     return ask_result(result, target.uris(result.bundle.revision))
                 reason = "the ask stream ended without a result"
             except asyncio.CancelledError:
-                stop.set()  # the model call in flight is cut off; the response is the cancellation
+                if run is not None:
+                    run.cancel()  # the model call in flight is cut off; the response is the cancellation
                 raise
             except Exception as exc:
                 log.exception("ask failed; answering with the plain bundle")
@@ -61,47 +63,6 @@ def register(server: CodeloupeServer) -> None:
             return fallback_answer(search_result(bundle, target.uris(bundle.revision)), reason)
         finally:
             progress.end()
-
-
-class _Stop:
-    """A cancelled request's signal to the thread driving its ask: the ask's model call in flight is cut off
-    (`AskRun.cancel`), so the thread returns at once instead of waiting for the model up to its timeout."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._run: AskRun | None = None
-        self._set = False
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        with self._lock:
-            self._set, run = True, self._run
-        if run is not None:
-            run.cancel()
-
-    def started(self, run: AskRun) -> None:
-        with self._lock:
-            self._run, stopped = run, self._set
-        if stopped:
-            run.cancel()
-
-
-def _drive(start: Callable[[], AskRun], emit: Callable[[Any], None], stop: _Stop) -> Any:
-    """Run the ask on this worker thread; returns the `done` event's result."""
-    events = start()
-    stop.started(events)
-    try:
-        for event in events:
-            if stop.is_set():
-                return None
-            emit(event)
-            if event.type == "done":
-                return event.result
-        return None
-    finally:
-        events.close()
 
 
 class _Progress:

@@ -12,7 +12,7 @@ import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -32,9 +32,6 @@ from codeloupe_serving.first_index import when_indexed
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
-
-if TYPE_CHECKING:  # at run time it would import the model client when the server starts
-    from codeloupe.api import AskResult, AskRun
 
 T = TypeVar("T")
 
@@ -173,7 +170,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             with _refusals():
                 run, notes = await when_indexed([warm], lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)))
                 try:
-                    result = await anyio.to_thread.run_sync(_ask_result, run, abandon_on_cancel=True)
+                    result = await anyio.to_thread.run_sync(run.result, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():
                     run.cancel()  # the thread left behind returns as soon as its model call is cut off
                     raise
@@ -224,15 +221,6 @@ def _after_first_index(reads: Callable[[dict[str, Any]], list[WarmWorkspace]],
             return await when_indexed(warms, lambda: body(**arguments))
         return waited
     return wrap
-
-
-def _ask_result(run: AskRun) -> AskResult | None:
-    """The walkthrough an ask's events end with (its `done` event's), or None when they end without one."""
-    result = None
-    for event in run:
-        if event.type == "done":
-            result = event.result
-    return result
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, serv
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
-from .hangup import events_until_hangup, when_indexed
+from .hangup import events_until_hangup, result_until_hangup, when_indexed
 
 if TYPE_CHECKING:  # at run time they would import the model client when the server starts (~0.7 s)
     from codeloupe.api import AskEvent, AskRun
@@ -264,11 +264,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                       "when no chat model is configured or it fails")
     async def ask(body: AskBody, request: Request) -> dict[str, Any]:
         run, notes = await start_ask(request, body)
-        async with aclosing(events_until_hangup(request, run)) as events:
-            async for event in events:
-                if event.type == "done":
-                    return noted_event(event, notes).to_dict()
-        raise WorkspaceError("the ask ended without a result")
+        from codeloupe.api import AskEvent  # imported with the ask's model client by now (on a worker thread)
+
+        if (result := await result_until_hangup(request, run)) is None:
+            raise WorkspaceError("the ask ended without a result")
+        return noted_event(AskEvent("done", result=result), notes).to_dict()
 
     @app.post("/v1/ask/stream", responses=_ERRORS, tags=["ask"], response_class=StreamingResponse,
               summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
+import anyio
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -21,7 +23,7 @@ from codeloupe_serving import first_index
 from codeloupe_serving.warm import WarmWorkspace
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
-    from codeloupe.api import AskEvent, AskRun
+    from codeloupe.api import AskEvent, AskResult, AskRun
 
 T = TypeVar("T")
 # nginx's code for "the client closed the request": the answer goes to no one, and says why it was cut short.
@@ -31,11 +33,23 @@ CLIENT_CLOSED = 499
 async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[AskEvent]:
     """The run's events, each taken on a worker thread, while a watcher cancels the run if the client goes.
     Stopping early (a closed stream, an answer returned) cancels it too: nothing waits on a model for no one."""
+    async with _cancelled_on_hangup(request, run):
+        while (event := await run_in_threadpool(next, run, None)) is not None:
+            yield event
+
+
+async def result_until_hangup(request: Request, run: AskRun) -> AskResult | None:
+    """The run's result (`AskRun.result`, on a worker thread), the run cancelled if the client goes first."""
+    async with _cancelled_on_hangup(request, run):
+        return await anyio.to_thread.run_sync(run.result, abandon_on_cancel=True)
+
+
+@asynccontextmanager
+async def _cancelled_on_hangup(request: Request, run: AskRun) -> AsyncIterator[None]:
     watcher = asyncio.create_task(_hangup(request))
     watcher.add_done_callback(lambda _: run.cancel())
     try:
-        while (event := await run_in_threadpool(next, run, None)) is not None:
-            yield event
+        yield
     finally:
         watcher.cancel()
         run.cancel()

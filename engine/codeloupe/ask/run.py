@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from codeloupe.ask import flows
@@ -39,9 +39,10 @@ class AskError(ValueError):
 
 
 class AskRun:
-    """The events of one ask (see `AskEvent`), as an iterator; `cancel()`, from any thread, ends it early: the
-    model call in flight is cut off (the thread waiting on it returns at once), no other is made, and the run
-    ends as after any failed model call, with `fallback` and `done` carrying the plain bundle."""
+    """The events of one ask (see `AskEvent`), as an iterator, or its answer alone (`result`); `cancel()`, from
+    any thread and at any time, ends it early: the model call in flight is cut off (the thread waiting on it
+    returns at once), no other is made, and the events end as after any failed model call, with `fallback` and
+    `done` carrying the plain bundle."""
 
     def __init__(self, events: Generator[AskEvent, None, None], cancellation: Cancellation) -> None:
         self._events = events
@@ -55,6 +56,24 @@ class AskRun:
 
     def cancel(self) -> None:
         self.cancellation.cancel()
+
+    def result(self, on_event: Callable[[AskEvent], None] | None = None) -> AskResult | None:
+        """Take the events to the end (each shown to `on_event` first) and return the `done` event's result; None
+        when they end without one, or once the run is cancelled: its answer then goes to no one, so nothing more
+        is taken or shown, and a run cancelled before this call never starts (no retrieval, no model call). A
+        server cancels from its event loop while a worker thread is here, whenever its client goes."""
+        try:
+            while not self.cancellation.cancelled:
+                event = next(self, None)
+                if event is None or self.cancellation.cancelled:
+                    return None
+                if on_event is not None:
+                    on_event(event)
+                if event.type == "done":
+                    return event.result
+            return None
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Stop here (from the thread taking the events, between two of them), as a generator's `close`."""
