@@ -48,7 +48,7 @@ thread: one whose client hangs up meanwhile ends at once, so clients giving up o
 other requests waiting (MCP tool calls and resource reads at `/mcp` wait the same way, and end when their
 client cancels them); an answer read from
 the index after that (`/v1/search`, `/v1/docsearch`, `/v1/locate`, `/v1/expand`, `/v1/related`, `/v1/graph`,
-`/v1/tour`, and the bundle of an ask's `done`) says in its `notes` that the index is still being built and how
+`/v1/tour`, `/v1/flows`, and the bundle of an ask's `done`) says in its `notes` that the index is still being built and how
 far it got (a refusal, such as a file not indexed yet, says it in its `error`), and `/v1/status` gives each workspace's `ready` and `building`
 (what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
 whatever the other requests are doing.

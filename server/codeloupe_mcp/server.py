@@ -191,14 +191,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                                  "the names most files mention")
     @indexed
     def tour_resource() -> str:
-        return json.dumps(dataclasses.asdict(warm.fresh().tour()), indent=1)
+        tour, notes = warm.noted(lambda ws: ws.tour())
+        return json.dumps({**dataclasses.asdict(tour), "notes": list(notes)}, indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
     @indexed
     def file_resource(path: str) -> str:
+        # The text is the file's alone (a note in it would read as part of the file): while the first index
+        # runs, only a refusal says so (`noted`).
         try:
-            return warm.fresh().expand(path).text
+            expansion, _ = warm.noted(lambda ws: ws.expand(path))
+            return expansion.text
         except WorkspaceError as exc:  # outside the workspace, not indexed, gone: no such resource (-32602)
             raise ResourceNotFoundError(str(exc)) from exc
         except OSError as exc:

@@ -27,7 +27,7 @@ from codeloupe.api import (
     map_asset,
     render_html_shell,
 )
-from codeloupe.types import Bundle, Expansion, Located
+from codeloupe.types import Bundle, Expansion, Flow, Located
 from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
@@ -97,6 +97,11 @@ class DocHit(BaseModel):
 
 class DocSearch(BaseModel):
     hits: list[DocHit]
+    notes: Notes
+
+
+class CachedFlows(BaseModel):
+    flows: list[Flow]
     notes: Notes
 
 
@@ -246,11 +251,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         return await noted(request, root, lambda ws: dataclasses.asdict(ws.tour(limit=limit,
                                                                                 entry_point_limit=entry_points)))
 
-    @app.get("/v1/flows", responses=_ERRORS, tags=["ask"],
-             summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json`)")
-    async def flows(request: Request, root: RootParam = None) -> list[dict[str, Any]]:
-        warm = pool.get(root)
-        return await when_indexed(request, [warm], lambda: [dataclasses.asdict(f) for f in warm.fresh().flows()])
+    @app.get("/v1/flows", response_model=CachedFlows, responses=_ERRORS, tags=["ask"],
+             summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json` "
+                     "as `flows`)")
+    async def flows(request: Request, root: RootParam = None) -> Any:
+        return await noted(request, root, lambda ws: {"flows": [dataclasses.asdict(f) for f in ws.flows()]})
 
     async def start_ask(request: Request, body: AskBody) -> tuple[AskRun, list[str]]:
         """The ask, and the notes its bundle gets (`WarmWorkspace.noted`: a first index still running)."""

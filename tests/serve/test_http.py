@@ -87,7 +87,8 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
         "app/auth.py", "app/render.py", "app/store.py"] and folder["notes"] == []
     tour = httpx.get(f"{base}/v1/tour", params={"limit": 3}).json()
     assert len(tour["stops"]) <= 3 and "SessionStore" in {stop["name"] for stop in tour["stops"]}
-    assert httpx.get(f"{base}/v1/flows").json() == []  # no chat model: nothing was ever narrated
+    # No chat model: nothing was ever narrated.
+    assert httpx.get(f"{base}/v1/flows").json() == {"flows": [], "notes": []}
     near = httpx.get(f"{base}/v1/related", params={"path": "app/store.py"}).json()
     assert near["lane"] == "lexical" and "app/auth.py" in {c["path"] for c in near["chunks"]}
     docs = httpx.get(f"{base}/v1/docsearch", params={"q": "logging in with a password"}).json()
@@ -108,14 +109,15 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
 def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_running(
         project: Path, serve, first_index_held) -> None:
     """A search answered before the first index ended said so in its notes; locate, expand, docsearch, graph,
-    related and tour answered from the files indexed so far without a word (as if that were the workspace),
+    related, tour and flows answered from the files indexed so far without a word (as if that were the workspace),
     and a file not yet indexed was refused as "not indexed, ignored, or deleted"."""
     base = serve([project], ready=False)
     assert first_index_held.stopped.wait(60)
     try:
         for what, params in (("locate", {"text": "find"}), ("docsearch", {"q": "logging in"}), ("graph", {}),
                              ("graph", {"node": "app/auth.py"}), ("tour", {}), ("search", {"q": "session store"}),
-                             ("expand", {"path": "app/auth.py"}), ("related", {"path": "app/auth.py"})):
+                             ("expand", {"path": "app/auth.py"}), ("related", {"path": "app/auth.py"}),
+                             ("flows", {})):
             answer = httpx.get(f"{base}/v1/{what}", params=params, timeout=60)
             assert answer.status_code == 200, (what, answer.text)
             assert answer.json()["notes"][0].startswith("the index of project is still being built ("), what

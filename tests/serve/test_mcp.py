@@ -80,7 +80,7 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     status_resource = json.loads((await client.read_resource("codeloupe://status")).contents[0].text)
     assert status_resource["files"] == 4
     tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
-    assert "SessionStore" in {stop["name"] for stop in tour["stops"]}
+    assert "SessionStore" in {stop["name"] for stop in tour["stops"]} and tour["notes"] == []
     for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
                 f"codeloupe://file/{outside}"):
         with pytest.raises(MCPError) as refused:
@@ -234,7 +234,8 @@ def test_an_answer_before_the_first_index_ends_says_what_it_lacks(tmp_path: Path
 
 async def test_every_tool_says_when_the_first_index_is_still_running(project: Path, first_index_held) -> None:
     """`search`, `locate` and `graph` said that their answer came while the first index ran; `expand` did not,
-    and refused a file not indexed yet as "not indexed, ignored, or deleted" without saying why."""
+    and refused a file not indexed yet as "not indexed, ignored, or deleted" without saying why; nor did the
+    `tour` and `file` resources."""
     warm = WarmWorkspace(project)
     try:
         assert first_index_held.stopped.wait(60)
@@ -246,6 +247,15 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
                 assert "\nnote: the index of project is still being built (" in f"\n{text_of(answer)}", tool
             refused = await client.call_tool("expand", {"path": "app/later.py"})
             assert refused.is_error and "still being built" in text_of(refused)
+            # The resources too: the tour's JSON has the note, a file not indexed yet is refused saying why; a file
+            # read is its text from disk alone (a note in it would be read as the file's).
+            tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
+            assert tour["notes"][0].startswith("the index of project is still being built ("), tour
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource("codeloupe://file/app/later.py")
+            assert missing.value.code == INVALID_PARAMS and "still being built" in str(missing.value)
+            read = (await client.read_resource("codeloupe://file/app/auth.py")).contents[0].text
+            assert read == (project / "app/auth.py").read_text()
     finally:
         first_index_held.release.set()
         warm.close()
