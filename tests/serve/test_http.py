@@ -301,24 +301,42 @@ def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker
     import threading
 
     import codeloupe_serving.warm as warm_module
+    import codeloupe_web.guard as guard_module
 
     monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a search waits for the whole first index
-    arrived, lock = [0], threading.Lock()  # calls that named their workspace (next: wait for its first index)
-    real_get = warm_module.WarmWorkspaces.get
+    # What the server did with each search, counted where it happens: arrived (read whole, before any route),
+    # ended (answered, to whom it may concern), and waiting for the first index on the event loop.
+    counts, lock = {"arrived": 0, "ended": 0, "waiting": 0}, threading.Lock()
+    real_guard, real_first_index = guard_module.Guard.__call__, warm_module.WarmWorkspace.first_index
 
-    def counted_get(self, root=None):
+    def count(what: str, by: int = 1) -> None:
         with lock:
-            arrived[0] += 1
-        return real_get(self, root)
+            counts[what] += by
 
-    def wait_for_arrived(count: int) -> None:
+    async def counted_guard(self, scope, receive, send) -> None:
+        searched = scope["type"] == "http" and scope["path"] == "/v1/search"
+        count("arrived", searched)
+        try:
+            await real_guard(self, scope, receive, send)
+        finally:
+            count("ended", searched)
+
+    async def counted_first_index(self) -> None:
+        count("waiting")
+        try:
+            await real_first_index(self)
+        finally:
+            count("waiting", -1)
+
+    def wait_until(what: str, expected: int) -> None:
         for _ in range(600):  # up to a minute: not a speed check
-            if arrived[0] >= count:
+            if counts[what] == expected:
                 return
             time.sleep(0.1)
-        raise AssertionError(f"{arrived[0]} of {count} calls arrived")
+        raise AssertionError(f"{what}: {counts[what]} searches, not {expected}")
 
-    monkeypatch.setattr(warm_module.WarmWorkspaces, "get", counted_get)
+    monkeypatch.setattr(guard_module.Guard, "__call__", counted_guard)
+    monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
     base = serve([project], ready=False)
     assert first_index_held.stopped.wait(60)
     host, port = base.removeprefix("http://").rsplit(":", 1)
@@ -327,16 +345,18 @@ def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker
         clients = [socket.create_connection((host, int(port)), timeout=60) for _ in range(45)]
         for client in clients:  # more than the pool's 40 threads
             client.sendall(f"GET /v1/search?q=session+store HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-        wait_for_arrived(40)  # every thread, before the fix: the rest queued behind them
+        wait_until("arrived", 45)
         for client in clients:
             client.close()
+        # Before the fix 40 of them held a thread each, waiting for the first index, and the rest queued behind.
+        wait_until("ended", 45)
+        wait_until("waiting", 0)  # and each left its wait for the first index
         status = httpx.get(f"{base}/v1/status", timeout=60)  # a sync handler: it needs a free thread
         assert status.status_code == 200 and status.json()["ready"] is False
-        with pytest.raises(httpx.ReadTimeout):  # a search still waits for the first index, not answered early
-            httpx.get(search, timeout=2)
         with ThreadPoolExecutor(max_workers=1) as patient:
             answer = patient.submit(httpx.get, search, timeout=120)
-            wait_for_arrived(47)
+            wait_until("waiting", 1)
+            assert not answer.done()  # it waits for the first index: not answered from part of it
             first_index_held.release.set()
             assert answer.result().status_code == 200
         assert answer.result().json()["notes"] == [] and answer.result().json()["core"]
