@@ -14,7 +14,7 @@ from mcp import Client
 from codeloupe.api import GraphRequest, GraphRequestError, WorkspaceError
 from codeloupe.cli import main as cli_main
 from codeloupe_mcp.server import build_server
-from codeloupe_mcp.warm import WarmWorkspace
+from codeloupe_serving.warm import WarmWorkspace
 
 # (the request, as /v1/graph's query parameters and MCP's `graph` arguments; the refusal every surface says)
 BAD = [
