@@ -1,7 +1,8 @@
-"""A graph request that cannot be answered (a node and a route at once, half a route) is refused by every
-surface in the same words: the engine's `GraphRequest` checks it once. MCP said "graph: a route needs both
-`source` and `target`", HTTP "pass `node`, or both `source` and `target`, or neither (the map)", and the CLI
-argparse's "argument --path: not allowed with argument --node"."""
+"""A graph request that cannot be answered (a node and a route at once, half a route, a blank part) is refused
+by every surface in the same words: the engine's `GraphRequest` checks it once. MCP said "graph: a route needs
+both `source` and `target`", HTTP "pass `node`, or both `source` and `target`, or neither (the map)", the CLI
+argparse's "argument --path: not allowed with argument --node", and all three "empty graph target" for a blank
+part."""
 
 from __future__ import annotations
 
@@ -24,8 +25,13 @@ BAD = [
      "ask for one `node` or for a route (`source` and `target`), not both"),
     ({"source": "app/auth.py"}, "a route needs a `target` as well as its `source`"),
     ({"target": "app/store.py"}, "a route needs a `source` as well as its `target`"),
+    # Only whitespace is a part given blank, not one left out (it met the lookup's vague "empty graph target")
+    ({"node": " "}, "`node` is blank: name a file or a concept, or leave it out"),
+    ({"source": " ", "target": "app/store.py"}, "`source` is blank: name a file or a concept, or leave it out"),
+    ({"source": "app/auth.py", "target": "\t "}, "`target` is blank: name a file or a concept, or leave it out"),
 ]
-IDS = ["node and route", "node and target", "source alone", "target alone"]
+IDS = ["node and route", "node and target", "source alone", "target alone", "blank node", "blank source",
+       "blank target"]
 
 
 @pytest.mark.parametrize(("asked", "message"), BAD, ids=IDS)

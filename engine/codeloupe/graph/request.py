@@ -11,7 +11,7 @@ from codeloupe.errors import WorkspaceError
 
 
 class GraphRequestError(WorkspaceError):
-    """A graph request asking for a node and a route at once, or for a route with only one end."""
+    """A graph request with a blank part, asking for a node and a route at once, or for a route with only one end."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,11 @@ class GraphRequest:
     target: str = ""
 
     def __post_init__(self) -> None:
+        for part in ("node", "source", "target"):
+            # Given, but only whitespace: a slip to name, where it counted as given and the lookup refused it as
+            # a vague "empty graph target".
+            if getattr(self, part) and not getattr(self, part).strip():
+                raise GraphRequestError(f"`{part}` is blank: name a file or a concept, or leave it out")
         if self.node and (self.source or self.target):
             raise GraphRequestError("ask for one `node` or for a route (`source` and `target`), not both")
         if self.source and not self.target:
