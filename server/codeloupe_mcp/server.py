@@ -135,21 +135,13 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "across it and their communities. `source`+`target`: the route between two concepts, each hop naming "
         "its symbols. Neither: the map (communities, hub files). Use it to find callers and dependents across "
         "files instead of grepping for imports."))
-    @indexed
-    def graph(node: Annotated[str, Field(max_length=1000)] = "",
-              source: Annotated[str, Field(max_length=1000)] = "",
-              target: Annotated[str, Field(max_length=1000)] = "",
-              max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+    async def graph(node: Annotated[str, Field(max_length=1000)] = "",
+                    source: Annotated[str, Field(max_length=1000)] = "",
+                    target: Annotated[str, Field(max_length=1000)] = "",
+                    max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
-            asked = GraphRequest(node, source, target)
-            result, notes = warm.noted(lambda ws: ws.graph(asked))
-        if isinstance(result, GraphFolder):
-            title, sections = folder_sections(result)
-            return sized.sectioned_text(title, sections, max_bytes, notes,
-                                        "raise max_bytes, or ask for one of its subfolders or files with `node`")
-        return sized.plain_text(render_text(result), max_bytes, "graph", notes,
-                                "raise max_bytes, or ask for one file with `node`" if not node and not source
-                                else "raise max_bytes")
+            asked = GraphRequest(node, source, target)  # refused before the wait for the first index, as by HTTP
+        return await when_indexed([warm], lambda: _graph_text(warm, asked, max_bytes))
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
@@ -225,6 +217,19 @@ def _after_first_index(reads: Callable[[dict[str, Any]], list[WarmWorkspace]],
             return await when_indexed(warms, lambda: body(**arguments))
         return waited
     return wrap
+
+
+def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str:
+    """The answer to a graph request as text within `max_bytes`, saying what to ask for instead when cut."""
+    with _refusals():
+        result, notes = warm.noted(lambda ws: ws.graph(asked))
+    if isinstance(result, GraphFolder):
+        title, sections = folder_sections(result)
+        return sized.sectioned_text(title, sections, max_bytes, notes,
+                                    "raise max_bytes, or ask for one of its subfolders or files with `node`")
+    return sized.plain_text(render_text(result), max_bytes, "graph", notes,
+                            "raise max_bytes, or ask for one file with `node`" if not asked.node and not asked.source
+                            else "raise max_bytes")
 
 
 @contextmanager

@@ -62,6 +62,53 @@ async def test_mcp_says_the_engine_message(project: Path) -> None:
         warm.close()
 
 
+@pytest.fixture
+def first_index_waits(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The root of each call that reached its wait for a workspace's first index, in order."""
+    import codeloupe_mcp.warm as warm_module
+
+    waits: list[Path] = []
+    real_first_index = warm_module.WarmWorkspace.first_index
+
+    async def counted_first_index(self) -> None:
+        waits.append(self.root)
+        await real_first_index(self)
+
+    monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
+    return waits
+
+
+async def test_mcp_refuses_before_waiting_for_the_first_index(project: Path, first_index_held,
+                                                              first_index_waits: list[Path]) -> None:
+    """MCP's `graph` waited for the first index (up to `FIRST_INDEX_WAIT_S`, two minutes) before refusing a
+    request it could never answer; HTTP and the CLI refused at once."""
+    warm = WarmWorkspace(project)
+    try:
+        assert first_index_held.stopped.wait(60)
+        async with Client(build_server(warm)) as client:
+            for asked, message in BAD:
+                refused = await client.call_tool("graph", asked)
+                said = "".join(part.text for part in refused.content)
+                assert refused.is_error and said == f"Error executing tool graph: {message}", asked
+            assert first_index_waits == []
+            answer = await client.call_tool("graph", {"node": "app/auth.py"})  # one it can answer still waits
+            assert not answer.is_error and len(first_index_waits) == 1
+    finally:
+        first_index_held.release.set()
+        warm.close()
+
+
+def test_http_refuses_before_waiting_for_the_first_index(project: Path, serve, first_index_held,
+                                                         first_index_waits: list[Path]) -> None:
+    base = serve([project], ready=False)
+    assert first_index_held.stopped.wait(60)
+    for asked, message in BAD:
+        assert httpx.get(f"{base}/v1/graph", params=asked).json() == {"error": message}, asked
+    assert first_index_waits == []
+    assert httpx.get(f"{base}/v1/graph", params={"node": "app/auth.py"}).status_code == 200
+    assert len(first_index_waits) == 1
+
+
 @pytest.mark.parametrize(("asked", "message"), BAD, ids=IDS)
 def test_the_cli_says_the_engine_message(asked: dict[str, str], message: str, project: Path,
                                          capsys: pytest.CaptureFixture[str], isolated_cache: Path) -> None:
