@@ -125,6 +125,9 @@ MAX_ENTRY_CANDIDATES = 5
 # Entry points a tour lists by default, strongest signal first: a tree with no manifest (the standard library)
 # has hundreds of `__main__` guards, 34 KB of JSON before the names most files mention.
 TOUR_ENTRY_POINTS = 30
+# A tour's entry points on request (/v1/tour, the editors): more than the default when a client wants them, never an
+# unbounded list (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
+MAX_TOUR_ENTRY_POINTS = 500
 # Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.
 ANCHOR_LINES_KEPT = 20000
 

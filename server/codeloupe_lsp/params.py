@@ -53,12 +53,14 @@ class Params:
             raise self._bad(name, "one of " + ", ".join(repr(c) for c in choices), value)
         return value
 
-    def integer(self, name: str, default: int, *, minimum: int = 1) -> int:
+    def integer(self, name: str, default: int, *, minimum: int = 1, maximum: int | None = None) -> int:
         value = self.raw.get(name)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self._bad(name, f"an integer >= {minimum}", value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+                or (maximum is not None and value > maximum):
+            raise self._bad(name, f"an integer >= {minimum}" if maximum is None
+                            else f"an integer from {minimum} to {maximum}", value)
         return value
 
     def flag(self, name: str, default: bool | None) -> bool | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from codeloupe.api import MAX_TOUR_ENTRY_POINTS, TOUR_ENTRY_POINTS
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params
@@ -18,6 +19,7 @@ def register(server: CodeloupeServer) -> None:
     async def on_tour(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
         limit = params.integer("limit", 20)
+        entry_points = params.integer("entryPoints", TOUR_ENTRY_POINTS, maximum=MAX_TOUR_ENTRY_POINTS)
         target = await one_target(ls, params.text("folderUri"))
-        found = await ls.engine(target.ws.tour, limit=limit)
+        found = await ls.engine(target.ws.tour, limit=limit, entry_point_limit=entry_points)
         return convert.tour(await uris_of(ls, target), found)

@@ -19,6 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import (
     MAP_ASSETS,
+    MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
     GraphRequest,
     StoreError,
@@ -38,9 +39,6 @@ if TYPE_CHECKING:  # at run time they would import the model client when the ser
     from codeloupe.api import AskEvent, AskRun
 
 MAX_LIMIT = 50
-# A tour's entry points on request: more than the default's 30 when a client wants them, never an unbounded list
-# (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
-MAX_TOUR_ENTRY_POINTS = 500
 # The pages load nothing from elsewhere and run no inline code: a file's contents or name shown on them can never
 # become a script.
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"

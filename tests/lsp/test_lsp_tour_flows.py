@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from lsp_helpers import disk_lines, start_server, stop_server, uri, write_project
+from lsp_helpers import PROJECT, disk_lines, expect_error, start_server, stop_server, uri, write_project
 
 from chat_server import ChatServer, Reply
+from codeloupe.api import MAX_TOUR_ENTRY_POINTS, TOUR_ENTRY_POINTS
 
 pytestmark = pytest.mark.asyncio
 
@@ -51,6 +52,30 @@ async def test_tour_and_flows(tmp_path: Path) -> None:
         for code in spliced:
             rng, path = code["location"]["range"], project / code["location"]["uri"].split(uri(project) + "/")[1]
             assert disk_lines(path, rng["start"]["line"], rng["end"]["line"]) == code["text"]
+    finally:
+        await stop_server(client)
+
+
+async def test_tour_lists_more_entry_points_when_asked(tmp_path: Path) -> None:
+    """`codeloupe/tour` listed the strongest 30 entry points with no way to ask for the rest; `entryPoints` asks
+    for more, bounded as `/v1/tour`'s `entry_points` is."""
+    scripts = {f"tools/script_{i:02}.py": f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n"
+               for i in range(TOUR_ENTRY_POINTS + 5)}
+    project = write_project(tmp_path / "project", {**PROJECT, **scripts})
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        cut = await client.request("codeloupe/tour", {})
+        assert (len(cut["entryPoints"]), cut["entryPointsNotShown"]) == (TOUR_ENTRY_POINTS, 5)
+        every = await client.request("codeloupe/tour", {"entryPoints": TOUR_ENTRY_POINTS + 5})
+        assert (len(every["entryPoints"]), every["entryPointsNotShown"]) == (TOUR_ENTRY_POINTS + 5, 0)
+        assert every["entryPoints"][:TOUR_ENTRY_POINTS] == cut["entryPoints"]  # the strongest first, as cut
+        fewer = await client.request("codeloupe/tour", {"entryPoints": 2})
+        assert fewer["entryPoints"] == cut["entryPoints"][:2] and fewer["entryPointsNotShown"] == TOUR_ENTRY_POINTS + 3
+        for bad in (0, MAX_TOUR_ENTRY_POINTS + 1, "all", True):
+            message = await expect_error(client.request("codeloupe/tour", {"entryPoints": bad}), -32602)
+            assert message == f"codeloupe/tour: `entryPoints` must be an integer from 1 to {MAX_TOUR_ENTRY_POINTS}, " \
+                              f"got {bad!r}"
     finally:
         await stop_server(client)
 

@@ -10,10 +10,9 @@ from pathlib import Path
 import httpx2 as httpx
 from mcp import Client
 
-from codeloupe.api import TOUR_ENTRY_POINTS
+from codeloupe.api import MAX_TOUR_ENTRY_POINTS, TOUR_ENTRY_POINTS
 from codeloupe_mcp.server import build_server
 from codeloupe_serving.warm import WarmWorkspace
-from codeloupe_web.app import MAX_TOUR_ENTRY_POINTS
 
 SCRIPTS = TOUR_ENTRY_POINTS + 5
 
