@@ -5,9 +5,14 @@ import { openLspLocation } from './locations';
 
 export interface LocationItem extends vscode.QuickPickItem {
     location?: Location;
+    /** Accepting the row lists these instead, the picker staying open (a list cut short, listed further). */
+    more?: () => Promise<LocationItem[]>;
 }
 
-/** Shows `items` (separators and places) under `title`; resolves once the picker is accepted or hidden. */
+/**
+ * Shows `items` (separators and places) under `title`; resolves once the picker is accepted or hidden, and rejects
+ * (the picker hidden) when a row's `more` fails.
+ */
 export function pickLocation(client: LanguageClient, title: string, items: LocationItem[]): Promise<void> {
     const picker = vscode.window.createQuickPick<LocationItem>();
     picker.title = title;
@@ -16,20 +21,55 @@ export function pickLocation(client: LanguageClient, title: string, items: Locat
     // tour's "Entry points" and "Most mentioned names" in the real workbench, as it hid search's CORE/RELATED).
     (picker as vscode.QuickPick<LocationItem> & { sortByLabel?: boolean }).sortByLabel = false;
     picker.items = items;
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
         picker.onDidChangeActive(([item]) => {
             if (item?.location !== undefined) {
                 void openLspLocation(client, item.location, { preview: true });
             }
         });
         let opening: Promise<unknown> | undefined;
+        let failed: { error: unknown } | undefined;
+        let hidden = false;
+        const listMore = async (row: LocationItem, more: () => Promise<LocationItem[]>): Promise<void> => {
+            picker.busy = true;
+            try {
+                const listed = await more();
+                if (hidden) {
+                    return;
+                }
+                // The list goes on where it was cut: the row that takes the accepted one's place is highlighted.
+                const at = picker.items.indexOf(row);
+                picker.items = listed;
+                const next = listed[at];
+                if (next !== undefined && next.kind !== vscode.QuickPickItemKind.Separator) {
+                    picker.activeItems = [next];
+                }
+            } catch (error) {
+                failed = { error };
+                picker.hide();
+            } finally {
+                picker.busy = false;
+            }
+        };
         picker.onDidAccept(() => {
-            const location = picker.selectedItems[0]?.location ?? picker.activeItems[0]?.location;
+            const accepted = picker.selectedItems[0] ?? picker.activeItems[0];
+            if (accepted?.more !== undefined) {
+                if (!picker.busy) {
+                    void listMore(accepted, accepted.more);
+                }
+                return;
+            }
+            const location = accepted?.location ?? picker.activeItems[0]?.location;
             opening = location === undefined ? undefined : openLspLocation(client, location, { preview: false });
             picker.hide();
         });
         picker.onDidHide(() => {
+            hidden = true;
             picker.dispose();
+            if (failed !== undefined) {
+                reject(failed.error);
+                return;
+            }
             // Resolved once the accepted place is open (or failed to open), so callers see the editor it opened.
             void Promise.resolve(opening).then(() => resolve(), () => resolve());
         });

@@ -171,12 +171,18 @@ export interface TourStop {
 }
 
 export interface TourResult {
+    /** The strongest entry points: 30, or as many as `entryPoints` asked for. */
     entryPoints: TourEntryPoint[];
+    /** Entry points past that count, the weakest signals. */
+    entryPointsNotShown: number;
     stops: TourStop[];
     names: number;
 }
 
-export const TourRequest = new RequestType<{ limit?: number; folderUri?: string }, TourResult, void>('codeloupe/tour');
+/** The most entry points `codeloupe/tour` lists on request (its `entryPoints` param takes 1-500). */
+export const MAX_TOUR_ENTRY_POINTS = 500;
+
+export const TourRequest = new RequestType<{ limit?: number; entryPoints?: number; folderUri?: string }, TourResult, void>('codeloupe/tour');
 
 export interface RelatedChunk {
     location: Location;

@@ -3,10 +3,13 @@ import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { activeRepository } from './indexDocuments';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
-import { type TourResult, TourRequest } from './protocol';
+import { MAX_TOUR_ENTRY_POINTS, type TourResult, TourRequest } from './protocol';
 
-/** Rows for a tour: mentions are labelled as mentions, never as uses (a name in a comment counts too). */
-export function tourItems(tour: TourResult): LocationItem[] {
+/**
+ * Rows for a tour: mentions are labelled as mentions, never as uses (a name in a comment counts too). Entry points
+ * the tour left out are counted after the listed ones, in a row that lists them with `listEntryPoints(count)`.
+ */
+export function tourItems(tour: TourResult, listEntryPoints: (count: number) => Promise<LocationItem[]>): LocationItem[] {
     const items: LocationItem[] = [];
     if (tour.entryPoints.length > 0) {
         items.push({ label: 'Entry points', kind: vscode.QuickPickItemKind.Separator });
@@ -15,6 +18,9 @@ export function tourItems(tour: TourResult): LocationItem[] {
             description: [entry.kind, entry.detail].filter((part) => part !== '').join(' · '),
             location: entry.location,
         })));
+    }
+    if (tour.entryPointsNotShown > 0) {
+        items.push(moreEntryPoints(tour, listEntryPoints));
     }
     if (tour.stops.length > 0) {
         items.push({ label: 'Most mentioned names', kind: vscode.QuickPickItemKind.Separator });
@@ -30,9 +36,25 @@ export function tourItems(tour: TourResult): LocationItem[] {
     return items;
 }
 
+/** "N more entry points", as a row that lists them all (as many as the server lists, past that). */
+function moreEntryPoints(tour: TourResult, listEntryPoints: (count: number) => Promise<LocationItem[]>): LocationItem {
+    const notShown = tour.entryPointsNotShown;
+    const total = tour.entryPoints.length + notShown;
+    const description = `${notShown} more entry point${notShown === 1 ? '' : 's'}`;
+    const count = Math.min(total, MAX_TOUR_ENTRY_POINTS);
+    if (count <= tour.entryPoints.length) {
+        return { label: `$(info) ${description}`, description: `the tour lists at most ${MAX_TOUR_ENTRY_POINTS}` };
+    }
+    const label = count === total ? `Show all ${total} entry points` : `Show ${count} of the ${total} entry points`;
+    return { label: `$(list-unordered) ${label}`, description, more: () => listEntryPoints(count) };
+}
+
 export async function showTour(client: LanguageClient): Promise<void> {
     const folder = vscode.workspace.workspaceFolders?.[0];
     const folderUri = activeRepository() ?? (folder ? client.code2ProtocolConverter.asUri(folder.uri) : undefined);
-    const tour = await client.sendRequest(TourRequest, folderUri ? { folderUri } : {});
-    await pickLocation(client, 'Codeloupe: Tour', tourItems(tour));
+    const listed = async (entryPoints?: number): Promise<LocationItem[]> => {
+        const tour = await client.sendRequest(TourRequest, { ...(folderUri ? { folderUri } : {}), ...(entryPoints ? { entryPoints } : {}) });
+        return tourItems(tour, listed);
+    };
+    await pickLocation(client, 'Codeloupe: Tour', await listed());
 }

@@ -906,6 +906,51 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('tour: entry points past the strongest 30 are counted, and "Show all" lists every one in the same picker', async function () {
+        const tools = path.join(workspace.root, 'tools');  // scripts with a __main__ guard each (taken out again after)
+        fs.mkdirSync(tools);
+        for (let i = 0; i < 35; i += 1) {
+            fs.writeFileSync(path.join(tools, `script_${String(i).padStart(2, '0')}.py`),
+                `def run_${i}():\n    return ${i}\n\n\nif __name__ == '__main__':\n    run_${i}()\n`);
+        }
+        await vscode.commands.executeCommand('codeloupe.client.reindex');
+        const tours = recordRequests(client, 'codeloupe/tour');
+        try {
+            const { picker, running } = await pickerOf('codeloupe.client.tour');
+            const cut = tours.calls[0].result;
+            const total = cut.entryPoints.length + cut.entryPointsNotShown;
+            assert.equal(tours.calls[0].params.entryPoints, undefined, 'the server\'s default first');
+            assert.ok(cut.entryPoints.length === 30 && total >= 35, JSON.stringify({ shown: cut.entryPoints.length, total }));
+            const more = picker.items.find((item) => item.more !== undefined);
+            assert.ok(more, picker.items.map((item) => item.label).join('\n'));
+            assert.equal(more.label, `$(list-unordered) Show all ${total} entry points`);
+            assert.equal(more.description, `${cut.entryPointsNotShown} more entry points`);
+            assert.equal(picker.items.indexOf(more), 1 + cut.entryPoints.length, 'after the listed entry points');
+            assert.equal(picker.items[picker.items.indexOf(more) + 1].label, 'Most mentioned names');
+
+            await picker.accept(more);
+            await waitFor('every entry point listed', () => tours.calls[1]?.result !== undefined && !picker.busy
+                && !picker.items.includes(more));
+            const every = tours.calls[1].result;
+            assert.equal(tours.calls[1].params.entryPoints, total);
+            assert.equal(tours.calls[1].params.folderUri, tours.calls[0].params.folderUri);
+            assert.ok(picker.visible, 'the picker stays open');
+            assert.equal(every.entryPointsNotShown, 0);
+            assert.ok(picker.items.every((item) => item.more === undefined), 'nothing more to show');
+            const places = picker.items.filter((item) => item.location !== undefined).map((item) => item.location);
+            assert.deepEqual(places, [...every.entryPoints, ...every.stops].map((place) => place.location));
+            assert.deepEqual(every.entryPoints.slice(0, 30), cut.entryPoints, 'the strongest first, as cut');
+            assert.deepEqual(picker.activeItems.map((item) => item.location), [every.entryPoints[30].location],
+                'the list goes on where it was cut');
+            picker.hide();
+            await running;
+        } finally {
+            tours.restore();
+            fs.rmSync(tools, { recursive: true, force: true });
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     it('related code: the chunks nearest the selected lines, never the selection itself; each opens at its line', async function () {
         const auth = path.join(workspace.root, 'app', 'auth.py');
         const first = lineOf(workspace.root, 'app/auth.py', 'def hash_password');
