@@ -252,6 +252,17 @@ def test_entry_points_lead_the_tour_and_are_marked_in_an_answer(workspace: Path,
     run_script("entry_points.lua", workspace, tmp_path)
 
 
+def test_the_tour_counts_the_entry_points_it_left_out_and_lists_more_on_request(workspace: Path,
+                                                                              tmp_path: Path) -> None:
+    """`:Codeloupe tour` listed the strongest 30 entry points and said nothing of the rest; it now says how many
+    more there are, and `:Codeloupe tour N` lists N."""
+    (workspace / "tools").mkdir()
+    for i in range(35):
+        (workspace / "tools" / f"script_{i:02}.py").write_text(
+            f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n", encoding="utf-8")
+    run_script("tour_more.lua", workspace, tmp_path)
+
+
 @pytest.mark.parametrize("decision", ["allow", "deny"])
 def test_the_users_trust_in_the_settings_file_reaches_the_server(workspace: Path, tmp_path: Path,
                                                                    decision: str) -> None:

@@ -28,8 +28,8 @@ local subcommands = {
   ask = function(args)
     require('codeloupe.ask').run(args)
   end,
-  tour = function()
-    require('codeloupe.tour').run()
+  tour = function(args)
+    require('codeloupe.tour').run(args)
   end,
   related = function(_, _, _, opts)
     require('codeloupe.related').run(opts)
