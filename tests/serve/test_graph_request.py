@@ -65,7 +65,7 @@ async def test_mcp_says_the_engine_message(project: Path) -> None:
 @pytest.fixture
 def first_index_waits(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The root of each call that reached its wait for a workspace's first index, in order."""
-    import codeloupe_mcp.warm as warm_module
+    import codeloupe_serving.warm as warm_module
 
     waits: list[Path] = []
     real_first_index = warm_module.WarmWorkspace.first_index
