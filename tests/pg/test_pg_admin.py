@@ -134,6 +134,9 @@ def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_
     shutil.copytree(FIXTURES / "python", root)
     assert main(["index", str(root), "--store", pg_url]) == 0
     capsys.readouterr()
+    # Open longer, and never in its way: a session idle in a transaction that read the repository's row.
+    reader = psycopg.connect(pg_url)
+    reader.execute("SELECT * FROM repositories")
     stalled = psycopg.connect(pg_url)  # a worker stopped mid-batch (kill -STOP): the row taken, never let go
     stalled.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
     valve = threading.Timer(60, stalled.rollback)  # only what keeps a failing test from hanging the run
@@ -142,12 +145,14 @@ def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_
         assert main(["admin", "--store", pg_url, "drop", "svc"]) == 2
         err = capsys.readouterr().err
         assert "'svc' was not dropped" in err and f"session {stalled.info.backend_pid}" in err
+        assert f"session {reader.info.backend_pid} " not in err, err
         assert "idle in transaction" in err and "UPDATE repositories" in err
         assert "admin --store URL queue" in err and "--wait" in err
     finally:
         valve.cancel()
         stalled.rollback()
         stalled.close()
+        reader.close()
     assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
     with Locked(pg_url, "repositories", release_at_wait=1):  # let go once the drop waits for it
         assert main(["admin", "--store", pg_url, "drop", "--wait", "svc"]) == 0

@@ -85,3 +85,51 @@ def test_a_database_that_never_answers_is_given_up_on(tmp_path: Path, own: str, 
     finally:
         valve.cancel()
         listener.close()
+
+
+def _bystanders(pg_url: str) -> list[psycopg.Connection]:
+    """Sessions idle in a transaction that read the shared index, opened before any blocker (the longest open):
+    a reader of another table than the one a write waits for, and one of the same table without a lock that
+    conflicts with it."""
+    readers = []
+    for table in ("files", "repositories"):
+        reader = psycopg.connect(f"{pg_url}&application_name=reader-of-{table}")
+        reader.execute(f"SELECT count(*) FROM public.{table}")
+        readers.append(reader)
+    return readers
+
+
+@pytest.mark.parametrize("held", ["the repository's row", "a table"])
+def test_a_write_that_gave_up_names_only_the_session_blocking_it(
+        tmp_path: Path, pg_url: str, held: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions idle in a transaction that only read (an editor's, a dashboard's) hold locks on the shared
+    index's tables too, and were open longer: the message names the session that blocks the write, and none
+    of them."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
+    capsys.readouterr()
+    readers = _bystanders(pg_url)
+    blocker = psycopg.connect(f"{pg_url}&application_name=blocker")
+    if held == "a table":  # as a plain CREATE INDEX holds it for its whole build
+        blocker.execute("LOCK TABLE public.files IN SHARE MODE")
+    else:
+        blocker.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
+    valve = threading.Timer(SAFETY_VALVE_S, blocker.rollback)
+    valve.start()
+    try:
+        (root / "new.py").write_text("def added():\n    return 1\n")
+        assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 2
+        err = capsys.readouterr().err
+        assert f"session {blocker.info.backend_pid} (blocker, from local)" in err, err
+        assert "reader-of" not in err, err
+        assert all(f"session {r.info.backend_pid} " not in err for r in readers), err
+    finally:
+        valve.cancel()
+        blocker.rollback()
+        blocker.close()
+        for reader in readers:
+            reader.close()

@@ -27,12 +27,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import select
 import threading
 import time
 import uuid
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -504,21 +505,55 @@ def bound_lock_waits(conn: Any, *, transaction: bool = False) -> None:
                  " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS), transaction))
 
 
-def lock_holders(conn: Any, repo_id: int) -> str:
-    """The sessions a statement of repository `repo_id`'s gave up waiting for, as far as the catalog tells: the
-    transaction holding its `repositories` row, and those holding a lock on a table of the shared index, the
-    longest open first ("" when none is left)."""
+# Where a lock wait's error context names the row waited for: 'while locking tuple (0,5) in relation
+# "repositories"' ('updating', 'deleting'; 'locking updated version (0,6) of tuple (0,5)' names the version first).
+_WAITED_ROW = re.compile(r'\((\d+),(\d+)\)(?: of tuple \(\d+,\d+\))? in relation "([^"]+)"')
+# The table lock modes that conflict with a write's (ROW EXCLUSIVE, taken on every table it writes): a reader's
+# or another writer's lock never blocks it (PostgreSQL's table of conflicting lock modes).
+_BLOCKING_WRITES = ["ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"]
+
+
+def lock_holders(conn: Any, waited: Exception, *, exclusive: Collection[str] = ()) -> str:
+    """The sessions holding what a statement gave up waiting for (`waited`, its lock timeout), asked once its
+    transaction is over, the longest open first ("" when none is left). A row (the error's context names it):
+    the transactions holding it, one or several (a multixact). Otherwise a table: the sessions holding a lock
+    on a table of the shared index that conflicts with a write's, or any lock on the tables of `exclusive`
+    (those the waiting transaction locks exclusively). Sessions that only read are never named."""
+    context = getattr(getattr(waited, "diag", None), "context", None) or ""
+    row = _WAITED_ROW.search(context)
+    if row is not None:
+        pids = _row_holders(conn, row[3], f"({row[1]},{row[2]})")
+    else:
+        pids = [r[0] for r in conn.execute(
+            "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
+            " AND (l.mode = ANY(%s) OR c.relname = ANY(%s))", (_BLOCKING_WRITES, list(exclusive)))]
     rows = conn.execute(
-        "SELECT DISTINCT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
-        " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120)"
-        " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-        " WHERE l.granted AND a.pid <> pg_backend_pid() AND a.datname = current_database()"
-        " AND a.xact_start IS NOT NULL AND (l.transactionid::text = (SELECT xmax::text FROM public.repositories"
-        " WHERE id = %s) OR l.relation IN (SELECT oid FROM pg_class WHERE relnamespace = 'public'::regnamespace))"
-        " ORDER BY a.xact_start LIMIT 3", (repo_id,)).fetchall()
+        "SELECT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
+        " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) FROM pg_stat_activity a"
+        " WHERE a.pid = ANY(%s) AND a.pid <> pg_backend_pid() AND a.datname = current_database()"
+        " AND a.xact_start IS NOT NULL ORDER BY a.xact_start LIMIT 3", (pids,)).fetchall()
     return "; ".join(f"session {pid} ({application or 'no application name'}, from {client}), {state} since"
                      f" {started:%Y-%m-%d %H:%M:%S %Z}, its last statement: {query}"
                      for pid, state, started, application, client, query in rows)
+
+
+def _row_holders(conn: Any, table: str, tid: str) -> list[int]:
+    """The sessions whose open transactions hold row `tid` of `table` (a table of the shared index): the one its
+    xmax names, or the members of the multixact it names (several lockers: a write and the key-share lock of a
+    foreign key check). No catalog says which of the two an xmax is: a transaction of either number is taken,
+    and only running ones hold a lock of their number."""
+    found = conn.execute(psycopg.sql.SQL("SELECT xmax::text FROM public.{} WHERE ctid = %s::tid").format(
+        psycopg.sql.Identifier(table)), (tid,)).fetchone()
+    if found is None:
+        return []
+    xids = [found[0]]
+    try:
+        xids += [r[0] for r in conn.execute("SELECT xid::text FROM pg_get_multixact_members(%s::xid)", (found[0],))]
+    except psycopg.Error:  # not a multixact's number (PostgreSQL says it was never made or is long gone)
+        pass
+    return [r[0] for r in conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'transactionid' AND granted"
+                                       " AND mode = 'ExclusiveLock' AND transactionid::text = ANY(%s)", (xids,))]
 
 
 def _lost(conn: Any) -> bool:
@@ -771,18 +806,18 @@ class PgStore:
             raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
-                             f" writing it ({str(exc).strip()}): {self._lock_holders() or 'it has let go since'}."
+                             f" writing it ({str(exc).strip()}): {self._lock_holders(exc) or 'it has let go since'}."
                              " Try again once it is done; `codeloupe admin --store URL queue` names the workers"
                              " holding batches, and a stalled one lets go once it is stopped (or its session is"
                              " ended: SELECT pg_terminate_backend(PID))") from exc
         if isinstance(exc, psycopg.errors.ForeignKeyViolation):
             self._repository_columns("id")
 
-    def _lock_holders(self) -> str:
+    def _lock_holders(self, waited: Exception) -> str:
         """Who held what a statement of this session gave up waiting for (`lock_holders`), asked on its connection
         once its transaction is over; "" when the catalog cannot say."""
         try:
-            return lock_holders(self._held.conn, self.repo_id)
+            return lock_holders(self._held.conn, waited)
         except psycopg.Error:
             return ""
 
