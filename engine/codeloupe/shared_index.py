@@ -178,6 +178,8 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 on_batch(item)
             store = stores.get(item.repository)
             if store is None or store.repo_id != item.repo_id:  # new, or dropped and indexed again since
+                if store is not None:
+                    store.close()
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:

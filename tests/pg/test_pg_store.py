@@ -4,7 +4,9 @@ and search answering with the same bundle (fusion and the bundle are the same co
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.p
 from chat_server import ChatServer  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+# Only what keeps a test that fails from hanging the run: never a bound any assertion is about.
+SAFETY_VALVE_S = 30
 QUERIES = ["parse the configuration file", "where are requests routed to handlers", "load settings",
            "the main entry point of the command line", "Session store token lookup", "resolve import paths"]
 
@@ -263,6 +267,51 @@ def test_many_repositories_share_a_few_connections(tmp_path: Path, pg_url: str) 
         opened = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
                               " AND pid != pg_backend_pid()").fetchone()[0]
     assert opened <= 2  # one at a time here: no connection per repository
+
+
+def _pool_sessions(watcher: psycopg.Connection, *, gone: bool = False) -> set[int]:
+    """The server processes of the sessions named `pool-under-test`; `gone`: once those closed have ended (a
+    server process leaves pg_stat_activity a moment after its client closed the connection)."""
+    deadline = time.monotonic() + SAFETY_VALVE_S
+    while True:
+        pids = {r[0] for r in watcher.execute("SELECT pid FROM pg_stat_activity"
+                                              " WHERE application_name = 'pool-under-test'")}
+        if not (gone and pids) or time.monotonic() > deadline:
+            return pids
+        time.sleep(0.05)
+
+
+def test_closing_the_last_store_of_a_database_closes_its_connections(tmp_path: Path, pg_url: str) -> None:
+    """A long-running server opens and closes repositories: a database's connections stay open while one of its
+    stores is, and close with the last one."""
+    url = f"{pg_url}&application_name=pool-under-test"
+    first, second = PgStore(url, "one", local_dir=tmp_path), PgStore(url, "two", local_dir=tmp_path)
+    with ThreadPoolExecutor(4) as threads:  # several connections at once
+        list(threads.map(lambda store: store.counts(), [first, second] * 8))
+    with psycopg.connect(pg_url, autocommit=True) as watcher:
+        opened = _pool_sessions(watcher)
+        assert opened
+        first.close()
+        first.close()  # a second close gives up no other store's share
+        assert second.counts() == {"files": 0, "chunks": 0, "symbols": 0}
+        assert _pool_sessions(watcher) == opened  # the same connections, still open
+        second.close()
+        assert _pool_sessions(watcher, gone=True) == set()
+        again = PgStore(url, "one", local_dir=tmp_path)  # the database opened again: connections again
+        assert again.counts() == {"files": 0, "chunks": 0, "symbols": 0} and _pool_sessions(watcher)
+        again.close()
+        assert _pool_sessions(watcher, gone=True) == set()
+
+
+def test_a_process_that_ends_with_stores_open_closes_their_connections(tmp_path: Path, pg_url: str) -> None:
+    """A process that never closed its stores (a server stopped) closes their connections at exit: psycopg
+    warns of each one it finds open."""
+    script = ("import sys; from pathlib import Path; from codeloupe.store.postgres import PgStore;"
+              " PgStore(sys.argv[1], 'svc', local_dir=Path(sys.argv[2])).counts()")
+    ended = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", script, pg_url, str(tmp_path)],
+                           capture_output=True, text=True, timeout=SAFETY_VALVE_S)
+    assert ended.returncode == 0, ended.stderr
+    assert "ResourceWarning" not in ended.stderr, ended.stderr
 
 
 def test_threads_of_a_server_query_one_repository_at_once(tree: Path, pg_url: str) -> None:

@@ -22,6 +22,7 @@ database's connection pool.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import json
@@ -458,10 +459,13 @@ def migrate(conn: Any) -> int:
 class _Pool:
     """The connections of one database, shared by every repository this process opens in it: a serving
     process with hundreds of repositories holds as many connections as it has concurrent queries, not one
-    per repository. Each connection's `search_path` puts the `scoped` views first."""
+    per repository. Each connection's `search_path` puts the `scoped` views first. Open while a store uses it
+    (`_open_pool`, `_close_pool`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.users = 0  # the PgStores open on it
+        self._closed = False
         self._idle: list[Any] = []
         self._scope: dict[int, int] = {}  # id(connection) -> the repository its session is set to
         self._lock = threading.Lock()
@@ -491,11 +495,22 @@ class _Pool:
     def give(self, conn: Any) -> None:
         idle = not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with self._lock:
-            if idle and len(self._idle) < _IDLE_CONNECTIONS:
+            if idle and not self._closed and len(self._idle) < _IDLE_CONNECTIONS:
                 self._idle.append(conn)
                 return
             self._scope.pop(id(conn), None)
         conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections, and each one in use when it is given back (a store used after its close
+        still works, a connection a session)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            for conn in idle:
+                self._scope.pop(id(conn), None)
+        for conn in idle:
+            conn.close()
 
 
 def bound_lock_waits(conn: Any, *, transaction: bool = False) -> None:
@@ -591,12 +606,36 @@ class _RepositoryState:
 _states: dict[tuple[str, int], _RepositoryState] = {}
 
 
-def _pool(url: str) -> _Pool:
+def _open_pool(url: str) -> _Pool:
+    """The pool of `url`'s database for one more store (`_close_pool` when it is closed)."""
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
             pool = _pools[url] = _Pool(url)
+        pool.users += 1
         return pool
+
+
+def _close_pool(pool: _Pool) -> None:
+    """One store of `pool` closed: the last one closes its connections (a long-running server opening and
+    closing repositories keeps none of a database it no longer reads)."""
+    with _pools_lock:
+        pool.users -= 1
+        if pool.users > 0:
+            return
+        if _pools.get(pool.url) is pool:
+            del _pools[pool.url]
+    pool.close()
+
+
+@atexit.register
+def _close_pools() -> None:
+    """At exit, the connections of the stores a process never closed (psycopg warns of each one left open)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
 
 
 def repository_names(url: str) -> list[str]:
@@ -696,7 +735,8 @@ class PgStore:
         self.repository = repository
         self.rebuilt_reason = ""
         self.recoveries = 0  # nothing here is ever rebuilt behind the caller's back
-        self._pool = _pool(url)
+        self._pool = _open_pool(url)
+        self._closed = False
         self._held = threading.local()  # this thread's session: (connection, depth)
         self._indexed_dims: set[int] = set()  # dimensions whose HNSW index this process saw built
         # Whether this process's writes have looked for the repository's HNSW indexes a build left unfinished (a
@@ -707,7 +747,11 @@ class PgStore:
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
         # or each write names its folder (a worker's batch).
         self.source_folder = ""
-        self.repo_id, self._index_id = self._repository_row(repository)
+        try:
+            self.repo_id, self._index_id = self._repository_row(repository)
+        except BaseException:
+            self.close()
+            raise
         # Files derived from this index on this machine (the saved lexical index) go beside this name.
         key = hashlib.sha256(f"{redact(url)}\0{repository}".encode()).hexdigest()[:16]
         Path(local_dir).mkdir(parents=True, exist_ok=True)
@@ -828,7 +872,12 @@ class PgStore:
         return conn
 
     def close(self) -> None:
-        """Nothing to release: connections go back to the process's pool after each session."""
+        """Let go of the database's pool (connections go back to it after each session): the last store of the
+        database to close closes its connections. A second close does nothing."""
+        with _pools_lock:
+            closed, self._closed = self._closed, True
+        if not closed:
+            _close_pool(self._pool)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
