@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import Settings, Workspace, workspace_trusted
+from codeloupe.api import Settings, SourceConflict, Workspace, workspace_trusted
 from codeloupe.types import IndexReport, Progress
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
@@ -235,9 +235,12 @@ class Folder:
                 for waiter in waiters:
                     waiter.cancel()
                 return
-            log.exception("indexing %s failed", self.root)
-            self.state, self.message = "error", f"indexing failed: {exc}"
-            self.server.show_error(f"codeloupe: indexing {self.root} failed: {exc}")
+            if isinstance(exc, SourceConflict):  # says what happened and what to do (the status too)
+                self.server.source_replaced(exc)
+            else:
+                log.exception("indexing %s failed", self.root)
+                self.state, self.message = "error", f"indexing failed: {exc}"
+                self.server.show_error(f"codeloupe: indexing {self.root} failed: {exc}")
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(exc)
@@ -283,6 +286,9 @@ class Folder:
         self._changed.clear()
         try:
             report = await self._on_writer(self.ws.update_files, paths)
+        except SourceConflict as exc:  # a save is refused: the editor is told (a failed save is silent otherwise)
+            self.server.source_replaced(exc)
+            return
         except Exception:
             log.exception("re-indexing %s in %s failed", paths, self.root)
             return

@@ -188,16 +188,34 @@ class CodeloupeServer(LanguageServer):
 
     def warn(self, message: str, *, once: bool = False) -> None:
         """A `window/showMessage` warning; with `once`, the same text is shown only the first time."""
-        if once:
-            if message in self._warned:
-                return
-            self._warned.add(message)
+        if once and self._shown_before(message):
+            return
         log.warning("%s", message)
         self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
 
-    def show_error(self, message: str) -> None:
+    def show_error(self, message: str, *, once: bool = False) -> None:
+        """A `window/showMessage` error; with `once`, the same text is shown only the first time."""
+        if once and self._shown_before(message):
+            return
         log.error("%s", message)
         self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=message))
+
+    def _shown_before(self, message: str) -> bool:
+        shown = message in self._warned
+        self._warned.add(message)
+        return shown
+
+    def source_replaced(self, conflict: SourceConflict) -> str:
+        """An open folder whose shared repository another folder replaced as its source (`index --replace`
+        elsewhere): every search, read and save of it is refused from then on, so the editor is told once, and
+        the folder's status says so; returns the message (a refused request's)."""
+        message = _held_from_elsewhere(conflict, "is no longer searched or indexed: another folder replaced it as"
+                                                 " its repository's source")
+        folder = self.folders.containing(Path(conflict.folder))
+        if folder is not None:
+            folder.state, folder.message = "error", message.removeprefix("codeloupe: ")
+        self.show_error(message, once=True)
+        return message
 
     # ---------------------------------------------------------------- folders
 
@@ -213,7 +231,7 @@ class CodeloupeServer(LanguageServer):
             settings = self.settings_for(root)
             folder = Folder(self, uri, root.resolve(), settings)
         except SourceConflict as exc:
-            self.show_error(_held_from_elsewhere(exc))
+            self.show_error(_held_from_elsewhere(exc, "is not opened"))
             return None
         except Exception as exc:  # a bad settings file, an unwritable cache dir: say so, keep serving
             log.exception("opening %s failed", root)
@@ -265,6 +283,8 @@ class CodeloupeServer(LanguageServer):
             raise invalid(str(exc)) from exc
         except FileNotFoundError as exc:
             raise RequestFailed(message=f"{exc.filename}: no such file (deleted since it was indexed?)") from exc
+        except SourceConflict as exc:
+            raise RequestFailed(message=self.source_replaced(exc)) from exc
         except Exception as exc:
             log.exception("engine call %s failed", getattr(fn, "__qualname__", fn))
             raise RequestFailed(message=f"codeloupe engine error: {type(exc).__name__}: {exc}") from exc
@@ -296,12 +316,12 @@ def build_server() -> CodeloupeServer:
     return server
 
 
-def _held_from_elsewhere(conflict: SourceConflict) -> str:
-    """The refusal of a folder whose repository the shared index holds from another folder, worded for an editor:
-    what to run in a terminal (the command line reads the same user settings) and in which setting the
-    repository as indexed is searched, rather than the command line's flags."""
+def _held_from_elsewhere(conflict: SourceConflict, refused: str) -> str:
+    """The refusal (`refused`: what is refused) of a folder whose repository the shared index holds from another
+    folder, worded for an editor: what to run in a terminal (the command line reads the same user settings) and
+    in which setting the repository as indexed is searched, rather than the command line's flags."""
     repository = conflict.repository
-    return (f"codeloupe: {conflict.folder} is not opened: in the shared index your store_url setting names,"
+    return (f"codeloupe: {conflict.folder} {refused}: in the shared index your store_url setting names,"
             f" repository {repository!r} holds the files of {conflict.indexed_from}, not this folder (its answers"
             " would be that folder's code, and a save here would replace its files). To index this folder in their"
             f" place, run `codeloupe index {shlex.quote(conflict.folder)} --repo {shlex.quote(repository)} --replace`"

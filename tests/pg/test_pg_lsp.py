@@ -284,3 +284,52 @@ async def test_a_folder_whose_repository_holds_another_folders_files_is_refused_
         assert await client.status() == []
     finally:
         await stop_server(client)
+
+
+async def test_a_folder_replaced_as_its_repositorys_source_while_open_says_so_and_what_to_do(
+        tmp_path: Path, pg_url: str) -> None:
+    """An editor has a folder open on the shared index when another folder replaces it as the repository's
+    source (`index --replace` elsewhere): its saves and searches are refused, and the editor is told once, with
+    both folders and what to do, and the folder's status says so, rather than a save failing silently and a
+    search with a generic engine error."""
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES, first)
+    shutil.copytree(FIXTURES, other)
+    client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
+    try:
+        await client.wait_ready()
+        assert (await client.request("codeloupe/search", {"query": QUERY}))["core"]
+        replacing = Workspace(other, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
+        replacing.index()
+        replacing.close()
+
+        saved = first / "src" / "shop" / "cart.py"
+        saved.write_text(saved.read_text() + "\n\ndef refund_card():\n    return 0\n")
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
+
+        def errors() -> list[str]:
+            return [m.message for m in client.messages if m.type == lsp.MessageType.Error]
+
+        await client.wait_until(errors, "the save's refusal shown")
+        [message] = errors()
+        assert f"{first} is no longer searched or indexed: another folder replaced it" in message, message
+        assert f"repository 'service' holds the files of {other}, not this folder" in message, message
+        assert f"run `codeloupe index {first} --repo service --replace` in a terminal" in message, message
+        assert "restart the language server" in message and "--store URL" not in message, message
+        [folder] = await client.status()
+        assert (folder["state"], f"codeloupe: {folder['message']}") == ("error", message), folder
+        # A search is refused saying the same (seen a moment late, as every change of the repository is), and the
+        # editor is not told again.
+        for _ in range(600):  # not a speed check
+            try:
+                await client.request("codeloupe/search", {"query": QUERY})
+            except JsonRpcException as exc:
+                assert exc.message == message, exc.message
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("searches were never refused")
+        assert errors() == [message]
+    finally:
+        await stop_server(client)
