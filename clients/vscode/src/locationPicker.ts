@@ -32,6 +32,12 @@ export function pickLocation(client: LanguageClient, title: string, items: Locat
         let hidden = false;
         const listMore = async (row: LocationItem, more: () => Promise<LocationItem[]>): Promise<void> => {
             picker.busy = true;
+            // A filter typed to reach the row matches the row, not what it lists: kept, it would leave the picker
+            // empty. It goes now, not once the list is in, so a filter typed while the list loads is kept.
+            if (picker.value !== '') {
+                picker.value = '';
+                picker.activeItems = [row];
+            }
             try {
                 const listed = await more();
                 if (hidden) {

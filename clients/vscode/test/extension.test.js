@@ -928,9 +928,11 @@ describe('the extension against the real server', function () {
             assert.equal(picker.items.indexOf(more), 1 + cut.entryPoints.length, 'after the listed entry points');
             assert.equal(picker.items[picker.items.indexOf(more) + 1].label, 'Most mentioned names');
 
+            picker.value = 'show all';  // typed to reach the row, as a user does in a long list
             await picker.accept(more);
             await waitFor('every entry point listed', () => tours.calls[1]?.result !== undefined && !picker.busy
                 && !picker.items.includes(more));
+            assert.equal(picker.value, '', 'the filter that found the row matches none of what it lists: cleared');
             const every = tours.calls[1].result;
             assert.equal(tours.calls[1].params.entryPoints, total);
             assert.equal(tours.calls[1].params.folderUri, tours.calls[0].params.folderUri);
@@ -944,6 +946,17 @@ describe('the extension against the real server', function () {
                 'the list goes on where it was cut');
             picker.hide();
             await running;
+
+            const again = await pickerOf('codeloupe.client.tour');
+            const row = again.picker.items.find((item) => item.more !== undefined);
+            again.picker.value = 'entry';
+            await again.picker.accept(row);
+            again.picker.value = 'script_3';  // typed while the list loads: the user's, kept
+            await waitFor('every entry point listed again', () => tours.calls[3]?.result !== undefined && !again.picker.busy
+                && !again.picker.items.includes(row));
+            assert.equal(again.picker.value, 'script_3');
+            again.picker.hide();
+            await again.running;
         } finally {
             tours.restore();
             fs.rmSync(tools, { recursive: true, force: true });
