@@ -22,14 +22,20 @@ export function pickLocation(client: LanguageClient, title: string, items: Locat
     (picker as vscode.QuickPick<LocationItem> & { sortByLabel?: boolean }).sortByLabel = false;
     picker.items = items;
     return new Promise((resolve, reject) => {
-        picker.onDidChangeActive(([item]) => {
-            if (item?.location !== undefined) {
-                void openLspLocation(client, item.location, { preview: true });
-            }
-        });
         let opening: Promise<unknown> | undefined;
         let failed: { error: unknown } | undefined;
         let hidden = false;
+        // The highlight moves faster than files open (new items: the workbench highlights their first row, then the
+        // one asked for), and files open in any order: previews go one at a time, each only if its row is still
+        // the highlighted one, so the editor ends on the highlighted row.
+        let previewed: Promise<unknown> = Promise.resolve();
+        picker.onDidChangeActive(([item]) => {
+            const location = item?.location;
+            if (location !== undefined) {
+                previewed = previewed.then(() => (hidden || picker.activeItems[0] !== item ? undefined
+                    : openLspLocation(client, location, { preview: true }))).catch(() => undefined);
+            }
+        });
         const listMore = async (row: LocationItem, more: () => Promise<LocationItem[]>): Promise<void> => {
             picker.busy = true;
             // A filter typed to reach the row matches the row, not what it lists: kept, it would leave the picker
@@ -66,7 +72,7 @@ export function pickLocation(client: LanguageClient, title: string, items: Locat
                 return;
             }
             const location = accepted?.location ?? picker.activeItems[0]?.location;
-            opening = location === undefined ? undefined : openLspLocation(client, location, { preview: false });
+            opening = location === undefined ? undefined : previewed.then(() => openLspLocation(client, location, { preview: false }));
             picker.hide();
         });
         picker.onDidHide(() => {
