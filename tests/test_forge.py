@@ -14,7 +14,7 @@ import pytest
 
 from chat_server import ChatServer, Reply
 from codeloupe.api import Workspace, add_chunk_strategy
-from codeloupe.chunk import chunk_file
+from codeloupe.chunk import chunk_file, detect_language
 from codeloupe.chunk.strategies import (
     Strategy,
     StrategyError,
@@ -264,27 +264,49 @@ def python_halves(text: str, lines: list[str]) -> list[tuple[int, int]]:
 
 
 def raises_on_beta(text: str, lines: list[str]) -> list[tuple[int, int]]:
-    if "beta" in text:
+    if "beta" in text.lower():
         raise ValueError("cannot read beta")
     return [(1, len(lines))]
 
 
-def test_an_api_strategy_runs_ahead_of_the_built_ins_and_a_failing_file_falls_back_to_windows(
+# A module of two definitions, each over the budget `chunked_as_without` chunks at: its grammar cuts it in two.
+ADDS = "".join(f"    total += {i}\n" for i in range(40))
+TOOLS = (f"def alpha(total):\n{ADDS}    return total\n\n\nclass Beta:\n    def gamma(self, total):\n"
+         f"{ADDS.replace('    ', '        ')}        return total\n")
+BUDGET = 400
+
+
+def chunked_as_without(ws: Workspace, path: str) -> list[tuple[int, int, str, str]]:
+    """The chunks the built-in chunkers give the file, with no strategy at all."""
+    text = (ws.root / path).read_text()
+    return [(c.start_line, c.end_line, c.kind, c.name)
+            for c in chunk_file(path, text, detect_language(path, text[:200]), BUDGET).chunks]
+
+
+def test_an_api_strategy_runs_ahead_of_the_built_ins_and_a_failing_file_falls_back_to_its_built_in_chunker(
         repo: Path, caplog: pytest.LogCaptureFixture) -> None:
-    add_chunk_strategy("whole-python", [".py"], python_halves)
+    (repo / "tools.py").write_text(TOOLS)
+    add_chunk_strategy("python-or-fail", [".py"], raises_on_beta)
     add_chunk_strategy("zog-or-fail", ["zog"], raises_on_beta)
     try:
-        ws = open_ws(repo)
+        ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})
         try:
             ws.index()
             assert chunks_of(ws, "main.py") == [(1, 2, "block", "")]
             assert chunks_of(ws, "rules/alpha.zog") == [(1, 13, "block", "")]
-            assert [kind for _, _, kind, _ in chunks_of(ws, "rules/beta.zog")] == ["window"]
+            # The files it fails on are chunked as without it: tools.py by the Python grammar, beta.zog as text.
+            assert chunks_of(ws, "tools.py") == chunked_as_without(ws, "tools.py") == [
+                (1, 42, "function", "alpha"), (43, 87, "class", "Beta")]
+            assert chunks_of(ws, "rules/beta.zog") == chunked_as_without(ws, "rules/beta.zog")
             assert "cannot read beta" in caplog.text
+            reasons = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
+            assert reasons["tools.py"] == "strategy python-or-fail: ValueError: cannot read beta"
+            assert reasons["main.py"] == ""
+            assert "gamma" in {name for (name,) in ws.store.query("SELECT name FROM symbols")}
         finally:
             ws.close()
     finally:
-        unregister_strategy("whole-python")
+        unregister_strategy("python-or-fail")
         unregister_strategy("zog-or-fail")
 
 
@@ -327,7 +349,9 @@ def test_chunk_file_falls_back_when_a_strategy_returns_no_partition() -> None:
     gapped = Strategy("gapped", (".zog",), function=lambda t, lines: [(1, 2), (4, len(lines))])
     chunked = chunk_file("a.zog", text, "text", strategies=[gapped])
     assert chunked.fallback_reason.startswith("strategy gapped: not a line partition")
-    assert [c.kind for c in chunked.chunks] == ["window"]
+    assert chunked.chunks == chunk_file("a.zog", text, "text").chunks  # as without the strategy: text sections
+    assert chunk_file("a.zog", text, "no-such-grammar", strategies=[gapped]).fallback_reason == (
+        f"{chunked.fallback_reason}; no grammar for 'no-such-grammar'")  # and line windows where that is all
 
 
 def backtracks(text: str, lines: list[str]) -> list[tuple[int, int]]:
@@ -538,7 +562,7 @@ def chunk(text, lines):
     (RUN_TIME_PATTERNS, "lookahead and lookbehind are not supported"),
     (END_OF_TEXT, "`$` without re.MULTILINE in a text of several lines ending in a newline has no RE2 form"),
 ])
-def test_a_pattern_re2_cannot_run_made_at_run_time_sends_the_file_to_line_windows(source: str, why: str) -> None:
+def test_a_pattern_re2_cannot_run_made_at_run_time_sends_the_file_to_its_built_in_chunker(source: str, why: str) -> None:
     strategy = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
     text = zog("x", 2)
     with pytest.raises(StrategyError, match="cannot run|has no RE2 form") as raised:
@@ -546,7 +570,7 @@ def test_a_pattern_re2_cannot_run_made_at_run_time_sends_the_file_to_line_window
     assert why in str(raised.value)
     chunked = chunk_file("a.zog", text, "text", strategies=[strategy])
     assert chunked.fallback_reason.startswith("strategy zog: error: ") and why in chunked.fallback_reason
-    assert [c.kind for c in chunked.chunks] == ["window"]
+    assert chunked.chunks == chunk_file("a.zog", text, "text").chunks
 
 
 # ------------------------------------------------ off the main thread a strategy runs in a worker process
@@ -633,7 +657,7 @@ def index_in_a_process(repo: Path, source: str, where: str) -> dict[str, Any]:
 
 
 def assert_bounded(left: dict[str, Any], why: str) -> None:
-    """Every .zog file fell back to line windows with the strategy's reason, `why` among them, and nothing of
+    """Every .zog file fell back to the built-in chunker with the strategy's reason, `why` among them, and nothing of
     the strategy is left running, nor ever held this process's memory."""
     for path in ("rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"):
         assert left["reasons"][path].startswith("strategy zog: ")
@@ -694,8 +718,12 @@ def chunk(text, lines):
 def test_a_strategy_runs_within_the_worker_bounds_on_the_main_thread_and_at_its_top_level(
         repo: Path, where: str, source: str, why: str) -> None:
     """`codeloupe index` (the main thread), and opening any workspace (a module's top level), give a strategy
-    the same bounds as the language server: no in-process time or memory of its own."""
-    assert_bounded(index_in_a_process(repo, source, where), why)
+    the same bounds as the language server: no in-process time or memory of its own. A top level that fails
+    is said once, as a load warning."""
+    left = index_in_a_process(repo, source, where)
+    assert_bounded(left, why)
+    at_top_level = source in (TOP_LEVEL_IN_C, TOP_LEVEL_FOR_HOURS, TOP_LEVEL_HUNGRY)
+    assert ["zog.py failed to load (" in w and why in w for w in left["warnings"]] == ([True] if at_top_level else [])
 
 
 def test_a_top_level_that_computes_extensions_runs_in_the_worker_and_fails_the_load(repo: Path) -> None:
@@ -704,6 +732,86 @@ def test_a_top_level_that_computes_extensions_runs_in_the_worker_and_fails_the_l
     assert "failed to load (ran past its time bound of 2s (its worker process was stopped))" in warning
     assert not left["reasons"]["rules/alpha.zog"].startswith("strategy zog")  # not loaded: the built-ins chunk
     assert "R" not in left["children"] and left["peak_kib"] < 1024 * 1024
+
+
+# A trusted strategy claiming .py: EXTENSIONS is a literal, so it loads without running; its top level raises.
+PYTHON_TOP_LEVEL_RAISES = '''EXTENSIONS = (".py",)
+TABLE = 1 / 0
+
+
+def chunk(text, lines):
+    return [(1, len(lines))]
+'''
+PYTHON_RAISES_ON_BETA = '''EXTENSIONS = (".py",)
+
+
+def chunk(text, lines):
+    if "class Beta" in text:
+        raise ValueError("cannot read Beta")
+    return [(1, len(lines))]
+'''
+
+
+def trusted_python_strategy(repo: Path, source: str) -> Path:
+    (repo / "tools.py").write_text(TOOLS)
+    (repo / "more.py").write_text(TOOLS.replace("alpha", "delta"))
+    strategy = repo / ".codeloupe" / "strategies" / "py.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(source)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    return strategy
+
+
+def test_a_trusted_strategy_whose_top_level_fails_leaves_its_files_to_their_grammar_and_warns_once(
+        repo: Path) -> None:
+    strategy = trusted_python_strategy(repo, PYTHON_TOP_LEVEL_RAISES)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})
+    try:
+        assert [s.name for s in ws.strategy_load.strategies] == ["py"] and ws.strategy_load.warnings == []
+        report = ws.index()
+        for path in ("tools.py", "more.py", "main.py"):  # chunked by the Python grammar, the reason recorded
+            assert chunks_of(ws, path) == chunked_as_without(ws, path)
+        assert chunks_of(ws, "more.py") == [(1, 42, "function", "delta"), (43, 87, "class", "Beta")]
+        reasons = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
+        for path in ("tools.py", "more.py", "main.py"):
+            assert reasons[path] == "strategy py: its module did not load: ZeroDivisionError: division by zero"
+        assert {"alpha", "delta", "gamma"} <= {name for (name,) in ws.store.query("SELECT name FROM symbols")}
+        # Said once, as a load warning, not once a file.
+        [warning] = report.strategy_warnings
+        assert warning == (f"codeloupe: the trusted chunk strategy {strategy} failed to load (ZeroDivisionError: "
+                           "division by zero); the files it claims are chunked as they would be without it")
+        assert ws.strategy_load.warnings == [warning]
+        (repo / "tools.py").write_text(TOOLS + "\n\ndef epsilon():\n    return 3\n")
+        assert ws.update_files([repo / "tools.py"]).strategy_warnings == [warning]
+        assert ws.strategy_load.warnings == [warning]
+        assert chunks_of(ws, "tools.py")[0] == (1, 42, "function", "alpha")
+    finally:
+        ws.close()
+
+
+def test_codeloupe_index_says_once_that_a_strategy_did_not_load(repo: Path) -> None:
+    strategy = trusted_python_strategy(repo, PYTHON_TOP_LEVEL_RAISES)
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(repo), "--no-embed", "--embed-provider",
+                           "none"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(f"the trusted chunk strategy {strategy} failed to load (ZeroDivisionError") == 1, \
+        done.stderr
+    assert "its module did not load" not in done.stderr  # no line for each file
+
+
+def test_a_trusted_strategy_failing_on_one_file_leaves_that_file_to_its_grammar(repo: Path) -> None:
+    trusted_python_strategy(repo, PYTHON_RAISES_ON_BETA)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})
+    try:
+        report = ws.index()
+        assert chunks_of(ws, "tools.py") == chunked_as_without(ws, "tools.py") == [
+            (1, 42, "function", "alpha"), (43, 87, "class", "Beta")]
+        assert chunks_of(ws, "main.py") == [(1, 2, "block", "")]  # the strategy chunks the others
+        reasons = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
+        assert reasons["tools.py"] == "strategy py: ValueError: cannot read Beta" and reasons["main.py"] == ""
+        assert report.strategy_warnings == [] and ws.strategy_load.warnings == []  # the module did load
+    finally:
+        ws.close()
 
 
 def test_extensions_are_read_from_the_syntax_tree_only_where_running_the_module_cannot_change_them() -> None:

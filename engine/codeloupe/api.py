@@ -239,6 +239,7 @@ class Workspace:
 
             pin_source(self.store, self.root)
         report = index_workspace(self.root, self.store, self.settings, progress, strategies, found)
+        self._note_strategy_warnings(report)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
@@ -286,8 +287,17 @@ class Workspace:
             check_source(self.store, self.root)
         report = index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
                              self._strategies())
+        self._note_strategy_warnings(report)
         mark_stale(self.store)
         return report
+
+    def _note_strategy_warnings(self, report: IndexReport) -> None:
+        """A strategy found failing to load while chunking joins `strategy_load.warnings`, said (logged) the first
+        time only: each index that re-chunks its files finds it again."""
+        for warning in report.strategy_warnings:
+            if warning not in self.strategy_load.warnings:
+                self.strategy_load.warnings.append(warning)
+                log.warning("%s", warning)
 
     def strategies(self) -> tuple[Strategy, ...]:
         """The chunk strategies in force: API-registered first, then the workspace's trusted ones."""

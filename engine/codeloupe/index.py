@@ -362,6 +362,8 @@ def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: I
     if chunked.fallback_reason.startswith("partition"):
         report.partition_violations += 1
         log.error("partition violation in %s: %s", candidate.rel_path, chunked.fallback_reason)
+    if chunked.strategy_warning and chunked.strategy_warning not in report.strategy_warnings:
+        report.strategy_warnings.append(chunked.strategy_warning)
     store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
         is_doc=is_doc_language(chunked.language), encoding=prepared.encoding, chunker_version=CHUNKER_VERSION,

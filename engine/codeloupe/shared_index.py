@@ -221,6 +221,7 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     gone: list[str] = []
     touched: list[Candidate] = []  # the same content under a new size or mtime: recorded, not queued again
     skipped: list[SkippedFile] = []  # read and judged by their content: remembered, as `index` does
+    warnings: set[str] = set()  # strategies found failing to load while chunking: logged once a batch
     for rel in item.paths:
         path = root / rel
         try:
@@ -234,6 +235,8 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
         row = existing.get(rel)
         known = row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
         prepared = prepare(Candidate.from_stat(rel, path, st), known, settings, strategies)
+        if prepared.chunked is not None and prepared.chunked.strategy_warning:
+            warnings.add(prepared.chunked.strategy_warning)
         batch_file = _batch_file(prepared)
         if batch_file is not None:
             files.append(batch_file)
@@ -245,6 +248,8 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
                 candidate = prepared.candidate
                 skipped.append(SkippedFile(rel, candidate.size, candidate.mtime, content_rules(settings),
                                            prepared.skip_reason))
+    for warning in sorted(warnings):  # as `_trusted_strategies` logs those that did not load at all
+        log.warning("%s", warning.removeprefix("codeloupe: "))
     vectors, embedded = _vectors(store, files, provider, claims)
     model = provider.model_id if provider is not None else ""
     touched_stamps = [(c.rel_path, c.size, c.mtime) for c in touched]

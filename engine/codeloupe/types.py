@@ -60,7 +60,9 @@ class ChunkedFile:
     chunks: list[Chunk]
     symbols: list[Symbol]
     skeleton: FileSkeleton
-    fallback_reason: str = ""  # set when the file fell back to line windows
+    fallback_reason: str = ""  # why the file was not chunked as planned (line windows, or a strategy that failed)
+    # A chunk strategy's load warning met on this file (its module did not load): the index reports it once.
+    strategy_warning: str = ""
 
 
 @dataclass
@@ -76,6 +78,8 @@ class IndexReport:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
     decoded_fallback: int = 0  # files decoded with a non-UTF-8 fallback
     partition_violations: int = 0
+    # Chunk strategies found failing to load while chunking (their module's top level failed), once each.
+    strategy_warnings: list[str] = field(default_factory=list)
     languages: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
 

@@ -252,6 +252,7 @@ class Folder:
             return
         self.last_report = report
         self.message = ""
+        self._warn_strategies(report)
         # Searchable as soon as chunking is done: a query arriving while the snapshot warms waits for that
         # build rather than starting a second one.
         self._mark_searchable()
@@ -267,6 +268,12 @@ class Folder:
                 waiter.set_result(report)
         self._start_graph_refresh()
         self._embed_wanted = True
+
+    def _warn_strategies(self, report: IndexReport) -> None:
+        """A strategy found failing to load while chunking: shown as the strategy files that did not load are
+        when the folder opens, once."""
+        for warning in report.strategy_warnings:
+            self.server.warn(warning, once=True)
 
     async def _indexing_saves_until(self, job: asyncio.Future[T]) -> T:
         """`job`'s result (work off the writer), indexing the files saved meanwhile on the writer as they come."""
@@ -292,6 +299,7 @@ class Folder:
         except Exception:
             log.exception("re-indexing %s in %s failed", paths, self.root)
             return
+        self._warn_strategies(report)
         # Search sees the change already (the engine's delta view, with a full rebuild of its own once the
         # index is quiet); the graph is refreshed after the burst of saves, before embedding resumes.
         self._schedule_graph_refresh()

@@ -14,7 +14,13 @@ from codeloupe.chunk.legacy_php import is_legacy_php, legacy_php_plan
 from codeloupe.chunk.lines import Lines, PartitionError, line_windows, validate_partition
 from codeloupe.chunk.sections import CutPlan, asciidoc_plan, markdown_plan, rst_plan, section_pieces
 from codeloupe.chunk.specs import spec_for
-from codeloupe.chunk.strategies import Strategy, StrategyError, apply_strategy, strategy_for
+from codeloupe.chunk.strategies import (
+    Strategy,
+    StrategyError,
+    StrategyModuleError,
+    apply_strategy,
+    strategy_for,
+)
 from codeloupe.chunk.syntax import Definition, DefinitionFinder, Piece, SyntaxChunker
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
@@ -34,32 +40,41 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     """Partition `text` into chunks of at most `budget` non-whitespace characters (see `validate_partition`).
 
     A strategy claiming the file (registered through the API, or one of the workspace's trusted
-    `strategies`) chunks it instead of the built-ins. Never raises: a missing grammar, a parse failure, a
-    failing strategy or a giant line falls back to line windows and says why in `fallback_reason`. Every
-    line lands in exactly one chunk.
+    `strategies`) chunks it instead of the built-ins; where it fails on the file, the file is chunked as it
+    would be without it (its grammar, its sections, else line windows) and `fallback_reason` says why. Never
+    raises: a missing grammar, a parse failure or a giant line falls back to line windows and says why in
+    `fallback_reason`. Every line lands in exactly one chunk.
     """
     budget = max(1, int(budget))
     lines = Lines(text)
     if lines.count == 0:
         return ChunkedFile(path, language, [], [], FileSkeleton(path, path))
+    failed = ""  # why the strategy claiming the file did not chunk it
+    warning = ""
     reason = ""
     definitions: list[Definition] = []
     skeleton = FileSkeleton(path, path)
     try:
+        pieces: list[Piece] | None = None
         longest = lines.longest
         if longest > GIANT_LINE_CHARS:
             reason = f"giant line ({longest} characters)"
             pieces = _windows(lines, path, budget)
         elif (strategy := strategy_for(path, strategies)) is not None:
-            pieces, reason = _strategy_pieces(strategy, path, lines, budget)
-            if language == "text":  # a format with its own strategy is structured text, not prose
-                language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
-        else:
+            try:
+                pieces = _strategy_pieces(strategy, path, lines)
+            except StrategyError as exc:
+                failed, warning = _strategy_failure(strategy, path, exc)
+            else:
+                if language == "text":  # a format with its own strategy is structured text, not prose
+                    language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
+        if pieces is None:
             pieces, definitions, skeleton, reason = _plan(path, lines, language, budget)
     except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
         log.warning("chunker failed on %s (%s); using line windows", path, exc, exc_info=True)
         reason = f"error: {type(exc).__name__}: {exc}"
         pieces = _windows(lines, path, budget)
+    reason = "; ".join(why for why in (failed, reason) if why)
     symbols = [
         Symbol(d.name, d.kind, d.start, d.end, d.parent, d.signature) for d in definitions if d.is_symbol
     ]
@@ -70,7 +85,7 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
         log.error("chunks of %s are not a partition (%s); using line windows", path, exc)
         reason = f"partition: {exc}"
         chunks = _chunks(lines, _windows(lines, path, budget), symbols)
-    return ChunkedFile(path, language, chunks, symbols, skeleton, reason)
+    return ChunkedFile(path, language, chunks, symbols, skeleton, reason, warning)
 
 
 def _plan(path: str, lines: Lines, language: str, budget: int
@@ -93,13 +108,20 @@ def _plan(path: str, lines: Lines, language: str, budget: int
     return pieces, definitions, _code_skeleton(path, finder, tree.root_node, definitions), ""
 
 
-def _strategy_pieces(strategy: Strategy, path: str, lines: Lines, budget: int) -> tuple[list[Piece], str]:
-    try:
-        ranges = apply_strategy(strategy, lines.text, lines.lines)
-    except StrategyError as exc:
-        log.warning("chunk strategy %s failed on %s (%s); using line windows", strategy.name, path, exc)
-        return _windows(lines, path, budget), f"strategy {strategy.name}: {exc}"
-    return [Piece(start, end, "block", name, (path, name) if name else (path,)) for start, end, name in ranges], ""
+def _strategy_pieces(strategy: Strategy, path: str, lines: Lines) -> list[Piece]:
+    ranges = apply_strategy(strategy, lines.text, lines.lines)
+    return [Piece(start, end, "block", name, (path, name) if name else (path,)) for start, end, name in ranges]
+
+
+def _strategy_failure(strategy: Strategy, path: str, exc: StrategyError) -> tuple[str, str]:
+    """The file's fallback reason, and the strategy's load warning where its module did not load (logged
+    here only in passing: the index says it once, not for every file the strategy claims)."""
+    if isinstance(exc, StrategyModuleError):
+        log.info("chunk strategy %s: %s; chunking %s as without the strategy", strategy.name, exc, path)
+        return f"strategy {strategy.name}: {exc}", exc.warning
+    log.warning("chunk strategy %s failed on %s (%s); chunking it as without the strategy", strategy.name, path,
+                exc)
+    return f"strategy {strategy.name}: {exc}", ""
 
 
 def _windows(lines: Lines, path: str, budget: int) -> list[Piece]:

@@ -8,8 +8,9 @@ A strategy comes from one of two places:
   opened as code, and one edited since it was accepted is refused with a loud warning.
 
 Whatever a strategy returns passes the partition oracle (`validate_partition`) or is discarded: a strategy
-that raises, runs past its time bound or returns anything but a line partition leaves that file to line
-windows, logged. Retrieval never calls a model: forging writes the code once, chunking only runs it.
+that raises, runs past its time bound or returns anything but a line partition leaves that file to the chunker
+that would have cut it without the strategy (its grammar, its sections, else line windows), logged and said in
+its `fallback_reason`. Retrieval never calls a model: forging writes the code once, chunking only runs it.
 
 A workspace strategy's code (its module's top level too) runs only in the strategy worker process
 (`strategy_process`): memory-capped, and killed when late, on every thread. Loading one reads its `EXTENSIONS`
@@ -44,7 +45,7 @@ log = logging.getLogger("codeloupe.chunk")
 STRATEGY_DIR = ".codeloupe/strategies"
 # A strategy is a page of code; a bigger file in that folder is not one (and is never read whole).
 MAX_STRATEGY_BYTES = 256_000
-# How long one strategy may take on one file before the file falls back to line windows.
+# How long one strategy may take on one file before the file is chunked as without it.
 STRATEGY_TIMEOUT_S = 2.0
 
 T = TypeVar("T")
@@ -71,7 +72,8 @@ class ChunkStrategy(Protocol):
     per file. `re` is Python's API on the RE2 engine (linear time): no backreferences, lookahead or lookbehind,
     atomic groups, possessive quantifiers or re.VERBOSE; `$` without re.MULTILINE only on a single line or a
     text that does not end in a newline (use re.MULTILINE or \\Z). Any exception, a range that is not a
-    partition or a run over the time bound sends that file to plain line windows.
+    partition or a run over the time bound leaves that file to the built-in chunker (plain line windows where
+    none knows the format).
     """
 
     def __call__(self, text: str, lines: list[str]) -> Ranges: ...
@@ -79,6 +81,20 @@ class ChunkStrategy(Protocol):
 
 class StrategyError(Exception):
     """A strategy failed on one file (raised, timed out, or returned something that is not a partition)."""
+
+
+class StrategyModuleError(StrategyError):
+    """A workspace strategy's module did not load in the strategy worker (its top level raised, ran late or ran
+    out of memory, or it defines no `chunk`): it fails every file it claims alike. `warning` says so as a load
+    warning, which the index reports once (`IndexReport.strategy_warnings`) rather than with every file."""
+
+    def __init__(self, origin: str, why: str) -> None:
+        super().__init__(f"its module did not load: {why}")
+        self.warning = _load_failure(origin, why, "the files it claims are chunked as they would be without it")
+
+
+def _load_failure(origin: str, why: str, outcome: str) -> str:
+    return f"codeloupe: the trusted chunk strategy {origin} failed to load ({why}); {outcome}"
 
 
 @dataclass(frozen=True)
@@ -236,10 +252,11 @@ def ranges_of(raw: Ranges) -> list[tuple[int, int, str]]:
 def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[tuple[int, int, str]]:
     try:
         return run_in_worker(strategy.source, strategy.sha256, strategy.origin, text, timeout_s)
-    except StrategyProcessLate as exc:
-        _timed_out.add(strategy.name)  # a strategy that ran late is not started again in this process
-        raise StrategyError(str(exc)) from exc
     except StrategyProcessError as exc:
+        if isinstance(exc, StrategyProcessLate):
+            _timed_out.add(strategy.name)  # a strategy that ran late is not started again in this process
+        if exc.at_load:
+            raise StrategyModuleError(strategy.origin, str(exc)) from exc
         raise StrategyError(str(exc)) from exc
 
 
@@ -346,7 +363,7 @@ def load_workspace_strategies(root: Path, trust: TrustStore | None = None) -> St
         try:
             extensions = strategy_extensions(source, digest, str(path))
         except StrategyError as exc:
-            out.warnings.append(f"codeloupe: the trusted chunk strategy {path} failed to load ({exc}); skipped")
+            out.warnings.append(_load_failure(str(path), str(exc), "skipped"))
             continue
         out.strategies.append(Strategy(path.stem, extensions, source, digest, origin=str(path)))
     for warning in out.warnings:  # the surfaces show `warnings` to the user; this is for the log

@@ -36,6 +36,8 @@ Loaded = tuple[tuple[str, ...], Callable[[str, list[str]], Any]]  # a compiled m
 class StrategyProcessError(Exception):
     """The strategy failed in the worker, ran late (the worker was then killed), or no worker could run it."""
 
+    at_load = False  # True where its module did not load (its top level failed): it fails every file alike
+
 
 class StrategyProcessLate(StrategyProcessError):
     """The strategy gave no answer within its time bound; its worker was killed."""
@@ -53,6 +55,7 @@ class _Worker:
         self.process: BaseProcess = context.Process(  # type: ignore[attr-defined]
             target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES),
             name="codeloupe-strategy-worker", daemon=True)
+        self.loaded: set[str] = set()  # the sha256 of each module that loaded here
         try:
             self.process.start()
         except OSError as exc:
@@ -86,37 +89,58 @@ _worker_lock = threading.Lock()  # the one worker chunks one file at a time
 
 def run_in_worker(source: str, sha256: str, origin: str, text: str, timeout_s: float) -> Ranges:
     """A workspace strategy's ranges for `text` (each `(start, end, name)`, not yet checked to be a partition),
-    computed in the worker process within `timeout_s`; `StrategyProcessError` saying why not."""
-    return _ask((source, sha256, origin, text, timeout_s))  # type: ignore[return-value]
+    computed in the worker process within `timeout_s`; `StrategyProcessError` saying why not. The module is
+    loaded first, in a call of its own (once per worker), so a top level that fails is told apart (`at_load`)
+    from a `chunk` that fails on this file, and each gets the whole time bound."""
+    with _worker_lock:
+        worker = _running_worker()
+        if sha256 not in worker.loaded:
+            _load(worker, source, sha256, origin, timeout_s)
+        return _ask(worker, (source, sha256, origin, text, timeout_s))  # type: ignore[return-value]
 
 
 def load_in_worker(source: str, sha256: str, origin: str, timeout_s: float) -> tuple[str, ...]:
     """A workspace strategy module's EXTENSIONS, as its top level leaves them when run in the worker process
     within `timeout_s` (the module stays compiled there for the files after); `StrategyProcessError` saying why
     not."""
-    return tuple(_ask((source, sha256, origin, None, timeout_s)))  # type: ignore[arg-type]
+    with _worker_lock:
+        return _load(_running_worker(), source, sha256, origin, timeout_s)
 
 
-def _ask(request: Request) -> Ranges | list[str]:
+def _running_worker() -> _Worker:
+    global _worker
+    if _worker is None:
+        _worker = _Worker()
+    return _worker
+
+
+def _load(worker: _Worker, source: str, sha256: str, origin: str, timeout_s: float) -> tuple[str, ...]:
+    try:
+        extensions = tuple(_ask(worker, (source, sha256, origin, None, timeout_s)))  # type: ignore[arg-type]
+    except StrategyProcessError as exc:
+        exc.at_load = True
+        raise
+    worker.loaded.add(sha256)
+    return extensions
+
+
+def _ask(worker: _Worker, request: Request) -> Ranges | list[str]:
+    """The worker's answer to `request`; a worker that died or ran late is stopped (the next call starts
+    another). Called with `_worker_lock` held."""
     global _worker
     timeout_s = request[-1]
-    with _worker_lock:
-        if _worker is None:
-            _worker = _Worker()
-        worker = _worker
-        try:
-            answer = worker.call(request, timeout_s)
-        except StrategyProcessError:
-            if not worker.process.is_alive():
-                worker.stop()
-                _worker = None
-            raise
-        if answer is None:
+    try:
+        answer = worker.call(request, timeout_s)
+    except StrategyProcessError:
+        if not worker.process.is_alive():
             worker.stop()
             _worker = None
-            raise StrategyProcessLate(f"ran past its time bound of {timeout_s:g}s (its worker process was "
-                                       "stopped)")
-        return answer
+        raise
+    if answer is None:
+        worker.stop()
+        _worker = None
+        raise StrategyProcessLate(f"ran past its time bound of {timeout_s:g}s (its worker process was stopped)")
+    return answer
 
 
 def serve_strategies(connection: Connection, memory_bytes: int) -> None:
@@ -166,11 +190,11 @@ def _compiled(source: str, origin: str, memory_bytes: int) -> Loaded | str:
     try:
         return compile_strategy(source, origin)
     except MemoryError:
-        return "its module did not load: " + _out_of_memory(memory_bytes)
+        return _out_of_memory(memory_bytes)
     except StrategyError as exc:
         return str(exc)
     except (Exception, RecursionError) as exc:
-        return f"its module did not load: {type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _out_of_memory(memory_bytes: int) -> str:
