@@ -622,11 +622,15 @@ else:
     writer = threading.Thread(target=index, name="codeloupe-writer-repo")
     writer.start()
     writer.join()
-children = [p for p in Path("/proc").glob("[0-9]*")
-            if (p / "stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+processes = []  # (state, parent) of each process, read once: the machine's processes come and go meanwhile
+for p in Path("/proc").glob("[0-9]*"):
+    try:
+        processes.append((p / "stat").read_text().rsplit(")", 1)[1].split()[:2])
+    except OSError:  # it ended since the listing
+        pass
 peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1]
 print(json.dumps({"reasons": reasons, "warnings": warnings, "threads": [t.name for t in threading.enumerate()],
-                  "children": [(p / "stat").read_text().rsplit(")", 1)[1].split()[0] for p in children],
+                  "children": [state for state, parent in processes if parent == str(os.getpid())],
                   "peak_kib": int(peak)}))
 '''
 TEST_PROCESS_MEMORY = 3 * 2**30  # the machine's guard, should the strategy's memory go unbounded
