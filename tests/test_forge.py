@@ -793,6 +793,54 @@ def test_a_trusted_strategy_whose_top_level_fails_leaves_its_files_to_their_gram
         ws.close()
 
 
+def test_the_files_a_strategy_failed_on_are_listed_by_stats_and_mcp_status(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A strategy's failure was kept only as each file's `fallback_reason` in the index: nothing a user reads
+    (`codeloupe stats`, MCP's `status`) said which files were not chunked as planned, or why."""
+    import json
+
+    from codeloupe.cli import main
+
+    trusted_python_strategy(repo, PYTHON_TOP_LEVEL_RAISES)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})
+    try:
+        ws.index()
+        why = "strategy py: its module did not load: ZeroDivisionError: division by zero"
+        problems = [(p.path, p.reason) for p in ws.chunking_problems()]
+        # the strategy's own file is a .py file it claims too
+        assert problems == [(path, why) for path in (".codeloupe/strategies/py.py", "main.py", "more.py", "tools.py")]
+    finally:
+        ws.close()
+    args = [str(repo), "--embed-provider", "none", "--chunk-budget", str(BUDGET)]
+    assert main(["stats", *args]) == 0
+    said = capsys.readouterr().out
+    assert "chunking  4 files not chunked as planned" in said and "(--skipped lists them)" in said
+    assert main(["stats", *args, "--skipped"]) == 0
+    said = capsys.readouterr().out
+    assert f"    more.py  ({why})" in said
+    assert main(["stats", *args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chunking_problems"][1] == {"path": "main.py", "reason": why}
+
+    import anyio
+    from mcp import Client
+
+    from codeloupe_mcp.server import build_server
+    from codeloupe_serving.warm import WarmWorkspace
+
+    async def status() -> dict:
+        async with Client(build_server(warm)) as client:
+            answer = await client.call_tool("status", {})
+            return json.loads("".join(part.text for part in answer.content))
+
+    warm = WarmWorkspace(repo)
+    try:
+        told = anyio.run(status)
+    finally:
+        warm.close()
+    assert told["chunking_problems"][2] == {"path": "more.py", "reason": why}
+    assert told["chunking_problems_not_listed"] == 0
+
+
 def test_codeloupe_index_says_once_that_a_strategy_did_not_load(repo: Path) -> None:
     strategy = trusted_python_strategy(repo, PYTHON_TOP_LEVEL_RAISES)
     done = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(repo), "--no-embed", "--embed-provider",

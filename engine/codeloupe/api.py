@@ -68,6 +68,7 @@ from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store
 from codeloupe.types import (
     Bundle,
+    ChunkingProblem,
     EntryPoint,
     Expansion,
     FileHit,
@@ -505,6 +506,11 @@ class Workspace:
         --skipped`). Files left out by their path (ignored, lockfiles, binary extensions) are not walked into
         the index at all and are not listed."""
         return [SkippedPath(path, s.reason) for path, s in sorted(self.store.skipped_files().items())]
+
+    def chunking_problems(self) -> list[ChunkingProblem]:
+        """The files a trusted chunk strategy or the chunker failed on, by path, and why (`codeloupe stats
+        --skipped`, MCP's `status`): each was chunked as it would be without the strategy, or in line windows."""
+        return [ChunkingProblem(path, reason) for path, reason in self.store.chunking_problems()]
 
     def _index_location(self) -> str:
         """Where the index is: its file, or the shared database (no password) and the repository in it."""

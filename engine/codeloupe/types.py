@@ -120,6 +120,16 @@ class SkippedPath:
     reason: str
 
 
+@dataclass(frozen=True)
+class ChunkingProblem:
+    """A file indexed, but not chunked as planned for a reason the user can act on: a trusted chunk strategy that
+    failed on it (the file was chunked as without the strategy), or the chunker's own failure (line windows).
+    The expected fallbacks (no grammar for the file's language, a giant line) are not problems."""
+
+    path: str
+    reason: str
+
+
 # -------------------------------------------------------------------------------------------- search
 # The hits are made by the hundred for every query (a complete bundle's RELATED map): slotted, each is made in
 # about half the time (and holds no per-instance dict).

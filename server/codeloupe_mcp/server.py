@@ -145,8 +145,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
-        "skipped for their content by reason (generated, minified, too large, binary), the last refresh error if "
-        "any. Call it when results look incomplete."))
+        "skipped for their content by reason (generated, minified, too large, binary), the files a chunk strategy "
+        "or the chunker failed on, the last refresh error if any. Call it when results look incomplete."))
     def status() -> str:
         return _status_json(warm)
 
@@ -262,9 +262,15 @@ def _chat_configured(warm: WarmWorkspace) -> bool:
     return bool(settings.chat_base_url and settings.chat_model)
 
 
+_PROBLEMS_LISTED = 50  # files a strategy or the chunker failed on, listed by `status` (the rest counted)
+
+
 def _status_json(warm: WarmWorkspace) -> str:
     status = dataclasses.asdict(warm.ws.status())
-    status.update(ready=warm.ready, last_error=warm.last_error, building=warm.building_note())
+    problems = warm.ws.chunking_problems()
+    status.update(ready=warm.ready, last_error=warm.last_error, building=warm.building_note(),
+                  chunking_problems=[dataclasses.asdict(p) for p in problems[:_PROBLEMS_LISTED]],
+                  chunking_problems_not_listed=max(len(problems) - _PROBLEMS_LISTED, 0))
     return json.dumps(status, indent=1)
 
 

@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--skipped", action="store_true",
-                        help="also list each file skipped for its content (generated, minified, ...) and why")
+                        help="also list each file skipped for its content (generated, minified, ...) and each file "
+                             "a chunk strategy or the chunker failed on, and why")
     parser.set_defaults(func=run)
 
 
@@ -23,10 +24,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         status = ws.status()
         skipped = ws.skipped_files() if args.skipped else []
+        problems = ws.chunking_problems()
     finally:
         ws.close()
     if args.json:
-        out = dataclasses.asdict(status)
+        out = {**dataclasses.asdict(status), "chunking_problems": [dataclasses.asdict(p) for p in problems]}
         if args.skipped:
             out["skipped_files"] = [dataclasses.asdict(s) for s in skipped]
         print(json.dumps(out, indent=2))
@@ -48,4 +50,9 @@ def run(args: argparse.Namespace) -> int:
     for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
         name = one_line(s.path)
         print(f"    {name}  ({s.reason})")
+    if problems:
+        print(f"  chunking  {len(problems)} file{'' if len(problems) == 1 else 's'} not chunked as planned (a chunk "
+              "strategy or the chunker failed on them)" + ("" if args.skipped else "  (--skipped lists them)"))
+    for problem in problems if args.skipped else []:
+        print(f"    {one_line(problem.path)}  ({one_line(problem.reason)})")
     return 0

@@ -1155,6 +1155,12 @@ class PgStore:
         """Files remembered as skipped for their content, counted by reason."""
         return dict(self._rows("SELECT reason, COUNT(*) FROM skipped_files GROUP BY reason ORDER BY reason"))
 
+    def chunking_problems(self) -> list[tuple[str, str]]:
+        """(path, fallback reason) of each file a strategy or the chunker failed on (`ChunkingProblem`)."""
+        # '%%': the driver reads a lone '%' as a placeholder (doubled, a LIKE pattern means the same)
+        return self._rows("SELECT path, fallback_reason FROM files WHERE fallback_reason LIKE 'strategy %%'"
+                          " OR fallback_reason LIKE 'error:%%' OR fallback_reason LIKE 'partition:%%' ORDER BY path")
+
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
         skipped, forget = list(skipped), list(forget)
