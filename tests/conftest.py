@@ -27,6 +27,16 @@ def isolated_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 
 
 @pytest.fixture(autouse=True)
+def no_strategy_worker_left() -> Iterator[None]:
+    """A test that chunked with a workspace strategy leaves this process's strategy worker running (it is kept for
+    the files after): ended after each test, so that no later test finds a child process it did not start."""
+    yield
+    from codeloupe.chunk.strategy_process import stop_worker
+
+    stop_worker()
+
+
+@pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     cache = tmp_path_factory.mktemp("codeloupe-cache")
     monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))

@@ -175,10 +175,8 @@ def test_a_bulk_run_embeds_in_worker_processes_and_ends_them(tmp_path: Path) -> 
     words = " ".join(f"name{k}" for k in range(80))  # distinct words enough for the maximum windows
     store = _store(tmp_path / "index.sqlite", {"big.py": [(f"def f{i}", f"{words} f{i}\n") for i in range(70)]})
     workers_seen: list[list[int]] = []
-    # Processes this one started before (a chunk strategy's worker, kept for the files after) are not the run's.
-    before = set(children_of(os.getpid()))
     embed_pending(store, pooled, Settings(cache_dir=str(tmp_path)),
-                  progress=lambda _: workers_seen.append([pid for pid in children_of(os.getpid()) if pid not in before]))
+                  progress=lambda _: workers_seen.append(children_of(os.getpid())))
     assert max(len(w) for w in workers_seen) >= 2, "the bulk run never used worker processes"
     assert not any(alive(pid) for seen in workers_seen for pid in seen), "workers outlived the run"
     assert store.vector_counts(pooled.model_id)["chunks_done"] == 70

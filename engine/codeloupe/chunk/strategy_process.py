@@ -87,6 +87,16 @@ _worker: _Worker | None = None
 _worker_lock = threading.Lock()  # the one worker chunks one file at a time
 
 
+def stop_worker() -> None:
+    """End this process's strategy worker, if one runs (it is otherwise kept for the files after, and ends with
+    this process): for a program done with chunking, and for tests, whose process outlives each test."""
+    global _worker
+    with _worker_lock:
+        if _worker is not None:
+            _worker.stop()
+            _worker = None
+
+
 def run_in_worker(source: str, sha256: str, origin: str, text: str, timeout_s: float) -> Ranges:
     """A workspace strategy's ranges for `text` (each `(start, end, name)`, not yet checked to be a partition),
     computed in the worker process within `timeout_s`; `StrategyProcessError` saying why not. The module is
