@@ -267,29 +267,55 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
     minutes), and went on waiting after its client cancelled: 40 such calls at `/mcp` held every thread of the
     process, and the HTTP API's sync endpoints (here /v1/status) waited behind them. A call now waits on the event
     loop and leaves when it is cancelled; one that stays gets the answer of the whole index."""
+    import threading
+
     import httpx2 as httpx
+    from mcp.server.mcpserver import MCPServer
 
     import codeloupe_serving.warm as warm_module
 
     monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a call waits for the whole first index
-    waiting = [0]  # calls that reached their wait for the first index: on a thread in `fresh`, or on the loop
+    # What the server did with each call, counted where it happens: arrived (a tool call, before its tool runs),
+    # ended (answered or cancelled), and waiting for the first index (on the event loop, or on a worker thread in
+    # `fresh` as calls did before they waited on the loop).
+    counts, lock = {"arrived": 0, "ended": 0, "waiting": 0}, threading.Lock()
+    real_call_tool = MCPServer.call_tool
     real_fresh, real_first_index = warm_module.WarmWorkspace.fresh, warm_module.WarmWorkspace.first_index
 
+    def count(what: str, by: int = 1) -> None:
+        with lock:
+            counts[what] += by
+
+    async def counted_call_tool(self, *args, **kwargs):
+        count("arrived")
+        try:
+            return await real_call_tool(self, *args, **kwargs)
+        finally:
+            count("ended")
+
     def counted_fresh(self):
-        waiting[0] += 1
-        return real_fresh(self)
+        waits = not self.ready  # only a call before the first index ended waits in it
+        count("waiting", waits)
+        try:
+            return real_fresh(self)
+        finally:
+            count("waiting", -waits)
 
-    async def counted_first_index(self):
-        waiting[0] += 1
-        await real_first_index(self)
+    async def counted_first_index(self) -> None:
+        count("waiting")
+        try:
+            await real_first_index(self)
+        finally:
+            count("waiting", -1)
 
-    async def wait_for_waiting(count: int) -> None:
+    async def wait_until(what: str, expected: int) -> None:
         for _ in range(600):  # up to a minute: not a speed check
-            if waiting[0] >= count:
+            if counts[what] == expected:
                 return
             await anyio.sleep(0.1)
-        raise AssertionError(f"{waiting[0]} of {count} calls are waiting")
+        raise AssertionError(f"{what}: {counts[what]} calls, not {expected}")
 
+    monkeypatch.setattr(MCPServer, "call_tool", counted_call_tool)
     monkeypatch.setattr(warm_module.WarmWorkspace, "fresh", counted_fresh)
     monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
     base = serve([project], ready=False)
@@ -301,8 +327,12 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
             async with anyio.create_task_group() as given_up:
                 for n in range(45):  # more than the pool's 40 threads
                     given_up.start_soon(client.call_tool, *calls[n % len(calls)])
-                await wait_for_waiting(40)  # every thread, before the fix: the rest queued behind them
+                await wait_until("arrived", 45)
+                # Before the fix 40 of them waited on a thread each, and the rest had no thread to wait on.
+                await wait_until("waiting", 45)
                 given_up.cancel_scope.cancel()  # the client sends notifications/cancelled for each
+            await wait_until("ended", 45)
+            await wait_until("waiting", 0)  # and each left its wait for the first index
             status = await http.get(f"{base}/v1/status", timeout=60)  # a sync handler: it needs a free thread
             assert status.status_code == 200 and status.json()["ready"] is False
             async with anyio.create_task_group() as patient:
@@ -311,9 +341,9 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
                 async def call() -> None:
                     answers.append(await client.call_tool("search", {"query": "session store"}))
 
-                waited = waiting[0]
                 patient.start_soon(call)
-                await wait_for_waiting(waited + 1)
+                await wait_until("waiting", 1)
+                assert not answers  # it waits for the first index: not answered from part of it
                 first_index_held.release.set()
             (answer,) = answers
             assert not answer.is_error and "CORE" in text_of(answer) and "note:" not in text_of(answer)
