@@ -151,3 +151,51 @@ def test_a_graph_map_over_budget_says_what_to_call_next(
     cut = plain_text(text, 1_000, "graph", next_call="raise max_bytes, or ask for one file with `node`")
     assert len(cut.encode()) <= 1_000
     assert cut.endswith("[graph cut to stay within 1000 bytes: raise max_bytes, or ask for one file with `node`]")
+
+
+def test_a_flat_answer_fits_its_budget_however_long_its_notes(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """The notes were echoed whole and, once they alone passed the budget, outside it: a `scope` of 3,000
+    characters naming no folder (its note quotes it) with max_bytes 1,000 came back as 3,301 bytes; so would a
+    search across many repositories whose first index still runs (a note each). Each note is now cut to its start
+    and an ellipsis where they would not fit, the ones that do not fit at all counted in a last note."""
+    import dataclasses
+    import json
+
+    from codeloupe_mcp.sized import flat_json
+
+    ws = lexical_workspace(write(tmp_path / "repo", {"ledger.py": "def ledger_total(rows):\n    return rows\n"}))
+    mistyped = ws.search("ledger total", scope="missing_" * 400)
+    assert mistyped.notes and len(mistyped.notes[0]) > 3_000
+    found = ws.search("ledger total")
+    building = [f"the index of repository_{n:03} is still being built (12 of 3,400 files indexed): files not yet "
+                "indexed are missing from this answer; `status` says when it is ready" for n in range(120)]
+    many = dataclasses.replace(found, notes=[*found.notes, *building])
+    for bundle in (mistyped, many):
+        for max_bytes in (1_000, 6_000):
+            answer = flat_json(bundle, max_bytes=max_bytes)
+            assert len(answer.encode("utf-8")) <= max_bytes
+            notes = json.loads(answer)["notes"]
+            assert notes[0].startswith(bundle.notes[0][:20])
+    (note,) = json.loads(flat_json(mistyped, max_bytes=1_000))["notes"]
+    assert note.startswith("no indexed file lies under 'missing_missing_") and note.endswith("…")
+    notes = json.loads(flat_json(many, max_bytes=6_000))["notes"]
+    assert notes[:len(found.notes)] == found.notes  # the short ones whole
+    assert notes[-1].endswith("more notes not shown to stay within 6000 bytes")
+    assert json.loads(flat_json(many, max_bytes=200_000))["notes"] == many.notes  # all of them, when they fit
+
+
+def test_an_expansion_fits_its_budget_however_long_its_path(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """The heading (the file's path, and the notes) was reserved only when it fit the budget, and outside it when
+    it did not: lines 1-40 of a file 1,210 bytes deep with max_bytes 1,000 came back as 1,587 bytes."""
+    from codeloupe_mcp.sized import expansion_text
+
+    deep = "/".join(["d" * 200] * 6) + "/mod.py"
+    ws = lexical_workspace(write(tmp_path / "repo", {deep: "".join(f"value_{i} = {i}\n" for i in range(40))}))
+    found = ws.expand(deep, 1, 40)
+    for notes in ((), ("the index of repo is still being built " * 30,)):
+        answer = expansion_text(found, max_bytes=1_000, notes=notes)
+        assert len(answer.encode("utf-8")) <= 1_000
+        assert answer.endswith("bytes: raise max_bytes]")
+    assert expansion_text(found, max_bytes=2_000).startswith(f"{deep}:1-40\n```\nvalue_0 = 0\n")

@@ -141,7 +141,7 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
                     "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": []}
     if bundle.notes:
-        answer["notes"] = bundle.notes
+        answer["notes"] = _echoed_notes(bundle.notes, budget.limit // 4, budget.limit)
     # Reserved as it will be written: the query escaped, the lanes, the notes and the cut note at its largest.
     budget.take(json.dumps({**answer, "cut": _flat_cut(len(chunks), budget.limit)}, ensure_ascii=False))
     items: list[dict] = []
@@ -176,6 +176,41 @@ def _echoed(query: str, room: int) -> str:
     while kept and len(json.dumps(kept + "…", ensure_ascii=False).encode("utf-8")) > room:
         kept = kept[:max(len(kept) - max(len(kept) // 8, 1), 0)]
     return kept + "…"
+
+
+# A note cut to fewer bytes than this says too little to be worth its ellipsis: it is counted instead.
+_NOTE_MIN_BYTES = 60
+
+
+def _echoed_notes(notes: Sequence[str], room: int, limit: int) -> list[str]:
+    """The notes as echoed in a JSON answer, within `room` bytes together (notes on how far to trust it: a scope
+    quoted whole, a note per repository still being indexed): the shorter ones whole, each longer one cut to its
+    start and an ellipsis with an equal share of what is left, and those past what fits counted in a last note."""
+    shown = len(notes)
+    while True:
+        count = len(notes) - shown
+        left_out = [f"{count} more note{'' if count == 1 else 's'} not shown to stay within {limit} bytes"] if count \
+            else []
+        echoed = _shared(notes[:shown], room - _json_bytes(left_out))
+        if echoed is not None:
+            return [*echoed, *left_out]
+        shown -= 1
+
+
+def _shared(notes: Sequence[str], room: int) -> list[str] | None:
+    """`notes` within `room` bytes of JSON, shortest first each whole or cut to an equal share of what is left;
+    None when a share falls under `_NOTE_MIN_BYTES` (never for no notes)."""
+    echoed: dict[int, str] = {}
+    for n, i in enumerate(sorted(range(len(notes)), key=lambda i: len(notes[i]))):
+        share = (room - sum(_json_bytes(note) + 2 for note in echoed.values())) // (len(notes) - n) - 2
+        if share < _NOTE_MIN_BYTES and _json_bytes(notes[i]) > share:
+            return None
+        echoed[i] = _echoed(notes[i], share)
+    return [echoed[i] for i in range(len(notes))]
+
+
+def _json_bytes(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
 def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: Sequence[str] = ()) -> str:
@@ -223,8 +258,9 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
     if len(whole.encode("utf-8")) <= budget.limit:
         return whole
     start, end, size = found.start_line, found.end_line, len(found.text.encode("utf-8"))
-    budget.take(f"{head}\n```\n\n```\n" + max(_expand_cut_note(end - 1, end, budget.limit),
-                                            _long_line_note(start, size, size, end, budget.limit), key=len))
+    if not budget.take(f"{head}\n```\n\n```\n" + max(_expand_cut_note(end - 1, end, budget.limit),
+                                                   _long_line_note(start, size, size, end, budget.limit), key=len)):
+        return _within(whole, budget.limit)  # the heading alone (a deep path, long notes) leaves no room to go on
     kept = _lines_within(found.text, budget.left())
     if kept:
         last = start + len(kept.splitlines()) - 1
