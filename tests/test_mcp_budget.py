@@ -153,6 +153,18 @@ def test_a_graph_map_over_budget_says_what_to_call_next(
     assert cut.endswith("[graph cut to stay within 1000 bytes: raise max_bytes, or ask for one file with `node`]")
 
 
+def test_a_text_answer_that_fits_its_budget_is_not_cut() -> None:
+    """A graph or ask answer within 200 bytes of `max_bytes` was cut all the same (the room kept for the cut note
+    was taken from an answer needing none): 945 bytes of graph with max_bytes 1,000 came back cut to 846."""
+    from codeloupe_mcp.sized import plain_text
+
+    text = "".join(f"  app/module_{i:02}.py  degree {i}\n" for i in range(30))
+    assert 800 < len(text.encode()) <= 1_000
+    assert plain_text(text, 1_000, "graph") == text
+    assert plain_text(text, 1_000, "graph", ["the index is still being built"]) == \
+        f"note: the index is still being built\n{text}"
+
+
 def test_a_flat_answer_fits_its_budget_however_long_its_notes(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
     """The notes were echoed whole and, once they alone passed the budget, outside it: a `scope` of 3,000

@@ -294,9 +294,9 @@ def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "an
     `notes` first."""
     budget = Budget(max_bytes)
     text = "".join(line + "\n" for line in _note_lines(notes)) + text
-    kept = _lines_within(text, budget.limit - 200)
-    if kept == text:
+    if len(text.encode("utf-8")) <= budget.limit:
         return text
+    kept = _lines_within(text, budget.limit - 200)  # and room for the line saying it was cut
     return kept.rstrip("\n") + f"\n[{what} cut to stay within {budget.limit} bytes: {next_call}]"
 
 
