@@ -79,6 +79,7 @@ class TarballServer:
     bodies: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # the Host header of every request
+    proxy_credentials: list[str] = field(default_factory=list)  # the Proxy-Authorization header of every request
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location of a 302
     announced: dict[str, int] = field(default_factory=dict)  # path -> a Content-Length that lies
     trickled: set[str] = field(default_factory=set)  # paths whose body comes a byte at a time, slowly
@@ -94,6 +95,7 @@ class TarballServer:
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
                 server.requests.append(self.path)
                 server.hosts.append(self.headers.get("Host", ""))
+                server.proxy_credentials.append(self.headers.get("Proxy-Authorization", ""))
                 if self.path in server.redirects:
                     self.send_response(302)
                     self.send_header("Location", server.redirects[self.path])
@@ -583,6 +585,29 @@ def test_a_proxy_the_user_set_carries_the_fetch_and_the_guard_still_holds(
     monkeypatch.setenv("no_proxy", "tarballs.proxied.test")  # not through the proxy: this machine must resolve it
     with pytest.raises(RemoteError, match="tarballs.proxied.test: cannot resolve it"):
         index_remote("acme/widget@main", embed=False, overrides={"remote_timeout_s": 0.5})
+
+
+def test_a_redirect_around_the_proxy_does_not_carry_the_proxy_password(
+        served: TarballServer, dns: StubDNS, connections: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's proxy password (in `http_proxy`) is the proxy's: a redirect to a host the fetch reaches
+    directly (`no_proxy`) must not hand it to that host."""
+    import base64
+
+    dns.answers |= {"tarballs.proxied.test": ["127.0.0.1"], "direct.test": ["127.0.0.1"]}
+    for name in ("NO_PROXY", "https_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    port = served.base.rsplit(":", 1)[1]
+    monkeypatch.setenv("http_proxy", f"http://codeloupe:s3cret@127.0.0.1:{port}")
+    monkeypatch.setenv("no_proxy", "direct.test")
+    monkeypatch.setenv("CODELOUPE_REMOTE_TARBALL_URL", f"http://tarballs.proxied.test:{port}/{{owner}}/{{repo}}/{{ref}}.tar.gz")
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    served.redirects[f"http://tarballs.proxied.test:{port}/acme/widget/moved.tar.gz"] = \
+        f"http://direct.test:{port}/acme/widget/main.tar.gz"
+    assert index_remote("acme/widget@moved", embed=False).files_indexed == 4
+    password = "Basic " + base64.b64encode(b"codeloupe:s3cret").decode()
+    assert served.requests == [f"http://tarballs.proxied.test:{port}/acme/widget/moved.tar.gz",  # to the proxy
+                               "/acme/widget/main.tar.gz"]  # straight to the host
+    assert served.proxy_credentials == [password, ""]
 
 
 def test_over_https_the_checked_address_is_connected_to_and_the_name_verified(

@@ -206,6 +206,15 @@ class _GuardedRedirects(urllib.request.HTTPRedirectHandler):
 
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        """The request to the redirect's target, without the user's proxy password: urllib copies every header
+        of the old request, the proxy's credentials included, even to a host reached directly (`no_proxy`).
+        Where the new request goes through the proxy, the proxy handler adds them again."""
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.remove_header("Proxy-authorization")  # as urllib's ProxyHandler spells it
+        return new
+
 
 def opener_for(url: str) -> urllib.request.OpenerDirector:
     """An opener for one fetch starting at `url`, which it admits first (`RemoteError` when refused)."""
