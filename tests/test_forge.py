@@ -882,3 +882,45 @@ def test_extensions_are_read_from_the_syntax_tree_only_where_running_the_module_
         source = head + tail
         assert literal_extensions(source) is None
         assert strategy_extensions(source, file_digest(source.encode()), "zog.py") == claimed
+
+
+# Starts the strategy worker from this process's only thread (so it is forked), says the worker's pid, then dies by
+# SIGKILL, as a CLI killed by the system or a user does: no exit handler runs.
+STARTS_WORKER_THEN_DIES = '''
+import os, signal, sys
+from codeloupe.chunk import strategy_process
+
+source = 'EXTENSIONS = (".zog",)\\ndef chunk(text, lines):\\n    return [(1, len(lines))]\\n'
+assert strategy_process.run_in_worker(source, "sha", "zog.py", "a\\n", 30.0) == [(1, 1, "")]
+print(strategy_process._worker.process.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie has ended: it only waits to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_strategy_worker_ends_when_the_process_that_started_it_is_killed() -> None:
+    # Its output is read up to the pid only: the worker inherited the pipe, so reading to its end would wait for
+    # the worker too.
+    with subprocess.Popen([sys.executable, "-c", STARTS_WORKER_THEN_DIES], stdout=subprocess.PIPE, text=True) as run:
+        assert run.stdout is not None
+        worker = int(run.stdout.readline())
+        assert run.wait(60) == -9
+    # The worker notices within a second or two; this deadline only ends a test whose worker stays.
+    for _ in range(300):
+        if not _running(worker):
+            return
+        threading.Event().wait(0.1)
+    import os
+    import signal
+
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the strategy worker outlived the process that started it")

@@ -26,6 +26,7 @@ from codeloupe.parallel import may_start, pool_context
 # fails: a strategy works on one file's text, so this is far above any honest need.
 STRATEGY_MEMORY_BYTES = 512 * 1024 * 1024
 _REAP_S = 5.0  # how long a killed worker may take to be reaped
+_PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
 
 # (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
 Request = tuple[str, str, str, str | None, float]
@@ -53,7 +54,7 @@ class _Worker:
                                        "program's main script (no __main__ guard) cannot start one")
         self.connection, child_end = context.Pipe()
         self.process: BaseProcess = context.Process(  # type: ignore[attr-defined]
-            target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES),
+            target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES, os.getpid()),
             name="codeloupe-strategy-worker", daemon=True)
         self.loaded: set[str] = set()  # the sha256 of each module that loaded here
         try:
@@ -153,11 +154,12 @@ def _ask(worker: _Worker, request: Request) -> Ranges | list[str]:
     return answer
 
 
-def serve_strategies(connection: Connection, memory_bytes: int) -> None:
+def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int) -> None:
     """The worker's loop: compile each strategy once (by its sha256), answer one request at a time.
 
-    Should the parent die, the worker ends too: waiting for a request, its pipe reads end-of-file; on one, an
-    alarm (left to its default action, which ends the process even inside a call into C) goes off a little
+    Should the parent die, the worker ends too: waiting for a request, it looks every `_PARENT_POLL_S` whether
+    it has been handed to another parent (its pipe alone would not tell: a forked worker holds a copy of the
+    parent's end, as does any process the parent forked after it); on one, an alarm (left to its default action, which ends the process even inside a call into C) goes off a little
     after the parent would have killed it. (`parallel.exit_with_parent`'s PR_SET_PDEATHSIG would not do: it
     fires when the *thread* that started the worker ends, and a served workspace's refresh threads come and go.)
     Ctrl-C in a terminal is the parent's to handle: the worker ignores it and ends with its parent."""
@@ -171,6 +173,9 @@ def serve_strategies(connection: Connection, memory_bytes: int) -> None:
     compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
     while True:
         try:
+            while not connection.poll(_PARENT_POLL_S):
+                if os.getppid() != parent_pid:
+                    return
             source, sha256, origin, text, timeout_s = connection.recv()
         except EOFError:  # the parent closed its end, or died
             return
