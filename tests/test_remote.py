@@ -564,15 +564,18 @@ def certificate_for(name: str, folder: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
+@pytest.mark.parametrize("with_scheme", [True, False], ids=["http://host:port", "host:port"])
 def test_a_proxy_the_user_set_carries_the_fetch_and_the_guard_still_holds(
-        served: TarballServer, dns: StubDNS, connections: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        served: TarballServer, dns: StubDNS, connections: list[str], monkeypatch: pytest.MonkeyPatch,
+        with_scheme: bool) -> None:
     """Behind a proxy that alone resolves outside names (a corporate network), connecting to checked addresses
-    must not mean ignoring the user's `http_proxy`: the fetch goes through it, and a redirect the proxy relays
-    is still checked. The tarball server plays the proxy here (it answers absolute-form requests)."""
+    must not mean ignoring the user's `http_proxy` (spelt with its scheme or without, as urllib, curl and pip
+    take it): the fetch goes through it, and a redirect the proxy relays is still checked. The tarball server
+    plays the proxy here (it answers absolute-form requests)."""
     dns.answers["tarballs.proxied.test"] = [""]  # only the proxy can resolve it
     for name in ("no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("http_proxy", served.base)
+    monkeypatch.setenv("http_proxy", served.base if with_scheme else served.base.removeprefix("http://"))
     monkeypatch.setenv("CODELOUPE_REMOTE_TARBALL_URL", "http://tarballs.proxied.test/{owner}/{repo}/{ref}.tar.gz")
     monkeypatch.setenv("CODELOUPE_REMOTE_COMMIT_URL", "http://tarballs.proxied.test/commits/{owner}/{repo}/{ref}")
     served.bodies["http://tarballs.proxied.test/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)

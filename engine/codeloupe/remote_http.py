@@ -86,6 +86,12 @@ def _address(text: str) -> Address:
     return ipaddress.ip_address(text.split("%", 1)[0])
 
 
+def _proxy_host(proxy: str) -> str:
+    """The host of a proxy setting as urllib reads it: a URL, or without `scheme://` the proxy's `[user@]host:port`
+    (`http_proxy=proxy.example:3128`, which curl and pip take too)."""
+    return (urlsplit(proxy if "://" in proxy else "//" + proxy).hostname or "").lower()
+
+
 class _Route:
     """One fetch's hosts, each resolved once: the addresses its connections may use, and the kind of network
     the fetch started on."""
@@ -98,7 +104,7 @@ class _Route:
         self._start: int | None = None
         self._hosts: dict[str, tuple[int, list[str]]] = {}  # host -> (its reach, the addresses to connect to)
         self._proxies = proxies or {}  # scheme -> the user's proxy URL
-        self._proxy_hosts = {(urlsplit(p).hostname or "").lower() for p in self._proxies.values()} - {""}
+        self._proxy_hosts = {_proxy_host(p) for p in self._proxies.values()} - {""}
 
     def _through_proxy(self, url: str) -> bool:
         parts = urlsplit(url)
