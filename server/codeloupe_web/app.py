@@ -277,8 +277,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               summary="The events of `codeloupe ask --json` as server-sent events, the last one `done`")
     async def ask_stream(body: AskBody, request: Request) -> StreamingResponse:
         run, notes = await start_ask(request, body)
-        return StreamingResponse(_sse(events_until_hangup(request, run), notes), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+        return _ClosingStream(_sse(events_until_hangup(request, run), notes), media_type="text/event-stream",
+                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
     @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
     def status() -> dict[str, Any]:
@@ -360,6 +360,17 @@ def _doc_hit(hit) -> DocHit:
     return DocHit(path=hit.path, title=best.breadcrumb.split(" > ")[-1], start_line=best.start_line,
                   end_line=best.end_line, anchor_line=snippet.anchor_line if snippet else best.start_line,
                   text=snippet.text if snippet else best.text, score=hit.score)
+
+
+class _ClosingStream(StreamingResponse):
+    """A stream whose events are closed as soon as it ends, however it ends: Starlette leaves a stream its client
+    hung up on suspended, for the collector to close some time later (here: an ask's run, and what it holds)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
 async def _sse(events: AsyncIterator[AskEvent], notes: list[str]) -> AsyncIterator[str]:

@@ -34,8 +34,11 @@ async def events_until_hangup(request: Request, run: AskRun) -> AsyncIterator[As
     """The run's events, each taken on a worker thread, while a watcher cancels the run if the client goes.
     Stopping early (a closed stream, an answer returned) cancels it too: nothing waits on a model for no one."""
     async with _cancelled_on_hangup(request, run):
-        while (event := await run_in_threadpool(next, run, None)) is not None:
-            yield event
+        try:
+            while (event := await run_in_threadpool(next, run, None)) is not None:
+                yield event
+        finally:  # no `next` is in flight here (a cancelled wait for one ends with its thread): the run is closed
+            run.close()  # now, not whenever the collector gets to it (as `result_until_hangup` does)
 
 
 async def result_until_hangup(request: Request, run: AskRun) -> AskResult | None:

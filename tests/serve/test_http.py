@@ -421,6 +421,43 @@ def test_an_ask_whose_client_hangs_up_ends_its_model_call_and_frees_its_worker(
         assert answer.status_code == 200 and answer.json()["core"]
 
 
+def test_an_ask_stream_whose_client_hangs_up_closes_its_run(project: Path, serve,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream cancelled a run whose client hung up but left its events suspended, to be closed whenever the
+    collector got to them (an answer returned whole closed its run at once)."""
+    import inspect
+
+    from chat_server import ChatServer, Reply
+    from codeloupe.api import Workspace
+
+    runs = []
+    ask = Workspace.ask
+
+    def recorded(self, *args, **kwargs):  # the real ask, its run kept to look at
+        runs.append(ask(self, *args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(Workspace, "ask", recorded)
+    with ChatServer() as chat:
+        chat.add(Reply(text="The checker [[1]] asks the store for the session.", hold_after=1))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
+        base = serve([project])
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        body = json.dumps({"question": "how are bearer tokens checked", "agents": False})
+        with socket.create_connection((host, int(port)), timeout=60) as client:
+            client.sendall(f"POST /v1/ask/stream HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                           f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            assert chat.wait_for("held", 1) == 1  # the model is answering it: hang up
+        assert chat.wait_for("hangups", 1) == 1
+        [run] = runs
+        deadline = time.monotonic() + 30
+        while inspect.getgeneratorstate(run._events) != inspect.GEN_CLOSED and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert inspect.getgeneratorstate(run._events) == inspect.GEN_CLOSED
+
+
 def test_without_a_chat_model_ask_streams_the_bundle_and_ends_with_done(project: Path, serve) -> None:
     base = serve([project])
     with httpx.stream("POST", f"{base}/v1/ask/stream", json={"question": "session store"}, timeout=60) as response:
