@@ -78,6 +78,27 @@ def test_a_core_chunk_over_the_budget_is_shown_around_its_best_line(
                                              item["text_start_line"] - 1 + len(item["text"].splitlines())]
 
 
+def test_a_note_longer_than_the_budget_leaves_room_for_the_answer(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A text answer said its notes whole, so one note over the budget (a long scope quoted back, a note per
+    repository still being indexed) left only the summary and '[answer cut ...]': the ranked code was lost. Notes
+    now share a quarter of the budget, as flat search's do."""
+    import dataclasses
+
+    from codeloupe_mcp.sized import bundle_text, located_text
+
+    ws = lexical_workspace(write(tmp_path / "repo", {"ledger.py": "def ledger_total(rows):\n    return sum(rows)\n"}))
+    long_note = "the scope 'zz" + "z" * 3000 + "' names no indexed file"
+    bundle = dataclasses.replace(ws.search("ledger total"), notes=[long_note])
+    answer = bundle_text(bundle, max_bytes=1_000)
+    assert len(answer.encode("utf-8")) <= 1_000
+    assert "## 1. ledger.py" in answer and "def ledger_total(rows):" in answer, answer
+    [note] = [line for line in answer.splitlines() if line.startswith("note: ")]
+    assert note.startswith("note: the scope 'zzz") and note.endswith("…") and len(note.encode("utf-8")) <= 250
+    found = located_text(ws.locate("ledger_total"), max_bytes=1_000, notes=[long_note])
+    assert len(found.encode("utf-8")) <= 1_000 and "ledger.py:1:" in found, found
+
+
 @pytest.mark.parametrize("max_bytes", [1_000, 2_000, 24_000])
 def test_a_flat_answer_fits_its_budget_with_a_pasted_report_and_the_cut_note(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], max_bytes: int) -> None:

@@ -45,7 +45,7 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     the budget: the summary, CORE's headings and where each CORE chunk is; then the short list's map lines best
     first, CORE code, and the long tail; what does not fit is counted in a closing note saying what to call."""
     budget = Budget(max_bytes)
-    head = [_summary(bundle), *_note_lines(bundle.notes)]
+    head = [_summary(bundle), *_note_lines(bundle.notes, budget.limit)]
     if not bundle.core:
         return _within("\n".join([*head, "no match"]), budget.limit)
     short = [hit for hit in bundle.related if not hit.tail]
@@ -217,7 +217,7 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     """Each line holding the text, with its place and enclosing definition, as many as fit; `notes` first."""
     budget = Budget(max_bytes)
     kind = "identifier" if found.identifier else "text"
-    noted = "".join(line + "\n" for line in _note_lines(notes))
+    noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
     text = _clipped_repr(found.text, _ECHO_BYTES)
     if not found.total:
         return _within(f"{noted}no indexed line holds the {kind} {text}", budget.limit)
@@ -252,7 +252,7 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
     to go on (a first line over the budget on its own is cut inside, and says so)."""
     budget = Budget(max_bytes)
     label = f" ({found.symbol})" if found.symbol else ""
-    noted = "".join(line + "\n" for line in _note_lines(notes))
+    noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
     head = f"{noted}{found.path}:{found.start_line}-{found.end_line}{label}"
     whole = f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
     if len(whole.encode("utf-8")) <= budget.limit:
@@ -293,7 +293,7 @@ def plain_text(text: str, max_bytes: int = DEFAULT_BUDGET_BYTES, what: str = "an
     """Any text answer (graph, ask) cut at a line boundary within the budget, saying so and what to call next;
     `notes` first."""
     budget = Budget(max_bytes)
-    text = "".join(line + "\n" for line in _note_lines(notes)) + text
+    text = "".join(line + "\n" for line in _note_lines(notes, budget.limit)) + text
     if len(text.encode("utf-8")) <= budget.limit:
         return text
     kept = _lines_within(text, budget.limit - 200)  # and room for the line saying it was cut
@@ -306,13 +306,13 @@ def sectioned_text(title: str, sections: Sequence[tuple[str, Sequence[str]]], ma
     and every heading are always said; the sections' lines are taken in turns, one of each, so a long first
     section does not crowd out the ones after it; a section cut ends with a line counting what it left out."""
     budget = Budget(max_bytes)
-    whole = "\n".join([*_note_lines(notes), title, *(line for heading, lines in sections
+    whole = "\n".join([*_note_lines(notes, budget.limit), title, *(line for heading, lines in sections
                                                      for line in ("", heading, *lines))])
     if budget.take(whole):
         return whole
     cut_line = f"  [{{}} more not listed to stay within {budget.limit} bytes: {next_call}]"
     widest_cut = cut_line.format(max((len(lines) for _, lines in sections), default=0))
-    budget.take("".join(line + "\n" for line in [*_note_lines(notes), title]))
+    budget.take("".join(line + "\n" for line in [*_note_lines(notes, budget.limit), title]))
     budget.take("".join(f"\n{heading}\n{widest_cut}\n" for heading, _ in sections))
     kept: list[list[str]] = [[] for _ in sections]
     open_sections = [i for i, (_, lines) in enumerate(sections) if lines]
@@ -325,7 +325,7 @@ def sectioned_text(title: str, sections: Sequence[tuple[str, Sequence[str]]], ma
             kept[i].append(lines[len(kept[i])])
             if len(kept[i]) == len(lines):
                 open_sections.remove(i)
-    out = [*_note_lines(notes), title]
+    out = [*_note_lines(notes, budget.limit), title]
     for (heading, lines), shown in zip(sections, kept, strict=True):
         out += ["", heading, *shown]
         if len(shown) < len(lines):
@@ -336,9 +336,12 @@ def sectioned_text(title: str, sections: Sequence[tuple[str, Sequence[str]]], ma
 # ----------------------------------------------------------------------------------------------- pieces
 
 
-def _note_lines(notes: Sequence[str]) -> list[str]:
-    """How far to trust an answer (a lane not ready, an index still being built), one line each."""
-    return [f"note: {note}" for note in notes if note]
+def _note_lines(notes: Sequence[str], limit: int) -> list[str]:
+    """How far to trust an answer (a lane not ready, an index still being built), one line each, within a quarter
+    of the answer's `limit` bytes as flat search echoes them (a quoted scope, a note per repository still being
+    indexed): a note longer than its share is cut to its start, so the answer keeps room for what it answers."""
+    said = [note for note in notes if note]
+    return [f"note: {note}" for note in (_echoed_notes(said, limit // 4, limit) if said else [])]
 
 
 def _summary(bundle: Bundle) -> str:
