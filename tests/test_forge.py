@@ -924,3 +924,26 @@ def test_the_strategy_worker_ends_when_the_process_that_started_it_is_killed() -
 
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the strategy worker outlived the process that started it")
+
+
+def test_a_strategy_call_cut_off_by_ctrl_c_leaves_no_answer_behind_for_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C lands while this process waits for the worker's answer (the worker itself ignores it): the answer
+    still on its way must not be taken for the next file's."""
+    from multiprocessing.connection import Connection
+
+    from codeloupe.chunk import strategy_process
+
+    source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(i + 1, i + 1) for i in range(len(lines))]\n'
+    sha256 = file_digest(source.encode())
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [(1, 1, "")]  # started
+    poll = Connection.poll
+
+    def interrupted(self: Connection, timeout: float = 0.0) -> bool:
+        monkeypatch.setattr(Connection, "poll", poll)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Connection, "poll", interrupted)  # this process's end only: the worker runs already
+    with pytest.raises(KeyboardInterrupt):
+        strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0)
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\nc\n", 30.0) == [
+        (1, 1, ""), (2, 2, ""), (3, 3, "")]

@@ -147,6 +147,10 @@ def _ask(worker: _Worker, request: Request) -> Ranges | list[str]:
             worker.stop()
             _worker = None
         raise
+    except BaseException:  # Ctrl-C while waiting: the answer still on its way belongs to no later request
+        worker.stop()
+        _worker = None
+        raise
     if answer is None:
         worker.stop()
         _worker = None
