@@ -947,3 +947,48 @@ def test_a_strategy_call_cut_off_by_ctrl_c_leaves_no_answer_behind_for_the_next(
         strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0)
     assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\nc\n", 30.0) == [
         (1, 1, ""), (2, 2, ""), (3, 3, "")]
+
+
+# A strategy answering a one-line file with a million named ranges (about 400 MB once this process had read them
+# back), and one whose module claims three million extensions.
+MILLION_RANGES = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    return [(1, len(lines), "n" * 119 + str(i % 10)) for i in range(1_000_000)]
+'''
+MILLIONS_OF_EXTENSIONS = '''EXTENSIONS = tuple(".z" + str(i) for i in range(3_000_000))
+
+
+def chunk(text, lines):
+    return [(1, len(lines))]
+'''
+APPLY_AND_REPORT = '''
+import json, sys
+from codeloupe.chunk.strategies import Strategy, StrategyError, apply_strategy, strategy_extensions
+from codeloupe.trust import file_digest
+
+source = sys.argv[1]
+sha256 = file_digest(source.encode())
+try:
+    strategy_extensions(source, sha256, "zog.py")
+    apply_strategy(Strategy("zog", (".zog",), source, sha256, origin="zog.py"), "a\\n", ["a\\n"])
+    why = ""
+except StrategyError as exc:
+    why = str(exc)
+peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1]
+print(json.dumps({"why": why, "peak_kib": int(peak)}))
+'''
+
+
+@pytest.mark.parametrize(("source", "why"), [(MILLION_RANGES, "1000000 ranges for 1 line"),
+                                              (MILLIONS_OF_EXTENSIONS, "claims 3000000 extensions")],
+                         ids=["ranges", "extensions"])
+def test_a_strategy_answer_too_large_to_be_a_partition_never_reaches_the_process_that_chunks(
+        source: str, why: str) -> None:
+    done = subprocess.run([sys.executable, "-c", APPLY_AND_REPORT, source], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    left = json.loads(done.stdout)
+    assert why in left["why"]
+    assert left["peak_kib"] < 200 * 1024  # what the worker built stayed there

@@ -20,11 +20,12 @@ from the syntax tree where it is a plain literal, so opening a workspace runs no
 from __future__ import annotations
 
 import ast
+import itertools
 import logging
 import signal
 import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol, TypeVar
@@ -47,6 +48,8 @@ STRATEGY_DIR = ".codeloupe/strategies"
 MAX_STRATEGY_BYTES = 256_000
 # How long one strategy may take on one file before the file is chunked as without it.
 STRATEGY_TIMEOUT_S = 2.0
+# A strategy chunks one format, spelt a few ways: far more is no format's list (and every file's lookup walks it).
+MAX_EXTENSIONS = 100
 
 T = TypeVar("T")
 Ranges = Sequence[tuple[int, int] | tuple[int, int, str]]
@@ -150,6 +153,8 @@ def registered_strategies() -> list[Strategy]:
 def normalise_extensions(extensions: Sequence[str]) -> tuple[str, ...]:
     if isinstance(extensions, str) or not all(isinstance(e, str) and e for e in extensions):
         raise ValueError("EXTENSIONS must be a sequence of extensions such as '.ext'")
+    if len(extensions) > MAX_EXTENSIONS:
+        raise ValueError(f"EXTENSIONS claims {len(extensions)} extensions; a strategy may claim {MAX_EXTENSIONS}")
     return tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
 
 
@@ -229,7 +234,8 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
         if function is None:
             ranges = _ranges_in_worker(strategy, text, timeout_s)
         else:
-            ranges = ranges_of(run_bounded(lambda: function(text, list(lines)), timeout_s, strategy.name))
+            ranges = partition_ranges(run_bounded(lambda: function(text, list(lines)), timeout_s, strategy.name),
+                                      len(lines))
     except StrategyError:
         raise
     except (Exception, RecursionError) as exc:
@@ -244,9 +250,16 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     return ranges
 
 
-def ranges_of(raw: Ranges) -> list[tuple[int, int, str]]:
-    """A strategy's answer as `(start, end, name)` ranges; `StrategyError` for an item that is not a range."""
-    return [_range(item) for item in raw]
+def partition_ranges(raw: Ranges, line_count: int) -> list[tuple[int, int, str]]:
+    """A strategy's answer as `(start, end, name)` ranges; `StrategyError` for an item that is not a range, or
+    for more ranges than the file has lines, refused before they are all read: no partition has more, and the
+    strategy worker sends nothing larger back to the process that chunks."""
+    ranges = [_range(item) for item in itertools.islice(raw, line_count + 1)]
+    if len(ranges) > line_count:
+        count = len(raw) if isinstance(raw, Sized) else f"over {line_count}"
+        raise StrategyError(f"not a line partition: {count} ranges for {line_count} line"
+                            f"{'' if line_count == 1 else 's'}")
+    return ranges
 
 
 def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[tuple[int, int, str]]:

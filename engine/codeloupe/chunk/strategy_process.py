@@ -171,7 +171,7 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here, in the worker: strategies imports this module. Before the cap, which is on top of them.
     from codeloupe.chunk.lines import split_lines
-    from codeloupe.chunk.strategies import StrategyError, ranges_of
+    from codeloupe.chunk.strategies import StrategyError, partition_ranges
 
     _cap_address_space(memory_bytes)
     compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
@@ -191,7 +191,11 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
             if isinstance(loaded, str):
                 raise StrategyError(loaded)
             extensions, function = loaded
-            answer = ("ok", list(extensions) if text is None else ranges_of(function(text, split_lines(text))))
+            if text is None:
+                answer = ("ok", list(extensions))
+            else:
+                lines = split_lines(text)
+                answer = ("ok", partition_ranges(function(text, lines), len(lines)))
         except MemoryError:
             answer = ("error", _out_of_memory(memory_bytes))
         except StrategyError as exc:
