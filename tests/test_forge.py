@@ -992,3 +992,18 @@ def test_a_strategy_answer_too_large_to_be_a_partition_never_reaches_the_process
     left = json.loads(done.stdout)
     assert why in left["why"]
     assert left["peak_kib"] < 200 * 1024  # what the worker built stayed there
+
+
+@pytest.mark.parametrize("expression", ["1 + " * 20_000 + "1", "-" * 100_000 + "1"], ids=["long-sum", "deep-unary"])
+def test_a_module_too_deeply_nested_to_parse_is_refused_not_a_crash(repo: Path, expression: str) -> None:
+    from codeloupe.forge import check_strategy
+
+    source = f'EXTENSIONS = (".zog",)\nTABLE = {expression}\n\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n'
+    [problem] = check_strategy(source, ".zog", {"a.zog": "a\n"})
+    assert problem.startswith("not valid Python: too deeply nested")
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(source)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    [warning] = load_workspace_strategies(repo).warnings
+    assert "failed to load (refused: not valid Python: too deeply nested" in warning

@@ -83,6 +83,8 @@ def static_problems(source: str) -> list[str]:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [f"not valid Python: {exc.msg} (line {exc.lineno})"]
+    except (RecursionError, MemoryError):  # Python's parser gives up on deep nesting so (`1 + 1 + ...`, `----1`)
+        return ["not valid Python: too deeply nested for Python's parser"]
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
