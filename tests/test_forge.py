@@ -1007,3 +1007,17 @@ def test_a_module_too_deeply_nested_to_parse_is_refused_not_a_crash(repo: Path, 
     assert main(["trust", "--strategy", str(strategy)]) == 0
     [warning] = load_workspace_strategies(repo).warnings
     assert "failed to load (refused: not valid Python: too deeply nested" in warning
+
+
+def test_a_strategy_that_ran_late_is_disabled_but_its_corrected_code_runs() -> None:
+    """A strategy is disabled for the process by its code, not its file name: the language server keeps running
+    once the user fixed and trusted the file again (and another workspace's `zog.py` is other code)."""
+    text = "a\nb\n"
+    late = Strategy("zog", (".zog",), LOOPS, file_digest(LOOPS.encode()), origin="zog.py")
+    with pytest.raises(StrategyError, match="time bound"):
+        apply_strategy(late, text, text.splitlines(keepends=True), timeout_s=0.2)
+    with pytest.raises(StrategyError, match="disabled in this process"):
+        apply_strategy(late, text, text.splitlines(keepends=True))
+    source = LOOPS.replace("while True:\n        pass", "return [(1, len(lines))]")
+    corrected = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
+    assert apply_strategy(corrected, text, text.splitlines(keepends=True)) == [(1, 2, "")]

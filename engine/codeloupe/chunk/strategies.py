@@ -126,7 +126,10 @@ class StrategyLoad:
 
 _registered: list[Strategy] = []
 _registry_lock = threading.Lock()
-_timed_out: set[str] = set()  # strategies that ran late in this process: never started again
+# Strategies that ran late in this process, never started again: a workspace strategy by its code's sha256 (its
+# file corrected and trusted again runs; another workspace's file of the same name is other code), a registered
+# one by its name.
+_timed_out: set[str] = set()
 
 
 def register_strategy(name: str, extensions: Sequence[str], function: ChunkStrategy) -> Strategy:
@@ -227,7 +230,7 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
                    timeout_s: float | None = None) -> list[tuple[int, int, str]]:
     """The strategy's ranges for one file, checked to be a line partition; `StrategyError` otherwise."""
     timeout_s = STRATEGY_TIMEOUT_S if timeout_s is None else timeout_s
-    if strategy.name in _timed_out:
+    if _late_key(strategy) in _timed_out:
         raise StrategyError("disabled in this process after it ran past its time bound")
     function = strategy.function
     try:
@@ -267,10 +270,15 @@ def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[t
         return run_in_worker(strategy.source, strategy.sha256, strategy.origin, text, timeout_s)
     except StrategyProcessError as exc:
         if isinstance(exc, StrategyProcessLate):
-            _timed_out.add(strategy.name)  # a strategy that ran late is not started again in this process
+            _timed_out.add(_late_key(strategy))  # a strategy that ran late is not started again in this process
         if exc.at_load:
             raise StrategyModuleError(strategy.origin, str(exc)) from exc
         raise StrategyError(str(exc)) from exc
+
+
+def _late_key(strategy: Strategy) -> str:
+    """Its entry in `_timed_out`."""
+    return strategy.sha256 or strategy.name
 
 
 def _range(item: object) -> tuple[int, int, str]:
