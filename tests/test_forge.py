@@ -1021,3 +1021,39 @@ def test_a_strategy_that_ran_late_is_disabled_but_its_corrected_code_runs() -> N
     source = LOOPS.replace("while True:\n        pass", "return [(1, len(lines))]")
     corrected = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
     assert apply_strategy(corrected, text, text.splitlines(keepends=True)) == [(1, 2, "")]
+
+
+# A program whose worker processes start slowly (spawned, they import its main script again: here it sleeps as
+# a loaded machine's imports may take) chunks a file with a strategy, from a thread so that the worker is spawned.
+SLOW_TO_START = '''
+import sys, threading, time
+
+if __name__ == "__mp_main__":  # the spawned worker importing this script again
+    time.sleep(3)
+
+
+def chunk_one(answers):
+    from codeloupe.chunk.strategy_process import run_in_worker
+
+    source = 'EXTENSIONS = (".zog",)\\ndef chunk(text, lines):\\n    return [(1, len(lines))]\\n'
+    try:
+        answers.append(run_in_worker(source, "sha", "zog.py", "a\\nb\\n", 2.0))
+    except Exception as exc:
+        answers.append(str(exc))
+
+
+if __name__ == "__main__":
+    answers = []
+    thread = threading.Thread(target=chunk_one, args=(answers,))
+    thread.start()
+    thread.join()
+    print(answers[0])
+'''
+
+
+def test_the_time_bound_counts_the_strategy_not_its_worker_starting(tmp_path: Path) -> None:
+    script = tmp_path / "slow_to_start.py"
+    script.write_text(SLOW_TO_START)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(1, 2, '')]"

@@ -27,6 +27,9 @@ from codeloupe.parallel import may_start, pool_context
 STRATEGY_MEMORY_BYTES = 512 * 1024 * 1024
 _REAP_S = 5.0  # how long a killed worker may take to be reaped
 _PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
+# How long a new worker may take to be ready (a spawned one imports Python and codeloupe first): not part of any
+# strategy's time bound, and far above a loaded machine's start-up.
+_START_S = 60.0
 
 # (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
 Request = tuple[str, str, str, str | None, float]
@@ -63,6 +66,16 @@ class _Worker:
             raise StrategyProcessError(f"not run: its worker process could not start ({exc})") from exc
         finally:
             child_end.close()
+        try:  # ready: its imports done, so a strategy's time bound counts the strategy only
+            ready = self.connection.poll(_START_S) and self.connection.recv() == ("ready", None)
+        except (EOFError, OSError):
+            ready = False
+        except BaseException:
+            self.stop()
+            raise
+        if not ready:
+            self.stop()
+            raise StrategyProcessError(f"not run: its worker process did not start within {_START_S:g}s")
 
     def call(self, request: Request, timeout_s: float) -> Ranges | list[str] | None:
         """The answer, or None when the worker gave no answer within `timeout_s`."""
@@ -174,6 +187,10 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
     from codeloupe.chunk.strategies import StrategyError, partition_ranges
 
     _cap_address_space(memory_bytes)
+    try:
+        connection.send(("ready", None))
+    except OSError:  # the parent died while this worker started
+        return
     compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
     while True:
         try:
