@@ -260,6 +260,25 @@ async def test_expand_reads_lines_of_a_repository_the_user_has_not_cloned(tmp_pa
         await stop_server(client)
 
 
+def _errors(client) -> list[str]:
+    return [m.message for m in client.messages if m.type == lsp.MessageType.Error]
+
+
+async def _the_one_error(client, what: str) -> str:
+    """The error message the editor was shown, once it was shown: exactly one."""
+    await client.wait_until(lambda: _errors(client), what)
+    [message] = _errors(client)
+    return message
+
+
+def _says_what_to_run(message: str, folder: Path, *, holder: Path) -> None:
+    """The refusal of `folder`, whose repository holds `holder`'s files, worded for an editor user: the command
+    to run in a terminal and to restart the server, not a flag of a command they never ran."""
+    assert f"repository 'service' holds the files of {holder}, not this folder" in message, message
+    assert f"run `codeloupe index {folder} --repo service --replace` in a terminal" in message, message
+    assert "restart the language server" in message and "--store URL" not in message, message
+
+
 async def test_a_folder_whose_repository_holds_another_folders_files_is_refused_with_what_to_run(
         tmp_path: Path, pg_url: str) -> None:
     """With `store_url` in the user's settings, an editor folder named like a repository indexed from another
@@ -273,14 +292,8 @@ async def test_a_folder_whose_repository_holds_another_folders_files_is_refused_
     ws.close()
     client = await start_server([other], env={"CODELOUPE_STORE_URL": pg_url})
     try:
-        def errors() -> list[str]:
-            return [m.message for m in client.messages if m.type == lsp.MessageType.Error]
-
-        await client.wait_until(errors, "the refusal")
-        [message] = errors()
-        assert f"repository 'service' holds the files of {first}, not this folder" in message, message
-        assert f"run `codeloupe index {other} --repo service --replace` in a terminal" in message, message
-        assert "restart the language server" in message and "--store URL" not in message, message
+        message = await _the_one_error(client, "the refusal")
+        _says_what_to_run(message, other, holder=first)
         assert await client.status() == []
     finally:
         await stop_server(client)
@@ -308,15 +321,9 @@ async def test_a_folder_replaced_as_its_repositorys_source_while_open_says_so_an
         client.text_document_did_save(lsp.DidSaveTextDocumentParams(
             text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
 
-        def errors() -> list[str]:
-            return [m.message for m in client.messages if m.type == lsp.MessageType.Error]
-
-        await client.wait_until(errors, "the save's refusal shown")
-        [message] = errors()
+        message = await _the_one_error(client, "the save's refusal shown")
         assert f"{first} is no longer searched or indexed: another folder replaced it" in message, message
-        assert f"repository 'service' holds the files of {other}, not this folder" in message, message
-        assert f"run `codeloupe index {first} --repo service --replace` in a terminal" in message, message
-        assert "restart the language server" in message and "--store URL" not in message, message
+        _says_what_to_run(message, first, holder=other)
         [folder] = await client.status()
         assert (folder["state"], f"codeloupe: {folder['message']}") == ("error", message), folder
         # A search is refused saying the same (seen a moment late, as every change of the repository is), and the
@@ -330,6 +337,6 @@ async def test_a_folder_replaced_as_its_repositorys_source_while_open_says_so_an
             await asyncio.sleep(0.05)
         else:
             raise AssertionError("searches were never refused")
-        assert errors() == [message]
+        assert _errors(client) == [message]
     finally:
         await stop_server(client)

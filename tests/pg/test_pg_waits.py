@@ -21,23 +21,38 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
 SAFETY_VALVE_S = 60
 
 
-def test_index_behind_a_stalled_writer_of_the_repository_fails_saying_who_holds_it(
-        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+_TAKE_THE_ROW = "UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'"
+
+
+def _indexed_as_svc(tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str],
+                    monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small tree indexed as repository `svc`, with writes giving up after 200 ms behind a lock."""
     monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
     monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
     root = tmp_path / "service"
     shutil.copytree(FIXTURES / "python", root)
     assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
     capsys.readouterr()
+    return root
+
+
+def _index_again_refused(root: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """A file added and the tree indexed again, refused (exit 2): what the command said on stderr."""
+    (root / "new.py").write_text("def added():\n    return 1\n")
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 2
+    return capsys.readouterr().err
+
+
+def test_index_behind_a_stalled_writer_of_the_repository_fails_saying_who_holds_it(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     # A worker stopped mid-write: the repository's row taken, never let go.
     stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
-    stalled.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
+    stalled.execute(_TAKE_THE_ROW)
     valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
     valve.start()
     try:
-        (root / "new.py").write_text("def added():\n    return 1\n")
-        assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 2
-        err = capsys.readouterr().err
+        err = _index_again_refused(root, pg_url, capsys)
         assert "'svc' is held by another indexer or worker" in err and "admin --store URL queue" in err
         # Named as `admin drop` names it: its session on the server, its application, its last statement.
         assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
@@ -106,24 +121,15 @@ def test_a_write_that_gave_up_names_only_the_session_blocking_it(
     """Sessions idle in a transaction that only read (an editor's, a dashboard's) hold locks on the shared
     index's tables too, and were open longer: the message names the session that blocks the write, and none
     of them."""
-    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
-    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
-    root = tmp_path / "service"
-    shutil.copytree(FIXTURES / "python", root)
-    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
-    capsys.readouterr()
+    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     readers = _bystanders(pg_url)
     blocker = psycopg.connect(f"{pg_url}&application_name=blocker")
-    if held == "a table":  # as a plain CREATE INDEX holds it for its whole build
-        blocker.execute("LOCK TABLE public.files IN SHARE MODE")
-    else:
-        blocker.execute("UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'")
+    # a table: as a plain CREATE INDEX holds it for its whole build
+    blocker.execute("LOCK TABLE public.files IN SHARE MODE" if held == "a table" else _TAKE_THE_ROW)
     valve = threading.Timer(SAFETY_VALVE_S, blocker.rollback)
     valve.start()
     try:
-        (root / "new.py").write_text("def added():\n    return 1\n")
-        assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 2
-        err = capsys.readouterr().err
+        err = _index_again_refused(root, pg_url, capsys)
         assert f"session {blocker.info.backend_pid} (blocker, from local)" in err, err
         assert "reader-of" not in err, err
         assert all(f"session {r.info.backend_pid} " not in err for r in readers), err

@@ -298,7 +298,7 @@ def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker
     client had hung up too: 40 such hang-ups held every thread of the pool, and every sync call waited behind
     them (here /v1/status). A call now waits for the first index on the event loop and ends when its client
     goes; one whose client stays still gets the answer of the whole index."""
-    import threading
+    from server_counts import ServerCounts
 
     import codeloupe_serving.warm as warm_module
     import codeloupe_web.guard as guard_module
@@ -306,37 +306,22 @@ def test_searches_whose_clients_hang_up_during_the_first_index_free_their_worker
     monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a search waits for the whole first index
     # What the server did with each search, counted where it happens: arrived (read whole, before any route),
     # ended (answered, to whom it may concern), and waiting for the first index on the event loop.
-    counts, lock = {"arrived": 0, "ended": 0, "waiting": 0}, threading.Lock()
-    real_guard, real_first_index = guard_module.Guard.__call__, warm_module.WarmWorkspace.first_index
-
-    def count(what: str, by: int = 1) -> None:
-        with lock:
-            counts[what] += by
+    counted = ServerCounts("arrived", "ended", "waiting")
+    real_guard = guard_module.Guard.__call__
 
     async def counted_guard(self, scope, receive, send) -> None:
         searched = scope["type"] == "http" and scope["path"] == "/v1/search"
-        count("arrived", searched)
+        counted.count("arrived", searched)
         try:
             await real_guard(self, scope, receive, send)
         finally:
-            count("ended", searched)
-
-    async def counted_first_index(self) -> None:
-        count("waiting")
-        try:
-            await real_first_index(self)
-        finally:
-            count("waiting", -1)
+            counted.count("ended", searched)
 
     def wait_until(what: str, expected: int) -> None:
-        for _ in range(600):  # up to a minute: not a speed check
-            if counts[what] == expected:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"{what}: {counts[what]} searches, not {expected}")
+        counted.wait_until(what, expected, "searches")
 
     monkeypatch.setattr(guard_module.Guard, "__call__", counted_guard)
-    monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
+    counted.count_first_index_waits(monkeypatch)
     base = serve([project], ready=False)
     assert first_index_held.stopped.wait(60)
     host, port = base.removeprefix("http://").rsplit(":", 1)
@@ -404,19 +389,9 @@ def test_an_ask_whose_client_hangs_up_ends_its_model_call_and_frees_its_worker(
     hangups = 45  # the pool sync handlers and the ask's steps run in has 40 threads
     with ChatServer() as chat:
         chat.add(Reply(text="The checker [[1]] asks the store for the session.", hold_after=1, times=hangups))
-        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
-        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
-        monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
-        base = serve([project])
-        host, port = base.removeprefix("http://").rsplit(":", 1)
-        body = json.dumps({"question": "how are bearer tokens checked", "agents": False})
+        base = _served_with_a_model(serve, project, chat, monkeypatch)
         for n in range(1, hangups + 1):
-            path = "/v1/ask/stream" if n % 2 else "/v1/ask"
-            with socket.create_connection((host, int(port)), timeout=60) as client:
-                client.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                               f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-                assert chat.wait_for("held", n) == n, path  # the model is answering it: hang up
-            assert chat.wait_for("hangups", n) == n, path
+            _hang_up_once_the_model_answers(base, "/v1/ask/stream" if n % 2 else "/v1/ask", chat, n)
         answer = httpx.get(f"{base}/v1/search", params={"q": "session store"}, timeout=60)
         assert answer.status_code == 200 and answer.json()["core"]
 
@@ -440,22 +415,33 @@ def test_an_ask_stream_whose_client_hangs_up_closes_its_run(project: Path, serve
     monkeypatch.setattr(Workspace, "ask", recorded)
     with ChatServer() as chat:
         chat.add(Reply(text="The checker [[1]] asks the store for the session.", hold_after=1))
-        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
-        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
-        monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
-        base = serve([project])
-        host, port = base.removeprefix("http://").rsplit(":", 1)
-        body = json.dumps({"question": "how are bearer tokens checked", "agents": False})
-        with socket.create_connection((host, int(port)), timeout=60) as client:
-            client.sendall(f"POST /v1/ask/stream HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                           f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-            assert chat.wait_for("held", 1) == 1  # the model is answering it: hang up
-        assert chat.wait_for("hangups", 1) == 1
+        _hang_up_once_the_model_answers(_served_with_a_model(serve, project, chat, monkeypatch), "/v1/ask/stream",
+                                        chat, 1)
         [run] = runs
         deadline = time.monotonic() + 30
         while inspect.getgeneratorstate(run._events) != inspect.GEN_CLOSED and time.monotonic() < deadline:
             time.sleep(0.05)
         assert inspect.getgeneratorstate(run._events) == inspect.GEN_CLOSED
+
+
+def _served_with_a_model(serve, project: Path, chat, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`serve` of `project` with `chat` as its model (answering for up to ten minutes); the base URL."""
+    monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+    monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+    monkeypatch.setenv("CODELOUPE_CHAT_TIMEOUT_S", "600")
+    return serve([project])
+
+
+def _hang_up_once_the_model_answers(base: str, path: str, chat, n: int) -> None:
+    """Ask at `path` on a raw connection, hang up once the model is answering (its `n`th held answer), and wait
+    until the model sees its connection closed."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({"question": "how are bearer tokens checked", "agents": False})
+    with socket.create_connection((host, int(port)), timeout=60) as client:
+        client.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        assert chat.wait_for("held", n) == n, path  # the model is answering it: hang up
+    assert chat.wait_for("hangups", n) == n, path
 
 
 def test_without_a_chat_model_ask_streams_the_bundle_and_ends_with_done(project: Path, serve) -> None:

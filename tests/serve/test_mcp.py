@@ -267,10 +267,9 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
     minutes), and went on waiting after its client cancelled: 40 such calls at `/mcp` held every thread of the
     process, and the HTTP API's sync endpoints (here /v1/status) waited behind them. A call now waits on the event
     loop and leaves when it is cancelled; one that stays gets the answer of the whole index."""
-    import threading
-
     import httpx2 as httpx
     from mcp.server.mcpserver import MCPServer
+    from server_counts import ServerCounts
 
     import codeloupe_serving.warm as warm_module
 
@@ -278,46 +277,30 @@ async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_thre
     # What the server did with each call, counted where it happens: arrived (a tool call, before its tool runs),
     # ended (answered or cancelled), and waiting for the first index (on the event loop, or on a worker thread in
     # `fresh` as calls did before they waited on the loop).
-    counts, lock = {"arrived": 0, "ended": 0, "waiting": 0}, threading.Lock()
-    real_call_tool = MCPServer.call_tool
-    real_fresh, real_first_index = warm_module.WarmWorkspace.fresh, warm_module.WarmWorkspace.first_index
-
-    def count(what: str, by: int = 1) -> None:
-        with lock:
-            counts[what] += by
+    counted = ServerCounts("arrived", "ended", "waiting")
+    real_call_tool, real_fresh = MCPServer.call_tool, warm_module.WarmWorkspace.fresh
 
     async def counted_call_tool(self, *args, **kwargs):
-        count("arrived")
+        counted.count("arrived")
         try:
             return await real_call_tool(self, *args, **kwargs)
         finally:
-            count("ended")
+            counted.count("ended")
 
     def counted_fresh(self):
         waits = not self.ready  # only a call before the first index ended waits in it
-        count("waiting", waits)
+        counted.count("waiting", waits)
         try:
             return real_fresh(self)
         finally:
-            count("waiting", -waits)
-
-    async def counted_first_index(self) -> None:
-        count("waiting")
-        try:
-            await real_first_index(self)
-        finally:
-            count("waiting", -1)
+            counted.count("waiting", -waits)
 
     async def wait_until(what: str, expected: int) -> None:
-        for _ in range(600):  # up to a minute: not a speed check
-            if counts[what] == expected:
-                return
-            await anyio.sleep(0.1)
-        raise AssertionError(f"{what}: {counts[what]} calls, not {expected}")
+        await counted.wait_until_async(what, expected)
 
     monkeypatch.setattr(MCPServer, "call_tool", counted_call_tool)
     monkeypatch.setattr(warm_module.WarmWorkspace, "fresh", counted_fresh)
-    monkeypatch.setattr(warm_module.WarmWorkspace, "first_index", counted_first_index)
+    counted.count_first_index_waits(monkeypatch)
     base = serve([project], ready=False)
     assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
     try:
