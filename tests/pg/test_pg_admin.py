@@ -8,6 +8,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -156,4 +157,66 @@ def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_
     assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
     with Locked(pg_url, "repositories", release_at_wait=1):  # let go once the drop waits for it
         assert main(["admin", "--store", pg_url, "drop", "--wait", "svc"]) == 0
+    assert shared_repositories(pg_url) == []
+
+
+def _waiting_on(watcher: psycopg.Connection, application: str, statement: str) -> bool:
+    """Whether the session of `application` waits for a lock in a statement starting with `statement`."""
+    return bool(watcher.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type ="
+                                " 'Lock' AND starts_with(query, %s)", (application, statement)).fetchone())
+
+
+def test_a_drop_and_a_workers_batch_of_the_repository_wait_for_each_other_in_turn_never_in_a_circle(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drop takes the repository's row, then deletes its queued batches; a worker's batch takes the repository's
+    row before its queued batch, so the one that comes second waits for the other. (The batch took its queued
+    batch first: each then waited for the other, and PostgreSQL ended the drop with a deadlock error.)
+
+    Played in that order: a third session holds `lex_terms` so that the drop stops once it holds the repository's
+    row, the batch starts then, and the drop goes on once the batch waits. Only the drop looks for a deadlock
+    soon after it starts waiting (its `deadlock_timeout`), so it is the one PostgreSQL would end."""
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 600_000)  # what this test is about is not a lock timeout
+    root = tmp_path / "svc"
+    root.mkdir()
+    (root / "a.py").write_text("def run():\n    return 1\n")
+    batch_url = f"{pg_url}&application_name=batch&options=-c%20deadlock_timeout%3D600s"
+    store = PgStore(batch_url, "svc", local_dir=tmp_path / "local")
+    store.set_source(str(root), "")
+    store.enqueue(str(root), "", [["a.py"]])
+    queue = WorkQueue(pg_url, "w1")
+    item = queue.claim(600)
+    assert item is not None
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, call: Any) -> None:
+        try:
+            outcomes[name] = call()
+        except Exception as exc:
+            outcomes[name] = exc
+
+    drop_url = f"{pg_url}&application_name=drop&options=-c%20deadlock_timeout%3D10ms"
+    dropping = threading.Thread(target=run, args=("drop", lambda: drop_shared_repository(drop_url, "svc")))
+    writing = threading.Thread(target=run, args=("batch", lambda: store.write_batch([], [], "", {}, item)))
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE public.lex_terms IN ACCESS EXCLUSIVE MODE")
+    valve = threading.Timer(60, holder.rollback)  # only what keeps a failing test from hanging the run
+    valve.start()
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            dropping.start()
+            while not _waiting_on(watcher, "drop", "DELETE FROM lex_terms"):  # the repository's row taken
+                dropping.join(0.02)
+            writing.start()
+            while not _waiting_on(watcher, "batch", "SELECT root FROM repositories"):
+                writing.join(0.02)
+        holder.rollback()
+        dropping.join(60)
+        writing.join(60)
+    finally:
+        valve.cancel()
+        holder.close()
+        store.close()
+        queue.close()
+    assert not isinstance(outcomes["drop"], Exception), outcomes["drop"]
+    assert outcomes["batch"] is False  # its queued batch went with the repository: nothing written
     assert shared_repositories(pg_url) == []

@@ -1422,16 +1422,17 @@ class PgStore:
         `SourceConflict` raised: its files are not the new source's."""
         replaced: SourceConflict | None = None
         with self._session(), self._conn.transaction():
+            # The repository's row before the queue's, in the order a drop takes them (its row, then its queued
+            # batches): the other way round each could wait for the other, and PostgreSQL ended the drop.
+            try:
+                self._hold_source(item.root)
+            except SourceConflict as exc:  # raised past no transaction block: a refused batch is still marked done
+                replaced = exc
             done = self._conn.execute(
                 "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
                 " RETURNING id", (item.id, item.claimant)).fetchone()
             if done is None:
                 return False
-            try:
-                with self._conn.transaction():  # a savepoint: a refused batch stays done
-                    self._hold_source(item.root)
-            except SourceConflict as exc:
-                replaced = exc
             if replaced is None:
                 self._write_batch_rows(files, gone, model, vectors, touched, skipped)
         if replaced is not None:
