@@ -884,6 +884,37 @@ def test_extensions_are_read_from_the_syntax_tree_only_where_running_the_module_
         assert strategy_extensions(source, file_digest(source.encode()), "zog.py") == claimed
 
 
+# A module whose top level keeps a table of most of the worker's cap, one whose chunk needs more than what is left
+# beside it, and small ones.
+KEEPS_A_TABLE = 'EXTENSIONS = (".zog",)\nTABLE = "x" * 400_000_000\n\ndef chunk(text, lines):\n    return [(1, 1)]\n'
+ALLOCATES_PER_CALL = '''EXTENSIONS = (".zog",)
+
+
+def chunk(text, lines):
+    block = "x" * 200_000_000
+    return [(1, 1)] if block else []
+'''
+SMALL = 'EXTENSIONS = (".zog",)\n\ndef chunk(text, lines):\n    return [(1, 1)]\n'
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the worker's memory is capped on Linux only")
+def test_a_module_keeping_a_large_table_is_let_go_once_enough_other_modules_ran() -> None:
+    """The worker keeps at most KEPT_MODULES compiled modules under its one memory cap (forge's candidates, each
+    version trusted anew, every workspace of a server): one more starts a fresh worker, so a module that kept
+    a large table leaves the others its memory."""
+    from codeloupe.chunk import strategy_process
+
+    def ranges(source: str, sha256: str) -> list[tuple[int, int, str]]:
+        return strategy_process.run_in_worker(source, sha256, f"{sha256}.py", "a\n", 30.0)
+
+    assert ranges(KEEPS_A_TABLE, "table") == [(1, 1, "")]
+    with pytest.raises(strategy_process.StrategyProcessError, match="ran out of memory"):
+        ranges(ALLOCATES_PER_CALL, "allocates")  # beside the table, over the cap
+    for n in range(strategy_process.KEPT_MODULES):
+        assert ranges(SMALL, f"small-{n}") == [(1, 1, "")]
+    assert ranges(ALLOCATES_PER_CALL, "allocates") == [(1, 1, "")]
+
+
 # Starts the strategy worker from this process's only thread (so it is forked), says the worker's pid, then dies by
 # SIGKILL, as a CLI killed by the system or a user does: no exit handler runs.
 STARTS_WORKER_THEN_DIES = '''

@@ -25,6 +25,11 @@ from codeloupe.parallel import may_start, pool_context
 # How much address space a strategy may add to its worker's own (the worker's imports) before an allocation
 # fails: a strategy works on one file's text, so this is far above any honest need.
 STRATEGY_MEMORY_BYTES = 512 * 1024 * 1024
+# How many strategy modules one worker keeps compiled (a workspace's strategies, forge's candidates, each version
+# trusted anew, every workspace a server opens), all under the one cap: one more starts a fresh worker, whose
+# cap is whole again. Ending the worker is what surely gives their memory back (a module's top level may keep a
+# large table, and Python seldom returns what it freed to the system).
+KEPT_MODULES = 8
 _REAP_S = 5.0  # how long a killed worker may take to be reaped
 _PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
 # How long a new worker may take to be ready (a spawned one imports Python and codeloupe first): not part of any
@@ -117,7 +122,7 @@ def run_in_worker(source: str, sha256: str, origin: str, text: str, timeout_s: f
     loaded first, in a call of its own (once per worker), so a top level that fails is told apart (`at_load`)
     from a `chunk` that fails on this file, and each gets the whole time bound."""
     with _worker_lock:
-        worker = _running_worker()
+        worker = _worker_for(sha256)
         if sha256 not in worker.loaded:
             _load(worker, source, sha256, origin, timeout_s)
         return _ask(worker, (source, sha256, origin, text, timeout_s))  # type: ignore[return-value]
@@ -128,11 +133,16 @@ def load_in_worker(source: str, sha256: str, origin: str, timeout_s: float) -> t
     within `timeout_s` (the module stays compiled there for the files after); `StrategyProcessError` saying why
     not."""
     with _worker_lock:
-        return _load(_running_worker(), source, sha256, origin, timeout_s)
+        return _load(_worker_for(sha256), source, sha256, origin, timeout_s)
 
 
-def _running_worker() -> _Worker:
+def _worker_for(sha256: str) -> _Worker:
+    """The worker to run module `sha256` in: the running one, unless it would have to compile a module over
+    KEPT_MODULES; then (or when none runs) a new one."""
     global _worker
+    if _worker is not None and sha256 not in _worker.loaded and len(_worker.loaded) >= KEPT_MODULES:
+        _worker.stop()
+        _worker = None
     if _worker is None:
         _worker = _Worker()
     return _worker
