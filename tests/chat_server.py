@@ -62,7 +62,8 @@ class Reply:
     drop_after: stream this many pieces, then cut the connection mid-body. hold_after: stream this many pieces,
     then send nothing more until the client hangs up or the server shuts down (`ChatServer.held` counts the
     requests that got there, `hangups` those whose client then closed the connection). hang_s: wait this long
-    before answering (the server's shutdown releases it early). status: answer with this HTTP error status.
+    before answering (the server's shutdown releases it early). status: answer with this HTTP error status (its
+    message: `text`, when given).
     raw: stream exactly these bytes as the body's chunks (a `stream: true` request), garbage included: what
     a broken or hostile endpoint sends.
     """
@@ -253,7 +254,7 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             if reply.hang_s and server.released.wait(reply.hang_s):
                 return  # the test is over: give up the connection without answering
             if reply.status != 200:
-                self._json(reply.status, {"error": {"message": f"scripted status {reply.status}",
+                self._json(reply.status, {"error": {"message": reply.text or f"scripted status {reply.status}",
                                                     "type": "server_error"}})
                 return
             model = body.get("model", "scripted")

@@ -168,9 +168,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                     raise
             if result is None:
                 raise ToolError("ask: the walkthrough ended without a result")
-            if result.fallback is not None:
-                return sized.plain_text(f"[no walkthrough: {result.fallback}; the retrieved files follow]\n"
-                                        + sized.bundle_text(result.bundle, max_bytes), max_bytes, "answer", notes)
+            if result.fallback is not None:  # why, as the first of the bundle's notes (a long one cut to its start)
+                said = [f"no walkthrough: {result.fallback}; the retrieved files follow", *result.bundle.notes, *notes]
+                return sized.bundle_text(dataclasses.replace(result.bundle, notes=said), max_bytes)
             return sized.plain_text(result.answer, max_bytes, "answer", notes)
 
     @server.resource("codeloupe://status", name="status", mime_type="application/json",

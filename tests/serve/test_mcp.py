@@ -144,6 +144,32 @@ async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Pat
     assert "def check_token(self, token: str) -> bool:" in answer  # the cited span, spliced from disk
 
 
+async def test_an_ask_without_a_walkthrough_says_why_and_keeps_the_retrieved_files_within_max_bytes(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reason a walkthrough failed was put in front of a bundle already sized to the whole budget, and the
+    answer was then cut again: the bundle's own closing note (what was cut, what to call next) was lost. The
+    reason is now the bundle's first note, and the bundle is sized once."""
+    from chat_server import ChatServer, Reply
+
+    with ChatServer() as chat:
+        chat.add(Reply(text="upstream exploded: " + "stack frame " * 400, status=500, times=3))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        warm = WarmWorkspace(project)
+        try:
+            async with Client(build_server(warm)) as client:
+                answer = text_of(await client.call_tool("ask", {"question": "how are bearer tokens checked",
+                                                                "max_bytes": 1500}))
+        finally:
+            warm.close()
+    assert len(answer.encode("utf-8")) <= 1500
+    assert "## 1. app/" in answer, answer  # the retrieved files, ranked
+    # sized as one bundle: its own closing note says what was cut and what to call, not a cut of the whole
+    assert "[answer cut" not in answer and "`expand`" in answer.splitlines()[-1], answer
+    [reason] = [line for line in answer.splitlines() if line.startswith("note: no walkthrough: ")]
+    assert "upstream exploded: stack frame" in reason, reason
+
+
 async def test_an_ask_the_client_cancels_has_its_model_call_cut_off(project: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that gives up on `ask` (its read timeout, a user's interrupt) sends notifications/cancelled: the
