@@ -70,7 +70,10 @@ def test_the_store_urls_own_lock_timeout_wins(tmp_path: Path, pg_url: str, monke
                           (f"{pg_url}&options=-c%20lock_timeout%3D4321", "4321ms"),
                           (f"{pg_url}&options=-c%20lock_timeout%3D0", "0")):
         store = PgStore(url, "svc", local_dir=tmp_path)
-        assert store.query("SHOW lock_timeout") == [(expected,)], url
+        try:
+            assert store.query("SHOW lock_timeout") == [(expected,)], url
+        finally:
+            store.close()
 
 
 def _never_answering() -> socket.socket:
