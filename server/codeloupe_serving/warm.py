@@ -226,11 +226,13 @@ class WarmWorkspaces:
         return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
 
     def select(self, roots: list[str]) -> list[WarmWorkspace]:
-        """The served workspaces named by `roots` (as `get` names them); every one when `roots` is empty or holds
-        `*` (MCP's `repos` and HTTP's `repos` read alike)."""
-        if not roots or "*" in roots:
+        """The served workspaces named by `roots` (as `get` names them, spaces around a name ignored); every one
+        when `roots` names none or holds `*` (MCP's `repos` and HTTP's `repos` read alike). A blank name names
+        nothing: to `get` it is the first workspace, which a search across repositories never meant."""
+        names = [name.strip() for name in roots if name.strip()]
+        if not names or "*" in names:
             return list(self.all)
-        return list({id(w): w for w in map(self.get, roots)}.values())
+        return list({id(w): w for w in map(self.get, names)}.values())
 
     @property
     def ready(self) -> bool:

@@ -177,7 +177,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                      "file names its `repository` and the `revision` it is pinned to")
     async def search_all(request: Request, q: QueryText, repos: ReposParam = "", mode: ModeParam = "code",
                          limit: LimitParam = 12) -> Any:
-        warms = pool.select([name.strip() for name in repos.split(",") if name.strip()])
+        warms = pool.select(repos.split(","))
         return await when_indexed(request, warms, lambda: dataclasses.asdict(
             pool.search_across(warms, q, mode=mode, limit=limit)))
 

@@ -414,3 +414,18 @@ def test_a_bulk_change_is_searched_before_the_call_is_answered(project: Path,
         assert not any("join the index shortly" in note for note in found.notes)
     finally:
         warm.close()
+
+
+async def test_repos_names_are_read_as_http_reads_them(project: Path, serve, tmp_path: Path) -> None:
+    """A blank name in `repos` names no repository (it named the first served one), and spaces around a name are
+    ignored, as in HTTP's comma-separated `repos`."""
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("def charge_invoice(amount):\n    return amount\n")
+    base = serve([project, second])
+    async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+        across = text_of(await client.call_tool("search", {"query": "charge invoice token", "repos": ["", " second "],
+                                                           "flat": True}))
+    repositories = {chunk["repository"] for chunk in json.loads(across)["chunks"]}
+    assert repositories == {"second"}
