@@ -121,6 +121,8 @@ def __getattr__(name: str) -> Any:
 # The longest question or bug report a server (language server, MCP, HTTP) takes: a pasted report with its
 # traceback fits; a pasted file does not, and every character is read by the query's parsing and lanes.
 MAX_QUERY_CHARS = 20_000
+# Locations one locate request may ask for (MCP's `locate`, HTTP's /v1/locate).
+MAX_LOCATE = 1_000
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
 # Entry points a tour lists by default, strongest signal first: a tree with no manifest (the standard library)

@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from pydantic import Field
 
 from codeloupe.api import (
+    MAX_LOCATE,
     MAX_QUERY_CHARS,
     GraphFolder,
     GraphRequest,
@@ -35,7 +36,6 @@ from . import sized
 
 T = TypeVar("T")
 
-MAX_LOCATE = 1_000
 
 INSTRUCTIONS = (
     "codeloupe keeps a warm search index of this workspace (BM25 + embeddings + symbols, fused by rank; no "

@@ -19,6 +19,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from codeloupe.api import (
     MAP_ASSETS,
+    MAX_LOCATE,
+    MAX_QUERY_CHARS,
     MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
     GraphRequest,
@@ -29,7 +31,7 @@ from codeloupe.api import (
     render_html_shell,
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
-from codeloupe_mcp.server import MAX_LOCATE, MAX_QUERY_CHARS, build_server, server_version
+from codeloupe_mcp.server import build_server, server_version
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
