@@ -1054,6 +1054,21 @@ def test_a_strategy_that_ran_late_is_disabled_but_its_corrected_code_runs() -> N
     assert apply_strategy(corrected, text, text.splitlines(keepends=True)) == [(1, 2, "")]
 
 
+@pytest.mark.parametrize("where", ["chunk", "top level"])
+def test_a_strategy_failing_with_a_huge_message_leaves_a_short_reason(where: str) -> None:
+    """The message becomes each failing file's stored fallback reason and a line of the index's log: a
+    strategy's exception carrying megabytes must not fill the index and the terminal once per file."""
+    raising = 'raise ValueError("y" * 5_000_000)'
+    source = ('EXTENSIONS = (".zog",)\n' + (raising + "\n" if where == "top level" else "")
+              + "\n\ndef chunk(text, lines):\n    " + raising + "\n")
+    strategy = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
+    text = "a\nb\n"
+    with pytest.raises(StrategyError) as failure:
+        apply_strategy(strategy, text, text.splitlines(keepends=True))
+    assert "ValueError: yyy" in str(failure.value) and "more characters" in str(failure.value)
+    assert len(str(failure.value)) < 1_000
+
+
 # A program whose worker processes start slowly (spawned, they import its main script again: here it sleeps as
 # a loaded machine's imports may take) chunks a file with a strategy, from a thread so that the worker is spawned.
 SLOW_TO_START = '''

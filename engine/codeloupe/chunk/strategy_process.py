@@ -30,6 +30,9 @@ STRATEGY_MEMORY_BYTES = 512 * 1024 * 1024
 # cap is whole again. Ending the worker is what surely gives their memory back (a module's top level may keep a
 # large table, and Python seldom returns what it freed to the system).
 KEPT_MODULES = 8
+# How much of a strategy's failure the worker sends back: its message becomes each failing file's stored
+# `fallback_reason` and a line of the index's log, and a strategy's exception may carry megabytes.
+MAX_FAILURE_CHARS = 300
 _REAP_S = 5.0  # how long a killed worker may take to be reaped
 _PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
 # How long a new worker may take to be ready (a spawned one imports Python and codeloupe first): not part of any
@@ -226,9 +229,9 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
         except MemoryError:
             answer = ("error", _out_of_memory(memory_bytes))
         except StrategyError as exc:
-            answer = ("error", str(exc))
+            answer = ("error", _bounded(str(exc)))
         except (Exception, RecursionError) as exc:
-            answer = ("error", f"{type(exc).__name__}: {exc}")
+            answer = ("error", _bounded(f"{type(exc).__name__}: {exc}"))
         connection.send(answer)
         signal.setitimer(signal.ITIMER_REAL, 0)
 
@@ -242,9 +245,16 @@ def _compiled(source: str, origin: str, memory_bytes: int) -> Loaded | str:
     except MemoryError:
         return _out_of_memory(memory_bytes)
     except StrategyError as exc:
-        return str(exc)
+        return _bounded(str(exc))
     except (Exception, RecursionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _bounded(f"{type(exc).__name__}: {exc}")
+
+
+def _bounded(failure: str) -> str:
+    """A failure's message cut to MAX_FAILURE_CHARS, saying so."""
+    if len(failure) <= MAX_FAILURE_CHARS:
+        return failure
+    return f"{failure[:MAX_FAILURE_CHARS]}... ({len(failure) - MAX_FAILURE_CHARS} more characters)"
 
 
 def _out_of_memory(memory_bytes: int) -> str:
