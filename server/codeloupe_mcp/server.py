@@ -28,7 +28,6 @@ from codeloupe.api import (
     folder_sections,
     render_text,
 )
-from codeloupe.types import Bundle
 from codeloupe_serving.first_index import when_indexed
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
@@ -75,7 +74,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
     server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
-    indexed = _after_first_index(lambda _: [warm])
+    indexed = _after_first_index(warm)
 
     def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
@@ -83,20 +82,19 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
         return sized.search_answer(bundle, max_bytes, flat=flat)
 
-    def search_served(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
-                      max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repos: Repos = None) -> str:
+    async def search_served(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code",
+                            limit: Limit = 12, max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES,
+                            repos: Repos = None) -> str:
         if not repos:
-            return search(query, flat, scope, mode, limit, max_bytes)
-        with _refusals():
-            bundle = _search_across(pool, repos, query, scope, mode, limit)
-        return sized.search_answer(bundle, max_bytes, flat=flat)
+            return await when_indexed([warm], lambda: search(query, flat, scope, mode, limit, max_bytes))
+        with _refusals():  # the repositories named once: the same ones are waited for and searched
+            warms = _repositories(pool, repos, scope)
+        return await when_indexed(warms, lambda: _search_across(warms, query, flat, mode, limit, max_bytes))
 
     # `repos` only where there are several repositories to name: a parameter that can never work costs the agent
     # its description on every turn (and a failed call).
     several = pool is not None and len(pool.all) > 1
-    searched = _after_first_index(lambda arguments: _repositories(pool, arguments["repos"], arguments["scope"])
-                                  if arguments["repos"] else [warm])
-    server.add_tool(searched(search_served) if several else indexed(search), name="search", structured_output=False,
+    server.add_tool(search_served if several else indexed(search), name="search", structured_output=False,
                     description=SEARCH_DESCRIPTION)
 
     @server.tool(structured_output=False, description=(
@@ -203,18 +201,15 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     return server
 
 
-def _after_first_index(reads: Callable[[dict[str, Any]], list[WarmWorkspace]],
-                       ) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
+def _after_first_index(warm: WarmWorkspace) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
     """A sync tool or resource as an async one (the same parameters, which the SDK passes by name) that runs it
-    `when_indexed` for the workspaces `reads` names from its arguments. Sync tools ran on worker threads that
-    waited for a first index there, and kept waiting after their client cancelled: 40 such calls took every
-    thread of the process (under `serve`, the HTTP API's too). A call the client cancels now leaves at once."""
+    `when_indexed` for `warm`. Sync tools ran on worker threads that waited for a first index there, and kept
+    waiting after their client cancelled: 40 such calls took every thread of the process (under `serve`, the
+    HTTP API's too). A call the client cancels now leaves at once."""
     def wrap(body: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         @functools.wraps(body)
         async def waited(**arguments: Any) -> T:
-            with _refusals():
-                warms = reads(arguments)
-            return await when_indexed(warms, lambda: body(**arguments))
+            return await when_indexed([warm], lambda: body(**arguments))
         return waited
     return wrap
 
@@ -243,9 +238,11 @@ def _refusals() -> Iterator[None]:
         raise ToolError(str(exc)) from exc
 
 
-def _search_across(pool: WarmWorkspaces | None, repos: list[str], query: str, scope: str, mode: str,
-                   limit: int) -> Bundle:
-    return WarmWorkspaces.search_across(_repositories(pool, repos, scope), query, mode=mode, limit=limit)
+def _search_across(warms: list[WarmWorkspace], query: str, flat: bool, mode: str, limit: int, max_bytes: int) -> str:
+    """The answer of one ranking across `warms` (`WarmWorkspaces.search_across`) within `max_bytes`."""
+    with _refusals():
+        bundle = WarmWorkspaces.search_across(warms, query, mode=mode, limit=limit)
+    return sized.search_answer(bundle, max_bytes, flat=flat)
 
 
 def _repositories(pool: WarmWorkspaces | None, repos: list[str], scope: str) -> list[WarmWorkspace]:
