@@ -158,7 +158,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
             # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.
             with _refusals():
-                run, notes = await when_indexed([warm], lambda: warm.noted(lambda ws: ws.ask(question, mode=mode)))
+                run, notes = await when_indexed([warm], lambda: warm.start_ask(question, mode=mode))
                 try:
                     result = await anyio.to_thread.run_sync(run.result, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():

@@ -18,7 +18,7 @@ from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repos
 from codeloupe.types import Bundle, Progress
 
 if TYPE_CHECKING:  # at run time it would import the model client when a server starts
-    from codeloupe.api import AskEvent
+    from codeloupe.api import AskEvent, AskRun
 
 log = logging.getLogger("codeloupe.warm")
 T = TypeVar("T")
@@ -88,6 +88,13 @@ class WarmWorkspace:
         bundle, notes = self.noted(lambda ws: ws.search(query, scope=ws.relative(scope) if scope else "",
                                                         mode=mode, limit=limit))
         return _noted(bundle, notes)
+
+    def start_ask(self, question: str, *, mode: str = "code", agents: bool | None = None,
+                  best: bool = False) -> tuple[AskRun, list[str]]:
+        """The ask of `question` from the refreshed index (`Workspace.ask`), and the notes its `done` bundle gets
+        (`noted`: a first index still running): what MCP's `ask` and HTTP's asks start alike, each then reading
+        the run in its own protocol."""
+        return self.noted(lambda ws: ws.ask(question, mode=mode, agents=agents, best=best))
 
     def noted(self, call: Callable[[Workspace], T]) -> tuple[T, list[str]]:
         """`call`'s answer from the refreshed workspace, and the notes on what it lacks (`building_note`, while

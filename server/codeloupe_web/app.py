@@ -258,10 +258,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         return await noted(request, root, lambda ws: {"flows": [dataclasses.asdict(f) for f in ws.flows()]})
 
     async def start_ask(request: Request, body: AskBody) -> tuple[AskRun, list[str]]:
-        """The ask, and the notes its bundle gets (`WarmWorkspace.noted`: a first index still running)."""
+        """The ask and the notes its bundle gets (`WarmWorkspace.start_ask`), once the workspace's first index
+        ended; refused with 499 when the client hangs up first."""
         warm = pool.get(body.root)
-        return await when_indexed(request, [warm], lambda: warm.noted(
-            lambda ws: ws.ask(body.question, mode=body.mode, agents=body.agents, best=body.best)))
+        return await when_indexed(request, [warm], lambda: warm.start_ask(body.question, mode=body.mode,
+                                                                          agents=body.agents, best=body.best))
 
     # Both asks are coroutines that take the events on worker threads: a client hanging up cancels its ask.
     @app.post("/v1/ask", responses=_ERRORS, tags=["ask"],
