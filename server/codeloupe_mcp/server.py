@@ -22,6 +22,8 @@ from pydantic import Field
 from codeloupe.api import (
     MAX_LOCATE,
     MAX_QUERY_CHARS,
+    MAX_TOUR_ENTRY_POINTS,
+    TOUR_ENTRY_POINTS,
     GraphFolder,
     GraphRequest,
     WorkspaceError,
@@ -35,6 +37,9 @@ from . import sized
 
 T = TypeVar("T")
 
+
+TOUR_DESCRIPTION = ("where to start reading: the strongest entry points (counting the rest), then the names most "
+                    "files mention")
 
 INSTRUCTIONS = (
     "codeloupe keeps a warm search index of this workspace (BM25 + embeddings + symbols, fused by rank; no "
@@ -176,13 +181,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     def status_resource() -> str:
         return _status_json(warm)
 
-    @server.resource("codeloupe://tour", name="tour", mime_type="application/json",
-                     description="where to start reading: the strongest entry points (counting the rest), then "
-                                 "the names most files mention")
-    @indexed
-    def tour_resource() -> str:
-        tour, notes = warm.noted(lambda ws: ws.tour())
-        return json.dumps({**dataclasses.asdict(tour), "notes": list(notes)}, indent=1)
+    @server.resource("codeloupe://tour", name="tour", mime_type="application/json", description=TOUR_DESCRIPTION)
+    async def tour_resource() -> str:
+        return await tour_listing()
+
+    # The same tour listing more (or fewer) entry points: a template beside the listed resource, which a client
+    # that lists resources (not templates) still shows.
+    @server.resource("codeloupe://tour{?entry_points}", name="tour_entry_points", mime_type="application/json",
+                     description=f"{TOUR_DESCRIPTION}; `entry_points`: how many entry points to list "
+                                 f"(1-{MAX_TOUR_ENTRY_POINTS}, default {TOUR_ENTRY_POINTS})")
+    async def tour_listing(entry_points: str = "") -> str:
+        count = _count(entry_points, "entry_points", TOUR_ENTRY_POINTS)  # not a number: refused before the wait
+        return json.dumps(await when_indexed([warm], lambda: warm.tour(entry_points=count)), indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
@@ -199,6 +209,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             raise ResourceError(str(exc)) from exc
 
     return server
+
+
+def _count(text: str, name: str, default: int) -> int:
+    """A resource's count parameter, which arrives as text: `default` when not given."""
+    if not text:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > _COUNT_DIGITS:
+        raise ResourceNotFoundError(f"{name} must be a whole number, got {text[:_COUNT_DIGITS + 1]!r}")
+    return int(text)
+
+
+_COUNT_DIGITS = 9  # longer is no count a resource takes (and `int` refuses a string of over 4,300 digits)
 
 
 def _after_first_index(warm: WarmWorkspace) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:

@@ -12,9 +12,17 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from codeloupe.api import Workspace, WorkspaceError, load_settings, search_repositories, unreadable_indexes
+from codeloupe.api import (
+    MAX_TOUR_ENTRY_POINTS,
+    TOUR_ENTRY_POINTS,
+    Workspace,
+    WorkspaceError,
+    load_settings,
+    search_repositories,
+    unreadable_indexes,
+)
 from codeloupe.types import Bundle, Progress
 
 if TYPE_CHECKING:  # at run time it would import the model client when a server starts
@@ -107,6 +115,20 @@ class WarmWorkspace:
             if building:
                 raise WorkspaceError(f"{exc}; {building}") from exc
             raise
+
+    def noted_json(self, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
+        """`call`'s JSON answer with its `notes` beside its own fields (`noted`), as HTTP's reads and MCP's tour
+        answer."""
+        found, notes = self.noted(call)
+        return {**found, "notes": notes}
+
+    def tour(self, *, limit: int = 20, entry_points: int = TOUR_ENTRY_POINTS) -> dict[str, Any]:
+        """The tour's JSON with its notes, as `/v1/tour` and MCP's `codeloupe://tour` answer alike: the strongest
+        `entry_points` entry points (the rest counted), then the `limit` names most files mention. An
+        `entry_points` outside 1-`MAX_TOUR_ENTRY_POINTS` is refused: a generated tree can hold thousands."""
+        if not 1 <= entry_points <= MAX_TOUR_ENTRY_POINTS:
+            raise WorkspaceError(f"entry_points must be from 1 to {MAX_TOUR_ENTRY_POINTS}, got {entry_points}")
+        return self.noted_json(lambda ws: dataclasses.asdict(ws.tour(limit=limit, entry_point_limit=entry_points)))
 
     async def first_index(self) -> None:
         """Wait for the first index as `fresh` does (up to `FIRST_INDEX_WAIT_S`), but on the event loop, holding

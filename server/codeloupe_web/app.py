@@ -184,10 +184,9 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
             pool.search_across(warms, q, mode=mode, limit=limit)))
 
     async def noted(request: Request, root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
-        """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted`)."""
+        """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted_json`)."""
         warm = pool.get(root)
-        found, notes = await when_indexed(request, [warm], lambda: warm.noted(call))
-        return {**found, "notes": notes}
+        return await when_indexed(request, [warm], lambda: warm.noted_json(call))
 
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
@@ -247,9 +246,9 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20,
              entry_points: Annotated[int, Query(ge=1, le=MAX_TOUR_ENTRY_POINTS, description=(
                  "entry points listed, strongest signal first; `entry_points_not_shown` counts the rest "
-                 "(as MCP's `codeloupe://tour`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.tour(limit=limit,
-                                                                                entry_point_limit=entry_points)))
+                 "(as MCP's `codeloupe://tour?entry_points=N`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:
+        warm = pool.get(root)
+        return await when_indexed(request, [warm], lambda: warm.tour(limit=limit, entry_points=entry_points))
 
     @app.get("/v1/flows", response_model=CachedFlows, responses=_ERRORS, tags=["ask"],
              summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json` "

@@ -1,6 +1,7 @@
 """MCP's `codeloupe://tour` and HTTP's `/v1/tour` list the same entry points: MCP kept the 30 strongest and
-counted the rest, `/v1/tour` returned every one. The cut is `Workspace.tour`'s, which both use; `/v1/tour`
-takes `entry_points` to list more."""
+counted the rest, `/v1/tour` returned every one. The cut is `Workspace.tour`'s, and the answer is built by one
+serving function (`WarmWorkspace.tour`) for both; `/v1/tour` takes `entry_points` to list more, and so does
+MCP's `codeloupe://tour{?entry_points}`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
     try:
         async with Client(build_server(warm)) as client:
             mcp = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
+            mcp_listed = json.loads((await client.read_resource(f"codeloupe://tour?entry_points={SCRIPTS}"))
+                                    .contents[0].text)
+            templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     finally:
         warm.close()
     base = serve([project])
@@ -38,8 +42,10 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
     assert len(mcp["entry_points"]) == TOUR_ENTRY_POINTS and mcp["entry_points_not_shown"] == 5
     assert http["entry_points"] == mcp["entry_points"] and http["entry_points_not_shown"] == 5
     assert http["stops"] == mcp["stops"]
+    assert http == mcp  # every field alike, `notes` too
 
     listed = httpx.get(f"{base}/v1/tour", params={"entry_points": SCRIPTS}).json()
+    assert mcp_listed == listed and "codeloupe://tour{?entry_points}" in templates
     assert len(listed["entry_points"]) == SCRIPTS and listed["entry_points_not_shown"] == 0
     assert listed["entry_points"][:TOUR_ENTRY_POINTS] == mcp["entry_points"]  # the strongest first, as cut
     for out_of_bounds in (0, MAX_TOUR_ENTRY_POINTS + 1):
