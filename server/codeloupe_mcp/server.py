@@ -192,7 +192,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                                  f"(1-{MAX_TOUR_ENTRY_POINTS}, default {TOUR_ENTRY_POINTS})")
     async def tour_listing(entry_points: str = "") -> str:
         count = _count(entry_points, "entry_points", TOUR_ENTRY_POINTS)  # not a number: refused before the wait
-        return json.dumps(await when_indexed([warm], lambda: warm.tour(entry_points=count)), indent=1)
+        with _resource_refusals():
+            tour = await when_indexed([warm], lambda: warm.tour(entry_points=count))
+        return json.dumps(tour, indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
@@ -200,13 +202,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     def file_resource(path: str) -> str:
         # The text is the file's alone (a note in it would read as part of the file): while the first index
         # runs, only a refusal says so (`noted`).
-        try:
+        with _resource_refusals():  # outside the workspace, not indexed, gone: no such resource (-32602)
             expansion, _ = warm.noted(lambda ws: ws.expand(path))
-            return expansion.text
-        except WorkspaceError as exc:  # outside the workspace, not indexed, gone: no such resource (-32602)
-            raise ResourceNotFoundError(str(exc)) from exc
-        except OSError as exc:
-            raise ResourceError(str(exc)) from exc
+        return expansion.text
 
     return server
 
@@ -258,6 +256,21 @@ def _refusals() -> Iterator[None]:
         raise
     except (WorkspaceError, ValueError, OSError) as exc:
         raise ToolError(str(exc)) from exc
+
+
+@contextmanager
+def _resource_refusals() -> Iterator[None]:
+    """Engine refusals become resource errors with the engine's message, `-32602` as a refused tool argument is
+    (the SDK answers any other exception with a generic error that names only the URI); a failed read, `-32603`
+    with its message."""
+    try:
+        yield
+    except ResourceError:
+        raise
+    except (WorkspaceError, ValueError) as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    except OSError as exc:
+        raise ResourceError(str(exc)) from exc
 
 
 def _search_across(warms: list[WarmWorkspace], query: str, flat: bool, mode: str, limit: int, max_bytes: int) -> str:

@@ -81,6 +81,15 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert status_resource["files"] == 4
     tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
     assert "SessionStore" in {stop["name"] for stop in tour["stops"]} and tour["notes"] == []
+    listed = json.loads((await client.read_resource("codeloupe://tour?entry_points=1")).contents[0].text)
+    assert len(listed["entry_points"]) <= 1 and listed["stops"] == tour["stops"]
+    # A count the tour refuses (the engine's WorkspaceError) is a resource error saying why, not a generic fault.
+    for count, why in (("0", "entry_points must be from 1 to 500, got 0"),
+                       ("501", "entry_points must be from 1 to 500, got 501"),
+                       ("many", "entry_points must be a whole number, got 'many'")):
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(f"codeloupe://tour?entry_points={count}")
+        assert refused.value.code == INVALID_PARAMS and why in str(refused.value), (count, refused.value)
     for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
                 f"codeloupe://file/{outside}"):
         with pytest.raises(MCPError) as refused:
