@@ -629,14 +629,14 @@ class Workspace:
 
     # ------------------------------------------------------------------ graph and ask (their own packages)
 
-    def graph_map(self):
+    def graph_map(self) -> GraphMap:
         """Nodes, edges and communities of the workspace graph (`codeloupe.graph.GraphMap`); communities may be
         named by one cached call to the configured chat model (`codeloupe.graph.naming`)."""
         from codeloupe.graph import graph_map
 
         return graph_map(self, name_with_model=True)
 
-    def graph_node(self, target: str, *, allow_stale: bool = False):
+    def graph_node(self, target: str, *, allow_stale: bool = False) -> GraphNode | GraphFolder:
         """One file or concept with its neighbours, carriers and chunks (`codeloupe.graph.GraphNode`); a folder
         of the workspace: its files, their edges across its boundary and their communities (`GraphFolder`).
 
@@ -647,7 +647,7 @@ class Workspace:
 
         return graph_node(self, target, allow_stale=allow_stale)
 
-    def file_summary(self, path: str, *, allow_stale: bool = False):
+    def file_summary(self, path: str, *, allow_stale: bool = False) -> FileSummary:
         """Community, import/importer counts, god-node flag, semantic neighbours (`codeloupe.graph.FileSummary`)."""
         from codeloupe.graph import file_summary
 
@@ -707,7 +707,7 @@ class Workspace:
         words = {w.lower() for w in re.findall(r"\w+", query)}
         return sorted(found, key=lambda item: _name_match(item[1].name, words))
 
-    def graph_path(self, source: str, target: str):
+    def graph_path(self, source: str, target: str) -> GraphPath:
         """A hub-tolled route between two concepts (`codeloupe.graph.GraphPath`)."""
         from codeloupe.graph import graph_path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from codeloupe.api import GraphFolder, GraphMap, GraphNode, GraphPath, GraphRequest, NotInGraph
+from codeloupe.api import GraphFolder, NotInGraph
 from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params, invalid
@@ -26,8 +26,7 @@ def register(server: CodeloupeServer) -> None:
         if mode == "map":
             want_html = bool(params.flag("html", False))
             target = await one_target(ls, folder_uri)
-            graph = await ls.engine(target.ws.graph, GraphRequest())
-            assert isinstance(graph, GraphMap)
+            graph = await ls.engine(target.ws.graph_map)
             html = await ls.engine(_render_html, graph) if want_html else None
             return convert.graph_map(await uris_of(ls, target), graph, html)
         if mode == "node":
@@ -35,21 +34,19 @@ def register(server: CodeloupeServer) -> None:
             target, [name] = await _resolve(ls, folder_uri, [("node", node)])
             uri_of = await uris_of(ls, target)
             try:
-                found = await ls.engine(target.ws.graph, GraphRequest(node=name))
+                found = await ls.engine(target.ws.graph_node, name)
             except NotInGraph as miss:
                 return convert.node_miss(uri_of, miss)
             if isinstance(found, GraphFolder):
                 return convert.graph_folder(uri_of, found)
-            assert isinstance(found, GraphNode)
             return convert.graph_node(uri_of, found)
         source = params.text("from", required=True, non_empty=True)
         goal = params.text("to", required=True, non_empty=True)
         target, [source_name, goal_name] = await _resolve(ls, folder_uri, [("from", source), ("to", goal)])
         try:
-            route = await ls.engine(target.ws.graph, GraphRequest(source=source_name, target=goal_name))
+            route = await ls.engine(target.ws.graph_path, source_name, goal_name)
         except NotInGraph as miss:
             return convert.path_miss(source, goal, miss)
-        assert isinstance(route, GraphPath)
         return convert.graph_path(await uris_of(ls, target), route)
 
 
