@@ -317,6 +317,25 @@ def test_cli_chunks_table_and_errors(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "not a regular file" in capsys.readouterr().err
 
 
+def test_cli_chunks_prints_each_file_and_chunk_on_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A newline in the file's name started a line of its own (a forged row of the table), and a control character
+    in it or in a heading drove the terminal: the name, the fallback reason, names and breadcrumbs are shown as
+    `one_line` shows them."""
+    giant = tmp_path / "giant\nline.py"
+    giant.write_text("x = '" + "a" * 25_000 + "'\n")
+    assert main(["chunks", str(giant)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tmp_path}/giant\\nline.py: python, 1 chunks") and "(fallback: giant line" in lines[0]
+    assert len(lines) == 2 and lines[1].endswith("giant\\nline.py"), lines
+
+    headed = tmp_path / "doc\n\x1b]0;owned\x07.md"
+    headed.write_text("# Setup\x1b[2J\n\ntext\n")
+    assert main(["chunks", str(headed)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "Setup\\x1b[2J" in out
+    assert len(out.splitlines()) == 2 and out.splitlines()[0].startswith(f"{tmp_path}/doc\\n\\x1b]0;owned\\x07.md: ")
+
+
 def test_cli_languages(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["languages", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == available_languages()

@@ -95,3 +95,27 @@ def test_a_file_left_out_for_its_size_is_not_written_again_by_a_no_op_index(tmp_
         watcher.close()
     finally:
         ws.close()
+
+
+def test_stats_shows_each_skipped_reason_on_one_line(tmp_path: Path) -> None:
+    """A reason is printed as the index holds it: one with a newline or a control character (an index written by
+    another build, a damaged one) broke the list's lines or drove the terminal, where the path beside it did not."""
+    import sqlite3
+
+    from codeloupe.api import Workspace
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    (repo / "blob.dat").write_bytes(b"\x00\x01" * 100)
+    codeloupe("index", str(repo))
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    index = ws.store.path
+    ws.close()
+    with sqlite3.connect(index) as db:
+        db.execute("UPDATE skipped_files SET reason = ?", ("binary\n    forged.py  (generated)\x1b[2J",))
+    db.close()
+    listed = codeloupe("stats", str(repo), "--skipped")
+    assert "\x1b" not in listed and "    forged.py  (generated)" not in listed.splitlines()
+    assert "    blob.dat  (binary\\n    forged.py  (generated)\\x1b[2J)" in listed.splitlines()
+    assert "  skipped   binary\\n    forged.py  (generated)\\x1b[2J 1" in listed.splitlines()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from codeloupe.chunk import chunk_file, detect_language
 from codeloupe.cli import CliError
+from codeloupe.cli.common import one_line
 from codeloupe.settings import Settings
 
 
@@ -39,9 +40,10 @@ def run(args: argparse.Namespace) -> int:
                 for chunk in result.chunks]
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    print(f"{result.path}: {result.language}, {len(result.chunks)} chunks, {len(result.symbols)} symbols"
-          + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else ""))
+    # The file's name, its headings and a strategy's failure are not to drive the terminal, nor to break the lines.
+    print(f"{one_line(result.path)}: {result.language}, {len(result.chunks)} chunks, {len(result.symbols)} symbols"
+          + (f" (fallback: {one_line(result.fallback_reason)})" if result.fallback_reason else ""))
     for chunk in result.chunks:
         lines = f"{chunk.start_line}-{chunk.end_line}"
-        print(f"{lines:>11}  {chunk.kind:<8} {chunk.name or '-':<32} {chunk.breadcrumb}")
+        print(f"{lines:>11}  {chunk.kind:<8} {one_line(chunk.name or '-'):<32} {one_line(chunk.breadcrumb)}")
     return 0

@@ -42,14 +42,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
           f"{status.skeleton_vectors_done}/{status.files} skeletons  [{status.provider} {status.model}]")
     if status.skipped:
-        print("  skipped   " + counted(status.skipped.items())
+        print("  skipped   " + counted((one_line(reason), count) for reason, count in status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
     if args.skipped and not skipped:
         print("  no file is skipped for its content or size (those left out for their name, such as lockfiles and "
               "binary file types, are counted by `codeloupe index`)")
-    for s in skipped:  # a file's name is not to drive the terminal, nor to break the list's lines
-        name = one_line(s.path)
-        print(f"    {name}  ({s.reason})")
+    for s in skipped:  # a file's name, nor a reason as the index holds it, is to drive the terminal or break lines
+        print(f"    {one_line(s.path)}  ({one_line(s.reason)})")
     if problems:
         print(f"  chunking  {len(problems)} file{'' if len(problems) == 1 else 's'} not chunked as planned (a chunk "
               "strategy or the chunker failed on them)" + ("" if args.skipped else "  (--skipped lists them)"))
