@@ -522,6 +522,7 @@ def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedReposi
     import psycopg  # installed: `_admin` connected with it (without it, `connect` says so)
 
     with _admin(url) as conn:
+        repo_id: int | None = None  # known once its row is read
         try:
             with conn.transaction():
                 if not wait:
@@ -543,7 +544,8 @@ def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedReposi
                 conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
                 conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
         except psycopg.errors.LockNotAvailable as exc:
-            holders = lock_holders(conn, exc, exclusive=["chunk_vectors"])  # its DROP INDEX locks the table
+            # Its DROP INDEX locks the vector table exclusively.
+            holders = lock_holders(conn, repo_id=repo_id, exclusive=["chunk_vectors"])
             raise StoreError(
                 f"{shown_repository_name(name)!r} was not dropped: another session holds the repository and did not"
                 f" let go ({str(exc).splitlines()[0]}): {holders or 'it has let go since; try again'}. An indexer or a"

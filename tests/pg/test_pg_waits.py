@@ -142,3 +142,40 @@ def test_a_write_that_gave_up_names_only_the_session_blocking_it(
         blocker.close()
         for reader in readers:
             reader.close()
+
+
+def _queued_behind(pg_url: str, application: str, statement: str) -> tuple[psycopg.Connection, threading.Thread]:
+    """A session of `application` running `statement` in a transaction on a thread, returned once it waits for a
+    lock (for as long as it takes: it never gives up on its own)."""
+    queued = psycopg.connect(f"{pg_url}&application_name={application}")
+    waiting = threading.Thread(target=queued.execute, args=(statement,), daemon=True)
+    waiting.start()
+    with psycopg.connect(pg_url, autocommit=True) as watcher:
+        while not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                                  " AND wait_event_type = 'Lock'", (application,)).fetchone():
+            waiting.join(0.02)
+    return queued, waiting
+
+
+def test_a_write_queued_behind_another_waiter_names_the_session_holding_the_row(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who blocks is read from the server's catalog, not from the error's words (in the server's language, where
+    its `lc_messages` is not English): a write that waited behind another waiter for the repository's row gets
+    a timeout whose context names no row at all, and is still told which session holds the row."""
+    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
+    stalled.execute(_TAKE_THE_ROW)
+    valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
+    valve.start()
+    queued, waiting = _queued_behind(pg_url, "queued-worker", _TAKE_THE_ROW)
+    try:
+        err = _index_again_refused(root, pg_url, capsys)
+        assert "'svc' is held by another indexer or worker" in err, err
+        assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
+    finally:
+        valve.cancel()
+        stalled.rollback()
+        stalled.close()
+        waiting.join(SAFETY_VALVE_S)
+        queued.rollback()
+        queued.close()

@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import select
 import threading
 import time
@@ -520,29 +519,24 @@ def bound_lock_waits(conn: Any, *, transaction: bool = False) -> None:
                  " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS), transaction))
 
 
-# Where a lock wait's error context names the row waited for: 'while locking tuple (0,5) in relation
-# "repositories"' ('updating', 'deleting'; 'locking updated version (0,6) of tuple (0,5)' names the version first).
-_WAITED_ROW = re.compile(r'\((\d+),(\d+)\)(?: of tuple \(\d+,\d+\))? in relation "([^"]+)"')
 # The table lock modes that conflict with a write's (ROW EXCLUSIVE, taken on every table it writes): a reader's
 # or another writer's lock never blocks it (PostgreSQL's table of conflicting lock modes).
 _BLOCKING_WRITES = ["ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"]
 
 
-def lock_holders(conn: Any, waited: Exception, *, exclusive: Collection[str] = ()) -> str:
-    """The sessions holding what a statement gave up waiting for (`waited`, its lock timeout), asked once its
-    transaction is over, the longest open first ("" when none is left). A row (the error's context names it):
-    the transactions holding it, one or several (a multixact). Otherwise a table: the sessions holding a lock
-    on a table of the shared index that conflicts with a write's, or any lock on the tables of `exclusive`
-    (those the waiting transaction locks exclusively). Sessions that only read are never named."""
-    context = getattr(getattr(waited, "diag", None), "context", None) or ""
-    row = _WAITED_ROW.search(context)
-    if row is not None:
-        pids = _row_holders(conn, row[3], f"({row[1]},{row[2]})")
-    else:
-        pids = [r[0] for r in conn.execute(
-            "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-            " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
-            " AND (l.mode = ANY(%s) OR c.relname = ANY(%s))", (_BLOCKING_WRITES, list(exclusive)))]
+def lock_holders(conn: Any, *, repo_id: int | None = None, exclusive: Collection[str] = ()) -> str:
+    """The sessions holding what a statement gave up waiting for (its lock timeout), asked of the catalog once its
+    transaction is over, the longest open first ("" when none is left): the transactions holding repository
+    `repo_id`'s row (which every writer of the repository takes first), and the sessions holding a lock on a
+    table of the shared index that conflicts with a write's, or any lock on the tables of `exclusive` (those
+    the waiting transaction locks exclusively). Sessions that only read are never named. Nothing is read from
+    the error's text: it is in the server's language, and a statement queued behind another waiter for a row
+    has no context naming the row at all."""
+    pids = _row_holders(conn, repo_id) if repo_id is not None else []
+    pids += [r[0] for r in conn.execute(
+        "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+        " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
+        " AND (l.mode = ANY(%s) OR c.relname = ANY(%s))", (_BLOCKING_WRITES, list(exclusive)))]
     rows = conn.execute(
         "SELECT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
         " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) FROM pg_stat_activity a"
@@ -553,13 +547,12 @@ def lock_holders(conn: Any, waited: Exception, *, exclusive: Collection[str] = (
                      for pid, state, started, application, client, query in rows)
 
 
-def _row_holders(conn: Any, table: str, tid: str) -> list[int]:
-    """The sessions whose open transactions hold row `tid` of `table` (a table of the shared index): the one its
-    xmax names, or the members of the multixact it names (several lockers: a write and the key-share lock of a
-    foreign key check). No catalog says which of the two an xmax is: a transaction of either number is taken,
-    and only running ones hold a lock of their number."""
-    found = conn.execute(psycopg.sql.SQL("SELECT xmax::text FROM public.{} WHERE ctid = %s::tid").format(
-        psycopg.sql.Identifier(table)), (tid,)).fetchone()
+def _row_holders(conn: Any, repo_id: int) -> list[int]:
+    """The sessions whose open transactions hold repository `repo_id`'s row: the one its xmax names, or the
+    members of the multixact it names (several lockers: a write and the key-share lock of a foreign key check).
+    No catalog says which of the two an xmax is: a transaction of either number is taken, and only running
+    ones hold a lock of their number."""
+    found = conn.execute("SELECT xmax::text FROM public.repositories WHERE id = %s", (repo_id,)).fetchone()
     if found is None:
         return []
     xids = [found[0]]
@@ -850,18 +843,18 @@ class PgStore:
             raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
-                             f" writing it ({str(exc).strip()}): {self._lock_holders(exc) or 'it has let go since'}."
+                             f" writing it ({str(exc).strip()}): {self._lock_holders() or 'it has let go since'}."
                              " Try again once it is done; `codeloupe admin --store URL queue` names the workers"
                              " holding batches, and a stalled one lets go once it is stopped (or its session is"
                              " ended: SELECT pg_terminate_backend(PID))") from exc
         if isinstance(exc, psycopg.errors.ForeignKeyViolation):
             self._repository_columns("id")
 
-    def _lock_holders(self, waited: Exception) -> str:
+    def _lock_holders(self) -> str:
         """Who held what a statement of this session gave up waiting for (`lock_holders`), asked on its connection
         once its transaction is over; "" when the catalog cannot say."""
         try:
-            return lock_holders(self._held.conn, waited)
+            return lock_holders(self._held.conn, repo_id=self.repo_id)
         except psycopg.Error:
             return ""
 
