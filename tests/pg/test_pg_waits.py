@@ -179,3 +179,32 @@ def test_a_write_queued_behind_another_waiter_names_the_session_holding_the_row(
         waiting.join(SAFETY_VALVE_S)
         queued.rollback()
         queued.close()
+
+
+def test_a_session_that_only_names_the_repository_in_a_new_row_is_not_named_as_blocking_a_write(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row inserted that names the repository (a queued batch, a setting) takes a key-share lock on its row
+    for the foreign key, which no writer waits for: with a stalled writer on the row too, the row is held by
+    both, and only the writer is named. A drop, which deletes the row, waits for both and names both."""
+    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    naming = psycopg.connect(f"{pg_url}&application_name=naming-it")
+    naming.execute("INSERT INTO public.repo_meta (repo_id, key, value)"
+                   " SELECT id, 'note', 'x' FROM public.repositories WHERE name = 'svc'")
+    stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
+    stalled.execute(_TAKE_THE_ROW)
+    valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
+    valve.start()
+    try:
+        err = _index_again_refused(root, pg_url, capsys)
+        assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
+        assert "naming-it" not in err and f"session {naming.info.backend_pid} " not in err, err
+        assert main(["admin", "--store", pg_url, "drop", "svc"]) == 2
+        err = capsys.readouterr().err
+        assert "'svc' was not dropped" in err, err
+        assert f"session {stalled.info.backend_pid} " in err and f"session {naming.info.backend_pid} " in err, err
+    finally:
+        valve.cancel()
+        stalled.rollback()
+        stalled.close()
+        naming.rollback()
+        naming.close()

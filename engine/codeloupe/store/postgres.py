@@ -519,20 +519,26 @@ def bound_lock_waits(conn: Any, *, transaction: bool = False) -> None:
                  " WHERE name = 'lock_timeout' AND source = 'default'", (str(LOCK_TIMEOUT_MS), transaction))
 
 
+# The row lock modes (`pg_get_multixact_members`) that conflict with FOR NO KEY UPDATE, the lock every writer of
+# a repository takes on its row: a foreign key check's key-share lock (a row inserted that names the repository)
+# does not, unless the row is deleted.
+_BLOCKING_ROW_LOCKS = ["sh", "fornokeyupd", "forupd", "nokeyupd", "upd"]
 # The table lock modes that conflict with a write's (ROW EXCLUSIVE, taken on every table it writes): a reader's
 # or another writer's lock never blocks it (PostgreSQL's table of conflicting lock modes).
 _BLOCKING_WRITES = ["ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"]
 
 
-def lock_holders(conn: Any, *, repo_id: int | None = None, exclusive: Collection[str] = ()) -> str:
+def lock_holders(conn: Any, *, repo_id: int | None = None, deletes_row: bool = False,
+                 exclusive: Collection[str] = ()) -> str:
     """The sessions holding what a statement gave up waiting for (its lock timeout), asked of the catalog once its
     transaction is over, the longest open first ("" when none is left): the transactions holding repository
-    `repo_id`'s row (which every writer of the repository takes first), and the sessions holding a lock on a
+    `repo_id`'s row in a mode that blocks a writer (which takes it FOR NO KEY UPDATE first), or any mode where
+    the waiting transaction `deletes_row`, and the sessions holding a lock on a
     table of the shared index that conflicts with a write's, or any lock on the tables of `exclusive` (those
     the waiting transaction locks exclusively). Sessions that only read are never named. Nothing is read from
     the error's text: it is in the server's language, and a statement queued behind another waiter for a row
     has no context naming the row at all."""
-    pids = _row_holders(conn, repo_id) if repo_id is not None else []
+    pids = _row_holders(conn, repo_id, deletes_row) if repo_id is not None else []
     pids += [r[0] for r in conn.execute(
         "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
         " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
@@ -547,17 +553,18 @@ def lock_holders(conn: Any, *, repo_id: int | None = None, exclusive: Collection
                      for pid, state, started, application, client, query in rows)
 
 
-def _row_holders(conn: Any, repo_id: int) -> list[int]:
+def _row_holders(conn: Any, repo_id: int, deletes_row: bool) -> list[int]:
     """The sessions whose open transactions hold repository `repo_id`'s row: the one its xmax names, or the
-    members of the multixact it names (several lockers: a write and the key-share lock of a foreign key check).
-    No catalog says which of the two an xmax is: a transaction of either number is taken, and only running
-    ones hold a lock of their number."""
+    members of the multixact it names (several lockers: a write and the key-share lock of a foreign key check)
+    whose lock blocks a writer (any, where the waiting transaction `deletes_row`). No catalog says which of the
+    two an xmax is: a transaction of either number is taken, and only running ones hold a lock of their number."""
     found = conn.execute("SELECT xmax::text FROM public.repositories WHERE id = %s", (repo_id,)).fetchone()
     if found is None:
         return []
     xids = [found[0]]
     try:
-        xids += [r[0] for r in conn.execute("SELECT xid::text FROM pg_get_multixact_members(%s::xid)", (found[0],))]
+        xids += [r[0] for r in conn.execute("SELECT xid::text FROM pg_get_multixact_members(%s::xid)"
+                                            " WHERE %s OR mode = ANY(%s)", (found[0], deletes_row, _BLOCKING_ROW_LOCKS))]
     except psycopg.Error:  # not a multixact's number (PostgreSQL says it was never made or is long gone)
         pass
     return [r[0] for r in conn.execute("SELECT pid FROM pg_locks WHERE locktype = 'transactionid' AND granted"
@@ -917,10 +924,10 @@ class PgStore:
     def set_source(self, root: str, commit: str, *, replace: bool = False) -> None:
         """Where the repository is indexed from, and at which commit (what citations are pinned to); this
         process's folder from now on (`source_folder`). Refused (`SourceConflict`) when the repository is
-        another folder's, unless `replace`: checked under the repository's row, taken for the update, so a
-        replace committed meanwhile is never undone."""
+        another folder's, unless `replace`: checked under the repository's row, taken for the update (as every
+        writer takes it: `lock_holders`), so a replace committed meanwhile is never undone."""
         with self._session(), self._conn.transaction():
-            known = self._conn.execute("SELECT root FROM repositories WHERE id = %s FOR UPDATE",
+            known = self._conn.execute("SELECT root FROM repositories WHERE id = %s FOR NO KEY UPDATE",
                                        (self.repo_id,)).fetchone()
             if known is None:
                 self._repository_columns("id")  # dropped from under this process: says so
@@ -1239,7 +1246,7 @@ class PgStore:
             return state
         with self._session(), self._conn.transaction():
             # Holding the repository's row: writers of this repository wait, and a second counter finds it done.
-            version = self._conn.execute("SELECT lex_version FROM repositories WHERE id = %s FOR UPDATE",
+            version = self._conn.execute("SELECT lex_version FROM repositories WHERE id = %s FOR NO KEY UPDATE",
                                          (self.repo_id,)).fetchone()[0]
             if version != TOKENS_VERSION:
                 # Through the repository's chunks: the chunks' terms have no index on the repository.
