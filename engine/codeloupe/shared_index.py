@@ -544,8 +544,9 @@ def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedReposi
                 conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
                 conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
         except psycopg.errors.LockNotAvailable as exc:
-            # It deletes the repository's row, and its DROP INDEX locks the vector table exclusively.
-            holders = lock_holders(conn, repo_id=repo_id, deletes_row=True, exclusive=["chunk_vectors"])
+            # It deletes the repository's row, drops HNSW indexes under the schema's lock, and its DROP INDEX
+            # locks the vector table exclusively.
+            holders = lock_holders(conn, repo_id=repo_id, deletes_row=True, schema=True, exclusive=["chunk_vectors"])
             raise StoreError(
                 f"{shown_repository_name(name)!r} was not dropped: another session holds the repository and did not"
                 f" let go ({str(exc).splitlines()[0]}): {holders or 'it has let go since; try again'}. An indexer or a"

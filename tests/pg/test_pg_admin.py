@@ -160,6 +160,60 @@ def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_
     assert shared_repositories(pg_url) == []
 
 
+def test_a_drop_behind_a_migration_fails_naming_its_session(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drop takes the schema's advisory lock to drop the repository's HNSW indexes, which a migration (a process
+    opening the database) holds until it commits: behind one, the drop gives up naming its session, as it names
+    a writer holding the repository.
+
+    Played in that order: a first migration holds the lock while the drop's own migration (on opening the
+    database) waits for it, then a second one queues behind the drop's, which lets go to it; the drop goes on,
+    to meet the second one's lock when it drops the indexes."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    root = tmp_path / "svc"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url]) == 0
+    capsys.readouterr()
+    take_the_lock = f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})"
+    first = psycopg.connect(pg_url)
+    first.execute(take_the_lock)
+    second = psycopg.connect(f"{pg_url}&application_name=migrating")
+    second_pid = second.info.backend_pid
+    valve = threading.Timer(60, first.rollback)  # only what keeps a failing test from hanging the run
+    valve.start()
+    outcomes: dict[str, object] = {}
+
+    def drop() -> None:
+        try:
+            outcomes["drop"] = drop_shared_repository(f"{pg_url}&application_name=drop", "svc")
+        except Exception as exc:
+            outcomes["drop"] = exc
+
+    dropping = threading.Thread(target=drop)
+    migrating = threading.Thread(target=second.execute, args=(take_the_lock,))
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            dropping.start()
+            while not _waiting_on(watcher, "drop", "SELECT pg_advisory_xact_lock"):
+                dropping.join(0.02)
+            migrating.start()
+            while not _waiting_on(watcher, "migrating", "SELECT pg_advisory_xact_lock"):
+                migrating.join(0.02)
+        first.rollback()
+        dropping.join(60)
+        migrating.join(60)
+    finally:
+        valve.cancel()
+        first.close()
+        second.rollback()
+        second.close()
+    refused = outcomes["drop"]
+    assert isinstance(refused, StoreError) and "'svc' was not dropped" in str(refused), refused
+    assert f"session {second_pid} (migrating, from local)" in str(refused), refused
+    assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
+
+
 def _waiting_on(watcher: psycopg.Connection, application: str, statement: str) -> bool:
     """Whether the session of `application` waits for a lock in a statement starting with `statement`."""
     return bool(watcher.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type ="

@@ -528,12 +528,13 @@ _BLOCKING_ROW_LOCKS = ["sh", "fornokeyupd", "forupd", "nokeyupd", "upd"]
 _BLOCKING_WRITES = ["ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"]
 
 
-def lock_holders(conn: Any, *, repo_id: int | None = None, deletes_row: bool = False,
+def lock_holders(conn: Any, *, repo_id: int | None = None, deletes_row: bool = False, schema: bool = False,
                  exclusive: Collection[str] = ()) -> str:
     """The sessions holding what a statement gave up waiting for (its lock timeout), asked of the catalog once its
     transaction is over, the longest open first ("" when none is left): the transactions holding repository
     `repo_id`'s row in a mode that blocks a writer (which takes it FOR NO KEY UPDATE first), or any mode where
-    the waiting transaction `deletes_row`, and the sessions holding a lock on a
+    the waiting transaction `deletes_row`; where it takes the schema's advisory lock (`schema`: a drop of
+    HNSW indexes, `drop_vector_indexes`), the sessions holding it (a migration, another drop); and the sessions holding a lock on a
     table of the shared index that conflicts with a write's, or any lock on the tables of `exclusive` (those
     the waiting transaction locks exclusively). Sessions that only read are never named. Nothing is read from
     the error's text: it is in the server's language, and a statement queued behind another waiter for a row
@@ -543,6 +544,10 @@ def lock_holders(conn: Any, *, repo_id: int | None = None, deletes_row: bool = F
         "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
         " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
         " AND (l.mode = ANY(%s) OR c.relname = ANY(%s))", (_BLOCKING_WRITES, list(exclusive)))]
+    if schema:  # a bigint advisory key is held as its high and low 32 bits
+        pids += [r[0] for r in conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s", (_SCHEMA_LOCK,))]
     rows = conn.execute(
         "SELECT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
         " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) FROM pg_stat_activity a"
