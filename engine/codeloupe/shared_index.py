@@ -543,18 +543,33 @@ def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedReposi
                 # upsert them per term on the hot path).
                 conn.execute("DELETE FROM lex_terms WHERE repo_id = %s", (repo_id,))
                 conn.execute("DELETE FROM repositories WHERE id = %s", (repo_id,))
-        except psycopg.errors.LockNotAvailable as exc:
-            # It deletes the repository's row, drops HNSW indexes under the schema's lock, and its DROP INDEX
-            # locks the vector table exclusively.
-            holders = lock_holders(conn, repo_id=repo_id, deletes_row=True, schema=True, exclusive=["chunk_vectors"])
-            raise StoreError(
-                f"{shown_repository_name(name)!r} was not dropped: another session holds the repository and did not"
-                f" let go ({str(exc).splitlines()[0]}): {holders or 'it has let go since; try again'}. An indexer or a"
-                " worker writing it holds it until its transaction ends, a stalled one (stopped mid-batch, a"
-                " suspended machine) until it is stopped or its session is ended (SELECT pg_terminate_backend(PID)):"
-                " `codeloupe admin --store URL queue` names the workers holding batches; `drop --wait` waits for"
-                " it instead") from exc
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
+            raise _not_dropped(conn, name, repo_id, exc) from exc
     return DroppedRepository(name, int(files), int(chunks), indexes)
+
+
+def _not_dropped(conn: Any, name: str, repo_id: int | None, exc: Exception) -> StoreError:
+    """Why a drop rolled back on a lock (its wait's timeout, or a deadlock PostgreSQL ended it for), naming the
+    sessions holding what it needs, and what to do."""
+    import psycopg
+
+    # It deletes the repository's row, drops HNSW indexes under the schema's lock, and its DROP INDEX locks the
+    # vector table exclusively.
+    holders = lock_holders(conn, repo_id=repo_id, deletes_row=True, schema=True, exclusive=["chunk_vectors"])
+    shown = shown_repository_name(name)
+    if isinstance(exc, psycopg.errors.DeadlockDetected):
+        return StoreError(
+            f"{shown!r} was not dropped: it and another session each waited for a lock the other held (a deadlock),"
+            " and PostgreSQL ended the drop, which dropped nothing"
+            f"{f' (holding the repository now: {holders})' if holders else ''}. Try again: the other session goes"
+            " on, and lets go once its transaction ends")
+    return StoreError(
+        f"{shown!r} was not dropped: another session holds the repository and did not"
+        f" let go ({str(exc).splitlines()[0]}): {holders or 'it has let go since; try again'}. An indexer or a"
+        " worker writing it holds it until its transaction ends, a stalled one (stopped mid-batch, a"
+        " suspended machine) until it is stopped or its session is ended (SELECT pg_terminate_backend(PID)):"
+        " `codeloupe admin --store URL queue` names the workers holding batches; `drop --wait` waits for"
+        " it instead")
 
 
 def build_global_vector_indexes(url: str, dims: Collection[int] | None = None, *,

@@ -274,3 +274,60 @@ def test_a_drop_and_a_workers_batch_of_the_repository_wait_for_each_other_in_tur
     assert not isinstance(outcomes["drop"], Exception), outcomes["drop"]
     assert outcomes["batch"] is False  # its queued batch went with the repository: nothing written
     assert shared_repositories(pg_url) == []
+
+
+def test_a_drop_ended_by_a_deadlock_says_so_and_to_try_again(tmp_path: Path, pg_url: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session that holds rows of the repository (here, its files) and then waits for the repository's row,
+    which the drop holds and deletes along with those files: each waits for the other, and PostgreSQL ends one.
+    Where it ends the drop, the drop says what happened and to try again (nothing was dropped), as its other
+    refusals do, rather than PostgreSQL's raw error.
+
+    Played in that order, as above: a third session holds `lex_terms` so that the drop stops once it holds the
+    repository's row; the other session takes the files and waits for the row; the drop goes on, to wait for the
+    files last, and only it looks for a deadlock soon after it starts waiting."""
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 600_000)  # what this test is about is not a lock timeout
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root = tmp_path / "svc"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url]) == 0
+    other = psycopg.connect(f"{pg_url}&application_name=other&options=-c%20deadlock_timeout%3D600s")
+    holder = psycopg.connect(pg_url)
+    holder.execute("LOCK TABLE public.lex_terms IN ACCESS EXCLUSIVE MODE")
+    valve = threading.Timer(60, holder.rollback)  # only what keeps a failing test from hanging the run
+    valve.start()
+    outcomes: dict[str, object] = {}
+
+    def drop() -> None:
+        try:
+            outcomes["drop"] = drop_shared_repository(
+                f"{pg_url}&application_name=drop&options=-c%20deadlock_timeout%3D10ms", "svc")
+        except Exception as exc:
+            outcomes["drop"] = exc
+
+    dropping = threading.Thread(target=drop)
+    waiting = threading.Thread(target=other.execute, args=(
+        "SELECT 1 FROM public.repositories WHERE name = 'svc' FOR KEY SHARE",))
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            dropping.start()
+            while not _waiting_on(watcher, "drop", "DELETE FROM lex_terms"):  # the repository's row taken
+                dropping.join(0.02)
+            other.execute("SELECT 1 FROM public.files f JOIN public.repositories r ON r.id = f.repo_id"
+                          " WHERE r.name = 'svc' FOR UPDATE OF f")
+            waiting.start()
+            while not _waiting_on(watcher, "other", "SELECT 1 FROM public.repositories"):
+                waiting.join(0.02)
+        holder.rollback()
+        dropping.join(60)
+        waiting.join(60)
+    finally:
+        valve.cancel()
+        holder.close()
+        other.rollback()
+        other.close()
+    refused = outcomes["drop"]
+    assert isinstance(refused, StoreError), repr(refused)
+    assert "'svc' was not dropped" in str(refused) and "deadlock" in str(refused), refused
+    assert "try again" in str(refused).lower(), refused
+    assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
