@@ -106,6 +106,8 @@ class Folder:
         self.state = "indexing"
         self.message = ""
         self.embed_error = ""
+        # The status says another folder replaced this one as its shared repository's source (`source_refused`).
+        self._source_refused = False
         self.last_report: IndexReport | None = None
         # Files and chunks in the index after the last full index (the counts of docs/protocol.md; a report's
         # files_seen also counts files found but then skipped).
@@ -159,6 +161,21 @@ class Folder:
         """Return once the folder has an index to answer from (at once, unless its first index is running)."""
         await asyncio.shield(self._searchable)
 
+    def source_refused(self, message: str) -> None:
+        """Another folder replaced this one as its shared repository's source: the status says so (`message`)
+        until a write of this folder goes through again (`_source_accepted`)."""
+        self.state, self.message, self._source_refused = "error", message, True
+
+    def _source_accepted(self) -> None:
+        """A save of this folder was written: the repository's source is this folder again (`index --replace`
+        run on it), so the status no longer says it was replaced, with no restart. (A full index resets the
+        status itself.)"""
+        if self._source_refused:
+            self._source_refused = False
+            self.message = ""
+            if self.state == "error":
+                self.state = "ready"
+
     def _mark_searchable(self) -> None:
         if not self._searchable.done():
             self._searchable.set_result(None)
@@ -200,7 +217,7 @@ class Folder:
     async def _index_all(self) -> None:
         self._full_wanted = False
         waiters, self._full_waiters = self._full_waiters, []
-        self.state = "indexing"
+        self.state, self._source_refused = "indexing", False
         if self._progress is None:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
@@ -299,6 +316,7 @@ class Folder:
         except Exception:
             log.exception("re-indexing %s in %s failed", paths, self.root)
             return
+        self._source_accepted()
         self._warn_strategies(report)
         # Search sees the change already (the engine's delta view, with a full rebuild of its own once the
         # index is quiet); the graph is refreshed after the burst of saves, before embedding resumes.

@@ -208,12 +208,13 @@ class CodeloupeServer(LanguageServer):
     def source_replaced(self, conflict: SourceConflict) -> str:
         """An open folder whose shared repository another folder replaced as its source (`index --replace`
         elsewhere): every search, read and save of it is refused from then on, so the editor is told once, and
-        the folder's status says so; returns the message (a refused request's)."""
+        the folder's status says so (until this folder is the source again and one of its saves is written);
+        returns the message (a refused request's)."""
         message = _held_from_elsewhere(conflict, "is no longer searched or indexed: another folder replaced it as"
                                                  " its repository's source")
         folder = self.folders.containing(Path(conflict.folder))
         if folder is not None:
-            folder.state, folder.message = "error", message.removeprefix("codeloupe: ")
+            folder.source_refused(message.removeprefix("codeloupe: "))
         self.show_error(message, once=True)
         return message
 

@@ -340,3 +340,47 @@ async def test_a_folder_replaced_as_its_repositorys_source_while_open_says_so_an
         assert _errors(client) == [message]
     finally:
         await stop_server(client)
+
+
+async def test_a_replaced_folder_made_the_source_again_is_ready_again_at_its_next_save(
+        tmp_path: Path, pg_url: str) -> None:
+    """Once the user runs what the refusal says (`codeloupe index FOLDER --replace` in a terminal), the folder is
+    its repository's source again: its next save is written, and its status no longer says `error`, without a
+    restart of the server."""
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES, first)
+    shutil.copytree(FIXTURES, other)
+    client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
+    try:
+        await client.wait_ready()
+        replacing = Workspace(other, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
+        replacing.index()
+        replacing.close()
+        saved = first / "src" / "shop" / "cart.py"
+        saved.write_text(saved.read_text() + "\n")
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
+        message = await _the_one_error(client, "the save's refusal shown")
+        assert [f["state"] for f in await client.status()] == ["error"]
+
+        back = Workspace(first, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
+        back.index()  # what the message says to run in a terminal
+        back.close()
+        added = first / "src" / "shop" / "refunds.py"
+        added.write_text("def zanzibar_refund(order):\n    return order.total\n")
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+            text_document=lsp.TextDocumentIdentifier(uri=added.as_uri())))
+        for _ in range(600):  # not a speed check: until the save is searchable
+            try:
+                found = await client.request("codeloupe/search", {"query": "zanzibar refund"})
+                if "src/shop/refunds.py" in location_paths(found):
+                    break
+            except JsonRpcException as exc:  # the replace back seen a moment late, as every change is
+                assert exc.message == message, exc.message
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the save was never searchable")
+        [folder] = await client.status()
+        assert (folder["state"], folder["message"]) == ("ready", ""), folder
+    finally:
+        await stop_server(client)
