@@ -1103,3 +1103,67 @@ def test_the_time_bound_counts_the_strategy_not_its_worker_starting(tmp_path: Pa
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[(1, 2, '')]"
+
+
+# A program whose strategy worker cannot start (spawned, it imports the program's script again, which here ends
+# that process at once, as a crashing import would) indexes the workspace on a thread, as the language server
+# does; each worker it tried to start leaves a line in `starts`.
+CANNOT_START = '''
+import json, os, sys, threading
+from pathlib import Path
+
+if __name__ == "__mp_main__":  # a spawned strategy worker importing this script again
+    with open(Path(__file__).with_name("starts"), "a") as starts:
+        starts.write("started\\\\n")
+    os._exit(3)
+
+
+def index(repo, told):
+    from codeloupe.api import Workspace
+
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    try:
+        report = ws.index()
+        told["warnings"] = report.strategy_warnings
+        told["reasons"] = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
+        (Path(repo) / "rules" / "beta.zog").write_text("rule changed {\\\\n}\\\\n")
+        told["saved_warnings"] = ws.update_files([Path(repo) / "rules" / "beta.zog"]).strategy_warnings
+        told["starts_before_the_next_run"] = Path(__file__).with_name("starts").read_text().count("started")
+        (Path(repo) / "rules" / "gamma.zog").write_text("rule changed {\\\\n}\\\\n")
+        told["next_run_warnings"] = ws.index().strategy_warnings
+    finally:
+        ws.close()
+
+
+if __name__ == "__main__":
+    told = {}
+    thread = threading.Thread(target=index, args=(sys.argv[1], told), name="codeloupe-writer-repo")
+    thread.start()
+    thread.join()
+    print(json.dumps(told))
+'''
+
+
+def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same_index_run(
+        repo: Path, tmp_path: Path) -> None:
+    """Every file a strategy claims waited for a worker of its own to start (60 s each when it never did): after
+    one failed start, the rest of the run is chunked as without the strategy at once, and said once."""
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(GOOD)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    script = tmp_path / "cannot_start.py"
+    script.write_text(CANNOT_START)
+    done = subprocess.run([sys.executable, str(script), str(repo)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    told = json.loads(done.stdout)
+    why = "not run: its worker process ended while starting (exit code 3)"
+    warning = (f"codeloupe: the trusted chunk strategy {strategy} failed to load ({why}); the files it claims are "
+               "chunked as they would be without it")
+    assert told["warnings"] == [warning]  # said once
+    for path in ("rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"):  # each chunked as without the strategy
+        assert told["reasons"][path].startswith(f"strategy zog: its module did not load: {why}")
+    assert told["saved_warnings"] == [warning]  # a file saved after the run falls back at once too
+    assert told["starts_before_the_next_run"] == 1
+    assert told["next_run_warnings"] == [warning]  # the next index run tries a worker again, once
+    assert (tmp_path / "starts").read_text().count("started") == 2

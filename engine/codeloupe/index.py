@@ -26,6 +26,7 @@ from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
 from codeloupe.chunk.strategies import Strategy
+from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
     CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
@@ -93,6 +94,7 @@ def _starting_over_on_damage(store: IndexStore, run: Callable[[], IndexReport],
 def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress: ProgressFn | None,
                      strategies: tuple[Strategy, ...] = (), found: Walk | None = None) -> IndexReport:
     started = time.perf_counter()
+    retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     root = Path(root)
     found = found or walk(root, settings)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))

@@ -7,7 +7,8 @@ workspace's refreshes) an abandoned call keeps looping with the interpreter lock
 exhausts the whole process, on any thread. So every workspace strategy, its module's top level included, runs
 in one worker process per process (started on first use, reused for every file after), compiled there from the
 same trusted source, with its address space capped; when an answer is late the worker is killed, and the next
-call starts another.
+call starts another. A worker that could not start is not tried again until `retry_worker_start` (each index run
+of the whole workspace): every file a strategy claims would wait for it as long again.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class StrategyProcessError(Exception):
     at_load = False  # True where its module did not load (its top level failed): it fails every file alike
 
 
+class StrategyProcessUnstarted(StrategyProcessError):
+    """No worker could run the strategy: it fails every file alike, as a module that did not load does."""
+
+    at_load = True
+
+
 class StrategyProcessLate(StrategyProcessError):
     """The strategy gave no answer within its time bound; its worker was killed."""
 
@@ -61,7 +68,7 @@ class _Worker:
     def __init__(self) -> None:
         context = pool_context()  # spawn where this process runs other threads; fork where it runs only one
         if not may_start(context, "chunk strategies"):
-            raise StrategyProcessError("not run: a workspace strategy runs in a worker process, and this "
+            raise StrategyProcessUnstarted("not run: a workspace strategy runs in a worker process, and this "
                                        "program's main script (no __main__ guard) cannot start one")
         self.connection, child_end = context.Pipe()
         self.process: BaseProcess = context.Process(  # type: ignore[attr-defined]
@@ -71,19 +78,23 @@ class _Worker:
         try:
             self.process.start()
         except OSError as exc:
-            raise StrategyProcessError(f"not run: its worker process could not start ({exc})") from exc
+            raise StrategyProcessUnstarted(f"not run: its worker process could not start ({exc})") from exc
         finally:
             child_end.close()
+        why = f"did not start within {_START_S:g}s"
         try:  # ready: its imports done, so a strategy's time bound counts the strategy only
             ready = self.connection.poll(_START_S) and self.connection.recv() == ("ready", None)
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # it ended before it was ready
             ready = False
+            why = "ended while starting"
         except BaseException:
             self.stop()
             raise
         if not ready:
             self.stop()
-            raise StrategyProcessError(f"not run: its worker process did not start within {_START_S:g}s")
+            if self.process.exitcode is not None and self.process.exitcode >= 0:  # not the kill of `stop`
+                why += f" (exit code {self.process.exitcode})"
+            raise StrategyProcessUnstarted(f"not run: its worker process {why}")
 
     def call(self, request: Request, timeout_s: float) -> Ranges | list[str] | None:
         """The answer, or None when the worker gave no answer within `timeout_s`."""
@@ -107,16 +118,29 @@ class _Worker:
 
 _worker: _Worker | None = None
 _worker_lock = threading.Lock()  # the one worker chunks one file at a time
+# Why the last worker failed to start, while it is not to be tried again: every strategy call fails at once
+# with it (a worker that cannot start now would most likely not start for the next file either).
+_unstarted: StrategyProcessUnstarted | None = None
 
 
 def stop_worker() -> None:
     """End this process's strategy worker, if one runs (it is otherwise kept for the files after, and ends with
-    this process): for a program done with chunking, and for tests, whose process outlives each test."""
-    global _worker
+    this process), and forget a worker that failed to start: for a program done with chunking, and for tests,
+    whose process outlives each test."""
+    global _worker, _unstarted
     with _worker_lock:
         if _worker is not None:
             _worker.stop()
             _worker = None
+        _unstarted = None
+
+
+def retry_worker_start() -> None:
+    """Let the next strategy call try to start a worker again, where the last one failed to: at the start of an
+    index run of the whole workspace (the files saved between runs fall back at once)."""
+    global _unstarted
+    with _worker_lock:
+        _unstarted = None
 
 
 def run_in_worker(source: str, sha256: str, origin: str, text: str, timeout_s: float) -> Ranges:
@@ -142,12 +166,18 @@ def load_in_worker(source: str, sha256: str, origin: str, timeout_s: float) -> t
 def _worker_for(sha256: str) -> _Worker:
     """The worker to run module `sha256` in: the running one, unless it would have to compile a module over
     KEPT_MODULES; then (or when none runs) a new one."""
-    global _worker
+    global _worker, _unstarted
     if _worker is not None and sha256 not in _worker.loaded and len(_worker.loaded) >= KEPT_MODULES:
         _worker.stop()
         _worker = None
     if _worker is None:
-        _worker = _Worker()
+        if _unstarted is not None:
+            raise StrategyProcessUnstarted(str(_unstarted))
+        try:
+            _worker = _Worker()
+        except StrategyProcessUnstarted as exc:
+            _unstarted = exc
+            raise
     return _worker
 
 
