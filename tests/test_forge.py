@@ -807,19 +807,18 @@ def test_the_files_a_strategy_failed_on_are_listed_by_stats_and_mcp_status(
         ws.index()
         why = "strategy py: its module did not load: ZeroDivisionError: division by zero"
         problems = [(p.path, p.reason) for p in ws.chunking_problems()]
-        # the strategy's own file is a .py file it claims too
-        assert problems == [(path, why) for path in (".codeloupe/strategies/py.py", "main.py", "more.py", "tools.py")]
+        assert problems == [(path, why) for path in ("main.py", "more.py", "tools.py")]
     finally:
         ws.close()
     args = [str(repo), "--embed-provider", "none", "--chunk-budget", str(BUDGET)]
     assert main(["stats", *args]) == 0
     said = capsys.readouterr().out
-    assert "chunking  4 files not chunked as planned" in said and "(--skipped lists them)" in said
+    assert "chunking  3 files not chunked as planned" in said and "(--skipped lists them)" in said
     assert main(["stats", *args, "--skipped"]) == 0
     said = capsys.readouterr().out
     assert f"    more.py  ({why})" in said
     assert main(["stats", *args, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["chunking_problems"][1] == {"path": "main.py", "reason": why}
+    assert json.loads(capsys.readouterr().out)["chunking_problems"][0] == {"path": "main.py", "reason": why}
 
     import anyio
     from mcp import Client
@@ -837,8 +836,40 @@ def test_the_files_a_strategy_failed_on_are_listed_by_stats_and_mcp_status(
         told = anyio.run(status)
     finally:
         warm.close()
-    assert told["chunking_problems"][2] == {"path": "more.py", "reason": why}
+    assert told["chunking_problems"][1] == {"path": "more.py", "reason": why}
     assert told["chunking_problems_not_listed"] == 0
+
+
+PYTHON_IN_ONE_BLOCK = 'EXTENSIONS = (".py",)\n\n\ndef chunk(text, lines):\n    return [(1, len(lines), "all")]\n'
+
+
+def test_codeloupes_own_files_are_indexed_but_never_chunked_by_a_strategy(repo: Path) -> None:
+    """A strategy claiming .py claimed its own module too (and any other .py under `.codeloupe/`): codeloupe's own
+    files are indexed as the workspace's other files are, chunked as they would be without any strategy."""
+    strategy = trusted_python_strategy(repo, PYTHON_IN_ONE_BLOCK)
+    (strategy.parent.parent / "notes.py").write_text(TOOLS)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})
+    try:
+        assert [s.name for s in ws.strategy_load.strategies] == ["py"]
+        ws.index()
+        assert {name for *_, name in chunks_of(ws, "tools.py")} == {"all"}  # the strategy chunks the workspace's .py
+        for path in (".codeloupe/strategies/py.py", ".codeloupe/notes.py"):
+            assert chunks_of(ws, path) == chunked_as_without(ws, path)
+        assert chunks_of(ws, ".codeloupe/notes.py")[0] == (1, 42, "function", "alpha")
+        assert ws.chunking_problems() == []
+    finally:
+        ws.close()
+    add_chunk_strategy("python-in-one-block", [".py"], in_one_block)  # nor does one registered through the API
+    try:
+        for path in ("tools.py", ".codeloupe/notes.py", "nested/.codeloupe/strategies/py.py"):
+            chunks = chunk_file(path, TOOLS, "python", BUDGET).chunks
+            assert ({c.name for c in chunks} == {"all"}) is (path == "tools.py")
+    finally:
+        unregister_strategy("python-in-one-block")
+
+
+def in_one_block(text: str, lines: list[str]) -> list[tuple[int, int, str]]:
+    return [(1, len(lines), "all")]
 
 
 def test_codeloupe_index_says_once_that_a_strategy_did_not_load(repo: Path) -> None:

@@ -43,7 +43,10 @@ from codeloupe.types import Chunk
 
 log = logging.getLogger("codeloupe.chunk")
 
-STRATEGY_DIR = ".codeloupe/strategies"
+# codeloupe's own folder in a workspace (a nested project's too, which may be opened on its own): its files are
+# indexed, as the workspace's other files are, but never chunked by a strategy.
+CONFIG_DIR = ".codeloupe"
+STRATEGY_DIR = f"{CONFIG_DIR}/strategies"
 # A strategy is a page of code; a bigger file in that folder is not one (and is never read whole).
 MAX_STRATEGY_BYTES = 256_000
 # How long one strategy may take on one file before the file is chunked as without it.
@@ -162,7 +165,12 @@ def normalise_extensions(extensions: Sequence[str]) -> tuple[str, ...]:
 
 
 def strategy_for(rel_path: str, strategies: Sequence[Strategy]) -> Strategy | None:
-    """The first strategy claiming the file: those registered through the API, then `strategies`."""
+    """The first strategy claiming the file: those registered through the API, then `strategies`. None for a file
+    of codeloupe's own folder (`CONFIG_DIR`): a strategy module is Python, read by the Python grammar whatever the
+    strategies claim (a strategy claiming .py would otherwise cut its own code, and report its own file among
+    the files it failed on)."""
+    if CONFIG_DIR in PurePosixPath(rel_path).parts[:-1]:
+        return None
     for strategy in (*registered_strategies(), *strategies):
         if strategy.claims(rel_path):
             return strategy
