@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import socket
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -72,9 +73,13 @@ def _gzip(data: bytes, comment: str = "") -> bytes:
     return packed[:3] + bytes([packed[3] | 0x10]) + packed[4:10] + comment.encode("latin-1") + b"\0" + packed[10:]
 
 
+class IPv6LoopbackHTTPServer(LoopbackHTTPServer):
+    address_family = socket.AF_INET6
+
+
 @dataclass
 class TarballServer:
-    """Serves fixed bodies by path on 127.0.0.1 and records every request path."""
+    """Serves fixed bodies by path on 127.0.0.1 (or ::1) and records every request path."""
 
     bodies: dict[str, bytes] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
@@ -84,6 +89,7 @@ class TarballServer:
     announced: dict[str, int] = field(default_factory=dict)  # path -> a Content-Length that lies
     trickled: set[str] = field(default_factory=set)  # paths whose body comes a byte at a time, slowly
     tls: Any = None  # an ssl.SSLContext: serve https
+    host: str = "127.0.0.1"  # or "::1"
 
     def __post_init__(self) -> None:
         server = self
@@ -114,7 +120,7 @@ class TarballServer:
                     self.wfile.flush()
                     threading.Event().wait(0.05)
 
-        self._httpd = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = (LoopbackHTTPServer if ":" not in self.host else IPv6LoopbackHTTPServer)((self.host, 0), Handler)
         if self.tls is not None:
             self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -123,6 +129,7 @@ class TarballServer:
     @property
     def base(self) -> str:
         host, port = self._httpd.server_address[:2]
+        host = f"[{host}]" if ":" in host else host
         return f"{'https' if self.tls is not None else 'http'}://{host}:{port}"
 
     def close(self) -> None:
@@ -671,3 +678,26 @@ def test_a_refresh_killed_midway_leaves_the_index_pinned_to_what_it_holds(served
         assert sorted(ws.store.file_rows()) == ["README.md", "app.py", "pkg/__init__.py", "pkg/parser.py"]
     finally:
         ws.close()
+
+
+def test_a_url_naming_an_unspecified_address_is_on_this_machine_for_0_0_0_0_and_for_ipv6(
+        served: TarballServer) -> None:
+    """`http://0.0.0.0/` and `http://[::]/` reach this machine (Linux connects both to its loopback address), but
+    counted as on a private network: their redirects to this machine were refused, and to the local network let
+    through."""
+    from codeloupe.remote_http import _Route
+
+    direct = TarballServer(host="::1")
+    try:
+        for server, named, loopback in ((served, "0.0.0.0", "127.0.0.1"), (direct, "[::]", "[::1]")):
+            port = server.base.rsplit(":", 1)[1]
+            server.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+            server.redirects["/acme/widget/moved.tar.gz"] = f"http://{loopback}:{port}/acme/widget/main.tar.gz"
+            url = f"http://{named}:{port}/acme/widget/moved.tar.gz"
+            assert index_remote(url, embed=False).files_indexed == 4
+            assert server.requests[-2:] == ["/acme/widget/moved.tar.gz", "/acme/widget/main.tar.gz"]
+            route = _Route(url)  # only the route's checks: no connection is made
+            assert route.admit(url) == ""
+            assert route.admit("http://10.1.2.3/a.tar.gz") == "it is on a private network, the URL on this machine"
+    finally:
+        direct.close()

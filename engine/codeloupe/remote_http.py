@@ -75,11 +75,12 @@ def special(address: Address) -> str:
 
 
 def reach(address: Address) -> int:
-    """Where an ordinary address is, as an index into `_REACH`."""
+    """Where an address is, as an index into `_REACH`. An unspecified one (0.0.0.0, ::), reached only where the
+    URL names it, is this machine: Linux connects either to its loopback address."""
     inner = _embedded_ipv4(address)
     if inner is not None:
         return reach(inner)
-    return 0 if address.is_loopback else 2 if address.is_global else 1
+    return 0 if address.is_loopback or address.is_unspecified else 2 if address.is_global else 1
 
 
 def _address(text: str) -> Address:
