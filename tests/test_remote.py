@@ -701,3 +701,23 @@ def test_a_url_naming_an_unspecified_address_is_on_this_machine_for_0_0_0_0_and_
             assert route.admit("http://10.1.2.3/a.tar.gz") == "it is on a private network, the URL on this machine"
     finally:
         direct.close()
+
+
+@pytest.mark.parametrize("no_proxy", ["::1", "[::1]", "localhost,[::1]:{port}", ".example.test, ::1"])
+def test_no_proxy_names_an_ipv6_address_with_or_without_its_brackets(
+        served: TarballServer, connections: list[str], monkeypatch: pytest.MonkeyPatch, no_proxy: str) -> None:
+    """`no_proxy=::1` did not match a URL's `[::1]` (urllib compares the host as the URL spells it): the fetch
+    went through the proxy. The tarball server on 127.0.0.1 plays the proxy; the one on ::1 is reached directly."""
+    direct = TarballServer(host="::1")
+    try:
+        port = direct.base.rsplit(":", 1)[1]
+        for name in ("NO_PROXY", "https_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", served.base)
+        monkeypatch.setenv("no_proxy", no_proxy.format(port=port))
+        direct.bodies["/widget.tar.gz"] = tarball(FILES, comment=SHA)
+        assert index_remote(f"{direct.base}/widget.tar.gz", embed=False).files_indexed == 4
+        assert direct.requests == ["/widget.tar.gz"] and served.requests == []  # not through the proxy
+        assert connections == ["::1"]
+    finally:
+        direct.close()

@@ -93,6 +93,49 @@ def _proxy_host(proxy: str) -> str:
     return (urlsplit(proxy if "://" in proxy else "//" + proxy).hostname or "").lower()
 
 
+def bypasses_proxy(netloc: str) -> bool:
+    """Whether the user's `no_proxy` sends a fetch to `netloc` (`host[:port]`) around their proxy. As urllib
+    reads it (a name, a suffix of names, `name:port`, `*`), but an IPv6 address matches spelt with or without
+    its brackets, in `no_proxy` and in the URL alike: urllib compared `no_proxy=::1` with a URL's `[::1]` and
+    sent the fetch through the proxy (`no_proxy=[::1]` the other way round where the host came unbracketed).
+    Without a `no_proxy`, the platform's own settings decide (macOS, Windows)."""
+    no_proxy = urllib.request.getproxies_environment().get("no")
+    if no_proxy is None:
+        return bool(urllib.request.proxy_bypass(netloc))
+    if no_proxy.strip() == "*":
+        return True
+    host, port = _host_and_port(netloc)
+    for entry in no_proxy.split(","):
+        name, only_port = _host_and_port(entry)
+        name = name.lstrip(".")
+        if name and (host == name or host.endswith("." + name)) and only_port in ("", port):
+            return True
+    return False
+
+
+def _host_and_port(netloc: str) -> tuple[str, str]:
+    """`host[:port]` as (host, port), lower-cased; an IPv6 host loses its brackets (`[::1]:8080`, `[::1]`), and
+    one without them (`::1`) is all host."""
+    netloc = netloc.strip().lower()
+    if netloc.startswith("["):
+        host, _, rest = netloc[1:].partition("]")
+        return host, rest.removeprefix(":")
+    if netloc.count(":") == 1:
+        host, _, port = netloc.partition(":")
+        return host, port
+    return netloc, ""
+
+
+class _UserProxies(urllib.request.ProxyHandler):
+    """The user's proxies, `no_proxy` read by `bypasses_proxy`: the route's checks and the connection agree on
+    which hosts are reached directly."""
+
+    def proxy_open(self, req: Any, proxy: str, type: str) -> Any:  # noqa: A002 - urllib's parameter name
+        if req.host and bypasses_proxy(req.host):
+            return None
+        return super().proxy_open(req, proxy, type)
+
+
 class _Route:
     """One fetch's hosts, each resolved once: the addresses its connections may use, and the kind of network
     the fetch started on."""
@@ -109,7 +152,7 @@ class _Route:
 
     def _through_proxy(self, url: str) -> bool:
         parts = urlsplit(url)
-        return parts.scheme in self._proxies and not urllib.request.proxy_bypass(parts.hostname or "")
+        return parts.scheme in self._proxies and not bypasses_proxy(parts.netloc.rpartition("@")[2])
 
     def admit(self, url: str) -> str:
         """Resolve `url`'s host (once per fetch) and check it: "" when the fetch may connect there (to the
@@ -230,7 +273,7 @@ def opener_for(url: str) -> urllib.request.OpenerDirector:
     why = route.admit(url)
     if why:
         raise RemoteError(f"{url}: refused: {why}")
-    return urllib.request.build_opener(urllib.request.ProxyHandler(proxies), _PinnedHTTP(route), _PinnedHTTPS(route),
+    return urllib.request.build_opener(_UserProxies(proxies), _PinnedHTTP(route), _PinnedHTTPS(route),
                                        _GuardedRedirects(route))
 
 
