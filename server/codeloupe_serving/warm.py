@@ -211,10 +211,14 @@ class WarmWorkspace:
         self._embedder.start()
 
     def close(self) -> None:
+        """Stop the background work and close the workspace: an embedding pass is cut short (its step dropped,
+        its worker processes killed), so that a server whose client went exits at once (an MCP client sends
+        SIGTERM 2 s after closing stdin)."""
         self._closing.set()
-        for thread in (self._indexer, self._embedder):
-            if thread is not None:
-                thread.join(timeout=30)
+        self.ws.stop_embedding()
+        self._indexer.join(timeout=30)
+        if self._embedder is not None:  # read after the indexer ended: a refresh may have started one (it stops
+            self._embedder.join(timeout=30)  # before its first step: `_closing` is its should_stop)
         self.ws.close()
 
 

@@ -438,3 +438,63 @@ async def test_repos_names_are_read_as_http_reads_them(project: Path, serve, tmp
                                                            "flat": True}))
     repositories = {chunk["repository"] for chunk in json.loads(across)["chunks"]}
     assert repositories == {"second"}
+
+
+def many_long_chunks(root: Path, files: int = 12, functions: int = 16) -> Path:
+    """A workspace whose embedding takes several steps of seconds each: every chunk a function whose docstring
+    holds hundreds of words of its own (what is embedded is a chunk's distinct words, up to 4 windows)."""
+    import random
+
+    rng = random.Random(7)
+
+    def word() -> str:
+        return "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+
+    def docstring() -> str:
+        return "\n".join("    " + " ".join(word() for _ in range(10)) for _ in range(40))
+
+    root.mkdir(parents=True)
+    for i in range(files):
+        (root / f"mod{i}.py").write_text("".join(f'def handler_{i}_{j}(request):\n    """\n{docstring()}\n    """\n'
+                                                 "    return request\n\n\n" for j in range(functions)))
+    return root
+
+
+async def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closing stdin let the embedding step under way finish first (0.8-2.5 s), and the SDK's client, which
+    allows a server 2 s to exit before it sends SIGTERM, killed it: the resource tracker then found the embedding
+    pool's semaphores leaked. The step is now dropped and its worker processes killed: the server exits by
+    itself, with nothing left running."""
+    import mcp.client.stdio as sdk_stdio
+    from mcp.client.stdio import stdio_client
+
+    from processes import alive, children_of
+
+    root = many_long_chunks(tmp_path / "long")
+    left: dict[str, object] = {}  # the server as the SDK's client left it
+    stop_server = sdk_stdio._stop_server_process
+
+    async def recorded_stop(process) -> None:  # the SDK's own shutdown, watched
+        left["workers"] = children_of(process.pid)
+        await stop_server(process)
+        left["returncode"] = process.returncode
+
+    monkeypatch.setattr(sdk_stdio, "_stop_server_process", recorded_stop)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "codeloupe", "mcp", str(root)],
+                                   env=subprocess_env(CODELOUPE_EMBED_PROVIDER="local"), cwd=str(tmp_path))
+    errlog = tmp_path / "stderr.txt"
+    with errlog.open("w") as err:
+        async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
+            async def status() -> dict:
+                return json.loads(text_of(await client.call_tool("status", {})))
+
+            with anyio.fail_after(300):  # the first chunk vectors: the model loaded, the worker pool running
+                while (first := await status())["vectors_done"] == 0:
+                    await anyio.sleep(0.05)
+                while (await status())["vectors_done"] == first["vectors_done"]:  # the next step has just begun
+                    await anyio.sleep(0.05)
+            assert first["vectors_done"] < first["vectors_total"]
+    assert left["returncode"] == 0, errlog.read_text()  # exited by itself: not the SDK's SIGTERM (-15)
+    assert "leaked semaphore" not in errlog.read_text()
+    assert left["workers"] and not any(alive(pid) for pid in left["workers"])  # its embedding workers ended too

@@ -28,6 +28,10 @@ class EmbeddingError(RuntimeError):
     """A provider cannot produce vectors; the message names the endpoint, file or setting at fault."""
 
 
+class EmbeddingStopped(EmbeddingError):
+    """A bulk `embed` ended by the provider's `stop_bulk` (its workspace closing): its texts got no vectors."""
+
+
 @runtime_checkable
 class EmbeddingProvider(Protocol):
     model_id: str
@@ -43,6 +47,11 @@ class EmbeddingProvider(Protocol):
 
     def release_workers(self) -> None:
         """End any worker processes a bulk `embed` started (called when a bulk run ends)."""
+        ...
+
+    def stop_bulk(self) -> None:
+        """End bulk embedding for good, from any thread (its workspace is closing): a bulk `embed` under way
+        raises `EmbeddingStopped` now, rather than when its batches are done, and so does any later one."""
         ...
 
 
@@ -66,6 +75,9 @@ class QueryCachingProvider:
 
     def release_workers(self) -> None:
         """Nothing to end: only the local encoder starts worker processes."""
+
+    def stop_bulk(self) -> None:
+        """Nothing to cut short: a remote provider's request ends within its own timeout."""
 
     def embed_query(self, text: str) -> np.ndarray:
         with self._queries_lock:

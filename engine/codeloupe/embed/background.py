@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codeloupe.embed import EmbeddingError, EmbeddingProvider, embedding_text
+from codeloupe.embed import EmbeddingError, EmbeddingProvider, EmbeddingStopped, embedding_text
 from codeloupe.embed.cache import EmbeddingCache, text_key
 from codeloupe.settings import Settings
 from codeloupe.store import Store
@@ -117,6 +117,8 @@ def embed_pending(store: Store, provider: EmbeddingProvider | None, settings: Se
             if not chunks:
                 break
             run.step("chunk", [(cid, embedding_text(crumb, text)) for cid, crumb, text in chunks])
+    except EmbeddingStopped:  # the provider's `stop_bulk`: the step under way wrote nothing, the next run redoes it
+        run.report.stopped = True
     finally:
         cache.close()
         provider.release_workers()  # idle workers would hold a model's memory each until the next run

@@ -45,7 +45,7 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
-from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
+from codeloupe.embed import EmbeddingError, EmbeddingStopped, QueryCachingProvider, normalise_rows
 from codeloupe.embed.workers import SESSION_RECIPE, Feed, WorkerPool, hash_file, open_session, unit_vectors
 from codeloupe.settings import Settings
 from codeloupe.trust import user_config_dir
@@ -143,6 +143,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
         self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads)
+        self._stopped = False  # `stop_bulk` was called: no batch runs here any more
         self._tokenizer = tokenizer
         tokenizer.no_padding()
         tokenizer.enable_truncation(options.window_tokens, stride=options.overlap)
@@ -179,6 +180,12 @@ class OnnxSentenceEncoder(QueryCachingProvider):
     def release_workers(self) -> None:
         """End the worker processes (a later bulk call starts them again)."""
         self._workers.close()
+
+    def stop_bulk(self) -> None:
+        """Kill the worker processes and refuse the batches left: a batch run here (a small call, or workers that
+        cannot run) takes a fraction of a second, and the next one is refused."""
+        self._stopped = True
+        self._workers.stop()
 
     # ------------------------------------------------------------------ internals
 
@@ -223,7 +230,12 @@ class OnnxSentenceEncoder(QueryCachingProvider):
             pooled = self._workers.run(feeds)
             if pooled is not None:
                 return pooled
-        return [self._run(feed) for feed in feeds]
+        vectors = []
+        for feed in feeds:
+            if self._stopped:
+                raise EmbeddingStopped("embedding was stopped")
+            vectors.append(self._run(feed))
+        return vectors
 
     def _run(self, feed: Feed) -> np.ndarray:
         session = self._single if len(feed["input_ids"]) == 1 else self._batch_session

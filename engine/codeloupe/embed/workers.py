@@ -18,14 +18,14 @@ import hashlib
 import logging
 import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from codeloupe.embed import EmbeddingError, normalise_rows
+from codeloupe.embed import EmbeddingError, EmbeddingStopped, normalise_rows
 from codeloupe.parallel import WORKER_TIMEOUT_S, exit_with_parent, kill_workers, may_start, pool_context
 
 log = logging.getLogger("codeloupe.embed")
@@ -130,10 +130,13 @@ class WorkerPool:
         self._running = 0  # runs waiting on the workers
         self._close_when_idle = False
         self.broken = False  # once a worker failed, this model is embedded in the parent for good
+        self.stopped = False  # `stop` was called: no run starts, and one under way raises EmbeddingStopped
 
     def run(self, feeds: list[Feed]) -> list[np.ndarray] | None:
         """Unit vectors per feed, in order; None when the workers cannot (the caller runs them itself)."""
         with self._lock:
+            if self.stopped:
+                raise EmbeddingStopped("embedding was stopped")
             if self.broken:
                 return None
             if self._pool is None:
@@ -149,7 +152,9 @@ class WorkerPool:
         try:
             futures = [pool.submit(_run_in_worker, feed) for feed in feeds]
             return [future.result(self.timeout_s) for future in futures]
-        except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError included
+        except (BrokenProcessPool, CancelledError, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError too
+            if self.stopped:  # its workers killed by `stop`: the feeds are dropped, not run in this process
+                raise EmbeddingStopped("embedding was stopped") from exc
             log.warning("embedding in worker processes failed (%r); embedding in this process", exc)
             with self._lock:
                 self.broken = True
@@ -163,6 +168,17 @@ class WorkerPool:
                 close = self._running == 0 and self._close_when_idle
             if close:
                 self.close()
+
+    def stop(self) -> None:
+        """Kill the workers now, for good (from any thread): a run waiting on them raises EmbeddingStopped, and
+        so does every later one. Killed rather than let finish the batches they hold, each up to a second of
+        work: a server whose client went (an MCP client closing stdin allows 2 s) must end before it is killed,
+        which would leave the pool's semaphores to the resource tracker."""
+        with self._lock:
+            self.stopped = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            kill_workers(pool)
 
     def close(self) -> None:
         """End the workers now, or, while a run waits on them, once the last run is done."""
