@@ -4,6 +4,7 @@ status and its pruning, on a real PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import threading
@@ -26,7 +27,7 @@ from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
 
-from pg_locks import Locked  # noqa: E402
+from pg_locks import LOCK_WAIT, Locked  # noqa: E402
 
 from chat_server import ChatServer  # noqa: E402
 
@@ -164,54 +165,78 @@ def test_a_drop_behind_a_migration_fails_naming_its_session(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A drop takes the schema's advisory lock to drop the repository's HNSW indexes, which a migration (a process
     opening the database) holds until it commits: behind one, the drop gives up naming its session, as it names
-    a writer holding the repository.
-
-    Played in that order: a first migration holds the lock while the drop's own migration (on opening the
-    database) waits for it, then a second one queues behind the drop's, which lets go to it; the drop goes on,
-    to meet the second one's lock when it drops the indexes."""
+    a writer holding the repository, whether the store URL's `lock_timeout` or codeloupe's own bounds the wait.
+    Opening the up-to-date database on the way waits for no lock (it raised PostgreSQL's raw LockNotAvailable)."""
     monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
     monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
     root = tmp_path / "svc"
     shutil.copytree(FIXTURES / "python", root)
     assert main(["index", str(root), "--store", pg_url]) == 0
     capsys.readouterr()
-    take_the_lock = f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})"
-    first = psycopg.connect(pg_url)
-    first.execute(take_the_lock)
-    second = psycopg.connect(f"{pg_url}&application_name=migrating")
-    second_pid = second.info.backend_pid
-    valve = threading.Timer(60, first.rollback)  # only what keeps a failing test from hanging the run
-    valve.start()
-    outcomes: dict[str, object] = {}
-
-    def drop() -> None:
-        try:
-            outcomes["drop"] = drop_shared_repository(f"{pg_url}&application_name=drop", "svc")
-        except Exception as exc:
-            outcomes["drop"] = exc
-
-    dropping = threading.Thread(target=drop)
-    migrating = threading.Thread(target=second.execute, args=(take_the_lock,))
+    migrating = psycopg.connect(f"{pg_url}&application_name=migrating")
     try:
-        with psycopg.connect(pg_url, autocommit=True) as watcher:
-            dropping.start()
-            while not _waiting_on(watcher, "drop", "SELECT pg_advisory_xact_lock"):
-                dropping.join(0.02)
-            migrating.start()
-            while not _waiting_on(watcher, "migrating", "SELECT pg_advisory_xact_lock"):
-                migrating.join(0.02)
-        first.rollback()
-        dropping.join(60)
-        migrating.join(60)
+        migrating.execute(f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})")
+        for url in (pg_url + LOCK_WAIT, pg_url):
+            assert main(["admin", "--store", url, "drop", "svc"]) == 2, url
+            refused = capsys.readouterr().err
+            assert "'svc' was not dropped" in refused, refused
+            assert f"session {migrating.info.backend_pid} (migrating, from local)" in refused, refused
+    finally:
+        migrating.close()
+    assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
+
+
+def test_opening_a_database_behind_another_migration_fails_naming_its_session(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database that needs a migration (here a new one) is migrated under the schema's advisory lock: behind
+    another process migrating it, or a drop holding the lock, opening it gives up as a write does (the store
+    URL's `lock_timeout`, else codeloupe's own), naming the session holding it, for a store as for `admin`.
+    (It raised PostgreSQL's raw LockNotAvailable, and without a `lock_timeout` waited for as long as the other
+    held it.)"""
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    migrating = psycopg.connect(f"{pg_url}&application_name=migrating")
+    holder = f"session {migrating.info.backend_pid} (migrating, from local)"
+    valve = threading.Timer(60, migrating.rollback)  # only what keeps a failing test from hanging the run
+    try:
+        migrating.execute(f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})")
+        valve.start()
+        for url in (pg_url + LOCK_WAIT, pg_url):
+            assert main(["admin", "--store", url, "drop", "svc"]) == 2, url
+            refused = capsys.readouterr().err
+            assert "cannot open the shared index: another session holds its schema" in refused, refused
+            assert holder in refused, refused
+            with pytest.raises(StoreError, match=r"cannot open the shared index: another session holds its schema"
+                               r"[^\n]*" + re.escape(holder)):
+                PgStore(url, "svc", local_dir=tmp_path / "local").close()
     finally:
         valve.cancel()
-        first.close()
-        second.rollback()
-        second.close()
-    refused = outcomes["drop"]
-    assert isinstance(refused, StoreError) and "'svc' was not dropped" in str(refused), refused
-    assert f"session {second_pid} (migrating, from local)" in str(refused), refused
-    assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
+        migrating.close()
+    assert shared_repositories(pg_url) == []  # the next process to open it migrates it
+
+
+def test_a_migration_behind_a_long_read_gives_up_and_changes_nothing(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A migration that alters a table a long report or dump reads waits for it as a write waits for a repository
+    (it queued every other session's read of the table behind its own wait meanwhile), then gives up saying so,
+    rolled back: the next process to open the database migrates it."""
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    shared_repositories(pg_url)  # a database at the current version, then as it was before migration 7
+    assert postgres.SCHEMA_VERSION == 7, "replays migration 7: a later one needs undoing here too"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 7")  # which drops that index
+    reading = psycopg.connect(f"{pg_url}&application_name=report")
+    try:
+        reading.execute("SELECT count(*) FROM public.symbols")  # its lock on the table is held until it ends
+        for url in (pg_url + LOCK_WAIT, pg_url):
+            with pytest.raises(StoreError, match=f"migrating it to schema version {postgres.SCHEMA_VERSION} waited"
+                                                 " for a table another session holds"):
+                PgStore(url, "svc", local_dir=tmp_path / "local").close()
+    finally:
+        reading.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert postgres.migrate(conn) == postgres.SCHEMA_VERSION
+        assert conn.execute("SELECT to_regclass('symbols_repo_name')").fetchone() == (None,)
 
 
 def _waiting_on(watcher: psycopg.Connection, application: str, statement: str) -> bool:

@@ -8,8 +8,8 @@ read or write another repository's rows. Every repository a process opens in one
 database's connection pool.
 
 - Migrations are versioned: `schema_migrations` holds every version applied; opening a database applies the
-  missing ones under an advisory lock (any number of servers and workers may open it at once), and a database
-  newer than this program is refused rather than written.
+  missing ones under an advisory lock (any number of servers and workers may open it at once; an up-to-date
+  database is opened without it), and a database newer than this program is refused rather than written.
 - Vectors live in pgvector columns with an HNSW index (`vector_cosine_ops`) per dimension. They are the
   SQLite store's int8 vectors dequantised (the same numbers the in-process lane scores), stored as float32:
   the pgvector bundled with the test server (0.6) has no halfvec or int8 type.
@@ -439,20 +439,56 @@ def redact(url: str) -> str:
 
 
 def migrate(conn: Any) -> int:
-    """Apply the migrations this database lacks; returns its schema version. Refuses a newer database."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-                     " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
-        current = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
-        if current > SCHEMA_VERSION:
-            raise StoreError(f"the shared index has schema version {current}; this codeloupe knows up to"
-                             f" {SCHEMA_VERSION}: upgrade codeloupe before using it")
-        for version, statements in MIGRATIONS:
-            if version > current:
-                conn.execute(statements)
-                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+    """Apply the migrations this database lacks; returns its schema version. Refuses a newer database.
+
+    An up-to-date database is opened without the schema's lock: a drop of a large repository holds it for as
+    long as its delete takes, and every process opening the database would wait for it. A migration's lock
+    waits (for the schema's lock, then for the tables it alters) end as a write's do (`bound_lock_waits`): it
+    then fails naming the session holding the schema's lock, and changes nothing."""
+    if _schema_version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    locked = False  # whether the wait that gave up was for a table, past the schema's lock
+    try:
+        with conn.transaction():
+            bound_lock_waits(conn, transaction=True)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            locked = True
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+                         " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            current = _schema_version(conn)
+            if current > SCHEMA_VERSION:
+                raise StoreError(f"the shared index has schema version {current}; this codeloupe knows up to"
+                                 f" {SCHEMA_VERSION}: upgrade codeloupe before using it")
+            for version, statements in MIGRATIONS:
+                if version > current:
+                    conn.execute(statements)
+                    conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+    except psycopg.errors.LockNotAvailable as exc:
+        raise _not_migrated(conn, exc, locked) from exc
     return SCHEMA_VERSION
+
+
+def _not_migrated(conn: Any, exc: Exception, locked: bool) -> StoreError:
+    """Why opening a database that needs a migration gave up (its lock wait's timeout; the migration rolled back),
+    and what to do."""
+    waited = str(exc).splitlines()[0]
+    if locked:
+        return StoreError(
+            f"cannot open the shared index: migrating it to schema version {SCHEMA_VERSION} waited for a table"
+            f" another session holds ({waited}; a long report or dump reading it), and changed nothing. Try again"
+            " once it is done")
+    return StoreError(
+        f"cannot open the shared index: another session holds its schema and did not let go ({waited}):"
+        f" {lock_holders(conn, schema=True) or 'it has let go since; try again'}. A process migrating the database"
+        " (a newer codeloupe opening it) holds it until the migration is done, an `admin drop` until its"
+        " repository is deleted; try again once it is done, or end the session (SELECT pg_terminate_backend(PID))")
+
+
+def _schema_version(conn: Any) -> int:
+    """The newest migration the database has committed (0 for a database never migrated)."""
+    if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
 
 
 class _Pool:
