@@ -26,6 +26,7 @@ from codeloupe.api import (
     TOUR_ENTRY_POINTS,
     GraphFolder,
     GraphRequest,
+    StoreError,
     WorkspaceError,
     folder_sections,
     render_text,
@@ -151,7 +152,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "skipped for their content by reason (generated, minified, too large, binary), the files a chunk strategy "
         "or the chunker failed on, the last refresh error if any. Call it when results look incomplete."))
     def status() -> str:
-        return _status_json(warm)
+        with _refusals():
+            return _status_json(warm)
 
     if _chat_configured(warm):
         @server.tool(structured_output=False, description=(
@@ -179,7 +181,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     @server.resource("codeloupe://status", name="status", mime_type="application/json",
                      description="index health of the served workspace (as the `status` tool)")
     def status_resource() -> str:
-        return _status_json(warm)
+        with _resource_refusals():
+            return _status_json(warm)
 
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json", description=TOUR_DESCRIPTION)
     async def tour_resource() -> str:
@@ -249,27 +252,28 @@ def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str
 
 @contextmanager
 def _refusals() -> Iterator[None]:
-    """Engine refusals become tool errors with the engine's message (the agent can correct its call)."""
+    """Engine refusals become tool errors with the engine's message (the agent can correct its call), and so does
+    a shared index that cannot be read (HTTP's 503; the call may succeed later)."""
     try:
         yield
     except ToolError:
         raise
-    except (WorkspaceError, ValueError, OSError) as exc:
+    except (WorkspaceError, ValueError, OSError, StoreError) as exc:
         raise ToolError(str(exc)) from exc
 
 
 @contextmanager
 def _resource_refusals() -> Iterator[None]:
     """Engine refusals become resource errors with the engine's message, `-32602` as a refused tool argument is
-    (the SDK answers any other exception with a generic error that names only the URI); a failed read, `-32603`
-    with its message."""
+    (the SDK answers any other exception with a generic error that names only the URI); a failed read (a file,
+    or a shared index that cannot be read: HTTP's 503), `-32603` with its message."""
     try:
         yield
     except ResourceError:
         raise
     except (WorkspaceError, ValueError) as exc:
         raise ResourceNotFoundError(str(exc)) from exc
-    except OSError as exc:
+    except (OSError, StoreError) as exc:
         raise ResourceError(str(exc)) from exc
 
 

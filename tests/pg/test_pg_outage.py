@@ -13,6 +13,9 @@ from pathlib import Path
 import httpx2 as httpx
 import psycopg
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from served_store import served_store
 
 from codeloupe.api import Workspace, drop_shared_repository, open_shared
@@ -111,3 +114,29 @@ def test_serve_answers_503_while_the_database_is_unreachable_and_answers_once_it
         assert _readiness(base, 200) == {"ready": True}
         answer = httpx.get(f"{base}/v1/search", params=search)
         assert answer.status_code == 200 and [f["path"] for f in answer.json()["core"]] == expected[:1]
+
+
+async def test_mcp_tools_and_resources_say_why_while_the_database_is_unreachable(
+        tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    """Over MCP under `serve --store`, a tool or a resource read that meets the database gone says what failed, as
+    the HTTP API's 503 does: the SDK answered a tool with "Error executing tool search" and a resource with
+    "Error reading resource codeloupe://tour", naming nothing that went wrong."""
+    _index(tmp_path, pg_url)
+    with served_store(pg_url) as base:
+        async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+            assert not (await client.call_tool("search", {"query": QUERY})).is_error
+            _end_sessions(pg_server, pg_url, refuse_new=True)
+            try:
+                for tool, arguments in (("search", {"query": QUERY}), ("locate", {"text": "charge"}),
+                                        ("expand", {"path": "src/shop/cart.py"}), ("status", {})):
+                    answer = await client.call_tool(tool, arguments)
+                    said = "".join(part.text for part in answer.content)
+                    assert answer.is_error and "not currently accepting connections" in said, (tool, said)
+                for uri in ("codeloupe://tour", "codeloupe://file/src/shop/cart.py", "codeloupe://status"):
+                    with pytest.raises(MCPError) as refused:
+                        await client.read_resource(uri)
+                    assert refused.value.code == INTERNAL_ERROR, (uri, refused.value)
+                    assert "not currently accepting connections" in str(refused.value), (uri, refused.value)
+            finally:
+                _accept(pg_server, pg_url)
+            assert not (await client.call_tool("search", {"query": QUERY})).is_error
