@@ -32,7 +32,7 @@ from codeloupe.api import (
     render_text,
 )
 from codeloupe_serving.first_index import when_indexed
-from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, tour_entry_points
 
 from . import sized
 
@@ -194,8 +194,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                      description=f"{TOUR_DESCRIPTION}; `entry_points`: how many entry points to list "
                                  f"(1-{MAX_TOUR_ENTRY_POINTS}, default {TOUR_ENTRY_POINTS})")
     async def tour_listing(entry_points: str = "") -> str:
-        count = _count(entry_points, "entry_points", TOUR_ENTRY_POINTS)  # not a number: refused before the wait
+        count = _count(entry_points, "entry_points", TOUR_ENTRY_POINTS)
         with _resource_refusals():
+            count = tour_entry_points(count)  # out of range (not a number: `_count`): refused before the wait
             tour = await when_indexed([warm], lambda: warm.tour(entry_points=count))
         return json.dumps(tour, indent=1)
 

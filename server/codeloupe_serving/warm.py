@@ -124,10 +124,9 @@ class WarmWorkspace:
 
     def tour(self, *, limit: int = 20, entry_points: int = TOUR_ENTRY_POINTS) -> dict[str, Any]:
         """The tour's JSON with its notes, as `/v1/tour` and MCP's `codeloupe://tour` answer alike: the strongest
-        `entry_points` entry points (the rest counted), then the `limit` names most files mention. An
-        `entry_points` outside 1-`MAX_TOUR_ENTRY_POINTS` is refused: a generated tree can hold thousands."""
-        if not 1 <= entry_points <= MAX_TOUR_ENTRY_POINTS:
-            raise WorkspaceError(f"entry_points must be from 1 to {MAX_TOUR_ENTRY_POINTS}, got {entry_points}")
+        `entry_points` entry points (the rest counted), then the `limit` names most files mention (`entry_points`
+        refused as `tour_entry_points` says)."""
+        entry_points = tour_entry_points(entry_points)
         return self.noted_json(lambda ws: dataclasses.asdict(ws.tour(limit=limit, entry_point_limit=entry_points)))
 
     async def first_index(self) -> None:
@@ -292,6 +291,14 @@ class WarmWorkspaces:
     def close(self) -> None:
         for warm in self.all:
             warm.close()
+
+
+def tour_entry_points(entry_points: int) -> int:
+    """How many entry points a tour lists, refused outside 1-`MAX_TOUR_ENTRY_POINTS` (a generated tree can hold
+    thousands); a surface asks before it waits for a first index, so a refusal never waits for one."""
+    if not 1 <= entry_points <= MAX_TOUR_ENTRY_POINTS:
+        raise WorkspaceError(f"entry_points must be from 1 to {MAX_TOUR_ENTRY_POINTS}, got {entry_points}")
+    return entry_points
 
 
 def answer_waited(call: Callable[[], T]) -> T:

@@ -296,6 +296,33 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
         warm.close()
 
 
+async def test_a_tour_count_out_of_range_is_refused_while_the_first_index_runs(
+        project: Path, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeloupe://tour?entry_points=0` was refused only once the first index ended (a count that is not a
+    number was refused at once): a client waited up to two minutes to learn that its count was wrong."""
+    import threading
+
+    import codeloupe_serving.warm as warm_module
+
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # a read that waits, waits for the whole index
+    warm = WarmWorkspace(project)
+    valve = threading.Timer(60, first_index_held.release.set)  # only what keeps a failing test from hanging the run
+    try:
+        assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
+        valve.start()
+        async with Client(build_server(warm)) as client:
+            for count in ("0", "501"):
+                with pytest.raises(MCPError) as refused:
+                    await client.read_resource(f"codeloupe://tour?entry_points={count}")
+                assert refused.value.code == INVALID_PARAMS, refused.value
+                assert f"entry_points must be from 1 to 500, got {count}" in str(refused.value)
+                assert not warm.ready  # refused while the first index is still held
+    finally:
+        valve.cancel()
+        first_index_held.release.set()
+        warm.close()
+
+
 async def test_mcp_calls_cancelled_during_the_first_index_free_their_worker_threads(
         project: Path, serve, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under `serve`, a tool call arriving during a first index waited for it on a worker thread (up to two
