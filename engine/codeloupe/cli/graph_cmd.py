@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from codeloupe.api import GraphMap, GraphRequest, GraphRequestError, render_html, render_text
+from codeloupe.api import GraphRequest, GraphRequestError, render_html, render_text
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace, visible
@@ -37,21 +37,21 @@ def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)
-        result = ws.graph(asked)
+        html_map = ws.graph_map() if args.html else None  # --html asks for nothing but the map
+        result = html_map if html_map is not None else ws.graph(asked)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
-    if args.html:
-        assert isinstance(result, GraphMap)
+    if html_map is not None:
         out = Path(args.html)
         try:
-            out.write_text(render_html(result, str(ws.root)), encoding="utf-8")
+            out.write_text(render_html(html_map, str(ws.root)), encoding="utf-8")
         except OSError as exc:
             raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         if not args.json:
-            groups = sum(1 for community in result.communities if community.size > 1)  # as the text map counts
-            print(f"wrote {out} ({groups} communities, {len(result.nodes)} files)")
+            groups = sum(1 for community in html_map.communities if community.size > 1)  # as the text map counts
+            print(f"wrote {out} ({groups} communities, {len(html_map.nodes)} files)")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif not args.html:
