@@ -935,15 +935,15 @@ def test_a_module_keeping_a_large_table_is_let_go_once_enough_other_modules_ran(
     a large table leaves the others its memory."""
     from codeloupe.chunk import strategy_process
 
-    def ranges(source: str, sha256: str) -> list[tuple[int, int, str]]:
+    def ranges(source: str, sha256: str) -> list[list[int | str]]:
         return strategy_process.run_in_worker(source, sha256, f"{sha256}.py", "a\n", 30.0)
 
-    assert ranges(KEEPS_A_TABLE, "table") == [(1, 1, "")]
+    assert ranges(KEEPS_A_TABLE, "table") == [[1, 1, ""]]
     with pytest.raises(strategy_process.StrategyProcessError, match="ran out of memory"):
         ranges(ALLOCATES_PER_CALL, "allocates")  # beside the table, over the cap
     for n in range(strategy_process.KEPT_MODULES):
-        assert ranges(SMALL, f"small-{n}") == [(1, 1, "")]
-    assert ranges(ALLOCATES_PER_CALL, "allocates") == [(1, 1, "")]
+        assert ranges(SMALL, f"small-{n}") == [[1, 1, ""]]
+    assert ranges(ALLOCATES_PER_CALL, "allocates") == [[1, 1, ""]]
 
 
 # Starts the strategy worker from this process's only thread (so it is forked), says the worker's pid, then dies by
@@ -953,7 +953,7 @@ import os, signal, sys
 from codeloupe.chunk import strategy_process
 
 source = 'EXTENSIONS = (".zog",)\\ndef chunk(text, lines):\\n    return [(1, len(lines))]\\n'
-assert strategy_process.run_in_worker(source, "sha", "zog.py", "a\\n", 30.0) == [(1, 1, "")]
+assert strategy_process.run_in_worker(source, "sha", "zog.py", "a\\n", 30.0) == [[1, 1, ""]]
 print(strategy_process._worker.process.pid, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 '''
@@ -997,7 +997,7 @@ def test_a_strategy_call_cut_off_by_ctrl_c_leaves_no_answer_behind_for_the_next(
 
     source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(i + 1, i + 1) for i in range(len(lines))]\n'
     sha256 = file_digest(source.encode())
-    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [(1, 1, "")]  # started
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [[1, 1, ""]]  # started
     poll = Connection.poll
 
     def interrupted(self: Connection, timeout: float = 0.0) -> bool:
@@ -1008,8 +1008,46 @@ def test_a_strategy_call_cut_off_by_ctrl_c_leaves_no_answer_behind_for_the_next(
     with pytest.raises(KeyboardInterrupt):
         strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0)
     assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\nc\n", 30.0) == [
-        (1, 1, ""), (2, 2, ""), (3, 3, "")]
+        [1, 1, ""], [2, 2, ""], [3, 3, ""]]
 
+
+
+class _RunsOnUnpickling:
+    """What an escaped strategy could send down the worker's pipe: unpickled, it creates a file (it could run any
+    call at all)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.path,))
+
+
+def test_what_the_strategy_worker_sends_back_is_never_unpickled(tmp_path: Path) -> None:
+    """The worker's answers are read as JSON: a strategy that got out of its sandbox and onto the worker's end of
+    the pipe could otherwise have the process that chunks (an editor's server) run a call of its choosing."""
+    from multiprocessing import Pipe
+
+    from codeloupe.chunk import strategy_process
+
+    source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n'
+    sha256 = file_digest(source.encode())
+    assert [list(r) for r in strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0)] == [[1, 1, ""]]
+    worker = strategy_process._worker
+    assert worker is not None
+    # The escaped strategy's end of the pipe: what it writes is what this process reads next.
+    ours, escaped = Pipe()
+    worker.connection.close()
+    worker.connection = ours
+    ran = tmp_path / "ran"
+    escaped.send(("ok", _RunsOnUnpickling(ran)))
+    with pytest.raises(strategy_process.StrategyProcessError, match="answered something else"):
+        worker.call((source, sha256, "zog.py", "b\n", 30.0), 30.0)
+    assert not ran.exists()
+    escaped.close()
+    strategy_process.stop_worker()
+    # A worker started afresh answers again.
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0) == [[1, 2, ""]]
 
 # A strategy answering a one-line file with a million named ranges (about 400 MB once this process had read them
 # back), and one whose module claims three million extensions.
@@ -1133,7 +1171,7 @@ def test_the_time_bound_counts_the_strategy_not_its_worker_starting(tmp_path: Pa
     script.write_text(SLOW_TO_START)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[(1, 2, '')]"
+    assert done.stdout.strip() == "[[1, 2, '']]"
 
 
 # A program whose strategy worker cannot start (spawned, it imports the program's script again, which here ends

@@ -208,8 +208,11 @@ def loaded_extensions(source: str, sha256: str, origin: str) -> tuple[str, ...]:
     """EXTENSIONS as the module's top level leaves it, run in the strategy worker process within the time bound
     (the module stays compiled there for the files after); `StrategyError` saying why not."""
     try:
-        return load_in_worker(source, sha256, origin, STRATEGY_TIMEOUT_S)
+        # Checked again here: what comes back from the worker is the strategy's to shape.
+        return normalise_extensions(load_in_worker(source, sha256, origin, STRATEGY_TIMEOUT_S))
     except StrategyProcessError as exc:
+        raise StrategyError(str(exc)) from exc
+    except ValueError as exc:
         raise StrategyError(str(exc)) from exc
 
 
@@ -242,8 +245,8 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
         raise StrategyError("disabled in this process after it ran past its time bound")
     function = strategy.function
     try:
-        if function is None:
-            ranges = _ranges_in_worker(strategy, text, timeout_s)
+        if function is None:  # checked again here: what comes back from the worker is the strategy's to shape
+            ranges = partition_ranges(_ranges_in_worker(strategy, text, timeout_s), len(lines))
         else:
             ranges = partition_ranges(run_bounded(lambda: function(text, list(lines)), timeout_s, strategy.name),
                                       len(lines))
@@ -273,7 +276,7 @@ def partition_ranges(raw: Ranges, line_count: int) -> list[tuple[int, int, str]]
     return ranges
 
 
-def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[tuple[int, int, str]]:
+def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[list[int | str]]:
     try:
         return run_in_worker(strategy.source, strategy.sha256, strategy.origin, text, timeout_s)
     except StrategyProcessError as exc:

@@ -13,6 +13,7 @@ of the whole workspace): every file a strategy claims would wait for it as long 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -39,10 +40,14 @@ _PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
 # How long a new worker may take to be ready (a spawned one imports Python and codeloupe first): not part of any
 # strategy's time bound, and far above a loaded machine's start-up.
 _START_S = 60.0
+# The largest answer read back from the worker: a strategy's ranges are refused in the worker past one per line of
+# the file, so an honest answer is far smaller (a million one-line ranges with long names is ~150 MB in no
+# language's file this program indexes; 64 MiB holds 1.5M ranges of short names).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 # (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
 Request = tuple[str, str, str, str | None, float]
-Ranges = list[tuple[int, int, str]]
+Ranges = list[list[int | str]]  # each [start, end, name], as JSON brings it back: checked by the caller
 Loaded = tuple[tuple[str, ...], Callable[[str, list[str]], Any]]  # a compiled module's (EXTENSIONS, chunk)
 
 
@@ -83,8 +88,8 @@ class _Worker:
             child_end.close()
         why = f"did not start within {_START_S:g}s"
         try:  # ready: its imports done, so a strategy's time bound counts the strategy only
-            ready = self.connection.poll(_START_S) and self.connection.recv() == ("ready", None)
-        except (EOFError, OSError):  # it ended before it was ready
+            ready = self.connection.poll(_START_S) and _answer(self.connection) == ["ready", None]
+        except (EOFError, OSError, ValueError):  # it ended before it was ready (or answered nonsense)
             ready = False
             why = "ended while starting"
         except BaseException:
@@ -102,12 +107,18 @@ class _Worker:
             self.connection.send(request)
             if not self.connection.poll(timeout_s):
                 return None
-            status, value = self.connection.recv()
-        except (EOFError, OSError) as exc:  # killed by the system, or crashed
-            self.process.join(_REAP_S)
+            status, value = _answer(self.connection)
+        except (EOFError, OSError) as exc:  # killed by the system, or crashed (or an answer over the bound)
+            self.stop()
             raise StrategyProcessError(f"its worker process ended (exit code {self.process.exitcode})") from exc
-        if status != "ok":
+        except ValueError as exc:  # not an answer this module's worker writes: the worker is not trusted again
+            self.stop()
+            raise StrategyProcessError(f"its worker process answered something else than ranges ({exc})") from exc
+        if status == "error" and isinstance(value, str):
             raise StrategyProcessError(value)
+        if status != "ok" or not isinstance(value, list):
+            self.stop()
+            raise StrategyProcessError("its worker process answered something else than ranges")
         return value
 
     def stop(self) -> None:
@@ -231,7 +242,7 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
 
     _cap_address_space(memory_bytes)
     try:
-        connection.send(("ready", None))
+        _send(connection, ("ready", None))
     except OSError:  # the parent died while this worker started
         return
     compiled: dict[str, Loaded | str] = {}  # sha256 -> the module, or why it did not load
@@ -262,8 +273,23 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
             answer = ("error", _bounded(str(exc)))
         except (Exception, RecursionError) as exc:
             answer = ("error", _bounded(f"{type(exc).__name__}: {exc}"))
-        connection.send(answer)
+        _send(connection, answer)
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _send(connection: Connection, answer: tuple[str, object]) -> None:
+    """An answer to the parent as JSON: the parent never unpickles what this process sends, since a strategy
+    that got hold of the pipe could otherwise make it run code of its choosing (pickle calls what it names)."""
+    connection.send_bytes(json.dumps(answer).encode())
+
+
+def _answer(connection: Connection) -> list:
+    """The worker's `(status, value)` as sent by `_send`, read within `MAX_ANSWER_BYTES` (OSError past it);
+    ValueError for anything else than that pair."""
+    answer = json.loads(connection.recv_bytes(MAX_ANSWER_BYTES))
+    if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], str)):
+        raise ValueError(f"{type(answer).__name__} instead of a status and a value")
+    return answer
 
 
 def _compiled(source: str, origin: str, memory_bytes: int) -> Loaded | str:
