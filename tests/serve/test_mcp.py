@@ -3,9 +3,12 @@ under `codeloupe serve`), and in process for `ask` with the scripted chat server
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -13,7 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, LATEST_PROTOCOL_VERSION, PARSE_ERROR
 from serve_project import subprocess_env
 
 from codeloupe_mcp.server import MAX_QUERY_CHARS, build_server
@@ -467,6 +470,10 @@ async def test_repos_names_are_read_as_http_reads_them(project: Path, serve, tmp
     assert repositories == {"second"}
 
 
+# Embedding worker processes start only on more than one core; the tests below watch them end.
+NEEDS_WORKER_POOL = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no embedding worker pool on one core")
+
+
 def many_long_chunks(root: Path, files: int = 12, functions: int = 16) -> Path:
     """A workspace whose embedding takes several steps of seconds each: every chunk a function whose docstring
     holds hundreds of words of its own (what is embedded is a chunk's distinct words, up to 4 windows)."""
@@ -487,41 +494,98 @@ def many_long_chunks(root: Path, files: int = 12, functions: int = 16) -> Path:
     return root
 
 
-async def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Closing stdin let the embedding step under way finish first (0.8-2.5 s), and the SDK's client, which
-    allows a server 2 s to exit before it sends SIGTERM, killed it: the resource tracker then found the embedding
-    pool's semaphores leaked. The step is now dropped and its worker processes killed: the server exits by
-    itself, with nothing left running."""
-    import mcp.client.stdio as sdk_stdio
-    from mcp.client.stdio import stdio_client
+@NEEDS_WORKER_POOL
+def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: Path) -> None:
+    """Closing a served workspace let the embedding step under way finish (0.8-2.5 s on 2 cores, more on a loaded
+    machine) and write its vectors: a server whose client went (an MCP client allows 2 s after closing stdin) was
+    killed meanwhile. The step is now dropped: nothing of it is written, and its worker processes are killed."""
+    import sqlite3
+    import threading
 
+    from codeloupe.api import Workspace
+    from processes import alive, children_of
+
+    ws = Workspace(many_long_chunks(tmp_path / "long"), overrides={"embed_provider": "local"})
+    provider = ws.embedding_provider()
+    embed_texts, embed_all = provider.embed, ws.embed
+    in_step = threading.Event()
+    seen = {"steps": 0, "vectors": 0, "workers": []}  # what the embedding thread found as the watched step began
+    reports = []
+
+    def vectors_written() -> int:
+        with contextlib.closing(sqlite3.connect(f"{ws.store.path.as_uri()}?mode=ro", uri=True)) as conn:
+            return sum(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                       for table in ("skeleton_vectors", "chunk_vectors"))
+
+    def embed_watched(texts: list[str]):
+        seen["steps"] += 1
+        if seen["steps"] == 3:  # the skeletons, the first chunks (which started the worker pool), then this step
+            seen["vectors"], seen["workers"] = vectors_written(), children_of(os.getpid())
+            in_step.set()
+        return embed_texts(texts)
+
+    def embed_recorded(**options):  # the warm workspace's own background pass, its report kept
+        reports.append(embed_all(**options))
+        return reports[-1]
+
+    provider.embed, ws.embed = embed_watched, embed_recorded
+    warm = WarmWorkspace(ws)
+    try:
+        assert in_step.wait(300), "the embedding did not reach its third step"
+    finally:
+        warm.close()
+    assert seen["workers"], "the worker pool was not running during the step"
+    assert vectors_written() == seen["vectors"]  # the step under way wrote nothing
+    assert len(reports) == 1 and reports[0].stopped
+    assert not any(alive(pid) for pid in seen["workers"])
+
+
+@NEEDS_WORKER_POOL
+def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(tmp_path: Path) -> None:
+    """End to end: the real server, its stdin closed while it embeds, exits by itself (return code 0) without a
+    leaked-semaphore warning and with its embedding workers gone. The wait is this test's own and generous, not
+    an MCP client's 2 s before SIGTERM: that the step under way is dropped is the warm workspace's test above."""
     from processes import alive, children_of
 
     root = many_long_chunks(tmp_path / "long")
-    left: dict[str, object] = {}  # the server as the SDK's client left it
-    stop_server = sdk_stdio._stop_server_process
-
-    async def recorded_stop(process) -> None:  # the SDK's own shutdown, watched
-        left["workers"] = children_of(process.pid)
-        await stop_server(process)
-        left["returncode"] = process.returncode
-
-    monkeypatch.setattr(sdk_stdio, "_stop_server_process", recorded_stop)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "codeloupe", "mcp", str(root)],
-                                   env=subprocess_env(CODELOUPE_EMBED_PROVIDER="local"), cwd=str(tmp_path))
     errlog = tmp_path / "stderr.txt"
     with errlog.open("w") as err:
-        async with Client(stdio_client(params, errlog=err), read_timeout_seconds=120) as client:
-            async def status() -> dict:
-                return json.loads(text_of(await client.call_tool("status", {})))
+        server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(root)], cwd=tmp_path, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                  env=subprocess_env(CODELOUPE_EMBED_PROVIDER="local"))
+    assert server.stdin is not None and server.stdout is not None
+    stdin, stdout = server.stdin, server.stdout
+    calls = iter(range(1, 1_000_000))
 
-            with anyio.fail_after(300):  # the first chunk vectors: the model loaded, the worker pool running
-                while (first := await status())["vectors_done"] == 0:
-                    await anyio.sleep(0.05)
-                while (await status())["vectors_done"] == first["vectors_done"]:  # the next step has just begun
-                    await anyio.sleep(0.05)
-            assert first["vectors_done"] < first["vectors_total"]
-    assert left["returncode"] == 0, errlog.read_text()  # exited by itself: not the SDK's SIGTERM (-15)
+    def call(method: str, params: dict) -> dict:
+        sent = next(calls)
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": sent, "method": method, "params": params}) + "\n")
+        stdin.flush()
+        while (answer := json.loads(stdout.readline())).get("id") != sent:
+            pass  # a notification
+        return answer["result"]
+
+    def status() -> dict:
+        return json.loads(call("tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
+
+    workers: list[int] = []
+    try:
+        call("initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "0"}})
+        stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        stdin.flush()
+        deadline = time.monotonic() + 300  # the model loaded and the first chunk vectors written
+        while (now := status())["vectors_done"] == 0:
+            assert time.monotonic() < deadline, now
+            time.sleep(0.05)
+        assert now["vectors_done"] < now["vectors_total"]  # still embedding
+        workers = children_of(server.pid)
+        stdin.close()
+        returncode = server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert returncode == 0, errlog.read_text()  # exited by itself
     assert "leaked semaphore" not in errlog.read_text()
-    assert left["workers"] and not any(alive(pid) for pid in left["workers"])  # its embedding workers ended too
+    assert workers and not any(alive(pid) for pid in workers)  # its embedding workers ended too
