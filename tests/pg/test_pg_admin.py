@@ -214,17 +214,47 @@ def test_opening_a_database_behind_another_migration_fails_naming_its_session(
     assert shared_repositories(pg_url) == []  # the next process to open it migrates it
 
 
+def _before_the_last_migration(pg_url: str) -> None:
+    """Make the database at `pg_url` as it was before migration 7: every table there, one migration to apply."""
+    shared_repositories(pg_url)  # a database at the current version
+    assert postgres.SCHEMA_VERSION == 7, "replays migration 7: a later one needs undoing here too"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 7")  # which drops that index
+
+
+def test_a_migration_behind_the_schema_lock_names_its_holder_not_a_session_locking_a_table(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A migration that gave up waiting for the schema's advisory lock names the sessions holding that lock. It
+    named every session holding a table against writes too, which a migration waiting for the schema's lock
+    does not wait for (an `admin drop` does: its message names both)."""
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    _before_the_last_migration(pg_url)
+    migrating = psycopg.connect(f"{pg_url}&application_name=migrating")
+    sharing = psycopg.connect(f"{pg_url}&application_name=sharing")
+    holder, bystander = migrating.info.backend_pid, sharing.info.backend_pid
+    valve = threading.Timer(60, lambda: (migrating.rollback(), sharing.rollback()))  # a failing test never hangs
+    try:
+        migrating.execute(f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})")
+        sharing.execute("LOCK TABLE public.files IN SHARE MODE")  # blocks writes to files, not the schema's lock
+        valve.start()
+        with pytest.raises(StoreError, match="another session holds its schema") as refused:
+            PgStore(pg_url, "svc", local_dir=tmp_path / "local").close()
+    finally:
+        valve.cancel()
+        migrating.close()
+        sharing.close()
+    assert f"session {holder} (migrating, from local)" in str(refused.value), refused.value
+    assert f"session {bystander} " not in str(refused.value), refused.value
+
+
 def test_a_migration_behind_a_long_read_gives_up_and_changes_nothing(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A migration that alters a table a long report or dump reads waits for it as a write waits for a repository
     (it queued every other session's read of the table behind its own wait meanwhile), then gives up saying so,
     rolled back: the next process to open the database migrates it."""
     monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
-    shared_repositories(pg_url)  # a database at the current version, then as it was before migration 7
-    assert postgres.SCHEMA_VERSION == 7, "replays migration 7: a later one needs undoing here too"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
-        conn.execute("DELETE FROM schema_migrations WHERE version = 7")  # which drops that index
+    _before_the_last_migration(pg_url)
     reading = psycopg.connect(f"{pg_url}&application_name=report")
     try:
         reading.execute("SELECT count(*) FROM public.symbols")  # its lock on the table is held until it ends

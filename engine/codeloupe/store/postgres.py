@@ -477,9 +477,11 @@ def _not_migrated(conn: Any, exc: Exception, locked: bool) -> StoreError:
             f"cannot open the shared index: migrating it to schema version {SCHEMA_VERSION} waited for a table"
             f" another session holds ({waited}; a long report or dump reading it), and changed nothing. Try again"
             " once it is done")
+    # Only the schema's lock is named: a session locking a table against writes does not block that wait.
+    holders = _sessions(conn, _schema_lock_pids(conn))
     return StoreError(
         f"cannot open the shared index: another session holds its schema and did not let go ({waited}):"
-        f" {lock_holders(conn, schema=True) or 'it has let go since; try again'}. A process migrating the database"
+        f" {holders or 'it has let go since; try again'}. A process migrating the database"
         " (a newer codeloupe opening it) holds it until the migration is done, an `admin drop` until its"
         " repository is deleted; try again once it is done, or end the session (SELECT pg_terminate_backend(PID))")
 
@@ -580,10 +582,22 @@ def lock_holders(conn: Any, *, repo_id: int | None = None, deletes_row: bool = F
         "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
         " WHERE l.locktype = 'relation' AND l.granted AND c.relnamespace = 'public'::regnamespace"
         " AND (l.mode = ANY(%s) OR c.relname = ANY(%s))", (_BLOCKING_WRITES, list(exclusive)))]
-    if schema:  # a bigint advisory key is held as its high and low 32 bits
-        pids += [r[0] for r in conn.execute(
-            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-            " AND ((classid::bigint << 32) | objid::bigint) = %s", (_SCHEMA_LOCK,))]
+    if schema:
+        pids += _schema_lock_pids(conn)
+    return _sessions(conn, pids)
+
+
+def _schema_lock_pids(conn: Any) -> list[int]:
+    """The sessions holding the schema's advisory lock (a migration, a drop)."""
+    # A bigint advisory key is held as its high and low 32 bits.
+    return [r[0] for r in conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+        " AND ((classid::bigint << 32) | objid::bigint) = %s", (_SCHEMA_LOCK,))]
+
+
+def _sessions(conn: Any, pids: list[int]) -> str:
+    """The open transactions of sessions `pids` but this one, the longest open first (at most three), each with
+    its client and last statement; "" when none is left."""
     rows = conn.execute(
         "SELECT a.pid, a.state, a.xact_start, a.application_name, coalesce(host(a.client_addr), 'local'),"
         " left(regexp_replace(a.query, '\\s+', ' ', 'g'), 120) FROM pg_stat_activity a"
