@@ -488,10 +488,11 @@ class QueuePruned:
 
 
 @contextmanager
-def _admin(url: str) -> Iterator[Any]:
+def _admin(url: str, *, wait: bool = False) -> Iterator[Any]:
+    """A connection to the database at `url`, migrated first (`migrate`: `wait` as long as its locks take)."""
     conn = connect(url)
     try:
-        migrate(conn)
+        migrate(conn, wait=wait)
         yield conn
     finally:
         conn.close()
@@ -518,10 +519,11 @@ def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedReposi
 
     A writer of the repository holds its rows until its transaction ends (a stalled worker: until it is stopped):
     the drop waits for it `LOCK_TIMEOUT_MS` (or the store URL's `lock_timeout`), then fails naming the sessions
-    holding it; `wait` waits as long as it takes."""
+    holding it; `wait` waits as long as it takes, as does the migration opening the database may need first (behind
+    another process migrating it, or another drop)."""
     import psycopg  # installed: `_admin` connected with it (without it, `connect` says so)
 
-    with _admin(url) as conn:
+    with _admin(url, wait=wait) as conn:
         repo_id: int | None = None  # known once its row is read
         try:
             with conn.transaction():

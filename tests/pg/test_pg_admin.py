@@ -248,6 +248,41 @@ def test_a_migration_behind_the_schema_lock_names_its_holder_not_a_session_locki
     assert f"session {bystander} " not in str(refused.value), refused.value
 
 
+def test_a_drop_that_waits_waits_for_the_migration_opening_the_database_needs_first(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`drop --wait` on a database that needs a migration, behind another session holding the schema's lock,
+    waits for it and drops the repository once it lets go (it gave up after the lock wait, as without --wait:
+    the wait applied only to the drop's own locks, not to the migration opening the database)."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root = tmp_path / "svc"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url]) == 0
+    _before_the_last_migration(pg_url)
+    # The wait a bounded one gives up after: far shorter than this test takes to see the drop wait and let go.
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 1)
+    outcome: list[int] = []
+    dropping = threading.Thread(target=lambda: outcome.append(
+        main(["admin", "--store", f"{pg_url}&application_name=drop", "drop", "--wait", "svc"])))
+    migrating = psycopg.connect(f"{pg_url}&application_name=migrating")
+    valve = threading.Timer(60, migrating.rollback)  # only what keeps a failing test from hanging the run
+    try:
+        migrating.execute(f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})")
+        valve.start()
+        with psycopg.connect(pg_url, autocommit=True) as watcher:
+            dropping.start()
+            while dropping.is_alive() and not watcher.execute(
+                    "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+                    " AND NOT l.granted AND a.application_name = 'drop'").fetchone():
+                dropping.join(0.02)
+        migrating.rollback()
+        dropping.join(60)
+    finally:
+        valve.cancel()
+        migrating.close()
+    assert outcome == [0], capsys.readouterr().err
+    assert shared_repositories(pg_url) == []
+
+
 def test_a_migration_behind_a_long_read_gives_up_and_changes_nothing(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A migration that alters a table a long report or dump reads waits for it as a write waits for a repository

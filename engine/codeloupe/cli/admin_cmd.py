@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                            " lists, one an older version accepted included)")
     drop.add_argument("repository")
     drop.add_argument("--wait", action="store_true",
-                      help="wait for an indexer or worker holding the repository however long it takes (without it,"
-                           " the drop gives up after the store's lock wait, 60 s, naming who holds it)")
+                      help="wait for an indexer or worker holding the repository, or a process migrating the"
+                           " database, however long it takes (without it, the drop gives up after the store's lock"
+                           " wait, 60 s, naming who holds it)")
     queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
     graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository;"

@@ -438,19 +438,21 @@ def redact(url: str) -> str:
     return f"{base}{question}{query}"
 
 
-def migrate(conn: Any) -> int:
+def migrate(conn: Any, *, wait: bool = False) -> int:
     """Apply the migrations this database lacks; returns its schema version. Refuses a newer database.
 
     An up-to-date database is opened without the schema's lock: a drop of a large repository holds it for as
     long as its delete takes, and every process opening the database would wait for it. A migration's lock
     waits (for the schema's lock, then for the tables it alters) end as a write's do (`bound_lock_waits`): it
-    then fails naming the session holding the schema's lock, and changes nothing."""
+    then fails naming the session holding the schema's lock, and changes nothing. With `wait` (an `admin drop
+    --wait`, which waits for its own locks however long) they are not bounded either."""
     if _schema_version(conn) == SCHEMA_VERSION:
         return SCHEMA_VERSION
     locked = False  # whether the wait that gave up was for a table, past the schema's lock
     try:
         with conn.transaction():
-            bound_lock_waits(conn, transaction=True)
+            if not wait:
+                bound_lock_waits(conn, transaction=True)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             locked = True
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
