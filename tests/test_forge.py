@@ -105,6 +105,22 @@ def test_scan_counts_only_the_extensions_no_chunker_covers(repo: Path, capsys: p
     assert json.loads(capsys.readouterr().out) == census  # deterministic
 
 
+def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codeloupes_own_folder_holds(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A strategy never claims a file under `.codeloupe/`: the census asked whether an extension is forged of its
+    first file only, and with `.codeloupe/x.zog` first it reported `.zog` uncovered beside its trusted strategy."""
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(GOOD)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    (repo / ".codeloupe" / "x.zog").write_text(zog("own", 1))
+    capsys.readouterr()
+    assert main(["scan", str(repo), "--json", "--embed-provider", "none"]) == 0
+    census = json.loads(capsys.readouterr().out)
+    assert [(c["extension"], c["files"], c["strategy"]) for c in census["forged"]] == [(".zog", 4, "zog")], census
+    assert [c["extension"] for c in census["uncovered"]] == [".qux"]
+
+
 # ---------------------------------------------------------------------- forging with the scripted model
 
 

@@ -117,7 +117,9 @@ def _census(root: Path, texts: dict[str, str], strategies: tuple[Strategy, ...])
             groups[PurePosixPath(rel.lower()).suffix].append(rel)
     census = Census(str(root.resolve()), len(texts), covered)
     for ext, paths in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        strategy = strategy_for(paths[0], strategies)
+        # Asked of every path until one is claimed: a file under `.codeloupe/` never is (`strategy_for`), and one
+        # sorted first reported an extension its strategy chunks as uncovered (inviting a second strategy for it).
+        strategy = next(filter(None, (strategy_for(path, strategies) for path in paths)), None)
         count = ExtensionCount(ext, len(paths), sorted(paths), strategy.name if strategy else "")
         if strategy is None:
             census.uncovered.append(count)
