@@ -163,7 +163,8 @@ def file_result(uri_of: UriOf, hit: FileHit, in_core: bool) -> JSON:
 
 
 def lane(status: LaneStatus) -> JSON:
-    return {"name": status.name, "ready": status.ready, "coverage": status.coverage, "note": status.note}
+    return {"name": status.name, "ready": status.ready, "coverage": status.coverage, "note": status.note,
+            "off": status.off}
 
 
 
@@ -306,7 +307,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
             lines.append(f"- and {tail} lower-ranked candidate files, listed with the search results")
     return {"answer": "\n".join(lines).rstrip() + "\n", "parts": [], "citations": [],
             "uncited": [*bundle["core"], *bundle["related"]], "abstained": False, "fallback": reason,
-            "bundle": bundle}
+            "bundle": bundle, "flow": None}
 
 
 def _link(loc: JSON) -> str:

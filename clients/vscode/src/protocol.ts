@@ -57,6 +57,8 @@ export interface LaneStatus {
     ready: boolean;
     coverage: number;
     note: string;
+    /** Not ready by the user's choice (the dense lane with `embedProvider: none`), not pending. */
+    off?: boolean;
 }
 
 export interface SearchResult {
@@ -131,7 +133,7 @@ export interface AskResult {
 export interface FlowUse {
     /** `served`: the cached answer itself, no model call; `attached`: the model saw it as background. */
     action: 'served' | 'attached' | string;
-    flow_id: string;
+    flow_id: number;
     /** The cached question. */
     question: string;
     similarity: number;
