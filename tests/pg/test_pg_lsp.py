@@ -17,6 +17,7 @@ from pygls.exceptions import JsonRpcException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
 from lsp_helpers import expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
+from protocol_doc import LSP_SHAPES, ShapeCheck, params_and_result, section  # noqa: E402
 
 from chat_server import ChatServer, Reply  # noqa: E402
 from codeloupe.api import Workspace  # noqa: E402
@@ -79,6 +80,14 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         read = await client.request("codeloupe/read", {"uri": first["uri"]})
         assert read["text"] == texts[first["path"]]
         assert (read["repository"], read["path"], read["revision"]) == ("billing", first["path"], commit)
+        # The answers only a shared repository gives carry the fields docs/protocol.md names for them (the rest:
+        # tests/lsp/test_lsp_protocol_doc.py).
+        doc = ShapeCheck(dict(LSP_SHAPES))
+        doc.check("codeloupe/read", read, params_and_result(section("### `codeloupe/read`"))[1], complete=True)
+        status = await client.request("codeloupe/status", {})
+        doc.check("codeloupe/status", status, params_and_result(section("### `codeloupe/status`"))[1], complete=True)
+        problems = doc.problems + doc.unseen()
+        assert not problems, "\n".join(problems)
         # VS Code writes the URI with one slash and re-encodes its query.
         encoded = first["uri"].replace(":///", ":/").replace("?rev=", "?rev%3D")
         assert (await client.request("codeloupe/read", {"uri": encoded}))["text"] == texts[first["path"]]
