@@ -205,7 +205,11 @@ async def test_every_answer_has_the_fields_the_doc_names(tmp_path: Path) -> None
             # The server's own fallback, when the engine's ask cannot run at all, answers the same shape.
             fallback = fallback_answer(narrated["bundle"], "the ask failed")
             check.check("codeloupe/ask", fallback, ask_result, complete=True)
-            events = {json.loads(r.message)["type"] for r in client.progress_reports["ask"] if r.kind == "report"}
+            reports = client.progress_reports["ask"]
+            begins = {f'"{r.title}"' for r in reports if r.kind == "begin"}
+            if not all(f"title {title}" in " ".join(ask_text.replace("`", "").split()) for title in begins):
+                check.problems.append(f"ask progress titles the doc does not give: {sorted(begins)}")
+            events = {json.loads(r.message)["type"] for r in reports if r.kind == "report"}
             if events - ask_event_types():
                 check.problems.append(f"ask events the doc does not list: {sorted(events - ask_event_types())}")
 

@@ -218,7 +218,7 @@ export const AskRequest = new RequestType<AskParams, AskResult, void>('codeloupe
 
 /** One `$/progress` report of an ask: `report.message` carries one of these as JSON. */
 export interface AskEvent {
-    type: 'retrieval' | 'plan' | 'agent' | 'delta' | 'citation' | 'done' | string;
+    type: 'retrieval' | 'flow' | 'rerank' | 'plan' | 'agent' | 'delta' | 'citation' | 'fallback' | 'done' | string;
     [field: string]: unknown;
 }
 
