@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from codeloupe.api import Workspace
+from full_disk import can_mount
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -76,3 +78,16 @@ def make_tree(tmp_path: Path) -> Callable[[dict[str, str]], Path]:
         return tmp_path
 
     return write
+
+
+@pytest.fixture
+def cache_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """The cache dir on its own small disk (a tmpfs when we may mount one), of 3 MB unless the test names another
+    size (`@pytest.mark.parametrize("cache_disk", ["32m"], indirect=True)`)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    mounted = can_mount(cache, getattr(request, "param", "3m"))
+    monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+    yield cache
+    if mounted:
+        subprocess.run(["umount", "-l", str(cache)], check=False)

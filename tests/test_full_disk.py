@@ -1,18 +1,15 @@
 """A full disk: searching still works (reads never write), and indexing fails with one clear error that
 leaves the index as it was.
 
-The disk is a real one: a 3 MB tmpfs mounted over the cache dir and filled to the last byte (the tests
-run as root in CI). Without the right to mount, the cache dir is made read-only instead, which fails the
-same writes with a different errno."""
+The disk is a real one (`full_disk`): a 3 MB tmpfs mounted over the cache dir and filled to the last byte, or a
+read-only cache dir where the tests may not mount."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,60 +17,13 @@ import pytest
 from codeloupe.api import Workspace
 from codeloupe.store import StoreError
 from codeloupe.store.health import integrity_problem
+from full_disk import disk_full
 
 
 def write_repo(root: Path, first: int, last: int) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for i in range(first, last):
         (root / f"m{i}.py").write_text("".join(f"def fn_{i}_{j}(x):\n    return x * {j}\n\n" for j in range(30)))
-
-
-def _can_mount(at: Path) -> bool:
-    if os.geteuid() != 0:
-        return False
-    probe = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(at)], capture_output=True)
-    return probe.returncode == 0
-
-
-@pytest.fixture
-def cache_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The cache dir on its own small disk (a tmpfs when we may mount one)."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    mounted = _can_mount(cache)
-    monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
-    yield cache
-    if mounted:
-        subprocess.run(["umount", "-l", str(cache)], check=False)
-
-
-@contextlib.contextmanager
-def disk_full(cache: Path) -> Iterator[None]:
-    """Fill the disk under `cache` to the last byte (or, without a disk of our own, make it read-only)."""
-    if os.path.ismount(cache):
-        filler = cache / "filler"
-        with filler.open("wb") as fh:
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
-        with contextlib.suppress(OSError), filler.open("ab") as fh:  # the last partial block
-            while True:
-                fh.write(b"\0")
-                fh.flush()
-        try:
-            yield
-        finally:
-            filler.unlink()
-        return
-    modes = {p: p.stat().st_mode for p in [cache, *cache.rglob("*")]}
-    for path in modes:
-        path.chmod(0o555 if path.is_dir() else 0o444)
-    try:
-        yield
-    finally:
-        for path, mode in modes.items():
-            path.chmod(mode)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -391,6 +391,10 @@ class Folder:
         return lambda event: loop.call_soon_threadsafe(progress.report, event)
 
     def _summary(self) -> str:
+        """The progress bar's last word: the failure the status gives (an index that failed, a folder replaced
+        elsewhere), else what the index holds."""
+        if self.state == "error" and self.message:
+            return self.message
         text = f"{self.files} files, {self.chunks} chunks" if self.last_report else "up to date"
         return text + (f"; embeddings unavailable: {self.embed_error}" if self.embed_error else "")
 

@@ -12,6 +12,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 from chat_server import ChatServer, Reply
+from full_disk import disk_full
 
 
 async def test_a_corrupt_index_is_rebuilt_with_a_warning(project: Path) -> None:
@@ -125,3 +126,28 @@ async def test_cancelling_an_ask_answers_request_cancelled_and_cuts_its_model_ca
             assert (await client.status())[0]["state"] == "ready"  # still serving
         finally:
             await stop_server(client)
+
+
+@pytest.mark.parametrize("cache_disk", ["32m"], indirect=True)  # room for a language server's whole index
+async def test_an_index_that_failed_ends_its_progress_saying_so(tmp_path: Path, cache_disk: Path) -> None:
+    """A refresh the full disk refuses: the progress bar's last word is the failure the status gives, not "up to
+    date" (which the editor would show over a folder whose new files are not searchable)."""
+    project = write_project(tmp_path / "p")
+    first = await start_server([project])
+    await first.wait_ready()
+    await stop_server(first)
+    (project / "app" / "billing.py").write_text("".join(f"def charge_{i}(amount):\n    return amount * {i}\n\n"
+                                                        for i in range(400)))
+    with disk_full(cache_disk):
+        client = await start_server([project])
+        try:
+            def ended() -> list[str]:
+                return [r.message or "" for reports in client.progress_reports.values() for r in reports
+                        if r.kind == "end"]
+
+            await client.wait_until(ended, "the index's progress to end")
+            (folder,) = await client.status()
+        finally:
+            await stop_server(client)
+    assert folder["state"] == "error" and folder["message"].startswith("indexing failed")
+    assert ended() == [folder["message"]]
