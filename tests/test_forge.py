@@ -1065,6 +1065,34 @@ def test_what_the_strategy_worker_sends_back_is_never_unpickled(tmp_path: Path) 
     # A worker started afresh answers again.
     assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0) == [[1, 2, ""]]
 
+
+def test_an_answer_nested_too_deep_to_read_fails_the_strategy_and_stops_its_worker(tmp_path: Path) -> None:
+    """JSON nested deeper than the interpreter's recursion limit (a few kilobytes of `[`) is not a ValueError but
+    a RecursionError: an escaped strategy that wrote it on the pipe made the check of a module being forged (or
+    loaded) raise out of `loaded_extensions` instead of failing that module."""
+    from multiprocessing import Pipe
+
+    from codeloupe.chunk import strategy_process
+    from codeloupe.chunk.strategies import StrategyError, loaded_extensions
+
+    source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n'
+    sha256 = file_digest(source.encode())
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [[1, 1, ""]]
+    worker = strategy_process._worker
+    assert worker is not None
+    ours, escaped = Pipe()
+    worker.connection.close()
+    worker.connection = ours
+    escaped.send_bytes(b"[" * 100_000)  # read as the answer to the next request
+    other = source.replace(".zog", ".zig")
+    with pytest.raises(StrategyError, match="answered something else"):
+        loaded_extensions(other, file_digest(other.encode()), "zig.py")
+    assert not worker.process.is_alive() and ours.closed  # not trusted again
+    assert strategy_process._worker is None
+    escaped.close()
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0) == [[1, 2, ""]]
+
+
 # A strategy answering a one-line file with a million named ranges (about 400 MB once this process had read them
 # back), and one whose module claims three million extensions.
 MILLION_RANGES = '''EXTENSIONS = (".zog",)

@@ -286,7 +286,11 @@ def _send(connection: Connection, answer: tuple[str, object]) -> None:
 def _answer(connection: Connection) -> list:
     """The worker's `(status, value)` as sent by `_send`, read within `MAX_ANSWER_BYTES` (OSError past it);
     ValueError for anything else than that pair."""
-    answer = json.loads(connection.recv_bytes(MAX_ANSWER_BYTES))
+    data = connection.recv_bytes(MAX_ANSWER_BYTES)
+    try:
+        answer = json.loads(data)
+    except RecursionError:  # nested deeper than this interpreter reads: nothing `_send` writes
+        raise ValueError("an answer nested too deep to read") from None
     if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], str)):
         raise ValueError(f"{type(answer).__name__} instead of a status and a value")
     return answer
