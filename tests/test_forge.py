@@ -1093,6 +1093,35 @@ def test_an_answer_nested_too_deep_to_read_fails_the_strategy_and_stops_its_work
     assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0) == [[1, 2, ""]]
 
 
+# A partition of a 1 MB file (the default max_file_bytes) of one-line records, each range named with a label of
+# 120 characters: about 70 MB as JSON, over what the process that chunks reads back.
+LABELLED_RECORDS = '''EXTENSIONS = (".zog",)
+LABEL = "a record of the ledger, one per line, " * 4
+
+
+def chunk(text, lines):
+    return [(i + 1, i + 1, LABEL) for i in range(len(lines))]
+'''
+
+
+def test_an_answer_over_the_bound_read_back_fails_saying_so_and_keeps_the_worker() -> None:
+    """A strategy's answer over `MAX_ANSWER_BYTES` (a large file partitioned finely, with long names) was cut off
+    by the process that chunks after its length alone: the worker was killed and the file's fallback said
+    "its worker process ended (exit code -9)", as if it had crashed. The worker now says the answer is too
+    large, and goes on."""
+    from codeloupe.chunk import strategy_process
+
+    sha256 = file_digest(LABELLED_RECORDS.encode())
+    with pytest.raises(strategy_process.StrategyProcessError,
+                       match=r"its answer \(500000 ranges\) is \d+ MiB as JSON, over the 64 MiB"):
+        strategy_process.run_in_worker(LABELLED_RECORDS, sha256, "zog.py", "x\n" * 500_000, 60.0)
+    worker = strategy_process._worker
+    assert worker is not None and worker.process.is_alive()
+    assert strategy_process.run_in_worker(LABELLED_RECORDS, sha256, "zog.py", "x\n", 60.0) == [
+        [1, 1, ("a record of the ledger, one per line, " * 4)[:120]]]  # names are cut to 120 characters
+    assert strategy_process._worker is worker
+
+
 # A strategy answering a one-line file with a million named ranges (about 400 MB once this process had read them
 # back), and one whose module claims three million extensions.
 MILLION_RANGES = '''EXTENSIONS = (".zog",)

@@ -41,8 +41,9 @@ _PARENT_POLL_S = 1.0  # how soon an idle worker notices that its parent died
 # strategy's time bound, and far above a loaded machine's start-up.
 _START_S = 60.0
 # The largest answer read back from the worker: a strategy's ranges are refused in the worker past one per line of
-# the file, so an honest answer is far smaller (a million one-line ranges with long names is ~150 MB in no
-# language's file this program indexes; 64 MiB holds 1.5M ranges of short names).
+# the file, so an honest answer is most often far smaller (64 MiB holds 2M ranges of short names), but not
+# always (a 1 MB file of one-line records, each named with 120 characters, is ~70 MB): the worker answers one
+# over it with why (`_send`).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 # (source, sha256, origin, text, timeout_s); text None asks for the module's EXTENSIONS
@@ -279,8 +280,16 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
 
 def _send(connection: Connection, answer: tuple[str, object]) -> None:
     """An answer to the parent as JSON: the parent never unpickles what this process sends, since a strategy
-    that got hold of the pipe could otherwise make it run code of its choosing (pickle calls what it names)."""
-    connection.send_bytes(json.dumps(answer).encode())
+    that got hold of the pipe could otherwise make it run code of its choosing (pickle calls what it names).
+    Ranges over what the parent reads back (`MAX_ANSWER_BYTES`) are answered with why instead: the parent would
+    read their length alone and stop this worker, as if it had crashed."""
+    data = json.dumps(answer, separators=(",", ":")).encode()
+    if len(data) > MAX_ANSWER_BYTES:
+        status, value = answer
+        count = f"{len(value)} ranges" if isinstance(value, list) else status
+        data = json.dumps(("error", f"its answer ({count}) is {len(data) // 2**20} MiB as JSON, over the"
+                                    f" {MAX_ANSWER_BYTES // 2**20} MiB the process that chunks reads back")).encode()
+    connection.send_bytes(data)
 
 
 def _answer(connection: Connection) -> list:
