@@ -508,7 +508,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     ws = Workspace(many_long_chunks(tmp_path / "long"), overrides={"embed_provider": "local"})
     provider = ws.embedding_provider()
     embed_texts, embed_all = provider.embed, ws.embed
-    in_step = threading.Event()
+    in_step, closing = threading.Event(), threading.Event()
     seen = {"steps": 0, "vectors": 0, "workers": []}  # what the embedding thread found as the watched step began
     reports = []
 
@@ -522,6 +522,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
         if seen["steps"] == 3:  # the skeletons, the first chunks (which started the worker pool), then this step
             seen["vectors"], seen["workers"] = vectors_written(), children_of(os.getpid())
             in_step.set()
+            closing.wait(300)  # the step goes on only as the workspace is being closed: it cannot end before
         return embed_texts(texts)
 
     def embed_recorded(**options):  # the warm workspace's own background pass, its report kept
@@ -533,6 +534,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     try:
         assert in_step.wait(300), "the embedding did not reach its third step"
     finally:
+        closing.set()
         warm.close()
     assert seen["workers"], "the worker pool was not running during the step"
     assert vectors_written() == seen["vectors"]  # the step under way wrote nothing
