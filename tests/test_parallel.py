@@ -6,10 +6,16 @@ see the test runner's, and a regression would hang that interpreter, not the sui
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+
+from processes import alive, children_of
 
 DEADLINE_S = 90  # a regression waits forever; the cases themselves take a few seconds
 
@@ -196,3 +202,52 @@ def test_a_caller_that_stops_reading_is_let_go_even_when_the_pool_fails_on_its_w
             print(first, [pid for pid in children_of(os.getpid()) if alive(pid)])
     """)
     assert out == ["0", "[]"]
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_ctrl_c_at_a_terminal_ends_idle_workers_without_a_traceback_each(tmp_path: Path, start: str) -> None:
+    # A terminal's Ctrl-C reaches the whole foreground process group, the workers too: each idle worker printed
+    # `Process ForkProcess-1:` and a KeyboardInterrupt traceback under the command's own "interrupted" (a
+    # spawned one also while it was still importing). The workers here have done their rows and wait for more
+    # while the parent waits on its input, as `codeloupe index` waits on a slow disk.
+    (tmp_path / "case.py").write_text(PRELUDE + textwrap.dedent(f"""
+        import signal
+
+        if {start == "spawn"}:
+            import onnxruntime  # noqa: F401  (a loaded native pool: the workers are spawned)
+
+        from codeloupe.parallel import POOL_MIN_ITEMS, map_in_workers, pool_context
+
+        def work(n: int) -> int:
+            os.write(1, f"done {{n}}\\n".encode())
+            return n
+
+        def rows():
+            yield from ((n,) for n in range(4))
+            sys.stdin.readline()
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            print(pool_context().get_start_method(), flush=True)
+            try:
+                list(map_in_workers(work, rows(), POOL_MIN_ITEMS, what="test"))
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+    """))
+    case = subprocess.Popen([sys.executable, str(tmp_path / "case.py")], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert case.stdout is not None and case.stderr is not None
+        assert case.stdout.readline().split() == [start], case.stderr.read()
+        done = sorted(case.stdout.readline().split()[-1] for _ in range(4))
+        assert done == ["0", "1", "2", "3"]
+        workers = [pid for pid in children_of(case.pid) if alive(pid)]
+        os.killpg(case.pid, signal.SIGINT)  # what the terminal does
+        out, err = case.communicate(timeout=DEADLINE_S)
+    finally:
+        if case.poll() is None:
+            os.killpg(case.pid, signal.SIGKILL)
+            case.wait()
+    assert out.split() == ["interrupted"]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert workers and not any(alive(pid) for pid in workers)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
@@ -59,7 +59,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                                      initargs=(os.getpid(),)) as pool:
                 try:
                     for row in rows:
-                        pending.append((row, pool.submit(fn, *row)))
+                        pending.append((row, submit(pool, fn, *row)))
                         if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                             yield pending[0][1].result(timeout_s)
                             pending.popleft()
@@ -111,11 +111,33 @@ class _Meanwhile:
             raise error
 
 
+def submit(pool: Executor, fn: Callable[..., T], *args: object) -> Future[T]:
+    """`pool.submit(fn, *args)`, with Ctrl-C held back from any worker process the call starts.
+
+    A terminal's Ctrl-C reaches every process of the foreground group: each worker raised KeyboardInterrupt
+    and printed its traceback under the command's one-line "interrupted" (a spawned one even while importing,
+    before any initialiser runs). A worker inherits this thread's blocked SIGINT, through exec too, and keeps it
+    pending until `exit_with_parent` leaves it to its default action: the worker then ends without a word, and
+    the parent, which gets the same Ctrl-C, handles it. This thread gets a SIGINT that came meanwhile once
+    the call returns."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups to share a Ctrl-C with
+        return pool.submit(fn, *args)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def exit_with_parent(parent_pid: int) -> None:
-    """Worker initialiser: end this worker when the process that started it dies, even by `kill -9`.
+    """Worker initialiser: end this worker when the process that started it dies, even by `kill -9`; and on
+    Ctrl-C, quietly (see `submit`).
 
     Nothing else would: an orphaned worker waits on its task queue forever (~70 MB each). Linux kills it
     through PR_SET_PDEATHSIG; elsewhere a daemon thread watches the parent pid."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:

@@ -26,7 +26,14 @@ import numpy as np
 import onnxruntime as ort
 
 from codeloupe.embed import EmbeddingError, EmbeddingStopped, normalise_rows
-from codeloupe.parallel import WORKER_TIMEOUT_S, exit_with_parent, kill_workers, may_start, pool_context
+from codeloupe.parallel import (
+    WORKER_TIMEOUT_S,
+    exit_with_parent,
+    kill_workers,
+    may_start,
+    pool_context,
+    submit,
+)
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -150,7 +157,7 @@ class WorkerPool:
             self._running += 1
             self._close_when_idle = False
         try:
-            futures = [pool.submit(_run_in_worker, feed) for feed in feeds]
+            futures = [submit(pool, _run_in_worker, feed) for feed in feeds]
             return [future.result(self.timeout_s) for future in futures]
         except (BrokenProcessPool, CancelledError, OSError, RuntimeError, TimeoutError) as exc:  # EmbeddingError too
             if self.stopped:  # its workers killed by `stop`: the feeds are dropped, not run in this process
