@@ -26,6 +26,25 @@ def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path
     assert status == 141
 
 
+def test_a_reader_that_stops_early_ends_a_search_as_it_ends_any_other_command(tmp_path: Path) -> None:
+    """The bundle is printed through rich, whose own handling of a closed pipe exited with status 1, which is
+    `locate`'s "nothing found", and not the 141 of every other command (and of a shell tool killed by SIGPIPE)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "hello.py").write_text("".join(f"def hello_{i}():\n    return 'hello {i}'\n\n\n" for i in range(3000)),
+                                        encoding="utf-8")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "codeloupe", "search", str(workspace), "hello", "--embed-provider", "none"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        status = proc.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert status == 141
+
+
 def _usage_error(command: list[str], tmp_path: Path) -> str:
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)

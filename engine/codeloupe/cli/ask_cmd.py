@@ -67,12 +67,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(events: Iterable[AskEvent]) -> None:
-    from rich.console import Console
-
     from codeloupe.ask.events import Citation
 
-    out = Console(highlight=False, soft_wrap=True)
-    status = Console(stderr=True, highlight=False)
+    from .console import CommandConsole
+
+    out = CommandConsole(highlight=False, soft_wrap=True)
+    status = CommandConsole(stderr=True, highlight=False)
     for event in events:
         data = event.data
         if event.type == "retrieval":

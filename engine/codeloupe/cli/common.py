@@ -175,9 +175,9 @@ def progress_display(quiet: bool) -> Iterator[ProgressFn | None]:
 
 
 def _stderr_console():
-    from rich.console import Console
+    from .console import CommandConsole
 
-    return Console(stderr=True)
+    return CommandConsole(stderr=True)
 
 
 # Control characters other than tab and newline: a repository's code or file names are not to drive the

@@ -111,9 +111,9 @@ def _print(args: argparse.Namespace, bundle: Bundle) -> None:
 
 
 def render(bundle: Bundle) -> None:
-    from rich.console import Console
+    from .console import CommandConsole
 
-    console = Console(highlight=False)
+    console = CommandConsole(highlight=False)
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}"
                       + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
