@@ -213,7 +213,7 @@ def test_a_key_travels_only_with_an_endpoint_of_the_same_party(tmp_path: Path, m
     ("chat_base_url", "file:///etc/passwd", r"not an http\(s\) URL"),
     ("embed_provider", "foo", "is not one of local, onnx, openai, none"),
     # a wrong type is an error too, not a value made of its text
-    ("flows", "maybe", "expected true or false"),
+    ("flows", "maybe", r"expected true or false \(1, true, yes, on / 0, false, no, off, ''\)\)$"),  # not a bare ', )'
     ("flows", 5, "expected true or false"),
     ("cache_dir", ["a", "b"], "expected a string"),
     ("chat_model", 5, "expected a string"),

@@ -250,6 +250,11 @@ def _shown(bound: float) -> str:
     return str(int(bound)) if float(bound).is_integer() else str(bound)
 
 
+def _word(text: str) -> str:
+    """One of the accepted spellings as a message lists it: the empty one as '' (not a bare ", )")."""
+    return text or "''"
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     kind = type(getattr(Settings(), name))
     try:
@@ -258,7 +263,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 return value.strip().lower() in _TRUE
             if isinstance(value, bool) or value in (0, 1):  # a TOML or JSON boolean (or 0 / 1)
                 return bool(value)
-            raise ValueError(f"expected true or false ({', '.join(_TRUE)} / {', '.join(_FALSE)})")
+            raise ValueError(f"expected true or false ({', '.join(_TRUE)} / {', '.join(map(_word, _FALSE))})")
         if kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError("expected a whole number")
