@@ -313,3 +313,16 @@ def test_cli_flows_says_when_it_cannot_ask_or_keeps_nothing(repo: Path, capsys: 
     monkeypatch.setenv("CODELOUPE_NO_FLOWS", "1")
     assert cli_main(["flows", str(repo), "--embed-provider", "none"]) == 0
     assert capsys.readouterr().out.startswith("flows are turned off")
+
+
+def test_cli_flows_says_they_are_off_when_it_lists_flows_kept_before(
+        ws: Workspace, chat: ChatServer, repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With flows switched off, the walkthroughs kept before were listed as ever, with nothing to say that no
+    question is answered from them now."""
+    cached(ws, chat)
+    ws.close()
+    monkeypatch.setenv("CODELOUPE_NO_FLOWS", "1")
+    assert cli_main(["flows", str(repo), "--embed-provider", "none"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("flows are turned off") and QUESTION in shown

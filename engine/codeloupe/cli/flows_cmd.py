@@ -57,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{outcome.outcome:>8}  {outcome.question}{detail}")
     if outcomes:
         print()
-    if not flows and not kept:
-        print("flows are turned off (the `flows` setting or CODELOUPE_NO_FLOWS): no walkthrough is kept")
-        return 0
+    if not kept:
+        print("flows are turned off (the `flows` setting or CODELOUPE_NO_FLOWS): no walkthrough is kept"
+              + ("; those kept before, below, answer no question until they are on again" if flows else ""))
+        if not flows:
+            return 0
     print("\n".join(_line(f) for f in flows) if flows else "no cached walkthroughs yet (each successful ask adds one)")
     return 0
 
