@@ -34,7 +34,7 @@ from codeloupe.settings import (
     load_settings,
     workspace_digest,
 )
-from codeloupe.trust import TrustStore
+from codeloupe.trust import TrustStore, user_config_dir
 from hostile import MARKER, hostile_repo, write_user_config
 
 USER_EMBED_KEY = "sk-user-embed-secret"
@@ -310,3 +310,19 @@ def test_a_huge_or_undecodable_settings_file_is_a_clear_error_not_a_full_memory(
     (tmp_path / ".codeloupe.toml").write_bytes(b"chunk_budget = 1\n# \xff\xfe\n")
     with pytest.raises(SettingsError, match="not valid TOML"):
         load_settings(tmp_path)
+
+
+def test_trust_names_a_file_and_a_broken_user_config_in_one_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe trust FILE` said "no such directory" of a file that is there, and a user config.toml with a
+    value out of range ended `codeloupe trust REPO` in a traceback."""
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    assert main(["trust", str(repo / ".codeloupe.toml")]) == 2
+    assert capsys.readouterr().err.strip().endswith(".codeloupe.toml: is a file, not a directory (pass the "
+                                                    "workspace folder)")
+    config = user_config_dir() / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("embed_threads = -1\n", encoding="utf-8")
+    assert main(["trust", str(repo)]) == 2
+    assert capsys.readouterr().err.strip() == f"codeloupe: setting 'embed_threads' from {config}: -1 is outside 0..1024"
+    assert TrustStore.default().entries() == []

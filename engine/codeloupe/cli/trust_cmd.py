@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from codeloupe.chunk.strategies import read_strategy_file
+from codeloupe.discover import DiscoverError, check_root
 from codeloupe.settings import SettingsError, load_settings, workspace_digest, workspace_settings
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 
@@ -48,12 +49,11 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"no longer trusted: {root}")
         return 0
-    if not root.is_dir():
-        raise CliError(f"{root}: no such directory")
     try:
+        check_root(root)
         files = workspace_settings(root)
         digest = workspace_digest(root)
-    except SettingsError as exc:
+    except (DiscoverError, SettingsError) as exc:
         raise CliError(str(exc)) from exc
     store.trust(root, digest)
     print(f"trusted: {root}")
@@ -69,7 +69,10 @@ def _workspace_root(folder: Path) -> Path:
     record a workspace no command opens."""
     if not folder.is_dir():
         return folder.resolve()
-    index_path = load_settings(None).index_path
+    try:
+        index_path = load_settings(None).index_path
+    except SettingsError as exc:  # the user's own config.toml
+        raise CliError(str(exc)) from exc
     located = find_workspace_root(folder, lambda candidate: index_path(candidate).exists())
     if located.subpath:
         print(f"codeloupe: {folder} is inside the workspace {located.root} (it has {located.reason})",
