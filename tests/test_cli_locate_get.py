@@ -102,3 +102,11 @@ def test_get_refuses_a_malformed_span(repo: Path) -> None:
     assert refused.returncode == 2 and "expected A-B" in refused.stderr
     unknown = codeloupe("get", str(repo), "app/users.py", "--symbol", "nothing", check=False)
     assert unknown.returncode == 2 and "defines no symbol named 'nothing'" in unknown.stderr
+
+
+def test_locate_names_a_long_text_by_its_start_not_in_full(repo: Path) -> None:
+    """A pasted 100 KB text was echoed whole in the count line: a screenful to say 0."""
+    text = "getUser lookup " * 7000
+    missing = codeloupe("locate", str(repo), text, check=False)
+    assert missing.returncode == 1
+    assert missing.stdout == f"0 locations of the text {text[:60]!r}... ({len(text)} characters)\n"
