@@ -102,3 +102,12 @@ def test_a_command_that_reads_a_folder_says_so_of_a_remote_repository(tmp_path: 
     last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
     assert last == (f"codeloupe: {command[1]}: a remote repository; this command reads a folder (search, ask, "
                     "graph and index take a remote repository)")
+
+
+def test_a_remote_repository_named_without_its_ref_is_told_how_to_name_it(tmp_path: Path) -> None:
+    """`codeloupe index pallets/click` said only 'pallets/click: no such directory'."""
+    last = _usage_error([sys.executable, "-m", "codeloupe", "index", "pallets/click"], tmp_path)
+    assert last == ("codeloupe: pallets/click: no such directory (a remote repository is named with its ref: "
+                    "pallets/click@REF, e.g. pallets/click@main)")
+    last = _usage_error([sys.executable, "-m", "codeloupe", "tour", "pallets/click"], tmp_path)
+    assert last == "codeloupe: pallets/click: no such directory"  # tour reads folders only

@@ -90,7 +90,10 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **
     try:
         check_root(root)  # before the settings files in it are read: an unreadable root is one clear line
     except DiscoverError as exc:
-        raise CliError(str(exc)) from exc
+        hint = ""
+        if hasattr(args, "remote_refresh") and not root.exists() and is_remote_source(f"{args.path}@main"):
+            hint = f" (a remote repository is named with its ref: {args.path}@REF, e.g. {args.path}@main)"
+        raise CliError(f"{exc}{hint}") from exc
     try:
         index_path = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE).index_path
         located = find_workspace_root(root, lambda folder: index_path(folder).exists())
