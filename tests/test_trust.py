@@ -326,3 +326,19 @@ def test_trust_names_a_file_and_a_broken_user_config_in_one_line(tmp_path: Path,
     assert main(["trust", str(repo)]) == 2
     assert capsys.readouterr().err.strip() == f"codeloupe: setting 'embed_threads' from {config}: -1 is outside 0..1024"
     assert TrustStore.default().entries() == []
+
+
+def test_a_trust_store_that_cannot_be_written_is_one_line_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config dir that is a file (or read-only) ended `codeloupe trust` in a FileExistsError traceback."""
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    (tmp_path / "not-a-folder").write_text("", encoding="utf-8")
+    monkeypatch.setenv("CODELOUPE_CONFIG_DIR", str(tmp_path / "not-a-folder"))
+    store = tmp_path / "not-a-folder" / "trusted-workspaces.json"
+    for command in (["trust", str(repo)], ["trust", "--strategy", str(repo / ".codeloupe.toml")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"codeloupe: cannot write the trust store {store}: ") and "\n" not in err, err
+    assert main(["trust", "--strategy", str(tmp_path / "missing.py")]) == 2
+    assert capsys.readouterr().err.strip() == (f"codeloupe: cannot trust the strategy {tmp_path / 'missing.py'}: "
+                                               "No such file or directory")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from codeloupe.chunk.strategies import read_strategy_file
@@ -44,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
         return _strategy(store, Path(args.strategy).resolve(), revoke=args.revoke)
     root = _workspace_root(Path(args.path))
     if args.revoke:
-        if not store.revoke(root):
+        with _writing(store):
+            revoked = store.revoke(root)
+        if not revoked:
             print(f"codeloupe: {root} was not trusted", file=sys.stderr)
             return 1
         print(f"no longer trusted: {root}")
@@ -55,13 +59,23 @@ def run(args: argparse.Namespace) -> int:
         digest = workspace_digest(root)
     except (DiscoverError, SettingsError) as exc:
         raise CliError(str(exc)) from exc
-    store.trust(root, digest)
+    with _writing(store):
+        store.trust(root, digest)
     print(f"trusted: {root}")
     for where, table in files.items():
         print(f"  {where}: " + (", ".join(f"{key} = {value!r}" for key, value in table.items()) or "(empty)"))
     print("  until these settings change" if files else
           "  (no codeloupe settings yet: a settings file added later needs `codeloupe trust` again)")
     return 0
+
+
+@contextmanager
+def _writing(store: TrustStore) -> Iterator[None]:
+    """A change to the trust store, whose failure (its folder a file, read-only or full) is one line."""
+    try:
+        yield
+    except OSError as exc:
+        raise CliError(f"cannot write the trust store {store.path}: {exc.strerror or exc}") from exc
 
 
 def _workspace_root(folder: Path) -> Path:
@@ -82,7 +96,9 @@ def _workspace_root(folder: Path) -> Path:
 
 def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
     if revoke:
-        if not store.revoke_strategy(path):
+        with _writing(store):
+            revoked = store.revoke_strategy(path)
+        if not revoked:
             print(f"codeloupe: the strategy {path} was not trusted", file=sys.stderr)
             return 1
         print(f"no longer trusted: {path}")
@@ -90,8 +106,9 @@ def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
     try:
         digest = file_digest(read_strategy_file(path))
     except OSError as exc:
-        raise CliError(f"cannot trust the strategy: {exc}") from exc
-    store.trust_strategy(path, digest)
+        raise CliError(f"cannot trust the strategy {path}: {exc.strerror or exc}") from exc
+    with _writing(store):
+        store.trust_strategy(path, digest)
     print(f"trusted the chunk strategy {path}\n  sha256 {digest}\n  until the file changes")
     return 0
 
