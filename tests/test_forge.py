@@ -272,6 +272,15 @@ def test_a_strategy_folder_link_is_never_written_through(repo: Path, tmp_path: P
     assert list(elsewhere.iterdir()) == []
 
 
+def test_forge_takes_the_chat_model_on_its_command_line_as_ask_does(repo: Path) -> None:
+    """`forge` had no --chat-base-url / --chat-model: only settings files or variables could name the model."""
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(GOOD)))
+        assert main(["forge", str(repo), "--embed-provider", "none", "--chat-base-url", chat.base_url,
+                     "--chat-model", "scripted"]) == 0
+    assert (repo / ".codeloupe" / "strategies" / "zog.py").read_text().endswith(GOOD)
+
+
 # ---------------------------------------------------------------------- strategies from the API, and failures
 
 

@@ -14,7 +14,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, markup_safe, open_workspace, print_code, visible
+from .common import (
+    add_chat_args,
+    add_workspace_args,
+    index_workspace,
+    markup_safe,
+    open_workspace,
+    print_code,
+    visible,
+)
 from .search_cmd import map_line
 from .search_cmd import render as render_bundle
 
@@ -35,10 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--best", action="store_true", help="let the model rerank the candidates first")
     parser.add_argument("--no-embed", action="store_true", help="do not compute missing vectors first")
     parser.add_argument("--json", action="store_true", help="print one JSON event per line")
-    chat = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
-    chat.add_argument("--chat-base-url")
-    chat.add_argument("--chat-model")
-    chat.add_argument("--chat-timeout-s", type=float)
+    add_chat_args(parser).add_argument("--chat-timeout-s", type=float)
     parser.set_defaults(remote_refresh=False, func=run)
 
 

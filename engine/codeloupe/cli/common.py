@@ -38,6 +38,14 @@ def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) ->
     add_store_args(group)
 
 
+def add_chat_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """`--chat-base-url` and `--chat-model`, for the commands that call the chat model (the group, for more)."""
+    group = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
+    group.add_argument("--chat-base-url")
+    group.add_argument("--chat-model")
+    return group
+
+
 def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     group.add_argument("--store", dest="store_url", metavar="URL",
                        help="the shared index of many repositories: postgresql://... (default: this machine's index)")

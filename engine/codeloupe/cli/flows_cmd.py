@@ -15,7 +15,7 @@ import time
 from codeloupe.types import Flow, FlowOutcome
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace
+from .common import add_chat_args, add_workspace_args, index_workspace, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,9 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--refresh", action="store_true", help="re-index, then re-ask the stale flows")
     parser.add_argument("--warm", action="store_true", help="pre-ask the workspace's main workflows")
     parser.add_argument("--warm-limit", type=int, default=5, help="how many questions --warm asks (default 5)")
-    chat = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
-    chat.add_argument("--chat-base-url")
-    chat.add_argument("--chat-model")
+    add_chat_args(parser)
     parser.set_defaults(func=run)
 
 

@@ -15,7 +15,7 @@ import sys
 from codeloupe.discover import DiscoverError
 
 from . import CliError
-from .common import add_workspace_args, open_workspace
+from .common import add_chat_args, add_workspace_args, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ext", action="append", default=[], metavar="EXT",
                         help="only this extension (repeatable; default: every uncovered one with 2+ files)")
     parser.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    add_chat_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in attempt.problems[:3]:
             print(f"      {problem}", file=sys.stderr)
 
-    ws = open_workspace(args)
+    ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
     try:
         outcomes = ws.forge(args.ext or None, on_attempt=show)
     except (ForgeError, DiscoverError) as exc:
