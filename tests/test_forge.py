@@ -281,6 +281,22 @@ def test_forge_takes_the_chat_model_on_its_command_line_as_ask_does(repo: Path) 
     assert (repo / ".codeloupe" / "strategies" / "zog.py").read_text().endswith(GOOD)
 
 
+def test_a_strategy_that_cannot_be_trusted_is_not_left_written(repo: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A trust store that cannot be written (its folder a file, read-only) ended `codeloupe forge` in a traceback
+    after the strategy was written, leaving a file every index then warned about as untrusted."""
+    (tmp_path / "not-a-folder").write_text("", encoding="utf-8")
+    monkeypatch.setenv("CODELOUPE_CONFIG_DIR", str(tmp_path / "not-a-folder"))
+    with ChatServer() as chat:
+        chat.add(Reply(text=fenced(GOOD)))
+        assert main(["forge", str(repo), "--embed-provider", "none", "--chat-base-url", chat.base_url,
+                     "--chat-model", "scripted"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(".zog: nothing written: the strategy passed the check but could not be trusted ("), out
+    assert not (repo / ".codeloupe" / "strategies" / "zog.py").exists()
+
+
 # ---------------------------------------------------------------------- strategies from the API, and failures
 
 

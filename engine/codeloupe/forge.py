@@ -170,9 +170,16 @@ def forge(root: Path, settings: Settings, *, extensions: list[str] | None = None
                 on_attempt(target.extension, attempt)
             if not problems:
                 path = _write(folder, target.extension, source, model.model, len(files))
-                data = path.read_bytes()
-                outcome.accepted, outcome.path, outcome.sha256 = True, str(path), file_digest(data)
-                trust.trust_strategy(path, outcome.sha256)
+                sha256 = file_digest(path.read_bytes())
+                try:
+                    trust.trust_strategy(path, sha256)
+                except OSError as exc:  # the trust store's folder is a file, read-only, full...
+                    # An untrusted strategy left behind would only be refused, with a warning, by every index.
+                    path.unlink(missing_ok=True)
+                    outcome.reason = (f"the strategy passed the check but could not be trusted ({trust.path}: "
+                                      f"{exc.strerror or exc})")
+                    break
+                outcome.accepted, outcome.path, outcome.sha256 = True, str(path), sha256
                 break
             messages += [{"role": "assistant", "content": reply},
                          {"role": "user", "content": _repair_prompt(problems)}]
