@@ -326,3 +326,22 @@ def test_cli_flows_says_they_are_off_when_it_lists_flows_kept_before(
     assert cli_main(["flows", str(repo), "--embed-provider", "none"]) == 0
     shown = capsys.readouterr().out
     assert shown.startswith("flows are turned off") and QUESTION in shown
+
+
+def test_cli_flows_shows_a_long_question_by_its_start_and_refuses_a_warm_limit_below_one(
+        ws: Workspace, chat: ChatServer, repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pasted 10 KB question was listed whole, a screenful per flow; `--warm-limit -1` asked nothing, silently."""
+    long_question = " ".join([QUESTION] * 300)
+    chat.add(Reply(render=narrated))
+    assert ask(ws, long_question)[1].metrics["flow_stored"] is not None
+    ws.close()
+    monkeypatch.setenv("CODELOUPE_EMBED_DIMENSIONS", str(DIM))
+    flags = ["--embed-provider", "openai", "--embed-base-url", chat.base_url, "--embed-model", "scripted-embed"]
+    assert cli_main(["flows", str(repo), *flags]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"#1  {long_question[:60]!r}... ({len(long_question)} characters)  [code]"), first
+    with pytest.raises(SystemExit) as refused:
+        cli_main(["flows", str(repo), "--warm", "--warm-limit", "-1", *flags])
+    assert refused.value.code == 2
+    assert "--warm-limit: expected a whole number of at least 1, got '-1'" in capsys.readouterr().err

@@ -208,6 +208,18 @@ def amount(count: int, noun: str, plural: str = "") -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
+# How much of a user's text a line repeats (`locate`'s count, a flow's question): a pasted page is named by its
+# start and length, not echoed whole.
+NAMED_CHARS = 60
+
+
+def named(text: str) -> str:
+    """`text` quoted as a line of output names it: whole, or its first NAMED_CHARS and its length."""
+    if len(text) <= NAMED_CHARS:
+        return repr(text)
+    return f"{text[:NAMED_CHARS]!r}... ({len(text)} characters)"
+
+
 def visible(text: str) -> str:
     """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
     return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))

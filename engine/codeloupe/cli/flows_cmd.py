@@ -15,7 +15,7 @@ import time
 from codeloupe.types import Flow, FlowOutcome
 
 from . import CliError
-from .common import add_chat_args, add_workspace_args, index_workspace, open_workspace
+from .common import add_chat_args, add_workspace_args, index_workspace, named, open_workspace, positive_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--refresh", action="store_true", help="re-index, then re-ask the stale flows")
     parser.add_argument("--warm", action="store_true", help="pre-ask the workspace's main workflows")
-    parser.add_argument("--warm-limit", type=int, default=5, help="how many questions --warm asks (default 5)")
+    parser.add_argument("--warm-limit", type=positive_count, default=5,
+                        help="how many questions --warm asks (default 5)")
     add_chat_args(parser)
     parser.set_defaults(func=run)
 
@@ -67,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
 def _line(flow: Flow) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(flow.created))
     state = "  STALE (a cited file changed: flows --refresh)" if flow.stale else ""
-    return (f"#{flow.id}  {flow.question!r}  [{flow.mode}]  {when}  served {flow.served}{state}\n"
+    return (f"#{flow.id}  {named(flow.question)}  [{flow.mode}]  {when}  served {flow.served}{state}\n"
             f"      cites {', '.join(flow.files)}")

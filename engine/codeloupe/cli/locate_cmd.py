@@ -6,10 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, one_line, positive_count
-
-# How much of the text the count line repeats: a pasted page is named by its start, not echoed whole.
-NAMED_CHARS = 60
+from .common import add_workspace_args, answer_from_index, named, one_line, positive_count
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,12 +31,5 @@ def run(args: argparse.Namespace) -> int:
             print(one_line(f"{hit.path}:{hit.line}:{hit.column}: {hit.text}"))
         what = "identifier" if found.identifier else "text"
         shown = f" (first {len(found.locations)} shown)" if len(found.locations) < found.total else ""
-        print(f"{found.total} location{'' if found.total == 1 else 's'} of the {what} {_named(found.text)}{shown}")
+        print(f"{found.total} location{'' if found.total == 1 else 's'} of the {what} {named(found.text)}{shown}")
     return 0 if found.total else 1
-
-
-
-def _named(text: str) -> str:
-    if len(text) <= NAMED_CHARS:
-        return repr(text)
-    return f"{text[:NAMED_CHARS]!r}... ({len(text)} characters)"
