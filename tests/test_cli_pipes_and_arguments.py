@@ -45,6 +45,24 @@ def test_a_reader_that_stops_early_ends_a_search_as_it_ends_any_other_command(tm
     assert status == 141
 
 
+def test_a_piped_search_keeps_each_related_file_on_one_line(tmp_path: Path) -> None:
+    """Piped, rich wrapped at 80 columns: a file's why (and a RELATED one's `(via graph)`), or a chunk's breadcrumb,
+    went to a line of its own, which `grep PATH` or `grep 'via graph'` then missed."""
+    workspace = tmp_path / "ws"
+    (workspace / "app").mkdir(parents=True)
+    for i in range(6):
+        (workspace / "app" / f"a_rather_long_module_name_for_the_request_payload_{i}.py").write_text(
+            f"def handle_request_payload_{i}(payload):\n    return 'request payload {i}'\n", encoding="utf-8")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(workspace), "request payload",
+                           "--embed-provider", "none"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    ranked = [line for line in done.stdout.splitlines() if line.lstrip().split(". ", 1)[0].isdigit()]
+    assert len(ranked) == 6 and all("bm25" in line for line in ranked), done.stdout
+    spans = [line for line in done.stdout.splitlines() if line.startswith("app/")]
+    assert spans and all(line.endswith("(payload)") for line in spans), done.stdout  # path:lines  breadcrumb
+
+
 def _usage_error(command: list[str], tmp_path: Path) -> str:
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
