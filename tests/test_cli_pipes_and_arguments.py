@@ -63,6 +63,17 @@ def test_a_piped_search_keeps_each_related_file_on_one_line(tmp_path: Path) -> N
     assert spans and all(line.endswith("(payload)") for line in spans), done.stdout  # path:lines  breadcrumb
 
 
+def test_a_dense_lane_switched_off_is_shown_off_not_pending(tmp_path: Path) -> None:
+    """With `--embed-provider none` the lanes line said `dense (not ready)`, as if vectors were on their way."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "app.py").write_text("def hello():\n    return 'hello'\n", encoding="utf-8")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(tmp_path / "ws"), "hello",
+                           "--embed-provider", "none"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "lanes: dense (off), lexical" in done.stdout.splitlines()[0], done.stdout
+
+
 def _usage_error(command: list[str], tmp_path: Path) -> str:
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
