@@ -161,15 +161,19 @@ class Folder:
         """Return once the folder has an index to answer from (at once, unless its first index is running)."""
         await asyncio.shield(self._searchable)
 
-    def source_refused(self, message: str) -> None:
+    def source_refused(self, message: str) -> bool:
         """Another folder replaced this one as its shared repository's source: the status says so (`message`)
-        until a write of this folder goes through again (`_source_accepted`)."""
+        until a write of this folder goes through again (`_source_accepted`). True when this is a new replacement
+        (the folder was its source until now), which the editor is to be told of: once per replacement, where its
+        every refused save and search would repeat it."""
+        told = self._source_refused
         self.state, self.message, self._source_refused = "error", message, True
+        return not told
 
     def _source_accepted(self) -> None:
-        """A save of this folder was written: the repository's source is this folder again (`index --replace`
-        run on it), so the status no longer says it was replaced, with no restart. (A full index resets the
-        status itself.)"""
+        """A save or a full index of this folder was written: the repository's source is this folder again
+        (`index --replace` run on it), so the status no longer says it was replaced, with no restart, and a later
+        replacement is told anew."""
         if self._source_refused:
             self._source_refused = False
             self.message = ""
@@ -217,7 +221,7 @@ class Folder:
     async def _index_all(self) -> None:
         self._full_wanted = False
         waiters, self._full_waiters = self._full_waiters, []
-        self.state, self._source_refused = "indexing", False
+        self.state = "indexing"  # a replaced folder stays replaced until a write of it goes through
         if self._progress is None:
             self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
             await self._progress.begin()
@@ -256,7 +260,7 @@ class Folder:
                 self.server.source_replaced(exc)
             else:
                 log.exception("indexing %s failed", self.root)
-                self.state, self.message = "error", f"indexing failed: {exc}"
+                self.state, self.message, self._source_refused = "error", f"indexing failed: {exc}", False
                 self.server.show_error(f"codeloupe: indexing {self.root} failed: {exc}")
             for waiter in waiters:
                 if not waiter.done():
@@ -268,6 +272,7 @@ class Folder:
                 waiter.cancel()
             return
         self.last_report = report
+        self._source_accepted()
         self.message = ""
         self._warn_strategies(report)
         # Searchable as soon as chunking is done: a query arriving while the snapshot warms waits for that

@@ -207,15 +207,16 @@ class CodeloupeServer(LanguageServer):
 
     def source_replaced(self, conflict: SourceConflict) -> str:
         """An open folder whose shared repository another folder replaced as its source (`index --replace`
-        elsewhere): every search, read and save of it is refused from then on, so the editor is told once, and
-        the folder's status says so (until this folder is the source again and one of its saves is written);
-        returns the message (a refused request's)."""
+        elsewhere): every search, read and save of it is refused from then on, so the editor is told once per
+        replacement, and the folder's status says so (until this folder is the source again and one of its saves
+        or re-indexes is written); returns the message (a refused request's)."""
         message = _held_from_elsewhere(conflict, "is no longer searched or indexed: another folder replaced it as"
                                                  " its repository's source")
         folder = self.folders.containing(Path(conflict.folder))
-        if folder is not None:
-            folder.source_refused(message.removeprefix("codeloupe: "))
-        self.show_error(message, once=True)
+        if folder is None:
+            self.show_error(message, once=True)
+        elif folder.source_refused(message.removeprefix("codeloupe: ")):
+            self.show_error(message)
         return message
 
     # ---------------------------------------------------------------- folders

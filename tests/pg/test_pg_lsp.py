@@ -393,3 +393,48 @@ async def test_a_replaced_folder_made_the_source_again_is_ready_again_at_its_nex
         assert (folder["state"], folder["message"]) == ("ready", ""), folder
     finally:
         await stop_server(client)
+
+
+async def test_a_folder_replaced_again_after_it_was_the_source_again_is_told_again(
+        tmp_path: Path, pg_url: str) -> None:
+    """The editor is told once per replacement, not once per server: a folder replaced, made the source again
+    (ready again at its next save), then replaced a second time had its second refusal shown to no one (the same
+    text was shown once already), its saves failing with only the status saying so."""
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES, first)
+    shutil.copytree(FIXTURES, other)
+    saved = first / "src" / "shop" / "cart.py"
+
+    def source(folder: Path) -> None:  # `codeloupe index FOLDER --replace`, as the refusal says to run
+        ws = Workspace(folder, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
+        ws.index()
+        ws.close()
+
+    def save(text: str) -> None:
+        saved.write_text(saved.read_text() + text)
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
+
+    client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
+    try:
+        await client.wait_ready()
+        source(other)
+        save("\n")
+        message = await _the_one_error(client, "the first refusal shown")
+        source(first)
+        for attempt in range(600):  # not a speed check: until a save is written (the replace seen) and says so
+            save(f"\ndef zanzibar_{attempt}():\n    return {attempt}\n")
+            await asyncio.sleep(0.1)
+            if [f["state"] for f in await client.status()] == ["ready"]:
+                break
+        else:
+            raise AssertionError("the folder never was ready again")
+
+        source(other)
+        save("\n")
+        await client.wait_until(lambda: len(_errors(client)) == 2, "the second refusal shown")
+        assert _errors(client) == [message, message]
+        [folder] = await client.status()
+        assert (folder["state"], f"codeloupe: {folder['message']}") == ("error", message), folder
+    finally:
+        await stop_server(client)
