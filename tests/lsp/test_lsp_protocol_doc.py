@@ -4,7 +4,8 @@ every answer carries exactly the fields the doc names for it (read from the doc'
 A field the server adds without the doc, or one the doc names that no answer has, fails here; so does a
 documented param the server does not read (each is sent with a wrong type and must be refused naming it), a
 progress message or an ask event the doc does not list. Shared-index repositories (`codeloupe/read`, status
-`repositories`) need PostgreSQL: tests/pg/test_pg_lsp_protocol_doc.py holds them to the same doc."""
+`repositories`) need PostgreSQL: tests/pg/test_pg_lsp.py (`test_search_and_read_a_repository_the_user_has_not_cloned`)
+holds them to the same doc."""
 
 from __future__ import annotations
 
