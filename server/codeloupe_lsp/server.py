@@ -211,7 +211,8 @@ class CodeloupeServer(LanguageServer):
         replacement, and the folder's status says so (until this folder is the source again and one of its saves
         or re-indexes is written); returns the message (a refused request's)."""
         message = _held_from_elsewhere(conflict, "is no longer searched or indexed: another folder replaced it as"
-                                                 " its repository's source")
+                                                 " its repository's source",
+                                       then="save one of its files (or run the codeloupe.reindex command)")
         folder = self.folders.containing(Path(conflict.folder))
         if folder is None:
             self.show_error(message, once=True)
@@ -233,7 +234,7 @@ class CodeloupeServer(LanguageServer):
             settings = self.settings_for(root)
             folder = Folder(self, uri, root.resolve(), settings)
         except SourceConflict as exc:
-            self.show_error(_held_from_elsewhere(exc, "is not opened"))
+            self.show_error(_held_from_elsewhere(exc, "is not opened", then="restart the language server"))
             return None
         except Exception as exc:  # a bad settings file, an unwritable cache dir: say so, keep serving
             log.exception("opening %s failed", root)
@@ -318,14 +319,16 @@ def build_server() -> CodeloupeServer:
     return server
 
 
-def _held_from_elsewhere(conflict: SourceConflict, refused: str) -> str:
+def _held_from_elsewhere(conflict: SourceConflict, refused: str, *, then: str) -> str:
     """The refusal (`refused`: what is refused) of a folder whose repository the shared index holds from another
-    folder, worded for an editor: what to run in a terminal (the command line reads the same user settings) and
-    in which setting the repository as indexed is searched, rather than the command line's flags."""
+    folder, worded for an editor: what to run in a terminal (the command line reads the same user settings), what
+    to do `then` in the editor (a folder never opened needs the server restarted; one open since a replacement is
+    ready again at its next save), and in which setting the repository as indexed is searched, rather than the
+    command line's flags."""
     repository = conflict.repository
     return (f"codeloupe: {conflict.folder} {refused}: in the shared index your store_url setting names,"
             f" repository {repository!r} holds the files of {conflict.indexed_from}, not this folder (its answers"
             " would be that folder's code, and a save here would replace its files). To index this folder in their"
             f" place, run `codeloupe index {shlex.quote(conflict.folder)} --repo {shlex.quote(repository)} --replace`"
-            f" in a terminal, then restart the language server; to search {repository!r} as indexed, read-only, add"
+            f" in a terminal, then {then}; to search {repository!r} as indexed, read-only, add"
             " it to the `repositories` setting (VS Code: codeloupe.store.repositories).")
