@@ -118,3 +118,11 @@ def test_the_cli_says_the_engine_message(asked: dict[str, str], message: str, pr
     assert cli_main(["graph", str(project), "--no-embed", *node, *route]) == 2
     assert capsys.readouterr().err == f"codeloupe: {message}\n"
     assert not any(isolated_cache.iterdir())  # no index was built for a request refused anyway
+
+
+def test_the_cli_refuses_an_empty_node(project: Path, capsys: pytest.CaptureFixture[str],
+                                       isolated_cache: Path) -> None:
+    """`--node ""` is a node given blank, as `--node " "` is: it printed the whole map instead."""
+    assert cli_main(["graph", str(project), "--no-embed", "--node", ""]) == 2
+    assert capsys.readouterr().err == "codeloupe: `node` is blank: name a file or a concept, or leave it out\n"
+    assert not any(isolated_cache.iterdir())

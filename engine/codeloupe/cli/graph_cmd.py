@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser, remote=True)
     # Not a mutually exclusive group: `--node` with `--path` is refused by the engine's `GraphRequest`, in the
     # words /v1/graph and MCP's `graph` use.
-    parser.add_argument("--node", default="", metavar="X", help="one file (a path, a file name or a concept) and its "
+    parser.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its "
                         "neighbours, or a folder's part of the graph")
     parser.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     if args.html and (args.node or args.route):
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
     try:
-        asked = GraphRequest(args.node, *(args.route or ("", "")))
+        if args.node == "":  # given empty, which the request reads as not asked for: it printed the whole map
+            raise GraphRequestError.blank("node")
+        asked = GraphRequest(args.node or "", *(args.route or ("", "")))
     except GraphRequestError as exc:  # before the workspace is indexed
         raise CliError(str(exc)) from exc
     ws = open_workspace(args)

@@ -13,6 +13,11 @@ from codeloupe.errors import WorkspaceError
 class GraphRequestError(WorkspaceError):
     """A graph request with a blank part, asking for a node and a route at once, or for a route with only one end."""
 
+    @classmethod
+    def blank(cls, part: str) -> GraphRequestError:
+        """The refusal of `part` given but blank, also where a surface tells an empty value from one left out."""
+        return cls(f"`{part}` is blank: name a file or a concept, or leave it out")
+
 
 @dataclass(frozen=True)
 class GraphRequest:
@@ -27,7 +32,7 @@ class GraphRequest:
             # Given, but only whitespace: a slip to name, where it counted as given and the lookup refused it as
             # a vague "empty graph target".
             if getattr(self, part) and not getattr(self, part).strip():
-                raise GraphRequestError(f"`{part}` is blank: name a file or a concept, or leave it out")
+                raise GraphRequestError.blank(part)
         if self.node and (self.source or self.target):
             raise GraphRequestError("ask for one `node` or for a route (`source` and `target`), not both")
         if self.source and not self.target:
