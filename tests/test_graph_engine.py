@@ -414,6 +414,17 @@ def test_cli_json_node_path_and_html(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli_main(["graph", str(root), "--no-embed", "--node", "zzzz qqqq"]) == 2
 
 
+
+@pytest.mark.parametrize("files", [{}, {"README.md": "# Notes\n\nwords only\n"}], ids=["empty", "docs only"])
+def test_cli_map_of_a_workspace_without_code_says_so(files: dict[str, str], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed "0 files · " with nothing after the dot, and "0 communities (0 unconnected files)"."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert cli_main(["graph", str(tmp_path), "--no-embed"]) == 0
+    assert capsys.readouterr().out == "no code file is indexed in the workspace: the graph has no files\n"
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

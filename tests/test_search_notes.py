@@ -68,7 +68,18 @@ def test_an_empty_index_does_not_say_its_vectors_are_being_computed(tmp_path: Pa
     try:
         ws.index()
         bundle = ws.search("anything at all")
-        assert bundle.notes == ["nothing in the workspace matches the query"]
+        assert bundle.notes == ["no file is indexed in the workspace: it holds no file codeloupe reads"]
         assert [(s.ready, s.note) for s in bundle.lanes if s.name == "dense"] == [(True, "nothing indexed to embed")]
     finally:
         ws.close()
+
+
+def test_the_cli_says_an_empty_folder_has_nothing_indexed(tmp_path: Path, capsys) -> None:
+    """It said "nothing in the workspace matches the query", as if files were there without the words."""
+    from codeloupe.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["search", str(tmp_path / "empty"), "anything", "--embed-provider", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "note: no file is indexed in the workspace: it holds no file codeloupe reads" in out
+    assert "matches the query" not in out

@@ -378,8 +378,9 @@ class Workspace:
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         self._name_anchors(bundle)
-        scope_indexed = bundle.files != [] or not scope or self.searcher().holds_folder(scope)
-        bundle.notes = trust_notes(bundle, scope_indexed=scope_indexed)
+        scope_indexed = bundle.files != [] or self.searcher().holds_folder(scope)
+        workspace_indexed = scope_indexed or self.searcher().holds_folder("")
+        bundle.notes = trust_notes(bundle, scope_indexed=scope_indexed, workspace_indexed=workspace_indexed)
         return bundle
 
     def _add_entry_points(self, bundle: Bundle, scope: str) -> None:

@@ -308,10 +308,11 @@ def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tupl
 WORD_LANES = frozenset({"lexical", "symbol", "entity"})
 
 
-def trust_notes(bundle: Bundle, *, scope_indexed: bool = True) -> list[str]:
+def trust_notes(bundle: Bundle, *, scope_indexed: bool = True, workspace_indexed: bool = True) -> list[str]:
     """Sentences for the user on how far to trust this answer (`Bundle.notes`, docs/protocol.md `notes`).
     `scope_indexed`: whether any indexed file lies under the search's scope (a mistyped folder is not a query
-    that matched nothing)."""
+    that matched nothing); `workspace_indexed`: whether the workspace has any indexed file at all (an empty
+    folder is not one whose files lack the query's words)."""
     notes = []
     for status in bundle.lanes:
         # Files changed in bulk (a branch switch) are searched once the snapshot is rebuilt: until then the
@@ -328,7 +329,9 @@ def trust_notes(bundle: Bundle, *, scope_indexed: bool = True) -> list[str]:
             notes.append(f"dense lane not ready ({status.note or 'no vectors yet'}): these results match words "
                          "only and may change as vectors arrive")
     hits = bundle.files
-    if not hits and not scope_indexed:
+    if not hits and not workspace_indexed:
+        notes.append("no file is indexed in the workspace: it holds no file codeloupe reads")
+    elif not hits and not scope_indexed:
         notes.append(f"no indexed file lies under {bundle.scope!r}: the scope names no folder or file of the index")
     elif not hits:
         notes.append("nothing in the workspace matches the query")

@@ -1094,7 +1094,9 @@ class Searcher:
     def holds_folder(self, scope: str) -> bool:
         """Whether any indexed file lies at or under `scope` (a search's scope; the whole workspace for "")."""
         folder = _scope_prefix(scope)
-        return not folder or len(self.snapshot().files_in_folder(folder)) > 0
+        if not folder:
+            return self.ws.store.counts()["files"] > 0
+        return len(self.snapshot().files_in_folder(folder)) > 0
 
     def lane_scores(self, query: str, *, scope: str = "", mode: str = "code",
                     peers: Sequence[LaneScores] = ()) -> LaneScores:

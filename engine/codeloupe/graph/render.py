@@ -72,8 +72,10 @@ def render_text(result: GraphMap | GraphNode | GraphFolder | GraphPath) -> str:
 
 
 def _map_text(m: GraphMap) -> str:
+    if not m.nodes:  # an empty folder, or one of docs only: a row of zeros would not say why
+        return "no code file is indexed in the workspace: the graph has no files"
     kinds = Counter(e.kind for e in m.edges)
-    lines = [f"{len(m.nodes)} files · " + " · ".join(f"{n} {k}" for k, n in sorted(kinds.items()))]
+    lines = [" · ".join([f"{len(m.nodes)} files", *(f"{n} {k}" for k, n in sorted(kinds.items()))])]
     groups = [c for c in m.communities if c.size > 1]
     lines.append(f"\n{len(groups)} communities ({len(m.communities) - len(groups)} unconnected files)")
     for c in groups[:25]:
