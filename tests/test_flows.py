@@ -262,6 +262,25 @@ def test_cli_lists_flows_and_ask_json_marks_a_served_one(
     assert QUESTION in shown and re.search(r"served 1\b", shown)
 
 
+def test_cli_names_a_long_cached_question_by_its_start(
+        ws: Workspace, chat: ChatServer, repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served walkthrough's question was echoed whole on stderr, a pasted page and all."""
+    long_question = QUESTION + ", " + " ".join(["step by step"] * 40)
+    monkeypatch.setitem(SIMILARITY, long_question, 1.0)  # where QUESTION is: PARAPHRASE is served from it
+    chat.add(Reply(render=narrated))
+    ask(ws, long_question)
+    ws.close()
+    monkeypatch.setenv("CODELOUPE_EMBED_DIMENSIONS", str(DIM))
+    assert cli_main(["ask", str(repo), PARAPHRASE, "--no-agents", "--embed-provider", "openai", "--embed-base-url",
+                     chat.base_url, "--embed-model", "scripted-embed", "--chat-base-url", chat.base_url,
+                     "--chat-model", "scripted"]) == 0
+    said = " ".join(capsys.readouterr().err.split())  # as the console wraps it
+    assert f"answered from the walkthrough cached for {long_question[:60]!r}... ({len(long_question)} characters)" \
+        in said
+    assert long_question[:61] not in said
+
+
 def test_refresh_reasks_stale_flows_and_warm_preasks_the_main_workflows(
         ws: Workspace, chat: ChatServer, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cached(ws, chat)

@@ -19,6 +19,7 @@ from .common import (
     add_workspace_args,
     index_workspace,
     markup_safe,
+    named,
     open_workspace,
     print_code,
     visible,
@@ -85,7 +86,7 @@ def show(events: Iterable[AskEvent]) -> None:
         elif event.type == "flow":
             how = ("answered from the walkthrough cached for" if data["action"] == "served"
                    else "an earlier answer went to the model as context:")
-            status.print(f"[dim]{how} {markup_safe(repr(data['question']))} (similarity {data['similarity']:.2f}; "
+            status.print(f"[dim]{how} {markup_safe(named(data['question']))} (similarity {data['similarity']:.2f}; "
                          "codeloupe flows lists them)[/dim]")
         elif event.type == "plan" and data["agents"]:
             status.print(f"[dim]{len(data['agents'])} agents ({data['source']}): {', '.join(data['reasons'])}[/dim]")
