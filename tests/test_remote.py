@@ -221,6 +221,18 @@ def test_the_revision_comes_from_the_folder_name_the_commit_endpoint_or_the_dige
     assert plain.root.split("@")[1].startswith("sha256:")
 
 
+def test_indexing_a_remote_repository_names_no_command_that_refuses_it(
+        served: TarballServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its skipped files were followed by "`codeloupe stats --skipped` lists those ...", and `stats` refuses a
+    remote repository."""
+    served.bodies["/plain/widget.tar.gz"] = tarball(FILES)
+    url = f"{served.base}/plain/widget.tar.gz"
+    assert main(["index", url, "--no-embed"]) == 0
+    [skipped] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  skipped")]
+    assert "binary 1" in skipped and "codeloupe stats" not in skipped
+    assert main(["stats", url, "--skipped"]) == 2  # why the hint is left out
+
+
 def test_a_local_folder_is_never_taken_for_a_remote_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert is_remote_source("acme/widget@main") and is_remote_source("https://example.com/a.tar.gz")

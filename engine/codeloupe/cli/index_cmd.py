@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from codeloupe.api import Workspace
+from codeloupe.api import Workspace, is_remote_source
 from codeloupe.store import Store, StoreError
 
 from . import CliError
@@ -56,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
     if report.languages:
         print("  languages " + counted(list(report.languages.items())[:10]))
     if report.skipped:
-        print("  skipped   " + counted(report.skipped.items())
-              + "  (`codeloupe stats --skipped` lists those skipped for their content or size)")
+        # `stats` reads a folder only: named after a remote repository's counts, it refused the user.
+        listed = "" if is_remote_source(args.path) else \
+            "  (`codeloupe stats --skipped` lists those skipped for their content or size)"
+        print("  skipped   " + counted(report.skipped.items()) + listed)
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")
     if report.partition_violations:
