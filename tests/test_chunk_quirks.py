@@ -325,7 +325,7 @@ def test_cli_chunks_prints_each_file_and_chunk_on_one_line(capsys: pytest.Captur
     giant.write_text("x = '" + "a" * 25_000 + "'\n")
     assert main(["chunks", str(giant)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{tmp_path}/giant\\nline.py: python, 1 chunks") and "(fallback: giant line" in lines[0]
+    assert lines[0].startswith(f"{tmp_path}/giant\\nline.py: python, 1 chunk, 0 symbols") and "(fallback: giant line" in lines[0]
     assert len(lines) == 2 and lines[1].endswith("giant\\nline.py"), lines
 
     headed = tmp_path / "doc\n\x1b]0;owned\x07.md"

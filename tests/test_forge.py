@@ -105,6 +105,13 @@ def test_scan_counts_only_the_extensions_no_chunker_covers(repo: Path, capsys: p
     assert json.loads(capsys.readouterr().out) == census  # deterministic
 
 
+def test_scan_text_says_one_file_not_one_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "one.qux").write_text("a lone file\n")
+    assert main(["scan", str(tmp_path), "--embed-provider", "none"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: 1 file, 0 covered by a chunker",
+                                                    "  .qux                 1 file, no chunker of their own"]
+
+
 def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codeloupes_own_folder_holds(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A strategy never claims a file under `.codeloupe/`: the census asked whether an extension is forged of its

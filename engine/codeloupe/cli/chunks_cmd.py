@@ -9,7 +9,7 @@ from pathlib import Path
 
 from codeloupe.chunk import chunk_file, detect_language
 from codeloupe.cli import CliError
-from codeloupe.cli.common import one_line
+from codeloupe.cli.common import amount, one_line
 from codeloupe.settings import Settings
 
 
@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     # The file's name, its headings and a strategy's failure are not to drive the terminal, nor to break the lines.
-    print(f"{one_line(result.path)}: {result.language}, {len(result.chunks)} chunks, {len(result.symbols)} symbols"
+    print(f"{one_line(result.path)}: {result.language}, {amount(len(result.chunks), 'chunk')}, "
+          f"{amount(len(result.symbols), 'symbol')}"
           + (f" (fallback: {one_line(result.fallback_reason)})" if result.fallback_reason else ""))
     for chunk in result.chunks:
         lines = f"{chunk.start_line}-{chunk.end_line}"

@@ -9,7 +9,7 @@ import json
 from codeloupe.discover import DiscoverError
 
 from . import CliError
-from .common import add_workspace_args, open_workspace
+from .common import add_workspace_args, amount, counted_noun, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,13 +32,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(census), indent=2))
         return 0
-    print(f"{census.root}: {census.files} files, {census.covered} covered by a chunker")
+    print(f"{census.root}: {amount(census.files, 'file')}, {census.covered} covered by a chunker")
     if not census.uncovered:
         print("  every file type has a chunker")
     for count in census.uncovered:
         label = count.extension or "(no extension)"
         hint = "  (forge can write one)" if count.extension and count.files >= MIN_FILES else ""
-        print(f"  {label:<16} {count.files:>5} files, no chunker of their own{hint}")
+        print(f"  {label:<16} {count.files:>5} {counted_noun(count.files, 'file')}, no chunker of their own{hint}")
     for count in census.forged:
-        print(f"  {count.extension:<16} {count.files:>5} files, chunked by the strategy {count.strategy!r}")
+        print(f"  {count.extension:<16} {count.files:>5} {counted_noun(count.files, 'file')}, chunked by the strategy "
+              f"{count.strategy!r}")
     return 0
