@@ -119,6 +119,9 @@ def test_trust_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (other / ".codeloupe.toml").write_text("chunk_budget = 800\n", encoding="utf-8")  # added after trust
     assert main(["trust", "--list"]) == 0
     assert all("settings changed since" in line for line in capsys.readouterr().out.splitlines())
+    assert main(["trust", "--list", str(repo)]) == 2  # it listed every workspace, as if PATH narrowed it
+    assert capsys.readouterr() == ("", "codeloupe: --list lists every trusted workspace and strategy: it takes no "
+                                       "PATH or --strategy\n")
     assert main(["trust", "--revoke", str(repo)]) == 0
     assert main(["trust", "--revoke", str(repo)]) == 1
     assert "was not trusted" in capsys.readouterr().err

@@ -28,10 +28,11 @@ from .workspace_root import find_workspace_root
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "trust", help="let a workspace's own settings files set endpoints, keys, models and resources")
-    parser.add_argument("path", nargs="?", default=".",
+    parser.add_argument("path", nargs="?",
                         help="the workspace folder, or a folder inside it (default: the current one)")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--list", action="store_true", help="list the trusted workspaces and whether they changed")
+    action.add_argument("--list", action="store_true",
+                        help="list every trusted workspace and strategy and whether they changed (takes no PATH)")
     action.add_argument("--revoke", action="store_true", help="stop trusting the workspace (or the --strategy)")
     parser.add_argument("--strategy", metavar="FILE",
                         help="trust this chunk strategy file as it is now (read it first: it is Python code)")
@@ -41,10 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     store = TrustStore.default()
     if args.list:
+        if args.path is not None or args.strategy:  # a PATH was listed as if it narrowed the list
+            raise CliError("--list lists every trusted workspace and strategy: it takes no PATH or --strategy")
         return _list(store)
     if args.strategy:
         return _strategy(store, Path(args.strategy).resolve(), revoke=args.revoke)
-    root = _workspace_root(Path(args.path))
+    root = _workspace_root(Path(args.path or "."))
     if args.revoke:
         with _writing(store):
             revoked = store.revoke(root)
