@@ -301,7 +301,7 @@ def test_available_languages_come_from_the_pack() -> None:
 
 
 def test_cli_chunks_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["chunks", str(FIXTURES / "rust_impl.rs"), "--json", "--budget", "60"]) == 0
+    assert main(["chunks", str(FIXTURES / "rust_impl.rs"), "--json", "--chunk-budget", "100"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["start_line"] == 1 and rows[-1]["end_line"] == 25
     assert {"start_line", "end_line", "kind", "name", "breadcrumb", "symbols"} <= set(rows[0])

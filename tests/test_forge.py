@@ -128,6 +128,32 @@ def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codelou
     assert [c["extension"] for c in census["uncovered"]] == [".qux"]
 
 
+def test_chunks_cuts_a_file_as_its_workspace_index_does(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe chunks` chunked with the default budget and no workspace strategy: it showed a partition the
+    index of the file's workspace never held."""
+    (repo / ".codeloupe.toml").write_text("chunk_budget = 100\n")  # a harmless setting: no trust needed
+    (repo / "main.py").write_text("".join(f"def step_{i}(value):\n    return value * {i} + len('{'x' * 40}')\n\n\n"
+                                          for i in range(6)))
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(GOOD)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    ws = open_ws(repo)
+    try:
+        ws.index()
+        indexed = {path: chunks_of(ws, path) for path in ("rules/alpha.zog", "main.py")}
+    finally:
+        ws.close()
+    assert len(indexed["main.py"]) > 1 and [kind for *_, kind, _ in indexed["rules/alpha.zog"]] != []
+    for path, chunks in indexed.items():
+        capsys.readouterr()
+        assert main(["chunks", str(repo / path), "--json"]) == 0
+        shown = [(r["start_line"], r["end_line"], r["kind"], r["name"]) for r in json.loads(capsys.readouterr().out)]
+        assert shown == [tuple(chunk) for chunk in chunks], path
+    assert main(["chunks", str(repo / "main.py"), "--json", "--chunk-budget", "4000"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) < len(indexed["main.py"])  # the flag `index` takes, on top
+
+
 # ---------------------------------------------------------------------- forging with the scripted model
 
 

@@ -1,24 +1,29 @@
-"""`codeloupe chunks FILE`: show how the chunker partitions one file."""
+"""`codeloupe chunks FILE`: show how the chunker partitions one file, as the index of its workspace does (that
+workspace's `chunk_budget` and trusted chunk strategies)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from codeloupe.chunk import chunk_file, detect_language
+from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.cli import CliError
-from codeloupe.cli.common import amount, one_line
-from codeloupe.settings import Settings
+from codeloupe.cli.common import COMMAND_LINE, amount, one_line
+from codeloupe.cli.workspace_root import find_workspace_root
+from codeloupe.settings import SettingsError, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("chunks", help="show a file's chunks (its line partition)")
+    parser = subparsers.add_parser("chunks", help="show a file's chunks (its line partition), as its workspace's "
+                                                  "index chunks it")
     parser.add_argument("file", help="the file to chunk")
     parser.add_argument("--json", action="store_true", help="print the chunks as a JSON list")
-    parser.add_argument("--budget", type=int, default=Settings().chunk_budget,
-                        help="non-whitespace characters per chunk (default: %(default)s)")
+    parser.add_argument("--chunk-budget", type=int,
+                        help="non-whitespace characters per chunk (default: the workspace's chunk_budget)")
     parser.set_defaults(func=run)
 
 
@@ -28,23 +33,40 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{path}: no such file")
     if not path.is_file():
         raise CliError(f"{path}: not a regular file")
-    if args.budget < 1:
-        raise CliError(f"--budget must be at least 1, got {args.budget}")
+    root, budget, strategies = _chunking(path, args.chunk_budget)
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    result = chunk_file(path.as_posix(), text, detect_language(path.as_posix(), text[:256]), args.budget)
+    # Its path in the workspace, as the index names it: a strategy claims a file by it (never one under
+    # `.codeloupe/`).
+    rel_path = path.resolve().relative_to(root).as_posix()
+    result = chunk_file(rel_path, text, detect_language(rel_path, text[:256]), budget, strategies)
     if args.json:
         rows = [{k: v for k, v in asdict(chunk).items() if k != "text"} | {"symbols": list(chunk.symbols)}
                 for chunk in result.chunks]
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     # The file's name, its headings and a strategy's failure are not to drive the terminal, nor to break the lines.
-    print(f"{one_line(result.path)}: {result.language}, {amount(len(result.chunks), 'chunk')}, "
+    print(f"{one_line(path.as_posix())}: {result.language}, {amount(len(result.chunks), 'chunk')}, "
           f"{amount(len(result.symbols), 'symbol')}"
           + (f" (fallback: {one_line(result.fallback_reason)})" if result.fallback_reason else ""))
     for chunk in result.chunks:
         lines = f"{chunk.start_line}-{chunk.end_line}"
         print(f"{lines:>11}  {chunk.kind:<8} {one_line(chunk.name or '-'):<32} {one_line(chunk.breadcrumb)}")
     return 0
+
+
+def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, int, tuple[Strategy, ...]]:
+    """The root of `path`'s workspace (found as `codeloupe index` finds it), the chunk budget and the trusted
+    strategies its index chunks with: with the defaults only, `chunks` disagreed with the index it explains."""
+    try:
+        index_path = load_settings(None).index_path
+        root = find_workspace_root(path.parent, lambda folder: index_path(folder).exists()).root
+        settings = load_settings(root, {"chunk_budget": chunk_budget}, overrides_from=COMMAND_LINE)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from exc
+    load = load_workspace_strategies(root)
+    for warning in load.warnings:  # they name files of the workspace
+        print(one_line(warning), file=sys.stderr)
+    return root, settings.chunk_budget, tuple(load.strategies)
