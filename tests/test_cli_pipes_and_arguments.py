@@ -11,19 +11,25 @@ from pathlib import Path
 import pytest
 
 
+def _ends_quietly_after_one_line(tmp_path: Path, *args: str) -> None:
+    """`codeloupe ARGS | head -1`: one line read, then the pipe closed; the command ends with 141 (SIGPIPE's
+    status, as a shell tool killed by it), without a traceback."""
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-m", "codeloupe", *args]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        status = proc.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert status == 141
+
+
 def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path: Path) -> None:
     many = tmp_path / "many.py"
     many.write_text("".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(20000)), encoding="utf-8")
-    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "codeloupe", "chunks", str(many), "--chunk-budget", "100"]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-        assert proc.stdout.readline()  # `| head -1`: one line read, then the pipe is closed
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode()
-        status = proc.wait(timeout=60)
-    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
-    assert status == 141
+    _ends_quietly_after_one_line(tmp_path, "chunks", str(many), "--chunk-budget", "100")
 
 
 def test_a_reader_that_stops_early_ends_a_search_as_it_ends_any_other_command(tmp_path: Path) -> None:
@@ -33,16 +39,7 @@ def test_a_reader_that_stops_early_ends_a_search_as_it_ends_any_other_command(tm
     workspace.mkdir()
     (workspace / "hello.py").write_text("".join(f"def hello_{i}():\n    return 'hello {i}'\n\n\n" for i in range(3000)),
                                         encoding="utf-8")
-    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
-    command = [sys.executable, "-m", "codeloupe", "search", str(workspace), "hello", "--embed-provider", "none"]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
-        assert proc.stdout is not None and proc.stderr is not None
-        assert proc.stdout.readline()
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode()
-        status = proc.wait(timeout=120)
-    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
-    assert status == 141
+    _ends_quietly_after_one_line(tmp_path, "search", str(workspace), "hello", "--embed-provider", "none")
 
 
 def test_a_piped_search_keeps_each_related_file_on_one_line(tmp_path: Path) -> None:

@@ -1,11 +1,26 @@
-"""Tables of the shared index held by another session, as a long migration or VACUUM FULL holds them, for tests
-of what a search does when the database makes it wait."""
+"""Tables and rows of the shared index held by another session, as a long migration, VACUUM FULL or a stalled
+writer holds them, for tests of what a search, a write or a drop does when the database makes it wait."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
+import pytest
+
+from codeloupe.cli import main
+from codeloupe.store import postgres
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+
+# How long a session holding a lock for a test may hold it at most: only what keeps a failing test from hanging.
+SAFETY_VALVE_S = 60
+# What a writer of repository `svc` takes first, and holds until its transaction ends.
+TAKE_THE_ROW = "UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'"
 
 # What a team bounds lock waits with in the store URL (libpq's `options`): a statement that waits longer fails.
 LOCK_WAIT = "&options=-c%20lock_timeout%3D300"
@@ -43,3 +58,31 @@ class Locked:
         if self._watcher.is_alive():
             self._watcher.join()
         self._holder.close()
+
+
+@contextlib.contextmanager
+def stalled_writer(pg_url: str, application: str = "stalled-worker") -> Iterator[psycopg.Connection]:
+    """A writer of repository `svc` stopped mid-transaction (a worker under kill -STOP): its row taken, never let
+    go until the block ends (or `SAFETY_VALVE_S`)."""
+    stalled = psycopg.connect(f"{pg_url}&application_name={application}")
+    stalled.execute(TAKE_THE_ROW)
+    valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
+    valve.start()
+    try:
+        yield stalled
+    finally:
+        valve.cancel()
+        stalled.rollback()
+        stalled.close()
+
+
+def indexed_as_svc(tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str],
+                   monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small tree indexed as repository `svc`, with writes giving up after 200 ms behind a lock."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
+    capsys.readouterr()
+    return root

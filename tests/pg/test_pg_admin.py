@@ -27,7 +27,7 @@ from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
 
-from pg_locks import LOCK_WAIT, Locked  # noqa: E402
+from pg_locks import LOCK_WAIT, Locked, indexed_as_svc  # noqa: E402
 
 from chat_server import ChatServer  # noqa: E402
 
@@ -130,12 +130,7 @@ def test_a_drop_behind_a_stalled_writer_fails_naming_its_session_and_waits_when_
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`admin drop` behind a writer stopped mid-transaction on the repository's row gives up after the lock wait,
     saying which session holds it and what to do, and drops nothing; `drop --wait` waits for it."""
-    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
-    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
-    root = tmp_path / "svc"
-    shutil.copytree(FIXTURES / "python", root)
-    assert main(["index", str(root), "--store", pg_url]) == 0
-    capsys.readouterr()
+    indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     # Open longer, and never in its way: a session idle in a transaction that read the repository's row.
     reader = psycopg.connect(pg_url)
     reader.execute("SELECT * FROM repositories")
@@ -167,12 +162,7 @@ def test_a_drop_behind_a_migration_fails_naming_its_session(
     opening the database) holds until it commits: behind one, the drop gives up naming its session, as it names
     a writer holding the repository, whether the store URL's `lock_timeout` or codeloupe's own bounds the wait.
     Opening the up-to-date database on the way waits for no lock (it raised PostgreSQL's raw LockNotAvailable)."""
-    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
-    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
-    root = tmp_path / "svc"
-    shutil.copytree(FIXTURES / "python", root)
-    assert main(["index", str(root), "--store", pg_url]) == 0
-    capsys.readouterr()
+    indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     migrating = psycopg.connect(f"{pg_url}&application_name=migrating")
     try:
         migrating.execute(f"SELECT pg_advisory_xact_lock({postgres._SCHEMA_LOCK})")

@@ -16,7 +16,7 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
-from lsp_helpers import expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
+from lsp_helpers import Client, expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
 from protocol_doc import LSP_SHAPES, ShapeCheck, params_and_result, section  # noqa: E402
 
 from chat_server import ChatServer, Reply  # noqa: E402
@@ -280,6 +280,28 @@ async def _the_one_error(client, what: str) -> str:
     return message
 
 
+def _two_folders_named_service(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of the fixture in folders both named `service`, so both index as repository 'service'."""
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES, first)
+    shutil.copytree(FIXTURES, other)
+    return first, other
+
+
+def _made_source(folder: Path, pg_url: str) -> None:
+    """`codeloupe index FOLDER --replace`, as the refusal says to run: `folder` becomes its repository's source."""
+    ws = Workspace(folder, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
+    ws.index()
+    ws.close()
+
+
+def _saved(client: Client, path: Path, added: str) -> None:
+    """`added` appended to the file at `path`, then saved in the editor."""
+    path.write_text((path.read_text() if path.exists() else "") + added)
+    client.text_document_did_save(lsp.DidSaveTextDocumentParams(
+        text_document=lsp.TextDocumentIdentifier(uri=path.as_uri())))
+
+
 def _says_what_to_run(message: str, folder: Path, *, holder: Path, then: str) -> None:
     """The refusal of `folder`, whose repository holds `holder`'s files, worded for an editor user: the command
     to run in a terminal and what to do `then` in the editor, not a flag of a command they never ran."""
@@ -293,9 +315,7 @@ async def test_a_folder_whose_repository_holds_another_folders_files_is_refused_
     """With `store_url` in the user's settings, an editor folder named like a repository indexed from another
     folder is not opened on it; the message says what an editor user can do: the command to run in a terminal
     (its settings are the same config.toml) and to restart the server, not a flag of a command they never ran."""
-    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
-    shutil.copytree(FIXTURES, first)
-    shutil.copytree(FIXTURES, other)
+    first, other = _two_folders_named_service(tmp_path)
     ws = Workspace(first, overrides={"embed_provider": "none", "store_url": pg_url})
     ws.index()
     ws.close()
@@ -314,21 +334,13 @@ async def test_a_folder_replaced_as_its_repositorys_source_while_open_says_so_an
     source (`index --replace` elsewhere): its saves and searches are refused, and the editor is told once, with
     both folders and what to do, and the folder's status says so, rather than a save failing silently and a
     search with a generic engine error."""
-    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
-    shutil.copytree(FIXTURES, first)
-    shutil.copytree(FIXTURES, other)
+    first, other = _two_folders_named_service(tmp_path)
     client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
     try:
         await client.wait_ready()
         assert (await client.request("codeloupe/search", {"query": QUERY}))["core"]
-        replacing = Workspace(other, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
-        replacing.index()
-        replacing.close()
-
-        saved = first / "src" / "shop" / "cart.py"
-        saved.write_text(saved.read_text() + "\n\ndef refund_card():\n    return 0\n")
-        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
-            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
+        _made_source(other, pg_url)
+        _saved(client, first / "src" / "shop" / "cart.py", "\n\ndef refund_card():\n    return 0\n")
 
         message = await _the_one_error(client, "the save's refusal shown")
         assert f"{first} is no longer searched or indexed: another folder replaced it" in message, message
@@ -357,29 +369,17 @@ async def test_a_replaced_folder_made_the_source_again_is_ready_again_at_its_nex
     """Once the user runs what the refusal says (`codeloupe index FOLDER --replace` in a terminal), the folder is
     its repository's source again: its next save is written, and its status no longer says `error`, without a
     restart of the server."""
-    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
-    shutil.copytree(FIXTURES, first)
-    shutil.copytree(FIXTURES, other)
+    first, other = _two_folders_named_service(tmp_path)
     client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
     try:
         await client.wait_ready()
-        replacing = Workspace(other, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
-        replacing.index()
-        replacing.close()
-        saved = first / "src" / "shop" / "cart.py"
-        saved.write_text(saved.read_text() + "\n")
-        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
-            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
+        _made_source(other, pg_url)
+        _saved(client, first / "src" / "shop" / "cart.py", "\n")
         message = await _the_one_error(client, "the save's refusal shown")
         assert [f["state"] for f in await client.status()] == ["error"]
 
-        back = Workspace(first, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
-        back.index()  # what the message says to run in a terminal
-        back.close()
-        added = first / "src" / "shop" / "refunds.py"
-        added.write_text("def zanzibar_refund(order):\n    return order.total\n")
-        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
-            text_document=lsp.TextDocumentIdentifier(uri=added.as_uri())))
+        _made_source(first, pg_url)  # what the message says to run in a terminal
+        _saved(client, first / "src" / "shop" / "refunds.py", "def zanzibar_refund(order):\n    return order.total\n")
         for _ in range(600):  # not a speed check: until the save is searchable
             try:
                 found = await client.request("codeloupe/search", {"query": "zanzibar refund"})
@@ -401,38 +401,25 @@ async def test_a_folder_replaced_again_after_it_was_the_source_again_is_told_aga
     """The editor is told once per replacement, not once per server: a folder replaced, made the source again
     (ready again at its next save), then replaced a second time had its second refusal shown to no one (the same
     text was shown once already), its saves failing with only the status saying so."""
-    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
-    shutil.copytree(FIXTURES, first)
-    shutil.copytree(FIXTURES, other)
+    first, other = _two_folders_named_service(tmp_path)
     saved = first / "src" / "shop" / "cart.py"
-
-    def source(folder: Path) -> None:  # `codeloupe index FOLDER --replace`, as the refusal says to run
-        ws = Workspace(folder, overrides={"embed_provider": "none", "store_url": pg_url}, replace_source=True)
-        ws.index()
-        ws.close()
-
-    def save(text: str) -> None:
-        saved.write_text(saved.read_text() + text)
-        client.text_document_did_save(lsp.DidSaveTextDocumentParams(
-            text_document=lsp.TextDocumentIdentifier(uri=saved.as_uri())))
-
     client = await start_server([first], env={"CODELOUPE_STORE_URL": pg_url})
     try:
         await client.wait_ready()
-        source(other)
-        save("\n")
+        _made_source(other, pg_url)
+        _saved(client, saved, "\n")
         message = await _the_one_error(client, "the first refusal shown")
-        source(first)
+        _made_source(first, pg_url)
         for attempt in range(600):  # not a speed check: until a save is written (the replace seen) and says so
-            save(f"\ndef zanzibar_{attempt}():\n    return {attempt}\n")
+            _saved(client, saved, f"\ndef zanzibar_{attempt}():\n    return {attempt}\n")
             await asyncio.sleep(0.1)
             if [f["state"] for f in await client.status()] == ["ready"]:
                 break
         else:
             raise AssertionError("the folder never was ready again")
 
-        source(other)
-        save("\n")
+        _made_source(other, pg_url)
+        _saved(client, saved, "\n")
         await client.wait_until(lambda: len(_errors(client)) == 2, "the second refusal shown")
         assert _errors(client) == [message, message]
         [folder] = await client.status()

@@ -4,36 +4,17 @@ own settings of either bound win."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 from pathlib import Path
 
 import psycopg
 import pytest
+from pg_locks import SAFETY_VALVE_S, TAKE_THE_ROW, indexed_as_svc, stalled_writer
 
 from codeloupe.cli import main
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
-# Only what keeps a test that fails from hanging the run: never a bound any assertion is about.
-SAFETY_VALVE_S = 60
-
-
-_TAKE_THE_ROW = "UPDATE repositories SET content_generation = content_generation WHERE name = 'svc'"
-
-
-def _indexed_as_svc(tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str],
-                    monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A small tree indexed as repository `svc`, with writes giving up after 200 ms behind a lock."""
-    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
-    monkeypatch.setattr(postgres, "LOCK_TIMEOUT_MS", 200)
-    root = tmp_path / "service"
-    shutil.copytree(FIXTURES / "python", root)
-    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
-    capsys.readouterr()
-    return root
 
 
 def _index_again_refused(root: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> str:
@@ -45,22 +26,14 @@ def _index_again_refused(root: Path, pg_url: str, capsys: pytest.CaptureFixture[
 
 def test_index_behind_a_stalled_writer_of_the_repository_fails_saying_who_holds_it(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    root = indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     # A worker stopped mid-write: the repository's row taken, never let go.
-    stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
-    stalled.execute(_TAKE_THE_ROW)
-    valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
-    valve.start()
-    try:
+    with stalled_writer(pg_url) as stalled:
         err = _index_again_refused(root, pg_url, capsys)
         assert "'svc' is held by another indexer or worker" in err and "admin --store URL queue" in err
         # Named as `admin drop` names it: its session on the server, its application, its last statement.
         assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
         assert "its last statement: UPDATE repositories SET content_generation" in err, err
-    finally:
-        valve.cancel()
-        stalled.rollback()
-        stalled.close()
     assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
 
 
@@ -124,11 +97,11 @@ def test_a_write_that_gave_up_names_only_the_session_blocking_it(
     """Sessions idle in a transaction that only read (an editor's, a dashboard's) hold locks on the shared
     index's tables too, and were open longer: the message names the session that blocks the write, and none
     of them."""
-    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    root = indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     readers = _bystanders(pg_url)
     blocker = psycopg.connect(f"{pg_url}&application_name=blocker")
     # a table: as a plain CREATE INDEX holds it for its whole build
-    blocker.execute("LOCK TABLE public.files IN SHARE MODE" if held == "a table" else _TAKE_THE_ROW)
+    blocker.execute("LOCK TABLE public.files IN SHARE MODE" if held == "a table" else TAKE_THE_ROW)
     valve = threading.Timer(SAFETY_VALVE_S, blocker.rollback)
     valve.start()
     try:
@@ -162,12 +135,12 @@ def test_a_write_queued_behind_another_waiter_names_the_session_holding_the_row(
     """Who blocks is read from the server's catalog, not from the error's words (in the server's language, where
     its `lc_messages` is not English): a write that waited behind another waiter for the repository's row gets
     a timeout whose context names no row at all, and is still told which session holds the row."""
-    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    root = indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
-    stalled.execute(_TAKE_THE_ROW)
+    stalled.execute(TAKE_THE_ROW)
     valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
     valve.start()
-    queued, waiting = _queued_behind(pg_url, "queued-worker", _TAKE_THE_ROW)
+    queued, waiting = _queued_behind(pg_url, "queued-worker", TAKE_THE_ROW)
     try:
         err = _index_again_refused(root, pg_url, capsys)
         assert "'svc' is held by another indexer or worker" in err, err
@@ -186,25 +159,19 @@ def test_a_session_that_only_names_the_repository_in_a_new_row_is_not_named_as_b
     """A row inserted that names the repository (a queued batch, a setting) takes a key-share lock on its row
     for the foreign key, which no writer waits for: with a stalled writer on the row too, the row is held by
     both, and only the writer is named. A drop, which deletes the row, waits for both and names both."""
-    root = _indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
+    root = indexed_as_svc(tmp_path, pg_url, capsys, monkeypatch)
     naming = psycopg.connect(f"{pg_url}&application_name=naming-it")
     naming.execute("INSERT INTO public.repo_meta (repo_id, key, value)"
                    " SELECT id, 'note', 'x' FROM public.repositories WHERE name = 'svc'")
-    stalled = psycopg.connect(f"{pg_url}&application_name=stalled-worker")
-    stalled.execute(_TAKE_THE_ROW)
-    valve = threading.Timer(SAFETY_VALVE_S, stalled.rollback)
-    valve.start()
     try:
-        err = _index_again_refused(root, pg_url, capsys)
-        assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
-        assert "naming-it" not in err and f"session {naming.info.backend_pid} " not in err, err
-        assert main(["admin", "--store", pg_url, "drop", "svc"]) == 2
-        err = capsys.readouterr().err
-        assert "'svc' was not dropped" in err, err
-        assert f"session {stalled.info.backend_pid} " in err and f"session {naming.info.backend_pid} " in err, err
+        with stalled_writer(pg_url) as stalled:
+            err = _index_again_refused(root, pg_url, capsys)
+            assert f"session {stalled.info.backend_pid} (stalled-worker, from local)" in err, err
+            assert "naming-it" not in err and f"session {naming.info.backend_pid} " not in err, err
+            assert main(["admin", "--store", pg_url, "drop", "svc"]) == 2
+            err = capsys.readouterr().err
+            assert "'svc' was not dropped" in err, err
+            assert f"session {stalled.info.backend_pid} " in err and f"session {naming.info.backend_pid} " in err, err
     finally:
-        valve.cancel()
-        stalled.rollback()
-        stalled.close()
         naming.rollback()
         naming.close()
