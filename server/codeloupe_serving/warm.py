@@ -232,13 +232,7 @@ class WarmWorkspaces:
         self._readable_at = float("-inf")
         self._checking = False
         self._readable_lock = threading.Lock()
-        self.all: list[WarmWorkspace] = []
-        for root in roots:
-            warm = WarmWorkspace(root, refresh_interval_s=refresh_interval_s)
-            if any(w.root == warm.root for w in self.all):
-                warm.close()
-                continue
-            self.all.append(warm)
+        self.all = [WarmWorkspace(root, refresh_interval_s=refresh_interval_s) for root in _distinct(roots)]
 
     def get(self, root: str | None = None) -> WarmWorkspace:
         """The served workspace named by `root` (its path as served, or its resolved path); the first when
@@ -311,11 +305,36 @@ def answer_waited(call: Callable[[], T]) -> T:
         _WAITED.reset(waited)
 
 
-def _same_path(candidate: str, root: Path) -> bool:
+def _distinct(roots: list[Path | str | Workspace]) -> list[Path | str | Workspace]:
+    """`roots` less those naming a folder named before (`serve a a`, `serve a ./a`), said once each: they are
+    dropped before anything opens them, where a duplicate's workspace ran a second first index of the folder."""
+    kept: list[Path | str | Workspace] = []
+    seen: set[Path] = set()
+    repeated: set[Path] = set()
+    for root in roots:
+        # A path that cannot be resolved is kept as given: opening it says why it cannot be served.
+        folder = root.root if isinstance(root, Workspace) else _resolved(root) or Path(root)
+        if folder not in seen:
+            seen.add(folder)
+            kept.append(root)
+            continue
+        if folder not in repeated:
+            repeated.add(folder)
+            log.warning("%s: given more than once, served once", folder)
+        if isinstance(root, Workspace) and not any(root is other for other in kept):
+            root.close()  # opened by the caller for this pool, which closes what it serves
+    return kept
+
+
+def _resolved(path: Path | str) -> Path | None:
     try:
-        return Path(candidate).resolve() == root
+        return Path(path).resolve()
     except (OSError, RuntimeError, ValueError):
-        return False
+        return None
+
+
+def _same_path(candidate: str, root: Path) -> bool:
+    return _resolved(candidate) == root
 
 
 def noted_event(event: AskEvent, notes: list[str]) -> AskEvent:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import socket
@@ -153,6 +154,30 @@ def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tm
     assert len(httpx.get(f"{base}/v1/status").json()["workspaces"]) == 2
     huge = httpx.get(f"{base}/v1/search", params={"q": "x" * 20_001})
     assert huge.status_code == 422  # bounded, not searched
+
+
+def test_a_root_given_twice_is_indexed_and_served_once(project: Path, serve, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """`serve a ./a` built a workspace for the second `a` too, whose first index of the folder ran beside the
+    first one's (the start delayed up to 30 s, the work done twice) before it was closed as a duplicate."""
+    from codeloupe.api import Workspace
+
+    indexed: list[Path] = []
+    real_index = Workspace.index
+
+    def counted_index(self: Workspace, *args, **kwargs):
+        indexed.append(self.root)
+        return real_index(self, *args, **kwargs)
+
+    monkeypatch.setattr(Workspace, "index", counted_index)
+    (tmp_path / "link").symlink_to(project)
+    with caplog.at_level(logging.WARNING, logger="codeloupe.warm"):
+        # Served once its first index ended; no refresh after it (an hour between refreshes).
+        base = serve([project, project / "app" / "..", tmp_path / "link", project], refresh_interval_s=3600)
+    assert indexed == [project.resolve()]
+    assert [w["root"] for w in httpx.get(f"{base}/v1/status").json()["workspaces"]] == [str(project.resolve())]
+    assert [r.getMessage() for r in caplog.records] == [f"{project.resolve()}: given more than once, served once"]
 
 
 def test_traversal_in_every_form_is_refused(project: Path, serve, tmp_path: Path) -> None:
