@@ -1086,6 +1086,57 @@ def test_a_strategy_call_cut_off_by_ctrl_c_leaves_no_answer_behind_for_the_next(
 
 
 
+# Ptrace-attaches to process argv[1] and holds it until killed: a traced process that ends is a zombie only its
+# tracer sees, so its parent cannot reap it meanwhile (as one that takes long to die, or is not reaped in time on a
+# loaded machine). Killed, not told through its stdin: a worker started meanwhile is forked with that pipe's end.
+HOLDS_REAPING = '''
+import ctypes, signal, sys
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_SEIZE = 0x4206
+if libc.ptrace(PTRACE_SEIZE, int(sys.argv[1]), None, None) != 0:
+    print("refused", ctypes.get_errno(), flush=True)
+    sys.exit(1)
+print("holding", flush=True)
+signal.pause()
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="holds the worker's reaping with ptrace")
+def test_a_strategy_worker_stopped_but_not_reaped_yet_is_not_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed by the system is stopped and not asked again, even while its reaping is late (not within
+    `_REAP_S`, here none at all): it was kept, its pipe closed, and the next file failed with it."""
+    import os
+    import signal
+
+    from codeloupe.chunk import strategy_process
+
+    source = 'EXTENSIONS = (".zog",)\n\n\ndef chunk(text, lines):\n    return [(1, len(lines))]\n'
+    sha256 = file_digest(source.encode())
+    assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0) == [[1, 1, ""]]  # started
+    assert strategy_process._worker is not None
+    killed = strategy_process._worker.process.pid
+    monkeypatch.setattr(strategy_process, "_REAP_S", 0.0)  # its reaping is looked for once, not waited for
+    with subprocess.Popen([sys.executable, "-c", HOLDS_REAPING, str(killed)], stdout=subprocess.PIPE,
+                          text=True) as tracer:
+        assert tracer.stdout is not None
+        held = tracer.stdout.readline().strip()
+        if held != "holding":
+            tracer.wait(30)
+            pytest.skip(f"this machine does not let a process trace its sibling ({held})")
+        try:
+            os.kill(killed, signal.SIGKILL)  # as the system's out-of-memory killer does
+            with pytest.raises(strategy_process.StrategyProcessError, match="its worker process ended"):
+                strategy_process.run_in_worker(source, sha256, "zog.py", "a\n", 30.0)
+            # The next file is answered, by a new worker.
+            assert strategy_process.run_in_worker(source, sha256, "zog.py", "a\nb\n", 30.0) == [[1, 2, ""]]
+            assert strategy_process._worker is not None and strategy_process._worker.process.pid != killed
+        finally:
+            tracer.kill()
+            tracer.wait(30)
+
+
 class _RunsOnUnpickling:
     """What an escaped strategy could send down the worker's pipe: unpickled, it creates a file (it could run any
     call at all)."""

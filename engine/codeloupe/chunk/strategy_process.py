@@ -81,6 +81,7 @@ class _Worker:
             target=serve_strategies, args=(child_end, STRATEGY_MEMORY_BYTES, os.getpid()),
             name="codeloupe-strategy-worker", daemon=True)
         self.loaded: set[str] = set()  # the sha256 of each module that loaded here
+        self.stopped = False  # killed and its pipe closed: it answers nothing more, reaped or not
         try:
             self.process.start()
         except OSError as exc:
@@ -123,6 +124,7 @@ class _Worker:
         return value
 
     def stop(self) -> None:
+        self.stopped = True
         self.process.kill()
         self.process.join(_REAP_S)
         self.connection.close()
@@ -211,8 +213,11 @@ def _ask(worker: _Worker, request: Request) -> Ranges | list[str]:
     try:
         answer = worker.call(request, timeout_s)
     except StrategyProcessError:
-        if not worker.process.is_alive():
+        if not worker.stopped and not worker.process.is_alive():  # it ended after answering
             worker.stop()
+        # Stopped by `call` (it ended, or answered nonsense) or just above: one killed but not reaped within
+        # `_REAP_S` is still alive to `is_alive`, yet its pipe is closed and it answers no later file.
+        if worker.stopped:
             _worker = None
         raise
     except BaseException:  # Ctrl-C while waiting: the answer still on its way belongs to no later request
