@@ -142,3 +142,21 @@ def test_workers_released_by_another_thread_mid_run_finish_that_run_first(model_
     assert len(workers) == 2, workers
     assert not any(alive(pid) for pid in workers), "the released workers outlived the runs"
     assert pooled.embed(TEXTS[:1]).shape == (1, alone.shape[1])  # and the encoder still embeds
+
+
+def test_a_stopped_encoder_refuses_bulk_calls_but_still_embeds_queries(model_copy: Path) -> None:
+    """`stop_bulk` (a served workspace closing) stops bulk embedding only: a search still running meanwhile
+    embeds its query on the in-process session, and keeps its dense lane."""
+    from codeloupe.embed import EmbeddingStopped
+
+    running = _encoder(model_copy, threads=1)
+    stopped = _encoder(model_copy, threads=2)
+    stopped.stop_bulk()
+    with pytest.raises(EmbeddingStopped):
+        stopped.embed(TEXTS)
+    query = "how are bearer tokens checked"
+    assert np.abs(stopped.embed_query(query) - running.embed_query(query)).max() < 1e-5
+    asked = [query, f"{query}\n\n{TEXTS[0]}"]  # an ask's question, and with the prose it got (a long text)
+    assert np.abs(stopped.embed(asked) - running.embed(asked)).max() < 1e-5
+    with pytest.raises(EmbeddingStopped):  # and still no bulk call after
+        stopped.embed(TEXTS)

@@ -330,9 +330,10 @@ class Workspace:
     def stop_embedding(self) -> None:
         """Make an `embed` running on another thread return now (stopped), for a workspace being closed: the step
         it was computing is dropped (none of its vectors is written; the next run computes them) and its worker
-        processes are killed, where `should_stop` would let the step finish; the local model embeds nothing after
-        (a remote provider's request ends within its own timeout). A provider still loading is not waited for
-        (its lock is not taken): that run's `should_stop` is."""
+        processes are killed, where `should_stop` would let the step finish; the local model embeds no bulk call
+        after, while a search's query still is (its dense lane answers until the workspace is closed); a remote
+        provider's request ends within its own timeout. A provider still loading is not waited for (its lock is
+        not taken): that run's `should_stop` is."""
         provider = self._provider
         if provider is not None:
             provider.stop_bulk()

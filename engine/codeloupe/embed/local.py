@@ -143,7 +143,7 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         # A model exported with its pooling layer has a sentence_embedding output; else pool the tokens.
         self._output = "sentence_embedding" if "sentence_embedding" in outputs else outputs[0]
         self._workers = WorkerPool(self.model_path, self.model_sha256, self._output, threads)
-        self._stopped = False  # `stop_bulk` was called: no batch runs here any more
+        self._stopped = False  # `stop_bulk` was called: no bulk call runs any more
         self._tokenizer = tokenizer
         tokenizer.no_padding()
         tokenizer.enable_truncation(options.window_tokens, stride=options.overlap)
@@ -182,8 +182,10 @@ class OnnxSentenceEncoder(QueryCachingProvider):
         self._workers.close()
 
     def stop_bulk(self) -> None:
-        """Kill the worker processes and refuse the batches left: a batch run here (a small call, or workers that
-        cannot run) takes a fraction of a second, and the next one is refused."""
+        """Kill the worker processes and refuse the batches left of every bulk call (`POOL_MIN_WINDOWS` windows
+        or more; a batch run here, where workers cannot run, takes a fraction of a second, and the next one is
+        refused). A smaller call still runs here, as before: a search's query (its dense lane), an ask's
+        question, a saved file's few chunks, each a fraction of a second."""
         self._stopped = True
         self._workers.stop()
 
@@ -226,13 +228,14 @@ class OnnxSentenceEncoder(QueryCachingProvider):
 
     def _run_feeds(self, feeds: list[Feed], windows: int) -> list[np.ndarray]:
         """Unit vectors per feed: in the worker processes for bulk work on more than one core, else here."""
-        if self.options.processes and windows >= POOL_MIN_WINDOWS and self._workers.workers > 1:
+        bulk = windows >= POOL_MIN_WINDOWS
+        if self.options.processes and bulk and self._workers.workers > 1:
             pooled = self._workers.run(feeds)
             if pooled is not None:
                 return pooled
         vectors = []
         for feed in feeds:
-            if self._stopped:
+            if bulk and self._stopped:
                 raise EmbeddingStopped("embedding was stopped")
             vectors.append(self._run(feed))
         return vectors
