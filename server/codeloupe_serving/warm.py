@@ -232,7 +232,13 @@ class WarmWorkspaces:
         self._readable_at = float("-inf")
         self._checking = False
         self._readable_lock = threading.Lock()
-        self.all = [WarmWorkspace(root, refresh_interval_s=refresh_interval_s) for root in _distinct(roots)]
+        self.all: list[WarmWorkspace] = []
+        try:
+            for root in _distinct(roots):
+                self.all.append(WarmWorkspace(root, refresh_interval_s=refresh_interval_s))
+        except BaseException:  # a later root that cannot be opened (its settings): the ones opened stop too
+            self.close()
+            raise
 
     def get(self, root: str | None = None) -> WarmWorkspace:
         """The served workspace named by `root` (its path as served, or its resolved path); the first when
