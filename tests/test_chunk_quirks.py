@@ -308,6 +308,17 @@ def test_cli_chunks_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert any("Point.new" in row["symbols"] for row in rows)
 
 
+def test_cli_chunks_a_link_to_a_file_outside_its_workspace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # The file's place in its workspace was taken from the link's target: a link out of the workspace ended in a
+    # ValueError traceback. It is named by the link, where the user (and the workspace) put it.
+    (tmp_path / "ws" / ".git").mkdir(parents=True)
+    (tmp_path / "elsewhere.py").write_text("def far():\n    return 1\n")
+    (tmp_path / "ws" / "near.py").symlink_to(tmp_path / "elsewhere.py")
+    assert main(["chunks", str(tmp_path / "ws" / "near.py"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert (rows[0]["start_line"], rows[-1]["end_line"]) == (1, 2) and rows[0]["breadcrumb"].startswith("near.py")
+
+
 def test_cli_chunks_table_and_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["chunks", str(FIXTURES / "fences.md")]) == 0
     assert "section" in capsys.readouterr().out

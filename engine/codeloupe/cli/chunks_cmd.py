@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     # Its path in the workspace, as the index names it: a strategy claims a file by it (never one under
-    # `.codeloupe/`).
-    rel_path = path.resolve().relative_to(root).as_posix()
+    # `.codeloupe/`). A link is named where it lies, not where it points (maybe out of the workspace).
+    rel_path = (path.parent.resolve() / path.name).relative_to(root).as_posix()
     result = chunk_file(rel_path, text, detect_language(rel_path, text[:256]), budget, strategies)
     if args.json:
         rows = [{k: v for k, v in asdict(chunk).items() if k != "text"} | {"symbols": list(chunk.symbols)}
