@@ -251,3 +251,51 @@ def test_ctrl_c_at_a_terminal_ends_idle_workers_without_a_traceback_each(tmp_pat
     assert out.split() == ["interrupted"]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert workers and not any(alive(pid) for pid in workers)
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_process_that_ignores_ctrl_c_keeps_its_workers_through_one(tmp_path: Path, start: str) -> None:
+    # A script's background job (`codeloupe index . &`) or a `trap '' INT` ignores Ctrl-C, and so did its workers,
+    # which inherit that: the workers were set to die of it all the same, and the rest of the work went on in
+    # this one process under a warning. Here the rows after the Ctrl-C are computed where the rows before were.
+    (tmp_path / "case.py").write_text(PRELUDE + textwrap.dedent(f"""
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the shell leaves it for a background job
+
+        if {start == "spawn"}:
+            import onnxruntime  # noqa: F401  (a loaded native pool: the workers are spawned)
+
+        from codeloupe.parallel import POOL_MIN_ITEMS, map_in_workers, pool_context
+
+        def work(n: int) -> int:
+            if n < 4:
+                os.write(1, f"done {{n}}\\n".encode())
+            return os.getpid()
+
+        def rows():
+            yield from ((n,) for n in range(4))
+            sys.stdin.readline()  # the Ctrl-C came meanwhile
+            yield from ((n,) for n in range(4, POOL_MIN_ITEMS))
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            print(pool_context().get_start_method(), flush=True)
+            pids = list(map_in_workers(work, rows(), POOL_MIN_ITEMS, what="test"))
+            print("here" if os.getpid() in pids else "in-workers", flush=True)
+    """))
+    case = subprocess.Popen([sys.executable, str(tmp_path / "case.py")], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert case.stdout is not None and case.stderr is not None
+        assert case.stdout.readline().split() == [start], case.stderr.read()
+        done = sorted(case.stdout.readline().split()[-1] for _ in range(4))
+        assert done == ["0", "1", "2", "3"]
+        os.killpg(case.pid, signal.SIGINT)  # what the terminal does; kill() returns once it is pending in each
+        out, err = case.communicate("\n", timeout=DEADLINE_S)
+    finally:
+        if case.poll() is None:
+            os.killpg(case.pid, signal.SIGKILL)
+            case.wait()
+    assert out.split() == ["in-workers"], err
+    assert case.returncode == 0 and "failed" not in err, err

@@ -131,11 +131,13 @@ def submit(pool: Executor, fn: Callable[..., T], *args: object) -> Future[T]:
 
 def exit_with_parent(parent_pid: int) -> None:
     """Worker initialiser: end this worker when the process that started it dies, even by `kill -9`; and on
-    Ctrl-C, quietly (see `submit`).
+    Ctrl-C, quietly (see `submit`), unless its parent ignores Ctrl-C (a script's background job, `trap '' INT`):
+    it inherited that, and the parent goes on with the work it hands to its workers.
 
     Nothing else would: an orphaned worker waits on its task queue forever (~70 MB each). Linux kills it
     through PR_SET_PDEATHSIG; elsewhere a daemon thread watches the parent pid."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
