@@ -1095,7 +1095,7 @@ class Searcher:
         """Whether any indexed file lies at or under `scope` (a search's scope; the whole workspace for "")."""
         folder = _scope_prefix(scope)
         if not folder:
-            return self.ws.store.counts()["files"] > 0
+            return self.ws.store.has_files()
         return len(self.snapshot().files_in_folder(folder)) > 0
 
     def lane_scores(self, query: str, *, scope: str = "", mode: str = "code",

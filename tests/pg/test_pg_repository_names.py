@@ -69,6 +69,7 @@ def test_repositories_made_under_names_the_rule_now_refuses_are_listed_served_an
     served = open_shared([], {"store_url": pg_url, "embed_provider": "none"})
     try:
         assert [ws.store.counts()["files"] > 0 for ws in served] == [True, False, False]
+        assert [ws.store.has_files() for ws in served] == [True, False, False]  # each repository's own files
     finally:
         for ws in served:
             ws.close()

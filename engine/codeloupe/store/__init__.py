@@ -974,6 +974,10 @@ class Store:
             out[table] = self.query(f"SELECT count(*) FROM {table}")[0][0]
         return out
 
+    def has_files(self) -> bool:
+        """Whether any file is indexed (one row looked up, where `counts` counts three tables)."""
+        return bool(self.query("SELECT EXISTS (SELECT 1 FROM files)")[0][0])
+
     def language_counts(self) -> dict[str, int]:
         return dict(self.query("SELECT language, count(*) FROM files GROUP BY language ORDER BY 2 DESC"))
 

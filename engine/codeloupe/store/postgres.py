@@ -1375,6 +1375,10 @@ class PgStore:
     def counts(self) -> dict[str, int]:
         return {table: self._rows(f"SELECT count(*) FROM {table}")[0][0] for table in ("files", "chunks", "symbols")}
 
+    def has_files(self) -> bool:
+        """Whether any file of the repository is indexed (one row looked up, where `counts` counts three tables)."""
+        return bool(self._rows("SELECT EXISTS (SELECT 1 FROM files)")[0][0])
+
     def language_counts(self) -> dict[str, int]:
         return dict(self._rows("SELECT language, count(*) FROM files GROUP BY language ORDER BY 2 DESC, 1"))
 
