@@ -6,11 +6,13 @@ see the test runner's, and a regression would hang that interpreter, not the sui
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -204,6 +206,24 @@ def test_a_caller_that_stops_reading_is_let_go_even_when_the_pool_fails_on_its_w
     assert out == ["0", "[]"]
 
 
+@contextlib.contextmanager
+def _four_rows_done(tmp_path: Path, start: str) -> Iterator[subprocess.Popen]:
+    """`case.py` started in a session of its own (a terminal's foreground group), once it said its workers' start
+    method and they did rows 0-3; the group killed if it still runs at the end."""
+    case = subprocess.Popen([sys.executable, str(tmp_path / "case.py")], cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert case.stdout is not None and case.stderr is not None
+        assert case.stdout.readline().split() == [start], case.stderr.read()
+        done = sorted(case.stdout.readline().split()[-1] for _ in range(4))
+        assert done == ["0", "1", "2", "3"]
+        yield case
+    finally:
+        if case.poll() is None:
+            os.killpg(case.pid, signal.SIGKILL)
+            case.wait()
+
+
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_ctrl_c_at_a_terminal_ends_idle_workers_without_a_traceback_each(tmp_path: Path, start: str) -> None:
     # A terminal's Ctrl-C reaches the whole foreground process group, the workers too: each idle worker printed
@@ -234,20 +254,10 @@ def test_ctrl_c_at_a_terminal_ends_idle_workers_without_a_traceback_each(tmp_pat
             except KeyboardInterrupt:
                 print("interrupted", flush=True)
     """))
-    case = subprocess.Popen([sys.executable, str(tmp_path / "case.py")], cwd=tmp_path, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert case.stdout is not None and case.stderr is not None
-        assert case.stdout.readline().split() == [start], case.stderr.read()
-        done = sorted(case.stdout.readline().split()[-1] for _ in range(4))
-        assert done == ["0", "1", "2", "3"]
+    with _four_rows_done(tmp_path, start) as case:
         workers = [pid for pid in children_of(case.pid) if alive(pid)]
         os.killpg(case.pid, signal.SIGINT)  # what the terminal does
         out, err = case.communicate(timeout=DEADLINE_S)
-    finally:
-        if case.poll() is None:
-            os.killpg(case.pid, signal.SIGKILL)
-            case.wait()
     assert out.split() == ["interrupted"]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert workers and not any(alive(pid) for pid in workers)
@@ -284,18 +294,8 @@ def test_a_process_that_ignores_ctrl_c_keeps_its_workers_through_one(tmp_path: P
             pids = list(map_in_workers(work, rows(), POOL_MIN_ITEMS, what="test"))
             print("here" if os.getpid() in pids else "in-workers", flush=True)
     """))
-    case = subprocess.Popen([sys.executable, str(tmp_path / "case.py")], cwd=tmp_path, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert case.stdout is not None and case.stderr is not None
-        assert case.stdout.readline().split() == [start], case.stderr.read()
-        done = sorted(case.stdout.readline().split()[-1] for _ in range(4))
-        assert done == ["0", "1", "2", "3"]
+    with _four_rows_done(tmp_path, start) as case:
         os.killpg(case.pid, signal.SIGINT)  # what the terminal does; kill() returns once it is pending in each
         out, err = case.communicate("\n", timeout=DEADLINE_S)
-    finally:
-        if case.poll() is None:
-            os.killpg(case.pid, signal.SIGKILL)
-            case.wait()
     assert out.split() == ["in-workers"], err
     assert case.returncode == 0 and "failed" not in err, err
