@@ -24,6 +24,7 @@ from codeloupe.api import (
     MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
     GraphRequest,
+    GraphRequestError,
     StoreError,
     Workspace,
     WorkspaceError,
@@ -227,17 +228,23 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
     async def graph(request: Request, root: RootParam = None,
-              node: Annotated[str, Query(max_length=1000, description="a file, a file name, a concept, or a folder "
+              node: Annotated[str | None, Query(max_length=1000, description="a file, a file name, a concept, or a folder "
                                                                  "(its files and their edges across it). Each edge's "
                                                                  "`use` (`{path, startLine, endLine}`) is where the "
                                                                  "file that uses the other does: its `path` names "
                                                                  "that file (the node's own in `imports`, the "
                                                                  "neighbour's in `importers`; `from` in a folder's "
                                                                  "`uses`, `path` in its `usedBy`); `line` is its "
-                                                                 "line")] = "",
-              source: Annotated[str, Query(max_length=1000, description="a route's start")] = "",
-              target: Annotated[str, Query(max_length=1000, description="a route's end")] = "") -> dict[str, Any]:
-        asked = GraphRequest(node, source, target)  # refused before waiting for the first index
+                                                                 "line")] = None,
+              source: Annotated[str | None, Query(max_length=1000, description="a route's start")] = None,
+              target: Annotated[str | None, Query(max_length=1000, description="a route's end")] = None,
+              ) -> dict[str, Any]:
+        # A parameter given empty (`?node=`) is a blank part, as the command line's `--node ""` is: it used to count
+        # as left out, and the answer was the whole map.
+        for part, value in (("node", node), ("source", source), ("target", target)):
+            if value == "":
+                raise GraphRequestError.blank(part)
+        asked = GraphRequest(node or "", source or "", target or "")  # refused before waiting for the first index
         return await noted(request, root, lambda ws: ws.graph(asked).to_dict())
 
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],

@@ -50,6 +50,18 @@ def test_http_says_the_engine_message(project: Path, serve) -> None:
     assert httpx.get(f"{base}/v1/graph", params={"source": "app/auth.py", "target": "app/store.py"}).json()["found"]
 
 
+def test_http_refuses_a_part_given_empty(project: Path, serve) -> None:
+    """`?node=` is a node given blank, as the command line's `--node ""` is: it counted as left out, and the answer
+    was the whole map."""
+    base = serve([project])
+    for raw, part in (("node=", "node"), ("source=&target=app/store.py", "source"), ("source=app/auth.py&target=",
+                                                                                     "target")):
+        answer = httpx.get(f"{base}/v1/graph?{raw}")
+        assert (answer.status_code, answer.json()) == (
+            400, {"error": f"`{part}` is blank: name a file or a concept, or leave it out"}), raw
+    assert "nodes" in httpx.get(f"{base}/v1/graph").json()  # left out: the map
+
+
 async def test_mcp_says_the_engine_message(project: Path) -> None:
     warm = WarmWorkspace(project)
     try:
