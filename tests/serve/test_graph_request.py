@@ -138,3 +138,11 @@ def test_the_cli_refuses_an_empty_node(project: Path, capsys: pytest.CaptureFixt
     assert cli_main(["graph", str(project), "--no-embed", "--node", ""]) == 2
     assert capsys.readouterr().err == "codeloupe: `node` is blank: name a file or a concept, or leave it out\n"
     assert not any(isolated_cache.iterdir())
+
+
+def test_the_cli_refuses_a_route_with_neither_end(project: Path, capsys: pytest.CaptureFixture[str],
+                                                  isolated_cache: Path) -> None:
+    """`--path "" ""` asks for a route and names no end: it printed the whole map instead."""
+    assert cli_main(["graph", str(project), "--no-embed", "--path", "", ""]) == 2
+    assert capsys.readouterr().err == "codeloupe: a route needs a `source` and a `target`: --path FROM TO\n"
+    assert not any(isolated_cache.iterdir())

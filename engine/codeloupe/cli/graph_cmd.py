@@ -33,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.node == "":  # given empty, which the request reads as not asked for: it printed the whole map
             raise GraphRequestError.blank("node")
+        if args.node is None and args.route is not None and not any(args.route):  # `--path "" ""`: neither end
+            raise GraphRequestError("a route needs a `source` and a `target`: --path FROM TO")
         asked = GraphRequest(args.node or "", *(args.route or ("", "")))
     except GraphRequestError as exc:  # before the workspace is indexed
         raise CliError(str(exc)) from exc
