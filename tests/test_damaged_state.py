@@ -14,6 +14,7 @@ import pytest
 
 from codeloupe.api import Workspace
 from codeloupe.embed.cache import EmbeddingCache, text_key
+from codeloupe.store import index_problem
 from codeloupe.store.health import integrity_problem
 
 PAGE = 4096
@@ -91,15 +92,60 @@ def test_damage_the_open_time_check_finds_is_moved_aside_and_rebuilt(tmp_path: P
     with sqlite3.connect(index) as probe:  # the check reports the damage as rows, it does not raise
         assert integrity_problem(probe)
 
-    run = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(root), "handler_7_3",
+    searched_and_healed(root, index, "handler_7_3", "mod7.py", "the index was rebuilt: corrupt index", 60)
+
+
+def searched_and_healed(root: Path, index: Path, query: str, path: str, said: str, files: int) -> None:
+    """`codeloupe search` in a new process says `said` on stderr and answers `path` from the index it rebuilt,
+    sound and of `files` files, the damaged one kept beside it."""
+    run = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(root), query,
                           "--embed-provider", "none", "--json"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert "the index was rebuilt: corrupt index" in run.stderr
-    assert '"mod7.py"' in run.stdout
+    assert said in run.stderr
+    assert f'"{path}"' in run.stdout
     assert Path(str(index) + ".damaged").is_file()
     with sqlite3.connect(index) as healed:
-        assert integrity_problem(healed) == ""
-        assert healed.execute("SELECT count(*) FROM files").fetchone()[0] == 60
+        assert index_problem(healed) == ""
+        assert healed.execute("SELECT count(*) FROM files").fetchone()[0] == files
+
+
+def test_chunks_deleted_by_hand_are_found_at_open_and_the_index_rebuilt(tmp_path: Path) -> None:
+    """Rows deleted from the chunks table leave every page sound: the index opened and searched as if whole, the
+    files missing part of their code (never indexed again while unchanged on disk)."""
+    root = write_repo(tmp_path / "repo")
+    (root / "big.py").write_text("".join(f"def big_{j}(request):\n    return request.get('big_{j}')\n\n\n"
+                                         for j in range(400)))
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index()
+    index = ws.store.path
+    ws.close()
+    with sqlite3.connect(index) as hand:  # the chunk holding big_200, and the whole of mod9.py
+        gone = hand.execute("SELECT start_line, end_line FROM chunks WHERE text LIKE '%def big_200(%'").fetchone()
+        assert gone[0] > 1
+        hand.execute("DELETE FROM chunks WHERE text LIKE '%def big_200(%'"
+                     " OR file_id = (SELECT id FROM files WHERE path = 'mod9.py')")
+    with sqlite3.connect(index) as probe:
+        assert integrity_problem(probe) == ""  # the pages are sound
+
+    said = ("the index was rebuilt: corrupt index (the chunks of 2 files no longer cover their lines ('big.py':"
+            f" {1600 - (gone[1] - gone[0] + 1)} of 1600)")
+    searched_and_healed(root, index, "big_200", "big.py", said, 61)
+
+
+def test_chunks_deleted_by_hand_are_found_by_the_deferred_check(tmp_path: Path) -> None:
+    """The language server opens the index unchecked and checks it once its progress shows."""
+    root, index = indexed_repo(tmp_path)
+    with sqlite3.connect(index) as hand:
+        hand.execute("DELETE FROM chunks WHERE id = (SELECT max(id) FROM chunks)")
+    ws = Workspace(root, overrides={"embed_provider": "none"}, check_index=False)
+    try:
+        assert ws.store.rebuilt_reason == ""
+        assert "no longer cover their lines" in ws.check_index()
+        ws.index()
+        assert index_problem(sqlite3.connect(ws.store.path)) == ""
+        assert ws.store.counts()["files"] == 12
+    finally:
+        ws.close()
 
 
 def reopened_after_a_clean_index(root: Path) -> Workspace:

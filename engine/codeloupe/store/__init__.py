@@ -454,6 +454,29 @@ def read_kept_term_counts(path: Path, file_ids: list[int]) -> dict[int, KeptCoun
         conn.close()
 
 
+def index_problem(conn: sqlite3.Connection) -> str:
+    """"" when the index is sound, else what is wrong: its pages (`integrity_problem`), then whether every
+    file's chunks still cover its lines."""
+    return integrity_problem(conn) or _uncovered_files(conn)
+
+
+def _uncovered_files(conn: sqlite3.Connection) -> str:
+    """"" when every file's chunks cover as many lines as its row records, else which do not: a file's chunks
+    are a line partition of it, so rows deleted from `chunks` (or added) by hand leave a file whose chunks
+    cover fewer (or more) lines, which pages that read sound never reveal; the file would be searched with
+    part of it missing, never indexed again until it changed. One aggregate over the chunks' line columns, no
+    row read in Python: 0.3-1.1 s at 200K chunks (68K files, a 1.1 GB index) beside quick_check's 2.9-7.3 s."""
+    row = conn.execute(
+        "SELECT f.path, coalesce(c.covered, 0), f.line_count, count(*) OVER () FROM files f"
+        " LEFT JOIN (SELECT file_id, sum(end_line - start_line + 1) AS covered FROM chunks GROUP BY file_id) c"
+        " ON c.file_id = f.id WHERE coalesce(c.covered, 0) != f.line_count ORDER BY f.path LIMIT 1").fetchone()
+    if row is None:
+        return ""
+    path, covered, lines, files = row
+    return (f"the chunks of {files} file{'' if files == 1 else 's'} no longer cover their lines ({str(path)[:200]!r}:"
+            f" {covered} of {lines})")
+
+
 class Store:
     def __init__(self, path: Path, *, check: bool = True) -> None:
         """`check=False` defers the open-time integrity check (a read of every page: seconds on a large index)
@@ -513,7 +536,7 @@ class Store:
                 # with empty code and re-index nothing (a file's row says it is indexed).
                 raise sqlite3.DatabaseError(f"table {', '.join(sorted(missing))} missing")
             _drop_retired_indexes(conn)
-            problem = "" if self._unchecked else integrity_problem(conn)
+            problem = "" if self._unchecked else index_problem(conn)
             if problem:
                 conn.close()
                 return self._rebuild(f"corrupt index ({problem})", damaged=True)
@@ -571,7 +594,7 @@ class Store:
         # On a connection of its own, so reads (a search answering from the saved snapshot) go on meanwhile.
         conn = sqlite3.connect(self.path, check_same_thread=False)
         try:
-            problem = integrity_problem(conn)
+            problem = index_problem(conn)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
