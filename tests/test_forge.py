@@ -1395,10 +1395,8 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same_index_run(
-        repo: Path, tmp_path: Path) -> None:
-    """Every file a strategy claims waited for a worker of its own to start (60 s each when it never did): after
-    one failed start, the rest of the run is chunked as without the strategy at once, and said once."""
+def indexed_where_no_strategy_worker_starts(repo: Path, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """The repository's GOOD strategy trusted, then indexed by CANNOT_START: (the strategy, what it told)."""
     strategy = repo / ".codeloupe" / "strategies" / "zog.py"
     strategy.parent.mkdir(parents=True)
     strategy.write_text(GOOD)
@@ -1407,7 +1405,14 @@ def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same
     script.write_text(CANNOT_START)
     done = subprocess.run([sys.executable, str(script), str(repo)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    told = json.loads(done.stdout)
+    return strategy, json.loads(done.stdout)
+
+
+def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same_index_run(
+        repo: Path, tmp_path: Path) -> None:
+    """Every file a strategy claims waited for a worker of its own to start (60 s each when it never did): after
+    one failed start, the rest of the run is chunked as without the strategy at once, and said once."""
+    strategy, told = indexed_where_no_strategy_worker_starts(repo, tmp_path)
     why = "not run: its worker process ended while starting (exit code 3)"
     warning = (f"codeloupe: the trusted chunk strategy {strategy} failed to load ({why}); the files it claims are "
                "chunked as they would be without it")
@@ -1418,3 +1423,35 @@ def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same
     assert told["starts_before_the_next_run"] == 1
     assert told["next_run_warnings"] == [warning]  # the next index run tries a worker again, once
     assert (tmp_path / "starts").read_text().count("started") == 2
+
+
+def test_files_chunked_without_their_strategy_because_no_worker_started_are_chunked_by_it_once_one_does(
+        repo: Path, tmp_path: Path) -> None:
+    """A file cut into line windows because no strategy worker could start stayed so until it changed on disk:
+    its row was as current as any other. The next index run where the strategy runs chunks it by the strategy."""
+    indexed_where_no_strategy_worker_starts(repo, tmp_path)
+    ws = open_ws(repo)
+    try:
+        report = ws.index()
+        assert report.files_indexed == 3 and report.strategy_warnings == []
+        reasons = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
+        assert [reasons[f"rules/{name}.zog"] for name in ("alpha", "beta", "gamma")] == ["", "", ""]
+        assert [name for *_, name in chunks_of(ws, "rules/alpha.zog")] == ["", "alpha0", "alpha1", "alpha2"]
+        assert ws.index().files_indexed == 0  # current now
+    finally:
+        ws.close()
+
+
+def test_only_a_strategy_that_did_not_run_on_a_file_leaves_its_chunks_to_be_done_again() -> None:
+    """Its verdict on the file (running late on it, an error) is the same for the same code and file: chunked
+    again only when either changes; the files after it, which it never ran on, are chunked again by the next
+    index run."""
+    text = "a\nb\n"
+    source = LOOPS + "# code of its own: disabled in this process by no other test\n"
+    late = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
+    first = chunk_file("first.zog", text, "text", strategies=[late])
+    assert "time bound" in first.fallback_reason and not first.strategy_not_run
+    after = chunk_file("after.zog", text, "text", strategies=[late])
+    assert "disabled in this process" in after.fallback_reason and after.strategy_not_run
+    raising = Strategy("raises", (".zog",), OVERLAPPING, file_digest(OVERLAPPING.encode()), origin="raises.py")
+    assert not chunk_file("other.zog", text, "text", strategies=[raising]).strategy_not_run

@@ -1,8 +1,9 @@
 """The indexer: discover -> read -> chunk -> store, incremental by content hash.
 
 An unchanged file (same size and mtime, or same content hash) is never re-read twice or re-chunked; a file
-chunked by an older chunker is re-chunked; a deleted or newly ignored file leaves every table. Each file is
-stored in its own transaction, so an interrupted run leaves a consistent index and the next run resumes.
+chunked by an older chunker is re-chunked, as is one whose strategy did not run on it (no worker process could
+start: `chunk.chunker.STRATEGY_NOT_RUN_VERSION`); a deleted or newly ignored file leaves every table. Each file
+is stored in its own transaction, so an interrupted run leaves a consistent index and the next run resumes.
 Reading and chunking a large batch runs in worker processes (chunking is pure-Python CPU work); the store
 writes stay in this process. Vectors are not computed here: the lexical and symbol lanes answer as soon as this returns, and the
 embedder fills vectors in afterwards (`codeloupe.embed.background`).
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from codeloupe.chunk import CHUNKER_VERSION, chunk_file, detect_language, is_doc_language
+from codeloupe.chunk import CHUNKER_VERSION, chunk_file, chunked_version, detect_language, is_doc_language
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
@@ -368,7 +369,8 @@ def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: I
         report.strategy_warnings.append(chunked.strategy_warning)
     store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
-        is_doc=is_doc_language(chunked.language), encoding=prepared.encoding, chunker_version=CHUNKER_VERSION,
+        is_doc=is_doc_language(chunked.language), encoding=prepared.encoding,
+        chunker_version=chunked_version(chunked),
         line_count=prepared.line_count, terms=prepared.terms,
     )
     report.files_indexed += 1

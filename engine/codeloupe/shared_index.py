@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from codeloupe.chunk import CHUNKER_VERSION, is_doc_language
+from codeloupe.chunk import CHUNKER_VERSION, chunked_version, is_doc_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
@@ -325,7 +325,8 @@ def _batch_file(prepared: Prepared) -> BatchFile | None:
     candidate = prepared.candidate
     return BatchFile(prepared.chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
                      is_doc=is_doc_language(prepared.chunked.language), encoding=prepared.encoding,
-                     chunker_version=CHUNKER_VERSION, line_count=prepared.line_count, terms=prepared.terms)
+                     chunker_version=chunked_version(prepared.chunked), line_count=prepared.line_count,
+                     terms=prepared.terms)
 
 
 def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider | None,

@@ -18,6 +18,7 @@ from codeloupe.chunk.strategies import (
     Strategy,
     StrategyError,
     StrategyModuleError,
+    StrategyNotRun,
     apply_strategy,
     strategy_for,
 )
@@ -28,6 +29,11 @@ log = logging.getLogger("codeloupe.chunk")
 
 # Bump whenever the chunks, symbols or skeleton for the same input change: the store re-chunks older files.
 CHUNKER_VERSION = 1
+# What a file's row records as its chunker version while its chunks are a fallback because the strategy claiming
+# it did not run on it (`StrategyNotRun`: no worker process could start, ...): no chunker's version, so the file
+# is never current and the next index run chunks it again, its strategy first. A version bump would chunk every
+# file of every index again; this chunks those files only.
+STRATEGY_NOT_RUN_VERSION = 0
 
 # A line this long is a minified bundle or a data blob: parsing it buys nothing, windows it is.
 GIANT_LINE_CHARS = 20_000
@@ -50,6 +56,7 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     if lines.count == 0:
         return ChunkedFile(path, language, [], [], FileSkeleton(path, path))
     failed = ""  # why the strategy claiming the file did not chunk it
+    not_run = False  # it did not run on the file at all
     warning = ""
     reason = ""
     definitions: list[Definition] = []
@@ -65,6 +72,7 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
                 pieces = _strategy_pieces(strategy, path, lines)
             except StrategyError as exc:
                 failed, warning = _strategy_failure(strategy, path, exc)
+                not_run = isinstance(exc, StrategyNotRun)
             else:
                 if language == "text":  # a format with its own strategy is structured text, not prose
                     language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
@@ -85,7 +93,13 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
         log.error("chunks of %s are not a partition (%s); using line windows", path, exc)
         reason = f"partition: {exc}"
         chunks = _chunks(lines, _windows(lines, path, budget), symbols)
-    return ChunkedFile(path, language, chunks, symbols, skeleton, reason, warning)
+    return ChunkedFile(path, language, chunks, symbols, skeleton, reason, warning, not_run)
+
+
+def chunked_version(chunked: ChunkedFile) -> int:
+    """The chunker version a file's row records for `chunked`: this chunker's, unless the file's strategy did not
+    run on it (`STRATEGY_NOT_RUN_VERSION`)."""
+    return STRATEGY_NOT_RUN_VERSION if chunked.strategy_not_run else CHUNKER_VERSION
 
 
 def _plan(path: str, lines: Lines, language: str, budget: int

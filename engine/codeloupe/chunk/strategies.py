@@ -34,6 +34,7 @@ from codeloupe.chunk.lines import PartitionError, validate_partition
 from codeloupe.chunk.strategy_process import (
     StrategyProcessError,
     StrategyProcessLate,
+    StrategyProcessUnstarted,
     load_in_worker,
     run_in_worker,
 )
@@ -89,6 +90,13 @@ class StrategyError(Exception):
     """A strategy failed on one file (raised, timed out, or returned something that is not a partition)."""
 
 
+class StrategyNotRun(StrategyError):
+    """A strategy did not run on the file at all: no worker process could run it, or it was disabled in this
+    process after running late on an earlier file. Unlike its verdict on the file (an error, a range that is no
+    partition, running late on it), which the same code gives the same file again, this one may pass: the file's
+    chunks are then a fallback that the next index run chunks again (`chunk.chunker.STRATEGY_NOT_RUN_VERSION`)."""
+
+
 class StrategyModuleError(StrategyError):
     """A workspace strategy's module did not load in the strategy worker (its top level raised, ran late or ran
     out of memory, or it defines no `chunk`): it fails every file it claims alike. `warning` says so as a load
@@ -97,6 +105,10 @@ class StrategyModuleError(StrategyError):
     def __init__(self, origin: str, why: str) -> None:
         super().__init__(f"its module did not load: {why}")
         self.warning = _load_failure(origin, why, "the files it claims are chunked as they would be without it")
+
+
+class StrategyUnstarted(StrategyModuleError, StrategyNotRun):
+    """No strategy worker could start to load the module (said once, as a load failure is)."""
 
 
 def _load_failure(origin: str, why: str, outcome: str) -> str:
@@ -242,7 +254,7 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     """The strategy's ranges for one file, checked to be a line partition; `StrategyError` otherwise."""
     timeout_s = STRATEGY_TIMEOUT_S if timeout_s is None else timeout_s
     if _late_key(strategy) in _timed_out:
-        raise StrategyError("disabled in this process after it ran past its time bound")
+        raise StrategyNotRun("disabled in this process after it ran past its time bound")
     function = strategy.function
     try:
         if function is None:  # checked again here: what comes back from the worker is the strategy's to shape
@@ -282,6 +294,8 @@ def _ranges_in_worker(strategy: Strategy, text: str, timeout_s: float) -> list[l
     except StrategyProcessError as exc:
         if isinstance(exc, StrategyProcessLate):
             _timed_out.add(_late_key(strategy))  # a strategy that ran late is not started again in this process
+        if isinstance(exc, StrategyProcessUnstarted):
+            raise StrategyUnstarted(strategy.origin, str(exc)) from exc
         if exc.at_load:
             raise StrategyModuleError(strategy.origin, str(exc)) from exc
         raise StrategyError(str(exc)) from exc
