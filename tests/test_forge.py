@@ -115,7 +115,8 @@ def test_scan_text_says_one_file_not_one_files(tmp_path: Path, capsys: pytest.Ca
 def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codeloupes_own_folder_holds(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A strategy never claims a file under `.codeloupe/`: the census asked whether an extension is forged of its
-    first file only, and with `.codeloupe/x.zog` first it reported `.zog` uncovered beside its trusted strategy."""
+    first file only, and with `.codeloupe/x.zog` first it reported `.zog` uncovered beside its trusted strategy;
+    then it counted that file among those the strategy chunks (the fallback chunker cuts it)."""
     strategy = repo / ".codeloupe" / "strategies" / "zog.py"
     strategy.parent.mkdir(parents=True)
     strategy.write_text(GOOD)
@@ -124,8 +125,10 @@ def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codelou
     capsys.readouterr()
     assert main(["scan", str(repo), "--json", "--embed-provider", "none"]) == 0
     census = json.loads(capsys.readouterr().out)
-    assert [(c["extension"], c["files"], c["strategy"]) for c in census["forged"]] == [(".zog", 4, "zog")], census
-    assert [c["extension"] for c in census["uncovered"]] == [".qux"]
+    assert [(c["extension"], c["files"], c["strategy"]) for c in census["forged"]] == [(".zog", 3, "zog")], census
+    assert census["forged"][0]["paths"] == ["rules/alpha.zog", "rules/beta.zog", "rules/gamma.zog"]
+    assert [c["extension"] for c in census["uncovered"]] == [".qux"]  # not .zog: no strategy cuts .codeloupe/x.zog
+    assert (census["files"], census["covered"]) == (9, 7)  # the strategy module is Python
 
 
 def test_chunks_cuts_a_file_as_its_workspace_index_does(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from codeloupe.chunk.strategies import (
     Strategy,
     StrategyError,
     apply_strategy,
+    in_config_dir,
     loaded_extensions,
     strategy_for,
 )
@@ -56,7 +57,8 @@ class Census:
     root: str
     files: int  # files discovery would index
     covered: int  # chunked by a grammar, a prose chunker or a strategy
-    uncovered: list[ExtensionCount] = field(default_factory=list)  # most files first
+    # most files first; codeloupe's own files (`.codeloupe/`) no chunker covers are in no list: no strategy cuts them
+    uncovered: list[ExtensionCount] = field(default_factory=list)
     forged: list[ExtensionCount] = field(default_factory=list)  # uncovered by the built-ins, chunked by a strategy
 
 
@@ -113,13 +115,11 @@ def _census(root: Path, texts: dict[str, str], strategies: tuple[Strategy, ...])
     for rel, text in texts.items():
         if is_covered(rel, detect_language(rel, text[:200])):
             covered += 1
-        else:
+        elif not in_config_dir(rel):  # codeloupe's own files: no strategy chunks them, a forged one neither
             groups[PurePosixPath(rel.lower()).suffix].append(rel)
     census = Census(str(root.resolve()), len(texts), covered)
     for ext, paths in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        # Asked of every path until one is claimed: a file under `.codeloupe/` never is (`strategy_for`), and one
-        # sorted first reported an extension its strategy chunks as uncovered (inviting a second strategy for it).
-        strategy = next(filter(None, (strategy_for(path, strategies) for path in paths)), None)
+        strategy = strategy_for(paths[0], strategies)  # by extension: the group's every file alike
         count = ExtensionCount(ext, len(paths), sorted(paths), strategy.name if strategy else "")
         if strategy is None:
             census.uncovered.append(count)

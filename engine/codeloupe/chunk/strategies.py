@@ -181,12 +181,18 @@ def strategy_for(rel_path: str, strategies: Sequence[Strategy]) -> Strategy | No
     of codeloupe's own folder (`CONFIG_DIR`): a strategy module is Python, read by the Python grammar whatever the
     strategies claim (a strategy claiming .py would otherwise cut its own code, and report its own file among
     the files it failed on)."""
-    if CONFIG_DIR in PurePosixPath(rel_path).parts[:-1]:
+    if in_config_dir(rel_path):
         return None
     for strategy in (*registered_strategies(), *strategies):
         if strategy.claims(rel_path):
             return strategy
     return None
+
+
+def in_config_dir(rel_path: str) -> bool:
+    """Whether the file lies in codeloupe's own folder (`CONFIG_DIR`, a nested project's too): no strategy
+    chunks it."""
+    return CONFIG_DIR in PurePosixPath(rel_path).parts[:-1]
 
 
 def compile_strategy(source: str, origin: str) -> tuple[tuple[str, ...], ChunkStrategy]:
