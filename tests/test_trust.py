@@ -303,14 +303,16 @@ def test_trust_from_a_folder_inside_the_workspace_trusts_the_workspace(tmp_path:
     assert TrustStore.default().entries() == []
 
 
-def test_a_huge_or_undecodable_settings_file_is_a_clear_error_not_a_full_memory(tmp_path: Path) -> None:
+def test_a_huge_or_undecodable_user_config_is_a_clear_error_not_a_full_memory(tmp_path: Path) -> None:
+    """(A workspace's such file is a warning: test_settings_workspace_files.py.)"""
     from codeloupe.settings import SETTINGS_FILE_MAX_BYTES
 
-    (tmp_path / "pyproject.toml").write_text("# padding\n" * (SETTINGS_FILE_MAX_BYTES // 10 + 1))
+    config = user_config_dir() / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("# padding\n" * (SETTINGS_FILE_MAX_BYTES // 10 + 1))
     with pytest.raises(SettingsError, match="larger than 1024 KiB"):
         load_settings(tmp_path)
-    (tmp_path / "pyproject.toml").unlink()
-    (tmp_path / ".codeloupe.toml").write_bytes(b"chunk_budget = 1\n# \xff\xfe\n")
+    config.write_bytes(b"chunk_budget = 1\n# \xff\xfe\n")
     with pytest.raises(SettingsError, match="not valid TOML"):
         load_settings(tmp_path)
 

@@ -1217,11 +1217,7 @@ def workspace_trusted(root: Path | str) -> bool:
     from codeloupe.trust import TRUSTED, TrustStore
 
     resolved = Path(root).resolve()
-    try:
-        digest = workspace_digest(resolved)
-    except SettingsError:
-        return False  # unreadable settings are never trusted (load_settings reports them)
-    return TrustStore.default().state(resolved, digest) == TRUSTED
+    return TrustStore.default().state(resolved, workspace_digest(resolved)) == TRUSTED
 
 
 def trust_store_path() -> Path:

@@ -8,6 +8,9 @@ options / didChangeConfiguration). Every surface maps onto the same field names.
 A workspace is untrusted input. Its files may set only `WORKSPACE_SAFE` settings (nothing there can send data
 off the machine, load code or a model, or exhaust the machine); every other key they set is ignored, and named
 in `Settings.ignored`, until the user trusts the workspace (`codeloupe trust`, or the editor's own trust).
+Nor can its files stop the tool: a file that is not settings, an unknown key (a typo, or a setting of a newer
+codeloupe) and a value the engine cannot use are left out, each named in `Settings.warnings`, and the rest of
+the file applies. The user's own file, the environment and the overrides stay strict: the user typed them.
 An API key is only ever sent to an endpoint set by the same party as the key (`Settings.api_key`).
 """
 
@@ -16,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import ipaddress
-import logging
 import math
 import os
 import sys
@@ -39,8 +41,6 @@ else:  # pragma: no cover - exercised only on 3.10
 
 USER_CONFIG_NAME = "config.toml"
 
-log = logging.getLogger("codeloupe.settings")
-
 # What a workspace's own files may set without the user's trust.
 # (`flows` can only keep answers on this machine or turn the cache off.)
 WORKSPACE_SAFE = frozenset({"chunk_budget", "ignore", "max_line_chars", "max_file_bytes", "flows"})
@@ -55,7 +55,8 @@ USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_do
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
 
-# Every number's accepted range, whoever sets it; anything outside is a SettingsError naming the source.
+# Every number's accepted range, whoever sets it; anything outside is a SettingsError naming the source (from a
+# workspace's file, a warning, and the value is left out).
 # The upper ends are far past any useful value and only stop a typo or a hostile file from hanging the machine.
 BOUNDS: dict[str, tuple[float, float]] = {
     "max_file_bytes": (1, 64 * 2**20),
@@ -173,6 +174,13 @@ class Settings:
     # --- not settings: who set each value (absent: the default or the program), what a workspace did not get
     origins: dict[str, Origin] = field(default_factory=dict, repr=False)
     ignored: IgnoredSettings | None = field(default=None, repr=False)
+    # What the workspace's files hold that is not used whatever the trust (one line each, naming file and key).
+    warnings: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def notices(self) -> list[str]:
+        """What every surface tells the user about the workspace's settings files, one message each."""
+        return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else [])]
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` set by the caller (the program, for its user)."""
@@ -228,7 +236,7 @@ class Settings:
 
 
 _ENV_PREFIX = "CODELOUPE_"
-_FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name not in ("origins", "ignored")}
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings) if f.name not in ("origins", "ignored", "warnings")}
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -311,21 +319,28 @@ def _path_value(value: str, base_dir: Path | None) -> str:
 
 
 def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspace: bool = False,
-          base_dir: Path | None = None) -> Settings:
+          base_dir: Path | None = None, unusable: list[str] | None = None) -> Settings:
     """Overlay `values` (field names; '-' and camelCase accepted) onto `settings`, checking each value.
 
-    Unknown keys and unusable values are SettingsErrors. `source` names where the values come from (in
-    messages and in `origins`); `base_dir` anchors relative paths (default: the current directory)."""
+    Unknown keys and unusable values are SettingsErrors; given `unusable` (a workspace's file, which must not
+    stop the tool), each is a warning appended to it instead, and left out. `source` names where the values come
+    from (in messages and in `origins`); `base_dir` anchors relative paths (default: the current directory)."""
     changes: dict[str, Any] = {}
     origin = Origin(source, workspace)
     for raw_key, value in values.items():
         if value is None:
             continue
         key = _normalise_key(raw_key)
-        if key not in _FIELDS:
-            raise SettingsError(f"unknown setting {raw_key!r} in {source}")
-        coerced = _coerce(key, value, source)
-        _check(key, coerced, source)
+        try:
+            if key not in _FIELDS:
+                raise SettingsError(f"unknown setting {raw_key!r} in {source}")
+            coerced = _coerce(key, value, source)
+            _check(key, coerced, source)
+        except SettingsError as exc:
+            if unusable is None:
+                raise
+            unusable.append(f"codeloupe: {exc}; ignored")
+            continue
         changes[key] = _path_value(coerced, base_dir) if key in _PATH_KEYS else coerced
     if not changes:
         return settings
@@ -365,30 +380,40 @@ def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any]:
         raise SettingsError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
 
-def workspace_settings(root: Path) -> dict[str, dict[str, Any]]:
+def workspace_settings(root: Path, unread: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """The codeloupe settings a workspace's own files hold, by file (named relative to the root), in the order
-    they apply."""
+    they apply. A file that cannot be read for settings (a link, not TOML, too large) is left out, never the end
+    of the command, and named in `unread` when given."""
     found: dict[str, dict[str, Any]] = {}
+    notes: list[str] = [] if unread is None else unread
     pyproject = root / "pyproject.toml"
-    if _own_file(pyproject):
-        table = _read_toml(pyproject).get("tool", {}).get("codeloupe")
-        if table is not None:
-            if not isinstance(table, dict):
-                raise SettingsError(f"{pyproject}: [tool.codeloupe] must be a table")
+    whole = _own_table(pyproject, notes)
+    table = whole.get("tool", {}).get("codeloupe") if whole is not None else None
+    if table is not None:
+        if isinstance(table, dict):
             found["pyproject.toml [tool.codeloupe]"] = table
+        else:
+            notes.append(f"codeloupe: {pyproject}: [tool.codeloupe] must be a table; not read for settings")
     own = root / ".codeloupe.toml"
-    if _own_file(own):
-        found[".codeloupe.toml"] = _read_toml(own)
+    if (table := _own_table(own, notes)) is not None:
+        found[".codeloupe.toml"] = table
     return found
 
 
-def _own_file(path: Path) -> bool:
-    """Whether the workspace holds a settings file at `path` itself: a regular file, not a link (one to
-    /proc/kmsg blocked every command for good; one elsewhere would read a file outside the workspace)."""
+def _own_table(path: Path, unread: list[str]) -> dict[str, Any] | None:
+    """The TOML of a settings file the workspace holds at `path` itself (a regular file, not a link: one to
+    /proc/kmsg blocked every command for good; one elsewhere would read a file outside the workspace); None when
+    there is none, or it cannot be read (said in `unread`)."""
     if path.is_symlink():
-        log.warning("%s is a link: not read for settings", path)
-        return False
-    return path.is_file()
+        unread.append(f"codeloupe: {path} is a link: not read for settings")
+        return None
+    if not path.is_file():
+        return None
+    try:
+        return _read_toml(path)
+    except SettingsError as exc:
+        unread.append(f"codeloupe: {exc}; not read for settings")
+        return None
 
 
 def workspace_digest(root: Path) -> str:
@@ -396,37 +421,43 @@ def workspace_digest(root: Path) -> str:
     return settings_digest(workspace_settings(Path(root).resolve()))
 
 
-def _workspace_safe(key: str, value: Any, where: str) -> bool:
+def _needs_trust(key: str, value: Any, where: str) -> bool:
+    """Whether an untrusted workspace's file may not set `key` to `value`. An unknown key or an unusable value
+    is not trust's to decide: `apply` names it."""
     name = _normalise_key(key)
     if name not in _FIELDS:
-        raise SettingsError(f"unknown setting {key!r} in {where}")
-    if name not in WORKSPACE_SAFE:
         return False
-    return name != "max_file_bytes" or _coerce(name, value, where) <= WORKSPACE_MAX_FILE_BYTES
+    if name not in WORKSPACE_SAFE:
+        return True
+    try:
+        return name == "max_file_bytes" and _coerce(name, value, where) > WORKSPACE_MAX_FILE_BYTES
+    except SettingsError:
+        return False
 
 
 def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Mapping[str, str]) -> Settings:
-    files = workspace_settings(root)
-    if not files:
-        return settings
-    state = TRUSTED if trusted else TrustStore.default(environ).state(root, settings_digest(files))
+    warnings: list[str] = []
+    files = workspace_settings(root, warnings)
+    # Trust is keyed by the files' whole tables, the keys left out below included (no file: nothing to trust).
+    state = TRUSTED if trusted or not files else TrustStore.default(environ).state(root, settings_digest(files))
     ignored: list[tuple[str, tuple[str, ...]]] = []
     for label, table in files.items():
         where = str(root / label)
         user_only = sorted(key for key in table if _normalise_key(key) in USER_ONLY)
         if user_only:
-            log.warning("ignoring %s in %s: only your own settings may set them", ", ".join(user_only), where)
+            warnings.append(f"codeloupe: ignoring {', '.join(user_only)} in {where}: only your own settings may "
+                            "set them")
             table = {key: value for key, value in table.items() if key not in user_only}
         if state != TRUSTED:
             unsafe = tuple(key for key, value in table.items()
-                           if value is not None and not _workspace_safe(key, value, where))
+                           if value is not None and _needs_trust(key, value, where))
             table = {key: value for key, value in table.items() if key not in unsafe}
             if unsafe:
                 ignored.append((where, unsafe))
-        settings = apply(settings, table, where, workspace=True, base_dir=root)
+        settings = apply(settings, table, where, workspace=True, base_dir=root, unusable=warnings)
     if ignored:
         settings = dataclasses.replace(settings, ignored=IgnoredSettings(str(root), tuple(ignored), state == CHANGED))
-    return settings
+    return dataclasses.replace(settings, warnings=tuple(warnings)) if warnings else settings
 
 
 def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = None,

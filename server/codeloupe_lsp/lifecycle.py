@@ -98,7 +98,7 @@ async def _reopen_changed(ls: CodeloupeServer) -> None:
     for folder in list(ls.folders):
         try:
             changed = ls.settings_for(folder.root) != folder.ws.settings
-        except SettingsError as exc:  # e.g. a broken .codeloupe.toml: keep the folder on its old settings
+        except SettingsError as exc:  # e.g. a broken config.toml of the user's: keep the folder on its old settings
             ls.show_error(f"codeloupe: {exc}")
             continue
         if changed:

@@ -240,8 +240,8 @@ class CodeloupeServer(LanguageServer):
             log.exception("opening %s failed", root)
             self.show_error(f"codeloupe: cannot open {root}: {exc}")
             return None
-        if settings.ignored is not None:  # once per folder (the message names it), not on every reopen
-            self.warn(settings.ignored.message(), once=True)
+        for notice in settings.notices:  # once per folder (each names it), not on every reopen
+            self.warn(notice, once=True)
         for warning in folder.ws.strategy_load.warnings:  # strategy files that are not run, and why
             self.warn(warning, once=True)
         self.folders.add(folder)

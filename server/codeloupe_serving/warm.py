@@ -56,8 +56,7 @@ class WarmWorkspace:
             self.ws = Workspace(path, settings)
             # And the same notices it prints: the workspace settings ignored, the strategy files not loaded (on
             # stderr through the log; over stdio, stdout is the protocol's).
-            for notice in [*([settings.ignored.message()] if settings.ignored is not None else []),
-                           *self.ws.strategy_load.warnings]:
+            for notice in [*settings.notices, *self.ws.strategy_load.warnings]:
                 log.warning("%s", notice)
         self.refresh_interval_s = refresh_interval_s
         self.last_error = ""
@@ -236,7 +235,7 @@ class WarmWorkspaces:
         try:
             for root in _distinct(roots):
                 self.all.append(WarmWorkspace(root, refresh_interval_s=refresh_interval_s))
-        except BaseException:  # a later root that cannot be opened (its settings): the ones opened stop too
+        except BaseException:  # a later root that cannot be opened (no folder, its index): the opened stop too
             self.close()
             raise
 

@@ -147,3 +147,28 @@ async def test_a_later_codeloupe_trust_and_revoke_reach_the_running_server(tmp_p
             await folder_when(False, "none")
         finally:
             await stop_server(client)
+
+
+async def test_a_folder_whose_settings_file_has_a_typo_opens_and_the_editor_is_told(tmp_path: Path) -> None:
+    """A typo (or a newer codeloupe's setting) in a repository's .codeloupe.toml left its folder unopened; a key only
+    the user may set was said on the server's stderr alone. Each is now a warning in the editor, and the rest of
+    the file applies."""
+    repo = tmp_path / "repo"
+    (repo / "vendor").mkdir(parents=True)
+    (repo / "app.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
+    (repo / "vendor" / "copy.py").write_text("def post_entry_vendored(amount):\n    return 0\n", encoding="utf-8")
+    (repo / ".codeloupe.toml").write_text('ignore = ["vendor/**"]\nchunk_budgett = 900\nmax_line_chars = 5\n'
+                                          'store_url = "postgresql://db.example/x"\n', encoding="utf-8")
+    file = repo.resolve() / ".codeloupe.toml"
+    client = await start_server([repo])
+    try:
+        await client.wait_ready()
+        answer = await client.request("codeloupe/search", {"query": "post_entry_vendored"})
+        assert "vendor/copy.py" not in str(answer) and "app.py" in str(answer)  # the file's `ignore` applied
+        assert sorted(w for w in _warnings(client) if str(file) in w) == [
+            f"codeloupe: ignoring store_url in {file}: only your own settings may set them",
+            f"codeloupe: setting 'max_line_chars' from {file}: 5 is outside 100..1000000; ignored",
+            f"codeloupe: unknown setting 'chunk_budgett' in {file}; ignored",
+        ]
+    finally:
+        await stop_server(client)

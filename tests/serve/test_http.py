@@ -181,22 +181,19 @@ def test_a_root_given_twice_is_indexed_and_served_once(project: Path, serve, tmp
 
 
 def test_roots_opened_before_one_that_cannot_be_are_stopped(tmp_path: Path) -> None:
-    """`serve good bad`, where bad's settings file cannot be read: the refusal came with good's first index still
-    running on its own thread, left to run until the process ended."""
+    """`serve good bad`, where bad cannot be opened (here it is no folder): the refusal came with good's first
+    index still running on its own thread, left to run until the process ended."""
     import threading
 
-    from codeloupe.settings import SettingsError
+    from codeloupe.api import WorkspaceError
     from codeloupe_serving.warm import WarmWorkspaces
 
     good = tmp_path / "good"
     good.mkdir()
     for i in range(100):  # a first index that outlasts opening the next root (and ends well within close's wait)
         (good / f"m{i}.py").write_text("".join(f"def f_{i}_{j}(x):\n    return x + {j}\n\n" for j in range(40)))
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / ".codeloupe.toml").write_text("chunk_bugdet = 3000\n")
-    with pytest.raises(SettingsError, match="chunk_bugdet"):
-        WarmWorkspaces([good, bad])
+    with pytest.raises(WorkspaceError, match="not a directory"):
+        WarmWorkspaces([good, tmp_path / "bad"])
     assert not [t for t in threading.enumerate() if t.name.startswith("codeloupe-first-index") and t.is_alive()]
 
 def test_traversal_in_every_form_is_refused(project: Path, serve, tmp_path: Path) -> None:

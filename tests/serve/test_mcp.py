@@ -218,6 +218,19 @@ def test_a_served_root_says_which_of_its_settings_it_ignores(project: Path, capl
     assert any("ignoring settings" in r.getMessage() and "embed_base_url" in r.getMessage() for r in caplog.records)
 
 
+def test_a_served_root_with_a_typo_in_its_settings_file_is_served_and_says_so(project: Path, tmp_path: Path) -> None:
+    """A typo (or a newer codeloupe's setting) in a repository's .codeloupe.toml ended `codeloupe mcp` at start
+    with exit 2; it serves, and its stderr names the file and the key."""
+    (project / ".codeloupe.toml").write_text("chunk_budgett = 900\n", encoding="utf-8")
+    server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=subprocess_env())
+    _, stderr = server.communicate('{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n', timeout=60)
+    assert server.returncode == 0, stderr
+    file = project.resolve() / ".codeloupe.toml"
+    assert f"codeloupe: unknown setting 'chunk_budgett' in {file}; ignored" in stderr.splitlines()
+
+
 def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path: Path) -> None:
     """The SDK's stdio transport logged a line it could not read and answered nothing, so the client that sent
     it waited for good; JSON-RPC answers it with a null id (-32700 not JSON, -32600 not a message)."""

@@ -67,6 +67,6 @@ def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, int, tuple[St
     except SettingsError as exc:
         raise CliError(str(exc)) from exc
     load = load_workspace_strategies(root)
-    for warning in load.warnings:  # they name files of the workspace
+    for warning in [*settings.notices, *load.warnings]:  # they name files of the workspace
         print(one_line(warning), file=sys.stderr)
     return root, settings.chunk_budget, tuple(load.strategies)

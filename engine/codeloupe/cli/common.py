@@ -113,8 +113,8 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **
         ws = Workspace(root, settings, replace_source=replace_source)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
-    if settings.ignored is not None:
-        print(visible(settings.ignored.message()), file=sys.stderr)
+    for notice in settings.notices:  # they name files of the workspace, and its keys
+        print(one_line(notice), file=sys.stderr)
     for warning in ws.strategy_load.warnings:  # they name files of the workspace
         print(one_line(warning), file=sys.stderr)
     if ws.store.rebuilt_reason:

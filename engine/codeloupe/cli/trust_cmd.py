@@ -22,6 +22,7 @@ from codeloupe.settings import SettingsError, load_settings, workspace_digest, w
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
 
 from . import CliError
+from .common import one_line
 from .workspace_root import find_workspace_root
 
 
@@ -58,10 +59,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         check_root(root)
-        files = workspace_settings(root)
-        digest = workspace_digest(root)
-    except (DiscoverError, SettingsError) as exc:
+    except DiscoverError as exc:
         raise CliError(str(exc)) from exc
+    unread: list[str] = []
+    files = workspace_settings(root, unread)
+    digest = workspace_digest(root)
+    for note in unread:  # a file that is not settings is left out of what is trusted
+        print(one_line(note), file=sys.stderr)
     with _writing(store):
         store.trust(root, digest)
     print(f"trusted: {root}")
