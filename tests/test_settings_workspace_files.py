@@ -139,3 +139,12 @@ def test_trust_of_a_workspace_with_a_file_that_is_not_toml_trusts_the_other_and_
     assert "embed_model = 'theirs'" in result.stdout
     settings = load_settings(repo)
     assert settings.ignored is None and settings.embed_model == "theirs"
+
+
+def test_a_pyproject_whose_tool_is_no_table_holds_no_settings(tmp_path: Path) -> None:
+    """`tool = 5` in a pyproject.toml (valid TOML) was an AttributeError traceback out of every command."""
+    repo = repo_with(tmp_path / "repo", "chunk_budget = 900\n")
+    (repo / "pyproject.toml").write_text('tool = 5\n[project]\nname = "x"\n', encoding="utf-8")
+    result = search(repo, "ledger_total")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert load_settings(repo).chunk_budget == 900

@@ -387,8 +387,8 @@ def workspace_settings(root: Path, unread: list[str] | None = None) -> dict[str,
     found: dict[str, dict[str, Any]] = {}
     notes: list[str] = [] if unread is None else unread
     pyproject = root / "pyproject.toml"
-    whole = _own_table(pyproject, notes)
-    table = whole.get("tool", {}).get("codeloupe") if whole is not None else None
+    tool = (_own_table(pyproject, notes) or {}).get("tool")
+    table = tool.get("codeloupe") if isinstance(tool, dict) else None  # `tool = 5` holds no codeloupe settings
     if table is not None:
         if isinstance(table, dict):
             found["pyproject.toml [tool.codeloupe]"] = table
