@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from processes import unprivileged
 
-def codeloupe(*args: str) -> str:
+
+def codeloupe(*args: str, **kwargs) -> str:
     result = subprocess.run([sys.executable, "-m", "codeloupe", *args, "--embed-provider", "none"],
-                            capture_output=True, text=True, env=dict(os.environ))
+                            capture_output=True, text=True, env=dict(os.environ), **kwargs)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -26,7 +28,8 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     hostile = "notes\x1b]0;owned\x07.py"  # a name that would retitle the terminal if printed as it is
     (repo / hostile).write_text("# @generated\nY = 2\n")
     indexed = codeloupe("index", str(repo))
-    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content or size)" in indexed
+    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content or size, and unreadable folders)" \
+        in indexed
 
     plain = codeloupe("stats", str(repo))
     assert "  skipped   binary 1, generated 2  (--skipped lists them)" in plain
@@ -119,3 +122,55 @@ def test_stats_shows_each_skipped_reason_on_one_line(tmp_path: Path) -> None:
     assert "\x1b" not in listed and "    forged.py  (generated)" not in listed.splitlines()
     assert "    blob.dat  (binary\\n    forged.py  (generated)\\x1b[2J)" in listed.splitlines()
     assert "  skipped   binary\\n    forged.py  (generated)\\x1b[2J 1" in listed.splitlines()
+
+
+def test_stats_names_the_folders_the_index_could_not_read(tmp_path: Path) -> None:
+    """`index` counted a folder it could not list ("unreadable 1") and no command named it: `stats --skipped`
+    said no file was skipped. Named now until it can be read, the first 100 of them by path."""
+    repo = tmp_path / "repo"
+    locked = [repo / "sub", repo / "deep/er"]
+    for folder in locked:
+        folder.mkdir(parents=True)
+        (folder / "hidden.py").write_text("def hidden_marker():\n    return 1\n")
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    for folder in locked:
+        folder.chmod(0)
+    try:
+        indexed = codeloupe("index", str(repo), **unprivileged())
+        listed = codeloupe("stats", str(repo), "--skipped", **unprivileged())
+        as_json = json.loads(codeloupe("stats", str(repo), "--skipped", "--json", **unprivileged()))
+    finally:
+        for folder in locked:
+            folder.chmod(0o755)
+    assert "  skipped   unreadable folder 2  (`codeloupe stats --skipped` lists those skipped for their content " \
+           "or size, and unreadable folders)" in indexed.splitlines()
+    assert "  skipped   unreadable folder 2  (--skipped lists them)" in codeloupe("stats", str(repo)).splitlines()
+    assert ["    deep/er/  (unreadable folder)", "    sub/  (unreadable folder)"] == \
+           [line for line in listed.splitlines() if "unreadable" in line and line.startswith("    ")]
+    assert "no file is skipped" not in listed
+    assert as_json["skipped_files"] == [{"path": "deep/er/", "reason": "unreadable folder"},
+                                        {"path": "sub/", "reason": "unreadable folder"}]
+    codeloupe("index", str(repo))  # readable again: indexed, and no longer named
+    shown = codeloupe("stats", str(repo), "--skipped")
+    assert "unreadable" not in shown and "files     3" in shown
+
+
+def test_stats_names_the_first_hundred_unreadable_folders(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    locked = [repo / f"d{n:03}" for n in range(101)]
+    for folder in locked:
+        folder.mkdir(parents=True)
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    for folder in locked:
+        folder.chmod(0)
+    try:
+        indexed = codeloupe("index", str(repo), **unprivileged())
+        listed = codeloupe("stats", str(repo), "--skipped", **unprivileged()).splitlines()
+    finally:
+        for folder in locked:
+            folder.chmod(0o755)
+    assert "  skipped   unreadable folder 101  (" in indexed
+    named = [line for line in listed if line.endswith("/  (unreadable folder)")]
+    assert named[0] == "    d000/  (unreadable folder)" and named[-1] == "    d099/  (unreadable folder)"
+    assert len(named) == 100
+    assert "    (the index names the first 100 unreadable folders by path: `codeloupe index` counts them all)" in listed

@@ -13,6 +13,7 @@ from codeloupe.discover import decode_source, walk
 from codeloupe.graph import graph_node, render_text
 from codeloupe.index import index_paths, index_workspace, prepare
 from codeloupe.settings import Settings
+from processes import unprivileged
 
 # pylint's test data: a UTF-16 byte-order mark, then an odd number of bytes.
 ODD_UTF16 = b"\xff\xfeh\x00i\x00\n"
@@ -112,29 +113,13 @@ def test_the_index_never_stores_a_file_swapped_for_a_link(tmp_path: Path, monkey
         ws.close()
 
 
-def _without_root_read_override() -> None:
-    """In the child before exec: drop root's right to read any directory (CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH from the bounding set), so chmod 0 stops it as it stops a user."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
-    for cap in (cap_dac_override, cap_dac_read_search):
-        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def _unprivileged() -> dict[str, object]:
-    return {"preexec_fn": _without_root_read_override} if os.geteuid() == 0 else {}
-
-
 def test_an_unreadable_workspace_root_is_one_clear_error(tmp_path: Path) -> None:
     root = tmp_path / "locked"
     root.mkdir()
     (root / "a.py").write_text("x = 1\n")
     root.chmod(0)
     try:
-        run = cli("index", str(root), "--embed-provider", "none", **_unprivileged())
+        run = cli("index", str(root), "--embed-provider", "none", **unprivileged())
         missing = cli("index", str(tmp_path / "absent"), "--embed-provider", "none")
     finally:
         root.chmod(0o755)
@@ -152,7 +137,7 @@ def test_the_engine_refuses_an_unreadable_root_with_a_workspace_error(tmp_path: 
              f"try:\n    Workspace({str(root)!r})\nexcept WorkspaceError as exc:\n    print(exc)\n")
     try:
         run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                             **_unprivileged())
+                             **unprivileged())
     finally:
         root.chmod(0o755)
     assert run.stdout.strip() == f"{root}: Permission denied", run.stderr

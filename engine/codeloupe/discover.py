@@ -125,6 +125,7 @@ class Candidate:
 
 
 TOO_LARGE = "too large"  # the skip reason of a file over `max_file_bytes`
+UNREADABLE_FOLDER = "unreadable folder"  # the skip reason of a folder the walk could not list
 
 
 @dataclass
@@ -134,6 +135,9 @@ class Walk:
     # Files left out for their size (over `max_file_bytes`), remembered by the index with the files skipped for
     # their content, so that `stats --skipped` can say why a file's words are found nowhere.
     oversized: list[Candidate] = field(default_factory=list)
+    # Folders below the root that could not be listed (no permission, an I/O error), by path: nothing under them
+    # is indexed, and the index remembers them so that `stats --skipped` names them.
+    unreadable_dirs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -368,7 +372,8 @@ def walk(root: Path, settings: Settings) -> Walk:
         try:
             entries = list(os.scandir(abs_dir))
         except OSError:
-            out.skipped["unreadable"] += 1
+            out.skipped[UNREADABLE_FOLDER] += 1
+            out.unreadable_dirs.append(rel_dir or ".")
             continue
         if any(entry.name == ".git" for entry in entries):
             tracked.add_repository(rel_dir, abs_dir)
@@ -403,6 +408,7 @@ def walk(root: Path, settings: Settings) -> Walk:
                 continue
             out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     out.candidates.sort(key=lambda c: c.rel_path)
+    out.unreadable_dirs.sort()
     return out
 
 

@@ -32,6 +32,7 @@ from codeloupe.discover import (
     CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
     TOO_LARGE,
+    UNREADABLE_FOLDER,
     Candidate,
     CandidateChanged,
     Walk,
@@ -60,6 +61,9 @@ def content_hash(raw: bytes) -> str:
 # Prepared files written to the index in one transaction: a commit a file was a third of writing one; a group
 # of 32 is a few tens of milliseconds of the writer's time (a search on another thread waits for it at most).
 WRITE_BATCH = 32
+# Folders that could not be listed that the index remembers by name (`stats --skipped`), the first by path: a tree
+# of thousands of them (a copy of another user's home) would otherwise be as many rows and lines.
+UNREADABLE_FOLDERS_NAMED = 100
 # Progress is told once a written group takes the count past another multiple of this.
 PROGRESS_EVERY = 50
 
@@ -142,13 +146,23 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
-    # Those over the size limit too, written only where new or changed: a no-op re-index writes nothing.
-    oversized = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized}
-    now_skipped += [entry for path, entry in oversized.items() if remembered.get(path) != entry]
+    # Those over the size limit and the folders that could not be listed too, written only where new or changed:
+    # a no-op re-index writes nothing.
+    walked = _walk_skips(found, rules)
+    now_skipped += [entry for path, entry in walked.items() if remembered.get(path) != entry]
     store.set_skipped(now_skipped, [path for path in remembered
-                                    if (path not in on_disk and path not in oversized) or path in retried])
+                                    if (path not in on_disk and path not in walked) or path in retried])
 
     return _finish_report(report, store, skipped, started)
+
+
+def _walk_skips(found: Walk, rules: str) -> dict[str, SkippedFile]:
+    """What the walk itself skipped that the index remembers, by path: each file over the size limit, and the first
+    `UNREADABLE_FOLDERS_NAMED` folders it could not list (named `dir/`; their count is the walk's)."""
+    skips = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized}
+    for folder in found.unreadable_dirs[:UNREADABLE_FOLDERS_NAMED]:
+        skips[f"{folder}/"] = SkippedFile(f"{folder}/", 0, 0.0, rules, UNREADABLE_FOLDER)
+    return skips
 
 
 def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,

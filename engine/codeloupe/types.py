@@ -116,7 +116,8 @@ class IndexStatus:
 @dataclass(frozen=True)
 class SkippedPath:
     """A file the index skipped for its content (generated, minified, too large, binary, undecodable), and why:
-    remembered until the file or the rules that judged it change."""
+    remembered until the file or the rules that judged it change; or a folder it could not read (`dir/`),
+    remembered until it can be."""
 
     path: str
     reason: str

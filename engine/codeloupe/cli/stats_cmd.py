@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 import json
 
+from codeloupe.discover import UNREADABLE_FOLDER
+from codeloupe.index import UNREADABLE_FOLDERS_NAMED
+
 from .common import add_workspace_args, counted, one_line, open_workspace
 
 
@@ -14,8 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--skipped", action="store_true",
-                        help="also list each file skipped for its content (generated, minified, ...) and each file "
-                             "a chunk strategy or the chunker failed on, and why")
+                        help="also list each file skipped for its content (generated, minified, ...) or size, each "
+                             "folder the index could not read, and each file a chunk strategy or the chunker failed "
+                             "on, and why")
     parser.set_defaults(func=run)
 
 
@@ -49,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
               "binary file types, are counted by `codeloupe index`)")
     for s in skipped:  # a file's name, nor a reason as the index holds it, is to drive the terminal or break lines
         print(f"    {one_line(s.path)}  ({one_line(s.reason)})")
+    if args.skipped and status.skipped.get(UNREADABLE_FOLDER, 0) >= UNREADABLE_FOLDERS_NAMED:
+        print(f"    (the index names the first {UNREADABLE_FOLDERS_NAMED} unreadable folders by path: `codeloupe index` "
+              "counts them all)")
     if problems:
         print(f"  chunking  {len(problems)} file{'' if len(problems) == 1 else 's'} not chunked as planned (a chunk "
               "strategy or the chunker failed on them)" + ("" if args.skipped else "  (--skipped lists them)"))
