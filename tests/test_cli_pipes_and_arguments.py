@@ -3,6 +3,7 @@ command quietly, and a mistyped number in a server's arguments is one line of us
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -137,3 +138,32 @@ def test_a_remote_repository_named_without_its_ref_is_told_how_to_name_it(tmp_pa
                     "pallets/click@REF, e.g. pallets/click@main)")
     last = _usage_error([sys.executable, "-m", "codeloupe", "tour", "pallets/click"], tmp_path)
     assert last == "codeloupe: pallets/click: no such directory"  # tour reads folders only
+
+
+def test_a_search_shows_the_code_of_as_many_files_as_its_limit(tmp_path: Path) -> None:
+    """`--limit N` is how many files come with their code: only the JSON's changed with it, and `--limit 3` and
+    `--limit 12` printed the same lines. The files past CORE within the limit now show their best chunk under their
+    map line, and every candidate is still listed (rule 2)."""
+    workspace = tmp_path / "ws"
+    (workspace / "ledger").mkdir(parents=True)
+    for i in range(9):
+        (workspace / "ledger" / f"book_{i:02}.py").write_text(f"def ledger_total_{i}(rows):\n    return sum(rows) * {i}\n")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def search(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(workspace), "ledger total",
+                               "--embed-provider", "none", *args], capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    bundle = json.loads(search("--json", "--limit", "5"))
+    with_code = [hit["path"] for hit in bundle["core"] + bundle["related"] if hit["chunks"]]
+    assert len(with_code) == 5 and len(bundle["core"]) < 5
+    for limit in (3, 5, 9):
+        shown = search("--limit", str(limit)).splitlines()
+        code = [line.split("*")[1].strip() for line in shown if "return sum(rows) *" in line]
+        assert code == [str(i) for i in range(limit)], shown
+        assert len([line for line in shown if line.lstrip().split(". ", 1)[0].isdigit()]) == 9
+    fifth = search("--limit", "5").splitlines()
+    at = fifth.index(next(line for line in fifth if line.lstrip().startswith("5. ledger/book_04.py:1-2")))
+    assert fifth[at + 1:at + 3] == ["1  def ledger_total_4(rows):", "2      return sum(rows) * 4"]

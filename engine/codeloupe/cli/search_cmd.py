@@ -11,7 +11,7 @@ from pathlib import Path
 from codeloupe.errors import WorkspaceError
 from codeloupe.settings import SettingsError
 from codeloupe.store import StoreError
-from codeloupe.types import Bundle, FileHit
+from codeloupe.types import Bundle, FileHit, PrunedChunk
 
 from . import CliError
 from .common import (
@@ -33,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     docs.add_argument("--with-docs", action="store_const", const="both", dest="mode", help="code and docs")
     parser.add_argument("--scope", default="", help="confine retrieval to this sub-path of the workspace")
     parser.add_argument("--limit", type=positive_count, default=12,
-                        help="files ranked with their code (default 12); every other candidate is still listed, "
-                             "as a one-line map")
+                        help="files ranked with their code (default 12): CORE's matching chunks in full, then each "
+                             "other file's best chunk around its best-matching line; every other candidate is "
+                             "still listed, as a one-line map")
     parser.add_argument("--no-embed", action="store_true",
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
@@ -139,8 +140,12 @@ def render(bundle: Bundle) -> None:
     if bundle.related:
         console.rule("RELATED")
         for hit in bundle.related:
-            if not hit.tail:
-                console.print(map_line(hit))
+            if hit.tail:
+                continue
+            console.print(map_line(hit))
+            for chunk in hit.chunks:  # a file within --limit: its best chunk, around its best-matching line
+                window = PrunedChunk.of(hit, chunk)
+                print_code(console, window.text, _lexer(hit), window.text_start_line)
         tail = sum(hit.tail for hit in bundle.related)
         if tail:
             console.print(f"[dim]... and {tail} lower-ranked candidate files (--json lists every one)[/dim]")
