@@ -425,6 +425,19 @@ def test_cli_map_of_a_workspace_without_code_says_so(files: dict[str, str], tmp_
     assert capsys.readouterr().out == "no code file is indexed in the workspace: the graph has no files\n"
 
 
+def test_cli_map_of_one_file_says_one_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "1 files", "(1 unconnected files)", "folder: 1 files of the graph" and "wrote ... (1 files)"."""
+    root = tmp_path / "repo"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "app.py").write_text("def main():\n    return 1\n")
+    assert cli_main(["graph", str(root), "--no-embed", "--html", str(tmp_path / "map.html")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'map.html'} (0 communities, 1 file)"
+    assert cli_main(["graph", str(root), "--no-embed"]) == 0
+    assert capsys.readouterr().out.splitlines()[:3] == ["1 file", "", "0 communities (1 unconnected file)"]
+    assert cli_main(["graph", str(root), "--no-embed", "--node", "lib"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "lib/  (folder: 1 file of the graph)"
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

@@ -142,7 +142,7 @@ def test_with_a_token_the_graph_map_opens_from_the_page(project: Path, serve, br
     base = tokened_page(project, serve, browser, "t0ken-" + "z" * 40)
     browser.evaluate('document.getElementById("graph").click()')  # the page's "Graph map"
     assert browser.wait_for('location.pathname === "/graph" && document.getElementById("summary").textContent') == \
-        "3 files, 1 communities, 1 unconnected files, 0 hubs"
+        "3 files, 1 community, 1 unconnected file, 0 hubs"
     assert browser.evaluate(OPEN_COMMUNITY) == ["app/auth.py", "app/store.py"]
     browser.evaluate('[...document.querySelectorAll("#unconnected a")].find((a) => a.textContent === "app/render.py")'
                      '.click()')

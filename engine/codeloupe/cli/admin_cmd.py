@@ -44,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe import api
     from codeloupe.repository_names import shown_repository_name
     from codeloupe.store import StoreError
-
-    from .common import amount
+    from codeloupe.wording import amount
 
     try:
         if args.action == "repos":

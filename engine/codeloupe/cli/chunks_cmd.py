@@ -12,9 +12,10 @@ from pathlib import Path
 from codeloupe.chunk import chunk_file, detect_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.cli import CliError
-from codeloupe.cli.common import COMMAND_LINE, amount, one_line
+from codeloupe.cli.common import COMMAND_LINE, one_line
 from codeloupe.cli.workspace_root import find_workspace_root
 from codeloupe.settings import SettingsError, load_settings
+from codeloupe.wording import amount
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

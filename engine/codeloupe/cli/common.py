@@ -203,16 +203,6 @@ def counted(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{name} {count}" for name, count in counts)
 
 
-def amount(count: int, noun: str, plural: str = "") -> str:
-    """`count` and its noun, singular for one: "1 batch", "3 batches" (`plural`: noun + "s" when not given)."""
-    return f"{count} {counted_noun(count, noun, plural)}"
-
-
-def counted_noun(count: int, noun: str, plural: str = "") -> str:
-    """The noun `amount` puts after `count`, for a table that aligns the count on its own."""
-    return noun if count == 1 else plural or noun + "s"
-
-
 # How much of a user's text a line repeats (`locate`'s count, a flow's question): a pasted page is named by its
 # start and length, not echoed whole.
 NAMED_CHARS = 60

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from codeloupe.api import GraphRequest, GraphRequestError, render_html, render_text
+from codeloupe.wording import amount
 
 from . import CliError
 from .common import add_workspace_args, index_workspace, open_workspace, visible
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"cannot write {out}: {exc.strerror or exc}") from exc
         if not args.json:
             groups = sum(1 for community in html_map.communities if community.size > 1)  # as the text map counts
-            print(f"wrote {out} ({groups} communities, {len(html_map.nodes)} files)")
+            print(f"wrote {out} ({amount(groups, 'community', 'communities')}, {amount(len(html_map.nodes), 'file')})")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     elif not args.html:

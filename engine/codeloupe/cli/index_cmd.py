@@ -9,9 +9,10 @@ import time
 
 from codeloupe.api import Workspace, is_remote_source
 from codeloupe.store import Store, StoreError
+from codeloupe.wording import amount
 
 from . import CliError
-from .common import add_workspace_args, amount, counted, index_workspace, open_workspace
+from .common import add_workspace_args, counted, index_workspace, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

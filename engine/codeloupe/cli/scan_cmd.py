@@ -7,9 +7,10 @@ import dataclasses
 import json
 
 from codeloupe.discover import DiscoverError
+from codeloupe.wording import amount, counted_noun
 
 from . import CliError
-from .common import add_workspace_args, amount, counted_noun, open_workspace
+from .common import add_workspace_args, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

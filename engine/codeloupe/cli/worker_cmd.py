@@ -34,8 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S, run_worker
     from codeloupe.store import StoreError
     from codeloupe.store.postgres import MAX_ATTEMPTS
-
-    from .common import amount
+    from codeloupe.wording import amount
 
     flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}

@@ -11,6 +11,7 @@ from collections import Counter
 from importlib import resources
 
 from codeloupe.graph.model import GraphFolder, GraphMap, GraphNode, GraphPath
+from codeloupe.wording import amount
 
 # The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
 _INLINE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -75,9 +76,10 @@ def _map_text(m: GraphMap) -> str:
     if not m.nodes:  # an empty folder, or one of docs only: a row of zeros would not say why
         return "no code file is indexed in the workspace: the graph has no files"
     kinds = Counter(e.kind for e in m.edges)
-    lines = [" · ".join([f"{len(m.nodes)} files", *(f"{n} {k}" for k, n in sorted(kinds.items()))])]
+    lines = [" · ".join([amount(len(m.nodes), "file"), *(f"{n} {k}" for k, n in sorted(kinds.items()))])]
     groups = [c for c in m.communities if c.size > 1]
-    lines.append(f"\n{len(groups)} communities ({len(m.communities) - len(groups)} unconnected files)")
+    lines.append(f"\n{amount(len(groups), 'community', 'communities')} "
+                 f"({amount(len(m.communities) - len(groups), 'unconnected file')})")
     for c in groups[:25]:
         lines.append(f"  [{c.id}] {_name(c.name)} · {c.size} files")
     if m.gods:
@@ -125,7 +127,7 @@ def folder_sections(f: GraphFolder) -> tuple[str, list[tuple[str, list[str]]]]:
             for inside, item in f.uses]
     used_by = [f"  {_name(inside)} <- {_name(item.path)}:{item.line} {item.kind}{_carried(item.symbols)}"
                for inside, item in f.used_by]
-    return (f"{_name(f.path)}/  (folder: {len(f.files)} files of the graph)",
+    return (f"{_name(f.path)}/  (folder: {amount(len(f.files), 'file')} of the graph)",
             [(f"communities ({len(communities)})", communities), (f"files ({len(files)})", files),
              (f"uses, outside the folder ({len(uses)})", uses), (f"used by, from outside ({len(used_by)})", used_by)])
 

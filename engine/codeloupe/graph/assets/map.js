@@ -211,7 +211,12 @@
     });
     section.appendChild(list);
   }
-  document.getElementById("summary").textContent = data.nodes.length + " files, " + groups.length +
-    " communities" + (singles.length ? ", " + singles.length + " unconnected files" : "") + ", " +
-    (data.godNodes || []).length + " hubs";
+  // A count and its noun, singular for one (as the text map says "1 file").
+  function amount(count, noun, plural) {
+    return count + " " + (count === 1 ? noun : plural || noun + "s");
+  }
+  document.getElementById("summary").textContent = amount(data.nodes.length, "file") + ", " +
+    amount(groups.length, "community", "communities") +
+    (singles.length ? ", " + amount(singles.length, "unconnected file") : "") + ", " +
+    amount((data.godNodes || []).length, "hub");
 })();
