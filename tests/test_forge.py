@@ -106,10 +106,14 @@ def test_scan_counts_only_the_extensions_no_chunker_covers(repo: Path, capsys: p
 
 
 def test_scan_text_says_one_file_not_one_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "1 file, no chunker of their own"."""
     (tmp_path / "one.qux").write_text("a lone file\n")
+    for name in ("a.zz", "b.zz"):
+        (tmp_path / name).write_text("a pair\n")
     assert main(["scan", str(tmp_path), "--embed-provider", "none"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: 1 file, 0 covered by a chunker",
-                                                    "  .qux                 1 file, no chunker of their own"]
+    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: 3 files, 0 covered by a chunker",
+                                                    "  .zz                  2 files, no chunker of their own  (forge can write one)",
+                                                    "  .qux                 1 file, no chunker of its own"]
 
 
 def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codeloupes_own_folder_holds(

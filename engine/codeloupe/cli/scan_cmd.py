@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     for count in census.uncovered:
         label = count.extension or "(no extension)"
         hint = "  (forge can write one)" if count.extension and count.files >= MIN_FILES else ""
-        print(f"  {label:<16} {count.files:>5} {counted_noun(count.files, 'file')}, no chunker of their own{hint}")
+        whose = "its" if count.files == 1 else "their"
+        print(f"  {label:<16} {count.files:>5} {counted_noun(count.files, 'file')}, no chunker of {whose} own{hint}")
     for count in census.forged:
         print(f"  {count.extension:<16} {count.files:>5} {counted_noun(count.files, 'file')}, chunked by the strategy "
               f"{count.strategy!r}")
