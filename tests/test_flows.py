@@ -364,3 +364,22 @@ def test_cli_flows_shows_a_long_question_by_its_start_and_refuses_a_warm_limit_b
         cli_main(["flows", str(repo), "--warm", "--warm-limit", "-1", *flags])
     assert refused.value.code == 2
     assert "--warm-limit: expected a whole number of at least 1, got '-1'" in capsys.readouterr().err
+
+
+def test_cli_flows_warm_says_which_earlier_flow_an_answer_replaced(
+        ws: Workspace, chat: ChatServer, repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warmed question whose answer took the place of an earlier flow (its question at >= 0.92) was reported
+    "answered", as if the cache had gained a walkthrough; the list below it held as many as before."""
+    cached(ws, chat)
+    question = f"how does {ws.tour(limit=1).stops[0].name} work"
+    ws.close()
+    monkeypatch.setitem(CHOSEN, question, [1.0] + [0.0] * (DIM - 1))  # QUESTION's own direction: cosine 1
+    monkeypatch.setenv("CODELOUPE_EMBED_DIMENSIONS", str(DIM))
+    chat.add(Reply(render=narrated))
+    assert cli_main(["flows", str(repo), "--warm", "--warm-limit", "1", "--embed-provider", "openai",
+                     "--embed-base-url", chat.base_url, "--embed-model", "scripted-embed",
+                     "--chat-base-url", chat.base_url, "--chat-model", "scripted"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[0] == f"replaced  {question}: in place of the earlier flow of {QUESTION!r}", shown
+    assert [line.split("  ")[1] for line in shown if line.startswith("#")] == [repr(question)]

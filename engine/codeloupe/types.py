@@ -376,5 +376,6 @@ class FlowOutcome:
     """One question re-asked by `flows --refresh` or pre-asked by `flows --warm`."""
 
     question: str
-    outcome: str  # answered | served | failed
+    outcome: str  # answered | replaced (answered, its flow taking the place of `replaced`) | served | failed
     detail: str = ""  # why it failed
+    replaced: list[str] = field(default_factory=list)  # the questions of the earlier flows its answer replaced

@@ -213,8 +213,10 @@ def append_sources(bundle: Bundle, flow: FlowRow, parts: Iterable[AnswerPart] | 
 # ------------------------------------------------------------------------------------------- record
 
 
-def record(ws: WorkspaceContext, question: str, mode: str, pieces: list[AnswerPart]) -> int | None:
-    """Store a successful walkthrough; returns its id (None when flows are off or no embedding is at hand).
+def record(ws: WorkspaceContext, question: str, mode: str,
+           pieces: list[AnswerPart]) -> tuple[int, list[FlowRow]] | None:
+    """Store a successful walkthrough; returns its id and the flows it replaced (None when flows are off or no
+    embedding is at hand).
 
     The new flow replaces every flow of the same mode whose question is at >= REPLACE_SIMILARITY, stale ones
     included (so a refreshed question takes its old row's place)."""
@@ -234,21 +236,25 @@ def record(ws: WorkspaceContext, question: str, mode: str, pieces: list[AnswerPa
             return None  # a cited file vanished while answering: nothing to pin the answer to
     vectors = provider.embed([question, f"{question}\n\n{prose}"])
     question_vec, semantic_vec = vectors[0], vectors[1]
-    replaces = [f.id for f in flow_rows(ws.store, mode=mode, model=model, with_parts=False)
+    replaces = [f for f in flow_rows(ws.store, mode=mode, model=model, with_parts=False)
                 if len(f.question_vec) == len(question_vec)
                 and float(question_vec @ f.question_vec) >= REPLACE_SIMILARITY]
-    return put_flow(ws.store, question=question, mode=mode, model=model, question_vec=question_vec,
-                    semantic_vec=semantic_vec, prose=prose, parts=[part_to_data(p) for p in pieces],
-                    files=files, replaces=replaces)
+    flow_id = put_flow(ws.store, question=question, mode=mode, model=model, question_vec=question_vec,
+                       semantic_vec=semantic_vec, prose=prose, parts=[part_to_data(p) for p in pieces],
+                       files=files, replaces=[f.id for f in replaces])
+    return flow_id, replaces
 
 
 # ------------------------------------------------------------------------------- refresh and warm
 
 
-def reask(ws: WorkspaceContext, questions: Iterable[tuple[str, str]]) -> list[FlowOutcome]:
-    """Ask each (question, mode) with one narrator; a success lands in the cache like any answer."""
+def reask(ws: WorkspaceContext, questions: Iterable[tuple[str, str]],
+          renewed: Iterable[int] = ()) -> list[FlowOutcome]:
+    """Ask each (question, mode) with one narrator; a success lands in the cache like any answer, and is
+    `replaced` where it took the place of earlier flows other than `renewed` (the stale ones re-asked)."""
     from codeloupe.ask.run import run_ask
 
+    renewed = set(renewed)
     outcomes = []
     for question, mode in questions:
         result = None
@@ -261,6 +267,9 @@ def reask(ws: WorkspaceContext, questions: Iterable[tuple[str, str]]) -> list[Fl
             reason = result.fallback or ("the model abstained" if result.abstained else
                                          result.metrics.get("flow_store_error", "not stored"))
             outcomes.append(FlowOutcome(question, "failed", reason))
+        elif replaced := [f["question"] for f in result.metrics.get("flows_replaced", [])
+                          if f["id"] not in renewed]:
+            outcomes.append(FlowOutcome(question, "replaced", replaced=replaced))
         else:
             outcomes.append(FlowOutcome(question, "answered"))
     return outcomes
@@ -269,7 +278,7 @@ def reask(ws: WorkspaceContext, questions: Iterable[tuple[str, str]]) -> list[Fl
 def refresh(ws: WorkspaceContext) -> list[FlowOutcome]:
     """Re-ask every stale flow; one answered again (or now served by another flow) leaves the cache."""
     stale = [f for f in flow_rows(ws.store, with_parts=False) if f.stale]
-    outcomes = reask(ws, [(f.question, f.mode) for f in stale])
+    outcomes = reask(ws, [(f.question, f.mode) for f in stale], renewed=[f.id for f in stale])
     delete_flows(ws.store, [f.id for f, o in zip(stale, outcomes) if o.outcome != "failed"])
     return outcomes
 

@@ -156,9 +156,14 @@ class _Session:
     def _record(self, pieces: list[AnswerPart]) -> None:
         """Keep the walkthrough in the flow cache; a failure to keep it never costs the answer."""
         try:
-            self.metrics["flow_stored"] = flows.record(self.ws, self.question, self.mode, pieces)
+            stored = flows.record(self.ws, self.question, self.mode, pieces)
         except Exception as exc:  # an embedding endpoint gone, a locked index: the answer stands
             self.metrics["flow_store_error"] = str(exc)
+            return
+        flow_id, replaced = stored if stored is not None else (None, [])
+        self.metrics["flow_stored"] = flow_id
+        if replaced:  # the earlier flows it took the place of (`flows --warm` says so)
+            self.metrics["flows_replaced"] = [{"id": f.id, "question": f.question} for f in replaced]
 
     def serve(self, lookup: flows.Lookup) -> Iterator[AskEvent]:
         """The cached walkthrough verbatim (its cited files hash as they did), with today's uncited files."""

@@ -13,6 +13,7 @@ import json
 import time
 
 from codeloupe.types import Flow, FlowOutcome
+from codeloupe.wording import counted_noun
 
 from . import CliError
 from .common import add_chat_args, add_workspace_args, index_workspace, named, open_workspace, positive_count
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for outcome in outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
+        if outcome.replaced:  # answered, but the cache holds no more flows for it: say which it took the place of
+            detail = (f": in place of the earlier {counted_noun(len(outcome.replaced), 'flow')} of "
+                      + ", ".join(named(q) for q in outcome.replaced))
         print(f"{outcome.outcome:>8}  {outcome.question}{detail}")
     if outcomes:
         print()
