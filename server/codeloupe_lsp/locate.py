@@ -19,7 +19,7 @@ def register(server: CodeloupeServer) -> None:
     @server.feature(METHOD)
     async def on_locate(ls: CodeloupeServer, raw: Any) -> JSON:
         params = Params(raw, METHOD)
-        text = params.text("text", required=True, non_empty=True)
+        text = params.text("text", required=True, non_empty=True, one_line=True)
         identifier = bool(params.flag("identifier", False))
         limit = params.integer("limit", DEFAULT_LIMIT)
         results = []

@@ -30,8 +30,9 @@ class Params:
     def _bad(self, name: str, expected: str, value: Any) -> JsonRpcInvalidParams:
         return invalid(f"{self.method}: `{name}` must be {expected}, got {value!r}")
 
-    def text(self, name: str, *, required: bool = False, non_empty: bool = False, max_chars: int = 0) -> str:
-        """`max_chars`: the longest value taken (0: any)."""
+    def text(self, name: str, *, required: bool = False, non_empty: bool = False, max_chars: int = 0,
+             one_line: bool = False) -> str:
+        """`max_chars`: the longest value taken (0: any); `one_line`: refuse a value holding a newline."""
         value = self.raw.get(name)
         if value is None:
             if required:
@@ -43,6 +44,9 @@ class Params:
             raise self._bad(name, "a non-empty string", value)
         if max_chars and len(value) > max_chars:
             raise invalid(f"{self.method}: `{name}` must be at most {max_chars:,} characters, got {len(value):,}")
+        lines = value.count("\n") + 1 if one_line else 1
+        if lines > 1:
+            raise invalid(f"{self.method}: `{name}` must be one line, got {lines:,} lines")
         return value
 
     def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:

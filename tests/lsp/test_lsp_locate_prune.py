@@ -73,7 +73,7 @@ async def test_locate_identifier_limit_folder_and_not_found(client: Client, fold
     message = await expect_error(client.request("codeloupe/locate", {"text": 3}), INVALID_PARAMS)
     assert "`text`" in message
     message = await expect_error(client.request("codeloupe/locate", {"text": "a\nb"}), INVALID_PARAMS)
-    assert "one line" in message
+    assert "`text` must be one line" in message  # every refusal names its param
 
 
 async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, folders: tuple[Path, Path],
