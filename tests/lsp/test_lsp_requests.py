@@ -209,6 +209,18 @@ async def test_search_scope_limits_the_files(client: Client, project: Path) -> N
     assert location_paths(by_uri) == location_paths(scoped)
 
 
+async def test_a_file_scope_searches_that_file_alone(client: Client, project: Path) -> None:
+    # As the CLI's `--scope app/auth.py` does: a file is a scope (an editor scoping a search to the open file).
+    by_path = await client.request("codeloupe/search", {"query": "login password session", "scope": "app/auth.py"})
+    assert set(location_paths(by_path)) == {"app/auth.py"}
+    by_uri = await client.request("codeloupe/search", {"query": "login password session",
+                                                       "scope": uri(project / "app/auth.py")})
+    assert location_paths(by_uri) == location_paths(by_path)
+    pruned = await client.request("codeloupe/search", {"query": "login password session", "prune": True,
+                                                       "scope": uri(project / "app/auth.py")})
+    assert pruned["chunks"] and {chunk["path"] for chunk in pruned["chunks"]} == {"app/auth.py"}
+
+
 async def test_a_scope_that_leaves_the_workspace_is_refused(client: Client, project: Path) -> None:
     (project / "docs" / "out.md").symlink_to(project.parent / "elsewhere.md")
     for scope in ("../", "/etc", "../../tmp", "docs/../..", "docs/out.md", "docs\x00"):
