@@ -16,7 +16,7 @@ FILES = {
 
 
         class TokenChecker:
-            """Checks bearer tokens."""
+            """Checks bearer tokens: each names a Session of the store."""
 
             def __init__(self, store: SessionStore) -> None:
                 self.store = store
@@ -48,6 +48,10 @@ FILES = {
 
             def add(self, token: str, session: Session) -> None:
                 self.sessions[token] = session
+
+
+        if __name__ == "__main__":
+            print(SessionStore().sessions)
         ''',
     "app/render.py": '''
         """Renders pages as HTML with escaping."""
@@ -59,6 +63,10 @@ FILES = {
 
         def escape_html(text: str) -> str:
             return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+        if __name__ == "__main__":
+            print(render_page("Home", "Welcome"))
         ''',
     "docs/guide.md": '''
         # Guide

@@ -83,9 +83,12 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     status_resource = json.loads((await client.read_resource("codeloupe://status")).contents[0].text)
     assert status_resource["files"] == 4
     tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
-    assert "SessionStore" in {stop["name"] for stop in tour["stops"]} and tour["notes"] == []
+    assert [stop["name"] for stop in tour["stops"]] == ["Session", "SessionStore"] and tour["notes"] == []
+    assert [point["path"] for point in tour["entry_points"]] == ["app/render.py", "app/store.py"]
+    # The count is kept: the strongest entry point listed and the other counted.
     listed = json.loads((await client.read_resource("codeloupe://tour?entry_points=1")).contents[0].text)
-    assert len(listed["entry_points"]) <= 1 and listed["stops"] == tour["stops"]
+    assert listed["entry_points"] == tour["entry_points"][:1] and listed["entry_points_not_shown"] == 1
+    assert listed["stops"] == tour["stops"]
     # A count the tour refuses (the engine's WorkspaceError) is a resource error saying why, not a generic fault.
     for count, why in (("0", "entry_points must be from 1 to 500, got 0"),
                        ("501", "entry_points must be from 1 to 500, got 501"),

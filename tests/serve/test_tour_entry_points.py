@@ -16,6 +16,7 @@ from codeloupe_mcp.server import build_server
 from codeloupe_serving.warm import WarmWorkspace
 
 SCRIPTS = TOUR_ENTRY_POINTS + 5
+ENTRY_POINTS = SCRIPTS + 2  # the served project's own two `__main__` guards too
 
 
 def add_guard_scripts(project: Path) -> None:
@@ -32,21 +33,22 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
     try:
         async with Client(build_server(warm)) as client:
             mcp = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
-            mcp_listed = json.loads((await client.read_resource(f"codeloupe://tour?entry_points={SCRIPTS}"))
+            mcp_listed = json.loads((await client.read_resource(f"codeloupe://tour?entry_points={ENTRY_POINTS}"))
                                     .contents[0].text)
             templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     finally:
         warm.close()
     base = serve([project])
     http = httpx.get(f"{base}/v1/tour").json()
-    assert len(mcp["entry_points"]) == TOUR_ENTRY_POINTS and mcp["entry_points_not_shown"] == 5
-    assert http["entry_points"] == mcp["entry_points"] and http["entry_points_not_shown"] == 5
+    not_shown = ENTRY_POINTS - TOUR_ENTRY_POINTS
+    assert len(mcp["entry_points"]) == TOUR_ENTRY_POINTS and mcp["entry_points_not_shown"] == not_shown
+    assert http["entry_points"] == mcp["entry_points"] and http["entry_points_not_shown"] == not_shown
     assert http["stops"] == mcp["stops"]
     assert http == mcp  # every field alike, `notes` too
 
-    listed = httpx.get(f"{base}/v1/tour", params={"entry_points": SCRIPTS}).json()
+    listed = httpx.get(f"{base}/v1/tour", params={"entry_points": ENTRY_POINTS}).json()
     assert mcp_listed == listed and "codeloupe://tour{?entry_points}" in templates
-    assert len(listed["entry_points"]) == SCRIPTS and listed["entry_points_not_shown"] == 0
+    assert len(listed["entry_points"]) == ENTRY_POINTS and listed["entry_points_not_shown"] == 0
     assert listed["entry_points"][:TOUR_ENTRY_POINTS] == mcp["entry_points"]  # the strongest first, as cut
     for out_of_bounds in (0, MAX_TOUR_ENTRY_POINTS + 1):
         refused = httpx.get(f"{base}/v1/tour", params={"entry_points": out_of_bounds})
