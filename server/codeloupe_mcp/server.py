@@ -32,7 +32,7 @@ from codeloupe.api import (
     render_text,
 )
 from codeloupe_serving.first_index import when_indexed
-from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, tour_entry_points
+from codeloupe_serving.warm import MAX_TOUR_NAMES, TOUR_NAMES, WarmWorkspace, WarmWorkspaces, tour_counts
 
 from . import sized
 
@@ -188,16 +188,18 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     async def tour_resource() -> str:
         return await tour_listing()
 
-    # The same tour listing more (or fewer) entry points: a template beside the listed resource, which a client
-    # that lists resources (not templates) still shows.
-    @server.resource("codeloupe://tour{?entry_points}", name="tour_entry_points", mime_type="application/json",
+    # The same tour listing more (or fewer) entry points or names, as `/v1/tour` takes them: a template beside
+    # the listed resource, which a client that lists resources (not templates) still shows.
+    @server.resource("codeloupe://tour{?entry_points,limit}", name="tour_entry_points", mime_type="application/json",
                      description=f"{TOUR_DESCRIPTION}; `entry_points`: how many entry points to list "
-                                 f"(1-{MAX_TOUR_ENTRY_POINTS}, default {TOUR_ENTRY_POINTS})")
-    async def tour_listing(entry_points: str = "") -> str:
+                                 f"(1-{MAX_TOUR_ENTRY_POINTS}, default {TOUR_ENTRY_POINTS}); `limit`: how many "
+                                 f"names (1-{MAX_TOUR_NAMES}, default {TOUR_NAMES})")
+    async def tour_listing(entry_points: str = "", limit: str = "") -> str:
         count = _count(entry_points, "entry_points", TOUR_ENTRY_POINTS)
+        names = _count(limit, "limit", TOUR_NAMES)
         with _resource_refusals():
-            count = tour_entry_points(count)  # out of range (not a number: `_count`): refused before the wait
-            tour = await when_indexed([warm], lambda: warm.tour(entry_points=count))
+            names, count = tour_counts(names, count)  # out of range (not a number: `_count`): refused before the wait
+            tour = await when_indexed([warm], lambda: warm.tour(limit=names, entry_points=count))
         return json.dumps(tour, indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",

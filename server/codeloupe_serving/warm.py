@@ -37,6 +37,9 @@ REFRESH_INTERVAL_S = 1.0
 READABLE_CHECK_INTERVAL_S = 1.0
 # The first call waits this long for the first index (lexical lanes) before answering with what there is.
 FIRST_INDEX_WAIT_S = 120.0
+# The names a tour lists by default and at most (`/v1/tour?limit=`, MCP's `codeloupe://tour?limit=`).
+TOUR_NAMES = 20
+MAX_TOUR_NAMES = 50
 # True inside `answer_waited`: the call waited for the first index already (`WarmWorkspace.first_index`).
 _WAITED: ContextVar[bool] = ContextVar("first_index_waited", default=False)
 
@@ -121,11 +124,11 @@ class WarmWorkspace:
         found, notes = self.noted(call)
         return {**found, "notes": notes}
 
-    def tour(self, *, limit: int = 20, entry_points: int = TOUR_ENTRY_POINTS) -> dict[str, Any]:
+    def tour(self, *, limit: int = TOUR_NAMES, entry_points: int = TOUR_ENTRY_POINTS) -> dict[str, Any]:
         """The tour's JSON with its notes, as `/v1/tour` and MCP's `codeloupe://tour` answer alike: the strongest
-        `entry_points` entry points (the rest counted), then the `limit` names most files mention (`entry_points`
-        refused as `tour_entry_points` says)."""
-        entry_points = tour_entry_points(entry_points)
+        `entry_points` entry points (the rest counted), then the `limit` names most files mention (either count
+        refused as `tour_counts` says)."""
+        limit, entry_points = tour_counts(limit, entry_points)
         return self.noted_json(lambda ws: dataclasses.asdict(ws.tour(limit=limit, entry_point_limit=entry_points)))
 
     async def first_index(self) -> None:
@@ -292,12 +295,14 @@ class WarmWorkspaces:
             warm.close()
 
 
-def tour_entry_points(entry_points: int) -> int:
-    """How many entry points a tour lists, refused outside 1-`MAX_TOUR_ENTRY_POINTS` (a generated tree can hold
-    thousands); a surface asks before it waits for a first index, so a refusal never waits for one."""
-    if not 1 <= entry_points <= MAX_TOUR_ENTRY_POINTS:
-        raise WorkspaceError(f"entry_points must be from 1 to {MAX_TOUR_ENTRY_POINTS}, got {entry_points}")
-    return entry_points
+def tour_counts(limit: int, entry_points: int) -> tuple[int, int]:
+    """How many names and entry points a tour lists, each refused outside 1-`MAX_TOUR_NAMES` and
+    1-`MAX_TOUR_ENTRY_POINTS` (a generated tree can hold thousands of entry points), naming the count; a surface
+    asks before it waits for a first index, so a refusal never waits for one."""
+    for name, count, most in (("entry_points", entry_points, MAX_TOUR_ENTRY_POINTS), ("limit", limit, MAX_TOUR_NAMES)):
+        if not 1 <= count <= most:
+            raise WorkspaceError(f"{name} must be from 1 to {most}, got {count}")
+    return limit, entry_points
 
 
 def answer_waited(call: Callable[[], T]) -> T:

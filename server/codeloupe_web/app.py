@@ -33,7 +33,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
 from codeloupe_mcp.server import build_server, server_version
-from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
+from codeloupe_serving.warm import MAX_TOUR_NAMES, TOUR_NAMES, WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
 from .hangup import events_until_hangup, result_until_hangup, when_indexed
@@ -250,7 +250,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
     async def tour(request: Request, root: RootParam = None,
-             limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="names listed")] = 20,
+             limit: Annotated[int, Query(ge=1, le=MAX_TOUR_NAMES, description=(
+                 "names listed (as MCP's `codeloupe://tour?limit=N`)"))] = TOUR_NAMES,
              entry_points: Annotated[int, Query(ge=1, le=MAX_TOUR_ENTRY_POINTS, description=(
                  "entry points listed, strongest signal first; `entry_points_not_shown` counts the rest "
                  "(as MCP's `codeloupe://tour?entry_points=N`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:

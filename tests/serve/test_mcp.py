@@ -85,17 +85,24 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     tour = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
     assert [stop["name"] for stop in tour["stops"]] == ["Session", "SessionStore"] and tour["notes"] == []
     assert [point["path"] for point in tour["entry_points"]] == ["app/render.py", "app/store.py"]
-    # The count is kept: the strongest entry point listed and the other counted.
+    # Each count is kept: the strongest entry point listed and the other counted; the first name only.
     listed = json.loads((await client.read_resource("codeloupe://tour?entry_points=1")).contents[0].text)
     assert listed["entry_points"] == tour["entry_points"][:1] and listed["entry_points_not_shown"] == 1
     assert listed["stops"] == tour["stops"]
-    # A count the tour refuses (the engine's WorkspaceError) is a resource error saying why, not a generic fault.
-    for count, why in (("0", "entry_points must be from 1 to 500, got 0"),
-                       ("501", "entry_points must be from 1 to 500, got 501"),
-                       ("many", "entry_points must be a whole number, got 'many'")):
+    named = json.loads((await client.read_resource("codeloupe://tour?limit=1")).contents[0].text)
+    assert named["stops"] == tour["stops"][:1] and named["entry_points"] == tour["entry_points"]
+    both = json.loads((await client.read_resource("codeloupe://tour?limit=1&entry_points=1")).contents[0].text)
+    assert (both["stops"], both["entry_points"]) == (named["stops"], listed["entry_points"])
+    # A count the tour refuses is a resource error naming it and saying why, not a generic fault.
+    for query, why in (("entry_points=0", "entry_points must be from 1 to 500, got 0"),
+                       ("entry_points=501", "entry_points must be from 1 to 500, got 501"),
+                       ("entry_points=many", "entry_points must be a whole number, got 'many'"),
+                       ("limit=0", "limit must be from 1 to 50, got 0"),
+                       ("limit=51", "limit must be from 1 to 50, got 51"),
+                       ("limit=many", "limit must be a whole number, got 'many'")):
         with pytest.raises(MCPError) as refused:
-            await client.read_resource(f"codeloupe://tour?entry_points={count}")
-        assert refused.value.code == INVALID_PARAMS and why in str(refused.value), (count, refused.value)
+            await client.read_resource(f"codeloupe://tour?{query}")
+        assert refused.value.code == INVALID_PARAMS and why in str(refused.value), (query, refused.value)
     for uri in ("codeloupe://file/../outside/secret.txt", "codeloupe://file/secret.env",
                 f"codeloupe://file/{outside}"):
         with pytest.raises(MCPError) as refused:
@@ -318,7 +325,8 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
 async def test_a_tour_count_out_of_range_is_refused_while_the_first_index_runs(
         project: Path, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
     """`codeloupe://tour?entry_points=0` was refused only once the first index ended (a count that is not a
-    number was refused at once): a client waited up to two minutes to learn that its count was wrong."""
+    number was refused at once): a client waited up to two minutes to learn that its count was wrong. `limit`
+    is refused as early."""
     import threading
 
     import codeloupe_serving.warm as warm_module
@@ -330,11 +338,12 @@ async def test_a_tour_count_out_of_range_is_refused_while_the_first_index_runs(
         assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
         valve.start()
         async with Client(build_server(warm)) as client:
-            for count in ("0", "501"):
+            for name, count, most in (("entry_points", 0, 500), ("entry_points", 501, 500), ("limit", 0, 50),
+                                      ("limit", 51, 50)):
                 with pytest.raises(MCPError) as refused:
-                    await client.read_resource(f"codeloupe://tour?entry_points={count}")
+                    await client.read_resource(f"codeloupe://tour?{name}={count}")
                 assert refused.value.code == INVALID_PARAMS, refused.value
-                assert f"entry_points must be from 1 to 500, got {count}" in str(refused.value)
+                assert f"{name} must be from 1 to {most}, got {count}" in str(refused.value)
                 assert not warm.ready  # refused while the first index is still held
     finally:
         valve.cancel()

@@ -1,7 +1,7 @@
 """MCP's `codeloupe://tour` and HTTP's `/v1/tour` list the same entry points: MCP kept the 30 strongest and
 counted the rest, `/v1/tour` returned every one. The cut is `Workspace.tour`'s, and the answer is built by one
-serving function (`WarmWorkspace.tour`) for both; `/v1/tour` takes `entry_points` to list more, and so does
-MCP's `codeloupe://tour{?entry_points}`."""
+serving function (`WarmWorkspace.tour`) for both; `/v1/tour` takes `entry_points` to list more and `limit` for
+the names, and so does MCP's `codeloupe://tour{?entry_points,limit}`."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
             mcp = json.loads((await client.read_resource("codeloupe://tour")).contents[0].text)
             mcp_listed = json.loads((await client.read_resource(f"codeloupe://tour?entry_points={ENTRY_POINTS}"))
                                     .contents[0].text)
+            mcp_named = json.loads((await client.read_resource("codeloupe://tour?limit=1&entry_points=2"))
+                                   .contents[0].text)
             templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     finally:
         warm.close()
@@ -47,9 +49,11 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
     assert http == mcp  # every field alike, `notes` too
 
     listed = httpx.get(f"{base}/v1/tour", params={"entry_points": ENTRY_POINTS}).json()
-    assert mcp_listed == listed and "codeloupe://tour{?entry_points}" in templates
+    assert mcp_listed == listed and "codeloupe://tour{?entry_points,limit}" in templates
     assert len(listed["entry_points"]) == ENTRY_POINTS and listed["entry_points_not_shown"] == 0
     assert listed["entry_points"][:TOUR_ENTRY_POINTS] == mcp["entry_points"]  # the strongest first, as cut
+    named = httpx.get(f"{base}/v1/tour", params={"limit": 1, "entry_points": 2}).json()
+    assert mcp_named == named and len(named["stops"]) == 1 and named["stops"] == http["stops"][:1]
     for out_of_bounds in (0, MAX_TOUR_ENTRY_POINTS + 1):
         refused = httpx.get(f"{base}/v1/tour", params={"entry_points": out_of_bounds})
         assert refused.status_code == 422, out_of_bounds
