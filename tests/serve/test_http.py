@@ -157,27 +157,22 @@ def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tm
 
 
 def test_a_root_given_twice_is_indexed_and_served_once(project: Path, serve, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """`serve a ./a` built a workspace for the second `a` too, whose first index of the folder ran beside the
-    first one's (the start delayed up to 30 s, the work done twice) before it was closed as a duplicate."""
-    from codeloupe.api import Workspace
+    first one's (the start delayed up to 30 s, the work done twice) before it was closed as a duplicate.
 
-    indexed: list[Path] = []
-    real_index = Workspace.index
-
-    def counted_index(self: Workspace, *args, **kwargs):
-        indexed.append(self.root)
-        return real_index(self, *args, **kwargs)
-
-    monkeypatch.setattr(Workspace, "index", counted_index)
+    Every workspace served is opened with its first index started, and says as it opens that the folder's
+    settings file is ignored (the folder is not trusted): the duplicates said it again, one line each."""
+    (project / ".codeloupe.toml").write_text('embed_base_url = "http://127.0.0.1:9/v1"\n')
     (tmp_path / "link").symlink_to(project)
     with caplog.at_level(logging.WARNING, logger="codeloupe.warm"):
         # Served once its first index ended; no refresh after it (an hour between refreshes).
         base = serve([project, project / "app" / "..", tmp_path / "link", project], refresh_interval_s=3600)
-    assert indexed == [project.resolve()]
     assert [w["root"] for w in httpx.get(f"{base}/v1/status").json()["workspaces"]] == [str(project.resolve())]
-    assert [r.getMessage() for r in caplog.records] == [f"{project.resolve()}: given more than once, served once"]
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0] == f"{project.resolve()}: given more than once, served once"
+    assert [line for line in said[1:] if "ignoring settings from" in line and "embed_base_url" in line] == said[1:]
+    assert len(said) == 2, said  # one workspace opened, so one first index of the folder
 
 
 def test_roots_opened_before_one_that_cannot_be_are_stopped(tmp_path: Path) -> None:
