@@ -532,17 +532,18 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
 
     ws = Workspace(many_long_chunks(tmp_path / "long"), overrides={"embed_provider": "local"})
     provider = ws.embedding_provider()
-    embed_texts, embed_all = provider.embed, ws.embed
+    embed_texts = provider.embed
     in_step, closing = threading.Event(), threading.Event()
     seen = {"steps": 0, "vectors": 0, "workers": []}  # what the embedding thread found as the watched step began
-    reports = []
+
+    def count(*tables: str) -> int:
+        with contextlib.closing(sqlite3.connect(f"{ws.store.path.as_uri()}?mode=ro", uri=True)) as conn:
+            return sum(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables)
 
     def vectors_written() -> int:
-        with contextlib.closing(sqlite3.connect(f"{ws.store.path.as_uri()}?mode=ro", uri=True)) as conn:
-            return sum(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                       for table in ("skeleton_vectors", "chunk_vectors"))
+        return count("skeleton_vectors", "chunk_vectors")
 
-    def embed_watched(texts: list[str]):
+    def embed_held(texts: list[str]):  # a gate only: what is checked is the store and the processes
         seen["steps"] += 1
         if seen["steps"] == 3:  # the skeletons, the first chunks (which started the worker pool), then this step
             seen["vectors"], seen["workers"] = vectors_written(), children_of(os.getpid())
@@ -550,11 +551,7 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
             closing.wait(300)  # the step goes on only as the workspace is being closed: it cannot end before
         return embed_texts(texts)
 
-    def embed_recorded(**options):  # the warm workspace's own background pass, its report kept
-        reports.append(embed_all(**options))
-        return reports[-1]
-
-    provider.embed, ws.embed = embed_watched, embed_recorded
+    provider.embed = embed_held
     warm = WarmWorkspace(ws)
     try:
         assert in_step.wait(300), "the embedding did not reach its third step"
@@ -563,7 +560,8 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
         warm.close()
     assert seen["workers"], "the worker pool was not running during the step"
     assert vectors_written() == seen["vectors"]  # the step under way wrote nothing
-    assert len(reports) == 1 and reports[0].stopped
+    assert 0 < vectors_written() < count("skeletons", "chunks")  # the pass stopped there: no step after it
+    assert not [t for t in threading.enumerate() if t.name == "codeloupe-embed" and t.is_alive()]
     assert not any(alive(pid) for pid in seen["workers"])
 
 
