@@ -78,6 +78,10 @@ const DISABLED_REASON = 'codeloupe is turned off (the codeloupe.enable setting).
 const UNTRUSTED_REASON = 'codeloupe is off in Restricted Mode: it would start a language server that reads every file ' +
     'of this workspace and run the configured server command. Trust the workspace to turn it on.';
 
+/** Opens the Workspace Trust editor. */
+const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
+const MANAGE_TRUST = 'Manage Workspace Trust';
+
 /** What activate() returns: lets other extensions (and the tests) reach the running client. */
 export interface CodeloupeApi {
     /** The running client, or undefined with the reason it is not running. */
@@ -201,14 +205,14 @@ class Controller implements vscode.Disposable {
         void vscode.window.showInformationMessage(key.trim() === '' ? 'codeloupe: chat API key removed.' : 'codeloupe: chat API key stored.');
     }
 
+    /**
+     * Restricted Mode: the status item says so (a shield on the warning background; a click opens the trust editor),
+     * and nothing else does until a command is run. A notification cannot be closed by its extension: one shown at
+     * start-up stayed in the notification center, saying codeloupe was off, after the trust grant had started it.
+     */
     refuseUntrusted(): void {
         this.unavailableReason = UNTRUSTED_REASON;
-        this.status.show('$(shield) codeloupe', UNTRUSTED_REASON);
-        void vscode.window.showInformationMessage(UNTRUSTED_REASON, 'Manage Workspace Trust').then((choice) => {
-            if (choice !== undefined) {
-                void vscode.commands.executeCommand('workbench.trust.manage');
-            }
-        });
+        this.status.show('$(shield) codeloupe', `${UNTRUSTED_REASON} Click to manage workspace trust.`, MANAGE_TRUST_COMMAND);
     }
 
     private async startClient(): Promise<LanguageClient | undefined> {
@@ -307,9 +311,23 @@ class Controller implements vscode.Disposable {
     private async requireClient(): Promise<LanguageClient | undefined> {
         const client = await this.starting;
         if (client === undefined) {
-            void vscode.window.showWarningMessage(this.unavailableReason ?? 'codeloupe: the language server is not running.');
+            this.warnUnavailable();
         }
         return client;
+    }
+
+    /** Why a command did nothing; in Restricted Mode with a button to the trust editor (a click closes the message). */
+    private warnUnavailable(): void {
+        const reason = this.unavailableReason ?? 'codeloupe: the language server is not running.';
+        if (vscode.workspace.isTrusted) {
+            void vscode.window.showWarningMessage(reason);
+            return;
+        }
+        void vscode.window.showWarningMessage(reason, MANAGE_TRUST).then((choice) => {
+            if (choice === MANAGE_TRUST) {
+                void vscode.commands.executeCommand(MANAGE_TRUST_COMMAND);
+            }
+        });
     }
 
     async stop(): Promise<void> {
@@ -323,7 +341,7 @@ class Controller implements vscode.Disposable {
 
     private async restart(): Promise<LanguageClient | undefined> {
         if (!vscode.workspace.isTrusted) {
-            this.refuseUntrusted();
+            this.warnUnavailable();
             return undefined;
         }
         await this.starting;

@@ -52,16 +52,22 @@ export class StatusItem implements vscode.Disposable {
     /** Counts refreshes: an answer is shown only if no later refresh started meanwhile. */
     private generation = 0;
 
-    constructor(command: string) {
+    /** `command`: what a click runs (the index status), unless show() is given an action. */
+    constructor(private readonly command: string) {
         this.item = vscode.window.createStatusBarItem('codeloupe.status', vscode.StatusBarAlignment.Left, 10);
         this.item.name = 'codeloupe';
-        this.item.command = command;
         this.show('$(loading~spin) codeloupe', 'Starting the codeloupe language server');
     }
 
-    show(text: string, tooltip: string): void {
+    /**
+     * `action`: a command the user must run before codeloupe can (the trust editor in Restricted Mode): a click runs
+     * it instead of the index status, and the item has the warning background until a show() without one.
+     */
+    show(text: string, tooltip: string, action?: string): void {
         this.item.text = text;
         this.item.tooltip = tooltip;
+        this.item.command = action ?? this.command;
+        this.item.backgroundColor = action === undefined ? undefined : new vscode.ThemeColor('statusBarItem.warningBackground');
         this.item.show();
     }
 

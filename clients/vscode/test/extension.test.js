@@ -1324,7 +1324,7 @@ describe('the extension when it cannot or must not start', function () {
         }
     });
 
-    it('an untrusted workspace starts nothing and says why, then starts once trusted', async function () {
+    it('an untrusted workspace starts nothing and says why in the status item, then starts once trusted', async function () {
         const session = activate({
             trusted: false,
             folders: [workspace.root],
@@ -1333,19 +1333,36 @@ describe('the extension when it cannot or must not start', function () {
         try {
             assert.equal(await session.api.whenReady(), undefined);
             assert.match(session.api.unavailableReason, /Restricted Mode/);
-            const notice = probe.messages.find((message) => message.level === 'info');
-            assert.match(notice.text, /Restricted Mode/);
-            assert.deepEqual(notice.items, ['Manage Workspace Trust']);
-            assert.equal(probe.statusItems[0].text, '$(shield) codeloupe');
+            // A notification at start-up cannot be closed by the extension: it stayed in the notification center, saying
+            // codeloupe was off, after the trust grant had started it. The status item says so instead.
+            assert.deepEqual(probe.messages, [], 'no notification at start-up');
+            assert.deepEqual(probe.progress, [], 'no progress notification at start-up');
+            const item = probe.statusItems[0];
+            assert.equal(item.text, '$(shield) codeloupe');
+            assert.equal(item.backgroundColor?.id, 'statusBarItem.warningBackground');
+            assert.match(item.tooltip, /Restricted Mode.*Click to manage workspace trust\.$/s);
+            assert.equal(item.command, 'workbench.trust.manage', 'a click on the shield opens the trust editor');
             assert.ok(!probe.log.some((line) => line.includes('starting ')), 'no server process was started');
+
+            // A command the user runs is answered, with the trust editor a click away.
+            probe.answerMessage('Manage Workspace Trust');
             await vscode.commands.executeCommand('codeloupe.client.ask');
-            assert.ok(probe.messages.some((message) => message.level === 'warning' && /Restricted Mode/.test(message.text)));
+            await vscode.commands.executeCommand('codeloupe.client.restart');
+            assert.deepEqual(probe.messages.map((message) => [message.level, message.text, message.items]), [
+                ['warning', session.api.unavailableReason, ['Manage Workspace Trust']],
+                ['warning', session.api.unavailableReason, ['Manage Workspace Trust']],
+            ]);
+            await waitFor('the button to open the trust editor', () => probe.executed.some((entry) => entry.id === 'workbench.trust.manage'));
             await probe.changeSettings({ 'codeloupe.server.command': serverCommand() });
             assert.ok(!probe.log.some((line) => line.includes('starting ')), 'a settings change does not start it either');
 
             await probe.grantTrust();
             const client = await session.api.whenReady();
             assert.ok(client?.isRunning(), `started once trusted: ${session.api.unavailableReason}\n${probe.log.join('\n')}`);
+            await waitFor(`the status item to count the files (${item.text})`, () => /^\$\(search\) codeloupe \d+ files$/.test(item.text));
+            assert.equal(item.backgroundColor, undefined, 'no warning background once trusted');
+            assert.equal(item.command, 'codeloupe.client.status', 'a click shows the index status again');
+            assert.equal(probe.messages.length, 2, 'nothing more was said');
         } finally {
             await session.close();
         }

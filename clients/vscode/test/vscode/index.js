@@ -291,6 +291,7 @@ const __test = {
         state.extensions = extensions;
         state.commands = new Map();
         state.inputAnswers = [];
+        state.messageAnswers = [];
         this.messages = [];
         this.shown = [];
         this.executed = [];
@@ -318,6 +319,10 @@ const __test = {
     },
     answerInputBox(answer) {
         state.inputAnswers.push(answer);
+    },
+    /** The button the next message is answered with. */
+    answerMessage(choice) {
+        state.messageAnswers.push(choice);
     },
     /** Opens a document as the editor would: listeners (the language client's didOpen) run. */
     async openDocument(fsPath) {
@@ -538,7 +543,9 @@ function message(level) {
     return (text, ...items) => {
         const choices = items.filter((item) => typeof item === 'string' || typeof item?.title === 'string');
         __test.messages.push({ level, text, items: choices });
-        return Promise.resolve(undefined);
+        // The next answerMessage() if it is one of this message's buttons (a click on it), else closed unanswered.
+        const answer = state.messageAnswers.shift();
+        return Promise.resolve(choices.includes(answer) ? answer : undefined);
     };
 }
 
@@ -700,7 +707,7 @@ const window = {
         return view;
     },
     createStatusBarItem(id, alignment, priority) {
-        const item = { id, alignment, priority, text: '', tooltip: '', command: undefined, visible: false, name: '',
+        const item = { id, alignment, priority, text: '', tooltip: '', command: undefined, backgroundColor: undefined, visible: false, name: '',
             show() { item.visible = true; }, hide() { item.visible = false; }, dispose() { item.visible = false; } };
         __test.statusItems.push(item);
         return item;
@@ -824,6 +831,11 @@ module.exports = {
     TabInputCustom: plainClass('TabInputCustom'),
     TabInputNotebook: plainClass('TabInputNotebook'),
     ThemeIcon: class ThemeIcon {
+        constructor(id) {
+            this.id = id;
+        }
+    },
+    ThemeColor: class ThemeColor {
         constructor(id) {
             this.id = id;
         }
