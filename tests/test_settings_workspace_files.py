@@ -58,6 +58,8 @@ def test_a_typo_in_a_workspace_file_is_one_warning_and_the_rest_of_the_file_appl
     ("[ignore]\nx = 1", "setting 'ignore' from {file}: cannot use {{'x': 1}} (expected a list of strings); ignored"),
     ("[tool]\nx = 1", "unknown setting 'tool' in {file}; ignored"),
     ('store_url = "postgresql://db.example/x"', "ignoring store_url in {file}: only your own settings may set them"),
+    # A whole number past any float (TOML's integers are not bounded for Python): an OverflowError traceback.
+    (f"chunk_budget = {'9' * 400}", f"setting 'chunk_budget' from {{file}}: {'9' * 400} is outside 100..100000"),
 ])
 def test_an_unusable_value_is_one_warning_and_the_rest_applies(tmp_path: Path, line: str, problem: str) -> None:
     valid, value = ("chunk_budget", 900) if "max_line_chars" in line else ("max_line_chars", 2000)
@@ -125,6 +127,9 @@ def test_the_user_s_own_config_stays_strict(tmp_path: Path) -> None:
     config.write_bytes(b"chunk_budget = 900\n# \xff\n")
     result = search(repo, "ledger_total")
     assert result.returncode == 2 and "config.toml: not valid TOML (not UTF-8" in result.stderr
+    config.write_text(f"chunk_budget = {'9' * 400}\n", encoding="utf-8")
+    result = search(repo, "ledger_total")
+    assert result.returncode == 2 and result.stderr.startswith(f"codeloupe: setting 'chunk_budget' from {config}: 999")
 
 
 def test_trust_of_a_workspace_with_a_file_that_is_not_toml_trusts_the_other_and_says_so(tmp_path: Path) -> None:

@@ -298,7 +298,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 def _check(name: str, value: Any, source: str) -> None:
     if name in BOUNDS:
         low, high = BOUNDS[name]
-        if not (math.isfinite(value) and low <= value <= high):
+        # Compared first: a whole number past any float (TOML's are unbounded) is out of range, where isfinite
+        # raised OverflowError on it.
+        if not (low <= value <= high and math.isfinite(value)):
             raise SettingsError(f"setting {name!r} from {source}: {value!r} is outside {_shown(low)}..{_shown(high)}")
     if name == "embed_provider" and value.strip().lower() not in EMBED_PROVIDERS:
         raise SettingsError(f"setting 'embed_provider' from {source}: {value!r} is not one of "
