@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from codeloupe.api import Workspace
 from codeloupe.discover import decode_source, walk
 from codeloupe.graph import graph_node, render_text
@@ -143,10 +145,17 @@ def test_the_engine_refuses_an_unreadable_root_with_a_workspace_error(tmp_path: 
     assert run.stdout.strip() == f"{root}: Permission denied", run.stderr
 
 
-def test_an_invalid_line_in_an_ignore_file_is_skipped_not_the_index(tmp_path: Path, lexical_workspace) -> None:
-    """black's test data holds a .gitignore whose line is a lone `!`: git skips such a line; the index did not."""
+@pytest.mark.parametrize("line", [
+    "!",  # black's test data: pathspec's GitIgnorePatternError
+    "[z-a]",  # a range backwards: Python's re.error, which is no ValueError
+    "[[:foo:]]",  # no such character class: RE2's error
+])
+def test_an_invalid_line_in_an_ignore_file_is_skipped_not_the_index(tmp_path: Path, lexical_workspace,
+                                                                     line: str) -> None:
+    """black's test data holds a .gitignore whose line is a lone `!`: git skips such a line; the index did not.
+    Nor may a line that the pattern compilers refuse in their own ways stop every command on the workspace."""
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / ".gitignore").write_text("!\nsecret.txt\n")
+    (tmp_path / "data" / ".gitignore").write_text(f"{line}\nsecret.txt\n")
     (tmp_path / "data" / "secret.txt").write_text("hidden_marker_word\n")
     (tmp_path / "data" / "kept.py").write_text("def visible_marker_word():\n    return 1\n")
     ws = lexical_workspace(tmp_path)

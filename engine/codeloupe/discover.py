@@ -203,15 +203,17 @@ def _spec(lines: list[str], source: str = "an ignore file") -> pathspec.GitIgnor
 
 def _tolerant_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
     """The spec of the lines that are valid patterns. git skips a line it cannot parse (a lone `!`, say), and
-    so do we: one bad line in some test data's ignore file must not end the whole index."""
+    so do we: one bad line in some test data's ignore file must not end the whole index. Each compiler refuses
+    in its own way (pathspec's GitIgnorePatternError is a ValueError; `[z-a]` is Python's re.error and
+    `[[:foo:]]` RE2's error, neither of them one), so any exception is a line refused."""
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines, backend=PATTERN_BACKEND)
-    except (ValueError, TypeError):  # pathspec's GitIgnorePatternError is a ValueError
+    except Exception:
         valid = []
         for line in lines:
             try:
                 pathspec.GitIgnoreSpec.from_lines([line], backend=PATTERN_BACKEND)
-            except (ValueError, TypeError):
+            except Exception:
                 log.debug("ignoring an invalid ignore pattern %r", line)
                 continue
             valid.append(line)
