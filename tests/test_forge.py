@@ -1254,9 +1254,11 @@ def chunk(text, lines):
 '''
 APPLY_AND_REPORT = '''
 import json, sys
+from codeloupe.chunk import strategies
 from codeloupe.chunk.strategies import Strategy, StrategyError, apply_strategy, strategy_extensions
 from codeloupe.trust import file_digest
 
+strategies.STRATEGY_TIMEOUT_S = 60.0  # the size is under test, not the time: 3M extensions took over 2 s under load
 source = sys.argv[1]
 sha256 = file_digest(source.encode())
 try:
