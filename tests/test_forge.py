@@ -1452,15 +1452,16 @@ def test_files_chunked_without_their_strategy_because_no_worker_started_are_chun
 
 
 def test_only_a_strategy_that_did_not_run_on_a_file_leaves_its_chunks_to_be_done_again() -> None:
-    """Its verdict on the file (running late on it, an error) is the same for the same code and file: chunked
-    again only when either changes; the files after it, which it never ran on, are chunked again by the next
-    index run."""
+    """Its verdict on the file (running late on it or on a file before it, an error) is the same for the same
+    code and file: chunked again only when either changes. A strategy disabled in the process is never started
+    there again, so the files after it are not left to be done again either: each index run of a language
+    server would rewrite (and embed anew) every file the strategy claims."""
     text = "a\nb\n"
     source = LOOPS + "# code of its own: disabled in this process by no other test\n"
     late = Strategy("zog", (".zog",), source, file_digest(source.encode()), origin="zog.py")
     first = chunk_file("first.zog", text, "text", strategies=[late])
     assert "time bound" in first.fallback_reason and not first.strategy_not_run
     after = chunk_file("after.zog", text, "text", strategies=[late])
-    assert "disabled in this process" in after.fallback_reason and after.strategy_not_run
+    assert "disabled in this process" in after.fallback_reason and not after.strategy_not_run
     raising = Strategy("raises", (".zog",), OVERLAPPING, file_digest(OVERLAPPING.encode()), origin="raises.py")
     assert not chunk_file("other.zog", text, "text", strategies=[raising]).strategy_not_run

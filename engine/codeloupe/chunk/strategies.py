@@ -91,9 +91,9 @@ class StrategyError(Exception):
 
 
 class StrategyNotRun(StrategyError):
-    """A strategy did not run on the file at all: no worker process could run it, or it was disabled in this
-    process after running late on an earlier file. Unlike its verdict on the file (an error, a range that is no
-    partition, running late on it), which the same code gives the same file again, this one may pass: the file's
+    """A strategy did not run on the file at all: no worker process could run it. Unlike its verdict on the file
+    (an error, a range that is no partition, running late on it or on an earlier file), which the same code gives
+    the same file again, this one may pass: the file's
     chunks are then a fallback that the next index run chunks again (`chunk.chunker.STRATEGY_NOT_RUN_VERSION`)."""
 
 
@@ -260,7 +260,9 @@ def apply_strategy(strategy: Strategy, text: str, lines: list[str],
     """The strategy's ranges for one file, checked to be a line partition; `StrategyError` otherwise."""
     timeout_s = STRATEGY_TIMEOUT_S if timeout_s is None else timeout_s
     if _late_key(strategy) in _timed_out:
-        raise StrategyNotRun("disabled in this process after it ran past its time bound")
+        # Kept as a verdict, not retried: the strategy is this slow, and a retry would rewrite (and re-embed) every
+        # file it claims at each index run of the process, since the process never starts it again.
+        raise StrategyError("disabled in this process after it ran past its time bound")
     function = strategy.function
     try:
         if function is None:  # checked again here: what comes back from the worker is the strategy's to shape
