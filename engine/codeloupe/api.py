@@ -51,6 +51,7 @@ from codeloupe.graph.model import GraphMap as GraphMap
 from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
+from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
@@ -226,13 +227,15 @@ class Workspace:
         return walk(self.root, self.settings)
 
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
-              found: Walk | None = None) -> IndexReport:
+              found: Walk | None = None, should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """Chunk and store everything that changed, then refresh graph edges (derived data, no vectors).
 
         Lexical and symbol lanes are ready when this returns; vectors come from `embed`. `edges=False` leaves
         the graph to the caller's `refresh_graph()`: resolving a large workspace's edges takes minutes, and
         an editor should answer from the chunks meanwhile. `found`: a `walk()` taken beforehand (files saved
-        since were indexed by `update_files` and are kept as saved).
+        since were indexed by `update_files` and are kept as saved). `should_stop` (a served workspace closing),
+        asked before each file is written and before the edges: once true, `IndexStopped` is raised with the
+        chunking workers killed, each file written so far whole in the index; the next run does the rest.
         """
         from codeloupe.graph import ensure_edges
 
@@ -241,8 +244,9 @@ class Workspace:
             from codeloupe.shared_index import pin_source
 
             pin_source(self.store, self.root)
-        report = index_workspace(self.root, self.store, self.settings, progress, strategies, found)
+        report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop)
         self._note_strategy_warnings(report)
+        _stop_before_edges(should_stop)
         if edges:
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
@@ -783,6 +787,13 @@ class Workspace:
         self.store.close()
 
 
+def _stop_before_edges(should_stop: Callable[[], bool] | None) -> None:
+    """`IndexStopped` once `should_stop()` is true: resolving a large index's edges takes a minute, which a closing
+    workspace does not wait for (the next index resolves them)."""
+    if should_stop is not None and should_stop():
+        raise IndexStopped("indexing stopped before resolving the graph's edges")
+
+
 def _stamped(events, revision: str):
     """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
     commit: a remote tarball's, or a repository's in the shared index)."""
@@ -843,7 +854,10 @@ class RemoteWorkspace(Workspace):
             raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
 
-    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
+              should_stop: Callable[[], bool] | None = None) -> IndexReport:
+        """The tarball's files in one transaction (a fetch killed midway leaves the index as it was); `should_stop`
+        is asked before the edges."""
         from codeloupe.graph import ensure_edges
 
         if self.revision and not self.refresh:
@@ -866,6 +880,7 @@ class RemoteWorkspace(Workspace):
             self.store.set_meta(REVISION_KEY, snapshot.revision)
         remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
+        _stop_before_edges(should_stop)
         if edges:
             ensure_edges(self)
         return report
@@ -906,7 +921,9 @@ class SharedWorkspace(RemoteWorkspace):
     def repository_name(self) -> str:
         return str(self.root)
 
-    def index(self, progress: ProgressFn | None = None, *, edges: bool = True) -> IndexReport:
+    def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
+              should_stop: Callable[[], bool] | None = None) -> IndexReport:
+        """What the index holds (the workers index it: nothing runs here that `should_stop` could stop)."""
         from codeloupe.store.postgres import redact
 
         counts = self.store.counts()

@@ -20,7 +20,7 @@ import posixpath
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -54,6 +54,11 @@ log = logging.getLogger("codeloupe.index")
 ProgressFn = Callable[[Progress], None]
 
 
+class IndexStopped(Exception):
+    """An index run ended early by its `should_stop` (a served workspace closing): the files written so far are in
+    the index whole, the rest are not, and the next run indexes them."""
+
+
 def content_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
@@ -70,14 +75,16 @@ PROGRESS_EVERY = 50
 
 def index_workspace(root: Path, store: IndexStore, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
-                    found: Walk | None = None) -> IndexReport:
+                    found: Walk | None = None, should_stop: Callable[[], bool] | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
-    read when this runs, so what those saves wrote is kept."""
+    read when this runs, so what those saves wrote is kept. `should_stop`, asked before each file is written:
+    once it is true the run ends (`IndexStopped`) with its chunking workers killed."""
     def run() -> IndexReport:
-        return _index_workspace(root, store, settings, progress, strategies, found)
+        return _index_workspace(root, store, settings, progress, strategies, found, should_stop)
 
-    return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies))
+    return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies,
+                                                                         should_stop=should_stop))
 
 
 def _starting_over_on_damage(store: IndexStore, run: Callable[[], IndexReport],
@@ -97,7 +104,8 @@ def _starting_over_on_damage(store: IndexStore, run: Callable[[], IndexReport],
 
 
 def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress: ProgressFn | None,
-                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None) -> IndexReport:
+                     strategies: tuple[Strategy, ...] = (), found: Walk | None = None,
+                     should_stop: Callable[[], bool] | None = None) -> IndexReport:
     started = time.perf_counter()
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     root = Path(root)
@@ -127,22 +135,31 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     total = len(found.candidates)
     done = total - len(work)
     now_skipped: list[SkippedFile] = []
-    prepared_files = zip(work, _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies))
-    while group := list(islice(prepared_files, WRITE_BATCH)):
-        with store.batch():
-            for (candidate, row), prepared in group:
-                outcome = _apply(prepared, row, store, report)
-                if outcome:
-                    skipped[outcome] += 1
-                    if prepared.digest:  # read and judged by its content (not a transient failure to read it)
-                        now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
-                                                       outcome))
-        # Told once the group is written, outside its transaction: the count is then of files in the index, and
-        # a listener that is slow (an editor not reading its pipe) holds no lock another thread's search needs.
-        before, done = done, done + len(group)
-        if progress and (done // PROGRESS_EVERY > before // PROGRESS_EVERY or done == total):
-            (last, _), _ = group[-1]
-            progress(Progress("chunk", done, total, last.rel_path))
+    prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
+    # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
+    # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
+    prepared_files = zip(work, prepared_all if should_stop is None else _until(should_stop, prepared_all))
+    try:
+        while group := list(islice(prepared_files, WRITE_BATCH)):
+            with store.batch():
+                for (candidate, row), prepared in group:
+                    outcome = _apply(prepared, row, store, report)
+                    if outcome:
+                        skipped[outcome] += 1
+                        if prepared.digest:  # read and judged by its content (not a transient failure to read it)
+                            now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime,
+                                                           rules, outcome))
+            # Told once the group is written, outside its transaction: the count is then of files in the index,
+            # and a listener that is slow (an editor not reading its pipe) holds no lock another thread's search
+            # needs.
+            before, done = done, done + len(group)
+            if progress and (done // PROGRESS_EVERY > before // PROGRESS_EVERY or done == total):
+                (last, _), _ = group[-1]
+                progress(Progress("chunk", done, total, last.rel_path))
+    finally:
+        prepared_all.close()  # stopped or failed (a full disk): no worker goes on chunking for no one
+    if done < total:
+        raise IndexStopped(f"indexing stopped after {done:,} of {total:,} files")
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
@@ -342,9 +359,18 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
 
 
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
-                 strategies: tuple[Strategy, ...]) -> Iterator[Prepared]:
+                 strategies: tuple[Strategy, ...]) -> Generator[Prepared, None, None]:
     """Prepare files in order; in worker processes when there are enough to pay for starting them."""
     return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking")
+
+
+def _until(should_stop: Callable[[], bool], items: Iterator[Prepared]) -> Iterator[Prepared]:
+    """`items` while `should_stop()` is false, asked before each one is drawn."""
+    while not should_stop():
+        item = next(items, None)
+        if item is None:
+            return
+        yield item
 
 
 def _known_hash(row: FileRow | None) -> str:

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
@@ -37,12 +37,14 @@ WORKER_TIMEOUT_S = 120.0
 
 def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str,
                    timeout_s: float = WORKER_TIMEOUT_S, min_items: int | None = None,
-                   meanwhile: Callable[[], object] | None = None) -> Iterator[T]:
+                   meanwhile: Callable[[], object] | None = None) -> Generator[T, None, None]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
     enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
     drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
     be a module-level function (it is pickled by name). Workers that give no result for `timeout_s` are killed
     and the rest is done in this process.
+
+    Closed before its last result (the caller stopped reading), it kills the workers and their tasks in flight.
 
     `meanwhile()`, other work of this process, is called once every row is handed to the workers, so that it
     runs while they finish (without a pool, after the last row); an error it raises is raised after the last
@@ -71,7 +73,10 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     kill_workers(pool)
                     raise
                 except GeneratorExit:
+                    # The tasks in flight are killed, not waited for: a served workspace closing mid-index exits
+                    # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first.
                     closing = True
+                    kill_workers(pool)
                     raise
             other.raise_error()
             return

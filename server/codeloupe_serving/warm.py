@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from codeloupe.api import (
     MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
+    IndexStopped,
     Workspace,
     WorkspaceError,
     load_settings,
@@ -180,7 +181,7 @@ class WarmWorkspace:
         try:
             if not force and time.monotonic() - self._last_refresh < self.refresh_interval_s:
                 return
-            report = self.ws.index(progress)
+            report = self.ws.index(progress, should_stop=self._closing.is_set)
             self.last_error = ""
             if force or report.files_indexed or report.files_deleted:
                 # The search snapshot brought up to date before the call is answered: after a bulk change (a
@@ -188,6 +189,8 @@ class WarmWorkspace:
                 # rebuild, as the language server's interim answers are; an agent is owed the complete one.
                 self.ws.warm(graph=False)
                 self._embed_in_background()
+        except IndexStopped:  # `close`: the files written are whole in the index, the next start indexes the rest
+            log.info("%s: indexing stopped, the workspace is closing", self.root)
         except Exception as exc:  # fail open: the last index still answers, the status says why it is stale
             self.last_error = f"refreshing the index failed: {exc}"
             log.warning("%s: %s", self.root, self.last_error)
@@ -212,9 +215,10 @@ class WarmWorkspace:
         self._embedder.start()
 
     def close(self) -> None:
-        """Stop the background work and close the workspace: an embedding pass is cut short (its step dropped,
-        its worker processes killed), so that a server whose client went exits at once (an MCP client sends
-        SIGTERM 2 s after closing stdin)."""
+        """Stop the background work and close the workspace, so that a server whose client went exits at once (an
+        MCP client sends SIGTERM 2 s after closing stdin): an index under way stops before its next file (its
+        chunking workers killed; each file written is whole in the index, the next start indexes the rest), and
+        an embedding pass is cut short (its step dropped, its worker processes killed)."""
         self._closing.set()
         self.ws.stop_embedding()
         self._indexer.join(timeout=30)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -565,6 +566,68 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     assert not any(alive(pid) for pid in seen["workers"])
 
 
+class StdioServer:
+    """A real `codeloupe mcp ROOT` over pipes, initialised, its stderr in `errlog`; killed if a test leaves it
+    running."""
+
+    def __init__(self, root: Path, errlog: Path, **env: str) -> None:
+        with errlog.open("w") as err:
+            self.process = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(root)], cwd=errlog.parent,
+                                            text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                            env=subprocess_env(**env))
+        self.errlog = errlog
+        self._calls = iter(range(1, 1_000_000))
+
+    def _send(self, message: dict) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def call(self, method: str, params: dict) -> dict:
+        assert self.process.stdout is not None
+        sent = next(self._calls)
+        self._send({"jsonrpc": "2.0", "id": sent, "method": method, "params": params})
+        while (answer := json.loads(self.process.stdout.readline())).get("id") != sent:
+            pass  # a notification
+        return answer["result"]
+
+    def status(self) -> dict:
+        return json.loads(self.call("tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
+
+    def wait_for(self, condition: Callable[[dict], bool], timeout_s: float = 300) -> dict:
+        """The first status that meets `condition`, asked again every 50 ms."""
+        deadline = time.monotonic() + timeout_s
+        while not condition(now := self.status()):
+            assert time.monotonic() < deadline, now
+            time.sleep(0.05)
+        return now
+
+    def close_stdin(self, timeout_s: float) -> int:
+        """Close stdin as an MCP client does and wait up to `timeout_s` for the server to exit by itself; its
+        return code (the server is killed, and the test fails, past that)."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the server was still running {timeout_s} s after its stdin closed")
+
+    def __enter__(self) -> StdioServer:
+        try:
+            self.call("initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                                     "clientInfo": {"name": "test", "version": "0"}})
+            self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 @NEEDS_WORKER_POOL
 def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(tmp_path: Path) -> None:
     """End to end: the real server, its stdin closed while it embeds, exits by itself (return code 0) without a
@@ -572,45 +635,54 @@ def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(tmp_path: Path
     an MCP client's 2 s before SIGTERM: that the step under way is dropped is the warm workspace's test above."""
     from processes import alive, children_of
 
-    root = many_long_chunks(tmp_path / "long")
-    errlog = tmp_path / "stderr.txt"
-    with errlog.open("w") as err:
-        server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(root)], cwd=tmp_path, text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                  env=subprocess_env(CODELOUPE_EMBED_PROVIDER="local"))
-    assert server.stdin is not None and server.stdout is not None
-    stdin, stdout = server.stdin, server.stdout
-    calls = iter(range(1, 1_000_000))
-
-    def call(method: str, params: dict) -> dict:
-        sent = next(calls)
-        stdin.write(json.dumps({"jsonrpc": "2.0", "id": sent, "method": method, "params": params}) + "\n")
-        stdin.flush()
-        while (answer := json.loads(stdout.readline())).get("id") != sent:
-            pass  # a notification
-        return answer["result"]
-
-    def status() -> dict:
-        return json.loads(call("tools/call", {"name": "status", "arguments": {}})["content"][0]["text"])
-
-    workers: list[int] = []
-    try:
-        call("initialize", {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
-                            "clientInfo": {"name": "test", "version": "0"}})
-        stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-        stdin.flush()
-        deadline = time.monotonic() + 300  # the model loaded and the first chunk vectors written
-        while (now := status())["vectors_done"] == 0:
-            assert time.monotonic() < deadline, now
-            time.sleep(0.05)
+    with StdioServer(many_long_chunks(tmp_path / "long"), tmp_path / "stderr.txt",
+                     CODELOUPE_EMBED_PROVIDER="local") as server:
+        now = server.wait_for(lambda status: status["vectors_done"] > 0)  # the model loaded, the first vectors
         assert now["vectors_done"] < now["vectors_total"]  # still embedding
-        workers = children_of(server.pid)
-        stdin.close()
-        returncode = server.wait(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    assert returncode == 0, errlog.read_text()  # exited by itself
-    assert "leaked semaphore" not in errlog.read_text()
+        workers = children_of(server.process.pid)
+        returncode = server.close_stdin(60)
+    assert returncode == 0, server.errlog.read_text()  # exited by itself
+    assert "leaked semaphore" not in server.errlog.read_text()
     assert workers and not any(alive(pid) for pid in workers)  # its embedding workers ended too
+
+
+def many_small_files(root: Path, files: int = 1500) -> Path:
+    """A workspace whose first index takes seconds (tens on a loaded machine): chunked by a worker pool."""
+    for i in range(files):
+        folder = root / f"pkg{i % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"mod{i}.py").write_text("".join(f"def step_{i}_{j}(value):\n    total = value + {j}\n"
+                                                   f"    return total * {i}\n\n\n" for j in range(25)))
+    return root
+
+
+@NEEDS_WORKER_POOL
+def test_stdio_exits_on_its_own_when_stdin_closes_during_the_first_index(tmp_path: Path) -> None:
+    """A first index still running when stdin closed was waited for (up to 30 s, past the 2 s an MCP client allows
+    before SIGTERM: the resource tracker then reported leaked semaphores and chunking workers could be left). It
+    now stops before its next file: the server exits by itself with its chunking workers ended, the files it
+    wrote whole in the index, and the next start indexes the rest. The bound is generous, not the client's 2 s."""
+    import sqlite3
+
+    from codeloupe.api import load_settings
+    from processes import alive, children_of
+
+    root = many_small_files(tmp_path / "many")
+    with StdioServer(root, tmp_path / "stderr.txt") as server:
+        server.wait_for(lambda status: status["files"] > 0 and not status["ready"])
+        workers = children_of(server.process.pid)
+        returncode = server.close_stdin(10)
+    assert returncode == 0, server.errlog.read_text()
+    assert "leaked semaphore" not in server.errlog.read_text()
+    assert workers and not any(alive(pid) for pid in workers)  # the chunking workers ended with it
+
+    index = load_settings(root.resolve(), {}).index_path(root)
+    with contextlib.closing(sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True)) as conn:
+        stored = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+        chunkless = conn.execute("SELECT count(*) FROM files WHERE id NOT IN (SELECT file_id FROM chunks)").fetchone()[0]
+    assert 0 < stored < 1500 and chunkless == 0  # stopped part way, every file written whole
+
+    with StdioServer(root, tmp_path / "stderr-again.txt") as again:
+        done = again.wait_for(lambda status: status["ready"])
+        assert done["files"] == 1500 and done["last_error"] == ""  # the next start resumed and finished
+        assert again.close_stdin(60) == 0
