@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
-from codeloupe.api import MAX_QUERY_CHARS, WorkspaceError, repository_labels, search_repositories
+from codeloupe.api import MAX_QUERY_CHARS, Workspace, WorkspaceError, repository_labels, search_repositories
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
@@ -55,9 +56,21 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
 
 
 def _inside(chosen: list[Target], scope: str) -> str:
-    """`scope` as a path inside every folder searched (refused, as MCP and HTTP refuse it, when it leaves one)."""
+    """`scope` as the one path it names inside every folder searched (`_scope_in`); refused, as MCP and HTTP
+    refuse it, when it leaves one, or when a link makes it name different paths in different folders."""
     try:
-        inside = [target.ws.relative(scope) for target in chosen]
+        inside = {_scope_in(target.ws, scope) for target in chosen}
     except (WorkspaceError, ValueError, OSError) as exc:  # outside, or no path at all (a NUL byte)
         raise invalid(f"{METHOD}: `scope` {scope[:200]!r}: {exc}") from None
-    return inside[0] if len(chosen) == 1 else scope
+    if len(inside) > 1:
+        raise invalid(f"{METHOD}: `scope` {scope[:200]!r} names {', '.join(map(repr, sorted(inside)))} in different"
+                      " folders (a link): pass `folderUri`, or the URI of the folder to search")
+    return inside.pop()
+
+
+def _scope_in(ws: Workspace, scope: str) -> str:
+    """`scope` as the path it keeps inside `ws` ("": all of it), normalised as a path first (`./docs` and
+    `docs/../docs` are `docs`, as in a folder so in a shared repository); one that leaves `ws` is refused."""
+    path = posixpath.normpath(scope)
+    return "" if path == "." else ws.relative(path)
+

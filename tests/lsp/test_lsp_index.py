@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lsp_helpers import Client, location_paths, start_server, stop_server, uri, write_project
+from lsp_helpers import Client, expect_error, location_paths, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
 
 from codeloupe.api import Workspace, search_repositories
+
+INVALID_PARAMS = -32602
 
 
 async def test_initial_index_reports_progress_and_search_finds_the_right_files(project: Path) -> None:
@@ -143,6 +145,36 @@ async def test_two_workspace_folders_are_indexed_and_searched_together(tmp_path:
         await client.wait_ready(count=1)
         gone = await client.request("codeloupe/search", {"query": "parse_yaml_frontmatter"})
         assert "lib/parser.py" not in location_paths(gone)
+    finally:
+        await stop_server(client)
+
+
+async def test_a_relative_scope_is_read_as_a_path_with_two_folders_as_with_one(tmp_path: Path) -> None:
+    """`./lib` and `lib/../lib` are `lib` inside each folder searched, as with one folder open; they were passed
+    to the engine as typed with two, and matched nothing. A scope that leaves a folder is still refused naming
+    `scope`."""
+    first = write_project(tmp_path / "first")
+    second = write_project(tmp_path / "second", {"lib/parser.py": "def parse_yaml_frontmatter(text):\n    ...\n"})
+    client = await start_server([first, second])
+    try:
+        await client.wait_ready(count=2)
+        query = {"query": "parse_yaml_frontmatter", "docs": "both"}
+        scoped = location_paths(await client.request("codeloupe/search", {**query, "scope": "lib"}))
+        assert scoped == ["lib/parser.py"]
+        for scope in ("./lib", "lib/../lib", "./lib/", "app/../lib"):
+            answer = await client.request("codeloupe/search", {**query, "scope": scope})
+            assert location_paths(answer) == scoped, scope
+        everything = location_paths(await client.request("codeloupe/search", query))
+        for scope in (".", "./", "lib/.."):
+            assert location_paths(await client.request("codeloupe/search", {**query, "scope": scope})) == everything
+        for scope in ("../x", "lib/../../x", "/etc"):
+            message = await expect_error(client.request("codeloupe/search", {**query, "scope": scope}),
+                                         INVALID_PARAMS)
+            assert "`scope`" in message, (scope, message)
+        # A link in one folder makes `lib` another path there than in the other: no one scope to search.
+        (first / "lib").symlink_to("app", target_is_directory=True)
+        message = await expect_error(client.request("codeloupe/search", {**query, "scope": "./lib"}), INVALID_PARAMS)
+        assert "`scope`" in message and "'app', 'lib' in different folders" in message, message
     finally:
         await stop_server(client)
 
