@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from codeloupe.api import MAX_QUERY_CHARS, Workspace, WorkspaceError, repository_labels, search_repositories
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.shared import Target, folder_target, targets
+from codeloupe_lsp.shared import (
+    SCHEME,
+    IndexDocument,
+    Target,
+    check_pinned,
+    folder_target,
+    parse_index_uri,
+    repository_target,
+    targets,
+)
 
 METHOD = "codeloupe/search"
 MODES = ("code", "docs", "both")
 DEFAULT_LIMIT = 12
+# A URI's scheme (two characters at least: `C:` starts a Windows path): a scope of another scheme names nothing here.
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def register(server: CodeloupeServer) -> None:
@@ -29,7 +41,8 @@ def register(server: CodeloupeServer) -> None:
 async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str = "code",
                  limit: int = DEFAULT_LIMIT, folder_uri: str = "", prune: bool = False) -> JSON:
     """Search one folder, or every folder and shared repository as one ranking (`api.search_repositories`);
-    `scope` may be a URI, which also picks the folder.
+    `scope` may be a URI (`file:`, or `codeloupe-index:` naming a shared repository or a folder or file of it),
+    which also picks the folder or repository.
 
     `prune`: only the ranked chunks, flat (the CLI's `--prune`), from one folder: ranks of several folders'
     bundles do not merge into one flat list without their files' scores."""
@@ -38,6 +51,13 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
             raise invalid(f"{METHOD}: `scope` {scope!r} is not a file: URI")
         folder, scope = ls.folder_for(scope, "scope")
         chosen = [folder_target(folder)]
+    elif scope.startswith(f"{SCHEME}:"):
+        indexed = parse_index_uri(scope, "scope")
+        target = repository_target(ls, indexed.repository, "scope")
+        chosen, scope = [target], await ls.engine(_repository_scope, target.ws, indexed, scope)
+    elif (scheme := URI_SCHEME.match(scope)) is not None:
+        raise invalid(f"{METHOD}: `scope` {scope[:200]!r} is a URI of another scheme ({scheme.group()}): a scope is a"
+                      f" path inside the folders, a file: URI or a {SCHEME}: URI (write a path holding a colon as ./{scope[:200]})")
     else:
         chosen = targets(ls, folder_uri)
         if scope:
@@ -74,3 +94,12 @@ def _scope_in(ws: Workspace, scope: str) -> str:
     path = posixpath.normpath(scope)
     return "" if path == "." else ws.relative(path)
 
+
+def _repository_scope(ws: Workspace, document: IndexDocument, uri: str) -> str:
+    """The folder or file of a shared repository a `codeloupe-index:` scope names ("": the whole repository);
+    refused, naming `scope`, as `codeloupe/read` refuses its URI (another commit, a path that escapes)."""
+    try:
+        check_pinned(ws, document)
+        return _scope_in(ws, document.path)
+    except WorkspaceError as exc:
+        raise WorkspaceError(f"{METHOD}: `scope` {uri[:200]!r}: {exc}") from None

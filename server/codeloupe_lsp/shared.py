@@ -138,13 +138,19 @@ async def document_or_none(ls: CodeloupeServer, uri: str) -> tuple[Target, str] 
         return None
 
 
-def pinned_path(ws: Workspace, document: IndexDocument) -> str:
-    """The repository path a `codeloupe-index:` URI names; refused when the URI pins another commit than the one
-    the index holds now (its lines may differ), names no file, or escapes the repository."""
+def check_pinned(ws: Workspace, document: IndexDocument) -> None:
+    """Refuse a `codeloupe-index:` URI that pins another commit than the one the index holds now (its lines may
+    differ)."""
     revision = ws.revision
     if document.revision and document.revision != revision:
         raise WorkspaceError(f"{document.repository} is indexed at {revision or 'no commit'} now, not"
                              f" {document.revision}: search again for its current files")
+
+
+def pinned_path(ws: Workspace, document: IndexDocument) -> str:
+    """The repository path a `codeloupe-index:` URI names; refused when the URI pins another commit than the one
+    the index holds now (`check_pinned`), names no file, or escapes the repository."""
+    check_pinned(ws, document)
     if not document.path:
         raise WorkspaceError(f"{document.repository}: the URI names no file")
     return ws.relative(document.path)

@@ -230,6 +230,24 @@ async def test_a_scope_that_leaves_the_workspace_is_refused(client: Client, proj
     assert (await client.status())[0]["state"] == "ready"
 
 
+async def test_a_scope_uri_of_another_scheme_is_refused_not_read_as_a_path(client: Client, project: Path) -> None:
+    # It was read as a relative path and quietly matched nothing; a shared repository's URI is a scope only of a
+    # repository the server opened (tests/pg/test_pg_lsp.py).
+    for scope, why in {"untitled:Untitled-1": "another scheme (untitled:)",
+                       "https://example.com/docs": "another scheme (https:)",
+                       "codeloupe-index:///billing/docs": "which this server did not open",
+                       "codeloupe-index://billing/docs": "is not a codeloupe-index:///<repository>/<path> URI"}.items():
+        message = await expect_error(client.request("codeloupe/search", {"query": "login", "scope": scope}),
+                                     INVALID_PARAMS)
+        assert "`scope`" in message and why in message, (scope, message)
+    (project / "docs:old").mkdir()
+    (project / "docs:old" / "notes.md").write_text("# Notes\n\nThe login page moved.\n", encoding="utf-8")
+    await client.command("codeloupe.reindex")
+    colon = await client.request("codeloupe/search", {"query": "login page moved", "scope": "./docs:old",
+                                                      "docs": "both"})
+    assert location_paths(colon) == ["docs:old/notes.md"]
+
+
 async def test_over_long_queries_and_nul_uris_are_invalid_params_not_faults(client: Client, project: Path) -> None:
     for method in ("codeloupe/search", "codeloupe/ask"):
         message = await expect_error(client.request(method, {"query": "x" * 20_001}), INVALID_PARAMS)

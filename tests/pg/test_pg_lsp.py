@@ -101,6 +101,23 @@ async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Pa
         assert [loc["uri"] for loc in located["locations"]] == [
             f"codeloupe-index:///billing/src/shop/payments/card.py?rev={commit}"]
 
+        # A scope URI of the repository picks it and keeps its files under that folder (or that file alone).
+        payments = await client.request("codeloupe/search", {"query": QUERY,
+                                                             "scope": "codeloupe-index:///billing/src/shop/payments"})
+        assert location_paths(payments) == [p for p in ranking if p.startswith("src/shop/payments/")] != []
+        assert [f["uri"] for f in [*payments["core"], *payments["related"]]] == [
+            f"codeloupe-index:///billing/{p}?rev={commit}" for p in location_paths(payments)]
+        pinned = await client.request("codeloupe/search", {"query": QUERY, "scope": first["uri"]})
+        assert location_paths(pinned) == [first["path"]]
+        whole = await client.request("codeloupe/search", {"query": QUERY, "scope": "codeloupe-index:/billing/"})
+        assert location_paths(whole) == ranking
+        for scope, why in {"codeloupe-index:///billing/src/../../etc": "traversal",
+                           "codeloupe-index:///billing/src?rev=0123abc": "indexed at",
+                           "codeloupe-index:///payroll/src": "did not open"}.items():
+            message = await expect_error(client.request("codeloupe/search", {"query": QUERY, "scope": scope}),
+                                         INVALID_PARAMS)
+            assert "`scope`" in message and why in message, (scope, message)
+
         refused = {
             "codeloupe-index:///billing/../../../etc/passwd": "traversal",
             "codeloupe-index:///billing/%2E%2E/%2E%2E/etc/passwd": "traversal",
