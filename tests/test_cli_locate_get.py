@@ -67,11 +67,13 @@ def test_locate_identifier_matches_whole_names_and_substring_matches_inside_them
                        "4 locations of the text 'get' (first 1 shown)"]
 
 
-def test_locate_not_found_exits_1_and_an_empty_text_is_refused(repo: Path) -> None:
+def test_locate_not_found_exits_1_and_an_empty_or_multi_line_text_is_refused_naming_the_argument(repo: Path) -> None:
     missing = codeloupe("locate", str(repo), "nowhere_to_be_seen", check=False)
     assert (missing.returncode, missing.stdout) == (1, "0 locations of the text 'nowhere_to_be_seen'\n")
     empty = codeloupe("locate", str(repo), " ", check=False)
-    assert empty.returncode == 2 and "the text to find is empty" in empty.stderr
+    assert (empty.returncode, empty.stderr) == (2, "codeloupe: locate: argument text: must not be empty\n")
+    lines = codeloupe("locate", str(repo), "def getUser(name):\n    return", check=False)
+    assert (lines.returncode, lines.stderr) == (2, "codeloupe: locate: argument text: must be one line, got 2 lines\n")
 
 
 def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:

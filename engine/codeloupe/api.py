@@ -33,6 +33,7 @@ from codeloupe.chunk.strategies import (
 )
 from codeloupe.discover import DiscoverError, Walk, check_root, walk
 from codeloupe.embed.background import EmbedReport
+from codeloupe.errors import InvalidArgument as InvalidArgument
 from codeloupe.errors import RemoteError as RemoteError
 from codeloupe.errors import WorkspaceError
 from codeloupe.graph import MAP_ASSETS as MAP_ASSETS
@@ -625,12 +626,14 @@ class Workspace:
         """Every line of the indexed chunks holding `text` exactly (case-sensitive), in path and line order.
 
         Reads the search snapshot's copy of the chunks (no disk walk, so ignored and skipped files never
-        match). `identifier` matches whole identifiers only: `get` does not match `getUser`.
+        match). `identifier` matches whole identifiers only: `get` does not match `getUser`. An empty `text`, or
+        one of several lines, is refused (`InvalidArgument`).
         """
         if not text.strip():
-            raise WorkspaceError("locate: the text to find is empty")
-        if "\n" in text:
-            raise WorkspaceError("locate: the text to find must be one line")
+            raise InvalidArgument("text", "must not be empty")
+        lines = text.count("\n") + 1
+        if lines > 1:
+            raise InvalidArgument("text", f"must be one line, got {lines:,} lines")
         from codeloupe.locate import locate_lines
 
         return locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)

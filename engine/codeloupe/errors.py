@@ -11,5 +11,17 @@ class WorkspaceError(ValueError):
     """A request the engine refuses: a path outside the workspace, a line range outside a file, ..."""
 
 
+class InvalidArgument(WorkspaceError):
+    """An argument of an engine call that it refuses for what the argument holds (a `text` to locate of several
+    lines): `argument`, its name in the call; `problem`, what is wrong with it. Each surface names the argument
+    as its protocol does (a CLI argument, an HTTP parameter, an MCP tool's argument); the message names it as
+    the call does."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"`{argument}` {problem}")
+        self.argument = argument
+        self.problem = problem
+
+
 class RemoteError(WorkspaceError):
     """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""

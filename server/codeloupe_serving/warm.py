@@ -18,6 +18,7 @@ from codeloupe.api import (
     MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
     IndexStopped,
+    InvalidArgument,
     Workspace,
     WorkspaceError,
     load_settings,
@@ -114,6 +115,8 @@ class WarmWorkspace:
         building = self.building_note()  # taken first: an index finishing meanwhile makes the note too careful
         try:
             return call(ws), [building] if building else []
+        except InvalidArgument:  # what the call was given: no index would answer it otherwise
+            raise
         except WorkspaceError as exc:
             if building:
                 raise WorkspaceError(f"{exc}; {building}") from exc

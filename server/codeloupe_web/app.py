@@ -25,6 +25,7 @@ from codeloupe.api import (
     TOUR_ENTRY_POINTS,
     GraphRequest,
     GraphRequestError,
+    InvalidArgument,
     StoreError,
     Workspace,
     WorkspaceError,
@@ -145,6 +146,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.exception_handler(OSError)
     async def refused(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @app.exception_handler(InvalidArgument)
+    async def malformed(request: Request, exc: InvalidArgument) -> JSONResponse:
+        # A value its parameter's type takes but the engine refuses (a `text` to locate of several lines) is a
+        # malformed request like one the type refuses: 422, naming the parameter in the same validation shape.
+        where = "query" if exc.argument in request.query_params else "body"
+        return JSONResponse({"detail": [{"type": "value_error", "loc": [where, exc.argument], "msg": str(exc)}]},
+                            status_code=422)
 
     @app.exception_handler(StoreError)
     async def unavailable(_: Request, exc: StoreError) -> JSONResponse:

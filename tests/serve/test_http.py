@@ -64,6 +64,13 @@ def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
     assert httpx.post(f"{base}/v1/search", json={"query": "escape html", "limit": True}).status_code == 422
     assert httpx.post(f"{base}/v1/ask", json={"question": "escape html", "agents": "yes"}).status_code == 422
     assert httpx.post(f"{base}/v1/search", json={"query": "escape html", "limit": 3}).status_code == 200
+    # A text to locate of several lines is malformed like an empty one, its parameter named the same way (it was
+    # a 400 with the engine's "the text to find must be one line", which named no parameter).
+    for text, problem in (("", "at least 1 character"), ("def find(\n    self", "`text` must be one line, got 2 lines")):
+        answer = httpx.get(f"{base}/v1/locate", params={"text": text})
+        assert answer.status_code == 422, answer.text
+        [detail] = answer.json()["detail"]
+        assert detail["loc"] == ["query", "text"] and problem in detail["msg"], detail
 
 
 def test_every_endpoint_answers(project: Path, serve) -> None:
@@ -131,6 +138,9 @@ def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_run
         # A file the index does not hold (yet, as far as anyone can tell): the refusal says so too.
         refused = httpx.get(f"{base}/v1/expand", params={"path": "app/later.py"}, timeout=60)
         assert refused.status_code == 400 and "still being built" in refused.json()["error"]
+        # What no index would answer otherwise is malformed meanwhile as after (a text of two lines to locate).
+        lines = httpx.get(f"{base}/v1/locate", params={"text": "a\nb"}, timeout=60)
+        assert lines.status_code == 422 and lines.json()["detail"][0]["loc"] == ["query", "text"], lines.text
     finally:
         first_index_held.release.set()
     for _ in range(600):  # the first index ends (not a speed check: up to a minute)

@@ -70,7 +70,8 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert (await client.call_tool("search", {"query": 42})).is_error
     assert (await client.call_tool("search", {})).is_error
     assert (await client.call_tool("graph", {"source": "app/auth.py"})).is_error
-    assert (await client.call_tool("locate", {"text": "a\nb"})).is_error
+    lines = await client.call_tool("locate", {"text": "a\nb"})
+    assert lines.is_error and "`text` must be one line, got 2 lines" in text_of(lines)  # the tool's argument, named
     huge = await client.call_tool("search", {"query": "token " * (MAX_QUERY_CHARS // 6 + 1)})
     assert huge.is_error and "query" in text_of(huge)
 

@@ -11,7 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from codeloupe.api import RemoteError, Workspace, WorkspaceError, is_remote_source, open_remote
+from codeloupe.api import (
+    InvalidArgument,
+    RemoteError,
+    Workspace,
+    WorkspaceError,
+    is_remote_source,
+    open_remote,
+)
 from codeloupe.discover import DiscoverError, check_root
 from codeloupe.index import ProgressFn
 from codeloupe.settings import SettingsError, load_settings
@@ -127,11 +134,14 @@ T = TypeVar("T")
 
 def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], *, embed: bool, quiet: bool) -> T:
     """Open the workspace, bring its index up to date, answer `call` from it and close it; what the engine
-    refuses (a path outside the workspace, a file not in the index) becomes a `CliError`."""
+    refuses (a path outside the workspace, a file not in the index) becomes a `CliError`, an argument it refuses
+    named as the command's argument of that name is, as argparse names one (`locate: argument text: ...`)."""
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=embed, quiet=quiet, answer_stale=True)
         return call(ws)
+    except InvalidArgument as exc:
+        raise CliError(f"{args.command}: argument {exc.argument}: {exc.problem}") from exc
     except WorkspaceError as exc:
         raise CliError(str(exc)) from exc
     finally:
