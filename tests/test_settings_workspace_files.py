@@ -48,6 +48,23 @@ def test_a_typo_in_a_workspace_file_is_one_warning_and_the_rest_of_the_file_appl
     assert chunks.returncode == 0 and chunks.stderr.splitlines() == [warning], chunks.stderr
 
 
+def test_a_library_workspace_that_loads_its_settings_logs_their_warnings_once(tmp_path: Path) -> None:
+    """`codeloupe.api.Workspace(root)` reads the settings files itself, and nothing else shows what it left out of
+    them: each is one warning on the codeloupe logger (here Python's last-resort handler, on stderr). A caller
+    that passes the settings shows them itself (the CLI above, once)."""
+    repo = repo_with(tmp_path / "repo", 'ignore = ["vendor/**"]\nchunk_budgett = 900\nchunk_budget = 3\n')
+    script = ("import sys\nfrom codeloupe.api import Workspace\nfrom codeloupe.settings import load_settings\n"
+              "Workspace(sys.argv[1]).close()\nprint('settings given:', file=sys.stderr)\n"
+              "Workspace(sys.argv[1], load_settings(sys.argv[1])).close()\n")
+    result = subprocess.run([sys.executable, "-c", script, str(repo)], env=dict(os.environ), capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    file = repo.resolve() / ".codeloupe.toml"
+    assert result.stderr.splitlines() == [f"unknown setting 'chunk_budgett' in {file}; ignored",
+                                          f"setting 'chunk_budget' from {file}: 3 is outside 100..100000; ignored",
+                                          "settings given:"], result.stderr
+
+
 @pytest.mark.parametrize(("line", "problem"), [
     ("chunk_budget = 3", "setting 'chunk_budget' from {file}: 3 is outside 100..100000; ignored"),
     ('max_line_chars = "wide"', "setting 'max_line_chars' from {file}: cannot use 'wide' (expected a whole number)"

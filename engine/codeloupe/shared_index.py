@@ -158,6 +158,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
     claims = EmbeddingClaims(url)
     stores: dict[str, PgStore] = {}
+    warned: set[str] = set()  # the folders' settings warnings logged so far
     report = WorkerReport()
     idle_since = time.monotonic()
     drained = False  # the queue was found empty since the last check for a graph over every repository
@@ -183,7 +184,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 store = stores[item.repository] = PgStore(url, item.repository,
                                                           local_dir=settings.cache_root / "indexes")
             try:
-                embedded = _process(store, item, load_settings(Path(item.root), overrides), provider, claims)
+                embedded = _process(store, item, _folder_settings(item.root, overrides, warned), provider, claims)
             except SourceConflict as exc:
                 log.warning("batch %d of %s is left unwritten: it was queued from %s, and %s is the repository's"
                             " source now (`index --replace`)", item.id, item.repository, exc.folder,
@@ -256,6 +257,17 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     if not store.write_batch(files, gone, model, vectors, item, touched=touched_stamps, skipped=skipped):
         return None
     return embedded
+
+
+def _folder_settings(root: str, overrides: dict[str, Any], warned: set[str]) -> Settings:
+    """The settings `codeloupe index` would use in the folder a batch was queued from; what its settings files
+    hold that cannot be used is logged once per worker, not once per batch."""
+    settings = load_settings(Path(root), overrides)
+    for warning in settings.warnings:
+        if warning not in warned:
+            warned.add(warning)
+            log.warning("%s", warning.removeprefix("codeloupe: "))
+    return settings
 
 
 def _trusted_strategies(root: Path) -> tuple[Strategy, ...]:

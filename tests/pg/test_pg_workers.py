@@ -5,6 +5,7 @@ shared by every repository (content embedded once is never sent to the model aga
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -148,6 +149,26 @@ def test_a_worker_applies_the_walks_rules_to_queued_paths(tmp_path: Path, pg_url
         assert set(store.file_rows()) == {"app.py"}
     finally:
         store.close()
+
+
+def test_a_worker_logs_a_queued_folder_s_settings_warnings_once(tmp_path: Path, pg_url: str, caplog) -> None:
+    """Each batch is read on its folder's settings; what they hold that cannot be used was said nowhere once the
+    settings files warned instead of failing. Now once per worker, not once per batch."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for n in range(3):
+        (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n}\n")
+    (root / ".codeloupe.toml").write_text("chunk_budgett = 900\n")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    try:
+        store.enqueue(str(root), "", [["mod0.py"], ["mod1.py"], ["mod2.py"]])
+        with caplog.at_level(logging.WARNING, logger="codeloupe"):
+            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        assert report.batches == 3
+    finally:
+        store.close()
+    warning = f"unknown setting 'chunk_budgett' in {root.resolve() / '.codeloupe.toml'}; ignored"
+    assert [r.getMessage() for r in caplog.records].count(warning) == 1, caplog.text
 
 
 def test_two_workers_reaching_the_same_new_text_at_once_embed_it_once(tmp_path: Path, pg_url: str) -> None:
