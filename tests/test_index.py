@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloupe.api import Workspace, WorkspaceError
+from codeloupe.api import IndexStopped, Workspace, WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, validate_partition
 from codeloupe.store import SCHEMA_VERSION, SkippedFile, Store
 
@@ -271,6 +271,29 @@ def check_no_op_reindex_reads_no_file(tmp_path: Path, overrides: dict[str, str])
     assert loose.index().files_indexed == 1 and loose.store.skipped_files() == {}
     (repo / "bundle.js").unlink()
     loose.close()
+
+
+def test_a_stopped_index_forgets_the_skip_of_a_file_it_wrote(tmp_path: Path) -> None:
+    """A file skipped for its content (binary), then made text, is indexed by a run stopped (`should_stop`, a
+    served workspace closing) before its last file: the index stopped remembering it as skipped with the group
+    that wrote it. It was left remembered for good (`stats --skipped` named an indexed file), since the next run
+    finds the file current and never reads it again."""
+    repo = make_repo(tmp_path / "repo", n=2)
+    (repo / "blob.py").write_bytes(b"\x00\x01 not text " * 10)
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    ws.index()
+    assert set(ws.store.skipped_files()) == {"blob.py"}
+    (repo / "blob.py").write_text("def no_longer_binary():\n    return 1\n")
+    for module in repo.glob("pkg/mod*.py"):
+        module.write_text(module.read_text() + "\n# changed\n")
+    answers = iter([False])  # blob.py (first in the walk's order) is drawn, then the run stops
+    with pytest.raises(IndexStopped):
+        ws.index(should_stop=lambda: next(answers, True))
+    assert "blob.py" in ws.store.file_rows(["blob.py"])
+    assert ws.store.skipped_files() == {}
+    assert ws.index().files_indexed == 2 and ws.store.skipped_files() == {}
+    assert [path for path, _ in ws.skipped_files()] == []
+    ws.close()
 
 
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:

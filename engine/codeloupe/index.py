@@ -134,7 +134,6 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
             report.files_unchanged += 1
     total = len(found.candidates)
     done = total - len(work)
-    now_skipped: list[SkippedFile] = []
     prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
     # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
     # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
@@ -142,13 +141,18 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     try:
         while group := list(islice(prepared_files, WRITE_BATCH)):
             with store.batch():
+                judged: list[SkippedFile] = []
                 for (candidate, row), prepared in group:
                     outcome = _apply(prepared, row, store, report)
                     if outcome:
                         skipped[outcome] += 1
                         if prepared.digest:  # read and judged by its content (not a transient failure to read it)
-                            now_skipped.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime,
-                                                           rules, outcome))
+                            judged.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
+                                                      outcome))
+                # Remembered or forgotten with the group's files (judged anew: skipped again, or indexed now): a
+                # run stopped after it leaves no file indexed and still remembered as skipped, which the next
+                # run, finding the file current, would never judge again.
+                store.set_skipped(judged, [c.rel_path for (c, _), _ in group if c.rel_path in remembered])
             # Told once the group is written, outside its transaction: the count is then of files in the index,
             # and a listener that is slow (an editor not reading its pipe) holds no lock another thread's search
             # needs.
@@ -162,13 +166,11 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         raise IndexStopped(f"indexing stopped after {done:,} of {total:,} files")
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
-    retried = {c.rel_path for c, _ in work}  # read again this run: judged anew (remembered again) or indexed
-    # Those over the size limit and the folders that could not be listed too, written only where new or changed:
-    # a no-op re-index writes nothing.
+    # Those over the size limit and the folders that could not be listed, written only where new or changed: a
+    # no-op re-index writes nothing.
     walked = _walk_skips(found, rules)
-    now_skipped += [entry for path, entry in walked.items() if remembered.get(path) != entry]
-    store.set_skipped(now_skipped, [path for path in remembered
-                                    if (path not in on_disk and path not in walked) or path in retried])
+    store.set_skipped([entry for path, entry in walked.items() if remembered.get(path) != entry],
+                      [path for path in remembered if path not in on_disk and path not in walked])
 
     return _finish_report(report, store, skipped, started)
 
