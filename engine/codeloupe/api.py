@@ -843,10 +843,9 @@ class RemoteWorkspace(Workspace):
         return f"{self.spec.name}@{self.revision or self.spec.ref or '(not indexed)'}"
 
     def relative(self, path: Path | str) -> str:
+        """`path` as a path of the repository, as given: its root is a name, not a folder, so a path starting with
+        that name (django's `django/db`) is a path of that folder, never the root's."""
         text = str(path).replace("\\", "/")
-        prefix = str(self.root).replace("\\", "/") + "/"
-        if text.startswith(prefix):
-            text = text[len(prefix):]
         rel, problem = member_path(text)
         if problem:
             raise WorkspaceError(f"{path}: not a path inside {self.label} ({problem})")

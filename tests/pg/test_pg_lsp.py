@@ -27,9 +27,9 @@ INVALID_PARAMS = -32602
 QUERY = "charge the card total price"
 
 
-def _indexed_then_deleted(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, str], list[str]]:
-    """Index a git checkout named `billing` into the shared index, then delete it: (commit, texts, ranking)."""
-    root = tmp_path / "billing"
+def _indexed_then_deleted(tmp_path: Path, pg_url: str, name: str = "billing") -> tuple[str, dict[str, str], list[str]]:
+    """Index a git checkout named `name` into the shared index, then delete it: (commit, texts, ranking)."""
+    root = tmp_path / name
     shutil.copytree(FIXTURES, root)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run([*git, "init", "-q"], check=True)
@@ -57,6 +57,27 @@ async def _search_when_open(client: Any, params: dict[str, Any], refusal: str) -
             assert refusal in exc.message, exc.message
         await asyncio.sleep(0.05)
     raise AssertionError("the shared repositories were never opened")
+
+
+async def test_a_repository_holding_a_folder_of_its_own_name_is_read_and_scoped_by_its_paths(
+        tmp_path: Path, pg_url: str) -> None:
+    """A repository named as one of its top-level folders (django/django, here `src` holding `src/`): its
+    `codeloupe-index:///src/src/...` documents are read and taken as a scope as its paths. The repository's name
+    was cut off the front of the path as if it were the workspace's root, so `codeloupe/read` found no such
+    file and a scope searched another folder (here none: no result)."""
+    _, texts, ranking = _indexed_then_deleted(tmp_path, pg_url, "src")
+    client = await start_server([write_project(tmp_path / "project")], {"storeUrl": pg_url, "repositories": ["src"]})
+    try:
+        result = await _search_when_open(client, {"folderUri": "codeloupe-index:///src"},
+                                         "did not open from the shared index")
+        assert location_paths(result) == ranking and ranking[0].startswith("src/")
+        read = await client.request("codeloupe/read", {"uri": result["core"][0]["uri"]})
+        assert read["text"] == texts[ranking[0]]
+        payments = await client.request("codeloupe/search", {"query": QUERY,
+                                                             "scope": "codeloupe-index:///src/src/shop/payments"})
+        assert location_paths(payments) == [p for p in ranking if p.startswith("src/shop/payments/")] != []
+    finally:
+        await stop_server(client)
 
 
 async def test_search_and_read_a_repository_the_user_has_not_cloned(tmp_path: Path, pg_url: str) -> None:
