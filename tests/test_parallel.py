@@ -206,6 +206,42 @@ def test_a_caller_that_stops_reading_is_let_go_even_when_the_pool_fails_on_its_w
     assert out == ["0", "[]"]
 
 
+def test_a_caller_that_read_every_result_lets_the_workers_exit_and_one_that_stopped_kills_them(tmp_path: Path) -> None:
+    # `zip(files, map_in_workers(...))` (an index run, the graph's facts, the kept term counts) stops on its other
+    # input and closes the map at its last result: nothing is in flight, and the workers end as after a map read to
+    # its end, running their exit handlers (here a marker file each; a killed worker writes none), where each
+    # normal run killed them. A caller that stops with tasks in flight (a served workspace closing) still kills
+    # them rather than wait for them.
+    out = run_case(tmp_path, """
+        import multiprocessing.util
+        import time
+        from pathlib import Path
+
+        from codeloupe import parallel
+
+        def marked(folder: str, seconds: float) -> int:
+            multiprocessing.util.Finalize(None, Path(folder, str(os.getpid())).touch, exitpriority=0)
+            time.sleep(seconds)
+            return os.getpid()
+
+        def exited_cleanly(seconds: float, read: int) -> list[bool]:
+            # Whether each worker that gave one of the first `read` results ran its exit handlers.
+            folder = Path(f"marks-{seconds}")
+            folder.mkdir()
+            n = parallel.POOL_MIN_ITEMS
+            pids = {pid for _, pid in zip(range(read), parallel.map_in_workers(
+                marked, [(str(folder), seconds)] * n, n, what="test"))}
+            assert os.getpid() not in pids  # done by workers
+            return [str(pid) in os.listdir(folder) for pid in sorted(pids)]
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            n = parallel.POOL_MIN_ITEMS
+            print(all(exited_cleanly(0, n)), any(exited_cleanly(0.05, 5)), children_of(os.getpid()))
+    """)
+    assert out == ["True", "False", "[]"]
+
+
 @contextlib.contextmanager
 def _four_rows_done(tmp_path: Path, start: str) -> Iterator[subprocess.Popen]:
     """`case.py` started in a session of its own (a terminal's foreground group), once it said its workers' start

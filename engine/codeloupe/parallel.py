@@ -63,20 +63,21 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     for row in rows:
                         pending.append((row, submit(pool, fn, *row)))
                         if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                            yield pending[0][1].result(timeout_s)
-                            pending.popleft()
+                            yield _first_result(pending, timeout_s)
                     other.run()
                     while pending:
-                        yield pending[0][1].result(timeout_s)
-                        pending.popleft()
+                        yield _first_result(pending, timeout_s)
                 except TimeoutError:
                     kill_workers(pool)
                     raise
                 except GeneratorExit:
                     # The tasks in flight are killed, not waited for: a served workspace closing mid-index exits
-                    # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first.
+                    # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first. A
+                    # caller that read every result (a `zip` ends on its other input) closes it too: its idle
+                    # workers exit by themselves, as after the last result.
                     closing = True
-                    kill_workers(pool)
+                    if pending:
+                        kill_workers(pool)
                     raise
             other.raise_error()
             return
@@ -93,6 +94,14 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         yield fn(*row)
     other.run()
     other.raise_error()
+
+
+def _first_result(pending: deque[tuple[tuple, Future[T]]], timeout_s: float) -> T:
+    """The oldest task's result, the task then taken off `pending`: a caller that closes the map at this result
+    leaves nothing in flight. A task that fails stays on it, for this process to do it again."""
+    result = pending[0][1].result(timeout_s)
+    pending.popleft()
+    return result
 
 
 class _Meanwhile:
