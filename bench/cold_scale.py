@@ -20,7 +20,9 @@ Six more, run only when named:
   search snapshot before it exits builds it here: `--phases terminal_index+server` is an editor opening an
   index made in a terminal, which no process has searched yet);
 - first index: a new process indexing the tree into an empty index (the prepared one is only copied, not
-  used), then answering one lexical query: the time from the end of chunking to that answer, and its CPU;
+  used), then answering one lexical query: the time from the end of chunking to that answer, and its CPU
+  (this process's, and its workers' as they are reaped), and a digest of the lexical index it saved (two
+  engines building the same matrix give the same digest);
 - first server: the real server opening the tree with an empty index, its first search sent at once: when its
   progress says the chunking is done (`chunked`) and when the search is answered;
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
@@ -172,21 +174,44 @@ def first_index_phase(root: Path, cache: Path) -> dict:
 
     empty = cache.with_name(cache.name + "-first-index")
     shutil.rmtree(empty, ignore_errors=True)
+    def cpu() -> tuple[float, float]:  # this process's, and its ended children's (workers count once reaped)
+        own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
     ws = _workspace(root, empty)
-    started = time.perf_counter()
+    started, at_start = time.perf_counter(), cpu()
     report = ws.index(edges=False)
-    indexed = time.perf_counter()
-    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    indexed, at_indexed = time.perf_counter(), cpu()
     bundle = ws.search(QUERY)
-    answered = time.perf_counter()
-    after = resource.getrusage(resource.RUSAGE_SELF)
+    answered, at_answer = time.perf_counter(), cpu()
+    ws.close()
+    at_end = cpu()
     out = {"index_s": round(indexed - started, 1), "files": report.files_indexed, "chunks": report.chunks,
            "after_index_to_answer_s": round(answered - indexed, 2),
-           "answer_cpu_s": round(after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime, 2),
-           "top": bundle.files[0].path if bundle.files else "", "peak_rss_mb": _peak_rss_mb()}
-    ws.close()
+           "answer_cpu_s": round(at_answer[0] - at_indexed[0], 2),
+           # Workers' CPU is counted when they are reaped: the chunking's after the index, a join's when its
+           # pool closes (a worker that joined while the run went on counts where it is reaped).
+           "answer_children_cpu_s": round(at_answer[1] - at_indexed[1], 2),
+           "index_cpu_s": round(at_indexed[0] - at_start[0], 1),
+           "index_children_cpu_s": round(at_indexed[1] - at_start[1], 1),
+           "total_cpu_s": round(sum(at_end) - sum(at_start), 1),
+           "top": bundle.files[0].path if bundle.files else "", "peak_rss_mb": _peak_rss_mb(),
+           "lexical_digest": _lexical_digest(ws)}
     shutil.rmtree(empty, ignore_errors=True)
     return out
+
+
+def _lexical_digest(ws) -> str:
+    """A digest of the chunk lane's BM25 index as saved beside the index (weights, counts, pointers, vocabulary,
+    rows): two engines' first indexes of the same tree give the same digest when their matrices are the same."""
+    import numpy as np
+
+    path = ws.store.path.with_name(ws.store.path.name + ".bm25.npz")
+    digest = hashlib.sha256()
+    with np.load(path) as saved:
+        for name in ("data", "counts", "indices", "indptr", "shape", "idf", "vocab", "vocab_ends", "row_ids"):
+            digest.update(np.ascontiguousarray(saved[name]).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def terminal_index_phase(root: Path, cache: Path) -> dict:
