@@ -93,10 +93,10 @@ def test_the_graphs_background_build_waits_for_the_first_snapshot(
     building, finish = threading.Event(), threading.Event()
     real_build = Searcher._build_snapshot
 
-    def held_build(self: Searcher, generation: int):  # the first snapshot's build, held until `finish`
+    def held_build(self: Searcher, generation: int, *rest: object):  # the first snapshot's build, held until `finish`
         building.set()
         finish.wait(60)
-        return real_build(self, generation)
+        return real_build(self, generation, *rest)
 
     monkeypatch.setattr(Searcher, "_build_snapshot", held_build)
     ws = Workspace(root, overrides={"embed_provider": "none"})  # a new process on the index: nothing warm

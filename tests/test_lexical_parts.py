@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 import zlib
 from collections.abc import Callable
 from importlib import import_module
@@ -15,8 +17,10 @@ import pytest
 from codeloupe import parallel
 from codeloupe.api import Workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
+from codeloupe.types import Progress
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
+index_module = import_module("codeloupe.index")
 
 
 def _same(a: BM25Index, b: BM25Index) -> None:
@@ -238,3 +242,123 @@ def test_damaged_packed_counts_read_as_none(damage: Callable[[tuple], tuple]) ->
     packed = (kept.terms, kept.columns, kept.counts, kept.ends)
     assert TermCounts.unpacked(*packed) is not None
     assert TermCounts.unpacked(*damage(packed)) is None
+
+
+def _written_in_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tree whose first index writes a file a group and joins its kept counts a part every few chunks in a
+    worker (`JoinedAsWritten`), each join leaving the id of the process that ran it in the returned folder,
+    and a file "joined" once a join is done."""
+    monkeypatch.setattr(search, "_JOINED_AS_WRITTEN_CHUNKS", 4)
+    monkeypatch.setattr(index_module, "WRITE_BATCH", 1)
+    monkeypatch.setattr(index_module, "PROGRESS_EVERY", 1)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("CODELOUPE_TEST_PIDS", str(pids))
+    monkeypatch.setattr(search, "_joined_kept", _joined_then_noted)
+    return pids
+
+
+def _joined_then_noted(rows_path: Path | None, files: list) -> object:
+    """`_joined_noting_where`, then a file "joined" left beside the ids."""
+    joined = _joined_noting_where(rows_path, files)
+    (Path(os.environ["CODELOUPE_TEST_PIDS"]) / "joined").touch()
+    return joined
+
+
+# The graph's edges after the run, in a process with one thread (the worker forked); or left to later, in a
+# process with another thread running (the worker spawned), as in the language server.
+@pytest.mark.parametrize("edges", [True, False])
+def test_a_first_index_joins_its_counts_as_it_writes_them_into_the_index_of_one_pass(
+        edges: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    pids = _written_in_parts(tmp_path, monkeypatch)
+    caplog.set_level(logging.WARNING)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    if not edges:
+        other.start()
+    try:
+        ws.index(edges=edges)
+        first = ws.searcher().snapshot().bm25
+    finally:
+        done.set()
+        ws.close()
+    # Every part was joined by the worker, and the build joined nothing itself: every file was in a part.
+    joined_by = {p.name for p in pids.iterdir() if p.name.isdigit()}
+    assert joined_by and str(os.getpid()) not in joined_by
+    _same(first, _rebuilt(root))
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("change", ["written again", "deleted"])
+def test_a_file_changed_after_its_part_was_joined_leaves_the_part_out(
+        change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    pids = _written_in_parts(tmp_path, monkeypatch)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    changed: list[str] = []
+
+    def meanwhile(event: Progress) -> None:
+        """Once the run has written its last file and a part is joined, the second file written with chunks
+        (in the first part) is saved again, or deleted, before the run ends."""
+        if event.done < event.total or changed:
+            return
+        for _ in range(6000):  # the worker joins the first part within seconds
+            if (pids / "joined").exists():
+                break
+            time.sleep(0.01)
+        second = ws.store.query("SELECT path FROM files WHERE id IN (SELECT file_id FROM chunks) ORDER BY id"
+                                " LIMIT 1 OFFSET 1")[0][0]
+        if change == "deleted":
+            (root / second).unlink()
+        else:
+            (root / second).write_text("def written_again(header):\n    return parse_header9(header)\n")
+        ws.update_files([second])
+        changed.append(second)
+
+    try:
+        ws.index(meanwhile)
+        first = ws.searcher().snapshot().bm25
+    finally:
+        ws.close()
+    # The parts were joined (a part that took the changed file's place would make another index).
+    assert changed and {p.name for p in pids.iterdir() if p.name.isdigit()} - {str(os.getpid())}
+    assert (changed[0] in _kept_paths(root)) == (change == "written again")
+    _same(first, _rebuilt(root))
+
+
+def _kept_paths(root: Path) -> set[str]:
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        return set(_kept(ws))
+    finally:
+        ws.close()
+
+
+def test_a_worker_that_dies_while_joining_as_written_leaves_the_join_to_the_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "repo"
+    _tree(root)
+    _written_in_parts(tmp_path, monkeypatch)
+    monkeypatch.setenv("CODELOUPE_TEST_PARENT", str(os.getpid()))
+    monkeypatch.setattr(search, "_joined_kept", _joined_unless_a_worker)
+    caplog.set_level(logging.WARNING, logger="codeloupe.search")
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        report = ws.index()  # the run goes on without its parts
+        first = ws.searcher().snapshot().bm25
+    finally:
+        ws.close()
+    assert report.files_indexed == 11
+    assert "joined as written were not there" in caplog.text  # said, then joined by the build
+    _same(first, _rebuilt(root))
+
+
+def _joined_unless_a_worker(rows_path: Path | None, files: list) -> object:
+    """`search._joined_kept` in the test's own process; a worker running it dies at once."""
+    if os.getpid() != int(os.environ["CODELOUPE_TEST_PARENT"]):
+        os._exit(1)
+    return _JOINED_KEPT(rows_path, files)

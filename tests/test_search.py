@@ -574,11 +574,11 @@ def test_a_query_during_the_first_refresh_waits_for_it_instead_of_building_a_sec
     entered = threading.Event()
     build = Searcher._build_snapshot
 
-    def slow_build(self: Searcher, generation: int):
+    def slow_build(self: Searcher, generation: int, *rest: object):
         builds.append(generation)
         entered.set()
         time.sleep(0.3)  # a real tree takes seconds: long enough for the first query to arrive meanwhile
-        return build(self, generation)
+        return build(self, generation, *rest)
 
     monkeypatch.setattr(Searcher, "_build_snapshot", slow_build)
     warming = threading.Thread(target=searcher.refresh)  # the server warms its readers on the writer thread

@@ -266,10 +266,10 @@ def test_two_asks_for_a_full_build_at_once_build_it_once(closed_after_changes: P
         built: list[int] = []
         real = Searcher._build_snapshot
 
-        def build_slowly(self, generation):
+        def build_slowly(self, generation, *rest):
             built.append(generation)
             time.sleep(0.3)  # both threads are asking by now
-            return real(self, generation)
+            return real(self, generation, *rest)
 
         monkeypatch.setattr(Searcher, "_build_snapshot", build_slowly)
         threads = [threading.Thread(target=searcher.refresh) for _ in range(2)]

@@ -8,6 +8,7 @@ or the lanes, and nothing below it imports it: the layers underneath see a works
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -249,7 +250,12 @@ class Workspace:
             from codeloupe.shared_index import pin_source
 
             pin_source(self.store, self.root)
-        report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop)
+        # A first index's kept term counts are joined as it writes them, for the first snapshot's build.
+        joining = self.searcher().joined_as_written(settle=edges) if isinstance(self.store, Store) else \
+            contextlib.nullcontext()
+        with joining as written:
+            report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
+                                     written)
         self._note_strategy_warnings(report)
         _stop_before_edges(should_stop)
         if edges:

@@ -52,6 +52,9 @@ from codeloupe.types import ChunkedFile, IndexReport, Progress
 log = logging.getLogger("codeloupe.index")
 
 ProgressFn = Callable[[Progress], None]
+# Told after each group of an index run is committed: (file id, chunk count) of each file it wrote with its
+# kept term counts, in the order written (`search.JoinedAsWritten` joins them while the run goes on).
+WrittenFn = Callable[[list[tuple[int, int]]], None]
 
 
 class IndexStopped(Exception):
@@ -75,14 +78,17 @@ PROGRESS_EVERY = 50
 
 def index_workspace(root: Path, store: IndexStore, settings: Settings,
                     progress: ProgressFn | None = None, strategies: tuple[Strategy, ...] = (),
-                    found: Walk | None = None, should_stop: Callable[[], bool] | None = None) -> IndexReport:
+                    found: Walk | None = None, should_stop: Callable[[], bool] | None = None,
+                    written: WrittenFn | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
     read when this runs, so what those saves wrote is kept. `should_stop`, asked before each file is written:
-    once it is true the run ends (`IndexStopped`) with its chunking workers killed."""
+    once it is true the run ends (`IndexStopped`) with its chunking workers killed. `written`: told of each
+    group written (`WrittenFn`)."""
     def run() -> IndexReport:
-        return _index_workspace(root, store, settings, progress, strategies, found, should_stop)
+        return _index_workspace(root, store, settings, progress, strategies, found, should_stop, written)
 
+    # After damage the run starts over on a new file: what `written` was told is of the file moved aside.
     return _starting_over_on_damage(store, run, lambda: _index_workspace(root, store, settings, progress, strategies,
                                                                          should_stop=should_stop))
 
@@ -105,7 +111,7 @@ def _starting_over_on_damage(store: IndexStore, run: Callable[[], IndexReport],
 
 def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress: ProgressFn | None,
                      strategies: tuple[Strategy, ...] = (), found: Walk | None = None,
-                     should_stop: Callable[[], bool] | None = None) -> IndexReport:
+                     should_stop: Callable[[], bool] | None = None, written: WrittenFn | None = None) -> IndexReport:
     started = time.perf_counter()
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     root = Path(root)
@@ -140,10 +146,11 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     prepared_files = zip(work, prepared_all if should_stop is None else _until(should_stop, prepared_all))
     try:
         while group := list(islice(prepared_files, WRITE_BATCH)):
+            kept: list[tuple[int, int]] = []
             with store.batch():
                 judged: list[SkippedFile] = []
                 for (candidate, row), prepared in group:
-                    outcome = _apply(prepared, row, store, report)
+                    outcome = _apply(prepared, row, store, report, kept)
                     if outcome:
                         skipped[outcome] += 1
                         if prepared.digest:  # read and judged by its content (not a transient failure to read it)
@@ -153,6 +160,8 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
                 # run stopped after it leaves no file indexed and still remembered as skipped, which the next
                 # run, finding the file current, would never judge again.
                 store.set_skipped(judged, [c.rel_path for (c, _), _ in group if c.rel_path in remembered])
+            if written is not None and kept:
+                written(kept)
             # Told once the group is written, outside its transaction: the count is then of files in the index,
             # and a listener that is slow (an editor not reading its pipe) holds no lock another thread's search
             # needs.
@@ -390,8 +399,10 @@ def _is_current(candidate: Candidate, row: FileRow | None) -> bool:
             and row.mtime == candidate.mtime)
 
 
-def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: IndexReport) -> str:
-    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index."""
+def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: IndexReport,
+           kept: list[tuple[int, int]] | None = None) -> str:
+    """Write one prepared file; returns a skip reason, or "" when the file is (still) in the index. `kept`: given
+    (file id, chunk count) where the file was written with its term counts."""
     candidate = prepared.candidate
     if prepared.same_content:
         store.touch_file(candidate.rel_path, candidate.size, candidate.mtime)
@@ -409,11 +420,13 @@ def _apply(prepared: Prepared, row: FileRow | None, store: IndexStore, report: I
         log.error("partition violation in %s: %s", candidate.rel_path, chunked.fallback_reason)
     if chunked.strategy_warning and chunked.strategy_warning not in report.strategy_warnings:
         report.strategy_warnings.append(chunked.strategy_warning)
-    store.replace_file(
+    file_id = store.replace_file(
         chunked, hash=prepared.digest, size=candidate.size, mtime=candidate.mtime,
         is_doc=is_doc_language(chunked.language), encoding=prepared.encoding,
         chunker_version=chunked_version(chunked),
         line_count=prepared.line_count, terms=prepared.terms,
     )
+    if kept is not None and prepared.terms is not None and prepared.terms.chunks == len(chunked.chunks):
+        kept.append((file_id, len(chunked.chunks)))
     report.files_indexed += 1
     return ""

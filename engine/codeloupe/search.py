@@ -10,14 +10,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import re
 import threading
 import time
 import weakref
 from array import array
 from bisect import bisect_left
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -74,6 +76,7 @@ from codeloupe.types import Bundle, LaneStatus
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
     from codeloupe.graph.build import Graph
+    from codeloupe.index import WrittenFn
     from codeloupe.lanes.indexed_dense import IndexedDense
 
 log = logging.getLogger("codeloupe.search")
@@ -662,11 +665,49 @@ class Searcher:
         # Counts first snapshots being built (`_first_view`), for background builds that wait them out.
         self._first_builds = threading.Condition()
         self._first_building = 0
+        self._joined: JoinedAsWritten | None = None  # a first index's counts joined as written, for `_first_view`
 
     def close(self) -> None:
         self._closed.set()
+        with self._lock:
+            joined, self._joined = self._joined, None
+        if joined is not None:
+            joined.close()
         with self._first_builds:
             self._first_builds.notify_all()
+
+    @contextlib.contextmanager
+    def joined_as_written(self, *, settle: bool = False) -> Iterator[WrittenFn | None]:
+        """What an index run about to write this index tells of each group it writes (`index_workspace`'s
+        `written`): where the run is the index's first (no file in it, no snapshot yet), its files' kept counts
+        are joined while it runs (`JoinedAsWritten`), and the first snapshot's build takes the parts; else
+        None. `settle`: the caller goes on to work of its own in worker processes (the graph's edges), so the
+        parts are waited for once the run ends and their worker let go: its pool's thread would make those
+        workers spawn rather than fork (`parallel.pool_context`)."""
+        store = self.ws.store
+        first = not isinstance(store, LexicalStatistics) and self._snapshot is None and not store.has_files()
+        rows_path = store.kept_rows_path() if first else None
+        if rows_path is None:
+            yield None
+            return
+        joined = JoinedAsWritten(store, rows_path)
+        try:
+            yield joined.written
+        except BaseException:
+            joined.close()
+            raise
+        joined.finish()
+        if settle:
+            joined.settle()
+        with self._lock:
+            previous, self._joined = self._joined, joined
+            kept = self._snapshot is None  # else built meanwhile (a query during the run): rebuilt without them
+            if not kept:
+                self._joined = None
+        if previous is not None:
+            previous.close()
+        if not kept:
+            joined.close()
 
     def wait_for_first_snapshot(self) -> None:
         """Return once no first snapshot is being built in this process (at once when none is), or the workspace
@@ -851,14 +892,19 @@ class Searcher:
         one-shot command's only answer must be what a full snapshot gives (a view weighs the changed files with
         the base's statistics): it makes that snapshot here, from the view where it can (`_compacted`: only the
         changed files tokenised), else from the store."""
-        base = self._saved_base(generation)
-        if base is not None:
-            view = self._delta_view(base, generation, None)
-            if not self.ws.interim_answers:
-                base = self._compacted(view)
-                view = base or view
-        if base is None:
-            base = view = self._build_snapshot(generation)
+        joined, self._joined = self._joined, None  # made for this build only: let go whatever comes of it
+        try:
+            base = self._saved_base(generation)
+            if base is not None:
+                view = self._delta_view(base, generation, None)
+                if not self.ws.interim_answers:
+                    base = self._compacted(view)
+                    view = base or view
+            if base is None:
+                base = view = self._build_snapshot(generation, joined)
+        finally:
+            if joined is not None:
+                joined.close()
         self._snapshot, self._view, self._dense = base, view, None
         return view
 
@@ -883,10 +929,11 @@ class Searcher:
         after_large_build(len(rows))
         return self._assembled(earlier, table, rows, bm25, symbols, kinds)
 
-    def _build_snapshot(self, generation: int) -> Snapshot:
+    def _build_snapshot(self, generation: int, joined: JoinedAsWritten | None = None) -> Snapshot:
         """The full snapshot; what it is built from (the chunk table, the file rows, the symbol table) and its
         BM25 matrix (tokenising every chunk) are saved beside the store and reused by the next process that
-        opens the same index state (a restarted editor), or a later one (`_saved_base`)."""
+        opens the same index state (a restarted editor), or a later one (`_saved_base`). `joined`: the parts
+        of the kept counts a first index joined as it wrote them."""
         store = self.ws.store
         stamp = f"{store.index_id}:{generation}"
         indexed = self._indexed(None)  # read first: a file written meanwhile is then in the next view, not lost
@@ -911,7 +958,7 @@ class Searcher:
         if bm25 is None:
             # Built while the lexical index's workers run (~3 s at 40K files, which this process spent waiting).
             # Saved, and read in place from the file written, as a restarted process reads it.
-            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols)
+            lexical = _lexical_index(store, table, rows, meanwhile=None if symbols else build_symbols, joined=joined)
             bm25 = _kept_beside(lexical, saved, table.ids, stamp, "the lexical index")
         if not symbols:
             build_symbols()
@@ -1514,11 +1561,12 @@ def _documents(table: ChunkTable, files: list[FileRow]) -> Iterator[list[str]]:
 
 
 def _lexical_index(store: IndexStore, table: ChunkTable, files: list[FileRow], *,
-                   meanwhile: Callable[[], object] | None = None) -> BM25Index:
+                   meanwhile: Callable[[], object] | None = None, joined: JoinedAsWritten | None = None) -> BM25Index:
     """The BM25 index of `table`'s chunks, from the term counts each file's indexing kept (`_KeptCounts`)
     where nearly every file has them; else every chunk tokenised. Either way in worker processes when there is
-    enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`)."""
-    kept = _KeptCounts.of(store, table, files)
+    enough to do, with `meanwhile()` run here while they work (`parallel.map_in_workers`). `joined`: the kept
+    counts a first index joined as it wrote them, whose parts are taken where their files lie in the table."""
+    kept = _KeptCounts.of(store, table, files, joined)
     if kept is not None:
         return BM25Index.from_counts(kept.parts(meanwhile))
     parts = _ChunksInParts(table, files)
@@ -1537,6 +1585,9 @@ _FileCounts = tuple[int, int] | KeptCounts | list[tuple[list[str], str, str]]
 # much as joining each file here).
 _KEPT_POOL_MIN_CHUNKS = 40_000
 _KEPT_TASKS = 8
+# A first index joins its kept counts while it runs a part of this many chunks at a time (`JoinedAsWritten`):
+# about what a task of `_KEPT_TASKS` holds at 40K files (200K chunks), few enough parts to join here.
+_JOINED_AS_WRITTEN_CHUNKS = 25_000
 
 
 class _KeptCounts:
@@ -1552,7 +1603,7 @@ class _KeptCounts:
     or meets one that is damaged or does not fit, gives None and is done again here, from rows read here."""
 
     def __init__(self, store: IndexStore, table: ChunkTable, files: list[FileRow], starts: np.ndarray,
-                 counted: np.ndarray) -> None:
+                 counted: np.ndarray, joined: JoinedAsWritten | None) -> None:
         self._store, self._table = store, table
         self._counted = set(counted.tolist())  # the files whose counts are kept
         self._rows_path = store.kept_rows_path()
@@ -1563,10 +1614,13 @@ class _KeptCounts:
         chunks = len(table.ids)
         tasks = _KEPT_TASKS if chunks >= _KEPT_POOL_MIN_CHUNKS else 1
         firsts = np.searchsorted(starts, np.arange(1, tasks) * chunks / tasks)
-        self._tasks = np.unique(np.r_[0, firsts, len(starts)]).astype(np.int64).tolist()
+        cuts = np.unique(np.r_[0, firsts, len(starts)]).astype(np.int64).tolist()
+        self._tasks = _with_parts(cuts, table.file_ids[starts], np.diff(np.r_[starts, chunks]),
+                                  [] if joined is None else joined.parts_for(store))
 
     @classmethod
-    def of(cls, store: IndexStore, table: ChunkTable, files: list[FileRow]) -> _KeptCounts | None:
+    def of(cls, store: IndexStore, table: ChunkTable, files: list[FileRow],
+           joined: JoinedAsWritten | None = None) -> _KeptCounts | None:
         """None unless each file's chunks lie together in the table (as one transaction writes them) and the
         files without counts hold fewer chunks than would keep the workers busy."""
         file_ids = table.file_ids
@@ -1579,14 +1633,21 @@ class _KeptCounts:
         missing = int(sizes[np.isin(run_files, counted, invert=True)].sum())
         if missing >= _CHUNKS_PER_PART * parallel.POOL_MIN_ITEMS:
             return None
-        return cls(store, table, files, starts, counted)
+        return cls(store, table, files, starts, counted, joined)
 
     def parts(self, meanwhile: Callable[[], object] | None = None) -> Iterator[TermCounts]:
-        """Each task's counts joined, in table order (`meanwhile()` run here while workers join them)."""
-        tasks = list(zip(self._tasks, self._tasks[1:]))
-        joined = map_in_workers(_joined_kept, self._arguments(tasks), len(tasks), what="joining kept term counts",
+        """Each task's counts joined, in table order (`meanwhile()` run here while workers join them, or while
+        the parts joined as written are finished, where they are all there is)."""
+        tasks, self._tasks = deque(self._tasks), []  # each part joined as written let go once taken
+        todo = [(first, stop) for first, stop, done in tasks if done is None]
+        joined = map_in_workers(_joined_kept, self._arguments(todo), len(todo), what="joining kept term counts",
                                 min_items=2, meanwhile=meanwhile)
-        for (first, stop), part in zip(tasks, joined):
+        if not todo and meanwhile is not None:
+            meanwhile()
+        while tasks:
+            first, stop, done = tasks.popleft()
+            part = next(joined) if done is None else _joined_part(done)
+            del done
             if part is None:  # done again from rows read here; a damaged row's task tokenised whole
                 part = _joined_kept(None, self._read_here(first, stop))
             yield part.term_counts() if part is not None else count_chunk_terms(self._chunks(first, stop))
@@ -1632,6 +1693,125 @@ def _joined_kept(rows_path: Path | None, files: list[_FileCounts]) -> _JoinedTas
     except _DamagedRow:
         return None
     return _JoinedTask("\n".join(joined.terms), joined.columns, joined.counts, joined.ends)
+
+
+# A part joined as a first index wrote it (`JoinedAsWritten`): its files' ids and chunk counts in the order
+# written, and the worker's `_joined_kept` of them.
+_JoinedPart = tuple[np.ndarray, np.ndarray, "Future[_JoinedTask | None]"]
+
+
+def _with_parts(cuts: list[int], run_files: np.ndarray, sizes: np.ndarray,
+                joined: Sequence[_JoinedPart]) -> list[tuple[int, int, Future[_JoinedTask | None] | None]]:
+    """The tasks of a table whose runs of chunks are the files `run_files` (`sizes` chunks each), cut at `cuts`
+    (ascending, from 0 to the number of runs): (first run, stop, None) each, except where a part of `joined`
+    lies in the table as its files were written, each in a run of its own of the same size: there the task
+    is that part (first, stop, its future), and the cuts around it move to its ends. A file id is never given
+    twice and its kept row is written with it, so such a part is the join its task would make now. A file
+    written again or deleted since (its id gone, or another file's run between) leaves its part out."""
+    placed: dict[int, tuple[int, Future[_JoinedTask | None]]] = {}
+    for ids, chunks, future in joined:
+        at = np.flatnonzero(run_files == ids[0]) if len(ids) else ()
+        if len(at) and np.array_equal(run_files[at[0]:at[0] + len(ids)], ids) and \
+                np.array_equal(sizes[at[0]:at[0] + len(ids)], chunks):
+            placed[int(at[0])] = (int(at[0]) + len(ids), future)
+    tasks: list[tuple[int, int, Future[_JoinedTask | None] | None]] = []
+    first, end = 0, cuts[-1]
+    while first < end:
+        if first in placed:
+            stop, future = placed[first]
+            tasks.append((first, stop, future))
+        else:
+            stop = min([cut for cut in cuts if cut > first] + [start for start in placed if start > first])
+            tasks.append((first, stop, None))
+        first = stop
+    return tasks
+
+
+def _joined_part(future: Future[_JoinedTask | None]) -> _JoinedTask | None:
+    """A part joined as written, or None where its worker failed or never gave it (done again here)."""
+    try:
+        return future.result(parallel.WORKER_TIMEOUT_S)
+    except Exception as exc:  # a worker that died, timed out or was cancelled: the task is done here instead
+        log.warning("the kept term counts joined as written were not there (%r); joining them now", exc)
+        return None
+
+
+class JoinedAsWritten:
+    """A first index's kept term counts joined while its run goes on: whenever the files written since the last
+    part hold `_JOINED_AS_WRITTEN_CHUNKS` chunks, a worker process joins them (`_joined_kept`, reading their rows
+    itself from what is committed), and the run's last files once it ends. The first snapshot's build takes
+    each part whose files lie in its table as written (`_with_parts`) and joins only the rest: at 40K files
+    joining every file's counts after the chunking took ~8 s of the two cores before the first answer, and the
+    run's last part (~1/8 of them) is now joined while the symbol table is built. A run too small for one part
+    joins nothing here (its build does as before)."""
+
+    def __init__(self, store: IndexStore, rows_path: Path) -> None:
+        self._of = (store.index_id, store.recoveries, rows_path)  # a part is of this index file only
+        self._rows_path = rows_path
+        self._files: list[tuple[int, int]] = []
+        self._chunks = 0
+        self._parts: list[_JoinedPart] = []
+        self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
+
+    def written(self, files: list[tuple[int, int]]) -> None:
+        """(file id, chunk count) of each file a group of the run wrote with its kept counts, in order."""
+        self._files += [file for file in files if file[1]]  # a file without chunks has no run in the table
+        self._chunks += sum(chunks for _, chunks in files)
+        if self._chunks >= _JOINED_AS_WRITTEN_CHUNKS:
+            self._submit()
+
+    def finish(self) -> None:
+        """The run has ended: its files of no part yet are joined too, unless it made no part."""
+        if self._parts and self._files:
+            self._submit()
+        self._files, self._chunks = [], 0
+
+    def parts_for(self, store: IndexStore) -> list[_JoinedPart]:
+        """The parts, handed over (not kept here: each is let go once joined), if `store` is the index file they
+        were read from (not one that replaced a damaged one)."""
+        parts, self._parts = self._parts, []
+        return parts if (store.index_id, store.recoveries, store.kept_rows_path()) == self._of else []
+
+    def settle(self) -> None:
+        """Wait for every part, then let the worker go (the parts are kept)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)  # every part submitted is joined first
+
+    def close(self) -> None:
+        """Let the worker go (a part still being joined is abandoned)."""
+        self._closed = True
+        pool, self._pool, self._parts = self._pool, None, []
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _submit(self) -> None:
+        files, self._files, self._chunks = self._files, [], 0
+        pool = self._started()
+        if pool is None or not files:
+            return
+        try:
+            future = parallel.submit(pool, _joined_kept, self._rows_path, files)
+        except RuntimeError as exc:  # the worker broke, or the workspace closed: the build joins the rest itself
+            log.info("joining kept term counts as written stopped (%r)", exc)
+            self._closed = True
+            return
+        ids, chunks = (np.array(column, np.int64) for column in zip(*files))
+        self._parts.append((ids, chunks, future))
+
+    def _started(self) -> ProcessPoolExecutor | None:
+        """The worker, started on the first part (by then the chunking's workers run: this takes nothing from
+        them but a core's share), unless it may not start here (`parallel.may_start`); None then, and no part
+        is made."""
+        if self._pool is None and not self._closed:
+            context = parallel.pool_context()
+            if not parallel.may_start(context, "joining kept term counts as written"):
+                self._closed = True
+                return None
+            self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=parallel.exit_with_parent,
+                                             initargs=(os.getpid(),))
+        return self._pool
 
 
 @dataclass
