@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from codeloupe import parallel
-from codeloupe.api import Workspace
+from codeloupe.api import IndexStopped, Workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
 from codeloupe.types import Progress
 
@@ -362,3 +362,42 @@ def _joined_unless_a_worker(rows_path: Path | None, files: list) -> object:
     if os.getpid() != int(os.environ["CODELOUPE_TEST_PARENT"]):
         os._exit(1)
     return _JOINED_KEPT(rows_path, files)
+
+
+def _joined_once_released(rows_path: Path | None, files: list) -> object:
+    """`_joined_noting_where`, once a file "release" is in the ids' folder (at most a minute)."""
+    release = Path(os.environ["CODELOUPE_TEST_PIDS"]) / "release"
+    for _ in range(600):
+        if release.exists():
+            break
+        time.sleep(0.1)
+    return _joined_noting_where(rows_path, files)
+
+
+def test_a_first_index_stopped_midway_kills_the_worker_joining_its_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served workspace closing stops its first index (`should_stop`): the part being joined is abandoned and
+    its worker killed, not waited for."""
+    root = tmp_path / "repo"
+    _tree(root)
+    pids = _written_in_parts(tmp_path, monkeypatch)
+    monkeypatch.setattr(search, "_joined_kept", _joined_once_released)
+    asked = iter(range(1_000))
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    stopped: list[BaseException] = []
+
+    def index() -> None:
+        try:
+            ws.index(edges=False, should_stop=lambda: next(asked) >= 8)
+        except IndexStopped as exc:
+            stopped.append(exc)
+
+    run = threading.Thread(target=index)
+    run.start()
+    try:
+        run.join(30)  # a worker waited for would hold the run until released, a minute on
+        assert not run.is_alive() and stopped
+    finally:
+        (pids / "release").touch()
+        run.join()
+        ws.close()

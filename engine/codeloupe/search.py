@@ -1780,11 +1780,12 @@ class JoinedAsWritten:
             pool.shutdown(wait=True)  # every part submitted is joined first
 
     def close(self) -> None:
-        """Let the worker go (a part still being joined is abandoned)."""
+        """Let the worker go: a part still being joined is abandoned, its worker killed rather than waited for (a
+        served workspace closing mid-index exits within the 2 s its MCP client allows)."""
         self._closed = True
         pool, self._pool, self._parts = self._pool, None, []
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            parallel.kill_workers(pool)
 
     def _submit(self) -> None:
         files, self._files, self._chunks = self._files, [], 0
