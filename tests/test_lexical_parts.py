@@ -378,17 +378,39 @@ def test_a_first_index_stopped_midway_kills_the_worker_joining_its_counts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A served workspace closing stops its first index (`should_stop`): the part being joined is abandoned and
     its worker killed, not waited for."""
+    asked = iter(range(1_000))
+    _stops_without_waiting_for_its_parts(tmp_path, monkeypatch, lambda _: None, lambda: next(asked) >= 8,
+                                         edges=False)
+
+
+def test_a_first_index_stopped_once_its_last_file_is_written_waits_for_no_part(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served workspace (its index resolves the edges after the run: the parts are waited for then) closing as
+    the run's last file is written: the parts still being joined are abandoned, not waited for."""
+    closing = threading.Event()
+
+    def written(event: Progress) -> None:
+        if event.done == event.total:
+            closing.set()
+
+    _stops_without_waiting_for_its_parts(tmp_path, monkeypatch, written, closing.is_set, edges=True)
+
+
+def _stops_without_waiting_for_its_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         progress: Callable[[Progress], None], should_stop: Callable[[], bool], *,
+                                         edges: bool) -> None:
+    """A first index whose parts are each held a minute in their worker, stopped by `should_stop`, raises
+    `IndexStopped` without waiting for them."""
     root = tmp_path / "repo"
     _tree(root)
     pids = _written_in_parts(tmp_path, monkeypatch)
     monkeypatch.setattr(search, "_joined_kept", _joined_once_released)
-    asked = iter(range(1_000))
     ws = Workspace(root, overrides={"embed_provider": "none"})
     stopped: list[BaseException] = []
 
     def index() -> None:
         try:
-            ws.index(edges=False, should_stop=lambda: next(asked) >= 8)
+            ws.index(progress, edges=edges, should_stop=should_stop)
         except IndexStopped as exc:
             stopped.append(exc)
 

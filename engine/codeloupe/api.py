@@ -251,8 +251,8 @@ class Workspace:
 
             pin_source(self.store, self.root)
         # A first index's kept term counts are joined as it writes them, for the first snapshot's build.
-        joining = self.searcher().joined_as_written(settle=edges) if isinstance(self.store, Store) else \
-            contextlib.nullcontext()
+        joining = self.searcher().joined_as_written(settle=edges, should_stop=should_stop) \
+            if isinstance(self.store, Store) else contextlib.nullcontext()
         with joining as written:
             report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
                                      written)

@@ -19,7 +19,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -677,13 +677,15 @@ class Searcher:
             self._first_builds.notify_all()
 
     @contextlib.contextmanager
-    def joined_as_written(self, *, settle: bool = False) -> Iterator[WrittenFn | None]:
+    def joined_as_written(self, *, settle: bool = False,
+                          should_stop: Callable[[], bool] | None = None) -> Iterator[WrittenFn | None]:
         """What an index run about to write this index tells of each group it writes (`index_workspace`'s
         `written`): where the run is the index's first (no file in it, no snapshot yet), its files' kept counts
         are joined while it runs (`JoinedAsWritten`), and the first snapshot's build takes the parts; else
         None. `settle`: the caller goes on to work of its own in worker processes (the graph's edges), so the
         parts are waited for once the run ends and their worker let go: its pool's thread would make those
-        workers spawn rather than fork (`parallel.pool_context`)."""
+        workers spawn rather than fork (`parallel.pool_context`); `should_stop` (the run's) ends that wait with
+        the worker killed."""
         store = self.ws.store
         first = not isinstance(store, LexicalStatistics) and self._snapshot is None and not store.has_files()
         rows_path = store.kept_rows_path() if first else None
@@ -698,7 +700,7 @@ class Searcher:
             raise
         joined.finish()
         if settle:
-            joined.settle()
+            joined.settle(should_stop)
         with self._lock:
             previous, self._joined = self._joined, joined
             kept = self._snapshot is None  # else built meanwhile (a query during the run): rebuilt without them
@@ -1588,6 +1590,8 @@ _KEPT_TASKS = 8
 # A first index joins its kept counts while it runs a part of this many chunks at a time (`JoinedAsWritten`):
 # about what a task of `_KEPT_TASKS` holds at 40K files (200K chunks), few enough parts to join here.
 _JOINED_AS_WRITTEN_CHUNKS = 25_000
+# How often waiting for those parts once the run ends asks whether the run was told to stop.
+_SETTLE_POLL_S = 0.1
 
 
 class _KeptCounts:
@@ -1773,8 +1777,16 @@ class JoinedAsWritten:
         parts, self._parts = self._parts, []
         return parts if (store.index_id, store.recoveries, store.kept_rows_path()) == self._of else []
 
-    def settle(self) -> None:
-        """Wait for every part, then let the worker go (the parts are kept)."""
+    def settle(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Wait for every part, then let the worker go (the parts are kept); once `should_stop()` is true, let
+        it go at once as `close` does (a served workspace closing as the run's last file was written waits for
+        no part: the worker may be seconds behind the chunking at 40K files)."""
+        pending = [future for _, _, future in self._parts]
+        while should_stop is not None and pending:
+            if should_stop():
+                self.close()
+                return
+            pending = list(wait(pending, timeout=_SETTLE_POLL_S).not_done)
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)  # every part submitted is joined first
