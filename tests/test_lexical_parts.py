@@ -18,6 +18,7 @@ from codeloupe import parallel
 from codeloupe.api import IndexStopped, Workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
 from codeloupe.types import Progress
+from processes import alive
 
 search = import_module("codeloupe.search")  # the module (the package's `search` is its entry function)
 index_module = import_module("codeloupe.index")
@@ -422,4 +423,31 @@ def _stops_without_waiting_for_its_parts(tmp_path: Path, monkeypatch: pytest.Mon
     finally:
         (pids / "release").touch()
         run.join()
+        ws.close()
+
+
+def test_a_searcher_let_go_during_a_first_index_leaves_no_worker_joining_its_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The searcher a first index joins its counts for is let go while the run ends (a search across many
+    repositories letting go of the oldest snapshots, or the workspace closing): its worker goes with the run."""
+    root = tmp_path / "repo"
+    _tree(root)
+    pids = _written_in_parts(tmp_path, monkeypatch)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    held = ws.searcher()  # a search still holding it
+
+    def written(event: Progress) -> None:
+        if event.done == event.total:
+            for _ in range(6000):  # the worker joins the first part within seconds
+                if (pids / "joined").exists():
+                    break
+                time.sleep(0.01)
+            ws.release_searcher()
+
+    try:
+        ws.index(written, edges=False)
+        workers = {int(p.name) for p in pids.iterdir() if p.name.isdigit()} - {os.getpid()}
+        assert workers and not any(alive(pid) for pid in workers)
+    finally:
+        held.close()
         ws.close()

@@ -703,7 +703,9 @@ class Searcher:
             joined.settle(should_stop)
         with self._lock:
             previous, self._joined = self._joined, joined
-            kept = self._snapshot is None  # else built meanwhile (a query during the run): rebuilt without them
+            # Else built meanwhile (a query during the run: rebuilt without them), or this searcher was closed
+            # meanwhile (the workspace, or its snapshot let go): no build would ever let their worker go.
+            kept = self._snapshot is None and not self._closed.is_set()
             if not kept:
                 self._joined = None
         if previous is not None:
