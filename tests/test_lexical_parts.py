@@ -366,8 +366,10 @@ def _joined_unless_a_worker(rows_path: Path | None, files: list) -> object:
 
 
 def _joined_once_released(rows_path: Path | None, files: list) -> object:
-    """`_joined_noting_where`, once a file "release" is in the ids' folder (at most a minute)."""
+    """`_joined_noting_where`, once a file "release" is in the ids' folder (at most a minute); a file "held-PID"
+    there says which process holds a part meanwhile."""
     release = Path(os.environ["CODELOUPE_TEST_PIDS"]) / "release"
+    (release.parent / f"held-{os.getpid()}").touch()
     for _ in range(600):
         if release.exists():
             break
@@ -409,9 +411,19 @@ def _stops_without_waiting_for_its_parts(tmp_path: Path, monkeypatch: pytest.Mon
     ws = Workspace(root, overrides={"embed_provider": "none"})
     stopped: list[BaseException] = []
 
+    def stop() -> bool:
+        """`should_stop`, once a worker holds a part (waited for: a part must be under way when the stop comes)."""
+        if not should_stop():
+            return False
+        for _ in range(300):
+            if any(pids.glob("held-*")):
+                return True
+            time.sleep(0.1)
+        return True
+
     def index() -> None:
         try:
-            ws.index(progress, edges=edges, should_stop=should_stop)
+            ws.index(progress, edges=edges, should_stop=stop)
         except IndexStopped as exc:
             stopped.append(exc)
 
@@ -420,6 +432,9 @@ def _stops_without_waiting_for_its_parts(tmp_path: Path, monkeypatch: pytest.Mon
     try:
         run.join(30)  # a worker waited for would hold the run until released, a minute on
         assert not run.is_alive() and stopped
+        # The process that held a part is gone, not left to finish it (let go without waiting would pass above).
+        held = [int(p.name.removeprefix("held-")) for p in pids.glob("held-*")]
+        assert held and not [pid for pid in held if _running(pid)]
     finally:
         (pids / "release").touch()
         run.join()
@@ -451,3 +466,11 @@ def test_a_searcher_let_go_during_a_first_index_leaves_no_worker_joining_its_cou
     finally:
         held.close()
         ws.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` is alive (a zombie not yet reaped is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
