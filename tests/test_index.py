@@ -15,6 +15,7 @@ import pytest
 from codeloupe.api import IndexStopped, Workspace, WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, validate_partition
 from codeloupe.store import SCHEMA_VERSION, SkippedFile, Store
+from codeloupe.types import Progress
 
 
 def make_repo(root: Path, n: int = 5) -> Path:
@@ -293,6 +294,19 @@ def test_a_stopped_index_forgets_the_skip_of_a_file_it_wrote(tmp_path: Path) -> 
     assert ws.store.skipped_files() == {}
     assert ws.index().files_indexed == 2 and ws.store.skipped_files() == {}
     assert [path for path, _ in ws.skipped_files()] == []
+    ws.close()
+
+
+def test_an_index_without_edges_that_wrote_every_file_is_not_reported_stopped(tmp_path: Path) -> None:
+    """A stop asked for once the last file is written (a folder closing as the editor's first index ends) does not
+    make a run without edges report itself stopped: it has nothing left to do, and raised `IndexStopped` as if the
+    edges it was never to resolve were cut short, losing its report."""
+    ws = Workspace(make_repo(tmp_path / "repo"), overrides={"embed_provider": "none"})
+    told: list[Progress] = []
+    report = ws.index(told.append, edges=False,
+                      should_stop=lambda: any(event.done == event.total for event in told))
+    assert told[-1].done == told[-1].total == 5  # the stop was asked for before the run returned
+    assert report.files_indexed == 5 and ws.store.counts()["files"] == 5
     ws.close()
 
 

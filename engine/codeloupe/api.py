@@ -241,7 +241,8 @@ class Workspace:
         an editor should answer from the chunks meanwhile. `found`: a `walk()` taken beforehand (files saved
         since were indexed by `update_files` and are kept as saved). `should_stop` (a served workspace closing),
         asked before each file is written and before the edges: once true, `IndexStopped` is raised with the
-        chunking workers killed, each file written so far whole in the index; the next run does the rest.
+        chunking workers killed, each file written so far whole in the index; the next run does the rest. A run
+        with `edges=False` whose files are all written has finished: it returns its report however late the stop.
         """
         from codeloupe.graph import ensure_edges
 
@@ -257,8 +258,8 @@ class Workspace:
             report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
                                      written)
         self._note_strategy_warnings(report)
-        _stop_before_edges(should_stop)
         if edges:
+            _stop_before_edges(should_stop)
             ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
@@ -892,8 +893,8 @@ class RemoteWorkspace(Workspace):
             self.store.set_meta(REVISION_KEY, snapshot.revision)
         remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
-        _stop_before_edges(should_stop)
         if edges:
+            _stop_before_edges(should_stop)
             ensure_edges(self)
         return report
 
