@@ -297,6 +297,26 @@ def test_a_stopped_index_forgets_the_skip_of_a_file_it_wrote(tmp_path: Path) -> 
     ws.close()
 
 
+def test_a_stop_while_the_tree_is_listed_ends_the_run_before_any_file_is_read(tmp_path: Path) -> None:
+    """`should_stop` (a served workspace closing) was first asked once the whole tree was listed, seconds at 40K
+    files that a closing server waited out: it is now asked as the folders are listed (every few hundred entries),
+    and a stop then ends the run with nothing written. Here the listing meets 600 images (skipped by name) before
+    the two modules, and the stop comes at the second ask, which was the second module's before."""
+    repo = make_repo(tmp_path / "repo", n=2)
+    (repo / "assets").mkdir()
+    for i in range(600):
+        (repo / "assets" / f"icon{i}.png").write_bytes(b"")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    answers = iter([False])
+    with pytest.raises(IndexStopped, match="listing the files"):
+        ws.index(should_stop=lambda: next(answers, True))
+    assert ws.store.counts()["files"] == 0
+    with pytest.raises(IndexStopped):
+        ws.walk(should_stop=lambda: True)
+    assert ws.index().files_indexed == 2  # the next run does it all
+    ws.close()
+
+
 def test_an_index_without_edges_that_wrote_every_file_is_not_reported_stopped(tmp_path: Path) -> None:
     """A stop asked for once the last file is written (a folder closing as the editor's first index ends) does not
     make a run without edges report itself stopped: it has nothing left to do, and raised `IndexStopped` as if the

@@ -227,10 +227,11 @@ class Workspace:
 
     # ------------------------------------------------------------------ indexing
 
-    def walk(self) -> Walk:
+    def walk(self, should_stop: Callable[[], bool] | None = None) -> Walk:
         """The files the next `index()` looks at (the path rules applied; nothing read, nothing written). At 40K
-        files it takes seconds: an editor walks off its writer, indexing saves meanwhile, then passes it on."""
-        return walk(self.root, self.settings)
+        files it takes seconds: an editor walks off its writer, indexing saves meanwhile, then passes it on.
+        `should_stop`, asked as the folders are listed: once true, `IndexStopped` is raised."""
+        return walk(self.root, self.settings, should_stop)
 
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
               found: Walk | None = None, should_stop: Callable[[], bool] | None = None) -> IndexReport:
@@ -240,9 +241,10 @@ class Workspace:
         the graph to the caller's `refresh_graph()`: resolving a large workspace's edges takes minutes, and
         an editor should answer from the chunks meanwhile. `found`: a `walk()` taken beforehand (files saved
         since were indexed by `update_files` and are kept as saved). `should_stop` (a served workspace closing),
-        asked before each file is written and before the edges: once true, `IndexStopped` is raised with the
-        chunking workers killed, each file written so far whole in the index; the next run does the rest. A run
-        with `edges=False` whose files are all written has finished: it returns its report however late the stop.
+        asked as the walk lists the folders, before each file is written and before the edges: once true,
+        `IndexStopped` is raised with the chunking workers killed, each file written so far whole in the index;
+        the next run does the rest. A run with `edges=False` whose files are all written has finished: it returns
+        its report however late the stop.
         """
         from codeloupe.graph import ensure_edges
 

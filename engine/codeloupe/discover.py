@@ -126,6 +126,15 @@ class Candidate:
 
 TOO_LARGE = "too large"  # the skip reason of a file over `max_file_bytes`
 UNREADABLE_FOLDER = "unreadable folder"  # the skip reason of a folder the walk could not list
+# A walk's `should_stop` is asked at every this many entries of the folders it lists: a few hundredths of a second
+# of the walk apart at most (it takes seconds at 40K files), one call in hundreds of entries.
+STOP_ASKED_EVERY = 256
+
+
+class IndexStopped(Exception):
+    """An index run ended early by its `should_stop` (a served workspace closing): the files written so far are in
+    the index whole, the rest are not, and the next run indexes them. Raised by the walk too, which then wrote
+    nothing."""
 
 
 @dataclass
@@ -362,12 +371,15 @@ class TrackedFiles:
                     cut = full.rfind("/", 0, cut)
 
 
-def walk(root: Path, settings: Settings) -> Walk:
-    """Every file under `root` that passes the path rules, sorted by path; skips counted by reason."""
+def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None = None) -> Walk:
+    """Every file under `root` that passes the path rules, sorted by path; skips counted by reason. `should_stop`
+    (a served workspace closing) is asked as the folders are listed, every `STOP_ASKED_EVERY` entries: once it is
+    true, `IndexStopped` is raised (a walk cut short must not be taken for the tree)."""
     root = check_root(Path(root))
     rules, tracked = _root_rules(root, settings)
     out = Walk()
     stack: list[tuple[str, Path]] = [("", root)]
+    looked_at = 0
     while stack:
         rel_dir, abs_dir = stack.pop()
         rules.enter(rel_dir, abs_dir)
@@ -381,6 +393,9 @@ def walk(root: Path, settings: Settings) -> Walk:
             tracked.add_repository(rel_dir, abs_dir)
             rules.enter_exclude(rel_dir, abs_dir / ".git")
         for entry in entries:
+            looked_at += 1
+            if should_stop is not None and looked_at % STOP_ASKED_EVERY == 0 and should_stop():
+                raise IndexStopped(f"indexing stopped while listing the files ({looked_at:,} entries looked at)")
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if not _is_utf8_name(entry.name):
                 # The index, the editor and every answer speak UTF-8 paths; such a name cannot be one.

@@ -35,6 +35,7 @@ from codeloupe.discover import (
     UNREADABLE_FOLDER,
     Candidate,
     CandidateChanged,
+    IndexStopped,
     Walk,
     decode_source,
     path_skip_reason,
@@ -57,11 +58,6 @@ ProgressFn = Callable[[Progress], None]
 WrittenFn = Callable[[list[tuple[int, int]]], None]
 
 
-class IndexStopped(Exception):
-    """An index run ended early by its `should_stop` (a served workspace closing): the files written so far are in
-    the index whole, the rest are not, and the next run indexes them."""
-
-
 def content_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
@@ -82,8 +78,9 @@ def index_workspace(root: Path, store: IndexStore, settings: Settings,
                     written: WrittenFn | None = None) -> IndexReport:
     """Bring the store up to date with the workspace on disk. `found`: the workspace's walk, taken beforehand
     off the writer (seconds at 40K files) while saved files were still being indexed; the index's rows are
-    read when this runs, so what those saves wrote is kept. `should_stop`, asked before each file is written:
-    once it is true the run ends (`IndexStopped`) with its chunking workers killed. `written`: told of each
+    read when this runs, so what those saves wrote is kept. `should_stop`, asked as the walk lists the folders and
+    before each file is written: once it is true the run ends (`IndexStopped`) with its chunking workers killed.
+    `written`: told of each
     group written (`WrittenFn`)."""
     def run() -> IndexReport:
         return _index_workspace(root, store, settings, progress, strategies, found, should_stop, written)
@@ -115,7 +112,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     started = time.perf_counter()
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     root = Path(root)
-    found = found or walk(root, settings)
+    found = found or walk(root, settings, should_stop)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
     skipped = Counter(found.skipped)
     existing = store.file_rows()
