@@ -1,4 +1,5 @@
-"""Process helpers for the tests that kill a parent and watch its workers (Linux /proc)."""
+"""Process helpers for the tests that kill a parent or stop its work and watch its workers (Linux /proc), and a
+workspace whose first index runs in such workers."""
 
 from __future__ import annotations
 
@@ -70,3 +71,13 @@ def unprivileged() -> dict[str, object]:
     """subprocess.run's arguments for a child that a chmod 0 stops, as it stops a user, even when the tests run
     as root."""
     return {"preexec_fn": _without_root_read_override} if os.geteuid() == 0 else {}
+
+
+def many_small_files(root: Path, files: int = 1500) -> Path:
+    """A workspace whose first index takes seconds (tens on a loaded machine): chunked by a worker pool."""
+    for i in range(files):
+        folder = root / f"pkg{i % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"mod{i}.py").write_text("".join(f"def step_{i}_{j}(value):\n    total = value + {j}\n"
+                                                   f"    return total * {i}\n\n\n" for j in range(25)))
+    return root

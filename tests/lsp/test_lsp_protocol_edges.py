@@ -6,64 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import queue
-import subprocess
-import sys
-import threading
 from pathlib import Path
-from typing import Any
 
-from lsp_helpers import expect_error, start_server, stop_server, uri, write_project
+from lsp_helpers import RawServer, expect_error, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
 
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, SERVER_NOT_INITIALIZED = -32700, -32600, -32602, -32002
-
-
-class RawServer:
-    """`codeloupe-lsp` as a subprocess spoken to in bytes, so a test can send what no client library would."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "codeloupe_lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=os.environ.copy())
-        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = None
-            while (line := out.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            if not line or length is None:
-                return
-            self.messages.put(json.loads(out.read(length)))
-
-    def send_bytes(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    @staticmethod
-    def frame(message: dict[str, Any], length_delta: int = 0) -> bytes:
-        body = json.dumps(message).encode()
-        return f"Content-Length: {len(body) + length_delta}\r\n\r\n".encode() + body
-
-    def request(self, msg_id: int, method: str, params: Any = None) -> bytes:
-        return self.frame({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-
-    def next_reply(self, timeout: float = 60) -> dict[str, Any]:
-        """The next response or error (server-to-client requests and notifications are skipped)."""
-        while True:
-            message = self.messages.get(timeout=timeout)
-            if "method" not in message:
-                return message
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
 
 
 def initialize(server: RawServer) -> None:

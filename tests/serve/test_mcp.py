@@ -647,16 +647,6 @@ def test_stdio_exits_on_its_own_when_stdin_closes_while_embedding(tmp_path: Path
     assert workers and not any(alive(pid) for pid in workers)  # its embedding workers ended too
 
 
-def many_small_files(root: Path, files: int = 1500) -> Path:
-    """A workspace whose first index takes seconds (tens on a loaded machine): chunked by a worker pool."""
-    for i in range(files):
-        folder = root / f"pkg{i % 30}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"mod{i}.py").write_text("".join(f"def step_{i}_{j}(value):\n    total = value + {j}\n"
-                                                   f"    return total * {i}\n\n\n" for j in range(25)))
-    return root
-
-
 @NEEDS_WORKER_POOL
 def test_stdio_exits_on_its_own_when_stdin_closes_during_the_first_index(tmp_path: Path) -> None:
     """A first index still running when stdin closed was waited for (up to 30 s, past the 2 s an MCP client allows
@@ -666,7 +656,7 @@ def test_stdio_exits_on_its_own_when_stdin_closes_during_the_first_index(tmp_pat
     import sqlite3
 
     from codeloupe.api import load_settings
-    from processes import alive, children_of
+    from processes import alive, children_of, many_small_files
 
     root = many_small_files(tmp_path / "many")
     with StdioServer(root, tmp_path / "stderr.txt") as server:
