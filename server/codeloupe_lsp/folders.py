@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -197,6 +197,10 @@ class Folder:
         # Read from the writer thread; plain attribute reads are atomic under the GIL.
         return self._closing or self._full_wanted or bool(self._changed)
 
+    def _is_closing(self) -> bool:
+        """An index's `should_stop` (read from the writer and the walk's thread, as `_should_stop_embedding`)."""
+        return self._closing
+
     async def _on_writer(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
@@ -246,10 +250,14 @@ class Folder:
             # The walk reads the whole tree (seconds at 40K files): off the writer, so files saved meanwhile are
             # searchable at once rather than after the whole refresh; the index reads its rows after them.
             loop = asyncio.get_running_loop()
-            found = await self._indexing_saves_until(loop.run_in_executor(self.server.thread_pool, self.ws.walk))
+            found = await self._indexing_saves_until(loop.run_in_executor(self.server.thread_pool, self.ws.walk,
+                                                                          self._is_closing))
             # Edges are left to the graph thread (below): on a large workspace they take minutes, and lexical
-            # answers need only the stored chunks.
-            report = await self._on_writer(lambda: self.ws.index(callback, edges=False, found=found))
+            # answers need only the stored chunks. The folder closing (removed, reopened, the server shut down)
+            # stops the walk and the index at their next file, their chunking workers killed: its close, queued
+            # on the writer behind this run, waited out the whole index (minutes at 40K files).
+            report = await self._on_writer(lambda: self.ws.index(callback, edges=False, found=found,
+                                                                 should_stop=self._is_closing))
         except Exception as exc:
             if self._closing:  # closed under the run (its settings changed, the folder went): nothing failed
                 log.info("indexing %s stopped: the folder closed (%s)", self.root, exc)
@@ -426,6 +434,16 @@ class Folder:
         if self._progress is not None:
             self._progress.end("stopped")
             self._progress = None
+
+    def close_at_exit(self) -> Future[None] | None:
+        """At the process's exit, its event loop gone: take no new work and close the index on the writer once the
+        job in flight is done (an index stops at its next file); that close, for the caller to wait for as long as
+        it can (None when the folder was closed already)."""
+        self._closing = True
+        try:
+            return self._writer.submit(self.ws.close)
+        except RuntimeError:  # its writer was shut down: closed already
+            return None
 
     async def close(self) -> None:
         """Stop, then close the index on the writer once the job in flight is done."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -37,6 +39,9 @@ T = TypeVar("T")
 
 # LSP 3.17 "RequestFailed": the request was valid but the engine could not answer it.
 REQUEST_FAILED = -32803
+# The most the process's exit waits for its folders' indexes to stop and close (an index stops within a file, far
+# under this; editors allow a server about 2 s to exit before they kill it).
+EXIT_WAIT_S = 1.5
 
 
 class RequestFailed(JsonRpcException):
@@ -171,7 +176,8 @@ class CodeloupeServer(LanguageServer):
         """Stop serving without waiting for worker threads (pygls would join them).
 
         An index or a model call in flight must not hold the editor's shutdown for minutes; every store write
-        is its own transaction, so leaving mid-index loses nothing (`__main__` then exits the process).
+        is its own transaction, so leaving mid-index loses nothing (`__main__` then exits the process). An index
+        under way stops at its next file and is closed, waited for `EXIT_WAIT_S` at most.
         """
         if self._stop_event is not None:
             self._stop_event.set()
@@ -179,6 +185,14 @@ class CodeloupeServer(LanguageServer):
             self._thread_pool.shutdown(wait=False, cancel_futures=True)
         if self._server is not None:
             self._server.close()
+        # Each folder's index closed once its job in flight stops (an index at its next file, its chunking workers
+        # killed and their pool let go, where leaving at once had the resource tracker report leaked semaphores),
+        # waiting `EXIT_WAIT_S` at most in all: a search snapshot being built is not waited out.
+        closing = [closed for folder in self.folders if (closed := folder.close_at_exit()) is not None]
+        deadline = time.monotonic() + EXIT_WAIT_S
+        for closed in closing:
+            with contextlib.suppress(TimeoutError):
+                closed.result(max(0.0, deadline - time.monotonic()))
 
     # ---------------------------------------------------------------- client messages
 

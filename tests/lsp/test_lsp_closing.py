@@ -1,0 +1,107 @@
+"""A folder's first index stopped when the folder closes or the server exits, over real stdio: the index stops at its
+next file, its chunking workers ended, each file it wrote whole in the index (the next start indexes the rest)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsp_helpers import RawServer, uri
+
+from processes import alive, children_of, many_small_files
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no chunking worker pool on one core")
+FILES = 1500
+
+
+class Session:
+    """A `RawServer` initialised on one folder, asked in turn."""
+
+    def __init__(self, root: Path, errlog: Path) -> None:
+        self.server = RawServer(errlog)
+        self.errlog = errlog
+        self._ids = itertools.count(1)
+        self.ask("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                "workspaceFolders": [{"uri": uri(root), "name": root.name}],
+                                "initializationOptions": {"embedProvider": "none"}})
+        self.tell("initialized", {})
+
+    def ask(self, method: str, params: Any = None) -> Any:
+        sent = next(self._ids)
+        self.server.send_bytes(self.server.request(sent, method, params))
+        reply = self.server.next_reply()
+        assert reply.get("id") == sent and "error" not in reply, reply
+        return reply["result"]
+
+    def tell(self, method: str, params: Any) -> None:
+        self.server.send_bytes(self.server.frame({"jsonrpc": "2.0", "method": method, "params": params}))
+
+    def first_index_under_way(self) -> dict[str, Any]:
+        """The folder's status once its first index wrote files and is still running."""
+        deadline = time.monotonic() + 120
+        while not ((folders := self.ask("codeloupe/status", {})["folders"]) and folders[0]["files"] > 0):
+            assert time.monotonic() < deadline, folders
+            time.sleep(0.05)
+        assert folders[0]["state"] == "indexing" and folders[0]["files"] < FILES, folders
+        return folders[0]
+
+
+def stored(index: str) -> tuple[int, int]:
+    """Files in the index at `index`, and those of them without a chunk (a file written in part)."""
+    with contextlib.closing(sqlite3.connect(f"{Path(index).as_uri()}?mode=ro", uri=True)) as conn:
+        files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+        chunkless = conn.execute("SELECT count(*) FROM files WHERE id NOT IN (SELECT file_id FROM chunks)").fetchone()[0]
+    return files, chunkless
+
+
+def test_removing_a_folder_stops_its_first_index(tmp_path: Path) -> None:
+    """A folder removed from the workspace (workspace/didChangeWorkspaceFolders) during its first index was closed
+    only once that whole index was done (minutes at 40K files), its chunking workers running until then: the index
+    now stops at its next file."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        status = session.first_index_under_way()
+        workers = children_of(session.server.proc.pid)
+        session.tell("workspace/didChangeWorkspaceFolders",
+                     {"event": {"added": [], "removed": [{"uri": uri(root), "name": root.name}]}})
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the chunking workers outlived the folder's removal"
+            time.sleep(0.05)
+        assert workers and session.ask("codeloupe/status", {})["folders"] == []
+        files, chunkless = stored(status["indexPath"])
+        assert 0 < files < FILES and chunkless == 0  # stopped part way, every file written whole
+        session.ask("shutdown")
+        session.tell("exit", None)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+
+
+def test_exit_during_a_first_index_stops_and_closes_it(tmp_path: Path) -> None:
+    """`shutdown` then `exit` during a first index: the server left at once mid-index, its chunking pool never let
+    go (the resource tracker then reported leaked semaphores on the editor's output) and its index never closed
+    (its write-ahead log left beside it). The index now stops at its next file and is closed before the process
+    exits."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        status = session.first_index_under_way()
+        workers = children_of(session.server.proc.pid)
+        session.ask("shutdown")
+        session.tell("exit", None)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+    assert workers and not any(alive(pid) for pid in workers)
+    assert "leaked semaphore" not in session.errlog.read_text(), session.errlog.read_text()
+    assert not Path(status["indexPath"] + "-wal").exists()  # closed, its log folded in
+    files, chunkless = stored(status["indexPath"])
+    assert 0 < files < FILES and chunkless == 0
