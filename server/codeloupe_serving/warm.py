@@ -182,7 +182,7 @@ class WarmWorkspace:
         if not self._refreshing.acquire(blocking=False):
             return
         try:
-            if not force and time.monotonic() - self._last_refresh < self.refresh_interval_s:
+            if self._closing.is_set() or (not force and time.monotonic() - self._last_refresh < self.refresh_interval_s):
                 return
             report = self.ws.index(progress, should_stop=self._closing.is_set)
             self.last_error = ""
@@ -220,11 +220,15 @@ class WarmWorkspace:
     def close(self) -> None:
         """Stop the background work and close the workspace, so that a server whose client went exits at once (an
         MCP client sends SIGTERM 2 s after closing stdin): an index under way stops before its next file (its
-        chunking workers killed; each file written is whole in the index, the next start indexes the rest), and
-        an embedding pass is cut short (its step dropped, its worker processes killed)."""
+        chunking workers killed; each file written is whole in the index, the next start indexes the rest), be it
+        the first index or a refresh before a call, and an embedding pass is cut short (its step dropped, its
+        worker processes killed)."""
         self._closing.set()
         self.ws.stop_embedding()
         self._indexer.join(timeout=30)
+        # A refresh before a call (`fresh`, on a request thread) holds `_refreshing` as the first index does: taken
+        # here once it stopped, so that nothing of it comes after the close, and kept, so that none starts after.
+        self._refreshing.acquire(timeout=30)
         if self._embedder is not None:  # read after the indexer ended: a refresh may have started one (it stops
             self._embedder.join(timeout=30)  # before its first step: `_closing` is its should_stop)
         self.ws.close()

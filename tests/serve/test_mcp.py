@@ -567,6 +567,54 @@ def test_closing_a_warm_workspace_drops_the_embedding_step_under_way(tmp_path: P
     assert not any(alive(pid) for pid in seen["workers"])
 
 
+def test_closing_a_warm_workspace_waits_for_a_refresh_on_a_request_thread(tmp_path: Path) -> None:
+    """Closing a served workspace waited only for its first index's thread: a refresh run before a call (`fresh`,
+    on a request thread) went on after close returned, and its next group met the closed index (`refreshing the
+    index failed: Cannot operate on a closed database`). Close now waits for that refresh to stop (at its next
+    file), so nothing of it comes after. The refresh is held in a chunking strategy (cut off after its time bound)
+    until close returns, which it cannot do before the refresh has stopped."""
+    import sqlite3
+    import threading
+
+    from codeloupe.api import Workspace, add_chunk_strategy
+    from codeloupe.chunk.strategies import unregister_strategy
+
+    held, closed = threading.Event(), threading.Event()
+
+    def held_until_closed(text: str, lines: list[str]) -> list[tuple[int, int]]:  # a gate only
+        held.set()
+        closed.wait(60)
+        return [(1, len(lines))]
+
+    def indexed(ws: Workspace) -> list[tuple]:
+        with contextlib.closing(sqlite3.connect(f"{ws.store.path.as_uri()}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT path, hash FROM files ORDER BY path").fetchall()
+
+    add_chunk_strategy("held-until-closed", [".gate"], held_until_closed)
+    try:
+        root = tmp_path / "repo"
+        root.mkdir()
+        for i in range(3):
+            (root / f"mod{i}.py").write_text(f"def handler_{i}(request):\n    return request\n")
+        ws = Workspace(root, overrides={"embed_provider": "none"})
+        warm = WarmWorkspace(ws, refresh_interval_s=0)
+        warm.fresh()  # after the first index
+        (root / "held.gate").write_text("held\nuntil closed\n")
+        (root / "mod3.py").write_text("def handler_3(request):\n    return request\n")
+        refresh = threading.Thread(target=warm.fresh)
+        refresh.start()
+        try:
+            assert held.wait(60), "the refresh did not reach the held file"
+            warm.close()
+            at_close = indexed(ws)
+        finally:
+            closed.set()
+        refresh.join(60)
+    finally:
+        unregister_strategy("held-until-closed")
+    assert indexed(ws) == at_close and warm.last_error == ""
+
+
 class StdioServer:
     """A real `codeloupe mcp ROOT` over pipes, initialised, its stderr in `errlog`; killed if a test leaves it
     running."""
