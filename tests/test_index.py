@@ -330,6 +330,34 @@ def test_an_index_without_edges_that_wrote_every_file_is_not_reported_stopped(tm
     ws.close()
 
 
+def test_a_stop_while_the_graph_facts_are_taken_keeps_none_of_them(tmp_path: Path) -> None:
+    """The edges after an index (a served workspace's refresh resolves them, a minute at 40K files) asked
+    `should_stop` only before they began, so a workspace closing then waited them out. Their facts are now taken
+    while it is false: a stop keeps none of them (nor any edge), and the next run takes them all. Here the stop
+    comes at the third ask once the files are written: the edges', then the first file's facts', then this one."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "app.py").write_text("from pkg.mod0 import handler_0\n\n\ndef main():\n    return handler_0(1)\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    told: list[Progress] = []
+    asked_once_written: list[bool] = []
+
+    def stop() -> bool:
+        if told and told[-1].done == told[-1].total:
+            asked_once_written.append(len(asked_once_written) >= 2)
+            return asked_once_written[-1]
+        return False
+
+    def stored(table: str) -> int:
+        return ws.store.query(f"SELECT count(*) FROM {table}")[0][0]
+
+    with pytest.raises(IndexStopped, match="graph's facts"):
+        ws.index(told.append, should_stop=stop)
+    assert stored("files") == 6 and stored("graph_facts") == stored("edges") == 0
+    assert ws.index().files_indexed == 0
+    assert stored("graph_facts") == 6 and stored("edges") > 0
+    ws.close()
+
+
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K
     files); `refresh_graph` resolves them afterwards, off the query's path."""

@@ -241,10 +241,10 @@ class Workspace:
         the graph to the caller's `refresh_graph()`: resolving a large workspace's edges takes minutes, and
         an editor should answer from the chunks meanwhile. `found`: a `walk()` taken beforehand (files saved
         since were indexed by `update_files` and are kept as saved). `should_stop` (a served workspace closing),
-        asked as the walk lists the folders, before each file is written and before the edges: once true,
-        `IndexStopped` is raised with the chunking workers killed, each file written so far whole in the index;
-        the next run does the rest. A run with `edges=False` whose files are all written has finished: it returns
-        its report however late the stop.
+        asked as the walk lists the folders, before each file is written, before the edges and as their facts
+        are taken: once true, `IndexStopped` is raised with the chunking workers killed, each file written so far
+        whole in the index; the next run does the rest. A run with `edges=False` whose files are all written has
+        finished: it returns its report however late the stop.
         """
         from codeloupe.graph import ensure_edges
 
@@ -262,7 +262,7 @@ class Workspace:
         self._note_strategy_warnings(report)
         if edges:
             _stop_before_edges(should_stop)
-            ensure_edges(self)  # a no-op when nothing changed since the edges were last resolved
+            ensure_edges(self, should_stop)  # a no-op when nothing changed since the edges were last resolved
         mark_stale(self.store)  # cached walkthroughs citing a changed or deleted file
         return report
 
@@ -872,7 +872,7 @@ class RemoteWorkspace(Workspace):
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
               should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """The tarball's files in one transaction (a fetch killed midway leaves the index as it was); `should_stop`
-        is asked before the edges."""
+        is asked before the edges and as their facts are taken."""
         from codeloupe.graph import ensure_edges
 
         if self.revision and not self.refresh:
@@ -897,7 +897,7 @@ class RemoteWorkspace(Workspace):
         self.refresh = False
         if edges:
             _stop_before_edges(should_stop)
-            ensure_edges(self)
+            ensure_edges(self, should_stop)
         return report
 
     def update_files(self, paths: Any) -> IndexReport:

@@ -20,7 +20,7 @@ import posixpath
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -44,7 +44,7 @@ from codeloupe.discover import (
 )
 from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
-from codeloupe.parallel import map_in_workers
+from codeloupe.parallel import map_in_workers, until
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
@@ -140,7 +140,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
     # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
     # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
-    prepared_files = zip(work, prepared_all if should_stop is None else _until(should_stop, prepared_all))
+    prepared_files = zip(work, prepared_all if should_stop is None else until(should_stop, prepared_all))
     try:
         while group := list(islice(prepared_files, WRITE_BATCH)):
             kept: list[tuple[int, int]] = []
@@ -370,15 +370,6 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
                  strategies: tuple[Strategy, ...]) -> Generator[Prepared, None, None]:
     """Prepare files in order; in worker processes when there are enough to pay for starting them."""
     return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking")
-
-
-def _until(should_stop: Callable[[], bool], items: Iterator[Prepared]) -> Iterator[Prepared]:
-    """`items` while `should_stop()` is false, asked before each one is drawn."""
-    while not should_stop():
-        item = next(items, None)
-        if item is None:
-            return
-        yield item
 
 
 def _known_hash(row: FileRow | None) -> str:

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
@@ -33,6 +33,7 @@ IN_FLIGHT_PER_WORKER = 32
 # A task is one file's chunks or graph facts, or one batch of embedding windows: seconds at most, so this is
 # far above any honest wait, worker start-up on a loaded machine included.
 WORKER_TIMEOUT_S = 120.0
+_END = object()  # `until`'s end of its items (an item may be None)
 
 
 def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str,
@@ -94,6 +95,16 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         yield fn(*row)
     other.run()
     other.raise_error()
+
+
+def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:
+    """`items` while `should_stop()` is false, asked before each one is drawn (a map's results: the caller closes
+    the map once this ends early, which kills its workers' tasks in flight)."""
+    while not should_stop():
+        item = next(items, _END)
+        if item is _END:
+            return
+        yield item
 
 
 def _first_result(pending: deque[tuple[tuple, Future[T]]], timeout_s: float) -> T:

@@ -10,7 +10,7 @@ import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.arrays import distinct, find_sorted
+from codeloupe.discover import IndexStopped
 from codeloupe.graph import analysis, semantic
 from codeloupe.graph.compact import EDGE_KINDS, Adjacency, EdgeTable, NodeDefinitions, PackedFacts, PathIndex
 from codeloupe.graph.facts import EXTRACTOR_VERSION, FileFacts, ImportFact
@@ -34,7 +35,7 @@ from codeloupe.graph.resolve import (
     resolve_file,
 )
 from codeloupe.memory import after_large_build
-from codeloupe.parallel import map_in_workers
+from codeloupe.parallel import map_in_workers, until
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_stamp, unpack_strings
 from codeloupe.store import edges as edge_store
 
@@ -71,7 +72,8 @@ def _state(ws: WorkspaceContext) -> str:
     return f"{ws.store.generation('content')}:{EXTRACTOR_VERSION}"
 
 
-def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, since: Collection[str] = ()) -> int:
+def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, since: Collection[str] = (),
+                 should_stop: Callable[[], bool] | None = None) -> int:
     """(Re)extract facts for `rel_paths` (None: every file whose facts are missing or from an older
     extractor), then re-resolve the edges that can have changed and store the ones that did. `since`: files
     changed since the resolution held was made besides those whose facts are extracted now (a resolution taken
@@ -83,10 +85,26 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
     re-exports, and only the definitions the change added or removed) and, when files were only changed in
     place, whose imports can reach one (`_within_reach`); a change of layout (import roots, a configuration
     file) resolves everything again. Returns the number of files whose facts were extracted.
+
+    `should_stop` (a served workspace closing), asked before each file's facts are taken and once they all are:
+    once it is true, `IndexStopped` is raised with nothing stored (the extraction's workers killed), before the
+    resolution; the next run extracts them again.
     """
     with _lock(ws):
         store = ws.store
         state = _state(ws)
+        todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
+        texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
+        extracted = map_in_workers(_facts_json, texts, len(todo), what="graph facts")
+        try:
+            fresh = list(zip([file_id for file_id, _, _ in todo],
+                             extracted if should_stop is None else until(should_stop, extracted)))
+        finally:
+            extracted.close()  # stopped: no worker goes on extracting for no one
+        # Asked before anything is kept, in the store or in memory (the earlier graph taken below is this process's
+        # resolution from then on): a stopped run leaves the next one the same work.
+        if should_stop is not None and should_stop():
+            raise IndexStopped(f"indexing stopped while taking the graph's facts ({len(fresh):,} of {len(todo):,})")
         if ws not in _resolutions and store.get_meta(_STATE_KEY) != state:
             # A process that holds no resolution yet (`codeloupe index` after a `git pull`) starts from the graph
             # saved for an earlier state, as a restarted editor does, rather than resolving every file (33 of
@@ -94,13 +112,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
             earlier = _load_earlier(ws)
             if earlier is not None:
                 since = set(since) | earlier
-        todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
         # Edges stored for this very state (resolved by another process): a resolution that must start over
         # takes them as stored instead of resolving every file again.
         current = not todo and store.get_meta(_STATE_KEY) == state
-        texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
-        fresh = list(zip([file_id for file_id, _, _ in todo],
-                         map_in_workers(_facts_json, texts, len(todo), what="graph facts")))
         edge_store.put_facts(store, EXTRACTOR_VERSION, fresh)
         previous = _resolutions.get(ws)
         if previous is not None and store.get_meta(_STATE_KEY) != previous.known_state:
@@ -374,12 +388,12 @@ def _store_edges(ws: WorkspaceContext, ctx: ResolveContext, resolution: _Resolut
         edge_store.replace_edges(ws.store, changed)
 
 
-def ensure_edges(ws: WorkspaceContext) -> bool:
+def ensure_edges(ws: WorkspaceContext, should_stop: Callable[[], bool] | None = None) -> bool:
     """Bring the edges up to date when the index moved since they were resolved (or never were); whether it
-    had moved."""
+    had moved. `should_stop`: as `update_edges` asks it."""
     if ws.store.get_meta(_STATE_KEY) == _state(ws):
         return False
-    update_edges(ws)
+    update_edges(ws, should_stop=should_stop)
     return True
 
 
