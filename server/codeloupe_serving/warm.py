@@ -227,8 +227,10 @@ class WarmWorkspace:
         self.ws.stop_embedding()
         self._indexer.join(timeout=30)
         # A refresh before a call (`fresh`, on a request thread) holds `_refreshing` as the first index does: taken
-        # here once it stopped, so that nothing of it comes after the close, and kept, so that none starts after.
-        self._refreshing.acquire(timeout=30)
+        # here once it stopped, so that nothing of it comes after the close. Let go at once: one taking it from here
+        # on finds `_closing` set and returns, and a second close (kept, it waited 30 s) finds nothing to wait for.
+        if self._refreshing.acquire(timeout=30):
+            self._refreshing.release()
         if self._embedder is not None:  # read after the indexer ended: a refresh may have started one (it stops
             self._embedder.join(timeout=30)  # before its first step: `_closing` is its should_stop)
         self.ws.close()

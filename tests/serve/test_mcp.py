@@ -615,6 +615,24 @@ def test_closing_a_warm_workspace_waits_for_a_refresh_on_a_request_thread(tmp_pa
     assert indexed(ws) == at_close and warm.last_error == ""
 
 
+def test_closing_a_warm_workspace_twice_returns_at_once(tmp_path: Path) -> None:
+    """A served workspace closed a second time (a caller's own `finally` after a pool's close) waited 30 s: its
+    first close kept the refresh lock, which the second then waited out. Close now lets the lock go once no refresh
+    holds it (a refresh taking it after the close returns at once), so a second close finds nothing to wait for."""
+    import threading
+
+    from codeloupe.api import Workspace
+
+    (tmp_path / "mod.py").write_text("def handler(request):\n    return request\n")
+    warm = WarmWorkspace(Workspace(tmp_path, overrides={"embed_provider": "none"}))
+    warm.fresh()  # after the first index
+    warm.close()
+    again = threading.Thread(target=warm.close, daemon=True)
+    again.start()
+    again.join(20)  # a hang guard, far under the 30 s it waited and far over what closing an idle workspace takes
+    assert not again.is_alive(), "the second close waited for the refresh lock the first one kept"
+
+
 class StdioServer:
     """A real `codeloupe mcp ROOT` over pipes, initialised, its stderr in `errlog`; killed if a test leaves it
     running."""
