@@ -358,6 +358,29 @@ def test_a_stop_while_the_graph_facts_are_taken_keeps_none_of_them(tmp_path: Pat
     ws.close()
 
 
+def test_graph_facts_cut_short_by_a_stop_are_never_taken_as_all_of_them(tmp_path: Path) -> None:
+    """A `should_stop` that said stop once and go on when asked again (a caller's own condition, not a latch) cut
+    the facts short yet let the run go on: the facts of the files taken so far were kept, the edges resolved and
+    marked current, and the files left without facts had no edges until they changed (the next run found the edges
+    current). Facts cut short now end the run with `IndexStopped` whatever the next answer, as the files' own
+    writes do. Here the stop is said once, at the second file's facts."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "app.py").write_text("from pkg.mod0 import handler_0\n\n\ndef main():\n    return handler_0(1)\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    told: list[Progress] = []
+    answers = iter([False, False, True])  # once the files are written: the edges', the first file's facts', ...
+
+    def stop() -> bool:
+        return bool(told and told[-1].done == told[-1].total and next(answers, False))
+
+    with pytest.raises(IndexStopped, match="graph's facts"):
+        ws.index(told.append, should_stop=stop)
+    assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 0
+    ws.index()
+    assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 6
+    ws.close()
+
+
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K
     files); `refresh_graph` resolves them afterwards, off the query's path."""

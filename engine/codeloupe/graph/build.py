@@ -102,8 +102,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         finally:
             extracted.close()  # stopped: no worker goes on extracting for no one
         # Asked before anything is kept, in the store or in memory (the earlier graph taken below is this process's
-        # resolution from then on): a stopped run leaves the next one the same work.
-        if should_stop is not None and should_stop():
+        # resolution from then on): a stopped run leaves the next one the same work. Facts cut short end the run
+        # whatever `should_stop` says now: taken as all of them, the files left without were marked resolved.
+        if len(fresh) < len(todo) or (should_stop is not None and should_stop()):
             raise IndexStopped(f"indexing stopped while taking the graph's facts ({len(fresh):,} of {len(todo):,})")
         if ws not in _resolutions and store.get_meta(_STATE_KEY) != state:
             # A process that holds no resolution yet (`codeloupe index` after a `git pull`) starts from the graph
