@@ -167,3 +167,26 @@ def test_a_search_shows_the_code_of_as_many_files_as_its_limit(tmp_path: Path) -
     fifth = search("--limit", "5").splitlines()
     at = fifth.index(next(line for line in fifth if line.lstrip().startswith("5. ledger/book_04.py:1-2")))
     assert fifth[at + 1:at + 3] == ["1  def ledger_total_4(rows):", "2      return sum(rows) * 4"]
+
+
+def test_a_related_files_chunk_shown_around_its_best_line_says_how_many_lines_were_cut(tmp_path: Path) -> None:
+    """Past CORE, a file within --limit shows its best chunk only around its best-matching line: the lines cut
+    above and below that window were left out without a word, as if the chunk ended there."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for i in range(3):
+        (workspace / f"refund_{i}.py").write_text(f"def refund_payment_{i}(order):\n    return 'refund payment {i}'\n",
+                                                   encoding="utf-8")
+    steps = [f"    step_{j} = order.value + {j}\n" for j in range(60)]
+    (workspace / "long.py").write_text("def process(order):\n" + "".join(steps[:30]) + "    note = 'refund'\n"
+                                       + "".join(steps[30:]) + "    return order\n", encoding="utf-8")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(workspace), "refund payment",
+                           "--embed-provider", "none"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.split("long.py:1-63", 1)[1].splitlines()[1:]
+    assert shown[0] == "... 16 lines above, from line 1", done.stdout
+    assert shown[1].split()[0] == "17" and shown[31].split()[0] == "47", done.stdout  # 15 either side of line 32
+    assert shown[32] == "... 16 more lines, to line 63", done.stdout
+    whole = done.stdout.split("refund_2.py:1-2", 1)[1].splitlines()[1:4]
+    assert [line.split()[0] for line in whole[:2]] == ["1", "2"] and not whole[2].startswith("..."), done.stdout

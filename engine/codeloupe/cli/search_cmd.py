@@ -11,7 +11,7 @@ from pathlib import Path
 from codeloupe.errors import WorkspaceError
 from codeloupe.settings import SettingsError
 from codeloupe.store import StoreError
-from codeloupe.types import Bundle, FileHit, PrunedChunk
+from codeloupe.types import Bundle, ChunkHit, FileHit, PrunedChunk
 
 from . import CliError
 from .common import (
@@ -145,7 +145,13 @@ def render(bundle: Bundle) -> None:
             console.print(map_line(hit))
             for chunk in hit.chunks:  # a file within --limit: its best chunk, around its best-matching line
                 window = PrunedChunk.of(hit, chunk)
+                above, below = _cut_lines(chunk)
+                if above:
+                    console.print(f"[dim]... {_lines(above)} above, from line {chunk.start_line}[/dim]")
                 print_code(console, window.text, _lexer(hit), window.text_start_line)
+                if below:
+                    console.print(f"[dim]... {below} more line{'' if below == 1 else 's'}, "
+                                  f"to line {chunk.end_line}[/dim]")
         tail = sum(hit.tail for hit in bundle.related)
         if tail:
             console.print(f"[dim]... and {tail} lower-ranked candidate files (--json lists every one)[/dim]")
@@ -157,6 +163,18 @@ def map_line(hit: FileHit) -> str:
     via = " [magenta](via graph)[/magenta]" if hit.via == "graph" else ""
     return (f"{hit.rank:>3}. [cyan]{markup_safe(hit.shown_path)}:{hit.best_start_line}-{hit.best_end_line}[/cyan]"
             f"{'  ' + symbols if symbols else ''}  [dim]{markup_safe(hit.why)}[/dim]{via}")
+
+
+def _cut_lines(chunk: ChunkHit) -> tuple[int, int]:
+    """How many lines of the chunk its shown window leaves out above and below it ((0, 0) when shown whole)."""
+    snippet = chunk.snippet
+    if snippet is None or not snippet.truncated:
+        return 0, 0
+    return max(0, snippet.start_line - chunk.start_line), max(0, chunk.end_line - snippet.end_line)
+
+
+def _lines(count: int) -> str:
+    return f"{count} line{'' if count == 1 else 's'}"
 
 
 def _lexer(hit: FileHit) -> str:
