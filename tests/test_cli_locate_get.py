@@ -112,3 +112,15 @@ def test_locate_names_a_long_text_by_its_start_not_in_full(repo: Path) -> None:
     missing = codeloupe("locate", str(repo), text, check=False)
     assert missing.returncode == 1
     assert missing.stdout == f"0 locations of the text {text[:60]!r}... ({len(text)} characters)\n"
+
+
+def test_a_text_locate_cannot_look_for_is_refused_before_the_workspace_is_indexed(repo: Path, tmp_path: Path) -> None:
+    """An empty or multi-line text was refused only once the whole workspace had been indexed (minutes on a large
+    one, for a mistyped argument no index could answer)."""
+    cache = tmp_path / "refused-cache"
+    for text in (" ", "def getUser(name):\n    return"):
+        refused = subprocess.run([sys.executable, "-m", "codeloupe", "locate", str(repo), text, "--embed-provider",
+                                  "none"], capture_output=True, text=True,
+                                 env={**os.environ, "CODELOUPE_CACHE_DIR": str(cache)})
+        assert refused.returncode == 2 and "locate: argument text: " in refused.stderr, refused.stderr
+        assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))  # no index written

@@ -143,6 +143,16 @@ _COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
 _STRING_QUOTES = ('"""', "'''", '"', "'", "`")
 
 
+def check_locate_text(text: str) -> None:
+    """Refuse a text `Workspace.locate` cannot look for (empty, or of several lines) with `InvalidArgument`
+    naming `text`: a surface calls it before it indexes anything, since no index would answer it."""
+    if not text.strip():
+        raise InvalidArgument("text", "must not be empty")
+    lines = text.count("\n") + 1
+    if lines > 1:
+        raise InvalidArgument("text", f"must be one line, got {lines:,} lines")
+
+
 # A workspace file read whole for an answer (its lines, a cited span, a hash to verify one): the most read.
 READ_MAX_BYTES = 64 * 1024 * 1024
 
@@ -640,13 +650,9 @@ class Workspace:
 
         Reads the search snapshot's copy of the chunks (no disk walk, so ignored and skipped files never
         match). `identifier` matches whole identifiers only: `get` does not match `getUser`. An empty `text`, or
-        one of several lines, is refused (`InvalidArgument`).
+        one of several lines, is refused (`InvalidArgument`, as `check_locate_text` refuses it).
         """
-        if not text.strip():
-            raise InvalidArgument("text", "must not be empty")
-        lines = text.count("\n") + 1
-        if lines > 1:
-            raise InvalidArgument("text", f"must be one line, got {lines:,} lines")
+        check_locate_text(text)
         from codeloupe.locate import locate_lines
 
         return locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)

@@ -28,6 +28,7 @@ from codeloupe.api import (
     GraphRequest,
     StoreError,
     WorkspaceError,
+    check_locate_text,
     folder_sections,
     render_text,
 )
@@ -125,13 +126,17 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "line and its enclosing definition. Faster than grep and skips ignored, vendored and generated files. "
         "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
         "instead when you do not know the exact text."))
-    @indexed
-    def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
-               limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
-               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+    async def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
+                     limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
+                     max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
-            found, notes = warm.noted(lambda ws: ws.locate(text, identifier=identifier, limit=limit))
-        return sized.located_text(found, max_bytes, notes)
+            check_locate_text(text)  # refused before the wait for the first index, as by HTTP
+
+        def located() -> str:
+            with _refusals():
+                found, notes = warm.noted(lambda ws: ws.locate(text, identifier=identifier, limit=limit))
+            return sized.located_text(found, max_bytes, notes)
+        return await when_indexed([warm], located)
 
     @server.tool(structured_output=False, description=(
         "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "

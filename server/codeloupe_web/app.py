@@ -29,6 +29,7 @@ from codeloupe.api import (
     StoreError,
     Workspace,
     WorkspaceError,
+    check_locate_text,
     map_asset,
     render_html_shell,
 )
@@ -222,6 +223,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                root: RootParam = None,
                identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
                limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
+        check_locate_text(text)  # before the wait for the first index: no index would answer it
         return await noted(request, root, lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
 
     @app.get("/v1/related", responses=_ERRORS, tags=["read"],

@@ -2,7 +2,7 @@
 by every surface in the same words: the engine's `GraphRequest` checks it once. MCP said "graph: a route needs
 both `source` and `target`", HTTP "pass `node`, or both `source` and `target`, or neither (the map)", the CLI
 argparse's "argument --path: not allowed with argument --node", and all three "empty graph target" for a blank
-part."""
+part. Such a request, and a text `locate` cannot look for, is refused before the first index is waited for."""
 
 from __future__ import annotations
 
@@ -90,20 +90,32 @@ def first_index_waits(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return waits
 
 
-async def test_mcp_refuses_before_waiting_for_the_first_index(project: Path, first_index_held,
+# Per MCP tool: calls it refuses (and the whole error it answers), and one it answers.
+MCP_REFUSED = {
+    "graph": ([(asked, f"Error executing tool graph: {message}") for asked, message in BAD], {"node": "app/auth.py"}),
+    "locate": ([({"text": " "}, "Error executing tool locate: `text` must not be empty"),
+                ({"text": "a\nb"}, "Error executing tool locate: `text` must be one line, got 2 lines")],
+               {"text": "SessionStore"}),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(MCP_REFUSED))
+async def test_mcp_refuses_before_waiting_for_the_first_index(tool: str, project: Path, first_index_held,
                                                               first_index_waits: list[Path]) -> None:
     """MCP's `graph` waited for the first index (up to `FIRST_INDEX_WAIT_S`, two minutes) before refusing a
-    request it could never answer; HTTP and the CLI refused at once."""
+    request it could never answer, where HTTP and the CLI refused at once; so did its `locate` an empty or
+    multi-line text."""
+    refusals, answerable = MCP_REFUSED[tool]
     warm = WarmWorkspace(project)
     try:
         assert first_index_held.stopped.wait(60)
         async with Client(build_server(warm)) as client:
-            for asked, message in BAD:
-                refused = await client.call_tool("graph", asked)
+            for asked, message in refusals:
+                refused = await client.call_tool(tool, asked)
                 said = "".join(part.text for part in refused.content)
-                assert refused.is_error and said == f"Error executing tool graph: {message}", asked
+                assert refused.is_error and said == message, asked
             assert first_index_waits == []
-            answer = await client.call_tool("graph", {"node": "app/auth.py"})  # one it can answer still waits
+            answer = await client.call_tool(tool, answerable)  # one it can answer still waits
             assert not answer.is_error and len(first_index_waits) == 1
     finally:
         first_index_held.release.set()
@@ -146,3 +158,14 @@ def test_the_cli_refuses_a_route_with_neither_end(project: Path, capsys: pytest.
     assert cli_main(["graph", str(project), "--no-embed", "--path", "", ""]) == 2
     assert capsys.readouterr().err == "codeloupe: a route needs a `source` and a `target`: --path FROM TO\n"
     assert not any(isolated_cache.iterdir())
+
+
+def test_http_refuses_a_text_locate_cannot_look_for_before_waiting_for_the_first_index(
+        project: Path, serve, first_index_held, first_index_waits: list[Path]) -> None:
+    base = serve([project], ready=False)
+    assert first_index_held.stopped.wait(60)
+    answer = httpx.get(f"{base}/v1/locate", params={"text": "a\nb"})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["query", "text"], answer.text
+    assert first_index_waits == []
+    assert httpx.get(f"{base}/v1/locate", params={"text": "SessionStore"}).status_code == 200
+    assert len(first_index_waits) == 1

@@ -132,20 +132,30 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **
 T = TypeVar("T")
 
 
-def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], *, embed: bool, quiet: bool) -> T:
+def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], *, embed: bool, quiet: bool,
+                      check: Callable[[], None] = lambda: None) -> T:
     """Open the workspace, bring its index up to date, answer `call` from it and close it; what the engine
     refuses (a path outside the workspace, a file not in the index) becomes a `CliError`, an argument it refuses
-    named as the command's argument of that name is, as argparse names one (`locate: argument text: ...`)."""
+    named as the command's argument of that name is, as argparse names one (`locate: argument text: ...`).
+    `check` refuses such an argument before the workspace is opened or indexed."""
+    try:
+        check()
+    except InvalidArgument as exc:
+        raise _argument_error(args, exc) from exc
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=embed, quiet=quiet, answer_stale=True)
         return call(ws)
     except InvalidArgument as exc:
-        raise CliError(f"{args.command}: argument {exc.argument}: {exc.problem}") from exc
+        raise _argument_error(args, exc) from exc
     except WorkspaceError as exc:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
+
+
+def _argument_error(args: argparse.Namespace, exc: InvalidArgument) -> CliError:
+    return CliError(f"{args.command}: argument {exc.argument}: {exc.problem}")
 
 
 def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_stale: bool = False):
