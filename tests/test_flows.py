@@ -383,3 +383,39 @@ def test_cli_flows_warm_says_which_earlier_flow_an_answer_replaced(
     shown = capsys.readouterr().out.splitlines()
     assert shown[0] == f"replaced  {question}: in place of the earlier flow of {QUESTION!r}", shown
     assert [line.split("  ")[1] for line in shown if line.startswith("#")] == [repr(question)]
+
+
+def test_every_field_ask_json_and_flows_json_print_is_documented(
+        ws: Workspace, chat: ChatServer, repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ask --json`'s metrics named `flows_replaced` (the flows an answer took the place of) nowhere in
+    docs/protocol.md, nor the shape of its events or of `flows --json`: every key they print is named there."""
+    cached(ws, chat)
+    ws.close()
+    auth = repo / "app/auth.py"  # the cached flow's cited file changes: the next answer replaces it
+    auth.write_text(auth.read_text() + "\n\ndef logout():\n    return None\n")
+    monkeypatch.setenv("CODELOUPE_EMBED_DIMENSIONS", str(DIM))
+    flags = ["--embed-provider", "openai", "--embed-base-url", chat.base_url, "--embed-model", "scripted-embed",
+             "--chat-base-url", chat.base_url, "--chat-model", "scripted"]
+    events = []
+    for question in (QUESTION, PARAPHRASE):  # narrated (replacing the stale flow), then served
+        chat.add(Reply(render=narrated))
+        assert cli_main(["ask", str(repo), question, "--json", "--no-agents", *flags]) == 0
+        events += [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert events[-1]["flow"]["action"] == "served"
+    metrics = [event["metrics"] for event in events if event["type"] == "done"]
+    assert metrics[0]["flows_replaced"] == [{"id": 1, "question": QUESTION}]
+    chat.add(Reply(render=narrated))
+    assert cli_main(["flows", str(repo), "--json", "--warm", "--warm-limit", "1", *flags]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["flows"] and listed["asked"]
+
+    printed = ({key for event in events for key in event} | {key for m in metrics for key in m}
+               | set(listed) | {key for flow in listed["flows"] for key in flow}
+               | {key for asked in listed["asked"] for key in asked})
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text(encoding="utf-8")
+    section = doc[doc.index("\n## The CLI's JSON"):]
+    named = {word for quoted in re.findall(r"`([^`]+)`", section) for word in re.findall(r"[\w*]+", quoted)}
+    undocumented = {key for key in printed if key not in named and not (key.startswith("splice_")
+                                                                      and "splice_*" in named)}
+    assert not undocumented, f"printed by ask --json / flows --json, not named in docs/protocol.md: {undocumented}"
