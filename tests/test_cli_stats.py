@@ -166,6 +166,7 @@ def test_stats_names_the_first_hundred_unreadable_folders(tmp_path: Path) -> Non
     try:
         indexed = codeloupe("index", str(repo), **unprivileged())
         listed = codeloupe("stats", str(repo), "--skipped", **unprivileged()).splitlines()
+        shown = codeloupe("stats", str(repo), **unprivileged()).splitlines()
     finally:
         for folder in locked:
             folder.chmod(0o755)
@@ -173,4 +174,7 @@ def test_stats_names_the_first_hundred_unreadable_folders(tmp_path: Path) -> Non
     named = [line for line in listed if line.endswith("/  (unreadable folder)")]
     assert named[0] == "    d000/  (unreadable folder)" and named[-1] == "    d099/  (unreadable folder)"
     assert len(named) == 100
-    assert "    (the index names the first 100 unreadable folders by path: `codeloupe index` counts them all)" in listed
+    # stats counted (and said) only the 100 it names, where index counted 101: the one more is said, not capped
+    assert "  skipped   unreadable folder 101  (--skipped lists them)" in shown
+    after = listed[listed.index(named[-1]) + 1]
+    assert after == "    ... and 1 more unreadable folder (the index names the first 100 by path)", listed

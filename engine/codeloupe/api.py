@@ -32,7 +32,7 @@ from codeloupe.chunk.strategies import (
     register_strategy,
     registered_strategies,
 )
-from codeloupe.discover import DiscoverError, Walk, check_root, walk
+from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_root, walk
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import InvalidArgument as InvalidArgument
 from codeloupe.errors import RemoteError as RemoteError
@@ -53,8 +53,15 @@ from codeloupe.graph.model import GraphMap as GraphMap
 from codeloupe.graph.model import GraphNode as GraphNode
 from codeloupe.graph.model import GraphPath as GraphPath
 from codeloupe.graph.model import Neighbour as Neighbour
+from codeloupe.index import (
+    UNREADABLE_FOLDERS_KEY,
+    ProgressFn,
+    index_files,
+    index_paths,
+    index_workspace,
+    strategies_in_force,
+)
 from codeloupe.index import IndexStopped as IndexStopped
-from codeloupe.index import ProgressFn, index_files, index_paths, index_workspace, strategies_in_force
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
@@ -534,13 +541,17 @@ class Workspace:
         counts = self.store.counts()
         provider, model = describe_provider(self.settings)
         done = self.store.vector_counts(model) if model else {"chunks_done": 0, "skeletons_done": 0}
+        skipped = self.store.skipped_counts()
+        unreadable = int(self.store.get_meta(UNREADABLE_FOLDERS_KEY, "0"))
+        if unreadable > skipped.get(UNREADABLE_FOLDER, 0):  # the folders past those the index names, counted
+            skipped[UNREADABLE_FOLDER] = unreadable
         return IndexStatus(
             root=str(self.root), index_path=self._index_location(), files=counts["files"], chunks=counts["chunks"],
             symbols=counts["symbols"], languages=self.store.language_counts(),
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
-            skipped=self.store.skipped_counts(),
+            skipped=skipped,
         )
 
     def skipped_files(self) -> list[SkippedPath]:

@@ -68,6 +68,8 @@ WRITE_BATCH = 32
 # Folders that could not be listed that the index remembers by name (`stats --skipped`), the first by path: a tree
 # of thousands of them (a copy of another user's home) would otherwise be as many rows and lines.
 UNREADABLE_FOLDERS_NAMED = 100
+# The index's meta key for how many folders the last walk could not list, named or not (`IndexStatus.skipped`).
+UNREADABLE_FOLDERS_KEY = "unreadable_folders"
 # Progress is told once a written group takes the count past another multiple of this.
 PROGRESS_EVERY = 50
 
@@ -177,6 +179,9 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     walked = _walk_skips(found, rules)
     store.set_skipped([entry for path, entry in walked.items() if remembered.get(path) != entry],
                       [path for path in remembered if path not in on_disk and path not in walked])
+    unreadable = str(len(found.unreadable_dirs))
+    if store.get_meta(UNREADABLE_FOLDERS_KEY, "0") != unreadable:
+        store.set_meta(UNREADABLE_FOLDERS_KEY, unreadable)
 
     return _finish_report(report, store, skipped, started)
 

@@ -53,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
               "binary file types, are counted by `codeloupe index`)")
     for s in skipped:  # a file's name, nor a reason as the index holds it, is to drive the terminal or break lines
         print(f"    {one_line(s.path)}  ({one_line(s.reason)})")
-    if args.skipped and status.skipped.get(UNREADABLE_FOLDER, 0) >= UNREADABLE_FOLDERS_NAMED:
-        print(f"    (the index names the first {UNREADABLE_FOLDERS_NAMED} unreadable folders by path: `codeloupe index` "
-              "counts them all)")
+    more = status.skipped.get(UNREADABLE_FOLDER, 0) - sum(s.reason == UNREADABLE_FOLDER for s in skipped)
+    if args.skipped and more > 0:
+        print(f"    ... and {more} more unreadable folder{'' if more == 1 else 's'} (the index names the first "
+              f"{UNREADABLE_FOLDERS_NAMED} by path)")
     if problems:
         print(f"  chunking  {len(problems)} file{'' if len(problems) == 1 else 's'} not chunked as planned (a chunk "
               "strategy or the chunker failed on them)" + ("" if args.skipped else "  (--skipped lists them)"))
