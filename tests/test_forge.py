@@ -116,6 +116,24 @@ def test_scan_text_says_one_file_not_one_files(tmp_path: Path, capsys: pytest.Ca
                                                     "  .qux                 1 file, no chunker of its own"]
 
 
+def test_scan_says_every_file_type_has_a_chunker_only_when_codeloupes_own_files_have_one_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file under `.codeloupe/` no chunker covers is in no list of the census: the text said "2 files, 1
+    covered by a chunker" and then "every file type has a chunker"."""
+    (tmp_path / "main.py").write_text("def main():\n    return 1\n")
+    (tmp_path / ".codeloupe").mkdir()
+    (tmp_path / ".codeloupe" / "notes.qux").write_text("kept beside the settings\n")
+    assert main(["scan", str(tmp_path), "--embed-provider", "none"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: 2 files, 1 covered by a chunker",
+        "  every file type outside .codeloupe/ has a chunker",
+        "  .codeloupe/          1 file of codeloupe's own, no chunker (no chunk strategy cuts it)"]
+    (tmp_path / ".codeloupe" / "notes.qux").unlink()
+    assert main(["scan", str(tmp_path), "--embed-provider", "none"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{tmp_path}: 1 file, 1 covered by a chunker",
+                                                    "  every file type has a chunker"]
+
+
 def test_scan_counts_an_extension_its_strategy_chunks_as_forged_whatever_codeloupes_own_folder_holds(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A strategy never claims a file under `.codeloupe/`: the census asked whether an extension is forged of its
