@@ -40,7 +40,8 @@ def test_a_typo_in_a_workspace_file_is_one_warning_and_the_rest_of_the_file_appl
     repo = repo_with(tmp_path / "repo", 'ignore = ["vendor/**"]\nchunk_budgett = 900\n')
     result = search(repo, "ledger_total_vendored")
     assert result.returncode == 0, result.stderr
-    warning = f"codeloupe: unknown setting 'chunk_budgett' in {repo.resolve() / '.codeloupe.toml'}; ignored"
+    warning = (f"codeloupe: unknown setting 'chunk_budgett' in {repo.resolve() / '.codeloupe.toml'} "
+               "(did you mean 'chunk_budget'?); ignored")
     assert result.stderr.splitlines().count(warning) == 1, result.stderr
     assert "app.py" in result.stdout and "vendor/copy.py" not in result.stdout  # the file's `ignore` applied
     chunks = subprocess.run([sys.executable, "-m", "codeloupe", "chunks", str(repo / "app.py")], env=dict(os.environ),
@@ -60,7 +61,8 @@ def test_a_library_workspace_that_loads_its_settings_logs_their_warnings_once(tm
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     file = repo.resolve() / ".codeloupe.toml"
-    assert result.stderr.splitlines() == [f"unknown setting 'chunk_budgett' in {file}; ignored",
+    assert result.stderr.splitlines() == [f"unknown setting 'chunk_budgett' in {file} (did you mean 'chunk_budget'?);"
+                                          " ignored",
                                           f"setting 'chunk_budget' from {file}: 3 is outside 100..100000; ignored",
                                           "settings given:"], result.stderr
 
@@ -140,7 +142,9 @@ def test_the_user_s_own_config_stays_strict(tmp_path: Path) -> None:
     config.write_text("chunk_budgett = 900\n", encoding="utf-8")
     result = search(repo, "ledger_total")
     assert result.returncode == 2
-    assert result.stderr.strip() == f"codeloupe: unknown setting 'chunk_budgett' in {config}"
+    # the closest known setting suggested, here as in a workspace file's warning
+    assert result.stderr.strip() == \
+        f"codeloupe: unknown setting 'chunk_budgett' in {config} (did you mean 'chunk_budget'?)"
     config.write_bytes(b"chunk_budget = 900\n# \xff\n")
     result = search(repo, "ledger_total")
     assert result.returncode == 2 and "config.toml: not valid TOML (not UTF-8" in result.stderr

@@ -335,7 +335,7 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspa
         key = _normalise_key(raw_key)
         try:
             if key not in _FIELDS:
-                raise SettingsError(f"unknown setting {raw_key!r} in {source}")
+                raise SettingsError(f"unknown setting {raw_key!r} in {source}{_did_you_mean(key)}")
             coerced = _coerce(key, value, source)
             _check(key, coerced, source)
         except SettingsError as exc:
@@ -347,6 +347,14 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspa
     if not changes:
         return settings
     return dataclasses.replace(settings, **changes, origins={**settings.origins, **dict.fromkeys(changes, origin)})
+
+
+def _did_you_mean(key: str) -> str:
+    """' (did you mean 'chunk_budget'?)' for the known setting closest to an unknown `key` (normalised), if any."""
+    import difflib
+
+    close = difflib.get_close_matches(key, _FIELDS, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _normalise_key(key: str) -> str:

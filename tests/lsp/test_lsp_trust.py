@@ -168,7 +168,7 @@ async def test_a_folder_whose_settings_file_has_a_typo_opens_and_the_editor_is_t
         assert sorted(w for w in _warnings(client) if str(file) in w) == [
             f"codeloupe: ignoring store_url in {file}: only your own settings may set them",
             f"codeloupe: setting 'max_line_chars' from {file}: 5 is outside 100..1000000; ignored",
-            f"codeloupe: unknown setting 'chunk_budgett' in {file}; ignored",
+            f"codeloupe: unknown setting 'chunk_budgett' in {file} (did you mean 'chunk_budget'?); ignored",
         ]
     finally:
         await stop_server(client)

@@ -167,7 +167,8 @@ def test_a_worker_logs_a_queued_folder_s_settings_warnings_once(tmp_path: Path, 
         assert report.batches == 3
     finally:
         store.close()
-    warning = f"unknown setting 'chunk_budgett' in {root.resolve() / '.codeloupe.toml'}; ignored"
+    warning = (f"unknown setting 'chunk_budgett' in {root.resolve() / '.codeloupe.toml'} "
+               "(did you mean 'chunk_budget'?); ignored")
     assert [r.getMessage() for r in caplog.records].count(warning) == 1, caplog.text
 
 

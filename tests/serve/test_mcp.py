@@ -240,7 +240,8 @@ def test_a_served_root_with_a_typo_in_its_settings_file_is_served_and_says_so(pr
     _, stderr = server.communicate('{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n', timeout=60)
     assert server.returncode == 0, stderr
     file = project.resolve() / ".codeloupe.toml"
-    assert f"codeloupe: unknown setting 'chunk_budgett' in {file}; ignored" in stderr.splitlines()
+    warning = f"codeloupe: unknown setting 'chunk_budgett' in {file} (did you mean 'chunk_budget'?); ignored"
+    assert warning in stderr.splitlines()
 
 
 def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path: Path) -> None:
