@@ -141,6 +141,10 @@ TOUR_ENTRY_POINTS = 30
 # A tour's entry points on request (/v1/tour, the editors): more than the default when a client wants them, never an
 # unbounded list (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
 MAX_TOUR_ENTRY_POINTS = 500
+# The names a tour lists by default and at most on request (`/v1/tour?limit=`, MCP's `codeloupe://tour?limit=`,
+# the language server's `codeloupe/tour` `limit`).
+TOUR_NAMES = 20
+MAX_TOUR_NAMES = 50
 # Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.
 ANCHOR_LINES_KEPT = 20000
 
@@ -148,6 +152,16 @@ ANCHOR_LINES_KEPT = 20000
 _COMMENT_MARKS = ("#", "//", "/*", "*", "--", ";")
 # A docstring: a string literal first in a definition's body (longest quote first).
 _STRING_QUOTES = ('"""', "'''", '"', "'", "`")
+
+
+def tour_counts(limit: int, entry_points: int) -> tuple[int, int]:
+    """How many names and entry points a tour lists, each refused outside 1-`MAX_TOUR_NAMES` and
+    1-`MAX_TOUR_ENTRY_POINTS` (a generated tree can hold thousands of entry points), naming the count; a surface
+    asks before it waits for a first index, so a refusal never waits for one."""
+    for name, count, most in (("entry_points", entry_points, MAX_TOUR_ENTRY_POINTS), ("limit", limit, MAX_TOUR_NAMES)):
+        if not 1 <= count <= most:
+            raise WorkspaceError(f"{name} must be from 1 to {most}, got {count}")
+    return limit, entry_points
 
 
 def check_locate_text(text: str) -> None:

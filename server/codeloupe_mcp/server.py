@@ -23,7 +23,9 @@ from codeloupe.api import (
     MAX_LOCATE,
     MAX_QUERY_CHARS,
     MAX_TOUR_ENTRY_POINTS,
+    MAX_TOUR_NAMES,
     TOUR_ENTRY_POINTS,
+    TOUR_NAMES,
     GraphFolder,
     GraphRequest,
     StoreError,
@@ -31,9 +33,10 @@ from codeloupe.api import (
     check_locate_text,
     folder_sections,
     render_text,
+    tour_counts,
 )
 from codeloupe_serving.first_index import when_indexed
-from codeloupe_serving.warm import MAX_TOUR_NAMES, TOUR_NAMES, WarmWorkspace, WarmWorkspaces, tour_counts
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
 

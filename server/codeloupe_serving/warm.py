@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from codeloupe.api import (
-    MAX_TOUR_ENTRY_POINTS,
     TOUR_ENTRY_POINTS,
+    TOUR_NAMES,
     IndexStopped,
     InvalidArgument,
     Workspace,
     WorkspaceError,
     load_settings,
     search_repositories,
+    tour_counts,
     unreadable_indexes,
 )
 from codeloupe.types import Bundle, Progress
@@ -39,9 +40,6 @@ REFRESH_INTERVAL_S = 1.0
 READABLE_CHECK_INTERVAL_S = 1.0
 # The first call waits this long for the first index (lexical lanes) before answering with what there is.
 FIRST_INDEX_WAIT_S = 120.0
-# The names a tour lists by default and at most (`/v1/tour?limit=`, MCP's `codeloupe://tour?limit=`).
-TOUR_NAMES = 20
-MAX_TOUR_NAMES = 50
 # True inside `answer_waited`: the call waited for the first index already (`WarmWorkspace.first_index`).
 _WAITED: ContextVar[bool] = ContextVar("first_index_waited", default=False)
 
@@ -306,16 +304,6 @@ class WarmWorkspaces:
     def close(self) -> None:
         for warm in self.all:
             warm.close()
-
-
-def tour_counts(limit: int, entry_points: int) -> tuple[int, int]:
-    """How many names and entry points a tour lists, each refused outside 1-`MAX_TOUR_NAMES` and
-    1-`MAX_TOUR_ENTRY_POINTS` (a generated tree can hold thousands of entry points), naming the count; a surface
-    asks before it waits for a first index, so a refusal never waits for one."""
-    for name, count, most in (("entry_points", entry_points, MAX_TOUR_ENTRY_POINTS), ("limit", limit, MAX_TOUR_NAMES)):
-        if not 1 <= count <= most:
-            raise WorkspaceError(f"{name} must be from 1 to {most}, got {count}")
-    return limit, entry_points
 
 
 def answer_waited(call: Callable[[], T]) -> T:

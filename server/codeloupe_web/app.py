@@ -22,7 +22,9 @@ from codeloupe.api import (
     MAX_LOCATE,
     MAX_QUERY_CHARS,
     MAX_TOUR_ENTRY_POINTS,
+    MAX_TOUR_NAMES,
     TOUR_ENTRY_POINTS,
+    TOUR_NAMES,
     GraphRequest,
     GraphRequestError,
     InvalidArgument,
@@ -35,7 +37,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
 from codeloupe_mcp.server import build_server, server_version
-from codeloupe_serving.warm import MAX_TOUR_NAMES, TOUR_NAMES, WarmWorkspace, WarmWorkspaces, noted_event
+from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
 from .hangup import events_until_hangup, result_until_hangup, when_indexed

@@ -10,7 +10,7 @@ import pytest
 from lsp_helpers import PROJECT, disk_lines, expect_error, start_server, stop_server, uri, write_project
 
 from chat_server import ChatServer, Reply
-from codeloupe.api import MAX_TOUR_ENTRY_POINTS, TOUR_ENTRY_POINTS
+from codeloupe.api import MAX_TOUR_ENTRY_POINTS, MAX_TOUR_NAMES, TOUR_ENTRY_POINTS
 
 pytestmark = pytest.mark.asyncio
 
@@ -76,6 +76,21 @@ async def test_tour_lists_more_entry_points_when_asked(tmp_path: Path) -> None:
             message = await expect_error(client.request("codeloupe/tour", {"entryPoints": bad}), -32602)
             assert message == f"codeloupe/tour: `entryPoints` must be an integer from 1 to {MAX_TOUR_ENTRY_POINTS}, " \
                               f"got {bad!r}"
+    finally:
+        await stop_server(client)
+
+
+async def test_tour_refuses_a_limit_past_what_mcp_and_http_take(tmp_path: Path) -> None:
+    """`codeloupe/tour` listed as many names as `limit` asked for (any number), where MCP's and HTTP's tours
+    refuse one past `MAX_TOUR_NAMES`: the same check refuses it here, naming `limit`."""
+    project = write_project(tmp_path / "project")
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        message = await expect_error(client.request("codeloupe/tour", {"limit": MAX_TOUR_NAMES + 1}), -32602)
+        assert message == f"codeloupe/tour: limit must be from 1 to {MAX_TOUR_NAMES}, got {MAX_TOUR_NAMES + 1}"
+        most = await client.request("codeloupe/tour", {"limit": MAX_TOUR_NAMES})
+        assert 0 < len(most["stops"]) <= MAX_TOUR_NAMES
     finally:
         await stop_server(client)
 
