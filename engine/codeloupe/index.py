@@ -174,16 +174,23 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         raise IndexStopped(f"indexing stopped after {done:,} of {total:,} files")
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
-    # Those over the size limit and the folders that could not be listed, written only where new or changed: a
-    # no-op re-index writes nothing.
+    remember_walk(store, found, remembered, on_disk, rules)
+
+    return _finish_report(report, store, skipped, started)
+
+
+def remember_walk(store: IndexStore, found: Walk, remembered: dict[str, SkippedFile], on_disk: set[str],
+                  rules: str) -> None:
+    """Remember what the walk `found` skipped itself (the files over the size limit, the folders it could not
+    list, and how many of those) and forget the skipped paths no longer on disk (`on_disk`, the walk's
+    candidates), as `index` and `index --queue` both do; written only where new or changed: a no-op re-index
+    writes nothing."""
     walked = _walk_skips(found, rules)
     store.set_skipped([entry for path, entry in walked.items() if remembered.get(path) != entry],
                       [path for path in remembered if path not in on_disk and path not in walked])
     unreadable = str(len(found.unreadable_dirs))
     if store.get_meta(UNREADABLE_FOLDERS_KEY, "0") != unreadable:
         store.set_meta(UNREADABLE_FOLDERS_KEY, unreadable)
-
-    return _finish_report(report, store, skipped, started)
 
 
 def _walk_skips(found: Walk, rules: str) -> dict[str, SkippedFile]:

@@ -32,7 +32,7 @@ from codeloupe.chunk import CHUNKER_VERSION, chunked_version, is_doc_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, content_rules, prepare, strategies_in_force
+from codeloupe.index import Prepared, content_rules, prepare, remember_walk, strategies_in_force
 from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import SkippedFile, SourceConflict, StoreError
@@ -116,7 +116,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     rules = content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
     store.delete_files([path for path in existing if path not in on_disk])
-    store.set_skipped([], [path for path in remembered if path not in on_disk])
+    remember_walk(store, found, remembered, on_disk, rules)  # the walk's skips and count, as `index` keeps them
     changed = [c.rel_path for c in found.candidates
                if not _skipped_unchanged(remembered.get(c.rel_path), c, rules) and
                (not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION

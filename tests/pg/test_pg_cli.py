@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from codeloupe.cli import main
+from processes import unprivileged
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
 
@@ -245,3 +250,40 @@ def test_a_folder_is_not_answered_from_a_repository_indexed_from_another_folder(
     shown = {hit["path"]: hit for hit in json.loads(capsys.readouterr().out)["core"]}
     assert "decimal.Decimal(0)" in shown["src/shop/pricing.py"]["chunks"][0]["text"]
     store.close()
+
+
+def test_index_queue_keeps_the_unreadable_folders_count_and_names_as_index_does(tmp_path: Path, pg_url: str) -> None:
+    """`index --queue` forgot the unreadable folders `index` had named but kept the count `index` stored: stats
+    said 'unreadable folder 1' and '... and 1 more', naming none, and went on saying it once the folder could be
+    read. The queue now remembers the walk's unreadable folders and their count as `index` does."""
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    locked = root / "locked"
+    locked.mkdir()
+    # A child that a chmod 0 stops reaches the server's socket only through a folder it may pass (as a user's)
+    sockets = Path(parse_qs(urlsplit(pg_url).query)["host"][0])
+    mode = sockets.stat().st_mode & 0o7777
+
+    def codeloupe(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "codeloupe", *args, str(root), "--store", pg_url, "--repo",
+                               "svc", "--embed-provider", "none"], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ), **unprivileged())
+        assert done.returncode == 0, done.stderr
+        return [line.strip() for line in done.stdout.splitlines() if "unreadable" in line]
+
+    sockets.chmod(mode | 0o011)
+    locked.chmod(0)
+    try:
+        codeloupe("index")
+        indexed = codeloupe("stats", "--skipped")
+        codeloupe("index", "--queue")
+        queued = codeloupe("stats", "--skipped")
+        locked.chmod(0o755)
+        codeloupe("index", "--queue")
+        readable = codeloupe("stats", "--skipped")
+    finally:
+        locked.chmod(0o755)
+        sockets.chmod(mode)
+    assert "locked/  (unreadable folder)" in indexed, indexed
+    assert queued == indexed
+    assert readable == []
