@@ -174,3 +174,13 @@ def test_a_pyproject_whose_tool_is_no_table_holds_no_settings(tmp_path: Path) ->
     result = search(repo, "ledger_total")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert load_settings(repo).chunk_budget == 900
+
+
+def test_a_workspace_file_s_typo_is_never_told_to_be_a_setting_only_your_own_settings_may_set(tmp_path: Path) -> None:
+    """`store_urll` in a workspace's file was answered '(did you mean 'store_url'?)': a setting the file may never
+    set, which, fixed as told, was only ignored the other way. A workspace's file is pointed at what it may set."""
+    repo = repo_with(tmp_path / "repo", 'store_urll = "postgresql://elsewhere/db"\nremote_timeout = 5\n')
+    warnings = load_settings(repo, trusted=True).warnings
+    file = repo.resolve() / ".codeloupe.toml"
+    assert warnings[0] == f"codeloupe: unknown setting 'store_urll' in {file}; ignored", warnings
+    assert len(warnings) == 2 and "remote_timeout_s" not in warnings[1], warnings
