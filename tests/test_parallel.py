@@ -87,6 +87,31 @@ def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_p
     assert out == ["True", "[]"]
 
 
+def test_a_stop_while_waiting_for_a_result_ends_the_map_and_kills_its_workers(tmp_path: Path) -> None:
+    # A caller that asks should_stop between results (the graph's facts of a folder closing) waited for the first
+    # one, seconds while spawned workers start on a loaded machine; the map now asks it while it waits, ends with
+    # no result, the work not done in this process, and its workers killed.
+    out = run_case(tmp_path, """
+        import time
+        from pathlib import Path
+
+        from codeloupe import parallel
+
+        def blocked(parent: int, n: int) -> int:
+            if os.getpid() != parent:
+                Path(f"started-{os.getpid()}").touch()
+                time.sleep(600)
+            return n
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(os.getpid(), n) for n in range(parallel.POOL_MIN_ITEMS)]
+            started = lambda: any(name.startswith("started-") for name in os.listdir("."))
+            done = list(parallel.map_in_workers(blocked, iter(rows), len(rows), what="test", should_stop=started))
+            print(done, [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["[]", "[]"]
+
 def test_stuck_embedding_workers_are_killed_and_the_caller_embeds_itself(tmp_path: Path) -> None:
     # Each worker hashes the model file before loading it; a named pipe nobody writes blocks that for good.
     out = run_case(tmp_path, """

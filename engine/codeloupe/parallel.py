@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
@@ -34,11 +34,15 @@ IN_FLIGHT_PER_WORKER = 32
 # far above any honest wait, worker start-up on a loaded machine included.
 WORKER_TIMEOUT_S = 120.0
 _END = object()  # `until`'s end of its items (an item may be None)
+# How often a map given `should_stop` asks it while it waits for a result (the workers starting: seconds on a
+# loaded machine, where spawned workers import the engine first).
+STOP_POLL_S = 0.1
 
 
 def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, what: str,
                    timeout_s: float = WORKER_TIMEOUT_S, min_items: int | None = None,
-                   meanwhile: Callable[[], object] | None = None) -> Generator[T, None, None]:
+                   meanwhile: Callable[[], object] | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> Generator[T, None, None]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
     enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
     drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
@@ -49,7 +53,11 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
 
     `meanwhile()`, other work of this process, is called once every row is handed to the workers, so that it
     runs while they finish (without a pool, after the last row); an error it raises is raised after the last
-    result."""
+    result.
+
+    `should_stop`, asked every `STOP_POLL_S` while a worker's result is awaited: once it is true, the map ends
+    early, its workers killed. A caller that asks it between results (`until`) waited otherwise for the workers
+    to start and give their first result (seconds on a loaded machine) before it could stop."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[tuple, Future]] = deque()
@@ -64,13 +72,17 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     for row in rows:
                         pending.append((row, submit(pool, fn, *row)))
                         if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                            yield _first_result(pending, timeout_s)
+                            yield _first_result(pending, timeout_s, should_stop)
                     other.run()
                     while pending:
-                        yield _first_result(pending, timeout_s)
+                        yield _first_result(pending, timeout_s, should_stop)
                 except TimeoutError:
                     kill_workers(pool)
                     raise
+                except _Stopped:
+                    closing = True
+                    kill_workers(pool)
+                    return
                 except GeneratorExit:
                     # The tasks in flight are killed, not waited for: a served workspace closing mid-index exits
                     # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first. A
@@ -107,10 +119,24 @@ def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:
         yield item
 
 
-def _first_result(pending: deque[tuple[tuple, Future[T]]], timeout_s: float) -> T:
+class _Stopped(Exception):
+    """`should_stop` said stop while `_first_result` waited."""
+
+
+def _first_result(pending: deque[tuple[tuple, Future[T]]], timeout_s: float,
+                  should_stop: Callable[[], bool] | None = None) -> T:
     """The oldest task's result, the task then taken off `pending`: a caller that closes the map at this result
-    leaves nothing in flight. A task that fails stays on it, for this process to do it again."""
-    result = pending[0][1].result(timeout_s)
+    leaves nothing in flight. A task that fails stays on it, for this process to do it again. `_Stopped` once
+    `should_stop()` is true, asked every `STOP_POLL_S` of the wait."""
+    future = pending[0][1]
+    if should_stop is not None:
+        deadline = time.monotonic() + timeout_s
+        while not wait([future], min(STOP_POLL_S, max(0.0, deadline - time.monotonic()))).done:
+            if should_stop():
+                raise _Stopped
+            if time.monotonic() >= deadline:
+                break  # `result` below raises TimeoutError
+    result = future.result(0 if should_stop is not None else timeout_s)
     pending.popleft()
     return result
 
