@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -380,6 +381,39 @@ def test_graph_facts_cut_short_by_a_stop_are_never_taken_as_all_of_them(tmp_path
     assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 6
     ws.close()
 
+
+def test_a_graph_refresh_waiting_for_another_threads_build_stops_when_asked(tmp_path: Path) -> None:
+    """A closing workspace's graph refresh waited out a build of the graph another thread held (a search's or a lens's,
+    in the background: minutes at 40K files), and the language server's close of the folder with it. It now asks
+    `should_stop` while it waits and raises `IndexStopped`, nothing taken; the next refresh builds the graph. Here
+    the other build is this test holding the graph's lock (let go within 60 s whatever happens), and the stop comes
+    at the second ask."""
+    from codeloupe.graph.build import _lock
+
+    repo = make_repo(tmp_path / "repo")
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    ws.index(edges=False)
+    held, release = threading.Event(), threading.Event()
+
+    def build_elsewhere() -> None:
+        with _lock(ws):
+            held.set()
+            release.wait(60)
+
+    other = threading.Thread(target=build_elsewhere)
+    other.start()
+    held.wait()
+    asked: list[bool] = []
+    try:
+        with pytest.raises(IndexStopped, match="another thread's graph build"):
+            ws.refresh_graph(lambda: asked.append(True) or len(asked) > 1)
+    finally:
+        release.set()
+        other.join()
+    assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 0
+    ws.refresh_graph()
+    assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 5
+    ws.close()
 
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K

@@ -541,13 +541,15 @@ class Workspace:
             built = True
         return searcher.prepare_summaries() or built
 
-    def refresh_graph(self) -> None:
+    def refresh_graph(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Re-resolve edges of changed files and rebuild the graph, so hovers, lenses and a map asked for next
         read it fresh. The map itself is listed when asked for (`graph_map`): listed here, after every save,
-        and thrown away, it was about half of a save's graph work at 40K files."""
+        and thrown away, it was about half of a save's graph work at 40K files. `should_stop` (a served workspace
+        closing), asked as the edges' facts are taken: once true, `IndexStopped` is raised with none of them kept
+        (their workers killed); the next refresh takes them again."""
         from codeloupe.graph.build import load_graph
 
-        load_graph(self)
+        load_graph(self, should_stop=should_stop)
 
     def status(self) -> IndexStatus:
         from codeloupe.embed import describe_provider

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import Settings, SourceConflict, Workspace, workspace_trusted
+from codeloupe.api import IndexStopped, Settings, SourceConflict, Workspace, workspace_trusted
 from codeloupe.types import IndexReport, Progress
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
@@ -385,7 +385,11 @@ class Folder:
 
     def _refresh_graph(self) -> None:
         try:
-            self.ws.refresh_graph()
+            # The folder closing stops this refresh while it takes the edges' facts (none kept, their workers killed)
+            # or waits for another thread's build of the graph: its close (`_close_index`) waits for it.
+            self.ws.refresh_graph(self._is_closing)
+        except IndexStopped:
+            log.info("refreshing the graph of %s stopped: the folder closed", self.root)
         except Exception:  # an optimisation: the request that needs the graph reports the fault itself
             log.exception("refreshing the graph of %s failed", self.root)
 
@@ -441,16 +445,23 @@ class Folder:
         it can (None when the folder was closed already)."""
         self._closing = True
         try:
-            return self._writer.submit(self.ws.close)
+            return self._writer.submit(self._close_index)
         except RuntimeError:  # its writer was shut down: closed already
             return None
 
     async def close(self) -> None:
-        """Stop, then close the index on the writer once the job in flight is done."""
+        """Stop, then close the index on the writer once the jobs in flight are done."""
         self.stop()
-        await self._on_writer(self.ws.close)
+        await self._on_writer(self._close_index)
         self._writer.shutdown(wait=False)
-        self._graph_worker.shutdown(wait=False)
+
+    def _close_index(self) -> None:
+        """On the writer, once its job in flight is done: close the index once the graph refresh in flight is done
+        too (its edges' facts stop at their next file, their workers killed; a resolution under way is waited for).
+        Closed under that refresh, the index failed it ("refreshing the graph ... failed" in the log) and at exit
+        the process left with its facts workers' pool never let go (leaked semaphores reported on stderr)."""
+        self._graph_worker.shutdown(wait=True, cancel_futures=True)
+        self.ws.close()
 
 
 class Folders:

@@ -1,5 +1,6 @@
 """A folder's first index stopped when the folder closes or the server exits, over real stdio: the index stops at its
-next file, its chunking workers ended, each file it wrote whole in the index (the next start indexes the rest)."""
+next file, its chunking workers ended, each file it wrote whole in the index (the next start indexes the rest). So
+does the graph refresh after it while it takes the edges' facts (none kept, its workers ended)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,33 @@ class Session:
         assert folders[0]["state"] == "indexing" and folders[0]["files"] < FILES, folders
         return folders[0]
 
+    def graph_facts_under_way(self) -> list[int]:
+        """The worker processes taking the folder's graph facts, once its first index is done: the graph refresh that
+        follows it is the only work left that runs in workers (no embedding), for seconds at `FILES` files."""
+        deadline = time.monotonic() + 120
+        while not ((folders := self.ask("codeloupe/status", {})["folders"]) and folders[0]["state"] == "ready"):
+            assert time.monotonic() < deadline, folders
+            time.sleep(0.05)
+        assert folders[0]["files"] == FILES, folders
+        while not (workers := [pid for pid in children_of(self.server.proc.pid) if alive(pid)]):
+            assert time.monotonic() < deadline, "no graph facts workers seen"
+            time.sleep(0.05)
+        return workers
+
+    def remove(self, root: Path, workers: list[int], what: str) -> None:
+        """Remove the folder at `root` from the workspace, and wait until its `workers` (`what` they are) are gone."""
+        self.tell("workspace/didChangeWorkspaceFolders",
+                  {"event": {"added": [], "removed": [{"uri": uri(root), "name": root.name}]}})
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in workers):
+            assert time.monotonic() < deadline, f"{what} outlived the folder's removal"
+            time.sleep(0.05)
+
+    def quiet(self) -> None:
+        """Nothing failed in the server's log, and no worker pool was abandoned."""
+        log = self.errlog.read_text()
+        assert "Traceback" not in log and "failed" not in log and "leaked semaphore" not in log, log
+
 
 def stored(index: str) -> tuple[int, int]:
     """Files in the index at `index`, and those of them without a chunk (a file written in part)."""
@@ -69,12 +97,7 @@ def test_removing_a_folder_stops_its_first_index(tmp_path: Path) -> None:
     try:
         status = session.first_index_under_way()
         workers = children_of(session.server.proc.pid)
-        session.tell("workspace/didChangeWorkspaceFolders",
-                     {"event": {"added": [], "removed": [{"uri": uri(root), "name": root.name}]}})
-        deadline = time.monotonic() + 60
-        while any(alive(pid) for pid in workers):
-            assert time.monotonic() < deadline, "the chunking workers outlived the folder's removal"
-            time.sleep(0.05)
+        session.remove(root, workers, "the chunking workers")
         assert workers and session.ask("codeloupe/status", {})["folders"] == []
         files, chunkless = stored(status["indexPath"])
         assert 0 < files < FILES and chunkless == 0  # stopped part way, every file written whole
@@ -105,3 +128,39 @@ def test_exit_during_a_first_index_stops_and_closes_it(tmp_path: Path) -> None:
     assert not Path(status["indexPath"] + "-wal").exists()  # closed, its log folded in
     files, chunkless = stored(status["indexPath"])
     assert 0 < files < FILES and chunkless == 0
+
+
+def test_removing_a_folder_stops_its_graph_refresh(tmp_path: Path) -> None:
+    """A folder removed while the graph refresh after its first index takes the edges' facts (minutes at 40K files):
+    its index was closed under that refresh ("refreshing the graph ... failed" and a traceback in the log). The
+    refresh now stops at its next file, its facts workers ended, and the index is closed after it."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        workers = session.graph_facts_under_way()
+        session.remove(root, workers, "the graph facts workers")
+        assert session.ask("codeloupe/status", {})["folders"] == []
+        session.ask("shutdown")
+        session.tell("exit", None)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+    session.quiet()
+
+
+def test_exit_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
+    """`shutdown` then `exit` while the graph refresh after a first index takes the edges' facts: the index was closed
+    under it (a traceback in the log) or the process left with its facts workers' pool never let go (the resource
+    tracker's leaked semaphores on the editor's output). The refresh now stops at its next file, its workers ended,
+    before the index is closed and the process exits."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        workers = session.graph_facts_under_way()
+        session.ask("shutdown")
+        session.tell("exit", None)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+    assert not any(alive(pid) for pid in workers)
+    session.quiet()

@@ -10,7 +10,8 @@ import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ from codeloupe.graph.resolve import (
     resolve_file,
 )
 from codeloupe.memory import after_large_build
-from codeloupe.parallel import map_in_workers, until
+from codeloupe.parallel import STOP_POLL_S, map_in_workers, until
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_stamp, unpack_strings
 from codeloupe.store import edges as edge_store
 
@@ -66,6 +67,24 @@ def _lock(ws: WorkspaceContext) -> threading.RLock:
         if lock is None:
             lock = _locks[ws] = threading.RLock()
         return lock
+
+
+@contextmanager
+def _held(ws: WorkspaceContext, should_stop: Callable[[], bool] | None) -> Iterator[None]:
+    """`_lock(ws)` held; waited for asking `should_stop` every `STOP_POLL_S`: once true, `IndexStopped` is raised. A
+    closing workspace's refresh otherwise waited for another thread's whole build (a search's or a lens's in the
+    background, taking the facts for minutes at 40K files), and its close with it."""
+    lock = _lock(ws)
+    if should_stop is None:
+        lock.acquire()
+    else:
+        while not lock.acquire(timeout=STOP_POLL_S):
+            if should_stop():
+                raise IndexStopped("stopped while waiting for another thread's graph build")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _state(ws: WorkspaceContext) -> str:
@@ -456,7 +475,8 @@ def empty_graph() -> Graph:
     return Graph([], [], [], NodeDefinitions(PackedFacts(), []), EdgeTable([], ()), [], [], [], [])
 
 
-def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
+def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
+               should_stop: Callable[[], bool] | None = None) -> Graph:
     """The graph of the current index state, built once per state and shared by every caller.
 
     `allow_stale` is for the query path: any graph built before is good enough to suggest RELATED neighbours
@@ -467,6 +487,9 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
 
     A new process loads the graph saved for the current index state; failing that, it builds the graph from one
     saved for an earlier state (`_load_earlier`), and only without either from every stored fact and edge.
+
+    `should_stop` (the workspace closing) is asked while another thread builds the graph and as the edges' facts
+    are taken, as `update_edges` asks it.
     """
     if allow_stale:
         cached = _graphs.get(ws)
@@ -475,19 +498,19 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False) -> Graph:
         if _code_files(ws) > QUERY_BUILD_MAX_FILES:
             _build_in_background(ws)
             return empty_graph()
-    with _lock(ws):
+    with _held(ws, should_stop):
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
             current = ws.store.get_meta(_STATE_KEY) == _state(ws)
             if not (current and _load_saved(ws)):
                 since = _load_earlier(ws)
                 if since is not None:  # the earlier graph, brought up to date as after a save
-                    update_edges(ws, since=since)
+                    update_edges(ws, since=since, should_stop=should_stop)
                 elif current:
                     _resolutions[ws] = _load_resolution(ws)
                 else:
-                    update_edges(ws)
+                    update_edges(ws, should_stop=should_stop)
             after_large_build(len(_resolutions[ws].paths) if ws in _resolutions else 0)  # facts decoded on the way
-        ensure_edges(ws)
+        ensure_edges(ws, should_stop)
         key = _graph_key(ws)
         cached = _graphs.get(ws)
         if cached is not None and cached[0] == key:
