@@ -190,3 +190,55 @@ def test_a_related_files_chunk_shown_around_its_best_line_says_how_many_lines_we
     assert shown[32] == "... 16 more lines, to line 63", done.stdout
     whole = done.stdout.split("refund_2.py:1-2", 1)[1].splitlines()[1:4]
     assert [line.split()[0] for line in whole[:2]] == ["1", "2"] and not whole[2].startswith("..."), done.stdout
+
+
+def _search_workspace(tmp_path: Path) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "render.py").write_text("def render_template(name):\n    return cached_template(name)\n\n\n"
+                                         "def add_dry_run(parser):\n    parser.add_argument('--dry-run')\n",
+                                         encoding="utf-8")
+    (workspace / "GUIDE.md").write_text("# Templates\n\nTemplate caching keeps each rendered page.\n",
+                                        encoding="utf-8")
+    return workspace
+
+
+def _codeloupe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "codeloupe", *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("args", [["PATH", "--no-embed", "template caching"],
+                                  ["--ignore", "*.txt", "PATH", "--ignore", "*.log", "template caching", "--limit", "3"],
+                                  ["--docs", "PATH", "--no-embed", "template caching"]])
+def test_a_search_takes_its_options_between_its_path_and_its_query(tmp_path: Path, args: list[str]) -> None:
+    """`codeloupe search PATH --no-embed "query"` said 'unrecognized arguments: query': argparse took the lone PATH
+    before an option for the query (PATH may be left out), as `git` or `rg` never would."""
+    workspace = _search_workspace(tmp_path)
+    done = _codeloupe(tmp_path, "search", "--embed-provider", "none",
+                      *(str(workspace) if arg == "PATH" else arg for arg in args))
+    assert done.returncode == 0, done.stderr
+    assert ("GUIDE.md" if "--docs" in args else "render.py") in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("args", [["PATH", "--", "--dry-run"], ["--", "PATH", "--dry-run"],
+                                  ["--no-embed", "--", "PATH", "--dry-run"], ["PATH", "--no-embed", "--", "--dry-run"]])
+def test_a_query_that_starts_with_a_dash_follows_a_double_dash(tmp_path: Path, args: list[str]) -> None:
+    """`--` ends the options wherever it comes, before PATH as after it: the strings past it are the query even
+    when they look like an option."""
+    workspace = _search_workspace(tmp_path)
+    done = _codeloupe(tmp_path, "search", "--embed-provider", "none", "--json",
+                      *(str(workspace) if arg == "PATH" else arg for arg in args))
+    assert done.returncode == 0, done.stderr
+    bundle = json.loads(done.stdout)
+    assert bundle["query"] == "--dry-run" and bundle["core"][0]["path"] == "render.py", bundle
+
+
+def test_serve_takes_its_options_between_its_workspace_folders(tmp_path: Path) -> None:
+    """`codeloupe serve A --port 0 B` said 'unrecognized arguments: B'; B is now the second folder (here a file,
+    which serve names)."""
+    (tmp_path / "app.py").write_text("x = 1\n", encoding="utf-8")
+    last = _usage_error([sys.executable, "-m", "codeloupe", "serve", str(tmp_path), "--port", "0",
+                         str(tmp_path / "app.py")], tmp_path)
+    assert last.endswith("app.py: is a file, not a directory (pass the workspace folder)")

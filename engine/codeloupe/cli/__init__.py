@@ -10,7 +10,8 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 # Order here is the order of `codeloupe --help`.
 _SUBCOMMANDS = ("index", "search", "locate", "get", "ask", "flows", "tour", "related", "graph", "chunks",
@@ -25,12 +26,50 @@ class CliError(Exception):
         self.status = status
 
 
+class IntermixedParser(argparse.ArgumentParser):
+    """A subcommand's parser that takes its options between its positionals, as `git` and `rg` do:
+    `search PATH --no-embed QUERY`, where argparse alone assigns positionals in runs between options and took the
+    lone PATH for the query. The options are parsed first, with the positionals switched off, then the strings
+    left, in order, are the positionals: `parse_intermixed_args`' two passes, except that only the strings before
+    the first `--` can be options (argparse's own first pass drops a `--` that comes before every positional,
+    `search -- PATH -q`, and then reads `-q` as an option). A parser with subcommands of its own (`admin`) parses
+    as argparse does, its options before its ACTION."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        positionals = self._get_positional_actions()
+        if any(action.nargs in (argparse.PARSER, argparse.REMAINDER) for action in positionals):
+            return super().parse_known_args(args, namespace)
+        strings = list(sys.argv[1:] if args is None else args)
+        end = strings.index("--") if "--" in strings else len(strings)
+        # An error in either pass shows the whole usage, not the one with the switched-off positionals.
+        with _set(self.usage or self.format_usage().removeprefix("usage: ").rstrip(), [self], "usage"):
+            with _set(argparse.SUPPRESS, positionals, "nargs", "default"):
+                namespace, left = super().parse_known_args(strings[:end], namespace)
+            with _set(False, [*self._get_optional_actions(), *self._mutually_exclusive_groups], "required"):
+                return super().parse_known_args(left + strings[end:], namespace)
+
+
+@contextmanager
+def _set(value: object, things: Iterable[object], *names: str) -> Iterator[None]:
+    """Each thing's attributes NAMES set to VALUE for the block, then as they were."""
+    saved = [(thing, name, getattr(thing, name)) for thing in things for name in names]
+    for thing, name, _ in saved:
+        setattr(thing, name, value)
+    try:
+        yield
+    finally:
+        for thing, name, before in saved:
+            setattr(thing, name, before)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codeloupe",
         description="Code retrieval for the editor: ranked, complete bundles with no model call; walkthroughs "
                     "whose code is read from disk.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=IntermixedParser)
     for name in _SUBCOMMANDS:
         importlib.import_module(f"codeloupe.cli.{name}_cmd").register(subparsers)
     return parser
