@@ -21,8 +21,8 @@ Six more, run only when named:
   index made in a terminal, which no process has searched yet);
 - first index: a new process indexing the tree into an empty index (the prepared one is only copied, not
   used), then answering one lexical query: the time from the end of chunking to that answer, and its CPU
-  (this process's, and its workers' as they are reaped), and a digest of the lexical index it saved (two
-  engines building the same matrix give the same digest);
+  (this process's, and its workers' as they are reaped), and digests of the lexical index it saved and of its
+  symbol table (two engines building the same matrix, the same name maps, give the same digests);
 - first server: the real server opening the tree with an empty index, its first search sent at once: when its
   progress says the chunking is done (`chunked`) and when the search is answered;
 - late server: the server phase with the search sent once the start-up refresh has ended (a user who
@@ -184,6 +184,7 @@ def first_index_phase(root: Path, cache: Path) -> dict:
     indexed, at_indexed = time.perf_counter(), cpu()
     bundle = ws.search(QUERY)
     answered, at_answer = time.perf_counter(), cpu()
+    symbols_digest = _symbols_digest(ws.searcher().snapshot().symbols)
     ws.close()
     at_end = cpu()
     out = {"index_s": round(indexed - started, 1), "files": report.files_indexed, "chunks": report.chunks,
@@ -196,7 +197,7 @@ def first_index_phase(root: Path, cache: Path) -> dict:
            "index_children_cpu_s": round(at_indexed[1] - at_start[1], 1),
            "total_cpu_s": round(sum(at_end) - sum(at_start), 1),
            "top": bundle.files[0].path if bundle.files else "", "peak_rss_mb": _peak_rss_mb(),
-           "lexical_digest": _lexical_digest(ws)}
+           "lexical_digest": _lexical_digest(ws), "symbols_digest": symbols_digest}
     shutil.rmtree(empty, ignore_errors=True)
     return out
 
@@ -211,6 +212,17 @@ def _lexical_digest(ws) -> str:
     with np.load(path) as saved:
         for name in ("data", "counts", "indices", "indptr", "shape", "idf", "vocab", "vocab_ends", "row_ids"):
             digest.update(np.ascontiguousarray(saved[name]).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _symbols_digest(symbols) -> str:
+    """A digest of the symbol table's name maps (each map's keys in order, their offsets and rows): two engines'
+    first snapshots of the same tree give the same digest when their symbol tables are the same."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for name, array in sorted(symbols.arrays().items()):
+        digest.update(name.encode() + np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()[:16]
 
 
