@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import email
+import json
 import logging
 import os
+import shutil
 import threading
 import time
 import zlib
@@ -17,6 +20,7 @@ import pytest
 from codeloupe import parallel
 from codeloupe.api import IndexStopped, Workspace
 from codeloupe.lanes.lexical import BM25Index, TermCounts, count_chunk_terms, count_terms
+from codeloupe.lanes.symbols import SymbolIndex
 from codeloupe.types import Progress
 from processes import alive
 
@@ -295,7 +299,7 @@ def test_a_first_index_joins_its_counts_as_it_writes_them_into_the_index_of_one_
 
 @pytest.mark.parametrize("change", ["written again", "deleted"])
 def test_a_file_changed_after_its_part_was_joined_leaves_the_part_out(
-        change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        change: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     root = tmp_path / "repo"
     _tree(root)
     pids = _written_in_parts(tmp_path, monkeypatch)
@@ -320,15 +324,73 @@ def test_a_file_changed_after_its_part_was_joined_leaves_the_part_out(
         ws.update_files([second])
         changed.append(second)
 
+    caplog.set_level(logging.INFO, logger="codeloupe.search")
     try:
         ws.index(meanwhile)
-        first = ws.searcher().snapshot().bm25
+        snapshot = ws.searcher().snapshot()
+        first, symbols = snapshot.bm25, snapshot.symbols
+        whole = SymbolIndex.of_names(snapshot.table, ws.store.iter_symbol_names())
     finally:
         ws.close()
     # The parts were joined (a part that took the changed file's place would make another index).
     assert changed and {p.name for p in pids.iterdir() if p.name.isdigit()} - {str(os.getpid())}
     assert (changed[0] in _kept_paths(root)) == (change == "written again")
     _same(first, _rebuilt(root))
+    # The symbols gathered as written no longer fit the table: read from the store whole, as before.
+    assert "do not fit its chunk table" in caplog.text
+    _same_symbols(symbols, whole)
+
+
+def test_a_first_index_gathers_its_symbols_as_it_writes_them_into_the_table_of_one_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Real code (two packages of the standard library, names defined again and again): the first snapshot's
+    symbol table, put together from the parts gathered as the files were written (in the worker, the last
+    part here), is the table read from the store whole, map for map and key for key."""
+    root = tmp_path / "repo"
+    for package in (json, email):
+        shutil.copytree(Path(package.__file__).parent, root / package.__name__,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    pids = _written_in_parts(tmp_path, monkeypatch)
+    monkeypatch.setattr(search, "_JOINED_AS_WRITTEN_CHUNKS", 25)
+    monkeypatch.setattr(search, "_symbols_of_part", _gathered_noting_where)
+    caplog.set_level(logging.INFO, logger="codeloupe.search")
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        ws.index(edges=False)
+        snapshot = ws.searcher().snapshot()
+        whole = SymbolIndex.of_names(snapshot.table, ws.store.iter_symbol_names())
+        _same(snapshot.bm25, _rebuilt_bm25_here(ws))
+    finally:
+        ws.close()
+    assert len(whole.by_name.arrays("n")["n_rows"]) > 500 and len(snapshot.table.ids) > 100
+    _same_symbols(snapshot.symbols, whole)
+    # Gathered in the worker, and the last part here; none was read again.
+    gathered_by = {p.name.removeprefix("gathered-") for p in pids.glob("gathered-*")}
+    assert str(os.getpid()) in gathered_by and len(gathered_by) > 1
+    assert "symbols" not in caplog.text
+
+
+def _rebuilt_bm25_here(ws: Workspace) -> BM25Index:
+    """The lexical index of `ws`'s store, built again from it (no part joined as written)."""
+    return search._lexical_index(ws.store, ws.store.chunk_table(), list(ws.store.file_rows().values()))
+
+
+def _gathered_noting_where(path: Path, file_ids: list[int]) -> object:
+    """`search._symbols_of_part`, leaving "gathered-PID" in $CODELOUPE_TEST_PIDS for the process that ran it."""
+    (Path(os.environ["CODELOUPE_TEST_PIDS"]) / f"gathered-{os.getpid()}").touch()
+    return _SYMBOLS_OF_PART(path, file_ids)
+
+
+_SYMBOLS_OF_PART = search._symbols_of_part
+
+
+def _same_symbols(a: SymbolIndex, b: SymbolIndex) -> None:
+    """The same name maps: the same keys in the same order, each with the same rows in the same order."""
+    saved_a, saved_b = a.arrays(), b.arrays()
+    assert saved_a.keys() == saved_b.keys()
+    for name, array in saved_a.items():
+        np.testing.assert_array_equal(array, saved_b[name], err_msg=name)
+        assert array.dtype == saved_b[name].dtype, name
 
 
 def _kept_paths(root: Path) -> set[str]:

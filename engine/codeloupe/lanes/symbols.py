@@ -24,6 +24,10 @@ from codeloupe.store import ChunkTable, SymbolNames, SymbolRow
 
 # The name maps, in the order `arrays()` writes them.
 _MAPS = ("by_name", "by_lower", "by_qualified")
+# Frozen postings as (keys in slot order, group offsets, rows) (`Postings.listed`), and a part of the symbol
+# table as those of each name map (`SymbolIndex.part_of`): what a worker process hands back.
+PostingsPart = tuple[list[str], np.ndarray, np.ndarray]
+SymbolPart = tuple[PostingsPart, ...]
 
 
 class Postings:
@@ -58,6 +62,32 @@ class Postings:
         self._rows = np.frombuffer(self._row_of_entry, np.int32)[order].copy()
         self._offsets = np.concatenate([[0], np.cumsum(np.bincount(slots, minlength=len(self._slots)))])
         self._slot_of_entry, self._row_of_entry = array("i"), array("i")
+
+    def listed(self) -> PostingsPart:
+        """The frozen postings as (keys in slot order, group offsets, rows): what `concatenated` takes."""
+        return list(self._slots), self._offsets, self._rows
+
+    @classmethod
+    def concatenated(cls, parts: Iterable[tuple[PostingsPart, int]]) -> Postings:
+        """The postings of a table whose rows are those of `parts` one after the other (each with the table row
+        of its first added to its rows), as one pass adding each part's entries in turn makes them: keys numbered
+        by their first coming, each key's rows in part order. Only each part's distinct keys are looked up here,
+        not every entry."""
+        out = cls()
+        slots, rows = [], []
+        for (keys, offsets, part_rows), first in parts:
+            numbered = np.fromiter(map(out._slots.setdefault, keys, out._numbers), np.int64, len(keys))
+            slots.append(np.repeat(numbered, np.diff(offsets)))
+            rows.append(part_rows.astype(np.int64) + first)
+        entry_slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
+        renumbering = made_consecutive(out._slots, next(out._numbers))
+        if renumbering is not None:
+            consecutive, out._slots = renumbering
+            entry_slots = consecutive[entry_slots]
+        order = np.argsort(entry_slots, kind="stable")
+        out._rows = (np.concatenate(rows) if rows else np.zeros(0, np.int64))[order].astype(np.int32)
+        out._offsets = np.concatenate([[0], np.cumsum(np.bincount(entry_slots, minlength=len(out._slots)))])
+        return out
 
     def get(self, key: str) -> list[int]:
         return self.array(key).tolist()
@@ -117,7 +147,7 @@ class SymbolIndex:
         # a page at a time: the rows are not all held at once
         pages = map(SymbolNames.of_rows,
                     iter(lambda: [(s.file_id, s.start_line, s.name, s.parent) for s in islice(rows, _PAGE)], []))
-        self._build(table, pages)
+        self._build(table.file_ids, table.start_lines, pages)
 
     @classmethod
     def of_names(cls, table: ChunkTable, pages: Iterable[SymbolNames]) -> SymbolIndex:
@@ -125,12 +155,33 @@ class SymbolIndex:
         (`IndexStore.iter_symbol_names`; a whole symbol row read and made an object took 7 of the 12 s a build
         took at 1.35M symbols)."""
         index = cls.__new__(cls)
-        index._build(table, pages)
+        index._build(table.file_ids, table.start_lines, pages)
         return index
 
-    def _build(self, table: ChunkTable, pages: Iterable[SymbolNames]) -> None:
-        self.n_chunks = len(table.ids)
-        self._locate_chunks(table)
+    @classmethod
+    def part_of(cls, file_ids: np.ndarray, start_lines: np.ndarray, names: SymbolNames) -> SymbolPart:
+        """The name maps of some files' symbols (`names`, in id order) over those files' chunks (`file_ids` and
+        `start_lines` of each, in id order, numbered from 0): a part `concatenated` joins with others."""
+        index = cls.__new__(cls)
+        index._build(file_ids, start_lines, [names])
+        return tuple(getattr(index, name).listed() for name in _MAPS)
+
+    @classmethod
+    def concatenated(cls, table: ChunkTable, parts: Iterable[tuple[SymbolPart, int]]) -> SymbolIndex:
+        """The index over `table` of the symbols of `parts`, each over a run of the table's rows whose first is
+        given, the runs in table order and their symbols in id order one after the other: the index `of_names`
+        makes of them (the same maps, keys numbered alike), from each part's distinct names."""
+        listed = list(parts)
+        index = cls.__new__(cls)
+        index.n_chunks = len(table.ids)
+        index._locate_chunks(table.file_ids, table.start_lines)
+        for at, name in enumerate(_MAPS):
+            setattr(index, name, Postings.concatenated((part[at], first) for part, first in listed))
+        return index
+
+    def _build(self, file_ids: np.ndarray, start_lines: np.ndarray, pages: Iterable[SymbolNames]) -> None:
+        self.n_chunks = len(file_ids)
+        self._locate_chunks(file_ids, start_lines)
         self.by_name, self.by_lower, self.by_qualified = Postings(), Postings(), Postings()
         for page in pages:
             names, parents = page.names, page.parents
@@ -147,11 +198,11 @@ class SymbolIndex:
         for postings in (self.by_name, self.by_lower, self.by_qualified):
             postings.freeze()
 
-    def _locate_chunks(self, table: ChunkTable) -> None:
+    def _locate_chunks(self, file_ids: np.ndarray, start_lines: np.ndarray) -> None:
         # Chunk rows ordered by (file id, start line), keyed by both in one int64: the chunk holding a line
         # is one binary search (arrays, not a list of tuples per file: at 200K chunks those were 30 MB).
-        order = np.lexsort((table.start_lines, table.file_ids))
-        self._start_keys = _line_keys(table.file_ids[order], table.start_lines[order])
+        order = np.lexsort((start_lines, file_ids))
+        self._start_keys = _line_keys(file_ids[order], start_lines[order])
         self._start_rows = order.astype(np.int64)
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -167,7 +218,7 @@ class SymbolIndex:
         """The index `arrays()` described, over `table`; a ValueError when the arrays do not fit it."""
         index = cls.__new__(cls)
         index.n_chunks = len(table.ids)
-        index._locate_chunks(table)
+        index._locate_chunks(table.file_ids, table.start_lines)
         index.by_name, index.by_lower, index.by_qualified = (Postings.from_arrays(arrays, name, index.n_chunks)
                                                              for name in _MAPS)
         return index
@@ -183,7 +234,7 @@ class SymbolIndex:
         first_rows = np.where(live, np.cumsum(live) - 1, -1)
         index = cls.__new__(cls)
         index.n_chunks = len(table.ids)
-        index._locate_chunks(table)
+        index._locate_chunks(table.file_ids, table.start_lines)
         for name in _MAPS:
             setattr(index, name, Postings.merged(getattr(stacked.base, name), first_rows, getattr(stacked.extra, name),
                                                  int(live.sum())))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, overload
+from typing import Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -438,20 +438,66 @@ def _kept_rows(query: Callable[..., list[tuple]], ids: list[int]) -> dict[int, K
     return out
 
 
+T = TypeVar("T")
+
+
 def read_kept_term_counts(path: Path, file_ids: list[int]) -> dict[int, KeptCounts] | None:
-    """`Store.kept_term_counts` of the index at `path` (`Store.kept_rows_path`), read through a read-only
-    connection of the caller's own: a worker process must not use the one its parent opened. None when the
-    index cannot be read so (gone, damaged, locked past the timeout)."""
+    """`Store.kept_term_counts` of the index at `path` (`Store.kept_rows_path`), read as `_read_apart` reads."""
+    return _read_apart(path, lambda query: _kept_rows(query, file_ids))
+
+
+def _read_apart(path: Path, read: Callable[[Callable[..., list[tuple]]], T]) -> T | None:
+    """`read(query)` of the index at `path` through a read-only connection of the caller's own: a worker process
+    must not use the one its parent opened. None when the index cannot be read so (gone, damaged, locked past
+    the timeout)."""
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     except sqlite3.Error:
         return None
     try:
-        return _kept_rows(lambda sql, params: conn.execute(sql, tuple(params)).fetchall(), file_ids)
+        return read(lambda sql, params: conn.execute(sql, tuple(params)).fetchall())
     except sqlite3.Error:
         return None
     finally:
         conn.close()
+
+
+def read_symbol_part(path: Path, file_ids: list[int]) -> SymbolPartRows | None:
+    """What the symbol lane reads of the files `file_ids` in the index at `path` (`symbol_part_rows`), read as
+    `_read_apart` reads."""
+    return _read_apart(path, lambda query: symbol_part_rows(query, file_ids))
+
+
+@dataclass
+class SymbolPartRows:
+    """Some files' chunks (file id and start line of each) and symbols (`SymbolNames`, and the lowest and highest
+    symbol id; -1 for none), each in id order."""
+
+    chunk_file_ids: np.ndarray  # int64
+    chunk_start_lines: np.ndarray  # int64
+    names: SymbolNames
+    first_id: int
+    last_id: int
+
+
+def symbol_part_rows(query: Callable[..., list[tuple]], file_ids: list[int]) -> SymbolPartRows:
+    """`SymbolPartRows` of the files `file_ids`, each column read as one JSON array (as `iter_symbol_names`)."""
+    files = json.dumps(file_ids)
+    chunk_ids, chunk_files, starts = (json.loads(column) for column in query(
+        "SELECT json_group_array(id), json_group_array(file_id), json_group_array(start_line) FROM (SELECT id,"
+        " file_id, start_line FROM chunks WHERE file_id IN (SELECT value FROM json_each(?)) ORDER BY id)",
+        (files,))[0])
+    ids_json, symbol_files, lines, names, parents = query(
+        "SELECT json_group_array(id), json_group_array(file_id), json_group_array(start_line),"
+        " json_group_array(CAST(name AS TEXT)), json_group_array(CAST(parent AS TEXT))"
+        " FROM (SELECT id, file_id, start_line, name, parent FROM symbols"
+        " WHERE file_id IN (SELECT value FROM json_each(?)) ORDER BY id)", (files,))[0]
+    ids = np.array(json.loads(ids_json), np.int64)
+    order = np.argsort(np.array(chunk_ids, np.int64), kind="stable")  # an aggregate's order is SQLite's choice
+    symbols = SymbolNames(np.array(json.loads(symbol_files), np.int64), np.array(json.loads(lines), np.int64),
+                          json.loads(names), json.loads(parents)).sorted_by(ids)
+    return SymbolPartRows(np.array(chunk_files, np.int64)[order], np.array(starts, np.int64)[order], symbols,
+                          int(ids.min()) if len(ids) else -1, int(ids.max()) if len(ids) else -1)
 
 
 def index_problem(conn: sqlite3.Connection) -> str:
