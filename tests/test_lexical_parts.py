@@ -303,6 +303,7 @@ def test_a_file_changed_after_its_part_was_joined_leaves_the_part_out(
     root = tmp_path / "repo"
     _tree(root)
     pids = _written_in_parts(tmp_path, monkeypatch)
+    monkeypatch.setattr(search, "_symbols_of_part", _gathered_noting_where)
     ws = Workspace(root, overrides={"embed_provider": "none"})
     changed: list[str] = []
 
@@ -339,6 +340,8 @@ def test_a_file_changed_after_its_part_was_joined_leaves_the_part_out(
     # The symbols gathered as written no longer fit the table: read from the store whole, as before.
     assert "do not fit its chunk table" in caplog.text
     _same_symbols(symbols, whole)
+    # Nor were the run's last files' symbols gathered here first: the files written no longer are the table's.
+    assert not (pids / f"gathered-{os.getpid()}").exists()
 
 
 def test_a_first_index_gathers_its_symbols_as_it_writes_them_into_the_table_of_one_pass(
