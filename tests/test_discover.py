@@ -204,3 +204,56 @@ def test_path_skip_reason_agrees_with_the_walk(tmp_path: Path) -> None:
     walked = set(paths(tmp_path))
     for rel in files:
         assert (path_skip_reason(tmp_path, rel, Settings()) == "") == (rel in walked), rel
+
+
+# A tree with no git (an sdist, a tarball): documentation sources in Mako's `doc/build/`, a project's `build/`
+# scripts and a source `coverage/` package beside real build output of every kind.
+SOURCE_AND_OUTPUT = {
+    "doc/build/caching.rst": "Caching\n=======\n\nCache arguments and dogpile.cache regions.\n",
+    "doc/build/conf.py": "project = 'mako'\n",
+    "build/sync-version.js": "module.exports = () => 1\n",
+    "coverage/report.py": "def report(): pass\n",
+    "lib/env/data.js": "module.exports = {}\n",
+    "py/build/lib/mako/template.py": "class Template: pass\n",  # setuptools' build/
+    "py/build/bdist.linux-x86_64/wheel/x.py": "x = 1\n",
+    "native/build/CMakeCache.txt": "CMAKE_BUILD_TYPE:STRING=Release\n",  # CMake's build tree
+    "native/build/CMakeFiles/main.dir/flags.make": "CXX_FLAGS = -O2\n",
+    "native/build/generated/version.h": "#define VERSION 1\n",
+    "js/build/amd/luxon.js": "define(function () {})\n",  # a bundler's output, one folder per module format
+    "js/build/node/luxon.js": "module.exports = {}\n",
+    "rust/target/CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n",
+    "rust/target/debug/build.rs": "fn main() {}\n",
+    "docs/_out/out/html/index.html": "<html></html>\n",
+    "venvs/env/pyvenv.cfg": "home = /usr/bin\n",
+    "venvs/env/lib/python3.12/site.py": "x = 1\n",
+    "web/coverage/lcov.info": "TN:\n",
+    "web/coverage/lcov-report/app.js.html": "<html></html>\n",
+}
+SOURCES = ["build/sync-version.js", "coverage/report.py", "doc/build/caching.rst", "doc/build/conf.py",
+           "lib/env/data.js"]
+
+
+def test_a_build_or_out_directory_is_skipped_only_when_it_holds_build_output(tmp_path: Path) -> None:
+    """`build`, `out`, `target`, `env` and `coverage` hold sources as often as output: Mako's documentation in
+    `doc/build/*.rst` was never indexed. Without git to say whose they are, the directory's own listing decides."""
+    from codeloupe.discover import path_skip_reason, tree_walk
+
+    for rel, text in SOURCE_AND_OUTPUT.items():
+        write(tmp_path, rel, text)
+    result = walk(tmp_path, Settings())
+    assert [c.rel_path for c in result.candidates] == SOURCES
+    # py/build, native/build, js/build, rust/target, docs/_out/out, venvs/env, web/coverage: each counted once.
+    assert result.skipped == {"skipped directory": 7}
+    for rel in SOURCE_AND_OUTPUT:
+        assert (path_skip_reason(tmp_path, rel, Settings()) == "") == (rel in SOURCES), rel
+    # A tarball of the same tree is judged by the same listings.
+    in_memory = tree_walk({rel: len(text) for rel, text in SOURCE_AND_OUTPUT.items()}, lambda rel: None, Settings())
+    assert [c.rel_path for c in in_memory.candidates] == SOURCES
+    assert in_memory.skipped == result.skipped
+
+
+def test_a_gitignore_still_ignores_a_build_directory_of_sources(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "/build/\n")
+    write(tmp_path, "build/webpack.base.conf.js", "module.exports = {}\n")
+    write(tmp_path, "doc/build/index.rst", "Index\n=====\n")
+    assert paths(tmp_path) == ["doc/build/index.rst"]

@@ -196,3 +196,21 @@ def test_a_version_4_index_whose_names_grow_on_each_other_is_refused_not_expande
     data = b"DIRC" + struct.pack(">II", 4, count) + entry * count
     with pytest.raises(IndexFormatError, match="longer than any path"):
         parse_index(data)
+
+
+def test_a_build_directory_that_git_tracks_is_the_projects_own(tmp_path: Path) -> None:
+    """A JavaScript project's tracked `build/` scripts are indexed even where the folder looks like Python's build
+    output (its `lib/` of helpers); a tracked `vendor/` is third-party code all the same, and a `build/` git
+    tracks nothing in is judged by its listing."""
+    root = repository(
+        tmp_path / "repo",
+        {"build/webpack.base.conf.js": "module.exports = {}\n", "build/lib/paths.js": "module.exports = 'src'\n",
+         "vendor/left-pad/index.js": "module.exports = 1\n", "src/index.js": "export default 1\n"},
+        {}, {"native/build/CMakeCache.txt": "CMAKE_BUILD_TYPE:STRING=Release\n",
+             "native/build/main.cpp": "int main() {}\n", "doc/build/index.rst": "Index\n=====\n"})
+    result = walk(root, Settings())
+    assert [c.rel_path for c in result.candidates] == [
+        "build/lib/paths.js", "build/webpack.base.conf.js", "doc/build/index.rst", "src/index.js"]
+    assert result.skipped["skipped directory"] == 3  # .git, vendor, native/build
+    assert path_skip_reason(root, "build/lib/paths.js", Settings()) == ""
+    assert path_skip_reason(root, "vendor/left-pad/index.js", Settings()) == "skipped directory"

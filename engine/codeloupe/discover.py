@@ -1,8 +1,9 @@
 """Walk a workspace and decide, for every file, whether it is indexed, and if not, why.
 
-Ignore rules, in the order git applies them: built-in skips (VCS dirs, dependency and build dirs, caches),
-`.git/info/exclude` and every `.gitignore` from the top of the git repository the root is in (if any) down (a
-deeper file overrides a shallower one, `!negation` re-includes; like git, they pass over the files a
+Ignore rules, in the order git applies them: built-in skips (VCS dirs, dependency dirs, virtualenvs, caches; a
+`build`, `out`, `target`, `env` or `coverage` dir only where git tracks nothing in it and its listing shows build
+output), `.git/info/exclude` and every `.gitignore` from the top of the git repository the root is in (if any)
+down (a deeper file overrides a shallower one, `!negation` re-includes; like git, they pass over the files a
 repository's index tracks), then `.codeloupeignore` files and the `ignore` setting, which use the same syntax
 and hold for tracked files too. Content rules run when a file is read: size cap, NUL byte in the first 8 KB
 (binary), very long lines (minified bundles), generated-file markers, lockfiles, and text that is not UTF-8
@@ -12,13 +13,14 @@ and no known fallback decodes cleanly.
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import logging
 import os
 import posixpath
 import re
 import stat
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,15 +34,46 @@ from codeloupe.settings import Settings
 
 log = logging.getLogger("codeloupe.discover")
 
-# Directories never worth indexing; matched by name at any depth.
+# Directories skipped by name at any depth, even where git tracks files in them: what is in them is not the
+# project's own source, or is a copy of it. VCS internals; third-party code, vendored or installed (a tracked
+# `vendor/` or `Pods/` is someone else's code, checked in to pin it); bundles built from the sources (a tracked
+# `dist/` is a release's build, committed for CDNs); virtualenvs and tool environments (a tracked `venv/` is a
+# mistake, not a source); caches and tools' state; editors' settings; coverage reports in HTML.
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".bzr", "_darcs", ".jj",
-    "node_modules", "bower_components", "vendor", "dist", "build", "target", "out",
-    ".venv", "venv", "env", ".env", ".tox", ".nox", "virtualenv", ".virtualenv",
+    "node_modules", "bower_components", "vendor", "site-packages", "Pods", ".eggs", ".terraform",
+    "dist", ".next", ".nuxt", ".svelte-kit", "DerivedData", ".serverless",
+    ".venv", "venv", ".env", ".tox", ".nox", "virtualenv", ".virtualenv", ".vscode-test",
     "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", ".cache", ".parcel-cache",
-    ".next", ".nuxt", ".svelte-kit", ".turbo", ".gradle", ".idea", ".vscode-test", "coverage", ".coverage",
-    "htmlcov", ".eggs", "site-packages", ".terraform", ".serverless", "Pods", "DerivedData",
+    ".turbo", ".gradle", ".idea", ".coverage", "htmlcov",
 })
+# Directory names that are build output as often as sources: Mako, SQLAlchemy and alembic keep their documentation
+# in `doc/build/`, JavaScript projects their webpack and rollup scripts in `build/`, axios its environment code in
+# `lib/env/`, coverage.py its package in `coverage/`. Such a directory is skipped only when git tracks nothing in it
+# and its own listing shows what made it: an entry matching one of its name's patterns (shell globs, matched case
+# sensitively against the names directly in it). Wherever git tracks a file in it, it is the project's.
+_PYTHON_BUILD = ("lib", "lib.*", "bdist.*", "temp.*", "scripts-*")  # setuptools' build/
+# CMake, Ninja, Meson and autotools configured out of the source tree.
+_NATIVE_BUILD = ("CMakeCache.txt", "CMakeFiles", "cmake_install.cmake", "build.ninja", ".ninja_log", ".ninja_deps",
+                 "meson-private", "meson-info", "config.status")
+_GRADLE_BUILD = ("classes", "tmp", "intermediates", "outputs", "test-results")  # Gradle's and Android's build/
+_MAVEN_TARGET = ("classes", "test-classes", "maven-status", "maven-archiver", "surefire-reports", "generated-sources")
+# JavaScript bundlers' and compilers' output: one folder per module format (luxon's build/amd, build/cjs-browser,
+# ...), source maps, tsc's build info, create-react-app's manifest, Next.js' static export.
+_JS_BUILD = ("cjs", "cjs-*", "esm", "umd", "amd", "*.js.map", "*.tsbuildinfo", "asset-manifest.json", "_next")
+_SPHINX_BUILD = ("html", "dirhtml", "singlehtml", "doctrees", "latex")
+# A cache directory tag (https://bford.info/cachedir/) marks any tool's output; cargo writes one in target/.
+_TAGGED = ("CACHEDIR.TAG",)
+BUILD_OUTPUT_MARKERS: Mapping[str, tuple[str, ...]] = {
+    "build": (*_TAGGED, *_PYTHON_BUILD, *_NATIVE_BUILD, *_GRADLE_BUILD, *_JS_BUILD, *_SPHINX_BUILD),
+    "out": (*_TAGGED, *_NATIVE_BUILD, *_JS_BUILD, *_SPHINX_BUILD, "production"),  # IntelliJ's out/production
+    "target": (*_TAGGED, ".rustc_info.json", *_MAVEN_TARGET, "streams", "scala-*"),  # cargo, Maven, sbt
+    "env": ("pyvenv.cfg", "conda-meta", "pip-selfcheck.json"),  # a virtualenv (venv, virtualenv, conda)
+    "coverage": ("lcov.info", "lcov-report", "coverage-final.json", "coverage-summary.json", "clover.xml",
+                 "cobertura-coverage.xml"),  # istanbul / nyc / jest reports
+}
+_BUILD_OUTPUT_PATTERNS = {name: re.compile("|".join(fnmatch.translate(glob) for glob in globs))
+                          for name, globs in BUILD_OUTPUT_MARKERS.items()}
 SKIP_DIR_SUFFIXES = (".egg-info", ".dist-info")
 
 LOCKFILES = frozenset({
@@ -409,7 +442,7 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
             if stat.S_ISLNK(st.st_mode):
                 continue  # links are not followed: they escape the workspace or duplicate files in it
             if stat.S_ISDIR(st.st_mode):
-                reason = _dir_skip_reason(entry.name, rel, rules, tracked)
+                reason = _dir_skip_reason(entry.name, rel, rules, tracked, _listing(entry.path))
                 if reason:
                     out.skipped[reason] += 1
                 else:
@@ -443,7 +476,7 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     _enter(root, "", rules, tracked)
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
-        reason = _dir_skip_reason(name, rel_dir, rules, tracked)
+        reason = _dir_skip_reason(name, rel_dir, rules, tracked, _listing(root / rel_dir))
         if reason:
             return reason
         _enter(root / rel_dir, rel_dir, rules, tracked)
@@ -484,7 +517,21 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
     rules = IgnoreRules(Path("."), settings.ignore)
     untracked = TrackedFiles()  # a tarball holds no git index
     verdicts: dict[str, str] = {}  # directory -> why it is skipped ("" when it is walked)
+    contents: dict[str, set[str]] = {}  # directory -> the names in it, filled the first time one is asked for
     out = Walk()
+
+    def listing(rel_dir: str) -> Callable[[], set[str]]:
+        def names() -> set[str]:
+            if not contents:
+                for rel in files:
+                    folder, _, name = rel.rpartition("/")
+                    while name not in contents.setdefault(folder, set()):
+                        contents[folder].add(name)
+                        if not folder:
+                            break
+                        folder, _, name = folder.rpartition("/")
+            return contents.get(rel_dir, set())
+        return names
 
     def directory(rel_dir: str) -> str:
         # Top down from the nearest folder already judged: a loop, since an archive's names may nest deeper
@@ -497,8 +544,8 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
             folder = posixpath.dirname(folder)
         for folder in reversed(pending):
             inherited = verdicts[posixpath.dirname(folder)] if folder else ""
-            reason = inherited or (_dir_skip_reason(posixpath.basename(folder), folder, rules, untracked)
-                                   if folder else "")
+            reason = inherited or (_dir_skip_reason(posixpath.basename(folder), folder, rules, untracked,
+                                                    listing(folder)) if folder else "")
             if not reason:
                 texts = {name: ignore_text(posixpath.join(folder, name)) for name in IGNORE_FILE_NAMES}
                 rules.enter_texts(folder, {name: text for name, text in texts.items() if text is not None})
@@ -518,13 +565,34 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
     return out
 
 
-def _dir_skip_reason(name: str, rel_dir: str, rules: IgnoreRules, tracked: TrackedFiles) -> str:
-    if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES):
+def _dir_skip_reason(name: str, rel_dir: str, rules: IgnoreRules, tracked: TrackedFiles,
+                     listing: Callable[[], Iterable[str]]) -> str:
+    """Why the directory `rel_dir` is skipped ("" when it is walked); `listing` gives the names in it, asked only
+    for a name in `BUILD_OUTPUT_MARKERS` (one listing, before git's index is read)."""
+    if name in SKIP_DIRS or name.endswith(SKIP_DIR_SUFFIXES) or (
+            name in _BUILD_OUTPUT_PATTERNS and is_build_output(name, listing()) and not tracked.holds_dir(rel_dir)):
         return "skipped directory"
     verdict = rules.verdict(rel_dir, is_dir=True)
     if verdict and not (verdict == BY_GITIGNORE and tracked.holds_dir(rel_dir)):
         return "ignored directory"
     return ""
+
+
+def is_build_output(name: str, entries: Iterable[str]) -> bool:
+    """Whether a directory called `name` holding `entries` (the names directly in it) shows the marks of build
+    output (`BUILD_OUTPUT_MARKERS`)."""
+    pattern = _BUILD_OUTPUT_PATTERNS.get(name)
+    return pattern is not None and any(pattern.match(entry) for entry in entries)
+
+
+def _listing(abs_dir: str | Path) -> Callable[[], list[str]]:
+    """The names in `abs_dir` when asked; none when it cannot be listed (the walk then counts it unreadable)."""
+    def names() -> list[str]:
+        try:
+            return os.listdir(abs_dir)
+        except OSError:
+            return []
+    return names
 
 
 def _file_skip_reason(name: str, rel_path: str, size: int, rules: IgnoreRules, tracked: TrackedFiles,
