@@ -73,7 +73,7 @@ from codeloupe.snapshot_file import saved_past
 from codeloupe.store import SourceConflict as SourceConflict
 from codeloupe.store import Store
 from codeloupe.store import StoreError as StoreError
-from codeloupe.store.edges import file_text
+from codeloupe.store.edges import file_text, indexed_path_kind
 from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store
 from codeloupe.types import (
@@ -595,6 +595,15 @@ class Workspace:
         index, the commit the repository was indexed at."""
         return "" if isinstance(self.store, Store) else self.store.commit
 
+    def path_kind(self, rel: str) -> str:
+        """What the workspace folder holds at `rel` now: "file", "folder", or "" (nothing, or a name no file
+        system takes)."""
+        where = self.root / rel
+        try:
+            return "file" if where.is_file() else "folder" if where.is_dir() else ""
+        except (OSError, ValueError):  # a name too long for the file system
+            return ""
+
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read, is
         not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`.
@@ -892,6 +901,11 @@ class RemoteWorkspace(Workspace):
         if problem:
             raise WorkspaceError(f"{path}: not a path inside {self.label} ({problem})")
         return rel
+
+    def path_kind(self, rel: str) -> str:
+        """What the repository holds at `rel`, from the index's own paths: its root is a name, not a folder, and
+        whatever this machine holds at that name (a folder in a server's working directory) is none of it."""
+        return indexed_path_kind(self.store, rel)
 
     def read_bytes(self, path: str) -> bytes:
         """The file as the tarball held it, rebuilt from the index's copy (its chunks are a line partition, so

@@ -38,6 +38,10 @@ class WorkspaceContext(Protocol):
         """The POSIX path relative to the root; raises `WorkspaceError` for anything outside it."""
         ...
 
+    def path_kind(self, rel: str) -> str:
+        """What the workspace holds at `rel` (relative to the root): "file", "folder" or "" (nothing)."""
+        ...
+
     def read_bytes(self, path: str) -> bytes:
         """A file's bytes as its source holds them now; OSError when it cannot be read."""
         ...

@@ -50,3 +50,32 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
         assert {hit["repository"] for hit in starred.json()["core"] + starred.json()["related"]} == {"python", "go"}
         status = httpx.get(f"{base}/v1/status").json()["workspaces"]
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
+
+
+def test_serve_answers_a_graph_target_from_the_index_never_from_its_own_working_directory(
+        tmp_path: Path, pg_url: str, monkeypatch) -> None:
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    (root / "NOTES.md").write_text("# Notes\n\nIndexed, and no node of the graph.\n")
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url})
+    try:
+        ws.index()
+    finally:
+        ws.close()
+    shutil.rmtree(root)
+    # The server's working directory holds a folder named as the repository, with things the index does not
+    # hold: a graph request once answered from them (`python` was taken for a folder of this machine).
+    here = tmp_path / "server"
+    (here / "python" / "planted" / "deeper").mkdir(parents=True)
+    (here / "python" / "planted.py").write_text("print('on the server only')\n")
+    monkeypatch.chdir(here)
+    with served_store(pg_url) as base:
+        def graph(node: str) -> httpx.Response:
+            return httpx.get(f"{base}/v1/graph", params={"node": node, "root": "python"})
+
+        for planted in ("planted/deeper", "planted.py"):
+            assert graph(planted).json() == {"error": f"{planted} is not in the graph (no such file in the workspace)"}
+        # What the index holds is answered with no checkout: a folder's part of the graph, a file not of it.
+        folder = graph("src/shop").json()
+        assert folder["folder"] == "src/shop" and "src/shop/cart.py" in [f["path"] for f in folder["files"]]
+        assert graph("NOTES.md").json() == {"error": "NOTES.md is not in the graph (not a code file of the graph)"}

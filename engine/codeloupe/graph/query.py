@@ -135,7 +135,7 @@ def _named_folder(ws: WorkspaceContext, target: str) -> str:
         rel = ws.relative(target.strip().rstrip("/\\") or ".")
     except ValueError:  # outside the workspace, or no path at all
         return ""
-    return rel if rel and _on_disk(ws, rel) == "folder" else ""
+    return rel if rel and ws.path_kind(rel) == "folder" else ""
 
 
 def _folder_view(ws: WorkspaceContext, graph: Graph, folder: str) -> GraphFolder:
@@ -194,7 +194,7 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
         # Whether a path outside the workspace exists is not said (an answer must not tell what is on the disk).
         reason = "outside the workspace" if rel is None else {
             "file": "not a code file of the graph", "folder": "a folder, not a file"}.get(
-            _on_disk(ws, rel), "no such file in the workspace")
+            ws.path_kind(rel), "no such file in the workspace")
         raise NotInGraph(text, reason, closest_by_name(graph.paths, rel or text))
     found = _by_embedding(ws, graph, text)
     if found is not None:
@@ -210,16 +210,7 @@ def _names_a_file(ws: WorkspaceContext, rel: str | None, text: str) -> bool:
     """A target with a directory or an extension, or a file that exists in the workspace, names a file, not a
     concept: it is never answered with some other file that happens to be close to it."""
     return "/" in text or "\\" in text or bool(re.search(r"\.[A-Za-z0-9]{1,8}$", text)) or \
-        (rel is not None and bool(_on_disk(ws, rel)))
-
-
-def _on_disk(ws: WorkspaceContext, rel: str) -> str:
-    """What the workspace holds at `rel`: "file", "folder", or "" (nothing, or a name no file system takes)."""
-    where = ws.root / rel
-    try:
-        return "file" if where.is_file() else "folder" if where.is_dir() else ""
-    except (OSError, ValueError):  # a name too long for the file system
-        return ""
+        (rel is not None and bool(ws.path_kind(rel)))
 
 
 def closest_by_name(paths: list[str], wanted: str, limit: int = SUGGESTIONS) -> list[str]:

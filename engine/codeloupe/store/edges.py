@@ -63,6 +63,15 @@ def file_text(store: Store, file_id: int) -> str:
     return "".join(r[0] for r in store.query("SELECT text FROM chunks WHERE file_id=? ORDER BY ord", (file_id,)))
 
 
+def indexed_path_kind(store: Store, rel: str) -> str:
+    """"file" when an indexed file's path is `rel`, "folder" when one lies under `rel`, else "": what a
+    repository read from its index (no folder of its own) holds there."""
+    under = rel + "/"
+    rows = store.query("SELECT CAST(path AS TEXT) FROM files WHERE path = ? OR substr(path, 1, length(?)) = ?"
+                       " LIMIT 1", (rel, under, under))
+    return "" if not rows else "file" if rows[0][0] == rel else "folder"
+
+
 def put_facts(store: Store, version: int, rows: Iterable[tuple[int, str]]) -> None:
     """Store (file id, facts JSON) rows; a file re-indexed meanwhile (its id is gone) is skipped."""
     with store.transaction() as conn:
