@@ -159,13 +159,41 @@ def test_other_work_runs_while_the_workers_work_and_its_error_comes_after_the_re
                     got.append(result)
             except ValueError as exc:
                 print(str(exc).replace(" ", "_"))
-            print([n for n, _ in got] == list(range(6)), all(pid != os.getpid() for _, pid in got))
+            # Raised in place of the last result (a caller that stops there gets it: see the next test).
+            print([n for n, _ in got] == list(range(5)), all(pid != os.getpid() for _, pid in got))
             MARK.unlink()
             ran = []
             print(list(parallel.map_in_workers(abs, [(-1,), (-2,)], 2, what="test", meanwhile=lambda: ran.append(1))),
                   ran)
     """)
     assert out == ["the_other_work_failed", "True", "True", "[1,", "2]", "[1]"]
+
+
+def test_the_other_work_s_error_reaches_a_caller_that_stops_at_the_last_result(tmp_path: Path) -> None:
+    # `zip(rows, map_in_workers(...))`, or `next` once a row (the kept term counts' parts), never asks for a result
+    # after the last: an error of `meanwhile` raised after the last result was lost, the work it stood for missing
+    # without a word. In worker processes and in this one, it now comes in place of the last result.
+    out = run_case(tmp_path, """
+        from codeloupe import parallel
+
+        def other_work():
+            raise ValueError("the_other_work_failed")
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(-n,) for n in range(6)]
+            for min_items in (2, len(rows) + 1):  # in workers, then in this process
+                got = []
+                try:
+                    for _, result in zip(rows, parallel.map_in_workers(abs, rows, len(rows), what="test",
+                                                                       min_items=min_items, meanwhile=other_work)):
+                        got.append(result)
+                except ValueError as exc:
+                    print(exc, got)
+                else:
+                    print("lost", got)
+    """)
+    assert out == ["the_other_work_failed", "[0,", "1,", "2,", "3,", "4]"] * 2
 
 
 def test_a_script_without_a_main_guard_is_not_run_again_by_spawned_workers(tmp_path: Path) -> None:

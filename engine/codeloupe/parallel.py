@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from itertools import chain
 from typing import TypeVar
 
 log = logging.getLogger("codeloupe.parallel")
@@ -33,7 +34,7 @@ IN_FLIGHT_PER_WORKER = 32
 # A task is one file's chunks or graph facts, or one batch of embedding windows: seconds at most, so this is
 # far above any honest wait, worker start-up on a loaded machine included.
 WORKER_TIMEOUT_S = 120.0
-_END = object()  # `until`'s end of its items (an item may be None)
+_END = object()  # no item (an item may be None): `until`'s end of its items, `map_in_workers`' no result yet
 # How often a map given `should_stop` asks it while it waits for a result (the workers starting: seconds on a
 # loaded machine, where spawned workers import the engine first).
 STOP_POLL_S = 0.1
@@ -52,8 +53,9 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     Closed before its last result (the caller stopped reading), it kills the workers and their tasks in flight.
 
     `meanwhile()`, other work of this process, is called once every row is handed to the workers, so that it
-    runs while they finish (without a pool, after the last row); an error it raises is raised after the last
-    result.
+    runs while they finish (without a pool, before the last result); an error it raises is raised in place of
+    the last result, so that a caller that stops at the last result without asking for another (`zip` with
+    the rows, `next` once a row) gets it too.
 
     `should_stop`, asked every `STOP_POLL_S` while a worker's result is awaited: once it is true, the map ends
     early, its workers killed. A caller that asks it between results (`until`) waited otherwise for the workers
@@ -75,7 +77,10 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                             yield _first_result(pending, timeout_s, should_stop)
                     other.run()
                     while pending:
-                        yield _first_result(pending, timeout_s, should_stop)
+                        result = _first_result(pending, timeout_s, should_stop)
+                        if not pending and other.failed:
+                            break  # the last result: `meanwhile`'s error is raised in its place, below
+                        yield result
                 except TimeoutError:
                     kill_workers(pool)
                     raise
@@ -101,12 +106,16 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
             # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
             # is stuck: finish in this process rather than fail or wait forever.
             log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
-    for row, _ in pending:
-        yield fn(*row)
-    for row in rows:
-        yield fn(*row)
+    # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
+    last = _END
+    for row in chain([row for row, _ in pending], rows):
+        if last is not _END:
+            yield last
+        last = fn(*row)
     other.run()
     other.raise_error()
+    if last is not _END:
+        yield last
 
 
 def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:
@@ -155,6 +164,10 @@ class _Meanwhile:
                 work()
             except Exception as exc:
                 self._error = exc
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
 
     def raise_error(self) -> None:
         error, self._error = self._error, None
