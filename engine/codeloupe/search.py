@@ -99,6 +99,9 @@ _TEST_PATH = re.compile(
 
 
 _EXAMPLE_PATH = re.compile(r"(^|/)(examples?|docs?|docs_src|demos?|samples?|tutorials?)/")
+# Code files that by convention hold only their package's documentation comment: a Go package's `doc.go` is
+# its package clause under a long comment, which names everything the package does and defines nothing.
+_DOCUMENTATION_FILES = {"go": frozenset({"doc.go"})}
 _DECLARATION_PATH = re.compile(r"\.d\.[cm]?ts$|\.pyi$")
 _DATA_LANGUAGES = frozenset({"po", "csv", "tsv", "xml", "svg"})
 _CONFIG_LANGUAGES = frozenset({"toml", "ini", "yaml", "gomod", "requirements"})
@@ -139,7 +142,7 @@ def file_kind(path: str, language: str) -> str:
         return "declaration"
     if language in _DATA_LANGUAGES:
         return "data"
-    if _EXAMPLE_PATH.search(lowered):
+    if _EXAMPLE_PATH.search(lowered) or lowered.rsplit("/", 1)[-1] in _DOCUMENTATION_FILES.get(language, ()):
         return "example"
     if language in _CONFIG_LANGUAGES or lowered.rsplit("/", 1)[-1] in MANIFEST_NAMES or lowered.endswith(".gemspec"):
         return "project"
