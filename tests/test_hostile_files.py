@@ -164,6 +164,17 @@ def test_an_invalid_line_in_an_ignore_file_is_skipped_not_the_index(tmp_path: Pa
     assert "data/secret.txt" not in indexed, "the valid lines of that ignore file still apply"
 
 
+def test_an_ignore_line_python_warns_about_prints_no_warning(tmp_path: Path) -> None:
+    """pathspec compiles every pattern with Python's `re` too, which prints a FutureWarning ("Possible nested
+    set") for a line such as `[[:foo:]]`: a repository's ignore file put Python's warning on the terminal."""
+    (tmp_path / ".gitignore").write_text("[[:foo:]]\n")
+    (tmp_path / "kept.py").write_text("def kept():\n    return 1\n")
+    run = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(tmp_path), "--embed-provider", "none"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "Warning" not in run.stderr, run.stderr
+
+
 def test_an_ignore_file_that_is_a_link_a_fifo_or_huge_cannot_stall_the_walk(tmp_path: Path) -> None:
     """A .gitignore linked to /dev/zero would be read forever, a FIFO would wait for a writer, and a file of
     hundreds of thousands of patterns would match each of them against every path: git reads no ignore file

@@ -19,6 +19,7 @@ import os
 import posixpath
 import re
 import stat
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -232,6 +233,9 @@ def _ignore_file_text(path: Path, follow_links: bool = False) -> str | None:
 # A workspace's ignore patterns are matched by RE2, in time linear in the path, whatever the pattern: Python's
 # `re` (pathspec's "simple" backend) took minutes for `*a*a*a*a*a*a*a*b` against one 200-character name.
 PATTERN_BACKEND = "re2"
+# pathspec compiles every pattern with Python's `re` as well, which prints a FutureWarning ("Possible nested set")
+# for a line such as `[[:foo:]]`: a repository's ignore file must not put Python's warnings on the terminal.
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"pathspec(\.|$)")
 
 
 def _spec(lines: list[str], source: str = "an ignore file") -> pathspec.GitIgnoreSpec | None:
