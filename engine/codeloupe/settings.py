@@ -182,6 +182,12 @@ class Settings:
         """What every surface tells the user about the workspace's settings files, one message each."""
         return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else [])]
 
+    def effective(self) -> dict[str, Any]:
+        """What these settings decide: every setting's value, and who set each (`origins`: an API key goes only to
+        an endpoint its own party set). Two loads that differ only in what they tell the user (`warnings`,
+        `ignored`) decide the same, so a folder opened on one need not be reopened on the other."""
+        return {**{name: getattr(self, name) for name in _FIELDS}, "origins": self.origins}
+
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` set by the caller (the program, for its user)."""
         origins = {key: origin for key, origin in self.origins.items() if key not in changes}

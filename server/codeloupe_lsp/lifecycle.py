@@ -94,20 +94,23 @@ def register(server: CodeloupeServer) -> None:
 
 async def _reopen_changed(ls: CodeloupeServer) -> None:
     """Reopen every folder whose settings are not what its index was opened with (the editor's settings, or the
-    user's trust in the folder, changed)."""
+    user's trust in the folder, changed). A folder whose settings files changed only what the user is told (a
+    new unknown key, a key an untrusted workspace may not set) stays open, and the new warnings are shown."""
     for folder in list(ls.folders):
         try:
-            changed = ls.settings_for(folder.root) != folder.ws.settings
+            settings = ls.settings_for(folder.root)
         except SettingsError as exc:  # e.g. a broken config.toml of the user's: keep the folder on its old settings
             ls.show_error(f"codeloupe: {exc}")
             continue
-        if changed:
-            # A new provider, model, budget or ignore list: reopen the folder on the new settings.
-            if ls.folders.get(folder.uri) is not folder:
-                continue  # reopened meanwhile, by the other of a settings push and a trust change
-            ls.folders.pop(folder.uri)
-            await folder.close()
-            ls.open_folder(folder.uri)
+        if settings.effective() == folder.ws.settings.effective():
+            ls.warn_notices(settings)  # the same index and answers: the folder stays open, warm
+            continue
+        # A new provider, model, budget or ignore list: reopen the folder on the new settings.
+        if ls.folders.get(folder.uri) is not folder:
+            continue  # reopened meanwhile, by the other of a settings push and a trust change
+        ls.folders.pop(folder.uri)
+        await folder.close()
+        ls.open_folder(folder.uri)
 
 
 async def _watch_trust(ls: CodeloupeServer, store: Path) -> None:

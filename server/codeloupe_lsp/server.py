@@ -254,13 +254,18 @@ class CodeloupeServer(LanguageServer):
             log.exception("opening %s failed", root)
             self.show_error(f"codeloupe: cannot open {root}: {exc}")
             return None
-        for notice in settings.notices:  # once per folder (each names it), not on every reopen
-            self.warn(notice, once=True)
+        self.warn_notices(settings)
         for warning in folder.ws.strategy_load.warnings:  # strategy files that are not run, and why
             self.warn(warning, once=True)
         self.folders.add(folder)
         folder.request_full()
         return folder
+
+    def warn_notices(self, settings: Settings) -> None:
+        """What a folder's settings files hold that is not used, and why: each once (each names its folder's file),
+        not again on every reopen or settings push."""
+        for notice in settings.notices:
+            self.warn(notice, once=True)
 
     def folder_for(self, uri: str, what: str = "uri") -> tuple[Folder, str]:
         """The folder holding `uri` and the path relative to it; anything else is refused with -32602."""

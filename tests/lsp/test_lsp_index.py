@@ -230,6 +230,31 @@ async def test_changed_configuration_reopens_the_folder_on_the_new_settings(clie
     assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
 
 
+async def test_a_settings_file_that_gains_only_a_warning_is_told_without_reopening_the_folder(project: Path) -> None:
+    """The workspace's .codeloupe.toml gaining an unknown key changes what the user is told, not what is indexed
+    or searched: the folder was closed and indexed again (a new progress bar) on the next settings push. It now
+    stays open, and the new warning is shown."""
+    settings_file = project / ".codeloupe.toml"
+    settings_file.write_text('ignore = ["docs/"]\n', encoding="utf-8")
+    client = await start_server([project])
+    try:
+        (opened,) = await client.wait_ready()
+        assert len(client.progress_reports) == 1
+        settings_file.write_text('ignore = ["docs/"]\nchunk_budgett = 900\n', encoding="utf-8")
+        client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+            uri=uri(settings_file), type=lsp.FileChangeType.Changed)]))
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+            settings={"codeloupe": {"embedProvider": "none"}}))
+        warning = (f"codeloupe: unknown setting 'chunk_budgett' in {settings_file.resolve()} "
+                   "(did you mean 'chunk_budget'?); ignored")
+        await client.wait_until(lambda: any(m.message == warning for m in client.messages), "the new warning")
+        (folder,) = await client.wait_ready()
+        assert folder["files"] == opened["files"]
+        assert len(client.progress_reports) == 1, client.progress_reports  # no second index of the folder
+    finally:
+        await stop_server(client)
+
+
 async def test_settings_changed_in_quick_succession_show_no_error(client: Client, project: Path) -> None:
     """Each change reopens the folder; a folder closed while its refresh walked the tree reported that run's
     end (its writer shut down) as an indexing failure, in a pop-up."""
