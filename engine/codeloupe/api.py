@@ -69,6 +69,7 @@ from codeloupe.repository_names import repository_name_problem, shown_repository
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
+from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.snapshot_file import saved_past
 from codeloupe.store import SourceConflict as SourceConflict
 from codeloupe.store import Store

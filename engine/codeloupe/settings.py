@@ -341,7 +341,7 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspa
         key = _normalise_key(raw_key)
         try:
             if key not in _FIELDS:
-                raise SettingsError(f"unknown setting {raw_key!r} in {source}{_did_you_mean(key, workspace)}")
+                raise SettingsError(f"unknown setting {raw_key!r} in {source}{did_you_mean(key, workspace=workspace)}")
             coerced = _coerce(key, value, source)
             _check(key, coerced, source)
         except SettingsError as exc:
@@ -355,12 +355,14 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str, *, workspa
     return dataclasses.replace(settings, **changes, origins={**settings.origins, **dict.fromkeys(changes, origin)})
 
 
-def _did_you_mean(key: str, workspace: bool) -> str:
-    """' (did you mean 'chunk_budget'?)' for the known setting closest to an unknown `key` (normalised), if any;
-    for a workspace's file, only among those it may set (never a `USER_ONLY` one, which it would be refused)."""
+def did_you_mean(key: str, *, workspace: bool = False) -> str:
+    """' (did you mean 'chunk_budget'?)' for the known setting closest to an unknown `key` ('-' and camelCase
+    accepted), if any; for a workspace's file, only among those it may set (never a `USER_ONLY` one, which it
+    would be refused)."""
     import difflib
 
-    close = difflib.get_close_matches(key, [name for name in _FIELDS if not (workspace and name in USER_ONLY)], n=1)
+    close = difflib.get_close_matches(_normalise_key(key),
+                                      [name for name in _FIELDS if not (workspace and name in USER_ONLY)], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeloupe.api import Settings, SettingsError, apply_settings
+from codeloupe.api import Settings, SettingsError, apply_settings, did_you_mean
 
 # Clients may nest the options under the extension's section name.
 SECTION = "codeloupe"
@@ -35,7 +35,7 @@ class EditorOptions:
     trusted: bool = False  # the client established the user's trust in the workspace (VS Code, Neovim prompt)
     repositories: list[str] = field(default_factory=list)
     store_url: str = ""  # the shared index of `repositories` ("": the user's config.toml `store_url`)
-    unknown: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # each with the known setting it is closest to, if any
     invalid: list[str] = field(default_factory=list)
 
     def problems(self) -> str:
@@ -70,7 +70,7 @@ def read_options(raw: Any) -> EditorOptions:
             apply_settings(scratch, {key: value}, "the editor settings")
         except SettingsError as exc:
             if str(exc).startswith("unknown setting"):
-                options.unknown.append(str(key))
+                options.unknown.append(f"{key}{did_you_mean(str(key))}")
             else:
                 options.invalid.append(f"{exc}; ignored")
             continue

@@ -230,6 +230,22 @@ async def test_changed_configuration_reopens_the_folder_on_the_new_settings(clie
     assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
 
 
+async def test_an_unknown_editor_setting_is_told_with_the_setting_it_is_closest_to(project: Path) -> None:
+    """A misspelt key in the editor's settings was listed as ignored with no hint, where the same typo in a
+    settings file named the setting meant; the editor's now does too (none when nothing is close)."""
+    client = await start_server([project], options={"chunkBudgett": 900, "bogus": True})
+    try:
+        await client.wait_ready()
+        client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(
+            settings={"codeloupe": {"embedProvider": "none", "ignroe": ["docs/"]}}))
+        pushed = "codeloupe: unknown setting(s) ignored: ignroe (did you mean 'ignore'?)"
+        await client.wait_until(lambda: any(m.message == pushed for m in client.messages), "the settings push")
+        assert [m.message for m in client.messages if m.type == lsp.MessageType.Warning] == [
+            "codeloupe: unknown setting(s) ignored: bogus, chunkBudgett (did you mean 'chunk_budget'?)", pushed]
+    finally:
+        await stop_server(client)
+
+
 async def test_a_settings_file_that_gains_only_a_warning_is_told_without_reopening_the_folder(project: Path) -> None:
     """The workspace's .codeloupe.toml gaining an unknown key changes what the user is told, not what is indexed
     or searched: the folder was closed and indexed again (a new progress bar) on the next settings push. It now
