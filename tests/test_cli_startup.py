@@ -15,7 +15,12 @@ def imported_modules(*args: str, cache: Path) -> set[str]:
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(cache)}
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "codeloupe", *args, "--embed-provider", "none"],
                           capture_output=True, text=True, check=True, env=env)
-    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return import_names(done.stderr)
+
+
+def import_names(importtime: str) -> set[str]:
+    """The modules `-X importtime`'s report (stderr) names."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
 
 
 def test_search_does_not_import_the_model_client_and_ask_does(tmp_path: Path) -> None:
@@ -56,3 +61,16 @@ def test_the_worker_help_states_the_defaults_the_worker_uses() -> None:
     helps = {action.dest: action.help for action in worker._actions}
     assert f"(default {LEASE_S:g})" in helps["lease_s"]
     assert f"holds {GLOBAL_INDEX_MIN_VECTORS:,} vectors" in helps["no_global_index"]
+
+
+def test_help_and_argument_errors_do_not_import_the_engine(tmp_path: Path) -> None:
+    """`codeloupe --help`, a command's `--help` and a mistyped command answer from the parser alone: building it
+    imported the engine (numpy, scipy, tree-sitter: about a second of CPU) for a usage line."""
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path)}
+    for args, status in ((["--help"], 0), (["search", "--help"], 0), (["search"], 2)):
+        done = subprocess.run([sys.executable, "-X", "importtime", "-m", "codeloupe", *args],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == status, done.stderr[-2000:]
+        imported = import_names(done.stderr)
+        assert "codeloupe.cli.common" in imported  # the probe sees the modules the parser is built from
+        assert not {m for m in imported if m.split(".")[0] == "numpy" or m == "codeloupe.api"}, args

@@ -32,6 +32,7 @@ from codeloupe.chunk.strategies import (
     register_strategy,
     registered_strategies,
 )
+from codeloupe.constants import TOUR_ENTRY_POINTS as TOUR_ENTRY_POINTS
 from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_root, walk
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import InvalidArgument as InvalidArgument
@@ -136,9 +137,6 @@ MAX_QUERY_CHARS = 20_000
 MAX_LOCATE = 1_000
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
-# Entry points a tour lists by default, strongest signal first: a tree with no manifest (the standard library)
-# has hundreds of `__main__` guards, 34 KB of JSON before the names most files mention.
-TOUR_ENTRY_POINTS = 30
 # A tour's entry points on request (/v1/tour, the editors): more than the default when a client wants them, never an
 # unbounded list (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
 MAX_TOUR_ENTRY_POINTS = 500

@@ -14,16 +14,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import CliError
-from .common import (
-    add_chat_args,
-    add_workspace_args,
-    index_workspace,
-    markup_safe,
-    named,
-    open_workspace,
-    print_code,
-    visible,
-)
+from .arguments import add_chat_args, add_workspace_args
+from .common import index_workspace, markup_safe, named, open_workspace, print_code, visible
 from .search_cmd import map_line
 from .search_cmd import render as render_bundle
 

@@ -8,14 +8,15 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from codeloupe.chunk import chunk_file, detect_language
-from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.cli import CliError
 from codeloupe.cli.common import COMMAND_LINE, one_line
 from codeloupe.cli.workspace_root import find_workspace_root
-from codeloupe.settings import SettingsError, load_settings
 from codeloupe.wording import amount
+
+if TYPE_CHECKING:
+    from codeloupe.chunk.strategies import Strategy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.chunk import chunk_file, detect_language
+
     path = Path(args.file)
     if not path.exists():
         raise CliError(f"{path}: no such file")
@@ -61,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
 def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, int, tuple[Strategy, ...]]:
     """The root of `path`'s workspace (found as `codeloupe index` finds it), the chunk budget and the trusted
     strategies its index chunks with: with the defaults only, `chunks` disagreed with the index it explains."""
+    from codeloupe.chunk.strategies import load_workspace_strategies
+    from codeloupe.settings import SettingsError, load_settings
+
     try:
         index_path = load_settings(None).index_path
         root = find_workspace_root(path.parent, lambda folder: index_path(folder).exists()).root

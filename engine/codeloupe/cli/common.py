@@ -1,4 +1,5 @@
-"""What the subcommands share: the workspace argument, settings flags, and the progress display."""
+"""What the subcommands share when they run: opening and indexing the workspace, the progress display and the
+escaping of what they print. The engine is imported when a workspace is opened, not when the parser is built."""
 
 from __future__ import annotations
 
@@ -11,19 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from codeloupe.api import (
-    InvalidArgument,
-    RemoteError,
-    Workspace,
-    WorkspaceError,
-    is_remote_source,
-    open_remote,
-)
-from codeloupe.discover import DiscoverError, check_root
-from codeloupe.index import ProgressFn
-from codeloupe.settings import SettingsError, load_settings
-from codeloupe.store import StoreError
-from codeloupe.types import Progress
+from codeloupe.errors import InvalidArgument, WorkspaceError
 
 from . import CliError
 from .workspace_root import find_workspace_root
@@ -31,33 +20,9 @@ from .workspace_root import find_workspace_root
 if TYPE_CHECKING:
     from rich.console import Console
 
-
-def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
-    parser.add_argument("path", help="the workspace folder, or a folder inside it (the workspace root is found above it)"
-                        + (", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
-    group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
-    group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
-    group.add_argument("--embed-model")
-    group.add_argument("--embed-base-url")
-    group.add_argument("--chunk-budget", type=int)
-    group.add_argument("--max-file-bytes", type=int)
-    group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
-    add_store_args(group)
-
-
-def add_chat_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """`--chat-base-url` and `--chat-model`, for the commands that call the chat model (the group, for more)."""
-    group = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
-    group.add_argument("--chat-base-url")
-    group.add_argument("--chat-model")
-    return group
-
-
-def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
-    group.add_argument("--store", dest="store_url", metavar="URL",
-                       help="the shared index of many repositories: postgresql://... (default: this machine's index)")
-    group.add_argument("--repo", dest="store_repository", metavar="NAME",
-                       help="the repository's id in the shared index (default: the workspace folder's name)")
+    from codeloupe.api import Workspace
+    from codeloupe.index import ProgressFn
+    from codeloupe.types import Progress
 
 
 def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
@@ -74,21 +39,15 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
 COMMAND_LINE = "the command line"
 
 
-def positive_count(value: str) -> int:
-    """An argparse type: a whole number of at least 1 (a --limit of 0 or below was taken as 1 without a word)."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
-    return number
-
-
 def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
     a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh).
     `replace_source`: `Workspace`'s (`index --replace`)."""
+    from codeloupe.api import Workspace, is_remote_source, open_remote
+    from codeloupe.discover import DiscoverError, check_root
+    from codeloupe.settings import SettingsError, load_settings
+    from codeloupe.store import StoreError
+
     flags = {key: getattr(args, key, None) for key in
              ("embed_provider", "embed_model", "embed_base_url", "chunk_budget", "max_file_bytes", "ignore",
               "store_url", "store_repository")}
@@ -163,7 +122,10 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_s
 
     An index that cannot be written (a full disk) is an error for `codeloupe index`; a command that only
     needs to read it (`answer_stale`) warns and answers from the index as it stands."""
+    from codeloupe.discover import DiscoverError
     from codeloupe.embed import EmbeddingError
+    from codeloupe.errors import RemoteError
+    from codeloupe.store import StoreError
 
     try:
         with progress_display(quiet) as progress:

@@ -6,21 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from codeloupe.cli import CliError
-from codeloupe.cli.common import positive_count
-from codeloupe.eval import report
-from codeloupe.eval.golden import KINDS, GoldenSetError, load_golden, load_swebench
-from codeloupe.eval.runner import (
-    EvalError,
-    EvalOptions,
-    EvalRun,
-    corpus_repo,
-    run_golden,
-    run_swebench,
-    score,
-)
-from codeloupe.settings import SettingsError
+from codeloupe.cli.arguments import positive_count
+from codeloupe.constants import QUERY_KINDS as KINDS
+
+if TYPE_CHECKING:
+    from codeloupe.eval.runner import EvalOptions, EvalRun
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,6 +53,8 @@ def _fetch_hint(golden: Path, corpora: Path, corpus_id: str) -> str:
 
 
 def _options(args: argparse.Namespace) -> EvalOptions:
+    from codeloupe.eval.runner import EvalOptions
+
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -78,6 +73,9 @@ def _progress(message: str) -> None:
 
 
 def _evaluate(args: argparse.Namespace, options: EvalOptions) -> EvalRun:
+    from codeloupe.eval.golden import load_golden, load_swebench
+    from codeloupe.eval.runner import EvalError, corpus_repo, run_golden, run_swebench
+
     if args.golden.suffix == ".jsonl":
         instances = load_swebench(args.golden)
         if args.corpus:
@@ -96,6 +94,11 @@ def _evaluate(args: argparse.Namespace, options: EvalOptions) -> EvalRun:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.eval import report
+    from codeloupe.eval.golden import GoldenSetError
+    from codeloupe.eval.runner import EvalError
+    from codeloupe.settings import SettingsError
+
     options = _options(args)
     try:
         result = _evaluate(args, options)
@@ -117,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
 def gate_failures(result: EvalRun, min_r1: float | None, min_bundle_recall: float | None) -> list[str]:
     """Why the run misses the gate; empty when it passes (or no threshold was given)."""
+    from codeloupe.eval.runner import score
+
     if min_r1 is None and min_bundle_recall is None:
         return []
     outcomes = result.outcomes()

@@ -11,12 +11,16 @@ import argparse
 import dataclasses
 import json
 import time
+from typing import TYPE_CHECKING
 
-from codeloupe.types import Flow, FlowOutcome
 from codeloupe.wording import counted_noun
 
 from . import CliError
-from .common import add_chat_args, add_workspace_args, index_workspace, named, open_workspace, positive_count
+from .arguments import add_chat_args, add_workspace_args, positive_count
+from .common import index_workspace, named, open_workspace
+
+if TYPE_CHECKING:
+    from codeloupe.types import Flow, FlowOutcome
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,10 +12,9 @@ import dataclasses
 import json
 import sys
 
-from codeloupe.discover import DiscoverError
-
 from . import CliError
-from .common import add_chat_args, add_workspace_args, open_workspace
+from .arguments import add_chat_args, add_workspace_args
+from .common import open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.discover import DiscoverError
     from codeloupe.forge import ForgeAttempt, ForgeError
 
     def show(extension: str, attempt: ForgeAttempt) -> None:

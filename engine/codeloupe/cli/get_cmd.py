@@ -7,7 +7,8 @@ import dataclasses
 import json
 import sys
 
-from .common import add_workspace_args, answer_from_index, parse_lines
+from .arguments import add_workspace_args
+from .common import answer_from_index, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,11 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from codeloupe.api import GraphRequest, GraphRequestError, render_html, render_text
 from codeloupe.wording import amount
 
 from . import CliError
-from .common import add_workspace_args, index_workspace, open_workspace, visible
+from .arguments import add_workspace_args
+from .common import index_workspace, open_workspace, visible
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.api import GraphRequest, GraphRequestError, render_html, render_text
+
     if args.html and (args.node or args.route):
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
     try:

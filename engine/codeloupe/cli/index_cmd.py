@@ -6,13 +6,16 @@ import argparse
 import dataclasses
 import json
 import time
+from typing import TYPE_CHECKING
 
-from codeloupe.api import Workspace, is_remote_source
-from codeloupe.store import Store, StoreError
 from codeloupe.wording import amount
 
 from . import CliError
-from .common import add_workspace_args, counted, index_workspace, open_workspace
+from .arguments import add_workspace_args
+from .common import counted, index_workspace, open_workspace
+
+if TYPE_CHECKING:
+    from codeloupe.api import Workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.api import is_remote_source
+    from codeloupe.store import Store
+
     started = time.perf_counter()
     ws = open_workspace(args, replace_source=args.replace)
     if args.queue:
@@ -95,6 +101,7 @@ def _shared_location(ws: Workspace) -> str:
 
 def _queue(ws: Workspace) -> int:
     from codeloupe.shared_index import enqueue_workspace
+    from codeloupe.store import StoreError
     from codeloupe.store.postgres import PgStore
 
     try:

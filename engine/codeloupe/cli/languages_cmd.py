@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from codeloupe.chunk import available_languages, is_doc_language
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("languages", help="list the languages this build can parse")
@@ -15,6 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.chunk import available_languages, is_doc_language
+
     languages = available_languages()
     if args.json:
         print(json.dumps(languages))

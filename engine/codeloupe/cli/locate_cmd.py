@@ -6,9 +6,8 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.api import check_locate_text
-
-from .common import add_workspace_args, answer_from_index, named, one_line, positive_count
+from .arguments import add_workspace_args, positive_count
+from .common import answer_from_index, named, one_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit status 0 when the text was found, 1 when not (like grep)."""
+    from codeloupe.api import check_locate_text
+
     found = answer_from_index(args, lambda ws: ws.locate(args.text, identifier=args.identifier, limit=args.limit),
                               embed=False, quiet=args.json, check=lambda: check_locate_text(args.text))
     if args.json:

@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 import json
 
-from .common import add_workspace_args, answer_from_index, one_line, parse_lines, positive_count
+from .arguments import add_workspace_args, positive_count
+from .common import answer_from_index, one_line, parse_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,11 +6,11 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.discover import DiscoverError
 from codeloupe.wording import amount, counted_noun
 
 from . import CliError
-from .common import add_workspace_args, open_workspace
+from .arguments import add_workspace_args
+from .common import open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.discover import DiscoverError
     from codeloupe.forge import MIN_FILES
 
     ws = open_workspace(args)

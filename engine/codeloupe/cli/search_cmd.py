@@ -7,21 +7,14 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-
-from codeloupe.errors import WorkspaceError
-from codeloupe.settings import SettingsError
-from codeloupe.store import StoreError
-from codeloupe.types import Bundle, ChunkHit, FileHit, PrunedChunk
+from typing import TYPE_CHECKING
 
 from . import CliError
-from .common import (
-    add_workspace_args,
-    index_workspace,
-    markup_safe,
-    open_workspace,
-    positive_count,
-    print_code,
-)
+from .arguments import add_workspace_args, positive_count
+from .common import index_workspace, markup_safe, open_workspace, print_code
+
+if TYPE_CHECKING:
+    from codeloupe.types import Bundle, ChunkHit, FileHit
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_across(args: argparse.Namespace) -> int:
     """Repositories of the shared index, searched as one ranking (nothing is indexed: the workers do that)."""
     from codeloupe.api import open_shared, search_repositories
+    from codeloupe.errors import WorkspaceError
+    from codeloupe.settings import SettingsError
+    from codeloupe.store import StoreError
 
     if args.scope:
         raise CliError("--scope is a path inside one workspace: not with --all / --repo A,B")
@@ -112,6 +108,8 @@ def _print(args: argparse.Namespace, bundle: Bundle) -> None:
 
 
 def render(bundle: Bundle) -> None:
+    from codeloupe.types import PrunedChunk
+
     from .console import CommandConsole
 
     console = CommandConsole(highlight=False)

@@ -6,10 +6,8 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.discover import UNREADABLE_FOLDER
-from codeloupe.index import UNREADABLE_FOLDERS_NAMED
-
-from .common import add_workspace_args, counted, one_line, open_workspace
+from .arguments import add_workspace_args
+from .common import counted, one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.discover import UNREADABLE_FOLDER
+    from codeloupe.index import UNREADABLE_FOLDERS_NAMED
+
     ws = open_workspace(args)
     try:
         status = ws.status()

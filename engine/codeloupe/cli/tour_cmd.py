@@ -6,9 +6,10 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.api import TOUR_ENTRY_POINTS
+from codeloupe.constants import TOUR_ENTRY_POINTS
 
-from .common import add_workspace_args, index_workspace, one_line, open_workspace, positive_count
+from .arguments import add_workspace_args, positive_count
+from .common import index_workspace, one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,15 +15,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from codeloupe.chunk.strategies import read_strategy_file
-from codeloupe.discover import DiscoverError, check_root
-from codeloupe.settings import SettingsError, load_settings, workspace_digest, workspace_settings
-from codeloupe.trust import CHANGED, TRUSTED, TrustStore, file_digest
+from typing import TYPE_CHECKING
 
 from . import CliError
 from .common import one_line
 from .workspace_root import find_workspace_root
+
+if TYPE_CHECKING:
+    from codeloupe.trust import TrustStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.discover import DiscoverError, check_root
+    from codeloupe.settings import workspace_digest, workspace_settings
+    from codeloupe.trust import TrustStore
+
     store = TrustStore.default()
     if args.list:
         if args.path is not None or args.strategy:  # a PATH was listed as if it narrowed the list
@@ -88,6 +91,8 @@ def _writing(store: TrustStore) -> Iterator[None]:
 def _workspace_root(folder: Path) -> Path:
     """The workspace `folder` belongs to, found as `codeloupe search` finds it: trusting a sub-folder would
     record a workspace no command opens."""
+    from codeloupe.settings import SettingsError, load_settings
+
     if not folder.is_dir():
         return folder.resolve()
     try:
@@ -102,6 +107,9 @@ def _workspace_root(folder: Path) -> Path:
 
 
 def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
+    from codeloupe.chunk.strategies import read_strategy_file
+    from codeloupe.trust import file_digest
+
     if revoke:
         with _writing(store):
             revoked = store.revoke_strategy(path)
@@ -134,6 +142,9 @@ def _list(store: TrustStore) -> int:
 
 
 def _strategy_state(store: TrustStore, path: Path) -> str:
+    from codeloupe.chunk.strategies import read_strategy_file
+    from codeloupe.trust import CHANGED, TRUSTED, file_digest
+
     try:
         digest = file_digest(read_strategy_file(path))
     except OSError:
@@ -143,6 +154,9 @@ def _strategy_state(store: TrustStore, path: Path) -> str:
 
 
 def _state(store: TrustStore, root: Path) -> str:
+    from codeloupe.settings import SettingsError, workspace_digest
+    from codeloupe.trust import CHANGED, TRUSTED
+
     if not root.is_dir():
         return "missing"
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KINDS = ("short", "symbol", "issue", "docs")
+from codeloupe.constants import QUERY_KINDS as KINDS
 
 
 class GoldenSetError(ValueError):

@@ -1,0 +1,45 @@
+"""The arguments the subcommands' parsers share. Standard library only: building the parser (`codeloupe --help`,
+a mistyped command) imports no part of the engine."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
+    parser.add_argument("path", help="the workspace folder, or a folder inside it (the workspace root is found above it)"
+                        + (", or a remote repository: an http(s) URL of a .tar.gz or owner/repo@ref" if remote else ""))
+    group = parser.add_argument_group("settings (override .codeloupe.toml and CODELOUPE_* variables)")
+    group.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
+    group.add_argument("--embed-model")
+    group.add_argument("--embed-base-url")
+    group.add_argument("--chunk-budget", type=int)
+    group.add_argument("--max-file-bytes", type=int)
+    group.add_argument("--ignore", action="append", help="an extra gitignore-style glob (repeatable)")
+    add_store_args(group)
+
+
+def add_chat_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """`--chat-base-url` and `--chat-model`, for the commands that call the chat model (the group, for more)."""
+    group = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")
+    group.add_argument("--chat-base-url")
+    group.add_argument("--chat-model")
+    return group
+
+
+def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    group.add_argument("--store", dest="store_url", metavar="URL",
+                       help="the shared index of many repositories: postgresql://... (default: this machine's index)")
+    group.add_argument("--repo", dest="store_repository", metavar="NAME",
+                       help="the repository's id in the shared index (default: the workspace folder's name)")
+
+
+def positive_count(value: str) -> int:
+    """An argparse type: a whole number of at least 1 (a --limit of 0 or below was taken as 1 without a word)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
+    return number
