@@ -11,6 +11,8 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   one appears; code-server opens it in Restricted Mode without asking); the README promises that the status
   bar says codeloupe is off (a shield on the warning background, the reason in its tooltip) and that no
   notification does, on screen or in the notification center; a click on the status item opens the trust editor;
+  the palette lists "Codeloupe: Search the Codebase" and "Codeloupe: Ask the Codebase" there, and Search run from
+  it warns with a Manage Workspace Trust button that opens the trust editor (no server process starts);
   trusting the folder there (opened from the palette, "Workspaces: Manage Workspace Trust") starts the server
   (the status item reaches "codeloupe N files", on the normal background) and leaves no codeloupe notification,
   on screen or in the notification center;
@@ -302,6 +304,19 @@ def run_command(page: Page, title: str) -> None:
     exact[0].click()
 
 
+def palette_titles(page: Page, text: str) -> list[str]:
+    """The titles of the commands the palette lists for `text`, as a user types it."""
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+Shift+P")
+    box = page.locator(".quick-input-widget .quick-input-box input")
+    box.wait_for(timeout=10_000)
+    box.fill(f">{text}")
+    page.wait_for_timeout(1000)  # the palette filters as it is typed into; no row is also an answer
+    titles = [label.inner_text().strip() for label in page.locator(".quick-input-widget .monaco-list-row .label-name").all()]
+    page.keyboard.press("Escape")
+    return titles
+
+
 def quick_pick_rows(page: Page) -> list[str]:
     """Each row as the screen reader hears it: "icon label, description, detail, separator"."""
     return [row.get_attribute("aria-label") or "" for row in page.locator(".quick-input-widget .monaco-list-row").all()]
@@ -440,7 +455,7 @@ def trust_editor_opens(page: Page) -> None:
     page.get_by_role("button", name="Trust", exact=True).wait_for(state="detached", timeout=10_000)
 
 
-def check_restricted(checks: Checks, port: int, folder: Path) -> None:
+def check_restricted(checks: Checks, port: int, folder: Path, home: Path) -> None:
     page = checks.page
     open_workbench(page, port, folder)
     print(f"note  restricted workspace: {answer_trust_prompt(page, trust=False)}", flush=True)
@@ -474,6 +489,27 @@ def check_restricted(checks: Checks, port: int, folder: Path) -> None:
         return "a click on the status item opens the Workspace Trust editor"
 
     checks.run("restricted mode: the status item opens the trust editor", item_opens_trust)
+
+    def palette_explains() -> str:
+        # A user who types "codeloupe" in the palette of an untrusted folder found no command at all (each one was
+        # disabled there, and the palette hides a disabled command), so nothing explained why.
+        listed = palette_titles(page, "Codeloupe")
+        for title in ("Codeloupe: Search the Codebase", "Codeloupe: Ask the Codebase"):
+            assert title in listed, f"the palette lists no {title!r} in Restricted Mode: {listed}"
+        run_command(page, "Codeloupe: Search the Codebase")
+        toast = page.locator(".notification-toast", has_text="Restricted Mode")
+        toast.wait_for(timeout=10_000)
+        assert notifications(page)[0][0] == "warning", f"not a warning: {notifications(page)}"
+        toast.get_by_role("button", name="Manage Workspace Trust").click()
+        trust_editor_opens(page)
+        assert not server_pids(home), f"a server started: {server_pids(home)}"
+        item = codeloupe_item(page)
+        item.locator(".codicon-shield").wait_for(timeout=5_000)
+        return (f"the palette lists {len(listed)} codeloupe commands; Search warns with Manage Workspace Trust, which "
+                "opens the trust editor; no server started, the shield stays")
+
+    checks.run("restricted mode: the palette lists search and ask, and search warns with the trust button",
+               palette_explains)
 
     def trust_leaves_nothing_stale() -> str:
         run_command(page, "Workspaces: Manage Workspace Trust")
@@ -919,7 +955,7 @@ def main() -> int:
                 browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1600, "height": 1000})
                 checks = Checks(page, args.out)
-                check_restricted(checks, port, restricted_ws)
+                check_restricted(checks, port, restricted_ws, tmp / "home")
                 if not args.restricted_only:
                     check_trusted(checks, port, main_ws, tmp / "home")
                     check_multi_root(checks, port, multi_ws, [main_ws, second_ws])
