@@ -67,6 +67,7 @@ from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.repository_names import repository_name_problem, shown_repository_name
+from codeloupe.settings import WORKSPACE_SETTINGS_FILES as WORKSPACE_SETTINGS_FILES
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)

@@ -379,6 +379,8 @@ def _normalise_key(key: str) -> str:
 # A settings file (pyproject.toml, .codeloupe.toml) larger than this is refused, not read: a workspace's file could
 # otherwise fill the memory of every process that opens it. Real ones are a few KB.
 SETTINGS_FILE_MAX_BYTES = 1024 * 1024
+# The files at a workspace's root that its settings are read from, in the order they apply (`workspace_settings`).
+PYPROJECT, OWN_SETTINGS = WORKSPACE_SETTINGS_FILES = ("pyproject.toml", ".codeloupe.toml")
 
 
 def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any]:
@@ -405,17 +407,16 @@ def workspace_settings(root: Path, unread: list[str] | None = None) -> dict[str,
     of the command, and named in `unread` when given."""
     found: dict[str, dict[str, Any]] = {}
     notes: list[str] = [] if unread is None else unread
-    pyproject = root / "pyproject.toml"
+    pyproject = root / PYPROJECT
     tool = (_own_table(pyproject, notes) or {}).get("tool")
     table = tool.get("codeloupe") if isinstance(tool, dict) else None  # `tool = 5` holds no codeloupe settings
     if table is not None:
         if isinstance(table, dict):
-            found["pyproject.toml [tool.codeloupe]"] = table
+            found[f"{PYPROJECT} [tool.codeloupe]"] = table
         else:
             notes.append(f"codeloupe: {pyproject}: [tool.codeloupe] must be a table; not read for settings")
-    own = root / ".codeloupe.toml"
-    if (table := _own_table(own, notes)) is not None:
-        found[".codeloupe.toml"] = table
+    if (table := _own_table(root / OWN_SETTINGS, notes)) is not None:
+        found[OWN_SETTINGS] = table
     return found
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import SettingsError, trust_store_path
+from codeloupe.api import WORKSPACE_SETTINGS_FILES, SettingsError, trust_store_path
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
+from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import close_repositories, open_repositories
 
@@ -75,12 +77,12 @@ def register(server: CodeloupeServer) -> None:
         await _reopen_changed(ls)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def on_save(ls: CodeloupeServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        _changed(ls, [params.text_document.uri])
+    async def on_save(ls: CodeloupeServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        await _changed(ls, [params.text_document.uri])
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def on_watched(ls: CodeloupeServer, params: lsp.DidChangeWatchedFilesParams) -> None:
-        _changed(ls, [change.uri for change in params.changes])
+    async def on_watched(ls: CodeloupeServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+        await _changed(ls, [change.uri for change in params.changes])
 
     @server.feature(lsp.SHUTDOWN)
     def on_shutdown(ls: CodeloupeServer, params: None) -> None:
@@ -92,11 +94,14 @@ def register(server: CodeloupeServer) -> None:
         close_repositories(ls)
 
 
-async def _reopen_changed(ls: CodeloupeServer) -> None:
-    """Reopen every folder whose settings are not what its index was opened with (the editor's settings, or the
-    user's trust in the folder, changed). A folder whose settings files changed only what the user is told (a
-    new unknown key, a key an untrusted workspace may not set) stays open, and the new warnings are shown."""
-    for folder in list(ls.folders):
+async def _reopen_changed(ls: CodeloupeServer, folders: Iterable[Folder] | None = None) -> None:
+    """Reopen every folder (or each of `folders`) whose settings are not what its index was opened with (the
+    editor's settings, the user's trust in the folder, or its own settings files changed). A folder whose settings
+    files changed only what the user is told (a new unknown key, a key an untrusted workspace may not set) stays
+    open, and the new warnings are shown."""
+    for folder in list(ls.folders if folders is None else folders):
+        if ls.folders.get(folder.uri) is not folder:
+            continue  # reopened or removed meanwhile (by another settings push, trust change or settings file)
         try:
             settings = ls.settings_for(folder.root)
         except SettingsError as exc:  # e.g. a broken config.toml of the user's: keep the folder on its old settings
@@ -106,8 +111,6 @@ async def _reopen_changed(ls: CodeloupeServer) -> None:
             ls.warn_notices(settings)  # the same index and answers: the folder stays open, warm
             continue
         # A new provider, model, budget or ignore list: reopen the folder on the new settings.
-        if ls.folders.get(folder.uri) is not folder:
-            continue  # reopened meanwhile, by the other of a settings push and a trust change
         ls.folders.pop(folder.uri)
         await folder.close()
         ls.open_folder(folder.uri)
@@ -139,13 +142,21 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def _changed(ls: CodeloupeServer, uris: list[str]) -> None:
-    """Queue changed files on their folders; files outside every folder are ignored."""
+async def _changed(ls: CodeloupeServer, uris: list[str]) -> None:
+    """Queue changed files on their folders; files outside every folder are ignored. A folder whose own settings
+    file (`.codeloupe.toml`, `pyproject.toml` at its root) is among them has its settings re-read, as a settings
+    push does: saved, the file applies at once rather than at the editor's next restart, still only as far as
+    the user's trust in the folder lets it (trust kept for the file as it was does not cover its new tables)."""
+    settings_changed: dict[str, Folder] = {}
     for uri in uris:
         path = uri_to_path(uri)
         folder = ls.folders.containing(path) if path is not None else None
         if folder is not None and path is not None:
             folder.request_paths([folder.ws.relative(path)])
+            if path.name in WORKSPACE_SETTINGS_FILES and path.parent.resolve() == folder.root:
+                settings_changed[folder.uri] = folder
+    if settings_changed:
+        await _reopen_changed(ls, settings_changed.values())
 
 
 def _can_pull_configuration(ls: CodeloupeServer) -> bool:

@@ -271,6 +271,31 @@ async def test_a_settings_file_that_gains_only_a_warning_is_told_without_reopeni
         await stop_server(client)
 
 
+async def test_a_saved_settings_file_applies_without_a_settings_push(project: Path) -> None:
+    """A `.codeloupe.toml` edited and saved in the running editor (a watched-file change, no settings push) was
+    re-indexed as a document only: its new `ignore` pattern applied at the editor's next restart. The folder's
+    settings are now re-read and it reopens on them, the ignored files leaving the index."""
+    settings_file = project / ".codeloupe.toml"
+    settings_file.write_text("chunk_budget = 1200\n", encoding="utf-8")
+    query = {"query": "log in with a password session token", "docs": "both"}
+    client = await start_server([project], options={"trusted": True})
+    try:
+        (opened,) = await client.wait_ready()
+        assert "docs/guide.md" in location_paths(await client.request("codeloupe/search", query))
+        settings_file.write_text('chunk_budget = 1200\nignore = ["docs/"]\n', encoding="utf-8")
+        client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+            uri=uri(settings_file), type=lsp.FileChangeType.Changed)]))
+        for _ in range(1200):  # not a speed check: the folder reopens in the background
+            (folder,) = await client.wait_ready()
+            if folder["files"] != opened["files"]:
+                break
+            await asyncio.sleep(0.05)
+        assert folder["files"] == opened["files"] - 1
+        assert "docs/guide.md" not in location_paths(await client.request("codeloupe/search", query))
+    finally:
+        await stop_server(client)
+
+
 async def test_settings_changed_in_quick_succession_show_no_error(client: Client, project: Path) -> None:
     """Each change reopens the folder; a folder closed while its refresh walked the tree reported that run's
     end (its writer shut down) as an indexing failure, in a pop-up."""

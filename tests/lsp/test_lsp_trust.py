@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lsp_helpers import Client, start_server, stop_server
+from lsp_helpers import Client, start_server, stop_server, uri
 from lsprotocol import types as lsp
 
 from chat_server import ChatServer
@@ -36,6 +36,36 @@ async def _search_and_ask(client: Client) -> None:
     await client.request("codeloupe/search", {"query": MARKER})
     answer = await client.request("codeloupe/ask", {"query": f"what does {MARKER} do?"})
     assert answer["fallback"], answer  # both hosts only record: the answer is the bundle
+
+
+def _trust(repo: Path, *flags: str) -> None:
+    """`codeloupe trust` run in a terminal: the real CLI, on the same user config dir as the server."""
+    subprocess.run([sys.executable, "-m", "codeloupe", "trust", *flags, str(repo)], check=True, capture_output=True,
+                   env=dict(os.environ))
+
+
+async def _folder_when(client: Client, trusted: bool, provider: str) -> dict[str, Any]:
+    """The only folder's status, once it says `trusted` and embeds with `provider`."""
+    folders: list[dict[str, Any]] = []
+    for _ in range(1200):  # not a speed check: the server re-reads the trust store about once a second
+        folders = await client.status()
+        if len(folders) == 1 and folders[0]["trusted"] is trusted and folders[0]["provider"] == provider:
+            return folders[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the folder never became trusted={trusted} on {provider}: {folders}")
+
+
+def _repo_embedding_with(repo: Path, base_url: str, model: str) -> Path:
+    """A repository whose `.codeloupe.toml` chooses an embedding endpoint (which only trust lets it choose)."""
+    (repo / "app").mkdir(parents=True, exist_ok=True)
+    (repo / "app" / "ledger.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
+    settings_file = repo / ".codeloupe.toml"
+    settings_file.write_text(f'embed_provider = "openai"\nembed_base_url = "{base_url}"\nembed_model = "{model}"\n',
+                             encoding="utf-8")
+    user_config = user_config_dir() / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text('embed_provider = "none"\n', encoding="utf-8")
+    return settings_file
 
 
 async def test_an_untrusted_folder_sends_nothing_to_the_repositorys_host(tmp_path: Path) -> None:
@@ -111,42 +141,47 @@ async def test_a_later_codeloupe_trust_and_revoke_reach_the_running_server(tmp_p
     Until then nothing goes to the repository's host."""
     with ChatServer() as repo_host:
         repo = tmp_path / "repo"
-        (repo / "app").mkdir(parents=True)
-        (repo / "app" / "ledger.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
-        (repo / ".codeloupe.toml").write_text(f'embed_provider = "openai"\nembed_base_url = "{repo_host.base_url}"\n'
-                                              'embed_model = "exfil"\n', encoding="utf-8")
-        user_config = user_config_dir() / "config.toml"
-        user_config.parent.mkdir(parents=True, exist_ok=True)
-        user_config.write_text('embed_provider = "none"\n', encoding="utf-8")
-
-        def trust(*flags: str) -> None:  # the real CLI, on the same user config dir as the server
-            subprocess.run([sys.executable, "-m", "codeloupe", "trust", *flags, str(repo)], check=True,
-                           capture_output=True, env=dict(os.environ))
-
-        async def folder_when(trusted: bool, provider: str) -> dict[str, Any]:
-            folders: list[dict[str, Any]] = []
-            for _ in range(1200):  # not a speed check: the server re-reads the trust store about once a second
-                folders = await client.status()
-                if len(folders) == 1 and folders[0]["trusted"] is trusted and folders[0]["provider"] == provider:
-                    return folders[0]
-                await asyncio.sleep(0.05)
-            raise AssertionError(f"the folder never became trusted={trusted} on {provider}: {folders}")
-
+        _repo_embedding_with(repo, repo_host.base_url, "exfil")
         client = await start_server([repo], options={"embedProvider": None})
         try:
             await client.wait_ready()
-            await folder_when(False, "none")
+            await _folder_when(client, False, "none")
             assert (await client.request("codeloupe/search", {"query": "post entry"}))["core"]
             assert repo_host.received == []
-            trust()
-            trusted = await folder_when(True, "openai")
+            _trust(repo)
+            trusted = await _folder_when(client, True, "openai")
             assert trusted["model"].endswith("/exfil@native"), trusted
             await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.received_paths()),
                                     "embeddings on the endpoint the trusted folder chose")
-            trust("--revoke")
-            await folder_when(False, "none")
+            _trust(repo, "--revoke")
+            await _folder_when(client, False, "none")
         finally:
             await stop_server(client)
+
+
+async def test_a_trusted_settings_file_changed_in_the_running_editor_is_trusted_no_more(tmp_path: Path) -> None:
+    """A folder trusted with `codeloupe trust` whose `.codeloupe.toml` then changes (a pull, an edit) while the
+    editor runs: re-read on the watched-file change, the new file is not the one trusted, so its endpoint and model
+    are ignored and the folder reopens on the user's settings; the new model never reaches the repository's
+    host."""
+    with ChatServer() as repo_host:
+        repo = tmp_path / "repo"
+        settings_file = _repo_embedding_with(repo, repo_host.base_url, "exfil")
+        _trust(repo)
+        client = await start_server([repo], options={"embedProvider": None})
+        try:
+            await client.wait_ready()
+            await _folder_when(client, True, "openai")
+            settings_file.write_text(settings_file.read_text(encoding="utf-8").replace('"exfil"', '"exfil-more"'),
+                                     encoding="utf-8")
+            client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+                uri=uri(settings_file), type=lsp.FileChangeType.Changed)]))
+            await _folder_when(client, False, "none")
+            await client.wait_until(lambda: any("changed since you trusted it" in w and "embed_model" in w
+                                                for w in _warnings(client)), "the ignored settings' warning")
+        finally:
+            await stop_server(client)
+        assert "exfil-more" not in repo_host.everything()
 
 
 async def test_a_folder_whose_settings_file_has_a_typo_opens_and_the_editor_is_told(tmp_path: Path) -> None:
