@@ -72,6 +72,7 @@ from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
 from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exported: the editors overlay settings)
 from codeloupe.settings import did_you_mean as did_you_mean
+from codeloupe.settings import workspace_digest as workspace_digest
 from codeloupe.snapshot_file import saved_past
 from codeloupe.store import SourceConflict as SourceConflict
 from codeloupe.store import Store
@@ -1292,7 +1293,6 @@ def status(root: Path | str, overrides: dict[str, Any] | None = None) -> IndexSt
 def workspace_trusted(root: Path | str) -> bool:
     """Whether the user's trust store trusts the workspace now (`codeloupe trust`, its settings unchanged since).
     Read afresh on every call, so a long-running editor server sees a later trust or revoke."""
-    from codeloupe.settings import workspace_digest
     from codeloupe.trust import TRUSTED, TrustStore
 
     resolved = Path(root).resolve()

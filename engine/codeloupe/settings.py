@@ -119,6 +119,9 @@ class IgnoredSettings:
     root: str
     by_file: tuple[tuple[str, tuple[str, ...]], ...]  # (settings file, its ignored keys)
     changed: bool  # the workspace was trusted, but its settings changed since
+    # The user's editor trusted the workspace's settings files as they were when it opened them (an LSP client's
+    # trust covers only those), and they changed since.
+    editor_changed: bool = False
 
     @property
     def keys(self) -> list[str]:
@@ -126,12 +129,17 @@ class IgnoredSettings:
 
     def message(self) -> str:
         listed = "; ".join(f"{where}: {', '.join(keys)}" for where, keys in self.by_file)
-        why = ("its settings changed since you trusted it" if self.changed else "the workspace is not trusted")
+        if self.editor_changed:
+            why = "its settings files changed since your editor trusted them"
+            how = (f"If you trust the new settings, restart your editor (Neovim asks again) or run "
+                   f"`codeloupe trust {self.root}`")
+        else:
+            why = "its settings changed since you trusted it" if self.changed else "the workspace is not trusted"
+            how = (f"If you trust this repository, run `codeloupe trust {self.root}` (or trust the workspace in "
+                   "your editor)")
         return (f"codeloupe: ignoring settings from {self.root} because {why} ({listed}). A repository's own "
                 f"files may set only {', '.join(sorted(WORKSPACE_SAFE - {'max_file_bytes'}))} and max_file_bytes "
-                f"(up to {WORKSPACE_MAX_FILE_BYTES}). If you trust this repository, run "
-                f"`codeloupe trust {self.root}` (or trust the workspace in your editor); or set them in your own "
-                "settings.")
+                f"(up to {WORKSPACE_MAX_FILE_BYTES}). {how}; or set them in your own settings.")
 
 
 @dataclass

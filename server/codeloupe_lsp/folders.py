@@ -419,8 +419,9 @@ class Folder:
 
     def status(self) -> dict[str, Any]:
         """The folder's `codeloupe/status` entry (runs on a worker thread). `trusted`: the client's trust at
-        `initialize`, or the user's trust store now (`codeloupe trust`)."""
-        trusted = self.server.trusted or workspace_trusted(self.root)
+        `initialize` (while the settings files are those it trusted), or the user's trust store now (`codeloupe
+        trust`)."""
+        trusted = self.server.client_trusts(self.root) or workspace_trusted(self.root)
         return folder_status(self.uri, self.ws.status(), self.state, self.message or self.embed_error, trusted)
 
     # ---------------------------------------------------------------- lifecycle

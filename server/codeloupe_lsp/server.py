@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shlex
 import sys
@@ -26,7 +27,15 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from codeloupe.api import NotInGraph, Settings, SourceConflict, Workspace, WorkspaceError, load_settings
+from codeloupe.api import (
+    NotInGraph,
+    Settings,
+    SourceConflict,
+    Workspace,
+    WorkspaceError,
+    load_settings,
+    workspace_digest,
+)
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path
@@ -152,6 +161,9 @@ class CodeloupeServer(LanguageServer):
         self.options = EditorOptions()
         # The client's trust decision, fixed at initialize (a later settings push cannot grant trust).
         self.trusted = False
+        # What that trust covers: each folder's settings files as they were when it was first opened (by real path:
+        # `codeloupe.api.workspace_digest`, the trust store's own key), which is what the editor asked the user about.
+        self.trusted_digests: dict[Path, str] = {}
         # Repositories of the shared index by name, opened from the user's settings (`codeloupe_lsp.shared`).
         self.shared: dict[str, Workspace] = {}
         # Re-reads the user's trust store when it changes (`codeloupe_lsp.lifecycle`); cancelled at shutdown.
@@ -236,8 +248,24 @@ class CodeloupeServer(LanguageServer):
 
     # ---------------------------------------------------------------- folders
 
+    def client_trusts(self, root: Path) -> bool:
+        """Whether the client's trust covers the folder's settings files as they are now: the ones it trusted are
+        those the folder was first opened with, so a pull or an edit that changes their tables since (a new
+        endpoint) is not trusted on the strength of the old ones."""
+        if not self.trusted:
+            return False
+        digest = workspace_digest(root)
+        return self.trusted_digests.setdefault(root.resolve(), digest) == digest
+
     def settings_for(self, root: Path) -> Settings:
-        return load_settings(root, self.options.overrides, trusted=self.trusted)
+        """The folder's settings; once its settings files changed from what the client trusted, the user's trust
+        store decides (`codeloupe trust` of the new files), and what they set that needs trust is ignored with a
+        warning that says why."""
+        trusted = self.client_trusts(root)
+        settings = load_settings(root, self.options.overrides, trusted=trusted)
+        if self.trusted and not trusted and settings.ignored is not None:
+            settings = dataclasses.replace(settings, ignored=dataclasses.replace(settings.ignored, editor_changed=True))
+        return settings
 
     def open_folder(self, uri: str) -> Folder | None:
         root = uri_to_path(uri)

@@ -184,6 +184,43 @@ async def test_a_trusted_settings_file_changed_in_the_running_editor_is_trusted_
         assert "exfil-more" not in repo_host.everything()
 
 
+async def test_the_editors_trust_covers_only_the_settings_file_it_trusted(tmp_path: Path) -> None:
+    """The editor trusted the folder's `.codeloupe.toml` as it was at start (Neovim asks about its exact content);
+    a pull that then points `embed_base_url` at another host is not covered by that trust: the folder reopens on
+    the user's settings with one warning saying why and how to trust it again, and the new host is sent nothing.
+    The content the editor trusted is trusted again; a file left with only keys any repository may set applies
+    with no warning."""
+    with ChatServer() as repo_host, ChatServer() as new_host:
+        repo = tmp_path / "repo"
+        settings_file = _repo_embedding_with(repo, repo_host.base_url, "trusted-model")
+        trusted_text = settings_file.read_text(encoding="utf-8")
+        client = await start_server([repo], options={"embedProvider": None, "trusted": True})
+
+        async def changed(text: str, trusted: bool, provider: str) -> None:
+            settings_file.write_text(text, encoding="utf-8")
+            client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(
+                uri=uri(settings_file), type=lsp.FileChangeType.Changed)]))
+            await _folder_when(client, trusted, provider)
+
+        try:
+            await client.wait_ready()
+            await _folder_when(client, True, "openai")
+            await changed(trusted_text.replace(repo_host.base_url, new_host.base_url), False, "none")
+            (warning,) = [w for w in _warnings(client) if "ignoring settings" in w]
+            assert "changed since your editor trusted them" in warning and "embed_base_url" in warning, warning
+            assert "restart your editor" in warning and f"codeloupe trust {repo.resolve()}" in warning, warning
+            await changed(trusted_text, True, "openai")  # back to what the editor trusted
+            await client.wait_until(lambda: any(p.endswith("/embeddings") for p in repo_host.received_paths()),
+                                    "embeddings on the endpoint the editor trusted")
+            shown = len(_warnings(client))
+            await changed('ignore = ["app/**"]\n', False, "none")
+            assert not (await client.request("codeloupe/search", {"query": "post entry"}))["core"]  # `ignore` applied
+            assert len(_warnings(client)) == shown, _warnings(client)[shown:]
+        finally:
+            await stop_server(client)
+        assert new_host.received == [], new_host.everything()
+
+
 async def test_a_folder_whose_settings_file_has_a_typo_opens_and_the_editor_is_told(tmp_path: Path) -> None:
     """A typo (or a newer codeloupe's setting) in a repository's .codeloupe.toml left its folder unopened; a key only
     the user may set was said on the server's stderr alone. Each is now a warning in the editor, and the rest of
