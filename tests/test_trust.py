@@ -347,3 +347,20 @@ def test_a_trust_store_that_cannot_be_written_is_one_line_not_a_traceback(
     assert main(["trust", "--strategy", str(tmp_path / "missing.py")]) == 2
     assert capsys.readouterr().err.strip() == (f"codeloupe: cannot trust the strategy {tmp_path / 'missing.py'}: "
                                                "No such file or directory")
+
+
+def test_a_digest_the_client_trusted_covers_only_the_tables_the_load_reads(tmp_path: Path) -> None:
+    """The language server hands load_settings the digest of the settings files the editor trusted; the load
+    compares it with the tables it reads itself, so a file rewritten after the server took that digest (a pull
+    landing between two reads) is decided by the trust store, never applied under the editor's trust."""
+    from codeloupe.settings import load_settings, workspace_digest
+
+    (tmp_path / ".codeloupe.toml").write_text('embed_base_url = "http://127.0.0.1:9/v1"\n')
+    trusted = workspace_digest(tmp_path)
+    same = load_settings(tmp_path, trusted_digest=trusted)
+    assert same.ignored is None and same.embed_base_url == "http://127.0.0.1:9/v1"
+
+    (tmp_path / ".codeloupe.toml").write_text('embed_base_url = "http://127.0.0.1:8/v1"\n')
+    changed = load_settings(tmp_path, trusted_digest=trusted)
+    assert changed.ignored is not None and "embed_base_url" in changed.ignored.keys
+    assert changed.embed_base_url != "http://127.0.0.1:8/v1"

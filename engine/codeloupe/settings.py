@@ -463,11 +463,16 @@ def _needs_trust(key: str, value: Any, where: str) -> bool:
         return False
 
 
-def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Mapping[str, str]) -> Settings:
+def _apply_workspace(settings: Settings, root: Path, trusted: bool, trusted_digest: str | None,
+                     environ: Mapping[str, str]) -> Settings:
     warnings: list[str] = []
     files = workspace_settings(root, warnings)
     # Trust is keyed by the files' whole tables, the keys left out below included (no file: nothing to trust).
-    state = TRUSTED if trusted or not files else TrustStore.default(environ).state(root, settings_digest(files))
+    # `trusted_digest` is compared with the tables read here, once: a file rewritten between a caller's own read
+    # and this one is never applied on the strength of what the caller read.
+    digest = settings_digest(files) if files else ""
+    state = TRUSTED if trusted or not files or digest == trusted_digest else \
+        TrustStore.default(environ).state(root, digest)
     ignored: list[tuple[str, tuple[str, ...]]] = []
     for label, table in files.items():
         where = str(root / label)
@@ -490,9 +495,11 @@ def _apply_workspace(settings: Settings, root: Path, trusted: bool, environ: Map
 
 def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None, *, trusted: bool = False,
-                  overrides_from: str = "overrides") -> Settings:
+                  trusted_digest: str | None = None, overrides_from: str = "overrides") -> Settings:
     """The settings for a workspace (or none). `trusted`: the caller's client already established the user's
-    trust in the workspace (an editor's workspace trust); otherwise the user's trust store decides.
+    trust in the workspace (an editor's workspace trust); `trusted_digest`: the client trusted the settings
+    files whose tables have this digest (`workspace_digest`), and only those; otherwise the user's trust store
+    decides.
     `overrides_from`: where the overrides came from, as an error about one of them names it ("the command
     line")."""
     env = os.environ if environ is None else environ
@@ -501,7 +508,7 @@ def load_settings(root: Path | None = None, overrides: dict[str, Any] | None = N
     if user_file.is_file():
         settings = apply(settings, _read_toml(user_file, follow_links=True), str(user_file), base_dir=user_file.parent)
     if root is not None:
-        settings = _apply_workspace(settings, Path(root).resolve(), trusted, env)
+        settings = _apply_workspace(settings, Path(root).resolve(), trusted, trusted_digest, env)
     from_env = {
         name[len(_ENV_PREFIX):].lower(): value
         for name, value in env.items()

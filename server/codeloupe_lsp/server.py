@@ -261,9 +261,12 @@ class CodeloupeServer(LanguageServer):
         """The folder's settings; once its settings files changed from what the client trusted, the user's trust
         store decides (`codeloupe trust` of the new files), and what they set that needs trust is ignored with a
         warning that says why."""
-        trusted = self.client_trusts(root)
-        settings = load_settings(root, self.options.overrides, trusted=trusted)
-        if self.trusted and not trusted and settings.ignored is not None:
+        # The digest is compared with the tables load_settings reads itself: a file rewritten after
+        # `client_trusts` read it (a pull landing between two reads) falls to the trust store, not the editor's trust.
+        trusted_digest = self.trusted_digests.setdefault(root.resolve(), workspace_digest(root)) \
+            if self.trusted else None
+        settings = load_settings(root, self.options.overrides, trusted_digest=trusted_digest)
+        if self.trusted and settings.ignored is not None:
             settings = dataclasses.replace(settings, ignored=dataclasses.replace(settings.ignored, editor_changed=True))
         return settings
 
