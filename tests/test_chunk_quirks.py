@@ -19,7 +19,7 @@ from codeloupe.chunk import (
     is_doc_language,
     validate_partition,
 )
-from codeloupe.chunk.lines import Lines, has_exotic_break
+from codeloupe.chunk.lines import Lines, has_lone_cr
 from codeloupe.cli import main
 from codeloupe.types import Chunk, ChunkedFile
 
@@ -187,8 +187,10 @@ def test_edge_texts_partition(text: str) -> None:
     assert result.fallback_reason == ""
 
 
-# Lines as `str.splitlines` makes them, and what the budget counts of each: the characters that are not these.
+# What the budget counts of a line: the characters that are not these.
 _NOT_COUNTED = str.maketrans("", "", " \t\r\n\x0b\x0c\x1c\x1d\x1e\x85\xa0\u2028\u2029\u3000\ufeff")
+# Lines as editors and the LSP make them: each ends at \n, \r\n or a lone \r, and nowhere else.
+_EDITOR_LINE = re.compile("[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 
 
 @pytest.mark.parametrize("text", [
@@ -200,28 +202,36 @@ _NOT_COUNTED = str.maketrans("", "", " \t\r\n\x0b\x0c\x1c\x1d\x1e\x85\xa0\u2028\
     "\ufeffname = '\u3000\xa0 caf\u00e9 \U0001F600'\x1c\x1d\x1e\x85\u2029 tail",
     "lone = '\ud800'\n\t\t\n  x\x0b",
 ])
-def test_line_sizes_and_breaks_match_the_lines_python_makes(text: str) -> None:
+def test_line_sizes_and_breaks_match_the_lines_editors_make(text: str) -> None:
     """Sizes, the longest line and whether tree-sitter's rows can be trusted, all counted over the whole text
-    at once, agree with the same figures taken line by line."""
+    at once, agree with the same figures taken line by line, over the lines an editor shows."""
     lines = Lines(text)
-    expected = text.splitlines(keepends=True)
+    expected = _EDITOR_LINE.findall(text)
     assert lines.lines == expected
     assert lines.sizes == [len(line.translate(_NOT_COUNTED)) for line in expected]
     assert lines.size(1, lines.count) == len(text.translate(_NOT_COUNTED))
     assert lines.longest == max(map(len, expected))
-    assert has_exotic_break(text) == bool(re.search("\r(?!\n)|[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]", text))
+    assert has_lone_cr(text) == bool(re.search("\r(?!\n)", text))
 
 
-def test_definitions_after_exotic_breaks_start_on_their_own_lines() -> None:
-    """A form feed or a lone CR ends a line for Python but not a row for tree-sitter: definitions after them
-    are placed by byte offsets, on the lines `splitlines` gives."""
-    text = "import os\x0c\ndef first():\r    return 1\n\x0c\ndef second():\n    return 2\n"
-    result = chunk_file("breaks.py", text, "python", budget=10)
+@pytest.mark.parametrize(("path", "language", "text", "expected"), [
+    ("breaks.py", "python", "import os\x0c\ndef first():\r    return 1\n\x0c\ndef second():\n    return 2\n",
+     {"first": 2, "second": 5}),
+    ("breaks.js", "javascript", "const s = 'a\u2028b';\n\x0c\nfunction one() {\n  return 1;\n}\n\u2029\r"
+     "function two() {\r\n  return 2;\r\n}\n", {"one": 3, "two": 7}),
+])
+def test_definitions_after_page_breaks_and_lone_crs_are_on_the_editors_lines(
+        path: str, language: str, text: str, expected: dict[str, int]) -> None:
+    """A form feed or U+2028 ends no line in an editor, a lone CR ends one for an editor but not a row for
+    tree-sitter: every definition starts on the line an editor shows it on (nodes after a lone CR are placed
+    by byte offsets)."""
+    result = chunk_file(path, text, language, budget=10)
     validate_partition(text, result.chunks)
-    lines = text.splitlines(keepends=True)
-    for name in ("first", "second"):
-        symbol = next(s for s in result.symbols if s.name == name)
-        assert lines[symbol.start_line - 1].startswith(f"def {name}")
+    assert {s.name: s.start_line for s in result.symbols if s.name in expected} == expected
+    lines = _EDITOR_LINE.findall(text)
+    for name, line in expected.items():
+        assert name in lines[line - 1]
+        assert any(c.start_line <= line <= c.end_line and name in c.text for c in result.chunks)
 
 
 def test_syntax_errors_still_partition() -> None:

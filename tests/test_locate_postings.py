@@ -21,7 +21,7 @@ FILES = {
         "    return [HTTPConnection() for _ in range(size)]\n"
     ),
     "app/odd.py": (
-        "x = 1\x0cself = 2\n"  # a form feed: two lines to splitlines
+        "x = 1\x0cself = 2\n"  # a form feed: one line to an editor, two to str.splitlines
         "caf\u00e9 = 'caf\u00e9 latte'\r\n"
         "$dollar = jQuery$ + $dollar\n"
         "value3des = 3des + the_value\n"
@@ -44,7 +44,7 @@ def reference(root: Path, text: str, identifier: bool) -> list[tuple[str, int, i
     whole = re.compile(rf"(?<![\w$]){re.escape(text)}(?![\w$])")
     found = []
     for path in sorted(p for p in FILES):
-        for number, line in enumerate((root / path).read_bytes().decode().splitlines(), 1):
+        for number, line in enumerate(re.split("\r\n|\r|\n", (root / path).read_bytes().decode()), 1):
             column = (whole.search(line).start() if whole.search(line) else -1) if identifier else line.find(text)
             if column >= 0:
                 found.append((path, number, column + 1))

@@ -97,6 +97,8 @@ from codeloupe.types import (
     Symbol,
     Tour,
     UsedDefinition,
+    count_line_breaks,
+    split_lines,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +172,7 @@ def check_locate_text(text: str) -> None:
     naming `text`: a surface calls it before it indexes anything, since no index would answer it."""
     if not text.strip():
         raise InvalidArgument("text", "must not be empty")
-    lines = text.count("\n") + 1
+    lines = count_line_breaks(text) + 1
     if lines > 1:
         raise InvalidArgument("text", f"must be one line, got {lines:,} lines")
 
@@ -625,7 +627,7 @@ class Workspace:
             raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
         except OSError as exc:
             raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
-        lines = raw.decode("utf-8", errors="replace").splitlines(keepends=True)
+        lines = split_lines(raw.decode("utf-8", errors="replace"))
         if start_line is None and end_line is None:
             return "".join(lines)
         start_line = 1 if start_line is None else start_line  # an end alone: the file's start up to it
@@ -655,7 +657,7 @@ class Workspace:
             start_line, end_line, chosen = self._definition_span(rel, row.id, symbol, line)
         text = self.read_lines(rel, start_line, end_line)
         first = 1 if start_line is None else start_line
-        return Expansion(rel, first, first + max(len(text.splitlines()), 1) - 1, text, chosen)
+        return Expansion(rel, first, first + max(len(split_lines(text)), 1) - 1, text, chosen)
 
     def _definition_span(self, rel: str, file_id: int, symbol: str, line: int | None) -> tuple[int, int, str]:
         symbols = self.symbols([rel]).get(rel, [])
@@ -748,7 +750,7 @@ class Workspace:
         """The first line of a definition's docstring (a string first in its body) or of the comment block right
         above it; "" when it has neither."""
         try:
-            lines = self.read_lines(rel).splitlines()
+            lines = split_lines(self.read_lines(rel), keepends=False)
         except WorkspaceError:
             return ""
         body = lines[symbol.start_line:min(symbol.end_line, symbol.start_line + 4)]

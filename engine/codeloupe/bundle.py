@@ -16,7 +16,7 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import tokenize
-from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet
+from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet, count_line_breaks, split_lines
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -190,7 +190,7 @@ def _chunk_hit(snap: Snapshot, row: int, text: str, fusion: Fusion, query_terms:
 
 def make_snippet(text: str, start_line: int, query_terms: list[str], radius: int = R.SNIPPET_RADIUS) -> Snippet:
     """The chunk's best-matching line (most of the query's rarest terms) with `radius` lines either side."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     if not lines:
         return Snippet(start_line, start_line, start_line, "", False)
     best = _best_line(text.lower(), query_terms)
@@ -200,7 +200,7 @@ def make_snippet(text: str, start_line: int, query_terms: list[str], radius: int
 
 
 def _best_line(lowered: str, terms: list[str]) -> int:
-    """0-based line holding the most distinct query terms: str.find per term, one newline count per hit."""
+    """0-based line holding the most distinct query terms: str.find per term, one count of line breaks per hit."""
     hits: list[tuple[int, str]] = []
     for term in terms:
         pos = lowered.find(term)
@@ -213,7 +213,7 @@ def _best_line(lowered: str, terms: list[str]) -> int:
     per_line: dict[int, set[str]] = defaultdict(set)
     line, last = 0, 0
     for pos, term in hits:
-        line += lowered.count("\n", last, pos)
+        line += count_line_breaks(lowered, last, pos)
         last = pos
         per_line[line].add(term)
     return min(per_line, key=lambda n: (-len(per_line[n]), n))

@@ -35,6 +35,7 @@ from codeloupe.chunk.strategy_sandbox import ALLOWED_IMPORTS, static_problems
 from codeloupe.discover import decode_source, walk
 from codeloupe.settings import Settings
 from codeloupe.trust import TrustStore, file_digest
+from codeloupe.types import split_lines
 
 MIN_FILES = 2
 MAX_ATTEMPTS = 3
@@ -196,7 +197,7 @@ _SYSTEM = ("You write chunking strategies for codeloupe, a code search engine: a
 def _first_messages(extension: str, files: dict[str, str]) -> list[dict[str, str]]:
     samples = []
     for path in list(files)[:SAMPLE_FILES]:
-        lines = files[path].splitlines(keepends=True)
+        lines = split_lines(files[path])
         shown = "".join(lines[:SAMPLE_LINES])[:SAMPLE_CHARS]
         more = f"\n(... {len(lines)} lines in all)" if shown != files[path] else ""
         samples.append(f"--- {path} ---\n{shown}{more}")
@@ -240,7 +241,7 @@ def check_strategy(source: str, extension: str, files: dict[str, str], name: str
     strategy = Strategy(name, claimed, source, sha256, origin=origin)
     for path, text in files.items():
         try:
-            apply_strategy(strategy, text, text.splitlines(keepends=True))
+            apply_strategy(strategy, text, split_lines(text))
         except StrategyError as exc:
             problems.append(f"{path}: {exc}")
     return problems

@@ -48,7 +48,7 @@ from codeloupe.parallel import map_in_workers, until
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
-from codeloupe.types import ChunkedFile, IndexReport, Progress
+from codeloupe.types import ChunkedFile, IndexReport, Progress, split_lines
 
 log = logging.getLogger("codeloupe.index")
 
@@ -375,7 +375,7 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
     path_terms = path_tokens(chunked.path)
     terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in chunked.chunks]).kept()
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
-                    line_count=len(text.splitlines()), terms=terms)
+                    line_count=len(split_lines(text)), terms=terms)
 
 
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,

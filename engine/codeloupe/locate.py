@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codeloupe.lanes.tokens import whole_word_terms
-from codeloupe.types import Located, Location
+from codeloupe.types import Located, Location, split_lines
 
 if TYPE_CHECKING:
     from codeloupe.search import Snapshot
@@ -41,7 +41,7 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
         for row, chunk in zip(batch, table.texts.many(batch), strict=True):
             if text not in chunk:
                 continue
-            found = sum(1 for line in chunk.splitlines() if text in line and (whole is None or whole.search(line)))
+            found = sum(1 for line in split_lines(chunk, keepends=False) if text in line and (whole is None or whole.search(line)))
             if found:
                 total += found
                 counted.append((snap.chunk_paths[row], int(table.start_lines[row]), row))
@@ -50,7 +50,7 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
     for path, first, row in counted:  # read again, the few shown: the texts of every match are not held
         if len(hits) >= limit:
             break
-        for offset, line_text in enumerate(table.texts[row].splitlines()):
+        for offset, line_text in enumerate(split_lines(table.texts[row], keepends=False)):
             column = line_text.find(text) if whole is None else _column(whole.search(line_text))
             if column >= 0:
                 hits.append(Location(path, first + offset, column + 1, line_text, first,

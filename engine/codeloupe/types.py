@@ -4,12 +4,39 @@ Every public engine function returns these plain dataclasses. The CLI, the langu
 all stand on this boundary; nothing above it sees SQL rows, numpy arrays or tree-sitter nodes.
 
 Line numbers are 1-based and inclusive everywhere in the engine; the server converts to LSP's 0-based
-ranges in exactly one place.
+ranges in exactly one place. A line ends at "\\n", "\\r\\n" or a lone "\\r" and nowhere else (`split_lines`): the
+rule of the Language Server Protocol and of the editors, so that line N is the line an editor shows as N.
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------------- lines
+
+# What `str.splitlines` also ends a line at and editors do not (form feed, U+2028, ...): without them (and
+# without a lone CR, which both honour) splitlines already follows the rule, and is the fastest to run.
+_SPLITLINES_ONLY = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def split_lines(text: str, *, keepends: bool = True) -> list[str]:
+    """The lines of `text` as editors and the LSP count them: each ends at "\\n", "\\r\\n" or a lone "\\r" (kept
+    with it unless `keepends` is false), and a last line without a break is a line. A form feed, a vertical tab,
+    U+0085, U+2028 or U+2029 is a character of its line, where `str.splitlines` ends the line there and every
+    line number after it would point at another line in the user's editor."""
+    if not any(c in text for c in _SPLITLINES_ONLY):
+        return text.splitlines(keepends)
+    lines = io.StringIO(text, newline="").readlines()  # universal newlines, the breaks kept as they are
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]  # a line holds one break, at its end
+
+
+def count_line_breaks(text: str, start: int = 0, end: int | None = None) -> int:
+    """The line breaks in `text[start:end]` (see `split_lines`): a CRLF is one, so a range must not end
+    between its CR and LF."""
+    end = len(text) if end is None else end
+    return text.count("\n", start, end) + text.count("\r", start, end) - text.count("\r\n", start, end)
+
 
 # --------------------------------------------------------------------------------------------- index
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from codeloupe.types import count_line_breaks
+
 
 def invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=message)
@@ -44,7 +46,7 @@ class Params:
             raise self._bad(name, "a non-empty string", value)
         if max_chars and len(value) > max_chars:
             raise invalid(f"{self.method}: `{name}` must be at most {max_chars:,} characters, got {len(value):,}")
-        lines = value.count("\n") + 1 if one_line else 1
+        lines = count_line_breaks(value) + 1 if one_line else 1
         if lines > 1:
             raise invalid(f"{self.method}: `{name}` must be one line, got {lines:,} lines")
         return value

@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 
-from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk
+from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk, split_lines
 
 DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits; more is rarely read
 MIN_BUDGET_BYTES = 1_000
@@ -263,10 +263,10 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
         return _within(whole, budget.limit)  # the heading alone (a deep path, long notes) leaves no room to go on
     kept = _lines_within(found.text, budget.left())
     if kept:
-        last = start + len(kept.splitlines()) - 1
+        last = start + len(split_lines(kept)) - 1
         return f"{head}\n```\n{kept.rstrip(chr(10))}\n```\n{_expand_cut_note(last, end, budget.limit)}"
     # Not even the first line fits: without its start the agent was sent back to the same line for ever.
-    first = found.text.splitlines(keepends=True)[0].rstrip("\r\n")
+    first = split_lines(found.text, keepends=False)[0]
     part = _prefix_within(first, budget.left())
     note = _long_line_note(start, len(first.encode("utf-8")), len(part.encode("utf-8")), end, budget.limit)
     return f"{head}\n```\n{part}\n```\n{note}"
@@ -389,7 +389,7 @@ def _anchor_excerpt(hit: FileHit, chunk: ChunkHit, room: int) -> str:
     snippet = chunk.snippet
     if snippet is None or not snippet.text:
         return ""
-    lines = snippet.text.splitlines()
+    lines = split_lines(snippet.text, keepends=False)
     return _widest_window(
         lines, snippet.anchor_line - snippet.start_line, room, _EXCERPT_MIN_LINES,
         lambda lo, hi: _excerpt_block(hit, chunk, snippet.start_line + lo, lines[lo:hi], snippet.anchor_line))
@@ -429,7 +429,7 @@ def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], 
 def _shorten(item: dict, room: int) -> dict | None:
     """`item` with its text narrowed to the widest window around its anchor line that fits `room` bytes as JSON
     (its leading lines were kept, which could leave the anchor out)."""
-    lines = item["text"].splitlines(keepends=True)
+    lines = split_lines(item["text"])
     first = item["text_start_line"]
 
     def narrowed(lo: int, hi: int) -> str:
@@ -446,7 +446,7 @@ def _lines_within(text: str, room: int) -> str:
         return text
     out: list[str] = []
     used = 0
-    for line in text.splitlines(keepends=True):
+    for line in split_lines(text):
         size = len(line.encode("utf-8"))
         if used + size > room:
             break

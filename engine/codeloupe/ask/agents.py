@@ -23,6 +23,7 @@ from codeloupe.ask.sources import Sources
 from codeloupe.context import WorkspaceContext
 from codeloupe.errors import WorkspaceError
 from codeloupe.store import FileRow
+from codeloupe.types import split_lines
 
 MAX_AGENTS = 4
 MAX_TOOL_ROUNDS = 3
@@ -144,7 +145,7 @@ class Span:
     label: str
 
     def lines(self) -> list[str]:
-        return self.text.splitlines(keepends=True)
+        return split_lines(self.text)
 
     @property
     def end_line(self) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.sources import Sources
-from codeloupe.types import Bundle, ChunkHit
+from codeloupe.types import Bundle, ChunkHit, split_lines
 
 # The bundle's chunks shown to the model, in characters (~12k tokens): enough for a CORE set in full plus the
 # RELATED map; chunks past it stay candidates (listed as uncited) but get no number.
@@ -37,7 +37,7 @@ class Excerpt:
     def render(self) -> str:
         """The header, then every line prefixed with its real line number (what sub-range citations use)."""
         width = len(str(self.end_line))
-        lines = self.text.splitlines()
+        lines = split_lines(self.text, keepends=False)
         body = "\n".join(f"{self.start_line + i:>{width}} | {line}" for i, line in enumerate(lines))
         return f"{self.header()}\n{body}"
 
@@ -45,7 +45,7 @@ class Excerpt:
 def chunk_text(path: str, chunk: ChunkHit, sources: Sources) -> str | None:
     """The chunk's full text: as the bundle carries it (CORE), else from disk when the file is unchanged
     (RELATED chunks travel without text). None when neither is trustworthy."""
-    if chunk.text and len(chunk.text.splitlines()) == chunk.end_line - chunk.start_line + 1:
+    if chunk.text and len(split_lines(chunk.text)) == chunk.end_line - chunk.start_line + 1:
         return chunk.text
     source = sources.get(path)
     if source.verified and source.lines is not None and chunk.end_line <= len(source.lines):

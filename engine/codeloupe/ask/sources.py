@@ -15,6 +15,7 @@ from codeloupe.discover import decode_source
 from codeloupe.errors import WorkspaceError
 from codeloupe.index import content_hash
 from codeloupe.store import FileRow, SymbolRow
+from codeloupe.types import split_lines
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Sources:
         if decoded.text is None:
             return SourceFile(path, None, False, row, f"{path} is no longer text ({decoded.skip_reason})")
         verified = row is not None and row.hash == content_hash(raw)
-        return SourceFile(path, decoded.text.splitlines(keepends=True), verified, row)
+        return SourceFile(path, split_lines(decoded.text), verified, row)
 
     def symbols(self, path: str) -> list[SymbolRow]:
         """The indexed symbols of an unchanged file (none for a changed one: their lines may be stale)."""

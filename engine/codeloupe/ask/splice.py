@@ -19,6 +19,7 @@ from codeloupe.ask.excerpts import Excerpt, Excerpts
 from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
+from codeloupe.types import split_lines
 
 _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?")
 _SPECIAL = re.compile(r"[\n\[<]")
@@ -120,7 +121,7 @@ class SpanResolver:
             return Citation(excerpt.k, excerpt.path, start, end, "".join(source.lines[start - 1:end]),
                             excerpt.language, requested, snapped, changed=False)
         # Changed (or never indexed): find the cited lines by content; the old numbers mean nothing now.
-        old = excerpt.text.splitlines(keepends=True)[start - excerpt.start_line:end - excerpt.start_line + 1]
+        old = split_lines(excerpt.text)[start - excerpt.start_line:end - excerpt.start_line + 1]
         at = relocate(old, source.lines, start)
         if at is None:
             return Dropped("stale", f"({excerpt.path} changed since it was indexed; the cited lines are gone)")

@@ -28,7 +28,9 @@ from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 log = logging.getLogger("codeloupe.chunk")
 
 # Bump whenever the chunks, symbols or skeleton for the same input change: the store re-chunks older files.
-CHUNKER_VERSION = 1
+# 2: lines end at \n, \r\n or a lone \r only, as in editors (a form feed or U+2028 ended one, and every line
+# number after it pointed at another line in the user's editor).
+CHUNKER_VERSION = 2
 # What a file's row records as its chunker version while its chunks are a fallback because the strategy claiming
 # it did not run on it (`StrategyNotRun`: no worker process could start, ...): no chunker's version, so the file
 # is never current and the next index run chunks it again, its strategy first. A version bump would chunk every

@@ -1,8 +1,8 @@
 """A file as lines: sizes, node-to-line mapping, the partition check and line windows.
 
-Lines follow `str.splitlines(keepends=True)`: a final line without a newline is a line, and the exotic
-separators Python recognises (lone CR, form feed, U+2028, ...) end lines too. Tree-sitter counts rows by
-"\\n" only, so when such separators occur, nodes are mapped to lines through byte offsets instead of rows.
+Lines are the editors' (`codeloupe.types.split_lines`): each ends at "\\n", "\\r\\n" or a lone "\\r", and a final
+line without a break is a line; a form feed or U+2028 is a character of its line. Tree-sitter counts rows by
+"\\n" only, so in a file with a lone CR, nodes are mapped to lines through byte offsets instead of rows.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from codeloupe.types import Chunk
+from codeloupe.types import Chunk, split_lines
 
-# Separators that `splitlines` honours but tree-sitter's row counter does not (and a CR not before a LF).
-_EXOTIC_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # Whitespace left out of a line's size (the budget counts non-whitespace characters), as a table of the
 # Basic Multilingual Plane, which holds all of it.
 _WHITESPACE = " \t\r\n\x0b\x0c\x1c\x1d\x1e\x85\xa0\u2028\u2029\u3000\ufeff"
@@ -27,10 +25,6 @@ _IS_WHITESPACE[[ord(c) for c in _WHITESPACE]] = True
 
 class PartitionError(ValueError):
     """A file's chunks do not cover its lines exactly once, in order, verbatim."""
-
-
-def split_lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
 
 
 def validate_partition(text: str, chunks: list[Chunk]) -> None:
@@ -58,10 +52,10 @@ def validate_partition(text: str, chunks: list[Chunk]) -> None:
         raise PartitionError(f"chunks end at line {expected_start - 1}; the file has {len(lines)} lines")
 
 
-def has_exotic_break(text: str) -> bool:
-    """Whether `text` ends a line where tree-sitter's rows do not: a CR alone or another separator (a few
-    scans of the text in C, where one regular expression over it took a tenth of chunking a file)."""
-    return text.count("\r") != text.count("\r\n") or any(c in text for c in _EXOTIC_BREAKS)
+def has_lone_cr(text: str) -> bool:
+    """Whether `text` ends a line where tree-sitter's rows do not: at a CR not before a LF (two scans of the
+    text in C, where one regular expression over it took a tenth of chunking a file)."""
+    return text.count("\r") != text.count("\r\n")
 
 
 def _sizes_before(text: str, lengths: np.ndarray) -> list[int]:
@@ -85,7 +79,7 @@ class Lines:
         self.sizes = np.diff(self._prefix).tolist()
         self.source = text.encode("utf-8", "surrogatepass")
         self._byte_starts: list[int] | None = None
-        if has_exotic_break(text):
+        if has_lone_cr(text):
             lengths = (len(line.encode("utf-8", "surrogatepass")) for line in self.lines)
             self._byte_starts = [0, *accumulate(lengths)][:-1]
 

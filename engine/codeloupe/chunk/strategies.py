@@ -67,10 +67,12 @@ class ChunkStrategy(Protocol):
         def chunk(text: str, lines: list[str]) -> list[tuple[int, int]]:
             ...
 
-    `text` is the whole file as decoded text; `lines` is `text.splitlines(keepends=True)` (a line is what
-    Python's splitlines makes a line, newline included). Return 1-based, inclusive `(start, end)` line
-    ranges that cover every line exactly once, in order: the first range starts at 1, each next one starts
-    right after the previous one ends, and the last ends at `len(lines)`. An empty file (no lines) gets `[]`.
+    `text` is the whole file as decoded text; `lines` is its lines as editors count them, each with its line
+    break: a line ends at "\\n", "\\r\\n" or a lone "\\r" only (a form feed or U+2028 is part of its line, where
+    `str.splitlines` would end one; `io.StringIO(text, newline="").readlines()` makes the same list). Return
+    1-based, inclusive `(start, end)` line ranges that cover every line exactly once, in order: the first range
+    starts at 1, each next one starts right after the previous one ends, and the last ends at `len(lines)`. An
+    empty file (no lines) gets `[]`.
     A range may carry a label as a third item, `(start, end, "name")`: the name of the definition, section or
     record it holds (shown in breadcrumbs). Cut at the format's own units (a definition, a section, a rule, a
     record), keeping a unit's leading comments with it; a chunk should stay under a few dozen lines (longer

@@ -243,8 +243,8 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here, in the worker: strategies imports this module. Before the cap, which is on top of them.
-    from codeloupe.chunk.lines import split_lines
     from codeloupe.chunk.strategies import StrategyError, partition_ranges
+    from codeloupe.types import split_lines
 
     _cap_address_space(memory_bytes)
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.errors import InvalidArgument, WorkspaceError
+from codeloupe.types import split_lines
 
 from . import CliError
 from .workspace_root import find_workspace_root
@@ -242,8 +243,9 @@ def markup_safe(text: str) -> str:
 def print_code(console: Console, text: str, language: str, start_line: int) -> None:
     """Lines of a file: at a terminal highlighted and wrapped at its width, never cropped (a cropped line is
     code the file does not have: rule 5); piped, every line whole and as the file has it, numbered, for a pager,
-    grep or a file (rich would wrap it at 80 columns and read brackets as markup)."""
-    lines = visible(text).rstrip("\n").split("\n")
+    grep or a file (rich would wrap it at 80 columns and read brackets as markup). Lines are numbered as an editor
+    numbers them (`split_lines`): a lone CR ends one; a form feed is shown as `\\x0c` inside its line."""
+    lines = [visible(line) for line in split_lines(text, keepends=False)] or [""]
     if console.is_terminal:
         from rich.syntax import Syntax
 

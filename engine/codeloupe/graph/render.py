@@ -11,6 +11,7 @@ from collections import Counter
 from importlib import resources
 
 from codeloupe.graph.model import GraphFolder, GraphMap, GraphNode, GraphPath
+from codeloupe.types import split_lines
 from codeloupe.wording import amount
 
 # The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
@@ -151,7 +152,7 @@ def _path_text(p: GraphPath) -> str:
             if code is not None:
                 lines.append(f"    {_name(code.path)}:{code.start_line}-{code.end_line}")
                 lines.extend(f"    {n:>5} | {text}" for n, text in
-                             enumerate(code.text.rstrip("\n").split("\n"), code.start_line))
+                             enumerate(split_lines(code.text, keepends=False), code.start_line))
     return "\n".join(lines)
 
 

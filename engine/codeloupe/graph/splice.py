@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from codeloupe.graph.model import Hop, Span
 from codeloupe.index import content_hash
-from codeloupe.types import Expansion
+from codeloupe.types import Expansion, split_lines
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -50,7 +50,7 @@ def _read(ws: WorkspaceContext, span: Span) -> Expansion:
 
 def _window(found: Expansion, anchor: int) -> Expansion:
     """`found`, or MAX_SPLICED_LINES of it starting a few lines above `anchor` when it is longer."""
-    lines = found.text.splitlines(keepends=True)
+    lines = split_lines(found.text)
     if len(lines) <= MAX_SPLICED_LINES:
         return found
     first = max(found.start_line, min(anchor - 5, found.end_line - MAX_SPLICED_LINES + 1))
