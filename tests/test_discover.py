@@ -257,3 +257,107 @@ def test_a_gitignore_still_ignores_a_build_directory_of_sources(tmp_path: Path) 
     write(tmp_path, "build/webpack.base.conf.js", "module.exports = {}\n")
     write(tmp_path, "doc/build/index.rst", "Index\n=====\n")
     assert paths(tmp_path) == ["doc/build/index.rst"]
+
+
+def source_map(sources: list[str], *, root: str = "", content: bool = True) -> str:
+    """A source map as tsc, esbuild and rollup write it: `sources` first, the sources' text and mappings after."""
+    import json
+
+    fields = {"version": 3, "file": "out.js", **({"sourceRoot": root} if root else {}), "sources": sources,
+              **({"sourcesContent": ["// the source\n" * 5000 for _ in sources]} if content else {}),
+              "names": [], "mappings": "AAAA;" * 2000}
+    return json.dumps(fields)
+
+
+# A package shipping its TypeScript beside what tsc and a bundler made of it (query-core's layout): each module in
+# src/, and per module, in each of two builds, a .js, a .cjs and their declarations, each with its map.
+COMPILED_TREE = {
+    "src/query.ts": "export class Query { fetch() {} }\n",
+    "src/retryer.ts": "export function createRetryer() {}\n",
+    "build/modern/query.js": "export class Query { fetch() {} }\n//# sourceMappingURL=query.js.map\n",
+    "build/modern/query.js.map": source_map(["../../src/query.ts"]),
+    "build/modern/query.cjs": "class Query {}\n//# sourceMappingURL=query.cjs.map\n",
+    "build/modern/query.cjs.map": source_map(["query.ts"], root="../../src/"),
+    "build/modern/query.d.ts": "export declare class Query {}\n//# sourceMappingURL=query.d.ts.map\n",
+    "build/modern/query.d.ts.map": source_map(["../../src/query.ts"], content=False),
+    "build/legacy/retryer.js": "function createRetryer() {}\n//# sourceMappingURL=retryer.js.map\n",
+    "build/legacy/retryer.js.map": source_map(["webpack://query/./src/retryer.ts", "../../src/retryer.ts"]),
+    # Maps that lead to no source of the workspace: the file is what the workspace has of that code.
+    "dist-like/vendor.js": "function vendored() {}\n",
+    "dist-like/vendor.js.map": source_map(["../node_modules/lib/index.ts", "/home/dev/lib/other.ts",
+                                           "webpack:///./x.ts", "../../../outside.ts"]),
+    "loop/a.js": "a()\n", "loop/a.js.map": source_map(["b.js"]),
+    "loop/b.js": "b()\n", "loop/b.js.map": source_map(["a.js"]),
+    "broken/c.js": "c()\n", "broken/c.js.map": '{"version": 3, "sources": ["../src/query.ts"',
+    # A chain: the bundle compiled from the compiled file, both copies of the TypeScript.
+    "chain/bundle.js": "q()\n", "chain/bundle.js.map": source_map(["../build/modern/query.js"]),
+}
+COMPILED_COPIES = ["build/legacy/retryer.js", "build/modern/query.cjs", "build/modern/query.d.ts",
+                   "build/modern/query.js", "chain/bundle.js"]
+
+
+def test_a_file_compiled_from_the_workspace_s_own_sources_is_skipped(tmp_path: Path) -> None:
+    for rel, text in COMPILED_TREE.items():
+        write(tmp_path, rel, text)
+    found = walk(tmp_path, Settings())
+    kept = [c.rel_path for c in found.candidates]
+    assert kept == ["broken/c.js", "dist-like/vendor.js", "loop/a.js", "loop/b.js", "src/query.ts",
+                    "src/retryer.ts"]
+    assert found.skipped["compiled copy"] == len(COMPILED_COPIES)
+
+
+def test_a_compiled_file_is_kept_when_its_sources_are_not_indexed(tmp_path: Path) -> None:
+    """An npm package that ships only its build, or a source folder the user ignores: the compiled file is then
+    all the workspace has of that code."""
+    for rel, text in COMPILED_TREE.items():
+        write(tmp_path, rel, text)
+    write(tmp_path, ".codeloupeignore", "src/retryer.ts\n")
+    kept = paths(tmp_path)
+    assert "build/legacy/retryer.js" in kept and "build/modern/query.js" not in kept
+
+
+def test_path_skip_reason_judges_a_compiled_copy_as_the_walk_does(tmp_path: Path) -> None:
+    from codeloupe.discover import path_skip_reason
+
+    for rel, text in COMPILED_TREE.items():
+        write(tmp_path, rel, text)
+    walked = set(paths(tmp_path))
+    for rel in COMPILED_TREE:
+        if not rel.endswith(".map"):
+            assert (path_skip_reason(tmp_path, rel, Settings()) == "") == (rel in walked), rel
+    assert path_skip_reason(tmp_path, "build/modern/query.js", Settings()) == "compiled copy"
+
+
+def test_a_source_map_is_read_without_following_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "x.js.map", source_map(["../src/x.ts"]))
+    write(tmp_path / "ws", "src/x.ts", "export const x = 1\n")
+    write(tmp_path / "ws", "lib/x.js", "x\n")
+    (tmp_path / "ws" / "lib" / "x.js.map").symlink_to(outside / "x.js.map")
+    assert "lib/x.js" in paths(tmp_path / "ws")
+
+
+def test_a_tarball_s_tree_judges_compiled_copies_as_the_disk_does(tmp_path: Path) -> None:
+    from codeloupe.discover import tree_walk
+
+    for rel, text in COMPILED_TREE.items():
+        write(tmp_path, rel, text)
+    in_memory = tree_walk({rel: len(text.encode()) for rel, text in COMPILED_TREE.items()},
+                          lambda rel: COMPILED_TREE[rel].encode() if rel in COMPILED_TREE else None, Settings())
+    on_disk = walk(tmp_path, Settings())
+    assert [c.rel_path for c in in_memory.candidates] == [c.rel_path for c in on_disk.candidates]
+    assert in_memory.skipped == on_disk.skipped
+
+
+def test_a_long_chain_of_compiled_copies_is_judged_whole(tmp_path: Path) -> None:
+    """Each file compiled from the next, 400 deep, down to one source: every one of them is a copy (found in one
+    pass backwards from the source, not one walk of the chain per file)."""
+    write(tmp_path, "src/main.ts", "export const main = 1\n")
+    previous = "../src/main.ts"
+    for n in range(400):
+        write(tmp_path, f"gen/f{n}.js", f"f{n}()\n")
+        write(tmp_path, f"gen/f{n}.js.map", source_map([previous], content=False))
+        previous = f"f{n}.js"
+    found = walk(tmp_path, Settings())
+    assert [c.rel_path for c in found.candidates] == ["src/main.ts"]
+    assert found.skipped["compiled copy"] == 400

@@ -333,7 +333,7 @@ def test_a_tree_in_memory_follows_the_same_rules_as_the_same_tree_on_disk(tmp_pa
     settings = Settings(max_file_bytes=1000, ignore=["*.md"])
     on_disk = walk(tmp_path, settings)
     in_memory = tree_walk({path: len(text.encode()) for path, text in tree.items()},
-                          lambda rel: tree.get(rel), settings)
+                          lambda rel: tree[rel].encode() if rel in tree else None, settings)
     assert [c.rel_path for c in in_memory.candidates] == [c.rel_path for c in on_disk.candidates]
     assert in_memory.skipped == on_disk.skipped
     assert "docs/keep.tmp" in [c.rel_path for c in in_memory.candidates]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import fnmatch
+import json
 import logging
 import os
 import posixpath
@@ -163,6 +164,17 @@ UNREADABLE_FOLDER = "unreadable folder"  # the skip reason of a folder the walk 
 # A walk's `should_stop` is asked at every this many entries of the folders it lists: a few hundredths of a second
 # of the walk apart at most (it takes seconds at 40K files), one call in hundreds of entries.
 STOP_ASKED_EVERY = 256
+# A file compiled from sources the workspace holds is a copy of them (tsc's, babel's, esbuild's or sass' output:
+# query-core's 23 TypeScript modules ship 194 such files, four per module, and a question found the copies first
+# and the module fifth). Such a file is known by the source map beside it (`X.map` for `X`, as every one of those
+# tools names it) whose `sources` name a file the walk keeps; it is skipped like a generated file. A map's
+# `sources` come before its `sourcesContent` and `mappings`, so its head holds them.
+COMPILED = "compiled copy"
+SOURCE_MAP_SUFFIX = ".map"
+SOURCE_MAP_HEAD_BYTES = 64 * 1024
+SOURCE_MAPS_FOLLOWED = 64  # by the editor's judgement of one saved file (`path_skip_reason`); the walk follows all
+_MAP_SOURCES = re.compile(rb'"sources"\s*:\s*(\[[^\]]*\])')
+_MAP_SOURCE_ROOT = re.compile(rb'"sourceRoot"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 class IndexStopped(Exception):
@@ -415,6 +427,7 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
     root = check_root(Path(root))
     rules, tracked = _root_rules(root, settings)
     out = Walk()
+    maps: set[str] = set()  # every source map seen (each is skipped by its suffix), for `_drop_compiled_copies`
     stack: list[tuple[str, Path]] = [("", root)]
     looked_at = 0
     while stack:
@@ -454,6 +467,8 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
+            if entry.name.endswith(SOURCE_MAP_SUFFIX):
+                maps.add(rel)
             reason = _file_skip_reason(entry.name, rel, st.st_size, rules, tracked, settings)
             if reason:
                 out.skipped[reason] += 1
@@ -461,16 +476,18 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
                     out.oversized.append(Candidate.from_stat(rel, Path(entry.path), st))
                 continue
             out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
+    _drop_compiled_copies(out, maps, _map_head_on_disk(root))
     out.candidates.sort(key=lambda c: c.rel_path)
     out.unreadable_dirs.sort()
     return out
 
 
-def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
+def path_skip_reason(root: Path, rel_path: str, settings: Settings, *, compiled_copy: bool = True) -> str:
     """Why the walk would skip the file `rel_path` ("" when it is a candidate), without walking the tree.
 
-    Only the ignore files on the way from the root to the file are read: the editor's save path asks this
-    for a file new to the index.
+    Only the ignore files on the way from the root to the file are read, and its source map if it has one: the
+    editor's save path asks this for a file new to the index. `compiled_copy`: whether to judge it as a compiled
+    copy (`COMPILED`) too.
     """
     root = Path(root)
     if not _is_utf8_name(rel_path):
@@ -487,7 +504,34 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     path = root / rel_path
     if path.is_symlink() or not path.is_file():
         return "not a regular file"
-    return _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, tracked, settings)
+    reason = _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, tracked, settings)
+    if reason or not compiled_copy:
+        return reason
+    return COMPILED if _leads_to_an_original(root, rel_path, settings) else ""
+
+
+def _leads_to_an_original(root: Path, rel_path: str, settings: Settings) -> bool:
+    """Whether the sources of `rel_path`'s source map lead to a file the walk keeps that was compiled from nothing
+    (`_drop_compiled_copies` for one file): at most `SOURCE_MAPS_FOLLOWED` maps are read, and past that the file is
+    kept (the next walk judges it)."""
+    head_of = _map_head_on_disk(root)
+
+    def sources_of(rel: str) -> list[str]:
+        head = head_of(rel + SOURCE_MAP_SUFFIX)
+        found = map_sources(rel + SOURCE_MAP_SUFFIX, head) if head is not None else []
+        return [s for s in found if s != rel and not path_skip_reason(root, s, settings, compiled_copy=False)]
+
+    seen, pending = {rel_path}, sources_of(rel_path)
+    while pending and len(seen) <= SOURCE_MAPS_FOLLOWED:
+        source = pending.pop()
+        if source in seen:
+            continue
+        seen.add(source)
+        further = sources_of(source)
+        if not further:
+            return True
+        pending.extend(further)
+    return False
 
 
 def _root_rules(root: Path, settings: Settings) -> tuple[IgnoreRules, TrackedFiles]:
@@ -514,10 +558,11 @@ def _enter(abs_dir: Path, rel_dir: str, rules: IgnoreRules, tracked: TrackedFile
         rules.enter_exclude(rel_dir, abs_dir / ".git")
 
 
-def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None], settings: Settings) -> Walk:
+def tree_walk(files: Mapping[str, int], read: Callable[[str], bytes | None], settings: Settings) -> Walk:
     """`walk` for a tree that is not on disk (a tarball's members): `files` maps each regular file's POSIX path
-    to its size, `ignore_text(rel_path)` gives an ignore file's text (None: no such file). The same directory,
-    ignore-file and name rules as `walk`; the candidates' `abs_path` is their relative path."""
+    to its size, `read(rel_path)` gives a file's bytes (None: no such file), asked for ignore files and source
+    maps. The same directory, ignore-file, name and compiled-copy rules as `walk`; the candidates' `abs_path` is
+    their relative path."""
     rules = IgnoreRules(Path("."), settings.ignore)
     untracked = TrackedFiles()  # a tarball holds no git index
     verdicts: dict[str, str] = {}  # directory -> why it is skipped ("" when it is walked)
@@ -551,8 +596,9 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
             reason = inherited or (_dir_skip_reason(posixpath.basename(folder), folder, rules, untracked,
                                                     listing(folder)) if folder else "")
             if not reason:
-                texts = {name: ignore_text(posixpath.join(folder, name)) for name in IGNORE_FILE_NAMES}
-                rules.enter_texts(folder, {name: text for name, text in texts.items() if text is not None})
+                blobs = {name: read(posixpath.join(folder, name)) for name in IGNORE_FILE_NAMES}
+                rules.enter_texts(folder, {name: blob.decode("utf-8", "replace") for name, blob in blobs.items()
+                                           if blob is not None})
             elif not inherited:  # counted once, where the skip starts, like `walk`
                 out.skipped[reason] += 1
             verdicts[folder] = reason
@@ -566,7 +612,79 @@ def tree_walk(files: Mapping[str, int], ignore_text: Callable[[str], str | None]
             out.skipped[reason] += 1
         else:
             out.candidates.append(Candidate(rel, Path(rel), files[rel], 0.0))
+    _drop_compiled_copies(out, {rel for rel in files if rel.endswith(SOURCE_MAP_SUFFIX)},
+                          lambda rel: (read(rel) or b"")[:SOURCE_MAP_HEAD_BYTES] if rel in files else None)
     return out
+
+
+def _drop_compiled_copies(out: Walk, maps: set[str], map_head: Callable[[str], bytes | None]) -> None:
+    """Skip each candidate compiled from the walk's own files (`COMPILED`): beside it a source map (`maps` holds
+    every map the walk saw; `map_head` reads one's head) whose sources lead, through compiled copies or
+    directly, to a candidate that is no copy. Maps that name one another without reaching one skip nothing."""
+    candidates = {c.rel_path for c in out.candidates}
+    sources: dict[str, list[str]] = {}  # a candidate with a map -> its sources among the candidates
+    for rel in candidates:
+        map_rel = rel + SOURCE_MAP_SUFFIX
+        head = map_head(map_rel) if map_rel in maps else None
+        found = [s for s in map_sources(map_rel, head) if s in candidates and s != rel] if head is not None else []
+        if found:
+            sources[rel] = found
+    if not sources:
+        return
+    # A copy is a file some chain of sources leads from to an original (a candidate compiled from nothing): found
+    # backwards from the originals, each file once, however long the chains (a loop of maps reaches none).
+    compiled_into: dict[str, list[str]] = {}
+    for rel, found in sources.items():
+        for source in found:
+            compiled_into.setdefault(source, []).append(rel)
+    pending = [source for source in compiled_into if source not in sources]
+    copies: set[str] = set()
+    while pending:
+        for rel in compiled_into.get(pending.pop(), ()):
+            if rel not in copies:
+                copies.add(rel)
+                pending.append(rel)
+    out.candidates = [c for c in out.candidates if c.rel_path not in copies]
+    out.skipped[COMPILED] += len(copies)
+
+
+def map_sources(map_rel: str, head: bytes) -> list[str]:
+    """The workspace paths (POSIX, from its root) that the source map `map_rel` names as its sources, read from its
+    `head`: relative ones only, taken from the map's folder (and its `sourceRoot`); none that is a URL
+    (`webpack://...`), absolute, or outside the workspace."""
+    listed = _MAP_SOURCES.search(head)
+    if listed is None:
+        return []
+    root_field = _MAP_SOURCE_ROOT.search(head)
+    try:
+        names = json.loads(listed.group(1))
+        root = json.loads(root_field.group(1)) if root_field else ""
+    except ValueError:
+        return []
+    if not isinstance(names, list) or not isinstance(root, str):
+        return []
+    folder = posixpath.dirname(map_rel)
+    found = []
+    for name in names:
+        if not isinstance(name, str) or not name:
+            continue
+        joined = posixpath.join(root, name) if root else name
+        if joined.startswith("/") or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", joined):  # absolute, or a URL/drive
+            continue
+        path = posixpath.normpath(posixpath.join(folder, joined))
+        if path != ".." and not path.startswith("../"):
+            found.append(path)
+    return found
+
+
+def _map_head_on_disk(root: Path) -> Callable[[str], bytes | None]:
+    """A reader of a source map's head under `root` (None: absent, unreadable or a link, which is never followed)."""
+    def head(rel: str) -> bytes | None:
+        try:
+            return read_head(root / rel, SOURCE_MAP_HEAD_BYTES, follow_links=False)
+        except OSError:
+            return None
+    return head
 
 
 def _dir_skip_reason(name: str, rel_dir: str, rules: IgnoreRules, tracked: TrackedFiles,

@@ -282,11 +282,7 @@ def fetch_snapshot(spec: RemoteSpec, settings: Settings) -> Snapshot:
     raw = {path[strip:]: blob for path, blob in members.data.items()}
     mtimes = {path[strip:]: mtime for path, mtime in members.mtimes.items()}
 
-    def ignore_text(rel: str) -> str | None:
-        blob = raw.get(rel)
-        return None if blob is None else blob.decode("utf-8", "replace")
-
-    found = tree_walk(sizes, ignore_text, settings)
+    found = tree_walk(sizes, raw.get, settings)
     files = [(dataclasses.replace(c, mtime=mtimes[c.rel_path]), raw[c.rel_path]) for c in found.candidates]
     revision, evidence = _revision(spec, data, members.comment, top, settings)
     return Snapshot(spec, revision, evidence, files, members.skipped + found.skipped, len(data), unpacked)
