@@ -302,8 +302,16 @@ class WarmWorkspaces:
                 self._checking, self._readable_at = False, time.monotonic()
 
     def close(self) -> None:
-        for warm in self.all:
-            warm.close()
+        """Close every workspace, each on its own thread: a close waits for what it cannot stop (a resolution, a
+        model's first load, a remote embedding request in flight; `WarmWorkspace.close`), and one after the other
+        those waits added up per workspace before the process could exit; side by side it waits for the slowest
+        one's alone."""
+        closing = [threading.Thread(target=warm.close, name=f"codeloupe-close-{warm.root.name}", daemon=True)
+                   for warm in self.all]
+        for thread in closing:
+            thread.start()
+        for thread in closing:
+            thread.join()
 
 
 def answer_waited(call: Callable[[], T]) -> T:
