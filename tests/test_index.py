@@ -17,6 +17,7 @@ from codeloupe.api import IndexStopped, Workspace, WorkspaceError
 from codeloupe.chunk import CHUNKER_VERSION, validate_partition
 from codeloupe.store import SCHEMA_VERSION, SkippedFile, Store
 from codeloupe.types import Progress
+from processes import alive, children_of, many_small_files
 
 
 def make_repo(root: Path, n: int = 5) -> Path:
@@ -414,6 +415,36 @@ def test_a_graph_refresh_waiting_for_another_threads_build_stops_when_asked(tmp_
     ws.refresh_graph()
     assert ws.store.query("SELECT count(*) FROM graph_facts")[0][0] == 5
     ws.close()
+
+def test_closing_a_workspace_stops_the_graph_build_a_search_started(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large workspace's graph is built on a thread of its own when a search (or a lens) first needs it, taking
+    the edges' facts in worker processes after an index without edges (the editor's first index): minutes at 40K
+    files. That build asked nothing: the workspace closed under it, its workers went on with their files and its
+    thread on a closed index. Closing the workspace now stops it (as a refresh stops: none of its facts kept, its
+    workers killed) before the index is closed."""
+    from codeloupe.graph import build
+
+    root = many_small_files(tmp_path / "many", 1500)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index(edges=False)
+    ws.close()
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.0)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    before = set(children_of(os.getpid()))
+    ws.search("step value")  # the summary lane asks for the graph: built on its own thread
+    deadline = time.monotonic() + 120
+    while not (workers := [pid for pid in children_of(os.getpid()) if pid not in before and alive(pid)]):
+        assert time.monotonic() < deadline, "no graph facts workers seen"
+        time.sleep(0.05)
+    ws.close()
+    assert not [t for t in threading.enumerate() if t.name == "codeloupe-graph-build" and t.is_alive()]
+    assert not [pid for pid in workers if alive(pid)]
+    reopened = Workspace(root, overrides={"embed_provider": "none"})
+    assert reopened.store.query("SELECT count(*) FROM graph_facts")[0][0] == 0
+    reopened.close()
+
 
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K

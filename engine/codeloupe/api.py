@@ -14,6 +14,7 @@ import errno
 import hashlib
 import logging
 import re
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -842,7 +843,10 @@ class Workspace:
             searcher.close()
 
     def close(self) -> None:
-        self.closed = True  # first: background builds failing from here on are quiet
+        self.closed = True  # first: background builds failing from here on are quiet, the graph's stops
+        graph_build = sys.modules.get("codeloupe.graph.build")  # not imported: no graph was ever built here
+        if graph_build is not None:
+            graph_build.stop_background_build(self)
         if self._searcher is not None:
             self._searcher.close()  # before the store: its background rebuild must not read a closed index
         self.store.close()

@@ -59,6 +59,9 @@ log = logging.getLogger("codeloupe.graph")
 QUERY_BUILD_MAX_FILES = 2000
 # How long a build a query starts on its own thread waits first (see `_build_in_background`).
 BACKGROUND_START_DELAY_S = 1.0
+# How long a workspace's close waits for that build to stop (`stop_background_build`): it stops within `STOP_POLL_S`
+# while it takes the edges' facts or waits for another build; what it cannot stop (a resolution) is not waited out.
+BACKGROUND_STOP_WAIT_S = 2.0
 
 
 def _lock(ws: WorkspaceContext) -> threading.RLock:
@@ -790,10 +793,25 @@ def _build_in_background(ws: WorkspaceContext) -> None:
     thread.start()
 
 
+def stop_background_build(ws: WorkspaceContext) -> None:
+    """For `ws` closing, its `closed` set (the background build's `should_stop`): a build about to start is cancelled,
+    and one under way waited for until it stopped (its facts workers killed, none of them kept), for
+    `BACKGROUND_STOP_WAIT_S` at most, so that the index is not closed under it."""
+    with _locks_guard:
+        running = _building.get(ws)
+    if running is None or running is threading.current_thread():
+        return
+    running.cancel()
+    running.join(BACKGROUND_STOP_WAIT_S)
+
+
 def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         ws.searcher().wait_for_first_snapshot()  # the first answer goes first (`Searcher.wait_for_first_snapshot`)
-        load_graph(ws)
+        if not ws.closed:
+            # The workspace closing stops it as it stops a refresh: no facts kept, their workers killed. It went on
+            # unasked (minutes of facts at 40K files), its workers on a closed index.
+            load_graph(ws, should_stop=lambda: ws.closed)
     except Exception:
         if not ws.closed:
             log.exception("building the graph in the background failed")
