@@ -361,3 +361,30 @@ def test_a_long_chain_of_compiled_copies_is_judged_whole(tmp_path: Path) -> None
     found = walk(tmp_path, Settings())
     assert [c.rel_path for c in found.candidates] == ["src/main.ts"]
     assert found.skipped["compiled copy"] == 400
+
+
+
+def test_a_source_map_nested_thousands_deep_is_no_map(tmp_path: Path) -> None:
+    """`sources` nested 60,000 deep raised RecursionError out of the walk (and out of a tarball's tree)."""
+    from codeloupe.discover import tree_walk
+
+    tree = {"src/x.ts": b"export const x = 1\n", "lib/x.js": b"x\n",
+            "lib/x.js.map": b'{"version": 3, "sources": ' + b"[" * 60000 + b'"../src/x.ts"]}'}
+    for rel, data in tree.items():
+        write(tmp_path, rel, data)
+    assert paths(tmp_path) == ["lib/x.js", "src/x.ts"]
+    in_memory = tree_walk({rel: len(data) for rel, data in tree.items()}, tree.get, Settings())
+    assert [c.rel_path for c in in_memory.candidates] == ["lib/x.js", "src/x.ts"]
+
+
+def test_a_source_map_crafted_to_backtrack_does_not_stall_the_walk(tmp_path: Path) -> None:
+    """A head of unclosed `"sources":[` was tried from each of its 6,000 openings to the end: 0.6 s a map, minutes for
+    a few hundred. In a process of its own so a regression fails after a minute instead of hanging the suite."""
+    root = tmp_path / "repo"
+    for n in range(200):
+        write(root, f"open/f{n}.js", "f()\n")
+        write(root, f"open/f{n}.js.map", b'"sources":[' * 6000)
+    code = (f"from pathlib import Path\nfrom codeloupe.discover import walk\nfrom codeloupe.settings import Settings\n"
+            f"print(len(walk(Path({str(root)!r}), Settings()).candidates))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "200", run.stderr

@@ -173,7 +173,9 @@ COMPILED = "compiled copy"
 SOURCE_MAP_SUFFIX = ".map"
 SOURCE_MAP_HEAD_BYTES = 64 * 1024
 SOURCE_MAPS_FOLLOWED = 64  # by the editor's judgement of one saved file (`path_skip_reason`); the walk follows all
-_MAP_SOURCES = re.compile(rb'"sources"\s*:\s*(\[[^\]]*\])')
+# The opening of a map's `sources`: only the first is read, up to the first `]` after it (one pass over the head, a
+# crafted head of 5,000 unclosed `"sources":[` cost 0.6 s a map when each was tried to the end).
+_MAP_SOURCES = re.compile(rb'"sources"\s*:\s*\[')
 _MAP_SOURCE_ROOT = re.compile(rb'"sourceRoot"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
@@ -652,14 +654,16 @@ def map_sources(map_rel: str, head: bytes) -> list[str]:
     """The workspace paths (POSIX, from its root) that the source map `map_rel` names as its sources, read from its
     `head`: relative ones only, taken from the map's folder (and its `sourceRoot`); none that is a URL
     (`webpack://...`), absolute, or outside the workspace."""
-    listed = _MAP_SOURCES.search(head)
-    if listed is None:
+    opening = _MAP_SOURCES.search(head)
+    start = opening.end() - 1 if opening else -1
+    end = head.find(b"]", start) if opening else -1
+    if end < 0:
         return []
     root_field = _MAP_SOURCE_ROOT.search(head)
     try:
-        names = json.loads(listed.group(1))
+        names = json.loads(head[start:end + 1])
         root = json.loads(root_field.group(1)) if root_field else ""
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or a list nested thousands deep (`[[[[...]`)
         return []
     if not isinstance(names, list) or not isinstance(root, str):
         return []
