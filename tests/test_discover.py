@@ -388,3 +388,25 @@ def test_a_source_map_crafted_to_backtrack_does_not_stall_the_walk(tmp_path: Pat
             f"print(len(walk(Path({str(root)!r}), Settings()).candidates))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "200", run.stderr
+
+
+def test_the_editor_s_judgement_of_a_saved_file_reads_a_bounded_number_of_sources(tmp_path: Path) -> None:
+    """`path_skip_reason` judged every source of every map it followed by the path rules: 70 maps, each naming the
+    next file and 5,000 that are not there, held one save for two minutes. It stops at `SOURCES_JUDGED` and keeps the
+    file; a bundle's map naming many sources it does not keep still leads to its original, as in the walk. In a
+    process of its own so a regression fails after a minute instead of hanging the suite."""
+    root = tmp_path / "repo"
+    for n in range(70):
+        write(root, f"chain/c{n}.js", "c()\n")
+        write(root, f"chain/c{n}.js.map", source_map([f"c{n + 1}.js", *(f"n{k}.ts" for k in range(5000))],
+                                                    content=False))
+    write(root, "src/app.ts", "export const app = 1\n")
+    write(root, "lib/app.js", "app()\n")
+    write(root, "lib/app.js.map", source_map([*(f"../node_modules/m{k}/i.js" for k in range(1500)), "../src/app.ts"]))
+    code = ("from pathlib import Path\nfrom codeloupe.discover import path_skip_reason, walk\n"
+            "from codeloupe.settings import Settings\n"
+            f"root = Path({str(root)!r})\n"
+            "print([path_skip_reason(root, rel, Settings()) for rel in ('chain/c0.js', 'lib/app.js')])\n"
+            "print('lib/app.js' in [c.rel_path for c in walk(root, Settings()).candidates])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split("\n")[:2] == ["['', 'compiled copy']", "False"], run.stderr
