@@ -410,3 +410,17 @@ def test_the_editor_s_judgement_of_a_saved_file_reads_a_bounded_number_of_source
             "print('lib/app.js' in [c.rel_path for c in walk(root, Settings()).candidates])")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.stdout.split("\n")[:2] == ["['', 'compiled copy']", "False"], run.stderr
+
+
+def test_a_source_reached_through_a_linked_folder_is_no_source(tmp_path: Path) -> None:
+    """The walk lists no folder behind a link; the editor's judgement of one saved file followed one, to a map's
+    source (and that source's own map) outside the workspace, and to the saved file itself."""
+    from codeloupe.discover import path_skip_reason
+
+    write(tmp_path / "outside", "x.js", "x\n")
+    write(tmp_path / "ws", "lib/a.js", "a\n")
+    write(tmp_path / "ws", "lib/a.js.map", source_map(["../ext/x.js"]))
+    (tmp_path / "ws" / "ext").symlink_to(tmp_path / "outside")
+    assert paths(tmp_path / "ws") == ["lib/a.js"]
+    assert path_skip_reason(tmp_path / "ws", "lib/a.js", Settings()) == ""
+    assert path_skip_reason(tmp_path / "ws", "ext/x.js", Settings()) == "not a regular file"

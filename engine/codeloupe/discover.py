@@ -503,6 +503,8 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings, *, compiled_
     _enter(root, "", rules, tracked)
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
+        if os.path.islink(root / rel_dir):  # the walk follows no link, to a folder no more than to a file
+            return "not a regular file"
         reason = _dir_skip_reason(name, rel_dir, rules, tracked, _listing(root / rel_dir))
         if reason:
             return reason
