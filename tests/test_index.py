@@ -486,3 +486,23 @@ def test_a_refresh_walked_before_saves_keeps_them_and_finds_the_rest(tmp_path: P
     assert {"changed_while_closed", "rewritten_by_a_save", "saved_after_the_walk"} <= names
     assert not {"handler_0", "handler_1", "handler_4"} & names
     assert (report.files_indexed, report.files_deleted) == (1, 1)
+
+
+def test_a_saved_source_map_judges_the_file_beside_it_again(tmp_path: Path) -> None:
+    """A compiler writes its output, then the map beside it (tsc --watch): the output, indexed when saved alone, is
+    a compiled copy once its map names a source the index holds, and leaves the index with the map's save; deleting
+    the map makes it a file of its own again, indexed with that save. Until now either waited for the next walk."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    ws = Workspace(repo)
+    ws.index()
+    (repo / "lib").mkdir()
+    (repo / "lib/mod0.js").write_text("function handler_0(request) { return request }\n")
+    ws.update_files(["lib/mod0.js"])
+    assert "lib/mod0.js" in ws.store.file_rows()
+    (repo / "lib/mod0.js.map").write_text('{"version": 3, "sources": ["../pkg/mod0.py"], "mappings": "AAAA"}')
+    report = ws.update_files(["lib/mod0.js.map"])
+    assert "lib/mod0.js" not in ws.store.file_rows() and report.skipped.get("compiled copy") == 1
+    assert [c.rel_path for c in ws.walk().candidates] == ["pkg/mod0.py"]
+    (repo / "lib/mod0.js.map").unlink()
+    ws.update_files(["lib/mod0.js.map"])
+    assert "lib/mod0.js" in ws.store.file_rows()

@@ -31,6 +31,7 @@ from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
     CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
+    SOURCE_MAP_SUFFIX,
     TOO_LARGE,
     UNREADABLE_FOLDER,
     Candidate,
@@ -280,7 +281,11 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
-    rel_paths = sorted(set(rel_paths))
+    # A source map saved, created or deleted can make the file beside it a compiled copy or a file of its own again:
+    # that file is judged by the walk's rules again, whether it is in the index or not.
+    saved = set(rel_paths)
+    beside_maps = {rel.removesuffix(SOURCE_MAP_SUFFIX) for rel in saved if rel.endswith(SOURCE_MAP_SUFFIX)}
+    rel_paths = sorted(saved | beside_maps)
     existing = store.file_rows(rel_paths)  # the saved files' rows only: a save never reads the whole index
     skipped: Counter[str] = Counter()
     for rel in rel_paths:
@@ -292,10 +297,11 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         if st is None or not stat.S_ISREG(st.st_mode):  # gone, or now a link or a directory: not indexed
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
             continue
-        if rel not in existing:  # new to the index: the walk's rules decide whether it belongs in it
+        if rel not in existing or rel in beside_maps:  # the walk's rules decide whether it belongs in the index
             reason = path_skip_reason(root, rel, settings)
             if reason:
                 skipped[reason] += 1
+                report.files_deleted += store.delete_files([rel] if rel in existing else [])
                 continue
         report.files_seen += 1
         candidate = Candidate.from_stat(rel, path, st)
