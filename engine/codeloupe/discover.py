@@ -646,6 +646,8 @@ def _drop_compiled_copies(out: Walk, maps: set[str], map_head: Callable[[str], b
     """Skip each candidate compiled from the walk's own files (`COMPILED`): beside it a source map (`maps` holds
     every map the walk saw; `map_head` reads one's head) whose sources lead, through compiled copies or
     directly, to a candidate that is no copy. Maps that name one another without reaching one skip nothing."""
+    if not maps:  # most workspaces: nothing to judge, not even a set of the candidates
+        return
     candidates = {c.rel_path for c in out.candidates}
     sources: dict[str, list[str]] = {}  # a candidate with a map -> its sources among the candidates
     for rel in candidates:
