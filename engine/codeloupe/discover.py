@@ -33,6 +33,7 @@ from codeloupe.git_config import user_excludes_file
 from codeloupe.git_index import tracked_paths
 from codeloupe.regular_file import read_head
 from codeloupe.settings import Settings
+from codeloupe.source_maps import SOURCE_MAP_SUFFIX
 
 log = logging.getLogger("codeloupe.discover")
 
@@ -170,7 +171,6 @@ STOP_ASKED_EVERY = 256
 # tools names it) whose `sources` name a file the walk keeps; it is skipped like a generated file. A map's
 # `sources` come before its `sourcesContent` and `mappings`, so its head holds them.
 COMPILED = "compiled copy"
-SOURCE_MAP_SUFFIX = ".map"
 SOURCE_MAP_HEAD_BYTES = 64 * 1024
 # Bounds on the editor's judgement of one saved file (`path_skip_reason`), which judges each source it reaches by the
 # path rules (a fraction of a millisecond each: a crafted chain of 70 maps listing 5,000 sources each took two

@@ -45,7 +45,7 @@ TRACE_SHAPES = [
     # Node prints `at fn (file.js:L:C)`, or `at file.js:L:C` for anonymous code. The function name is bounded
     # for the same reason as `_PATH_START`: "at " repeated was quadratic.
     TraceShape("javascript", re.compile(r"\bat (?:(?P<func>[\w.$<>\[\] ]{1,200}?) \()?(?:file://)?"
-                                        r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+)(?::\d+)?\)?"),
+                                        r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+)(?::(?P<column>\d+))?\)?"),
                re.compile(_ERROR_LINE), alone=2),
     TraceShape("ruby", re.compile(_PATH_START + r"(?P<path>[\w./\\-]+\.rb):(?P<line>\d+)"
                                   r"(?::in [`'](?:[\w:]+[#.])?(?P<func>[^'`]+)')?"),
@@ -73,6 +73,7 @@ class Frame:
     path: str
     line: int
     function: str = ""
+    column: int = 0  # where the trace gives one (Node's `file.js:L:C`): a compiled line holds many source lines
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def frames(text: str) -> list[Frame]:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Frame(path, int(line), (groups.get("func") or "").strip()))
+            out.append(Frame(path, int(line), (groups.get("func") or "").strip(), int(groups.get("column") or 0)))
     return out
 
 

@@ -34,7 +34,7 @@ from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.columns import Joined, Overlay
 from codeloupe.discover import MANIFEST_NAMES
-from codeloupe.issue import IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
+from codeloupe.issue import Frame, IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
 from codeloupe.lanes.indexed_lexical import IndexedBM25, IndexedFileBM25, answer_together
@@ -68,6 +68,7 @@ from codeloupe.snapshot_file import (
     saved_snapshot_generation,
     snapshot_file,
 )
+from codeloupe.source_maps import SourceMaps
 from codeloupe.store import (
     ChunkTable,
     ChunkTexts,
@@ -677,6 +678,7 @@ class Searcher:
         self._first_builds = threading.Condition()
         self._first_building = 0
         self._joined: JoinedAsWritten | None = None  # a first index's counts joined as written, for `_first_view`
+        self._source_maps = SourceMaps(ws.root)  # read when a bug report's frame names a compiled file
 
     def close(self) -> None:
         self._closed.set()
@@ -1387,15 +1389,18 @@ class Searcher:
         pinned: dict[int, float] = {}
         depth = 0  # workspace files in the order the frames reach them, innermost first
         for frame in issue.frames:
-            path = resolve_suffix(frame.path, snap.by_basename)
+            path, line, why = resolve_suffix(frame.path, snap.by_basename), frame.line, ""
+            if path is None:  # a compiled file the index leaves out: the frame pins the line it was compiled from
+                path, line = self._through_source_map(snap, frame)
+                why = f" (its source map: {path}:{line})"
             if path is None:
                 continue
             file_id = snap.path_to_file[path]
             if file_id not in pinned:
                 pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
                 depth += 1
-            fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}")
-            row = snap.symbols.chunk_at(file_id, frame.line) if frame.line else None
+            fusion.pins[file_id].append(f"traceback frame {frame.path}:{frame.line}{why}")
+            row = snap.symbols.chunk_at(file_id, line) if line else None
             if row is not None and mask[row]:
                 fusion.add_to_chunk(row, R.FRAME_FUNCTION_BONUS)
                 fusion.frame_rows.append(row)
@@ -1418,6 +1423,19 @@ class Searcher:
         for file_id, bonus in pinned.items():
             if mask[snap.file_chunk_rows.get(file_id, [])].any():
                 fusion.file[file_id] += bonus
+
+    def _through_source_map(self, snap: Snapshot, frame: Frame) -> tuple[str | None, int]:
+        """(the indexed file and line that `frame`'s compiled line came from, by the map beside the compiled file
+        in the workspace; (None, 0) when there is no such map or it names no indexed file)."""
+        maps = self._source_maps
+        compiled = maps.compiled_file(frame.path)
+        found = maps.original(compiled, frame.line, frame.column) if compiled is not None else None
+        if found is None:
+            return None, 0
+        source, line = found
+        # A bundler may name its sources as URLs (`webpack://pkg/./src/x.ts`): their longest indexed suffix.
+        path = source if source in snap.path_to_file else resolve_suffix(source, snap.by_basename)
+        return (path, line) if path is not None else (None, 0)
 
     def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:
         """Soft penalties and capped boosts: tests, examples, declarations and data demoted (release notes and

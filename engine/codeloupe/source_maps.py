@@ -1,0 +1,171 @@
+"""Where a line of compiled code came from, read from the source map beside it (source map v3).
+
+A stack trace from compiled JavaScript (Node running a package's `dist/` or `build/`) names lines of files that
+discovery leaves out: compiled copies of indexed sources (`discover.COMPILED`) or whole build folders (`dist/`).
+The map beside such a file (`X.js.map`) says which source line each compiled line came from, so a bug report's
+frame can still pin the file, and the line, a developer would fix.
+
+The workspace is untrusted input: a map is read only inside the root, never through a link, and only up to
+`MAP_MAX_BYTES`; a map that does not parse, or whose mappings are not base64 VLQ, maps nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from codeloupe.regular_file import read_head
+
+SOURCE_MAP_SUFFIX = ".map"
+MAP_MAX_BYTES = 16 * 1024 * 1024  # a development bundle's map with its sources' text is a few MB
+MAPS_KEPT = 4  # decoded maps a workspace keeps: a trace's frames mostly fall in one or two bundles
+_BASE64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+_VLQ_SHIFT_MAX = 30  # a value past 2^30 is no line or column of a real file
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """A decoded map: its sources as written (with `sourceRoot`), and per compiled line its segments as
+    (0-based compiled column, source index, 0-based source line), in column order."""
+
+    sources: tuple[str, ...]
+    lines: tuple[tuple[tuple[int, int, int], ...], ...]
+
+    def original(self, line: int, column: int = 0) -> tuple[str, int] | None:
+        """(the source as the map names it, its 1-based line) of compiled `line` (1-based) at `column` (1-based;
+        0: unknown, the line's first mapped segment)."""
+        if not 1 <= line <= len(self.lines):
+            return None
+        segments = self.lines[line - 1]
+        if not segments:
+            return None
+        chosen = segments[0]
+        for segment in segments:
+            if column and segment[0] <= column - 1:
+                chosen = segment
+        source = chosen[1]
+        return (self.sources[source], chosen[2] + 1) if 0 <= source < len(self.sources) else None
+
+
+def decode(text: bytes) -> SourceMap | None:
+    """The map in `text`, or None when it is not one (bad JSON, a nesting bomb, mappings that are not VLQ)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    sources, root, mappings = data.get("sources"), data.get("sourceRoot") or "", data.get("mappings")
+    if not isinstance(sources, list) or not isinstance(root, str) or not isinstance(mappings, str):
+        return None
+    names = tuple(root.rstrip("/") + "/" + s if root and isinstance(s, str) else s if isinstance(s, str) else ""
+                  for s in sources)
+    lines = []
+    source = source_line = 0  # running values: each segment adds to the last one's (the source column too)
+    for text_line in mappings.split(";"):
+        column = 0  # the compiled column starts again on every line
+        segments = []
+        for segment in text_line.split(","):
+            if not segment:
+                continue
+            values = _vlq(segment)
+            if values is None or len(values) not in (1, 4, 5):
+                return None
+            column += values[0]
+            if len(values) >= 4:
+                source += values[1]
+                source_line += values[2]
+                segments.append((column, source, source_line))
+        segments.sort()
+        lines.append(tuple(segments))
+    return SourceMap(names, tuple(lines))
+
+
+def _vlq(segment: str) -> list[int] | None:
+    values, value, shift = [], 0, 0
+    for char in segment:
+        digit = _BASE64.get(char)
+        if digit is None:
+            return None
+        value += (digit & 31) << shift
+        if digit & 32:
+            shift += 5
+            if shift > _VLQ_SHIFT_MAX:
+                return None
+            continue
+        values.append(-(value >> 1) if value & 1 else value >> 1)
+        value = shift = 0
+    return values if shift == 0 else None
+
+
+class SourceMaps:
+    """A workspace's maps read when a frame asks, the last `MAPS_KEPT` kept decoded (keyed by size and mtime, so an
+    edited map is read again)."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[str, int, float], SourceMap | None] = OrderedDict()
+
+    def compiled_file(self, frame_path: str) -> str | None:
+        """The workspace path (POSIX, from the root) of the compiled file a frame names, found by the longest
+        suffix of `frame_path` that is a file in the workspace with a map beside it (frames come from other
+        machines); None when there is none."""
+        parts = [p for p in frame_path.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+        for first in range(len(parts)):
+            rel = "/".join(parts[first:])
+            if _plain_file(self._root, rel) and _plain_file(self._root, rel + SOURCE_MAP_SUFFIX):
+                return rel
+        return None
+
+    def original(self, compiled: str, line: int, column: int = 0) -> tuple[str, int] | None:
+        """(the source's path, normalised from the map's folder, POSIX; its 1-based line) of `line` of the
+        workspace file `compiled`, or None when its map does not say."""
+        source_map = self._map(compiled + SOURCE_MAP_SUFFIX)
+        found = source_map.original(line, column) if source_map is not None else None
+        if found is None:
+            return None
+        source, source_line = found
+        return os.path.normpath(os.path.join(os.path.dirname(compiled), source)).replace(os.sep, "/"), source_line
+
+    def _map(self, rel: str) -> SourceMap | None:
+        path = self._root / rel
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return None
+        key = (rel, st.st_size, st.st_mtime)
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        try:
+            raw = read_head(path, MAP_MAX_BYTES, follow_links=False)
+        except OSError:
+            raw = b""
+        decoded = decode(raw) if raw and len(raw) <= MAP_MAX_BYTES else None
+        with self._lock:
+            self._kept[key] = decoded
+            while len(self._kept) > MAPS_KEPT:
+                self._kept.popitem(last=False)
+        return decoded
+
+
+def _plain_file(root: Path, rel: str) -> bool:
+    """Whether `rel` is a regular file under `root` reached through no link (a frame's path is the user's text,
+    the folders on it the workspace's)."""
+    path, st = root, None
+    for part in rel.split("/"):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):  # absent, unreadable, or a name with a NUL
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            return False
+    return st is not None and stat.S_ISREG(st.st_mode)

@@ -1,0 +1,103 @@
+"""A bug report's frames in compiled JavaScript pin the source lines they were compiled from, through the maps
+real tools wrote (tests/fixtures/source_maps: an esbuild bundle in `dist/`, tsc's modules in `build/`, both
+folders that discovery leaves out)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from codeloupe.api import Workspace
+from codeloupe.source_maps import SourceMaps, decode
+
+SHOP = Path(__file__).parent / "fixtures" / "source_maps" / "shop"
+
+# What Node printed running the bundle and tsc's output, the package installed on another machine.
+BUNDLE_TRACE = """RangeError: negative quantity for A-1
+    at lineTotal (/srv/app/node_modules/shop/dist/shop.cjs.js:31:11)
+    at /srv/app/node_modules/shop/dist/shop.cjs.js:46:56
+    at Array.reduce (<anonymous>)
+    at Cart.total (/srv/app/node_modules/shop/dist/shop.cjs.js:46:28)
+    at Object.<anonymous> (/srv/app/checkout.js:2:74)
+"""
+TSC_TRACE = """RangeError: negative quantity for A-1
+    at lineTotal (/srv/app/node_modules/shop/build/pricing.js:7:15)
+    at /srv/app/node_modules/shop/build/cart.js:13:84
+    at Array.reduce (<anonymous>)
+    at Cart.total (/srv/app/node_modules/shop/build/cart.js:13:32)
+    at Object.<anonymous> (/srv/app/checkout.js:2:74)
+"""
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    shutil.copytree(SHOP, root)
+    return root
+
+
+@pytest.mark.parametrize(("frame", "line", "column", "expected"), [
+    ("/srv/app/node_modules/shop/dist/shop.cjs.js", 31, 11, ("src/pricing.ts", 10)),  # the throw
+    ("/srv/app/node_modules/shop/dist/shop.cjs.js", 46, 56, ("src/cart.ts", 11)),  # the reduce callback
+    ("dist/shop.cjs.js", 31, 0, ("src/pricing.ts", 10)),  # no column: the line's first mapped segment
+    ("C:\\app\\node_modules\\shop\\build\\pricing.js", 7, 15, ("src/pricing.ts", 10)),
+    ("/srv/app/node_modules/shop/build/cart.js", 13, 32, ("src/cart.ts", 11)),
+])
+def test_a_compiled_line_maps_to_the_source_line_it_came_from(shop: Path, frame: str, line: int, column: int,
+                                                              expected: tuple[str, int]) -> None:
+    maps = SourceMaps(shop)
+    compiled = maps.compiled_file(frame)
+    assert compiled is not None
+    assert maps.original(compiled, line, column) == expected
+    assert (shop / expected[0]).read_text().splitlines()[expected[1] - 1].strip().startswith(
+        ("throw new RangeError", "const sum = this.lines.reduce"))
+
+
+@pytest.mark.parametrize("trace", [BUNDLE_TRACE, TSC_TRACE])
+def test_a_trace_through_compiled_files_pins_the_source(shop: Path, trace: str,
+                                                        lexical_workspace: Callable[[Path], Workspace]) -> None:
+    ws = lexical_workspace(shop)
+    assert {Path(p).parts[0] for p in ws.store.file_rows()} == {"src"}  # dist/ and build/ are left out
+    bundle = ws.search(trace)
+    assert bundle.issue_mode
+    top = bundle.files[0]
+    assert top.path == "src/pricing.ts"
+    assert "its source map: src/pricing.ts:10" in top.why
+    # The frame's line gets the frame's bonus: the chunk shown first holds the throw.
+    first = top.chunks[0]
+    assert first.start_line <= 10 <= first.end_line
+    assert any(h.path == "src/cart.ts" and "its source map: src/cart.ts:11" in h.why for h in bundle.files)
+
+
+def test_a_map_that_is_a_link_or_behind_one_is_not_read(shop: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    shutil.copytree(shop / "build", outside)
+    (shop / "build" / "pricing.js.map").unlink()
+    (shop / "build" / "pricing.js.map").symlink_to(outside / "pricing.js.map")
+    (shop / "linked").symlink_to(outside)
+    maps = SourceMaps(shop)
+    assert maps.compiled_file("/srv/app/build/pricing.js") is None
+    assert maps.compiled_file("/srv/app/linked/cart.js") is None
+    assert maps.compiled_file("/srv/app/build/cart.js") == "build/cart.js"
+
+
+@pytest.mark.parametrize("text", [
+    b"",
+    b"not json",
+    b"[" * 100_000,  # deeper than the JSON decoder recurses
+    json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "AAAA;!!!!"}).encode(),  # not base64 VLQ
+    json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "gggggggggggggggggA"}).encode(),  # a huge value
+    json.dumps({"version": 3, "sources": "a.ts", "mappings": "AAAA"}).encode(),
+    json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "AA"}).encode(),  # two fields: no segment has two
+])
+def test_a_broken_map_maps_nothing(text: bytes) -> None:
+    assert decode(text) is None
+
+
+def test_a_segment_naming_a_source_the_map_lacks_maps_nothing() -> None:
+    source_map = decode(json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "AEAA"}).encode())
+    assert source_map is not None and source_map.original(1) is None
