@@ -11,6 +11,8 @@ import httpx2 as httpx
 import pytest
 from browser import CHROMIUM, Browser
 
+from line_break_files import DEFINITIONS, FILES, editor_lines, write_files
+
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -69,9 +71,14 @@ OPEN_FILE_VIEW = """document.getElementById("file").hidden === false && document
                        return cited ? r.top >= 0 && r.bottom <= innerHeight : null; })()}"""
 
 
+def lines_of(text: str) -> list[str]:
+    """A file's lines as the server numbers them, without their breaks."""
+    return [line.rstrip("\r\n") for line in editor_lines(text)]
+
+
 def numbered(text: str) -> list[str]:
     """A file's lines as the file view shows them: each after its number."""
-    return [f"{n}{line}" for n, line in enumerate(text.splitlines(), 1)]
+    return [f"{n}{line}" for n, line in enumerate(lines_of(text), 1)]
 
 
 def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path, serve, browser: Browser) -> None:
@@ -106,6 +113,30 @@ def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path
         error = browser.wait_for('document.querySelector("#meta .error")?.textContent')
         assert path.lstrip("/") in error or "outside" in error, error
         assert browser.evaluate('document.querySelectorAll("#file-body .line").length') == 0
+
+
+SHOWN_LINES = """(() => { const file = [...document.querySelectorAll("#core-body .file")]
+    .find((f) => f.querySelector("h3 a").textContent.includes("breaks/mod.py"));
+    return file && [...file.querySelectorAll(".line")].map((l) => [Number(l.firstChild.textContent),
+        l.textContent.slice(l.firstChild.textContent.length)]); })()"""
+
+
+def test_code_is_numbered_as_the_server_counts_lines(project: Path, serve, browser: Browser) -> None:
+    """A line ends at \\n, \\r\\n or a lone \\r only (docs/protocol.md): search results and the file view number
+    a file with CRLF and lone CR lines (and a form feed and U+2028, which end no line) as the server does."""
+    write_files(project / "breaks")
+    expected = lines_of(FILES["mod.py"])
+    base = serve([project])
+    browser.open(f"{base}/?q=after_lone_cr")
+    shown = browser.wait_for(SHOWN_LINES)
+    assert any(number == DEFINITIONS["after_lone_cr"][1] for number, _ in shown), shown
+    assert [text for _, text in shown] == [expected[number - 1] for number, _ in shown]
+
+    line = DEFINITIONS["after_lone_cr"][1]
+    browser.open(f"{base}/?file=breaks%2Fmod.py&line={line}")
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["lines"] == numbered(FILES["mod.py"])
+    assert view["cited"] == [line] and view["meta"].startswith(f"breaks/mod.py · {len(expected)} lines")
 
 
 OPEN_COMMUNITY = """(() => { document.querySelector("g.community").dispatchEvent(new MouseEvent("click"));

@@ -40,11 +40,17 @@ function highlightLine(line, hashComments) {
   return out;
 }
 
+// The lines of `text` as the server numbers them (docs/protocol.md), as editors and the LSP do: a line ends at
+// "\n", "\r\n" or a lone "\r" and nowhere else; a final break ends the last line.
+function splitLines(text) {
+  return text.replace(/(\r\n|\r|\n)$/, "").split(/\r\n|\r|\n/);
+}
+
 // Lines `firstLine`.. of `path`, numbered; those in `cited` ([first, last]) marked.
 function codeBlock(text, firstLine, path, cited) {
   const code = el("code");
   const hashComments = HASH_COMMENTS.test(path);
-  text.replace(/\n$/, "").split("\n").forEach((line, i) => {
+  splitLines(text).forEach((line, i) => {
     const number = firstLine + i;
     const marked = cited && number >= cited[0] && number <= cited[1];
     code.append(el("span", { className: marked ? "line cited" : "line" },
