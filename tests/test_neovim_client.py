@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from chat_server import ChatServer, Reply
+from line_break_files import FILES, editor_lines, write_files
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "clients" / "neovim" / "tests"
@@ -159,6 +160,13 @@ def run_script(name: str, workspace: Path, scratch: Path, extra_env: dict[str, s
 def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
     """Range conversion, settings, quickfix items, the ask view's citation jumps, graph trees, completion."""
     run_script("unit.lua", workspace, tmp_path)
+
+
+def test_code_shown_from_files_with_lone_cr_counts_the_servers_lines(workspace: Path, tmp_path: Path) -> None:
+    """Search items, the ask view and graph hop code, on files with CRLF, lone CR, form feed and U+2028 lines."""
+    write_files(workspace / "breaks")
+    lines = {f"breaks/{rel}": [line.rstrip("\r\n") for line in editor_lines(text)] for rel, text in FILES.items()}
+    run_script("line_breaks.lua", workspace, tmp_path, {"CODELOUPE_TEST_LINES": json.dumps(lines)})
 
 
 def test_the_readme_setup_leaves_messages_empty(workspace: Path, tmp_path: Path) -> None:

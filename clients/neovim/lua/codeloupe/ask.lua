@@ -1,6 +1,7 @@
 --- `:Codeloupe ask`: the answer in a markdown view whose cited code opens with <CR> / gd.
 local config = require('codeloupe.config')
 local locations = require('codeloupe.locations')
+local text_lines = require('codeloupe.lines')
 local lsp = require('codeloupe.lsp')
 local progress = require('codeloupe.progress')
 local search = require('codeloupe.search')
@@ -27,7 +28,7 @@ end
 ---@param text string  may hold newlines; each becomes a line with the same target
 ---@param target codeloupe.Target?
 function Doc:add(text, target)
-  for line in vim.gsplit(text, '\n', { plain = true }) do
+  for _, line in ipairs(text_lines.split(text)) do
     self.lines[#self.lines + 1] = line
     self.targets[#self.lines] = target
   end
@@ -71,13 +72,10 @@ end
 ---@param text string
 ---@param language string?
 local function add_code(doc, item, text, language)
-  local body = text:gsub('\n$', '')
-  local fence = fence_for(body)
+  local fence = fence_for(text)
   doc:add(fence .. (language or ''), item)
-  local offset = 0
-  for line in vim.gsplit(body, '\n', { plain = true }) do
-    doc:add(line, vim.tbl_extend('force', item, { lnum = item.lnum + offset }))
-    offset = offset + 1
+  for offset, line in ipairs((text_lines.of_file(text))) do
+    doc:add(line, vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
   end
   doc:add(fence, item)
 end
@@ -155,19 +153,17 @@ local function match_citation(body, citations)
     return nil
   end
   for _, citation in ipairs(citations) do
-    local text = normalise_code(citation.text or '')
+    local text = normalise_code(table.concat(text_lines.split(citation.text or ''), '\n'))
     if text == joined then
       return citation, citation.startLine
     end
   end
   -- A block may show part of a citation (or carry a header line): locate its first code line.
   for _, citation in ipairs(citations) do
-    local offset = 0
-    for line in vim.gsplit(citation.text or '', '\n', { plain = true }) do
+    for offset, line in ipairs(text_lines.split(citation.text or '')) do
       if body[1] ~= '' and line == body[1] then
-        return citation, citation.startLine + offset
+        return citation, citation.startLine + offset - 1
       end
-      offset = offset + 1
     end
   end
 end
@@ -224,7 +220,7 @@ local function add_answer(doc, result, root)
     by_k[citation.k] = citation_item(citation, root)
   end
 
-  local answer = vim.split(result.answer or '', '\n', { plain = true })
+  local answer = text_lines.split(result.answer or '')
   local i = 1
   while i <= #answer do
     local line = answer[i]

@@ -4,6 +4,7 @@ local config = require('codeloupe.config')
 local indexdoc = require('codeloupe.indexdoc')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
+local text_lines = require('codeloupe.lines')
 local view = require('codeloupe.view')
 
 local M = {}
@@ -220,7 +221,7 @@ local function render_node(tree, result)
     for _, chunk in ipairs(chunks) do
       local item = location_item(chunk.location)
       if item then
-        local first = vim.split(chunk.text or '', '\n', { plain = true, trimempty = true })[1] or ''
+        local first = text_lines.split(vim.trim(chunk.text or ''))[1]
         add(tree, ('- %d-%d %s'):format(item.lnum, item.end_lnum, vim.trim(first)), item)
       end
     end
@@ -251,10 +252,8 @@ local function add_code(tree, code)
   if not item then
     return
   end
-  local offset = 0
-  for line in vim.gsplit((code.text:gsub('\n$', '')), '\n', { plain = true }) do
-    add(tree, '     | ' .. line, vim.tbl_extend('force', item, { lnum = item.lnum + offset }))
-    offset = offset + 1
+  for offset, line in ipairs((text_lines.of_file(code.text))) do
+    add(tree, '     | ' .. line, vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
   end
 end
 

@@ -2,6 +2,7 @@
 --- `codeloupe-index:/<repository>/<path>?rev=<commit>` URIs (settings `store_url` and `repositories`).
 --- Opening one reads its text from the server (`codeloupe/read`) into a read-only scratch buffer.
 local lsp = require('codeloupe.lsp')
+local text_lines = require('codeloupe.lines')
 
 local M = {}
 
@@ -9,18 +10,6 @@ M.scheme = 'codeloupe-index'
 M.pattern = M.scheme .. ':///*'
 
 local READ_TIMEOUT_MS = 20000
-
---- `text` as buffer lines, and whether it ends with a newline (then the last empty piece is not a line).
----@param text string
----@return string[] lines, boolean eol
-local function split(text)
-  local lines = vim.split(text, '\r?\n')
-  local eol = #lines > 1 and lines[#lines] == ''
-  if eol then
-    table.remove(lines)
-  end
-  return lines, eol
-end
 
 --- Whether `name` (a buffer or quickfix file name) is a shared-index document.
 ---@param name string
@@ -57,7 +46,7 @@ end
 ---@return string[]
 function M.lines(uri)
   local result = M.fetch(uri)
-  return result and (split(result.text)) or {}
+  return result and (text_lines.of_file(result.text)) or {}
 end
 
 --- Fill `bufnr` (named by a `codeloupe-index:` URI) from the server and make it read-only: the index's
@@ -70,7 +59,7 @@ function M.read(bufnr)
   bo.swapfile = false
   bo.modifiable = true
   if result then
-    local lines, eol = split(result.text)
+    local lines, eol = text_lines.of_file(result.text)
     -- Under :lockmarks: filling the buffer must not shift the quickfix entries that point into it
     -- (they were made for the file's real lines; a plain set_lines moves them past its end).
     vim.g.codeloupe_read_lines = lines

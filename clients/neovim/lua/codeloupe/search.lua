@@ -1,6 +1,7 @@
 --- `:Codeloupe search`: results in Telescope, vim.ui.select, or the quickfix list.
 local config = require('codeloupe.config')
 local indexdoc = require('codeloupe.indexdoc')
+local text_lines = require('codeloupe.lines')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 
@@ -15,16 +16,16 @@ local function anchor_line(snippet)
   if type(snippet) ~= 'table' or type(snippet.text) ~= 'string' then
     return ''
   end
-  local lines = vim.split(snippet.text, '\n', { plain = true })
+  local pieces = text_lines.split(snippet.text)
   local index = (snippet.anchorLine or snippet.startLine or 0) - (snippet.startLine or 0) + 1
-  return vim.trim(lines[index] or lines[1] or '')
+  return vim.trim(pieces[index] or pieces[1] or '')
 end
 
 --- The first non-blank line of `text`.
 ---@param text string?
 ---@return string
 local function first_line(text)
-  for line in vim.gsplit(text or '', '\n', { plain = true }) do
+  for _, line in ipairs(text_lines.split(text or '')) do
     if vim.trim(line) ~= '' then
       return vim.trim(line)
     end
