@@ -8,6 +8,7 @@ import haskell from 'highlight.js/lib/languages/haskell';
 import nix from 'highlight.js/lib/languages/nix';
 import protobuf from 'highlight.js/lib/languages/protobuf';
 import scala from 'highlight.js/lib/languages/scala';
+import { finalBreak, LINE_BREAK } from './lines';
 
 for (const [name, language] of Object.entries({ cmake, dockerfile, elixir, haskell, nix, protobuf, scala })) {
     hljs.registerLanguage(name, language);
@@ -35,15 +36,20 @@ function highlighted(text: string, language: string): string {
     return hljs.highlight(text, { language: name, ignoreIllegals: true }).value;
 }
 
-/** Splits highlighted HTML into lines, closing the spans still open at each line break and reopening them on
- * the next line (a string or comment may span lines). highlight.js emits only `<span class="…">` and `</span>`. */
-function splitLines(html: string): string[] {
+const HTML_PARTS = new RegExp(`(<span [^>]*>|<\\/span>|${LINE_BREAK.source})`);
+
+/** Splits highlighted HTML into lines (`LINE_BREAK`), closing the spans still open at each line break and reopening
+ * them on the next line (a string or comment may span lines); `breaks[i]` is the break after `lines[i]`.
+ * highlight.js emits only `<span class="…">` and `</span>`. */
+function splitLines(html: string): { lines: string[]; breaks: string[] } {
     const lines: string[] = [];
+    const breaks: string[] = [];
     const open: string[] = [];
     let current = '';
-    for (const part of html.split(/(<span [^>]*>|<\/span>|\n)/)) {
-        if (part === '\n') {
+    for (const part of html.split(HTML_PARTS)) {
+        if (LINE_BREAK.test(part)) {
             lines.push(current + '</span>'.repeat(open.length));
+            breaks.push(part);
             current = open.join('');
         } else if (part.startsWith('<span ')) {
             open.push(part);
@@ -56,7 +62,7 @@ function splitLines(html: string): string[] {
         }
     }
     lines.push(current);
-    return lines;
+    return { lines, breaks };
 }
 
 export interface CodeBlockOptions {
@@ -71,15 +77,15 @@ export interface CodeBlockOptions {
  * not part of the text), joined by the original line breaks.
  */
 export function renderCodeBlock(text: string, language: string, { firstLine, anchorLine }: CodeBlockOptions = {}): string {
-    const body = text.endsWith('\n') ? text.slice(0, -1) : text;
-    const lines = splitLines(highlighted(body, language)).map((line, index) => {
+    const trailing = finalBreak(text);
+    const { lines, breaks } = splitLines(highlighted(text.slice(0, text.length - trailing.length), language));
+    const spans = lines.map((line, index) => {
         const number = firstLine === undefined ? undefined : firstLine + index;
         const classes = number !== undefined && number === anchorLine ? 'line anchor' : 'line';
-        return `<span class="${classes}"${number === undefined ? '' : ` data-line="${number}"`}>${line}</span>`;
+        return `<span class="${classes}"${number === undefined ? '' : ` data-line="${number}"`}>${line}</span>${breaks[index] ?? trailing}`;
     });
     const numbered = firstLine === undefined ? '' : ' numbered';
-    const trailing = body === text ? '' : '\n';
-    return `<pre class="code${numbered}"><code class="hljs">${lines.join('\n')}${trailing}</code></pre>`;
+    return `<pre class="code${numbered}"><code class="hljs">${spans.join('')}</code></pre>`;
 }
 
 /** Token colours from the editor theme (webviews get the theme as CSS variables). */

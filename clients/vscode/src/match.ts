@@ -1,6 +1,7 @@
 // Where a search result matched: the span to reveal, the line to put the cursor on, the symbol to name.
 // Pure functions of the server's answer (no vscode import).
 import type { Location } from 'vscode-languageclient/node';
+import { linesOf } from './lines';
 import type { ChunkResult, FileResult } from './protocol';
 
 export interface Match {
@@ -75,7 +76,7 @@ export function matchOf(file: FileResult): Match {
     }
     const anchorLine = chunk.snippet?.anchorLine ?? chunk.location.range.start.line;
     const { text, firstLine } = knownText(chunk);
-    const lines = text.split('\n');
+    const lines = linesOf(text);
     const anchor = anchorLine - firstLine;
     const anchorText = lines[anchor]?.trim() || lines.find((line) => line.trim() !== '')?.trim() || '';
     // The server names the definition holding the anchor (`anchorSymbol`). Without it (an older server): a chunk

@@ -1,6 +1,7 @@
 // "Codeloupe: Related Code": the indexed chunks nearest to the selection (or the cursor line), nearest first.
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
+import { linesOf } from './lines';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { type RelatedResult, RelatedRequest } from './protocol';
 import { outsideEveryFolder } from './workspaceFiles';
@@ -12,7 +13,7 @@ export function relatedItems(related: RelatedResult): LocationItem[] {
     return related.chunks.map((chunk) => ({
         label: `$(file-code) ${chunk.breadcrumb || chunk.name || chunk.path}`,
         description: `${lineOf(chunk.path, chunk.location)} · ${chunk.score.toFixed(2)}`,
-        detail: chunk.text.split('\n').find((line) => line.trim() !== '')?.trim(),
+        detail: linesOf(chunk.text).find((line) => line.trim() !== '')?.trim(),
         location: chunk.location,
     }));
 }

@@ -1101,6 +1101,47 @@ describe('the extension against the real server', function () {
         assert.equal(result.core[0].chunks[0].location.uri, vscode.Uri.file(file).toString());
     });
 
+    it('code from a file with CRLF and lone CR lines: the picker and the bundle page show the server\'s lines', async function () {
+        // A line ends at \n, \r\n or a lone \r only, as VS Code and the server count them (docs/protocol.md).
+        const file = path.join(workspace.root, 'app', 'mac_ledger.py');
+        // Small functions (one chunk of many lines, some ended by a lone CR).
+        const sums = ['alpha', 'beta', 'gamma', 'delta'].map((name) => `def ${name}_total(values):\r    """Sum of the ${name} values."""\r\n`
+            + '    return sum(values)\r');
+        const text = `"""Old Mac line endings."""\n\r\r${sums.join('\r\r')}\r\rdef numbat_ledger_balance(entries):\r`
+            + '    """Balance of a numbat ledger."""\r\n    total = 0\r    for entry in entries:\r\n        total += entry\r    return total\r';
+        const lines = text.match(/[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+/g).map((line) => line.replace(/[\r\n]+$/, ''));
+        await probe.saveDocument(file, text);
+        await waitFor('the saved file in search', async () => {
+            const found = await client.sendRequest('codeloupe/search', { query: 'numbat_ledger_balance' });
+            return found.core[0]?.path === 'app/mac_ledger.py';
+        });
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'numbat_ledger_balance';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const ledger = items.find((item) => item.label.includes('app/mac_ledger.py'));
+            const chunk = searches.calls.at(-1).result.core.find((found) => found.path === 'app/mac_ledger.py').chunks[0];
+            const anchor = chunk.snippet.anchorLine;
+            assert.equal(ledger.detail, lines[anchor].trim(), 'the picker shows the anchor line');
+            assert.match(ledger.description, new RegExp(`L${anchor + 1}$`));
+
+            await picker.accept(items.find((item) => item.openBundle));
+            view = await openWebview(browser, panelOf('codeloupe.bundle').webview.html);
+            const shown = await view.page.$$eval('.file', (files) => [...files.find((div) => div.querySelector('h3').textContent
+                .includes('app/mac_ledger.py')).querySelectorAll('.line')].map((span) => [Number(span.dataset.line), span.textContent,
+                span.classList.contains('anchor')]));
+            const { start, end } = chunk.location.range;
+            const spanned = lines.slice(start.line, end.character === 0 ? end.line : end.line + 1);
+            assert.deepEqual(shown, spanned.map((line, index) => [start.line + index + 1, line, start.line + index === anchor]));
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
         const query = 'quokka zebracorn lookup table';
         const paths = async () => {
