@@ -78,3 +78,19 @@ def test_definitions_holding_many_lines_stay_within_sqlites_variable_limit(
     found = ws.store.definitions_holding(lines)
     assert found == {pair: ws.store.definitions_holding([pair])[pair] for pair in lines}
     assert sorted(found["books2.py", 13]) == [(4, 14, "Ledger", ""), (10, 14, "settle_2", "Ledger")]
+
+
+def test_a_snippet_of_a_file_saved_since_the_snapshot_centres_on_the_query_s_word(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A word only a file saved since the last full build holds is still the snippet's anchor (the base index's
+    statistics do not know it: the snippet opened at the chunk's first line)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "ledger.py").write_text(textwrap.dedent(ledger("plainword", "settle")))
+    ws = lexical_workspace(root)
+    ws.search("plainword")  # the base snapshot is built
+    filler = "".join(f"    step_{n} = {n}\n" for n in range(30))
+    (root / "fresh.py").write_text(f"def reconcile():\n{filler}    marker = 'zanzibarquux'\n    return marker\n")
+    ws.update_files(["fresh.py"])
+    hit = next(h for h in ws.search("zanzibarquux").files if h.path == "fresh.py")
+    assert hit.chunks[0].snippet.anchor_line == 32

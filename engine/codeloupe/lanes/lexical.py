@@ -544,7 +544,8 @@ class BM25Index:
 
 
 class StackedBM25:
-    """Several BM25 indexes over consecutive row ranges, scored as one (the first one's IDF picks snippets)."""
+    """Several BM25 indexes over consecutive row ranges, scored as one (the first one's IDF picks snippets; a
+    term only the later ones hold is rarer than any)."""
 
     def __init__(self, parts: list[BM25Index]) -> None:
         self.parts = parts
@@ -562,7 +563,11 @@ class StackedBM25:
                                for part, a, b in zip(self.parts, bounds, bounds[1:])])
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
-        return self.parts[0].rarest(terms, k)
+        # A word only files saved since the base was built hold is in none of its rows: the rarest of all. Left
+        # out, a snippet of such a file had none of the query's words to centre on and opened at its first line.
+        base = self.parts[0]
+        newer = sorted({t for t in terms if t not in base.vocab and any(t in part.vocab for part in self.parts[1:])})
+        return (newer + base.rarest(terms, k))[:k]
 
     def rows_holding(self, terms: set[str]) -> np.ndarray:
         return np.concatenate([part.rows_holding(terms) for part in self.parts])
