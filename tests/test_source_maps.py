@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codeloupe.api import Workspace
-from codeloupe.source_maps import MAPPINGS_MAX_CHARS, SourceMaps, decode
+from codeloupe.source_maps import MAPPINGS_MAX_CHARS, MAPS_KEPT, SourceMaps, decode
 
 SHOP = Path(__file__).parent / "fixtures" / "source_maps" / "shop"
 
@@ -115,3 +115,17 @@ def test_a_map_past_the_mappings_bound_maps_nothing_and_a_real_sized_one_maps() 
 def test_a_segment_before_its_source_s_first_line_maps_nothing() -> None:
     source_map = decode(json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "AAFA"}).encode())  # line -2
     assert source_map is not None and source_map.original(1) is None
+
+
+def test_a_query_reads_no_more_maps_than_a_workspace_keeps(shop: Path,
+                                                             lexical_workspace: Callable[[Path], Workspace]) -> None:
+    # A report may name hundreds of compiled files, each with a map: each search read and decoded them all.
+    for n in range(MAPS_KEPT + 2):
+        for suffix in ("", ".map"):
+            shutil.copy(shop / "build" / f"pricing.js{suffix}", shop / "build" / f"pricing{n}.js{suffix}")
+    ws = lexical_workspace(shop)
+    trace = "RangeError: negative quantity for A-1\n" + "".join(
+        f"    at lineTotal (/srv/app/node_modules/shop/build/pricing{n}.js:7:15)\n" for n in range(MAPS_KEPT + 2))
+    top = ws.search(trace).files[0]
+    assert top.path == "src/pricing.ts"
+    assert top.why.count("its source map: src/pricing.ts:10") == MAPS_KEPT

@@ -68,7 +68,7 @@ from codeloupe.snapshot_file import (
     saved_snapshot_generation,
     snapshot_file,
 )
-from codeloupe.source_maps import SourceMaps
+from codeloupe.source_maps import MAPS_KEPT, SourceMaps
 from codeloupe.store import (
     ChunkTable,
     ChunkTexts,
@@ -1388,10 +1388,11 @@ class Searcher:
         """Frames > explicit paths > backticked identifiers pin files; the frame's function gets its own bonus."""
         pinned: dict[int, float] = {}
         depth = 0  # workspace files in the order the frames reach them, innermost first
+        mapped: set[str] = set()  # the compiled files whose maps this query read
         for frame in issue.frames:
             path, line, why = resolve_suffix(frame.path, snap.by_basename), frame.line, ""
             if path is None:  # a compiled file the index leaves out: the frame pins the line it was compiled from
-                path, line = self._through_source_map(snap, frame)
+                path, line = self._through_source_map(snap, frame, mapped)
                 why = f" (its source map: {path}:{line})"
             if path is None:
                 continue
@@ -1424,12 +1425,18 @@ class Searcher:
             if mask[snap.file_chunk_rows.get(file_id, [])].any():
                 fusion.file[file_id] += bonus
 
-    def _through_source_map(self, snap: Snapshot, frame: Frame) -> tuple[str | None, int]:
+    def _through_source_map(self, snap: Snapshot, frame: Frame, mapped: set[str]) -> tuple[str | None, int]:
         """(the indexed file and line that `frame`'s compiled line came from, by the map beside the compiled file
-        in the workspace; (None, 0) when there is no such map or it names no indexed file)."""
+        in the workspace; (None, 0) when there is no such map or it names no indexed file). `mapped`: the compiled
+        files whose maps the query read so far, at most `MAPS_KEPT` (a report of 1,000 frames, each in another
+        file with a map, read and decoded 1,000 maps a search, each query again), so the next search of the
+        report finds them all decoded."""
         maps = self._source_maps
         compiled = maps.compiled_file(frame.path)
-        found = maps.original(compiled, frame.line, frame.column) if compiled is not None else None
+        if compiled is None or compiled not in mapped and len(mapped) >= MAPS_KEPT:
+            return None, 0
+        mapped.add(compiled)
+        found = maps.original(compiled, frame.line, frame.column)
         if found is None:
             return None, 0
         source, line = found
