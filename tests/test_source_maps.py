@@ -129,3 +129,15 @@ def test_a_query_reads_no_more_maps_than_a_workspace_keeps(shop: Path,
     top = ws.search(trace).files[0]
     assert top.path == "src/pricing.ts"
     assert top.why.count("its source map: src/pricing.ts:10") == MAPS_KEPT
+
+
+@pytest.mark.parametrize("frame", [
+    "/srv/app/node_modules/shop/dist/shop.cjs.js:31:" + "9" * 5000,  # past what Python's int() reads
+    "/srv/app/node_modules/shop/src/pricing.ts:" + "9" * 20,  # past a 64-bit line
+])
+def test_a_frame_s_number_past_any_file_s_is_read_as_unknown(shop: Path, frame: str,
+                                                              lexical_workspace: Callable[[Path], Workspace]) -> None:
+    ws = lexical_workspace(shop)
+    bundle = ws.search(f"RangeError: negative quantity for A-1\n    at lineTotal ({frame})\n"
+                       "    at Cart.total (/srv/app/node_modules/shop/dist/shop.cjs.js:46:28)\n")
+    assert {"src/pricing.ts", "src/cart.ts"} <= {h.path for h in bundle.files}

@@ -62,6 +62,7 @@ TRACE_SHAPES = [
                                   r"(?P<line>\d+)\)"),
                re.compile(_ERROR_LINE), alone=2),
 ]
+_NUMBER_DIGITS_MAX = 9  # a line or column past a billion is none of a real file
 _PATH = re.compile(r"(?<![\w/.-])(?P<path>(?:[\w.-]+/)*[\w.-]+\." + _SOURCE_EXT + r")(?![\w])")
 # The info string after the opening fence is bounded and stops at a backtick, for the same reason as above.
 _FENCE = re.compile(r"```[^\n`]{0,200}\n(.*?)```", re.S)
@@ -135,16 +136,22 @@ def frames(text: str) -> list[Frame]:
             matches.reverse()
         for m in matches:
             groups = m.groupdict()
-            line = groups.get("line") or groups.get("line2") or "0"
+            line = _number(groups.get("line") or groups.get("line2"))
             path = groups["path"].replace("\\", "/")
             if shape.language == "java":
                 path = _jvm_path(groups["func"], path)
-            key = (path, int(line))
+            key = (path, line)
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Frame(path, int(line), (groups.get("func") or "").strip(), int(groups.get("column") or 0)))
+            out.append(Frame(path, line, (groups.get("func") or "").strip(), _number(groups.get("column"))))
     return out
+
+
+def _number(digits: str | None) -> int:
+    """A frame's line or column; 0 (unknown) for none, or for more digits than a file's line has (the report is
+    the user's text: 5,000 digits raised from `int`, 20 overflowed the index's 64-bit lines)."""
+    return int(digits) if digits and len(digits) <= _NUMBER_DIGITS_MAX else 0
 
 
 def _jvm_path(qualified: str, file_name: str) -> str:
