@@ -129,7 +129,7 @@ def parse_issue(query: str, full_text_weight: float) -> IssueQuery:
 def frames(text: str) -> list[Frame]:
     """Stack frames named in `text`, innermost (closest to the failure) first."""
     out: list[Frame] = []
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int, int]] = set()
     for shape in TRACE_SHAPES:
         matches = list(shape.frame.finditer(text))
         if shape.innermost_last:
@@ -140,11 +140,12 @@ def frames(text: str) -> list[Frame]:
             path = groups["path"].replace("\\", "/")
             if shape.language == "java":
                 path = _jvm_path(groups["func"], path)
-            key = (path, line)
+            column = _number(groups.get("column"))
+            key = (path, line, column)  # a minified bundle is one line: its frames differ in their columns only
             if key in seen:
                 continue
             seen.add(key)
-            out.append(Frame(path, line, (groups.get("func") or "").strip(), _number(groups.get("column"))))
+            out.append(Frame(path, line, (groups.get("func") or "").strip(), column))
     return out
 
 

@@ -1389,14 +1389,16 @@ class Searcher:
         pinned: dict[int, float] = {}
         depth = 0  # workspace files in the order the frames reach them, innermost first
         mapped: set[str] = set()  # the compiled files whose maps this query read
+        lines: set[tuple[int, int]] = set()  # (file, line) pinned: frames on one line differing in column pin it once
         for frame in issue.frames:
             path, line, why = resolve_suffix(frame.path, snap.by_basename), frame.line, ""
             if path is None:  # a compiled file the index leaves out: the frame pins the line it was compiled from
                 path, line = self._through_source_map(snap, frame, mapped)
                 why = f" (its source map: {path}:{line})"
-            if path is None:
+            if path is None or (snap.path_to_file[path], line) in lines:
                 continue
             file_id = snap.path_to_file[path]
+            lines.add((file_id, line))
             if file_id not in pinned:
                 pinned[file_id] = R.FRAME_BONUS * R.FRAME_DEPTH_DECAY ** depth
                 depth += 1
