@@ -5,6 +5,7 @@ folders that discovery leaves out)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -151,3 +152,15 @@ def test_a_frame_s_number_past_any_file_s_is_read_as_unknown(shop: Path, frame: 
     bundle = ws.search(f"RangeError: negative quantity for A-1\n    at lineTotal ({frame})\n"
                        "    at Cart.total (/srv/app/node_modules/shop/dist/shop.cjs.js:46:28)\n")
     assert {"src/pricing.ts", "src/cart.ts"} <= {h.path for h in bundle.files}
+
+
+def test_a_map_replaced_keeping_its_size_and_mtime_is_read_again(shop: Path) -> None:
+    # npm writes every file of a package with one fixed mtime: an upgrade can replace a map keeping both.
+    maps, old = SourceMaps(shop), shop / "build" / "pricing.js.map"
+    assert maps.original("build/pricing.js", 7, 15) == ("src/pricing.ts", 10)
+    new, st = shop / "build" / "upgraded.map", old.stat()
+    new.write_text(old.read_text().replace("pricing.ts", "tariffs.ts"))
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, old)
+    assert old.stat().st_size == st.st_size and old.stat().st_mtime_ns == st.st_mtime_ns
+    assert maps.original("build/pricing.js", 7, 15) == ("src/tariffs.ts", 10)

@@ -116,13 +116,14 @@ def decode(text: bytes) -> SourceMap | None:
 
 
 class SourceMaps:
-    """A workspace's maps read when a frame asks, the last `MAPS_KEPT` kept decoded (keyed by size and mtime, so an
-    edited map is read again)."""
+    """A workspace's maps read when a frame asks, the last `MAPS_KEPT` kept decoded (keyed by the file's identity,
+    size, mtime and ctime, so an edited or replaced map is read again: npm writes every file of a package with one
+    fixed mtime, so an upgraded package's map can keep its size and mtime)."""
 
     def __init__(self, root: Path) -> None:
         self._root = root
         self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, int, float], SourceMap | None] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int, int, int, int, int], SourceMap | None] = OrderedDict()
 
     def compiled_file(self, frame_path: str) -> str | None:
         """The workspace path (POSIX, from the root) of the compiled file a frame names, found by the longest
@@ -151,7 +152,7 @@ class SourceMaps:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             return None
-        key = (rel, st.st_size, st.st_mtime)
+        key = (rel, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
