@@ -109,8 +109,11 @@ def test_a_broken_map_maps_nothing(text: bytes) -> None:
     assert decode(text) is None
 
 
-def test_a_segment_naming_a_source_the_map_lacks_maps_nothing() -> None:
-    source_map = decode(json.dumps({"version": 3, "sources": ["a.ts"], "mappings": "AEAA"}).encode())
+@pytest.mark.parametrize("sources", [["a.ts"], [None], [7]])
+def test_a_segment_naming_a_source_the_map_lacks_or_does_not_name_maps_nothing(sources: list[object]) -> None:
+    # A null source, read as "", became the compiled file's folder (`build`): an indexed file so named was pinned.
+    mappings = "AEAA" if sources == ["a.ts"] else "AAAA"
+    source_map = decode(json.dumps({"version": 3, "sources": sources, "mappings": mappings}).encode())
     assert source_map is not None and source_map.original(1) is None
 
 

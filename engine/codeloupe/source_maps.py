@@ -61,8 +61,8 @@ class SourceMap:
         before = [i for i in segments if columns[i] < column]  # at or before the 1-based column
         chosen = max(before, key=columns.__getitem__) if before else min(segments, key=columns.__getitem__)
         source, source_line = self.source_indexes[chosen], self.source_lines[chosen]
-        if not (0 <= source < len(self.sources) and source_line >= 0):
-            return None
+        if not (0 <= source < len(self.sources) and self.sources[source] and source_line >= 0):
+            return None  # a source the map lacks or does not name (`null`), or a line before its first
         return self.sources[source], source_line + 1
 
 
