@@ -129,7 +129,9 @@ class SourceMaps:
         """The workspace path (POSIX, from the root) of the compiled file a frame names, found by the longest
         suffix of `frame_path` that is a file in the workspace with a map beside it (frames come from other
         machines); None when there is none."""
-        parts = [p for p in frame_path.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+        # No part with a colon: a drive (`C:`) or a scheme (`node:`, `file:`) names no folder of the workspace, and
+        # on Windows a drive joined to the root would leave it.
+        parts = [p for p in frame_path.replace("\\", "/").split("/") if p not in ("", ".", "..") and ":" not in p]
         for first in range(len(parts)):
             rel = "/".join(parts[first:])
             if _plain_file(self._root, rel) and _plain_file(self._root, rel + SOURCE_MAP_SUFFIX):
