@@ -27,6 +27,18 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def children_running(pid: int, module: str) -> list[int]:
+    """The child processes of `pid` that run `module` (`python -m module ...`)."""
+    found = []
+    for child in children_of(pid):
+        try:
+            if module.encode() in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0"):
+                found.append(child)
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()

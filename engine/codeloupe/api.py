@@ -235,6 +235,7 @@ class Workspace:
         self._lock = threading.RLock()
         self._searcher = None
         self._provider = None
+        self._embedding_stopped = threading.Event()  # `stop_embedding` was called
         self._entry_points: tuple[int, list[EntryPoint], FileFindings] | None = None
         # (index generation, (path, line) -> the innermost definition holding the line, or None)
         self._anchor_names: tuple[int, dict[tuple[str, int], str | None]] = (-1, {})
@@ -364,20 +365,28 @@ class Workspace:
         return strategies_in_force(self.store, self.strategies())
 
     def embedding_provider(self):
-        """The configured embedding provider, created once (loading a model is the slow part)."""
+        """The configured embedding provider, created once (loading a model is the slow part). The first load on a
+        machine derives the local model (seconds of CPU, in a child process): `stop_embedding` ends it, and this
+        raises `EmbeddingStopped` (nothing is kept; a later call derives it again)."""
         from codeloupe.embed import make_provider
 
         with self._lock:
             if self._provider is None:
-                self._provider = make_provider(self.settings)
+                self._provider = make_provider(self.settings, should_stop=self._embedding_stopped.is_set)
             return self._provider
 
     def embed(self, progress: ProgressFn | None = None, prefer_paths: Iterable[str] = (),
               should_stop: Callable[[], bool] | None = None):
-        """Compute missing vectors: skeletons first, then chunks of `prefer_paths`, then the rest."""
-        from codeloupe.embed.background import embed_pending
+        """Compute missing vectors: skeletons first, then chunks of `prefer_paths`, then the rest. A model whose
+        first load `stop_embedding` ended leaves the run stopped with nothing done."""
+        from codeloupe.embed import EmbeddingStopped
+        from codeloupe.embed.background import EmbedReport, embed_pending
 
-        return embed_pending(self.store, self.embedding_provider(), self.settings, progress=progress,
+        try:
+            provider = self.embedding_provider()
+        except EmbeddingStopped:
+            return EmbedReport(stopped=True)
+        return embed_pending(self.store, provider, self.settings, progress=progress,
                              prefer_paths=list(prefer_paths), should_stop=should_stop)
 
     def stop_embedding(self) -> None:
@@ -386,7 +395,9 @@ class Workspace:
         processes are killed, where `should_stop` would let the step finish; the local model embeds no bulk call
         after, while a search's query still is (its dense lane answers until the workspace is closed); a remote
         provider's request ends within its own timeout. A provider still loading is not waited for (its lock is
-        not taken): that run's `should_stop` is."""
+        not taken): the local model's first derivation, whichever call started it, is killed within a tenth of a
+        second (nothing of it kept: the next start derives it again), and no later call derives it."""
+        self._embedding_stopped.set()
         provider = self._provider
         if provider is not None:
             provider.stop_bulk()

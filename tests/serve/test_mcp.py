@@ -634,6 +634,55 @@ def test_closing_a_warm_workspace_twice_returns_at_once(tmp_path: Path) -> None:
     assert not again.is_alive(), "the second close waited for the refresh lock the first one kept"
 
 
+def test_closing_a_warm_workspace_kills_the_models_first_derivation(tmp_path: Path) -> None:
+    """The first start on a machine derives the local model (seconds of CPU) before it embeds anything. It ran on
+    the embedding thread, where closing the workspace could not stop it: the close waited for it (up to 30 s, past
+    the 2 s an MCP client allows). It now runs in a child process that the close kills: the close returns long
+    before the rest of a derivation would have run (a whole one is timed here, on the same machine), no process of
+    it is left, nothing of it stays in the cache (derived file, work dir, the quantiser's temporary files), and the
+    next start derives the model: the re-quantised one, not the shipped one a failure would have left for good."""
+    import time
+
+    from codeloupe.api import Workspace
+    from codeloupe.embed.local import MINILM_SHA256, local_model_id, requantized_model, shipped_model_path
+    from processes import alive, children_running
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "mod.py").write_text("def handler(request):\n    return request\n")
+    ws = Workspace(tmp_path / "src", overrides={"embed_provider": "local"})
+    models = ws.settings.cache_root / "models"  # a fresh cache (conftest): the model is derived
+    warm = WarmWorkspace(ws)
+    try:
+        deadline = time.monotonic() + 300  # a hang guard only
+        while not list(models.glob("requantize-*")):  # its work dir: the derivation starts
+            assert time.monotonic() < deadline, "the derivation did not start"
+            time.sleep(0.02)
+        started = time.monotonic()
+        while not list(models.glob("requantize-*/folded.onnx")):  # under way, its first step done
+            assert time.monotonic() < deadline, "the derivation did not go on"
+            time.sleep(0.02)
+        derivers = children_running(os.getpid(), "codeloupe.embed.derive")
+        asked = time.monotonic()
+        ran_s = asked - started
+    finally:
+        warm.close()
+    closed_s = time.monotonic() - asked
+    assert derivers and not any(alive(pid) for pid in derivers)
+    assert sorted(p.name for p in models.iterdir()) == ["sha256.json"]  # the shipped model's checksum, nothing else
+
+    timed = time.monotonic()
+    derived = requantized_model(shipped_model_path(), MINILM_SHA256, ws.settings.cache_root)
+    whole_s = time.monotonic() - timed
+    assert closed_s < (whole_s - ran_s) / 2, (closed_s, whole_s, ran_s)
+    again = Workspace(tmp_path / "src", overrides={"embed_provider": "local"})
+    try:
+        assert again.embed().chunks_done > 0
+        provider = again.embedding_provider()
+        assert provider.model_path == derived and provider.model_id == local_model_id(again.settings)
+    finally:
+        again.close()
+
+
 class StdioServer:
     """A real `codeloupe mcp ROOT` over pipes, initialised, its stderr in `errlog`; killed if a test leaves it
     running."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -130,10 +131,12 @@ def describe_provider(settings: Settings) -> tuple[str, str]:
     return name, local_model_id(settings) if name == "local" else onnx_dir_model_id(settings)
 
 
-def make_provider(settings: Settings) -> EmbeddingProvider | None:
+def make_provider(settings: Settings, should_stop: Callable[[], bool] | None = None) -> EmbeddingProvider | None:
     """The configured provider, or None for ``embed_provider = "none"`` (search then runs lexical-only).
 
-    Raises `EmbeddingError` when the provider cannot be set up (missing model file, bad checksum, ...)."""
+    Raises `EmbeddingError` when the provider cannot be set up (missing model file, bad checksum, ...), and
+    `EmbeddingStopped` when `should_stop()` turned true while the local model was being derived (its first load on a
+    machine, seconds of CPU: `codeloupe.embed.local.requantized_model`)."""
     name = _check_provider_name(settings)
     if name == "none":
         return None
@@ -143,7 +146,9 @@ def make_provider(settings: Settings) -> EmbeddingProvider | None:
         return OpenAIProvider(settings)
     from codeloupe.embed.local import load_local_provider, load_onnx_dir_provider
 
-    return load_local_provider(settings) if name == "local" else load_onnx_dir_provider(settings)
+    if name == "local":
+        return load_local_provider(settings, should_stop=should_stop)
+    return load_onnx_dir_provider(settings)
 
 
 __all__ = [

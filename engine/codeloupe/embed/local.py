@@ -9,9 +9,11 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
   it is re-quantised with onnxruntime's dynamic quantisation into true int8 MatMuls and the derived model is
   cached beside the index (keyed by the source sha256 and the versions that derived it); its own sha256 is
   recorded in the user config dir and checked before every load, so a file planted in the cache is never
-  loaded. Any failure falls back to the shipped file. A killed derivation leaves its work dir, named for its
-  process: the next start removes those whose process is gone. The derivation also drops the attention's
-  NaN guards and fuses GELU (codeloupe.embed.model_graph): ~12% less CPU per window on one thread.
+  loaded. Any failure falls back to the shipped file. The derivation runs in a child process
+  (codeloupe.embed.derive) that a closing workspace kills (`requantized_model`'s should_stop). A killed
+  derivation leaves its work dir, named for its process: the next start removes those whose process is gone.
+  The derivation also drops the attention's NaN guards and fuses GELU (codeloupe.embed.model_graph): ~12% less
+  CPU per window on one thread.
 - what is embedded of a text is its distinct words (punctuation and repeated words dropped): code spends
   most of its tokens on both, so a chunk's words fit in a quarter of the windows, at better recall.
 - texts are windowed into 128-token pieces; the windows of a call are sorted by length and packed into
@@ -24,6 +26,7 @@ Speed choices, measured by bench/embed_bench.py (numbers in its output and the R
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -35,8 +38,11 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -361,13 +367,6 @@ def can_requantize() -> bool:
     return importlib.util.find_spec("onnx") is not None
 
 
-class _DropPreprocessAdvice(logging.Filter):
-    """quantize_dynamic advises pre-processing on the root logger at WARNING; it does not apply here."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-
 def derivation(requantized: bool) -> str:
     """What besides the model file decides its vectors: onnxruntime runs the model (its kernels' rounding
     has moved vectors between releases), and with onnx it derives the re-quantised file. Part of every
@@ -520,13 +519,17 @@ def is_known_derived(path: Path) -> bool:
     return hash_file(path) in _derived_digests().get(path.name, [])
 
 
-def requantized_model(source: Path, source_sha256: str, cache_root: Path, *,
-                      unsigned: bool | None = None) -> Path | None:
+def requantized_model(source: Path, source_sha256: str, cache_root: Path, *, unsigned: bool | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> Path | None:
     """A copy of `source` with dynamically quantised int8 MatMuls, built once and cached; None on failure.
     `unsigned`: the weight form (None: the one this processor's kernel needs; the benchmark compares both).
 
     A file already at the cached path is used only when its sha256 is one this machine recorded when it
-    derived it; anything else (planted, damaged, half-written) is replaced by deriving again."""
+    derived it; anything else (planted, damaged, half-written) is replaced by deriving again.
+
+    The derivation runs in a child process (`codeloupe.embed.derive`), asked `should_stop` every `DERIVE_POLL_S`:
+    once it is true the child is killed, its work dir removed, and `EmbeddingStopped` raised (nothing is cached or
+    marked failed: the next start derives again); `EmbeddingError` where something else killed it (likewise)."""
     target, failed = _requantized_paths(cache_root, source_sha256, unsigned)
     remove_stale_work_dirs(target.parent)
     remove_outdated_derivations(target.parent, keep=target)
@@ -535,40 +538,61 @@ def requantized_model(source: Path, source_sha256: str, cache_root: Path, *,
             _mark_used(target)
             return target
         log.warning("%s is not a model codeloupe derived here (its sha256 is unknown); deriving it again", target)
-    advice_filter = _DropPreprocessAdvice()
-    root_logger = logging.getLogger()
-    root_logger.addFilter(advice_filter)
     try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        from codeloupe.embed import model_graph  # needs onnx, like the quantiser
-
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-") as work:
-            # Fold the shipped dequantise-on-the-fly nodes (Cast, Mul) into float weights first; the
-            # quantiser then turns those MatMuls into integer ones.
-            folded = Path(work) / "folded.onnx"
-            fold = ort.SessionOptions()
-            fold.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-            fold.optimized_model_filepath = str(folded)
-            ort.InferenceSession(str(source), fold, providers=["CPUExecutionProvider"])
-            quantised = Path(work) / "dynint8.onnx"
-            # Per-channel weight scales: cosine to the float32 model 0.994 instead of 0.963 per-tensor, at
-            # the same speed (bench/embed_bench.py).
-            quantize_dynamic(folded, quantised, weight_type=QuantType.QInt8, per_channel=True)
-            model_graph.simplify(quantised)
-            if _unsigned_here(unsigned):
-                model_graph.unsigned_weights(quantised)
-            _record_derived(target.name, hash_file(quantised))
-            os.replace(quantised, target)
+            derived = Path(work) / "dynint8.onnx"
+            _derive_in_child(source, derived, _unsigned_here(unsigned), should_stop)
+            # Renamed into place once whole: a derivation stopped or killed before leaves nothing at the cached path
+            # (and a file found there is loaded only if its digest was recorded here).
+            _record_derived(target.name, hash_file(derived))
+            os.replace(derived, target)
         log.info("re-quantised %s into %s", source, target)
         return target
+    except EmbeddingStopped:
+        log.info("the derivation of %s was stopped; the next start derives it again", target.name)
+        raise
+    except EmbeddingError:  # its process killed from outside: no failure of the tool, so not marked as one
+        raise
     except Exception as exc:  # any failure (disk full, a tool change): the shipped file still works
         log.warning("cannot re-quantise %s (%s); using the shipped model", source, exc)
         _mark_requantize_failed(failed, str(exc))
         return None
+
+
+# How often a derivation under way asks its `should_stop` (a workspace closing waits this long at most for it).
+DERIVE_POLL_S = 0.1
+_DERIVE_LOG_TAIL = 2000  # characters of the child's output quoted when it fails
+
+
+def _derive_in_child(source: Path, out: Path, unsigned: bool, should_stop: Callable[[], bool] | None) -> None:
+    """Run `codeloupe.embed.derive` into `out` (in the work dir, which also takes the child's temporary files
+    and its output) and wait for it; killed, and `EmbeddingStopped` raised, once `should_stop()` is true."""
+    work = out.parent
+    engine = str(Path(__file__).resolve().parents[2])  # the folder holding this `codeloupe`, for the child to import
+    env = {**os.environ, "TMPDIR": str(work), "TEMP": str(work), "TMP": str(work),
+           "PYTHONPATH": os.pathsep.join(filter(None, [engine, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "codeloupe.embed.derive", str(source), str(out), str(os.getpid())]
+    output = work / "derive.log"
+    with output.open("wb") as sink:
+        child = subprocess.Popen([*command, *(["--unsigned"] if unsigned else [])], stdin=subprocess.DEVNULL,
+                                 stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        while child.poll() is None:
+            if should_stop is not None and should_stop():
+                raise EmbeddingStopped("the embedding model's derivation was stopped")
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(DERIVE_POLL_S)
     finally:
-        root_logger.removeFilter(advice_filter)
+        if child.poll() is None:  # stopped, or this thread interrupted (Ctrl-C): the child ends with it
+            child.kill()
+            child.wait()
+    if child.returncode < 0:
+        raise EmbeddingError(f"the embedding model's derivation was killed (signal {-child.returncode}); the next"
+                             " start derives it again")
+    if child.returncode != 0:
+        said = output.read_text(encoding="utf-8", errors="replace")[-_DERIVE_LOG_TAIL:].strip()
+        raise RuntimeError(f"the derivation exited with status {child.returncode}: {said}")
 
 
 def _mark_requantize_failed(marker: Path, reason: str) -> None:
@@ -603,14 +627,16 @@ def minilm_tokenizer() -> BertWordPieceTokenizer:
 
 
 def load_local_provider(settings: Settings, *, requantize: bool = True, options: EncoderOptions | None = None,
-                        unsigned: bool | None = None) -> OnnxSentenceEncoder:
+                        unsigned: bool | None = None,
+                        should_stop: Callable[[], bool] | None = None) -> OnnxSentenceEncoder:
     """The embedded default. `requantize`, `options` and `unsigned` (the weight form) exist for the benchmark's
-    comparisons."""
+    comparisons. `should_stop`: as `requantized_model` asks it (the first load on a machine derives the model)."""
     options = options or options_from(settings)
     source = shipped_model_path()
     verify_model(source, MINILM_SHA256, settings.cache_root)
     if requantize and _requantize_here(settings):
-        derived = requantized_model(source, MINILM_SHA256, settings.cache_root, unsigned=unsigned)
+        derived = requantized_model(source, MINILM_SHA256, settings.cache_root, unsigned=unsigned,
+                                    should_stop=should_stop)
         if derived is not None:
             try:
                 return OnnxSentenceEncoder(derived, minilm_tokenizer(), options=options,
