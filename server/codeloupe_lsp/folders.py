@@ -427,8 +427,10 @@ class Folder:
     # ---------------------------------------------------------------- lifecycle
 
     def stop(self) -> None:
-        """Take no new work; the job in flight finishes (embedding stops at its next batch)."""
+        """Take no new work; the job in flight finishes (embedding stops at its next batch; the local model's first
+        derivation, seconds of CPU, is killed: `Workspace.stop_embedding`)."""
         self._closing = True
+        self.ws.stop_embedding()
         self._mark_searchable()
         self.progress_shown.set()
         if self._graph_timer is not None:
@@ -445,6 +447,7 @@ class Folder:
         job in flight is done (an index stops at its next file); that close, for the caller to wait for as long as
         it can (None when the folder was closed already)."""
         self._closing = True
+        self.ws.stop_embedding()
         try:
             return self._writer.submit(self._close_index)
         except RuntimeError:  # its writer was shut down: closed already

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from lsp_helpers import RawServer, uri
 
-from processes import alive, children_of, many_small_files
+from processes import alive, children_of, children_running, many_small_files
 
 pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no chunking worker pool on one core")
 FILES = 1500
@@ -24,13 +24,13 @@ FILES = 1500
 class Session:
     """A `RawServer` initialised on one folder, asked in turn."""
 
-    def __init__(self, root: Path, errlog: Path) -> None:
+    def __init__(self, root: Path, errlog: Path, embed_provider: str = "none") -> None:
         self.server = RawServer(errlog)
         self.errlog = errlog
         self._ids = itertools.count(1)
         self.ask("initialize", {"processId": None, "rootUri": None, "capabilities": {},
                                 "workspaceFolders": [{"uri": uri(root), "name": root.name}],
-                                "initializationOptions": {"embedProvider": "none"}})
+                                "initializationOptions": {"embedProvider": embed_provider}})
         self.tell("initialized", {})
 
     def ask(self, method: str, params: Any = None) -> Any:
@@ -74,6 +74,12 @@ class Session:
             assert time.monotonic() < deadline, f"{what} outlived the folder's removal"
             time.sleep(0.05)
 
+    def exit(self) -> None:
+        """`shutdown`, then `exit`: the server ends by itself, with status 0."""
+        self.ask("shutdown")
+        self.tell("exit", None)
+        assert self.server.proc.wait(timeout=30) == 0
+
     def quiet(self) -> None:
         """Nothing failed in the server's log, and no worker pool was abandoned."""
         log = self.errlog.read_text()
@@ -101,9 +107,7 @@ def test_removing_a_folder_stops_its_first_index(tmp_path: Path) -> None:
         assert workers and session.ask("codeloupe/status", {})["folders"] == []
         files, chunkless = stored(status["indexPath"])
         assert 0 < files < FILES and chunkless == 0  # stopped part way, every file written whole
-        session.ask("shutdown")
-        session.tell("exit", None)
-        assert session.server.proc.wait(timeout=30) == 0
+        session.exit()
     finally:
         session.server.close()
 
@@ -118,9 +122,7 @@ def test_exit_during_a_first_index_stops_and_closes_it(tmp_path: Path) -> None:
     try:
         status = session.first_index_under_way()
         workers = children_of(session.server.proc.pid)
-        session.ask("shutdown")
-        session.tell("exit", None)
-        assert session.server.proc.wait(timeout=30) == 0
+        session.exit()
     finally:
         session.server.close()
     assert workers and not any(alive(pid) for pid in workers)
@@ -140,9 +142,7 @@ def test_removing_a_folder_stops_its_graph_refresh(tmp_path: Path) -> None:
         workers = session.graph_facts_under_way()
         session.remove(root, workers, "the graph facts workers")
         assert session.ask("codeloupe/status", {})["folders"] == []
-        session.ask("shutdown")
-        session.tell("exit", None)
-        assert session.server.proc.wait(timeout=30) == 0
+        session.exit()
     finally:
         session.server.close()
     session.quiet()
@@ -157,10 +157,31 @@ def test_exit_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
     session = Session(root, tmp_path / "stderr.txt")
     try:
         workers = session.graph_facts_under_way()
-        session.ask("shutdown")
-        session.tell("exit", None)
-        assert session.server.proc.wait(timeout=30) == 0
+        session.exit()
     finally:
         session.server.close()
     assert not any(alive(pid) for pid in workers)
+    session.quiet()
+
+
+def test_removing_a_folder_kills_the_models_first_derivation(tmp_path: Path) -> None:
+    """A folder removed while the local model is derived for the first time on the machine (seconds of CPU, before
+    anything is embedded): its close waited for the whole derivation, on the folder's writer. The derivation runs in
+    a child process, which the removal now kills: it ends before it could have written the model (none is in the
+    cache, nor its work dir), and the server exits cleanly after."""
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "mod.py").write_text("def handler(request):\n    return request\n")
+    models = Path(os.environ["CODELOUPE_CACHE_DIR"]) / "models"  # a fresh cache (conftest): the model is derived
+    session = Session(root, tmp_path / "stderr.txt", embed_provider="local")
+    try:
+        deadline = time.monotonic() + 120
+        while not (derivers := children_running(session.server.proc.pid, "codeloupe.embed.derive")):
+            assert time.monotonic() < deadline, "no derivation seen"
+            time.sleep(0.02)
+        session.remove(root, derivers, "the derivation")
+        assert not list(models.glob("*.onnx")) and not list(models.glob("requantize-*"))  # killed, nothing kept
+        session.exit()
+    finally:
+        session.server.close()
     session.quiet()
