@@ -21,6 +21,7 @@ from codeloupe.embed.local import (
     derivation,
     distinct_words,
     file_sha256,
+    is_known_derived,
     load_local_provider,
     local_model_id,
     minilm_tokenizer,
@@ -435,3 +436,21 @@ def test_answering_queries_holds_one_copy_of_the_model_and_a_batch_opens_the_thr
     batched = encoder.embed(texts)
     assert vars(encoder)["_batch_session"] is not encoder._single
     assert _cosines(batched, one_at_a_time).min() > 0.9999
+
+
+def test_the_derivation_runs_no_code_from_the_working_directory(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The derivation's child process runs `python -m codeloupe.embed.derive`, and `-m` puts the working directory
+    first on the path; a language server often works in the workspace, so a repository holding its own
+    `codeloupe/embed/derive.py` would have run there (rule 6). It never does, and the derivation still works."""
+    hostile = tmp_path / "repo"
+    for package in ("codeloupe", "codeloupe/embed"):
+        (hostile / package).mkdir(parents=True)
+        (hostile / package / "__init__.py").write_text("")
+    ran = tmp_path / "ran"
+    (hostile / "codeloupe" / "embed" / "derive.py").write_text(
+        f"from pathlib import Path\nPath({str(ran)!r}).write_text('the repository ran code')\n")
+    monkeypatch.chdir(hostile)
+    derived = requantized_model(shipped_model_path(), MINILM_SHA256, tmp_path / "cache")
+    assert not ran.exists()
+    assert derived is not None and is_known_derived(derived)

@@ -572,11 +572,14 @@ def _derive_in_child(source: Path, out: Path, unsigned: bool, should_stop: Calla
     engine = str(Path(__file__).resolve().parents[2])  # the folder holding this `codeloupe`, for the child to import
     env = {**os.environ, "TMPDIR": str(work), "TEMP": str(work), "TMP": str(work),
            "PYTHONPATH": os.pathsep.join(filter(None, [engine, os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "codeloupe.embed.derive", str(source), str(out), str(os.getpid())]
+    # `-m` puts the working directory first on the child's path, and a language server's working directory is
+    # often the workspace: a repository holding `codeloupe/embed/derive.py` would run in its place (rule 6). `-P`
+    # leaves it out, and the child works in the work dir, which this process made.
+    command = [sys.executable, "-P", "-m", "codeloupe.embed.derive", str(source), str(out), str(os.getpid())]
     output = work / "derive.log"
     with output.open("wb") as sink:
         child = subprocess.Popen([*command, *(["--unsigned"] if unsigned else [])], stdin=subprocess.DEVNULL,
-                                 stdout=sink, stderr=subprocess.STDOUT, env=env)
+                                 stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=work)
     try:
         while child.poll() is None:
             if should_stop is not None and should_stop():
