@@ -47,7 +47,9 @@ export async function resolveServerCommand(folder?: vscode.Uri): Promise<ServerC
     }
     const python = await pythonInterpreter(folder);
     if (python !== undefined && (await canImport(python, SERVER_MODULE))) {
-        return { command: python, args: ['-m', SERVER_MODULE], source: 'Python interpreter' };
+        // `-P`: `-m` would put the working directory, the workspace, first on the server's path, and a repository
+        // holding its own `codeloupe_lsp` would run in place of the server.
+        return { command: python, args: ['-P', '-m', SERVER_MODULE], source: 'Python interpreter' };
     }
     const tried = python === undefined ? 'no Python interpreter is selected' : `the Python interpreter ${python} cannot import ${SERVER_MODULE}`;
     const install = python === undefined ? 'pip install codeloupe' : `"${python}" -m pip install codeloupe`;
@@ -77,7 +79,7 @@ async function pythonInterpreter(folder?: vscode.Uri): Promise<string | undefine
 
 function canImport(python: string, module: string): Promise<boolean> {
     return new Promise((resolve) => {
-        execFile(python, ['-c', `import ${module}`], { timeout: 20_000 }, (error) => resolve(error === null));
+        execFile(python, ['-P', '-c', `import ${module}`], { timeout: 20_000 }, (error) => resolve(error === null));
     });
 }
 

@@ -1304,11 +1304,39 @@ describe('the extension when it cannot or must not start', function () {
             try {
                 const client = await session.api.whenReady();
                 assert.ok(client?.isRunning(), `started: ${session.api.unavailableReason}`);
-                assert.ok(probe.log.some((line) => line.includes(`starting ${python} -m codeloupe_lsp`)), probe.log.join('\n'));
+                assert.ok(probe.log.some((line) => line.includes(`starting ${python} -P -m codeloupe_lsp`)), probe.log.join('\n'));
             } finally {
                 await session.close();
             }
         });
+    });
+
+    it('the python -m fallback runs no codeloupe_lsp the workspace holds', async function () {
+        // The server works in the workspace folder, and `-m` puts the working directory first on the path.
+        const hostile = makeWorkspace();
+        const ran = path.join(hostile.base, 'ran');
+        fs.mkdirSync(path.join(hostile.root, 'codeloupe_lsp'));
+        for (const name of ['__init__.py', '__main__.py']) {
+            fs.writeFileSync(path.join(hostile.root, 'codeloupe_lsp', name),
+                `open(${JSON.stringify(ran)}, "w").write("the repository ran code")\nraise SystemExit(3)\n`);
+        }
+        const python = serverPython();
+        const pythonApi = { environments: { getActiveEnvironmentPath: () => ({ id: 'fixture', path: python }) } };
+        const pythonExtension = { id: 'ms-python.python', isActive: false, exports: undefined, activate: async () => pythonApi };
+        try {
+            await withPath(emptyDir, async () => {
+                const session = activate({ folders: [hostile.root], settings: { 'codeloupe.embed.provider': 'none' }, extensions: { 'ms-python.python': pythonExtension } });
+                try {
+                    const client = await session.api.whenReady();
+                    assert.ok(client?.isRunning(), `started: ${session.api.unavailableReason}`);
+                    assert.ok(!fs.existsSync(ran), 'the workspace\'s codeloupe_lsp ran');
+                } finally {
+                    await session.close();
+                }
+            });
+        } finally {
+            hostile.remove();
+        }
     });
 
     it('falls back to python.defaultInterpreterPath without the Python extension', async function () {
