@@ -47,7 +47,7 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     far = [f for f in tail if best_rank[f] > R.BUNDLE_LANE_TOP_K]
     chunk_scores = fusion.chunk
     core_count = _core_count([file_scores.get(f, 0.0) for f in ranked])
-    query_terms = snap.bm25.rarest(tokenize(query), R.SNIPPET_TERMS)
+    query_terms = snap.bm25.snippet_terms(tokenize(query), R.SNIPPET_TERMS)
     file_rows = []
     for file_id in ranked:
         rows = np.asarray(snap.file_chunk_rows.get(file_id, []), np.int64)

@@ -124,6 +124,8 @@ class IndexedBM25:
         rank = dict(zip(known, idf.tolist(), strict=True))
         return sorted(known, key=lambda t: (-rank[t], t))[:k]
 
+    snippet_terms = rarest  # the store is searched whole: nothing newer than its rows
+
     def files(self, file_ids: np.ndarray) -> IndexedFileBM25:
         return IndexedFileBM25(self, IdRows(file_ids))
 

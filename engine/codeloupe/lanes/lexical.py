@@ -427,6 +427,8 @@ class BM25Index:
         known = {t for t in terms if t in self.vocab}
         return sorted(known, key=lambda t: (-float(self._idf[self.vocab[t]]), t))[:k]
 
+    snippet_terms = rarest  # one index: nothing newer than its own rows (see `StackedBM25.snippet_terms`)
+
     def term_stats(self, terms: Iterable[str]) -> TermStats:
         starts = self._matrix.indptr  # CSC: a column's entries are the documents holding its term
         return TermStats(self.n_docs, {t: int(starts[c + 1] - starts[c]) if (c := self.vocab.get(t)) is not None
@@ -563,8 +565,13 @@ class StackedBM25:
                                for part, a, b in zip(self.parts, bounds, bounds[1:])])
 
     def rarest(self, terms: list[str], k: int) -> list[str]:
-        # A word only files saved since the base was built hold is in none of its rows: the rarest of all. Left
-        # out, a snippet of such a file had none of the query's words to centre on and opened at its first line.
+        return self.parts[0].rarest(terms, k)
+
+    def snippet_terms(self, terms: list[str], k: int) -> list[str]:
+        """What a snippet centres on: `rarest`, after the words only files saved since the base was built hold
+        (in none of its rows: the rarest of all). Without them a snippet of such a file had none of the query's
+        words to centre on and opened at the chunk's first line. Feedback keeps `rarest`: it picks terms to score,
+        and must pick what the full snapshot the view stands for would."""
         base = self.parts[0]
         newer = sorted({t for t in terms if t not in base.vocab and any(t in part.vocab for part in self.parts[1:])})
         return (newer + base.rarest(terms, k))[:k]
