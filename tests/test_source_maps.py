@@ -167,3 +167,17 @@ def test_a_map_replaced_keeping_its_size_and_mtime_is_read_again(shop: Path) -> 
     os.replace(new, old)
     assert old.stat().st_size == st.st_size and old.stat().st_mtime_ns == st.st_mtime_ns
     assert maps.original("build/pricing.js", 7, 15) == ("src/tariffs.ts", 10)
+
+
+def test_a_dependency_s_map_pins_no_workspace_file_of_the_same_name(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A frame in a dependency's bundle (under `node_modules/`, which is not indexed) maps to the dependency's own
+    `src/`; the workspace's `src/` file of the same name is another file and gets no pin from it."""
+    root = tmp_path / "app"
+    shutil.copytree(SHOP / "src", root / "src")  # the application's own modules, named as the dependency's are
+    shutil.copytree(SHOP / "dist", root / "node_modules" / "shop" / "dist")
+    ws = lexical_workspace(root)
+    bundle = ws.search(BUNDLE_TRACE)
+    assert not any("its source map" in h.why for h in bundle.files)
+    maps = SourceMaps(root)
+    assert maps.original("node_modules/shop/dist/shop.cjs.js", 31, 11) == ("node_modules/shop/src/pricing.ts", 10)

@@ -1442,8 +1442,11 @@ class Searcher:
         if found is None:
             return None, 0
         source, line = found
-        # A bundler may name its sources as URLs (`webpack://pkg/./src/x.ts`): their longest indexed suffix.
-        path = source if source in snap.path_to_file else resolve_suffix(source, snap.by_basename)
+        # A bundler may name its sources as URLs (`webpack://pkg/./src/x.ts`): their longest indexed suffix. A relative
+        # source names its file exactly: one the index lacks (a dependency's own `src/` under `node_modules/`) pins
+        # nothing, where its suffix would pin the workspace's file of the same name.
+        path = source if source in snap.path_to_file else \
+            resolve_suffix(source, snap.by_basename) if ":" in source else None
         return (path, line) if path is not None else (None, 0)
 
     def _adjust(self, snap: Snapshot, query: str, fusion: Fusion, issue: bool) -> None:
