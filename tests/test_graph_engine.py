@@ -19,6 +19,7 @@ from codeloupe.cli import main as cli_main
 from codeloupe.graph import (
     GraphError,
     GraphFolder,
+    NotInGraph,
     definition_users,
     file_summary,
     graph_map,
@@ -319,6 +320,42 @@ def test_node_by_path_name_and_concept(tmp_path: Path) -> None:
         assert f"  src/shop/payments/card.py:{card.line} {card.kind}" in text
         with pytest.raises(GraphError):
             graph_node(ws, "zzzz qqqq")
+    finally:
+        ws.close()
+
+
+def test_a_bare_name_is_a_files_stem_or_a_definition_before_a_concept(tmp_path: Path) -> None:
+    # `--node dev` meant dev.py and `--node ConsoleRenderer` the file defining it; both went to the closest file by
+    # meaning (or by words), some other file; and `Cart.total` read as a file name with the extension ".total".
+    ws = open_fixture("python", tmp_path)
+    try:
+        node = graph_node(ws, "pricing")
+        assert (node.path, node.resolved_by) == ("src/shop/pricing.py", "filename")
+        node = graph_node(ws, "Cart.total")
+        assert (node.path, node.resolved_by) == ("src/shop/cart.py", "definition")
+        node = graph_node(ws, "charge")
+        assert (node.path, node.resolved_by) == ("src/shop/payments/card.py", "definition")
+        with pytest.raises(NotInGraph):  # a file name still names a file, never a definition or a concept
+            graph_node(ws, "cart.txt")
+    finally:
+        ws.close()
+    root = tmp_path / "names"
+    for rel, text in {
+        "tests/test_render.py": "class Renderer:\n    pass\n",  # a test's definition loses to the code's
+        "src/deep/nested/views.py": "class Renderer:\n    def render(self):\n        pass\n",
+        "src/console.py": "class Screen:\n    def render(self):\n        pass\n",
+        "src/a/b/c/d/output.py": "def render(text):\n    return text\n",  # top level, before the methods
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        assert graph_node(ws, "Renderer").path == "src/deep/nested/views.py"
+        assert graph_node(ws, "render").path == "src/a/b/c/d/output.py"
+        assert graph_node(ws, "Screen.render").path == "src/console.py"
+        assert graph_node(ws, "renderer").path == "src/deep/nested/views.py"  # any case, when no exact one
+        assert graph_node(ws, "console").resolved_by == "filename"
     finally:
         ws.close()
 

@@ -120,7 +120,7 @@ class Neighbour:
 @dataclass
 class GraphNode:
     path: str
-    resolved_by: str  # path | filename | embedding | lexical: how the request named this file
+    resolved_by: str  # path | filename | definition | embedding | lexical: how the request named this file
     community: int
     community_name: str
     god: bool

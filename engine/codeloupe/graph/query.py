@@ -45,6 +45,10 @@ _TEST_PATTERN = re.compile(
     r"(^|/)(tests?|spec|specs|__tests__|testdata)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$"
     r"|_spec\.rb$|(^|/)conftest\.py$")
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+# A target that can only be a file's stem or a definition's name (`dev`, `ConsoleRenderer`, `Cart.total`,
+# `Foo::bar`): one word, no path.
+_NAME = re.compile(r"[A-Za-z_$][\w$-]*")
+_QUALIFIED_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
 # Question words carry nothing when a concept is matched against path and definition names.
 _STOP_WORDS = frozenset({
     "a", "all", "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "how", "in", "is",
@@ -172,8 +176,9 @@ def _similar(graph: Graph, i: int) -> list[tuple[str, float]]:
 
 
 def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int, str]:
-    """The node a request names: an exact path, then a file name (or path suffix), then the closest file by
-    skeleton embedding, then by words of paths and definitions. Tests lose ties to non-tests."""
+    """The node a request names: an exact path, then a file name (or path suffix), a file's stem, a definition's
+    name, then the closest file by skeleton embedding, then by words of paths and definitions. Tests lose ties to
+    non-tests."""
     text = target.strip()
     if not text:
         raise GraphError("empty graph target")
@@ -188,8 +193,14 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
     if not by_name:
         by_name = [i for i, p in enumerate(graph.paths) if posixpath.basename(p).lower() == text.lower()]
     if by_name:
-        return min(by_name, key=lambda i: (is_test_path(graph.paths[i]), len(graph.paths[i]), graph.paths[i])), \
-            "filename"
+        return _preferred(graph, by_name), "filename"
+    if rel is None or not ws.path_kind(rel):
+        # A bare name is a file's stem ("dev" for dev.py) or a definition's name ("ConsoleRenderer", "Cart.total")
+        # before it is a concept: the closest skeleton by meaning is some other file as often as not.
+        for lookup, how in ((_by_stem, "filename"), (_by_definition, "definition")):
+            found = lookup(graph, text)
+            if found is not None:
+                return found, how
     if _names_a_file(ws, rel, text):
         # Whether a path outside the workspace exists is not said (an answer must not tell what is on the disk).
         reason = "outside the workspace" if rel is None else {
@@ -204,6 +215,40 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
         return found, "lexical"
     raise GraphError(f"nothing in the workspace matches {target!r} (not a path, a file name or a concept "
                      "found in file names and definitions)")
+
+
+def _preferred(graph: Graph, candidates: list[int]) -> int:
+    """Of the files a name fits (at least one), the one it most likely means: code before tests, then the
+    shortest path."""
+    return min(candidates, key=lambda i: (is_test_path(graph.paths[i]), len(graph.paths[i]), graph.paths[i]))
+
+
+def _by_stem(graph: Graph, text: str) -> int | None:
+    """The file whose name without its extension is `text` (exactly, else in any case)."""
+    if not _NAME.fullmatch(text):
+        return None
+    stems = [posixpath.splitext(posixpath.basename(p))[0] for p in graph.paths]
+    for folded in (False, True):
+        fits = [i for i, stem in enumerate(stems) if (stem.lower() == text.lower() if folded else stem == text)]
+        if fits:
+            return _preferred(graph, fits)
+    return None
+
+
+def _by_definition(graph: Graph, text: str) -> int | None:
+    """The file defining `text` (a name, or a qualified name such as `Cart.total`; exactly, else in any case):
+    code before tests, a top-level definition before a nested one, then the shortest path."""
+    if not _QUALIFIED_NAME.fullmatch(text):
+        return None
+    wanted = text.replace("::", ".")
+    for folded in (False, True):
+        key = wanted.lower() if folded else wanted
+        found = {(is_test_path(graph.paths[i]), bool(d.parent), len(graph.paths[i]), graph.paths[i], i)
+                 for i, definitions in enumerate(graph.definitions) for d in definitions
+                 if key in ((d.name.lower(), d.qualified_name.lower()) if folded else (d.name, d.qualified_name))}
+        if found:
+            return min(found)[-1]
+    return None
 
 
 def _names_a_file(ws: WorkspaceContext, rel: str | None, text: str) -> bool:

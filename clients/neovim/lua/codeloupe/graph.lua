@@ -195,9 +195,10 @@ local function render_node(tree, result)
   add(tree, '# ' .. tostring(result.path), file_item(tree, result))
   -- A name that is no file (a concept, a typo) was answered with the closest file: say so, or the view reads as
   -- the graph of the file asked for.
-  local by = ({ embedding = 'by meaning', lexical = 'by the words of paths and definitions' })[result.resolvedBy]
+  local by = ({ embedding = 'the closest file by meaning', lexical = 'the closest file by the words of paths and definitions',
+    definition = 'the file that defines it' })[result.resolvedBy]
   if by and tree.asked then
-    add(tree, ('(no file is called %q: this is the closest file %s)'):format(tree.asked, by))
+    add(tree, ('(no file is called %q: this is %s)'):format(tree.asked, by))
   end
   add(tree, ('community: %s%s'):format(tostring(result.communityName or result.community),
     result.god and ', god node' or ''))
