@@ -28,9 +28,9 @@ def editor_lines(text: str) -> list[str]:
     return re.findall("[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+", text)
 
 
-def write_files(root: Path) -> Path:
-    """`FILES` under `root`, byte for byte (no newline translation)."""
-    root.mkdir(parents=True)
-    for rel, text in FILES.items():
+def write_files(root: Path, files: dict[str, str] = FILES) -> Path:
+    """`files` under `root`, byte for byte (no newline translation)."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(text.encode("utf-8"))
     return root

@@ -19,9 +19,9 @@ from codeloupe.chunk import (
     is_doc_language,
     validate_partition,
 )
-from codeloupe.chunk.lines import Lines, has_lone_cr
+from codeloupe.chunk.lines import Lines
 from codeloupe.cli import main
-from codeloupe.types import Chunk, ChunkedFile
+from codeloupe.types import Chunk, ChunkedFile, has_lone_cr
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chunk"
 

@@ -33,6 +33,8 @@ from codeloupe.graph import (
 from codeloupe.graph import build as graph_build
 from codeloupe.graph.analysis import shortest_path
 from codeloupe.graph.build import load_graph
+from codeloupe.types import split_lines
+from line_break_files import write_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "graph"
 
@@ -374,6 +376,31 @@ def test_every_edge_of_the_json_names_the_file_its_line_is_in(tmp_path: Path) ->
             assert edge["use"] == {"path": user, "startLine": edge["line"], "endLine": edge["line"]}
             text = _line(ws, edge["use"]["path"], edge["line"])
             assert "import" in text and all(symbol in text for symbol in edge["symbols"]), (edge, text)
+    finally:
+        ws.close()
+
+
+def test_edge_and_definition_lines_are_the_editors_in_a_file_with_lone_cr_breaks(tmp_path: Path) -> None:
+    # Tree-sitter's rows count "\n" only: in old-Mac (lone CR) files every graph line after the first break was
+    # the file's row 1 while the chunks, the editor and the LSP count each CR as a line's end.
+    files = {"shop/__init__.py": "",
+             "shop/pricing.py": "\"\"\"Prices.\"\"\"\r\rdef total_price(items):\r    return sum(items)\r",
+             "shop/cart.py": "\"\"\"A cart.\"\"\"\r\rimport os\r\rfrom shop.pricing import total_price\r\r\r"
+                             "def cart_total(items):\r    return total_price(items)\r"}
+    ws = Workspace(write_files(tmp_path / "mac", files), overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        cart = split_lines(files["shop/cart.py"])
+        pricing = next(n for n in graph_node(ws, "shop/cart.py").imports if n.path == "shop/pricing.py")
+        assert cart[pricing.line - 1].startswith("from shop.pricing import total_price")
+        assert dict(definition_users(ws, "shop/pricing.py")["total_price"]) == {
+            "shop/cart.py": next(i for i, line in enumerate(cart, 1) if "return total_price(" in line)}
+        graph = load_graph(ws)
+        graphed = {d.name: (d.start_line, d.end_line) for path in files
+                   for d in graph.definitions[graph.index_of(path)]}
+        chunked = {s.name: (s.start_line, s.end_line) for row in ws.store.file_rows(files).values()
+                   for s in ws.store.symbols_of_file(row.id)}
+        assert graphed == chunked == {"total_price": (3, 4), "cart_total": (8, 9)}
     finally:
         ws.close()
 

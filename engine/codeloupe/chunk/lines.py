@@ -10,11 +10,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
 
 import numpy as np
 
-from codeloupe.types import Chunk, split_lines
+from codeloupe.types import Chunk, lone_cr_line_starts, split_lines
 
 # Whitespace left out of a line's size (the budget counts non-whitespace characters), as a table of the
 # Basic Multilingual Plane, which holds all of it.
@@ -52,12 +51,6 @@ def validate_partition(text: str, chunks: list[Chunk]) -> None:
         raise PartitionError(f"chunks end at line {expected_start - 1}; the file has {len(lines)} lines")
 
 
-def has_lone_cr(text: str) -> bool:
-    """Whether `text` ends a line where tree-sitter's rows do not: at a CR not before a LF (two scans of the
-    text in C, where one regular expression over it took a tenth of chunking a file)."""
-    return text.count("\r") != text.count("\r\n")
-
-
 def _sizes_before(text: str, lengths: np.ndarray) -> list[int]:
     """[0, then for each line (of `lengths` characters) the non-whitespace characters up to its end]: counted
     over the text's code points at once (a count per line in Python was a tenth of chunking a file)."""
@@ -78,10 +71,7 @@ class Lines:
         self._prefix = _sizes_before(text, lengths)
         self.sizes = np.diff(self._prefix).tolist()
         self.source = text.encode("utf-8", "surrogatepass")
-        self._byte_starts: list[int] | None = None
-        if has_lone_cr(text):
-            lengths = (len(line.encode("utf-8", "surrogatepass")) for line in self.lines)
-            self._byte_starts = [0, *accumulate(lengths)][:-1]
+        self._byte_starts = lone_cr_line_starts(text, self.lines)
 
     def size(self, first: int, last: int) -> int:
         """Non-whitespace characters of lines first..last (1-based, inclusive)."""

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import json
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-EXTRACTOR_VERSION = 1
+from codeloupe.types import lone_cr_line_starts
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+# 2: lines are the editor's in a file with a lone CR (they were tree-sitter's rows, which count "\n" only).
+EXTRACTOR_VERSION = 2
 
 
 # The three per-row fact types are named tuples, not dataclasses: a save re-resolves hundreds of files at 40K
@@ -180,11 +187,26 @@ def _stored_part(text: str, key: str, next_key: str) -> list[list] | None:
 
 
 class FactsBuilder:
-    """Collects facts while a language walker visits a tree; repeated uses keep their first line only."""
+    """Collects facts while a language walker visits the tree of `source`; repeated uses keep their first line
+    only."""
 
-    def __init__(self, language: str) -> None:
+    def __init__(self, language: str, source: str) -> None:
         self.facts = FileFacts(language)
         self._seen_uses: set[tuple[str, str, str]] = set()
+        self._line_starts = lone_cr_line_starts(source)
+
+    def line(self, node: Node) -> int:
+        """The editor's line (`split_lines`) `node` starts on: tree-sitter's row counts "\\n" only, so in a file
+        with a lone CR its start byte is mapped instead."""
+        if self._line_starts is None:
+            return node.start_point[0] + 1
+        return bisect_right(self._line_starts, node.start_byte)
+
+    def end_line(self, node: Node) -> int:
+        """The editor's line `node` ends on (as tree-sitter's end row: the next line's after a final newline)."""
+        if self._line_starts is None:
+            return node.end_point[0] + 1
+        return bisect_right(self._line_starts, node.end_byte)
 
     def define(self, name: str, kind: str, start_line: int, end_line: int, parent: str = "") -> None:
         if name:

@@ -32,14 +32,6 @@ def text(node: Node | None) -> str:
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
-def line(node: Node) -> int:
-    return node.start_point[0] + 1
-
-
-def end_line(node: Node) -> int:
-    return node.end_point[0] + 1
-
-
 def string_value(node: Node | None) -> str:
     """The contents of a string literal node without its quotes; "" for anything that is not a plain string."""
     if node is None:

@@ -12,12 +12,12 @@ import re
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import end_line, line, parse, text, walk
+from codeloupe.graph.langs.common import parse, text, walk
 from codeloupe.graph.resolve import LanguageResolver, ResolveContext
 
 
 def extract(source: str) -> FileFacts:
-    out = FactsBuilder("go")
+    out = FactsBuilder("go", source)
     root = parse("go", source)
     for node in walk(root):
         kind = node.type
@@ -26,31 +26,31 @@ def extract(source: str) -> FileFacts:
         elif kind == "import_spec":
             _import(out, node)
         elif kind == "function_declaration":
-            out.define(text(node.child_by_field_name("name")), "function", line(node), end_line(node))
+            out.define(text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
         elif kind == "method_declaration":
-            out.define(text(node.child_by_field_name("name")), "method", line(node), end_line(node),
+            out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
                        _receiver_type(node))
         elif kind == "type_spec" and _top_level(node):
-            out.define(text(node.child_by_field_name("name")), "type", line(node), end_line(node))
+            out.define(text(node.child_by_field_name("name")), "type", out.line(node), out.end_line(node))
         elif kind in ("const_spec", "var_spec") and _top_level(node):
             for name in node.children_by_field_name("name"):
-                out.define(text(name), "constant", line(node), end_line(node))
+                out.define(text(name), "constant", out.line(node), out.end_line(node))
         elif kind == "call_expression":
             function = node.child_by_field_name("function")
             if function is not None and function.type == "identifier":
-                out.use(text(function), line(function))
+                out.use(text(function), out.line(function))
         elif kind == "composite_literal":
             literal_type = node.child_by_field_name("type")
             if literal_type is not None and literal_type.type == "type_identifier":
-                out.use(text(literal_type), line(literal_type), kind="ref")
+                out.use(text(literal_type), out.line(literal_type), kind="ref")
         elif kind == "selector_expression":
             operand = node.child_by_field_name("operand")
             if operand is not None and operand.type == "identifier":
-                out.use(text(node.child_by_field_name("field")), line(node), receiver=text(operand),
+                out.use(text(node.child_by_field_name("field")), out.line(node), receiver=text(operand),
                         kind="call" if node.parent is not None and node.parent.type == "call_expression"
                         else "ref")
         elif kind == "qualified_type":
-            out.use(text(node.child_by_field_name("name")), line(node),
+            out.use(text(node.child_by_field_name("name")), out.line(node),
                     receiver=text(node.child_by_field_name("package")), kind="ref")
     return out.facts
 
@@ -67,7 +67,7 @@ def _import(out: FactsBuilder, node: Node) -> None:
         names = []
     else:
         names = [("", text(alias))]
-    out.imports("import", spec, line(node), names)
+    out.imports("import", spec, out.line(node), names)
 
 
 def _receiver_type(node: Node) -> str:

@@ -10,7 +10,7 @@ import re
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import end_line, line, parse, string_value, text, walk
+from codeloupe.graph.langs.common import parse, string_value, text, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _DECLARATIONS = {
@@ -22,7 +22,7 @@ _FUNCTION_VALUES = frozenset({"function_expression", "function", "arrow_function
 
 
 def extract(source: str, grammar: str) -> FileFacts:
-    out = FactsBuilder(grammar)
+    out = FactsBuilder(grammar, source)
     root = parse(grammar, source)
     for node in walk(root):
         kind = node.type
@@ -43,11 +43,11 @@ def extract(source: str, grammar: str) -> FileFacts:
             if name is not None and text(name)[:1].isupper():
                 _use(out, name, "ref")
         elif kind in _DECLARATIONS and _top_level(node):
-            out.define(text(node.child_by_field_name("name")), _DECLARATIONS[kind], line(node), end_line(node))
+            out.define(text(node.child_by_field_name("name")), _DECLARATIONS[kind], out.line(node), out.end_line(node))
         elif kind == "method_definition":
             owner = node.parent.parent if node.parent is not None else None
             if owner is not None and owner.type in _DECLARATIONS:
-                out.define(text(node.child_by_field_name("name")), "method", line(node), end_line(node),
+                out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
                            text(owner.child_by_field_name("name")))
         elif kind in ("lexical_declaration", "variable_declaration") and _top_level(node):
             for declarator in node.named_children:
@@ -57,8 +57,8 @@ def extract(source: str, grammar: str) -> FileFacts:
                     continue  # a binding of another module, not a definition of this one
                 if declarator.type == "variable_declarator" and name is not None and name.type == "identifier":
                     is_function = value is not None and value.type in _FUNCTION_VALUES
-                    out.define(text(name), "function" if is_function else "constant", line(node),
-                               end_line(node))
+                    out.define(text(name), "function" if is_function else "constant", out.line(node),
+                               out.end_line(node))
         elif kind == "assignment_expression" and _top_level(node.parent):
             _assigned_definition(out, node)
     return out.facts
@@ -88,7 +88,7 @@ def _import(out: FactsBuilder, node: Node) -> None:
                     imported = text(spec_node.child_by_field_name("name"))
                     alias = spec_node.child_by_field_name("alias")
                     names.append((imported, text(alias) if alias is not None else imported))
-    out.imports("import" if names else "side", spec, line(node), names)
+    out.imports("import" if names else "side", spec, out.line(node), names)
 
 
 def _reexport(out: FactsBuilder, node: Node) -> None:
@@ -105,7 +105,7 @@ def _reexport(out: FactsBuilder, node: Node) -> None:
                     names.append((imported, text(alias) if alias is not None else imported))
         elif part.type == "namespace_export":
             names.append(("", text(part.named_children[0]) if part.named_children else ""))
-    out.imports("reexport", spec, line(node), names or [("*", "*")])
+    out.imports("reexport", spec, out.line(node), names or [("*", "*")])
 
 
 def _call(out: FactsBuilder, node: Node) -> None:
@@ -117,12 +117,12 @@ def _call(out: FactsBuilder, node: Node) -> None:
     if function.type == "import":
         spec = string_value(first)
         if spec:
-            out.imports("dynamic", spec, line(node))
+            out.imports("dynamic", spec, out.line(node))
         return
     if function.type == "identifier" and text(function) == "require":
         spec = string_value(first)
         if spec:
-            out.imports("require", spec, line(node), _require_bindings(node))
+            out.imports("require", spec, out.line(node), _require_bindings(node))
         return
     _use(out, function, "call")
 
@@ -160,23 +160,23 @@ def _assigned_definition(out: FactsBuilder, node: Node) -> None:
     name = text(left.child_by_field_name("property"))
     owner = text(left.child_by_field_name("object"))
     if owner in ("exports", "module.exports"):
-        out.define(name, "function", line(node), end_line(node))
+        out.define(name, "function", out.line(node), out.end_line(node))
     elif owner.endswith(".prototype"):
-        out.define(name, "method", line(node), end_line(node), owner[: -len(".prototype")])
+        out.define(name, "method", out.line(node), out.end_line(node), owner[: -len(".prototype")])
     elif "." not in owner and owner != "module":
-        out.define(name, "method", line(node), end_line(node), owner)
+        out.define(name, "method", out.line(node), out.end_line(node), owner)
 
 
 def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type in ("identifier", "type_identifier"):
-        out.use(text(target), line(target), kind=kind)
+        out.use(text(target), out.line(target), kind=kind)
     elif target.type in ("member_expression", "nested_identifier"):
         obj = target.child_by_field_name("object")
         prop = target.child_by_field_name("property")
         if obj is not None and obj.type == "identifier" and prop is not None:
-            out.use(text(prop), line(target), receiver=text(obj), kind=kind)
+            out.use(text(prop), out.line(target), receiver=text(obj), kind=kind)
 
 
 _EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".json")

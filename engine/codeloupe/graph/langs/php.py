@@ -12,7 +12,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import enclosing, end_line, line, parse, string_value, text, walk
+from codeloupe.graph.langs.common import enclosing, parse, string_value, text, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _TYPES = frozenset({"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration"})
@@ -22,7 +22,7 @@ _INCLUDES = frozenset({"require_expression", "require_once_expression", "include
 
 
 def extract(source: str) -> FileFacts:
-    out = FactsBuilder("php")
+    out = FactsBuilder("php", source)
     root = parse("php", source)
     for node in walk(root):
         kind = node.type
@@ -34,13 +34,13 @@ def extract(source: str) -> FileFacts:
         elif kind in _INCLUDES:
             spec = _include_path(node.named_children[0] if node.named_children else None)
             if spec:
-                out.imports("include", spec, line(node))
+                out.imports("include", spec, out.line(node))
         elif kind in _TYPES:
-            out.define(text(node.child_by_field_name("name")), "class", line(node), end_line(node))
+            out.define(text(node.child_by_field_name("name")), "class", out.line(node), out.end_line(node))
         elif kind == "function_definition":
-            out.define(text(node.child_by_field_name("name")), "function", line(node), end_line(node))
+            out.define(text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
         elif kind == "method_declaration":
-            out.define(text(node.child_by_field_name("name")), "method", line(node), end_line(node),
+            out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
                        ".".join(enclosing(node, _TYPES)))
         elif kind == "object_creation_expression":
             _class_use(out, next((c for c in node.named_children if c.type in _NAMES), None), "call")
@@ -69,7 +69,7 @@ def _use_declaration(out: FactsBuilder, node: Node) -> None:
         alias = clause.child_by_field_name("alias")
         full = prefix + text(target).lstrip("\\")
         local = text(alias) if alias is not None else full.rsplit("\\", 1)[-1]
-        out.imports("use", full, line(clause), [(full.rsplit("\\", 1)[-1], local)])
+        out.imports("use", full, out.line(clause), [(full.rsplit("\\", 1)[-1], local)])
 
 
 def _include_path(node: Node | None) -> str:
@@ -93,7 +93,7 @@ def _class_use(out: FactsBuilder, node: Node | None, kind: str) -> None:
     name = text(node)
     if name.lower() in ("self", "static", "parent"):
         return
-    out.use(name, line(node), kind=kind)
+    out.use(name, out.line(node), kind=kind)
 
 
 class PhpResolver(LanguageResolver):

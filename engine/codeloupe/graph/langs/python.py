@@ -7,14 +7,14 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact
-from codeloupe.graph.langs.common import enclosing, end_line, line, parse, text, walk
+from codeloupe.graph.langs.common import enclosing, parse, text, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext, nearest
 
 _SCOPES = frozenset({"class_definition", "function_definition"})
 
 
 def extract(source: str) -> FileFacts:
-    out = FactsBuilder("python")
+    out = FactsBuilder("python", source)
     root = parse("python", source)
     for node in walk(root):
         kind = node.type
@@ -28,7 +28,7 @@ def extract(source: str) -> FileFacts:
             outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
             out.define(text(node.child_by_field_name("name")),
                        ("method" if parents else "function") if kind == "function_definition" else "class",
-                       line(outer), end_line(outer), ".".join(parents))
+                       out.line(outer), out.end_line(outer), ".".join(parents))
             if kind == "class_definition":
                 for base in (node.child_by_field_name("superclasses") or node).named_children:
                     if base.type in ("identifier", "attribute"):
@@ -36,7 +36,7 @@ def extract(source: str) -> FileFacts:
         elif kind == "assignment" and _at_top(node, root):
             target = node.child_by_field_name("left")
             if target is not None and target.type == "identifier":
-                out.define(text(target), "constant", line(node), end_line(node))
+                out.define(text(target), "constant", out.line(node), out.end_line(node))
         elif kind == "call":
             _use(out, node.child_by_field_name("function"), "call")
         elif kind == "decorator":
@@ -56,10 +56,10 @@ def _at_top(node: Node, root: Node) -> bool:
 def _plain_import(out: FactsBuilder, name: Node) -> None:
     if name.type == "aliased_import":
         module = text(name.child_by_field_name("name"))
-        out.imports("import", module, line(name), [("", text(name.child_by_field_name("alias")))])
+        out.imports("import", module, out.line(name), [("", text(name.child_by_field_name("alias")))])
     else:
         module = text(name)
-        out.imports("import", module, line(name), [("", module)])
+        out.imports("import", module, out.line(name), [("", module)])
 
 
 def _from_import(out: FactsBuilder, node: Node) -> None:
@@ -79,7 +79,7 @@ def _from_import(out: FactsBuilder, node: Node) -> None:
             names.append((text(name.child_by_field_name("name")), text(name.child_by_field_name("alias"))))
         else:
             names.append((text(name), text(name)))
-    out.imports("from", module, line(node), names, level)
+    out.imports("from", module, out.line(node), names, level)
 
 
 def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
@@ -87,11 +87,11 @@ def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type == "identifier":
-        out.use(text(target), line(target), kind=kind)
+        out.use(text(target), out.line(target), kind=kind)
     elif target.type == "attribute":
         obj = target.child_by_field_name("object")
         if obj is not None and _is_dotted(obj) and text(obj) not in ("self", "cls"):
-            out.use(text(target.child_by_field_name("attribute")), line(target), receiver=text(obj), kind=kind)
+            out.use(text(target.child_by_field_name("attribute")), out.line(target), receiver=text(obj), kind=kind)
 
 
 def _is_dotted(node: Node) -> bool:

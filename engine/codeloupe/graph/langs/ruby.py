@@ -8,7 +8,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import end_line, line, parse, string_value, text, walk
+from codeloupe.graph.langs.common import parse, string_value, text, walk
 from codeloupe.graph.resolve import LanguageResolver, ResolveContext, nearest
 
 _NAMESPACES = frozenset({"class", "module"})
@@ -17,7 +17,7 @@ _MIXINS = frozenset({"include", "extend", "prepend", "register", "helpers"})
 
 
 def extract(source: str) -> FileFacts:
-    out = FactsBuilder("ruby")
+    out = FactsBuilder("ruby", source)
     root = parse("ruby", source)
     for node in walk(root):
         kind = node.type
@@ -25,16 +25,16 @@ def extract(source: str) -> FileFacts:
             name = text(node.child_by_field_name("name"))
             outer = _nesting(node)
             *scope, short = _anchor(outer, name).split("::")
-            out.define(short, kind, line(node), end_line(node), "::".join(scope))
+            out.define(short, kind, out.line(node), out.end_line(node), "::".join(scope))
             superclass = node.child_by_field_name("superclass")
             if superclass is not None and superclass.named_children:
                 _constant_use(out, superclass.named_children[0], outer, "ref")
         elif kind in ("method", "singleton_method"):
             out.define(text(node.child_by_field_name("name")), "method" if _nesting(node, True) else "function",
-                       line(node), end_line(node), _nesting(node, True))
+                       out.line(node), out.end_line(node), _nesting(node, True))
         elif kind == "assignment" and node.child_by_field_name("left") is not None \
                 and node.child_by_field_name("left").type == "constant" and not _inside_method(node):
-            out.define(text(node.child_by_field_name("left")), "constant", line(node), end_line(node),
+            out.define(text(node.child_by_field_name("left")), "constant", out.line(node), out.end_line(node),
                        _nesting(node, True))
         elif kind == "call":
             _call(out, node)
@@ -85,12 +85,12 @@ def _call(out: FactsBuilder, node: Node) -> None:
     strings = [string_value(a) or _plain_string(a) for a in (args.named_children if args is not None else ())]
     strings = [s for s in strings if s]
     if receiver is None and method in _LOADERS and strings:
-        out.imports("require_relative" if method == "require_relative" else "require", strings[-1], line(node))
+        out.imports("require_relative" if method == "require_relative" else "require", strings[-1], out.line(node))
     elif receiver is None and method in _MIXINS:
         for arg in args.named_children if args is not None else ():
             _constant_use(out, arg, _nesting(node, True), "ref")
     elif receiver is None and method not in _LOADERS:
-        out.use(method, line(node), scope=_nesting(node, True))
+        out.use(method, out.line(node), scope=_nesting(node, True))
 
 
 def _plain_string(node: Node) -> str:
@@ -121,7 +121,7 @@ def _constant_use(out: FactsBuilder, node: Node, scope: str, kind: str) -> None:
     parent = node.parent
     if parent is not None and parent.type == "call" and parent.child_by_field_name("receiver") == node:
         kind = "call"
-    out.use(text(node).lstrip(":"), line(node), scope=scope, kind=kind)
+    out.use(text(node).lstrip(":"), out.line(node), scope=scope, kind=kind)
 
 
 class RubyResolver(LanguageResolver):

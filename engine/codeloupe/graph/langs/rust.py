@@ -8,7 +8,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import end_line, line, parse, text, walk
+from codeloupe.graph.langs.common import parse, text, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _ITEMS = {
@@ -19,25 +19,25 @@ _ITEMS = {
 
 
 def extract(source: str) -> FileFacts:
-    out = FactsBuilder("rust")
+    out = FactsBuilder("rust", source)
     root = parse("rust", source)
     for node in walk(root):
         kind = node.type
         if kind == "mod_item" and node.child_by_field_name("body") is None:
             name = text(node.child_by_field_name("name"))
-            out.imports("mod", name, line(node), [("", name)])
+            out.imports("mod", name, out.line(node), [("", name)])
         elif kind == "use_declaration":
             argument = node.child_by_field_name("argument")
             for path, local in _flatten(argument, ""):
                 names = [("*", "*")] if local == "*" else [(path.rsplit("::", 1)[-1], local)]
-                out.imports("use", path, line(node), names)
+                out.imports("use", path, out.line(node), names)
         elif kind in _ITEMS and node.parent is not None:
             parent = node.parent
             if parent == root:
-                out.define(text(node.child_by_field_name("name")), _ITEMS[kind], line(node), end_line(node))
+                out.define(text(node.child_by_field_name("name")), _ITEMS[kind], out.line(node), out.end_line(node))
             elif kind == "function_item" and parent.parent is not None and parent.parent.type == "impl_item":
                 owner = parent.parent.child_by_field_name("type")
-                out.define(text(node.child_by_field_name("name")), "method", line(node), end_line(node),
+                out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
                            text(owner).split("<", 1)[0])
         elif kind == "call_expression":
             _use(out, node.child_by_field_name("function"), "call")
@@ -74,11 +74,11 @@ def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type in ("identifier", "type_identifier"):
-        out.use(text(target), line(target), kind=kind)
+        out.use(text(target), out.line(target), kind=kind)
     elif target.type in ("scoped_identifier", "scoped_type_identifier"):
         path = target.child_by_field_name("path")
         if path is not None:
-            out.use(text(target.child_by_field_name("name")), line(target), receiver=text(path), kind=kind)
+            out.use(text(target.child_by_field_name("name")), out.line(target), receiver=text(path), kind=kind)
 
 
 class RustResolver(LanguageResolver):
