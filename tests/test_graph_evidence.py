@@ -78,6 +78,49 @@ def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
+def test_closing_a_workspace_cancels_its_summaries_build_not_started_yet(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large workspace's summary lane is built a moment after the search that asks for it: closed meanwhile,
+    that build still ran afterwards (seconds at 40K files, on a closed index). Closing cancels it."""
+    import threading
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 3600.0)  # still waiting to start at the close
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    ws.search("retry backoff delay")
+    builders = [t for t in threading.enumerate() if t.name == "codeloupe-file-summaries"]
+    assert len(builders) == 1 and builders[0].is_alive()
+    ws.close()
+    assert not builders[0].is_alive()
+
+
+def test_letting_a_searcher_go_stops_its_summaries_build_under_way(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A summary lane build already started when its searcher closes (the workspace closed, or its snapshot let
+    go) stops at its next step: nothing of it is saved beside the index, and no error is logged."""
+    import threading
+
+    from codeloupe.search import _summaries_file
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.0)
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    saved = _summaries_file(ws.store.path)
+    assert not saved.exists()
+    before = set(threading.enumerate())
+    with build._lock(ws):  # the graph's build, which the summaries build waits for, held here
+        ws.search("retry backoff delay")
+        builders = [t for t in threading.enumerate()
+                    if t.name in ("codeloupe-graph-build", "codeloupe-file-summaries") and t not in before]
+        assert len(builders) == 2
+        ws.release_searcher()
+    for thread in builders:
+        thread.join(60)
+    assert not saved.exists()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
 def test_the_graphs_background_build_waits_for_the_first_snapshot(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
     """An editor opening a file at start-up asks for its lenses while the first search snapshot is built; the

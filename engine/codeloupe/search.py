@@ -33,7 +33,7 @@ from codeloupe.arrays import absent_from, distinct
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.columns import Joined, Overlay
-from codeloupe.discover import MANIFEST_NAMES
+from codeloupe.discover import MANIFEST_NAMES, IndexStopped
 from codeloupe.issue import Frame, IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
@@ -206,6 +206,8 @@ class Snapshot:
     _summaries_of: FileSummaries | None = None  # a delta view's: the base's summaries its own stand on
     _summaries_pending: FileSummaries | None = None  # an empty one, while the first is built off the query path
     _summaries_building: bool = False
+    _summaries_builder: threading.Timer | None = None  # that build's thread (`stop_summaries_build`)
+    _summaries_stopped: bool = False  # its searcher closed: no build starts, one under way stops
 
     def entity_index(self, ws: WorkspaceContext) -> tuple[np.ndarray, BM25Index | StackedBM25]:
         """The entity lane's index, built on the first issue-mode query; a full snapshot's is kept beside the
@@ -393,11 +395,14 @@ class Snapshot:
         if len(self.file_paths) <= QUERY_BUILD_MAX_FILES:
             return self._build_summaries(ws, graph)
         with self._cache_lock:
-            start, self._summaries_building = not self._summaries_building, True
-        if start:  # a moment later, as the graph's: the query that asked answers first
-            builder = threading.Timer(BACKGROUND_START_DELAY_S, self._build_summaries_quietly, args=(ws, graph))
-            builder.name, builder.daemon = "codeloupe-file-summaries", True
-            builder.start()
+            if not self._summaries_building and not self._summaries_stopped:
+                # A moment later, as the graph's: the query that asked answers first. Started under the lock, so
+                # that `stop_summaries_build` finds it started or not at all.
+                self._summaries_building = True
+                builder = threading.Timer(BACKGROUND_START_DELAY_S, self._build_summaries_quietly, args=(ws, graph))
+                builder.name, builder.daemon = "codeloupe-file-summaries", True
+                self._summaries_builder = builder
+                builder.start()
         if current is None:
             current = self._summaries_pending = self._summaries_pending or FileSummaries(
                 None, BM25Index(iter(())), ready=False)
@@ -444,10 +449,12 @@ class Snapshot:
                 self._summaries_of = base
             return self._summaries
 
-    def _build_summaries(self, ws: WorkspaceContext, graph: Graph | None) -> FileSummaries:
+    def _build_summaries(self, ws: WorkspaceContext, graph: Graph | None,
+                         should_stop: Callable[[], bool] | None = None) -> FileSummaries:
         """Tokenising every file's skeleton and its neighbours' names is most of a shared repository's first
         search (0.4 of 0.9 s at 760 files) and seconds at 40K files: the index is kept beside the store for
-        the next process that opens the same index state with the same graph."""
+        the next process that opens the same index state with the same graph. `should_stop` (the background
+        build's) is asked as it reads the skeletons: once true, `IndexStopped` is raised, nothing kept or saved."""
         from codeloupe.graph.build import graph_stamp
         from codeloupe.graph.evidence import neighbour_words
 
@@ -459,7 +466,8 @@ class Snapshot:
         if index is None:
             words = {} if graph is None else {
                 self.path_to_file[p]: w for p, w in neighbour_words(graph).items() if p in self.path_to_file}
-            index = build_summary_index(file_ids, ws.store, words)
+            index = build_summary_index(file_ids, ws.store, words, should_stop=should_stop)
+            _stop_if_asked(should_stop)
             if stamp is not None and ws.store.generation("content") == self.generation:  # read what it is stamped
                 index = _kept_beside(index, self.summaries_saved, file_ids, stamp, "the file summaries")
             after_large_build(len(file_ids))  # every skeleton's words were read and tokenised
@@ -467,15 +475,39 @@ class Snapshot:
         self._summaries = summaries
         return summaries
 
+    def stop_summaries_build(self, *, wait: bool) -> None:
+        """For its searcher closing (a workspace closed, a snapshot let go): the summary lane's background build
+        about to start is cancelled, and one under way stops at its next step (none of it kept or saved beside
+        the index); `wait` (the index is about to close): waited for `BACKGROUND_STOP_WAIT_S` at most, so that
+        the index is not closed under it. It went on unasked: seconds of tokenising at 40K files, on a closed
+        index."""
+        from codeloupe.graph.build import BACKGROUND_STOP_WAIT_S
+
+        with self._cache_lock:
+            self._summaries_stopped = True
+            builder = self._summaries_builder
+        if builder is None:
+            return
+        builder.cancel()
+        if wait and builder is not threading.current_thread():
+            builder.join(BACKGROUND_STOP_WAIT_S)
+
     def _build_summaries_quietly(self, ws: WorkspaceContext, graph: Graph | None) -> None:
         from codeloupe.graph.build import settled_graph
+
+        def should_stop() -> bool:
+            return ws.closed or self._summaries_stopped
 
         try:
             # A graph being loaded or built meanwhile is waited for: built before it, the summaries were built
             # twice (without its words, then with them once a query saw it; 7 s each at 40K files), where a
             # restarted editor would have loaded the ones saved with its graph.
+            _stop_if_asked(should_stop)
             settled = settled_graph(ws)
-            self._build_summaries(ws, settled if settled is not None and settled.paths else graph)
+            _stop_if_asked(should_stop)
+            self._build_summaries(ws, settled if settled is not None and settled.paths else graph, should_stop)
+        except IndexStopped:
+            log.debug("file summaries not built: the searcher closed")
         except Exception:
             if not ws.closed:
                 log.exception("building the file summaries failed")
@@ -484,6 +516,12 @@ class Snapshot:
         finally:
             with self._cache_lock:
                 self._summaries_building = False
+
+
+def _stop_if_asked(should_stop: Callable[[], bool] | None) -> None:
+    """`IndexStopped` once `should_stop()` is true (a background build's step about to start)."""
+    if should_stop is not None and should_stop():
+        raise IndexStopped("stopped: the searcher closed")
 
 
 def _file_lane_file(index_path: Path) -> Path:
@@ -684,6 +722,11 @@ class Searcher:
         self._closed.set()
         with self._lock:
             joined, self._joined = self._joined, None
+            held = {id(s): s for s in (self._snapshot, self._view, self._view and self._view.base) if s is not None}
+        for snapshot in held.values():  # a delta view's summaries are its base's, built by it
+            # Waited for only as the workspace closes: a snapshot let go for another (a search over several
+            # repositories holding the latest few) is on that search's path.
+            snapshot.stop_summaries_build(wait=self.ws.closed)
         if joined is not None:
             joined.close()
         with self._first_builds:
