@@ -60,7 +60,9 @@ model, so a client that gives up costs the server nothing further.
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
 answers 400 with `{"error": message}`, as does a body that is not JSON; an unknown path 404 and a method a
 path does not take 405, in the same shape; a malformed request 422 with the validation details (a `text` to
-`/v1/locate` of several lines too, its `loc` naming the parameter). An index
+`/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
+other control or format characters, as the command line and the language server refuse it; its `loc` naming the
+parameter). An index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
 back; `/healthz` does not ask the database, and `/readyz` answers 503 with the reason while it cannot be read, from

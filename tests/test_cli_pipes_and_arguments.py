@@ -117,6 +117,19 @@ def test_a_count_below_one_is_a_usage_error(tmp_path: Path, command: list[str]) 
     assert "--limit: expected a whole number of at least 1" in last
 
 
+@pytest.mark.parametrize(("command", "said"), [(["search"], "the query is empty"),
+                                              (["ask"], "the question is empty")])
+def test_a_query_of_nul_and_whitespace_read_from_stdin_is_empty(tmp_path: Path, command: list[str],
+                                                                said: str) -> None:
+    """A query of NUL bytes passed the blank check (`str.strip` keeps a NUL) and was searched; the rule is now
+    every surface's (`codeloupe.types.is_blank`)."""
+    (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "codeloupe", *command, ".", "-"], input="\x00 \x00\n",
+                          capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == f"codeloupe: {said}", done.stderr
+
+
 def test_a_flag_out_of_range_names_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
     last = _usage_error([sys.executable, "-m", "codeloupe", "search", ".", "hello", "--chunk-budget", "5"], tmp_path)

@@ -99,6 +99,7 @@ from codeloupe.types import (
     Tour,
     UsedDefinition,
     count_line_breaks,
+    is_blank,
     split_lines,
 )
 
@@ -166,6 +167,14 @@ def tour_counts(limit: int, entry_points: int) -> tuple[int, int]:
         if not 1 <= count <= most:
             raise WorkspaceError(f"{name} must be from 1 to {most}, got {count}")
     return limit, entry_points
+
+
+def check_query(text: str, argument: str = "query") -> None:
+    """Refuse a query or question with nothing to search for (`is_blank`: whitespace, NUL and other control or
+    format characters only) with `InvalidArgument` naming `argument`, as the command line and the language server
+    refuse it: a surface calls it before it waits for a first index, since no index would answer it."""
+    if is_blank(text):
+        raise InvalidArgument(argument, "must not be blank (whitespace or control characters only)")
 
 
 def check_locate_text(text: str) -> None:

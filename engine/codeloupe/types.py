@@ -11,6 +11,7 @@ rule of the Language Server Protocol and of the editors, so that line N is the l
 from __future__ import annotations
 
 import io
+import unicodedata
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -53,6 +54,13 @@ def count_line_breaks(text: str, start: int = 0, end: int | None = None) -> int:
     between its CR and LF."""
     end = len(text) if end is None else end
     return text.count("\n", start, end) + text.count("\r", start, end) - text.count("\r\n", start, end)
+
+
+def is_blank(text: str) -> bool:
+    """Whether `text` holds nothing to search for: whitespace, control and format characters only (a NUL, a
+    zero-width space). Every surface refuses such a query (`api.check_query`); a search for it answered with
+    arbitrary files."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
 
 
 # --------------------------------------------------------------------------------------------- index

@@ -11,7 +11,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from codeloupe.types import count_line_breaks
+from codeloupe.types import count_line_breaks, is_blank
 
 
 def invalid(message: str) -> JsonRpcInvalidParams:
@@ -42,7 +42,7 @@ class Params:
             return ""
         if not isinstance(value, str):
             raise self._bad(name, "a string", value)
-        if non_empty and not value.strip():
+        if non_empty and is_blank(value):
             raise self._bad(name, "a non-empty string", value)
         if max_chars and len(value) > max_chars:
             raise invalid(f"{self.method}: `{name}` must be at most {max_chars:,} characters, got {len(value):,}")

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from pydantic import Field
+from pydantic import AfterValidator, Field, ValidationInfo
 
 from codeloupe.api import (
     MAX_LOCATE,
@@ -31,6 +31,7 @@ from codeloupe.api import (
     StoreError,
     WorkspaceError,
     check_locate_text,
+    check_query,
     folder_sections,
     render_text,
     tour_counts,
@@ -55,8 +56,16 @@ INSTRUCTIONS = (
     "(at most once a second)."
 )
 
+
+def _searchable(text: str, info: ValidationInfo) -> str:
+    """A query or question `check_query` takes: refused as the tool's arguments are, before any wait."""
+    check_query(text, info.field_name or "query")
+    return text
+
+
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                             description="a question, an identifier, or a pasted bug report / traceback")]
+                             description="a question, an identifier, or a pasted bug report / traceback"),
+                  AfterValidator(_searchable)]
 MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_BYTES,
                                 description="size budget of the answer in bytes; the answer says what it cut")]
 RelPath = Annotated[str, Field(min_length=1, max_length=4096, description="a file path relative to the workspace root")]

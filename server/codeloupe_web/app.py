@@ -32,6 +32,7 @@ from codeloupe.api import (
     Workspace,
     WorkspaceError,
     check_locate_text,
+    check_query,
     map_asset,
     render_html_shell,
 )
@@ -177,12 +178,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
     async def search_get(request: Request, q: QueryText, root: RootParam = None, scope: ScopeParam = "",
                          mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
+        check_query(q, "q")  # blank: refused before the wait for the first index (no index would answer it)
         warm = pool.get(root)
         return await when_indexed(request, [warm], lambda: _search(warm, q, scope, mode, limit))
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
     async def search_post(request: Request, body: SearchBody) -> Any:
+        check_query(body.query)
         warm = pool.get(body.root)
         return await when_indexed(request, [warm], lambda: _search(warm, body.query, body.scope, body.mode,
                                                                    body.limit))
@@ -192,6 +195,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                      "file names its `repository` and the `revision` it is pinned to")
     async def search_all(request: Request, q: QueryText, repos: ReposParam = "", mode: ModeParam = "code",
                          limit: LimitParam = 12) -> Any:
+        check_query(q, "q")
         warms = pool.select(repos.split(","))
         return await when_indexed(request, warms, lambda: dataclasses.asdict(
             pool.search_across(warms, q, mode=mode, limit=limit)))
@@ -204,6 +208,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
     async def docsearch(request: Request, q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
+        check_query(q, "q")
         warm = pool.get(root)
         bundle = await when_indexed(request, [warm], lambda: warm.search(q, mode="docs", limit=limit))
         return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
@@ -280,6 +285,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     async def start_ask(request: Request, body: AskBody) -> tuple[AskRun, list[str]]:
         """The ask and the notes its bundle gets (`WarmWorkspace.start_ask`), once the workspace's first index
         ended; refused with 499 when the client hangs up first."""
+        check_query(body.question, "question")
         warm = pool.get(body.root)
         return await when_indexed(request, [warm], lambda: warm.start_ask(body.question, mode=body.mode,
                                                                           agents=body.agents, best=body.best))

@@ -76,6 +76,15 @@ async def test_locate_identifier_limit_folder_and_not_found(client: Client, fold
     assert "`text` must be one line" in message  # every refusal names its param
 
 
+async def test_a_query_of_whitespace_or_control_characters_is_refused(client: Client) -> None:
+    """A NUL-only query passed the language server's blank check (`str.strip` keeps a NUL) and was searched;
+    every surface now refuses what `codeloupe.types.is_blank` calls blank."""
+    for query in ("   ", "\x00", " \x00\t\u200b"):
+        for method in ("codeloupe/search", "codeloupe/ask"):
+            message = await expect_error(client.request(method, {"query": query}), INVALID_PARAMS)
+            assert "`query` must be a non-empty string" in message, (method, query, message)
+
+
 async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, folders: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
     project, _ = folders

@@ -152,6 +152,26 @@ def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_run
     assert httpx.get(f"{base}/v1/locate", params={"text": "find"}).json()["notes"] == []
 
 
+def test_a_blank_query_is_refused_by_every_endpoint_taking_one(project: Path, serve) -> None:
+    """A query of spaces or a NUL was answered with a whole bundle (`"query": ""` and arbitrary CORE files) where
+    the command line and the language server refuse it: each endpoint taking a query or question now answers 422
+    naming its parameter, before any wait for an index."""
+    base = serve([project])
+    for blank in ("   ", "\x00", "\t\n \x00\u200b"):
+        for method, path, request, loc in (
+                ("GET", "/v1/search", {"params": {"q": blank}}, ["query", "q"]),
+                ("POST", "/v1/search", {"json": {"query": blank}}, ["body", "query"]),
+                ("GET", "/v1/search/all", {"params": {"q": blank}}, ["query", "q"]),
+                ("GET", "/v1/docsearch", {"params": {"q": blank}}, ["query", "q"]),
+                ("POST", "/v1/ask", {"json": {"question": blank}}, ["body", "question"]),
+                ("POST", "/v1/ask/stream", {"json": {"question": blank}}, ["body", "question"])):
+            refused = httpx.request(method, f"{base}{path}", **request)
+            assert refused.status_code == 422, (path, blank, refused.text)
+            [problem] = refused.json()["detail"]
+            assert problem["loc"] == loc and "must not be blank" in problem["msg"], (path, problem)
+    assert httpx.get(f"{base}/v1/search", params={"q": "\x00token"}).status_code == 200  # words around a NUL
+
+
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:
     from serve_project import write_project
 

@@ -72,6 +72,9 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert (await client.call_tool("graph", {"source": "app/auth.py"})).is_error
     lines = await client.call_tool("locate", {"text": "a\nb"})
     assert lines.is_error and "`text` must be one line, got 2 lines" in text_of(lines)  # the tool's argument, named
+    for blank in ("   ", "\x00", "\t\n \x00\u200b"):  # answered with arbitrary files, as if close by meaning
+        refused = await client.call_tool("search", {"query": blank})
+        assert refused.is_error and "`query` must not be blank" in text_of(refused), text_of(refused)
     huge = await client.call_tool("search", {"query": "token " * (MAX_QUERY_CHARS // 6 + 1)})
     assert huge.is_error and "query" in text_of(huge)
 
@@ -162,9 +165,11 @@ async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Pat
             async with Client(build_server(warm)) as client:
                 assert {t.name for t in (await client.list_tools()).tools} == LEAN_TOOLS | {"ask"}
                 answer = text_of(await client.call_tool("ask", {"question": "how are bearer tokens checked"}))
+                blank = await client.call_tool("ask", {"question": " \x00 "})
         finally:
             warm.close()
     assert "Tokens are checked by" in answer
+    assert blank.is_error and "`question` must not be blank" in text_of(blank), text_of(blank)
     assert "def check_token(self, token: str) -> bool:" in answer  # the cited span, spliced from disk
 
 

@@ -42,9 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe.ask import AskError
+    from codeloupe.types import is_blank
 
     question = sys.stdin.read() if args.question == "-" else args.question
-    if not question.strip():
+    if is_blank(question):
         raise CliError("the question is empty")
     chat_flags = {key: getattr(args, key) for key in ("chat_base_url", "chat_model", "chat_timeout_s")}
     ws = open_workspace(args, **chat_flags)

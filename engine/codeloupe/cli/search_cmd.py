@@ -43,12 +43,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.types import is_blank
+
     if args.path is None:
         return _run_across(args)
     if args.all:
         raise CliError("--all searches the shared index's repositories: leave PATH out")
     query = sys.stdin.read() if args.query == "-" else args.query
-    if not query.strip():
+    if is_blank(query):
         raise CliError("the query is empty")
     ws = open_workspace(args)
     try:
@@ -71,11 +73,12 @@ def _run_across(args: argparse.Namespace) -> int:
     from codeloupe.errors import WorkspaceError
     from codeloupe.settings import SettingsError
     from codeloupe.store import StoreError
+    from codeloupe.types import is_blank
 
     if args.scope:
         raise CliError("--scope is a path inside one workspace: not with --all / --repo A,B")
     query = sys.stdin.read() if args.query == "-" else args.query
-    if not query.strip():
+    if is_blank(query):
         raise CliError("the query is empty")
     names = [] if args.all else [n.strip() for n in (args.store_repository or "").split(",") if n.strip()]
     if not args.all and not names:
