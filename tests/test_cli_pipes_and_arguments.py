@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from codeloupe.api import MAX_TOUR_ENTRY_POINTS, MAX_TOUR_NAMES
+
 
 def _ends_quietly_after_one_line(tmp_path: Path, *args: str) -> None:
     """`codeloupe ARGS | head -1`: one line read, then the pipe closed; the command ends with 141 (SIGPIPE's
@@ -128,6 +130,21 @@ def test_a_query_of_nul_and_whitespace_read_from_stdin_is_empty(tmp_path: Path, 
     done = subprocess.run([sys.executable, "-m", "codeloupe", *command, ".", "-"], input="\x00 \x00\n",
                           capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == f"codeloupe: {said}", done.stderr
+
+
+@pytest.mark.parametrize(("flag", "most"), [("--entry-points", MAX_TOUR_ENTRY_POINTS), ("--limit", MAX_TOUR_NAMES)])
+def test_a_tour_count_past_the_servers_bound_is_a_usage_error(tmp_path: Path, flag: str, most: int) -> None:
+    """`tour --entry-points 1000` listed them all, where /v1/tour, MCP and the language server refuse more than 500
+    (and more than 50 names); the bound is the same constant everywhere, and the bound itself is taken."""
+    (tmp_path / "app.py").write_text("if __name__ == '__main__':\n    print(1)\n", encoding="utf-8")
+    for value in (most + 1, 1000):
+        last = _usage_error([sys.executable, "-m", "codeloupe", "tour", ".", flag, str(value)], tmp_path)
+        assert last.endswith(f"{flag}: expected a whole number from 1 to {most}, got '{value}'"), last
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "codeloupe", "tour", ".", flag, str(most), "--json",
+                           "--embed-provider", "none"], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["entry_points"][0]["path"] == "app.py", done.stderr
 
 
 def test_a_flag_out_of_range_names_the_command_line(tmp_path: Path) -> None:

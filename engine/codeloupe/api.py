@@ -33,7 +33,10 @@ from codeloupe.chunk.strategies import (
     register_strategy,
     registered_strategies,
 )
+from codeloupe.constants import MAX_TOUR_ENTRY_POINTS as MAX_TOUR_ENTRY_POINTS
+from codeloupe.constants import MAX_TOUR_NAMES as MAX_TOUR_NAMES
 from codeloupe.constants import TOUR_ENTRY_POINTS as TOUR_ENTRY_POINTS
+from codeloupe.constants import TOUR_NAMES as TOUR_NAMES
 from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_root, walk
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import InvalidArgument as InvalidArgument
@@ -143,13 +146,6 @@ MAX_QUERY_CHARS = 20_000
 MAX_LOCATE = 1_000
 # Entry points a location-shaped query may add to RELATED.
 MAX_ENTRY_CANDIDATES = 5
-# A tour's entry points on request (/v1/tour, the editors): more than the default when a client wants them, never an
-# unbounded list (a generated tree can hold thousands of `__main__` guards, each about 150 bytes of JSON).
-MAX_TOUR_ENTRY_POINTS = 500
-# The names a tour lists by default and at most on request (`/v1/tour?limit=`, MCP's `codeloupe://tour?limit=`,
-# the language server's `codeloupe/tour` `limit`).
-TOUR_NAMES = 20
-MAX_TOUR_NAMES = 50
 # Lines whose innermost definition a workspace keeps for naming snippets (`_innermost`): a few MB at most.
 ANCHOR_LINES_KEPT = 20000
 

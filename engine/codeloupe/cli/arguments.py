@@ -4,6 +4,7 @@ a mistyped command) imports no part of the engine."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
 def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) -> None:
@@ -43,3 +44,13 @@ def positive_count(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
     return number
+
+
+def count_up_to(most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to `most`, the bound the servers keep for the same count."""
+    def count(value: str) -> int:
+        number = positive_count(value)
+        if number > most:
+            raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {most}, got {value!r}")
+        return number
+    return count

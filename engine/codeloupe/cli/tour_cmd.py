@@ -6,18 +6,20 @@ import argparse
 import dataclasses
 import json
 
-from codeloupe.constants import TOUR_ENTRY_POINTS
+from codeloupe.constants import MAX_TOUR_ENTRY_POINTS, MAX_TOUR_NAMES, TOUR_ENTRY_POINTS, TOUR_NAMES
 
-from .arguments import add_workspace_args, positive_count
+from .arguments import add_workspace_args, count_up_to
 from .common import index_workspace, one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tour", help="where to start reading: entry points and most mentioned names")
     add_workspace_args(parser)
-    parser.add_argument("--limit", type=positive_count, default=20, help="how many names (default 20)")
-    parser.add_argument("--entry-points", type=positive_count, default=TOUR_ENTRY_POINTS, metavar="N",
-                        help=f"how many entry points, strongest first (default {TOUR_ENTRY_POINTS})")
+    parser.add_argument("--limit", type=count_up_to(MAX_TOUR_NAMES), default=TOUR_NAMES,
+                        help=f"how many names, 1-{MAX_TOUR_NAMES} (default {TOUR_NAMES})")
+    parser.add_argument("--entry-points", type=count_up_to(MAX_TOUR_ENTRY_POINTS), default=TOUR_ENTRY_POINTS,
+                        metavar="N", help=f"how many entry points, strongest first, 1-{MAX_TOUR_ENTRY_POINTS} "
+                                          f"(default {TOUR_ENTRY_POINTS})")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
 
