@@ -16,8 +16,14 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from pydantic import AfterValidator, Field, ValidationInfo
+from mcp.server.mcpserver.exceptions import (
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedToolError,
+)
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
+from pydantic_core import ErrorDetails
 
 from codeloupe.api import (
     MAX_LOCATE,
@@ -28,6 +34,7 @@ from codeloupe.api import (
     TOUR_NAMES,
     GraphFolder,
     GraphRequest,
+    InvalidArgument,
     StoreError,
     WorkspaceError,
     check_locate_text,
@@ -89,10 +96,24 @@ SEARCH_DESCRIPTION = (
     "lines, anchor_line = best-matching line, text, truncated).")
 
 
+class _Server(MCPServer):
+    """Arguments a tool's schema refuses are answered in plain words, each argument named with the rule it breaks
+    (`_argument_problems`): the SDK answered with pydantic's report, its arguments model's name, the value sent
+    (a 20,000-character query whole) and a link to pydantic's documentation."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {_argument_problems(exc.__cause__)}") from exc.__cause__
+
+
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
-    server = MCPServer("codeloupe", instructions=INSTRUCTIONS, version=server_version())
+    server = _Server("codeloupe", instructions=INSTRUCTIONS, version=server_version())
     indexed = _after_first_index(warm)
 
     def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
@@ -230,6 +251,42 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         return expansion.text
 
     return server
+
+
+_TYPES = {"string_type": "a string", "int_type": "a whole number", "int_parsing": "a whole number",
+          "int_from_float": "a whole number", "bool_type": "true or false", "bool_parsing": "true or false",
+          "list_type": "a list"}
+_BOUNDS = {"greater_than_equal": ("ge", "at least"), "less_than_equal": ("le", "at most"),
+           "greater_than": ("gt", "more than"), "less_than": ("lt", "less than")}
+
+
+def _argument_problems(refused: ValidationError) -> str:
+    """What is wrong with a tool call's arguments, in one line: each argument named with its rule, no value
+    echoed (a refused query may be 20,000 characters)."""
+    return "; ".join(f"`{'.'.join(str(part) for part in error['loc']) or 'arguments'}` {_problem(error)}"
+                     for error in refused.errors(include_url=False))
+
+
+def _problem(error: ErrorDetails) -> str:
+    kind, ctx = error["type"], error.get("ctx", {})
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        return f"must be {words} {ctx[key]:,}"
+    if kind in _TYPES:
+        return f"must be {_TYPES[kind]}"
+    if kind == "missing":
+        return "is required"
+    if kind == "string_too_short":
+        return "must not be empty" if ctx["min_length"] == 1 else f"must be at least {ctx['min_length']:,} characters"
+    if kind == "string_too_long":
+        return f"must be at most {ctx['max_length']:,} characters, got {len(error['input']):,}"
+    if kind == "too_long":
+        return f"must hold at most {ctx['max_length']:,} items"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']}"
+    if kind == "value_error" and isinstance(ctx["error"], InvalidArgument):  # `_searchable`'s refusal
+        return ctx["error"].problem
+    return error["msg"]
 
 
 def _count(text: str, name: str, default: int) -> int:

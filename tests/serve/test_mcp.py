@@ -67,8 +67,15 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
         refused = await client.call_tool("expand", arguments)
         assert refused.is_error, arguments
         assert "do-not-serve" not in text_of(refused) and "hunter2" not in text_of(refused)
-    assert (await client.call_tool("search", {"query": 42})).is_error
-    assert (await client.call_tool("search", {})).is_error
+    # Arguments the schema refuses are named with their rule in plain words: pydantic's report (its model's name,
+    # the value sent back whole, a link to its documentation) was the answer.
+    for arguments, said in (({"query": 42}, "`query` must be a string"), ({}, "`query` is required"),
+                            ({"query": "token", "max_bytes": 5}, "`max_bytes` must be at least 1,000"),
+                            ({"query": "token", "max_bytes": 10**9}, "`max_bytes` must be at most 200,000"),
+                            ({"query": "token", "mode": "all"}, "`mode` must be one of 'code', 'docs' or 'both'"),
+                            ({"query": "", "limit": 0}, "`query` must not be empty; `limit` must be at least 1")):
+        refused = await client.call_tool("search", arguments)
+        assert refused.is_error and text_of(refused) == f"Error executing tool search: {said}", text_of(refused)
     assert (await client.call_tool("graph", {"source": "app/auth.py"})).is_error
     lines = await client.call_tool("locate", {"text": "a\nb"})
     assert lines.is_error and "`text` must be one line, got 2 lines" in text_of(lines)  # the tool's argument, named
@@ -76,7 +83,8 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
         refused = await client.call_tool("search", {"query": blank})
         assert refused.is_error and "`query` must not be blank" in text_of(refused), text_of(refused)
     huge = await client.call_tool("search", {"query": "token " * (MAX_QUERY_CHARS // 6 + 1)})
-    assert huge.is_error and "query" in text_of(huge)
+    assert huge.is_error and text_of(huge) == (
+        "Error executing tool search: `query` must be at most 20,000 characters, got 20,004"), text_of(huge)
 
     # A small budget is kept, and the answer says what it cut.
     small = await client.call_tool("search", {"query": "check the bearer token against the session store",
