@@ -62,7 +62,8 @@ answers 400 with `{"error": message}`, as does a body that is not JSON; an unkno
 path does not take 405, in the same shape; a malformed request 422 with the validation details (a `text` to
 `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
 other control or format characters, as the command line and the language server refuse it; its `loc` naming the
-parameter). An index
+parameter; an `input` of more than 200 characters as JSON, such as a query refused for its length, is left out). An
+index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
 back; `/healthz` does not ask the database, and `/readyz` answers 503 with the reason while it cannot be read, from

@@ -12,6 +12,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import FastAPI, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -150,6 +152,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.exception_handler(OSError)
     async def refused(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer, less a long `input`: a query over 20,000 characters came back whole.
+        return JSONResponse({"detail": [_short_input(e) for e in jsonable_encoder(exc.errors())]}, status_code=422)
 
     @app.exception_handler(InvalidArgument)
     async def malformed(request: Request, exc: InvalidArgument) -> JSONResponse:
@@ -377,6 +384,16 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                            allow_headers=["authorization", "content-type"])
     app.add_middleware(Guard, config=guard)
     return app
+
+
+# The longest `input` a 422 echoes (as JSON): a value refused for its length, or a body refused whole, is left out.
+_INPUT_ECHOED = 200
+
+
+def _short_input(error: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(error.get("input"))) <= _INPUT_ECHOED:
+        return error
+    return {key: value for key, value in error.items() if key != "input"}
 
 
 def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:

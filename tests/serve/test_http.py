@@ -186,6 +186,20 @@ def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tm
     assert huge.status_code == 422  # bounded, not searched
 
 
+def test_a_refused_long_value_is_not_echoed_back(project: Path, serve) -> None:
+    """The 422 for a query over 20,000 characters held the query whole in its `input`: a long value is left out
+    of the answer (the message still says what is wrong), a short one is still shown."""
+    base = serve([project])
+    for answer in (httpx.get(f"{base}/v1/search", params={"q": "x" * 20_001}),
+                   httpx.post(f"{base}/v1/search", json={"query": "x" * 20_001}),
+                   httpx.post(f"{base}/v1/ask", json={"question": "y" * 30_000, "best": "yes"})):
+        assert answer.status_code == 422 and len(answer.content) < 1_000, answer.text[:300]
+        problem = answer.json()["detail"][0]
+        assert "input" not in problem and problem["msg"] == "String should have at most 20000 characters", problem
+    short = httpx.get(f"{base}/v1/search", params={"q": "token", "limit": "0"}).json()["detail"][0]
+    assert short["loc"] == ["query", "limit"] and short["input"] == "0"
+
+
 def test_a_root_given_twice_is_indexed_and_served_once(project: Path, serve, tmp_path: Path,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     """`serve a ./a` built a workspace for the second `a` too, whose first index of the folder ran beside the
