@@ -268,6 +268,13 @@ def _argument_problems(refused: ValidationError) -> str:
 
 
 def _problem(error: ErrorDetails) -> str:
+    try:
+        return _rule_broken(error)
+    except (KeyError, TypeError, ValueError):  # a shape of error not foreseen: pydantic's message names no value
+        return error["msg"]
+
+
+def _rule_broken(error: ErrorDetails) -> str:
     kind, ctx = error["type"], error.get("ctx", {})
     if kind in _BOUNDS:
         key, words = _BOUNDS[kind]
