@@ -89,7 +89,8 @@ def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:
     ("../outside.py", "outside the workspace"),
     ("ABSOLUTE", "outside the workspace"),
     ("link.py", "outside the workspace"),
-    ("secret.py", "no such file in the index"),
+    ("secret.py", "secret.py: not in the index: the index skips it (ignored)"),
+    ("app/deleted.py", "no such file in the index"),
 ])
 def test_get_refuses_paths_outside_the_workspace_and_unindexed_files(repo: Path, target: str,
                                                                     message: str) -> None:
@@ -97,6 +98,28 @@ def test_get_refuses_paths_outside_the_workspace_and_unindexed_files(repo: Path,
     refused = codeloupe("get", str(repo), path, check=False)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith("codeloupe: ") and message in refused.stderr
+
+
+def test_get_and_chunks_say_why_the_index_skips_a_file(repo: Path) -> None:
+    """`get` names the reason the index skipped a file, and `chunks` still shows the cut but says on stderr that the
+    index skips the file, with the reason `stats --skipped` gives."""
+    (repo / ".codeloupe.toml").write_text("max_file_bytes = 2000\n")
+    (repo / "app/huge.py").write_text("def big():\n    return 1\n" * 200)
+    (repo / "app/nul.py").write_bytes(b"x = 1\x00\ny = 2\n")
+    skipped = {"app/huge.py": "too large", "app/nul.py": "binary", "secret.py": "ignored"}
+    for rel, reason in skipped.items():
+        refused = codeloupe("get", str(repo), rel, check=False)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr == f"codeloupe: {rel}: not in the index: the index skips it ({reason})\n"
+    listed = codeloupe("stats", str(repo), "--skipped").stdout
+    assert "    app/huge.py  (too large)" in listed and "    app/nul.py  (binary)" in listed
+    for rel in [*skipped, "app/users.py"]:
+        shown = subprocess.run([sys.executable, "-m", "codeloupe", "chunks", str(repo / rel)], capture_output=True,
+                               text=True, env=dict(os.environ), timeout=120, check=False)
+        assert shown.returncode == 0 and shown.stdout.startswith(f"{repo / rel}: python, "), shown.stderr
+        told = [f"{repo / rel}: the index skips this file ({skipped[rel]}), so none of these chunks is in it"] \
+            if rel in skipped else []
+        assert shown.stderr.splitlines() == told
 
 
 def test_get_refuses_a_malformed_span(repo: Path) -> None:

@@ -13,6 +13,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
+import os
 import re
 import sys
 import threading
@@ -37,7 +38,7 @@ from codeloupe.constants import MAX_TOUR_ENTRY_POINTS as MAX_TOUR_ENTRY_POINTS
 from codeloupe.constants import MAX_TOUR_NAMES as MAX_TOUR_NAMES
 from codeloupe.constants import TOUR_ENTRY_POINTS as TOUR_ENTRY_POINTS
 from codeloupe.constants import TOUR_NAMES as TOUR_NAMES
-from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_root, walk
+from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_root, file_skip_reason, walk
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import InvalidArgument as InvalidArgument
 from codeloupe.errors import RemoteError as RemoteError
@@ -668,13 +669,25 @@ class Workspace:
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
         if row is None:
-            raise WorkspaceError(f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
+            reason = self.skip_reason(rel)
+            raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else
+                                 f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
         chosen = ""
         if symbol or line is not None:
             start_line, end_line, chosen = self._definition_span(rel, row.id, symbol, line)
         text = self.read_lines(rel, start_line, end_line)
         first = 1 if start_line is None else start_line
         return Expansion(rel, first, first + max(len(split_lines(text)), 1) - 1, text, chosen)
+
+    def skip_reason(self, rel: str) -> str:
+        """Why the index skips the workspace file `rel` by the discovery rules (binary, too large, generated,
+        ignored, ...: the reasons `stats --skipped` gives); "" when it is no file here or would be indexed."""
+        if not os.path.lexists(self.root / rel):
+            return ""
+        try:
+            return file_skip_reason(self.root, rel, self.settings)
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
 
     def _definition_span(self, rel: str, file_id: int, symbol: str, line: int | None) -> tuple[int, int, str]:
         symbols = self.symbols([rel]).get(rel, [])
@@ -969,6 +982,10 @@ class RemoteWorkspace(Workspace):
             _stop_before_edges(should_stop)
             ensure_edges(self, should_stop)
         return report
+
+    def skip_reason(self, rel: str) -> str:
+        """None to give: its root is a name, not a folder, and whatever this machine holds there is none of it."""
+        return ""
 
     def update_files(self, paths: Any) -> IndexReport:
         raise WorkspaceError(f"{self.label} is a remote index: run `codeloupe index {self.spec.source}` to refresh it")

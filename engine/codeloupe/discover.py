@@ -520,6 +520,16 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings, *, compiled_
     return COMPILED if _leads_to_an_original(root, rel_path, settings) else ""
 
 
+def file_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
+    """Why the index skips the file `rel_path` ("" when it indexes it): by its path (`path_skip_reason`) or, read
+    without following a link, by its content (`decode_source`). Raises OSError when the file cannot be read."""
+    reason = path_skip_reason(root, rel_path, settings)
+    if reason:
+        return reason
+    raw = read_head(Path(root) / rel_path, settings.max_file_bytes, follow_links=False)
+    return decode_source(raw, settings, rel_path).skip_reason
+
+
 class _SourcesTooMany(Exception):
     """`_leads_to_an_original` reached `SOURCES_JUDGED`."""
 

@@ -17,6 +17,7 @@ from codeloupe.wording import amount
 
 if TYPE_CHECKING:
     from codeloupe.chunk.strategies import Strategy
+    from codeloupe.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{path}: no such file")
     if not path.is_file():
         raise CliError(f"{path}: not a regular file")
-    root, budget, strategies = _chunking(path, args.chunk_budget)
+    root, settings, strategies = _chunking(path, args.chunk_budget)
+    budget = settings.chunk_budget
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     # Its path in the workspace, as the index names it: a strategy claims a file by it (never one under
     # `.codeloupe/`). A link is named where it lies, not where it points (maybe out of the workspace).
     rel_path = (path.parent.resolve() / path.name).relative_to(root).as_posix()
+    _tell_skip(root, rel_path, settings, path)
     result = chunk_file(rel_path, text, detect_language(rel_path, text[:256]), budget, strategies)
     if args.json:
         rows = [{k: v for k, v in asdict(chunk).items() if k != "text"} | {"symbols": list(chunk.symbols)}
@@ -61,9 +64,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, int, tuple[Strategy, ...]]:
-    """The root of `path`'s workspace (found as `codeloupe index` finds it), the chunk budget and the trusted
-    strategies its index chunks with: with the defaults only, `chunks` disagreed with the index it explains."""
+def _tell_skip(root: Path, rel_path: str, settings: Settings, path: Path) -> None:
+    """Say on stderr when the workspace's index skips the file (its chunks below are then in no index): its reason
+    is the one `index` counts and `stats --skipped` lists."""
+    from codeloupe.discover import file_skip_reason
+
+    try:
+        reason = file_skip_reason(root, rel_path, settings)
+    except OSError as exc:
+        reason = f"unreadable: {exc.strerror or exc}"
+    if reason:
+        print(f"{one_line(path.as_posix())}: the index skips this file ({one_line(reason)}), so none of these "
+              "chunks is in it", file=sys.stderr)
+
+
+def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, Settings, tuple[Strategy, ...]]:
+    """The root of `path`'s workspace (found as `codeloupe index` finds it), its settings (the chunk budget) and the
+    trusted strategies its index chunks with: with the defaults only, `chunks` disagreed with the index it
+    explains."""
     from codeloupe.chunk.strategies import load_workspace_strategies
     from codeloupe.settings import SettingsError, load_settings
 
@@ -76,4 +94,4 @@ def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, int, tuple[St
     load = load_workspace_strategies(root)
     for warning in [*settings.notices, *load.warnings]:  # they name files of the workspace
         print(one_line(warning), file=sys.stderr)
-    return root, settings.chunk_budget, tuple(load.strategies)
+    return root, settings, tuple(load.strategies)
