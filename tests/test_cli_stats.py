@@ -28,8 +28,8 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     hostile = "notes\x1b]0;owned\x07.py"  # a name that would retitle the terminal if printed as it is
     (repo / hostile).write_text("# @generated\nY = 2\n")
     indexed = codeloupe("index", str(repo))
-    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists those skipped for their content or size, and unreadable folders)" \
-        in indexed
+    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists the files, but those ignore rules leave " \
+        "out, and unreadable folders)" in indexed
 
     plain = codeloupe("stats", str(repo))
     assert "  skipped   binary 1, generated 2  (--skipped lists them)" in plain
@@ -49,6 +49,43 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
                                         {"path": hostile, "reason": "generated"}]
 
 
+# The eight bytes every PNG opens with, then its IHDR chunk (a 1x1 image): a NUL byte in the first few.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+
+
+def test_stats_counts_and_lists_the_files_index_counts(tmp_path: Path) -> None:
+    """`index` counted images and other files skipped by their name ("binary 8": five .png by their type, three
+    files by a NUL byte) where `stats` counted and listed only the three it had read ("binary 3"): both now count
+    the same files, and `stats --skipped` lists each; only what ignore rules leave out stays with `index`."""
+    repo = tmp_path / "repo"
+    (repo / "assets").mkdir(parents=True)
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    for n in range(2):
+        (repo / f"assets/logo{n}.png").write_bytes(PNG)
+    (repo / "assets/logo.afdesign").write_bytes(b"\x00\x01afdesign" * 10)
+    (repo / "vendor.js").write_text("var a=" + "1+" * 3000 + "1;\n")  # minified, as its content shows
+    (repo / "app.min.js").write_text("var b=1;\n")  # minified, by its name
+    (repo / ".gitignore").write_text("notes.txt\n")
+    (repo / "notes.txt").write_text("left out by the user\n")
+    indexed = json.loads(codeloupe("index", str(repo), "--json"))
+    assert indexed["skipped"] == {"binary": 3, "minified": 2, "ignore file": 1, "ignored": 1}
+    as_json = json.loads(codeloupe("stats", str(repo), "--skipped", "--json"))
+    assert as_json["skipped"] == {"binary": 3, "ignore file": 1, "minified": 2}
+    assert as_json["skipped_files"] == [
+        {"path": ".gitignore", "reason": "ignore file"}, {"path": "app.min.js", "reason": "minified"},
+        {"path": "assets/logo.afdesign", "reason": "binary"}, {"path": "assets/logo0.png", "reason": "binary"},
+        {"path": "assets/logo1.png", "reason": "binary"}, {"path": "vendor.js", "reason": "minified"}]
+    listed = codeloupe("stats", str(repo), "--skipped").splitlines()
+    assert "  skipped   binary 3, ignore file 1, minified 2" in listed and "    assets/logo0.png  (binary)" in listed
+    assert "  skipped files and unreadable folders, and why (the files ignore rules leave out and the folders not " \
+           "walked, such as node_modules, are counted by `codeloupe index` only)" in listed
+    # A file gone leaves the list; the next index remembers no more than is on disk.
+    (repo / "assets/logo1.png").unlink()
+    codeloupe("index", str(repo))
+    assert json.loads(codeloupe("stats", str(repo), "--json"))["skipped"] == {"binary": 2, "ignore file": 1,
+                                                                              "minified": 2}
+
+
 def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path: Path) -> None:
     """Of a folder never indexed, stats showed 'files 0' as if it were empty; `--skipped` with nothing skipped for
     its content printed nothing, though `index` points there."""
@@ -58,7 +95,7 @@ def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path:
     assert "(nothing indexed yet: `codeloupe index` indexes it)" in codeloupe("stats", str(repo))
     codeloupe("index", str(repo))
     shown = codeloupe("stats", str(repo), "--skipped")
-    assert "nothing indexed yet" not in shown and "no file is skipped for its content or size" in shown
+    assert "nothing indexed yet" not in shown and "  no file is skipped (the files ignore rules leave out" in shown
 
 
 def test_stats_lists_a_file_left_out_for_its_size_until_the_limit_takes_it(tmp_path: Path) -> None:
@@ -142,8 +179,8 @@ def test_stats_names_the_folders_the_index_could_not_read(tmp_path: Path) -> Non
     finally:
         for folder in locked:
             folder.chmod(0o755)
-    assert "  skipped   unreadable folder 2  (`codeloupe stats --skipped` lists those skipped for their content " \
-           "or size, and unreadable folders)" in indexed.splitlines()
+    assert "  skipped   unreadable folder 2  (`codeloupe stats --skipped` lists the files, but those ignore rules " \
+           "leave out, and unreadable folders)" in indexed.splitlines()
     assert "  skipped   unreadable folder 2  (--skipped lists them)" in codeloupe("stats", str(repo)).splitlines()
     assert ["    deep/er/  (unreadable folder)", "    sub/  (unreadable folder)"] == \
            [line for line in listed.splitlines() if "unreadable" in line and line.startswith("    ")]

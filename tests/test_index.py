@@ -506,3 +506,20 @@ def test_a_saved_source_map_judges_the_file_beside_it_again(tmp_path: Path) -> N
     (repo / "lib/mod0.js.map").unlink()
     ws.update_files(["lib/mod0.js.map"])
     assert "lib/mod0.js" in ws.store.file_rows()
+
+
+def test_a_compiled_copy_whose_map_is_gone_is_indexed_by_the_next_walk(tmp_path: Path) -> None:
+    """The index remembers a compiled copy by path (`stats --skipped` lists it); once its map is deleted the next
+    index indexes it, though the file itself is untouched (it was a copy for its map, not for its content)."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    (repo / "lib").mkdir()
+    (repo / "lib/mod0.js").write_text("function handler_0(request) { return request }\n")
+    (repo / "lib/mod0.js.map").write_text('{"version": 3, "sources": ["../pkg/mod0.py"], "mappings": "AAAA"}')
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    assert ws.index().skipped.get("compiled copy") == 1
+    assert ws.store.skipped_files()["lib/mod0.js"].reason == "compiled copy"
+    (repo / "lib/mod0.js.map").unlink()
+    again = ws.index()
+    assert again.files_indexed == 1 and "compiled copy" not in again.skipped
+    assert "lib/mod0.js" in ws.store.file_rows() and "lib/mod0.js" not in ws.store.skipped_files()
+    ws.close()

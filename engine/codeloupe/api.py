@@ -592,9 +592,9 @@ class Workspace:
         )
 
     def skipped_files(self) -> list[SkippedPath]:
-        """The files the index skipped for their content or size, and the folders it could not read (`dir/`), by
-        path (why a file is not found: `codeloupe stats --skipped`). Files left out by their path (ignored,
-        lockfiles, binary extensions) are not walked into the index at all and are not listed."""
+        """The files the index skipped for their content, name (binary file types, lockfiles, ...) or size, or as
+        compiled copies, and the folders it could not read (`dir/`), by path (why a file is not found: `codeloupe
+        stats --skipped`). The files ignore rules leave out and the folders not walked are not listed."""
         return [SkippedPath(path, s.reason) for path, s in sorted(self.store.skipped_files().items())]
 
     def chunking_problems(self) -> list[ChunkingProblem]:

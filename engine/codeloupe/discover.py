@@ -173,6 +173,7 @@ STOP_ASKED_EVERY = 256
 # tools names it) whose `sources` name a file the walk keeps; it is skipped like a generated file. A map's
 # `sources` come before its `sourcesContent` and `mappings`, so its head holds them.
 COMPILED = "compiled copy"
+IGNORED = "ignored"  # a file an ignore file's rule leaves out
 SOURCE_MAP_HEAD_BYTES = 64 * 1024
 # Bounds on the editor's judgement of one saved file (`path_skip_reason`), which judges each source it reaches by the
 # path rules (a fraction of a millisecond each: a crafted chain of 70 maps listing 5,000 sources each took two
@@ -195,9 +196,11 @@ class IndexStopped(Exception):
 class Walk:
     candidates: list[Candidate] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
-    # Files left out for their size (over `max_file_bytes`), remembered by the index with the files skipped for
-    # their content, so that `stats --skipped` can say why a file's words are found nowhere.
-    oversized: list[Candidate] = field(default_factory=list)
+    # Each file left out by its name or size (a binary file type, a lockfile, over `max_file_bytes`, ...) or as a
+    # compiled copy, and why: remembered by the index with the files skipped for their content, so that `stats
+    # --skipped` lists and counts the files `index` counts. Not the files ignore rules leave out (the user's or
+    # git's choice, by the thousand where a pattern such as `*.csv` meets a data folder), nor folders.
+    skipped_files: list[tuple[Candidate, str]] = field(default_factory=list)
     # Folders below the root that could not be listed (no permission, an I/O error), by path: nothing under them
     # is indexed, and the index remembers them so that `stats --skipped` names them.
     unreadable_dirs: list[str] = field(default_factory=list)
@@ -480,8 +483,8 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
             reason = _file_skip_reason(entry.name, rel, st.st_size, rules, tracked, settings)
             if reason:
                 out.skipped[reason] += 1
-                if reason == TOO_LARGE:
-                    out.oversized.append(Candidate.from_stat(rel, Path(entry.path), st))
+                if reason != IGNORED:
+                    out.skipped_files.append((Candidate.from_stat(rel, Path(entry.path), st), reason))
                 continue
             out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     _drop_compiled_copies(out, maps, _map_head_on_disk(root))
@@ -683,6 +686,7 @@ def _drop_compiled_copies(out: Walk, maps: set[str], map_head: Callable[[str], b
             if rel not in copies:
                 copies.add(rel)
                 pending.append(rel)
+    out.skipped_files += [(c, COMPILED) for c in out.candidates if c.rel_path in copies]
     out.candidates = [c for c in out.candidates if c.rel_path not in copies]
     out.skipped[COMPILED] += len(copies)
 
@@ -765,7 +769,7 @@ def _file_skip_reason(name: str, rel_path: str, size: int, rules: IgnoreRules, t
         # git ignores only untracked files: a committed file that a .gitignore pattern matches is still indexed.
         verdict = rules.verdict(rel_path, is_dir=False)
         if verdict and not (verdict == BY_GITIGNORE and tracked.holds_file(rel_path)):
-            reason = "ignored"
+            reason = IGNORED
     return reason
 
 

@@ -29,10 +29,10 @@ from codeloupe.chunk import CHUNKER_VERSION, chunk_file, chunked_version, detect
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
+    COMPILED,
     CONTENT_RULES_VERSION,
     IGNORE_FILE_NAMES,
     SOURCE_MAP_SUFFIX,
-    TOO_LARGE,
     UNREADABLE_FOLDER,
     Candidate,
     CandidateChanged,
@@ -131,8 +131,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         known = remembered.get(candidate.rel_path)
         if _is_current(candidate, row):
             report.files_unchanged += 1
-        elif row is None and known is not None and (known.size, known.mtime, known.rules) == \
-                (candidate.size, candidate.mtime, rules):
+        elif row is None and skipped_unchanged(known, candidate, rules):
             skipped[known.reason] += 1  # skipped for its content last time, and not touched since
         elif fresh := _changed_since(candidate, row):
             work.append((fresh, row))
@@ -182,7 +181,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
 
 def remember_walk(store: IndexStore, found: Walk, remembered: dict[str, SkippedFile], on_disk: set[str],
                   rules: str) -> None:
-    """Remember what the walk `found` skipped itself (the files over the size limit, the folders it could not
+    """Remember what the walk `found` skipped itself (the files it skipped by name or size, the folders it could not
     list, and how many of those) and forget the skipped paths no longer on disk (`on_disk`, the walk's
     candidates), as `index` and `index --queue` both do; written only where new or changed: a no-op re-index
     writes nothing."""
@@ -194,10 +193,19 @@ def remember_walk(store: IndexStore, found: Walk, remembered: dict[str, SkippedF
         store.set_meta(UNREADABLE_FOLDERS_KEY, unreadable)
 
 
+def skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
+    """Whether the walk's candidate was skipped for its content (by `index` or a worker) and is untouched since,
+    under the same content rules: reading it again would only skip it again. Not a file remembered as a compiled
+    copy: whether it is one depends on other files (its map, their sources), and as a candidate it is none now."""
+    return known is not None and known.reason != COMPILED and \
+        (known.size, known.mtime, known.rules) == (candidate.size, candidate.mtime, rules)
+
+
 def _walk_skips(found: Walk, rules: str) -> dict[str, SkippedFile]:
-    """What the walk itself skipped that the index remembers, by path: each file over the size limit, and the first
-    `UNREADABLE_FOLDERS_NAMED` folders it could not list (named `dir/`; their count is the walk's)."""
-    skips = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, TOO_LARGE) for c in found.oversized}
+    """What the walk itself skipped that the index remembers, by path: each file it skipped by name or size or as a
+    compiled copy (`Walk.skipped_files`), and the first `UNREADABLE_FOLDERS_NAMED` folders it could not list (named
+    `dir/`; their count is the walk's)."""
+    skips = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, reason) for c, reason in found.skipped_files}
     for folder in found.unreadable_dirs[:UNREADABLE_FOLDERS_NAMED]:
         skips[f"{folder}/"] = SkippedFile(f"{folder}/", 0, 0.0, rules, UNREADABLE_FOLDER)
     return skips

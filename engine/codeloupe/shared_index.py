@@ -32,7 +32,14 @@ from codeloupe.chunk import CHUNKER_VERSION, chunked_version, is_doc_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
-from codeloupe.index import Prepared, content_rules, prepare, remember_walk, strategies_in_force
+from codeloupe.index import (
+    Prepared,
+    content_rules,
+    prepare,
+    remember_walk,
+    skipped_unchanged,
+    strategies_in_force,
+)
 from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import SkippedFile, SourceConflict, StoreError
@@ -118,17 +125,11 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     store.delete_files([path for path in existing if path not in on_disk])
     remember_walk(store, found, remembered, on_disk, rules)  # the walk's skips and count, as `index` keeps them
     changed = [c.rel_path for c in found.candidates
-               if not _skipped_unchanged(remembered.get(c.rel_path), c, rules) and
+               if not skipped_unchanged(remembered.get(c.rel_path), c, rules) and
                (not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
                 or row.size != c.size or row.mtime != c.mtime)]
     batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)]
     return store.enqueue(str(root), commit, batches)
-
-
-def _skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
-    """Whether the file was skipped for its content (by a worker or `index`) and is untouched since, under the
-    same content rules: queuing it again would only read it to skip it again."""
-    return known is not None and (known.size, known.mtime, known.rules) == (candidate.size, candidate.mtime, rules)
 
 
 @dataclass

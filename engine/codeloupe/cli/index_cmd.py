@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if report.skipped:
         # `stats` reads a folder only: named after a remote repository's counts, it refused the user.
         listed = "" if is_remote_source(args.path) else \
-            "  (`codeloupe stats --skipped` lists those skipped for their content or size, and unreadable folders)"
+            "  (`codeloupe stats --skipped` lists the files, but those ignore rules leave out, and unreadable folders)"
         print("  skipped   " + counted(report.skipped.items()) + listed)
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")

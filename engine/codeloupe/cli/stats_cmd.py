@@ -15,9 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workspace_args(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--skipped", action="store_true",
-                        help="also list each file skipped for its content (generated, minified, ...) or size, each "
-                             "folder the index could not read, and each file a chunk strategy or the chunker failed "
-                             "on, and why")
+                        help="also list each file skipped for its content (generated, minified, ...), its name "
+                             "(binary file types, lockfiles, ...) or size, each folder the index could not read, and "
+                             "each file a chunk strategy or the chunker failed on, and why")
     parser.set_defaults(func=run)
 
 
@@ -49,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if status.skipped:
         print("  skipped   " + counted((one_line(reason), count) for reason, count in status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))
-    if args.skipped and not skipped:
-        print("  no file is skipped for its content or size (those left out for their name, such as lockfiles and "
-              "binary file types, are counted by `codeloupe index`)")
+    if args.skipped:
+        print(("  no file is skipped" if not skipped else "  skipped files and unreadable folders, and why")
+              + " (the files ignore rules leave out and the folders not walked, such as node_modules, are counted "
+                "by `codeloupe index` only)")
     for s in skipped:  # a file's name, nor a reason as the index holds it, is to drive the terminal or break lines
         print(f"    {one_line(s.path)}  ({one_line(s.reason)})")
     more = status.skipped.get(UNREADABLE_FOLDER, 0) - sum(s.reason == UNREADABLE_FOLDER for s in skipped)
