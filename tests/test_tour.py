@@ -80,6 +80,20 @@ def test_entry_points_come_from_manifests_guards_mains_and_shebangs(ws: Workspac
     ]  # the test file's guard is not an entry point
 
 
+def test_a_main_guard_and_a_shebang_after_lone_cr_breaks_are_where_the_editor_shows_them(
+        make_tree: Callable[[dict[str, str]], Path], lexical_workspace: Callable[[Path], Workspace]) -> None:
+    # Python reads a lone CR as a line break: the guard was not found after one (`^` matches after "\n" only),
+    # and a line counted by "\n" alone was another line than the editor's.
+    ws = lexical_workspace(make_tree({
+        "tool.py": '#!/usr/bin/env python3\r"""A tool."""\r\rdef run():\r    pass\r\rif __name__ == "__main__":\r    run()\r',
+        "mixed.py": 'import sys\r\nx = 1\ry = 2\nif __name__ == "__main__":\n    print(x, y)\n',
+    }))
+    found = {(p.path, p.kind): (p.line, p.detail) for p in ws.entry_points()}
+    assert found[("tool.py", "main guard")][0] == 7
+    assert found[("mixed.py", "main guard")][0] == 4
+    assert found[("tool.py", "shebang")] == (1, "#!/usr/bin/env python3")
+
+
 def test_a_location_shaped_query_gets_missing_entry_points_at_the_end(ws: Workspace) -> None:
     assert location_shaped("where does the CLI start") and location_shaped("which file is the entry point")
     assert not location_shaped("how is the config loaded") and not location_shaped("Engine")

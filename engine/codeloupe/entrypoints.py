@@ -23,7 +23,7 @@ from codeloupe.arrays import absent_from
 from codeloupe.saved import load_arrays, pack_strings, save_arrays, unpack_strings
 from codeloupe.search import Snapshot, is_test_path
 from codeloupe.store import SymbolRow
-from codeloupe.types import EntryPoint
+from codeloupe.types import EntryPoint, count_line_breaks
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,13 +37,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("codeloupe.entrypoints")
 
 # Bump when what is found, or how it is saved, changes: a file of another version is found again.
-ENTRY_POINTS_FILE_VERSION = 2
+# 3: a main guard's line and a shebang's text by the editor's line breaks (a lone CR ends a line too).
+ENTRY_POINTS_FILE_VERSION = 3
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
 # Up to this many files indexed since the findings were saved, their definitions are read by file id; more
 # (a re-index of the whole tree) stream every definition instead of holding them all at once.
 READ_BY_FILE = 2000
-_MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
+# At a line's start: after a "\n" (`^` in MULTILINE) or a lone CR, which Python reads as a line break too.
+_MAIN_GUARD = re.compile(r"""(?:^|(?<=\r))if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
+_FIRST_LINE = re.compile(r"[^\r\n]*")
 _WHERE = re.compile(r"\b(where|which|what file|entry ?points?)\b", re.I)
 _START = re.compile(r"\b(start\w*|entry|entrypoints?|main|begin\w*|launch\w*|boot\w*|invok\w*|execut\w*|runs?|"
                     r"cli|command[- ]line|binary|script)\b", re.I)
@@ -84,11 +87,11 @@ def file_findings(snap: Snapshot, file_ids: Collection[int] | None, symbols: Ite
         if snap.file_is_doc.get(file_id):
             continue
         if text.startswith("#!"):
-            found.append(Finding(file_id, KINDS.index("shebang"), 1, path, text.split("\n", 1)[0].strip()))
+            found.append(Finding(file_id, KINDS.index("shebang"), 1, path, _FIRST_LINE.match(text).group().strip()))
         guard = _MAIN_GUARD.search(text)
         if guard:
-            found.append(Finding(file_id, KINDS.index("main guard"), text.count("\n", 0, guard.start()) + 1, path,
-                                 'if __name__ == "__main__"'))
+            found.append(Finding(file_id, KINDS.index("main guard"), count_line_breaks(text, 0, guard.start()) + 1,
+                                 path, 'if __name__ == "__main__"'))
     wanted = None if file_ids is None else set(file_ids)
     found.extend(Finding(s.file_id, KINDS.index("main function"), s.start_line, snap.file_paths[s.file_id],
                          s.signature or "main")
