@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codeloupe.api import Settings, SettingsError, apply_settings, did_you_mean
+from codeloupe_lsp.params import shown
 
 # Clients may nest the options under the extension's section name.
 SECTION = "codeloupe"
@@ -59,7 +60,7 @@ def read_options(raw: Any) -> EditorOptions:
     if TRUSTED in raw:
         options.trusted = raw[TRUSTED] is True
         if not isinstance(raw[TRUSTED], bool):
-            options.invalid.append(f"`trusted` must be true or false, got {raw[TRUSTED]!r}; not trusted")
+            options.invalid.append(f"`trusted` must be true or false, got {shown(raw[TRUSTED])}; not trusted")
     if REPOSITORIES in raw:
         options.repositories = _names(raw[REPOSITORIES], options)
     scratch = Settings()
@@ -84,7 +85,7 @@ def read_options(raw: Any) -> EditorOptions:
 def _names(raw: Any, options: EditorOptions) -> list[str]:
     if isinstance(raw, list) and all(isinstance(name, str) and name.strip() for name in raw):
         return list(dict.fromkeys(raw))
-    options.invalid.append(f"`{REPOSITORIES}` must be a list of repository names, got {raw!r}; ignored")
+    options.invalid.append(f"`{REPOSITORIES}` must be a list of repository names, got {shown(raw)}; ignored")
     return []
 
 

@@ -18,6 +18,16 @@ def invalid(message: str) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams(message=message)
 
 
+_SHOWN_CHARS = 80
+
+
+def shown(value: Any) -> str:
+    """A refused value as an error message quotes it: its repr, cut to `_SHOWN_CHARS` (a refused query may be
+    20,000 characters, a refused object a whole document)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
 class Params:
     """One request's params object, read field by field."""
 
@@ -30,7 +40,7 @@ class Params:
         self.method = method
 
     def _bad(self, name: str, expected: str, value: Any) -> JsonRpcInvalidParams:
-        return invalid(f"{self.method}: `{name}` must be {expected}, got {value!r}")
+        return invalid(f"{self.method}: `{name}` must be {expected}, got {shown(value)}")
 
     def text(self, name: str, *, required: bool = False, non_empty: bool = False, max_chars: int = 0,
              one_line: bool = False) -> str:
@@ -95,17 +105,17 @@ class Params:
 def read_range(value: Any, what: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """An LSP Range as ((line, character), (line, character)), checked."""
     if not isinstance(value, Mapping):
-        raise invalid(f"{what} must be a Range {{start, end}}, got {value!r}")
+        raise invalid(f"{what} must be a Range {{start, end}}, got {shown(value)}")
     ends = []
     for side in ("start", "end"):
         pos = value.get(side)
         if not isinstance(pos, Mapping):
-            raise invalid(f"{what}.{side} must be a Position {{line, character}}, got {pos!r}")
+            raise invalid(f"{what}.{side} must be a Position {{line, character}}, got {shown(pos)}")
         coords = []
         for key in ("line", "character"):
             number = pos.get(key)
             if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-                raise invalid(f"{what}.{side}.{key} must be an integer >= 0, got {number!r}")
+                raise invalid(f"{what}.{side}.{key} must be an integer >= 0, got {shown(number)}")
             coords.append(number)
         ends.append((coords[0], coords[1]))
     if ends[1] < ends[0]:
@@ -115,5 +125,5 @@ def read_range(value: Any, what: str) -> tuple[tuple[int, int], tuple[int, int]]
 
 def read_uri(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value:
-        raise invalid(f"{what} must be a URI string, got {value!r}")
+        raise invalid(f"{what} must be a URI string, got {shown(value)}")
     return value

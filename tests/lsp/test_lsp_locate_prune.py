@@ -85,6 +85,15 @@ async def test_a_query_of_whitespace_or_control_characters_is_refused(client: Cl
             assert "`query` must be a non-empty string" in message, (method, query, message)
 
 
+async def test_a_refusal_quotes_a_large_value_cut_short(client: Client) -> None:
+    """A refusal quoted the value it refused whole: a query sent as a list of 20,000 words came back in full."""
+    message = await expect_error(client.request("codeloupe/search", {"query": ["word"] * 20_000}), INVALID_PARAMS)
+    assert "`query` must be" in message and "['word', 'word'" in message and "characters)" in message
+    assert len(message) < 300
+    message = await expect_error(client.request("codeloupe/locate", {"text": 3}), INVALID_PARAMS)
+    assert message.endswith("got 3")  # a short one stays whole
+
+
 async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, folders: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
     project, _ = folders
