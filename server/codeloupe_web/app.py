@@ -54,7 +54,8 @@ MAX_LIMIT = 50
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
 # The files the pages load: the page's own, and the graph map's code and style from the engine.
 _STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "graph.js": "text/javascript",
-           "page.css": "text/css", "map.js": "text/javascript", "map.css": "text/css"}
+           "page.css": "text/css", "map.js": "text/javascript", "map.css": "text/css",
+           "visible.js": "text/javascript"}
 
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
 RootParam = Annotated[str | None, Query(max_length=4096, description="a served workspace (path or folder name); "
@@ -360,7 +361,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/graph", include_in_schema=False)
     def graph_page() -> HTMLResponse:
         # The map's shell: its script fetches `/v1/graph` (for the workspace `?root=` names) with the page's token.
-        shell = render_html_shell("/static/map.css", ["/static/api.js", "/static/graph.js"])
+        shell = render_html_shell("/static/map.css", ["/static/api.js", "/static/visible.js", "/static/graph.js"])
         return HTMLResponse(shell, headers={"content-security-policy": _PAGE_CSP})
 
     for index, server in enumerate(mcp_servers):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,8 +73,11 @@ OPEN_FILE_VIEW = """document.getElementById("file").hidden === false && document
 
 
 def lines_of(text: str) -> list[str]:
-    """A file's lines as the server numbers them, without their breaks."""
-    return [line.rstrip("\r\n") for line in editor_lines(text)]
+    """A file's lines as the server numbers them, without their breaks, each shown as the CLI shows it (a control
+    or bidi character escaped)."""
+    from codeloupe.cli.common import visible
+
+    return [visible(line.rstrip("\r\n")) for line in editor_lines(text)]
 
 
 def numbered(text: str) -> list[str]:
@@ -115,8 +119,9 @@ def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path
         assert browser.evaluate('document.querySelectorAll("#file-body .line").length') == 0
 
 
+# The lines of the first result whose name holds `{name}`: [number, text] each.
 SHOWN_LINES = """(() => { const file = [...document.querySelectorAll("#core-body .file")]
-    .find((f) => f.querySelector("h3 a").textContent.includes("breaks/mod.py"));
+    .find((f) => f.querySelector("h3 a").textContent.includes("{name}"));
     return file && [...file.querySelectorAll(".line")].map((l) => [Number(l.firstChild.textContent),
         l.textContent.slice(l.firstChild.textContent.length)]); })()"""
 
@@ -128,7 +133,7 @@ def test_code_is_numbered_as_the_server_counts_lines(project: Path, serve, brows
     expected = lines_of(FILES["mod.py"])
     base = serve([project])
     browser.open(f"{base}/?q=after_lone_cr")
-    shown = browser.wait_for(SHOWN_LINES)
+    shown = browser.wait_for(SHOWN_LINES.replace("{name}", "breaks/mod.py"))
     assert any(number == DEFINITIONS["after_lone_cr"][1] for number, _ in shown), shown
     assert [text for _, text in shown] == [expected[number - 1] for number, _ in shown]
 
@@ -137,6 +142,53 @@ def test_code_is_numbered_as_the_server_counts_lines(project: Path, serve, brows
     view = browser.wait_for(OPEN_FILE_VIEW)
     assert view["lines"] == numbered(FILES["mod.py"])
     assert view["cited"] == [line] and view["meta"].startswith(f"breaks/mod.py · {len(expected)} lines")
+
+
+# Bidirectional controls that make a line read otherwise than it runs ("Trojan Source"): in code, as reported, and in
+# a file's name, where an isolate and an override would show its end first.
+BIDI_CODE = 'def rtl_override():\n    s = "\u202eevil\u202c"  # bidi\n    return s\n'
+BIDI_NAME = "xss/\u2067name\u202egnp.\u2069\u200f.py"
+BIDI_NAME_CODE = "def bidi_named():\n    return '\u061c\x1b[31m'\n"
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\x1b"
+PAGE_TEXT = "document.body.innerText + [...document.querySelectorAll('[title], title')].map((n) => n.textContent).join()"
+
+
+def test_code_and_names_show_bidi_controls_escaped_as_the_cli_does(project: Path, serve, browser: Browser) -> None:
+    """A U+202E in a string reversed what the page showed (`s = "live"`) where the CLI shows `\\u202e`: search results,
+    the file view, names and the graph map show every character the CLI escapes as its escape, on its own line."""
+    from codeloupe.cli.common import visible
+
+    (project / "xss").mkdir()
+    (project / "xss/bidi.py").write_text(BIDI_CODE, encoding="utf-8")
+    (project / BIDI_NAME).write_text(BIDI_NAME_CODE, encoding="utf-8")
+    base = serve([project])
+    browser.open(f"{base}/?q=rtl_override")
+    shown = browser.wait_for(SHOWN_LINES.replace("{name}", "xss/bidi.py"))
+    assert [2, '    s = "\\u202eevil\\u202c"  # bidi'] in shown, shown
+    assert [text for _, text in shown] == [lines_of(BIDI_CODE)[number - 1] for number, _ in shown]
+    assert not set(BIDI) & set(browser.evaluate(PAGE_TEXT))
+
+    browser.open(f"{base}/?q=bidi_named")
+    browser.wait_for('!!document.querySelector("#core-body h3 a")')
+    assert visible(BIDI_NAME) in browser.evaluate('document.querySelector("#core-body h3 a").textContent')
+    assert not set(BIDI) & set(browser.evaluate(PAGE_TEXT))
+    browser.evaluate('document.querySelector("#core-body h3 a").click()')
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == visible(BIDI_NAME) and view["meta"].startswith(visible(BIDI_NAME) + " · 2 lines")
+    assert view["lines"] == numbered(BIDI_NAME_CODE) == ["1def bidi_named():", "2    return '\\u061c\\x1b[31m'"]
+
+    browser.open(f"{base}/?file=xss%2Fbidi.py&line=2")
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["lines"] == numbered(BIDI_CODE) and view["cited"] == [2]
+
+    browser.open(f"{base}/graph")
+    browser.wait_for('document.getElementById("summary").textContent')
+    names = browser.evaluate('[...document.querySelectorAll("#unconnected a")].map((a) => a.textContent)')
+    assert visible(BIDI_NAME) in names and not set(BIDI) & set(browser.evaluate(PAGE_TEXT))
+
+    # The page escapes the very set the CLI does: every character of the Basic Multilingual Plane, one by one.
+    every = [chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000]
+    assert browser.evaluate(f"{json.dumps(every)}.map(visible)") == [visible(c) for c in every]
 
 
 OPEN_COMMUNITY = """(() => { document.querySelector("g.community").dispatchEvent(new MouseEvent("click"));

@@ -177,7 +177,8 @@ def _stderr_console():
 # Control characters other than tab and newline: a repository's code or file names are not to drive the
 # terminal (an escape sequence can retitle it, recolour or hide what follows, or move the cursor over lines).
 # Control characters, and the bidirectional formatting ones, which reorder what a terminal shows (a line of code
-# that reads otherwise than it runs, a file name whose end shows first).
+# that reads otherwise than it runs, a file name whose end shows first). The web pages escape the same set
+# (graph/assets/visible.js; tests/serve/test_page.py holds them to it).
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 

@@ -16,7 +16,8 @@ from codeloupe.wording import amount
 
 # The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
 _INLINE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
-MAP_ASSETS = ("map.js", "map.css")
+# visible.js (how a page shows a name or code) goes before map.js, which calls it; the search page loads it too.
+MAP_ASSETS = ("visible.js", "map.js", "map.css")
 
 # What ends a line for a reader of the text (str.splitlines' set): inside a name it would start a line of its
 # own, a forged neighbour or hub in the list an agent or a terminal reads.
@@ -33,7 +34,7 @@ def render_html(graph_map: GraphMap, root: str = "") -> str:
     data = json.dumps(payload, ensure_ascii=False, sort_keys=True).replace("<", "\\u003c")
     head = f'<meta http-equiv="Content-Security-Policy" content="{_INLINE_CSP}">\n<style>\n{map_asset("map.css")}</style>'
     scripts = (f'<script id="graph-data" type="application/json">{data}</script>\n'
-               f'<script>\n{map_asset("map.js")}</script>')
+               f'<script>\n{map_asset("visible.js")}{map_asset("map.js")}</script>')
     return _page(head, scripts)
 
 
@@ -41,14 +42,14 @@ def render_html_shell(style_url: str, script_urls: list[str]) -> str:
     """The map page with no data in it and its style and code linked, for a server whose Content-Security-Policy
     refuses inline code: the scripts fetch the map, put it in the page as `render_html` does (a
     `<script id="graph-data" type="application/json">` element; `fileView`, a URL a file's path completes, then
-    `fileViewFragment` if given, sets where file links lead) and then load map.js."""
+    `fileViewFragment` if given, sets where file links lead) and then load map.js, visible.js loaded before."""
     head = f'<link rel="stylesheet" href="{html.escape(style_url)}">'
     scripts = "\n".join(f'<script src="{html.escape(url)}"></script>' for url in script_urls)
     return _page(head, scripts)
 
 
 def map_asset(name: str) -> str:
-    """The map page's style (`map.css`) or code (`map.js`), one of `MAP_ASSETS`."""
+    """The map page's style (`map.css`) or code (`visible.js`, `map.js`), one of `MAP_ASSETS`."""
     if name not in MAP_ASSETS:
         raise ValueError(f"{name}: not an asset of the map page")
     return resources.files("codeloupe.graph").joinpath(f"assets/{name}").read_text(encoding="utf-8")

@@ -1,6 +1,7 @@
 // The search page and its file view: plain DOM, no framework, nothing loaded from elsewhere (api.js, loaded
-// first, calls the server). Every text from the server is inserted as text (never as HTML); code is tokenised
-// here only to colour it.
+// first, calls the server; visible.js escapes). Every text from the server is inserted as text (never as HTML)
+// and shown through visible(): a control or bidi character in code or a name is shown as its escape (`\u202e`),
+// as the CLI shows it, never raw. Code is tokenised here only to colour it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -11,10 +12,12 @@ const KEYWORDS = new Set(("abstract and as async await break case catch class co
   .split(" "));
 const TOKEN = /(\/\/.*|#.*|\/\*[\s\S]*?\*\/|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|`(?:\\.|[^`\\])*`|\b\d[\d_.]*\b|\b[A-Za-z_]\w*\b)/g;
 
+// An element; its text (`textContent`, string children) shown through visible().
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
   Object.assign(node, props || {});
-  for (const child of children) node.append(child);
+  if (props && "textContent" in props) node.textContent = visible(props.textContent);
+  for (const child of children) node.append(typeof child === "string" ? visible(child) : child);
   return node;
 }
 
@@ -46,7 +49,8 @@ function splitLines(text) {
   return text.replace(/(\r\n|\r|\n)$/, "").split(/\r\n|\r|\n/);
 }
 
-// Lines `firstLine`.. of `path`, numbered; those in `cited` ([first, last]) marked.
+// Lines `firstLine`.. of `path`, numbered; those in `cited` ([first, last]) marked. Each line is escaped (in
+// `el`) after the split, so an escape never adds or removes a line.
 function codeBlock(text, firstLine, path, cited) {
   const code = el("code");
   const hashComments = HASH_COMMENTS.test(path);
@@ -157,7 +161,7 @@ async function ask() {
 
 function onAskEvent(event, body) {
   if (event.type === "retrieval") $("meta").textContent = `asking · ${event.core.length} core, ${event.related.length} related files`;
-  else if (event.type === "delta" && event.kind !== "code") body.append(event.text);
+  else if (event.type === "delta" && event.kind !== "code") body.append(visible(event.text));
   else if (event.type === "citation") {
     body.append(el("div", {}, fileLink(event.path, event.start_line, event.end_line,
       `${event.path}:${event.start_line}-${event.end_line}`)), codeBlock(event.text, event.start_line, event.path));
@@ -183,12 +187,12 @@ async function loadRoots() {
 async function showFile(path, line, end) {
   for (const id of ["answer", "core", "related"]) $(id).hidden = true;
   $("file").hidden = false;
-  $("file-path").textContent = path;
+  $("file-path").textContent = visible(path);
   try {
     const file = await (await api("/v1/expand?" + params({ path }))).json();
     const cited = line > 0 ? [line, Math.max(line, end || line)] : null;
     $("file-body").replaceChildren(codeBlock(file.text, file.start_line, file.path, cited));
-    $("meta").textContent = `${file.path} · ${file.end_line} lines` + (cited ? ` · cited ${cited[0]}-${cited[1]}` : "");
+    $("meta").textContent = `${visible(file.path)} · ${file.end_line} lines` + (cited ? ` · cited ${cited[0]}-${cited[1]}` : "");
     const first = $("file-body").querySelector(".cited");
     if (first) first.scrollIntoView({ block: "center" });
   } catch (err) {
