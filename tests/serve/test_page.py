@@ -191,6 +191,34 @@ def test_code_and_names_show_bidi_controls_escaped_as_the_cli_does(project: Path
     assert browser.evaluate(f"{json.dumps(every)}.map(visible)") == [visible(c) for c in every]
 
 
+SUBMIT = 'document.getElementById("q").value = {text}; document.getElementById("{button}").{action}()'
+SHOWN_RESULTS = """[...document.querySelectorAll("#core-body .file, #related-body li, #file-body .line")].length
+    + ["core", "related", "file"].filter((id) => !document.getElementById(id).hidden).length"""
+
+
+def test_a_refused_query_is_said_in_words_and_clears_the_last_results(project: Path, serve, browser: Browser) -> None:
+    """A query over 20,000 characters showed the 422's JSON (`[{"type":"string_too_long",...}]`) above the last
+    query's results; the page now says what is wrong and shows no results, for a search and for an ask."""
+    base = serve([project])
+    browser.open(f"{base}/?q=how+are+bearer+tokens+checked+against+the+session+store")
+    assert browser.wait_for(SHOWN_RESULTS)
+    too_long = json.dumps("connection " * 3000)
+    # A pasted page too: 330 KB in a request line was cut off by the server ("Bad Request").
+    for text in (too_long, json.dumps("connection " * 30_000)):
+        browser.evaluate(SUBMIT.format(text=text, button="search", action="requestSubmit"))
+        error = browser.wait_for('document.querySelector("#meta .error")?.textContent')
+        assert error == "the query is longer than 20,000 characters"
+        assert browser.evaluate(SHOWN_RESULTS) == 0
+        browser.evaluate('document.getElementById("meta").replaceChildren()')
+
+    browser.open(f"{base}/?q=how+are+bearer+tokens+checked+against+the+session+store")
+    assert browser.wait_for(SHOWN_RESULTS)
+    browser.evaluate(SUBMIT.format(text=too_long, button="ask", action="click"))
+    error = browser.wait_for('document.querySelector("#answer-body .error")?.textContent')
+    assert error == "the question is longer than 20,000 characters"
+    assert browser.evaluate(SHOWN_RESULTS) == 0 and browser.evaluate('document.getElementById("meta").textContent') == ""
+
+
 OPEN_COMMUNITY = """(() => { document.querySelector("g.community").dispatchEvent(new MouseEvent("click"));
     return [...document.querySelectorAll("#detail a")].map((a) => a.textContent); })()"""
 CLICKS = {

@@ -114,14 +114,27 @@ function params(extra) {
   return p;
 }
 
+// What a new request starts from: the last answer's results, walkthrough, file and status taken away, so nothing
+// a refused or failed request leaves on the page can be read as its answer.
+function clearResults() {
+  for (const id of ["core-body", "related-body", "answer-body", "file-body"]) $(id).replaceChildren();
+  for (const id of ["answer", "core", "related", "file"]) $(id).hidden = true;
+  $("meta").textContent = "";
+}
+
 async function search(event) {
   if (event) event.preventDefault();
   const q = $("q").value.trim();
   if (!q) return;
   history.replaceState(null, "", "?" + params({ q }).toString() + location.hash);
-  $("answer").hidden = $("file").hidden = true;
+  clearResults();
   try {
-    showBundle(await (await api("/v1/search?" + params({ q }))).json());
+    // Sent as JSON, not in the address: a pasted page of a few hundred KB is then refused for its length in
+    // words (a 422), where a request line that long was cut off with "400 Bad Request".
+    showBundle(await (await api("/v1/search", {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ query: q, root: $("root").value || null }),
+    })).json());
   } catch (err) {
     showError(err);
   }
@@ -130,9 +143,8 @@ async function search(event) {
 async function ask() {
   const question = $("q").value.trim();
   if (!question) return;
+  clearResults();
   const body = $("answer-body");
-  body.replaceChildren();
-  $("file").hidden = true;
   $("answer").hidden = false;
   try {
     const response = await api("/v1/ask/stream", {
