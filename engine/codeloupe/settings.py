@@ -78,6 +78,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # failure of the first search that needs the dense lane.
 EMBED_PROVIDERS = ("local", "onnx", "openai", "none")
 _URL_KEYS = ("embed_base_url", "chat_base_url", "remote_tarball_url", "remote_commit_url")
+# Where embed_provider = "openai" sends the workspace's code when no embed_base_url is set.
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+# A host a workspace's file names is quoted in a notice cut to this many characters.
+_SHOWN_HOST_CHARS = 80
 _PATH_KEYS = ("cache_dir", "onnx_model_dir")  # relative paths are relative to the file that sets them
 
 USER = "user"
@@ -189,6 +193,30 @@ class Settings:
     def notices(self) -> list[str]:
         """What every surface tells the user about the workspace's settings files, one message each."""
         return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else [])]
+
+    @property
+    def endpoint_notice(self) -> str | None:
+        """What a trusted workspace's own settings files chose as the network endpoints its code is sent to (its
+        chunks to embed, its code and questions to chat): which setting, which host, from which file; None when
+        every endpoint in use is the user's (or there is none). Trust applies them silently otherwise, and users
+        trust a folder just to turn its extensions on. An untrusted workspace's endpoints are ignored (`ignored`)."""
+        uses = []
+        if self.embed_provider.strip().lower() == "openai":
+            uses.append(("embeddings", self.embed_base_url or OPENAI_BASE_URL, ("embed_provider", "embed_base_url")))
+        if self.chat_base_url.strip():
+            uses.append(("chat", self.chat_base_url.strip(), ("chat_base_url",)))
+        chosen = []
+        for use, url, names in uses:
+            set_here = [f"{name} in {self.where(name)}" for name in names if self.party(name) == WORKSPACE]
+            if set_here:
+                host = urlsplit(url).netloc.rpartition("@")[2]  # never a user:password written in the URL
+                host = host if len(host) <= _SHOWN_HOST_CHARS else f"{host[:_SHOWN_HOST_CHARS]}..."
+                chosen.append(f"{use} to {host} ({', '.join(set_here)})")
+        if not chosen:
+            return None
+        return (f"codeloupe: this workspace's own settings send its code to endpoints they chose: {'; '.join(chosen)}. "
+                "They apply because the workspace is trusted; if you did not mean to send it there, set the endpoints "
+                "in your editor's codeloupe settings (they win over the workspace's files) or stop trusting it.")
 
     def effective(self) -> dict[str, Any]:
         """What these settings decide: every setting's value, and who set each (`origins`: an API key goes only to

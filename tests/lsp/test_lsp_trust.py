@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from lsp_helpers import Client, start_server, stop_server, uri
 from lsprotocol import types as lsp
@@ -107,6 +108,34 @@ async def test_a_folder_the_client_trusts_uses_its_settings_without_the_editors_
         assert {seen.authorization for seen in repo_host.received} == {"Bearer unused-for-loopback",
                                                                        "Bearer no-key-needed-for-loopback"}
         assert user_host.received == []
+
+
+async def test_a_trusted_folder_says_which_endpoints_its_own_settings_chose(tmp_path: Path) -> None:
+    """Trusting a folder (in VS Code also what turns its extensions on) applied the endpoints its settings files
+    chose with no word, and its code went to their host. The editor is now told once which setting sends it where,
+    from which file; a folder whose endpoints are the user's own (their config.toml) is not announced."""
+    with ChatServer() as repo_host, ChatServer() as user_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url)
+        own = tmp_path / "own"
+        own.mkdir()
+        (own / "app.py").write_text("def post_entry(amount):\n    return amount\n", encoding="utf-8")
+        (own / ".codeloupe.toml").write_text('ignore = ["vendor/**"]\n', encoding="utf-8")
+        write_user_config(user_host.base_url)
+        client = await start_server([repo, own], options={**EDITOR, "trusted": True})
+        try:
+            await client.wait_ready(2)
+            await client.wait_until(lambda: any("endpoints they chose" in w for w in _warnings(client)), "the notice")
+            client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings={"codeloupe": {
+                **EDITOR, "ignore": ["vendor/**"], "bogus": 1}}))  # both folders reopen
+            await client.wait_until(lambda: any("bogus" in w for w in _warnings(client)), "the settings push")
+            await client.wait_ready(2)
+        finally:
+            await stop_server(client)
+        (notice,) = [w for w in _warnings(client) if "endpoints they chose" in w]
+        host, pyproject = urlsplit(repo_host.base_url).netloc, f"{repo.resolve() / 'pyproject.toml'} [tool.codeloupe]"
+        assert f"embeddings to {host} (embed_provider in {pyproject}, embed_base_url in {pyproject})" in notice, notice
+        assert f"chat to {host} (chat_base_url in {pyproject})" in notice, notice
+        assert str(own.resolve()) not in notice and urlsplit(user_host.base_url).netloc not in notice, notice
 
 
 async def test_trust_is_fixed_at_initialize_and_the_warning_is_not_repeated(tmp_path: Path) -> None:

@@ -15,9 +15,8 @@ import numpy as np
 import openai
 
 from codeloupe.embed import EmbeddingError, QueryCachingProvider, normalise_rows
-from codeloupe.settings import Settings, is_loopback_url
+from codeloupe.settings import OPENAI_BASE_URL, Settings, is_loopback_url
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "text-embedding-3-small"
 NATIVE_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 MAX_RETRIES = 4
@@ -26,7 +25,7 @@ MAX_INPUT_CHARS = 16_000
 
 
 def _base_url(settings: Settings) -> str:
-    return (settings.embed_base_url or DEFAULT_BASE_URL).rstrip("/")
+    return (settings.embed_base_url or OPENAI_BASE_URL).rstrip("/")
 
 
 def _model(settings: Settings) -> str:
