@@ -75,8 +75,10 @@ const STARTING_TEXT = '$(loading~spin) codeloupe';
 
 const DISABLED_REASON = 'codeloupe is turned off (the codeloupe.enable setting).';
 
-const UNTRUSTED_REASON = 'codeloupe is off in Restricted Mode: it would start a language server that reads every file ' +
-    'of this workspace and run the configured server command. Trust the workspace to turn it on.';
+const UNTRUSTED_TITLE = 'codeloupe is off in Restricted Mode';
+const UNTRUSTED_DETAIL = 'It would start a language server that reads every file of this workspace and run the configured ' +
+    'server command. Trust the workspace to turn it on.';
+const UNTRUSTED_REASON = `${UNTRUSTED_TITLE}. ${UNTRUSTED_DETAIL}`;
 
 /** Opens the Workspace Trust editor. */
 const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
@@ -316,14 +318,18 @@ class Controller implements vscode.Disposable {
         return client;
     }
 
-    /** Why a command did nothing; in Restricted Mode with a button to the trust editor (a click closes the message). */
+    /**
+     * Why a command did nothing. In Restricted Mode a modal dialog with a button to the trust editor, as VS Code's own
+     * trust requests are: a notification cannot be closed by its extension, so one left unanswered stayed in the
+     * notification center, saying codeloupe was off, after trusting the workspace had started it.
+     */
     private warnUnavailable(): void {
         const reason = this.unavailableReason ?? 'codeloupe: the language server is not running.';
         if (vscode.workspace.isTrusted) {
             void vscode.window.showWarningMessage(reason);
             return;
         }
-        void vscode.window.showWarningMessage(reason, MANAGE_TRUST).then((choice) => {
+        void vscode.window.showWarningMessage(UNTRUSTED_TITLE, { modal: true, detail: UNTRUSTED_DETAIL }, MANAGE_TRUST).then((choice) => {
             if (choice === MANAGE_TRUST) {
                 void vscode.commands.executeCommand(MANAGE_TRUST_COMMAND);
             }

@@ -1413,15 +1413,17 @@ describe('the extension when it cannot or must not start', function () {
             assert.equal(item.command, 'workbench.trust.manage', 'a click on the shield opens the trust editor');
             assert.ok(!probe.log.some((line) => line.includes('starting ')), 'no server process was started');
 
-            // A command the user runs is answered, with the trust editor a click away.
+            // A command the user runs is answered, with the trust editor a click away, in a modal dialog: a notification
+            // left unanswered stayed in the notification center, saying codeloupe was off, after the trust grant.
             probe.answerMessage('Manage Workspace Trust');
             await vscode.commands.executeCommand('codeloupe.client.search');
             await vscode.commands.executeCommand('codeloupe.client.ask');
             await vscode.commands.executeCommand('codeloupe.client.restart');
-            assert.deepEqual(probe.messages.map((message) => [message.level, message.text, message.items]), [
-                ['warning', session.api.unavailableReason, ['Manage Workspace Trust']],
-                ['warning', session.api.unavailableReason, ['Manage Workspace Trust']],
-                ['warning', session.api.unavailableReason, ['Manage Workspace Trust']],
+            const said = probe.messages.map((message) => [message.level, `${message.text}. ${message.detail}`, message.items, message.modal]);
+            assert.deepEqual(said, [
+                ['warning', session.api.unavailableReason, ['Manage Workspace Trust'], true],
+                ['warning', session.api.unavailableReason, ['Manage Workspace Trust'], true],
+                ['warning', session.api.unavailableReason, ['Manage Workspace Trust'], true],
             ]);
             await waitFor('the button to open the trust editor', () => probe.executed.some((entry) => entry.id === 'workbench.trust.manage'));
             await probe.changeSettings({ 'codeloupe.server.command': serverCommand() });

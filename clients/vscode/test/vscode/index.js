@@ -542,7 +542,8 @@ const workspace = {
 function message(level) {
     return (text, ...items) => {
         const choices = items.filter((item) => typeof item === 'string' || typeof item?.title === 'string');
-        __test.messages.push({ level, text, items: choices });
+        const options = items.find((item) => typeof item === 'object' && item !== null && typeof item.title !== 'string');
+        __test.messages.push({ level, text, items: choices, modal: options?.modal === true, detail: options?.detail });
         // The next answerMessage() if it is one of this message's buttons (a click on it), else closed unanswered.
         const answer = state.messageAnswers.shift();
         return Promise.resolve(choices.includes(answer) ? answer : undefined);
