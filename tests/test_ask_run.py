@@ -455,6 +455,64 @@ def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
     assert "app/auth.py" in captured.out
 
 
+UNCITED = "I think it works somehow, no citations here."
+
+
+def _cli_ask(repo: Path, chat: ChatServer, tmp_path: Path, *flags: str, **streams: Any) -> subprocess.Popen:
+    """`codeloupe ask` in its own process, against the scripted model."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CODELOUPE_CACHE_DIR": str(tmp_path),
+           "NO_COLOR": "1", "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "codeloupe", "ask", str(repo), QUESTION, "--no-agents",
+                             "--no-embed", "--embed-provider", "none", "--chat-base-url", chat.base_url,
+                             "--chat-model", "scripted", *flags], env=env, text=True, **streams)
+
+
+def test_cli_piped_answer_that_cites_nothing_prints_only_the_bundle(repo: Path, chat: ChatServer,
+                                                                    tmp_path: Path) -> None:
+    """Piped, the rejected prose never reaches stdout: it was glued, with no newline, to the bundle's header."""
+    chat.add(Reply(text=UNCITED))
+    proc = _cli_ask(repo, chat, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "works somehow" not in out
+    assert re.match(r"\d+ files · lanes: ", out), out[:200]
+    assert disk(repo, "app/auth.py", 6, 8).splitlines()[0] in out  # the bundle's code
+    assert "no walkthrough: the model cited none of the retrieved code; the retrieved files:" in err
+    # --json: the rejected deltas are followed by `fallback`, and the answer `done` carries is the bundle.
+    chat.add(Reply(text=UNCITED))
+    proc = _cli_ask(repo, chat, tmp_path, "--json", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    events = [json.loads(line) for line in proc.communicate(timeout=120)[0].splitlines()]
+    assert [e["type"] for e in events][-2:] == ["fallback", "done"]
+    assert "works somehow" not in events[-1]["answer"] and events[-1]["citations"] == []
+
+
+def test_cli_prose_streamed_to_a_terminal_then_rejected_ends_its_line_and_is_withdrawn(
+        repo: Path, chat: ChatServer, tmp_path: Path) -> None:
+    import pty
+
+    chat.add(Reply(text=UNCITED))
+    main, child = pty.openpty()
+    proc = _cli_ask(repo, chat, tmp_path, stdout=child, stderr=child)
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            read = os.read(main, 65536)
+        except OSError:  # the terminal's other end closed: the command is done
+            break
+        if not read:
+            break
+        seen += read
+    os.close(main)
+    assert proc.wait(timeout=120) == 0
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line).strip() for line in seen.decode().splitlines()]
+    at = lines.index(UNCITED)  # the streamed prose ends its own line
+    rest = [line for line in lines[at + 1:] if line]
+    assert rest[0] == ("no walkthrough: the model cited none of the retrieved code (the answer above is withdrawn); "
+                       "the retrieved files:")
+    assert re.match(r"\d+ files · lanes: ", rest[1])
+
+
 def _sse(payload: Any) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 

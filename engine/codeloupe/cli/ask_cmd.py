@@ -1,8 +1,10 @@
 """`codeloupe ask PATH "question"`: a walkthrough whose code is spliced from disk (indexing first if needed).
 
 On a terminal the prose streams as it arrives and every cited span is shown highlighted under its real path
-and line numbers; `--json` prints one event per line instead (the last is `done`). Without a configured chat
-model, or when the model fails, the answer is the plain retrieval bundle and the reason is printed.
+and line numbers; piped, the answer is printed once it is judged, so an answer that falls back never reaches
+stdout. `--json` prints one event per line instead (the last is `done`). Without a configured chat model, when
+the model fails, or when its answer cites nothing, the answer is the plain retrieval bundle and the reason is
+printed (on stderr).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from . import CliError
@@ -72,6 +74,9 @@ def show(events: Iterable[AskEvent]) -> None:
 
     out = CommandConsole(highlight=False, soft_wrap=True)
     status = CommandConsole(stderr=True, highlight=False)
+    if not out.is_terminal:
+        events = _judged(events)
+    shown = ""  # the answer's end as printed so far (a terminal streams it before it is judged)
     for event in events:
         data = event.data
         if event.type == "retrieval":
@@ -92,12 +97,36 @@ def show(events: Iterable[AskEvent]) -> None:
                       + (f"  [dim]@ {markup_safe(cited.revision)}[/dim]" if cited.revision else "")
                       + ("  [yellow](changed on disk since indexing)[/yellow]" if cited.changed else ""))
             print_code(out, cited.text, cited.language or "text", cited.start_line)
+            shown = "\n"
         elif event.type == "delta" and data["kind"] != "code":
             out.print(visible(data["text"]), end="", markup=False)  # the model's prose
+            shown = (shown + data["text"])[-1:]
         elif event.type == "fallback":
-            status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}; the retrieved files:[/yellow]")
+            withdrawn = ""
+            if shown:  # streamed to a terminal, then rejected: it ends on its own line and is said to be void
+                if shown != "\n":
+                    out.print()
+                withdrawn = " (the answer above is withdrawn)"
+            status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}{withdrawn}; "
+                         "the retrieved files:[/yellow]")
         elif event.type == "done" and event.result is not None:
             _finish(event.result, out)
+
+
+def _judged(events: Iterable[AskEvent]) -> Iterator[AskEvent]:
+    """The events with the answer's `delta` and `citation` events held back until the ask ends: released before
+    `done`, dropped at a `fallback` (an answer that cites nothing, or a model that fails part way, is replaced
+    by the bundle, and its words must not reach a pipe glued to it)."""
+    held: list[AskEvent] = []
+    for event in events:
+        if event.type in ("delta", "citation"):
+            held.append(event)
+            continue
+        if event.type == "fallback":
+            held.clear()
+        elif event.type == "done":
+            yield from held
+        yield event
 
 
 def _finish(result: AskResult, out) -> None:
