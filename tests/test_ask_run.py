@@ -162,6 +162,8 @@ def test_bad_input_is_refused_before_any_work(repo: Path) -> None:
     (Reply(status=500), "HTTP 500"),
     (Reply(text="Login compares hashes.", hang_s=10), "timed out after 1s"),
     (Reply(text="Login compares password hashes, trust me."), "the model cited none of the retrieved code"),
+    (Reply(text="Login [[99]] compares [[1:0-0]]."),
+     "the model cited none of the retrieved code (2 citations dropped: no such excerpt 1, lines outside the excerpt 1)"),
 ])
 def test_model_failures_fall_back_to_the_bundle(repo: Path, chat: ChatServer, reply: Reply, reason: str) -> None:
     chat.add(reply)

@@ -163,13 +163,24 @@ def test_repeated_and_contained_spans_become_back_references(ws, repo) -> None:
     assert len(splicer.citations) == 1 and splicer.stats["repeated"] == 2
 
 
-def test_markers_that_resolve_to_nothing_are_removed_and_counted(ws, repo) -> None:
-    answer, splicer = splice(ws, repo, ["Unknown [[9]], outside [[1:40-41]], odd [[one]], partly [[1:7-30]]."])
-    assert answer == "Unknown , outside , odd , partly (`app/auth.py:6-8`).\n" + block(
-        repo, "app/auth.py", "python", 6, 8)
+def test_markers_that_resolve_to_nothing_leave_a_placeholder_and_are_counted(ws, repo) -> None:
+    answer, splicer = splice(ws, repo, ["Unknown [[9]], outside [[1:40-41]], odd [[one]], reversed [[1:8-7]], "
+                                        "partly [[1:7-30]]."])
+    assert answer == (
+        "Unknown (citation dropped: no such excerpt), outside (citation dropped: lines outside the excerpt), "
+        "odd (citation dropped: malformed), reversed (citation dropped: malformed), partly (`app/auth.py:6-8`).\n"
+        + block(repo, "app/auth.py", "python", 6, 8)
+        + "\n(4 citations dropped: malformed 2, no such excerpt 1, lines outside the excerpt 1)\n")
     assert splicer.stats["unknown"] == 1 and splicer.stats["out_of_range"] == 1
-    assert splicer.stats["malformed"] == 1 and splicer.stats["clamped"] == 1
+    assert splicer.stats["malformed"] == 2 and splicer.stats["clamped"] == 1
     assert splicer.citations[0].requested == (7, 30)
+
+
+def test_a_placeholder_is_the_engines_words_never_the_models(ws, repo) -> None:
+    """Whatever a dropped marker holds, the placeholder is fixed plain text: nothing of it renders as code."""
+    answer, splicer = splice(ws, repo, ["A [[`x = 1`]] and [[<pre>y</pre>]] and [[1:\n```]] end."])
+    assert "x = 1" not in answer and "<pre>" not in answer and "```" not in answer
+    assert "(citation dropped: malformed)" in answer and splicer.citations == []
 
 
 def test_code_the_model_writes_is_removed(ws, repo) -> None:
@@ -209,7 +220,8 @@ def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) 
     (repo / "app/auth.py").write_text(AUTH.replace("salt + password", "password + salt"))
     splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
     answer = "".join(p.markdown for p in splicer.feed("Hashing [[1]].") + splicer.finish())
-    assert answer == "Hashing (app/auth.py changed since it was indexed; the cited lines are gone)."
+    assert answer == ("Hashing (app/auth.py changed since it was indexed; the cited lines are gone).\n"
+                      "\n(1 citation dropped: lines gone from the file)\n")
     assert splicer.citations == [] and splicer.stats["stale"] == 1
 
 

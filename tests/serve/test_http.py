@@ -458,6 +458,47 @@ def test_ask_streams_the_events_of_the_cli_ending_with_done(project: Path, serve
     assert cited["text"] == "".join(lines[cited["start_line"] - 1:cited["end_line"]])
 
 
+def _cites_badly(body: dict) -> str:
+    """Six citations that name nothing (no such excerpt, lines outside it, no number, a reversed range), one good."""
+    from chat_server import excerpt_numbers
+
+    k, _, a, _ = next((k, p, a, b) for k, p, a, b in excerpt_numbers(body) if b - a >= 3)
+    return (f"See [[999]] and [[{k}:99999-100005]] and [[/etc/passwd]] and [[{k}:0-0]] and [[-1]] and "
+            f"[[{k}:{a + 3}-{a}]]; the code is [[{k}]].")
+
+
+def test_an_ask_shows_where_it_dropped_a_citation_and_counts_the_drops(project: Path, serve,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Citations that resolved to nothing vanished ("See  and  and ..."), seen only in the metrics, and a
+    reversed range was shown turned round. Each now leaves a plain-text placeholder, the answer ends with a
+    count, and every surface has the same answer."""
+    from chat_server import ChatServer, Reply
+
+    with ChatServer() as chat:
+        chat.add(Reply(render=_cites_badly, times=3))
+        base = _served_with_a_model(serve, project, chat, monkeypatch)
+        question = {"question": "how are bearer tokens checked", "agents": False}
+        final = httpx.post(f"{base}/v1/ask", json=question, timeout=60).json()
+        with httpx.stream("POST", f"{base}/v1/ask/stream", json=question, timeout=60) as response:
+            events = sse_events(response.read().decode())
+        assert cli_main(["ask", str(project), question["question"], "--json", "--no-embed", "--no-agents"]) == 0
+        cli = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert final["fallback"] is None and len(final["citations"]) == 1
+    (cited,) = final["citations"]
+    prose = final["answer"][:final["answer"].index("\n")]
+    assert prose == ("See (citation dropped: no such excerpt) and (citation dropped: lines outside the excerpt) and "
+                     "(citation dropped: malformed) and (citation dropped: lines outside the excerpt) and "
+                     "(citation dropped: malformed) and (citation dropped: malformed); the code is "
+                     f"(`{cited['path']}:{cited['start_line']}-{cited['end_line']}`).")
+    assert "\n(6 citations dropped: malformed 3, no such excerpt 1, lines outside the excerpt 2)\n" in final["answer"]
+    assert [p["kind"] for p in final["parts"]].count("code") == 1  # a placeholder is never code
+    assert final["metrics"]["splice_malformed"] == 3
+    streamed = "".join(e["text"] for e in events if e["type"] == "delta")
+    assert final["answer"].startswith(streamed) and streamed.endswith("lines outside the excerpt 2)\n")
+    assert events[-1]["answer"] == cli[-1]["answer"] == final["answer"]
+
+
 def test_an_ask_whose_client_hangs_up_ends_its_model_call_and_frees_its_worker(
         project: Path, serve, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client hanging up mid-ask left its worker thread waiting on the model (here one that holds its

@@ -24,7 +24,7 @@ from codeloupe.ask.render import bundle_parts, footer_parts
 from codeloupe.ask.rerank import rerank
 from codeloupe.ask.shape import classify
 from codeloupe.ask.sources import Sources
-from codeloupe.ask.splice import SpanResolver, Splicer, note_part, prose_part
+from codeloupe.ask.splice import SpanResolver, Splicer, dropped_summary, note_part, prose_part
 from codeloupe.context import WorkspaceContext
 from codeloupe.types import Bundle, FlowUse
 
@@ -146,7 +146,8 @@ class _Session:
                      *bundle_parts(self.bundle, self.resolver)]
             yield self._done(parts, citations=splicer.citations, abstained=True)
         elif not splicer.citations:
-            yield from self.fallback(NO_CITATIONS)
+            summary = dropped_summary(splicer.dropped)
+            yield from self.fallback(f"{NO_CITATIONS} ({summary})" if summary else NO_CITATIONS)
         else:
             self._record(pieces)
             cited = {c.path for c in splicer.citations}

@@ -4,8 +4,10 @@ The model writes prose with `[[k]]` (whole excerpt k) or `[[k:a-b]]` (lines a-b 
 k). `Splicer` consumes the text as it streams (a marker or the abstention sentinel may be split across
 deltas), first through `ProseFilter` (code, HTML and links the model wrote are removed: its words become
 plain text), and emits answer parts: the prose, an inline reference where each marker stood, and after the
-line that cited them the verbatim blocks (`SpanResolver` reads them from disk). Markers that resolve to
-nothing are removed; every removal is counted in `stats`.
+line that cited them the verbatim blocks (`SpanResolver` reads them from disk). A marker that resolves to
+nothing (no such excerpt, lines outside it, a reversed range, anything else) shows nothing: a plain-text
+placeholder stands where it was, the answer ends with a line counting the dropped markers, and every drop is
+counted in `stats`.
 """
 
 from __future__ import annotations
@@ -26,13 +28,33 @@ _SPECIAL = re.compile(r"[\n\[<]")
 SNAP_CONTEXT_LINES = 2  # either side of cited lines that no definition inside the excerpt encloses
 
 
+# Why a marker was dropped (the stats key), in the words the answer uses: fixed text, nothing the model wrote.
+DROPPED_WHY = {"malformed": "malformed", "unknown": "no such excerpt", "out_of_range": "lines outside the excerpt",
+               "unreadable": "file unreadable", "stale": "lines gone from the file"}
+
+
 @dataclass(frozen=True)
 class Dropped:
-    """A citation that shows nothing: `reason` is the stats key, `note` (optional, plain text) replaces the
-    marker."""
+    """A citation that shows nothing: `reason` is the stats key, `note` (optional, plain text) says why in
+    place of the marker, naming the file (else the placeholder `(citation dropped: why)` stands there)."""
 
     reason: str  # malformed | unknown | out_of_range | unreadable | stale
     note: str = ""
+
+    @property
+    def placeholder(self) -> str:
+        return self.note or f"(citation dropped: {DROPPED_WHY[self.reason]})"
+
+
+def dropped_summary(dropped: Counter[str]) -> str:
+    """`3 citations dropped: malformed 2, no such excerpt 1` (reasons in a fixed order), `2 citations dropped:
+    malformed` (one reason), or "" (none)."""
+    total = sum(dropped.values())
+    counts = [(why, dropped[reason]) for reason, why in DROPPED_WHY.items() if dropped[reason]]
+    if not total:
+        return ""
+    reasons = counts[0][0] if len(counts) == 1 else ", ".join(f"{why} {n}" for why, n in counts)
+    return f"{total} citation{'' if total == 1 else 's'} dropped: {reasons}"
 
 
 def snap_to_symbols(start: int, end: int, symbols: list[SymbolRow],
@@ -95,7 +117,8 @@ class SpanResolver:
             return self.read_span(excerpt, excerpt.start_line, excerpt.end_line, requested=None)
         a = int(spec.group(2))
         b = int(spec.group(3)) if spec.group(3) else a
-        a, b = min(a, b), max(a, b)
+        if b < a:  # a reversed range is refused, not guessed at
+            return Dropped("malformed")
         lo, hi = max(a, excerpt.start_line), min(b, excerpt.end_line)
         if lo > hi:
             return Dropped("out_of_range")
@@ -178,6 +201,7 @@ class Splicer:
         self.stats = resolver.stats
         self.prose = ProseFilter(resolver.stats)
         self.citations: list[Citation] = []
+        self.dropped: Counter[str] = Counter()  # the markers that showed nothing, by reason
         self.abstained = False
         self._buf = ""
         self._line_start = True
@@ -193,7 +217,12 @@ class Splicer:
         if self._pending:
             if not self._line_start:
                 out.append(prose_part("\n"))
+                self._line_start = True
             out.extend(self._flush())
+        summary = dropped_summary(self.dropped)
+        if summary:  # one line after the answer: how many citations showed nothing, and why
+            lead = "" if self._line_start else "\n"
+            out.append(note_part(f"{lead}\n({summary})\n"))
         return out
 
     # --------------------------------------------------------------------------------------------
@@ -243,7 +272,8 @@ class Splicer:
         resolved = self.resolver.resolve(match.group(1))
         if isinstance(resolved, Dropped):
             self.stats[resolved.reason] += 1
-            self._emit(note_part(resolved.note), out)
+            self.dropped[resolved.reason] += 1
+            self._emit(note_part(resolved.placeholder), out)
             return
         shown = next((c for c in self.citations if c.path == resolved.path
                       and c.start_line <= resolved.start_line and resolved.end_line <= c.end_line), None)
