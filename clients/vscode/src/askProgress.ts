@@ -2,6 +2,7 @@
 // Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
 // the notification shows text and the view sets `textContent`.
 import type { AskEvent } from './protocol';
+import { visible } from './visible';
 
 /** What one event shows: `status` replaces the current line; `step` is added to the view's list of steps;
  * `delta` is answer text to append to the draft. */
@@ -11,7 +12,8 @@ export interface AskProgressLine {
     delta?: string;
 }
 
-const text = (value: unknown): string => (typeof value === 'string' ? value.trim() : '');
+// Paths, names and questions are shown as the pages show them (visible).
+const text = (value: unknown): string => (typeof value === 'string' ? visible(value.trim()) : '');
 const count = (value: unknown): number => (Array.isArray(value) ? value.length : 0);
 const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 const quoted = (value: string, limit = 80): string => {
@@ -82,7 +84,7 @@ function citation(event: AskEvent): string {
 export function describeAskEvent(event: AskEvent): AskProgressLine {
     switch (event.type) {
         case 'delta': {
-            const delta = typeof event.text === 'string' ? event.text : undefined;
+            const delta = typeof event.text === 'string' ? visible(event.text) : undefined;
             return { status: 'Writing the answer…', delta };
         }
         case 'retrieval':

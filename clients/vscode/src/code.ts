@@ -1,5 +1,7 @@
 // Code blocks for the webviews: highlighted by the bundled highlight.js (no network), one element per line so
-// the page can number the lines and mark the matching one. The text content of a block is the code verbatim.
+// the page can number the lines and mark the matching one. The text content of a block is the code verbatim, but
+// for its control and bidi formatting characters, shown as escapes (visible.ts): each is one escape on the line it
+// was on, and the line breaks are the code's own, so every line keeps its number.
 import hljs from 'highlight.js/lib/common';
 import cmake from 'highlight.js/lib/languages/cmake';
 import dockerfile from 'highlight.js/lib/languages/dockerfile';
@@ -9,6 +11,7 @@ import nix from 'highlight.js/lib/languages/nix';
 import protobuf from 'highlight.js/lib/languages/protobuf';
 import scala from 'highlight.js/lib/languages/scala';
 import { finalBreak, LINE_BREAK } from './lines';
+import { visible } from './visible';
 
 for (const [name, language] of Object.entries({ cmake, dockerfile, elixir, haskell, nix, protobuf, scala })) {
     hljs.registerLanguage(name, language);
@@ -23,17 +26,24 @@ const HIGHLIGHT_NAMES: Readonly<Record<string, string>> = {
     starlark: 'python', cuda: 'cpp', arduino: 'cpp', groovy: 'java', gomod: 'go', jsonnet: 'json',
 };
 
-export function escapeHtml(text: string): string {
+/** `text` as an HTML attribute's value: HTML's special characters escaped, nothing else changed. */
+export function escapeAttribute(text: string): string {
     return text.replace(/[&<>"']/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch] ?? ch);
 }
 
-/** Highlighted HTML for `text`, or the escaped text when the language is unknown (no guessing). */
+/** Repository text (a path, a name, an error quoting either) as a page shows it: visible(), then HTML-escaped. */
+export function escapeHtml(text: string): string {
+    return escapeAttribute(visible(text));
+}
+
+/** Highlighted HTML for `text` (visible), or the escaped text when the language is unknown (no guessing). */
 function highlighted(text: string, language: string): string {
     const name = HIGHLIGHT_NAMES[language] ?? language;
     if (name === '' || hljs.getLanguage(name) === undefined) {
         return escapeHtml(text);
     }
-    return hljs.highlight(text, { language: name, ignoreIllegals: true }).value;
+    // Highlighted as written; the escapes replace the characters in the HTML, whose tags hold none of them.
+    return visible(hljs.highlight(text, { language: name, ignoreIllegals: true }).value);
 }
 
 const HTML_PARTS = new RegExp(`(<span [^>]*>|<\\/span>|${LINE_BREAK.source})`);

@@ -5,6 +5,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { messageTarget, openAt } from './locations';
 import { isOpenMessage } from './protocol';
 import type { PageContext } from './render';
+import { visible } from './visible';
 
 export class Panel implements vscode.Disposable {
     private panel: vscode.WebviewPanel | undefined;
@@ -28,7 +29,9 @@ export class Panel implements vscode.Disposable {
         void this.panel?.webview.postMessage(message);
     }
 
-    private reveal(title: string): vscode.WebviewPanel {
+    private reveal(name: string): vscode.WebviewPanel {
+        // A title names a file or quotes a query: shown as the pages show them.
+        const title = visible(name);
         if (this.panel !== undefined) {
             this.panel.title = title;
             this.panel.reveal(undefined, true);

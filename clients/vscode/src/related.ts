@@ -4,18 +4,22 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { linesOf } from './lines';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { type RelatedResult, RelatedRequest } from './protocol';
+import { visible } from './visible';
 import { outsideEveryFolder } from './workspaceFiles';
 
 export function relatedItems(related: RelatedResult): LocationItem[] {
     if (related.chunks.length === 0) {
         return [{ label: 'Nothing related', description: `no other ${related.language} chunk is near this code` }];
     }
-    return related.chunks.map((chunk) => ({
-        label: `$(file-code) ${chunk.breadcrumb || chunk.name || chunk.path}`,
-        description: `${lineOf(chunk.path, chunk.location)} · ${chunk.score.toFixed(2)}`,
-        detail: linesOf(chunk.text).find((line) => line.trim() !== '')?.trim(),
-        location: chunk.location,
-    }));
+    return related.chunks.map((chunk) => {
+        const firstLine = linesOf(chunk.text).find((line) => line.trim() !== '')?.trim();
+        return {
+            label: `$(file-code) ${visible(chunk.breadcrumb || chunk.name || chunk.path)}`,
+            description: `${visible(lineOf(chunk.path, chunk.location))} · ${chunk.score.toFixed(2)}`,
+            detail: firstLine === undefined ? undefined : visible(firstLine),
+            location: chunk.location,
+        };
+    });
 }
 
 export async function showRelated(client: LanguageClient): Promise<void> {

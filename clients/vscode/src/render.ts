@@ -3,11 +3,12 @@
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
 import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
-import { CODE_STYLE, escapeHtml, renderCodeBlock } from './code';
+import { CODE_STYLE, escapeAttribute, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
 import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
 import { shownPath } from './protocol';
 import { viaLabel } from './via';
+import { visible } from './visible';
 
 export interface PageContext {
     nonce: string;
@@ -43,7 +44,7 @@ function spanLabel(range: Range): string {
 /** A link opens `location` with the cursor on `anchorLine` (0-based; default: the range's first line). */
 function linkAttributes(location: Location, anchorLine?: number): string {
     const anchor = anchorLine === undefined ? '' : ` data-anchor="${anchorLine}"`;
-    return `href="#" data-uri="${escapeHtml(location.uri)}" data-range="${escapeHtml(JSON.stringify(location.range))}"${anchor}`;
+    return `href="#" data-uri="${escapeAttribute(location.uri)}" data-range="${escapeAttribute(JSON.stringify(location.range))}"${anchor}`;
 }
 
 export function locationLink(location: Location, text: string, className = 'loc', anchorLine?: number): string {
@@ -109,7 +110,7 @@ export function renderPage(context: PageContext, title: string, body: string): s
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="${escapeHtml(contentSecurityPolicy(context))}">
+<meta http-equiv="Content-Security-Policy" content="${escapeAttribute(contentSecurityPolicy(context))}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
 <style nonce="${context.nonce}">${STYLE}</style>
@@ -129,7 +130,7 @@ function renderChunkHeader(chunk: ChunkResult): string {
 
 function renderFileHeader(file: FileResult, tag: 'h3' | 'span'): string {
     const label = viaLabel(file.via);
-    const via = label === undefined ? '' : ` <span class="via via-${escapeHtml(file.via)}">${escapeHtml(label.text)}</span>`;
+    const via = label === undefined ? '' : ` <span class="via via-${escapeAttribute(file.via)}">${escapeHtml(label.text)}</span>`;
     return `<${tag}>${file.rank}. ${locationLink(file.location, shownPath(file), 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
 }
 
@@ -317,7 +318,8 @@ export function renderAnswer(context: PageContext, query: string, result: AskRes
         body = `<div id="answer">${result.parts.map(renderPart).join('')}</div>`;
     } else {
         const narration = result.answer.split(UNCITED_FOOTER)[0];
-        body = `<div id="answer">${answerMarkdown(result.citations).render(narration)}</div>
+        // markdown-it escapes HTML's specials itself; the control characters, quoted code's among them, are ours.
+        body = `<div id="answer">${visible(answerMarkdown(result.citations).render(narration))}</div>
 ${renderCitations(result.citations)}
 <h2 id="uncited">Not cited (${result.uncited.length})</h2>
 ${renderFileMap(result.uncited, knownFiles([...result.bundle.core, ...result.bundle.related]))}`;
@@ -406,7 +408,7 @@ ${status.folders.map(folderRow).join('\n')}</table>${shared}`);
  * the page carries gets the nonce (a `src` pointing anywhere remote is still refused by the CSP).
  */
 export function prepareGraphPage(context: PageContext, html: string): string {
-    const csp = `<meta http-equiv="Content-Security-Policy" content="${escapeHtml(contentSecurityPolicy(context))}">`;
+    const csp = `<meta http-equiv="Content-Security-Policy" content="${escapeAttribute(contentSecurityPolicy(context))}">`;
     const withNonces = html.replace(/<script\b(?![^>]*\bnonce=)/gi, `<script nonce="${context.nonce}"`);
     if (/<head\b[^>]*>/i.test(withNonces)) {
         return withNonces.replace(/<head\b[^>]*>/i, (head) => `${head}\n${csp}`);

@@ -334,7 +334,7 @@ describe('the extension against the real server', function () {
             }
             const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent));
             for (const chunk of result.core.flatMap((file) => file.chunks)) {
-                assert.ok(code.includes(chunk.text), `CORE chunk ${chunk.breadcrumb} shown verbatim`);
+                assert.ok(code.includes(chunk.text), `CORE chunk ${chunk.breadcrumb} shown as written (the fixture holds no control character, which would show as an escape)`);
             }
             assert.deepEqual(view.requests, []);
             assert.deepEqual(await view.violations(), []);
@@ -371,7 +371,7 @@ describe('the extension against the real server', function () {
             }
             const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent));
             for (const chunk of result.bundle.core.flatMap((file) => file.chunks)) {
-                assert.equal(code.filter((block) => block === chunk.text).length, 1, `CORE chunk ${chunk.breadcrumb} shown once, verbatim`);
+                assert.equal(code.filter((block) => block === chunk.text).length, 1, `CORE chunk ${chunk.breadcrumb} shown once, as written`);
             }
             const unlinked = await view.page.evaluate((paths) => {
                 const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -1136,6 +1136,69 @@ describe('the extension against the real server', function () {
             const { start, end } = chunk.location.range;
             const spanned = lines.slice(start.line, end.character === 0 ? end.line : end.line + 1);
             assert.deepEqual(shown, spanned.map((line, index) => [start.line + index + 1, line, start.line + index === anchor]));
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
+    it('bidi and control characters in code, a path and a symbol show as escapes, every line under its own number', async function () {
+        // "Trojan Source": shown raw, U+202E reverses what follows it and U+2066/2069 isolate, so a line reads otherwise
+        // than it runs and a name shows its end first. The extension shows them as the CLI does (`\u202e`), each in
+        // its line: the line breaks (a CRLF, a lone CR) stay the code's own.
+        const BIDI = /[\u202e\u202c\u2066\u2069\x1b]/;
+        const escaped = (text) => text.replace(new RegExp(BIDI.source, 'g'),
+            (found) => (found === '\x1b' ? '\\x1b' : `\\u${found.charCodeAt(0).toString(16)}`));
+        const name = 'app/wallaby_\u202eyp.py';
+        const text = '"""Wallaby quotas."""\r\n\r\ndef wallaby_quota_check(role="guest\u202e\u2066"):\r'
+            + '    access = "user\u202e \u2066// admin\u2069\u2066"\r\n    if access == "admin":\n'
+            + '        return "\x1b[2Jwallaby cleared"\r    return role\n';
+        const lines = text.match(/[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+/g).map((line) => line.replace(/[\r\n]+$/, ''));
+        await probe.saveDocument(path.join(workspace.root, ...name.split('/')), text);
+        await waitFor('the saved file in search', async () => {
+            const found = await client.sendRequest('codeloupe/search', { query: 'wallaby quota check admin access' });
+            return found.core[0]?.path === name;
+        });
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'wallaby quota check admin access';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const file = searches.calls.at(-1).result.core[0];
+            const chunk = file.chunks[0];
+            assert.ok(BIDI.test(chunk.breadcrumb), `the symbol's breadcrumb holds the bidi characters: ${chunk.breadcrumb}`);
+            const row = items.find((item) => item.match?.location.uri === chunk.location.uri);
+            assert.equal(row.label, `$(file-code) ${escaped(name)}`, 'the picker shows the path escaped');
+            assert.equal(row.detail, escaped(lines[chunk.snippet.anchorLine].trim()), 'and the anchor line');
+            for (const item of items) {
+                assert.ok(![item.label, item.description, item.detail].some((shown) => BIDI.test(shown ?? '')), `raw in ${item.label}`);
+            }
+
+            await picker.accept(items.find((item) => item.openBundle));
+            view = await openWebview(browser, panelOf('codeloupe.bundle').webview.html);
+            const page = await view.page.$eval('body', (body) => body.textContent);
+            assert.ok(!BIDI.test(page), 'no raw bidi or control character on the page');
+            const shown = await view.page.$$eval('.file', (files) => {
+                const div = files.find((candidate) => candidate.querySelector('h3').textContent.includes('wallaby_'));
+                return { path: div.querySelector('h3 a').textContent, header: div.querySelector('.chunk a').textContent,
+                    lines: [...div.querySelectorAll('.line')].map((span) => [Number(span.dataset.line), span.textContent]) };
+            });
+            assert.equal(shown.path, escaped(name));
+            assert.ok(shown.header.endsWith(escaped(chunk.breadcrumb)), `the symbol escaped: ${shown.header}`);
+            const { start, end } = chunk.location.range;
+            const spanned = lines.slice(start.line, end.character === 0 ? end.line : end.line + 1);
+            assert.ok(spanned.some((line) => line.includes('\u202e')));
+            assert.deepEqual(shown.lines, spanned.map((line, index) => [start.line + index + 1, escaped(line)]),
+                'each line escaped under its own number');
+
+            const tree = probe.treeViews['codeloupe.lastBundle'];
+            const [core] = tree.provider.getChildren();
+            const fileNode = tree.provider.getChildren(core).find((node) => node.file.path === name);
+            assert.equal(tree.provider.getTreeItem(fileNode).label, escaped(name), 'the sidebar shows the path escaped');
+            const [chunkNode] = tree.provider.getChildren(fileNode);
+            assert.equal(tree.provider.getTreeItem(chunkNode).tooltip, escaped(chunk.breadcrumb), 'and the symbol');
         } finally {
             searches.restore();
             await view?.close();

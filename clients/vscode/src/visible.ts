@@ -1,0 +1,24 @@
+// Repository text as the extension shows it (code, a path, a symbol, a breadcrumb): its control characters, and
+// the bidirectional formatting ones, as escapes (`\x1b`, `\u202e`), the set and the form the CLI uses
+// (codeloupe.cli.common.visible) and the web page's visible.js. A bidi override shown raw reorders what a reader
+// sees, so a line of code reads otherwise than it runs ("Trojan Source") and a name shows its end first.
+// Line breaks stay as they are (a CRLF and a lone CR too, breaks by the LSP rule of lines.ts), and tab stays: one
+// character becomes a few, never a line break, so text split into lines keeps its line numbers.
+import { LINE_BREAK } from './lines';
+
+/** The characters shown as escapes: C0 and C1 controls but tab and the line breaks, U+061C, U+200E/200F,
+ * U+202A-202E, U+2066-2069. */
+export const CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+const SHOWN = new RegExp(`${LINE_BREAK.source}|${CONTROL_CHARACTERS.source}`, 'g');
+
+/** `text` with every character of CONTROL_CHARACTERS but a line break's shown as its escape. */
+export function visible(text: string): string {
+    return text.replace(SHOWN, (found) => {
+        if (LINE_BREAK.test(found)) {
+            return found;
+        }
+        const code = found.charCodeAt(0);
+        return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+    });
+}

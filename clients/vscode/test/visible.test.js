@@ -1,0 +1,43 @@
+'use strict';
+// src/visible.ts (built on its own by esbuild) against the CLI's codeloupe.cli.common.visible, run by the repo's
+// Python: the extension escapes the characters the CLI escapes, in the same form, over every BMP character.
+const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
+const path = require('node:path');
+const esbuild = require('esbuild');
+const { serverPython } = require('./helpers');
+
+function loadVisible() {
+    const [bundle] = esbuild.buildSync({ entryPoints: [path.join(__dirname, '..', 'src', 'visible.ts')], bundle: true, write: false,
+        format: 'cjs', platform: 'node' }).outputFiles;
+    const module = { exports: {} };
+    new Function('module', 'exports', bundle.text)(module, module.exports);
+    return module.exports;
+}
+
+const CLI_ESCAPES = `
+import json
+from codeloupe.cli.common import _CONTROL, visible
+bmp = [chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000]
+print(json.dumps({"set": [ord(c) for c in bmp if _CONTROL.fullmatch(c)], "shown": {ord(c): visible(c) for c in bmp if visible(c) != c}}))
+`;
+
+describe('visible: the characters the extension shows as escapes', function () {
+    it('are the CLI\'s, escaped as the CLI escapes them; a line break stays, a CRLF as one', function () {
+        const { CONTROL_CHARACTERS, visible } = loadVisible();
+        const cli = JSON.parse(execFileSync(serverPython(), ['-c', CLI_ESCAPES], { encoding: 'utf8' }));
+        const bmp = [];
+        for (let code = 0; code < 0x10000; code += 1) {
+            if (code < 0xd800 || code >= 0xe000) {
+                bmp.push(String.fromCharCode(code));
+            }
+        }
+        assert.deepEqual(bmp.filter((ch) => CONTROL_CHARACTERS.test(ch)).map((ch) => ch.charCodeAt(0)), cli.set);
+        // The CLI prints "\r" (a lone CR) as \x0d; the extension keeps it, a line break by the LSP rule (lines.ts).
+        const { 13: lone, ...cliShown } = cli.shown;
+        assert.equal(lone, '\\x0d');
+        const shown = Object.fromEntries(bmp.filter((ch) => visible(ch) !== ch).map((ch) => [String(ch.charCodeAt(0)), visible(ch)]));
+        assert.deepEqual(shown, cliShown);
+        assert.equal(visible('a\r\nb\rc\n\u202ed\x1b\te'), 'a\r\nb\rc\n\\u202ed\\x1b\te');
+    });
+});
