@@ -11,7 +11,7 @@ import pytest
 from codeloupe.api import Workspace
 from codeloupe.ask.excerpts import Excerpts
 from codeloupe.ask.sources import Sources
-from codeloupe.ask.splice import SpanResolver, Splicer, render_block, snap_to_symbols
+from codeloupe.ask.splice import SpanResolver, Splicer, note_part, render_block, snap_to_symbols
 from codeloupe.store import SymbolRow
 
 AUTH = '''\
@@ -223,6 +223,13 @@ def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) 
     assert answer == ("Hashing (app/auth.py changed since it was indexed; the cited lines are gone).\n"
                       "\n(1 citation dropped: lines gone from the file)\n")
     assert splicer.citations == [] and splicer.stats["stale"] == 1
+
+
+def test_a_note_naming_a_file_with_backticks_opens_no_code_span() -> None:
+    # The notes name the workspace's files; a file named `a`b`.py` made "`b`" a code span of the answer.
+    part = note_part("(lib/a`rm -rf`.py changed since it was indexed; the cited lines are gone)")
+    assert part.markdown == "(lib/a\\`rm -rf\\`.py changed since it was indexed; the cited lines are gone)"
+    assert part.text == "(lib/a`rm -rf`.py changed since it was indexed; the cited lines are gone)"
 
 
 def test_a_deleted_file_is_never_shown(ws, repo) -> None:

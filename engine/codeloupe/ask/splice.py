@@ -181,7 +181,9 @@ def prose_part(text: str) -> AnswerPart:
 
 
 def note_part(text: str) -> AnswerPart:
-    return AnswerPart("note", text, markdown_text(text))
+    """A note of the engine's (a file gone, changed, unreadable): it names a workspace's file, whose name may hold
+    backticks, so none may open a code span there (prose keeps its identifier spans: `markdown_text`)."""
+    return AnswerPart("note", text, markdown_text(text).replace("`", "\\`"))
 
 
 def code_part(c: Citation) -> AnswerPart:
