@@ -296,6 +296,9 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
     rel_paths = sorted(saved | beside_maps)
     existing = store.file_rows(rel_paths)  # the saved files' rows only: a save never reads the whole index
     skipped: Counter[str] = Counter()
+    # The files remembered as skipped that this save indexed or found gone: forgotten, or `stats --skipped` listed
+    # them for good (a walk judges again only the files it finds changed, and these are current or gone).
+    settled: list[str] = []
     for rel in rel_paths:
         path = root / rel
         try:
@@ -304,6 +307,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
             st = None
         if st is None or not stat.S_ISREG(st.st_mode):  # gone, or now a link or a directory: not indexed
             report.files_deleted += store.delete_files([rel] if rel in existing else [])
+            settled.append(rel)
             continue
         if rel not in existing or rel in beside_maps:  # the walk's rules decide whether it belongs in the index
             reason = path_skip_reason(root, rel, settings)
@@ -320,6 +324,9 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         outcome = _apply(prepare(candidate, _known_hash(row), settings, strategies), row, store, report)
         if outcome:
             skipped[outcome] += 1
+        elif row is None:
+            settled.append(rel)
+    store.set_skipped([], settled)
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
     return report
