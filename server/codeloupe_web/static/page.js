@@ -108,6 +108,9 @@ function showError(err) {
   $("meta").replaceChildren(el("span", { className: "error", textContent: String(err.message || err) }));
 }
 
+// How long the query part of the address may grow (the server reads a request line and its headers up to 16 KiB).
+const MAX_ADDRESS_QUERY = 8000;
+
 function params(extra) {
   const p = new URLSearchParams(extra);
   if ($("root").value) p.set("root", $("root").value);
@@ -126,7 +129,10 @@ async function search(event) {
   if (event) event.preventDefault();
   const q = $("q").value.trim();
   if (!q) return;
-  history.replaceState(null, "", "?" + params({ q }).toString() + location.hash);
+  // In the address (to bookmark or reload it) only while the server can read it back: a request line of more than
+  // 16 KiB is cut off as "Bad Request" before the page loads, and a pasted page of 330 KB went there too.
+  const address = params({ q }).toString();
+  history.replaceState(null, "", "?" + (address.length <= MAX_ADDRESS_QUERY ? address : params({})) + location.hash);
   clearResults();
   try {
     // Sent as JSON, not in the address: a pasted page of a few hundred KB is then refused for its length in
