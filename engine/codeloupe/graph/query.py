@@ -197,10 +197,12 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
     if rel is None or not ws.path_kind(rel):
         # A bare name is a file's stem ("dev" for dev.py) or a definition's name ("ConsoleRenderer", "Cart.total")
         # before it is a concept: the closest skeleton by meaning is some other file as often as not.
-        for lookup, how in ((_by_stem, "filename"), (_by_definition, "definition")):
-            found = lookup(graph, text)
-            if found is not None:
-                return found, how
+        found = _by_stem(graph, text)
+        if found is not None:
+            return found, "filename"
+        found = _by_definition(ws, graph, text)
+        if found is not None:
+            return found, "definition"
     if _names_a_file(ws, rel, text):
         # Whether a path outside the workspace exists is not said (an answer must not tell what is on the disk).
         reason = "outside the workspace" if rel is None else {
@@ -235,20 +237,20 @@ def _by_stem(graph: Graph, text: str) -> int | None:
     return None
 
 
-def _by_definition(graph: Graph, text: str) -> int | None:
-    """The file defining `text` (a name, or a qualified name such as `Cart.total`; exactly, else in any case):
-    code before tests, a top-level definition before a nested one, then the shortest path."""
+def _by_definition(ws: WorkspaceContext, graph: Graph, text: str) -> int | None:
+    """The file defining `text` (a name, or a qualified name such as `Cart.total`; exactly, else in any case, as
+    the search's symbol table looks names up): code before tests, a top-level definition before a nested one,
+    then the shortest path. Only the files the symbol table names have their definitions read."""
     if not _QUALIFIED_NAME.fullmatch(text):
         return None
-    wanted = text.replace("::", ".")
-    for folded in (False, True):
-        key = wanted.lower() if folded else wanted
-        found = {(is_test_path(graph.paths[i]), bool(d.parent), len(graph.paths[i]), graph.paths[i], i)
-                 for i, definitions in enumerate(graph.definitions) for d in definitions
-                 if key in ((d.name.lower(), d.qualified_name.lower()) if folded else (d.name, d.qualified_name))}
-        if found:
-            return min(found)[-1]
-    return None
+    snap = ws.searcher().snapshot()
+    files = {i for row in snap.symbols.definitions(text) if (i := graph.index_of(snap.chunk_paths[row])) is not None}
+    wanted = text.replace("::", ".").lower()
+    found = [(is_test_path(graph.paths[i]), not any(d.qualified_name.lower() == wanted or
+                                                    (d.name.lower() == wanted and not d.parent)
+                                                    for d in graph.definitions[i]),
+              len(graph.paths[i]), graph.paths[i], i) for i in files]
+    return min(found)[-1] if found else None
 
 
 def _names_a_file(ws: WorkspaceContext, rel: str | None, text: str) -> bool:
