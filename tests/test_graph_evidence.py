@@ -94,6 +94,27 @@ def test_closing_a_workspace_cancels_its_summaries_build_not_started_yet(
     assert not builders[0].is_alive()
 
 
+def test_a_snapshot_replaced_by_a_rebuild_stops_its_summaries_build(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rebuild's snapshot replaces the one a search scheduled the summary lane for: that build went on for a
+    snapshot nothing searches any more (seconds at 40K files), beside the new snapshot's own."""
+    import threading
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 3600.0)  # still waiting when the rebuild lands
+    root = write(tmp_path / "repo", _helper_and_caller())
+    ws = lexical_workspace(root)
+    ws.search("retry backoff delay")
+    [first] = [t for t in threading.enumerate() if t.name == "codeloupe-file-summaries"]
+    (root / "extra.py").write_text("def backoff_again():\n    return 2\n")
+    ws.index()  # a full index writes the change; the searcher's snapshot is rebuilt and swapped
+    ws.searcher().refresh()
+    ws.search("retry backoff delay")
+    first.join(5)
+    assert not first.is_alive()
+    assert any(t.name == "codeloupe-file-summaries" and t.is_alive() for t in threading.enumerate())  # the new one's
+
+
 def test_letting_a_searcher_go_stops_its_summaries_build_under_way(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:

@@ -879,11 +879,16 @@ class Searcher:
             dense = load_dense(self.ws.store, fresh.table, fresh.generation, self._dense.model,
                                self.ws.store.generation("vector"))
         with self._lock:
+            replaced = None
             if self._snapshot is None or self._snapshot.generation < generation:
-                self._snapshot = fresh
+                replaced, self._snapshot = self._snapshot, fresh
                 self._dense = dense
                 if self._view is None or self._view.generation <= generation:
                     self._view = fresh
+            if replaced is not None and replaced is not fresh and (self._view is None or self._view.base is not replaced):
+                # No view stands on it any more: its summary lane's build, under way or about to start, is seconds
+                # of work at 40K files that nothing will search (a query already holding it gets the lane not ready).
+                replaced.stop_summaries_build(wait=False)
 
     def catch_up(self) -> None:
         """Bring what queries search up to the index, for whoever just wrote it: a first snapshot (or one of
