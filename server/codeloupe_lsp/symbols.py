@@ -28,4 +28,16 @@ def register(server: CodeloupeServer) -> None:
             await target.ready()
             found = await ls.engine(target.ws.search_symbols, params.query, limit=SYMBOL_FILES)
             symbols.extend(workspace_symbols(await uris_of(ls, target), found))
-        return symbols
+        return sorted(symbols, key=lambda symbol: _closeness(params.query.strip(), symbol))
+
+
+def _closeness(query: str, symbol: lsp.WorkspaceSymbol) -> int:
+    """How plainly `symbol` is what `query` names (0 best): the folders are asked one after another, and each
+    answers its own best first, so an exact match in the second folder came after everything the first one
+    found (168th of 329 for `ConnectionState`); a stable sort keeps each folder's order within a tier."""
+    name, wanted = symbol.name, query.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
+    if name == wanted:
+        return 0
+    if name.lower() == wanted.lower():
+        return 1
+    return 2 if name.lower().startswith(wanted.lower()) else 3

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from lsp_helpers import Client, expect_error, start_server, stop_server, uri, write_project
+from lsprotocol import types as lsp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -83,6 +84,15 @@ async def test_a_query_of_whitespace_or_control_characters_is_refused(client: Cl
         for method in ("codeloupe/search", "codeloupe/ask"):
             message = await expect_error(client.request(method, {"query": query}), INVALID_PARAMS)
             assert "`query` must be a non-empty string" in message, (method, query, message)
+
+
+async def test_workspace_symbols_put_an_exact_match_first_whichever_folder_holds_it(client: Client) -> None:
+    """Each folder answered its own candidates in turn: `load_user_cached`, defined in the second folder, came
+    after everything the first folder found for it (`USERS`, `load_user`, ...)."""
+    found = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="load_user_cached"))
+    assert found and found[0].name == "load_user_cached"
+    found = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="load_user"))
+    assert [s.name for s in found[:2]] == ["load_user", "load_user_cached"]  # exact, then the prefix
 
 
 async def test_a_refusal_quotes_a_large_value_cut_short(client: Client) -> None:
