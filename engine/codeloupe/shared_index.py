@@ -192,6 +192,11 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                             exc.indexed_from)
                 report.replaced += 1
                 continue
+            except FolderUnreadable as exc:  # as below, said in a line: nothing is wrong with the worker
+                log.warning("batch %d of %s failed (claim %d of %d): %s", item.id, item.repository, item.attempts,
+                            MAX_ATTEMPTS, exc)
+                report.failed += 1
+                continue
             except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)
@@ -224,12 +229,17 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     touched: list[Candidate] = []  # the same content under a new size or mtime: recorded, not queued again
     skipped: list[SkippedFile] = []  # read and judged by their content: remembered, as `index` does
     warnings: set[str] = set()  # strategies found failing to load while chunking: logged once a batch
+    missing = 0  # paths found not there (the rest of `gone` is there, but not indexed now)
     for rel in item.paths:
         path = root / rel
         try:
             st = os.lstat(path)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             st = None
+            missing += 1
+        except OSError as exc:  # there, perhaps, but this worker cannot tell: deleting it would be a guess
+            raise FolderUnreadable(f"cannot read {path}: {exc.strerror or exc}; nothing of the batch was written"
+                                   ) from exc
         # The walk's rules again (the file may be a link or ignored by now, and a queued path is input too).
         if st is None or not stat.S_ISREG(st.st_mode) or not _inside(root, rel) or path_skip_reason(root, rel, settings):
             gone.append(rel)
@@ -250,6 +260,8 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
                 candidate = prepared.candidate
                 skipped.append(SkippedFile(rel, candidate.size, candidate.mtime, content_rules(settings),
                                            prepared.skip_reason))
+    if missing:
+        _check_folder(root, item.paths, missing, existing)
     for warning in sorted(warnings):  # as `_trusted_strategies` logs those that did not load at all
         log.warning("%s", warning.removeprefix("codeloupe: "))
     vectors, embedded = _vectors(store, files, provider, claims)
@@ -258,6 +270,30 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     if not store.write_batch(files, gone, model, vectors, item, touched=touched_stamps, skipped=skipped):
         return None
     return embedded
+
+
+class FolderUnreadable(Exception):
+    """A batch's folder cannot be read as the repository (gone, not a directory, unreadable, or holding none of
+    its files): the batch fails, deleting nothing, and is claimed again once its lease runs out."""
+
+
+def _check_folder(root: Path, paths: list[str], missing: int, existing: Collection[str]) -> None:
+    """Refuse (`FolderUnreadable`) to take a batch's missing files for deleted unless its folder can be listed and
+    holds the repository: when none of the batch's files is there and the index holds some of them, at least
+    one other file the index holds must be (an unmounted or emptied folder holds none of them)."""
+    try:
+        with os.scandir(root) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise FolderUnreadable(f"cannot read the folder {root} the batch was queued from ({exc.strerror or exc}):"
+                               " nothing of the batch was written, no file deleted") from None
+    if missing < len(paths) or not any(path in existing for path in paths):
+        return
+    batch = set(paths)
+    if not any(os.path.lexists(root / path) for path in existing if path not in batch):
+        raise FolderUnreadable(f"none of the batch's {len(paths)} files, and none of the other files the index holds,"
+                               f" is in {root}: not taken for deleted (a folder not mounted, or emptied?);"
+                               " nothing of the batch was written")
 
 
 def _folder_settings(root: str, overrides: dict[str, Any], warned: set[str]) -> Settings:

@@ -392,3 +392,57 @@ def test_a_batch_that_changed_no_file_leaves_the_graph_unresolved_and_the_genera
         assert store.generation("content") > generation
     finally:
         store.close()
+
+
+def test_a_worker_that_cannot_see_a_batch_s_folder_deletes_nothing(tmp_path: Path, pg_url: str, caplog) -> None:
+    """A batch whose folder was moved away (or is not a directory, or an unmounted, empty mount point) read
+    every file as deleted: the repository lost its files. Such a batch now fails in a line naming the folder,
+    is claimed again per the lease, and is left stuck after MAX_ATTEMPTS claims; a file missing from a folder
+    that holds the repository is still deleted."""
+    from codeloupe.store.postgres import MAX_ATTEMPTS
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    for n in range(4):
+        (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n}\n")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
+
+    def drain(**kwargs: float):
+        return run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01, **kwargs)
+
+    def claimable_again() -> None:
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE work_queue SET attempts = 0 WHERE done_at IS NULL")
+
+    try:
+        assert enqueue_workspace(store, root, settings) == 1 and drain().files == 4
+        for n in range(3):
+            (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n + 10}\n")
+        assert enqueue_workspace(store, root, settings) == 1
+        moved = tmp_path / "moved"
+        root.rename(moved)
+        with caplog.at_level(logging.WARNING, logger="codeloupe"):
+            report = drain(lease_s=0)  # each claim's lease over at once: claimed again until given up on
+        assert (report.batches, report.failed, report.stuck) == (0, MAX_ATTEMPTS, 1)
+        assert set(store.file_rows()) == {f"mod{n}.py" for n in range(4)}
+        said = [r for r in caplog.records if "mod" not in r.getMessage()]
+        assert len(said) == MAX_ATTEMPTS and all(str(root) in r.getMessage() and r.exc_info is None for r in said)
+
+        root.write_text("not a folder\n")  # in its place, a file
+        claimable_again()
+        assert drain(lease_s=0).failed == MAX_ATTEMPTS
+        root.unlink()
+        root.mkdir()  # an empty mount point: none of the batch's files, nor the repository's fourth
+        claimable_again()
+        assert drain(lease_s=0).failed == MAX_ATTEMPTS
+        assert set(store.file_rows()) == {f"mod{n}.py" for n in range(4)}
+
+        root.rmdir()
+        moved.rename(root)  # back: its files are written, and one deleted from it since is deleted
+        (root / "mod2.py").unlink()
+        claimable_again()
+        assert drain().batches == 1
+        assert set(store.file_rows()) == {"mod0.py", "mod1.py", "mod3.py"}
+    finally:
+        store.close()

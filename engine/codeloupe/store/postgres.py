@@ -1505,7 +1505,8 @@ class PgStore:
         """`write_batch`'s rows, inside its transaction."""
         # A batch that changed no file (new stamps of the same content, files skipped that were never
         # indexed) leaves the generations alone: every reader's snapshot and the graph stay current.
-        changed = bool(files) or (bool(gone) and self._delete_paths(gone) > 0)
+        deleted = bool(gone) and self._delete_paths(gone) > 0  # first: `or` would skip it beside written files
+        changed = bool(files) or deleted
         if touched:
             with self._conn.cursor() as cur:
                 cur.executemany("UPDATE files SET size = %s, mtime = %s WHERE path = %s",
