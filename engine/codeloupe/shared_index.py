@@ -53,6 +53,7 @@ from codeloupe.store.postgres import (
     bound_lock_waits,
     build_index_once,
     connect,
+    connection_lost,
     content_key,
     drop_vector_indexes,
     global_vector_index_name,
@@ -60,6 +61,7 @@ from codeloupe.store.postgres import (
     index_valid,
     lock_holders,
     migrate,
+    redact,
 )
 from codeloupe.store.protocol import IndexStore
 
@@ -76,6 +78,10 @@ LEASE_S = 120.0
 # serving process names in its log (`SLOW_SCAN_S`). Built once the writes of a bulk load are done, as an
 # index is cheapest to build; each later write adds to it.
 GLOBAL_INDEX_MIN_VECTORS = 300_000
+# A worker whose database went away tries to reach it again after RECONNECT_FIRST_S, then twice as long each
+# time, up to RECONNECT_MAX_S between tries.
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 30.0
 
 
 def pin_source(store: IndexStore, root: Path, *, replace: bool = False) -> None:
@@ -156,8 +162,8 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     repository gets one (None: never), built by one worker while the others go on claiming."""
     settings = load_settings(None, {**overrides, "store_url": url})
     provider = make_provider(settings)
-    queue = WorkQueue(url, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}")
-    claims = EmbeddingClaims(url)
+    worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    queue, claims = WorkQueue(url, worker), EmbeddingClaims(url)
     stores: dict[str, PgStore] = {}
     warned: set[str] = set()  # the folders' settings warnings logged so far
     report = WorkerReport()
@@ -165,26 +171,33 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     drained = False  # the queue was found empty since the last check for a graph over every repository
     try:
         while True:
-            item = queue.claim(lease_s)
+            try:
+                item = queue.claim(lease_s)
+                if item is None:
+                    if not drained and global_index_min_vectors is not None:
+                        report.global_indexes += _global_indexes_due(url, claims, global_index_min_vectors)
+                        idle_since = time.monotonic()
+                    drained = True
+                    if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                        report.stuck = queue.stuck()
+                        return report
+            except Exception as exc:
+                if not (queue.lost() or claims.lost()):
+                    raise
+                queue, claims = _reconnected(url, worker, (queue, claims), exc, idle_exit_s)
+                continue
             if item is None:
-                if not drained and global_index_min_vectors is not None:
-                    report.global_indexes += _global_indexes_due(url, claims, global_index_min_vectors)
-                    idle_since = time.monotonic()
-                drained = True
-                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                    report.stuck = queue.stuck()
-                    return report
                 time.sleep(poll_s)
                 continue
             if on_batch is not None:
                 on_batch(item)
-            store = stores.get(item.repository)
-            if store is None or store.repo_id != item.repo_id:  # new, or dropped and indexed again since
-                if store is not None:
-                    store.close()
-                store = stores[item.repository] = PgStore(url, item.repository,
-                                                          local_dir=settings.cache_root / "indexes")
             try:
+                store = stores.get(item.repository)
+                if store is None or store.repo_id != item.repo_id:  # new, or dropped and indexed again since
+                    if store is not None:
+                        store.close()
+                    store = stores[item.repository] = PgStore(url, item.repository,
+                                                              local_dir=settings.cache_root / "indexes")
                 embedded = _process(store, item, _folder_settings(item.root, overrides, warned), provider, claims)
             except SourceConflict as exc:
                 log.warning("batch %d of %s is left unwritten: it was queued from %s, and %s is the repository's"
@@ -197,10 +210,13 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                             MAX_ATTEMPTS, exc)
                 report.failed += 1
                 continue
-            except Exception:  # the model or a file failed: the lease runs out and the batch is tried again
+            except Exception as exc:  # the model or a file failed: the lease runs out and the batch is tried again
+                report.failed += 1
+                if queue.lost() or claims.lost():  # the database went away: said once, by `_reconnected`
+                    queue, claims = _reconnected(url, worker, (queue, claims), exc, idle_exit_s)
+                    continue
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,
                               MAX_ATTEMPTS)
-                report.failed += 1
                 continue
             if embedded is None:
                 report.lost_claims += 1
@@ -216,6 +232,36 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
         claims.close()
         for store in stores.values():
             store.close()
+
+
+def _reconnected(url: str, worker: str, lost: tuple[WorkQueue, EmbeddingClaims], exc: Exception,
+                 idle_exit_s: float | None) -> tuple[WorkQueue, EmbeddingClaims]:
+    """The worker's sessions (queue, embedding claims) opened again once the database answers, after it ended
+    them (a restart) or went away: tried again with a back-off doubling up to RECONNECT_MAX_S, in one logged
+    line for the outage, for as long as it lasts (a worker is a service), or `idle_exit_s` (then StoreError)."""
+    for session in lost:
+        session.close()
+    log.warning("lost the shared index %s (%s); reconnecting", redact(url), str(exc).strip().splitlines()[0])
+    started, delay = time.monotonic(), RECONNECT_FIRST_S
+    while True:
+        try:
+            queue = WorkQueue(url, worker)
+        except StoreError as error:
+            reason = str(error)
+        else:
+            try:
+                claims = EmbeddingClaims(url)
+            except StoreError as error:
+                queue.close()
+                reason = str(error)
+            else:
+                log.info("reconnected to the shared index after %.0f s", time.monotonic() - started)
+                return queue, claims
+        if idle_exit_s is not None and time.monotonic() - started >= idle_exit_s:
+            raise StoreError(f"the shared index has been unreachable for {time.monotonic() - started:.0f} s"
+                             f" (--exit-when-idle {idle_exit_s:g}): {reason}")
+        time.sleep(delay)
+        delay = min(2 * delay, RECONNECT_MAX_S)
 
 
 def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
@@ -430,6 +476,10 @@ class EmbeddingClaims:
             "SELECT pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) WITH ORDINALITY AS t(k, i) ORDER BY i",
             (_lock_ids(model, keys),))]
         return [k for k, ok in zip(keys, held) if ok], [k for k, ok in zip(keys, held) if not ok]
+
+    def lost(self) -> bool:
+        """Whether the database ended this session (its claims went with it) or it is otherwise gone."""
+        return connection_lost(self._conn)
 
     def release(self, model: str, keys: list[bytes]) -> None:
         if keys:

@@ -446,3 +446,76 @@ def test_a_worker_that_cannot_see_a_batch_s_folder_deletes_nothing(tmp_path: Pat
         assert set(store.file_rows()) == {"mod0.py", "mod1.py", "mod3.py"}
     finally:
         store.close()
+
+
+def _two_batches(tmp_path: Path, pg_url: str) -> PgStore:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for n in range(2):
+        (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n}\n")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    assert enqueue_workspace(store, root, load_settings(root, {"store_url": pg_url, "embed_provider": "none"}),
+                             batch_files=1) == 2
+    return store
+
+
+def test_a_worker_reconnects_after_the_database_ended_its_sessions(tmp_path: Path, pg_url: str, pg_server: str,
+                                                                  caplog) -> None:
+    """A restart of the database (its sessions ended, as `pg_terminate_backend` does) killed the worker with a
+    traceback through its next claim (AdminShutdown). It now says so in one line, connects again and goes on."""
+    from test_pg_outage import _end_sessions
+
+    store = _two_batches(tmp_path, pg_url)
+    claimed: list[WorkItem] = []
+
+    def restart_after_the_first_claim(item: WorkItem) -> None:
+        claimed.append(item)
+        if len(claimed) == 1:
+            _end_sessions(pg_server, pg_url)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="codeloupe"):
+            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01,
+                                on_batch=restart_after_the_first_claim)
+        assert (report.batches, report.failed) == (2, 0)
+        assert set(store.file_rows()) == {"mod0.py", "mod1.py"}
+        lost = [r for r in caplog.records if r.getMessage().startswith("lost the shared index")]
+        assert len(lost) == 1 and all(r.exc_info is None for r in caplog.records), caplog.text
+    finally:
+        store.close()
+
+
+def test_a_worker_waits_for_a_database_refusing_connections_and_redoes_the_batch_it_lost(
+        tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    """The database going away mid-batch and refusing connections for a while: the batch fails without a
+    traceback, the worker waits (backing off) until the database takes connections again, and the batch is
+    claimed again and written."""
+    from test_pg_outage import _accept, _end_sessions
+
+    store = _two_batches(tmp_path, pg_url)
+    outage = threading.Event()
+
+    class Outage(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("lost the shared index"):
+                outage.set()
+
+    def go_away_during_the_first_batch(item: WorkItem) -> None:
+        if not outage.is_set() and item.attempts == 1 and item.id == min_id:
+            _end_sessions(pg_server, pg_url, refuse_new=True)
+            threading.Thread(target=lambda: outage.wait(60) and _accept(pg_server, pg_url), daemon=True).start()
+
+    min_id = store.query("SELECT min(id) FROM work_queue")[0][0]
+    handler = Outage()
+    logging.getLogger("codeloupe").addHandler(handler)
+    try:
+        # Idle for 10 s at the end: with --exit-when-idle, an outage longer than that is given up on.
+        report = run_worker(pg_url, {"embed_provider": "none"}, lease_s=0, idle_exit_s=10, poll_s=0.01,
+                            on_batch=go_away_during_the_first_batch)
+        assert outage.is_set()
+        assert (report.batches, report.failed) == (2, 1)
+        assert set(store.file_rows()) == {"mod0.py", "mod1.py"}
+    finally:
+        logging.getLogger("codeloupe").removeHandler(handler)
+        _accept(pg_server, pg_url)
+        store.close()

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--embed-base-url")
     parser.add_argument("--lease-s", type=float, help="seconds a claim lasts (default 120)")
     parser.add_argument("--exit-when-idle", type=float, metavar="S",
-                        help="stop once the queue has been empty for S seconds (default: run until stopped)")
+                        help="stop once the queue has been empty for S seconds, or the database unreachable for"
+                             " S seconds (default: run until stopped, reconnecting)")
     parser.add_argument("--no-global-index", action="store_true",
                         help="never build the vector graph over every repository (by default a worker whose queue"
                              " drains builds it once a dimension holds 300,000 vectors and none exists;"

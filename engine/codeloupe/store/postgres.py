@@ -518,7 +518,7 @@ class _Pool:
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            if conn is None or not _lost(conn):
+            if conn is None or not connection_lost(conn):
                 break
             self._scope.pop(id(conn), None)  # the server restarted or ended it while it sat idle
             conn.close()
@@ -628,7 +628,7 @@ def _row_holders(conn: Any, repo_id: int, deletes_row: bool) -> list[int]:
                                        " AND mode = 'ExclusiveLock' AND transactionid::text = ANY(%s)", (xids,))]
 
 
-def _lost(conn: Any) -> bool:
+def connection_lost(conn: Any) -> bool:
     """Whether an idle connection is gone: closed, or with something to read, which on an idle session is the
     server's goodbye (a restart, `pg_terminate_backend`, an idle timeout) or the end of the socket. Asked
     without a round trip; a connection dropped silently still fails its next statement (`_session`)."""
@@ -774,6 +774,10 @@ class WorkQueue:
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
         return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
+
+    def lost(self) -> bool:
+        """Whether the database ended this worker's session (a restart) or it is otherwise gone."""
+        return connection_lost(self._conn)
 
     def stuck(self) -> int:
         """Batches no worker managed to write in MAX_ATTEMPTS claims."""
