@@ -606,7 +606,7 @@ class Workspace:
         """Where the index is: its file, or the shared database (no password) and the repository in it."""
         if isinstance(self.store, Store):
             return str(self.store.path)
-        from codeloupe.store.postgres import redact
+        from codeloupe.url_secrets import redact
 
         return f"{redact(self.store.url)} (repository {self.store.repository})"
 
@@ -1026,7 +1026,7 @@ class SharedWorkspace(RemoteWorkspace):
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
               should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """What the index holds (the workers index it: nothing runs here that `should_stop` could stop)."""
-        from codeloupe.store.postgres import redact
+        from codeloupe.url_secrets import redact
 
         counts = self.store.counts()
         return IndexReport(root=self.label, index_path=redact(self.settings.store_url), files_seen=counts["files"],

@@ -33,6 +33,7 @@ import platformdirs
 from codeloupe.regular_file import read_head
 from codeloupe.repository_names import repository_name_problem
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, settings_digest, user_config_dir
+from codeloupe.url_secrets import redact
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -347,12 +348,21 @@ def _check(name: str, value: Any, source: str) -> None:
     if name == "embed_provider" and value.strip().lower() not in EMBED_PROVIDERS:
         raise SettingsError(f"setting 'embed_provider' from {source}: {value!r} is not one of "
                             f"{', '.join(EMBED_PROVIDERS)}")
-    if name in _URL_KEYS and value and urlsplit(value).scheme not in ("http", "https"):
-        raise SettingsError(f"setting {name!r} from {source}: {value!r} is not an http(s) URL")
-    if name == "store_url" and value and urlsplit(value).scheme not in ("postgresql", "postgres"):
+    if name in _URL_KEYS and value and _scheme(name, value, source) not in ("http", "https"):
+        raise SettingsError(f"setting {name!r} from {source}: {redact(value)!r} is not an http(s) URL")
+    if name == "store_url" and value and _scheme(name, value, source) not in ("postgresql", "postgres"):
         raise SettingsError(f"setting 'store_url' from {source}: only a postgresql:// URL names a shared index")
     if name == "store_repository" and value and (problem := repository_name_problem(value)):
         raise SettingsError(f"setting 'store_repository' from {source}: {problem}")
+
+
+def _scheme(name: str, value: str, source: str) -> str:
+    """The scheme of a URL setting; one Python cannot split (a host `[::1` missing its `]`) is refused in words,
+    its password left out, where it stopped the command with a traceback."""
+    try:
+        return urlsplit(value).scheme
+    except ValueError as exc:
+        raise SettingsError(f"setting {name!r} from {source}: {redact(value)!r} is not a URL ({exc})") from None
 
 
 def _path_value(value: str, base_dir: Path | None) -> str:

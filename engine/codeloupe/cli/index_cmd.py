@@ -94,7 +94,7 @@ def _prepare(ws: Workspace) -> float | None:
 
 
 def _shared_location(ws: Workspace) -> str:
-    from codeloupe.store.postgres import redact  # the PostgreSQL driver is imported only for a shared index
+    from codeloupe.url_secrets import redact
 
     return f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
 

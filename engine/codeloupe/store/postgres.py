@@ -60,6 +60,7 @@ from codeloupe.store import (
 )
 from codeloupe.store.protocol import LexicalStatistics, TermScores
 from codeloupe.types import ChunkedFile
+from codeloupe.url_secrets import redact, redact_text
 
 try:
     import psycopg
@@ -420,22 +421,9 @@ def connect(url: str) -> Any:
         given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url) or os.environ.get("PGCONNECT_TIMEOUT")
         return psycopg.connect(url, autocommit=True, **({} if given else {"connect_timeout": CONNECT_TIMEOUT_S}))
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to the shared index {redact(url)}: {exc}") from exc
-
-
-def redact(url: str) -> str:
-    """A store URL fit for a message or a log: the password left out, of the user part and of the parameters
-    (libpq takes `?password=` too)."""
-    base, question, query = url.partition("?")
-    if question:
-        kept = [p for p in query.split("&") if p.partition("=")[0].lower() != "password"]
-        query = "&".join(kept)
-        question = "?" if kept else ""
-    head, sep, tail = base.partition("@")
-    if sep and "://" in head:
-        scheme, _, credentials = head.partition("://")
-        base = f"{scheme}://{credentials.split(':', 1)[0]}@{tail}"
-    return f"{base}{question}{query}"
+        # libpq's text may quote the URL or its password (a URL it cannot parse): redacted, and not chained, so
+        # no traceback prints it either.
+        raise StoreError(f"cannot connect to the shared index {redact(url)}: {redact_text(str(exc), url)}") from None
 
 
 def migrate(conn: Any, *, wait: bool = False) -> int:
@@ -908,7 +896,8 @@ class PgStore:
         (the surfaces answer 503 for a StoreError): the database went away, or the repository was dropped from
         under this process (a write then meets its missing row)."""
         if self._held.conn.broken:
-            raise StoreError(f"lost the connection to the shared index {redact(self.url)}: {exc}") from exc
+            raise StoreError(f"lost the connection to the shared index {redact(self.url)}:"
+                             f" {redact_text(str(exc), self.url)}") from exc
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
                              f" writing it ({str(exc).strip()}): {self._lock_holders() or 'it has let go since'}."
@@ -955,7 +944,8 @@ class PgStore:
             except psycopg.errors.LockNotAvailable:
                 raise  # the session says who holds it
             except psycopg.OperationalError as exc:
-                raise StoreError(f"cannot write the shared index {redact(self.url)}: {exc}") from exc
+                raise StoreError(f"cannot write the shared index {redact(self.url)}:"
+                                 f" {redact_text(str(exc), self.url)}") from exc
 
     def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
         with self._session():
