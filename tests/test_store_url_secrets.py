@@ -1,6 +1,7 @@
 """A shared index URL's password is never shown (docs/shared-index.md): not when libpq cannot parse the URL and
-its own error text quotes the password or the whole URL, not from the user's config.toml. Real CLI processes; no
-database is needed (a URL libpq refuses, or a unix socket that does not exist)."""
+its own error text quotes the password or the whole URL, not from the user's config.toml, not in `codeloupe
+trust`'s listing of a workspace's settings. Real CLI processes; no database is needed (a URL libpq refuses, or
+a unix socket that does not exist)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,16 @@ def test_the_store_url_of_config_toml_never_shows_its_password(tmp_path: Path, u
     assert done.returncode != 0 and "Traceback" not in shown, shown
     assert secret not in shown and said in shown, shown
 
+
+def test_trust_lists_a_workspace_url_without_its_password(tmp_path: Path) -> None:
+    """`codeloupe trust` listed `store_url = 'postgresql://evil:pw@...'` (a setting no workspace may apply, but
+    shown) and an endpoint's `https://user:password@host` as written."""
+    repo = _repo(tmp_path)
+    (repo / ".codeloupe.toml").write_text("store_url = 'postgresql://evil:trustpw1@db.example/x?password=trustpw2'\n"
+                                          "embed_base_url = 'https://me:trustpw3@embed.example/v1'\n",
+                                          encoding="utf-8")
+    done = _codeloupe("trust", str(repo), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "trustpw" not in done.stdout + done.stderr, done.stdout
+    assert "store_url = 'postgresql://evil@db.example/x'" in done.stdout
+    assert "embed_base_url = 'https://me@embed.example/v1'" in done.stdout

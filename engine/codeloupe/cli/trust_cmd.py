@@ -73,10 +73,18 @@ def run(args: argparse.Namespace) -> int:
         store.trust(root, digest)
     print(f"trusted: {root}")
     for where, table in files.items():
-        print(f"  {where}: " + (", ".join(f"{key} = {value!r}" for key, value in table.items()) or "(empty)"))
+        print(f"  {where}: " + (", ".join(f"{key} = {_shown(value)!r}" for key, value in table.items()) or "(empty)"))
     print("  until these settings change" if files else
           "  (no codeloupe settings yet: a settings file added later needs `codeloupe trust` again)")
     return 0
+
+
+def _shown(value: object) -> object:
+    """A setting's value as the listing shows it: a URL's password (`store_url = 'postgresql://u:PW@h/db'`,
+    `embed_base_url = 'https://u:PW@h'`) left out, as every message leaves it out."""
+    from codeloupe.url_secrets import redact
+
+    return redact(value) if isinstance(value, str) and "://" in value else value
 
 
 @contextmanager
