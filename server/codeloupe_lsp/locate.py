@@ -9,7 +9,7 @@ from codeloupe_lsp import convert
 from codeloupe_lsp.convert import JSON
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.shared import targets, uris_of
+from codeloupe_lsp.shared import each_answers, targets
 
 METHOD = "codeloupe/locate"
 DEFAULT_LIMIT = 100
@@ -22,9 +22,6 @@ def register(server: CodeloupeServer) -> None:
         text = params.text("text", required=True, non_empty=True, one_line=True)
         identifier = bool(params.flag("identifier", False))
         limit = params.integer("limit", DEFAULT_LIMIT)
-        results = []
-        for target in targets(ls, params.text("folderUri")):
-            await target.ready()
-            found = await ls.engine(target.ws.locate, text, identifier=identifier, limit=limit)
-            results.append(convert.located(await uris_of(ls, target), found))
-        return convert.merge_located(results, limit)
+        answered = await each_answers(ls, targets(ls, params.text("folderUri")),
+                                      lambda ws: ws.locate(text, identifier=identifier, limit=limit))
+        return convert.merge_located([convert.located(uri_of, found) for uri_of, found in answered], limit)

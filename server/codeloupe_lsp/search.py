@@ -19,6 +19,7 @@ from codeloupe_lsp.shared import (
     parse_index_uri,
     repository_target,
     targets,
+    without_unreachable,
 )
 
 METHOD = "codeloupe/search"
@@ -70,8 +71,10 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
         (target,) = chosen
         bundle = await ls.engine(target.ws.search, query, scope=scope, mode=mode, limit=limit)
         return (pruned_result if prune else search_result)(bundle, target.uris(bundle.revision))
-    bundle = await ls.engine(search_repositories, [t.ws for t in chosen], query, scope=scope, mode=mode, limit=limit)
-    by_label = dict(zip(repository_labels([t.ws for t in chosen]), chosen))
+    (bundle, searched), unreachable = await ls.engine(without_unreachable, chosen, lambda answering: (
+        search_repositories([t.ws for t in answering], query, scope=scope, mode=mode, limit=limit), answering))
+    bundle.notes[:0] = unreachable
+    by_label = dict(zip(repository_labels([t.ws for t in searched]), searched))
     return search_result(bundle, uri_for=lambda hit: by_label[hit.repository].uris(hit.revision))
 
 

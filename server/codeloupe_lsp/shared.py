@@ -12,13 +12,15 @@ and Neovim treats a buffer name as a URL (not a relative file name) only after `
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from pygls.exceptions import JsonRpcException
 
-from codeloupe.api import Workspace, WorkspaceError, open_shared
+from codeloupe.api import Workspace, WorkspaceError, open_shared, unreadable_indexes
 from codeloupe_lsp.convert import UriOf, file_uri
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import invalid
@@ -27,6 +29,11 @@ from codeloupe_lsp.server import CodeloupeServer
 log = logging.getLogger("codeloupe_lsp.shared")
 
 SCHEME = "codeloupe-index"
+# How much of the database's error a note quotes (the log has all of it): libpq names the socket or host tried
+# before the reason, which a shorter quote cut off.
+ERROR_SHOWN = 600
+
+T = TypeVar("T")
 
 
 def index_uri(repository: str, rel_path: str, revision: str) -> str:
@@ -102,6 +109,37 @@ def targets(ls: CodeloupeServer, folder_uri: str) -> list[Target]:
     # No folder open is no error while shared repositories answer (a server started only to search them).
     folders = ls.folders_for("") if len(ls.folders) or not ls.shared else []
     return [*map(folder_target, folders), *(repository_target(ls, name) for name in ls.shared)]
+
+
+def without_unreachable(chosen: list[Target], answer: Callable[[list[Target]], T]) -> tuple[T, list[str]]:
+    """`answer(chosen)`, run on the engine's pool; where it fails because the shared index cannot be reached now
+    (the database stopped or refuses connections), `answer` of the folders alone, and the note naming the
+    repositories left out and why: the folders keep working while the database is away (docs/protocol.md)."""
+    try:
+        return answer(chosen), []
+    except Exception:
+        shared = [t for t in chosen if t.folder is None]
+        folders = [t for t in chosen if t.folder is not None]
+        why = unreadable_indexes(t.ws for t in shared) if shared and folders else ""
+        if not why:
+            raise
+    log.warning("shared index unreachable, answering from the folders alone: %s", why)
+    left_out = ", ".join(t.repository for t in shared)
+    return answer(folders), [f"not searched: {left_out} (the shared index cannot be reached now: {why[:ERROR_SHOWN]});"
+                             " these are the folders' results alone"]
+
+
+async def each_answers(ls: CodeloupeServer, chosen: list[Target], answer: Callable[[Workspace], T]) -> list[tuple[UriOf, T]]:
+    """`answer` of each of `chosen` once it can answer, with how its paths become documents; repositories of a
+    shared index that cannot be reached now are left out, and the user told so once (an answer with no notes)."""
+    for target in chosen:
+        await target.ready()
+    answered, unreachable = await ls.engine(without_unreachable, chosen, lambda answering: [
+        (target, answer(target.ws), "" if target.folder is not None else target.ws.revision)
+        for target in answering])
+    for note in unreachable:
+        ls.warn(f"codeloupe: {note}", once=True)
+    return [(target.uris(revision), found) for target, found, revision in answered]
 
 
 async def one_target(ls: CodeloupeServer, folder_uri: str) -> Target:

@@ -8,7 +8,7 @@ from codeloupe.api import MAX_QUERY_CHARS
 from codeloupe_lsp.convert import workspace_symbols
 from codeloupe_lsp.params import invalid
 from codeloupe_lsp.server import CodeloupeServer
-from codeloupe_lsp.shared import targets, uris_of
+from codeloupe_lsp.shared import each_answers, targets
 
 # Enough to fill an editor's symbol picker; every folder is asked.
 SYMBOL_FILES = 30
@@ -23,11 +23,9 @@ def register(server: CodeloupeServer) -> None:
         if len(params.query) > MAX_QUERY_CHARS:  # as codeloupe/search refuses one
             raise invalid(f"{lsp.WORKSPACE_SYMBOL}: `query` must be at most {MAX_QUERY_CHARS:,} characters,"
                           f" got {len(params.query):,}")
-        symbols: list[lsp.WorkspaceSymbol] = []
-        for target in targets(ls, ""):
-            await target.ready()
-            found = await ls.engine(target.ws.search_symbols, params.query, limit=SYMBOL_FILES)
-            symbols.extend(workspace_symbols(await uris_of(ls, target), found))
+        answered = await each_answers(ls, targets(ls, ""),
+                                      lambda ws: ws.search_symbols(params.query, limit=SYMBOL_FILES))
+        symbols = [symbol for uri_of, found in answered for symbol in workspace_symbols(uri_of, found)]
         return sorted(symbols, key=lambda symbol: _closeness(params.query.strip(), symbol))
 
 

@@ -16,7 +16,15 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lsp"))
-from lsp_helpers import Client, expect_error, location_paths, start_server, stop_server, write_project  # noqa: E402
+from lsp_helpers import (  # noqa: E402
+    Client,
+    expect_error,
+    location_paths,
+    start_server,
+    stop_server,
+    uri,
+    write_project,
+)
 from protocol_doc import LSP_SHAPES, ShapeCheck, params_and_result, section  # noqa: E402
 
 from chat_server import ChatServer, Reply  # noqa: E402
@@ -462,5 +470,48 @@ async def test_a_folder_replaced_again_after_it_was_the_source_again_is_told_aga
         assert _errors(client) == [message, message]
         [folder] = await client.status()
         assert (folder["state"], f"codeloupe: {folder['message']}") == ("error", message), folder
+    finally:
+        await stop_server(client)
+
+
+async def test_the_folders_keep_answering_while_the_shared_index_is_unreachable(
+        tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    """The database of the shared repositories stops taking connections mid-session: a search, `workspace/symbol`
+    and `codeloupe/locate` across everything answer from the local folder, a search's notes naming the repositories
+    left out and why (no password), rather than failing as a whole with the engine's `cannot connect`."""
+    from test_pg_outage import _accept, _end_sessions
+
+    _indexed_then_deleted(tmp_path, pg_url, "billing")
+    _indexed_then_deleted(tmp_path, pg_url, "payroll")
+    # The local server trusts a unix socket's user: a password in the URL is ignored by it, and must never be shown.
+    with_password = pg_url.replace("://postgres:@", "://postgres:hunter2secret@", 1)
+    assert with_password != pg_url, pg_url
+    project = write_project(tmp_path / "project")
+    client = await start_server([project], {"storeUrl": with_password, "repositories": ["billing", "payroll"]})
+    try:
+        await _search_when_open(client, {"folderUri": "codeloupe-index:///payroll"},
+                                "did not open from the shared index")
+        both = {"query": "charge the card, check the password"}
+        before = await client.request("codeloupe/search", both)
+        assert {f["repository"] for f in [*before["core"], *before["related"]]} >= {"billing", "payroll", "project"}
+        local = await client.request("codeloupe/search", {**both, "folderUri": uri(project)})
+        _end_sessions(pg_server, pg_url, refuse_new=True)
+        try:
+            during = await client.request("codeloupe/search", both)
+            assert location_paths(during) == location_paths(local) != []
+            note = during["notes"][0]
+            assert note.startswith("not searched: billing, payroll (the shared index cannot be reached now:"), note
+            assert "not currently accepting connections" in note and "hunter2secret" not in note, note
+            symbols = await client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="login"))
+            assert symbols and {s.location.uri.split(":", 1)[0] for s in symbols} == {"file"}, symbols
+            located = await client.request("codeloupe/locate", {"text": "def handle_login"})
+            assert [loc["path"] for loc in located["locations"]] == ["app/web.py"]
+            [warned] = [m.message for m in client.messages if m.type == lsp.MessageType.Warning
+                        and "not searched" in m.message]  # told once, not at each request
+            assert "billing, payroll" in warned and "hunter2secret" not in warned, warned
+        finally:
+            _accept(pg_server, pg_url)
+        after = await client.request("codeloupe/search", both)
+        assert {f["repository"] for f in [*after["core"], *after["related"]]} >= {"billing", "payroll"}
     finally:
         await stop_server(client)
