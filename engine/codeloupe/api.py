@@ -1083,25 +1083,52 @@ def open_remote(source: str, settings: Settings | None = None, overrides: dict[s
 def open_shared(repositories: Iterable[str] = (), overrides: dict[str, Any] | None = None) -> list[Workspace]:
     """Repositories of the shared index (the user's `store_url`), read where no checkout is: every one when
     `repositories` is empty. Settings are the user's own (and `overrides`): no workspace file is read.
-    Each is a `SharedWorkspace`: read-only, every answer pinned to its indexed commit."""
+    Each is a `SharedWorkspace`: read-only, every answer pinned to its indexed commit. A name the index does not
+    hold is refused, and then none is opened."""
+    settings = load_settings(None, overrides)
+    held, missing = _held_repositories(repositories, settings)
+    if missing:
+        raise WorkspaceError(missing)
+    return _open_held(held, settings)
+
+
+def open_shared_held(repositories: Iterable[str] = (),
+                     overrides: dict[str, Any] | None = None) -> tuple[list[Workspace], str]:
+    """`open_shared` of those of `repositories` the shared index holds, and why the others were not opened ("":
+    every one was): an editor whose settings name one the index does not hold (yet) searches the others.
+    Refused when it holds none of them."""
+    settings = load_settings(None, overrides)
+    held, missing = _held_repositories(repositories, settings)
+    if not held:
+        raise WorkspaceError(missing)
+    return _open_held(held, settings), missing
+
+
+def _held_repositories(repositories: Iterable[str], settings: Settings) -> tuple[list[str], str]:
+    """Those of `repositories` the shared index holds (every one it holds when none is named), and why the others
+    cannot be opened ("": none such); refused when there is no shared index, or it holds no repository."""
     from codeloupe.store.postgres import redact, repository_names
 
-    settings = load_settings(None, overrides)
     if not settings.store_url:
         raise WorkspaceError("no shared index to open repositories from: set store_url (postgresql://...)")
     url = redact(settings.store_url)
     known = repository_names(settings.store_url)
     names = list(dict.fromkeys(repositories))
     missing = sorted(set(names) - set(known))
+    held = [name for name in names if name in known] if names else known
     if missing:
         unnamed = [problem for name in missing if (problem := repository_name_problem(name))]
-        raise WorkspaceError("; ".join(unnamed) if unnamed else
-                             f"{', '.join(missing)}: not in the shared index {url}"
-                             f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository yet'})")
+        return held, ("; ".join(unnamed) if unnamed else
+                      f"{', '.join(missing)}: not in the shared index {url}"
+                      f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository yet'})")
     if not known:
         raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
                              " `codeloupe index PATH --store URL`")
-    first, *rest = names or known
+    return held, ""
+
+
+def _open_held(held: list[str], settings: Settings) -> list[Workspace]:
+    first, *rest = held
     opened = [SharedWorkspace(settings.store_url, first, settings)]
     return opened + [SharedWorkspace(settings.store_url, name, settings, opened[0]) for name in rest]
 

@@ -166,6 +166,8 @@ class CodeloupeServer(LanguageServer):
         self.trusted_digests: dict[Path, str] = {}
         # Repositories of the shared index by name, opened from the user's settings (`codeloupe_lsp.shared`).
         self.shared: dict[str, Workspace] = {}
+        # Why the settings' repositories, or some of them, are not open ("": all are), for `codeloupe/status`.
+        self.shared_problem = ""
         # Re-reads the user's trust store when it changes (`codeloupe_lsp.lifecycle`); cancelled at shutdown.
         self.trust_watch: asyncio.Task[None] | None = None
         self._warned: set[str] = set()

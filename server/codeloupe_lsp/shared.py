@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from pygls.exceptions import JsonRpcException
 
-from codeloupe.api import Workspace, WorkspaceError, open_shared, unreadable_indexes
+from codeloupe.api import Workspace, WorkspaceError, open_shared_held, unreadable_indexes
 from codeloupe_lsp.convert import UriOf, file_uri
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import invalid
@@ -200,22 +200,28 @@ def read_document(ws: Workspace, document: IndexDocument) -> tuple[str, str]:
 
 
 async def open_repositories(ls: CodeloupeServer) -> None:
-    """(Re)open the repositories the user's settings name; a failure is shown, the folders keep working."""
+    """(Re)open the repositories the user's settings name; a name the index does not hold, or a failure to open
+    any, is shown and kept for `codeloupe/status`: the others, and the folders, keep working."""
     close_repositories(ls)
     names = ls.options.repositories
     if not names:
         return
     try:
         store = {"store_url": ls.options.store_url} if ls.options.store_url else {}
-        opened = await ls.engine(open_shared, names, {**ls.options.overrides, **store})
+        opened, missing = await ls.engine(open_shared_held, names, {**ls.options.overrides, **store})
     except JsonRpcException as exc:
-        ls.show_error(f"codeloupe: cannot open the shared index's repositories: {exc.message}")
+        ls.shared_problem = f"cannot open the shared index's repositories: {exc.message}"
+        ls.show_error(f"codeloupe: {ls.shared_problem}")
         return
     ls.shared = {str(ws.root): ws for ws in opened}
     log.info("shared index: opened %s", ", ".join(ls.shared))
+    if missing:
+        ls.shared_problem = f"not opened from the shared index: {missing}"
+        ls.show_error(f"codeloupe: {ls.shared_problem}")
 
 
 def close_repositories(ls: CodeloupeServer) -> None:
     for ws in ls.shared.values():
         ws.close()
     ls.shared = {}
+    ls.shared_problem = ""

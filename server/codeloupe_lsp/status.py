@@ -26,7 +26,7 @@ def register(server: CodeloupeServer) -> None:
             status, commit = await ls.engine(lambda ws=target.ws: (ws.status(), ws.revision))
             repositories.append(repository_status(target.uri, name, commit, status))
         return {"folders": [entry for folder in ls.folders if (entry := await _folder_status(ls, folder))],
-                "repositories": repositories}
+                "repositories": repositories, "repositoriesMessage": ls.shared_problem}
 
 
 async def _folder_status(ls: CodeloupeServer, folder: Folder) -> JSON | None:

@@ -515,3 +515,26 @@ async def test_the_folders_keep_answering_while_the_shared_index_is_unreachable(
         assert {f["repository"] for f in [*after["core"], *after["related"]]} >= {"billing", "payroll"}
     finally:
         await stop_server(client)
+
+
+async def test_a_repository_the_shared_index_does_not_hold_leaves_the_others_open_and_is_named(
+        tmp_path: Path, pg_url: str) -> None:
+    """`repositories` naming one the index does not hold (a typo, one not indexed yet) opened none of them: the
+    status listed no repository and every search of them was refused. The others open; the unknown one is named
+    once with showMessage, and in the status."""
+    _indexed_then_deleted(tmp_path, pg_url, "billing")
+    _, _, payroll = _indexed_then_deleted(tmp_path, pg_url, "payroll")
+    client = await start_server([write_project(tmp_path / "project")],
+                                {"storeUrl": pg_url, "repositories": ["billing", "nosuch", "payroll"]})
+    try:
+        found = await _search_when_open(client, {"folderUri": "codeloupe-index:///payroll"},
+                                        "did not open from the shared index")
+        assert location_paths(found) == payroll
+        message = await _the_one_error(client, "the unknown repository named")
+        assert "nosuch: not in the shared index" in message and "billing" in message, message  # what it holds
+        status = await client.request("codeloupe/status", {})
+        assert [r["repository"] for r in status["repositories"]] == ["billing", "payroll"]
+        assert f"codeloupe: {status['repositoriesMessage']}" == message
+        assert _errors(client) == [message]
+    finally:
+        await stop_server(client)
