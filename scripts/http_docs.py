@@ -67,7 +67,8 @@ index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
 back; `/healthz` does not ask the database, and `/readyz` answers 503 with the reason while it cannot be read, from
-a check made in the background at most once a second), or a repository dropped since the server opened it
+a check made at most once a second, which a probe waits up to a second for), or a repository dropped since the
+server opened it
 (`codeloupe admin drop`: restart the server to serve what is indexed under that name now).
 """
 

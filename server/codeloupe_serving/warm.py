@@ -294,6 +294,16 @@ class WarmWorkspaces:
             threading.Thread(target=self._check_readable, name="codeloupe-readable", daemon=True).start()
         return self._unreadable
 
+    @property
+    def checking_readable(self) -> bool:
+        """Whether a check that `unreadable()` started is under way (its answer not in yet)."""
+        return self._checking
+
+    @property
+    def last_unreadable(self) -> str:
+        """The answer of the last check that finished (`unreadable()` without starting one)."""
+        return self._unreadable
+
     def _check_readable(self) -> None:
         try:
             self._unreadable = unreadable_indexes(w.ws for w in self.all)

@@ -4,6 +4,7 @@ ranks, reads files or changes settings."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
@@ -49,6 +50,10 @@ if TYPE_CHECKING:  # at run time they would import the model client when the ser
     from codeloupe.api import AskEvent, AskRun
 
 MAX_LIMIT = 50
+# How long /readyz waits for the readiness check it started (the database answers a SELECT 1 in milliseconds, or
+# refuses a connection at once), polled on the event loop.
+READY_WAIT_S = 1.0
+READY_POLL_S = 0.02
 # The pages load nothing from elsewhere and run no inline code: a file's contents or name shown on them can never
 # become a script.
 _PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:"
@@ -341,7 +346,15 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="Readiness: 200 once every workspace's lexical lanes answer and its index can be read",
              responses={503: {"model": Error}})
     async def readyz() -> JSONResponse:
-        if unreadable := pool.unreadable():  # the last check's answer: the database is never waited on here
+        # A check is started when one is due and its answer waited for a moment, on this loop and not a thread of
+        # the pool (a full pool must not hold a probe): a probe answered with the check before it was one probe
+        # behind the database (200 just after it went away, 503 seconds after it came back).
+        pool.unreadable()
+        waited = 0.0
+        while pool.checking_readable and waited < READY_WAIT_S:
+            await asyncio.sleep(READY_POLL_S)
+            waited += READY_POLL_S
+        if unreadable := pool.last_unreadable:
             return JSONResponse({"error": unreadable}, status_code=503)
         if pool.ready:
             return JSONResponse({"ready": True})

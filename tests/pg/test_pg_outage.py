@@ -116,6 +116,24 @@ def test_serve_answers_503_while_the_database_is_unreachable_and_answers_once_it
         assert answer.status_code == 200 and [f["path"] for f in answer.json()["core"]] == expected[:1]
 
 
+def test_readyz_answers_with_a_check_of_its_own(tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    """A probe was answered with the check before it (started by an earlier probe): 200 just after the database
+    went away, 503 seconds after it came back. Each probe now waits a moment for the check it starts."""
+    from codeloupe_serving.warm import READABLE_CHECK_INTERVAL_S
+
+    _index(tmp_path, pg_url)
+    with served_store(pg_url) as base:
+        _readiness(base, 200)
+        _end_sessions(pg_server, pg_url, refuse_new=True)
+        try:
+            time.sleep(READABLE_CHECK_INTERVAL_S + 0.2)  # the last check is over a check's interval old
+            assert httpx.get(f"{base}/readyz").status_code == 503  # the first probe after the outage
+        finally:
+            _accept(pg_server, pg_url)
+        time.sleep(READABLE_CHECK_INTERVAL_S + 0.2)
+        assert httpx.get(f"{base}/readyz").json() == {"ready": True}  # the first probe after it came back
+
+
 async def test_mcp_tools_and_resources_say_why_while_the_database_is_unreachable(
         tmp_path: Path, pg_url: str, pg_server: str) -> None:
     """Over MCP under `serve --store`, a tool or a resource read that meets the database gone says what failed, as
