@@ -104,16 +104,53 @@ def check_source(store: PgStore, root: Path) -> None:
     store.check_source(fresh=True)
 
 
+# What a shared index records after the commit when the folder's files are not that commit's (uncommitted edits,
+# untracked files): `<sha>-dirty` names no commit, so no citation claims one whose files it does not show.
+DIRTY_SUFFIX = "-dirty"
+# How long `git status` may take to compare a work tree with its commit (a 40K-file tree takes well under it).
+STATUS_TIMEOUT_S = 120
+
+
 def workspace_commit(root: Path) -> str:
-    """The commit checked out in `root` ("" when it is not a git work tree, or git is missing).
+    """The commit checked out in `root` ("" when it is not a git work tree, or git is missing), with DIRTY_SUFFIX
+    when a file the index would read differs from it (`workspace_changes`).
 
     `rev-parse` reads refs only: no hook, filter or fsmonitor of the repository's configuration runs."""
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    if head is None or not head.strip():
         return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    return head.strip() + (DIRTY_SUFFIX if workspace_changes(root) != [] else "")
+
+
+def workspace_changes(root: Path) -> list[str] | None:
+    """The paths where `root`'s work tree differs from its commit, as `git status --porcelain` lists them
+    (tracked files changed, staged or deleted; untracked files not ignored); None when git cannot tell.
+
+    The repository's configuration is untrusted (rule 6): its fsmonitor and the clean filters of every filter
+    driver the configuration names are switched off for the run, submodules are not entered, and the index
+    file is not refreshed. A file a filter would have normalised may then read as changed (never the reverse)."""
+    names = _git(root, "config", "--includes", "--name-only", "--get-regexp", r"^filter\.")
+    if names is None:
+        names = ""  # no filter configured: `git config` exits 1
+    overrides = ["-c", "core.fsmonitor=false", "-c", "status.submoduleSummary=false"]
+    for driver in sorted({line[len("filter."):].rpartition(".")[0] for line in names.splitlines() if "." in line}):
+        for key, value in (("clean", ""), ("process", ""), ("required", "false")):
+            overrides += ["-c", f"filter.{driver}.{key}={value}"]
+    out = _git(root, *overrides, "--no-optional-locks", "status", "--porcelain", "-z", "--ignore-submodules=all",
+               "--untracked-files=all", "--no-renames", timeout=STATUS_TIMEOUT_S)
+    if out is None:
+        return None
+    return [entry[3:] for entry in out.split("\0") if entry]  # "XY path" each
+
+
+def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
+    """git's output run in `root`; None when it failed, timed out or is missing."""
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              errors="surrogateescape", timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_files: int = BATCH_FILES) -> int:

@@ -287,3 +287,50 @@ def test_index_queue_keeps_the_unreadable_folders_count_and_names_as_index_does(
     assert "locked/  (unreadable folder)" in indexed, indexed
     assert queued == indexed
     assert readable == []
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _committed(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the python fixture committed in a new git repository, and its commit."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"]):
+        _git(root, *args)
+    return root, _git(root, "rev-parse", "HEAD")
+
+
+def test_a_folder_with_uncommitted_edits_is_pinned_to_no_commit(tmp_path: Path, pg_url: str) -> None:
+    """`index --store` of a folder with an uncommitted edit said `at <HEAD>` and every answer named HEAD, while
+    `git show HEAD:file` has the old text. It is now pinned to `<HEAD>-dirty`, in words on stderr; a clean folder
+    (the edit committed) is pinned to its commit again."""
+    import psycopg
+
+    root, head = _committed(tmp_path)
+    edited = next(p for p in sorted(root.rglob("*.py")) if p.stat().st_size)
+    edited.write_text(edited.read_text() + "\ndef uncommitted_helper():\n    return 42\n")
+
+    def codeloupe(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "codeloupe", *args, "--store", pg_url, "--repo", "svc",
+                               "--embed-provider", "none"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    indexed = codeloupe("index", str(root))
+    assert f"repository svc at {head}-dirty" in indexed.stdout
+    assert f"differ from commit {head}" in indexed.stderr and "clean checkout" in indexed.stderr
+    found = json.loads(codeloupe("search", "uncommitted_helper", "--json").stdout)
+    assert found["core"] and {chunk["revision"] for chunk in found["core"]} == {f"{head}-dirty"}
+    with psycopg.connect(pg_url) as conn:
+        assert {r[0] for r in conn.execute("SELECT commit_sha FROM files")} == {f"{head}-dirty"}
+
+    _git(root, "commit", "-q", "-a", "-m", "y")
+    clean = codeloupe("index", str(root))
+    assert f"repository svc at {_git(root, 'rev-parse', 'HEAD')}\n" in clean.stdout and "warning" not in clean.stderr

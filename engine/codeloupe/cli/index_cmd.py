@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         report, embedded = index_workspace(ws, embed=not args.no_embed, quiet=args.json)
         where = report.index_path if isinstance(ws.store, Store) else _shared_location(ws)
+        if not isinstance(ws.store, Store):
+            _warn_dirty(ws.store.commit)
         # The shared index's serving processes keep what they build in the database: not measured there yet.
         prepared_s = None if args.no_prepare or not isinstance(ws.store, Store) else _prepare(ws)
     finally:
@@ -99,6 +102,17 @@ def _shared_location(ws: Workspace) -> str:
     return f"{redact(ws.store.url)}, repository {ws.store.repository} at {ws.store.commit or 'the files on disk'}"
 
 
+def _warn_dirty(commit: str) -> None:
+    """Say on stderr that the shared index now pins the repository to no commit: its files were read from a work
+    tree with uncommitted changes (`shared_index.DIRTY_SUFFIX`)."""
+    from codeloupe.shared_index import DIRTY_SUFFIX
+
+    if commit.endswith(DIRTY_SUFFIX):
+        print(f"codeloupe: warning: the folder's files differ from commit {commit.removesuffix(DIRTY_SUFFIX)}"
+              f" (uncommitted or untracked files): the shared index's answers name {commit}, no commit anyone can"
+              " check out. Index a clean checkout (as CI does) to pin them to a commit", file=sys.stderr)
+
+
 def _queue(ws: Workspace) -> int:
     from codeloupe.shared_index import enqueue_workspace
     from codeloupe.store import StoreError
@@ -108,6 +122,7 @@ def _queue(ws: Workspace) -> int:
         if not isinstance(ws.store, PgStore):
             raise CliError("--queue needs the shared index: --store postgresql://... (or store_url)")
         batches = enqueue_workspace(ws.store, ws.root, ws.settings)
+        _warn_dirty(ws.store.commit)
         print(f"queued {amount(batches, 'batch', 'batches')} of {ws.store.repository} at"
               f" {ws.store.commit or 'the files on disk'} for `codeloupe worker`")
     except StoreError as exc:
