@@ -182,6 +182,7 @@ class WorkerReport:
     embedded: int = 0  # texts the provider embedded (the rest came from the shared cache)
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
     replaced: int = 0  # batches of a folder another replaced as its repository's source since: done, unwritten
+    moved: int = 0  # batches whose folder left the commit they were queued at (CommitMoved): done, unwritten
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
     graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
@@ -241,6 +242,11 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                             " source now (`index --replace`)", item.id, item.repository, exc.folder,
                             exc.indexed_from)
                 report.replaced += 1
+                continue
+            except CommitMoved as exc:
+                log.warning("batch %d of %s is left unwritten: %s", item.id, item.repository, exc)
+                queue.leave_unwritten(item)
+                report.moved += 1
                 continue
             except FolderUnreadable as exc:  # as below, said in a line: nothing is wrong with the worker
                 log.warning("batch %d of %s failed (claim %d of %d): %s", item.id, item.repository, item.attempts,
@@ -303,8 +309,10 @@ def _reconnected(url: str, worker: str, lost: tuple[WorkQueue, EmbeddingClaims],
 
 def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
              claims: EmbeddingClaims) -> int | None:
-    """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost."""
+    """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost. The
+    folder must be at the commit the batch was queued at before and after its files are read (`CommitMoved`)."""
     root = Path(item.root)
+    _check_commit(root, item)
     existing = store.file_rows()
     strategies = _trusted_strategies(root)
     files: list[BatchFile] = []
@@ -345,6 +353,7 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
                                            prepared.skip_reason))
     if missing:
         _check_folder(root, item.paths, missing, existing)
+    _check_commit(root, item)
     for warning in sorted(warnings):  # as `_trusted_strategies` logs those that did not load at all
         log.warning("%s", warning.removeprefix("codeloupe: "))
     vectors, embedded = _vectors(store, files, provider, claims)
@@ -358,6 +367,19 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
 class FolderUnreadable(Exception):
     """A batch's folder cannot be read as the repository (gone, not a directory, unreadable, or holding none of
     its files): the batch fails, deleting nothing, and is claimed again once its lease runs out."""
+
+
+class CommitMoved(Exception):
+    """A batch's folder is no longer at the commit (or as clean as) when it was queued: its files are another
+    revision's than the one the repository's answers name, so the batch is done with nothing written."""
+
+
+def _check_commit(root: Path, item: WorkItem) -> None:
+    """Refuse (`CommitMoved`) a batch whose folder's revision is no longer the one it was queued at."""
+    now = workspace_commit(root)
+    if now != item.commit:
+        raise CommitMoved(f"it was queued at {item.commit or 'no commit'} and {root} is at {now or 'no commit'} now;"
+                          " nothing of the batch was written: run `codeloupe index --queue` in it again")
 
 
 def _check_folder(root: Path, paths: list[str], missing: int, existing: Collection[str]) -> None:

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from codeloupe.api import Workspace, drop_shared_repository
 from codeloupe.settings import Settings, load_settings
@@ -518,4 +519,48 @@ def test_a_worker_waits_for_a_database_refusing_connections_and_redoes_the_batch
     finally:
         logging.getLogger("codeloupe").removeHandler(handler)
         _accept(pg_server, pg_url)
+        store.close()
+
+
+def test_a_batch_whose_folder_moved_to_another_commit_is_left_unwritten(tmp_path: Path, pg_url: str,
+                                                                       caplog) -> None:
+    """`index --queue` at commit X, then a commit Y changing a file, then `worker`: the worker wrote Y's text with
+    every answer naming X. The batch is now done with nothing written, in a line saying to queue again; queued
+    again, it is written under Y."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
+                              env=env).stdout.strip()
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def committed_at_x():\n    return 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "x")
+    first = git("rev-parse", "HEAD")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
+    try:
+        assert enqueue_workspace(store, root, settings) == 1 and store.commit == first
+        (root / "app.py").write_text("def committed_at_y():\n    return 2\n")
+        git("commit", "-q", "-a", "-m", "y")
+        second = git("rev-parse", "HEAD")
+        with caplog.at_level(logging.WARNING, logger="codeloupe.shared"):
+            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
+        assert store.query("SELECT commit_sha FROM files") == []  # not Y's text under X
+        assert (report.moved, report.batches, report.failed) == (1, 0, 0)
+        assert store.query("SELECT count(*) FROM work_queue WHERE done_at IS NULL") == [(0,)]
+        assert f"queued at {first} and {root} is at {second} now" in caplog.text
+        assert "index --queue" in caplog.text
+
+        assert enqueue_workspace(store, root, settings) == 1 and store.commit == second
+        assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).batches == 1
+        assert store.query("SELECT commit_sha FROM files") == [(second,)]
+        assert "committed_at_y" in store.query("SELECT string_agg(text, '') FROM chunks")[0][0]
+    finally:
         store.close()

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
           + (f", {amount(report.lost_claims, 'claim')} lost to an expired lease" if report.lost_claims else "")
           + (f", {amount(report.replaced, 'batch', 'batches')} of a folder since replaced as its repository's"
              " source left unwritten" if report.replaced else "")
+          + (f", {amount(report.moved, 'batch', 'batches')} left unwritten: its folder left the commit it was queued"
+             " at (run `codeloupe index --queue` there again)" if report.moved else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
           + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
              f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),

@@ -737,6 +737,7 @@ class WorkItem:
     paths: list[str]
     claimant: str
     attempts: int  # this claim included
+    commit: str = ""  # the folder's revision when the batch was queued (`shared_index.workspace_commit`)
 
 
 class WorkQueue:
@@ -752,7 +753,7 @@ class WorkQueue:
         claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
         with self._conn.transaction():
             row = self._conn.execute(
-                "SELECT q.id, r.name, q.root, q.paths, q.attempts, q.repo_id FROM work_queue q"
+                "SELECT q.id, r.name, q.root, q.paths, q.attempts, q.repo_id, q.commit_sha FROM work_queue q"
                 " JOIN repositories r ON r.id = q.repo_id"
                 " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
                 " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
@@ -761,7 +762,13 @@ class WorkQueue:
             self._conn.execute(
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
-        return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1)
+        return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1,
+                        row[6])
+
+    def leave_unwritten(self, item: WorkItem) -> None:
+        """Mark a claimed batch done with nothing of it written (no longer this claim's: left as it is)."""
+        self._conn.execute("UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s"
+                           " AND done_at IS NULL", (item.id, item.claimant))
 
     def lost(self) -> bool:
         """Whether the database ended this worker's session (a restart) or it is otherwise gone."""
