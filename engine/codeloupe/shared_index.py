@@ -64,6 +64,7 @@ from codeloupe.store.postgres import (
     redact,
 )
 from codeloupe.store.protocol import IndexStore
+from codeloupe.types import DIRTY_SUFFIX
 
 log = logging.getLogger("codeloupe.shared")
 
@@ -104,9 +105,6 @@ def check_source(store: PgStore, root: Path) -> None:
     store.check_source(fresh=True)
 
 
-# What a shared index records after the commit when the folder's files are not that commit's (uncommitted edits,
-# untracked files): `<sha>-dirty` names no commit, so no citation claims one whose files it does not show.
-DIRTY_SUFFIX = "-dirty"
 # How long `git status` may take to compare a work tree with its commit (a 40K-file tree takes well under it).
 STATUS_TIMEOUT_S = 120
 

@@ -63,6 +63,19 @@ def is_blank(text: str) -> bool:
     return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
 
 
+# A shared index's revision: the commit indexed, `<sha>-dirty` for a folder with uncommitted changes
+# (shared_index.workspace_commit).
+DIRTY_SUFFIX = "-dirty"
+
+
+def short_revision(revision: str) -> str:
+    """A revision as a line shows it: the commit's first 12 characters, and `-dirty` kept (cut to 12, a dirty
+    folder's revision read as the commit it is not)."""
+    dirty = revision.endswith(DIRTY_SUFFIX)
+    commit = revision[:-len(DIRTY_SUFFIX)] if dirty else revision
+    return commit[:12] + (DIRTY_SUFFIX if dirty else "")
+
+
 # --------------------------------------------------------------------------------------------- index
 
 

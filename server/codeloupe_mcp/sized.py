@@ -8,7 +8,16 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 
-from codeloupe.types import Bundle, ChunkHit, Expansion, FileHit, Located, PrunedChunk, split_lines
+from codeloupe.types import (
+    Bundle,
+    ChunkHit,
+    Expansion,
+    FileHit,
+    Located,
+    PrunedChunk,
+    short_revision,
+    split_lines,
+)
 
 DEFAULT_BUDGET_BYTES = 24_000  # about 6k tokens: a full CORE of four files fits; more is rarely read
 MIN_BUDGET_BYTES = 1_000
@@ -358,7 +367,7 @@ def _map_line(hit: FileHit) -> str:
 
 
 def _pinned(hit: FileHit) -> str:
-    return f" @ {hit.revision[:12]}" if hit.revision else ""
+    return f" @ {short_revision(hit.revision)}" if hit.revision else ""
 
 
 def _code_block(hit: FileHit, chunk: ChunkHit) -> str:

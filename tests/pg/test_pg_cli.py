@@ -330,6 +330,11 @@ def test_a_folder_with_uncommitted_edits_is_pinned_to_no_commit(tmp_path: Path, 
     assert found["core"] and {chunk["revision"] for chunk in found["core"]} == {f"{head}-dirty"}
     with psycopg.connect(pg_url) as conn:
         assert {r[0] for r in conn.execute("SELECT commit_sha FROM files")} == {f"{head}-dirty"}
+    # The lines that shorten a revision keep the suffix (cut to 12 characters, it read as the commit).
+    assert f"@ {head[:12]}-dirty" in codeloupe("search", "uncommitted_helper").stdout
+    repos = subprocess.run([sys.executable, "-m", "codeloupe", "admin", "--store", pg_url, "repos"],
+                           capture_output=True, text=True, timeout=120)
+    assert f"@ {head[:12]}-dirty" in repos.stdout, repos.stdout + repos.stderr
 
     _git(root, "commit", "-q", "-a", "-m", "y")
     clean = codeloupe("index", str(root))

@@ -44,13 +44,14 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe import api
     from codeloupe.repository_names import shown_repository_name
     from codeloupe.store import StoreError
+    from codeloupe.types import short_revision
     from codeloupe.wording import amount
 
     try:
         if args.action == "repos":
             answer: Any = api.shared_repositories(args.store_url)
             lines = [f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
-                     f" {amount(r.vectors, 'vector')}  @ {r.commit[:12] or '(no commit)'}  indexed {r.indexed_at or 'never'}"
+                     f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit) or '(no commit)'}  indexed {r.indexed_at or 'never'}"
                      + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
                      + f"  from {r.root}"
                      for r in answer] or ["no repository"]

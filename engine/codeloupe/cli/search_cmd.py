@@ -111,7 +111,7 @@ def _print(args: argparse.Namespace, bundle: Bundle) -> None:
 
 
 def render(bundle: Bundle) -> None:
-    from codeloupe.types import PrunedChunk
+    from codeloupe.types import PrunedChunk, short_revision
 
     from .console import CommandConsole
 
@@ -132,7 +132,7 @@ def render(bundle: Bundle) -> None:
         return
     console.rule("CORE")
     for hit in bundle.core:
-        pinned = f" @ {markup_safe(hit.revision[:12])}" if hit.revision else ""
+        pinned = f" @ {markup_safe(short_revision(hit.revision))}" if hit.revision else ""
         path = markup_safe(hit.shown_path)
         console.print(f"[bold]{hit.rank}. {path}[/bold]{pinned}  [dim]{markup_safe(hit.why)}[/dim]")
         for chunk in hit.chunks:
