@@ -31,7 +31,7 @@ def test_a_framing_error_is_answered_and_the_server_keeps_listening() -> None:
         server.send_bytes(server.request(3, "codeloupe/status", {}))
         error = server.next_reply()
         assert error["id"] is None and error["error"]["code"] == PARSE_ERROR
-        assert server.next_reply() == {"jsonrpc": "2.0", "id": 3, "result": {"folders": [], "repositories": []}}
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 3, "result": {"folders": [], "repositories": [], "repositoriesMessage": ""}}
 
         # A Content-Length too short, then one too long: each costs its own message, not the next one.
         server.send_bytes(server.frame({"jsonrpc": "2.0", "id": 4, "method": "codeloupe/status",
@@ -72,7 +72,7 @@ def test_messages_that_are_no_json_rpc_requests_are_answered_invalid_request() -
         server.send_bytes(f"Content-Length: {len(nested)}\r\n\r\n".encode() + nested)
         assert server.next_reply()["error"]["code"] == PARSE_ERROR
         server.send_bytes(server.frame(status))
-        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": []}}
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": [], "repositoriesMessage": ""}}
     finally:
         server.close()
 
@@ -91,7 +91,7 @@ def test_no_editor_sends_its_buffers_and_one_that_does_is_ignored() -> None:
         server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "textDocument/didOpen",
                                         "params": {"textDocument": document}}))
         server.send_bytes(server.request(2, "codeloupe/status", {}))
-        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": []}}
+        assert server.next_reply() == {"jsonrpc": "2.0", "id": 2, "result": {"folders": [], "repositories": [], "repositoriesMessage": ""}}
     finally:
         server.close()
 
