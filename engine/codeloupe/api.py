@@ -166,6 +166,18 @@ def tour_counts(limit: int, entry_points: int) -> tuple[int, int]:
     return limit, entry_points
 
 
+def name_closeness(query: str, name: str) -> int:
+    """How plainly a definition named `name` is what a symbol query names (0 best: exact, any case, prefix, the
+    rest): the order in which the answers of several folders or repositories are put together, each one's own
+    order kept within a tier (`Workspace.search_symbols` ranks only its own)."""
+    wanted = query.strip().rsplit(".", 1)[-1].rsplit("::", 1)[-1]
+    if name == wanted:
+        return 0
+    if name.lower() == wanted.lower():
+        return 1
+    return 2 if name.lower().startswith(wanted.lower()) else 3
+
+
 def check_query(text: str, argument: str = "query") -> None:
     """Refuse a query or question with nothing to search for (`is_blank`: whitespace, NUL and other control or
     format characters only) with `InvalidArgument` naming `argument`, as the command line and the language server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import MAX_QUERY_CHARS
+from codeloupe.api import MAX_QUERY_CHARS, name_closeness
 from codeloupe_lsp.convert import workspace_symbols
 from codeloupe_lsp.params import invalid
 from codeloupe_lsp.server import CodeloupeServer
@@ -26,16 +26,6 @@ def register(server: CodeloupeServer) -> None:
         answered = await each_answers(ls, targets(ls, ""),
                                       lambda ws: ws.search_symbols(params.query, limit=SYMBOL_FILES))
         symbols = [symbol for uri_of, found in answered for symbol in workspace_symbols(uri_of, found)]
-        return sorted(symbols, key=lambda symbol: _closeness(params.query.strip(), symbol))
+        # Each folder answers its own best first: an exact match in a second folder came 168th of 329.
+        return sorted(symbols, key=lambda symbol: name_closeness(params.query, symbol.name))
 
-
-def _closeness(query: str, symbol: lsp.WorkspaceSymbol) -> int:
-    """How plainly `symbol` is what `query` names (0 best): the folders are asked one after another, and each
-    answers its own best first, so an exact match in the second folder came after everything the first one
-    found (168th of 329 for `ConnectionState`); a stable sort keeps each folder's order within a tier."""
-    name, wanted = symbol.name, query.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
-    if name == wanted:
-        return 0
-    if name.lower() == wanted.lower():
-        return 1
-    return 2 if name.lower().startswith(wanted.lower()) else 3
