@@ -35,7 +35,7 @@ TREE = {
 
 
 @pytest.mark.parametrize(("path", "language", "kind"), [
-    ("examples/struct-level/main.go", "go", "example"),
+    ("examples/struct-level/main.go", "go", "example"), ("_examples/struct-level/main.go", "go", "example"),
     ("doc.go", "go", "example"), ("mock/doc.go", "go", "example"),
     ("_internal/parse.go", "go", ""), ("doc_test.go", "go", "test"), ("godoc.go", "go", ""),
     ("document.go", "go", ""), ("doc.py", "python", ""),

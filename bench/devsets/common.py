@@ -44,7 +44,9 @@ def split_of(package: Package) -> str:
 
 def is_implementation(rel_path: str) -> bool:
     parts = rel_path.lower().split("/")
-    return not (set(parts[:-1]) & _NOT_IMPLEMENTATION_DIRS) and not _NOT_IMPLEMENTATION_NAME.search(parts[-1])
+    # `_examples/` as `examples/`: Go's tools skip a folder whose name starts with `_`, the example programs' place
+    folders = set(parts[:-1]) | {part.lstrip("_") for part in parts[:-1]}
+    return not (folders & _NOT_IMPLEMENTATION_DIRS) and not _NOT_IMPLEMENTATION_NAME.search(parts[-1])
 
 
 def query_packages(pkgs_dir: Path = DEFAULT_DIR) -> list[Package]:

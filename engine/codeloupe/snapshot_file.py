@@ -21,7 +21,7 @@ from codeloupe.saved import load_arrays, pack_strings, save_arrays, saved_genera
 from codeloupe.store import ChunkTable, ChunkTexts, FileRow, JsonLists, TextReader
 
 # Bump when what is saved, or how, changes: a file of another version is rebuilt.
-SNAPSHOT_FILE_VERSION = 5
+SNAPSHOT_FILE_VERSION = 6
 
 _TABLE_NUMBERS = ("ids", "file_ids", "start_lines", "end_lines")
 _TABLE_STRINGS = ("kinds", "names", "breadcrumbs")
