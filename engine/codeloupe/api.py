@@ -79,6 +79,7 @@ from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exporte
 from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.settings import workspace_digest as workspace_digest
 from codeloupe.snapshot_file import saved_past
+from codeloupe.store import RepositoryDropped as RepositoryDropped
 from codeloupe.store import SourceConflict as SourceConflict
 from codeloupe.store import Store
 from codeloupe.store import StoreError as StoreError
@@ -1116,6 +1117,31 @@ def open_shared_held(repositories: Iterable[str] = (),
     return _open_held(held, settings), missing
 
 
+def reopen_shared(opened: Sequence[Workspace], repositories: Iterable[str] = (),
+                  overrides: dict[str, Any] | None = None) -> tuple[list[Workspace], list[Workspace]]:
+    """For a process that keeps repositories of the shared index open (a server: `opened`, from `open_shared` with
+    the same `repositories` and `overrides`, and from this since), what changed in the index: the repositories it
+    holds now that none of `opened` reads (indexed since, or dropped and indexed again under their name; those
+    `repositories` names only, when it names any), opened; and those of `opened` it no longer holds (dropped, or
+    another repository under their name now), for the caller to close once nothing uses them. One query to the
+    database when nothing changed. New ones are opened with the settings of `opened` (`overrides` when none is
+    left) and embed with their model."""
+    from codeloupe.store.postgres import repository_ids
+
+    shared = [ws for ws in opened if isinstance(ws, SharedWorkspace)]
+    settings = shared[0].settings if shared else load_settings(None, overrides)
+    if not settings.store_url:
+        raise WorkspaceError("no shared index to open repositories from: set store_url (postgresql://...)")
+    held = repository_ids(settings.store_url)
+    named = set(repositories)
+    gone = [ws for ws in shared if held.get(ws.repository_name) != ws.store.repo_id]
+    reading = {ws.repository_name for ws in shared if ws not in gone}
+    new = [name for name in held if name not in reading and (not named or name in named)]
+    # The model of the first opened (the others embed with it, `_open_held`): a copy per repository opened later
+    # would grow with each one a long-running server opens.
+    return _open_held(new, settings, next((ws._model_from or ws for ws in shared), None)), gone
+
+
 def _held_repositories(repositories: Iterable[str], settings: Settings) -> tuple[list[str], str]:
     """Those of `repositories` the shared index holds (every one it holds when none is named), and why the others
     cannot be opened ("": none such); refused when there is no shared index, or it holds no repository."""
@@ -1139,10 +1165,19 @@ def _held_repositories(repositories: Iterable[str], settings: Settings) -> tuple
     return held, ""
 
 
-def _open_held(held: list[str], settings: Settings) -> list[Workspace]:
-    first, *rest = held
-    opened = [SharedWorkspace(settings.store_url, first, settings)]
-    return opened + [SharedWorkspace(settings.store_url, name, settings, opened[0]) for name in rest]
+def _open_held(held: list[str], settings: Settings, model: SharedWorkspace | None = None) -> list[Workspace]:
+    """Repositories `held` opened, each embedding with `model`'s model (the first one's when None)."""
+    opened: list[Workspace] = []
+    try:
+        for name in held:
+            ws = SharedWorkspace(settings.store_url, name, settings, model)
+            model = model or ws
+            opened.append(ws)
+    except BaseException:  # one that cannot be opened: those opened before it are closed, not left to no one
+        for ws in opened:
+            ws.close()
+        raise
+    return opened
 
 
 def unreadable_indexes(workspaces: Iterable[Workspace]) -> str:

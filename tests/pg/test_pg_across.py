@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from codeloupe.api import Workspace, open_shared, search_repositories
+from codeloupe.api import Workspace, open_shared, reopen_shared, search_repositories
 from codeloupe.bundle import merge_bundles
 from codeloupe.cli import main
 from codeloupe.eval import load_golden
@@ -140,6 +140,16 @@ def test_repositories_opened_together_share_one_embedding_model(pg_url: str) -> 
     try:
         providers = {id(ws.embedding_provider()) for ws in shared}
         assert len(shared) == 3 and len(providers) == 1
+        # One indexed while they are open (a server lists them again): it embeds with their model too.
+        ws = Workspace(FIXTURES, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": "four"})
+        try:
+            ws.index()
+        finally:
+            ws.close()
+        added, gone = reopen_shared(shared, [], {**model, "store_url": pg_url})
+        shared += added
+        assert [ws.repository_name for ws in added] == ["four"] and gone == []
+        assert {id(ws.embedding_provider()) for ws in shared} == providers
     finally:
         for ws in shared:
             ws.close()

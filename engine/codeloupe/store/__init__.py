@@ -169,6 +169,11 @@ class StoreError(RuntimeError):
     """The index file cannot be opened or written (permissions, disk full)."""
 
 
+class RepositoryDropped(StoreError):
+    """The shared index's repository a process opened was dropped from under it (`codeloupe admin drop`): its rows
+    are gone, and one indexed again under its name is another repository."""
+
+
 class SourceConflict(StoreError):
     """A folder opened on the shared index under a repository name that holds another folder's files: its
     index is not this folder's, so neither answering from it nor writing into it is honest. The message is the

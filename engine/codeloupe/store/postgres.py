@@ -48,6 +48,7 @@ from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
     ChunkTable,
     FileRow,
+    RepositoryDropped,
     SkippedFile,
     SourceConflict,
     StoreError,
@@ -685,10 +686,16 @@ def _close_pools() -> None:
 
 def repository_names(url: str) -> list[str]:
     """Every repository the shared index holds, by name."""
+    return list(repository_ids(url))
+
+
+def repository_ids(url: str) -> dict[str, int]:
+    """Every repository the shared index holds, by name (in order), with its id: a repository dropped and indexed
+    again under its name is another id (`PgStore.repo_id`)."""
     conn = connect(url)
     try:
         migrate(conn)
-        return [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+        return {r[0]: int(r[1]) for r in conn.execute("SELECT name, id FROM repositories ORDER BY name")}
     finally:
         conn.close()
 
@@ -1050,11 +1057,11 @@ class PgStore:
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
-        """These columns of the repository's row; a StoreError once the repository was dropped from under this
+        """These columns of the repository's row; `RepositoryDropped` once the repository was dropped from under this
         process (its rows are gone, and one indexed again under its name is another id)."""
         rows = self._rows(f"SELECT {columns} FROM repositories WHERE id = %s", (self.repo_id,))
         if not rows:
-            raise StoreError(f"repository {self.repository!r} was dropped from the shared index {redact(self.url)}"
+            raise RepositoryDropped(f"repository {self.repository!r} was dropped from the shared index {redact(self.url)}"
                              " after this process opened it (`codeloupe admin drop`): restart the process to"
                              " read what is indexed under that name now")
         return rows[0]
