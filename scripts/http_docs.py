@@ -67,9 +67,13 @@ index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
 back; `/healthz` does not ask the database, and `/readyz` answers 503 with the reason while it cannot be read, from
-a check made at most once a second, which a probe waits up to a second for), or a repository dropped since the
-server opened it
-(`codeloupe admin drop`: restart the server to serve what is indexed under that name now).
+a check made at most once a second, which a probe waits up to a second for). `serve --store` lists the shared
+index's repositories again as requests come, at most every 5 seconds, on a worker thread (the request that finds
+it due waits for it): a repository indexed since is served (with `--repo`, only those it names), and one dropped
+(`codeloupe admin drop`) no longer is, a root naming it then refused as not served; one dropped and indexed again
+under its name is served as it is now. Between two listings a request reading a dropped repository answers 503
+saying so, except a search across repositories (`/v1/search/all`, MCP's `search` with `repos`): it has them
+listed at once and answers from the others.
 """
 
 

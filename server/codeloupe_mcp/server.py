@@ -127,9 +127,11 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                             repos: Repos = None) -> str:
         if not repos:
             return await when_indexed([warm], lambda: search(query, flat, scope, mode, limit, max_bytes))
-        with _refusals():  # the repositories named once: the same ones are waited for and searched
+        if pool is not None:
+            await pool.relisted()
+        with _refusals():
             warms = _repositories(pool, repos, scope)
-        return await when_indexed(warms, lambda: _search_across(warms, query, flat, mode, limit, max_bytes))
+        return await when_indexed(warms, lambda: _search_across(pool, repos, query, flat, mode, limit, max_bytes))
 
     # `repos` only where there are several repositories to name: a parameter that can never work costs the agent
     # its description on every turn (and a failed call).
@@ -361,10 +363,12 @@ def _resource_refusals() -> Iterator[None]:
         raise ResourceError(str(exc)) from exc
 
 
-def _search_across(warms: list[WarmWorkspace], query: str, flat: bool, mode: str, limit: int, max_bytes: int) -> str:
-    """The answer of one ranking across `warms` (`WarmWorkspaces.search_across`) within `max_bytes`."""
+def _search_across(pool: WarmWorkspaces, repos: list[str], query: str, flat: bool, mode: str, limit: int,
+                   max_bytes: int) -> str:
+    """The answer of one ranking across the workspaces `repos` names (`WarmWorkspaces.search_across`) within
+    `max_bytes`."""
     with _refusals():
-        bundle = WarmWorkspaces.search_across(warms, query, mode=mode, limit=limit)
+        bundle = pool.search_across(repos, query, mode=mode, limit=limit)
     return sized.search_answer(bundle, max_bytes, flat=flat)
 
 
@@ -386,8 +390,9 @@ _PROBLEMS_LISTED = 50  # files a strategy or the chunker failed on, listed by `s
 
 
 def _status_json(warm: WarmWorkspace) -> str:
-    status = dataclasses.asdict(warm.ws.status())
-    problems = warm.ws.chunking_problems()
+    with warm.held() as ws:
+        status = dataclasses.asdict(ws.status())
+        problems = ws.chunking_problems()
     status.update(ready=warm.ready, last_error=warm.last_error, building=warm.building_note(),
                   chunking_problems=[dataclasses.asdict(p) for p in problems[:_PROBLEMS_LISTED]],
                   chunking_problems_not_listed=max(len(problems) - _PROBLEMS_LISTED, 0))

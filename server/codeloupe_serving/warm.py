@@ -9,16 +9,20 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
 
 from codeloupe.api import (
     TOUR_ENTRY_POINTS,
     TOUR_NAMES,
     IndexStopped,
     InvalidArgument,
+    RepositoryDropped,
+    StoreError,
     Workspace,
     WorkspaceError,
     load_settings,
@@ -31,6 +35,10 @@ from codeloupe.types import Bundle, Progress
 if TYPE_CHECKING:  # at run time it would import the model client when a server starts
     from codeloupe.api import AskEvent, AskRun
 
+# What a pool of the shared index's repositories lists them again with (`WarmWorkspaces.relist`): the workspaces
+# it serves; returns those to open and those it no longer holds (`codeloupe.api.reopen_shared`).
+Relist = Callable[[list[Workspace]], tuple[list[Workspace], list[Workspace]]]
+
 log = logging.getLogger("codeloupe.warm")
 T = TypeVar("T")
 
@@ -38,6 +46,9 @@ T = TypeVar("T")
 REFRESH_INTERVAL_S = 1.0
 # How often readiness asks whether the indexes can be read (a round trip to a shared index's database).
 READABLE_CHECK_INTERVAL_S = 1.0
+# How often a server of the shared index's repositories lists them again, as calls come (one query, on a worker
+# thread): a repository indexed since is served within this many seconds, one dropped stops being searched.
+RELIST_INTERVAL_S = 5.0
 # The first call waits this long for the first index (lexical lanes) before answering with what there is.
 FIRST_INDEX_WAIT_S = 120.0
 # True inside `answer_waited`: the call waited for the first index already (`WarmWorkspace.first_index`).
@@ -70,6 +81,10 @@ class WarmWorkspace:
         self._loop_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._loop_waiters_lock = threading.Lock()
         self._closing = threading.Event()
+        self._users = 0  # calls holding the workspace now (`held`)
+        self._retired = False  # `retire`: closed once no call holds it
+        self._users_lock = threading.Lock()
+        self.closer: threading.Thread | None = None  # closing it, once retired and no call holds it (`retire`)
         self._embedder: threading.Thread | None = None
         self._indexer = threading.Thread(target=self._index_first, name="codeloupe-first-index", daemon=True)
         self._indexer.start()
@@ -103,22 +118,33 @@ class WarmWorkspace:
                   best: bool = False) -> tuple[AskRun, list[str]]:
         """The ask of `question` from the refreshed index (`Workspace.ask`), and the notes its `done` bundle gets
         (`noted`: a first index still running): what MCP's `ask` and HTTP's asks start alike, each then reading
-        the run in its own protocol."""
-        return self.noted(lambda ws: ws.ask(question, mode=mode, agents=agents, best=best))
+        the run in its own protocol. The run's events hold the workspace (`held`) from the first to the last."""
+        from codeloupe.api import AskRun
+
+        run, notes = self.noted(lambda ws: ws.ask(question, mode=mode, agents=agents, best=best))
+        return AskRun(self._held_events(run), run.cancellation), notes
+
+    def _held_events(self, run: AskRun) -> Iterator[AskEvent]:
+        # Held from the first event on (a run never started holds nothing), let go at its end, its close, or when
+        # the collector closes one left unfinished.
+        with self.held():
+            yield from run
 
     def noted(self, call: Callable[[Workspace], T]) -> tuple[T, list[str]]:
-        """`call`'s answer from the refreshed workspace, and the notes on what it lacks (`building_note`, while
-        the first index runs); a refusal meanwhile (a file not indexed yet) says so in its message too."""
-        ws = self.fresh()
-        building = self.building_note()  # taken first: an index finishing meanwhile makes the note too careful
-        try:
-            return call(ws), [building] if building else []
-        except InvalidArgument:  # what the call was given: no index would answer it otherwise
-            raise
-        except WorkspaceError as exc:
-            if building:
-                raise WorkspaceError(f"{exc}; {building}") from exc
-            raise
+        """`call`'s answer from the refreshed workspace (`held` meanwhile), and the notes on what it lacks
+        (`building_note`, while the first index runs); a refusal meanwhile (a file not indexed yet) says so in its
+        message too."""
+        with self.held():
+            ws = self.fresh()
+            building = self.building_note()  # taken first: an index finishing meanwhile makes the note too careful
+            try:
+                return call(ws), [building] if building else []
+            except InvalidArgument:  # what the call was given: no index would answer it otherwise
+                raise
+            except WorkspaceError as exc:
+                if building:
+                    raise WorkspaceError(f"{exc}; {building}") from exc
+                raise
 
     def noted_json(self, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
         """`call`'s JSON answer with its `notes` beside its own fields (`noted`), as HTTP's reads and MCP's tour
@@ -215,14 +241,56 @@ class WarmWorkspace:
         self._embedder = threading.Thread(target=embed, name="codeloupe-embed", daemon=True)
         self._embedder.start()
 
-    def close(self) -> None:
+    @contextlib.contextmanager
+    def held(self) -> Iterator[Workspace]:
+        """The workspace, kept open while the block runs: one retired meanwhile (`retire`) is closed by the last
+        block to leave it. Refused once it is retired: its repository is no longer in the shared index (or another
+        one is, under its name: served in its place)."""
+        with self._users_lock:
+            if self._retired:
+                raise WorkspaceError(f"{self.root}: no longer served here: dropped from the shared index (or indexed"
+                                     " again under its name, then served anew) since the server opened it")
+            self._users += 1
+        try:
+            yield self.ws
+        finally:
+            with self._users_lock:
+                self._users -= 1
+                last = self._retired and not self._users
+            if last:
+                self._close_retired()
+
+    def retire(self) -> None:
+        """Serve this workspace no more (its repository left the shared index): closed now when no call holds it
+        (`held`), else when the last one lets go."""
+        with self._users_lock:
+            self._retired = True
+            unused = not self._users
+        if unused:
+            self._close_retired()
+
+    def _close_retired(self) -> None:
+        # On a thread of its own: the last call to let go may be on the event loop (an ask's events the collector
+        # closed), and closing waits for the workspace's background work. Its embedding model is not stopped:
+        # the repositories opened with it may embed with it (`reopen_shared`); its snapshot is let go, as the
+        # workspace itself may stay referenced for that model.
+        def close() -> None:
+            self.close(keep_model=True)
+            self.ws.release_searcher()
+
+        self.closer = threading.Thread(target=close, name=f"codeloupe-close-{self.root.name}", daemon=True)
+        self.closer.start()
+
+    def close(self, *, keep_model: bool = False) -> None:
         """Stop the background work and close the workspace, so that a server whose client went exits at once (an
         MCP client sends SIGTERM 2 s after closing stdin): an index under way stops before its next file (its
         chunking workers killed; each file written is whole in the index, the next start indexes the rest), be it
         the first index or a refresh before a call, and an embedding pass is cut short (its step dropped, its
-        worker processes killed)."""
+        worker processes killed). `keep_model`: the embedding model is left running, for the workspaces that
+        embed with it (a shared index's repositories opened together, which run no embedding pass)."""
         self._closing.set()
-        self.ws.stop_embedding()
+        if not keep_model:
+            self.ws.stop_embedding()
         self._indexer.join(timeout=30)
         # A refresh before a call (`fresh`, on a request thread) holds `_refreshing` as the first index does: taken
         # here once it stopped, so that nothing of it comes after the close. Let go at once: one taking it from here
@@ -235,16 +303,24 @@ class WarmWorkspace:
 
 
 class WarmWorkspaces:
-    """The roots one process serves, chosen per request by path (never opened on request)."""
+    """The roots one process serves, chosen per request by path (never opened on request); repositories of the
+    shared index are listed again as calls come when `relist` is given (`relist()`)."""
 
-    def __init__(self, roots: list[Path | str | Workspace], *,
-                 refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
+    def __init__(self, roots: list[Path | str | Workspace], *, refresh_interval_s: float = REFRESH_INTERVAL_S,
+                 relist: Relist | None = None, relist_interval_s: float = RELIST_INTERVAL_S) -> None:
         if not roots:
             raise WorkspaceError("no workspace to serve")
         self._unreadable = ""  # `unreadable()`'s last answer
         self._readable_at = float("-inf")
         self._checking = False
         self._readable_lock = threading.Lock()
+        self._refresh_interval_s = refresh_interval_s
+        self._relist = relist
+        self._relist_interval_s = relist_interval_s
+        self._relisted_at = time.monotonic()
+        self._relisting = threading.Lock()
+        self._retired: list[WarmWorkspace] = []
+        # Replaced whole, never changed in place: a call goes on with the list it read.
         self.all: list[WarmWorkspace] = []
         try:
             for root in _distinct(roots):
@@ -256,19 +332,87 @@ class WarmWorkspaces:
     def get(self, root: str | None = None) -> WarmWorkspace:
         """The served workspace named by `root` (its path as served, or its resolved path); the first when
         None. A root that is not served is refused: requests cannot open new workspaces."""
+        served = self.all
+        if not served:
+            raise WorkspaceError("no repository served: the shared index holds none of them now")
         if not root:
-            return self.all[0]
-        for warm in self.all:
+            return served[0]
+        for warm in served:
             if root in (str(warm.root), warm.root.name) or _same_path(root, warm.root):
                 return warm
-        raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in self.all)})")
+        raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in served)})")
+
+    def search_across(self, roots: list[str], query: str, *, mode: str = "code", limit: int = 12) -> Bundle:
+        """One ranking across the workspaces `roots` names (`select`; `search_repositories`), noting those whose
+        first index still runs. A search meeting a repository dropped from the shared index since the last
+        `relist` has them listed again at once, and searches those served then."""
+        try:
+            return self._search_held(self.select(roots), query, mode, limit)
+        except RepositoryDropped:
+            if not self.relist(force=True):  # the listing failed: the error stands
+                raise
+            return self._search_held(self.select(roots), query, mode, limit)
+
+    def _search_held(self, warms: list[WarmWorkspace], query: str, mode: str, limit: int) -> Bundle:
+        with self.held(warms) as held:
+            if not held:
+                raise WorkspaceError("no repository to search: the shared index holds none of them now")
+            workspaces = [warm.fresh() for warm in held]
+            building = [warm.building_note() for warm in held]
+            return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
 
     @staticmethod
-    def search_across(warms: list[WarmWorkspace], query: str, *, mode: str = "code", limit: int = 12) -> Bundle:
-        """One ranking across `warms` (`search_repositories`), noting those whose first index still runs."""
-        workspaces = [warm.fresh() for warm in warms]
-        building = [warm.building_note() for warm in warms]
-        return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
+    @contextlib.contextmanager
+    def held(warms: list[WarmWorkspace]) -> Iterator[list[WarmWorkspace]]:
+        """Those of `warms` still served, each held (`WarmWorkspace.held`) while the block runs."""
+        with contextlib.ExitStack() as stack:
+            kept = []
+            for warm in warms:
+                with contextlib.suppress(WorkspaceError):  # retired since it was chosen: it is left out
+                    stack.enter_context(warm.held())
+                    kept.append(warm)
+            yield kept
+
+    async def relisted(self) -> None:
+        """`relist()` when it is due, on a worker thread: it asks the database, which the event loop never waits
+        on. Called before a call chooses its workspaces."""
+        if self._relist is not None and time.monotonic() - self._relisted_at >= self._relist_interval_s:
+            await anyio.to_thread.run_sync(self.relist, abandon_on_cancel=True)
+
+    def relist(self, *, force: bool = False) -> bool:
+        """Serve the repositories the shared index holds now: those indexed since (or dropped and indexed again
+        under their name) opened, and served once their first index ended; those dropped no longer served, and
+        closed once no call holds them (`WarmWorkspace.retire`). At most every `relist_interval_s` unless `force`,
+        and not waiting for one under way on another thread unless `force`. Whether the served ones changed;
+        never for a pool of folders. A database that cannot be asked leaves them as they are (logged)."""
+        if self._relist is None or not self._relisting.acquire(blocking=force):
+            return False
+        try:
+            if not force and time.monotonic() - self._relisted_at < self._relist_interval_s:
+                return False
+            served = self.all
+            try:
+                opened, gone = self._relist([warm.ws for warm in served])
+            except (StoreError, WorkspaceError) as exc:
+                log.warning("could not list the shared index's repositories again: %s", exc)
+                return False
+            added = [WarmWorkspace(ws, refresh_interval_s=self._refresh_interval_s) for ws in opened]
+            for warm in added:  # served ready: readiness stays as it was, and their first call does not wait
+                warm._first_index.wait(FIRST_INDEX_WAIT_S)
+            retired = [warm for warm in served if any(warm.ws is ws for ws in gone)]
+            self.all = [warm for warm in served if warm not in retired] + added
+            for warm in retired:
+                log.info("%s: no longer in the shared index (dropped, or indexed again), no longer served", warm.root)
+                warm.retire()
+            for warm in added:
+                log.info("%s: in the shared index since, served", warm.root)
+            # Kept until closed, for `close` to wait for: those closed are let go, or a server re-listing for months
+            # would hold every repository it ever stopped serving.
+            self._retired = [warm for warm in self._retired if warm.closer is None or warm.closer.is_alive()] + retired
+            return bool(added or retired)
+        finally:
+            self._relisted_at = time.monotonic()
+            self._relisting.release()
 
     def select(self, roots: list[str]) -> list[WarmWorkspace]:
         """The served workspaces named by `roots` (as `get` names them, spaces around a name ignored); every one
@@ -322,6 +466,9 @@ class WarmWorkspaces:
             thread.start()
         for thread in closing:
             thread.join()
+        for warm in self._retired:  # closing since the last call holding them let go
+            if warm.closer is not None:
+                warm.closer.join()
 
 
 def answer_waited(call: Callable[[], T]) -> T:

@@ -184,6 +184,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         # method a route does not take) answered {"detail": ...}.
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
+    async def served(root: str | None) -> WarmWorkspace:
+        """The workspace `root` names (`WarmWorkspaces.get`), from the shared index's repositories as listed now
+        (`relisted`)."""
+        await pool.relisted()
+        return pool.get(root)
+
     # Every call that reads an index is a coroutine that waits for its workspace's first index on the event loop
     # (`when_indexed`), then answers on a worker thread: one waiting in a thread held it for up to two minutes,
     # after its client had gone too, and 40 of them kept every other call waiting.
@@ -192,14 +198,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     async def search_get(request: Request, q: QueryText, root: RootParam = None, scope: ScopeParam = "",
                          mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
         check_query(q, "q")  # blank: refused before the wait for the first index (no index would answer it)
-        warm = pool.get(root)
+        warm = await served(root)
         return await when_indexed(request, [warm], lambda: _search(warm, q, scope, mode, limit))
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
     async def search_post(request: Request, body: SearchBody) -> Any:
         check_query(body.query)
-        warm = pool.get(body.root)
+        warm = await served(body.root)
         return await when_indexed(request, [warm], lambda: _search(warm, body.query, body.scope, body.mode,
                                                                    body.limit))
 
@@ -209,20 +215,21 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     async def search_all(request: Request, q: QueryText, repos: ReposParam = "", mode: ModeParam = "code",
                          limit: LimitParam = 12) -> Any:
         check_query(q, "q")
-        warms = pool.select(repos.split(","))
-        return await when_indexed(request, warms, lambda: dataclasses.asdict(
-            pool.search_across(warms, q, mode=mode, limit=limit)))
+        await pool.relisted()
+        roots = repos.split(",")
+        return await when_indexed(request, pool.select(roots), lambda: dataclasses.asdict(
+            pool.search_across(roots, q, mode=mode, limit=limit)))
 
     async def noted(request: Request, root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
         """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted_json`)."""
-        warm = pool.get(root)
+        warm = await served(root)
         return await when_indexed(request, [warm], lambda: warm.noted_json(call))
 
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
     async def docsearch(request: Request, q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
         check_query(q, "q")
-        warm = pool.get(root)
+        warm = await served(root)
         bundle = await when_indexed(request, [warm], lambda: warm.search(q, mode="docs", limit=limit))
         return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
 
@@ -286,7 +293,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              entry_points: Annotated[int, Query(ge=1, le=MAX_TOUR_ENTRY_POINTS, description=(
                  "entry points listed, strongest signal first; `entry_points_not_shown` counts the rest "
                  "(as MCP's `codeloupe://tour?entry_points=N`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:
-        warm = pool.get(root)
+        warm = await served(root)
         return await when_indexed(request, [warm], lambda: warm.tour(limit=limit, entry_points=entry_points))
 
     @app.get("/v1/flows", response_model=CachedFlows, responses=_ERRORS, tags=["ask"],
@@ -299,7 +306,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         """The ask and the notes its bundle gets (`WarmWorkspace.start_ask`), once the workspace's first index
         ended; refused with 499 when the client hangs up first."""
         check_query(body.question, "question")
-        warm = pool.get(body.root)
+        warm = await served(body.root)
         return await when_indexed(request, [warm], lambda: warm.start_ask(body.question, mode=body.mode,
                                                                           agents=body.agents, best=body.best))
 
@@ -324,9 +331,11 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.get("/v1/status", tags=["health"], summary="Index health of every served workspace")
     def status() -> dict[str, Any]:
-        return {"ready": pool.ready, "workspaces": [
-            {**dataclasses.asdict(w.ws.status()), "ready": w.ready, "last_error": w.last_error,
-             "building": w.building_note()} for w in pool.all]}
+        pool.relist()  # on a worker thread (a sync handler): when due, the shared index's repositories as they are
+        with pool.held(pool.all) as warms:
+            return {"ready": pool.ready, "workspaces": [
+                {**dataclasses.asdict(w.ws.status()), "ready": w.ready, "last_error": w.last_error,
+                 "building": w.building_note()} for w in warms]}
 
     @app.get("/v1/languages", tags=["health"], response_model=list[str],
              summary="The languages this build parses")

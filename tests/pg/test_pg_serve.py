@@ -3,15 +3,28 @@ serving machine (files are rebuilt from the index's chunks) and answers pinned t
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
+import threading
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
+from mcp import Client
 from served_store import served_store
 
-from codeloupe.api import Workspace
+from codeloupe.api import Workspace, WorkspaceError, drop_shared_repository, open_shared, reopen_shared
+from codeloupe.cli import main
+from codeloupe.store import postgres
+from codeloupe_mcp.server import build_server
+from codeloupe_serving.warm import WarmWorkspaces
+from codeloupe_web.app import create_app
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph"
+# A query every fixture used here answers: go's store flushes, python's and ruby's carts total their prices.
+ACROSS = "flush the store, total price"
+NO_MODEL = {"embed_provider": "none"}
 
 
 def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(tmp_path: Path,
@@ -79,3 +92,153 @@ def test_serve_answers_a_graph_target_from_the_index_never_from_its_own_working_
         folder = graph("src/shop").json()
         assert folder["folder"] == "src/shop" and "src/shop/cart.py" in [f["path"] for f in folder["files"]]
         assert graph("NOTES.md").json() == {"error": "NOTES.md is not in the graph (not a code file of the graph)"}
+
+
+def _indexed(tmp_path: Path, pg_url: str, name: str, fixture: str) -> None:
+    """The fixture `fixture` indexed as repository `name` from a checkout of its own."""
+    root = tmp_path / f"{name}-{fixture}"
+    shutil.copytree(FIXTURES / fixture, root)
+    ws = Workspace(root, overrides={**NO_MODEL, "store_url": pg_url, "store_repository": name})
+    try:
+        ws.index()
+    finally:
+        ws.close()
+
+
+def _answered_paths(bundle: dict) -> dict[str, set[str]]:
+    """The files a bundle across repositories answers with, by repository."""
+    found: dict[str, set[str]] = {}
+    for hit in bundle["core"] + bundle["related"]:
+        found.setdefault(hit["repository"], set()).add(hit["path"])
+    return found
+
+
+async def _searched_once(base: str, repositories: set[str]) -> dict[str, set[str]]:
+    """What a search across every served repository answers once it answers from `repositories` (they are listed
+    again every few seconds: asked until then, every answer a whole one)."""
+    for _ in range(600):  # not a speed check
+        answer = httpx.get(f"{base}/v1/search/all", params={"q": ACROSS})
+        assert answer.status_code == 200, answer.text
+        found = _answered_paths(answer.json())
+        if set(found) == repositories:
+            return found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never answered from {sorted(repositories)} alone: {sorted(found)}")
+
+
+async def test_serve_of_every_repository_follows_the_shared_index_as_repositories_are_dropped_and_indexed(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --store URL` listed the repositories once, at its start: after `admin drop b` every search across
+    them failed (503, b's rows gone) until a restart, and a repository indexed since was never searched. It lists
+    them again as calls come, over HTTP and MCP alike."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    _indexed(tmp_path, pg_url, "a", "python")
+    _indexed(tmp_path, pg_url, "b", "go")
+    with served_store(pg_url) as base:
+        assert set(await _searched_once(base, {"a", "b"})) == {"a", "b"}
+        assert main(["admin", "--store", pg_url, "drop", "b"]) == 0
+        await _searched_once(base, {"a"})
+        assert httpx.get(f"{base}/v1/search", params={"q": ACROSS, "root": "b"}).status_code == 400
+        _indexed(tmp_path, pg_url, "c", "ruby")
+        # Dropped and indexed again under its name: another repository, served in the first one's place.
+        _indexed(tmp_path, pg_url, "b", "ruby")
+        found = await _searched_once(base, {"a", "b", "c"})
+        assert found["b"] <= {"lib/shop.rb", "lib/shop/cart.rb", "lib/shop/pricing.rb", "test/cart_test.rb"}
+        assert httpx.get(f"{base}/v1/search", params={"q": ACROSS, "root": "c"}).status_code == 200
+        assert {w["root"] for w in httpx.get(f"{base}/v1/status").json()["workspaces"]} == {"a", "b", "c"}
+        async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+            answer = await client.call_tool("search", {"query": ACROSS, "repos": ["*"], "flat": True})
+            chunks = json.loads("".join(part.text for part in answer.content))["chunks"]
+            assert {chunk["repository"] for chunk in chunks} == {"a", "b", "c"}
+
+
+def _relisting_pool(pg_url: str, relist_interval_s: float) -> WarmWorkspaces:
+    """Every repository of the shared index warm, listed again as `serve --store URL` lists them."""
+    overrides = {**NO_MODEL, "store_url": pg_url}
+    pool = WarmWorkspaces(open_shared([], overrides), relist=lambda opened: reopen_shared(opened, [], overrides),
+                          relist_interval_s=relist_interval_s)
+    for warm in pool.all:
+        warm.fresh()  # the first index
+    return pool
+
+
+def _repositories_found(pool: WarmWorkspaces) -> set[str]:
+    return {hit.repository for hit in pool.search_across(["*"], ACROSS).files}
+
+
+def test_a_repository_dropped_or_replaced_is_closed_once_no_call_holds_it(tmp_path: Path, pg_url: str) -> None:
+    """What a server stops serving is closed (its connections, its snapshot), but never under a call still using
+    it: a copy replaced was left open for good, and closing it at once failed the calls holding it."""
+    for name, fixture in (("a", "python"), ("b", "go")):
+        _indexed(tmp_path, pg_url, name, fixture)
+    pool = _relisting_pool(pg_url, relist_interval_s=0)  # listed again before each call
+    try:
+        a, b = pool.all
+        drop_shared_repository(pg_url, "b")
+        assert pool.relist() and pool.all == [a]
+        b.closer.join()
+        assert b.ws.closed
+        with pytest.raises(WorkspaceError, match="no longer served"), b.held():
+            pass
+        assert _repositories_found(pool) == {"a"}
+        with a.held():  # a call under way on `a` as it is dropped and indexed again
+            drop_shared_repository(pg_url, "a")
+            _indexed(tmp_path, pg_url, "a", "ruby")
+            assert pool.relist()
+            [replaced] = pool.all
+            assert replaced is not a and a.closer is None and not a.ws.closed
+        a.closer.join()
+        assert a.ws.closed
+        assert {hit.path for hit in pool.search_across(["a"], ACROSS).files} <= {
+            "lib/shop.rb", "lib/shop/cart.rb", "lib/shop/pricing.rb", "test/cart_test.rb"}
+        _indexed(tmp_path, pg_url, "c", "go")
+        assert pool.relist() and _repositories_found(pool) == {"a", "c"}
+        assert not pool.relist()  # nothing changed since
+    finally:
+        pool.close()
+
+
+def test_a_search_meeting_a_repository_dropped_since_the_last_listing_answers_from_the_others(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two listings a dropped repository fails the search that reads it: the repositories are listed at
+    once, and the search answers from those left."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # a repository's row is read on every search
+    for name, fixture in (("a", "python"), ("b", "go")):
+        _indexed(tmp_path, pg_url, name, fixture)
+    pool = _relisting_pool(pg_url, relist_interval_s=3600)  # no listing comes due during the test
+    try:
+        assert _repositories_found(pool) == {"a", "b"}
+        drop_shared_repository(pg_url, "b")
+        assert _repositories_found(pool) == {"a"}
+        assert [warm.root.name for warm in pool.all] == ["a"]
+    finally:
+        pool.close()
+
+
+async def test_the_repositories_are_listed_again_on_a_worker_thread_never_on_the_event_loop(
+        tmp_path: Path, pg_url: str) -> None:
+    """Listing them asks the database: on the event loop, every call of the server waited for it."""
+    _indexed(tmp_path, pg_url, "a", "python")
+    _indexed(tmp_path, pg_url, "b", "go")
+    overrides = {**NO_MODEL, "store_url": pg_url}
+    listed_on: list[threading.Thread] = []
+
+    def relist(opened):
+        listed_on.append(threading.current_thread())
+        return reopen_shared(opened, [], overrides)
+
+    pool = WarmWorkspaces(open_shared([], overrides), relist=relist, relist_interval_s=0)
+    try:
+        _indexed(tmp_path, pg_url, "c", "ruby")
+        transport = httpx.ASGITransport(app=create_app(pool))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            for path, params in (("/v1/search/all", {"q": ACROSS}), ("/v1/search", {"q": ACROSS, "root": "c"}),
+                                 ("/v1/status", {})):
+                answer = await http.get(path, params=params)
+                assert answer.status_code == 200, (path, answer.text)
+        async with Client(build_server(pool.all[0], pool)) as client:
+            answer = await client.call_tool("search", {"query": ACROSS, "repos": ["c"]})
+            assert not answer.is_error, answer.content
+        assert len(listed_on) >= 4 and threading.current_thread() not in listed_on
+    finally:
+        pool.close()

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         from codeloupe_web.listen import bind, server_config
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
-    from codeloupe.api import WorkspaceError, open_shared
+    from codeloupe.api import WorkspaceError, open_shared, reopen_shared
     from codeloupe.settings import SettingsError
     from codeloupe.store import StoreError
 
@@ -80,9 +80,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        workspaces = (open_shared(args.repo, {"store_url": args.store_url}) if args.store_url
-                      else [Path(p) for p in args.paths])
-        pool = WarmWorkspaces(workspaces)
+        if args.store_url:
+            # Listed again as calls come: a repository indexed (or dropped) since is served (or no longer).
+            overrides = {"store_url": args.store_url}
+            pool = WarmWorkspaces(open_shared(args.repo, overrides),
+                                  relist=lambda opened: reopen_shared(opened, args.repo, overrides))
+        else:
+            pool = WarmWorkspaces([Path(p) for p in args.paths])
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
