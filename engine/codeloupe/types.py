@@ -11,6 +11,7 @@ rule of the Language Server Protocol and of the editors, so that line N is the l
 from __future__ import annotations
 
 import io
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -61,6 +62,33 @@ def is_blank(text: str) -> bool:
     zero-width space). Every surface refuses such a query (`api.check_query`); a search for it answered with
     arbitrary files."""
     return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
+# --------------------------------------------------------------------------------------------- shown text
+
+# What no surface shows raw of a repository's text (its code, file names, settings): control characters other
+# than tab and newline (an escape sequence can retitle a terminal, recolour or hide what follows, or move the
+# cursor over lines), and the bidirectional formatting ones, which reorder what is shown (a line of code that reads
+# otherwise than it runs, a file name whose end shows first). The CLI, the language server's hovers and notices,
+# the web pages (graph/assets/visible.js; tests/serve/test_page.py holds them to it) and the VS Code extension
+# (clients/vscode/src/visible.ts; its visible.test.js does) escape this set, as `visible` does.
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
+    return CONTROL_CHARACTERS.sub(_escape, text.replace("\r\n", "\n"))
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    """`visible(text)` on one line: a newline in a file name is shown as `\\n`, so a name cannot start a line
+    of output of its own (a forged entry of a list)."""
+    return visible(text).replace("\n", "\\n")
 
 
 # A shared index's revision: the commit indexed, `<sha>-dirty` for a folder with uncommitted changes

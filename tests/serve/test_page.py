@@ -75,7 +75,7 @@ OPEN_FILE_VIEW = """document.getElementById("file").hidden === false && document
 def lines_of(text: str) -> list[str]:
     """A file's lines as the server numbers them, without their breaks, each shown as the CLI shows it (a control
     or bidi character escaped)."""
-    from codeloupe.cli.common import visible
+    from codeloupe.types import visible
 
     return [visible(line.rstrip("\r\n")) for line in editor_lines(text)]
 
@@ -156,7 +156,7 @@ PAGE_TEXT = "document.body.innerText + [...document.querySelectorAll('[title], t
 def test_code_and_names_show_bidi_controls_escaped_as_the_cli_does(project: Path, serve, browser: Browser) -> None:
     """A U+202E in a string reversed what the page showed (`s = "live"`) where the CLI shows `\\u202e`: search results,
     the file view, names and the graph map show every character the CLI escapes as its escape, on its own line."""
-    from codeloupe.cli.common import visible
+    from codeloupe.types import visible
 
     (project / "xss").mkdir()
     (project / "xss/bidi.py").write_text(BIDI_CODE, encoding="utf-8")

@@ -1,6 +1,6 @@
 // Repository text as the extension shows it (code, a path, a symbol, a breadcrumb): its control characters, and
 // the bidirectional formatting ones, as escapes (`\x1b`, `\u202e`), the set and the form the CLI uses
-// (codeloupe.cli.common.visible) and the web page's visible.js. A bidi override shown raw reorders what a reader
+// (codeloupe.types.visible) and the web page's visible.js. A bidi override shown raw reorders what a reader
 // sees, so a line of code reads otherwise than it runs ("Trojan Source") and a name shows its end first.
 // Line breaks stay as they are (a CRLF and a lone CR too, breaks by the LSP rule of lines.ts), and tab stays: one
 // character becomes a few, never a line break, so text split into lines keeps its line numbers.

@@ -1,5 +1,5 @@
 'use strict';
-// src/visible.ts (built on its own by esbuild) against the CLI's codeloupe.cli.common.visible, run by the repo's
+// src/visible.ts (built on its own by esbuild) against the engine's codeloupe.types.visible (the CLI's), run by the repo's
 // Python: the extension escapes the characters the CLI escapes, in the same form, over every BMP character.
 const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');
@@ -17,9 +17,9 @@ function loadVisible() {
 
 const CLI_ESCAPES = `
 import json
-from codeloupe.cli.common import _CONTROL, visible
+from codeloupe.types import CONTROL_CHARACTERS, visible
 bmp = [chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000]
-print(json.dumps({"set": [ord(c) for c in bmp if _CONTROL.fullmatch(c)], "shown": {ord(c): visible(c) for c in bmp if visible(c) != c}}))
+print(json.dumps({"set": [ord(c) for c in bmp if CONTROL_CHARACTERS.fullmatch(c)], "shown": {ord(c): visible(c) for c in bmp if visible(c) != c}}))
 `;
 
 describe('visible: the characters the extension shows as escapes', function () {

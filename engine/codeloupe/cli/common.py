@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.errors import InvalidArgument, WorkspaceError
-from codeloupe.types import split_lines
+from codeloupe.types import one_line, split_lines, visible
 
 from . import CliError
 from .workspace_root import find_workspace_root
@@ -174,14 +174,6 @@ def _stderr_console():
     return CommandConsole(stderr=True)
 
 
-# Control characters other than tab and newline: a repository's code or file names are not to drive the
-# terminal (an escape sequence can retitle it, recolour or hide what follows, or move the cursor over lines).
-# Control characters, and the bidirectional formatting ones, which reorder what a terminal shows (a line of code
-# that reads otherwise than it runs, a file name whose end shows first). The web pages escape the same set
-# (graph/assets/visible.js; tests/serve/test_page.py holds them to it).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def counted(counts: Iterable[tuple[str, int]]) -> str:
     """Named counts on one line, as every command prints them: "python 12, go 3"."""
     return ", ".join(f"{name} {count}" for name, count in counts)
@@ -197,22 +189,6 @@ def named(text: str) -> str:
     if len(text) <= NAMED_CHARS:
         return repr(text)
     return f"{text[:NAMED_CHARS]!r}... ({len(text)} characters)"
-
-
-def visible(text: str) -> str:
-    """`text` with its control characters shown as escapes (`\\x1b`); a line's CRLF ending is a line end."""
-    return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))
-
-
-def _escape(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def one_line(text: str) -> str:
-    """`visible(text)` on one line: a newline in a file name is shown as `\\n`, so a name cannot start a line
-    of output of its own (a forged entry of a list)."""
-    return visible(text).replace("\n", "\\n")
 
 
 class _VisibleFormatter(logging.Formatter):

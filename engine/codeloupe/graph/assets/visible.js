@@ -1,6 +1,6 @@
 // Text from a repository as the pages show it (code, a file's or a symbol's name): its control characters, and
 // the bidirectional formatting ones, as escapes (`\x1b`, `\u202e`), the set the CLI escapes
-// (codeloupe.cli.common.visible). A bidi override shown raw reorders what a reader sees, so a line of code reads
+// (codeloupe.types.visible). A bidi override shown raw reorders what a reader sees, so a line of code reads
 // otherwise than it runs ("Trojan Source") and a name shows its end first. Tab and "\n" stay; a CRLF is a "\n".
 // One character becomes a few, never a line break: code split into lines keeps its line numbers.
 var CONTROL_CHARACTERS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
