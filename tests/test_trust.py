@@ -167,6 +167,18 @@ def test_a_trusted_workspace_sets_everything_and_its_relative_paths_are_its_own(
     assert load_settings(repo, trusted=True) == settings
 
 
+def test_the_endpoint_notice_shows_a_host_and_a_file_name_escaped(tmp_path: Path) -> None:
+    """The host and the settings file a trusted workspace's notice names are the workspace's text: a bidi override
+    in them (here the folder's name and the host's) reordered the notice, naming another host or file than it
+    does; they are escaped as the CLI escapes a file name."""
+    # The host in TOML's escapes: U+202E, then ESC c (a terminal's reset).
+    repo = hostile_repo(tmp_path / "repo\u202egnp.toml", "http://127.0.0.1:9\\u202e\\u001bc/v1")
+    notice = load_settings(repo, trusted=True).endpoint_notice
+    assert notice is not None and "\u202e" not in notice and "\x1b" not in notice, notice
+    assert "embeddings to 127.0.0.1:9\\u202e\\x1bc (embed_provider in " in notice, notice
+    assert f"{tmp_path.resolve()}/repo\\u202egnp.toml/pyproject.toml [tool.codeloupe]" in notice, notice
+
+
 def test_the_user_config_is_below_the_workspace_and_the_environment_and_flags_win(tmp_path: Path,
                                                                                   monkeypatch) -> None:
     write_user_config("http://127.0.0.1:7/v1")

@@ -33,6 +33,7 @@ import platformdirs
 from codeloupe.regular_file import read_head
 from codeloupe.repository_names import repository_name_problem
 from codeloupe.trust import CHANGED, TRUSTED, TrustStore, settings_digest, user_config_dir
+from codeloupe.types import one_line
 from codeloupe.url_secrets import redact
 
 if sys.version_info >= (3, 11):
@@ -207,12 +208,14 @@ class Settings:
         if self.chat_base_url.strip():
             uses.append(("chat", self.chat_base_url.strip(), ("chat_base_url",)))
         chosen = []
+        # The host and the files are the workspace's text: shown escaped (`one_line`), as the CLI shows a file name,
+        # so a bidi override in them cannot make the notice name another host or file than it does.
         for use, url, names in uses:
-            set_here = [f"{name} in {self.where(name)}" for name in names if self.party(name) == WORKSPACE]
+            set_here = [f"{name} in {one_line(self.where(name))}" for name in names if self.party(name) == WORKSPACE]
             if set_here:
                 host = urlsplit(url).netloc.rpartition("@")[2]  # never a user:password written in the URL
                 host = host if len(host) <= _SHOWN_HOST_CHARS else f"{host[:_SHOWN_HOST_CHARS]}..."
-                chosen.append(f"{use} to {host} ({', '.join(set_here)})")
+                chosen.append(f"{use} to {one_line(host)} ({', '.join(set_here)})")
         if not chosen:
             return None
         return (f"codeloupe: this workspace's own settings send its code to endpoints they chose: {'; '.join(chosen)}. "
