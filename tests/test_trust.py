@@ -64,6 +64,7 @@ def test_an_untrusted_repository_receives_nothing_from_index_search_or_ask(tmp_p
                 assert key in warnings[0]
             assert f"codeloupe trust {repo.resolve()}" in warnings[0]
             assert "chunk_budget" not in warnings[0].split("(")[1].split(")")[0]  # a safe key is applied
+            assert "endpoints they chose" not in result.stderr  # ignored, they choose nothing
         assert repo_host.received == [], repo_host.everything()
         # Everything local still works, on the user's own settings: their endpoint, their key.
         embedded = [seen for seen in user_host.received if seen.path.endswith("/embeddings")]
@@ -80,10 +81,17 @@ def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_
         write_user_config(user_host.base_url)
         trusted = codeloupe("trust", str(repo))
         assert trusted.returncode == 0 and f"trusted: {repo.resolve()}" in trusted.stdout, trusted.stderr
-        for command in (["index", str(repo)], ["ask", str(repo), f"what does {MARKER} do?"]):
+        host, pyproject = repo_host.base_url.split("/")[2], f"{repo.resolve() / 'pyproject.toml'} [tool.codeloupe]"
+        for command in (["index", str(repo)], ["search", str(repo), MARKER],
+                        ["ask", str(repo), f"what does {MARKER} do?"]):
             result = codeloupe(*command)
             assert result.returncode == 0, result.stderr
             assert "ignoring settings" not in result.stderr
+            # Trust applies the repository's endpoints: each command says once where they send its code (the
+            # language server's notice; the CLI printed nothing of it).
+            (notice,) = [line for line in result.stderr.splitlines() if "endpoints they chose" in line]
+            assert f"embeddings to {host} (embed_provider in {pyproject}, embed_base_url in {pyproject})" in notice
+            assert f"chat to {host} (chat_base_url in {pyproject})" in notice
         paths = repo_host.received_paths()
         assert any(p.endswith("/embeddings") for p in paths) and any(p.endswith("/chat/completions") for p in paths)
         # The repository's key goes to the repository's endpoint; the user's keys never do.

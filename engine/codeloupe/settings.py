@@ -193,8 +193,10 @@ class Settings:
 
     @property
     def notices(self) -> list[str]:
-        """What every surface tells the user about the workspace's settings files, one message each."""
-        return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else [])]
+        """What every surface tells the user about the workspace's settings files, one message each: what they
+        hold that is not used, and the endpoints a trusted workspace's files chose (`endpoint_notice`)."""
+        return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else []),
+                *filter(None, [self.endpoint_notice])]
 
     @property
     def endpoint_notice(self) -> str | None:

@@ -298,7 +298,7 @@ class CodeloupeServer(LanguageServer):
         """What a folder's settings files hold that is not used, and why, and the network endpoints a trusted
         folder's files chose: each once (each names its folder's file), not again on every reopen or settings
         push."""
-        for notice in [*settings.notices, *filter(None, [settings.endpoint_notice])]:
+        for notice in settings.notices:
             self.warn(notice, once=True)
 
     def folder_for(self, uri: str, what: str = "uri") -> tuple[Folder, str]:

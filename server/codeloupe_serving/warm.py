@@ -68,8 +68,9 @@ class WarmWorkspace:
             # The same settings the CLI reads for this root (files, environment, user config; never a request).
             settings = load_settings(path.resolve(), {})
             self.ws = Workspace(path, settings)
-            # And the same notices it prints: the workspace settings ignored, the strategy files not loaded (on
-            # stderr through the log; over stdio, stdout is the protocol's).
+            # And the same notices it prints, once, as the server starts: the workspace settings ignored, the
+            # endpoints a trusted workspace's files chose, the strategy files not loaded (on stderr through the
+            # log; over stdio, stdout is the protocol's).
             for notice in [*settings.notices, *self.ws.strategy_load.warnings]:
                 log.warning("%s", notice)
         self.refresh_interval_s = refresh_interval_s

@@ -257,6 +257,40 @@ def test_a_served_root_with_a_typo_in_its_settings_file_is_served_and_says_so(pr
     assert warning in stderr.splitlines()
 
 
+def test_mcp_and_serve_say_once_at_start_which_endpoints_a_trusted_roots_settings_chose(project: Path,
+                                                                                         tmp_path: Path) -> None:
+    """The language server told the editor which endpoints a trusted workspace's own settings send its code to;
+    `codeloupe mcp` and `codeloupe serve` applied them without a word. Each says so once, on stderr, as it starts."""
+    from codeloupe.settings import workspace_digest
+    from codeloupe.trust import TrustStore
+
+    (project / ".codeloupe.toml").write_text('chat_base_url = "http://127.0.0.1:9/v1"\nchat_model = "m"\n',
+                                             encoding="utf-8")
+    TrustStore.default().trust(project, workspace_digest(project))
+    notice = (f"codeloupe: this workspace's own settings send its code to endpoints they chose: chat to "
+              f"127.0.0.1:9 (chat_base_url in {project.resolve() / '.codeloupe.toml'}).")
+    mcp = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path, text=True,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=subprocess_env())
+    _, stderr = mcp.communicate('{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n', timeout=60)
+    assert mcp.returncode == 0, stderr
+    assert [line for line in stderr.splitlines() if "endpoints they chose" in line] == [f"{notice} They apply "
+        "because the workspace is trusted; if you did not mean to send it there, set the endpoints in your editor's "
+        "codeloupe settings (they win over the workspace's files) or stop trusting it."], stderr
+
+    serve = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", str(project), "--port", "0"], cwd=tmp_path,
+                             text=True, stderr=subprocess.PIPE, env=subprocess_env())
+    try:
+        assert serve.stderr is not None
+        before_serving = []
+        while not (line := serve.stderr.readline()).startswith("codeloupe: serving "):
+            assert line, before_serving  # stderr closed: the server ended before it served
+            before_serving.append(line)
+        assert len([line for line in before_serving if line.startswith(notice)]) == 1, before_serving
+    finally:
+        serve.terminate()
+        assert serve.wait(timeout=30) == 0
+
+
 def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path: Path) -> None:
     """The SDK's stdio transport logged a line it could not read and answered nothing, so the client that sent
     it waited for good; JSON-RPC answers it with a null id (-32700 not JSON, -32600 not a message)."""

@@ -80,7 +80,8 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **
         ws = Workspace(root, settings, replace_source=replace_source)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
-    for notice in settings.notices:  # they name files of the workspace, and its keys
+    # They name files of the workspace and its keys, and the endpoints a trusted workspace's files chose.
+    for notice in settings.notices:
         print(one_line(notice), file=sys.stderr)
     for warning in ws.strategy_load.warnings:  # they name files of the workspace
         print(one_line(warning), file=sys.stderr)
