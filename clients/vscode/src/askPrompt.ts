@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { type CachedFlow, FlowsRequest } from './protocol';
-import { visible } from './visible';
+import { visibleLabel } from './visible';
 
 interface QuestionItem extends vscode.QuickPickItem {
     question: string;
@@ -12,7 +12,7 @@ interface QuestionItem extends vscode.QuickPickItem {
 export function cachedQuestionItems(flows: CachedFlow[]): QuestionItem[] {
     const ordered = [...flows.filter((flow) => !flow.stale), ...flows.filter((flow) => flow.stale)];
     return ordered.map((flow) => ({
-        label: `$(history) ${visible(flow.question)}`,
+        label: `$(history) ${visibleLabel(flow.question)}`,
         description: flow.stale ? 'cached, a cited file changed: asked afresh' : 'cached answer',
         question: flow.question,
     }));
@@ -37,7 +37,7 @@ export async function promptQuestion(client: LanguageClient): Promise<string | u
     const refresh = (): void => {
         const typed = picker.value.trim();
         const own: QuestionItem[] = typed === '' || cached.some((item) => item.question === typed)
-            ? [] : [{ label: visible(typed), description: 'ask', question: typed, alwaysShow: true }];
+            ? [] : [{ label: visibleLabel(typed), description: 'ask', question: typed, alwaysShow: true }];
         picker.items = [...own, ...cached];
     };
     picker.onDidChangeValue(refresh);

@@ -46,6 +46,7 @@ import {
 } from './settings';
 import { StatusItem } from './statusBar';
 import { showTour } from './tour';
+import { visibleLabel } from './visible';
 
 /** The lens command the server puts on its code lenses; it is run here, never sent back to the server. */
 export const SERVER_LENS_COMMAND = 'codeloupe.showLocations';
@@ -259,6 +260,9 @@ class Controller implements vscode.Disposable {
             // The server applies a repository's own endpoint, key and model settings only in a trusted workspace.
             initializationOptions: { ...engineOptions(this.secretOptions), trusted: vscode.workspace.isTrusted },
             outputChannel: this.log,
+            // The server's hovers quote the repository (names, paths, doc lines; it escapes them as text): rendered
+            // with no command run from a link, no HTML and no theme icons.
+            markdown: { isTrusted: false, supportHtml: false, supportThemeIcons: false },
             middleware: {
                 // The server may pull its settings: answer in the engine's names, as the init options do.
                 workspace: {
@@ -282,7 +286,10 @@ class Controller implements vscode.Disposable {
         };
     }
 
-    /** Points the server's `codeloupe.showLocations` lens at our command, with VS Code objects for arguments. */
+    /**
+     * Points the server's `codeloupe.showLocations` lens at our command, with VS Code objects for arguments. Its title
+     * names the file's community (the repository's folder names): a lens renders `$(name)` as an icon.
+     */
     private convertLens(lens: vscode.CodeLens): vscode.CodeLens {
         const command = lens.command;
         if (command?.command !== SERVER_LENS_COMMAND || this.client === undefined) {
@@ -291,7 +298,7 @@ class Controller implements vscode.Disposable {
         const converter = this.client.protocol2CodeConverter;
         const [uri, position, locations] = (command.arguments ?? []) as [string, Position, Location[] | undefined];
         lens.command = {
-            title: command.title,
+            title: visibleLabel(command.title),
             tooltip: command.tooltip,
             command: Commands.showLocations,
             arguments: [converter.asUri(uri), converter.asPosition(position), (locations ?? []).map((location) => converter.asLocation(location))],

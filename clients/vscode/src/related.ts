@@ -4,7 +4,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { linesOf } from './lines';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { type RelatedResult, RelatedRequest } from './protocol';
-import { visible } from './visible';
+import { visible, visibleLabel } from './visible';
 import { outsideEveryFolder } from './workspaceFiles';
 
 export function relatedItems(related: RelatedResult): LocationItem[] {
@@ -14,9 +14,9 @@ export function relatedItems(related: RelatedResult): LocationItem[] {
     return related.chunks.map((chunk) => {
         const firstLine = linesOf(chunk.text).find((line) => line.trim() !== '')?.trim();
         return {
-            label: `$(file-code) ${visible(chunk.breadcrumb || chunk.name || chunk.path)}`,
-            description: `${visible(lineOf(chunk.path, chunk.location))} · ${chunk.score.toFixed(2)}`,
-            detail: firstLine === undefined ? undefined : visible(firstLine),
+            label: `$(file-code) ${visibleLabel(chunk.breadcrumb || chunk.name || chunk.path)}`,
+            description: `${visibleLabel(lineOf(chunk.path, chunk.location))} · ${chunk.score.toFixed(2)}`,
+            detail: firstLine === undefined ? undefined : visibleLabel(firstLine),
             location: chunk.location,
         };
     });
@@ -41,5 +41,5 @@ export async function showRelated(client: LanguageClient): Promise<void> {
     const range = { start: { line: start.line, character: 0 }, end: { line: lastLine, character: 0 } };
     const related = await client.sendRequest(RelatedRequest, { uri: client.code2ProtocolConverter.asUri(editor.document.uri), range });
     const where = `${vscode.workspace.asRelativePath(editor.document.uri)}:${start.line + 1}-${lastLine}`;
-    await pickLocation(client, `Codeloupe: Related to ${where} (${related.lane})`, relatedItems(related));
+    await pickLocation(client, `Codeloupe: Related to ${visible(where)} (${related.lane})`, relatedItems(related));
 }

@@ -7,7 +7,7 @@ import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest, shownPath } from './protocol';
 import { resultNotes } from './render';
 import { viaLabel } from './via';
-import { visible } from './visible';
+import { visible, visibleLabel } from './visible';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
@@ -24,9 +24,9 @@ function fileItem(file: FileResult): SearchItem {
     const match = matchOf(file);
     const via = viaLabel(file.via);
     return {
-        label: `${via?.icon ?? '$(file-code)'} ${visible(shownPath(file))}`,
-        description: [via?.text ?? '', visible(match.symbol), `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
-        detail: file.tail === true || match.line === '' ? undefined : visible(match.line),
+        label: `${via?.icon ?? '$(file-code)'} ${visibleLabel(shownPath(file))}`,
+        description: [via?.text ?? '', visibleLabel(match.symbol), `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
+        detail: file.tail === true || match.line === '' ? undefined : visibleLabel(match.line),
         match,
         alwaysShow: true,
     };
@@ -37,7 +37,7 @@ const tailSeparatorLabel = (count: number): string => `${count} more related fil
 
 function searchItems(result: SearchResult): SearchItem[] {
     if (result.core.length === 0 && result.related.length === 0) {
-        return [{ label: 'No match', description: visible(result.query), alwaysShow: true }];
+        return [{ label: 'No match', description: visibleLabel(result.query), alwaysShow: true }];
     }
     // The long tail (rule 2 keeps every candidate) comes last, under its own separator, so the files worth reading
     // first are not buried in it; it is still there to scroll to and open.
@@ -47,7 +47,7 @@ function searchItems(result: SearchResult): SearchItem[] {
         label: '$(list-tree) Open the full bundle',
         description: `${result.core.length} core, ${result.related.length} related`
             + (tail.length === 0 ? '' : ` (${tail.length} in the long tail)`),
-        detail: resultNotes(result).length === 0 ? undefined : `$(warning) ${visible(resultNotes(result).join(' · '))}`,
+        detail: resultNotes(result).length === 0 ? undefined : `$(warning) ${visibleLabel(resultNotes(result).join(' · '))}`,
         openBundle: true,
         alwaysShow: true,
     }];
@@ -115,7 +115,7 @@ export function runSearchPicker(client: LanguageClient, { showBundle, remember }
             picker.activeItems = picker.items.filter((item) => item.match !== undefined).slice(0, 1);
         } catch (error) {
             if (!source.token.isCancellationRequested) {
-                picker.items = [{ label: `$(error) Search failed: ${visible(error instanceof Error ? error.message : String(error))}`, alwaysShow: true }];
+                picker.items = [{ label: `$(error) Search failed: ${visibleLabel(error instanceof Error ? error.message : String(error))}`, alwaysShow: true }];
             }
         } finally {
             if (pending === source) {

@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import type { FolderStatus, StatusResult } from './protocol';
 import { StatusRequest } from './protocol';
+import { visible, visibleLabel } from './visible';
 
 const POLL_INDEXING_MS = 1000;
 /** Vectors can lag for minutes (or stall on an unreachable endpoint): poll them less often. */
@@ -29,15 +30,16 @@ export function describeStatus(status: StatusResult, expectedFolders: number): S
     const done = embedded.reduce((sum, folder) => sum + folder.vectors.done, 0);
     const total = embedded.reduce((sum, folder) => sum + folder.vectors.total, 0);
     const vectors = total > 0 && done < total ? ` · vectors ${Math.floor((100 * done) / total)}%` : '';
-    const tooltip = folders.map((folder) => `${folder.root}: ${folder.state}, ${folder.files} files, ${folder.chunks} chunks, ` +
-        `vectors ${folder.vectors.done}/${folder.vectors.total}${folder.message ? ` (${folder.message})` : ''}`).join('\n');
+    const tooltip = visible(folders.map((folder) => `${folder.root}: ${folder.state}, ${folder.files} files, ${folder.chunks} chunks, ` +
+        `vectors ${folder.vectors.done}/${folder.vectors.total}${folder.message ? ` (${folder.message})` : ''}`).join('\n'));
     if (folders.length < expectedFolders) {
         return { text: '$(sync~spin) codeloupe opening the workspace', tooltip: tooltip || 'codeloupe: opening the workspace folders' };
     }
     const indexing = folders.find((folder) => folder.state === 'indexing');
     if (indexing !== undefined) {
         // A first index has stored no file yet while it scans the tree: "0 files" would read as an empty workspace.
-        const progress = indexing.message || (files > 0 ? `${files} files` : 'indexing');
+        // The folder's message may quote an error (an embedding endpoint's): the item's text renders `$(name)`.
+        const progress = indexing.message ? visibleLabel(indexing.message) : files > 0 ? `${files} files` : 'indexing';
         return { text: `$(sync~spin) codeloupe ${progress}${vectors}`, tooltip };
     }
     if (folders.some((folder) => folder.state === 'error')) {

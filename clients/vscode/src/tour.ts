@@ -4,7 +4,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { activeRepository } from './indexDocuments';
 import { lineOf, type LocationItem, pickLocation } from './locationPicker';
 import { MAX_TOUR_ENTRY_POINTS, type TourResult, TourRequest } from './protocol';
-import { visible } from './visible';
+import { visibleLabel } from './visible';
 
 /**
  * Rows for a tour: mentions are labelled as mentions, never as uses (a name in a comment counts too). Entry points
@@ -15,8 +15,8 @@ export function tourItems(tour: TourResult, listEntryPoints: (count: number) => 
     if (tour.entryPoints.length > 0) {
         items.push({ label: 'Entry points', kind: vscode.QuickPickItemKind.Separator });
         items.push(...tour.entryPoints.map((entry) => ({
-            label: `$(debug-start) ${visible(entry.path)}`,
-            description: visible([entry.kind, entry.detail].filter((part) => part !== '').join(' · ')),
+            label: `$(debug-start) ${visibleLabel(entry.path)}`,
+            description: visibleLabel([entry.kind, entry.detail].filter((part) => part !== '').join(' · ')),
             location: entry.location,
         })));
     }
@@ -26,8 +26,8 @@ export function tourItems(tour: TourResult, listEntryPoints: (count: number) => 
     if (tour.stops.length > 0) {
         items.push({ label: 'Most mentioned names', kind: vscode.QuickPickItemKind.Separator });
         items.push(...tour.stops.map((stop) => ({
-            label: `$(symbol-${stop.kind === 'class' ? 'class' : 'function'}) ${visible(stop.name)}`,
-            description: `${stop.mentions === 1 ? '1 file mentions it' : `${stop.mentions} files mention it`} · ${visible(lineOf(stop.path, stop.location))}`,
+            label: `$(symbol-${stop.kind === 'class' ? 'class' : 'function'}) ${visibleLabel(stop.name)}`,
+            description: `${stop.mentions === 1 ? '1 file mentions it' : `${stop.mentions} files mention it`} · ${visibleLabel(lineOf(stop.path, stop.location))}`,
             location: stop.location,
         })));
     }

@@ -22,3 +22,15 @@ export function visible(text: string): string {
         return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
     });
 }
+
+// A label VS Code renders theme icons in (a QuickPick item's label, description and detail, a code lens title, the
+// status bar text) shows every `$(name)` of its text as an icon: a file named `$(zap).py`, a shell line `cd $(pwd)`
+// (an unknown name renders as nothing), a symbol, a question. VS Code's own pattern of an icon (iconLabels.ts:
+// ThemeIcon.iconNameExpression, then an optional modifier); a backslash before one shows it as written, and a
+// backslash already there stays shown, the one added being the one the renderer drops.
+const ICON = /\$\([A-Za-z0-9-]+(?:~[A-Za-z]+)?\)/g;
+
+/** `visible(text)` for a label that renders `$(name)` as an icon: each shown as written instead. */
+export function visibleLabel(text: string): string {
+    return visible(text).replace(ICON, (icon) => `\\${icon}`);
+}

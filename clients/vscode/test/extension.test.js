@@ -8,6 +8,7 @@ const path = require('node:path');
 const vscode = require('vscode');
 const extension = require('../out/extension.js');
 const packageJson = require('../package.json');
+const MarkdownIt = require('markdown-it');
 const { launchChromium, openWebview } = require('./chromium');
 const { startChatServer } = require('./chatServer');
 const { lineOf, makeWorkspace, serverCommand, serverPython, waitFor } = require('./helpers');
@@ -1205,6 +1206,65 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('theme icon syntax in a path, a line of code and a community shows as written in the picker, lenses and tour; a doc line on a hover is text', async function () {
+        // A QuickPick row's label, description and detail, a code lens title and the status bar text render `$(name)`
+        // as a theme icon: a folder or file named `$(bell)`, a shell line `cd $(pwd)` (an unknown name renders as
+        // nothing) showed icons or blanks instead of the repository's text. Each is shown as written (`\$(bell)`).
+        const kit = path.join(workspace.root, 'kit$(bell)');
+        fs.mkdirSync(kit);
+        // Its doc line tries markdown on the hover: a list, an entity (a bidi override), an image (fetched as the hover
+        // shows), a command link, raw HTML.
+        fs.writeFileSync(path.join(kit, 'numbat_base.py'), '"""Numbat base rates."""\n\n\ndef numbat_base_rate():\n'
+            + '    """1. Rates &#x202e; ![i](https://evil.example/i.png) [run](command:workbench.action.terminal.new) <img src=x> $(zap)."""\n'
+            + '    return 3\n');
+        fs.writeFileSync(path.join(kit, '$(zap)_numbat.py'), 'from .numbat_base import numbat_base_rate\n\n\n'
+            + 'def numbat_burrow_depth(shell, command="cd $(pwd) && numbat burrow"):\n    return shell.run(command, numbat_base_rate())\n\n\n'
+            + 'if __name__ == "__main__":\n    numbat_burrow_depth(None)\n');
+        const shownPath = 'kit\\$(bell)/\\$(zap)_numbat.py';
+        await vscode.commands.executeCommand('codeloupe.client.reindex');
+        const searches = recordRequests(client, 'codeloupe/search');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.search');
+            const picker = probe.quickPicks.at(-1);
+            picker.value = 'numbat burrow depth shell';
+            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const file = searches.calls.at(-1).result.core.find((hit) => hit.path === 'kit$(bell)/$(zap)_numbat.py');
+            assert.ok(file, JSON.stringify(searches.calls.at(-1).result.core.map((hit) => hit.path)));
+            const row = items.find((item) => item.match?.location.uri === file.chunks[0].location.uri);
+            assert.equal(row.label, `$(file-code) ${shownPath}`);
+            assert.equal(row.detail, 'def numbat_burrow_depth(shell, command="cd \\$(pwd) && numbat burrow"):');
+            picker.hide();
+
+            const [{ provider }] = probe.providers.CodeLensProvider;
+            const token = new vscode.CancellationTokenSource().token;
+            const document = await probe.openDocument(path.join(kit, 'numbat_base.py'));
+            const lenses = await Promise.all((await provider.provideCodeLenses(document, token))
+                .map((lens) => (lens.command ? lens : provider.resolveCodeLens(lens, token))));
+            assert.equal(lenses[0].command.title, 'kit\\$(bell) · 0 imports · 1 importers', 'the file lens names its community');
+
+            const [{ provider: hovers }] = probe.providers.HoverProvider;
+            const line = lineOf(workspace.root, 'kit$(bell)/numbat_base.py', 'def numbat_base_rate');
+            const [markdown] = (await hovers.provideHover(document, new vscode.Position(line, 6), token)).contents;
+            assert.deepEqual([markdown.isTrusted, markdown.supportHtml, markdown.supportThemeIcons], [false, false, false]);
+            const rendered = new MarkdownIt('commonmark').parse(markdown.value, {}).flatMap((token) => [token, ...(token.children ?? [])]);
+            const made = rendered.filter((token) => ['image', 'html_inline', 'html_block', 'ordered_list_open'].includes(token.type)
+                || (token.type === 'link_open' && !token.attrGet('href').startsWith('file:')));
+            assert.deepEqual(made.map((token) => token.type), [], markdown.value);
+            assert.ok(rendered.some((token) => token.type === 'text' && token.content.includes('1. Rates &#x202e; '
+                + '![i](https://evil.example/i.png) [run](command:workbench.action.terminal.new) <img src=x> $(zap).')), markdown.value);
+
+            const { picker: tour, running } = await pickerOf('codeloupe.client.tour');
+            assert.ok(tour.items.some((item) => item.label === `$(debug-start) ${shownPath}`),
+                tour.items.map((item) => item.label).join('\n'));
+            tour.hide();
+            await running;
+        } finally {
+            searches.restore();
+            fs.rmSync(kit, { recursive: true, force: true });
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     it('settings changes reach the running server (ignore globs apply after reindex)', async function () {
         const query = 'quokka zebracorn lookup table';
         const paths = async () => {
@@ -1518,6 +1578,18 @@ describe('the status item', function () {
         assert.equal(counting.text, '$(sync~spin) codeloupe 120 files');
         const ready = extension.describeStatus({ folders: [folder({ files: 0 })] }, 1);
         assert.equal(ready.text, '$(search) codeloupe 0 files', 'an indexed folder with no file says so');
+    });
+});
+
+describe('the status item with a folder\'s message', function () {
+    it('shows theme icon syntax and bidi characters in a message as written', function () {
+        // The item's text renders `$(name)` as an icon, and a folder's message may quote an error (an embedding
+        // endpoint's): shown raw, `$(alert)` became an icon and U+202E reordered the tooltip.
+        const folder = { uri: 'file:///w', root: '/w\u202e', state: 'indexing', trusted: true, message: 'embedding failed: $(alert) 502',
+            files: 3, chunks: 4, vectors: { done: 0, total: 4 }, languages: {}, provider: 'openai', model: '', indexPath: '', skipped: 0 };
+        const status = extension.describeStatus({ folders: [folder] }, 1);
+        assert.equal(status.text, '$(sync~spin) codeloupe embedding failed: \\$(alert) 502 · vectors 0%');
+        assert.ok(!status.tooltip.includes('\u202e') && status.tooltip.startsWith('/w\\u202e: indexing'), status.tooltip);
     });
 });
 

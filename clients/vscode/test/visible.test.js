@@ -41,3 +41,12 @@ describe('visible: the characters the extension shows as escapes', function () {
         assert.equal(visible('a\r\nb\rc\n\u202ed\x1b\te'), 'a\r\nb\rc\n\\u202ed\\x1b\te');
     });
 });
+
+describe('visibleLabel: text for a label that renders theme icons', function () {
+    it('shows every `$(name)` as written, a backslash already before one too, and escapes as visible does', function () {
+        const { visibleLabel } = loadVisible();
+        // VS Code drops one backslash before an icon and shows the icon's text; what is not an icon is left alone.
+        assert.equal(visibleLabel('$(zap) cd $(pwd) $(sync~spin) \\$(x) $(no space) $() \u202e'),
+            '\\$(zap) cd \\$(pwd) \\$(sync~spin) \\\\$(x) $(no space) $() \\u202e');
+    });
+});
