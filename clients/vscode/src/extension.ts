@@ -9,9 +9,11 @@ import {
     type LanguageClientOptions,
     type Location,
     LSPErrorCodes,
+    MessageType,
     type Position,
     ResponseError,
     type ServerOptions,
+    ShowMessageNotification,
     WorkDoneProgress,
 } from 'vscode-languageclient/node';
 import { promptQuestion } from './askPrompt';
@@ -46,7 +48,7 @@ import {
 } from './settings';
 import { StatusItem } from './statusBar';
 import { showTour } from './tour';
-import { visibleLabel } from './visible';
+import { visibleLabel, visibleMessage } from './visible';
 
 /** The lens command the server puts on its code lenses; it is run here, never sent back to the server. */
 export const SERVER_LENS_COMMAND = 'codeloupe.showLocations';
@@ -122,7 +124,7 @@ class Controller implements vscode.Disposable {
                     // workbench showed it as a modal "Command '...' resulted in an error" dialog.
                     if (!isCancellation(error)) {
                         this.log.error(`${id} failed: ${String(error)}`);
-                        void vscode.window.showErrorMessage(`codeloupe: ${error instanceof Error ? error.message : String(error)}`);
+                        void vscode.window.showErrorMessage(visibleMessage(`codeloupe: ${error instanceof Error ? error.message : String(error)}`));
                     }
                     return undefined;
                 }
@@ -239,6 +241,13 @@ class Controller implements vscode.Disposable {
             options: { cwd: folder?.uri.fsPath, env: process.env },
         };
         const client = new LanguageClient('codeloupe', 'codeloupe', serverOptions, this.clientOptions());
+        // In place of the client's own window/showMessage handler (registered before start, it replaces that one as the
+        // connection opens): the server's messages quote the workspace, shown through visibleMessage.
+        client.onNotification(ShowMessageNotification.type, ({ type, message }) => {
+            const show = type === MessageType.Error ? vscode.window.showErrorMessage
+                : type === MessageType.Warning ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+            void show(visibleMessage(message));
+        });
         try {
             await client.start();
         } catch (error) {
@@ -310,7 +319,7 @@ class Controller implements vscode.Disposable {
         this.unavailableReason = reason;
         this.log.error(reason);
         this.status.show('$(error) codeloupe', reason);
-        void vscode.window.showErrorMessage(reason, action).then((choice) => {
+        void vscode.window.showErrorMessage(visibleMessage(reason), action).then((choice) => {
             if (choice === action) {
                 void run();
             }
@@ -333,7 +342,7 @@ class Controller implements vscode.Disposable {
     private warnUnavailable(): void {
         const reason = this.unavailableReason ?? 'codeloupe: the language server is not running.';
         if (vscode.workspace.isTrusted) {
-            void vscode.window.showWarningMessage(reason);
+            void vscode.window.showWarningMessage(visibleMessage(reason));
             return;
         }
         void vscode.window.showWarningMessage(UNTRUSTED_TITLE, { modal: true, detail: UNTRUSTED_DETAIL }, MANAGE_TRUST).then((choice) => {

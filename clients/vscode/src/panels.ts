@@ -5,7 +5,7 @@ import type { LanguageClient } from 'vscode-languageclient/node';
 import { messageTarget, openAt } from './locations';
 import { isOpenMessage } from './protocol';
 import type { PageContext } from './render';
-import { visible } from './visible';
+import { visible, visibleMessage } from './visible';
 
 export class Panel implements vscode.Disposable {
     private panel: vscode.WebviewPanel | undefined;
@@ -63,7 +63,7 @@ export class Panel implements vscode.Disposable {
         try {
             await openAt(target.uri, target.range, { preview: false }, target.anchorLine);
         } catch (error) {
-            void vscode.window.showErrorMessage(`codeloupe: cannot open ${target.uri.toString()}: ${String(error)}`);
+            void vscode.window.showErrorMessage(visibleMessage(`codeloupe: cannot open ${target.uri.toString()}: ${String(error)}`));
         }
     }
 

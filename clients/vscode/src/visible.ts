@@ -34,3 +34,13 @@ const ICON = /\$\([A-Za-z0-9-]+(?:~[A-Za-z]+)?\)/g;
 export function visibleLabel(text: string): string {
     return visible(text).replace(ICON, (icon) => `\\${icon}`);
 }
+
+// A notification's message is plain text but for links: VS Code renders `[label](https://...)`, `[label](file:...)`
+// and `[label](command:id?args)` in it as a link, the last running the command with its arguments on a click. The
+// server's warnings and errors quote the workspace (a settings file's unknown key, a path), so a repository could
+// put a "Fix it" link to any command in front of the user. A link needs its `](` together: a space breaks it.
+
+/** `visible(text)` for a notification: no part of it renders as a link. */
+export function visibleMessage(text: string): string {
+    return visible(text).replace(/\]\(/g, '] (');
+}

@@ -1,5 +1,6 @@
 // Which editor files the server can answer about: only files inside a workspace folder are indexed.
 import * as vscode from 'vscode';
+import { visibleMessage } from './visible';
 
 /**
  * Why a file cannot be asked about, or undefined when it can: a file on disk outside every workspace folder (opened
@@ -10,5 +11,5 @@ export function outsideEveryFolder(uri: vscode.Uri): string | undefined {
     if (uri.scheme !== 'file' || vscode.workspace.getWorkspaceFolder(uri) !== undefined) {
         return undefined;
     }
-    return `codeloupe: ${uri.fsPath} is outside every workspace folder, so it is not indexed.`;
+    return visibleMessage(`codeloupe: ${uri.fsPath} is outside every workspace folder, so it is not indexed.`);
 }

@@ -1370,6 +1370,42 @@ describe('a workspace of several folders', function () {
     });
 });
 
+describe('a workspace whose settings file holds a link', function () {
+    let workspace;
+
+    before(function () {
+        workspace = makeWorkspace();
+        process.env.CODELOUPE_CACHE_DIR = workspace.cacheDir;
+    });
+
+    after(function () {
+        delete process.env.CODELOUPE_CACHE_DIR;
+        workspace?.remove();
+    });
+
+    it('the server\'s warning quoting it shows the link as text: a notification would run the command it names', async function () {
+        // The server warns about a settings file's unknown key, quoting it; VS Code's notifications render
+        // `[label](command:id?args)` in a message as a link that runs the command (here: typing into a terminal).
+        const link = '[Fix the settings](command:workbench.action.terminal.sendSequence?%7B%22text%22%3A%22echo%20pwned%5Cn%22%7D)';
+        fs.writeFileSync(path.join(workspace.root, '.codeloupe.toml'), `"${link}" = 1\n`);
+        const session = activate({
+            folders: [workspace.root],
+            settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' },
+        });
+        try {
+            assert.ok(await session.api.whenReady(), session.api.unavailableReason);
+            await waitFor('the warning about the unknown key', () => probe.messages.some((message) => message.text.includes('unknown setting')));
+            await waitForReady(await session.api.whenReady());  // the folder is open: every warning of it is in
+            const warnings = probe.messages.filter((message) => message.text.includes('unknown setting'));
+            assert.equal(warnings.length, 1, 'shown once, by the extension\'s handler in place of the client\'s own');
+            assert.equal(warnings[0].level, 'warning');
+            assert.ok(!warnings[0].text.includes('](') && warnings[0].text.includes(link.replace('](', '] (')), warnings[0].text);
+        } finally {
+            await session.close();
+        }
+    });
+});
+
 describe('the extension when it cannot or must not start', function () {
     let workspace;
     let emptyDir;

@@ -50,3 +50,11 @@ describe('visibleLabel: text for a label that renders theme icons', function () 
             '\\$(zap) cd \\$(pwd) \\$(sync~spin) \\\\$(x) $(no space) $() \\u202e');
     });
 });
+
+describe('visibleMessage: text for a notification', function () {
+    it('breaks every link a notification would render, and escapes as visible does', function () {
+        const { visibleMessage } = loadVisible();
+        assert.equal(visibleMessage('see [docs](https://x.example) or [run](command:a.b?%5B%5D) \u202e [a] (b)'),
+            'see [docs] (https://x.example) or [run] (command:a.b?%5B%5D) \\u202e [a] (b)');
+    });
+});
