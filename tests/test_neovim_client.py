@@ -43,7 +43,7 @@ def hash_password(password: str, salt: str) -> str:
 
 
 def verify_password(password: str, salt: str, expected: str) -> bool:
-    """Compare a password against a stored hash in constant time."""
+    """Compare a password against a stored hash (in constant time, via hmac_compare)."""
     return hmac.compare_digest(hash_password(password, salt), expected)
 ''',
     "shop/sessions.py": '''"""Login sessions kept in memory."""

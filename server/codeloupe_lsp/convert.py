@@ -456,7 +456,9 @@ def users_hover(uri_of: UriOf, definition: UsedDefinition) -> str:
     """What the definition is (its signature, the first line of its docs), then where it is used."""
     lines = [md_code(definition.signature or definition.qualified_name)]
     if definition.doc:
-        lines += ["", md_text(definition.doc)]
+        # A code span, not escaped prose: Neovim's hover shows markdown's backslash escapes as written
+        # ("the user\'s name \(or None\)"), and hides a code span's backticks as VS Code does.
+        lines += ["", md_code(definition.doc)]
     lines += ["", f"{md_code(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
     lines += [f"- {_md_link(uri_of, path, line)} line {line}" for path, line in definition.users]
     return "\n".join(lines)

@@ -49,6 +49,9 @@ vim.api.nvim_set_current_buf(auth)
 vim.api.nvim_win_set_cursor(0, { verify_line, 6 })
 local float_text = H.hover()
 H.check(float_text:find('shop/sessions.py', 1, true), 'hover lists the importer shop/sessions.py:\n' .. float_text)
+-- The definition's doc line reads as written: Neovim's float shows markdown's backslash escapes as they are.
+H.check(float_text:find('stored hash (in constant time, via hmac_compare).', 1, true),
+  'hover shows the doc line as written:\n' .. float_text)
 
 -- A second setup() with `codelens = false` takes effect in buffers attached before it: no more refreshes on
 -- BufEnter / BufWritePost, and the lenses shown are gone.
