@@ -101,7 +101,7 @@ async def test_hover_on_first_line_import_and_definition(client: Client, project
     class_line = auth.read_text().splitlines().index("class SessionManager:")
     on_definition = await hover(client, auth, class_line)
     # What it is (signature, first docstring line) comes before where it is used.
-    assert on_definition.startswith("`class SessionManager`\n\nIssues and validates login sessions.\n\n"
+    assert on_definition.startswith("`class SessionManager`\n\n`Issues and validates login sessions.`\n\n"
                                     "`SessionManager` is used in 1 file")
     assert "app/web.py" in on_definition
 

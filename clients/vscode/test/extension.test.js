@@ -1250,7 +1250,7 @@ describe('the extension against the real server', function () {
             const made = rendered.filter((token) => ['image', 'html_inline', 'html_block', 'ordered_list_open'].includes(token.type)
                 || (token.type === 'link_open' && !token.attrGet('href').startsWith('file:')));
             assert.deepEqual(made.map((token) => token.type), [], markdown.value);
-            assert.ok(rendered.some((token) => token.type === 'text' && token.content.includes('1. Rates &#x202e; '
+            assert.ok(rendered.some((token) => token.type === 'code_inline' && token.content.includes('1. Rates &#x202e; '
                 + '![i](https://evil.example/i.png) [run](command:workbench.action.terminal.new) <img src=x> $(zap).')), markdown.value);
 
             const { picker: tour, running } = await pickerOf('codeloupe.client.tour');
