@@ -71,7 +71,7 @@ from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
-from codeloupe.repository_names import repository_name_problem, shown_repository_name
+from codeloupe.repository_names import repository_name_problem
 from codeloupe.settings import WORKSPACE_SETTINGS_FILES as WORKSPACE_SETTINGS_FILES
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -212,7 +212,8 @@ class Workspace:
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None, *, check_index: bool = True,
-                 interim_answers: bool = False, replace_source: bool = False) -> None:
+                 interim_answers: bool = False, replace_source: bool = False,
+                 create_repository: bool = True) -> None:
         """`check_index=False` opens the index without its integrity check (seconds on a large one); the
         caller runs `check_index()` before it indexes (the language server, once its progress shows).
 
@@ -225,7 +226,9 @@ class Workspace:
         On the shared index, a repository that holds another folder's files is refused (`SourceConflict`: its
         answers would not be this folder's code, nor its writes go to this folder's repository), unless
         `replace_source` makes this folder its source (`codeloupe index --replace`: the next `index()` replaces
-        the other folder's files with this one's)."""
+        the other folder's files with this one's). A repository the shared index does not hold is added, unless
+        `create_repository=False` (a command that only answers from it: a mistyped name is refused, naming the
+        repositories it holds, rather than added empty)."""
         self.interim_answers = interim_answers
         try:
             self.root = check_root(Path(root))
@@ -237,13 +240,15 @@ class Workspace:
                 log.warning("%s", warning.removeprefix("codeloupe: "))
         self.settings = settings
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
-        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index)
+        self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index,
+                   create_repository)
         self._claim_shared_source(replace_source)
 
-    def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True) -> None:
+    def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True,
+              create_repository: bool = True) -> None:
         """Everything but where the files come from (shared with `RemoteWorkspace`)."""
         map_large_blocks_apart()  # a warm workspace's matrices are most of its process: see `codeloupe.memory`
-        self.store = open_store(self.settings, self.root, index_path, check=check_index)
+        self.store = open_store(self.settings, self.root, index_path, check=check_index, create=create_repository)
         if isinstance(self.store, Store) and saved_past(self.store.path, self.store.index_id,
                                                           self.store.generation("content")):
             log.warning("the index %s holds an earlier state than the files saved beside it (its last writes were"
@@ -1017,7 +1022,7 @@ class SharedWorkspace(RemoteWorkspace):
         self.root = Path(repository)
         self.refresh = False
         self._model_from = model_from
-        self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad())
+        self._open(self.settings.cache_root / "indexes" / "shared", StrategyLoad(), create_repository=False)
 
     def embedding_provider(self):
         # One model for the repositories opened together: a copy loaded per repository held 200 of them
@@ -1145,7 +1150,7 @@ def reopen_shared(opened: Sequence[Workspace], repositories: Iterable[str] = (),
 def _held_repositories(repositories: Iterable[str], settings: Settings) -> tuple[list[str], str]:
     """Those of `repositories` the shared index holds (every one it holds when none is named), and why the others
     cannot be opened ("": none such); refused when there is no shared index, or it holds no repository."""
-    from codeloupe.store.postgres import redact, repository_names
+    from codeloupe.store.postgres import not_held, redact, repository_names
 
     if not settings.store_url:
         raise WorkspaceError("no shared index to open repositories from: set store_url (postgresql://...)")
@@ -1156,9 +1161,7 @@ def _held_repositories(repositories: Iterable[str], settings: Settings) -> tuple
     held = [name for name in names if name in known] if names else known
     if missing:
         unnamed = [problem for name in missing if (problem := repository_name_problem(name))]
-        return held, ("; ".join(unnamed) if unnamed else
-                      f"{', '.join(missing)}: not in the shared index {url}"
-                      f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository yet'})")
+        return held, "; ".join(unnamed) if unnamed else not_held(missing, settings.store_url, known)
     if not known:
         raise WorkspaceError(f"the shared index {url} holds no repository yet: index one with"
                              " `codeloupe index PATH --store URL`")

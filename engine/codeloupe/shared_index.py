@@ -232,7 +232,8 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 if store is None or store.repo_id != item.repo_id:  # new, or dropped and indexed again since
                     if store is not None:
                         store.close()
-                    store = stores[item.repository] = PgStore(url, item.repository,
+                    # `index --queue` added it; one dropped since is not added back empty.
+                    store = stores[item.repository] = PgStore(url, item.repository, create=False,
                                                               local_dir=settings.cache_root / "indexes")
                 embedded = _process(store, item, _folder_settings(item.root, overrides, warned), provider, claims)
             except SourceConflict as exc:

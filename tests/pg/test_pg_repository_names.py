@@ -40,6 +40,30 @@ def test_every_command_refuses_a_name_that_breaks_the_rule(tmp_path: Path, pg_ur
         open_shared([name], {"store_url": pg_url})  # serve --repo, search --repo
 
 
+def test_only_index_adds_a_repository_a_command_that_answers_refuses_a_name_the_index_does_not_hold(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mistyped `--repo` on a command that answers (`search PATH "q" --store URL --repo typo`, stats, graph,
+    flows, ...) added a repository under it: an empty one, or one the command's own index filled with the
+    folder. Each now refuses it, naming the repositories the index holds, and adds nothing; `index` (queued or
+    not) still adds one."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root = _root(tmp_path)
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
+    capsys.readouterr()
+    for command in (["search", str(root), "charge the card"], ["stats", str(root)], ["graph", str(root)],
+                    ["flows", str(root)], ["ask", str(root), "how is a card charged"], ["locate", str(root), "charge"],
+                    ["tour", str(root)], ["get", str(root), "src/shop/cart.py"],
+                    ["related", str(root), "src/shop/cart.py"]):
+        assert main([*command, "--store", pg_url, "--repo", "svcc"]) == 2, command
+        err = capsys.readouterr().err
+        assert "svcc: not in the shared index" in err and "(it holds svc)" in err and "codeloupe index" in err, err
+        assert repository_names(pg_url) == ["svc"], command
+    assert main(["stats", str(root), "--store", pg_url, "--repo", "svc"]) == 0  # a name it holds is read
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc2"]) == 0
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc3", "--queue"]) == 0
+    assert repository_names(pg_url) == ["svc", "svc2", "svc3"]
+
+
 def test_a_folder_whose_name_breaks_the_rule_is_named_with_repo(tmp_path: Path, pg_url: str,
                                                                 capsys: pytest.CaptureFixture[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,10 +40,12 @@ def parse_lines(spec: str | None) -> tuple[int | None, int | None]:
 COMMAND_LINE = "the command line"
 
 
-def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **overrides: object) -> Workspace:
+def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, create_repository: bool = False,
+                   **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
     a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh).
-    `replace_source`: `Workspace`'s (`index --replace`)."""
+    `replace_source`, `create_repository`: `Workspace`'s (`index`, `index --replace`: every other command
+    refuses a repository the shared index does not hold)."""
     from codeloupe.api import Workspace, is_remote_source, open_remote
     from codeloupe.discover import DiscoverError, check_root
     from codeloupe.settings import SettingsError, load_settings
@@ -77,7 +79,7 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, **
             print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
                   file=sys.stderr)
         settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
-        ws = Workspace(root, settings, replace_source=replace_source)
+        ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     # They name files of the workspace and its keys, and the endpoints a trusted workspace's files chose.

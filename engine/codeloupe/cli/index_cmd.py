@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.store import Store
 
     started = time.perf_counter()
-    ws = open_workspace(args, replace_source=args.replace)
+    ws = open_workspace(args, replace_source=args.replace, create_repository=True)
     if args.queue:
         return _queue(ws)
     try:

@@ -22,10 +22,13 @@ def repository_name(settings: Settings, root: Path) -> str:
     return name
 
 
-def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True) -> IndexStore:
-    """`check=False`: the SQLite file's integrity check waits for `check()` (PostgreSQL checks its own pages)."""
+def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True,
+               create: bool = True) -> IndexStore:
+    """`check=False`: the SQLite file's integrity check waits for `check()` (PostgreSQL checks its own pages).
+    `create=False`: a repository the shared index does not hold is refused, not added (`PgStore`)."""
     if settings.store_url:
         from codeloupe.store.postgres import PgStore  # psycopg costs start-up time: only for a shared index
 
-        return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent)
+        return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent,
+                       create=create)
     return Store(index_path, check=check)

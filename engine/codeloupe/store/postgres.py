@@ -43,7 +43,7 @@ import numpy as np
 
 from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.lanes.tokens import document_counts, path_tokens
-from codeloupe.repository_names import repository_name_problem
+from codeloupe.repository_names import repository_name_problem, shown_repository_name
 from codeloupe.saved import keep_files_elsewhere
 from codeloupe.store import (
     ChunkTable,
@@ -684,6 +684,13 @@ def _close_pools() -> None:
         pool.close()
 
 
+def not_held(names: Iterable[str], url: str, known: Iterable[str]) -> str:
+    """What a request naming repositories the shared index at `url` does not hold is told: those names, and the
+    `known` ones it holds."""
+    return (f"{', '.join(names)}: not in the shared index {redact(url)}"
+            f" (it holds {', '.join(map(shown_repository_name, known)) or 'no repository yet'})")
+
+
 def repository_names(url: str) -> list[str]:
     """Every repository the shared index holds, by name."""
     return list(repository_ids(url))
@@ -793,7 +800,10 @@ class WorkQueue:
 class PgStore:
     """One repository's index in the shared PostgreSQL database (see the module docstring)."""
 
-    def __init__(self, url: str, repository: str, *, local_dir: Path) -> None:
+    def __init__(self, url: str, repository: str, *, local_dir: Path, create: bool = True) -> None:
+        """`create`: add the repository when the shared index does not hold it (an indexer's open); without it,
+        such a name is refused (`StoreError` naming those it holds): a command that only reads it would
+        otherwise add an empty repository under a mistyped name."""
         self.url = url
         self.repository = repository
         self.rebuilt_reason = ""
@@ -811,7 +821,7 @@ class PgStore:
         # or each write names its folder (a worker's batch).
         self.source_folder = ""
         try:
-            self.repo_id, self._index_id = self._repository_row(repository)
+            self.repo_id, self._index_id = self._repository_row(repository, create)
         except BaseException:
             self.close()
             raise
@@ -853,10 +863,10 @@ class PgStore:
         except (psycopg.Error, StoreError) as exc:
             log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
-    def _repository_row(self, name: str) -> tuple[int, str]:
-        """The repository's (id, index id); a new one is made only under a name that follows the rule (one an
-        older version made under another name opens as it is). An existing one is read, never written: a
-        writer holding its row (an indexer, a worker) keeps no one from opening it."""
+    def _repository_row(self, name: str, create: bool) -> tuple[int, str]:
+        """The repository's (id, index id); a new one is made only where `create` says, under a name that
+        follows the rule (one an older version made under another name opens as it is). An existing one is
+        read, never written: a writer holding its row (an indexer, a worker) keeps no one from opening it."""
         select = "SELECT id, index_id FROM repositories WHERE name = %s"
         conn = self._pool.take(0)
         try:
@@ -864,6 +874,10 @@ class PgStore:
             if row is None:
                 if problem := repository_name_problem(name):
                     raise StoreError(problem)
+                if not create:
+                    known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+                    raise StoreError(f"{not_held([name], self.url, known)}: only `codeloupe index` adds a"
+                                     " repository (index the folder first, or name one it holds with --repo NAME)")
                 with conn.transaction():
                     # A new repository's term statistics are current from its first chunk.
                     conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
