@@ -2,8 +2,8 @@
 pinned to and the indexing workers that fill the database from a queue. (A repository served from the database
 with no checkout is `codeloupe.api.SharedWorkspace`; which store a workspace opens: `codeloupe.store.opening`.)
 
-`codeloupe index --store URL --queue` walks a workspace, deletes what left it and queues the changed files in
-batches; any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)
+`codeloupe index --store URL --queue` walks a workspace and queues the changed files in batches (the files that
+left it with the last one, which deletes them); any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)
 claim batches with `SELECT ... FOR UPDATE SKIP LOCKED`, read and chunk the files, embed what the
 organisation has never embedded (the database's vector cache is asked first), and write each batch in one
 transaction that also marks it done. A claim is a lease: a worker killed mid-batch writes nothing, and its
@@ -152,8 +152,14 @@ def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
 
 
 def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_files: int = BATCH_FILES) -> int:
-    """Pin the repository to its current commit, delete the files that left it, and queue the changed ones
-    (by size and mtime, or chunker version) for the workers; returns how many batches were queued."""
+    """Pin the repository to its current commit and queue the changed files (by size and mtime, or chunker
+    version) for the workers, the files that left the folder with the last batch; returns how many batches were
+    queued.
+
+    No file is deleted here: the worker writing the last batch deletes those that left (a queued path its folder
+    no longer holds is deleted, `_process`). Deleted here, the repository answered without them until the
+    workers had written the rest: a folder replacing another as the source (`index --queue --replace`) holds
+    none of its files, and the repository answered nothing at all meanwhile."""
     root = Path(root).resolve()
     pin_source(store, root)
     commit = store.commit
@@ -163,13 +169,18 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
     remembered = store.skipped_files()
     rules = content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
-    store.delete_files([path for path in existing if path not in on_disk])
     remember_walk(store, found, remembered, on_disk, rules)  # the walk's skips and count, as `index` keeps them
     changed = [c.rel_path for c in found.candidates
                if not skipped_unchanged(remembered.get(c.rel_path), c, rules) and
                (not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
                 or row.size != c.size or row.mtime != c.mtime)]
-    batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)]
+    gone = [path for path in existing if path not in on_disk]
+    batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)] or ([[]] if gone else [])
+    # With the last batch: deleted after the changed files (by one worker, which claims in queue order), and
+    # beside files the folder holds, which the worker's `_check_folder` needs to take the others for deleted
+    # rather than for the files of a folder not mounted.
+    if gone:
+        batches[-1] += gone
     return store.enqueue(str(root), commit, batches)
 
 

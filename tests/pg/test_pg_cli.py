@@ -95,6 +95,39 @@ def test_a_repository_indexed_from_another_folder_is_replaced_only_when_asked(
     store.close()
 
 
+def test_a_queued_replace_keeps_the_repository_answering_until_a_worker_writes_the_new_folder(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index OTHER --queue --replace` deleted every file the old folder had and OTHER lacks at once: a folder of
+    other files left the repository empty, every search answering nothing until a worker had written OTHER's
+    files. The old files now answer until the worker writing the queue's last batch deletes them."""
+    from codeloupe.store.postgres import PgStore
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, other = tmp_path / "a" / "service", tmp_path / "b" / "service"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "go", other)
+    assert main(["index", str(first), "--store", pg_url, "--repo", "svc"]) == 0
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    indexed = set(store.file_rows())
+    capsys.readouterr()
+
+    def found() -> set[str]:
+        assert main(["search", "--store", pg_url, "--repo", "svc", "charge the card total price", "--json"]) == 0
+        return {hit["path"] for hit in json.loads(capsys.readouterr().out)["core"]}
+
+    answered = found()
+    assert answered and answered <= indexed
+    assert main(["index", str(other), "--store", pg_url, "--repo", "svc", "--queue", "--replace"]) == 0
+    assert set(store.file_rows()) == indexed and store.source_root == str(other)
+    capsys.readouterr()
+    assert found() == answered
+    assert main(["worker", "--store", pg_url, "--exit-when-idle", "0"]) == 0
+    capsys.readouterr()
+    written = set(store.file_rows())
+    assert written and not written & indexed and all(path in written for path in found())
+    store.close()
+
+
 def test_a_process_whose_folder_another_replaced_as_the_source_writes_nothing_into_the_repository(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that opened a folder as repository svc (an editor's folder, `serve PATH --store`) was never
