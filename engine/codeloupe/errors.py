@@ -25,3 +25,9 @@ class InvalidArgument(WorkspaceError):
 
 class RemoteError(WorkspaceError):
     """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""
+
+
+class StoreError(RuntimeError):
+    """The index cannot be opened, read or written (permissions, disk full; the shared index's database gone).
+    Re-exported by `codeloupe.store`, where it is raised: defined here so the command line can tell it apart
+    without importing the store."""

@@ -158,3 +158,50 @@ async def test_mcp_tools_and_resources_say_why_while_the_database_is_unreachable
             finally:
                 _accept(pg_server, pg_url)
             assert not (await client.call_tool("search", {"query": QUERY})).is_error
+
+
+def test_commands_say_in_one_line_that_the_database_is_unreachable(
+        tmp_path: Path, pg_url: str, pg_server: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stats` and `flows` (and `search`) ended in a traceback when the database went away after they had opened
+    the repository, and a database that never answered was told in two lines (libpq's hint on its own). Each now
+    says it in one line, the URL's password left out, with exit status 2."""
+    from codeloupe.cli import main
+
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    secret = "s3cret-Pa55"  # the test server trusts local connections: any password opens it
+    root = tmp_path / "python"
+    shutil.copytree(FIXTURES / "python", root)
+    nothing = tmp_path / "no-server"  # a socket folder with nothing listening in it
+    nothing.mkdir()
+    down = f"postgresql://someone:{secret}@/postgres?host={nothing}"
+
+    def said(*command: str) -> str:
+        assert main(list(command)) == 2, command
+        out, err = capsys.readouterr()
+        assert secret not in out + err
+        assert err.count("\n") == 1 and err.startswith("codeloupe: ") and "Traceback" not in err, err
+        return err
+
+    for command in (["stats", str(root), "--store", down], ["flows", str(root), "--store", down],
+                    ["search", "--store", down, "--repo", "python", QUERY], ["admin", "--store", down, "repos"]):
+        assert f"cannot connect to the shared index postgresql://someone@/postgres?host={nothing}" in said(*command)
+
+    up = f"{pg_url}&password={secret}"
+    assert main(["index", str(root), "--store", up]) == 0
+    capsys.readouterr()
+    for command, method in ((["stats", str(root)], "status"), (["flows", str(root)], "flows"),
+                            (["search", str(root), QUERY], "search")):
+        answer = getattr(Workspace, method)
+
+        def going_away(ws: Workspace, *args: object, answer=answer, **kwargs: object) -> object:
+            _end_sessions(pg_server, pg_url, refuse_new=True)  # the repository is open: the database goes away
+            return answer(ws, *args, **kwargs)
+
+        monkeypatch.setattr(Workspace, method, going_away)
+        try:
+            assert "not currently accepting connections" in said(*command, "--store", up)
+        finally:
+            _accept(pg_server, pg_url)
+            monkeypatch.undo()
+            monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from codeloupe.cli.common import log_visibly, visible  # common imports this module
+    from codeloupe.errors import StoreError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -86,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(visible(f"codeloupe: {exc}"), file=sys.stderr)
         return exc.status
+    except StoreError as exc:
+        # The index cannot be read now, past the open each command turns into a CliError: the shared index's
+        # database went away mid-command (`stats` and `flows` ended in a traceback), a repository was dropped.
+        print(visible(f"codeloupe: {exc}"), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("codeloupe: interrupted", file=sys.stderr)
         return 130

@@ -27,6 +27,7 @@ import numpy as np
 
 from codeloupe.arrays import absent_from
 from codeloupe.columns import Joined
+from codeloupe.errors import StoreError
 from codeloupe.lanes.lexical import TOKENS_VERSION, KeptCounts
 from codeloupe.store.edges import EDGES_SCHEMA
 from codeloupe.store.flows import FLOWS_SCHEMA
@@ -163,10 +164,6 @@ def _drop_retired_indexes(conn: sqlite3.Connection) -> None:
         log.info("left the retired indexes %s of the index for a later open: %s", present, exc)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(waited)}")
-
-
-class StoreError(RuntimeError):
-    """The index file cannot be opened or written (permissions, disk full)."""
 
 
 class RepositoryDropped(StoreError):

@@ -424,7 +424,13 @@ def connect(url: str) -> Any:
     except psycopg.Error as exc:
         # libpq's text may quote the URL or its password (a URL it cannot parse): redacted, and not chained, so
         # no traceback prints it either.
-        raise StoreError(f"cannot connect to the shared index {redact(url)}: {redact_text(str(exc), url)}") from None
+        raise StoreError(f"cannot connect to the shared index {redact(url)}: {said(exc, url)}") from None
+
+
+def said(exc: Exception, url: str) -> str:
+    """What the database (or libpq) said of `exc`, for one line of a message: the password of `url` left out, and
+    its lines joined (libpq puts its hint on a line of its own: "Is the server running ...?")."""
+    return "; ".join(line.strip() for line in redact_text(str(exc), url).splitlines() if line.strip())
 
 
 def migrate(conn: Any, *, wait: bool = False) -> int:
@@ -925,7 +931,7 @@ class PgStore:
         under this process (a write then meets its missing row)."""
         if self._held.conn.broken:
             raise StoreError(f"lost the connection to the shared index {redact(self.url)}:"
-                             f" {redact_text(str(exc), self.url)}") from exc
+                             f" {said(exc, self.url)}") from exc
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             raise StoreError(f"the shared index's repository {self.repository!r} is held by another indexer or worker"
                              f" writing it ({str(exc).strip()}): {self._lock_holders() or 'it has let go since'}."
@@ -973,7 +979,7 @@ class PgStore:
                 raise  # the session says who holds it
             except psycopg.OperationalError as exc:
                 raise StoreError(f"cannot write the shared index {redact(self.url)}:"
-                                 f" {redact_text(str(exc), self.url)}") from exc
+                                 f" {said(exc, self.url)}") from exc
 
     def query(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
         with self._session():
@@ -2126,7 +2132,8 @@ def _asking_across(stores: list[PgStore], what: str) -> Iterator[Any]:
         try:
             yield stores[0]._conn
         except psycopg.Error as exc:
-            raise StoreError(f"the shared index {redact(stores[0].url)} could not {what}: {exc}") from exc
+            raise StoreError(f"the shared index {redact(stores[0].url)} could not {what}:"
+                             f" {said(exc, stores[0].url)}") from exc
 
 
 def one_database(stores: Sequence[object]) -> bool:
