@@ -469,8 +469,16 @@ class Workspace:
         self._name_anchors(bundle)
         scope_indexed = bundle.files != [] or self.searcher().holds_folder(scope)
         workspace_indexed = scope_indexed or self.searcher().holds_folder("")
-        bundle.notes = trust_notes(bundle, scope_indexed=scope_indexed, workspace_indexed=workspace_indexed)
+        unfinished = self._unfinished_index()
+        bundle.notes = [*([unfinished] if unfinished else []),
+                        *trust_notes(bundle, scope_indexed=scope_indexed, workspace_indexed=workspace_indexed)]
         return bundle
+
+    def _unfinished_index(self) -> str:
+        """Why answers may lack files of the shared index's repository: an index run under way, or cut off
+        (`PgStore.index_run`); "" when every run finished, and on a workspace's own index (indexed by whatever opens
+        it before it answers)."""
+        return "" if isinstance(self.store, Store) else self.store.unfinished_index()
 
     def _add_entry_points(self, bundle: Bundle, scope: str) -> None:
         scope = scope.strip().strip("/")
@@ -606,7 +614,7 @@ class Workspace:
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
-            skipped=skipped,
+            skipped=skipped, indexing=self._unfinished_index(),
         )
 
     def skipped_files(self) -> list[SkippedPath]:

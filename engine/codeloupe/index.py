@@ -123,7 +123,6 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     rules = content_rules(settings)
     on_disk = {c.rel_path for c in found.candidates}
     gone = [path for path in existing if path not in on_disk and not _appeared_since(root, path, settings)]
-    report.files_deleted = store.delete_files(gone)
 
     work = []
     for candidate in found.candidates:
@@ -137,41 +136,45 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
             work.append((fresh, row))
         else:
             report.files_unchanged += 1
-    total = len(found.candidates)
-    done = total - len(work)
-    prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
-    # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
-    # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
-    prepared_files = zip(work, prepared_all if should_stop is None else until(should_stop, prepared_all))
-    try:
-        while group := list(islice(prepared_files, WRITE_BATCH)):
-            kept: list[tuple[int, int]] = []
-            with store.batch():
-                judged: list[SkippedFile] = []
-                for (candidate, row), prepared in group:
-                    outcome = _apply(prepared, row, store, report, kept)
-                    if outcome:
-                        skipped[outcome] += 1
-                        if prepared.digest:  # read and judged by its content (not a transient failure to read it)
-                            judged.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
-                                                      outcome))
-                # Remembered or forgotten with the group's files (judged anew: skipped again, or indexed now): a
-                # run stopped after it leaves no file indexed and still remembered as skipped, which the next
-                # run, finding the file current, would never judge again.
-                store.set_skipped(judged, [c.rel_path for (c, _), _ in group if c.rel_path in remembered])
-            if written is not None and kept:
-                written(kept)
-            # Told once the group is written, outside its transaction: the count is then of files in the index,
-            # and a listener that is slow (an editor not reading its pipe) holds no lock another thread's search
-            # needs.
-            before, done = done, done + len(group)
-            if progress and (done // PROGRESS_EVERY > before // PROGRESS_EVERY or done == total):
-                (last, _), _ = group[-1]
-                progress(Progress("chunk", done, total, last.rel_path))
-    finally:
-        prepared_all.close()  # stopped or failed (a full disk): no worker goes on chunking for no one
-    if done < total:
-        raise IndexStopped(f"indexing stopped after {done:,} of {total:,} files")
+    # Recorded as under way until its files are all written: the shared index says so in every answer meanwhile,
+    # and after a run cut off.
+    with store.index_run(changes=bool(gone or work)):
+        report.files_deleted = store.delete_files(gone)
+        total = len(found.candidates)
+        done = total - len(work)
+        prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
+        # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
+        # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
+        prepared_files = zip(work, prepared_all if should_stop is None else until(should_stop, prepared_all))
+        try:
+            while group := list(islice(prepared_files, WRITE_BATCH)):
+                kept: list[tuple[int, int]] = []
+                with store.batch():
+                    judged: list[SkippedFile] = []
+                    for (candidate, row), prepared in group:
+                        outcome = _apply(prepared, row, store, report, kept)
+                        if outcome:
+                            skipped[outcome] += 1
+                            if prepared.digest:  # read and judged by its content (not a transient failure to read it)
+                                judged.append(SkippedFile(candidate.rel_path, candidate.size, candidate.mtime, rules,
+                                                          outcome))
+                    # Remembered or forgotten with the group's files (judged anew: skipped again, or indexed now): a
+                    # run stopped after it leaves no file indexed and still remembered as skipped, which the next
+                    # run, finding the file current, would never judge again.
+                    store.set_skipped(judged, [c.rel_path for (c, _), _ in group if c.rel_path in remembered])
+                if written is not None and kept:
+                    written(kept)
+                # Told once the group is written, outside its transaction: the count is then of files in the index,
+                # and a listener that is slow (an editor not reading its pipe) holds no lock another thread's search
+                # needs.
+                before, done = done, done + len(group)
+                if progress and (done // PROGRESS_EVERY > before // PROGRESS_EVERY or done == total):
+                    (last, _), _ = group[-1]
+                    progress(Progress("chunk", done, total, last.rel_path))
+        finally:
+            prepared_all.close()  # stopped or failed (a full disk): no worker goes on chunking for no one
+        if done < total:
+            raise IndexStopped(f"indexing stopped after {done:,} of {total:,} files")
     if progress and not work:
         progress(Progress("chunk", total, total, ""))
     remember_walk(store, found, remembered, on_disk, rules)

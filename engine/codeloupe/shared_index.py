@@ -44,6 +44,7 @@ from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import SkippedFile, SourceConflict, StoreError
 from codeloupe.store.postgres import (
+    INDEX_STARTED,
     INDEXED_AT_KEY,
     MAX_ATTEMPTS,
     BatchFile,
@@ -62,6 +63,8 @@ from codeloupe.store.postgres import (
     lock_holders,
     migrate,
     redact,
+    run_under_way,
+    unfinished_index_note,
 )
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import DIRTY_SUFFIX
@@ -594,6 +597,7 @@ class SharedRepository:
     vectors: int
     indexed_at: str  # when its files were last written (ISO 8601, the database's clock; "" never)
     open_batches: int  # queued batches not yet written
+    indexing: str = ""  # an index run under way or cut off: what answers may lack ("" when every run finished)
 
 
 @dataclass
@@ -675,10 +679,11 @@ def shared_repositories(url: str) -> list[SharedRepository]:
             " (SELECT count(*) FROM public.chunks c WHERE c.repo_id = r.id),"
             " (SELECT count(*) FROM public.chunk_vectors v WHERE v.repo_id = r.id),"
             " coalesce((SELECT value FROM repo_meta m WHERE m.repo_id = r.id AND m.key = %s), ''),"
-            " (SELECT count(*) FROM work_queue q WHERE q.repo_id = r.id AND q.done_at IS NULL)"
+            " (SELECT count(*) FROM work_queue q WHERE q.repo_id = r.id AND q.done_at IS NULL),"
+            f" r.index_run <> '', {INDEX_STARTED}, {run_under_way('r.id')}"
             " FROM repositories r ORDER BY r.name", (INDEXED_AT_KEY,)).fetchall()
-    return [SharedRepository(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), _iso(r[6]), int(r[7]))
-            for r in rows]
+    return [SharedRepository(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), _iso(r[6]), int(r[7]),
+                             unfinished_index_note(r[0], r[9], r[10]) if r[8] else "") for r in rows]
 
 
 def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedRepository:

@@ -204,6 +204,9 @@ class IndexStatus:
     model: str
     schema_version: int
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> files the index skipped for their content
+    # The shared index's repository has an index run under way, or one cut off: what answers may lack, and what to
+    # do ("" when every run finished, and on a workspace's own index).
+    indexing: str = ""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     total = status.vectors_total or 1
     print(f"workspace {status.root}")
     print(f"  index     {status.index_path} (schema {status.schema_version})")
+    if status.indexing:
+        print(f"  WARNING   {status.indexing}")
     print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}"
           + ("   (nothing indexed yet: `codeloupe index` indexes it)" if not status.files and not status.skipped else ""))
     print("  languages " + (counted(status.languages.items()) or "-"))

@@ -685,6 +685,13 @@ class Store:
             self._conn.close()
 
     @contextmanager
+    def index_run(self, *, changes: bool) -> Iterator[None]:
+        """Nothing recorded (the shared index records a run that has not finished, `PgStore.index_run`): a
+        workspace's own index is brought up to date by every command and editor that opens it before it answers,
+        so a run cut off is finished by the next one to open it."""
+        yield
+
+    @contextmanager
     def batch(self) -> Iterator[None]:
         """The writes made inside, by this thread, as one transaction: an index run writes its files a group at a
         time, where a commit a file rewrote the same pages (the files table's, the generation counter's) once

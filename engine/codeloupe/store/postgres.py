@@ -339,10 +339,19 @@ ALTER TABLE saved_files ADD PRIMARY KEY (repo_id, suffix, stamp);
 -- No statement reads symbols by name (a snapshot builds the symbol lane's maps in memory): the name index
 -- made by migration 1 only cost every symbol a worker writes an index entry.
 DROP INDEX IF EXISTS symbols_repo_name;
+"""), (8, """
+-- An index run of the repository that has not finished (`PgStore.index_run`): the run's id and when it began,
+-- written before its first write and cleared once its files are all written. A run killed or stopped midway
+-- leaves them, and every answer says the repository may lack files until a run finishes. While the run's process
+-- lives, a session of it holds an advisory lock naming the repository: a run under way is told from one cut off.
+ALTER TABLE repositories ADD COLUMN IF NOT EXISTS index_run TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS index_started TIMESTAMPTZ;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
 _SCHEMA_LOCK = 7_304_118
+# With a repository's id, the advisory lock (two keys, shared) an index run's session holds while it writes.
+_INDEX_RUN_LOCK = 7_304_119
 
 # A repository with at most this many vectors is searched exactly (its rows by the repo_id index, every
 # distance computed): exact, and cheap at that size. Above it the repository's own HNSW index answers: one
@@ -651,6 +660,8 @@ class _RepositoryState:
     lex_version: int
     lex_chunks: int
     root: str  # the folder it was last indexed from
+    index_run: str  # an index run not finished ("" when none: `PgStore.index_run`)
+    index_started: str  # when it began (ISO 8601, the database's clock)
 
 
 # (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
@@ -688,6 +699,27 @@ def _close_pools() -> None:
         _pools.clear()
     for pool in pools:
         pool.close()
+
+
+# SQL: when a repository's unfinished index run began, as admin repos shows times (ISO 8601, UTC; "" for none).
+INDEX_STARTED = """coalesce(to_char(index_started AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '')"""
+
+
+def run_under_way(repo_id: str) -> str:
+    """SQL: whether a session holds the index run lock of the repository whose id `repo_id` (an SQL expression)
+    gives: its recorded run is under way, not cut off (`PgStore.index_run`)."""
+    return ("EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            f" AND classid::bigint = {_INDEX_RUN_LOCK} AND objid::bigint = {repo_id})")
+
+
+def unfinished_index_note(repository: str, started: str, under_way: bool) -> str:
+    """What an answer, `stats` and `admin repos` say of an index run of `repository` that has not finished."""
+    shown = shown_repository_name(repository)
+    if under_way:
+        return f"indexing of {shown} (started {started}) is under way: answers may miss files until it finishes"
+    return (f"indexing of {shown} (started {started}) did not finish: answers may miss files; run `codeloupe index`"
+            " on it again")
 
 
 def not_held(names: Iterable[str], url: str, known: Iterable[str]) -> str:
@@ -1048,6 +1080,43 @@ class PgStore:
         if known is not None and known[0] and known[0] != folder:
             raise SourceConflict(self.repository, known[0], folder)
 
+    @contextmanager
+    def index_run(self, *, changes: bool) -> Iterator[None]:
+        """Around an index run's writes: the repository records a run under way until the block ends without an
+        error (its files all written). A run killed, stopped or failed midway leaves the record, so `admin repos`,
+        `stats` and every answer say the repository may lack files (`unfinished_index`) until a run finishes. A
+        session of this process holds the run's advisory lock meanwhile, gone with the process. Another run begun
+        meanwhile takes the record over, and only its end clears it. A run that `changes` no file records nothing
+        (an editor's refresh costs no connection and no write of the repository's row), unless a run is recorded
+        unfinished: finding nothing left to write, it finishes that one (cut off after its last write)."""
+        if not changes and not self._state().index_run:
+            yield
+            return
+        run = uuid.uuid4().hex
+        holder = connect(self.url)
+        try:
+            holder.execute("SELECT pg_advisory_lock_shared(%s, %s)", (_INDEX_RUN_LOCK, self.repo_id))
+            self._record_run("index_run = %s, index_started = now() WHERE id = %s", (run, self.repo_id))
+            yield
+            self._record_run("index_run = '', index_started = NULL WHERE id = %s AND index_run = %s",
+                             (self.repo_id, run))
+        finally:
+            holder.close()
+
+    def _record_run(self, change: str, params: tuple) -> None:
+        with self._session(), self._conn.transaction():
+            self._conn.execute(f"UPDATE repositories SET {change}", params)
+        self._forget_state()
+
+    def unfinished_index(self) -> str:
+        """Why answers may lack files of the repository: an index run under way or cut off (`index_run`); ""
+        when every run finished."""
+        state = self._state()
+        if not state.index_run:
+            return ""
+        under_way = self._rows(f"SELECT {run_under_way('%s')}", (self.repo_id,))[0][0]
+        return unfinished_index_note(self.repository, state.index_started, under_way)
+
     def get_meta(self, key: str, default: str = "") -> str:
         if key == "schema_version":
             return str(SCHEMA_VERSION)
@@ -1071,9 +1140,9 @@ class PgStore:
         now = time.monotonic()
         if state is None or now - state.read_at > STATE_TTL_S:
             row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
-                                           " lex_chunks, root")
+                                           f" lex_chunks, root, index_run, {INDEX_STARTED}")
             state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]),
-                                                    row[5])
+                                                    row[5], row[6], row[7])
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
