@@ -92,15 +92,16 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"codeloupe: serving {', '.join(str(w.root) for w in pool.all)} at http://{shown}:{port}/ "
-          f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
-    if generated:
-        print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "
-              f"http://{shown}:{port}/#token={guard.token}", file=sys.stderr, flush=True)
     # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
-    # an ordinary exit, so the workspaces are closed below and the status is 0.
+    # an ordinary exit, so the workspaces are closed below and the status is 0. Set before the "serving" line: a
+    # SIGTERM sent as soon as it is read killed the process with the default action (status -15, nothing closed).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
+        print(f"codeloupe: serving {', '.join(str(w.root) for w in pool.all)} at http://{shown}:{port}/ "
+              f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
+        if generated:
+            print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "
+                  f"http://{shown}:{port}/#token={guard.token}", file=sys.stderr, flush=True)
         server = uvicorn.Server(server_config(create_app(pool, guard), timeout_graceful_shutdown=5))
         server.run(sockets=[sock])
     finally:
