@@ -47,7 +47,12 @@ is the one the extension host gets, see start_code_server), and with Playwright:
 * a multi-root workspace (a .code-workspace of the main folder and a copy of it, trusted like the main one; the
   window is reloaded once if the Explorer does not list both folders, as code-server once opened it empty): the
   status item counts the files of both, and one search lists app/auth.py of each folder ("shop:app/auth.py",
-  "depot:app/auth.py").
+  "depot:app/auth.py");
+* a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
+  `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
+  key `[Fix](command:...)`), trusted: the server's warning in the notification center, a search row, the hover on
+  the documented function and the file lens show them as written, with no icon, link, image or formatting drawn
+  and no raw bidi control.
 Each check prints one PASS/FAIL line; the exit status is 1 if any failed. Screenshots go to --out.
 
 Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored), and build the .vsix:
@@ -59,7 +64,7 @@ Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored)
 Playwright drives the system Chromium (`apt-get install -y chromium`); its own browsers are not needed. Run:
 
     .workbench/venv/bin/python bench/vscode_workbench.py [--vsix PATH] [--code-server DIR] [--out DIR]
-        [--restricted-only]
+        [--restricted-only | --hostile-only]
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +139,39 @@ if __name__ == "__main__":
 ''',
 }
 
+# A workspace whose names and text try to be more than text where the extension shows them: `$(name)` is a theme icon
+# in a QuickPick row and a code lens title, a doc line is markdown in a hover, `[label](command:...)` is a link in a
+# notification (the server warns of this settings file's unknown key), and U+202E reorders what follows it.
+RLO = "\u202e"
+HOSTILE_DOC = f"Ring [x](command:workbench.action.terminal.sendSequence) **bold** <img src=x> {RLO}evil{RLO} &#x202e;&rlm; done."
+HOSTILE_FILES = {
+    "app/__init__.py": "",
+    "app/chime.py": f'''"""Chime sounds for the shop."""
+
+
+def ring_bell(times: int) -> str:
+    """{HOSTILE_DOC}"""
+    return "ding" * times
+''',
+    "$(bell)/$(bell).py": f'''# Door $(bell) ringer {RLO}evil{RLO}: rings the chime when a customer walks in.
+from app.chime import ring_bell
+
+
+def door_opened() -> str:
+    return ring_bell(2)
+''',
+    ".codeloupe.toml": '"[Fix](command:workbench.action.files.save)" = 1\n',
+}
+# What no surface may show: a raw bidi control, and (RENDERED) a theme icon, an image, a command link, formatting.
+RAW_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+RENDERED = """(element) => ({
+    text: element.innerText,
+    icons: [...element.querySelectorAll('.codicon-bell')].length,
+    images: [...element.querySelectorAll('img')].length,
+    links: [...element.querySelectorAll('a[href], a[data-href]')].map((link) => link.getAttribute('href') || link.getAttribute('data-href')),
+    formatting: [...element.querySelectorAll('strong, em, b, i, h1, h2, h3')].map((tag) => tag.tagName),
+})"""
+
 
 class Checks:
     """Prints one PASS/FAIL line per check and remembers the failures for the exit status."""
@@ -181,8 +220,8 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, inter
         time.sleep(interval_s)
 
 
-def make_workspace(root: Path) -> Path:
-    for rel, text in WORKSPACE_FILES.items():
+def make_workspace(root: Path, files: dict[str, str] = WORKSPACE_FILES) -> Path:
+    for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -247,7 +286,7 @@ def wait_http(url: str, timeout_s: float) -> None:
 # ------------------------------------------------------------------------------------------ workbench helpers
 
 def open_workbench(page: Page, port: int, folder: Path) -> None:
-    page.goto(f"http://127.0.0.1:{port}/?folder={folder}")
+    page.goto(f"http://127.0.0.1:{port}/?folder={urllib.parse.quote(str(folder))}")
     page.locator(".monaco-workbench .part.statusbar").wait_for(timeout=90_000)
 
 
@@ -928,6 +967,81 @@ def check_multi_root(checks: Checks, port: int, workspace_file: Path, folders: l
     checks.run("multi-root search covers both folders", search_both)
 
 
+def rendered(locator: Locator) -> dict:
+    """What an element shows: its text, and the bell icons, images, links and markdown formatting drawn in it."""
+    return locator.evaluate(RENDERED)
+
+
+def shows_as_text(what: str, shown: dict, *expected: str) -> None:
+    """`shown` (from `rendered`) has each of `expected` in its text, nothing drawn as an icon, image, link or
+    formatting, and no raw bidi control."""
+    text = shown["text"]
+    missing = [part for part in expected if part not in text]
+    assert not missing, f"{what} does not show {missing} as written: {text!r}"
+    drawn = {kind: shown[kind] for kind in ("icons", "images", "links", "formatting") if shown[kind]}
+    assert not drawn, f"{what} draws {drawn}: {text!r}"
+    assert not RAW_BIDI.search(text), f"{what} shows a raw bidi control: {text!r}"
+
+
+def check_hostile(checks: Checks, port: int, folder: Path) -> None:
+    """HOSTILE_FILES' names and text, where the extension shows them, as written."""
+    page = checks.page
+    open_workbench(page, port, folder)
+    print(f"note  hostile workspace: {answer_trust_prompt(page, trust=True)}", flush=True)
+    if not checks.run("hostile workspace: status ready",
+                      lambda: wait_for_status(page, f"codeloupe {len(HOSTILE_FILES)} files", "in the status item")):
+        return
+
+    def notification() -> str:
+        # The notification center keeps the server's warning after its toast hides.
+        run_command(page, "Notifications: Show Notifications")
+        items = page.locator(".notifications-center .notification-list-item", has_text="unknown setting")
+        items.first.wait_for(timeout=10_000)
+        shown = rendered(items.first.locator(".notification-list-item-message"))
+        page.keyboard.press("Escape")
+        shows_as_text("the unknown setting warning", shown, "[Fix] (command:workbench.action.files.save)")
+        return repr(shown["text"])
+
+    checks.run("hostile workspace: the warning's link is text", notification)
+
+    def search_rows() -> str:
+        start_search(page, "door bell ringer")
+        row = page.locator(".quick-input-widget .monaco-list-row", has_text="ringer")
+        row.first.wait_for(timeout=30_000)
+        shown = rendered(row.first)
+        page.keyboard.press("Escape")
+        shows_as_text("the search row", shown, "$(bell)/$(bell).py", "# Door $(bell) ringer \\u202eevil\\u202e")
+        return repr(shown["text"])
+
+    checks.run("hostile workspace: a search row shows $(bell) and U+202E as written", search_rows)
+
+    open_file_at(page, "app/chime.py", 4, 5)
+
+    def hover() -> str:
+        page.locator(".monaco-editor .view-line", has_text="def ring_bell").first \
+            .locator("span span", has_text="ring_bell").first.hover()
+        box = page.locator(".monaco-hover:visible", has_text="used in 1 file")
+        box.first.wait_for(timeout=15_000)
+        shown = rendered(box.first)
+        page.mouse.move(0, 0)
+        # Its one link is meant: the list of users links to the file that calls ring_bell.
+        shown["links"] = [link for link in shown["links"] if not link.endswith("/%24%28bell%29.py#L6")]
+        shows_as_text("the hover", shown, "[x](command:workbench.action.terminal.sendSequence) **bold** <img src=x> "
+                      "\\u202eevil\\u202e &#x202e;&rlm; done.", "$(bell)/$(bell).py")
+        return repr(shown["text"])
+
+    checks.run("hostile workspace: the hover shows the doc line as written", hover)
+
+    def lenses() -> str:
+        lens = page.locator(".monaco-editor .codelens-decoration", has_text="importers")
+        lens.first.wait_for(timeout=20_000)
+        shown = rendered(lens.first)
+        shows_as_text("the file lens", shown, "$(bell)")
+        return repr(shown["text"])
+
+    checks.run("hostile workspace: the file lens shows $(bell) as written", lenses)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--code-server", type=Path, default=REPO / ".workbench" / "code-server",
@@ -936,6 +1050,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / ".workbench" / "shots", help="screenshots")
     parser.add_argument("--restricted-only", action="store_true",
                         help="only the Restricted Mode checks (the untrusted folder, then trusting it)")
+    parser.add_argument("--hostile-only", action="store_true",
+                        help="only the checks of a workspace whose names and text would render as icons, links, markdown")
     parser.add_argument("--venv-bin", type=Path, default=REPO / ".venv" / "bin",
                         help="put first on code-server's PATH (where codeloupe-lsp is)")
     args = parser.parse_args()
@@ -959,6 +1075,7 @@ def main() -> int:
         main_ws = make_workspace(tmp / "shop")
         restricted_ws = make_workspace(tmp / "untrusted")
         second_ws = make_workspace(tmp / "depot")
+        hostile_ws = make_workspace(tmp / "hostile-$(bell)", HOSTILE_FILES)
         multi_ws = tmp / "shop-and-depot.code-workspace"
         multi_ws.write_text(json.dumps({"folders": [{"path": str(main_ws)}, {"path": str(second_ws)}]}))
         port = free_port()
@@ -971,10 +1088,13 @@ def main() -> int:
                 browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1600, "height": 1000})
                 checks = Checks(page, args.out)
-                check_restricted(checks, port, restricted_ws, tmp / "home")
-                if not args.restricted_only:
+                if not args.hostile_only:
+                    check_restricted(checks, port, restricted_ws, tmp / "home")
+                if not (args.restricted_only or args.hostile_only):
                     check_trusted(checks, port, main_ws, tmp / "home")
                     check_multi_root(checks, port, multi_ws, [main_ws, second_ws])
+                if not args.restricted_only:
+                    check_hostile(checks, port, hostile_ws)
                 browser.close()
         finally:
             stop(server)
