@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+import attrs
 import cattrs
 from lsprotocol import types as lsp
 from pygls.exceptions import (
@@ -36,6 +37,7 @@ from codeloupe.api import (
     load_settings,
     workspace_digest,
 )
+from codeloupe.types import one_line
 from codeloupe_lsp import __version__
 from codeloupe_lsp.config import EditorOptions
 from codeloupe_lsp.convert import uri_to_path
@@ -67,6 +69,8 @@ class _MalformedRequest:
 
 # What an editor sends of its buffers' text, which the server never reads.
 _EDITOR_TEXT = frozenset({lsp.TEXT_DOCUMENT_DID_OPEN, lsp.TEXT_DOCUMENT_DID_CHANGE, lsp.TEXT_DOCUMENT_DID_CLOSE})
+# The notifications whose `message` an editor shows a person as it is (Neovim's vim.notify, a notification).
+_SHOWN_MESSAGES = frozenset({lsp.WINDOW_SHOW_MESSAGE, lsp.WINDOW_LOG_MESSAGE})
 
 
 class CodeloupeProtocol(LanguageServerProtocol):
@@ -115,6 +119,22 @@ class CodeloupeProtocol(LanguageServerProtocol):
             self._send_response(message.id, None, error.to_response_error())
             return
         super().handle_message(message)
+
+    def notify(self, method: str, params: Any | None = None) -> None:
+        """A message to a person quotes the workspace's text (a strategy file's name, a settings file's path, a
+        shared repository's name, an exception naming a file): every such text leaves here, once, as the CLI prints
+        it (`one_line`). A bidi override or an escape sequence in a file name reordered the message or, in a
+        terminal editor, drove the terminal, and a newline in one forged a line of its own. pygls' own reports
+        (`report_server_error`) pass here too."""
+        if method in _SHOWN_MESSAGES and params is not None:
+            params = attrs.evolve(params, message=one_line(params.message))
+        super().notify(method, params)
+
+    def _send_response(self, msg_id: Any, result: Any | None = None,
+                       error: lsp.ResponseError | None = None) -> None:
+        if error is not None:  # an error response's message is shown too (Neovim: "codeloupe: ... failed: <it>")
+            error = attrs.evolve(error, message=one_line(error.message))
+        super()._send_response(msg_id, result, error)
 
 
     def _refuse_out_of_lifecycle(self, request: Any) -> bool:

@@ -1,0 +1,51 @@
+"""The real server over stdio: what it tells a person (window/showMessage, an error response's message) quotes the
+repository's file names escaped, one line, as the CLI prints them. Neovim shows both with vim.notify: a bidi override
+in a name reordered the message, an escape sequence drove a terminal's screen, and a newline forged a line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_helpers import expect_error, start_server, stop_server, uri, write_project
+
+from codeloupe.types import CONTROL_CHARACTERS, one_line
+
+# A name that reads "gpj.py" as "yp.jpg" in a bidi-aware view, clears the screen and colours what follows in a
+# terminal, and starts a line of its own.
+HOSTILE_NAME = "invoice\u202egpj\x1b[2J\x1b[31m\nforged line"
+
+
+def _raw(text: str) -> bool:
+    return bool(CONTROL_CHARACTERS.search(text)) or "\n" in text
+
+
+async def test_a_warning_quoting_a_strategy_files_name_shows_it_escaped(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    strategy = repo / ".codeloupe" / "strategies" / f"{HOSTILE_NAME}.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text("EXTENSIONS = ('.zog',)\n")
+    (repo / "a.zog").write_text("rule a\n")
+    client = await start_server([repo])
+    try:
+        await client.wait_ready()
+        [warning] = [m.message for m in client.messages if "not loading the chunk strategy" in m.message]
+        assert not _raw(warning), warning
+        assert one_line(str(strategy)) in warning  # "invoice\u202egpj\x1b[2J\x1b[31m\nforged line.py", as typed
+    finally:
+        await stop_server(client)
+
+
+async def test_an_error_naming_a_file_of_the_repository_shows_it_escaped(tmp_path: Path) -> None:
+    root = write_project(tmp_path / "project", {"app/main.py": "def main():\n    return 1\n",
+                                                f"app/{HOSTILE_NAME}.py": "def total():\n    return 2\n"})
+    client = await start_server([root])
+    try:
+        await client.wait_ready()
+        gone = root / "app" / f"{HOSTILE_NAME}.py"
+        gone.unlink()  # deleted after the index named it (a search result the user then opens)
+        message = await expect_error(client.request("codeloupe/expand", {"uri": uri(gone)}), -32602)
+        assert "no such file" in message and not _raw(message), message
+        assert one_line(HOSTILE_NAME) in message
+    finally:
+        await stop_server(client)
+
