@@ -11,6 +11,7 @@ rule of the Language Server Protocol and of the editors, so that line N is the l
 from __future__ import annotations
 
 import io
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -89,6 +90,14 @@ def one_line(text: str) -> str:
     """`visible(text)` on one line: a newline in a file name is shown as `\\n`, so a name cannot start a line
     of output of its own (a forged entry of a list)."""
     return visible(text).replace("\n", "\\n")
+
+
+class VisibleFormatter(logging.Formatter):
+    """A log line as `visible` shows it: the engine's and the servers' warnings name the workspace's files, and
+    stderr is a terminal, an editor's output panel or a log file read with `tail`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
 
 
 # A shared index's revision: the commit indexed, `<sha>-dirty` for a folder with uncommitted changes

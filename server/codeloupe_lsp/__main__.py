@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 
+from codeloupe.types import VisibleFormatter
 from codeloupe_lsp import __version__
 
 
@@ -31,9 +32,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="logging level for stderr (default WARNING)")
     args = parser.parse_args(argv)
 
-    # stdout is the protocol channel: logs go to stderr only.
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # stdout is the protocol channel: logs go to stderr only (the editor's output panel or log file), escaped as
+    # the editor's messages are: they name the workspace's files.
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(VisibleFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[stderr])
     # A search that meets the start-up's background work (the walk, the graph's load) gives up the interpreter at
     # each query to the index and waits up to a switch interval to have it back, hundreds of times: at 40K files
     # the worst answer in the first seconds after the first took 1.6-2.0 s at Python's 5 ms, 0.8-1.6 s at 1 ms,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_helpers import expect_error, start_server, stop_server, uri, write_project
+from lsp_helpers import RawServer, expect_error, start_server, stop_server, uri, write_project
 
-from codeloupe.types import CONTROL_CHARACTERS, one_line
+from codeloupe.types import CONTROL_CHARACTERS, one_line, visible
 
 # A name that reads "gpj.py" as "yp.jpg" in a bidi-aware view, clears the screen and colours what follows in a
 # terminal, and starts a line of its own.
@@ -49,3 +49,26 @@ async def test_an_error_naming_a_file_of_the_repository_shows_it_escaped(tmp_pat
     finally:
         await stop_server(client)
 
+
+def test_the_servers_log_names_the_file_escaped(tmp_path: Path) -> None:
+    """The stderr log (VS Code's output panel, Neovim's lsp.log read with `tail`) repeated each warning raw, as
+    the CLI's stderr did before it escaped its log."""
+    repo = tmp_path / "repo"
+    strategy = repo / ".codeloupe" / "strategies" / f"{HOSTILE_NAME}.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text("EXTENSIONS = ('.zog',)\n")
+    errlog = tmp_path / "stderr.txt"
+    server = RawServer(errlog)
+    try:
+        server.send_bytes(server.request(1, "initialize", {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "workspaceFolders": [{"uri": uri(repo), "name": repo.name}],
+            "initializationOptions": {"embedProvider": "none"}}))
+        assert server.next_reply()["id"] == 1
+        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        while server.messages.get(timeout=120).get("method") != "window/showMessage":
+            pass  # the warning is logged as it is sent
+    finally:
+        server.close()
+    log = errlog.read_text(encoding="utf-8")  # a log keeps its line breaks (a traceback's), as the CLI's does
+    assert visible(str(strategy)) in log and not CONTROL_CHARACTERS.search(log), log

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.errors import InvalidArgument, WorkspaceError
-from codeloupe.types import one_line, split_lines, visible
+from codeloupe.types import VisibleFormatter, one_line, split_lines, visible
 
 from . import CliError
 from .workspace_root import find_workspace_root
@@ -194,11 +194,6 @@ def named(text: str) -> str:
     return f"{text[:NAMED_CHARS]!r}... ({len(text)} characters)"
 
 
-class _VisibleFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return visible(super().format(record))
-
-
 def log_visibly() -> None:
     """Send the engine's warnings (they name the workspace's files) to stderr with their control characters
     escaped, where nothing has set logging up: Python's last-resort handler printed them raw, escape sequences
@@ -208,7 +203,7 @@ def log_visibly() -> None:
         return
     handler = logging.StreamHandler()
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(_VisibleFormatter("%(message)s"))
+    handler.setFormatter(VisibleFormatter("%(message)s"))
     root.addHandler(handler)
 
 
