@@ -92,6 +92,15 @@ def one_line(text: str) -> str:
     return visible(text).replace("\n", "\\n")
 
 
+def code_fence(text: str, shortest: int = 3) -> str:
+    """The backticks that open and close markdown code holding `text` (a block's fence, at least 3; a code span's
+    with `shortest=1`): one more than its longest run of them, so nothing in the text closes it early. A file
+    holding a ``` line ended a three-backtick block there, and the rest of the file read as the markdown around
+    it (headings, links, the tool's own notes)."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    return "`" * max(shortest, longest + 1)
+
+
 class VisibleFormatter(logging.Formatter):
     """A log line as `visible` shows it: the engine's and the servers' warnings name the workspace's files, and
     stderr is a terminal, an editor's output panel or a log file read with `tail`."""

@@ -32,6 +32,7 @@ from codeloupe.types import (
     Symbol,
     Tour,
     UsedDefinition,
+    code_fence,
     one_line,
     visible,
 )
@@ -127,16 +128,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
 _LINE_START_SPECIAL = re.compile(r"^([ \t]*\d{0,9})([-.=])", re.MULTILINE)
 
 
-def _longest_backticks(text: str) -> int:
-    return max((len(run) for run in re.findall(r"`+", text)), default=0)
-
-
 def md_code(text: str) -> str:
     """`text` as a code span, so names like `__init__` and `_private` are shown as written: on one line, its
     control and bidi characters escaped (`one_line`). A line break would have ended the span where its next line
     starts a block (a blank line, `# `, `- `, a fence), the rest of the text read as markdown."""
     shown = one_line(text)
-    fence = "`" * (_longest_backticks(shown) + 1)
+    fence = code_fence(shown, shortest=1)
     pad = " " if shown.startswith("`") or shown.endswith("`") else ""
     return f"{fence}{pad}{shown}{pad}{fence}"
 
@@ -311,7 +308,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append(md_text(file["why"]))
         for chunk in file["chunks"]:
             text = chunk["text"].rstrip("\n")
-            fence = "`" * max(3, _longest_backticks(text) + 1)
+            fence = code_fence(text)
             lines += ["", md_code(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
         lines.append("")
     if bundle["related"]:

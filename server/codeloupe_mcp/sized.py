@@ -15,6 +15,7 @@ from codeloupe.types import (
     FileHit,
     Located,
     PrunedChunk,
+    code_fence,
     short_revision,
     split_lines,
 )
@@ -263,22 +264,23 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
     label = f" ({found.symbol})" if found.symbol else ""
     noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
     head = f"{noted}{found.path}:{found.start_line}-{found.end_line}{label}"
-    whole = f"{head}\n```\n{found.text.rstrip(chr(10))}\n```"
+    fence = code_fence(found.text)  # a part of the text holds no longer run of backticks than the whole
+    whole = f"{head}\n{fence}\n{found.text.rstrip(chr(10))}\n{fence}"
     if len(whole.encode("utf-8")) <= budget.limit:
         return whole
     start, end, size = found.start_line, found.end_line, len(found.text.encode("utf-8"))
-    if not budget.take(f"{head}\n```\n\n```\n" + max(_expand_cut_note(end - 1, end, budget.limit),
+    if not budget.take(f"{head}\n{fence}\n\n{fence}\n" + max(_expand_cut_note(end - 1, end, budget.limit),
                                                    _long_line_note(start, size, size, end, budget.limit), key=len)):
         return _within(whole, budget.limit)  # the heading alone (a deep path, long notes) leaves no room to go on
     kept = _lines_within(found.text, budget.left())
     if kept:
         last = start + len(split_lines(kept)) - 1
-        return f"{head}\n```\n{kept.rstrip(chr(10))}\n```\n{_expand_cut_note(last, end, budget.limit)}"
+        return f"{head}\n{fence}\n{kept.rstrip(chr(10))}\n{fence}\n{_expand_cut_note(last, end, budget.limit)}"
     # Not even the first line fits: without its start the agent was sent back to the same line for ever.
     first = split_lines(found.text, keepends=False)[0]
     part = _prefix_within(first, budget.left())
     note = _long_line_note(start, len(first.encode("utf-8")), len(part.encode("utf-8")), end, budget.limit)
-    return f"{head}\n```\n{part}\n```\n{note}"
+    return f"{head}\n{fence}\n{part}\n{fence}\n{note}"
 
 
 def _expand_cut_note(last: int, end: int, limit: int) -> str:
@@ -371,8 +373,9 @@ def _pinned(hit: FileHit) -> str:
 
 
 def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
+    fence = code_fence(chunk.text)
     return (f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}\n"
-            f"```{hit.language}\n{chunk.text.rstrip(chr(10))}\n```")
+            f"{fence}{hit.language}\n{chunk.text.rstrip(chr(10))}\n{fence}")
 
 
 def _cut_note(cut: int, cut_bytes: int, limit: int, partly: int = 0) -> str:
@@ -430,9 +433,11 @@ def _widest_window(lines: Sequence[str], anchor: int, room: int, min_lines: int,
 
 def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], anchor: int) -> str:
     last = first + len(lines) - 1
+    code = "\n".join(lines)
+    fence = code_fence(code)
     return (f"{hit.shown_path}:{first}-{last}  {chunk.breadcrumb}  (lines {first}-{last} of {chunk.start_line}-"
             f"{chunk.end_line}, around line {anchor}; the rest cut: budget)\n"
-            f"```{hit.language}\n" + "\n".join(lines) + "\n```")
+            f"{fence}{hit.language}\n{code}\n{fence}")
 
 
 def _shorten(item: dict, room: int) -> dict | None:

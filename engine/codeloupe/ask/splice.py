@@ -21,7 +21,7 @@ from codeloupe.ask.excerpts import Excerpt, Excerpts
 from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
-from codeloupe.types import split_lines
+from codeloupe.types import code_fence, split_lines
 
 _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?")
 _SPECIAL = re.compile(r"[\n\[<]")
@@ -157,8 +157,7 @@ class SpanResolver:
 
 def code_span(text: str) -> str:
     """`text` as an inline code span, whatever backticks it holds."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    ticks = "`" * (longest + 1)
+    ticks = code_fence(text, shortest=1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
@@ -168,9 +167,8 @@ def location(c: Citation) -> str:
 
 
 def render_block(c: Citation) -> str:
-    """A fenced block (the fence longer than any backtick run inside), captioned with the real location."""
-    longest = max((len(run) for run in re.findall(r"`+", c.text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    """A fenced block (`code_fence`), captioned with the real location."""
+    fence = code_fence(c.text)
     body = c.text if c.text.endswith("\n") else c.text + "\n"
     note = " (changed on disk since indexing: lines re-located)" if c.changed else ""
     return f"\n{code_span(location(c))}{note}\n{fence}{c.language}\n{body}{fence}\n"
