@@ -553,3 +553,35 @@ def test_cli_garbage_from_the_model_falls_back_to_the_bundle(repo: Path, chat: C
     assert reason in done["fallback"] and done["citations"] == []
     assert disk(repo, "app/auth.py", 6, 8) in done["answer"]  # the bundle, read from disk, is the answer
     assert not chat.pending()
+
+
+# ------------------------------------------------------------------------------------------ shown as the CLI shows it
+
+# Code that reads otherwise than it runs where bidi controls are honoured (the check's `if` seems to end the line),
+# with an escape sequence that clears a terminal, in a file whose name holds a bidi override and a newline.
+HOSTILE_PATH = "app/perm\u202etxt.py\n- forged.py"
+HOSTILE_CODE = ('def grant_admin(user):\n    access = "user"  # \u202e } \u2066if user.is_admin:\u2069 \u2066 # begin\n'
+                '    return access + "\x1b[2J"\n')
+
+
+@pytest.mark.parametrize("narrated", [False, True])
+def test_the_answer_shows_code_and_names_as_the_cli_does(tmp_path: Path, chat: ChatServer, narrated: bool) -> None:
+    """The answer's markdown (an editor's answer view, an agent's reply) showed the cited code, its file's name and
+    the model's prose raw: a bidi override made a line read otherwise than it runs, an escape sequence drove a
+    terminal, and a newline in a name began a line of its own. They are shown as the CLI shows them; the parts'
+    text and the citations keep the bytes."""
+    from codeloupe.types import CONTROL_CHARACTERS, one_line, visible_lines
+
+    (tmp_path / "app").mkdir()
+    (tmp_path / HOSTILE_PATH).write_text(HOSTILE_CODE)
+    if narrated:
+        chat.add(Reply(text="Admin rights \u202eare granted\x1b[31m by [[1]]."))  # the only file, excerpt 1
+    _, result = ask(workspace(tmp_path, chat if narrated else None), "where is grant_admin", agents=False)
+    assert (result.fallback is None) is narrated, result.fallback
+    assert not CONTROL_CHARACTERS.search(result.answer), result.answer
+    assert "\n".join(visible_lines(HOSTILE_CODE)) in result.answer
+    assert f"`{one_line(HOSTILE_PATH)}:1-3`" in result.answer and "\n- forged.py" not in result.answer
+    [code] = [part for part in result.parts if part.kind == "code"]
+    assert code.text == HOSTILE_CODE and code.citation is not None and code.citation.text == HOSTILE_CODE
+    if narrated:
+        assert "Admin rights \\u202eare granted\\x1b\\[31m by" in result.answer  # `[` escaped as markdown

@@ -162,6 +162,21 @@ def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
     run_script("unit.lua", workspace, tmp_path)
 
 
+def test_the_plugin_escapes_a_line_as_the_engine_does(workspace: Path, tmp_path: Path) -> None:
+    """The ask view finds the citation a fenced block shows by its lines as the server escapes them (`visible`):
+    every character up to U+2100 (the C0 and C1 controls and the bidi ones among them), one per line, is escaped
+    as the engine escapes it, so a cited line holding one still opens its line on disk."""
+    from codeloupe.types import split_lines, visible
+
+    text = "\n".join(f"<{chr(code)}>" for code in range(0x2100) if code not in (0x0A, 0x0D))
+    text += "\nmixed \x1b[31m\u202egpj.exe\u2066\tend"
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8", newline="")
+    run_script("visible.lua", workspace, tmp_path, {"CODELOUPE_TEST_VISIBLE_IN": str(tmp_path / "in.txt"),
+                                                    "CODELOUPE_TEST_VISIBLE_OUT": str(tmp_path / "out.txt")})
+    shown = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    assert shown == [visible(line) for line in split_lines(text, keepends=False)]
+
+
 def test_code_shown_from_files_with_lone_cr_counts_the_servers_lines(workspace: Path, tmp_path: Path) -> None:
     """Search items, the ask view and graph hop code, on files with CRLF, lone CR, form feed and U+2028 lines."""
     write_files(workspace / "breaks")

@@ -72,7 +72,8 @@ def is_blank(text: str) -> bool:
 # cursor over lines), and the bidirectional formatting ones, which reorder what is shown (a line of code that reads
 # otherwise than it runs, a file name whose end shows first). The CLI, the language server's hovers and notices,
 # the web pages (graph/assets/visible.js; tests/serve/test_page.py holds them to it) and the VS Code extension
-# (clients/vscode/src/visible.ts; its visible.test.js does) escape this set, as `visible` does.
+# (clients/vscode/src/visible.ts; its visible.test.js does) escape this set, as `visible` does; the Neovim plugin
+# matches an answer's escaped code with it (clients/neovim/lua/codeloupe/lines.lua; tests/test_neovim_client.py).
 CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -90,6 +91,12 @@ def one_line(text: str) -> str:
     """`visible(text)` on one line: a newline in a file name is shown as `\\n`, so a name cannot start a line
     of output of its own (a forged entry of a list)."""
     return visible(text).replace("\n", "\\n")
+
+
+def visible_lines(text: str) -> list[str]:
+    """Code as a person is shown it: its lines as editors count them (`split_lines`), each `visible`, so line N
+    shown is line N of the file (a lone CR ends a line; a form feed is `\\x0c` inside its own)."""
+    return [visible(line) for line in split_lines(text, keepends=False)]
 
 
 def code_fence(text: str, shortest: int = 3) -> str:

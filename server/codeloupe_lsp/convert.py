@@ -35,6 +35,7 @@ from codeloupe.types import (
     code_fence,
     one_line,
     visible,
+    visible_lines,
 )
 
 if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client, seconds of start-up
@@ -307,7 +308,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append(f"### {file['rank']}. [{md_code(file['path'])}]({_link(file['location'])})  ")
         lines.append(md_text(file["why"]))
         for chunk in file["chunks"]:
-            text = chunk["text"].rstrip("\n")
+            text = "\n".join(visible_lines(chunk["text"]))  # shown as the CLI shows code; `bundle` keeps the bytes
             fence = code_fence(text)
             lines += ["", md_code(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
         lines.append("")

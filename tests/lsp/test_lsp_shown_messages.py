@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lsp_helpers import RawServer, expect_error, start_server, stop_server, uri, write_project
 
-from codeloupe.types import CONTROL_CHARACTERS, one_line, visible
+from codeloupe.types import CONTROL_CHARACTERS, one_line, visible, visible_lines
 
 # A name that reads "gpj.py" as "yp.jpg" in a bidi-aware view, clears the screen and colours what follows in a
 # terminal, and starts a line of its own.
@@ -72,3 +72,25 @@ def test_the_servers_log_names_the_file_escaped(tmp_path: Path) -> None:
         server.close()
     log = errlog.read_text(encoding="utf-8")  # a log keeps its line breaks (a traceback's), as the CLI's does
     assert visible(str(strategy)) in log and not CONTROL_CHARACTERS.search(log), log
+
+
+async def test_an_answers_markdown_shows_code_as_the_cli_does(tmp_path: Path) -> None:
+    """`codeloupe/ask`'s `answer` (the engine's, and the server's own when the engine's ask cannot run) fenced the
+    code raw: a bidi override made a line read otherwise than it runs, an escape sequence drove a terminal. Its
+    lines are shown as the CLI shows them; `parts` and `bundle` keep the bytes."""
+    from codeloupe_lsp.convert import fallback_answer
+
+    code = 'def grant_admin(user):\n    access = "user"  # \u202e } \u2066if user.is_admin:\u2069\n    return "\x1b[2J"\n'
+    root = write_project(tmp_path / "project", {"app/perm.py": code})
+    client = await start_server([root])
+    try:
+        await client.wait_ready()
+        result = await client.request("codeloupe/ask", {"query": "where is grant_admin"})
+    finally:
+        await stop_server(client)
+    assert result["fallback"] == "no chat model configured"
+    assert [p["text"] for p in result["parts"] if p["kind"] == "code"] == [code]
+    assert result["bundle"]["core"][0]["chunks"][0]["text"] == code
+    for answer in (result["answer"], fallback_answer(result["bundle"], "the ask failed")["answer"]):
+        assert not _raw(answer.replace("\n", "")), answer
+        assert "\n".join(visible_lines(code)) in answer, answer

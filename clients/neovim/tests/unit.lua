@@ -151,6 +151,28 @@ H.equal(fallback.lines[code_line], auth_lines[H.line_of('shop/auth.py', 'return 
 H.equal(fallback.targets[code_line].lnum, H.line_of('shop/auth.py', 'return hmac.compare_digest'),
   'a fallback code line opens its own line')
 
+-- The server shows a cited line's control and bidi characters as escapes (`\u202e`): its block still opens the
+-- citation, each line its own line.
+local hostile = 'grant = "user" # \u{202e} } \u{2066}if admin:\u{2069}\n    return "\27[2J"'
+local escaped = table.concat({
+  'Admin rights come from [[1]]:', '', '```python',
+  'grant = "user" # \\u202e } \\u2066if admin:\\u2069', '    return "\\x1b[2J"', '```',
+}, '\n')
+local shown = ask.render('who is admin?', {
+  answer = escaped, uncited = {}, abstained = false, fallback = vim.NIL, bundle = { core = {}, related = {} },
+  citations = { { k = 1, path = 'shop/auth.py', startLine = verify_line, endLine = verify_line + 1, text = hostile,
+    location = { uri = auth_uri, range = span(verify_line, verify_line + 1) } } },
+}, H.root)
+local escaped_return
+for number, rendered in ipairs(shown.lines) do
+  if rendered == '    return "\\x1b[2J"' then
+    escaped_return = number
+  end
+end
+H.check(escaped_return and shown.targets[escaped_return], 'an escaped code line opens its citation:\n'
+  .. table.concat(shown.lines, '\n'))
+H.equal(shown.targets[escaped_return].lnum, verify_line + 1, 'an escaped code line opens its own line')
+
 -- Graph path trees: hops with carriers open the use site.
 local graph = require('codeloupe.graph')
 local tree = graph.render('path', {

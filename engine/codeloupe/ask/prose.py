@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from codeloupe.types import visible
+
 ABSTAIN = "<<ABSTAIN>>"
 CITATION_MARKER_MAX = 40  # characters between `[[` and `]]`
 CITATION_MARKER = re.compile(rf"\[\[([^\[\]\n]{{0,{CITATION_MARKER_MAX}}})\]\]")
@@ -59,8 +61,9 @@ def is_safe_address(url: str) -> bool:
 
 
 def markdown_text(text: str) -> str:
-    """Plain prose as markdown that renders as the same text: no link, HTML or image can form in it."""
-    return re.sub(r"([\\\[\]<])", r"\\\1", text)
+    """Plain prose as markdown that renders as the same text: no link, HTML or image can form in it, and its
+    control and bidi characters are shown as escapes (`visible`), as the CLI prints a model's prose."""
+    return visible(re.sub(r"([\\\[\]<])", r"\\\1", text))  # after: an escape's backslash is shown as one
 
 
 def _columns(whitespace: str) -> int:

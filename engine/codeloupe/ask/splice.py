@@ -21,7 +21,7 @@ from codeloupe.ask.excerpts import Excerpt, Excerpts
 from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
-from codeloupe.types import code_fence, split_lines
+from codeloupe.types import code_fence, one_line, split_lines, visible_lines
 
 _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?")
 _SPECIAL = re.compile(r"[\n\[<]")
@@ -156,7 +156,9 @@ class SpanResolver:
 
 
 def code_span(text: str) -> str:
-    """`text` as an inline code span, whatever backticks it holds."""
+    """`text` (a path, a location) as an inline code span, whatever backticks it holds, on one line and its
+    control and bidi characters escaped (`one_line`), as the CLI shows a name."""
+    text = one_line(text)
     ticks = code_fence(text, shortest=1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"
@@ -167,9 +169,11 @@ def location(c: Citation) -> str:
 
 
 def render_block(c: Citation) -> str:
-    """A fenced block (`code_fence`), captioned with the real location."""
-    fence = code_fence(c.text)
-    body = c.text if c.text.endswith("\n") else c.text + "\n"
+    """A fenced block (`code_fence`), captioned with the real location. The markdown is what a person is shown
+    (an editor's answer view, an agent's reply): its lines are the CLI's (`visible_lines`), so a bidi override in
+    the code cannot make it read otherwise than it runs; the citation and the part's text keep the bytes."""
+    body = "".join(f"{line}\n" for line in visible_lines(c.text))
+    fence = code_fence(body)
     note = " (changed on disk since indexing: lines re-located)" if c.changed else ""
     return f"\n{code_span(location(c))}{note}\n{fence}{c.language}\n{body}{fence}\n"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from codeloupe.errors import InvalidArgument, WorkspaceError
-from codeloupe.types import VisibleFormatter, one_line, split_lines, visible
+from codeloupe.types import VisibleFormatter, one_line, visible, visible_lines
 
 from . import CliError
 from .workspace_root import find_workspace_root
@@ -220,7 +220,7 @@ def print_code(console: Console, text: str, language: str, start_line: int) -> N
     code the file does not have: rule 5); piped, every line whole and as the file has it, numbered, for a pager,
     grep or a file (rich would wrap it at 80 columns and read brackets as markup). Lines are numbered as an editor
     numbers them (`split_lines`): a lone CR ends one; a form feed is shown as `\\x0c` inside its line."""
-    lines = [visible(line) for line in split_lines(text, keepends=False)] or [""]
+    lines = visible_lines(text) or [""]
     if console.is_terminal:
         from rich.syntax import Syntax
 

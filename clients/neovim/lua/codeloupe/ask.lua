@@ -143,7 +143,14 @@ local function normalise_code(text)
   return (text:gsub('%s+$', ''))
 end
 
---- The citation whose verbatim text a fenced block of the answer is, and the block's first line there.
+--- A citation's lines as the answer's fenced blocks show them (each escaped as the server escapes them).
+---@param citation table
+---@return string[]
+local function shown_lines(citation)
+  return vim.tbl_map(text_lines.visible, text_lines.split(citation.text or ''))
+end
+
+--- The citation whose text a fenced block of the answer shows, and the block's first line there.
 ---@param body string[]
 ---@param citations table[]
 ---@return table? citation, integer? first_line
@@ -153,14 +160,14 @@ local function match_citation(body, citations)
     return nil
   end
   for _, citation in ipairs(citations) do
-    local text = normalise_code(table.concat(text_lines.split(citation.text or ''), '\n'))
+    local text = normalise_code(table.concat(shown_lines(citation), '\n'))
     if text == joined then
       return citation, citation.startLine
     end
   end
   -- A block may show part of a citation (or carry a header line): locate its first code line.
   for _, citation in ipairs(citations) do
-    for offset, line in ipairs(text_lines.split(citation.text or '')) do
+    for offset, line in ipairs(shown_lines(citation)) do
       if body[1] ~= '' and line == body[1] then
         return citation, citation.startLine + offset - 1
       end

@@ -24,4 +24,24 @@ function M.of_file(text)
   return lines, eol
 end
 
+--- One line of code as the server shows it in an answer's fenced blocks (codeloupe.types.visible): control
+--- characters other than tab, and the bidirectional formatting ones, written as escapes (`\x1b`, `\u202e`).
+---@param line string
+---@return string
+function M.visible(line)
+  local function byte(c)
+    return ('\\x%02x'):format(c:byte())
+  end
+  line = line:gsub('[%z\1-\8\11-\31\127]', byte)
+  line = line:gsub('\194([\128-\159])', byte) -- U+0080-U+009F
+  line = line:gsub('\216\156', '\\u061c')
+  line = line:gsub('\226\128([\142\143\170-\174])', function(c) -- U+200E, U+200F, U+202A-U+202E
+    return ('\\u20%02x'):format(c:byte() - 0x80)
+  end)
+  line = line:gsub('\226\129([\166-\169])', function(c) -- U+2066-U+2069
+    return ('\\u20%02x'):format(c:byte() - 0x80 + 0x40)
+  end)
+  return line
+end
+
 return M
