@@ -215,3 +215,16 @@ def test_stats_names_the_first_hundred_unreadable_folders(tmp_path: Path) -> Non
     assert "  skipped   unreadable folder 101  (--skipped lists them)" in shown
     after = listed[listed.index(named[-1]) + 1]
     assert after == "    ... and 1 more unreadable folder (the index names the first 100 by path)", listed
+
+
+def test_stats_shows_the_workspaces_name_escaped(tmp_path: Path) -> None:
+    """The workspace line and the index's file (named after the folder) printed the folder's name raw: a clone's
+    folder is named by its repository, and an escape sequence in it drove the terminal, a bidi override reordered
+    the line. Both are shown as a file's name is."""
+    repo = tmp_path / "repo\u202egnp.py\x1b]0;owned\x07"
+    repo.mkdir()
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    codeloupe("index", str(repo))
+    shown = codeloupe("stats", str(repo))
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown, shown
+    assert "workspace " + str(tmp_path) + "/repo\\u202egnp.py\\x1b]0;owned\\x07" in shown.splitlines()

@@ -35,6 +35,7 @@ from codeloupe.settings import (
     workspace_digest,
 )
 from codeloupe.trust import TrustStore, user_config_dir
+from codeloupe.types import CONTROL_CHARACTERS, one_line
 from hostile import MARKER, hostile_repo, write_user_config
 
 USER_EMBED_KEY = "sk-user-embed-secret"
@@ -135,6 +136,30 @@ def test_trust_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "was not trusted" in capsys.readouterr().err
     assert [e.root for e in TrustStore.default().entries()] == [str(other.resolve())]
     assert load_settings(repo).ignored is not None
+
+
+def test_trust_shows_a_workspaces_keys_and_names_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe trust` lists what it trusted as the files hold it: a key of the repository's own settings file
+    (TOML quotes any text as a key) and the folder's name reached the terminal raw, so an escape sequence in one
+    retitled or cleared it, or hid the endpoint listed after it, and a bidi override reordered the line. Every
+    line of trust, --list and --revoke shows them escaped, as a file's name is shown elsewhere."""
+    repo = tmp_path / "repo\u202egnp.toml"
+    repo.mkdir()
+    (repo / ".codeloupe.toml").write_text('"\\u001b[2J\\u001b]0;trusted\\u0007" = 1\n'
+                                          'embed_base_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8")
+    strategy = repo / ".codeloupe" / "strategies" / "zog\x1b[8m.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text("EXTENSIONS = ('.zog',)\n", encoding="utf-8")
+    assert main(["trust", str(repo)]) == 0
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    assert main(["trust", "--list"]) == 0
+    assert main(["trust", "--revoke", str(repo)]) == 0 and main(["trust", "--revoke", str(repo)]) == 1
+    assert main(["trust", "--revoke", "--strategy", str(strategy)]) == 0
+    out, err = capsys.readouterr()
+    for shown in (out, err):
+        assert not CONTROL_CHARACTERS.search(shown), shown
+    assert "  .codeloupe.toml: \\x1b[2J\\x1b]0;trusted\\x07 = 1, embed_base_url = 'http://127.0.0.1:9/v1'" in out
+    assert f"trusted: {one_line(str(repo.resolve()))}" in out and one_line(str(strategy.resolve())) in out
 
 
 # ---------------------------------------------------------------------- which settings a workspace may set

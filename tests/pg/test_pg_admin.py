@@ -413,3 +413,35 @@ def test_a_drop_ended_by_a_deadlock_says_so_and_to_try_again(tmp_path: Path, pg_
     assert "'svc' was not dropped" in str(refused) and "deadlock" in str(refused), refused
     assert "try again" in str(refused).lower(), refused
     assert [r.name for r in shared_repositories(pg_url)] == ["svc"]
+
+
+def test_repos_and_queue_show_paths_and_workers_escaped(tmp_path: Path, pg_url: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`admin repos` printed the folder a repository was indexed from raw, and `admin queue` each worker's name:
+    any machine writing the shared index names them, and an escape sequence in one drove the reader's terminal
+    (a bidi override reordered the line, a newline forged a repository of its own). Each line shows them
+    escaped, as a file's name is shown elsewhere."""
+    from codeloupe.types import CONTROL_CHARACTERS, one_line
+
+    root = tmp_path / "svc\u202egnp.py\x1b[2J\nbilling  9 files"
+    root.mkdir()
+    (root / "app.py").write_text("def main():\n    return 1\n")
+    ws = Workspace(root, overrides={"embed_provider": "none", "store_url": pg_url, "store_repository": "svc"})
+    try:
+        ws.index()
+    finally:
+        ws.close()
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    store.enqueue(str(root), "", [["app.py"]])
+    queue = WorkQueue(pg_url, "host\x1b]0;owned\x07:1")
+    try:
+        assert queue.claim(600)
+        assert main(["admin", "--store", pg_url, "repos"]) == 0
+        assert main(["admin", "--store", pg_url, "queue"]) == 0
+    finally:
+        queue.close()
+        store.close()
+    out = capsys.readouterr().out
+    assert not CONTROL_CHARACTERS.search(out) and "\nbilling" not in out, out
+    assert f"from {one_line(str(root.resolve()))}" in out, out
+    assert "  claimed by host\\x1b]0;owned\\x07:1" in out.splitlines(), out

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe import api
     from codeloupe.repository_names import shown_repository_name
     from codeloupe.store import StoreError
-    from codeloupe.types import short_revision
+    from codeloupe.types import one_line, short_revision
     from codeloupe.wording import amount
 
     try:
@@ -91,6 +91,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(a) if dataclasses.is_dataclass(a) else a for a in answer]
                          if isinstance(answer, list) else dataclasses.asdict(answer), indent=2))
-    else:
-        print("\n".join(lines))
+    else:  # each line one, its names and paths (a folder indexed from, a queued repository, a worker) escaped
+        print("\n".join(map(one_line, lines)))
     return 0

@@ -39,15 +39,17 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     total = status.vectors_total or 1
-    print(f"workspace {status.root}")
-    print(f"  index     {status.index_path} (schema {status.schema_version})")
+    # The folder's name (a clone's is the repository's) and the model a trusted workspace's files set are shown
+    # escaped, as a file's name is below.
+    print(f"workspace {one_line(str(status.root))}")
+    print(f"  index     {one_line(str(status.index_path))} (schema {status.schema_version})")
     if status.indexing:
-        print(f"  WARNING   {status.indexing}")
+        print(f"  WARNING   {one_line(status.indexing)}")
     print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}"
           + ("   (nothing indexed yet: `codeloupe index` indexes it)" if not status.files and not status.skipped else ""))
     print("  languages " + (counted(status.languages.items()) or "-"))
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
-          f"{status.skeleton_vectors_done}/{status.files} skeletons  [{status.provider} {status.model}]")
+          f"{status.skeleton_vectors_done}/{status.files} skeletons  [{one_line(f'{status.provider} {status.model}')}]")
     if status.skipped:
         print("  skipped   " + counted((one_line(reason), count) for reason, count in status.skipped.items())
               + ("" if args.skipped else "  (--skipped lists them)"))

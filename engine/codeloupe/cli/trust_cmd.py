@@ -56,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         with _writing(store):
             revoked = store.revoke(root)
         if not revoked:
-            print(f"codeloupe: {root} was not trusted", file=sys.stderr)
+            print(one_line(f"codeloupe: {root} was not trusted"), file=sys.stderr)
             return 1
-        print(f"no longer trusted: {root}")
+        print(one_line(f"no longer trusted: {root}"))
         return 0
     try:
         check_root(root)
@@ -71,9 +71,11 @@ def run(args: argparse.Namespace) -> int:
         print(one_line(note), file=sys.stderr)
     with _writing(store):
         store.trust(root, digest)
-    print(f"trusted: {root}")
+    # What was trusted, as the files hold it: a key (`"\x1b]0;x\x07" = 1` is one) and the folder's name shown escaped.
+    print(one_line(f"trusted: {root}"))
     for where, table in files.items():
-        print(f"  {where}: " + (", ".join(f"{key} = {_shown(value)!r}" for key, value in table.items()) or "(empty)"))
+        print(one_line(f"  {where}: " + (", ".join(f"{key} = {_shown(value)!r}" for key, value in table.items())
+                                         or "(empty)")))
     print("  until these settings change" if files else
           "  (no codeloupe settings yet: a settings file added later needs `codeloupe trust` again)")
     return 0
@@ -109,7 +111,7 @@ def _workspace_root(folder: Path) -> Path:
         raise CliError(str(exc)) from exc
     located = find_workspace_root(folder, lambda candidate: index_path(candidate).exists())
     if located.subpath:
-        print(f"codeloupe: {folder} is inside the workspace {located.root} (it has {located.reason})",
+        print(one_line(f"codeloupe: {folder} is inside the workspace {located.root} (it has {located.reason})"),
               file=sys.stderr)
     return located.root
 
@@ -122,9 +124,9 @@ def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
         with _writing(store):
             revoked = store.revoke_strategy(path)
         if not revoked:
-            print(f"codeloupe: the strategy {path} was not trusted", file=sys.stderr)
+            print(one_line(f"codeloupe: the strategy {path} was not trusted"), file=sys.stderr)
             return 1
-        print(f"no longer trusted: {path}")
+        print(one_line(f"no longer trusted: {path}"))
         return 0
     try:
         digest = file_digest(read_strategy_file(path))
@@ -132,7 +134,7 @@ def _strategy(store: TrustStore, path: Path, *, revoke: bool) -> int:
         raise CliError(f"cannot trust the strategy {path}: {exc.strerror or exc}") from exc
     with _writing(store):
         store.trust_strategy(path, digest)
-    print(f"trusted the chunk strategy {path}\n  sha256 {digest}\n  until the file changes")
+    print(f"trusted the chunk strategy {one_line(str(path))}\n  sha256 {digest}\n  until the file changes")
     return 0
 
 
@@ -140,12 +142,13 @@ def _list(store: TrustStore) -> int:
     entries = store.entries()
     strategies = store.strategy_entries()
     if not entries and not strategies:
-        print(f"no trusted workspaces ({store.path})")
+        print(one_line(f"no trusted workspaces ({store.path})"))
         return 0
     for entry in entries:
-        print(f"{entry.root}  {_state(store, Path(entry.root))}  (trusted {entry.trusted_at})")
+        print(one_line(f"{entry.root}  {_state(store, Path(entry.root))}  (trusted {entry.trusted_at})"))
     for entry in strategies:
-        print(f"strategy {entry.root}  {_strategy_state(store, Path(entry.root))}  (trusted {entry.trusted_at})")
+        state = _strategy_state(store, Path(entry.root))
+        print(one_line(f"strategy {entry.root}  {state}  (trusted {entry.trusted_at})"))
     return 0
 
 
