@@ -638,6 +638,26 @@ def test_codeloupe_serve_starts_says_where_and_stops(project: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def test_codeloupe_serve_names_the_folders_it_serves_escaped(tmp_path: Path) -> None:
+    """Its first line printed the folders' names raw: a clone's folder is named by its repository, and a bidi
+    override or an escape sequence in it reordered the line or drove the terminal."""
+    from codeloupe.types import CONTROL_CHARACTERS, one_line
+
+    root = tmp_path / "repo\u202egnp.py\x1b]0;owned\x07"
+    root.mkdir()
+    (root / "app.py").write_text("def main():\n    return 1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", str(root), "--port", "0", "--token", "t"],
+                            env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert line.startswith(f"codeloupe: serving {one_line(str(root))} at http://") and \
+        not CONTROL_CHARACTERS.search(line), line
+
+
 def held_open_then_closed(base: str) -> None:
     """uvicorn timed out only idle kept-alive connections: one that sent nothing, half a request head, or a body
     a byte at a time stayed open for good (enough of them use up the server's file descriptors). Each is closed

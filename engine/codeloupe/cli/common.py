@@ -76,8 +76,8 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
         located = find_workspace_root(root, lambda folder: index_path(folder).exists())
         root, args.subpath = located.root, located.subpath
         if located.subpath:
-            print(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder inside it",
-                  file=sys.stderr)
+            print(one_line(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder "
+                           "inside it"), file=sys.stderr)
         settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
         ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
     except (SettingsError, WorkspaceError, StoreError) as exc:

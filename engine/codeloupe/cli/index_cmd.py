@@ -13,7 +13,7 @@ from codeloupe.wording import amount
 
 from . import CliError
 from .arguments import add_workspace_args
-from .common import counted, index_workspace, open_workspace
+from .common import counted, index_workspace, one_line, open_workspace
 
 if TYPE_CHECKING:
     from codeloupe.api import Workspace
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         out["prepared_s"] = prepared_s
         print(json.dumps(out, indent=2))
         return 0
-    print(f"indexed {report.root}")
+    print(f"indexed {one_line(str(report.root))}")  # the folder's name: a clone's is its repository's
     print(f"  files     {report.files_seen} seen, {report.files_indexed} (re)chunked, "
           f"{report.files_unchanged} unchanged, {report.files_deleted} removed")
     print(f"  chunks    {report.chunks}   symbols {report.symbols}")
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if prepared_s is not None:
         print(f"  prepared  the search snapshot and graph in {prepared_s:.1f}s (the next search or editor start "
               "loads them)")
-    print(f"  index     {where}")
+    print(f"  index     {one_line(where)}")
     print(f"  elapsed   {time.perf_counter() - started:.2f}s (chunks and symbols {report.elapsed_s:.2f}s)")
     return 0
 

@@ -10,7 +10,7 @@ from codeloupe.wording import amount, counted_noun
 
 from . import CliError
 from .arguments import add_workspace_args
-from .common import open_workspace
+from .common import one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,13 +34,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(census), indent=2))
         return 0
-    print(f"{census.root}: {amount(census.files, 'file')}, {census.covered} covered by a chunker")
+    print(f"{one_line(str(census.root))}: {amount(census.files, 'file')}, {census.covered} covered by a chunker")
     # codeloupe's own files (`.codeloupe/`) no chunker covers are in no list of the census: counted here
     own = census.files - census.covered - sum(count.files for count in census.uncovered)
     if not census.uncovered:
         print("  every file type has a chunker" if not own else "  every file type outside .codeloupe/ has a chunker")
     for count in census.uncovered:
-        label = count.extension or "(no extension)"
+        label = one_line(count.extension) or "(no extension)"  # of the workspace's file names
         hint = "  (forge can write one)" if count.extension and count.files >= MIN_FILES else ""
         whose = "its" if count.files == 1 else "their"
         print(f"  {label:<16} {count.files:>5} {counted_noun(count.files, 'file')}, no chunker of {whose} own{hint}")
@@ -48,6 +48,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'.codeloupe/':<16} {own:>5} {counted_noun(own, 'file')} of codeloupe's own, no chunker (no chunk "
               f"strategy cuts {'it' if own == 1 else 'them'})")
     for count in census.forged:
-        print(f"  {count.extension:<16} {count.files:>5} {counted_noun(count.files, 'file')}, chunked by the strategy "
+        print(f"  {one_line(count.extension):<16} {count.files:>5} {counted_noun(count.files, 'file')}, chunked by the strategy "
               f"{count.strategy!r}")
     return 0

@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.api import WorkspaceError, open_shared, reopen_shared
     from codeloupe.settings import SettingsError
     from codeloupe.store import StoreError
+    from codeloupe.types import one_line
 
     token = args.token or os.environ.get("CODELOUPE_SERVE_TOKEN") or None
     extra = {"rate_per_s": args.rate} if args.rate else {}
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     # SIGTERM sent as soon as it is read killed the process with the default action (status -15, nothing closed).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        print(f"codeloupe: serving {', '.join(str(w.root) for w in pool.all)} at http://{shown}:{port}/ "
+        print(f"codeloupe: serving {', '.join(one_line(str(w.root)) for w in pool.all)} at http://{shown}:{port}/ "
               f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
         if generated:
             print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(tour), indent=2))
         return 0
-    print(f"Where to start reading {tour.root}\n")
+    print(f"Where to start reading {one_line(str(tour.root))}\n")
     print("Entry points" if tour.entry_points else "No entry points found (no manifest, main, guard or shebang)")
     for point in tour.entry_points:
         print(one_line(f"  {point.path}:{point.line}  {point.kind}: {point.detail}"))
