@@ -419,3 +419,28 @@ def test_every_field_ask_json_and_flows_json_print_is_documented(
     undocumented = {key for key in printed if key not in named and not (key.startswith("splice_")
                                                                       and "splice_*" in named)}
     assert not undocumented, f"printed by ask --json / flows --json, not named in docs/protocol.md: {undocumented}"
+
+
+def test_cli_lists_a_cached_walkthroughs_files_escaped(
+        make_tree: Callable[[dict[str, str]], Path], chat: ChatServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flows` listed the files a walkthrough cites raw: a cited file named with a bidi override or an escape
+    sequence reordered the line or drove the terminal. They are shown as every other file name is."""
+    from codeloupe.types import CONTROL_CHARACTERS, one_line
+
+    hostile = "app/auth\u202egnp\x1b[2J.py"
+    repo = make_tree({hostile if rel == "app/auth.py" else rel: text for rel, text in FILES.items()})
+    ws = Workspace(repo, overrides=settings(chat))
+    try:
+        ws.index()
+        ws.embed()
+        chat.add(Reply(render=lambda body: f"`login` compares password hashes [[{cite(body, hostile, 15)}:16-17]]."))
+        _, result = ask(ws, QUESTION)
+        assert result.fallback is None and result.metrics["flow_stored"] is not None
+    finally:
+        ws.close()
+    monkeypatch.setenv("CODELOUPE_EMBED_DIMENSIONS", str(DIM))
+    assert cli_main(["flows", str(repo), "--embed-provider", "openai", "--embed-base-url", chat.base_url,
+                     "--embed-model", "scripted-embed"]) == 0
+    shown = capsys.readouterr().out
+    assert not CONTROL_CHARACTERS.search(shown) and f"      cites {one_line(hostile)}" in shown.splitlines(), shown

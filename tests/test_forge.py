@@ -1483,3 +1483,22 @@ def test_only_a_strategy_that_did_not_run_on_a_file_leaves_its_chunks_to_be_done
     assert "disabled in this process" in after.fallback_reason and not after.strategy_not_run
     raising = Strategy("raises", (".zog",), OVERLAPPING, file_digest(OVERLAPPING.encode()), origin="raises.py")
     assert not chunk_file("other.zog", text, "text", strategies=[raising]).strategy_not_run
+
+
+def test_forge_names_a_file_type_of_the_workspace_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The extension forge works on is the workspace's (the end of its files' names): one holding an escape
+    sequence drove the terminal in every attempt's line and in the outcome. They are shown escaped."""
+    from codeloupe.types import CONTROL_CHARACTERS
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("alpha", "beta"):
+        (repo / f"{name}.zo\x1b[2Jg").write_text(zog(name, 2))
+    with ChatServer() as chat:
+        for _ in range(3):
+            chat.add(Reply(text="no code here"))
+        assert main(["forge", str(repo), "--embed-provider", "none", "--chat-base-url", chat.base_url,
+                     "--chat-model", "scripted"]) == 1
+    out, err = capsys.readouterr()
+    assert not CONTROL_CHARACTERS.search(out + err), (out, err)
+    assert ".zo\\x1b[2jg: nothing written: " in out and "  .zo\\x1b[2jg attempt 1: refused" in err, (out, err)

@@ -17,7 +17,7 @@ from codeloupe.wording import counted_noun
 
 from . import CliError
 from .arguments import add_chat_args, add_workspace_args, positive_count
-from .common import index_workspace, named, open_workspace
+from .common import index_workspace, named, one_line, open_workspace
 
 if TYPE_CHECKING:
     from codeloupe.types import Flow, FlowOutcome
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if outcome.replaced:  # answered, but the cache holds no more flows for it: say which it took the place of
             detail = (f": in place of the earlier {counted_noun(len(outcome.replaced), 'flow')} of "
                       + ", ".join(named(q) for q in outcome.replaced))
-        print(f"{outcome.outcome:>8}  {outcome.question}{detail}")
+        print(one_line(f"{outcome.outcome:>8}  {outcome.question}{detail}"))
     if outcomes:
         print()
     if not kept:
@@ -77,4 +77,4 @@ def _line(flow: Flow) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(flow.created))
     state = "  STALE (a cited file changed: flows --refresh)" if flow.stale else ""
     return (f"#{flow.id}  {named(flow.question)}  [{flow.mode}]  {when}  served {flow.served}{state}\n"
-            f"      cites {', '.join(flow.files)}")
+            f"      cites {one_line(', '.join(flow.files))}")

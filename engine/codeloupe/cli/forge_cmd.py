@@ -14,7 +14,7 @@ import sys
 
 from . import CliError
 from .arguments import add_chat_args, add_workspace_args
-from .common import open_workspace
+from .common import one_line, open_workspace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             return
         verdict = "accepted" if not attempt.problems else f"refused ({len(attempt.problems)} problems)"
-        print(f"  {extension} attempt {attempt.number}: {verdict}", file=sys.stderr)
+        # The extension is of the workspace's file names, a problem may quote the model's code: shown escaped.
+        print(one_line(f"  {extension} attempt {attempt.number}: {verdict}"), file=sys.stderr)
         for problem in attempt.problems[:3]:
-            print(f"      {problem}", file=sys.stderr)
+            print(one_line(f"      {problem}"), file=sys.stderr)
 
     ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
     try:
@@ -52,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print("nothing to forge: no uncovered extension has 2 or more files (see `codeloupe scan`)")
     for outcome in outcomes if not args.json else []:
         if outcome.accepted:
-            print(f"{outcome.extension}: wrote and trusted {outcome.path} (sha256 {outcome.sha256[:16]}…); "
-                  "the next index uses it")
+            print(one_line(f"{outcome.extension}: wrote and trusted {outcome.path} (sha256 {outcome.sha256[:16]}…); "
+                           "the next index uses it"))
         else:
-            print(f"{outcome.extension}: nothing written: {outcome.reason}")
+            print(one_line(f"{outcome.extension}: nothing written: {outcome.reason}"))
     return 0 if all(o.accepted for o in outcomes) else 1
