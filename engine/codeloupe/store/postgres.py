@@ -1150,9 +1150,11 @@ class PgStore:
         process (its rows are gone, and one indexed again under its name is another id)."""
         rows = self._rows(f"SELECT {columns} FROM repositories WHERE id = %s", (self.repo_id,))
         if not rows:
+            # Said by every process that opens repositories: the command line's runs again, `serve --store` lists
+            # them again on its own, an editor's language server opens them as it starts.
             raise RepositoryDropped(f"repository {self.repository!r} was dropped from the shared index {redact(self.url)}"
-                             " after this process opened it (`codeloupe admin drop`): restart the process to"
-                             " read what is indexed under that name now")
+                                    " after this process opened it (`codeloupe admin drop`): what is indexed under"
+                                    " that name now is read once the repository is opened again")
         return rows[0]
 
     def _forget_state(self) -> None:
