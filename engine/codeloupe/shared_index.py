@@ -219,9 +219,15 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     report = WorkerReport()
     idle_since = time.monotonic()
     drained = False  # the queue was found empty since the last check for a graph over every repository
+    # The repository whose batch was just written, for the graph step: taken at the top of the loop, under the
+    # reconnect that covers the claims, so a database lost meanwhile is waited for and the step taken again.
+    graph_due: tuple[PgStore, Path] | None = None
     try:
         while True:
             try:
+                if graph_due is not None:
+                    report.graphs += _graph_when_done(*graph_due, claims)
+                    graph_due = None
                 item = queue.claim(lease_s)
                 if item is None:
                     if not drained and global_index_min_vectors is not None:
@@ -281,7 +287,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 report.batches += 1
                 report.files += len(item.paths)
                 report.embedded += embedded
-                report.graphs += _graph_when_done(store, Path(item.root), claims)
+                graph_due = store, Path(item.root)
             idle_since = time.monotonic()
     finally:
         queue.close()
