@@ -332,10 +332,10 @@ class Workspace:
                 raise WorkspaceError("--replace makes a folder the source of a repository of the shared index:"
                                      " only with --store (or store_url)")
             return
-        from codeloupe.shared_index import check_source, pin_source
+        from codeloupe.shared_index import check_source, claim_source
 
         if replace:
-            pin_source(self.store, self.root, replace=True)
+            claim_source(self.store, self.root, replace=True)  # pinned by the run that writes its files
         else:
             check_source(self.store, self.root)
 

@@ -2,12 +2,13 @@
 pinned to and the indexing workers that fill the database from a queue. (A repository served from the database
 with no checkout is `codeloupe.api.SharedWorkspace`; which store a workspace opens: `codeloupe.store.opening`.)
 
-`codeloupe index --store URL --queue` walks a workspace and queues the changed files in batches (the files that
-left it with the last one, which deletes them); any number of `codeloupe worker --store URL` processes (on any machine that sees the same path)
-claim batches with `SELECT ... FOR UPDATE SKIP LOCKED`, read and chunk the files, embed what the
-organisation has never embedded (the database's vector cache is asked first), and write each batch in one
-transaction that also marks it done. A claim is a lease: a worker killed mid-batch writes nothing, and its
-batch is claimed again once the lease runs out.
+`codeloupe index --store URL --queue` walks a workspace and queues the changed files in batches, an index run;
+any number of `codeloupe worker --store URL` processes (on any machine that sees the same path) claim batches
+with `SELECT ... FOR UPDATE SKIP LOCKED`, read and chunk the files, embed what the organisation has never
+embedded (the database's vector cache is asked first), and write each batch in one transaction that also marks
+it done. The transaction writing a run's last open batch also deletes the files that left the folder and pins
+the repository to the run's commit (`PgStore.write_batch`). A claim is a lease: a worker killed mid-batch writes
+nothing, and its batch is claimed again once the lease runs out.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from codeloupe.store.postgres import (
     MAX_ATTEMPTS,
     BatchFile,
     PgStore,
+    RunSuperseded,
     WorkItem,
     WorkQueue,
     bound_lock_waits,
@@ -88,15 +90,24 @@ RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 30.0
 
 
-def pin_source(store: IndexStore, root: Path, *, replace: bool = False) -> None:
-    """In the shared index, record where the repository is indexed from and at which commit (before its files
-    are written, so each file row names it); a workspace's own SQLite index reads the disk as it is.
+def pin_source(store: IndexStore, root: Path) -> None:
+    """In the shared index, record where the repository is indexed from and at which commit, for an index run
+    that writes its files itself (before they are written, so each file row names it); queued runs not yet
+    written are superseded. A workspace's own SQLite index reads the disk as it is.
 
-    A repository the index holds from another folder is refused unless `replace` (`index --replace`). The
-    folder is the store's from then on: each of its writes, and its answers, are refused once another folder
-    replaces it (`PgStore.check_source`)."""
+    A repository the index holds from another folder is refused (`claim_source` with `replace` first:
+    `index --replace`). The folder is the store's from then on: each of its writes, and its answers, are refused
+    once another folder replaces it (`PgStore.check_source`)."""
     if isinstance(store, PgStore):
-        store.set_source(str(Path(root).resolve()), workspace_commit(root), replace=replace)
+        store.set_source(str(Path(root).resolve()), workspace_commit(root))
+
+
+def claim_source(store: PgStore, root: Path, *, replace: bool = False) -> None:
+    """Record `root` as the folder the repository is indexed from, its commit left as it is (the run that writes
+    the folder's files pins it): refused (`SourceConflict`) when the repository is another folder's, unless
+    `replace` (`index --replace`, queued or not). Pinned here, a queued `--replace` named the new folder's commit
+    for the old folder's files until the workers had written the new ones."""
+    store.set_source(str(Path(root).resolve()), replace=replace)
 
 
 def check_source(store: PgStore, root: Path) -> None:
@@ -154,18 +165,28 @@ def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_files: int = BATCH_FILES) -> int:
-    """Pin the repository to its current commit and queue the changed files (by size and mtime, or chunker
-    version) for the workers, the files that left the folder with the last batch; returns how many batches were
-    queued.
+@dataclass(frozen=True)
+class QueuedRun:
+    """What `enqueue_workspace` queued: how many batches, at which revision of the folder."""
 
-    No file is deleted here: the worker writing the last batch deletes those that left (a queued path its folder
-    no longer holds is deleted, `_process`). Deleted here, the repository answered without them until the
-    workers had written the rest: a folder replacing another as the source (`index --queue --replace`) holds
-    none of its files, and the repository answered nothing at all meanwhile."""
+    batches: int
+    commit: str
+
+
+def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *,
+                      batch_files: int = BATCH_FILES) -> QueuedRun:
+    """Queue the changed files (by size and mtime, or chunker version) for the workers as an index run at the
+    folder's current commit, with the files that left the folder; what was queued.
+
+    Nothing is deleted or pinned here: the transaction writing the run's last open batch deletes the files that
+    left and pins the repository to the run's commit (`PgStore.write_batch`), so until then the repository
+    answers with the files it holds, under the commit they were read at. Deleted here, the repository answered
+    without them until the workers had written the rest (a folder replacing another as the source, `index
+    --queue --replace`, answered nothing at all); pinned here, every answer named the new commit for the old
+    text. A run with nothing to write pins the repository at once."""
     root = Path(root).resolve()
-    pin_source(store, root)
-    commit = store.commit
+    claim_source(store, root)
+    commit = workspace_commit(root)
     strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
     found = walk(root, settings)
     existing = store.file_rows()
@@ -178,13 +199,9 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *, batch_f
                (not (row := existing.get(c.rel_path)) or row.chunker_version != CHUNKER_VERSION
                 or row.size != c.size or row.mtime != c.mtime)]
     gone = [path for path in existing if path not in on_disk]
+    # A run that only deletes has a batch to end it.
     batches = [changed[i:i + batch_files] for i in range(0, len(changed), batch_files)] or ([[]] if gone else [])
-    # With the last batch: deleted after the changed files (by one worker, which claims in queue order), and
-    # beside files the folder holds, which the worker's `_check_folder` needs to take the others for deleted
-    # rather than for the files of a folder not mounted.
-    if gone:
-        batches[-1] += gone
-    return store.enqueue(str(root), commit, batches)
+    return QueuedRun(store.enqueue(str(root), commit, batches, gone), commit)
 
 
 @dataclass
@@ -195,6 +212,7 @@ class WorkerReport:
     lost_claims: int = 0  # batches whose lease ran out before the write (another worker redid them)
     replaced: int = 0  # batches of a folder another replaced as its repository's source since: done, unwritten
     moved: int = 0  # batches whose folder left the commit they were queued at (CommitMoved): done, unwritten
+    superseded: int = 0  # batches of a run a later index superseded, or given up (RunSuperseded): done, unwritten
     failed: int = 0  # batches that raised (left to be claimed again)
     stuck: int = 0  # batches left alone after MAX_ATTEMPTS claims (as the worker stopped)
     graphs: int = 0  # repositories whose graph edges this worker resolved once their last batch was written
@@ -262,10 +280,12 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                             exc.indexed_from)
                 report.replaced += 1
                 continue
-            except CommitMoved as exc:
+            except (CommitMoved, RunSuperseded) as exc:
                 log.warning("batch %d of %s is left unwritten: %s", item.id, item.repository, exc)
-                queue.leave_unwritten(item)
-                report.moved += 1
+                if isinstance(exc, CommitMoved):
+                    report.moved += 1
+                else:
+                    report.superseded += 1
                 continue
             except FolderUnreadable as exc:  # as below, said in a line: nothing is wrong with the worker
                 log.warning("batch %d of %s failed (claim %d of %d): %s", item.id, item.repository, item.attempts,
@@ -328,8 +348,25 @@ def _reconnected(url: str, worker: str, lost: tuple[WorkQueue, EmbeddingClaims],
 
 def _process(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
              claims: EmbeddingClaims) -> int | None:
-    """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost. The
-    folder must be at the commit the batch was queued at before and after its files are read (`CommitMoved`)."""
+    """Read, chunk and embed one batch, then write it in one transaction; None when the claim was lost. Its
+    folder must be the repository's source (`SourceConflict`), its run the repository's newest (`RunSuperseded`)
+    and its folder at the commit the batch was queued at, before and after its files are read (`CommitMoved`):
+    else the batch is done with nothing written."""
+    try:
+        # As the claim saw the repository, before anything is read (the write checks both again).
+        if item.source and item.source != item.root:
+            raise SourceConflict(item.repository, item.source, item.root)
+        if item.superseded:
+            raise RunSuperseded(item.latest_run)
+        return _read_and_write(store, item, settings, provider, claims)
+    except (SourceConflict, CommitMoved, RunSuperseded):
+        store.leave_unwritten(item)  # done already where the write refused it
+        raise
+
+
+def _read_and_write(store: PgStore, item: WorkItem, settings: Settings, provider: EmbeddingProvider | None,
+                    claims: EmbeddingClaims) -> int | None:
+    """`_process`'s reading, chunking, embedding and write (a batch it refuses, `_process` marks done)."""
     root = Path(item.root)
     _check_commit(root, item)
     existing = store.file_rows()
@@ -342,14 +379,9 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     missing = 0  # paths found not there (the rest of `gone` is there, but not indexed now)
     for rel in item.paths:
         path = root / rel
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            st = None
+        st = _lstat(path)
+        if st is None:
             missing += 1
-        except OSError as exc:  # there, perhaps, but this worker cannot tell: deleting it would be a guess
-            raise FolderUnreadable(f"cannot read {path}: {exc.strerror or exc}; nothing of the batch was written"
-                                   ) from exc
         # The walk's rules again (the file may be a link or ignored by now, and a queued path is input too).
         if st is None or not stat.S_ISREG(st.st_mode) or not _inside(root, rel) or path_skip_reason(root, rel, settings):
             gone.append(rel)
@@ -378,9 +410,32 @@ def _process(store: PgStore, item: WorkItem, settings: Settings, provider: Embed
     vectors, embedded = _vectors(store, files, provider, claims)
     model = provider.model_id if provider is not None else ""
     touched_stamps = [(c.rel_path, c.size, c.mtime) for c in touched]
-    if not store.write_batch(files, gone, model, vectors, item, touched=touched_stamps, skipped=skipped):
+    if not store.write_batch(files, gone, model, vectors, item, touched=touched_stamps, skipped=skipped,
+                             before_deleting=lambda left: _check_left(root, left, store)):
         return None
     return embedded
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """The path's own status; None when it is not there. Refused (`FolderUnreadable`) where it cannot be told:
+    the file may be there, and deleting it would be a guess."""
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise FolderUnreadable(f"cannot read {path}: {exc.strerror or exc}; nothing of the batch was written"
+                               ) from exc
+
+
+def _check_left(root: Path, left: list[str], store: PgStore) -> None:
+    """Before the end of a run deletes the files that had left its folder when it was queued (`left`), inside the
+    transaction writing its last batch: refuse (`FolderUnreadable`, the batch rolled back) a folder that cannot
+    be listed or no longer holds the repository (`_check_folder`), where their being missing says nothing. The
+    index's files include the batch's, written just before."""
+    missing = sum(_lstat(root / rel) is None for rel in left)
+    if missing:
+        _check_folder(root, left, missing, store.file_rows())
 
 
 class FolderUnreadable(Exception):
@@ -402,9 +457,10 @@ def _check_commit(root: Path, item: WorkItem) -> None:
 
 
 def _check_folder(root: Path, paths: list[str], missing: int, existing: Collection[str]) -> None:
-    """Refuse (`FolderUnreadable`) to take a batch's missing files for deleted unless its folder can be listed and
-    holds the repository: when none of the batch's files is there and the index holds some of them, at least
-    one other file the index holds must be (an unmounted or emptied folder holds none of them)."""
+    """Refuse (`FolderUnreadable`) to take missing files for deleted (a batch's, or those that had left its run's
+    folder) unless the folder can be listed and holds the repository: when none of `paths` is there and the
+    index holds some of them, at least one other file the index holds must be (an unmounted or emptied folder
+    holds none of them)."""
     try:
         with os.scandir(root) as entries:
             next(entries, None)
@@ -415,9 +471,9 @@ def _check_folder(root: Path, paths: list[str], missing: int, existing: Collecti
         return
     batch = set(paths)
     if not any(os.path.lexists(root / path) for path in existing if path not in batch):
-        raise FolderUnreadable(f"none of the batch's {len(paths)} files, and none of the other files the index holds,"
-                               f" is in {root}: not taken for deleted (a folder not mounted, or emptied?);"
-                               " nothing of the batch was written")
+        raise FolderUnreadable(f"none of the {len(paths)} files the batch would delete, and none of the other files"
+                               f" the index holds, is in {root}: not taken for deleted (a folder not mounted, or"
+                               " emptied?); nothing of the batch was written")
 
 
 def _folder_settings(root: str, overrides: dict[str, Any], warned: set[str]) -> Settings:
@@ -848,12 +904,19 @@ def queue_status(url: str) -> QueueStatus:
 
 def prune_queue(url: str) -> QueuePruned:
     """Delete finished batches and those given up on (claimed MAX_ATTEMPTS times, the last lease over): what
-    is waiting, claimed or still retryable stays."""
+    is waiting, claimed or still retryable stays. The index run of a batch given up on is given up too: its other
+    batches are left unwritten (`RunSuperseded`), as without the batch it can never be written whole."""
     with _admin(url) as conn, conn.transaction():
+        stuck = conn.execute("SELECT id, repo_id, run FROM work_queue WHERE done_at IS NULL AND attempts >= %s"
+                             " AND (lease_until IS NULL OR lease_until < now())", (MAX_ATTEMPTS,)).fetchall()
+        # The repositories' rows before any batch, in the order writers and drops take them.
+        conn.execute("UPDATE repositories r SET latest_run = '', latest_gone = '[]'"
+                     " FROM unnest(%s::int[], %s::text[]) AS s(repo_id, run)"
+                     " WHERE r.id = s.repo_id AND r.latest_run = s.run AND s.run <> ''",
+                     ([row[1] for row in stuck], [row[2] for row in stuck]))
+        conn.execute("DELETE FROM work_queue WHERE id = ANY(%s)", ([row[0] for row in stuck],))
         done = conn.execute("DELETE FROM work_queue WHERE done_at IS NOT NULL").rowcount
-        stuck = conn.execute("DELETE FROM work_queue WHERE done_at IS NULL AND attempts >= %s"
-                             " AND (lease_until IS NULL OR lease_until < now())", (MAX_ATTEMPTS,)).rowcount
-    return QueuePruned(int(done), int(stuck))
+    return QueuePruned(int(done), len(stuck))
 
 
 def _iso(text: str) -> str:

@@ -206,13 +206,16 @@ def test_opening_a_database_behind_another_migration_fails_naming_its_session(
 
 def _before_the_last_migration(pg_url: str) -> None:
     """Make the database at `pg_url` as it was before migration 7: every table there, migrations 7 (which alters
-    `symbols`) and 8 to apply."""
+    `symbols`), 8 and 9 to apply."""
     shared_repositories(pg_url)  # a database at the current version
-    assert postgres.SCHEMA_VERSION == 8, "replays migrations 7 and 8: a later one needs undoing here too"
+    assert postgres.SCHEMA_VERSION == 9, "replays migrations 7 to 9: a later one needs undoing here too"
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE work_queue DROP COLUMN run")
+        conn.execute("ALTER TABLE repositories DROP COLUMN latest_run, DROP COLUMN latest_gone")
         conn.execute("ALTER TABLE repositories DROP COLUMN index_run, DROP COLUMN index_started")
         conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
-        conn.execute("DELETE FROM schema_migrations WHERE version >= 7")  # 7 drops that index, 8 adds the columns
+        # 7 drops that index, 8 and 9 add the columns.
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 
 def test_a_migration_behind_the_schema_lock_names_its_holder_not_a_session_locking_a_table(

@@ -19,7 +19,7 @@ import pytest
 
 from codeloupe.api import Workspace, drop_shared_repository
 from codeloupe.settings import Settings, load_settings
-from codeloupe.shared_index import enqueue_workspace, run_worker
+from codeloupe.shared_index import QueuedRun, enqueue_workspace, run_worker
 from codeloupe.store.postgres import PgStore, WorkItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
@@ -70,7 +70,7 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
     workers: list[subprocess.Popen] = []
     with ChatServer(embedder=embedder) as chat:
         try:
-            batches = enqueue_workspace(store, root, settings, batch_files=8)
+            batches = enqueue_workspace(store, root, settings, batch_files=8).batches
             assert batches > 4
             doomed = _worker(pg_url, chat.base_url, idle_exit_s=60)
             workers.append(doomed)
@@ -258,7 +258,7 @@ def test_workers_resolve_the_graph_when_a_repository_is_done_and_run_only_strate
                                           " WHERE f.path = 'rules.zog' ORDER BY c.ord")]
 
     try:
-        assert enqueue_workspace(store, root, settings, batch_files=3) > 2
+        assert enqueue_workspace(store, root, settings, batch_files=3).batches > 2
         report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
         # The last batch written: the graph's edges resolved by the worker, as a workspace's index has them.
         assert report.graphs == 1
@@ -267,7 +267,7 @@ def test_workers_resolve_the_graph_when_a_repository_is_done_and_run_only_strate
 
         assert main(["trust", "--strategy", str(strategy)]) == 0
         capsys.readouterr()
-        assert enqueue_workspace(store, root, settings) == 1  # the files the strategy claims, again
+        assert enqueue_workspace(store, root, settings).batches == 1  # the files the strategy claims, again
         report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1)
         assert report.files == 1 and kinds() == ["block", "block"]
         assert store.query("SELECT count(*) FROM edges")[0][0] == expected_edges
@@ -285,18 +285,18 @@ def test_a_repository_queued_again_unchanged_queues_nothing(tmp_path: Path, pg_u
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
     try:
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).files == 2
         assert set(store.file_rows()) == {"app.py"}
         assert set(store.skipped_files()) == {"blob.py"}
-        assert enqueue_workspace(store, root, settings) == 0
+        assert enqueue_workspace(store, root, settings).batches == 0
         stat = (root / "app.py").stat()
         os.utime(root / "app.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # touched, same text
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).files == 1
-        assert enqueue_workspace(store, root, settings) == 0
+        assert enqueue_workspace(store, root, settings).batches == 0
         (root / "blob.py").unlink()
-        assert enqueue_workspace(store, root, settings) == 0
+        assert enqueue_workspace(store, root, settings).batches == 0
         assert store.skipped_files() == {}
     finally:
         store.close()
@@ -325,7 +325,7 @@ def test_a_running_worker_indexes_a_repository_dropped_and_queued_again(tmp_path
 
     try:
         first = opened()
-        assert enqueue_workspace(first, root, settings, batch_files=1) == 2
+        assert enqueue_workspace(first, root, settings, batch_files=1).batches == 2
         report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1,
                             on_batch=drop_and_queue_again)
         assert report.failed == 0
@@ -350,7 +350,7 @@ def test_a_batch_queued_from_a_folder_replaced_since_as_the_source_is_left_unwri
     shared = {"store_url": pg_url, "embed_provider": "none"}
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     try:
-        assert enqueue_workspace(store, first, load_settings(first, shared)) == 1
+        assert enqueue_workspace(store, first, load_settings(first, shared)).batches == 1
         replacing = Workspace(other, overrides=shared, replace_source=True)
         replacing.index()
         replacing.close()
@@ -377,18 +377,18 @@ def test_a_batch_that_changed_no_file_leaves_the_graph_unresolved_and_the_genera
         return run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).graphs
 
     try:
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         assert drained() == 1
         generation = store.generation("content")
         first = sorted(root.rglob("*.py"))[0]
         stat = first.stat()
         os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))  # touched, same text
         (root / "blob.py").write_bytes(b"x = 1\0\0\0\n")  # new, and skipped for its content
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         assert drained() == 0
         assert store.generation("content") == generation
         first.write_text(first.read_text() + "\n\ndef added():\n    return 3\n")
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         assert drained() == 1
         assert store.generation("content") > generation
     finally:
@@ -417,10 +417,10 @@ def test_a_worker_that_cannot_see_a_batch_s_folder_deletes_nothing(tmp_path: Pat
             conn.execute("UPDATE work_queue SET attempts = 0 WHERE done_at IS NULL")
 
     try:
-        assert enqueue_workspace(store, root, settings) == 1 and drain().files == 4
+        assert enqueue_workspace(store, root, settings).batches == 1 and drain().files == 4
         for n in range(3):
             (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n + 10}\n")
-        assert enqueue_workspace(store, root, settings) == 1
+        assert enqueue_workspace(store, root, settings).batches == 1
         moved = tmp_path / "moved"
         root.rename(moved)
         with caplog.at_level(logging.WARNING, logger="codeloupe"):
@@ -456,7 +456,7 @@ def _two_batches(tmp_path: Path, pg_url: str) -> PgStore:
         (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n}\n")
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     assert enqueue_workspace(store, root, load_settings(root, {"store_url": pg_url, "embed_provider": "none"}),
-                             batch_files=1) == 2
+                             batch_files=1).batches == 2
     return store
 
 
@@ -574,7 +574,7 @@ def test_a_batch_whose_folder_moved_to_another_commit_is_left_unwritten(tmp_path
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     settings = load_settings(root, {"store_url": pg_url, "embed_provider": "none"})
     try:
-        assert enqueue_workspace(store, root, settings) == 1 and store.commit == first
+        assert enqueue_workspace(store, root, settings) == QueuedRun(1, first)
         (root / "app.py").write_text("def committed_at_y():\n    return 2\n")
         git("commit", "-q", "-a", "-m", "y")
         second = git("rev-parse", "HEAD")
@@ -586,8 +586,9 @@ def test_a_batch_whose_folder_moved_to_another_commit_is_left_unwritten(tmp_path
         assert f"queued at {first} and {root} is at {second} now" in caplog.text
         assert "index --queue" in caplog.text
 
-        assert enqueue_workspace(store, root, settings) == 1 and store.commit == second
+        assert enqueue_workspace(store, root, settings) == QueuedRun(1, second)
         assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.1).batches == 1
+        assert store.commit == second
         assert store.query("SELECT commit_sha FROM files") == [(second,)]
         assert "committed_at_y" in store.query("SELECT string_agg(text, '') FROM chunks")[0][0]
     finally:

@@ -121,10 +121,13 @@ def _queue(ws: Workspace) -> int:
     try:
         if not isinstance(ws.store, PgStore):
             raise CliError("--queue needs the shared index: --store postgresql://... (or store_url)")
-        batches = enqueue_workspace(ws.store, ws.root, ws.settings)
-        _warn_dirty(ws.store.commit)
-        print(f"queued {amount(batches, 'batch', 'batches')} of {ws.store.repository} at"
-              f" {ws.store.commit or 'the files on disk'} for `codeloupe worker`")
+        queued = enqueue_workspace(ws.store, ws.root, ws.settings)
+        _warn_dirty(queued.commit)
+        pinned = ws.store.commit
+        print(f"queued {amount(queued.batches, 'batch', 'batches')} of {ws.store.repository} at"
+              f" {queued.commit or 'the files on disk'} for `codeloupe worker`"
+              + (f" (answers name {pinned}, the commit its files were read at, until they are all written)"
+                 if queued.batches and pinned and pinned != queued.commit else ""))
     except StoreError as exc:
         raise CliError(str(exc)) from exc
     finally:

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
              " source left unwritten" if report.replaced else "")
           + (f", {amount(report.moved, 'batch', 'batches')} left unwritten: its folder left the commit it was queued"
              " at (run `codeloupe index --queue` there again)" if report.moved else "")
+          + (f", {amount(report.superseded, 'batch', 'batches')} of an index run superseded by a later index (or given"
+             " up) left unwritten" if report.superseded else "")
           + (f", {report.failed} failed (retried after their lease)" if report.failed else "")
           + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
              f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),

@@ -16,8 +16,9 @@ database's connection pool.
 - `embeddings` caches vectors by (model, content key) for every repository: a chunk whose breadcrumb and text
   were embedded anywhere in the organisation takes that vector (`chunks_missing_vectors` fills them in SQL
   first), so the same content is never embedded twice.
-- Citations are pinned: `commit_sha` (set by the indexer from `git rev-parse HEAD`) is the revision every
-  answer over this repository names, and each file row records the commit it was read at.
+- Citations are pinned: `commit_sha` (set by the indexer from `git rev-parse HEAD`; by a queued run once its
+  batches are all written) is the revision every answer over this repository names, and each file row records
+  the commit it was read at.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import threading
 import time
 import uuid
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -346,6 +347,18 @@ DROP INDEX IF EXISTS symbols_repo_name;
 -- lives, a session of it holds an advisory lock naming the repository: a run under way is told from one cut off.
 ALTER TABLE repositories ADD COLUMN IF NOT EXISTS index_run TEXT NOT NULL DEFAULT '',
     ADD COLUMN IF NOT EXISTS index_started TIMESTAMPTZ;
+"""), (9, """
+-- A queued index run (`index --queue`) pins the repository once its batches are all written: each batch names
+-- its run, and the repository the newest run to pin it (`latest_run`: a queued one's, or a fresh id for each
+-- direct index) with the files that had left the folder when it was queued (`latest_gone`, a JSON list). The
+-- transaction that writes a run's last open batch deletes those files and moves `commit_sha` to the run's commit:
+-- until then the repository names the commit its rows were read at. A batch of another run than `latest_run`
+-- (superseded by a later index, or given up: '' once a batch of it was left unwritten) is marked done with
+-- nothing written. Batches queued before this migration name no run (''): written as they were, until an index
+-- of the repository runs.
+ALTER TABLE work_queue ADD COLUMN IF NOT EXISTS run TEXT NOT NULL DEFAULT '';
+ALTER TABLE repositories ADD COLUMN IF NOT EXISTS latest_run TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS latest_gone TEXT NOT NULL DEFAULT '[]';
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
@@ -790,6 +803,30 @@ class WorkItem:
     claimant: str
     attempts: int  # this claim included
     commit: str = ""  # the folder's revision when the batch was queued (`shared_index.workspace_commit`)
+    # The index run it was queued with, and the repository's newest when it was claimed (migration 9; "" for
+    # both where it was queued before and no index ran since).
+    run: str = ""
+    latest_run: str = ""
+    source: str = ""  # the folder the repository was indexed from when it was claimed (`PgStore.set_source`)
+
+    @property
+    def superseded(self) -> bool:
+        """Whether its run was no longer the repository's newest when claimed (`RunSuperseded`)."""
+        return self.run != self.latest_run
+
+
+class RunSuperseded(Exception):
+    """A batch of an index run that is no longer the repository's newest: a later index superseded it, or a batch
+    of it was left unwritten. Its files are not written (older text would land under a newer commit, or a run
+    not written whole would pin its commit); the batch is done."""
+
+    def __init__(self, latest_run: str) -> None:
+        super().__init__(
+            "a later `codeloupe index` of the repository superseded the run it was queued with (that index writes"
+            " its files); nothing of the batch was written" if latest_run else
+            "another batch of the run it was queued with was left unwritten (its folder had left the commit the run"
+            " was queued at) or pruned as given up, so the run cannot be written whole; nothing of the batch was"
+            " written: run `codeloupe index --queue` in its folder again")
 
 
 class WorkQueue:
@@ -805,8 +842,8 @@ class WorkQueue:
         claimant = f"{self.worker}:{uuid.uuid4().hex[:8]}"
         with self._conn.transaction():
             row = self._conn.execute(
-                "SELECT q.id, r.name, q.root, q.paths, q.attempts, q.repo_id, q.commit_sha FROM work_queue q"
-                " JOIN repositories r ON r.id = q.repo_id"
+                "SELECT q.id, r.name, q.root, q.paths, q.attempts, q.repo_id, q.commit_sha, q.run, r.latest_run,"
+                " r.root FROM work_queue q JOIN repositories r ON r.id = q.repo_id"
                 " WHERE q.done_at IS NULL AND (q.lease_until IS NULL OR q.lease_until < now())"
                 " AND q.attempts < %s ORDER BY q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED", (MAX_ATTEMPTS,)).fetchone()
             if row is None:
@@ -815,12 +852,7 @@ class WorkQueue:
                 "UPDATE work_queue SET claimed_by = %s, attempts = attempts + 1,"
                 " lease_until = now() + make_interval(secs => %s) WHERE id = %s", (claimant, lease_s, row[0]))
         return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1,
-                        row[6])
-
-    def leave_unwritten(self, item: WorkItem) -> None:
-        """Mark a claimed batch done with nothing of it written (no longer this claim's: left as it is)."""
-        self._conn.execute("UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s"
-                           " AND done_at IS NULL", (item.id, item.claimant))
+                        row[6], row[7], row[8], row[9])
 
     def lost(self) -> bool:
         """Whether the database ended this worker's session (a restart) or it is otherwise gone."""
@@ -1038,9 +1070,11 @@ class PgStore:
         """The folder the repository was last indexed from ("" before its first index)."""
         return self._repository_columns("root")[0]
 
-    def set_source(self, root: str, commit: str, *, replace: bool = False) -> None:
-        """Where the repository is indexed from, and at which commit (what citations are pinned to); this
-        process's folder from now on (`source_folder`). Refused (`SourceConflict`) when the repository is
+    def set_source(self, root: str, commit: str | None = None, *, replace: bool = False) -> None:
+        """Where the repository is indexed from; this process's folder from now on (`source_folder`). With a
+        `commit`, an index run writing the files itself pins the repository to it (what citations name) and
+        supersedes every queued run not yet written (`RunSuperseded`: this run writes the files); without, the pin
+        stays (a queued run moves it once written, `enqueue`). Refused (`SourceConflict`) when the repository is
         another folder's, unless `replace`: checked under the repository's row, taken for the update (as every
         writer takes it: `lock_holders`), so a replace committed meanwhile is never undone."""
         with self._session(), self._conn.transaction():
@@ -1050,8 +1084,11 @@ class PgStore:
                 self._repository_columns("id")  # dropped from under this process: says so
             if not replace and known[0] and known[0] != root:
                 raise SourceConflict(self.repository, known[0], root)
-            self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s WHERE id = %s",
-                               (root, commit, self.repo_id))
+            if commit is None:
+                self._conn.execute("UPDATE repositories SET root = %s WHERE id = %s", (root, self.repo_id))
+            else:
+                self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s, latest_run = %s,"
+                                   " latest_gone = '[]' WHERE id = %s", (root, commit, uuid.uuid4().hex, self.repo_id))
             self._held.wrote = True
         self.source_folder = root
 
@@ -1193,22 +1230,23 @@ class PgStore:
         with self._session(), self._conn.transaction():
             self._hold_source(self.source_folder)
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
-                                                 line_count, terms))
+                                                 line_count, terms), None)
             self._count_terms([written])
             self._bump("content")
         return written[0]
 
-    def _write_file(self, batch_file: BatchFile) -> _Written:
-        """The file's rows; returns what `_count_terms` counts (a worker counts a whole batch's files at once)."""
+    def _write_file(self, batch_file: BatchFile, commit: str | None) -> _Written:
+        """The file's rows, read at `commit` (None: the repository's pin, set by the run writing it); returns what
+        `_count_terms` counts (a worker counts a whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
         self._delete_paths([chunked.path])
         file_id = conn.execute(
             "INSERT INTO files (path, hash, language, size, mtime, is_doc, encoding, chunker_version, line_count,"
             " fallback_reason, commit_sha) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,"
-            " (SELECT commit_sha FROM repositories WHERE id = %s)) RETURNING id",
+            " coalesce(%s, (SELECT commit_sha FROM repositories WHERE id = %s))) RETURNING id",
             (chunked.path, batch_file.hash, chunked.language, batch_file.size, batch_file.mtime,
              int(batch_file.is_doc), batch_file.encoding, batch_file.chunker_version, batch_file.line_count,
-             chunked.fallback_reason, self.repo_id)).fetchone()[0]
+             chunked.fallback_reason, commit, self.repo_id)).fetchone()[0]
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO chunks (file_id, ord, start_line, end_line, kind, name, breadcrumb, symbols, text,"
@@ -1573,37 +1611,87 @@ class PgStore:
 
     def write_batch(self, files: list[BatchFile], gone: list[str], model: str,
                     vectors: dict[bytes, np.ndarray], item: WorkItem, *,
-                    touched: Sequence[tuple[str, int, float]] = (), skipped: Sequence[SkippedFile] = ()) -> bool:
+                    touched: Sequence[tuple[str, int, float]] = (), skipped: Sequence[SkippedFile] = (),
+                    before_deleting: Callable[[list[str]], None] | None = None) -> bool:
         """A worker's batch in one transaction: the files and their vectors in, `gone` out (those of them
         `skipped` for their content remembered), the new (path, size, mtime) of files `touched` with the same
         content, the queue item done. Nothing is written (False) when the claim is no longer the item's (its
         lease ran out and another worker took it over). A batch queued from a folder that is no longer the
         repository's source (`index --replace` elsewhere since) is marked done with nothing written, and
-        `SourceConflict` raised: its files are not the new source's."""
-        replaced: SourceConflict | None = None
+        `SourceConflict` raised: its files are not the new source's; likewise a batch of a run that is no longer
+        the repository's newest (`RunSuperseded`).
+
+        The batch that leaves its run with no batch open ends the run in the same transaction (`_end_run`): the
+        files that left the folder are deleted (`before_deleting` is called with them first, inside the
+        transaction: raising rolls the batch back) and the repository is pinned to the run's commit."""
+        refused: Exception | None = None
         with self._session(), self._conn.transaction():
             # The repository's row before the queue's, in the order a drop takes them (its row, then its queued
-            # batches): the other way round each could wait for the other, and PostgreSQL ended the drop.
+            # batches): the other way round each could wait for the other, and PostgreSQL ended the drop. Held
+            # until the write commits, it also orders the batches ending a run with each other and with `enqueue`.
             try:
                 self._hold_source(item.root)
             except SourceConflict as exc:  # raised past no transaction block: a refused batch is still marked done
-                replaced = exc
+                refused = exc
             done = self._conn.execute(
                 "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
                 " RETURNING id", (item.id, item.claimant)).fetchone()
             if done is None:
                 return False
-            if replaced is None:
-                self._write_batch_rows(files, gone, model, vectors, touched, skipped)
-        if replaced is not None:
-            raise replaced
+            if refused is None:
+                latest = self._conn.execute("SELECT latest_run FROM repositories WHERE id = %s",
+                                            (self.repo_id,)).fetchone()[0]
+                if latest != item.run:
+                    refused = RunSuperseded(latest)
+            if refused is None:
+                changed = self._write_batch_rows(files, gone, model, vectors, touched, skipped, item.commit)
+                if item.run and not self._conn.execute(  # a batch queued before migration 9 ends no run
+                        "SELECT EXISTS (SELECT 1 FROM work_queue WHERE repo_id = %s AND run = %s AND done_at IS NULL)",
+                        (self.repo_id, item.run)).fetchone()[0]:
+                    changed = self._end_run(item, before_deleting) or changed
+                if changed:
+                    self._bump("content")
+                    self._bump("vector")
+        if refused is not None:
+            raise refused
         return True
 
+    def _end_run(self, item: WorkItem, before_deleting: Callable[[list[str]], None] | None) -> bool:
+        """Inside the transaction writing the last open batch of `item`'s run: delete the files that left the
+        folder when the run was queued, and pin the repository to the run's commit; whether a file was deleted.
+        Deleted by an earlier batch, a file left the repository while a batch still to be written (another
+        worker's) held its replacement; pinned at the queue, every answer named the new commit for the old text."""
+        gone = json.loads(self._conn.execute("SELECT latest_gone FROM repositories WHERE id = %s",
+                                             (self.repo_id,)).fetchone()[0])
+        deleted = False
+        if gone:
+            if before_deleting is not None:
+                before_deleting(gone)
+            deleted = self._delete_paths(gone) > 0
+        self._conn.execute("UPDATE repositories SET commit_sha = %s, latest_gone = '[]' WHERE id = %s",
+                           (item.commit, self.repo_id))
+        self._held.wrote = True
+        return deleted
+
+    def leave_unwritten(self, item: WorkItem) -> None:
+        """Mark a claimed batch done with nothing of it written (no longer this claim's: left as it is), and give
+        its run up: the run cannot be written whole, so no batch of it ends it (its later batches are
+        `RunSuperseded`) and the repository stays pinned where it is."""
+        with self._session(), self._conn.transaction():
+            self._conn.execute("SELECT id FROM repositories WHERE id = %s FOR NO KEY UPDATE", (self.repo_id,))
+            done = self._conn.execute(
+                "UPDATE work_queue SET done_at = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL"
+                " RETURNING id", (item.id, item.claimant)).fetchone()
+            if done is not None and item.run:
+                self._conn.execute("UPDATE repositories SET latest_run = '', latest_gone = '[]' WHERE id = %s"
+                                   " AND latest_run = %s", (self.repo_id, item.run))
+
     def _write_batch_rows(self, files: list[BatchFile], gone: list[str], model: str, vectors: dict[bytes, np.ndarray],
-                          touched: Sequence[tuple[str, int, float]], skipped: Sequence[SkippedFile]) -> None:
-        """`write_batch`'s rows, inside its transaction."""
-        # A batch that changed no file (new stamps of the same content, files skipped that were never
-        # indexed) leaves the generations alone: every reader's snapshot and the graph stay current.
+                          touched: Sequence[tuple[str, int, float]], skipped: Sequence[SkippedFile],
+                          commit: str) -> bool:
+        """`write_batch`'s rows, inside its transaction, its files read at `commit`; whether a file changed.
+        A batch that changed no file (new stamps of the same content, files skipped that were never indexed)
+        leaves the generations alone: every reader's snapshot and the graph stay current."""
         deleted = bool(gone) and self._delete_paths(gone) > 0  # first: `or` would skip it beside written files
         changed = bool(files) or deleted
         if touched:
@@ -1615,7 +1703,7 @@ class PgStore:
         skeleton_rows: list[tuple[int, bytes, np.ndarray]] = []
         written = []
         for batch_file in files:
-            written.append(self._write_file(batch_file))
+            written.append(self._write_file(batch_file, commit))
             file_id, _, chunks, _ = written[-1]
             skeleton = content_key(batch_file.chunked.skeleton.text)
             if skeleton in vectors:
@@ -1628,9 +1716,7 @@ class PgStore:
         if model:
             self._insert_vectors("chunk", model, chunk_rows)
             self._insert_vectors("skeleton", model, skeleton_rows)
-        if changed:
-            self._bump("content")
-            self._bump("vector")
+        return changed
 
     def _ensure_vector_index(self, dim: int) -> None:
         """Ask for this repository's HNSW index for vectors of `dim` dimensions (an index needs a fixed
@@ -1760,12 +1846,27 @@ class PgStore:
 
     # ------------------------------------------------------------------ the work queue (codeloupe worker)
 
-    def enqueue(self, root: str, commit: str, batches: list[list[str]]) -> int:
-        """Queue file batches of this repository for the workers; returns how many batches."""
+    def enqueue(self, root: str, commit: str, batches: list[list[str]], gone: Sequence[str] = ()) -> int:
+        """Queue an index run of this repository at `commit`: its file batches for the workers, the files that
+        left the folder (`gone`) for the batch that ends it (`write_batch`), which pins the repository to
+        `commit`; returns how many batches. The run is the repository's newest: the batches of runs queued before
+        it are left unwritten (`RunSuperseded`). A run with no batch pins the repository at once (its rows hold
+        the folder's files already), as does one into a repository that holds no file yet (each file it answers
+        with is then one a batch of the run wrote). Refused (`SourceConflict`) once another folder is the
+        repository's source."""
+        run = uuid.uuid4().hex
         with self._session(), self._conn.transaction():
+            self._hold_source(root)
+            if batches and self._conn.execute("SELECT EXISTS (SELECT 1 FROM files)").fetchone()[0]:
+                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = %s WHERE id = %s",
+                                   (run, json.dumps(list(gone)), self.repo_id))
+            else:
+                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = '[]', commit_sha = %s"
+                                   " WHERE id = %s", (run, commit, self.repo_id))
             with self._conn.cursor() as cur:
-                cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths) VALUES (%s,%s,%s,%s)",
-                                [(self.repo_id, root, commit, json.dumps(batch)) for batch in batches])
+                cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths, run) VALUES (%s,%s,%s,%s,%s)",
+                                [(self.repo_id, root, commit, json.dumps(batch), run) for batch in batches])
+            self._held.wrote = True
         return len(batches)
 
 
