@@ -49,3 +49,48 @@ def test_a_question_gets_the_implementation_before_its_benchmark(
     paths = [h.path for h in ws.search("how much does a disabled debug call cost").files]
     assert paths[0] == "lib/levels.js"
     assert "benchmarks/levels.bench.js" in paths  # demoted, never dropped
+
+
+# A package named `bench` (frappe/bench: the `bench` command line) is the whole implementation, not a benchmark
+# folder: its kind only demotes it among the search's candidates, but counted as tests it had no entry point and
+# no tour (tests are never either).
+BENCH_PACKAGE = {
+    "pyproject.toml": """\
+        [project]
+        name = "frappe-bench"
+        version = "5.0"
+
+        [project.scripts]
+        bench = "bench.cli:cli"
+        """,
+    "bench/__init__.py": "",
+    "bench/cli.py": """\
+        import sys
+
+        from bench.commands import dispatch
+
+
+        def cli():
+            dispatch(sys.argv[1:])
+        """,
+    "bench/commands/__init__.py": """\
+        from bench.app import install_app
+
+
+        def dispatch(argv):
+            if argv[:1] == ["get-app"]:
+                install_app(argv[1])
+        """,
+    "bench/app.py": """\
+        def install_app(name):
+            return name
+        """,
+}
+
+
+def test_a_package_named_bench_keeps_its_entry_points_and_its_tour(
+        make_tree: Callable[[dict[str, str]], Path], lexical_workspace: Callable[[Path], Workspace]) -> None:
+    ws = lexical_workspace(make_tree(BENCH_PACKAGE))
+    tour = ws.tour()
+    assert [(e.path, e.kind) for e in tour.entry_points][:1] == [("bench/cli.py", "manifest")]
+    assert {"dispatch", "install_app"} <= {stop.name for stop in tour.stops}

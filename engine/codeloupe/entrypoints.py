@@ -38,7 +38,8 @@ log = logging.getLogger("codeloupe.entrypoints")
 
 # Bump when what is found, or how it is saved, changes: a file of another version is found again.
 # 3: a main guard's line and a shebang's text by the editor's line breaks (a lone CR ends a line too).
-ENTRY_POINTS_FILE_VERSION = 3
+# 4: a file under a `bench/` or `benchmarks/` folder is no test (f8bd53c's findings left them all out).
+ENTRY_POINTS_FILE_VERSION = 4
 # The order candidates are offered in: what a manifest declares is certain, a shebang is only a hint.
 KINDS = ("manifest", "main guard", "main function", "shebang")
 # Up to this many files indexed since the findings were saved, their definitions are read by file id; more

@@ -93,12 +93,15 @@ log = logging.getLogger("codeloupe.search")
 LANES = ("dense", "lexical", "file", "summary", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
+_TEST_PATH = re.compile(
+    r"(^|/)(tests?|specs?|__tests__|testing|fixtures?|testdata|e2e)(/|$)|(^|/)test_[^/]*$|_test\.[a-z]+$"
+    r"|\.(test|spec)\.[a-z]+$|_spec\.rb$|(^|/)conftest\.py$"
+)
 # Benchmarks (Rust's `benches/`, `bench/`, `*.bench.js`) exercise the code as tests do: a question about how
 # something works wants the implementation they time (held-out set's pino: `benchmarks/*.bench.js` in 12 top-5s).
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|specs?|__tests__|testing|fixtures?|testdata|e2e|bench|benches|benchmarks?)(/|$)"
-    r"|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec|bench)\.[a-z]+$|_spec\.rb$|(^|/)conftest\.py$"
-)
+# Their kind only, not `is_test_path`: a folder of that name may be the implementation itself (frappe/bench's
+# `bench/` package), and a test path is never an entry point nor a tour stop, which left such a project neither.
+_BENCHMARK_PATH = re.compile(r"(^|/)(bench|benches|benchmarks?)(/|$)|\.bench\.[a-z]+$")
 
 
 # `_examples/` too: Go's tools skip a folder whose name starts with `_`, the convention for example programs
@@ -141,7 +144,7 @@ def file_kind(path: str, language: str) -> str:
     if is_doc_language(language):
         # prose has its own mode; a page under docs/ is what a docs question wants
         return "record" if _RECORD_NAME.match(lowered.rsplit("/", 1)[-1]) else ""
-    if is_test_path(lowered):
+    if is_test_path(lowered) or _BENCHMARK_PATH.search(lowered):
         return "test"
     if _DECLARATION_PATH.search(lowered):
         return "declaration"
