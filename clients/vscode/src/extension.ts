@@ -422,7 +422,8 @@ class Controller implements vscode.Disposable {
                 const event = value.kind === 'report' ? parseAskEvent(value.message) : undefined;
                 const line: AskProgressLine | undefined = value.kind === 'begin' ? ASK_STARTED : event && describeAskEvent(event);
                 if (line !== undefined) {
-                    progress.report({ message: line.status });
+                    // A notification renders a link in its message: the status quotes file names and the model's words.
+                    progress.report({ message: visibleMessage(line.status) });
                     this.answerPanel.post({ type: 'progress', ...line });
                 }
             });

@@ -531,6 +531,30 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('ask progress quotes a cited file name as text: the notification renders a command link in its message', async function () {
+        // The progress notification renders `[label](command:id?args)` in its message as a link that runs the command
+        // on a click, as every notification does; "Citing PATH" quotes the repository's file name (and other steps the
+        // model's words: a part's question, a tool's arguments).
+        const name = '[Fix](command:workbench.action.terminal.sendSequence?%7B%22text%22%3A%22echo%20pwned%5Cn%22%7D).py';
+        const file = path.join(workspace.root, name);
+        fs.writeFileSync(file, 'def wombat_burrow_tally(burrows):\n    """Count the wombat burrows of a warren."""\n    return len(burrows)\n');
+        const chat = await startChatServer('The wombat burrow tally counts the burrows of a warren [[1]].');
+        try {
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const progressBefore = probe.progress.length;
+            await vscode.commands.executeCommand('codeloupe.client.ask', 'how is the wombat burrow tally of a warren counted');
+            const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
+            assert.ok(notified.some((message) => message.startsWith('Citing [Fix] (command:')), notified.join('\n'));
+            assert.deepEqual(notified.filter((message) => message.includes('](')), [], 'no link in the notification');
+        } finally {
+            fs.rmSync(file, { force: true });
+            await stopChatModel(chat);
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     it('ask on a server without codeloupe/ask (-32601) shows the retrieval bundle instead of an error', async function () {
         // Emulates an older server over the real wire: the extension's ask goes out as a method this server
         // does not have, so the real server answers -32601 and the real client raises its real ResponseError.
