@@ -347,10 +347,14 @@ class WarmWorkspaces:
         """One ranking across the workspaces `roots` names (`select`; `search_repositories`), noting those whose
         first index still runs. A search meeting a repository dropped from the shared index since the last
         `relist` has them listed again at once, and searches those served then."""
+        served = self.all
         try:
             return self._search_held(self.select(roots), query, mode, limit)
         except RepositoryDropped:
-            if not self.relist(force=True):  # the listing failed: the error stands
+            # The served ones changed since this search chose: by its own listing, or by another call's that met
+            # the same drop first (its listing then finds nothing more to change). Neither: the error stands.
+            self.relist(force=True)
+            if self.all is served:
                 raise
             return self._search_held(self.select(roots), query, mode, limit)
 
