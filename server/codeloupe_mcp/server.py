@@ -114,19 +114,32 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
     server = _Server("codeloupe", instructions=INSTRUCTIONS, version=server_version())
-    indexed = _after_first_index(warm)
+
+    def here() -> WarmWorkspace:
+        # `warm`, or under `serve --store` the repository served in its place once indexed again under its name:
+        # bound to `warm` for good, every call answered 'no longer served' until a restart.
+        return warm if pool is None else pool.serving(warm)
+
+    async def served() -> WarmWorkspace:
+        """`here()`, the repositories listed again first when due (`WarmWorkspaces.relisted`), as every HTTP route
+        lists them: a client of MCP alone had them never listed again, its reads failing as dropped for good."""
+        if pool is not None:
+            await pool.relisted()
+        return here()
+
+    indexed = _after_first_index(served)
 
     def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
-            bundle = warm.search(query, scope=scope, mode=mode, limit=limit)
+            bundle = here().search(query, scope=scope, mode=mode, limit=limit)
         return sized.search_answer(bundle, max_bytes, flat=flat)
 
     async def search_served(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code",
                             limit: Limit = 12, max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES,
                             repos: Repos = None) -> str:
         if not repos:
-            return await when_indexed([warm], lambda: search(query, flat, scope, mode, limit, max_bytes))
+            return await when_indexed([await served()], lambda: search(query, flat, scope, mode, limit, max_bytes))
         if pool is not None:
             await pool.relisted()
         with _refusals():
@@ -152,8 +165,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                anchor_line: Annotated[int | None, Field(ge=1, description="a line: the definition around it")] = None,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
-            found, notes = warm.noted(lambda ws: ws.expand(path, start_line, end_line, symbol=symbol,
-                                                           line=anchor_line))
+            found, notes = here().noted(lambda ws: ws.expand(path, start_line, end_line, symbol=symbol,
+                                                             line=anchor_line))
         return sized.expansion_text(found, max_bytes, notes)
 
     @server.tool(structured_output=False, description=(
@@ -169,9 +182,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
         def located() -> str:
             with _refusals():
-                found, notes = warm.noted(lambda ws: ws.locate(text, identifier=identifier, limit=limit))
+                found, notes = here().noted(lambda ws: ws.locate(text, identifier=identifier, limit=limit))
             return sized.located_text(found, max_bytes, notes)
-        return await when_indexed([warm], located)
+        return await when_indexed([await served()], located)
 
     @server.tool(structured_output=False, description=(
         "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
@@ -185,7 +198,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                     max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
             asked = GraphRequest(node, source, target)  # refused before the wait for the first index, as by HTTP
-        return await when_indexed([warm], lambda: _graph_text(warm, asked, max_bytes))
+        return await when_indexed([await served()], lambda: _graph_text(here(), asked, max_bytes))
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
@@ -193,7 +206,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "or the chunker failed on, the last refresh error if any. Call it when results look incomplete."))
     def status() -> str:
         with _refusals():
-            return _status_json(warm)
+            return _status_json(here())
 
     if _chat_configured(warm):
         @server.tool(structured_output=False, description=(
@@ -205,7 +218,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
             # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.
             with _refusals():
-                run, notes = await when_indexed([warm], lambda: warm.start_ask(question, mode=mode))
+                run, notes = await when_indexed([await served()], lambda: here().start_ask(question, mode=mode))
                 try:
                     result = await anyio.to_thread.run_sync(run.result, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():
@@ -222,7 +235,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                      description="index health of the served workspace (as the `status` tool)")
     def status_resource() -> str:
         with _resource_refusals():
-            return _status_json(warm)
+            return _status_json(here())
 
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json", description=TOUR_DESCRIPTION)
     async def tour_resource() -> str:
@@ -239,7 +252,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         names = _count(limit, "limit", TOUR_NAMES)
         with _resource_refusals():
             names, count = tour_counts(names, count)  # out of range (not a number: `_count`): refused before the wait
-            tour = await when_indexed([warm], lambda: warm.tour(limit=names, entry_points=count))
+            tour = await when_indexed([await served()], lambda: here().tour(limit=names, entry_points=count))
         return json.dumps(tour, indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
@@ -249,7 +262,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         # The text is the file's alone (a note in it would read as part of the file): while the first index
         # runs, only a refusal says so (`noted`).
         with _resource_refusals():  # outside the workspace, not indexed, gone: no such resource (-32602)
-            expansion, _ = warm.noted(lambda ws: ws.expand(path))
+            expansion, _ = here().noted(lambda ws: ws.expand(path))
         return expansion.text
 
     return server
@@ -310,15 +323,16 @@ def _count(text: str, name: str, default: int) -> int:
 _COUNT_DIGITS = 9  # longer is no count a resource takes (and `int` refuses a string of over 4,300 digits)
 
 
-def _after_first_index(warm: WarmWorkspace) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
+def _after_first_index(
+        served: Callable[[], Awaitable[WarmWorkspace]]) -> Callable[[Callable[..., T]], Callable[..., Awaitable[T]]]:
     """A sync tool or resource as an async one (the same parameters, which the SDK passes by name) that runs it
-    `when_indexed` for `warm`. Sync tools ran on worker threads that waited for a first index there, and kept
-    waiting after their client cancelled: 40 such calls took every thread of the process (under `serve`, the
-    HTTP API's too). A call the client cancels now leaves at once."""
+    `when_indexed` for the workspace `served()` answers. Sync tools ran on worker threads that waited for a first
+    index there, and kept waiting after their client cancelled: 40 such calls took every thread of the process
+    (under `serve`, the HTTP API's too). A call the client cancels now leaves at once."""
     def wrap(body: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         @functools.wraps(body)
         async def waited(**arguments: Any) -> T:
-            return await when_indexed([warm], lambda: body(**arguments))
+            return await when_indexed([await served()], lambda: body(**arguments))
         return waited
     return wrap
 

@@ -343,6 +343,15 @@ class WarmWorkspaces:
                 return warm
         raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in served)})")
 
+    def serving(self, warm: WarmWorkspace) -> WarmWorkspace:
+        """The workspace served in `warm`'s place: `warm` while it is served; once its repository was indexed again
+        under its name (dropped, then indexed: `relist`), the one serving that name now; `warm` when none does
+        (a call then refuses as no longer served). What a server bound to one repository answers from (MCP's)."""
+        served = self.all
+        if any(other is warm for other in served):
+            return warm
+        return next((other for other in served if other.root == warm.root), warm)
+
     def search_across(self, roots: list[str], query: str, *, mode: str = "code", limit: int = 12) -> Bundle:
         """One ranking across the workspaces `roots` names (`select`; `search_repositories`), noting those whose
         first index still runs. A search meeting a repository dropped from the shared index since the last
