@@ -7,6 +7,7 @@ subprocess, real settings files, the real trust store under the test's own confi
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -210,6 +211,27 @@ def test_the_endpoint_notice_shows_a_host_and_a_file_name_escaped(tmp_path: Path
     assert notice is not None and "\u202e" not in notice and "\x1b" not in notice, notice
     assert "embeddings to 127.0.0.1:9\\u202e\\x1bc (embed_provider in " in notice, notice
     assert f"{tmp_path.resolve()}/repo\\u202egnp.toml/pyproject.toml [tool.codeloupe]" in notice, notice
+
+
+def test_a_workspace_opened_by_the_python_api_logs_the_endpoints_its_trusted_files_chose(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`Workspace(path)` loads the folder's settings itself and logs what the CLI prints of them: the endpoint notice
+    (07a7aa9) reached the CLI, the servers and the editor, while a program on the Python API (`index_repo`) sent
+    the code to the endpoints a trusted repository chose without a word, and was not told its settings were
+    ignored either."""
+    from codeloupe.api import Workspace
+
+    repo = hostile_repo(tmp_path / "repo", "http://127.0.0.1:9/v1")
+    TrustStore.default().trust(repo, workspace_digest(repo))
+    with caplog.at_level(logging.WARNING, logger="codeloupe"):
+        Workspace(repo).close()
+    logged = [record.getMessage() for record in caplog.records]
+    assert [message for message in logged if "endpoints they chose: embeddings to 127.0.0.1:9" in message], logged
+    untrusted = hostile_repo(tmp_path / "untrusted", "http://127.0.0.1:9/v1")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="codeloupe"):
+        Workspace(untrusted).close()
+    assert [record for record in caplog.records if "ignoring settings from" in record.getMessage()], caplog.records
 
 
 def test_the_user_config_is_below_the_workspace_and_the_environment_and_flags_win(tmp_path: Path,

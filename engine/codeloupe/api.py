@@ -234,10 +234,11 @@ class Workspace:
             self.root = check_root(Path(root))
         except DiscoverError as exc:
             raise WorkspaceError(str(exc)) from None
-        if settings is None:  # a caller that loads them shows their warnings itself (the CLI, the servers)
+        if settings is None:  # a caller that loads them shows their notices itself (the CLI, the servers)
             settings = load_settings(self.root, overrides)
-            for warning in settings.warnings:  # they name files of the workspace, and its keys
-                log.warning("%s", warning.removeprefix("codeloupe: "))
+            # What every surface tells of them: keys not used, settings ignored, the endpoints trusted files chose.
+            for notice in settings.notices:
+                log.warning("%s", notice.removeprefix("codeloupe: "))
         self.settings = settings
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
         self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index,
