@@ -34,6 +34,7 @@ from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.columns import Joined, Overlay
 from codeloupe.discover import MANIFEST_NAMES, IndexStopped
+from codeloupe.file_roles import is_test_path as is_test_path
 from codeloupe.issue import Frame, IssueQuery, Variant, is_issue, parse_issue, resolve_suffix
 from codeloupe.lanes.dense import DenseSnapshot, load_dense
 from codeloupe.lanes.entity import build_entity_index
@@ -93,10 +94,6 @@ log = logging.getLogger("codeloupe.search")
 LANES = ("dense", "lexical", "file", "summary", "symbol", "entity", "feedback")
 MODES = ("code", "docs", "both")
 
-_TEST_PATH = re.compile(
-    r"(^|/)(tests?|specs?|__tests__|testing|fixtures?|testdata|e2e)(/|$)|(^|/)test_[^/]*$|_test\.[a-z]+$"
-    r"|\.(test|spec)\.[a-z]+$|_spec\.rb$|(^|/)conftest\.py$"
-)
 # Benchmarks (Rust's `benches/`, `bench/`, `*.bench.js`) exercise the code as tests do: a question about how
 # something works wants the implementation they time (held-out set's pino: `benchmarks/*.bench.js` in 12 top-5s).
 # Their kind only, not `is_test_path`: a folder of that name may be the implementation itself (frappe/bench's
@@ -130,10 +127,6 @@ _RECORD_QUESTION = re.compile(
 _PROJECT_QUESTION = re.compile(
     r"\b(versions?|depend\w*|requirements?|install\w*|flags?|settings?|config\w*|features?|support\w*|"
     r"compatib\w*|environment variables?|env vars?|licen[cs]e\w*|plugins?|extras?)\b", re.I)
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATH.search(path.lower()))
 
 
 def file_kind(path: str, language: str) -> str:

@@ -974,7 +974,7 @@ def _name_parts(graph: Graph, last: Graph | None = None, refreshed: list[int] | 
     name reads (paths, membership, the other edges) is as it was. Files are matched by path: a file created
     or deleted moves every index after it, and the communities, worked out again, mostly hold the same files.
     """
-    from codeloupe.graph.query import is_test_path
+    from codeloupe.file_roles import is_test_path
 
     count = max(graph.community, default=-1) + 1
     parts = [None] * count if last is None or last.name_parts is None else \

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from codeloupe.file_roles import is_test_path
 from codeloupe.graph.build import Graph, load_graph
 from codeloupe.graph.model import (
     Community,
@@ -41,9 +42,6 @@ STRUCTURAL_HOP_COST = 1.0
 # the graph, not a way the code connects).
 TEST_DETOUR_TOLL = 1000.0
 TEST_PENALTY = 0.85  # a concept resolves to a test file only when nothing else is about as close
-_TEST_PATTERN = re.compile(
-    r"(^|/)(tests?|spec|specs|__tests__|testdata)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$"
-    r"|_spec\.rb$|(^|/)conftest\.py$")
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 # A target that can only be a file's stem or a definition's name (`dev`, `ConsoleRenderer`, `Cart.total`,
 # `Foo::bar`): one word, no path.
@@ -73,10 +71,6 @@ class NotInGraph(GraphError):
 
 SUGGESTIONS = 5
 SUGGESTION_CUTOFF = 0.4  # difflib ratio; below it a name shares too little to be worth offering
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_PATTERN.search(path))
 
 
 # ------------------------------------------------------------------------------------------------ map
