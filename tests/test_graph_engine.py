@@ -344,6 +344,8 @@ def test_a_bare_name_is_a_files_stem_or_a_definition_before_a_concept(tmp_path: 
     root = tmp_path / "names"
     for rel, text in {
         "tests/test_render.py": "class Renderer:\n    pass\n",  # a test's definition loses to the code's
+        "fixtures/books.py": "class Ledger:\n    pass\n",  # a fixture is a test (the graph had its own rule)
+        "src/deep/nested/ledger_core.py": "class Ledger:\n    def post(self):\n        pass\n",
         "src/deep/nested/views.py": "class Renderer:\n    def render(self):\n        pass\n",
         "src/console.py": "class Screen:\n    def render(self):\n        pass\n",
         "src/a/b/c/d/output.py": "def render(text):\n    return text\n",  # top level, before the methods
@@ -354,6 +356,7 @@ def test_a_bare_name_is_a_files_stem_or_a_definition_before_a_concept(tmp_path: 
     try:
         ws.index()
         assert graph_node(ws, "Renderer").path == "src/deep/nested/views.py"
+        assert graph_node(ws, "Ledger").path == "src/deep/nested/ledger_core.py"
         assert graph_node(ws, "render").path == "src/a/b/c/d/output.py"
         assert graph_node(ws, "Screen.render").path == "src/console.py"
         assert graph_node(ws, "renderer").path == "src/deep/nested/views.py"  # any case, when no exact one
