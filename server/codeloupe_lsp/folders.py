@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lsprotocol import types as lsp
 
 from codeloupe.api import IndexStopped, Settings, SourceConflict, Workspace, workspace_trusted
-from codeloupe.types import IndexReport, Progress
+from codeloupe.types import IndexReport, Progress, one_line
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ class Folder:
         waiters, self._full_waiters = self._full_waiters, []
         self.state = "indexing"  # a replaced folder stays replaced until a write of it goes through
         if self._progress is None:
-            self._progress = RefreshProgress(self.server, f"codeloupe: indexing {self.root.name}")
+            self._progress = RefreshProgress(self.server, f"codeloupe: indexing {one_line(self.root.name)}")
             await self._progress.begin()
         self.progress_shown.set()
         callback = self._progress_callback(self._progress)

@@ -94,3 +94,18 @@ async def test_an_answers_markdown_shows_code_as_the_cli_does(tmp_path: Path) ->
     for answer in (result["answer"], fallback_answer(result["bundle"], "the ask failed")["answer"]):
         assert not _raw(answer.replace("\n", "")), answer
         assert "\n".join(visible_lines(code)) in answer, answer
+
+
+async def test_the_indexing_progress_names_the_folder_escaped(tmp_path: Path) -> None:
+    # The title of the indexing progress named the folder raw: VS Code shows it in the status bar, Neovim's
+    # progress handlers with vim.notify or in the status line.
+    root = write_project(tmp_path / HOSTILE_NAME, {"app/main.py": "def main():\n    return 1\n"})
+    client = await start_server([root])
+    try:
+        await client.wait_ready()
+        titles = [r.title for token, reports in client.progress_reports.items() if token != "ask"
+                  for r in reports if r.kind == "begin"]
+    finally:
+        await stop_server(client)
+    assert titles and all(not _raw(title) for title in titles), titles
+    assert f"codeloupe: indexing {one_line(HOSTILE_NAME)}" in titles
