@@ -41,3 +41,20 @@ def test_index_tour_scan_and_a_sub_folder_show_the_names_escaped(tmp_path: Path)
     assert f"Where to start reading {one_line(str(root))}" in runs["tour"].stdout
     assert f"{one_line(str(root))}: " in runs["scan"].stdout and ".q\\x1b[31m" in runs["scan"].stdout
     assert f"lib{one_line(HOSTILE)} is a folder inside it" in runs["stats from a sub-folder"].stderr
+
+
+def test_a_warning_quoting_the_model_s_error_shows_it_escaped(tmp_path: Path) -> None:
+    """`index` printed an embedding error raw on stderr (every other message of the CLI is escaped): the error
+    names what the model was given, a folder here, and an endpoint's error its answer's words."""
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'onnx_model_dir = "{tmp_path / "model"}\\u001b[2J\\u202e"\n', encoding="utf-8")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def a():\n    return 1\n")
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache"), "CODELOUPE_CONFIG_DIR": str(tmp_path / "config")}
+    run = subprocess.run([sys.executable, "-m", "codeloupe", "index", str(root), "--embed-provider", "onnx"],
+                         capture_output=True, text=True, check=True, env=env)
+    [warning] = [line for line in run.stderr.splitlines() if "no vectors computed" in line]
+    assert not CONTROL_CHARACTERS.search(warning), warning
+    assert one_line(f"{tmp_path / 'model'}\x1b[2J\u202e") in warning

@@ -140,13 +140,13 @@ def index_workspace(ws: Workspace, *, embed: bool, quiet: bool = False, answer_s
                     embedded = ws.embed(progress)
                 except EmbeddingError as exc:
                     # The lexical and symbol lanes still answer; the result says the dense lane is not ready.
-                    print(f"codeloupe: warning: no vectors computed: {exc}", file=sys.stderr)
+                    print(visible(f"codeloupe: warning: no vectors computed: {exc}"), file=sys.stderr)
     except (DiscoverError, RemoteError) as exc:
         raise CliError(str(exc)) from exc
     except StoreError as exc:
         if not answer_stale:
             raise CliError(str(exc)) from exc
-        print(f"codeloupe: warning: {exc}", file=sys.stderr)
+        print(visible(f"codeloupe: warning: {exc}"), file=sys.stderr)
         return None, None
     return report, embedded
 
