@@ -274,12 +274,16 @@ class WarmWorkspace:
         # On a thread of its own: the last call to let go may be on the event loop (an ask's events the collector
         # closed), and closing waits for the workspace's background work. Its embedding model is not stopped:
         # the repositories opened with it may embed with it (`reopen_shared`); its snapshot is let go, as the
-        # workspace itself may stay referenced for that model.
+        # workspace itself may stay referenced for that model. Once only: the pool's close starts it for one a call
+        # still holds at shutdown (`WarmWorkspaces.close`), and that call's end would start it again.
         def close() -> None:
             self.close(keep_model=True)
             self.ws.release_searcher()
 
-        self.closer = threading.Thread(target=close, name=f"codeloupe-close-{self.root.name}", daemon=True)
+        with self._users_lock:
+            if self.closer is not None:
+                return
+            self.closer = threading.Thread(target=close, name=f"codeloupe-close-{self.root.name}", daemon=True)
         self.closer.start()
 
     def close(self, *, keep_model: bool = False) -> None:
@@ -321,6 +325,10 @@ class WarmWorkspaces:
         self._relisted_at = time.monotonic()
         self._relisting = threading.Lock()
         self._retired: list[WarmWorkspace] = []
+        # Taken to change `all` and `_retired`, and by `close`: a listing ending after the close closes what it
+        # opened itself, where it added workspaces that nobody closed.
+        self._serving = threading.Lock()
+        self._closed = False
         # Replaced whole, never changed in place: a call goes on with the list it read.
         self.all: list[WarmWorkspace] = []
         try:
@@ -414,15 +422,23 @@ class WarmWorkspaces:
             for warm in added:  # served ready: readiness stays as it was, and their first call does not wait
                 warm._first_index.wait(FIRST_INDEX_WAIT_S)
             retired = [warm for warm in served if any(warm.ws is ws for ws in gone)]
-            self.all = [warm for warm in served if warm not in retired] + added
+            with self._serving:
+                closed = self._closed
+                if not closed:
+                    self.all = [warm for warm in served if warm not in retired] + added
+                    # Kept until closed, for `close` to wait for: those closed are let go, or a server re-listing
+                    # for months would hold every repository it ever stopped serving.
+                    self._retired = [warm for warm in self._retired
+                                     if warm.closer is None or warm.closer.is_alive()] + retired
+            if closed:  # the pool closed meanwhile, those it served with it
+                for warm in added:
+                    warm.close()
+                return False
             for warm in retired:
                 log.info("%s: no longer in the shared index (dropped, or indexed again), no longer served", warm.root)
                 warm.retire()
             for warm in added:
                 log.info("%s: in the shared index since, served", warm.root)
-            # Kept until closed, for `close` to wait for: those closed are let go, or a server re-listing for months
-            # would hold every repository it ever stopped serving.
-            self._retired = [warm for warm in self._retired if warm.closer is None or warm.closer.is_alive()] + retired
             return bool(added or retired)
         finally:
             self._relisted_at = time.monotonic()
@@ -473,14 +489,21 @@ class WarmWorkspaces:
         """Close every workspace, each on its own thread: a close waits for what it cannot stop (a resolution, a
         model's first load, a remote embedding request in flight; `WarmWorkspace.close`), and one after the other
         those waits added up per workspace before the process could exit; side by side it waits for the slowest
-        one's alone."""
+        one's alone. Those no longer served are closed too: a call still holding one at shutdown (its close
+        otherwise left to that call's end, which the process did not wait for) no more keeps it open than it keeps
+        a served one."""
+        with self._serving:
+            self._closed = True
+            served, retired = self.all, self._retired
+        for warm in retired:  # closing since the last call holding them let go, or from now
+            warm._close_retired()
         closing = [threading.Thread(target=warm.close, name=f"codeloupe-close-{warm.root.name}", daemon=True)
-                   for warm in self.all]
+                   for warm in served]
         for thread in closing:
             thread.start()
         for thread in closing:
             thread.join()
-        for warm in self._retired:  # closing since the last call holding them let go
+        for warm in retired:
             if warm.closer is not None:
                 warm.closer.join()
 

@@ -198,6 +198,48 @@ def test_a_repository_dropped_or_replaced_is_closed_once_no_call_holds_it(tmp_pa
         pool.close()
 
 
+def test_a_listing_under_way_as_the_server_closes_closes_what_it_opened(tmp_path: Path, pg_url: str) -> None:
+    """A listing (on a worker thread) that opened a repository indexed since, ending after the pool closed, added
+    it to a pool nobody closed again: its connections stayed open until the process died."""
+    _indexed(tmp_path, pg_url, "a", "python")
+    overrides = {**NO_MODEL, "store_url": pg_url}
+    listing, closed = threading.Event(), threading.Event()
+    opened_here: list[Workspace] = []
+
+    def relist(opened):
+        found = reopen_shared(opened, [], overrides)
+        opened_here.extend(found[0])
+        listing.set()
+        closed.wait()
+        return found
+
+    pool = WarmWorkspaces(open_shared([], overrides), relist=relist)
+    _indexed(tmp_path, pg_url, "b", "go")
+    lister = threading.Thread(target=pool.relist, kwargs={"force": True})
+    lister.start()
+    listing.wait()
+    pool.close()
+    closed.set()
+    lister.join()
+    assert [ws.root.name for ws in opened_here] == ["b"]
+    assert all(ws.closed for ws in opened_here)
+
+
+def test_a_repository_dropped_while_a_call_holds_it_is_closed_with_the_server(tmp_path: Path, pg_url: str) -> None:
+    """The server's close waited only for retired workspaces already closing: one a call still held was closed
+    by that call's end, which a process exiting did not wait for (its connections left to the exit)."""
+    for name, fixture in (("a", "python"), ("b", "go")):
+        _indexed(tmp_path, pg_url, name, fixture)
+    pool = _relisting_pool(pg_url, relist_interval_s=0)
+    a, _b = pool.all
+    with a.held():
+        drop_shared_repository(pg_url, "a")
+        assert pool.relist() and a.closer is None
+        pool.close()
+        assert a.ws.closed
+    assert a.closer is not None and not a.closer.is_alive()
+
+
 def test_a_search_meeting_a_repository_dropped_since_the_last_listing_answers_from_the_others(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between two listings a dropped repository fails the search that reads it: the repositories are listed at
