@@ -217,6 +217,37 @@ def test_stats_names_the_first_hundred_unreadable_folders(tmp_path: Path) -> Non
     assert after == "    ... and 1 more unreadable folder (the index names the first 100 by path)", listed
 
 
+def test_the_index_names_the_first_thousand_files_skipped_by_name_and_counts_them_all(tmp_path: Path) -> None:
+    """A file skipped by its name was a row of the index each: every no-op re-index read, built and compared them
+    all (an asset folder's 20K images doubled it), and the table grew with the tree. They are counted now, the first
+    1,000 by path named: `stats` counts what `index` counts, and `stats --skipped` says how many it does not name."""
+    from codeloupe.api import Workspace
+
+    repo = tmp_path / "repo"
+    (repo / "assets").mkdir(parents=True)
+    (repo / "app.py").write_text("def main():\n    return 1\n")
+    (repo / "blob.dat").write_bytes(b"\x00\x01" * 100)  # skipped for its content: a row of its own, as before
+    for n in range(1003):
+        (repo / f"assets/icon{n:04}.png").write_bytes(PNG)
+    indexed = json.loads(codeloupe("index", str(repo), "--json"))
+    assert indexed["skipped"] == {"binary": 1004}
+    assert json.loads(codeloupe("stats", str(repo), "--json"))["skipped"] == {"binary": 1004}
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    assert list(ws.store.skipped_files()) == ["blob.dat"]  # the images are no rows
+    ws.close()
+    listed = codeloupe("stats", str(repo), "--skipped").splitlines()
+    named = [line for line in listed if line.endswith(".png  (binary)")]
+    assert len(named) == 1000 and named[0] == "    assets/icon0000.png  (binary)" and named[-1].startswith("    assets/icon0999")
+    assert "    blob.dat  (binary)" in listed
+    assert "    ... and 3 more files (of those skipped by their name or size or as compiled copies, the index names " \
+           "the first 1,000 by path)" in listed
+    (repo / "assets/icon0000.png").unlink()
+    codeloupe("index", str(repo))
+    listed = codeloupe("stats", str(repo), "--skipped").splitlines()
+    assert "  skipped   binary 1003  (--skipped lists them)" in codeloupe("stats", str(repo)).splitlines()
+    assert "    assets/icon1000.png  (binary)" in listed and "    ... and 2 more files" in listed[-1], listed[-3:]
+
+
 def test_stats_shows_the_workspaces_name_escaped(tmp_path: Path) -> None:
     """The workspace line and the index's file (named after the folder) printed the folder's name raw: a clone's
     folder is named by its repository, and an escape sequence in it drove the terminal, a bidi override reordered

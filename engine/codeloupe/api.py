@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +66,7 @@ from codeloupe.index import (
     index_paths,
     index_workspace,
     strategies_in_force,
+    walk_skips,
 )
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
@@ -605,7 +606,8 @@ class Workspace:
         counts = self.store.counts()
         provider, model = describe_provider(self.settings)
         done = self.store.vector_counts(model) if model else {"chunks_done": 0, "skeletons_done": 0}
-        skipped = self.store.skipped_counts()
+        skipped = Counter(self.store.skipped_counts())  # the files skipped for their content
+        skipped.update(walk_skips(self.store).counts)
         unreadable = int(self.store.get_meta(UNREADABLE_FOLDERS_KEY, "0"))
         if unreadable > skipped.get(UNREADABLE_FOLDER, 0):  # the folders past those the index names, counted
             skipped[UNREADABLE_FOLDER] = unreadable
@@ -615,14 +617,18 @@ class Workspace:
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
-            skipped=skipped, indexing=self._unfinished_index(),
+            skipped=dict(sorted(skipped.items())), indexing=self._unfinished_index(),
         )
 
     def skipped_files(self) -> list[SkippedPath]:
         """The files the index skipped for their content, name (binary file types, lockfiles, ...) or size, or as
         compiled copies, and the folders it could not read (`dir/`), by path (why a file is not found: `codeloupe
-        stats --skipped`). The files ignore rules leave out and the folders not walked are not listed."""
-        return [SkippedPath(path, s.reason) for path, s in sorted(self.store.skipped_files().items())]
+        stats --skipped`): of those skipped by name or size or as copies, the first `WALK_SKIPS_NAMED` by path
+        (`status().skipped` counts them all). The files ignore rules leave out and the folders not walked are not
+        listed."""
+        named = {path: s.reason for path, s in self.store.skipped_files().items()}
+        named.update(walk_skips(self.store).named)
+        return [SkippedPath(path, reason) for path, reason in sorted(named.items())]
 
     def chunking_problems(self) -> list[ChunkingProblem]:
         """The files a trusted chunk strategy or the chunker failed on, by path, and why (`codeloupe stats

@@ -204,10 +204,11 @@ class Walk:
     candidates: list[Candidate] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     # Each file left out by its name or size (a binary file type, a lockfile, over `max_file_bytes`, ...) or as a
-    # compiled copy, and why: remembered by the index with the files skipped for their content, so that `stats
-    # --skipped` lists and counts the files `index` counts. Not the files ignore rules leave out (the user's or
-    # git's choice, by the thousand where a pattern such as `*.csv` meets a data folder), nor folders.
-    skipped_files: list[tuple[Candidate, str]] = field(default_factory=list)
+    # compiled copy, by path, and why: counted by the index (the first by path named), so that `stats --skipped`
+    # counts the files `index` counts. Not the files ignore rules leave out (the user's or git's choice, by the
+    # thousand where a pattern such as `*.csv` meets a data folder), nor folders. A path, not a `Candidate`: an
+    # asset folder's 20K images are each judged again by every walk, and nothing else of them is needed.
+    skipped_files: list[tuple[str, str]] = field(default_factory=list)
     # Folders below the root that could not be listed (no permission, an I/O error), by path: nothing under them
     # is indexed, and the index remembers them so that `stats --skipped` names them.
     unreadable_dirs: list[str] = field(default_factory=list)
@@ -491,7 +492,7 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
             if reason:
                 out.skipped[reason] += 1
                 if reason != IGNORED:
-                    out.skipped_files.append((Candidate.from_stat(rel, Path(entry.path), st), reason))
+                    out.skipped_files.append((rel, reason))
                 continue
             out.candidates.append(Candidate.from_stat(rel, Path(entry.path), st))
     _drop_compiled_copies(out, maps, _map_head_on_disk(root))
@@ -693,7 +694,7 @@ def _drop_compiled_copies(out: Walk, maps: set[str], map_head: Callable[[str], b
             if rel not in copies:
                 copies.add(rel)
                 pending.append(rel)
-    out.skipped_files += [(c, COMPILED) for c in out.candidates if c.rel_path in copies]
+    out.skipped_files += [(c.rel_path, COMPILED) for c in out.candidates if c.rel_path in copies]
     out.candidates = [c for c in out.candidates if c.rel_path not in copies]
     out.skipped[COMPILED] += len(copies)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import heapq
 import json
 import logging
 import os
@@ -71,6 +72,12 @@ WRITE_BATCH = 32
 UNREADABLE_FOLDERS_NAMED = 100
 # The index's meta key for how many folders the last walk could not list, named or not (`IndexStatus.skipped`).
 UNREADABLE_FOLDERS_KEY = "unreadable_folders"
+# The files the last walk skipped by name or size or as compiled copies (`Walk.skipped_files`), in the index's meta:
+# counted by reason, and the first this many by path named (`stats --skipped`). A row each made every no-op
+# re-index read, build and compare them all (20K images beside 200 files: 0.24 s against 0.002 s), and the table
+# grew with the tree; the walk judges them again each time, so nothing else of them is needed.
+WALK_SKIPS_NAMED = 1000
+WALK_SKIPS_KEY = "walk_skips"
 # Progress is told once a written group takes the count past another multiple of this.
 PROGRESS_EVERY = 50
 
@@ -184,16 +191,55 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
 
 def remember_walk(store: IndexStore, found: Walk, remembered: dict[str, SkippedFile], on_disk: set[str],
                   rules: str) -> None:
-    """Remember what the walk `found` skipped itself (the files it skipped by name or size, the folders it could not
-    list, and how many of those) and forget the skipped paths no longer on disk (`on_disk`, the walk's
-    candidates), as `index` and `index --queue` both do; written only where new or changed: a no-op re-index
-    writes nothing."""
-    walked = _walk_skips(found, rules)
+    """Remember what the walk `found` skipped itself (the files it skipped by name or size or as compiled copies,
+    counted and the first named: `WalkSkips`; the folders it could not list, and how many) and forget the skipped
+    paths no longer on disk (`on_disk`, the walk's candidates), as `index` and `index --queue` both do; written only
+    where new or changed: a no-op re-index writes nothing."""
+    walked = _unreadable_folders(found, rules)
     store.set_skipped([entry for path, entry in walked.items() if remembered.get(path) != entry],
                       [path for path in remembered if path not in on_disk and path not in walked])
+    _keep_walk_skips(store, WalkSkips(dict(Counter(reason for _, reason in found.skipped_files)),
+                                      dict(heapq.nsmallest(WALK_SKIPS_NAMED, found.skipped_files))))
     unreadable = str(len(found.unreadable_dirs))
     if store.get_meta(UNREADABLE_FOLDERS_KEY, "0") != unreadable:
         store.set_meta(UNREADABLE_FOLDERS_KEY, unreadable)
+
+
+@dataclass
+class WalkSkips:
+    """The files the last walk skipped by name or size or as compiled copies, as the index remembers them."""
+
+    counts: dict[str, int]  # by reason, every one
+    named: dict[str, str]  # path -> reason, the first `WALK_SKIPS_NAMED` by path
+
+
+def walk_skips(store: IndexStore) -> WalkSkips:
+    """The walk's skips the index remembers: none in an index no walk counted them in yet (its older rows of them
+    are `skipped_files`' until then), nor in a damaged value."""
+    try:
+        held = json.loads(store.get_meta(WALK_SKIPS_KEY, "{}"))
+        return WalkSkips({str(reason): int(n) for reason, n in held["counts"].items()},
+                         {str(path): str(reason) for path, reason in held["named"].items()})
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return WalkSkips({}, {})
+
+
+def _keep_walk_skips(store: IndexStore, skips: WalkSkips) -> None:
+    value = json.dumps({"counts": dict(sorted(skips.counts.items())), "named": dict(sorted(skips.named.items()))})
+    if store.get_meta(WALK_SKIPS_KEY, "") != value:
+        store.set_meta(WALK_SKIPS_KEY, value)
+
+
+def _forget_walk_skips(store: IndexStore, paths: list[str]) -> None:
+    """Forget the named walk skips among `paths` (a save indexed them or found them gone), and uncount them. One
+    past the named ones stays counted until the next walk: which reason, if any, counted it is not kept."""
+    skips = walk_skips(store)
+    settled = [path for path in paths if path in skips.named]
+    for path in settled:
+        reason = skips.named.pop(path)
+        skips.counts[reason] = skips.counts.get(reason, 1) - 1
+    if settled:
+        _keep_walk_skips(store, WalkSkips({r: n for r, n in skips.counts.items() if n > 0}, skips.named))
 
 
 def skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
@@ -204,14 +250,11 @@ def skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: st
         (known.size, known.mtime, known.rules) == (candidate.size, candidate.mtime, rules)
 
 
-def _walk_skips(found: Walk, rules: str) -> dict[str, SkippedFile]:
-    """What the walk itself skipped that the index remembers, by path: each file it skipped by name or size or as a
-    compiled copy (`Walk.skipped_files`), and the first `UNREADABLE_FOLDERS_NAMED` folders it could not list (named
+def _unreadable_folders(found: Walk, rules: str) -> dict[str, SkippedFile]:
+    """The first `UNREADABLE_FOLDERS_NAMED` folders the walk could not list, as the index remembers them (named
     `dir/`; their count is the walk's)."""
-    skips = {c.rel_path: SkippedFile(c.rel_path, c.size, c.mtime, rules, reason) for c, reason in found.skipped_files}
-    for folder in found.unreadable_dirs[:UNREADABLE_FOLDERS_NAMED]:
-        skips[f"{folder}/"] = SkippedFile(f"{folder}/", 0, 0.0, rules, UNREADABLE_FOLDER)
-    return skips
+    return {f"{folder}/": SkippedFile(f"{folder}/", 0, 0.0, rules, UNREADABLE_FOLDER)
+            for folder in found.unreadable_dirs[:UNREADABLE_FOLDERS_NAMED]}
 
 
 def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candidate, bytes]], *, label: str,
@@ -330,6 +373,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         elif row is None:
             settled.append(rel)
     store.set_skipped([], settled)
+    _forget_walk_skips(store, settled)
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
     return report

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe.discover import UNREADABLE_FOLDER
-    from codeloupe.index import UNREADABLE_FOLDERS_NAMED
+    from codeloupe.index import UNREADABLE_FOLDERS_NAMED, WALK_SKIPS_NAMED
 
     ws = open_workspace(args)
     try:
@@ -63,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     if args.skipped and more > 0:
         print(f"    ... and {more} more unreadable folder{'' if more == 1 else 's'} (the index names the first "
               f"{UNREADABLE_FOLDERS_NAMED} by path)")
+    # The files skipped by name or size past the first the index names (a folder of 20K images), counted.
+    files_more = sum(n for reason, n in status.skipped.items() if reason != UNREADABLE_FOLDER) \
+        - sum(s.reason != UNREADABLE_FOLDER for s in skipped)
+    if args.skipped and files_more > 0:
+        print(f"    ... and {files_more} more file{'' if files_more == 1 else 's'} (of those skipped by their name or "
+              f"size or as compiled copies, the index names the first {WALK_SKIPS_NAMED:,} by path)")
     if problems:
         print(f"  chunking  {len(problems)} file{'' if len(problems) == 1 else 's'} not chunked as planned (a chunk "
               "strategy or the chunker failed on them)" + ("" if args.skipped else "  (--skipped lists them)"))
