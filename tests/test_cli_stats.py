@@ -241,6 +241,9 @@ def test_the_index_names_the_first_thousand_files_skipped_by_name_and_counts_the
     assert "    blob.dat  (binary)" in listed
     assert "    ... and 3 more files (of those skipped by their name or size or as compiled copies, the index names " \
            "the first 1,000 by path)" in listed
+    as_json = json.loads(codeloupe("stats", str(repo), "--skipped", "--json"))  # a program is told the same
+    assert len(as_json["skipped_files"]) == 1001 and as_json["skipped_files_not_listed"] == 3
+    assert as_json["unreadable_folders_not_listed"] == 0
     (repo / "assets/icon0000.png").unlink()
     codeloupe("index", str(repo))
     listed = codeloupe("stats", str(repo), "--skipped").splitlines()

@@ -32,10 +32,16 @@ def run(args: argparse.Namespace) -> int:
         problems = ws.chunking_problems()
     finally:
         ws.close()
+    # What the index counts but does not name: unreadable folders past the first it names, and files skipped by name
+    # or size (or as compiled copies) past the first it names (a folder of 20K images).
+    more = status.skipped.get(UNREADABLE_FOLDER, 0) - sum(s.reason == UNREADABLE_FOLDER for s in skipped)
+    files_more = sum(n for reason, n in status.skipped.items() if reason != UNREADABLE_FOLDER) \
+        - sum(s.reason != UNREADABLE_FOLDER for s in skipped)
     if args.json:
         out = {**dataclasses.asdict(status), "chunking_problems": [dataclasses.asdict(p) for p in problems]}
         if args.skipped:
-            out["skipped_files"] = [dataclasses.asdict(s) for s in skipped]
+            out.update(skipped_files=[dataclasses.asdict(s) for s in skipped],
+                       skipped_files_not_listed=max(files_more, 0), unreadable_folders_not_listed=max(more, 0))
         print(json.dumps(out, indent=2))
         return 0
     total = status.vectors_total or 1
@@ -59,13 +65,9 @@ def run(args: argparse.Namespace) -> int:
                 "by `codeloupe index` only)")
     for s in skipped:  # a file's name, nor a reason as the index holds it, is to drive the terminal or break lines
         print(f"    {one_line(s.path)}  ({one_line(s.reason)})")
-    more = status.skipped.get(UNREADABLE_FOLDER, 0) - sum(s.reason == UNREADABLE_FOLDER for s in skipped)
     if args.skipped and more > 0:
         print(f"    ... and {more} more unreadable folder{'' if more == 1 else 's'} (the index names the first "
               f"{UNREADABLE_FOLDERS_NAMED} by path)")
-    # The files skipped by name or size past the first the index names (a folder of 20K images), counted.
-    files_more = sum(n for reason, n in status.skipped.items() if reason != UNREADABLE_FOLDER) \
-        - sum(s.reason != UNREADABLE_FOLDER for s in skipped)
     if args.skipped and files_more > 0:
         print(f"    ... and {files_more} more file{'' if files_more == 1 else 's'} (of those skipped by their name or "
               f"size or as compiled copies, the index names the first {WALK_SKIPS_NAMED:,} by path)")
