@@ -44,6 +44,7 @@ def test_builtin_skips_and_reasons_are_counted(tmp_path: Path) -> None:
     write(tmp_path, "node_modules/lib/index.js", "module.exports = 1\n")
     write(tmp_path, ".git/config", "[core]\n")
     write(tmp_path, "pkg.egg-info/PKG-INFO", "x\n")
+    write(tmp_path, "pkg/_vendor/html5lib/parser.py", "x = 1\n")  # Python's vendored copies (pip, bleach)
     write(tmp_path, "package-lock.json", "{}\n")
     write(tmp_path, "logo.png", b"\x89PNG\r\n")
     write(tmp_path, "app.min.js", "var a=1;\n")
@@ -55,7 +56,7 @@ def test_builtin_skips_and_reasons_are_counted(tmp_path: Path) -> None:
     assert result.skipped["binary"] == 1
     assert result.skipped["minified"] == 1
     assert result.skipped["too large"] == 1
-    assert result.skipped["skipped directory"] == 3
+    assert result.skipped["skipped directory"] == 4
 
 
 def test_extra_ignore_setting(tmp_path: Path) -> None:

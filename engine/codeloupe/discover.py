@@ -39,12 +39,12 @@ log = logging.getLogger("codeloupe.discover")
 
 # Directories skipped by name at any depth, even where git tracks files in them: what is in them is not the
 # project's own source, or is a copy of it. VCS internals; third-party code, vendored or installed (a tracked
-# `vendor/` or `Pods/` is someone else's code, checked in to pin it); bundles built from the sources (a tracked
+# `vendor/`, Python's `_vendor/` (pip's, bleach's) or `Pods/` is someone else's code, checked in to pin it); bundles built from the sources (a tracked
 # `dist/` is a release's build, committed for CDNs); virtualenvs and tool environments (a tracked `venv/` is a
 # mistake, not a source); caches and tools' state; editors' settings; coverage reports in HTML.
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".bzr", "_darcs", ".jj",
-    "node_modules", "bower_components", "vendor", "site-packages", "Pods", ".eggs", ".terraform",
+    "node_modules", "bower_components", "vendor", "_vendor", "site-packages", "Pods", ".eggs", ".terraform",
     "dist", ".next", ".nuxt", ".svelte-kit", "DerivedData", ".serverless",
     ".venv", "venv", ".env", ".tox", ".nox", "virtualenv", ".virtualenv", ".vscode-test",
     "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", ".cache", ".parcel-cache",
