@@ -260,6 +260,18 @@ def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) ->
         assert not chat.pending(), "the narrator never called the chat model"
 
 
+def test_the_ask_view_names_a_hostile_file_on_one_line_escaped(workspace: Path, tmp_path: Path) -> None:
+    """A file named with a line break, a bidi override and an escape sequence: the lines the plugin writes itself
+    (Cited, Not cited, the fallback bundle) name it on one line as the server's captions do, never a forged heading."""
+    hostile = "nl\n### 9. `forged.py`\nx\u202e\x1b[1m.py"
+    (workspace / hostile).write_text("def newline_named_thing():\n    return 42\n", encoding="utf-8")
+    with ChatServer() as chat:
+        chat.add(Reply(text="It returns 42. [[1]]"))
+        run_script("ask_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url,
+                                                          "CODELOUPE_TEST_HOSTILE": hostile})
+        assert not chat.pending(), "the narrator never called the chat model"
+
+
 def test_cached_questions_tour_related_and_hop_code(workspace: Path, tmp_path: Path) -> None:
     """A cached ask is offered (picker, completion) and served with a note; tour, related and route-hop code."""
     with ChatServer() as chat:  # the narrator of the first ask, and the embeddings throughout

@@ -54,10 +54,12 @@ local function fence_for(text)
   return string.rep('`', math.max(2, longest_backticks(text)) + 1)
 end
 
---- `text` as a markdown code span, so names such as `__init__` and `_private` are not read as emphasis.
+--- `text` as a markdown code span, so names such as `__init__` and `_private` are not read as emphasis, on one
+--- line with its control and bidi characters escaped (`one_line`), as the server's captions show a path.
 ---@param text string
 ---@return string
 function M.code_span(text)
+  text = text_lines.one_line(text)
   if text == '' then
     return ''
   end
@@ -90,7 +92,8 @@ local function add_span_lines(doc, file)
   local via = (file.via and file.via ~= 'search') and (' _(via %s)_'):format(file.via) or ''
   for _, item in ipairs(items) do
     local text = item.text:gsub('^CORE ?', '')
-    doc:add(('- `%s:%d-%d` %s%s'):format(file.path or item.filename, item.lnum, item.end_lnum, M.code_span(text), via), item)
+    local where = ('%s:%d-%d'):format(file.path or item.filename, item.lnum, item.end_lnum)
+    doc:add(('- %s %s%s'):format(M.code_span(where), M.code_span(text), via), item)
   end
 end
 
@@ -127,7 +130,8 @@ local function add_bundle(doc, bundle)
       if has_location(chunk.location) then
         local item = locations.item(chunk.location)
         doc:add('')
-        doc:add(('`%s:%d-%d` %s'):format(file.path or '', item.lnum, item.end_lnum, M.code_span(chunk.breadcrumb or chunk.name or '')), item)
+        local where = ('%s:%d-%d'):format(file.path or '', item.lnum, item.end_lnum)
+        doc:add(('%s %s'):format(M.code_span(where), M.code_span(chunk.breadcrumb or chunk.name or '')), item)
         if type(chunk.text) == 'string' and chunk.text ~= '' then
           add_code(doc, item, chunk.text, file.language)
         end
@@ -258,7 +262,8 @@ local function add_answer(doc, result, root)
     doc:add('')
     doc:add('## Cited')
     for _, citation in ipairs(citations) do
-      doc:add(('- [%d] `%s:%d-%d`'):format(citation.k, citation.path, citation.startLine, citation.endLine), by_k[citation.k])
+      local where = ('%s:%d-%d'):format(citation.path, citation.startLine, citation.endLine)
+      doc:add(('- [%d] %s'):format(citation.k, M.code_span(where)), by_k[citation.k])
     end
   end
   add_file_section(doc, 'Not cited', result.uncited or {})

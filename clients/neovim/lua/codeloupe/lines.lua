@@ -44,4 +44,13 @@ function M.visible(line)
   return line
 end
 
+--- A name (a path, a symbol, a location) on one line as the server shows it in markdown (codeloupe.types.one_line):
+--- `visible`, and a line break in it written as `\n`, so a file named with one cannot start a line of the view
+--- (a forged heading or list entry) nor split the line whose <CR> opens it.
+---@param text string
+---@return string
+function M.one_line(text)
+  return (M.visible((text:gsub('\r\n', '\n'))):gsub('\n', '\\n'))
+end
+
 return M
