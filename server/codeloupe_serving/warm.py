@@ -409,9 +409,12 @@ class WarmWorkspaces:
         never for a pool of folders. A database that cannot be asked leaves them as they are (logged)."""
         if self._relist is None or not self._relisting.acquire(blocking=force):
             return False
+        # Not due: let go without counting as a listing (`_relisted_at`), or a caller asking more often than the
+        # interval (a monitor polling /v1/status) put the next one off for good.
+        if not force and time.monotonic() - self._relisted_at < self._relist_interval_s:
+            self._relisting.release()
+            return False
         try:
-            if not force and time.monotonic() - self._relisted_at < self._relist_interval_s:
-                return False
             served = self.all
             try:
                 opened, gone = self._relist([warm.ws for warm in served])

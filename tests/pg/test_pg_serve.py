@@ -8,6 +8,7 @@ import json
 import shutil
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx2 as httpx
 import pytest
@@ -282,5 +283,36 @@ async def test_the_repositories_are_listed_again_on_a_worker_thread_never_on_the
             answer = await client.call_tool("search", {"query": ACROSS, "repos": ["c"]})
             assert not answer.is_error, answer.content
         assert len(listed_on) >= 4 and threading.current_thread() not in listed_on
+    finally:
+        pool.close()
+
+
+async def test_a_status_poll_more_often_than_the_listing_interval_never_holds_the_listing_off(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A monitor polling /v1/status every few seconds kept `serve --store` from ever listing the repositories
+    again: each poll asked for a listing, found none due, and counted itself as one, so the next came due only
+    after a quiet interval. A repository indexed (or dropped and indexed again) after the server started was then
+    never served while the monitor ran. The server's clock is the test's: no timer."""
+    import codeloupe_serving.warm as warm_module
+
+    now = [0.0]
+    monkeypatch.setattr(warm_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    _indexed(tmp_path, pg_url, "a", "python")
+    overrides = {**NO_MODEL, "store_url": pg_url}
+    pool = WarmWorkspaces(open_shared([], overrides), relist=lambda opened: reopen_shared(opened, [], overrides),
+                          relist_interval_s=5)
+    try:
+        _indexed(tmp_path, pg_url, "b", "go")
+        transport = httpx.ASGITransport(app=create_app(pool))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            served = []
+            for poll in (3, 6, 9, 12):  # a status poll every 3 s; the listing is due every 5 s
+                now[0] = poll
+                status = await http.get("/v1/status")
+                assert status.status_code == 200, status.text
+                served.append({w["root"] for w in status.json()["workspaces"]})
+            assert served == [{"a"}, {"a", "b"}, {"a", "b"}, {"a", "b"}]
+            answer = await http.get("/v1/search", params={"q": ACROSS, "root": "b"})
+            assert answer.status_code == 200, answer.text
     finally:
         pool.close()
