@@ -22,6 +22,8 @@ local text = H.text(view)
 H.check(not text:find('No narrated answer', 1, true), 'the model answered:\n' .. text)
 H.check(text:find('Passwords are checked when a session logs in.', 1, true), 'the scripted prose is shown:\n' .. text)
 H.check(not text:find('INVENTED', 1, true), 'code the model wrote is never shown:\n' .. text)
+-- What the answer did not cite is listed once, by the view (each line opens its file), not also by the engine.
+H.check(not text:find('Also retrieved, not cited', 1, true), 'the uncited files are listed once:\n' .. text)
 local fences = #vim.tbl_filter(function(line)
   return line:match('^```') ~= nil
 end, vim.api.nvim_buf_get_lines(view, 0, -1, false))

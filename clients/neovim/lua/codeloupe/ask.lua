@@ -232,6 +232,19 @@ local function add_answer(doc, result, root)
   end
 
   local answer = text_lines.split(result.answer or '')
+  -- The answer ends with the engine's own list of what it did not cite ("**Also retrieved, not cited**" after a
+  -- rule; a model's words cannot write it, their markdown is escaped): the view lists those files below, each line
+  -- opening its file, so the engine's copy is left out rather than shown twice.
+  for n, line in ipairs(answer) do
+    if line == '**Also retrieved, not cited**' and #(result.uncited or {}) > 0 then
+      local last = n - 1
+      while last > 0 and (answer[last] == '' or answer[last] == '---') do
+        last = last - 1
+      end
+      answer = vim.list_slice(answer, 1, last)
+      break
+    end
+  end
   local i = 1
   while i <= #answer do
     local line = answer[i]
