@@ -70,6 +70,7 @@ from codeloupe.store.postgres import (
 )
 from codeloupe.store.protocol import IndexStore
 from codeloupe.types import DIRTY_SUFFIX
+from codeloupe.wording import amount
 
 log = logging.getLogger("codeloupe.shared")
 
@@ -222,7 +223,10 @@ class WorkerReport:
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
                poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None,
                global_index_min_vectors: int | None = GLOBAL_INDEX_MIN_VECTORS) -> WorkerReport:
-    """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None).
+    """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None): empty
+    means no batch left to claim and none under another claim's live lease (a worker killed mid-batch leaves
+    one, taken here once its lease runs out). A batch that fails has its claim given up at once (`release`,
+    once the database answers again after it went away), so it is tried again without waiting for the lease.
 
     The embedding model is the worker's (the user's settings and `overrides`); each batch is read and chunked
     on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust). Each
@@ -240,9 +244,15 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     # The repository whose batch was just written, for the graph step: taken at the top of the loop, under the
     # reconnect that covers the claims, so a database lost meanwhile is waited for and the step taken again.
     graph_due: tuple[PgStore, Path] | None = None
+    # The batch that just failed, its claim given up under the same reconnect.
+    unwritten: WorkItem | None = None
+    waiting = False  # the queue is empty but for leased batches, and the wait for them was logged
     try:
         while True:
             try:
+                if unwritten is not None:
+                    queue.release(unwritten)
+                    unwritten = None
                 if graph_due is not None:
                     report.graphs += _graph_when_done(*graph_due, claims)
                     graph_due = None
@@ -253,8 +263,16 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                         idle_since = time.monotonic()
                     drained = True
                     if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                        report.stuck = queue.stuck()
-                        return report
+                        leased, runs_out_s = queue.leased()
+                        if not leased:
+                            report.stuck = queue.stuck()
+                            return report
+                        if not waiting:
+                            log.warning("the queue is empty but for %s under a claim's lease (a worker"
+                                        " writing it, or one that died): waiting for it, up to %.0f s, before"
+                                        " exiting (--exit-when-idle %g)",
+                                        amount(leased, "batch", "batches"), runs_out_s, idle_exit_s)
+                            waiting = True
             except Exception as exc:
                 if not (queue.lost() or claims.lost()):
                     raise
@@ -263,6 +281,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             if item is None:
                 time.sleep(poll_s)
                 continue
+            waiting = False
             if on_batch is not None:
                 on_batch(item)
             try:
@@ -291,9 +310,11 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 log.warning("batch %d of %s failed (claim %d of %d): %s", item.id, item.repository, item.attempts,
                             MAX_ATTEMPTS, exc)
                 report.failed += 1
+                unwritten = item
                 continue
-            except Exception as exc:  # the model or a file failed: the lease runs out and the batch is tried again
+            except Exception as exc:  # the database, the model or a file failed: the batch is tried again
                 report.failed += 1
+                unwritten = item
                 if queue.lost() or claims.lost():  # the database went away: said once, by `_reconnected`
                     queue, claims = _reconnected(url, worker, (queue, claims), exc, idle_exit_s)
                     continue

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from test_pg_workers import _expire_leases, _Said
 
 from codeloupe.api import Workspace, open_shared, prune_work_queue
 from codeloupe.cli import main
@@ -84,14 +85,21 @@ def test_a_queued_run_moves_the_commit_and_deletes_the_files_that_left_once_its_
         assert served.revision == first  # its rows hold the first commit's files
         held = WorkQueue(pg_url, "another-worker").claim(600)  # a worker writing the first batch, slowly
         assert held is not None and held.paths == ["app.py"]
-        assert _drain(pg_url).batches == 1  # new.py
-        assert served.revision == first
-        assert set(store.file_rows()) == {"app.py", "old.py", "new.py"}  # old.py goes with the run's end
-        assert _texts(store)["app.py"] == (first, "def total_at_first():\n    return 1\n")
+        meanwhile = []
 
-        with psycopg.connect(pg_url, autocommit=True) as conn:  # its lease runs out: the batch is claimed again
-            conn.execute("UPDATE work_queue SET lease_until = now() WHERE done_at IS NULL")
-        assert _drain(pg_url).batches == 1
+        def then_its_lease_runs_out() -> None:
+            meanwhile.append((served.revision, set(store.file_rows()), _texts(store)["app.py"]))
+            _expire_leases(pg_url)
+
+        # The worker writes new.py, then waits for the batch held (until its lease runs out) and writes it.
+        waited = _Said("the queue is empty but for", then=then_its_lease_runs_out)
+        logging.getLogger("codeloupe").addHandler(waited)
+        try:
+            assert _drain(pg_url).batches == 2
+        finally:
+            logging.getLogger("codeloupe").removeHandler(waited)
+        # new.py written, app.py not yet: old.py goes with the run's end
+        assert meanwhile == [(first, {"app.py", "old.py", "new.py"}, (first, "def total_at_first():\n    return 1\n"))]
         assert served.revision == second
         assert set(store.file_rows()) == {"app.py", "new.py"}
         assert {path: commit for path, (commit, _) in _texts(store).items()} == {"app.py": second,

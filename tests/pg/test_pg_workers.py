@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -20,7 +21,7 @@ import pytest
 from codeloupe.api import Workspace, drop_shared_repository
 from codeloupe.settings import Settings, load_settings
 from codeloupe.shared_index import QueuedRun, enqueue_workspace, run_worker
-from codeloupe.store.postgres import PgStore, WorkItem
+from codeloupe.store.postgres import PgStore, WorkItem, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
 
@@ -547,6 +548,84 @@ def test_a_worker_waits_for_a_database_refusing_connections_and_redoes_the_batch
     finally:
         logging.getLogger("codeloupe").removeHandler(handler)
         _accept(pg_server, pg_url)
+        store.close()
+
+
+class _Said(logging.Handler):
+    """Calls `then` on each codeloupe log line that starts with `start`, and keeps those lines."""
+
+    def __init__(self, start: str, then: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
+        self.start, self.then, self.lines = start, then, []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.start):
+            self.lines.append(record.getMessage())
+            self.then()
+
+
+def _expire_leases(pg_url: str) -> None:
+    """What the lease running out does: the batch can be claimed again."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE work_queue SET lease_until = now() - interval '1 second' WHERE done_at IS NULL")
+
+
+def test_a_worker_gives_up_its_claim_on_a_batch_the_database_restart_failed(
+        tmp_path: Path, pg_url: str, pg_server: str) -> None:
+    """The database restarting while a worker wrote a batch failed the batch, and the worker reconnected, but its
+    claim on the batch stayed until the lease (120 s) ran out: with --exit-when-idle the worker exited meanwhile,
+    the batch unwritten. Once it reaches the database again it now gives the claim up and writes the batch."""
+    from test_pg_outage import _accept, _end_sessions
+
+    store = _two_batches(tmp_path, pg_url)
+    write_batch = PgStore.write_batch
+
+    def restart_mid_write(self: PgStore, *args: object, **kwargs: object) -> object:
+        if not lost.lines:  # the first write: the database restarts, refusing connections until the worker says so
+            _end_sessions(pg_server, pg_url, refuse_new=True)
+        return write_batch(self, *args, **kwargs)
+
+    lost = _Said("lost the shared index", then=lambda: _accept(pg_server, pg_url))
+    # Were its own claim kept, the worker would wait for it: the lease is ended then, so that nothing hangs.
+    waited = _Said("the queue is empty but for", then=lambda: _expire_leases(pg_url))
+    for handler in (lost, waited):
+        logging.getLogger("codeloupe").addHandler(handler)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(PgStore, "write_batch", restart_mid_write)
+            # Idle for 5 s at the end: with --exit-when-idle, an outage longer than that is given up on (this one
+            # ends as the worker says it began).
+            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=5, poll_s=0.01)  # the 120-s lease
+        assert len(lost.lines) == 1 and waited.lines == []
+        assert (report.batches, report.failed) == (2, 1)
+        assert set(store.file_rows()) == {"mod0.py", "mod1.py"}
+        assert store.query("SELECT count(*) FROM work_queue WHERE done_at IS NULL")[0][0] == 0
+    finally:
+        for handler in (lost, waited):
+            logging.getLogger("codeloupe").removeHandler(handler)
+        _accept(pg_server, pg_url)
+        store.close()
+
+
+def test_exit_when_idle_waits_for_a_batch_claimed_under_a_live_lease(tmp_path: Path, pg_url: str) -> None:
+    """A worker killed mid-batch leaves its batch claimed until the lease runs out; a worker with --exit-when-idle
+    took the queue for idle meanwhile and exited with status 0, the run incomplete. It now says it waits for the
+    lease, and takes the batch once the lease has run out."""
+    store = _two_batches(tmp_path, pg_url)
+    dead = WorkQueue(pg_url, "killed-worker")
+    try:
+        assert dead.claim(LEASE_S) is not None  # and never written: its worker was killed
+        waited = _Said("the queue is empty but for", then=lambda: _expire_leases(pg_url))
+        logging.getLogger("codeloupe").addHandler(waited)
+        try:
+            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01)
+        finally:
+            logging.getLogger("codeloupe").removeHandler(waited)
+        assert len(waited.lines) == 1 and "1 batch under a claim's lease" in waited.lines[0], waited.lines
+        assert "(--exit-when-idle 0)" in waited.lines[0]
+        assert report.batches == 2 and set(store.file_rows()) == {"mod0.py", "mod1.py"}
+    finally:
+        dead.close()
         store.close()
 
 

@@ -854,6 +854,21 @@ class WorkQueue:
         return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1,
                         row[6], row[7], row[8], row[9])
 
+    def release(self, item: WorkItem) -> None:
+        """Give up the claim on a batch left unwritten (it failed): its lease ends now, so this worker or another
+        takes it again at once rather than when the lease would have run out (one written meanwhile, or taken
+        over, is left as it is)."""
+        self._conn.execute("UPDATE work_queue SET lease_until = now() WHERE id = %s AND claimed_by = %s"
+                           " AND done_at IS NULL", (item.id, item.claimant))
+
+    def leased(self) -> tuple[int, float]:
+        """(open batches under a live lease, seconds until the last of those leases runs out): batches a worker
+        is writing, or one that died left, which no worker can take before then."""
+        count, seconds = self._conn.execute(
+            "SELECT count(*), coalesce(extract(epoch FROM max(lease_until) - now()), 0) FROM work_queue"
+            " WHERE done_at IS NULL AND lease_until >= now()").fetchone()
+        return int(count), float(seconds)
+
     def lost(self) -> bool:
         """Whether the database ended this worker's session (a restart) or it is otherwise gone."""
         return connection_lost(self._conn)
