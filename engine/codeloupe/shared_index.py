@@ -310,12 +310,13 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 log.warning("batch %d of %s failed (claim %d of %d): %s", item.id, item.repository, item.attempts,
                             MAX_ATTEMPTS, exc)
                 report.failed += 1
-                unwritten = item
                 continue
             except Exception as exc:  # the database, the model or a file failed: the batch is tried again
                 report.failed += 1
-                unwritten = item
                 if queue.lost() or claims.lost():  # the database went away: said once, by `_reconnected`
+                    # Its claim is given up once the database is back, so the batch is taken again at once; any other
+                    # failure (the model down, a file unreadable here) waits for the lease, spreading its attempts.
+                    unwritten = item
                     queue, claims = _reconnected(url, worker, (queue, claims), exc, idle_exit_s)
                     continue
                 log.exception("batch %d of %s failed (claim %d of %d)", item.id, item.repository, item.attempts,

@@ -14,8 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Claims queued (repository, file batch) items with SELECT ... FOR UPDATE SKIP LOCKED, reads "
                     "and chunks the files from the path the batch was queued from, embeds what the shared "
                     "vector cache does not hold, and writes each batch in one transaction. A claim is a lease: "
-                    "the batch of a worker that dies is claimed again when the lease runs out; a batch that fails "
-                    "(the database restarted mid-write too) has its claim given up at once and is tried again.")
+                    "the batch of a worker that dies is claimed again when the lease runs out; a batch the database "
+                    "cut off (a restart mid-write) has its claim given up at once and is tried again.")
     parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
     parser.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     parser.add_argument("--embed-model")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
              " at (run `codeloupe index --queue` there again)" if report.moved else "")
           + (f", {amount(report.superseded, 'batch', 'batches')} of an index run superseded by a later index (or given"
              " up) left unwritten" if report.superseded else "")
-          + (f", {report.failed} failed (their claims given up, to be tried again at once)" if report.failed else "")
+          + (f", {report.failed} failed (tried again: at once when the database cut them off, else after their lease)" if report.failed else "")
           + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
              f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),
           file=sys.stderr)
