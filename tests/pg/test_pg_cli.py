@@ -332,7 +332,7 @@ def _git(root: Path, *args: str) -> str:
 def _committed(tmp_path: Path) -> tuple[Path, str]:
     """A copy of the python fixture committed in a new git repository, and its commit."""
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        pytest.fail("git is not installed: these tests need it, as CI has it")
     root = tmp_path / "service"
     shutil.copytree(FIXTURES / "python", root)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"]):

@@ -35,7 +35,7 @@ def _git(root: Path, *args: str) -> str:
 def _commit(root: Path, files: dict[str, str | None]) -> str:
     """Write (None: delete) `files` in `root`, commit them all, and return the commit."""
     if shutil.which("git") is None:
-        pytest.fail("git is not installed")
+        pytest.fail("git is not installed: these tests need it, as CI has it")
     if not (root / ".git").exists():
         root.mkdir(parents=True, exist_ok=True)
         _git(root, "init", "-q")

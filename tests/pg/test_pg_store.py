@@ -155,7 +155,7 @@ def test_a_workspace_cannot_choose_the_shared_database(tree: Path, pg_url: str) 
 def test_citations_are_pinned_to_the_commit_indexed(tree: Path, pg_url: str) -> None:
     git = shutil.which("git")
     if git is None:
-        pytest.skip("git is not installed")
+        pytest.fail("git is not installed: these tests need it, as CI has it")
     import subprocess
 
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",

@@ -635,7 +635,7 @@ def test_a_batch_whose_folder_moved_to_another_commit_is_left_unwritten(tmp_path
     every answer naming X. The batch is now done with nothing written, in a line saying to queue again; queued
     again, it is written under Y."""
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        pytest.fail("git is not installed: these tests need it, as CI has it")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
