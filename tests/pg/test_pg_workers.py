@@ -461,52 +461,28 @@ def _two_batches(tmp_path: Path, pg_url: str) -> PgStore:
     return store
 
 
+@pytest.mark.parametrize("restart_at", [1, 2], ids=["after-the-first-claim", "before-the-graph-step"])
 def test_a_worker_reconnects_after_the_database_ended_its_sessions(tmp_path: Path, pg_url: str, pg_server: str,
-                                                                  caplog) -> None:
+                                                                  caplog, restart_at: int) -> None:
     """A restart of the database (its sessions ended, as `pg_terminate_backend` does) killed the worker with a
-    traceback through its next claim (AdminShutdown). It now says so in one line, connects again and goes on."""
+    traceback through its next claim (AdminShutdown). At the last claim it also hit the graph step that follows a
+    repository's last batch, which ran outside the reconnect that covers claiming and writing batches, and left the
+    graph unresolved. Either way the worker now says so in one line, connects again, goes on and resolves the
+    graph."""
     from test_pg_outage import _end_sessions
 
     store = _two_batches(tmp_path, pg_url)
     claimed: list[WorkItem] = []
 
-    def restart_after_the_first_claim(item: WorkItem) -> None:
+    def restart_at_a_claim(item: WorkItem) -> None:
         claimed.append(item)
-        if len(claimed) == 1:
+        if len(claimed) == restart_at:
             _end_sessions(pg_server, pg_url)
 
     try:
         with caplog.at_level(logging.INFO, logger="codeloupe"):
             report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01,
-                                on_batch=restart_after_the_first_claim)
-        assert (report.batches, report.failed) == (2, 0)
-        assert set(store.file_rows()) == {"mod0.py", "mod1.py"}
-        lost = [r for r in caplog.records if r.getMessage().startswith("lost the shared index")]
-        assert len(lost) == 1 and all(r.exc_info is None for r in caplog.records), caplog.text
-    finally:
-        store.close()
-
-
-def test_a_worker_reconnects_when_the_database_restarts_before_its_graph_step(
-        tmp_path: Path, pg_url: str, pg_server: str, caplog) -> None:
-    """The graph step that follows a repository's last batch ran outside the reconnect that covers claiming and
-    writing batches: a database restart then (the worker's own sessions ended, its batch written through a new
-    one) ended the worker with a traceback, the graph unresolved. It now says so in one line, connects again and
-    resolves the graph."""
-    from test_pg_outage import _end_sessions
-
-    store = _two_batches(tmp_path, pg_url)
-    claimed: list[WorkItem] = []
-
-    def restart_at_the_last_claim(item: WorkItem) -> None:
-        claimed.append(item)
-        if len(claimed) == 2:
-            _end_sessions(pg_server, pg_url)
-
-    try:
-        with caplog.at_level(logging.INFO, logger="codeloupe"):
-            report = run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01,
-                                on_batch=restart_at_the_last_claim)
+                                on_batch=restart_at_a_claim)
         assert (report.batches, report.failed, report.graphs) == (2, 0, 1)
         assert set(store.file_rows()) == {"mod0.py", "mod1.py"}
         lost = [r for r in caplog.records if r.getMessage().startswith("lost the shared index")]
