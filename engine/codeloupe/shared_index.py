@@ -66,6 +66,7 @@ from codeloupe.store.postgres import (
     migrate,
     redact,
     run_under_way,
+    said,
     unfinished_index_note,
 )
 from codeloupe.store.protocol import IndexStore
@@ -220,13 +221,24 @@ class WorkerReport:
     global_indexes: list[GlobalVectorIndex] = field(default_factory=list)  # graphs over every repository built
 
 
+class WorkerStopped(KeyboardInterrupt):
+    """`run_worker` stopped by Ctrl-C (or another signal raised as one: the CLI's SIGTERM), raised from it once the
+    batch it held, if any, was given back to the queue (`given_back`; None where it held none, or the database
+    could not be reached to give it back: then it waits for its lease)."""
+
+    def __init__(self, given_back: WorkItem | None) -> None:
+        super().__init__()
+        self.given_back = given_back
+
+
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
                poll_s: float = 1.0, on_batch: Callable[[WorkItem], None] | None = None,
                global_index_min_vectors: int | None = GLOBAL_INDEX_MIN_VECTORS) -> WorkerReport:
     """Claim and process batches until the queue has been empty for `idle_exit_s` (forever when None): empty
     means no batch left to claim and none under another claim's live lease (a worker killed mid-batch leaves
-    one, taken here once its lease runs out). A batch that fails has its claim given up at once (`release`,
-    once the database answers again after it went away), so it is tried again without waiting for the lease.
+    one, taken here once its lease runs out). A batch the database cut off has its claim given up at once (`release`,
+    once the database answers again), so it is tried again without waiting for the lease; so has the batch held when
+    Ctrl-C stops the worker (`WorkerStopped`), that claim not counted among the batch's attempts.
 
     The embedding model is the worker's (the user's settings and `overrides`); each batch is read and chunked
     on the settings `codeloupe index` would use in its folder (its own files' safe settings, its trust). Each
@@ -247,8 +259,10 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     # The batch that just failed, its claim given up under the same reconnect.
     unwritten: WorkItem | None = None
     waiting = False  # the queue is empty but for leased batches, and the wait for them was logged
+    held: WorkItem | None = None  # the batch claimed and not yet done with: given back if the worker is stopped
     try:
         while True:
+            held = None
             try:
                 if unwritten is not None:
                     queue.release(unwritten)
@@ -281,6 +295,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             if item is None:
                 time.sleep(poll_s)
                 continue
+            held = item
             waiting = False
             if on_batch is not None:
                 on_batch(item)
@@ -331,11 +346,27 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 report.embedded += embedded
                 graph_due = store, Path(item.root)
             idle_since = time.monotonic()
+    except KeyboardInterrupt as stop:
+        raise WorkerStopped(_given_back(url, queue, held)) from stop
     finally:
         queue.close()
         claims.close()
         for store in stores.values():
             store.close()
+
+
+def _given_back(url: str, queue: WorkQueue, held: WorkItem | None) -> WorkItem | None:
+    """`held`, its claim given up as the worker stops, so another worker takes the batch now rather than when the
+    lease runs out; None where there was none, or it was written or taken over meanwhile, or the database cannot
+    be reached (said in a line: then the lease runs out as for a killed worker)."""
+    if held is None:
+        return None
+    try:
+        return held if queue.release(held, failed=False) else None
+    except Exception as exc:
+        log.warning("could not give batch %d of %s back to the queue (%s): it is claimed again once its lease runs"
+                    " out", held.id, held.repository, said(exc, url))
+        return None
 
 
 def _reconnected(url: str, worker: str, lost: tuple[WorkQueue, EmbeddingClaims], exc: Exception,

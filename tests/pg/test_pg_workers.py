@@ -35,11 +35,11 @@ MARKER = "the worker embedding this is killed"
 LEASE_S = 3
 
 
-def _worker(pg_url: str, embed_url: str, idle_exit_s: float) -> subprocess.Popen:
+def _worker(pg_url: str, embed_url: str, idle_exit_s: float, lease_s: float = LEASE_S) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
     return subprocess.Popen(
         [sys.executable, "-m", "codeloupe", "worker", "--store", pg_url, "--embed-provider", "openai",
-         "--embed-base-url", embed_url, "--embed-model", "scripted", "--lease-s", str(LEASE_S),
+         "--embed-base-url", embed_url, "--embed-model", "scripted", "--lease-s", str(lease_s),
          "--exit-when-idle", str(idle_exit_s)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
 
@@ -125,6 +125,52 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
         finally:
             other.close()
             store.close()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_worker_stopped_mid_batch_gives_its_claim_back(tmp_path: Path, pg_url: str, stop: signal.Signals) -> None:
+    """A worker stopped by SIGTERM (the default action: killed) or Ctrl-C (a traceback-free 'interrupted') kept
+    its claim until the 120-s lease ran out, no other worker taking the batch meanwhile. It now gives the claim
+    back as it stops, that claim not counted among the batch's attempts, and says so in a line (exit status
+    128 + the signal's number)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "000_marker.py").write_text(f'"""{MARKER}"""\n')
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    blocked, release = threading.Event(), threading.Event()
+
+    def embedder(text: str) -> list[float]:
+        if MARKER in text and not release.is_set():
+            blocked.set()
+            release.wait(60)
+        return embedding_for(text)
+
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    other = WorkQueue(pg_url, "next-worker")
+    try:
+        with ChatServer(embedder=embedder) as chat:
+            assert enqueue_workspace(store, root, Settings(embed_provider="none", store_url=pg_url)).batches == 1
+            worker = _worker(pg_url, chat.base_url, idle_exit_s=60, lease_s=120)
+            try:
+                assert blocked.wait(60), "the worker never reached the batch"  # it holds the claim, embedding
+                assert other.claim(120) is None
+                worker.send_signal(stop)
+                out, _ = worker.communicate(timeout=60)
+            finally:
+                release.set()
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.communicate(10)
+        batch = store.query("SELECT id FROM work_queue")[0][0]
+        assert worker.returncode == 128 + stop, out
+        assert out.strip().splitlines()[-1] == (f"codeloupe: worker stopped by {stop.name}: batch {batch} of repo"
+                                                " given back to the queue, for a worker to take now"), out
+        assert "Traceback" not in out, out
+        taken = other.claim(120)  # at once, not when the stopped worker's lease would have run out
+        assert taken is not None and taken.id == batch and taken.attempts == 1
+    finally:
+        other.close()
+        store.close()
 
 
 def _model(store: PgStore) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from . import CliError
@@ -15,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and chunks the files from the path the batch was queued from, embeds what the shared "
                     "vector cache does not hold, and writes each batch in one transaction. A claim is a lease: "
                     "the batch of a worker that dies is claimed again when the lease runs out; a batch the database "
-                    "cut off (a restart mid-write) has its claim given up at once and is tried again.")
+                    "cut off (a restart mid-write) has its claim given up at once and is tried again, as is the "
+                    "batch a worker holds when Ctrl-C or SIGTERM stops it (exit status 130 or 143).")
     parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
     parser.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     parser.add_argument("--embed-model")
@@ -34,18 +36,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe.settings import SettingsError
-    from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S, run_worker
+    from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S, WorkerStopped, run_worker
     from codeloupe.store import StoreError
     from codeloupe.store.postgres import MAX_ATTEMPTS
     from codeloupe.wording import amount
 
     flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
+    stopped_by = signal.SIGINT
+
+    def terminate(signum: int, frame: object) -> None:
+        # SIGTERM (a service manager, `kill`) stops the worker as Ctrl-C does, where it is: it gives back the batch
+        # it holds, which the default action left claimed until its lease ran out (120 s no other worker took it).
+        nonlocal stopped_by
+        stopped_by = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
         report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
                             global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
+    except KeyboardInterrupt as stop:  # WorkerStopped once it claims; before, nothing was held
+        given_back = stop.given_back if isinstance(stop, WorkerStopped) else None
+        raise CliError(f"worker stopped by {stopped_by.name}"
+                       + (f": batch {given_back.id} of {given_back.repository} given back to the queue, for a"
+                          " worker to take now" if given_back else ""), 128 + stopped_by) from stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"worker: {amount(report.batches, 'batch', 'batches')}, {amount(report.files, 'file')},"
           f" {amount(report.embedded, 'text')} embedded"
           + (f", graph edges of {amount(report.graphs, 'repository', 'repositories')} resolved"

@@ -854,12 +854,14 @@ class WorkQueue:
         return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1,
                         row[6], row[7], row[8], row[9])
 
-    def release(self, item: WorkItem) -> None:
-        """Give up the claim on a batch left unwritten (it failed): its lease ends now, so this worker or another
-        takes it again at once rather than when the lease would have run out (one written meanwhile, or taken
-        over, is left as it is)."""
-        self._conn.execute("UPDATE work_queue SET lease_until = now() WHERE id = %s AND claimed_by = %s"
-                           " AND done_at IS NULL", (item.id, item.claimant))
+    def release(self, item: WorkItem, *, failed: bool = True) -> bool:
+        """Give up the claim on a batch left unwritten: its lease ends now, so this worker or another takes it
+        again at once rather than when the lease would have run out (one written meanwhile, or taken over, is
+        left as it is: False). A batch that did not fail (its worker was stopped) gets the claim's attempt back:
+        workers stopped while they held it (a service scaled down) never leave it stuck."""
+        return self._conn.execute(
+            "UPDATE work_queue SET lease_until = now(), attempts = attempts - %s WHERE id = %s AND claimed_by = %s"
+            " AND done_at IS NULL", (0 if failed else 1, item.id, item.claimant)).rowcount == 1
 
     def leased(self) -> tuple[int, float]:
         """(open batches under a live lease, seconds until the last of those leases runs out): batches a worker
