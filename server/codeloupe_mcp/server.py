@@ -129,6 +129,14 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     indexed = _after_first_index(served)
 
+    async def status_now() -> str:
+        """The status of `served()`, the repositories listed again first when due as HTTP's /v1/status lists them:
+        an agent polling MCP's status alone was answered from the repository as served at the last listing some
+        other call made (for one dropped and indexed again, 'no longer served'). Not after the first index: the
+        status says how that goes."""
+        warm_now = await served()
+        return await anyio.to_thread.run_sync(_status_json, warm_now, abandon_on_cancel=True)
+
     def search(query: Query, flat: Flat = False, scope: Scope = "", mode: Mode = "code", limit: Limit = 12,
                max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
@@ -204,9 +212,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "
         "skipped for their content by reason (generated, minified, too large, binary), the files a chunk strategy "
         "or the chunker failed on, the last refresh error if any. Call it when results look incomplete."))
-    def status() -> str:
+    async def status() -> str:
         with _refusals():
-            return _status_json(here())
+            return await status_now()
 
     if _chat_configured(warm):
         @server.tool(structured_output=False, description=(
@@ -233,9 +241,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     @server.resource("codeloupe://status", name="status", mime_type="application/json",
                      description="index health of the served workspace (as the `status` tool)")
-    def status_resource() -> str:
+    async def status_resource() -> str:
         with _resource_refusals():
-            return _status_json(here())
+            return await status_now()
 
     @server.resource("codeloupe://tour", name="tour", mime_type="application/json", description=TOUR_DESCRIPTION)
     async def tour_resource() -> str:

@@ -316,3 +316,26 @@ async def test_a_status_poll_more_often_than_the_listing_interval_never_holds_th
             assert answer.status_code == 200, answer.text
     finally:
         pool.close()
+
+
+async def test_mcp_status_polled_alone_answers_from_the_repository_indexed_since(tmp_path: Path, pg_url: str) -> None:
+    """HTTP's /v1/status lists the repositories again when due, MCP's status did not: an agent polling it alone
+    was answered from the repository as served at the last listing some other call made, so once its repository
+    was dropped and indexed again, never from the new one. The tool and the resource now list them first."""
+    _indexed(tmp_path, pg_url, "a", "python")
+    pool = _relisting_pool(pg_url, relist_interval_s=0)  # a listing due before each call
+
+    async def polled(client: Client) -> list[dict]:
+        tool = await client.call_tool("status", {})
+        assert not tool.is_error, tool.content
+        resource = (await client.read_resource("codeloupe://status")).contents[0].text
+        return [json.loads("".join(part.text for part in tool.content)), json.loads(resource)]
+
+    try:
+        async with Client(build_server(pool.all[0], pool)) as client:
+            assert [status["languages"] for status in await polled(client)] == [{"python": 9, "toml": 1}] * 2
+            drop_shared_repository(pg_url, "a")
+            _indexed(tmp_path, pg_url, "a", "ruby")
+            assert [status["languages"] for status in await polled(client)] == [{"ruby": 4}] * 2
+    finally:
+        pool.close()
