@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from test_pg_workers import _expire_leases, _Said
 
-from codeloupe.api import Workspace, open_shared, prune_work_queue
+from codeloupe.api import Workspace, open_shared, prune_work_queue, shared_repositories
 from codeloupe.cli import main
 from codeloupe.settings import load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
@@ -256,5 +256,50 @@ def test_a_database_restart_as_a_batch_is_left_unwritten_is_reconnected_from(
         assert store.query("SELECT count(*) FROM work_queue WHERE done_at IS NULL") == [(0,)]
         lost = [r for r in caplog.records if r.getMessage().startswith("lost the shared index")]
         assert len(lost) == 1 and all(r.exc_info is None for r in caplog.records), caplog.text
+    finally:
+        store.close()
+
+
+def test_a_queued_run_left_open_by_a_batch_no_worker_could_write_is_said_with_what_to_do(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that failed its 5 claims left its run open for good (its files not written, the run's commit never
+    pinned) with nothing but `admin queue`'s count of stuck batches saying so: admin repos, stats, the status and
+    every answer's notes, which say an index run cut off, now say this too, and what to do, until a run is queued
+    again."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # the repository's row read again at every answer
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root, store = _three_files(tmp_path, pg_url)
+    away = tmp_path / "away"
+    try:
+        (root / "mod0.py").write_text("def run_0():\n    return 10\n")
+        assert enqueue_workspace(store, root, load_settings(root, NO_MODEL)).batches == 1
+        root.rename(away)  # the workers cannot read the folder: each claim fails
+        report = run_worker(pg_url, NO_MODEL, lease_s=0, idle_exit_s=0, poll_s=0.01)  # claimed until stuck
+        assert report.stuck == 1
+        said = (f"1 batch of the index run queued for repo failed {MAX_ATTEMPTS} times and is left unwritten: answers"
+                " may miss its files or show their older text; `codeloupe admin queue` counts it stuck and the"
+                " workers' log says why: fix that, then run `codeloupe index --queue` in the folder again")
+
+        def notes() -> tuple[str, list[str]]:
+            [ws] = open_shared(["repo"], {**NO_MODEL, "store_url": pg_url})
+            try:
+                return ws.status().indexing, ws.search("run").notes
+            finally:
+                ws.close()
+
+        assert shared_repositories(pg_url)[0].indexing == said
+        indexing, answered = notes()
+        assert indexing == said and answered[0] == said
+        capsys.readouterr()
+        assert main(["admin", "--store", pg_url, "repos"]) == 0
+        assert f"WARNING {said}" in capsys.readouterr().out
+        away.rename(root)
+        assert main(["stats", str(root), "--store", pg_url, "--repo", "repo"]) == 0
+        assert f"WARNING   {said}" in capsys.readouterr().out
+
+        assert enqueue_workspace(store, root, load_settings(root, NO_MODEL)).batches == 1  # a run that supersedes it
+        assert _drain(pg_url).batches == 1
+        assert shared_repositories(pg_url)[0].indexing == "" and notes()[0] == ""
+        assert not any("index run" in note for note in notes()[1])
     finally:
         store.close()

@@ -63,6 +63,7 @@ from codeloupe.store import (
 from codeloupe.store.protocol import LexicalStatistics, TermScores
 from codeloupe.types import ChunkedFile
 from codeloupe.url_secrets import redact, redact_text
+from codeloupe.wording import amount
 
 try:
     import psycopg
@@ -675,6 +676,7 @@ class _RepositoryState:
     root: str  # the folder it was last indexed from
     index_run: str  # an index run not finished ("" when none: `PgStore.index_run`)
     index_started: str  # when it began (ISO 8601, the database's clock)
+    stuck_batches: int  # batches of its newest queued run no worker could write (`stuck_batches`)
 
 
 # (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
@@ -726,13 +728,33 @@ def run_under_way(repo_id: str) -> str:
             f" AND classid::bigint = {_INDEX_RUN_LOCK} AND objid::bigint = {repo_id})")
 
 
-def unfinished_index_note(repository: str, started: str, under_way: bool) -> str:
-    """What an answer, `stats` and `admin repos` say of an index run of `repository` that has not finished."""
+def stuck_batches(repository: str) -> str:
+    """SQL: how many batches of the newest queued run of the `repositories` row `repository` (an SQL name for it)
+    failed MAX_ATTEMPTS claims, the last one's lease over: no worker takes them again, so the run never ends (its
+    commit is never pinned, the files that left the folder never deleted) until a later index supersedes it."""
+    return (f"(SELECT count(*) FROM work_queue q WHERE q.done_at IS NULL AND q.repo_id = {repository}.id AND q.run ="
+            f" {repository}.latest_run AND q.run <> '' AND q.attempts >= {MAX_ATTEMPTS}"
+            " AND (q.lease_until IS NULL OR q.lease_until < now()))")
+
+
+def unfinished_index_note(repository: str, run: bool, started: str, under_way: bool, stuck: int) -> str:
+    """What an answer, `stats` and `admin repos` say of an index run of `repository` that has not finished (`run`:
+    one recorded, `PgStore.index_run`; `under_way` or cut off), and of its newest queued run left open by `stuck`
+    batches no worker could write (`stuck_batches`); "" when neither."""
     shown = shown_repository_name(repository)
-    if under_way:
-        return f"indexing of {shown} (started {started}) is under way: answers may miss files until it finishes"
-    return (f"indexing of {shown} (started {started}) did not finish: answers may miss files; run `codeloupe index`"
-            " on it again")
+    notes = []
+    if run and under_way:
+        notes.append(f"indexing of {shown} (started {started}) is under way: answers may miss files until it finishes")
+    elif run:
+        notes.append(f"indexing of {shown} (started {started}) did not finish: answers may miss files; run"
+                     " `codeloupe index` on it again")
+    if stuck:
+        one = stuck == 1
+        notes.append(f"{amount(stuck, 'batch', 'batches')} of the index run queued for {shown} failed {MAX_ATTEMPTS}"
+                     f" times and {'is' if one else 'are'} left unwritten: answers may miss {'its' if one else 'their'}"
+                     f" files or show their older text; `codeloupe admin queue` counts {'it' if one else 'them'} stuck"
+                     " and the workers' log says why: fix that, then run `codeloupe index --queue` in the folder again")
+    return "; ".join(notes)
 
 
 def not_held(names: Iterable[str], url: str, known: Iterable[str]) -> str:
@@ -1163,13 +1185,12 @@ class PgStore:
         self._forget_state()
 
     def unfinished_index(self) -> str:
-        """Why answers may lack files of the repository: an index run under way or cut off (`index_run`); ""
-        when every run finished."""
+        """Why answers may lack files of the repository: an index run under way or cut off (`index_run`), or its
+        newest queued run left open by batches no worker could write (`stuck_batches`); "" when every run finished."""
         state = self._state()
-        if not state.index_run:
-            return ""
-        under_way = self._rows(f"SELECT {run_under_way('%s')}", (self.repo_id,))[0][0]
-        return unfinished_index_note(self.repository, state.index_started, under_way)
+        under_way = bool(state.index_run) and self._rows(f"SELECT {run_under_way('%s')}", (self.repo_id,))[0][0]
+        return unfinished_index_note(self.repository, bool(state.index_run), state.index_started, under_way,
+                                     state.stuck_batches)
 
     def get_meta(self, key: str, default: str = "") -> str:
         if key == "schema_version":
@@ -1194,9 +1215,10 @@ class PgStore:
         now = time.monotonic()
         if state is None or now - state.read_at > STATE_TTL_S:
             row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
-                                           f" lex_chunks, root, index_run, {INDEX_STARTED}")
+                                           f" lex_chunks, root, index_run, {INDEX_STARTED},"
+                                           f" {stuck_batches('repositories')}")
             state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]),
-                                                    row[5], row[6], row[7])
+                                                    row[5], row[6], row[7], int(row[8]))
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
