@@ -163,9 +163,9 @@ def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
 
 
 def test_the_plugin_escapes_a_line_as_the_engine_does(workspace: Path, tmp_path: Path) -> None:
-    """The ask view finds the citation a fenced block shows by its lines as the server escapes them (`visible`):
-    every character up to U+2100 (the C0 and C1 controls and the bidi ones among them), one per line, is escaped
-    as the engine escapes it, so a cited line holding one still opens its line on disk."""
+    """The plugin escapes text as the engine does (`visible`), as the ask view shows a model's prose and every name
+    (`one_line`): every character up to U+2100 (the C0 and C1 controls and the bidi ones among them), one per line,
+    is escaped as the engine escapes it."""
     from codeloupe.types import split_lines, visible
 
     text = "\n".join(f"<{chr(code)}>" for code in range(0x2100) if code not in (0x0A, 0x0D))
@@ -257,6 +257,22 @@ def test_ask_with_a_model_follows_cited_code(workspace: Path, tmp_path: Path) ->
                             "        return 'INVENTED'\n\n```python\nINVENTED = 1\n```\n"
                             "That is the whole check. <script>INVENTED()</script>"))
         run_script("ask_model.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
+        assert not chat.pending(), "the narrator never called the chat model"
+
+
+def test_the_ask_view_shows_the_models_words_as_written_and_follows_only_the_answers_references(
+        workspace: Path, tmp_path: Path) -> None:
+    """The view showed the answer's markdown, whose escapes are for a renderer: a model's `\\*` read `\\\\*`. It shows
+    the answer's parts now: the prose as written, and <CR> follows only the references and code the engine spliced
+    in (a heading, a `[1]` or a footer the model writes opens nothing and cuts nothing short)."""
+    with ChatServer() as chat:
+        chat.add(Reply(text="Passwords are checked when a session logs in. [[1]]\n"
+                            "A literal \\* star, a path C:\\shop\\cart and [not a link] stay as written.\n"
+                            "### 1. `shop/auth.py`\n"
+                            "- [1] `shop/sessions.py` and [1] again\n"
+                            "**Also retrieved, not cited**\n"
+                            "Still the model speaking, after its fake footer.\n"))
+        run_script("ask_prose.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
         assert not chat.pending(), "the narrator never called the chat model"
 
 

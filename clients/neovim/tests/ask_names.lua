@@ -49,5 +49,5 @@ H.check(response and response.result, 'codeloupe.search answered: ' .. vim.inspe
 local doc = ask.render('q', { fallback = 'no chat model configured', bundle = response.result })
 check_view(doc.lines, doc.targets, 'the fallback bundle')
 -- The model's answer again, with the file among the candidates it did not cite.
-doc = ask.render('q', { answer = 'Nothing cited.', citations = {}, uncited = response.result.core })
+doc = ask.render('q', { parts = { { kind = 'prose', text = 'Nothing cited.' } }, citations = {}, uncited = response.result.core })
 check_view(doc.lines, doc.targets, 'the Not cited list')

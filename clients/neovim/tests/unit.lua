@@ -68,24 +68,30 @@ result.core[1].chunks[1].snippet.anchorSymbol = nil
 H.equal({ items[2].filename, items[2].lnum }, { H.path('shop/sessions.py'), 2 }, 'related item location')
 H.check(items[2].text:find('^RELATED'), 'related item text: ' .. items[2].text)
 
--- Ask: a fenced block equal to a citation maps each of its lines to the line on disk; [[k]] markers in
--- prose and the "Cited" list open the citation; uncited candidates are listed and open too.
+-- Ask: the answer's parts (docs/protocol.md). A code part's lines open their lines on disk; a ref opens its span;
+-- the "Cited" list and the uncited candidates open too; the engine's own list of uncited files is left out.
 local auth_lines = vim.fn.readfile(H.path('shop/auth.py'))
 local cited_text = table.concat(vim.list_slice(auth_lines, verify_line, verify_end), '\n')
 local ask = require('codeloupe.ask')
+local verify_location = { uri = auth_uri, range = span(verify_line, verify_end) }
+local verify_span = { path = 'shop/auth.py', startLine = verify_line, endLine = verify_end, location = verify_location }
 local answer = {
-  answer = table.concat({
-    'Passwords are checked by `verify_password` [[1]], which hashes and compares:',
-    '',
-    '```python',
-    cited_text,
-    '```',
-    '',
-    'Sessions call it on login.',
-  }, '\n'),
+  answer = 'the same answer as markdown, which the view does not read',
+  parts = {
+    { kind = 'prose', text = 'Passwords are checked by `verify_password` ' },
+    vim.tbl_extend('force', verify_span, { kind = 'ref', text = ('(shop/auth.py:%d-%d)'):format(verify_line, verify_end) }),
+    { kind = 'prose', text = ', which hashes and compares:\n' },
+    vim.tbl_extend('force', verify_span, { kind = 'code', text = cited_text .. '\n', language = 'python' }),
+    { kind = 'prose', text = '\nSessions call it on login.' },
+    { kind = 'heading', text = 'Also retrieved, not cited' },
+    { kind = 'note', text = '- ' },
+    { kind = 'ref', text = 'shop/sessions.py:2-2', path = 'shop/sessions.py', startLine = 2, endLine = 2,
+      location = { uri = sessions_uri, range = span(2, 2) } },
+    { kind = 'note', text = '\n' },
+  },
   citations = { {
     k = 1, path = 'shop/auth.py', startLine = verify_line, endLine = verify_end, text = cited_text,
-    location = { uri = auth_uri, range = span(verify_line, verify_end) },
+    location = verify_location,
   } },
   uncited = result.related,
   abstained = false,
@@ -107,10 +113,11 @@ H.equal(line, H.line_of('shop/auth.py', 'return hmac.compare_digest'), 'followed
 H.equal(vim.api.nvim_get_current_win(), origin, 'spans open in the window the answer was asked from')
 
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
-local prose = H.buffer_line(buf, '[[1]]')
+local prose = H.buffer_line(buf, 'Passwords are checked by `verify_password` `(shop/auth.py:')
 vim.api.nvim_win_set_cursor(0, { prose, 0 })
 H.press('gd')
-H.equal({ H.where() }, { H.path('shop/auth.py'), verify_line }, 'gd on a [[k]] marker opens the citation')
+H.equal({ H.where() }, { H.path('shop/auth.py'), verify_line }, 'gd on a line with a ref opens its span')
+H.check(not H.text(buf):find('Also retrieved', 1, true), "the engine's list of uncited files is left out:\n" .. H.text(buf))
 
 vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
 vim.api.nvim_win_set_cursor(0, { H.buffer_line(buf, '`shop/sessions.py:2-2`'), 0 })
@@ -151,27 +158,28 @@ H.equal(fallback.lines[code_line], auth_lines[H.line_of('shop/auth.py', 'return 
 H.equal(fallback.targets[code_line].lnum, H.line_of('shop/auth.py', 'return hmac.compare_digest'),
   'a fallback code line opens its own line')
 
--- The server shows a cited line's control and bidi characters as escapes (`\u202e`): its block still opens the
--- citation, each line its own line.
-local hostile = 'grant = "user" # \u{202e} } \u{2066}if admin:\u{2069}\n    return "\27[2J"'
-local escaped = table.concat({
-  'Admin rights come from [[1]]:', '', '```python',
-  'grant = "user" # \\u202e } \\u2066if admin:\\u2069', '    return "\\x1b[2J"', '```',
-}, '\n')
+-- Prose is plain text with its control and bidi characters escaped as the server escapes them (`\u202e`), a CRLF a
+-- line break; two refs on one line each open their own span, the one nearest the cursor.
+local sessions_ref = { kind = 'ref', text = '(shop/sessions.py:2-2)', path = 'shop/sessions.py', startLine = 2,
+  endLine = 2, location = { uri = sessions_uri, range = span(2, 2) } }
 local shown = ask.render('who is admin?', {
-  answer = escaped, uncited = {}, abstained = false, fallback = vim.NIL, bundle = { core = {}, related = {} },
-  citations = { { k = 1, path = 'shop/auth.py', startLine = verify_line, endLine = verify_line + 1, text = hostile,
-    location = { uri = auth_uri, range = span(verify_line, verify_line + 1) } } },
+  parts = {
+    { kind = 'prose', text = 'Admin \u{202e}rights\27[2J come from ' },
+    vim.tbl_extend('force', verify_span, { kind = 'ref', text = ('(shop/auth.py:%d-%d)'):format(verify_line, verify_end) }),
+    { kind = 'prose', text = ' and ' }, sessions_ref, { kind = 'prose', text = '.\r\nNext line.' },
+  },
+  citations = {}, uncited = {}, abstained = false, fallback = vim.NIL, bundle = { core = {}, related = {} },
 }, H.root)
-local escaped_return
-for number, rendered in ipairs(shown.lines) do
-  if rendered == '    return "\\x1b[2J"' then
-    escaped_return = number
-  end
-end
-H.check(escaped_return and shown.targets[escaped_return], 'an escaped code line opens its citation:\n'
+local two_refs = ('Admin \\u202erights\\x1b[2J come from `(shop/auth.py:%d-%d)` and `(shop/sessions.py:2-2)`.')
+  :format(verify_line, verify_end)
+H.equal(vim.list_slice(shown.lines, 3, 4), { two_refs, 'Next line.' }, 'prose escaped, CRLF a break:\n'
   .. table.concat(shown.lines, '\n'))
-H.equal(shown.targets[escaped_return].lnum, verify_line + 1, 'an escaped code line opens its own line')
+local nearest = shown.targets[3]
+H.equal(type(nearest), 'function', 'a line with two refs opens the one nearest the cursor')
+H.equal({ nearest(0).filename, nearest(0).lnum }, { H.path('shop/auth.py'), verify_line }, 'the first ref')
+H.equal({ nearest(#two_refs - 1).filename, nearest(#two_refs - 1).lnum }, { H.path('shop/sessions.py'), 2 },
+  'the second ref')
+H.equal(shown.targets[4], nil, 'a line of prose alone opens nothing')
 
 -- Graph path trees: hops with carriers open the use site.
 local graph = require('codeloupe.graph')

@@ -68,16 +68,16 @@ function M.code_span(text)
   return ticks .. pad .. text .. pad .. ticks
 end
 
---- Code shown verbatim, each line opening the same line on disk.
+--- Code shown verbatim, each line opening the same line on disk (when its location is known).
 ---@param doc codeloupe.Doc
----@param item codeloupe.Item
+---@param item codeloupe.Item?
 ---@param text string
 ---@param language string?
 local function add_code(doc, item, text, language)
   local fence = fence_for(text)
   doc:add(fence .. (language or ''), item)
   for offset, line in ipairs((text_lines.of_file(text))) do
-    doc:add(line, vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
+    doc:add(line, item and vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
   end
   doc:add(fence, item)
 end
@@ -141,44 +141,6 @@ local function add_bundle(doc, bundle)
   add_file_section(doc, 'Related', related)
 end
 
----@param text string
----@return string
-local function normalise_code(text)
-  return (text:gsub('%s+$', ''))
-end
-
---- A citation's lines as the answer's fenced blocks show them (each escaped as the server escapes them).
----@param citation table
----@return string[]
-local function shown_lines(citation)
-  return vim.tbl_map(text_lines.visible, text_lines.split(citation.text or ''))
-end
-
---- The citation whose text a fenced block of the answer shows, and the block's first line there.
----@param body string[]
----@param citations table[]
----@return table? citation, integer? first_line
-local function match_citation(body, citations)
-  local joined = normalise_code(table.concat(body, '\n'))
-  if joined == '' then
-    return nil
-  end
-  for _, citation in ipairs(citations) do
-    local text = normalise_code(table.concat(shown_lines(citation), '\n'))
-    if text == joined then
-      return citation, citation.startLine
-    end
-  end
-  -- A block may show part of a citation (or carry a header line): locate its first code line.
-  for _, citation in ipairs(citations) do
-    for offset, line in ipairs(shown_lines(citation)) do
-      if body[1] ~= '' and line == body[1] then
-        return citation, citation.startLine + offset - 1
-      end
-    end
-  end
-end
-
 ---@param citation table
 ---@param root string?
 ---@return codeloupe.Item
@@ -192,91 +154,101 @@ local function citation_item(citation, root)
   return { filename = filename, lnum = citation.startLine, end_lnum = citation.endLine, col = 1, text = citation.path }
 end
 
---- A prose line's target: the citation marker ([k], [[k]] or [[k:a-b]]) under or nearest the cursor.
----@param line string
----@param by_k table<integer, codeloupe.Item>
+--- The engine's heading over the files an answer did not cite (codeloupe.ask.render.footer_parts): a `heading`
+--- part, which only the engine writes.
+local UNCITED_HEADING = 'Also retrieved, not cited'
+
+--- A line's target: the one reference on it, or (several) the one under or nearest the cursor.
+---@param refs { start: integer, finish: integer, item: codeloupe.Item }[]  0-based [start, finish) columns
 ---@return codeloupe.Target?
-local function marker_target(line, by_k)
-  local markers = {}
-  for start, k, finish in line:gmatch('()%[%[?(%d+)[^%]]*%]%]?()') do
-    local item = by_k[tonumber(k)]
-    if item then
-      markers[#markers + 1] = { start = start - 1, finish = finish - 1, item = item }
-    end
-  end
-  if #markers == 0 then
-    return nil
+local function refs_target(refs)
+  if #refs <= 1 then
+    return refs[1] and refs[1].item
   end
   return function(col)
-    local best, distance = markers[1], math.huge
-    for _, marker in ipairs(markers) do
-      local d = col < marker.start and marker.start - col or (col >= marker.finish and col - marker.finish + 1 or 0)
+    local best, distance = refs[1], math.huge
+    for _, ref in ipairs(refs) do
+      local d = col < ref.start and ref.start - col or (col >= ref.finish and col - ref.finish + 1 or 0)
       if d < distance then
-        best, distance = marker, d
+        best, distance = ref, d
       end
     end
     return best.item
   end
 end
 
---- The narrated answer: prose with spliced code (each code line opens its line on disk), the cited
---- spans, then every candidate the answer did not cite.
+--- The narrated answer from its parts (docs/protocol.md), shown as the protocol says: prose and the engine's notes
+--- as the plain text they are, each `ref` as the span it names, and only `code` parts, read from disk, as code.
+--- (The answer's markdown escapes the model's backslashes and brackets for a markdown renderer; shown as they
+--- stand, its lines read `\\*` where the model wrote `\*`.) What <CR> opens comes from the refs and the code parts,
+--- never from a line's text: a heading, a `[1]` or a file's name the model writes opens nothing, and it cannot
+--- write a fence (the engine removes the code it writes). The engine's list of uncited files is left out: the view
+--- lists them itself, each line opening its file.
+---@param doc codeloupe.Doc
+---@param parts table[]
+local function add_parts(doc, parts)
+  local first = #doc.lines
+  local line, refs = '', {}
+  local function end_line()
+    doc:add(line, refs_target(refs))
+    line, refs = '', {}
+  end
+  for _, part in ipairs(parts) do
+    local text = type(part.text) == 'string' and part.text or ''
+    if part.kind == 'heading' and text == UNCITED_HEADING then
+      break
+    elseif part.kind == 'code' then
+      if line ~= '' then
+        end_line()
+      end
+      local item = has_location(part.location) and locations.item(part.location) or nil
+      doc:add('')
+      doc:add(M.code_span(('%s:%d-%d'):format(part.path or '', part.startLine or 0, part.endLine or 0)), item)
+      add_code(doc, item, text, part.language)
+    elseif part.kind == 'heading' then
+      if line ~= '' then
+        end_line()
+      end
+      doc:add('')
+      doc:add('### ' .. text_lines.one_line(text))
+    elseif part.kind == 'ref' then
+      local shown = M.code_span(text)
+      if has_location(part.location) then
+        refs[#refs + 1] = { start = #line, finish = #line + #shown, item = locations.item(part.location) }
+      end
+      line = line .. shown
+    else -- prose and notes: plain text, its control and bidi characters escaped as the server escapes them
+      local pieces = vim.split((text:gsub('\r\n', '\n')), '\n', { plain = true })
+      for index, piece in ipairs(pieces) do
+        if index > 1 then
+          end_line()
+        end
+        line = line .. text_lines.visible(piece)
+      end
+    end
+  end
+  if line ~= '' then
+    end_line()
+  end
+  while #doc.lines > first and vim.trim(doc.lines[#doc.lines]) == '' do
+    doc.targets[#doc.lines] = nil
+    doc.lines[#doc.lines] = nil
+  end
+end
+
+--- The narrated answer (its parts), the cited spans, then every candidate the answer did not cite.
 ---@param doc codeloupe.Doc
 ---@param result table AskResult
 ---@param root string?
 local function add_answer(doc, result, root)
+  add_parts(doc, result.parts)
   local citations = result.citations or {}
-  local by_k = {}
-  for _, citation in ipairs(citations) do
-    by_k[citation.k] = citation_item(citation, root)
-  end
-
-  local answer = text_lines.split(result.answer or '')
-  -- The answer ends with the engine's own list of what it did not cite ("**Also retrieved, not cited**" after a
-  -- rule; a model's words cannot write it, their markdown is escaped): the view lists those files below, each line
-  -- opening its file, so the engine's copy is left out rather than shown twice.
-  for n, line in ipairs(answer) do
-    if line == '**Also retrieved, not cited**' and #(result.uncited or {}) > 0 then
-      local last = n - 1
-      while last > 0 and (answer[last] == '' or answer[last] == '---') do
-        last = last - 1
-      end
-      answer = vim.list_slice(answer, 1, last)
-      break
-    end
-  end
-  local i = 1
-  while i <= #answer do
-    local line = answer[i]
-    local fence = line:match('^%s*(```+)') or line:match('^%s*(~~~+)')
-    if fence then
-      local close = i + 1
-      while close <= #answer and not answer[close]:match('^%s*' .. vim.pesc(fence) .. '%s*$') do
-        close = close + 1
-      end
-      local body = vim.list_slice(answer, i + 1, close - 1)
-      local citation, first = match_citation(body, citations)
-      local item = citation and by_k[citation.k]
-      doc:add(line, item)
-      for offset, code in ipairs(body) do
-        doc:add(code, item and vim.tbl_extend('force', item, { lnum = first + offset - 1 }))
-      end
-      if close <= #answer then
-        doc:add(answer[close], item)
-      end
-      i = close + 1
-    else
-      doc:add(line, marker_target(line, by_k))
-      i = i + 1
-    end
-  end
-
   if #citations > 0 then
     doc:add('')
     doc:add('## Cited')
     for _, citation in ipairs(citations) do
       local where = ('%s:%d-%d'):format(citation.path, citation.startLine, citation.endLine)
-      doc:add(('- [%d] %s'):format(citation.k, M.code_span(where)), by_k[citation.k])
+      doc:add(('- [%d] %s'):format(citation.k, M.code_span(where)), citation_item(citation, root))
     end
   end
   add_file_section(doc, 'Not cited', result.uncited or {})
@@ -311,8 +283,13 @@ function M.render(question, result, root)
     doc:add(note)
     doc:add('')
   end
-  if result.fallback ~= nil and result.fallback ~= vim.NIL then
-    doc:add(('> No narrated answer (%s): showing everything retrieval found.'):format(tostring(result.fallback)))
+  local fallback = result.fallback ~= nil and result.fallback ~= vim.NIL and tostring(result.fallback) or nil
+  if not fallback and type(result.parts) ~= 'table' then
+    -- A server older than the answer's parts sent it as markdown only, which this view does not read.
+    fallback = 'the server sent no answer parts'
+  end
+  if fallback then
+    doc:add(('> No narrated answer (%s): showing everything retrieval found.'):format(fallback))
     doc:add('')
     add_bundle(doc, result.bundle or {})
     return doc

@@ -24,8 +24,8 @@ function M.of_file(text)
   return lines, eol
 end
 
---- One line of code as the server shows it in an answer's fenced blocks (codeloupe.types.visible): control
---- characters other than tab, and the bidirectional formatting ones, written as escapes (`\x1b`, `\u202e`).
+--- One line as the server shows text to a person (codeloupe.types.visible), as the ask view shows a model's prose:
+--- control characters other than tab, and the bidirectional formatting ones, written as escapes (`\x1b`, `\u202e`).
 ---@param line string
 ---@return string
 function M.visible(line)
