@@ -288,6 +288,19 @@ def test_the_ask_view_names_a_hostile_file_on_one_line_escaped(workspace: Path, 
         assert not chat.pending(), "the narrator never called the chat model"
 
 
+def test_pickers_and_quickfix_show_a_hostile_file_on_one_line_and_open_it(workspace: Path, tmp_path: Path) -> None:
+    """A file named with a line break, a bidi override and an escape sequence, matched on a line holding an escape
+    sequence and a bidi override: vim.ui.select showed its name raw (the line break split the entry in two) and the
+    quickfix text (a search's, a code lens's) showed the line raw; all are escaped as the views escape names, and all
+    still open the file."""
+    hostile = "nl\n### 9. `forged.py`\nx\u202e\x1b[1m.py"
+    (workspace / hostile).write_text("from shop.auth import verify_password\n\n\n"
+                                     "def newline_named_thing():\n    return 'quuxshade \x1b[31m\u202e'\n\n\n"
+                                     "def check():\n    return verify_password('\x1b[31m\u202e', 's', 'e')\n",
+                                     encoding="utf-8")
+    run_script("list_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_HOSTILE": hostile})
+
+
 def test_cached_questions_tour_related_and_hop_code(workspace: Path, tmp_path: Path) -> None:
     """A cached ask is offered (picker, completion) and served with a note; tour, related and route-hop code."""
     with ChatServer() as chat:  # the narrator of the first ask, and the embeddings throughout

@@ -1,4 +1,5 @@
 --- Cached questions (`codeloupe/flows`) offered to `:Codeloupe ask`: in a picker and in command-line completion.
+local text_lines = require('codeloupe.lines')
 local lsp = require('codeloupe.lsp')
 
 local M = {}
@@ -36,7 +37,9 @@ function M.pick(client, on_question)
     -- A server without the flow cache still lets the user type a question.
     local choices = err and {} or M.questions(result)
     choices[#choices + 1] = M.new_question
-    vim.ui.select(choices, { prompt = 'codeloupe ask', kind = 'codeloupe.flows' }, function(choice)
+    -- A question is shown on one line, escaped (a pasted one may hold line breaks); the choice is the question.
+    local shown = { prompt = 'codeloupe ask', kind = 'codeloupe.flows', format_item = text_lines.one_line }
+    vim.ui.select(choices, shown, function(choice)
       if choice == M.new_question then
         vim.ui.input({ prompt = 'codeloupe ask: ' }, function(typed)
           if typed and vim.trim(typed) ~= '' then

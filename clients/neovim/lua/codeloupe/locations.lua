@@ -1,4 +1,6 @@
 --- LSP locations as quickfix-style items, and jumping to them.
+local text_lines = require('codeloupe.lines')
+
 local M = {}
 
 --- The 1-based inclusive line span of an LSP range.
@@ -29,7 +31,9 @@ function M.is_location(value)
   return type(value) == 'table' and type(value.uri) == 'string' and type(value.range) == 'table'
 end
 
---- A quickfix item for an LSP Location.
+--- A quickfix item for an LSP Location. `text` is what the item shows (in the quickfix list, vim.ui.select,
+--- Telescope): the repository's names and lines in it are on one line with their control and bidi characters
+--- escaped (`one_line`), as the views show them; the item opens `filename`, the real path.
 ---@param location lsp.Location
 ---@param text string?
 ---@return codeloupe.Item
@@ -40,7 +44,7 @@ function M.item(location, text)
     lnum = first,
     end_lnum = last,
     col = 1,
-    text = text or '',
+    text = text_lines.one_line(text or ''),
   }
 end
 

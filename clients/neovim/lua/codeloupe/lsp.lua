@@ -1,6 +1,7 @@
 --- The codeloupe client: how it is started, which buffers it attaches to, and requests to it.
 local config = require('codeloupe.config')
 local locations = require('codeloupe.locations')
+local text_lines = require('codeloupe.lines')
 
 local M = {}
 
@@ -60,14 +61,15 @@ local function show_locations(command, ctx)
     else
       line = vim.fn.readfile(item.filename, '', item.lnum)[item.lnum]
     end
-    item.text = vim.trim(line or '')
+    item.text = text_lines.one_line(vim.trim(line or '')) -- shown as `locations.item` shows a text
     items[#items + 1] = item
   end
   if #items == 0 then
     vim.notify('codeloupe: no locations', vim.log.levels.INFO)
     return
   end
-  local what = { title = 'codeloupe: ' .. (command.title or locations.relative(root, items[1].filename)), items = items }
+  local title = command.title or locations.relative(root, items[1].filename)
+  local what = { title = 'codeloupe: ' .. text_lines.one_line(title), items = items }
   if config.options.locations == 'loclist' then
     vim.fn.setloclist(0, {}, ' ', what)
     vim.cmd('lopen')

@@ -137,7 +137,8 @@ function M.folded(items)
   return out
 end
 
---- One short line per result for pickers: `path:line  TIER symbol | matching line`, cut to the screen.
+--- One short line per result for pickers: `path:line  TIER symbol | matching line`, cut to the screen. The path is
+--- escaped as the item's text is (`one_line`): a file named with a line break would split the picker's line.
 ---@param client vim.lsp.Client
 ---@param item codeloupe.Item
 ---@return string
@@ -145,8 +146,8 @@ function M.describe(client, item)
   if item.user_data and item.user_data.separator then
     return item.text
   end
-  local text = ('%s:%d  %s'):format(locations.relative(client.root_dir, item.filename), item.lnum,
-    (item.text:gsub('%s*[\r\n]+%s*', ' ')))
+  local path = text_lines.one_line(locations.relative(client.root_dir, item.filename))
+  local text = ('%s:%d  %s'):format(path, item.lnum, item.text)
   local width = math.max(40, vim.o.columns - 10)
   if vim.fn.strdisplaywidth(text) > width then
     text = vim.fn.strcharpart(text, 0, width - 1) .. '…'
@@ -162,10 +163,10 @@ function M.title(query)
   return first .. (vim.trim(query):find('\n') and ' …' or '')
 end
 
----@param query string
+---@param query string  the title (it may name a file: escaped as the items are)
 ---@param items codeloupe.Item[]
 function M.to_quickfix(query, items)
-  vim.fn.setqflist({}, ' ', { title = 'codeloupe: ' .. query, items = items })
+  vim.fn.setqflist({}, ' ', { title = 'codeloupe: ' .. text_lines.one_line(query), items = items })
   vim.cmd('botright copen')
 end
 
