@@ -64,10 +64,10 @@ from codeloupe.store.postgres import (
     index_valid,
     lock_holders,
     migrate,
+    queued_batches,
     redact,
     run_under_way,
     said,
-    stuck_batches,
     unfinished_index_note,
 )
 from codeloupe.store.protocol import IndexStore
@@ -796,10 +796,11 @@ def shared_repositories(url: str) -> list[SharedRepository]:
             " (SELECT count(*) FROM public.chunk_vectors v WHERE v.repo_id = r.id),"
             " coalesce((SELECT value FROM repo_meta m WHERE m.repo_id = r.id AND m.key = %s), ''),"
             " (SELECT count(*) FROM work_queue q WHERE q.repo_id = r.id AND q.done_at IS NULL),"
-            f" r.index_run <> '', {INDEX_STARTED}, {run_under_way('r.id')}, {stuck_batches('r')}"
+            f" r.index_run <> '', {INDEX_STARTED}, {run_under_way('r.id')},"
+            f" {queued_batches('r', stuck=False)}, {queued_batches('r', stuck=True)}"
             " FROM repositories r ORDER BY r.name", (INDEXED_AT_KEY,)).fetchall()
     return [SharedRepository(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5]), _iso(r[6]), int(r[7]),
-                             unfinished_index_note(r[0], r[8], r[9], r[10], int(r[11]))) for r in rows]
+                             unfinished_index_note(r[0], r[8], r[9], r[10], int(r[11]), int(r[12]))) for r in rows]
 
 
 def drop_repository(url: str, name: str, *, wait: bool = False) -> DroppedRepository:

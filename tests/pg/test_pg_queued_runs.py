@@ -260,6 +260,49 @@ def test_a_database_restart_as_a_batch_is_left_unwritten_is_reconnected_from(
         store.close()
 
 
+def test_a_queued_run_under_way_is_said_until_its_last_batch_is_written(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a queued run's batches are written one by one, the repository holds some of its files new and the
+    rest old (or not yet at all), yet only `admin repos`' count of queued batches told of it: admin repos, the
+    status and every answer's notes now say a queued run is under way and how much of it is not written yet."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # the repository's row read again at every answer
+    root, store = _three_files(tmp_path, pg_url)
+    try:
+        for n in range(3):
+            (root / f"mod{n}.py").write_text(f"def run_{n}():\n    return {n + 10}\n")
+        assert enqueue_workspace(store, root, load_settings(root, NO_MODEL), batch_files=1).batches == 3
+
+        def said() -> list[str]:
+            [ws] = open_shared(["repo"], {**NO_MODEL, "store_url": pg_url})
+            try:
+                answered = ws.search("run").notes
+                return [shared_repositories(pg_url)[0].indexing, ws.status().indexing,
+                        next((note for note in answered if "queued" in note), "")]
+            finally:
+                ws.close()
+
+        def note(batches: int) -> list[str]:  # admin repos, the status, an answer's notes
+            return [f"an index run queued for repo is under way: {batches} batches of it are not written yet, so"
+                    " answers may miss its new files or show older text of their files until `codeloupe worker`"
+                    " writes them"] * 3
+
+        assert said() == note(3)
+        claimed: list[object] = []
+
+        def stop_at_the_second(item: object) -> None:  # the worker stopped as it claims the second batch
+            claimed.append(item)
+            if len(claimed) == 2:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            run_worker(pg_url, NO_MODEL, idle_exit_s=0, poll_s=0.01, on_batch=stop_at_the_second)
+        assert said() == note(2)
+        assert _drain(pg_url).batches == 2
+        assert said() == ["", "", ""]
+    finally:
+        store.close()
+
+
 def test_a_queued_run_left_open_by_a_batch_no_worker_could_write_is_said_with_what_to_do(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch that failed its 5 claims left its run open for good (its files not written, the run's commit never

@@ -676,7 +676,8 @@ class _RepositoryState:
     root: str  # the folder it was last indexed from
     index_run: str  # an index run not finished ("" when none: `PgStore.index_run`)
     index_started: str  # when it began (ISO 8601, the database's clock)
-    stuck_batches: int  # batches of its newest queued run no worker could write (`stuck_batches`)
+    queued_batches: int  # batches of its newest queued run not written yet (`queued_batches`)
+    stuck_batches: int  # of those, the ones no worker could write
 
 
 # (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
@@ -728,19 +729,21 @@ def run_under_way(repo_id: str) -> str:
             f" AND classid::bigint = {_INDEX_RUN_LOCK} AND objid::bigint = {repo_id})")
 
 
-def stuck_batches(repository: str) -> str:
+def queued_batches(repository: str, *, stuck: bool) -> str:
     """SQL: how many batches of the newest queued run of the `repositories` row `repository` (an SQL name for it)
-    failed MAX_ATTEMPTS claims, the last one's lease over: no worker takes them again, so the run never ends (its
-    commit is never pinned, the files that left the folder never deleted) until a later index supersedes it."""
+    are not written yet; `stuck`: only those that failed MAX_ATTEMPTS claims, the last one's lease over: no worker
+    takes them again, so the run never ends (its commit is never pinned, the files that left the folder never
+    deleted) until a later index supersedes it."""
+    failed = f" AND q.attempts >= {MAX_ATTEMPTS} AND (q.lease_until IS NULL OR q.lease_until < now())" if stuck else ""
     return (f"(SELECT count(*) FROM work_queue q WHERE q.done_at IS NULL AND q.repo_id = {repository}.id AND q.run ="
-            f" {repository}.latest_run AND q.run <> '' AND q.attempts >= {MAX_ATTEMPTS}"
-            " AND (q.lease_until IS NULL OR q.lease_until < now()))")
+            f" {repository}.latest_run AND q.run <> ''{failed})")
 
 
-def unfinished_index_note(repository: str, run: bool, started: str, under_way: bool, stuck: int) -> str:
+def unfinished_index_note(repository: str, run: bool, started: str, under_way: bool, queued: int, stuck: int) -> str:
     """What an answer, `stats` and `admin repos` say of an index run of `repository` that has not finished (`run`:
-    one recorded, `PgStore.index_run`; `under_way` or cut off), and of its newest queued run left open by `stuck`
-    batches no worker could write (`stuck_batches`); "" when neither."""
+    one recorded, `PgStore.index_run`; `under_way` or cut off), and of its newest queued run while `queued` of its
+    batches are not written yet, `stuck` of them left by every worker that tried (`queued_batches`); "" when
+    neither."""
     shown = shown_repository_name(repository)
     notes = []
     if run and under_way:
@@ -748,6 +751,13 @@ def unfinished_index_note(repository: str, run: bool, started: str, under_way: b
     elif run:
         notes.append(f"indexing of {shown} (started {started}) did not finish: answers may miss files; run"
                      " `codeloupe index` on it again")
+    if queued and not stuck:
+        # Until its last batch is written the repository mixes the run's files with the ones its pin names.
+        one = queued == 1
+        notes.append(f"an index run queued for {shown} is under way: {amount(queued, 'batch', 'batches')} of it"
+                     f" {'is' if one else 'are'} not written yet, so answers may miss its new files or show older"
+                     f" text of {'its' if one else 'their'} files until `codeloupe worker` writes"
+                     f" {'it' if one else 'them'}")
     if stuck:
         one = stuck == 1
         notes.append(f"{amount(stuck, 'batch', 'batches')} of the index run queued for {shown} failed {MAX_ATTEMPTS}"
@@ -1186,11 +1196,11 @@ class PgStore:
 
     def unfinished_index(self) -> str:
         """Why answers may lack files of the repository: an index run under way or cut off (`index_run`), or its
-        newest queued run left open by batches no worker could write (`stuck_batches`); "" when every run finished."""
+        newest queued run not written whole yet (`queued_batches`); "" when every run finished."""
         state = self._state()
         under_way = bool(state.index_run) and self._rows(f"SELECT {run_under_way('%s')}", (self.repo_id,))[0][0]
         return unfinished_index_note(self.repository, bool(state.index_run), state.index_started, under_way,
-                                     state.stuck_batches)
+                                     state.queued_batches, state.stuck_batches)
 
     def get_meta(self, key: str, default: str = "") -> str:
         if key == "schema_version":
@@ -1216,9 +1226,10 @@ class PgStore:
         if state is None or now - state.read_at > STATE_TTL_S:
             row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
                                            f" lex_chunks, root, index_run, {INDEX_STARTED},"
-                                           f" {stuck_batches('repositories')}")
+                                           f" {queued_batches('repositories', stuck=False)},"
+                                           f" {queued_batches('repositories', stuck=True)}")
             state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]),
-                                                    row[5], row[6], row[7], int(row[8]))
+                                                    row[5], row[6], row[7], int(row[8]), int(row[9]))
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
