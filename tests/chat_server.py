@@ -42,7 +42,8 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-_EXCERPT_HEADER = re.compile(r"^\[(\d+)\] (\S+) lines (\d+)-(\d+)", re.M)
+# `[k] PATH lines a-b (label)`: a path may hold spaces and even ` lines 1-9`; the header's own range ends it.
+_EXCERPT_HEADER = re.compile(r"^\[(\d+)\] (.+) lines (\d+)-(\d+)(?: \(.*\))?$", re.M)
 
 
 @dataclass

@@ -434,7 +434,8 @@ def test_cli_lists_a_cached_walkthroughs_files_escaped(
     try:
         ws.index()
         ws.embed()
-        chat.add(Reply(render=lambda body: f"`login` compares password hashes [[{cite(body, hostile, 15)}:16-17]]."))
+        chat.add(Reply(render=lambda body:  # the model finds the file by its header, which names it one_line'd
+                       f"`login` compares password hashes [[{cite(body, one_line(hostile), 15)}:16-17]]."))
         _, result = ask(ws, QUESTION)
         assert result.fallback is None and result.metrics["flow_stored"] is not None
     finally:

@@ -23,7 +23,7 @@ from codeloupe.ask.sources import Sources
 from codeloupe.context import WorkspaceContext
 from codeloupe.errors import WorkspaceError
 from codeloupe.store import FileRow
-from codeloupe.types import split_lines
+from codeloupe.types import one_line, split_lines
 
 MAX_AGENTS = 4
 MAX_TOOL_ROUNDS = 3
@@ -115,7 +115,7 @@ def cluster_plan(question: str, excerpts: list[Excerpt]) -> list[AgentTask]:
     if len(named) > MAX_AGENTS:
         rest = [k for _, ks in named[MAX_AGENTS - 1:] for k in ks]
         named = [*named[:MAX_AGENTS - 1], ("the other directories", rest)]
-    return [AgentTask(i, f"{question} (focus on the code in {d})", tuple(ks)) for i, (d, ks) in
+    return [AgentTask(i, f"{question} (focus on the code in {one_line(d)})", tuple(ks)) for i, (d, ks) in
             enumerate(named, 1)]
 
 
@@ -155,7 +155,7 @@ class Span:
 def _rendered_chars(span: Span, lines: list[str]) -> int:
     """What `Excerpt.render` of these lines costs, give or take the number's digits."""
     width = len(str(span.start_line + len(lines)))
-    header = len(span.path) + len(span.label) + 40
+    header = len(one_line(span.path)) + len(one_line(span.label)) + 40
     return header + sum(width + 3 + len(line.rstrip("\n")) + 1 for line in lines)
 
 
@@ -240,9 +240,9 @@ class Tools:
                                         span.start_line + len(kept) - 1, "".join(kept), span.label, origin)
             parts.append(excerpt.render())
             if len(kept) < len(lines):
-                parts.append(f"([{excerpt.k}] is the head of {span.label}, lines {span.start_line}-"
-                             f"{span.end_line}: output limit; get_file {span.path} from line "
-                             f"{excerpt.end_line + 1} reads on)")
+                parts.append(one_line(f"([{excerpt.k}] is the head of {span.label}, lines {span.start_line}-"
+                                      f"{span.end_line}: output limit; get_file {span.path} from line "
+                                      f"{excerpt.end_line + 1} reads on)"))
             ks.append(excerpt.k)
             room -= _rendered_chars(span, kept)
         if listed:
@@ -267,6 +267,8 @@ class Tools:
         first = start if isinstance(start, int) and start >= 1 else 1
         last = end if isinstance(end, int) and end >= first else first + GET_FILE_MAX_LINES - 1
         rel = path.strip().removeprefix("./")
+        if rel not in self._rows:  # the name as an excerpt header shows it (`one_line`): the model asks by that
+            rel = next((p for p in self._rows if one_line(p) == rel), rel)
         span = self._span(rel, first, min(last, first + GET_FILE_MAX_LINES - 1), f"read of {rel}")
         if isinstance(span, str):
             return f"error: {path}: {span}", []
@@ -291,7 +293,7 @@ class Tools:
 
 
 def _listed(span: Span) -> str:
-    return f"- {span.path} lines {span.start_line}-{span.end_line} ({span.label})"
+    return one_line(f"- {span.path} lines {span.start_line}-{span.end_line} ({span.label})")
 
 
 # ------------------------------------------------------------------------------------------------ agents

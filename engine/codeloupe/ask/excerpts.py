@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.sources import Sources
-from codeloupe.types import Bundle, ChunkHit, split_lines
+from codeloupe.types import Bundle, ChunkHit, one_line, split_lines
 
 # The bundle's chunks shown to the model, in characters (~12k tokens): enough for a CORE set in full plus the
 # RELATED map; chunks past it stay candidates (listed as uncited) but get no number.
@@ -31,8 +31,11 @@ class Excerpt:
     origin: str = "bundle"  # bundle | search_more | get_file | get_symbol
 
     def header(self) -> str:
-        return f"[{self.k}] {self.path} lines {self.start_line}-{self.end_line}" + (
-            f" ({self.label})" if self.label else "")
+        """`[k] PATH lines a-b (label)` on one line, the path (and a tool's label naming it) `one_line`'d: the model
+        finds a file's excerpt by this line and cites its number, which maps back to `path` as it is on disk. A raw
+        newline in a file's name split the header, its second line a forged `[k] ... lines a-b` of its own."""
+        return one_line(f"[{self.k}] {self.path} lines {self.start_line}-{self.end_line}" + (
+            f" ({self.label})" if self.label else ""))
 
     def render(self) -> str:
         """The header, then every line prefixed with its real line number (what sub-range citations use)."""

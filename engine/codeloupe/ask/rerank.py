@@ -13,7 +13,7 @@ from typing import Any
 
 from codeloupe.ask.chat import ChatError, ChatModel
 from codeloupe.ask.prompts import rerank_messages
-from codeloupe.types import Bundle, FileHit
+from codeloupe.types import Bundle, FileHit, one_line
 
 VOTES = 3
 VOTE_TEMPERATURE = 0.7  # three identical greedy votes would be one vote
@@ -59,7 +59,7 @@ def _candidates_text(files: list[FileHit]) -> str:
         chunk = hit.chunks[0] if hit.chunks else None
         shown = (chunk.text or (chunk.snippet.text if chunk.snippet else "")) if chunk else ""
         best = shown[:CANDIDATE_CHARS]
-        parts.append(f"Candidate {number}: {hit.path} lines {hit.best_start_line}-{hit.best_end_line}\n{best}")
+        parts.append(f"Candidate {number}: {one_line(hit.path)} lines {hit.best_start_line}-{hit.best_end_line}\n{best}")
     return "\n\n".join(parts)
 
 
