@@ -263,6 +263,25 @@ def repository_status(uri: str, repository: str, commit: str, status: IndexStatu
     return {"uri": uri, "repository": repository, "commit": commit, **_index_counts(status)}
 
 
+def status_result(folders: list[JSON], repositories: list[JSON], repositories_message: str) -> JSON:
+    """The `codeloupe/status` response with every text in it `one_line`'d, keys included (`languages`, `skipped`),
+    but its URIs: the clients show its root, index file, messages and repository names as they are (Neovim joins
+    them into the lines of `:Codeloupe status`, VS Code into its status bar's tooltip), and a clone's folder
+    name or a database's error can hold a newline, an escape sequence or a bidi override.
+    A URI stays as it is (percent-encoded already): a client matches it to its folders."""
+    return _shown({"folders": folders, "repositories": repositories, "repositoriesMessage": repositories_message})
+
+
+def _shown(value: Any, key: str = "") -> Any:
+    if isinstance(value, str):
+        return value if key == "uri" else one_line(value)
+    if isinstance(value, dict):
+        return {one_line(k): _shown(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(item, key) for item in value]
+    return value
+
+
 # ------------------------------------------------------------------------------------------ ask
 
 

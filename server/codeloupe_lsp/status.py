@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from codeloupe_lsp.convert import JSON, repository_status
+from codeloupe_lsp.convert import JSON, repository_status, status_result
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer, RequestFailed
 from codeloupe_lsp.shared import repository_target
@@ -25,8 +25,8 @@ def register(server: CodeloupeServer) -> None:
             target = repository_target(ls, name)
             status, commit = await ls.engine(lambda ws=target.ws: (ws.status(), ws.revision))
             repositories.append(repository_status(target.uri, name, commit, status))
-        return {"folders": [entry for folder in ls.folders if (entry := await _folder_status(ls, folder))],
-                "repositories": repositories, "repositoriesMessage": ls.shared_problem}
+        folders = [entry for folder in ls.folders if (entry := await _folder_status(ls, folder))]
+        return status_result(folders, repositories, ls.shared_problem)
 
 
 async def _folder_status(ls: CodeloupeServer, folder: Folder) -> JSON | None:

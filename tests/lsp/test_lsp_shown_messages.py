@@ -109,3 +109,28 @@ async def test_the_indexing_progress_names_the_folder_escaped(tmp_path: Path) ->
         await stop_server(client)
     assert titles and all(not _raw(title) for title in titles), titles
     assert f"codeloupe: indexing {one_line(HOSTILE_NAME)}" in titles
+
+
+async def test_the_status_names_the_folder_and_the_shared_index_escaped(tmp_path: Path) -> None:
+    """`codeloupe/status` gave the folder's root, its index file (named after the folder) and why the shared index's
+    repositories are not open raw: Neovim's `:Codeloupe status` joins them into the lines it shows, VS Code's status
+    bar tooltip and index view show them, so a newline in a clone's folder name forged a line of the status, a bidi
+    override reordered it and an escape sequence reached a terminal. Every text of it is one_line'd, but its URIs."""
+    from urllib.parse import quote
+
+    root = write_project(tmp_path / f"{HOSTILE_NAME}](http:x)")
+    socket_folder = Path("/nonexistent/db\u202e\x1b[31m")  # quoted by the database's error: no server there
+    store = f"postgresql://postgres@/review?host={quote(str(socket_folder), safe='/')}"
+    client = await start_server([root], {"storeUrl": store, "repositories": ["billing"]})
+    try:
+        await client.wait_ready()
+        status = await client.request("codeloupe/status", {})
+    finally:
+        await stop_server(client)
+    [folder] = status["folders"]
+    assert folder["uri"] == uri(root)  # a client matches it to its folder: a URI, not a name shown
+    assert folder["root"] == one_line(str(root)), folder
+    assert one_line(root.name) in folder["indexPath"], folder
+    assert one_line(str(socket_folder)) in status["repositoriesMessage"], status
+    shown = [folder["root"], folder["indexPath"], folder["message"], status["repositoriesMessage"]]
+    assert not [text for text in shown if _raw(text)], shown
