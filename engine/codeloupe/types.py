@@ -108,6 +108,17 @@ def code_fence(text: str, shortest: int = 3) -> str:
     return "`" * max(shortest, longest + 1)
 
 
+def code_span(text: str) -> str:
+    """`text` (a name, a location) as a markdown code span, whatever backticks it holds, on one line and its control
+    and bidi characters escaped (`one_line`), as the CLI shows a name: markdown in a file's name (a link, an image
+    whose address a renderer would fetch) is shown as written, and a line break in it cannot end the span where
+    its next line would start a block (a blank line, `# `, `- `, a fence)."""
+    shown = one_line(text)
+    ticks = code_fence(shown, shortest=1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{ticks}{pad}{shown}{pad}{ticks}"
+
+
 class VisibleFormatter(logging.Formatter):
     """A log line as `visible` shows it: the engine's and the servers' warnings name the workspace's files, and
     stderr is a terminal, an editor's output panel or a log file read with `tail`."""

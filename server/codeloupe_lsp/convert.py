@@ -33,6 +33,7 @@ from codeloupe.types import (
     Tour,
     UsedDefinition,
     code_fence,
+    code_span,
     one_line,
     visible,
     visible_lines,
@@ -127,16 +128,6 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
 # ... and those that mean something only at the start of a line: a list's `-` and `1.`, a rule's `---`, a
 # heading's `===` underline (a `-` inside a line, as in "non-blocking", is left as it is).
 _LINE_START_SPECIAL = re.compile(r"^([ \t]*\d{0,9})([-.=])", re.MULTILINE)
-
-
-def md_code(text: str) -> str:
-    """`text` as a code span, so names like `__init__` and `_private` are shown as written: on one line, its
-    control and bidi characters escaped (`one_line`). A line break would have ended the span where its next line
-    starts a block (a blank line, `# `, `- `, a fence), the rest of the text read as markdown."""
-    shown = one_line(text)
-    fence = code_fence(shown, shortest=1)
-    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
-    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 def md_text(text: str) -> str:
@@ -324,16 +315,16 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
     """The ask result when no narrated answer is possible: the bundle itself, rendered as markdown."""
     lines = [f"_No walkthrough ({md_text(reason)}); the ranked files for_ **{md_text(bundle['query'])}**", ""]
     for file in bundle["core"]:
-        lines.append(f"### {file['rank']}. [{md_code(file['path'])}]({_link(file['location'])})  ")
+        lines.append(f"### {file['rank']}. [{code_span(file['path'])}]({_link(file['location'])})  ")
         lines.append(md_text(file["why"]))
         for chunk in file["chunks"]:
             text = "\n".join(visible_lines(chunk["text"]))  # shown as the CLI shows code; `bundle` keeps the bytes
             fence = code_fence(text)
-            lines += ["", md_code(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
+            lines += ["", code_span(chunk["breadcrumb"]), "", f"{fence}{file['language']}", text, fence]
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{md_code(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
+        lines += [f"- [{code_span(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
                   if not f["tail"]]
         tail = sum(f["tail"] for f in bundle["related"])
         if tail:
@@ -427,7 +418,7 @@ def line_location(uri_of: UriOf, rel_path: str, line: int) -> JSON:
 
 
 def _md_link(uri_of: UriOf, rel_path: str, line: int = 1) -> str:
-    return f"[{md_code(rel_path)}]({uri_of(rel_path)}#L{line})"
+    return f"[{code_span(rel_path)}]({uri_of(rel_path)}#L{line})"
 
 
 def file_lens_title(summary: FileSummary) -> str:
@@ -447,13 +438,13 @@ def show_locations(title: str, uri: str, line0: int, locations: list[JSON]) -> l
 def file_hover(uri_of: UriOf, node: GraphNode) -> str:
     """Markdown for a file: community, hub status, and every neighbour as a link."""
     status = " · **god node** (a hub: many files depend on it)" if node.god else ""
-    out = [f"{md_code(node.path)} · community {md_code(node.community_name)}{status}"]
+    out = [f"{code_span(node.path)} · community {code_span(node.community_name)}{status}"]
     # A neighbour opens where it uses this file (an importer), else at its top (an import's use is in this file).
     for title, group in (("Imports", node.imports), ("Imported by", node.importers)):
         if group:
             out += ["", f"{title}:"]
             out += [f"- {_md_link(uri_of, n.path, n.line if n.use.path == n.path else 1)} "
-                    f"({n.kind}{': ' + ', '.join(md_code(s) for s in n.symbols[:5]) if n.symbols else ''})"
+                    f"({n.kind}{': ' + ', '.join(code_span(s) for s in n.symbols[:5]) if n.symbols else ''})"
                     for n in group]
     if node.semantic:
         out += ["", "Reads like:"]
@@ -462,21 +453,21 @@ def file_hover(uri_of: UriOf, node: GraphNode) -> str:
 
 
 def import_hover(uri_of: UriOf, neighbour: Neighbour, summary: FileSummary) -> str:
-    carriers = f" — uses {', '.join(md_code(s) for s in neighbour.symbols[:8])}" if neighbour.symbols else ""
+    carriers = f" — uses {', '.join(code_span(s) for s in neighbour.symbols[:8])}" if neighbour.symbols else ""
     hub = " · **god node**" if summary.god else ""
     return (f"{_md_link(uri_of, neighbour.path)}{carriers}\n\n"
-            f"community {md_code(summary.community_name)} · {summary.imports} imports · "
+            f"community {code_span(summary.community_name)} · {summary.imports} imports · "
             f"{summary.importers} importers{hub}")
 
 
 def users_hover(uri_of: UriOf, definition: UsedDefinition) -> str:
     """What the definition is (its signature, the first line of its docs), then where it is used."""
-    lines = [md_code(definition.signature or definition.qualified_name)]
+    lines = [code_span(definition.signature or definition.qualified_name)]
     if definition.doc:
         # A code span, not escaped prose: Neovim's hover shows markdown's backslash escapes as written
         # ("the user\'s name \(or None\)"), and hides a code span's backticks as VS Code does.
-        lines += ["", md_code(definition.doc)]
-    lines += ["", f"{md_code(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
+        lines += ["", code_span(definition.doc)]
+    lines += ["", f"{code_span(definition.qualified_name)} is {users_lens_title(definition.users)}:", ""]
     lines += [f"- {_md_link(uri_of, path, line)} line {line}" for path, line in definition.users]
     return "\n".join(lines)
 

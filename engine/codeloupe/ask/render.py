@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from codeloupe.ask.events import AnswerPart, Citation
 from codeloupe.ask.excerpts import Excerpt
-from codeloupe.ask.splice import Dropped, SpanResolver, code_part, code_span, note_part
-from codeloupe.types import Bundle, FileHit
+from codeloupe.ask.splice import Dropped, SpanResolver, code_part, note_part
+from codeloupe.types import Bundle, FileHit, code_span
 
 
 def heading_part(text: str, markdown: str) -> AnswerPart:

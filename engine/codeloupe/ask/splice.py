@@ -21,7 +21,7 @@ from codeloupe.ask.excerpts import Excerpt, Excerpts
 from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
-from codeloupe.types import code_fence, one_line, split_lines, visible_lines
+from codeloupe.types import code_fence, code_span, split_lines, visible_lines
 
 _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?")
 _SPECIAL = re.compile(r"[\n\[<]")
@@ -153,15 +153,6 @@ class SpanResolver:
         new_end = at + len(old) - 1
         return Citation(excerpt.k, excerpt.path, at, new_end, "".join(source.lines[at - 1:new_end]),
                         excerpt.language, requested, False, changed=source.changed)
-
-
-def code_span(text: str) -> str:
-    """`text` (a path, a location) as an inline code span, whatever backticks it holds, on one line and its
-    control and bidi characters escaped (`one_line`), as the CLI shows a name."""
-    text = one_line(text)
-    ticks = code_fence(text, shortest=1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def location(c: Citation) -> str:
