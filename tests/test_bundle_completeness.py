@@ -108,9 +108,9 @@ def test_a_budgeted_answer_keeps_the_code_and_lists_the_long_tail_last(
     text = bundle_text(bundle, max_bytes=2500)
     assert len(text.encode()) <= 2500
     assert "return sum(rows)" in text  # CORE code is not cut to list the tail
-    assert all(f"{h.rank}. {h.path}:" in text for h in bundle.related if not h.tail)
+    assert all(f"{h.rank}. `{h.path}:" in text for h in bundle.related if not h.tail)
     assert "lower-ranked candidate files not listed" in text
-    assert f"{tail[0].rank}. {tail[0].path}:" in text  # the tail fills what the budget has left, best first
+    assert f"{tail[0].rank}. `{tail[0].path}:" in text  # the tail fills what the budget has left, best first
     assert len(bundle_text(bundle, max_bytes=200_000).splitlines()) > len(bundle.files)  # every map line fits
 
 

@@ -34,9 +34,9 @@ def test_a_search_answer_fits_its_budget_however_many_candidates(
     text = bundle_text(bundle, max_bytes=max_bytes)
     assert len(text.encode("utf-8")) <= max_bytes
     assert text.startswith(f"{len(bundle.files)} files")
-    assert all(f"## {hit.rank}. {hit.path}" in text for hit in bundle.core)  # CORE is always named
+    assert all(f"## {hit.rank}. `{hit.path}`" in text for hit in bundle.core)  # CORE is always named
     assert "[cut: " in text and "`expand`" in text  # what was cut, and what to call
-    listed = sum(1 for hit in bundle.related if f"{hit.rank}. {hit.path}:" in text)
+    listed = sum(1 for hit in bundle.related if f"{hit.rank}. `{hit.path}:" in text)
     if listed < len(bundle.related):
         assert f"[{len(bundle.related) - listed} lower-ranked candidate files not listed" in text
 
@@ -61,7 +61,7 @@ def test_a_core_chunk_over_the_budget_is_shown_around_its_best_line(
     assert bundle.core and bundle.core[0].path == "books/reconcile.py"
     answer = bundle_text(bundle, max_bytes=3_000)
     assert len(answer.encode("utf-8")) <= 3_000
-    heading = re.search(r"books/reconcile\.py:(\d+)-(\d+)  .*\(lines \1-\2 of (\d+)-(\d+), around line (\d+); "
+    heading = re.search(r"`books/reconcile\.py:(\d+)-(\d+)`  .*\(lines \1-\2 of (\d+)-(\d+), around line (\d+); "
                         r"the rest cut: budget\)\n```python\n(.*?)\n```", answer, re.S)
     assert heading, answer
     first, last, anchor = int(heading[1]), int(heading[2]), int(heading[5])
@@ -92,7 +92,7 @@ def test_a_note_longer_than_the_budget_leaves_room_for_the_answer(
     bundle = dataclasses.replace(ws.search("ledger total"), notes=[long_note])
     answer = bundle_text(bundle, max_bytes=1_000)
     assert len(answer.encode("utf-8")) <= 1_000
-    assert "## 1. ledger.py" in answer and "def ledger_total(rows):" in answer, answer
+    assert "## 1. `ledger.py`" in answer and "def ledger_total(rows):" in answer, answer
     [note] = [line for line in answer.splitlines() if line.startswith("note: ")]
     assert note.startswith("note: the scope 'zzz") and note.endswith("…") and len(note.encode("utf-8")) <= 250
     found = located_text(ws.locate("ledger_total"), max_bytes=1_000, notes=[long_note])
@@ -231,7 +231,7 @@ def test_an_expansion_fits_its_budget_however_long_its_path(
         answer = expansion_text(found, max_bytes=1_000, notes=notes)
         assert len(answer.encode("utf-8")) <= 1_000
         assert answer.endswith("bytes: raise max_bytes]")
-    assert expansion_text(found, max_bytes=2_000).startswith(f"{deep}:1-40\n```\nvalue_0 = 0\n")
+    assert expansion_text(found, max_bytes=2_000).startswith(f"`{deep}:1-40`\n```\nvalue_0 = 0\n")
 
 
 def test_a_file_holding_fences_stays_inside_its_code_block(

@@ -43,6 +43,7 @@ from codeloupe.api import (
     render_text,
     tour_counts,
 )
+from codeloupe.types import visible
 from codeloupe_serving.first_index import when_indexed
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
@@ -349,11 +350,13 @@ def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str
     """The answer to a graph request as text within `max_bytes`, saying what to ask for instead when cut."""
     with _refusals():
         result, notes = warm.noted(lambda ws: ws.graph(asked))
+    # Its names shown as the CLI's `graph` shows them (`visible`; a line break in one is escaped already).
     if isinstance(result, GraphFolder):
         title, sections = folder_sections(result)
-        return sized.sectioned_text(title, sections, max_bytes, notes,
+        shown = [(heading, [visible(line) for line in lines]) for heading, lines in sections]
+        return sized.sectioned_text(visible(title), shown, max_bytes, notes,
                                     "raise max_bytes, or ask for one of its subfolders or files with `node`")
-    return sized.plain_text(render_text(result), max_bytes, "graph", notes,
+    return sized.plain_text(visible(render_text(result)), max_bytes, "graph", notes,
                             "raise max_bytes, or ask for one file with `node`" if not asked.node and not asked.source
                             else "raise max_bytes")
 

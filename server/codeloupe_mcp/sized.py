@@ -1,6 +1,13 @@
 """Answers sized for a model: every tool result fits a byte budget, and says so (with what to call next)
 whenever it cuts. Completeness first: code is cut before any candidate file's map line, and a map line left out
-for a small budget is counted."""
+for a small budget is counted.
+
+Outside the code blocks every name (a file's path, a breadcrumb, a symbol) is a code span (`code_span`: one
+line, its control and bidi characters escaped) and every other text quoting the workspace is one line
+(`one_line`): the answer lands in an agent's context and in clients that render it as markdown, where a newline
+in a file's name forged a heading, markdown in it formed a link and a bidi override or an escape sequence
+reached the screen. `flat` JSON keeps the bytes (JSON escapes what it must): it is data, what an agent passes
+back to `expand`."""
 
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ from codeloupe.types import (
     Located,
     PrunedChunk,
     code_fence,
+    code_span,
+    one_line,
     short_revision,
     split_lines,
 )
@@ -61,7 +70,8 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     short = [hit for hit in bundle.related if not hit.tail]
     tail = [hit for hit in bundle.related if hit.tail]
     chunks = [(hit, chunk) for hit in bundle.core for chunk in hit.chunks]
-    core_heads = {hit.shown_path: f"## {hit.rank}. {hit.shown_path}{_pinned(hit)}  ({hit.why})" for hit in bundle.core}
+    core_heads = {hit.shown_path: f"## {hit.rank}. {code_span(hit.shown_path)}{_pinned(hit)}  ({one_line(hit.why)})"
+                  for hit in bundle.core}
     related_head = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
     # Reserved first: the lines said whatever the budget, and the closing notes at their largest.
     all_code = sum(_line_bytes(_code_block(hit, chunk)) for hit, chunk in chunks)
@@ -121,8 +131,8 @@ def _take_map_lines(hits: Sequence[FileHit], budget: Budget) -> list[str]:
 
 
 def _cut_line(hit: FileHit, chunk: ChunkHit, *, short: bool) -> str:
-    where = f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}"
-    return f"{where}  (code cut: budget)" if short else f"{where}  {chunk.breadcrumb}  (code cut: budget)"
+    where = code_span(f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}")
+    return f"{where}  (code cut: budget)" if short else f"{where}  {_crumb(chunk.breadcrumb)}  (code cut: budget)"
 
 
 def _line_bytes(text: str) -> int:
@@ -237,8 +247,8 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     lines = []
     for loc in found.locations:
         text = loc.text.strip()
-        text = text if len(text) <= _LINE_CHARS else text[:_LINE_CHARS] + "…"
-        line = f"{loc.path}:{loc.line}:{loc.column}  {text}  [{loc.breadcrumb}]"
+        text = code_span(text) if len(text) <= _LINE_CHARS else code_span(text[:_LINE_CHARS]) + "…"
+        line = f"{code_span(f'{loc.path}:{loc.line}:{loc.column}')}  {text}  [{_crumb(loc.breadcrumb)}]"
         if not budget.take(line + "\n"):
             break
         lines.append(line)
@@ -261,9 +271,9 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
     """The lines with their location, `notes` first; a span over budget is cut at a line boundary and says where
     to go on (a first line over the budget on its own is cut inside, and says so)."""
     budget = Budget(max_bytes)
-    label = f" ({found.symbol})" if found.symbol else ""
+    label = f" ({code_span(found.symbol)})" if found.symbol else ""
     noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
-    head = f"{noted}{found.path}:{found.start_line}-{found.end_line}{label}"
+    head = f"{noted}{code_span(f'{found.path}:{found.start_line}-{found.end_line}')}{label}"
     fence = code_fence(found.text)  # a part of the text holds no longer run of backticks than the whole
     whole = f"{head}\n{fence}\n{found.text.rstrip(chr(10))}\n{fence}"
     if len(whole.encode("utf-8")) <= budget.limit:
@@ -352,7 +362,7 @@ def _note_lines(notes: Sequence[str], limit: int) -> list[str]:
     of the answer's `limit` bytes as flat search echoes them (a quoted scope, a note per repository still being
     indexed): a note longer than its share is cut to its start, so the answer keeps room for what it answers."""
     said = [note for note in notes if note]
-    return [f"note: {note}" for note in (_echoed_notes(said, limit // 4, limit) if said else [])]
+    return [f"note: {one_line(note)}" for note in (_echoed_notes(said, limit // 4, limit) if said else [])]
 
 
 def _summary(bundle: Bundle) -> str:
@@ -363,9 +373,10 @@ def _summary(bundle: Bundle) -> str:
 
 
 def _map_line(hit: FileHit) -> str:
-    symbols = f"  {', '.join(hit.symbols[:4])}" if hit.symbols else ""
+    symbols = f"  {code_span(', '.join(hit.symbols[:4]))}" if hit.symbols else ""
     via = " (via graph)" if hit.via == "graph" else ""
-    return f"{hit.rank}. {hit.shown_path}:{hit.best_start_line}-{hit.best_end_line}{symbols}  {hit.why}{via}"
+    where = code_span(f"{hit.shown_path}:{hit.best_start_line}-{hit.best_end_line}")
+    return f"{hit.rank}. {where}{symbols}  {one_line(hit.why)}{via}"
 
 
 def _pinned(hit: FileHit) -> str:
@@ -374,8 +385,13 @@ def _pinned(hit: FileHit) -> str:
 
 def _code_block(hit: FileHit, chunk: ChunkHit) -> str:
     fence = code_fence(chunk.text)
-    return (f"{hit.shown_path}:{chunk.start_line}-{chunk.end_line}  {chunk.breadcrumb}\n"
+    return (f"{code_span(f'{hit.shown_path}:{chunk.start_line}-{chunk.end_line}')}  {_crumb(chunk.breadcrumb)}\n"
             f"{fence}{hit.language}\n{chunk.text.rstrip(chr(10))}\n{fence}")
+
+
+def _crumb(breadcrumb: str) -> str:
+    """A breadcrumb (its file's path first) as a code span; "" for none (no empty span)."""
+    return code_span(breadcrumb) if breadcrumb else ""
 
 
 def _cut_note(cut: int, cut_bytes: int, limit: int, partly: int = 0) -> str:
@@ -435,8 +451,9 @@ def _excerpt_block(hit: FileHit, chunk: ChunkHit, first: int, lines: list[str], 
     last = first + len(lines) - 1
     code = "\n".join(lines)
     fence = code_fence(code)
-    return (f"{hit.shown_path}:{first}-{last}  {chunk.breadcrumb}  (lines {first}-{last} of {chunk.start_line}-"
-            f"{chunk.end_line}, around line {anchor}; the rest cut: budget)\n"
+    where = code_span(f"{hit.shown_path}:{first}-{last}")
+    return (f"{where}  {_crumb(chunk.breadcrumb)}  (lines {first}-{last} of {chunk.start_line}-{chunk.end_line}, "
+            f"around line {anchor}; the rest cut: budget)\n"
             f"{fence}{hit.language}\n{code}\n{fence}")
 
 

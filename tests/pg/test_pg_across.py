@@ -119,7 +119,7 @@ async def test_the_mcp_search_tool_takes_the_repositories_to_search_as_one(tmp_p
             assert chunks[0]["repository"] == "go" and chunks[0]["revision"] == heads["go"]
             text = "".join(part.text for part in (await client.call_tool(
                 "search", {"query": "charge the card total price", "repos": ["python", "js"]})).content)
-            assert "## 1. python:" in text and f"@ {heads['python'][:12]}" in text and "go:" not in text
+            assert "## 1. `python:" in text and f"@ {heads['python'][:12]}" in text and "go:" not in text
             refused = await client.call_tool("search", {"query": "charge", "repos": ["nowhere"]})
             assert refused.is_error and "not a served workspace" in "".join(p.text for p in refused.content)
     finally:

@@ -49,7 +49,7 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert first["path"] == "app/render.py" and {"anchor_line", "truncated", "text"} <= set(first)
 
     symbol = text_of(await client.call_tool("expand", {"path": "app/store.py", "symbol": "SessionStore.find"}))
-    assert symbol.startswith("app/store.py:14-15 (SessionStore.find)")
+    assert symbol.startswith("`app/store.py:14-15` (`SessionStore.find`)")
     assert "return self.sessions.get(token)" in symbol
     lines = text_of(await client.call_tool("expand", {"path": "app/auth.py", "start_line": 1, "end_line": 1}))
     assert '"""Login sessions' in lines and "class TokenChecker" not in lines
@@ -200,7 +200,7 @@ async def test_an_ask_without_a_walkthrough_says_why_and_keeps_the_retrieved_fil
         finally:
             warm.close()
     assert len(answer.encode("utf-8")) <= 1500
-    assert "## 1. app/" in answer, answer  # the retrieved files, ranked
+    assert "## 1. `app/" in answer, answer  # the retrieved files, ranked
     # sized as one bundle: its own closing note says what was cut and what to call, not a cut of the whole
     assert "[answer cut" not in answer and "`expand`" in answer.splitlines()[-1], answer
     [reason] = [line for line in answer.splitlines() if line.startswith("note: no walkthrough: ")]
@@ -840,3 +840,42 @@ def test_stdio_exits_on_its_own_when_stdin_closes_during_the_first_index(tmp_pat
         done = again.wait_for(lambda status: status["ready"])
         assert done["files"] == 1500 and done["last_error"] == ""  # the next start resumed and finished
         assert again.close_stdin(60) == 0
+
+
+# A file whose name holds a bidi override, an escape sequence, a markdown link's end and a newline that forges a
+# heading of the answer.
+HOSTILE_PATH = "app/grant\u202etxt\x1b[31m](http:x)\n## 9. forged.py"
+
+
+async def test_the_tools_name_files_as_code_spans_on_one_line(project: Path) -> None:
+    """`search`, `expand` and `locate` put a file's name (and a chunk's breadcrumb, which starts with it) raw in the
+    headings, captions and lines around their code, and `graph` its names unescaped: in the agent's context (and
+    a client that renders the answer as markdown) a newline in the name forged a heading of the answer, markdown in
+    it formed a link, and a bidi override or an escape sequence reached the screen as it is. Each name is a code
+    span, one_line'd (codeloupe.types.code_span), as in an ask answer; the graph's text is shown as the CLI
+    shows it."""
+    from codeloupe.types import CONTROL_CHARACTERS, code_span, one_line
+
+    (project / HOSTILE_PATH).write_text(
+        'from app.store import SessionStore\n\n\ndef grant_admin(user):\n    """Grant admin rights."""\n'
+        "    return SessionStore().find(user)\n")
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            answers = {
+                "search": text_of(await client.call_tool("search", {"query": "grant admin rights"})),
+                "expand": text_of(await client.call_tool("expand", {"path": HOSTILE_PATH, "symbol": "grant_admin"})),
+                "locate": text_of(await client.call_tool("locate", {"text": "grant_admin"})),
+                "graph": text_of(await client.call_tool("graph", {"node": "app/store.py"})),
+            }
+    finally:
+        warm.close()
+    for tool, answer in answers.items():
+        assert not CONTROL_CHARACTERS.search(answer), (tool, answer)
+        assert not [line for line in answer.splitlines() if line.startswith("## 9.")], (tool, answer)
+    assert f"## 1. {code_span(HOSTILE_PATH)}  (" in answers["search"], answers["search"]
+    caption = f"{code_span(HOSTILE_PATH + ':1-6')}  {code_span(HOSTILE_PATH + ' > def grant_admin(user)')}"
+    assert f"{caption}\n```python\n" in answers["search"], answers["search"]
+    assert answers["expand"].startswith(f"{code_span(HOSTILE_PATH + ':4-6')} ({code_span('grant_admin')})\n")
+    assert f"{code_span(HOSTILE_PATH + ':4:5')}  {code_span('def grant_admin(user):')}" in answers["locate"]
+    assert one_line(HOSTILE_PATH) in answers["graph"], answers["graph"]
