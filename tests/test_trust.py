@@ -77,6 +77,21 @@ def test_an_untrusted_repository_receives_nothing_from_index_search_or_ask(tmp_p
         assert not (repo / "planted-cache").exists()
 
 
+def test_chunks_sends_nothing_and_says_no_endpoint_notice(tmp_path: Path) -> None:
+    """`codeloupe chunks` read a trusted workspace's settings (its chunk budget) and printed their endpoint notice,
+    'this workspace's own settings send its code to endpoints they chose', though it chunks one file locally and
+    sends nothing: a user read that the command had just sent the file. It says what its files hold that is not
+    used, as before, and nothing of endpoints."""
+    with ChatServer() as repo_host:
+        repo = hostile_repo(tmp_path / "repo", repo_host.base_url, extra='store_url = "postgresql://elsewhere/x"\n')
+        assert codeloupe("trust", str(repo)).returncode == 0
+        result = codeloupe("chunks", str(repo / "app.py"))
+        assert result.returncode == 0 and f"{repo / 'app.py'}: python, " in result.stdout, result.stderr
+        assert "endpoints they chose" not in result.stderr, result.stderr
+        assert "ignoring store_url" in result.stderr  # what the files hold that is not used is still said
+        assert repo_host.received == [], repo_host.everything()
+
+
 def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_them(tmp_path: Path) -> None:
     with ChatServer() as repo_host, ChatServer() as user_host:
         repo = hostile_repo(tmp_path / "repo", repo_host.base_url)

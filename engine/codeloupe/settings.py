@@ -193,10 +193,17 @@ class Settings:
 
     @property
     def notices(self) -> list[str]:
-        """What every surface tells the user about the workspace's settings files, one message each: what they
-        hold that is not used, and the endpoints a trusted workspace's files chose (`endpoint_notice`)."""
-        return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else []),
-                *filter(None, [self.endpoint_notice])]
+        """What every surface that may send the workspace's code tells the user about its settings files, one
+        message each: what they hold that is not used, and the endpoints a trusted workspace's files chose
+        (`endpoint_notice`)."""
+        return [*self.unused_notices, *filter(None, [self.endpoint_notice])]
+
+    @property
+    def unused_notices(self) -> list[str]:
+        """What the workspace's settings files hold that is not used (`warnings`, and an untrusted workspace's
+        settings `ignored`): all a command that sends nothing says (`chunks`), where the endpoint notice read as
+        though it had just sent the file."""
+        return [*self.warnings, *([self.ignored.message()] if self.ignored is not None else [])]
 
     @property
     def endpoint_notice(self) -> str | None:

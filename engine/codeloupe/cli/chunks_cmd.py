@@ -92,6 +92,7 @@ def _chunking(path: Path, chunk_budget: int | None) -> tuple[Path, Settings, tup
     except SettingsError as exc:
         raise CliError(str(exc)) from exc
     load = load_workspace_strategies(root)
-    for warning in [*settings.notices, *load.warnings]:  # they name files of the workspace
+    # They name files of the workspace. Not the endpoint notice: chunking one file sends nothing anywhere.
+    for warning in [*settings.unused_notices, *load.warnings]:
         print(one_line(warning), file=sys.stderr)
     return root, settings, tuple(load.strategies)
