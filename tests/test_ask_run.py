@@ -477,7 +477,7 @@ def test_cli_piped_answer_that_cites_nothing_prints_only_the_bundle(repo: Path, 
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "works somehow" not in out
-    assert re.match(r"\d+ files · lanes: ", out), out[:200]
+    assert re.match(r"\d+ candidate files · lanes: ", out), out[:200]
     assert disk(repo, "app/auth.py", 6, 8).splitlines()[0] in out  # the bundle's code
     assert "no walkthrough: the model cited none of the retrieved code; the retrieved files:" in err
     # --json: the rejected deltas are followed by `fallback`, and the answer `done` carries is the bundle.
@@ -512,7 +512,7 @@ def test_cli_prose_streamed_to_a_terminal_then_rejected_ends_its_line_and_is_wit
     rest = [line for line in lines[at + 1:] if line]
     assert rest[0] == ("no walkthrough: the model cited none of the retrieved code (the answer above is withdrawn); "
                        "the retrieved files:")
-    assert re.match(r"\d+ files · lanes: ", rest[1])
+    assert re.match(r"\d+ candidate files · lanes: ", rest[1])
 
 
 def _sse(payload: Any) -> bytes:

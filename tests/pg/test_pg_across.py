@@ -98,6 +98,11 @@ def test_search_all_and_a_subset_from_the_command_line_name_repository_and_commi
     assert [hit["rank"] for hit in hits] == list(range(1, len(hits) + 1))
     assert main(["search", "--store", pg_url, "--all", "open the store and flush it", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["core"][0]["repository"] == "go"
+    # The header counts the bundle's candidates, not the files of the repositories searched: "N files" was read
+    # as the second.
+    assert main(["search", "--store", pg_url, "--all", "flush the store, parse the route, total of the cart"]) == 0
+    [header] = [line for line in capsys.readouterr().out.splitlines() if " · lanes: " in line]
+    assert header.startswith(f"{len(hits)} candidate files · lanes: "), header
 
     assert main(["search", "--store", pg_url, "--repo", "python,js", "charge the card total price",
                  "--prune"]) == 0

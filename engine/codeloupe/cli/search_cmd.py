@@ -122,8 +122,10 @@ def render(bundle: Bundle) -> None:
     if bundle.revision:
         console.print(f"[dim]{markup_safe(str(bundle.root))} @ {markup_safe(bundle.revision)}[/dim]")
     scope = f" · within {markup_safe(bundle.scope)}" if bundle.scope else ""
+    # The bundle's candidates (CORE and RELATED), said as such: "27 files" over a search of the shared index's
+    # repositories read as how many files they hold.
     files = len(bundle.core) + len(bundle.related)
-    console.print(f"[dim]{files} file{'' if files == 1 else 's'}{scope} · lanes: {lanes}{mode} · "
+    console.print(f"[dim]{files} candidate file{'' if files == 1 else 's'}{scope} · lanes: {lanes}{mode} · "
                   f"{bundle.timing_ms.get('total', 0):.1f} ms[/dim]")
     for note in bundle.notes:
         console.print(f"[yellow]note:[/yellow] {markup_safe(note)}")
