@@ -33,7 +33,7 @@ def test_a_search_answer_fits_its_budget_however_many_candidates(
     bundle = ws.search("ledger total", limit=50)
     text = bundle_text(bundle, max_bytes=max_bytes)
     assert len(text.encode("utf-8")) <= max_bytes
-    assert text.startswith(f"{len(bundle.files)} files")
+    assert text.startswith(f"{len(bundle.files)} candidate files · lanes: ")  # the bundle's, not the workspace's
     assert all(f"## {hit.rank}. `{hit.path}`" in text for hit in bundle.core)  # CORE is always named
     assert "[cut: " in text and "`expand`" in text  # what was cut, and what to call
     listed = sum(1 for hit in bundle.related if f"{hit.rank}. `{hit.path}:" in text)

@@ -369,7 +369,7 @@ def _summary(bundle: Bundle) -> str:
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}" for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
     files = len(bundle.core) + len(bundle.related)
-    return f"{files} file{'' if files == 1 else 's'} · lanes: {lanes}{mode}"
+    return f"{files} candidate file{'' if files == 1 else 's'} · lanes: {lanes}{mode}"
 
 
 def _map_line(hit: FileHit) -> str:

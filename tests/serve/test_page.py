@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +95,8 @@ def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path
     browser.open(f"{base}/?q=how+are+bearer+tokens+checked+against+the+session+store#token={token}")
     links = browser.wait_for('[...document.querySelectorAll("#core-body a, #related-body a")].map((a) => a.href)')
     assert links and all("/?file=" in link for link in links)  # every result: its file, its chunks
+    # The count is the answer's candidates (CORE and RELATED), not the workspace's files: said so.
+    assert re.match(r"\d+ candidate files · lanes: ", browser.evaluate('document.getElementById("meta").textContent'))
     chunk = browser.evaluate("""(() => { const a = [...document.querySelectorAll("#core-body a.loc")]
         .find((a) => a.textContent.startsWith("app/auth.py:")); a.click(); return a.textContent; })()""")
     start, end = (int(n) for n in chunk.split()[0].split(":")[1].split("-"))

@@ -99,7 +99,7 @@ function showBundle(bundle) {
   $("core").hidden = bundle.core.length === 0;
   $("related").hidden = bundle.related.length === 0;
   const lanes = bundle.lanes.map((l) => l.name + (l.ready ? "" : " (not ready)")).join(", ");
-  $("meta").textContent = `${bundle.core.length + bundle.related.length} files · lanes: ${lanes}` +
+  $("meta").textContent = `${bundle.core.length + bundle.related.length} candidate files · lanes: ${lanes}` +
     `${bundle.issue_mode ? " · issue mode" : ""} · ${(bundle.timing_ms.total || 0).toFixed(1)} ms`;
   if (!bundle.core.length) $("meta").textContent += " · no match";
 }
