@@ -568,8 +568,9 @@ HOSTILE_CODE = ('def grant_admin(user):\n    access = "user"  # \u202e } \u2066i
 def test_the_answer_shows_code_and_names_as_the_cli_does(tmp_path: Path, chat: ChatServer, narrated: bool) -> None:
     """The answer's markdown (an editor's answer view, an agent's reply) showed the cited code, its file's name and
     the model's prose raw: a bidi override made a line read otherwise than it runs, an escape sequence drove a
-    terminal, and a newline in a name began a line of its own. They are shown as the CLI shows them; the parts'
-    text and the citations keep the bytes."""
+    terminal, and a newline in a name began a line of its own. They are shown as the CLI shows them; the code parts'
+    text and the citations keep the bytes, and the other parts name the file on one line (a heading of the bundle,
+    a reference, a line of the map of uncited files named it raw, its newline a line break of the parts view)."""
     from codeloupe.types import CONTROL_CHARACTERS, one_line, visible_lines
 
     (tmp_path / "app").mkdir()
@@ -583,6 +584,8 @@ def test_the_answer_shows_code_and_names_as_the_cli_does(tmp_path: Path, chat: C
     assert f"`{one_line(HOSTILE_PATH)}:1-3`" in result.answer and "\n- forged.py" not in result.answer
     [code] = [part for part in result.parts if part.kind == "code"]
     assert code.text == HOSTILE_CODE and code.citation is not None and code.citation.text == HOSTILE_CODE
+    named = [part.text for part in result.parts if part.kind != "code" and "forged.py" in part.text]
+    assert named and all(one_line(HOSTILE_PATH) in text and "\n- forged.py" not in text for text in named), named
     if narrated:
         assert "Admin rights \\u202eare granted\\x1b\\[31m by" in result.answer  # `[` escaped as markdown
 

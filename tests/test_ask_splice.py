@@ -232,6 +232,29 @@ def test_a_note_naming_a_file_with_backticks_opens_no_code_span() -> None:
     assert part.text == "(lib/a`rm -rf`.py changed since it was indexed; the cited lines are gone)"
 
 
+def test_notes_and_references_name_a_file_on_one_line(ws, repo) -> None:
+    """A file named with a line break: the notes saying its cited lines are gone or it cannot be read named it raw,
+    so the break began a line of its own in the parts' text and in the markdown (here a heading), and so did the
+    reference where a marker stood, in the parts' text. They name it on one line (`\\n`), as the captions do."""
+    name = "app/nl\n### forged.py"
+    (repo / name).write_text(AUTH)
+    excerpts = numbered(repo, [(name, "python", 6, 8), (name, "python", 11, 21)])
+    (repo / name).write_text(AUTH.replace("salt + password", "password + salt"))  # excerpt 1's lines are gone
+    stale = Splicer(SpanResolver(excerpts, Sources(ws)))
+    parts = stale.feed("Hashing [[1]] and login [[2]].") + stale.finish()
+    (repo / name).unlink()
+    unreadable = Splicer(SpanResolver(excerpts, Sources(ws)))
+    parts += unreadable.feed("Login [[2]].") + unreadable.finish()
+    assert [p.kind for p in parts if p.kind in ("note", "ref")] == ["note", "ref", "note", "note", "note"]
+    notes = [p.text for p in parts if p.kind == "note"]
+    assert notes[0] == "(app/nl\\n### forged.py changed since it was indexed; the cited lines are gone)"
+    assert notes[2].startswith("(cannot read app/nl\\n### forged.py")
+    assert [p.text for p in parts if p.kind == "ref"] == ["(app/nl\\n### forged.py:11-21)"]
+    assert [p.citation.path for p in parts if p.kind == "code"] == [name]  # the span keeps the real name
+    assert not any("\n###" in p.text for p in parts if p.kind != "code")
+    assert "\n###" not in "".join(p.markdown for p in parts)
+
+
 def test_a_deleted_file_is_never_shown(ws, repo) -> None:
     excerpts = numbered(repo, SPANS)
     (repo / "app/auth.py").unlink()

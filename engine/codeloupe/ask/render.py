@@ -5,7 +5,7 @@ from __future__ import annotations
 from codeloupe.ask.events import AnswerPart, Citation
 from codeloupe.ask.excerpts import Excerpt
 from codeloupe.ask.splice import Dropped, SpanResolver, code_part, note_part
-from codeloupe.types import Bundle, FileHit, code_span
+from codeloupe.types import Bundle, FileHit, code_span, one_line
 
 
 def heading_part(text: str, markdown: str) -> AnswerPart:
@@ -13,12 +13,12 @@ def heading_part(text: str, markdown: str) -> AnswerPart:
 
 
 def map_line(hit: FileHit) -> list[AnswerPart]:
-    """`- path:a-b (symbols): why`, the location linked to the file's best span."""
+    """`- path:a-b (symbols): why`, the location linked to the file's best span (its path on one line)."""
     span = f"{hit.path}:{hit.best_start_line}-{hit.best_end_line}"
     symbols = f" ({', '.join(hit.symbols[:6])})" if hit.symbols else ""
     why = f": {hit.why}" if hit.why else ""
     where = Citation(0, hit.path, hit.best_start_line, hit.best_end_line, "", hit.language)
-    return [note_part("- "), AnswerPart("ref", span, code_span(span), where), note_part(f"{symbols}{why}\n")]
+    return [note_part("- "), AnswerPart("ref", one_line(span), code_span(span), where), note_part(f"{symbols}{why}\n")]
 
 
 def bundle_parts(bundle: Bundle, resolver: SpanResolver) -> list[AnswerPart]:
@@ -27,7 +27,7 @@ def bundle_parts(bundle: Bundle, resolver: SpanResolver) -> list[AnswerPart]:
         return [note_part(f"No code in the index matches {bundle.query!r}.\n")]
     parts = [heading_part("Core files", "**Core files**\n")] if bundle.core else []
     for hit in bundle.core:
-        parts.append(heading_part(hit.path, f"\n#### {code_span(hit.path)}\n"))
+        parts.append(heading_part(one_line(hit.path), f"\n#### {code_span(hit.path)}\n"))
         if hit.why:
             parts.append(note_part(f"{hit.why}\n"))
         for chunk in sorted(hit.chunks, key=lambda c: c.start_line):

@@ -21,7 +21,7 @@ from codeloupe.ask.excerpts import Excerpt, Excerpts
 from codeloupe.ask.prose import ABSTAIN, CITATION_MARKER, ProseFilter, markdown_text
 from codeloupe.ask.sources import Sources
 from codeloupe.store import SymbolRow
-from codeloupe.types import code_fence, code_span, split_lines, visible_lines
+from codeloupe.types import code_fence, code_span, one_line, split_lines, visible_lines
 
 _SPEC = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?:[-\u2013\u2014]\s*(\d+)\s*)?)?")
 _SPECIAL = re.compile(r"[\n\[<]")
@@ -36,7 +36,8 @@ DROPPED_WHY = {"malformed": "malformed", "unknown": "no such excerpt", "out_of_r
 @dataclass(frozen=True)
 class Dropped:
     """A citation that shows nothing: `reason` is the stats key, `note` (optional, plain text) says why in
-    place of the marker, naming the file (else the placeholder `(citation dropped: why)` stands there)."""
+    place of the marker, naming the file on one line (`one_line`: a line break in its name began a line of the
+    answer's own) (else the placeholder `(citation dropped: why)` stands there)."""
 
     reason: str  # malformed | unknown | out_of_range | unreadable | stale
     note: str = ""
@@ -131,7 +132,7 @@ class SpanResolver:
         """Lines `start..end` of the excerpt's file as they are on disk now (snapped when a sub-range)."""
         source = self.sources.get(excerpt.path)
         if source.lines is None:
-            return Dropped("unreadable", f"({source.problem})")
+            return Dropped("unreadable", one_line(f"({source.problem})"))
         if source.verified:
             snapped = False
             if requested is not None:
@@ -147,7 +148,7 @@ class SpanResolver:
         old = split_lines(excerpt.text)[start - excerpt.start_line:end - excerpt.start_line + 1]
         at = relocate(old, source.lines, start)
         if at is None:
-            return Dropped("stale", f"({excerpt.path} changed since it was indexed; the cited lines are gone)")
+            return Dropped("stale", f"({one_line(excerpt.path)} changed since it was indexed; the cited lines are gone)")
         if source.changed:
             self.stats["relocated"] += 1
         new_end = at + len(old) - 1
@@ -184,8 +185,8 @@ def code_part(c: Citation) -> AnswerPart:
 
 
 def ref_part(c: Citation, suffix: str = "") -> AnswerPart:
-    """Where a marker stood: `(path:a-b)`, linked to the span."""
-    return AnswerPart("ref", f"({location(c)}{suffix})", f"({code_span(location(c))}{suffix})", c)
+    """Where a marker stood: `(path:a-b)`, linked to the span; the path on one line (`one_line`), as in the markdown."""
+    return AnswerPart("ref", f"({one_line(location(c))}{suffix})", f"({code_span(location(c))}{suffix})", c)
 
 
 class Splicer:
