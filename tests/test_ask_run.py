@@ -448,6 +448,37 @@ def test_cli_cited_code_comes_line_by_line_as_the_file_has_it_when_piped(repo: P
         assert f"{number}  {line}" in out
 
 
+WORDS = "A literal \\* star, a path C:\\app\\auth and [not a link] stay as written"
+
+
+def test_the_streamed_answer_carries_its_plain_text_and_the_cli_prints_it(repo: Path, chat: ChatServer,
+                                                                          capsys) -> None:
+    """The `delta` events carried only the markdown, whose escapes are for a renderer, and the CLI (and every editor's
+    draft) showed it as text: a model's `\\*` read `\\\\*` and its `[x]` read `\\[x\\]`. Each delta is a part of the
+    answer now, `plain` its text as `done.parts` carries it (a ref's and code's span too), `text` its markdown."""
+    from codeloupe.cli import main
+
+    def answer(body: dict[str, Any]) -> str:
+        return f"{WORDS}: hashing [[{cite(body, 'app/auth.py', 7)}:7-8]].\nThat is all.\n"
+
+    chat.add(Reply(render=answer, piece_size=5))
+    events, result = ask(workspace(repo, chat), "hash_password", agents=False)
+    deltas = [e.data for e in events if e.type == "delta"]
+    streamed = [p.to_dict() for p in result.parts[:len(deltas)]]
+    assert [{**d, "text": d["plain"]} for d in deltas] == [{**p, "plain": p["text"]} for p in streamed]
+    assert [d["text"] for d in deltas] == [p.markdown for p in result.parts[:len(deltas)]]
+    assert "".join(d["plain"] for d in deltas).startswith(f"{WORDS}: hashing (app/auth.py:6-8).\n")
+    [code] = [d for d in deltas if d["kind"] == "code"]
+    assert (code["path"], code["start_line"], code["end_line"], code["plain"]) == (
+        "app/auth.py", 6, 8, disk(repo, "app/auth.py", 6, 8))
+
+    chat.add(Reply(render=answer))
+    assert main(["ask", str(repo), "hash_password", "--no-agents", "--embed-provider", "none",
+                 "--chat-base-url", chat.base_url, "--chat-model", "scripted"]) == 0
+    out = capsys.readouterr().out
+    assert f"{WORDS}: hashing (app/auth.py:6-8).\n" in out, out
+
+
 def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
     from codeloupe.cli import main
 

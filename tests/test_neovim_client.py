@@ -276,6 +276,19 @@ def test_the_ask_view_shows_the_models_words_as_written_and_follows_only_the_ans
         assert not chat.pending(), "the narrator never called the chat model"
 
 
+def test_the_ask_view_shows_the_models_words_as_written_while_the_answer_streams(workspace: Path,
+                                                                                tmp_path: Path) -> None:
+    """While the answer streamed the view showed the deltas' markdown, whose escapes are for a renderer: a model's
+    `\\*` read `\\\\*` and its `[x]` read `\\[x\\]` until the answer came. The deltas carry their plain text too,
+    shown as the answer's parts are (the model here sends its first lines and then holds)."""
+    with ChatServer() as chat:
+        chat.add(Reply(pieces=["Passwords are checked when a session logs in. [[1]]\n"
+                               "A literal \\* star, a path C:\\shop\\cart and [not a link] stay as written.\n",
+                               "Never sent."], hold_after=1))
+        run_script("ask_draft.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
+        assert chat.held == 1, "the narrator never called the chat model"
+
+
 def test_the_ask_view_names_a_hostile_file_on_one_line_escaped(workspace: Path, tmp_path: Path) -> None:
     """A file named with a line break, a bidi override and an escape sequence: the lines the plugin writes itself
     (Cited, Not cited, the fallback bundle) name it on one line as the server's captions do, never a forged heading."""

@@ -102,8 +102,16 @@ async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) 
     assert cited["text"] == disk_lines(path, rng["start"]["line"], rng["end"]["line"])
     assert (rng["start"]["line"] + 1, rng["end"]["line"]) == (cited["startLine"], cited["endLine"])
     assert cited["text"].strip() in result["answer"]
-    types = [json.loads(r.message)["type"] for r in client.progress_reports[7] if r.kind == "report"]
-    assert "delta" in types and types[-1] == "done"
+    events = [json.loads(r.message) for r in client.progress_reports[7] if r.kind == "report"]
+    assert "delta" in [e["type"] for e in events] and events[-1]["type"] == "done"
+    # Each delta is a part of the answer: its plain text as the result's parts carry it (what an editor's draft
+    # shows: the markdown, `text`, reads a model's `\*` as `\\*` shown as text), its markdown the answer's piece.
+    deltas = [e for e in events if e["type"] == "delta"]
+    streamed = result["parts"][:len(deltas)]
+    assert [(d["kind"], d["plain"]) for d in deltas] == [(p["kind"], p["text"]) for p in streamed]
+    assert result["answer"].startswith("".join(d["text"] for d in deltas))
+    assert [(d["path"], d["start_line"], d["end_line"]) for d in deltas if d["kind"] == "code"] == [
+        (cited["path"], cited["startLine"], cited["endLine"])]
 
 
 async def test_cancelling_an_ask_answers_request_cancelled_and_cuts_its_model_call_off(project: Path) -> None:

@@ -222,6 +222,31 @@ def test_a_refused_query_is_said_in_words_and_clears_the_last_results(project: P
     assert browser.evaluate(SHOWN_RESULTS) == 0 and browser.evaluate('document.getElementById("meta").textContent') == ""
 
 
+def test_an_answer_shows_the_models_words_as_written_as_it_streams(project: Path, serve, browser: Browser,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walkthrough showed each streamed delta's markdown as text, whose escapes are for a renderer: a model's `\\*`
+    read `\\\\*`, its `[x]` read `\\[x\\]` and the reference where it cited code a code span. It shows the deltas' plain
+    text, and the code under its location as before."""
+    from chat_server import ChatServer, Reply
+
+    words = "A literal \\* star, a path C:\\app\\auth and [not a link] stay as written"
+    with ChatServer() as chat:
+        chat.add(Reply(text=f"{words}: the checker [[1]] asks the store.\nThat is all."))
+        monkeypatch.setenv("CODELOUPE_CHAT_BASE_URL", chat.base_url)
+        monkeypatch.setenv("CODELOUPE_CHAT_MODEL", "scripted")
+        base = serve([project])
+        browser.open(f"{base}/")
+        browser.wait_for('typeof onAskEvent === "function"')
+        browser.evaluate(SUBMIT.format(text=json.dumps("how are bearer tokens checked"), button="ask", action="click"))
+        shown = browser.wait_for('document.getElementById("meta").textContent.endsWith("answer done")'
+                                 ' && document.getElementById("answer-body").innerText')
+    cited = re.match(rf"{re.escape(words)}: the checker \(([\w/]+\.py):(\d+)-(\d+)\) asks the store\.\n", shown)
+    assert cited, shown
+    path, first, last = cited[1], int(cited[2]), int(cited[3])
+    assert f"\n{path}:{first}-{last}\n" in shown and shown.rstrip().endswith("That is all."), shown
+    assert (project / path).read_text().splitlines()[first - 1].strip() in shown
+
+
 def test_the_address_keeps_a_query_only_while_the_server_can_read_it_back(project: Path, serve,
                                                                           browser: Browser) -> None:
     """A search puts its query in the address, so that it can be bookmarked and reloaded; a pasted page of 330 KB

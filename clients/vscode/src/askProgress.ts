@@ -2,7 +2,8 @@
 // Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
 // the notification shows text and the view sets `textContent`.
 import type { AskEvent } from './protocol';
-import { visible } from './visible';
+import { finalBreak } from './lines';
+import { oneLine, visible } from './visible';
 
 /** What one event shows: `status` replaces the current line; `step` is added to the view's list of steps;
  * `delta` is answer text to append to the draft. */
@@ -80,13 +81,25 @@ function citation(event: AskEvent): string {
     return `Citing ${text(event.path) || 'code'}${lines}`;
 }
 
+/** A part of the answer as the draft shows it, as text: its plain form (`plain`), prose as the model wrote it (its
+ * markdown, `text`, is escaped for a renderer: a `\*` the model wrote read `\\*`), a code part verbatim under its
+ * location. A server older than `plain` sends the markdown only. */
+function draft(event: AskEvent): string | undefined {
+    if (typeof event.plain !== 'string') {
+        return typeof event.text === 'string' ? visible(event.text) : undefined;
+    }
+    if (event.kind !== 'code') {
+        return visible(event.plain);
+    }
+    const where = `${oneLine(typeof event.path === 'string' ? event.path : '')}:${event.start_line}-${event.end_line}`;
+    return `\n${where}\n${visible(event.plain)}${finalBreak(event.plain) ? '' : '\n'}`;
+}
+
 /** The line shown for one event; `undefined` fields say nothing new. */
 export function describeAskEvent(event: AskEvent): AskProgressLine {
     switch (event.type) {
-        case 'delta': {
-            const delta = typeof event.text === 'string' ? visible(event.text) : undefined;
-            return { status: 'Writing the answer…', delta };
-        }
+        case 'delta':
+            return { status: 'Writing the answer…', delta: draft(event) };
         case 'retrieval':
             return step(retrieval(event));
         case 'rerank':

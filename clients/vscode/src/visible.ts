@@ -23,6 +23,12 @@ export function visible(text: string): string {
     });
 }
 
+/** `visible(text)` on one line, as codeloupe.types.one_line writes a name: a line break as `\n` (a lone CR as `\x0d`),
+ * so the name cannot start a line of its own. */
+export function oneLine(text: string): string {
+    return visible(text.replace(/\r\n/g, '\n')).replace(/\r/g, '\\x0d').replace(/\n/g, '\\n');
+}
+
 // A label VS Code renders theme icons in (a QuickPick item's label, description and detail, a code lens title, the
 // status bar text) shows every `$(name)` of its text as an icon: a file named `$(zap).py`, a shell line `cd $(pwd)`
 // (an unknown name renders as nothing), a symbol, a question. VS Code's own pattern of an icon (iconLabels.ts:

@@ -457,6 +457,32 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('the draft of a streaming answer shows the model\'s words as written and the spliced code under its location', async function () {
+        // The draft showed each delta's markdown as text, whose escapes are for a renderer: a `\*` the model wrote
+        // read `\\*`, its brackets `\[...\]`, its reference a code span. Each delta carries the part's plain text too.
+        const words = 'A literal \\* star, a path C:\\shop\\cart and [not a link] stay as written';
+        const chat = await startChatServer(`${words}: login compares hashes [[1]].\nThat is all.`);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
+            await askTyped('how does login check the password');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            const draft = panelOf('codeloupe.answer').posted.slice(postedBefore)
+                .filter((message) => message.type === 'progress' && typeof message.delta === 'string')
+                .map((message) => message.delta).join('');
+            const [cited] = result.citations;
+            const where = `${cited.path}:${cited.startLine}-${cited.endLine}`;
+            assert.equal(draft, `${words}: login compares hashes (${where}).\n\n${where}\n${cited.text}That is all.`);
+        } finally {
+            asks.restore();
+            await stopChatModel(chat);
+        }
+    });
+
     it('ask shows only spliced code: code, HTML and links the model writes render as plain text or not at all', async function () {
         const hostile = 'Login compares hashes [[1]].\n\n    def login():\n        return "INVENTED-indented"\n\n' +
             'See <pre>INVENTED-pre</pre><script>document.title = "INVENTED-script"</script> and `login` but not ' +

@@ -42,6 +42,18 @@ describe('visible: the characters the extension shows as escapes', function () {
     });
 });
 
+describe('oneLine: a name on one line', function () {
+    it('is written as the engine\'s one_line writes it: line breaks (CRLF, a lone CR) and control characters escaped', function () {
+        const { oneLine } = loadVisible();
+        const names = ['app/nl\n### forged.py', 'a\r\nb\rc\n\u202ed\x1b\te', 'plain/name.py', 'x\u2066y\u2069\r\n'];
+        const engine = JSON.parse(execFileSync(serverPython(), ['-c',
+            'import json, sys\nfrom codeloupe.types import one_line\nprint(json.dumps([one_line(n) for n in json.loads(sys.argv[1])]))',
+            JSON.stringify(names)], { encoding: 'utf8' }));
+        assert.deepEqual(names.map(oneLine), engine);
+        assert.equal(oneLine('app/nl\n### forged.py'), 'app/nl\\n### forged.py');
+    });
+});
+
 describe('visibleLabel: text for a label that renders theme icons', function () {
     it('shows every `$(name)` as written, a backslash already before one too, and escapes as visible does', function () {
         const { visibleLabel } = loadVisible();

@@ -84,9 +84,10 @@ class AskEvent:
     """One event of the ask stream: `type` plus its fields; `done` carries the result.
 
     Types: retrieval, flow, rerank, plan, agent, delta, citation, fallback, done. `delta` events concatenate
-    to the streamed answer; when a model call fails part-way a `fallback` event follows and `done.answer`
-    replaces whatever was streamed. `flow` says a cached walkthrough is served (its parts follow as deltas)
-    or attached to the model's prompt as context (`done.flow` says the same).
+    to the streamed answer: each is a part (`plain` its text, `text` its markdown); when a model call fails
+    part-way a `fallback` event follows and `done.answer` replaces whatever was streamed. `flow` says a cached
+    walkthrough is served (its parts follow as deltas) or attached to the model's prompt as context (`done.flow`
+    says the same).
     """
 
     type: str

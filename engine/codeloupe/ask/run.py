@@ -197,7 +197,9 @@ def _stripped(parts: list[AnswerPart]) -> list[AnswerPart]:
 def _piece_events(piece: AnswerPart) -> Iterator[AskEvent]:
     if piece.citation is not None and piece.kind == "code":
         yield AskEvent("citation", piece.citation.to_dict())
-    yield AskEvent("delta", {"text": piece.markdown, "kind": piece.kind})
+    # `text` stays the markdown older clients concatenate; `plain` is the part's text as `done.parts` carries it (a
+    # draft shown as text showed the markdown's escapes: a model's `\*` read `\\*`), with a ref's or code's span.
+    yield AskEvent("delta", {**piece.to_dict(), "text": piece.markdown, "plain": piece.text})
 
 
 def run_ask(ws: WorkspaceContext, question: str, *, mode: str = "code", agents: bool | None = None,

@@ -99,8 +99,10 @@ def show(events: Iterable[AskEvent]) -> None:
             print_code(out, cited.text, cited.language or "text", cited.start_line)
             shown = "\n"
         elif event.type == "delta" and data["kind"] != "code":
-            out.print(visible(data["text"]), end="", markup=False)  # the model's prose
-            shown = (shown + data["text"])[-1:]
+            # The model's prose as the plain text it is: the markdown's escapes are for a renderer (a `\*` it wrote
+            # read `\\*`).
+            out.print(visible(data["plain"]), end="", markup=False)
+            shown = (shown + data["plain"])[-1:]
         elif event.type == "fallback":
             withdrawn = ""
             if shown:  # streamed to a terminal, then rejected: it ends on its own line and is said to be void

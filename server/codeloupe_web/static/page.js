@@ -179,7 +179,9 @@ async function ask() {
 
 function onAskEvent(event, body) {
   if (event.type === "retrieval") $("meta").textContent = `asking · ${event.core.length} core, ${event.related.length} related files`;
-  else if (event.type === "delta" && event.kind !== "code") body.append(visible(event.text));
+  // The answer's plain text (`plain`): its markdown (`text`) is escaped for a renderer, so shown as text a model's
+  // `\*` read `\\*`. Its code comes with its `citation` event.
+  else if (event.type === "delta" && event.kind !== "code") body.append(visible(event.plain));
   else if (event.type === "citation") {
     body.append(el("div", {}, fileLink(event.path, event.start_line, event.end_line,
       `${event.path}:${event.start_line}-${event.end_line}`)), codeBlock(event.text, event.start_line, event.path));

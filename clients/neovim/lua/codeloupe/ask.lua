@@ -313,17 +313,32 @@ local function show(doc)
   })
 end
 
+--- A streamed `delta` event as the part of the answer it is (docs/protocol.md): its plain text (`plain`), and a
+--- ref's or code's span. Its markdown (`text`) is for a renderer: shown as text, a `\*` the model wrote read `\\*`.
+--- A server older than `plain` sends the markdown only, shown as it stands.
+---@param event table
+---@return table part
+local function delta_part(event)
+  if type(event.plain) ~= 'string' then
+    return { kind = 'prose', text = type(event.text) == 'string' and event.text or '' }
+  end
+  return { kind = event.kind, text = event.plain, path = event.path, startLine = event.start_line,
+           endLine = event.end_line, language = event.language }
+end
+
+--- The view while the answer is produced: the events so far, and the answer's parts as streamed, shown as the
+--- answer's parts are (`add_parts`).
 ---@param question string
 ---@param events string[]
----@param streamed string
+---@param streamed table[]  parts
 local function show_working(question, events, streamed)
   local doc = Doc.new()
   doc:add('# ' .. question)
   doc:add('')
   doc:add('_Working: ' .. table.concat(events, ' > ') .. ' ..._')
-  if streamed ~= '' then
+  if #streamed > 0 then
     doc:add('')
-    doc:add(streamed)
+    add_parts(doc, streamed)
   end
   show(doc)
 end
@@ -347,7 +362,7 @@ local function start(client, question, folder_uri)
   end
   next_token = next_token + 1
   local token = ('codeloupe-ask-%d'):format(next_token)
-  local events, streamed = { 'asking' }, ''
+  local events, streamed = { 'asking' }, {}
   show_working(question, events, streamed)
 
   progress.listen(token, function(value)
@@ -358,8 +373,8 @@ local function start(client, question, folder_uri)
     if not ok or type(event) ~= 'table' then
       return
     end
-    if event.type == 'delta' and type(event.text) == 'string' then
-      streamed = streamed .. event.text
+    if event.type == 'delta' then
+      streamed[#streamed + 1] = delta_part(event)
     elseif type(event.type) == 'string' and events[#events] ~= event.type then
       events[#events + 1] = event.type
     end
