@@ -213,6 +213,9 @@ def test_a_changed_file_is_re_read_and_spans_re_located(ws, repo) -> None:
                       + block(repo, "app/auth.py", "python", 17, 18, note=note))
     assert all(c.changed and not c.snapped for c in splicer.citations)  # stale symbols are never used
     assert splicer.stats["relocated"] == 2
+    # The code parts say so too (`parts`, the deltas): a view rendering them has no caption of the markdown's.
+    assert [p.to_dict()["changed"] for p in out if p.kind == "code"] == [True, True]
+    assert "changed" not in next(p for p in out if p.kind == "ref").to_dict()
 
 
 def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_server import ChatServer, Reply
+from chat_server import ChatServer, Reply, cite
 from line_break_files import FILES, editor_lines, write_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -287,6 +287,23 @@ def test_the_ask_view_shows_the_models_words_as_written_while_the_answer_streams
                                "Never sent."], hold_after=1))
         run_script("ask_draft.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
         assert chat.held == 1, "the narrator never called the chat model"
+
+
+def test_the_ask_view_says_when_cited_code_was_found_again_in_a_changed_file(workspace: Path,
+                                                                            tmp_path: Path) -> None:
+    """The answer's markdown said under a span's caption that its file changed on disk since indexing (its lines
+    found again by their content), but the code parts the view renders did not say it, so the view never did."""
+    auth = workspace / "shop/auth.py"
+
+    def answer(body: dict) -> str:
+        k = cite(body, "shop/auth.py", 12)  # verify_password, as the index numbered it
+        auth.write_text("# two lines the index has not seen,\n# written as the model answers\n" + auth.read_text())
+        return f"Passwords are compared in constant time [[{k}]]."
+
+    with ChatServer() as chat:
+        chat.add(Reply(render=answer))
+        run_script("ask_changed.lua", workspace, tmp_path, {"CODELOUPE_TEST_CHAT_URL": chat.base_url})
+        assert not chat.pending() and chat.errors == [], chat.errors
 
 
 def test_the_ask_view_names_a_hostile_file_on_one_line_escaped(workspace: Path, tmp_path: Path) -> None:

@@ -282,12 +282,15 @@ def citation(uri_of: UriOf, cited: Citation) -> JSON:
 
 
 def answer_part(uri_of: UriOf, part: AnswerPart) -> JSON:
-    """Plain text, or (ref and code) a span with its location: clients render only code parts as code."""
+    """Plain text, or (ref and code) a span with its location: clients render only code parts as code, and say under
+    a code part whose file changed on disk since indexing that its lines were re-located (`changed`)."""
     out: JSON = {"kind": part.kind, "text": part.text}
     if part.citation is not None:
         c = part.citation
         out.update(path=c.path, startLine=c.start_line, endLine=c.end_line, language=c.language,
                    location=location(uri_of, c.path, c.start_line, c.end_line))
+        if part.kind == "code":
+            out["changed"] = c.changed
     return out
 
 

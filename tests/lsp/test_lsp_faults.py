@@ -11,7 +11,7 @@ from lsp_helpers import disk_lines, start_server, stop_server, uri, write_projec
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
-from chat_server import ChatServer, Reply
+from chat_server import ChatServer, Reply, cite
 from full_disk import disk_full
 
 
@@ -112,6 +112,33 @@ async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) 
     assert result["answer"].startswith("".join(d["text"] for d in deltas))
     assert [(d["path"], d["start_line"], d["end_line"]) for d in deltas if d["kind"] == "code"] == [
         (cited["path"], cited["startLine"], cited["endLine"])]
+
+
+async def test_a_code_part_says_its_file_changed_on_disk_since_indexing(project: Path) -> None:
+    """A span cited from a file changed on disk since it was indexed is found again by its content; the answer's
+    markdown said so in its caption, but its code part, which the editors' views render, did not."""
+    auth = project / "app/auth.py"
+
+    def answer(body: dict) -> str:
+        return f"Login compares salted hashes [[{cite(body, 'app/auth.py', 9)}]]."
+
+    with ChatServer() as chat:
+        chat.add(Reply(render=answer, times=2))
+        client = await start_server([project], options={"chatBaseUrl": chat.base_url, "chatModel": "scripted",
+                                                         "flows": False})
+        try:
+            await client.wait_ready()
+            before = await client.request("codeloupe/ask", {"query": "how is a password hashed"})
+            auth.write_text("# a line the index has not seen\n" + auth.read_text())  # no editor tells the server
+            after = await client.request("codeloupe/ask", {"query": "how is a password hashed"})
+        finally:
+            await stop_server(client)
+    [unchanged] = [p for p in before["parts"] if p["kind"] == "code"]
+    [moved] = [p for p in after["parts"] if p["kind"] == "code"]
+    assert unchanged["changed"] is False and moved["changed"] is True
+    assert (moved["path"], moved["startLine"], moved["text"]) == ("app/auth.py", unchanged["startLine"] + 1,
+                                                                  unchanged["text"])
+    assert all("changed" not in p for p in after["parts"] if p["kind"] != "code")
 
 
 async def test_cancelling_an_ask_answers_request_cancelled_and_cuts_its_model_call_off(project: Path) -> None:

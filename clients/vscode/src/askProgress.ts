@@ -1,7 +1,7 @@
 // Human words for the events an ask streams as `$/progress` (engine/codeloupe/ask/events.py lists the kinds).
 // Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
 // the notification shows text and the view sets `textContent`.
-import type { AskEvent } from './protocol';
+import { type AskEvent, CHANGED_ON_DISK } from './protocol';
 import { finalBreak } from './lines';
 import { oneLine, visible } from './visible';
 
@@ -83,7 +83,7 @@ function citation(event: AskEvent): string {
 
 /** A part of the answer as the draft shows it, as text: its plain form (`plain`), prose as the model wrote it (its
  * markdown, `text`, is escaped for a renderer: a `\*` the model wrote read `\\*`), a code part verbatim under its
- * location. A server older than `plain` sends the markdown only. */
+ * location (and, when its file changed since indexing, a note saying so). A server older than `plain` sends the markdown only. */
 function draft(event: AskEvent): string | undefined {
     if (typeof event.plain !== 'string') {
         return typeof event.text === 'string' ? visible(event.text) : undefined;
@@ -92,7 +92,8 @@ function draft(event: AskEvent): string | undefined {
         return visible(event.plain);
     }
     const where = `${oneLine(typeof event.path === 'string' ? event.path : '')}:${event.start_line}-${event.end_line}`;
-    return `\n${where}\n${visible(event.plain)}${finalBreak(event.plain) ? '' : '\n'}`;
+    const changed = event.changed === true ? `${CHANGED_ON_DISK}\n` : '';
+    return `\n${where}\n${changed}${visible(event.plain)}${finalBreak(event.plain) ? '' : '\n'}`;
 }
 
 /** The line shown for one event; `undefined` fields say nothing new. */

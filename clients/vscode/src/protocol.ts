@@ -115,7 +115,13 @@ export interface AnswerPart {
     endLine?: number;
     language?: string;
     location?: Location;
+    /** `code` only: its file changed on disk since indexing, and the cited lines were found again by their content
+     * (older servers omit it). */
+    changed?: boolean;
 }
+
+/** What a view says under a `code` part whose `changed` is true (the words of the answer's markdown caption). */
+export const CHANGED_ON_DISK = '(changed on disk since indexing: lines re-located)';
 
 export interface AskResult {
     answer: string;

@@ -6,7 +6,7 @@ import type { Location, Range } from 'vscode-languageclient/node';
 import { CODE_STYLE, escapeAttribute, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
 import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
-import { shownPath } from './protocol';
+import { CHANGED_ON_DISK, shownPath } from './protocol';
 import { viaLabel } from './via';
 import { visible } from './visible';
 
@@ -350,7 +350,8 @@ function renderPart(part: AnswerPart): string {
     switch (part.kind) {
         case 'code': {
             const caption = location ? locationLink(location, `${part.path}:${part.startLine}-${part.endLine}`) : '';
-            return `<div class="chunk">${caption}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
+            const changed = part.changed === true ? `<div class="muted changed">${escapeHtml(CHANGED_ON_DISK)}</div>` : '';
+            return `<div class="chunk">${caption}${changed}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
         }
         case 'ref':
             return location ? `<a class="cite" ${linkAttributes(location)}>${escapeHtml(part.text)}</a>` : escapeHtml(part.text);

@@ -483,6 +483,51 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('ask says under code whose file changed on disk since indexing that its lines were found again, in the view and the draft', async function () {
+        // The answer's markdown said so in the caption; the code parts the view renders did not, so the view never did.
+        const question = 'where is the password hash compared at login';
+        const chat = await startChatServer('Login compares the hashes [[1]].');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        let file;
+        let saved;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            // Excerpt [1] is the first chunk of the top file; a line goes above it that no watcher tells the server of.
+            const [top] = (await client.sendRequest('codeloupe/search', { query: question })).core;
+            file = path.join(workspace.root, ...top.path.split('/'));
+            saved = fs.readFileSync(file, 'utf8');
+            fs.writeFileSync(file, `# a line the index has not seen\n${saved}`);
+            const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
+            await askTyped(question);
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            const [code] = result.parts.filter((part) => part.kind === 'code');
+            assert.deepEqual([code.path, code.changed], [top.path, true]);
+            const where = `${code.path}:${code.startLine}-${code.endLine}`;
+            const note = '(changed on disk since indexing: lines re-located)';
+            view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
+            const chunk = await view.page.$eval('#answer .chunk', (div) => [...div.children].map((child) => child.textContent));
+            assert.deepEqual(chunk, [where, note, code.text]);
+            const draft = panelOf('codeloupe.answer').posted.slice(postedBefore)
+                .filter((message) => message.type === 'progress' && typeof message.delta === 'string')
+                .map((message) => message.delta).join('');
+            assert.ok(draft.includes(`\n${where}\n${note}\n${code.text}`), draft);
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            if (saved !== undefined) {
+                fs.writeFileSync(file, saved);
+            }
+            asks.restore();
+            await view?.close();
+            await stopChatModel(chat);
+            await vscode.commands.executeCommand('codeloupe.client.reindex');
+        }
+    });
+
     it('ask shows only spliced code: code, HTML and links the model writes render as plain text or not at all', async function () {
         const hostile = 'Login compares hashes [[1]].\n\n    def login():\n        return "INVENTED-indented"\n\n' +
             'See <pre>INVENTED-pre</pre><script>document.title = "INVENTED-script"</script> and `login` but not ' +

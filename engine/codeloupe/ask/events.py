@@ -50,6 +50,8 @@ class AnswerPart:
         if self.citation is not None:
             c = self.citation
             out.update(k=c.k, path=c.path, start_line=c.start_line, end_line=c.end_line, language=c.language)
+            if self.kind == "code":  # a view says so under the code, as the markdown's caption does
+                out["changed"] = c.changed
         return out
 
 

@@ -154,6 +154,10 @@ local function citation_item(citation, root)
   return { filename = filename, lnum = citation.startLine, end_lnum = citation.endLine, col = 1, text = citation.path }
 end
 
+--- The line under a `code` part whose file changed on disk since it was indexed (`changed`): its lines were found
+--- again by their content (the words of the answer's markdown caption).
+local CHANGED_ON_DISK = '> (changed on disk since indexing: lines re-located)'
+
 --- The engine's heading over the files an answer did not cite (codeloupe.ask.render.footer_parts): a `heading`
 --- part, which only the engine writes.
 local UNCITED_HEADING = 'Also retrieved, not cited'
@@ -178,8 +182,8 @@ local function refs_target(refs)
 end
 
 --- The narrated answer from its parts (docs/protocol.md), shown as the protocol says: prose and the engine's notes
---- as the plain text they are, each `ref` as the span it names, and only `code` parts, read from disk, as code.
---- (The answer's markdown escapes the model's backslashes and brackets for a markdown renderer; shown as they
+--- as the plain text they are, each `ref` as the span it names, and only `code` parts, read from disk, as code
+--- (with a line saying so under the caption when the file changed on disk since indexing). (The answer's markdown escapes the model's backslashes and brackets for a markdown renderer; shown as they
 --- stand, its lines read `\\*` where the model wrote `\*`.) What <CR> opens comes from the refs and the code parts,
 --- never from a line's text: a heading, a `[1]` or a file's name the model writes opens nothing, and it cannot
 --- write a fence (the engine removes the code it writes). The engine's list of uncited files is left out: the view
@@ -204,6 +208,9 @@ local function add_parts(doc, parts)
       local item = has_location(part.location) and locations.item(part.location) or nil
       doc:add('')
       doc:add(M.code_span(('%s:%d-%d'):format(part.path or '', part.startLine or 0, part.endLine or 0)), item)
+      if part.changed == true then
+        doc:add(CHANGED_ON_DISK, item)
+      end
       add_code(doc, item, text, part.language)
     elseif part.kind == 'heading' then
       if line ~= '' then
@@ -323,7 +330,7 @@ local function delta_part(event)
     return { kind = 'prose', text = type(event.text) == 'string' and event.text or '' }
   end
   return { kind = event.kind, text = event.plain, path = event.path, startLine = event.start_line,
-           endLine = event.end_line, language = event.language }
+           endLine = event.end_line, language = event.language, changed = event.changed }
 end
 
 --- The view while the answer is produced: the events so far, and the answer's parts as streamed, shown as the
