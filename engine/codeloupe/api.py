@@ -87,6 +87,7 @@ from codeloupe.store import StoreError as StoreError
 from codeloupe.store.edges import file_text, indexed_path_kind
 from codeloupe.store.flows import flow_rows, mark_stale
 from codeloupe.store.opening import open_store
+from codeloupe.store.protocol import PinnedRevisions
 from codeloupe.types import (
     Bundle,
     ChunkingProblem,
@@ -100,6 +101,7 @@ from codeloupe.types import (
     Located,
     Progress,
     Related,
+    Revisions,
     SkippedPath,
     Symbol,
     Tour,
@@ -469,6 +471,10 @@ class Workspace:
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
         self._name_anchors(bundle)
+        revisions = self.revisions()
+        bundle.revision = revisions.pinned
+        for hit in bundle.files:
+            hit.revision = revisions.of(hit.path)
         scope_indexed = bundle.files != [] or self.searcher().holds_folder(scope)
         workspace_indexed = scope_indexed or self.searcher().holds_folder("")
         unfinished = self._unfinished_index()
@@ -648,6 +654,11 @@ class Workspace:
         """The commit every path is read at: "" for a folder on disk (whatever it holds now); in the shared
         index, the commit the repository was indexed at."""
         return "" if isinstance(self.store, Store) else self.store.commit
+
+    def revisions(self) -> Revisions:
+        """The revision each file was read at: in the shared index, the commit the repository is pinned to but for
+        the files a queued index run not yet ended has written (`PgStore.revisions`); else `revision` for all."""
+        return self.store.revisions() if isinstance(self.store, PinnedRevisions) else Revisions(self.revision)
 
     def path_kind(self, rel: str) -> str:
         """What the workspace folder holds at `rel` now: "file", "folder", or "" (nothing, or a name no file
@@ -869,7 +880,7 @@ class Workspace:
         from codeloupe.ask import AskRun, run_ask
 
         run = run_ask(self, question, mode=mode, agents=agents, best=best)
-        return AskRun(_stamped(run, self.revision), run.cancellation) if self.revision else run
+        return AskRun(_stamped(run, self.revisions), run.cancellation) if self.revision else run
 
     # ------------------------------------------------------------------ the flow cache (codeloupe.ask.flows)
 
@@ -921,18 +932,25 @@ def _stop_before_edges(should_stop: Callable[[], bool] | None) -> None:
         raise IndexStopped("indexing stopped before resolving the graph's edges")
 
 
-def _stamped(events, revision: str):
+def _stamped(events, revisions: Callable[[], Revisions]):
     """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
-    commit: a remote tarball's, or a repository's in the shared index)."""
+    commit: a remote tarball's, or a repository's in the shared index), as `revisions()` says when it is spliced;
+    so are the result's files that its search did not stamp (those a cached answer cited, `append_sources`)."""
     for event in events:
         if event.type == "citation":
-            event.data["revision"] = revision
+            event.data["revision"] = revisions().of(event.data["path"])
         if event.result is not None:
-            result = event.result
-            result.citations = [dataclasses.replace(c, revision=revision) for c in result.citations]
-            result.parts = [dataclasses.replace(p, citation=dataclasses.replace(p.citation, revision=revision))
-                            if p.citation is not None else p for p in result.parts]
+            result, at = event.result, revisions()
+            result.citations = [_read_at(c, at) for c in result.citations]
+            result.parts = [p if p.citation is None else dataclasses.replace(p, citation=_read_at(p.citation, at))
+                            for p in result.parts]
+            for hit in [*result.bundle.files, *result.uncited]:
+                hit.revision = hit.revision or at.of(hit.path)
         yield event
+
+
+def _read_at(cited: Citation, revisions: Revisions) -> Citation:
+    return dataclasses.replace(cited, revision=revisions.of(cited.path))
 
 
 # ---------------------------------------------------------------------- a remote repository's index

@@ -74,17 +74,16 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
     related.extend(_map_entries(snap, [(f, start + i, file_scores.get(f, 0.0), best_rows[f], whys.get(f, "matched"))
                                        for i, f in enumerate(rest)], tail=True))
     return Bundle(query=query, root=str(ws.root), mode=mode, issue_mode=issue_mode, core=core,
-                  related=related, lanes=lanes, timing_ms={}, scope=scope, revision=ws.revision)
+                  related=related, lanes=lanes, timing_ms={}, scope=scope)
 
 
 def merge_bundles(query: str, mode: str, bundles: dict[str, Bundle]) -> Bundle:
     """One ranking of several repositories' bundles for the same query, each searched with the others as
     peers (their file scores are then on one scale: see `Fusion`). Every file of every bundle stays (rule 2),
-    stamped with its repository and commit; CORE is the merged ranking's prefix by the usual gap rule, which
-    only ever takes files their own bundle had in CORE (a file within the gap of the overall leader is within
-    it of its own), so CORE files keep their code."""
-    hits = [dataclasses.replace(hit, repository=name, revision=bundle.revision)
-            for name, bundle in bundles.items() for hit in bundle.files]
+    stamped with its repository (its revision is its own, as in its bundle); CORE is the merged ranking's prefix
+    by the usual gap rule, which only ever takes files their own bundle had in CORE (a file within the gap of the
+    overall leader is within it of its own), so CORE files keep their code."""
+    hits = [dataclasses.replace(hit, repository=name) for name, bundle in bundles.items() for hit in bundle.files]
     # Scored candidates by score, then graph links, then the tail; a stable sort keeps each bundle's own order.
     hits.sort(key=lambda h: (h.tail, h.via != "search", -h.score))
     core_count = _core_count([h.score for h in hits if h.via == "search" and not h.tail])

@@ -29,11 +29,6 @@ class WorkspaceContext(Protocol):
     # A process that stays open: its first queries may leave out a bulk change until it is searchable.
     interim_answers: bool
 
-    @property
-    def revision(self) -> str:
-        """The commit every path is read at ("" for a folder on disk)."""
-        ...
-
     def relative(self, path: Path | str) -> str:
         """The POSIX path relative to the root; raises `WorkspaceError` for anything outside it."""
         ...

@@ -14,6 +14,7 @@ import io
 import logging
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -138,6 +139,25 @@ def short_revision(revision: str) -> str:
     dirty = revision.endswith(DIRTY_SUFFIX)
     commit = revision[:-len(DIRTY_SUFFIX)] if dirty else revision
     return commit[:12] + (DIRTY_SUFFIX if dirty else "")
+
+
+@dataclass(frozen=True)
+class Revisions:
+    """The revision each file of an index was read at (`Workspace.revisions`): `pinned`, the one the index is
+    pinned to ("" for a folder on disk), but for the files of `other` at theirs. In the shared index, a queued
+    index run pins its commit once its batches are all written: the files its earlier batches wrote meanwhile are
+    at the new commit, the rest still at the pinned one."""
+
+    pinned: str
+    other: Mapping[str, str] = field(default_factory=dict)
+
+    def of(self, path: str) -> str:
+        return self.other.get(path, self.pinned)
+
+    @classmethod
+    def of_files(cls, pinned: str, files: Iterable[tuple[str, str]]) -> Revisions:
+        """`pinned`, but for each (path, revision) of `files` at its revision ("": at `pinned`)."""
+        return cls(pinned, {path: revision for path, revision in files if revision and revision != pinned})
 
 
 # --------------------------------------------------------------------------------------------- index
@@ -313,7 +333,9 @@ class FileHit:
     # A candidate past every lane's short list and the limit: kept for completeness (rule 2) as a map line with
     # no chunks; a surface with a size budget lists it after everything else.
     tail: bool = False
-    # A search across repositories: the repository the path is in and the commit it was indexed at.
+    # A search across repositories: the repository the path is in. The revision its text was read at (its
+    # repository's, or a queued index run's where the run wrote it and has not ended: `Revisions`); "" for a
+    # folder on disk.
     repository: str = ""
     revision: str = ""
 
@@ -343,13 +365,18 @@ class Bundle:
     lanes: list[LaneStatus]
     timing_ms: dict[str, float]
     scope: str = ""
-    revision: str = ""  # a remote index: the commit every path is at ("" for a folder on disk)
+    # A pinned index: the revision it is pinned to ("" for a folder on disk); each file names its own (`FileHit`).
+    revision: str = ""
     notes: list[str] = field(default_factory=list)  # how far to trust this answer (bundle.trust_notes)
 
     @property
     def files(self) -> list[FileHit]:
         """Every candidate in rank order, CORE first."""
         return [*self.core, *self.related]
+
+    def revisions(self) -> Revisions:
+        """The revision each of its files was read at (one repository's bundle: paths name one file each)."""
+        return Revisions.of_files(self.revision, ((hit.path, hit.revision) for hit in self.files))
 
     def pruned(self) -> list[PrunedChunk]:
         """Every chunk in rank order with only its signal (`query --prune`: flat chunks for scripts)."""
@@ -370,8 +397,8 @@ class PrunedChunk:
     text: str
     truncated: bool  # `text` is a window of the chunk, starting at `text_start_line`
     text_start_line: int
-    repository: str = ""  # a search across repositories: the file's repository and its indexed commit
-    revision: str = ""
+    repository: str = ""  # a search across repositories: the file's repository
+    revision: str = ""  # the revision the file was read at (`FileHit.revision`)
 
     @classmethod
     def of(cls, hit: FileHit, chunk: ChunkHit) -> PrunedChunk:

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from codeloupe.api import MAX_QUERY_CHARS
+from codeloupe.types import Revisions
 from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, search_result
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import one_target
 
 if TYPE_CHECKING:  # at run time it would import the model client when the server starts
-    from codeloupe.api import AskRun
+    from codeloupe.api import AskResult, AskRun
 
 log = logging.getLogger("codeloupe_lsp.ask")
 METHOD = "codeloupe/ask"
@@ -50,7 +51,7 @@ def register(server: CodeloupeServer) -> None:
                     ls.thread_pool, lambda: target.ws.ask(query, mode=mode, agents=agents, best=best))
                 result = await loop.run_in_executor(ls.thread_pool, run.result, progress.threadsafe_report)
                 if result is not None:
-                    return ask_result(result, target.uris(result.bundle.revision))
+                    return ask_result(result, target.uris(_revisions(result)))
                 reason = "the ask stream ended without a result"
             except asyncio.CancelledError:
                 if run is not None:
@@ -60,9 +61,16 @@ def register(server: CodeloupeServer) -> None:
                 log.exception("ask failed; answering with the plain bundle")
                 reason = f"ask failed: {type(exc).__name__}: {exc}"
             bundle = await ls.engine(target.ws.search, query, mode=mode)
-            return fallback_answer(search_result(bundle, target.uris(bundle.revision)), reason)
+            return fallback_answer(search_result(bundle, target.uris(bundle.revisions())), reason)
         finally:
             progress.end()
+
+
+def _revisions(result: AskResult) -> Revisions:
+    """The revision each file of the answer was read at: its citations' spans, its bundle's files."""
+    files = [*((hit.path, hit.revision) for hit in result.bundle.files),
+             *((cited.path, cited.revision) for cited in result.citations)]
+    return Revisions.of_files(result.bundle.revision, files)
 
 
 class _Progress:

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from codeloupe.api import MAX_QUERY_CHARS, Workspace, WorkspaceError, repository_labels, search_repositories
+from codeloupe.types import Revisions
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.params import Params, invalid
 from codeloupe_lsp.server import CodeloupeServer
@@ -70,12 +71,12 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
     if len(chosen) == 1:
         (target,) = chosen
         bundle = await ls.engine(target.ws.search, query, scope=scope, mode=mode, limit=limit)
-        return (pruned_result if prune else search_result)(bundle, target.uris(bundle.revision))
+        return (pruned_result if prune else search_result)(bundle, target.uris(bundle.revisions()))
     (bundle, searched), unreachable = await ls.engine(without_unreachable, chosen, lambda answering: (
         search_repositories([t.ws for t in answering], query, scope=scope, mode=mode, limit=limit), answering))
     bundle.notes[:0] = unreachable
     by_label = dict(zip(repository_labels([t.ws for t in searched]), searched))
-    return search_result(bundle, uri_for=lambda hit: by_label[hit.repository].uris(hit.revision))
+    return search_result(bundle, uri_for=lambda hit: by_label[hit.repository].uris(Revisions(hit.revision)))
 
 
 def _inside(chosen: list[Target], scope: str) -> str:

@@ -1,7 +1,8 @@
 """Repositories of the shared index the user named (`storeUrl` and `repositories`, the user's own editor
 settings): searched beside the workspace folders, with no checkout. Their files are documents of the
 `codeloupe-index:` scheme, `codeloupe-index:///<repository>/<path>?rev=<commit>`, which the editors open
-read-only through `codeloupe/read` (docs/protocol.md); every answer is pinned to the commit indexed.
+read-only through `codeloupe/read` (docs/protocol.md); each names the commit its file's text was read at (the
+repository's, or a queued index run's that has written the file and not yet ended: `Workspace.revisions`).
 
 A request answers from a `Target`: a folder or a shared repository, each a `codeloupe.api` workspace, so ask,
 related, the graph, tour, hover and lenses answer on a shared document as on a file of a folder.
@@ -12,6 +13,7 @@ and Neovim treats a buffer name as a URL (not a relative file name) only after `
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -21,6 +23,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from pygls.exceptions import JsonRpcException
 
 from codeloupe.api import Workspace, WorkspaceError, open_shared_held, unreadable_indexes
+from codeloupe.types import Revisions
 from codeloupe_lsp.convert import UriOf, file_uri
 from codeloupe_lsp.folders import Folder
 from codeloupe_lsp.params import invalid
@@ -79,11 +82,12 @@ class Target:
     folder: Folder | None = None
     repository: str = ""
 
-    def uris(self, revision: str) -> UriOf:
-        """Its paths -> their documents; a shared repository's pinned to `revision` (the commit of the answer)."""
+    def uris(self, revisions: Revisions) -> UriOf:
+        """Its paths -> their documents; a shared repository's each pinned to its revision of `revisions` (where
+        the answer read it)."""
         if self.folder is not None:
             return partial(file_uri, self.folder.root)
-        return partial(index_uri, self.repository, revision=revision)
+        return lambda path: index_uri(self.repository, path, revisions.of(path))
 
     async def ready(self) -> None:
         """Wait until it can answer: a folder's first index; a shared repository is indexed by the workers."""
@@ -135,11 +139,11 @@ async def each_answers(ls: CodeloupeServer, chosen: list[Target], answer: Callab
     for target in chosen:
         await target.ready()
     answered, unreachable = await ls.engine(without_unreachable, chosen, lambda answering: [
-        (target, answer(target.ws), "" if target.folder is not None else target.ws.revision)
+        (target, answer(target.ws), Revisions("") if target.folder is not None else target.ws.revisions())
         for target in answering])
     for note in unreachable:
         ls.warn(f"codeloupe: {note}", once=True)
-    return [(target.uris(revision), found) for target, found, revision in answered]
+    return [(target.uris(revisions), found) for target, found, revisions in answered]
 
 
 async def one_target(ls: CodeloupeServer, folder_uri: str) -> Target:
@@ -151,10 +155,11 @@ async def one_target(ls: CodeloupeServer, folder_uri: str) -> Target:
 
 
 async def uris_of(ls: CodeloupeServer, target: Target) -> UriOf:
-    """The target's paths -> their documents; a shared repository's pinned to the commit it is indexed at now."""
+    """The target's paths -> their documents; a shared repository's pinned to the commit each file is indexed at
+    now."""
     if target.folder is not None:
-        return target.uris("")
-    return target.uris(await ls.engine(lambda: target.ws.revision))
+        return target.uris(Revisions(""))
+    return target.uris(await ls.engine(target.ws.revisions))
 
 
 async def document(ls: CodeloupeServer, uri: str, what: str = "uri") -> tuple[Target, str]:
@@ -165,7 +170,7 @@ async def document(ls: CodeloupeServer, uri: str, what: str = "uri") -> tuple[Ta
         return folder_target(folder), rel
     indexed = parse_index_uri(uri, what)
     target = repository_target(ls, indexed.repository, what)
-    return target, await ls.engine(pinned_path, target.ws, indexed)
+    return target, (await ls.engine(pinned_path, target.ws, indexed))[0]
 
 
 async def document_or_none(ls: CodeloupeServer, uri: str) -> tuple[Target, str] | None:
@@ -176,27 +181,30 @@ async def document_or_none(ls: CodeloupeServer, uri: str) -> tuple[Target, str] 
         return None
 
 
-def check_pinned(ws: Workspace, document: IndexDocument) -> None:
-    """Refuse a `codeloupe-index:` URI that pins another commit than the one the index holds now (its lines may
-    differ)."""
-    revision = ws.revision
+def check_pinned(ws: Workspace, document: IndexDocument) -> str:
+    """Refuse a `codeloupe-index:` URI that pins another commit than the one the index holds its file at now (its
+    lines may differ); that revision (a folder's: the repository's)."""
+    revision = ws.revisions().of(posixpath.normpath(document.path) if document.path else "")
     if document.revision and document.revision != revision:
-        raise WorkspaceError(f"{document.repository} is indexed at {revision or 'no commit'} now, not"
-                             f" {document.revision}: search again for its current files")
+        where = f"{document.repository}:{document.path}" if document.path else document.repository
+        raise WorkspaceError(f"{where} is indexed at {revision or 'no commit'} now, not {document.revision}:"
+                             " search again for its current files")
+    return revision
 
 
-def pinned_path(ws: Workspace, document: IndexDocument) -> str:
-    """The repository path a `codeloupe-index:` URI names; refused when the URI pins another commit than the one
-    the index holds now (`check_pinned`), names no file, or escapes the repository."""
-    check_pinned(ws, document)
+def pinned_path(ws: Workspace, document: IndexDocument) -> tuple[str, str]:
+    """The repository path a `codeloupe-index:` URI names, and the revision the index holds it at; refused when the
+    URI pins another commit (`check_pinned`), names no file, or escapes the repository."""
+    revision = check_pinned(ws, document)
     if not document.path:
         raise WorkspaceError(f"{document.repository}: the URI names no file")
-    return ws.relative(document.path)
+    return ws.relative(document.path), revision
 
 
 def read_document(ws: Workspace, document: IndexDocument) -> tuple[str, str]:
-    """The file's text as indexed and the commit it is pinned to (`pinned_path`'s refusals)."""
-    return ws.read_lines(pinned_path(ws, document)), ws.revision
+    """The file's text as indexed and the commit it was read at (`pinned_path`'s refusals)."""
+    path, revision = pinned_path(ws, document)
+    return ws.read_lines(path), revision
 
 
 async def open_repositories(ls: CodeloupeServer) -> None:

@@ -70,7 +70,7 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     short = [hit for hit in bundle.related if not hit.tail]
     tail = [hit for hit in bundle.related if hit.tail]
     chunks = [(hit, chunk) for hit in bundle.core for chunk in hit.chunks]
-    core_heads = {hit.shown_path: f"## {hit.rank}. {code_span(hit.shown_path)}{_pinned(hit)}  ({one_line(hit.why)})"
+    core_heads = {hit.shown_path: f"## {hit.rank}. {code_span(hit.shown_path)}{_pinned(hit, bundle)}  ({one_line(hit.why)})"
                   for hit in bundle.core}
     related_head = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
     # Reserved first: the lines said whatever the budget, and the closing notes at their largest.
@@ -369,7 +369,8 @@ def _summary(bundle: Bundle) -> str:
     lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}" for s in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
     files = len(bundle.core) + len(bundle.related)
-    return f"{files} candidate file{'' if files == 1 else 's'} · lanes: {lanes}{mode}"
+    pinned = f" · @ {short_revision(bundle.revision)}" if bundle.revision else ""  # each file's, where another
+    return f"{files} candidate file{'' if files == 1 else 's'}{pinned} · lanes: {lanes}{mode}"
 
 
 def _map_line(hit: FileHit) -> str:
@@ -379,8 +380,10 @@ def _map_line(hit: FileHit) -> str:
     return f"{hit.rank}. {where}{symbols}  {one_line(hit.why)}{via}"
 
 
-def _pinned(hit: FileHit) -> str:
-    return f" @ {short_revision(hit.revision)}" if hit.revision else ""
+def _pinned(hit: FileHit, bundle: Bundle) -> str:
+    """The revision a file was read at, where it is not the bundle's: a search across repositories names none, and
+    a queued index run not yet ended has written its files at its commit."""
+    return f" @ {short_revision(hit.revision)}" if hit.revision != bundle.revision else ""
 
 
 def _code_block(hit: FileHit, chunk: ChunkHit) -> str:

@@ -371,4 +371,8 @@ def test_a_folder_with_uncommitted_edits_is_pinned_to_no_commit(tmp_path: Path, 
 
     _git(root, "commit", "-q", "-a", "-m", "y")
     clean = codeloupe("index", str(root))
-    assert f"repository svc at {_git(root, 'rev-parse', 'HEAD')}\n" in clean.stdout and "warning" not in clean.stderr
+    committed = _git(root, "rev-parse", "HEAD")
+    assert f"repository svc at {committed}\n" in clean.stdout and "warning" not in clean.stderr
+    # Its files, rows read while the folder was dirty and unchanged since, are cited at the commit now.
+    found = json.loads(codeloupe("search", "uncommitted_helper", "--json").stdout)
+    assert {hit["revision"] for hit in found["core"] + found["related"]} == {committed}

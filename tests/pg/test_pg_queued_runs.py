@@ -1,6 +1,7 @@
 """A queued index run of the shared index (`index --queue`, then workers): the repository keeps naming the commit
 its rows were read at until the run's batches are all written, the files that left the folder go in the same
-transaction as the run's last batch, and a run superseded by a newer index of the repository writes nothing."""
+transaction as the run's last batch, and a run superseded by a newer index of the repository writes nothing; each
+file is cited at the commit its own text was read at meanwhile."""
 
 from __future__ import annotations
 
@@ -15,12 +16,24 @@ import psycopg
 import pytest
 from test_pg_workers import _expire_leases, _Said
 
-from codeloupe.api import Workspace, open_shared, prune_work_queue, shared_repositories
+from chat_server import ChatServer, Reply, excerpt_numbers
+from codeloupe.api import (
+    Workspace,
+    WorkspaceError,
+    open_shared,
+    prune_work_queue,
+    search_repositories,
+    shared_repositories,
+)
 from codeloupe.cli import main
 from codeloupe.settings import load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
 from codeloupe.store import postgres
-from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkQueue
+from codeloupe.store.postgres import MAX_ATTEMPTS, PgStore, WorkItem, WorkQueue
+from codeloupe.types import short_revision
+from codeloupe_lsp.convert import search_result
+from codeloupe_lsp.shared import Target, index_uri, parse_index_uri, read_document
+from codeloupe_mcp.sized import bundle_text, flat_json
 
 NO_MODEL = {"embed_provider": "none"}
 
@@ -129,7 +142,8 @@ def test_search_answers_cite_the_commit_their_text_was_read_at_while_a_queued_ru
     assert cited() == {(first, "return 'first'")}
     assert main(["index", str(root), "--store", pg_url, "--queue"]) == 0
     assert capsys.readouterr().out == (f"queued 1 batch of svc at {second} for `codeloupe worker` (answers name"
-                                       f" {first}, the commit its files were read at, until they are all written)\n")
+                                       f" {first}, the commit its files were read at, for each file until a worker"
+                                       " has written it)\n")
     assert cited() == {(first, "return 'first'")}
     assert main(["worker", "--store", pg_url, "--exit-when-idle", "0"]) == 0
     capsys.readouterr()
@@ -346,3 +360,87 @@ def test_a_queued_run_left_open_by_a_batch_no_worker_could_write_is_said_with_wh
         assert not any("index run" in note for note in notes()[1])
     finally:
         store.close()
+
+
+def test_each_file_is_cited_at_the_commit_its_text_was_read_at_while_a_queued_run_is_written(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a queued run's batches were written, every answer cited the repository's commit, the old one, for
+    every file: those an earlier batch had written, new text, too (a citation naming a commit whose file differs
+    from what is shown). Each file is now cited at the commit its row was read at, wherever a revision is shown
+    or opens a document: a search, one across repositories, the command line, MCP's answers, ask's citations, the
+    editor's read-only documents (their URIs, what `codeloupe/read` returns and refuses); once the run ends, all
+    at the new commit, the file it left unchanged too."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # the repository's row read at each question
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    root = tmp_path / "svc"
+    query = "charge total"
+    first = _commit(root, {f"{name}.py": f"def charge_{name}_total():\n    return 'first'\n"
+                           for name in ("alpha", "beta", "gamma")})
+    overrides = {**NO_MODEL, "store_url": pg_url}
+    direct = Workspace(root, overrides=overrides)
+    direct.index()
+    direct.close()
+    second = _commit(root, {f"{name}.py": f"def charge_{name}_total():\n    return 'second'\n"
+                            for name in ("alpha", "beta")})
+
+    def cited(served: Workspace) -> dict[str, dict[str, str]]:
+        """Each surface: path -> the revision it cites the file at (ask's and the editor's: with the text shown)."""
+        bundle = served.search(query)
+        assert main(["search", "--store", pg_url, "--repo", "svc", query, "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        answered = search_result(bundle, Target(served, "codeloupe-index:///svc", repository="svc").uris(
+            bundle.revisions()))
+        read = {}
+        for hit in answered["core"] + answered["related"]:
+            text, revision = read_document(served, parse_index_uri(hit["uri"]))
+            read[hit["path"]] = f"{revision} {text.splitlines()[-1].strip()}"
+        assert f"3 candidate files · @ {short_revision(bundle.revision)} · " in bundle_text(bundle)  # MCP's names the pin
+        events = list(served.ask("which function charges the total?", agents=False))
+        citations = events[-1].result.citations
+        assert [e.data["revision"] for e in events if e.type == "citation"] == [c.revision for c in citations]
+        return {
+            "search": {hit.path: hit.revision for hit in bundle.files},
+            "across": {hit.path: hit.revision for hit in search_repositories([served], query).files},
+            "cli": {hit["path"]: hit["revision"] for hit in printed["core"] + printed["related"]},
+            "mcp": {chunk["path"]: chunk["revision"] for chunk in json.loads(flat_json(bundle))["chunks"]},
+            "read": read,
+            "ask": {c.path: f"{c.revision} {c.text.splitlines()[-1].strip()}" for c in citations},
+        }
+
+    def at(alpha: str, beta: str, gamma: str) -> dict[str, dict[str, str]]:
+        """What `cited` says with the files at these commits."""
+        revisions = {"alpha.py": alpha, "beta.py": beta, "gamma.py": gamma}
+        texts = {first: "return 'first'", second: "return 'second'"}
+        read = {path: f"{revision} {texts[revision] if path != 'gamma.py' else texts[first]}"
+                for path, revision in revisions.items()}
+        return {"search": revisions, "across": revisions, "cli": revisions, "mcp": revisions, "read": read,
+                "ask": {path: read[path] for path in ("alpha.py", "beta.py")}}
+
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    with ChatServer() as chat:
+        # Each answer cites alpha.py and beta.py, whatever excerpt numbers they were shown under.
+        chat.add(Reply(render=lambda body: " ".join(f"[[{k}:1-2]]" for k, path, _, _ in excerpt_numbers(body)
+                                                   if path in ("alpha.py", "beta.py")), times=3))
+        [served] = open_shared(["svc"], {**overrides, "chat_base_url": chat.base_url, "chat_model": "scripted"})
+        try:
+            assert cited(served) == at(first, first, first)
+            assert enqueue_workspace(store, root, load_settings(root, overrides), batch_files=1).batches == 2
+            meanwhile = []
+
+            def between_the_batches(item: WorkItem) -> None:
+                if item.paths == ["beta.py"]:  # alpha.py's batch is written, beta.py's not yet
+                    meanwhile.append(cited(served))
+                    try:
+                        read_document(served, parse_index_uri(index_uri("svc", "alpha.py", first)))
+                    except WorkspaceError as exc:
+                        meanwhile.append(str(exc))
+
+            assert run_worker(pg_url, NO_MODEL, idle_exit_s=0, poll_s=0.01,
+                              on_batch=between_the_batches).batches == 2
+            assert meanwhile == [at(second, first, first), f"svc:alpha.py is indexed at {second} now, not {first}:"
+                                                           " search again for its current files"]
+            assert served.revision == second
+            assert cited(served) == at(second, second, second)
+        finally:
+            served.close()
+            store.close()

@@ -126,7 +126,8 @@ def _queue(ws: Workspace) -> int:
         pinned = ws.store.commit
         print(f"queued {amount(queued.batches, 'batch', 'batches')} of {ws.store.repository} at"
               f" {queued.commit or 'the files on disk'} for `codeloupe worker`"
-              + (f" (answers name {pinned}, the commit its files were read at, until they are all written)"
+              + (f" (answers name {pinned}, the commit its files were read at, for each file until a worker has"
+                 " written it)"
                  if queued.batches and pinned and pinned != queued.commit else ""))
     except StoreError as exc:
         raise CliError(str(exc)) from exc

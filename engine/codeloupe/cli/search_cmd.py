@@ -134,7 +134,9 @@ def render(bundle: Bundle) -> None:
         return
     console.rule("CORE")
     for hit in bundle.core:
-        pinned = f" @ {markup_safe(short_revision(hit.revision))}" if hit.revision else ""
+        # A file at another revision than the bundle's (a search across repositories names none; a queued index run
+        # not yet ended has written the file at its commit).
+        pinned = f" @ {markup_safe(short_revision(hit.revision))}" if hit.revision != bundle.revision else ""
         path = markup_safe(hit.shown_path)
         console.print(f"[bold]{hit.rank}. {path}[/bold]{pinned}  [dim]{markup_safe(hit.why)}[/dim]")
         for chunk in hit.chunks:

@@ -17,8 +17,9 @@ database's connection pool.
   were embedded anywhere in the organisation takes that vector (`chunks_missing_vectors` fills them in SQL
   first), so the same content is never embedded twice.
 - Citations are pinned: `commit_sha` (set by the indexer from `git rev-parse HEAD`; by a queued run once its
-  batches are all written) is the revision every answer over this repository names, and each file row records
-  the commit it was read at.
+  batches are all written) is the revision the repository is indexed at, and each file row records the commit it
+  was read at: an answer cites each file at its own (`revisions`), which differs from the repository's only for
+  the files a queued run not yet ended has written.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from codeloupe.store import (
     quantize,
 )
 from codeloupe.store.protocol import LexicalStatistics, TermScores
-from codeloupe.types import ChunkedFile
+from codeloupe.types import ChunkedFile, Revisions
 from codeloupe.url_secrets import redact, redact_text
 from codeloupe.wording import amount
 
@@ -360,6 +361,13 @@ ALTER TABLE repositories ADD COLUMN IF NOT EXISTS index_run TEXT NOT NULL DEFAUL
 ALTER TABLE work_queue ADD COLUMN IF NOT EXISTS run TEXT NOT NULL DEFAULT '';
 ALTER TABLE repositories ADD COLUMN IF NOT EXISTS latest_run TEXT NOT NULL DEFAULT '',
     ADD COLUMN IF NOT EXISTS latest_gone TEXT NOT NULL DEFAULT '[]';
+"""), (10, """
+-- Each file is cited at the commit its text was read at (`PgStore.revisions`). `pinned_through` is the newest file
+-- row (its id) when `commit_sha` last moved: the run that moved it wrote each row up to it or found its file
+-- unchanged, so those rows hold the pinned commit's text. A newer row (a batch of a queued run not yet ended)
+-- holds the text of the commit it records. Set here to each repository's newest row: cited as before.
+ALTER TABLE repositories ADD COLUMN IF NOT EXISTS pinned_through BIGINT NOT NULL DEFAULT 0;
+UPDATE repositories r SET pinned_through = coalesce((SELECT max(f.id) FROM files f WHERE f.repo_id = r.id), 0);
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
@@ -678,6 +686,7 @@ class _RepositoryState:
     index_started: str  # when it began (ISO 8601, the database's clock)
     queued_batches: int  # batches of its newest queued run not written yet (`queued_batches`)
     stuck_batches: int  # of those, the ones no worker could write
+    pinned_through: int  # the newest file row when `commit` was pinned (migration 10)
 
 
 # (url, repository id) -> its last state read, shared by every PgStore of this process (a worker and a server in
@@ -716,6 +725,11 @@ def _close_pools() -> None:
     for pool in pools:
         pool.close()
 
+
+# SQL (in an UPDATE of a repository's row that moves `commit_sha`, in a session scoped to it): the rows it holds
+# now are those of the commit pinned (`PgStore.revisions`). The writers of its files hold its row, as this update
+# does, so no row of another commit can commit below the mark.
+_PINNED_NOW = "pinned_through = coalesce((SELECT max(id) FROM files), 0)"
 
 # SQL: when a repository's unfinished index run began, as admin repos shows times (ISO 8601, UTC; "" for none).
 INDEX_STARTED = """coalesce(to_char(index_started AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '')"""
@@ -935,6 +949,8 @@ class PgStore:
         # build that gave up waiting, one killed midway): its first write does.
         self._looked_for_unbuilt = False
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
+        # `revisions` as last read, and the repository's state it was read for (content generation, pin, mark).
+        self._revisions: tuple[tuple[int, str, int], Revisions] | None = None
         # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
         # or each write names its folder (a worker's batch).
@@ -1114,6 +1130,22 @@ class PgStore:
         """The commit the repository was last indexed at ("" when it is not a git checkout)."""
         return self._state().commit
 
+    def revisions(self) -> Revisions:
+        """The commit each file's text was read at: the repository's (`commit`), but for the files written since
+        it was pinned at another commit (a queued run's batches, before the run's last one pins its commit), each
+        at the commit its row records (migration 10). Read in one statement when the repository's files or pin
+        changed since the last read, as of the repository's state (`STATE_TTL_S`): outside a queued run, no row."""
+        state = self._state()
+        key = (state.content_generation, state.commit, state.pinned_through)
+        known = self._revisions
+        if known is not None and known[0] == key:
+            return known[1]
+        rows = self._rows("SELECT path, commit_sha FROM files WHERE id > %s AND commit_sha NOT IN ('', %s)",
+                          (state.pinned_through, state.commit))
+        revisions = Revisions(state.commit, dict(rows))
+        self._revisions = key, revisions
+        return revisions
+
     @property
     def source_root(self) -> str:
         """The folder the repository was last indexed from ("" before its first index)."""
@@ -1136,8 +1168,9 @@ class PgStore:
             if commit is None:
                 self._conn.execute("UPDATE repositories SET root = %s WHERE id = %s", (root, self.repo_id))
             else:
-                self._conn.execute("UPDATE repositories SET root = %s, commit_sha = %s, latest_run = %s,"
-                                   " latest_gone = '[]' WHERE id = %s", (root, commit, uuid.uuid4().hex, self.repo_id))
+                self._conn.execute(f"UPDATE repositories SET root = %s, commit_sha = %s, {_PINNED_NOW},"
+                                   " latest_run = %s, latest_gone = '[]' WHERE id = %s",
+                                   (root, commit, uuid.uuid4().hex, self.repo_id))
             self._held.wrote = True
         self.source_folder = root
 
@@ -1227,9 +1260,9 @@ class PgStore:
             row = self._repository_columns("content_generation, vector_generation, commit_sha, lex_version,"
                                            f" lex_chunks, root, index_run, {INDEX_STARTED},"
                                            f" {queued_batches('repositories', stuck=False)},"
-                                           f" {queued_batches('repositories', stuck=True)}")
+                                           f" {queued_batches('repositories', stuck=True)}, pinned_through")
             state = _states[key] = _RepositoryState(now, int(row[0]), int(row[1]), row[2], int(row[3]), int(row[4]),
-                                                    row[5], row[6], row[7], int(row[8]), int(row[9]))
+                                                    row[5], row[6], row[7], int(row[8]), int(row[9]), int(row[10]))
         return state
 
     def _repository_columns(self, columns: str) -> tuple:
@@ -1718,8 +1751,8 @@ class PgStore:
             if before_deleting is not None:
                 before_deleting(gone)
             deleted = self._delete_paths(gone) > 0
-        self._conn.execute("UPDATE repositories SET commit_sha = %s, latest_gone = '[]' WHERE id = %s",
-                           (item.commit, self.repo_id))
+        self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW}, latest_gone = '[]'"
+                           " WHERE id = %s", (item.commit, self.repo_id))
         self._held.wrote = True
         return deleted
 
@@ -1911,8 +1944,8 @@ class PgStore:
                 self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = %s WHERE id = %s",
                                    (run, json.dumps(list(gone)), self.repo_id))
             else:
-                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = '[]', commit_sha = %s"
-                                   " WHERE id = %s", (run, commit, self.repo_id))
+                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = '[]', commit_sha = %s,"
+                                   f" {_PINNED_NOW} WHERE id = %s", (run, commit, self.repo_id))
             with self._conn.cursor() as cur:
                 cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths, run) VALUES (%s,%s,%s,%s,%s)",
                                 [(self.repo_id, root, commit, json.dumps(batch), run) for batch in batches])

@@ -18,7 +18,7 @@ import numpy as np
 
 from codeloupe.lanes.lexical import KeptCounts
 from codeloupe.store import ChunkTable, FileIds, FileRow, SkippedFile, SymbolNames, SymbolRow, VectorMatrix
-from codeloupe.types import ChunkedFile
+from codeloupe.types import ChunkedFile, Revisions
 
 
 @runtime_checkable
@@ -132,6 +132,13 @@ class NearestChunks(Protocol):
         `nearest_chunks` searches them); a smaller one's are read whole (`vector_matrix`) and scanned in the
         process, as another store's."""
         ...
+
+
+@runtime_checkable
+class PinnedRevisions(Protocol):
+    """A store whose files each record the commit they were read at (the shared index), which answers cite."""
+
+    def revisions(self) -> Revisions: ...
 
 
 @runtime_checkable
