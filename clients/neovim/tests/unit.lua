@@ -181,6 +181,22 @@ H.equal({ nearest(#two_refs - 1).filename, nearest(#two_refs - 1).lnum }, { H.pa
   'the second ref')
 H.equal(shown.targets[4], nil, 'a line of prose alone opens nothing')
 
+-- An abstained answer's parts end with the bundle (codeloupe.ask.render.bundle_parts), a heading naming each CORE
+-- file: one named as the engine's footer heading is a file, and the view goes on past it to the file's code.
+local abstained = ask.render('q', {
+  parts = {
+    { kind = 'note', text = 'The retrieved code does not answer this question.\n\n' },
+    { kind = 'heading', text = 'Core files' },
+    { kind = 'heading', text = 'Also retrieved, not cited' },
+    vim.tbl_extend('force', verify_span, { kind = 'code', text = cited_text .. '\n', language = 'python' }),
+  },
+  citations = {}, uncited = {}, abstained = true, fallback = vim.NIL, bundle = { core = {}, related = {} },
+}, H.root)
+local abstained_text = table.concat(abstained.lines, '\n')
+H.check(abstained_text:find('### Also retrieved, not cited', 1, true)
+  and abstained_text:find('return hmac.compare_digest', 1, true), 'an abstained answer is shown whole:\n'
+  .. abstained_text)
+
 -- Graph path trees: hops with carriers open the use site.
 local graph = require('codeloupe.graph')
 local tree = graph.render('path', {

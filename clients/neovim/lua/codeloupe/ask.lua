@@ -159,7 +159,9 @@ end
 local CHANGED_ON_DISK = '> (changed on disk since indexing: lines re-located)'
 
 --- The engine's heading over the files an answer did not cite (codeloupe.ask.render.footer_parts): a `heading`
---- part, which only the engine writes.
+--- part, which only the engine writes, and which ends a narrated answer only. An abstained answer's parts end with
+--- the bundle instead (codeloupe.ask.render.bundle_parts), a heading per CORE file naming it: a file named
+--- 'Also retrieved, not cited' cut the view short there.
 local UNCITED_HEADING = 'Also retrieved, not cited'
 
 --- A line's target: the one reference on it, or (several) the one under or nearest the cursor.
@@ -190,7 +192,8 @@ end
 --- lists them itself, each line opening its file.
 ---@param doc codeloupe.Doc
 ---@param parts table[]
-local function add_parts(doc, parts)
+---@param abstained boolean  the parts end with the bundle, not the footer
+local function add_parts(doc, parts, abstained)
   local first = #doc.lines
   local line, refs = '', {}
   local function end_line()
@@ -199,7 +202,7 @@ local function add_parts(doc, parts)
   end
   for _, part in ipairs(parts) do
     local text = type(part.text) == 'string' and part.text or ''
-    if part.kind == 'heading' and text == UNCITED_HEADING then
+    if part.kind == 'heading' and text == UNCITED_HEADING and not abstained then
       break
     elseif part.kind == 'code' then
       if line ~= '' then
@@ -248,7 +251,7 @@ end
 ---@param result table AskResult
 ---@param root string?
 local function add_answer(doc, result, root)
-  add_parts(doc, result.parts)
+  add_parts(doc, result.parts, result.abstained == true)
   local citations = result.citations or {}
   if #citations > 0 then
     doc:add('')
