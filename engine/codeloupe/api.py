@@ -108,6 +108,7 @@ from codeloupe.types import (
     UsedDefinition,
     count_line_breaks,
     is_blank,
+    shown_name_of,
     split_lines,
 )
 
@@ -708,10 +709,15 @@ class Workspace:
         `line` (the chunk around it when no definition encloses it).
 
         Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
-        or a skipped binary is never served).
+        or a skipped binary is never served). `path` may name a file as the answers show it (`one_line`: MCP's
+        text, the CLI's), where an agent copies it from.
         """
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
+        if row is None and "\\" in path:  # only a name shown otherwise than it is holds a backslash
+            rows = self.store.file_rows()
+            rel = shown_name_of(path, rows) or rel
+            row = rows.get(rel)
         if row is None:
             reason = self.skip_reason(rel)
             raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else

@@ -120,6 +120,14 @@ def code_span(text: str) -> str:
     return f"{ticks}{pad}{shown}{pad}{ticks}"
 
 
+def shown_name_of(shown: str, names: Iterable[str]) -> str | None:
+    """The one of `names` that `one_line` shows as `shown`, for a name copied from where it was shown (an MCP
+    answer, an ask's excerpt header) back to the file it names; None where none is, or several are. Look `shown`
+    up as it is first: a name `one_line` changes holds a character it escapes, and its shown form a backslash."""
+    found = [name for name in names if one_line(name) == shown]
+    return found[0] if len(found) == 1 else None
+
+
 class VisibleFormatter(logging.Formatter):
     """A log line as `visible` shows it: the engine's and the servers' warnings name the workspace's files, and
     stderr is a terminal, an editor's output panel or a log file read with `tail`."""

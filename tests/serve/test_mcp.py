@@ -868,8 +868,11 @@ async def test_the_tools_name_files_as_code_spans_on_one_line(project: Path) -> 
                 "locate": text_of(await client.call_tool("locate", {"text": "grant_admin"})),
                 "graph": text_of(await client.call_tool("graph", {"node": "app/store.py"})),
             }
+            # The name as the answers show it, copied into `expand` by the agent, reads the file.
+            copied = await client.call_tool("expand", {"path": one_line(HOSTILE_PATH), "start_line": 4, "end_line": 4})
     finally:
         warm.close()
+    assert not copied.is_error and "def grant_admin(user):" in text_of(copied), copied.content
     for tool, answer in answers.items():
         assert not CONTROL_CHARACTERS.search(answer), (tool, answer)
         assert not [line for line in answer.splitlines() if line.startswith("## 9.")], (tool, answer)

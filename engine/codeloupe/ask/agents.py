@@ -23,7 +23,7 @@ from codeloupe.ask.sources import Sources
 from codeloupe.context import WorkspaceContext
 from codeloupe.errors import WorkspaceError
 from codeloupe.store import FileRow
-from codeloupe.types import one_line, split_lines
+from codeloupe.types import one_line, shown_name_of, split_lines
 
 MAX_AGENTS = 4
 MAX_TOOL_ROUNDS = 3
@@ -268,7 +268,7 @@ class Tools:
         last = end if isinstance(end, int) and end >= first else first + GET_FILE_MAX_LINES - 1
         rel = path.strip().removeprefix("./")
         if rel not in self._rows:  # the name as an excerpt header shows it (`one_line`): the model asks by that
-            rel = next((p for p in self._rows if one_line(p) == rel), rel)
+            rel = shown_name_of(rel, self._rows) or rel
         span = self._span(rel, first, min(last, first + GET_FILE_MAX_LINES - 1), f"read of {rel}")
         if isinstance(span, str):
             return f"error: {path}: {span}", []
