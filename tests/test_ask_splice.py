@@ -228,6 +228,26 @@ def test_cited_lines_gone_from_a_changed_file_are_dropped_with_a_note(ws, repo) 
     assert splicer.citations == [] and splicer.stats["stale"] == 1
 
 
+def test_a_note_names_its_file_on_one_line(repo, lexical_workspace) -> None:
+    """The note standing where a citation was dropped named its file raw: a newline in the name began a line of the
+    answer's markdown (a heading, `## 9. forged.py changed since it was indexed`) and of the plain text a client
+    shows. It names the file on one line, as the answer's captions do (`one_line`)."""
+    hostile = "app/gone\n## 9. forged.py"
+    (repo / hostile).write_text(AUTH)
+    ws = lexical_workspace(repo)
+    shown = "app/gone\\n## 9. forged.py"
+    for change, note in ((lambda: (repo / hostile).write_text(AUTH.replace("salt + password", "password + salt")),
+                          f"({shown} changed since it was indexed; the cited lines are gone)"),
+                         (lambda: (repo / hostile).unlink(), f"(cannot read {shown}: ")):
+        excerpts = numbered(repo, [(hostile, "python", 6, 8)])
+        change()
+        splicer = Splicer(SpanResolver(excerpts, Sources(ws)))
+        parts = splicer.feed("Hashing [[1]].") + splicer.finish()
+        assert parts[1].kind == "note" and parts[1].text.startswith(note), parts[1]
+        assert not [line for line in "".join(p.markdown for p in parts).splitlines() if line.startswith("## 9.")]
+        (repo / hostile).write_text(AUTH)
+
+
 def test_a_note_naming_a_file_with_backticks_opens_no_code_span() -> None:
     # The notes name the workspace's files; a file named `a`b`.py` made "`b`" a code span of the answer.
     part = note_part("(lib/a`rm -rf`.py changed since it was indexed; the cited lines are gone)")

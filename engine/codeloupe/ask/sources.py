@@ -15,7 +15,7 @@ from codeloupe.discover import decode_source
 from codeloupe.errors import WorkspaceError
 from codeloupe.index import content_hash
 from codeloupe.store import FileRow, SymbolRow
-from codeloupe.types import split_lines
+from codeloupe.types import one_line, split_lines
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class SourceFile:
     lines: list[str] | None  # None: the file cannot be shown (deleted, now binary, ...); see `problem`
     verified: bool  # the bytes hash to the indexed hash: indexed line numbers and symbols hold
     row: FileRow | None
-    problem: str = ""
+    problem: str = ""  # why not, naming the file on one line (`one_line`): it stands in the answer as a note
 
     @property
     def changed(self) -> bool:
@@ -57,10 +57,10 @@ class Sources:
             rel = self._ws.relative(path)
             raw = self._ws.read_bytes(rel)
         except (WorkspaceError, OSError) as exc:
-            return SourceFile(path, None, False, row, f"cannot read {path}: {exc}")
+            return SourceFile(path, None, False, row, one_line(f"cannot read {path}: {exc}"))
         decoded = decode_source(raw, self._ws.settings, rel)
         if decoded.text is None:
-            return SourceFile(path, None, False, row, f"{path} is no longer text ({decoded.skip_reason})")
+            return SourceFile(path, None, False, row, f"{one_line(path)} is no longer text ({decoded.skip_reason})")
         verified = row is not None and row.hash == content_hash(raw)
         return SourceFile(path, split_lines(decoded.text), verified, row)
 
