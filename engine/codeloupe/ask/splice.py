@@ -132,7 +132,7 @@ class SpanResolver:
         """Lines `start..end` of the excerpt's file as they are on disk now (snapped when a sub-range)."""
         source = self.sources.get(excerpt.path)
         if source.lines is None:
-            return Dropped("unreadable", one_line(f"({source.problem})"))
+            return Dropped("unreadable", f"({source.problem})")  # `problem` names its file on one line
         if source.verified:
             snapped = False
             if requested is not None:
