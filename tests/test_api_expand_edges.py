@@ -71,3 +71,21 @@ def test_overloads_are_read_together_and_names_apart_are_told_how_to_choose(root
     with pytest.raises(WorkspaceError, match=r"load \(line 16\), load \(line 24\); pass anchor_line"):
         ws.expand("loader.py", symbol="load")
     assert ws.expand("loader.py", line=24).text == "def load(key):  # redefined further down: apart from the first\n    return key\n"
+
+
+def test_lines_are_read_in_the_encoding_the_index_read_the_file_in(tmp_path: Path, lexical_workspace) -> None:
+    """A Windows-1252 file (indexed as such: search and locate showed `café`) was read back as UTF-8 for expand,
+    `codeloupe get` and MCP's file resource, each accented letter a U+FFFD; a UTF-16 file came back as NULs and
+    a UTF-8 file's byte-order mark as a character before its first line's code (locate's column counted without
+    it)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "latin.py").write_bytes("# café, £5\ndef latin():\n    return 'naïve'\n".encode("cp1252"))
+    (root / "wide.py").write_bytes("def wide():\n    return 'ü'\n".encode("utf-16"))
+    (root / "bom.py").write_bytes(b"\xef\xbb\xbfdef bom():\n    return 1\n")
+    ws = lexical_workspace(root)
+    assert ws.expand("latin.py").text == "# café, £5\ndef latin():\n    return 'naïve'\n"
+    assert ws.expand("latin.py", symbol="latin").text == "def latin():\n    return 'naïve'\n"
+    assert ws.expand("wide.py", 2, 2).text == "    return 'ü'\n"
+    assert ws.expand("bom.py", 1, 1).text == "def bom():\n"
+    assert [(loc.line, loc.column) for loc in ws.locate("def bom").locations] == [(1, 1)]

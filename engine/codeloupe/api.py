@@ -690,7 +690,11 @@ class Workspace:
             raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
         except OSError as exc:
             raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
-        lines = split_lines(raw.decode("utf-8", errors="replace"))
+        # Decoded as the index decoded it, so that the lines are those search and locate numbered: a Windows-1252
+        # file read as UTF-8 showed U+FFFD for each accented letter, a UTF-16 one NULs, a byte-order mark a character.
+        row = self.store.file_rows([rel]).get(rel)
+        encoding = (self.store.file_encoding(row.id) if row is not None else "") or "utf-8"
+        lines = split_lines(raw.decode(encoding, errors="replace"))
         if start_line is None and end_line is None:
             return "".join(lines)
         start_line = 1 if start_line is None else start_line  # an end alone: the file's start up to it
