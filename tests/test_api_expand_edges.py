@@ -89,3 +89,19 @@ def test_lines_are_read_in_the_encoding_the_index_read_the_file_in(tmp_path: Pat
     assert ws.expand("wide.py", 2, 2).text == "    return 'ü'\n"
     assert ws.expand("bom.py", 1, 1).text == "def bom():\n"
     assert [(loc.line, loc.column) for loc in ws.locate("def bom").locations] == [(1, 1)]
+
+
+def test_a_definition_of_a_file_changed_since_it_was_indexed_is_refused_not_read_at_its_old_lines(
+        root: Path, lexical_workspace) -> None:
+    """The definition's lines come from the index and its text from disk: a file edited since it was indexed (an
+    agent's edit, then `expand` within the second MCP and HTTP wait before they index again) answered with other
+    lines under the definition's name (3 lines inserted above `helper`: the end of another function)."""
+    ws = lexical_workspace(root)
+    assert ws.expand("loader.py", symbol="helper").text == "def helper():\n    return 1\n"
+    (root / "loader.py").write_text("# one\n# two\n# three\n" + SOURCE)
+    for asked in ({"symbol": "helper"}, {"line": 21}):
+        with pytest.raises(WorkspaceError, match="loader.py: changed on disk since it was indexed"):
+            ws.expand("loader.py", **asked)
+    assert ws.expand("loader.py", 23, 24).text == "def helper():\n    return 1\n"  # lines asked by number are read
+    ws.update_files(["loader.py"])
+    assert ws.expand("loader.py", symbol="helper").text == "def helper():\n    return 1\n"

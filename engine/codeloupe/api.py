@@ -62,6 +62,7 @@ from codeloupe.graph.model import Neighbour as Neighbour
 from codeloupe.index import (
     UNREADABLE_FOLDERS_KEY,
     ProgressFn,
+    content_hash,
     index_files,
     index_paths,
     index_workspace,
@@ -80,9 +81,9 @@ from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exporte
 from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.settings import workspace_digest as workspace_digest
 from codeloupe.snapshot_file import saved_past
+from codeloupe.store import FileRow, Store
 from codeloupe.store import RepositoryDropped as RepositoryDropped
 from codeloupe.store import SourceConflict as SourceConflict
-from codeloupe.store import Store
 from codeloupe.store import StoreError as StoreError
 from codeloupe.store.edges import file_text, indexed_path_kind
 from codeloupe.store.flows import flow_rows, mark_stale
@@ -684,12 +685,18 @@ class Workspace:
     def read_lines(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
         """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from its source."""
         rel = self.relative(path)
+        return self._lines_of(rel, self._source_bytes(rel), start_line, end_line)
+
+    def _source_bytes(self, rel: str) -> bytes:
+        """`read_bytes`, a file that cannot be read refused in words (`WorkspaceError`)."""
         try:
-            raw = self.read_bytes(rel)
+            return self.read_bytes(rel)
         except FileNotFoundError:
             raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
         except OSError as exc:
             raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
+
+    def _lines_of(self, rel: str, raw: bytes, start_line: int | None, end_line: int | None) -> str:
         # Decoded as the index decoded it, so that the lines are those search and locate numbered: a Windows-1252
         # file read as UTF-8 showed U+FFFD for each accented letter, a UTF-16 one NULs, a byte-order mark a character.
         row = self.store.file_rows([rel]).get(rel)
@@ -714,7 +721,8 @@ class Workspace:
 
         Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
         or a skipped binary is never served). `path` may name a file as the answers show it (`one_line`: MCP's
-        text, the CLI's), where an agent copies it from.
+        text, the CLI's), where an agent copies it from. A definition of a file changed on disk since it was
+        indexed is refused: its lines are the index's, and would show other code under its name.
         """
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
@@ -726,12 +734,22 @@ class Workspace:
             reason = self.skip_reason(rel)
             raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else
                                  f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
+        raw = self._source_bytes(rel)
         chosen = ""
         if symbol or line is not None:
+            if self._changed_since_indexed(raw, row):
+                asked = repr(symbol) if symbol else f"the definition around line {line}"
+                raise WorkspaceError(f"{rel}: changed on disk since it was indexed, so where {asked} lies is not "
+                                     "known until it is indexed again (ask again in a moment, or ask for lines by "
+                                     "number)")
             start_line, end_line, chosen = self._definition_span(rel, row.id, symbol, line)
-        text = self.read_lines(rel, start_line, end_line)
+        text = self._lines_of(rel, raw, start_line, end_line)
         first = 1 if start_line is None else start_line
         return Expansion(rel, first, first + max(len(split_lines(text)), 1) - 1, text, chosen)
+
+    def _changed_since_indexed(self, raw: bytes, row: FileRow) -> bool:
+        """Whether a file's bytes as read now are not those the index holds (its lines and definitions stale)."""
+        return content_hash(raw) != row.hash
 
     def skip_reason(self, rel: str) -> str:
         """Why the index skips the workspace file `rel` by the discovery rules (binary, too large, generated,
@@ -1012,6 +1030,11 @@ class RemoteWorkspace(Workspace):
         if row is None:
             raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
+
+    def _changed_since_indexed(self, raw: bytes, row: FileRow) -> bool:
+        # The bytes are the index's own copy: never stale, even where re-encoding them gives other bytes than the
+        # tarball's (a UTF-16 file written big-endian comes back little-endian).
+        return False
 
     def index(self, progress: ProgressFn | None = None, *, edges: bool = True,
               should_stop: Callable[[], bool] | None = None) -> IndexReport:
