@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import (
     ToolError,
     UnexpectedToolError,
 )
+from mcp_types import Tool
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
 
@@ -100,9 +101,20 @@ SEARCH_DESCRIPTION = (
 class _Server(MCPServer):
     """Arguments a tool's schema refuses are answered in plain words, each argument named with the rule it breaks
     (`_argument_problems`): the SDK answered with pydantic's report, its arguments model's name, the value sent
-    (a 20,000-character query whole) and a link to pydantic's documentation."""
+    (a 20,000-character query whole) and a link to pydantic's documentation. An argument a tool does not take is
+    refused, naming those it takes: the SDK dropped it, so that `expand` with HTTP's `start` and `end` answered the
+    whole file as if asked for it; each tool's schema says so (`additionalProperties: false`)."""
+
+    async def list_tools(self) -> list[Tool]:
+        return [tool.model_copy(update={"input_schema": {**tool.input_schema, "additionalProperties": False}})
+                for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        taken = next((list(tool.input_schema.get("properties", {}))
+                      for tool in await super().list_tools() if tool.name == name), None)
+        unknown = sorted(set(arguments or {}) - set(taken or ()))
+        if taken is not None and unknown:
+            raise ToolError(f"Error executing tool {name}: {_not_taken(name, unknown, taken)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -289,6 +301,19 @@ def _argument_problems(refused: ValidationError) -> str:
     echoed (a refused query may be 20,000 characters)."""
     return "; ".join(f"`{'.'.join(str(part) for part in error['loc']) or 'arguments'}` {_problem(error)}"
                      for error in refused.errors(include_url=False))
+
+
+_NAMES_SHOWN = 5  # unknown argument names said, the rest counted
+_NAME_CHARS = 40  # of each, the start (a name is the client's text: it is not echoed whole)
+
+
+def _not_taken(tool: str, unknown: list[str], taken: list[str]) -> str:
+    """The arguments `tool` does not take, named (their values never echoed), and those it does."""
+    named = [f"`{name[:_NAME_CHARS]}{'…' if len(name) > _NAME_CHARS else ''}`" for name in unknown[:_NAMES_SHOWN]]
+    more = f" and {len(unknown) - _NAMES_SHOWN:,} more" if len(unknown) > _NAMES_SHOWN else ""
+    verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
+    takes = ", ".join(f"`{name}`" for name in taken) if taken else "no argument"
+    return f"{', '.join(named)}{more} {verb} of {tool}, which takes {takes}"
 
 
 def _problem(error: ErrorDetails) -> str:

@@ -510,6 +510,31 @@ async def test_graph_of_a_folder_is_its_part_of_the_graph(project: Path) -> None
     assert empty.is_error and "a folder holding no code file of the graph" in text_of(empty)
 
 
+async def test_an_argument_a_tool_does_not_take_is_refused_naming_what_it_takes(project: Path) -> None:
+    """An argument a tool does not take was dropped without a word: `expand` with HTTP's `start` and `end` (its
+    own are `start_line` and `end_line`) answered the whole file, `search` with `path` for `scope` searched the
+    whole workspace, each as if asked so. The schemas now say that no other argument is taken, as HTTP's
+    bodies refuse one (422)."""
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            ranged = await client.call_tool("expand", {"path": "app/auth.py", "start": 1, "end": 2})
+            scoped = await client.call_tool("search", {"query": "session store", "path": "app/store.py"})
+            long_name = await client.call_tool("status", {"x" * 5000: 1})
+            fine = await client.call_tool("expand", {"path": "app/auth.py", "start_line": 1, "end_line": 1})
+    finally:
+        warm.close()
+    assert all(tool.input_schema["additionalProperties"] is False for tool in tools.values())
+    assert ranged.is_error and text_of(ranged) == (
+        "Error executing tool expand: `end`, `start` are not arguments of expand, which takes `path`, `start_line`, "
+        "`end_line`, `symbol`, `anchor_line`, `max_bytes`"), text_of(ranged)
+    assert scoped.is_error and "`path` is not an argument of search, which takes `query`, `flat`, `scope`" in \
+        text_of(scoped), text_of(scoped)
+    assert long_name.is_error and len(text_of(long_name)) < 200, text_of(long_name)  # a name is not echoed whole
+    assert not fine.is_error and '"""Login sessions' in text_of(fine)
+
+
 def test_a_bulk_change_is_searched_before_the_call_is_answered(project: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """After more files changed than a delta view takes in (a branch switch), MCP and HTTP answered without
