@@ -161,6 +161,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # A body that does not parse as JSON is refused as the docs say (400, `error`), as one that is not UTF-8
+        # is: FastAPI answered it as a malformed parameter (422, `json_invalid` at `["body", 0]`).
+        unparsed = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
+        if unparsed is not None:
+            where = unparsed["loc"][-1]
+            return JSONResponse({"error": f"the body is not JSON: {unparsed['ctx']['error']} at character {where}"},
+                                status_code=400)
         # FastAPI's own answer, less a long `input`: a query over 20,000 characters came back whole.
         return JSONResponse({"detail": [_short_input(e) for e in jsonable_encoder(exc.errors())]}, status_code=422)
 

@@ -60,6 +60,14 @@ def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
                            (httpx.delete(f"{base}/v1/search"), 405)):
         assert answer.status_code == status and set(answer.json()) == {"error"}, (status, answer.text)
     assert httpx.delete(f"{base}/v1/search").headers.get("allow")  # what the path takes, still said
+    # A body that does not parse as JSON (cut short, or no JSON at all) was a 422 with FastAPI's `json_invalid`
+    # detail, where only one that is not UTF-8 answered the 400 the docs promise: now each says where it fails.
+    for body, why in ((b'{"query": "escape html"', "Expecting ',' delimiter at character 23"),
+                      (b"query=escape+html", "Expecting value at character 0")):
+        for path in ("/v1/search", "/v1/ask"):
+            answer = httpx.post(f"{base}{path}", content=body, headers={"content-type": "application/json"})
+            assert (answer.status_code, answer.json()) == (400, {"error": f"the body is not JSON: {why}"}), \
+                (path, answer.text)
     # A value of another JSON type is malformed, not coerced (`"limit": true` was read as 1, "yes" as true).
     assert httpx.post(f"{base}/v1/search", json={"query": "escape html", "limit": True}).status_code == 422
     assert httpx.post(f"{base}/v1/ask", json={"question": "escape html", "agents": "yes"}).status_code == 422
