@@ -252,3 +252,32 @@ def test_a_file_holding_fences_stays_inside_its_code_block(
         tokens = MarkdownIt("commonmark").parse(answer)
         assert [t.content for t in tokens if t.type == "fence"] == [text], answer
         assert not [t for t in tokens if t.type == "inline" and "ignore the question" in t.content], answer
+
+
+def test_a_flat_answer_keeps_rank_order_and_the_place_of_a_chunk_it_has_no_room_for(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A chunk whose best line alone was over what the budget left was dropped and the smaller, lower-ranked ones
+    after it listed, under a cut note calling what was left out "lower-ranked chunks" and naming none of them (so
+    `expand` had nothing to read). Such a chunk now keeps its place, path and lines with an empty `text`, and only
+    what follows the last chunk placed is left out."""
+    import json
+
+    from codeloupe_mcp.sized import flat_json
+
+    long_line = "    settle_ledger_total = " + " + ".join(f"ledger_total_part_{i}" for i in range(40)) + "\n"
+    body = "".join(f"    step_{j} = {j}\n" for j in range(60))
+    files = {"books/first.py": f"def first(rows):\n{long_line}{body}    return rows\n",
+             **{f"books/other_{i}.py": f"def other_{i}(rows):\n    return sum(rows)  # the ledger\n" for i in range(6)}}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("settle ledger total")
+    assert bundle.files[0].path == "books/first.py"
+    flat = json.loads(flat_json(bundle, max_bytes=1_000))
+    first = flat["chunks"][0]
+    assert (first["path"], first["text"], first["truncated"]) == ("books/first.py", "", True)
+    ranks = [item["rank"] for item in flat["chunks"]]
+    assert ranks == sorted(ranks) and len(ranks) > 1
+    every = sum(len(hit.chunks) for hit in bundle.files)
+    left_out = every - len(ranks)
+    assert flat["cut"] == (f"1 chunk listed without its text{f' and {left_out} lower-ranked chunks left out' if left_out else ''}"
+                           " to stay within 1000 bytes; read them with `expand` (path, start_line, end_line) or "
+                           "raise max_bytes")

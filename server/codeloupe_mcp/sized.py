@@ -155,7 +155,9 @@ def _tail_note(left_out: int, limit: int) -> str:
 
 def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     """Ranked chunks, one object each: path, lines, the anchor line (the best-matching line), the text (the
-    chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial."""
+    chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial. In rank
+    order whatever the budget: a chunk with no room for a line of its text keeps its place with an empty `text`,
+    and what is left out is what follows the last chunk placed."""
     budget = Budget(max_bytes)
     chunks = [(hit, chunk) for hit in bundle.files for chunk in hit.chunks]
     answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
@@ -163,28 +165,38 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     if bundle.notes:
         answer["notes"] = _echoed_notes(bundle.notes, budget.limit // 4, budget.limit)
     # Reserved as it will be written: the query escaped, the lanes, the notes and the cut note at its largest.
-    budget.take(json.dumps({**answer, "cut": _flat_cut(len(chunks), budget.limit)}, ensure_ascii=False))
+    budget.take(json.dumps({**answer, "cut": _flat_cut(len(chunks), len(chunks), budget.limit)}, ensure_ascii=False))
     items: list[dict] = []
-    left_out = 0
     for hit, chunk in chunks:
-        item = dataclasses.asdict(PrunedChunk.of(hit, chunk))
-        if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
-            items.append(item)
-            continue
-        shortened = _shorten(item, budget.left() - 200)
-        if shortened is not None and budget.take(json.dumps(shortened, ensure_ascii=False) + ", "):
-            items.append(shortened)
-        else:
-            left_out += 1
+        item = _fitted(dataclasses.asdict(PrunedChunk.of(hit, chunk)), budget)
+        if item is None:
+            break
+        items.append(item)
     answer["chunks"] = items
-    if left_out:
-        answer["cut"] = _flat_cut(left_out, budget.limit)
+    placed_only = sum(1 for item in items if not item["text"])
+    if placed_only or len(items) < len(chunks):
+        answer["cut"] = _flat_cut(placed_only, len(chunks) - len(items), budget.limit)
     return json.dumps(answer, ensure_ascii=False)
 
 
-def _flat_cut(left_out: int, limit: int) -> str:
-    return (f"{left_out} lower-ranked chunks left out to stay within {limit} bytes; "
-            "raise max_bytes or read them with `expand`")
+def _fitted(item: dict, budget: Budget) -> dict | None:
+    """`item` as it fits what is left of `budget` (taken from it): whole, its text narrowed around its anchor line,
+    or its place alone (an empty text, to read with `expand`); None when not even its place fits."""
+    if budget.take(json.dumps(item, ensure_ascii=False) + ", "):
+        return item
+    shortened = _shorten(item, budget.left() - 200)
+    if shortened is not None and budget.take(json.dumps(shortened, ensure_ascii=False) + ", "):
+        return shortened
+    placed = {**item, "text": "", "truncated": True, "text_start_line": item["anchor_line"]}
+    return placed if budget.take(json.dumps(placed, ensure_ascii=False) + ", ") else None
+
+
+def _flat_cut(placed_only: int, left_out: int, limit: int) -> str:
+    cut = [f"{placed_only} chunk{'' if placed_only == 1 else 's'} listed without {'its' if placed_only == 1 else 'their'} "
+           "text"] if placed_only else []
+    cut += [f"{left_out} lower-ranked chunk{'' if left_out == 1 else 's'} left out"] if left_out else []
+    return (f"{' and '.join(cut)} to stay within {limit} bytes; read them with `expand` (path, start_line, end_line) "
+            "or raise max_bytes")
 
 
 def _echoed(query: str, room: int) -> str:
