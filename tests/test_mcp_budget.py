@@ -281,3 +281,27 @@ def test_a_flat_answer_keeps_rank_order_and_the_place_of_a_chunk_it_has_no_room_
     assert flat["cut"] == (f"1 chunk listed without its text{f' and {left_out} lower-ranked chunks left out' if left_out else ''}"
                            " to stay within 1000 bytes; read them with `expand` (path, start_line, end_line) or "
                            "raise max_bytes")
+
+
+def test_a_search_answer_lists_candidates_as_a_prefix_of_the_ranking() -> None:
+    """Past a short list cut by the budget, the long tail's shorter map lines were still listed: ranks 2, 3 and
+    15 shown, 4 to 14 not, under a note calling the 11 left out "lower-ranked candidate files" (itsdangerous,
+    `max_bytes` 1,000). The tail is listed only after the whole short list."""
+    from codeloupe.types import Bundle, ChunkHit, FileHit
+    from codeloupe_mcp.sized import bundle_text
+
+    def hit(rank: int, why: str, *, tail: bool = False, chunks: list[ChunkHit] | None = None) -> FileHit:
+        return FileHit(path=f"pkg/module_{rank:02}.py", language="python", rank=rank, score=1 / rank,
+                       best_start_line=1, best_end_line=9, symbols=[], why=why, chunks=chunks or [], tail=tail)
+
+    code = ChunkHit(chunk_id=1, path="pkg/module_01.py", start_line=1, end_line=2, kind="function", name="f",
+                    breadcrumb="pkg/module_01.py > def f()", symbols=["f"], score=1.0, lanes={"lexical": 1},
+                    text="def f():\n    return 1\n")
+    bundle = Bundle(query="f", root="/r", mode="code", issue_mode=False, timing_ms={}, lanes=[],
+                    core=[hit(1, "bm25 #1", chunks=[code])],
+                    related=[*(hit(rank, "bm25 #2, " + "dense #3, " * 12) for rank in range(2, 9)),
+                             *(hit(rank, "g", tail=True) for rank in range(9, 15))])
+    text = bundle_text(bundle, max_bytes=1_000)
+    listed = [rank for rank in range(2, 15) if f"\n{rank}. pkg/module_{rank:02}.py:" in text]
+    assert listed and listed == list(range(2, 2 + len(listed))) and len(listed) < 7, text
+    assert f"[{13 - len(listed)} lower-ranked candidate files not listed to stay within 1000 bytes" in text

@@ -104,8 +104,9 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
             shown[id(chunk)] = full
         elif placed[id(chunk)]:
             shown[id(chunk)] = _cut_line(hit, chunk, short=True)
-    # The long tail (candidates past every lane's short list) after the code: as many map lines as fit.
-    listed_tail = _take_map_lines(tail, budget)
+    # The long tail (candidates past every lane's short list) after the code: as many map lines as fit, once the
+    # whole short list is listed (the files left out are then the lowest-ranked, as the closing note says).
+    listed_tail = _take_map_lines(tail, budget) if len(listed) == len(short) else []
     out = [*head, "CORE"]
     for hit in bundle.core:
         out.append(core_heads[hit.shown_path])
