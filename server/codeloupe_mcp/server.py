@@ -349,7 +349,8 @@ def _count(text: str, name: str, default: int) -> int:
     """A resource's count parameter, which arrives as text: `default` when not given."""
     if not text:
         return default
-    if not (text.isascii() and text.isdigit()) or len(text) > _COUNT_DIGITS:
+    digits = text.removeprefix("-")  # a negative count is a number out of range, refused as such (`tour_counts`)
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > _COUNT_DIGITS:
         raise ResourceNotFoundError(f"{name} must be a whole number, got {text[:_COUNT_DIGITS + 1]!r}")
     return int(text)
 

@@ -388,8 +388,9 @@ async def test_a_tour_count_out_of_range_is_refused_while_the_first_index_runs(
         assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
         valve.start()
         async with Client(build_server(warm)) as client:
+            # A negative count is out of range too (it was refused as "not a whole number, got '-1'").
             for name, count, most in (("entry_points", 0, 500), ("entry_points", 501, 500), ("limit", 0, 50),
-                                      ("limit", 51, 50)):
+                                      ("limit", 51, 50), ("entry_points", -1, 500), ("limit", -3, 50)):
                 with pytest.raises(MCPError) as refused:
                     await client.read_resource(f"codeloupe://tour?{name}={count}")
                 assert refused.value.code == INVALID_PARAMS, refused.value
