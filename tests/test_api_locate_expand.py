@@ -43,6 +43,19 @@ def test_locate_finds_exact_text_or_whole_identifiers_in_path_and_line_order(roo
         ws.locate("a\nb")
 
 
+def test_each_location_names_the_innermost_definition_holding_its_line(root: Path, lexical_workspace) -> None:
+    """A location carried only its chunk's breadcrumb, which names one definition of a chunk holding several
+    (itsdangerous: a line of `Signer.unsign` under `class Signer > def __init__(...)`), and MCP's `locate` gave it
+    as the line's enclosing definition."""
+    (root / "notes.md").write_text("# Usage\n\nCall get to read a key.\n")
+    ws = lexical_workspace(root)
+    found = ws.locate("get")
+    assert [(loc.line, loc.symbol) for loc in found.locations] == [
+        (2, "Cache.get"), (3, "Cache.get"), (5, "Cache.get_many"), (6, "Cache.get_many"), (9, "getter"),
+        (10, "getter"), (3, "")]  # notes.md: no definition holds its line
+    assert len({loc.breadcrumb for loc in found.locations if loc.path == "cache.py"}) == 1  # one chunk for all
+
+
 def test_locate_sees_a_saved_file_at_once_and_forgets_its_old_lines(root: Path, lexical_workspace) -> None:
     # Another file indexed after cache.py: a re-indexed file whose old row had the highest id gets the same id
     # back from SQLite, and the search snapshot's delta view then keeps its old chunks (reported, not fixed here).

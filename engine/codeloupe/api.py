@@ -791,12 +791,17 @@ class Workspace:
 
         Reads the search snapshot's copy of the chunks (no disk walk, so ignored and skipped files never
         match). `identifier` matches whole identifiers only: `get` does not match `getUser`. An empty `text`, or
-        one of several lines, is refused (`InvalidArgument`, as `check_locate_text` refuses it).
+        one of several lines, is refused (`InvalidArgument`, as `check_locate_text` refuses it). Each location
+        names the innermost definition holding its line (`symbol`).
         """
         check_locate_text(text)
         from codeloupe.locate import locate_lines
 
-        return locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)
+        found = locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)
+        named = self._innermost({(loc.path, loc.line) for loc in found.locations})
+        for loc in found.locations:
+            loc.symbol = named[loc.path, loc.line] or ""
+        return found
 
     def find_related(self, path: str, start_line: int | None = None, end_line: int | None = None, *,
                      limit: int = 10) -> Related:

@@ -475,7 +475,8 @@ class Location:
     text: str  # the whole line, without its newline
     chunk_start_line: int
     chunk_end_line: int
-    breadcrumb: str
+    breadcrumb: str  # the chunk's, which names one definition of a chunk holding several
+    symbol: str = ""  # the innermost definition holding the line, as `Parent.name` ("" outside every definition)
 
 
 @dataclass

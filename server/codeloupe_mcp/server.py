@@ -192,7 +192,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
 
     @server.tool(structured_output=False, description=(
         "Exact, case-sensitive occurrences of a string across every indexed file, with path:line:column, the "
-        "line and its enclosing definition. Faster than grep and skips ignored, vendored and generated files. "
+        "line and the definition holding it. Faster than grep and skips ignored, vendored and generated files. "
         "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
         "instead when you do not know the exact text."))
     async def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,

@@ -247,7 +247,8 @@ def _json_bytes(value: object) -> int:
 
 
 def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: Sequence[str] = ()) -> str:
-    """Each line holding the text, with its place and enclosing definition, as many as fit; `notes` first."""
+    """Each line holding the text, with its place and the definition holding it (else its chunk's breadcrumb), as
+    many as fit; `notes` first."""
     budget = Budget(max_bytes)
     kind = "identifier" if found.identifier else "text"
     noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
@@ -261,7 +262,9 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     for loc in found.locations:
         text = loc.text.strip()
         text = code_span(text) if len(text) <= _LINE_CHARS else code_span(text[:_LINE_CHARS]) + "…"
-        line = f"{code_span(f'{loc.path}:{loc.line}:{loc.column}')}  {text}  [{_crumb(loc.breadcrumb)}]"
+        # The definition holding the line, where one does: the chunk's breadcrumb names one of a chunk's several.
+        held = f"in {code_span(loc.symbol)}" if loc.symbol else _crumb(loc.breadcrumb)
+        line = f"{code_span(f'{loc.path}:{loc.line}:{loc.column}')}  {text}  [{held}]"
         if not budget.take(line + "\n"):
             break
         lines.append(line)

@@ -56,6 +56,9 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
 
     located = text_of(await client.call_tool("locate", {"text": "SessionStore", "identifier": True}))
     assert "app/store.py:10:7" in located and "app/auth.py:3:" in located
+    # Each line with the definition holding it (the chunk's breadcrumb named one of the chunk's several).
+    assert "`app/store.py:15:16`  `return self.sessions.get(token)`  [in `SessionStore.find`]" in text_of(
+        await client.call_tool("locate", {"text": "self.sessions.get"}))
     graph = text_of(await client.call_tool("graph", {"node": "app/auth.py"}))
     assert "app/store.py" in graph and "SessionStore" in graph
     status = json.loads(text_of(await client.call_tool("status", {})))
