@@ -90,12 +90,25 @@ Repos = Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
                                  "index, the 8 whose chunks rank first are searched in full: the bundle's notes "
                                  "name them")]
 
+StartLine = Annotated[int | None, Field(ge=1, description="first line (1-based)")]
+EndLine = Annotated[int | None, Field(ge=1, description="last line, inclusive")]
+SymbolName = Annotated[str, Field(max_length=512, description="a definition: `name` or `Class.method`")]
+AnchorLine = Annotated[int | None, Field(ge=1, description="a line: the definition around it")]
+Repo = Annotated[str, Field(max_length=4096, description="the served repository the file is in, as a search "
+                                                        "across repositories names it (`NAME:path`); default: this "
+                                                        "one")]
+
 SEARCH_DESCRIPTION = (
     "Semantic + lexical code search over the whole workspace: the ranked, complete set of files that answer a "
     "question (CORE files with their matching code in full, every other candidate as a one-line map with its "
     "best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for pasted "
     "bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks as JSON (path, "
     "lines, anchor_line = best-matching line, text, truncated).")
+
+EXPAND_DESCRIPTION = (
+    "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, qualified like "
+    "`Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a search hit's anchor). Use it "
+    "instead of cat/sed to read exactly the function you need.")
 
 
 class _Server(MCPServer):
@@ -173,22 +186,25 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     server.add_tool(search_served if several else indexed(search), name="search", structured_output=False,
                     description=SEARCH_DESCRIPTION)
 
-    @server.tool(structured_output=False, description=(
-        "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, "
-        "qualified like `Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a "
-        "search hit's anchor). Use it instead of cat/sed to read exactly the function you need."))
-    @indexed
-    def expand(path: RelPath,
-               start_line: Annotated[int | None, Field(ge=1, description="first line (1-based)")] = None,
-               end_line: Annotated[int | None, Field(ge=1, description="last line, inclusive")] = None,
-               symbol: Annotated[str, Field(max_length=512, description="a definition: `name` or "
-                                                                        "`Class.method`")] = "",
-               anchor_line: Annotated[int | None, Field(ge=1, description="a line: the definition around it")] = None,
-               max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+    def expand(path: RelPath, start_line: StartLine = None, end_line: EndLine = None, symbol: SymbolName = "",
+               anchor_line: AnchorLine = None, max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        return _expansion_text(here(), path, start_line, end_line, symbol, anchor_line, max_bytes)
+
+    async def expand_in(path: RelPath, start_line: StartLine = None, end_line: EndLine = None,
+                        symbol: SymbolName = "", anchor_line: AnchorLine = None,
+                        max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repo: Repo = "") -> str:
+        if pool is None or not repo:
+            return await when_indexed([await served()], lambda: expand(path, start_line, end_line, symbol,
+                                                                         anchor_line, max_bytes))
+        await pool.relisted()
         with _refusals():
-            found, notes = here().noted(lambda ws: ws.expand(path, start_line, end_line, symbol=symbol,
-                                                             line=anchor_line))
-        return sized.expansion_text(found, max_bytes, notes)
+            warm_there = pool.get(repo)
+        return await when_indexed([warm_there], lambda: _expansion_text(warm_there, path, start_line, end_line,
+                                                                        symbol, anchor_line, max_bytes))
+
+    # `repo` as `repos`: only where a search across repositories can name a file of another one.
+    server.add_tool(expand_in if several else indexed(expand), name="expand", structured_output=False,
+                    description=EXPAND_DESCRIPTION)
 
     @server.tool(structured_output=False, description=(
         "Exact, case-sensitive occurrences of a string across every indexed file, with path:line:column, the "
@@ -370,6 +386,14 @@ def _after_first_index(
             return await when_indexed([await served()], lambda: body(**arguments))
         return waited
     return wrap
+
+
+def _expansion_text(warm: WarmWorkspace, path: str, start_line: int | None, end_line: int | None, symbol: str,
+                    anchor_line: int | None, max_bytes: int) -> str:
+    """The lines `expand` asked for of a file of `warm`, within `max_bytes`."""
+    with _refusals():
+        found, notes = warm.noted(lambda ws: ws.expand(path, start_line, end_line, symbol=symbol, line=anchor_line))
+    return sized.expansion_text(found, max_bytes, notes)
 
 
 def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str:

@@ -72,11 +72,14 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     chunks = [(hit, chunk) for hit in bundle.core for chunk in hit.chunks]
     core_heads = {hit.shown_path: f"## {hit.rank}. {code_span(hit.shown_path)}{_pinned(hit, bundle)}  ({one_line(hit.why)})"
                   for hit in bundle.core}
-    related_head = ["RELATED (a map: path:best lines, symbols, why; read any with `expand`)"] if bundle.related else []
+    # Across repositories a path is `repo:path`, and `expand` reads another repository's file given its `repo`.
+    across = any(hit.repository for hit in bundle.files)
+    related_head = [f"RELATED (a map: {'repo:' if across else ''}path:best lines, symbols, why; read any with `expand`"
+                    f"{', passing its `repo`' if across else ''})"] if bundle.related else []
     # Reserved first: the lines said whatever the budget, and the closing notes at their largest.
     all_code = sum(_line_bytes(_code_block(hit, chunk)) for hit, chunk in chunks)
     budget.take("".join(line + "\n" for line in [*head, "CORE", *core_heads.values(), *related_head,
-                                                   _cut_note(len(chunks), all_code, budget.limit, len(chunks)),
+                                                   _cut_note(len(chunks), all_code, budget.limit, len(chunks), across),
                                                    _tail_note(len(bundle.related), budget.limit)]))
     # Each CORE chunk is at least where it is (path:lines), so that a cut one can be read with `expand`.
     placed = {id(chunk): budget.take(_cut_line(hit, chunk, short=True) + "\n") for hit, chunk in chunks}
@@ -116,7 +119,7 @@ def bundle_text(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     if unlisted:
         out.append(_tail_note(unlisted, budget.limit))
     if cut or partly:
-        out.append(_cut_note(cut, cut_bytes, budget.limit, partly))
+        out.append(_cut_note(cut, cut_bytes, budget.limit, partly, across))
     return _within("\n".join(out), budget.limit)
 
 
@@ -413,11 +416,11 @@ def _crumb(breadcrumb: str) -> str:
     return code_span(breadcrumb) if breadcrumb else ""
 
 
-def _cut_note(cut: int, cut_bytes: int, limit: int, partly: int = 0) -> str:
+def _cut_note(cut: int, cut_bytes: int, limit: int, partly: int = 0, across: bool = False) -> str:
     part = f"{_chunks(partly)} shown only around {'its' if partly == 1 else 'their'} best line" if partly else ""
     whole = f"the code of {_chunks(cut)} ({cut_bytes} bytes) left out" if cut else ""
     return (f"[cut: {', '.join(filter(None, (whole, part)))} to stay within {limit} bytes; "
-            "read them with `expand` (path, start_line, end_line) or raise max_bytes]")
+            f"read them with `expand` ({'repo, ' if across else ''}path, start_line, end_line) or raise max_bytes]")
 
 
 def _chunks(count: int) -> str:

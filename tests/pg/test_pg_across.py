@@ -127,6 +127,16 @@ async def test_the_mcp_search_tool_takes_the_repositories_to_search_as_one(tmp_p
             assert "## 1. `python:" in text and f"@ {heads['python'][:12]}" in text and "go:" not in text
             refused = await client.call_tool("search", {"query": "charge", "repos": ["nowhere"]})
             assert refused.is_error and "not a served workspace" in "".join(p.text for p in refused.content)
+            # A file found in another repository than the one served here is read by naming its repository.
+            found = await client.call_tool("search", {"query": "charge the card total price", "repos": ["python"],
+                                                      "flat": True})
+            first = json.loads("".join(part.text for part in found.content))["chunks"][0]
+            assert first["repository"] == "python" != pool.all[0].root.name
+            line = first["start_line"]
+            read = await client.call_tool("expand", {"path": first["path"], "repo": "python", "start_line": line,
+                                                     "end_line": line})
+            assert not read.is_error and "".join(p.text for p in read.content).startswith(
+                f"{first['path']}:{line}-{line}"), read.content
     finally:
         pool.close()
 

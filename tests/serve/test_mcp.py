@@ -163,6 +163,34 @@ async def test_each_served_root_has_its_own_mcp_endpoint(project: Path, serve, t
     assert "repos" in search.input_schema["properties"] and "billing.py" in across
 
 
+async def test_a_file_a_search_across_repositories_found_in_another_one_can_be_read(project: Path, serve,
+                                                                                     tmp_path: Path) -> None:
+    """A search across the served repositories named files of each (`project:app/auth.py`) and said to read them
+    with `expand`, which read only its endpoint's repository: the other's files were refused as not in the index,
+    however the path was written, so an agent on `/mcp/1` could not read what its search found. `expand` takes
+    the repository as HTTP's `/v1/expand` takes its `root`."""
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("def charge_invoice(amount):\n    return amount\n")
+    base = serve([project, second])
+    async with Client(f"{base}/mcp/1", read_timeout_seconds=60) as client:
+        expand = next(tool for tool in (await client.list_tools()).tools if tool.name == "expand")
+        across = text_of(await client.call_tool("search", {"query": "bearer token session", "repos": ["*"]}))
+        other = await client.call_tool("expand", {"path": "app/auth.py", "symbol": "TokenChecker.check_token",
+                                                  "repo": "project"})
+        own = await client.call_tool("expand", {"path": "app/billing.py", "repo": "second"})
+        unknown = await client.call_tool("expand", {"path": "app/auth.py", "repo": "third"})
+    async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+        default = text_of(await client.call_tool("expand", {"path": "app/auth.py", "start_line": 1, "end_line": 1}))
+    assert "repo" in expand.input_schema["properties"]
+    assert "project:app/auth.py" in across and "`repo`" in across  # where the repository is, and how to pass it
+    assert not other.is_error and "def check_token(self, token: str) -> bool:" in text_of(other), text_of(other)
+    assert not own.is_error and "def charge_invoice(amount):" in text_of(own)
+    assert unknown.is_error and "third: not a served workspace" in text_of(unknown)
+    assert default.startswith("app/auth.py:1-1")
+
+
 async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from chat_server import ChatServer, Reply
