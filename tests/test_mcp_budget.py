@@ -305,3 +305,17 @@ def test_a_search_answer_lists_candidates_as_a_prefix_of_the_ranking() -> None:
     listed = [rank for rank in range(2, 15) if f"\n{rank}. pkg/module_{rank:02}.py:" in text]
     assert listed and listed == list(range(2, 2 + len(listed))) and len(listed) < 7, text
     assert f"[{13 - len(listed)} lower-ranked candidate files not listed to stay within 1000 bytes" in text
+
+
+def test_a_lane_turned_off_is_said_to_be_off_not_pending(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """With `embed_provider = "none"` the answer's first line read `lanes: dense (not ready), ...`, as if vectors
+    were on their way: an agent told to call `status` when results look incomplete waited for a lane the user
+    turned off (the bundle's `off`, which the editors show)."""
+    from codeloupe_mcp.sized import bundle_text
+
+    ws = lexical_workspace(write(tmp_path / "repo", {"ledger.py": "def ledger_total(rows):\n    return sum(rows)\n"}))
+    bundle = ws.search("ledger total")
+    assert [lane.off for lane in bundle.lanes if lane.name == "dense"] == [True]
+    first = bundle_text(bundle).splitlines()[0]
+    assert "dense (off)" in first and "not ready" not in first, first

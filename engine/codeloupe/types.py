@@ -361,6 +361,13 @@ class LaneStatus:
     note: str = ""
     off: bool = False  # not ready by the user's choice (no embedding provider), not pending
 
+    def label(self) -> str:
+        """The lane as an answer's lanes line names it: `dense (off)` when turned off (`not ready` read as vectors
+        on their way), `dense (not ready)`, `dense 40%` when it sees part of the corpus."""
+        if not self.ready:
+            return f"{self.name} ({'off' if self.off else 'not ready'})"
+        return f"{self.name} {self.coverage:.0%}" if self.coverage < 1 else self.name
+
 
 @dataclass
 class Bundle:

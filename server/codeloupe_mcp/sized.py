@@ -385,7 +385,7 @@ def _note_lines(notes: Sequence[str], limit: int) -> list[str]:
 
 
 def _summary(bundle: Bundle) -> str:
-    lanes = ", ".join(f"{s.name}{'' if s.ready else ' (not ready)'}" for s in bundle.lanes)
+    lanes = ", ".join(lane.label() for lane in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
     files = len(bundle.core) + len(bundle.related)
     pinned = f" · @ {short_revision(bundle.revision)}" if bundle.revision else ""  # each file's, where another

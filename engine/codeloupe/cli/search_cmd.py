@@ -116,8 +116,7 @@ def render(bundle: Bundle) -> None:
     from .console import CommandConsole
 
     console = CommandConsole(highlight=False)
-    lanes = ", ".join(f"{s.name}{'' if s.ready else ' (off)' if s.off else ' (not ready)'}"
-                      + (f" {s.coverage:.0%}" if s.ready and s.coverage < 1 else "") for s in bundle.lanes)
+    lanes = ", ".join(lane.label() for lane in bundle.lanes)
     mode = " · issue mode" if bundle.issue_mode else ""
     if bundle.revision:
         console.print(f"[dim]{markup_safe(str(bundle.root))} @ {markup_safe(bundle.revision)}[/dim]")
