@@ -248,6 +248,13 @@ def test_route_that_meets_in_a_shared_middle(tmp_path: Path) -> None:
         assert meet.found and meet.meets_in_middle
         assert "never call each other" in meet.note
         assert {h.direction for h in meet.hops} == {"uses", "used-by"}
+        # An end taken as a concept says which file stood in for it: a route was drawn to the closest file with no
+        # word of it (a mistyped name led to a confident route to some other file), where `node` says so.
+        concept = graph_path(ws, "src/shop/cart.py", "total price")
+        assert concept.target == "src/shop/pricing.py" and concept.note.startswith(
+            "'total price' names no file or definition: src/shop/pricing.py is the file closest to it by the words "
+            "of file names and definitions; "), concept.note
+        assert "closest to it" not in route.note
     finally:
         ws.close()
 

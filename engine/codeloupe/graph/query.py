@@ -321,11 +321,17 @@ def graph_path(ws: WorkspaceContext, source: str, target: str) -> GraphPath:
     from codeloupe.graph.analysis import hub_tolls, shortest_path
 
     graph = load_graph(ws)
-    a, _ = resolve_target(ws, graph, source)
-    b, _ = resolve_target(ws, graph, target)
+    a, a_by = resolve_target(ws, graph, source)
+    b, b_by = resolve_target(ws, graph, target)
     pa, pb = graph.paths[a], graph.paths[b]
+    # An end taken as a concept says which file stood in for it, as a node's `resolvedBy` does: a mistyped name
+    # otherwise got a route to some other file, drawn as confidently as one to the file meant.
+    stand_ins = "".join(f"{asked!r} names no file or definition: {path} is the file closest to it by "
+                        f"{'meaning' if by == 'embedding' else 'the words of file names and definitions'}; "
+                        for asked, path, by in ((source, pa, a_by), (target, pb, b_by))
+                        if by in ("embedding", "lexical"))
     if a == b:
-        return GraphPath(pa, pb, True, False, [], f"{source!r} and {target!r} are the same file")
+        return GraphPath(pa, pb, True, False, [], f"{stand_ins}{source!r} and {target!r} are the same file")
     adjacency: list[dict[int, float]] = [{} for _ in graph.paths]
     for i in range(len(graph.paths)):
         for j in graph.neighbours(i):
@@ -338,10 +344,10 @@ def graph_path(ws: WorkspaceContext, source: str, target: str) -> GraphPath:
         tolls = [t + TEST_DETOUR_TOLL if is_test_path(p) else t for t, p in zip(tolls, graph.paths)]
     route = shortest_path(adjacency, tolls, a, b)
     if route is None:
-        return GraphPath(pa, pb, False, False, [], f"no route between {pa} and {pb} in the graph")
+        return GraphPath(pa, pb, False, False, [], f"{stand_ins}no route between {pa} and {pb} in the graph")
     hops = splice_hops(ws, [_hop(ws, graph, u, v) for u, v in zip(route, route[1:])])
     meets, note = _describe(graph, route, hops)
-    return GraphPath(pa, pb, True, meets, hops, note)
+    return GraphPath(pa, pb, True, meets, hops, stand_ins + note)
 
 
 def _hop(ws: WorkspaceContext, graph: Graph, u: int, v: int) -> Hop:
