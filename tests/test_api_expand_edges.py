@@ -73,6 +73,18 @@ def test_overloads_are_read_together_and_names_apart_are_told_how_to_choose(root
     assert ws.expand("loader.py", line=24).text == "def load(key):  # redefined further down: apart from the first\n    return key\n"
 
 
+def test_an_ambiguous_name_is_read_with_the_anchor_line_the_refusal_asks_for(root: Path, lexical_workspace) -> None:
+    """Told "pass anchor_line inside the one to read", a caller that kept the name and added the line (MCP's
+    `symbol` and `anchor_line`, HTTP's `symbol` and `line`) was refused again in the same words: with a name, the
+    line was never read."""
+    ws = lexical_workspace(root)
+    later = ws.expand("loader.py", symbol="load", line=25)
+    assert (later.start_line, later.end_line, later.symbol) == (24, 25, "load")
+    assert ws.expand("loader.py", symbol="load", line=16).start_line == 16
+    with pytest.raises(WorkspaceError, match=r"'load' is ambiguous: .*; line 20 is in none of them"):
+        ws.expand("loader.py", symbol="load", line=20)
+
+
 def test_lines_are_read_in_the_encoding_the_index_read_the_file_in(tmp_path: Path, lexical_workspace) -> None:
     """A Windows-1252 file (indexed as such: search and locate showed `café`) was read back as UTF-8 for expand,
     `codeloupe get` and MCP's file resource, each accented letter a U+FFFD; a UTF-16 file came back as NULs and

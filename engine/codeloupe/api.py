@@ -769,9 +769,14 @@ class Workspace:
                 raise WorkspaceError(f"{rel}: defines no symbol named {symbol!r}")
             if len(found) > 1 and (span := _one_definition(found, symbols)) is not None:
                 return span
+            # The line the refusal below asks for picks the one holding it (the innermost, as a line alone does).
+            holding = [s for s in found if line is not None and s.start_line <= line <= s.end_line]
+            if len(found) > 1 and holding:
+                found = [min(holding, key=lambda s: s.end_line - s.start_line)]
             if len(found) > 1:
                 names = ", ".join(f"{s.qualified_name} (line {s.start_line})" for s in found[:10])
-                hint = "pass the qualified name" if len({s.qualified_name for s in found}) > 1 else \
+                hint = f"line {line} is in none of them" if line is not None else \
+                    "pass the qualified name" if len({s.qualified_name for s in found}) > 1 else \
                     "pass anchor_line (`line`) inside the one to read"
                 raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; {hint}")
             return found[0].start_line, found[0].end_line, found[0].qualified_name
