@@ -43,6 +43,18 @@ def test_locate_finds_exact_text_or_whole_identifiers_in_path_and_line_order(roo
         ws.locate("a\nb")
 
 
+def test_an_identifier_with_punctuation_at_its_edge_is_whole_at_its_word_edges_only(root: Path,
+                                                                                   lexical_workspace) -> None:
+    """`get(` as an identifier (MCP's `identifier: true`, the CLI's `--identifier`) found only `def get(self, key):`
+    of the calls: after the `(` it wanted no identifier character either, so `self.get(k)` was not a match. Only an
+    edge that is an identifier character is held to a word boundary."""
+    ws = lexical_workspace(root)
+    assert [loc.line for loc in ws.locate("get(", identifier=True).locations] == [2, 3, 6, 10]
+    assert [loc.line for loc in ws.locate(".get", identifier=True).locations] == [3, 6, 10]
+    assert [loc.line for loc in ws.locate("(key)", identifier=True).locations] == [3]
+    assert [loc.line for loc in ws.locate("get", identifier=True).locations] == [2, 3, 6, 10]  # not get_many
+
+
 def test_each_location_names_the_innermost_definition_holding_its_line(root: Path, lexical_workspace) -> None:
     """A location carried only its chunk's breadcrumb, which names one definition of a chunk holding several
     (itsdangerous: a line of `Signer.unsign` under `class Signer > def __init__(...)`), and MCP's `locate` gave it

@@ -28,7 +28,7 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
     """Every line of `snap`'s live chunks holding `text` (case-sensitive; `identifier`: as a whole identifier),
     counted, the first `limit` as locations in path and line order."""
     table = snap.table
-    whole = re.compile(rf"(?<![\w$]){re.escape(text)}(?![\w$])") if identifier else None
+    whole = _whole_identifier(text) if identifier else None
     terms = whole_word_terms(text, all_runs=identifier)
     holding = snap.bm25.rows_holding(terms) if terms else None
     rows = np.arange(len(table.ids)) if holding is None else np.flatnonzero(holding)
@@ -56,6 +56,14 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
                 hits.append(Location(path, first + offset, column + 1, line_text, first,
                                      int(table.end_lines[row]), table.breadcrumbs[row]))
     return Located(text, identifier, hits[:max(limit, 0)], total)
+
+
+def _whole_identifier(text: str) -> re.Pattern[str]:
+    """`text` with no identifier character next to it where its own edge is one: `get(` matches `self.get(k)`,
+    where holding both edges to a boundary wanted no identifier after the `(` and found only `def get(self`."""
+    left = r"(?<![\w$])" if re.match(r"[\w$]", text) else ""
+    right = r"(?![\w$])" if re.search(r"[\w$]\Z", text) else ""
+    return re.compile(left + re.escape(text) + right)
 
 
 def _column(match: re.Match[str] | None) -> int:
