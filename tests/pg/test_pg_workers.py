@@ -44,6 +44,20 @@ def _worker(pg_url: str, embed_url: str, idle_exit_s: float, lease_s: float = LE
         text=True)
 
 
+def _held_at_the_marker() -> tuple[threading.Event, threading.Event, Callable[[str], list[float]]]:
+    """(blocked, release, embedder): the embedder holds the worker embedding a text that holds MARKER until
+    `release` is set, and sets `blocked` once it holds it (a worker kept mid-batch, its claim live)."""
+    blocked, release = threading.Event(), threading.Event()
+
+    def embedder(text: str) -> list[float]:
+        if MARKER in text and not release.is_set():
+            blocked.set()
+            release.wait(60)
+        return embedding_for(text)
+
+    return blocked, release, embedder
+
+
 def _indexed(store: PgStore) -> dict[str, int]:
     """path -> chunk count"""
     table = store.chunk_table()
@@ -58,13 +72,7 @@ def test_two_workers_index_the_queue_and_redo_the_batch_of_a_killed_one(tmp_path
     root = tmp_path / "repo"
     shutil.copytree(FIXTURES, root)
     (root / "000_marker.py").write_text(f'"""{MARKER}"""\n')
-    blocked, release = threading.Event(), threading.Event()
-
-    def embedder(text: str) -> list[float]:
-        if MARKER in text and not release.is_set():
-            blocked.set()
-            release.wait(60)
-        return embedding_for(text)
+    blocked, release, embedder = _held_at_the_marker()
 
     settings = Settings(embed_provider="none", store_url=pg_url)
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
@@ -137,13 +145,7 @@ def test_a_worker_stopped_mid_batch_gives_its_claim_back(tmp_path: Path, pg_url:
     root.mkdir()
     (root / "000_marker.py").write_text(f'"""{MARKER}"""\n')
     (root / "app.py").write_text("def run():\n    return 1\n")
-    blocked, release = threading.Event(), threading.Event()
-
-    def embedder(text: str) -> list[float]:
-        if MARKER in text and not release.is_set():
-            blocked.set()
-            release.wait(60)
-        return embedding_for(text)
+    blocked, release, embedder = _held_at_the_marker()
 
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
     other = WorkQueue(pg_url, "next-worker")

@@ -2,14 +2,7 @@
 -- added above the span, after the index read it): the spliced code is the span found again by its content, and the
 -- view says so under its caption, as the answer's markdown does.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
-local chat_url = os.getenv('CODELOUPE_TEST_CHAT_URL')
-H.check(chat_url, 'CODELOUPE_TEST_CHAT_URL is not set')
-H.setup({
-  settings = { embed_provider = 'none', chat_base_url = chat_url, chat_model = 'scripted', flows = false },
-  ask = { agents = false },
-})
-
-H.ready(H.client(H.open('shop/cart.py')))
+H.scripted_ask({ flows = false })
 
 vim.cmd('Codeloupe ask how are passwords verified at login')
 local view = H.view('codeloupe://ask', '## Not cited', 30000)

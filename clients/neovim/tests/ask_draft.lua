@@ -2,14 +2,7 @@
 -- shows the answer so far as the final view shows the answer's parts, the model's words as written (the deltas'
 -- markdown escapes them for a renderer: `\*` read `\\*`) and the spliced code under its caption, never the markdown.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
-local chat_url = os.getenv('CODELOUPE_TEST_CHAT_URL')
-H.check(chat_url, 'CODELOUPE_TEST_CHAT_URL is not set')
-H.setup({
-  settings = { embed_provider = 'none', chat_base_url = chat_url, chat_model = 'scripted' },
-  ask = { agents = false },
-})
-
-H.ready(H.client(H.open('shop/cart.py')))
+H.scripted_ask()
 
 local words = [[A literal \* star, a path C:\shop\cart and [not a link] stay as written.]]
 vim.cmd('Codeloupe ask how are passwords verified at login')

@@ -1,14 +1,7 @@
 -- Against the real server and the scripted chat model (tests/chat_server.py): the narrated answer's
 -- spliced code and its "Cited" list open the cited lines, which match the file on disk.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
-local chat_url = os.getenv('CODELOUPE_TEST_CHAT_URL')
-H.check(chat_url, 'CODELOUPE_TEST_CHAT_URL is not set')
-H.setup({
-  settings = { embed_provider = 'none', chat_base_url = chat_url, chat_model = 'scripted' },
-  ask = { agents = false },
-})
-
-H.ready(H.client(H.open('shop/cart.py')))
+H.scripted_ask()
 
 vim.cmd('Codeloupe ask how are passwords verified at login')
 local view

@@ -3,14 +3,7 @@
 -- looks like the engine's "not cited" footer, a heading naming a file, a `[1]` or a list entry naming a span.
 -- <CR> follows the answer's own reference to the cited span and the spliced code.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
-local chat_url = os.getenv('CODELOUPE_TEST_CHAT_URL')
-H.check(chat_url, 'CODELOUPE_TEST_CHAT_URL is not set')
-H.setup({
-  settings = { embed_provider = 'none', chat_base_url = chat_url, chat_model = 'scripted' },
-  ask = { agents = false },
-})
-
-H.ready(H.client(H.open('shop/cart.py')))
+H.scripted_ask()
 
 vim.cmd('Codeloupe ask how are passwords verified at login')
 local view = H.view('codeloupe://ask', '## Not cited', 30000)

@@ -75,6 +75,19 @@ function H.setup(opts)
   require('codeloupe').setup(vim.tbl_deep_extend('force', defaults, opts or {}))
 end
 
+--- setup() against the scripted chat model (tests/chat_server.py; the runner sets its address) with one-shot asks
+--- and `settings` over the defaults, then shop/cart.py opened and its folder indexed: where every ask script starts.
+---@param settings table?
+function H.scripted_ask(settings)
+  local chat_url = os.getenv('CODELOUPE_TEST_CHAT_URL')
+  H.check(chat_url, 'CODELOUPE_TEST_CHAT_URL is not set')
+  H.setup({
+    settings = vim.tbl_extend('force', { chat_base_url = chat_url, chat_model = 'scripted' }, settings or {}),
+    ask = { agents = false },
+  })
+  H.ready(H.client(H.open('shop/cart.py')))
+end
+
 ---@param relative string
 ---@return string
 function H.path(relative)

@@ -20,6 +20,28 @@ local function one_plain_line(text, what)
     ('%s is not one escaped line: %q'):format(what, text))
 end
 
+--- Once the quickfix list is filled: the hostile file's entry shows its line escaped (`needle`) on one plain line,
+--- and `:cc` on it opens the file.
+---@param what string
+---@param needle string
+---@param timeout_ms integer
+local function check_quickfix(what, needle, timeout_ms)
+  H.wait(function()
+    return #vim.fn.getqflist() > 0
+  end, timeout_ms, what)
+  local entry
+  for index, item in ipairs(vim.fn.getqflist()) do
+    if item.bufnr ~= 0 and vim.api.nvim_buf_get_name(item.bufnr) == H.path(hostile) then
+      entry = index
+      one_plain_line(item.text, what)
+      H.check(item.text:find(needle, 1, true), what .. ' shows the line escaped: ' .. item.text)
+    end
+  end
+  H.check(entry, what .. ' holds the file: ' .. vim.inspect(vim.fn.getqflist()))
+  vim.cmd('cc ' .. entry)
+  H.equal(vim.api.nvim_buf_get_name(0), H.path(hostile), what .. ' opens the file')
+end
+
 local client = H.client(H.open('shop/cart.py'))
 H.ready(client)
 
@@ -47,20 +69,7 @@ H.equal(vim.api.nvim_buf_get_name(0), H.path(hostile), 'choosing the entry opens
 -- The quickfix list: the entry's text is escaped, and the entry opens the file.
 H.open('shop/cart.py')
 vim.cmd('Codeloupe search! ' .. query)
-H.wait(function()
-  return #vim.fn.getqflist() > 0
-end, 20000, 'quickfix items')
-local entry
-for index, item in ipairs(vim.fn.getqflist()) do
-  if item.bufnr ~= 0 and vim.api.nvim_buf_get_name(item.bufnr) == H.path(hostile) then
-    entry = index
-    one_plain_line(item.text, 'the quickfix text')
-    H.check(item.text:find(shown_line, 1, true), 'the quickfix text shows the line escaped: ' .. item.text)
-  end
-end
-H.check(entry, 'the quickfix list holds the file: ' .. vim.inspect(vim.fn.getqflist()))
-vim.cmd('cc ' .. entry)
-H.equal(vim.api.nvim_buf_get_name(0), H.path(hostile), 'the quickfix entry opens the file')
+check_quickfix('the quickfix text', shown_line, 20000)
 
 -- A code lens's uses (codeloupe.showLocations, handled by the plugin) in the quickfix list: the use in the file
 -- shows its line escaped, and opens the file.
@@ -77,20 +86,7 @@ end, 20000, 'the code lens on def verify_password')
 vim.fn.setqflist({}, 'r', { items = {} })
 vim.api.nvim_win_set_cursor(0, { verify_line, 0 })
 vim.lsp.codelens.run()
-H.wait(function()
-  return #vim.fn.getqflist() > 0
-end, 10000, 'the lens locations in quickfix')
-local use
-for index, item in ipairs(vim.fn.getqflist()) do
-  if item.bufnr ~= 0 and vim.api.nvim_buf_get_name(item.bufnr) == H.path(hostile) then
-    use = index
-    one_plain_line(item.text, "the lens's quickfix text")
-    H.check(item.text:find([[verify_password('\x1b[31m\u202e']], 1, true), 'the use is shown escaped: ' .. item.text)
-  end
-end
-H.check(use, 'the lens lists the use in the file: ' .. vim.inspect(vim.fn.getqflist()))
-vim.cmd('cc ' .. use)
-H.equal(vim.api.nvim_buf_get_name(0), H.path(hostile), "the lens's entry opens the file")
+check_quickfix("the lens's quickfix text", [[verify_password('\x1b[31m\u202e']], 10000)
 
 -- The cached questions' picker: a question (here one pasted with a line break) is shown on one line.
 local offered
