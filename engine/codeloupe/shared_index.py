@@ -224,10 +224,10 @@ class WorkerReport:
 
 class WorkerStopped(KeyboardInterrupt):
     """`run_worker` stopped by Ctrl-C (or another signal raised as one: the CLI's SIGTERM), raised from it once the
-    batch it held, if any, was given back to the queue (`given_back`; None where it held none, or the database
-    could not be reached to give it back: then it waits for its lease)."""
+    batches it held claimed, if any, were given back to the queue (`given_back`: (batch id, repository) of each;
+    none where it held none, or the database could not be reached to give them back: then they wait for the lease)."""
 
-    def __init__(self, given_back: WorkItem | None) -> None:
+    def __init__(self, given_back: list[tuple[int, str]]) -> None:
         super().__init__()
         self.given_back = given_back
 
@@ -260,10 +260,8 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
     # The batch that just failed, its claim given up under the same reconnect.
     unwritten: WorkItem | None = None
     waiting = False  # the queue is empty but for leased batches, and the wait for them was logged
-    held: WorkItem | None = None  # the batch claimed and not yet done with: given back if the worker is stopped
     try:
         while True:
-            held = None
             try:
                 if unwritten is not None:
                     queue.release(unwritten)
@@ -296,7 +294,6 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             if item is None:
                 time.sleep(poll_s)
                 continue
-            held = item
             waiting = False
             if on_batch is not None:
                 on_batch(item)
@@ -348,7 +345,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 graph_due = store, Path(item.root)
             idle_since = time.monotonic()
     except KeyboardInterrupt as stop:
-        raise WorkerStopped(_given_back(url, queue, held)) from stop
+        raise WorkerStopped(_given_back(url, queue)) from stop
     finally:
         queue.close()
         claims.close()
@@ -356,18 +353,16 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
             store.close()
 
 
-def _given_back(url: str, queue: WorkQueue, held: WorkItem | None) -> WorkItem | None:
-    """`held`, its claim given up as the worker stops, so another worker takes the batch now rather than when the
-    lease runs out; None where there was none, or it was written or taken over meanwhile, or the database cannot
-    be reached (said in a line: then the lease runs out as for a killed worker)."""
-    if held is None:
-        return None
+def _given_back(url: str, queue: WorkQueue) -> list[tuple[int, str]]:
+    """The claims of the worker `queue` serves given up as it stops (`WorkQueue.give_back`), so another worker takes
+    their batches now rather than when the lease runs out; none where the database cannot be reached (said in a
+    line: then the lease runs out as for a killed worker)."""
     try:
-        return held if queue.release(held, failed=False) else None
+        return queue.give_back()
     except Exception as exc:
-        log.warning("could not give batch %d of %s back to the queue (%s): it is claimed again once its lease runs"
-                    " out", held.id, held.repository, said(exc, url))
-        return None
+        log.warning("could not give this worker's claims back to the queue (%s): their batches are claimed again"
+                    " once the lease runs out", said(exc, url))
+        return []
 
 
 def _reconnected(url: str, worker: str, lost: tuple[WorkQueue, EmbeddingClaims], exc: Exception,

@@ -20,7 +20,7 @@ import pytest
 
 from codeloupe.api import Workspace, drop_shared_repository
 from codeloupe.settings import Settings, load_settings
-from codeloupe.shared_index import QueuedRun, enqueue_workspace, run_worker
+from codeloupe.shared_index import QueuedRun, WorkerStopped, enqueue_workspace, run_worker
 from codeloupe.store.postgres import PgStore, WorkItem, WorkQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chat_server.py
@@ -169,6 +169,39 @@ def test_a_worker_stopped_mid_batch_gives_its_claim_back(tmp_path: Path, pg_url:
                                                 " given back to the queue, for a worker to take now"), out
         assert "Traceback" not in out, out
         taken = other.claim(120)  # at once, not when the stopped worker's lease would have run out
+        assert taken is not None and taken.id == batch and taken.attempts == 1
+    finally:
+        other.close()
+        store.close()
+
+
+def test_a_stop_that_lands_as_a_claim_commits_gives_that_claim_back(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch given back was the one the worker had in hand: a stop landing after the claim's commit but before
+    the claim reached the worker's loop left the batch claimed for the whole lease, its attempt counted. Every live
+    claim of the stopped worker is given back now."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    other = WorkQueue(pg_url, "next-worker")
+    claim = WorkQueue.claim
+
+    def claimed_then_stopped(queue: WorkQueue, lease_s: float) -> WorkItem | None:
+        item = claim(queue, lease_s)
+        if item is not None:  # committed: the stop arrives before the worker holds the batch
+            raise KeyboardInterrupt
+        return item
+
+    try:
+        assert enqueue_workspace(store, root, Settings(embed_provider="none", store_url=pg_url)).batches == 1
+        batch = store.query("SELECT id FROM work_queue")[0][0]
+        monkeypatch.setattr(WorkQueue, "claim", claimed_then_stopped)
+        with pytest.raises(WorkerStopped) as stopped:
+            run_worker(pg_url, {"embed_provider": "none"}, lease_s=120, idle_exit_s=0, poll_s=0.01)
+        monkeypatch.undo()
+        assert stopped.value.given_back == [(batch, "repo")]
+        taken = other.claim(120)  # at once, not when the lease would have run out
         assert taken is not None and taken.id == batch and taken.attempts == 1
     finally:
         other.close()

@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.repository_names import shown_repository_name
     from codeloupe.settings import SettingsError
     from codeloupe.shared_index import GLOBAL_INDEX_MIN_VECTORS, LEASE_S, WorkerStopped, run_worker
     from codeloupe.store import StoreError
@@ -59,10 +60,11 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     except KeyboardInterrupt as stop:  # WorkerStopped once it claims; before, nothing was held
-        given_back = stop.given_back if isinstance(stop, WorkerStopped) else None
-        raise CliError(f"worker stopped by {stopped_by.name}"
-                       + (f": batch {given_back.id} of {given_back.repository} given back to the queue, for a"
-                          " worker to take now" if given_back else ""), 128 + stopped_by) from stop
+        given_back = stop.given_back if isinstance(stop, WorkerStopped) else []
+        batches = ", ".join(f"batch {batch} of {shown_repository_name(name)}" for batch, name in given_back)
+        raise CliError(f"worker stopped by {stopped_by.name}" + (f": {batches} given back to the queue, for a worker"
+                                                                  " to take now" if given_back else ""),
+                       128 + stopped_by) from stop
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(f"worker: {amount(report.batches, 'batch', 'batches')}, {amount(report.files, 'file')},"

@@ -900,14 +900,24 @@ class WorkQueue:
         return WorkItem(int(row[0]), row[1], int(row[5]), row[2], json.loads(row[3]), claimant, int(row[4]) + 1,
                         row[6], row[7], row[8], row[9])
 
-    def release(self, item: WorkItem, *, failed: bool = True) -> bool:
+    def release(self, item: WorkItem) -> bool:
         """Give up the claim on a batch left unwritten: its lease ends now, so this worker or another takes it
         again at once rather than when the lease would have run out (one written meanwhile, or taken over, is
-        left as it is: False). A batch that did not fail (its worker was stopped) gets the claim's attempt back:
-        workers stopped while they held it (a service scaled down) never leave it stuck."""
+        left as it is: False)."""
         return self._conn.execute(
-            "UPDATE work_queue SET lease_until = now(), attempts = attempts - %s WHERE id = %s AND claimed_by = %s"
-            " AND done_at IS NULL", (0 if failed else 1, item.id, item.claimant)).rowcount == 1
+            "UPDATE work_queue SET lease_until = now() WHERE id = %s AND claimed_by = %s AND done_at IS NULL",
+            (item.id, item.claimant)).rowcount == 1
+
+    def give_back(self) -> list[tuple[int, str]]:
+        """Give up every live claim of this worker (a stopped one), each claim's attempt given back: workers stopped
+        while they held a batch (a service scaled down) never leave it stuck. Found by the claimant's name rather than
+        by the batch the worker knows it holds, so a stop that lands as a claim commits, before the worker has the
+        batch in hand, gives that one back too; (batch id, repository) of each."""
+        mine = f"{self.worker}:"
+        return [(int(r[0]), r[1]) for r in self._conn.execute(
+            "UPDATE work_queue q SET lease_until = now(), attempts = q.attempts - 1 FROM repositories r"
+            " WHERE r.id = q.repo_id AND left(q.claimed_by, length(%s)) = %s AND q.done_at IS NULL"
+            " AND q.lease_until > now() RETURNING q.id, r.name", (mine, mine)).fetchall()]
 
     def leased(self) -> tuple[int, float]:
         """(open batches under a live lease, seconds until the last of those leases runs out): batches a worker
