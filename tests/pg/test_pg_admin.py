@@ -211,11 +211,12 @@ def _before_the_last_migration(pg_url: str) -> None:
     assert postgres.SCHEMA_VERSION == 10, "replays migrations 7 to 10: a later one needs undoing here too"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE repositories DROP COLUMN pinned_through")
+        conn.execute("DROP INDEX work_queue_open_run")
         conn.execute("ALTER TABLE work_queue DROP COLUMN run")
         conn.execute("ALTER TABLE repositories DROP COLUMN latest_run, DROP COLUMN latest_gone")
         conn.execute("ALTER TABLE repositories DROP COLUMN index_run, DROP COLUMN index_started")
         conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
-        # 7 drops that index, 8, 9 and 10 add the columns.
+        # 7 drops that index, 8, 9 and 10 add the columns (10 the queue's run index too).
         conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 

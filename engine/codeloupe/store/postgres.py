@@ -368,6 +368,10 @@ ALTER TABLE repositories ADD COLUMN IF NOT EXISTS latest_run TEXT NOT NULL DEFAU
 -- holds the text of the commit it records. Set here to each repository's newest row: cited as before.
 ALTER TABLE repositories ADD COLUMN IF NOT EXISTS pinned_through BIGINT NOT NULL DEFAULT 0;
 UPDATE repositories r SET pinned_through = coalesce((SELECT max(f.id) FROM files f WHERE f.repo_id = r.id), 0);
+-- A repository's open batches of its newest run, which every answer counts with the repository's state (whether a
+-- queued run is under way or stuck: `queued_batches`): found through this index, not by reading the whole
+-- organisation's open queue (24 ms a state read at 200K open batches of other repositories).
+CREATE INDEX IF NOT EXISTS work_queue_open_run ON work_queue(repo_id, run) WHERE done_at IS NULL;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
