@@ -96,7 +96,9 @@ def test_a_result_opens_its_file_read_from_disk_at_the_cited_lines(project: Path
     links = browser.wait_for('[...document.querySelectorAll("#core-body a, #related-body a")].map((a) => a.href)')
     assert links and all("/?file=" in link for link in links)  # every result: its file, its chunks
     # The count is the answer's candidates (CORE and RELATED), not the workspace's files: said so.
-    assert re.match(r"\d+ candidate files · lanes: ", browser.evaluate('document.getElementById("meta").textContent'))
+    meta = browser.evaluate('document.getElementById("meta").textContent')
+    assert re.match(r"\d+ candidate files · lanes: ", meta), meta
+    assert "dense (off)" in meta and "not ready" not in meta, meta  # turned off by the user, not on its way
     chunk = browser.evaluate("""(() => { const a = [...document.querySelectorAll("#core-body a.loc")]
         .find((a) => a.textContent.startsWith("app/auth.py:")); a.click(); return a.textContent; })()""")
     start, end = (int(n) for n in chunk.split()[0].split(":")[1].split("-"))

@@ -98,8 +98,11 @@ function showBundle(bundle) {
   }
   $("core").hidden = bundle.core.length === 0;
   $("related").hidden = bundle.related.length === 0;
-  const lanes = bundle.lanes.map((l) => l.name + (l.ready ? "" : " (not ready)")).join(", ");
-  $("meta").textContent = `${bundle.core.length + bundle.related.length} candidate files · lanes: ${lanes}` +
+  // As the engine's LaneStatus.label() names a lane: off by the user's choice, not ready, or seeing part of the corpus.
+  const lanes = bundle.lanes.map((l) => l.name + (!l.ready ? (l.off ? " (off)" : " (not ready)")
+    : l.coverage < 1 ? ` ${Math.round(l.coverage * 100)}%` : "")).join(", ");
+  const files = bundle.core.length + bundle.related.length;
+  $("meta").textContent = `${files} candidate file${files === 1 ? "" : "s"} · lanes: ${lanes}` +
     `${bundle.issue_mode ? " · issue mode" : ""} · ${(bundle.timing_ms.total || 0).toFixed(1)} ms`;
   if (!bundle.core.length) $("meta").textContent += " · no match";
 }
