@@ -8,7 +8,6 @@ or the lanes, and nothing below it imports it: the layers underneath see a works
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -315,14 +314,14 @@ class Workspace:
         from codeloupe.graph import ensure_edges
 
         strategies = self._strategies()
-        if not isinstance(self.store, Store):  # the shared index (its driver is imported only for one)
-            from codeloupe.shared_index import pin_source
+        if isinstance(self.store, Store):
+            # A first index's kept term counts are joined as it writes them, for the first snapshot's build.
+            writing = self.searcher().joined_as_written(settle=edges, should_stop=should_stop)
+        else:  # the shared index (its driver is imported only for one): pinned to the commit once written
+            from codeloupe.shared_index import pinned_source
 
-            pin_source(self.store, self.root)
-        # A first index's kept term counts are joined as it writes them, for the first snapshot's build.
-        joining = self.searcher().joined_as_written(settle=edges, should_stop=should_stop) \
-            if isinstance(self.store, Store) else contextlib.nullcontext()
-        with joining as written:
+            writing = pinned_source(self.store, self.root)  # joins nothing (`written` None)
+        with writing as written:
             report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
                                      written)
         self._note_strategy_warnings(report)

@@ -93,16 +93,21 @@ RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 30.0
 
 
-def pin_source(store: IndexStore, root: Path) -> None:
-    """In the shared index, record where the repository is indexed from and at which commit, for an index run
-    that writes its files itself (before they are written, so each file row names it); queued runs not yet
-    written are superseded. A workspace's own SQLite index reads the disk as it is.
+@contextmanager
+def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
+    """Around an index run that writes its files itself: in the shared index, record where the repository is
+    indexed from (queued runs not yet written are superseded), each file written as read at the folder's commit,
+    and pin the repository to that commit once the block ends without an error (`PgStore.writing_run`). A
+    workspace's own SQLite index reads the disk as it is.
 
     A repository the index holds from another folder is refused (`claim_source` with `replace` first:
     `index --replace`). The folder is the store's from then on: each of its writes, and its answers, are refused
     once another folder replaces it (`PgStore.check_source`)."""
-    if isinstance(store, PgStore):
-        store.set_source(str(Path(root).resolve()), workspace_commit(root))
+    if not isinstance(store, PgStore):
+        yield
+        return
+    with store.writing_run(str(Path(root).resolve()), workspace_commit(root)):
+        yield
 
 
 def claim_source(store: PgStore, root: Path, *, replace: bool = False) -> None:
@@ -117,7 +122,7 @@ def check_source(store: PgStore, root: Path) -> None:
     """Refuse (`SourceConflict`) a folder whose repository the shared index holds from another folder: its
     chunks are the other folder's files, so an answer would rank them while reading this folder's files from
     disk, and a write would replace them with this folder's. The folder is the store's from then on (see
-    `pin_source`)."""
+    `pinned_source`)."""
     store.source_folder = str(Path(root).resolve())
     store.check_source(fresh=True)
 

@@ -322,7 +322,7 @@ def test_a_drop_and_a_workers_batch_of_the_repository_wait_for_each_other_in_tur
     (root / "a.py").write_text("def run():\n    return 1\n")
     batch_url = f"{pg_url}&application_name=batch&options=-c%20deadlock_timeout%3D600s"
     store = PgStore(batch_url, "svc", local_dir=tmp_path / "local")
-    store.set_source(str(root), "")
+    store.set_source(str(root))
     store.enqueue(str(root), "", [["a.py"]])
     queue = WorkQueue(pg_url, "w1")
     item = queue.claim(600)

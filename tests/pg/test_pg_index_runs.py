@@ -1,6 +1,8 @@
 """An index run of the shared index cut off midway (killed, stopped) left a repository that looked complete:
 `admin repos`, `stats` and every answer gave no sign that part of its files were missing. The repository now
-records a run until its files are all written, and each of them says whether one is under way or did not finish."""
+records a run until its files are all written, and each of them says whether one is under way or did not finish.
+A run that writes its files itself pins its commit once they are written, each file cited meanwhile at the commit
+its own text was read at."""
 
 from __future__ import annotations
 
@@ -15,9 +17,16 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 from served_store import served_store
+from test_pg_queued_runs import _commit
 
-from codeloupe.api import open_shared, shared_repositories
+from codeloupe import index as index_module
+from codeloupe.api import IndexStopped, Workspace, open_shared, shared_repositories
 from codeloupe.cli import main
+from codeloupe.settings import load_settings
+from codeloupe.shared_index import enqueue_workspace, run_worker
+from codeloupe.store import postgres
+from codeloupe.store.postgres import PgStore
+from codeloupe.types import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = 40
@@ -96,3 +105,100 @@ def test_an_index_run_cut_off_is_said_by_admin_repos_stats_and_every_answer_unti
     capsys.readouterr()
     assert main(["stats", str(root), "--store", pg_url, "--repo", "svc"]) == 0
     assert "indexing of" not in capsys.readouterr().out
+
+
+def _charges(root: Path, names: tuple[str, ...], text: str) -> str:
+    """Commit a file per name whose function returns `text`; the commit."""
+    return _commit(root, {f"{name}.py": f"def charge_{name}_total():\n    return '{text}'\n" for name in names})
+
+
+def _cited(served: Workspace) -> dict[str, str]:
+    """path -> the revision a search of `served` (another process's view of the repository) cites the file at,
+    and the last line it shows of it"""
+    return {hit.path: f"{hit.revision} {hit.chunks[-1].snippet.text.splitlines()[-1].strip()}"
+            for hit in served.search("charge total").files}
+
+
+def _writing_a_file_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # the repository's row read at each question
+    monkeypatch.setattr(index_module, "WRITE_BATCH", 1)  # a file a write, progress told after each
+    monkeypatch.setattr(index_module, "PROGRESS_EVERY", 1)
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+
+
+def test_a_direct_index_run_pins_its_commit_once_its_files_are_written(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeloupe index --store` (no queue) pinned the repository to the folder's new commit as it began: until
+    it had rewritten them (minutes on a large repository), every changed file was cited at the new commit with its
+    old text, and a run cut off midway left them so. Each file is now cited at the commit its text was read at
+    while the run writes, the repository's pin moving once the files are all written; a run cut off leaves it."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    second = _charges(root, ("alpha", "beta"), "second")
+    [served] = open_shared(["svc"], overrides)
+
+    def at(alpha: str, beta: str) -> dict[str, str]:
+        return {"alpha.py": alpha, "beta.py": beta, "gamma.py": f"{first} return 'first'"}
+
+    old, new = f"{first} return 'first'", f"{second} return 'second'"
+    meanwhile: list[dict[str, str]] = []
+
+    def once_alpha_is_written(told: Progress) -> None:
+        assert told.message == "alpha.py"  # the first file written: beta.py is next
+        meanwhile.append(_cited(served))
+
+    try:
+        # Cut off once alpha.py is written (asked before the next file is drawn).
+        with pytest.raises(IndexStopped):
+            ws.index(once_alpha_is_written, should_stop=lambda: meanwhile != [])
+        assert meanwhile == [at(new, old)]
+        assert served.revision == first and _cited(served) == at(new, old)
+        assert "did not finish" in shared_repositories(pg_url)[0].indexing
+
+        meanwhile.clear()
+        ws.index(lambda told: meanwhile.append(_cited(served)))  # writes beta.py, all that is left
+        assert meanwhile == [at(new, new)]
+        assert served.revision == second
+        assert _cited(served) == {**at(new, new), "gamma.py": f"{second} return 'first'"}  # unchanged: at the pin
+        assert shared_repositories(pg_url)[0].indexing == ""
+    finally:
+        served.close()
+        ws.close()
+
+
+def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run queued at a newer commit while `index --store` still writes is the repository's newest: its last
+    batch pins its commit, and the direct run, ending after it, pins nothing. Pinning its own older commit then,
+    through the rows the queued run had written, it would cite them at that commit with the newer text."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    second = _charges(root, ("alpha", "beta"), "second")
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    [served] = open_shared(["svc"], overrides)
+    queued: list[str] = []
+
+    def queue_a_newer_run_and_write_it(told: Progress) -> None:
+        if not queued:  # alpha.py written: beta.py and gamma.py are queued at the third commit and written
+            queued.append(_charges(root, ("gamma",), "third"))
+            assert enqueue_workspace(store, root, load_settings(root, overrides)).batches == 1
+            assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01).batches == 1
+
+    try:
+        ws.index(queue_a_newer_run_and_write_it)  # then writes beta.py, read at the second commit
+        [third] = queued
+        assert served.revision == third
+        assert _cited(served) == {"alpha.py": f"{third} return 'second'", "beta.py": f"{second} return 'second'",
+                                  "gamma.py": f"{third} return 'third'"}
+    finally:
+        served.close()
+        store.close()
+        ws.close()

@@ -16,10 +16,10 @@ database's connection pool.
 - `embeddings` caches vectors by (model, content key) for every repository: a chunk whose breadcrumb and text
   were embedded anywhere in the organisation takes that vector (`chunks_missing_vectors` fills them in SQL
   first), so the same content is never embedded twice.
-- Citations are pinned: `commit_sha` (set by the indexer from `git rev-parse HEAD`; by a queued run once its
-  batches are all written) is the revision the repository is indexed at, and each file row records the commit it
-  was read at: an answer cites each file at its own (`revisions`), which differs from the repository's only for
-  the files a queued run not yet ended has written.
+- Citations are pinned: `commit_sha` (`git rev-parse HEAD` of the folder indexed, set once an index run's files
+  are all written: by the indexer at its end, by a queued run's last batch) is the revision the repository is
+  indexed at, and each file row records the commit it was read at: an answer cites each file at its own
+  (`revisions`), which differs from the repository's only for the files a run not yet ended has written.
 """
 
 from __future__ import annotations
@@ -965,6 +965,8 @@ class PgStore:
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
         # `revisions` as last read, and the repository's state it was read for (content generation, pin, mark).
         self._revisions: tuple[tuple[int, str, int], Revisions] | None = None
+        # The commit the files of the index run this process writes are read at (`writing_run`); None outside one.
+        self._run_commit: str | None = None
         # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
         # or each write names its folder (a worker's batch).
@@ -1146,9 +1148,10 @@ class PgStore:
 
     def revisions(self) -> Revisions:
         """The commit each file's text was read at: the repository's (`commit`), but for the files written since
-        it was pinned at another commit (a queued run's batches, before the run's last one pins its commit), each
-        at the commit its row records (migration 10). Read in one statement when the repository's files or pin
-        changed since the last read, as of the repository's state (`STATE_TTL_S`): outside a queued run, no row."""
+        it was pinned at another commit (by an index run before its end pins its commit: a direct one's writes, a
+        queued one's batches), each at the commit its row records (migration 10). Read in one statement when the
+        repository's files or pin changed since the last read, as of the repository's state (`STATE_TTL_S`):
+        outside a run, no row."""
         state = self._state()
         key = (state.content_generation, state.commit, state.pinned_through)
         known = self._revisions
@@ -1165,11 +1168,11 @@ class PgStore:
         """The folder the repository was last indexed from ("" before its first index)."""
         return self._repository_columns("root")[0]
 
-    def set_source(self, root: str, commit: str | None = None, *, replace: bool = False) -> None:
-        """Where the repository is indexed from; this process's folder from now on (`source_folder`). With a
-        `commit`, an index run writing the files itself pins the repository to it (what citations name) and
-        supersedes every queued run not yet written (`RunSuperseded`: this run writes the files); without, the pin
-        stays (a queued run moves it once written, `enqueue`). Refused (`SourceConflict`) when the repository is
+    def set_source(self, root: str, *, replace: bool = False, run: str = "") -> None:
+        """Where the repository is indexed from; this process's folder from now on (`source_folder`); the pin
+        stays (the run that writes the folder's files moves it: `writing_run`, a queued run's last batch). With a
+        `run` (`writing_run`'s), that run is the repository's newest: every queued run not yet written is
+        superseded (`RunSuperseded`: this run writes the files). Refused (`SourceConflict`) when the repository is
         another folder's, unless `replace`: checked under the repository's row, taken for the update (as every
         writer takes it: `lock_holders`), so a replace committed meanwhile is never undone."""
         with self._session(), self._conn.transaction():
@@ -1179,14 +1182,36 @@ class PgStore:
                 self._repository_columns("id")  # dropped from under this process: says so
             if not replace and known[0] and known[0] != root:
                 raise SourceConflict(self.repository, known[0], root)
-            if commit is None:
+            if not run:
                 self._conn.execute("UPDATE repositories SET root = %s WHERE id = %s", (root, self.repo_id))
             else:
-                self._conn.execute(f"UPDATE repositories SET root = %s, commit_sha = %s, {_PINNED_NOW},"
-                                   " latest_run = %s, latest_gone = '[]' WHERE id = %s",
-                                   (root, commit, uuid.uuid4().hex, self.repo_id))
+                self._conn.execute("UPDATE repositories SET root = %s, latest_run = %s, latest_gone = '[]'"
+                                   " WHERE id = %s", (root, run, self.repo_id))
             self._held.wrote = True
         self.source_folder = root
+
+    @contextmanager
+    def writing_run(self, root: str, commit: str) -> Iterator[None]:
+        """Around an index run that writes the files of `root` itself (`codeloupe index --store`, an editor's),
+        read at `commit`: `root` is the repository's source from then on and the run its newest (`set_source`);
+        each file it writes records `commit`, and the repository is pinned to it once the block ends without an
+        error (its files all written), with the newest file row then (`pinned_through`), as a queued run's last
+        batch pins its own (`_end_run`). Unless a later run (queued or not) became the newest meanwhile: that one pins
+        its commit, and the files this one wrote are cited at `commit` (`revisions`). A run cut off midway leaves
+        the pin where it was: each file it wrote is cited at `commit`, the others at the pin, as their text was
+        read. Pinned as the run began, every answer named the new commit for the old text of the files it had
+        not written yet (minutes, on a large repository)."""
+        run = uuid.uuid4().hex
+        self.set_source(root, run=run)
+        self._run_commit = commit
+        try:
+            yield
+            with self._session(), self._conn.transaction():
+                self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW} WHERE id = %s"
+                                   " AND latest_run = %s", (commit, self.repo_id, run))
+                self._held.wrote = True
+        finally:
+            self._run_commit = None
 
     def check_source(self, *, fresh: bool = False) -> None:
         """Refuse (`SourceConflict`) to answer for this process's folder (`source_folder`) once another folder is
@@ -1327,14 +1352,14 @@ class PgStore:
         with self._session(), self._conn.transaction():
             self._hold_source(self.source_folder)
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
-                                                 line_count, terms), None)
+                                                 line_count, terms), self._run_commit)
             self._count_terms([written])
             self._bump("content")
         return written[0]
 
     def _write_file(self, batch_file: BatchFile, commit: str | None) -> _Written:
-        """The file's rows, read at `commit` (None: the repository's pin, set by the run writing it); returns what
-        `_count_terms` counts (a worker counts a whole batch's files at once)."""
+        """The file's rows, read at `commit` (None: the repository's pin: a save outside an index run); returns
+        what `_count_terms` counts (a worker counts a whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
         self._delete_paths([chunked.path])
         file_id = conn.execute(
