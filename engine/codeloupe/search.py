@@ -304,17 +304,10 @@ class Snapshot:
         if self._file_order is None:
             if self.base is None:
                 self._file_order = distinct(self.table.file_ids)
-            elif self._ranks_new_files():
+            else:
                 added = distinct(self.table.file_ids[len(self.base.table.ids):])
                 self._file_order = np.concatenate([self.base.file_order(), added])
-            else:
-                self._file_order = self.base.file_order()
         return self._file_order
-
-    def _ranks_new_files(self) -> bool:
-        """Whether this delta view's file-level lanes hold its new files (a view of a store that scores its own
-        lexical lanes uses its base's, which the store keeps current)."""
-        return isinstance(self.bm25, StackedBM25)
 
     def files_in_folder(self, folder: str) -> np.ndarray:
         """The ids of the files at or under `folder` (a path relative to the root, no slash at either end): a
@@ -341,11 +334,18 @@ class Snapshot:
 
         Built on the first query that uses the file lane, from the chunk index's counts; a delta view's is its
         base's with its new files' documents after it, weighed with the base's statistics as its chunks are
-        (a file saved a moment ago ranks by its whole text as before the save, not by its chunks alone).
+        (a file saved a moment ago ranks by its whole text as before the save, not by its chunks alone). A store
+        that scores its own lexical lanes scores every file it holds: the rows are this snapshot's or view's
+        files (a view's new files included: with its base's rows, the store's score of a file written since had
+        no row to go to, and the file lost its rank in the lane until the rebuild).
         """
+        if isinstance(self.bm25, IndexedBM25):
+            with self._cache_lock:
+                if self._files is None:
+                    file_ids = self.file_order()
+                    self._files = file_ids, self.bm25.files(file_ids)
+                return self._files
         if self.base is not None:
-            if not self._ranks_new_files():
-                return self.base.file_index()
             base_ids, base_index = self.base.file_index()
             with self._cache_lock:
                 if self._files is None:
@@ -359,9 +359,6 @@ class Snapshot:
         with self._cache_lock:
             if self._files is None:
                 file_ids = self.file_order()
-                if isinstance(self.bm25, IndexedBM25):  # the store scores files from the same statistics
-                    self._files = file_ids, self.bm25.files(file_ids)
-                    return self._files
                 assert isinstance(self.bm25, BM25Index)
                 stamp = f"{self.index_id}:{self.generation}"
                 index = None if self.files_saved is None else BM25Index.load(self.files_saved, file_ids, stamp)
@@ -430,7 +427,7 @@ class Snapshot:
         assert self.base is not None
         built = self.base._summaries
         base = built if built is not None and built.ready else self.base.summaries(ws)
-        if not base.ready or not self._ranks_new_files():
+        if not base.ready:
             return base
         with self._cache_lock:
             if self._summaries is None or self._summaries_of is not base:

@@ -382,3 +382,37 @@ def test_a_query_term_s_chunks_come_from_the_gin_index_of_their_repository_s_ter
         assert reads == [("Bitmap Heap Scan", ""), ("Bitmap Index Scan", "lex_chunk_terms_terms")], plan
     finally:
         ws.close()
+
+
+def test_files_written_since_the_snapshot_rank_in_the_view_s_file_and_summary_lanes(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between a snapshot and its rebuild (a save, a queued run's batch, another process's index) a search of the
+    shared index answers from a delta view, whose file lane (a file's whole text) and summary lane (its skeleton
+    and neighbours' words) ranked only its base's files: a file written since had no row in them, so it lost both
+    ranks, and its place, until the rebuild. Its files now score as after the rebuild, in every lane."""
+    from test_search import SAVED_FILE_QUESTIONS, write_files
+
+    monkeypatch.setattr(R, "REBUILD_QUIET_S", 3600.0)  # the delta view answers until `refresh`
+    ws = _open(write_files(tmp_path / "repo"), store_url=pg_url)
+    try:
+        searcher = ws.searcher()
+        searcher.refresh()
+        saved = ["app/auth.py", "app/db.py", "app/render.py"]
+        for rel in saved:
+            with (ws.root / rel).open("a") as fh:
+                fh.write("\n# reviewed\n")
+        ws.update_files([ws.root / rel for rel in saved])
+        assert searcher.snapshot().base is not None
+
+        def saved_files() -> list[dict[str, tuple[float, str]]]:
+            return [{f.path: (round(f.score, 3), f.why) for f in ws.search(q).files if f.path in saved}
+                    for q in SAVED_FILE_QUESTIONS]
+
+        from_view = saved_files()
+        searcher.refresh()
+        assert searcher.snapshot().base is None
+        assert from_view == saved_files()
+        whys = [why for answer in from_view for _, why in answer.values()]
+        assert any("bm25 file #" in why for why in whys) and any("summary #" in why for why in whys)
+    finally:
+        ws.close()
