@@ -364,8 +364,8 @@ ALTER TABLE repositories ADD COLUMN IF NOT EXISTS latest_run TEXT NOT NULL DEFAU
 """), (10, """
 -- Each file is cited at the commit its text was read at (`PgStore.revisions`). `pinned_through` is the newest file
 -- row (its id) when `commit_sha` last moved: the run that moved it wrote each row up to it or found its file
--- unchanged, so those rows hold the pinned commit's text. A newer row (a batch of a queued run not yet ended)
--- holds the text of the commit it records. Set here to each repository's newest row: cited as before.
+-- unchanged, so those rows hold the pinned commit's text. A newer row (written by a run not yet ended, queued or
+-- direct) holds the text of the commit it records. Set here to each repository's newest row: cited as before.
 ALTER TABLE repositories ADD COLUMN IF NOT EXISTS pinned_through BIGINT NOT NULL DEFAULT 0;
 UPDATE repositories r SET pinned_through = coalesce((SELECT max(f.id) FROM files f WHERE f.repo_id = r.id), 0);
 -- A repository's open batches of its newest run, which every answer counts with the repository's state (whether a
