@@ -302,7 +302,7 @@ def test_a_search_answer_lists_candidates_as_a_prefix_of_the_ranking() -> None:
                     related=[*(hit(rank, "bm25 #2, " + "dense #3, " * 12) for rank in range(2, 9)),
                              *(hit(rank, "g", tail=True) for rank in range(9, 15))])
     text = bundle_text(bundle, max_bytes=1_000)
-    listed = [rank for rank in range(2, 15) if f"\n{rank}. pkg/module_{rank:02}.py:" in text]
+    listed = [rank for rank in range(2, 15) if f"\n{rank}. `pkg/module_{rank:02}.py:" in text]
     assert listed and listed == list(range(2, 2 + len(listed))) and len(listed) < 7, text
     assert f"[{13 - len(listed)} lower-ranked candidate files not listed to stay within 1000 bytes" in text
 

@@ -136,7 +136,7 @@ async def test_the_mcp_search_tool_takes_the_repositories_to_search_as_one(tmp_p
             read = await client.call_tool("expand", {"path": first["path"], "repo": "python", "start_line": line,
                                                      "end_line": line})
             assert not read.is_error and "".join(p.text for p in read.content).startswith(
-                f"{first['path']}:{line}-{line}"), read.content
+                f"`{first['path']}:{line}-{line}`"), read.content
     finally:
         pool.close()
 

@@ -188,7 +188,7 @@ async def test_a_file_a_search_across_repositories_found_in_another_one_can_be_r
     assert not other.is_error and "def check_token(self, token: str) -> bool:" in text_of(other), text_of(other)
     assert not own.is_error and "def charge_invoice(amount):" in text_of(own)
     assert unknown.is_error and "third: not a served workspace" in text_of(unknown)
-    assert default.startswith("app/auth.py:1-1")
+    assert default.startswith("`app/auth.py:1-1`")
 
 
 async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
