@@ -518,7 +518,8 @@ def located(uri_of: UriOf, found: Located) -> JSON:
 
     return {"text": found.text, "identifier": found.identifier, "total": found.total,
             "locations": [{"uri": uri_of(hit.path), "path": hit.path, "lineText": hit.text,
-                           "breadcrumb": hit.breadcrumb, "range": text_range(hit.text, hit.line, hit.column)}
+                           "breadcrumb": hit.breadcrumb, "symbol": hit.symbol,
+                           "range": text_range(hit.text, hit.line, hit.column)}
                           for hit in found.locations]}
 
 

@@ -54,6 +54,8 @@ async def test_locate_answers_locations_of_the_text_with_their_lines(client: Cli
     assert [(h["path"], h["range"]["start"]["line"]) for h in found["locations"]] == [
         ("app/auth.py", 4), ("app/auth.py", 16), ("app/store.py", 5), ("app/web.py", 1), ("app/web.py", 9),
         ("lib/cache.py", 0), ("lib/cache.py", 1)]
+    # Each line with the definition holding it, as `codeloupe locate` and MCP name it.
+    assert [h["symbol"] for h in found["locations"] if h["path"] == "lib/cache.py"] == ["load_user_cached"] * 2
 
 
 async def test_locate_identifier_limit_folder_and_not_found(client: Client, folders: tuple[Path, Path]) -> None:
