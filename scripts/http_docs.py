@@ -53,6 +53,19 @@ far it got (a refusal, such as a file not indexed yet, says it in its `error`), 
 (what an answer lacks meanwhile). `/healthz` and `/readyz` answer at once
 whatever the other requests are doing.
 
+**Secrets.** The answers go to agents (and the search page), whose context may be a cloud model's: a file that
+looks like a secret (`.env*`, `*.pem`, `*.key`, `id_rsa*`, `credentials*`, `.netrc`, `.aws/`, `.ssh/`, ...: the list
+`ask` refuses to its model) is listed but its content is never sent, though the index holds it when git does not
+ignore it (the CLI and the editors show it). A search (`/v1/search`, `/v1/search/all`, an ask's bundle) keeps it
+as a candidate in its place with `withheld: true`, no `chunks` and no `symbols`, its `why` ending "content
+withheld: the file looks like a secret", and a note counting such files; `/v1/docsearch` leaves it out (a hit is
+its text). `/v1/expand` of one, and `/v1/related` from one, answer 400 saying it is withheld. `/v1/locate` does
+not look in such files at all (`secrets_skipped: true` on every answer: a count of their lines holding the text
+would tell, a request at a time, what they hold), nor do `/v1/related`'s chunks come from them. `/v1/graph` names
+them as nodes and neighbours, with no `chunks` of theirs and no `useCode` or `definitionCode` on their side of a
+hop; `/v1/tour` says the same words for the `detail` of an entry point in one (its shebang or its `main`'s
+signature is a line of it).
+
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
 model, so a client that gives up costs the server nothing further.

@@ -16,8 +16,8 @@ from codeloupe.api import Workspace
 from codeloupe.ask.agents import TOOL_OUTPUT_CHARS, Tools
 from codeloupe.ask.chat import ToolRequest
 from codeloupe.ask.excerpts import Excerpts
-from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.sources import Sources
+from codeloupe.secrets import looks_secret
 
 SECRET = "sk-live-do-not-leak-4242"
 

@@ -73,6 +73,7 @@ from codeloupe.memory import map_large_blocks_apart
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.repository_names import repository_name_problem
+from codeloupe.secrets import WITHHELD, looks_secret, refusal, withheld
 from codeloupe.settings import WORKSPACE_SETTINGS_FILES as WORKSPACE_SETTINGS_FILES
 from codeloupe.settings import Settings, load_settings
 from codeloupe.settings import SettingsError as SettingsError
@@ -213,6 +214,12 @@ class Workspace:
 
     # Whether the first queries may be answered before a bulk change is searchable (see `__init__`).
     interim_answers: bool = False
+    # Whether its answers go to agents rather than to the user's own eyes: set by the servers that answer agents
+    # (MCP and HTTP, whose answers land in a cloud model's context), never by the CLI or the editors. Files that look
+    # like secrets (`codeloupe.secrets.looks_secret`: `.env*`, keys, credentials) are then listed as candidates
+    # and their content withheld: no chunk of theirs in a bundle, related chunks or the graph, no line of theirs
+    # located, and a read of one (`expand`) refused.
+    withholds_secrets: bool = False
 
     def __init__(self, root: Path | str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None, *, check_index: bool = True,
@@ -481,7 +488,19 @@ class Workspace:
         unfinished = self._unfinished_index()
         bundle.notes = [*([unfinished] if unfinished else []),
                         *trust_notes(bundle, scope_indexed=scope_indexed, workspace_indexed=workspace_indexed)]
+        self._withhold_secrets(bundle)  # after the notes, which judge the answer by the chunks that matched
         return bundle
+
+    def _withhold_secrets(self, bundle: Bundle) -> None:
+        """Empty each candidate file that is `withheld` of its code, snippets and symbols (all read from it), and
+        say so on its map line and in a note: the file stays a candidate in its place (rule 2)."""
+        hidden = [hit for hit in bundle.files if withheld(self, hit.path)]
+        for hit in hidden:
+            hit.chunks, hit.symbols, hit.withheld = [], [], True
+            hit.why = f"{hit.why}; {WITHHELD}" if hit.why else WITHHELD
+        if hidden:
+            files = "1 candidate file looks" if len(hidden) == 1 else f"{len(hidden)} candidate files look"
+            bundle.notes.append(f"{files} like a secret (keys, credentials, .env files): listed, content withheld")
 
     def _unfinished_index(self) -> str:
         """Why answers may lack files of the shared index's repository: an index run under way, or cut off
@@ -519,7 +538,9 @@ class Workspace:
         cached = self._entry_points
         if cached is None or cached[0] != generation:
             self._entry_points = (generation, *entry_points(self, cached[2] if cached else None))
-        return self._entry_points[1]
+        # What says so is a line of the file (its shebang, its `main`'s signature): withheld with its content.
+        return [dataclasses.replace(point, detail=WITHHELD) if withheld(self, point.path) else point
+                for point in self._entry_points[1]]
 
     def tour(self, *, limit: int = 20, entry_point_limit: int = TOUR_ENTRY_POINTS) -> Tour:
         """Where to start reading: the strongest `entry_point_limit` entry points (counting the rest), then the
@@ -729,6 +750,8 @@ class Workspace:
             rows = self.store.file_rows()
             rel = shown_name_of(path, rows) or rel
             row = rows.get(rel)
+        if withheld(self, rel):  # whether or not it is indexed: a refusal tells nothing of the file
+            raise WorkspaceError(refusal(rel))
         if row is None:
             reason = self.skip_reason(rel)
             raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else
@@ -801,7 +824,10 @@ class Workspace:
         check_locate_text(text)
         from codeloupe.locate import locate_lines
 
-        found = locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit)
+        # A file that looks like a secret is not looked in at all where answers go to agents: a count of its
+        # lines holding a text (or their places) would tell, a call at a time, what it holds.
+        found = locate_lines(self.searcher().snapshot(), text, identifier=identifier, limit=limit,
+                             skip=looks_secret if self.withholds_secrets else None)
         named = self._innermost({(loc.path, loc.line) for loc in found.locations})
         for loc in found.locations:
             loc.symbol = named[loc.path, loc.line] or ""

@@ -28,6 +28,9 @@ class WorkspaceContext(Protocol):
     closed: bool
     # A process that stays open: its first queries may leave out a bulk change until it is searchable.
     interim_answers: bool
+    # Its answers go to agents (the MCP and HTTP servers): files that look like secrets are listed, never shown
+    # (`codeloupe.secrets.withheld`).
+    withholds_secrets: bool
 
     def relative(self, path: Path | str) -> str:
         """The POSIX path relative to the root; raises `WorkspaceError` for anything outside it."""

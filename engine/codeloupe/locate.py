@@ -11,6 +11,7 @@ over the standard library made 205,707 locations to show 100).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
 _BATCH = 2_000
 
 
-def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> Located:
+def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int,
+                 skip: Callable[[str], bool] | None = None) -> Located:
     """Every line of `snap`'s live chunks holding `text` (case-sensitive; `identifier`: as a whole identifier),
-    counted, the first `limit` as locations in path and line order."""
+    counted, the first `limit` as locations in path and line order; the files whose path `skip` holds are not
+    looked in (`secrets_skipped`)."""
     table = snap.table
     whole = _whole_identifier(text) if identifier else None
     terms = whole_word_terms(text, all_runs=identifier)
@@ -36,15 +39,19 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
         rows = rows[snap.live[rows]]
     counted: list[tuple[str, int, int]] = []  # (path, first line, row) of the chunks holding it
     total = 0
+    skipped: dict[str, bool] = {}  # asked of the paths of chunks holding the text only, once each
     for start in range(0, len(rows), _BATCH):
         batch = rows[start:start + _BATCH].tolist()
         for row, chunk in zip(batch, table.texts.many(batch), strict=True):
             if text not in chunk:
                 continue
+            path = snap.chunk_paths[row]
+            if skip is not None and skipped.setdefault(path, skip(path)):
+                continue
             found = sum(1 for line in split_lines(chunk, keepends=False) if text in line and (whole is None or whole.search(line)))
             if found:
                 total += found
-                counted.append((snap.chunk_paths[row], int(table.start_lines[row]), row))
+                counted.append((path, int(table.start_lines[row]), row))
     counted.sort()
     hits: list[Location] = []
     for path, first, row in counted:  # read again, the few shown: the texts of every match are not held
@@ -55,7 +62,7 @@ def locate_lines(snap: Snapshot, text: str, *, identifier: bool, limit: int) -> 
             if column >= 0:
                 hits.append(Location(path, first + offset, column + 1, line_text, first,
                                      int(table.end_lines[row]), table.breadcrumbs[row]))
-    return Located(text, identifier, hits[:max(limit, 0)], total)
+    return Located(text, identifier, hits[:max(limit, 0)], total, secrets_skipped=skip is not None)
 
 
 def _whole_identifier(text: str) -> re.Pattern[str]:

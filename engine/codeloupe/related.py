@@ -14,6 +14,7 @@ import numpy as np
 
 from codeloupe.lanes.tokens import tokenize
 from codeloupe.lanes.top import top_rows
+from codeloupe.secrets import withheld
 from codeloupe.types import ChunkHit, Related
 
 if TYPE_CHECKING:
@@ -41,6 +42,11 @@ def find_related(ws: WorkspaceContext, path: str, start_line: int | None, end_li
         scores, lane = snap.bm25.scores(tokenize(anchor.text)), "lexical"
     keep = mask & np.isfinite(scores) & ((scores > 0) if lane == "lexical" else True)
     rows = top_rows(scores, keep, limit)
+    # A chunk of a file whose content is withheld gives its place to the next one: asked of the few rows taken,
+    # not of every chunk's path.
+    while hidden := [r for r in rows if withheld(ws, snap.chunk_paths[r])]:
+        keep[hidden] = False
+        rows = top_rows(scores, keep, limit)
     texts = table.texts.many(rows)
     chunks = [ChunkHit(int(table.ids[r]), snap.chunk_paths[r], int(table.start_lines[r]), int(table.end_lines[r]),
                        table.kinds[r], table.names[r], table.breadcrumbs[r], list(table.symbols[r]),

@@ -346,6 +346,9 @@ class FileHit:
     # folder on disk.
     repository: str = ""
     revision: str = ""
+    # An answer to an agent (`Workspace.withholds_secrets`) and a file that looks like a secret: listed in its
+    # place with no chunks or symbols (its content withheld), as `why` says.
+    withheld: bool = False
 
     @property
     def shown_path(self) -> str:
@@ -517,6 +520,9 @@ class Located:
     identifier: bool
     locations: list[Location]
     total: int
+    # An answer to an agent (`Workspace.withholds_secrets`): files that look like secrets were not looked in. Said
+    # of every such answer whatever those files hold: a count of their lines holding the text would tell it.
+    secrets_skipped: bool = False
 
 
 # --------------------------------------------------------------------------------------------- flows

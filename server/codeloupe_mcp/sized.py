@@ -161,11 +161,14 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     """Ranked chunks, one object each: path, lines, the anchor line (the best-matching line), the text (the
     chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial. In rank
     order whatever the budget: a chunk with no room for a line of its text keeps its place with an empty `text`,
-    and what is left out is what follows the last chunk placed."""
+    and what is left out is what follows the last chunk placed. The candidate files whose content is withheld
+    (they look like secrets), which have no chunk, are named in `withheld`."""
     budget = Budget(max_bytes)
     chunks = [(hit, chunk) for hit in bundle.files for chunk in hit.chunks]
     answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
                     "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": []}
+    if withheld := [hit.shown_path for hit in bundle.files if hit.withheld]:
+        answer["withheld"] = withheld
     if bundle.notes:
         answer["notes"] = _echoed_notes(bundle.notes, budget.limit // 4, budget.limit)
     # Reserved as it will be written: the query escaped, the lanes, the notes and the cut note at its largest.
@@ -254,6 +257,7 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     many as fit; `notes` first."""
     budget = Budget(max_bytes)
     kind = "identifier" if found.identifier else "text"
+    notes = [*notes, *([_SECRETS_SKIPPED] if found.secrets_skipped else [])]
     noted = "".join(line + "\n" for line in _note_lines(notes, budget.limit))
     text = _clipped_repr(found.text, _ECHO_BYTES)
     if not found.total:
@@ -275,6 +279,9 @@ def located_text(found: Located, max_bytes: int = DEFAULT_BUDGET_BYTES, notes: S
     if len(lines) < found.total:
         out.append(f"[{found.total - len(lines)} more not shown: narrow the text, or pass a larger limit/max_bytes]")
     return _within("\n".join(out), budget.limit)
+
+
+_SECRETS_SKIPPED = "files that look like secrets (keys, credentials, .env files) are not looked in"
 
 
 def _clipped_repr(text: str, room: int) -> str:

@@ -73,6 +73,9 @@ class WarmWorkspace:
             # log; over stdio, stdout is the protocol's).
             for notice in [*settings.notices, *self.ws.strategy_load.warnings]:
                 log.warning("%s", notice)
+        # Served answers go to agents (MCP, HTTP: a cloud model's context), not only to the user's eyes: files that
+        # look like secrets are listed, never shown.
+        self.ws.withholds_secrets = True
         self.refresh_interval_s = refresh_interval_s
         self.last_error = ""
         self._refreshing = threading.Lock()

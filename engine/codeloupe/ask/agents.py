@@ -17,11 +17,11 @@ from codeloupe.ask.chat import ChatError, ChatModel, ToolRequest
 from codeloupe.ask.events import AskEvent
 from codeloupe.ask.excerpts import Excerpt, Excerpts, chunk_text
 from codeloupe.ask.prompts import agent_messages, excerpt_index, planner_messages
-from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.shape import top_dir
 from codeloupe.ask.sources import Sources
 from codeloupe.context import WorkspaceContext
 from codeloupe.errors import WorkspaceError
+from codeloupe.secrets import looks_secret
 from codeloupe.store import FileRow
 from codeloupe.types import one_line, shown_name_of, split_lines
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from codeloupe.ask.secrets import looks_secret
 from codeloupe.ask.sources import Sources
+from codeloupe.secrets import looks_secret
 from codeloupe.types import Bundle, ChunkHit, one_line, split_lines
 
 # The bundle's chunks shown to the model, in characters (~12k tokens): enough for a CORE set in full plus the

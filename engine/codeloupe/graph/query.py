@@ -31,6 +31,7 @@ from codeloupe.graph.model import (
 from codeloupe.graph.naming import community_name, community_names
 from codeloupe.graph.resolve import Edge
 from codeloupe.graph.splice import splice_hops
+from codeloupe.secrets import withheld
 from codeloupe.store import edges as edge_store
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def graph_node(ws: WorkspaceContext, target: str, *, allow_stale: bool = False) 
     external = graph.edges.external(i)
     symbols = [d.qualified_name for d in graph.definitions[i]]
     chunks = []
-    for start, end, _, _ in edge_store.chunk_spans(ws.store, graph.file_ids[i]):
+    for start, end, _, _ in ([] if withheld(ws, path) else edge_store.chunk_spans(ws.store, graph.file_ids[i])):
         try:
             chunks.append((Span(path, start, end), ws.read_lines(path, start, end)))
         except ValueError:
