@@ -66,6 +66,11 @@ them as nodes and neighbours, with no `chunks` of theirs and no `useCode` or `de
 hop; `/v1/tour` says the same words for the `detail` of an entry point in one (its shebang or its `main`'s
 signature is a line of it).
 
+**Names.** `/v1/expand`'s `path`, `/v1/search`'s `scope` and `/v1/graph`'s `node`, `source` and `target` also take a
+file's or folder's name as MCP's text answers and the CLI show it, its control, bidi and line-break characters
+escaped (`\\n`, `\\x1b`, `\\u202e`; the graph's text writes a carriage return `\\r`): a name the index does not hold,
+holding a backslash, names the one indexed file or folder shown so.
+
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
 model, so a client that gives up costs the server nothing further.

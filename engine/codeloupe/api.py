@@ -18,7 +18,7 @@ import sys
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -475,6 +475,7 @@ class Workspace:
         `peers`: see `search_repositories`."""
         from codeloupe.entrypoints import location_shaped
 
+        scope = self._indexed_name(scope)
         bundle = self.searcher().search(query, scope=scope, mode=mode, limit=limit, peers=peers)
         if mode != "docs" and not bundle.issue_mode and location_shaped(query):
             self._add_entry_points(bundle, scope)
@@ -740,16 +741,15 @@ class Workspace:
         `line` (the chunk around it when no definition encloses it).
 
         Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
-        or a skipped binary is never served). `path` may name a file as the answers show it (`one_line`: MCP's
+        or a skipped binary is never served). `path` may name a file as the answers show it (`_indexed_name`: MCP's
         text, the CLI's), where an agent copies it from. A definition of a file changed on disk since it was
         indexed is refused: its lines are the index's, and would show other code under its name.
         """
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
-        if row is None and "\\" in path:  # only a name shown otherwise than it is holds a backslash
-            rows = self.store.file_rows()
-            rel = shown_name_of(path, rows) or rel
-            row = rows.get(rel)
+        if row is None and (held := self._indexed_name(path)) != path:
+            row = self.store.file_rows([held]).get(held)
+            rel = held if row is not None else rel  # a folder is no file to read
         if withheld(self, rel):  # whether or not it is indexed: a refusal tells nothing of the file
             raise WorkspaceError(refusal(rel))
         if row is None:
@@ -932,10 +932,24 @@ class Workspace:
         asks for a node and a route, or half a route): the node's or folder's part of the graph, the route
         between `source` and `target`, or the map. `NotInGraph` when a node or an end names no graph file."""
         if request.node:
-            return self.graph_node(request.node)
+            return self.graph_node(self._indexed_name(request.node))
         if request.source:
-            return self.graph_path(request.source, request.target)
+            return self.graph_path(self._indexed_name(request.source), self._indexed_name(request.target))
         return self.graph_map()
+
+    def _indexed_name(self, name: str) -> str:
+        """The indexed file or folder `name` names as an answer shows it (`shown_name_of`: MCP's text and the CLI
+        show a newline in a name as `\\n`, an escape sequence as `\\x1b`, a bidi override as `\\u202e`), where an
+        agent copies it from into `expand`, a search's `scope` or a graph's `node` and route ends; else `name`
+        itself (a path as it is, a concept, a name shown so for several)."""
+        if "\\" not in name:  # only a name shown otherwise than it is holds a backslash
+            return name
+        rows = self.store.file_rows()
+        folders = {folder for path in rows for folder in _folders_of(path)}
+        wanted = name.rstrip("/")  # a folder as the graph shows it, `name/`
+        if wanted in rows or wanted in folders:
+            return name
+        return shown_name_of(wanted, [*rows, *folders]) or name
 
     def ask(self, question: str, *, mode: str = "code", agents: bool | None = None, best: bool = False) -> AskRun:
         """The `AskEvent`s answering `question`, as an `AskRun`; the last one is `done` and carries the `AskResult`.
@@ -986,6 +1000,13 @@ class Workspace:
         if self._searcher is not None:
             self._searcher.close()  # before the store: its background rebuild must not read a closed index
         self.store.close()
+
+
+def _folders_of(path: str) -> Iterator[str]:
+    """The folders a workspace path lies in, innermost first (none for a file at the root)."""
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        yield path
 
 
 def _stop_before_edges(should_stop: Callable[[], bool] | None) -> None:

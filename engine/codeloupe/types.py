@@ -120,11 +120,23 @@ def code_span(text: str) -> str:
     return f"{ticks}{pad}{shown}{pad}{ticks}"
 
 
+# What ends a line for a reader of the text (str.splitlines' set): inside a name it would start a line of its
+# own. The graph's text shows each as Python writes it (`\r`, `\u2028`; `graph.render`).
+LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
+def line_breaks_escaped(text: str) -> str:
+    """`text` with each of its `LINE_BREAKS` written as Python writes it (a newline as `\\n`, a CR as `\\r`)."""
+    return LINE_BREAKS.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
 def shown_name_of(shown: str, names: Iterable[str]) -> str | None:
-    """The one of `names` that `one_line` shows as `shown`, for a name copied from where it was shown (an MCP
-    answer, an ask's excerpt header) back to the file it names; None where none is, or several are. Look `shown`
-    up as it is first: a name `one_line` changes holds a character it escapes, and its shown form a backslash."""
-    found = [name for name in names if one_line(name) == shown]
+    """The one of `names` that an answer shows as `shown` (`one_line`, as MCP's text answers, the CLI and an ask's
+    excerpt headers show a name, or the graph's text, whose line breaks are `line_breaks_escaped` first), for a
+    name copied from where it was shown back to the file or folder it names; None where none is, or several are.
+    Look `shown` up as it is first: a name shown otherwise holds a character they escape, and its shown form a
+    backslash."""
+    found = [name for name in names if shown in (one_line(name), one_line(line_breaks_escaped(name)))]
     return found[0] if len(found) == 1 else None
 
 

@@ -84,6 +84,21 @@ FILES = {
 }
 
 
+# Names the answers show escaped, as an agent copies them back: a folder whose name holds an escape sequence and a
+# newline (`one_line`: `\x1b`, `\n`), a file in it whose name holds a bidi override (`\u202e`), and a file whose name
+# holds a carriage return (`\x0d` where `one_line` shows it, `\r` in the graph's text). Each uses the store.
+ESCAPED_FOLDER = "tools\x1b[2m\nforged"
+ESCAPED_FILE = ESCAPED_FOLDER + "/grant\u202e.py"
+CR_FILE = "app/carriage\rreturn.py"
+
+
+def write_escaped_names(root: Path) -> None:
+    (root / ESCAPED_FOLDER).mkdir()
+    for path, verb in ((ESCAPED_FILE, "grant"), (CR_FILE, "revoke")):
+        (root / path).write_text(f'from app.store import SessionStore\n\n\ndef {verb}_admin(user):\n    """{verb.title()} '
+                                 'admin rights."""\n    return SessionStore().find(user)\n')
+
+
 def write_project(root: Path) -> Path:
     for rel, text in FILES.items():
         path = root / rel

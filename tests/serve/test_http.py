@@ -692,3 +692,25 @@ def held_open_then_closed(base: str) -> None:
         with sock:
             assert sock.recv(4096) == b"", what  # closed by the server, before this socket's own timeout
     slow.close()
+
+
+def test_a_name_copied_from_an_answer_is_the_file_or_folder_it_names(project: Path, serve) -> None:
+    """`/v1/search`'s `scope` and `/v1/graph`'s `node`, `source` and `target` take a name as the text answers (MCP,
+    the CLI, the pages) show it escaped, as `/v1/expand` did: the scope was a folder the index does not hold, the
+    node a concept that found another file by its words."""
+    from serve_project import CR_FILE, ESCAPED_FILE, ESCAPED_FOLDER, write_escaped_names
+
+    from codeloupe.types import line_breaks_escaped, one_line
+
+    write_escaped_names(project)
+    base = serve([project])
+    scoped = httpx.get(f"{base}/v1/search", params={"q": "admin rights", "scope": one_line(ESCAPED_FOLDER)}).json()
+    node = httpx.get(f"{base}/v1/graph", params={"node": one_line(ESCAPED_FILE)}).json()
+    folder = httpx.get(f"{base}/v1/graph", params={"node": one_line(ESCAPED_FOLDER)}).json()
+    route = httpx.get(f"{base}/v1/graph", params={"source": line_breaks_escaped(CR_FILE),
+                                                  "target": one_line(ESCAPED_FILE)}).json()
+    assert [hit["path"] for hit in scoped["core"] + scoped["related"]] == [ESCAPED_FILE], scoped
+    assert (node["path"], node["resolvedBy"]) == (ESCAPED_FILE, "path"), node
+    assert folder["folder"] == ESCAPED_FOLDER and [f["path"] for f in folder["files"]] == [ESCAPED_FILE], folder
+    assert route["found"] and route["hops"][0]["source"] == CR_FILE and route["hops"][-1]["target"] == ESCAPED_FILE, \
+        route

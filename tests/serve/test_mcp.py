@@ -939,3 +939,40 @@ async def test_the_tools_name_files_as_code_spans_on_one_line(project: Path) -> 
     assert answers["expand"].startswith(f"{code_span(HOSTILE_PATH + ':4-6')} ({code_span('grant_admin')})\n")
     assert f"{code_span(HOSTILE_PATH + ':4:5')}  {code_span('def grant_admin(user):')}" in answers["locate"]
     assert one_line(HOSTILE_PATH) in answers["graph"], answers["graph"]
+
+
+async def test_a_name_copied_from_an_answer_is_the_file_or_folder_it_names(project: Path) -> None:
+    """`expand` took a file's name as the answers show it (escaped on one line), but `graph` and `search`'s `scope`
+    did not: a node or a route's end copied from an answer was read as a concept (another file, found by its words)
+    and a scope as a folder the index does not hold ('no indexed file lies under ...'). The engine maps each back
+    to the one indexed file or folder shown so, as the search's text and the graph's text show it."""
+    from serve_project import CR_FILE, ESCAPED_FILE, ESCAPED_FOLDER, write_escaped_names
+
+    from codeloupe.types import line_breaks_escaped, one_line
+
+    write_escaped_names(project)
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            found = text_of(await client.call_tool("search", {"query": "grant admin rights"}))
+            shown = text_of(await client.call_tool("graph", {"node": "app/store.py"}))
+            scoped = text_of(await client.call_tool("search", {"query": "admin rights",
+                                                                "scope": one_line(ESCAPED_FOLDER)}))
+            node = text_of(await client.call_tool("graph", {"node": one_line(ESCAPED_FILE)}))
+            folder = text_of(await client.call_tool("graph", {"node": one_line(ESCAPED_FOLDER) + "/"}))
+            route = text_of(await client.call_tool("graph", {"source": one_line(ESCAPED_FILE),
+                                                             "target": line_breaks_escaped(CR_FILE)}))
+            carriage = text_of(await client.call_tool("graph", {"node": line_breaks_escaped(CR_FILE)}))
+            expanded = text_of(await client.call_tool("expand", {"path": line_breaks_escaped(CR_FILE),
+                                                                 "start_line": 4, "end_line": 4}))
+    finally:
+        warm.close()
+    # The names as the answers show them, where an agent copies them from.
+    assert f"`{one_line(ESCAPED_FILE)}:" in found and f"  {line_breaks_escaped(CR_FILE)}:1 import" in shown, shown
+    assert scoped.startswith("1 candidate file") and f"## 1. `{one_line(ESCAPED_FILE)}`" in scoped, scoped
+    assert node.startswith(f"{one_line(ESCAPED_FILE)}  (community ") and "; matched by path)" in node, node
+    assert folder.startswith(f"{one_line(ESCAPED_FOLDER)}/  (folder: 1 file of the graph)"), folder
+    assert route.startswith(f"{one_line(ESCAPED_FILE)} -> {line_breaks_escaped(CR_FILE)}:"), route
+    assert "--> app/store.py [SessionStore]" in route and "def grant_admin(user):" in route, route
+    assert carriage.startswith(f"{line_breaks_escaped(CR_FILE)}  (community ") and "matched by path" in carriage
+    assert "def revoke_admin(user):" in expanded, expanded

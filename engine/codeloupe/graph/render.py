@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections import Counter
 from importlib import resources
 
 from codeloupe.graph.model import GraphFolder, GraphMap, GraphNode, GraphPath
-from codeloupe.types import split_lines
+from codeloupe.types import line_breaks_escaped, split_lines
 from codeloupe.wording import amount
 
 # The written page carries its style and code inline, so it opens from disk and in an editor's webview alone.
 _INLINE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 # visible.js (how a page shows a name or code) goes before map.js, which calls it; the search page loads it too.
 MAP_ASSETS = ("visible.js", "map.js", "map.css")
-
-# What ends a line for a reader of the text (str.splitlines' set): inside a name it would start a line of its
-# own, a forged neighbour or hub in the list an agent or a terminal reads.
-_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def render_html(graph_map: GraphMap, root: str = "") -> str:
@@ -158,7 +153,9 @@ def _path_text(p: GraphPath) -> str:
 
 
 def _name(text: str) -> str:
-    return _LINE_BREAK.sub(lambda found: ascii(found.group())[1:-1], text)
+    """A name on its line: a line break in it would start a line of its own, a forged neighbour or hub in the list
+    an agent or a terminal reads."""
+    return line_breaks_escaped(text)
 
 
 def _names(texts: list[str] | tuple[str, ...]) -> str:
