@@ -498,7 +498,8 @@ class Workspace:
         hidden = [hit for hit in bundle.files if withheld(self, hit.path)]
         for hit in hidden:
             hit.chunks, hit.symbols, hit.withheld = [], [], True
-            hit.why = f"{hit.why}; {WITHHELD}" if hit.why else WITHHELD
+            if WITHHELD not in hit.why:  # an entry point's why says so already (`entry_points` withholds its detail)
+                hit.why = f"{hit.why}; {WITHHELD}" if hit.why else WITHHELD
         if hidden:
             files = "1 candidate file looks" if len(hidden) == 1 else f"{len(hidden)} candidate files look"
             bundle.notes.append(f"{files} like a secret (keys, credentials, .env files): listed, content withheld")

@@ -5,6 +5,7 @@ model's context), lists them as candidates and never carries their content; the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx2 as httpx
@@ -13,6 +14,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from codeloupe.api import Workspace
 from codeloupe.cli import main as cli_main
 
 # A fake key: what no answer may carry.
@@ -137,3 +139,14 @@ def test_the_cli_still_shows_what_the_index_holds(secrets: Path, capsys: pytest.
     assert KEY in json.dumps(bundle) and not any(hit["withheld"] for hit in bundle["core"] + bundle["related"])
     assert cli_main(["locate", str(secrets), "sk_live"]) == 0
     assert ".env:1:" in capsys.readouterr().out
+
+
+def test_an_entry_point_that_looks_like_a_secret_says_it_is_withheld_once(
+        secrets: Path, lexical_workspace: Callable[[Path], Workspace]) -> None:
+    """A question for where the program starts lists `config/credentials.py` (its `__main__` guard) as an entry
+    point whose detail is withheld; its map line said so twice ("entry point: guard (content withheld: ...);
+    content withheld: ...")."""
+    ws = lexical_workspace(secrets)
+    ws.withholds_secrets = True  # as the MCP and HTTP servers' workspaces are
+    hit = next(h for h in ws.search("where does the program start").files if h.path == "config/credentials.py")
+    assert hit.withheld and hit.why.count("content withheld") == 1, hit.why
