@@ -3,11 +3,12 @@ several times in a row (overloads), which no qualified name could pick out."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from codeloupe.api import WorkspaceError
+from codeloupe.api import GraphRequest, WorkspaceError
 
 SOURCE = '''from typing import overload
 
@@ -117,3 +118,22 @@ def test_a_definition_of_a_file_changed_since_it_was_indexed_is_refused_not_read
     assert ws.expand("loader.py", 23, 24).text == "def helper():\n    return 1\n"  # lines asked by number are read
     ws.update_files(["loader.py"])
     assert ws.expand("loader.py", symbol="helper").text == "def helper():\n    return 1\n"
+
+
+def test_a_file_swapped_for_a_link_to_a_secret_is_not_read_where_answers_go_to_agents(
+        tmp_path: Path, lexical_workspace) -> None:
+    """An indexed file replaced on disk by a link to a `.env` since it was indexed (a branch checked out) is read
+    as the `.env`: every answer of a workspace that withholds secrets refuses it, whichever name led there (the
+    graph's node read its chunks' lines under the indexed name)."""
+    key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+    (tmp_path / ".env").write_text(f"STRIPE_API_KEY={key}\n")
+    (tmp_path / "store.py").write_text("class SessionStore:\n    pass\n")
+    (tmp_path / "payments.py").write_text("from store import SessionStore\n\n\ndef pay():\n    return SessionStore()\n")
+    ws = lexical_workspace(tmp_path)
+    ws.withholds_secrets = True
+    (tmp_path / "payments.py").unlink()
+    (tmp_path / "payments.py").symlink_to(".env")
+    node = ws.graph(GraphRequest("payments.py", "", "")).to_dict()
+    assert key not in json.dumps(node) and node["chunks"] == [], node
+    with pytest.raises(WorkspaceError, match=r"^\.env: withheld: the file looks like a secret"):
+        ws.read_lines("payments.py")

@@ -695,10 +695,17 @@ class Workspace:
 
     def read_bytes(self, path: str) -> bytes:
         """A workspace file's bytes as they are now (its source: the disk); OSError when it cannot be read, is
-        not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`.
-        Refused once another folder replaced this one as its shared repository's source (`_check_shared_source`)."""
+        not a regular file (a FIFO would wait for a writer, a device never end) or is over `READ_MAX_BYTES`;
+        `WorkspaceError` for a file whose content is `withheld`. Refused once another folder replaced this one as
+        its shared repository's source (`_check_shared_source`)."""
         self._check_shared_source()
-        full = self.root / self.relative(path)
+        rel = self.relative(path)
+        # Checked on the path resolved: an indexed file swapped since for a link to a `.env` is read as the `.env`,
+        # and every answer reading the disk (a graph node's chunks, a name mapped by `_indexed_name`) checked the
+        # name it was asked for.
+        if withheld(self, rel):
+            raise WorkspaceError(refusal(rel))
+        full = self.root / rel
         data = read_head(full, READ_MAX_BYTES)
         if len(data) > READ_MAX_BYTES:
             raise OSError(errno.EFBIG, f"larger than {READ_MAX_BYTES >> 20} MiB", str(full))
