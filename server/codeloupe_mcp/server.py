@@ -44,7 +44,7 @@ from codeloupe.api import (
     render_text,
     tour_counts,
 )
-from codeloupe.types import visible
+from codeloupe.types import one_line, visible
 from codeloupe_serving.first_index import when_indexed
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
@@ -414,13 +414,14 @@ def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str
 @contextmanager
 def _refusals() -> Iterator[None]:
     """Engine refusals become tool errors with the engine's message (the agent can correct its call), and so does
-    a shared index that cannot be read (HTTP's 503; the call may succeed later)."""
+    a shared index that cannot be read (HTTP's 503; the call may succeed later). On one line (`one_line`): the
+    message names the file asked for, whose name may hold a line break that would forge lines of the answer."""
     try:
         yield
     except ToolError:
         raise
     except (WorkspaceError, ValueError, OSError, StoreError) as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(one_line(str(exc))) from exc
 
 
 @contextmanager
@@ -433,9 +434,9 @@ def _resource_refusals() -> Iterator[None]:
     except ResourceError:
         raise
     except (WorkspaceError, ValueError) as exc:
-        raise ResourceNotFoundError(str(exc)) from exc
+        raise ResourceNotFoundError(one_line(str(exc))) from exc
     except (OSError, StoreError) as exc:
-        raise ResourceError(str(exc)) from exc
+        raise ResourceError(one_line(str(exc))) from exc
 
 
 def _search_across(pool: WarmWorkspaces, repos: list[str], query: str, flat: bool, mode: str, limit: int,

@@ -924,6 +924,9 @@ async def test_the_tools_name_files_as_code_spans_on_one_line(project: Path) -> 
                 "expand": text_of(await client.call_tool("expand", {"path": HOSTILE_PATH, "symbol": "grant_admin"})),
                 "locate": text_of(await client.call_tool("locate", {"text": "grant_admin"})),
                 "graph": text_of(await client.call_tool("graph", {"node": "app/store.py"})),
+                # A refusal names the file asked for: on one line too.
+                "refused": text_of(await client.call_tool("expand", {"path": HOSTILE_PATH, "start_line": 90,
+                                                                     "end_line": 91})),
             }
             # The name as the answers show it, copied into `expand` by the agent, reads the file.
             copied = await client.call_tool("expand", {"path": one_line(HOSTILE_PATH), "start_line": 4, "end_line": 4})
@@ -939,6 +942,8 @@ async def test_the_tools_name_files_as_code_spans_on_one_line(project: Path) -> 
     assert answers["expand"].startswith(f"{code_span(HOSTILE_PATH + ':4-6')} ({code_span('grant_admin')})\n")
     assert f"{code_span(HOSTILE_PATH + ':4:5')}  {code_span('def grant_admin(user):')}" in answers["locate"]
     assert one_line(HOSTILE_PATH) in answers["graph"], answers["graph"]
+    assert answers["refused"].endswith(f"{one_line(HOSTILE_PATH)}: lines 90-91 are outside the file (1-6)"), \
+        answers["refused"]
 
 
 async def test_a_name_copied_from_an_answer_is_the_file_or_folder_it_names(project: Path) -> None:
