@@ -1200,7 +1200,9 @@ class PgStore:
         its commit, and the files this one wrote are cited at `commit` (`revisions`). A run cut off midway leaves
         the pin where it was: each file it wrote is cited at `commit`, the others at the pin, as their text was
         read. Pinned as the run began, every answer named the new commit for the old text of the files it had
-        not written yet (minutes, on a large repository)."""
+        not written yet (minutes, on a large repository). The commit is this store's, not a thread's: a save this
+        process writes meanwhile, on another thread, records it too (its text is the folder's now, which the run's
+        commit names more nearly than the pin it replaces)."""
         run = uuid.uuid4().hex
         self.set_source(root, run=run)
         self._run_commit = commit
