@@ -4,6 +4,8 @@ in a name reordered the message, an escape sequence drove a terminal's screen, a
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from lsp_helpers import RawServer, expect_error, start_server, stop_server, uri, write_project
@@ -124,7 +126,11 @@ async def test_the_status_names_the_folder_and_the_shared_index_escaped(tmp_path
     client = await start_server([root], {"storeUrl": store, "repositories": ["billing"]})
     try:
         await client.wait_ready()
-        status = await client.request("codeloupe/status", {})
+        # The repositories are opened beside the folder's index: their failure is said once that open gave up.
+        deadline = time.monotonic() + 60
+        while not (status := await client.request("codeloupe/status", {}))["repositoriesMessage"]:
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.05)
     finally:
         await stop_server(client)
     [folder] = status["folders"]
