@@ -204,6 +204,17 @@ def test_an_ignore_file_that_is_a_link_a_fifo_or_huge_cannot_stall_the_walk(tmp_
     assert "only its first 256 KiB" in done.stderr
 
 
+def test_an_ignore_file_too_large_for_one_pattern_set_keeps_every_pattern(tmp_path: Path) -> None:
+    """RE2 compiles an ignore file's patterns as one set within a memory budget: a .gitignore listing a few hundred
+    long paths (here four of 20,000 characters, each valid alone) ended `codeloupe index` with a traceback
+    ("failed to compile Set"). Every pattern still applies, in order: a later line's negation wins."""
+    long_lines = [letter * 20_000 for letter in "abcd"]
+    (tmp_path / ".gitignore").write_text("\n".join(["*.log", *long_lines, "!kept.log", "secret.txt"]) + "\n")
+    for name in ("main.py", "other.log", "kept.log", "secret.txt"):
+        (tmp_path / name).write_text("x = 1\n")
+    assert [c.rel_path for c in walk(tmp_path, Settings()).candidates] == ["kept.log", "main.py"]
+
+
 def test_reading_a_fifo_or_a_huge_file_for_an_answer_is_a_clear_error(tmp_path: Path, lexical_workspace) -> None:
     """An agent or an editor asks for a workspace file's lines: a FIFO would wait for a writer forever and a
     file of gigabytes would fill the memory; both are refused with the reason."""

@@ -241,9 +241,9 @@ def check_root(root: Path) -> Path:
     return Path(root).resolve()
 
 
-def _load_spec(path: Path, follow_links: bool = False) -> pathspec.GitIgnoreSpec | None:
+def _load_specs(path: Path, follow_links: bool = False) -> list[pathspec.GitIgnoreSpec]:
     text = _ignore_file_text(path, follow_links)
-    return None if text is None else _spec(text.splitlines(), str(path))
+    return [] if text is None else _specs(text.splitlines(), str(path))
 
 
 def _ignore_file_text(path: Path, follow_links: bool = False) -> str | None:
@@ -269,22 +269,24 @@ PATTERN_BACKEND = "re2"
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"pathspec(\.|$)")
 
 
-def _spec(lines: list[str], source: str = "an ignore file") -> pathspec.GitIgnoreSpec | None:
+def _specs(lines: list[str], source: str = "an ignore file") -> list[pathspec.GitIgnoreSpec]:
+    """The specs of an ignore file's lines, in order: the last pattern that matches decides across them (`_decide`)
+    as within one."""
     patterns = [line for line in lines if line.strip() and not line.startswith("#")]
     if len(patterns) > IGNORE_PATTERNS_MAX:
         log.warning("%s: only its first %d of %d patterns are used", source, IGNORE_PATTERNS_MAX, len(patterns))
         patterns = patterns[:IGNORE_PATTERNS_MAX]
-    spec = _tolerant_spec(patterns)
-    return spec if len(spec.patterns) else None
+    return _compiled_in_parts(_valid_patterns(patterns))
 
 
-def _tolerant_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
-    """The spec of the lines that are valid patterns. git skips a line it cannot parse (a lone `!`, say), and
-    so do we: one bad line in some test data's ignore file must not end the whole index. Each compiler refuses
-    in its own way (pathspec's GitIgnorePatternError is a ValueError; `[z-a]` is Python's re.error and
-    `[[:foo:]]` RE2's error, neither of them one), so any exception is a line refused."""
+def _valid_patterns(lines: list[str]) -> list[str]:
+    """The lines that are valid patterns. git skips a line it cannot parse (a lone `!`, say), and so do we: one
+    bad line in some test data's ignore file must not end the whole index. Each compiler refuses in its own way
+    (pathspec's GitIgnorePatternError is a ValueError; `[z-a]` is Python's re.error and `[[:foo:]]` RE2's error,
+    neither of them one), so any exception is a line refused."""
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines, backend=PATTERN_BACKEND)
+        pathspec.GitIgnoreSpec.from_lines(lines, backend=PATTERN_BACKEND)
+        return lines
     except Exception:
         valid = []
         for line in lines:
@@ -294,7 +296,22 @@ def _tolerant_spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
                 log.debug("ignoring an invalid ignore pattern %r", line)
                 continue
             valid.append(line)
-        return pathspec.GitIgnoreSpec.from_lines(valid, backend=PATTERN_BACKEND)
+        return valid
+
+
+def _compiled_in_parts(patterns: list[str]) -> list[pathspec.GitIgnoreSpec]:
+    """Valid patterns as one spec, or as consecutive parts when RE2 refuses them as one set: its memory budget
+    (8 MiB) holds a few hundred 100-character patterns, and a .gitignore listing more paths ended the index with
+    "failed to compile Set". Halving keeps every pattern, in order."""
+    if not patterns:
+        return []
+    try:
+        return [pathspec.GitIgnoreSpec.from_lines(patterns, backend=PATTERN_BACKEND)]
+    except Exception:
+        if len(patterns) == 1:  # each compiled alone in `_valid_patterns`; this only stops endless halving
+            return []
+        half = len(patterns) // 2
+        return [*_compiled_in_parts(patterns[:half]), *_compiled_in_parts(patterns[half:])]
 
 
 class IgnoreRules:
@@ -305,7 +322,8 @@ class IgnoreRules:
         # Each directory's specs, each with whether it came from a .gitignore (whose verdict tracked files
         # are exempt from) rather than a .codeloupeignore.
         self._specs: dict[str, list[tuple[pathspec.GitIgnoreSpec, bool]]] = {}
-        self._extra = _spec(extra, "the ignore setting") if extra else None  # as many patterns as a file's
+        # As many patterns as a file's.
+        self._extra = [(spec, False) for spec in _specs(extra, "the ignore setting")] if extra else []
         # A root inside a git repository (a package of a monorepo opened on its own): the ignore files of the
         # directories above it, up to the repository's top, each keyed by its path in the repository, and the
         # root's own path there.
@@ -357,15 +375,12 @@ class IgnoreRules:
         (`core.excludesFile`, read once), then the clone's `info/exclude`. Both count as git's."""
         if self._user is None:
             path = user_excludes_file()
-            spec = _load_spec(path, follow_links=True) if path is not None else None
-            self._user = [(spec, True)] if spec is not None else []
-        exclude = _load_spec(git_dir / "info" / "exclude")
-        return [*self._user, *([(exclude, True)] if exclude is not None else [])]
+            self._user = [(spec, True) for spec in _load_specs(path, follow_links=True)] if path is not None else []
+        return [*self._user, *((spec, True) for spec in _load_specs(git_dir / "info" / "exclude"))]
 
     def enter_texts(self, rel_dir: str, texts: Mapping[str, str]) -> None:
         """`enter` for a tree that is not on disk: the texts of the directory's ignore files, by file name."""
-        specs = [(spec, name == GITIGNORE) for name, text in texts.items()
-                 if (spec := _spec(text.splitlines())) is not None]
+        specs = [(spec, name == GITIGNORE) for name, text in texts.items() for spec in _specs(text.splitlines())]
         if specs:
             self._specs[rel_dir] = specs
 
@@ -380,15 +395,14 @@ class IgnoreRules:
             if not specs:
                 continue
             verdict = _decide(verdict, specs, "/".join(parts[depth:]) + ("/" if is_dir else ""))
-        if self._extra is not None:
-            verdict = _decide(verdict, [(self._extra, False)], rel_path + ("/" if is_dir else ""))
+        if self._extra:
+            verdict = _decide(verdict, self._extra, rel_path + ("/" if is_dir else ""))
         return verdict
 
 
 def _directory_specs(abs_dir: Path) -> list[tuple[pathspec.GitIgnoreSpec, bool]]:
     """A directory's ignore files as specs, each with whether it is its .gitignore."""
-    return [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES
-            if (spec := _load_spec(abs_dir / name)) is not None]
+    return [(spec, name == GITIGNORE) for name in IGNORE_FILE_NAMES for spec in _load_specs(abs_dir / name)]
 
 
 def _decide(verdict: str, specs: list[tuple[pathspec.GitIgnoreSpec, bool]], sub: str) -> str:
