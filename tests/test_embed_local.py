@@ -454,3 +454,19 @@ def test_the_derivation_runs_no_code_from_the_working_directory(tmp_path: Path,
     derived = requantized_model(shipped_model_path(), MINILM_SHA256, tmp_path / "cache")
     assert not ran.exists()
     assert derived is not None and is_known_derived(derived)
+
+
+def test_loading_the_embedded_model_leaves_no_telemetry_of_onnxruntime(tmp_path: Path) -> None:
+    """onnxruntime 1.32 writes a device id under ~/.cache/Microsoft and queues usage events (the OS, the Python
+    binary's path) for Microsoft's collector as it is imported: the default model is to send nothing anywhere."""
+    import subprocess
+    import sys
+
+    # Variables under which onnxruntime keeps quiet on its own (a CI system's), so the test sees what a user gets.
+    quiet = {"ORT_DISABLE_TELEMETRY", "ORT_RUNNING_UNIT_TESTS", "GITHUB_ACTIONS", "JENKINS_URL", "TF_BUILD",
+             "XDG_CACHE_HOME"}
+    env = {key: value for key, value in os.environ.items() if key not in quiet} | {"HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", "import codeloupe.embed.local"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")] == []
