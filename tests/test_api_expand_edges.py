@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloupe.api import GraphRequest, WorkspaceError
+from codeloupe.api import GraphError, GraphRequest, WorkspaceError
 
 SOURCE = '''from typing import overload
 
@@ -137,3 +137,19 @@ def test_a_file_swapped_for_a_link_to_a_secret_is_not_read_where_answers_go_to_a
     assert key not in json.dumps(node) and node["chunks"] == [], node
     with pytest.raises(WorkspaceError, match=r"^\.env: withheld: the file looks like a secret"):
         ws.read_lines("payments.py")
+
+
+def test_a_link_loop_named_to_any_answer_is_a_clear_refusal(tmp_path: Path, lexical_workspace) -> None:
+    """Two links naming each other (`a -> b -> a`), named by the user or an agent: expand, a search's scope, the
+    graph and related ended the command with a traceback ("Symlink loop"), an MCP call with no answer."""
+    (tmp_path / "app.py").write_text("def hello():\n    return 1\n")
+    (tmp_path / "loop_a").symlink_to("loop_b")
+    (tmp_path / "loop_b").symlink_to("loop_a")
+    ws = lexical_workspace(tmp_path)
+    refused = r"loop_a: a symbolic link that leads to itself$"
+    with pytest.raises(WorkspaceError, match=refused):
+        ws.expand("loop_a")
+    with pytest.raises(WorkspaceError, match=refused):
+        ws.relative(tmp_path / "loop_a")  # what the CLI's `search --scope`, `related` and `graph --path` call
+    with pytest.raises(GraphError, match="nothing in the workspace matches 'loop_a'"):  # nor a concept
+        ws.graph(GraphRequest("loop_a", "", ""))

@@ -290,7 +290,10 @@ class Workspace:
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = candidate.resolve()
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError):  # a link that leads to itself (Python before 3.13 raises RuntimeError)
+            raise WorkspaceError(f"{path}: a symbolic link that leads to itself") from None
         try:
             rel = resolved.relative_to(self.root)
         except ValueError:
