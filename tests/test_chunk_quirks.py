@@ -338,6 +338,20 @@ def test_cli_chunks_table_and_errors(capsys: pytest.CaptureFixture[str], tmp_pat
     assert "not a regular file" in capsys.readouterr().err
 
 
+def test_cli_chunks_refuses_a_file_larger_than_any_index_reads(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2 GB file (a sparse one costs no disk) was read whole and chunked: some 10 GB of memory, then a MemoryError
+    traceback. Past the largest `max_file_bytes` any settings allow it is one line saying so (a lowered bound here)."""
+    from codeloupe import settings
+
+    monkeypatch.setattr(settings, "MAX_FILE_BYTES_CEILING", 2 * 2**20, raising=False)
+    (tmp_path / ".git").mkdir()
+    with open(tmp_path / "huge.py", "wb") as fh:
+        fh.truncate(2 * 2**20 + 1)
+    assert main(["chunks", str(tmp_path / "huge.py")]) == 2
+    assert "huge.py: over 2 MiB, more than any index reads (max_file_bytes)" in capsys.readouterr().err
+
+
 def test_cli_chunks_prints_each_file_and_chunk_on_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A newline in the file's name started a line of its own (a forged row of the table), and a control character
     in it or in a heading drove the terminal: the name, the fallback reason, names and breadcrumbs are shown as

@@ -57,11 +57,14 @@ USER_ONLY = frozenset({"remote_tarball_url", "remote_commit_url", "remote_max_do
 # ... and `max_file_bytes` only up to this (4x the default): more is a resource knob for the user to turn.
 WORKSPACE_MAX_FILE_BYTES = 4_000_000
 
+# The most `max_file_bytes` may be, whoever sets it.
+MAX_FILE_BYTES_CEILING = 64 * 2**20
+
 # Every number's accepted range, whoever sets it; anything outside is a SettingsError naming the source (from a
 # workspace's file, a warning, and the value is left out).
 # The upper ends are far past any useful value and only stop a typo or a hostile file from hanging the machine.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "max_file_bytes": (1, 64 * 2**20),
+    "max_file_bytes": (1, MAX_FILE_BYTES_CEILING),
     "max_line_chars": (100, 1_000_000),
     "chunk_budget": (100, 100_000),
     "embed_dimensions": (0, 65_536),

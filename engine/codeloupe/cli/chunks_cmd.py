@@ -32,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codeloupe.chunk import chunk_file, detect_language
+    from codeloupe.regular_file import read_head
+    from codeloupe.settings import MAX_FILE_BYTES_CEILING
 
     path = Path(args.file)
     if not path.exists():
@@ -41,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
     root, settings, strategies = _chunking(path, args.chunk_budget)
     budget = settings.chunk_budget
     try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        data = read_head(path, MAX_FILE_BYTES_CEILING)
     except OSError as exc:
         raise CliError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    # A file no index reads has no cut to explain: a 2 GB file was read whole, and chunking it asked for some 10 GB of
+    # memory (a MemoryError traceback, under a limit).
+    if len(data) > MAX_FILE_BYTES_CEILING:
+        raise CliError(f"{path}: over {MAX_FILE_BYTES_CEILING // 2**20} MiB, more than any index reads "
+                       "(max_file_bytes)")
+    text = data.decode("utf-8", errors="surrogateescape")
     # Its path in the workspace, as the index names it: a strategy claims a file by it (never one under
     # `.codeloupe/`). A link is named where it lies, not where it points (maybe out of the workspace).
     rel_path = (path.parent.resolve() / path.name).relative_to(root).as_posix()
