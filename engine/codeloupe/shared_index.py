@@ -164,10 +164,12 @@ def workspace_changes(root: Path) -> list[str] | None:
 
 
 def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
-    """git's output run in `root`; None when it failed, timed out or is missing."""
+    """git's output run in `root`; None when it failed, timed out or is missing. Never with this process's input:
+    under the language server that is the editor's channel, and the repository's configuration can include
+    `/dev/stdin`, which `git config --includes` read to its end (the editor's messages with it)."""
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              errors="surrogateescape", timeout=timeout, check=False)
+        done = subprocess.run(["git", "-C", str(root), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="surrogateescape", timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
