@@ -49,6 +49,29 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
                                         {"path": hostile, "reason": "generated"}]
 
 
+
+def test_stats_names_the_links_and_pipes_the_walk_passes_over(tmp_path: Path) -> None:
+    """A folder linked into the workspace (a monorepo's shared sources), a linked file and a FIFO were passed over
+    without a word: `stats --skipped` said no file was skipped, so a user found the linked code missing with no reason
+    given (a save meeting one said "not a regular file"). Each is counted and named so now; one an ignore rule leaves
+    out is left out as the files those rules leave out are."""
+    repo, outside = tmp_path / "repo", tmp_path / "shared"
+    (repo / "lib").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "util.py").write_text("def helper():\n    return 1\n")
+    (repo / "lib/app.py").write_text("def main():\n    return 1\n")
+    (repo / "lib/shared").symlink_to(outside, target_is_directory=True)
+    (repo / "util_link.py").symlink_to(outside / "util.py")
+    os.mkfifo(repo / "events.pipe")
+    (repo / "ignored_link.py").symlink_to(outside / "util.py")
+    (repo / ".gitignore").write_text("ignored_link.py\n")
+    codeloupe("index", str(repo))
+    as_json = json.loads(codeloupe("stats", str(repo), "--skipped", "--json"))
+    assert as_json["skipped"] == {"ignore file": 1, "not a regular file": 3}, as_json["skipped"]  # not the ignored
+    assert [f for f in as_json["skipped_files"] if f["reason"] == "not a regular file"] == [
+        {"path": "events.pipe", "reason": "not a regular file"}, {"path": "lib/shared", "reason": "not a regular file"},
+        {"path": "util_link.py", "reason": "not a regular file"}]
+
 # The eight bytes every PNG opens with, then its IHDR chunk (a 1x1 image): a NUL byte in the first few.
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
 

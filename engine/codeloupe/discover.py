@@ -181,6 +181,8 @@ STOP_ASKED_EVERY = 256
 # `sources` come before its `sourcesContent` and `mappings`, so its head holds them.
 COMPILED = "compiled copy"
 IGNORED = "ignored"  # a file an ignore file's rule leaves out
+# A link (never followed: it escapes the workspace or duplicates files in it), a FIFO, a socket or a device.
+NOT_REGULAR = "not a regular file"
 SOURCE_MAP_HEAD_BYTES = 64 * 1024
 # Bounds on the editor's judgement of one saved file (`path_skip_reason`), which judges each source it reaches by the
 # path rules (a fraction of a millisecond each: a crafted chain of 70 maps listing 5,000 sources each took two
@@ -489,16 +491,22 @@ def walk(root: Path, settings: Settings, should_stop: Callable[[], bool] | None 
             except OSError:
                 out.skipped["unreadable"] += 1
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                continue  # links are not followed: they escape the workspace or duplicate files in it
+            if stat.S_ISLNK(st.st_mode) or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                # Not read, but counted and named (unless ignored), as a save that meets one says: a folder linked
+                # into the workspace was indexed as nothing, and `stats --skipped` said no file was skipped.
+                verdict = rules.verdict(rel, is_dir=False)
+                if verdict and not (verdict == BY_GITIGNORE and tracked.holds_file(rel)):
+                    out.skipped[IGNORED] += 1
+                else:
+                    out.skipped[NOT_REGULAR] += 1
+                    out.skipped_files.append((rel, NOT_REGULAR))
+                continue
             if stat.S_ISDIR(st.st_mode):
                 reason = _dir_skip_reason(entry.name, rel, rules, tracked, _listing(entry.path))
                 if reason:
                     out.skipped[reason] += 1
                 else:
                     stack.append((rel, Path(entry.path)))
-                continue
-            if not stat.S_ISREG(st.st_mode):
                 continue
             if entry.name.endswith(SOURCE_MAP_SUFFIX):
                 maps.add(rel)
@@ -531,14 +539,14 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings, *, compiled_
     for depth, name in enumerate(parts[:-1], 1):
         rel_dir = "/".join(parts[:depth])
         if os.path.islink(root / rel_dir):  # the walk follows no link, to a folder no more than to a file
-            return "not a regular file"
+            return NOT_REGULAR
         reason = _dir_skip_reason(name, rel_dir, rules, tracked, _listing(root / rel_dir))
         if reason:
             return reason
         _enter(root / rel_dir, rel_dir, rules, tracked)
     path = root / rel_path
     if path.is_symlink() or not path.is_file():
-        return "not a regular file"
+        return NOT_REGULAR
     reason = _file_skip_reason(parts[-1], rel_path, path.stat().st_size, rules, tracked, settings)
     if reason or not compiled_copy:
         return reason
