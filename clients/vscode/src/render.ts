@@ -8,7 +8,7 @@ import { escapeRegExp, matchOf } from './match';
 import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
 import { CHANGED_ON_DISK, shownPath } from './protocol';
 import { viaLabel } from './via';
-import { visible } from './visible';
+import { oneLine, visible } from './visible';
 
 export interface PageContext {
     nonce: string;
@@ -349,7 +349,8 @@ function renderPart(part: AnswerPart): string {
     const location = part.location;
     switch (part.kind) {
         case 'code': {
-            const caption = location ? locationLink(location, `${part.path}:${part.startLine}-${part.endLine}`) : '';
+            // The file named on one line, as the draft and the answer's refs name it: a line break in a name read as a space.
+            const caption = location ? locationLink(location, `${oneLine(part.path ?? '')}:${part.startLine}-${part.endLine}`) : '';
             const changed = part.changed === true ? `<div class="muted changed">${escapeHtml(CHANGED_ON_DISK)}</div>` : '';
             return `<div class="chunk">${caption}${changed}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
         }

@@ -1301,6 +1301,39 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('the answer view captions code from a file whose name holds a line break with the name on one line, as the draft and the refs do', async function () {
+        // The caption was the name as HTML text: its line break read as a space ("wicket bell.py"), so it named another
+        // file than the draft's caption and the answer's ref did ("wicket\nbell.py", the engine's one_line).
+        const name = 'app/wicket\nbell.py';
+        await probe.saveDocument(path.join(workspace.root, 'app', 'wicket\nbell.py'),
+            'def ring_wicket_bell(times):\n    """Ring the wicket bell."""\n    return "ding" * times\n');
+        await waitFor('the saved file in search', async () => {
+            const found = await client.sendRequest('codeloupe/search', { query: 'ring the wicket bell' });
+            return found.core[0]?.path === name;
+        });
+        const chat = await startChatServer('The wicket bell rings [[1]].');
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            await askTyped('ring the wicket bell');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const [code] = result.parts.filter((part) => part.kind === 'code');
+            const [ref] = result.parts.filter((part) => part.kind === 'ref');
+            assert.equal(code.path, name);
+            const where = `app/wicket\\nbell.py:${code.startLine}-${code.endLine}`;
+            assert.equal(ref.text, `(${where})`, 'the engine names it on one line');
+            view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
+            assert.equal(await view.page.$eval('#answer .chunk > a', (a) => a.innerText), where);
+        } finally {
+            asks.restore();
+            await view?.close();
+            await stopChatModel(chat);
+        }
+    });
+
     it('theme icon syntax in a path, a line of code and a community shows as written in the picker, lenses and tour; a doc line on a hover is text', async function () {
         // A QuickPick row's label, description and detail, a code lens title and the status bar text render `$(name)`
         // as a theme icon: a folder or file named `$(bell)`, a shell line `cd $(pwd)` (an unknown name renders as
