@@ -2,15 +2,23 @@
 // Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
 // the notification shows text and the view sets `textContent`.
 import { type AskEvent, CHANGED_ON_DISK } from './protocol';
-import { finalBreak } from './lines';
 import { oneLine, visible } from './visible';
 
+/** A code part of the draft: spliced from disk, shown as a code block under its location, apart from the text. */
+export interface DraftCode {
+    caption: string;
+    /** Said under the caption: the file changed on disk since indexing. */
+    note?: string;
+    text: string;
+}
+
 /** What one event shows: `status` replaces the current line; `step` is added to the view's list of steps;
- * `delta` is answer text to append to the draft. */
+ * `delta` is answer text to append to the draft, `code` a code block. */
 export interface AskProgressLine {
     status: string;
     step?: string;
     delta?: string;
+    code?: DraftCode;
 }
 
 // Paths, names and questions are shown as the pages show them (visible).
@@ -81,26 +89,26 @@ function citation(event: AskEvent): string {
     return `Citing ${text(event.path) || 'code'}${lines}`;
 }
 
-/** A part of the answer as the draft shows it, as text: its plain form (`plain`), prose as the model wrote it (its
- * markdown, `text`, is escaped for a renderer: a `\*` the model wrote read `\\*`), a code part verbatim under its
- * location (and, when its file changed since indexing, a note saying so). A server older than `plain` sends the markdown only. */
-function draft(event: AskEvent): string | undefined {
+/** A part of the answer as the draft shows it: its plain form (`plain`), prose as the model wrote it (its markdown,
+ * `text`, is escaped for a renderer: a `\*` the model wrote read `\\*`), a code part as a block of its own under its
+ * location (and, when its file changed since indexing, a note saying so): in the text, a caption and lines the model
+ * wrote under it read as code from disk. A server older than `plain` sends the markdown only. */
+function draft(event: AskEvent): Pick<AskProgressLine, 'delta' | 'code'> {
     if (typeof event.plain !== 'string') {
-        return typeof event.text === 'string' ? visible(event.text) : undefined;
+        return { delta: typeof event.text === 'string' ? visible(event.text) : undefined };
     }
     if (event.kind !== 'code') {
-        return visible(event.plain);
+        return { delta: visible(event.plain) };
     }
-    const where = `${oneLine(typeof event.path === 'string' ? event.path : '')}:${event.start_line}-${event.end_line}`;
-    const changed = event.changed === true ? `${CHANGED_ON_DISK}\n` : '';
-    return `\n${where}\n${changed}${visible(event.plain)}${finalBreak(event.plain) ? '' : '\n'}`;
+    const caption = `${oneLine(typeof event.path === 'string' ? event.path : '')}:${event.start_line}-${event.end_line}`;
+    return { code: { caption, ...(event.changed === true ? { note: CHANGED_ON_DISK } : {}), text: visible(event.plain) } };
 }
 
 /** The line shown for one event; `undefined` fields say nothing new. */
 export function describeAskEvent(event: AskEvent): AskProgressLine {
     switch (event.type) {
         case 'delta':
-            return { status: 'Writing the answer…', delta: draft(event) };
+            return { status: 'Writing the answer…', ...draft(event) };
         case 'retrieval':
             return step(retrieval(event));
         case 'rerank':

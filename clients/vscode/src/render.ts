@@ -68,7 +68,8 @@ ul.map { list-style: none; padding-left: 0; }
 ul.map ul { list-style: none; padding-left: 1.2em; }
 td, th { text-align: left; padding: .1em .8em .1em 0; }
 .via { color: var(--vscode-descriptionForeground); font-style: italic; }
-#answer .prose, #answer .muted { white-space: pre-wrap; }
+#answer .prose, #answer .muted, #progress-draft { white-space: pre-wrap; }
+#progress-draft .chunk { white-space: normal; }
 .badge { color: var(--vscode-errorForeground); font-weight: 600; }
 .edge { color: var(--vscode-descriptionForeground); font-style: italic; }
 ol.hops li { margin: .3em 0; }
@@ -78,6 +79,12 @@ ${CODE_STYLE}`;
 const CLIENT_SCRIPT = `
 (function () {
   const vscode = acquireVsCodeApi();
+  function element(tag, className, text) {
+    const made = document.createElement(tag);
+    made.className = className;
+    made.textContent = text;
+    return made;
+  }
   document.addEventListener('click', function (event) {
     const anchor = event.target instanceof Element ? event.target.closest('a') : null;
     if (!anchor) { return; }
@@ -100,7 +107,16 @@ const CLIENT_SCRIPT = `
       steps.appendChild(item);
     }
     const draft = document.getElementById('progress-draft');
-    if (draft && typeof message.delta === 'string') { draft.textContent += message.delta; }
+    if (draft && typeof message.delta === 'string') { draft.appendChild(document.createTextNode(message.delta)); }
+    // Code from disk is a block of its own, as in the answer: in the text, lines the model wrote would read as code.
+    const code = message.code;
+    if (draft && code && typeof code.caption === 'string' && typeof code.text === 'string') {
+      const chunk = element('div', 'chunk', '');
+      chunk.appendChild(element('div', 'loc', code.caption));
+      if (typeof code.note === 'string') { chunk.appendChild(element('div', 'muted changed', code.note)); }
+      chunk.appendChild(element('pre', '', code.text));
+      draft.appendChild(chunk);
+    }
   });
 }());
 `;
@@ -367,7 +383,7 @@ export function renderWaiting(context: PageContext, query: string): string {
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
 <p id="progress-status" class="muted">Asking the codebase…</p>
 <ol id="progress-steps" class="muted"></ol>
-<pre id="progress-draft"></pre>`);
+<div id="progress-draft"></div>`);
 }
 
 export function renderError(context: PageContext, title: string, message: string): string {

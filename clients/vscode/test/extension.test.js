@@ -67,6 +67,20 @@ function waitForReady(client) {
 
 const panelOf = (viewType) => probe.panels.filter((panel) => panel.viewType === viewType).at(-1);
 
+/** The draft the answer view builds from the progress `panel` posted since `from`: its text runs, joined, and its
+ * code blocks (`{caption, note?, text}`). */
+function draftOf(panel, from) {
+    const draft = [];
+    for (const message of panel.posted.slice(from).filter((posted) => posted.type === 'progress')) {
+        if (message.code !== undefined) {
+            draft.push(message.code);
+        } else if (typeof message.delta === 'string') {
+            draft.push(typeof draft.at(-1) === 'string' ? `${draft.pop()}${message.delta}` : message.delta);
+        }
+    }
+    return draft;
+}
+
 /** Runs "Ask the Codebase" as a user would: waits for the prompt's cached questions, types `question`, presses
  * Enter on it; resolves with the prompt once the ask is done. */
 async function askTyped(question) {
@@ -471,14 +485,52 @@ describe('the extension against the real server', function () {
             const result = asks.calls[0].result;
             assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
-            const draft = panelOf('codeloupe.answer').posted.slice(postedBefore)
-                .filter((message) => message.type === 'progress' && typeof message.delta === 'string')
-                .map((message) => message.delta).join('');
             const [cited] = result.citations;
             const where = `${cited.path}:${cited.startLine}-${cited.endLine}`;
-            assert.equal(draft, `${words}: login compares hashes (${where}).\n\n${where}\n${cited.text}That is all.`);
+            assert.deepEqual(draftOf(panelOf('codeloupe.answer'), postedBefore),
+                [`${words}: login compares hashes (${where}).\n`, { caption: where, text: cited.text }, 'That is all.']);
         } finally {
             asks.restore();
+            await stopChatModel(chat);
+        }
+    });
+
+    it('the draft shows spliced code as a block of its own: a caption and lines the model writes under it stay text', async function () {
+        // The draft was one <pre> of text: a spliced part's caption and code read exactly as a caption and lines the
+        // model wrote, so while the answer streamed its invented code showed as code from disk (seen in the real workbench).
+        const forged = 'app/auth.py:1-2\ndef login(user, password):\nreturn True  # INVENTED';
+        const chat = await startChatServer(`Login compares hashes [[1]].\n${forged}\nThat is all.`);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let view;
+        try {
+            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+            await waitForReady(client);
+            const panel = panelOf('codeloupe.answer');
+            const [postedBefore, pagesBefore] = [panel?.posted.length ?? 0, panel?.pages.length ?? 0];
+            await askTyped('how does login check the password');
+            const result = asks.calls[0].result;
+            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
+            const answerPanel = panelOf('codeloupe.answer');
+            const waiting = answerPanel.pages.slice(pagesBefore).find((page) => page.includes('id="progress-draft"'));
+            view = await openWebview(browser, waiting);
+            await view.page.evaluate((messages) => messages.forEach((message) => window.postMessage(message, '*')),
+                answerPanel.posted.slice(postedBefore));
+            await view.page.waitForFunction(() => document.getElementById('progress-draft').textContent.includes('That is all.'));
+            const draft = await view.page.$eval('#progress-draft', (shown) => ({
+                text: shown.textContent,
+                code: [...shown.querySelectorAll('pre'), ...(shown.matches('pre') ? [shown] : [])].map((pre) => pre.textContent),
+                captions: [...shown.querySelectorAll('.chunk > .loc')].map((caption) => caption.textContent),
+            }));
+            const [cited] = result.citations;
+            assert.deepEqual(draft.code, [cited.text], 'only the spliced span is a code block');
+            assert.deepEqual(draft.captions, [`${cited.path}:${cited.startLine}-${cited.endLine}`]);
+            assert.ok(draft.text.endsWith(`${cited.text}${forged}\nThat is all.`), draft.text);
+            assert.deepEqual(view.requests, []);
+            assert.deepEqual(await view.violations(), []);
+        } finally {
+            asks.restore();
+            await view?.close();
             await stopChatModel(chat);
         }
     });
@@ -511,10 +563,8 @@ describe('the extension against the real server', function () {
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             const chunk = await view.page.$eval('#answer .chunk', (div) => [...div.children].map((child) => child.textContent));
             assert.deepEqual(chunk, [where, note, code.text]);
-            const draft = panelOf('codeloupe.answer').posted.slice(postedBefore)
-                .filter((message) => message.type === 'progress' && typeof message.delta === 'string')
-                .map((message) => message.delta).join('');
-            assert.ok(draft.includes(`\n${where}\n${note}\n${code.text}`), draft);
+            const blocks = draftOf(panelOf('codeloupe.answer'), postedBefore).filter((shown) => typeof shown !== 'string');
+            assert.deepEqual(blocks, [{ caption: where, note, text: code.text }]);
             assert.deepEqual(view.requests, []);
             assert.deepEqual(await view.violations(), []);
         } finally {

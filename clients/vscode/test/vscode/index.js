@@ -619,9 +619,16 @@ function createWebviewPanel(viewType, title, showOptions, options) {
         options,
         visible: true,
         posted: [],
+        /** Every page the panel showed, in order (the answer's waiting page, then the answer). */
+        pages: [],
         revealed: 0,
         webview: {
-            html: '',
+            get html() {
+                return panel.pages.at(-1) ?? '';
+            },
+            set html(page) {
+                panel.pages.push(page);
+            },
             options,
             cspSource: 'vscode-webview://stub',
             onDidReceiveMessage: receive.event,
