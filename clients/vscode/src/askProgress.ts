@@ -21,8 +21,10 @@ export interface AskProgressLine {
     code?: DraftCode;
 }
 
-// Paths, names and questions are shown as the pages show them (visible).
+// Questions and reasons are shown as the pages show them (visible); a file or symbol name on one line (oneLine), as the
+// answer names it: a line break in it read as a space in the list of steps.
 const text = (value: unknown): string => (typeof value === 'string' ? visible(value.trim()) : '');
+const name = (value: unknown): string => (typeof value === 'string' ? oneLine(value.trim()) : '');
 const count = (value: unknown): number => (Array.isArray(value) ? value.length : 0);
 const plural = (n: number, one: string, many = `${one}s`): string => `${n} ${n === 1 ? one : many}`;
 const quoted = (value: string, limit = 80): string => {
@@ -59,10 +61,10 @@ function toolCall(event: AskEvent): string {
             return `searching for ${quoted(text(args.query))}`;
         case 'get_file': {
             const lines = typeof args.start_line === 'number' ? `:${args.start_line}${typeof args.end_line === 'number' ? `-${args.end_line}` : ''}` : '';
-            return `reading ${text(args.path)}${lines}`;
+            return `reading ${name(args.path)}${lines}`;
         }
         case 'get_symbol':
-            return `reading the definition of ${text(args.name)}`;
+            return `reading the definition of ${name(args.name)}`;
         default:
             return `using ${text(event.tool) || 'a tool'}`;
     }
@@ -86,7 +88,7 @@ function agent(event: AskEvent): string {
 
 function citation(event: AskEvent): string {
     const lines = typeof event.start_line === 'number' ? `:${event.start_line}-${event.end_line}` : '';
-    return `Citing ${text(event.path) || 'code'}${lines}`;
+    return `Citing ${name(event.path) || 'code'}${lines}`;
 }
 
 /** A part of the answer as the draft shows it: its plain form (`plain`), prose as the model wrote it (its markdown,

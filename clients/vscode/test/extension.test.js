@@ -1351,7 +1351,7 @@ describe('the extension against the real server', function () {
         }
     });
 
-    it('the answer view captions code from a file whose name holds a line break with the name on one line, as the draft and the refs do', async function () {
+    it('the answer view captions code from a file whose name holds a line break, and its progress cites it, with the name on one line, as the draft and the refs do', async function () {
         // The caption was the name as HTML text: its line break read as a space ("wicket bell.py"), so it named another
         // file than the draft's caption and the answer's ref did ("wicket\nbell.py", the engine's one_line).
         const name = 'app/wicket\nbell.py';
@@ -1377,6 +1377,8 @@ describe('the extension against the real server', function () {
             assert.equal(ref.text, `(${where})`, 'the engine names it on one line');
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             assert.equal(await view.page.$eval('#answer .chunk > a', (a) => a.innerText), where);
+            const steps = panelOf('codeloupe.answer').posted.filter((message) => message.type === 'progress' && message.step);
+            assert.ok(steps.some((message) => message.step === `Citing ${where}`), steps.map((message) => message.step).join('\n'));
         } finally {
             asks.restore();
             await view?.close();
