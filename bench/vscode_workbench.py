@@ -48,6 +48,11 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   window is reloaded once if the Explorer does not list both folders, as code-server once opened it empty): the
   status item counts the files of both, and one search lists app/auth.py of each folder ("shop:app/auth.py",
   "depot:app/auth.py");
+* a narrated answer (ASK_FILES, --ask-only), from the tests' scripted model on 127.0.0.1 (the scratch HOME's
+  config.toml), its stream held midway: the draft shows the model's markdown escapes as written, each spliced
+  span as a code block under its caption (the model's own caption and "code" stay text), a re-located span (its file
+  changed on disk as the model answered) with its note, a file name's line break, bidi override and $(bell) as the
+  engine's one_line writes them; then the same in the final view;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
   key `[Fix](command:...)`), trusted: the server's warning in the notification center, a search row, the hover on
@@ -64,7 +69,7 @@ Install (once, ~4 min of native builds; idempotent) into `.workbench/` (ignored)
 Playwright drives the system Chromium (`apt-get install -y chromium`); its own browsers are not needed. Run:
 
     .workbench/venv/bin/python bench/vscode_workbench.py [--vsix PATH] [--code-server DIR] [--out DIR]
-        [--restricted-only | --hostile-only]
+        [--restricted-only | --hostile-only | --ask-only]
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -172,6 +178,28 @@ RENDERED = """(element) => ({
     formatting: [...element.querySelectorAll('strong, em, b, i, h1, h2, h3')].map((tag) => tag.tagName),
 })"""
 
+# A narrated answer, streamed by the tests' scripted model (tests/chat_server.py) on 127.0.0.1: its words hold markdown
+# escapes, a `[1]` of its own and a line that mimics a code caption; it cites app/auth.py, which the model changes on
+# disk as it answers (the spliced lines are found again lower down), and a file whose name holds a line break, a bidi
+# override and `$(bell)`. The stream holds at ASK_GATE until the draft has been read.
+ASK_HOSTILE_NAME = f"$(bell)/door\napp/auth.py:1-3 {RLO}yp.py"
+ASK_FILES = {
+    "app/__init__.py": "",
+    "app/auth.py": WORKSPACE_FILES["app/auth.py"],
+    ASK_HOSTILE_NAME: '''"""Door bell: rings when a customer's password is accepted."""
+from app.auth import verify_password
+
+
+def door_opened(password: str, digest: str) -> str:
+    return "ding" if verify_password(password, "pepper", digest) else ""
+''',
+}
+ASK_QUESTION = "which function hashes the password for the door bell"
+ASK_GATE = "<<gate>>"
+# The model's own caption and code under it, as the view shows spliced code: prose all the same.
+ASK_FORGED = "app/auth.py:6-7\ndef hash_password(password: str, salt: str) -> str:\nreturn password  # forged"
+ASK_WORDS = "The digest is made by \\*one\\* function [1], `hash_password`"
+
 
 class Checks:
     """Prints one PASS/FAIL line per check and remembers the failures for the exit status."""
@@ -253,7 +281,9 @@ def start_code_server(code_server: Path, port: int, user_data: Path, extensions:
     # login shell's PATH; a scratch HOME whose .profile adds the venv gives the same, and a fresh index cache.
     home = user_data.parent / "home"
     home.mkdir(exist_ok=True)
-    (home / ".profile").write_text(f'export PATH="{venv_bin}:$PATH"\n')
+    # PYTHONPATH: the server runs this checkout's engine and server, whichever checkout the venv was installed from.
+    (home / ".profile").write_text(f'export PATH="{venv_bin}:$PATH"\n'
+                                   f'export PYTHONPATH="{REPO / "engine"}:{REPO / "server"}"\n')
     env = dict(os.environ, HOME=str(home), PATH=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     # Its own process group: code-server forks the extension host and the language server, all stopped together.
     return subprocess.Popen(
@@ -443,6 +473,17 @@ STATUS_RECORDER = """() => {
 def quick_pick_title(page: Page) -> str:
     title = page.locator(".quick-input-widget .quick-input-title")
     return title.inner_text().strip() if title.count() and title.is_visible() else ""
+
+
+def ask(page: Page, question: str) -> None:
+    """Asks `question` from the palette's "Ask the Codebase", as a user types it; returns once its answer tab opens."""
+    run_command(page, "Codeloupe: Ask the Codebase")
+    wait_for(lambda: "Codeloupe: Ask the Codebase" in quick_pick_title(page), 10, "the Ask prompt")
+    box = page.locator(".quick-input-widget .quick-input-box input")
+    box.fill(question)
+    wait_for(lambda: any(question in row for row in quick_pick_rows(page)), 10, "the typed question as a row")
+    box.press("Enter")
+    wait_for(lambda: any(f"Codeloupe: {question}" in text for text in editor_tabs(page)), 20, "the answer tab")
 
 
 def error_toasts(page: Page) -> list[str]:
@@ -841,13 +882,7 @@ def check_trusted(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
     def ask_without_model() -> str:
         question = "where is the password hashed with its salt"
-        run_command(page, "Codeloupe: Ask the Codebase")
-        wait_for(lambda: "Codeloupe: Ask the Codebase" in quick_pick_title(page), 10, "the Ask prompt")
-        box = page.locator(".quick-input-widget .quick-input-box input")
-        box.fill(question)
-        wait_for(lambda: any(question in row for row in quick_pick_rows(page)), 10, "the typed question as a row")
-        box.press("Enter")
-        wait_for(lambda: any(f"Codeloupe: {question}" in text for text in editor_tabs(page)), 20, "the answer tab")
+        ask(page, question)
         # The waiting page first, then the ranked bundle: wait for the bundle's RELATED section, the page's end.
         def answered():
             frame = webview_frame_with(page, question)
@@ -1042,6 +1077,96 @@ def check_hostile(checks: Checks, port: int, folder: Path) -> None:
     checks.run("hostile workspace: the file lens shows $(bell) as written", lenses)
 
 
+def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
+    """A narrated answer in the real answer view (ASK_FILES): the draft while the model's stream is held midway, then
+    the final view."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from chat_server import ChatServer, Reply, excerpt_numbers
+
+    auth = folder / "app" / "auth.py"
+    opened = threading.Event()
+
+    def answer(body: dict) -> str:
+        found = {path: k for k, path, _, _ in excerpt_numbers(body)}
+        door = next((k for path, k in found.items() if "door" in path), None)
+        assert "app/auth.py" in found and door is not None, f"the model was shown only {sorted(found)}"
+        if not auth.read_text().startswith("# moved"):  # once: the handler renders the reply twice
+            auth.write_text("# moved down two lines\n#\n" + auth.read_text())
+        return (f"{ASK_WORDS} [[{found['app/auth.py']}:6-8]].\nThe door bell [[{door}]] calls it.\n{ASK_FORGED}\n"
+                f"{ASK_GATE}Nothing else hashes a password \\[2\\].\n")
+
+    class HeldReply(Reply):
+        """Streams the answer up to ASK_GATE, then holds until `opened` is set."""
+
+        def stream_pieces(self, body: dict):  # a generator: the handler sends each piece as it comes
+            before, _, after = self.content(body).partition(ASK_GATE)
+            yield before
+            opened.wait(120)
+            yield after
+
+    page = checks.page
+    with ChatServer() as chat:
+        chat.add(HeldReply(render=answer))
+        # The user's own config.toml, read by the server this window starts: VS Code's user settings.json written
+        # while code-server runs did not reach a later window's server (it answered "no chat model configured").
+        config = home / ".config" / "codeloupe" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f'chat_base_url = "{chat.base_url}"\nchat_model = "scripted"\n')
+        open_workbench(page, port, folder)
+        print(f"note  ask workspace: {answer_trust_prompt(page, trust=True)}", flush=True)
+        if not checks.run("ask workspace: status ready",
+                          lambda: wait_for_status(page, f"codeloupe {len(ASK_FILES)} files", "in the status item")):
+            return
+
+        def page_text(element: str) -> str:
+            frame = webview_frame_with(page, ASK_QUESTION)
+            return frame.evaluate(f"(document.querySelector({element!r}) || {{}}).innerText || ''") if frame else ""
+
+        def code_blocks(where: str) -> list[str]:
+            frame = webview_frame_with(page, ASK_QUESTION)
+            return frame.evaluate(f"[...document.querySelectorAll({where!r})].map((pre) => pre.textContent)")
+
+        def captions() -> list[str]:
+            return webview_frame_with(page, ASK_QUESTION).evaluate(
+                "[...document.querySelectorAll('#answer .chunk > a')].map((a) => a.innerText)")
+
+        def draft() -> str:
+            ask(page, ASK_QUESTION)
+            # The held line's code parts come after its words: the draft is whole once the door's code shows.
+            shown = wait_for(lambda: "ding" in (text := page_text("#progress-draft")) and "# forged" in text and text,
+                             90, "the draft up to the held point")
+            steps = page_text("#progress-steps")
+            print(f"note  the steps:\n{steps}\nnote  the draft, held mid-answer:\n{shown}\n---", flush=True)
+            assert "Citing $(bell)/door\\napp" in steps, "a step names the file otherwise than on one line"
+            assert ASK_WORDS in shown, "the model's words are not shown as written"
+            assert "(changed on disk since indexing: lines re-located)" in shown, "no re-located note"
+            assert "\nNothing else" not in shown, "the stream was not held"
+            assert not RAW_BIDI.search(shown), "a raw bidi control"
+            blocks = code_blocks("#progress-draft pre, pre#progress-draft")
+            assert not any("# forged" in block for block in blocks), f"the model's words shown as code: {blocks}"
+            assert any("PBKDF2" in block for block in blocks), f"the spliced code not shown as code: {blocks}"
+            return f"{len(blocks)} code blocks"
+
+        checks.run("ask: the draft while the answer streams", draft)
+        opened.set()
+
+        def final() -> str:
+            shown = wait_for(lambda: "Nothing else" in (text := page_text("#answer")) and text, 60, "the final view")
+            frame = webview_frame_with(page, ASK_QUESTION)
+            text = frame.evaluate("document.body.innerText")
+            print(f"note  the final view (innerText):\n{text}\n---", flush=True)
+            assert "(changed on disk since indexing: lines re-located)" in shown, "no re-located note"
+            assert not RAW_BIDI.search(text), "a raw bidi control"
+            blocks = code_blocks("#answer pre")
+            assert not any("# forged" in block for block in blocks), f"the model's words shown as code: {blocks}"
+            shown_captions = captions()
+            assert any("door\\napp" in caption for caption in shown_captions), \
+                f"a caption shows a file name's line break otherwise than as \\n: {shown_captions}"
+            return f"{len(blocks)} code blocks, captions {shown_captions}"
+
+        checks.run("ask: the final answer view", final)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--code-server", type=Path, default=REPO / ".workbench" / "code-server",
@@ -1052,9 +1177,16 @@ def main() -> int:
                         help="only the Restricted Mode checks (the untrusted folder, then trusting it)")
     parser.add_argument("--hostile-only", action="store_true",
                         help="only the checks of a workspace whose names and text would render as icons, links, markdown")
+    parser.add_argument("--ask-only", action="store_true",
+                        help="only the checks of a narrated answer streamed by the scripted model (tests/chat_server.py)")
     parser.add_argument("--venv-bin", type=Path, default=REPO / ".venv" / "bin",
                         help="put first on code-server's PATH (where codeloupe-lsp is)")
     args = parser.parse_args()
+    only = {"restricted": args.restricted_only, "hostile": args.hostile_only, "ask": args.ask_only}
+
+    def runs(section: str) -> bool:
+        return not any(only.values()) or only.get(section, False)
+
     code_server = args.code_server / "bin" / "code-server"
     chromium = shutil.which("chromium")
     for needed, what in ((code_server, "code-server (run real-vscode.sh)"), (args.vsix, "the .vsix"),
@@ -1076,6 +1208,7 @@ def main() -> int:
         restricted_ws = make_workspace(tmp / "untrusted")
         second_ws = make_workspace(tmp / "depot")
         hostile_ws = make_workspace(tmp / "hostile-$(bell)", HOSTILE_FILES)
+        ask_ws = make_workspace(tmp / "asked", ASK_FILES)
         multi_ws = tmp / "shop-and-depot.code-workspace"
         multi_ws.write_text(json.dumps({"folders": [{"path": str(main_ws)}, {"path": str(second_ws)}]}))
         port = free_port()
@@ -1088,13 +1221,15 @@ def main() -> int:
                 browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
                 page = browser.new_page(viewport={"width": 1600, "height": 1000})
                 checks = Checks(page, args.out)
-                if not args.hostile_only:
+                if runs("restricted"):
                     check_restricted(checks, port, restricted_ws, tmp / "home")
-                if not (args.restricted_only or args.hostile_only):
+                if runs("trusted"):
                     check_trusted(checks, port, main_ws, tmp / "home")
                     check_multi_root(checks, port, multi_ws, [main_ws, second_ws])
-                if not args.restricted_only:
+                if runs("hostile"):
                     check_hostile(checks, port, hostile_ws)
+                if runs("ask"):  # last: it gives every later window a chat model (the scratch HOME's config.toml)
+                    check_ask(checks, port, ask_ws, tmp / "home")
                 browser.close()
         finally:
             stop(server)
