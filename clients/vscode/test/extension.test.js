@@ -351,8 +351,7 @@ describe('the extension against the real server', function () {
             for (const chunk of result.core.flatMap((file) => file.chunks)) {
                 assert.ok(code.includes(chunk.text), `CORE chunk ${chunk.breadcrumb} shown as written (the fixture holds no control character, which would show as an escape)`);
             }
-            assert.deepEqual(view.requests, []);
-            assert.deepEqual(await view.violations(), []);
+            await assertViewQuiet(view);
         } finally {
             searches.restore();
             await view?.close();
@@ -363,9 +362,7 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            await askTyped('how is the login password checked');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const result = await askedResult(asks, 'how is the login password checked');
             assert.equal(asks.calls[0].params.query, 'how is the login password checked');
             assert.equal(typeof asks.calls[0].params.workDoneToken, 'string');
             assert.ok(result.fallback, 'no chat model: the server says why it fell back');
@@ -433,19 +430,43 @@ describe('the extension against the real server', function () {
         await chat.close();
     }
 
+    /** What an ask test undoes last: the request recorder, the answer view (if one opened) and the chat model. */
+    async function endAsk(asks, view, chat) {
+        asks.restore();
+        await view?.close();
+        await stopChatModel(chat);
+    }
+
+    /** The scripted `chat` as the chat model, its settings applied. */
+    async function useScriptedModel(chat) {
+        await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
+        await waitForReady(client);
+    }
+
+    /** `question` asked as typed: the ask's result (`asks` records it). */
+    async function askedResult(asks, question) {
+        await askTyped(question);
+        const result = asks.calls[0].result;
+        assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+        return result;
+    }
+
+    /** The answer view asked nothing of the network and broke none of its content policy. */
+    async function assertViewQuiet(view) {
+        assert.deepEqual(view.requests, []);
+        assert.deepEqual(await view.violations(), []);
+    }
+
     it('ask with a chat model renders the narration with every citation linked to its span, and streams progress', async function () {
         const chat = await startChatServer('Login hashes the given password and compares it with the stored hash [[1]]. ' +
             'The token comes from issue_token [[2]].');
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             const panel = panelOf('codeloupe.answer');
             const postedBefore = panel.posted.length;
-            await askTyped('how does login check the password and issue a token');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const result = await askedResult(asks, 'how does login check the password and issue a token');
             assert.ok((await chat.requestCount()) > 0, 'the server called the scripted chat model');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             assert.ok(result.citations.length > 0, 'the answer cites spans');
@@ -465,9 +486,7 @@ describe('the extension against the real server', function () {
             assert.ok(progress.length > 0, 'ask progress events reached the view');
             assert.deepEqual(view.requests, []);
         } finally {
-            asks.restore();
-            await view?.close();
-            await stopChatModel(chat);
+            await endAsk(asks, view, chat);
         }
     });
 
@@ -478,12 +497,9 @@ describe('the extension against the real server', function () {
         const chat = await startChatServer(`${words}: login compares hashes [[1]].\nThat is all.`);
         const asks = recordRequests(client, 'codeloupe/ask');
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
-            await askTyped('how does login check the password');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const result = await askedResult(asks, 'how does login check the password');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const [cited] = result.citations;
             const where = `${cited.path}:${cited.startLine}-${cited.endLine}`;
@@ -503,13 +519,10 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             const panel = panelOf('codeloupe.answer');
             const [postedBefore, pagesBefore] = [panel?.posted.length ?? 0, panel?.pages.length ?? 0];
-            await askTyped('how does login check the password');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const result = await askedResult(asks, 'how does login check the password');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const answerPanel = panelOf('codeloupe.answer');
             const waiting = answerPanel.pages.slice(pagesBefore).find((page) => page.includes('id="progress-draft"'));
@@ -526,12 +539,9 @@ describe('the extension against the real server', function () {
             assert.deepEqual(draft.code, [cited.text], 'only the spliced span is a code block');
             assert.deepEqual(draft.captions, [`${cited.path}:${cited.startLine}-${cited.endLine}`]);
             assert.ok(draft.text.endsWith(`${cited.text}${forged}\nThat is all.`), draft.text);
-            assert.deepEqual(view.requests, []);
-            assert.deepEqual(await view.violations(), []);
+            await assertViewQuiet(view);
         } finally {
-            asks.restore();
-            await view?.close();
-            await stopChatModel(chat);
+            await endAsk(asks, view, chat);
         }
     });
 
@@ -544,17 +554,14 @@ describe('the extension against the real server', function () {
         let file;
         let saved;
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             // Excerpt [1] is the first chunk of the top file; a line goes above it that no watcher tells the server of.
             const [top] = (await client.sendRequest('codeloupe/search', { query: question })).core;
             file = path.join(workspace.root, ...top.path.split('/'));
             saved = fs.readFileSync(file, 'utf8');
             fs.writeFileSync(file, `# a line the index has not seen\n${saved}`);
             const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
-            await askTyped(question);
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            const result = await askedResult(asks, question);
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const [code] = result.parts.filter((part) => part.kind === 'code');
             assert.deepEqual([code.path, code.changed], [top.path, true]);
@@ -565,15 +572,12 @@ describe('the extension against the real server', function () {
             assert.deepEqual(chunk, [where, note, code.text]);
             const blocks = draftOf(panelOf('codeloupe.answer'), postedBefore).filter((shown) => typeof shown !== 'string');
             assert.deepEqual(blocks, [{ caption: where, note, text: code.text }]);
-            assert.deepEqual(view.requests, []);
-            assert.deepEqual(await view.violations(), []);
+            await assertViewQuiet(view);
         } finally {
             if (saved !== undefined) {
                 fs.writeFileSync(file, saved);
             }
-            asks.restore();
-            await view?.close();
-            await stopChatModel(chat);
+            await endAsk(asks, view, chat);
             await vscode.commands.executeCommand('codeloupe.client.reindex');
         }
     });
@@ -588,11 +592,8 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
-            await askTyped('how does login check the password');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            await useScriptedModel(chat);
+            const result = await askedResult(asks, 'how does login check the password');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             const page = await view.page.$eval('#answer', (answer) => ({
@@ -608,12 +609,9 @@ describe('the extension against the real server', function () {
             assert.deepEqual([...new Set(page.elements)].sort(), ['a', 'code', 'div', 'h3', 'pre', 'span']);
             assert.ok(page.links.every((link) => link.href === '#' && link.uri.startsWith('file:')), JSON.stringify(page.links));
             assert.ok(page.text.includes('click'), 'a link keeps its words');
-            assert.deepEqual(view.requests, []);
-            assert.deepEqual(await view.violations(), []);
+            await assertViewQuiet(view);
         } finally {
-            asks.restore();
-            await view?.close();
-            await stopChatModel(chat);
+            await endAsk(asks, view, chat);
         }
     });
 
@@ -621,8 +619,7 @@ describe('the extension against the real server', function () {
         // A pasted report of six lines or more is broad: the server fans out to agents, so every event kind streams.
         const chat = await startChatServer('Login hashes the password and compares it with the stored hash [[1]].');
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             const report = ['Traceback (most recent call last):', '  File "app/cli.py", line 9, in main', '    print(login(user, password, {}))',
                 '  File "app/auth.py", line 17, in login', '    raise PermissionError("invalid username or password")',
                 'PermissionError: invalid username or password', 'web login with the same password works'].join('\n');
@@ -662,8 +659,7 @@ describe('the extension against the real server', function () {
         const chat = await startChatServer('The wombat burrow tally counts the burrows of a warren [[1]].');
         try {
             await vscode.commands.executeCommand('codeloupe.client.reindex');
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
+            await useScriptedModel(chat);
             const progressBefore = probe.progress.length;
             await vscode.commands.executeCommand('codeloupe.client.ask', 'how is the wombat burrow tally of a warren counted');
             const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
@@ -918,8 +914,7 @@ describe('the extension against the real server', function () {
             assert.ok(links.some((link) => link.uri.endsWith('/app/auth.py')), 'app/auth.py, which uses it, is a link');
             const code = await view.page.$$eval('pre code', (blocks) => blocks.map((block) => block.textContent).join(''));
             assert.ok(code.includes('def issue_token('), 'its code, verbatim');
-            assert.deepEqual(view.requests, []);
-            assert.deepEqual(await view.violations(), []);
+            await assertViewQuiet(view);
         } finally {
             await view.close();
         }
@@ -1365,11 +1360,8 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
         try {
-            await probe.changeSettings({ 'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' });
-            await waitForReady(client);
-            await askTyped('ring the wicket bell');
-            const result = asks.calls[0].result;
-            assert.ok(result, `an ask result (error: ${asks.calls[0].error})`);
+            await useScriptedModel(chat);
+            const result = await askedResult(asks, 'ring the wicket bell');
             const [code] = result.parts.filter((part) => part.kind === 'code');
             const [ref] = result.parts.filter((part) => part.kind === 'ref');
             assert.equal(code.path, name);
@@ -1380,9 +1372,7 @@ describe('the extension against the real server', function () {
             const steps = panelOf('codeloupe.answer').posted.filter((message) => message.type === 'progress' && message.step);
             assert.ok(steps.some((message) => message.step === `Citing ${where}`), steps.map((message) => message.step).join('\n'));
         } finally {
-            asks.restore();
-            await view?.close();
-            await stopChatModel(chat);
+            await endAsk(asks, view, chat);
         }
     });
 
