@@ -154,6 +154,16 @@ def test_trust_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert load_settings(repo).ignored is not None
 
 
+
+def test_trust_refuses_a_link_that_leads_to_itself_in_one_line(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe trust` on a link loop (a -> b -> a) ended in a traceback (pathlib's RuntimeError)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert main(["trust", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err == f"codeloupe: {tmp_path / 'a'}: a symbolic link that leads to itself\n"
+    assert TrustStore.default().entries() == []
+
 def test_trust_shows_a_workspaces_keys_and_names_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`codeloupe trust` lists what it trusted as the files hold it: a key of the repository's own settings file
     (TOML quotes any text as a key) and the folder's name reached the terminal raw, so an escape sequence in one

@@ -104,7 +104,10 @@ def _workspace_root(folder: Path) -> Path:
     from codeloupe.settings import SettingsError, load_settings
 
     if not folder.is_dir():
-        return folder.resolve()
+        try:
+            return folder.resolve()
+        except (OSError, RuntimeError):  # a link that leads to itself (Python before 3.13 raises RuntimeError)
+            raise CliError(one_line(f"{folder}: a symbolic link that leads to itself")) from None
     try:
         index_path = load_settings(None).index_path
     except SettingsError as exc:  # the user's own config.toml
