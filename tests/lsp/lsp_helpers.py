@@ -258,6 +258,18 @@ class RawServer:
     def request(self, msg_id: int, method: str, params: Any = None) -> bytes:
         return self.frame({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
 
+    def initialize(self, folders: list[Path] | None = None, **options: Any) -> None:
+        """The handshake: `initialize` with embeddings off (`options` over that) and its reply; with `folders`, those
+        as the workspace folders and `initialized` after, which starts their indexes."""
+        params: dict[str, Any] = {"processId": None, "rootUri": None, "capabilities": {},
+                                  "initializationOptions": {"embedProvider": "none", **options}}
+        if folders is not None:
+            params["workspaceFolders"] = [{"uri": uri(folder), "name": folder.name} for folder in folders]
+        self.send_bytes(self.request(1, "initialize", params))
+        assert self.next_reply()["id"] == 1
+        if folders is not None:
+            self.send_bytes(self.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+
     def next_reply(self, timeout: float = 60) -> dict[str, Any]:
         """The next response or error (server-to-client requests and notifications are skipped)."""
         while True:

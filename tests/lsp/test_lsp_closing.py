@@ -27,11 +27,8 @@ class Session:
     def __init__(self, root: Path, errlog: Path, embed_provider: str = "none") -> None:
         self.server = RawServer(errlog)
         self.errlog = errlog
-        self._ids = itertools.count(1)
-        self.ask("initialize", {"processId": None, "rootUri": None, "capabilities": {},
-                                "workspaceFolders": [{"uri": uri(root), "name": root.name}],
-                                "initializationOptions": {"embedProvider": embed_provider}})
-        self.tell("initialized", {})
+        self.server.initialize([root], embedProvider=embed_provider)
+        self._ids = itertools.count(2)  # 1 was the handshake's
 
     def ask(self, method: str, params: Any = None) -> Any:
         sent = next(self._ids)

@@ -14,17 +14,10 @@ from lsprotocol import types as lsp
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, SERVER_NOT_INITIALIZED = -32700, -32600, -32602, -32002
 
 
-def initialize(server: RawServer) -> None:
-    server.send_bytes(server.request(1, "initialize", {
-        "processId": None, "rootUri": None, "capabilities": {},
-        "initializationOptions": {"embedProvider": "none"}}))
-    assert server.next_reply()["id"] == 1
-
-
 def test_a_framing_error_is_answered_and_the_server_keeps_listening() -> None:
     server = RawServer()
     try:
-        initialize(server)
+        server.initialize()
         # A Content-Length that is not a number: its body must not swallow the headers after it.
         body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "codeloupe/status", "params": {}}).encode()
         server.send_bytes(b"Content-Length: twelve\r\n\r\n" + body)
@@ -59,7 +52,7 @@ def test_messages_that_are_no_json_rpc_requests_are_answered_invalid_request() -
     server = RawServer()
     status = {"jsonrpc": "2.0", "id": 2, "method": "codeloupe/status", "params": {}}
     try:
-        initialize(server)
+        server.initialize()
         for message, msg_id in ([[status], None], [{**status, "jsonrpc": "1.0"}, 2], [{**status, "jsonrpc": None}, 2],
                                 [{k: v for k, v in status.items() if k != "jsonrpc"}, 2],
                                 [{**status, "id": {"a": 1}}, None], [{**status, "id": 2.5}, None],
@@ -104,7 +97,7 @@ def test_a_request_before_initialize_is_server_not_initialized() -> None:
         assert reply["id"] == 1 and reply["error"]["code"] == SERVER_NOT_INITIALIZED
         server.send_bytes(server.request(2, lsp.WORKSPACE_SYMBOL, {"query": "x"}))
         assert server.next_reply()["error"]["code"] == SERVER_NOT_INITIALIZED
-        initialize(server)  # initialize still works afterwards
+        server.initialize()  # initialize still works afterwards
     finally:
         server.close()
 

@@ -62,12 +62,7 @@ def test_the_servers_log_names_the_file_escaped(tmp_path: Path) -> None:
     errlog = tmp_path / "stderr.txt"
     server = RawServer(errlog)
     try:
-        server.send_bytes(server.request(1, "initialize", {
-            "processId": None, "rootUri": None, "capabilities": {},
-            "workspaceFolders": [{"uri": uri(repo), "name": repo.name}],
-            "initializationOptions": {"embedProvider": "none"}}))
-        assert server.next_reply()["id"] == 1
-        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        server.initialize([repo])
         while server.messages.get(timeout=120).get("method") != "window/showMessage":
             pass  # the warning is logged as it is sent
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lsp_helpers import RawServer, uri, write_project
+from lsp_helpers import RawServer, write_project
 
 
 @pytest.mark.parametrize(("url", "secret"), [
@@ -24,12 +24,7 @@ def test_a_store_url_it_cannot_open_is_shown_without_its_password(tmp_path: Path
     errlog = tmp_path / "stderr.txt"
     server = RawServer(errlog)
     try:
-        server.send_bytes(server.request(1, "initialize", {
-            "processId": None, "rootUri": None, "capabilities": {},
-            "workspaceFolders": [{"uri": uri(root), "name": root.name}],
-            "initializationOptions": {"embedProvider": "none", "storeUrl": url, "repositories": ["billing"]}}))
-        assert server.next_reply()["id"] == 1
-        server.send_bytes(server.frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        server.initialize([root], storeUrl=url, repositories=["billing"])
         shown: list[str] = []
         deadline = time.monotonic() + 120  # not a speed check
         while not any("cannot open the shared index" in text for text in shown):
