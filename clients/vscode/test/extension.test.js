@@ -92,6 +92,15 @@ async function askTyped(question) {
     await running;
     return picker;
 }
+
+/** Types `query` into the search picker as a user would: the picker and its items once results are in. */
+async function searchTyped(query) {
+    await vscode.commands.executeCommand('codeloupe.client.search');
+    const picker = probe.quickPicks.at(-1);
+    picker.value = query;
+    const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+    return { picker, items };
+}
 const sameRange = (a, b) => a.start.line === b.start.line && a.start.character === b.start.character
     && a.end.line === b.end.line && a.end.character === b.end.character;
 
@@ -193,10 +202,7 @@ describe('the extension against the real server', function () {
     });
 
     it('search: Enter right after typing opens the top file, not the bundle', async function () {
-        await vscode.commands.executeCommand('codeloupe.client.search');
-        const picker = probe.quickPicks.at(-1);
-        picker.value = 'refund the wombat surcharge';
-        const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+        const { picker, items } = await searchTyped('refund the wombat surcharge');
         const top = items.find((item) => item.match);
         assert.ok(items[0].openBundle && top.label.includes('app/billing.py'), items.map((item) => item.label).join(', '));
         const panels = probe.panels.length;
@@ -213,10 +219,7 @@ describe('the extension against the real server', function () {
         // app/billing.py is one chunk of five small functions; the match is the last one, far below the chunk's start.
         const searches = recordRequests(client, 'codeloupe/search');
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'refund the wombat surcharge';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('refund the wombat surcharge');
             const billing = items.find((item) => item.label.includes('app/billing.py'));
             assert.ok(billing, `app/billing.py among ${items.map((item) => item.label)}`);
             const result = searches.calls.at(-1).result;
@@ -246,10 +249,7 @@ describe('the extension against the real server', function () {
         const searches = recordRequests(client, 'codeloupe/search');
         let view;
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'where does the program start';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('where does the program start');
             const result = searches.calls[0].result;
             const entry = [...result.core, ...result.related].find((file) => file.via === 'entry');
             assert.ok(entry, `the server appended an entry point: ${JSON.stringify(result.related.map((file) => [file.path, file.via]))}`);
@@ -293,10 +293,7 @@ describe('the extension against the real server', function () {
         const searches = recordRequests(client, 'codeloupe/search');
         try {
             await vscode.commands.executeCommand('codeloupe.client.reindex');
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'quuxframe';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('quuxframe');
             const result = searches.calls.at(-1).result;
             const tail = result.related.filter((file) => file.tail);
             assert.ok(tail.length > 0 && result.related.some((file) => !file.tail), 'the bundle has a tail and a head');
@@ -328,10 +325,7 @@ describe('the extension against the real server', function () {
         const searches = recordRequests(client, 'codeloupe/search');
         let view;
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'hash a password with a salt';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('hash a password with a salt');
             await picker.accept(items.find((item) => item.openBundle));
             const panel = panelOf('codeloupe.bundle');
             assert.ok(panel, 'a results panel');
@@ -833,10 +827,7 @@ describe('the extension against the real server', function () {
     });
 
     it('bundle, answer and status open in their own panels; the sidebar keeps the last bundle and opens at the match', async function () {
-        await vscode.commands.executeCommand('codeloupe.client.search');
-        const picker = probe.quickPicks.at(-1);
-        picker.value = 'refund the wombat surcharge';
-        const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+        const { picker, items } = await searchTyped('refund the wombat surcharge');
         await picker.accept(items.find((item) => item.openBundle));
         await askTyped('where are session tokens issued');
         await vscode.commands.executeCommand('codeloupe.client.status');
@@ -1259,10 +1250,7 @@ describe('the extension against the real server', function () {
         const searches = recordRequests(client, 'codeloupe/search');
         let view;
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'numbat_ledger_balance';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('numbat_ledger_balance');
             const ledger = items.find((item) => item.label.includes('app/mac_ledger.py'));
             const chunk = searches.calls.at(-1).result.core.find((found) => found.path === 'app/mac_ledger.py').chunks[0];
             const anchor = chunk.snippet.anchorLine;
@@ -1303,10 +1291,7 @@ describe('the extension against the real server', function () {
         const searches = recordRequests(client, 'codeloupe/search');
         let view;
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'wallaby quota check admin access';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('wallaby quota check admin access');
             const file = searches.calls.at(-1).result.core[0];
             const chunk = file.chunks[0];
             assert.ok(BIDI.test(chunk.breadcrumb), `the symbol's breadcrumb holds the bidi characters: ${chunk.breadcrumb}`);
@@ -1394,10 +1379,7 @@ describe('the extension against the real server', function () {
         await vscode.commands.executeCommand('codeloupe.client.reindex');
         const searches = recordRequests(client, 'codeloupe/search');
         try {
-            await vscode.commands.executeCommand('codeloupe.client.search');
-            const picker = probe.quickPicks.at(-1);
-            picker.value = 'numbat burrow depth shell';
-            const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+            const { picker, items } = await searchTyped('numbat burrow depth shell');
             const file = searches.calls.at(-1).result.core.find((hit) => hit.path === 'kit$(bell)/$(zap)_numbat.py');
             assert.ok(file, JSON.stringify(searches.calls.at(-1).result.core.map((hit) => hit.path)));
             const row = items.find((item) => item.match?.location.uri === file.chunks[0].location.uri);
@@ -1516,10 +1498,7 @@ describe('a workspace of several folders', function () {
             });
             const searches = recordRequests(client, 'codeloupe/search');
             try {
-                await vscode.commands.executeCommand('codeloupe.client.search');
-                const picker = probe.quickPicks.at(-1);
-                picker.value = 'login session';
-                const items = await waitFor('search results', () => picker.items.some((item) => item.match) && picker.items);
+                const { picker, items } = await searchTyped('login session');
                 const result = searches.calls.at(-1).result;
                 const files = [...result.core, ...result.related];
                 const auths = files.filter((file) => file.path === 'app/auth.py');
