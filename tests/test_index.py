@@ -546,3 +546,34 @@ def test_a_skipped_file_a_save_indexes_or_deletes_is_no_longer_listed_as_skipped
     assert not {"lib/mod0.js", "pkg/made.py", "logo.png"} & {s.path for s in ws.skipped_files()}
     assert "compiled copy" not in ws.status().skipped
     ws.close()
+
+
+def test_a_save_uncounts_a_skipped_file_past_the_thousand_the_index_names(tmp_path: Path) -> None:
+    """The index names the first 1,000 files the walk skipped by name or size; a save that deleted one past them, or
+    indexed one no longer too large, left the count one too high (`stats` said 1,003 images of 1,002) until the next
+    walk: which reason, if any, had counted the path was not kept."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    (repo / "assets").mkdir()
+    for n in range(1003):
+        (repo / f"assets/icon{n:04}.png").write_bytes(b"\x89PNG\r\n")
+    (repo / "assets/zz_notes.txt").write_text("x" * 2000 + "\n")
+    ws = Workspace(repo, overrides={"embed_provider": "none", "max_file_bytes": 1000})
+    ws.index()
+    assert ws.status().skipped == {"binary": 1003, "too large": 1}
+    (repo / "assets/icon1002.png").unlink()
+    (repo / "assets/zz_notes.txt").write_text("notes\n")
+    ws.update_files(["assets/icon1002.png", "assets/zz_notes.txt"])
+    assert "assets/zz_notes.txt" in ws.store.file_rows()
+    assert ws.status().skipped == {"binary": 1002}
+    (repo / "assets/icon0000.png").unlink()  # a named one, then one past them again: each is uncounted once
+    (repo / "assets/icon1001.png").unlink()
+    ws.update_files(["assets/icon0000.png", "assets/icon1001.png", "assets/icon1001.png"])
+    assert ws.status().skipped == {"binary": 1000}
+    named = [s.path for s in ws.skipped_files()]
+    assert len(named) == 999 and "assets/icon0000.png" not in named and "assets/icon1000.png" not in named
+    (repo / "assets/icon1000.png").unlink()
+    ws.update_files(["assets/icon1000.png"])
+    assert ws.status().skipped == {"binary": 999}
+    ws.index()  # the next walk counts what the saves left
+    assert ws.status().skipped == {"binary": 999} and len(ws.skipped_files()) == 999
+    ws.close()

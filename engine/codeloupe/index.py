@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import heapq
 import json
 import logging
 import os
@@ -75,9 +74,14 @@ UNREADABLE_FOLDERS_KEY = "unreadable_folders"
 # The files the last walk skipped by name or size or as compiled copies (`Walk.skipped_files`), in the index's meta:
 # counted by reason, and the first this many by path named (`stats --skipped`). A row each made every no-op
 # re-index read, build and compare them all (20K images beside 200 files: 0.24 s against 0.002 s), and the table
-# grew with the tree; the walk judges them again each time, so nothing else of them is needed.
+# grew with the tree; the walk judges them again each time.
 WALK_SKIPS_NAMED = 1000
 WALK_SKIPS_KEY = "walk_skips"
+# The others, path -> reason, under a key of their own that only a save settling one of them reads: without them a
+# save that deleted one could not tell which reason, if any, counted it, and the count stayed one too high until the
+# next walk. Both values hold their digest: a no-op re-index neither reads nor writes them, and a save reads them
+# only where they are the named ones' (`walk_skips`).
+WALK_SKIPS_REST_KEY = "walk_skips_rest"
 # Progress is told once a written group takes the count past another multiple of this.
 PROGRESS_EVERY = 50
 
@@ -198,8 +202,9 @@ def remember_walk(store: IndexStore, found: Walk, remembered: dict[str, SkippedF
     walked = _unreadable_folders(found, rules)
     store.set_skipped([entry for path, entry in walked.items() if remembered.get(path) != entry],
                       [path for path in remembered if path not in on_disk and path not in walked])
-    _keep_walk_skips(store, WalkSkips(dict(Counter(reason for _, reason in found.skipped_files)),
-                                      dict(heapq.nsmallest(WALK_SKIPS_NAMED, found.skipped_files))))
+    by_path = sorted(found.skipped_files)
+    _keep_walk_skips(store, WalkSkips(dict(Counter(reason for _, reason in by_path)),
+                                      dict(by_path[:WALK_SKIPS_NAMED]), dict(by_path[WALK_SKIPS_NAMED:])))
     unreadable = str(len(found.unreadable_dirs))
     if store.get_meta(UNREADABLE_FOLDERS_KEY, "0") != unreadable:
         store.set_meta(UNREADABLE_FOLDERS_KEY, unreadable)
@@ -211,35 +216,63 @@ class WalkSkips:
 
     counts: dict[str, int]  # by reason, every one
     named: dict[str, str]  # path -> reason, the first `WALK_SKIPS_NAMED` by path
+    rest: dict[str, str] | None = None  # path -> reason, the others by path; None: not read (`walk_skips`)
 
 
-def walk_skips(store: IndexStore) -> WalkSkips:
+def walk_skips(store: IndexStore, *, rest: bool = False) -> WalkSkips:
     """The walk's skips the index remembers: none in an index no walk counted them in yet (its older rows of them
-    are `skipped_files`' until then), nor in a damaged value."""
+    are `skipped_files`' until then), nor in a damaged value. `rest`: read the ones past the named too (none where
+    the index holds no record of them that matches the named ones': one written before they were kept, or
+    damaged)."""
     try:
         held = json.loads(store.get_meta(WALK_SKIPS_KEY, "{}"))
-        return WalkSkips({str(reason): int(n) for reason, n in held["counts"].items()},
-                         {str(path): str(reason) for path, reason in held["named"].items()})
+        skips = WalkSkips({str(reason): int(n) for reason, n in held["counts"].items()},
+                          {str(path): str(reason) for path, reason in held["named"].items()})
+        digest = str(held.get("rest", ""))
     except (ValueError, TypeError, KeyError, AttributeError):
-        return WalkSkips({}, {})
+        return WalkSkips({}, {}, {} if rest else None)
+    if rest:
+        try:
+            held_rest = json.loads(store.get_meta(WALK_SKIPS_REST_KEY, "{}"))
+            skips.rest = dict(held_rest["skips"]) if digest and held_rest["digest"] == digest else {}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            skips.rest = {}
+    return skips
+
+
+def _rest_digest(rest: dict[str, str]) -> str:
+    """What the main value holds of the skips past the named ones: a path holds no NUL, so joined by NUL they read
+    one way only (cheaper than writing them out as JSON on every no-op re-index)."""
+    return hashlib.sha256("\0".join(f"{path}\0{reason}" for path, reason in rest.items()).encode()).hexdigest()
 
 
 def _keep_walk_skips(store: IndexStore, skips: WalkSkips) -> None:
-    value = json.dumps({"counts": dict(sorted(skips.counts.items())), "named": dict(sorted(skips.named.items()))})
+    """Write `skips` where they differ from the index's (`skips.rest` read or walked: not None)."""
+    assert skips.rest is not None
+    digest = _rest_digest(skips.rest)
+    value = json.dumps({"counts": dict(sorted(skips.counts.items())), "named": dict(sorted(skips.named.items())),
+                        "rest": digest})
     if store.get_meta(WALK_SKIPS_KEY, "") != value:
+        # The others first: a run cut off between the two leaves the main value's digest not matching them, and
+        # they are read as none (as before they were kept) until the next walk writes both again.
+        store.set_meta(WALK_SKIPS_REST_KEY, json.dumps({"digest": digest, "skips": skips.rest}))
         store.set_meta(WALK_SKIPS_KEY, value)
 
 
 def _forget_walk_skips(store: IndexStore, paths: list[str]) -> None:
-    """Forget the named walk skips among `paths` (a save indexed them or found them gone), and uncount them. One
-    past the named ones stays counted until the next walk: which reason, if any, counted it is not kept."""
+    """Forget the walk skips among `paths` (a save indexed them or found them gone), and uncount them: the ones
+    past the named ones are read only where there are any (more counted than named)."""
     skips = walk_skips(store)
-    settled = [path for path in paths if path in skips.named]
+    if paths and sum(skips.counts.values()) > len(skips.named):
+        skips = walk_skips(store, rest=True)
+    rest = skips.rest or {}
+    settled = [path for path in paths if path in skips.named or path in rest]
     for path in settled:
-        reason = skips.named.pop(path)
+        reason = skips.named.pop(path, None) or rest.pop(path)
         skips.counts[reason] = skips.counts.get(reason, 1) - 1
     if settled:
-        _keep_walk_skips(store, WalkSkips({r: n for r, n in skips.counts.items() if n > 0}, skips.named))
+        _keep_walk_skips(store, WalkSkips({r: n for r, n in skips.counts.items() if n > 0}, skips.named,
+                                          rest))
 
 
 def skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
