@@ -41,6 +41,7 @@ from codeloupe.discover import UNREADABLE_FOLDER, DiscoverError, Walk, check_roo
 from codeloupe.embed.background import EmbedReport
 from codeloupe.errors import InvalidArgument as InvalidArgument
 from codeloupe.errors import RemoteError as RemoteError
+from codeloupe.errors import UnreadableFile as UnreadableFile
 from codeloupe.errors import WorkspaceError
 from codeloupe.graph import MAP_ASSETS as MAP_ASSETS
 from codeloupe.graph import GraphError as GraphError
@@ -720,13 +721,14 @@ class Workspace:
         return self._lines_of(rel, self._source_bytes(rel), start_line, end_line)
 
     def _source_bytes(self, rel: str) -> bytes:
-        """`read_bytes`, a file that cannot be read refused in words (`WorkspaceError`)."""
+        """`read_bytes`, a file that cannot be read refused in words (`WorkspaceError`; `UnreadableFile` where it is
+        there)."""
         try:
             return self.read_bytes(rel)
         except FileNotFoundError:
             raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
         except OSError as exc:
-            raise WorkspaceError(f"{rel}: cannot be read ({exc.strerror or exc})") from None
+            raise UnreadableFile(f"{rel}: cannot be read ({exc.strerror or exc})") from None
 
     def _lines_of(self, rel: str, raw: bytes, start_line: int | None, end_line: int | None) -> str:
         # Decoded as the index decoded it, so that the lines are those search and locate numbered: a Windows-1252

@@ -23,6 +23,12 @@ class InvalidArgument(WorkspaceError):
         self.problem = problem
 
 
+class UnreadableFile(WorkspaceError):
+    """A file that is there but cannot be read now (not a regular file: a FIFO, a device; no permission; too
+    large): refused in words as every `WorkspaceError` is, and told apart where a protocol answers a failed read
+    otherwise than a request for something not there (MCP's file resource: `-32603`, not `-32602`)."""
+
+
 class RemoteError(WorkspaceError):
     """A remote source cannot be indexed (a bad spec, an HTTP failure, a refused archive); nothing was written."""
 

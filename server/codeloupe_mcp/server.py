@@ -37,6 +37,7 @@ from codeloupe.api import (
     GraphRequest,
     InvalidArgument,
     StoreError,
+    UnreadableFile,
     WorkspaceError,
     check_locate_text,
     check_query,
@@ -298,7 +299,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     def file_resource(path: str) -> str:
         # The text is the file's alone (a note in it would read as part of the file): while the first index
         # runs, only a refusal says so (`noted`).
-        with _resource_refusals():  # outside the workspace, not indexed, gone: no such resource (-32602)
+        # Outside the workspace, not indexed, gone: no such resource (-32602); there but unreadable: -32603.
+        with _resource_refusals():
             expansion, _ = here().noted(lambda ws: ws.expand(path))
         return expansion.text
 
@@ -427,16 +429,17 @@ def _refusals() -> Iterator[None]:
 @contextmanager
 def _resource_refusals() -> Iterator[None]:
     """Engine refusals become resource errors with the engine's message, `-32602` as a refused tool argument is
-    (the SDK answers any other exception with a generic error that names only the URI); a failed read (a file,
-    or a shared index that cannot be read: HTTP's 503), `-32603` with its message."""
+    (the SDK answers any other exception with a generic error that names only the URI); a failed read (a file
+    that is there but cannot be read: a FIFO, no permission; or a shared index that cannot be read: HTTP's 503),
+    `-32603` with its message."""
     try:
         yield
     except ResourceError:
         raise
+    except (UnreadableFile, OSError, StoreError) as exc:
+        raise ResourceError(one_line(str(exc))) from exc
     except (WorkspaceError, ValueError) as exc:
         raise ResourceNotFoundError(one_line(str(exc))) from exc
-    except (OSError, StoreError) as exc:
-        raise ResourceError(one_line(str(exc))) from exc
 
 
 def _search_across(pool: WarmWorkspaces, repos: list[str], query: str, flat: bool, mode: str, limit: int,

@@ -981,3 +981,30 @@ async def test_a_name_copied_from_an_answer_is_the_file_or_folder_it_names(proje
     assert "--> app/store.py [SessionStore]" in route and "def grant_admin(user):" in route, route
     assert carriage.startswith(f"{line_breaks_escaped(CR_FILE)}  (community ") and "matched by path" in carriage
     assert "def revoke_admin(user):" in expanded, expanded
+
+
+async def test_a_file_resource_that_cannot_be_read_is_a_failed_read_and_a_deleted_one_is_not_there(
+        project: Path) -> None:
+    """An indexed file replaced by a FIFO (before the next refresh skips it) was answered `-32602`, as a resource
+    that is not there, where a read that fails is `-32603` with its reason (as a shared index that cannot be read
+    is): the engine said it in words, and its refusal was taken for the agent's mistake. A file deleted since it was
+    indexed is still not there."""
+    from mcp_types import INTERNAL_ERROR
+
+    warm = WarmWorkspace(project, refresh_interval_s=86_400)  # the index as it was: no refresh after the first
+    try:
+        async with Client(build_server(warm)) as client:
+            await client.call_tool("status", {})  # indexed
+            (project / "app/render.py").unlink()
+            os.mkfifo(project / "app/render.py")
+            (project / "app/store.py").unlink()
+            with pytest.raises(MCPError) as unreadable:
+                await client.read_resource("codeloupe://file/app/render.py")
+            with pytest.raises(MCPError) as gone:
+                await client.read_resource("codeloupe://file/app/store.py")
+    finally:
+        warm.close()
+    assert unreadable.value.code == INTERNAL_ERROR, unreadable.value
+    assert str(unreadable.value) == "app/render.py: cannot be read (not a regular file)", unreadable.value
+    assert gone.value.code == INVALID_PARAMS and "app/store.py: no such file in the workspace" in str(gone.value)
+
