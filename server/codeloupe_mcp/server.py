@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
@@ -20,9 +21,11 @@ from mcp.server.mcpserver.exceptions import (
     ResourceError,
     ResourceNotFoundError,
     ToolError,
+    UnexpectedResourceError,
     UnexpectedToolError,
 )
-from mcp_types import Tool
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, Tool
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
 
@@ -51,6 +54,8 @@ from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
 
+log = logging.getLogger("codeloupe_mcp.server")
+
 T = TypeVar("T")
 
 
@@ -78,9 +83,11 @@ Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
                   AfterValidator(_searchable)]
 MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_BYTES,
                                 description="size budget of the answer in bytes; the answer says what it cut")]
-RelPath = Annotated[str, Field(min_length=1, max_length=4096, description="a file path relative to the workspace root")]
+MAX_PATH_CHARS = 4096  # of a path a tool or the file resource takes
+RelPath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS,
+                               description="a file path relative to the workspace root")]
 Flat = Annotated[bool, Field(description="ranked chunks as JSON")]
-Scope = Annotated[str, Field(max_length=4096, description="only under this sub-path")]
+Scope = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="only under this sub-path")]
 Mode = Annotated[Literal["code", "docs", "both"], Field(
     description="code (the default), docs (documentation pages only), or both")]
 Limit = Annotated[int, Field(ge=1, le=50, description="files ranked with their code; every other candidate is "
@@ -117,7 +124,9 @@ class _Server(MCPServer):
     (`_argument_problems`): the SDK answered with pydantic's report, its arguments model's name, the value sent
     (a 20,000-character query whole) and a link to pydantic's documentation. An argument a tool does not take is
     refused, naming those it takes: the SDK dropped it, so that `expand` with HTTP's `start` and `end` answered the
-    whole file as if asked for it; each tool's schema says so (`additionalProperties: false`)."""
+    whole file as if asked for it; each tool's schema says so (`additionalProperties: false`). A resource error
+    names its URI cut on one line (`_elided`), in its message and its data: the SDK named it whole in both, so a
+    100 KB URI came back twice, a line break in it breaking the message's line."""
 
     async def list_tools(self) -> list[Tool]:
         return [tool.model_copy(update={"input_schema": {**tool.input_schema, "additionalProperties": False}})
@@ -135,6 +144,16 @@ class _Server(MCPServer):
             if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                 raise
             raise ToolError(f"Error executing tool {name}: {_argument_problems(exc.__cause__)}") from exc.__cause__
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceError as exc:
+            shown = _elided(str(uri), _URI_CHARS)
+            if isinstance(exc, UnexpectedResourceError):  # a fault of ours, logged as the SDK logs it
+                log.exception("Resource %r raised an unexpected exception", shown)
+            code = INVALID_PARAMS if isinstance(exc, ResourceNotFoundError) else INTERNAL_ERROR
+            raise MCPError(code=code, message=str(exc).replace(str(uri), shown), data={"uri": shown}) from exc
 
 
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
@@ -297,6 +316,8 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                      description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
     @indexed
     def file_resource(path: str) -> str:
+        if len(path) > MAX_PATH_CHARS:  # as `expand` refuses it: the engine's refusal would echo it whole
+            raise ResourceNotFoundError(f"`path` must be at most {MAX_PATH_CHARS:,} characters, got {len(path):,}")
         # The text is the file's alone (a note in it would read as part of the file): while the first index
         # runs, only a refusal says so (`noted`).
         # Outside the workspace, not indexed, gone: no such resource (-32602); there but unreadable: -32603.
@@ -322,12 +343,19 @@ def _argument_problems(refused: ValidationError) -> str:
 
 
 _NAMES_SHOWN = 5  # unknown argument names said, the rest counted
-_NAME_CHARS = 40  # of each, the start (a name is the client's text: it is not echoed whole)
+_NAME_CHARS = 40  # of each, the start (`_elided`)
+_URI_CHARS = 200  # of a resource's URI an error names, the start (`_elided`)
+
+
+def _elided(text: str, chars: int) -> str:
+    """The start of `text`, the client's, on one line (`one_line`), an ellipsis after it where it goes on: what a
+    client sent is not echoed whole (a URI or an argument's name may be 100 KB)."""
+    return one_line(text[:chars]) + ("…" if len(text) > chars else "")
 
 
 def _not_taken(tool: str, unknown: list[str], taken: list[str]) -> str:
     """The arguments `tool` does not take, named (their values never echoed), and those it does."""
-    named = [f"`{name[:_NAME_CHARS]}{'…' if len(name) > _NAME_CHARS else ''}`" for name in unknown[:_NAMES_SHOWN]]
+    named = [f"`{_elided(name, _NAME_CHARS)}`" for name in unknown[:_NAMES_SHOWN]]
     more = f" and {len(unknown) - _NAMES_SHOWN:,} more" if len(unknown) > _NAMES_SHOWN else ""
     verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
     takes = ", ".join(f"`{name}`" for name in taken) if taken else "no argument"

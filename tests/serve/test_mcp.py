@@ -1008,3 +1008,32 @@ async def test_a_file_resource_that_cannot_be_read_is_a_failed_read_and_a_delete
     assert str(unreadable.value) == "app/render.py: cannot be read (not a regular file)", unreadable.value
     assert gone.value.code == INVALID_PARAMS and "app/store.py: no such file in the workspace" in str(gone.value)
 
+
+async def test_a_resource_uri_is_named_in_an_error_on_one_line_and_cut(project: Path) -> None:
+    """The SDK named an unknown resource's URI whole, in the error's message and again in its data: a 100 KB URI
+    came back as 200 KB, and a line break in it broke the message's line. A file resource's path past what the
+    `expand` tool takes (4,096 characters) was echoed whole in the engine's refusal. Each is named as a tool's
+    unknown argument is: its start, on one line, an ellipsis after it."""
+    warm = WarmWorkspace(project)
+    errors = {}
+    try:
+        async with Client(build_server(warm)) as client:
+            for name, uri in (("unknown", "codeloupe://nothing/" + "x" * 100_000),
+                              ("line break", "codeloupe://nothing/a\nb"),
+                              ("long path", "codeloupe://file/" + "y" * 60_000)):
+                with pytest.raises(MCPError) as refused:
+                    await client.read_resource(uri)
+                errors[name] = refused.value
+            still = (await client.read_resource("codeloupe://file/app/render.py")).contents[0].text
+    finally:
+        warm.close()
+    assert still == (project / "app/render.py").read_text()
+    unknown = errors["unknown"]
+    assert unknown.code == INVALID_PARAMS and str(unknown) == "Unknown resource: codeloupe://nothing/" + "x" * 180 + "…"
+    assert unknown.error.data == {"uri": "codeloupe://nothing/" + "x" * 180 + "…"}, str(unknown.error.data)[:300]
+    broken = errors["line break"]
+    assert str(broken) == "Unknown resource: codeloupe://nothing/a\\nb" and broken.error.data == {
+        "uri": "codeloupe://nothing/a\\nb"}
+    long_path = errors["long path"]
+    assert long_path.code == INVALID_PARAMS and len(str(long_path)) + len(str(long_path.error.data)) < 500
+    assert "`path` must be at most 4,096 characters, got 60,000" in str(long_path), str(long_path)[:300]
