@@ -13,10 +13,11 @@ def heading_part(text: str, markdown: str) -> AnswerPart:
 
 
 def map_line(hit: FileHit) -> list[AnswerPart]:
-    """`- path:a-b (symbols): why`, the location linked to the file's best span (its path on one line)."""
+    """`- path:a-b (symbols): why`, the location linked to the file's best span; each on one line (a why names other
+    files: `called from PATH`)."""
     span = f"{hit.path}:{hit.best_start_line}-{hit.best_end_line}"
-    symbols = f" ({', '.join(hit.symbols[:6])})" if hit.symbols else ""
-    why = f": {hit.why}" if hit.why else ""
+    symbols = f" ({one_line(', '.join(hit.symbols[:6]))})" if hit.symbols else ""
+    why = f": {one_line(hit.why)}" if hit.why else ""
     where = Citation(0, hit.path, hit.best_start_line, hit.best_end_line, "", hit.language)
     return [note_part("- "), AnswerPart("ref", one_line(span), code_span(span), where), note_part(f"{symbols}{why}\n")]
 
@@ -29,7 +30,7 @@ def bundle_parts(bundle: Bundle, resolver: SpanResolver) -> list[AnswerPart]:
     for hit in bundle.core:
         parts.append(heading_part(one_line(hit.path), f"\n#### {code_span(hit.path)}\n"))
         if hit.why:
-            parts.append(note_part(f"{hit.why}\n"))
+            parts.append(note_part(f"{one_line(hit.why)}\n"))
         for chunk in sorted(hit.chunks, key=lambda c: c.start_line):
             excerpt = Excerpt(0, hit.path, hit.language, chunk.start_line, chunk.end_line, chunk.text,
                               chunk.breadcrumb)
