@@ -777,6 +777,16 @@ class Searcher:
 
     # ------------------------------------------------------------------ snapshots
 
+    def snapshot_at_hand(self) -> bool:
+        """Whether `snapshot()` answers without building one: this process holds one (a server's, kept current
+        as it writes), or one is saved beside the index for the state it is in (loaded, not built). A shared
+        index's is built in each process. Elsewhere a one-shot command builds it: every chunk tokenised, or the
+        changed files' where an earlier state's is saved (`_first_view`), and saved."""
+        with self._lock:
+            if self._snapshot is not None and self._snapshot.index_id == self.ws.store.index_id:
+                return True
+        return not isinstance(self.ws.store, LexicalStatistics) and self.prepared()
+
     def snapshot(self) -> Snapshot:
         """What a query searches: the full snapshot, or a delta view over it while a rebuild is pending.
 

@@ -31,6 +31,7 @@ from codeloupe.graph.model import (
 from codeloupe.graph.naming import community_name, community_names
 from codeloupe.graph.resolve import Edge
 from codeloupe.graph.splice import splice_hops
+from codeloupe.lanes.symbols import SymbolIndex
 from codeloupe.secrets import withheld
 from codeloupe.store import edges as edge_store
 
@@ -238,14 +239,28 @@ def _by_definition(ws: WorkspaceContext, graph: Graph, text: str) -> int | None:
     then the shortest path. Only the files the symbol table names have their definitions read."""
     if not _QUALIFIED_NAME.fullmatch(text):
         return None
-    snap = ws.searcher().snapshot()
-    files = {i for row in snap.symbols.definitions(text) if (i := graph.index_of(snap.chunk_paths[row])) is not None}
+    files = _defining(ws, graph, text)
     wanted = text.replace("::", ".").lower()
     found = [(is_test_path(graph.paths[i]), not any(d.qualified_name.lower() == wanted or
                                                     (d.name.lower() == wanted and not d.parent)
                                                     for d in graph.definitions[i]),
               len(graph.paths[i]), graph.paths[i], i) for i in files]
     return min(found)[-1] if found else None
+
+
+def _defining(ws: WorkspaceContext, graph: Graph, text: str) -> set[int]:
+    """The graph's files the symbol table says define `text`: the search snapshot's where it is at hand (a server's,
+    or one saved for the index as it stands), else a table of the index's symbols alone, a file a row: a one-shot
+    command after a change built and saved the snapshot for it, which the graph needs none of (the answer took
+    twice as long at 3,400 files: 0.85 s against 0.39 s)."""
+    searcher = ws.searcher()
+    if searcher.snapshot_at_hand():
+        snap = searcher.snapshot()
+        return {i for row in snap.symbols.definitions(text) if (i := graph.index_of(snap.chunk_paths[row])) is not None}
+    file_ids = np.array(sorted(row.id for row in ws.store.file_rows().values()), np.int64)
+    node_of = {file_id: i for i, file_id in enumerate(graph.file_ids)}
+    found = SymbolIndex.of_files(file_ids, ws.store.iter_symbol_names()).definitions(text)
+    return {node_of[file_id] for file_id in file_ids[found].tolist() if file_id in node_of}
 
 
 def _names_a_file(ws: WorkspaceContext, rel: str | None, text: str) -> bool:

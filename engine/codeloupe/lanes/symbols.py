@@ -159,6 +159,15 @@ class SymbolIndex:
         return index
 
     @classmethod
+    def of_files(cls, file_ids: np.ndarray, pages: Iterable[SymbolNames]) -> SymbolIndex:
+        """The index of the symbols of the files `file_ids` (distinct, ascending) with each file a row of its own:
+        `definitions(name)` gives the positions in `file_ids` of the files defining it, looked up as a chunk's are.
+        For a lookup by name that needs no chunk table (a one-shot `graph --node NAME`)."""
+        index = cls.__new__(cls)
+        index._build(file_ids, np.zeros(len(file_ids), np.int64), pages)  # a row from the file's first line on
+        return index
+
+    @classmethod
     def part_of(cls, file_ids: np.ndarray, start_lines: np.ndarray, names: SymbolNames) -> SymbolPart:
         """The name maps of some files' symbols (`names`, in id order) over those files' chunks (`file_ids` and
         `start_lines` of each, in id order, numbered from 0): a part `concatenated` joins with others."""
