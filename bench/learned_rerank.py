@@ -1,10 +1,10 @@
-"""A learned reordering of the fused file list, measured before it is kept (issue 13).
+"""A learned reordering of the fused file list, fitted on the dev sets (issue 13; the engine applies it as `ranking.RERANK_WEIGHTS`).
 
     # 1. run the real engine over sets, dump each query's top fused files with their features and gold labels
     CODELOUPE_CACHE_DIR=/work/corpora/cache PYTHONPATH=engine:server .venv/bin/python bench/learned_rerank.py dump \
         OUT.json SET.json=TREES [SET.json=TREES ...] [--corpora-per-set N] [--queries-per-corpus N] [--max-files N]
     # 2. fit on dev dumps with cross-validation grouped by repository, then score the fit on test dumps
-    .venv/bin/python bench/learned_rerank.py fit --dev DEV.json [DEV2.json ...] --test TEST.json [...] \
+    PYTHONPATH=engine .venv/bin/python bench/learned_rerank.py fit --dev DEV.json [DEV2.json ...] --test TEST.json [...] \
         [--top N] [--l2 C] [--features a,b,...] [--modes code,docs]
 
 The measured run (docs/measurements.md): dumps of docpairs/docs/docswords dev and test with
@@ -13,9 +13,10 @@ the cache holds), written.dev.json over /work/scratch/wdev/corpora, the held-out
 full; then `fit --dev <the four dev dumps> --test <the five test dumps>` with the defaults below.
 
 The dump reads every query's candidates where the engine has fused and penalised them (after
-`Searcher._adjust`): per file, each lane's file rank and score (lexical chunks, dense, file-level BM25, summary,
-symbol, feedback), the fused score, how many of its chunks some lane ranked, its kind, path depth, length in
-chunks, and whether a query word names its stem or a folder. No graph feature (rule 3). The model is a
+`Searcher._adjust`, before the engine's own reordering, which the dump turns off): per file, each lane's file
+rank and score (lexical chunks, dense, file-level BM25, summary, symbol, feedback), the fused score, how many of
+its chunks some lane ranked, its kind, path depth, length in chunks, and whether a query word names its stem or
+a folder; the features the engine uses are its own (`search.rerank_features`). No graph feature (rule 3). The model is a
 listwise logistic regression (a softmax over one query's candidates, the gold files its targets) with a strong
 L2 penalty, fitted in numpy; it reorders only the top N fused files, the rest of the bundle stays as it was
 (rule 2). Cross-validation folds group queries by repository across sets (`fold_of`), so a fold never sees a
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import math
 import re
@@ -36,6 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from codeloupe import ranking as R
 
 if TYPE_CHECKING:
     from codeloupe.search import Fusion, Snapshot
@@ -48,12 +52,12 @@ DUMP_TOP = 30
 # ------------------------------------------------------------------------------------------------ features
 
 def candidate_features(snap: Snapshot, query: str, fusion: Fusion, file_ids: list[int]) -> dict[str, list[float]]:
-    """Raw features of `file_ids` (the top of the fused list, best first) for one query."""
-    from codeloupe import ranking as R
+    """Raw features of `file_ids` (the top of the fused list, best first) for one query: the engine's own
+    (`search.rerank_features`, named as in `ranking.RERANK_WEIGHTS`) and the others tried beside them."""
     from codeloupe.lanes.tokens import STOP_WORDS, stem, tokenize
-    from codeloupe.search import FILE_KINDS, _name_stems
+    from codeloupe.search import FILE_KINDS, _name_stems, rerank_features
 
-    top_score = max(fusion.file[file_ids[0]], 1e-9)
+    engine = rerank_features(snap, query, fusion, np.array(file_ids, np.int64))
     words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
     wanted = {stem(t) for w in words for t in tokenize(w)}
     # how many of each file's chunks any lane ranked
@@ -63,22 +67,17 @@ def candidate_features(snap: Snapshot, query: str, fusion: Fusion, file_ids: lis
     per_file: dict[int, int] = defaultdict(int)
     for row in ranked_rows:
         per_file[int(fusion._chunk_file_ids[row])] += 1
-    out: dict[str, list[float]] = defaultdict(list)
+    out: dict[str, list[float]] = defaultdict(list, {name: engine[:, i].tolist()
+                                                     for i, name in enumerate(R.RERANK_WEIGHTS)})
     for position, file_id in enumerate(file_ids, 1):
         for lane in LANES:
             rank = fusion.file_ranks.get(lane, {}).get(file_id)
             out[f"{lane}_logrank"].append(math.log(rank if rank else R.LANE_DEPTH + 1))
             out[f"{lane}_in"].append(1.0 if rank else 0.0)
-            lane_scores = fusion.scores.files.get(lane)
-            if lane_scores and rank and rank <= len(lane_scores[0]):
-                scores = lane_scores[0]
-                top = float(scores[0])
-                value = float(scores[rank - 1])
-                rel = (value - top) if lane == "dense" else value / top if top > 0 else 0.0
-            else:
-                rel = -0.3 if lane == "dense" else 0.0
-            out[f"{lane}_rel"].append(rel)
-        out["fused_rel"].append(fusion.file[file_id] / top_score)
+            if lane == "symbol":  # the one lane with a score the engine's features leave out
+                scores = fusion.scores.files.get(lane)
+                value = float(scores[0][rank - 1] / scores[0][0]) if scores and rank and scores[0][0] > 0 else 0.0
+                out["symbol_rel"].append(value)
         out["fused_logrank"].append(math.log(position))
         out["chunks_ranked"].append(math.log1p(per_file.get(file_id, 0)))
         length = len(snap.file_chunk_rows.get(file_id, []))
@@ -88,10 +87,8 @@ def candidate_features(snap: Snapshot, query: str, fusion: Fusion, file_ids: lis
         for k in KINDS:
             out[f"kind_{k}"].append(1.0 if kind == k else 0.0)
         path = snap.file_paths.get(file_id, "")
-        out["depth"].append(float(path.count("/")))
         stems = _name_stems(path.rsplit("/", 1)[-1]) if path else frozenset()
         out["stem_named"].append(1.0 if stems and stems <= wanted else 0.0)
-        out["stem_any"].append(1.0 if stems & wanted else 0.0)
         folders = {stem(t) for part in path.split("/")[:-1] for t in tokenize(part)}
         out["folder_named"].append(1.0 if folders & wanted else 0.0)
         out["init_file"].append(1.0 if path.rsplit("/", 1)[-1].split(".")[0] in ("__init__", "index", "mod", "lib",
@@ -121,6 +118,8 @@ def dump(args: argparse.Namespace) -> int:
         captured["features"] = candidate_features(snap, query, fusion, top) if top else {}
 
     Searcher._adjust = adjust
+    # The bundle in today's order, the fused one (the module by its full name: the package's `search` is the API's).
+    importlib.import_module("codeloupe.search").reorder_top = lambda snap, query, fusion: None
     records = []
     for spec in args.sets:
         set_name, _, trees = spec.partition("=")
@@ -252,10 +251,11 @@ def summary(rows: np.ndarray) -> str:
     return f"R@1 {m[0]:.3f}  Acc@5 {m[1]:.3f}  bundle {m[2]:.3f}  MRR {m[3]:.3f}  (n={len(rows)})"
 
 
-# Chosen on the dev sets' cross-validation (docs/measurements.md): seven features did as well as 19 or 27. The
-# kind flags are dumped but left out: the doc-comment sets never take a test, example or declaration as gold, so
-# a model fitted on them learns to bury those kinds, which the kind penalties already weigh against the public set.
-DEFAULT_FEATURES = "fused_rel,dense_rel,lexical_rel,file_rel,summary_rel,depth,stem_any"
+# The engine's (ranking.RERANK_WEIGHTS), chosen on the dev sets' cross-validation (docs/measurements.md): seven
+# features did as well as 19 or 27. The kind flags are dumped but left out: the doc-comment sets never take a test,
+# example or declaration as gold, so a model fitted on them learns to bury those kinds, which the kind penalties
+# already weigh against the public set.
+DEFAULT_FEATURES = ",".join(R.RERANK_WEIGHTS)
 
 
 def fit_command(args: argparse.Namespace) -> int:
@@ -272,7 +272,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
     def prior_for(std: np.ndarray) -> np.ndarray:
         prior = np.zeros(len(names))
-        prior[names.index("fused_rel")] = 10.0 * std[names.index("fused_rel")]  # today's order, as a soft start
+        prior[names.index("fused")] = 10.0 * std[names.index("fused")]  # today's order, as a soft start
         return prior
 
     # cross-validation grouped by repository
@@ -309,6 +309,7 @@ def fit_command(args: argparse.Namespace) -> int:
     print("coefficients (raw features; standardised in brackets):")
     for name, a, b in sorted(zip(names, raw, w), key=lambda t: -abs(t[2])):
         print(f"    {name:22s} {a:+.4f}  [{b:+.3f}]")
+    print("RERANK_WEIGHTS = {" + ", ".join(f"{name!r}: {a:.4f}" for name, a in zip(names, raw)) + "}")
     return 0
 
 

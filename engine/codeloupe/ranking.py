@@ -144,6 +144,23 @@ FILE_KIND_PENALTY_ISSUE = {"test": 0.4, "example": 0.5, "declaration": 0.5, "dat
 FILENAME_BOOST = 0.02
 SHORT_QUERY_WORDS = 8
 
+# --- A learned reordering of a question's fused top (issue 13): the first RERANK_TOP fused files (after the
+# penalties above) are put in the order of a linear score of what the lanes already computed, and take the fused
+# scores of those places in that order (the bundle keeps every file; CORE's gap rule sees the same scores). Each
+# weight multiplies a feature of `search.rerank_features`: the fused score over the first file's; the file's
+# best dense cosine minus the dense lane's first (RERANK_DENSE_UNRANKED where the lane did not rank it); its best
+# chunk's BM25, its summary's and its file-level BM25 each over that lane's first (0 where unranked); 1 if a
+# query word is a stem of its file name; its folder depth. Fitted by `bench/learned_rerank.py fit` (listwise
+# logistic regression, L2 .01 towards the fused order, top 10) on docpairs / docs / docs words dev
+# (--corpora-per-set 40 --queries-per-corpus 0 --max-files 300) and the written dev set, 1,767 queries; 5-fold
+# cross-validation by package: dev R@1 .662 -> .688, MRR .781 -> .799; held-out written .792 -> .812 (MRR .874
+# -> .886); docpairs / docs / docs words test up; public R@1 .938 level, Acc@5 .950 -> .975, MRR .965 -> .963
+# (docs/measurements.md). Questions in code mode only: docs mode and bug reports (issue mode) keep the fused order.
+RERANK_TOP = 10
+RERANK_DENSE_UNRANKED = -0.3
+RERANK_WEIGHTS = {"fused": 9.8863, "dense": 5.6294, "lexical": 2.0843, "summary": 0.8165, "file": 0.4483,
+                  "stem": 0.5781, "depth": -0.3827}
+
 # --- Issue mode: a pasted bug report.
 # Past this many words a query reads as a report. 15 and 10 lift commits dev R@1 .538 -> .554 and docpairs
 # .627 -> .630 / .641 but cost docs dev .517 -> .510 / .514 (Acc@5 .857 -> .846 / .843), and 37 of the 52 public

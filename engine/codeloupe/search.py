@@ -582,6 +582,9 @@ class Fusion:
         self.file: dict[int, float] = defaultdict(float)
         self.chunk_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> chunk row -> rank
         self.file_ranks: dict[str, dict[int, int]] = defaultdict(dict)  # lane -> file id -> rank
+        # lane -> (its files best first, their scores in the lane), as the lane first recorded them: the reordering
+        # of the fused top reads each file's score against the lane's first (`rerank_features`)
+        self.file_scores: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.pins: dict[int, list[str]] = defaultdict(list)  # file id -> what pinned it (issue mode)
         self.frame_rows: list[int] = []  # chunks a traceback frame's line falls in (issue mode)
         self._norm = 0.0
@@ -615,6 +618,8 @@ class Fusion:
         if not file_ids or weight <= 0:
             return
         ranks = self._ranks("files", name, scores, len(file_ids)).tolist()
+        if record and scores is not None and name not in self.file_scores:
+            self.file_scores[name] = (np.asarray(file_ids, np.int64), np.asarray(scores, np.float64))
         for rank, file_id in zip(ranks, file_ids):
             self.file[file_id] += weight / (R.RRF_K + rank)
             if record:
@@ -1336,6 +1341,8 @@ class Searcher:
         if issue:
             self._ground_issue(snap, issue, fusion, mask)
         self._adjust(snap, query, fusion, issue is not None)
+        if issue is None and lanes is None and mode == "code":
+            reorder_top(snap, query, fusion)
 
         statuses.extend(self._static_statuses(snap, weights, issue is not None, summaries))
         return _Fused(snap, fusion, mask, statuses, issue is not None)
@@ -2153,6 +2160,61 @@ def _assemble_delta(base: Snapshot, generation: int, table: ChunkTable, added: l
         symbols=symbols, file_chunk_rows=Overlay(base.file_chunk_rows, rows_of, gone),
         base=base, live=live, pending_files=pending_files, added_paths={r.id: r.path for r in added},
     )
+
+
+def top_files(snap: Snapshot, fusion: Fusion, count: int) -> np.ndarray:
+    """The first `count` files of the fused list (score above zero), in the bundle's order: by score, then path."""
+    ids = np.fromiter(fusion.file.keys(), np.int64, len(fusion.file))
+    scores = np.fromiter(fusion.file.values(), np.float64, len(fusion.file))
+    ids, scores = ids[scores > 0], scores[scores > 0]
+    if 0 < count < len(ids):  # the `count` best and every file tied with the last of them (the path breaks ties)
+        keep = scores >= np.partition(scores, len(scores) - count)[len(scores) - count]
+        ids, scores = ids[keep], scores[keep]
+    order = sorted(range(len(ids)), key=lambda i: (-scores[i], snap.file_paths[int(ids[i])]))[:count]
+    return ids[order]
+
+
+def rerank_features(snap: Snapshot, query: str, fusion: Fusion, files: np.ndarray) -> np.ndarray:
+    """One row per file of `files` (the fused top, best first), one column per `ranking.RERANK_WEIGHTS` entry."""
+    def against_first(lane: str, unranked: float, difference: bool = False) -> np.ndarray:
+        """Each file's score in `lane` against the lane's first file's (`unranked` where the lane did not rank it)."""
+        out = np.full(len(files), unranked)
+        if lane not in fusion.file_scores:
+            return out
+        ranked, scores = fusion.file_scores[lane]
+        same = files[:, None] == ranked[None, :]  # a lane ranks a file once: at most one match a row
+        got = same.any(axis=1)
+        value, first = scores[same.argmax(axis=1)[got]], float(scores[0])
+        out[got] = value - first if difference else value / first if first > 0 else 0.0
+        return out
+
+    words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
+    wanted = {stem(t) for w in words for t in tokenize(w)}
+    paths = [snap.file_paths[int(f)] for f in files]
+    fused = np.array([fusion.file[int(f)] for f in files])
+    columns = {
+        "fused": fused / fused[0],
+        "dense": against_first("dense", R.RERANK_DENSE_UNRANKED, difference=True),
+        "lexical": against_first("lexical", 0.0),
+        "summary": against_first("summary", 0.0),
+        "file": against_first("file", 0.0),
+        "stem": np.array([1.0 if _name_stems(p.rsplit("/", 1)[-1]) & wanted else 0.0 for p in paths]),
+        "depth": np.array([float(p.count("/")) for p in paths]),
+    }
+    return np.column_stack([columns[name] for name in R.RERANK_WEIGHTS])
+
+
+def reorder_top(snap: Snapshot, query: str, fusion: Fusion) -> None:
+    """The fused top `RERANK_TOP` files put in the order of the learned score (`ranking.RERANK_WEIGHTS`), each
+    taking the fused score of its new place: the same scores in another order, so every file stays and the bundle's
+    CORE gap rule sees what it saw."""
+    files = top_files(snap, fusion, R.RERANK_TOP)
+    if len(files) < 2:
+        return
+    learned = rerank_features(snap, query, fusion, files) @ np.array(list(R.RERANK_WEIGHTS.values()))
+    places = [fusion.file[int(f)] for f in files]
+    for file_id, score in zip(files[np.argsort(-learned, kind="stable")].tolist(), places):
+        fusion.file[file_id] = score
 
 
 @functools.lru_cache(maxsize=65536)
