@@ -97,8 +97,8 @@ RECONNECT_MAX_S = 30.0
 def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
     """Around an index run that writes its files itself: in the shared index, record where the repository is
     indexed from (queued runs not yet written are superseded), each file written as read at the folder's commit,
-    and pin the repository to that commit once the block ends without an error (`PgStore.writing_run`). A
-    workspace's own SQLite index reads the disk as it is.
+    and, once the block ends without an error, delete the files the run deleted and pin the repository to that
+    commit in one transaction (`PgStore.writing_run`). A workspace's own SQLite index reads the disk as it is.
 
     A repository the index holds from another folder is refused (`claim_source` with `replace` first:
     `index --replace`). The folder is the store's from then on: each of its writes, and its answers, are refused

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from test_pg_queued_runs import _commit
 
 from codeloupe import index as index_module
 from codeloupe.api import IndexStopped, Workspace, open_shared, shared_repositories
+from codeloupe.chunk import CHUNKER_VERSION, chunk_file
 from codeloupe.cli import main
 from codeloupe.settings import load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
@@ -29,6 +31,8 @@ from codeloupe.store.postgres import PgStore
 from codeloupe.types import Progress
 
 REPO = Path(__file__).resolve().parents[2]
+# Only what keeps a test that fails from hanging the run: never a bound any assertion is about.
+SAFETY_VALVE_S = 30
 FILES = 40
 QUERY = "helper number seven"
 # A child indexing the folder into repository svc that stops, for good, once some of its files are written: it
@@ -170,6 +174,39 @@ def test_a_direct_index_run_pins_its_commit_once_its_files_are_written(
         ws.close()
 
 
+def test_a_direct_index_run_deletes_the_files_that_left_the_folder_as_it_pins_its_commit(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeloupe index --store` deleted the files that had left the folder as it began: while it wrote the rest,
+    answers lacked files the commit still pinned holds, and a run cut off left the repository with neither those
+    files nor the new pin. They now leave in the transaction that pins the run's commit, as a queued run's do."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    second = _commit(root, {"alpha.py": "def charge_alpha_total():\n    return 'second'\n",
+                            "beta.py": "def charge_beta_total():\n    return 'second'\n", "gamma.py": None})
+    [served] = open_shared(["svc"], overrides)
+    old, new, gamma = f"{first} return 'first'", f"{second} return 'second'", {"gamma.py": f"{first} return 'first'"}
+    meanwhile: list[dict[str, str]] = []
+    try:
+        with pytest.raises(IndexStopped):  # cut off once alpha.py is written
+            ws.index(lambda told: meanwhile.append(_cited(served)), should_stop=lambda: meanwhile != [])
+        assert meanwhile == [{"alpha.py": new, "beta.py": old, **gamma}]
+        assert served.revision == first and _cited(served) == meanwhile[0]
+
+        meanwhile.clear()
+        ws.index(lambda told: meanwhile.append(_cited(served)))  # beta.py written, the run not yet ended
+        assert meanwhile == [{"alpha.py": new, "beta.py": new, **gamma}]
+        assert served.revision == second
+        assert _cited(served) == {"alpha.py": new, "beta.py": new}
+        assert ws.status().files == 2
+    finally:
+        served.close()
+        ws.close()
+
+
 def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run queued at a newer commit while `index --store` still writes is the repository's newest: its last
@@ -202,3 +239,47 @@ def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
         served.close()
         store.close()
         ws.close()
+
+
+def _write(store: PgStore, path: str) -> None:
+    """A file of one function written to `store` as an index run or a save writes it."""
+    text = f"def {path.removesuffix('.py')}_total():\n    return 1\n"
+    store.replace_file(chunk_file(path, text, "python"), hash=path, size=len(text), mtime=1.0, is_doc=False,
+                       encoding="utf-8", chunker_version=CHUNKER_VERSION, line_count=2)
+
+
+def test_a_direct_index_run_is_its_threads_a_write_on_another_thread_is_none_of_it(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit of an index run writing the repository (`writing_run`) was the store's: a file another thread
+    of the process wrote meanwhile recorded the run's commit whatever its text was read at. A run is now its
+    thread's: another thread's writes record what they would outside a run, and its deletes are not held back
+    for the run's pin."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)
+    pinned, running = "a" * 40, "b" * 40
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    started, release = threading.Event(), threading.Event()
+
+    def run() -> None:
+        with store.writing_run(str(tmp_path), running):
+            _write(store, "run.py")
+            started.set()
+            release.wait(SAFETY_VALVE_S)
+
+    try:
+        with store.writing_run(str(tmp_path), pinned):
+            _write(store, "gone.py")
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            assert started.wait(SAFETY_VALVE_S)
+            _write(store, "saved.py")
+            assert store.delete_files(["gone.py"]) == 1
+            assert sorted(store.file_rows()) == ["run.py", "saved.py"]
+            revisions = store.revisions()
+            assert (revisions.pinned, revisions.of("run.py"), revisions.of("saved.py")) == (pinned, running, pinned)
+        finally:
+            release.set()
+            runner.join(SAFETY_VALVE_S)
+        assert store.commit == running
+    finally:
+        store.close()

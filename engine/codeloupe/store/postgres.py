@@ -965,8 +965,9 @@ class PgStore:
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
         # `revisions` as last read, and the repository's state it was read for (content generation, pin, mark).
         self._revisions: tuple[tuple[int, str, int], Revisions] | None = None
-        # The commit the files of the index run this process writes are read at (`writing_run`); None outside one.
-        self._run_commit: str | None = None
+        # This thread's index run (`writing_run`): the commit its files are read at, the files it deletes. A thread's,
+        # not the store's: a save another thread writes meanwhile is no file of the run.
+        self._run = threading.local()
         # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
         # or each write names its folder (a worker's batch).
@@ -1194,26 +1195,33 @@ class PgStore:
     def writing_run(self, root: str, commit: str) -> Iterator[None]:
         """Around an index run that writes the files of `root` itself (`codeloupe index --store`, an editor's),
         read at `commit`: `root` is the repository's source from then on and the run its newest (`set_source`);
-        each file it writes records `commit`, and the repository is pinned to it once the block ends without an
-        error (its files all written), with the newest file row then (`pinned_through`), as a queued run's last
-        batch pins its own (`_end_run`). Unless a later run (queued or not) became the newest meanwhile: that one pins
-        its commit, and the files this one wrote are cited at `commit` (`revisions`). A run cut off midway leaves
-        the pin where it was: each file it wrote is cited at `commit`, the others at the pin, as their text was
-        read. Pinned as the run began, every answer named the new commit for the old text of the files it had
-        not written yet (minutes, on a large repository). The commit is this store's, not a thread's: a save this
-        process writes meanwhile, on another thread, records it too (its text is the folder's now, which the run's
-        commit names more nearly than the pin it replaces)."""
+        each file it writes records `commit`, and once the block ends without an error (its files all written) one
+        transaction deletes the files the run deleted (`delete_files` on the run's thread: those that left the
+        folder, those now skipped) and pins the repository to `commit`, with the newest file row then
+        (`pinned_through`), as a queued run's last batch does (`_end_run`). Unless a later run (queued or not)
+        became the newest meanwhile: that one deletes and pins, and the files this one wrote are cited at `commit`
+        (`revisions`). A run cut off midway deletes nothing and leaves the pin where it was: each file it wrote is
+        cited at `commit`, the others at the pin, as their text was read. Pinned as the run began, every answer
+        named the new commit for the old text of the files it had not written yet (minutes, on a large
+        repository); deleting as it began, answers lacked the files the pin still held for as long as it ran, and
+        a run cut off left neither them nor the new pin. The run is this thread's: another thread's writes
+        meanwhile (a save) are not the run's."""
         run = uuid.uuid4().hex
         self.set_source(root, run=run)
-        self._run_commit = commit
+        self._run.commit, self._run.gone = commit, []
         try:
             yield
             with self._session(), self._conn.transaction():
-                self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW} WHERE id = %s"
-                                   " AND latest_run = %s", (commit, self.repo_id, run))
+                latest = self._conn.execute("SELECT latest_run FROM repositories WHERE id = %s FOR NO KEY UPDATE",
+                                            (self.repo_id,)).fetchone()
+                if latest is not None and latest[0] == run:
+                    if self._run.gone and self._delete_paths(self._run.gone):
+                        self._bump("content")
+                    self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW} WHERE id = %s",
+                                       (commit, self.repo_id))
                 self._held.wrote = True
         finally:
-            self._run_commit = None
+            self._run.commit = self._run.gone = None
 
     def check_source(self, *, fresh: bool = False) -> None:
         """Refuse (`SourceConflict`) to answer for this process's folder (`source_folder`) once another folder is
@@ -1354,7 +1362,7 @@ class PgStore:
         with self._session(), self._conn.transaction():
             self._hold_source(self.source_folder)
             written = self._write_file(BatchFile(chunked, hash, size, mtime, is_doc, encoding, chunker_version,
-                                                 line_count, terms), self._run_commit)
+                                                 line_count, terms), getattr(self._run, "commit", None))
             self._count_terms([written])
             self._bump("content")
         return written[0]
@@ -1454,9 +1462,14 @@ class PgStore:
             self._conn.execute("UPDATE files SET size = %s, mtime = %s WHERE path = %s", (size, mtime, path))
 
     def delete_files(self, paths: Iterable[str]) -> int:
+        """Delete these files; inside an index run on this thread (`writing_run`), once the run ends, with its pin."""
         paths = list(paths)
         if not paths:
             return 0
+        gone = getattr(self._run, "gone", None)
+        if gone is not None:
+            gone.extend(paths)
+            return len(paths)
         with self._session(), self._conn.transaction():
             self._hold_source(self.source_folder)
             self._delete_paths(paths)
