@@ -19,6 +19,7 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -378,12 +379,15 @@ class Workspace:
         (`SourceConflict`) once another process made another folder the repository's source (`index --replace`)
         since this one opened it: the save would write this folder's files among that folder's.
         """
+        rel_paths = [self.relative(p) for p in paths]
+        writing: AbstractContextManager[None] = nullcontext()
         if not isinstance(self.store, Store):  # the shared index (its driver is imported only for one)
-            from codeloupe.shared_index import check_source
+            from codeloupe.shared_index import check_source, saved_at
 
             check_source(self.store, self.root)
-        report = index_paths(self.root, self.store, self.settings, [self.relative(p) for p in paths],
-                             self._strategies())
+            writing = saved_at(self.store, self.root, rel_paths)  # each file cited at the revision it was read at
+        with writing:
+            report = index_paths(self.root, self.store, self.settings, rel_paths, self._strategies())
         self._note_strategy_warnings(report)
         mark_stale(self.store)
         return report

@@ -363,15 +363,28 @@ def _holds_ignore_rules(rel_path: str) -> bool:
     return posixpath.basename(rel_path) in IGNORE_FILE_NAMES or rel_path.endswith(".git/info/exclude")
 
 
+def _beside_maps(rel_paths: Iterable[str]) -> set[str]:
+    """The files beside the source maps among `rel_paths`: a source map saved, created or deleted can make the file
+    beside it a compiled copy or a file of its own again, so a save of the map judges that file again too."""
+    return {rel.removesuffix(SOURCE_MAP_SUFFIX) for rel in rel_paths if rel.endswith(SOURCE_MAP_SUFFIX)}
+
+
+def files_a_save_writes(rel_paths: Iterable[str]) -> list[str] | None:
+    """The files `index_paths` may write or delete for a save of `rel_paths`: those and the file beside each
+    saved source map; None where it may write any file of the folder (a saved ignore file: the walk judges them
+    all again)."""
+    saved = set(rel_paths)
+    return None if any(_holds_ignore_rules(rel) for rel in saved) else sorted(saved | _beside_maps(saved))
+
+
 def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: Iterable[str],
                  strategies: tuple[Strategy, ...]) -> IndexReport:
     started = time.perf_counter()
     root = Path(root).resolve()
     report = IndexReport(root=str(root), index_path=str(store.path))
-    # A source map saved, created or deleted can make the file beside it a compiled copy or a file of its own again:
-    # that file is judged by the walk's rules again, whether it is in the index or not.
+    # The file beside a saved source map is judged by the walk's rules again, whether it is in the index or not.
     saved = set(rel_paths)
-    beside_maps = {rel.removesuffix(SOURCE_MAP_SUFFIX) for rel in saved if rel.endswith(SOURCE_MAP_SUFFIX)}
+    beside_maps = _beside_maps(saved)
     rel_paths = sorted(saved | beside_maps)
     existing = store.file_rows(rel_paths)  # the saved files' rows only: a save never reads the whole index
     skipped: Counter[str] = Counter()

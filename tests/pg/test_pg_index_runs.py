@@ -241,6 +241,31 @@ def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
         ws.close()
 
 
+def test_a_saved_file_is_cited_at_the_revision_its_text_was_read_at(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save outside an index run (an editor's on a folder of the shared index) recorded the repository's pin: a
+    file edited and saved, or saved once the folder had moved to another commit, was cited at the pinned commit,
+    whose text differs. A saved file now records the folder's commit, with `-dirty` when it differs from it."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    second = _charges(root, ("beta",), "second")
+    (root / "alpha.py").write_text("def charge_alpha_total():\n    return 'edited'\n")
+    [served] = open_shared(["svc"], overrides)
+    try:
+        ws.update_files(["beta.py"])
+        ws.update_files([root / "alpha.py"])
+        assert served.revision == first
+        assert _cited(served) == {"alpha.py": f"{second}-dirty return 'edited'", "beta.py": f"{second} return 'second'",
+                                  "gamma.py": f"{first} return 'first'"}
+    finally:
+        served.close()
+        ws.close()
+
+
 def _write(store: PgStore, path: str) -> None:
     """A file of one function written to `store` as an index run or a save writes it."""
     text = f"def {path.removesuffix('.py')}_total():\n    return 1\n"

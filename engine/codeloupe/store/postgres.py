@@ -965,8 +965,9 @@ class PgStore:
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
         # `revisions` as last read, and the repository's state it was read for (content generation, pin, mark).
         self._revisions: tuple[tuple[int, str, int], Revisions] | None = None
-        # This thread's index run (`writing_run`): the commit its files are read at, the files it deletes. A thread's,
-        # not the store's: a save another thread writes meanwhile is no file of the run.
+        # This thread's index run (`writing_run`): the commit its files are read at, the files it deletes; or the
+        # commit of the save it writes (`written_at`). A thread's, not the store's: a save another thread writes
+        # meanwhile is no file of the run.
         self._run = threading.local()
         # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
@@ -1223,6 +1224,19 @@ class PgStore:
         finally:
             self._run.commit = self._run.gone = None
 
+    @contextmanager
+    def written_at(self, commit: str) -> Iterator[None]:
+        """Around a save's writes on this thread (outside an index run: an editor's on its folder): each file
+        written records `commit`, the revision its text was read at (`shared_index.saved_revision`). Recorded at
+        the repository's pin, a file edited and saved, or saved once the folder had moved to another commit, was
+        cited at a commit whose text differs."""
+        around = getattr(self._run, "commit", None)
+        self._run.commit = commit
+        try:
+            yield
+        finally:
+            self._run.commit = around
+
     def check_source(self, *, fresh: bool = False) -> None:
         """Refuse (`SourceConflict`) to answer for this process's folder (`source_folder`) once another folder is
         the repository's source (`index --replace` elsewhere): its index holds that folder's files, while this
@@ -1368,8 +1382,9 @@ class PgStore:
         return written[0]
 
     def _write_file(self, batch_file: BatchFile, commit: str | None) -> _Written:
-        """The file's rows, read at `commit` (None: the repository's pin: a save outside an index run); returns
-        what `_count_terms` counts (a worker counts a whole batch's files at once)."""
+        """The file's rows, read at `commit` (None: at the repository's pin, for a write that names no revision:
+        neither an index run's nor a save's, `written_at`); returns what `_count_terms` counts (a worker counts a
+        whole batch's files at once)."""
         conn, chunked = self._conn, batch_file.chunked
         self._delete_paths([chunked.path])
         file_id = conn.execute(
