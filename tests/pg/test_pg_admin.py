@@ -206,17 +206,18 @@ def test_opening_a_database_behind_another_migration_fails_naming_its_session(
 
 def _before_the_last_migration(pg_url: str) -> None:
     """Make the database at `pg_url` as it was before migration 7: every table there, migrations 7 (which alters
-    `symbols`), 8, 9 and 10 to apply."""
+    `symbols`), 8, 9, 10 and 11 to apply."""
     shared_repositories(pg_url)  # a database at the current version
-    assert postgres.SCHEMA_VERSION == 10, "replays migrations 7 to 10: a later one needs undoing here too"
+    assert postgres.SCHEMA_VERSION == 11, "replays migrations 7 to 11: a later one needs undoing here too"
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE repositories DROP COLUMN run_from")
         conn.execute("ALTER TABLE repositories DROP COLUMN pinned_through")
         conn.execute("DROP INDEX work_queue_open_run")
         conn.execute("ALTER TABLE work_queue DROP COLUMN run")
         conn.execute("ALTER TABLE repositories DROP COLUMN latest_run, DROP COLUMN latest_gone")
         conn.execute("ALTER TABLE repositories DROP COLUMN index_run, DROP COLUMN index_started")
         conn.execute("CREATE INDEX symbols_repo_name ON symbols(repo_id, lower(name))")
-        # 7 drops that index, 8, 9 and 10 add the columns (10 the queue's run index too).
+        # 7 drops that index, 8, 9, 10 and 11 add the columns (10 the queue's run index too).
         conn.execute("DELETE FROM schema_migrations WHERE version >= 7")
 
 

@@ -305,6 +305,39 @@ def test_a_direct_index_run_is_its_threads_a_write_on_another_thread_is_none_of_
         finally:
             release.set()
             runner.join(SAFETY_VALVE_S)
-        assert store.commit == running
+        revisions = store.revisions()  # the run's pin marks none of the rows another writer wrote meanwhile
+        assert (revisions.pinned, revisions.of("run.py"), revisions.of("saved.py")) == (running, running, pinned)
     finally:
         store.close()
+
+
+def test_two_direct_runs_at_once_each_file_is_cited_at_the_commit_its_own_run_read_it_at(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `index --store` runs of one repository at once, at different commits (two checkouts at one path: CI
+    runners, a teammate's machine). The run begun last is the newest: it pins its commit, the other pins nothing.
+    Its pin marked every row written then, the other run's with them: a file the older run wrote after the newer
+    one had written it was cited at the newer commit, with the older commit's text. A pin now marks the rows up to
+    the first one another writer wrote since its run began at another commit: those keep their own revision."""
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)
+    pinned, older_commit, newer_commit = "0" * 40, "a" * 40, "b" * 40
+    older = PgStore(pg_url, "svc", local_dir=tmp_path / "older")
+    newer = PgStore(pg_url, "svc", local_dir=tmp_path / "newer")
+    try:
+        with older.writing_run(str(tmp_path), pinned):
+            for path in ("alpha.py", "beta.py", "gamma.py"):
+                _write(older, path)
+        with older.writing_run(str(tmp_path), older_commit):
+            _write(older, "alpha.py")
+            with newer.writing_run(str(tmp_path), newer_commit):
+                _write(newer, "beta.py")
+                _write(older, "beta.py")  # after the newer run's write of it, before its pin
+                _write(newer, "gamma.py")
+            assert newer.commit == newer_commit
+            _write(older, "gamma.py")
+        revisions = newer.revisions()
+        assert newer.commit == newer_commit
+        assert {path: revisions.of(path) for path in ("alpha.py", "beta.py", "gamma.py")} == \
+            {"alpha.py": newer_commit, "beta.py": older_commit, "gamma.py": older_commit}
+    finally:
+        older.close()
+        newer.close()

@@ -18,8 +18,10 @@ database's connection pool.
   first), so the same content is never embedded twice.
 - Citations are pinned: `commit_sha` (`git rev-parse HEAD` of the folder indexed, set once an index run's files
   are all written: by the indexer at its end, by a queued run's last batch) is the revision the repository is
-  indexed at, and each file row records the commit it was read at: an answer cites each file at its own
-  (`revisions`), which differs from the repository's only for the files a run not yet ended has written.
+  indexed at, and each file row records the commit it was read at (a save's: `written_at`): an answer cites each
+  file at its own (`revisions`), which differs from the repository's only for the files written since the pin
+  (by a run not yet ended, a save) and those another writer wrote at another commit while the pinning run was
+  under way (`_PINNED_NOW`).
 """
 
 from __future__ import annotations
@@ -372,6 +374,15 @@ UPDATE repositories r SET pinned_through = coalesce((SELECT max(f.id) FROM files
 -- queued run is under way or stuck: `queued_batches`): found through this index, not by reading the whole
 -- organisation's open queue (24 ms a state read at 200K open batches of other repositories).
 CREATE INDEX IF NOT EXISTS work_queue_open_run ON work_queue(repo_id, run) WHERE done_at IS NULL;
+"""), (11, """
+-- The newest file row when the repository's newest run began (`latest_run`: set with it, by a direct run's start
+-- and by `index --queue`): the rows up to it are those the run compared with its folder. A row written since by
+-- another writer (a run begun earlier and still writing, a save) at another commit than the run's holds no text
+-- the run read: its pin marks the rows only up to the first such row (`_PINNED_NOW`), and those from it on keep
+-- their own revision. Marked through every row then, the pin of the run begun last cited a file that an older run
+-- still under way wrote after it at the newer commit, with the older text. Set here to each repository's mark.
+ALTER TABLE repositories ADD COLUMN IF NOT EXISTS run_from BIGINT NOT NULL DEFAULT 0;
+UPDATE repositories SET run_from = pinned_through;
 """)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # Serialises migrations across every process opening the database.
@@ -730,10 +741,15 @@ def _close_pools() -> None:
         pool.close()
 
 
-# SQL (in an UPDATE of a repository's row that moves `commit_sha`, in a session scoped to it): the rows it holds
-# now are those of the commit pinned (`PgStore.revisions`). The writers of its files hold its row, as this update
-# does, so no row of another commit can commit below the mark.
-_PINNED_NOW = "pinned_through = coalesce((SELECT max(id) FROM files), 0)"
+# SQL (in an UPDATE of a repository's row that moves `commit_sha` to `%(commit)s`, the commit of its newest run, in
+# a session scoped to it): the rows it holds now are those of the commit pinned (`PgStore.revisions`), up to the
+# first one written since the run began at another commit (migration 11). The writers of its files hold its row,
+# as this update and the run's start do, so no row of another commit can commit below the mark.
+_PINNED_NOW = ("pinned_through = coalesce((SELECT min(id) - 1 FROM files WHERE id > repositories.run_from"
+               " AND commit_sha <> %(commit)s), (SELECT max(id) FROM files), 0)")
+# SQL (in an UPDATE of a repository's row that makes a run its newest, in a session scoped to it): where its rows
+# are when the run begins (`run_from`, migration 11).
+_RUN_FROM_NOW = "run_from = coalesce((SELECT max(id) FROM files), 0)"
 
 # SQL: when a repository's unfinished index run began, as admin repos shows times (ISO 8601, UTC; "" for none).
 INDEX_STARTED = """coalesce(to_char(index_started AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '')"""
@@ -1151,9 +1167,10 @@ class PgStore:
     def revisions(self) -> Revisions:
         """The commit each file's text was read at: the repository's (`commit`), but for the files written since
         it was pinned at another commit (by an index run before its end pins its commit: a direct one's writes, a
-        queued one's batches), each at the commit its row records (migration 10). Read in one statement when the
-        repository's files or pin changed since the last read, as of the repository's state (`STATE_TTL_S`):
-        outside a run, no row."""
+        queued one's batches; by a save, `written_at`) and those the pin does not mark (written by another writer at
+        another commit while the pinning run was under way: `_PINNED_NOW`), each at the commit its row records
+        (migrations 10 and 11). Read in one statement when the repository's files or pin changed since the last
+        read, as of the repository's state (`STATE_TTL_S`): after a run that no other writer overlapped, no row."""
         state = self._state()
         key = (state.content_generation, state.commit, state.pinned_through)
         known = self._revisions
@@ -1187,8 +1204,8 @@ class PgStore:
             if not run:
                 self._conn.execute("UPDATE repositories SET root = %s WHERE id = %s", (root, self.repo_id))
             else:
-                self._conn.execute("UPDATE repositories SET root = %s, latest_run = %s, latest_gone = '[]'"
-                                   " WHERE id = %s", (root, run, self.repo_id))
+                self._conn.execute("UPDATE repositories SET root = %s, latest_run = %s, latest_gone = '[]',"
+                                   f" {_RUN_FROM_NOW} WHERE id = %s", (root, run, self.repo_id))
             self._held.wrote = True
         self.source_folder = root
 
@@ -1218,8 +1235,8 @@ class PgStore:
                 if latest is not None and latest[0] == run:
                     if self._run.gone and self._delete_paths(self._run.gone):
                         self._bump("content")
-                    self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW} WHERE id = %s",
-                                       (commit, self.repo_id))
+                    self._conn.execute(f"UPDATE repositories SET commit_sha = %(commit)s, {_PINNED_NOW}"
+                                       " WHERE id = %(repo)s", {"commit": commit, "repo": self.repo_id})
                 self._held.wrote = True
         finally:
             self._run.commit = self._run.gone = None
@@ -1820,8 +1837,8 @@ class PgStore:
             if before_deleting is not None:
                 before_deleting(gone)
             deleted = self._delete_paths(gone) > 0
-        self._conn.execute(f"UPDATE repositories SET commit_sha = %s, {_PINNED_NOW}, latest_gone = '[]'"
-                           " WHERE id = %s", (item.commit, self.repo_id))
+        self._conn.execute(f"UPDATE repositories SET commit_sha = %(commit)s, {_PINNED_NOW}, latest_gone = '[]'"
+                           " WHERE id = %(repo)s", {"commit": item.commit, "repo": self.repo_id})
         self._held.wrote = True
         return deleted
 
@@ -2009,12 +2026,12 @@ class PgStore:
         run = uuid.uuid4().hex
         with self._session(), self._conn.transaction():
             self._hold_source(root)
-            if batches and self._conn.execute("SELECT EXISTS (SELECT 1 FROM files)").fetchone()[0]:
-                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = %s WHERE id = %s",
-                                   (run, json.dumps(list(gone)), self.repo_id))
-            else:
-                self._conn.execute("UPDATE repositories SET latest_run = %s, latest_gone = '[]', commit_sha = %s,"
-                                   f" {_PINNED_NOW} WHERE id = %s", (run, commit, self.repo_id))
+            pinned_now = not batches or not self._conn.execute("SELECT EXISTS (SELECT 1 FROM files)").fetchone()[0]
+            self._conn.execute(f"UPDATE repositories SET latest_run = %s, latest_gone = %s, {_RUN_FROM_NOW}"
+                               " WHERE id = %s", (run, "[]" if pinned_now else json.dumps(list(gone)), self.repo_id))
+            if pinned_now:
+                self._conn.execute(f"UPDATE repositories SET commit_sha = %(commit)s, {_PINNED_NOW} WHERE id = %(repo)s",
+                                   {"commit": commit, "repo": self.repo_id})
             with self._conn.cursor() as cur:
                 cur.executemany("INSERT INTO work_queue (repo_id, root, commit_sha, paths, run) VALUES (%s,%s,%s,%s,%s)",
                                 [(self.repo_id, root, commit, json.dumps(batch), run) for batch in batches])
