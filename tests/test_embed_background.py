@@ -13,6 +13,7 @@ from codeloupe.embed import background as background_module
 from codeloupe.embed import embedding_text, make_provider
 from codeloupe.embed.background import embed_pending
 from codeloupe.embed.local import EncoderOptions, OnnxSentenceEncoder, load_local_provider
+from codeloupe.index import index_workspace
 from codeloupe.settings import Settings
 from codeloupe.store import Store
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Progress
@@ -159,6 +160,33 @@ def test_identical_texts_are_embedded_once(tmp_path: Path, model: OnnxSentenceEn
     # Both skeletons read "def noop"; the two chunks differ by their breadcrumb's path.
     assert report.computed == 3 and report.cache_hits == 1 and len(provider.embedded) == 3
     assert (report.skeletons_done, report.chunks_done) == (2, 2)
+
+
+def test_rows_with_nothing_to_embed_get_the_zero_vector_without_the_model(tmp_path: Path,
+                                                                           model: OnnxSentenceEncoder) -> None:
+    # Every embedded text starts with its path, so each empty file was a distinct text for the model: 100,000 of
+    # them were 159 s of a 211-s index, for vectors no lane uses.
+    root = tmp_path / "ws"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "empty.js").write_text("")
+    (root / "blank.py").write_text("  \n\n\t\n")
+    (root / "app.py").write_text("def login(user):\n    return user\n")
+    store = Store(tmp_path / "index.sqlite")
+    index_workspace(root, store, Settings(cache_dir=str(tmp_path), embed_provider="none"))
+    provider = CountingProvider(model)
+    report = embed_pending(store, provider, Settings(cache_dir=str(tmp_path)))
+    table, app = store.chunk_table(), store.file_rows()["app.py"].id
+    code = [embedding_text(b, t) for f, b, t in zip(table.file_ids.tolist(), table.breadcrumbs, table.texts) if f == app]
+    assert sorted(provider.embedded) == sorted([*code, store.skeletons()[app]])
+    assert (report.computed, report.blank) == (len(provider.embedded), 4)  # 3 skeletons, blank.py's chunk
+    assert store.vector_counts(model.model_id) == {"chunks_done": len(table.ids), "skeletons_done": 4}
+    chunks, skeletons = (store.vector_matrix(t, model.model_id) for t in ("chunk", "skeleton"))
+    assert [bool(row.any()) for row in skeletons.q] == [i == app for i in skeletons.ids.tolist()]
+    assert [bool(row.any()) for row in chunks.q] == [f == app for f in table.file_ids.tolist()]
+    # Zero vectors are no model's output: the shared cache holds the code's vectors only.
+    rows = sqlite3.connect(Settings(cache_dir=str(tmp_path)).embed_cache_path).execute("SELECT count(*) FROM vectors")
+    assert rows.fetchone()[0] == len(provider.embedded)
 
 
 def test_a_corrupt_cache_file_is_replaced(tmp_path: Path, model: OnnxSentenceEncoder) -> None:

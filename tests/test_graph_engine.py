@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chat_server import ChatServer
 from codeloupe.api import Workspace
 from codeloupe.cli import main as cli_main
 from codeloupe.graph import (
@@ -300,6 +301,28 @@ def test_semantic_lane_capped_by_real_edges_and_surprises(tmp_path: Path) -> Non
 
 
 # ------------------------------------------------------------------------------------------ node & editor
+
+
+def test_a_file_with_nothing_embedded_is_no_concepts_closest_file(tmp_path: Path) -> None:
+    # An empty file's skeleton has the zero vector (`embed.background`): scored 0, it was closer to a concept than
+    # every file that reads unlike it.
+    root = tmp_path / "hub"
+    shutil.copytree(FIXTURES / "hub", root)
+    with ChatServer(embedder=lambda _: [-1.0, 0, 0, 0]) as chat:
+        ws = Workspace(root, overrides={"embed_provider": "openai", "embed_base_url": chat.base_url,
+                                        "embed_model": "scripted"})
+        try:
+            ws.index()
+            rows = ws.store.file_rows()
+            paths = sorted(rows)
+            vectors = np.tile(np.array([1.0, 0, 0, 0], np.float32), (len(paths), 1))
+            vectors[paths.index("app/__init__.py")] = 0.0
+            vectors[paths.index("app/f3.py")] = [0.5, 0.866, 0, 0]
+            ws.store.put_vectors("skeleton", "test-model", [rows[p].id for p in paths], vectors)
+            node = graph_node(ws, "where orders are kept")
+            assert (node.path, node.resolved_by) == ("app/f3.py", "embedding")
+        finally:
+            ws.close()
 
 
 def test_node_by_path_name_and_concept(tmp_path: Path) -> None:

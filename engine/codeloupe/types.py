@@ -25,6 +25,12 @@ from itertools import accumulate
 _SPLITLINES_ONLY = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
+# What a chunk with nothing to embed holds only (an empty file has no chunk; one of blank lines has one): the
+# embedder gives it, and a file with no other chunk its skeleton, the zero vector without running the model.
+# ASCII only, so that SQL (`trim`, `btrim`) and Python agree on it.
+BLANK_CHARS = " \t\n\v\f\r"
+
+
 def split_lines(text: str, *, keepends: bool = True) -> list[str]:
     """The lines of `text` as editors and the LSP count them: each ends at "\\n", "\\r\\n" or a lone "\\r" (kept
     with it unless `keepends` is false), and a last line without a break is a line. A form feed, a vertical tab,

@@ -3,6 +3,7 @@ and search answering with the same bundle (fusion and the bundle are the same co
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -120,6 +121,28 @@ def test_dense_lane_answers_from_pgvector_with_the_same_ranking(tree: Path, pg_u
         for query in QUERIES[:3]:
             assert _dense_files(shared, query) == _dense_files(local, query), query
             assert _answer(shared, query) == _answer(local, query), query
+
+
+def test_rows_with_nothing_to_embed_are_zero_and_never_in_the_shared_cache(tree: Path, pg_url: str) -> None:
+    # A zero vector is no model's output, and a blank file's skeleton text (its path) can be a code file's too: a
+    # cached zero would be handed to that file in any repository.
+    (tree / "blank.py").write_text("\n  \n")
+    blank = ("blank.py", "hub/app/__init__.py")  # the fixture's empty file, and this one of blank lines
+    with ChatServer() as chat:
+        shared = _open(tree, store_url=pg_url, embed_provider="openai", embed_base_url=chat.base_url,
+                       embed_model="scripted")
+        try:
+            shared.embed()
+            assert shared.status().vectors_done == shared.status().vectors_total > 0
+        finally:
+            shared.close()
+    sent = [text for seen in chat.received if seen.path.endswith("/embeddings")
+            for text in json.loads(seen.body)["input"]]
+    assert sent and not [text for text in sent if text.split("\n")[0] in blank]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM embeddings WHERE vector_norm(vec) = 0").fetchone()[0] == 0
+        zero = conn.execute("SELECT count(*) FROM skeleton_vectors WHERE vector_norm(vec) = 0").fetchone()[0]
+    assert zero == len(blank)
 
 
 def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path, tmp_path: Path,
@@ -259,7 +282,9 @@ def test_content_embedded_for_one_repository_is_never_embedded_again_for_another
         second = _open(copy, **embed)
         try:
             report = second.embed()
-            assert report.computed == 0 and len(chat.received) == asked
+            # Its one request asks an unknown model's dimension, for the empty file's zero vector (`embed_pending`).
+            assert report.computed == 0 and [json.loads(seen.body)["input"] for seen in chat.received[asked:]] == \
+                [["dimension probe"]]
             assert second.status().vectors_done == second.status().vectors_total > 0
         finally:
             second.close()

@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  WARNING   {report.partition_violations} files broke the line partition and fell back to "
               "line windows (a chunker bug: please report it)")
     if embedded is not None:
-        print(f"  vectors   {embedded.computed} computed, {embedded.cache_hits} from cache "
+        blank = f", {embedded.blank} with nothing to embed (zero)" if embedded.blank else ""
+        print(f"  vectors   {embedded.computed} computed, {embedded.cache_hits} from cache{blank} "
               f"in {embedded.elapsed_s:.1f}s")
     if prepared_s is not None:
         print(f"  prepared  the search snapshot and graph in {prepared_s:.1f}s (the next search or editor start "

@@ -3,7 +3,10 @@
 Skeletons come first because there is one per file and they are the cheapest strong signal of what a file
 is about. Each step embeds a pool of texts (sorted by length inside the provider) and writes them to the
 store in one transaction, so a process killed mid-run loses at most one pool and the next run resumes.
-Every text goes through the shared content-addressed cache first: a vector is computed once per model.
+Every text goes through the shared content-addressed cache first: a vector is computed once per model. A row
+with nothing to embed (a chunk of blank lines; the skeleton of a file with no other chunk: an empty file, a bare
+`__init__.py`) gets the zero vector without the model or the cache: every embedded text starts with its path,
+so 100,000 empty files were 100,000 distinct texts (159 s of a 211-s index), whose vectors no lane used.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from codeloupe.embed import EmbeddingError, EmbeddingProvider, EmbeddingStopped,
 from codeloupe.embed.cache import EmbeddingCache, text_key
 from codeloupe.settings import Settings
 from codeloupe.store import Store
-from codeloupe.types import Progress
+from codeloupe.types import BLANK_CHARS, Progress
 
 log = logging.getLogger("codeloupe.embed")
 
@@ -36,6 +39,7 @@ class EmbedReport:
     chunks_done: int = 0
     cache_hits: int = 0  # texts answered by the shared cache
     computed: int = 0  # texts the provider embedded
+    blank: int = 0  # rows with nothing to embed, given the zero vector
     elapsed_s: float = 0.0
     stopped: bool = False  # should_stop() asked to stop before everything was embedded
 
@@ -72,9 +76,16 @@ class _Run:
         self.report.computed += len(todo)
         return np.stack([known[k] for k in keys]).astype(np.float32)
 
-    def step(self, table: str, rows: list[tuple[int, str]]) -> None:
+    def step(self, table: str, rows: list[tuple[int, str]], blank: set[int]) -> None:
+        """Write the vectors of `rows` (id, text); those of `blank` ids are zero, and the provider never sees them.
+        A zero vector scores 0 against any query, and the caches never hold one (it is no model's output)."""
         ids = [r[0] for r in rows]
-        self.store.put_vectors(table, self.provider.model_id, ids, self.vectors([r[1] for r in rows]))
+        vectors = np.zeros((len(rows), self.provider.dim), np.float32)
+        texts = [k for k, (i, _) in enumerate(rows) if i not in blank]
+        if texts:
+            vectors[texts] = self.vectors([rows[k][1] for k in texts])
+        self.report.blank += len(rows) - len(texts)
+        self.store.put_vectors(table, self.provider.model_id, ids, vectors)
         if table == "skeleton":
             self.report.skeletons_done += len(ids)
         else:
@@ -111,12 +122,14 @@ def embed_pending(store: Store, provider: EmbeddingProvider | None, settings: Se
             skeletons = store.skeletons_missing_vectors(model, POOL_TEXTS)
             if not skeletons:
                 break
-            run.step("skeleton", skeletons)
+            ids = {file_id for file_id, _ in skeletons}
+            run.step("skeleton", skeletons, ids - store.files_with_text(ids))
         while not run.stop_requested():
             chunks = store.chunks_missing_vectors(model, POOL_TEXTS, prefer)
             if not chunks:
                 break
-            run.step("chunk", [(cid, embedding_text(crumb, text)) for cid, crumb, text in chunks])
+            run.step("chunk", [(cid, embedding_text(crumb, text)) for cid, crumb, text in chunks],
+                     {cid for cid, _, text in chunks if not text.strip(BLANK_CHARS)})
     except EmbeddingStopped:  # the provider's `stop_bulk`: the step under way wrote nothing, the next run redoes it
         run.report.stopped = True
     finally:

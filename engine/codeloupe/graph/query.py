@@ -296,11 +296,12 @@ def _by_embedding(ws: WorkspaceContext, graph: Graph, text: str) -> int | None:
     if query.shape[0] != vectors.shape[1] or not np.linalg.norm(query):
         return None
     scores = vectors @ (query / np.linalg.norm(query))
+    said = vectors.any(axis=1)  # a zero row: a file with nothing to embed (empty), close to no concept
     node_of = {file_id: i for i, file_id in enumerate(graph.file_ids)}
     best: tuple[float, int] | None = None
     for k, file_id in enumerate(file_ids):
         i = node_of.get(file_id)
-        if i is None:
+        if i is None or not said[k]:
             continue
         score = round(float(scores[k]), 6) * (TEST_PENALTY if is_test_path(graph.paths[i]) else 1.0)
         if best is None or score > best[0] or (score == best[0] and i < best[1]):

@@ -39,7 +39,7 @@ from codeloupe.store.health import (
     move_aside,
     not_regular_files,
 )
-from codeloupe.types import ChunkedFile
+from codeloupe.types import BLANK_CHARS, ChunkedFile
 
 log = logging.getLogger("codeloupe.store")
 
@@ -1079,6 +1079,13 @@ class Store:
             more = self.query(f"{base} ORDER BY c.id LIMIT ?", (model, limit + len(seen)))
             rows.extend(r for r in more if r[0] not in seen)
         return rows[:limit]
+
+    def files_with_text(self, file_ids: Iterable[int]) -> set[int]:
+        """Those of `file_ids` with a chunk holding more than `BLANK_CHARS`: the others (empty files, files of blank
+        lines) have nothing to embed."""
+        blank = "char(" + ",".join(str(ord(c)) for c in BLANK_CHARS) + ")"
+        return {r[0] for r in self._in_files("SELECT DISTINCT file_id FROM chunks", file_ids, "",
+                                             f" AND trim({_as_text('text')}, {blank}) != ''")}
 
     def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
         return self.query(

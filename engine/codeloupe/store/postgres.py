@@ -64,7 +64,7 @@ from codeloupe.store import (
     quantize,
 )
 from codeloupe.store.protocol import LexicalStatistics, TermScores
-from codeloupe.types import ChunkedFile, Revisions
+from codeloupe.types import BLANK_CHARS, ChunkedFile, Revisions
 from codeloupe.url_secrets import redact, redact_text
 from codeloupe.wording import amount
 
@@ -1707,6 +1707,11 @@ class PgStore:
             if not self._vectors_from_cache("chunk", model, [r[0] for r in rows[:limit]]):
                 return rows[:limit]
 
+    def files_with_text(self, file_ids: Iterable[int]) -> set[int]:
+        """Those of `file_ids` with a chunk holding more than `BLANK_CHARS` (the others have nothing to embed)."""
+        return {r[0] for r in self._rows("SELECT DISTINCT file_id FROM chunks WHERE file_id = ANY(%s)"
+                                         " AND btrim(text, %s) <> ''", (list(file_ids), BLANK_CHARS))}
+
     def skeletons_missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
         while True:
             rows = self._rows(
@@ -1758,8 +1763,11 @@ class PgStore:
                 f"INSERT INTO {target} ({key}, model, dim, vec) VALUES (%s, %s, %s, %s::vector)"
                 f" ON CONFLICT ({key}) DO UPDATE SET model = excluded.model, dim = excluded.dim, vec = excluded.vec",
                 [(i, model, dim, v) for (i, _, _), v in zip(rows, literals)])
+            # A zero vector is no model's output (its row had nothing to embed: `types.BLANK_CHARS`), and a skeleton
+            # judged blank by its file's chunks has a text (its path) that a file with code can share: never cached.
             cur.executemany("INSERT INTO embeddings (model, content_key, vec) VALUES (%s, %s, %s::vector)"
-                            " ON CONFLICT DO NOTHING", [(model, k, v) for (_, k, _), v in zip(rows, literals)])
+                            " ON CONFLICT DO NOTHING", [(model, k, v) for (_, k, row), v in zip(rows, literals)
+                                                        if row.any()])
 
     def cache_vectors(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
         """Put vectors in the shared cache by content key now (committed), before any row holds them: other
