@@ -87,6 +87,34 @@ def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_p
     assert out == ["True", "[]"]
 
 
+def test_small_rows_go_to_a_worker_together_and_come_back_in_order(tmp_path: Path) -> None:
+    # A task a file: 20,000 empty files spent 6.5 s handing files to the workers for 1.1 s of chunking.
+    out = run_case(tmp_path, """
+        from codeloupe import parallel
+
+        def tagged(n: int, size: int) -> tuple[int, int]:
+            return n, os.getpid()
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(n, 0) for n in range(4 * parallel.TASK_ROWS)]
+            done = list(parallel.map_in_workers(tagged, iter(rows), len(rows), what="test", size=lambda _, s: s))
+            blocks = [{pid for _, pid in done[k:k + parallel.TASK_ROWS]} for k in range(0, len(done), parallel.TASK_ROWS)]
+            print([n for n, _ in done] == list(range(len(rows))), [len(pids) for pids in blocks],
+                  all(pid != os.getpid() for _, pid in done))
+    """)
+    assert out == ["True", "[1,", "1,", "1,", "1]", "True"]
+
+
+def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
+    from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
+
+    third = TASK_BYTES // 3
+    rows = [(third,), (third,), (third,), (third,), (2 * TASK_BYTES,), (1,)]
+    assert [len(task) for task in _tasks(iter(rows), lambda s: s)] == [3, 1, 1, 1]
+    assert [len(task) for task in _tasks(iter([(0,)] * (TASK_ROWS + 1)), lambda s: s)] == [TASK_ROWS, 1]
+    assert [len(task) for task in _tasks(iter([(0,)] * 3), None)] == [1, 1, 1]  # no sizes: a row a task
+
+
 def test_a_stop_while_waiting_for_a_result_ends_the_map_and_kills_its_workers(tmp_path: Path) -> None:
     # A caller that asks should_stop between results (the graph's facts of a folder closing) waited for the first
     # one, seconds while spawned workers start on a loaded machine; the map now asks it while it waits, ends with

@@ -495,7 +495,8 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
 def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
                  strategies: tuple[Strategy, ...]) -> Generator[Prepared, None, None]:
     """Prepare files in order; in worker processes when there are enough to pay for starting them."""
-    return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking")
+    return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking",
+                          size=lambda candidate, *_: candidate.size)
 
 
 def _known_hash(row: FileRow | None) -> str:

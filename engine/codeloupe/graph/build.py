@@ -117,7 +117,8 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
         texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
-        extracted = map_in_workers(_facts_json, texts, len(todo), what="graph facts", should_stop=should_stop)
+        extracted = map_in_workers(_facts_json, texts, len(todo), what="graph facts", should_stop=should_stop,
+                                   size=lambda _, text: len(text))
         try:
             fresh = list(zip([file_id for file_id, _, _ in todo],
                              extracted if should_stop is None else until(should_stop, extracted)))
