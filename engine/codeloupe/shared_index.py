@@ -72,7 +72,7 @@ from codeloupe.store.postgres import (
     unfinished_index_note,
 )
 from codeloupe.store.protocol import IndexStore
-from codeloupe.types import DIRTY_SUFFIX
+from codeloupe.types import BLANK_CHARS, DIRTY_SUFFIX
 from codeloupe.wording import amount
 
 log = logging.getLogger("codeloupe.shared")
@@ -654,11 +654,24 @@ def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider
         return {}, 0
     model = provider.model_id
     texts: dict[bytes, str] = {}
+    blank: list[bytes] = []  # rows with nothing to embed: the zero vector, as `embed_pending` gives them
     for batch_file in files:
         chunked = batch_file.chunked
-        texts[content_key(chunked.skeleton.text)] = chunked.skeleton.text
+        filled = False
         for chunk in chunked.chunks:
-            texts[content_key(chunk.breadcrumb, chunk.text)] = embedding_text(chunk.breadcrumb, chunk.text)
+            key = content_key(chunk.breadcrumb, chunk.text)
+            if chunk.text.strip(BLANK_CHARS):
+                texts[key] = embedding_text(chunk.breadcrumb, chunk.text)
+                filled = True
+            else:
+                blank.append(key)
+        # The skeleton of a file with no other chunk (an empty file, one of blank lines) is its path alone: not
+        # looked up in the cache either, where a file with code at that path in another repository may have put it.
+        skeleton = content_key(chunked.skeleton.text)
+        if filled:
+            texts[skeleton] = chunked.skeleton.text
+        else:
+            blank.append(skeleton)
     vectors = store.cached_vectors(model, list(texts))
     todo = [key for key in texts if key not in vectors]
     embedded = 0
@@ -677,6 +690,10 @@ def _vectors(store: PgStore, files: list[BatchFile], provider: EmbeddingProvider
         claims.wait(model, theirs)
         vectors.update(store.cached_vectors(model, theirs))
         todo = [key for key in theirs if key not in vectors]  # its claimant failed: claim it again
+    if blank:  # never cached (`PgStore._insert_vectors` keeps zero rows out of the shared cache)
+        # The size of a vector at hand: a remote model of unknown size is asked it with a request of its own.
+        dim = len(next(iter(vectors.values()))) if vectors else provider.dim
+        vectors.update(dict.fromkeys(blank, np.zeros(dim, np.float32)))
     return vectors, embedded
 
 

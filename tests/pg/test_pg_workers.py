@@ -304,6 +304,33 @@ def test_two_workers_reaching_the_same_new_text_at_once_embed_it_once(tmp_path: 
         store.close()
 
 
+def test_a_worker_gives_rows_with_nothing_to_embed_the_zero_vector_without_the_model(tmp_path: Path,
+                                                                                    pg_url: str) -> None:
+    """As `embed_pending` does for an index of its own: an empty file's skeleton and a file of blank lines (its
+    chunk and its skeleton) are never sent to the model nor cached, and are stored as zero vectors."""
+    root = tmp_path / "blanks"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "spaces.py").write_text("\n   \n\t\n")
+    (root / "code.py").write_text("def answer():\n    return 42\n")
+    store = PgStore(pg_url, "blanks", local_dir=tmp_path / "local")
+    enqueue_workspace(store, root, Settings(embed_provider="none", store_url=pg_url))
+    with ChatServer() as chat:
+        worker = _worker(pg_url, chat.base_url, idle_exit_s=2)
+        out, _ = worker.communicate(timeout=180)
+        assert worker.returncode == 0, out
+        sent = [text for r in chat.received if r.path.rstrip("/").endswith("/embeddings")
+                for text in json.loads(r.body)["input"]]
+    assert [text for text in sent if text.startswith("code.py")]
+    assert not [text for text in sent if text.startswith(("pkg/__init__.py", "spaces.py"))], sent
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        zero = sum(conn.execute(f"SELECT count(*) FROM {table} WHERE repo_id = %s AND vector_norm(vec) = 0",
+                                (store.repo_id,)).fetchone()[0] for table in ("skeleton_vectors", "chunk_vectors"))
+        assert conn.execute("SELECT count(*) FROM embeddings WHERE vector_norm(vec) = 0").fetchone()[0] == 0
+    assert zero == 3  # both skeletons and the blank chunk
+    store.close()
+
+
 STRATEGY = '''EXTENSIONS = (".zog",)
 
 
