@@ -160,6 +160,8 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         try:
             while group := list(islice(prepared_files, WRITE_BATCH)):
                 kept: list[tuple[int, int]] = []
+                # Begun once the group's files are all read: a shared index run checks there that its folder is
+                # still at the commit it cites them at (`PgStore.writing_run`).
                 with store.batch():
                     judged: list[SkippedFile] = []
                     for (candidate, row), prepared in group:

@@ -107,7 +107,22 @@ def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
     if not isinstance(store, PgStore):
         yield
         return
-    with store.writing_run(str(Path(root).resolve()), workspace_commit(root)):
+    commit = workspace_commit(root)
+    head = commit.removesuffix(DIRTY_SUFFIX)
+
+    def still_at_commit() -> None:
+        """Before a group of the run's files is written, each read by then: refuse (`CommitMoved`) once the folder
+        left the commit the run cites them at (a checkout, a commit, a pull while it ran), as a queued run's
+        workers do around each batch. Recorded at the run's commit, a file read after the move was cited at it with
+        another commit's text. `HEAD` only (`git rev-parse`, a few milliseconds a group): comparing the work tree too
+        (`git status`) would take a tenth of a second and more a group of a large tree."""
+        now = _head(root)
+        if now != head:
+            raise CommitMoved(f"{root} moved from commit {head} to {now or 'no commit'} while it was indexed: the"
+                              " files read since were not written and the repository's pin was not moved (each"
+                              f" file written before is cited at {commit}); index it again")
+
+    with store.writing_run(str(Path(root).resolve()), commit, before_writing=still_at_commit if head else None):
         yield
 
 
@@ -137,10 +152,16 @@ def workspace_commit(root: Path, paths: Collection[str] | None = None) -> str:
     when a file the index would read differs from it (`workspace_changes`), or one of `paths` where given.
 
     `rev-parse` reads refs only: no hook, filter or fsmonitor of the repository's configuration runs."""
-    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
-    if head is None or not head.strip():
+    head = _head(root)
+    if not head:
         return ""
-    return head.strip() + (DIRTY_SUFFIX if workspace_changes(root, paths) != [] else "")
+    return head + (DIRTY_SUFFIX if workspace_changes(root, paths) != [] else "")
+
+
+def _head(root: Path) -> str:
+    """The commit checked out in `root` ("" when it is not a git work tree, or git is missing); refs only (see
+    `workspace_commit`)."""
+    return (_git(root, "rev-parse", "--verify", "--quiet", "HEAD") or "").strip()
 
 
 # A save of more files than this is compared with its commit as the whole folder is (a branch switch's saves):
@@ -527,9 +548,10 @@ class FolderUnreadable(Exception):
     its files): the batch fails, deleting nothing, and is claimed again once its lease runs out."""
 
 
-class CommitMoved(Exception):
+class CommitMoved(StoreError):
     """A batch's folder is no longer at the commit (or as clean as) when it was queued: its files are another
-    revision's than the one the repository's answers name, so the batch is done with nothing written."""
+    revision's than the one the repository's answers name, so the batch is done with nothing written. Raised too
+    from a direct run whose folder left its commit (`pinned_source`): the run stops, as one cut off does."""
 
 
 def _check_commit(root: Path, item: WorkItem) -> None:

@@ -28,7 +28,7 @@ from codeloupe.settings import load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore
-from codeloupe.types import Progress
+from codeloupe.types import DIRTY_SUFFIX, Progress
 
 REPO = Path(__file__).resolve().parents[2]
 # Only what keeps a test that fails from hanging the run: never a bound any assertion is about.
@@ -209,9 +209,10 @@ def test_a_direct_index_run_deletes_the_files_that_left_the_folder_as_it_pins_it
 
 def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run queued at a newer commit while `index --store` still writes is the repository's newest: its last
-    batch pins its commit, and the direct run, ending after it, pins nothing. Pinning its own older commit then,
-    through the rows the queued run had written, it would cite them at that commit with the newer text."""
+    """A run queued at a newer revision while `index --store` still writes is the repository's newest: its last
+    batch pins its revision, and the direct run, ending after it, pins nothing. Pinning its own older commit then,
+    through the rows the queued run had written, it would cite them at that commit with the newer text. (The newer
+    revision is the folder's commit with a file edited: a direct run whose folder moves to another commit stops.)"""
     _writing_a_file_at_a_time(monkeypatch)
     root = tmp_path / "svc"
     overrides = {"store_url": pg_url, "embed_provider": "none"}
@@ -219,22 +220,23 @@ def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
     ws = Workspace(root, overrides=overrides)
     ws.index()
     second = _charges(root, ("alpha", "beta"), "second")
+    edited = f"{second}{DIRTY_SUFFIX}"
     store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
     [served] = open_shared(["svc"], overrides)
-    queued: list[str] = []
+    queued: list[int] = []
 
     def queue_a_newer_run_and_write_it(told: Progress) -> None:
-        if not queued:  # alpha.py written: beta.py and gamma.py are queued at the third commit and written
-            queued.append(_charges(root, ("gamma",), "third"))
-            assert enqueue_workspace(store, root, load_settings(root, overrides)).batches == 1
+        if not queued:  # alpha.py written: beta.py and gamma.py are queued with gamma.py edited, and written
+            (root / "gamma.py").write_text("def charge_gamma_total():\n    return 'edited'\n")
+            queued.append(enqueue_workspace(store, root, load_settings(root, overrides)).batches)
             assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01).batches == 1
 
     try:
         ws.index(queue_a_newer_run_and_write_it)  # then writes beta.py, read at the second commit
-        [third] = queued
-        assert served.revision == third
-        assert _cited(served) == {"alpha.py": f"{third} return 'second'", "beta.py": f"{second} return 'second'",
-                                  "gamma.py": f"{third} return 'third'"}
+        assert queued == [1]
+        assert served.revision == edited
+        assert _cited(served) == {"alpha.py": f"{edited} return 'second'", "beta.py": f"{second} return 'second'",
+                                  "gamma.py": f"{edited} return 'edited'"}
     finally:
         served.close()
         store.close()
@@ -341,3 +343,47 @@ def test_two_direct_runs_at_once_each_file_is_cited_at_the_commit_its_own_run_re
     finally:
         older.close()
         newer.close()
+
+
+def test_a_direct_index_run_whose_folder_moves_to_another_commit_writes_nothing_it_read_since(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe index --store` recorded every file at the commit the folder was at as the run began, even one read
+    once a checkout had moved the folder to another commit: it was cited at the first commit with the other's text
+    (a queued run's workers check the folder's commit around each batch). Before each group of files is written
+    the run now compares the folder's commit with its own; once it moved, the run stops with nothing of the group
+    written and its commit not pinned, each file written before cited at the commit it was read at."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    second = _charges(root, ("alpha", "beta"), "second")
+    [served] = open_shared(["svc"], overrides)
+    moved: list[str] = []
+
+    def move_once_alpha_is_written(told: Progress) -> None:
+        if not moved:  # beta.py is read after this, at the third commit
+            moved.append(_charges(root, ("beta",), "third"))
+
+    try:
+        with pytest.raises(postgres.StoreError, match="moved from commit"):
+            ws.index(move_once_alpha_is_written)
+        [third] = moved
+        assert served.revision == first
+        assert _cited(served) == {"alpha.py": f"{second} return 'second'", "beta.py": f"{first} return 'first'",
+                                  "gamma.py": f"{first} return 'first'"}
+        assert "did not finish" in shared_repositories(pg_url)[0].indexing
+    finally:
+        served.close()
+        ws.close()
+    capsys.readouterr()
+    assert main(["index", str(root), "--store", pg_url, "--no-embed"]) == 0  # a run at the folder's commit now
+    assert "indexed" in capsys.readouterr().out
+    [served] = open_shared(["svc"], overrides)
+    try:
+        assert served.revision == third
+        assert _cited(served) == {"alpha.py": f"{third} return 'second'", "beta.py": f"{third} return 'third'",
+                                  "gamma.py": f"{third} return 'first'"}
+    finally:
+        served.close()

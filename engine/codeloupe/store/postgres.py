@@ -1129,7 +1129,11 @@ class PgStore:
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Where `Store.batch` groups an index run's writes, each file stays a transaction of its own here, as
-        before (the grouping was measured on SQLite; workers on a shared index already write a batch each)."""
+        before (the grouping was measured on SQLite; workers on a shared index already write a batch each). In an
+        index run on this thread, the run's check comes first (`writing_run`'s `before_writing`)."""
+        before_writing = getattr(self._run, "before_writing", None)
+        if before_writing is not None:
+            before_writing()
         yield
 
     @contextmanager
@@ -1210,7 +1214,8 @@ class PgStore:
         self.source_folder = root
 
     @contextmanager
-    def writing_run(self, root: str, commit: str) -> Iterator[None]:
+    def writing_run(self, root: str, commit: str, *,
+                    before_writing: Callable[[], None] | None = None) -> Iterator[None]:
         """Around an index run that writes the files of `root` itself (`codeloupe index --store`, an editor's),
         read at `commit`: `root` is the repository's source from then on and the run its newest (`set_source`);
         each file it writes records `commit`, and once the block ends without an error (its files all written) one
@@ -1223,10 +1228,12 @@ class PgStore:
         named the new commit for the old text of the files it had not written yet (minutes, on a large
         repository); deleting as it began, answers lacked the files the pin still held for as long as it ran, and
         a run cut off left neither them nor the new pin. The run is this thread's: another thread's writes
-        meanwhile (a save) are not the run's."""
+        meanwhile (a save) are not the run's. `before_writing` is called as each group of the run's files begins
+        (`batch`), its files read by then: raising (its folder left `commit`) stops the run with none of them
+        written."""
         run = uuid.uuid4().hex
         self.set_source(root, run=run)
-        self._run.commit, self._run.gone = commit, []
+        self._run.commit, self._run.gone, self._run.before_writing = commit, [], before_writing
         try:
             yield
             with self._session(), self._conn.transaction():
@@ -1239,7 +1246,7 @@ class PgStore:
                                        " WHERE id = %(repo)s", {"commit": commit, "repo": self.repo_id})
                 self._held.wrote = True
         finally:
-            self._run.commit = self._run.gone = None
+            self._run.commit = self._run.gone = self._run.before_writing = None
 
     @contextmanager
     def written_at(self, commit: str) -> Iterator[None]:
