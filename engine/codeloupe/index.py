@@ -26,6 +26,7 @@ from itertools import islice
 from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, chunked_version, detect_language, is_doc_language
+from codeloupe.chunk.chunker import STRATEGY_NOT_RUN_VERSION
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
@@ -446,13 +447,17 @@ _STRATEGIES_KEY = "chunk_strategies"
 
 
 def strategies_in_force(store: IndexStore, strategies: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
-    """`strategies`, recorded in the index; when they differ from those it was built with, the files either
-    set claims are dropped, so the next index (or queue) run re-chunks them."""
+    """`strategies`, recorded in the index; when they differ from those it was built with, the files either set
+    claims are marked as chunked by no strategy in force (`STRATEGY_NOT_RUN_VERSION`), so the next index (or queue)
+    run chunks them again, their chunks answering meanwhile. Deleted instead, they were missing from every answer
+    from then until the run had written them again (on the shared index, the whole of a run's or a queue's time,
+    where a run's other deletes wait for its end), and for good after a run cut off before them."""
     current = [[s.name, list(s.extensions), s.sha256 or _function_name(s)] for s in strategies]
     known = json.loads(store.get_meta(_STRATEGIES_KEY, "[]"))
     if current != known:
         claimed = {ext for _, extensions, _ in (*known, *current) for ext in extensions}
-        store.delete_files([path for path in store.file_rows() if Path(path.lower()).suffix in claimed])
+        store.set_chunker_version([path for path in store.file_rows() if Path(path.lower()).suffix in claimed],
+                                  STRATEGY_NOT_RUN_VERSION)
         store.set_meta(_STRATEGIES_KEY, json.dumps(current))
     return strategies
 

@@ -21,8 +21,9 @@ from served_store import served_store
 from test_pg_queued_runs import _commit
 
 from codeloupe import index as index_module
-from codeloupe.api import IndexStopped, Workspace, open_shared, shared_repositories
+from codeloupe.api import IndexStopped, Workspace, add_chunk_strategy, open_shared, shared_repositories
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file
+from codeloupe.chunk.strategies import unregister_strategy
 from codeloupe.cli import main
 from codeloupe.settings import load_settings
 from codeloupe.shared_index import enqueue_workspace, run_worker
@@ -387,3 +388,36 @@ def test_a_direct_index_run_whose_folder_moves_to_another_commit_writes_nothing_
                                   "gamma.py": f"{third} return 'first'"}
     finally:
         served.close()
+
+
+def whole_file(text: str, lines: list[str]) -> list[tuple[int, int, str]]:
+    """A chunk strategy: the file as one chunk named "whole"."""
+    return [(1, len(lines), "whole")]
+
+
+def test_a_direct_index_run_chunks_again_the_files_a_changed_strategy_claims_without_dropping_them_first(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose chunk strategies differ from those the index was built with deleted every file either set claims
+    as it began (so it would chunk them again): while it wrote them, answers lacked them all, and a run cut off left
+    them out. They now stay, chunked as before, each chunked again as the run writes it."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    [served] = open_shared(["svc"], overrides)
+    meanwhile: list[dict[str, str]] = []
+    add_chunk_strategy("whole-python", [".py"], whole_file)
+    try:
+        with pytest.raises(IndexStopped):  # cut off once alpha.py is written
+            ws.index(lambda told: meanwhile.append(_cited(served)), should_stop=lambda: meanwhile != [])
+        every = {f"{name}.py": f"{first} return 'first'" for name in ("alpha", "beta", "gamma")}
+        assert meanwhile == [every] and _cited(served) == every
+        ws.index()
+        assert {name for (name,) in ws.store.query("SELECT name FROM chunks")} == {"whole"}
+        assert _cited(served) == every
+    finally:
+        unregister_strategy("whole-python")
+        served.close()
+        ws.close()

@@ -34,7 +34,8 @@ CHUNKER_VERSION = 2
 # What a file's row records as its chunker version while its chunks are a fallback because the strategy claiming
 # it did not run on it (`StrategyNotRun`: no worker process could start, ...): no chunker's version, so the file
 # is never current and the next index run chunks it again, its strategy first. A version bump would chunk every
-# file of every index again; this chunks those files only.
+# file of every index again; this chunks those files only. Recorded too for the files a changed set of strategies
+# claims (`index.strategies_in_force`): no strategy in force ran on them yet.
 STRATEGY_NOT_RUN_VERSION = 0
 
 # A line this long is a minified bundle or a data blob: parsing it buys nothing, windows it is.

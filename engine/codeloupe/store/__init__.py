@@ -892,6 +892,12 @@ class Store:
         with self.transaction() as conn:
             conn.execute("UPDATE files SET size=?, mtime=? WHERE path=?", (size, mtime, path))
 
+    def set_chunker_version(self, paths: Iterable[str], version: int) -> None:
+        """Record `version` as the chunker version of these files' rows, their chunks left as they are: a file of a
+        version not this chunker's is chunked again by the next index run (`index.strategies_in_force`)."""
+        with self.transaction() as conn:
+            conn.executemany("UPDATE files SET chunker_version=? WHERE path=?", [(version, p) for p in paths])
+
     def delete_files(self, paths: Iterable[str]) -> int:
         paths = list(paths)
         if not paths:

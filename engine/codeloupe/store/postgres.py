@@ -1500,6 +1500,15 @@ class PgStore:
             self._hold_source(self.source_folder)
             self._conn.execute("UPDATE files SET size = %s, mtime = %s WHERE path = %s", (size, mtime, path))
 
+    def set_chunker_version(self, paths: Iterable[str], version: int) -> None:
+        """`Store.set_chunker_version`: the files stay in every answer as they are until a run writes them again."""
+        paths = sorted(set(paths))
+        if not paths:
+            return
+        with self._session(), self._conn.transaction():
+            self._hold_source(self.source_folder)
+            self._conn.execute("UPDATE files SET chunker_version = %s WHERE path = ANY(%s)", (version, paths))
+
     def delete_files(self, paths: Iterable[str]) -> int:
         """Delete these files; inside an index run on this thread (`writing_run`), once the run ends, with its pin."""
         paths = list(paths)
