@@ -63,6 +63,7 @@ from codeloupe.graph.model import Neighbour as Neighbour
 from codeloupe.index import (
     UNREADABLE_FOLDERS_KEY,
     ProgressFn,
+    WrittenFn,
     content_hash,
     index_files,
     index_paths,
@@ -326,16 +327,22 @@ class Workspace:
         from codeloupe.graph import ensure_edges
 
         strategies = self._strategies()
+
+        def run(written: WrittenFn | None) -> IndexReport:
+            return index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
+                                   written)
+
         if isinstance(self.store, Store):
             # A first index's kept term counts are joined as it writes them, for the first snapshot's build.
-            writing = self.searcher().joined_as_written(settle=edges, should_stop=should_stop)
+            with self.searcher().joined_as_written(settle=edges, should_stop=should_stop) as written:
+                report = run(written)
         else:  # the shared index (its driver is imported only for one): pinned to the commit once written
             from codeloupe.shared_index import pinned_source
 
-            writing = pinned_source(self.store, self.root)  # joins nothing (`written` None)
-        with writing as written:
-            report = index_workspace(self.root, self.store, self.settings, progress, strategies, found, should_stop,
-                                     written)
+            with pinned_source(self.store, self.root) as ended:
+                report = run(None)
+            if not ended.pinned:  # superseded by a later run, which deletes the files that left the folder
+                report.files_deleted = 0
         self._note_strategy_warnings(report)
         if edges:
             _stop_before_edges(should_stop)

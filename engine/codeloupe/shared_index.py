@@ -51,6 +51,7 @@ from codeloupe.store.postgres import (
     MAX_ATTEMPTS,
     BatchFile,
     PgStore,
+    RunEnd,
     RunSuperseded,
     WorkItem,
     WorkQueue,
@@ -95,7 +96,7 @@ RECONNECT_MAX_S = 30.0
 
 
 @contextmanager
-def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
+def pinned_source(store: IndexStore, root: Path) -> Iterator[RunEnd]:
     """Around an index run that writes its files itself: in the shared index, record where the repository is
     indexed from (queued runs not yet written are superseded), each file written as read at the folder's commit,
     and, once the block ends without an error, delete the files the run deleted and pin the repository to that
@@ -103,9 +104,10 @@ def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
 
     A repository the index holds from another folder is refused (`claim_source` with `replace` first:
     `index --replace`). The folder is the store's from then on: each of its writes, and its answers, are refused
-    once another folder replaces it (`PgStore.check_source`)."""
+    once another folder replaces it (`PgStore.check_source`). Yields how the run ended (`RunEnd`), told once the
+    block is left (a SQLite index's: pinned, its deletes made as the run made them)."""
     if not isinstance(store, PgStore):
-        yield
+        yield RunEnd(pinned=True)
         return
     commit = workspace_commit(root)
     head = commit.removesuffix(DIRTY_SUFFIX)
@@ -122,8 +124,9 @@ def pinned_source(store: IndexStore, root: Path) -> Iterator[None]:
                               " files read since were not written and the repository's pin was not moved (each"
                               f" file written before is cited at {commit}); index it again")
 
-    with store.writing_run(str(Path(root).resolve()), commit, before_writing=still_at_commit if head else None):
-        yield
+    with store.writing_run(str(Path(root).resolve()), commit,
+                           before_writing=still_at_commit if head else None) as ended:
+        yield ended
 
 
 def claim_source(store: PgStore, root: Path, *, replace: bool = False) -> None:

@@ -198,8 +198,9 @@ def test_a_direct_index_run_deletes_the_files_that_left_the_folder_as_it_pins_it
         assert served.revision == first and _cited(served) == meanwhile[0]
 
         meanwhile.clear()
-        ws.index(lambda told: meanwhile.append(_cited(served)))  # beta.py written, the run not yet ended
+        report = ws.index(lambda told: meanwhile.append(_cited(served)))  # beta.py written, the run not yet ended
         assert meanwhile == [{"alpha.py": new, "beta.py": new, **gamma}]
+        assert report.files_deleted == 1
         assert served.revision == second
         assert _cited(served) == {"alpha.py": new, "beta.py": new}
         assert ws.status().files == 2
@@ -213,13 +214,15 @@ def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
     """A run queued at a newer revision while `index --store` still writes is the repository's newest: its last
     batch pins its revision, and the direct run, ending after it, pins nothing. Pinning its own older commit then,
     through the rows the queued run had written, it would cite them at that commit with the newer text. (The newer
-    revision is the folder's commit with a file edited: a direct run whose folder moves to another commit stops.)"""
+    revision is the folder's commit with a file edited: a direct run whose folder moves to another commit stops.)
+    The file that left the folder is the later run's to delete: the direct run's report counted it removed."""
     _writing_a_file_at_a_time(monkeypatch)
     root = tmp_path / "svc"
     overrides = {"store_url": pg_url, "embed_provider": "none"}
-    _charges(root, ("alpha", "beta", "gamma"), "first")
+    _charges(root, ("alpha", "beta", "gamma", "delta"), "first")
     ws = Workspace(root, overrides=overrides)
     ws.index()
+    (root / "delta.py").unlink()  # committed with the second commit
     second = _charges(root, ("alpha", "beta"), "second")
     edited = f"{second}{DIRTY_SUFFIX}"
     store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
@@ -233,8 +236,9 @@ def test_a_direct_index_run_a_queued_run_superseded_midway_leaves_the_pin_to_it(
             assert run_worker(pg_url, {"embed_provider": "none"}, idle_exit_s=0, poll_s=0.01).batches == 1
 
     try:
-        ws.index(queue_a_newer_run_and_write_it)  # then writes beta.py, read at the second commit
+        report = ws.index(queue_a_newer_run_and_write_it)  # then writes beta.py, read at the second commit
         assert queued == [1]
+        assert report.files_deleted == 0
         assert served.revision == edited
         assert _cited(served) == {"alpha.py": f"{edited} return 'second'", "beta.py": f"{second} return 'second'",
                                   "gamma.py": f"{edited} return 'edited'"}

@@ -824,6 +824,15 @@ def repository_ids(url: str) -> dict[str, int]:
         conn.close()
 
 
+@dataclass
+class RunEnd:
+    """How an index run that writes its files itself ended (`PgStore.writing_run`): `pinned` once its end deleted
+    the files it deleted and pinned its commit; False while it runs, and for a run that a later one superseded
+    (that one deletes and pins)."""
+
+    pinned: bool = False
+
+
 @dataclass(frozen=True)
 class BatchFile:
     """One file a worker read and chunked, with what `replace_file` records about it."""
@@ -1215,7 +1224,7 @@ class PgStore:
 
     @contextmanager
     def writing_run(self, root: str, commit: str, *,
-                    before_writing: Callable[[], None] | None = None) -> Iterator[None]:
+                    before_writing: Callable[[], None] | None = None) -> Iterator[RunEnd]:
         """Around an index run that writes the files of `root` itself (`codeloupe index --store`, an editor's),
         read at `commit`: `root` is the repository's source from then on and the run its newest (`set_source`);
         each file it writes records `commit`, and once the block ends without an error (its files all written) one
@@ -1230,12 +1239,12 @@ class PgStore:
         a run cut off left neither them nor the new pin. The run is this thread's: another thread's writes
         meanwhile (a save) are not the run's. `before_writing` is called as each group of the run's files begins
         (`batch`), its files read by then: raising (its folder left `commit`) stops the run with none of them
-        written."""
-        run = uuid.uuid4().hex
+        written. Yields how the run ended (`RunEnd`), told once the block is left."""
+        run, ended = uuid.uuid4().hex, RunEnd()
         self.set_source(root, run=run)
         self._run.commit, self._run.gone, self._run.before_writing = commit, [], before_writing
         try:
-            yield
+            yield ended
             with self._session(), self._conn.transaction():
                 latest = self._conn.execute("SELECT latest_run FROM repositories WHERE id = %s FOR NO KEY UPDATE",
                                             (self.repo_id,)).fetchone()
@@ -1244,6 +1253,7 @@ class PgStore:
                         self._bump("content")
                     self._conn.execute(f"UPDATE repositories SET commit_sha = %(commit)s, {_PINNED_NOW}"
                                        " WHERE id = %(repo)s", {"commit": commit, "repo": self.repo_id})
+                    ended.pinned = True
                 self._held.wrote = True
         finally:
             self._run.commit = self._run.gone = self._run.before_writing = None
@@ -1510,7 +1520,8 @@ class PgStore:
             self._conn.execute("UPDATE files SET chunker_version = %s WHERE path = ANY(%s)", (version, paths))
 
     def delete_files(self, paths: Iterable[str]) -> int:
-        """Delete these files; inside an index run on this thread (`writing_run`), once the run ends, with its pin."""
+        """Delete these files; inside an index run on this thread (`writing_run`), once the run ends, with its pin
+        (counted as deleted here: a run that a later one superseded deletes none, `RunEnd`)."""
         paths = list(paths)
         if not paths:
             return 0
