@@ -569,11 +569,40 @@ def test_a_save_uncounts_a_skipped_file_past_the_thousand_the_index_names(tmp_pa
     (repo / "assets/icon1001.png").unlink()
     ws.update_files(["assets/icon0000.png", "assets/icon1001.png", "assets/icon1001.png"])
     assert ws.status().skipped == {"binary": 1000}
-    named = [s.path for s in ws.skipped_files()]
-    assert len(named) == 999 and "assets/icon0000.png" not in named and "assets/icon1000.png" not in named
+    named = [s.path for s in ws.skipped_files()]  # the first 1,000 by path, as the walk names them
+    assert len(named) == 1000 and "assets/icon0000.png" not in named and named[-1] == "assets/icon1000.png"
     (repo / "assets/icon1000.png").unlink()
     ws.update_files(["assets/icon1000.png"])
     assert ws.status().skipped == {"binary": 999}
     ws.index()  # the next walk counts what the saves left
     assert ws.status().skipped == {"binary": 999} and len(ws.skipped_files()) == 999
+    ws.close()
+
+
+def test_a_save_that_creates_a_file_skipped_by_name_counts_it_as_the_next_walk_would(tmp_path: Path) -> None:
+    """A save that created a file the walk skips by name (an image) counted it nowhere until the next walk: `stats`
+    said 1,003 images of 1,005. A save now counts it and names it as the walk does (the first 1,000 by path), once
+    however often it is saved; one in a folder the walk skips, or ignored, it leaves to the folder's count."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    (repo / "assets").mkdir()
+    for n in range(1003):
+        (repo / f"assets/icon{n:04}.png").write_bytes(b"\x89PNG\r\n")
+    (repo / ".gitignore").write_text("scratch.txt\n")
+    (repo / "node_modules").mkdir()
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    ws.index()
+    assert ws.status().skipped["binary"] == 1003
+    for rel in ("a_logo.png", "assets/zz_new.png", "node_modules/pic.png", "scratch.txt"):
+        (repo / rel).write_bytes(b"\x89PNG\r\n")
+    ws.update_files(["a_logo.png", "assets/zz_new.png", "node_modules/pic.png", "scratch.txt"])
+    ws.update_files(["a_logo.png", "assets/zz_new.png"])  # saved again: counted once
+    saved = ws.status().skipped
+    named = ws.skipped_files()
+    assert saved["binary"] == 1005 and "a_logo.png" in {s.path for s in named}
+    ws.index()  # the walk counts and names the same
+    assert ws.status().skipped == saved and ws.skipped_files() == named
+    (repo / "a_logo.png").unlink()
+    (repo / "assets/zz_new.png").unlink()
+    ws.update_files(["a_logo.png", "assets/zz_new.png"])
+    assert ws.status().skipped["binary"] == 1003
     ws.close()

@@ -553,6 +553,14 @@ def path_skip_reason(root: Path, rel_path: str, settings: Settings, *, compiled_
     return COMPILED if _leads_to_an_original(root, rel_path, settings) else ""
 
 
+def walk_names(rel_path: str, size: int, reason: str, settings: Settings) -> bool:
+    """Whether the walk names the file `rel_path` of `size` bytes among those it skips (`Walk.skipped_files`) where
+    `path_skip_reason` gives it `reason`: skipped by its name or size, or as a compiled copy. Not a file ignored, one
+    in a folder the walk skips (the folder is counted), or one through a link (the link is named)."""
+    return reason == COMPILED or (bool(reason) and _path_skip_reason(posixpath.basename(rel_path), size,
+                                                                      settings) == reason)
+
+
 def file_skip_reason(root: Path, rel_path: str, settings: Settings) -> str:
     """Why the index skips the file `rel_path` ("" when it indexes it): by its path (`path_skip_reason`) or, read
     without following a link, by its content (`decode_source`). Raises OSError when the file cannot be read."""

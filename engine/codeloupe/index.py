@@ -43,6 +43,7 @@ from codeloupe.discover import (
     path_skip_reason,
     read_candidate_bytes,
     walk,
+    walk_names,
 )
 from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
@@ -262,20 +263,37 @@ def _keep_walk_skips(store: IndexStore, skips: WalkSkips) -> None:
         store.set_meta(WALK_SKIPS_KEY, value)
 
 
-def _forget_walk_skips(store: IndexStore, paths: list[str]) -> None:
-    """Forget the walk skips among `paths` (a save indexed them or found them gone), and uncount them: the ones
-    past the named ones are read only where there are any (more counted than named)."""
+def _settle_walk_skips(store: IndexStore, settled: list[str], skipped: dict[str, str]) -> None:
+    """After a save: forget the walk skips among `settled` (it indexed them or found them gone) and uncount them,
+    and count `skipped` (path -> reason: files it found skipped by name or size or as compiled copies, `walk_names`)
+    as the walk does, the first `WALK_SKIPS_NAMED` by path named: a save that created an image counted it nowhere
+    until the next walk. Nothing is read for a save of neither; the ones past the named are read only where there
+    are any (more counted than named) or the save's may join them."""
+    if not settled and not skipped:
+        return
     skips = walk_skips(store)
-    if paths and sum(skips.counts.values()) > len(skips.named):
+    if sum(skips.counts.values()) > len(skips.named) or len(skips.named) + len(skipped) > WALK_SKIPS_NAMED:
         skips = walk_skips(store, rest=True)
-    rest = skips.rest or {}
-    settled = [path for path in paths if path in skips.named or path in rest]
+    named, rest, counts = skips.named, skips.rest or {}, skips.counts
+    changed = False
     for path in settled:
-        reason = skips.named.pop(path, None) or rest.pop(path)
-        skips.counts[reason] = skips.counts.get(reason, 1) - 1
-    if settled:
-        _keep_walk_skips(store, WalkSkips({r: n for r, n in skips.counts.items() if n > 0}, skips.named,
-                                          rest))
+        reason = named.pop(path, None) or rest.pop(path, None)
+        if reason:
+            counts[reason] = counts.get(reason, 1) - 1
+            changed = True
+    for path, reason in skipped.items():
+        known = named.get(path) or rest.get(path)
+        if known != reason:
+            if known:
+                counts[known] = counts.get(known, 1) - 1
+            counts[reason] = counts.get(reason, 0) + 1
+            named[path] = reason
+            rest.pop(path, None)
+            changed = True
+    if changed:
+        every = sorted({**rest, **named}.items())
+        _keep_walk_skips(store, WalkSkips({r: n for r, n in counts.items() if n > 0}, dict(every[:WALK_SKIPS_NAMED]),
+                                          dict(every[WALK_SKIPS_NAMED:])))
 
 
 def skipped_unchanged(known: SkippedFile | None, candidate: Candidate, rules: str) -> bool:
@@ -394,6 +412,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
     # The files remembered as skipped that this save indexed or found gone: forgotten, or `stats --skipped` listed
     # them for good (a walk judges again only the files it finds changed, and these are current or gone).
     settled: list[str] = []
+    walked: dict[str, str] = {}  # the files it found skipped as the walk names them: counted by the walk's skips
     for rel in rel_paths:
         path = root / rel
         try:
@@ -408,6 +427,8 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
             reason = path_skip_reason(root, rel, settings)
             if reason:
                 skipped[reason] += 1
+                if walk_names(rel, st.st_size, reason, settings):
+                    walked[rel] = reason
                 report.files_deleted += store.delete_files([rel] if rel in existing else [])
                 continue
         report.files_seen += 1
@@ -422,7 +443,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         elif row is None:
             settled.append(rel)
     store.set_skipped([], settled)
-    _forget_walk_skips(store, settled)
+    _settle_walk_skips(store, settled, walked)
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
     return report
