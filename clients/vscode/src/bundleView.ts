@@ -5,7 +5,7 @@ import { type Match, matchOf } from './match';
 import type { ChunkResult, FileResult, SearchResult } from './protocol';
 import { shownPath } from './protocol';
 import { viaLabel } from './via';
-import { visible } from './visible';
+import { oneLine, visible } from './visible';
 
 export const OPEN_MATCH_COMMAND = 'codeloupe.client.openMatch';
 
@@ -65,17 +65,17 @@ export class BundleView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         if (node.kind === 'file') {
             const match = matchOf(node.file);
             const collapsible = node.file.chunks.length > 1 ? vscode.TreeItemCollapsibleState.Collapsed : vscode.TreeItemCollapsibleState.None;
-            const item = new vscode.TreeItem(visible(shownPath(node.file)), collapsible);
+            const item = new vscode.TreeItem(oneLine(shownPath(node.file)), collapsible);
             item.resourceUri = vscode.Uri.parse(node.file.uri);
             item.description = [viaLabel(node.file.via)?.text ?? '', visible(match.symbol), `L${match.anchorLine + 1}`].filter(Boolean).join(' · ');
-            item.tooltip = visible(node.file.why);
+            item.tooltip = oneLine(node.file.why);  // it names files ("called from PATH"): one line, as the engine shows it
             item.command = { title: 'Open', command: OPEN_MATCH_COMMAND, arguments: [match] };
             return item;
         }
         const match = chunkMatch(node.file, node.chunk);
         const item = new vscode.TreeItem(visible(match.symbol || node.chunk.kind), vscode.TreeItemCollapsibleState.None);
         item.description = `L${match.anchorLine + 1}`;
-        item.tooltip = visible(node.chunk.breadcrumb);
+        item.tooltip = oneLine(node.chunk.breadcrumb);
         item.command = { title: 'Open', command: OPEN_MATCH_COMMAND, arguments: [match] };
         return item;
     }

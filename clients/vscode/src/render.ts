@@ -141,13 +141,13 @@ ${body}
 /** The chunk's span and breadcrumb, a link that opens it at the chunk's match. */
 function renderChunkHeader(chunk: ChunkResult): string {
     const label = chunk.breadcrumb || chunk.name || chunk.kind;
-    return locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${label}`, 'loc', chunk.snippet?.anchorLine);
+    return locationLink(chunk.location, `${spanLabel(chunk.location.range)} ${oneLine(label)}`, 'loc', chunk.snippet?.anchorLine);
 }
 
 function renderFileHeader(file: FileResult, tag: 'h3' | 'span'): string {
     const label = viaLabel(file.via);
     const via = label === undefined ? '' : ` <span class="via via-${escapeAttribute(file.via)}">${escapeHtml(label.text)}</span>`;
-    return `<${tag}>${file.rank}. ${locationLink(file.location, shownPath(file), 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
+    return `<${tag}>${file.rank}. ${locationLink(file.location, oneLine(shownPath(file)), 'loc', matchOf(file).anchorLine)}${via}</${tag}>`;
 }
 
 /** The bundle's files by path, to link the paths its `why` texts mention ("imported by app/auth.py"). */
@@ -157,16 +157,17 @@ function knownFiles(files: FileResult[]): KnownFiles {
     return new Map(files.map((file) => [file.path, file.location]));
 }
 
-/** Escaped text with every known path in it a link. */
+/** Escaped text on one line (it names files: a line break in one read as a space, naming another file) with every
+ * known path in it a link. */
 function linkPaths(text: string, known: KnownFiles): string {
     const paths = [...known.keys()].filter((candidate) => text.includes(candidate)).sort((a, b) => b.length - a.length);
     if (paths.length === 0) {
-        return escapeHtml(text);
+        return escapeHtml(oneLine(text));
     }
     const pattern = new RegExp(`(${paths.map(escapeRegExp).join('|')})`);
     return text.split(pattern).map((part, index) => {
         const location = index % 2 === 1 ? known.get(part) : undefined;
-        return location === undefined ? escapeHtml(part) : locationLink(location, part);
+        return location === undefined ? escapeHtml(oneLine(part)) : locationLink(location, oneLine(part));
     }).join('');
 }
 

@@ -7,7 +7,7 @@ import type { FileResult, SearchResult } from './protocol';
 import { SearchRequest, shownPath } from './protocol';
 import { resultNotes } from './render';
 import { viaLabel } from './via';
-import { visible, visibleLabel } from './visible';
+import { oneLine, visible, visibleLabel } from './visible';
 
 const SEARCH_DEBOUNCE_MS = 150;
 
@@ -24,7 +24,7 @@ function fileItem(file: FileResult): SearchItem {
     const match = matchOf(file);
     const via = viaLabel(file.via);
     return {
-        label: `${via?.icon ?? '$(file-code)'} ${visibleLabel(shownPath(file))}`,
+        label: `${via?.icon ?? '$(file-code)'} ${visibleLabel(oneLine(shownPath(file)))}`,
         description: [via?.text ?? '', visibleLabel(match.symbol), `L${match.anchorLine + 1}`].filter((part) => part !== '').join(' · '),
         detail: file.tail === true || match.line === '' ? undefined : visibleLabel(match.line),
         match,

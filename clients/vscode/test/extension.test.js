@@ -1361,6 +1361,52 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('a related file\'s why naming a file whose name holds a line break shows it on one line in the bundle view and the sidebar, and the picker, sidebar and view name that file on one line', async function () {
+        // A callee of a CORE file is there because it is "called from PATH": the bundle view showed the why as HTML
+        // text, its line break read as a space ("called from app/quoll gate.py", another file than the engine's
+        // one_line names), the sidebar's tooltip split it over two lines, and the picker's label, the sidebar's and the
+        // view's header named the file with the break read as a space too.
+        const name = 'app/quoll\ngate.py';
+        const shown = 'app/quoll\\ngate.py';
+        await probe.saveDocument(path.join(workspace.root, 'app', 'hinge.py'), 'def swing_hinge(visitor):\n    return visitor\n');
+        await probe.saveDocument(path.join(workspace.root, 'app', 'quoll\ngate.py'), 'from app.hinge import swing_hinge\n\n\n'
+            + 'def open_quoll_gate(visitor):\n    """Open the quoll gate for a visitor."""\n    return swing_hinge(visitor)\n');
+        const why = `swing_hinge called from ${name}`;
+        await waitFor('the callee in search, called from the file', async () => {
+            const found = await client.sendRequest('codeloupe/search', { query: 'open_quoll_gate' });
+            return found.core[0]?.path === name && found.related.some((file) => file.why === why);
+        }, 45000, 250);
+        const searches = recordRequests(client, 'codeloupe/search');
+        let view;
+        try {
+            const { picker, items } = await searchTyped('open_quoll_gate');
+            const result = searches.calls.at(-1).result;
+            const core = items.find((item) => item.match?.location.uri === result.core[0].chunks[0].location.uri);
+            assert.equal(core.label, `$(file-code) ${shown}`, 'the picker names the file on one line');
+            for (const item of items) {
+                assert.ok(![item.label, item.description, item.detail].some((text) => /[\r\n]/.test(text ?? '')), `a line break in ${item.label}`);
+            }
+
+            await picker.accept(items.find((item) => item.openBundle));
+            view = await openWebview(browser, panelOf('codeloupe.bundle').webview.html);
+            const whys = await view.page.$$eval('ul.map > li > span.muted', (spans) => spans.map((span) => span.innerText));
+            assert.ok(whys.includes(`swing_hinge called from ${shown}`), whys.join('\n'));
+            const headers = await view.page.$$eval('.file h3 a', (links) => links.map((a) => a.innerText));
+            assert.ok(headers.includes(shown), `the file's header names it on one line: ${headers.join('\n')}`);
+
+            const tree = probe.treeViews['codeloupe.lastBundle'];
+            const related = tree.provider.getChildren().find((node) => node.label === 'RELATED');
+            const callee = tree.provider.getChildren(related).find((node) => node.file.why === why);
+            assert.equal(tree.provider.getTreeItem(callee).tooltip, `swing_hinge called from ${shown}`);
+            const [coreSection] = tree.provider.getChildren();
+            const gate = tree.provider.getChildren(coreSection).find((node) => node.file.path === name);
+            assert.equal(tree.provider.getTreeItem(gate).label, shown, 'the sidebar names the file on one line');
+        } finally {
+            searches.restore();
+            await view?.close();
+        }
+    });
+
     it('theme icon syntax in a path, a line of code and a community shows as written in the picker, lenses and tour; a doc line on a hover is text', async function () {
         // A QuickPick row's label, description and detail, a code lens title and the status bar text render `$(name)`
         // as a theme icon: a folder or file named `$(bell)`, a shell line `cd $(pwd)` (an unknown name renders as
