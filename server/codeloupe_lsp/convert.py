@@ -319,7 +319,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
     lines = [f"_No walkthrough ({md_text(reason)}); the ranked files for_ **{md_text(bundle['query'])}**", ""]
     for file in bundle["core"]:
         lines.append(f"### {file['rank']}. [{code_span(file['path'])}]({_link(file['location'])})  ")
-        lines.append(md_text(file["why"]))
+        lines.append(md_text(one_line(file["why"])))  # it names files ("called from PATH"): on one line
         for chunk in file["chunks"]:
             text = "\n".join(visible_lines(chunk["text"]))  # shown as the CLI shows code; `bundle` keeps the bytes
             fence = code_fence(text)
@@ -327,7 +327,7 @@ def fallback_answer(bundle: JSON, reason: str) -> JSON:
         lines.append("")
     if bundle["related"]:
         lines.append("**Related**")
-        lines += [f"- [{code_span(f['path'])}]({_link(f['location'])}): {md_text(f['why'])}" for f in bundle["related"]
+        lines += [f"- [{code_span(f['path'])}]({_link(f['location'])}): {md_text(one_line(f['why']))}" for f in bundle["related"]
                   if not f["tail"]]
         tail = sum(f["tail"] for f in bundle["related"])
         if tail:

@@ -135,3 +135,26 @@ async def test_the_status_names_the_folder_and_the_shared_index_escaped(tmp_path
     assert one_line(str(socket_folder)) in status["repositoriesMessage"], status
     shown = [folder["root"], folder["indexPath"], folder["message"], status["repositoriesMessage"]]
     assert not [text for text in shown if _raw(text)], shown
+
+
+async def test_the_servers_own_plain_answer_names_a_file_in_a_why_on_one_line(tmp_path: Path) -> None:
+    """When the engine's ask cannot run, the server answers with the bundle as markdown: a RELATED file's why, a
+    callee's `called from PATH`, was shown with the path's line break in it, which markdown reads as a space (`called
+    from app/quoll gate.py`, another file), as the engine's own plain answer did before it named it on one line."""
+    from codeloupe_lsp.convert import fallback_answer
+
+    name = "app/quoll\ngate.py"
+    root = write_project(tmp_path / "project", {
+        "app/__init__.py": "", "app/hinge.py": "def swing_hinge(visitor):\n    return visitor\n",
+        name: "from app.hinge import swing_hinge\n\n\ndef open_quoll_gate(visitor):\n    return swing_hinge(visitor)\n"})
+    client = await start_server([root])
+    try:
+        await client.wait_ready()
+        result = await client.request("codeloupe/ask", {"query": "open_quoll_gate"})
+    finally:
+        await stop_server(client)
+    [hinge] = [file for file in result["bundle"]["related"] if file["path"] == "app/hinge.py"]
+    assert hinge["why"] == f"swing_hinge called from {name}"
+    shown = one_line(name).replace("\\", "\\\\")  # its backslash escaped as markdown: `app/quoll\\ngate.py`
+    for answer in (result["answer"], fallback_answer(result["bundle"], "the ask failed")["answer"]):
+        assert f"called from {shown}" in answer.replace("\\_", "_"), answer
