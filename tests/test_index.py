@@ -606,3 +606,24 @@ def test_a_save_that_creates_a_file_skipped_by_name_counts_it_as_the_next_walk_w
     ws.update_files(["a_logo.png", "assets/zz_new.png"])
     assert ws.status().skipped["binary"] == 1003
     ws.close()
+
+
+def test_a_save_that_finds_a_file_skipped_for_its_content_remembers_it_as_a_walk_does(tmp_path: Path) -> None:
+    """A save that created a file skipped for its content (binary bytes in a .py) or made an indexed one so counted
+    and named it nowhere until the next walk (`stats` said no file skipped); it is remembered as the walk remembers
+    it, and forgotten once a save indexes it."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    ws = Workspace(repo, overrides={"embed_provider": "none"})
+    ws.index()
+    (repo / "pkg/blob.py").write_bytes(b"\x00\x01binary\x00")
+    (repo / "pkg/mod0.py").write_bytes(b"\x00\x02binary\x00")
+    ws.update_files(["pkg/blob.py", "pkg/mod0.py"])
+    saved = ws.status().skipped
+    named = ws.skipped_files()
+    assert saved == {"binary": 2} and {s.path for s in named} == {"pkg/blob.py", "pkg/mod0.py"}
+    ws.index()  # the walk remembers the same
+    assert ws.status().skipped == saved and ws.skipped_files() == named
+    (repo / "pkg/blob.py").write_text("BLOB = 1\n")
+    ws.update_files(["pkg/blob.py"])
+    assert ws.status().skipped == {"binary": 1} and "pkg/blob.py" in ws.store.file_rows()
+    ws.close()

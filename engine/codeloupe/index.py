@@ -413,6 +413,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
     # them for good (a walk judges again only the files it finds changed, and these are current or gone).
     settled: list[str] = []
     walked: dict[str, str] = {}  # the files it found skipped as the walk names them: counted by the walk's skips
+    judged: list[SkippedFile] = []  # the files it read and skipped for their content: remembered, as a run does
     for rel in rel_paths:
         path = root / rel
         try:
@@ -437,12 +438,15 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         if _is_current(candidate, row):
             report.files_unchanged += 1
             continue
-        outcome = _apply(prepare(candidate, _known_hash(row), settings, strategies), row, store, report)
+        prepared = prepare(candidate, _known_hash(row), settings, strategies)
+        outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
+            if prepared.digest:  # judged by its content: remembered as a walk's run remembers it
+                judged.append(SkippedFile(rel, candidate.size, candidate.mtime, content_rules(settings), outcome))
         elif row is None:
             settled.append(rel)
-    store.set_skipped([], settled)
+    store.set_skipped(judged, settled)
     _settle_walk_skips(store, settled, walked)
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
