@@ -105,14 +105,36 @@ def test_small_rows_go_to_a_worker_together_and_come_back_in_order(tmp_path: Pat
     assert out == ["True", "[1,", "1,", "1,", "1]", "True"]
 
 
+def test_a_pool_that_fails_while_tasks_are_being_handed_out_loses_no_row(tmp_path: Path) -> None:
+    # A task is handed over once the next row would overflow it, that row drawn already: when the workers died
+    # (a worker killed for its memory) the rows done in this process left it out, and every later result was
+    # paired with the row before its own (a file indexed with its neighbour's chunks).
+    out = run_case(tmp_path, """
+        from codeloupe import parallel
+
+        def doubled_unless_in_a_worker(parent: int, n: int, size: int) -> int:
+            if os.getpid() != parent:
+                os._exit(1)  # what a worker the kernel killed does
+            return 2 * n
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            third = parallel.TASK_BYTES // 3  # three rows a task, each task handed over when a fourth is drawn
+            rows = [(os.getpid(), n, third) for n in range(3 * parallel.IN_FLIGHT_PER_WORKER * 2 + 30)]
+            done = list(parallel.map_in_workers(doubled_unless_in_a_worker, iter(rows), len(rows), what="test",
+                                                size=lambda _, __, size: size))
+            print(done == [2 * n for n in range(len(rows))])
+    """)
+    assert out == ["True"]
+
+
 def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
     from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
 
     third = TASK_BYTES // 3
     rows = [(third,), (third,), (third,), (third,), (2 * TASK_BYTES,), (1,)]
-    assert [len(task) for task in _tasks(iter(rows), lambda s: s)] == [3, 1, 1, 1]
-    assert [len(task) for task in _tasks(iter([(0,)] * (TASK_ROWS + 1)), lambda s: s)] == [TASK_ROWS, 1]
-    assert [len(task) for task in _tasks(iter([(0,)] * 3), None)] == [1, 1, 1]  # no sizes: a row a task
+    assert [len(task) for task in _tasks(iter(rows), lambda s: s, [])] == [3, 1, 1, 1]
+    assert [len(task) for task in _tasks(iter([(0,)] * (TASK_ROWS + 1)), lambda s: s, [])] == [TASK_ROWS, 1]
+    assert [len(task) for task in _tasks(iter([(0,)] * 3), None, [])] == [1, 1, 1]  # no sizes: a row a task
 
 
 def test_a_stop_while_waiting_for_a_result_ends_the_map_and_kills_its_workers(tmp_path: Path) -> None:

@@ -71,7 +71,11 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     together (`TASK_BYTES`, `TASK_ROWS`); without it, one row a task."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
-    pending: deque[tuple[tuple, Future]] = deque()
+    pending: deque[tuple[list[tuple], Future]] = deque()
+    # The rows drawn and on no worker's `pending` task: the task being handed over, and those `_tasks` holds for
+    # the next one. A pool that fails leaves them, with `pending`'s, to this process, in order.
+    unsent: list[tuple] = []
+    held: list[tuple] = []
     other = _Meanwhile(meanwhile)
     context = pool_context()
     closing = False  # the caller stopped reading (an index run that failed on a full disk): no more work
@@ -80,8 +84,10 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
             with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
                                      initargs=(os.getpid(),)) as pool:
                 try:
-                    for task in _tasks(rows, size):
+                    for task in _tasks(rows, size, held):
+                        unsent = task  # until it is on `pending`: a pool broken already refuses it
                         pending.append((task, submit(pool, _run_task, fn, task)))
+                        unsent = []
                         if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                             yield from _first_result(pending, timeout_s, should_stop)
                     other.run()
@@ -118,7 +124,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
             log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
-    for row in chain([row for task, _ in pending for row in task], rows):
+    for row in chain([row for task, _ in pending for row in task], unsent, held, rows):
         if last is not _END:
             yield last
         last = fn(*row)
@@ -128,23 +134,29 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
         yield last
 
 
-def _tasks(rows: Iterator[tuple], size: Callable[..., int] | None) -> Iterator[list[tuple]]:
+def _tasks(rows: Iterator[tuple], size: Callable[..., int] | None, held: list[tuple]) -> Iterator[list[tuple]]:
     """`rows` as tasks for the workers: one row each without `size`, else consecutive rows up to `TASK_BYTES` (a row
     larger than that alone) and `TASK_ROWS`. A full task is handed over at once, not when the next row comes (rows
-    drawn from a slow disk)."""
-    task: list[tuple] = []
-    held = 0
+    drawn from a slow disk). `held`: the rows drawn for the next task, the one that overflowed the last among them
+    (a caller whose pool fails does them itself)."""
+    weight_held = 0
     for row in rows:
         weight = size(*row) if size is not None else TASK_BYTES
-        if task and held + weight > TASK_BYTES:
+        if held and weight_held + weight > TASK_BYTES:
+            task = held[:]
+            held[:], weight_held = [row], weight
             yield task
-            task, held = [], 0
-        task.append(row)
-        held += weight
-        if held >= TASK_BYTES or len(task) >= TASK_ROWS:
+        else:
+            held.append(row)
+            weight_held += weight
+        if weight_held >= TASK_BYTES or len(held) >= TASK_ROWS:
+            task = held[:]
+            held.clear()
+            weight_held = 0
             yield task
-            task, held = [], 0
-    if task:
+    if held:
+        task = held[:]
+        held.clear()
         yield task
 
 
