@@ -318,6 +318,40 @@ def test_a_direct_index_run_is_its_threads_a_write_on_another_thread_is_none_of_
         store.close()
 
 
+def test_a_file_saved_on_another_thread_while_a_run_holds_its_delete_is_kept_by_the_run_s_end(
+        tmp_path: Path, pg_url: str) -> None:
+    """A direct run's deletes wait for its pin: a file that had left the folder when the run began, put back and
+    saved meanwhile (an editor's save, on another thread, writes it at once), was deleted by the run's end, and
+    the index lacked a file on disk until it was saved or indexed again. The run deletes only the rows it found."""
+    store = PgStore(pg_url, "svc", local_dir=tmp_path / "local")
+    started, release = threading.Event(), threading.Event()
+    ended: list[bool] = []
+
+    def run() -> None:
+        with store.writing_run(str(tmp_path), "b" * 40) as end:
+            store.delete_files(["back.py"])  # gone from the folder as the run walked it
+            started.set()
+            release.wait(SAFETY_VALVE_S)
+        ended.append(end.pinned)
+
+    try:
+        with store.writing_run(str(tmp_path), "a" * 40):
+            _write(store, "back.py")
+            _write(store, "kept.py")
+        runner = threading.Thread(target=run)
+        runner.start()
+        try:
+            assert started.wait(SAFETY_VALVE_S)
+            _write(store, "back.py")  # put back and saved while the run writes the rest
+        finally:
+            release.set()
+            runner.join(SAFETY_VALVE_S)
+        assert ended == [True]
+        assert sorted(store.file_rows()) == ["back.py", "kept.py"]
+    finally:
+        store.close()
+
+
 def test_two_direct_runs_at_once_each_file_is_cited_at_the_commit_its_own_run_read_it_at(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two `index --store` runs of one repository at once, at different commits (two checkouts at one path: CI

@@ -1229,7 +1229,7 @@ class PgStore:
         read at `commit`: `root` is the repository's source from then on and the run its newest (`set_source`);
         each file it writes records `commit`, and once the block ends without an error (its files all written) one
         transaction deletes the files the run deleted (`delete_files` on the run's thread: those that left the
-        folder, those now skipped) and pins the repository to `commit`, with the newest file row then
+        folder, those now skipped; not one written again since the run began, a save's) and pins the repository to `commit`, with the newest file row then
         (`pinned_through`), as a queued run's last batch does (`_end_run`). Unless a later run (queued or not)
         became the newest meanwhile: that one deletes and pins, and the files this one wrote are cited at `commit`
         (`revisions`). A run cut off midway deletes nothing and leaves the pin where it was: each file it wrote is
@@ -1249,7 +1249,12 @@ class PgStore:
                 latest = self._conn.execute("SELECT latest_run FROM repositories WHERE id = %s FOR NO KEY UPDATE",
                                             (self.repo_id,)).fetchone()
                 if latest is not None and latest[0] == run:
-                    if self._run.gone and self._delete_paths(self._run.gone):
+                    # The rows the run found: a file put back and saved since (another thread's write, at once)
+                    # is the folder's again, not the run's to delete.
+                    gone = [row[0] for row in self._conn.execute(
+                        "SELECT path FROM files WHERE path = ANY(%s) AND id <= (SELECT run_from FROM repositories"
+                        " WHERE id = %s)", (self._run.gone, self.repo_id))] if self._run.gone else []
+                    if gone and self._delete_paths(gone):
                         self._bump("content")
                     self._conn.execute(f"UPDATE repositories SET commit_sha = %(commit)s, {_PINNED_NOW}"
                                        " WHERE id = %(repo)s", {"commit": commit, "repo": self.repo_id})
