@@ -627,3 +627,22 @@ def test_a_save_that_finds_a_file_skipped_for_its_content_remembers_it_as_a_walk
     ws.update_files(["pkg/blob.py"])
     assert ws.status().skipped == {"binary": 1} and "pkg/blob.py" in ws.store.file_rows()
     ws.close()
+
+
+def test_a_save_that_finds_a_file_once_skipped_for_its_content_now_skipped_by_size_counts_it_once(
+        tmp_path: Path) -> None:
+    """A file remembered as skipped for its content (binary bytes in a .py) that a save found skipped by its size
+    was counted twice until the next walk (`stats`: 1 binary, 1 too large, for one file): the save counted it
+    among the walk's skips and kept the content's record. It forgets that record, as the walk does."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "max_file_bytes": 4096})
+    ws.index()
+    (repo / "pkg/blob.py").write_bytes(b"\x00\x01binary\x00")
+    ws.update_files(["pkg/blob.py"])
+    assert ws.status().skipped == {"binary": 1}
+    (repo / "pkg/blob.py").write_text("BLOB = 1\n" * 1000)
+    ws.update_files(["pkg/blob.py"])
+    saved = ws.status().skipped
+    ws.index()  # the walk counts it once
+    assert saved == ws.status().skipped and sum(saved.values()) == 1
+    ws.close()

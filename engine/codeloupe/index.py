@@ -414,6 +414,9 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
     settled: list[str] = []
     walked: dict[str, str] = {}  # the files it found skipped as the walk names them: counted by the walk's skips
     judged: list[SkippedFile] = []  # the files it read and skipped for their content: remembered, as a run does
+    # The files it found skipped by their path: a record of their content's skip is forgotten, as the walk forgets
+    # it (else a file once binary, now too large, was counted under both until the next walk).
+    by_path: list[str] = []
     for rel in rel_paths:
         path = root / rel
         try:
@@ -430,6 +433,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
                 skipped[reason] += 1
                 if walk_names(rel, st.st_size, reason, settings):
                     walked[rel] = reason
+                by_path.append(rel)
                 report.files_deleted += store.delete_files([rel] if rel in existing else [])
                 continue
         report.files_seen += 1
@@ -446,7 +450,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
                 judged.append(SkippedFile(rel, candidate.size, candidate.mtime, content_rules(settings), outcome))
         elif row is None:
             settled.append(rel)
-    store.set_skipped(judged, settled)
+    store.set_skipped(judged, settled + by_path)
     _settle_walk_skips(store, settled, walked)
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
