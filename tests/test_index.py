@@ -646,3 +646,20 @@ def test_a_save_that_finds_a_file_once_skipped_for_its_content_now_skipped_by_si
     ws.index()  # the walk counts it once
     assert saved == ws.status().skipped and sum(saved.values()) == 1
     ws.close()
+
+
+def test_a_save_that_finds_a_file_once_too_large_now_skipped_for_its_content_counts_it_once(tmp_path: Path) -> None:
+    """A file the walk skipped by its size that a save found skipped for its content (rewritten small, with binary
+    bytes) was counted under both until the next walk: the save remembered its content's skip and left it among
+    the walk's skips. It leaves them, as the walk does."""
+    repo = make_repo(tmp_path / "repo", n=1)
+    (repo / "pkg/blob.py").write_text("BLOB = 1\n" * 1000)
+    ws = Workspace(repo, overrides={"embed_provider": "none", "max_file_bytes": 4096})
+    ws.index()
+    assert ws.status().skipped == {"too large": 1}
+    (repo / "pkg/blob.py").write_bytes(b"\x00\x01binary\x00")
+    ws.update_files(["pkg/blob.py"])
+    saved = ws.status().skipped
+    ws.index()  # the walk counts it once
+    assert saved == ws.status().skipped == {"binary": 1}
+    ws.close()

@@ -264,11 +264,11 @@ def _keep_walk_skips(store: IndexStore, skips: WalkSkips) -> None:
 
 
 def _settle_walk_skips(store: IndexStore, settled: list[str], skipped: dict[str, str]) -> None:
-    """After a save: forget the walk skips among `settled` (it indexed them or found them gone) and uncount them,
-    and count `skipped` (path -> reason: files it found skipped by name or size or as compiled copies, `walk_names`)
-    as the walk does, the first `WALK_SKIPS_NAMED` by path named: a save that created an image counted it nowhere
-    until the next walk. Nothing is read for a save of neither; the ones past the named are read only where there
-    are any (more counted than named) or the save's may join them."""
+    """After a save: forget the walk skips among `settled` (it indexed them, found them gone or skipped them for
+    their content) and uncount them, and count `skipped` (path -> reason: files it found skipped by name or size or
+    as compiled copies, `walk_names`) as the walk does, the first `WALK_SKIPS_NAMED` by path named: a save that
+    created an image counted it nowhere until the next walk. Nothing is read for a save of neither; the ones past
+    the named are read only where there are any (more counted than named) or the save's may join them."""
     if not settled and not skipped:
         return
     skips = walk_skips(store)
@@ -451,7 +451,7 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         elif row is None:
             settled.append(rel)
     store.set_skipped(judged, settled + by_path)
-    _settle_walk_skips(store, settled, walked)
+    _settle_walk_skips(store, settled + [s.path for s in judged], walked)  # judged by content: no walk's skip
     report.skipped = dict(skipped)
     report.elapsed_s = time.perf_counter() - started
     return report
