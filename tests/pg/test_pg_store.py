@@ -145,6 +145,30 @@ def test_rows_with_nothing_to_embed_are_zero_and_never_in_the_shared_cache(tree:
     assert zero == len(blank)
 
 
+def test_a_row_with_nothing_to_embed_takes_no_vector_from_the_shared_cache(tmp_path: Path, pg_url: str) -> None:
+    # An empty `pkg/__init__.py`'s skeleton is its path alone, as is the skeleton of a file of statements with no
+    # definition at that path in another repository: `index --store` filled it from the shared cache with that
+    # file's vector (a worker gives it zero), so an empty file answered the other file's meaning.
+    roots = {name: tmp_path / name for name in ("first", "second")}
+    for name, root in roots.items():
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("import os\nprint(os.getcwd())\n" if name == "first" else "")
+        (root / "app.py").write_text(f"def {name}_answer():\n    return 42\n")
+    with ChatServer() as chat:
+        for name, root in roots.items():
+            ws = _open(root, store_url=pg_url, store_repository=name, embed_provider="openai",
+                       embed_base_url=chat.base_url, embed_model="scripted")
+            try:
+                ws.embed()
+            finally:
+                ws.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        norms = dict(conn.execute(
+            "SELECT r.name, vector_norm(v.vec) FROM skeleton_vectors v JOIN files f ON f.id = v.file_id"
+            " JOIN repositories r ON r.id = f.repo_id WHERE f.path = 'pkg/__init__.py'").fetchall())
+    assert norms["first"] > 0 and norms["second"] == 0
+
+
 def test_repositories_share_one_schema_and_never_see_each_others_rows(tree: Path, tmp_path: Path,
                                                                       pg_url: str) -> None:
     other = tmp_path / "other"

@@ -1753,17 +1753,23 @@ class PgStore:
                 return rows
 
     def _vectors_from_cache(self, table: str, model: str, ids: list[int]) -> int:
-        """Give those of `ids` (chunk or file ids) whose content is in the shared cache its vector; how many."""
+        """Give those of `ids` (chunk or file ids) whose content is in the shared cache its vector; how many. Not a
+        row with nothing to embed (`embed_pending` gives it the zero vector, as a worker does): a blank file's
+        skeleton is its path alone, the key of a file with code but no definition at that path elsewhere, and a
+        blank chunk's text was embedded and cached before such rows were given zero."""
         if not ids:
             return 0
         target, key, owner, owner_id = {"chunk": ("chunk_vectors", "chunk_id", "chunks", "id"),
                                         "skeleton": ("skeleton_vectors", "file_id", "skeletons", "file_id")}[table]
+        filled = ("btrim(o.text, %s) <> ''" if table == "chunk" else
+                  "EXISTS (SELECT 1 FROM chunks c WHERE c.file_id = o.file_id AND btrim(c.text, %s) <> '')")
         with self._session(), self._conn.transaction():
             dims = [r[0] for r in self._conn.execute(
                 f"INSERT INTO {target} ({key}, model, dim, vec)"
                 f" SELECT o.{owner_id}, e.model, vector_dims(e.vec), e.vec FROM {owner} o"
                 f" JOIN embeddings e ON e.model = %s AND e.content_key = o.content_key"
-                f" WHERE o.{owner_id} = ANY(%s) ON CONFLICT DO NOTHING RETURNING dim", (model, ids))]
+                f" WHERE o.{owner_id} = ANY(%s) AND {filled} ON CONFLICT DO NOTHING RETURNING dim",
+                (model, ids, BLANK_CHARS))]
             for dim in set(dims):  # a repository filled from the cache alone gets its index too
                 self._ensure_vector_index(dim)
             if dims:
