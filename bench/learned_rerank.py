@@ -2,26 +2,32 @@
 
     # 1. run the real engine over sets, dump each query's top fused files with their features and gold labels
     CODELOUPE_CACHE_DIR=/work/corpora/cache PYTHONPATH=engine:server .venv/bin/python bench/learned_rerank.py dump \
-        OUT.json SET.json=TREES [SET.json=TREES ...] [--corpora-per-set N] [--queries-per-corpus N] [--max-files N]
+        OUT.json SET.json=TREES|SET.jsonl [...] [--corpora-per-set N] [--queries-per-corpus N] [--max-files N] \
+        [--no-embed] [--issue-only]
     # 2. fit on dev dumps with cross-validation grouped by repository, then score the fit on test dumps
     PYTHONPATH=engine .venv/bin/python bench/learned_rerank.py fit --dev DEV.json [DEV2.json ...] --test TEST.json [...] \
-        [--top N] [--l2 C] [--features a,b,...] [--modes code,docs]
+        [--top N] [--l2 C] [--features a,b,...] [--modes code,docs,issue] [--engine-weights]
 
 The measured run (docs/measurements.md): dumps of docpairs/docs/docswords dev and test with
 `--corpora-per-set 40 --queries-per-corpus 0 --max-files 300` (every query of the sampled packages, whose vectors
 the cache holds), written.dev.json over /work/scratch/wdev/corpora, the held-out written set and the public set in
 full; then `fit --dev <the four dev dumps> --test <the five test dumps>` with the defaults below.
+Issue mode (tried, not kept): `--issue-only` dumps of commits.{dev,test}.jsonl (each instance its own tree, the
+report-shaped commit messages: 77 / 28), written dev and the three sampled doc sets' dev as above, then `fit
+--modes issue` with those dev dumps and the commits test, held-out and public dumps as test.
 
 The dump reads every query's candidates where the engine has fused and penalised them (after
 `Searcher._adjust`, before the engine's own reordering, which the dump turns off): per file, each lane's file
-rank and score (lexical chunks, dense, file-level BM25, summary, symbol, feedback), the fused score, how many of
-its chunks some lane ranked, its kind, path depth, length in chunks, and whether a query word names its stem or
-a folder; the features the engine uses are its own (`search.rerank_features`). No graph feature (rule 3). The model is a
+rank and score (lexical chunks, dense, file-level BM25, summary, symbol, feedback, issue mode's entity lane), the
+fused score, how many of its chunks some lane ranked, what pinned it in issue mode, its kind, path depth, length in
+chunks, and whether a query word names its stem or a folder; the features the engine uses are its own
+(`search.rerank_features`). No graph feature (rule 3). The model is a
 listwise logistic regression (a softmax over one query's candidates, the gold files its targets) with a strong
 L2 penalty, fitted in numpy; it reorders only the top N fused files, the rest of the bundle stays as it was
 (rule 2). Cross-validation folds group queries by repository across sets (`fold_of`), so a fold never sees a
 package it is scored on. Metrics are `codeloupe eval`'s (R@1, Acc@5 = every gold file in the top 5, MRR);
-bundle recall cannot move (the same files, reordered). Issue-mode queries are dumped but not reordered.
+bundle recall cannot move (the same files, reordered). `--modes` names the queries reordered: code and docs
+mode questions, and issue mode's reports ("issue"), which the engine leaves in the fused order.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from codeloupe import ranking as R
 if TYPE_CHECKING:
     from codeloupe.search import Fusion, Snapshot
 
-LANES = ("lexical", "dense", "file", "summary", "symbol", "feedback")
+LANES = ("lexical", "dense", "file", "summary", "symbol", "feedback", "entity")
 KINDS = ("test", "example", "declaration", "data", "project", "record")
 DUMP_TOP = 30
 
@@ -78,6 +84,14 @@ def candidate_features(snap: Snapshot, query: str, fusion: Fusion, file_ids: lis
                 scores = fusion.scores.files.get(lane)
                 value = float(scores[0][rank - 1] / scores[0][0]) if scores and rank and scores[0][0] > 0 else 0.0
                 out["symbol_rel"].append(value)
+            if lane == "entity":  # issue mode's lane of the definitions a report names
+                ranked, entity = fusion.file_scores.get(lane, (np.zeros(0, np.int64), np.zeros(0)))
+                at = np.flatnonzero(ranked == file_id)
+                out["entity_rel"].append(float(entity[at[0]] / entity[0]) if len(at) and entity[0] > 0 else 0.0)
+        # issue mode's grounding: what pinned the file (a traceback frame, a path in the text, a backticked name)
+        pins = fusion.pins.get(file_id, [])
+        out["pinned"].append(1.0 if pins else 0.0)
+        out["frame_pinned"].append(1.0 if any(p.startswith("traceback frame") for p in pins) else 0.0)
         out["fused_logrank"].append(math.log(position))
         out["chunks_ranked"].append(math.log1p(per_file.get(file_id, 0)))
         length = len(snap.file_chunk_rows.get(file_id, []))
@@ -101,7 +115,7 @@ def candidate_features(snap: Snapshot, query: str, fusion: Fusion, file_ids: lis
 def dump(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from codeloupe.api import Workspace
-    from codeloupe.eval.golden import load_golden
+    from codeloupe.eval.golden import load_golden, load_swebench
     from codeloupe.eval.runner import WARMUP_QUERY
     from codeloupe.issue import is_issue
     from codeloupe.search import Searcher
@@ -119,31 +133,45 @@ def dump(args: argparse.Namespace) -> int:
 
     Searcher._adjust = adjust
     # The bundle in today's order, the fused one (the module by its full name: the package's `search` is the API's).
-    importlib.import_module("codeloupe.search").reorder_top = lambda snap, query, fusion: None
+    importlib.import_module("codeloupe.search").reorder_top = lambda *args: None
+    overrides = {"embed_provider": "none"} if args.no_embed else None
     records = []
     for spec in args.sets:
         set_name, _, trees = spec.partition("=")
         path = Path(set_name)
-        golden = sample(load_golden(path), Path(trees), args.corpora_per_set, args.queries_per_corpus, args.max_files)
-        for corpus in golden.corpora:
-            ws = Workspace(Path(trees) / corpus.id / "repo")
+        # (set name, corpus id, its tree, its queries as (id, kind, query, gold files))
+        corpora: list[tuple[str, Path, list[tuple[str, str, str, list[str]]]]]
+        if path.suffix == ".jsonl":  # the commits sets: every instance is its own tree (kind issue)
+            corpora = [(i.id, i.repo, [(i.id, "issue", i.query, list(i.gold_files))]) for i in load_swebench(path)]
+        else:
+            golden = sample(load_golden(path), Path(trees), args.corpora_per_set, args.queries_per_corpus,
+                            args.max_files)
+            corpora = [(c.id, Path(trees) / c.id / "repo", [(q.id, q.kind, q.query, list(q.gold_files))
+                                                           for q in c.queries]) for c in golden.corpora]
+        for corpus_id, tree, queries in corpora:
+            if args.issue_only:  # what issue mode reads as a report (a docs-kind query stays a docs question)
+                queries = [q for q in queries if q[1] != "docs" and is_issue(q[2])]
+            if not queries:
+                continue
+            ws = Workspace(tree, overrides=overrides)
             try:
                 ws.index()
-                ws.embed()
-                for mode in sorted({"docs" if q.kind == "docs" else "code" for q in corpus.queries}):
+                if not args.no_embed:
+                    ws.embed()
+                for mode in sorted({"docs" if kind == "docs" else "code" for _, kind, _, _ in queries}):
                     ws.search(WARMUP_QUERY, mode=mode)  # as `codeloupe eval` warms a workspace up
-                for q in corpus.queries:
+                for query_id, kind, query, gold in queries:
                     captured.clear()
-                    mode = "docs" if q.kind == "docs" else "code"
-                    bundle = ws.search(q.query, mode=mode)
-                    records.append({"set": path.name.removesuffix(".json"), "corpus": corpus.id, "id": q.id,
-                                    "kind": q.kind, "mode": mode, "issue": mode == "code" and is_issue(q.query),
-                                    "words": len(q.query.split()), "query": q.query,
-                                    "gold": list(q.gold_files), "bundle": [h.path for h in bundle.files],
+                    mode = "docs" if kind == "docs" else "code"
+                    bundle = ws.search(query, mode=mode)
+                    records.append({"set": path.name.split(".json")[0], "corpus": corpus_id, "id": query_id,
+                                    "kind": kind, "mode": mode, "issue": mode == "code" and is_issue(query),
+                                    "words": len(query.split()), "query": query, "gold": gold,
+                                    "bundle": [h.path for h in bundle.files],
                                     "paths": captured.get("paths", []), "features": captured.get("features", {})})
             finally:
                 ws.close()
-            print(f"[dump] {path.name} {corpus.id}: {len(corpus.queries)} queries", file=sys.stderr, flush=True)
+            print(f"[dump] {path.name} {corpus_id}: {len(queries)} queries", file=sys.stderr, flush=True)
     Path(args.out).write_text(json.dumps(records) + "\n", encoding="utf-8")
     print(f"{len(records)} queries -> {args.out}")
     return 0
@@ -161,8 +189,10 @@ def fold_of(record: dict, folds: int) -> int:
 
 
 def reorderable(record: dict, top: int, modes: tuple[str, ...]) -> bool:
-    """Issue mode is left as it is: its pins and variants are another ranking, and the sets hold few reports."""
-    return not record["issue"] and record["mode"] in modes and len(record["paths"]) > 1 and top > 1
+    """Whether a query of `record`'s mode is reordered: `modes` names search modes ("code", "docs") and "issue",
+    issue mode's reports (another ranking: pins, variants, the entity lane), which "code" leaves out."""
+    mode = "issue" if record["issue"] else record["mode"]
+    return mode in modes and len(record["paths"]) > 1 and top > 1
 
 
 def matrix(record: dict, names: list[str], top: int) -> np.ndarray:
@@ -265,6 +295,13 @@ def fit_command(args: argparse.Namespace) -> int:
     test = {Path(p).stem: json.loads(Path(p).read_text()) for p in args.test}
     top = args.top
     sets = list(dict.fromkeys(r["set"] for r in dev))
+    if args.engine_weights:  # no fit: the engine's question weights on these sets' queries of `modes`
+        weights = np.array(list(R.RERANK_WEIGHTS.values()))
+        names, mean, std = list(R.RERANK_WEIGHTS), np.zeros(len(weights)), np.ones(len(weights))
+        for s, records in [*((s, [r for r in dev if r["set"] == s]) for s in sets), *test.items()]:
+            print(f"  {s:16s} today   {summary(evaluate(records, None, names, mean, std, top, modes))}")
+            print(f"  {s:16s} engine  {summary(evaluate(records, weights, names, mean, std, top, modes))}")
+        return 0
 
     def standardiser(records: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         x = np.concatenate([matrix(r, names, top) for r in records if reorderable(r, top, modes)])
@@ -299,10 +336,11 @@ def fit_command(args: argparse.Namespace) -> int:
     for s, records in test.items():
         print(f"  {s:16s} today   {summary(evaluate(records, None, names, mean, std, top, modes))}")
         print(f"  {s:16s} fitted  {summary(evaluate(records, w, names, mean, std, top, modes))}")
-        for kind in sorted({r['kind'] for r in records}):
-            members = [r for r in records if r["kind"] == kind]
-            if len({r['kind'] for r in records}) > 1:
-                print(f"      kind {kind:8s} {summary(evaluate(members, None, names, mean, std, top, modes))}  ->  "
+        groups = {f"kind {kind}": [r for r in records if r["kind"] == kind] for kind in sorted({r["kind"] for r in records})}
+        groups = {**(groups if len(groups) > 1 else {}), "issue mode": [r for r in records if r["issue"]]}
+        for group, members in groups.items():
+            if members and len(members) < len(records):
+                print(f"      {group:13s} {summary(evaluate(members, None, names, mean, std, top, modes))}  ->  "
                       f"{summary(evaluate(members, w, names, mean, std, top, modes))}")
     # weights on the raw features: score = sum(raw * w / std) + const
     raw = w / std
@@ -322,6 +360,8 @@ def main() -> int:
     d.add_argument("--corpora-per-set", type=int, default=0)
     d.add_argument("--queries-per-corpus", type=int, default=0)
     d.add_argument("--max-files", type=int, default=0)
+    d.add_argument("--no-embed", action="store_true", help="lexical and symbol lanes only")
+    d.add_argument("--issue-only", action="store_true", help="only the queries issue mode reads as bug reports")
     f = sub.add_parser("fit")
     f.add_argument("--dev", nargs="+", required=True)
     f.add_argument("--test", nargs="*", default=[])
@@ -329,7 +369,10 @@ def main() -> int:
     f.add_argument("--l2", type=float, default=0.01)
     f.add_argument("--folds", type=int, default=5)
     f.add_argument("--features", default=DEFAULT_FEATURES)
-    f.add_argument("--modes", default="code", help="the search modes whose queries are reordered")
+    f.add_argument("--modes", default="code",
+                   help="the queries reordered: search modes (code, docs) and issue (issue mode's reports)")
+    f.add_argument("--engine-weights", action="store_true",
+                   help="fit nothing: score ranking.RERANK_WEIGHTS on the dev and test sets' queries of --modes")
     args = parser.parse_args()
     return dump(args) if args.command == "dump" else fit_command(args)
 
