@@ -131,18 +131,26 @@ def _writing_a_file_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
 
 
-def test_a_direct_index_run_pins_its_commit_once_its_files_are_written(
-        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`codeloupe index --store` (no queue) pinned the repository to the folder's new commit as it began: until
-    it had rewritten them (minutes on a large repository), every changed file was cited at the new commit with its
-    old text, and a run cut off midway left them so. Each file is now cited at the commit its text was read at
-    while the run writes, the repository's pin moving once the files are all written; a run cut off leaves it."""
+def _indexed_at_first(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+                      ) -> tuple[Path, dict[str, str], str, Workspace]:
+    """(root, overrides, first commit, its workspace): svc's alpha, beta and gamma committed and indexed into the
+    shared index, a file a write from then on (`_writing_a_file_at_a_time`)."""
     _writing_a_file_at_a_time(monkeypatch)
     root = tmp_path / "svc"
     overrides = {"store_url": pg_url, "embed_provider": "none"}
     first = _charges(root, ("alpha", "beta", "gamma"), "first")
     ws = Workspace(root, overrides=overrides)
     ws.index()
+    return root, overrides, first, ws
+
+
+def test_a_direct_index_run_pins_its_commit_once_its_files_are_written(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codeloupe index --store` (no queue) pinned the repository to the folder's new commit as it began: until
+    it had rewritten them (minutes on a large repository), every changed file was cited at the new commit with its
+    old text, and a run cut off midway left them so. Each file is now cited at the commit its text was read at
+    while the run writes, the repository's pin moving once the files are all written; a run cut off leaves it."""
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     second = _charges(root, ("alpha", "beta"), "second")
     [served] = open_shared(["svc"], overrides)
 
@@ -180,12 +188,7 @@ def test_a_direct_index_run_deletes_the_files_that_left_the_folder_as_it_pins_it
     """`codeloupe index --store` deleted the files that had left the folder as it began: while it wrote the rest,
     answers lacked files the commit still pinned holds, and a run cut off left the repository with neither those
     files nor the new pin. They now leave in the transaction that pins the run's commit, as a queued run's do."""
-    _writing_a_file_at_a_time(monkeypatch)
-    root = tmp_path / "svc"
-    overrides = {"store_url": pg_url, "embed_provider": "none"}
-    first = _charges(root, ("alpha", "beta", "gamma"), "first")
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     second = _commit(root, {"alpha.py": "def charge_alpha_total():\n    return 'second'\n",
                             "beta.py": "def charge_beta_total():\n    return 'second'\n", "gamma.py": None})
     [served] = open_shared(["svc"], overrides)
@@ -253,12 +256,7 @@ def test_a_saved_file_is_cited_at_the_revision_its_text_was_read_at(
     """A save outside an index run (an editor's on a folder of the shared index) recorded the repository's pin: a
     file edited and saved, or saved once the folder had moved to another commit, was cited at the pinned commit,
     whose text differs. A saved file now records the folder's commit, with `-dirty` when it differs from it."""
-    _writing_a_file_at_a_time(monkeypatch)
-    root = tmp_path / "svc"
-    overrides = {"store_url": pg_url, "embed_provider": "none"}
-    first = _charges(root, ("alpha", "beta", "gamma"), "first")
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     second = _charges(root, ("beta",), "second")
     (root / "alpha.py").write_text("def charge_alpha_total():\n    return 'edited'\n")
     [served] = open_shared(["svc"], overrides)
@@ -391,12 +389,7 @@ def test_a_direct_index_run_whose_folder_moves_to_another_commit_writes_nothing_
     (a queued run's workers check the folder's commit around each batch). Before each group of files is written
     the run now compares the folder's commit with its own; once it moved, the run stops with nothing of the group
     written and its commit not pinned, each file written before cited at the commit it was read at."""
-    _writing_a_file_at_a_time(monkeypatch)
-    root = tmp_path / "svc"
-    overrides = {"store_url": pg_url, "embed_provider": "none"}
-    first = _charges(root, ("alpha", "beta", "gamma"), "first")
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     second = _charges(root, ("alpha", "beta"), "second")
     [served] = open_shared(["svc"], overrides)
     moved: list[str] = []
@@ -438,12 +431,7 @@ def test_a_direct_index_run_chunks_again_the_files_a_changed_strategy_claims_wit
     """A run whose chunk strategies differ from those the index was built with deleted every file either set claims
     as it began (so it would chunk them again): while it wrote them, answers lacked them all, and a run cut off left
     them out. They now stay, chunked as before, each chunked again as the run writes it."""
-    _writing_a_file_at_a_time(monkeypatch)
-    root = tmp_path / "svc"
-    overrides = {"store_url": pg_url, "embed_provider": "none"}
-    first = _charges(root, ("alpha", "beta", "gamma"), "first")
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     [served] = open_shared(["svc"], overrides)
     meanwhile: list[dict[str, str]] = []
     add_chunk_strategy("whole-python", [".py"], whole_file)
