@@ -52,7 +52,9 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   config.toml), its stream held midway: the draft shows the model's markdown escapes as written, each spliced
   span as a code block under its caption (the model's own caption and "code" stay text), a re-located span (its file
   changed on disk as the model answered) with its note, a file name's line break, bidi override and $(bell) as the
-  engine's one_line writes them; then the same in the final view;
+  engine's one_line writes them; the answer tab hidden behind another file of its group (its webview let go) while
+  more words stream, then shown again: the draft whole, each part and step once, with the words streamed meanwhile;
+  then the same in the final view, which comes back as it was after its tab is hidden and shown again;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
   key `[Fix](command:...)`), trusted: the server's warning in the notification center, a search row, the hover on
@@ -181,7 +183,8 @@ RENDERED = """(element) => ({
 # A narrated answer, streamed by the tests' scripted model (tests/chat_server.py) on 127.0.0.1: its words hold markdown
 # escapes, a `[1]` of its own and a line that mimics a code caption; it cites app/auth.py, which the model changes on
 # disk as it answers (the spliced lines are found again lower down), and a file whose name holds a line break, a bidi
-# override and `$(bell)`. The stream holds at ASK_GATE until the draft has been read.
+# override and `$(bell)`. The stream holds at the first ASK_GATE until the draft has been read, then sends ASK_HIDDEN
+# while the answer tab is hidden and holds at the second until the tab is shown again.
 ASK_HOSTILE_NAME = f"$(bell)/door\napp/auth.py:1-3 {RLO}yp.py"
 ASK_FILES = {
     "app/__init__.py": "",
@@ -196,6 +199,8 @@ def door_opened(password: str, digest: str) -> str:
 }
 ASK_QUESTION = "which function hashes the password for the door bell"
 ASK_GATE = "<<gate>>"
+# Streamed between the two gates, while the answer tab is hidden behind another file of its group.
+ASK_HIDDEN = "Meanwhile the bell waits for the hashed password.\n"
 # The model's own caption and code under it, as the view shows spliced code: prose all the same.
 ASK_FORGED = "app/auth.py:6-7\ndef hash_password(password: str, salt: str) -> str:\nreturn password  # forged"
 ASK_WORDS = "The digest is made by \\*one\\* function [1], `hash_password`"
@@ -1084,7 +1089,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
     from chat_server import ChatServer, Reply, excerpt_numbers
 
     auth = folder / "app" / "auth.py"
-    opened = threading.Event()
+    opened, hidden_sent, back = threading.Event(), threading.Event(), threading.Event()
 
     def answer(body: dict) -> str:
         found = {path: k for k, path, _, _ in excerpt_numbers(body)}
@@ -1093,15 +1098,19 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
         if not auth.read_text().startswith("# moved"):  # once: the handler renders the reply twice
             auth.write_text("# moved down two lines\n#\n" + auth.read_text())
         return (f"{ASK_WORDS} [[{found['app/auth.py']}:6-8]].\nThe door bell [[{door}]] calls it.\n{ASK_FORGED}\n"
-                f"{ASK_GATE}Nothing else hashes a password \\[2\\].\n")
+                f"{ASK_GATE}{ASK_HIDDEN}{ASK_GATE}Nothing else hashes a password \\[2\\].\n")
 
     class HeldReply(Reply):
-        """Streams the answer up to ASK_GATE, then holds until `opened` is set."""
+        """Streams the answer up to the first ASK_GATE and holds until `opened` is set, then ASK_HIDDEN (`hidden_sent`
+        once it is out) and holds until `back` is set."""
 
         def stream_pieces(self, body: dict):  # a generator: the handler sends each piece as it comes
-            before, _, after = self.content(body).partition(ASK_GATE)
+            before, hidden, after = self.content(body).split(ASK_GATE)
             yield before
             opened.wait(120)
+            yield hidden
+            hidden_sent.set()
+            back.wait(120)
             yield after
 
     page = checks.page
@@ -1133,8 +1142,13 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
         def draft() -> str:
             ask(page, ASK_QUESTION)
             # The held line's code parts come after its words: the draft is whole once the door's code shows.
-            shown = wait_for(lambda: "ding" in (text := page_text("#progress-draft")) and "# forged" in text and text,
-                             90, "the draft up to the held point")
+            try:
+                shown = wait_for(lambda: "ding" in (text := page_text("#progress-draft")) and "# forged" in text and text,
+                                 90, "the draft up to the held point")
+            except AssertionError:
+                print(f"note  the draft then:\n{page_text('#progress-draft')}\n---\nnote  the page:\n"
+                      f"{page_text('body')}\n---", flush=True)
+                raise
             steps = page_text("#progress-steps")
             print(f"note  the steps:\n{steps}\nnote  the draft, held mid-answer:\n{shown}\n---", flush=True)
             assert "Citing $(bell)/door\\napp" in steps, "a step names the file otherwise than on one line"
@@ -1148,7 +1162,44 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             return f"{len(blocks)} code blocks"
 
         checks.run("ask: the draft while the answer streams", draft)
+        answer_tab = page.locator(".tabs-container .tab", has_text=f"Codeloupe: {ASK_QUESTION}")
+
+        def hide_answer() -> None:
+            """Opens app/__init__.py from the Explorer into the answer's own group (the active one once its tab is
+            clicked), as a user does, hiding the answer tab behind it: its webview is gone (VS Code releases a hidden
+            webview's page unless told to retain it)."""
+            answer_tab.click()
+            rows = page.locator(".explorer-folders-view .monaco-list-row")
+            if rows.filter(has_text="__init__.py").count() == 0:
+                rows.filter(has_text=re.compile(r"^\s*app\s*$")).click()  # the folder, collapsed
+            rows.filter(has_text="__init__.py").click()
+            wait_for(lambda: webview_frame_with(page, ASK_QUESTION) is None, 20, "the hidden answer's page to go")
+
+        def draft_once(text: str, blocks: list[str], steps: str) -> None:
+            """The draft and the steps as before the answer was hidden, each part once."""
+            assert text.count("calls it.") == 1, f"a part of the draft shown {text.count('calls it.')} times"
+            assert code_blocks("#progress-draft pre") == blocks, f"code blocks {code_blocks('#progress-draft pre')}"
+            assert page_text("#progress-steps") == steps, f"the steps now:\n{page_text('#progress-steps')}"
+
+        def hidden_mid_stream() -> str:
+            blocks, steps = code_blocks("#progress-draft pre"), page_text("#progress-steps")
+            hide_answer()
+            opened.set()  # the next words stream while the answer is hidden
+            assert hidden_sent.wait(60), "the model never sent the words between the gates"
+            answer_tab.click()
+            wait_for(lambda: webview_frame_with(page, ASK_QUESTION), 20, "the answer's page back")
+            try:
+                shown = wait_for(lambda: ASK_HIDDEN.strip() in (text := page_text("#progress-draft")) and text, 30,
+                                 "the draft, with the words streamed while the answer was hidden")
+            finally:
+                print(f"note  the draft, its tab shown again:\n{page_text('#progress-draft')}\n---", flush=True)
+            draft_once(shown, blocks, steps)
+            return f"{len(blocks)} code blocks and {len(steps.splitlines())} steps, once each, and the words sent while hidden"
+
+        if not checks.run("ask: the draft survives its tab hidden mid-stream", hidden_mid_stream):
+            answer_tab.click()
         opened.set()
+        back.set()
 
         def final() -> str:
             shown = wait_for(lambda: "Nothing else" in (text := page_text("#answer")) and text, 60, "the final view")
@@ -1165,6 +1216,16 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             return f"{len(blocks)} code blocks, captions {shown_captions}"
 
         checks.run("ask: the final answer view", final)
+
+        def hidden_after_end() -> str:
+            before = page_text("#answer")
+            hide_answer()
+            answer_tab.click()
+            shown = wait_for(lambda: page_text("#answer"), 30, "the answer after its tab was shown again")
+            assert shown == before, f"the answer changed:\n{shown}"
+            return f"{len(shown)} characters, as before"
+
+        checks.run("ask: the final answer survives its tab hidden", hidden_after_end)
 
 
 def main() -> int:

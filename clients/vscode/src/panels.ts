@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { messageTarget, openAt } from './locations';
-import { isOpenMessage } from './protocol';
+import { isOpenMessage, isReplayMessage } from './protocol';
 import type { PageContext } from './render';
 import { visible, visibleMessage } from './visible';
 
@@ -11,6 +11,10 @@ export class Panel implements vscode.Disposable {
     private panel: vscode.WebviewPanel | undefined;
     /** Graph pages name files by workspace path; this maps them to URIs from the same graph answer. */
     private pathToUri: ReadonlyMap<string, string> = new Map();
+    /** Everything posted to the current page, each numbered by its place (`seq`). The panel does not keep its page
+     * while hidden (retainContextWhenHidden would hold a live page per panel all along); shown again, VS Code loads the
+     * html afresh and what was posted meanwhile was dropped, so the page, once loaded, asks for it all again. */
+    private posted: { seq: number }[] = [];
 
     constructor(
         private readonly viewType: string,
@@ -21,12 +25,15 @@ export class Panel implements vscode.Disposable {
     show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): void {
         const panel = this.reveal(title);
         this.pathToUri = pathToUri;
+        this.posted = [];
         panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource });
     }
 
-    /** Sends a message to the page if the panel is open (progress while an answer is written). */
-    post(message: unknown): void {
-        void this.panel?.webview.postMessage(message);
+    /** Sends a message to the page (progress while an answer is written), numbered, and keeps it for a reloaded page. */
+    post(message: object): void {
+        const numbered = { ...message, seq: this.posted.length };
+        this.posted.push(numbered);
+        void this.panel?.webview.postMessage(numbered);
     }
 
     private reveal(name: string): vscode.WebviewPanel {
@@ -52,6 +59,12 @@ export class Panel implements vscode.Disposable {
     }
 
     private async onMessage(message: unknown): Promise<void> {
+        if (isReplayMessage(message)) {
+            for (const posted of this.posted) {
+                void this.panel?.webview.postMessage(posted);
+            }
+            return;
+        }
         const client = this.getClient();
         if (!isOpenMessage(message) || client === undefined) {
             return;

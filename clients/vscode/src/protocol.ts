@@ -419,3 +419,8 @@ export function isOpenMessage(value: unknown): value is OpenMessage {
     const message = value as Record<string, unknown>;
     return message.type === 'open' && (typeof message.uri === 'string' || typeof message.path === 'string');
 }
+
+/** A page asks for everything posted to it so far (it has just loaded, or found a message missing). */
+export function isReplayMessage(value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<string, unknown>).type === 'replay';
+}

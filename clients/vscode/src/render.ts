@@ -95,9 +95,23 @@ const CLIENT_SCRIPT = `
     const line = anchor.getAttribute('data-anchor');
     vscode.postMessage({ type: 'open', uri: uri, range: range ? JSON.parse(range) : undefined, anchor: line ? Number(line) : undefined });
   });
+  // The extension numbers what it posts to this page (seq) and posts it all again when the page asks (replay): VS Code
+  // lets go of a hidden webview's page, drops what is posted to it meanwhile and loads the html afresh when it is shown
+  // again. Each message is applied once, in order; one that comes ahead of the next means some were lost: ask again.
+  let applied = 0;
+  let asked = true;
   window.addEventListener('message', function (event) {
     const message = event.data;
-    if (!message || message.type !== 'progress') { return; }
+    if (!message || message.type !== 'progress' || typeof message.seq !== 'number' || message.seq < applied) { return; }
+    if (message.seq > applied) {
+      if (!asked) {
+        asked = true;
+        vscode.postMessage({ type: 'replay' });
+      }
+      return;
+    }
+    applied += 1;
+    asked = false;
     const status = document.getElementById('progress-status');
     if (status && typeof message.status === 'string') { status.textContent = message.status; }
     const steps = document.getElementById('progress-steps');
@@ -118,6 +132,7 @@ const CLIENT_SCRIPT = `
       draft.appendChild(chunk);
     }
   });
+  vscode.postMessage({ type: 'replay' });
 }());
 `;
 

@@ -18,9 +18,11 @@ async function launchChromium() {
     });
 }
 
-/** Opens `html` in a fresh page. `requests` lists every request the page tried (all are aborted). */
-async function openWebview(browser, html) {
+/** Opens `html` in a fresh page. `requests` lists every request the page tried (all are aborted); `loaded`, the
+ * messages the page posted as it loaded (its `replay`); `onPost(message)`, when given, gets each message it posts. */
+async function openWebview(browser, html, onPost = () => undefined) {
     const page = await browser.newPage();
+    await page.exposeFunction('__toExtension', onPost);
     const requests = [];
     const violations = [];
     const errors = [];
@@ -45,7 +47,11 @@ async function openWebview(browser, html) {
                 throw new Error('acquireVsCodeApi may only be called once');
             }
             acquired = true;
-            return { postMessage: (message) => window.__posted.push(message), getState: () => undefined, setState: () => undefined };
+            const postMessage = (message) => {
+                window.__posted.push(message);
+                void window.__toExtension(message);
+            };
+            return { postMessage, getState: () => undefined, setState: () => undefined };
         };
     });
     await page.goto('about:blank');
@@ -55,6 +61,7 @@ async function openWebview(browser, html) {
         page,
         requests,
         errors,
+        loaded: await page.evaluate(() => window.__posted.splice(0)),
         async violations() {
             return [...violations, ...(await page.evaluate(() => window.__violations))];
         },
@@ -78,4 +85,45 @@ async function openWebview(browser, html) {
     return result;
 }
 
-module.exports = { launchChromium, openWebview };
+/**
+ * Runs the page of a stub webview panel (test/vscode) in Chromium as VS Code runs a webview's: loaded afresh from the
+ * panel's html when the panel loads it (new html, or shown again after its page was let go), gone when it is let go,
+ * each message the extension posts delivered in order, each message the page posts handed to the extension.
+ */
+async function runPanelPage(browser, panel) {
+    let view;
+    let steps = Promise.resolve();
+    const failures = [];
+    const queue = (step) => {
+        steps = steps.then(step).catch((error) => failures.push(error));
+        return steps;
+    };
+    panel.page = {
+        load: () => queue(async () => {
+            await view?.close();
+            view = await openWebview(browser, panel.webview.html, (message) => panel.receive(message));
+        }),
+        unload: () => queue(async () => {
+            await view?.close();
+            view = undefined;
+        }),
+        deliver: (message) => queue(() => view?.page.evaluate((posted) => window.postMessage(posted, '*'), message)),
+    };
+    await panel.page.load();
+    return {
+        /** The page shown now, once what was queued for it so far has reached it; undefined while there is none. */
+        async current() {
+            await steps;
+            if (failures.length > 0) {
+                throw failures[0];
+            }
+            return view;
+        },
+        async close() {
+            panel.page = undefined;
+            await queue(() => view?.close());
+        },
+    };
+}
+
+module.exports = { launchChromium, openWebview, runPanelPage };

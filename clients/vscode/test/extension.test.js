@@ -9,8 +9,8 @@ const vscode = require('vscode');
 const extension = require('../out/extension.js');
 const packageJson = require('../package.json');
 const MarkdownIt = require('markdown-it');
-const { launchChromium, openWebview } = require('./chromium');
-const { startChatServer } = require('./chatServer');
+const { launchChromium, openWebview, runPanelPage } = require('./chromium');
+const { GATE, startChatServer } = require('./chatServer');
 const { lineOf, makeWorkspace, serverCommand, serverPython, waitFor } = require('./helpers');
 
 const probe = vscode.__test;
@@ -536,6 +536,67 @@ describe('the extension against the real server', function () {
             await assertViewQuiet(view);
         } finally {
             await endAsk(asks, view, chat);
+        }
+    });
+
+    it('the answer view survives its tab hidden: mid-stream the draft comes back whole, then the answer, each part once', async function () {
+        // VS Code lets go of a hidden webview's page (retainContextWhenHidden is off), drops what is posted to it
+        // meanwhile and loads its html afresh when its tab is shown again: the draft read "Asking the codebase…" and
+        // nothing else, and the rest of the answer's words streamed into an empty draft (seen in the real workbench).
+        const chat = await startChatServer(`Login compares hashes [[1]].\n${GATE}Meanwhile the token waits.\n${GATE}That is all.`);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        const draftShown = (view) => view.page.$eval('#progress-draft', (draft) => ({
+            text: draft.textContent,
+            code: [...draft.querySelectorAll('pre')].map((pre) => pre.textContent),
+            steps: [...document.querySelectorAll('#progress-steps li')].map((step) => step.textContent),
+        }));
+        let page;
+        let asking;
+        let lost;
+        try {
+            await useScriptedModel(chat);
+            panelOf('codeloupe.answer')?.dispose(); // a panel of its own, whose every page the test runs
+            asking = askTyped('how does login check the password');
+            const panel = await waitFor('the answer panel', () => panelOf('codeloupe.answer')?.visible && panelOf('codeloupe.answer'));
+            page = await runPanelPage(browser, panel);
+            await (await page.current()).page.waitForFunction(() => document.querySelector('#progress-draft pre'));
+            const before = await draftShown(await page.current());
+            assert.match(before.text, /^Login compares hashes \(app\/auth\.py:\d+-\d+\)\.\n/);
+
+            panel.hide();
+            await chat.release();
+            await waitFor('the words streamed while the tab was hidden', () => panel.dropped.some((message) => message.delta?.includes('Meanwhile')));
+            panel.show();
+            const view = await page.current();
+            await view.page.waitForFunction(() => document.getElementById('progress-draft').textContent.includes('Meanwhile'), { timeout: 10000 })
+                .catch(async () => assert.fail(`the draft, shown again: ${JSON.stringify(await draftShown(view))}`));
+            const after = await draftShown(view);
+            assert.deepEqual(after, { ...before, text: `${before.text}Meanwhile the token waits.\n` }, 'the draft as before, each part once, then the new words');
+
+            await chat.release();
+            await asking;
+            const answer = async () => (await page.current()).page.$eval('#answer', (shown) => shown.textContent);
+            const final = await answer();
+            assert.equal(final.split('That is all.').length, 2, final);
+            panel.hide();
+            panel.show();
+            assert.equal(await answer(), final, 'the answer as before');
+
+            // A message lost on the way (the next to come is one ahead): the page asks for them all again, once.
+            lost = await openWebview(browser, panel.pages.find((shown) => shown.includes('id="progress-draft"')));
+            const post = (messages) => lost.page.evaluate((sent) => sent.forEach((message) => window.postMessage(message, '*')), messages);
+            const words = ['one ', 'two ', 'three'].map((delta, seq) => ({ type: 'progress', seq, delta }));
+            await post([words[0], words[2]]);
+            await lost.page.waitForFunction(() => window.__posted.length > 0);
+            await post(words);
+            assert.deepEqual([lost.loaded, await lost.page.evaluate(() => window.__posted)], [[{ type: 'replay' }], [{ type: 'replay' }]]);
+            assert.equal(await lost.page.$eval('#progress-draft', (draft) => draft.textContent), 'one two three');
+        } finally {
+            await lost?.close();
+            await page?.close();
+            await chat.close(); // a stream still held ends, and with it the ask
+            await asking;
+            await endAsk(asks, undefined, chat);
         }
     });
 

@@ -613,27 +613,43 @@ class QuickPick {
 function createWebviewPanel(viewType, title, showOptions, options) {
     const receive = new EventEmitter();
     const disposed = new EventEmitter();
+    /** Whether the panel has a page now: VS Code lets go of a hidden panel's page unless told to retain it. */
+    const live = () => panel.visible || options?.retainContextWhenHidden === true;
     const panel = {
         viewType,
         title,
         options,
         visible: true,
+        /** What the extension posted while the panel had a page; `dropped`: while it had none (VS Code drops it). */
         posted: [],
+        dropped: [],
         /** Every page the panel showed, in order (the answer's waiting page, then the answer). */
         pages: [],
         revealed: 0,
+        /** Test hook (a page run in Chromium, test/chromium.js): `load()` when the page is loaded afresh (new html,
+         * or shown again after its page was let go), `deliver(message)` for each message the page gets, `unload()`
+         * when the page is let go. */
+        page: undefined,
         webview: {
             get html() {
                 return panel.pages.at(-1) ?? '';
             },
             set html(page) {
                 panel.pages.push(page);
+                if (live()) {
+                    panel.page?.load();
+                }
             },
             options,
             cspSource: 'vscode-webview://stub',
             onDidReceiveMessage: receive.event,
             postMessage(message) {
+                if (!live()) {
+                    panel.dropped.push(message);
+                    return Promise.resolve(false);
+                }
                 panel.posted.push(message);
+                panel.page?.deliver(message);
                 return Promise.resolve(true);
             },
             asWebviewUri(uri) {
@@ -642,8 +658,10 @@ function createWebviewPanel(viewType, title, showOptions, options) {
         },
         onDidDispose: disposed.event,
         onDidChangeViewState: noEvent,
+        /** Shows the panel (its tab), as VS Code does. */
         reveal() {
             panel.revealed += 1;
+            panel.show();
         },
         dispose() {
             panel.visible = false;
@@ -652,6 +670,21 @@ function createWebviewPanel(viewType, title, showOptions, options) {
         /** Test helper: a message from the page; resolves when the extension has handled it. */
         receive(message) {
             return Promise.all(receive.fire(message));
+        },
+        /** Test helper: another editor of its group is shown over the panel (its page let go unless retained). */
+        hide() {
+            panel.visible = false;
+            if (!live()) {
+                panel.page?.unload();
+            }
+        },
+        /** Test helper: its tab is clicked again; a page that was let go loads the current html afresh. */
+        show() {
+            const reload = !live();
+            panel.visible = true;
+            if (reload) {
+                panel.page?.load();
+            }
         },
     };
     __test.panels.push(panel);
