@@ -50,7 +50,8 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   "depot:app/auth.py");
 * a narrated answer (ASK_FILES, --ask-only), from the tests' scripted model on 127.0.0.1 (the scratch HOME's
   config.toml), its stream held midway: the draft shows the model's markdown escapes as written, each spliced
-  span as a code block under its caption (the model's own caption and "code" stay text), a re-located span (its file
+  span as a code block under its caption, numbered and highlighted as the answer's (the model's own caption and
+  "code" stay text), a re-located span (its file
   changed on disk as the model answered) with its note, a file name's line break, bidi override and $(bell) as the
   engine's one_line writes them; the answer tab hidden behind another file of its group (its webview let go) while
   more words stream, then shown again: the draft whole, each part and step once, with the words streamed meanwhile;
@@ -1159,7 +1160,12 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             blocks = code_blocks("#progress-draft pre, pre#progress-draft")
             assert not any("# forged" in block for block in blocks), f"the model's words shown as code: {blocks}"
             assert any("PBKDF2" in block for block in blocks), f"the spliced code not shown as code: {blocks}"
-            return f"{len(blocks)} code blocks"
+            numbers = webview_frame_with(page, ASK_QUESTION).evaluate(
+                "[...document.querySelectorAll('#progress-draft pre')].map((pre) => [pre.querySelector('.line')"
+                "?.getAttribute('data-line'), pre.querySelectorAll('.hljs-keyword').length])")
+            assert all(first and keywords for first, keywords in numbers), \
+                f"a block not numbered and highlighted as the answer's: (first line, keywords) {numbers}"
+            return f"{len(blocks)} code blocks, numbered and highlighted: (first line, keywords) {numbers}"
 
         checks.run("ask: the draft while the answer streams", draft)
         answer_tab = page.locator(".tabs-container .tab", has_text=f"Codeloupe: {ASK_QUESTION}")

@@ -1,6 +1,7 @@
 // Human words for the events an ask streams as `$/progress` (engine/codeloupe/ask/events.py lists the kinds).
 // Pure functions (no vscode import). Anything a model wrote (agent questions, tool arguments) stays plain text:
 // the notification shows text and the view sets `textContent`.
+import { renderCodeBlock } from './code';
 import { type AskEvent, CHANGED_ON_DISK } from './protocol';
 import { oneLine, visible } from './visible';
 
@@ -9,7 +10,8 @@ export interface DraftCode {
     caption: string;
     /** Said under the caption: the file changed on disk since indexing. */
     note?: string;
-    text: string;
+    /** The block as the answer shows it (renderCodeBlock): highlighted, numbered from the span's first line. */
+    html: string;
 }
 
 /** What one event shows: `status` replaces the current line; `step` is added to the view's list of steps;
@@ -103,7 +105,9 @@ function draft(event: AskEvent): Pick<AskProgressLine, 'delta' | 'code'> {
         return { delta: visible(event.plain) };
     }
     const caption = `${oneLine(typeof event.path === 'string' ? event.path : '')}:${event.start_line}-${event.end_line}`;
-    return { code: { caption, ...(event.changed === true ? { note: CHANGED_ON_DISK } : {}), text: visible(event.plain) } };
+    const html = renderCodeBlock(event.plain, typeof event.language === 'string' ? event.language : '',
+        { firstLine: typeof event.start_line === 'number' ? event.start_line : undefined });
+    return { code: { caption, ...(event.changed === true ? { note: CHANGED_ON_DISK } : {}), html } };
 }
 
 /** The line shown for one event; `undefined` fields say nothing new. */

@@ -122,13 +122,14 @@ const CLIENT_SCRIPT = `
     }
     const draft = document.getElementById('progress-draft');
     if (draft && typeof message.delta === 'string') { draft.appendChild(document.createTextNode(message.delta)); }
-    // Code from disk is a block of its own, as in the answer: in the text, lines the model wrote would read as code.
+    // Code from disk is a block of its own, as in the answer (the extension renders it as the answer does): in the
+    // text, lines the model wrote would read as code.
     const code = message.code;
-    if (draft && code && typeof code.caption === 'string' && typeof code.text === 'string') {
+    if (draft && code && typeof code.caption === 'string' && typeof code.html === 'string') {
       const chunk = element('div', 'chunk', '');
       chunk.appendChild(element('div', 'loc', code.caption));
       if (typeof code.note === 'string') { chunk.appendChild(element('div', 'muted changed', code.note)); }
-      chunk.appendChild(element('pre', '', code.text));
+      chunk.insertAdjacentHTML('beforeend', code.html);
       draft.appendChild(chunk);
     }
   });

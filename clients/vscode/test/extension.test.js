@@ -67,13 +67,22 @@ function waitForReady(client) {
 
 const panelOf = (viewType) => probe.panels.filter((panel) => panel.viewType === viewType).at(-1);
 
+const ENTITIES = { amp: '&', lt: '<', gt: '>', quot: '"' };
+
+/** The text of a code block's HTML (its line spans' text, HTML's escapes read back). */
+function blockText(html) {
+    return html.replace(/<[^>]*>/g, '').replace(/&(#x[0-9a-f]+|#\d+|amp|lt|gt|quot);/gi, (_, name) => (name.startsWith('#')
+        ? String.fromCodePoint(Number(name.startsWith('#x') ? `0x${name.slice(2)}` : name.slice(1))) : ENTITIES[name]));
+}
+
 /** The draft the answer view builds from the progress `panel` posted since `from`: its text runs, joined, and its
- * code blocks (`{caption, note?, text}`). */
+ * code blocks (`{caption, note?, text}`, the text of the block). */
 function draftOf(panel, from) {
     const draft = [];
     for (const message of panel.posted.slice(from).filter((posted) => posted.type === 'progress')) {
         if (message.code !== undefined) {
-            draft.push(message.code);
+            const { html, ...code } = message.code;
+            draft.push({ ...code, text: blockText(html) });
         } else if (typeof message.delta === 'string') {
             draft.push(typeof draft.at(-1) === 'string' ? `${draft.pop()}${message.delta}` : message.delta);
         }
@@ -505,13 +514,14 @@ describe('the extension against the real server', function () {
         }
     });
 
-    it('the draft shows spliced code as a block of its own: a caption and lines the model writes under it stay text', async function () {
+    it('the draft shows spliced code as a block of its own, as the answer does: a caption and lines the model writes under it stay text', async function () {
         // The draft was one <pre> of text: a spliced part's caption and code read exactly as a caption and lines the
         // model wrote, so while the answer streamed its invented code showed as code from disk (seen in the real workbench).
         const forged = 'app/auth.py:1-2\ndef login(user, password):\nreturn True  # INVENTED';
         const chat = await startChatServer(`Login compares hashes [[1]].\n${forged}\nThat is all.`);
         const asks = recordRequests(client, 'codeloupe/ask');
         let view;
+        let answer;
         try {
             await useScriptedModel(chat);
             const panel = panelOf('codeloupe.answer');
@@ -534,7 +544,14 @@ describe('the extension against the real server', function () {
             assert.deepEqual(draft.captions, [`${cited.path}:${cited.startLine}-${cited.endLine}`]);
             assert.ok(draft.text.endsWith(`${cited.text}${forged}\nThat is all.`), draft.text);
             await assertViewQuiet(view);
+            // The block as the answer shows it: highlighted and numbered from the span's first line (it was plain text).
+            answer = await openWebview(browser, answerPanel.webview.html);
+            const blocks = (shown) => shown.page.$$eval('pre', (pres) => pres.map((pre) => pre.outerHTML));
+            const [block] = await blocks(answer);
+            assert.deepEqual(await blocks(view), [block]);
+            assert.ok(block.includes(`data-line="${cited.startLine}"`) && block.includes('class="hljs-keyword"'), block);
         } finally {
+            await answer?.close();
             await endAsk(asks, view, chat);
         }
     });
