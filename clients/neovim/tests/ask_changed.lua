@@ -4,6 +4,29 @@
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
 H.scripted_ask({ flows = false })
 
+-- The server must hear of the change only after the answer: Neovim's file watcher (inotifywait where installed, else
+-- a watch on every folder) reports it, and a re-index landing before the splice left no change to say. What the
+-- watcher reports is held until the answer is in the view and the watcher has reported the file, then passed on.
+local client = H.client(vim.api.nvim_get_current_buf())
+local held = {}
+local notify = client.notify
+client.notify = function(self, method, params)
+  if method ~= 'workspace/didChangeWatchedFiles' then
+    return notify(self, method, params)
+  end
+  held[#held + 1] = params
+  return true
+end
+local function reported(path)
+  for _, params in ipairs(held) do
+    for _, change in ipairs(params.changes) do
+      if change.uri == vim.uri_from_fname(path) then
+        return true
+      end
+    end
+  end
+end
+
 vim.cmd('Codeloupe ask how are passwords verified at login')
 local view = H.view('codeloupe://ask', '## Not cited', 30000)
 local text = H.text(view)
@@ -17,6 +40,13 @@ H.check(lines[note + 1]:match('^```+python$'), 'the code follows the note:\n' ..
 local file = vim.fn.readfile(H.path(path))
 H.equal(file[1], '# two lines the index has not seen,', 'the file changed on disk')
 H.equal(lines[note + 2], file[tonumber(first)], 'the first spliced line is that line of the changed file')
+H.wait(function()
+  return reported(H.path(path))
+end, 10000, 'the file watcher to report ' .. path)
+client.notify = notify
+for _, params in ipairs(held) do
+  client:notify('workspace/didChangeWatchedFiles', params)
+end
 vim.api.nvim_set_current_win(vim.fn.bufwinid(view))
 vim.api.nvim_win_set_cursor(0, { note, 0 })
 H.press('<CR>')
