@@ -417,6 +417,20 @@ def webview_frame_with(page: Page, needle: str):
     return None
 
 
+def webview_frames(page: Page) -> list[str]:
+    """Each webview frame's address and the start of its text (or why it could not be read): what a check that found
+    no frame saw."""
+    seen = []
+    for frame in page.frames:
+        if "/webview/" in frame.url:
+            try:
+                text = frame.evaluate("document.body ? document.body.innerText : ''")[:60]
+            except PlaywrightError as error:
+                text = f"unreadable: {str(error).splitlines()[0]}"
+            seen.append(f"{frame.url[-60:]} {text!r}")
+    return seen
+
+
 def notifications(page: Page, where: str = ".notification-toast") -> list[tuple[str, str]]:
     """(severity, text) of the toasts showing now, or of the rows of the notification center (`where`)."""
     found = []
@@ -1181,6 +1195,15 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             rows.filter(has_text="__init__.py").click()
             wait_for(lambda: webview_frame_with(page, ASK_QUESTION) is None, 20, "the hidden answer's page to go")
 
+        def show_answer() -> None:
+            """Clicks the answer's tab and waits for its page; what frames there were, if it does not come."""
+            answer_tab.click()
+            try:
+                wait_for(lambda: webview_frame_with(page, ASK_QUESTION), 30, "the answer's page back")
+            except AssertionError:
+                print(f"note  the webview frames: {webview_frames(page)}", flush=True)
+                raise
+
         def draft_once(text: str, blocks: list[str], steps: str) -> None:
             """The draft and the steps as before the answer was hidden, each part once."""
             assert text.count("calls it.") == 1, f"a part of the draft shown {text.count('calls it.')} times"
@@ -1192,8 +1215,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             hide_answer()
             opened.set()  # the next words stream while the answer is hidden
             assert hidden_sent.wait(60), "the model never sent the words between the gates"
-            answer_tab.click()
-            wait_for(lambda: webview_frame_with(page, ASK_QUESTION), 20, "the answer's page back")
+            show_answer()
             try:
                 shown = wait_for(lambda: ASK_HIDDEN.strip() in (text := page_text("#progress-draft")) and text, 30,
                                  "the draft, with the words streamed while the answer was hidden")
@@ -1226,7 +1248,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
         def hidden_after_end() -> str:
             before = page_text("#answer")
             hide_answer()
-            answer_tab.click()
+            show_answer()
             shown = wait_for(lambda: page_text("#answer"), 30, "the answer after its tab was shown again")
             assert shown == before, f"the answer changed:\n{shown}"
             return f"{len(shown)} characters, as before"
