@@ -196,6 +196,47 @@ def test_code_and_names_show_bidi_controls_escaped_as_the_cli_does(project: Path
     assert browser.evaluate(f"{json.dumps(every)}.map(visible)") == [visible(c) for c in every]
 
 
+# A file whose name holds a line break, beside the file whose name has a space there: the CLI shows the first as
+# `lines/two\\nparts.py`, and a page that left the break raw showed both as `lines/two parts.py`.
+BROKEN_NAME = "lines/two\nparts.py"
+LINK_TEXTS = '[...document.querySelectorAll("#core-body a, #related-body a")].map((a) => a.textContent)'
+
+
+def test_a_file_name_holding_a_line_break_is_shown_on_one_line_as_the_cli_does(project: Path, serve,
+                                                                                  browser: Browser) -> None:
+    """The search results, the file view and the graph map showed a line break in a file's name raw, which a page
+    renders as a space: `lines/two\\nparts.py` read as the file `lines/two parts.py`, its neighbour. They show it
+    as the CLI does (`one_line`), a `\\n`."""
+    from codeloupe.types import one_line
+
+    (project / "lines").mkdir()
+    (project / BROKEN_NAME).write_text("def broken_name_marker():\n    return 1\n", encoding="utf-8")
+    (project / "lines/two parts.py").write_text("def spaced_name_marker():\n    return 2\n", encoding="utf-8")
+    shown = one_line(BROKEN_NAME)
+    assert shown == "lines/two\\nparts.py"
+    base = serve([project])
+    browser.open(f"{base}/?q=broken_name_marker")
+    browser.wait_for('!!document.querySelector("#core-body h3 a")')
+    assert browser.evaluate('document.querySelector("#core-body h3 a").textContent') == f"1. {shown}"
+    texts = browser.evaluate(LINK_TEXTS)
+    assert any(text.startswith(f"{shown}:1-2  {shown} > ") for text in texts), texts
+    assert not any("\n" in text for text in texts), texts
+
+    browser.evaluate('document.querySelector("#core-body h3 a").click()')
+    view = browser.wait_for(OPEN_FILE_VIEW)
+    assert view["path"] == shown and view["meta"].startswith(f"{shown} · 2 lines"), view
+
+    browser.open(f"{base}/graph")
+    browser.wait_for('document.getElementById("summary").textContent')
+    names = browser.evaluate('[...document.querySelectorAll("#unconnected a")].map((a) => a.textContent)')
+    assert shown in names and "lines/two parts.py" in names, names
+    titles = browser.evaluate('[...document.querySelectorAll("title")].map((t) => t.textContent)')
+    assert not any("\n" in title for title in titles), titles
+    # The very form the CLI writes, for every character of the Basic Multilingual Plane and a CRLF.
+    names = [chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000] + ["a\r\nb", "a\rb"]
+    assert browser.evaluate(f"{json.dumps(names)}.map(oneLine)") == [one_line(name) for name in names]
+
+
 SUBMIT = 'document.getElementById("q").value = {text}; document.getElementById("{button}").{action}()'
 SHOWN_RESULTS = """[...document.querySelectorAll("#core-body .file, #related-body li, #file-body .line")].length
     + ["core", "related", "file"].filter((id) => !document.getElementById(id).hidden).length"""

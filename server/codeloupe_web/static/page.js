@@ -1,7 +1,8 @@
 // The search page and its file view: plain DOM, no framework, nothing loaded from elsewhere (api.js, loaded
 // first, calls the server; visible.js escapes). Every text from the server is inserted as text (never as HTML)
 // and shown through visible(): a control or bidi character in code or a name is shown as its escape (`\u202e`),
-// as the CLI shows it, never raw. Code is tokenised here only to colour it.
+// as the CLI shows it, never raw; a name through oneLine(), its line break a `\n`. Code is tokenised here only
+// to colour it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -81,17 +82,17 @@ function showBundle(bundle) {
   for (const hit of bundle.core) {
     const file = el("div", { className: "file" },
       el("h3", {}, el("a", { href: fileUrl(hit.path, hit.chunks.length ? hit.chunks[0].start_line : 1),
-        textContent: `${hit.rank}. ${hit.path}` }), el("span", { className: "why", textContent: hit.why })));
+        textContent: `${hit.rank}. ${oneLine(hit.path)}` }), el("span", { className: "why", textContent: hit.why })));
     for (const chunk of hit.chunks) {
       file.append(el("div", {}, fileLink(hit.path, chunk.start_line, chunk.end_line,
-        `${hit.path}:${chunk.start_line}-${chunk.end_line}  ${chunk.breadcrumb}`)),
+        `${oneLine(hit.path)}:${chunk.start_line}-${chunk.end_line}  ${oneLine(chunk.breadcrumb)}`)),
       codeBlock(chunk.text, chunk.start_line, hit.path));
     }
     core.append(file);
   }
   for (const hit of bundle.related) {
     related.append(el("li", { value: hit.rank },
-      fileLink(hit.path, hit.best_start_line, hit.best_end_line, `${hit.path}:${hit.best_start_line}-${hit.best_end_line}`),
+      fileLink(hit.path, hit.best_start_line, hit.best_end_line, `${oneLine(hit.path)}:${hit.best_start_line}-${hit.best_end_line}`),
       el("span", { className: "sym", textContent: hit.symbols.slice(0, 4).join(", ") }),
       el("span", { className: "why", textContent: hit.why }),
       hit.via === "graph" ? el("span", { className: "via", textContent: "via graph" }) : ""));
@@ -187,7 +188,7 @@ function onAskEvent(event, body) {
   else if (event.type === "delta" && event.kind !== "code") body.append(visible(event.plain));
   else if (event.type === "citation") {
     body.append(el("div", {}, fileLink(event.path, event.start_line, event.end_line,
-      `${event.path}:${event.start_line}-${event.end_line}`)), codeBlock(event.text, event.start_line, event.path));
+      `${oneLine(event.path)}:${event.start_line}-${event.end_line}`)), codeBlock(event.text, event.start_line, event.path));
   } else if (event.type === "fallback") body.append(el("div", { className: "why", textContent: `no walkthrough: ${event.reason}` }));
   else if (event.type === "done") {
     showBundle(event.bundle);
@@ -210,12 +211,12 @@ async function loadRoots() {
 async function showFile(path, line, end) {
   for (const id of ["answer", "core", "related"]) $(id).hidden = true;
   $("file").hidden = false;
-  $("file-path").textContent = visible(path);
+  $("file-path").textContent = oneLine(path);
   try {
     const file = await (await api("/v1/expand?" + params({ path }))).json();
     const cited = line > 0 ? [line, Math.max(line, end || line)] : null;
     $("file-body").replaceChildren(codeBlock(file.text, file.start_line, file.path, cited));
-    $("meta").textContent = `${visible(file.path)} · ${file.end_line} lines` + (cited ? ` · cited ${cited[0]}-${cited[1]}` : "");
+    $("meta").textContent = `${oneLine(file.path)} · ${file.end_line} lines` + (cited ? ` · cited ${cited[0]}-${cited[1]}` : "");
     const first = $("file-body").querySelector(".cited");
     if (first) first.scrollIntoView({ block: "center" });
   } catch (err) {

@@ -100,8 +100,8 @@
                  "stroke-width": (1 + Math.log(1 + p.n) * 1.5).toFixed(2), "data-count": p.n }, linkLayer);
   });
 
-  // Every name shown (a file's path, a community's) goes through visible() (visible.js, loaded first): a bidi
-  // control in it is shown as its escape. Links and messages keep the name itself.
+  // Every name shown (a file's path, a community's) goes through oneLine() (visible.js, loaded first): a bidi
+  // control in it is shown as its escape, a line break as `\n`. Links and messages keep the name itself.
 
   // Where a file link leads: the served page's file view (`fileView`, a URL the path completes, then
   // `fileViewFragment` when given), a file:// URL (a page written with the workspace's root), else the path
@@ -125,7 +125,7 @@
   function fileLink(path) {
     var a = document.createElement("a");
     a.href = fileHref(path);
-    a.textContent = visible(path);
+    a.textContent = oneLine(path);
     a.addEventListener("click", function (event) { openFile(path, event); });
     return a;
   }
@@ -134,7 +134,7 @@
   function showCommunity(b) {
     detail.textContent = "";
     var h = document.createElement("h2");
-    h.textContent = visible(b.c.name) + " (" + b.c.size + " files)";
+    h.textContent = oneLine(b.c.name) + " (" + b.c.size + " files)";
     detail.appendChild(h);
     var list = document.createElement("ul");
     b.c.members.forEach(function (path) {
@@ -156,7 +156,7 @@
   // bubble at its height (measured, not guessed), so labels never leave their bubble or meet another.
   var LINE = 15;
   function label(b, g) {
-    var lines = visible(b.c.name).split(" · ").concat([b.c.size + " files"]);
+    var lines = oneLine(b.c.name).split(" · ").concat([b.c.size + " files"]);
     lines.forEach(function (line, k) {
       var dy = (k - (lines.length - 1) / 2) * LINE;
       var half = Math.abs(dy) + LINE / 2;
@@ -173,7 +173,7 @@
   var bubbleLayer = el("g", { "class": "bubbles" }, svg);
   bubbles.forEach(function (b) {
     var g = el("g", { "class": "community", "data-id": b.c.id, "data-size": b.c.size }, bubbleLayer);
-    el("title", {}, g).textContent = visible(b.c.name) + " (" + b.c.size + " files)";
+    el("title", {}, g).textContent = oneLine(b.c.name) + " (" + b.c.size + " files)";
     el("circle", { "class": "ground", cx: b.x, cy: b.y, r: b.r }, g);
     el("circle", { "class": "bubble", cx: b.x, cy: b.y, r: b.r }, g);
     label(b, g);
@@ -188,7 +188,7 @@
         var dot = el("circle", { "class": "file" + (nodeByPath[path] && nodeByPath[path].god ? " god" : ""),
                                  cx: b.x + dist * Math.cos(angle), cy: b.y + dist * Math.sin(angle), r: 4,
                                  "data-path": path }, files);
-        el("title", {}, dot).textContent = visible(path);
+        el("title", {}, dot).textContent = oneLine(path);
         dot.addEventListener("click", function (event) {
           event.stopPropagation();
           if (vscode) { openFile(path, event); } else { window.location.href = fileHref(path); }

@@ -11,3 +11,9 @@ function visible(text) {
     return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0");
   });
 }
+
+// A name (a file's path, a breadcrumb, a community's) on one line, as the CLI writes it (codeloupe.types.one_line): a
+// line break in it as `\n`. Left raw, a page renders the break as a space, and `a\nb.py` read as the file `a b.py`.
+function oneLine(text) {
+  return visible(text).replace(/\n/g, "\\n");
+}
