@@ -485,6 +485,8 @@ def test_cli_terminal_output_without_a_model(repo: Path, capsys) -> None:
     assert main(["ask", str(repo), QUESTION, "--embed-provider", "none"]) == 0
     captured = capsys.readouterr()
     assert "no walkthrough: no chat model configured" in captured.err
+    # It says what to do: a first `ask` always ends here, and the reason alone did not say where a model is set.
+    assert "set chat_base_url and chat_model" in captured.err and "--chat-base-url" in captured.err, captured.err
     assert "app/auth.py" in captured.out
 
 

@@ -67,7 +67,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# What to do about the one reason a first `ask` always gives: the words alone left a new user to find the settings.
+_SET_A_MODEL = (" (set chat_base_url and chat_model in your config.toml, or CODELOUPE_CHAT_BASE_URL and "
+                "CODELOUPE_CHAT_MODEL, or pass --chat-base-url and --chat-model: README, Settings)")
+
+
 def show(events: Iterable[AskEvent]) -> None:
+    from codeloupe.ask.chat import NOT_CONFIGURED
     from codeloupe.ask.events import Citation
 
     from .console import CommandConsole
@@ -109,8 +115,8 @@ def show(events: Iterable[AskEvent]) -> None:
                 if shown != "\n":
                     out.print()
                 withdrawn = " (the answer above is withdrawn)"
-            status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}{withdrawn}; "
-                         "the retrieved files:[/yellow]")
+            status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}{withdrawn}"
+                         f"{_SET_A_MODEL if data['reason'] == NOT_CONFIGURED else ''}; the retrieved files:[/yellow]")
         elif event.type == "done" and event.result is not None:
             _finish(event.result, out)
 
