@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx2 as httpx
 import pytest
 from browser import CHROMIUM, Browser
+from serve_project import write_project
 
 from line_break_files import DEFINITIONS, FILES, editor_lines, write_files
 
@@ -235,6 +236,26 @@ def test_a_file_name_holding_a_line_break_is_shown_on_one_line_as_the_cli_does(p
     # The very form the CLI writes, for every character of the Basic Multilingual Plane and a CRLF.
     names = [chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000] + ["a\r\nb", "a\rb"]
     assert browser.evaluate(f"{json.dumps(names)}.map(oneLine)") == [one_line(name) for name in names]
+
+
+def test_workspaces_of_one_folder_name_are_told_apart_in_the_picker(project: Path, serve, browser: Browser,
+                                                                    tmp_path: Path) -> None:
+    """`codeloupe serve ~/work/app ~/forks/app` listed both as `app` in the page's workspace picker: a search
+    went to whichever the user guessed. Names shared by several roots show the whole root; others their name."""
+    fork = write_project(tmp_path / "fork" / "project")
+    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "lone.py").write_text("def lone_marker():\n    return 1\n", encoding="utf-8")
+    base = serve([project, fork, lone])
+    browser.open(base + "/")
+    browser.wait_for('document.querySelectorAll("#root option").length === 3')
+    options = browser.evaluate('[...document.querySelectorAll("#root option")].map((o) => [o.textContent, o.value])')
+    assert options == [[str(project), str(project)], [str(fork), str(fork)], ["lone", str(lone)]], options
+    # The one picked is the one searched.
+    browser.evaluate(f'document.getElementById("root").value = {json.dumps(str(fork))}')
+    browser.evaluate(SUBMIT.format(text='"fork_only_marker"', button="search", action="requestSubmit"))
+    assert browser.wait_for('document.querySelector("#core-body h3 a")?.textContent') == "1. app/fork_only.py"
 
 
 SUBMIT = 'document.getElementById("q").value = {text}; document.getElementById("{button}").{action}()'

@@ -199,7 +199,11 @@ function onAskEvent(event, body) {
 async function loadRoots() {
   try {
     const status = await (await api("/v1/status")).json();
-    for (const ws of status.workspaces) $("root").append(el("option", { value: ws.root, textContent: ws.root.split("/").pop() || ws.root }));
+    // Each by its folder's name, or its whole root where roots share that name (`serve ~/work/app ~/forks/app`
+    // listed two `app`s, and a search went to whichever one the user guessed).
+    const names = status.workspaces.map((ws) => ws.root.split("/").pop() || ws.root);
+    status.workspaces.forEach((ws, i) => $("root").append(el("option", { value: ws.root,
+      textContent: oneLine(names.indexOf(names[i]) === names.lastIndexOf(names[i]) ? names[i] : ws.root) })));
     $("root").hidden = status.workspaces.length < 2;
   } catch (err) {
     showError(err);
