@@ -111,9 +111,10 @@ def test_the_language_server_refuses_a_port_or_log_level_it_cannot_use(tmp_path:
 
 
 @pytest.mark.parametrize("command", [["search", ".", "hello", "--limit", "0"], ["locate", ".", "hello", "--limit", "-3"],
-                                     ["tour", ".", "--limit", "0"], ["related", ".", "app.py", "--limit", "zero"]])
+                                     ["related", ".", "app.py", "--limit", "zero"]])
 def test_a_count_below_one_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
-    """`--limit 0` or below was taken as 1 (search) or as nothing (tour, locate) without a word."""
+    """`--limit 0` or below was taken as 1 (search) or as nothing (tour, locate) without a word (tour's counts,
+    bounded on both sides, say their range: test_a_tour_count_past_the_servers_bound_is_a_usage_error)."""
     (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
     last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
     assert "--limit: expected a whole number of at least 1" in last
@@ -135,9 +136,10 @@ def test_a_query_of_nul_and_whitespace_read_from_stdin_is_empty(tmp_path: Path, 
 @pytest.mark.parametrize(("flag", "most"), [("--entry-points", MAX_TOUR_ENTRY_POINTS), ("--limit", MAX_TOUR_NAMES)])
 def test_a_tour_count_past_the_servers_bound_is_a_usage_error(tmp_path: Path, flag: str, most: int) -> None:
     """`tour --entry-points 1000` listed them all, where /v1/tour, MCP and the language server refuse more than 500
-    (and more than 50 names); the bound is the same constant everywhere, and the bound itself is taken."""
+    (and more than 50 names); the bound is the same constant everywhere, and the bound itself is taken. A count
+    below 1 names the same range (it said "of at least 1", and the user's next try, 100, was refused again)."""
     (tmp_path / "app.py").write_text("if __name__ == '__main__':\n    print(1)\n", encoding="utf-8")
-    for value in (most + 1, 1000):
+    for value in (0, -1, "x", most + 1, 1000):
         last = _usage_error([sys.executable, "-m", "codeloupe", "tour", ".", flag, str(value)], tmp_path)
         assert last.endswith(f"{flag}: expected a whole number from 1 to {most}, got '{value}'"), last
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}

@@ -35,22 +35,28 @@ def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> 
                        help="the repository's id in the shared index (default: the workspace folder's name)")
 
 
+def _whole_number(value: str) -> int:
+    """`value` as an int, 0 (refused by every count) where it is not one."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
 def positive_count(value: str) -> int:
     """An argparse type: a whole number of at least 1 (a --limit of 0 or below was taken as 1 without a word)."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
+    number = _whole_number(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
     return number
 
 
 def count_up_to(most: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from 1 to `most`, the bound the servers keep for the same count."""
+    """An argparse type: a whole number from 1 to `most`, the bound the servers keep for the same count; either
+    side refused names the whole range (a 0 said "at least 1", and the next try, past `most`, was refused again)."""
     def count(value: str) -> int:
-        number = positive_count(value)
-        if number > most:
+        number = _whole_number(value)
+        if not 1 <= number <= most:
             raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {most}, got {value!r}")
         return number
     return count
