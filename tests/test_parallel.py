@@ -162,6 +162,34 @@ def test_a_stop_while_waiting_for_a_result_ends_the_map_and_kills_its_workers(tm
     """)
     assert out == ["[]", "[]"]
 
+def test_killing_workers_returns_when_one_was_killed_midway_through_writing_a_result(tmp_path: Path) -> None:
+    # A task of many files' chunks is a result of hundreds of KB: a worker killed while writing it (a stop, a folder
+    # closing mid-index) left part of it in the results pipe, and the pool's thread reading it waited for the rest
+    # for good, so `kill_workers` never returned (a server's exit then left the pool to the resource tracker:
+    # "leaked semaphore objects"). The worker here writes part of a result by hand, then is killed.
+    out = run_case(tmp_path, """
+        import multiprocessing, struct, time
+        from concurrent.futures import ProcessPoolExecutor
+        from pathlib import Path
+
+        from codeloupe import parallel
+
+        def half_written(results_fd: int) -> None:
+            os.write(results_fd, struct.pack("!i", 1000) + b"x" * 10)  # a frame's header and its first bytes
+            Path("written").touch()
+            time.sleep(600)
+
+        if __name__ == "__main__":
+            pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+            pool.submit(half_written, pool._result_queue._writer.fileno())
+            while not Path("written").exists():
+                time.sleep(0.01)
+            parallel.kill_workers(pool)
+            print("returned", [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["returned", "[]"]
+
+
 def test_stuck_embedding_workers_are_killed_and_the_caller_embeds_itself(tmp_path: Path) -> None:
     # Each worker hashes the model file before loading it; a named pipe nobody writes blocks that for good.
     out = run_case(tmp_path, """

@@ -273,6 +273,14 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     # ProcessPoolExecutor has no public way to do this before Python 3.14 (kill_workers).
     for process in list((pool._processes or {}).values()):
         process.kill()
+    # A worker killed while it wrote a result (a task of many files' chunks: hundreds of KB) leaves part of it in
+    # the results pipe, and the pool's thread reading it waits for the rest for good, as this process holds the
+    # pipe's write end too: the shutdown below never returned (a server's exit then left the pool to the resource
+    # tracker). With that end closed the read ends at the part, the pool is broken, and the shutdown returns. Only
+    # a worker the pool starts needs it, and a pool being killed starts none.
+    results = getattr(pool, "_result_queue", None)
+    if results is not None:
+        results._writer.close()
     pool.shutdown(wait=True, cancel_futures=True)
 
 
