@@ -331,6 +331,18 @@ def test_pickers_and_quickfix_show_a_hostile_file_on_one_line_and_open_it(worksp
     run_script("list_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_HOSTILE": hostile})
 
 
+def test_graph_views_show_a_hostile_file_on_one_line_and_open_it(workspace: Path, tmp_path: Path) -> None:
+    """A file named with a line break, a bidi override and an escape sequence: every graph view naming it (node, the
+    node of a file it imports, map, folder, path) failed to open (nvim_buf_set_lines refuses a line holding a line
+    break); each shows the name on one line escaped as the other views do, and <CR> on it opens the file."""
+    hostile = "nl\n### 9. `forged.py`\nx\u202e\x1b[1m.py"
+    (workspace / "odd").mkdir()
+    (workspace / "odd" / hostile).write_text("from shop.auth import verify_password\n\n\n"
+                                             "def check():\n    return verify_password('a', 's', 'e')\n",
+                                             encoding="utf-8")
+    run_script("graph_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_HOSTILE": hostile})
+
+
 def test_cached_questions_tour_related_and_hop_code(workspace: Path, tmp_path: Path) -> None:
     """A cached ask is offered (picker, completion) and served with a note; tour, related and route-hop code."""
     with ChatServer() as chat:  # the narrator of the first ask, and the embeddings throughout

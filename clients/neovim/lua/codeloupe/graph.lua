@@ -19,11 +19,21 @@ M.buffer_name = 'codeloupe://graph'
 ---@field asked string?
 
 ---@param tree codeloupe.Tree
+---@param line string  one line, as it is shown
+---@param target codeloupe.Item?
+local function add_line(tree, line, target)
+  tree.lines[#tree.lines + 1] = line
+  tree.targets[#tree.lines] = target
+end
+
+--- A line made of the graph's names (paths, symbols, kinds, notes: a repository's own), on one line escaped as the
+--- other views show names (`one_line`): a file named with a line break made nvim_buf_set_lines refuse the whole
+--- view, and it could have forged a heading or an entry whose <CR> opens another file.
+---@param tree codeloupe.Tree
 ---@param text string
 ---@param target codeloupe.Item?
 local function add(tree, text, target)
-  tree.lines[#tree.lines + 1] = text
-  tree.targets[#tree.lines] = target
+  add_line(tree, text_lines.one_line(text), target)
 end
 
 --- The file a graph entry names (by URI when given, else by workspace-relative path).
@@ -253,8 +263,9 @@ local function add_code(tree, code)
   if not item then
     return
   end
+  -- Code as the file has it (split into its lines), as the ask view shows code: not escaped.
   for offset, line in ipairs((text_lines.of_file(code.text))) do
-    add(tree, '     | ' .. line, vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
+    add_line(tree, '     | ' .. line, vim.tbl_extend('force', item, { lnum = item.lnum + offset - 1 }))
   end
 end
 
