@@ -343,6 +343,15 @@ def test_graph_views_show_a_hostile_file_on_one_line_and_open_it(workspace: Path
     run_script("graph_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_HOSTILE": hostile})
 
 
+def test_related_with_nothing_to_list_names_a_hostile_file_on_one_line(workspace: Path, tmp_path: Path) -> None:
+    """`:Codeloupe related` in the workspace's only Ruby file, named with a line break, a bidi override and an escape
+    sequence: the "nothing found" notification named it raw (a forged heading on a line of its own); it names it on
+    one line, escaped as the quickfix title does."""
+    hostile = "nl\n### 9. `forged.rb`\nx\u202e\x1b[1m.rb"
+    (workspace / hostile).write_text("def newline_named_thing\n  42\nend\n", encoding="utf-8")
+    run_script("related_names.lua", workspace, tmp_path, {"CODELOUPE_TEST_HOSTILE": hostile})
+
+
 def test_cached_questions_tour_related_and_hop_code(workspace: Path, tmp_path: Path) -> None:
     """A cached ask is offered (picker, completion) and served with a note; tour, related and route-hop code."""
     with ChatServer() as chat:  # the narrator of the first ask, and the embeddings throughout

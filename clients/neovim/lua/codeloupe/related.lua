@@ -1,5 +1,6 @@
 --- `:Codeloupe related`: the indexed chunks nearest to the selected lines (or the cursor line), as a quickfix list.
 local indexdoc = require('codeloupe.indexdoc')
+local text_lines = require('codeloupe.lines')
 local locations = require('codeloupe.locations')
 local lsp = require('codeloupe.lsp')
 local search = require('codeloupe.search')
@@ -40,7 +41,8 @@ function M.run(opts)
         return
       end
       local shown = shared and name:gsub('%?.*$', '') or locations.relative(client.root_dir, vim.fs.normalize(name))
-      local title = ('related to %s:%d-%d'):format(shown, opts.line1, opts.line2)
+      -- The file's name is a repository's: on one line, escaped, in the notification as in the quickfix title.
+      local title = ('related to %s:%d-%d'):format(text_lines.one_line(shown), opts.line1, opts.line2)
       local items = M.items(result or {})
       if #items == 0 then
         -- An empty quickfix window says nothing; say so instead (as an empty search does).
