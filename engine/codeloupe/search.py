@@ -1523,10 +1523,10 @@ class Searcher:
         file_factor = factor.tolist()
         for file_id in list(fusion.file):
             fusion.file[file_id] *= file_factor[snap.file_kind.get(file_id, 0)]
-        words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
+        words = _content_words(query)
         if issue or not words or len(words) > R.SHORT_QUERY_WORDS:
             return
-        wanted = {stem(t) for w in words for t in tokenize(w)}
+        wanted = _stems_of(words)
         for file_id in list(fusion.file):
             path = snap.file_paths.get(file_id, "")
             stems = _name_stems(path.rsplit("/", 1)[-1]) if path else frozenset()
@@ -2188,8 +2188,7 @@ def rerank_features(snap: Snapshot, query: str, fusion: Fusion, files: np.ndarra
         out[got] = value - first if difference else value / first if first > 0 else 0.0
         return out
 
-    words = [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
-    wanted = {stem(t) for w in words for t in tokenize(w)}
+    wanted = _stems_of(_content_words(query))
     paths = [snap.file_paths[int(f)] for f in files]
     fused = np.array([fusion.file[int(f)] for f in files])
     columns = {
@@ -2215,6 +2214,16 @@ def reorder_top(snap: Snapshot, query: str, fusion: Fusion) -> None:
     places = [fusion.file[int(f)] for f in files]
     for file_id, score in zip(files[np.argsort(-learned, kind="stable")].tolist(), places):
         fusion.file[file_id] = score
+
+
+def _content_words(query: str) -> list[str]:
+    """The query's words that are not stop words, as written: what a file's name is matched against."""
+    return [w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query) if w.lower() not in STOP_WORDS]
+
+
+def _stems_of(words: list[str]) -> set[str]:
+    """The stems of `words`' tokens, compared with a file name's (`_name_stems`)."""
+    return {stem(t) for w in words for t in tokenize(w)}
 
 
 @functools.lru_cache(maxsize=65536)
