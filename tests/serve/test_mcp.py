@@ -994,7 +994,9 @@ async def test_a_file_resource_that_cannot_be_read_is_a_failed_read_and_a_delete
     warm = WarmWorkspace(project, refresh_interval_s=86_400)  # the index as it was: no refresh after the first
     try:
         async with Client(build_server(warm)) as client:
-            await client.call_tool("status", {})  # indexed
+            await client.call_tool("status", {})
+            while not warm.ready:  # status answers from the index as it is once its wait for the first index ends
+                await anyio.sleep(0.01)
             (project / "app/render.py").unlink()
             os.mkfifo(project / "app/render.py")
             (project / "app/store.py").unlink()
