@@ -84,6 +84,7 @@ from codeloupe.settings import apply as apply_settings  # noqa: F401 (re-exporte
 from codeloupe.settings import did_you_mean as did_you_mean
 from codeloupe.settings import workspace_digest as workspace_digest
 from codeloupe.snapshot_file import saved_past
+from codeloupe.store import CommitMoved as CommitMoved
 from codeloupe.store import FileRow, Store
 from codeloupe.store import RepositoryDropped as RepositoryDropped
 from codeloupe.store import SourceConflict as SourceConflict

@@ -44,7 +44,7 @@ from codeloupe.index import (
 )
 from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
-from codeloupe.store import SkippedFile, SourceConflict, StoreError
+from codeloupe.store import CommitMoved, SkippedFile, SourceConflict, StoreError
 from codeloupe.store.postgres import (
     INDEX_STARTED,
     INDEXED_AT_KEY,
@@ -549,12 +549,6 @@ def _check_left(root: Path, left: list[str], store: PgStore) -> None:
 class FolderUnreadable(Exception):
     """A batch's folder cannot be read as the repository (gone, not a directory, unreadable, or holding none of
     its files): the batch fails, deleting nothing, and is claimed again once its lease runs out."""
-
-
-class CommitMoved(StoreError):
-    """A batch's folder is no longer at the commit (or as clean as) when it was queued: its files are another
-    revision's than the one the repository's answers name, so the batch is done with nothing written. Raised too
-    from a direct run whose folder left its commit (`pinned_source`): the run stops, as one cut off does."""
 
 
 def _check_commit(root: Path, item: WorkItem) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import IndexStopped, Settings, SourceConflict, Workspace, workspace_trusted
+from codeloupe.api import CommitMoved, IndexStopped, Settings, SourceConflict, Workspace, workspace_trusted
 from codeloupe.types import IndexReport, Progress, one_line
 from codeloupe_lsp.convert import folder_status, uri_to_path
 
@@ -37,6 +37,10 @@ REPORT_INTERVAL_S = 0.1
 # Saves come in bursts; the graph (edges re-resolved for the files a save can reach, communities recomputed)
 # is refreshed once they pause this long. Hovers and lenses read the last graph meanwhile.
 GRAPH_QUIET_S = 2.0
+# A full index into the shared index stops when its folder moves to another commit while it runs (a branch
+# switched, a pull): the folder is indexed again at the new commit, up to this many times in a row, then the
+# failure is shown (a folder whose HEAD never rests would index forever).
+COMMIT_MOVE_RETRIES = 3
 
 
 class RefreshProgress:
@@ -116,6 +120,7 @@ class Folder:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"codeloupe-writer-{root.name}")
         self._full_wanted = False
         self._full_waiters: list[asyncio.Future[IndexReport]] = []
+        self._commit_moves = 0  # full indexes in a row stopped by the folder moving to another commit
         self._changed: set[str] = set()
         self._saved = asyncio.Event()  # set when files are queued in `_changed`
         self._embed_wanted = False
@@ -264,6 +269,16 @@ class Folder:
                 for waiter in waiters:
                     waiter.cancel()
                 return
+            if isinstance(exc, CommitMoved) and self._commit_moves < COMMIT_MOVE_RETRIES:
+                # A branch switched while the editor indexed: the run wrote nothing read since and left the pin;
+                # the editor's index follows the folder to its new commit, as it follows a save.
+                self._commit_moves += 1
+                log.info("indexing %s again: %s", self.root, exc)
+                self._progress.note("the folder moved to another commit: indexing it again", 0)
+                self._full_waiters[:0] = waiters
+                self._full_wanted = True
+                return
+            self._commit_moves = 0
             if isinstance(exc, SourceConflict):  # says what happened and what to do (the status too)
                 self.server.source_replaced(exc)
             else:
@@ -279,6 +294,7 @@ class Folder:
             for waiter in waiters:
                 waiter.cancel()
             return
+        self._commit_moves = 0
         self.last_report = report
         self._source_accepted()
         self.message = ""

@@ -28,7 +28,7 @@ from lsp_helpers import (  # noqa: E402
 from protocol_doc import LSP_SHAPES, ShapeCheck, params_and_result, section  # noqa: E402
 
 from chat_server import ChatServer, Reply  # noqa: E402
-from codeloupe.api import Workspace  # noqa: E402
+from codeloupe.api import Workspace, shared_repositories  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "graph" / "python"
 INVALID_PARAMS = -32602
@@ -536,5 +536,78 @@ async def test_a_repository_the_shared_index_does_not_hold_leaves_the_others_ope
         assert [r["repository"] for r in status["repositories"]] == ["billing", "payroll"]
         assert f"codeloupe: {status['repositoriesMessage']}" == message
         assert _errors(client) == [message]
+    finally:
+        await stop_server(client)
+
+
+# git as the language server runs it, the real git but for one thing: the first `moves` times it is asked for the
+# folder's `status` (an index run asks as it begins, once it has read HEAD), it first moves the folder to another
+# commit (an empty commit: what a branch switched or a pull does to HEAD), so the run's check before it writes
+# finds the folder at another commit than the one it began at, every time, however loaded the machine.
+_MOVING_GIT = """#!/bin/sh
+case " $* " in
+*" status "*)
+    moved=$(cat {count} 2>/dev/null || echo 0)
+    if [ "$moved" -lt {moves} ]; then
+        echo $((moved + 1)) > {count}
+        {git} -C {root} -c user.name=t -c user.email=t@t -c commit.gpgsign=false commit -q --allow-empty -m moved
+    fi;;
+esac
+exec {git} "$@"
+"""
+
+
+async def _indexed_while_its_folder_moves(tmp_path: Path, pg_url: str, moves: int) -> tuple[Client, Path, Path]:
+    """The editor open on a git checkout with the shared index in the user's settings, its first index read while
+    the folder moves to another commit, `moves` times at most: (client, folder, the file counting the moves)."""
+    root, count, bin_dir = tmp_path / "svc", tmp_path / "moves", tmp_path / "bin"
+    shutil.copytree(FIXTURES, root)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "fixture"], check=True)
+    real_git = shutil.which("git")
+    assert real_git is not None, "these tests need git, as CI has it"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(_MOVING_GIT.format(count=count, moves=moves, root=root, git=real_git))
+    (bin_dir / "git").chmod(0o755)
+    client = await start_server([root], env={"CODELOUPE_STORE_URL": pg_url,
+                                             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    return client, root, count
+
+
+async def test_a_folder_moved_to_another_commit_while_the_editor_indexes_it_is_indexed_at_the_new_commit(
+        tmp_path: Path, pg_url: str) -> None:
+    """A branch switched while the editor's first index of a folder on the shared index ran: the run stops, as it
+    must (nothing read after the move is cited at the old commit), and the editor showed "indexing failed: ...
+    moved from commit ..." with the folder in `error`, half of it never written, until the user asked for a
+    re-index. The folder is now indexed again at its new commit, and the user is shown nothing."""
+    client, root, count = await _indexed_while_its_folder_moves(tmp_path, pg_url, moves=1)
+    try:
+        [folder] = await client.wait_ready()
+        assert folder["state"] == "ready", folder
+        assert count.read_text().strip() == "1"  # the first run did see the folder move
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        [repository] = shared_repositories(pg_url)
+        assert (repository.commit, repository.indexing) == (head, ""), repository
+        assert repository.files == len([p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts])
+        assert _errors(client) == []
+        assert (await client.request("codeloupe/search", {"query": QUERY}))["core"]
+    finally:
+        await stop_server(client)
+
+
+async def test_a_folder_whose_commit_keeps_moving_while_the_editor_indexes_it_is_said_to_have_failed(
+        tmp_path: Path, pg_url: str) -> None:
+    """Indexed again at each move, a folder whose HEAD never rests would be indexed for ever: after three runs in a
+    row stopped by a move, the fourth's failure is shown, as before."""
+    client, _, count = await _indexed_while_its_folder_moves(tmp_path, pg_url, moves=99)
+    try:
+        message = await _the_one_error(client, "the failure shown")
+        assert "moved from commit" in message, message
+        [folder] = await client.status()
+        assert folder["state"] == "error", folder
+        assert count.read_text().strip() == "4"
     finally:
         await stop_server(client)

@@ -171,6 +171,12 @@ class RepositoryDropped(StoreError):
     are gone, and one indexed again under its name is another repository."""
 
 
+class CommitMoved(StoreError):
+    """A batch's folder is no longer at the commit (or as clean as) when it was queued: its files are another
+    revision's than the one the repository's answers name, so the batch is done with nothing written. Raised too
+    from a direct run whose folder left its commit (`shared_index.pinned_source`): the run stops, as one cut off does."""
+
+
 class SourceConflict(StoreError):
     """A folder opened on the shared index under a repository name that holds another folder's files: its
     index is not this folder's, so neither answering from it nor writing into it is honest. The message is the
