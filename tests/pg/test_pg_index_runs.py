@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 from served_store import served_store
-from test_pg_queued_runs import _commit
+from test_pg_queued_runs import _commit, _git
 
 from codeloupe import index as index_module
+from codeloupe import shared_index
 from codeloupe.api import IndexStopped, Workspace, add_chunk_strategy, open_shared, shared_repositories
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file
 from codeloupe.chunk.strategies import unregister_strategy
@@ -266,6 +267,40 @@ def test_a_saved_file_is_cited_at_the_revision_its_text_was_read_at(
         assert served.revision == first
         assert _cited(served) == {"alpha.py": f"{second}-dirty return 'edited'", "beta.py": f"{second} return 'second'",
                                   "gamma.py": f"{first} return 'first'"}
+    finally:
+        served.close()
+        ws.close()
+
+
+def test_a_save_of_more_files_than_are_compared_one_by_one_is_compared_as_the_whole_folder(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save of more files than `git status` is given one by one (a branch switch's saves, whose command line
+    would outgrow what the system allows) is compared with its commit as the whole folder is: a file it does not
+    save differing from the commit makes it `-dirty`, where a save of few files, each as its commit holds it, names
+    the commit."""
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
+    (root / "alpha.py").write_text("def charge_alpha_total():\n    return 'edited'\n")  # never saved
+
+    def committed_alone(text: str) -> str:
+        """beta.py and gamma.py returning `text`, committed without alpha.py's edit; the commit."""
+        for name in ("beta", "gamma"):
+            (root / f"{name}.py").write_text(f"def charge_{name}_total():\n    return '{text}'\n")
+        _git(root, "commit", "-q", "-m", text, "--", "beta.py", "gamma.py")
+        return _git(root, "rev-parse", "HEAD")
+
+    [served] = open_shared(["svc"], overrides)
+    try:
+        second = committed_alone("second")
+        ws.update_files(["beta.py", "gamma.py"])  # compared one by one: each as its commit holds it
+        cited = _cited(served)
+        assert (cited["beta.py"], cited["gamma.py"]) == (f"{second} return 'second'", f"{second} return 'second'")
+        monkeypatch.setattr(shared_index, "SAVED_PATHS_COMPARED", 1)
+        third = committed_alone("third")
+        ws.update_files(["beta.py", "gamma.py"])  # compared as the whole folder: alpha.py differs
+        cited = _cited(served)
+        assert (cited["beta.py"], cited["gamma.py"]) == (f"{third}-dirty return 'third'",
+                                                       f"{third}-dirty return 'third'"), cited
+        assert cited["alpha.py"] == f"{first} return 'first'"
     finally:
         served.close()
         ws.close()
