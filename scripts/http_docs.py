@@ -75,10 +75,11 @@ holding a backslash, names the one indexed file or folder shown so.
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
 model, so a client that gives up costs the server nothing further.
 
-**Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served)
-answers 400 with `{"error": message}`, as does a body that is not JSON; an unknown path 404 and a method a
-path does not take 405, in the same shape; a malformed request 422 with the validation details (a `text` to
-`/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
+**Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served, a
+folder name several served roots share, such as `app` under `codeloupe serve ~/work/app ~/forks/app`: the error
+names them, and their paths choose one) answers 400 with `{"error": message}`, as does a body that is not
+JSON; an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
+with the validation details (a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
 other control or format characters, as the command line and the language server refuse it; its `loc` naming the
 parameter; an `input` of more than 200 characters as JSON, such as a query refused for its length, is left out). An
 index

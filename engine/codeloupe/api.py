@@ -1480,11 +1480,11 @@ def _hold_snapshots(chosen: list[Workspace]) -> None:
 
 def repository_labels(workspaces: Sequence[Workspace]) -> list[str]:
     """What `search_repositories` calls each of `workspaces` (its hits' `repository`), in order: its
-    `repository_name`, or its root where an earlier one took that name (two folders both called `api`)."""
-    names: list[str] = []
-    for ws in workspaces:
-        names.append(ws.repository_name if ws.repository_name not in names else str(ws.root))
-    return names
+    `repository_name`, or its root where another one has that name (two folders both called `api`): each of
+    those by its root, where the first one kept the name, which then named either of them to a caller that
+    passes a label back (MCP's `expand` `repo`, HTTP's `repos`)."""
+    names = [ws.repository_name for ws in workspaces]
+    return [name if names.count(name) == 1 else str(ws.root) for name, ws in zip(names, workspaces)]
 
 
 # ---------------------------------------------------------------------- the shared index's administration

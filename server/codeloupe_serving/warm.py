@@ -342,16 +342,24 @@ class WarmWorkspaces:
             raise
 
     def get(self, root: str | None = None) -> WarmWorkspace:
-        """The served workspace named by `root` (its path as served, or its resolved path); the first when
-        None. A root that is not served is refused: requests cannot open new workspaces."""
+        """The served workspace named by `root` (its path as served, its resolved path, or its folder's name
+        where no other served root has that name); the first when None. A root that is not served is refused:
+        requests cannot open new workspaces. So is a name several roots share (`serve ~/work/app ~/forks/app`),
+        naming them: answering from the first of them answered from a repository the caller may not have meant."""
         served = self.all
         if not served:
             raise WorkspaceError("no repository served: the shared index holds none of them now")
         if not root:
             return served[0]
         for warm in served:
-            if root in (str(warm.root), warm.root.name) or _same_path(root, warm.root):
+            if root == str(warm.root) or _same_path(root, warm.root):
                 return warm
+        named = [warm for warm in served if warm.root.name == root]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise WorkspaceError(f"{root}: names {len(named)} served workspaces, {', '.join(str(w.root) for w in named)}:"
+                                 " give the one meant by its path")
         raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in served)})")
 
     def serving(self, warm: WarmWorkspace) -> WarmWorkspace:

@@ -63,12 +63,14 @@ _STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "graph.js"
            "visible.js": "text/javascript"}
 
 QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
-RootParam = Annotated[str | None, Query(max_length=4096, description="a served workspace (path or folder name); "
-                                                                      "default: the first")]
+RootParam = Annotated[str | None, Query(max_length=4096, description=(
+    "a served workspace: its path, or its folder's name where no other served root has that name (a name two "
+    "share is refused, naming them); default: the first"))]
 ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
 LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
-ReposParam = Annotated[str, Query(max_length=65536, description="served workspaces to search, comma-separated "
-                                                                  "(names or paths); `*` or nothing: every one")]
+ReposParam = Annotated[str, Query(max_length=65536, description=(
+    "served workspaces to search, comma-separated (names or paths, as `root` takes them; a hit's `repository` "
+    "is one); `*` or nothing: every one"))]
 ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
 
 

@@ -194,6 +194,37 @@ def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tm
     assert huge.status_code == 422  # bounded, not searched
 
 
+def test_a_folder_name_two_served_roots_share_is_refused_naming_both(project: Path, serve, tmp_path: Path) -> None:
+    """`codeloupe serve ~/work/app ~/forks/app`: `?root=app` answered from the first one served, silently, and
+    a search across them labelled the first `app` and the second by its path. A name two roots share is refused
+    naming both (their paths choose one); a search across them labels both by their path, which `root` and
+    `repos` take back; a name only one root has still chooses it."""
+    from serve_project import write_project
+
+    fork = write_project(tmp_path / "fork" / "project")
+    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "lone.py").write_text("def lone_marker():\n    return 1\n", encoding="utf-8")
+    base = serve([project, fork, lone])
+    shared = str(project.resolve()), str(fork.resolve())
+    for answer in (httpx.get(f"{base}/v1/search", params={"q": "fork_only_marker", "root": "project"}),
+                   httpx.post(f"{base}/v1/search", json={"query": "fork_only_marker", "root": "project"}),
+                   httpx.get(f"{base}/v1/expand", params={"path": "app/auth.py", "root": "project"}),
+                   httpx.get(f"{base}/v1/search/all", params={"q": "fork_only_marker", "repos": "lone,project"})):
+        assert answer.status_code == 400, answer.text[:300]
+        error = answer.json()["error"]
+        assert error.startswith("project: names 2 served workspaces") and all(root in error for root in shared), error
+    chosen = httpx.get(f"{base}/v1/search", params={"q": "fork_only_marker", "root": str(fork)}).json()
+    assert chosen["root"] == shared[1] and chosen["core"][0]["path"] == "app/fork_only.py"
+    assert httpx.get(f"{base}/v1/search", params={"q": "lone_marker", "root": "lone"}).json()["root"] == str(lone)
+    across = httpx.get(f"{base}/v1/search/all", params={"q": "fork_only_marker lone_marker"}).json()
+    labels = {hit["repository"] for hit in across["core"] + across["related"]}
+    assert labels == {shared[1], "lone"}, labels
+    again = httpx.get(f"{base}/v1/search/all", params={"q": "fork_only_marker", "repos": ",".join(labels)})
+    assert again.status_code == 200 and again.json()["core"][0]["path"] == "app/fork_only.py"
+
+
 def test_a_refused_long_value_is_not_echoed_back(project: Path, serve) -> None:
     """The 422 for a query over 20,000 characters held the query whole in its `input`: a long value is left out
     of the answer (the message still says what is wrong), a short one is still shown."""

@@ -191,6 +191,28 @@ async def test_a_file_a_search_across_repositories_found_in_another_one_can_be_r
     assert default.startswith("`app/auth.py:1-1`")
 
 
+async def test_a_repository_name_two_served_roots_share_is_refused_naming_both(project: Path, serve,
+                                                                               tmp_path: Path) -> None:
+    """`codeloupe serve ~/work/app ~/forks/app`: a search across them named the first `app` and the second by
+    its path, and `expand` with `repo: app` read the first whichever the agent meant. Both are named by their
+    path, which `repo` and `repos` take; the shared name is refused naming both."""
+    from serve_project import write_project
+
+    fork = write_project(tmp_path / "fork" / "project")
+    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
+    base = serve([project, fork])
+    async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+        across = text_of(await client.call_tool("search", {"query": "fork_only_marker", "repos": ["*"]}))
+        read = await client.call_tool("expand", {"path": "app/fork_only.py", "repo": str(fork.resolve())})
+        refused = [await client.call_tool("expand", {"path": "app/fork_only.py", "repo": "project"}),
+                   await client.call_tool("search", {"query": "fork_only_marker", "repos": ["project"]})]
+    assert f"{fork.resolve()}:app/fork_only.py" in across, across
+    assert not read.is_error and "def fork_only_marker():" in text_of(read)
+    for answer in refused:
+        assert answer.is_error and "project: names 2 served workspaces" in text_of(answer), text_of(answer)
+        assert str(project.resolve()) in text_of(answer) and str(fork.resolve()) in text_of(answer)
+
+
 async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from chat_server import ChatServer, Reply
