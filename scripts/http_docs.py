@@ -77,8 +77,9 @@ model, so a client that gives up costs the server nothing further.
 
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served, a
 folder name several served roots share, such as `app` under `codeloupe serve ~/work/app ~/forks/app`: the error
-names them, and their paths choose one) answers 400 with `{"error": message}`, as does a body that is not
-JSON; an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
+names them, and their paths choose one) answers 400 with `{"error": message}`, as do a body that is not
+JSON and a query parameter the endpoint does not take (a typo, `?limt=5`, was ignored: the error names it and
+those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
 with the validation details (a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
 other control or format characters, as the command line and the language server refuse it; its `loc` naming the
 parameter; an `input` of more than 200 characters as JSON, such as a query refused for its length, is left out). An

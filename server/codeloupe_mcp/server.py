@@ -137,7 +137,7 @@ class _Server(MCPServer):
                       for tool in await super().list_tools() if tool.name == name), None)
         unknown = sorted(set(arguments or {}) - set(taken or ()))
         if taken is not None and unknown:
-            raise ToolError(f"Error executing tool {name}: {_not_taken(name, unknown, taken)}")
+            raise ToolError(f"Error executing tool {name}: {not_taken(name, unknown, taken)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -353,13 +353,14 @@ def _elided(text: str, chars: int) -> str:
     return one_line(text[:chars]) + ("…" if len(text) > chars else "")
 
 
-def _not_taken(tool: str, unknown: list[str], taken: list[str]) -> str:
-    """The arguments `tool` does not take, named (their values never echoed), and those it does."""
+def not_taken(what: str, unknown: list[str], taken: list[str], noun: str = "argument") -> str:
+    """The `noun`s (a tool's arguments, an HTTP endpoint's parameters) `what` does not take, named (their values
+    never echoed; the first few, each cut, as a client may send thousands of any length), and those it does."""
     named = [f"`{_elided(name, _NAME_CHARS)}`" for name in unknown[:_NAMES_SHOWN]]
     more = f" and {len(unknown) - _NAMES_SHOWN:,} more" if len(unknown) > _NAMES_SHOWN else ""
-    verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
-    takes = ", ".join(f"`{name}`" for name in taken) if taken else "no argument"
-    return f"{', '.join(named)}{more} {verb} of {tool}, which takes {takes}"
+    verb = f"is not {'an' if noun[0] in 'aeiou' else 'a'} {noun}" if len(unknown) == 1 else f"are not {noun}s"
+    takes = ", ".join(f"`{name}`" for name in taken) if taken else f"no {noun}"
+    return f"{', '.join(named)}{more} {verb} of {what}, which takes {takes}"
 
 
 def _problem(error: ErrorDetails) -> str:

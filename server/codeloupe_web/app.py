@@ -12,10 +12,11 @@ from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
@@ -40,7 +41,7 @@ from codeloupe.api import (
     render_html_shell,
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
-from codeloupe_mcp.server import build_server, server_version
+from codeloupe_mcp.server import build_server, not_taken, server_version
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
@@ -153,7 +154,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
             yield
 
     app = FastAPI(title="codeloupe", version=server_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Code retrieval over a warm index: ranked, complete bundles with no model call.")
+                  description="Code retrieval over a warm index: ranked, complete bundles with no model call.",
+                  dependencies=[Depends(_known_parameters)])
 
     @app.exception_handler(WorkspaceError)
     @app.exception_handler(ValueError)
@@ -416,6 +418,22 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                            allow_headers=["authorization", "content-type"])
     app.add_middleware(Guard, config=guard)
     return app
+
+
+async def _known_parameters(request: Request) -> None:
+    """Refuse a query parameter the endpoint does not take, naming it and those it takes (MCP's words for an
+    argument, `not_taken`): one was ignored, so a typo (`?limt=5`) answered as if the parameter were absent.
+    The pages (`/`, `/graph`) and their files are left alone: their scripts read the page's own address.
+    A coroutine: a plain function would run on the worker threads, which slow calls can all hold, and every
+    request (a probe's too) waited for one."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.include_in_schema:
+        return
+    taken = [param.alias for param in route.dependant.query_params]
+    unknown = list(dict.fromkeys(name for name in request.query_params if name not in taken))
+    if unknown:
+        body = " (its JSON body carries its arguments)" if route.dependant.body_params else ""
+        raise StarletteHTTPException(400, not_taken(f"{request.method} {route.path}", unknown, taken, "parameter") + body)
 
 
 # The longest `input` a 422 echoes (as JSON): a value refused for its length, or a body refused whole, is left out.

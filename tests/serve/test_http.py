@@ -122,6 +122,38 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
             "/readyz"} <= set(schema["paths"])
 
 
+def test_a_query_parameter_an_endpoint_does_not_take_is_refused_naming_those_it_takes(project: Path,
+                                                                                      serve) -> None:
+    """A typo in a parameter's name (`?limt=5`, `?qq=...`) was ignored: the answer came as if it were absent (12
+    files, not 5; or a 422 saying `q` is missing, never that `qq` is no parameter). Every endpoint of the API
+    refuses a parameter it does not take, naming it and those it takes, as MCP refuses an argument; the pages,
+    whose scripts read their own address (`/?q=...&file=...`), take any."""
+    base = serve([project])
+    takes = "which takes `q`, `root`, `scope`, `mode`, `limit`"
+    for url, params, error in (
+            ("/v1/search", {"q": "token", "limt": "5"}, f"`limt` is not a parameter of GET /v1/search, {takes}"),
+            ("/v1/search", {"qq": "token"}, f"`qq` is not a parameter of GET /v1/search, {takes}"),
+            ("/v1/search", {"q": "token", "b": "1", "a": "2"}, f"`b`, `a` are not parameters of GET /v1/search, {takes}"),
+            ("/v1/expand", {"path": "app/auth.py", "start_line": "3"},
+             "`start_line` is not a parameter of GET /v1/expand, which takes `path`, `root`, `start`, `end`, "
+             "`symbol`, `line`"),
+            ("/v1/status", {"root": "project"}, "`root` is not a parameter of GET /v1/status, which takes no parameter"),
+            ("/healthz", {"x": "1"}, "`x` is not a parameter of GET /healthz, which takes no parameter")):
+        answer = httpx.get(base + url, params=params)
+        assert (answer.status_code, answer.json()) == (400, {"error": error}), answer.text[:300]
+    posted = httpx.post(f"{base}/v1/search", params={"root": "project"}, json={"query": "token"})
+    assert (posted.status_code, posted.json()["error"]) == (
+        400, "`root` is not a parameter of POST /v1/search, which takes no parameter (its JSON body carries its "
+             "arguments)")
+    long = httpx.get(f"{base}/v1/search", params={"q": "token", "x" * 5_000: "1", **{f"p{n}": "1" for n in range(9)}})
+    assert long.status_code == 400 and len(long.text) < 1_000 and " and 5 more are not parameters" in long.text
+    # The pages and their files take what their scripts read (or a cache-busting parameter), as before.
+    for url, params in (("/", {"q": "token", "file": "app/auth.py", "line": "3"}), ("/graph", {"root": "project"}),
+                        ("/static/page.js", {"v": "2"})):
+        assert httpx.get(base + url, params=params).status_code == 200, url
+    assert httpx.get(f"{base}/v1/search", params={"q": "token", "limit": "5", "root": "project"}).status_code == 200
+
+
 def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_running(
         project: Path, serve, first_index_held) -> None:
     """A search answered before the first index ended said so in its notes; locate, expand, docsearch, graph,
