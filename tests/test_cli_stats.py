@@ -121,6 +121,29 @@ def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path:
     assert "nothing indexed yet" not in shown and "  no file is skipped (the files ignore rules leave out" in shown
 
 
+def test_stats_says_an_index_that_holds_no_file_ran_and_why_it_holds_none(tmp_path: Path) -> None:
+    """Of a folder indexed with nothing to index (empty, or every file left out by ignore rules or in a folder
+    not walked), stats said "nothing indexed yet: `codeloupe index` indexes it", which the user had just run; of
+    one whose every file was skipped (binary, too large, undecodable) it gave the count of those skipped alone.
+    It says the index ran, and why it holds no file."""
+    empty, skipped = tmp_path / "empty", tmp_path / "skipped"
+    (empty / "node_modules/lib").mkdir(parents=True)
+    (empty / "node_modules/lib/index.js").write_text("module.exports = 1;\n")
+    skipped.mkdir()
+    (skipped / "blob.dat").write_bytes(b"\x00\x01" * 100)
+    (skipped / "bom.py").write_bytes(b"\xff\xfe\xfa\xfb not utf-16 \xc3\x28\n")  # a BOM, then an odd length
+    for repo in (empty, skipped):
+        assert "nothing indexed yet" in codeloupe("stats", str(repo))  # never indexed: so it says
+        codeloupe("index", str(repo))
+    shown = codeloupe("stats", str(empty)).splitlines()
+    assert "  files     0   chunks 0   symbols 0   (indexed: no file found to index; ignore rules and the folders " \
+           "not walked, such as node_modules, may leave every one out: `codeloupe index` counts those)" in shown, shown
+    shown = codeloupe("stats", str(skipped)).splitlines()
+    assert "  files     0   chunks 0   symbols 0   (indexed: every file found was skipped, as counted below)" in shown, \
+        shown
+    assert json.loads(codeloupe("stats", str(empty), "--json"))["indexed"] is True
+
+
 def test_stats_lists_a_file_left_out_for_its_size_until_the_limit_takes_it(tmp_path: Path) -> None:
     """A file over max_file_bytes was counted once by `index` and then found nowhere: search for its words gave
     nothing, and `stats --skipped` did not list it."""

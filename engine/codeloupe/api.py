@@ -70,6 +70,7 @@ from codeloupe.index import (
     index_workspace,
     strategies_in_force,
     walk_skips,
+    walked,
 )
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
@@ -663,7 +664,7 @@ class Workspace:
             vectors_done=done["chunks_done"], vectors_total=counts["chunks"],
             skeleton_vectors_done=done["skeletons_done"], provider=provider, model=model,
             schema_version=int(self.store.get_meta("schema_version", "0")),
-            skipped=dict(sorted(skipped.items())), indexing=self._unfinished_index(),
+            skipped=dict(sorted(skipped.items())), indexing=self._unfinished_index(), indexed=walked(self.store),
         )
 
     def skipped_files(self) -> list[SkippedPath]:

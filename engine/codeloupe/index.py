@@ -244,6 +244,12 @@ def walk_skips(store: IndexStore, *, rest: bool = False) -> WalkSkips:
     return skips
 
 
+def walked(store: IndexStore) -> bool:
+    """Whether an index of the store's files ever walked them to the end (`remember_walk` writes its record of
+    the walk's skips on every one, none skipped too): an index holding no file then found none to hold."""
+    return bool(store.get_meta(WALK_SKIPS_KEY, ""))
+
+
 def _rest_digest(rest: dict[str, str]) -> str:
     """What the main value holds of the skips past the named ones: a path holds no NUL, so joined by NUL they read
     one way only (cheaper than writing them out as JSON on every no-op re-index)."""

@@ -289,6 +289,9 @@ class IndexStatus:
     # The shared index's repository has an index run under way, or one cut off: what answers may lack, and what to
     # do ("" when every run finished, and on a workspace's own index).
     indexing: str = ""
+    # An index ran to the end of its walk: `files` 0 then says there was nothing to index, not that nothing
+    # was indexed yet.
+    indexed: bool = False
 
 
 @dataclass(frozen=True)

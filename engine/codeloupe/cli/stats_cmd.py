@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import json
 
+from codeloupe.types import IndexStatus
+
 from .arguments import add_workspace_args
 from .common import counted, one_line, open_workspace
 
@@ -51,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  index     {one_line(str(status.index_path))} (schema {status.schema_version})")
     if status.indexing:
         print(f"  WARNING   {one_line(status.indexing)}")
-    print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}"
-          + ("   (nothing indexed yet: `codeloupe index` indexes it)" if not status.files and not status.skipped else ""))
+    print(f"  files     {status.files}   chunks {status.chunks}   symbols {status.symbols}" + _why_no_file(status))
     print("  languages " + (counted(status.languages.items()) or "-"))
     print(f"  vectors   {status.vectors_done}/{status.vectors_total} chunks ({status.vectors_done / total:.0%}), "
           f"{status.skeleton_vectors_done}/{status.files} skeletons  [{one_line(f'{status.provider} {status.model}')}]")
@@ -77,3 +78,16 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems if args.skipped else []:
         print(f"    {one_line(problem.path)}  ({one_line(problem.reason)})")
     return 0
+
+
+def _why_no_file(status: IndexStatus) -> str:
+    """Why the index holds no file, after the counts ("" when it holds some): an index that ran and found
+    nothing to hold read as one never run ("nothing indexed yet"), sending the user to run it again."""
+    if status.files:
+        return ""
+    if status.skipped:
+        return "   (indexed: every file found was skipped, as counted below)"
+    if status.indexed:
+        return ("   (indexed: no file found to index; ignore rules and the folders not walked, such as node_modules,"
+                " may leave every one out: `codeloupe index` counts those)")
+    return "   (nothing indexed yet: `codeloupe index` indexes it)"
