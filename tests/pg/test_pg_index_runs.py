@@ -55,6 +55,22 @@ ws.index(should_stop=should_stop)
 """
 
 
+# A child running `index --store` of the folder into svc that stops, for good, once its files are all written and
+# before the run deletes the files that left the folder and pins its commit (as the walk's skips are recorded).
+_CUT_OFF_BEFORE_THE_PIN = """
+import sys
+from codeloupe import index
+from codeloupe.cli import main
+
+def stopped_for_good(*args, **kwargs):
+    print("written", flush=True)
+    sys.stdin.read()
+
+index.remember_walk = stopped_for_good
+main(["index", sys.argv[1], "--store", sys.argv[2], "--repo", "svc", "--embed-provider", "none"])
+"""
+
+
 def _notes(pg_url: str) -> list[str]:
     [ws] = open_shared(["svc"], {"store_url": pg_url, "embed_provider": "none"})
     try:
@@ -111,6 +127,46 @@ def test_an_index_run_cut_off_is_said_by_admin_repos_stats_and_every_answer_unti
     capsys.readouterr()
     assert main(["stats", str(root), "--store", pg_url, "--repo", "svc"]) == 0
     assert "indexing of" not in capsys.readouterr().out
+
+
+def test_a_direct_index_run_cut_off_after_its_files_and_before_its_pin_is_said_not_to_have_finished(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index --store` cleared the repository's record of its run once its files were written, and only then
+    deleted the files that left the folder and pinned the new commit: killed in between, `admin repos`, `stats`,
+    the status and every answer said nothing of a run cut off, while the repository kept the old pin and the files
+    the new commit no longer holds. The record is now cleared in the transaction that pins the commit."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setattr(postgres, "STATE_TTL_S", 0.0)  # this process's answers read the repository's row anew
+    root = tmp_path / "svc"
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0
+    second = _commit(root, {"alpha.py": "def charge_alpha_total():\n    return 'second'\n", "gamma.py": None})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
+    child = subprocess.Popen([sys.executable, "-c", _CUT_OFF_BEFORE_THE_PIN, str(root), pg_url], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "written\n"
+        [listed] = shared_repositories(pg_url)
+        assert (listed.commit, listed.files) == (first, 3)  # not pinned, gamma.py not deleted yet
+        assert "is under way" in listed.indexing, listed.indexing
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        child.stdin.close()
+        child.stdout.close()
+    for _ in range(600):  # the server ends the killed process's session once it sees its socket closed
+        if "did not finish" in shared_repositories(pg_url)[0].indexing:
+            break
+        time.sleep(0.05)
+    [listed] = shared_repositories(pg_url)
+    assert (listed.commit, listed.files) == (first, 3)
+    assert "did not finish: answers may miss files" in listed.indexing, listed.indexing
+    assert any("did not finish" in note for note in _notes(pg_url))
+
+    assert main(["index", str(root), "--store", pg_url, "--repo", "svc"]) == 0  # a run that finishes
+    [listed] = shared_repositories(pg_url)
+    assert (listed.commit, listed.files, listed.indexing) == (second, 2, "")
+    assert not any("indexing of" in note for note in _notes(pg_url))
 
 
 def _charges(root: Path, names: tuple[str, ...], text: str) -> str:

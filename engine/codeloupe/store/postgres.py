@@ -747,6 +747,9 @@ def _close_pools() -> None:
 # as this update and the run's start do, so no row of another commit can commit below the mark.
 _PINNED_NOW = ("pinned_through = coalesce((SELECT min(id) - 1 FROM files WHERE id > repositories.run_from"
                " AND commit_sha <> %(commit)s), (SELECT max(id) FROM files), 0)")
+# SQL (in an UPDATE of a repository's row, with the repository's id and a run's): the run recorded under way
+# (`PgStore.index_run`) ended, its files all written, unless another run took the record over since.
+_RUN_ENDED = "index_run = '', index_started = NULL WHERE id = %s AND index_run = %s"
 # SQL (in an UPDATE of a repository's row that makes a run its newest, in a session scoped to it): where its rows
 # are when the run begins (`run_from`, migration 11).
 _RUN_FROM_NOW = "run_from = coalesce((SELECT max(id) FROM files), 0)"
@@ -990,9 +993,9 @@ class PgStore:
         self._gave_up: dict[int, float] = {}  # dimension -> when this process's build of its index last gave up
         # `revisions` as last read, and the repository's state it was read for (content generation, pin, mark).
         self._revisions: tuple[tuple[int, str, int], Revisions] | None = None
-        # This thread's index run (`writing_run`): the commit its files are read at, the files it deletes; or the
-        # commit of the save it writes (`written_at`). A thread's, not the store's: a save another thread writes
-        # meanwhile is no file of the run.
+        # This thread's index run (`writing_run`): the commit its files are read at, the files it deletes, its
+        # records of a run under way (`index_run`) that its pin ends; or the commit of the save it writes
+        # (`written_at`). A thread's, not the store's: a save another thread writes meanwhile is no file of the run.
         self._run = threading.local()
         # The folder this process reads and writes the repository's files from (a workspace's: `set_source`,
         # `shared_index.check_source`); "" where it reads the repository as indexed (a server with no checkout)
@@ -1243,9 +1246,12 @@ class PgStore:
         run, ended = uuid.uuid4().hex, RunEnd()
         self.set_source(root, run=run)
         self._run.commit, self._run.gone, self._run.before_writing = commit, [], before_writing
+        self._run.ending = []  # the records of the run under way (`index_run`) that its end clears
         try:
             yield ended
             with self._session(), self._conn.transaction():
+                for recorded, _ in self._run.ending:  # its files all written, superseded or not
+                    self._conn.execute(f"UPDATE repositories SET {_RUN_ENDED}", (self.repo_id, recorded))
                 latest = self._conn.execute("SELECT latest_run FROM repositories WHERE id = %s FOR NO KEY UPDATE",
                                             (self.repo_id,)).fetchone()
                 if latest is not None and latest[0] == run:
@@ -1260,8 +1266,12 @@ class PgStore:
                                        " WHERE id = %(repo)s", {"commit": commit, "repo": self.repo_id})
                     ended.pinned = True
                 self._held.wrote = True
+            if self._run.ending:
+                self._forget_state()
         finally:
-            self._run.commit = self._run.gone = self._run.before_writing = None
+            for _, holder in self._run.ending:  # the run's lock, held until its record is cleared (or cut off)
+                holder.close()
+            self._run.commit = self._run.gone = self._run.before_writing = self._run.ending = None
 
     @contextmanager
     def written_at(self, commit: str) -> Iterator[None]:
@@ -1309,20 +1319,28 @@ class PgStore:
         session of this process holds the run's advisory lock meanwhile, gone with the process. Another run begun
         meanwhile takes the record over, and only its end clears it. A run that `changes` no file records nothing
         (an editor's refresh costs no connection and no write of the repository's row), unless a run is recorded
-        unfinished: finding nothing left to write, it finishes that one (cut off after its last write)."""
+        unfinished: finding nothing left to write, it finishes that one (cut off after its last write).
+        Inside a run that writes its files itself (`writing_run`, on this thread) the record and the lock last
+        until the run's end, cleared in the transaction that deletes the files that left and pins its commit:
+        cleared here, a run killed between the two was said finished with the old pin and those files kept."""
         if not changes and not self._state().index_run:
             yield
             return
         run = uuid.uuid4().hex
-        holder = connect(self.url)
+        holder: Any = connect(self.url)  # None once the run's end (`writing_run`) holds it
         try:
             holder.execute("SELECT pg_advisory_lock_shared(%s, %s)", (_INDEX_RUN_LOCK, self.repo_id))
             self._record_run("index_run = %s, index_started = now() WHERE id = %s", (run, self.repo_id))
             yield
-            self._record_run("index_run = '', index_started = NULL WHERE id = %s AND index_run = %s",
-                             (self.repo_id, run))
+            ending = getattr(self._run, "ending", None)
+            if ending is not None:
+                ending.append((run, holder))
+                holder = None
+                return
+            self._record_run(_RUN_ENDED, (self.repo_id, run))
         finally:
-            holder.close()
+            if holder is not None:
+                holder.close()
 
     def _record_run(self, change: str, params: tuple) -> None:
         with self._session(), self._conn.transaction():
