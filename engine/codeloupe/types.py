@@ -161,7 +161,10 @@ DIRTY_SUFFIX = "-dirty"
 
 def short_revision(revision: str) -> str:
     """A revision as a line shows it: the commit's first 12 characters, and `-dirty` kept (cut to 12, a dirty
-    folder's revision read as the commit it is not)."""
+    folder's revision read as the commit it is not); `(no commit)` for none (a file of a repository pinned to a
+    commit, read where git named none: a bare `@` said nothing)."""
+    if not revision:
+        return "(no commit)"
     dirty = revision.endswith(DIRTY_SUFFIX)
     commit = revision[:-len(DIRTY_SUFFIX)] if dirty else revision
     return commit[:12] + (DIRTY_SUFFIX if dirty else "")
@@ -182,8 +185,9 @@ class Revisions:
 
     @classmethod
     def of_files(cls, pinned: str, files: Iterable[tuple[str, str]]) -> Revisions:
-        """`pinned`, but for each (path, revision) of `files` at its revision ("": at `pinned`)."""
-        return cls(pinned, {path: revision for path, revision in files if revision and revision != pinned})
+        """`pinned`, but for each (path, revision) of `files` at its revision ("": at no commit, as a file the
+        shared index holds at none while its repository is pinned to one: read where git named no commit)."""
+        return cls(pinned, {path: revision for path, revision in files if revision != pinned})
 
 
 # --------------------------------------------------------------------------------------------- index

@@ -31,6 +31,7 @@ from codeloupe.shared_index import enqueue_workspace, run_worker
 from codeloupe.store import postgres
 from codeloupe.store.postgres import PgStore
 from codeloupe.types import DIRTY_SUFFIX, Progress
+from codeloupe_mcp.sized import search_answer
 
 REPO = Path(__file__).resolve().parents[2]
 # Only what keeps a test that fails from hanging the run: never a bound any assertion is about.
@@ -357,6 +358,41 @@ def test_a_save_of_more_files_than_are_compared_one_by_one_is_compared_as_the_wh
         assert (cited["beta.py"], cited["gamma.py"]) == (f"{third}-dirty return 'third'",
                                                        f"{third}-dirty return 'third'"), cited
         assert cited["alpha.py"] == f"{first} return 'first'"
+    finally:
+        served.close()
+        ws.close()
+
+
+def test_a_file_saved_where_git_cannot_say_the_commit_is_cited_at_no_commit_as_a_run_there_cites_it(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save in a folder whose git fails (no longer a repository, git missing, a corrupt HEAD) recorded no
+    revision for the file, which the repository read as "at the pin": the saved text was cited at the pinned
+    commit, whose text differs. It is cited at no commit (`""`), as a direct run of that folder cites every
+    file once it ends, and as its files are cited while it writes them."""
+    _writing_a_file_at_a_time(monkeypatch)
+    root = tmp_path / "svc"
+    overrides = {"store_url": pg_url, "embed_provider": "none"}
+    first = _charges(root, ("alpha", "beta", "gamma"), "first")
+    ws = Workspace(root, overrides=overrides)
+    ws.index()
+    (root / ".git").rename(tmp_path / "git-moved-away")  # no longer a repository: git names no commit
+    (root / "alpha.py").write_text("def charge_alpha_total():\n    return 'edited'\n")
+    [served] = open_shared(["svc"], overrides)
+    try:
+        ws.update_files(["alpha.py"])
+        assert served.revision == first
+        assert _cited(served) == {"alpha.py": " return 'edited'", "beta.py": f"{first} return 'first'",
+                                  "gamma.py": f"{first} return 'first'"}
+        shown = search_answer(served.search("charge alpha total"), 24_000)  # MCP's, as the CLI's shows it
+        assert "\n## 1. `alpha.py` @ (no commit)  (" in shown, shown  # where a bare `@` said nothing
+        (root / "beta.py").write_text("def charge_beta_total():\n    return 'edited'\n")
+        meanwhile: list[dict[str, str]] = []
+        ws.index(lambda told: meanwhile.append(_cited(served)))  # beta.py written, the run not yet ended
+        assert meanwhile == [{"alpha.py": " return 'edited'", "beta.py": " return 'edited'",
+                              "gamma.py": f"{first} return 'first'"}]
+        assert served.revision == ""
+        assert _cited(served) == {"alpha.py": " return 'edited'", "beta.py": " return 'edited'",
+                                  "gamma.py": " return 'first'"}
     finally:
         served.close()
         ws.close()

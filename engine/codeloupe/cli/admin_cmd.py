@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "repos":
             answer: Any = api.shared_repositories(args.store_url)
             lines = [f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
-                     f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit) or '(no commit)'}  indexed {r.indexed_at or 'never'}"
+                     f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit)}  indexed {r.indexed_at or 'never'}"
                      + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
                      + f"  from {r.root}" + (f"\n  WARNING {r.indexing}" if r.indexing else "")
                      for r in answer] or ["no repository"]

@@ -1186,13 +1186,16 @@ class PgStore:
         queued one's batches; by a save, `written_at`) and those the pin does not mark (written by another writer at
         another commit while the pinning run was under way: `_PINNED_NOW`), each at the commit its row records
         (migrations 10 and 11). Read in one statement when the repository's files or pin changed since the last
-        read, as of the repository's state (`STATE_TTL_S`): after a run that no other writer overlapped, no row."""
+        read, as of the repository's state (`STATE_TTL_S`): after a run that no other writer overlapped, no row.
+        A row past the mark that records no commit ('') was read where git named none (a folder that is no git work
+        tree any more, git missing or failing): cited at no commit, as a run there pins none once it ends, where
+        read as at the pin it cited its text at a commit whose text differs."""
         state = self._state()
         key = (state.content_generation, state.commit, state.pinned_through)
         known = self._revisions
         if known is not None and known[0] == key:
             return known[1]
-        rows = self._rows("SELECT path, commit_sha FROM files WHERE id > %s AND commit_sha NOT IN ('', %s)",
+        rows = self._rows("SELECT path, commit_sha FROM files WHERE id > %s AND commit_sha <> %s",
                           (state.pinned_through, state.commit))
         revisions = Revisions(state.commit, dict(rows))
         self._revisions = key, revisions
