@@ -1387,9 +1387,10 @@ def search(root: Path | str, query: str, *, scope: str = "", mode: str = "code",
 
 
 def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: str = "", mode: str = "code",
-                        limit: int = 12) -> Bundle:
+                        limit: int = 12, among: Sequence[Workspace] = ()) -> Bundle:
     """One ranking of several repositories (shared ones, or workspaces on this machine) for `query`: each hit
-    names its `repository` (`repository_labels`) and the `revision` it is pinned to; `limit` candidate files per
+    names its `repository` (`repository_labels`, told apart from `among` too: a server's every served one, to
+    which a caller passes a label back) and the `revision` it is pinned to; `limit` candidate files per
     repository; `scope`, a folder inside each of them.
 
     The same fusion and bundle code as one repository's search, with every repository's file scores on one
@@ -1400,7 +1401,7 @@ def search_repositories(workspaces: Sequence[Workspace], query: str, *, scope: s
     More than `ranking.REPOSITORIES_SEARCHED_FULLY` repositories of one shared index: only that many are
     searched so, those whose chunks the lexical and dense lanes rank first across all of them, asked in the
     database (`repository_choice`); the bundle's notes name them."""
-    named = dict(zip(repository_labels(workspaces), workspaces))
+    named = dict(zip(repository_labels(workspaces, among), workspaces))
     notes = _choose_repositories(named, query, scope, mode) if len(named) > R.REPOSITORIES_SEARCHED_FULLY else []
     if len(named) == 1:  # nothing to rank it among
         bundle = merge_bundles(query.strip(), mode, {name: ws.search(query, scope=scope, mode=mode, limit=limit)
@@ -1479,13 +1480,13 @@ def _hold_snapshots(chosen: list[Workspace]) -> None:
         ws.release_searcher()
 
 
-def repository_labels(workspaces: Sequence[Workspace]) -> list[str]:
+def repository_labels(workspaces: Sequence[Workspace], among: Sequence[Workspace] = ()) -> list[str]:
     """What `search_repositories` calls each of `workspaces` (its hits' `repository`), in order: its
-    `repository_name`, or its root where another one has that name (two folders both called `api`): each of
-    those by its root, where the first one kept the name, which then named either of them to a caller that
-    passes a label back (MCP's `expand` `repo`, HTTP's `repos`)."""
-    names = [ws.repository_name for ws in workspaces]
-    return [name if names.count(name) == 1 else str(ws.root) for name, ws in zip(names, workspaces)]
+    `repository_name`, or its root where another of them or of `among` has that name (two folders both called
+    `api`): each of those by its root, where the first one kept the name, which then named either of them to a
+    caller that passes a label back (MCP's `expand` `repo`, HTTP's `repos`)."""
+    names = Counter(ws.repository_name for ws in {id(ws): ws for ws in [*workspaces, *among]}.values())
+    return [ws.repository_name if names[ws.repository_name] == 1 else str(ws.root) for ws in workspaces]
 
 
 # ---------------------------------------------------------------------- the shared index's administration

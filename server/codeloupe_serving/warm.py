@@ -392,7 +392,9 @@ class WarmWorkspaces:
                 raise WorkspaceError("no repository to search: the shared index holds none of them now")
             workspaces = [warm.fresh() for warm in held]
             building = [warm.building_note() for warm in held]
-            return _noted(search_repositories(workspaces, query, mode=mode, limit=limit), building)
+            # Labelled apart from every served one: a label is passed back (`expand`'s `repo`) to `get`.
+            return _noted(search_repositories(workspaces, query, mode=mode, limit=limit,
+                                              among=[warm.ws for warm in self.all]), building)
 
     @staticmethod
     @contextlib.contextmanager

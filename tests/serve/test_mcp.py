@@ -203,10 +203,13 @@ async def test_a_repository_name_two_served_roots_share_is_refused_naming_both(p
     base = serve([project, fork])
     async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
         across = text_of(await client.call_tool("search", {"query": "fork_only_marker", "repos": ["*"]}))
+        # Searched alone, the fork is still named by its path: `project` would name either to `repo`.
+        alone = text_of(await client.call_tool("search", {"query": "fork_only_marker", "repos": [str(fork)]}))
         read = await client.call_tool("expand", {"path": "app/fork_only.py", "repo": str(fork.resolve())})
         refused = [await client.call_tool("expand", {"path": "app/fork_only.py", "repo": "project"}),
                    await client.call_tool("search", {"query": "fork_only_marker", "repos": ["project"]})]
     assert f"{fork.resolve()}:app/fork_only.py" in across, across
+    assert f"{fork.resolve()}:app/fork_only.py" in alone, alone
     assert not read.is_error and "def fork_only_marker():" in text_of(read)
     for answer in refused:
         assert answer.is_error and "project: names 2 served workspaces" in text_of(answer), text_of(answer)
