@@ -451,3 +451,21 @@ def test_repos_and_queue_show_paths_and_workers_escaped(tmp_path: Path, pg_url: 
     assert not CONTROL_CHARACTERS.search(out) and "\nbilling" not in out, out
     assert f"from {one_line(str(root.resolve()))}" in out, out
     assert "  claimed by host\\x1b]0;owned\\x07:1" in out.splitlines(), out
+
+
+def test_repos_shows_a_repositorys_indexing_warning_on_a_line_of_its_own(tmp_path: Path, pg_url: str,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`admin repos` joined a repository's warning (a queued run not written yet, a run cut off) to its line with
+    a newline, which the escaping of each line then showed as a literal `\\n`: `... from /src/svc\\n  WARNING an
+    index run queued for svc is under way ...`, one long line."""
+    root = tmp_path / "svc"
+    root.mkdir()
+    (root / "app.py").write_text("def main():\n    return 1\n")
+    assert main(["index", str(root), "--store", pg_url, "--queue", "--embed-provider", "none"]) == 0
+    capsys.readouterr()
+    assert main(["admin", "--store", pg_url, "repos"]) == 0
+    [listed] = shared_repositories(pg_url)
+    assert listed.indexing.startswith("an index run queued for svc is under way")
+    assert capsys.readouterr().out.splitlines() == [
+        f"svc  0 files, 0 chunks, 0 vectors  @ (no commit)  indexed never  1 batch queued  from {root.resolve()}",
+        f"  WARNING {listed.indexing}"]

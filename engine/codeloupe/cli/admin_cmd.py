@@ -50,11 +50,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "repos":
             answer: Any = api.shared_repositories(args.store_url)
-            lines = [f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
-                     f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit)}  indexed {r.indexed_at or 'never'}"
-                     + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
-                     + f"  from {r.root}" + (f"\n  WARNING {r.indexing}" if r.indexing else "")
-                     for r in answer] or ["no repository"]
+            lines = []
+            for r in answer:  # its warning on a line of its own: one_line below would show a newline as `\n`
+                lines.append(f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
+                             f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit)}"
+                             f"  indexed {r.indexed_at or 'never'}"
+                             + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
+                             + f"  from {r.root}")
+                lines += [f"  WARNING {r.indexing}"] if r.indexing else []
+            lines = lines or ["no repository"]
         elif args.action == "drop":
             answer = api.drop_shared_repository(args.store_url, args.repository, wait=args.wait)
             lines = [f"dropped {shown_repository_name(answer.name)}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
