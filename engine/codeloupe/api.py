@@ -258,14 +258,16 @@ class Workspace:
         self.settings = settings
         # Trusted strategy files are imported here; every other one is named in `strategy_load.warnings`.
         self._open(self.settings.index_path(self.root), load_workspace_strategies(self.root), check_index,
-                   create_repository)
+                   create_repository, folder=self.root)
         self._claim_shared_source(replace_source)
 
     def _open(self, index_path: Path, strategy_load: StrategyLoad, check_index: bool = True,
-              create_repository: bool = True) -> None:
-        """Everything but where the files come from (shared with `RemoteWorkspace`)."""
+              create_repository: bool = True, folder: Path | None = None) -> None:
+        """Everything but where the files come from (shared with `RemoteWorkspace`); `folder`: the workspace's,
+        where it has one (`open_store`)."""
         map_large_blocks_apart()  # a warm workspace's matrices are most of its process: see `codeloupe.memory`
-        self.store = open_store(self.settings, self.root, index_path, check=check_index, create=create_repository)
+        self.store = open_store(self.settings, self.root, index_path, check=check_index, create=create_repository,
+                                folder=folder)
         if isinstance(self.store, Store) and saved_past(self.store.path, self.store.index_id,
                                                           self.store.generation("content")):
             log.warning("the index %s holds an earlier state than the files saved beside it (its last writes were"

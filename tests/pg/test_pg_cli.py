@@ -285,6 +285,31 @@ def test_a_folder_is_not_answered_from_a_repository_indexed_from_another_folder(
     store.close()
 
 
+def test_a_folder_indexed_under_another_name_is_named_when_asked_for_by_its_own(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's `index ~/src/billing-v2 --repo billing --replace`, then a search of that folder without
+    --repo: refused as `billing-v2: not in the shared index ... (index the folder first, or name one it holds with
+    --repo NAME)`, though its files are indexed, under another name. The refusal names that repository."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    first, second = tmp_path / "billing", tmp_path / "billing-v2"
+    shutil.copytree(FIXTURES / "python", first)
+    shutil.copytree(FIXTURES / "python", second)
+    assert main(["index", str(first), "--store", pg_url]) == 0
+    assert main(["index", str(second), "--store", pg_url, "--repo", "billing", "--replace"]) == 0
+    capsys.readouterr()
+    for command in (["search", str(second), "total price"], ["stats", str(second)]):
+        assert main([*command, "--store", pg_url]) == 2, command
+        err = capsys.readouterr().err
+        assert "billing-v2: not in the shared index" in err and "(it holds billing)" in err, err
+        assert "this folder is indexed as billing: name it with --repo billing" in err, err
+    assert main(["search", str(first), "total price", "--store", pg_url, "--repo", "nobilling"]) == 2
+    err = capsys.readouterr().err  # a folder no repository is indexed from: the general way on
+    assert "nobilling: not in the shared index" in err and "index the folder first" in err, err
+    assert main(["search", "total price", "--store", pg_url, "--repo", "billing-v2"]) == 2
+    assert "this folder" not in capsys.readouterr().err  # no folder: a repository's name, not a folder asked for
+    assert main(["search", str(second), "total price", "--store", pg_url, "--repo", "billing"]) == 0
+
+
 def test_index_queue_keeps_the_unreadable_folders_count_and_names_as_index_does(tmp_path: Path, pg_url: str) -> None:
     """`index --queue` forgot the unreadable folders `index` had named but kept the count `index` stored: stats
     said 'unreadable folder 1' and '... and 1 more', naming none, and went on saying it once the folder could be

@@ -23,12 +23,13 @@ def repository_name(settings: Settings, root: Path) -> str:
 
 
 def open_store(settings: Settings, root: Path, index_path: Path, *, check: bool = True,
-               create: bool = True) -> IndexStore:
+               create: bool = True, folder: Path | None = None) -> IndexStore:
     """`check=False`: the SQLite file's integrity check waits for `check()` (PostgreSQL checks its own pages).
-    `create=False`: a repository the shared index does not hold is refused, not added (`PgStore`)."""
+    `create=False`: a repository the shared index does not hold is refused, not added (`PgStore`); the refusal
+    names the repository indexed from `folder` (a workspace's; None where the root is a repository's name)."""
     if settings.store_url:
         from codeloupe.store.postgres import PgStore  # psycopg costs start-up time: only for a shared index
 
         return PgStore(settings.store_url, repository_name(settings, root), local_dir=index_path.parent,
-                       create=create)
+                       create=create, folder=str(folder.resolve()) if folder else "")
     return Store(index_path, check=check)

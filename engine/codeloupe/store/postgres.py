@@ -975,10 +975,11 @@ class WorkQueue:
 class PgStore:
     """One repository's index in the shared PostgreSQL database (see the module docstring)."""
 
-    def __init__(self, url: str, repository: str, *, local_dir: Path, create: bool = True) -> None:
+    def __init__(self, url: str, repository: str, *, local_dir: Path, create: bool = True, folder: str = "") -> None:
         """`create`: add the repository when the shared index does not hold it (an indexer's open); without it,
-        such a name is refused (`StoreError` naming those it holds): a command that only reads it would
-        otherwise add an empty repository under a mistyped name."""
+        such a name is refused (`StoreError` naming those it holds, and the one indexed from `folder`, the
+        workspace asking, if any): a command that only reads it would otherwise add an empty repository under a
+        mistyped name."""
         self.url = url
         self.repository = repository
         self.rebuilt_reason = ""
@@ -1002,7 +1003,7 @@ class PgStore:
         # or each write names its folder (a worker's batch).
         self.source_folder = ""
         try:
-            self.repo_id, self._index_id = self._repository_row(repository, create)
+            self.repo_id, self._index_id = self._repository_row(repository, create, folder)
         except BaseException:
             self.close()
             raise
@@ -1044,7 +1045,7 @@ class PgStore:
         except (psycopg.Error, StoreError) as exc:
             log.info("could not keep the saved %s of %s in the shared index: %s", suffix, self.repository, exc)
 
-    def _repository_row(self, name: str, create: bool) -> tuple[int, str]:
+    def _repository_row(self, name: str, create: bool, folder: str) -> tuple[int, str]:
         """The repository's (id, index id); a new one is made only where `create` says, under a name that
         follows the rule (one an older version made under another name opens as it is). An existing one is
         read, never written: a writer holding its row (an indexer, a worker) keeps no one from opening it."""
@@ -1057,8 +1058,15 @@ class PgStore:
                     raise StoreError(problem)
                 if not create:
                     known = [r[0] for r in conn.execute("SELECT name FROM repositories ORDER BY name")]
+                    # A folder indexed under another name (`index --repo NAME`, `--replace`) is asked for by its
+                    # own name: say which repository holds its files rather than only that this name is unknown.
+                    source = [r[0] for r in conn.execute("SELECT name FROM repositories WHERE root = %s ORDER BY name",
+                                                         (folder,))] if folder else []
+                    hint = (f"this folder is indexed as {', '.join(map(shown_repository_name, source))}: name it with"
+                            f" --repo {shown_repository_name(source[0])}" if source else
+                            "index the folder first, or name one it holds with --repo NAME")
                     raise StoreError(f"{not_held([name], self.url, known)}: only `codeloupe index` adds a"
-                                     " repository (index the folder first, or name one it holds with --repo NAME)")
+                                     f" repository ({hint})")
                 with conn.transaction():
                     # A new repository's term statistics are current from its first chunk.
                     conn.execute("INSERT INTO repositories (name, index_id, lex_version) VALUES (%s, %s, %s)"
