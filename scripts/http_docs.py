@@ -71,6 +71,10 @@ file's or folder's name as MCP's text answers and the CLI show it, its control, 
 escaped (`\\n`, `\\x1b`, `\\u202e`; the graph's text writes a carriage return `\\r`): a name the index does not hold,
 holding a backslash, names the one indexed file or folder shown so.
 
+**Spans.** `/v1/expand` reads a range (`start`, `end`), a `symbol`, or the definition at a `line` (a `symbol` with a
+`line` picks among same-named definitions); a range with either of the others is refused (400), where it was dropped
+and the whole definition answered.
+
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
 model, so a client that gives up costs the server nothing further.

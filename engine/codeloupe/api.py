@@ -771,8 +771,13 @@ class Workspace:
         Only files in the index are read (the containment check plus the discovery rules: an ignored `.env`
         or a skipped binary is never served). `path` may name a file as the answers show it (`_indexed_name`: MCP's
         text, the CLI's), where an agent copies it from. A definition of a file changed on disk since it was
-        indexed is refused: its lines are the index's, and would show other code under its name.
+        indexed is refused: its lines are the index's, and would show other code under its name. A range with a
+        symbol or an anchor `line` is refused: each chooses the lines, and the range was dropped without a word
+        (the whole definition answered a call that asked for two of its lines).
         """
+        if (start_line is not None or end_line is not None) and (symbol or line is not None):
+            raise WorkspaceError("a line range is read on its own, not with a symbol or an anchor line (each "
+                                 "chooses the lines): ask for one of them")
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
         if row is None and (held := self._indexed_name(path)) != path:

@@ -114,9 +114,9 @@ SEARCH_DESCRIPTION = (
     "lines, anchor_line = best-matching line, text, truncated).")
 
 EXPAND_DESCRIPTION = (
-    "Read code verbatim from disk: a line range of an indexed file, a definition by name (`symbol`, qualified like "
-    "`Class.method` when ambiguous), or the definition around an `anchor_line` (e.g. a search hit's anchor). Use it "
-    "instead of cat/sed to read exactly the function you need.")
+    "Read code verbatim from disk: a line range of an indexed file, or (not with a range) a definition by name "
+    "(`symbol`, qualified like `Class.method` when ambiguous) or the definition around an `anchor_line` (e.g. a "
+    "search hit's anchor). Use it instead of cat/sed to read exactly the function you need.")
 
 
 class _Server(MCPServer):

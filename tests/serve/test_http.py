@@ -93,6 +93,9 @@ def test_every_endpoint_answers(project: Path, serve) -> None:
     assert span["text"].startswith("def escape_html") and span["symbol"] == "escape_html"
     line = httpx.get(f"{base}/v1/expand", params={"path": "app/auth.py", "start": 1, "end": 1}).json()
     assert line["start_line"] == line["end_line"] == 1
+    # A range beside a symbol was dropped: the whole definition answered as if asked for.
+    mixed = httpx.get(f"{base}/v1/expand", params={"path": "app/render.py", "symbol": "escape_html", "start": 1})
+    assert mixed.status_code == 400 and "a line range is read on its own" in mixed.json()["error"], mixed.text
     located = httpx.get(f"{base}/v1/locate", params={"text": "find", "identifier": "true"}).json()
     assert [(loc["path"], loc["line"]) for loc in located["locations"]] == [("app/auth.py", 13), ("app/store.py", 14)]
     node = httpx.get(f"{base}/v1/graph", params={"node": "app/auth.py"}).json()

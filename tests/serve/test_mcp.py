@@ -53,6 +53,12 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert "return self.sessions.get(token)" in symbol
     lines = text_of(await client.call_tool("expand", {"path": "app/auth.py", "start_line": 1, "end_line": 1}))
     assert '"""Login sessions' in lines and "class TokenChecker" not in lines
+    # A line range with a symbol or an anchor line was dropped without a word: the whole definition came back
+    # under the lines asked for. Each picks the lines, so one is asked for at a time.
+    for chosen in ({"symbol": "SessionStore.find"}, {"anchor_line": 15}):
+        for lines_asked in ({"start_line": 1, "end_line": 2}, {"start_line": 3}, {"end_line": 4}):
+            mixed = await client.call_tool("expand", {"path": "app/store.py", **chosen, **lines_asked})
+            assert mixed.is_error and "a line range is read on its own" in text_of(mixed), (chosen, text_of(mixed))
 
     located = text_of(await client.call_tool("locate", {"text": "SessionStore", "identifier": True}))
     assert "app/store.py:10:7" in located and "app/auth.py:3:" in located
