@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import (
     UnexpectedToolError,
 )
 from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, Tool
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails
@@ -126,7 +127,9 @@ class _Server(MCPServer):
     refused, naming those it takes: the SDK dropped it, so that `expand` with HTTP's `start` and `end` answered the
     whole file as if asked for it; each tool's schema says so (`additionalProperties: false`). A resource error
     names its URI cut on one line (`_elided`), in its message and its data: the SDK named it whole in both, so a
-    100 KB URI came back twice, a line break in it breaking the message's line."""
+    100 KB URI came back twice, a line break in it breaking the message's line. A query parameter a resource
+    template does not take is refused, naming those it takes (`_unknown_parameters`): the SDK dropped it, so that
+    `codeloupe://tour?entry_pionts=100` answered the default 30 entry points as if asked for them."""
 
     async def list_tools(self) -> list[Tool]:
         return [tool.model_copy(update={"input_schema": {**tool.input_schema, "additionalProperties": False}})
@@ -147,6 +150,7 @@ class _Server(MCPServer):
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         try:
+            await self._unknown_parameters(str(uri))
             return await super().read_resource(uri, context)
         except ResourceError as exc:
             shown = _elided(str(uri), _URI_CHARS)
@@ -154,6 +158,24 @@ class _Server(MCPServer):
                 log.exception("Resource %r raised an unexpected exception", shown)
             code = INVALID_PARAMS if isinstance(exc, ResourceNotFoundError) else INTERNAL_ERROR
             raise MCPError(code=code, message=str(exc).replace(str(uri), shown), data={"uri": shown}) from exc
+
+    async def _unknown_parameters(self, uri: str) -> None:
+        """Refuse (as a resource that is not there, `-32602`) the query parameters of `uri` that the template it
+        matches does not take, as HTTP refuses an endpoint's (`not_taken`)."""
+        before, _, query = uri.partition("#")[0].partition("?")
+        if not query:
+            return
+        for template in await self.list_resource_templates():
+            parsed = UriTemplate.parse(template.uri_template)
+            taken = parsed.query_variable_names
+            if not taken or parsed.match(uri) is None:
+                continue
+            unknown = sorted({pair.partition("=")[0] for pair in query.split("&")} - taken - {""})
+            if unknown:
+                raise ResourceNotFoundError(not_taken(_elided(before, _URI_CHARS), unknown,
+                                                      [name for name in parsed.variable_names if name in taken],
+                                                      noun="parameter"))
+            return
 
 
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:

@@ -121,7 +121,11 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
                        ("entry_points=many", "entry_points must be a whole number, got 'many'"),
                        ("limit=0", "limit must be from 1 to 50, got 0"),
                        ("limit=51", "limit must be from 1 to 50, got 51"),
-                       ("limit=many", "limit must be a whole number, got 'many'")):
+                       ("limit=many", "limit must be a whole number, got 'many'"),
+                       # A parameter the tour does not take was dropped: a typo answered the default 30 entry points.
+                       ("entry_pionts=100", "`entry_pionts` is not a parameter of codeloupe://tour, which takes "
+                                            "`entry_points`, `limit`"),
+                       ("limit=5&x=1&y", "`x`, `y` are not parameters of codeloupe://tour")):
         with pytest.raises(MCPError) as refused:
             await client.read_resource(f"codeloupe://tour?{query}")
         assert refused.value.code == INVALID_PARAMS and why in str(refused.value), (query, refused.value)
