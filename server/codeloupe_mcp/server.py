@@ -103,6 +103,7 @@ StartLine = Annotated[int | None, Field(ge=1, description="first line (1-based)"
 EndLine = Annotated[int | None, Field(ge=1, description="last line, inclusive")]
 SymbolName = Annotated[str, Field(max_length=512, description="a definition: `name` or `Class.method`")]
 AnchorLine = Annotated[int | None, Field(ge=1, description="a line: the definition around it")]
+GraphName = Annotated[str, Field(max_length=1000)]
 Repo = Annotated[str, Field(max_length=4096, description="the served repository the file is in, as a search "
                                                         "across repositories names it (`NAME:path`); default: this "
                                                         "one")]
@@ -118,6 +119,14 @@ EXPAND_DESCRIPTION = (
     "Read code verbatim from disk: a line range of an indexed file, or (not with a range) a definition by name "
     "(`symbol`, qualified like `Class.method` when ambiguous) or the definition around an `anchor_line` (e.g. a "
     "search hit's anchor). Use it instead of cat/sed to read exactly the function you need.")
+
+
+GRAPH_DESCRIPTION = (
+    "The import/call graph between files. `node`: one file or concept with what it uses, what uses it (with the "
+    "carrying symbols and lines) and files that read alike; a folder: its files, their edges across it and their "
+    "communities. `source`+`target`: the route between two concepts, each hop naming its symbols. Neither: the "
+    "map (communities, hub files). Use it to find callers and dependents across files instead of grepping for "
+    "imports.")
 
 
 class _Server(MCPServer):
@@ -232,17 +241,21 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
                anchor_line: AnchorLine = None, max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         return _expansion_text(here(), path, start_line, end_line, symbol, anchor_line, max_bytes)
 
-    async def expand_in(path: RelPath, start_line: StartLine = None, end_line: EndLine = None,
-                        symbol: SymbolName = "", anchor_line: AnchorLine = None,
-                        max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repo: Repo = "") -> str:
+    async def in_repo(repo: str, answer: Callable[[WarmWorkspace], str]) -> str:
+        """`answer` for the served repository `repo` names (a search across repositories' `NAME` of `NAME:path`),
+        or for this one when it names none."""
         if pool is None or not repo:
-            return await when_indexed([await served()], lambda: expand(path, start_line, end_line, symbol,
-                                                                         anchor_line, max_bytes))
+            return await when_indexed([await served()], lambda: answer(here()))
         await pool.relisted()
         with _refusals():
             warm_there = pool.get(repo)
-        return await when_indexed([warm_there], lambda: _expansion_text(warm_there, path, start_line, end_line,
-                                                                        symbol, anchor_line, max_bytes))
+        return await when_indexed([warm_there], lambda: answer(warm_there))
+
+    async def expand_in(path: RelPath, start_line: StartLine = None, end_line: EndLine = None,
+                        symbol: SymbolName = "", anchor_line: AnchorLine = None,
+                        max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repo: Repo = "") -> str:
+        return await in_repo(repo, lambda there: _expansion_text(there, path, start_line, end_line, symbol,
+                                                                 anchor_line, max_bytes))
 
     # `repo` as `repos`: only where a search across repositories can name a file of another one.
     server.add_tool(expand_in if several else indexed(expand), name="expand", structured_output=False,
@@ -265,19 +278,19 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             return sized.located_text(found, max_bytes, notes)
         return await when_indexed([await served()], located)
 
-    @server.tool(structured_output=False, description=(
-        "The import/call graph between files. `node`: one file or concept with what it uses, what uses it "
-        "(with the carrying symbols and lines) and files that read alike; a folder: its files, their edges "
-        "across it and their communities. `source`+`target`: the route between two concepts, each hop naming "
-        "its symbols. Neither: the map (communities, hub files). Use it to find callers and dependents across "
-        "files instead of grepping for imports."))
-    async def graph(node: Annotated[str, Field(max_length=1000)] = "",
-                    source: Annotated[str, Field(max_length=1000)] = "",
-                    target: Annotated[str, Field(max_length=1000)] = "",
-                    max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+    async def graph_in(node: GraphName = "", source: GraphName = "", target: GraphName = "",
+                       max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repo: Repo = "") -> str:
         with _refusals():
             asked = GraphRequest(node, source, target)  # refused before the wait for the first index, as by HTTP
-        return await when_indexed([await served()], lambda: _graph_text(here(), asked, max_bytes))
+        return await in_repo(repo, lambda there: _graph_text(there, asked, max_bytes))
+
+    async def graph(node: GraphName = "", source: GraphName = "", target: GraphName = "",
+                    max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
+        return await graph_in(node, source, target, max_bytes)
+
+    # `repo` as for `expand`: a file a search across repositories found in another one has its graph there.
+    server.add_tool(graph_in if several else graph, name="graph", structured_output=False,
+                    description=GRAPH_DESCRIPTION)
 
     @server.tool(structured_output=False, description=(
         "Index health: files, chunks, languages, which search lanes are ready (vectors computed), the files "

@@ -36,6 +36,7 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert set(tools) == LEAN_TOOLS  # no chat model configured: `ask` is not listed
     assert "INSTEAD of grep" in tools["search"].description
     assert "repos" not in tools["search"].input_schema["properties"]  # one workspace: nothing to name
+    assert "repo" not in tools["expand"].input_schema["properties"] | tools["graph"].input_schema["properties"]
     assert all("description" in spec for spec in tools["expand"].input_schema["properties"].values())
 
     found = await client.call_tool("search", {"query": "check the bearer token against the session store"})
@@ -199,6 +200,34 @@ async def test_a_file_a_search_across_repositories_found_in_another_one_can_be_r
     assert not own.is_error and "def charge_invoice(amount):" in text_of(own)
     assert unknown.is_error and "third: not a served workspace" in text_of(unknown)
     assert default.startswith("`app/auth.py:1-1`")
+
+
+async def test_the_graph_of_a_file_a_search_across_repositories_found_in_another_one(project: Path, serve,
+                                                                                     tmp_path: Path) -> None:
+    """`graph` read only its endpoint's repository, as `expand` once did: a file a search across repositories
+    found in another one (`second:app/billing.py`) was "not in the graph (no such file in the workspace)", and
+    `repo` was refused as no argument of graph. It takes the repository as `expand` does."""
+    from serve_project import write_project
+
+    second = write_project(tmp_path / "second")
+    (second / "app/billing.py").write_text("from app.store import SessionStore\n\n\n"
+                                           "def charge_invoice(store: SessionStore):\n    return store\n")
+    base = serve([project, second])
+    async with Client(f"{base}/mcp", read_timeout_seconds=60) as client:
+        graph = next(tool for tool in (await client.list_tools()).tools if tool.name == "graph")
+        across = text_of(await client.call_tool("search", {"query": "charge invoice", "repos": ["*"]}))
+        other = await client.call_tool("graph", {"node": "app/billing.py", "repo": "second"})
+        route = await client.call_tool("graph", {"source": "app/billing.py", "target": "app/store.py",
+                                                 "repo": "second"})
+        own = text_of(await client.call_tool("graph", {"node": "app/auth.py"}))
+        unknown = await client.call_tool("graph", {"node": "app/auth.py", "repo": "third"})
+    assert "second:app/billing.py" in across
+    assert "repo" in graph.input_schema["properties"]
+    assert not other.is_error and text_of(other).startswith("app/billing.py"), text_of(other)
+    assert "app/store.py" in text_of(other) and "SessionStore" in text_of(other), text_of(other)
+    assert not route.is_error and text_of(route).startswith("app/billing.py -> app/store.py"), text_of(route)
+    assert own.startswith("app/auth.py") and "app/store.py" in own
+    assert unknown.is_error and "third: not a served workspace" in text_of(unknown)
 
 
 async def test_a_repository_name_two_served_roots_share_is_refused_naming_both(project: Path, serve,
