@@ -27,8 +27,8 @@ from mcp.server.mcpserver.exceptions import (
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, Tool
-from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
-from pydantic_core import ErrorDetails
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from codeloupe.api import (
     MAX_LOCATE,
@@ -79,11 +79,20 @@ def _searchable(text: str, info: ValidationInfo) -> str:
     return text
 
 
+def _not_a_truth_value(value: Any) -> Any:
+    """A number argument refuses JSON's true and false, as its schema (`integer`) does: pydantic reads them as 1
+    and 0, so `start_line: true, end_line: true` answered line 1."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+Whole = BeforeValidator(_not_a_truth_value)  # of every number argument
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
                              description="a question, an identifier, or a pasted bug report / traceback"),
                   AfterValidator(_searchable)]
 MaxBytes = Annotated[int, Field(ge=sized.MIN_BUDGET_BYTES, le=sized.MAX_BUDGET_BYTES,
-                                description="size budget of the answer in bytes; the answer says what it cut")]
+                                description="size budget of the answer in bytes; the answer says what it cut"), Whole]
 MAX_PATH_CHARS = 4096  # of a path a tool or the file resource takes
 RelPath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS,
                                description="a file path relative to the workspace root")]
@@ -92,17 +101,17 @@ Scope = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="only under 
 Mode = Annotated[Literal["code", "docs", "both"], Field(
     description="code (the default), docs (documentation pages only), or both")]
 Limit = Annotated[int, Field(ge=1, le=50, description="files ranked with their code; every other candidate is "
-                                                      "still listed as a one-line map")]
+                                                      "still listed as a one-line map"), Whole]
 Repos = Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
     max_length=1000, description="search these served repositories as one ranking instead (['*']: every one); "
                                  "each file then names its repository. Of more than 8 repositories of a shared "
                                  "index, the 8 whose chunks rank first are searched in full: the bundle's notes "
                                  "name them")]
 
-StartLine = Annotated[int | None, Field(ge=1, description="first line (1-based)")]
-EndLine = Annotated[int | None, Field(ge=1, description="last line, inclusive")]
+StartLine = Annotated[int | None, Field(ge=1, description="first line (1-based)"), Whole]
+EndLine = Annotated[int | None, Field(ge=1, description="last line, inclusive"), Whole]
 SymbolName = Annotated[str, Field(max_length=512, description="a definition: `name` or `Class.method`")]
-AnchorLine = Annotated[int | None, Field(ge=1, description="a line: the definition around it")]
+AnchorLine = Annotated[int | None, Field(ge=1, description="a line: the definition around it"), Whole]
 GraphName = Annotated[str, Field(max_length=1000)]
 Repo = Annotated[str, Field(max_length=4096, description="the served repository the file is in, as a search "
                                                         "across repositories names it (`NAME:path`); default: this "
@@ -267,7 +276,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
         "instead when you do not know the exact text."))
     async def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
-                     limit: Annotated[int, Field(ge=1, le=MAX_LOCATE)] = 100,
+                     limit: Annotated[int, Field(ge=1, le=MAX_LOCATE), Whole] = 100,
                      max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
             check_locate_text(text)  # refused before the wait for the first index, as by HTTP

@@ -86,6 +86,15 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
                             ({"query": "", "limit": 0}, "`query` must not be empty; `limit` must be at least 1")):
         refused = await client.call_tool("search", arguments)
         assert refused.is_error and text_of(refused) == f"Error executing tool search: {said}", text_of(refused)
+    # JSON's true is no line number or count: it was read as 1 (`start_line: true, end_line: true` answered line 1).
+    for tool, arguments, said in (("expand", {"path": "app/auth.py", "start_line": True, "end_line": True},
+                                   "`start_line` must be a whole number; `end_line` must be a whole number"),
+                                  ("expand", {"path": "app/auth.py", "anchor_line": False},
+                                   "`anchor_line` must be a whole number"),
+                                  ("search", {"query": "token", "limit": True}, "`limit` must be a whole number"),
+                                  ("locate", {"text": "token", "limit": True}, "`limit` must be a whole number")):
+        refused = await client.call_tool(tool, arguments)
+        assert refused.is_error and text_of(refused) == f"Error executing tool {tool}: {said}", text_of(refused)
     assert (await client.call_tool("graph", {"source": "app/auth.py"})).is_error
     lines = await client.call_tool("locate", {"text": "a\nb"})
     assert lines.is_error and "`text` must be one line, got 2 lines" in text_of(lines)  # the tool's argument, named
