@@ -319,3 +319,36 @@ def test_a_lane_turned_off_is_said_to_be_off_not_pending(
     assert [lane.off for lane in bundle.lanes if lane.name == "dense"] == [True]
     first = bundle_text(bundle).splitlines()[0]
     assert "dense (off)" in first and "not ready" not in first, first
+
+
+@pytest.mark.parametrize("max_bytes", [1_000, 6_000, 200_000])
+def test_a_flat_answer_names_every_candidate_or_counts_those_it_leaves_out(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], max_bytes: int) -> None:
+    """`flat` listed the chunks of the files ranked with code and nothing of the long tail (the candidates past
+    every lane's short list, which have no chunk): on click, "context" came back as 13 chunks of 12 files, of 57
+    candidate files the text answer maps, and said nothing of the other 45. They follow the chunks (each its
+    rank, path and best lines), as many as fit, and the cut note counts the rest."""
+    import json
+
+    from codeloupe_mcp.sized import flat_json
+
+    files = {f"ledger/book_{i:02}.py": f"def ledger_total_{i}(rows):\n    return sum(rows)  # ledger total\n"
+             for i in range(40)}
+    ws = lexical_workspace(write(tmp_path / "repo", files))
+    bundle = ws.search("ledger total", limit=3)
+    tail = [hit for hit in bundle.files if not hit.chunks]  # the long tail, and any other map line with no chunk
+    assert len(tail) > 20 and {id(hit) for hit in bundle.files if hit.tail} <= {id(hit) for hit in tail}
+    answer = flat_json(bundle, max_bytes=max_bytes)
+    assert len(answer.encode("utf-8")) <= max_bytes
+    parsed = json.loads(answer)
+    named = {item["path"] for item in parsed["chunks"]} | {item["path"] for item in parsed.get("tail", [])}
+    unlisted = len(tail) - len(parsed.get("tail", []))
+    if unlisted:
+        assert f"{unlisted} lower-ranked candidate files not listed" in parsed["cut"], parsed.get("cut")
+    else:
+        assert named == {hit.path for hit in bundle.files} and "cut" not in parsed
+    first = min(tail, key=lambda hit: hit.rank)
+    if parsed.get("tail"):
+        assert parsed["tail"][0] == {"rank": first.rank, "path": first.path, "start_line": first.best_start_line,
+                                     "end_line": first.best_end_line, "repository": ""}
+    assert max_bytes < 200_000 or not unlisted  # the largest budget names every one

@@ -122,7 +122,7 @@ SEARCH_DESCRIPTION = (
     "question (CORE files with their matching code in full, every other candidate as a one-line map with its "
     "best lines). Use it INSTEAD of grep/find for questions (how is X done, where is Y handled) and for pasted "
     "bug reports or tracebacks: one call replaces several grep rounds. `flat` gives ranked chunks as JSON (path, "
-    "lines, anchor_line = best-matching line, text, truncated).")
+    "lines, anchor_line = best-matching line, text, truncated), then the other candidates' best lines (`tail`).")
 
 EXPAND_DESCRIPTION = (
     "Read code verbatim from disk: a line range of an indexed file, or (not with a range) a definition by name "

@@ -162,17 +162,23 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     chunk, or its window around the anchor for RELATED files) and `truncated` when that text is partial. In rank
     order whatever the budget: a chunk with no room for a line of its text keeps its place with an empty `text`,
     and what is left out is what follows the last chunk placed. The candidate files whose content is withheld
-    (they look like secrets), which have no chunk, are named in `withheld`."""
+    (they look like secrets), which have no chunk, are named in `withheld`; the long tail's (candidates past
+    every lane's short list, which have no chunk either) follow the chunks in `tail`, each its rank, path and best
+    lines, as many as fit once every chunk is placed, the rest counted in `cut` (rule 2: they were left out
+    without a word)."""
     budget = Budget(max_bytes)
     chunks = [(hit, chunk) for hit in bundle.files for chunk in hit.chunks]
+    tail = [hit for hit in bundle.files if not hit.chunks and not hit.withheld]
     answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
                     "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": []}
     if withheld := [hit.shown_path for hit in bundle.files if hit.withheld]:
         answer["withheld"] = withheld
     if bundle.notes:
         answer["notes"] = _echoed_notes(bundle.notes, budget.limit // 4, budget.limit)
-    # Reserved as it will be written: the query escaped, the lanes, the notes and the cut note at its largest.
-    budget.take(json.dumps({**answer, "cut": _flat_cut(len(chunks), len(chunks), budget.limit)}, ensure_ascii=False))
+    # Reserved as it will be written: the query escaped, the lanes, the notes, the tail's key and the cut note at
+    # its largest.
+    budget.take(json.dumps({**answer, **({"tail": []} if tail else {}),
+                            "cut": _flat_cut(len(chunks), len(chunks), budget.limit, len(tail))}, ensure_ascii=False))
     items: list[dict] = []
     for hit, chunk in chunks:
         item = _fitted(dataclasses.asdict(PrunedChunk.of(hit, chunk)), budget)
@@ -180,9 +186,18 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
             break
         items.append(item)
     answer["chunks"] = items
+    listed: list[dict] = []
+    for hit in tail if len(items) == len(chunks) else ():
+        entry = {"rank": hit.rank, "path": hit.path, "start_line": hit.best_start_line,
+                 "end_line": hit.best_end_line, "repository": hit.repository}
+        if not budget.take(json.dumps(entry, ensure_ascii=False) + ", "):
+            break
+        listed.append(entry)
+    if listed:
+        answer["tail"] = listed
     placed_only = sum(1 for item in items if not item["text"])
-    if placed_only or len(items) < len(chunks):
-        answer["cut"] = _flat_cut(placed_only, len(chunks) - len(items), budget.limit)
+    if placed_only or len(items) < len(chunks) or len(listed) < len(tail):
+        answer["cut"] = _flat_cut(placed_only, len(chunks) - len(items), budget.limit, len(tail) - len(listed))
     return json.dumps(answer, ensure_ascii=False)
 
 
@@ -198,10 +213,11 @@ def _fitted(item: dict, budget: Budget) -> dict | None:
     return placed if budget.take(json.dumps(placed, ensure_ascii=False) + ", ") else None
 
 
-def _flat_cut(placed_only: int, left_out: int, limit: int) -> str:
+def _flat_cut(placed_only: int, left_out: int, limit: int, unlisted: int = 0) -> str:
     cut = [f"{placed_only} chunk{'' if placed_only == 1 else 's'} listed without {'its' if placed_only == 1 else 'their'} "
            "text"] if placed_only else []
     cut += [f"{left_out} lower-ranked chunk{'' if left_out == 1 else 's'} left out"] if left_out else []
+    cut += [f"{unlisted} lower-ranked candidate file{'' if unlisted == 1 else 's'} not listed"] if unlisted else []
     return (f"{' and '.join(cut)} to stay within {limit} bytes; read them with `expand` (path, start_line, end_line) "
             "or raise max_bytes")
 
