@@ -23,7 +23,7 @@ import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
 import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
 import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
-import { Panel } from './panels';
+import { AnswerPanels, Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
 import { AskRequest, SearchRequest } from './protocol';
 import {
@@ -97,9 +97,9 @@ export interface CodeloupeApi {
 class Controller implements vscode.Disposable {
     private readonly log = vscode.window.createOutputChannel('codeloupe', { log: true });
     private readonly status = new StatusItem(Commands.status);
-    // One panel per kind of page, so an answer never replaces the bundle being read (or the status).
+    // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
     private readonly bundlePanel = new Panel('codeloupe.bundle', () => this.client);
-    private readonly answerPanel = new Panel('codeloupe.answer', () => this.client);
+    private readonly answers = new AnswerPanels(() => this.client);
     private readonly statusPanel = new Panel('codeloupe.status', () => this.client);
     private readonly graph = new Panel('codeloupe.graph', () => this.client);
     private readonly graphDetail = new Panel('codeloupe.graphDetail', () => this.client);
@@ -415,48 +415,56 @@ class Controller implements vscode.Disposable {
             return;
         }
         const title = pageTitle(query);
-        this.answerPanel.show(title, (context) => renderWaiting(context, query));
+        const panel = this.answers.create();
+        panel.show(title, (context) => renderWaiting(context, query));
+        // The ask stops when its notification's Cancel is clicked or its tab is closed: nothing would show its answer.
+        const stop = new vscode.CancellationTokenSource();
+        const closed = panel.onDidClose(() => stop.cancel());
         const progressToken = `codeloupe-ask-${randomUUID()}`;
         await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'codeloupe', cancellable: true }, async (progress, cancel) => {
+            const cancelled = cancel.onCancellationRequested(() => stop.cancel());
             const listener = client.onProgress(WorkDoneProgress.type, progressToken, (value) => {
                 const event = value.kind === 'report' ? parseAskEvent(value.message) : undefined;
                 const line: AskProgressLine | undefined = value.kind === 'begin' ? ASK_STARTED : event && describeAskEvent(event);
                 if (line !== undefined) {
                     // A notification renders a link in its message: the status quotes file names and the model's words.
                     progress.report({ message: visibleMessage(line.status) });
-                    this.answerPanel.post({ type: 'progress', ...line });
+                    panel.post({ type: 'progress', ...line });
                 }
             });
             try {
-                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, cancel);
-                this.answerPanel.show(title, (context) => renderAnswer(context, query, result));
+                const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, stop.token);
+                panel.show(title, (context) => renderAnswer(context, query, result));
                 this.lastBundle.show(result.bundle);
             } catch (error) {
-                await this.askFailed(client, query, error, cancel);
+                await this.askFailed(client, panel, query, error, stop.token);
             } finally {
                 listener.dispose();
+                cancelled.dispose();
+                closed.dispose();
+                stop.dispose();
             }
         });
     }
 
-    /** A server without codeloupe/ask still answers with its retrieval bundle; other failures show in the view. */
-    private async askFailed(client: LanguageClient, query: string, error: unknown, cancel: vscode.CancellationToken): Promise<void> {
+    /** A server without codeloupe/ask still answers with its retrieval bundle; other failures show in the ask's view. */
+    private async askFailed(client: LanguageClient, panel: Panel, query: string, error: unknown, cancel: vscode.CancellationToken): Promise<void> {
         const title = pageTitle(query);
         if (cancel.isCancellationRequested) {
-            this.answerPanel.show(title, (context) => renderError(context, title, 'Cancelled.'));
+            panel.show(title, (context) => renderError(context, title, 'Cancelled.'));
             return;
         }
         if (error instanceof ResponseError && error.code === ErrorCodes.MethodNotFound) {
             try {
                 const bundle = await client.sendRequest(SearchRequest, { query }, cancel);
-                this.answerPanel.show(title, (context) => renderBundle(context, bundle, 'This server cannot narrate answers (no codeloupe/ask): here is the ranked bundle.'));
+                panel.show(title, (context) => renderBundle(context, bundle, 'This server cannot narrate answers (no codeloupe/ask): here is the ranked bundle.'));
                 return;
             } catch (searchError) {
                 error = searchError;
             }
         }
         this.log.error(`ask failed: ${String(error)}`);
-        this.answerPanel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
+        panel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
     }
 
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
@@ -477,7 +485,7 @@ class Controller implements vscode.Disposable {
     dispose(): void {
         void this.stop();
         this.status.dispose();
-        for (const panel of [this.bundlePanel, this.answerPanel, this.statusPanel, this.graph, this.graphDetail]) {
+        for (const panel of [this.bundlePanel, this.answers, this.statusPanel, this.graph, this.graphDetail]) {
             panel.dispose();
         }
         this.lastBundle.dispose();

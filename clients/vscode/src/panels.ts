@@ -1,4 +1,4 @@
-// The two webview panels: results (bundles, answers, status) and the graph. Each is reused while open.
+// The webview panels: results (bundles, status), the graph, each reused while open; and answers, one panel per ask.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
@@ -7,8 +7,20 @@ import { isOpenMessage, isReplayMessage } from './protocol';
 import type { PageContext } from './render';
 import { visible, visibleMessage } from './visible';
 
+export interface PanelOptions {
+    /** The panel is one ask's (its draft, then its answer): shown in front when it opens, then updated where it is (the
+     * answer does not jump over the tab being read, another answer's maybe); once its tab is closed, nothing opens it. */
+    single?: boolean;
+    /** The editor group it opens in (default: beside the active editor). */
+    column?: vscode.ViewColumn;
+}
+
 export class Panel implements vscode.Disposable {
     private panel: vscode.WebviewPanel | undefined;
+    private tabClosed = false;
+    private readonly closed = new vscode.EventEmitter<void>();
+    /** Fires when the panel's tab is closed. */
+    readonly onDidClose = this.closed.event;
     /** Graph pages name files by workspace path; this maps them to URIs from the same graph answer. */
     private pathToUri: ReadonlyMap<string, string> = new Map();
     /** Everything posted to the current page, each numbered by its place (`seq`). The panel does not keep its page
@@ -19,11 +31,20 @@ export class Panel implements vscode.Disposable {
     constructor(
         private readonly viewType: string,
         private readonly getClient: () => LanguageClient | undefined,
+        private readonly options: PanelOptions = {},
     ) {}
+
+    /** The editor group the panel's tab is in; undefined while it has none. */
+    get viewColumn(): vscode.ViewColumn | undefined {
+        return this.panel?.viewColumn;
+    }
 
     /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce. */
     show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): void {
         const panel = this.reveal(title);
+        if (panel === undefined) {
+            return;
+        }
         this.pathToUri = pathToUri;
         this.posted = [];
         panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource });
@@ -36,15 +57,23 @@ export class Panel implements vscode.Disposable {
         void this.panel?.webview.postMessage(numbered);
     }
 
-    private reveal(name: string): vscode.WebviewPanel {
+    /** The panel's tab, titled `name`, shown in front (a single panel only as it opens); undefined once a single
+     * panel's tab was closed. */
+    private reveal(name: string): vscode.WebviewPanel | undefined {
         // A title names a file or quotes a query: shown as the pages show them.
         const title = visible(name);
         if (this.panel !== undefined) {
             this.panel.title = title;
-            this.panel.reveal(undefined, true);
+            if (!this.options.single) {
+                this.panel.reveal(undefined, true);
+            }
             return this.panel;
         }
-        const panel = vscode.window.createWebviewPanel(this.viewType, title, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true }, {
+        if (this.options.single && this.tabClosed) {
+            return undefined;
+        }
+        const column = this.options.column ?? vscode.ViewColumn.Beside;
+        const panel = vscode.window.createWebviewPanel(this.viewType, title, { viewColumn: column, preserveFocus: true }, {
             enableScripts: true,
             enableCommandUris: false,
             localResourceRoots: [],
@@ -53,6 +82,8 @@ export class Panel implements vscode.Disposable {
         panel.webview.onDidReceiveMessage((message: unknown) => this.onMessage(message));
         panel.onDidDispose(() => {
             this.panel = undefined;
+            this.tabClosed = true;
+            this.closed.fire();
         });
         this.panel = panel;
         return panel;
@@ -82,5 +113,31 @@ export class Panel implements vscode.Disposable {
 
     dispose(): void {
         this.panel?.dispose();
+        this.closed.dispose();
+    }
+}
+
+/**
+ * The answers: a panel per ask, so that a second question never replaces the first's answer, and an ask's progress,
+ * posted to its own panel, never shows in another's. A new one opens in the group of the last one still open, with
+ * the others as tabs beside it.
+ */
+export class AnswerPanels implements vscode.Disposable {
+    private readonly open: Panel[] = [];
+
+    constructor(private readonly getClient: () => LanguageClient | undefined) {}
+
+    /** A panel for one ask; nothing is shown until its first page. */
+    create(): Panel {
+        const panel = new Panel('codeloupe.answer', this.getClient, { single: true, column: this.open.at(-1)?.viewColumn });
+        this.open.push(panel);
+        panel.onDidClose(() => this.open.splice(this.open.indexOf(panel), 1));
+        return panel;
+    }
+
+    dispose(): void {
+        for (const panel of [...this.open]) {
+            panel.dispose();
+        }
     }
 }

@@ -75,11 +75,11 @@ function blockText(html) {
         ? String.fromCodePoint(Number(name.startsWith('#x') ? `0x${name.slice(2)}` : name.slice(1))) : ENTITIES[name]));
 }
 
-/** The draft the answer view builds from the progress `panel` posted since `from`: its text runs, joined, and its
- * code blocks (`{caption, note?, text}`, the text of the block). */
-function draftOf(panel, from) {
+/** The draft the answer view builds from the progress its `panel` posted: its text runs, joined, and its code blocks
+ * (`{caption, note?, text}`, the text of the block). */
+function draftOf(panel) {
     const draft = [];
-    for (const message of panel.posted.slice(from).filter((posted) => posted.type === 'progress')) {
+    for (const message of panel.posted.filter((posted) => posted.type === 'progress')) {
         if (message.code !== undefined) {
             const { html, ...code } = message.code;
             draft.push({ ...code, text: blockText(html) });
@@ -467,9 +467,8 @@ describe('the extension against the real server', function () {
         let view;
         try {
             await useScriptedModel(chat);
-            const panel = panelOf('codeloupe.answer');
-            const postedBefore = panel.posted.length;
             const result = await askedResult(asks, 'how does login check the password and issue a token');
+            const panel = panelOf('codeloupe.answer');
             assert.ok((await chat.requestCount()) > 0, 'the server called the scripted chat model');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             assert.ok(result.citations.length > 0, 'the answer cites spans');
@@ -485,7 +484,7 @@ describe('the extension against the real server', function () {
             for (const file of result.uncited) {
                 assert.ok(links.some((link) => link.uri === file.location.uri), `uncited ${file.path} listed`);
             }
-            const progress = panel.posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            const progress = panel.posted.filter((message) => message.type === 'progress');
             assert.ok(progress.length > 0, 'ask progress events reached the view');
             assert.deepEqual(view.requests, []);
         } finally {
@@ -501,12 +500,11 @@ describe('the extension against the real server', function () {
         const asks = recordRequests(client, 'codeloupe/ask');
         try {
             await useScriptedModel(chat);
-            const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
             const result = await askedResult(asks, 'how does login check the password');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const [cited] = result.citations;
             const where = `${cited.path}:${cited.startLine}-${cited.endLine}`;
-            assert.deepEqual(draftOf(panelOf('codeloupe.answer'), postedBefore),
+            assert.deepEqual(draftOf(panelOf('codeloupe.answer')),
                 [`${words}: login compares hashes (${where}).\n`, { caption: where, text: cited.text }, 'That is all.']);
         } finally {
             asks.restore();
@@ -524,15 +522,13 @@ describe('the extension against the real server', function () {
         let answer;
         try {
             await useScriptedModel(chat);
-            const panel = panelOf('codeloupe.answer');
-            const [postedBefore, pagesBefore] = [panel?.posted.length ?? 0, panel?.pages.length ?? 0];
             const result = await askedResult(asks, 'how does login check the password');
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const answerPanel = panelOf('codeloupe.answer');
-            const waiting = answerPanel.pages.slice(pagesBefore).find((page) => page.includes('id="progress-draft"'));
+            const waiting = answerPanel.pages.find((page) => page.includes('id="progress-draft"'));
             view = await openWebview(browser, waiting);
             await view.page.evaluate((messages) => messages.forEach((message) => window.postMessage(message, '*')),
-                answerPanel.posted.slice(postedBefore));
+                answerPanel.posted);
             await view.page.waitForFunction(() => document.getElementById('progress-draft').textContent.includes('That is all.'));
             const draft = await view.page.$eval('#progress-draft', (shown) => ({
                 text: shown.textContent,
@@ -556,6 +552,14 @@ describe('the extension against the real server', function () {
         }
     });
 
+    /** The answer views opened since `from` (a count of the stub's panels). */
+    const answerViews = (from) => probe.panels.slice(from).filter((panel) => panel.viewType === 'codeloupe.answer');
+    /** The open answer view that shows the draft of `question` (the last opened, when more do). */
+    const viewOf = (question) => waitFor(`the view of "${question}"`, () => answerViews(0)
+        .filter((panel) => !panel.disposed && panel.webview.html.includes(`<h1>${question}</h1>`) && panel.webview.html.includes('id="progress-draft"')).at(-1));
+    /** The text of `selector` on the page `run` (runPanelPage) shows now ('' while it has none). */
+    const textOn = async (run, selector) => (await run.current())?.page.$eval(selector, (element) => element.textContent).catch(() => '') ?? '';
+
     it('the answer view survives its tab hidden: mid-stream the draft comes back whole, then the answer, each part once', async function () {
         // VS Code lets go of a hidden webview's page (retainContextWhenHidden is off), drops what is posted to it
         // meanwhile and loads its html afresh when its tab is shown again: the draft read "Asking the codebase…" and
@@ -572,9 +576,8 @@ describe('the extension against the real server', function () {
         let lost;
         try {
             await useScriptedModel(chat);
-            panelOf('codeloupe.answer')?.dispose(); // a panel of its own, whose every page the test runs
             asking = askTyped('how does login check the password');
-            const panel = await waitFor('the answer panel', () => panelOf('codeloupe.answer')?.visible && panelOf('codeloupe.answer'));
+            const panel = await viewOf('how does login check the password');
             page = await runPanelPage(browser, panel);
             await (await page.current()).page.waitForFunction(() => document.querySelector('#progress-draft pre'));
             const before = await draftShown(await page.current());
@@ -617,6 +620,80 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('two questions keep their own answers: each in its own view, neither\'s words in the other\'s draft or answer', async function () {
+        // The asks shared one view: the second question's page replaced the first's, the first's words still streaming
+        // landed in the second's draft, and the first's answer, once in, replaced the second's: one answer was lost.
+        const first = 'how does login check the password';
+        const second = 'where is the wombat surcharge given back';
+        const chat = await startChatServer([
+            { when: second, text: `The surcharge goes back in refund_wombat_surcharge [[1]].\n${GATE}Second answer, its end.` },
+            { text: `Login compares hashes [[1]].\n${GATE}First answer, its middle.\n${GATE}First answer, its end.` },
+        ]);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        const runs = new Map();
+        const run = async (panel) => runs.get(panel) ?? runs.set(panel, await runPanelPage(browser, panel)).get(panel);
+        let asking = [];
+        try {
+            await useScriptedModel(chat);
+            const from = probe.panels.length;
+            asking = [askTyped(first)];
+            const firstView = await run(await viewOf(first));
+            await waitFor('the first draft', async () => (await textOn(firstView, '#progress-draft')).startsWith('Login compares hashes'));
+            asking.push(askTyped(second));
+            const secondView = await run(await viewOf(second));
+            await waitFor('the second draft', async () => (await textOn(secondView, '#progress-draft')).startsWith('The surcharge goes back'));
+
+            await chat.release(1); // the first answer streams on while the second is under way
+            await waitFor('the first answer\'s next words', () => answerViews(from).some((panel) => panel.posted.some((message) => message.delta?.includes('its middle'))));
+            await waitFor('the first draft with its next words', async () => (await textOn(firstView, '#progress-draft')).includes('First answer, its middle.'))
+                .catch(async (error) => assert.fail(`${error.message}; the second draft: ${await textOn(secondView, '#progress-draft')}`));
+            assert.doesNotMatch(await textOn(secondView, '#progress-draft'), /First answer/, 'the second draft shows the first answer\'s words');
+
+            await chat.release(0);
+            await asking[1];
+            await chat.release(1);
+            await asking[0];
+            const [firstAnswer, secondAnswer] = [await textOn(firstView, 'body'), await textOn(secondView, 'body')];
+            assert.match(firstAnswer, new RegExp(`^\\s*${first}[^]*Login compares hashes[^]*First answer, its end\\.`), firstAnswer);
+            assert.match(secondAnswer, new RegExp(`^\\s*${second}[^]*The surcharge goes back[^]*Second answer, its end\\.`), secondAnswer);
+            assert.doesNotMatch(secondAnswer, /First answer|Login compares/, 'the second answer shows the first\'s words');
+            assert.doesNotMatch(firstAnswer, /Second answer|surcharge goes back/, 'the first answer shows the second\'s words');
+            assert.deepEqual(answerViews(from).map((panel) => panel.title), [`Codeloupe: ${first}`, `Codeloupe: ${second}`]);
+            // The first answer, in after the second question's tab opened over it, is not brought in front of it.
+            assert.deepEqual(answerViews(from).map((panel) => panel.revealed), [0, 0], 'an answer put in front of the tab being read');
+        } finally {
+            await Promise.all([...runs.values()].map((page) => page.close()));
+            await chat.close();
+            await Promise.all(asking);
+            await endAsk(asks, undefined, chat);
+        }
+    });
+
+    it('closing the tab of an answer that streams cancels its ask, and its answer never opens another tab', async function () {
+        // Today's tab is the ask's own: its answer, still coming, re-opened the view the user had just closed.
+        const question = 'how does login check the password';
+        const chat = await startChatServer(`Login compares hashes [[1]].\n${GATE}That is all.`);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let asking;
+        try {
+            await useScriptedModel(chat);
+            const from = probe.panels.length;
+            asking = askTyped(question);
+            const panel = await viewOf(question);
+            await waitFor('the draft', () => panel.posted.some((message) => message.delta?.includes('Login compares')));
+            panel.dispose();
+            await waitFor('the ask cancelled', () => asks.calls[0]?.token?.isCancellationRequested);
+            await chat.release();
+            await asking;
+            assert.deepEqual(answerViews(from), [panel], 'no view opened after the tab was closed');
+            assert.deepEqual(probe.messages.filter((message) => /codeloupe/.test(message.message ?? '')), [], 'no error shown');
+        } finally {
+            await chat.close();
+            await asking;
+            await endAsk(asks, undefined, chat);
+        }
+    });
+
     it('ask says under code whose file changed on disk since indexing that its lines were found again, in the view and the draft', async function () {
         // The answer's markdown said so in the caption; the code parts the view renders did not, so the view never did.
         const question = 'where is the password hash compared at login';
@@ -632,7 +709,6 @@ describe('the extension against the real server', function () {
             file = path.join(workspace.root, ...top.path.split('/'));
             saved = fs.readFileSync(file, 'utf8');
             fs.writeFileSync(file, `# a line the index has not seen\n${saved}`);
-            const postedBefore = panelOf('codeloupe.answer')?.posted.length ?? 0;
             const result = await askedResult(asks, question);
             assert.equal(result.fallback, null, `narrated (fallback: ${result.fallback})`);
             const [code] = result.parts.filter((part) => part.kind === 'code');
@@ -642,7 +718,7 @@ describe('the extension against the real server', function () {
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             const chunk = await view.page.$eval('#answer .chunk', (div) => [...div.children].map((child) => child.textContent));
             assert.deepEqual(chunk, [where, note, code.text]);
-            const blocks = draftOf(panelOf('codeloupe.answer'), postedBefore).filter((shown) => typeof shown !== 'string');
+            const blocks = draftOf(panelOf('codeloupe.answer')).filter((shown) => typeof shown !== 'string');
             assert.deepEqual(blocks, [{ caption: where, note, text: code.text }]);
             await assertViewQuiet(view);
         } finally {
@@ -695,11 +771,9 @@ describe('the extension against the real server', function () {
             const report = ['Traceback (most recent call last):', '  File "app/cli.py", line 9, in main', '    print(login(user, password, {}))',
                 '  File "app/auth.py", line 17, in login', '    raise PermissionError("invalid username or password")',
                 'PermissionError: invalid username or password', 'web login with the same password works'].join('\n');
-            const panel = panelOf('codeloupe.answer');
-            const postedBefore = panel?.posted.length ?? 0;
             const progressBefore = probe.progress.length;
             await vscode.commands.executeCommand('codeloupe.client.ask', report);
-            const posted = panelOf('codeloupe.answer').posted.slice(postedBefore).filter((message) => message.type === 'progress');
+            const posted = panelOf('codeloupe.answer').posted.filter((message) => message.type === 'progress');
             const notified = probe.progress.slice(progressBefore).flatMap((record) => record.reports.map((report) => report.message));
             const statuses = posted.map((message) => message.status);
             assert.deepEqual(notified, statuses, 'the notification and the view say the same');
@@ -1277,7 +1351,6 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[0].result.flow, null, `a fresh answer (fallback: ${asks.calls[0].result.fallback})`);
             const calls = await chat.requestCount();
 
-            const postedBefore = panelOf('codeloupe.answer').posted.length;
             const before = probe.quickPicks.length;
             const running = vscode.commands.executeCommand('codeloupe.client.ask');
             const prompt = await waitFor('the cached question', () => probe.quickPicks[before]?.items.length > 0 && probe.quickPicks[before]);
@@ -1287,7 +1360,7 @@ describe('the extension against the real server', function () {
             assert.equal(asks.calls[1].params.query, question);
             assert.equal(asks.calls[1].result.flow?.action, 'served');
             assert.equal(await chat.requestCount(), calls, 'no model call for a served answer');
-            const steps = panelOf('codeloupe.answer').posted.slice(postedBefore).map((message) => message.step).filter(Boolean);
+            const steps = panelOf('codeloupe.answer').posted.map((message) => message.step).filter(Boolean);
             assert.ok(steps.some((step) => step.startsWith('Serving the cached answer to')), steps.join('\n'));
             view = await openWebview(browser, panelOf('codeloupe.answer').webview.html);
             const note = await view.page.$eval('p.note.flow', (element) => element.textContent);

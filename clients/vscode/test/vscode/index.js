@@ -619,6 +619,8 @@ function createWebviewPanel(viewType, title, showOptions, options) {
         viewType,
         title,
         options,
+        /** The group it opened in (VS Code would resolve Beside to the group's number). */
+        viewColumn: typeof showOptions === 'object' ? showOptions.viewColumn : showOptions,
         visible: true,
         /** What the extension posted while the panel had a page; `dropped`: while it had none (VS Code drops it). */
         posted: [],
@@ -663,8 +665,11 @@ function createWebviewPanel(viewType, title, showOptions, options) {
             panel.revealed += 1;
             panel.show();
         },
+        /** Whether its tab was closed (by the user, or the extension). */
+        disposed: false,
         dispose() {
             panel.visible = false;
+            panel.disposed = true;
             disposed.fire(undefined);
         },
         /** Test helper: a message from the page; resolves when the extension has handled it. */
