@@ -91,9 +91,8 @@ export class Panel implements vscode.Disposable {
 
     private async onMessage(message: unknown): Promise<void> {
         if (isReplayMessage(message)) {
-            for (const posted of this.posted) {
-                void this.panel?.webview.postMessage(posted);
-            }
+            // In one message: the page is whole again at once, and only then goes back to the place it was read at.
+            void this.panel?.webview.postMessage({ type: 'replayed', messages: this.posted });
             return;
         }
         const client = this.getClient();

@@ -79,6 +79,21 @@ ${CODE_STYLE}`;
 const CLIENT_SCRIPT = `
 (function () {
   const vscode = acquireVsCodeApi();
+  // VS Code loads a page afresh when its tab is shown again (it does not keep a hidden webview's page): the page keeps
+  // the place it is read at in the state VS Code holds for it (setState) and goes back there when loaded again, once
+  // it is whole again (a draft, once the replay below has brought its text back). The place is this page's: the same
+  // page loaded again has the same nonce; a new page (the answer after its draft) has a new one and starts at its top.
+  const page = document.currentScript ? document.currentScript.nonce : '';
+  const saved = vscode.getState();
+  let restoreTo = saved && saved.page === page && typeof saved.scrollY === 'number' ? saved.scrollY : undefined;
+  window.addEventListener('scroll', function () {
+    // Not while going back: a page not yet whole stops short of the place, which must not replace it.
+    if (restoreTo === undefined) { vscode.setState({ page: page, scrollY: window.scrollY }); }
+  }, { passive: true });
+  function restore(last) {
+    if (restoreTo !== undefined) { window.scrollTo(0, restoreTo); }
+    if (last) { restoreTo = undefined; }
+  }
   function element(tag, className, text) {
     const made = document.createElement(tag);
     made.className = className;
@@ -95,13 +110,22 @@ const CLIENT_SCRIPT = `
     const line = anchor.getAttribute('data-anchor');
     vscode.postMessage({ type: 'open', uri: uri, range: range ? JSON.parse(range) : undefined, anchor: line ? Number(line) : undefined });
   });
-  // The extension numbers what it posts to this page (seq) and posts it all again when the page asks (replay): VS Code
-  // lets go of a hidden webview's page, drops what is posted to it meanwhile and loads the html afresh when it is shown
-  // again. Each message is applied once, in order; one that comes ahead of the next means some were lost: ask again.
+  // The extension numbers what it posts to this page (seq) and posts it all again, in one message, when the page asks
+  // (replay): VS Code lets go of a hidden webview's page, drops what is posted to it meanwhile and loads the html afresh
+  // when it is shown again. Each message is applied once, in order; one that comes ahead of the next means some were
+  // lost: ask again.
   let applied = 0;
   let asked = true;
   window.addEventListener('message', function (event) {
     const message = event.data;
+    if (message && message.type === 'replayed' && Array.isArray(message.messages)) {
+      message.messages.forEach(apply);
+      restore(true);
+    } else {
+      apply(message);
+    }
+  });
+  function apply(message) {
     if (!message || message.type !== 'progress' || typeof message.seq !== 'number' || message.seq < applied) { return; }
     if (message.seq > applied) {
       if (!asked) {
@@ -132,7 +156,8 @@ const CLIENT_SCRIPT = `
       chunk.insertAdjacentHTML('beforeend', code.html);
       draft.appendChild(chunk);
     }
-  });
+  }
+  restore(false);
   vscode.postMessage({ type: 'replay' });
 }());
 `;

@@ -19,10 +19,15 @@ async function launchChromium() {
 }
 
 /** Opens `html` in a fresh page. `requests` lists every request the page tried (all are aborted); `loaded`, the
- * messages the page posted as it loaded (its `replay`); `onPost(message)`, when given, gets each message it posts. */
-async function openWebview(browser, html, onPost = () => undefined) {
+ * messages the page posted as it loaded (its `replay`); `onPost(message)`, when given, gets each message it posts;
+ * `state.value` is the webview's state, as VS Code keeps it for a panel (the page's getState() starts from it, its
+ * setState() replaces it). */
+async function openWebview(browser, html, onPost = () => undefined, state = { value: undefined }) {
     const page = await browser.newPage();
     await page.exposeFunction('__toExtension', onPost);
+    await page.exposeFunction('__setState', (value) => {
+        state.value = value;
+    });
     const requests = [];
     const violations = [];
     const errors = [];
@@ -37,7 +42,7 @@ async function openWebview(browser, html, onPost = () => undefined) {
             violations.push(message.text());
         }
     });
-    await page.evaluateOnNewDocument(() => {
+    await page.evaluateOnNewDocument((initialState) => {
         window.__posted = [];
         window.__violations = [];
         document.addEventListener('securitypolicyviolation', (event) => window.__violations.push(`${event.violatedDirective} ${event.blockedURI}`));
@@ -51,9 +56,15 @@ async function openWebview(browser, html, onPost = () => undefined) {
                 window.__posted.push(message);
                 void window.__toExtension(message);
             };
-            return { postMessage, getState: () => undefined, setState: () => undefined };
+            let kept = initialState;
+            const setState = (value) => {
+                kept = value;
+                void window.__setState(value);
+                return value;
+            };
+            return { postMessage, getState: () => kept, setState };
         };
-    });
+    }, state.value);
     await page.goto('about:blank');
     requests.length = 0;
     await page.setContent(html, { waitUntil: 'load' });
@@ -88,9 +99,11 @@ async function openWebview(browser, html, onPost = () => undefined) {
 /**
  * Runs the page of a stub webview panel (test/vscode) in Chromium as VS Code runs a webview's: loaded afresh from the
  * panel's html when the panel loads it (new html, or shown again after its page was let go), gone when it is let go,
- * each message the extension posts delivered in order, each message the page posts handed to the extension.
+ * each message the extension posts delivered in order, each message the page posts handed to the extension, the
+ * state a page set handed to the next page it loads.
  */
 async function runPanelPage(browser, panel) {
+    const state = { value: undefined }; // VS Code keeps a webview's state while its panel is open, across its pages
     let view;
     let steps = Promise.resolve();
     const failures = [];
@@ -101,7 +114,7 @@ async function runPanelPage(browser, panel) {
     panel.page = {
         load: () => queue(async () => {
             await view?.close();
-            view = await openWebview(browser, panel.webview.html, (message) => panel.receive(message));
+            view = await openWebview(browser, panel.webview.html, (message) => panel.receive(message), state);
         }),
         unload: () => queue(async () => {
             await view?.close();
@@ -111,6 +124,8 @@ async function runPanelPage(browser, panel) {
     };
     await panel.page.load();
     return {
+        /** The webview's state (`value`), as the pages set it. */
+        state,
         /** The page shown now, once what was queued for it so far has reached it; undefined while there is none. */
         async current() {
             await steps;

@@ -694,6 +694,68 @@ describe('the extension against the real server', function () {
         }
     });
 
+    it('the answer view keeps the place read when its tab is hidden and shown: in the draft once its words are back, in the answer', async function () {
+        // VS Code loads a hidden webview's page afresh when its tab is shown again: the view was back at its top.
+        const lines = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => `Line ${from + i} of the answer, to be read in order.\n`).join('');
+        const chat = await startChatServer(`${lines(1, 60)}Login compares hashes [[1]].\n${GATE}${lines(61, 120)}${GATE}That is all.`);
+        const asks = recordRequests(client, 'codeloupe/ask');
+        let page;
+        let asking;
+        try {
+            await useScriptedModel(chat);
+            const from = probe.panels.length;
+            const question = 'how does login check the password';
+            asking = askTyped(question);
+            const panel = await viewOf(question);
+            page = await runPanelPage(browser, panel);
+            await waitFor('the draft up to the gate', async () => (await textOn(page, '#progress-draft')).includes('Login compares hashes'));
+            /** Scrolls the page shown as a user does (the wheel); resolves with where it is, once the page has kept it. */
+            const scrollBy = async (deltaY) => {
+                const view = await page.current();
+                await view.page.mouse.move(200, 200);
+                await view.page.mouse.wheel({ deltaY });
+                let last;
+                const y = await waitFor('the page scrolled, and still', async () => {
+                    const now = await view.page.evaluate(() => window.scrollY);
+                    const still = now > 0 && now === last;
+                    last = now;
+                    return still && now;
+                });
+                // The page says where it is (setState) as it scrolls; one that does not is back at its top when shown again.
+                await waitFor('the place kept', () => page.state.value?.scrollY === y, 5000).catch(() => undefined);
+                return y;
+            };
+            /** Where the page shown is once it is back, or where it stays. */
+            const placeOnceBack = async (expected) => {
+                const view = await page.current();
+                await view.page.waitForFunction((y) => window.scrollY === y, { timeout: 5000 }, expected).catch(() => undefined);
+                return view.page.evaluate(() => window.scrollY);
+            };
+
+            const inDraft = await scrollBy(700);
+            panel.hide();
+            await chat.release();
+            await waitFor('words streamed while hidden', () => panel.dropped.some((message) => message.delta?.includes('Line 61')));
+            panel.show();
+            await waitFor('the draft back', async () => (await textOn(page, '#progress-draft')).includes('Line 61'));
+            assert.equal(await placeOnceBack(inDraft), inDraft, 'the draft shown again, at the place read');
+
+            await chat.release();
+            await asking;
+            await waitFor('the answer', async () => (await textOn(page, '#answer')).includes('That is all.'));
+            assert.equal(await placeOnceBack(0), 0, 'the answer, a new page, starts at its top');
+            const inAnswer = await scrollBy(900);
+            panel.hide();
+            panel.show();
+            assert.equal(await placeOnceBack(inAnswer), inAnswer, 'the answer shown again, at the place read');
+        } finally {
+            await page?.close();
+            await chat.close();
+            await asking;
+            await endAsk(asks, undefined, chat);
+        }
+    });
+
     it('ask says under code whose file changed on disk since indexing that its lines were found again, in the view and the draft', async function () {
         // The answer's markdown said so in the caption; the code parts the view renders did not, so the view never did.
         const question = 'where is the password hash compared at login';
