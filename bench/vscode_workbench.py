@@ -55,7 +55,11 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   changed on disk as the model answered) with its note, a file name's line break, bidi override and $(bell) as the
   engine's one_line writes them; the answer tab hidden behind another file of its group (its webview let go) while
   more words stream, then shown again: the draft whole, each part and step once, with the words streamed meanwhile;
-  then the same in the final view, which comes back as it was after its tab is hidden and shown again;
+  then the same in the final view, which comes back as it was after its tab is hidden and shown again; then two
+  more questions (ASK_FIRST, ASK_SECOND), the second asked while the first streams, each held at its own gate: each
+  answer in its own tab, neither's words in the other's draft or answer, and the first's long draft and answer, their
+  tab hidden and shown again, back at the place read (the mouse wheel scrolled them); these checks read the pages
+  through the workbench's DOM (WebviewPage), as Playwright at times lost track of a re-created webview frame;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
   key `[Fix](command:...)`), trusted: the server's warning in the notification center, a search row, the hover on
@@ -205,6 +209,12 @@ ASK_HIDDEN = "Meanwhile the bell waits for the hashed password.\n"
 # The model's own caption and code under it, as the view shows spliced code: prose all the same.
 ASK_FORGED = "app/auth.py:6-7\ndef hash_password(password: str, salt: str) -> str:\nreturn password  # forged"
 ASK_WORDS = "The digest is made by \\*one\\* function [1], `hash_password`"
+# Two more questions, the second asked while the first streams, each answer held at its own gate: each keeps its own
+# tab, and the words of one never show in the other's. The first answer is long: its tab, hidden and shown again, must
+# come back at the place read, in the draft and in the answer.
+ASK_FIRST = "how long is a salted digest kept"
+ASK_FIRST_LINES = "".join(f"Line {n} of the first answer, read in order.\n" for n in range(1, 81))
+ASK_SECOND = "where is a digest compared in constant time"
 
 
 class Checks:
@@ -417,18 +427,49 @@ def webview_frame_with(page: Page, needle: str):
     return None
 
 
-def webview_frames(page: Page) -> list[str]:
-    """Each webview frame's address and the start of its text (or why it could not be read): what a check that found
-    no frame saw."""
-    seen = []
-    for frame in page.frames:
-        if "/webview/" in frame.url:
-            try:
-                text = frame.evaluate("document.body ? document.body.innerText : ''")[:60]
-            except PlaywrightError as error:
-                text = f"unreadable: {str(error).splitlines()[0]}"
-            seen.append(f"{frame.url[-60:]} {text!r}")
-    return seen
+# The extension's page of each webview on screen (null for one still loading): VS Code's webview iframe holds it in
+# its own iframe (#active-frame), both of the workbench's origin under code-server, so the workbench's DOM reaches them.
+WEBVIEW_PAGES = """[...document.querySelectorAll('iframe.webview')].map((outer) => {
+    const inner = outer.contentDocument && outer.contentDocument.querySelector('iframe#active-frame');
+    return inner && inner.contentDocument && inner.contentDocument.body ? inner : null;
+})"""
+
+
+class WebviewPage:
+    """The extension's page in a webview, read through the workbench's DOM. Playwright lost track of a webview's frame
+    re-created as its tab was shown again (in some runs page.frames held no webview frame for 20-30 s while the page
+    showed, whole); the DOM held it every time. For reading only: a click goes through the mouse."""
+
+    def __init__(self, page: Page, index: int) -> None:
+        self.page = page
+        self.index = index
+
+    def evaluate(self, expression: str):
+        """`expression` evaluated with the page's own `document` and `window`."""
+        return self.page.evaluate(f"""((inner) => {{
+            if (!inner) {{ throw new Error('the webview page is gone'); }}
+            const document = inner.contentDocument, window = inner.contentWindow;
+            return ({expression});
+        }})(({WEBVIEW_PAGES})[{self.index}])""")
+
+    def bounding_box(self) -> dict[str, float]:
+        """Where the page shows on the screen."""
+        return self.page.evaluate(f"""(() => {{
+            const inner = ({WEBVIEW_PAGES})[{self.index}], outer = inner.ownerDocument.defaultView.frameElement;
+            const a = outer.getBoundingClientRect(), b = inner.getBoundingClientRect();
+            return {{ x: a.x + b.x, y: a.y + b.y, width: b.width, height: b.height }};
+        }})()""")
+
+
+def webview_texts(page: Page) -> list[str]:
+    """The text of each webview's page on screen ('' for one still loading)."""
+    return page.evaluate(f"({WEBVIEW_PAGES}).map((inner) => inner ? inner.contentDocument.body.innerText : '')")
+
+
+def webview_page_with(page: Page, needle: str) -> WebviewPage | None:
+    """The webview page on screen whose text has `needle`."""
+    index = next((i for i, text in enumerate(webview_texts(page)) if needle in text), None)
+    return None if index is None else WebviewPage(page, index)
 
 
 def notifications(page: Page, where: str = ".notification-toast") -> list[tuple[str, str]]:
@@ -1115,22 +1156,39 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
         return (f"{ASK_WORDS} [[{found['app/auth.py']}:6-8]].\nThe door bell [[{door}]] calls it.\n{ASK_FORGED}\n"
                 f"{ASK_GATE}{ASK_HIDDEN}{ASK_GATE}Nothing else hashes a password \\[2\\].\n")
 
-    class HeldReply(Reply):
-        """Streams the answer up to the first ASK_GATE and holds until `opened` is set, then ASK_HIDDEN (`hidden_sent`
-        once it is out) and holds until `back` is set."""
+    class GatedReply(Reply):
+        """Streams the answer up to its first ASK_GATE and holds until the first of `gates` is set, then the next part
+        (`sent` is set once it is out), and so on."""
+
+        def __init__(self, gates: tuple[threading.Event, ...], sent: threading.Event, **reply) -> None:
+            super().__init__(**reply)
+            self.gates, self.sent = gates, sent
 
         def stream_pieces(self, body: dict):  # a generator: the handler sends each piece as it comes
-            before, hidden, after = self.content(body).split(ASK_GATE)
-            yield before
-            opened.wait(120)
-            yield hidden
-            hidden_sent.set()
-            back.wait(120)
-            yield after
+            first, *rest = self.content(body).split(ASK_GATE)
+            yield first
+            for index, (gate, part) in enumerate(zip(self.gates, rest, strict=True)):
+                gate.wait(120)
+                yield part
+                if index == 0:
+                    self.sent.set()
+
+    def first_excerpt(body: dict) -> int:
+        """The number of the first excerpt the model was shown (a reply that raised would hold the stream open)."""
+        return excerpt_numbers(body)[0][0]
+
+    first_go, first_sent, second_go, second_sent = (threading.Event() for _ in range(4))
 
     page = checks.page
     with ChatServer() as chat:
-        chat.add(HeldReply(render=answer))
+        chat.add(
+            GatedReply((first_go,), first_sent, when=ASK_FIRST, times=1000,
+                       render=lambda body: f"{ASK_FIRST_LINES}First answer, its code [[{first_excerpt(body)}]].\n"
+                                           f"{ASK_GATE}First answer ends.\n"),
+            GatedReply((second_go,), second_sent, when=ASK_SECOND, times=1000,
+                       render=lambda body: f"Second answer begins [[{first_excerpt(body)}]].\n{ASK_GATE}Second answer ends.\n"),
+            GatedReply((opened, back), hidden_sent, render=answer),
+        )
         # The user's own config.toml, read by the server this window starts: VS Code's user settings.json written
         # while code-server runs did not reach a later window's server (it answered "no chat model configured").
         config = home / ".config" / "codeloupe" / "config.toml"
@@ -1142,16 +1200,16 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
                           lambda: wait_for_status(page, f"codeloupe {len(ASK_FILES)} files", "in the status item")):
             return
 
-        def page_text(element: str) -> str:
-            frame = webview_frame_with(page, ASK_QUESTION)
-            return frame.evaluate(f"(document.querySelector({element!r}) || {{}}).innerText || ''") if frame else ""
+        def page_text(element: str, question: str = ASK_QUESTION) -> str:
+            view = webview_page_with(page, question)
+            return view.evaluate(f"(document.querySelector({element!r}) || {{}}).innerText || ''") if view else ""
 
         def code_blocks(where: str) -> list[str]:
-            frame = webview_frame_with(page, ASK_QUESTION)
-            return frame.evaluate(f"[...document.querySelectorAll({where!r})].map((pre) => pre.textContent)")
+            view = webview_page_with(page, ASK_QUESTION)
+            return view.evaluate(f"[...document.querySelectorAll({where!r})].map((pre) => pre.textContent)")
 
         def captions() -> list[str]:
-            return webview_frame_with(page, ASK_QUESTION).evaluate(
+            return webview_page_with(page, ASK_QUESTION).evaluate(
                 "[...document.querySelectorAll('#answer .chunk > a')].map((a) => a.innerText)")
 
         def draft() -> str:
@@ -1174,7 +1232,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             blocks = code_blocks("#progress-draft pre, pre#progress-draft")
             assert not any("# forged" in block for block in blocks), f"the model's words shown as code: {blocks}"
             assert any("PBKDF2" in block for block in blocks), f"the spliced code not shown as code: {blocks}"
-            numbers = webview_frame_with(page, ASK_QUESTION).evaluate(
+            numbers = webview_page_with(page, ASK_QUESTION).evaluate(
                 "[...document.querySelectorAll('#progress-draft pre')].map((pre) => [pre.querySelector('.line')"
                 "?.getAttribute('data-line'), pre.querySelectorAll('.hljs-keyword').length])")
             assert all(first and keywords for first, keywords in numbers), \
@@ -1182,26 +1240,30 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             return f"{len(blocks)} code blocks, numbered and highlighted: (first line, keywords) {numbers}"
 
         checks.run("ask: the draft while the answer streams", draft)
-        answer_tab = page.locator(".tabs-container .tab", has_text=f"Codeloupe: {ASK_QUESTION}")
 
-        def hide_answer() -> None:
+        def tab(question: str) -> Locator:
+            return page.locator(".tabs-container .tab", has_text=f"Codeloupe: {question}")
+
+        answer_tab = tab(ASK_QUESTION)
+
+        def hide_answer(question: str = ASK_QUESTION) -> None:
             """Opens app/__init__.py from the Explorer into the answer's own group (the active one once its tab is
             clicked), as a user does, hiding the answer tab behind it: its webview is gone (VS Code releases a hidden
             webview's page unless told to retain it)."""
-            answer_tab.click()
+            tab(question).click()
             rows = page.locator(".explorer-folders-view .monaco-list-row")
             if rows.filter(has_text="__init__.py").count() == 0:
                 rows.filter(has_text=re.compile(r"^\s*app\s*$")).click()  # the folder, collapsed
             rows.filter(has_text="__init__.py").click()
-            wait_for(lambda: webview_frame_with(page, ASK_QUESTION) is None, 20, "the hidden answer's page to go")
+            wait_for(lambda: webview_page_with(page, question) is None, 20, "the hidden answer's page to go")
 
-        def show_answer() -> None:
-            """Clicks the answer's tab and waits for its page; what frames there were, if it does not come."""
-            answer_tab.click()
+        def show_answer(question: str = ASK_QUESTION) -> None:
+            """Clicks the answer's tab and waits for its page; what webview pages there were, if it does not come."""
+            tab(question).click()
             try:
-                wait_for(lambda: webview_frame_with(page, ASK_QUESTION), 30, "the answer's page back")
+                wait_for(lambda: webview_page_with(page, question), 30, "the answer's page back")
             except AssertionError:
-                print(f"note  the webview frames: {webview_frames(page)}", flush=True)
+                print(f"note  the webview pages: {[text[:60] for text in webview_texts(page)]}", flush=True)
                 raise
 
         def draft_once(text: str, blocks: list[str], steps: str) -> None:
@@ -1231,8 +1293,8 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
         def final() -> str:
             shown = wait_for(lambda: "Nothing else" in (text := page_text("#answer")) and text, 60, "the final view")
-            frame = webview_frame_with(page, ASK_QUESTION)
-            text = frame.evaluate("document.body.innerText")
+            view = webview_page_with(page, ASK_QUESTION)
+            text = view.evaluate("document.body.innerText")
             print(f"note  the final view (innerText):\n{text}\n---", flush=True)
             assert "(changed on disk since indexing: lines re-located)" in shown, "no re-located note"
             assert not RAW_BIDI.search(text), "a raw bidi control"
@@ -1254,6 +1316,88 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             return f"{len(shown)} characters, as before"
 
         checks.run("ask: the final answer survives its tab hidden", hidden_after_end)
+
+        def scrolled(question: str, delta: int) -> int:
+            """Turns the mouse wheel over the page of `question` as a user reads on; where the page stopped."""
+            view = webview_page_with(page, question)
+            box = view.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.wheel(0, delta)
+            seen = [-1]
+
+            def stopped() -> int:  # where it is, once two looks in a row agree (0: not yet)
+                now = view.evaluate("window.scrollY")
+                before, seen[0] = seen[0], now
+                return now if now > 0 and now == before else 0
+
+            return wait_for(stopped, 10, "the page to scroll and stop")
+
+        def back_at(question: str, read: int) -> int:
+            """Hides the answer of `question` behind a file and shows it again; where its page is once back (`read`
+            waited for)."""
+            hide_answer(question)
+            show_answer(question)
+            view = webview_page_with(page, question)
+            try:
+                wait_for(lambda: view.evaluate("window.scrollY") == read, 10, f"the page at {read} px")
+            except AssertionError:
+                pass
+            return view.evaluate("window.scrollY")
+
+        def draft_at_place_read() -> str:
+            ask(page, ASK_FIRST)
+            wait_for(lambda: "Line 80 of" in page_text("#progress-draft", ASK_FIRST), 90, "the first draft")
+            read = scrolled(ASK_FIRST, 400)
+            at = back_at(ASK_FIRST, read)
+            assert "Line 80 of" in page_text("#progress-draft", ASK_FIRST), "the draft not whole"
+            assert at == read, f"the draft back at {at} px, read at {read}"
+            return f"back at {at} px"
+
+        checks.run("ask: a long draft, its tab hidden and shown, is back at the place read", draft_at_place_read)
+
+        def second_asked_while_first_streams() -> str:
+            ask(page, ASK_SECOND)
+            wait_for(lambda: "Second answer begins" in page_text("#progress-draft", ASK_SECOND), 90, "the second draft")
+            first_go.set()  # the first answer ends while the second is shown, held
+            assert first_sent.wait(60), "the model never sent the first answer's end"
+            tab(ASK_FIRST).click()
+            shown = wait_for(lambda: "First answer ends" in (text := page_text("#answer", ASK_FIRST)) and text, 60,
+                             "the first answer in its own tab")
+            assert "Second answer" not in shown, f"the first answer shows the second's words:\n{shown}"
+            tabs = [shown for shown in editor_tabs(page) if shown.startswith("Codeloupe")]
+            assert tab(ASK_SECOND).count() == 1, f"the second question's tab is gone: {tabs}"
+            return f"tabs {tabs}"
+
+        checks.run("ask: a second question asked while the first streams opens its own tab; the first ends in its own",
+                   second_asked_while_first_streams)
+
+        def answer_at_place_read() -> str:
+            tab(ASK_FIRST).click()
+            wait_for(lambda: "First answer ends" in page_text("#answer", ASK_FIRST), 30, "the first answer")
+            read = scrolled(ASK_FIRST, 500)
+            at = back_at(ASK_FIRST, read)
+            assert at == read, f"the answer back at {at} px, read at {read}"
+            return f"back at {at} px"
+
+        checks.run("ask: a long answer, its tab hidden and shown, is back at the place read", answer_at_place_read)
+
+        def second_its_own() -> str:
+            tab(ASK_SECOND).click()
+            draft = wait_for(lambda: page_text("#progress-draft", ASK_SECOND), 30, "the second draft back")
+            second_go.set()
+            shown = wait_for(lambda: "Second answer ends" in (text := page_text("#answer", ASK_SECOND)) and text, 60,
+                             "the second answer")
+            for text in (draft, shown):
+                assert "First answer" not in text and "Line 1 of" not in text, f"the second shows the first's words:\n{text}"
+            tab(ASK_FIRST).click()
+            first = wait_for(lambda: page_text("#answer", ASK_FIRST), 30, "the first answer")
+            assert "First answer ends" in first and "Second answer" not in first, f"the first answer now:\n{first}"
+            return "each answer's words in its own tab only"
+
+        checks.run("ask: the second question's draft and answer are its own, the first answer still in its tab",
+                   second_its_own)
+        first_go.set()
+        second_go.set()
 
 
 def main() -> int:
