@@ -350,5 +350,5 @@ def test_a_flat_answer_names_every_candidate_or_counts_those_it_leaves_out(
     first = min(tail, key=lambda hit: hit.rank)
     if parsed.get("tail"):
         assert parsed["tail"][0] == {"rank": first.rank, "path": first.path, "start_line": first.best_start_line,
-                                     "end_line": first.best_end_line, "repository": ""}
+                                     "end_line": first.best_end_line, "repository": "", "revision": ""}
     assert max_bytes < 200_000 or not unlisted  # the largest budget names every one

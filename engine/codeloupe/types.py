@@ -425,6 +425,13 @@ class Bundle:
         """Every chunk in rank order with only its signal (`query --prune`: flat chunks for scripts)."""
         return [PrunedChunk.of(hit, chunk) for hit in self.files for chunk in hit.chunks]
 
+    def pruned_files(self) -> list[PrunedFile]:
+        """The candidates with no chunk to list (the long tail past every lane's short list), in rank order, each
+        with its best lines: a flat answer lists them after the chunks, so no candidate goes unnamed (rule 2). A
+        file whose content is withheld is not among them (its answer names it apart)."""
+        return [PrunedFile(hit.rank, hit.path, hit.best_start_line, hit.best_end_line, hit.repository, hit.revision)
+                for hit in self.files if not hit.chunks and not hit.withheld]
+
 
 @dataclass
 class PrunedChunk:
@@ -450,6 +457,18 @@ class PrunedChunk:
                    snippet.anchor_line if snippet else chunk.start_line, chunk.breadcrumb,
                    snippet.text if snippet else chunk.text, bool(snippet and snippet.truncated),
                    snippet.start_line if snippet else chunk.start_line, hit.repository, hit.revision)
+
+
+@dataclass
+class PrunedFile:
+    """A candidate file with no chunk to list (`Bundle.pruned_files`), for scripts: where it matched best."""
+
+    rank: int
+    path: str
+    start_line: int  # its best lines
+    end_line: int
+    repository: str = ""  # a search across repositories: the file's repository
+    revision: str = ""  # the revision the file was read at (`FileHit.revision`)
 
 
 @dataclass

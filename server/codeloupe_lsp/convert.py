@@ -27,6 +27,7 @@ from codeloupe.types import (
     LaneStatus,
     Located,
     PrunedChunk,
+    PrunedFile,
     Related,
     Snippet,
     Symbol,
@@ -184,10 +185,19 @@ def pruned_chunk(uri_of: UriOf, chunk: PrunedChunk) -> JSON:
             "textStartLine": chunk.text_start_line - 1, "repository": chunk.repository, "revision": chunk.revision}
 
 
+def pruned_file(uri_of: UriOf, pruned: PrunedFile) -> JSON:
+    """One candidate with no chunk in `codeloupe/search` with `prune`: where it matched best, 0-based."""
+    return {"rank": pruned.rank, "path": pruned.path, "uri": uri_of(pruned.path),
+            "location": span_location(uri_of(pruned.path), pruned.start_line, pruned.end_line),
+            "startLine": pruned.start_line - 1, "endLine": pruned.end_line - 1, "repository": pruned.repository,
+            "revision": pruned.revision}
+
+
 def pruned_result(bundle: Bundle, uri_of: UriOf | None = None) -> JSON:
     """`uri_of`: how the bundle's paths become URIs (default: `file:` URIs under the bundle's root)."""
     uri_of = uri_of or partial(file_uri, Path(bundle.root))
-    return {"query": bundle.query, "chunks": [pruned_chunk(uri_of, c) for c in bundle.pruned()]}
+    return {"query": bundle.query, "chunks": [pruned_chunk(uri_of, c) for c in bundle.pruned()],
+            "tail": [pruned_file(uri_of, f) for f in bundle.pruned_files()]}
 
 
 def search_result(bundle: Bundle, uri_of: UriOf | None = None, *,

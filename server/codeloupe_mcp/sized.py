@@ -168,7 +168,7 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
     without a word)."""
     budget = Budget(max_bytes)
     chunks = [(hit, chunk) for hit in bundle.files for chunk in hit.chunks]
-    tail = [hit for hit in bundle.files if not hit.chunks and not hit.withheld]
+    tail = bundle.pruned_files()
     answer: dict = {"query": _echoed(bundle.query, budget.limit // 4),
                     "lanes": [lane.name for lane in bundle.lanes if lane.ready], "chunks": []}
     if withheld := [hit.shown_path for hit in bundle.files if hit.withheld]:
@@ -187,9 +187,8 @@ def flat_json(bundle: Bundle, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
         items.append(item)
     answer["chunks"] = items
     listed: list[dict] = []
-    for hit in tail if len(items) == len(chunks) else ():
-        entry = {"rank": hit.rank, "path": hit.path, "start_line": hit.best_start_line,
-                 "end_line": hit.best_end_line, "repository": hit.repository}
+    for pruned in tail if len(items) == len(chunks) else ():
+        entry = dataclasses.asdict(pruned)
         if not budget.take(json.dumps(entry, ensure_ascii=False) + ", "):
             break
         listed.append(entry)

@@ -126,6 +126,29 @@ async def test_search_prune_is_the_cli_prune_in_protocol_shape(client: Client, f
     assert first["location"]["range"]["start"]["line"] == first["startLine"]
 
 
+async def test_search_prune_names_every_candidate_the_chunks_leave_out(client: Client, folders: tuple[Path, Path],
+                                                                        tmp_path: Path) -> None:
+    """`prune` listed only the chunks, so the candidates with none to list (past the limit, the long tail) were
+    missing from the answer without a word (rule 2: the bundle keeps every candidate); they follow the chunks in
+    `tail`, each with its best lines, as the CLI's `--prune` lists them."""
+    project, _ = folders
+    query = "session login password"
+    pruned = await client.request("codeloupe/search", {"query": query, "prune": True, "limit": 1,
+                                                       "folderUri": uri(project)})
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "codeloupe", "search", str(project), query, "--embed-provider", "none", "--limit", "1"]
+    expected = json.loads(subprocess.run([*cli, "--prune"], capture_output=True, text=True, check=True,
+                                         env=env).stdout)
+    bundle = json.loads(subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True, env=env).stdout)
+    candidates = [hit["path"] for hit in [*bundle["core"], *bundle["related"]]]
+    assert pruned["tail"], pruned  # the query finds more files than the one the limit ranks with code
+    assert sorted({c["path"] for c in expected["chunks"]} | {f["path"] for f in expected["tail"]}) == sorted(candidates)
+    assert [{"rank": f["rank"], "path": f["path"], "start_line": f["startLine"] + 1, "end_line": f["endLine"] + 1,
+             "repository": f["repository"], "revision": f["revision"]} for f in pruned["tail"]] == expected["tail"]
+    last = pruned["tail"][-1]
+    assert last["uri"] == uri(project / last["path"]) == last["location"]["uri"]
+    assert last["location"]["range"]["start"]["line"] == last["startLine"]
+
 async def test_search_prune_over_several_folders_is_refused(client: Client) -> None:
     message = await expect_error(client.request("codeloupe/search", {"query": "load user", "prune": True}),
                                  INVALID_PARAMS)

@@ -102,8 +102,8 @@ def _run_across(args: argparse.Namespace) -> int:
 
 def _print(args: argparse.Namespace, bundle: Bundle) -> None:
     if args.prune:
-        print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()]},
-                         indent=2))
+        print(json.dumps({"query": bundle.query, "chunks": [dataclasses.asdict(c) for c in bundle.pruned()],
+                          "tail": [dataclasses.asdict(f) for f in bundle.pruned_files()]}, indent=2))
     elif args.json:
         print(json.dumps(dataclasses.asdict(bundle), indent=2))
     else:
