@@ -706,3 +706,38 @@ def test_search_symbols_lists_the_definitions_the_query_names_first(tmp_path: Pa
         assert names[0] == "_OptionParser" and "V" in names  # first, and nothing dropped
     finally:
         ws.close()
+
+
+def test_a_snapshot_s_maps_do_not_depend_on_how_large_its_file_ids_are() -> None:
+    """A shared index hands out file ids across every repository and never twice, so a repository indexed late
+    has large ids for its few files. The per-chunk maps were built through arrays indexed by the id itself, as
+    long as the largest id (an object array of ~100M entries, seconds, for a repository of 2,500 files; ids as
+    large as here could not be searched at all); they are the same with the ids shifted, rows of a file the
+    snapshot does not hold included."""
+    from codeloupe.search import _assemble
+    from codeloupe.store import ChunkTable, FileRow, JsonLists
+
+    def assembled(shift: int):  # noqa: ANN202 - a Snapshot
+        files = [FileRow(id=shift + i, path=path, hash="h", language=language, size=1, mtime=0.0, is_doc=doc,
+                         chunker_version=1, line_count=9)
+                 for i, path, language, doc in ((7, "src/b.py", "python", False), (3, "README.md", "markdown", True),
+                                                (5, "web/a.js", "javascript", False))]
+        chunk_files = np.array([5, 3, 7, 7, 11, 5, 3], np.int64) + shift  # 11: no longer a file of the index
+        n = len(chunk_files)
+        table = ChunkTable(ids=np.arange(n, dtype=np.int64), file_ids=chunk_files,
+                           start_lines=np.zeros(n, np.int32), end_lines=np.ones(n, np.int32), kinds=["function"] * n,
+                           names=[""] * n, breadcrumbs=[""] * n, symbols=JsonLists(["[]"] * n), texts=None)
+        return _assemble(1, table, files, bm25=None, symbols=None, kinds={shift + 7: 2, shift + 5: 1})
+
+    small, large = assembled(0), assembled(2**62)
+    assert small.chunk_paths == ["web/a.js", "README.md", "src/b.py", "src/b.py", "", "web/a.js", "README.md"]
+    assert large.chunk_paths == small.chunk_paths
+    assert large.chunk_is_doc.tolist() == small.chunk_is_doc.tolist() == [False, True, False, False, False, False,
+                                                                          True]
+    assert large.chunk_kind.tolist() == small.chunk_kind.tolist() == [1, 0, 2, 2, 0, 1, 0]
+    assert {f - 2**62: rows for f, rows in large.file_chunk_rows.items()} == small.file_chunk_rows == \
+        {3: [1, 6], 5: [0, 5], 7: [2, 3]}
+    languages, of_chunk = large.chunk_languages()
+    assert (languages, of_chunk.tolist()) == (small.chunk_languages()[0], small.chunk_languages()[1].tolist())
+    assert [languages[i] if i >= 0 else None for i in of_chunk.tolist()] == \
+        ["javascript", "markdown", "python", "python", None, "javascript", "markdown"]

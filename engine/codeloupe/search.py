@@ -29,7 +29,7 @@ import numpy as np
 
 from codeloupe import parallel
 from codeloupe import ranking as R
-from codeloupe.arrays import absent_from, distinct
+from codeloupe.arrays import absent_from, distinct, find_sorted
 from codeloupe.bundle import build_bundle
 from codeloupe.chunk import is_doc_language
 from codeloupe.columns import Joined, Overlay
@@ -260,11 +260,11 @@ class Snapshot:
                 languages = sorted(set(self.file_languages.values()))
                 index = {language: i for i, language in enumerate(languages)}
                 file_ids = np.fromiter(self.file_languages, np.int64, len(self.file_languages))
-                of_file = np.full(int(max(file_ids.max(initial=-1), self.table.file_ids.max(initial=-1))) + 1, -1,
-                                  np.int16)
-                of_file[file_ids] = np.fromiter((index[lang] for lang in self.file_languages.values()), np.int16,
-                                                len(file_ids))
-                self._languages = languages, of_file[self.table.file_ids]
+                of_file = np.fromiter((index[lang] for lang in self.file_languages.values()), np.int16,
+                                      len(file_ids))
+                # -1 after the files' languages: a row of a file not among them (`_file_rows_of`)
+                self._languages = languages, np.append(of_file, np.int16(-1))[_file_rows_of(file_ids,
+                                                                                             self.table.file_ids)]
             return self._languages
 
     def terms_of(self, rows: list[int]) -> list[tuple[str, ...]]:
@@ -2093,33 +2093,38 @@ def _assemble(generation: int, table: ChunkTable, files: list[FileRow], *,
         by_basename[path.rsplit("/", 1)[-1]].append(path)
     if kinds is None:
         kinds = {f: FILE_KINDS.index(file_kind(r.path, r.language)) for f, r in by_id.items()}
-    # Per-chunk columns from per-file lookup arrays indexed by file id: a restarted editor builds these for
-    # 200K chunks before its first answer, so no Python loop over chunks.
-    ids = np.fromiter(by_id, np.int64, len(by_id))
-    size = int(max(ids.max(initial=-1), table.file_ids.max(initial=-1))) + 1
-    known = np.zeros(size, bool)
-    known[ids] = True
-    path_of = np.full(size, "", dtype=object)
-    path_of[ids] = [r.path for r in files]
-    doc_of = np.zeros(size, bool)
-    doc_of[ids] = [r.is_doc for r in files]
-    kind_of = np.zeros(size, np.int8)
-    kind_of[ids] = [kinds.get(f, 0) for f in by_id]
+    # Per-chunk columns from per-file lookup arrays, a chunk's file found among the files by its id: a restarted
+    # editor builds these for 200K chunks before its first answer, so no Python loop over chunks. Arrays indexed
+    # by the id itself would be as long as the largest id, which a shared index hands out across every
+    # repository and never again: an object array of ~100M entries (4 s) for a repository of 2,500 files.
     chunk_files = table.file_ids
-    chunk_paths = path_of[chunk_files].tolist()
+    of_chunk = _file_rows_of(np.fromiter(by_id, np.int64, len(by_id)), chunk_files)  # len(files): none
+    path_of = np.array([*(r.path for r in files), ""], dtype=object)
+    doc_of = np.array([*(r.is_doc for r in files), False], bool)
+    kind_of = np.array([*(kinds.get(f, 0) for f in by_id), 0], np.int8)
+    known = of_chunk < len(files)
+    chunk_paths = path_of[of_chunk].tolist()
     order = np.argsort(chunk_files, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(chunk_files[order]) != 0]) if len(order) else order
     rows, bounds = order.tolist(), [*starts.tolist(), len(order)]
-    file_chunk_rows = {f: rows[a:b] for f, a, b in zip(chunk_files[order[starts]].tolist(), bounds, bounds[1:])
-                       if known[f]}
+    file_chunk_rows = {f: rows[a:b] for f, a, b, k in zip(chunk_files[order[starts]].tolist(), bounds, bounds[1:],
+                                                          known[order[starts]].tolist()) if k}
     return Snapshot(
         generation=generation, table=table, file_paths=file_paths,
         file_languages={r.id: r.language for r in files}, file_is_doc={r.id: r.is_doc for r in files},
-        chunk_paths=chunk_paths, chunk_is_doc=doc_of[chunk_files], chunk_kind=kind_of[chunk_files],
+        chunk_paths=chunk_paths, chunk_is_doc=doc_of[of_chunk], chunk_kind=kind_of[of_chunk],
         file_kind=kinds,
         by_basename=dict(by_basename), path_to_file={p: f for f, p in file_paths.items()},
         bm25=bm25, symbols=symbols, file_chunk_rows=file_chunk_rows,
     )
+
+
+def _file_rows_of(file_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Each of `ids`' position in `file_ids` (distinct file ids, in any order), len(file_ids) where it is not
+    among them."""
+    order = np.argsort(file_ids, kind="stable")
+    positions, found = find_sorted(file_ids[order], ids)
+    return np.where(found, np.append(order, len(file_ids))[positions], len(file_ids))
 
 
 def _assemble_delta(base: Snapshot, generation: int, table: ChunkTable, added: list[FileRow], gone: set[int], *,
