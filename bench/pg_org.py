@@ -128,6 +128,32 @@ def copy_vectors(conn, rows: list[tuple], repo_ids: list[int], offsets: list[int
         copy.write(struct.pack(">h", -1))
 
 
+def copy_organisation(conn, seed_id: int, repos: int, step: int, rng: np.random.Generator,  # noqa: ANN001
+                      noise: float) -> tuple[int, list[tuple]]:
+    """The seed repository's rows copied under `repos - 1` more repository ids, `step` copies a statement, each
+    copy's chunk vectors synthesised from the seed's (`copy_vectors`); (the row-id offset between copies, the
+    seed's vector rows)."""
+    numbered = sequences(conn)
+    offset = 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
+                               for t in numbered if t != "repositories")))
+    vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
+                           " ORDER BY chunk_id", (seed_id,)).fetchall()
+    started = time.perf_counter()
+    conn.execute("SET session_replication_role = replica")  # the copies' rows already passed the checks
+    for first in range(1, repos, step):
+        last = min(first + step - 1, repos - 1)
+        with conn.transaction():
+            copy_rows(conn, seed_id, first, last, offset)
+            if vectors:
+                copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
+                             [k * offset for k in range(first, last + 1)], rng, noise)
+        print(f"copied {last} of {repos - 1}", round(time.perf_counter() - started), flush=True)
+    conn.execute("SET session_replication_role = DEFAULT")
+    for table, sequence in numbered.items():
+        conn.execute(f"SELECT setval('{sequence}', (SELECT max(id) FROM {table}))")
+    return offset, vectors
+
+
 def sequences(conn) -> dict[str, str]:  # noqa: ANN001
     """Table -> the sequence numbering its `id` column, for every table with one."""
     tables = [r[0] for r in conn.execute("SELECT table_name FROM information_schema.columns"
@@ -409,26 +435,10 @@ def main() -> int:
         counts = conn.execute("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks),"
                               " (SELECT sum(df) FROM lex_terms), (SELECT count(*) FROM chunk_vectors)").fetchone()
         report["seed"] = dict(zip(("files", "chunks", "postings", "vectors"), counts, strict=True))
-        numbered = sequences(conn)
-        offset = 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
-                                   for t in numbered if t != "repositories")))
-        vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
-                               " ORDER BY chunk_id", (seed_id,)).fetchall()
         print("seed", report["seed"], report["seed_index_s"], report.get("seed_embed_s"), flush=True)
 
         started = time.perf_counter()
-        conn.execute("SET session_replication_role = replica")  # the copies' rows already passed the checks
-        for first in range(1, args.repos, args.copy_step):
-            last = min(first + args.copy_step - 1, args.repos - 1)
-            with conn.transaction():
-                copy_rows(conn, seed_id, first, last, offset)
-                if vectors:
-                    copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
-                                 [k * offset for k in range(first, last + 1)], rng, args.noise)
-            print(f"copied {last} of {args.repos - 1}", round(time.perf_counter() - started), flush=True)
-        conn.execute("SET session_replication_role = DEFAULT")
-        for table, sequence in numbered.items():
-            conn.execute(f"SELECT setval('{sequence}', (SELECT max(id) FROM {table}))")
+        offset, vectors = copy_organisation(conn, seed_id, args.repos, args.copy_step, rng, args.noise)
         report["copy_s"] = round(time.perf_counter() - started, 1)
         started = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
