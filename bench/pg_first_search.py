@@ -54,7 +54,8 @@ def golden_queries(golden: Path) -> list[tuple[str, str]]:
 
 
 def build(args: argparse.Namespace, url: str, scratch: Path) -> None:
-    """The seed indexed and embedded for real, then copied (`pg_org.copy_organisation`)."""
+    """The seed indexed and embedded for real, then copied (`pg_org.copy_organisation`): org-001 to the last of
+    `--repos`, and the repositories searched where they lie past it."""
     import psycopg
 
     from codeloupe.api import Workspace
@@ -66,7 +67,11 @@ def build(args: argparse.Namespace, url: str, scratch: Path) -> None:
     ws.close()
     with psycopg.connect(url, autocommit=True) as conn:
         seed_id = conn.execute("SELECT id FROM repositories WHERE name = %s", (SEED,)).fetchone()[0]
-        copy_organisation(conn, seed_id, args.repos, 5, np.random.default_rng(args.seed), 0.5)
+        rng = np.random.default_rng(args.seed)
+        offset, _ = copy_organisation(conn, seed_id, range(1, args.repos), 5, rng, 0.5)
+        if args.first_repo + args.full > args.repos:  # late copies, their row ids as far apart as their numbers
+            copy_organisation(conn, seed_id, range(max(args.first_repo, args.repos), args.first_repo + args.full),
+                              5, rng, 0.5, offset)
         conn.execute("VACUUM ANALYZE")
 
 

@@ -128,26 +128,27 @@ def copy_vectors(conn, rows: list[tuple], repo_ids: list[int], offsets: list[int
         copy.write(struct.pack(">h", -1))
 
 
-def copy_organisation(conn, seed_id: int, repos: int, step: int, rng: np.random.Generator,  # noqa: ANN001
-                      noise: float) -> tuple[int, list[tuple]]:
-    """The seed repository's rows copied under `repos - 1` more repository ids, `step` copies a statement, each
-    copy's chunk vectors synthesised from the seed's (`copy_vectors`); (the row-id offset between copies, the
-    seed's vector rows)."""
+def copy_organisation(conn, seed_id: int, copies: range, step: int, rng: np.random.Generator,  # noqa: ANN001
+                      noise: float, offset: int | None = None) -> tuple[int, list[tuple]]:
+    """The seed repository's rows copied as each copy k of `copies` (`copy_rows`: repository id seed + k, row ids
+    shifted by k x the offset), `step` copies a statement, each copy's chunk vectors synthesised from the seed's
+    (`copy_vectors`); (the row-id offset between copies, the seed's vector rows). `offset`: the one copies made
+    before used (otherwise the power of ten above every row id so far)."""
     numbered = sequences(conn)
-    offset = 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
-                               for t in numbered if t != "repositories")))
+    offset = offset or 10 ** len(str(max(conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
+                                         for t in numbered if t != "repositories")))
     vectors = conn.execute("SELECT chunk_id, model, dim, vec::text FROM chunk_vectors WHERE repo_id = %s"
                            " ORDER BY chunk_id", (seed_id,)).fetchall()
     started = time.perf_counter()
     conn.execute("SET session_replication_role = replica")  # the copies' rows already passed the checks
-    for first in range(1, repos, step):
-        last = min(first + step - 1, repos - 1)
+    for first in range(copies.start, copies.stop, step):
+        last = min(first + step, copies.stop) - 1
         with conn.transaction():
             copy_rows(conn, seed_id, first, last, offset)
             if vectors:
                 copy_vectors(conn, vectors, [seed_id + k for k in range(first, last + 1)],
                              [k * offset for k in range(first, last + 1)], rng, noise)
-        print(f"copied {last} of {repos - 1}", round(time.perf_counter() - started), flush=True)
+        print(f"copied {last} of {copies.stop - 1}", round(time.perf_counter() - started), flush=True)
     conn.execute("SET session_replication_role = DEFAULT")
     for table, sequence in numbered.items():
         conn.execute(f"SELECT setval('{sequence}', (SELECT max(id) FROM {table}))")
@@ -438,7 +439,7 @@ def main() -> int:
         print("seed", report["seed"], report["seed_index_s"], report.get("seed_embed_s"), flush=True)
 
         started = time.perf_counter()
-        offset, vectors = copy_organisation(conn, seed_id, args.repos, args.copy_step, rng, args.noise)
+        offset, vectors = copy_organisation(conn, seed_id, range(1, args.repos), args.copy_step, rng, args.noise)
         report["copy_s"] = round(time.perf_counter() - started, 1)
         started = time.perf_counter()
         conn.execute("VACUUM ANALYZE")
