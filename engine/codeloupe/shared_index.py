@@ -284,11 +284,13 @@ class WorkerReport:
 class WorkerStopped(KeyboardInterrupt):
     """`run_worker` stopped by Ctrl-C (or another signal raised as one: the CLI's SIGTERM), raised from it once the
     batches it held claimed, if any, were given back to the queue (`given_back`: (batch id, repository) of each;
-    none where it held none, or the database could not be reached to give them back: then they wait for the lease)."""
+    none where it held none, or the database could not be reached to give them back: then they wait for the lease),
+    with what it did until then (`report`)."""
 
-    def __init__(self, given_back: list[tuple[int, str]]) -> None:
+    def __init__(self, given_back: list[tuple[int, str]], report: WorkerReport) -> None:
         super().__init__()
         self.given_back = given_back
+        self.report = report  # what it did before it stopped
 
 
 def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S, idle_exit_s: float | None = None,
@@ -404,7 +406,7 @@ def run_worker(url: str, overrides: dict[str, Any], *, lease_s: float = LEASE_S,
                 graph_due = store, Path(item.root)
             idle_since = time.monotonic()
     except KeyboardInterrupt as stop:
-        raise WorkerStopped(_given_back(url, queue)) from stop
+        raise WorkerStopped(_given_back(url, queue), report) from stop
     finally:
         queue.close()
         claims.close()

@@ -167,6 +167,10 @@ def test_a_worker_stopped_mid_batch_gives_its_claim_back(tmp_path: Path, pg_url:
         assert worker.returncode == 128 + stop, out
         assert out.strip().splitlines()[-1] == (f"codeloupe: worker stopped by {stop.name}: batch {batch} of repo"
                                                 " given back to the queue, for a worker to take now"), out
+        # It said what it was doing as it did it, and what it did in all as it stopped: it printed nothing before.
+        assert out.strip().splitlines()[:2] == ["worker: taking the batches queued in the shared index",
+                                                f"worker: indexing batch {batch} of repo (2 files, claim 1 of 5)"], out
+        assert out.strip().splitlines()[-2] == "worker: 0 batches, 0 files, 0 texts embedded", out
         assert "Traceback" not in out, out
         taken = other.claim(120)  # at once, not when the stopped worker's lease would have run out
         assert taken is not None and taken.id == batch and taken.attempts == 1

@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from . import CliError
+
+if TYPE_CHECKING:
+    from codeloupe.shared_index import WorkerReport
+    from codeloupe.store.postgres import WorkItem
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,20 +58,41 @@ def run(args: argparse.Namespace) -> int:
         stopped_by = signal.SIGTERM
         raise KeyboardInterrupt
 
+    def taking(item: WorkItem) -> None:
+        # A worker is a service: its log says what it is doing, a line a batch, where it printed nothing until it
+        # stopped (and then only how it stopped).
+        print(f"worker: indexing batch {item.id} of {shown_repository_name(item.repository)}"
+              f" ({amount(len(item.paths), 'file')}, claim {item.attempts} of {MAX_ATTEMPTS})", file=sys.stderr,
+              flush=True)
+
     previous = signal.signal(signal.SIGTERM, terminate)
+    print("worker: taking the batches queued in the shared index"
+          + ("" if args.exit_when_idle is not None else " until stopped (Ctrl-C)"), file=sys.stderr, flush=True)
     try:
         report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
+                            on_batch=taking,
                             global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     except KeyboardInterrupt as stop:  # WorkerStopped once it claims; before, nothing was held
         given_back = stop.given_back if isinstance(stop, WorkerStopped) else []
+        if isinstance(stop, WorkerStopped):
+            _print_totals(stop.report)
         batches = ", ".join(f"batch {batch} of {shown_repository_name(name)}" for batch, name in given_back)
         raise CliError(f"worker stopped by {stopped_by.name}" + (f": {batches} given back to the queue, for a worker"
                                                                   " to take now" if given_back else ""),
                        128 + stopped_by) from stop
     finally:
         signal.signal(signal.SIGTERM, previous)
+    _print_totals(report)
+    return 0
+
+
+def _print_totals(report: WorkerReport) -> None:
+    """What the worker did, in a line: as it ends, or as a signal stops it."""
+    from codeloupe.store.postgres import MAX_ATTEMPTS
+    from codeloupe.wording import amount
+
     print(f"worker: {amount(report.batches, 'batch', 'batches')}, {amount(report.files, 'file')},"
           f" {amount(report.embedded, 'text')} embedded"
           + (f", graph edges of {amount(report.graphs, 'repository', 'repositories')} resolved"
@@ -83,5 +109,4 @@ def run(args: argparse.Namespace) -> int:
           + (f", {report.failed} failed (tried again: at once when the database cut them off, else after their lease)" if report.failed else "")
           + (f"; {amount(report.stuck, 'batch', 'batches')} failed {MAX_ATTEMPTS} times and"
              f" {'is' if report.stuck == 1 else 'are'} left queued" if report.stuck else ""),
-          file=sys.stderr)
-    return 0
+          file=sys.stderr, flush=True)
