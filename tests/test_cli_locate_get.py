@@ -90,7 +90,12 @@ def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:
     ("ABSOLUTE", "outside the workspace"),
     ("link.py", "outside the workspace"),
     ("secret.py", "secret.py: not in the index: the index skips it (ignored)"),
-    ("app/deleted.py", "no such file in the index"),
+    ("app/deleted.py", "no such file in the index (not indexed, ignored, or deleted)\n"),
+    # A span as every answer shows it, copied whole into the path: named as the file and its lines.
+    ("app/users.py:5-6", "app/users.py:5-6: no such file in the index (not indexed, ignored, or deleted);"
+                         " app/users.py is, and `:5-6` after it reads as its lines 5 to 6: give the path alone and"
+                         " the lines as the range\n"),
+    ("app/users.py:5", "app/users.py is, and `:5` after it reads as its line 5"),
 ])
 def test_get_refuses_paths_outside_the_workspace_and_unindexed_files(repo: Path, target: str,
                                                                     message: str) -> None:

@@ -788,7 +788,8 @@ class Workspace:
         if row is None:
             reason = self.skip_reason(rel)
             raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else
-                                 f"{rel}: no such file in the index (not indexed, ignored, or deleted)")
+                                 f"{rel}: no such file in the index (not indexed, ignored, or deleted)"
+                                 + self._lines_in_path_hint(rel))
         raw = self._source_bytes(rel)
         chosen = ""
         if symbol or line is not None:
@@ -801,6 +802,17 @@ class Workspace:
         text = self._lines_of(rel, raw, start_line, end_line)
         first = 1 if start_line is None else start_line
         return Expansion(rel, first, first + max(len(split_lines(text)), 1) - 1, text, chosen)
+
+    def _lines_in_path_hint(self, rel: str) -> str:
+        """Where `rel` is an indexed file's path with lines after it, as every answer shows a span (`app.py:12-30`,
+        which an agent copies whole into the path): what to pass instead, where "no such file" alone sent it
+        looking for a file that exists."""
+        spelled = re.fullmatch(r"(.+):(\d+)(?:-(\d+))?", rel)
+        if spelled is None or not self.store.file_rows([spelled[1]]):
+            return ""
+        lines = f"lines {spelled[2]} to {spelled[3]}" if spelled[3] else f"line {spelled[2]}"
+        return (f"; {spelled[1]} is, and `{rel[len(spelled[1]):]}` after it reads as its {lines}: give the path"
+                " alone and the lines as the range")
 
     def _changed_since_indexed(self, raw: bytes, row: FileRow) -> bool:
         """Whether a file's bytes as read now are not those the index holds (its lines and definitions stale)."""
