@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
@@ -50,7 +51,7 @@ from codeloupe.api import (
     tour_counts,
 )
 from codeloupe.types import one_line, visible
-from codeloupe_serving.first_index import when_indexed
+from codeloupe_serving import first_index
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -154,6 +155,7 @@ class _Server(MCPServer):
                 for tool in await super().list_tools()]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        _CALL.set(context)  # this call's task only: its wait for a first index reports progress through it
         taken = next((list(tool.input_schema.get("properties", {}))
                       for tool in await super().list_tools() if tool.name == name), None)
         unknown = sorted(set(arguments or {}) - set(taken or ()))
@@ -447,6 +449,24 @@ def _count(text: str, name: str, default: int) -> int:
 
 
 _COUNT_DIGITS = 9  # longer is no count a resource takes (and `int` refuses a string of over 4,300 digits)
+
+
+# The tool call running in this task (the SDK's request context), which a wait for a first index tells how far
+# the index got, where the client asked for progress.
+_CALL: ContextVar[Any] = ContextVar("codeloupe_mcp_call", default=None)
+
+
+async def when_indexed(warms: list[WarmWorkspace], call: Callable[[], T]) -> T:
+    """`first_index.when_indexed`, telling the client of the tool call waiting (`_CALL`) how far the first index
+    got as it waits (`notifications/progress`, where the call carried a progress token; nothing otherwise): an
+    agent whose call waited for minutes on a large repository's first index saw nothing until the answer, and
+    could take the call for hung."""
+    context = _CALL.get()
+
+    async def told(done: int, total: int | None, note: str) -> None:
+        await context.report_progress(done, total, note)
+
+    return await first_index.when_indexed(warms, call, told=told if context is not None else None)
 
 
 def _after_first_index(

@@ -102,6 +102,12 @@ class WarmWorkspace:
         """True once the first index finished (the lexical and symbol lanes answer)."""
         return self._first_index.is_set()
 
+    def first_index_counts(self) -> tuple[int, int] | None:
+        """(files indexed, files to index) of the first index while it chunks; None before it has listed them or
+        once it ended."""
+        progress = self._first_index_progress
+        return None if self.ready or progress is None else (progress.done, progress.total)
+
     def building_note(self) -> str:
         """What an answer given before the first index finished lacks ("" once it has): the files not yet
         indexed (after `FIRST_INDEX_WAIT_S` a call answers from the index as it is, rather than not at all)."""

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -475,6 +476,48 @@ async def test_every_tool_says_when_the_first_index_is_still_running(project: Pa
         first_index_held.release.set()
         warm.close()
 
+
+async def test_a_tool_call_waiting_for_the_first_index_tells_its_progress(
+        project: Path, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call that waits for the first index (a large repository's takes minutes) told its client nothing until
+    the answer, so an agent could take it for hung; one that asked for progress (a progress token) is now told
+    how far the index got as it waits, and answered from the whole index once it ends."""
+    import codeloupe_serving.warm as warm_module
+
+    monkeypatch.setattr(warm_module, "FIRST_INDEX_WAIT_S", 600.0)  # the call waits for the whole first index
+    told: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        told.append((done, total, message))
+
+    warm = WarmWorkspace(project)
+    valve = threading.Timer(60, first_index_held.release.set)  # only what keeps a failing test from hanging the run
+    try:
+        assert await anyio.to_thread.run_sync(first_index_held.stopped.wait, 60)
+        valve.start()
+        async with Client(build_server(warm)) as client, anyio.create_task_group() as calls:
+            answers = []
+
+            async def call() -> None:
+                answers.append(await client.call_tool("search", {"query": "session store"}, progress_callback=progress))
+
+            calls.start_soon(call)
+            with anyio.fail_after(60):  # not a speed check: what keeps a failing test from hanging the run
+                while not told:
+                    await anyio.sleep(0.05)
+            (done, total, message) = told[0]
+            assert total is not None and done <= total, told
+            assert message is not None and message.startswith("the index of project is still being built ("), told
+            assert f"of {int(total):,} files indexed" in message, told
+            assert not answers and not warm.ready  # told while it waits, not answered from part of the index
+            first_index_held.release.set()
+        (answer,) = answers
+        assert not answer.is_error and "still being built" not in text_of(answer), text_of(answer)
+        assert [done for done, _, _ in told] == sorted({done for done, _, _ in told})  # each told more than before
+    finally:
+        valve.cancel()
+        first_index_held.release.set()
+        warm.close()
 
 async def test_a_tour_count_out_of_range_is_refused_while_the_first_index_runs(
         project: Path, first_index_held, monkeypatch: pytest.MonkeyPatch) -> None:
