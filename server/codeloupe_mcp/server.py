@@ -169,6 +169,7 @@ class _Server(MCPServer):
             raise ToolError(f"Error executing tool {name}: {_argument_problems(exc.__cause__)}") from exc.__cause__
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        _CALL.set(context)  # as a tool call's: the tour waits for a first index too
         try:
             await self._unknown_parameters(str(uri))
             return await super().read_resource(uri, context)
@@ -451,8 +452,8 @@ def _count(text: str, name: str, default: int) -> int:
 _COUNT_DIGITS = 9  # longer is no count a resource takes (and `int` refuses a string of over 4,300 digits)
 
 
-# The tool call running in this task (the SDK's request context), which a wait for a first index tells how far
-# the index got, where the client asked for progress.
+# The tool call or resource read running in this task (the SDK's request context), which a wait for a first
+# index tells how far the index got, where the client asked for progress.
 _CALL: ContextVar[Any] = ContextVar("codeloupe_mcp_call", default=None)
 
 
