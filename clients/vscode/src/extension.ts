@@ -23,6 +23,7 @@ import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
 import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
 import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
+import { ANSWER_VIEW, type KeptAnswer, KeptAnswers, keptResult, MAX_KEPT_ANSWERS, MAX_KEPT_CHARS, withCodeFromDisk } from './keptAnswers';
 import { AnswerPanels, Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
 import { AskRequest, SearchRequest } from './protocol';
@@ -30,6 +31,9 @@ import {
     renderAnswer,
     renderBundle,
     renderError,
+    renderFailed,
+    renderInterrupted,
+    renderNote,
     renderStatus,
     renderWaiting,
 } from './render';
@@ -99,7 +103,9 @@ class Controller implements vscode.Disposable {
     private readonly status = new StatusItem(Commands.status);
     // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
     private readonly bundlePanel = new Panel('codeloupe.bundle', () => this.client);
-    private readonly answers = new AnswerPanels(() => this.client);
+    private readonly answers = new AnswerPanels(() => this.client, () => this.kept);
+    /** What each answer tab shows, for a reloaded window (set once registered: it is the workspace's state). */
+    private kept: KeptAnswers | undefined;
     private readonly statusPanel = new Panel('codeloupe.status', () => this.client);
     private readonly graph = new Panel('codeloupe.graph', () => this.client);
     private readonly graphDetail = new Panel('codeloupe.graphDetail', () => this.client);
@@ -130,7 +136,12 @@ class Controller implements vscode.Disposable {
                 }
             });
         this.secretStorage = context.secrets;
+        this.kept = new KeptAnswers(context.workspaceState);
         context.subscriptions.push(
+            // A reloaded window shows the answer tabs it had (package.json activates the extension for them).
+            vscode.window.registerWebviewPanelSerializer(ANSWER_VIEW, {
+                deserializeWebviewPanel: (panel: vscode.WebviewPanel, state: unknown) => this.restoreAnswer(panel, state),
+            }),
             this,
             command(Commands.search, (client) => this.search(client)),
             command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
@@ -352,6 +363,15 @@ class Controller implements vscode.Disposable {
         });
     }
 
+    /**
+     * The extension stops (a window reloading, closing): what the answer tabs show is kept as it is now. The server
+     * stopping fails the asks under way, whose drafts must come back as interrupted, not as that failure.
+     */
+    async shutDown(): Promise<void> {
+        this.kept = undefined;
+        await this.stop();
+    }
+
     async stop(): Promise<void> {
         const client = this.client;
         this.client = undefined;
@@ -415,8 +435,14 @@ class Controller implements vscode.Disposable {
             return;
         }
         const title = pageTitle(query);
-        const panel = this.answers.create();
+        const id = randomUUID();
+        const panel = this.answers.create(id);
         panel.show(title, (context) => renderWaiting(context, query));
+        // Kept as it is written: a window reloaded before its answer shows the draft so far, marked as interrupted.
+        const draft: Required<KeptAnswer>['draft'] = { parts: [], steps: [] };
+        // What its tab shows, while it is open (a closed tab's answer is forgotten, and one that cannot be kept too).
+        const keep = (answer: KeptAnswer | undefined) => void (answer !== undefined && panel.isOpen ? this.kept?.keep(id, answer) : this.kept?.forget(id));
+        keep({ query, draft });
         // The ask stops when its notification's Cancel is clicked or its tab is closed: nothing would show its answer.
         const stop = new vscode.CancellationTokenSource();
         const closed = panel.onDidClose(() => stop.cancel());
@@ -430,14 +456,20 @@ class Controller implements vscode.Disposable {
                     // A notification renders a link in its message: the status quotes file names and the model's words.
                     progress.report({ message: visibleMessage(line.status) });
                     panel.post({ type: 'progress', ...line });
+                    if (keepDraftLine(draft, line)) {
+                        keep({ query, draft });
+                    }
                 }
             });
             try {
                 const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, stop.token);
                 panel.show(title, (context) => renderAnswer(context, query, result));
                 this.lastBundle.show(result.bundle);
+                const kept = keptResult(result);
+                keep(kept && { query, result: kept });
             } catch (error) {
-                await this.askFailed(client, panel, query, error, stop.token);
+                const shown = await this.askFailed(client, panel, query, error, stop.token);
+                keep(shown === undefined ? undefined : { query, error: shown });
             } finally {
                 listener.dispose();
                 cancelled.dispose();
@@ -447,24 +479,60 @@ class Controller implements vscode.Disposable {
         });
     }
 
-    /** A server without codeloupe/ask still answers with its retrieval bundle; other failures show in the ask's view. */
-    private async askFailed(client: LanguageClient, panel: Panel, query: string, error: unknown, cancel: vscode.CancellationToken): Promise<void> {
+    /**
+     * A server without codeloupe/ask still answers with its retrieval bundle; other failures show in the ask's view.
+     * Resolves with what the view says of a failure (for a reloaded window), undefined when it shows no failure.
+     */
+    private async askFailed(client: LanguageClient, panel: Panel, query: string, error: unknown, cancel: vscode.CancellationToken): Promise<string | undefined> {
         const title = pageTitle(query);
         if (cancel.isCancellationRequested) {
             panel.show(title, (context) => renderError(context, title, 'Cancelled.'));
-            return;
+            return 'Cancelled.';
         }
         if (error instanceof ResponseError && error.code === ErrorCodes.MethodNotFound) {
             try {
                 const bundle = await client.sendRequest(SearchRequest, { query }, cancel);
                 panel.show(title, (context) => renderBundle(context, bundle, 'This server cannot narrate answers (no codeloupe/ask): here is the ranked bundle.'));
-                return;
+                return undefined;
             } catch (searchError) {
                 error = searchError;
             }
         }
         this.log.error(`ask failed: ${String(error)}`);
-        panel.show(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
+        const message = error instanceof Error ? error.message : String(error);
+        panel.show(title, (context) => renderError(context, title, message));
+        return message;
+    }
+
+    /**
+     * An answer tab of a reloaded window, shown as it was: the answer with its code read from disk now, the draft of
+     * an ask the reload interrupted (with a button to ask again), or what a failed ask said. `state` is the one its
+     * page set: the kept answer it showed and the place it was read at.
+     */
+    private async restoreAnswer(webviewPanel: vscode.WebviewPanel, state: unknown): Promise<void> {
+        const { keep, page } = pageState(state);
+        const answer = keep === undefined ? undefined : this.kept?.get(keep);
+        const askAgain = answer && (() => {
+            panel.dispose();
+            void vscode.commands.executeCommand(Commands.ask, answer.query);
+        });
+        const panel = this.answers.restore(webviewPanel, keep ?? randomUUID(), askAgain);
+        if (answer === undefined) {
+            const note = `This answer was not kept for the reloaded window: the answers of the ${MAX_KEPT_ANSWERS} most recent questions are, `
+                + `each up to ${MAX_KEPT_CHARS / 1024} KiB without its code. Ask the question again to see it.`;
+            panel.show(webviewPanel.title, (context) => renderNote(context, webviewPanel.title, note), undefined, page);
+            return;
+        }
+        const { query, result, draft, error } = answer;
+        const title = pageTitle(query);
+        if (result !== undefined) {
+            const shown = await withCodeFromDisk(result);
+            panel.show(title, (context) => renderAnswer(context, query, shown), undefined, page);
+        } else if (draft !== undefined) {
+            panel.show(title, (context) => renderInterrupted(context, query, draft.parts, draft.steps), undefined, page);
+        } else {
+            panel.show(title, (context) => renderFailed(context, query, error ?? ''), undefined, page);
+        }
     }
 
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
@@ -485,7 +553,8 @@ class Controller implements vscode.Disposable {
     dispose(): void {
         void this.stop();
         this.status.dispose();
-        for (const panel of [this.bundlePanel, this.answers, this.statusPanel, this.graph, this.graphDetail]) {
+        // The answer tabs stay open: closed as the extension stops (a window reloading), they would not come back.
+        for (const panel of [this.bundlePanel, this.statusPanel, this.graph, this.graphDetail]) {
             panel.dispose();
         }
         this.lastBundle.dispose();
@@ -493,13 +562,13 @@ class Controller implements vscode.Disposable {
     }
 }
 
-/** A page title from a query: its first line, short. */
 /** A request the user or the editor cancelled (a picker closed, a newer query): nothing went wrong. */
 function isCancellation(error: unknown): boolean {
     return (error instanceof ResponseError && error.code === LSPErrorCodes.RequestCancelled)
         || error instanceof vscode.CancellationError;
 }
 
+/** A page title from a query: its first line, short. */
 function pageTitle(query: string): string {
     const line = query.trim().split('\n', 1)[0];
     return `Codeloupe: ${line.length > 60 ? `${line.slice(0, 59)}…` : line}`;
@@ -518,6 +587,34 @@ function wordUnderCursor(): string | undefined {
     return range === undefined ? undefined : editor?.document.getText(range);
 }
 
+/** Adds what a progress line adds to the draft (its words, a code part's caption, a step); whether it added any. */
+function keepDraftLine(draft: Required<KeptAnswer>['draft'], line: AskProgressLine): boolean {
+    if (line.step !== undefined) {
+        draft.steps.push(line.step);
+    }
+    if (line.delta !== undefined) {
+        const last = draft.parts.at(-1);
+        if (typeof last === 'string') {
+            draft.parts[draft.parts.length - 1] = last + line.delta;
+        } else {
+            draft.parts.push(line.delta);
+        }
+    }
+    if (line.code !== undefined) {
+        draft.parts.push({ caption: line.code.caption, ...(line.code.note === undefined ? {} : { note: line.code.note }) });
+    }
+    return line.step !== undefined || line.delta !== undefined || line.code !== undefined;
+}
+
+/** The state an answer page set (render.ts's page script): the kept answer it shows, the page's id. */
+function pageState(state: unknown): { keep?: string; page?: string } {
+    const value = typeof state === 'object' && state !== null ? state as Record<string, unknown> : {};
+    return {
+        keep: typeof value.keep === 'string' ? value.keep : undefined,
+        page: typeof value.page === 'string' && value.page !== '' ? value.page : undefined,
+    };
+}
+
 /** `report.message` of an ask progress report: one JSON event (anything else is not an event and shows nothing). */
 function parseAskEvent(message: string | undefined): AskEvent | undefined {
     try {
@@ -532,6 +629,8 @@ let controller: Controller | undefined;
 
 /** Exported so the client's tests can check which settings scopes reach the server. */
 export { engineOptions } from './settings';
+/** Exported so the client's tests can check the bounds on the answers kept for a reloaded window. */
+export { KeptAnswers, MAX_KEPT_ANSWERS, MAX_KEPT_CHARS } from './keptAnswers';
 /** Exported so the client's tests can check what the status item says for a server's status. */
 export { describeStatus } from './statusBar';
 
@@ -549,6 +648,6 @@ export function activate(context: vscode.ExtensionContext): CodeloupeApi {
 }
 
 export async function deactivate(): Promise<void> {
-    await controller?.stop();
+    await controller?.shutDown();
     controller = undefined;
 }

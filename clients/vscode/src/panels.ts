@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { messageTarget, openAt } from './locations';
-import { isOpenMessage, isReplayMessage } from './protocol';
+import { ANSWER_VIEW, type KeptAnswers } from './keptAnswers';
+import { isAskAgainMessage, isOpenMessage, isReplayMessage } from './protocol';
 import type { PageContext } from './render';
 import { visible, visibleMessage } from './visible';
 
@@ -13,7 +14,19 @@ export interface PanelOptions {
     single?: boolean;
     /** The editor group it opens in (default: beside the active editor). */
     column?: vscode.ViewColumn;
+    /** The kept answer its pages name (PageContext.keep), for a reloaded window to show again. */
+    keep?: string;
+    /** Run when its page's "Ask again" button is clicked. */
+    askAgain?: () => void;
 }
+
+/** How a panel's tab is made: options VS Code needs again for a tab it restores. */
+const WEBVIEW_OPTIONS: vscode.WebviewPanelOptions & vscode.WebviewOptions = {
+    enableScripts: true,
+    enableCommandUris: false,
+    localResourceRoots: [],
+    retainContextWhenHidden: false,
+};
 
 export class Panel implements vscode.Disposable {
     private panel: vscode.WebviewPanel | undefined;
@@ -34,20 +47,33 @@ export class Panel implements vscode.Disposable {
         private readonly options: PanelOptions = {},
     ) {}
 
+    /** Whether the panel's tab is open. */
+    get isOpen(): boolean {
+        return this.panel !== undefined;
+    }
+
     /** The editor group the panel's tab is in; undefined while it has none. */
     get viewColumn(): vscode.ViewColumn | undefined {
         return this.panel?.viewColumn;
     }
 
-    /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce. */
-    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map()): void {
+    /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce; `page`: the page's id
+     * (a page rendered again where it was read, in a reloaded window), default a new one. */
+    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map(),
+        page: string = randomBytes(12).toString('base64url')): void {
         const panel = this.reveal(title);
         if (panel === undefined) {
             return;
         }
         this.pathToUri = pathToUri;
         this.posted = [];
-        panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource });
+        panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource, page, keep: this.options.keep });
+    }
+
+    /** Takes on a tab VS Code restored in a reloaded window (before its first `show`). */
+    adopt(panel: vscode.WebviewPanel): void {
+        panel.webview.options = WEBVIEW_OPTIONS;
+        this.attach(panel);
     }
 
     /** Sends a message to the page (progress while an answer is written), numbered, and keeps it for a reloaded page. */
@@ -73,12 +99,12 @@ export class Panel implements vscode.Disposable {
             return undefined;
         }
         const column = this.options.column ?? vscode.ViewColumn.Beside;
-        const panel = vscode.window.createWebviewPanel(this.viewType, title, { viewColumn: column, preserveFocus: true }, {
-            enableScripts: true,
-            enableCommandUris: false,
-            localResourceRoots: [],
-            retainContextWhenHidden: false,
-        });
+        const panel = vscode.window.createWebviewPanel(this.viewType, title, { viewColumn: column, preserveFocus: true }, WEBVIEW_OPTIONS);
+        this.attach(panel);
+        return panel;
+    }
+
+    private attach(panel: vscode.WebviewPanel): void {
         panel.webview.onDidReceiveMessage((message: unknown) => this.onMessage(message));
         panel.onDidDispose(() => {
             this.panel = undefined;
@@ -86,13 +112,16 @@ export class Panel implements vscode.Disposable {
             this.closed.fire();
         });
         this.panel = panel;
-        return panel;
     }
 
     private async onMessage(message: unknown): Promise<void> {
         if (isReplayMessage(message)) {
             // In one message: the page is whole again at once, and only then goes back to the place it was read at.
             void this.panel?.webview.postMessage({ type: 'replayed', messages: this.posted });
+            return;
+        }
+        if (isAskAgainMessage(message)) {
+            this.options.askAgain?.();
             return;
         }
         const client = this.getClient();
@@ -119,24 +148,33 @@ export class Panel implements vscode.Disposable {
 /**
  * The answers: a panel per ask, so that a second question never replaces the first's answer, and an ask's progress,
  * posted to its own panel, never shows in another's. A new one opens in the group of the last one still open, with
- * the others as tabs beside it.
+ * the others as tabs beside it. Each is kept (KeptAnswers, by its ask's id) until its tab is closed, for a reloaded
+ * window to show again.
  */
-export class AnswerPanels implements vscode.Disposable {
+export class AnswerPanels {
     private readonly open: Panel[] = [];
 
-    constructor(private readonly getClient: () => LanguageClient | undefined) {}
+    constructor(private readonly getClient: () => LanguageClient | undefined, private readonly kept: () => KeptAnswers | undefined) {}
 
-    /** A panel for one ask; nothing is shown until its first page. */
-    create(): Panel {
-        const panel = new Panel('codeloupe.answer', this.getClient, { single: true, column: this.open.at(-1)?.viewColumn });
-        this.open.push(panel);
-        panel.onDidClose(() => this.open.splice(this.open.indexOf(panel), 1));
+    /** A panel for ask `id`; nothing is shown until its first page. */
+    create(id: string): Panel {
+        return this.track(new Panel(ANSWER_VIEW, this.getClient, { single: true, column: this.open.at(-1)?.viewColumn, keep: id }), id);
+    }
+
+    /** The panel of a tab VS Code restored in a reloaded window, the answer of ask `id`; `askAgain` for its button. */
+    restore(webviewPanel: vscode.WebviewPanel, id: string, askAgain?: () => void): Panel {
+        const panel = this.track(new Panel(ANSWER_VIEW, this.getClient, { single: true, keep: id, askAgain }), id);
+        panel.adopt(webviewPanel);
         return panel;
     }
 
-    dispose(): void {
-        for (const panel of [...this.open]) {
-            panel.dispose();
-        }
+    private track(panel: Panel, id: string): Panel {
+        this.open.push(panel);
+        panel.onDidClose(() => {
+            this.open.splice(this.open.indexOf(panel), 1);
+            void this.kept()?.forget(id);
+        });
+        return panel;
     }
+
 }

@@ -424,3 +424,8 @@ export function isOpenMessage(value: unknown): value is OpenMessage {
 export function isReplayMessage(value: unknown): boolean {
     return typeof value === 'object' && value !== null && (value as Record<string, unknown>).type === 'replay';
 }
+
+/** An answer tab a reloaded window brought back (interrupted, failed) asks its question again: its button. */
+export function isAskAgainMessage(value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<string, unknown>).type === 'askAgain';
+}

@@ -14,6 +14,10 @@ export interface PageContext {
     nonce: string;
     /** The webview's own resource origin (`webview.cspSource`). */
     cspSource: string;
+    /** The page's own id: the place it is read at is kept for it, and a reloaded window shows it again there. */
+    page: string;
+    /** The kept answer a reloaded window shows in this page's tab (its ask's id); absent for pages not kept. */
+    keep?: string;
 }
 
 function contentSecurityPolicy({ nonce, cspSource }: PageContext): string {
@@ -82,14 +86,17 @@ const CLIENT_SCRIPT = `
   // VS Code loads a page afresh when its tab is shown again (it does not keep a hidden webview's page): the page keeps
   // the place it is read at in the state VS Code holds for it (setState) and goes back there when loaded again, once
   // it is whole again (a draft, once the replay below has brought its text back). The place is this page's: the same
-  // page loaded again has the same nonce; a new page (the answer after its draft) has a new one and starts at its top.
-  const page = document.currentScript ? document.currentScript.nonce : '';
+  // page loaded again (or rendered again in a reloaded window) has the same id; a new page (the answer after its
+  // draft) has a new one and starts at its top. The state also names the kept answer (keep), which VS Code hands
+  // back to the extension when a reloaded window restores the tab: it is set as the page loads.
+  const page = document.body.getAttribute('data-page') || '';
+  const keep = document.body.getAttribute('data-keep') || undefined;
   const saved = vscode.getState();
   let restoreTo = saved && saved.page === page && typeof saved.scrollY === 'number' ? saved.scrollY : undefined;
-  window.addEventListener('scroll', function () {
-    // Not while going back: a page not yet whole stops short of the place, which must not replace it.
-    if (restoreTo === undefined) { vscode.setState({ page: page, scrollY: window.scrollY }); }
-  }, { passive: true });
+  function remember() { vscode.setState({ page: page, scrollY: window.scrollY, keep: keep }); }
+  // Not while going back: a page not yet whole stops short of the place, which must not replace it.
+  window.addEventListener('scroll', function () { if (restoreTo === undefined) { remember(); } }, { passive: true });
+  if (restoreTo === undefined) { remember(); }
   function restore(last) {
     if (restoreTo !== undefined) { window.scrollTo(0, restoreTo); }
     if (last) { restoreTo = undefined; }
@@ -101,6 +108,11 @@ const CLIENT_SCRIPT = `
     return made;
   }
   document.addEventListener('click', function (event) {
+    const button = event.target instanceof Element ? event.target.closest('button[data-action="ask-again"]') : null;
+    if (button) {
+      vscode.postMessage({ type: 'askAgain' });
+      return;
+    }
     const anchor = event.target instanceof Element ? event.target.closest('a') : null;
     if (!anchor) { return; }
     event.preventDefault();
@@ -172,7 +184,7 @@ export function renderPage(context: PageContext, title: string, body: string): s
 <title>${escapeHtml(title)}</title>
 <style nonce="${context.nonce}">${STYLE}</style>
 </head>
-<body>
+<body data-page="${escapeAttribute(context.page)}"${context.keep === undefined ? '' : ` data-keep="${escapeAttribute(context.keep)}"`}>
 ${body}
 <script nonce="${context.nonce}">${CLIENT_SCRIPT}</script>
 </body>
@@ -430,6 +442,38 @@ export function renderWaiting(context: PageContext, query: string): string {
 
 export function renderError(context: PageContext, title: string, message: string): string {
     return renderPage(context, title, `<h1>${escapeHtml(title)}</h1><p class="error">${escapeHtml(message)}</p>`);
+}
+
+const ASK_AGAIN = '<p><button data-action="ask-again">Ask again</button></p>';
+
+/** What a reloaded window shows for an ask that failed or was cancelled: what its tab said, and a way to ask again. */
+export function renderFailed(context: PageContext, query: string, message: string): string {
+    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1><p class="error">${escapeHtml(message)}</p>\n${ASK_AGAIN}`);
+}
+
+/** A code part of an interrupted draft: its caption; its code was never kept. */
+export interface InterruptedCode {
+    caption: string;
+    note?: string;
+}
+
+/**
+ * The draft of an ask the window was reloaded in the middle of: marked as interrupted (it will not go on), with a way
+ * to ask again, then the steps and the words written so far; a code part is its caption alone (code is not kept).
+ */
+export function renderInterrupted(context: PageContext, query: string, parts: (string | InterruptedCode)[], steps: string[]): string {
+    const draft = parts.map((part) => (typeof part === 'string' ? escapeHtml(part) : `<div class="chunk"><div class="loc">${escapeHtml(part.caption)}</div>${
+        part.note ? `<div class="muted changed">${escapeHtml(part.note)}</div>` : ''}<div class="muted">(code shown once answered)</div></div>`)).join('');
+    return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
+<p class="note interrupted">Interrupted: the window was reloaded while this answer was being written. Its draft so far is below.</p>
+${ASK_AGAIN}
+<ol id="progress-steps" class="muted">${steps.map((step) => `<li>${escapeHtml(step)}</li>`).join('')}</ol>
+<div id="progress-draft">${draft}</div>`);
+}
+
+/** A page that only says `note` (a tab a reloaded window has nothing else for). */
+export function renderNote(context: PageContext, title: string, note: string): string {
+    return renderPage(context, title, `<h1>${escapeHtml(title)}</h1>\n<p class="note">${escapeHtml(note)}</p>`);
 }
 
 /** The cells a folder and a shared repository both have: counts, vectors, embeddings, languages, where the index is. */

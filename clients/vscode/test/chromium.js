@@ -103,7 +103,8 @@ async function openWebview(browser, html, onPost = () => undefined, state = { va
  * state a page set handed to the next page it loads.
  */
 async function runPanelPage(browser, panel) {
-    const state = { value: undefined }; // VS Code keeps a webview's state while its panel is open, across its pages
+    // VS Code keeps a webview's state while its panel is open, across its pages, and in a reloaded window for a tab it restores
+    const state = { value: panel.restoredState };
     let view;
     let steps = Promise.resolve();
     const failures = [];

@@ -16,11 +16,12 @@ const { lineOf, makeWorkspace, serverCommand, serverPython, waitFor } = require(
 const probe = vscode.__test;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Activates the extension the way VS Code would, after resetting the stub to `options`. */
-function activate(options) {
+/** Activates the extension the way VS Code would, after resetting the stub to `options`; `workspaceState`: the
+ * workspace's, as a window reloaded in it finds it again. */
+function activate(options, workspaceState = probe.memento()) {
     probe.reset(options);
     const context = { subscriptions: [], extensionPath: path.resolve(__dirname, '..'), extensionUri: vscode.Uri.file(path.resolve(__dirname, '..')),
-        secrets: probe.secretStorage() };
+        secrets: probe.secretStorage(), workspaceState };
     const api = extension.activate(context);
     return {
         api,
@@ -1723,6 +1724,199 @@ describe('the extension against the real server', function () {
         const html = panelOf('codeloupe.status').webview.html;
         assert.match(html, /Index status/);
         assert.ok(html.includes(workspace.root));
+    });
+});
+
+describe('answer tabs across a window reload', function () {
+    // Every answer tab was gone after a window reload (Developer: Reload Window, VS Code restarting with its tabs): the
+    // extension registered no serializer for them and no activation event brought it up to restore them.
+    const question = 'how does login check the password';
+    const lines = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => `Line ${from + i} of the answer, to be read in order.\n`).join('');
+    let workspace;
+    let browser;
+    let chat;
+    let workspaceState;
+    let session;
+    const options = () => ({ folders: [workspace.root], settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none',
+        'codeloupe.chat.baseUrl': chat.baseUrl, 'codeloupe.chat.model': 'replay-model' } });
+
+    before(async function () {
+        workspace = makeWorkspace();
+        process.env.CODELOUPE_CACHE_DIR = workspace.cacheDir;
+        [browser, chat] = await Promise.all([launchChromium(), startChatServer([
+            { when: 'streaming', text: `Login compares hashes [[1]].\n${GATE}That is all.` },
+            { text: `${lines(1, 60)}Login compares hashes [[1]].\n${lines(61, 120)}That is all.` },
+        ])]);
+    });
+
+    beforeEach(async function () {
+        workspaceState = probe.memento();
+        session = activate(options(), workspaceState);
+        const client = await session.api.whenReady();
+        assert.ok(client, session.api.unavailableReason);
+        await waitForReady(client);
+    });
+
+    afterEach(async function () {
+        await session?.close();
+    });
+
+    after(async function () {
+        await browser?.close();
+        await chat?.close();
+        delete process.env.CODELOUPE_CACHE_DIR;
+        workspace?.remove();
+    });
+
+    const answerTabs = () => probe.panels.filter((panel) => panel.viewType === 'codeloupe.answer' && !panel.disposed);
+
+    /** Reloads the window: the extension stops with the tabs open, starts again on the same workspace state, and VS Code
+     * hands each answer tab, with the state its page last set, to the serializer; the restored tabs, in order. */
+    async function reload(tabs) {
+        const open = tabs.map(({ panel, state }) => ({ title: panel.title, state: structuredClone(state) }));
+        await session.close();
+        session = activate(options(), workspaceState);
+        const restored = [];
+        for (const tab of open) {
+            restored.push(await probe.restorePanel('codeloupe.answer', tab.title, tab.state));
+        }
+        return restored;
+    }
+
+    /** Scrolls the page `run` shows as a user does (the wheel); resolves with where it is, once the page kept it. */
+    async function scrollBy(run, deltaY) {
+        const view = await run.current();
+        await view.page.mouse.move(200, 200);
+        await view.page.mouse.wheel({ deltaY });
+        let last;
+        const y = await waitFor('the page scrolled, and still', async () => {
+            const now = await view.page.evaluate(() => window.scrollY);
+            const still = now > 0 && now === last;
+            last = now;
+            return still && now;
+        });
+        await waitFor('the place kept', () => run.state.value?.scrollY === y);
+        return y;
+    }
+
+    it('an answer comes back as it was: its words, its cited code read from disk now, at the place read; closed, it is forgotten', async function () {
+        assert.ok(packageJson.activationEvents.includes('onWebviewPanel:codeloupe.answer'), 'VS Code starts the extension to restore an answer tab');
+        await askTyped(question);
+        const [panel] = answerTabs();
+        const page = await runPanelPage(browser, panel);
+        let restoredPage;
+        try {
+            const view = await page.current();
+            const before = await view.page.$eval('#answer', (answer) => answer.textContent);
+            const [code] = await view.page.$$eval('#answer pre', (blocks) => blocks.map((block) => block.textContent));
+            assert.match(before, /Line 120 of the answer[^]*That is all\./);
+            assert.ok(code.includes('def login'), code);
+            const y = await scrollBy(page, 900);
+            // The code is not kept: what the tab shows of it is read from disk when the window is back.
+            assert.ok(!JSON.stringify(workspaceState.keys().map((key) => workspaceState.get(key))).includes('def login'), 'code kept with the answer');
+            const file = path.join(workspace.root, 'app', 'auth.py');
+            const edited = fs.readFileSync(file, 'utf8').replace('def login(', 'def login_checked(');
+            fs.writeFileSync(file, edited);
+
+            const tabs = [{ panel, state: page.state.value }];
+            await page.close();
+            const [restored] = await reload(tabs);
+            assert.equal(restored.title, panel.title);
+            restoredPage = await runPanelPage(browser, restored);
+            const back = await restoredPage.current();
+            const after = await back.page.$eval('#answer', (answer) => answer.textContent);
+            const [codeNow] = await back.page.$$eval('#answer pre', (blocks) => blocks.map((block) => block.textContent));
+            assert.equal(codeNow, code.replace('def login(', 'def login_checked('), 'the cited lines as the file holds them now');
+            assert.equal(after, before.replace(code, codeNow), 'the answer\'s words as before');
+            await back.page.waitForFunction((place) => window.scrollY === place, { timeout: 5000 }, y).catch(() => undefined);
+            assert.equal(await back.page.evaluate(() => window.scrollY), y, 'at the place read');
+            assert.deepEqual(back.requests, []);
+            assert.deepEqual(await back.violations(), []);
+
+            // A restored tab works as a fresh one: a link opens its file, and closing it forgets its answer.
+            await session.api.whenReady();
+            const posted = await back.click('#answer a.loc');
+            await restored.receive(posted[0]);
+            assert.equal(probe.shown.at(-1).uri.fsPath, file);
+            restored.dispose();
+            await waitFor('the answer forgotten', () => workspaceState.keys().every((key) => !key.startsWith('codeloupe.keptAnswer.')));
+        } finally {
+            await page.close();
+            await restoredPage?.close();
+        }
+    });
+
+    it('an answer still streaming at the reload comes back as its draft, marked interrupted, and Ask again asks it in a new tab', async function () {
+        const streaming = 'how does login check the password while streaming';
+        const asking = askTyped(streaming);
+        let page;
+        let restoredPage;
+        let answerPage;
+        try {
+            const panel = await waitFor('the draft', () => answerTabs().find((tab) => tab.posted.some((message) => message.delta?.includes('Login compares'))));
+            page = await runPanelPage(browser, panel);
+            await waitFor('the page\'s state', () => page.state.value?.keep);
+            const tabs = [{ panel, state: page.state.value }];
+            await page.close();
+            const [restored] = await reload(tabs);
+            await asking;
+            restoredPage = await runPanelPage(browser, restored);
+            const back = await restoredPage.current();
+            const shown = await back.page.$eval('body', (body) => ({
+                note: body.querySelector('.interrupted')?.textContent ?? '',
+                draft: body.querySelector('#progress-draft')?.textContent ?? '',
+                code: body.querySelectorAll('#progress-draft pre').length,
+                button: body.querySelector('button')?.textContent ?? '',
+            }));
+            assert.match(shown.note, /^Interrupted: the window was reloaded while this answer was being written/);
+            assert.match(shown.draft, /^Login compares hashes \(app\/auth\.py:\d+-\d+\)\.\napp\/auth\.py:\d+-\d+/);
+            assert.equal(shown.code, 0, 'no code kept');
+            assert.equal(shown.button, 'Ask again');
+
+            await chat.release(0);
+            const before = probe.panels.length;
+            const posted = await back.click('button');
+            assert.deepEqual(posted, [{ type: 'askAgain' }]);
+            await restored.receive(posted[0]);
+            assert.ok(restored.disposed, 'the interrupted tab gives way to the new ask');
+            const fresh = await waitFor('the new answer', () => probe.panels.slice(before).find((tab) => tab.viewType === 'codeloupe.answer'
+                && tab.webview.html.includes('id="answer"')));
+            answerPage = await runPanelPage(browser, fresh);
+            assert.match(await (await answerPage.current()).page.$eval('#answer', (answer) => answer.textContent), /Login compares hashes[^]*That is all\./);
+        } finally {
+            await page?.close();
+            await restoredPage?.close();
+            await answerPage?.close();
+            await asking;
+        }
+    });
+});
+
+describe('the answers kept for a reloaded window', function () {
+    it('keeps the most recent asks\' answers, each within its size; a tab whose answer is gone says so, one that failed offers Ask again', async function () {
+        const workspaceState = probe.memento();
+        const kept = new extension.KeptAnswers(workspaceState);
+        const ids = Array.from({ length: extension.MAX_KEPT_ANSWERS + 1 }, (_, n) => `ask-${n}`);
+        for (const [n, id] of ids.entries()) {
+            await kept.keep(id, { query: `question ${n}`, error: `failure ${n}` });
+        }
+        assert.equal(kept.get(ids[0]), undefined, 'the oldest ask\'s answer is let go');
+        assert.deepEqual(kept.get(ids.at(-1)), { query: `question ${extension.MAX_KEPT_ANSWERS}`, error: `failure ${extension.MAX_KEPT_ANSWERS}` });
+        assert.equal(workspaceState.keys().filter((key) => key.startsWith('codeloupe.keptAnswer.')).length, extension.MAX_KEPT_ANSWERS);
+        await kept.keep(ids[1], { query: 'question 1', error: 'x'.repeat(extension.MAX_KEPT_CHARS) });
+        assert.equal(kept.get(ids[1]), undefined, 'an answer too large is not kept (nor what it replaced)');
+
+        // A reloaded window, in this workspace: the tabs of those answers.
+        const session = activate({ folders: [], settings: { 'codeloupe.enable': false } }, workspaceState);
+        try {
+            const gone = await probe.restorePanel('codeloupe.answer', 'Codeloupe: question 0', { keep: ids[0], page: 'p0', scrollY: 0 });
+            assert.match(gone.webview.html, /This answer was not kept for the reloaded window: the answers of the 20 most recent questions are/);
+            const failed = await probe.restorePanel('codeloupe.answer', 'Codeloupe: question 20', { keep: ids.at(-1), page: 'p20', scrollY: 0 });
+            assert.match(failed.webview.html, /<h1>question 20<\/h1><p class="error">failure 20<\/p>\n<p><button data-action="ask-again">Ask again<\/button><\/p>/);
+            assert.match(failed.webview.html, /<body data-page="p20" data-keep="ask-20">/, 'the page rendered again as the same page, of the same answer');
+        } finally {
+            await session.close();
+        }
     });
 });
 

@@ -291,6 +291,7 @@ const __test = {
         state.extensions = extensions;
         state.commands = new Map();
         state.inputAnswers = [];
+        state.serializers = new Map();
         state.messageAnswers = [];
         this.messages = [];
         this.shown = [];
@@ -340,6 +341,34 @@ const __test = {
         document._setText(text);
         await Promise.all(events.saveDocument.fire(document));
         return document;
+    },
+    /** An ExtensionContext.workspaceState: kept across a window reload when a test hands the same one to the next
+     * activation, as VS Code keeps a workspace's. */
+    memento() {
+        const values = new Map();
+        return {
+            keys: () => [...values.keys()],
+            get: (key, fallback) => (values.has(key) ? structuredClone(values.get(key)) : fallback),
+            async update(key, value) {
+                if (value === undefined) {
+                    values.delete(key);
+                } else {
+                    values.set(key, structuredClone(value));
+                }
+            },
+        };
+    },
+    /** A reloaded window restores a tab of `viewType` titled `title` whose page last set `pageState`: a new panel is
+     * handed to the serializer the extension registered; resolves with the panel once the serializer is done. */
+    async restorePanel(viewType, title, pageState) {
+        const serializer = state.serializers.get(viewType);
+        if (serializer === undefined) {
+            throw new Error(`no webview panel serializer for ${viewType}: VS Code would not restore the tab`);
+        }
+        const panel = createWebviewPanel(viewType, title, { viewColumn: 1 }, undefined);
+        panel.restoredState = pageState;
+        await serializer.deserializeWebviewPanel(panel, pageState);
+        return panel;
     },
     commandIds() {
         return [...state.commands.keys()];
@@ -535,6 +564,11 @@ const workspace = {
     async applyEdit() {
         return false;
     },
+    fs: {
+        async readFile(uri) {
+            return new Uint8Array(await fs.promises.readFile(uri.fsPath));
+        },
+    },
 };
 
 // ---------------------------------------------------------------- window
@@ -628,6 +662,8 @@ function createWebviewPanel(viewType, title, showOptions, options) {
         /** Every page the panel showed, in order (the answer's waiting page, then the answer). */
         pages: [],
         revealed: 0,
+        /** The state VS Code kept for the webview of a tab it restored (its page's getState() starts from it). */
+        restoredState: undefined,
         /** Test hook (a page run in Chromium, test/chromium.js): `load()` when the page is loaded afresh (new html,
          * or shown again after its page was let go), `deliver(message)` for each message the page gets, `unload()`
          * when the page is let go. */
@@ -746,6 +782,10 @@ const window = {
         return { document, selection: new Selection(selection.start, selection.end), revealRange: (range) => reveals.push(range), options };
     },
     createWebviewPanel,
+    registerWebviewPanelSerializer(viewType, serializer) {
+        state.serializers.set(viewType, serializer);
+        return new Disposable(() => state.serializers.delete(viewType));
+    },
     createOutputChannel,
     createTreeView(id, { treeDataProvider }) {
         const view = { id, provider: treeDataProvider, message: undefined, description: undefined, dispose() {} };

@@ -1,0 +1,148 @@
+// The answers a reloaded window brings back: what each answer tab showed, kept in the workspace's state (bounded), so
+// that VS Code's serializer can render it again. The code is never kept: an answer is kept as its prose and the spans
+// it cites, and the code of each span is read from disk again when the tab is shown (rule 5).
+import * as vscode from 'vscode';
+import { LINE_BREAK } from './lines';
+import type { AnswerPart, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
+
+/** The view type of the answer tabs (package.json's `onWebviewPanel:` activation event names it). */
+export const ANSWER_VIEW = 'codeloupe.answer';
+/** The answers kept: those of the most recent asks; an older one's tab comes back saying it was not kept. */
+export const MAX_KEPT_ANSWERS = 20;
+/** The most one kept answer may take (its JSON, without its code); a larger one is not kept. */
+export const MAX_KEPT_CHARS = 256 * 1024;
+/** The ids of the kept answers, oldest ask first; each answer is kept under its own key (a draft rewrites only its own). */
+const ORDER_KEY = 'codeloupe.keptAnswers';
+const answerKey = (id: string): string => `codeloupe.keptAnswer.${id}`;
+
+/** A code part of a draft, as kept: its caption (path:first-last) and note; its code is not kept. */
+export interface KeptDraftCode {
+    caption: string;
+    note?: string;
+}
+
+/** What an answer tab showed, by the state of its ask. */
+export interface KeptAnswer {
+    query: string;
+    /** The answer, its code left out (emptied); present once the ask answered. */
+    result?: AskResult;
+    /** The ask was still being answered: the draft so far (its text, each code part's caption) and its steps. */
+    draft?: { parts: (string | KeptDraftCode)[]; steps: string[] };
+    /** The ask failed or was cancelled: what its tab said. */
+    error?: string;
+}
+
+/** The kept answers of this workspace (ExtensionContext.workspaceState), each under its ask's own id. */
+export class KeptAnswers {
+    constructor(private readonly state: vscode.Memento) {}
+
+    get(id: string): KeptAnswer | undefined {
+        return this.state.get<KeptAnswer>(answerKey(id));
+    }
+
+    /** Keeps (or replaces) the answer of ask `id`; past the count the oldest asks' go, and one too large is not kept. */
+    async keep(id: string, answer: KeptAnswer): Promise<void> {
+        if (JSON.stringify(answer).length > MAX_KEPT_CHARS) {
+            await this.forget(id);
+            return;
+        }
+        const order = this.order();
+        const writes = [this.state.update(answerKey(id), answer)];
+        if (!order.includes(id)) {
+            order.push(id);
+            const gone = order.splice(0, Math.max(0, order.length - MAX_KEPT_ANSWERS));
+            writes.push(this.state.update(ORDER_KEY, order), ...gone.map((old) => this.state.update(answerKey(old), undefined)));
+        }
+        await Promise.all(writes);
+    }
+
+    /** Forgets the answer of ask `id` (its tab was closed, or it cannot be kept). */
+    async forget(id: string): Promise<void> {
+        const order = this.order();
+        if (order.includes(id)) {
+            await Promise.all([this.state.update(ORDER_KEY, order.filter((kept) => kept !== id)), this.state.update(answerKey(id), undefined)]);
+        }
+    }
+
+    private order(): string[] {
+        return [...(this.state.get<string[]>(ORDER_KEY) ?? [])];
+    }
+}
+
+const withoutChunkCode = (chunk: ChunkResult): ChunkResult =>
+    ({ ...chunk, text: '', ...(chunk.snippet ? { snippet: { ...chunk.snippet, text: '' } } : {}) });
+const withoutFileCode = (file: FileResult): FileResult => ({ ...file, chunks: file.chunks.map(withoutChunkCode) });
+const withoutBundleCode = (bundle: SearchResult): SearchResult =>
+    ({ ...bundle, core: bundle.core.map(withoutFileCode), related: bundle.related.map(withoutFileCode) });
+
+/**
+ * An answer as kept: its code emptied (code parts, citations, the bundle's chunks) and its markdown left out (it
+ * quotes the code); undefined for an answer of a server older than `parts`, which only its markdown renders.
+ */
+export function keptResult(result: AskResult): AskResult | undefined {
+    const narrated = !result.fallback && !result.abstained;
+    if (narrated && (result.parts === undefined || result.parts.length === 0)) {
+        return undefined;
+    }
+    return {
+        ...result,
+        answer: '',
+        parts: result.parts?.map((part) => (part.kind === 'code' ? { ...part, text: '' } : part)),
+        citations: result.citations.map((citation) => ({ ...citation, text: '' })),
+        uncited: result.uncited.map(withoutFileCode),
+        bundle: withoutBundleCode(result.bundle),
+    };
+}
+
+/** Reads a document's text: a file from disk, a shared-index document through its content provider. */
+async function readText(uri: string): Promise<string> {
+    const parsed = vscode.Uri.parse(uri);
+    if (parsed.scheme === 'file') {
+        return new TextDecoder().decode(await vscode.workspace.fs.readFile(parsed));
+    }
+    return (await vscode.workspace.openTextDocument(parsed)).getText();
+}
+
+/** Lines `first`..`last` (1-based, inclusive) of `text`, each with its own line break, as the server cuts a span. */
+function linesOf(text: string, first: number, last: number): string | undefined {
+    const pieces = text.split(new RegExp(`(${LINE_BREAK.source})`));
+    const lineCount = Math.ceil(pieces.length / 2);
+    if (first < 1 || last > lineCount || first > last) {
+        return undefined;
+    }
+    return pieces.slice((first - 1) * 2, last * 2).join('');
+}
+
+/**
+ * A kept answer with its code read from disk now, as the view renders it: each code part and CORE chunk gets its
+ * lines again. A span that cannot be read any more (the file gone, now shorter) shows as a note saying so.
+ */
+export async function withCodeFromDisk(result: AskResult): Promise<AskResult> {
+    const texts = new Map<string, Promise<string | undefined>>();
+    const read = (uri: string) => texts.get(uri) ?? texts.set(uri, readText(uri).catch(() => undefined)).get(uri)!;
+    const span = async (uri: string, first: number, last: number) => {
+        const text = await read(uri);
+        return text === undefined ? undefined : linesOf(text, first, last);
+    };
+    const part = async (answerPart: AnswerPart): Promise<AnswerPart> => {
+        const { location, startLine, endLine } = answerPart;
+        if (answerPart.kind !== 'code' || location === undefined || startLine === undefined || endLine === undefined) {
+            return answerPart;
+        }
+        const text = await span(location.uri, startLine, endLine);
+        return text === undefined
+            ? { kind: 'note', text: `(${answerPart.path}:${startLine}-${endLine} cannot be read from disk now)` }
+            : { ...answerPart, text };
+    };
+    const chunk = async (kept: ChunkResult): Promise<ChunkResult> => {
+        const { start, end } = kept.location.range;
+        const last = end.character === 0 && end.line > start.line ? end.line : end.line + 1;
+        return { ...kept, text: (await span(kept.location.uri, start.line + 1, last)) ?? '' };
+    };
+    const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
+    return {
+        ...result,
+        parts: result.parts && await Promise.all(result.parts.map(part)),
+        bundle: { ...result.bundle, core: await Promise.all(result.bundle.core.map(file)) },
+    };
+}
