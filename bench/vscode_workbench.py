@@ -58,7 +58,10 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   then the same in the final view, which comes back as it was after its tab is hidden and shown again; then two
   more questions (ASK_FIRST, ASK_SECOND), the second asked while the first streams, each held at its own gate: each
   answer in its own tab, neither's words in the other's draft or answer, and the first's long draft and answer, their
-  tab hidden and shown again, back at the place read (the mouse wheel scrolled them); these checks read the pages
+  tab hidden and shown again, back at the place read (the mouse wheel scrolled them); then a fourth (ASK_HELD), held
+  at its gate, and "Developer: Reload Window": every answer tab is back, the first answer as it was (its cited code
+  read from disk again) at the place read, and the held one as its draft marked interrupted, whose "Ask again"
+  button asks it anew and answers it in its tab; these checks read the pages
   through the workbench's DOM (WebviewPage), as Playwright at times lost track of a re-created webview frame;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
@@ -215,6 +218,8 @@ ASK_WORDS = "The digest is made by \\*one\\* function [1], `hash_password`"
 ASK_FIRST = "how long is a salted digest kept"
 ASK_FIRST_LINES = "".join(f"Line {n} of the first answer, read in order.\n" for n in range(1, 81))
 ASK_SECOND = "where is a digest compared in constant time"
+# Asked last and held at its gate while the window reloads: its tab comes back as the draft, marked interrupted.
+ASK_HELD = "what rings once a password is accepted"
 
 
 class Checks:
@@ -1177,7 +1182,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
         """The number of the first excerpt the model was shown (a reply that raised would hold the stream open)."""
         return excerpt_numbers(body)[0][0]
 
-    first_go, first_sent, second_go, second_sent = (threading.Event() for _ in range(4))
+    first_go, first_sent, second_go, second_sent, held_go, held_sent = (threading.Event() for _ in range(6))
 
     page = checks.page
     with ChatServer() as chat:
@@ -1187,6 +1192,8 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
                                            f"{ASK_GATE}First answer ends.\n"),
             GatedReply((second_go,), second_sent, when=ASK_SECOND, times=1000,
                        render=lambda body: f"Second answer begins [[{first_excerpt(body)}]].\n{ASK_GATE}Second answer ends.\n"),
+            GatedReply((held_go,), held_sent, when=ASK_HELD, times=1000,
+                       render=lambda body: f"Held answer begins [[{first_excerpt(body)}]].\n{ASK_GATE}Held answer ends.\n"),
             GatedReply((opened, back), hidden_sent, render=answer),
         )
         # The user's own config.toml, read by the server this window starts: VS Code's user settings.json written
@@ -1201,8 +1208,13 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             return
 
         def page_text(element: str, question: str = ASK_QUESTION) -> str:
+            """The text of `element` on the page of `question` ('' while there is none: a page is let go as its next
+            one loads, the answer's after the draft's, between finding it and reading it)."""
             view = webview_page_with(page, question)
-            return view.evaluate(f"(document.querySelector({element!r}) || {{}}).innerText || ''") if view else ""
+            try:
+                return view.evaluate(f"(document.querySelector({element!r}) || {{}}).innerText || ''") if view else ""
+            except PlaywrightError:
+                return ""
 
         def code_blocks(where: str) -> list[str]:
             view = webview_page_with(page, ASK_QUESTION)
@@ -1398,6 +1410,73 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
                    second_its_own)
         first_go.set()
         second_go.set()
+
+        def answer_tabs() -> list[str]:
+            """The titles of the answer tabs, sorted ([] while the workbench is loading)."""
+            try:
+                return sorted(shown for shown in editor_tabs(page) if shown.startswith("Codeloupe"))
+            except PlaywrightError:  # the workbench navigating (the reload)
+                return []
+
+        def reloaded() -> str:
+            """Developer: Reload Window with the answers open and one still streaming: every answer tab is back."""
+            tab(ASK_FIRST).click()
+            before = wait_for(lambda: page_text("#answer", ASK_FIRST), 30, "the first answer")
+            read = scrolled(ASK_FIRST, 300)
+            ask(page, ASK_HELD)
+            wait_for(lambda: "Held answer begins" in page_text("#progress-draft", ASK_HELD), 90, "the held draft")
+            titles = answer_tabs()
+            with page.expect_navigation(timeout=30000):  # the workbench loads afresh: tabs read before it count for nothing
+                run_command(page, "Developer: Reload Window")
+            page.wait_for_selector(".monaco-workbench", timeout=60000)
+            try:
+                wait_for(lambda: answer_tabs() == titles, 90, "the answer tabs back")
+            except AssertionError:
+                raise AssertionError(f"the answer tabs after the reload: {answer_tabs()}, before: {titles}") from None
+            tab(ASK_FIRST).click()
+            shown = wait_for(lambda: page_text("#answer", ASK_FIRST), 60, "the first answer's page back")
+            assert shown == before, f"the first answer after the reload:\n{shown}"
+            view = webview_page_with(page, ASK_FIRST)
+            try:
+                wait_for(lambda: view.evaluate("window.scrollY") == read, 10, f"the page at {read} px")
+            except AssertionError:
+                pass
+            at = view.evaluate("window.scrollY")
+            assert at == read, f"the first answer back at {at} px, read at {read}"
+            return f"tabs {titles}; the first answer whole, its code read again, at {at} px"
+
+        if not checks.run("ask: a reloaded window shows each answer tab again, as it was, at the place read", reloaded):
+            held_go.set()
+            return
+
+        def interrupted() -> str:
+            tab(ASK_HELD).click()
+            shown = wait_for(lambda: "Interrupted" in (text := page_text("body", ASK_HELD)) and text, 30, "the held tab back")
+            assert "Held answer begins" in shown, f"the draft not shown:\n{shown}"
+
+            def button() -> tuple[float, float] | None:
+                """Where the page's Ask again button is on the screen."""
+                view = webview_page_with(page, ASK_HELD)
+                if view is None:
+                    return None
+                try:
+                    box, at = view.bounding_box(), view.evaluate(
+                        "(() => { const r = document.querySelector('button').getBoundingClientRect();"
+                        " return { x: r.x + r.width / 2, y: r.y + r.height / 2 }; })()")
+                except PlaywrightError:  # the page let go as it was read
+                    return None
+                return box["x"] + at["x"], box["y"] + at["y"]
+
+            x, y = wait_for(button, 30, "the Ask again button")
+            held_go.set()
+            page.mouse.click(x, y)
+            answered = wait_for(lambda: "Held answer ends" in (text := page_text("#answer", ASK_HELD)) and text, 90,
+                                "the question asked again, answered")
+            assert tab(ASK_HELD).count() == 1, f"tabs {editor_tabs(page)}"
+            return f"interrupted, then asked again: {answered.strip().splitlines()[-1]}"
+
+        checks.run("ask: an answer streaming at the reload is back as its draft, marked interrupted; Ask again answers it",
+                   interrupted)
 
 
 def main() -> int:
