@@ -97,14 +97,7 @@ def test_an_index_run_cut_off_is_said_by_admin_repos_stats_and_every_answer_unti
         assert listed.indexing.startswith("indexing of svc (started ") and "is under way" in listed.indexing
         assert "is under way: answers may miss files" in _notes(pg_url)[0]
     finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-        child.stdin.close()
-        child.stdout.close()
-    for _ in range(600):  # the server ends the killed process's session once it sees its socket closed
-        if "did not finish" in shared_repositories(pg_url)[0].indexing:
-            break
-        time.sleep(0.05)
+        _killed_until_said_cut_off(child, pg_url)
     cut_off = "did not finish: answers may miss files; run `codeloupe index` on it again"
     assert cut_off in shared_repositories(pg_url)[0].indexing
     assert cut_off in _notes(pg_url)[0]
@@ -151,14 +144,7 @@ def test_a_direct_index_run_cut_off_after_its_files_and_before_its_pin_is_said_n
         assert (listed.commit, listed.files) == (first, 3)  # not pinned, gamma.py not deleted yet
         assert "is under way" in listed.indexing, listed.indexing
     finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(30)
-        child.stdin.close()
-        child.stdout.close()
-    for _ in range(600):  # the server ends the killed process's session once it sees its socket closed
-        if "did not finish" in shared_repositories(pg_url)[0].indexing:
-            break
-        time.sleep(0.05)
+        _killed_until_said_cut_off(child, pg_url)
     [listed] = shared_repositories(pg_url)
     assert (listed.commit, listed.files) == (first, 3)
     assert "did not finish: answers may miss files" in listed.indexing, listed.indexing
@@ -168,6 +154,19 @@ def test_a_direct_index_run_cut_off_after_its_files_and_before_its_pin_is_said_n
     [listed] = shared_repositories(pg_url)
     assert (listed.commit, listed.files, listed.indexing) == (second, 2, "")
     assert not any("indexing of" in note for note in _notes(pg_url))
+
+
+def _killed_until_said_cut_off(child: subprocess.Popen, pg_url: str) -> None:
+    """Kill the indexing `child`, then wait until its repository's run is said cut off: the server ends the killed
+    process's session once it sees its socket closed."""
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    child.stdin.close()
+    child.stdout.close()
+    for _ in range(600):
+        if "did not finish" in shared_repositories(pg_url)[0].indexing:
+            break
+        time.sleep(0.05)
 
 
 def _charges(root: Path, names: tuple[str, ...], text: str) -> str:

@@ -107,6 +107,17 @@ def write_project(root: Path) -> Path:
     return root
 
 
+def fork_and_lone(tmp_path: Path) -> tuple[Path, Path]:
+    """Two more roots to serve beside a `project`: a fork named `project` too, holding `app/fork_only.py`, and a
+    `lone` folder no other root shares a name with."""
+    fork = write_project(tmp_path / "fork" / "project")
+    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "lone.py").write_text("def lone_marker():\n    return 1\n", encoding="utf-8")
+    return fork, lone
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """The test process's environment (its isolated cache) with the worktree's code first, embedding off."""
     env = dict(os.environ)

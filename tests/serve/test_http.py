@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from serve_project import subprocess_env
+from serve_project import fork_and_lone, subprocess_env
 
 from codeloupe.cli import main as cli_main
 from codeloupe_web.guard import GuardConfig
@@ -234,13 +234,7 @@ def test_a_folder_name_two_served_roots_share_is_refused_naming_both(project: Pa
     a search across them labelled the first `app` and the second by its path. A name two roots share is refused
     naming both (their paths choose one); a search across them labels both by their path, which `root` and
     `repos` take back; a name only one root has still chooses it."""
-    from serve_project import write_project
-
-    fork = write_project(tmp_path / "fork" / "project")
-    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
-    lone = tmp_path / "lone"
-    lone.mkdir()
-    (lone / "lone.py").write_text("def lone_marker():\n    return 1\n", encoding="utf-8")
+    fork, lone = fork_and_lone(tmp_path)
     base = serve([project, fork, lone])
     shared = str(project.resolve()), str(fork.resolve())
     for answer in (httpx.get(f"{base}/v1/search", params={"q": "fork_only_marker", "root": "project"}),

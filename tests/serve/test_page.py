@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx2 as httpx
 import pytest
 from browser import CHROMIUM, Browser
-from serve_project import write_project
+from serve_project import fork_and_lone
 
 from line_break_files import DEFINITIONS, FILES, editor_lines, write_files
 
@@ -242,11 +242,7 @@ def test_workspaces_of_one_folder_name_are_told_apart_in_the_picker(project: Pat
                                                                     tmp_path: Path) -> None:
     """`codeloupe serve ~/work/app ~/forks/app` listed both as `app` in the page's workspace picker: a search
     went to whichever the user guessed. Names shared by several roots show the whole root; others their name."""
-    fork = write_project(tmp_path / "fork" / "project")
-    (fork / "app/fork_only.py").write_text("def fork_only_marker():\n    return 1\n", encoding="utf-8")
-    lone = tmp_path / "lone"
-    lone.mkdir()
-    (lone / "lone.py").write_text("def lone_marker():\n    return 1\n", encoding="utf-8")
+    fork, lone = fork_and_lone(tmp_path)
     base = serve([project, fork, lone])
     browser.open(base + "/")
     browser.wait_for('document.querySelectorAll("#root option").length === 3')

@@ -114,6 +114,25 @@ async function searchTyped(query) {
 const sameRange = (a, b) => a.start.line === b.start.line && a.start.character === b.start.character
     && a.end.line === b.end.line && a.end.character === b.end.character;
 
+/**
+ * Scrolls the page `run` shows as a user does (the wheel); resolves with where it is, once the page said so
+ * (setState, as it scrolls). A page that does not say so is let through here: the check of where it comes back fails.
+ */
+async function scrollBy(run, deltaY) {
+    const view = await run.current();
+    await view.page.mouse.move(200, 200);
+    await view.page.mouse.wheel({ deltaY });
+    let last;
+    const y = await waitFor('the page scrolled, and still', async () => {
+        const now = await view.page.evaluate(() => window.scrollY);
+        const still = now > 0 && now === last;
+        last = now;
+        return still && now;
+    });
+    await waitFor('the place kept', () => run.state.value?.scrollY === y, 5000).catch(() => undefined);
+    return y;
+}
+
 function withPath(directories, run) {
     const saved = process.env.PATH;
     process.env.PATH = directories;
@@ -710,22 +729,6 @@ describe('the extension against the real server', function () {
             const panel = await viewOf(question);
             page = await runPanelPage(browser, panel);
             await waitFor('the draft up to the gate', async () => (await textOn(page, '#progress-draft')).includes('Login compares hashes'));
-            /** Scrolls the page shown as a user does (the wheel); resolves with where it is, once the page has kept it. */
-            const scrollBy = async (deltaY) => {
-                const view = await page.current();
-                await view.page.mouse.move(200, 200);
-                await view.page.mouse.wheel({ deltaY });
-                let last;
-                const y = await waitFor('the page scrolled, and still', async () => {
-                    const now = await view.page.evaluate(() => window.scrollY);
-                    const still = now > 0 && now === last;
-                    last = now;
-                    return still && now;
-                });
-                // The page says where it is (setState) as it scrolls; one that does not is back at its top when shown again.
-                await waitFor('the place kept', () => page.state.value?.scrollY === y, 5000).catch(() => undefined);
-                return y;
-            };
             /** Where the page shown is once it is back, or where it stays. */
             const placeOnceBack = async (expected) => {
                 const view = await page.current();
@@ -733,7 +736,7 @@ describe('the extension against the real server', function () {
                 return view.page.evaluate(() => window.scrollY);
             };
 
-            const inDraft = await scrollBy(700);
+            const inDraft = await scrollBy(page, 700);
             panel.hide();
             await chat.release();
             await waitFor('words streamed while hidden', () => panel.dropped.some((message) => message.delta?.includes('Line 61')));
@@ -745,7 +748,7 @@ describe('the extension against the real server', function () {
             await asking;
             await waitFor('the answer', async () => (await textOn(page, '#answer')).includes('That is all.'));
             assert.equal(await placeOnceBack(0), 0, 'the answer, a new page, starts at its top');
-            const inAnswer = await scrollBy(900);
+            const inAnswer = await scrollBy(page, 900);
             panel.hide();
             panel.show();
             assert.equal(await placeOnceBack(inAnswer), inAnswer, 'the answer shown again, at the place read');
@@ -1783,21 +1786,6 @@ describe('answer tabs across a window reload', function () {
         return restored;
     }
 
-    /** Scrolls the page `run` shows as a user does (the wheel); resolves with where it is, once the page kept it. */
-    async function scrollBy(run, deltaY) {
-        const view = await run.current();
-        await view.page.mouse.move(200, 200);
-        await view.page.mouse.wheel({ deltaY });
-        let last;
-        const y = await waitFor('the page scrolled, and still', async () => {
-            const now = await view.page.evaluate(() => window.scrollY);
-            const still = now > 0 && now === last;
-            last = now;
-            return still && now;
-        });
-        await waitFor('the place kept', () => run.state.value?.scrollY === y);
-        return y;
-    }
 
     it('an answer comes back as it was: its words, its cited code read from disk now, at the place read; closed, it is forgotten', async function () {
         assert.ok(packageJson.activationEvents.includes('onWebviewPanel:codeloupe.answer'), 'VS Code starts the extension to restore an answer tab');
