@@ -368,12 +368,7 @@ def test_a_file_saved_where_git_cannot_say_the_commit_is_cited_at_no_commit_as_a
     revision for the file, which the repository read as "at the pin": the saved text was cited at the pinned
     commit, whose text differs. It is cited at no commit (`""`), as a direct run of that folder cites every
     file once it ends, and as its files are cited while it writes them."""
-    _writing_a_file_at_a_time(monkeypatch)
-    root = tmp_path / "svc"
-    overrides = {"store_url": pg_url, "embed_provider": "none"}
-    first = _charges(root, ("alpha", "beta", "gamma"), "first")
-    ws = Workspace(root, overrides=overrides)
-    ws.index()
+    root, overrides, first, ws = _indexed_at_first(tmp_path, pg_url, monkeypatch)
     (root / ".git").rename(tmp_path / "git-moved-away")  # no longer a repository: git names no commit
     (root / "alpha.py").write_text("def charge_alpha_total():\n    return 'edited'\n")
     [served] = open_shared(["svc"], overrides)
