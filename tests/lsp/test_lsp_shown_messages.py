@@ -21,6 +21,16 @@ def _raw(text: str) -> bool:
     return bool(CONTROL_CHARACTERS.search(text)) or "\n" in text
 
 
+async def _asked(root: Path, query: str) -> dict:
+    """`codeloupe/ask` of `query` from a server open on `root` once indexed (no chat model: its plain answer)."""
+    client = await start_server([root])
+    try:
+        await client.wait_ready()
+        return await client.request("codeloupe/ask", {"query": query})
+    finally:
+        await stop_server(client)
+
+
 async def test_a_warning_quoting_a_strategy_files_name_shows_it_escaped(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     strategy = repo / ".codeloupe" / "strategies" / f"{HOSTILE_NAME}.py"
@@ -78,13 +88,7 @@ async def test_an_answers_markdown_shows_code_as_the_cli_does(tmp_path: Path) ->
     from codeloupe_lsp.convert import fallback_answer
 
     code = 'def grant_admin(user):\n    access = "user"  # \u202e } \u2066if user.is_admin:\u2069\n    return "\x1b[2J"\n'
-    root = write_project(tmp_path / "project", {"app/perm.py": code})
-    client = await start_server([root])
-    try:
-        await client.wait_ready()
-        result = await client.request("codeloupe/ask", {"query": "where is grant_admin"})
-    finally:
-        await stop_server(client)
+    result = await _asked(write_project(tmp_path / "project", {"app/perm.py": code}), "where is grant_admin")
     assert result["fallback"] == "no chat model configured"
     assert [p["text"] for p in result["parts"] if p["kind"] == "code"] == [code]
     assert result["bundle"]["core"][0]["chunks"][0]["text"] == code
@@ -147,12 +151,7 @@ async def test_the_servers_own_plain_answer_names_a_file_in_a_why_on_one_line(tm
     root = write_project(tmp_path / "project", {
         "app/__init__.py": "", "app/hinge.py": "def swing_hinge(visitor):\n    return visitor\n",
         name: "from app.hinge import swing_hinge\n\n\ndef open_quoll_gate(visitor):\n    return swing_hinge(visitor)\n"})
-    client = await start_server([root])
-    try:
-        await client.wait_ready()
-        result = await client.request("codeloupe/ask", {"query": "open_quoll_gate"})
-    finally:
-        await stop_server(client)
+    result = await _asked(root, "open_quoll_gate")
     [hinge] = [file for file in result["bundle"]["related"] if file["path"] == "app/hinge.py"]
     assert hinge["why"] == f"swing_hinge called from {name}"
     shown = one_line(name).replace("\\", "\\\\")  # its backslash escaped as markdown: `app/quoll\\ngate.py`
