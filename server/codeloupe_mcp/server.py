@@ -52,6 +52,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import one_line, visible
 from codeloupe_serving import first_index
+from codeloupe_serving.refusals import elided, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -145,7 +146,7 @@ class _Server(MCPServer):
     (a 20,000-character query whole) and a link to pydantic's documentation. An argument a tool does not take is
     refused, naming those it takes: the SDK dropped it, so that `expand` with HTTP's `start` and `end` answered the
     whole file as if asked for it; each tool's schema says so (`additionalProperties: false`). A resource error
-    names its URI cut on one line (`_elided`), in its message and its data: the SDK named it whole in both, so a
+    names its URI cut on one line (`elided`), in its message and its data: the SDK named it whole in both, so a
     100 KB URI came back twice, a line break in it breaking the message's line. A query parameter a resource
     template does not take is refused, naming those it takes (`_unknown_parameters`): the SDK dropped it, so that
     `codeloupe://tour?entry_pionts=100` answered the default 30 entry points as if asked for them."""
@@ -174,7 +175,7 @@ class _Server(MCPServer):
             await self._unknown_parameters(str(uri))
             return await super().read_resource(uri, context)
         except ResourceError as exc:
-            shown = _elided(str(uri), _URI_CHARS)
+            shown = elided(str(uri), _URI_CHARS)
             if isinstance(exc, UnexpectedResourceError):  # a fault of ours, logged as the SDK logs it
                 log.exception("Resource %r raised an unexpected exception", shown)
             code = INVALID_PARAMS if isinstance(exc, ResourceNotFoundError) else INTERNAL_ERROR
@@ -193,7 +194,7 @@ class _Server(MCPServer):
                 continue
             unknown = sorted({pair.partition("=")[0] for pair in query.split("&")} - taken - {""})
             if unknown:
-                raise ResourceNotFoundError(not_taken(_elided(before, _URI_CHARS), unknown,
+                raise ResourceNotFoundError(not_taken(elided(before, _URI_CHARS), unknown,
                                                       [name for name in parsed.variable_names if name in taken],
                                                       noun="parameter"))
             return
@@ -389,25 +390,7 @@ def _argument_problems(refused: ValidationError) -> str:
                      for error in refused.errors(include_url=False))
 
 
-_NAMES_SHOWN = 5  # unknown argument names said, the rest counted
-_NAME_CHARS = 40  # of each, the start (`_elided`)
-_URI_CHARS = 200  # of a resource's URI an error names, the start (`_elided`)
-
-
-def _elided(text: str, chars: int) -> str:
-    """The start of `text`, the client's, on one line (`one_line`), an ellipsis after it where it goes on: what a
-    client sent is not echoed whole (a URI or an argument's name may be 100 KB)."""
-    return one_line(text[:chars]) + ("…" if len(text) > chars else "")
-
-
-def not_taken(what: str, unknown: list[str], taken: list[str], noun: str = "argument") -> str:
-    """The `noun`s (a tool's arguments, an HTTP endpoint's parameters) `what` does not take, named (their values
-    never echoed; the first few, each cut, as a client may send thousands of any length), and those it does."""
-    named = [f"`{_elided(name, _NAME_CHARS)}`" for name in unknown[:_NAMES_SHOWN]]
-    more = f" and {len(unknown) - _NAMES_SHOWN:,} more" if len(unknown) > _NAMES_SHOWN else ""
-    verb = f"is not {'an' if noun[0] in 'aeiou' else 'a'} {noun}" if len(unknown) == 1 else f"are not {noun}s"
-    takes = ", ".join(f"`{name}`" for name in taken) if taken else f"no {noun}"
-    return f"{', '.join(named)}{more} {verb} of {what}, which takes {takes}"
+_URI_CHARS = 200  # of a resource's URI an error names, the start (`elided`)
 
 
 def _problem(error: ErrorDetails) -> str:

@@ -41,7 +41,8 @@ from codeloupe.api import (
     render_html_shell,
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
-from codeloupe_mcp.server import build_server, not_taken, server_version
+from codeloupe_mcp.server import build_server, server_version
+from codeloupe_serving.refusals import not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig

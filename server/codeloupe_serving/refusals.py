@@ -1,0 +1,25 @@
+"""How MCP and the HTTP API word a refusal of what a client sent, alike: never echoing it whole (a URI or a
+parameter's name may be 100 KB), on one line."""
+
+from __future__ import annotations
+
+from codeloupe.types import one_line
+
+NAMES_SHOWN = 5  # unknown argument names said, the rest counted
+NAME_CHARS = 40  # of each, the start (`elided`)
+
+
+def elided(text: str, chars: int) -> str:
+    """The start of `text`, the client's, on one line (`one_line`), an ellipsis after it where it goes on: what a
+    client sent is not echoed whole (a URI or an argument's name may be 100 KB)."""
+    return one_line(text[:chars]) + ("…" if len(text) > chars else "")
+
+
+def not_taken(what: str, unknown: list[str], taken: list[str], noun: str = "argument") -> str:
+    """The `noun`s (a tool's arguments, an HTTP endpoint's parameters) `what` does not take, named (their values
+    never echoed; the first few, each cut, as a client may send thousands of any length), and those it does."""
+    named = [f"`{elided(name, NAME_CHARS)}`" for name in unknown[:NAMES_SHOWN]]
+    more = f" and {len(unknown) - NAMES_SHOWN:,} more" if len(unknown) > NAMES_SHOWN else ""
+    verb = f"is not {'an' if noun[0] in 'aeiou' else 'a'} {noun}" if len(unknown) == 1 else f"are not {noun}s"
+    takes = ", ".join(f"`{name}`" for name in taken) if taken else f"no {noun}"
+    return f"{', '.join(named)}{more} {verb} of {what}, which takes {takes}"
