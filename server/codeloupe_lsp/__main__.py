@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -50,8 +51,12 @@ def main(argv: list[str] | None = None) -> None:
     else:
         server.start_io()
     # Worker threads may still be in an index or a model call: leave without joining them (see shutdown).
-    # (pygls has already flushed and closed stdout.)
+    # (pygls has already flushed and closed stdout.) os._exit runs no finalizer: a worker pool already shut down
+    # (a removed folder's graph facts, killed) but still in a reference cycle would leave its queues' named
+    # semaphores to the resource tracker ("leaked semaphore objects" on stderr, once in a loaded CI run), so the
+    # cycles are collected first, which runs their finalizers.
     logging.shutdown()
+    gc.collect()
     os._exit(0)
 
 
