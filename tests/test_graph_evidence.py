@@ -58,6 +58,26 @@ def test_a_large_workspace_answers_at_once_and_summarises_off_the_query_path(
         time.sleep(0.05)
 
 
+def test_an_answer_made_while_the_first_graph_builds_says_it_lacks_the_graphs_links(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large workspace answers at once from no graph while its first graph builds: its RELATED then lacks every
+    file the graph links to the answer, which the answer said nowhere (two asks of one question differed)."""
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    monkeypatch.setattr(build, "BACKGROUND_START_DELAY_S", 0.2)
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    first = ws.search("retry backoff delay")
+    assert [(s.ready, s.note) for s in first.lanes if s.name == "graph"] == [(False, "its first graph is being built")]
+    assert "the call graph is being built: RELATED lacks the files it links to these until then" in first.notes
+    assert not any(h.via == "graph" for h in first.files)
+    deadline = time.monotonic() + 60
+    later = first
+    while any(s.name == "graph" for s in later.lanes):
+        assert time.monotonic() < deadline, "the graph never arrived"
+        time.sleep(0.05)
+        later = ws.search("retry backoff delay")
+    assert not any("call graph" in note for note in later.notes)
+
+
 def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:

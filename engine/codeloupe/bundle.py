@@ -66,8 +66,11 @@ def build_bundle(ws: WorkspaceContext, snap: Snapshot, *, query: str, fusion: Fu
                                      whys.get(f, "matched"))
                                     for i, f in enumerate(f for f in near if f in best_rows)]))
     core, related = hits[:core_count], hits[core_count:]
-    related.extend(_graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
-                                     start_rank=len(hits) + 1, mode_mask=mask))
+    linked, graph_pending = _graph_neighbours(ws, snap, hits, core, fusion, limit=R.GRAPH_NEIGHBOURS,
+                                              start_rank=len(hits) + 1, mode_mask=mask)
+    related.extend(linked)
+    if graph_pending:  # a large workspace's first graph builds on its own thread: say what the answer lacks
+        lanes = [*lanes, LaneStatus("graph", False, 0.0, "its first graph is being built")]
     present = {h.path for h in related}
     rest = [f for f in far if f in best_rows and snap.file_paths[f] not in present]
     start = len(core) + len(related) + 1
@@ -247,10 +250,11 @@ def _first_distinct(lists: list[list[str]], limit: int) -> list[str]:
 
 
 def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit], core: list[FileHit], fusion: Fusion, *,
-                      limit: int, start_rank: int, mode_mask: np.ndarray) -> list[FileHit]:
+                      limit: int, start_rank: int, mode_mask: np.ndarray) -> tuple[list[FileHit], bool]:
     """Graph neighbours added to RELATED (annotation and membership only, never score): every file linked to a
     CORE file or a traceback frame through the code the query matched (what its shown chunks and the frames'
-    functions call, who calls what the chunks define), then up to `limit` other neighbours of the top files."""
+    functions call, who calls what the chunks define), then up to `limit` other neighbours of the top files; and
+    whether the graph was still being built (none of them then)."""
     from codeloupe.graph import neighbours
     from codeloupe.graph.build import load_graph
 
@@ -270,7 +274,7 @@ def _graph_neighbours(ws: WorkspaceContext, snap: Snapshot, hits: list[FileHit],
             continue
         present.add(path)
         entries.append((file_id, start_rank + len(entries), 0.0, rows, reason))
-    return _map_entries(snap, entries, via="graph")
+    return _map_entries(snap, entries, via="graph"), graph.pending
 
 
 def _symbol_links(graph: Graph, core: list[FileHit], frames: dict[str, list[tuple[int, int]]]) -> list[tuple[str, str]]:
@@ -318,6 +322,8 @@ def trust_notes(bundle: Bundle, *, scope_indexed: bool = True, workspace_indexed
         # answer lacks them, new words and old alike (a "nothing matches" would otherwise read as the truth).
         if status.name == "lexical" and status.coverage < 1.0 and status.note:
             notes.append(f"{status.note}; this answer lacks them until then")
+        if status.name == "graph" and not status.ready:
+            notes.append("the call graph is being built: RELATED lacks the files it links to these until then")
         # A dense lane the user turned off (no provider) says nothing; a pending or partial one changes answers.
         if status.name != "dense" or status.off:
             continue

@@ -448,6 +448,9 @@ class Graph:
     # The label propagation the communities come from, replayed after a save (`analysis.propagate`); None for a
     # graph saved by an older version.
     propagation: analysis.Propagation | None = field(default=None, repr=False)
+    # The stand-in a query gets while a large workspace's first graph builds on its own thread (`load_graph`):
+    # the answer then lacks the graph's links and says so (`bundle.trust_notes`).
+    pending: bool = field(default=False, repr=False)
 
     def index_of(self, path: str) -> int | None:
         return self._index.get(path)
@@ -475,8 +478,8 @@ class Graph:
         return self._members[community]
 
 
-def empty_graph() -> Graph:
-    return Graph([], [], [], NodeDefinitions(PackedFacts(), []), EdgeTable([], ()), [], [], [], [])
+def empty_graph(*, pending: bool = False) -> Graph:
+    return Graph([], [], [], NodeDefinitions(PackedFacts(), []), EdgeTable([], ()), [], [], [], [], pending=pending)
 
 
 def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
@@ -501,7 +504,7 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
             return cached[1]
         if _code_files(ws) > QUERY_BUILD_MAX_FILES:
             _build_in_background(ws)
-            return empty_graph()
+            return empty_graph(pending=True)
     with _held(ws, should_stop):
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
             current = ws.store.get_meta(_STATE_KEY) == _state(ws)
