@@ -235,6 +235,14 @@ def _search_workspace(tmp_path: Path) -> Path:
     return workspace
 
 
+def test_a_search_with_only_a_query_says_how_to_name_this_folder(tmp_path: Path) -> None:
+    """`codeloupe search "where is the cache"` in a checkout said 'name a workspace PATH, or the shared index's
+    repositories': the query was taken and the folder left out, with no word of how to name the one the user is in."""
+    last = _usage_error([sys.executable, "-m", "codeloupe", "search", "where is the cache"], tmp_path)
+    assert last == ("codeloupe: name the workspace to search: codeloupe search . 'where is the cache' for this "
+                    "folder; or the shared index's repositories: --repo A,B or --all")
+
+
 def _codeloupe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODELOUPE_CACHE_DIR": str(tmp_path / "cache")}
     return subprocess.run([sys.executable, "-m", "codeloupe", *args], capture_output=True, text=True, timeout=120,

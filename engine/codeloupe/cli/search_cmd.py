@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,7 +83,10 @@ def _run_across(args: argparse.Namespace) -> int:
         raise CliError("the query is empty")
     names = [] if args.all else [n.strip() for n in (args.store_repository or "").split(",") if n.strip()]
     if not args.all and not names:
-        raise CliError("name a workspace PATH, or the shared index's repositories to search: --repo A,B or --all")
+        # `codeloupe search "query"` in a checkout: say how to name the folder it is in (a search never indexes
+        # the current folder unasked: it may be a home directory).
+        raise CliError(f"name the workspace to search: codeloupe search . {shlex.quote(query.strip()[:60])} for "
+                       "this folder; or the shared index's repositories: --repo A,B or --all")
     overrides = {key: getattr(args, key) for key in ("store_url", "embed_provider", "embed_model", "embed_base_url")
                  if getattr(args, key) is not None}
     try:
