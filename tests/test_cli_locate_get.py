@@ -70,8 +70,12 @@ def test_locate_identifier_matches_whole_names_and_substring_matches_inside_them
 def test_locate_not_found_exits_1_and_an_empty_or_multi_line_text_is_refused_naming_the_argument(repo: Path) -> None:
     missing = codeloupe("locate", str(repo), "nowhere_to_be_seen", check=False)
     assert (missing.returncode, missing.stdout) == (1, "0 locations of the text 'nowhere_to_be_seen'\n")
-    empty = codeloupe("locate", str(repo), " ", check=False)
+    empty = codeloupe("locate", str(repo), "", check=False)
     assert (empty.returncode, empty.stderr) == (2, "codeloupe: locate: argument text: must not be empty\n")
+    # Spaces are not nothing: "must not be empty" left the user wondering what was sent.
+    blank = codeloupe("locate", str(repo), " ", check=False)
+    assert (blank.returncode, blank.stderr) == (
+        2, "codeloupe: locate: argument text: is blank (whitespace only): send the exact text to find, such as an identifier\n")
     lines = codeloupe("locate", str(repo), "def getUser(name):\n    return", check=False)
     assert (lines.returncode, lines.stderr) == (2, "codeloupe: locate: argument text: must be one line, got 2 lines\n")
 

@@ -198,10 +198,13 @@ def check_query(text: str, argument: str = "query") -> None:
 
 
 def check_locate_text(text: str) -> None:
-    """Refuse a text `Workspace.locate` cannot look for (empty, or of several lines) with `InvalidArgument`
-    naming `text`: a surface calls it before it indexes anything, since no index would answer it."""
-    if not text.strip():
+    """Refuse a text `Workspace.locate` cannot look for (empty, blank, or of several lines) with `InvalidArgument`
+    naming `text`: a surface calls it before it indexes anything, since no index would answer it. A blank one is
+    told apart from an empty one: "must not be empty" left a client that sent spaces wondering what it sent."""
+    if not text:
         raise InvalidArgument("text", "must not be empty")
+    if not text.strip():
+        raise InvalidArgument("text", "is blank (whitespace only): send the exact text to find, such as an identifier")
     lines = count_line_breaks(text) + 1
     if lines > 1:
         raise InvalidArgument("text", f"must be one line, got {lines:,} lines")

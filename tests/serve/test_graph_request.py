@@ -93,7 +93,8 @@ def first_index_waits(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 # Per MCP tool: calls it refuses (and the whole error it answers), and one it answers.
 MCP_REFUSED = {
     "graph": ([(asked, f"Error executing tool graph: {message}") for asked, message in BAD], {"node": "app/auth.py"}),
-    "locate": ([({"text": " "}, "Error executing tool locate: `text` must not be empty"),
+    "locate": ([({"text": " "}, "Error executing tool locate: `text` is blank (whitespace only): send the exact "
+                                              "text to find, such as an identifier"),
                 ({"text": "a\nb"}, "Error executing tool locate: `text` must be one line, got 2 lines")],
                {"text": "SessionStore"}),
 }
