@@ -102,6 +102,8 @@ Flat = Annotated[bool, Field(description="ranked chunks as JSON")]
 Scope = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="only under this sub-path")]
 Mode = Annotated[Literal["code", "docs", "both"], Field(
     description="code (the default), docs (documentation pages only), or both")]
+AskMode = Annotated[Literal["code", "docs"], Field(description="code (the default), or docs (documentation pages "
+                                                                "only)")]
 Limit = Annotated[int, Field(ge=1, le=50, description="files ranked with their code; every other candidate is "
                                                       "still listed as a one-line map"), Whole]
 Repos = Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Field(
@@ -114,7 +116,14 @@ StartLine = Annotated[int | None, Field(ge=1, description="first line (1-based)"
 EndLine = Annotated[int | None, Field(ge=1, description="last line, inclusive"), Whole]
 SymbolName = Annotated[str, Field(max_length=512, description="a definition: `name` or `Class.method`")]
 AnchorLine = Annotated[int | None, Field(ge=1, description="a line: the definition around it"), Whole]
-GraphName = Annotated[str, Field(max_length=1000)]
+GraphNode = Annotated[str, Field(max_length=1000, description="a file, a folder or a concept (a name in file names "
+                                                               "and definitions); neither this nor a route: the map")]
+RouteSource = Annotated[str, Field(max_length=1000, description="a route's first file or concept, with `target`")]
+RouteTarget = Annotated[str, Field(max_length=1000, description="a route's last file or concept, with `source`")]
+LocateText = Annotated[str, Field(min_length=1, max_length=1000,
+                                  description="the exact text to find: one line, case-sensitive")]
+Identifier = Annotated[bool, Field(description="whole identifiers only (`get` does not match `getUser`)")]
+LocateLimit = Annotated[int, Field(ge=1, le=MAX_LOCATE, description="locations listed; the rest are counted"), Whole]
 Repo = Annotated[str, Field(max_length=4096, description="the served repository the file is in, as a search "
                                                         "across repositories names it (`NAME:path`); default: this "
                                                         "one")]
@@ -277,10 +286,9 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
     @server.tool(structured_output=False, description=(
         "Exact, case-sensitive occurrences of a string across every indexed file, with path:line:column, the "
         "line and the definition holding it. Faster than grep and skips ignored, vendored and generated files. "
-        "`identifier=true` matches whole identifiers only (`get` does not match `getUser`). Use `search` "
-        "instead when you do not know the exact text."))
-    async def locate(text: Annotated[str, Field(min_length=1, max_length=1000)], identifier: bool = False,
-                     limit: Annotated[int, Field(ge=1, le=MAX_LOCATE), Whole] = 100,
+        "`identifier=true` for whole identifiers only. Use `search` instead when you do not know the exact "
+        "text."))
+    async def locate(text: LocateText, identifier: Identifier = False, limit: LocateLimit = 100,
                      max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         with _refusals():
             check_locate_text(text)  # refused before the wait for the first index, as by HTTP
@@ -291,13 +299,13 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             return sized.located_text(found, max_bytes, notes)
         return await when_indexed([await served()], located)
 
-    async def graph_in(node: GraphName = "", source: GraphName = "", target: GraphName = "",
+    async def graph_in(node: GraphNode = "", source: RouteSource = "", target: RouteTarget = "",
                        max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES, repo: Repo = "") -> str:
         with _refusals():
             asked = GraphRequest(node, source, target)  # refused before the wait for the first index, as by HTTP
         return await in_repo(repo, lambda there: _graph_text(there, asked, max_bytes))
 
-    async def graph(node: GraphName = "", source: GraphName = "", target: GraphName = "",
+    async def graph(node: GraphNode = "", source: RouteSource = "", target: RouteTarget = "",
                     max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
         return await graph_in(node, source, target, max_bytes)
 
@@ -318,7 +326,7 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
             "A narrated walkthrough of how the code answers a question, by the user's configured chat model; "
             "every code span in it is spliced verbatim from disk (the model can only cite). Slower than "
             "`search` (a model call); prefer `search` unless a prose explanation across files is needed."))
-        async def ask(question: Query, mode: Literal["code", "docs"] = "code",
+        async def ask(question: Query, mode: AskMode = "code",
                       max_bytes: MaxBytes = sized.DEFAULT_BUDGET_BYTES) -> str:
             # On worker threads the call can leave: a client that cancels the call (or goes) has its model call
             # cut off, where a thread the call waited for kept waiting on the model up to the chat timeout.

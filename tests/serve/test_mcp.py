@@ -38,7 +38,9 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     assert "INSTEAD of grep" in tools["search"].description
     assert "repos" not in tools["search"].input_schema["properties"]  # one workspace: nothing to name
     assert "repo" not in tools["expand"].input_schema["properties"] | tools["graph"].input_schema["properties"]
-    assert all("description" in spec for spec in tools["expand"].input_schema["properties"].values())
+    # Every argument of every tool says what it takes (`locate`'s and `graph`'s said nothing but their name).
+    assert {(tool.name, name) for tool in tools.values() for name, spec in tool.input_schema["properties"].items()
+            if not spec.get("description")} == set()
 
     found = await client.call_tool("search", {"query": "check the bearer token against the session store"})
     assert not found.is_error
@@ -276,7 +278,10 @@ async def test_ask_is_listed_only_with_a_user_configured_chat_model(project: Pat
         warm = WarmWorkspace(project)
         try:
             async with Client(build_server(warm)) as client:
-                assert {t.name for t in (await client.list_tools()).tools} == LEAN_TOOLS | {"ask"}
+                tools = (await client.list_tools()).tools
+                assert {t.name for t in tools} == LEAN_TOOLS | {"ask"}
+                ask = next(tool for tool in tools if tool.name == "ask")
+                assert all(spec.get("description") for spec in ask.input_schema["properties"].values()), ask
                 answer = text_of(await client.call_tool("ask", {"question": "how are bearer tokens checked"}))
                 blank = await client.call_tool("ask", {"question": " \x00 "})
         finally:
