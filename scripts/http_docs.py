@@ -85,7 +85,8 @@ names them, and their paths choose one) answers 400 with `{"error": message}`, a
 JSON and a query parameter the endpoint does not take (a typo, `?limt=5`, was ignored: the error names it and
 those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
 with the validation details (a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
-other control or format characters, as the command line and the language server refuse it; its `loc` naming the
+other control or format characters, as the command line and the language server refuse it, and a `scope` to
+`/v1/search` sent blank, `?scope=` or spaces, which searched the whole workspace as if left out; its `loc` naming the
 parameter; an `input` of more than 200 characters as JSON, such as a query refused for its length, is left out). An
 index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,

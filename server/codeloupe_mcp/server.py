@@ -52,7 +52,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import one_line, visible
 from codeloupe_serving import first_index
-from codeloupe_serving.refusals import elided, not_taken
+from codeloupe_serving.refusals import check_scope, elided, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -99,7 +99,16 @@ MAX_PATH_CHARS = 4096  # of a path a tool or the file resource takes
 RelPath = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS,
                                description="a file path relative to the workspace root")]
 Flat = Annotated[bool, Field(description="ranked chunks as JSON")]
-Scope = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="only under this sub-path")]
+
+
+def _scoped(scope: str) -> str:
+    """A `scope` the call sent (the default, left out, is never validated): refused blank (`check_scope`)."""
+    check_scope(scope)
+    return scope
+
+
+Scope = Annotated[str, Field(max_length=MAX_PATH_CHARS, description="only under this sub-path"),
+                  AfterValidator(_scoped)]
 Mode = Annotated[Literal["code", "docs", "both"], Field(
     description="code (the default), docs (documentation pages only), or both")]
 AskMode = Annotated[Literal["code", "docs"], Field(description="code (the default), or docs (documentation pages "

@@ -42,7 +42,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located
 from codeloupe_mcp.server import build_server, server_version
-from codeloupe_serving.refusals import not_taken
+from codeloupe_serving.refusals import check_scope, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
@@ -210,6 +210,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     async def search_get(request: Request, q: QueryText, root: RootParam = None, scope: ScopeParam = "",
                          mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
         check_query(q, "q")  # blank: refused before the wait for the first index (no index would answer it)
+        if "scope" in request.query_params:  # `?scope=`: a folder meant and none named (left out: the whole)
+            check_scope(scope)
         warm = await served(root)
         return await when_indexed(request, [warm], lambda: _search(warm, q, scope, mode, limit))
 
@@ -217,6 +219,8 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
               summary="The bundle for a query sent as JSON (a long bug report)")
     async def search_post(request: Request, body: SearchBody) -> Any:
         check_query(body.query)
+        if "scope" in body.model_fields_set:  # sent blank, as `?scope=`; left out: the whole workspace
+            check_scope(body.scope)
         warm = await served(body.root)
         return await when_indexed(request, [warm], lambda: _search(warm, body.query, body.scope, body.mode,
                                                                    body.limit))

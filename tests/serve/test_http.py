@@ -215,6 +215,25 @@ def test_a_blank_query_is_refused_by_every_endpoint_taking_one(project: Path, se
     assert httpx.get(f"{base}/v1/search", params={"q": "\x00token"}).status_code == 200  # words around a NUL
 
 
+def test_a_scope_sent_blank_is_refused_and_one_left_out_searches_everything(project: Path, serve) -> None:
+    """`?scope=` (or spaces) was read as no scope: a client that meant a folder and passed nothing was answered from
+    the whole workspace without a word. It is refused naming `scope`, as MCP's `search` refuses it."""
+    base = serve([project])
+    for blank in ("", "  ", "\t"):
+        for method, request, loc in (("GET", {"params": {"q": "session store", "scope": blank}}, ["query", "scope"]),
+                                     ("POST", {"json": {"query": "session store", "scope": blank}}, ["body", "scope"])):
+            refused = httpx.request(method, f"{base}/v1/search", **request)
+            assert refused.status_code == 422, (method, blank, refused.text)
+            [problem] = refused.json()["detail"]
+            assert problem["loc"] == loc and problem["msg"] == (
+                "`scope` is blank: name a folder or file of the workspace, or leave it out to search all of it"), problem
+    whole = httpx.get(f"{base}/v1/search", params={"q": "session store"})
+    assert whole.status_code == 200 and whole.json()["core"], whole.text
+    posted = httpx.post(f"{base}/v1/search", json={"query": "session store"})
+    assert posted.status_code == 200 and posted.json()["core"], posted.text
+    assert httpx.get(f"{base}/v1/search", params={"q": "session store", "scope": "app"}).status_code == 200
+
+
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:
     from serve_project import write_project
 

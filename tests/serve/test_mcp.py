@@ -104,6 +104,11 @@ async def exercise(client: Client, project: Path, outside: Path) -> None:
     for blank in ("   ", "\x00", "\t\n \x00\u200b"):  # answered with arbitrary files, as if close by meaning
         refused = await client.call_tool("search", {"query": blank})
         assert refused.is_error and "`query` must not be blank" in text_of(refused), text_of(refused)
+    for blank in ("", "  "):  # a folder meant and none named: it searched the whole workspace without a word
+        refused = await client.call_tool("search", {"query": "session store", "scope": blank})
+        assert refused.is_error and text_of(refused) == (
+            "Error executing tool search: `scope` is blank: name a folder or file of the workspace, or leave it out "
+            "to search all of it"), text_of(refused)
     huge = await client.call_tool("search", {"query": "token " * (MAX_QUERY_CHARS // 6 + 1)})
     assert huge.is_error and text_of(huge) == (
         "Error executing tool search: `query` must be at most 20,000 characters, got 20,004"), text_of(huge)
