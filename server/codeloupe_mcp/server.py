@@ -378,17 +378,20 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         return json.dumps(tour, indent=1)
 
     @server.resource("codeloupe://file/{+path}", name="file", mime_type="text/plain",
-                     description="an indexed file of the workspace, verbatim from disk (path relative to the root)")
+                     description=f"an indexed file of the workspace, verbatim from disk (path relative to the root); "
+                                 f"one over {sized.DEFAULT_BUDGET_BYTES:,} bytes is cut at a line, a last line "
+                                 f"saying how to read on with `expand`")
     @indexed
     def file_resource(path: str) -> str:
         if len(path) > MAX_PATH_CHARS:  # as `expand` refuses it: the engine's refusal would echo it whole
             raise ResourceNotFoundError(f"`path` must be at most {MAX_PATH_CHARS:,} characters, got {len(path):,}")
         # The text is the file's alone (a note in it would read as part of the file): while the first index
-        # runs, only a refusal says so (`noted`).
+        # runs, only a refusal says so (`noted`); a file over a tool's default budget is cut at a line, and only
+        # then does a last line say so and how to read on (`sized.file_text`).
         # Outside the workspace, not indexed, gone: no such resource (-32602); there but unreadable: -32603.
         with _resource_refusals():
             expansion, _ = here().noted(lambda ws: ws.expand(path))
-        return expansion.text
+        return sized.file_text(expansion)
 
     return server
 

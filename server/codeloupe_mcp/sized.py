@@ -334,15 +334,35 @@ def expansion_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES, note
     return f"{head}\n{fence}\n{part}\n{fence}\n{note}"
 
 
-def _expand_cut_note(last: int, end: int, limit: int) -> str:
-    return (f"[cut at line {last} to stay within {limit} bytes: call expand again with start_line={last + 1}, "
-            f"end_line={end}]")
+def file_text(found: Expansion, max_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
+    """The file resource's answer: the file whole when it fits `max_bytes` (a tool's default budget: a resource
+    takes no argument to raise it); else its leading whole lines, then a last line saying where it was cut and
+    how to read on with `expand` (a first line over the budget on its own is cut inside, and says so). A 149 KB
+    file came back whole, as could one of up to the 64 MiB a read allows, into an agent's finite context."""
+    limit = Budget(max_bytes).limit
+    if len(found.text.encode("utf-8")) <= limit:
+        return found.text
+    end = found.end_line
+    expand = f"the `expand` tool: path {code_span(found.path)},"
+    kept = _lines_within(found.text, limit - _line_bytes(_expand_cut_note(end - 1, end, limit, f"read on with {expand}")))
+    if kept:  # each of its lines keeps its end: the note is a line of its own after them
+        return kept + _expand_cut_note(len(split_lines(kept)), end, limit, f"read on with {expand}")
+    first = split_lines(found.text, keepends=False)[0]
+    size = len(first.encode("utf-8"))
+    whole = f"read it with {expand} start_line=1, end_line=1 and max_bytes up to {MAX_BUDGET_BYTES}"
+    part = _prefix_within(first, limit - _line_bytes(_long_line_note(1, size, size, end, limit, whole)))
+    return f"{part}\n{_long_line_note(1, size, len(part.encode('utf-8')), end, limit, whole)}"
 
 
-def _long_line_note(line: int, size: int, shown: int, end: int, limit: int) -> str:
+def _expand_cut_note(last: int, end: int, limit: int, call: str = "call expand again with") -> str:
+    return f"[cut at line {last} to stay within {limit} bytes: {call} start_line={last + 1}, end_line={end}]"
+
+
+def _long_line_note(line: int, size: int, shown: int, end: int, limit: int,
+                    whole: str = "raise max_bytes to read it whole") -> str:
     after = f"; the lines after it: start_line={line + 1}, end_line={end}" if end > line else ""
     return (f"[line {line} alone is {size} bytes: its first {shown} bytes shown to stay within {limit} bytes; "
-            f"raise max_bytes to read it whole{after}]")
+            f"{whole}{after}]")
 
 
 def _prefix_within(text: str, room: int) -> str:

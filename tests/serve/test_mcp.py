@@ -1165,3 +1165,41 @@ async def test_a_resource_uri_is_named_in_an_error_on_one_line_and_cut(project: 
     long_path = errors["long path"]
     assert long_path.code == INVALID_PARAMS and len(str(long_path)) + len(str(long_path.error.data)) < 500
     assert "`path` must be at most 4,096 characters, got 60,000" in str(long_path), str(long_path)[:300]
+
+
+async def test_a_file_resource_over_a_tools_budget_is_cut_at_a_line_saying_how_to_read_on(project: Path) -> None:
+    """The file resource had no bound: a 149 KB file came back whole (and one of up to the 64 MiB a read allows
+    could), into an agent's finite context. Past what a tool answers by default (`expand`'s 24,000 bytes) it is its
+    leading whole lines and a last line naming the `expand` call that reads on; a first line over that on its own
+    is cut inside. A file that fits is the file's text alone, as before."""
+    import re
+
+    from codeloupe_mcp.sized import DEFAULT_BUDGET_BYTES
+
+    big = "".join(f"def ledger_step_{i}(rows):  # {'ledger ' * 4}\n    return rows[{i}]\n\n" for i in range(2_500))
+    one_long = "DATA = '" + "x" * 30_000 + "'\n" + "".join(f"value_{i} = {i}  # a short line\n" for i in range(2_000))
+    (project / "app/ledger.py").write_text(big)
+    (project / "app/data.py").write_text(one_long)
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            cut = (await client.read_resource("codeloupe://file/app/ledger.py")).contents[0].text
+            long_line = (await client.read_resource("codeloupe://file/app/data.py")).contents[0].text
+            small = (await client.read_resource("codeloupe://file/app/render.py")).contents[0].text
+            (last, start, end), = re.findall(
+                r"\n\[cut at line (\d+) to stay within 24000 bytes: read on with the `expand` tool: path "
+                r"`app/ledger.py`, start_line=(\d+), end_line=(\d+)\]$", cut)
+            read_on = text_of(await client.call_tool("expand", {"path": "app/ledger.py", "start_line": int(start),
+                                                                "end_line": int(end)}))
+    finally:
+        warm.close()
+    assert len(big.encode()) > 6 * DEFAULT_BUDGET_BYTES and len(cut.encode()) <= DEFAULT_BUDGET_BYTES
+    lines = big.splitlines(keepends=True)
+    assert cut.startswith("".join(lines[:int(last)])) and (int(start), int(end)) == (int(last) + 1, len(lines))
+    assert read_on.startswith(f"`app/ledger.py:{start}-") and lines[int(start) - 1].rstrip() in read_on
+    assert len(long_line.encode()) <= DEFAULT_BUDGET_BYTES and long_line.startswith("DATA = 'xxx")
+    assert long_line.endswith(
+        "\n[line 1 alone is 30009 bytes: its first 23" + long_line.split("its first 23", 1)[1]), long_line[-400:]
+    assert long_line.endswith("read it with the `expand` tool: path `app/data.py`, start_line=1, end_line=1 and "
+                              "max_bytes up to 200000; the lines after it: start_line=2, end_line=2001]"), long_line[-300:]
+    assert small == (project / "app/render.py").read_text()
