@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import (
     ResourceError,
@@ -27,7 +28,7 @@ from mcp.server.mcpserver.exceptions import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, Tool
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ErrorData, Tool
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
@@ -218,10 +219,28 @@ class _Server(MCPServer):
             return
 
 
+# How the SDK refuses a request (other than `ping`) before `initialize` (`mcp.server.runner`, the SDK pinned in
+# constraints.txt): a pydantic report's words with empty data, which told the client nothing of what it missed.
+_NOT_INITIALISED = ErrorData(code=INVALID_PARAMS, message="Invalid request parameters", data="")
+
+
+async def _initialised_first(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """A request refused for coming before `initialize` says so and what to send, its code kept (`-32602`, as the
+    SDK answers it): the bare "Invalid request parameters" read as a mistake in the call's arguments."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        if exc.error != _NOT_INITIALISED or ctx.session.client_params is not None:
+            raise
+        raise MCPError(code=INVALID_PARAMS, message=(
+            f"the session is not initialised: send `initialize` (then `notifications/initialized`) before "
+            f"`{ctx.method}`"), data={"method": ctx.method}) from exc
+
+
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
-    server = _Server("codeloupe", instructions=INSTRUCTIONS, version=server_version())
+    server = _Server("codeloupe", instructions=INSTRUCTIONS, version=server_version(), middleware=[_initialised_first])
 
     def here() -> WarmWorkspace:
         # `warm`, or under `serve --store` the repository served in its place once indexed again under its name:

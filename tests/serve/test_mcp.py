@@ -425,6 +425,30 @@ def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path:
     assert answers[-1]["result"] == {}  # and the server went on answering
 
 
+def test_a_request_before_initialize_is_refused_saying_so(project: Path, tmp_path: Path) -> None:
+    """A request before `initialize` was answered with the SDK's bare "Invalid request parameters" (-32602, empty
+    data), which read as a mistake in the call's arguments: it now says the session is not initialised and what to
+    send, its code kept. `ping` is still answered, and so is every request once initialised."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "status", "arguments": {}}},
+             {"jsonrpc": "2.0", "id": 3, "method": "ping"}]
+    server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp", str(project)], cwd=tmp_path, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=subprocess_env())
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline()) for _ in lines]  # stdin held open until all are in
+    finally:
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
+    for answer, method in zip(answers[:2], ("tools/list", "tools/call"), strict=True):
+        assert answer["error"] == {"code": INVALID_PARAMS, "data": {"method": method}, "message": (
+            f"the session is not initialised: send `initialize` (then `notifications/initialized`) before "
+            f"`{method}`")}, answer
+    assert answers[2] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
 def test_an_answer_before_the_first_index_ends_says_what_it_lacks(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A call that waited FIRST_INDEX_WAIT_S answered from the files indexed so far without a word (216 of
