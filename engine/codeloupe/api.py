@@ -113,6 +113,7 @@ from codeloupe.types import (
     Tour,
     UsedDefinition,
     count_line_breaks,
+    elided,
     is_blank,
     shown_name_of,
     split_lines,
@@ -296,18 +297,18 @@ class Workspace:
     def relative(self, path: Path | str) -> str:
         """The POSIX path of `path` relative to the root; refuses anything that escapes the workspace."""
         if "\0" in str(path):
-            raise WorkspaceError(f"{str(path)[:200]!r}: not a path (it holds a NUL byte)")
+            raise WorkspaceError(f"{elided(str(path))}: not a path (it holds a NUL byte)")
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
         try:
             resolved = candidate.resolve()
         except (OSError, RuntimeError):  # a link that leads to itself (Python before 3.13 raises RuntimeError)
-            raise WorkspaceError(f"{path}: a symbolic link that leads to itself") from None
+            raise WorkspaceError(f"{elided(str(path))}: a symbolic link that leads to itself") from None
         try:
             rel = resolved.relative_to(self.root)
         except ValueError:
-            raise WorkspaceError(f"{path}: outside the workspace {self.root}") from None
+            raise WorkspaceError(f"{elided(str(path))}: outside the workspace {self.root}") from None
         return rel.as_posix()
 
     # ------------------------------------------------------------------ indexing
@@ -744,9 +745,9 @@ class Workspace:
         try:
             return self.read_bytes(rel)
         except FileNotFoundError:
-            raise WorkspaceError(f"{rel}: no such file in the workspace (deleted since it was indexed?)") from None
+            raise WorkspaceError(f"{elided(rel)}: no such file in the workspace (deleted since it was indexed?)") from None
         except OSError as exc:
-            raise UnreadableFile(f"{rel}: cannot be read ({exc.strerror or exc})") from None
+            raise UnreadableFile(f"{elided(rel)}: cannot be read ({exc.strerror or exc})") from None
 
     def _lines_of(self, rel: str, raw: bytes, start_line: int | None, end_line: int | None) -> str:
         # Decoded as the index decoded it, so that the lines are those search and locate numbered: a Windows-1252
@@ -790,8 +791,8 @@ class Workspace:
             raise WorkspaceError(refusal(rel))
         if row is None:
             reason = self.skip_reason(rel)
-            raise WorkspaceError(f"{rel}: not in the index: the index skips it ({reason})" if reason else
-                                 f"{rel}: no such file in the index (not indexed, ignored, or deleted)"
+            raise WorkspaceError(f"{elided(rel)}: not in the index: the index skips it ({reason})" if reason else
+                                 f"{elided(rel)}: no such file in the index (not indexed, ignored, or deleted)"
                                  + self._lines_in_path_hint(rel))
         raw = self._source_bytes(rel)
         chosen = ""
@@ -836,7 +837,7 @@ class Workspace:
         if symbol:
             found = [s for s in symbols if s.qualified_name == symbol] or [s for s in symbols if s.name == symbol]
             if not found:
-                raise WorkspaceError(f"{rel}: defines no symbol named {symbol!r}")
+                raise WorkspaceError(f"{rel}: defines no symbol named '{elided(symbol)}'")
             if len(found) > 1 and (span := _one_definition(found, symbols)) is not None:
                 return span
             # The line the refusal below asks for picks the one holding it (the innermost, as a line alone does).
@@ -848,7 +849,7 @@ class Workspace:
                 hint = f"line {line} is in none of them" if line is not None else \
                     "pass the qualified name" if len({s.qualified_name for s in found}) > 1 else \
                     "pass anchor_line (`line`) inside the one to read"
-                raise WorkspaceError(f"{rel}: {symbol!r} is ambiguous: {names}; {hint}")
+                raise WorkspaceError(f"{rel}: '{elided(symbol)}' is ambiguous: {names}; {hint}")
             return found[0].start_line, found[0].end_line, found[0].qualified_name
         assert line is not None
         around = [s for s in symbols if s.start_line <= line <= s.end_line]
@@ -1118,7 +1119,7 @@ class RemoteWorkspace(Workspace):
         text = str(path).replace("\\", "/")
         rel, problem = member_path(text)
         if problem:
-            raise WorkspaceError(f"{path}: not a path inside {self.label} ({problem})")
+            raise WorkspaceError(f"{elided(str(path))}: not a path inside {self.label} ({problem})")
         return rel
 
     def path_kind(self, rel: str) -> str:
@@ -1132,7 +1133,7 @@ class RemoteWorkspace(Workspace):
         rel = self.relative(path)
         row = self.store.file_rows([rel]).get(rel)
         if row is None:
-            raise FileNotFoundError(f"{rel}: not in the index of {self.label}")
+            raise FileNotFoundError(f"{elided(rel)}: not in the index of {self.label}")
         return file_text(self.store, row.id).encode(self.store.file_encoding(row.id) or "utf-8")
 
     def _changed_since_indexed(self, raw: bytes, row: FileRow) -> bool:

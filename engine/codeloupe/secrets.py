@@ -15,6 +15,8 @@ from __future__ import annotations
 import fnmatch
 from typing import TYPE_CHECKING
 
+from codeloupe.types import elided
+
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
 
@@ -54,5 +56,5 @@ def withheld(ws: WorkspaceContext, path: str) -> bool:
 
 def refusal(path: str) -> str:
     """Why a read of `path` is refused where it is `withheld`: one line, the same on every agent surface."""
-    return (f"{path}: withheld: the file looks like a secret (keys, credentials, .env files), and its content is "
+    return (f"{elided(path)}: withheld: the file looks like a secret (keys, credentials, .env files), and its content is "
             "never sent to an agent")

@@ -100,6 +100,16 @@ def one_line(text: str) -> str:
     return visible(text).replace("\n", "\\n")
 
 
+ECHO_CHARS = 200  # of what a client sent, the most a refusal names: its start (`elided`)
+
+
+def elided(text: str, chars: int = ECHO_CHARS) -> str:
+    """The start of `text`, a client's, on one line (`one_line`), an ellipsis after it where it goes on: what a
+    client sent is never named whole in a refusal, which every surface sends back (a path may be 4,096 characters,
+    a URI 100 KB; a refused path came back whole, into an agent's context)."""
+    return one_line(text[:chars]) + ("…" if len(text) > chars else "")
+
+
 def visible_lines(text: str) -> list[str]:
     """Code as a person is shown it: its lines as editors count them (`split_lines`), each `visible`, so line N
     shown is line N of the file (a lone CR ends a line; a form feed is `\\x0c` inside its own)."""

@@ -51,9 +51,9 @@ from codeloupe.api import (
     render_text,
     tour_counts,
 )
-from codeloupe.types import one_line, visible
+from codeloupe.types import elided, one_line, visible
 from codeloupe_serving import first_index
-from codeloupe_serving.refusals import check_scope, elided, not_taken
+from codeloupe_serving.refusals import check_scope, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -194,7 +194,7 @@ class _Server(MCPServer):
             await self._unknown_parameters(str(uri))
             return await super().read_resource(uri, context)
         except ResourceError as exc:
-            shown = elided(str(uri), _URI_CHARS)
+            shown = elided(str(uri))
             if isinstance(exc, UnexpectedResourceError):  # a fault of ours, logged as the SDK logs it
                 log.exception("Resource %r raised an unexpected exception", shown)
             code = INVALID_PARAMS if isinstance(exc, ResourceNotFoundError) else INTERNAL_ERROR
@@ -213,7 +213,7 @@ class _Server(MCPServer):
                 continue
             unknown = sorted({pair.partition("=")[0] for pair in query.split("&")} - taken - {""})
             if unknown:
-                raise ResourceNotFoundError(not_taken(elided(before, _URI_CHARS), unknown,
+                raise ResourceNotFoundError(not_taken(elided(before), unknown,
                                                       [name for name in parsed.variable_names if name in taken],
                                                       noun="parameter"))
             return
@@ -427,9 +427,6 @@ def _argument_problems(refused: ValidationError) -> str:
     echoed (a refused query may be 20,000 characters)."""
     return "; ".join(f"`{'.'.join(str(part) for part in error['loc']) or 'arguments'}` {_problem(error)}"
                      for error in refused.errors(include_url=False))
-
-
-_URI_CHARS = 200  # of a resource's URI an error names, the start (`elided`)
 
 
 def _problem(error: ErrorDetails) -> str:

@@ -4,16 +4,10 @@ parameter's name may be 100 KB), on one line."""
 from __future__ import annotations
 
 from codeloupe.api import InvalidArgument
-from codeloupe.types import one_line
+from codeloupe.types import elided
 
 NAMES_SHOWN = 5  # unknown argument names said, the rest counted
 NAME_CHARS = 40  # of each, the start (`elided`)
-
-
-def elided(text: str, chars: int) -> str:
-    """The start of `text`, the client's, on one line (`one_line`), an ellipsis after it where it goes on: what a
-    client sent is not echoed whole (a URI or an argument's name may be 100 KB)."""
-    return one_line(text[:chars]) + ("…" if len(text) > chars else "")
 
 
 def not_taken(what: str, unknown: list[str], taken: list[str], noun: str = "argument") -> str:

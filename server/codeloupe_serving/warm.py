@@ -30,7 +30,7 @@ from codeloupe.api import (
     tour_counts,
     unreadable_indexes,
 )
-from codeloupe.types import Bundle, Progress
+from codeloupe.types import Bundle, Progress, elided
 
 if TYPE_CHECKING:  # at run time it would import the model client when a server starts
     from codeloupe.api import AskEvent, AskRun
@@ -364,9 +364,9 @@ class WarmWorkspaces:
         if len(named) == 1:
             return named[0]
         if named:
-            raise WorkspaceError(f"{root}: names {len(named)} served workspaces, {', '.join(str(w.root) for w in named)}:"
+            raise WorkspaceError(f"{elided(root)}: names {len(named)} served workspaces, {', '.join(str(w.root) for w in named)}:"
                                  " give the one meant by its path")
-        raise WorkspaceError(f"{root}: not a served workspace (serving {', '.join(str(w.root) for w in served)})")
+        raise WorkspaceError(f"{elided(root)}: not a served workspace (serving {', '.join(str(w.root) for w in served)})")
 
     def serving(self, warm: WarmWorkspace) -> WarmWorkspace:
         """The workspace served in `warm`'s place: `warm` while it is served; once its repository was indexed again

@@ -234,6 +234,22 @@ def test_a_scope_sent_blank_is_refused_and_one_left_out_searches_everything(proj
     assert httpx.get(f"{base}/v1/search", params={"q": "session store", "scope": "app"}).status_code == 200
 
 
+def test_a_refusal_names_a_long_path_or_name_sent_by_its_start(project: Path, serve) -> None:
+    """A refused path, root or repository name was echoed whole in the 400's error, up to the 4,096 characters a
+    parameter takes: each is named by its first 200 characters on one line, an ellipsis after them, as MCP names
+    it."""
+    base = serve([project])
+    long = "deep/" * 800  # 4,000 characters
+    for path, params in (("/v1/expand", {"path": long + "missing.py"}), ("/v1/expand", {"path": "../" + long}),
+                         ("/v1/related", {"path": long + "missing.py", "start": 1, "end": 1}),
+                         ("/v1/graph", {"node": long[:995] + "x.py"}),
+                         ("/v1/search", {"q": "token", "root": long}), ("/v1/search/all", {"q": "token", "repos": long})):
+        refused = httpx.get(f"{base}{path}", params=params)
+        assert refused.status_code == 400, (path, refused.text[:300])
+        error = refused.json()["error"]
+        assert len(error) < 500 and ("deep/deep/" in error and "…" in error), (path, error[:300])
+
+
 def test_several_roots_are_served_and_chosen_by_request(project: Path, serve, tmp_path: Path) -> None:
     from serve_project import write_project
 

@@ -1227,3 +1227,30 @@ async def test_a_file_resource_over_a_tools_budget_is_cut_at_a_line_saying_how_t
     assert long_line.endswith("read it with the `expand` tool: path `app/data.py`, start_line=1, end_line=1 and "
                               "max_bytes up to 200000; the lines after it: start_line=2, end_line=2001]"), long_line[-300:]
     assert small == (project / "app/render.py").read_text()
+
+
+async def test_a_refusal_names_a_long_path_or_name_sent_by_its_start(project: Path) -> None:
+    """A refused path was echoed whole, up to the 4,096 characters a tool takes (a concept to `graph`, 1,000), into
+    the agent's context. Every refusal names what the client sent by its first 200 characters on one line, an
+    ellipsis after them (`elided`, as a resource's URI was already named)."""
+    long = "deep/" * 800  # 4,000 characters
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            refused = {str(arguments): await client.call_tool(tool, arguments) for tool, arguments in (
+                ("expand", {"path": long + "missing.py"}),
+                ("expand", {"path": "../" + long}),
+                ("expand", {"path": long + ".env"}),
+                ("expand", {"path": "app/auth.py", "symbol": "x" * 500}),
+                ("graph", {"node": long[:995] + "x.py"}),
+                ("graph", {"node": "z" * 1000}))}
+            with pytest.raises(MCPError) as resource:
+                await client.read_resource(f"codeloupe://file/{long}missing.py")
+    finally:
+        warm.close()
+    for arguments, result in refused.items():
+        said = text_of(result)
+        assert result.is_error and len(said) < 500, (arguments, said[:300])
+        assert "…" in said and ("deep/deep/" in said or "xxxx" in said or "zzzz" in said), (arguments, said[:300])
+    assert f"{long[:200]}…: no such file in the index" in text_of(refused[str({"path": long + "missing.py"})])
+    assert len(str(resource.value)) < 500 and f"{long[:200]}…: no such file" in str(resource.value)

@@ -34,6 +34,7 @@ from codeloupe.graph.splice import splice_hops
 from codeloupe.lanes.symbols import SymbolIndex
 from codeloupe.secrets import withheld
 from codeloupe.store import edges as edge_store
+from codeloupe.types import elided
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -66,7 +67,7 @@ class NotInGraph(GraphError):
     `suggestions` are the graph files closest to it by name, best first."""
 
     def __init__(self, target: str, reason: str, suggestions: list[str]) -> None:
-        super().__init__(f"{target} is not in the graph ({reason})")
+        super().__init__(f"{elided(target)} is not in the graph ({reason})")
         self.target = target
         self.suggestions = suggestions
 
@@ -211,7 +212,7 @@ def resolve_target(ws: WorkspaceContext, graph: Graph, target: str) -> tuple[int
     found = _by_words(graph, text)
     if found is not None:
         return found, "lexical"
-    raise GraphError(f"nothing in the workspace matches {target!r} (not a path, a file name or a concept "
+    raise GraphError(f"nothing in the workspace matches '{elided(target)}' (not a path, a file name or a concept "
                      "found in file names and definitions)")
 
 
@@ -488,5 +489,5 @@ def _require(ws: WorkspaceContext, graph: Graph, path: str) -> int:
         raise GraphError(str(exc)) from None
     i = graph.index_of(rel)
     if i is None:
-        raise GraphError(f"{rel}: not a code file of the index")
+        raise GraphError(f"{elided(rel)}: not a code file of the index")
     return i
