@@ -102,13 +102,13 @@ class Controller implements vscode.Disposable {
     private readonly log = vscode.window.createOutputChannel('codeloupe', { log: true });
     private readonly status = new StatusItem(Commands.status);
     // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
-    private readonly bundlePanel = new Panel('codeloupe.bundle', () => this.client);
-    private readonly answers = new AnswerPanels(() => this.client, () => this.kept);
+    private readonly bundlePanel = new Panel('codeloupe.bundle');
+    private readonly answers = new AnswerPanels(() => this.kept);
     /** What each answer tab shows, for a reloaded window (set once registered: it is the workspace's state). */
     private kept: KeptAnswers | undefined;
-    private readonly statusPanel = new Panel('codeloupe.status', () => this.client);
-    private readonly graph = new Panel('codeloupe.graph', () => this.client);
-    private readonly graphDetail = new Panel('codeloupe.graphDetail', () => this.client);
+    private readonly statusPanel = new Panel('codeloupe.status');
+    private readonly graph = new Panel('codeloupe.graph');
+    private readonly graphDetail = new Panel('codeloupe.graphDetail');
     private readonly lastBundle = new BundleView('codeloupe.lastBundle');
     private readonly secretOptions: SecretOptions = {};
     private secretStorage: vscode.SecretStorage | undefined;

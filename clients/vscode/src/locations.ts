@@ -1,7 +1,7 @@
 // Opening files at ranges, from pickers, webviews and code lenses.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { LanguageClient, Location, Range } from 'vscode-languageclient/node';
+import type { LanguageClient, Location } from 'vscode-languageclient/node';
 import type { OpenMessage } from './protocol';
 
 export interface OpenOptions {
@@ -43,14 +43,18 @@ export interface OpenTarget {
     anchorLine?: number;
 }
 
-export function messageTarget(client: LanguageClient, message: OpenMessage, pathToUri?: ReadonlyMap<string, string>): OpenTarget | undefined {
+/**
+ * The page's message as VS Code's own URI and range, with no language server: a tab a reloaded window restores is up
+ * before its server, and its links did nothing until the server was (the page already names each span's URI and lines).
+ */
+export function messageTarget(message: OpenMessage, pathToUri?: ReadonlyMap<string, string>): OpenTarget | undefined {
     let uri: vscode.Uri | undefined;
     if (message.uri !== undefined) {
-        uri = client.protocol2CodeConverter.asUri(message.uri);
+        uri = vscode.Uri.parse(message.uri);
     } else if (message.path !== undefined) {
         const known = pathToUri?.get(message.path);
         if (known !== undefined) {
-            uri = client.protocol2CodeConverter.asUri(known);
+            uri = vscode.Uri.parse(known);
         } else if (path.isAbsolute(message.path)) {
             uri = vscode.Uri.file(message.path);
         } else {
@@ -62,7 +66,8 @@ export function messageTarget(client: LanguageClient, message: OpenMessage, path
         return undefined;
     }
     if (message.range !== undefined) {
-        return { uri, range: client.protocol2CodeConverter.asRange(message.range as Range), anchorLine: message.anchor };
+        const { start, end } = message.range;
+        return { uri, range: new vscode.Range(start.line, start.character, end.line, end.character), anchorLine: message.anchor };
     }
     if (typeof message.line === 'number' && message.line >= 1) {
         const line = new vscode.Position(message.line - 1, 0);

@@ -1,7 +1,6 @@
 // The webview panels: results (bundles, status), the graph, each reused while open; and answers, one panel per ask.
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
-import type { LanguageClient } from 'vscode-languageclient/node';
 import { messageTarget, openAt } from './locations';
 import { ANSWER_VIEW, type KeptAnswers } from './keptAnswers';
 import { isAskAgainMessage, isOpenMessage, isReplayMessage } from './protocol';
@@ -41,11 +40,7 @@ export class Panel implements vscode.Disposable {
      * html afresh and what was posted meanwhile was dropped, so the page, once loaded, asks for it all again. */
     private posted: { seq: number }[] = [];
 
-    constructor(
-        private readonly viewType: string,
-        private readonly getClient: () => LanguageClient | undefined,
-        private readonly options: PanelOptions = {},
-    ) {}
+    constructor(private readonly viewType: string, private readonly options: PanelOptions = {}) {}
 
     /** Whether the panel's tab is open. */
     get isOpen(): boolean {
@@ -124,11 +119,10 @@ export class Panel implements vscode.Disposable {
             this.options.askAgain?.();
             return;
         }
-        const client = this.getClient();
-        if (!isOpenMessage(message) || client === undefined) {
+        if (!isOpenMessage(message)) {
             return;
         }
-        const target = messageTarget(client, message, this.pathToUri);
+        const target = messageTarget(message, this.pathToUri);
         if (target === undefined) {
             return;
         }
@@ -154,16 +148,16 @@ export class Panel implements vscode.Disposable {
 export class AnswerPanels {
     private readonly open: Panel[] = [];
 
-    constructor(private readonly getClient: () => LanguageClient | undefined, private readonly kept: () => KeptAnswers | undefined) {}
+    constructor(private readonly kept: () => KeptAnswers | undefined) {}
 
     /** A panel for ask `id`; nothing is shown until its first page. */
     create(id: string): Panel {
-        return this.track(new Panel(ANSWER_VIEW, this.getClient, { single: true, column: this.open.at(-1)?.viewColumn, keep: id }), id);
+        return this.track(new Panel(ANSWER_VIEW, { single: true, column: this.open.at(-1)?.viewColumn, keep: id }), id);
     }
 
     /** The panel of a tab VS Code restored in a reloaded window, the answer of ask `id`; `askAgain` for its button. */
     restore(webviewPanel: vscode.WebviewPanel, id: string, askAgain?: () => void): Panel {
-        const panel = this.track(new Panel(ANSWER_VIEW, this.getClient, { single: true, keep: id, askAgain }), id);
+        const panel = this.track(new Panel(ANSWER_VIEW, { single: true, keep: id, askAgain }), id);
         panel.adopt(webviewPanel);
         return panel;
     }

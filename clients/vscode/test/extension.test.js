@@ -1773,12 +1773,14 @@ describe('answer tabs across a window reload', function () {
 
     const answerTabs = () => probe.panels.filter((panel) => panel.viewType === 'codeloupe.answer' && !panel.disposed);
 
-    /** Reloads the window: the extension stops with the tabs open, starts again on the same workspace state, and VS Code
-     * hands each answer tab, with the state its page last set, to the serializer; the restored tabs, in order. */
-    async function reload(tabs) {
+    /** Reloads the window: the extension stops with the tabs open, starts again on the same workspace state (with
+     * `settings` over the suite's), and VS Code hands each answer tab, with the state its page last set, to the
+     * serializer; the restored tabs, in order. */
+    async function reload(tabs, settings = {}) {
         const open = tabs.map(({ panel, state }) => ({ title: panel.title, state: structuredClone(state) }));
         await session.close();
-        session = activate(options(), workspaceState);
+        const reloaded = options();
+        session = activate({ ...reloaded, settings: { ...reloaded.settings, ...settings } }, workspaceState);
         const restored = [];
         for (const tab of open) {
             restored.push(await probe.restorePanel('codeloupe.answer', tab.title, tab.state));
@@ -1828,6 +1830,41 @@ describe('answer tabs across a window reload', function () {
             assert.equal(probe.shown.at(-1).uri.fsPath, file);
             restored.dispose();
             await waitFor('the answer forgotten', () => workspaceState.keys().every((key) => !key.startsWith('codeloupe.keptAnswer.')));
+        } finally {
+            await page.close();
+            await restoredPage?.close();
+        }
+    });
+
+    /** The captions of the answer's code parts: the link over each one's code. */
+    const captions = (view) => view.page.$$eval('#answer a.loc', (shown) => shown.map((anchor) => ({
+        text: anchor.textContent, range: JSON.parse(anchor.getAttribute('data-range')) })));
+
+    /** Asks `question`, runs its answer's page: the page, its tab as `reload` takes it (once the page set its state). */
+    async function askedPage() {
+        await askTyped(question);
+        const panel = answerTabs().at(-1);
+        const page = await runPanelPage(browser, panel);
+        await waitFor('the page\'s state', () => page.state.value?.keep);
+        return { page, tab: { panel, state: page.state.value } };
+    }
+
+    it('a link in a restored answer opens its file at its lines before the language server is up', async function () {
+        const { page, tab } = await askedPage();
+        let restoredPage;
+        try {
+            const [caption] = await captions(await page.current());
+            assert.match(caption.text, /^app\/auth\.py:\d+-\d+$/);
+            await page.close();
+            // A window whose server is not up (here: never, codeloupe is off in it): the link did nothing.
+            const [restored] = await reload([tab], { 'codeloupe.enable': false });
+            assert.equal(await session.api.whenReady(), undefined, 'no server in the reloaded window');
+            restoredPage = await runPanelPage(browser, restored);
+            const shownBefore = probe.shown.length;
+            await (await restoredPage.current()).click('#answer a.loc');
+            const opened = await waitFor('the cited file opened', () => probe.shown[shownBefore], 5000);
+            assert.equal(opened.uri.fsPath, path.join(workspace.root, 'app', 'auth.py'));
+            assert.equal(opened.options.selection.start.line, caption.range.start.line, 'at the cited lines');
         } finally {
             await page.close();
             await restoredPage?.close();
