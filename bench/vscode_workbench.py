@@ -59,8 +59,9 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   more questions (ASK_FIRST, ASK_SECOND), the second asked while the first streams, each held at its own gate: each
   answer in its own tab, neither's words in the other's draft or answer, and the first's long draft and answer, their
   tab hidden and shown again, back at the place read (the mouse wheel scrolled them); then a fourth (ASK_HELD), held
-  at its gate, and "Developer: Reload Window": every answer tab is back, the first answer as it was (its cited code
-  read from disk again) at the place read, and the held one as its draft marked interrupted, whose "Ask again"
+  at its gate, its first answer's cited file edited, and "Developer: Reload Window": every answer tab is back, the
+  first answer as it was (its cited code read from disk again: the edited file's lines at the cited numbers, under
+  "changed since this answer") at the place read, and the held one as its draft marked interrupted, whose "Ask again"
   button asks it anew and answers it in its tab; these checks read the pages
   through the workbench's DOM (WebviewPage), as Playwright at times lost track of a re-created webview frame;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
@@ -216,6 +217,8 @@ ASK_WORDS = "The digest is made by \\*one\\* function [1], `hash_password`"
 # tab, and the words of one never show in the other's. The first answer is long: its tab, hidden and shown again, must
 # come back at the place read, in the draft and in the answer.
 ASK_FIRST = "how long is a salted digest kept"
+# What an answer tab says over a cited span whose file changed since the answer (render.ts).
+CHANGED_SINCE = "(changed since this answer: the lines as the file holds them now)"
 ASK_FIRST_LINES = "".join(f"Line {n} of the first answer, read in order.\n" for n in range(1, 81))
 ASK_SECOND = "where is a digest compared in constant time"
 # Asked last and held at its gate while the window reloads: its tab comes back as the draft, marked interrupted.
@@ -1419,12 +1422,21 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
                 return []
 
         def reloaded() -> str:
-            """Developer: Reload Window with the answers open and one still streaming: every answer tab is back."""
+            """Developer: Reload Window with the answers open, one still streaming, and the file the first one cites
+            edited: every answer tab is back, the first one's cited span as the file holds it now, marked as changed
+            since the answer (it showed the new lines at the old numbers with no word)."""
             tab(ASK_FIRST).click()
             before = wait_for(lambda: page_text("#answer", ASK_FIRST), 30, "the first answer")
             read = scrolled(ASK_FIRST, 300)
+            # The caption names the file on one line (the one cited here has a line break in its name): its link's URI.
+            uri, caption = webview_page_with(page, ASK_FIRST).evaluate(
+                "(() => { const a = document.querySelector('#answer .chunk > a'); return [a.getAttribute('data-uri'), a.innerText]; })()")
+            lines = caption.rsplit(":", 1)[1]
+            cited_file = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+            assert cited_file.is_file(), f"the first answer cites {uri!r}, not a file on disk"
             ask(page, ASK_HELD)
             wait_for(lambda: "Held answer begins" in page_text("#progress-draft", ASK_HELD), 90, "the held draft")
+            cited_file.write_text("# edited before the reload\n" + cited_file.read_text())
             titles = answer_tabs()
             with page.expect_navigation(timeout=30000):  # the workbench loads afresh: tabs read before it count for nothing
                 run_command(page, "Developer: Reload Window")
@@ -1435,17 +1447,27 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
                 raise AssertionError(f"the answer tabs after the reload: {answer_tabs()}, before: {titles}") from None
             tab(ASK_FIRST).click()
             shown = wait_for(lambda: page_text("#answer", ASK_FIRST), 60, "the first answer's page back")
-            assert shown == before, f"the first answer after the reload:\n{shown}"
+            assert shown.count(CHANGED_SINCE) == 1, f"the first answer after the reload, its cited file edited:\n{shown}"
+
+            def words(text: str) -> list[str]:
+                return [line for line in text.splitlines() if "first answer" in line.lower()]
+
+            assert words(shown) == words(before), f"the first answer's words after the reload:\n{shown}"
             view = webview_page_with(page, ASK_FIRST)
+            first, last = (int(n) for n in lines.split("-"))
+            code = view.evaluate("document.querySelector('#answer pre').textContent").rstrip("\n")
+            now = "\n".join(cited_file.read_text().split("\n")[first - 1:last])
+            assert code == now, f"the cited lines shown after the reload:\n{code}\nthe file's {first}-{last} now:\n{now}"
             try:
                 wait_for(lambda: view.evaluate("window.scrollY") == read, 10, f"the page at {read} px")
             except AssertionError:
                 pass
             at = view.evaluate("window.scrollY")
             assert at == read, f"the first answer back at {at} px, read at {read}"
-            return f"tabs {titles}; the first answer whole, its code read again, at {at} px"
+            return f"tabs {titles}; the first answer whole, its code read again and marked changed, at {at} px"
 
-        if not checks.run("ask: a reloaded window shows each answer tab again, as it was, at the place read", reloaded):
+        if not checks.run("ask: a reloaded window shows each answer tab again, as it was (a cited span edited since: "
+                          "today's lines, marked), at the place read", reloaded):
             held_go.set()
             return
 

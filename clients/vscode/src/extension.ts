@@ -467,6 +467,9 @@ class Controller implements vscode.Disposable {
                 this.lastBundle.show(result.bundle);
                 const kept = keptResult(result);
                 keep(kept && { query, result: kept });
+                if (kept !== undefined) {
+                    rereadWhenShown(panel, query, kept);
+                }
             } catch (error) {
                 const shown = await this.askFailed(client, panel, query, error, stop.token);
                 keep(shown === undefined ? undefined : { query, error: shown });
@@ -528,6 +531,7 @@ class Controller implements vscode.Disposable {
         if (result !== undefined) {
             const shown = await withCodeFromDisk(result);
             panel.show(title, (context) => renderAnswer(context, query, shown), undefined, page);
+            rereadWhenShown(panel, query, result);
         } else if (draft !== undefined) {
             panel.show(title, (context) => renderInterrupted(context, query, draft.parts, draft.steps), undefined, page);
         } else {
@@ -585,6 +589,19 @@ function wordUnderCursor(): string | undefined {
     const editor = vscode.window.activeTextEditor;
     const range = editor?.document.getWordRangeAtPosition(editor.selection.active);
     return range === undefined ? undefined : editor?.document.getText(range);
+}
+
+/**
+ * Each time the answer tab is shown again, its cited lines are read from disk again and the answer rendered again (at
+ * the place read) if they changed: today's lines, marked as changed since the answer. Otherwise the tab shows the lines
+ * it was rendered with (a live tab the server's, a restored one those read at the reload), unmarked however the file
+ * changed since. `kept`: the answer as kept (the digests of the lines it showed).
+ */
+function rereadWhenShown(panel: Panel, query: string, kept: AskResult): void {
+    panel.onDidShow(async () => {
+        const shown = await withCodeFromDisk(kept);
+        panel.refresh((context) => renderAnswer(context, query, shown));
+    });
 }
 
 /** Adds what a progress line adds to the draft (its words, a code part's caption, a step); whether it added any. */

@@ -1,9 +1,11 @@
 // The answers a reloaded window brings back: what each answer tab showed, kept in the workspace's state (bounded), so
 // that VS Code's serializer can render it again. The code is never kept: an answer is kept as its prose and the spans
 // it cites, and the code of each span is read from disk again when the tab is shown (rule 5).
+import { createHash } from 'node:crypto';
 import * as vscode from 'vscode';
-import { LINE_BREAK } from './lines';
+import { finalBreak, LINE_BREAK } from './lines';
 import type { AnswerPart, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
+import type { Reread, SinceAnswer } from './render';
 
 /** The view type of the answer tabs (package.json's `onWebviewPanel:` activation event names it). */
 export const ANSWER_VIEW = 'codeloupe.answer';
@@ -69,15 +71,25 @@ export class KeptAnswers {
     }
 }
 
-const withoutChunkCode = (chunk: ChunkResult): ChunkResult =>
-    ({ ...chunk, text: '', ...(chunk.snippet ? { snippet: { ...chunk.snippet, text: '' } } : {}) });
+/** A cited span or chunk's code as kept: the digest of its lines as the answer showed them (a hash, not the code), for a
+ * tab showing it again to tell whether the file still holds those lines. */
+type Digested<T> = T & { digest?: string };
+
+/** The digest of a span's lines; its final line break left out, which the server's spans may or may not carry. */
+function digestOf(text: string): string {
+    return createHash('sha256').update(text.slice(0, text.length - finalBreak(text).length)).digest('base64url');
+}
+
+const withoutChunkCode = (chunk: ChunkResult): Digested<ChunkResult> =>
+    ({ ...chunk, text: '', digest: digestOf(chunk.text), ...(chunk.snippet ? { snippet: { ...chunk.snippet, text: '' } } : {}) });
 const withoutFileCode = (file: FileResult): FileResult => ({ ...file, chunks: file.chunks.map(withoutChunkCode) });
 const withoutBundleCode = (bundle: SearchResult): SearchResult =>
     ({ ...bundle, core: bundle.core.map(withoutFileCode), related: bundle.related.map(withoutFileCode) });
 
 /**
- * An answer as kept: its code emptied (code parts, citations, the bundle's chunks) and its markdown left out (it
- * quotes the code); undefined for an answer of a server older than `parts`, which only its markdown renders.
+ * An answer as kept: its code emptied (code parts, citations, the bundle's chunks; each span's digest in its place) and
+ * its markdown left out (it quotes the code); undefined for an answer of a server older than `parts`, which only its
+ * markdown renders.
  */
 export function keptResult(result: AskResult): AskResult | undefined {
     const narrated = !result.fallback && !result.abstained;
@@ -87,7 +99,7 @@ export function keptResult(result: AskResult): AskResult | undefined {
     return {
         ...result,
         answer: '',
-        parts: result.parts?.map((part) => (part.kind === 'code' ? { ...part, text: '' } : part)),
+        parts: result.parts?.map((part): Digested<AnswerPart> => (part.kind === 'code' ? { ...part, text: '', digest: digestOf(part.text) } : part)),
         citations: result.citations.map((citation) => ({ ...citation, text: '' })),
         uncited: result.uncited.map(withoutFileCode),
         bundle: withoutBundleCode(result.bundle),
@@ -103,41 +115,41 @@ async function readText(uri: string): Promise<string> {
     return (await vscode.workspace.openTextDocument(parsed)).getText();
 }
 
-/** Lines `first`..`last` (1-based, inclusive) of `text`, each with its own line break, as the server cuts a span. */
-function linesOf(text: string, first: number, last: number): string | undefined {
+/** Lines `first`..`last` (1-based, inclusive) of `text`, each with its own line break, as the server cuts a span; those
+ * of them the text still has (none: ''). */
+function linesOf(text: string, first: number, last: number): string {
     const pieces = text.split(new RegExp(`(${LINE_BREAK.source})`));
-    const lineCount = Math.ceil(pieces.length / 2);
-    if (first < 1 || last > lineCount || first > last) {
-        return undefined;
-    }
-    return pieces.slice((first - 1) * 2, last * 2).join('');
+    return pieces.slice(Math.max(0, (first - 1) * 2), Math.max(0, last * 2)).join('');
 }
 
 /**
  * A kept answer with its code read from disk now, as the view renders it: each code part and CORE chunk gets its
- * lines again. A span that cannot be read any more (the file gone, now shorter) shows as a note saying so.
+ * lines again, as the file holds them today. One whose lines are not those the answer showed (their digest differs)
+ * says the file changed since the answer; one whose file cannot be read, that it is gone (only its caption shows).
  */
 export async function withCodeFromDisk(result: AskResult): Promise<AskResult> {
     const texts = new Map<string, Promise<string | undefined>>();
     const read = (uri: string) => texts.get(uri) ?? texts.set(uri, readText(uri).catch(() => undefined)).get(uri)!;
-    const span = async (uri: string, first: number, last: number) => {
+    const span = async (uri: string, first: number, last: number, digest: string | undefined): Promise<{ text: string; since?: SinceAnswer }> => {
         const text = await read(uri);
-        return text === undefined ? undefined : linesOf(text, first, last);
-    };
-    const part = async (answerPart: AnswerPart): Promise<AnswerPart> => {
-        const { location, startLine, endLine } = answerPart;
-        if (answerPart.kind !== 'code' || location === undefined || startLine === undefined || endLine === undefined) {
-            return answerPart;
+        if (text === undefined) {
+            // A shared-index document is not on disk: it cannot be read now (its server is not up, say), not gone.
+            return { text: '', since: vscode.Uri.parse(uri).scheme === 'file' ? 'gone' : 'unreadable' };
         }
-        const text = await span(location.uri, startLine, endLine);
-        return text === undefined
-            ? { kind: 'note', text: `(${answerPart.path}:${startLine}-${endLine} cannot be read from disk now)` }
-            : { ...answerPart, text };
+        const lines = linesOf(text, first, last);
+        return digest === undefined || digestOf(lines) === digest ? { text: lines } : { text: lines, since: 'changed' };
     };
-    const chunk = async (kept: ChunkResult): Promise<ChunkResult> => {
+    const part = async ({ digest, ...kept }: Digested<AnswerPart>): Promise<Reread<AnswerPart>> => {
+        const { location, startLine, endLine } = kept;
+        if (kept.kind !== 'code' || location === undefined || startLine === undefined || endLine === undefined) {
+            return kept;
+        }
+        return { ...kept, ...(await span(location.uri, startLine, endLine, digest)) };
+    };
+    const chunk = async ({ digest, ...kept }: Digested<ChunkResult>): Promise<Reread<ChunkResult>> => {
         const { start, end } = kept.location.range;
         const last = end.character === 0 && end.line > start.line ? end.line : end.line + 1;
-        return { ...kept, text: (await span(kept.location.uri, start.line + 1, last)) ?? '' };
+        return { ...kept, ...(await span(kept.location.uri, start.line + 1, last, digest)) };
     };
     const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
     return {

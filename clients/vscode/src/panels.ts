@@ -33,6 +33,11 @@ export class Panel implements vscode.Disposable {
     private readonly closed = new vscode.EventEmitter<void>();
     /** Fires when the panel's tab is closed. */
     readonly onDidClose = this.closed.event;
+    private readonly shown = new vscode.EventEmitter<void>();
+    /** Fires when the panel's tab, hidden, is shown again. */
+    readonly onDidShow = this.shown.event;
+    /** The current page's context (its nonce, its id), for `refresh` to render it again as the same page. */
+    private context: PageContext | undefined;
     /** Graph pages name files by workspace path; this maps them to URIs from the same graph answer. */
     private pathToUri: ReadonlyMap<string, string> = new Map();
     /** Everything posted to the current page, each numbered by its place (`seq`). The panel does not keep its page
@@ -62,7 +67,20 @@ export class Panel implements vscode.Disposable {
         }
         this.pathToUri = pathToUri;
         this.posted = [];
-        panel.webview.html = render({ nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource, page, keep: this.options.keep });
+        this.context = { nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource, page, keep: this.options.keep };
+        panel.webview.html = render(this.context);
+    }
+
+    /** Renders the current page again as the same page (read at the same place), when it renders differently now. */
+    refresh(render: (context: PageContext) => string): void {
+        if (this.panel === undefined || this.context === undefined) {
+            return;
+        }
+        const html = render(this.context);
+        if (html !== this.panel.webview.html) {
+            this.posted = [];
+            this.panel.webview.html = html;
+        }
     }
 
     /** Takes on a tab VS Code restored in a reloaded window (before its first `show`). */
@@ -101,6 +119,14 @@ export class Panel implements vscode.Disposable {
 
     private attach(panel: vscode.WebviewPanel): void {
         panel.webview.onDidReceiveMessage((message: unknown) => this.onMessage(message));
+        // The view state changes too as the tab moves or takes focus: only a hidden tab shown again counts.
+        let visible = panel.visible;
+        panel.onDidChangeViewState(({ webviewPanel }) => {
+            if (webviewPanel.visible && !visible) {
+                this.shown.fire();
+            }
+            visible = webviewPanel.visible;
+        });
         panel.onDidDispose(() => {
             this.panel = undefined;
             this.tabClosed = true;
@@ -136,6 +162,7 @@ export class Panel implements vscode.Disposable {
     dispose(): void {
         this.panel?.dispose();
         this.closed.dispose();
+        this.shown.dispose();
     }
 }
 

@@ -3,7 +3,7 @@
 // turns clicks on `a[data-uri]` into `{type: "open", uri, range}` messages to the extension.
 import MarkdownIt from 'markdown-it';
 import type { Location, Range } from 'vscode-languageclient/node';
-import { CODE_STYLE, escapeAttribute, escapeHtml, renderCodeBlock } from './code';
+import { CODE_STYLE, type CodeBlockOptions, escapeAttribute, escapeHtml, renderCodeBlock } from './code';
 import { escapeRegExp, matchOf } from './match';
 import type { AnswerPart, AskResult, ChunkResult, Citation, FileResult, FlowUse, FolderStatus, GraphMapResult, IndexCounts, RepositoryStatus, SearchResult, StatusResult } from './protocol';
 import { CHANGED_ON_DISK, shownPath } from './protocol';
@@ -191,6 +191,26 @@ ${body}
 </html>`;
 }
 
+/** What an answer tab that read a cited span from disk again (restored in a reloaded window, or shown again) found: the
+ * file changed since the answer (it shows today's lines), the file is gone, or (a shared-index document) it cannot be
+ * read now. */
+export type SinceAnswer = 'changed' | 'gone' | 'unreadable';
+
+/** A code part or chunk as a tab shows it again: `since` when its lines are not those the answer showed. */
+export type Reread<T> = T & { since?: SinceAnswer };
+
+const SINCE_ANSWER: Record<SinceAnswer, string> = {
+    changed: '(changed since this answer: the lines as the file holds them now)',
+    gone: '(no longer on disk)',
+    unreadable: '(cannot be read now)',
+};
+
+/** The note over a re-read span, and its code block: today's lines, none where the file could not be read. */
+function renderReread(chunk: { text: string; since?: SinceAnswer }, language: string, options: CodeBlockOptions): string {
+    const note = chunk.since === undefined ? '' : `<div class="muted since since-${chunk.since}">${escapeHtml(SINCE_ANSWER[chunk.since])}</div>`;
+    return note + (chunk.since === 'gone' || chunk.since === 'unreadable' ? '' : renderCodeBlock(chunk.text, language, options));
+}
+
 /** The chunk's span and breadcrumb, a link that opens it at the chunk's match. */
 function renderChunkHeader(chunk: ChunkResult): string {
     const label = chunk.breadcrumb || chunk.name || chunk.kind;
@@ -225,8 +245,8 @@ function linkPaths(text: string, known: KnownFiles): string {
 }
 
 function renderCoreFile(file: FileResult, known: KnownFiles): string {
-    const chunks = file.chunks.map((chunk) => `<div class="chunk">${renderChunkHeader(chunk)}
-${renderCodeBlock(chunk.text, file.language, {
+    const chunks = file.chunks.map((chunk: Reread<ChunkResult>) => `<div class="chunk">${renderChunkHeader(chunk)}
+${renderReread(chunk, file.language, {
         firstLine: chunk.location.range.start.line + 1,
         anchorLine: chunk.snippet === undefined ? undefined : chunk.snippet.anchorLine + 1,
     })}</div>`).join('\n');
@@ -415,14 +435,14 @@ function plainText(text: string): string {
 
 /** One part of a narrated answer. Only `code` parts (spans read from disk) render as code, highlighted and
  * numbered from their first line; nothing the model wrote is parsed as markdown or HTML. */
-function renderPart(part: AnswerPart): string {
+function renderPart(part: Reread<AnswerPart>): string {
     const location = part.location;
     switch (part.kind) {
         case 'code': {
             // The file named on one line, as the draft and the answer's refs name it: a line break in a name read as a space.
             const caption = location ? locationLink(location, `${oneLine(part.path ?? '')}:${part.startLine}-${part.endLine}`) : '';
             const changed = part.changed === true ? `<div class="muted changed">${escapeHtml(CHANGED_ON_DISK)}</div>` : '';
-            return `<div class="chunk">${caption}${changed}${renderCodeBlock(part.text, part.language ?? '', { firstLine: part.startLine })}</div>`;
+            return `<div class="chunk">${caption}${changed}${renderReread(part, part.language ?? '', { firstLine: part.startLine })}</div>`;
         }
         case 'ref':
             return location ? `<a class="cite" ${linkAttributes(location)}>${escapeHtml(part.text)}</a>` : escapeHtml(part.text);

@@ -1817,7 +1817,10 @@ describe('answer tabs across a window reload', function () {
             const after = await back.page.$eval('#answer', (answer) => answer.textContent);
             const [codeNow] = await back.page.$$eval('#answer pre', (blocks) => blocks.map((block) => block.textContent));
             assert.equal(codeNow, code.replace('def login(', 'def login_checked('), 'the cited lines as the file holds them now');
-            assert.equal(after, before.replace(code, codeNow), 'the answer\'s words as before');
+            // The file changed since the answer: its new lines at the old numbers say so (they showed with no word).
+            const since = await back.page.$$eval('#answer .since', (notes) => notes.map((note) => note.textContent));
+            assert.deepEqual(since, ['(changed since this answer: the lines as the file holds them now)']);
+            assert.equal(after, before.replace(code, `${since[0]}${codeNow}`), 'the answer\'s words as before');
             await back.page.waitForFunction((place) => window.scrollY === place, { timeout: 5000 }, y).catch(() => undefined);
             assert.equal(await back.page.evaluate(() => window.scrollY), y, 'at the place read');
             assert.deepEqual(back.requests, []);
@@ -1836,6 +1839,8 @@ describe('answer tabs across a window reload', function () {
         }
     });
 
+    const codeBlocks = (view) => view.page.$$eval('#answer pre', (shown) => shown.map((block) => block.textContent));
+    const sinceNotes = (view) => view.page.$$eval('#answer .since', (shown) => shown.map((note) => note.textContent));
     /** The captions of the answer's code parts: the link over each one's code. */
     const captions = (view) => view.page.$$eval('#answer a.loc', (shown) => shown.map((anchor) => ({
         text: anchor.textContent, range: JSON.parse(anchor.getAttribute('data-range')) })));
@@ -1868,6 +1873,70 @@ describe('answer tabs across a window reload', function () {
         } finally {
             await page.close();
             await restoredPage?.close();
+        }
+    });
+
+    it('a restored answer shows cited lines the file still holds with no note, and says so of a cited file gone', async function () {
+        const { page, tab } = await askedPage();
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const saved = fs.readFileSync(file, 'utf8');
+        let restoredPage;
+        let gonePage;
+        try {
+            const view = await page.current();
+            const [code, shownCaptions] = [await codeBlocks(view), await captions(view)];
+            assert.equal(code.length, 1, 'one cited span');
+            await page.close();
+            // Its lines are read from disk, with no server (and none left starting as the window reloads again).
+            const [restored] = await reload([tab], { 'codeloupe.enable': false });
+            restoredPage = await runPanelPage(browser, restored);
+            const back = await restoredPage.current();
+            assert.deepEqual(await codeBlocks(back), code, 'the lines the answer showed, read from disk again');
+            assert.deepEqual(await sinceNotes(back), [], 'no note over lines the file still holds');
+
+            fs.rmSync(file);
+            const [gone] = await reload([{ panel: restored, state: restoredPage.state.value }], { 'codeloupe.enable': false });
+            gonePage = await runPanelPage(browser, gone);
+            const again = await gonePage.current();
+            assert.deepEqual(await sinceNotes(again), ['(no longer on disk)']);
+            assert.deepEqual(await codeBlocks(again), [], 'no code where the file is gone');
+            assert.deepEqual(await captions(again), shownCaptions, 'its caption still names the span');
+        } finally {
+            fs.writeFileSync(file, saved);
+            await page.close();
+            await restoredPage?.close();
+            await gonePage?.close();
+        }
+    });
+
+    it('a live answer tab shown again after its cited file changed shows the lines the file holds now, marked, at the place read', async function () {
+        const { page } = await askedPage();
+        const panel = answerTabs().at(-1);
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const saved = fs.readFileSync(file, 'utf8');
+        try {
+            const view = await page.current();
+            const code = await codeBlocks(view);
+            const y = await scrollBy(page, 900);
+            const pages = panel.pages.length;
+            panel.hide();
+            panel.show();
+            // Two lines on top: the cited lines' numbers now hold other lines.
+            fs.writeFileSync(file, `# moved down\n#\n${saved}`);
+            panel.hide();
+            panel.show();
+            const back = await waitFor('the answer rendered again', async () => panel.pages.length > pages && (await sinceNotes(await page.current())).length > 0 && page.current());
+            assert.deepEqual(await sinceNotes(back), ['(changed since this answer: the lines as the file holds them now)']);
+            const [first, last] = (await captions(back))[0].text.split(':')[1].split('-').map(Number);
+            const now = `# moved down\n#\n${saved}`.split('\n').slice(first - 1, last).join('\n');
+            assert.deepEqual((await codeBlocks(back)).map((block) => block.replace(/\n$/, '')), [now], 'the lines at its numbers now');
+            assert.notDeepEqual(await codeBlocks(back), code);
+            assert.equal(panel.pages.length, pages + 1, 'rendered again once, though shown twice: a page that renders as it is shown is left as it is');
+            await back.page.waitForFunction((place) => window.scrollY === place, { timeout: 5000 }, y).catch(() => undefined);
+            assert.equal(await back.page.evaluate(() => window.scrollY), y, 'at the place read');
+        } finally {
+            fs.writeFileSync(file, saved);
+            await page.close();
         }
     });
 

@@ -647,6 +647,7 @@ class QuickPick {
 function createWebviewPanel(viewType, title, showOptions, options) {
     const receive = new EventEmitter();
     const disposed = new EventEmitter();
+    const viewState = new EventEmitter();
     /** Whether the panel has a page now: VS Code lets go of a hidden panel's page unless told to retain it. */
     const live = () => panel.visible || options?.retainContextWhenHidden === true;
     const panel = {
@@ -695,7 +696,7 @@ function createWebviewPanel(viewType, title, showOptions, options) {
             },
         },
         onDidDispose: disposed.event,
-        onDidChangeViewState: noEvent,
+        onDidChangeViewState: viewState.event,
         /** Shows the panel (its tab), as VS Code does. */
         reveal() {
             panel.revealed += 1;
@@ -718,13 +719,18 @@ function createWebviewPanel(viewType, title, showOptions, options) {
             if (!live()) {
                 panel.page?.unload();
             }
+            viewState.fire({ webviewPanel: panel });
         },
         /** Test helper: its tab is clicked again; a page that was let go loads the current html afresh. */
         show() {
             const reload = !live();
+            const hidden = !panel.visible;
             panel.visible = true;
             if (reload) {
                 panel.page?.load();
+            }
+            if (hidden) {
+                viewState.fire({ webviewPanel: panel });
             }
         },
     };
