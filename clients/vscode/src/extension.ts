@@ -23,7 +23,7 @@ import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
 import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
 import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
-import { ANSWER_VIEW, type KeptAnswer, KeptAnswers, keptResult, MAX_KEPT_ANSWERS, MAX_KEPT_CHARS, withCodeFromDisk } from './keptAnswers';
+import { ANSWER_VIEW, type KeptAnswer, KeptAnswers, keptResult, MAX_KEPT_ANSWERS, MAX_KEPT_CHARS, type NotKept, withCodeFromDisk } from './keptAnswers';
 import { AnswerPanels, Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
 import { AskRequest, SearchRequest } from './protocol';
@@ -86,6 +86,12 @@ const UNTRUSTED_TITLE = 'codeloupe is off in Restricted Mode';
 const UNTRUSTED_DETAIL = 'It would start a language server that reads every file of this workspace and run the configured ' +
     'server command. Trust the workspace to turn it on.';
 const UNTRUSTED_REASON = `${UNTRUSTED_TITLE}. ${UNTRUSTED_DETAIL}`;
+
+/** What a reloaded window's answer tab says of an answer that could not be kept, by why. */
+const NOT_KEPT: Record<NotKept, string> = {
+    'no-parts': 'This answer was not kept for the reloaded window: the language server that gave it is older than answers '
+        + 'in parts (words and cited spans), and its answer\'s text quotes the code, which is never kept. Ask the question again to see it.',
+};
 
 /** Opens the Workspace Trust editor. */
 const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
@@ -466,8 +472,8 @@ class Controller implements vscode.Disposable {
                 panel.show(title, (context) => renderAnswer(context, query, result));
                 this.lastBundle.show(result.bundle);
                 const kept = keptResult(result);
-                keep(kept && { query, result: kept });
-                if (kept !== undefined) {
+                keep(typeof kept === 'string' ? { query, notKept: kept } : { query, result: kept });
+                if (typeof kept !== 'string') {
                     rereadWhenShown(panel, query, kept);
                 }
             } catch (error) {
@@ -526,9 +532,11 @@ class Controller implements vscode.Disposable {
             panel.show(webviewPanel.title, (context) => renderNote(context, webviewPanel.title, note), undefined, page);
             return;
         }
-        const { query, result, draft, error } = answer;
+        const { query, result, draft, error, notKept } = answer;
         const title = pageTitle(query);
-        if (result !== undefined) {
+        if (notKept !== undefined) {
+            panel.show(title, (context) => renderNote(context, title, NOT_KEPT[notKept], true), undefined, page);
+        } else if (result !== undefined) {
             const shown = await withCodeFromDisk(result);
             panel.show(title, (context) => renderAnswer(context, query, shown), undefined, page);
             rereadWhenShown(panel, query, result);

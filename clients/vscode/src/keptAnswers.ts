@@ -23,11 +23,17 @@ export interface KeptDraftCode {
     note?: string;
 }
 
+/** Why an answer its tab showed is not kept: its server sends no answer parts (an older one), and the answer's markdown,
+ * which alone renders it, quotes the code. */
+export type NotKept = 'no-parts';
+
 /** What an answer tab showed, by the state of its ask. */
 export interface KeptAnswer {
     query: string;
     /** The answer, its code left out (emptied); present once the ask answered. */
     result?: AskResult;
+    /** The ask answered, and its answer could not be kept: why. */
+    notKept?: NotKept;
     /** The ask was still being answered: the draft so far (its text, each code part's caption) and its steps. */
     draft?: { parts: (string | KeptDraftCode)[]; steps: string[] };
     /** The ask failed or was cancelled: what its tab said. */
@@ -88,13 +94,13 @@ const withoutBundleCode = (bundle: SearchResult): SearchResult =>
 
 /**
  * An answer as kept: its code emptied (code parts, citations, the bundle's chunks; each span's digest in its place) and
- * its markdown left out (it quotes the code); undefined for an answer of a server older than `parts`, which only its
+ * its markdown left out (it quotes the code); `no-parts` for an answer of a server older than `parts`, which only its
  * markdown renders.
  */
-export function keptResult(result: AskResult): AskResult | undefined {
+export function keptResult(result: AskResult): AskResult | NotKept {
     const narrated = !result.fallback && !result.abstained;
     if (narrated && (result.parts === undefined || result.parts.length === 0)) {
-        return undefined;
+        return 'no-parts';
     }
     return {
         ...result,

@@ -491,9 +491,9 @@ ${ASK_AGAIN}
 <div id="progress-draft">${draft}</div>`);
 }
 
-/** A page that only says `note` (a tab a reloaded window has nothing else for). */
-export function renderNote(context: PageContext, title: string, note: string): string {
-    return renderPage(context, title, `<h1>${escapeHtml(title)}</h1>\n<p class="note">${escapeHtml(note)}</p>`);
+/** A page that only says `note` (a tab a reloaded window has nothing else for), with an Ask again button if `askAgain`. */
+export function renderNote(context: PageContext, title: string, note: string, askAgain = false): string {
+    return renderPage(context, title, `<h1>${escapeHtml(title)}</h1>\n<p class="note">${escapeHtml(note)}</p>${askAgain ? `\n${ASK_AGAIN}` : ''}`);
 }
 
 /** The cells a folder and a shared repository both have: counts, vectors, embeddings, languages, where the index is. */

@@ -1940,6 +1940,35 @@ describe('answer tabs across a window reload', function () {
         }
     });
 
+    it('an answer of a server that sends no answer parts is not kept, and its restored tab says why, with Ask again', async function () {
+        const client = await session.api.whenReady();
+        const original = client.sendRequest;
+        // A server older than answer parts: its answer is its markdown, which quotes the code.
+        client.sendRequest = function (type, ...rest) {
+            const pending = original.call(this, type, ...rest);
+            return (typeof type === 'string' ? type : type.method) === 'codeloupe/ask' ? pending.then(({ parts, ...older }) => older) : pending;
+        };
+        try {
+            await askTyped(question);
+        } finally {
+            delete client.sendRequest;
+        }
+        const panel = answerTabs().at(-1);
+        const page = await runPanelPage(browser, panel);
+        try {
+            assert.match(await (await page.current()).page.$eval('#answer', (answer) => answer.textContent), /Login compares hashes/);
+            await waitFor('the page\'s state', () => page.state.value?.keep);
+            const tabs = [{ panel, state: page.state.value }];
+            await page.close();
+            const [restored] = await reload(tabs, { 'codeloupe.enable': false });
+            assert.doesNotMatch(restored.webview.html, /most recent questions/, 'not the count\'s reason');
+            assert.match(restored.webview.html, /<p class="note">This answer was not kept for the reloaded window: the language server that gave it is older than answers in parts/);
+            assert.match(restored.webview.html, /<button data-action="ask-again">Ask again<\/button>/);
+        } finally {
+            await page.close();
+        }
+    });
+
     it('an answer still streaming at the reload comes back as its draft, marked interrupted, and Ask again asks it in a new tab', async function () {
         const streaming = 'how does login check the password while streaming';
         const asking = askTyped(streaming);
