@@ -55,6 +55,9 @@ def test_a_scope_that_names_nothing_indexed_says_so(tmp_path: Path) -> None:
         assert ws.search("check_password", scope="nope").notes == [
             "no indexed file lies under 'nope': the scope names no folder or file of the index"]
         assert ws.search("check_password", scope="auth.py").files  # a file is a scope too
+        # A scope of thousands of characters (a client's: MCP and HTTP take 4,096) is named by its start only.
+        assert ws.search("check_password", scope="nope/" * 800).notes == [
+            f"no indexed file lies under '{'nope/' * 40}…': the scope names no folder or file of the index"]
         assert ws.search("unrelated_words_nowhere", scope="auth.py").notes == [
             "nothing in the workspace matches the query"]
     finally:

@@ -16,7 +16,16 @@ import numpy as np
 
 from codeloupe import ranking as R
 from codeloupe.lanes.tokens import tokenize
-from codeloupe.types import Bundle, ChunkHit, FileHit, LaneStatus, Snippet, count_line_breaks, split_lines
+from codeloupe.types import (
+    Bundle,
+    ChunkHit,
+    FileHit,
+    LaneStatus,
+    Snippet,
+    count_line_breaks,
+    elided,
+    split_lines,
+)
 
 if TYPE_CHECKING:
     from codeloupe.context import WorkspaceContext
@@ -337,7 +346,8 @@ def trust_notes(bundle: Bundle, *, scope_indexed: bool = True, workspace_indexed
     if not hits and not workspace_indexed:
         notes.append("no file is indexed in the workspace: it holds no file codeloupe reads")
     elif not hits and not scope_indexed:
-        notes.append(f"no indexed file lies under {bundle.scope!r}: the scope names no folder or file of the index")
+        notes.append(f"no indexed file lies under '{elided(bundle.scope)}': the scope names no folder or file of the "
+                     "index")
     elif not hits:
         notes.append("nothing in the workspace matches the query")
     elif not any(WORD_LANES & chunk.lanes.keys() for hit in hits for chunk in hit.chunks):
