@@ -292,6 +292,41 @@ def test_a_decompression_bomb_is_refused_before_it_unpacks(served: TarballServer
         ws.close()
 
 
+def test_a_failed_fetch_leaves_no_index_behind_and_the_next_fetch_indexes(
+        served: TarballServer, isolated_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fetch that fails (the archive not there yet: a 404) wrote an empty index at the source's name in the
+    cache, one for every source tried; the index is put there only once it holds the files."""
+    assert main(["search", "acme/widget@main", "parse_config", "--no-embed"]) == 2
+    assert "404" in capsys.readouterr().err
+    assert cache_files(isolated_cache) == []
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    assert main(["search", "acme/widget@main", "parse_config", "--json", "--no-embed"]) == 0
+    assert json.loads(capsys.readouterr().out)["core"][0]["path"] == "pkg/parser.py"
+    assert served.requests == ["/acme/widget/main.tar.gz"] * 2
+    assert [p for p in cache_files(isolated_cache) if ".fetching" in p] == []
+
+
+def test_two_first_fetches_of_one_source_at_once_both_answer_from_one_index(
+        served: TarballServer, isolated_cache: Path) -> None:
+    """Both opened before either fetched: the first puts its index in place, the second finds it there and uses
+    it (replacing a file the first has open would mix their write-ahead logs), and neither leaves a file of its own."""
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    first, second = open_remote("acme/widget@main"), open_remote("acme/widget@main")
+    try:
+        first.index()
+        second.index()
+        for ws in (first, second):
+            assert ws.revision == SHA and sorted(ws.store.file_rows()) == [
+                "README.md", "app.py", "pkg/__init__.py", "pkg/parser.py"]
+            assert ws.search("parse_config").core[0].path == "pkg/parser.py"
+        assert first.store.path == second.store.path
+    finally:
+        first.close()
+        second.close()
+    assert [p for p in cache_files(isolated_cache) if ".fetching" in p] == []
+    assert len({p.split(".sqlite")[0] for p in cache_files(isolated_cache)}) == 1
+
+
 def test_the_unpacked_total_the_download_and_the_archive_itself_are_bounded(served: TarballServer) -> None:
     served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
     served.bodies["/acme/widget/broken.tar.gz"] = b"\x1f\x8b\x08\x00 this is not gzip at all"

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import glob
 import hashlib
 import logging
 import os
 import re
 import sys
 import threading
+import uuid
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1094,6 +1096,10 @@ class RemoteWorkspace(Workspace):
     revision. `index()` downloads only when there is no index yet or `refresh` was asked for; the repository's
     own strategy files are never loaded (a remote source runs nothing), API-registered strategies apply."""
 
+    # Where the first fetch writes the index until it holds the files; None once it is at its own name (and for
+    # the shared index, whose rows are written in one transaction).
+    _fetching: Path | None = None
+
     def __init__(self, source: str, settings: Settings | None = None,
                  overrides: dict[str, Any] | None = None, *, refresh: bool = False) -> None:
         # The user's settings only: a remote source has no workspace files to read settings from.
@@ -1103,7 +1109,13 @@ class RemoteWorkspace(Workspace):
         self.refresh = refresh
         key = hashlib.sha256(self.spec.tarball_url.encode("utf-8")).hexdigest()[:16]
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", self.spec.name.rsplit("/", 1)[-1])[:40] or "remote"
-        self._open(self.settings.cache_root / "indexes" / f"remote-{slug}-{key}.sqlite", StrategyLoad())
+        self.index_path = self.settings.cache_root / "indexes" / f"remote-{slug}-{key}.sqlite"
+        # No index yet: the first fetch writes one under a name of this workspace's own, put at the index's name
+        # once it holds the files (`_put_in_place`) and removed at `close` otherwise. Written in place, a fetch
+        # that failed (a mistyped ref, the network down) left an empty index in the cache for every source tried.
+        if not self.settings.store_url and not self.index_path.exists():
+            self._fetching = self.index_path.with_name(f"{self.index_path.name}.{uuid.uuid4().hex[:12]}.fetching")
+        self._open(self._fetching or self.index_path, StrategyLoad())
 
     @property
     def revision(self) -> str:
@@ -1165,6 +1177,9 @@ class RemoteWorkspace(Workspace):
                                  strategies=self._strategies(), progress=progress)
             self.store.set_meta(SOURCE_KEY, self.spec.source)
             self.store.set_meta(REVISION_KEY, snapshot.revision)
+        if self._fetching is not None:
+            self._put_in_place()
+            report.index_path = str(self.store.path)
         remote_log.info("%s pinned to %s by %s", self.spec.source, snapshot.revision, snapshot.revision_from)
         self.refresh = False
         if edges:
@@ -1172,12 +1187,43 @@ class RemoteWorkspace(Workspace):
             ensure_edges(self, should_stop)
         return report
 
+    def _put_in_place(self) -> None:
+        """The first fetch's index, which now holds the files, at the index's own name, and opened there. Put there
+        by a hard link, which never replaces a file: where another fetch of the same source put its index first,
+        that one is kept and opened (replacing a file another process has open would mix that process's
+        write-ahead log, named after the path, into this index)."""
+        fetched = self._fetching
+        assert fetched is not None
+        self.release_searcher()
+        self.store.close()  # last connection: its write-ahead log is checkpointed into the file, which is then whole
+        try:
+            os.link(fetched, self.index_path)
+        except FileExistsError:
+            pass
+        except OSError:  # a filesystem without hard links
+            if not self.index_path.exists():
+                os.replace(fetched, self.index_path)
+        _remove_fetching(fetched)
+        self._fetching = None
+        self.store = open_store(self.settings, self.root, self.index_path)
+
+    def close(self) -> None:
+        super().close()
+        if self._fetching is not None:  # no fetch filled it: an empty index no later open would find
+            _remove_fetching(self._fetching)
+
     def skip_reason(self, rel: str) -> str:
         """None to give: its root is a name, not a folder, and whatever this machine holds there is none of it."""
         return ""
 
     def update_files(self, paths: Any) -> IndexReport:
         raise WorkspaceError(f"{self.label} is a remote index: run `codeloupe index {self.spec.source}` to refresh it")
+
+
+def _remove_fetching(path: Path) -> None:
+    """A first fetch's index under its own name and whatever was written beside it (its write-ahead log)."""
+    for left in path.parent.glob(glob.escape(path.name) + "*"):
+        left.unlink(missing_ok=True)
 
 
 class SharedWorkspace(RemoteWorkspace):
