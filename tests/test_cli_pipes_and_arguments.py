@@ -282,3 +282,22 @@ def test_serve_takes_its_options_between_its_workspace_folders(tmp_path: Path) -
     last = _usage_error([sys.executable, "-m", "codeloupe", "serve", str(tmp_path), "--port", "0",
                          str(tmp_path / "app.py")], tmp_path)
     assert last.endswith("app.py: is a file, not a directory (pass the workspace folder)")
+
+
+def test_serve_takes_repositories_as_search_does_comma_separated_or_repeated() -> None:
+    """`serve --repo A,B` was taken for one repository named "A,B" (and refused as not in the shared index), where
+    `search --repo A,B` searches both."""
+    from codeloupe.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--repo", "billing, auth", "--repo", "web", "--repo", "a,,"])
+    assert args.repo == ["billing", "auth", "web", "a"]
+
+
+@pytest.mark.parametrize("command", [["admin", "repos"], ["worker", "--exit-when-idle", "0"], ["serve", "--repo", "a"]])
+def test_a_command_on_the_shared_index_alone_names_where_it_takes_one_from(tmp_path: Path,
+                                                                          command: list[str]) -> None:
+    """`admin` and `worker` took the database from `--store` only (argparse's "the following arguments are
+    required"), where `index` and `search` take it from the store_url setting too."""
+    last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
+    assert last == (f"codeloupe: {command[0]} works on the shared index: --store postgresql://... (or the"
+                    " store_url setting: CODELOUPE_STORE_URL or your config.toml)")

@@ -17,12 +17,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def served_store(pg_url: str) -> Iterator[str]:
-    """The server's base URL once /readyz says ready (embedding off); stopped, and its exit checked, after."""
+def served_store(pg_url: str, *arguments: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """The server's base URL once /readyz says ready (embedding off); stopped, and its exit checked, after.
+    `arguments`: serve's, in place of `--store pg_url`; `env`: more environment variables."""
     env = {**os.environ, "CODELOUPE_EMBED_PROVIDER": "none",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")])}
-    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", "--store", pg_url, "--port", "0"],
-                            env=env, stderr=subprocess.PIPE, text=True)
+           "PYTHONPATH": os.pathsep.join([str(REPO / "engine"), str(REPO / "server")]), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", *(arguments or ("--store", pg_url)),
+                             "--port", "0"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", proc.stderr.readline()).group(1)

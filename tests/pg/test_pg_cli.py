@@ -40,6 +40,27 @@ def test_queued_by_index_filled_by_a_worker_searched_by_search(tmp_path: Path, p
     assert "--store" in capsys.readouterr().err
 
 
+def test_every_command_that_takes_store_takes_the_store_url_setting_where_it_is_left_out(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index` and `search` took CODELOUPE_STORE_URL; `worker` and `admin` refused to start without `--store`."""
+    monkeypatch.setenv("CODELOUPE_EMBED_PROVIDER", "none")
+    monkeypatch.setenv("CODELOUPE_STORE_URL", pg_url)
+    root = tmp_path / "service"
+    shutil.copytree(FIXTURES / "python", root)
+    assert main(["index", str(root), "--repo", "svc", "--queue"]) == 0
+    assert main(["admin", "queue"]) == 0
+    assert "1 waiting, 0 claimed" in capsys.readouterr().out
+    assert main(["worker", "--exit-when-idle", "0"]) == 0
+    assert "1 batch, " in capsys.readouterr().err
+    assert main(["admin", "--json", "repos"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["svc"]
+    assert main(["search", "--repo", "svc", "charge the card total price", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["core"]
+    # `--store` wins over the setting, as for every other setting
+    assert main(["admin", "--store", pg_url.replace("/t_", "/nowhere_", 1), "repos"]) == 2
+    assert "nowhere_" in capsys.readouterr().err
+
+
 def test_a_password_in_the_store_url_is_never_printed(tmp_path: Path, pg_url: str,
                                                        capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,6 +66,21 @@ def test_serve_answers_every_repository_of_the_shared_index_without_a_checkout(t
         assert {w["root"] for w in status} == {"python", "go"} and all(w["files"] for w in status)
 
 
+def test_serve_takes_repositories_as_search_does_and_the_shared_index_from_the_store_url_setting(
+        tmp_path: Path, pg_url: str) -> None:
+    """`serve --repo python,go` was taken for one repository "python,go" (refused: not in the shared index), and
+    serve read the shared index from `--store` only: `--repo` without it served the current folder."""
+    for name in ("python", "go", "ruby"):
+        ws = Workspace(shutil.copytree(FIXTURES / name, tmp_path / name), overrides={**NO_MODEL, "store_url": pg_url})
+        try:
+            ws.index()
+        finally:
+            ws.close()
+    with served_store(pg_url, "--repo", "python,go", env={"CODELOUPE_STORE_URL": pg_url}) as base:
+        status = httpx.get(f"{base}/v1/status").json()["workspaces"]
+        assert sorted(w["root"] for w in status) == ["go", "python"]
+
+
 def test_serve_answers_a_graph_target_from_the_index_never_from_its_own_working_directory(
         tmp_path: Path, pg_url: str, monkeypatch) -> None:
     root = tmp_path / "python"

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from . import CliError
+from .arguments import add_store_url
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     " repositories takes its nearest chunks from it instead of scanning every vector (minutes at"
                     " millions of vectors; writes go on meanwhile). global-index drop: remove it. global-index status:"
                     " each dimension's graph (ready, invalid, absent) and whether workers build it.")
-    parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
+    add_store_url(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("repos", help="list the repositories")
@@ -47,9 +48,12 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.types import one_line, short_revision
     from codeloupe.wording import amount
 
+    from .common import shared_store_url
+
+    url = shared_store_url(args)
     try:
         if args.action == "repos":
-            answer: Any = api.shared_repositories(args.store_url)
+            answer: Any = api.shared_repositories(url)
             lines = []
             for r in answer:  # its warning on a line of its own: one_line below would show a newline as `\n`
                 lines.append(f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
@@ -60,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
                 lines += [f"  WARNING {r.indexing}"] if r.indexing else []
             lines = lines or ["no repository"]
         elif args.action == "drop":
-            answer = api.drop_shared_repository(args.store_url, args.repository, wait=args.wait)
+            answer = api.drop_shared_repository(url, args.repository, wait=args.wait)
             lines = [f"dropped {shown_repository_name(answer.name)}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
         elif args.action == "global-index" and args.what == "status":
-            answer = api.global_vector_index_status(args.store_url)
+            answer = api.global_vector_index_status(url)
             lines = [f"{g.name}: {g.state}, {amount(g.vectors, 'vector')} of {g.dim} dimensions"
                      + (f", {g.size_bytes / 2**20:.1f} MB" if g.state != "absent" else "")
                      for g in answer.graphs] or ["no vectors"]
@@ -73,19 +77,19 @@ def run(args: argparse.Namespace) -> int:
                          f"a worker whose queue drains builds one for a dimension with {answer.workers_build_from}"
                          " vectors or more (unless started with --no-global-index)")
         elif args.action == "global-index" and args.what == "drop":
-            answer = api.drop_global_vector_indexes(args.store_url)
+            answer = api.drop_global_vector_indexes(url)
             lines = [f"dropped {name}" for name in answer] or ["no global index"]
         elif args.action == "global-index":
-            answer = api.build_global_vector_indexes(args.store_url)
+            answer = api.build_global_vector_indexes(url)
             lines = [f"{g.name}: {amount(g.vectors, 'vector')} of {g.dim} dimensions,"
                      f" {g.size_bytes / 2**20:.1f} MB,"
                      + (f" built in {g.seconds} s" if g.built else " already built")
                      for g in answer] or ["no vectors to index"]
         elif args.prune:
-            answer = api.prune_work_queue(args.store_url)
+            answer = api.prune_work_queue(url)
             lines = [f"deleted {answer.done} finished and {answer.stuck} given-up batches"]
         else:
-            answer = api.work_queue_status(args.store_url)
+            answer = api.work_queue_status(url)
             lines = [f"{answer.waiting} waiting, {answer.claimed} claimed, {answer.expired} with an expired lease,"
                      f" {answer.stuck} stuck, {answer.done} done"]
             lines += [f"  {name}: {n} open" for name, n in answer.open_by_repository.items()]

@@ -28,11 +28,27 @@ def add_chat_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     return group
 
 
+# Where a command left without `--store` takes the shared index from, as its help says.
+STORE_SETTING = "the store_url setting: CODELOUPE_STORE_URL or your config.toml"
+
+
 def add_store_args(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
-    group.add_argument("--store", dest="store_url", metavar="URL",
-                       help="the shared index of many repositories: postgresql://... (default: this machine's index)")
+    add_store_url(group, "the shared index of many repositories: postgresql://... (default: "
+                         f"{STORE_SETTING}; else this machine's index)")
     group.add_argument("--repo", dest="store_repository", metavar="NAME",
                        help="the repository's id in the shared index (default: the workspace folder's name)")
+
+
+def add_store_url(group: argparse._ArgumentGroup | argparse.ArgumentParser,
+                  help: str = f"the shared index: postgresql://... (default: {STORE_SETTING})") -> None:
+    """`--store URL`, as every command that takes it names it; where it is left out the command reads the
+    `store_url` setting (settings.py for a workspace's, `common.shared_store_url` for the shared index alone)."""
+    group.add_argument("--store", dest="store_url", metavar="URL", help=help)
+
+
+def repository_list(value: str) -> list[str]:
+    """An argparse type: repositories of the shared index as `--repo A,B` names them (empty names left out)."""
+    return [name.strip() for name in value.split(",") if name.strip()]
 
 
 def _whole_number(value: str) -> int:

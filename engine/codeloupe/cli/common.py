@@ -16,6 +16,7 @@ from codeloupe.errors import InvalidArgument, WorkspaceError
 from codeloupe.types import VisibleFormatter, one_line, visible, visible_lines
 
 from . import CliError
+from .arguments import STORE_SETTING
 from .workspace_root import find_workspace_root
 
 if TYPE_CHECKING:
@@ -90,6 +91,22 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
     if ws.store.rebuilt_reason:
         print(visible(f"codeloupe: the index was rebuilt: {ws.store.rebuilt_reason}"), file=sys.stderr)
     return ws
+
+
+def shared_store_url(args: argparse.Namespace) -> str:
+    """The shared index a command that works on it alone (`admin`, `worker`, `serve --repo`) opens: `--store`,
+    else the `store_url` setting (CODELOUPE_STORE_URL, the user's config.toml), as a command that opens a workspace
+    takes it; these took `--store` only."""
+    from codeloupe.settings import SettingsError, load_settings
+
+    try:
+        url = load_settings(None, {"store_url": args.store_url} if args.store_url else None,
+                            overrides_from=COMMAND_LINE).store_url
+    except SettingsError as exc:
+        raise CliError(str(exc)) from exc
+    if not url:
+        raise CliError(f"{args.command} works on the shared index: --store postgresql://... (or {STORE_SETTING})")
+    return url
 
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import CliError
-from .arguments import add_workspace_args, positive_count
+from .arguments import add_workspace_args, positive_count, repository_list
 from .common import index_workspace, markup_safe, open_workspace, print_code
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _run_across(args: argparse.Namespace) -> int:
     query = sys.stdin.read() if args.query == "-" else args.query
     if is_blank(query):
         raise CliError("the query is empty")
-    names = [] if args.all else [n.strip() for n in (args.store_repository or "").split(",") if n.strip()]
+    names = [] if args.all else repository_list(args.store_repository or "")
     if not args.all and not names:
         # `codeloupe search "query"` in a checkout: say how to name the folder it is in (a search never indexes
         # the current folder unasked: it may be a home directory).

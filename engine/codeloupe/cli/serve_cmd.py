@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import CliError
+from .arguments import add_store_url, repository_list
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,11 +18,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "streamable HTTP at /mcp, and a search page at /. Loopback only unless --host says otherwise; "
                     "beyond loopback a bearer token is required (one is generated and printed if not given).")
     parser.add_argument("paths", nargs="*", metavar="PATH", help="workspace folders (default: .)")
-    parser.add_argument("--store", dest="store_url", metavar="URL",
-                        help="serve repositories of the shared index (postgresql://...) instead of folders: no "
-                             "checkout needed, files are read from the index at the commit it was indexed at")
-    parser.add_argument("--repo", action="append", default=[], metavar="NAME",
-                        help="with --store: a repository to serve (repeatable; default: every repository)")
+    add_store_url(parser, "serve repositories of the shared index (postgresql://...) instead of folders: no "
+                          "checkout needed, files are read from the index at the commit it was indexed at")
+    parser.add_argument("--repo", action="extend", type=repository_list, default=[], metavar="NAME",
+                        help="repositories of the shared index to serve, --repo A,B or repeated (default with"
+                             " --store: every repository); without --store, from the shared index the store_url"
+                             " setting names (CODELOUPE_STORE_URL or your config.toml)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=7341, help="port (default 7341; 0 picks a free one)")
     parser.add_argument("--token", help="require `Authorization: Bearer TOKEN` (mandatory beyond loopback; "
@@ -51,9 +53,13 @@ def _rate(value: str) -> float:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    if args.store_url and args.paths:
-        raise CliError("serve --store reads repositories from the shared index: name them with --repo, not PATH")
-    args.paths = args.paths or ([] if args.store_url else ["."])
+    # Folders, each indexed where the settings say (the shared index too, where store_url is set), or
+    # repositories of the shared index read with no checkout.
+    shared = bool(args.store_url or args.repo)
+    if shared and args.paths:
+        raise CliError("serve --store / --repo serves repositories of the shared index: name them with --repo, not"
+                       " PATH")
+    args.paths = args.paths or ([] if shared else ["."])
     for path in args.paths:
         if Path(path).is_file():
             raise CliError(f"{path}: is a file, not a directory (pass the workspace folder)")
@@ -73,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.store import StoreError
     from codeloupe.types import one_line
 
+    from .common import shared_store_url
+
+    url = shared_store_url(args) if shared else ""
     token = args.token or os.environ.get("CODELOUPE_SERVE_TOKEN") or None
     extra = {"rate_per_s": args.rate} if args.rate else {}
     guard, generated = GuardConfig.for_bind(args.host, token, cors_origins=args.cors_origin, **extra)
@@ -81,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     try:
-        if args.store_url:
+        if shared:
             # Listed again as calls come: a repository indexed (or dropped) since is served (or no longer).
-            overrides = {"store_url": args.store_url}
+            overrides = {"store_url": url}
             pool = WarmWorkspaces(open_shared(args.repo, overrides),
                                   relist=lambda opened: reopen_shared(opened, args.repo, overrides))
         else:

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from . import CliError
+from .arguments import add_store_url
 
 if TYPE_CHECKING:
     from codeloupe.shared_index import WorkerReport
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "the batch of a worker that dies is claimed again when the lease runs out; a batch the database "
                     "cut off (a restart mid-write) has its claim given up at once and is tried again, as is the "
                     "batch a worker holds when Ctrl-C or SIGTERM stops it (exit status 130 or 143).")
-    parser.add_argument("--store", dest="store_url", required=True, metavar="URL", help="postgresql://...")
+    add_store_url(parser)
     parser.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     parser.add_argument("--embed-model")
     parser.add_argument("--embed-base-url")
@@ -47,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.store.postgres import MAX_ATTEMPTS
     from codeloupe.wording import amount
 
+    from .common import shared_store_url
+
+    url = shared_store_url(args)
     flags = {key: value for key in ("embed_provider", "embed_model", "embed_base_url")
              if (value := getattr(args, key)) is not None}
     stopped_by = signal.SIGINT
@@ -69,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     print("worker: taking the batches queued in the shared index"
           + ("" if args.exit_when_idle is not None else " until stopped (Ctrl-C)"), file=sys.stderr, flush=True)
     try:
-        report = run_worker(args.store_url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
+        report = run_worker(url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
                             on_batch=taking,
                             global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
