@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 
-def amount(count: int, noun: str, plural: str = "") -> str:
-    """`count` and its noun, singular for one: "1 batch", "3 batches" (`plural`: noun + "s" when not given)."""
-    return f"{count} {counted_noun(count, noun, plural)}"
+def amount(count: int, noun: str, plural: str = "", *, grouped: bool = False) -> str:
+    """`count` and its noun, singular for one: "1 batch", "3 batches" (`plural`: noun + "s" when not given);
+    `grouped`: the count's thousands separated, "300,000 vectors", for a command whose counts run that high."""
+    shown = f"{count:,}" if grouped else str(count)
+    return f"{shown} {counted_noun(count, noun, plural)}"
 
 
 def counted_noun(count: int, noun: str, plural: str = "") -> str:

@@ -93,6 +93,21 @@ def test_repositories_are_listed_and_one_is_dropped_with_every_row_and_its_hnsw_
     assert main(["admin", "--store", pg_url, "drop", "python"]) == 2
 
 
+def test_admin_prints_its_counts_with_thousands_separated_and_its_json_as_numbers(
+        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its counts run to millions (a repository's chunks, an organisation's vectors): "1234 waiting" read as the
+    README's numbers do not ("300,000 vectors")."""
+    store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")
+    store.enqueue(str(tmp_path), "", [[f"{i}.py"] for i in range(1234)])
+    assert main(["admin", "--store", pg_url, "queue"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "1,234 waiting, 0 claimed, 0 with an expired lease, 0 stuck, 0 done", "  repo: 1,234 open"]
+    assert main(["admin", "--store", pg_url, "repos"]) == 0
+    assert "  1,234 batches queued  " in capsys.readouterr().out
+    assert main(["admin", "--store", pg_url, "--json", "queue"]) == 0
+    assert json.loads(capsys.readouterr().out)["waiting"] == 1234
+
+
 def test_the_queue_status_counts_each_state_and_prune_deletes_finished_and_given_up_batches(
         tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     store = PgStore(pg_url, "repo", local_dir=tmp_path / "local")

@@ -169,6 +169,11 @@ def test_a_worker_whose_queue_drains_builds_the_graph_once_the_organisation_is_l
         conn.execute(f"DROP INDEX {GRAPH}")
     assert drained(total) == [GRAPH]
     capsys.readouterr()
+    assert main(["admin", "--store", pg_url, "global-index", "status"]) == 0
+    # As the README writes the number (it said 300000 here)
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "a worker whose queue drains builds one for a dimension with 300,000 vectors or more (unless started with"
+        " --no-global-index)")
     assert main(["admin", "--store", pg_url, "--json", "global-index", "status"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert not status["dropped_by_hand"] and status["workers_build_from"] == GLOBAL_INDEX_MIN_VECTORS

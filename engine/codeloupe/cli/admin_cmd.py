@@ -50,49 +50,55 @@ def run(args: argparse.Namespace) -> int:
 
     from .common import shared_store_url
 
+    def count(number: int, noun: str, plural: str = "") -> str:
+        # Counts here run to millions (vectors, chunks): with their thousands separated, in words as in the README.
+        return amount(number, noun, plural, grouped=True)
+
     url = shared_store_url(args)
     try:
         if args.action == "repos":
             answer: Any = api.shared_repositories(url)
             lines = []
             for r in answer:  # its warning on a line of its own: one_line below would show a newline as `\n`
-                lines.append(f"{shown_repository_name(r.name)}  {amount(r.files, 'file')}, {amount(r.chunks, 'chunk')},"
-                             f" {amount(r.vectors, 'vector')}  @ {short_revision(r.commit)}"
+                lines.append(f"{shown_repository_name(r.name)}  {count(r.files, 'file')}, {count(r.chunks, 'chunk')},"
+                             f" {count(r.vectors, 'vector')}  @ {short_revision(r.commit)}"
                              f"  indexed {r.indexed_at or 'never'}"
-                             + (f"  {amount(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
+                             + (f"  {count(r.open_batches, 'batch', 'batches')} queued" if r.open_batches else "")
                              + f"  from {r.root}")
                 lines += [f"  WARNING {r.indexing}"] if r.indexing else []
             lines = lines or ["no repository"]
         elif args.action == "drop":
             answer = api.drop_shared_repository(url, args.repository, wait=args.wait)
-            lines = [f"dropped {shown_repository_name(answer.name)}: {amount(answer.files, 'file')}, {amount(answer.chunks, 'chunk')}"
+            lines = [f"dropped {shown_repository_name(answer.name)}: {count(answer.files, 'file')},"
+                     f" {count(answer.chunks, 'chunk')}"
                      + (f", HNSW {', '.join(answer.vector_indexes)}" if answer.vector_indexes else "")]
         elif args.action == "global-index" and args.what == "status":
             answer = api.global_vector_index_status(url)
-            lines = [f"{g.name}: {g.state}, {amount(g.vectors, 'vector')} of {g.dim} dimensions"
-                     + (f", {g.size_bytes / 2**20:.1f} MB" if g.state != "absent" else "")
+            lines = [f"{g.name}: {g.state}, {count(g.vectors, 'vector')} of {count(g.dim, 'dimension')}"
+                     + (f", {g.size_bytes / 2**20:,.1f} MB" if g.state != "absent" else "")
                      for g in answer.graphs] or ["no vectors"]
             lines.append("dropped by hand: workers leave it absent until `global-index` builds it"
                          if answer.dropped_by_hand else
-                         f"a worker whose queue drains builds one for a dimension with {answer.workers_build_from}"
-                         " vectors or more (unless started with --no-global-index)")
+                         "a worker whose queue drains builds one for a dimension with"
+                         f" {count(answer.workers_build_from, 'vector')} or more (unless started with"
+                         " --no-global-index)")
         elif args.action == "global-index" and args.what == "drop":
             answer = api.drop_global_vector_indexes(url)
             lines = [f"dropped {name}" for name in answer] or ["no global index"]
         elif args.action == "global-index":
             answer = api.build_global_vector_indexes(url)
-            lines = [f"{g.name}: {amount(g.vectors, 'vector')} of {g.dim} dimensions,"
-                     f" {g.size_bytes / 2**20:.1f} MB,"
-                     + (f" built in {g.seconds} s" if g.built else " already built")
+            lines = [f"{g.name}: {count(g.vectors, 'vector')} of {count(g.dim, 'dimension')},"
+                     f" {g.size_bytes / 2**20:,.1f} MB,"
+                     + (f" built in {g.seconds:,} s" if g.built else " already built")
                      for g in answer] or ["no vectors to index"]
         elif args.prune:
             answer = api.prune_work_queue(url)
-            lines = [f"deleted {answer.done} finished and {answer.stuck} given-up batches"]
+            lines = [f"deleted {answer.done:,} finished and {answer.stuck:,} given-up batches"]
         else:
             answer = api.work_queue_status(url)
-            lines = [f"{answer.waiting} waiting, {answer.claimed} claimed, {answer.expired} with an expired lease,"
-                     f" {answer.stuck} stuck, {answer.done} done"]
-            lines += [f"  {name}: {n} open" for name, n in answer.open_by_repository.items()]
+            lines = [f"{answer.waiting:,} waiting, {answer.claimed:,} claimed, {answer.expired:,} with an expired"
+                     f" lease, {answer.stuck:,} stuck, {answer.done:,} done"]
+            lines += [f"  {name}: {n:,} open" for name, n in answer.open_by_repository.items()]
             lines += [f"  claimed by {worker}" for worker in answer.workers]
     except StoreError as exc:
         raise CliError(str(exc)) from exc
