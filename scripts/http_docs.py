@@ -83,7 +83,8 @@ model, so a client that gives up costs the server nothing further.
 folder name several served roots share, such as `app` under `codeloupe serve ~/work/app ~/forks/app`: the error
 names them, and their paths choose one) answers 400 with `{"error": message}`, as do a body that is not
 JSON and a query parameter the endpoint does not take (a typo, `?limt=5`, was ignored: the error names it and
-those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
+those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them, and the health probes
+`/healthz` and `/readyz` ignore any, which a load balancer or a monitor may add, a cache buster); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
 with the validation details (a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
 other control or format characters, as the command line and the language server refuse it, and a `scope` to
 `/v1/search` sent blank, `?scope=` or spaces, which searched the whole workspace as if left out; its `loc` naming the

@@ -142,6 +142,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     503: {"model": Error, "description": "the index cannot be read now (see Errors)"}}
 
 
+# The health probes: they ignore a query parameter (`_known_parameters`).
+PROBES = ("/healthz", "/readyz")
+
+
 def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAPI:
     """The app serving `pool` under `guard`'s rules (loopback, no token, no CORS when not given)."""
     guard = guard or GuardConfig()
@@ -428,11 +432,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 async def _known_parameters(request: Request) -> None:
     """Refuse a query parameter the endpoint does not take, naming it and those it takes (MCP's words for an
     argument, `not_taken`): one was ignored, so a typo (`?limt=5`) answered as if the parameter were absent.
-    The pages (`/`, `/graph`) and their files are left alone: their scripts read the page's own address.
+    The pages (`/`, `/graph`) and their files are left alone: their scripts read the page's own address. So are
+    the health probes, which take no parameter: a load balancer or a monitor adds its own (a cache buster), and a
+    probe refused for it read as a server down.
     A coroutine: a plain function would run on the worker threads, which slow calls can all hold, and every
     request (a probe's too) waited for one."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or not route.include_in_schema:
+    if not isinstance(route, APIRoute) or not route.include_in_schema or route.path in PROBES:
         return
     taken = [param.alias for param in route.dependant.query_params]
     unknown = list(dict.fromkeys(name for name in request.query_params if name not in taken))
