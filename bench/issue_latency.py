@@ -90,7 +90,7 @@ def main() -> int:
         workspaces[tree] = ws
     issue_mode = sum(workspaces[t].search(q).issue_mode for t, q in queries)  # warm-up, not timed
     for ws in workspaces.values():
-        _wait_for_summaries(ws)
+        ws.wait_for_lanes()  # past a few thousand files the summary lane is built on its own thread: time its searches
     phases: dict[str, list[float]] = {}
     per_tree: dict[Path, list[float]] = {}
     for run in range(args.repeat):
@@ -127,13 +127,6 @@ def main() -> int:
     for ws in workspaces.values():
         ws.close()
     return 0
-
-
-def _wait_for_summaries(ws: Workspace, limit_s: float = 300.0) -> None:
-    """Past a few thousand files the summary lane is built on its own thread: time the searches that use it."""
-    deadline = time.monotonic() + limit_s
-    while not ws.searcher().snapshot().summaries(ws).ready and time.monotonic() < deadline:
-        time.sleep(0.5)
 
 
 def _random_vectors(ws: Workspace) -> None:

@@ -63,9 +63,7 @@ def measure(tree: Path, work: Path, saves: int) -> dict:
         ws.search(query)
     # The summary lane is built on a thread of its own at this scale: waited for, so that the saves' searches
     # do not share the interpreter with it (a warm server's steady state, as the graph above).
-    snapshot, deadline = ws.searcher().snapshot(), time.perf_counter() + 600
-    while not snapshot.summaries(ws).ready and time.perf_counter() < deadline:
-        time.sleep(0.2)
+    ws.wait_for_lanes()
     gone = [r[0] for r in ws.store.query(
         "SELECT path FROM files WHERE path LIKE 'copy-%' ORDER BY id DESC LIMIT ?", (2 * saves,))]
     rows = []

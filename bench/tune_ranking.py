@@ -10,7 +10,9 @@ one axis; every combination is scored on every query (R@1, Acc@5, bundle recall,
 printed next to the baseline (the module's own values). With `--folds K` the corpora (repositories) are split
 into K folds and the grid is cross-validated: for each fold the combination that scores best (R@1, then MRR)
 on the other folds is scored on it, so the printed CV line is what choosing by this grid is worth on
-repositories it did not see. Indexes and vectors come from the cache dir (CODELOUPE_CACHE_DIR). Tune on whole
+repositories it did not see. Each workspace is scored once its graph and summary lane are built, as a warm
+server holds them (`Workspace.wait_for_lanes`: past 2,000 files they build on threads of their own, and the
+first queries went without them). Indexes and vectors come from the cache dir (CODELOUPE_CACHE_DIR). Tune on whole
 sets, never on one query. The sampling options are bench/devsets/baseline.py's (the same hash sample), to keep
 an embedded run bounded; with several query kinds each combination also gets one line per kind.
 """
@@ -131,6 +133,9 @@ def main() -> int:
             ws.index()
             if not args.no_embed:
                 ws.embed()
+            # Past 2,000 files the graph and the summary lane are built on threads of their own: a large tree's
+            # first queries were scored without them, where a warm server has them.
+            ws.wait_for_lanes()
             for k, combo in enumerate(combos):
                 saved = {name: getattr(ranking, name) for name, _ in combo}
                 for name, value in combo:

@@ -163,3 +163,34 @@ def test_an_archive_member_that_escapes_the_tree_is_refused(tmp_path: Path):
     with pytest.raises(tarfile.TarError):
         packages._unpack(archive, tmp_path / "out")
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_tune_ranking_scores_a_large_tree_with_the_lanes_a_warm_server_has(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 2,000 files the graph and the summary lane are built on threads of their own: bench/tune_ranking.py
+    scored a large tree's first queries without them, where a warm server (the ranking it tunes) has them."""
+    import tune_ranking  # bench/, on the path through devsets/common
+    from codeloupe.graph import build
+
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every tree counts as large
+    repo = tmp_path / "trees" / "helper" / "repo"
+    for rel, text in {"app/pacing.py": "def wait_before(attempt):\n    return min(2 ** attempt, 60)\n",
+                      "app/client.py": "from app.pacing import wait_before\n\n\ndef retry_with_backoff(request):\n"
+                                       "    request.sleep(wait_before(1))\n"}.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    golden = tmp_path / "set.json"
+    golden.write_text(json.dumps({"corpora": [{"id": "helper", "queries": [
+        {"id": "q1", "kind": "short", "query": "retry backoff delay", "gold_files": ["app/pacing.py"]}]}]}))
+    ready = []
+    scored = tune_ranking.score_cases
+
+    def recording(ws, cases):  # the summary lane as the first scored search finds it
+        ready.append(ws.searcher().snapshot().summaries(ws).ready)
+        return scored(ws, cases)
+
+    monkeypatch.setattr(tune_ranking, "score_cases", recording)
+    monkeypatch.setattr(sys, "argv", ["tune_ranking.py", str(golden), "--corpora", str(tmp_path / "trees"),
+                                      "--no-embed"])
+    assert tune_ranking.main() == 0
+    assert ready[:1] == [True]  # the baseline's (then each combination's, on the same workspace)

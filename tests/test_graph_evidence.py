@@ -78,6 +78,19 @@ def test_an_answer_made_while_the_first_graph_builds_says_it_lacks_the_graphs_li
     assert not any("call graph" in note for note in later.notes)
 
 
+def test_waiting_for_the_lanes_gives_a_large_workspaces_first_search_the_lanes_a_warm_server_has(
+        tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a measurement (bench/tune_ranking.py): its first queries on a large tree were scored without the graph
+    and the summary lane, still building on their own threads."""
+    monkeypatch.setattr(build, "QUERY_BUILD_MAX_FILES", 0)  # every workspace counts as large
+    ws = lexical_workspace(write(tmp_path / "repo", _helper_and_caller()))
+    ws.wait_for_lanes()
+    first = ws.search("retry backoff delay")
+    assert [(s.ready, s.note) for s in first.lanes if s.name == "summary"] == [(True, "")]
+    assert "summary #" in next(h.why for h in first.files if h.path == "app/pacing.py")
+    ws.wait_for_lanes()  # ready already: at once
+
+
 def test_a_workspace_closed_before_its_background_builds_run_logs_no_error(
         tmp_path: Path, lexical_workspace: Callable[[Path], Workspace], monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:

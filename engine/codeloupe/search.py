@@ -405,6 +405,20 @@ class Snapshot:
                 None, BM25Index(iter(())), ready=False)
         return current
 
+    def summaries_waited_for(self, ws: WorkspaceContext) -> FileSummaries:
+        """`summaries`, waiting for the build it starts on a thread of its own past `QUERY_BUILD_MAX_FILES` files
+        rather than answering without it (a delta view: its base's build): for whoever measures the ranking a
+        warm process gives (`Workspace.wait_for_lanes`). Not ready only where that build failed or was stopped."""
+        summaries = self.summaries(ws)
+        if summaries.ready:
+            return summaries
+        full = self.base or self
+        with full._cache_lock:
+            builder = full._summaries_builder
+        if builder is not None and builder is not threading.current_thread():
+            builder.join()
+        return self.summaries(ws)
+
     def build_summaries(self, ws: WorkspaceContext) -> None:
         """Build the summary lane now, with the graph held, whatever the workspace's size (saved beside the index
         for the next process): for a process preparing the index for the next one (`Searcher.prepare_summaries`)."""
