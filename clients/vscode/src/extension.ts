@@ -120,6 +120,8 @@ class Controller implements vscode.Disposable {
     private secretStorage: vscode.SecretStorage | undefined;
     private client: LanguageClient | undefined;
     private starting: Promise<LanguageClient | undefined> = Promise.resolve(undefined);
+    /** The starts and stops, each run once the one before it is done (see `inTurn`). */
+    private lifecycle: Promise<unknown> = Promise.resolve();
     unavailableReason: string | undefined;
 
     register(context: vscode.ExtensionContext): void {
@@ -184,17 +186,31 @@ class Controller implements vscode.Disposable {
         };
     }
 
+    /**
+     * Runs `step` once every start and stop asked for before it is done. A language client cannot be stopped while it
+     * starts, and one stopped meanwhile (the extension deactivated, a restart, codeloupe.enable turned off and on)
+     * was left running: it went on to register the server's commands, and the next client's start failed with
+     * "command 'codeloupe.reindex' already exists".
+     */
+    private inTurn<T>(step: () => Promise<T>): Promise<T> {
+        const run = this.lifecycle.then(step);
+        this.lifecycle = run.catch(() => undefined);
+        return run;
+    }
+
     start(): Promise<LanguageClient | undefined> {
-        if (!isEnabled()) {
-            this.unavailableReason = DISABLED_REASON;
-            this.status.show('$(circle-slash) codeloupe', DISABLED_REASON);
-            this.starting = Promise.resolve(undefined);
-            return this.starting;
-        }
-        // Until the server answers, the item says it is starting: after a restart or a trust grant it still showed
-        // the old server's "codeloupe N files" (or the Restricted Mode shield), as if nothing were under way.
-        this.status.show(STARTING_TEXT, 'Starting the codeloupe language server');
-        this.starting = this.loadSecrets().then(() => this.startClient());
+        this.starting = this.inTurn(async () => {
+            if (!isEnabled()) {
+                this.unavailableReason = DISABLED_REASON;
+                this.status.show('$(circle-slash) codeloupe', DISABLED_REASON);
+                return undefined;
+            }
+            // Until the server answers, the item says it is starting: after a restart or a trust grant it still showed
+            // the old server's "codeloupe N files" (or the Restricted Mode shield), as if nothing were under way.
+            this.status.show(STARTING_TEXT, 'Starting the codeloupe language server');
+            await this.loadSecrets();
+            return this.startClient();
+        });
         return this.starting;
     }
 
@@ -378,7 +394,12 @@ class Controller implements vscode.Disposable {
         await this.stop();
     }
 
-    async stop(): Promise<void> {
+    /** Stops the server, once a start under way is done (it is that start's server that is stopped). */
+    stop(): Promise<void> {
+        return this.inTurn(() => this.stopClient());
+    }
+
+    private async stopClient(): Promise<void> {
         const client = this.client;
         this.client = undefined;
         this.status.stopPolling();
@@ -387,14 +408,16 @@ class Controller implements vscode.Disposable {
         }
     }
 
-    private async restart(): Promise<LanguageClient | undefined> {
+    /** Two at once (the command run twice, codeloupe.enable turned off and on) run one after the other. */
+    private restart(): Promise<LanguageClient | undefined> {
         if (!vscode.workspace.isTrusted) {
             this.warnUnavailable();
-            return undefined;
+            return Promise.resolve(undefined);
         }
-        await this.starting;
-        this.status.show(STARTING_TEXT, 'Restarting the codeloupe language server');
-        await this.stop();
+        void this.inTurn(async () => {
+            this.status.show(STARTING_TEXT, 'Restarting the codeloupe language server');
+            await this.stopClient();
+        });
         return this.start();
     }
 

@@ -2277,6 +2277,58 @@ describe('the extension when it cannot or must not start', function () {
         }
     });
 
+    /** The server's own commands (vscode-languageclient registers its executeCommand ids) registered now. */
+    const serverCommandsRegistered = () => probe.commandIds().filter((id) => id === 'codeloupe.reindex');
+
+    it('deactivated while its server is still starting, the extension stops that server: activated again, it starts, its commands registered once', async function () {
+        // A client cannot be stopped while it starts: the one starting as the extension stopped was left running, went
+        // on to register the server's commands, and the next activation's failed with "command 'codeloupe.reindex'
+        // already exists".
+        const options = { folders: [workspace.root], settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' } };
+        const first = activate(options);
+        const starting = first.api.whenReady();
+        await first.close();
+        const left = await starting;
+        try {
+            assert.ok(left !== undefined, `it was starting: ${first.api.unavailableReason}`);
+            assert.ok(!left.isRunning(), 'the client that was starting is stopped with the extension');
+            assert.deepEqual(serverCommandsRegistered(), [], 'none of its commands left registered');
+        } finally {
+            if (left?.isRunning()) {
+                await left.stop();
+            }
+        }
+        const second = activate(options);
+        try {
+            const client = await second.api.whenReady();
+            assert.ok(client?.isRunning(), `started again: ${second.api.unavailableReason}\n${probe.log.join('\n')}`);
+            assert.deepEqual(serverCommandsRegistered(), ['codeloupe.reindex']);
+        } finally {
+            await second.close();
+        }
+    });
+
+    it('codeloupe.enable turned off and on at once, or restart run twice, leaves one server running and stops it with the extension', async function () {
+        // Each restart stopped the server it found and started one: the second found none yet (the first's still stopping
+        // or starting), so two were started, and the second to register the server's commands failed.
+        const session = activate({ folders: [workspace.root], settings: { 'codeloupe.server.command': serverCommand(), 'codeloupe.embed.provider': 'none' } });
+        const clients = [];
+        try {
+            clients.push(await session.api.whenReady());
+            await Promise.all([probe.changeSettings({ 'codeloupe.enable': false }), probe.changeSettings({ 'codeloupe.enable': true })]);
+            clients.push(await session.api.whenReady());
+            await Promise.all([vscode.commands.executeCommand('codeloupe.client.restart'), vscode.commands.executeCommand('codeloupe.client.restart')]);
+            clients.push(await session.api.whenReady());
+            assert.ok(clients.at(-1)?.isRunning(), `a server runs: ${session.api.unavailableReason}\n${probe.log.join('\n')}`);
+            assert.deepEqual(probe.messages.filter((message) => message.level === 'error'), [], 'nothing failed');
+            assert.deepEqual(serverCommandsRegistered(), ['codeloupe.reindex']);
+        } finally {
+            await session.close();
+        }
+        assert.deepEqual(serverCommandsRegistered(), [], 'every server stopped with the extension');
+        assert.deepEqual(clients.filter((client) => client?.isRunning()), []);
+    });
+
     it('an untrusted workspace starts nothing and says why in the status item, then starts once trusted', async function () {
         const session = activate({
             trusted: false,
