@@ -195,6 +195,9 @@ def test_graph_expand_and_ask_read_the_indexed_copy_and_cite_the_revision(served
             assert (citation.path, citation.revision, citation.changed) == ("pkg/parser.py", SHA, False)
             assert citation.text == FILES["pkg/parser.py"]
             assert [e.data["revision"] for e in events if e.type == "citation"] == [SHA]
+            # So are the streamed parts naming a span, and the result's: a draft kept without its code reads it there.
+            assert {e.data["revision"] for e in events if e.type == "delta" and "path" in e.data} == {SHA}
+            assert {p.to_dict()["revision"] for p in result.parts if p.citation is not None} == {SHA}
             assert result.bundle.revision == SHA
             with pytest.raises(ValueError, match="remote index"):
                 ws.update_files(["app.py"])

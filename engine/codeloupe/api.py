@@ -1077,10 +1077,11 @@ def _stop_before_edges(should_stop: Callable[[], bool] | None) -> None:
 
 def _stamped(events, revisions: Callable[[], Revisions]):
     """Ask events with every citation stamped with the revision its span was read at (an index pinned to a
-    commit: a remote tarball's, or a repository's in the shared index), as `revisions()` says when it is spliced;
-    so are the result's files that its search did not stamp (those a cached answer cited, `append_sources`)."""
+    commit: a remote tarball's, or a repository's in the shared index), as `revisions()` says when it is spliced,
+    and each streamed part naming a span (a `delta` with a `path`); so are the result's files that its search did
+    not stamp (those a cached answer cited, `append_sources`)."""
     for event in events:
-        if event.type == "citation":
+        if event.type == "citation" or (event.type == "delta" and "path" in event.data):
             event.data["revision"] = revisions().of(event.data["path"])
         if event.result is not None:
             result, at = event.result, revisions()

@@ -15,7 +15,7 @@ from lsprotocol import types as lsp
 
 from codeloupe.api import MAX_QUERY_CHARS
 from codeloupe.types import Revisions
-from codeloupe_lsp.convert import JSON, ask_event, ask_result, fallback_answer, search_result
+from codeloupe_lsp.convert import JSON, UriAt, ask_event, ask_result, fallback_answer, search_result
 from codeloupe_lsp.params import Params
 from codeloupe_lsp.server import CodeloupeServer
 from codeloupe_lsp.shared import one_target
@@ -39,7 +39,7 @@ def register(server: CodeloupeServer) -> None:
         token = params.token("workDoneToken")
         target = await one_target(ls, params.text("folderUri"))
 
-        progress = _Progress(ls, token)
+        progress = _Progress(ls, token, lambda path, revision: target.uris(Revisions(revision))(path))
         progress.begin(query)
         loop = asyncio.get_running_loop()
         run: AskRun | None = None
@@ -74,11 +74,13 @@ def _revisions(result: AskResult) -> Revisions:
 
 
 class _Progress:
-    """`$/progress` on the client's workDoneToken, one JSON event per report (nothing without a token)."""
+    """`$/progress` on the client's workDoneToken, one JSON event per report (nothing without a token); `uri_at`
+    names the documents of the spans the events cite."""
 
-    def __init__(self, ls: CodeloupeServer, token: str | int | None) -> None:
+    def __init__(self, ls: CodeloupeServer, token: str | int | None, uri_at: UriAt) -> None:
         self.ls = ls
         self.token = token
+        self.uri_at = uri_at
         self.loop = asyncio.get_running_loop()
 
     def begin(self, query: str) -> None:
@@ -88,7 +90,7 @@ class _Progress:
 
     def threadsafe_report(self, event: Any) -> None:
         if self.token is not None:
-            message = json.dumps(ask_event(event), default=str)
+            message = json.dumps(ask_event(event, self.uri_at), default=str)
             self.loop.call_soon_threadsafe(self._report, message)
 
     def _report(self, message: str) -> None:

@@ -58,6 +58,8 @@ if TYPE_CHECKING:  # imported lazily: `codeloupe.ask` pulls in the openai client
 JSON = dict[str, Any]
 # A workspace path -> its URI: a `file:` URI under a folder, or a shared-index URI (`codeloupe_lsp.shared`).
 UriOf = Callable[[str], str]
+# A workspace path and the revision it was read at ("" for a folder's file) -> its URI.
+UriAt = Callable[[str, str], str]
 
 # ------------------------------------------------------------------------------------------ uris, lines
 
@@ -319,9 +321,15 @@ def ask_result(result: AskResult, uri_of: UriOf | None = None) -> JSON:
     }
 
 
-def ask_event(event: AskEvent) -> JSON:
-    """One streamed event; `done` goes without its result, which is the request's response."""
-    return {"type": event.type, **event.data}
+def ask_event(event: AskEvent, uri_at: UriAt) -> JSON:
+    """One streamed event; `done` goes without its result, which is the request's response. A `delta` naming a span
+    (a ref or code part) gets its `location`, the document the result's part names: an editor that keeps the draft
+    without its code (a reloaded window's) reads the span from it again, as it does the answer's."""
+    out: JSON = {"type": event.type, **event.data}
+    if event.type == "delta" and isinstance(out.get("path"), str):
+        uri = uri_at(out["path"], str(out.get("revision", "")))
+        out["location"] = span_location(uri, out["start_line"], out["end_line"])
+    return out
 
 
 def fallback_answer(bundle: JSON, reason: str) -> JSON:

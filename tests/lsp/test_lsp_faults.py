@@ -112,6 +112,10 @@ async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) 
     assert result["answer"].startswith("".join(d["text"] for d in deltas))
     assert [(d["path"], d["start_line"], d["end_line"]) for d in deltas if d["kind"] == "code"] == [
         (cited["path"], cited["startLine"], cited["endLine"])]
+    # A ref's or code's span names its document, as the result's part does: a draft kept without its code (a reloaded
+    # window's) reads it from there again; without it, the draft's code came back as captions only.
+    assert [d.get("location") for d in deltas] == [p.get("location") for p in streamed]
+    assert [d["location"] for d in deltas if d["kind"] == "code"] == [cited["location"]]
 
 
 async def test_a_code_part_says_its_file_changed_on_disk_since_indexing(project: Path) -> None:

@@ -5,6 +5,7 @@ URIs pinned to the commit indexed, and `codeloupe/read` returns a file's text fr
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -233,10 +234,15 @@ async def test_ask_related_graph_hover_and_lenses_answer_on_a_repository_the_use
                                                                                commit)
             assert listed["files"] == len(texts) and listed["chunks"] >= len(texts)
 
-            answer = await client.request("codeloupe/ask", {"query": QUERY, "agents": False, **repository})
+            client.progress_reports["ask"] = []
+            answer = await client.request("codeloupe/ask", {"query": QUERY, "agents": False, "workDoneToken": "ask",
+                                                            **repository})
             assert answer["fallback"] is None and not chat.pending(), answer["answer"]
             [cited] = answer["citations"]
             assert cited["location"]["uri"] == pinned(cited["path"])
+            # The streamed code part names its document pinned as the answer's does (a reloaded window's draft reads it).
+            events = [json.loads(r.message) for r in client.progress_reports["ask"] if r.kind == "report"]
+            assert [e["location"] for e in events if e["type"] == "delta" and e["kind"] == "code"] == [cited["location"]]
             lines = texts[cited["path"]].splitlines(keepends=True)
             assert cited["text"] == "".join(lines[cited["startLine"] - 1:cited["endLine"]])  # the indexed text
             shown = [*answer["bundle"]["core"], *answer["bundle"]["related"], *answer["uncited"]]

@@ -23,7 +23,18 @@ import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
 import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
 import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
-import { ANSWER_VIEW, type KeptAnswer, KeptAnswers, keptResult, MAX_KEPT_ANSWERS, MAX_KEPT_CHARS, type NotKept, withCodeFromDisk } from './keptAnswers';
+import {
+    ANSWER_VIEW,
+    draftFromDisk,
+    type KeptAnswer,
+    KeptAnswers,
+    keptDraftCode,
+    keptResult,
+    MAX_KEPT_ANSWERS,
+    MAX_KEPT_CHARS,
+    type NotKept,
+    withCodeFromDisk,
+} from './keptAnswers';
 import { AnswerPanels, Panel } from './panels';
 import type { AskEvent, AskResult, ReindexResult } from './protocol';
 import { AskRequest, SearchRequest } from './protocol';
@@ -485,7 +496,7 @@ class Controller implements vscode.Disposable {
                     // A notification renders a link in its message: the status quotes file names and the model's words.
                     progress.report({ message: visibleMessage(line.status) });
                     panel.post({ type: 'progress', ...line });
-                    if (keepDraftLine(draft, line)) {
+                    if (keepDraftLine(draft, line, event)) {
                         keep({ query, draft });
                     }
                 }
@@ -564,7 +575,8 @@ class Controller implements vscode.Disposable {
             panel.show(title, (context) => renderAnswer(context, query, shown), undefined, page);
             rereadWhenShown(panel, query, result);
         } else if (draft !== undefined) {
-            panel.show(title, (context) => renderInterrupted(context, query, draft.parts, draft.steps), undefined, page);
+            const parts = await draftFromDisk(draft.parts);
+            panel.show(title, (context) => renderInterrupted(context, query, parts, draft.steps), undefined, page);
         } else {
             panel.show(title, (context) => renderFailed(context, query, error ?? ''), undefined, page);
         }
@@ -635,8 +647,9 @@ function rereadWhenShown(panel: Panel, query: string, kept: AskResult): void {
     });
 }
 
-/** Adds what a progress line adds to the draft (its words, a code part's caption, a step); whether it added any. */
-function keepDraftLine(draft: Required<KeptAnswer>['draft'], line: AskProgressLine): boolean {
+/** Adds what a progress line adds to the draft (its words, a code part as an answer's is kept or only its caption, a
+ * step); whether it added any. `event`: the event the line says. */
+function keepDraftLine(draft: Required<KeptAnswer>['draft'], line: AskProgressLine, event: AskEvent | undefined): boolean {
     if (line.step !== undefined) {
         draft.steps.push(line.step);
     }
@@ -649,7 +662,8 @@ function keepDraftLine(draft: Required<KeptAnswer>['draft'], line: AskProgressLi
         }
     }
     if (line.code !== undefined) {
-        draft.parts.push({ caption: line.code.caption, ...(line.code.note === undefined ? {} : { note: line.code.note }) });
+        draft.parts.push((event && keptDraftCode(event))
+            ?? { caption: line.code.caption, ...(line.code.note === undefined ? {} : { note: line.code.note }) });
     }
     return line.step !== undefined || line.delta !== undefined || line.code !== undefined;
 }

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import * as vscode from 'vscode';
 import { finalBreak, LINE_BREAK } from './lines';
-import type { AnswerPart, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
+import type { AnswerPart, AskEvent, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
 import type { Reread, SinceAnswer } from './render';
 
 /** The view type of the answer tabs (package.json's `onWebviewPanel:` activation event names it). */
@@ -17,11 +17,16 @@ export const MAX_KEPT_CHARS = 256 * 1024;
 const ORDER_KEY = 'codeloupe.keptAnswers';
 const answerKey = (id: string): string => `codeloupe.keptAnswer.${id}`;
 
-/** A code part of a draft, as kept: its caption (path:first-last) and note; its code is not kept. */
-export interface KeptDraftCode {
+/** A code part of a draft from a server older than the span's `location` in its progress: its caption
+ * (path:first-last) and note; its code is not kept. */
+export interface KeptDraftCaption {
     caption: string;
     note?: string;
 }
+
+/** A code part of a draft, as kept: as an answer's code part is (its code left out, its digest in its place, read from
+ * its document again when a reloaded window shows it), or only its caption (an older server's). */
+export type KeptDraftCode = KeptDraftCaption | Digested<AnswerPart>;
 
 /** Why an answer its tab showed is not kept: its server sends no answer parts (an older one), and the answer's markdown,
  * which alone renders it, quotes the code. */
@@ -92,6 +97,25 @@ const withoutFileCode = (file: FileResult): FileResult => ({ ...file, chunks: fi
 const withoutBundleCode = (bundle: SearchResult): SearchResult =>
     ({ ...bundle, core: bundle.core.map(withoutFileCode), related: bundle.related.map(withoutFileCode) });
 
+const isLine = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 1;
+
+/** The code part a `delta` event streams, kept as an answer's code part is (no code: its digest), when the event names
+ * its span's document (`location`); undefined for any other event, and for an older server's code part. */
+export function keptDraftCode(event: AskEvent): Digested<AnswerPart> | undefined {
+    const { kind, plain, path, start_line: startLine, end_line: endLine, language, location } = event;
+    const where = typeof location === 'object' && location !== null ? location as Record<string, unknown> : {};
+    if (kind !== 'code' || typeof plain !== 'string' || typeof path !== 'string' || !isLine(startLine) || !isLine(endLine)
+        || typeof where.uri !== 'string') {
+        return undefined;
+    }
+    // The span's lines as the answer names them, whatever range the event's location says.
+    const range = { start: { line: startLine - 1, character: 0 }, end: { line: endLine, character: 0 } };
+    return {
+        kind, text: '', digest: digestOf(plain), path, startLine, endLine, language: typeof language === 'string' ? language : '',
+        location: { uri: where.uri, range }, changed: event.changed === true,
+    };
+}
+
 /**
  * An answer as kept: its code emptied (code parts, citations, the bundle's chunks; each span's digest in its place) and
  * its markdown left out (it quotes the code); `no-parts` for an answer of a server older than `parts`, which only its
@@ -134,6 +158,24 @@ function linesOf(text: string, first: number, last: number): string {
  * says the file changed since the answer; one whose file cannot be read, that it is gone (only its caption shows).
  */
 export async function withCodeFromDisk(result: AskResult): Promise<AskResult> {
+    const { part, chunk } = rereader();
+    const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
+    return {
+        ...result,
+        parts: result.parts && await Promise.all(result.parts.map(part)),
+        bundle: { ...result.bundle, core: await Promise.all(result.bundle.core.map(file)) },
+    };
+}
+
+/** A kept draft with its code parts read from their documents now, as an answer's are (`withCodeFromDisk`); an older
+ * server's, its captions alone. */
+export async function draftFromDisk(parts: (string | KeptDraftCode)[]): Promise<(string | KeptDraftCaption | Reread<AnswerPart>)[]> {
+    const { part } = rereader();
+    return Promise.all(parts.map((kept) => (typeof kept === 'string' || !('kind' in kept) ? kept : part(kept))));
+}
+
+/** Reads kept code parts and chunks from their documents again (each document once), as `withCodeFromDisk` says. */
+function rereader() {
     const texts = new Map<string, Promise<string | undefined>>();
     const read = (uri: string) => texts.get(uri) ?? texts.set(uri, readText(uri).catch(() => undefined)).get(uri)!;
     const span = async (uri: string, first: number, last: number, digest: string | undefined): Promise<{ text: string; since?: SinceAnswer }> => {
@@ -157,10 +199,5 @@ export async function withCodeFromDisk(result: AskResult): Promise<AskResult> {
         const last = end.character === 0 && end.line > start.line ? end.line : end.line + 1;
         return { ...kept, ...(await span(kept.location.uri, start.line + 1, last, digest)) };
     };
-    const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
-    return {
-        ...result,
-        parts: result.parts && await Promise.all(result.parts.map(part)),
-        bundle: { ...result.bundle, core: await Promise.all(result.bundle.core.map(file)) },
-    };
+    return { part, chunk };
 }

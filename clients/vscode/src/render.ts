@@ -471,7 +471,8 @@ export function renderFailed(context: PageContext, query: string, message: strin
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1><p class="error">${escapeHtml(message)}</p>\n${ASK_AGAIN}`);
 }
 
-/** A code part of an interrupted draft: its caption; its code was never kept. */
+/** A code part of an interrupted draft whose server did not name its span's document: its caption; its code was never
+ * kept, and cannot be read again. */
 export interface InterruptedCode {
     caption: string;
     note?: string;
@@ -479,11 +480,20 @@ export interface InterruptedCode {
 
 /**
  * The draft of an ask the window was reloaded in the middle of: marked as interrupted (it will not go on), with a way
- * to ask again, then the steps and the words written so far; a code part is its caption alone (code is not kept).
+ * to ask again, then the steps and the words written so far; a code part as the answer shows it, its lines read from
+ * its document again (code is not kept), or (an older server's) its caption alone.
  */
-export function renderInterrupted(context: PageContext, query: string, parts: (string | InterruptedCode)[], steps: string[]): string {
-    const draft = parts.map((part) => (typeof part === 'string' ? escapeHtml(part) : `<div class="chunk"><div class="loc">${escapeHtml(part.caption)}</div>${
-        part.note ? `<div class="muted changed">${escapeHtml(part.note)}</div>` : ''}<div class="muted">(code shown once answered)</div></div>`)).join('');
+export function renderInterrupted(context: PageContext, query: string, parts: (string | InterruptedCode | Reread<AnswerPart>)[], steps: string[]): string {
+    const draft = parts.map((part) => {
+        if (typeof part === 'string') {
+            return escapeHtml(part);
+        }
+        if ('kind' in part) {
+            return renderPart(part);
+        }
+        return `<div class="chunk"><div class="loc">${escapeHtml(part.caption)}</div>${part.note ? `<div class="muted changed">${escapeHtml(part.note)}</div>` : ''}`
+            + '<div class="muted">(code shown once answered)</div></div>';
+    }).join('');
     return renderPage(context, `codeloupe: ${query}`, `<h1>${escapeHtml(query)}</h1>
 <p class="note interrupted">Interrupted: the window was reloaded while this answer was being written. Its draft so far is below.</p>
 ${ASK_AGAIN}

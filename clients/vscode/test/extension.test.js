@@ -1988,12 +1988,22 @@ describe('answer tabs across a window reload', function () {
             const shown = await back.page.$eval('body', (body) => ({
                 note: body.querySelector('.interrupted')?.textContent ?? '',
                 draft: body.querySelector('#progress-draft')?.textContent ?? '',
-                code: body.querySelectorAll('#progress-draft pre').length,
+                code: [...body.querySelectorAll('#progress-draft pre')].map((block) => block.textContent),
+                captions: [...body.querySelectorAll('#progress-draft a.loc')].map((anchor) => ({ text: anchor.textContent, uri: anchor.getAttribute('data-uri') })),
                 button: body.querySelector('button')?.textContent ?? '',
             }));
             assert.match(shown.note, /^Interrupted: the window was reloaded while this answer was being written/);
             assert.match(shown.draft, /^Login compares hashes \(app\/auth\.py:\d+-\d+\)\.\napp\/auth\.py:\d+-\d+/);
-            assert.equal(shown.code, 0, 'no code kept');
+            // Its code part as the answer's: the cited lines read from disk again (they showed as a caption alone, the
+            // progress naming the file's path but not its document), under a link to them; the code itself never kept.
+            const file = path.join(workspace.root, 'app', 'auth.py');
+            assert.equal(shown.captions.length, 1, JSON.stringify(shown.captions));
+            assert.equal(vscode.Uri.parse(shown.captions[0].uri).fsPath, file);
+            const [first, last] = shown.captions[0].text.split(':')[1].split('-').map(Number);
+            const onDisk = fs.readFileSync(file, 'utf8').split('\n').slice(first - 1, last).join('\n');
+            assert.deepEqual(shown.code.map((block) => block.replace(/\n$/, '')), [onDisk]);
+            assert.ok(onDisk.includes('def login'), onDisk);
+            assert.ok(!JSON.stringify(workspaceState.keys().map((key) => workspaceState.get(key))).includes('def login'), 'code kept with the draft');
             assert.equal(shown.button, 'Ask again');
 
             await chat.release(0);
@@ -2037,6 +2047,10 @@ describe('the answers kept for a reloaded window', function () {
             const failed = await probe.restorePanel('codeloupe.answer', 'Codeloupe: question 20', { keep: ids.at(-1), page: 'p20', scrollY: 0 });
             assert.match(failed.webview.html, /<h1>question 20<\/h1><p class="error">failure 20<\/p>\n<p><button data-action="ask-again">Ask again<\/button><\/p>/);
             assert.match(failed.webview.html, /<body data-page="p20" data-keep="ask-20">/, 'the page rendered again as the same page, of the same answer');
+            // A draft from a server whose progress names no span's document (an older one): its code part is its caption.
+            await kept.keep('older', { query: 'older draft', draft: { parts: ['See ', { caption: 'app/auth.py:3-4' }], steps: [] } });
+            const older = await probe.restorePanel('codeloupe.answer', 'Codeloupe: older draft', { keep: 'older', page: 'p', scrollY: 0 });
+            assert.match(older.webview.html, /<div id="progress-draft">See <div class="chunk"><div class="loc">app\/auth\.py:3-4<\/div><div class="muted">\(code shown once answered\)<\/div><\/div><\/div>/);
         } finally {
             await session.close();
         }

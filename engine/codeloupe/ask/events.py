@@ -49,7 +49,9 @@ class AnswerPart:
         out: dict[str, Any] = {"kind": self.kind, "text": self.text}
         if self.citation is not None:
             c = self.citation
-            out.update(k=c.k, path=c.path, start_line=c.start_line, end_line=c.end_line, language=c.language)
+            # `revision`: where a shared index's span was read (its document), for a view to read it again later
+            out.update(k=c.k, path=c.path, start_line=c.start_line, end_line=c.end_line, language=c.language,
+                       revision=c.revision)
             if self.kind == "code":  # a view says so under the code, as the markdown's caption does
                 out["changed"] = c.changed
         return out
