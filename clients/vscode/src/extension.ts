@@ -25,6 +25,8 @@ import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
 import {
     ANSWER_VIEW,
+    BUNDLE_VIEW,
+    bundleFromDisk,
     draftFromDisk,
     type KeptAnswer,
     KeptAnswers,
@@ -104,6 +106,10 @@ const NOT_KEPT: Record<NotKept, string> = {
         + 'in parts (words and cited spans), and its answer\'s text quotes the code, which is never kept. Ask the question again to see it.',
 };
 
+/** The view type of the index status tab (package.json's `onWebviewPanel:` activation events name it), and its title. */
+const STATUS_VIEW = 'codeloupe.status';
+const STATUS_TITLE = 'Codeloupe: Status';
+
 /** Opens the Workspace Trust editor. */
 const MANAGE_TRUST_COMMAND = 'workbench.trust.manage';
 const MANAGE_TRUST = 'Manage Workspace Trust';
@@ -119,11 +125,11 @@ class Controller implements vscode.Disposable {
     private readonly log = vscode.window.createOutputChannel('codeloupe', { log: true });
     private readonly status = new StatusItem(Commands.status);
     // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
-    private readonly bundlePanel = new Panel('codeloupe.bundle');
+    private readonly bundlePanel = new Panel(BUNDLE_VIEW);
     private readonly answers = new AnswerPanels(() => this.kept);
-    /** What each answer tab shows, for a reloaded window (set once registered: it is the workspace's state). */
+    /** What each answer tab and the bundle tab show, for a reloaded window (set once registered: it is the workspace's state). */
     private kept: KeptAnswers | undefined;
-    private readonly statusPanel = new Panel('codeloupe.status');
+    private readonly statusPanel = new Panel(STATUS_VIEW);
     private readonly graph = new Panel('codeloupe.graph');
     private readonly graphDetail = new Panel('codeloupe.graphDetail');
     private readonly lastBundle = new BundleView('codeloupe.lastBundle');
@@ -161,6 +167,15 @@ class Controller implements vscode.Disposable {
             vscode.window.registerWebviewPanelSerializer(ANSWER_VIEW, {
                 deserializeWebviewPanel: (panel: vscode.WebviewPanel, state: unknown) => this.restoreAnswer(panel, state),
             }),
+            // And the bundle tab and the status tab it had.
+            vscode.window.registerWebviewPanelSerializer(BUNDLE_VIEW, {
+                deserializeWebviewPanel: (panel: vscode.WebviewPanel, state: unknown) => this.restoreBundle(panel, state),
+            }),
+            vscode.window.registerWebviewPanelSerializer(STATUS_VIEW, {
+                deserializeWebviewPanel: (panel: vscode.WebviewPanel) => this.restoreStatus(panel),
+            }),
+            // A closed bundle tab's bundle is forgotten (not as the extension stops: `shutDown` lets go of `kept` first).
+            this.bundlePanel.onDidClose(() => void this.kept?.keepBundle(undefined)),
             this,
             command(Commands.search, (client) => this.search(client)),
             command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
@@ -464,7 +479,10 @@ class Controller implements vscode.Disposable {
     }
 
     private readonly pickerActions: SearchPickerActions = {
-        showBundle: (result) => this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result)),
+        showBundle: (result) => {
+            this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result));
+            void this.kept?.keepBundle(result);
+        },
         remember: (result) => this.lastBundle.show(result),
     };
 
@@ -582,6 +600,37 @@ class Controller implements vscode.Disposable {
         }
     }
 
+    /**
+     * The bundle tab of a reloaded window, shown as it was: the bundle kept with it, its CORE code read from disk now
+     * (as a restored answer's), at the place read; a bundle not kept (too large) says so.
+     */
+    private async restoreBundle(webviewPanel: vscode.WebviewPanel, state: unknown): Promise<void> {
+        const kept = this.kept?.bundle();
+        this.bundlePanel.adopt(webviewPanel);
+        if (kept === undefined) {
+            const note = `This bundle was not kept for the reloaded window: a bundle is kept up to ${MAX_KEPT_CHARS / 1024} KiB without its code. `
+                + 'Search again to see it.';
+            this.bundlePanel.showInPlace(webviewPanel.title, (context) => renderNote(context, webviewPanel.title, note));
+            return;
+        }
+        const shown = await bundleFromDisk(kept);
+        this.bundlePanel.showInPlace(pageTitle(kept.query), (context) => renderBundle(context, shown), pageState(state).page);
+    }
+
+    /** The status tab of a reloaded window: the index status the server gives once it is up (nothing of it is kept). */
+    private async restoreStatus(webviewPanel: vscode.WebviewPanel): Promise<void> {
+        this.statusPanel.adopt(webviewPanel);
+        this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderNote(context, STATUS_TITLE, 'Waiting for the codeloupe language server…'));
+        const client = await this.starting;
+        const status = client && await this.status.refresh(client);
+        if (status === undefined) {
+            const reason = this.unavailableReason ?? 'The codeloupe language server is not running.';
+            this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderNote(context, STATUS_TITLE, reason));
+            return;
+        }
+        this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderStatus(context, status));
+    }
+
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
         const result = (await vscode.window.withProgress({ location: vscode.ProgressLocation.Window, title: 'codeloupe: reindexing' }, () =>
             client.sendRequest(ExecuteCommandRequest.type, { command: 'codeloupe.reindex', arguments: [] }))) as ReindexResult;
@@ -593,15 +642,16 @@ class Controller implements vscode.Disposable {
     private async showStatus(client: LanguageClient): Promise<void> {
         const status = await this.status.refresh(client);
         if (status !== undefined) {
-            this.statusPanel.show('Codeloupe: Status', (context) => renderStatus(context, status));
+            this.statusPanel.show(STATUS_TITLE, (context) => renderStatus(context, status));
         }
     }
 
     dispose(): void {
         void this.stop();
         this.status.dispose();
-        // The answer tabs stay open: closed as the extension stops (a window reloading), they would not come back.
-        for (const panel of [this.bundlePanel, this.statusPanel, this.graph, this.graphDetail]) {
+        // The answer, bundle and status tabs stay open: closed as the extension stops (a window reloading), they would
+        // not come back.
+        for (const panel of [this.graph, this.graphDetail]) {
             panel.dispose();
         }
         this.lastBundle.dispose();

@@ -1,6 +1,7 @@
-// The answers a reloaded window brings back: what each answer tab showed, kept in the workspace's state (bounded), so
-// that VS Code's serializer can render it again. The code is never kept: an answer is kept as its prose and the spans
-// it cites, and the code of each span is read from disk again when the tab is shown (rule 5).
+// The answers (and the bundle) a reloaded window brings back: what each answer tab and the bundle tab showed, kept in
+// the workspace's state (bounded), so that VS Code's serializer can render it again. The code is never kept: an answer
+// is kept as its prose and the spans it cites, a bundle as its files and chunks, and the code of each span is read from
+// disk again when the tab is shown (rule 5).
 import { createHash } from 'node:crypto';
 import * as vscode from 'vscode';
 import { finalBreak, LINE_BREAK } from './lines';
@@ -13,6 +14,10 @@ export const ANSWER_VIEW = 'codeloupe.answer';
 export const MAX_KEPT_ANSWERS = 20;
 /** The most one kept answer may take (its JSON, without its code); a larger one is not kept. */
 export const MAX_KEPT_CHARS = 256 * 1024;
+/** The view type of the bundle tab ("Open the full bundle"), restored as the answer tabs are. */
+export const BUNDLE_VIEW = 'codeloupe.bundle';
+/** The bundle its tab shows: one tab, one bundle. */
+const BUNDLE_KEY = 'codeloupe.keptBundle';
 /** The ids of the kept answers, oldest ask first; each answer is kept under its own key (a draft rewrites only its own). */
 const ORDER_KEY = 'codeloupe.keptAnswers';
 const answerKey = (id: string): string => `codeloupe.keptAnswer.${id}`;
@@ -75,6 +80,18 @@ export class KeptAnswers {
         if (order.includes(id)) {
             await Promise.all([this.state.update(ORDER_KEY, order.filter((kept) => kept !== id)), this.state.update(answerKey(id), undefined)]);
         }
+    }
+
+    /** The bundle the bundle tab shows, without its code; undefined when none is kept. */
+    bundle(): SearchResult | undefined {
+        return this.state.get<SearchResult>(BUNDLE_KEY);
+    }
+
+    /** Keeps the bundle the bundle tab shows, its code left out (one over MAX_KEPT_CHARS without it is not kept);
+     * undefined: forgets it (its tab was closed). */
+    async keepBundle(bundle: SearchResult | undefined): Promise<void> {
+        const kept = bundle && withoutBundleCode(bundle);
+        await this.state.update(BUNDLE_KEY, kept !== undefined && JSON.stringify(kept).length <= MAX_KEPT_CHARS ? kept : undefined);
     }
 
     private order(): string[] {
@@ -158,13 +175,19 @@ function linesOf(text: string, first: number, last: number): string {
  * says the file changed since the answer; one whose file cannot be read, that it is gone (only its caption shows).
  */
 export async function withCodeFromDisk(result: AskResult): Promise<AskResult> {
-    const { part, chunk } = rereader();
-    const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
+    const reread = rereader();
     return {
         ...result,
-        parts: result.parts && await Promise.all(result.parts.map(part)),
-        bundle: { ...result.bundle, core: await Promise.all(result.bundle.core.map(file)) },
+        parts: result.parts && await Promise.all(result.parts.map(reread.part)),
+        bundle: await bundleFromDisk(result.bundle, reread),
     };
+}
+
+/** A kept bundle with the code of its CORE chunks read from disk now, as an answer's (`withCodeFromDisk`); RELATED
+ * files show no code. */
+export async function bundleFromDisk(bundle: SearchResult, { chunk } = rereader()): Promise<SearchResult> {
+    const file = async (kept: FileResult): Promise<FileResult> => ({ ...kept, chunks: await Promise.all(kept.chunks.map(chunk)) });
+    return { ...bundle, core: await Promise.all(bundle.core.map(file)) };
 }
 
 /** A kept draft with its code parts read from their documents now, as an answer's are (`withCodeFromDisk`); an older

@@ -59,12 +59,24 @@ export class Panel implements vscode.Disposable {
 
     /** Shows the panel (creating it if needed) with the page `render` builds for a fresh nonce; `page`: the page's id
      * (a page rendered again where it was read, in a reloaded window), default a new one. */
-    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map(),
-        page: string = randomBytes(12).toString('base64url')): void {
+    show(title: string, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string> = new Map(), page?: string): void {
         const panel = this.reveal(title);
-        if (panel === undefined) {
-            return;
+        if (panel !== undefined) {
+            this.render(panel, render, pathToUri, page);
         }
+    }
+
+    /** Shows a page in the panel's tab where the tab is: a tab VS Code restored in a reloaded window is not brought in
+     * front of the one being read (`show` does, for a page the user asked for). Nothing once its tab is closed. */
+    showInPlace(title: string, render: (context: PageContext) => string, page?: string): void {
+        if (this.panel !== undefined) {
+            this.panel.title = visible(title);
+            this.render(this.panel, render, new Map(), page);
+        }
+    }
+
+    private render(panel: vscode.WebviewPanel, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string>,
+        page: string = randomBytes(12).toString('base64url')): void {
         this.pathToUri = pathToUri;
         this.posted = [];
         this.context = { nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource, page, keep: this.options.keep };

@@ -1774,16 +1774,16 @@ describe('answer tabs across a window reload', function () {
     const answerTabs = () => probe.panels.filter((panel) => panel.viewType === 'codeloupe.answer' && !panel.disposed);
 
     /** Reloads the window: the extension stops with the tabs open, starts again on the same workspace state (with
-     * `settings` over the suite's), and VS Code hands each answer tab, with the state its page last set, to the
-     * serializer; the restored tabs, in order. */
+     * `settings` over the suite's), and VS Code hands each tab (an answer's, the bundle's, the status), with the state
+     * its page last set, to its serializer; the restored tabs, in order. */
     async function reload(tabs, settings = {}) {
-        const open = tabs.map(({ panel, state }) => ({ title: panel.title, state: structuredClone(state) }));
+        const open = tabs.map(({ panel, state }) => ({ viewType: panel.viewType, title: panel.title, state: structuredClone(state) }));
         await session.close();
         const reloaded = options();
         session = activate({ ...reloaded, settings: { ...reloaded.settings, ...settings } }, workspaceState);
         const restored = [];
         for (const tab of open) {
-            restored.push(await probe.restorePanel('codeloupe.answer', tab.title, tab.state));
+            restored.push(await probe.restorePanel(tab.viewType, tab.title, tab.state));
         }
         return restored;
     }
@@ -2021,6 +2021,56 @@ describe('answer tabs across a window reload', function () {
             await restoredPage?.close();
             await answerPage?.close();
             await asking;
+        }
+    });
+
+    it('the bundle tab comes back with its code read from disk now, at the place read, and the status tab asks the server again', async function () {
+        // Both were gone after a window reload: no serializer restored them (and the extension closed them as it stopped).
+        for (const view of ['codeloupe.bundle', 'codeloupe.status']) {
+            assert.ok(packageJson.activationEvents.includes(`onWebviewPanel:${view}`), `VS Code starts the extension to restore a ${view} tab`);
+        }
+        const { picker, items } = await searchTyped('hash_password');
+        await picker.accept(items.find((item) => item.openBundle));
+        const bundle = probe.panels.filter((panel) => panel.viewType === 'codeloupe.bundle' && !panel.disposed).at(-1);
+        await vscode.commands.executeCommand('codeloupe.client.status');
+        const status = probe.panels.filter((panel) => panel.viewType === 'codeloupe.status' && !panel.disposed).at(-1);
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const saved = fs.readFileSync(file, 'utf8');
+        const page = await runPanelPage(browser, bundle);
+        let restoredPage;
+        try {
+            const view = await page.current();
+            const code = await view.page.$$eval('pre', (blocks) => blocks.map((block) => block.textContent));
+            const hashing = code.findIndex((block) => block.includes('def hash_password('));
+            assert.ok(hashing >= 0, code.join('\n---\n'));
+            const y = await scrollBy(page, 300);
+            await waitFor('the bundle kept', () => workspaceState.get('codeloupe.keptBundle'));
+            assert.ok(!JSON.stringify(workspaceState.keys().map((key) => workspaceState.get(key))).includes('def hash_password('), 'code kept with the bundle');
+            fs.writeFileSync(file, saved.replace('def hash_password(', 'def hash_password_salted('));
+
+            const tabs = [{ panel: bundle, state: page.state.value }, { panel: status, state: undefined }];
+            await page.close();
+            const [restored, restoredStatus] = await reload(tabs);
+            assert.equal(restored.title, bundle.title);
+            restoredPage = await runPanelPage(browser, restored);
+            const back = await restoredPage.current();
+            const codeNow = await back.page.$$eval('pre', (blocks) => blocks.map((block) => block.textContent));
+            assert.equal(codeNow.length, code.length);
+            assert.equal(codeNow[hashing], code[hashing].replace('def hash_password(', 'def hash_password_salted('), 'the chunk\'s lines as the file holds them now');
+            assert.deepEqual(await back.page.$$eval('.since', (notes) => notes.map((note) => note.textContent)),
+                ['(changed since this answer: the lines as the file holds them now)']);
+            await back.page.waitForFunction((place) => window.scrollY === place, { timeout: 5000 }, y).catch(() => undefined);
+            assert.equal(await back.page.evaluate(() => window.scrollY), y, 'at the place read');
+            assert.deepEqual(await back.violations(), []);
+            await waitFor('the status asked of the server again', () => /Index status/.test(restoredStatus.webview.html));
+            assert.ok(restoredStatus.webview.html.includes(workspace.root));
+
+            restored.dispose();
+            await waitFor('the bundle forgotten', () => workspaceState.get('codeloupe.keptBundle') === undefined);
+        } finally {
+            fs.writeFileSync(file, saved);
+            await page.close();
+            await restoredPage?.close();
         }
     });
 });
