@@ -59,10 +59,13 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   more questions (ASK_FIRST, ASK_SECOND), the second asked while the first streams, each held at its own gate: each
   answer in its own tab, neither's words in the other's draft or answer, and the first's long draft and answer, their
   tab hidden and shown again, back at the place read (the mouse wheel scrolled them); then a fourth (ASK_HELD), held
-  at its gate, its first answer's cited file edited, and "Developer: Reload Window": every answer tab is back, the
+  at its gate, a search's full bundle (ASK_BUNDLE_QUERY) and the index status opened in their tabs, its first
+  answer's cited file edited, and "Developer: Reload Window": every answer tab is back, the
   first answer as it was (its cited code read from disk again: the edited file's lines at the cited numbers, under
-  "changed since this answer") at the place read, and the held one as its draft marked interrupted, whose "Ask again"
-  button asks it anew and answers it in its tab; these checks read the pages
+  "changed since this answer") at the place read, and the held one as its draft marked interrupted (its code part
+  read from disk again, the file's lines now at its caption's numbers), whose "Ask again"
+  button asks it anew and answers it in its tab; the bundle tab is back, its first CORE chunk's code the file's lines
+  now, and the status tab shows the index status again; these checks read the pages
   through the workbench's DOM (WebviewPage), as Playwright at times lost track of a re-created webview frame;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
@@ -223,6 +226,8 @@ ASK_FIRST_LINES = "".join(f"Line {n} of the first answer, read in order.\n" for 
 ASK_SECOND = "where is a digest compared in constant time"
 # Asked last and held at its gate while the window reloads: its tab comes back as the draft, marked interrupted.
 ASK_HELD = "what rings once a password is accepted"
+# Searched before the reload, its full bundle open in a tab beside the index status: both tabs come back.
+ASK_BUNDLE_QUERY = "verify_password"
 
 
 class Checks:
@@ -1421,6 +1426,19 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             except PlaywrightError:  # the workbench navigating (the reload)
                 return []
 
+        def open_bundle_and_status() -> None:
+            """A search's full bundle and the index status, each in its tab, for the reload to bring back."""
+            run_command(page, "Codeloupe: Search the Codebase")
+            page.locator(".quick-input-widget .quick-input-box input").press_sequentially(ASK_BUNDLE_QUERY, delay=20)
+            focused = page.locator(".quick-input-widget .monaco-list-row.focused")
+            wait_for(lambda: "auth.py" in focused.inner_text(), 30, "the top file highlighted")
+            page.keyboard.press("ArrowUp")
+            assert "Open the full bundle" in focused.inner_text(), f"the row above the top file is {focused.inner_text()!r}"
+            page.keyboard.press("Enter")
+            wait_for(lambda: tab(ASK_BUNDLE_QUERY).count(), 60, "the bundle tab")
+            page.locator(".part.statusbar .statusbar-item", has_text="codeloupe").first.click()
+            wait_for(lambda: tab("Status").count(), 15, "the status tab")
+
         def reloaded() -> str:
             """Developer: Reload Window with the answers open, one still streaming, and the file the first one cites
             edited: every answer tab is back, the first one's cited span as the file holds it now, marked as changed
@@ -1436,6 +1454,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             assert cited_file.is_file(), f"the first answer cites {uri!r}, not a file on disk"
             ask(page, ASK_HELD)
             wait_for(lambda: "Held answer begins" in page_text("#progress-draft", ASK_HELD), 90, "the held draft")
+            open_bundle_and_status()
             cited_file.write_text("# edited before the reload\n" + cited_file.read_text())
             titles = answer_tabs()
             with page.expect_navigation(timeout=30000):  # the workbench loads afresh: tabs read before it count for nothing
@@ -1475,6 +1494,16 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             tab(ASK_HELD).click()
             shown = wait_for(lambda: "Interrupted" in (text := page_text("body", ASK_HELD)) and text, 30, "the held tab back")
             assert "Held answer begins" in shown, f"the draft not shown:\n{shown}"
+            # Its code part as an answer's: the cited lines read from disk again (not kept), under a link to them.
+            uri, caption, code = webview_page_with(page, ASK_HELD).evaluate(
+                "(() => { const a = document.querySelector('#progress-draft .chunk > a');"
+                " const pre = document.querySelector('#progress-draft pre');"
+                " return [a && a.getAttribute('data-uri'), a && a.innerText, pre && pre.textContent]; })()")
+            assert uri and code is not None, f"the draft's code part after the reload: {caption!r}, code {code!r}\n{shown}"
+            first, last = (int(n) for n in caption.rsplit(":", 1)[1].split("-"))
+            cited = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+            now = "\n".join(cited.read_text().split("\n")[first - 1:last])
+            assert code.rstrip("\n") == now, f"the draft's code after the reload:\n{code}\nthe file's {first}-{last} now:\n{now}"
 
             def button() -> tuple[float, float] | None:
                 """Where the page's Ask again button is on the screen."""
@@ -1497,8 +1526,28 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             assert tab(ASK_HELD).count() == 1, f"tabs {editor_tabs(page)}"
             return f"interrupted, then asked again: {answered.strip().splitlines()[-1]}"
 
-        checks.run("ask: an answer streaming at the reload is back as its draft, marked interrupted; Ask again answers it",
-                   interrupted)
+        checks.run("ask: an answer streaming at the reload is back as its draft (its code read from disk again), marked "
+                   "interrupted; Ask again answers it", interrupted)
+
+        def bundle_and_status_back() -> str:
+            """The bundle tab back with its CORE code read from disk again; the status tab asks the server again."""
+            tab(ASK_BUNDLE_QUERY).click()
+            view = wait_for(lambda: webview_page_with(page, "RELATED ("), 30, "the bundle page back")
+            uri, span, code = view.evaluate(
+                "(() => { const a = document.querySelector('.chunk > a.loc'); const pre = document.querySelector('.chunk pre');"
+                " return [a && a.getAttribute('data-uri'), a && JSON.parse(a.getAttribute('data-range')), pre && pre.textContent]; })()")
+            assert uri and code is not None, f"the bundle page after the reload:\n{view.evaluate('document.body.innerText')}"
+            first, end = span["start"]["line"] + 1, span["end"]["line"]
+            last = end if span["end"]["character"] == 0 and end >= first else end + 1
+            cited = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+            now = "\n".join(cited.read_text().split("\n")[first - 1:last])
+            assert code.rstrip("\n") == now, f"the bundle's first chunk after the reload:\n{code}\nthe file's {first}-{last}:\n{now}"
+            tab("Status").click()
+            status = wait_for(lambda: webview_page_with(page, "Index status"), 60, "the status page back")
+            return f"the bundle's first chunk {cited.name}:{first}-{last} read again; {status.evaluate('document.body.innerText').splitlines()[0]}"
+
+        checks.run("a reloaded window shows the bundle tab again (its code read from disk again) and the status tab",
+                   bundle_and_status_back)
 
 
 def main() -> int:
