@@ -43,6 +43,7 @@ is the one the extension host gets, see start_code_server), and with Playwright:
     the ranked bundle (its CORE and RELATED sections exactly once, app/auth.py in it), no error notification;
   - "Codeloupe: Restart the Language Server": a new codeloupe-lsp process (seen in /proc), the status item
     says the server is starting (not the old count) and comes back to "codeloupe N files", and a search answers;
+    run twice in a row, one server is left running (one process), and nothing failed;
   - no error notification showed during the run;
 * a multi-root workspace (a .code-workspace of the main folder and a copy of it, trusted like the main one; the
   window is reloaded once if the Explorer does not list both folders, as code-server once opened it empty): the
@@ -1016,6 +1017,39 @@ def check_trusted(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
     checks.run("restart the language server", restart)
 
+    def restart_twice() -> str:
+        """Restart run twice in a row, the second while the first is under way: the two run one after the other and
+        leave one server (each stopped the server it found and started one, and the second could find none yet: two
+        were started, and the later one's start failed with "command 'codeloupe.reindex' already exists")."""
+        before = server_pids(home)
+        ready = f"codeloupe {ready_files} files"
+        run_command(page, "Codeloupe: Restart the Language Server")
+        run_command(page, "Codeloupe: Restart the Language Server")
+        started: set[int] = set()
+
+        def settled() -> set[int]:
+            """The one server left once each restart started its own (one after the other, or both at once)."""
+            after = server_pids(home)
+            started.update(after - before)
+            done = len(started) >= 2 and len(after) == 1 and not (after & before) and codeloupe_status(page) == ready
+            return after if done else set()
+
+        try:
+            after = wait_for(settled, READY_TIMEOUT_S, f"one new server and the status {ready!r}", interval_s=0.2)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; pids before {before}, now {server_pids(home)}; errors {error_toasts(page)}") \
+                from None
+        start_search(page, QUERY)
+        wait_for(lambda: any(EXPECTED_FILE in row for row in quick_pick_rows(page)), 30,
+                 f"a row for {EXPECTED_FILE} from the restarted server")
+        page.keyboard.press("Escape")
+        assert server_pids(home) == after, f"server pids {sorted(after)}, then {sorted(server_pids(home))}"
+        errors = error_toasts(page)
+        assert not errors, f"error notifications: {errors}"
+        return f"server pids {sorted(before)} -> {sorted(after)}"
+
+    checks.run("restart twice in a row leaves one server", restart_twice)
+
     def no_error_notification() -> str:
         # Toasts hide after a while; the notification center keeps every one not dismissed.
         run_command(page, "Notifications: Show Notifications")
@@ -1428,8 +1462,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
         def open_bundle_and_status() -> None:
             """A search's full bundle and the index status, each in its tab, for the reload to bring back."""
-            run_command(page, "Codeloupe: Search the Codebase")
-            page.locator(".quick-input-widget .quick-input-box input").press_sequentially(ASK_BUNDLE_QUERY, delay=20)
+            start_search(page, ASK_BUNDLE_QUERY)
             focused = page.locator(".quick-input-widget .monaco-list-row.focused")
             wait_for(lambda: "auth.py" in focused.inner_text(), 30, "the top file highlighted")
             page.keyboard.press("ArrowUp")
