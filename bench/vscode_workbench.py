@@ -1018,9 +1018,10 @@ def check_trusted(checks: Checks, port: int, folder: Path, home: Path) -> None:
     checks.run("restart the language server", restart)
 
     def restart_twice() -> str:
-        """Restart run twice in a row, the second while the first is under way: the two run one after the other and
-        leave one server (each stopped the server it found and started one, and the second could find none yet: two
-        were started, and the later one's start failed with "command 'codeloupe.reindex' already exists")."""
+        """Restart run twice in a row: the two run one after the other and leave one server. Two at once each stopped
+        the server it found and started one, the second finding none yet, and the later start failed with "command
+        'codeloupe.reindex' already exists"; from the palette the second comes a moment later, which the old client
+        already ran in turn (this passed on it too): the mocha suite runs two at once."""
         before = server_pids(home)
         ready = f"codeloupe {ready_files} files"
         run_command(page, "Codeloupe: Restart the Language Server")
