@@ -266,6 +266,19 @@ def test_forge_needs_enough_uncovered_files(repo: Path) -> None:
         assert chat.received == []
 
 
+def test_forge_without_a_chat_model_says_where_to_set_one(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`codeloupe forge` with no chat model ended on "forge needs a chat model: no chat model configured", where
+    `ask` and `flows --warm` say which settings, variables and flags set one."""
+    monkeypatch.delenv("CODELOUPE_CHAT_BASE_URL", raising=False)
+    monkeypatch.delenv("CODELOUPE_CHAT_MODEL", raising=False)
+    assert main(["forge", str(repo), "--embed-provider", "none"]) == 2
+    said = capsys.readouterr().err
+    assert "forge asks a chat model: set chat_base_url and chat_model in your config.toml" in said, said
+    assert "CODELOUPE_CHAT_BASE_URL" in said and "--chat-base-url" in said, said
+    assert not (repo / ".codeloupe").exists()
+
+
 # ---------------------------------------------------------------------- trust decides what runs
 
 

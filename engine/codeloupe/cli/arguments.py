@@ -20,6 +20,12 @@ def add_workspace_args(parser: argparse.ArgumentParser, remote: bool = False) ->
     add_store_args(group)
 
 
+# Where a chat model is set, said by every command that needs one and has none: the reason alone ("no chat model
+# configured") left a new user to find the settings.
+SET_A_MODEL = ("set chat_base_url and chat_model in your config.toml, or CODELOUPE_CHAT_BASE_URL and "
+               "CODELOUPE_CHAT_MODEL, or pass --chat-base-url and --chat-model: README, Settings")
+
+
 def add_chat_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """`--chat-base-url` and `--chat-model`, for the commands that call the chat model (the group, for more)."""
     group = parser.add_argument_group("chat model (override chat_* settings and CODELOUPE_CHAT_* variables)")

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from . import CliError
-from .arguments import add_chat_args, add_workspace_args
+from .arguments import SET_A_MODEL, add_chat_args, add_workspace_args
 from .common import index_workspace, markup_safe, named, open_workspace, print_code, visible
 from .search_cmd import map_line
 from .search_cmd import render as render_bundle
@@ -67,11 +67,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# What to do about the one reason a first `ask` always gives: the words alone left a new user to find the settings.
-_SET_A_MODEL = (" (set chat_base_url and chat_model in your config.toml, or CODELOUPE_CHAT_BASE_URL and "
-                "CODELOUPE_CHAT_MODEL, or pass --chat-base-url and --chat-model: README, Settings)")
-
-
 def show(events: Iterable[AskEvent]) -> None:
     from codeloupe.ask.chat import NOT_CONFIGURED
     from codeloupe.ask.events import Citation
@@ -116,7 +111,7 @@ def show(events: Iterable[AskEvent]) -> None:
                     out.print()
                 withdrawn = " (the answer above is withdrawn)"
             status.print(f"\n[yellow]no walkthrough: {markup_safe(data['reason'])}{withdrawn}"
-                         f"{_SET_A_MODEL if data['reason'] == NOT_CONFIGURED else ''}; the retrieved files:[/yellow]")
+                         f"{f' ({SET_A_MODEL})' if data['reason'] == NOT_CONFIGURED else ''}; the retrieved files:[/yellow]")
         elif event.type == "done" and event.result is not None:
             _finish(event.result, out)
 

@@ -16,7 +16,7 @@ from codeloupe.errors import InvalidArgument, WorkspaceError
 from codeloupe.types import VisibleFormatter, one_line, visible, visible_lines
 
 from . import CliError
-from .arguments import STORE_SETTING
+from .arguments import SET_A_MODEL, STORE_SETTING
 from .workspace_root import find_workspace_root
 
 if TYPE_CHECKING:
@@ -110,6 +110,14 @@ def shared_store_url(args: argparse.Namespace) -> str:
 
 
 T = TypeVar("T")
+
+
+def require_chat_model(ws: Workspace, asks: str) -> None:
+    """Refuse, before any work, a command that `asks` the chat model where none is configured (`ws` is closed):
+    each question or file type would otherwise fail on its own, or the command end on the bare reason."""
+    if not (ws.settings.chat_base_url.strip() and ws.settings.chat_model.strip()):
+        ws.close()
+        raise CliError(f"{asks} a chat model: {SET_A_MODEL}")
 
 
 def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], *, embed: bool, quiet: bool,

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 
 from codeloupe.wording import counted_noun
 
-from . import CliError
 from .arguments import add_chat_args, add_workspace_args, positive_count
-from .common import index_workspace, named, one_line, open_workspace
+from .common import index_workspace, named, one_line, open_workspace, require_chat_model
 
 if TYPE_CHECKING:
     from codeloupe.types import Flow, FlowOutcome
@@ -37,10 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
-    if (args.refresh or args.warm) and not (ws.settings.chat_base_url and ws.settings.chat_model):
-        ws.close()  # each question would otherwise be reported failed, one by one, with status 0
-        raise CliError("--refresh and --warm ask a chat model: set chat_base_url and chat_model (or "
-                       "--chat-base-url and --chat-model)")
+    if args.refresh or args.warm:  # each question would otherwise be reported failed, one by one, with status 0
+        require_chat_model(ws, "--refresh and --warm ask")
     try:
         outcomes: list[FlowOutcome] = []
         if args.refresh or args.warm:

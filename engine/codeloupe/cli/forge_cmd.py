@@ -14,7 +14,7 @@ import sys
 
 from . import CliError
 from .arguments import add_chat_args, add_workspace_args
-from .common import one_line, open_workspace
+from .common import one_line, open_workspace, require_chat_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
             print(one_line(f"      {problem}"), file=sys.stderr)
 
     ws = open_workspace(args, chat_base_url=args.chat_base_url, chat_model=args.chat_model)
+    require_chat_model(ws, "forge asks")
     try:
         outcomes = ws.forge(args.ext or None, on_attempt=show)
     except (ForgeError, DiscoverError) as exc:
