@@ -146,6 +146,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 PROBES = ("/healthz", "/readyz")
 
 
+def mcp_path(index: int) -> str:
+    """Where the MCP server of the `index`-th served workspace (from 0, in the order given) answers."""
+    return "/mcp" if index == 0 else f"/mcp/{index}"
+
+
 def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAPI:
     """The app serving `pool` under `guard`'s rules (loopback, no token, no CORS when not given)."""
     guard = guard or GuardConfig()
@@ -411,7 +416,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         from mcp.server.transport_security import TransportSecuritySettings
 
         sub = server.streamable_http_app(
-            streamable_http_path="/mcp" if index == 0 else f"/mcp/{index}",
+            streamable_http_path=mcp_path(index),
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         app.router.routes.extend(sub.routes)
 

@@ -743,6 +743,32 @@ def test_codeloupe_serve_starts_says_where_and_stops(project: Path) -> None:
         assert proc.wait(timeout=30) == 0
 
 
+def test_codeloupe_serve_says_where_each_roots_mcp_answers(project: Path, tmp_path: Path) -> None:
+    """Serving two folders, the first line said "MCP at /mcp" alone: the second folder's endpoint, `/mcp/1`, was
+    left to be guessed (the README's "the N-th root" read as `/mcp/2`). It names each folder's, and each answers."""
+    import re
+
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "app.py").write_text("def main():\n    return 1\n")
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", str(project), str(second), "--port", "0"],
+                            env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert f"(MCP at /mcp for {project}, /mcp/1 for {second}; API reference at /openapi.json)" in line, line
+        base = re.search(r"at (http://127\.0\.0\.1:\d+)/ ", line).group(1)
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": "test", "version": "1"}}}
+        headers = {"accept": "application/json, text/event-stream"}
+        for path, status in (("/mcp", 200), ("/mcp/1", 200), ("/mcp/2", 404)):
+            assert httpx.post(f"{base}{path}", json=initialize, headers=headers, timeout=60).status_code == status, path
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+
+
 def test_codeloupe_serve_names_the_folders_it_serves_escaped(tmp_path: Path) -> None:
     """Its first line printed the folders' names raw: a clone's folder is named by its repository, and a bidi
     override or an escape sequence in it reordered the line or drove the terminal."""

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from codeloupe_serving.warm import WarmWorkspaces
-        from codeloupe_web.app import create_app
+        from codeloupe_web.app import create_app, mcp_path
         from codeloupe_web.guard import GuardConfig
         from codeloupe_web.listen import bind, server_config
     except ImportError as exc:
@@ -107,8 +107,11 @@ def run(args: argparse.Namespace) -> int:
     # SIGTERM sent as soon as it is read killed the process with the default action (status -15, nothing closed).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        print(f"codeloupe: serving {', '.join(one_line(str(w.root)) for w in pool.all)} at http://{shown}:{port}/ "
-              f"(MCP at /mcp, API reference at /openapi.json)", file=sys.stderr, flush=True)
+        roots = [one_line(str(w.root)) for w in pool.all]
+        # With several, each root's own MCP endpoint: "MCP at /mcp" left the others' to be guessed.
+        mcp = ", ".join(f"{mcp_path(i)} for {root}" for i, root in enumerate(roots)) if len(roots) > 1 else "/mcp"
+        print(f"codeloupe: serving {', '.join(roots)} at http://{shown}:{port}/ "
+              f"(MCP at {mcp}; API reference at /openapi.json)", file=sys.stderr, flush=True)
         if generated:
             print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "
                   f"http://{shown}:{port}/#token={guard.token}", file=sys.stderr, flush=True)
