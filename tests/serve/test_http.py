@@ -769,6 +769,24 @@ def test_codeloupe_serve_says_where_each_roots_mcp_answers(project: Path, tmp_pa
         assert proc.wait(timeout=30) == 0
 
 
+def test_codeloupe_serve_in_a_folder_of_a_repository_serves_the_repository(project: Path) -> None:
+    """`codeloupe serve` (PATH `.` by default) in a folder inside a repository served the folder as a workspace of
+    its own, with a second index of it; it serves the repository the folder is in, as every command finds it."""
+    (project / ".git").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", "--port", "0"], cwd=project / "app",
+                            env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline()
+        assert said == f"codeloupe: workspace {project} (it has .git); app is a folder inside it; serving all of " \
+            "the workspace\n", said
+        said = proc.stderr.readline()  # read only once the note came: the "serving" line is the last there is
+        assert said.startswith(f"codeloupe: serving {project} at http://"), said
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+
+
 def test_codeloupe_serve_names_the_folders_it_serves_escaped(tmp_path: Path) -> None:
     """Its first line printed the folders' names raw: a clone's folder is named by its repository, and a bidi
     override or an escape sequence in it reordered the line or drove the terminal."""

@@ -425,6 +425,38 @@ def test_stdio_answers_every_line_that_is_not_a_message(project: Path, tmp_path:
     assert answers[-1]["result"] == {}  # and the server went on answering
 
 
+def test_stdio_in_a_folder_of_a_repository_serves_the_repository(project: Path) -> None:
+    """`codeloupe mcp` (no PATH) started in a folder inside a repository served that folder as its own workspace,
+    with a second index of it, and that index then made the folder a workspace of its own for the CLI too
+    (`codeloupe search app ...` searched only it). It serves the repository the folder is in, as every command
+    finds it, and says so on stderr."""
+    from codeloupe.settings import load_settings
+
+    (project / ".git").mkdir()
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "codeloupe://status"}}]
+    server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp"], cwd=project / "app", text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=subprocess_env())
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        server.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline()) for _ in range(2)]  # stdin held open until both are in
+    finally:
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
+    status = json.loads(answers[1]["result"]["contents"][0]["text"])
+    assert status["root"] == str(project) and status["files"] > 0, status
+    said = server.stderr.read()
+    assert f"codeloupe: workspace {project} (it has .git); app is a folder inside it; serving all of the workspace" \
+        in said, said
+    assert not load_settings(project / "app").index_path(project / "app").exists()
+
+
 def test_a_request_before_initialize_is_refused_saying_so(project: Path, tmp_path: Path) -> None:
     """A request before `initialize` was answered with the SDK's bare "Invalid request parameters" (-32602, empty
     data), which read as a mistake in the call's arguments: it now says the session is not initialised and what to

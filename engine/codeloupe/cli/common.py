@@ -17,13 +17,14 @@ from codeloupe.types import VisibleFormatter, one_line, visible, visible_lines
 
 from . import CliError
 from .arguments import SET_A_MODEL, STORE_SETTING
-from .workspace_root import find_workspace_root
+from .workspace_root import WorkspaceRoot, find_workspace_root
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from codeloupe.api import Workspace
     from codeloupe.index import ProgressFn
+    from codeloupe.settings import Settings
     from codeloupe.types import Progress
 
 
@@ -73,12 +74,8 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
             hint = f" (a remote repository is named with its ref: {args.path}@REF, e.g. {args.path}@main)"
         raise CliError(f"{exc}{hint}") from exc
     try:
-        index_path = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE).index_path
-        located = find_workspace_root(root, lambda folder: index_path(folder).exists())
+        located = locate_workspace(root, load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE))
         root, args.subpath = located.root, located.subpath
-        if located.subpath:
-            print(one_line(f"codeloupe: workspace {root} (it has {located.reason}); {located.subpath} is a folder "
-                           "inside it"), file=sys.stderr)
         settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
         ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
     except (SettingsError, WorkspaceError, StoreError) as exc:
@@ -107,6 +104,18 @@ def shared_store_url(args: argparse.Namespace) -> str:
     if not url:
         raise CliError(f"{args.command} works on the shared index: --store postgresql://... (or {STORE_SETTING})")
     return url
+
+
+def locate_workspace(folder: Path, settings: Settings, *, served: bool = False) -> WorkspaceRoot:
+    """The workspace `folder` is part of (`find_workspace_root`, an index found where `settings` put it), said on
+    stderr when it is above `folder`; `served`: the command serves all of that workspace (`mcp`, `serve`), where
+    serving the folder alone built a second index of it, which then made it a workspace of its own for every
+    command."""
+    located = find_workspace_root(folder, lambda candidate: settings.index_path(candidate).exists())
+    if located.subpath:
+        print(one_line(f"codeloupe: workspace {located.root} (it has {located.reason}); {located.subpath} is a folder "
+                       f"inside it{'; serving all of the workspace' if served else ''}"), file=sys.stderr)
+    return located
 
 
 T = TypeVar("T")

@@ -13,7 +13,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "mcp", help="serve one workspace to coding agents over MCP (stdio)",
         description="Speak MCP over stdin/stdout for one workspace: tools search, expand, locate, graph, status "
                     "(and ask when a chat model is configured). Settings are read as for every other command.")
-    parser.add_argument("path", nargs="?", default=".", help="the workspace folder (default: the current one)")
+    parser.add_argument("path", nargs="?", default=".",
+                        help="the workspace folder, or a folder inside it (the root is found above it; default: the "
+                             "current one)")
     parser.set_defaults(func=run)
 
 
@@ -22,8 +24,10 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise CliError(f"{root}: no such directory")
     from codeloupe.api import WorkspaceError
-    from codeloupe.settings import SettingsError
+    from codeloupe.settings import SettingsError, load_settings
     from codeloupe.store import StoreError
+
+    from .common import locate_workspace
 
     try:
         from codeloupe_mcp.server import build_server
@@ -32,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # the server extras are not installed
         raise CliError(f"the MCP server needs the `mcp` package: {exc}") from exc
     try:
-        warm = WarmWorkspace(root)
+        warm = WarmWorkspace(locate_workspace(root, load_settings(root), served=True).root)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     try:

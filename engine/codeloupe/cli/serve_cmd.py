@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="One process holding warm workspaces: /v1/search and friends (see docs/http.md), MCP over "
                     "streamable HTTP at /mcp, and a search page at /. Loopback only unless --host says otherwise; "
                     "beyond loopback a bearer token is required (one is generated and printed if not given).")
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="workspace folders (default: .)")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="workspace folders, or folders inside them (each root is found above it; default: .)")
     add_store_url(parser, "serve repositories of the shared index (postgresql://...) instead of folders: no "
                           "checkout needed, files are read from the index at the commit it was indexed at")
     parser.add_argument("--repo", action="extend", type=repository_list, default=[], metavar="NAME",
@@ -75,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"serving needs the server packages (fastapi, uvicorn, mcp): {exc}") from exc
     from codeloupe.api import WorkspaceError, open_shared, reopen_shared
-    from codeloupe.settings import SettingsError
+    from codeloupe.settings import SettingsError, load_settings
     from codeloupe.store import StoreError
     from codeloupe.types import one_line
 
-    from .common import shared_store_url
+    from .common import locate_workspace, shared_store_url
 
     url = shared_store_url(args) if shared else ""
     token = args.token or os.environ.get("CODELOUPE_SERVE_TOKEN") or None
@@ -96,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             pool = WarmWorkspaces(open_shared(args.repo, overrides),
                                   relist=lambda opened: reopen_shared(opened, args.repo, overrides))
         else:
-            pool = WarmWorkspaces([Path(p) for p in args.paths])
+            pool = WarmWorkspaces([locate_workspace(Path(p), load_settings(Path(p)), served=True).root
+                                   for p in args.paths])
     except (SettingsError, WorkspaceError, StoreError) as exc:
         sock.close()
         raise CliError(str(exc)) from exc
