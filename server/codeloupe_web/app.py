@@ -200,10 +200,14 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         return JSONResponse({"error": str(exc)}, status_code=503)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Every refusal in the one documented shape: FastAPI's own (a body that is not JSON, an unknown path, a
         # method a route does not take) answered {"detail": ...}.
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        said = str(exc.detail)
+        allowed = (exc.headers or {}).get("Allow")
+        if exc.status_code == 405 and allowed:  # `GET /v1/ask` said only "Method Not Allowed", not to POST it
+            said = f"{request.method} is not a method of {request.url.path}, which takes {allowed}"
+        return JSONResponse({"error": said}, status_code=exc.status_code, headers=exc.headers)
 
     async def served(root: str | None) -> WarmWorkspace:
         """The workspace `root` names (`WarmWorkspaces.get`), from the shared index's repositories as listed now

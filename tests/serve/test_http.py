@@ -60,6 +60,9 @@ def test_every_refusal_has_the_documented_shape(project: Path, serve) -> None:
                            (httpx.delete(f"{base}/v1/search"), 405)):
         assert answer.status_code == status and set(answer.json()) == {"error"}, (status, answer.text)
     assert httpx.delete(f"{base}/v1/search").headers.get("allow")  # what the path takes, still said
+    # `GET /v1/ask` said "Method Not Allowed" alone, leaving the method it takes to the headers or the docs.
+    assert httpx.get(f"{base}/v1/ask", params={"q": "escape html"}).json() == {
+        "error": "GET is not a method of /v1/ask, which takes POST"}
     # A body that does not parse as JSON (cut short, or no JSON at all) was a 422 with FastAPI's `json_invalid`
     # detail, where only one that is not UTF-8 answered the 400 the docs promise: now each says where it fails.
     for body, why in ((b'{"query": "escape html"', "Expecting ',' delimiter at character 23"),
