@@ -55,3 +55,17 @@ def test_an_existing_index_marks_the_root_and_an_unmarked_folder_is_its_own(tmp_
     codeloupe("index", str(repo), cache=cache)
     inside = json.loads(codeloupe("search", str(repo / "src" / "other"), "ledger", "--json", cache=cache).stdout)
     assert inside["root"] == str(repo.resolve()) and inside["scope"] == "src/other"
+
+
+def test_a_search_of_a_file_says_how_to_search_only_that_file(tmp_path: Path) -> None:
+    """`codeloupe search src/pkg/ledger.py "..."` ended on "is a file, not a directory (pass the workspace
+    folder)", leaving `--scope` to be found; it says the command that searches only that file, and that one does."""
+    repo = make_repo(tmp_path / "repo", "pyproject.toml")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "CODELOUPE_CACHE_DIR": str(cache)}
+    refused = subprocess.run([sys.executable, "-m", "codeloupe", "search", str(repo / "src/pkg/ledger.py"),
+                              "ledger entry", "--embed-provider", "none"], capture_output=True, text=True, env=env)
+    hint = f"; to search only this file: codeloupe search {repo / 'src/pkg'} --scope ledger.py ..."
+    assert refused.returncode == 2 and hint in refused.stderr, refused.stderr
+    out = codeloupe("search", str(repo / "src/pkg"), "--scope", "ledger.py", "ledger entry", "--json", cache=cache)
+    assert [f["path"] for f in json.loads(out.stdout)["core"]] == ["src/pkg/ledger.py"]

@@ -72,6 +72,8 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
         hint = ""
         if hasattr(args, "remote_refresh") and not root.exists() and is_remote_source(f"{args.path}@main"):
             hint = f" (a remote repository is named with its ref: {args.path}@REF, e.g. {args.path}@main)"
+        elif hasattr(args, "scope") and root.is_file():  # a search of one file is its folder's, scoped to it
+            hint = f"; to search only this file: codeloupe search {root.parent} --scope {root.name} ..."
         raise CliError(f"{exc}{hint}") from exc
     try:
         located = locate_workspace(root, load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE))
