@@ -109,6 +109,8 @@ def test_after_trust_the_repository_settings_apply_but_no_user_key_travels_with_
             (notice,) = [line for line in result.stderr.splitlines() if "endpoints they chose" in line]
             assert f"embeddings to {host} (embed_provider in {pyproject}, embed_base_url in {pyproject})" in notice
             assert f"chat to {host} (chat_base_url in {pyproject})" in notice
+            # What wins over them at a command line: it pointed only at the editor's settings.
+            assert "CODELOUPE_* variables and flags on the command line" in notice, notice
         paths = repo_host.received_paths()
         assert any(p.endswith("/embeddings") for p in paths) and any(p.endswith("/chat/completions") for p in paths)
         # The repository's key goes to the repository's endpoint; the user's keys never do.

@@ -232,7 +232,8 @@ class Settings:
             return None
         return (f"codeloupe: this workspace's own settings send its code to endpoints they chose: {'; '.join(chosen)}. "
                 "They apply because the workspace is trusted; if you did not mean to send it there, set the endpoints "
-                "in your editor's codeloupe settings (they win over the workspace's files) or stop trusting it.")
+                "yourself where they win over the workspace's files (your editor's codeloupe settings, or "
+                "CODELOUPE_* variables and flags on the command line) or stop trusting it.")
 
     def effective(self) -> dict[str, Any]:
         """What these settings decide: every setting's value, and who set each (`origins`: an API key goes only to

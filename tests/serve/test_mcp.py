@@ -389,8 +389,9 @@ def test_mcp_and_serve_say_once_at_start_which_endpoints_a_trusted_roots_setting
     _, stderr = mcp.communicate('{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n', timeout=60)
     assert mcp.returncode == 0, stderr
     assert [line for line in stderr.splitlines() if "endpoints they chose" in line] == [f"{notice} They apply "
-        "because the workspace is trusted; if you did not mean to send it there, set the endpoints in your editor's "
-        "codeloupe settings (they win over the workspace's files) or stop trusting it."], stderr
+        "because the workspace is trusted; if you did not mean to send it there, set the endpoints yourself where "
+        "they win over the workspace's files (your editor's codeloupe settings, or CODELOUPE_* variables and flags "
+        "on the command line) or stop trusting it."], stderr
 
     serve = subprocess.Popen([sys.executable, "-m", "codeloupe", "serve", str(project), "--port", "0"], cwd=tmp_path,
                              text=True, stderr=subprocess.PIPE, env=subprocess_env())
