@@ -21,6 +21,9 @@ local text = H.text(view)
 H.equal(vim.bo[view].filetype, 'markdown', 'ask view filetype')
 H.check(vim.startswith(text, '# ' .. question), 'the view starts with the question:\n' .. text)
 H.check(text:find('> No narrated answer (', 1, true), 'the fallback reason is shown:\n' .. text)
+-- and, as it is no chat model, where one is set (the reason alone left that to be found)
+H.check(text:find("`require('codeloupe').setup()` (`:h codeloupe-settings`)", 1, true),
+  'where to set a chat model is said:\n' .. text)
 H.check(not H.notified('failed', vim.log.levels.ERROR), 'a fallback is not an error')
 H.check(text:find('shop/auth.py', 1, true), 'the bundle lists shop/auth.py:\n' .. text)
 

@@ -12,6 +12,8 @@ local M = {}
 M.buffer_name = 'codeloupe://ask'
 
 local method_not_found = -32601
+-- The server's fallback reason when no chat model is set (`codeloupe.ask.chat.NOT_CONFIGURED`).
+local NOT_CONFIGURED = 'no chat model configured'
 
 --- Lines plus, per line, what <CR> opens there.
 ---@class codeloupe.Doc
@@ -300,6 +302,12 @@ function M.render(question, result, root)
   end
   if fallback then
     doc:add(('> No narrated answer (%s): showing everything retrieval found.'):format(fallback))
+    if fallback == NOT_CONFIGURED then
+      -- The reason every first ask gives: the words alone left the user to find where a model is set.
+      doc:add('> To have it narrated, set `chat_base_url` and `chat_model` in the `settings` of')
+      doc:add("> `require('codeloupe').setup()` (`:h codeloupe-settings`), or `CODELOUPE_CHAT_BASE_URL` and")
+      doc:add('> `CODELOUPE_CHAT_MODEL` for the server.')
+    end
     doc:add('')
     add_bundle(doc, result.bundle or {})
     return doc
