@@ -52,7 +52,10 @@ export async function resolveServerCommand(folder?: vscode.Uri): Promise<ServerC
         return { command: python, args: ['-P', '-m', SERVER_MODULE], source: 'Python interpreter' };
     }
     const tried = python === undefined ? 'no Python interpreter is selected' : `the Python interpreter ${python} cannot import ${SERVER_MODULE}`;
-    const install = python === undefined ? 'pip install codeloupe' : `"${python}" -m pip install codeloupe`;
+    // codeloupe is installed from a checkout of its repository: no package of that name is published, so a bare
+    // `pip install codeloupe` would install whatever someone published under the name.
+    const pip = python === undefined ? 'pip' : `"${python}" -m pip`;
+    const install = `${pip} install -c CHECKOUT/constraints.txt -e CHECKOUT (CHECKOUT: a checkout of the codeloupe repository)`;
     throw new ServerNotFoundError(
         `codeloupe: cannot find the language server: ${SERVER_EXECUTABLE} is not on PATH and ${tried}. ` +
         `Fix: run ${install}, or set codeloupe.server.command to the codeloupe-lsp executable.`,

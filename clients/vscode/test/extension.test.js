@@ -2236,7 +2236,7 @@ describe('the extension when it cannot or must not start', function () {
                 assert.equal(await session.api.whenReady(), undefined);
                 const error = probe.messages.find((message) => message.level === 'error');
                 assert.match(error.text, /codeloupe-lsp is not on PATH/);
-                assert.match(error.text, /pip install codeloupe/);
+                assert.match(error.text, /pip install -c CHECKOUT\/constraints\.txt -e CHECKOUT \(CHECKOUT: a checkout of the codeloupe repository\)/);
             } finally {
                 await session.close();
             }

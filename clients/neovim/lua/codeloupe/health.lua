@@ -11,7 +11,7 @@ local health = vim.health
 local function check_command(cmd)
   local missing = lsp.missing_command(cmd)
   if missing then
-    health.error(missing, { 'pip install codeloupe (it provides codeloupe-lsp)', 'or pass cmd = { ... } to setup()' })
+    health.error(missing, { 'in a checkout of the codeloupe repository: pip install -c constraints.txt -e . (it provides codeloupe-lsp)', 'or pass cmd = { ... } to setup()' })
     return
   end
   local command = vim.list_extend(vim.deepcopy(cmd), { '--version' })

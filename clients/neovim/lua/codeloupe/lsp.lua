@@ -154,8 +154,11 @@ end
 ---@return string?
 function M.missing_command(cmd)
   if type(cmd) == 'table' and vim.fn.executable(cmd[1] or '') == 0 then
-    return ("codeloupe: the language server command %q is not executable; install it (pip install codeloupe) "
-      .. "or set `cmd` in require('codeloupe').setup()"):format(tostring(cmd[1]))
+    -- Installed from a checkout: no package named codeloupe is published, so `pip install codeloupe` would install
+    -- whatever someone published under the name.
+    return ("codeloupe: the language server command %q is not executable; install codeloupe from a checkout of its "
+      .. "repository (pip install -c constraints.txt -e . in it) or set `cmd` in require('codeloupe').setup()")
+      :format(tostring(cmd[1]))
   end
 end
 
