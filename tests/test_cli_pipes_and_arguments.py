@@ -301,3 +301,17 @@ def test_a_command_on_the_shared_index_alone_names_where_it_takes_one_from(tmp_p
     last = _usage_error([sys.executable, "-m", "codeloupe", *command], tmp_path)
     assert last == (f"codeloupe: {command[0]} works on the shared index: --store postgresql://... (or the"
                     " store_url setting: CODELOUPE_STORE_URL or your config.toml)")
+
+
+def test_the_command_line_says_its_version_as_the_language_server_does(tmp_path: Path) -> None:
+    """`codeloupe --version` was 'the following arguments are required: COMMAND' (`codeloupe-lsp --version` answered);
+    both now name the installed version, as MCP's server info and the HTTP API's do."""
+    from importlib.metadata import version
+
+    installed = version("codeloupe")
+    cli = subprocess.run([sys.executable, "-m", "codeloupe", "--version"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    lsp = subprocess.run([sys.executable, "-m", "codeloupe_lsp", "--version"], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert (cli.returncode, cli.stdout.strip()) == (0, f"codeloupe {installed}")
+    assert (lsp.returncode, lsp.stdout.strip()) == (0, f"codeloupe-lsp {installed}")

@@ -100,6 +100,17 @@ def one_line(text: str) -> str:
     return visible(text).replace("\n", "\\n")
 
 
+def package_version() -> str:
+    """This installation's version, from its package metadata ("0.0.0+unknown" for a source tree never installed):
+    one answer for `codeloupe --version`, `codeloupe-lsp --version`, MCP's server info and the HTTP API's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("codeloupe")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
 ECHO_CHARS = 200  # of what a client sent, the most a refusal names: its start (`elided`)
 
 

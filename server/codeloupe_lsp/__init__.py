@@ -5,9 +5,6 @@ and converts the result; every LSP <-> engine conversion lives in `convert.py`. 
 clients is docs/protocol.md.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from codeloupe.types import package_version
 
-try:
-    __version__ = version("codeloupe")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__ = package_version()

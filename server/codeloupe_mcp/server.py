@@ -51,7 +51,7 @@ from codeloupe.api import (
     render_text,
     tour_counts,
 )
-from codeloupe.types import elided, one_line, visible
+from codeloupe.types import elided, one_line, package_version, visible
 from codeloupe_serving import first_index
 from codeloupe_serving.refusals import check_scope, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
@@ -240,7 +240,7 @@ async def _initialised_first(ctx: ServerRequestContext[Any, Any], call_next: Cal
 def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCPServer:
     """The MCP server for one warm workspace (the caller runs it over stdio or streamable HTTP); `pool`: every
     workspace the process serves, which `search`'s `repos` may name."""
-    server = _Server("codeloupe", instructions=INSTRUCTIONS, version=server_version(), middleware=[_initialised_first])
+    server = _Server("codeloupe", instructions=INSTRUCTIONS, version=package_version(), middleware=[_initialised_first])
 
     def here() -> WarmWorkspace:
         # `warm`, or under `serve --store` the repository served in its place once indexed again under its name:
@@ -589,12 +589,3 @@ def _status_json(warm: WarmWorkspace) -> str:
                   chunking_problems=[dataclasses.asdict(p) for p in problems[:_PROBLEMS_LISTED]],
                   chunking_problems_not_listed=max(len(problems) - _PROBLEMS_LISTED, 0))
     return json.dumps(status, indent=1)
-
-
-def server_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("codeloupe")
-    except PackageNotFoundError:
-        return "0"

@@ -40,8 +40,8 @@ from codeloupe.api import (
     map_asset,
     render_html_shell,
 )
-from codeloupe.types import Bundle, Expansion, Flow, Located
-from codeloupe_mcp.server import build_server, server_version
+from codeloupe.types import Bundle, Expansion, Flow, Located, package_version
+from codeloupe_mcp.server import build_server
 from codeloupe_serving.refusals import check_scope, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
@@ -163,7 +163,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                 await stack.enter_async_context(server.session_manager.run())
             yield
 
-    app = FastAPI(title="codeloupe", version=server_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+    app = FastAPI(title="codeloupe", version=package_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Code retrieval over a warm index: ranked, complete bundles with no model call.",
                   dependencies=[Depends(_known_parameters)])
 

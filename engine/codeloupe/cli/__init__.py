@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from codeloupe.types import package_version
+
 # Order here is the order of `codeloupe --help`.
 _SUBCOMMANDS = ("index", "search", "locate", "get", "ask", "flows", "tour", "related", "graph", "chunks",
                 "languages", "scan", "forge", "stats", "eval", "mcp", "serve", "worker", "admin", "trust")
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="codeloupe",
         description="Code retrieval for the editor: ranked, complete bundles with no model call; walkthroughs "
                     "whose code is read from disk.")
+    parser.add_argument("--version", action="version", version=f"codeloupe {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=IntermixedParser)
     for name in _SUBCOMMANDS:
