@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -127,6 +128,43 @@ def test_exit_during_a_first_index_stops_and_closes_it(tmp_path: Path) -> None:
     assert not Path(status["indexPath"] + "-wal").exists()  # closed, its log folded in
     files, chunkless = stored(status["indexPath"])
     assert 0 < files < FILES and chunkless == 0
+
+
+def test_sigterm_during_a_first_index_stops_and_closes_it(tmp_path: Path) -> None:
+    """SIGTERM (Neovim's forced stop, a session's logout) during a first index: its default action killed the server
+    mid-index, the index never closed (its write-ahead log left beside it) and its chunking pool never let go (the
+    resource tracker's leaked semaphores on the editor's output). It now ends the server as `exit` does: status 0,
+    the index stopped at its next file and closed, its workers ended."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        status = session.first_index_under_way()
+        workers = children_of(session.server.proc.pid)
+        session.server.proc.send_signal(signal.SIGTERM)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+    assert workers and not any(alive(pid) for pid in workers)
+    session.quiet()
+    assert not Path(status["indexPath"] + "-wal").exists()  # closed, its log folded in
+    files, chunkless = stored(status["indexPath"])
+    assert 0 < files < FILES and chunkless == 0
+
+
+def test_sigterm_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
+    """SIGTERM while the graph refresh after a first index takes the edges' facts: killed outright, the facts
+    workers' pool was never let go (leaked semaphores on the editor's output). Now as `exit`: status 0, the refresh
+    stopped, its workers ended."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        workers = session.graph_facts_under_way()
+        session.server.proc.send_signal(signal.SIGTERM)
+        assert session.server.proc.wait(timeout=30) == 0
+    finally:
+        session.server.close()
+    assert not any(alive(pid) for pid in workers)
+    session.quiet()
 
 
 def test_removing_a_folder_stops_its_graph_refresh(tmp_path: Path) -> None:
