@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from . import CliError
+from .common import exit_on_sigterm
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,8 +42,20 @@ def run(args: argparse.Namespace) -> int:
         warm = WarmWorkspace(locate_workspace(root, load_settings(root), served=True).root)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
+    # An MCP client that ends the server with SIGTERM (its stdin closed 2 s before, or not at all) has it stop its
+    # index and close it, as a closed stdin does.
+    exit_on_sigterm()
+    terminated = False
     try:
         serve_stdio(build_server(warm))
+    except SystemExit:
+        terminated = True
     finally:
         warm.close()
+    if terminated:
+        # The SDK's thread reading stdin waits in a read that only the client's end of the pipe can end, and the
+        # interpreter's exit waits for that thread: leave without it, the workspace closed and the replies written.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

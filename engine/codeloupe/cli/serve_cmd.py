@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
 from . import CliError
 from .arguments import add_store_url, repository_list
+from .common import exit_on_sigterm
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
     # an ordinary exit, so the workspaces are closed below and the status is 0. Set before the "serving" line: a
     # SIGTERM sent as soon as it is read killed the process with the default action (status -15, nothing closed).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    exit_on_sigterm()
     try:
         roots = [one_line(str(w.root)) for w in pool.all]
         # With several, each root's own MCP endpoint: "MCP at /mcp" left the others' to be guessed.
