@@ -6,9 +6,13 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import socket
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -328,6 +332,44 @@ def test_two_first_fetches_of_one_source_at_once_both_answer_from_one_index(
         second.close()
     assert [p for p in cache_files(isolated_cache) if ".fetching" in p] == []
     assert len({p.split(".sqlite")[0] for p in cache_files(isolated_cache)}) == 1
+
+
+def test_a_first_fetch_killed_midway_leaves_files_the_next_fetch_removes_once_stale(
+        served: TarballServer, isolated_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A first fetch killed (SIGKILL: no close ran) left its `.fetching` index in the cache for good, one for every
+    fetch killed (as large as the repository's index). Never taken for an index, it is now removed by a later open
+    of the same source once none of its files was written for longer than a fetch can take; one still being
+    written (another process's fetch under way) is kept."""
+    served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
+    served.trickled.add("/acme/widget/main.tar.gz")  # the killed fetch is still downloading
+    indexes = isolated_cache / "indexes"
+    killed = subprocess.Popen([sys.executable, "-m", "codeloupe", "search", "acme/widget@main", "parse_config",
+                               "--no-embed"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(indexes.glob("*.fetching")):
+            assert killed.poll() is None and time.monotonic() < deadline, "the fetch never started"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait()
+    left = [p for p in cache_files(isolated_cache) if ".fetching" in p]
+    assert left  # what a killed fetch leaves
+    settings = load_settings(None, {})
+    stale = time.time() - settings.remote_deadline_s - 2 * 3600
+    for name in left:
+        os.utime(isolated_cache / name, (stale, stale))
+    under_way = open_remote("acme/widget@main")  # its own `.fetching`, just written
+    try:
+        served.trickled.clear()
+        assert main(["search", "acme/widget@main", "parse_config", "--json", "--no-embed"]) == 0
+        assert json.loads(capsys.readouterr().out)["core"][0]["path"] == "pkg/parser.py"
+        fetching = [p for p in cache_files(isolated_cache) if ".fetching" in p]
+        assert not set(fetching) & set(left)  # the killed fetch's files are gone
+        assert under_way.store.path.name in {Path(p).name for p in fetching}  # the live one's is kept
+    finally:
+        under_way.close()
+    assert [p for p in cache_files(isolated_cache) if ".fetching" in p] == []
 
 
 def test_the_unpacked_total_the_download_and_the_archive_itself_are_bounded(served: TarballServer) -> None:

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 import weakref
 from collections import Counter, OrderedDict
@@ -1122,8 +1123,11 @@ class RemoteWorkspace(Workspace):
         # No index yet: the first fetch writes one under a name of this workspace's own, put at the index's name
         # once it holds the files (`_put_in_place`) and removed at `close` otherwise. Written in place, a fetch
         # that failed (a mistyped ref, the network down) left an empty index in the cache for every source tried.
-        if not self.settings.store_url and not self.index_path.exists():
-            self._fetching = self.index_path.with_name(f"{self.index_path.name}.{uuid.uuid4().hex[:12]}.fetching")
+        if not self.settings.store_url:
+            _remove_stale_fetches(self.index_path, self.settings.remote_deadline_s + FETCH_QUIET_MARGIN_S)
+            if not self.index_path.exists():
+                self._fetching = self.index_path.with_name(
+                    f"{self.index_path.name}.{uuid.uuid4().hex[:12]}.fetching")
         self._open(self._fetching or self.index_path, StrategyLoad())
 
     @property
@@ -1233,6 +1237,28 @@ def _remove_fetching(path: Path) -> None:
     """A first fetch's index under its own name and whatever was written beside it (its write-ahead log)."""
     for left in path.parent.glob(glob.escape(path.name) + "*"):
         left.unlink(missing_ok=True)
+
+
+# Beyond `remote_deadline_s` (a download's whole time), how long a first fetch's files may go unwritten before they
+# are taken for a killed fetch's: unpacking and indexing write to them as they go, and this leaves room for the
+# requests around the download (the commit's lookup, redirects) and a loaded machine.
+FETCH_QUIET_MARGIN_S = 3600.0
+
+
+def _remove_stale_fetches(index_path: Path, quiet_for_s: float) -> None:
+    """The first fetches of `index_path`'s source whose process was killed (SIGKILL, a crash: no close ran) left
+    their index under its own name for good, as large as the repository's: removed once none of its files was
+    written for `quiet_for_s`. A fetch under way writes to its files as it goes, and none is ever opened as an
+    index by another process, so an older one is a killed fetch's."""
+    now = time.time()
+    for fetching in index_path.parent.glob(glob.escape(index_path.name) + ".*.fetching"):
+        try:
+            written = max(left.stat().st_mtime for left in fetching.parent.glob(glob.escape(fetching.name) + "*"))
+        except (OSError, ValueError):  # removed meanwhile (its fetch ended, or another open removed it)
+            continue
+        if now - written > quiet_for_s:
+            remote_log.info("removing %s, left by a fetch that was killed", fetching.name)
+            _remove_fetching(fetching)
 
 
 class SharedWorkspace(RemoteWorkspace):
