@@ -39,6 +39,21 @@ def children_running(pid: int, module: str) -> list[int]:
     return found
 
 
+def in_group(pgid: int) -> list[int]:
+    """The live processes (not zombies) of process group `pgid`: a command started in a session of its own, its
+    workers, the resource tracker and whatever those started, wherever they were reparented."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                state, _parent, group = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:3]
+            except OSError:
+                continue
+            if int(group) == pgid and state != "Z":
+                found.append(int(entry))
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
