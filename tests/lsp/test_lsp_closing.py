@@ -9,7 +9,11 @@ import itertools
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +169,72 @@ def test_sigterm_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
         session.server.close()
     assert not any(alive(pid) for pid in workers)
     session.quiet()
+
+
+# An editor: starts the server on a folder, says the server's pid, then reads (and drops) all it sends until killed.
+EDITOR = textwrap.dedent("""
+    import json, subprocess, sys
+    def frame(message):
+        body = json.dumps(message).encode()
+        return b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body
+    server = subprocess.Popen([sys.executable, "-m", "codeloupe_lsp"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=open(sys.argv[2], "w"))
+    folder = {"uri": sys.argv[1], "name": "many"}
+    server.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "processId": None, "rootUri": None, "capabilities": {}, "workspaceFolders": [folder],
+        "initializationOptions": {"embedProvider": "none"}}}))
+    server.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+    server.stdin.flush()
+    print(server.pid, flush=True)
+    while server.stdout.read(4096):
+        pass
+""")
+
+
+def _indexes() -> Iterator[Path]:
+    return (Path(os.environ["CODELOUPE_CACHE_DIR"]) / "indexes").glob("*.sqlite")
+
+
+def _files_written() -> int:
+    """Files the server's first index has written so far (the test cannot ask the server: the editor speaks to it)."""
+    for index in _indexes():
+        with contextlib.suppress(sqlite3.Error):
+            return stored(str(index))[0]
+    return 0
+
+
+def test_an_editor_killed_during_a_first_index_leaves_no_server_and_no_worker(tmp_path: Path) -> None:
+    """The editor killed (SIGKILL: it sends nothing more) while the server's first index chunks in worker processes:
+    its end of the pipes gone, the server stops the index, closes it and exits by itself, its workers with it."""
+    root = many_small_files(tmp_path / "many", FILES)
+    errlog = tmp_path / "stderr.txt"
+    editor = subprocess.Popen([sys.executable, "-c", EDITOR, uri(root), str(errlog)], stdout=subprocess.PIPE, text=True)
+    server, workers = 0, []
+    try:
+        assert editor.stdout is not None
+        server = int(editor.stdout.readline())
+        deadline = time.monotonic() + 120
+        while len(workers := children_of(server)) < 2 or _files_written() == 0:
+            assert time.monotonic() < deadline, "the first index never wrote files from its chunking workers"
+            time.sleep(0.02)
+        editor.kill()
+        editor.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while left := [pid for pid in (server, *workers) if alive(pid)]:
+            assert time.monotonic() < deadline, f"outlived the editor: {left}"
+            time.sleep(0.05)
+    finally:
+        if editor.poll() is None:
+            editor.kill()
+        for pid in (server, *workers):
+            if pid and alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    log = errlog.read_text()
+    assert "Traceback" not in log and "leaked semaphore" not in log, log
+    index = next(_indexes())
+    assert not Path(f"{index}-wal").exists()  # closed, its log folded in
+    files, chunkless = stored(str(index))
+    assert 0 < files < FILES and chunkless == 0  # stopped part way, every file written whole
 
 
 def test_removing_a_folder_stops_its_graph_refresh(tmp_path: Path) -> None:
