@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -65,6 +67,17 @@ def _set(value: object, things: Iterable[object], *names: str) -> Iterator[None]
             setattr(thing, name, before)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, as Ctrl-C's KeyboardInterrupt is, so that it stops the same way (an index
+    at its next file, its workers killed, closed): its default action killed the process mid-write, the index
+    unclosed and a worker pool never let go (the resource tracker's leaked semaphores under the command's output)."""
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM, while the command stops, kills it
+    raise Terminated
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codeloupe",
@@ -85,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     log_visibly()
+    # Only the main thread takes signals (a test may run a command on another); `serve`, `mcp` and `worker` set
+    # their own handlers for their own stops.
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
@@ -95,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # database went away mid-command (`stats` and `flows` ended in a traceback), a repository was dropped.
         print(visible(f"codeloupe: {exc}"), file=sys.stderr)
         return 2
+    except Terminated:
+        print("codeloupe: stopped by SIGTERM", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("codeloupe: interrupted", file=sys.stderr)
         return 130
@@ -103,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # does, and keep the interpreter's last flush of stdout from raising it again.
         _discard_stdout()
         return 128 + 13
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _discard_stdout() -> None:
