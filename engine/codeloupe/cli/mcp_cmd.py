@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -43,19 +44,20 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc
     # An MCP client that ends the server with SIGTERM (its stdin closed 2 s before, or not at all) has it stop its
-    # index and close it, as a closed stdin does.
-    exit_on_sigterm()
-    terminated = False
+    # index and close it, as a closed stdin does; so does Ctrl-C in a terminal, which asyncio's own handler turned
+    # into a cancellation that then waited, the index going on, for a line on stdin.
+    exit_on_sigterm(signal.SIGINT)
+    stopped: SystemExit | None = None
     try:
         serve_stdio(build_server(warm))
-    except SystemExit:
-        terminated = True
+    except SystemExit as stop:
+        stopped = stop
     finally:
         warm.close()
-    if terminated:
+    if stopped is not None:
         # The SDK's thread reading stdin waits in a read that only the client's end of the pipe can end, and the
         # interpreter's exit waits for that thread: leave without it, the workspace closed and the replies written.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)
+        os._exit(int(stopped.code or 0))
     return 0
