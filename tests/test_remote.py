@@ -338,8 +338,8 @@ def test_a_first_fetch_killed_midway_leaves_files_the_next_fetch_removes_once_st
         served: TarballServer, isolated_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A first fetch killed (SIGKILL: no close ran) left its `.fetching` index in the cache for good, one for every
     fetch killed (as large as the repository's index). Never taken for an index, it is now removed by a later open
-    of the same source once none of its files was written for longer than a fetch can take; one still being
-    written (another process's fetch under way) is kept."""
+    of the same source once none of its files was written for longer than a fetch can take and its process is gone;
+    one whose process still runs (a fetch under way, quiet while its machine slept) is kept."""
     served.bodies["/acme/widget/main.tar.gz"] = tarball(FILES, comment=SHA)
     served.trickled.add("/acme/widget/main.tar.gz")  # the killed fetch is still downloading
     indexes = isolated_cache / "indexes"
@@ -355,11 +355,10 @@ def test_a_first_fetch_killed_midway_leaves_files_the_next_fetch_removes_once_st
         killed.wait()
     left = [p for p in cache_files(isolated_cache) if ".fetching" in p]
     assert left  # what a killed fetch leaves
-    settings = load_settings(None, {})
-    stale = time.time() - settings.remote_deadline_s - 2 * 3600
-    for name in left:
+    under_way = open_remote("acme/widget@main")  # its own `.fetching`, of this process
+    stale = time.time() - load_settings(None, {}).remote_deadline_s - 2 * 3600
+    for name in cache_files(isolated_cache):
         os.utime(isolated_cache / name, (stale, stale))
-    under_way = open_remote("acme/widget@main")  # its own `.fetching`, just written
     try:
         served.trickled.clear()
         assert main(["search", "acme/widget@main", "parse_config", "--json", "--no-embed"]) == 0

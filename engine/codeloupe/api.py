@@ -77,6 +77,7 @@ from codeloupe.index import (
 )
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
+from codeloupe.parallel import process_running
 from codeloupe.regular_file import read_head
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.repository_names import repository_name_problem
@@ -1125,9 +1126,9 @@ class RemoteWorkspace(Workspace):
         # that failed (a mistyped ref, the network down) left an empty index in the cache for every source tried.
         if not self.settings.store_url:
             _remove_stale_fetches(self.index_path, self.settings.remote_deadline_s + FETCH_QUIET_MARGIN_S)
-            if not self.index_path.exists():
+            if not self.index_path.exists():  # named after this process too: `_remove_stale_fetches` keeps it
                 self._fetching = self.index_path.with_name(
-                    f"{self.index_path.name}.{uuid.uuid4().hex[:12]}.fetching")
+                    f"{self.index_path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.fetching")
         self._open(self._fetching or self.index_path, StrategyLoad())
 
     @property
@@ -1248,15 +1249,17 @@ FETCH_QUIET_MARGIN_S = 3600.0
 def _remove_stale_fetches(index_path: Path, quiet_for_s: float) -> None:
     """The first fetches of `index_path`'s source whose process was killed (SIGKILL, a crash: no close ran) left
     their index under its own name for good, as large as the repository's: removed once none of its files was
-    written for `quiet_for_s`. A fetch under way writes to its files as it goes, and none is ever opened as an
-    index by another process, so an older one is a killed fetch's."""
+    written for `quiet_for_s` and the process named in it is not running here. A fetch under way writes to its
+    files as it goes (but not while its machine sleeps: hence the process too), and none is ever opened as an index
+    by another process."""
     now = time.time()
     for fetching in index_path.parent.glob(glob.escape(index_path.name) + ".*.fetching"):
         try:
             written = max(left.stat().st_mtime for left in fetching.parent.glob(glob.escape(fetching.name) + "*"))
         except (OSError, ValueError):  # removed meanwhile (its fetch ended, or another open removed it)
             continue
-        if now - written > quiet_for_s:
+        owner = fetching.name[len(index_path.name) + 1:].split("-", 1)[0]
+        if now - written > quiet_for_s and not (owner.isdigit() and process_running(int(owner))):
             remote_log.info("removing %s, left by a fetch that was killed", fetching.name)
             _remove_fetching(fetching)
 

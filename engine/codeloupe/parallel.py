@@ -261,6 +261,17 @@ def exit_with_parent(parent_pid: int) -> None:
                      daemon=True).start()
 
 
+def process_running(pid: int) -> bool:
+    """Whether a process of that id runs on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process holds that pid
+        return True
+    return True
+
+
 def _watch_parent(parent_pid: int) -> None:
     while os.getppid() == parent_pid:
         time.sleep(PARENT_POLL_S)

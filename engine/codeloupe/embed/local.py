@@ -53,6 +53,7 @@ from tokenizers.implementations import BertWordPieceTokenizer
 
 from codeloupe.embed import EmbeddingError, EmbeddingStopped, QueryCachingProvider, normalise_rows
 from codeloupe.embed.workers import SESSION_RECIPE, Feed, WorkerPool, hash_file, open_session, unit_vectors
+from codeloupe.parallel import process_running
 from codeloupe.settings import Settings
 from codeloupe.trust import user_config_dir
 
@@ -477,13 +478,7 @@ def _work_dir_in_use(path: Path) -> bool:
     owner = path.name[len(WORK_DIR_PREFIX):].split("-", 1)[0]
     if not owner.isdigit() or age > STALE_WORK_DIR_S:
         return age <= STALE_WORK_DIR_S  # no owner recorded (an older release): only age tells
-    try:
-        os.kill(int(owner), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of another user holds that pid
-        return True
-    return True
+    return process_running(int(owner))
 
 
 # The sha256 of every model this machine derived, by file name, kept in the user config dir: the cache dir may
