@@ -48,3 +48,45 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
         return workers
 
     assert_workers_die_with_their_parent(parent, started_workers)
+
+
+# The same stuck workers, and a stop asked as soon as they are running: before their first result, which never comes.
+STOP_SCRIPT = textwrap.dedent("""
+    import multiprocessing, os, sys, time
+    from pathlib import Path
+
+    import codeloupe.index as index
+    from codeloupe.settings import Settings
+    from codeloupe.store import Store
+
+    def stuck_prepare(candidate, known_hash, settings, strategies=()):
+        time.sleep(600)
+
+    os.cpu_count = lambda: 2
+    index.prepare = stuck_prepare
+    root = Path(sys.argv[1])
+    try:
+        index.index_workspace(root, Store(root.parent / "index.sqlite"), Settings(embed_provider="none"),
+                              should_stop=lambda: bool(multiprocessing.active_children()))
+    except index.IndexStopped as stopped:
+        print(stopped, flush=True)
+""")
+
+
+def test_a_stop_while_the_workers_start_ends_the_index_without_waiting_for_their_first_result(
+        tmp_path: Path) -> None:
+    """An index's stop was asked between results only: one asked as the workers started waited for their start-up and
+    first task (seconds on a loaded machine, here never), past the 1.5 s a language server's exit allows, which then
+    left with the pool never let go. It is now asked while a result is awaited."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(220):  # over POOL_MIN_ITEMS
+        (root / f"m{i}.py").write_text(f"x = {i}\n")
+    index = subprocess.Popen([sys.executable, "-c", STOP_SCRIPT, str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = index.communicate(timeout=60)
+    finally:
+        if index.poll() is None:
+            index.kill()
+            index.communicate()
+    assert index.returncode == 0 and out.strip() == "indexing stopped after 0 of 220 files", out

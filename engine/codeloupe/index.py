@@ -155,7 +155,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         report.files_deleted = store.delete_files(gone)
         total = len(found.candidates)
         done = total - len(work)
-        prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies)
+        prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies, should_stop)
         # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
         # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
         prepared_files = zip(work, prepared_all if should_stop is None else until(should_stop, prepared_all))
@@ -534,11 +534,14 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
                     line_count=len(split_lines(text)), terms=terms)
 
 
-def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings,
-                 strategies: tuple[Strategy, ...]) -> Generator[Prepared, None, None]:
-    """Prepare files in order; in worker processes when there are enough to pay for starting them."""
+def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings, strategies: tuple[Strategy, ...],
+                 should_stop: Callable[[], bool] | None) -> Generator[Prepared, None, None]:
+    """Prepare files in order; in worker processes when there are enough to pay for starting them. `should_stop` is
+    asked while a result is awaited too: between results alone (`until`), a stop as the workers started waited for
+    their start and first task (seconds on a loaded machine), past the 1.5 s a language server's exit allows, which
+    then left with the pool never let go (the resource tracker's leaked semaphores on the editor's output)."""
     return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking",
-                          size=lambda candidate, *_: candidate.size)
+                          size=lambda candidate, *_: candidate.size, should_stop=should_stop)
 
 
 def _known_hash(row: FileRow | None) -> str:
