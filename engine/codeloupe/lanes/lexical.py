@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import count, filterfalse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from codeloupe.arrays import made_consecutive
 from codeloupe.lanes.tokens import document_counts
@@ -26,6 +26,9 @@ from codeloupe.saved import (
     saved_stamp,
     unpack_strings,
 )
+
+if TYPE_CHECKING:  # imported where a matrix is made: ~0.1 s that the store's importers (the server's start) skip
+    from scipy import sparse
 
 # Bump when tokenisation, the BM25 weighting or the saved arrays change: a saved index of another version is
 # rebuilt, and the term counts indexing kept under another version are not read (each chunk is tokenised
@@ -85,6 +88,7 @@ def _summed_in_runs(counts: sparse.csc_matrix, first: int, stop: int, groups: np
     each run of them is one `reduceat` sum. What the product with a membership matrix gives, to the bit (sums
     of whole numbers below 2**24 are exact in float32), without the product's temporaries or its conversion to
     columns: at 200K chunks the file lane took 1.5 s that way, on a first answer."""
+    from scipy import sparse
     low, high = int(counts.indptr[first]), int(counts.indptr[stop])
     group = groups[counts.indices[low:high]]
     column = np.repeat(np.arange(stop - first), np.diff(counts.indptr[first:stop + 1]))
@@ -100,6 +104,7 @@ def _joined_columns(blocks: list[sparse.csc_matrix], rows: int, columns: int) ->
     """`blocks` (consecutive column ranges, float32) side by side as one matrix, emptying the list: each block
     is let go as soon as it is copied, where a concatenation holds every block and the whole result at once
     (the joined arrays' pages are touched only as they are written)."""
+    from scipy import sparse
     entries = sum(block.nnz for block in blocks)
     index_type = np.int32 if entries < 2**31 else np.int64
     data, indices = np.empty(entries, np.float32), np.empty(entries, index_type)
@@ -293,6 +298,7 @@ class BM25Index:
         return index
 
     def _from_parts(self, parts: Iterable[TermCounts], stats_from: BM25Index | None, keep_counts: bool) -> None:
+        from scipy import sparse
         joined = TermCounts.joined(parts)
         vocab = dict(zip(joined.terms, range(len(joined.terms))))
         tf = sparse.csr_matrix(
@@ -313,6 +319,7 @@ class BM25Index:
         Made a block of terms at a time, each block's rows taken and the new documents' counts put under them,
         then the blocks moved into one matrix in turn (`grouped`'s way): stacking the whole matrices held
         three copies of every entry at once (~600 MB above the index at 200K chunks)."""
+        from scipy import sparse
         counts = self._counts
         if counts is None or (counts.nnz and int(counts.data.max()) >= 65535):
             return None
@@ -354,6 +361,7 @@ class BM25Index:
         row-major copy of them, the product and its column-major copy) took 436 MB above the index at 200K
         chunks, on the query that first asks for the file lane. The sums are of whole numbers below 2**24,
         exact in float32 in any order."""
+        from scipy import sparse
         assert index._counts is not None, "grouping needs an index that kept its counts"
         counts = index._counts
         # Column ranges of about that many entries each, from the first column to the last.
@@ -378,6 +386,7 @@ class BM25Index:
         """Turn raw term counts (documents x vocab, CSC, float32: taken over, its values become the weights)
         into the BM25 weight of every entry, with one temporary of the entries' size at a time (the weights
         written over the counts): at 200K chunks each such array is ~100 MB."""
+        from scipy import sparse
         n_docs = tf.shape[0]
         self.vocab = vocab
         self.n_docs = n_docs
@@ -480,6 +489,7 @@ class BM25Index:
         reading its entries in place from the file written, as `load` does: the same index, whose pages are the
         system's to drop. The file is not read back (`save_arrays` maps the writer's own bytes), and the terms
         are this index's own."""
+        from scipy import sparse
         m = self._matrix
         vocab, vocab_ends = pack_strings(list(self.vocab))  # dict order is column order
         # An index that kept no counts (the file lane's, grouped from the chunk one) is saved without them.
@@ -517,6 +527,7 @@ class BM25Index:
         Its entries (weights, rows, counts: ~250 MB at 200K chunks) are read in place from the file, mapped,
         not copied: a query reads only its terms' columns, so a warm process holds those pages and the system
         keeps the rest in its cache, to drop under pressure and read again."""
+        from scipy import sparse
         z = load_arrays(path, f"{TOKENS_VERSION}:{stamp}", mapped=("data", "indices", "counts"))
         if z is None or not np.array_equal(z.get("row_ids"), row_ids):
             return None
