@@ -1,12 +1,17 @@
 """The workspace graph: import and call edges between real files, skeleton similarity, communities, hubs
 and hub-tolled routes. It supplies candidates and annotations; it never changes a ranking score."""
 
-from codeloupe.graph.build import ensure_edges, update_edges
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from codeloupe.graph.facts import EXTRACTOR_VERSION
 from codeloupe.graph.model import (
     Community,
     FileSummary,
     GodNode,
+    GraphError,
     GraphFolder,
     GraphMap,
     GraphNode,
@@ -15,18 +20,9 @@ from codeloupe.graph.model import (
     MapEdge,
     MapNode,
     Neighbour,
+    NotInGraph,
     Span,
     Surprise,
-)
-from codeloupe.graph.query import (
-    GraphError,
-    NotInGraph,
-    definition_users,
-    file_summary,
-    graph_map,
-    graph_node,
-    graph_path,
-    neighbours,
 )
 from codeloupe.graph.render import (
     MAP_ASSETS,
@@ -37,6 +33,34 @@ from codeloupe.graph.render import (
     render_text,
 )
 from codeloupe.graph.request import GraphRequest, GraphRequestError
+
+if TYPE_CHECKING:
+    from codeloupe.graph.build import ensure_edges, update_edges
+    from codeloupe.graph.query import (
+        definition_users,
+        file_summary,
+        graph_map,
+        graph_node,
+        graph_path,
+        neighbours,
+    )
+
+# Building and querying the graph (the language resolvers, the store's edges: ~0.1 s to import) are imported at
+# their first use: `codeloupe.api` re-exports this package's types and errors, and what imports it (the language
+# server before its first progress, the command line) needs no graph yet.
+_AT_FIRST_USE = {
+    **dict.fromkeys(("ensure_edges", "update_edges"), "codeloupe.graph.build"),
+    **dict.fromkeys(("definition_users", "file_summary", "graph_map", "graph_node", "graph_path", "neighbours"),
+                    "codeloupe.graph.query"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _AT_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
 
 __all__ = [
     "EXTRACTOR_VERSION", "MAP_ASSETS", "Community", "FileSummary", "GodNode", "GraphError", "GraphFolder", "NotInGraph",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from codeloupe.types import Expansion
+from codeloupe.types import Expansion, elided
 
 
 @dataclass(frozen=True)
@@ -221,3 +221,17 @@ class FileSummary:
         return {"path": self.path, "community": self.community, "communityName": self.community_name,
                 "imports": self.imports, "importers": self.importers, "god": self.god,
                 "semantic": [{"path": p, "cosine": c} for p, c in self.semantic]}
+
+
+class GraphError(ValueError):
+    """A graph request that names nothing in the workspace."""
+
+
+class NotInGraph(GraphError):
+    """A request named a file that is not a node of the graph (docs, config, a path that does not exist);
+    `suggestions` are the graph files closest to it by name, best first."""
+
+    def __init__(self, target: str, reason: str, suggestions: list[str]) -> None:
+        super().__init__(f"{elided(target)} is not in the graph ({reason})")
+        self.target = target
+        self.suggestions = suggestions

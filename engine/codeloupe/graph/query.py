@@ -17,6 +17,7 @@ from codeloupe.graph.model import (
     Community,
     FileSummary,
     GodNode,
+    GraphError,
     GraphFolder,
     GraphMap,
     GraphNode,
@@ -25,6 +26,7 @@ from codeloupe.graph.model import (
     MapEdge,
     MapNode,
     Neighbour,
+    NotInGraph,
     Span,
     Surprise,
 )
@@ -56,20 +58,6 @@ _STOP_WORDS = frozenset({
     "it", "no", "not", "of", "on", "or", "that", "the", "this", "to", "what", "where", "which", "why", "with",
     "work", "works",
 })
-
-
-class GraphError(ValueError):
-    """A graph request that names nothing in the workspace."""
-
-
-class NotInGraph(GraphError):
-    """A request named a file that is not a node of the graph (docs, config, a path that does not exist);
-    `suggestions` are the graph files closest to it by name, best first."""
-
-    def __init__(self, target: str, reason: str, suggestions: list[str]) -> None:
-        super().__init__(f"{elided(target)} is not in the graph ({reason})")
-        self.target = target
-        self.suggestions = suggestions
 
 
 SUGGESTIONS = 5
