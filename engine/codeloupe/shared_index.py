@@ -215,13 +215,24 @@ def workspace_changes(root: Path, paths: Collection[str] | None = None) -> list[
     return [entry[3:] for entry in out.split("\0") if entry]  # "XY path" each
 
 
+# git never fetches here. A repository whose configuration calls it a partial clone (`extensions.partialClone`)
+# has git fetch an object it lacks from its "promisor" remote: `git status` over a commit whose tree is missing
+# ran the `remote.<name>.uploadpack` that configuration names (a local remote), its `core.sshCommand` (ssh), or
+# sent a request to its host (https). GIT_NO_LAZY_FETCH stops the fetch in the git that knows it; every transport
+# refused stops it in any git, and in the `git fetch` it would start (which inherits `-c` through the environment).
+_NO_FETCH = ["-c", "protocol.allow=never"]
+_NO_FETCH_ENV = {"GIT_NO_LAZY_FETCH": "1"}
+
+
 def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
-    """git's output run in `root`; None when it failed, timed out or is missing. Never with this process's input:
-    under the language server that is the editor's channel, and the repository's configuration can include
-    `/dev/stdin`, which `git config --includes` read to its end (the editor's messages with it)."""
+    """git's output run in `root`, fetching nothing (`_NO_FETCH`); None when it failed, timed out or is missing.
+    Never with this process's input: under the language server that is the editor's channel, and the repository's
+    configuration can include `/dev/stdin`, which `git config --includes` read to its end (the editor's messages
+    with it)."""
     try:
-        done = subprocess.run(["git", "-C", str(root), *args], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, errors="surrogateescape", timeout=timeout, check=False)
+        done = subprocess.run(["git", "-C", str(root), *_NO_FETCH, *args], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, errors="surrogateescape", timeout=timeout,
+                              check=False, env={**os.environ, **_NO_FETCH_ENV})
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

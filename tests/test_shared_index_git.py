@@ -1,0 +1,93 @@
+"""The git the shared index runs in a workspace (`workspace_commit`: `rev-parse`, `config`, `status`) runs nothing
+the repository's own configuration names (rule 6): a cloned or unpacked repository's `.git/config` is as
+untrusted as its files. Each test builds the hostile repository whose command would leave a file behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codeloupe.shared_index import DIRTY_SUFFIX, workspace_commit
+
+# git as a user with no configuration of their own: the repository's is the only one in play.
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, env=GIT_ENV, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _committed_repo(root: Path) -> Path:
+    if shutil.which("git") is None:
+        pytest.fail("git is not installed: CI has it")
+    (root / "pkg").mkdir(parents=True)
+    (root / "app.py").write_text("def run():\n    return 1\n")
+    (root / "pkg" / "util.py").write_text("def helper():\n    return 2\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "c")
+    return root
+
+
+def _as_a_user_without_git_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM"):
+        monkeypatch.setenv(name, GIT_ENV[name])
+
+
+def _payload(tmp_path: Path) -> tuple[Path, Path]:
+    """A program that leaves `ran` behind when anything runs it, and that file."""
+    ran = tmp_path / "ran"
+    program = tmp_path / "payload.sh"
+    program.write_text(f"#!/bin/sh\ntouch '{ran}'\nexit 1\n")
+    program.chmod(0o755)
+    return program, ran
+
+
+def test_a_partial_clone_s_missing_tree_fetches_nothing_and_runs_no_upload_pack(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository that calls itself a partial clone has git fetch an object it lacks from its promisor remote,
+    and for a local remote git runs the `remote.<name>.uploadpack` the configuration names: `git status`
+    comparing the index with a commit whose tree is missing ran the repository's program (or, with an ssh
+    remote, its `core.sshCommand`; with an https one, a request to the repository's host)."""
+    _as_a_user_without_git_config(monkeypatch)
+    root = _committed_repo(tmp_path / "repo")
+    program, ran = _payload(tmp_path)
+    for key, value in (("core.repositoryformatversion", "1"), ("extensions.partialClone", "origin"),
+                       ("remote.origin.url", str(tmp_path)), ("remote.origin.promisor", "true"),
+                       ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                       ("remote.origin.uploadpack", str(program))):
+        _git(root, "config", key, value)
+    tree = _git(root, "rev-parse", "HEAD:pkg")
+    (root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    (root / ".git" / "index").unlink()  # status reads the commit's trees to compare the files with
+    head = _git(root, "rev-parse", "HEAD")
+
+    assert workspace_commit(root) == head + DIRTY_SUFFIX  # git cannot tell: never named as clean
+    assert not ran.exists()
+
+
+def test_the_repository_s_fsmonitor_and_clean_filter_do_not_run(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git status` runs `core.fsmonitor` as a program, and a filter driver's `clean` on a file whose stat
+    changed; here the filter comes from a file the configuration includes only for this folder (`includeIf`)."""
+    _as_a_user_without_git_config(monkeypatch)
+    root = _committed_repo(tmp_path / "repo")
+    program, ran = _payload(tmp_path)
+    (root / ".gitattributes").write_text("*.py filter=tidy\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", "attributes")
+    included = tmp_path / "included.cfg"
+    included.write_text(f"[filter \"tidy\"]\n\tclean = {program}\n")
+    _git(root, "config", f"includeIf.gitdir:{root}/.path", str(included))
+    _git(root, "config", "core.fsmonitor", str(program))
+    stat = (root / "app.py").stat()
+    os.utime(root / "app.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same text, stat changed
+
+    assert workspace_commit(root).startswith(_git(root, "rev-parse", "HEAD"))
+    assert not ran.exists()
