@@ -486,6 +486,30 @@ def test_archives_built_to_exhaust_memory_or_discovery_are_skipped_or_refused(
         index_remote("acme/widget@broken", embed=False)
 
 
+def _with_pax_member(name: str, pax: dict[str, str]) -> bytes:
+    """FILES under widget-main/, and a small member `name` whose pax header says `pax`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": SHA}) as tar:
+        for path, text in {**FILES, name: "def odd():\n    return 1\n"}.items():
+            info = tarfile.TarInfo(f"widget-main/{path}")
+            info.size, info.mtime = len(text.encode()), 1_700_000_000
+            info.pax_headers = pax if path == name else {}
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return _gzip(buffer.getvalue())
+
+
+def test_a_member_claiming_more_bytes_than_the_unpacked_bound_refuses_the_archive_at_once(
+        served: TarballServer) -> None:
+    """tarfile steps over a member's data by reading its claimed size in 16 KiB blocks, empty ones past the end of
+    the archive: a 10 KB archive whose pax header claimed 10**30 bytes kept a core busy for ever (this one's 4 GiB,
+    a second's work, ended as an unreadable archive), whether the member was to be read or skipped (its name)."""
+    for ref, name in (("claims", "odd.py"), ("skipped", "../odd.py")):
+        served.bodies[f"/acme/widget/{ref}.tar.gz"] = _with_pax_member(name, {"size": str(2**32)})
+        with pytest.raises(RemoteError, match=r"a member claims 4,294,967,296 bytes, more than "
+                                              r"remote_max_unpacked_bytes \(1,073,741,824\)"):
+            index_remote(f"acme/widget@{ref}", embed=False)
+
+
 def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on(
         served: TarballServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket

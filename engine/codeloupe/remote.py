@@ -187,6 +187,12 @@ def _read_members(data: bytes, settings: Settings) -> tuple[_Members, int]:
 
 
 def _take(tar: tarfile.TarFile, member: tarfile.TarInfo, out: _Members, settings: Settings) -> None:
+    # Checked before any member is skipped: tarfile steps over a member's data by reading its claimed size in
+    # 16 KiB blocks, empty ones once the archive ends, so a 10 KB archive whose pax header claims 10**30 bytes
+    # spun a core for ever; no member of an archive within the bound can be larger than the bound.
+    if member.size > settings.remote_max_unpacked_bytes:
+        raise RemoteError(f"refused: a member claims {member.size:,} bytes, more than remote_max_unpacked_bytes "
+                          f"({settings.remote_max_unpacked_bytes:,})")
     if member.isdir():
         return
     path, problem = member_path(member.name)
