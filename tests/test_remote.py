@@ -510,6 +510,19 @@ def test_a_member_claiming_more_bytes_than_the_unpacked_bound_refuses_the_archiv
             index_remote(f"acme/widget@{ref}", embed=False)
 
 
+def test_a_member_whose_mtime_is_not_a_number_is_indexed(served: TarballServer) -> None:
+    """A pax header's mtime is any float text: "nan" went into the index as NULL and the fetch failed on it with
+    sqlite3's IntegrityError, a traceback for `index` and `search` alike."""
+    served.bodies["/acme/widget/main.tar.gz"] = _with_pax_member("odd.py", {"mtime": "nan"})
+    report = index_remote("acme/widget@main", embed=False)
+    assert report.files_indexed == 5
+    ws = open_remote("acme/widget@main")
+    try:
+        assert ws.read_lines("odd.py") == "def odd():\n    return 1\n"
+    finally:
+        ws.close()
+
+
 def test_a_redirect_is_followed_only_within_the_network_and_scheme_it_started_on(
         served: TarballServer, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket

@@ -36,6 +36,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import re
 import tarfile
 import zlib
@@ -215,7 +216,8 @@ def _take(tar: tarfile.TarFile, member: tarfile.TarInfo, out: _Members, settings
     while folder and folder not in out.folders:
         out.folders.add(folder)
         folder = folder.rpartition("/")[0]
-    out.mtimes[path] = float(member.mtime)
+    # A pax header's mtime is any float text: "nan" was written to the index as NULL and failed the whole fetch.
+    out.mtimes[path] = float(member.mtime) if math.isfinite(member.mtime) else 0.0
     out.data.pop(path, None)
     if member.size <= settings.max_file_bytes:  # larger ones are counted as too large by the walk's rules
         handle = tar.extractfile(member)
