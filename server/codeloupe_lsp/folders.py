@@ -507,7 +507,13 @@ class Folders:
         return self._by_uri.get(uri) or next((f for f in self if same_folder(f.uri, uri)), None)
 
     def containing(self, path: Path) -> Folder | None:
-        path = path.resolve()
+        try:
+            path = path.resolve()
+        except (OSError, RuntimeError):  # a link that leads to itself (Python before 3.13 raises RuntimeError)
+            try:
+                path = path.parent.resolve() / path.name  # held by the folder its name is in
+            except (OSError, RuntimeError):
+                return None
         best: Folder | None = None
         for folder in self:
             if path == folder.root or folder.root in path.parents:

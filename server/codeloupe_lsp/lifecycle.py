@@ -10,7 +10,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from codeloupe.api import WORKSPACE_SETTINGS_FILES, SettingsError, trust_store_path
+from codeloupe.api import WORKSPACE_SETTINGS_FILES, SettingsError, WorkspaceError, trust_store_path
 from codeloupe_lsp.config import SECTION, read_options
 from codeloupe_lsp.convert import uri_to_path
 from codeloupe_lsp.folders import Folder
@@ -151,10 +151,14 @@ async def _changed(ls: CodeloupeServer, uris: list[str]) -> None:
     for uri in uris:
         path = uri_to_path(uri)
         folder = ls.folders.containing(path) if path is not None else None
-        if folder is not None and path is not None:
+        if folder is None or path is None:
+            continue
+        try:
             folder.request_paths([folder.ws.relative(path)])
-            if path.name in WORKSPACE_SETTINGS_FILES and path.parent.resolve() == folder.root:
-                settings_changed[folder.uri] = folder
+        except WorkspaceError:  # a link out of the folder, or that leads to itself: nothing of it to index
+            continue
+        if path.name in WORKSPACE_SETTINGS_FILES and path.parent.resolve() == folder.root:
+            settings_changed[folder.uri] = folder
     if settings_changed:
         await _reopen_changed(ls, settings_changed.values())
 

@@ -72,6 +72,21 @@ async def test_saved_file_is_found_by_its_new_content_and_a_deleted_one_is_gone(
                               "the deleted file to leave the index")
 
 
+async def test_a_symbolic_link_that_leads_to_itself_leaves_the_rest_of_a_watched_change_indexed(
+        client: Client, project: Path) -> None:
+    """A repository may hold a link that leads to itself (`loop -> loop`): the watcher's change naming it (a
+    checkout, a pull) raised Python's 'Symlink loop' in the server, and every file after it in the same change was
+    never indexed again."""
+    (project / "loop").symlink_to("loop")
+    changed = project / "app/billing.py"
+    changed.write_text("def refund_invoice(invoice_id):\n    return 'zanzibar-refund'\n", encoding="utf-8")
+    client.workspace_did_change_watched_files(lsp.DidChangeWatchedFilesParams(changes=[
+        lsp.FileEvent(uri=uri(project / "loop"), type=lsp.FileChangeType.Created),
+        lsp.FileEvent(uri=uri(changed), type=lsp.FileChangeType.Changed)]))
+    await client.search_until("zanzibar refund invoice", lambda r: "app/billing.py" in location_paths(r),
+                              "the changed file after the link")
+
+
 async def test_deleting_a_directory_drops_every_file_under_it(client: Client, project: Path) -> None:
     for rel in ("app/store.py", "app/auth.py", "app/web.py", "app/__init__.py"):
         (project / rel).unlink()
