@@ -9,7 +9,6 @@ or the lanes, and nothing below it imports it: the layers underneath see a works
 from __future__ import annotations
 
 import dataclasses
-import errno
 import glob
 import hashlib
 import logging
@@ -78,7 +77,8 @@ from codeloupe.index import (
 from codeloupe.index import IndexStopped as IndexStopped
 from codeloupe.memory import map_large_blocks_apart
 from codeloupe.parallel import process_running
-from codeloupe.regular_file import read_head
+from codeloupe.regular_file import READ_MAX_BYTES as READ_MAX_BYTES
+from codeloupe.regular_file import read_whole
 from codeloupe.remote import REVISION_KEY, SOURCE_KEY, fetch_snapshot, is_remote, member_path, parse_remote
 from codeloupe.repository_names import repository_name_problem
 from codeloupe.secrets import WITHHELD, looks_secret, refusal, withheld
@@ -214,9 +214,6 @@ def check_locate_text(text: str) -> None:
     if lines > 1:
         raise InvalidArgument("text", f"must be one line, got {lines:,} lines")
 
-
-# A workspace file read whole for an answer (its lines, a cited span, a hash to verify one): the most read.
-READ_MAX_BYTES = 64 * 1024 * 1024
 
 class Workspace:
     """One indexed workspace folder, kept warm: the store plus the lanes' in-memory matrices.
@@ -740,11 +737,7 @@ class Workspace:
         # name it was asked for.
         if withheld(self, rel):
             raise WorkspaceError(refusal(rel))
-        full = self.root / rel
-        data = read_head(full, READ_MAX_BYTES)
-        if len(data) > READ_MAX_BYTES:
-            raise OSError(errno.EFBIG, f"larger than {READ_MAX_BYTES >> 20} MiB", str(full))
-        return data
+        return read_whole(self.root / rel)
 
     def read_lines(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
         """Lines `start_line..end_line` (1-based, inclusive) of a workspace file, verbatim from its source."""

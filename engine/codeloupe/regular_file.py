@@ -12,6 +12,18 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+# A workspace file read whole (an answer's lines, a cited span, a hash to verify one, a configuration file its
+# graph reads): the most read.
+READ_MAX_BYTES = 64 * 1024 * 1024
+
+
+def read_whole(path: Path) -> bytes:
+    """The regular file at `path` whole. Raises OSError as `open_regular` does, and EFBIG past `READ_MAX_BYTES`."""
+    data = read_head(path, READ_MAX_BYTES)
+    if len(data) > READ_MAX_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {READ_MAX_BYTES >> 20} MiB", str(path))
+    return data
+
 
 def read_head(path: Path, limit: int, *, follow_links: bool = True) -> bytes:
     """At most `limit + 1` bytes of the regular file at `path`: one byte more than `limit` says it is longer.

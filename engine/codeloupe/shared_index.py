@@ -42,6 +42,7 @@ from codeloupe.index import (
     skipped_unchanged,
     strategies_in_force,
 )
+from codeloupe.regular_file import read_whole
 from codeloupe.repository_names import shown_repository_name
 from codeloupe.settings import Settings, load_settings
 from codeloupe.store import CommitMoved, SkippedFile, SourceConflict, StoreError
@@ -621,9 +622,17 @@ class _Checkout:
     store: PgStore
 
     def read_bytes(self, path: str) -> bytes:
-        if not _inside(self.root, path):
+        """The checkout's file whole, read as a workspace's is (`Workspace.read_bytes`): a configuration file the
+        graph reads (go.mod, tsconfig.json) that was a link out of the folder was read there (a key, /dev/zero
+        until memory ran out), and a FIFO held the worker for ever."""
+        full = self.root / path
+        try:
+            inside = _inside(self.root, path) and full.resolve().is_relative_to(self.root.resolve())
+        except (OSError, RuntimeError):  # a link that leads to itself (Python before 3.13 raises RuntimeError)
+            inside = False
+        if not inside:
             raise OSError(f"{path}: not a path inside {self.root}")
-        return (self.root / path).read_bytes()
+        return read_whole(full)
 
 
 def _graph_when_done(store: PgStore, root: Path, claims: EmbeddingClaims) -> int:
