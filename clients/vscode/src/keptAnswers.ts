@@ -153,10 +153,19 @@ export function keptResult(result: AskResult): AskResult | NotKept {
     };
 }
 
+/** The most of a file a tab reads again: as much as the server reads of one for an answer (READ_MAX_BYTES). */
+const READ_MAX_BYTES = 64 * 1024 * 1024;
+
 /** Reads a document's text: a file from disk, a shared-index document through its content provider. */
 async function readText(uri: string): Promise<string> {
     const parsed = vscode.Uri.parse(uri);
     if (parsed.scheme === 'file') {
+        // A cited file swapped since for a FIFO, a device or a link to one is not read: Node's readFile waited on a
+        // FIFO for ever and read /dev/zero until it held 2 GiB, in the extension host, as a reloaded window came back.
+        const { type, size } = await vscode.workspace.fs.stat(parsed);
+        if ((type & vscode.FileType.File) === 0 || size > READ_MAX_BYTES) {
+            throw new Error(`${parsed.fsPath}: not a regular file of at most ${READ_MAX_BYTES >> 20} MiB`);
+        }
         return new TextDecoder().decode(await vscode.workspace.fs.readFile(parsed));
     }
     return (await vscode.workspace.openTextDocument(parsed)).getText();

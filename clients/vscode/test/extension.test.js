@@ -1909,6 +1909,30 @@ describe('answer tabs across a window reload', function () {
         }
     });
 
+    it('a restored answer whose cited file became a FIFO shows it as gone and reads nothing from it', async function () {
+        // Node's readFile waits on a FIFO for ever (and reads a link to /dev/zero until it holds 2 GiB): the tab
+        // never came back, and the extension host's thread reading it was held for good.
+        const { page, tab } = await askedPage();
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const saved = fs.readFileSync(file, 'utf8');
+        let restoredPage;
+        try {
+            await page.close();
+            fs.rmSync(file);
+            require('node:child_process').execFileSync('mkfifo', [file]);
+            const [restored] = await reload([tab], { 'codeloupe.enable': false });
+            restoredPage = await runPanelPage(browser, restored);
+            const back = await restoredPage.current();
+            assert.deepEqual(await sinceNotes(back), ['(no longer on disk)']);
+            assert.deepEqual(await codeBlocks(back), [], 'nothing read from the FIFO');
+        } finally {
+            fs.rmSync(file, { force: true });
+            fs.writeFileSync(file, saved);
+            await page.close();
+            await restoredPage?.close();
+        }
+    });
+
     it('a live answer tab shown again after its cited file changed shows the lines the file holds now, marked, at the place read', async function () {
         const { page } = await askedPage();
         const panel = answerTabs().at(-1);

@@ -501,6 +501,8 @@ const contentProviders = new Map();
 
 const noEvent = new EventEmitter().event;
 
+const FileType = { Unknown: 0, File: 1, Directory: 2, SymbolicLink: 64 };
+
 const workspace = {
     get isTrusted() {
         return state.trusted;
@@ -567,6 +569,12 @@ const workspace = {
     fs: {
         async readFile(uri) {
             return new Uint8Array(await fs.promises.readFile(uri.fsPath));
+        },
+        // As VS Code's disk provider: the type of what a link leads to, SymbolicLink added; a device or FIFO is Unknown.
+        async stat(uri) {
+            const [target, link] = [await fs.promises.stat(uri.fsPath), await fs.promises.lstat(uri.fsPath)];
+            const type = target.isFile() ? FileType.File : target.isDirectory() ? FileType.Directory : FileType.Unknown;
+            return { type: type | (link.isSymbolicLink() ? FileType.SymbolicLink : 0), size: target.size, ctime: target.ctimeMs, mtime: target.mtimeMs };
         },
     },
 };
@@ -942,7 +950,7 @@ module.exports = {
     DiagnosticSeverity: { Error: 0, Warning: 1, Information: 2, Hint: 3 },
     DiagnosticTag: { Unnecessary: 1, Deprecated: 2 },
     TextDocumentSaveReason: { Manual: 1, AfterDelay: 2, FocusOut: 3 },
-    FileType: { Unknown: 0, File: 1, Directory: 2, SymbolicLink: 64 },
+    FileType,
     EndOfLine: { LF: 1, CRLF: 2 },
     workspace,
     window,
