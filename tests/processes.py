@@ -108,3 +108,24 @@ def many_small_files(root: Path, files: int = 1500) -> Path:
         (folder / f"mod{i}.py").write_text("".join(f"def step_{i}_{j}(value):\n    total = value + {j}\n"
                                                    f"    return total * {i}\n\n\n" for j in range(25)))
     return root
+
+
+def at_a_terminal(start: Callable[[int], subprocess.Popen], timeout: float = 120) -> tuple[int, bytes]:
+    """What a process writes where a person would read it: `start(fd)` starts it with `fd`, a pseudo-terminal's end,
+    as its stdout (and stderr, where it passes it on); its exit status and every byte it wrote there."""
+    import pty
+
+    main, child = pty.openpty()
+    proc = start(child)
+    os.close(child)
+    seen = b""
+    while True:
+        try:
+            read = os.read(main, 65536)
+        except OSError:  # the terminal's other end closed: the command is done
+            break
+        if not read:
+            break
+        seen += read
+    os.close(main)
+    return proc.wait(timeout=timeout), seen

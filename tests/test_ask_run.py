@@ -523,23 +523,11 @@ def test_cli_piped_answer_that_cites_nothing_prints_only_the_bundle(repo: Path, 
 
 def test_cli_prose_streamed_to_a_terminal_then_rejected_ends_its_line_and_is_withdrawn(
         repo: Path, chat: ChatServer, tmp_path: Path) -> None:
-    import pty
+    from processes import at_a_terminal
 
     chat.add(Reply(text=UNCITED))
-    main, child = pty.openpty()
-    proc = _cli_ask(repo, chat, tmp_path, stdout=child, stderr=child)
-    os.close(child)
-    seen = b""
-    while True:
-        try:
-            read = os.read(main, 65536)
-        except OSError:  # the terminal's other end closed: the command is done
-            break
-        if not read:
-            break
-        seen += read
-    os.close(main)
-    assert proc.wait(timeout=120) == 0
+    status, seen = at_a_terminal(lambda fd: _cli_ask(repo, chat, tmp_path, stdout=fd, stderr=fd))
+    assert status == 0
     lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", line).strip() for line in seen.decode().splitlines()]
     at = lines.index(UNCITED)  # the streamed prose ends its own line
     rest = [line for line in lines[at + 1:] if line]

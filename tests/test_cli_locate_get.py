@@ -89,6 +89,23 @@ def test_get_prints_a_file_a_span_or_a_definition_verbatim(repo: Path) -> None:
                      "text": "def getUser(name):\n    return {'name': name}\n"}
 
 
+def test_get_at_a_terminal_shows_a_files_control_characters_as_text(repo: Path) -> None:
+    """`codeloupe get` wrote a file's bytes raw to a terminal: a repository's escape sequences (a title, a colour, a
+    clipboard write: OSC 52) reached the user's terminal. Piped or redirected the bytes stay verbatim (the reader's
+    point); at a terminal control characters are shown as text, as every other command shows them."""
+    from processes import at_a_terminal
+
+    (repo / "app" / "banner.py").write_text("TITLE = '\x1b]0;pwned\x07'\n")
+    codeloupe("index", str(repo))
+    status, seen = at_a_terminal(lambda fd: subprocess.Popen(
+        [sys.executable, "-m", "codeloupe", "get", str(repo), "app/banner.py", "--embed-provider", "none"],
+        stdout=fd, stderr=fd))
+    assert status == 0
+    assert b"\x1b" not in seen and b"\x07" not in seen
+    assert seen.replace(b"\r\n", b"\n") == b"TITLE = '\\x1b]0;pwned\\x07'\n"
+    assert codeloupe("get", str(repo), "app/banner.py").stdout == "TITLE = '\x1b]0;pwned\x07'\n"  # piped: verbatim
+
+
 @pytest.mark.parametrize(("target", "message"), [
     ("../outside.py", "outside the workspace"),
     ("ABSOLUTE", "outside the workspace"),

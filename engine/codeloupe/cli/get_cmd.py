@@ -7,6 +7,8 @@ import dataclasses
 import json
 import sys
 
+from codeloupe.types import visible
+
 from .arguments import add_workspace_args
 from .common import answer_from_index, parse_lines
 
@@ -28,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
                               embed=False, quiet=True)
     if args.json:
         print(json.dumps(dataclasses.asdict(found), indent=2))
-    else:
+    elif sys.stdout.isatty():  # a repository's escape sequences never reach a person's terminal as commands
+        sys.stdout.write(visible(found.text))
+    else:  # piped or redirected: the file's text as it is, for a pager, a diff or a file
         sys.stdout.write(found.text)
     return 0
