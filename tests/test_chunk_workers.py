@@ -10,10 +10,10 @@ from pathlib import Path
 
 from processes import assert_workers_die_with_their_parent, children_of
 
-# Starts a real index over enough files for the worker pool, with workers that block in their first task,
-# so they are certainly alive (and idle parents of nothing) when the parent is killed.
-SCRIPT = textwrap.dedent("""
-    import os, sys, time
+# A real index over enough files for the worker pool, with workers that block in their first task, so they are
+# certainly alive (and idle parents of nothing) when the parent is killed or the index stopped.
+STUCK_WORKERS = textwrap.dedent("""
+    import multiprocessing, os, sys, time
     from pathlib import Path
 
     import codeloupe.index as index
@@ -26,6 +26,8 @@ SCRIPT = textwrap.dedent("""
     os.cpu_count = lambda: 2
     index.prepare = stuck_prepare
     root = Path(sys.argv[1])
+""")
+SCRIPT = STUCK_WORKERS + textwrap.dedent("""
     print("indexing", flush=True)
     index.index_workspace(root, Store(root.parent / "index.sqlite"), Settings(embed_provider="none"))
 """)
@@ -51,20 +53,7 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
 
 
 # The same stuck workers, and a stop asked as soon as they are running: before their first result, which never comes.
-STOP_SCRIPT = textwrap.dedent("""
-    import multiprocessing, os, sys, time
-    from pathlib import Path
-
-    import codeloupe.index as index
-    from codeloupe.settings import Settings
-    from codeloupe.store import Store
-
-    def stuck_prepare(candidate, known_hash, settings, strategies=()):
-        time.sleep(600)
-
-    os.cpu_count = lambda: 2
-    index.prepare = stuck_prepare
-    root = Path(sys.argv[1])
+STOP_SCRIPT = STUCK_WORKERS + textwrap.dedent("""
     try:
         index.index_workspace(root, Store(root.parent / "index.sqlite"), Settings(embed_provider="none"),
                               should_stop=lambda: bool(multiprocessing.active_children()))
