@@ -4,6 +4,7 @@ untrusted as its files. Each test builds the hostile repository whose command wo
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from codeloupe.shared_index import DIRTY_SUFFIX, workspace_commit
+from codeloupe.shared_index import DIRTY_SUFFIX, workspace_changes, workspace_commit
 
 # git as a user with no configuration of their own: the repository's is the only one in play.
 GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t",
@@ -91,3 +92,39 @@ def test_the_repository_s_fsmonitor_and_clean_filter_do_not_run(tmp_path: Path,
 
     assert workspace_commit(root).startswith(_git(root, "rev-parse", "HEAD"))
     assert not ran.exists()
+
+
+def test_a_configuration_that_includes_a_fifo_is_refused_at_once_and_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """git reads every file the repository's configuration includes (git has no switch to stop it), and waits on
+    a FIFO: each git call there stalled for its timeout (10 s) and the folder was pinned to no commit without a
+    word. Here the FIFO is two includes deep, under a condition, by a relative path."""
+    _as_a_user_without_git_config(monkeypatch)
+    root = _committed_repo(tmp_path / "repo")
+    os.mkfifo(tmp_path / "fifo")
+    (root / ".git" / "more.cfg").write_text('[includeIf "onbranch:*"]\n\tpath = ../../fifo\n')
+    with (root / ".git" / "config").open("a") as config:
+        config.write("[include]\n\tpath = more.cfg\n")
+
+    with caplog.at_level(logging.WARNING, logger="codeloupe.shared"):
+        assert workspace_commit(root) == ""
+    assert "/fifo is not a regular file" in caplog.text and str(root) in caplog.text
+
+
+def test_core_worktree_cannot_send_git_status_to_another_tree(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`core.worktree` in the repository's configuration made `git status` walk the tree it names (`/`, capped
+    only by the 120 s timeout): the work tree is the folder holding `.git`, as for a workspace below it."""
+    _as_a_user_without_git_config(monkeypatch)
+    root = _committed_repo(tmp_path / "repo")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("not the repository's\n")
+    _git(root, "config", "core.worktree", str(elsewhere))
+    head = _git(root, "rev-parse", "HEAD")
+
+    assert workspace_changes(root) == []
+    assert workspace_commit(root) == head
+    assert workspace_changes(root / "pkg") == []  # a workspace that is a folder of the repository
+    (root / "pkg" / "util.py").write_text("changed\n")
+    assert workspace_commit(root / "pkg") == head + DIRTY_SUFFIX

@@ -12,7 +12,7 @@ files are read. `include` and `includeIf` sections are not followed.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from codeloupe.regular_file import read_head
@@ -76,22 +76,37 @@ def excludes_file_setting(text: str) -> str | None:
     """The last `core.excludesFile` value a git config text sets, unquoted and unescaped; None when it sets
     none. Section and key names are matched without case, as git does."""
     value = None
+    for section, key, rest in config_entries(text):
+        if section == "core" and key == "excludesfile":
+            value = _config_value(rest)
+    return value
+
+
+def include_paths(text: str) -> list[str]:
+    """Every path a git config text includes (`include.path`, and `includeIf.<condition>.path` whatever its
+    condition), unquoted and unescaped, as written (relative, `~/`, absolute)."""
+    return [_config_value(rest) for section, key, rest in config_entries(text)
+            if key == "path" and (section == "include" or section.startswith("includeif"))]
+
+
+def config_entries(text: str) -> Iterator[tuple[str, str, str]]:
+    """Each `key = value` of a git config text: its section header (`core`, `includeif "gitdir:x/"`) and key
+    lowercased, and the raw text after `=`. A key with no `=` (a boolean) is passed over."""
     section = ""
     for raw in _logical_lines(text):
         line = raw.strip()
         if line.startswith("["):
-            close = line.find("]")
+            close, quote = line.find("]"), line.find('"')
+            if 0 <= quote < close:  # a quoted subsection (`[includeIf "gitdir:a]b/"]`) may hold a `]`
+                close = line.find("]", line.find('"', quote + 1) + 1)
             if close < 0:
                 continue
-            # `[core]`, `[Core]`; a subsection (`[remote "origin"]`) is never core's
             section = line[1:close].strip().lower()
             line = line[close + 1:].strip()  # git allows `[core] excludesFile = ...` on one line
-        if section != "core" or "=" not in line:
+        if "=" not in line:
             continue
         key, _, rest = line.partition("=")
-        if key.strip().lower() == "excludesfile":
-            value = _config_value(rest)
-    return value
+        yield section, key.strip().lower(), rest
 
 
 def _logical_lines(text: str) -> list[str]:

@@ -33,6 +33,7 @@ from codeloupe.chunk import CHUNKER_VERSION, chunked_version, is_doc_language
 from codeloupe.chunk.strategies import Strategy, load_workspace_strategies
 from codeloupe.discover import Candidate, path_skip_reason, walk
 from codeloupe.embed import EmbeddingProvider, embedding_text, make_provider
+from codeloupe.git_repo import RepositoryRefused, repository_of
 from codeloupe.index import (
     Prepared,
     content_rules,
@@ -225,18 +226,40 @@ _NO_FETCH = ["-c", "protocol.allow=never"]
 _NO_FETCH_ENV = {"GIT_NO_LAZY_FETCH": "1"}
 
 
+# Each reason git was not run, or did not answer, logged once a process: a save of such a folder meets it again.
+_told: set[str] = set()
+
+
 def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
-    """git's output run in `root`, fetching nothing (`_NO_FETCH`); None when it failed, timed out or is missing.
-    Never with this process's input: under the language server that is the editor's channel, and the repository's
-    configuration can include `/dev/stdin`, which `git config --includes` read to its end (the editor's messages
-    with it)."""
+    """git's output run in `root`, fetching nothing (`_NO_FETCH`); None when it failed, timed out or is missing,
+    when `root` is in no repository, or in one whose files would stall git (`git_repo.repository_of`, logged).
+    The work tree is the folder holding `.git`, whatever the repository's `core.worktree` says. Never with this
+    process's input: under the language server that is the editor's channel, and the repository's configuration
+    can include `/dev/stdin`, which `git config --includes` read to its end (the editor's messages with it)."""
+    try:
+        repository = repository_of(root)
+    except RepositoryRefused as exc:
+        _tell(f"{root} is taken as no git work tree (its files are cited at no commit): {exc}")
+        return None
+    if repository is None:
+        return None
     try:
         done = subprocess.run(["git", "-C", str(root), *_NO_FETCH, *args], stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, errors="surrogateescape", timeout=timeout,
-                              check=False, env={**os.environ, **_NO_FETCH_ENV})
-    except (OSError, subprocess.TimeoutExpired):
+                              check=False, env={**os.environ, **_NO_FETCH_ENV,
+                                                "GIT_WORK_TREE": str(repository.work_tree)})
+    except subprocess.TimeoutExpired:
+        _tell(f"git did not answer in {timeout:g} s in {root}: its commit or changes are taken as unknown")
+        return None
+    except OSError:
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def _tell(message: str) -> None:
+    if message not in _told:
+        _told.add(message)
+        log.warning("%s", message)
 
 
 @dataclass(frozen=True)
