@@ -3,6 +3,8 @@
 // is kept as its prose and the spans it cites, a bundle as its files and chunks, and the code of each span is read from
 // disk again when the tab is shown (rule 5).
 import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { finalBreak, LINE_BREAK } from './lines';
 import type { AnswerPart, AskEvent, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
@@ -166,9 +168,27 @@ async function readText(uri: string): Promise<string> {
         if ((type & vscode.FileType.File) === 0 || size > READ_MAX_BYTES) {
             throw new Error(`${parsed.fsPath}: not a regular file of at most ${READ_MAX_BYTES >> 20} MiB`);
         }
+        await refuseWhatTheServerWould(parsed, type);
         return new TextDecoder().decode(await vscode.workspace.fs.readFile(parsed));
     }
     return (await vscode.workspace.openTextDocument(parsed)).getText();
+}
+
+/**
+ * Refuses a file the server would not read for an answer, though the tab reads it itself: a link (the server never
+ * cites one; the cited path may have become a link to a `.env` or out of the workspace since), a path in no folder of
+ * the workspace, or one that a link among its folders leads elsewhere. The server's secret rule needs no asking: it
+ * judges the path alone, the same path whose content the answer showed the user then.
+ */
+async function refuseWhatTheServerWould(uri: vscode.Uri, type: vscode.FileType): Promise<void> {
+    const folder = vscode.workspace.getWorkspaceFolder(uri);
+    if ((type & vscode.FileType.SymbolicLink) !== 0 || folder === undefined) {
+        throw new Error(`${uri.fsPath}: a link, or in no folder of the workspace`);
+    }
+    const [real, root] = await Promise.all([fs.realpath(uri.fsPath), fs.realpath(folder.uri.fsPath)]);
+    if (real !== path.join(root, path.relative(folder.uri.fsPath, uri.fsPath))) {
+        throw new Error(`${uri.fsPath}: a link on its way leads to ${real}`);
+    }
 }
 
 /** Lines `first`..`last` (1-based, inclusive) of `text`, each with its own line break, as the server cuts a span; those

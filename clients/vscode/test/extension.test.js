@@ -1933,6 +1933,53 @@ describe('answer tabs across a window reload', function () {
         }
     });
 
+    for (const [what, swap] of [
+        ['a link to a .env file of the workspace', (file) => {
+            fs.writeFileSync(path.join(workspace.root, '.env'), 'API_KEY=sk-live-0123456789\n');
+            fs.symlinkSync(path.join(workspace.root, '.env'), file);
+            return () => fs.rmSync(path.join(workspace.root, '.env'), { force: true });
+        }],
+        ['a file in a folder that became a link out of the workspace', (file, outside) => {
+            const folder = path.dirname(file);
+            fs.renameSync(folder, `${folder}.saved`);
+            fs.mkdirSync(outside);
+            fs.writeFileSync(path.join(outside, path.basename(file)), 'API_KEY=sk-live-0123456789\n'.repeat(40));
+            fs.symlinkSync(outside, folder);
+            return () => {
+                fs.rmSync(folder, { force: true });
+                fs.renameSync(`${folder}.saved`, folder);
+                fs.rmSync(path.dirname(outside), { recursive: true, force: true });
+            };
+        }],
+    ]) {
+        it(`a restored answer whose cited file became ${what} reads nothing from it, as the server would not`, async function () {
+            // The tab reads a cited file itself, not through the server, so the server's rules (no link followed out
+            // of the workspace, no secret file shown) did not hold there: the key was shown as the cited code.
+            const { page, tab } = await askedPage();
+            const file = path.join(workspace.root, 'app', 'auth.py');
+            const saved = fs.readFileSync(file, 'utf8');
+            const outside = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'outside-')), 'app');
+            let restoredPage;
+            let undo = () => {};
+            try {
+                await page.close();
+                fs.rmSync(file);
+                undo = swap(file, outside);
+                const [restored] = await reload([tab], { 'codeloupe.enable': false });
+                restoredPage = await runPanelPage(browser, restored);
+                const back = await restoredPage.current();
+                assert.ok(!(await back.page.$eval('body', (body) => body.innerText)).includes('sk-live'), 'nothing of the key shown');
+                assert.deepEqual(await codeBlocks(back), []);
+            } finally {
+                undo();
+                fs.rmSync(file, { force: true });
+                fs.writeFileSync(file, saved);
+                await page.close();
+                await restoredPage?.close();
+            }
+        });
+    }
+
     it('a live answer tab shown again after its cited file changed shows the lines the file holds now, marked, at the place read', async function () {
         const { page } = await askedPage();
         const panel = answerTabs().at(-1);
