@@ -19,6 +19,7 @@ import struct
 import threading
 from pathlib import Path
 
+from codeloupe.git_repo import git_dir_of
 from codeloupe.regular_file import read_head
 
 log = logging.getLogger("codeloupe.git_index")
@@ -30,7 +31,6 @@ INDEX_MAX_BYTES = 64 * 1024 * 1024
 # The longest path a name may be (Linux's PATH_MAX): a version 4 index adds each name to the one before it, so
 # 60,000 entries of one byte each made names of up to 60,000 bytes (2 GB for a 4 MB file).
 NAME_MAX_BYTES = 4096
-_GIT_FILE_MAX_BYTES = 4096  # a `.git` file holds one "gitdir: PATH" line
 _HEADER = struct.Struct(">4sII")
 _STAT_BYTES = 40  # ctime, mtime (8 each), dev, ino, mode, uid, gid, size (4 each)
 _EXTENDED = 0x4000
@@ -51,23 +51,8 @@ class IndexFormatError(ValueError):
 def index_file(repo_dir: Path) -> Path | None:
     """The index of the repository whose work tree is `repo_dir`: `.git/index`, or for a linked work tree or a
     submodule (where `.git` is a file saying `gitdir: PATH`) PATH's `index`. None when there is none."""
-    dot_git = repo_dir / ".git"
-    try:
-        st = os.stat(dot_git, follow_symlinks=False)
-    except OSError:
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return dot_git / "index"
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    try:
-        first = read_head(dot_git, _GIT_FILE_MAX_BYTES, follow_links=False).decode("utf-8").splitlines()[:1]
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not first or not first[0].startswith("gitdir:"):
-        return None
-    git_dir = Path(first[0][len("gitdir:"):].strip())
-    return (git_dir if git_dir.is_absolute() else repo_dir / git_dir) / "index"
+    git_dir = git_dir_of(repo_dir / ".git")
+    return None if git_dir is None else git_dir / "index"
 
 
 def tracked_paths(repo_dir: Path) -> frozenset[str]:

@@ -42,7 +42,7 @@ def repository_of(root: Path) -> GitRepository | None:
     files (`_check`)."""
     folder = Path(os.path.abspath(root))
     for candidate in (folder, *folder.parents):
-        git_dir = _git_dir(candidate / ".git")
+        git_dir = git_dir_of(candidate / ".git")
         if git_dir is not None:
             repository = GitRepository(candidate, git_dir)
             _check(repository)
@@ -50,7 +50,9 @@ def repository_of(root: Path) -> GitRepository | None:
     return None
 
 
-def _git_dir(dot_git: Path) -> Path | None:
+def git_dir_of(dot_git: Path) -> Path | None:
+    """The git directory a work tree's `.git` names: itself when a directory, PATH when a file saying
+    `gitdir: PATH` (a linked work tree, a submodule); None when there is none."""
     try:
         st = os.stat(dot_git, follow_symlinks=False)
     except OSError:
