@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import CliError
 from .arguments import add_store_url, repository_list
-from .common import exit_on_sigterm
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,8 +54,6 @@ def _rate(value: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     # Folders, each indexed where the settings say (the shared index too, where store_url is set), or
     # repositories of the shared index read with no checkout.
     shared = bool(args.store_url or args.repo)
@@ -104,10 +104,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     port = sock.getsockname()[1]
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises it to the handler found at start: make that one
-    # an ordinary exit, so the workspaces are closed below and the status is 0. Set before the "serving" line: a
-    # SIGTERM sent as soon as it is read killed the process with the default action (status -15, nothing closed).
-    exit_on_sigterm()
+    # SIGTERM ends the serving as an ordinary exit: the workspaces closed below, status 0. Taken before the
+    # "serving" line (a SIGTERM sent as soon as it was read killed the process with the default action), and by
+    # uvicorn itself while it runs (its graceful shutdown, then the signal passed back to this handler).
+    stopping = _Stopping()
+    signal.signal(signal.SIGTERM, stopping.ask)
     try:
         roots = [one_line(str(w.root)) for w in pool.all]
         # With several, each root's own MCP endpoint: "MCP at /mcp" left the others' to be guessed.
@@ -118,8 +119,34 @@ def run(args: argparse.Namespace) -> int:
             print(f"codeloupe: bearer token (send `Authorization: Bearer <token>`): {guard.token}; the search page: "
                   f"http://{shown}:{port}/#token={guard.token}", file=sys.stderr, flush=True)
         server = uvicorn.Server(server_config(create_app(pool, guard), timeout_graceful_shutdown=5))
-        server.run(sockets=[sock])
+        stopping.server = server
+        if not stopping.asked:
+            server.run(sockets=[sock])
     finally:
+        stopping.closing = True
         pool.close()
         sock.close()
     return 0
+
+
+class _Stopping:
+    """`serve`'s SIGTERM handler: it asks uvicorn to stop (or not to start) and never raises. An exception raised
+    in the main thread by a signal can land inside an import, which this thread does plenty of as it starts (the
+    app's modules, uvicorn's) while the first index imports the engine's on its own thread; left there, it kept
+    the interpreter's import lock, and every later import in any thread waited for ever (the close included: a
+    SIGTERM right after the "serving" line hung the server, 1 run in 4 on a loaded machine). A second SIGTERM while
+    the workspaces close kills the process, as the default action would."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.closing = False
+        self.server: Any = None
+
+    def ask(self, signum: int, _frame: object) -> None:
+        if self.closing:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.asked = True
+        if self.server is not None:
+            self.server.should_exit = True
