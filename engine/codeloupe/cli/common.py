@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -212,21 +211,6 @@ def _stderr_console():
     from .console import CommandConsole
 
     return CommandConsole(stderr=True)
-
-
-def exit_on_sigterm(*also: signal.Signals) -> None:
-    """Take SIGTERM for an ordinary exit (status 0), so that the `finally` that closes what a server serves runs:
-    its default action killed the process mid-work, an index under way unclosed and its worker pool never let go
-    (the resource tracker's leaked semaphores on stderr, which an agent's or editor's log shows). `also`: other
-    signals taken the same way (SIGINT: status 130). A second one, while that close waits, kills the process: it
-    would otherwise cut the close short and leave it half done."""
-    for signum in (signal.SIGTERM, *also):
-        signal.signal(signum, _exit_once)
-
-
-def _exit_once(signum: int, _frame: object) -> None:
-    signal.signal(signum, signal.SIG_DFL)
-    sys.exit(0 if signum == signal.SIGTERM else 128 + signum)
 
 
 def counted(counts: Iterable[tuple[str, int]]) -> str:

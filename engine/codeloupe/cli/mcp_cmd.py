@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from . import CliError
-from .common import exit_on_sigterm
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,18 +48,33 @@ def run(args: argparse.Namespace) -> int:
     # An MCP client that ends the server with SIGTERM (its stdin closed 2 s before, or not at all) has it stop its
     # index and close it, as a closed stdin does; so does Ctrl-C in a terminal, which asyncio's own handler turned
     # into a cancellation that then waited, the index going on, for a line on stdin.
-    exit_on_sigterm(signal.SIGINT)
-    stopped: SystemExit | None = None
+    closing = threading.Lock()
+
+    def close() -> None:
+        with closing:
+            warm.close()
+
+    def leave(signum: int, _frame: object) -> None:
+        # Never raises in the main thread: an exception there can land inside an import and leave the interpreter's
+        # import lock held, every later import (the close's too) waiting for ever, as `serve` once hung. The close
+        # runs on a thread of its own (a low-level one: `threading` takes locks the interrupted thread may hold);
+        # a second signal while it waits kills the process.
+        signal.signal(signum, signal.SIG_DFL)
+        _thread.start_new_thread(_close_and_leave, (close, 0 if signum == signal.SIGTERM else 128 + signum))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, leave)
     try:
         serve_stdio(build_server(warm))
-    except SystemExit as stop:
-        stopped = stop
     finally:
-        warm.close()
-    if stopped is not None:
-        # The SDK's thread reading stdin waits in a read that only the client's end of the pipe can end, and the
-        # interpreter's exit waits for that thread: leave without it, the workspace closed and the replies written.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(int(stopped.code or 0))
+        close()
     return 0
+
+
+def _close_and_leave(close: Callable[[], None], status: int) -> None:
+    """Close, then leave at once: the SDK's thread reading stdin waits in a read that only the client's end of the
+    pipe can end, and the interpreter's exit would wait for that thread (the replies written are flushed first)."""
+    close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
