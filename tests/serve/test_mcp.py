@@ -438,7 +438,10 @@ def test_stdio_in_a_folder_of_a_repository_serves_the_repository(project: Path) 
               "params": {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
                          "clientInfo": {"name": "test", "version": "1"}}},
              {"jsonrpc": "2.0", "method": "notifications/initialized"},
-             {"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "codeloupe://status"}}]
+             # a search waits for the first index, which the status alone raced (it read files 0 under load)
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "search", "arguments": {"query": "session store"}}}]
+    status_read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "codeloupe://status"}}
     server = subprocess.Popen([sys.executable, "-m", "codeloupe", "mcp"], cwd=project / "app", text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env=subprocess_env())
@@ -446,11 +449,15 @@ def test_stdio_in_a_folder_of_a_repository_serves_the_repository(project: Path) 
     try:
         server.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
         server.stdin.flush()
-        answers = [json.loads(server.stdout.readline()) for _ in range(2)]  # stdin held open until both are in
+        answers = {answer["id"]: answer for answer in (json.loads(server.stdout.readline()) for _ in range(2))}
+        server.stdin.write(json.dumps(status_read) + "\n")  # once the search is answered
+        server.stdin.flush()
+        answers[3] = json.loads(server.stdout.readline())  # stdin held open until all are in
     finally:
         server.stdin.close()
         assert server.wait(timeout=60) == 0
-    status = json.loads(answers[1]["result"]["contents"][0]["text"])
+    assert "result" in answers[2] and not answers[2]["result"].get("isError"), answers[2]
+    status = json.loads(answers[3]["result"]["contents"][0]["text"])
     assert status["root"] == str(project) and status["files"] > 0, status
     said = server.stderr.read()
     assert f"codeloupe: workspace {project} (it has .git); app is a folder inside it; serving all of the workspace" \
