@@ -128,3 +128,21 @@ def test_core_worktree_cannot_send_git_status_to_another_tree(tmp_path: Path,
     assert workspace_changes(root / "pkg") == []  # a workspace that is a folder of the repository
     (root / "pkg" / "util.py").write_text("changed\n")
     assert workspace_commit(root / "pkg") == head + DIRTY_SUFFIX
+
+
+def test_a_git_dir_in_the_user_s_environment_does_not_send_git_to_another_repository(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git takes `GIT_DIR` (and `GIT_INDEX_FILE`, `GIT_OBJECT_DIRECTORY`, ...) from the environment over the
+    repository `-C` finds: run from a git hook, or by a user who exported it for another checkout, every folder
+    was cited at that repository's commit and compared with its index (its files all read as changed). The
+    repository is the one holding the folder, whatever the environment says."""
+    _as_a_user_without_git_config(monkeypatch)
+    root = _committed_repo(tmp_path / "repo")
+    other = _committed_repo(tmp_path / "other")
+    (other / "app.py").write_text("def run():\n    return 2\n")
+    _git(other, "commit", "-q", "-am", "another commit")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+
+    assert workspace_commit(root) == _git(root, "--git-dir", str(root / ".git"), "rev-parse", "HEAD")
+    assert workspace_changes(root) == []

@@ -226,6 +226,15 @@ _NO_FETCH = ["-c", "protocol.allow=never"]
 _NO_FETCH_ENV = {"GIT_NO_LAZY_FETCH": "1"}
 
 
+# What git takes from the environment over the repository it finds (`git rev-parse --local-env-vars`): a
+# `GIT_DIR` exported by a hook or for another checkout made every folder read as that repository. Left out, git
+# finds the folder's own; `GIT_WORK_TREE` is set again below.
+_REPOSITORY_ENV = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+                   "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+                   "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+                   "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR")
+
+
 # Each reason git was not run, or did not answer, logged once a process: a save of such a folder meets it again.
 _told: set[str] = set()
 
@@ -246,7 +255,8 @@ def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
     try:
         done = subprocess.run(["git", "-C", str(root), *_NO_FETCH, *args], stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, errors="surrogateescape", timeout=timeout,
-                              check=False, env={**os.environ, **_NO_FETCH_ENV,
+                              check=False, env={**{name: value for name, value in os.environ.items()
+                                                   if name not in _REPOSITORY_ENV}, **_NO_FETCH_ENV,
                                                 "GIT_WORK_TREE": str(repository.work_tree)})
     except subprocess.TimeoutExpired:
         _tell(f"git did not answer in {timeout:g} s in {root}: its commit or changes are taken as unknown")
