@@ -146,3 +146,41 @@ def test_a_git_dir_in_the_user_s_environment_does_not_send_git_to_another_reposi
 
     assert workspace_commit(root) == _git(root, "--git-dir", str(root / ".git"), "rev-parse", "HEAD")
     assert workspace_changes(root) == []
+
+
+@pytest.mark.parametrize("fifo", [".git/index", ".git/refs/heads/main", ".git/info/exclude", ".git/packed-refs"])
+def test_a_fifo_among_the_files_git_reads_first_is_refused_at_once_and_said(
+        fifo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Past the configuration, `git rev-parse HEAD` reads the branch `HEAD` names (or `packed-refs`) and `git
+    status` the index and `info/exclude`: a FIFO in their place stalled git for its timeout (120 s for status) and
+    the folder was pinned to its commit as changed. Checked like the configuration, without running git."""
+    _as_a_user_without_git_config(monkeypatch)
+    monkeypatch.setattr("codeloupe.shared_index.STATUS_TIMEOUT_S", 3)  # only the code before the fix waits for it
+    root = _committed_repo(tmp_path / "repo")
+    _git(root, "branch", "-M", "main")
+    path = root / fifo
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+    with caplog.at_level(logging.WARNING, logger="codeloupe.shared"):
+        assert workspace_commit(root) == ""
+    assert f"{fifo} is not a regular file" in caplog.text, caplog.text
+
+
+def test_git_that_stalled_on_a_work_tree_s_fifo_is_not_run_there_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A FIFO named `.gitignore` in the work tree (git reads every one of them, and no option stops it) stalls
+    `git status` for its timeout: every save of the folder waited that long again. Once git did not answer in a
+    repository, it is not run there again in this process, which says so once."""
+    _as_a_user_without_git_config(monkeypatch)
+    monkeypatch.setattr("codeloupe.shared_index.STATUS_TIMEOUT_S", 1)
+    root = _committed_repo(tmp_path / "repo")
+    os.mkfifo(root / "pkg" / ".gitignore")
+
+    with caplog.at_level(logging.WARNING, logger="codeloupe.shared"):
+        assert workspace_changes(root) is None
+        (root / "pkg" / ".gitignore").unlink()  # git would now answer: the tree is clean
+        assert workspace_changes(root) is None and workspace_commit(root) == ""
+    assert caplog.text.count("git did not answer in 1 s") == 1, caplog.text
+    assert "git is not run in that repository again until codeloupe restarts" in caplog.text

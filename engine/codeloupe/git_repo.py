@@ -64,24 +64,38 @@ def git_dir_of(dot_git: Path) -> Path | None:
 
 def _path_file(path: Path, prefix: str = "") -> Path | None:
     """The path a one-line file (`.git`'s `gitdir: PATH`, `commondir`'s `PATH`) names, relative to its folder."""
+    first = _first_line(path)
+    if not first or not first.startswith(prefix):
+        return None
+    return path.parent / first[len(prefix):].strip()
+
+
+def _first_line(path: Path) -> str:
+    """A one-line git file's line ("" when it is empty, unreadable or not UTF-8); no link followed."""
     try:
-        first = read_head(path, _GIT_FILE_MAX_BYTES, follow_links=False).decode("utf-8").splitlines()[:1]
+        lines = read_head(path, _GIT_FILE_MAX_BYTES, follow_links=False).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return None
-    if not first or not first[0].startswith(prefix):
-        return None
-    return path.parent / first[0][len(prefix):].strip()
+        return ""
+    return lines[0] if lines else ""
 
 
 def _check(repository: GitRepository) -> None:
-    """Raise `RepositoryRefused` when a file git reads before anything else (`HEAD`, `commondir`, the
-    repository's config files and what they include) is there but not a regular file: git would wait on a FIFO
-    until its timeout. A file absent or unreadable git passes over."""
+    """Raise `RepositoryRefused` when a file git reads to answer `rev-parse HEAD` or `status` (`HEAD` and the ref
+    it names, `packed-refs`, `commondir`, the index, `info/exclude` and `info/attributes`, the repository's
+    config files and what they include) is there but not a regular file: git would wait on a FIFO until its
+    timeout. A file absent or unreadable git passes over. (A FIFO among the work tree's own `.gitignore` files
+    is met by the timeout, once: `shared_index` then runs no git in that repository again.)"""
     git_dir = repository.git_dir
-    _regular(git_dir / "HEAD")
     common = git_dir
     if _regular(git_dir / "commondir"):
         common = _path_file(git_dir / "commondir") or git_dir
+    if _regular(git_dir / "HEAD"):
+        ref = _first_line(git_dir / "HEAD")
+        if ref.startswith("ref: refs/") and ".." not in ref:  # a branch, in the common git directory
+            _regular(common / ref[len("ref: "):].strip())
+    for path in (common / "packed-refs", git_dir / "index", common / "info" / "exclude",
+                 common / "info" / "attributes"):
+        _regular(path)
     for config in (common / "config", git_dir / "config.worktree"):
         _includes(config, 0)
 

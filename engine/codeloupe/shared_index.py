@@ -237,6 +237,10 @@ _REPOSITORY_ENV = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG
 
 # Each reason git was not run, or did not answer, logged once a process: a save of such a folder meets it again.
 _told: set[str] = set()
+# The repositories (git directories) where git did not answer in time: a FIFO among the work tree's `.gitignore`
+# files stalls every `git status` there, so each save waited the whole timeout again. git is not run there again
+# this process; their commits and changes are unknown (cited as no commit).
+_stalled: set[Path] = set()
 
 
 def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
@@ -250,7 +254,7 @@ def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
     except RepositoryRefused as exc:
         _tell(f"{root} is taken as no git work tree (its files are cited at no commit): {exc}")
         return None
-    if repository is None:
+    if repository is None or repository.git_dir in _stalled:
         return None
     try:
         done = subprocess.run(["git", "-C", str(root), *_NO_FETCH, *args], stdin=subprocess.DEVNULL,
@@ -259,7 +263,9 @@ def _git(root: Path, *args: str, timeout: float = 10) -> str | None:
                                                    if name not in _REPOSITORY_ENV}, **_NO_FETCH_ENV,
                                                 "GIT_WORK_TREE": str(repository.work_tree)})
     except subprocess.TimeoutExpired:
-        _tell(f"git did not answer in {timeout:g} s in {root}: its commit or changes are taken as unknown")
+        _stalled.add(repository.git_dir)
+        _tell(f"git did not answer in {timeout:g} s in {root}: its commit and changes are taken as unknown, and git "
+              "is not run in that repository again until codeloupe restarts")
         return None
     except OSError:
         return None
