@@ -28,8 +28,8 @@ def test_stats_counts_and_lists_the_files_skipped_for_their_content(tmp_path: Pa
     hostile = "notes\x1b]0;owned\x07.py"  # a name that would retitle the terminal if printed as it is
     (repo / hostile).write_text("# @generated\nY = 2\n")
     indexed = codeloupe("index", str(repo))
-    assert "  skipped   " in indexed and "(`codeloupe stats --skipped` lists the files, but those ignore rules leave " \
-        "out, and unreadable folders)" in indexed
+    # The command to paste, for the folder indexed (the working folder was another); ignored files are only counted.
+    assert "  skipped   " in indexed and f"(`codeloupe stats {repo} --skipped` names each but ignored ones)" in indexed
 
     plain = codeloupe("stats", str(repo))
     assert "  skipped   binary 1, generated 2  (--skipped lists them)" in plain
@@ -225,8 +225,8 @@ def test_stats_names_the_folders_the_index_could_not_read(tmp_path: Path) -> Non
     finally:
         for folder in locked:
             folder.chmod(0o755)
-    assert "  skipped   unreadable folder 2  (`codeloupe stats --skipped` lists the files, but those ignore rules " \
-           "leave out, and unreadable folders)" in indexed.splitlines()
+    assert f"  skipped   unreadable folder 2  (`codeloupe stats {repo} --skipped` names each but ignored ones)" \
+        in indexed.splitlines()
     assert "  skipped   unreadable folder 2  (--skipped lists them)" in codeloupe("stats", str(repo)).splitlines()
     assert ["    deep/er/  (unreadable folder)", "    sub/  (unreadable folder)"] == \
            [line for line in listed.splitlines() if "unreadable" in line and line.startswith("    ")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if report.skipped:
         # `stats` reads a folder only: named after a remote repository's counts, it refused the user.
         listed = "" if is_remote_source(args.path) else \
-            "  (`codeloupe stats --skipped` lists the files, but those ignore rules leave out, and unreadable folders)"
+            f"  (`codeloupe stats {one_line(shlex.quote(args.path))} --skipped` names each but ignored ones)"
         print("  skipped   " + counted(report.skipped.items()) + listed)
     if report.decoded_fallback:
         print(f"  decoded   {report.decoded_fallback} files as Windows-1252 (not UTF-8)")
