@@ -6,7 +6,6 @@ import argparse
 import gc
 import logging
 import os
-import signal
 import sys
 
 from codeloupe.types import VisibleFormatter
@@ -50,26 +49,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.tcp:
         server.start_tcp(*args.tcp)
     else:
-        # SIGTERM (an editor's forced stop, a session's logout) ends the server as `exit` does: its default action
-        # left a first index or a graph refresh mid-way with its workers' pool never let go (the resource tracker's
-        # leaked semaphores on the editor's output) and the index unclosed. The SystemExit it raises ends
-        # `start_io`'s loop, whose shutdown closes each folder; a second SIGTERM while that waits kills the process.
-        signal.signal(signal.SIGTERM, _terminate)
-        server.start_io()
+        server.start_io()  # SIGTERM ends it as `exit` does
     # Worker threads may still be in an index or a model call: leave without joining them (see shutdown).
     # (pygls has already flushed and closed stdout.) os._exit runs no finalizer: a worker pool already shut down
     # (a removed folder's graph facts, killed) but still in a reference cycle would leave its queues' named
     # semaphores to the resource tracker ("leaked semaphore objects" on stderr, once in a loaded CI run), so the
     # cycles are collected first, which runs their finalizers.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # leaving already: nothing is left for a SystemExit to end
     logging.shutdown()
     gc.collect()
     os._exit(0)
-
-
-def _terminate(_signum: int, _frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    sys.exit(0)
 
 
 if __name__ == "__main__":

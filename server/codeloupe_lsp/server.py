@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -193,18 +194,39 @@ class CodeloupeServer(LanguageServer):
         self._warned: set[str] = set()
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        """Serve over stdio with a reader that survives framing errors (`codeloupe_lsp.framing`)."""
+        """Serve over stdio with a reader that survives framing errors (`codeloupe_lsp.framing`), until end of input,
+        `exit`, Ctrl-C or SIGTERM; then `shutdown`. Call it on the main thread: it takes SIGTERM."""
         self._stop_event = threading.Event()
         reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         try:
-            asyncio.run(serve_stream(self._stop_event, reader, self.protocol))
+            asyncio.run(self._serve(reader))
         except BrokenPipeError:
             log.error("the client closed the connection; shutting down")
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):  # Ctrl-C, `exit`, SIGTERM
             pass
         finally:
             self.shutdown()
+
+    async def _serve(self, reader: StdinAsyncReader) -> None:
+        """`serve_stream`, which SIGTERM (an editor's forced stop, a session's logout) ends as `exit` does: it cancels
+        this task from the loop, as asyncio's own Ctrl-C does, so `shutdown` then stops and closes each folder. Its
+        default action left a first index or a graph refresh mid-way, the index unclosed and its workers' pool never
+        let go. A handler that raised in the main thread instead could land inside an import, which this thread
+        does as it answers (the engine's modules load lazily), and leave the interpreter's import lock held: every
+        later import in any thread, a folder's close's included, waited for ever (as `codeloupe serve` once hung).
+        A SIGTERM before the loop runs meets the default action, with no folder open yet; a second one, while the
+        folders close, kills the process."""
+        loop = asyncio.get_running_loop()
+        serving = asyncio.current_task()
+        assert serving is not None  # run by asyncio.run
+
+        def terminated() -> None:
+            loop.remove_signal_handler(signal.SIGTERM)  # the default action again
+            serving.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, terminated)
+        await serve_stream(self._stop_event, reader, self.protocol)
 
     def shutdown(self) -> None:
         """Stop serving without waiting for worker threads (pygls would join them).

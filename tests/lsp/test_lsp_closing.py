@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -170,6 +171,33 @@ def test_sigterm_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
     assert not any(alive(pid) for pid in workers)
     session.quiet()
 
+
+
+def test_sigterm_at_any_point_of_a_start_closes_the_index_and_exits(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM at points drawn at random over a start (the first index, searches meeting it, the graph refresh after
+    it): its handler raised SystemExit in the main thread wherever that was, inside the loop's own work, a pool's
+    submit or an import, and the close could then wait on a lock left held: the process left after its exit wait
+    with the index unclosed and its workers' pool never let go (leaked semaphores on the editor's output, 8 runs
+    of 30 on an idle machine). The loop now cancels its own serving: each run exits 0, quiet, its index closed.
+    The initialize is answered first, so the server's handler is in place: the drawn waits pick points, the
+    bound is generous."""
+    root = many_small_files(tmp_path / "many", 300)
+    moments = random.Random(31)
+    for run in range(10):
+        cache = tmp_path / f"cache{run}"
+        monkeypatch.setenv("CODELOUPE_CACHE_DIR", str(cache))
+        session = Session(root, tmp_path / f"stderr{run}.txt")
+        try:
+            for sent in range(2, 6):
+                session.server.send_bytes(session.server.request(sent, "codeloupe/search", {"query": "step total"}))
+            time.sleep(moments.uniform(1, 3))
+            session.server.proc.send_signal(signal.SIGTERM)
+            assert session.server.proc.wait(timeout=60) == 0, session.errlog.read_text()
+        finally:
+            session.server.close()
+        session.quiet()
+        assert list(cache.glob("indexes/*-wal")) == []  # closed, its log folded in
 
 # An editor: starts the server on a folder, says the server's pid, then reads (and drops) all it sends until killed.
 EDITOR = textwrap.dedent("""
