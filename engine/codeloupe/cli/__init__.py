@@ -17,6 +17,8 @@ from contextlib import contextmanager
 
 from codeloupe.types import package_version
 
+from .stopping import StopBySignal
+
 # Order here is the order of `codeloupe --help`.
 _SUBCOMMANDS = ("index", "search", "locate", "get", "ask", "flows", "tour", "related", "graph", "chunks",
                 "languages", "scan", "forge", "stats", "eval", "mcp", "serve", "worker", "admin", "trust")
@@ -68,14 +70,10 @@ def _set(value: object, things: Iterable[object], *names: str) -> Iterator[None]
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is, as Ctrl-C's KeyboardInterrupt is, so that it stops the same way (an index
-    at its next file, its workers killed, closed): its default action killed the process mid-write, the index
-    unclosed and a worker pool never let go (the resource tracker's leaked semaphores under the command's output)."""
-
-
-def _terminate(_signum: int, _frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM, while the command stops, kills it
-    raise Terminated
+    """SIGTERM, raised where the command is (but not inside an import: `StopBySignal`), as Ctrl-C's KeyboardInterrupt
+    is, so that it stops the same way (an index at its next file, its workers killed, closed): its default action
+    killed the process mid-write, the index unclosed and a worker pool never let go (the resource tracker's leaked
+    semaphores under the command's output)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_visibly()
     # Only the main thread takes signals (a test may run a command on another); `serve`, `mcp` and `worker` set
     # their own handlers for their own stops.
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
-        else None
+    previous = signal.signal(signal.SIGTERM, StopBySignal(Terminated)) \
+        if threading.current_thread() is threading.main_thread() else None
     try:
         return int(args.func(args) or 0)
     except CliError as exc:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import CliError
 from .arguments import add_store_url
+from .stopping import StopBySignal
 
 if TYPE_CHECKING:
     from codeloupe.shared_index import WorkerReport
@@ -55,12 +56,13 @@ def run(args: argparse.Namespace) -> int:
              if (value := getattr(args, key)) is not None}
     stopped_by = signal.SIGINT
 
-    def terminate(signum: int, frame: object) -> None:
-        # SIGTERM (a service manager, `kill`) stops the worker as Ctrl-C does, where it is: it gives back the batch
-        # it holds, which the default action left claimed until its lease ran out (120 s no other worker took it).
+    def terminated() -> KeyboardInterrupt:
+        # SIGTERM (a service manager, `kill`) stops the worker as Ctrl-C does, where it is (but not inside an import:
+        # `StopBySignal`): it gives back the batch it holds, which the default action left claimed until its lease
+        # ran out (120 s no other worker took it).
         nonlocal stopped_by
         stopped_by = signal.SIGTERM
-        raise KeyboardInterrupt
+        return KeyboardInterrupt()
 
     def taking(item: WorkItem) -> None:
         # A worker is a service: its log says what it is doing, a line a batch, where it printed nothing until it
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
               f" ({amount(len(item.paths), 'file')}, claim {item.attempts} of {MAX_ATTEMPTS})", file=sys.stderr,
               flush=True)
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = signal.signal(signal.SIGTERM, StopBySignal(terminated))
     print("worker: taking the batches queued in the shared index"
           + ("" if args.exit_when_idle is not None else " until stopped (Ctrl-C)"), file=sys.stderr, flush=True)
     try:
