@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
+from hypothesis.internal.conjecture import providers as hypothesis_providers
 
 from codeloupe.api import Workspace
 from full_disk import can_mount
+
+# Property tests draw the same examples on every run (a failure is seen again by running the test again), and keep
+# no example database: no failure of an earlier run replayed first, nor a `.hypothesis/` folder in the tree.
+settings.register_profile("codeloupe", derandomize=True, database=None)
+settings.load_profile("codeloupe")
+# Derandomized, Hypothesis still mixes in literals from the project's modules loaded at the moment (and caches them
+# under `.hypothesis/constants`): a test's examples changed with the tests run before it in the process (a file
+# alone, or the suite under xdist), so a failure in CI did not come back when the test was run by itself. No
+# public setting turns that off; this private hook does, and fails loudly here if a Hypothesis upgrade drops it.
+assert hasattr(hypothesis_providers, "_get_local_constants"), "Hypothesis moved _get_local_constants"
+hypothesis_providers._get_local_constants = hypothesis_providers.Constants
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hypothesis' caches (its Unicode tables) in a folder of this run, not the working directory's `.hypothesis/`:
+    set before any test module is imported, as some build strategies (and read the tables) at import."""
+    config.hypothesis_home = Path(tempfile.mkdtemp(prefix="codeloupe-hypothesis-"))
+    set_hypothesis_home_dir(config.hypothesis_home)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(config.hypothesis_home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

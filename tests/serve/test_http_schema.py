@@ -65,7 +65,7 @@ def test_generated_requests_never_get_a_server_error(project: Path, serve) -> No
     junk_names = sorted({name for _, _, s in ops for name in s.get("properties", {})} | {"zzz"})
     client = httpx.Client(base_url=base, timeout=60)
 
-    @settings(max_examples=300, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=300, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
