@@ -127,6 +127,67 @@ def test_a_pool_that_fails_while_tasks_are_being_handed_out_loses_no_row(tmp_pat
     assert out == ["True"]
 
 
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_row_that_kills_its_worker_is_never_run_in_this_process_and_the_others_keep_their_results(
+        tmp_path: Path, start: str) -> None:
+    # A grammar that crashed (SIGSEGV) on a file killed its chunking worker: the broken pool left every row in
+    # flight to this process, which then crashed on the same file (the language server, `serve`). Each row such a
+    # worker may have died on now goes to a worker of its own, in turn: the ones it dies on get `crashed`'s result.
+    out = run_case(tmp_path, f"""
+        import multiprocessing
+        import signal
+
+        from codeloupe import parallel
+
+        CRASHING = {{70, 71, 200}}  # two in one task, a third in another
+
+        def doubled_in_a_worker(parent: int, n: int, size: int) -> object:
+            if os.getpid() == parent:
+                return "run in the parent"
+            if n in CRASHING:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return 2 * n
+
+        def crashed(cause: str, parent: int, n: int, size: int) -> str:
+            return f"{{cause}}:{{n}}"
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            parallel.pool_context = lambda: multiprocessing.get_context({start!r})
+            rows = [(os.getpid(), n, 100) for n in range(parallel.POOL_MIN_ITEMS + 100)]
+            done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
+                                                size=lambda *row: row[-1], crashed=crashed))
+            print(done == [f"SIGSEGV:{{n}}" if n in CRASHING else 2 * n for n in range(len(rows))],
+                  [result for result in done if isinstance(result, str)],
+                  [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out == ["True", "['SIGSEGV:70',", "'SIGSEGV:71',", "'SIGSEGV:200']", "[]"]
+
+
+def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process(tmp_path: Path) -> None:
+    # A worker that could not start (or exited by itself) says nothing about its rows: they are not taken for
+    # crashing ones (every file chunked without its grammar), but done here, as before.
+    out = run_case(tmp_path, """
+        from codeloupe import parallel
+
+        def doubled_unless_in_a_worker(parent: int, n: int) -> int:
+            if os.getpid() != parent:
+                os._exit(1)
+            return 2 * n
+
+        def crashed(cause: str, parent: int, n: int) -> str:
+            return cause
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            rows = [(os.getpid(), n) for n in range(parallel.POOL_MIN_ITEMS)]
+            done = list(parallel.map_in_workers(doubled_unless_in_a_worker, iter(rows), len(rows), what="test",
+                                                crashed=crashed))
+            print(done == [2 * n for n in range(len(rows))])
+    """)
+    assert out == ["True"]
+
+
 def test_a_task_holds_rows_up_to_its_bytes_and_a_larger_row_alone() -> None:
     from codeloupe.parallel import TASK_BYTES, TASK_ROWS, _tasks
 

@@ -49,7 +49,8 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                    timeout_s: float = WORKER_TIMEOUT_S, min_items: int | None = None,
                    meanwhile: Callable[[], object] | None = None,
                    should_stop: Callable[[], bool] | None = None,
-                   size: Callable[..., int] | None = None) -> Generator[T, None, None]:
+                   size: Callable[..., int] | None = None,
+                   crashed: Callable[..., T] | None = None) -> Generator[T, None, None]:
     """`fn(*row)` for each of the `count` rows, in order; in a pool of worker processes when there are
     enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
     drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
@@ -68,7 +69,15 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     to start and give their first result (seconds on a loaded machine) before it could stop.
 
     `size(*row)`: the row's bytes, given where rows can be small (files): a worker is then handed consecutive rows
-    together (`TASK_BYTES`, `TASK_ROWS`); without it, one row a task."""
+    together (`TASK_BYTES`, `TASK_ROWS`); without it, one row a task.
+
+    `crashed(cause, *row)`: the result for a row a worker died on, killed by a signal (`cause`, "SIGSEGV": a
+    native library's crash, a grammar's on a file of the workspace; the kernel's kill of a worker that took all
+    the memory). Without it, a pool a worker died in leaves all its rows to this process, which then crashed on
+    the same row (the language server, `serve`). With it, the rows of the tasks the pool had not finished go to a
+    single worker, a row a task, in turn, until each is done: a worker that dies there died on the row it was
+    given, which gets `crashed(...)` and is never run in this process; the other rows get their results, in order,
+    and the work goes on in a pool of `size` again."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[list[tuple], Future]] = deque()
@@ -79,59 +88,139 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     other = _Meanwhile(meanwhile)
     context = pool_context()
     closing = False  # the caller stopped reading (an index run that failed on a full disk): no more work
+    # `pending`'s rows are a dead worker's suspects: each goes to a worker of its own, one at a time (see `crashed`)
+    alone = False
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
-        try:
-            with ProcessPoolExecutor(workers, mp_context=context, initializer=exit_with_parent,
-                                     initargs=(os.getpid(),)) as pool:
-                try:
-                    for task in _tasks(rows, size, held):
-                        unsent = task  # until it is on `pending`: a pool broken already refuses it
-                        pending.append((task, submit(pool, _run_task, fn, task)))
-                        unsent = []
-                        if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                            yield from _first_result(pending, timeout_s, should_stop)
-                    other.run()
-                    while pending:
-                        results = _first_result(pending, timeout_s, should_stop)
-                        if not pending and other.failed:
-                            yield from results[:-1]
-                            break  # the last result: `meanwhile`'s error is raised in its place, below
-                        yield from results
-                except TimeoutError:
-                    kill_workers(pool)
-                    raise
-                except _Stopped:
-                    closing = True
-                    kill_workers(pool)
-                    return
-                except GeneratorExit:
-                    # The tasks in flight are killed, not waited for: a served workspace closing mid-index exits
-                    # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first. A
-                    # caller that read every result (a `zip` ends on its other input) closes it too: its idle
-                    # workers exit by themselves, as after the last result.
-                    closing = True
-                    if pending:
+        tasks = _tasks(rows, size, held)
+        while True:
+            dead: list[multiprocessing.process.BaseProcess] = []
+            try:
+                with ProcessPoolExecutor(1 if alone else workers, mp_context=context, initializer=exit_with_parent,
+                                         initargs=(os.getpid(),)) as pool:
+                    try:
+                        _hand_out_again(pool, fn, pending, alone)
+                        if alone:
+                            while pending:
+                                yield from _first_result(pending, timeout_s, should_stop)
+                        else:
+                            for task in chain([unsent] if unsent else [], tasks):
+                                unsent = task  # until it is on `pending`: a pool broken already refuses it
+                                pending.append((task, submit(pool, _run_task, fn, task)))
+                                unsent = []
+                                if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
+                                    yield from _first_result(pending, timeout_s, should_stop)
+                            other.run()
+                            while pending:
+                                results = _first_result(pending, timeout_s, should_stop)
+                                if not pending and other.failed:
+                                    yield from results[:-1]
+                                    break  # the last result: `meanwhile`'s error is raised in its place, below
+                                yield from results
+                    except TimeoutError:
                         kill_workers(pool)
-                    raise
-            other.raise_error()
-            return
-        except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
-            if closing:  # the pool failed on its way down after the caller let go: nothing is owed to anyone
-                log.debug("%s: the worker pool failed while closing (%r)", what, exc)
+                        raise
+                    except _Stopped:
+                        closing = True
+                        kill_workers(pool)
+                        return
+                    except GeneratorExit:
+                        # The tasks in flight are killed, not waited for: a served workspace closing mid-index exits
+                        # within the 2 s its MCP client allows, where up to 32 files a worker were chunked first. A
+                        # caller that read every result (a `zip` ends on its other input) closes it too: its idle
+                        # workers exit by themselves, as after the last result.
+                        closing = True
+                        if pending:
+                            kill_workers(pool)
+                        raise
+                    except BrokenProcessPool:
+                        dead = list((pool._processes or {}).values())  # read once the pool has let them go, below
+                        raise
+                if alone:  # every suspect done: the rest in a pool of `workers` again
+                    alone = False
+                    continue
+                other.raise_error()
                 return
-            # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
-            # is stuck: finish in this process rather than fail or wait forever.
-            log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
+            except (BrokenProcessPool, OSError, RuntimeError, TimeoutError) as exc:
+                if closing:  # the pool failed on its way down after the caller let go: nothing is owed to anyone
+                    log.debug("%s: the worker pool failed while closing (%r)", what, exc)
+                    return
+                cause = _crash(dead) if crashed is not None and isinstance(exc, BrokenProcessPool) else None
+                if cause is None:
+                    # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
+                    # is stuck: finish in this process rather than fail or wait forever.
+                    log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
+                    break
+                if alone:  # one worker, given one row at a time, in turn: it died on the first it did not finish
+                    while pending and _succeeded(pending[0][1]):
+                        yield from pending.popleft()[1].result()
+                    if pending:
+                        yield crashed(cause, *pending.popleft()[0][0])
+                else:
+                    log.info("%s: a worker process was killed by %s; the rows it may have died on go to a worker"
+                             " of their own, one at a time", what, cause)
+                    alone = True
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
-    for row in chain([row for task, _ in pending for row in task], unsent, held, rows):
+    for result in chain(_results_left(fn, pending, crashed if alone else None),
+                        (fn(*row) for row in chain(unsent, held, rows))):
         if last is not _END:
             yield last
-        last = fn(*row)
+        last = result
     other.run()
     other.raise_error()
     if last is not _END:
         yield last
+
+
+def _hand_out_again(pool: Executor, fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
+                    alone: bool) -> None:
+    """The tasks a broken pool left on `pending`, handed to `pool`, in order: those it finished keep their results;
+    `alone`, the others go a row a task."""
+    again = deque(pending)
+    pending.clear()
+    try:
+        while again:
+            task, failed = again[0]
+            if _succeeded(failed):
+                pending.append((task, failed))
+            while task and not _succeeded(failed):
+                part = task[:1] if alone else task
+                pending.append((part, submit(pool, _run_task, fn, part)))
+                task = task[len(part):]
+                again[0] = (task, failed)
+            again.popleft()
+    finally:  # this pool broke too: what it was not handed stays owed, in order
+        pending.extend(again)
+
+
+def _results_left(fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
+                  crashed: Callable[..., T] | None) -> Iterator[T]:
+    """The results of a failed pool's tasks, in this process: those it finished, theirs; of the others, `fn`'s, or
+    with `crashed` (they were suspects of a worker's crash, which another failure of the pool left unsettled),
+    `crashed`'s: never run here, where one of them would crash this process."""
+    for task, future in pending:
+        if _succeeded(future):
+            yield from future.result()
+        else:
+            for row in task:
+                yield fn(*row) if crashed is None else crashed("a failed worker pool", *row)
+
+
+def _succeeded(future: Future) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+def _crash(processes: list[multiprocessing.process.BaseProcess]) -> str | None:
+    """The signal that killed one of a broken pool's `processes` (all ended: read after its shutdown), by name; None
+    where each exited (it could not start) or was ended by the pool itself once broken (SIGTERM)."""
+    for process in processes:
+        code = process.exitcode
+        if code is not None and code < 0 and -code != signal.SIGTERM:
+            try:
+                return signal.Signals(-code).name
+            except ValueError:
+                return f"signal {-code}"
+    return None
 
 
 def _tasks(rows: Iterator[tuple], size: Callable[..., int] | None, held: list[tuple]) -> Iterator[list[tuple]]:
