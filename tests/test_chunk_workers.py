@@ -79,3 +79,58 @@ def test_a_stop_while_the_workers_start_ends_the_index_without_waiting_for_their
             index.kill()
             index.communicate()
     assert index.returncode == 0 and out.strip() == "indexing stopped after 0 of 220 files", out
+
+
+# A grammar that crashes the process parsing one file, as tree-sitter did on a generated source in CI (a SIGSEGV in
+# `parser.parse`): the grammar pack's parsers, wrapped, kill their process on that file's text. Top level, so that
+# spawned workers wrap theirs too.
+CRASHING_GRAMMAR = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+
+    import tree_sitter_language_pack as pack
+
+    from codeloupe.index import index_workspace
+    from codeloupe.settings import Settings
+    from codeloupe.store import Store
+
+    REAL_GET_PARSER = pack.get_parser
+
+    class CrashingParser:
+        def __init__(self, real):
+            self.real, self.language = real, real.language
+
+        def parse(self, source):
+            if b"crashes its grammar" in source:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            return self.real.parse(source)
+
+    pack.get_parser = lambda language: CrashingParser(REAL_GET_PARSER(language))
+
+    if __name__ == "__main__":
+        os.cpu_count = lambda: 2
+        root = Path(sys.argv[1])
+        store = Store(root.parent / "index.sqlite")
+        report = index_workspace(root, store, Settings(embed_provider="none"))
+        rows = store.file_rows()
+        print(report.files_indexed, store.chunking_problems(),
+              len(store.symbols_of_file(rows["m8.py"].id)), len(store.symbols_of_file(rows["m7.py"].id)))
+""")
+
+
+def test_a_file_that_crashes_its_grammar_in_a_worker_is_chunked_without_it_and_named(tmp_path: Path) -> None:
+    # The broken pool left every file in flight to the indexing process, which then crashed on the same file: the
+    # language server or `serve` died on a file of the workspace (untrusted input).
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(220):  # over POOL_MIN_ITEMS
+        (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
+    (root / "m7.py").write_text("def f7(a):\n    return 'crashes its grammar'\n")
+    script = tmp_path / "index.py"
+    script.write_text(CRASHING_GRAMMAR)
+    done = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(maxsplit=1)[0] == "220"
+    assert done.stdout.split(maxsplit=1)[1].strip() == \
+        "[('m7.py', 'grammar crashed: its worker process was killed by SIGSEGV')] 1 0"
+    assert "chunking m7.py was killed by SIGSEGV" in done.stderr

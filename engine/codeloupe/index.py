@@ -503,8 +503,9 @@ def _function_name(strategy: Strategy) -> str:
 
 
 def prepare(candidate: Candidate, known_hash: str, settings: Settings,
-            strategies: tuple[Strategy, ...] = ()) -> Prepared:
-    """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index."""
+            strategies: tuple[Strategy, ...] = (), *, grammar_crashed: str = "") -> Prepared:
+    """The CPU-bound half of indexing one file; runs in worker processes for a large (re)index.
+    `grammar_crashed`: see `chunk_file`."""
     try:
         raw = read_candidate_bytes(candidate)
     except CandidateChanged:
@@ -513,11 +514,22 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings,
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link where discovery saw a file
             return Prepared(candidate, skip_reason="replaced since discovery")
         return Prepared(candidate, skip_reason=f"unreadable ({exc.strerror or exc})")
-    return prepare_bytes(candidate, raw, known_hash, settings, strategies)
+    return prepare_bytes(candidate, raw, known_hash, settings, strategies, grammar_crashed=grammar_crashed)
+
+
+def prepare_crashed(cause: str, candidate: Candidate, known_hash: str, settings: Settings,
+                    strategies: tuple[Strategy, ...] = ()) -> Prepared:
+    """`prepare` for a file the worker preparing it died on, killed by `cause` (a grammar's crash on the file, a
+    SIGSEGV in tree-sitter, as far as seen): the file is chunked in this process as with no grammar, never parsed
+    here, where its grammar would crash the language server or `serve` in turn; the log names it."""
+    log.warning("the worker process chunking %s was killed by %s (its grammar crashed on it, as far as known): it"
+                " is chunked in line windows, without its grammar", candidate.rel_path, cause)
+    return prepare(candidate, known_hash, settings, strategies,
+                   grammar_crashed=f"grammar crashed: its worker process was killed by {cause}")
 
 
 def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
-                  strategies: tuple[Strategy, ...] = ()) -> Prepared:
+                  strategies: tuple[Strategy, ...] = (), *, grammar_crashed: str = "") -> Prepared:
     """`prepare` for bytes already in hand (read from disk, or from a tarball in memory)."""
     digest = content_hash(raw)
     if digest == known_hash:
@@ -527,7 +539,8 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
         return Prepared(candidate, digest, skip_reason=decoded.skip_reason)
     text = decoded.text
     language = detect_language(candidate.rel_path, text[:200])
-    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies)
+    chunked = chunk_file(candidate.rel_path, text, language, settings.chunk_budget, strategies,
+                         grammar_crashed=grammar_crashed)
     path_terms = path_tokens(chunked.path)
     terms = count_chunk_terms([(path_terms, c.breadcrumb, c.text) for c in chunked.chunks]).kept()
     return Prepared(candidate, digest, encoding=decoded.encoding, chunked=chunked,
@@ -541,7 +554,7 @@ def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings, strategi
     their start and first task (seconds on a loaded machine), past the 1.5 s a language server's exit allows, which
     then left with the pool never let go (the resource tracker's leaked semaphores on the editor's output)."""
     return map_in_workers(prepare, ((c, k, settings, strategies) for c, k in jobs), len(jobs), what="chunking",
-                          size=lambda candidate, *_: candidate.size, should_stop=should_stop)
+                          size=lambda candidate, *_: candidate.size, should_stop=should_stop, crashed=prepare_crashed)
 
 
 def _known_hash(row: FileRow | None) -> str:

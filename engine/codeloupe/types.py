@@ -332,8 +332,8 @@ class SkippedPath:
 @dataclass(frozen=True)
 class ChunkingProblem:
     """A file indexed, but not chunked as planned for a reason the user can act on: a trusted chunk strategy that
-    failed on it (the file was chunked as without the strategy), or the chunker's own failure (line windows).
-    The expected fallbacks (no grammar for the file's language, a giant line) are not problems."""
+    failed on it (the file was chunked as without the strategy), the chunker's own failure, or a grammar that crashed
+    the worker process parsing it (line windows both). The expected fallbacks (no grammar for the file's language, a giant line) are not problems."""
 
     path: str
     reason: str

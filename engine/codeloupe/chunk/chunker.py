@@ -45,7 +45,7 @@ _DOC_PLANS = {"markdown": markdown_plan, "rst": rst_plan, "asciidoc": asciidoc_p
 
 
 def chunk_file(path: str, text: str, language: str, budget: int = 4000,
-               strategies: Sequence[Strategy] = ()) -> ChunkedFile:
+               strategies: Sequence[Strategy] = (), *, grammar_crashed: str = "") -> ChunkedFile:
     """Partition `text` into chunks of at most `budget` non-whitespace characters (see `validate_partition`).
 
     A strategy claiming the file (registered through the API, or one of the workspace's trusted
@@ -53,6 +53,9 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     would be without it (its grammar, its sections, else line windows) and `fallback_reason` says why. Never
     raises: a missing grammar, a parse failure or a giant line falls back to line windows and says why in
     `fallback_reason`. Every line lands in exactly one chunk.
+
+    `grammar_crashed`: why the file's grammar must not parse it (it killed the worker process that parsed it:
+    `index.prepare_crashed`); the file is chunked as with no grammar, this its `fallback_reason`.
     """
     budget = max(1, int(budget))
     lines = Lines(text)
@@ -80,7 +83,7 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
                 if language == "text":  # a format with its own strategy is structured text, not prose
                     language = PurePosixPath(path.lower()).suffix.lstrip(".") or language
         if pieces is None:
-            pieces, definitions, skeleton, reason = _plan(path, lines, language, budget)
+            pieces, definitions, skeleton, reason = _plan(path, lines, language, budget, grammar_crashed)
     except (Exception, RecursionError) as exc:  # the chunker must not lose a file to its own bug
         log.warning("chunker failed on %s (%s); using line windows", path, exc, exc_info=True)
         reason = f"error: {type(exc).__name__}: {exc}"
@@ -105,14 +108,15 @@ def chunked_version(chunked: ChunkedFile) -> int:
     return STRATEGY_NOT_RUN_VERSION if chunked.strategy_not_run else CHUNKER_VERSION
 
 
-def _plan(path: str, lines: Lines, language: str, budget: int
+def _plan(path: str, lines: Lines, language: str, budget: int, grammar_crashed: str
           ) -> tuple[list[Piece], list[Definition], FileSkeleton, str]:
     if is_doc_language(language):
         plan = _DOC_PLANS.get(language, rst_plan)(lines.lines)
         return section_pieces(lines, plan, budget, path), [], _doc_skeleton(path, plan), ""
-    parser = get_parser(language)
+    parser = None if grammar_crashed else get_parser(language)
     if parser is None:
-        return _windows(lines, path, budget), [], FileSkeleton(path, path), f"no grammar for {language!r}"
+        return (_windows(lines, path, budget), [], FileSkeleton(path, path),
+                grammar_crashed or f"no grammar for {language!r}")
     tree = parser.parse(lines.source)
     spec = spec_for(language)
     finder = DefinitionFinder(lines, spec)

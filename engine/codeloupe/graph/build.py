@@ -116,9 +116,9 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         store = ws.store
         state = _state(ws)
         todo = edge_store.files_needing_facts(store, EXTRACTOR_VERSION, rel_paths)
-        texts = ((language, edge_store.file_text(store, file_id)) for file_id, _, language in todo)
+        texts = ((path, language, edge_store.file_text(store, file_id)) for file_id, path, language in todo)
         extracted = map_in_workers(_facts_json, texts, len(todo), what="graph facts", should_stop=should_stop,
-                                   size=lambda _, text: len(text))
+                                   size=lambda _, __, text: len(text), crashed=_no_facts)
         try:
             fresh = list(zip([file_id for file_id, _, _ in todo],
                              extracted if should_stop is None else until(should_stop, extracted)))
@@ -152,9 +152,18 @@ def update_edges(ws: WorkspaceContext, rel_paths: list[str] | None = None, *, si
         return len(fresh)
 
 
-def _facts_json(language: str, text: str) -> str:
-    """One file's facts as stored (runs in worker processes for a large extraction)."""
+def _facts_json(path: str, language: str, text: str) -> str:
+    """One file's facts as stored (runs in worker processes for a large extraction; `path`, for `_no_facts`)."""
     return (extract_facts(language, text) or FileFacts(language)).to_json()
+
+
+def _no_facts(cause: str, path: str, language: str, text: str) -> str:
+    """The facts stored for a file the worker extracting them died on (killed by `cause`: its grammar's crash on it,
+    as far as seen): none, so that the file is in the graph without edges of its own, and never parsed in this
+    process, which its grammar would crash in turn."""
+    log.warning("the worker process taking the graph's facts of %s was killed by %s (its grammar crashed on it, as"
+                " far as known): it has no edges of its own", path, cause)
+    return FileFacts(language).to_json()
 
 
 @dataclass

@@ -1582,10 +1582,11 @@ class PgStore:
         return dict(self._rows("SELECT reason, COUNT(*) FROM skipped_files GROUP BY reason ORDER BY reason"))
 
     def chunking_problems(self) -> list[tuple[str, str]]:
-        """(path, fallback reason) of each file a strategy or the chunker failed on (`ChunkingProblem`)."""
+        """(path, fallback reason) of each file a strategy, the chunker or its grammar failed on (`ChunkingProblem`)."""
         # '%%': the driver reads a lone '%' as a placeholder (doubled, a LIKE pattern means the same)
         return self._rows("SELECT path, fallback_reason FROM files WHERE fallback_reason LIKE 'strategy %%'"
-                          " OR fallback_reason LIKE 'error:%%' OR fallback_reason LIKE 'partition:%%' ORDER BY path")
+                          " OR fallback_reason LIKE 'error:%%' OR fallback_reason LIKE 'partition:%%'"
+                          " OR fallback_reason LIKE 'grammar crashed:%%' ORDER BY path")
 
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
