@@ -203,7 +203,7 @@ def _results_left(fn: Callable[..., T], pending: deque[tuple[list[tuple], Future
             yield from future.result()
         else:
             for row in task:
-                yield fn(*row) if crashed is None else crashed("a failed worker pool", *row)
+                yield fn(*row) if crashed is None else crashed("its worker pool failing after a crash", *row)
 
 
 def _succeeded(future: Future) -> bool:
@@ -212,10 +212,11 @@ def _succeeded(future: Future) -> bool:
 
 def _crash(processes: list[multiprocessing.process.BaseProcess]) -> str | None:
     """The signal that killed one of a broken pool's `processes` (all ended: read after its shutdown), by name; None
-    where each exited (it could not start) or was ended by the pool itself once broken (SIGTERM)."""
+    where each exited (it could not start), was ended by the pool itself once broken (SIGTERM) or by a terminal's
+    Ctrl-C (SIGINT, which this process gets too): none of those is a row's doing."""
     for process in processes:
         code = process.exitcode
-        if code is not None and code < 0 and -code != signal.SIGTERM:
+        if code is not None and code < 0 and -code not in (signal.SIGTERM, signal.SIGINT):
             try:
                 return signal.Signals(-code).name
             except ValueError:
