@@ -75,14 +75,18 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         assert shared.status().chunks == local.status().chunks
         assert shared.status().skipped == local.status().skipped == {"generated": 1}
         assert shared.skipped_files() == local.skipped_files() == [SkippedPath("schema_pb2.py", "generated")]
-        # a file a strategy failed on, as the index writes it, is listed alike (`codeloupe stats`, MCP `status`)
-        [(path,)] = local.store.query("SELECT path FROM files ORDER BY path LIMIT 1")
-        with local.store.transaction() as conn:
-            conn.execute("UPDATE files SET fallback_reason = 'strategy x: boom' WHERE path = ?", (path,))
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("UPDATE files SET fallback_reason = 'strategy x: boom' WHERE path = %s AND repo_id = %s",
-                         (path, shared.store.repo_id))
-        assert shared.chunking_problems() == local.chunking_problems() == [ChunkingProblem(path, "strategy x: boom")]
+        # a file a strategy failed on, and one whose grammar crashed its worker, as the index writes them, are listed
+        # alike (`codeloupe stats`, MCP `status`)
+        problems = [ChunkingProblem(path, reason) for (path,), reason in zip(
+            local.store.query("SELECT path FROM files ORDER BY path LIMIT 2"),
+            ["strategy x: boom", "grammar crashed: its worker process was killed by SIGSEGV"])]
+        for problem in problems:
+            with local.store.transaction() as conn:
+                conn.execute("UPDATE files SET fallback_reason = ? WHERE path = ?", (problem.reason, problem.path))
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("UPDATE files SET fallback_reason = %s WHERE path = %s AND repo_id = %s",
+                             (problem.reason, problem.path, shared.store.repo_id))
+        assert shared.chunking_problems() == local.chunking_problems() == problems
         assert shared.store.symbol_rows() and len(shared.store.symbol_rows()) == len(local.store.symbol_rows())
         assert all(_answer(local, query)[0] for query in QUERIES[1:])
         for query in QUERIES:
