@@ -92,9 +92,7 @@ CRASHING_GRAMMAR = textwrap.dedent("""
 
     import tree_sitter_language_pack as pack
 
-    from codeloupe.index import index_workspace
-    from codeloupe.settings import Settings
-    from codeloupe.store import Store
+    from codeloupe.api import Workspace
 
     REAL_GET_PARSER = pack.get_parser
 
@@ -111,18 +109,19 @@ CRASHING_GRAMMAR = textwrap.dedent("""
 
     if __name__ == "__main__":
         os.cpu_count = lambda: 2
-        root = Path(sys.argv[1])
-        store = Store(root.parent / "index.sqlite")
-        report = index_workspace(root, store, Settings(embed_provider="none"))
-        rows = store.file_rows()
-        print(report.files_indexed, store.chunking_problems(),
-              len(store.symbols_of_file(rows["m8.py"].id)), len(store.symbols_of_file(rows["m7.py"].id)))
+        ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
+        report = ws.index()  # its chunks, then its graph's facts, both in workers
+        rows = ws.store.file_rows()
+        print(report.files_indexed, [(p.path, p.reason) for p in ws.chunking_problems()],
+              len(ws.store.symbols_of_file(rows["m8.py"].id)), len(ws.store.symbols_of_file(rows["m7.py"].id)))
+        ws.close()
 """)
 
 
 def test_a_file_that_crashes_its_grammar_in_a_worker_is_chunked_without_it_and_named(tmp_path: Path) -> None:
     # The broken pool left every file in flight to the indexing process, which then crashed on the same file: the
-    # language server or `serve` died on a file of the workspace (untrusted input).
+    # language server or `serve` died on a file of the workspace (untrusted input). The graph's facts, taken in
+    # workers too, parse the same file with the same grammar.
     root = tmp_path / "repo"
     root.mkdir()
     for i in range(220):  # over POOL_MIN_ITEMS
@@ -136,3 +135,4 @@ def test_a_file_that_crashes_its_grammar_in_a_worker_is_chunked_without_it_and_n
     assert done.stdout.split(maxsplit=1)[1].strip() == \
         "[('m7.py', 'grammar crashed: its worker process was killed by SIGSEGV')] 1 0"
     assert "chunking m7.py was killed by SIGSEGV" in done.stderr
+    assert "taking the graph's facts of m7.py was killed by SIGSEGV" in done.stderr
