@@ -315,3 +315,17 @@ def test_the_command_line_says_its_version_as_the_language_server_does(tmp_path:
                          timeout=60, cwd=tmp_path)
     assert (cli.returncode, cli.stdout.strip()) == (0, f"codeloupe {installed}")
     assert (lsp.returncode, lsp.stdout.strip()) == (0, f"codeloupe-lsp {installed}")
+
+
+def test_a_blank_scope_is_refused_naming_the_option(tmp_path: Path) -> None:
+    """`search --scope "  "` searched the whole workspace, where MCP, HTTP and now the language server refuse a
+    blank scope: it is refused (exit 2) naming `--scope` (a blank graph part: tests/serve/test_graph_request.py)."""
+    (tmp_path / "app.py").write_text("def hello():\n    return 1\n", encoding="utf-8")
+    for blank in ("  ", "\t"):
+        done = _codeloupe(tmp_path, "search", ".", "hello", "--scope", blank, "--embed-provider", "none")
+        assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+            2, "codeloupe: search: argument --scope: is blank: name a folder or file of the workspace, or leave it "
+               "out to search all of it"), done.stderr
+    # No scope at all is still the whole workspace: the default, "", as a client sends it.
+    whole = _codeloupe(tmp_path, "search", ".", "hello", "--scope", "", "--embed-provider", "none", "--json")
+    assert whole.returncode == 0 and json.loads(whole.stdout)["core"][0]["path"] == "app.py", whole.stderr

@@ -202,6 +202,16 @@ def check_query(text: str, argument: str = "query") -> None:
         raise InvalidArgument(argument, "must not be blank (whitespace or control characters only)")
 
 
+def check_scope(scope: str, argument: str = "scope") -> None:
+    """Refuse a scope a client sent blank (empty or whitespace only) with `InvalidArgument` naming `argument`: it
+    was read as no scope, so a client that meant a folder and passed nothing was answered from the whole workspace
+    without a word. A surface calls it only for a scope the client sent: one left out searches all of it, and so
+    does "" where a protocol cannot leave it out (the language server's `scope`, the CLI's `--scope`)."""
+    if not scope.strip():
+        raise InvalidArgument(argument, "is blank: name a folder or file of the workspace, or leave it out to "
+                                        "search all of it")
+
+
 def check_locate_text(text: str) -> None:
     """Refuse a text `Workspace.locate` cannot look for (empty, blank, or of several lines) with `InvalidArgument`
     naming `text`: a surface calls it before it indexes anything, since no index would answer it. A blank one is

@@ -6,7 +6,15 @@ import posixpath
 import re
 from typing import Any
 
-from codeloupe.api import MAX_QUERY_CHARS, Workspace, WorkspaceError, repository_labels, search_repositories
+from codeloupe.api import (
+    MAX_QUERY_CHARS,
+    InvalidArgument,
+    Workspace,
+    WorkspaceError,
+    check_scope,
+    repository_labels,
+    search_repositories,
+)
 from codeloupe.types import Revisions
 from codeloupe_lsp.convert import JSON, pruned_result, search_result, uri_to_path
 from codeloupe_lsp.params import Params, invalid
@@ -48,6 +56,11 @@ async def search(ls: CodeloupeServer, query: str, *, scope: str = "", mode: str 
 
     `prune`: only the ranked chunks, flat (the CLI's `--prune`), from one folder: ranks of several folders'
     bundles do not merge into one flat list without their files' scores."""
+    if scope:  # "" is no scope (a client sends it for none); spaces searched every folder whole as if it were
+        try:
+            check_scope(scope)
+        except InvalidArgument as exc:
+            raise invalid(f"{METHOD}: {exc}") from None
     if scope.startswith("file:"):
         if uri_to_path(scope) is None:
             raise invalid(f"{METHOD}: `scope` {scope!r} is not a file: URI")

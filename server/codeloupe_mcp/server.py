@@ -47,13 +47,14 @@ from codeloupe.api import (
     WorkspaceError,
     check_locate_text,
     check_query,
+    check_scope,
     folder_sections,
     render_text,
     tour_counts,
 )
 from codeloupe.types import elided, one_line, package_version, visible
 from codeloupe_serving import first_index
-from codeloupe_serving.refusals import check_scope, not_taken
+from codeloupe_serving.refusals import not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized

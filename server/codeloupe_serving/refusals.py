@@ -3,7 +3,6 @@ parameter's name may be 100 KB), on one line."""
 
 from __future__ import annotations
 
-from codeloupe.api import InvalidArgument
 from codeloupe.types import elided
 
 NAMES_SHOWN = 5  # unknown argument names said, the rest counted
@@ -18,12 +17,3 @@ def not_taken(what: str, unknown: list[str], taken: list[str], noun: str = "argu
     verb = f"is not {'an' if noun[0] in 'aeiou' else 'a'} {noun}" if len(unknown) == 1 else f"are not {noun}s"
     takes = ", ".join(f"`{name}`" for name in taken) if taken else f"no {noun}"
     return f"{', '.join(named)}{more} {verb} of {what}, which takes {takes}"
-
-
-def check_scope(scope: str, argument: str = "scope") -> None:
-    """Refuse a `scope` a client sent blank (empty or whitespace only) with `InvalidArgument` naming `argument`:
-    it was read as no scope, so a client that meant a folder and passed nothing was answered from the whole
-    workspace without a word. A surface calls it only for a scope the client sent (one left out searches all)."""
-    if not scope.strip():
-        raise InvalidArgument(argument, "is blank: name a folder or file of the workspace, or leave it out to "
-                                        "search all of it")

@@ -37,12 +37,13 @@ from codeloupe.api import (
     WorkspaceError,
     check_locate_text,
     check_query,
+    check_scope,
     map_asset,
     render_html_shell,
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located, package_version
 from codeloupe_mcp.server import build_server
-from codeloupe_serving.refusals import check_scope, not_taken
+from codeloupe_serving.refusals import not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig

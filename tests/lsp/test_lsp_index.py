@@ -194,6 +194,25 @@ async def test_a_relative_scope_is_read_as_a_path_with_two_folders_as_with_one(t
         await stop_server(client)
 
 
+async def test_a_blank_scope_is_refused_and_an_empty_one_searches_every_folder(tmp_path: Path) -> None:
+    """A scope of spaces searched every folder whole, as no scope does, where MCP and HTTP refuse it: a client that
+    meant a folder and sent nothing was answered from all of them without a word. It is refused with -32602 naming
+    `scope`; "" (what clients send for no scope) still searches everything."""
+    client = await start_server([write_project(tmp_path / "first"), write_project(tmp_path / "second")])
+    try:
+        await client.wait_ready(count=2)
+        query = {"query": "session token store"}
+        for blank in ("  ", "\t", " \n "):
+            message = await expect_error(client.request("codeloupe/search", {**query, "scope": blank}), INVALID_PARAMS)
+            assert message == ("codeloupe/search: `scope` is blank: name a folder or file of the workspace, or leave "
+                               "it out to search all of it"), (blank, message)
+        everything = location_paths(await client.request("codeloupe/search", query))
+        assert everything and location_paths(await client.request("codeloupe/search", {**query, "scope": ""})) == \
+            everything
+    finally:
+        await stop_server(client)
+
+
 async def test_unknown_settings_warn_once_and_the_rest_apply(project: Path) -> None:
     client = await start_server([project], options={"chunkBudget": 900, "noSuchSetting": 1, "colour": "red"})
     try:

@@ -2,7 +2,7 @@
 by every surface in the same words: the engine's `GraphRequest` checks it once. MCP said "graph: a route needs
 both `source` and `target`", HTTP "pass `node`, or both `source` and `target`, or neither (the map)", the CLI
 argparse's "argument --path: not allowed with argument --node", and all three "empty graph target" for a blank
-part. Such a request, and a text `locate` cannot look for, is refused before the first index is waited for."""
+part. The command line says them in its own words, naming its options (`--path A B`). Such a request, and a text `locate` cannot look for, is refused before the first index is waited for."""
 
 from __future__ import annotations
 
@@ -134,31 +134,34 @@ def test_http_refuses_before_waiting_for_the_first_index(project: Path, serve, f
     assert len(first_index_waits) == 1
 
 
-@pytest.mark.parametrize(("asked", "message"), BAD, ids=IDS)
-def test_the_cli_says_the_engine_message(asked: dict[str, str], message: str, project: Path,
-                                         capsys: pytest.CaptureFixture[str], isolated_cache: Path) -> None:
-    """`--path A B` is the route, an empty A or B an end not given; refused before the workspace is indexed."""
-    node = ["--node", asked["node"]] if "node" in asked else []
-    route = ["--path", asked.get("source", ""), asked.get("target", "")]
-    assert cli_main(["graph", str(project), "--no-embed", *node, *route]) == 2
+# The same mistakes on the command line (`--path A B` is the route), and its words for them: the engine's named
+# MCP's and HTTP's parameters (`target`), and told to leave out a route's end, which `--path` cannot do without.
+_BLANK_NODE = "--node is blank: name a file, a folder or a concept, or leave --node out for the map"
+CLI_BAD = [
+    (["--node", "app/render.py", "--path", "app/auth.py", "app/store.py"],
+     "--node asks for one file and --path for a route: give one of them"),
+    (["--node", "app/render.py", "--path", "", "app/store.py"], "--path A B: A is blank: name a file or a concept at "
+                                                                 "each end"),
+    (["--path", "app/auth.py", ""], "--path A B: B is blank: name a file or a concept at each end"),
+    (["--path", "app/auth.py", "\t "], "--path A B: B is blank: name a file or a concept at each end"),
+    (["--path", " ", "app/store.py"], "--path A B: A is blank: name a file or a concept at each end"),
+    # `--path "" ""` and `--node ""` printed the whole map, as if neither were given.
+    (["--path", "", ""], "--path A B: A and B are blank: name a file or a concept at each end"),
+    (["--node", " "], _BLANK_NODE),
+    (["--node", ""], _BLANK_NODE),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CLI_BAD, ids=[
+    "node and route", "node and blank source", "source alone", "blank target", "blank source", "neither end",
+    "blank node", "empty node"])
+def test_the_cli_refuses_each_mistake_naming_its_options(args: list[str], message: str, project: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         isolated_cache: Path) -> None:
+    """Refused before the workspace is indexed, naming the options as the command line takes them."""
+    assert cli_main(["graph", str(project), "--no-embed", *args]) == 2
     assert capsys.readouterr().err == f"codeloupe: {message}\n"
     assert not any(isolated_cache.iterdir())  # no index was built for a request refused anyway
-
-
-def test_the_cli_refuses_an_empty_node(project: Path, capsys: pytest.CaptureFixture[str],
-                                       isolated_cache: Path) -> None:
-    """`--node ""` is a node given blank, as `--node " "` is: it printed the whole map instead."""
-    assert cli_main(["graph", str(project), "--no-embed", "--node", ""]) == 2
-    assert capsys.readouterr().err == "codeloupe: `node` is blank: name a file or a concept, or leave it out\n"
-    assert not any(isolated_cache.iterdir())
-
-
-def test_the_cli_refuses_a_route_with_neither_end(project: Path, capsys: pytest.CaptureFixture[str],
-                                                  isolated_cache: Path) -> None:
-    """`--path "" ""` asks for a route and names no end: it printed the whole map instead."""
-    assert cli_main(["graph", str(project), "--no-embed", "--path", "", ""]) == 2
-    assert capsys.readouterr().err == "codeloupe: a route needs a `source` and a `target`: --path FROM TO\n"
-    assert not any(isolated_cache.iterdir())
 
 
 def test_http_refuses_a_text_locate_cannot_look_for_before_waiting_for_the_first_index(

@@ -140,20 +140,21 @@ def answer_from_index(args: argparse.Namespace, call: Callable[[Workspace], T], 
     try:
         check()
     except InvalidArgument as exc:
-        raise _argument_error(args, exc) from exc
+        raise argument_error(args, exc) from exc
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=embed, quiet=quiet, answer_stale=True)
         return call(ws)
     except InvalidArgument as exc:
-        raise _argument_error(args, exc) from exc
+        raise argument_error(args, exc) from exc
     except WorkspaceError as exc:
         raise CliError(str(exc)) from exc
     finally:
         ws.close()
 
 
-def _argument_error(args: argparse.Namespace, exc: InvalidArgument) -> CliError:
+def argument_error(args: argparse.Namespace, exc: InvalidArgument) -> CliError:
+    """An argument the engine refuses, named as argparse names one (`search: argument --scope: ...`)."""
     return CliError(f"{args.command}: argument {exc.argument}: {exc.problem}")
 
 

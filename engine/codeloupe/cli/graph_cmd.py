@@ -16,8 +16,7 @@ from .common import index_workspace, open_workspace, visible
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("graph", help="import/call graph: communities, hubs, one file, a route")
     add_workspace_args(parser, remote=True)
-    # Not a mutually exclusive group: `--node` with `--path` is refused by the engine's `GraphRequest`, in the
-    # words /v1/graph and MCP's `graph` use.
+    # Not a mutually exclusive group: `run` refuses `--node` with `--path`, saying what each asks for.
     parser.add_argument("--node", metavar="X", help="one file (a path, a file name or a concept) and its "
                         "neighbours, or a folder's part of the graph")
     parser.add_argument("--path", nargs=2, metavar=("A", "B"), dest="route", help="a hub-tolled route between two concepts")
@@ -29,18 +28,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeloupe.api import GraphRequest, GraphRequestError, render_html, render_text
+    from codeloupe.api import GraphRequest, render_html, render_text
 
     if args.html and (args.node or args.route):
         raise CliError("--html renders the whole map; it cannot be combined with --node or --path")
-    try:
-        if args.node == "":  # given empty, which the request reads as not asked for: it printed the whole map
-            raise GraphRequestError.blank("node")
-        if args.node is None and args.route is not None and not any(args.route):  # `--path "" ""`: neither end
-            raise GraphRequestError("a route needs a `source` and a `target`: --path FROM TO")
-        asked = GraphRequest(args.node or "", *(args.route or ("", "")))
-    except GraphRequestError as exc:  # before the workspace is indexed
-        raise CliError(str(exc)) from exc
+    # A blank part in the command line's words: the engine's (`target` is blank ... or leave it out) named a
+    # parameter of MCP and HTTP, and told to leave out an end `--path` cannot do without. Given empty, `--node ""`
+    # would read as not asked for (it printed the whole map).
+    if args.node is not None and not args.node.strip():
+        raise CliError("--node is blank: name a file, a folder or a concept, or leave --node out for the map")
+    blank_ends = [end for end, name in zip(("A", "B"), args.route or ()) if not name.strip()]
+    if blank_ends:
+        raise CliError(f"--path A B: {' and '.join(blank_ends)} {'is' if len(blank_ends) == 1 else 'are'} "
+                       f"blank: name a file or a concept at each end")
+    if args.node is not None and args.route is not None:
+        raise CliError("--node asks for one file and --path for a route: give one of them")
+    asked = GraphRequest(args.node or "", *(args.route or ("", "")))  # refused above as the command line words it
     ws = open_workspace(args)
     try:
         index_workspace(ws, embed=not args.no_embed, quiet=args.json, answer_stale=True)

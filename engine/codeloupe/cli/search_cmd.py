@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import CliError
 from .arguments import add_workspace_args, positive_count, repository_list
-from .common import index_workspace, markup_safe, open_workspace, print_code
+from .common import argument_error, index_workspace, markup_safe, open_workspace, print_code
 
 if TYPE_CHECKING:
     from codeloupe.types import Bundle, ChunkHit, FileHit
@@ -44,8 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from codeloupe.api import InvalidArgument, check_scope
     from codeloupe.types import is_blank
 
+    try:
+        if args.scope:  # "" is no scope (the default); spaces searched the whole workspace as if it were
+            check_scope(args.scope, "--scope")
+    except InvalidArgument as exc:
+        raise argument_error(args, exc) from exc
     if args.path is None:
         return _run_across(args)
     if args.all:
