@@ -30,3 +30,20 @@ else
   H.check(warnings[1]:find('embed_threads', 1, true), 'the warning names the ignored key: ' .. warnings[1])
   H.check(warnings[1]:find('codeloupe trust', 1, true), 'the warning says how to trust: ' .. warnings[1])
 end
+
+-- :Codeloupe status says which it is either way: an untrusted folder said nothing, where a trusted one said
+-- ", trusted", and the user could not tell it from a server that does not know.
+vim.cmd('Codeloupe status')
+H.wait(function()
+  return H.notified('^codeloupe status')
+end, 10000, ':Codeloupe status')
+local status = H.notified('^codeloupe status')
+local how = ('codeloupe trust %s` lets them'):format(vim.fn.shellescape(H.root))
+if decision == 'allow' then
+  H.check(status:find(H.root .. ': ready, trusted\n', 1, true), 'status says the folder is trusted:\n' .. status)
+  H.check(not status:find('untrusted', 1, true), 'a trusted folder is not called untrusted:\n' .. status)
+else
+  H.check(status:find(H.root .. ': ready, untrusted\n', 1, true), 'status says the folder is untrusted:\n' .. status)
+  H.check(status:find('may not set endpoints, keys, models or resource settings; `' .. how, 1, true),
+    'status says what trusting it would allow, and how:\n' .. status)
+end

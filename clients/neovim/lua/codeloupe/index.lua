@@ -20,14 +20,19 @@ end
 ---@return string[]
 function M.describe_folder(folder)
   local vectors = folder.vectors or {}
+  local root = folder.root or folder.uri or '?'
   local lines = {
-    ('%s: %s%s'):format(folder.root or folder.uri or '?', folder.state or 'unknown',
-      folder.trusted and ', trusted' or ''),
+    ('%s: %s, %s'):format(root, folder.state or 'unknown', folder.trusted and 'trusted' or 'untrusted'),
     ('  %d files, %d chunks, %d symbols, vectors %d/%d'):format(
       folder.files or 0, folder.chunks or 0, folder.symbols or 0, vectors.done or 0, vectors.total or 0),
     ('  embeddings: %s%s'):format(folder.provider or '?',
       (folder.model and folder.model ~= '') and (' (' .. folder.model .. ')') or ''),
   }
+  if not folder.trusted then
+    -- Said only ", trusted" for a trusted folder and nothing for the others, which read as nothing to know.
+    table.insert(lines, 2, ('  untrusted: its own settings files may not set endpoints, keys, models or resource '
+      .. 'settings; `codeloupe trust %s` lets them'):format(vim.fn.shellescape(root)))
+  end
   local languages = describe_counts(folder.languages)
   if languages ~= '' then
     lines[#lines + 1] = '  languages: ' .. languages
