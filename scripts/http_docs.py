@@ -84,11 +84,15 @@ folder name several served roots share, such as `app` under `codeloupe serve ~/w
 names them, and their paths choose one) answers 400 with `{"error": message}`, as do a body that is not
 JSON and a query parameter the endpoint does not take (a typo, `?limt=5`, was ignored: the error names it and
 those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them, and the health probes
-`/healthz` and `/readyz` ignore any, which a load balancer or a monitor may add, a cache buster); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422
-with the validation details (a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to search for, only whitespace, NUL and
-other control or format characters, as the command line and the language server refuse it, and a `scope` to
-`/v1/search` sent blank, `?scope=` or spaces, which searched the whole workspace as if left out; its `loc` naming the
-parameter; an `input` of more than 200 characters as JSON, such as a query refused for its length, is left out). An
+`/healthz` and `/readyz` ignore any, which a load balancer or a monitor may add, a cache buster); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422, in
+the same shape, its `error` a sentence naming each parameter or body field with the rule it breaks, as MCP words
+a refused tool argument (``"`limit` must be a whole number; `mode` must be one of 'code', 'docs' or 'both'"``; a
+field a JSON body does not take is named with those it takes; no value sent is echoed): a value of the wrong
+type or out of bounds, a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to
+search for, only whitespace, NUL and other control or format characters, as the command line and the language
+server refuse it, and a `scope` to `/v1/search` sent blank, `?scope=` or spaces, which searched the whole workspace
+as if left out. 422 and not 400: the request is to be corrected, where a 400 is the engine refusing what a
+well-formed request asks for. An
 index
 that cannot be read at the moment answers 503 in the same shape, the error saying why: under `serve --store`,
 the shared index's database down or unreachable (each request tries again, so answers resume once it is
@@ -180,8 +184,6 @@ def render(spec: dict[str, Any]) -> str:
             lines += ["Answers: " + "; ".join(answers) + ".", ""]
     lines += ["## Shapes", ""]
     for name, model in sorted(components.items()):
-        if name in ("HTTPValidationError", "ValidationError"):
-            continue
         lines += [f"### {name}", ""]
         lines += fields_table([(field, node, field in model.get("required", []), "")
                                for field, node in model.get("properties", {}).items()], spec)

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ErrorData, Tool
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
 from codeloupe.api import (
     MAX_LOCATE,
@@ -41,7 +41,6 @@ from codeloupe.api import (
     TOUR_NAMES,
     GraphFolder,
     GraphRequest,
-    InvalidArgument,
     StoreError,
     UnreadableFile,
     WorkspaceError,
@@ -54,7 +53,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import elided, one_line, package_version, visible
 from codeloupe_serving import first_index
-from codeloupe_serving.refusals import not_taken
+from codeloupe_serving.refusals import argument_problems, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -162,7 +161,7 @@ GRAPH_DESCRIPTION = (
 
 class _Server(MCPServer):
     """Arguments a tool's schema refuses are answered in plain words, each argument named with the rule it breaks
-    (`_argument_problems`): the SDK answered with pydantic's report, its arguments model's name, the value sent
+    (`argument_problems`): the SDK answered with pydantic's report, its arguments model's name, the value sent
     (a 20,000-character query whole) and a link to pydantic's documentation. An argument a tool does not take is
     refused, naming those it takes: the SDK dropped it, so that `expand` with HTTP's `start` and `end` answered the
     whole file as if asked for it; each tool's schema says so (`additionalProperties: false`). A resource error
@@ -187,7 +186,8 @@ class _Server(MCPServer):
         except ToolError as exc:
             if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                 raise
-            raise ToolError(f"Error executing tool {name}: {_argument_problems(exc.__cause__)}") from exc.__cause__
+            said = argument_problems(exc.__cause__.errors(include_url=False), "`arguments`")
+            raise ToolError(f"Error executing tool {name}: {said}") from exc.__cause__
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         _CALL.set(context)  # as a tool call's: the tour waits for a first index too
@@ -414,49 +414,6 @@ def build_server(warm: WarmWorkspace, pool: WarmWorkspaces | None = None) -> MCP
         return sized.file_text(expansion)
 
     return server
-
-
-_TYPES = {"string_type": "a string", "int_type": "a whole number", "int_parsing": "a whole number",
-          "int_from_float": "a whole number", "bool_type": "true or false", "bool_parsing": "true or false",
-          "list_type": "a list"}
-_BOUNDS = {"greater_than_equal": ("ge", "at least"), "less_than_equal": ("le", "at most"),
-           "greater_than": ("gt", "more than"), "less_than": ("lt", "less than")}
-
-
-def _argument_problems(refused: ValidationError) -> str:
-    """What is wrong with a tool call's arguments, in one line: each argument named with its rule, no value
-    echoed (a refused query may be 20,000 characters)."""
-    return "; ".join(f"`{'.'.join(str(part) for part in error['loc']) or 'arguments'}` {_problem(error)}"
-                     for error in refused.errors(include_url=False))
-
-
-def _problem(error: ErrorDetails) -> str:
-    try:
-        return _rule_broken(error)
-    except (KeyError, TypeError, ValueError):  # a shape of error not foreseen: pydantic's message names no value
-        return error["msg"]
-
-
-def _rule_broken(error: ErrorDetails) -> str:
-    kind, ctx = error["type"], error.get("ctx", {})
-    if kind in _BOUNDS:
-        key, words = _BOUNDS[kind]
-        return f"must be {words} {ctx[key]:,}"
-    if kind in _TYPES:
-        return f"must be {_TYPES[kind]}"
-    if kind == "missing":
-        return "is required"
-    if kind == "string_too_short":
-        return "must not be empty" if ctx["min_length"] == 1 else f"must be at least {ctx['min_length']:,} characters"
-    if kind == "string_too_long":
-        return f"must be at most {ctx['max_length']:,} characters, got {len(error['input']):,}"
-    if kind == "too_long":
-        return f"must hold at most {ctx['max_length']:,} items"
-    if kind == "literal_error":
-        return f"must be one of {ctx['expected']}"
-    if kind == "value_error" and isinstance(ctx["error"], InvalidArgument):  # `_searchable`'s refusal
-        return ctx["error"].problem
-    return error["msg"]
 
 
 def _count(text: str, name: str, default: int) -> int:

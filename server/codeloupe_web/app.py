@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
@@ -43,7 +42,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import Bundle, Expansion, Flow, Located, package_version
 from codeloupe_mcp.server import build_server
-from codeloupe_serving.refusals import not_taken
+from codeloupe_serving.refusals import argument_problems, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces, noted_event
 
 from .guard import Guard, GuardConfig
@@ -140,6 +139,8 @@ class Error(BaseModel):
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": Error, "description": "refused by the engine"},
+    422: {"model": Error, "description": "a malformed request: the error names each parameter or body field and "
+                                        "the rule it breaks"},
     503: {"model": Error, "description": "the index cannot be read now (see Errors)"}}
 
 
@@ -175,7 +176,7 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
         return JSONResponse({"error": str(exc)}, status_code=400)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         # A body that does not parse as JSON is refused as the docs say (400, `error`), as one that is not UTF-8
         # is: FastAPI answered it as a malformed parameter (422, `json_invalid` at `["body", 0]`).
         unparsed = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
@@ -183,16 +184,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
             where = unparsed["loc"][-1]
             return JSONResponse({"error": f"the body is not JSON: {unparsed['ctx']['error']} at character {where}"},
                                 status_code=400)
-        # FastAPI's own answer, less a long `input`: a query over 20,000 characters came back whole.
-        return JSONResponse({"detail": [_short_input(e) for e in jsonable_encoder(exc.errors())]}, status_code=422)
+        return JSONResponse({"error": _malformed(request, exc.errors())}, status_code=422)
 
     @app.exception_handler(InvalidArgument)
-    async def malformed(request: Request, exc: InvalidArgument) -> JSONResponse:
+    async def malformed(_: Request, exc: InvalidArgument) -> JSONResponse:
         # A value its parameter's type takes but the engine refuses (a `text` to locate of several lines) is a
-        # malformed request like one the type refuses: 422, naming the parameter in the same validation shape.
-        where = "query" if exc.argument in request.query_params else "body"
-        return JSONResponse({"detail": [{"type": "value_error", "loc": [where, exc.argument], "msg": str(exc)}]},
-                            status_code=422)
+        # malformed request like one the type refuses: 422, naming the parameter.
+        return JSONResponse({"error": str(exc)}, status_code=422)
 
     @app.exception_handler(StoreError)
     async def unavailable(_: Request, exc: StoreError) -> JSONResponse:
@@ -457,14 +455,19 @@ async def _known_parameters(request: Request) -> None:
         raise StarletteHTTPException(400, not_taken(f"{request.method} {route.path}", unknown, taken, "parameter") + body)
 
 
-# The longest `input` a 422 echoes (as JSON): a value refused for its length, or a body refused whole, is left out.
-_INPUT_ECHOED = 200
-
-
-def _short_input(error: dict[str, Any]) -> dict[str, Any]:
-    if len(json.dumps(error.get("input"))) <= _INPUT_ECHOED:
-        return error
-    return {key: value for key, value in error.items() if key != "input"}
+def _malformed(request: Request, errors: Sequence[dict[str, Any]]) -> str:
+    """A malformed request in one line, as MCP words a tool call's refused arguments (`argument_problems`): each
+    parameter or body field named with the rule it breaks, no value echoed; the fields a JSON body does not take,
+    named with those it does, as the query parameters an endpoint does not take are (`not_taken`). FastAPI
+    answered `{"detail": [...]}`, pydantic's report, where every other refusal is `{"error": ...}`."""
+    unknown = [str(error["loc"][-1]) for error in errors if error["type"] == "extra_forbidden"]
+    said = [argument_problems([{**error, "loc": error["loc"][1:]}  # less FastAPI's `query` or `body`
+                               for error in errors if error["type"] != "extra_forbidden"], "the JSON body")]
+    route = request.scope.get("route")
+    if unknown and isinstance(route, APIRoute) and route.body_field is not None:
+        fields = list(route.body_field.field_info.annotation.model_fields)
+        said.append(not_taken(f"the JSON body of {request.method} {route.path}", unknown, fields, "field"))
+    return "; ".join(part for part in said if part)
 
 
 def _search(warm: WarmWorkspace, query: str, scope: str, mode: str, limit: int) -> dict[str, Any]:

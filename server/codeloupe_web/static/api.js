@@ -15,26 +15,8 @@ async function api(path, options) {
   const response = await fetch(path, { ...options, headers: { ...authHeaders, ...(options && options.headers) } });
   if (!response.ok) {
     const body = await response.json().catch(() => ({}));
-    throw new Error(refusal(body) || response.statusText || `HTTP ${response.status}`);
+    // Every refusal is `{"error": words}`, a malformed request's (422) too.
+    throw new Error((typeof body.error === "string" && body.error) || response.statusText || `HTTP ${response.status}`);
   }
   return response;
-}
-
-// A refused request in words: the server's own `error`, or each problem a 422 (FastAPI's validation shape) lists.
-function refusal(body) {
-  if (typeof body.error === "string") return body.error;
-  return Array.isArray(body.detail) ? body.detail.map(problem).join("; ") : "";
-}
-
-// The words a page's user knows for the parameters it sends.
-const PARAMETER_NAMES = { q: "query", question: "question", query: "query" };
-
-function problem({ type, loc, msg, ctx }) {
-  const parameter = Array.isArray(loc) ? loc[loc.length - 1] : "";
-  const name = PARAMETER_NAMES[parameter] || parameter;
-  if (type === "string_too_long" && ctx) {
-    return `the ${name} is longer than ${Number(ctx.max_length).toLocaleString("en-US")} characters`;
-  }
-  // The engine's refusals name their parameter already ("`q` must not be blank ..."); pydantic's do not.
-  return type === "value_error" || !name ? String(msg) : `${name}: ${msg}`;
 }
