@@ -71,9 +71,16 @@ file's or folder's name as MCP's text answers and the CLI show it, its control, 
 escaped (`\\n`, `\\x1b`, `\\u202e`; the graph's text writes a carriage return `\\r`): a name the index does not hold,
 holding a backslash, names the one indexed file or folder shown so.
 
-**Spans.** `/v1/expand` reads a range (`start`, `end`), a `symbol`, or the definition at a `line` (a `symbol` with a
-`line` picks among same-named definitions); a range with either of the others is refused (400), where it was dropped
-and the whole definition answered.
+**Spans.** `/v1/expand` reads a range (`start_line`, `end_line`), a `symbol`, or the definition at an `anchor_line`
+(a `symbol` with an `anchor_line` picks among same-named definitions); a range with either of the others is refused
+(400), where it was dropped and the whole definition answered.
+
+**Parameter names.** A parameter is named as the MCP tool's argument it matches (`query`, `start_line`,
+`end_line`, `anchor_line`, `scope`, `mode`, `limit`, `node`, `source`, `target`, `text`, `identifier`), so a
+client that learnt one surface calls the other right. The names HTTP used first still answer the same, marked
+deprecated in the schema: `q` for `query` (`/v1/search`, `/v1/search/all`, `/v1/docsearch`), `start` and `end`
+for `start_line` and `end_line` (`/v1/expand`, `/v1/related`), `line` for `anchor_line`; both names of one
+parameter at once are refused (422). A refused unknown parameter is answered with the current names.
 
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the

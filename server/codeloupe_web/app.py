@@ -10,7 +10,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -51,6 +51,8 @@ from .hangup import events_until_hangup, result_until_hangup, when_indexed
 if TYPE_CHECKING:  # at run time they would import the model client when the server starts (~0.7 s)
     from codeloupe.api import AskEvent, AskRun
 
+T = TypeVar("T")
+
 MAX_LIMIT = 50
 # How long /readyz waits for the readiness check it started (the database answers a SELECT 1 in milliseconds, or
 # refuses a connection at once), polled on the event loop.
@@ -64,7 +66,17 @@ _STATIC = {"api.js": "text/javascript", "page.js": "text/javascript", "graph.js"
            "page.css": "text/css", "map.js": "text/javascript", "map.css": "text/css",
            "visible.js": "text/javascript"}
 
-QueryText = Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="the question or bug report")]
+QueryText = Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, description=(
+    "the question or bug report (required: here, or as `q`)"))]
+# HTTP's first names for what MCP's tools call otherwise (an agent that learnt one surface got the other wrong):
+# still taken, as a /v1 client written for them keeps working, but marked deprecated, and a refusal lists only
+# the names MCP shares (`_known_parameters`). Sending both names of one parameter is refused (`_one_name`).
+OlderQuery = Annotated[str | None, Query(min_length=1, max_length=MAX_QUERY_CHARS, deprecated=True,
+                                         description="deprecated: HTTP's earlier name of `query`")]
+StartLine = Annotated[int | None, Query(ge=1, description="first line (1-based)")]
+EndLine = Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")]
+OlderStart = Annotated[int | None, Query(ge=1, deprecated=True, description="deprecated: HTTP's earlier name of `start_line`")]
+OlderEnd = Annotated[int | None, Query(ge=1, deprecated=True, description="deprecated: HTTP's earlier name of `end_line`")]
 RootParam = Annotated[str | None, Query(max_length=4096, description=(
     "a served workspace: its path, or its folder's name where no other served root has that name (a name two "
     "share is refused, naming them); default: the first"))]
@@ -219,13 +231,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     # after its client had gone too, and 40 of them kept every other call waiting.
     @app.get("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
-    async def search_get(request: Request, q: QueryText, root: RootParam = None, scope: ScopeParam = "",
-                         mode: ModeParam = "code", limit: LimitParam = 12) -> Any:
-        check_query(q, "q")  # blank: refused before the wait for the first index (no index would answer it)
+    async def search_get(request: Request, query: QueryText = None, root: RootParam = None, scope: ScopeParam = "",
+                         mode: ModeParam = "code", limit: LimitParam = 12, q: OlderQuery = None) -> Any:
+        text = _query_text(query, q)  # blank: refused before the wait for the first index (no index would answer it)
         if "scope" in request.query_params:  # `?scope=`: a folder meant and none named (left out: the whole)
             check_scope(scope)
         warm = await served(root)
-        return await when_indexed(request, [warm], lambda: _search(warm, q, scope, mode, limit))
+        return await when_indexed(request, [warm], lambda: _search(warm, text, scope, mode, limit))
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
@@ -240,13 +252,13 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
     @app.get("/v1/search/all", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="One ranking across the served workspaces (the repositories of a shared index): each "
                      "file names its `repository` and the `revision` it is pinned to")
-    async def search_all(request: Request, q: QueryText, repos: ReposParam = "", mode: ModeParam = "code",
-                         limit: LimitParam = 12) -> Any:
-        check_query(q, "q")
+    async def search_all(request: Request, query: QueryText = None, repos: ReposParam = "", mode: ModeParam = "code",
+                         limit: LimitParam = 12, q: OlderQuery = None) -> Any:
+        text = _query_text(query, q)
         await pool.relisted()
         roots = repos.split(",")
         return await when_indexed(request, pool.select(roots), lambda: dataclasses.asdict(
-            pool.search_across(roots, q, mode=mode, limit=limit)))
+            pool.search_across(roots, text, mode=mode, limit=limit)))
 
     async def noted(request: Request, root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
         """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted_json`)."""
@@ -255,22 +267,27 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
 
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
-    async def docsearch(request: Request, q: QueryText, root: RootParam = None, limit: LimitParam = 10) -> Any:
-        check_query(q, "q")
+    async def docsearch(request: Request, query: QueryText = None, root: RootParam = None, limit: LimitParam = 10,
+                        q: OlderQuery = None) -> Any:
+        text = _query_text(query, q)
         warm = await served(root)
-        bundle = await when_indexed(request, [warm], lambda: warm.search(q, mode="docs", limit=limit))
+        bundle = await when_indexed(request, [warm], lambda: warm.search(text, mode="docs", limit=limit))
         return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
 
     @app.get("/v1/expand", response_model=NotedExpansion, responses=_ERRORS, tags=["read"],
              summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
     async def expand(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                           description="an indexed file, relative to the workspace root")],
-               root: RootParam = None,
-               start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
-               end: Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")] = None,
+               root: RootParam = None, start_line: StartLine = None, end_line: EndLine = None,
                symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
-               line: Annotated[int | None, Query(ge=1, description="an anchor line")] = None) -> Any:
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.expand(path, start, end, symbol=symbol, line=line)))
+               anchor_line: Annotated[int | None, Query(ge=1, description="a line: the definition around it")] = None,
+               start: OlderStart = None, end: OlderEnd = None,
+               line: Annotated[int | None, Query(ge=1, deprecated=True,
+                                                 description="deprecated: HTTP's earlier name of `anchor_line`")] = None) -> Any:
+        first, last = _one_name("start_line", start_line, "start", start), _one_name("end_line", end_line, "end", end)
+        anchor = _one_name("anchor_line", anchor_line, "line", line)
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.expand(path, first, last, symbol=symbol,
+                                                                                  line=anchor)))
 
     @app.get("/v1/locate", response_model=NotedLocated, responses=_ERRORS, tags=["read"],
              summary="Every indexed line holding a string exactly (or a whole identifier)")
@@ -285,11 +302,12 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
     async def related(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                            description="an indexed file, relative to the workspace root")],
-                root: RootParam = None,
-                start: Annotated[int | None, Query(ge=1, description="first line (1-based)")] = None,
-                end: Annotated[int | None, Query(ge=1, description="last line, inclusive")] = None,
-                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10) -> Any:
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.find_related(path, start, end, limit=limit)))
+                root: RootParam = None, start_line: StartLine = None, end_line: EndLine = None,
+                limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10,
+                start: OlderStart = None, end: OlderEnd = None) -> Any:
+        first, last = _one_name("start_line", start_line, "start", start), _one_name("end_line", end_line, "end", end)
+        return await noted(request, root, lambda ws: dataclasses.asdict(ws.find_related(path, first, last,
+                                                                                        limit=limit)))
 
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
@@ -448,11 +466,30 @@ async def _known_parameters(request: Request) -> None:
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or not route.include_in_schema or route.path in PROBES:
         return
-    taken = [param.alias for param in route.dependant.query_params]
-    unknown = list(dict.fromkeys(name for name in request.query_params if name not in taken))
+    params = route.dependant.query_params
+    unknown = list(dict.fromkeys(name for name in request.query_params if name not in {p.alias for p in params}))
     if unknown:
+        taken = [param.alias for param in params if not param.field_info.deprecated]  # MCP's names, not HTTP's older
         body = " (its JSON body carries its arguments)" if route.dependant.body_params else ""
         raise StarletteHTTPException(400, not_taken(f"{request.method} {route.path}", unknown, taken, "parameter") + body)
+
+
+def _one_name(name: str, value: T | None, older: str, older_value: T | None) -> T | None:
+    """The value of a parameter sent under its name or under HTTP's earlier one; both sent: refused, where one
+    would be dropped without a word."""
+    if value is not None and older_value is not None:
+        raise InvalidArgument(older, f"is HTTP's earlier name of `{name}`: send `{name}` alone")
+    return older_value if value is None else value
+
+
+def _query_text(query: str | None, q: str | None) -> str:
+    """The query sent as `query` (MCP's name) or as `q`, refused blank (`check_query`) or missing, naming the
+    parameter sent, before any wait for a first index: no index would answer it."""
+    text = _one_name("query", query, "q", q)
+    if text is None:
+        raise InvalidArgument("query", "is required")
+    check_query(text, "query" if query is not None else "q")
+    return text
 
 
 def _malformed(request: Request, errors: Sequence[dict[str, Any]]) -> str:

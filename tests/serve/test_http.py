@@ -94,7 +94,7 @@ def test_a_malformed_request_is_refused_in_a_sentence_naming_each_parameter(proj
             ("GET", "/v1/search", {"params": {"q": "token", "limit": "0"}}, "`limit` must be at least 1"),
             ("GET", "/v1/search", {"params": {"q": "token", "limit": "51", "mode": "all"}},
              "`mode` must be one of 'code', 'docs' or 'both'; `limit` must be at most 50"),
-            ("GET", "/v1/search", {"params": {}}, "`q` is required"),
+            ("GET", "/v1/search", {"params": {}}, "`query` is required"),
             ("GET", "/v1/locate", {"params": {"text": "x", "identifier": "maybe"}}, "`identifier` must be true or false"),
             ("POST", "/v1/search", {"json": {"query": "token", "limit": True}}, "`limit` must be a whole number"),
             ("POST", "/v1/search", {"json": {"query": "token", "limit": 2.5}}, "`limit` must be a whole number"),
@@ -162,14 +162,15 @@ def test_a_query_parameter_an_endpoint_does_not_take_is_refused_naming_those_it_
     refuses a parameter it does not take, naming it and those it takes, as MCP refuses an argument; the pages,
     whose scripts read their own address (`/?q=...&file=...`), take any."""
     base = serve([project])
-    takes = "which takes `q`, `root`, `scope`, `mode`, `limit`"
+    takes = "which takes `query`, `root`, `scope`, `mode`, `limit`"
     for url, params, error in (
             ("/v1/search", {"q": "token", "limt": "5"}, f"`limt` is not a parameter of GET /v1/search, {takes}"),
             ("/v1/search", {"qq": "token"}, f"`qq` is not a parameter of GET /v1/search, {takes}"),
             ("/v1/search", {"q": "token", "b": "1", "a": "2"}, f"`b`, `a` are not parameters of GET /v1/search, {takes}"),
-            ("/v1/expand", {"path": "app/auth.py", "start_line": "3"},
-             "`start_line` is not a parameter of GET /v1/expand, which takes `path`, `root`, `start`, `end`, "
-             "`symbol`, `line`"),
+            # The names HTTP had first (`start`, `q`) are still taken, but a refusal names MCP's, which both share.
+            ("/v1/expand", {"path": "app/auth.py", "begin": "3"},
+             "`begin` is not a parameter of GET /v1/expand, which takes `path`, `root`, `start_line`, `end_line`, "
+             "`symbol`, `anchor_line`"),
             ("/v1/status", {"root": "project"}, "`root` is not a parameter of GET /v1/status, which takes no parameter")):
         answer = httpx.get(base + url, params=params)
         assert (answer.status_code, answer.json()) == (400, {"error": error}), answer.text[:300]
@@ -187,6 +188,74 @@ def test_a_query_parameter_an_endpoint_does_not_take_is_refused_naming_those_it_
     # So do the health probes: a load balancer or a monitor adds its own (it got 400, and took the server for down).
     assert httpx.get(f"{base}/healthz", params={"_": "1733580000"}).json() == {"ok": True}
     assert httpx.get(f"{base}/readyz", params={"nocache": "1", "x": "y"}).json() == {"ready": True}
+
+
+async def test_every_argument_of_an_mcp_tool_is_a_parameter_of_its_endpoint(project: Path, serve) -> None:
+    """HTTP's `/v1/expand` took `start`, `end` and `line` where MCP's `expand` takes `start_line`, `end_line` and
+    `anchor_line` (and `/v1/search` `q` where `search` takes `query`): an agent that learnt one surface got the
+    other wrong. Each tool's arguments are now parameters of its endpoint under the same names, but those that
+    shape MCP's text answer or pick among its servers' repositories, which HTTP has no use for."""
+    from mcp import Client
+
+    from codeloupe_mcp.server import build_server
+    from codeloupe_serving.warm import WarmWorkspace
+
+    mcp_only = {"max_bytes", "flat"}  # a text answer's byte budget and its flat form: HTTP answers JSON
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            tools = {tool.name: set(tool.input_schema["properties"]) - mcp_only
+                     for tool in (await client.list_tools()).tools}
+    finally:
+        warm.close()
+    schema = httpx.get(f"{serve([project])}/openapi.json").json()
+
+    def taken(method: str, path: str) -> set[str]:
+        op = schema["paths"][path][method]
+        if "requestBody" in op:
+            name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+            return set(schema["components"]["schemas"][name]["properties"])
+        return {p["name"] for p in op.get("parameters", []) if not p.get("deprecated")}
+
+    for tool, method, path in (("search", "get", "/v1/search"), ("search", "post", "/v1/search"),
+                               ("expand", "get", "/v1/expand"), ("locate", "get", "/v1/locate"),
+                               ("graph", "get", "/v1/graph")):
+        assert tools[tool] <= taken(method, path), (tool, path, tools[tool] - taken(method, path))
+    assert "status" in tools and "ask" not in tools  # no chat model here; `/v1/ask`'s body: `question`, `mode`
+    assert {"question", "mode"} <= taken("post", "/v1/ask")
+
+
+def test_http_takes_mcps_names_and_still_its_own_earlier_ones(project: Path, serve) -> None:
+    """`start_line`, `end_line`, `anchor_line` and `query` (MCP's names) were refused as parameters the endpoint
+    does not take; HTTP's earlier `start`, `end`, `line` and `q` still answer the same (a /v1 client written for
+    them keeps working), and both names of one parameter at once are refused, where one would be dropped."""
+    base = serve([project])
+    for path, mcps, https in (
+            ("/v1/expand", {"path": "app/auth.py", "start_line": 2, "end_line": 3},
+             {"path": "app/auth.py", "start": 2, "end": 3}),
+            ("/v1/expand", {"path": "app/auth.py", "anchor_line": 14}, {"path": "app/auth.py", "line": 14}),
+            ("/v1/related", {"path": "app/store.py", "start_line": 1, "end_line": 9},
+             {"path": "app/store.py", "start": 1, "end": 9}),
+            ("/v1/search", {"query": "session store"}, {"q": "session store"}),
+            ("/v1/search/all", {"query": "session store"}, {"q": "session store"}),
+            ("/v1/docsearch", {"query": "logging in"}, {"q": "logging in"})):
+        by_mcps, by_https = httpx.get(f"{base}{path}", params=mcps), httpx.get(f"{base}{path}", params=https)
+        assert by_mcps.status_code == by_https.status_code == 200, (path, by_mcps.text, by_https.text)
+        assert without_timing(by_mcps.json()) == without_timing(by_https.json()), path
+    anchored = httpx.get(f"{base}/v1/expand", params={"path": "app/auth.py", "anchor_line": 14}).json()
+    assert anchored["start_line"] <= 14 <= anchored["end_line"] and anchored["symbol"], anchored
+    for path, params, error in (
+            ("/v1/expand", {"path": "app/auth.py", "start_line": 2, "start": 2},
+             "`start` is HTTP's earlier name of `start_line`: send `start_line` alone"),
+            ("/v1/expand", {"path": "app/auth.py", "anchor_line": 3, "line": 4},
+             "`line` is HTTP's earlier name of `anchor_line`: send `anchor_line` alone"),
+            ("/v1/related", {"path": "app/store.py", "end_line": 3, "end": 3},
+             "`end` is HTTP's earlier name of `end_line`: send `end_line` alone"),
+            ("/v1/search", {"query": "token", "q": "token"}, "`q` is HTTP's earlier name of `query`: send `query` alone"),
+            ("/v1/docsearch", {}, "`query` is required"),
+            ("/v1/search", {"query": " "}, "`query` must not be blank (whitespace or control characters only)")):
+        answer = httpx.get(f"{base}{path}", params=params)
+        assert (answer.status_code, answer.json()) == (422, {"error": error}), (path, answer.text)
 
 
 def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_running(
