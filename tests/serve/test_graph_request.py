@@ -139,7 +139,7 @@ def test_http_refuses_before_waiting_for_the_first_index(project: Path, serve, f
 _BLANK_NODE = "--node is blank: name a file, a folder or a concept, or leave --node out for the map"
 CLI_BAD = [
     (["--node", "app/render.py", "--path", "app/auth.py", "app/store.py"],
-     "--node asks for one file and --path for a route: give one of them"),
+     "give --node (one file, folder or concept) or --path (a route), not both"),
     (["--node", "app/render.py", "--path", "", "app/store.py"], "--path A B: A is blank: name a file or a concept at "
                                                                  "each end"),
     (["--path", "app/auth.py", ""], "--path A B: B is blank: name a file or a concept at each end"),

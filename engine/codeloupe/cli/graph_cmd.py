@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--path A B: {' and '.join(blank_ends)} {'is' if len(blank_ends) == 1 else 'are'} "
                        f"blank: name a file or a concept at each end")
     if args.node is not None and args.route is not None:
-        raise CliError("--node asks for one file and --path for a route: give one of them")
+        raise CliError("give --node (one file, folder or concept) or --path (a route), not both")
     asked = GraphRequest(args.node or "", *(args.route or ("", "")))  # refused above as the command line words it
     ws = open_workspace(args)
     try:
