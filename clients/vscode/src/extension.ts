@@ -129,7 +129,7 @@ class Controller implements vscode.Disposable {
     private readonly answers = new AnswerPanels(() => this.kept);
     /** What each answer tab and the bundle tab show, for a reloaded window (set once registered: it is the workspace's state). */
     private kept: KeptAnswers | undefined;
-    private readonly statusPanel = new Panel(STATUS_VIEW);
+    private readonly statusPanel = new Panel(STATUS_VIEW, { refresh: () => void this.refreshStatus() });
     private readonly graph = new Panel('codeloupe.graph');
     private readonly graphDetail = new Panel('codeloupe.graphDetail');
     private readonly lastBundle = new BundleView('codeloupe.lastBundle');
@@ -621,6 +621,12 @@ class Controller implements vscode.Disposable {
     private async restoreStatus(webviewPanel: vscode.WebviewPanel): Promise<void> {
         this.statusPanel.adopt(webviewPanel);
         this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderNote(context, STATUS_TITLE, 'Waiting for the codeloupe language server…'));
+        await this.refreshStatus();
+    }
+
+    /** The status tab shows the server's status now, where the tab is (its Refresh button, a reloaded window); the
+     * reason where no server runs. */
+    private async refreshStatus(): Promise<void> {
         const client = await this.starting;
         const status = client && await this.status.refresh(client);
         if (status === undefined) {
@@ -628,7 +634,8 @@ class Controller implements vscode.Disposable {
             this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderNote(context, STATUS_TITLE, reason));
             return;
         }
-        this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderStatus(context, status));
+        const asOf = new Date();
+        this.statusPanel.showInPlace(STATUS_TITLE, (context) => renderStatus(context, status, asOf));
     }
 
     private async reindex(client: LanguageClient): Promise<ReindexResult> {
@@ -642,7 +649,8 @@ class Controller implements vscode.Disposable {
     private async showStatus(client: LanguageClient): Promise<void> {
         const status = await this.status.refresh(client);
         if (status !== undefined) {
-            this.statusPanel.show(STATUS_TITLE, (context) => renderStatus(context, status));
+            const asOf = new Date();
+            this.statusPanel.show(STATUS_TITLE, (context) => renderStatus(context, status, asOf));
         }
     }
 

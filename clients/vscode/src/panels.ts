@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 import { messageTarget, openAt } from './locations';
 import { ANSWER_VIEW, type KeptAnswers } from './keptAnswers';
-import { isAskAgainMessage, isOpenMessage, isReplayMessage } from './protocol';
+import { isAskAgainMessage, isOpenMessage, isRefreshMessage, isReplayMessage } from './protocol';
 import type { PageContext } from './render';
 import { visible, visibleMessage } from './visible';
 
@@ -17,6 +17,8 @@ export interface PanelOptions {
     keep?: string;
     /** Run when its page's "Ask again" button is clicked. */
     askAgain?: () => void;
+    /** Run when its page's "Refresh" button is clicked. */
+    refresh?: () => void;
 }
 
 /** How a panel's tab is made: options VS Code needs again for a tab it restores. */
@@ -155,6 +157,10 @@ export class Panel implements vscode.Disposable {
         }
         if (isAskAgainMessage(message)) {
             this.options.askAgain?.();
+            return;
+        }
+        if (isRefreshMessage(message)) {
+            this.options.refresh?.();
             return;
         }
         if (!isOpenMessage(message)) {

@@ -429,3 +429,8 @@ export function isReplayMessage(value: unknown): boolean {
 export function isAskAgainMessage(value: unknown): boolean {
     return typeof value === 'object' && value !== null && (value as Record<string, unknown>).type === 'askAgain';
 }
+
+/** A page's Refresh button was clicked (the status tab: ask the server again). */
+export function isRefreshMessage(value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<string, unknown>).type === 'refresh';
+}

@@ -108,9 +108,11 @@ const CLIENT_SCRIPT = `
     return made;
   }
   document.addEventListener('click', function (event) {
-    const button = event.target instanceof Element ? event.target.closest('button[data-action="ask-again"]') : null;
-    if (button) {
-      vscode.postMessage({ type: 'askAgain' });
+    // A button asks the extension for what it says: Ask again (askAgain), Refresh (refresh).
+    const button = event.target instanceof Element ? event.target.closest('button[data-action]') : null;
+    const action = button && ({ 'ask-again': 'askAgain', refresh: 'refresh' })[button.getAttribute('data-action')];
+    if (action) {
+      vscode.postMessage({ type: action });
       return;
     }
     const anchor = event.target instanceof Element ? event.target.closest('a') : null;
@@ -525,14 +527,20 @@ function repositoryRow(repository: RepositoryStatus): string {
 ${indexCells(repository)}</tr>`;
 }
 
-export function renderStatus(context: PageContext, status: StatusResult): string {
+/**
+ * The index status as the server gave it at `asOf`: a snapshot (a tab a reloaded window brought back shows the status
+ * of when it came back, not of now), said so over the tables with a Refresh button that asks the server again.
+ */
+export function renderStatus(context: PageContext, status: StatusResult, asOf: Date): string {
     const counts = '<th>Files</th><th>Chunks</th><th>Symbols</th><th>Vectors</th><th>Embeddings</th><th>Languages</th>'
         + '<th title="files skipped for their content, by reason: codeloupe stats PATH --skipped lists them">Skipped</th><th>Index</th>';
     const repositories = status.repositories ?? [];
     const shared = repositories.length === 0 ? '' : `<h2>Shared repositories (read from the shared index, no checkout)</h2>
 <table><tr><th>Repository</th><th>Commit</th>${counts}</tr>
 ${repositories.map(repositoryRow).join('\n')}</table>`;
+    const time = asOf.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
     return renderPage(context, 'codeloupe status', `<h1>Index status</h1>
+<p class="muted as-of">As of ${escapeHtml(time)}: the status then, not kept current. <button data-action="refresh">Refresh</button></p>
 <table><tr><th>Folder</th><th>State</th><th>Trusted</th>${counts}<th>Message</th></tr>
 ${status.folders.map(folderRow).join('\n')}</table>${shared}`);
 }

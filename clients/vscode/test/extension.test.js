@@ -2144,6 +2144,30 @@ describe('answer tabs across a window reload', function () {
             await restoredPage?.close();
         }
     });
+    it('the status tab says it is the status as of a time, and its Refresh asks the server again', async function () {
+        // A reloaded window's status tab showed the status of when it came back, as if it were now.
+        await vscode.commands.executeCommand('codeloupe.client.status');
+        const status = probe.panels.filter((panel) => panel.viewType === 'codeloupe.status' && !panel.disposed).at(-1);
+        const [restored] = await reload([{ panel: status, state: undefined }]);
+        await waitFor('the status asked of the server', () => /Index status/.test(restored.webview.html));
+        assert.match(restored.webview.html, /As of \d\d:\d\d:\d\d[^<]*not kept current\. <button data-action="refresh">Refresh<\/button>/);
+        const client = await session.api.whenReady();
+        const asked = recordRequests(client, 'codeloupe/status');
+        const page = await runPanelPage(browser, restored);
+        try {
+            const view = await page.current();
+            const posted = await view.click('button[data-action="refresh"]');
+            assert.deepEqual(posted, [{ type: 'refresh' }]);
+            assert.deepEqual(await view.violations(), []);
+            const pages = restored.pages.length;
+            await restored.receive(posted[0]);
+            await waitFor('the status asked again', () => asked.calls.length > 0 && restored.pages.length > pages);
+            assert.match(restored.webview.html, /Index status/);
+        } finally {
+            asked.restore();
+            await page.close();
+        }
+    });
 });
 
 describe('the answers kept for a reloaded window', function () {
