@@ -66,7 +66,9 @@ is the one the extension host gets, see start_code_server), and with Playwright:
   "changed since this answer") at the place read, and the held one as its draft marked interrupted (its code part
   read from disk again, the file's lines now at its caption's numbers), whose "Ask again"
   button asks it anew and answers it in its tab; the bundle tab is back, its first CORE chunk's code the file's lines
-  now, and the status tab shows the index status again; these checks read the pages
+  now, and the status tab shows the index status again; app/auth.py's graph tab (Show in Graph) and the graph map tab,
+  open before the reload, are back, the first chunk of the file's page the file's lines now, and the Last Bundle view
+  lists the last bundle again; these checks read the pages
   through the workbench's DOM (WebviewPage), as Playwright at times lost track of a re-created webview frame;
 * a workspace whose names and text would render as more than text (HOSTILE_FILES: a folder and a file named
   `$(bell)`, a doc line with a command link, bold, an image, U+202E and HTML entities, a settings file's unknown
@@ -1472,6 +1474,14 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             wait_for(lambda: tab(ASK_BUNDLE_QUERY).count(), 60, "the bundle tab")
             page.locator(".part.statusbar .statusbar-item", has_text="codeloupe").first.click()
             wait_for(lambda: tab("Status").count(), 15, "the status tab")
+            # And app/auth.py in the graph (Show in Graph, its code on the page) and the graph map, each in its tab.
+            open_file_at(page, "app/auth.py", 1, 1)
+            run_command(page, "Codeloupe: Show in Graph")
+            wait_for(lambda: graph_tab.count(), 30, "the graph tab of app/auth.py")
+            run_command(page, "Codeloupe: Show Graph")
+            wait_for(lambda: tab("Graph").count(), 30, "the graph map tab")
+
+        graph_tab = page.locator(".tabs-container .tab", has_text="Codeloupe Graph: app/auth.py")
 
         def reloaded() -> str:
             """Developer: Reload Window with the answers open, one still streaming, and the file the first one cites
@@ -1582,6 +1592,31 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
 
         checks.run("a reloaded window shows the bundle tab again (its code read from disk again) and the status tab",
                    bundle_and_status_back)
+
+        def graph_and_last_bundle_back() -> str:
+            """The graph tab of app/auth.py back with its code read from disk again, the map tab with the map, and the
+            Last Bundle view with the last bundle (the reload left them gone, and the view empty)."""
+            graph_tab.click()
+            view = wait_for(lambda: webview_page_with(page, "Community:"), 30, "the graph page of app/auth.py back")
+            uri, span, code = view.evaluate(
+                "(() => { const a = document.querySelector('.chunk > a.loc'); const pre = document.querySelector('.chunk pre');"
+                " return [a && a.getAttribute('data-uri'), a && JSON.parse(a.getAttribute('data-range')), pre && pre.textContent]; })()")
+            assert uri and code is not None, f"the graph page after the reload:\n{view.evaluate('document.body.innerText')}"
+            first, end = span["start"]["line"] + 1, span["end"]["line"]
+            last = end if span["end"]["character"] == 0 and end >= first else end + 1
+            shown = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+            now = "\n".join(shown.read_text().split("\n")[first - 1:last])
+            assert code.rstrip("\n") == now, f"the graph page's code after the reload:\n{code}\nthe file's {first}-{last}:\n{now}"
+            tab("Graph").click()
+            wait_for(lambda: webview_page_with(page, "codeloupe graph"), 60, "the graph map back")
+            page.locator(".activitybar a.action-label[aria-label^='codeloupe']").first.click()
+            tree = page.locator(".pane", has_text="Last Bundle")
+            wait_for(lambda: "auth.py" in tree.inner_text(), 20, "auth.py in the Last Bundle view")
+            return (f"the graph page's first chunk {shown.name}:{first}-{last} read again; the map back; "
+                    f"Last Bundle: {' | '.join(tree.inner_text().splitlines()[:4])}")
+
+        checks.run("a reloaded window shows the graph tabs again (a file's code read from disk again) and the Last "
+                   "Bundle view's bundle", graph_and_last_bundle_back)
 
 
 def main() -> int:

@@ -29,6 +29,11 @@ export class BundleView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         this.view.message = 'Search or ask: the last bundle shows here.';
     }
 
+    /** Whether it shows no bundle yet. */
+    get isEmpty(): boolean {
+        return this.result === undefined;
+    }
+
     show(result: SearchResult): void {
         this.result = result;
         this.view.message = undefined;

@@ -19,15 +19,22 @@ import {
 import { promptQuestion } from './askPrompt';
 import { ASK_STARTED, type AskProgressLine, describeAskEvent } from './askProgress';
 import { BundleView, OPEN_MATCH_COMMAND } from './bundleView';
-import { showGraphMap, showGraphNode, showGraphPath } from './graphCommands';
+import { type GraphDetail, graphMapPage, showGraphNode, showGraphPath } from './graphCommands';
+import { type GraphPage, renderGraphPage } from './graphViews';
 import { activeRepository, INDEX_SCHEME, IndexDocuments, linkIndexDocuments, OPEN_INDEX_DOCUMENT_COMMAND } from './indexDocuments';
 import { openAt, openLspLocation } from './locations';
 import type { Match } from './match';
 import {
     ANSWER_VIEW,
+    answerCodeFiles,
     BUNDLE_VIEW,
+    bundleCodeFiles,
     bundleFromDisk,
     draftFromDisk,
+    GRAPH_DETAIL_VIEW,
+    GRAPH_VIEW,
+    graphCodeFiles,
+    graphFromDisk,
     type KeptAnswer,
     KeptAnswers,
     keptDraftCode,
@@ -36,9 +43,11 @@ import {
     MAX_KEPT_CHARS,
     type NotKept,
     withCodeFromDisk,
+    withoutBundleCode,
+    withoutGraphCode,
 } from './keptAnswers';
-import { AnswerPanels, Panel } from './panels';
-import type { AskEvent, AskResult, ReindexResult } from './protocol';
+import { AnswerPanels, FileChanges, Panel } from './panels';
+import type { AskEvent, AskResult, ReindexResult, SearchResult } from './protocol';
 import { AskRequest, SearchRequest } from './protocol';
 import {
     renderAnswer,
@@ -123,6 +132,8 @@ export interface CodeloupeApi {
 
 class Controller implements vscode.Disposable {
     private readonly log = vscode.window.createOutputChannel('codeloupe', { log: true });
+    /** The files saved or changed on disk: a visible tab showing code of one reads it again. */
+    private readonly changes = new FileChanges();
     private readonly status = new StatusItem(Commands.status);
     // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
     private readonly bundlePanel = new Panel(BUNDLE_VIEW);
@@ -130,8 +141,9 @@ class Controller implements vscode.Disposable {
     /** What each answer tab and the bundle tab show, for a reloaded window (set once registered: it is the workspace's state). */
     private kept: KeptAnswers | undefined;
     private readonly statusPanel = new Panel(STATUS_VIEW, { refresh: () => void this.refreshStatus() });
-    private readonly graph = new Panel('codeloupe.graph');
-    private readonly graphDetail = new Panel('codeloupe.graphDetail');
+    private readonly graph = new Panel(GRAPH_VIEW);
+    private readonly graphDetail = new Panel(GRAPH_DETAIL_VIEW);
+
     private readonly lastBundle = new BundleView('codeloupe.lastBundle');
     private readonly secretOptions: SecretOptions = {};
     private secretStorage: vscode.SecretStorage | undefined;
@@ -174,16 +186,25 @@ class Controller implements vscode.Disposable {
             vscode.window.registerWebviewPanelSerializer(STATUS_VIEW, {
                 deserializeWebviewPanel: (panel: vscode.WebviewPanel) => this.restoreStatus(panel),
             }),
-            // A closed bundle tab's bundle is forgotten (not as the extension stops: `shutDown` lets go of `kept` first).
-            this.bundlePanel.onDidClose(() => void this.kept?.keepBundle(undefined)),
+            // And the graph tabs: the map, and one file, folder or route of it.
+            vscode.window.registerWebviewPanelSerializer(GRAPH_VIEW, {
+                deserializeWebviewPanel: (panel: vscode.WebviewPanel) => this.restoreGraphMap(panel),
+            }),
+            vscode.window.registerWebviewPanelSerializer(GRAPH_DETAIL_VIEW, {
+                deserializeWebviewPanel: (panel: vscode.WebviewPanel, state: unknown) => this.restoreGraphDetail(panel, state),
+            }),
+            // A closed tab's page is forgotten (not as the extension stops: `shutDown` lets go of `kept` first).
+            this.bundlePanel.onDidClose(() => void this.kept?.keepBundle('tab', undefined)),
+            this.graph.onDidClose(() => void this.kept?.keepGraphMap(undefined)),
+            this.graphDetail.onDidClose(() => void this.kept?.keepGraphDetail(undefined)),
             this,
             command(Commands.search, (client) => this.search(client)),
             command(Commands.searchSymbol, (client) => this.searchSymbol(client)),
             command(Commands.ask, (client, query?: unknown) => this.ask(client, query)),
             command(Commands.askSelection, (client) => this.ask(client, selectedText())),
-            command(Commands.graph, (client) => showGraphMap(client, this.graph)),
-            command(Commands.graphNode, (client, uri?: vscode.Uri) => showGraphNode(client, this.graphDetail, uri)),
-            command(Commands.graphPath, (client) => showGraphPath(client, this.graphDetail)),
+            command(Commands.graph, (client) => this.showGraphMap(client)),
+            command(Commands.graphNode, (client, uri?: vscode.Uri) => showGraphNode(client, this.graphDetailTab, uri)),
+            command(Commands.graphPath, (client) => showGraphPath(client, this.graphDetailTab)),
             command(Commands.tour, (client) => showTour(client)),
             command(Commands.related, (client) => showRelated(client)),
             command(Commands.openMatch, (client, match: Match) => openLspLocation(client, match.location, { preview: false }, match.anchorLine)),
@@ -199,6 +220,7 @@ class Controller implements vscode.Disposable {
             vscode.commands.registerCommand(Commands.openIndexDocument, (uri: string, line: number) =>
                 openAt(vscode.Uri.parse(uri), undefined, { preview: false }, line - 1)),
         );
+        void this.restoreLastBundle();
     }
 
     get api(): CodeloupeApi {
@@ -481,10 +503,120 @@ class Controller implements vscode.Disposable {
     private readonly pickerActions: SearchPickerActions = {
         showBundle: (result) => {
             this.bundlePanel.show(pageTitle(result.query), (context) => renderBundle(context, result));
-            void this.kept?.keepBundle(result);
+            void this.kept?.keepBundle('tab', result);
+            this.followBundle(withoutBundleCode(result));
         },
-        remember: (result) => this.lastBundle.show(result),
+        remember: (result) => this.rememberBundle(result),
     };
+
+    /** The bundle tab reads its CORE code again as the files it is from change (`Panel.rereadWhen`); `kept`: the
+     * bundle as kept (the digests of the lines it showed). */
+    private followBundle(kept: SearchResult): void {
+        this.bundlePanel.rereadWhen(this.changes, bundleCodeFiles(kept), async () => {
+            const shown = await bundleFromDisk(kept);
+            return (context) => renderBundle(context, shown);
+        });
+    }
+
+    /** The Last Bundle view shows `result`, and a reloaded window shows it there again. */
+    private rememberBundle(result: SearchResult): void {
+        this.lastBundle.show(result);
+        void this.kept?.keepBundle('last', result);
+    }
+
+    /**
+     * The Last Bundle view of a reloaded window: the bundle it showed, its CORE code read from disk again (as the
+     * bundle tab's), unless a search or ask answered meanwhile. It was empty after a reload.
+     */
+    private async restoreLastBundle(): Promise<void> {
+        const kept = this.kept?.bundle('last');
+        const shown = kept && await bundleFromDisk(kept);
+        if (shown !== undefined && this.lastBundle.isEmpty) {
+            this.lastBundle.show(shown);
+        }
+    }
+
+    /** The graph detail tab: shows a page, keeps it for a reloaded window, and reads its code again as its files change. */
+    private readonly graphDetailTab: GraphDetail = {
+        show: (page) => {
+            this.graphDetail.show(page.title, (context) => renderGraphPage(context, page), graphPaths(page));
+            void this.kept?.keepGraphDetail(page);
+            this.followGraph(withoutGraphCode(page));
+        },
+        showError: (title, message) => {
+            this.graphDetail.show(title, (context) => renderError(context, title, message));
+            void this.kept?.keepGraphDetail(undefined);
+        },
+    };
+
+    /** The graph detail tab reads its code again as the files it is from change; `kept`: the page as kept (digests). */
+    private followGraph(kept: GraphPage): void {
+        this.graphDetail.rereadWhen(this.changes, graphCodeFiles(kept), async () => {
+            const shown = await graphFromDisk(kept);
+            return (context) => renderGraphPage(context, shown);
+        });
+    }
+
+    private async showGraphMap(client: LanguageClient): Promise<void> {
+        const folderUri = activeRepository();
+        const { render, paths } = await graphMapPage(client, folderUri);
+        this.graph.show('Codeloupe: Graph', render, paths);
+        void this.kept?.keepGraphMap({ folderUri });
+    }
+
+    /**
+     * The graph map tab of a reloaded window: the map the server gives once it is up, of the repository it showed
+     * (only that is kept: the page is the server's, and quotes no code).
+     */
+    private async restoreGraphMap(webviewPanel: vscode.WebviewPanel): Promise<void> {
+        const title = 'Codeloupe: Graph';
+        this.graph.adopt(webviewPanel);
+        this.graph.showInPlace(title, (context) => renderNote(context, title, 'Waiting for the codeloupe language server…'));
+        const client = await this.starting;
+        if (client === undefined) {
+            const reason = this.unavailableReason ?? 'The codeloupe language server is not running.';
+            this.graph.showInPlace(title, (context) => renderNote(context, title, reason));
+            return;
+        }
+        try {
+            const { render, paths } = await graphMapPage(client, this.kept?.graphMap()?.folderUri);
+            this.graph.showInPlace(title, render, undefined, paths);
+        } catch (error) {
+            this.graph.showInPlace(title, (context) => renderError(context, title, error instanceof Error ? error.message : String(error)));
+        }
+    }
+
+    /**
+     * The graph detail tab of a reloaded window, shown as it was: the page kept with it (a file with its neighbours,
+     * a folder, a route), its code read from disk now (as a restored answer's), at the place read; one not kept (an
+     * error, or too large) says so.
+     */
+    private async restoreGraphDetail(webviewPanel: vscode.WebviewPanel, state: unknown): Promise<void> {
+        const kept = this.kept?.graphDetail();
+        this.graphDetail.adopt(webviewPanel);
+        if (kept === undefined) {
+            const note = `This graph page was not kept for the reloaded window: a page is kept up to ${MAX_KEPT_CHARS / 1024} KiB without its `
+                + 'code, an error is not. Show it in the graph again to see it.';
+            this.graphDetail.showInPlace(webviewPanel.title, (context) => renderNote(context, webviewPanel.title, note));
+            return;
+        }
+        const shown = await graphFromDisk(kept);
+        this.graphDetail.showInPlace(kept.title, (context) => renderGraphPage(context, shown), pageState(state).page, graphPaths(kept));
+        this.followGraph(kept);
+    }
+
+    /**
+     * The answer tab reads its cited lines from disk again each time it is shown again, and while it is visible as a
+     * file it cites is saved or changes on disk (`Panel.rereadWhen`): today's lines, marked as changed since the answer
+     * where they are not the answer's. Otherwise the tab shows the lines it was rendered with (a live tab the server's,
+     * a restored one those read at the reload). `kept`: the answer as kept (the digests of the lines it showed).
+     */
+    private followAnswer(panel: Panel, query: string, kept: AskResult): void {
+        panel.rereadWhen(this.changes, answerCodeFiles(kept), async () => {
+            const shown = await withCodeFromDisk(kept);
+            return (context) => renderAnswer(context, query, shown);
+        });
+    }
 
     /** `presetQuery`: the question when a caller passes one (menus pass a resource URI instead: ignored). */
     private async ask(client: LanguageClient, presetQuery?: unknown): Promise<void> {
@@ -522,11 +654,11 @@ class Controller implements vscode.Disposable {
             try {
                 const result: AskResult = await client.sendRequest(AskRequest, { query, workDoneToken: progressToken, folderUri: activeRepository() }, stop.token);
                 panel.show(title, (context) => renderAnswer(context, query, result));
-                this.lastBundle.show(result.bundle);
+                this.rememberBundle(result.bundle);
                 const kept = keptResult(result);
                 keep(typeof kept === 'string' ? { query, notKept: kept } : { query, result: kept });
                 if (typeof kept !== 'string') {
-                    rereadWhenShown(panel, query, kept);
+                    this.followAnswer(panel, query, kept);
                 }
             } catch (error) {
                 const shown = await this.askFailed(client, panel, query, error, stop.token);
@@ -591,7 +723,7 @@ class Controller implements vscode.Disposable {
         } else if (result !== undefined) {
             const shown = await withCodeFromDisk(result);
             panel.show(title, (context) => renderAnswer(context, query, shown), undefined, page);
-            rereadWhenShown(panel, query, result);
+            this.followAnswer(panel, query, result);
         } else if (draft !== undefined) {
             const parts = await draftFromDisk(draft.parts);
             panel.show(title, (context) => renderInterrupted(context, query, parts, draft.steps), undefined, page);
@@ -605,7 +737,7 @@ class Controller implements vscode.Disposable {
      * (as a restored answer's), at the place read; a bundle not kept (too large) says so.
      */
     private async restoreBundle(webviewPanel: vscode.WebviewPanel, state: unknown): Promise<void> {
-        const kept = this.kept?.bundle();
+        const kept = this.kept?.bundle('tab');
         this.bundlePanel.adopt(webviewPanel);
         if (kept === undefined) {
             const note = `This bundle was not kept for the reloaded window: a bundle is kept up to ${MAX_KEPT_CHARS / 1024} KiB without its code. `
@@ -615,6 +747,7 @@ class Controller implements vscode.Disposable {
         }
         const shown = await bundleFromDisk(kept);
         this.bundlePanel.showInPlace(pageTitle(kept.query), (context) => renderBundle(context, shown), pageState(state).page);
+        this.followBundle(kept);
     }
 
     /** The status tab of a reloaded window: the index status the server gives once it is up (nothing of it is kept). */
@@ -657,11 +790,9 @@ class Controller implements vscode.Disposable {
     dispose(): void {
         void this.stop();
         this.status.dispose();
-        // The answer, bundle and status tabs stay open: closed as the extension stops (a window reloading), they would
-        // not come back.
-        for (const panel of [this.graph, this.graphDetail]) {
-            panel.dispose();
-        }
+        // The answer, bundle, status and graph tabs stay open: closed as the extension stops (a window reloading), they
+        // would not come back.
+        this.changes.dispose();
         this.lastBundle.dispose();
         this.log.dispose();
     }
@@ -692,17 +823,9 @@ function wordUnderCursor(): string | undefined {
     return range === undefined ? undefined : editor?.document.getText(range);
 }
 
-/**
- * Each time the answer tab is shown again, its cited lines are read from disk again and the answer rendered again (at
- * the place read) if they changed: today's lines, marked as changed since the answer. Otherwise the tab shows the lines
- * it was rendered with (a live tab the server's, a restored one those read at the reload), unmarked however the file
- * changed since. `kept`: the answer as kept (the digests of the lines it showed).
- */
-function rereadWhenShown(panel: Panel, query: string, kept: AskResult): void {
-    panel.onDidShow(async () => {
-        const shown = await withCodeFromDisk(kept);
-        panel.refresh((context) => renderAnswer(context, query, shown));
-    });
+/** The links of a graph page name files by path (a route's hops): their URIs. */
+function graphPaths(page: GraphPage): ReadonlyMap<string, string> {
+    return new Map(page.kind === 'path' ? page.uris : []);
 }
 
 /** Adds what a progress line adds to the draft (its words, a code part as an answer's is kept or only its caption, a

@@ -2,9 +2,34 @@
 // files or concepts.
 // Pure functions of the server's answers (no vscode import); every file and span is a link.
 import type { Location } from 'vscode-languageclient/node';
-import { escapeHtml, renderCodeBlock } from './code';
+import { escapeHtml } from './code';
 import type { GraphFolderEdge, GraphFolderResult, GraphHop, GraphNeighbour, GraphNodeMiss, GraphNodeResult, GraphPathResult, HopCode } from './protocol';
-import { locationLink, type PageContext, renderPage } from './render';
+import { locationLink, type PageContext, renderPage, type Reread, renderReread } from './render';
+
+/** A page of the graph detail tab: one file of the graph with its neighbours and code (`language`: its editor's), a
+ * folder's part, a file the graph does not hold, or the route between two files or concepts (`uris`: the map's files,
+ * by path, that the route's hops link to). */
+export type GraphPage = { title: string } & (
+    | { kind: 'node'; node: GraphNodeResult; language: string }
+    | { kind: 'folder'; folder: GraphFolderResult }
+    | { kind: 'miss'; miss: GraphNodeMiss }
+    | { kind: 'path'; path: GraphPathResult; uris: [string, string][] });
+
+/** The page of the graph detail tab, as `page` says. */
+export function renderGraphPage(context: PageContext, page: GraphPage): string {
+    switch (page.kind) {
+        case 'node':
+            return renderGraphNode(context, page.node, page.language);
+        case 'folder':
+            return renderGraphFolder(context, page.folder);
+        case 'miss':
+            return renderGraphMiss(context, page.miss);
+        case 'path': {
+            const uris = new Map(page.uris);
+            return renderGraphPath(context, page.path, (file) => uris.get(file));
+        }
+    }
+}
 
 const fileStart = (uri: string): Location => ({
     uri,
@@ -32,13 +57,14 @@ export function renderGraphMiss(context: PageContext, miss: GraphNodeMiss): stri
 ${offer}`);
 }
 
-/** One file of the graph: its community, what it uses, what uses it, what reads alike, its code. */
+/** One file of the graph: its community, what it uses, what uses it, what reads alike, its code (read from disk again
+ * where the page is a kept one: `since` where it changed). */
 export function renderGraphNode(context: PageContext, node: GraphNodeResult, language: string): string {
     const community = `Community: ${node.communityName || node.community}`;
     const hub = node.god ? ' · <span class="badge">hub</span>' : '';
     const semantic = node.semantic.map((entry) => `<li>${locationLink(fileStart(entry.uri), entry.path)} <span class="muted">cosine ${entry.cosine.toFixed(2)}</span></li>`);
-    const chunks = node.chunks.map((chunk) => `<div class="chunk">${locationLink(chunk.location, `L${chunk.location.range.start.line + 1}`)}
-${renderCodeBlock(chunk.text, language, { firstLine: chunk.location.range.start.line + 1 })}</div>`);
+    const chunks = node.chunks.map((chunk: Reread<GraphNodeResult['chunks'][number]>) => `<div class="chunk">${locationLink(chunk.location, `L${chunk.location.range.start.line + 1}`)}
+${renderReread(chunk, language, { firstLine: chunk.location.range.start.line + 1 })}</div>`);
     const external = node.external && node.external.length > 0
         ? `<p class="muted">Outside the workspace: ${escapeHtml(node.external.join(', '))}</p>` : '';
     const body = `<h1>${locationLink(fileStart(node.uri), node.path)}</h1>
@@ -99,13 +125,13 @@ function hopItem(hop: GraphHop, uriOf: (path: string) => string | undefined): st
 
 /** A hop site's lines as the server read them from disk, numbered, under a link to where they are. The hop does
  * not say the language: the code is shown plain rather than guessed. */
-function hopCode(label: string, path: string, code: HopCode | undefined): string {
+function hopCode(label: string, path: string, code: Reread<HopCode> | undefined): string {
     if (code === undefined) {
         return '';
     }
     const where = locationLink(code.location, `${label}: ${path}:${code.location.range.start.line + 1}`);
     return `<div class="chunk hop-code">${where}
-${renderCodeBlock(code.text, '', { firstLine: code.location.range.start.line + 1 })}</div>`;
+${renderReread(code, '', { firstLine: code.location.range.start.line + 1 })}</div>`;
 }
 
 /** The route between two files or concepts, hop by hop; a note when there is none. */

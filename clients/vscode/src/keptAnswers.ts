@@ -7,7 +7,11 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { finalBreak, LINE_BREAK } from './lines';
-import type { AnswerPart, AskEvent, AskResult, ChunkResult, FileResult, SearchResult } from './protocol';
+import type { Location } from 'vscode-languageclient/node';
+import type {
+    AnswerPart, AskEvent, AskResult, ChunkResult, FileResult, HopCode, SearchResult,
+} from './protocol';
+import type { GraphPage } from './graphViews';
 import type { Reread, SinceAnswer } from './render';
 
 /** The view type of the answer tabs (package.json's `onWebviewPanel:` activation event names it). */
@@ -18,8 +22,16 @@ export const MAX_KEPT_ANSWERS = 20;
 export const MAX_KEPT_CHARS = 256 * 1024;
 /** The view type of the bundle tab ("Open the full bundle"), restored as the answer tabs are. */
 export const BUNDLE_VIEW = 'codeloupe.bundle';
-/** The bundle its tab shows: one tab, one bundle. */
-const BUNDLE_KEY = 'codeloupe.keptBundle';
+/** The bundles kept: the bundle tab's (one tab, one bundle), and the Last Bundle view's. */
+const BUNDLE_KEYS = { tab: 'codeloupe.keptBundle', last: 'codeloupe.lastBundle' } as const;
+/** Which kept bundle: the bundle tab's, or the Last Bundle view's. */
+export type KeptBundle = keyof typeof BUNDLE_KEYS;
+/** The view type of the graph map tab, and of the tab of one file, folder or route of the graph. */
+export const GRAPH_VIEW = 'codeloupe.graph';
+export const GRAPH_DETAIL_VIEW = 'codeloupe.graphDetail';
+/** The graph map tab's repository (a shared index's), and the graph detail tab's page. */
+const GRAPH_MAP_KEY = 'codeloupe.keptGraphMap';
+const GRAPH_DETAIL_KEY = 'codeloupe.keptGraphDetail';
 /** The ids of the kept answers, oldest ask first; each answer is kept under its own key (a draft rewrites only its own). */
 const ORDER_KEY = 'codeloupe.keptAnswers';
 const answerKey = (id: string): string => `codeloupe.keptAnswer.${id}`;
@@ -84,16 +96,43 @@ export class KeptAnswers {
         }
     }
 
-    /** The bundle the bundle tab shows, without its code; undefined when none is kept. */
-    bundle(): SearchResult | undefined {
-        return this.state.get<SearchResult>(BUNDLE_KEY);
+    /** The bundle the bundle tab (`tab`) or the Last Bundle view (`last`) shows, without its code; undefined when none
+     * is kept. */
+    bundle(which: KeptBundle): SearchResult | undefined {
+        return this.state.get<SearchResult>(BUNDLE_KEYS[which]);
     }
 
-    /** Keeps the bundle the bundle tab shows, its code left out (one over MAX_KEPT_CHARS without it is not kept);
+    /** Keeps the bundle the bundle tab or the Last Bundle view shows, its code left out (one over MAX_KEPT_CHARS
+     * without it is not kept); undefined: forgets it (its tab was closed). */
+    async keepBundle(which: KeptBundle, bundle: SearchResult | undefined): Promise<void> {
+        await this.keepBounded(BUNDLE_KEYS[which], bundle && withoutBundleCode(bundle));
+    }
+
+    /** The repository the graph map tab showed (`folderUri`: a shared index's; none, the workspace's); undefined when
+     * no map tab is kept. */
+    graphMap(): { folderUri?: string } | undefined {
+        return this.state.get<{ folderUri?: string }>(GRAPH_MAP_KEY);
+    }
+
+    /** Keeps which repository the graph map tab shows (its page is the server's, asked again: it quotes no code);
      * undefined: forgets it (its tab was closed). */
-    async keepBundle(bundle: SearchResult | undefined): Promise<void> {
-        const kept = bundle && withoutBundleCode(bundle);
-        await this.state.update(BUNDLE_KEY, kept !== undefined && JSON.stringify(kept).length <= MAX_KEPT_CHARS ? kept : undefined);
+    async keepGraphMap(map: { folderUri?: string } | undefined): Promise<void> {
+        await this.state.update(GRAPH_MAP_KEY, map);
+    }
+
+    /** The page the graph detail tab shows, without its code; undefined when none is kept. */
+    graphDetail(): GraphPage | undefined {
+        return this.state.get<GraphPage>(GRAPH_DETAIL_KEY);
+    }
+
+    /** Keeps the page the graph detail tab shows, its code left out (one over MAX_KEPT_CHARS without it is not kept);
+     * undefined: forgets it (its tab was closed, or it shows what is not kept: an error). */
+    async keepGraphDetail(page: GraphPage | undefined): Promise<void> {
+        await this.keepBounded(GRAPH_DETAIL_KEY, page && withoutGraphCode(page));
+    }
+
+    private async keepBounded(key: string, kept: object | undefined): Promise<void> {
+        await this.state.update(key, kept !== undefined && JSON.stringify(kept).length <= MAX_KEPT_CHARS ? kept : undefined);
     }
 
     private order(): string[] {
@@ -113,8 +152,58 @@ function digestOf(text: string): string {
 const withoutChunkCode = (chunk: ChunkResult): Digested<ChunkResult> =>
     ({ ...chunk, text: '', digest: digestOf(chunk.text), ...(chunk.snippet ? { snippet: { ...chunk.snippet, text: '' } } : {}) });
 const withoutFileCode = (file: FileResult): FileResult => ({ ...file, chunks: file.chunks.map(withoutChunkCode) });
-const withoutBundleCode = (bundle: SearchResult): SearchResult =>
+/** A bundle as kept: its chunks' code emptied, each one's digest in its place. */
+export const withoutBundleCode = (bundle: SearchResult): SearchResult =>
     ({ ...bundle, core: bundle.core.map(withoutFileCode), related: bundle.related.map(withoutFileCode) });
+
+const withoutHopCode = (code: HopCode | undefined): Digested<HopCode> | undefined => code && { ...code, text: '', digest: digestOf(code.text) };
+
+/** A graph page as kept: the code of a file's chunks and of a route's use and definition sites emptied, each one's
+ * digest in its place. */
+export function withoutGraphCode(page: GraphPage): GraphPage {
+    if (page.kind === 'node') {
+        return { ...page, node: { ...page.node, chunks: page.node.chunks.map((chunk) => ({ ...chunk, text: '', digest: digestOf(chunk.text) })) } };
+    }
+    if (page.kind === 'path') {
+        const hops = page.path.hops.map((hop) => ({ ...hop, useCode: withoutHopCode(hop.useCode), definitionCode: withoutHopCode(hop.definitionCode) }));
+        return { ...page, path: { ...page.path, hops } };
+    }
+    return page;
+}
+
+/** The files a bundle shows code of (its CORE chunks', which `bundleFromDisk` reads again). */
+export const bundleCodeFiles = (bundle: SearchResult): string[] => bundle.core.flatMap((file) => file.chunks.map((chunk) => chunk.location.uri));
+
+/** The files an answer shows code of (its code parts' and its bundle's, which `withCodeFromDisk` reads again). */
+export const answerCodeFiles = (result: AskResult): string[] => [
+    ...(result.parts ?? []).flatMap((part) => (part.kind === 'code' && part.location !== undefined ? [part.location.uri] : [])),
+    ...bundleCodeFiles(result.bundle),
+];
+
+/** The files a graph page shows code of (a file's chunks, a route's use and definition sites). */
+export function graphCodeFiles(page: GraphPage): string[] {
+    if (page.kind === 'node') {
+        return page.node.chunks.map((chunk) => chunk.location.uri);
+    }
+    if (page.kind === 'path') {
+        return page.path.hops.flatMap((hop) => [hop.useCode, hop.definitionCode]).flatMap((code) => (code ? [code.location.uri] : []));
+    }
+    return [];
+}
+
+/** A kept graph page (`withoutGraphCode`) with its code read from disk now, as a kept answer's (`withCodeFromDisk`). */
+export async function graphFromDisk(page: GraphPage): Promise<GraphPage> {
+    const { located } = rereader();
+    if (page.kind === 'node') {
+        return { ...page, node: { ...page.node, chunks: await Promise.all(page.node.chunks.map(located)) } };
+    }
+    if (page.kind === 'path') {
+        const site = async (code: HopCode | undefined) => code && located(code);
+        const hops = await Promise.all(page.path.hops.map(async (hop) => ({ ...hop, useCode: await site(hop.useCode), definitionCode: await site(hop.definitionCode) })));
+        return { ...page, path: { ...page.path, hops } };
+    }
+    return page;
+}
 
 const isLine = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 1;
 
@@ -246,10 +335,11 @@ function rereader() {
         }
         return { ...kept, ...(await span(location.uri, startLine, endLine, digest)) };
     };
-    const chunk = async ({ digest, ...kept }: Digested<ChunkResult>): Promise<Reread<ChunkResult>> => {
+    // A chunk, or a graph page's code, by the lines its location's range covers (an end at a line's start ends before it).
+    const located = async <T extends { location: Location; text: string }>({ digest, ...kept }: Digested<T>): Promise<Reread<T>> => {
         const { start, end } = kept.location.range;
         const last = end.character === 0 && end.line > start.line ? end.line : end.line + 1;
-        return { ...kept, ...(await span(kept.location.uri, start.line + 1, last, digest)) };
+        return { ...kept, ...(await span(kept.location.uri, start.line + 1, last, digest)) } as Reread<T>;
     };
-    return { part, chunk };
+    return { part, chunk: located<ChunkResult>, located };
 }

@@ -21,6 +21,33 @@ export interface PanelOptions {
     refresh?: () => void;
 }
 
+/** How long a visible tab waits, after a file it shows code of changed, for more changes before it reads them: a save
+ * of many files, or a checkout, is read once. */
+export const REREAD_QUIET_MS = 300;
+
+/** Says when a file changes: saved in an editor, or changed, created or deleted on disk by anything else (a checkout, a
+ * formatter, another editor), as the workspace's file watcher sees it. */
+export class FileChanges implements vscode.Disposable {
+    private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+    /** Fires with the file's URI. */
+    readonly onDidChange = this.changed.event;
+    private readonly subscriptions: vscode.Disposable[];
+
+    constructor() {
+        const watcher = vscode.workspace.createFileSystemWatcher('**/*');
+        const fire = (uri: vscode.Uri) => this.changed.fire(uri);
+        this.subscriptions = [watcher, watcher.onDidChange(fire), watcher.onDidCreate(fire), watcher.onDidDelete(fire),
+            vscode.workspace.onDidSaveTextDocument((document) => fire(document.uri)), this.changed];
+    }
+
+    dispose(): void {
+        this.subscriptions.forEach((subscription) => subscription.dispose());
+    }
+}
+
+/** A document's URI in one spelling (VS Code's and the server's may encode the same path differently). */
+const sameUri = (uri: string | vscode.Uri): string => (typeof uri === 'string' ? vscode.Uri.parse(uri) : uri).toString();
+
 /** How a panel's tab is made: options VS Code needs again for a tab it restores. */
 const WEBVIEW_OPTIONS: vscode.WebviewPanelOptions & vscode.WebviewOptions = {
     enableScripts: true,
@@ -46,12 +73,19 @@ export class Panel implements vscode.Disposable {
      * while hidden (retainContextWhenHidden would hold a live page per panel all along); shown again, VS Code loads the
      * html afresh and what was posted meanwhile was dropped, so the page, once loaded, asks for it all again. */
     private posted: { seq: number }[] = [];
+    /** What keeps the current page's code current (`rereadWhen`): let go when another page is shown. */
+    private following: vscode.Disposable | undefined;
 
     constructor(private readonly viewType: string, private readonly options: PanelOptions = {}) {}
 
     /** Whether the panel's tab is open. */
     get isOpen(): boolean {
         return this.panel !== undefined;
+    }
+
+    /** Whether the panel's tab is open and shown (not hidden behind another tab of its group). */
+    get isVisible(): boolean {
+        return this.panel?.visible === true;
     }
 
     /** The editor group the panel's tab is in; undefined while it has none. */
@@ -70,15 +104,17 @@ export class Panel implements vscode.Disposable {
 
     /** Shows a page in the panel's tab where the tab is: a tab VS Code restored in a reloaded window is not brought in
      * front of the one being read (`show` does, for a page the user asked for). Nothing once its tab is closed. */
-    showInPlace(title: string, render: (context: PageContext) => string, page?: string): void {
+    showInPlace(title: string, render: (context: PageContext) => string, page?: string, pathToUri: ReadonlyMap<string, string> = new Map()): void {
         if (this.panel !== undefined) {
             this.panel.title = visible(title);
-            this.render(this.panel, render, new Map(), page);
+            this.render(this.panel, render, pathToUri, page);
         }
     }
 
     private render(panel: vscode.WebviewPanel, render: (context: PageContext) => string, pathToUri: ReadonlyMap<string, string>,
         page: string = randomBytes(12).toString('base64url')): void {
+        this.following?.dispose();
+        this.following = undefined;
         this.pathToUri = pathToUri;
         this.posted = [];
         this.context = { nonce: randomBytes(16).toString('base64'), cspSource: panel.webview.cspSource, page, keep: this.options.keep };
@@ -95,6 +131,47 @@ export class Panel implements vscode.Disposable {
             this.posted = [];
             this.panel.webview.html = html;
         }
+    }
+
+    /**
+     * Keeps the code the current page shows current: `reread` reads it from disk again (and says where it changed since
+     * the page's answer), and the page is rendered again, at the place read, where that changed what it shows. It runs
+     * each time the hidden tab is shown again, and while the tab is visible once one of `uris` (the files it shows code
+     * of) is saved or changes on disk, after REREAD_QUIET_MS without another change, one read at a time. A hidden tab
+     * reads nothing: it reads when shown. Until the panel shows another page.
+     */
+    rereadWhen(changes: FileChanges, uris: Iterable<string>, reread: () => Promise<(context: PageContext) => string>): void {
+        const files = new Set([...uris].map(sameUri));
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        let reading: Promise<void> | undefined;
+        let again = false;
+        let current = true;
+        const read = async (): Promise<void> => {
+            if (reading !== undefined) {
+                again = true;  // a change while reading: read once more after, not twice at once
+                return;
+            }
+            do {
+                again = false;
+                reading = reread().then((render) => (current ? this.refresh(render) : undefined));
+                await reading.catch(() => undefined);
+                reading = undefined;
+            } while (again && current);
+        };
+        const subscriptions = [
+            this.onDidShow(() => void read()),
+            changes.onDidChange((uri) => {
+                if (this.isVisible && files.has(sameUri(uri))) {
+                    clearTimeout(timer);
+                    timer = setTimeout(() => void read(), REREAD_QUIET_MS);
+                }
+            }),
+        ];
+        this.following = new vscode.Disposable(() => {
+            current = false;
+            clearTimeout(timer);
+            subscriptions.forEach((subscription) => subscription.dispose());
+        });
     }
 
     /** Takes on a tab VS Code restored in a reloaded window (before its first `show`). */
@@ -142,6 +219,8 @@ export class Panel implements vscode.Disposable {
             visible = webviewPanel.visible;
         });
         panel.onDidDispose(() => {
+            this.following?.dispose();
+            this.following = undefined;
             this.panel = undefined;
             this.tabClosed = true;
             this.closed.fire();
@@ -178,6 +257,7 @@ export class Panel implements vscode.Disposable {
     }
 
     dispose(): void {
+        this.following?.dispose();
         this.panel?.dispose();
         this.closed.dispose();
         this.shown.dispose();

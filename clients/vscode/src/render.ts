@@ -208,7 +208,7 @@ const SINCE_ANSWER: Record<SinceAnswer, string> = {
 };
 
 /** The note over a re-read span, and its code block: today's lines, none where the file could not be read. */
-function renderReread(chunk: { text: string; since?: SinceAnswer }, language: string, options: CodeBlockOptions): string {
+export function renderReread(chunk: { text: string; since?: SinceAnswer }, language: string, options: CodeBlockOptions): string {
     const note = chunk.since === undefined ? '' : `<div class="muted since since-${chunk.since}">${escapeHtml(SINCE_ANSWER[chunk.since])}</div>`;
     return note + (chunk.since === 'gone' || chunk.since === 'unreadable' ? '' : renderCodeBlock(chunk.text, language, options));
 }

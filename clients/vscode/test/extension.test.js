@@ -2144,6 +2144,85 @@ describe('answer tabs across a window reload', function () {
             await restoredPage?.close();
         }
     });
+    it('the graph tabs and the Last Bundle view come back: a file\'s page with its code read from disk now, the map asked of the server again', async function () {
+        // All three were empty or gone after a window reload: no serializer for the graph tabs (and the extension closed
+        // them as it stopped), and nothing kept of the Last Bundle view's bundle.
+        for (const view of ['codeloupe.graph', 'codeloupe.graphDetail']) {
+            assert.ok(packageJson.activationEvents.includes(`onWebviewPanel:${view}`), `VS Code starts the extension to restore a ${view} tab`);
+        }
+        const { picker, items } = await searchTyped('hash_password');
+        await picker.accept(items.find((item) => item.match));
+        const tokens = path.join(workspace.root, 'app', 'tokens.py');
+        await vscode.commands.executeCommand('codeloupe.client.graphNode', vscode.Uri.file(tokens));
+        await vscode.commands.executeCommand('codeloupe.client.graph');
+        const [detail, map] = [panelOf('codeloupe.graphDetail'), panelOf('codeloupe.graph')];
+        const code = blockText(detail.webview.html);
+        assert.ok(code.includes('def issue_token('), code);
+        await waitFor('the graph page kept', () => workspaceState.get('codeloupe.keptGraphDetail'));
+        assert.ok(!JSON.stringify(workspaceState.keys().map((key) => workspaceState.get(key))).includes('def issue_token('), 'code kept with the graph page');
+        const saved = fs.readFileSync(tokens, 'utf8');
+        try {
+            fs.writeFileSync(tokens, saved.replace('def issue_token(', 'def issue_token_signed('));
+            const [restored, restoredMap] = await reload([{ panel: detail, state: { page: 'graph-page', scrollY: 0 } }, { panel: map, state: undefined }]);
+            assert.equal(restored.title, detail.title);
+            const html = restored.webview.html;
+            assert.ok(blockText(html).includes('def issue_token_signed('), 'the file\'s lines as it holds them now');
+            assert.match(html, /<div class="muted since since-changed">/);
+            assert.match(html, /data-page="graph-page"/, 'the page read at the same place');
+            assert.match(html, /href="#" data-uri="[^"]*\/app\/auth\.py"/, 'its neighbours, each a link');
+            await waitFor('the map asked of the server again', () => /graph-data|<h1>Communities/.test(restoredMap.webview.html));
+
+            const tree = probe.treeViews['codeloupe.lastBundle'].provider;
+            const files = await waitFor('the Last Bundle view\'s bundle', () => {
+                const [core] = tree.getChildren();
+                return core && tree.getChildren(core).map((node) => tree.getTreeItem(node).label);
+            });
+            assert.ok(files.includes('app/auth.py'), files.join(', '));
+
+            restored.dispose();
+            await waitFor('the graph page forgotten', () => workspaceState.get('codeloupe.keptGraphDetail') === undefined);
+        } finally {
+            fs.writeFileSync(tokens, saved);
+        }
+    });
+
+    it('a visible answer tab reads its cited lines again once the file is saved or changes on disk; a hidden one once shown', async function () {
+        // Its code parts went stale with no word while it stayed on screen beside the file being edited: it read them
+        // again only when hidden and shown again.
+        const { page, tab } = await askedPage();
+        await page.close();
+        const panel = tab.panel;
+        const file = path.join(workspace.root, 'app', 'auth.py');
+        const saved = fs.readFileSync(file, 'utf8');
+        const shownCode = () => blockText(panel.webview.html);
+        // The name the file gives login now (another test of the suite renamed it).
+        const login = /def (login\w*)\(/.exec(saved)[1];
+        const renamed = (name) => saved.replace(`def ${login}(`, `def ${name}(`);
+        try {
+            assert.ok(shownCode().includes(`def ${login}(`), shownCode());
+            const pages = panel.pages.length;
+            // Another file saved: nothing to read again.
+            const other = path.join(workspace.root, 'app', 'billing.py');
+            await probe.saveDocument(other, fs.readFileSync(other, 'utf8'));
+            await probe.saveDocument(file, renamed('login_saved'));
+            await waitFor('the saved lines shown', () => shownCode().includes('def login_saved('), 5000);
+            assert.match(panel.webview.html, /since-changed/);
+            assert.equal(panel.pages.length, pages + 1, 'read once');
+            assert.match(panel.webview.html, new RegExp(`data-page="${tab.state.page}"`), 'at the place read');
+
+            await probe.changeOnDisk(file, renamed('login_checked_out'));
+            await waitFor('the lines changed on disk shown', () => shownCode().includes('def login_checked_out('), 5000);
+
+            // Hidden, it reads the file as it is once shown again.
+            panel.hide();
+            await probe.changeOnDisk(file, saved);
+            panel.show();
+            await waitFor('the lines read again once shown', () => shownCode().includes(`def ${login}(`) && !/since-changed/.test(panel.webview.html), 5000);
+        } finally {
+            fs.writeFileSync(file, saved);
+        }
+    });
+
     it('the status tab says it is the status as of a time, and its Refresh asks the server again', async function () {
         // A reloaded window's status tab showed the status of when it came back, as if it were now.
         await vscode.commands.executeCommand('codeloupe.client.status');

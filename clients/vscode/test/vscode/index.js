@@ -280,6 +280,8 @@ const events = {
     grantTrust: new EventEmitter(),
     openDocument: new EventEmitter(),
     saveDocument: new EventEmitter(),
+    /** A file changed on disk, as every file system watcher sees it (each watcher matches every file here). */
+    fileChange: new EventEmitter(),
 };
 
 /** Test-facing controls and records. */
@@ -341,6 +343,12 @@ const __test = {
         document._setText(text);
         await Promise.all(events.saveDocument.fire(document));
         return document;
+    },
+    /** Writes `text` to `fsPath` as another program would (a checkout, a formatter): no editor saves it, the file
+     * system watchers see it change; resolves after their listeners. */
+    async changeOnDisk(fsPath, text) {
+        await fs.promises.writeFile(fsPath, text);
+        await Promise.all(events.fileChange.fire(Uri.file(fsPath)));
     },
     /** An ExtensionContext.workspaceState: kept across a window reload when a test hands the same one to the next
      * activation, as VS Code keeps a workspace's. */
@@ -557,7 +565,13 @@ const workspace = {
         return documents.get(key);
     },
     createFileSystemWatcher() {
-        return { onDidCreate: noEvent, onDidChange: noEvent, onDidDelete: noEvent, dispose() {} };
+        const subscriptions = [];
+        const onDidChange = (listener, thisArg) => {
+            const subscription = events.fileChange.event(listener, thisArg);
+            subscriptions.push(subscription);
+            return subscription;
+        };
+        return { onDidCreate: noEvent, onDidChange, onDidDelete: noEvent, dispose: () => subscriptions.forEach((subscription) => subscription.dispose()) };
     },
     registerTextDocumentContentProvider(scheme, provider) {
         contentProviders.set(scheme, provider);
