@@ -138,12 +138,12 @@ class Controller implements vscode.Disposable {
     // One panel per kind of page, so an answer never replaces the bundle being read (or the status), and one per ask.
     private readonly bundlePanel = new Panel(BUNDLE_VIEW);
     private readonly answers = new AnswerPanels(() => this.kept);
-    /** What each answer tab and the bundle tab show, for a reloaded window (set once registered: it is the workspace's state). */
+    /** What each answer tab, the bundle tab, the graph tabs and the Last Bundle view show, for a reloaded window (set once
+     * registered: it is the workspace's state). */
     private kept: KeptAnswers | undefined;
     private readonly statusPanel = new Panel(STATUS_VIEW, { refresh: () => void this.refreshStatus() });
     private readonly graph = new Panel(GRAPH_VIEW);
     private readonly graphDetail = new Panel(GRAPH_DETAIL_VIEW);
-
     private readonly lastBundle = new BundleView('codeloupe.lastBundle');
     private readonly secretOptions: SecretOptions = {};
     private secretStorage: vscode.SecretStorage | undefined;

@@ -1,7 +1,8 @@
-// The answers (and the bundle) a reloaded window brings back: what each answer tab and the bundle tab showed, kept in
-// the workspace's state (bounded), so that VS Code's serializer can render it again. The code is never kept: an answer
-// is kept as its prose and the spans it cites, a bundle as its files and chunks, and the code of each span is read from
-// disk again when the tab is shown (rule 5).
+// The answers (and the bundles, and the graph pages) a reloaded window brings back: what each answer tab, the bundle
+// tab, the Last Bundle view and the graph detail tab showed, kept in the workspace's state (bounded), so that VS Code's
+// serializer can render it again. The code is never kept: an answer is kept as its prose and the spans it cites, a
+// bundle as its files and chunks, a graph page as its links and spans, and the code of each span is read from disk
+// again when the tab is shown (rule 5).
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
