@@ -316,3 +316,27 @@ def test_a_line_break_in_a_file_name_stays_inside_its_line_of_the_graph_text(tmp
             assert "x.py" not in {line.strip() for line in text.splitlines()}, node
     finally:
         ws.close()
+
+
+def test_a_character_past_u_ffff_after_a_brace_crashes_no_process_that_parses_it() -> None:
+    """tree-sitter-bash's scanner reads out of bounds on `{` followed by a character past U+FFFF (upstream
+    tree-sitter-bash#337): chunking such a shell script killed the process by SIGSEGV (the language server,
+    `index` of a small workspace, a save), in about half the processes, by where memory lay. Eight processes
+    each chunk 300 such scripts and build the graph's facts of as many Python and JavaScript files (the graph
+    parses too): before, nearly every one died. The chunks are still the file's own lines, byte for byte."""
+    probe = (
+        "import random, sys\n"
+        "from codeloupe.chunk.chunker import chunk_file\n"
+        "from codeloupe.graph.langs.common import parse\n"
+        "draw = random.Random(int(sys.argv[1]))\n"
+        "for _ in range(300):\n"
+        "    text = 'echo {' + chr(draw.randrange(0x10000, 0x110000)) + '}\\n{' + chr(draw.randrange(0x10000, 0x110000))\n"
+        "    chunked = chunk_file('run.sh', text, 'bash')\n"
+        "    assert ''.join(chunk.text for chunk in chunked.chunks) == text, chunked\n"
+        "    for grammar in ('python', 'javascript'):\n"
+        "        parse(grammar, text)\n"
+        "print('parsed')\n")
+    runs = [subprocess.Popen([sys.executable, "-c", probe, str(seed)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for seed in range(8)]
+    done = [(run.wait(timeout=300), run.communicate()) for run in runs]
+    assert [(code, out.strip()) for code, (out, _) in done] == [(0, "parsed")] * 8, [err for _, (_, err) in done]

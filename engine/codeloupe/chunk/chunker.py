@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 
 from codeloupe.chunk import skeleton as sk
-from codeloupe.chunk.languages import get_parser, is_doc_language
+from codeloupe.chunk.languages import get_parser, is_doc_language, parse
 from codeloupe.chunk.legacy_php import is_legacy_php, legacy_php_plan
 from codeloupe.chunk.lines import Lines, PartitionError, line_windows, validate_partition
 from codeloupe.chunk.sections import CutPlan, asciidoc_plan, markdown_plan, rst_plan, section_pieces
@@ -117,7 +117,7 @@ def _plan(path: str, lines: Lines, language: str, budget: int, grammar_crashed: 
     if parser is None:
         return (_windows(lines, path, budget), [], FileSkeleton(path, path),
                 grammar_crashed or f"no grammar for {language!r}")
-    tree = parser.parse(lines.source)
+    tree = parse(parser, lines.source)
     spec = spec_for(language)
     finder = DefinitionFinder(lines, spec)
     definitions = finder.find(tree.root_node, parser.language)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import typing
 from functools import lru_cache
@@ -143,3 +144,19 @@ def get_parser(language: str) -> typing.Any | None:
             log.debug("no parser for %s: %s", language, exc)
             parsers[language] = None
     return parsers[language]
+
+
+# A code point past U+FFFF, as UTF-8 (4 bytes). Grammars' external scanners look a character up in tables sized for
+# fewer: tree-sitter-bash's read out of bounds on `{` followed by one (tree-sitter/tree-sitter-bash#337) and
+# crashed the process (SIGSEGV) in about half the processes, by where memory lay; a repository's file is enough.
+_PAST_BMP = re.compile(rb"[\xf0-\xf4][\x80-\xbf]{3}")
+# Four letters in its place: the same bytes long, so every node's offsets (and the lines, names and text read
+# from the file's own bytes by those offsets) are the file's; a letter, as such characters in code mostly are
+# (in strings and comments, where any letter parses alike; in names, a name still).
+_PAST_BMP_STAND_IN = b"xxxx"
+
+
+def parse(parser: typing.Any, source: bytes) -> typing.Any:
+    """`parser`'s tree of `source` (UTF-8), its characters past U+FFFF read as letters of the same byte length:
+    what a grammar's scanner can crash on never reaches it (`_PAST_BMP`)."""
+    return parser.parse(_PAST_BMP.sub(_PAST_BMP_STAND_IN, source))

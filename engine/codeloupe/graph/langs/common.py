@@ -7,6 +7,8 @@ from functools import cache
 
 from tree_sitter import Node, Parser
 
+from codeloupe.chunk.languages import parse as parse_source
+
 
 @cache
 def parser_for(grammar: str) -> Parser:
@@ -16,7 +18,9 @@ def parser_for(grammar: str) -> Parser:
 
 
 def parse(grammar: str, text: str) -> Node:
-    return parser_for(grammar).parse(text.encode("utf-8")).root_node
+    """The tree of `text`, past-U+FFFF characters read as letters (`codeloupe.chunk.languages.parse`): a node's
+    `text` has them as `xxxx`, its offsets are the file's."""
+    return parse_source(parser_for(grammar), text.encode("utf-8")).root_node
 
 
 def walk(root: Node) -> Iterator[Node]:
