@@ -446,6 +446,45 @@ def test_closing_a_workspace_stops_the_graph_build_a_search_started(tmp_path: Pa
     reopened.close()
 
 
+def test_closing_a_workspace_stops_the_graph_build_a_search_does_itself(tmp_path: Path) -> None:
+    """A small workspace's graph is built by the first search that needs it, on that search's own thread (a language
+    server's request thread), taking the edges' facts in worker processes after an index without edges (the
+    editor's first index). The close neither stopped nor waited for that build: a language server leaving by
+    os._exit right after left the facts workers' pool to the resource tracker ('leaked semaphore objects' on the
+    editor's output, most SIGTERMed starts on a loaded machine), and the search went on over a closed index. Closing
+    the workspace now stops it (none of its facts kept, its workers killed), the search raising `IndexStopped`, and
+    returns once it has stopped."""
+    root = many_small_files(tmp_path / "many", 1500)
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.index(edges=False)
+    ws.close()
+    ws = Workspace(root, overrides={"embed_provider": "none"})
+    ws.warm(graph=False)  # the search snapshot built first: the search's only workers are then the graph's facts'
+    before = set(children_of(os.getpid()))
+    raised: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            ws.search("step value")
+        except BaseException as exc:
+            raised.append(exc)
+
+    searching = threading.Thread(target=search)
+    searching.start()
+    deadline = time.monotonic() + 120
+    while not (workers := [pid for pid in children_of(os.getpid()) if pid not in before and alive(pid)]):
+        assert time.monotonic() < deadline, "no graph facts workers seen"
+        time.sleep(0.05)
+    ws.close()
+    left = [pid for pid in workers if alive(pid)]
+    searching.join(60)
+    assert left == []
+    assert [type(exc) for exc in raised] == [IndexStopped]
+    reopened = Workspace(root, overrides={"embed_provider": "none"})
+    assert reopened.store.query("SELECT count(*) FROM graph_facts")[0][0] == 0
+    reopened.close()
+
+
 def test_an_index_without_edges_answers_lexically_and_the_graph_follows(tmp_path: Path) -> None:
     """The editor's first index: chunks stored and searchable before any edge is resolved (minutes at 40K
     files); `refresh_graph` resolves them afterwards, off the query's path."""

@@ -1060,7 +1060,7 @@ class Workspace:
         self.closed = True  # first: background builds failing from here on are quiet, the graph's stops
         graph_build = sys.modules.get("codeloupe.graph.build")  # not imported: no graph was ever built here
         if graph_build is not None:
-            graph_build.stop_background_build(self)
+            graph_build.stop_builds(self)
         if self._searcher is not None:
             self._searcher.close()  # before the store: its background rebuild must not read a closed index
         self.store.close()

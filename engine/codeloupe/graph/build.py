@@ -8,6 +8,7 @@ import logging
 import posixpath
 import re
 import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
@@ -59,8 +60,9 @@ log = logging.getLogger("codeloupe.graph")
 QUERY_BUILD_MAX_FILES = 2000
 # How long a build a query starts on its own thread waits first (see `_build_in_background`).
 BACKGROUND_START_DELAY_S = 1.0
-# How long a workspace's close waits for that build to stop (`stop_background_build`): it stops within `STOP_POLL_S`
-# while it takes the edges' facts or waits for another build; what it cannot stop (a resolution) is not waited out.
+# How long a workspace's close waits for its graph builds to stop (`stop_builds`: that one, and a query's own): each
+# stops within `STOP_POLL_S` while it takes the edges' facts or waits for another build; what it cannot stop (a
+# resolution) is not waited out.
 BACKGROUND_STOP_WAIT_S = 2.0
 
 
@@ -73,17 +75,14 @@ def _lock(ws: WorkspaceContext) -> threading.RLock:
 
 
 @contextmanager
-def _held(ws: WorkspaceContext, should_stop: Callable[[], bool] | None) -> Iterator[None]:
+def _held(ws: WorkspaceContext, should_stop: Callable[[], bool]) -> Iterator[None]:
     """`_lock(ws)` held; waited for asking `should_stop` every `STOP_POLL_S`: once true, `IndexStopped` is raised. A
     closing workspace's refresh otherwise waited for another thread's whole build (a search's or a lens's in the
     background, taking the facts for minutes at 40K files), and its close with it."""
     lock = _lock(ws)
-    if should_stop is None:
-        lock.acquire()
-    else:
-        while not lock.acquire(timeout=STOP_POLL_S):
-            if should_stop():
-                raise IndexStopped("stopped while waiting for another thread's graph build")
+    while not lock.acquire(timeout=STOP_POLL_S):
+        if should_stop():
+            raise IndexStopped("stopped while waiting for another thread's graph build")
     try:
         yield
     finally:
@@ -505,8 +504,13 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
     saved for an earlier state (`_load_earlier`), and only without either from every stored fact and edge.
 
     `should_stop` (the workspace closing) is asked while another thread builds the graph and as the edges' facts
-    are taken, as `update_edges` asks it.
+    are taken, as `update_edges` asks it; so is whether `ws` is closed, whoever builds it: a query's own build (a
+    small workspace's first search, on a request thread) went on taking the facts in its workers after its
+    workspace closed, and a language server leaving then left their pool to the resource tracker (leaked
+    semaphores on the editor's output). Stopped, it raises `IndexStopped`; `ws.close()` waits for it
+    (`stop_builds`).
     """
+    should_stop = _or_closed(ws, should_stop)
     if allow_stale:
         cached = _graphs.get(ws)
         if cached is not None:
@@ -515,6 +519,8 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
             _build_in_background(ws)
             return empty_graph(pending=True)
     with _held(ws, should_stop):
+        if should_stop():  # closed while it waited, or before it came: no pool of facts workers starts for no one
+            raise IndexStopped("the workspace closed before its graph was built")
         if ws not in _resolutions:  # the graph is built from the resolution kept in memory
             current = ws.store.get_meta(_STATE_KEY) == _state(ws)
             if not (current and _load_saved(ws)):
@@ -537,6 +543,11 @@ def load_graph(ws: WorkspaceContext, *, allow_stale: bool = False,
             _save(ws, key, graph)
         after_large_build(len(graph.paths))
         return graph
+
+
+def _or_closed(ws: WorkspaceContext, should_stop: Callable[[], bool] | None) -> Callable[[], bool]:
+    """`should_stop`, or `ws` closed."""
+    return lambda: ws.closed or (should_stop is not None and should_stop())
 
 
 def _code_files(ws: WorkspaceContext) -> int:
@@ -806,25 +817,31 @@ def _build_in_background(ws: WorkspaceContext) -> None:
     thread.start()
 
 
-def stop_background_build(ws: WorkspaceContext) -> None:
-    """For `ws` closing, its `closed` set (the background build's `should_stop`): a build about to start is cancelled,
-    and one under way waited for until it stopped (its facts workers killed, none of them kept), for
-    `BACKGROUND_STOP_WAIT_S` at most, so that the index is not closed under it."""
+def stop_builds(ws: WorkspaceContext) -> None:
+    """For `ws` closing, its `closed` set (every build's `should_stop`, `load_graph`): a background build about to
+    start is cancelled, and the builds under way, that one and a query's own on its request thread, waited for
+    until they stopped (their facts workers killed, none of the facts kept), for `BACKGROUND_STOP_WAIT_S` at most
+    in all, so that the index is not closed under them and no pool of theirs outlives the close (a process leaving
+    after it, as a language server does by `os._exit`, left that pool's semaphores to the resource tracker)."""
+    deadline = time.monotonic() + BACKGROUND_STOP_WAIT_S
     with _locks_guard:
         running = _building.get(ws)
-    if running is None or running is threading.current_thread():
-        return
-    running.cancel()
-    running.join(BACKGROUND_STOP_WAIT_S)
+    if running is not None and running is not threading.current_thread():
+        running.cancel()
+        running.join(max(0.0, deadline - time.monotonic()))
+    # Every build holds the graph's lock while it runs (an RLock: a close from inside a build does not wait for it).
+    lock = _lock(ws)
+    if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        lock.release()
 
 
 def _build_quietly(ws: WorkspaceContext) -> None:
     try:
         ws.searcher().wait_for_first_snapshot()  # the first answer goes first (`Searcher.wait_for_first_snapshot`)
         if not ws.closed:
-            # The workspace closing stops it as it stops a refresh: no facts kept, their workers killed. It went on
-            # unasked (minutes of facts at 40K files), its workers on a closed index.
-            load_graph(ws, should_stop=lambda: ws.closed)
+            # The workspace closing stops it as it stops a refresh (`load_graph`): no facts kept, their workers
+            # killed. It went on unasked (minutes of facts at 40K files), its workers on a closed index.
+            load_graph(ws)
     except Exception:
         if not ws.closed:
             log.exception("building the graph in the background failed")
