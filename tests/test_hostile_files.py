@@ -340,3 +340,22 @@ def test_a_character_past_u_ffff_after_a_brace_crashes_no_process_that_parses_it
                              stderr=subprocess.PIPE, text=True) for seed in range(8)]
     done = [(run.wait(timeout=300), run.communicate()) for run in runs]
     assert [(code, out.strip()) for code, (out, _) in done] == [(0, "parsed")] * 8, [err for _, (_, err) in done]
+
+
+def test_texts_that_loop_a_grammar_for_ever_are_chunked_in_a_moment() -> None:
+    """Two grammars looped for ever on ordinary text, in C, where nothing stops them but killing the process (the
+    language server parses a saved file in its own): tree-sitter-perl on a last line with no break after it that
+    ends in a comment after a word, tree-sitter-cobol on a line of one word. Perl's file is parsed with a break
+    added at its end; COBOL's grammar is not used (line windows). In a process of its own, so that the code
+    before the fix fails on the timeout rather than hanging the suite."""
+    probe = (
+        "from codeloupe.chunk.chunker import chunk_file\n"
+        "for path, text, language in (('tool.pl', 'my $x = 1;\\nx# y', 'perl'), ('run.pl', 'é#', 'perl'),\n"
+        "                             ('PAY.cbl', 'x\\n', 'cobol'), ('COPY.cpy', '#\\n', 'cobol')):\n"
+        "    chunked = chunk_file(path, text, language)\n"
+        "    assert ''.join(chunk.text for chunk in chunked.chunks) == text, chunked\n"
+        "    print(path, chunked.fallback_reason or 'grammar')\n")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["tool.pl grammar", "run.pl grammar", "PAY.cbl no grammar for 'cobol'",
+                                       "COPY.cpy no grammar for 'cobol'"], run.stdout

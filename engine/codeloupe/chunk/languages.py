@@ -131,10 +131,22 @@ def available_languages() -> list[str]:
 _thread = threading.local()
 
 
+# Grammars the pack ships that loop for ever on ordinary text (the parse runs in C: nothing but killing the
+# process stops it, and the language server parses a save in its own): their files are chunked as with no grammar.
+# Found by parsing short random texts in every grammar the chunker uses (the loop is in the lexer, where no
+# progress callback is reached).
+_LOOPING_GRAMMARS = frozenset({
+    "cobol",  # tree-sitter-cobol: "x\n", "#\n", ".:x=\n"
+})
+
+
 def get_parser(language: str) -> typing.Any | None:
-    """A cached tree-sitter parser for `language`, or None when the pack has no loadable grammar."""
+    """A cached tree-sitter parser for `language`, or None when the pack has no loadable grammar, or one that
+    loops on ordinary text (`_LOOPING_GRAMMARS`)."""
     parsers: dict[str, typing.Any | None] = getattr(_thread, "parsers", None) or {}
     _thread.parsers = parsers
+    if language in _LOOPING_GRAMMARS:
+        return None
     if language not in parsers:
         try:
             import tree_sitter_language_pack as pack
@@ -157,6 +169,9 @@ _PAST_BMP_STAND_IN = b"xxxx"
 
 
 def parse(parser: typing.Any, source: bytes) -> typing.Any:
-    """`parser`'s tree of `source` (UTF-8), its characters past U+FFFF read as letters of the same byte length:
-    what a grammar's scanner can crash on never reaches it (`_PAST_BMP`)."""
-    return parser.parse(_PAST_BMP.sub(_PAST_BMP_STAND_IN, source))
+    """`parser`'s tree of `source` (UTF-8), its characters past U+FFFF read as letters of the same byte length
+    (what a grammar's scanner can crash on never reaches it: `_PAST_BMP`), and ending with a line break: tree-sitter-
+    perl looped for ever on a file whose last line, with no break after it, ends in a comment after a word (`x# y`).
+    The break added after the last byte moves no node's start, nor any offset inside the file."""
+    text = _PAST_BMP.sub(_PAST_BMP_STAND_IN, source)
+    return parser.parse(text if not text or text.endswith(b"\n") else text + b"\n")
