@@ -19,7 +19,6 @@ COMMAND = textwrap.dedent("""
 
     def run(args):
         import held_import  # noqa: F401
-        print("imported", flush=True)
         time.sleep(600)
         return 0
 
@@ -33,7 +32,10 @@ def test_a_sigterm_during_an_import_stops_the_command_once_the_import_is_done(tm
     each command starts): landing in the import system's own locking it left the import lock held (`codeloupe serve`
     hung so). It now waits for the import to end, then stops the command as before: the module imported whole, the
     one-line message, status 143."""
-    (tmp_path / "held_import.py").write_text('import sys\nprint("importing", flush=True)\nsys.stdin.readline()\n')
+    # The module's last line says it ran to its end: printed after the import, the line could itself be cut by the
+    # stop (sent again as soon as the import is done), between the word and its line break.
+    (tmp_path / "held_import.py").write_text(
+        'import sys\nprint("importing", flush=True)\nsys.stdin.readline()\nprint("imported", flush=True)\n')
     command = subprocess.Popen([sys.executable, "-c", COMMAND, str(tmp_path)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
