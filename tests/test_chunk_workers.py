@@ -134,5 +134,68 @@ def test_a_file_that_crashes_its_grammar_in_a_worker_is_chunked_without_it_and_n
     assert done.stdout.split(maxsplit=1)[0] == "220"
     assert done.stdout.split(maxsplit=1)[1].strip() == \
         "[('m7.py', 'grammar crashed: its worker process was killed by SIGSEGV')] 1 0"
-    assert "chunking m7.py was killed by SIGSEGV" in done.stderr
-    assert "taking the graph's facts of m7.py was killed by SIGSEGV" in done.stderr
+    assert "chunking m7.py crashed: its worker process was killed by SIGSEGV" in done.stderr
+    assert "taking the graph's facts of m7.py crashed: its worker process was killed by SIGSEGV" in done.stderr
+
+
+# A grammar that never returns from parsing one file, as tree-sitter-cobol on "x\n" and tree-sitter-perl on "x# y"
+# (no final newline) do: a loop in C, which nothing but killing its process stops. The pack's parsers, wrapped,
+# sleep for good on that file's text in a worker; in the indexing process they end it at once, saying so (where the
+# real grammar would hang it). The index's maps are given a short `timeout_s`.
+HANGING_GRAMMAR = textwrap.dedent("""
+    import functools, os, sys, time
+    from pathlib import Path
+
+    import tree_sitter_language_pack as pack
+
+    import codeloupe.graph.build as build
+    import codeloupe.index as index
+    from codeloupe import parallel
+    from codeloupe.api import Workspace
+
+    INDEXING = os.environ.setdefault("INDEXING_PID", str(os.getpid()))  # a spawned worker's parent set it
+    REAL_GET_PARSER = pack.get_parser
+
+    class HangingParser:
+        def __init__(self, real):
+            self.real, self.language = real, real.language
+
+        def parse(self, source):
+            if b"never ends its grammar" in source:
+                if str(os.getpid()) == INDEXING:
+                    print("parsed in the indexing process", flush=True)
+                    os._exit(3)
+                time.sleep(600)
+            return self.real.parse(source)
+
+    pack.get_parser = lambda language: HangingParser(REAL_GET_PARSER(language))
+
+    if __name__ == "__main__":
+        os.cpu_count = lambda: 2
+        index.map_in_workers = build.map_in_workers = functools.partial(parallel.map_in_workers, timeout_s=5)
+        ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
+        report = ws.index()  # its chunks, then its graph's facts, both in workers
+        rows = ws.store.file_rows()
+        print(report.files_indexed, [(p.path, p.reason) for p in ws.chunking_problems()],
+              len(ws.store.symbols_of_file(rows["m8.py"].id)), len(ws.store.symbols_of_file(rows["m7.py"].id)))
+        ws.close()
+""")
+
+
+def test_a_file_its_grammar_never_ends_on_in_a_worker_is_chunked_without_it_and_named(tmp_path: Path) -> None:
+    # The stuck pool was killed and every file in flight chunked in the indexing process, which then hung on the same
+    # file for good, a core at 100% (the language server, `index`, `serve`). The graph's facts parse it too.
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(220):  # over POOL_MIN_ITEMS
+        (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
+    (root / "m7.py").write_text("def f7(a):\n    return 'never ends its grammar'\n")
+    script = tmp_path / "index.py"
+    script.write_text(HANGING_GRAMMAR)
+    done = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split(maxsplit=1)[0] == "220"
+    assert done.stdout.split(maxsplit=1)[1].strip() == \
+        "[('m7.py', 'grammar did not finish: its worker process took longer than 5 s')] 1 0"
+    assert "chunking m7.py did not finish: its worker process took longer than 5 s" in done.stderr
+    assert "taking the graph's facts of m7.py did not finish: its worker process took longer than 5 s" in done.stderr

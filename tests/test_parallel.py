@@ -67,8 +67,11 @@ def test_numpy_s_idle_blas_threads_do_not_stop_a_fork(tmp_path: Path) -> None:
     assert out[1] == "fork"
 
 
-def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_path: Path) -> None:
-    out = run_case(tmp_path, """
+@pytest.mark.parametrize("crashed", ["None", "lambda cause, parent, n: cause"])
+def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_path: Path, crashed: str) -> None:
+    # Workers stuck before any gave a result are the workers' doing, not a row's: a map given `crashed` (which
+    # takes a row that runs on while the others give results for one that never ends) does the rest here too.
+    out = run_case(tmp_path, f"""
         import time
 
         from codeloupe import parallel
@@ -81,7 +84,7 @@ def test_stuck_chunking_workers_are_killed_and_the_work_is_done_in_process(tmp_p
             os.cpu_count = lambda: 2
             rows = [(os.getpid(), n) for n in range(parallel.POOL_MIN_ITEMS)]
             done = list(parallel.map_in_workers(doubled_unless_in_a_worker, iter(rows), len(rows), what="test",
-                                                timeout_s=3))
+                                                timeout_s=3, crashed={crashed}))
             print(done == [2 * n for n in range(len(rows))], [pid for pid in children_of(os.getpid()) if alive(pid)])
     """)
     assert out == ["True", "[]"]
@@ -157,11 +160,56 @@ def test_a_row_that_kills_its_worker_is_never_run_in_this_process_and_the_others
             rows = [(os.getpid(), n, 100) for n in range(parallel.POOL_MIN_ITEMS + 100)]
             done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
                                                 size=lambda *row: row[-1], crashed=crashed))
-            print(done == [f"SIGSEGV:{{n}}" if n in CRASHING else 2 * n for n in range(len(rows))],
+            print(done == [f"{{cause}}:{{n}}" if n in CRASHING else 2 * n for n in range(len(rows))
+                           for cause in ["crashed: its worker process was killed by SIGSEGV"]],
                   [result for result in done if isinstance(result, str)],
                   [pid for pid in children_of(os.getpid()) if alive(pid)])
     """)
-    assert out == ["True", "['SIGSEGV:70',", "'SIGSEGV:71',", "'SIGSEGV:200']", "[]"]
+    assert out[0] == "True" and out[-1] == "[]"
+    assert " ".join(out[1:-1]) == "['crashed: its worker process was killed by SIGSEGV:70', 'crashed: its worker" \
+        " process was killed by SIGSEGV:71', 'crashed: its worker process was killed by SIGSEGV:200']"
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_row_that_never_ends_in_its_worker_is_never_run_in_this_process_and_the_others_keep_their_results(
+        tmp_path: Path, start: str) -> None:
+    # A grammar that loops on a file (tree-sitter-cobol on "x\n"), in C, where nothing but a kill stops it: the
+    # stuck pool was killed and every row in flight done in this process, which then hung on the same file for
+    # good, a core at 100% (the language server, `index`, `serve`). Where the other workers give results, the
+    # rows in flight now go to a worker of their own, in turn, as after a crash: the one that again takes longer
+    # than `timeout_s` gets `crashed`'s result, killed with its worker, never run here.
+    out = run_case(tmp_path, f"""
+        import multiprocessing
+        import time
+
+        from codeloupe import parallel
+
+        NEVER_ENDING = {{70, 200}}  # in two tasks, one of them in each worker
+
+        def doubled_in_a_worker(parent: int, n: int, size: int) -> object:
+            if os.getpid() == parent:
+                return "run in the parent"
+            if n in NEVER_ENDING:
+                time.sleep(600)
+            return 2 * n
+
+        def crashed(cause: str, parent: int, n: int, size: int) -> str:
+            return f"{{cause}}:{{n}}"
+
+        if __name__ == "__main__":
+            os.cpu_count = lambda: 2
+            parallel.pool_context = lambda: multiprocessing.get_context({start!r})
+            rows = [(os.getpid(), n, 100) for n in range(parallel.POOL_MIN_ITEMS + 100)]
+            done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
+                                                size=lambda *row: row[-1], crashed=crashed, timeout_s=5))
+            print(done == [f"{{cause}}:{{n}}" if n in NEVER_ENDING else 2 * n for n in range(len(rows))
+                           for cause in ["did not finish: its worker process took longer than 5 s"]],
+                  [result for result in done if isinstance(result, str)],
+                  [pid for pid in children_of(os.getpid()) if alive(pid)])
+    """)
+    assert out[0] == "True" and out[-1] == "[]"
+    assert " ".join(out[1:-1]) == "['did not finish: its worker process took longer than 5 s:70', 'did not" \
+        " finish: its worker process took longer than 5 s:200']"
 
 
 def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process(tmp_path: Path) -> None:

@@ -519,13 +519,14 @@ def prepare(candidate: Candidate, known_hash: str, settings: Settings,
 
 def prepare_crashed(cause: str, candidate: Candidate, known_hash: str, settings: Settings,
                     strategies: tuple[Strategy, ...] = ()) -> Prepared:
-    """`prepare` for a file the worker preparing it died on, killed by `cause` (a grammar's crash on the file, a
-    SIGSEGV in tree-sitter, as far as seen): the file is chunked in this process as with no grammar, never parsed
-    here, where its grammar would crash the language server or `serve` in turn; the log names it."""
-    log.warning("the worker process chunking %s was killed by %s (its grammar crashed on it, as far as known): it"
-                " is chunked in line windows, without its grammar", candidate.rel_path, cause)
-    return prepare(candidate, known_hash, settings, strategies,
-                   grammar_crashed=f"grammar crashed: its worker process was killed by {cause}")
+    """`prepare` for a file the worker preparing it died on or ran past its time on (`cause`, as
+    `map_in_workers` words it: a grammar's crash on the file, a SIGSEGV in tree-sitter; a grammar that loops on
+    it, as far as seen): the file is chunked in this process as with no grammar, never parsed here, where its
+    grammar would crash or hang the language server or `serve` in turn; the log names it, and its fallback reason
+    ("grammar crashed: ...", "grammar did not finish: ...") lists it among the chunking problems."""
+    log.warning("chunking %s %s (its grammar's doing, as far as known): it is chunked in line windows, without its"
+                " grammar", candidate.rel_path, cause)
+    return prepare(candidate, known_hash, settings, strategies, grammar_crashed=f"grammar {cause}")
 
 
 def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,

@@ -35,7 +35,9 @@ IN_FLIGHT_PER_WORKER = 32
 TASK_BYTES = 64 * 1024
 TASK_ROWS = 64
 # How long the oldest task may go without a result before the workers are taken for stuck (a worker that
-# cannot start, or one blocked on a lock it inherited): they are killed and the work finishes in this process.
+# cannot start, or one blocked on a lock it inherited): they are killed and the work finishes in this process; or,
+# where other tasks gave results and the map has `crashed`, before the task is taken for one that never ends (a
+# grammar that loops on a file, in C, where nothing but killing its process stops it).
 # A task is a few files' chunks or graph facts (`TASK_BYTES`), or one batch of embedding windows: seconds at most,
 # so this is far above any honest wait, worker start-up on a loaded machine included.
 WORKER_TIMEOUT_S = 120.0
@@ -55,7 +57,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     enough rows to pay for starting it (`min_items`, `POOL_MIN_ITEMS` unless rows are larger tasks). Rows are
     drawn lazily, a bounded number in flight, so a large input (file texts) is never all in memory. `fn` must
     be a module-level function (it is pickled by name). Workers that give no result for `timeout_s` are killed
-    and the rest is done in this process.
+    and the rest is done in this process (but see `crashed`).
 
     Closed before its last result (the caller stopped reading), it kills the workers and their tasks in flight.
 
@@ -71,13 +73,17 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     `size(*row)`: the row's bytes, given where rows can be small (files): a worker is then handed consecutive rows
     together (`TASK_BYTES`, `TASK_ROWS`); without it, one row a task.
 
-    `crashed(cause, *row)`: the result for a row a worker died on, killed by a signal (`cause`, "SIGSEGV": a
-    native library's crash, a grammar's on a file of the workspace; the kernel's kill of a worker that took all
-    the memory). Without it, a pool a worker died in leaves all its rows to this process, which then crashed on
-    the same row (the language server, `serve`). With it, the rows of the tasks the pool had not finished go to a
-    single worker, a row a task, in turn, until each is done: a worker that dies there died on the row it was
-    given, which gets `crashed(...)` and is never run in this process; the other rows get their results, in order,
-    and the work goes on in a pool of `size` again."""
+    `crashed(cause, *row)`: the result for a row a worker died on, killed by a signal (a native library's crash,
+    a grammar's on a file of the workspace; the kernel's kill of a worker that took all the memory), or that a
+    worker ran for longer than `timeout_s` while the others gave results (a grammar that loops on a file).
+    `cause` says so with the row's work as its subject: "crashed: its worker process was killed by SIGSEGV",
+    "did not finish: its worker process took longer than 120 s". Without it, a pool a worker died in (or one
+    stuck) leaves all its rows to this process, which then crashed on the same row, or hung on it for good (the
+    language server, `serve`). With it, the rows of the tasks the pool had not finished go to a single worker, a
+    row a task, in turn, until each is done: a worker that dies there, or runs past `timeout_s`, did so on the
+    row it was given, which gets `crashed(...)` and is never run in this process; the other rows get their
+    results, in order, and the work goes on in a pool of `size` again. A timeout before any worker gave a result
+    is the workers' (stuck), not a row's: the rest is done here, as without `crashed`."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
     pending: deque[tuple[list[tuple], Future]] = deque()
@@ -90,10 +96,12 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     closing = False  # the caller stopped reading (an index run that failed on a full disk): no more work
     # `pending`'s rows are a dead worker's suspects: each goes to a worker of its own, one at a time (see `crashed`)
     alone = False
+    answered = False  # a worker gave a result: a pool that then runs past `timeout_s` is not stuck, a task is
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
         tasks = _tasks(rows, size, held)
         while True:
             dead: list[multiprocessing.process.BaseProcess] = []
+            late: Future | None = None  # the task that ran past `timeout_s`, where it is its own doing
             try:
                 with ProcessPoolExecutor(1 if alone else workers, mp_context=context, initializer=exit_with_parent,
                                          initargs=(os.getpid(),)) as pool:
@@ -108,15 +116,22 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                                 pending.append((task, submit(pool, _run_task, fn, task)))
                                 unsent = []
                                 if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
-                                    yield from _first_result(pending, timeout_s, should_stop)
+                                    results = _first_result(pending, timeout_s, should_stop)
+                                    answered = True
+                                    yield from results
                             other.run()
                             while pending:
                                 results = _first_result(pending, timeout_s, should_stop)
+                                answered = True
                                 if not pending and other.failed:
                                     yield from results[:-1]
                                     break  # the last result: `meanwhile`'s error is raised in its place, below
                                 yield from results
                     except TimeoutError:
+                        # Alone, the worker runs nothing but this row; in a full pool, a task that runs on while
+                        # others give results is its rows' doing: neither is a worker that cannot start.
+                        if alone or answered or any(_succeeded(future) for _, future in pending):
+                            late = pending[0][1]
                         kill_workers(pool)
                         raise
                     except _Stopped:
@@ -144,7 +159,12 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                 if closing:  # the pool failed on its way down after the caller let go: nothing is owed to anyone
                     log.debug("%s: the worker pool failed while closing (%r)", what, exc)
                     return
-                cause = _crash(dead) if crashed is not None and isinstance(exc, BrokenProcessPool) else None
+                cause = None
+                if crashed is not None and isinstance(exc, BrokenProcessPool):
+                    killer = _crash(dead)
+                    cause = None if killer is None else f"crashed: its worker process was killed by {killer}"
+                elif crashed is not None and late is not None:
+                    cause = f"did not finish: its worker process took longer than {timeout_s:g} s"
                 if cause is None:
                     # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
                     # is stuck: finish in this process rather than fail or wait forever.
@@ -153,11 +173,12 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                 if alone:  # one worker, given one row at a time, in turn: it died on the first it did not finish
                     while pending and _succeeded(pending[0][1]):
                         yield from pending.popleft()[1].result()
-                    if pending:
+                    # (a late row that finished as its worker was killed has its result above: no row is blamed)
+                    if pending and (late is None or pending[0][1] is late):
                         yield crashed(cause, *pending.popleft()[0][0])
                 else:
-                    log.info("%s: a worker process was killed by %s; the rows it may have died on go to a worker"
-                             " of their own, one at a time", what, cause)
+                    log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
+                             " a time", what, cause)
                     alone = True
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
@@ -196,14 +217,16 @@ def _hand_out_again(pool: Executor, fn: Callable[..., T], pending: deque[tuple[l
 def _results_left(fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
                   crashed: Callable[..., T] | None) -> Iterator[T]:
     """The results of a failed pool's tasks, in this process: those it finished, theirs; of the others, `fn`'s, or
-    with `crashed` (they were suspects of a worker's crash, which another failure of the pool left unsettled),
-    `crashed`'s: never run here, where one of them would crash this process."""
+    with `crashed` (they were suspects of a worker's crash or timeout, which another failure of the pool left
+    unsettled), `crashed`'s: never run here, where one of them would crash or hang this process."""
     for task, future in pending:
         if _succeeded(future):
             yield from future.result()
         else:
             for row in task:
-                yield fn(*row) if crashed is None else crashed("its worker pool failing after a crash", *row)
+                yield fn(*row) if crashed is None else crashed(
+                    "was not run: its worker pool failed while the rows a worker was lost on were run one at a time",
+                    *row)
 
 
 def _succeeded(future: Future) -> bool:

@@ -333,7 +333,7 @@ class SkippedPath:
 class ChunkingProblem:
     """A file indexed, but not chunked as planned for a reason the user can act on: a trusted chunk strategy that
     failed on it (the file was chunked as without the strategy), the chunker's own failure, or a grammar that crashed
-    the worker process parsing it (line windows both). The expected fallbacks (no grammar for the file's language, a giant line) are not problems."""
+    the worker process parsing it or never finished there (line windows both). The expected fallbacks (no grammar for the file's language, a giant line) are not problems."""
 
     path: str
     reason: str

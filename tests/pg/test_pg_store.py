@@ -75,11 +75,12 @@ def test_lexical_search_returns_the_same_bundle_from_both_stores(tree: Path, pg_
         assert shared.status().chunks == local.status().chunks
         assert shared.status().skipped == local.status().skipped == {"generated": 1}
         assert shared.skipped_files() == local.skipped_files() == [SkippedPath("schema_pb2.py", "generated")]
-        # a file a strategy failed on, and one whose grammar crashed its worker, as the index writes them, are listed
-        # alike (`codeloupe stats`, MCP `status`)
+        # a file a strategy failed on, one whose grammar crashed its worker and one it never finished on in its
+        # worker, as the index writes them, are listed alike (`codeloupe stats`, MCP `status`)
         problems = [ChunkingProblem(path, reason) for (path,), reason in zip(
-            local.store.query("SELECT path FROM files ORDER BY path LIMIT 2"),
-            ["strategy x: boom", "grammar crashed: its worker process was killed by SIGSEGV"])]
+            local.store.query("SELECT path FROM files ORDER BY path LIMIT 3"),
+            ["strategy x: boom", "grammar crashed: its worker process was killed by SIGSEGV",
+             "grammar did not finish: its worker process took longer than 120 s"])]
         for problem in problems:
             with local.store.transaction() as conn:
                 conn.execute("UPDATE files SET fallback_reason = ? WHERE path = ?", (problem.reason, problem.path))

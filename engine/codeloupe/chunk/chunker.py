@@ -54,8 +54,9 @@ def chunk_file(path: str, text: str, language: str, budget: int = 4000,
     raises: a missing grammar, a parse failure or a giant line falls back to line windows and says why in
     `fallback_reason`. Every line lands in exactly one chunk.
 
-    `grammar_crashed`: why the file's grammar must not parse it (it killed the worker process that parsed it:
-    `index.prepare_crashed`); the file is chunked as with no grammar, this its `fallback_reason`.
+    `grammar_crashed`: why the file's grammar must not parse it (it killed the worker process that parsed it, or
+    ran past its time there: `index.prepare_crashed`); the file is chunked as with no grammar, this its
+    `fallback_reason`.
     """
     budget = max(1, int(budget))
     lines = Lines(text)

@@ -157,11 +157,11 @@ def _facts_json(path: str, language: str, text: str) -> str:
 
 
 def _no_facts(cause: str, path: str, language: str, text: str) -> str:
-    """The facts stored for a file the worker extracting them died on (killed by `cause`: its grammar's crash on it,
-    as far as seen): none, so that the file is in the graph without edges of its own, and never parsed in this
-    process, which its grammar would crash in turn."""
-    log.warning("the worker process taking the graph's facts of %s was killed by %s (its grammar crashed on it, as"
-                " far as known): it has no edges of its own", path, cause)
+    """The facts stored for a file the worker extracting them died on or ran past its time on (`cause`, as
+    `map_in_workers` words it: its grammar's crash on it, or a loop, as far as seen): none, so that the file is in
+    the graph without edges of its own, and never parsed in this process, which its grammar would crash or hang."""
+    log.warning("taking the graph's facts of %s %s (its grammar's doing, as far as known): it has no edges of its"
+                " own", path, cause)
     return FileFacts(language).to_json()
 
 

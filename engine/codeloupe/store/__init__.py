@@ -926,7 +926,9 @@ class Store:
         """(path, fallback reason) of each file a strategy, the chunker or its grammar failed on (`ChunkingProblem`)."""
         return self.query("SELECT path, fallback_reason FROM files WHERE fallback_reason LIKE 'strategy %'"
                           " OR fallback_reason LIKE 'error:%' OR fallback_reason LIKE 'partition:%'"
-                          " OR fallback_reason LIKE 'grammar crashed:%' ORDER BY path")
+                          " OR fallback_reason LIKE 'grammar crashed:%'"
+                          " OR fallback_reason LIKE 'grammar did not finish:%'"
+                          " OR fallback_reason LIKE 'grammar was not run:%' ORDER BY path")
 
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""

@@ -1586,7 +1586,9 @@ class PgStore:
         # '%%': the driver reads a lone '%' as a placeholder (doubled, a LIKE pattern means the same)
         return self._rows("SELECT path, fallback_reason FROM files WHERE fallback_reason LIKE 'strategy %%'"
                           " OR fallback_reason LIKE 'error:%%' OR fallback_reason LIKE 'partition:%%'"
-                          " OR fallback_reason LIKE 'grammar crashed:%%' ORDER BY path")
+                          " OR fallback_reason LIKE 'grammar crashed:%%'"
+                          " OR fallback_reason LIKE 'grammar did not finish:%%'"
+                          " OR fallback_reason LIKE 'grammar was not run:%%' ORDER BY path")
 
     def set_skipped(self, skipped: Iterable[SkippedFile], forget: Iterable[str] = ()) -> None:
         """Remember files skipped for their content and forget others (indexed now, or gone), in one write."""
