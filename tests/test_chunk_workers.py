@@ -8,6 +8,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from processes import assert_workers_die_with_their_parent, children_of
 
 # A real index over enough files for the worker pool, with workers that block in their first task, so they are
@@ -81,69 +83,13 @@ def test_a_stop_while_the_workers_start_ends_the_index_without_waiting_for_their
     assert index.returncode == 0 and out.strip() == "indexing stopped after 0 of 220 files", out
 
 
-# A grammar that crashes the process parsing one file, as tree-sitter did on a generated source in CI (a SIGSEGV in
-# `parser.parse`): the grammar pack's parsers, wrapped, kill their process on that file's text. Top level, so that
-# spawned workers wrap theirs too. The real one seen (tree-sitter-bash's external scanner on `{` then a code point
-# of the higher planes, U+E0001: tree-sitter/tree-sitter-bash#337) reads out of bounds and crashes in about half of
-# the processes, as their memory is laid out: no test of it could fail every time on the code it guards against.
-CRASHING_GRAMMAR = textwrap.dedent("""
-    import os, signal, sys
-    from pathlib import Path
-
-    import tree_sitter_language_pack as pack
-
-    from codeloupe.api import Workspace
-
-    REAL_GET_PARSER = pack.get_parser
-
-    class CrashingParser:
-        def __init__(self, real):
-            self.real, self.language = real, real.language
-
-        def parse(self, source):
-            if b"crashes its grammar" in source:
-                os.kill(os.getpid(), signal.SIGSEGV)
-            return self.real.parse(source)
-
-    pack.get_parser = lambda language: CrashingParser(REAL_GET_PARSER(language))
-
-    if __name__ == "__main__":
-        os.cpu_count = lambda: 2
-        ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
-        report = ws.index()  # its chunks, then its graph's facts, both in workers
-        rows = ws.store.file_rows()
-        print(report.files_indexed, [(p.path, p.reason) for p in ws.chunking_problems()],
-              len(ws.store.symbols_of_file(rows["m8.py"].id)), len(ws.store.symbols_of_file(rows["m7.py"].id)))
-        ws.close()
-""")
-
-
-def test_a_file_that_crashes_its_grammar_in_a_worker_is_chunked_without_it_and_named(tmp_path: Path) -> None:
-    # The broken pool left every file in flight to the indexing process, which then crashed on the same file: the
-    # language server or `serve` died on a file of the workspace (untrusted input). The graph's facts, taken in
-    # workers too, parse the same file with the same grammar.
-    root = tmp_path / "repo"
-    root.mkdir()
-    for i in range(220):  # over POOL_MIN_ITEMS
-        (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
-    (root / "m7.py").write_text("def f7(a):\n    return 'crashes its grammar'\n")
-    script = tmp_path / "index.py"
-    script.write_text(CRASHING_GRAMMAR)
-    done = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split(maxsplit=1)[0] == "220"
-    assert done.stdout.split(maxsplit=1)[1].strip() == \
-        "[('m7.py', 'grammar crashed: its worker process was killed by SIGSEGV')] 1 0"
-    assert "chunking m7.py crashed: its worker process was killed by SIGSEGV" in done.stderr
-    assert "taking the graph's facts of m7.py crashed: its worker process was killed by SIGSEGV" in done.stderr
-
-
-# A grammar that never returns from parsing one file, as tree-sitter-cobol on "x\n" and tree-sitter-perl on "x# y"
-# (no final newline) do: a loop in C, which nothing but killing its process stops. The pack's parsers, wrapped,
-# sleep for good on that file's text in a worker; in the indexing process they end it at once, saying so (where the
-# real grammar would hang it). The index's maps are given a short `timeout_s`.
-HANGING_GRAMMAR = textwrap.dedent("""
-    import functools, os, sys, time
+# A grammar that fails on one file: the grammar pack's parsers, wrapped, crash their worker on that file's text
+# (SIGSEGV, as tree-sitter-bash's scanner did on `{` then a character past U+FFFF: tree-sitter/tree-sitter-bash#337,
+# in about half the processes, by where their memory lay) or never end there (a loop in C that only a kill stops, as
+# tree-sitter-cobol's on "x\n"); in the indexing process they end it at once, saying so, where the real grammar
+# would crash or hang it. Top level, so that spawned workers wrap theirs too; the index's maps get a short timeout.
+FAILING_GRAMMAR = textwrap.dedent("""
+    import functools, os, signal, sys, time
     from pathlib import Path
 
     import tree_sitter_language_pack as pack
@@ -154,21 +100,24 @@ HANGING_GRAMMAR = textwrap.dedent("""
     from codeloupe.api import Workspace
 
     INDEXING = os.environ.setdefault("INDEXING_PID", str(os.getpid()))  # a spawned worker's parent set it
+    FAILURE = sys.argv[2]  # crash | hang
     REAL_GET_PARSER = pack.get_parser
 
-    class HangingParser:
+    class FailingParser:
         def __init__(self, real):
             self.real, self.language = real, real.language
 
         def parse(self, source):
-            if b"never ends its grammar" in source:
+            if b"fails its grammar" in source:
                 if str(os.getpid()) == INDEXING:
                     print("parsed in the indexing process", flush=True)
                     os._exit(3)
+                if FAILURE == "crash":
+                    os.kill(os.getpid(), signal.SIGSEGV)
                 time.sleep(600)
             return self.real.parse(source)
 
-    pack.get_parser = lambda language: HangingParser(REAL_GET_PARSER(language))
+    pack.get_parser = lambda language: FailingParser(REAL_GET_PARSER(language))
 
     if __name__ == "__main__":
         os.cpu_count = lambda: 2
@@ -182,20 +131,24 @@ HANGING_GRAMMAR = textwrap.dedent("""
 """)
 
 
-def test_a_file_its_grammar_never_ends_on_in_a_worker_is_chunked_without_it_and_named(tmp_path: Path) -> None:
-    # The stuck pool was killed and every file in flight chunked in the indexing process, which then hung on the same
-    # file for good, a core at 100% (the language server, `index`, `serve`). The graph's facts parse it too.
+@pytest.mark.parametrize(("failure", "said"), [("crash", "crashed: its worker process was killed by SIGSEGV"),
+                                               ("hang", "did not finish: its worker process took longer than 5 s")])
+def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_named(
+        tmp_path: Path, failure: str, said: str) -> None:
+    # The broken (or stuck, then killed) pool left every file in flight to the indexing process, which then crashed
+    # or hung for good, a core at 100%, on the same file: the language server or `serve` died on a file of the
+    # workspace (untrusted input). The graph's facts, taken in workers too, parse the same file with the same grammar.
     root = tmp_path / "repo"
     root.mkdir()
     for i in range(220):  # over POOL_MIN_ITEMS
         (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
-    (root / "m7.py").write_text("def f7(a):\n    return 'never ends its grammar'\n")
+    (root / "m7.py").write_text("def f7(a):\n    return 'fails its grammar'\n")
     script = tmp_path / "index.py"
-    script.write_text(HANGING_GRAMMAR)
-    done = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=120)
+    script.write_text(FAILING_GRAMMAR)
+    done = subprocess.run([sys.executable, str(script), str(root), failure], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.split(maxsplit=1)[0] == "220"
-    assert done.stdout.split(maxsplit=1)[1].strip() == \
-        "[('m7.py', 'grammar did not finish: its worker process took longer than 5 s')] 1 0"
-    assert "chunking m7.py did not finish: its worker process took longer than 5 s" in done.stderr
-    assert "taking the graph's facts of m7.py did not finish: its worker process took longer than 5 s" in done.stderr
+    assert done.stdout.split(maxsplit=1)[1].strip() == f"[('m7.py', 'grammar {said}')] 1 0"
+    assert f"chunking m7.py {said}" in done.stderr
+    assert f"taking the graph's facts of m7.py {said}" in done.stderr

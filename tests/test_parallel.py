@@ -130,69 +130,45 @@ def test_a_pool_that_fails_while_tasks_are_being_handed_out_loses_no_row(tmp_pat
     assert out == ["True"]
 
 
+# How a row can fail in its worker, as a grammar fails on a file: the rows it fails on, what it does there, and
+# the `timeout_s` given (None: the default).
+FAILURES = {
+    # SIGSEGV (tree-sitter-bash's scanner on `{` + a character past U+FFFF): two rows in one task, one in another.
+    "crash": ({70, 71, 200}, "os.kill(os.getpid(), signal.SIGSEGV)", None),
+    # A loop in C that nothing but a kill stops (tree-sitter-cobol on "x\n"): a row in each of two tasks.
+    "hang": ({70, 200}, "time.sleep(600)", 5),
+}
+
+
 @pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_a_row_that_kills_its_worker_is_never_run_in_this_process_and_the_others_keep_their_results(
-        tmp_path: Path, start: str) -> None:
-    # A grammar that crashed (SIGSEGV) on a file killed its chunking worker: the broken pool left every row in
-    # flight to this process, which then crashed on the same file (the language server, `serve`). Each row such a
-    # worker may have died on now goes to a worker of its own, in turn: the ones it dies on get `crashed`'s result.
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_row_that_fails_in_its_worker_is_never_run_in_this_process_and_the_others_keep_their_results(
+        tmp_path: Path, failure: str, start: str) -> None:
+    # A worker killed on a row broke the pool, and one that never ended was killed when stuck: either way every row
+    # in flight was done in this process, which then crashed or hung for good on the same file (the language
+    # server, `index`, `serve`). The rows in flight now go to a worker of their own, in turn, and the one it dies
+    # on, or that again takes longer than `timeout_s`, gets `crashed`'s result, never run here. Spawned workers
+    # import the engine before their first result (seconds on a loaded machine): a first task late for that is the
+    # pool's, not a row's, so they are given longer.
+    failing, action, timeout_s = FAILURES[failure]
+    if timeout_s is not None and start == "spawn":
+        timeout_s *= 2
+    cause = ("crashed: its worker process was killed by SIGSEGV" if timeout_s is None
+             else f"did not finish: its worker process took longer than {timeout_s} s")
     out = run_case(tmp_path, f"""
         import multiprocessing
         import signal
-
-        from codeloupe import parallel
-
-        CRASHING = {{70, 71, 200}}  # two in one task, a third in another
-
-        def doubled_in_a_worker(parent: int, n: int, size: int) -> object:
-            if os.getpid() == parent:
-                return "run in the parent"
-            if n in CRASHING:
-                os.kill(os.getpid(), signal.SIGSEGV)
-            return 2 * n
-
-        def crashed(cause: str, parent: int, n: int, size: int) -> str:
-            return f"{{cause}}:{{n}}"
-
-        if __name__ == "__main__":
-            os.cpu_count = lambda: 2
-            parallel.pool_context = lambda: multiprocessing.get_context({start!r})
-            rows = [(os.getpid(), n, 100) for n in range(parallel.POOL_MIN_ITEMS + 100)]
-            done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
-                                                size=lambda *row: row[-1], crashed=crashed))
-            print(done == [f"{{cause}}:{{n}}" if n in CRASHING else 2 * n for n in range(len(rows))
-                           for cause in ["crashed: its worker process was killed by SIGSEGV"]],
-                  [result for result in done if isinstance(result, str)],
-                  [pid for pid in children_of(os.getpid()) if alive(pid)])
-    """)
-    assert out[0] == "True" and out[-1] == "[]"
-    assert " ".join(out[1:-1]) == "['crashed: its worker process was killed by SIGSEGV:70', 'crashed: its worker" \
-        " process was killed by SIGSEGV:71', 'crashed: its worker process was killed by SIGSEGV:200']"
-
-
-@pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_a_row_that_never_ends_in_its_worker_is_never_run_in_this_process_and_the_others_keep_their_results(
-        tmp_path: Path, start: str) -> None:
-    # A grammar that loops on a file (tree-sitter-cobol on "x\n"), in C, where nothing but a kill stops it: the
-    # stuck pool was killed and every row in flight done in this process, which then hung on the same file for
-    # good, a core at 100% (the language server, `index`, `serve`). Where the other workers give results, the
-    # rows in flight now go to a worker of their own, in turn, as after a crash: the one that again takes longer
-    # than `timeout_s` gets `crashed`'s result, killed with its worker, never run here. Spawned workers import the
-    # engine before their first result, seconds on a loaded machine: a first task late for that is the pool's.
-    timeout_s = 5 if start == "fork" else 10
-    out = run_case(tmp_path, f"""
-        import multiprocessing
         import time
 
         from codeloupe import parallel
 
-        NEVER_ENDING = {{70, 200}}  # in two tasks, one of them in each worker
+        FAILING = {failing!r}
 
         def doubled_in_a_worker(parent: int, n: int, size: int) -> object:
             if os.getpid() == parent:
                 return "run in the parent"
-            if n in NEVER_ENDING:
-                time.sleep(600)
+            if n in FAILING:
+                {action}
             return 2 * n
 
         def crashed(cause: str, parent: int, n: int, size: int) -> str:
@@ -202,16 +178,15 @@ def test_a_row_that_never_ends_in_its_worker_is_never_run_in_this_process_and_th
             os.cpu_count = lambda: 2
             parallel.pool_context = lambda: multiprocessing.get_context({start!r})
             rows = [(os.getpid(), n, 100) for n in range(parallel.POOL_MIN_ITEMS + 100)]
+            timeout = {{}} if {timeout_s!r} is None else {{"timeout_s": {timeout_s!r}}}
             done = list(parallel.map_in_workers(doubled_in_a_worker, iter(rows), len(rows), what="test",
-                                                size=lambda *row: row[-1], crashed=crashed, timeout_s={timeout_s}))
-            print(done == [f"{{cause}}:{{n}}" if n in NEVER_ENDING else 2 * n for n in range(len(rows))
-                           for cause in ["did not finish: its worker process took longer than {timeout_s} s"]],
-                  [result for result in done if isinstance(result, str)],
+                                                size=lambda *row: row[-1], crashed=crashed, **timeout))
+            print(done == [f"{cause}:{{n}}" if n in FAILING else 2 * n for n in range(len(rows))],
                   [pid for pid in children_of(os.getpid()) if alive(pid)])
+            print("|".join(result for result in done if isinstance(result, str)))
     """)
-    assert out[0] == "True" and out[-1] == "[]"
-    assert " ".join(out[1:-1]) == f"['did not finish: its worker process took longer than {timeout_s} s:70', 'did" \
-        f" not finish: its worker process took longer than {timeout_s} s:200']"
+    assert out[:2] == ["True", "[]"], out
+    assert " ".join(out[2:]) == "|".join(f"{cause}:{n}" for n in sorted(failing)), out
 
 
 def test_a_worker_that_exits_rather_than_crashes_leaves_its_rows_to_this_process(tmp_path: Path) -> None:
