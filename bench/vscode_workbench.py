@@ -482,6 +482,21 @@ def webview_texts(page: Page) -> list[str]:
     return page.evaluate(f"({WEBVIEW_PAGES}).map((inner) => inner ? inner.contentDocument.body.innerText : '')")
 
 
+
+def first_chunk_read_from_disk(view: WebviewPage, what: str) -> tuple[Path, int, int]:
+    """The file, first and last line of `view`'s first code part, which must be the file's lines now (a restored
+    page reads its code from disk again)."""
+    uri, span, code = view.evaluate(
+        "(() => { const a = document.querySelector('.chunk > a.loc'); const pre = document.querySelector('.chunk pre');"
+        " return [a && a.getAttribute('data-uri'), a && JSON.parse(a.getAttribute('data-range')), pre && pre.textContent]; })()")
+    assert uri and code is not None, f"{what} after the reload:\n{view.evaluate('document.body.innerText')}"
+    first, end = span["start"]["line"] + 1, span["end"]["line"]
+    last = end if span["end"]["character"] == 0 and end >= first else end + 1
+    path = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+    now = "\n".join(path.read_text().split("\n")[first - 1:last])
+    assert code.rstrip("\n") == now, f"{what}'s first code part after the reload:\n{code}\nthe file's {first}-{last}:\n{now}"
+    return path, first, last
+
 def webview_page_with(page: Page, needle: str) -> WebviewPage | None:
     """The webview page on screen whose text has `needle`."""
     index = next((i for i, text in enumerate(webview_texts(page)) if needle in text), None)
@@ -1577,15 +1592,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             """The bundle tab back with its CORE code read from disk again; the status tab asks the server again."""
             tab(ASK_BUNDLE_QUERY).click()
             view = wait_for(lambda: webview_page_with(page, "RELATED ("), 30, "the bundle page back")
-            uri, span, code = view.evaluate(
-                "(() => { const a = document.querySelector('.chunk > a.loc'); const pre = document.querySelector('.chunk pre');"
-                " return [a && a.getAttribute('data-uri'), a && JSON.parse(a.getAttribute('data-range')), pre && pre.textContent]; })()")
-            assert uri and code is not None, f"the bundle page after the reload:\n{view.evaluate('document.body.innerText')}"
-            first, end = span["start"]["line"] + 1, span["end"]["line"]
-            last = end if span["end"]["character"] == 0 and end >= first else end + 1
-            cited = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
-            now = "\n".join(cited.read_text().split("\n")[first - 1:last])
-            assert code.rstrip("\n") == now, f"the bundle's first chunk after the reload:\n{code}\nthe file's {first}-{last}:\n{now}"
+            cited, first, last = first_chunk_read_from_disk(view, "the bundle page")
             tab("Status").click()
             status = wait_for(lambda: webview_page_with(page, "Index status"), 60, "the status page back")
             return f"the bundle's first chunk {cited.name}:{first}-{last} read again; {status.evaluate('document.body.innerText').splitlines()[0]}"
@@ -1598,15 +1605,7 @@ def check_ask(checks: Checks, port: int, folder: Path, home: Path) -> None:
             Last Bundle view with the last bundle (the reload left them gone, and the view empty)."""
             graph_tab.click()
             view = wait_for(lambda: webview_page_with(page, "Community:"), 30, "the graph page of app/auth.py back")
-            uri, span, code = view.evaluate(
-                "(() => { const a = document.querySelector('.chunk > a.loc'); const pre = document.querySelector('.chunk pre');"
-                " return [a && a.getAttribute('data-uri'), a && JSON.parse(a.getAttribute('data-range')), pre && pre.textContent]; })()")
-            assert uri and code is not None, f"the graph page after the reload:\n{view.evaluate('document.body.innerText')}"
-            first, end = span["start"]["line"] + 1, span["end"]["line"]
-            last = end if span["end"]["character"] == 0 and end >= first else end + 1
-            shown = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
-            now = "\n".join(shown.read_text().split("\n")[first - 1:last])
-            assert code.rstrip("\n") == now, f"the graph page's code after the reload:\n{code}\nthe file's {first}-{last}:\n{now}"
+            shown, first, last = first_chunk_read_from_disk(view, "the graph page")
             tab("Graph").click()
             wait_for(lambda: webview_page_with(page, "codeloupe graph"), 60, "the graph map back")
             page.locator(".activitybar a.action-label[aria-label^='codeloupe']").first.click()
