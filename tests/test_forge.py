@@ -994,6 +994,24 @@ def test_codeloupe_index_says_once_that_a_strategy_did_not_load(repo: Path) -> N
     assert "its module did not load" not in done.stderr  # no line for each file
 
 
+@pytest.mark.parametrize("command", [["index", "{repo}", "--embed-provider", "none"],
+                                     ["chunks", "{repo}/rules/alpha.zog"]])
+def test_a_command_that_ran_a_strategy_ends_without_its_worker_s_traceback(repo: Path, command: list[str]) -> None:
+    # At exit multiprocessing ends the daemon strategy worker with SIGTERM; forked, it had the CLI's SIGTERM
+    # handler, which raised there, and every command that ran a trusted strategy ended in its traceback.
+    (repo / ".git").mkdir()  # the root `chunks` finds above the file
+    strategy = repo / ".codeloupe" / "strategies" / "zog.py"
+    strategy.parent.mkdir(parents=True)
+    strategy.write_text(GOOD)
+    assert main(["trust", "--strategy", str(strategy)]) == 0
+    done = subprocess.run([sys.executable, "-m", "codeloupe", *(a.format(repo=repo) for a in command)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "zog" in done.stdout and "alpha0" in done.stdout if command[0] == "chunks" else "zog 3" in done.stdout, \
+        done.stdout
+    assert "Traceback" not in done.stderr and "codeloupe-strategy-worker" not in done.stderr, done.stderr
+
+
 def test_a_trusted_strategy_failing_on_one_file_leaves_that_file_to_its_grammar(repo: Path) -> None:
     trusted_python_strategy(repo, PYTHON_RAISES_ON_BETA)
     ws = Workspace(repo, overrides={"embed_provider": "none", "chunk_budget": BUDGET})

@@ -239,9 +239,12 @@ def serve_strategies(connection: Connection, memory_bytes: int, parent_pid: int)
     parent's end, as does any process the parent forked after it); on one, an alarm (left to its default action, which ends the process even inside a call into C) goes off a little
     after the parent would have killed it. (`parallel.exit_with_parent`'s PR_SET_PDEATHSIG would not do: it
     fires when the *thread* that started the worker ends, and a served workspace's refresh threads come and go.)
-    Ctrl-C in a terminal is the parent's to handle: the worker ignores it and ends with its parent."""
+    Ctrl-C in a terminal is the parent's to handle: the worker ignores it and ends with its parent. SIGTERM, which
+    multiprocessing sends this daemon worker as its parent exits, ends it as the default action does: a forked
+    worker has the CLI's handler, which raised there, and every command that ran a strategy ended in its traceback."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # Imported here, in the worker: strategies imports this module. Before the cap, which is on top of them.
     from codeloupe.chunk.strategies import StrategyError, partition_ranges
     from codeloupe.types import split_lines
