@@ -329,3 +329,21 @@ def test_a_blank_scope_is_refused_naming_the_option(tmp_path: Path) -> None:
     # No scope at all is still the whole workspace: the default, "", as a client sends it.
     whole = _codeloupe(tmp_path, "search", ".", "hello", "--scope", "", "--embed-provider", "none", "--json")
     assert whole.returncode == 0 and json.loads(whole.stdout)["core"][0]["path"] == "app.py", whole.stderr
+
+
+
+@pytest.mark.parametrize(("args", "action"), [
+    (["repos", "--json", "--store", "postgresql://x/y"], "repos"),
+    (["--store", "postgresql://x/y", "repos", "--json"], "repos"),
+    (["--json", "--store", "postgresql://x/y", "global-index", "status"], "global-index"),
+    (["drop", "billing", "--store", "postgresql://x/y", "--json", "--wait"], "drop"),
+    (["queue", "--json", "prune", "--store", "postgresql://x/y"], "queue"),
+])
+def test_admin_takes_its_options_after_its_action_as_every_command_takes_them_anywhere(args: list[str],
+                                                                                       action: str) -> None:
+    """`codeloupe admin repos --json` (and `--store URL` after the action) was refused, 'unrecognized arguments',
+    where the README says every command takes its options anywhere; one given before the action is still kept."""
+    from codeloupe.cli import build_parser
+
+    parsed = build_parser().parse_args(["admin", *args])
+    assert (parsed.action, parsed.store_url, parsed.json) == (action, "postgresql://x/y", True)

@@ -39,7 +39,7 @@ class IntermixedParser(argparse.ArgumentParser):
     left, in order, are the positionals: `parse_intermixed_args`' two passes, except that only the strings before
     the first `--` can be options (argparse's own first pass drops a `--` that comes before every positional,
     `search -- PATH -q`, and then reads `-q` as an option). A parser with subcommands of its own (`admin`) parses
-    as argparse does, its options before its ACTION."""
+    as argparse does; its ACTIONs take its options again, so they may come after the ACTION too."""
 
     def parse_known_args(self, args: Sequence[str] | None = None,
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:

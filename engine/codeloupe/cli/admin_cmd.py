@@ -21,24 +21,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     " repositories takes its nearest chunks from it instead of scanning every vector (minutes at"
                     " millions of vectors; writes go on meanwhile). global-index drop: remove it. global-index status:"
                     " each dimension's graph (ready, invalid, absent) and whether workers build it.")
-    add_store_url(parser)
-    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+    _add_options(parser)
+    # Each ACTION takes them too, as every other command takes its options anywhere (`admin repos --json` was
+    # refused as unrecognized); left out there, they keep what was given before the ACTION.
+    options = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    _add_options(options)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("repos", help="list the repositories")
-    drop = actions.add_parser("drop", help="remove a repository and everything indexed of it (any name `repos`"
-                                           " lists, one an older version accepted included)")
+    actions.add_parser("repos", parents=[options], help="list the repositories")
+    drop = actions.add_parser("drop", parents=[options],
+                              help="remove a repository and everything indexed of it (any name `repos` lists, one"
+                                   " an older version accepted included)")
     drop.add_argument("repository")
     drop.add_argument("--wait", action="store_true",
                       help="wait for an indexer or worker holding the repository, or a process migrating the"
                            " database, however long it takes (without it, the drop gives up after the store's lock"
                            " wait, 60 s, naming who holds it)")
-    queue = actions.add_parser("queue", help="the work queue's status (`queue prune`: delete finished batches)")
+    queue = actions.add_parser("queue", parents=[options],
+                               help="the work queue's status (`queue prune`: delete finished batches)")
     queue.add_argument("prune", nargs="?", choices=["prune"], help="delete finished and given-up batches")
-    graph = actions.add_parser("global-index", help="build (or drop) the HNSW graph over every repository;"
-                                                    " `status`: each dimension's graph and who builds it")
+    graph = actions.add_parser("global-index", parents=[options],
+                               help="build (or drop) the HNSW graph over every repository; `status`: each"
+                                    " dimension's graph and who builds it")
     graph.add_argument("what", nargs="?", choices=["drop", "status"],
                        help="drop: remove the graph (workers leave it dropped); status: look, change nothing")
     parser.set_defaults(func=run)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    add_store_url(parser)
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
