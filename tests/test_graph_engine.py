@@ -475,6 +475,27 @@ def test_edge_and_definition_lines_are_the_editors_in_a_file_with_lone_cr_breaks
         ws.close()
 
 
+def test_names_with_a_character_past_u_ffff_are_read_as_written(tmp_path: Path) -> None:
+    # Every parse reads such characters as four letters of the same byte length (tree-sitter-bash's crash on them):
+    # the graph read its names from the parsed copy, so `./😀.js` was imported as `./xxxx.js`, which resolves to
+    # nothing, and a definition named with one was stored misnamed. Names are read from the file's own bytes.
+    files = {"src/😀.js": "export function 𝒻ormat(v) { return v; }\n",
+             "src/app.js": "import { 𝒻ormat } from './😀.js';\n\nexport function show(v) { return 𝒻ormat(v); }\n",
+             "pkg/__init__.py": "",
+             "pkg/𝔪ath.py": "def 𝔞dd(a, b):\n    return a + b\n",
+             "pkg/use.py": "from pkg.𝔪ath import 𝔞dd\n\ndef total(a, b):\n    return 𝔞dd(a, b)\n"}
+    ws = Workspace(write_files(tmp_path / "astral", files), overrides={"embed_provider": "none"})
+    try:
+        ws.index()
+        assert {("src/app.js", "import", "src/😀.js"), ("pkg/use.py", "import", "pkg/𝔪ath.py")} <= links(ws)
+        graph = load_graph(ws)
+        assert [d.name for d in graph.definitions[graph.index_of("src/😀.js")]] == ["𝒻ormat"]
+        assert [d.name for d in graph.definitions[graph.index_of("pkg/𝔪ath.py")]] == ["𝔞dd"]
+        assert dict(definition_users(ws, "src/😀.js")["𝒻ormat"]) == {"src/app.js": 3}
+    finally:
+        ws.close()
+
+
 def _line(ws: Workspace, path: str, line: int) -> str:
     return (ws.root / path).read_text().splitlines()[line - 1]
 

@@ -334,7 +334,7 @@ def test_a_character_past_u_ffff_after_a_brace_crashes_no_process_that_parses_it
         "    chunked = chunk_file('run.sh', text, 'bash')\n"
         "    assert ''.join(chunk.text for chunk in chunked.chunks) == text, chunked\n"
         "    for grammar in ('python', 'javascript'):\n"
-        "        parse(grammar, text)\n"
+        "        parse(grammar, text.encode())\n"
         "print('parsed')\n")
     runs = [subprocess.Popen([sys.executable, "-c", probe, str(seed)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for seed in range(8)]

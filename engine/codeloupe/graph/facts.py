@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
 # 2: lines are the editor's in a file with a lone CR (they were tree-sitter's rows, which count "\n" only).
-EXTRACTOR_VERSION = 2
+# 3: names holding a character past U+FFFF as written (they read `xxxx`, the parsed copy's: `FactsBuilder.text`).
+EXTRACTOR_VERSION = 3
 
 
 # The three per-row fact types are named tuples, not dataclasses: a save re-resolves hundreds of files at 40K
@@ -192,8 +193,15 @@ class FactsBuilder:
 
     def __init__(self, language: str, source: str) -> None:
         self.facts = FileFacts(language)
+        self.source = source.encode("utf-8")  # what the walker parses, and reads its names from
         self._seen_uses: set[tuple[str, str, str]] = set()
         self._line_starts = lone_cr_line_starts(source)
+
+    def text(self, node: Node | None) -> str:
+        """`node`'s text, read from the file's own bytes by its offsets: not `node.text`, the parsed copy's, where
+        each character past U+FFFF reads `xxxx` (`codeloupe.chunk.languages.parse`), so that an import of
+        `./😀.js` named `./xxxx.js` and resolved to nothing, and a definition named with one was misnamed."""
+        return "" if node is None else self.source[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
     def line(self, node: Node) -> int:
         """The editor's line (`split_lines`) `node` starts on: tree-sitter's row counts "\\n" only, so in a file

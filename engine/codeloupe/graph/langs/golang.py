@@ -12,72 +12,72 @@ import re
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import parse, text, walk
+from codeloupe.graph.langs.common import parse, walk
 from codeloupe.graph.resolve import LanguageResolver, ResolveContext
 
 
 def extract(source: str) -> FileFacts:
     out = FactsBuilder("go", source)
-    root = parse("go", source)
+    root = parse("go", out.source)
     for node in walk(root):
         kind = node.type
         if kind == "package_clause":
-            out.facts.package = text(node.named_children[0]) if node.named_children else ""
+            out.facts.package = out.text(node.named_children[0]) if node.named_children else ""
         elif kind == "import_spec":
             _import(out, node)
         elif kind == "function_declaration":
-            out.define(text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
+            out.define(out.text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
         elif kind == "method_declaration":
-            out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
-                       _receiver_type(node))
+            out.define(out.text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
+                       _receiver_type(out, node))
         elif kind == "type_spec" and _top_level(node):
-            out.define(text(node.child_by_field_name("name")), "type", out.line(node), out.end_line(node))
+            out.define(out.text(node.child_by_field_name("name")), "type", out.line(node), out.end_line(node))
         elif kind in ("const_spec", "var_spec") and _top_level(node):
             for name in node.children_by_field_name("name"):
-                out.define(text(name), "constant", out.line(node), out.end_line(node))
+                out.define(out.text(name), "constant", out.line(node), out.end_line(node))
         elif kind == "call_expression":
             function = node.child_by_field_name("function")
             if function is not None and function.type == "identifier":
-                out.use(text(function), out.line(function))
+                out.use(out.text(function), out.line(function))
         elif kind == "composite_literal":
             literal_type = node.child_by_field_name("type")
             if literal_type is not None and literal_type.type == "type_identifier":
-                out.use(text(literal_type), out.line(literal_type), kind="ref")
+                out.use(out.text(literal_type), out.line(literal_type), kind="ref")
         elif kind == "selector_expression":
             operand = node.child_by_field_name("operand")
             if operand is not None and operand.type == "identifier":
-                out.use(text(node.child_by_field_name("field")), out.line(node), receiver=text(operand),
+                out.use(out.text(node.child_by_field_name("field")), out.line(node), receiver=out.text(operand),
                         kind="call" if node.parent is not None and node.parent.type == "call_expression"
                         else "ref")
         elif kind == "qualified_type":
-            out.use(text(node.child_by_field_name("name")), out.line(node),
-                    receiver=text(node.child_by_field_name("package")), kind="ref")
+            out.use(out.text(node.child_by_field_name("name")), out.line(node),
+                    receiver=out.text(node.child_by_field_name("package")), kind="ref")
     return out.facts
 
 
 def _import(out: FactsBuilder, node: Node) -> None:
     path_node = node.child_by_field_name("path")
-    spec = text(path_node).strip('"`')
+    spec = out.text(path_node).strip('"`')
     alias = node.child_by_field_name("name")
     if alias is None:
         names = [("", "")]  # binds the package under its own package-clause name, known once resolved
     elif alias.type == "dot":
         names = [("*", "*")]
-    elif text(alias) == "_":
+    elif out.text(alias) == "_":
         names = []
     else:
-        names = [("", text(alias))]
+        names = [("", out.text(alias))]
     out.imports("import", spec, out.line(node), names)
 
 
-def _receiver_type(node: Node) -> str:
+def _receiver_type(out: FactsBuilder, node: Node) -> str:
     receiver = node.child_by_field_name("receiver")
     for part in receiver.named_children if receiver is not None else ():
         type_node = part.child_by_field_name("type")
         while type_node is not None and type_node.type in ("pointer_type", "generic_type"):
             type_node = type_node.named_children[0] if type_node.named_children else None
         if type_node is not None:
-            return text(type_node)
+            return out.text(type_node)
     return ""
 
 

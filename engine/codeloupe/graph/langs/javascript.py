@@ -10,7 +10,7 @@ import re
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import parse, string_value, text, walk
+from codeloupe.graph.langs.common import parse, string_value, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _DECLARATIONS = {
@@ -23,7 +23,7 @@ _FUNCTION_VALUES = frozenset({"function_expression", "function", "arrow_function
 
 def extract(source: str, grammar: str) -> FileFacts:
     out = FactsBuilder(grammar, source)
-    root = parse(grammar, source)
+    root = parse(grammar, out.source)
     for node in walk(root):
         kind = node.type
         if kind == "import_statement":
@@ -40,24 +40,24 @@ def extract(source: str, grammar: str) -> FileFacts:
                     _use(out, value, "ref")
         elif kind in ("jsx_opening_element", "jsx_self_closing_element"):
             name = node.child_by_field_name("name")
-            if name is not None and text(name)[:1].isupper():
+            if name is not None and out.text(name)[:1].isupper():
                 _use(out, name, "ref")
         elif kind in _DECLARATIONS and _top_level(node):
-            out.define(text(node.child_by_field_name("name")), _DECLARATIONS[kind], out.line(node), out.end_line(node))
+            out.define(out.text(node.child_by_field_name("name")), _DECLARATIONS[kind], out.line(node), out.end_line(node))
         elif kind == "method_definition":
             owner = node.parent.parent if node.parent is not None else None
             if owner is not None and owner.type in _DECLARATIONS:
-                out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
-                           text(owner.child_by_field_name("name")))
+                out.define(out.text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
+                           out.text(owner.child_by_field_name("name")))
         elif kind in ("lexical_declaration", "variable_declaration") and _top_level(node):
             for declarator in node.named_children:
                 name = declarator.child_by_field_name("name")
                 value = declarator.child_by_field_name("value")
-                if text(value).startswith(("require(", "import(")):
+                if out.text(value).startswith(("require(", "import(")):
                     continue  # a binding of another module, not a definition of this one
                 if declarator.type == "variable_declarator" and name is not None and name.type == "identifier":
                     is_function = value is not None and value.type in _FUNCTION_VALUES
-                    out.define(text(name), "function" if is_function else "constant", out.line(node),
+                    out.define(out.text(name), "function" if is_function else "constant", out.line(node),
                                out.end_line(node))
         elif kind == "assignment_expression" and _top_level(node.parent):
             _assigned_definition(out, node)
@@ -72,27 +72,27 @@ def _top_level(node: Node | None) -> bool:
 
 
 def _import(out: FactsBuilder, node: Node) -> None:
-    spec = string_value(node.child_by_field_name("source"))
+    spec = string_value(out, node.child_by_field_name("source"))
     if not spec:
         return
     names: list[tuple[str, str]] = []
     clause = next((c for c in node.named_children if c.type == "import_clause"), None)
     for part in clause.named_children if clause is not None else ():
         if part.type == "identifier":
-            names.append(("default", text(part)))
+            names.append(("default", out.text(part)))
         elif part.type == "namespace_import":
-            names.append(("", text(part.named_children[0]) if part.named_children else ""))
+            names.append(("", out.text(part.named_children[0]) if part.named_children else ""))
         elif part.type == "named_imports":
             for spec_node in part.named_children:
                 if spec_node.type == "import_specifier":
-                    imported = text(spec_node.child_by_field_name("name"))
+                    imported = out.text(spec_node.child_by_field_name("name"))
                     alias = spec_node.child_by_field_name("alias")
-                    names.append((imported, text(alias) if alias is not None else imported))
+                    names.append((imported, out.text(alias) if alias is not None else imported))
     out.imports("import" if names else "side", spec, out.line(node), names)
 
 
 def _reexport(out: FactsBuilder, node: Node) -> None:
-    spec = string_value(node.child_by_field_name("source"))
+    spec = string_value(out, node.child_by_field_name("source"))
     if not spec:
         return
     names: list[tuple[str, str]] = []
@@ -100,11 +100,11 @@ def _reexport(out: FactsBuilder, node: Node) -> None:
         if part.type == "export_clause":
             for spec_node in part.named_children:
                 if spec_node.type == "export_specifier":
-                    imported = text(spec_node.child_by_field_name("name"))
+                    imported = out.text(spec_node.child_by_field_name("name"))
                     alias = spec_node.child_by_field_name("alias")
-                    names.append((imported, text(alias) if alias is not None else imported))
+                    names.append((imported, out.text(alias) if alias is not None else imported))
         elif part.type == "namespace_export":
-            names.append(("", text(part.named_children[0]) if part.named_children else ""))
+            names.append(("", out.text(part.named_children[0]) if part.named_children else ""))
     out.imports("reexport", spec, out.line(node), names or [("*", "*")])
 
 
@@ -115,24 +115,24 @@ def _call(out: FactsBuilder, node: Node) -> None:
     args = node.child_by_field_name("arguments")
     first = args.named_children[0] if args is not None and args.named_children else None
     if function.type == "import":
-        spec = string_value(first)
+        spec = string_value(out, first)
         if spec:
             out.imports("dynamic", spec, out.line(node))
         return
-    if function.type == "identifier" and text(function) == "require":
-        spec = string_value(first)
+    if function.type == "identifier" and out.text(function) == "require":
+        spec = string_value(out, first)
         if spec:
-            out.imports("require", spec, out.line(node), _require_bindings(node))
+            out.imports("require", spec, out.line(node), _require_bindings(out, node))
         return
     _use(out, function, "call")
 
 
-def _require_bindings(call: Node) -> list[tuple[str, str]]:
+def _require_bindings(out: FactsBuilder, call: Node) -> list[tuple[str, str]]:
     """What `require(...)` binds: `const x = require()`, `const {a, b: c} = require()`, `const x = require().a`."""
     parent = call.parent
     member = ""
     if parent is not None and parent.type == "member_expression":
-        member = text(parent.child_by_field_name("property"))
+        member = out.text(parent.child_by_field_name("property"))
         parent = parent.parent
     if parent is None or parent.type != "variable_declarator":
         return []
@@ -140,14 +140,14 @@ def _require_bindings(call: Node) -> list[tuple[str, str]]:
     if name is None:
         return []
     if name.type == "identifier":
-        return [(member, text(name))]
+        return [(member, out.text(name))]
     if name.type == "object_pattern" and not member:
         names = []
         for part in name.named_children:
             if part.type == "shorthand_property_identifier_pattern":
-                names.append((text(part), text(part)))
+                names.append((out.text(part), out.text(part)))
             elif part.type == "pair_pattern":
-                names.append((text(part.child_by_field_name("key")), text(part.child_by_field_name("value"))))
+                names.append((out.text(part.child_by_field_name("key")), out.text(part.child_by_field_name("value"))))
         return names
     return []
 
@@ -157,8 +157,8 @@ def _assigned_definition(out: FactsBuilder, node: Node) -> None:
     left = node.child_by_field_name("left")
     if left is None or left.type != "member_expression":
         return
-    name = text(left.child_by_field_name("property"))
-    owner = text(left.child_by_field_name("object"))
+    name = out.text(left.child_by_field_name("property"))
+    owner = out.text(left.child_by_field_name("object"))
     if owner in ("exports", "module.exports"):
         out.define(name, "function", out.line(node), out.end_line(node))
     elif owner.endswith(".prototype"):
@@ -171,12 +171,12 @@ def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type in ("identifier", "type_identifier"):
-        out.use(text(target), out.line(target), kind=kind)
+        out.use(out.text(target), out.line(target), kind=kind)
     elif target.type in ("member_expression", "nested_identifier"):
         obj = target.child_by_field_name("object")
         prop = target.child_by_field_name("property")
         if obj is not None and obj.type == "identifier" and prop is not None:
-            out.use(text(prop), out.line(target), receiver=text(obj), kind=kind)
+            out.use(out.text(prop), out.line(target), receiver=out.text(obj), kind=kind)
 
 
 _EXTENSIONS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".json")

@@ -12,7 +12,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import enclosing, parse, string_value, text, walk
+from codeloupe.graph.langs.common import enclosing, parse, string_value, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _TYPES = frozenset({"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration"})
@@ -23,25 +23,25 @@ _INCLUDES = frozenset({"require_expression", "require_once_expression", "include
 
 def extract(source: str) -> FileFacts:
     out = FactsBuilder("php", source)
-    root = parse("php", source)
+    root = parse("php", out.source)
     for node in walk(root):
         kind = node.type
         if kind == "namespace_definition":
             if not out.facts.package:
-                out.facts.package = text(node.child_by_field_name("name"))
+                out.facts.package = out.text(node.child_by_field_name("name"))
         elif kind == "namespace_use_declaration":
             _use_declaration(out, node)
         elif kind in _INCLUDES:
-            spec = _include_path(node.named_children[0] if node.named_children else None)
+            spec = _include_path(out, node.named_children[0] if node.named_children else None)
             if spec:
                 out.imports("include", spec, out.line(node))
         elif kind in _TYPES:
-            out.define(text(node.child_by_field_name("name")), "class", out.line(node), out.end_line(node))
+            out.define(out.text(node.child_by_field_name("name")), "class", out.line(node), out.end_line(node))
         elif kind == "function_definition":
-            out.define(text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
+            out.define(out.text(node.child_by_field_name("name")), "function", out.line(node), out.end_line(node))
         elif kind == "method_declaration":
-            out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
-                       ".".join(enclosing(node, _TYPES)))
+            out.define(out.text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
+                       ".".join(enclosing(out, node, _TYPES)))
         elif kind == "object_creation_expression":
             _class_use(out, next((c for c in node.named_children if c.type in _NAMES), None), "call")
         elif kind in ("scoped_call_expression", "class_constant_access_expression"):
@@ -60,37 +60,37 @@ def _use_declaration(out: FactsBuilder, node: Node) -> None:
     prefix = ""
     if group is not None:
         prefix_node = next((c for c in node.named_children if c.type == "namespace_name"), None)
-        prefix = text(prefix_node).strip("\\") + "\\"
+        prefix = out.text(prefix_node).strip("\\") + "\\"
     clauses = (group or node).named_children
     for clause in clauses:
         if clause.type != "namespace_use_clause":
             continue
         target = next((c for c in clause.named_children if c.type in _NAMES), None)
         alias = clause.child_by_field_name("alias")
-        full = prefix + text(target).lstrip("\\")
-        local = text(alias) if alias is not None else full.rsplit("\\", 1)[-1]
+        full = prefix + out.text(target).lstrip("\\")
+        local = out.text(alias) if alias is not None else full.rsplit("\\", 1)[-1]
         out.imports("use", full, out.line(clause), [(full.rsplit("\\", 1)[-1], local)])
 
 
-def _include_path(node: Node | None) -> str:
+def _include_path(out: FactsBuilder, node: Node | None) -> str:
     """`'x.php'` or `__DIR__ . '/x.php'` (a path relative to this file, marked with a leading "./")."""
     if node is None:
         return ""
     if node.type == "parenthesized_expression" and node.named_children:
         node = node.named_children[0]
     if node.type == "string":
-        return string_value(node)
+        return string_value(out, node)
     if node.type == "binary_expression":
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if text(left) in ("__DIR__", "dirname(__FILE__)") and right is not None and right.type == "string":
-            return "." + string_value(right)
+        if out.text(left) in ("__DIR__", "dirname(__FILE__)") and right is not None and right.type == "string":
+            return "." + string_value(out, right)
     return ""
 
 
 def _class_use(out: FactsBuilder, node: Node | None, kind: str) -> None:
     if node is None or node.type not in _NAMES:
         return
-    name = text(node)
+    name = out.text(node)
     if name.lower() in ("self", "static", "parent"):
         return
     out.use(name, out.line(node), kind=kind)

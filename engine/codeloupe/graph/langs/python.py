@@ -7,7 +7,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact
-from codeloupe.graph.langs.common import enclosing, parse, text, walk
+from codeloupe.graph.langs.common import enclosing, parse, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext, nearest
 
 _SCOPES = frozenset({"class_definition", "function_definition"})
@@ -15,7 +15,7 @@ _SCOPES = frozenset({"class_definition", "function_definition"})
 
 def extract(source: str) -> FileFacts:
     out = FactsBuilder("python", source)
-    root = parse("python", source)
+    root = parse("python", out.source)
     for node in walk(root):
         kind = node.type
         if kind == "import_statement":
@@ -24,9 +24,9 @@ def extract(source: str) -> FileFacts:
         elif kind == "import_from_statement":
             _from_import(out, node)
         elif kind in ("function_definition", "class_definition"):
-            parents = enclosing(node, _SCOPES)
+            parents = enclosing(out, node, _SCOPES)
             outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
-            out.define(text(node.child_by_field_name("name")),
+            out.define(out.text(node.child_by_field_name("name")),
                        ("method" if parents else "function") if kind == "function_definition" else "class",
                        out.line(outer), out.end_line(outer), ".".join(parents))
             if kind == "class_definition":
@@ -36,7 +36,7 @@ def extract(source: str) -> FileFacts:
         elif kind == "assignment" and _at_top(node, root):
             target = node.child_by_field_name("left")
             if target is not None and target.type == "identifier":
-                out.define(text(target), "constant", out.line(node), out.end_line(node))
+                out.define(out.text(target), "constant", out.line(node), out.end_line(node))
         elif kind == "call":
             _use(out, node.child_by_field_name("function"), "call")
         elif kind == "decorator":
@@ -55,30 +55,30 @@ def _at_top(node: Node, root: Node) -> bool:
 
 def _plain_import(out: FactsBuilder, name: Node) -> None:
     if name.type == "aliased_import":
-        module = text(name.child_by_field_name("name"))
-        out.imports("import", module, out.line(name), [("", text(name.child_by_field_name("alias")))])
+        module = out.text(name.child_by_field_name("name"))
+        out.imports("import", module, out.line(name), [("", out.text(name.child_by_field_name("alias")))])
     else:
-        module = text(name)
+        module = out.text(name)
         out.imports("import", module, out.line(name), [("", module)])
 
 
 def _from_import(out: FactsBuilder, node: Node) -> None:
     module_node = node.child_by_field_name("module_name")
     level = 0
-    module = text(module_node)
+    module = out.text(module_node)
     if module_node is not None and module_node.type == "relative_import":
         prefix = next((c for c in module_node.named_children if c.type == "import_prefix"), None)
-        level = len(text(prefix).strip())
+        level = len(out.text(prefix).strip())
         dotted = next((c for c in module_node.named_children if c.type == "dotted_name"), None)
-        module = text(dotted)
+        module = out.text(dotted)
     names: list[tuple[str, str]] = []
     if any(c.type == "wildcard_import" for c in node.named_children):
         names.append(("*", "*"))
     for name in node.children_by_field_name("name"):
         if name.type == "aliased_import":
-            names.append((text(name.child_by_field_name("name")), text(name.child_by_field_name("alias"))))
+            names.append((out.text(name.child_by_field_name("name")), out.text(name.child_by_field_name("alias"))))
         else:
-            names.append((text(name), text(name)))
+            names.append((out.text(name), out.text(name)))
     out.imports("from", module, out.line(node), names, level)
 
 
@@ -87,11 +87,11 @@ def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type == "identifier":
-        out.use(text(target), out.line(target), kind=kind)
+        out.use(out.text(target), out.line(target), kind=kind)
     elif target.type == "attribute":
         obj = target.child_by_field_name("object")
-        if obj is not None and _is_dotted(obj) and text(obj) not in ("self", "cls"):
-            out.use(text(target.child_by_field_name("attribute")), out.line(target), receiver=text(obj), kind=kind)
+        if obj is not None and _is_dotted(obj) and out.text(obj) not in ("self", "cls"):
+            out.use(out.text(target.child_by_field_name("attribute")), out.line(target), receiver=out.text(obj), kind=kind)
 
 
 def _is_dotted(node: Node) -> bool:

@@ -8,7 +8,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import parse, string_value, text, walk
+from codeloupe.graph.langs.common import parse, string_value, walk
 from codeloupe.graph.resolve import LanguageResolver, ResolveContext, nearest
 
 _NAMESPACES = frozenset({"class", "module"})
@@ -18,38 +18,38 @@ _MIXINS = frozenset({"include", "extend", "prepend", "register", "helpers"})
 
 def extract(source: str) -> FileFacts:
     out = FactsBuilder("ruby", source)
-    root = parse("ruby", source)
+    root = parse("ruby", out.source)
     for node in walk(root):
         kind = node.type
         if kind in _NAMESPACES:
-            name = text(node.child_by_field_name("name"))
-            outer = _nesting(node)
+            name = out.text(node.child_by_field_name("name"))
+            outer = _nesting(out, node)
             *scope, short = _anchor(outer, name).split("::")
             out.define(short, kind, out.line(node), out.end_line(node), "::".join(scope))
             superclass = node.child_by_field_name("superclass")
             if superclass is not None and superclass.named_children:
                 _constant_use(out, superclass.named_children[0], outer, "ref")
         elif kind in ("method", "singleton_method"):
-            out.define(text(node.child_by_field_name("name")), "method" if _nesting(node, True) else "function",
-                       out.line(node), out.end_line(node), _nesting(node, True))
+            out.define(out.text(node.child_by_field_name("name")), "method" if _nesting(out, node, True) else "function",
+                       out.line(node), out.end_line(node), _nesting(out, node, True))
         elif kind == "assignment" and node.child_by_field_name("left") is not None \
                 and node.child_by_field_name("left").type == "constant" and not _inside_method(node):
-            out.define(text(node.child_by_field_name("left")), "constant", out.line(node), out.end_line(node),
-                       _nesting(node, True))
+            out.define(out.text(node.child_by_field_name("left")), "constant", out.line(node), out.end_line(node),
+                       _nesting(out, node, True))
         elif kind == "call":
             _call(out, node)
-        elif kind in ("constant", "scope_resolution") and _is_reference(node):
-            _constant_use(out, node, _nesting(node, True), "ref")
+        elif kind in ("constant", "scope_resolution") and _is_reference(out, node):
+            _constant_use(out, node, _nesting(out, node, True), "ref")
     return out.facts
 
 
-def _nesting(node: Node, include_self: bool = False) -> str:
+def _nesting(out: FactsBuilder, node: Node, include_self: bool = False) -> str:
     """The lexical module nesting of `node` (`Sinatra::Base`); a class's own name is outside its nesting."""
     parts: list[str] = []
     current = node if include_self else node.parent
     while current is not None:
         if current.type in _NAMESPACES and (include_self or current != node):
-            parts.append(text(current.child_by_field_name("name")))
+            parts.append(out.text(current.child_by_field_name("name")))
         current = current.parent
     qualified = ""
     for name in reversed(parts):
@@ -79,28 +79,28 @@ def _inside_method(node: Node) -> bool:
 
 
 def _call(out: FactsBuilder, node: Node) -> None:
-    method = text(node.child_by_field_name("method"))
+    method = out.text(node.child_by_field_name("method"))
     receiver = node.child_by_field_name("receiver")
     args = node.child_by_field_name("arguments")
-    strings = [string_value(a) or _plain_string(a) for a in (args.named_children if args is not None else ())]
+    strings = [string_value(out, a) or _plain_string(out, a) for a in (args.named_children if args is not None else ())]
     strings = [s for s in strings if s]
     if receiver is None and method in _LOADERS and strings:
         out.imports("require_relative" if method == "require_relative" else "require", strings[-1], out.line(node))
     elif receiver is None and method in _MIXINS:
         for arg in args.named_children if args is not None else ():
-            _constant_use(out, arg, _nesting(node, True), "ref")
+            _constant_use(out, arg, _nesting(out, node, True), "ref")
     elif receiver is None and method not in _LOADERS:
-        out.use(method, out.line(node), scope=_nesting(node, True))
+        out.use(method, out.line(node), scope=_nesting(out, node, True))
 
 
-def _plain_string(node: Node) -> str:
+def _plain_string(out: FactsBuilder, node: Node) -> str:
     """A double-quoted string without interpolation (tree-sitter-ruby nests its content)."""
     if node.type == "string" and all(c.type == "string_content" for c in node.named_children):
-        return "".join(text(c) for c in node.named_children)
+        return "".join(out.text(c) for c in node.named_children)
     return ""
 
 
-def _is_reference(node: Node) -> bool:
+def _is_reference(out: FactsBuilder, node: Node) -> bool:
     parent = node.parent
     if parent is None or parent.type == "scope_resolution":
         return False  # only the outermost part of `A::B::C` is a reference
@@ -109,7 +109,7 @@ def _is_reference(node: Node) -> bool:
     if parent.type == "assignment" and parent.child_by_field_name("left") == node:
         return False
     if parent.type == "superclass" or (parent.type == "argument_list" and parent.parent is not None
-                                       and text(parent.parent.child_by_field_name("method"))
+                                       and out.text(parent.parent.child_by_field_name("method"))
                                        in _MIXINS):
         return False  # recorded with their definition or call
     return True
@@ -121,7 +121,7 @@ def _constant_use(out: FactsBuilder, node: Node, scope: str, kind: str) -> None:
     parent = node.parent
     if parent is not None and parent.type == "call" and parent.child_by_field_name("receiver") == node:
         kind = "call"
-    out.use(text(node).lstrip(":"), out.line(node), scope=scope, kind=kind)
+    out.use(out.text(node).lstrip(":"), out.line(node), scope=scope, kind=kind)
 
 
 class RubyResolver(LanguageResolver):

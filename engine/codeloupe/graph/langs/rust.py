@@ -8,7 +8,7 @@ import posixpath
 from tree_sitter import Node
 
 from codeloupe.graph.facts import FactsBuilder, FileFacts, ImportFact, UseFact
-from codeloupe.graph.langs.common import parse, text, walk
+from codeloupe.graph.langs.common import parse, walk
 from codeloupe.graph.resolve import Binding, LanguageResolver, ResolveContext
 
 _ITEMS = {
@@ -20,25 +20,25 @@ _ITEMS = {
 
 def extract(source: str) -> FileFacts:
     out = FactsBuilder("rust", source)
-    root = parse("rust", source)
+    root = parse("rust", out.source)
     for node in walk(root):
         kind = node.type
         if kind == "mod_item" and node.child_by_field_name("body") is None:
-            name = text(node.child_by_field_name("name"))
+            name = out.text(node.child_by_field_name("name"))
             out.imports("mod", name, out.line(node), [("", name)])
         elif kind == "use_declaration":
             argument = node.child_by_field_name("argument")
-            for path, local in _flatten(argument, ""):
+            for path, local in _flatten(out, argument, ""):
                 names = [("*", "*")] if local == "*" else [(path.rsplit("::", 1)[-1], local)]
                 out.imports("use", path, out.line(node), names)
         elif kind in _ITEMS and node.parent is not None:
             parent = node.parent
             if parent == root:
-                out.define(text(node.child_by_field_name("name")), _ITEMS[kind], out.line(node), out.end_line(node))
+                out.define(out.text(node.child_by_field_name("name")), _ITEMS[kind], out.line(node), out.end_line(node))
             elif kind == "function_item" and parent.parent is not None and parent.parent.type == "impl_item":
                 owner = parent.parent.child_by_field_name("type")
-                out.define(text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
-                           text(owner).split("<", 1)[0])
+                out.define(out.text(node.child_by_field_name("name")), "method", out.line(node), out.end_line(node),
+                           out.text(owner).split("<", 1)[0])
         elif kind == "call_expression":
             _use(out, node.child_by_field_name("function"), "call")
         elif kind == "struct_expression":
@@ -46,27 +46,27 @@ def extract(source: str) -> FileFacts:
     return out.facts
 
 
-def _flatten(node: Node | None, prefix: str) -> list[tuple[str, str]]:
+def _flatten(out: FactsBuilder, node: Node | None, prefix: str) -> list[tuple[str, str]]:
     """(full path, local name) for every leaf of a use tree; local "*" marks a glob."""
     if node is None:
         return []
     join = (lambda tail: f"{prefix}::{tail}" if prefix else tail)  # noqa: E731
     kind = node.type
     if kind in ("identifier", "scoped_identifier", "crate", "super", "self"):
-        path = join(text(node))
+        path = join(out.text(node))
         if kind == "self" and prefix:
             path = prefix
         return [(path, path.rsplit("::", 1)[-1])]
     if kind == "use_as_clause":
-        return [(join(text(node.child_by_field_name("path"))), text(node.child_by_field_name("alias")))]
+        return [(join(out.text(node.child_by_field_name("path"))), out.text(node.child_by_field_name("alias")))]
     if kind == "use_wildcard":
         inner = node.named_children[0] if node.named_children else None
-        return [(join(text(inner)) if inner is not None else prefix, "*")]
+        return [(join(out.text(inner)) if inner is not None else prefix, "*")]
     if kind == "scoped_use_list":
         path = node.child_by_field_name("path")
-        return _flatten(node.child_by_field_name("list"), join(text(path)) if path is not None else prefix)
+        return _flatten(out, node.child_by_field_name("list"), join(out.text(path)) if path is not None else prefix)
     if kind == "use_list":
-        return [leaf for child in node.named_children for leaf in _flatten(child, prefix)]
+        return [leaf for child in node.named_children for leaf in _flatten(out, child, prefix)]
     return []
 
 
@@ -74,11 +74,11 @@ def _use(out: FactsBuilder, target: Node | None, kind: str) -> None:
     if target is None:
         return
     if target.type in ("identifier", "type_identifier"):
-        out.use(text(target), out.line(target), kind=kind)
+        out.use(out.text(target), out.line(target), kind=kind)
     elif target.type in ("scoped_identifier", "scoped_type_identifier"):
         path = target.child_by_field_name("path")
         if path is not None:
-            out.use(text(target.child_by_field_name("name")), out.line(target), receiver=text(path), kind=kind)
+            out.use(out.text(target.child_by_field_name("name")), out.line(target), receiver=out.text(path), kind=kind)
 
 
 class RustResolver(LanguageResolver):
