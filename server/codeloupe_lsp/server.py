@@ -19,6 +19,7 @@ import attrs
 import cattrs
 from lsprotocol import types as lsp
 from pygls.exceptions import (
+    JsonRpcContentModified,
     JsonRpcException,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
@@ -30,6 +31,7 @@ from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from codeloupe.api import (
+    IndexStopped,
     NotInGraph,
     Settings,
     SourceConflict,
@@ -59,6 +61,12 @@ EXIT_WAIT_S = 1.5
 class RequestFailed(JsonRpcException):
     CODE = REQUEST_FAILED
     MESSAGE = "Request failed"
+
+
+# A request whose folder closed under it (`IndexStopped`): answered -32801 ContentModified, LSP's error for a request
+# the server's state changed under, which an editor drops quietly; normal editor use, not an engine fault.
+FOLDER_CLOSED = ("the folder this request read was closed while it ran (removed from the workspace, reopened on new"
+                 " settings, or the server stopping)")
 
 
 class _MalformedRequest:
@@ -137,6 +145,17 @@ class CodeloupeProtocol(LanguageServerProtocol):
             error = attrs.evolve(error, message=one_line(error.message))
         super()._send_response(msg_id, result, error)
 
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """pygls logs every refused request with its traceback as an error: a request whose folder closed under it
+        (ContentModified, `FOLDER_CLOSED`) is answered without one, its line logged as information."""
+        refused = None if future.cancelled() else future.exception()
+        if not isinstance(refused, JsonRpcContentModified):
+            super()._send_handler_result(future, msg_id=msg_id)
+            return
+        self._request_futures.pop(msg_id, None)
+        log.info("request %s: %s", msg_id, refused.message)
+        self._send_response(msg_id, None, refused.to_response_error())
 
     def _refuse_out_of_lifecycle(self, request: Any) -> bool:
         """Answer a request that comes before `initialize` or after `shutdown` with its LSP error."""
@@ -367,7 +386,8 @@ class CodeloupeServer(LanguageServer):
     # ---------------------------------------------------------------- running engine calls
 
     async def engine(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one engine call on the shared read pool; engine refusals become -32602, faults -32803.
+        """Run one engine call on the shared read pool; engine refusals become -32602, faults -32803, and a call
+        whose folder closed under it -32801.
 
         The event loop never waits on the engine itself, so other requests keep being answered, and a
         cancelled request stops waiting at once (the call itself finishes in the background).
@@ -383,6 +403,8 @@ class CodeloupeServer(LanguageServer):
             raise RequestFailed(message=f"{exc.filename}: no such file (deleted since it was indexed?)") from exc
         except SourceConflict as exc:
             raise RequestFailed(message=self.source_replaced(exc)) from exc
+        except IndexStopped as exc:  # its folder closed, which stops a graph build the call waited for or ran
+            raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc
         except Exception as exc:
             log.exception("engine call %s failed", getattr(fn, "__qualname__", fn))
             raise RequestFailed(message=f"codeloupe engine error: {type(exc).__name__}: {exc}") from exc

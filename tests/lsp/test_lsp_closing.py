@@ -173,6 +173,29 @@ def test_sigterm_during_a_graph_refresh_stops_it(tmp_path: Path) -> None:
 
 
 
+def test_a_search_in_flight_when_its_folder_is_removed_is_answered_content_modified(tmp_path: Path) -> None:
+    """A search meeting the graph refresh after a first index waits for that build; its folder removed meanwhile
+    (normal editor use), the build stops and so does the search (`IndexStopped`, 1f794d5), which the editor was
+    answered as a fault: -32803 "codeloupe engine error: IndexStopped: ...", a traceback logged as an error. It is
+    answered -32801 ContentModified (the state the request was made on is gone; an editor drops such an answer
+    quietly) naming the closed folder, and nothing is logged as failed."""
+    root = many_small_files(tmp_path / "many", FILES)
+    session = Session(root, tmp_path / "stderr.txt")
+    try:
+        workers = session.graph_facts_under_way()
+        sent = 100
+        session.server.send_bytes(session.server.request(sent, "codeloupe/search", {"query": "step total"}))
+        session.remove(root, workers, "the graph facts workers")
+        reply = session.server.next_reply()
+        assert reply.get("id") == sent and reply.get("error", {}).get("code") == -32801, reply
+        assert reply["error"]["message"] == ("the folder this request read was closed while it ran (removed from the"
+                                             " workspace, reopened on new settings, or the server stopping)"), reply
+        session.exit()
+    finally:
+        session.server.close()
+    session.quiet()
+
+
 def test_sigterm_at_any_point_of_a_start_closes_the_index_and_exits(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM at points drawn at random over a start (the first index, searches meeting it, the graph refresh after
