@@ -76,11 +76,15 @@ holding a backslash, names the one indexed file or folder shown so.
 (400), where it was dropped and the whole definition answered.
 
 **Parameter names.** A parameter is named as the MCP tool's argument it matches (`query`, `start_line`,
-`end_line`, `anchor_line`, `scope`, `mode`, `limit`, `node`, `source`, `target`, `text`, `identifier`), so a
-client that learnt one surface calls the other right. The names HTTP used first still answer the same, marked
-deprecated in the schema: `q` for `query` (`/v1/search`, `/v1/search/all`, `/v1/docsearch`), `start` and `end`
-for `start_line` and `end_line` (`/v1/expand`, `/v1/related`), `line` for `anchor_line`; both names of one
-parameter at once are refused (422). A refused unknown parameter is answered with the current names.
+`end_line`, `anchor_line`, `scope`, `mode`, `limit`, `node`, `source`, `target`, `text`, `identifier`, `repo`,
+`repos`), so a client that learnt one surface calls the other right. `repos` is a list, as MCP's: a repeated
+parameter (`?repos=a&repos=b`) or a JSON list in a body; given to `/v1/search`, it answers one ranking across
+them as `/v1/search/all` does (with `repo` or a `scope`, refused: 422). The names HTTP used first still answer
+the same, marked deprecated in the schema: `q` for `query` (`/v1/search`, `/v1/search/all`, `/v1/docsearch`),
+`start` and `end` for `start_line` and `end_line` (`/v1/expand`, `/v1/related`), `line` for `anchor_line`, `root`
+for `repo` (every endpoint and body taking it), and `/v1/search/all`'s one comma-separated `repos` value
+(`?repos=a,b`, still read as that list); both names of one parameter at once are refused (422). A refused
+unknown parameter is answered with the current names.
 
 **Asks.** `/v1/ask` and `/v1/ask/stream` call the chat model the user configured; a client that hangs up
 (closes its connection) cancels its ask: the model call in flight is cut off and nothing more is asked of the
@@ -88,13 +92,15 @@ model, so a client that gives up costs the server nothing further.
 
 **Errors.** A refused request (a path outside the workspace, an unknown symbol, a root that is not served, a
 folder name several served roots share, such as `app` under `codeloupe serve ~/work/app ~/forks/app`: the error
-names them, and their paths choose one) answers 400 with `{"error": message}`, as do a body that is not
-JSON and a query parameter the endpoint does not take (a typo, `?limt=5`, was ignored: the error names it and
-those the endpoint takes; the pages `/` and `/graph` take any, their scripts read them, and the health probes
-`/healthz` and `/readyz` ignore any, which a load balancer or a monitor may add, a cache buster); an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422, in
+names them, and their paths choose one) answers 400 with `{"error": message}`, as does a body that is not
+JSON; an unknown path 404 and a method a path does not take 405, in the same shape; a malformed request 422, in
 the same shape, its `error` a sentence naming each parameter or body field with the rule it breaks, as MCP words
-a refused tool argument (``"`limit` must be a whole number; `mode` must be one of 'code', 'docs' or 'both'"``; a
-field a JSON body does not take is named with those it takes; no value sent is echoed): a value of the wrong
+a refused tool argument (``"`limit` must be a whole number; `mode` must be one of 'code', 'docs' or 'both'"``; no
+value sent is echoed): a query parameter the endpoint does not take and a field its JSON body does not take,
+each named with those it takes (a typo, `?limt=5`, was ignored; an unknown parameter answered 400 where an
+unknown body field answered 422: both are 422 now; the pages `/` and `/graph` take any, their scripts read them,
+and the health probes `/healthz` and `/readyz` ignore any, which a load balancer or a monitor may add, a cache
+buster), a value of the wrong
 type or out of bounds, a `text` to `/v1/locate` of several lines too, and a query or question holding nothing to
 search for, only whitespace, NUL and other control or format characters, as the command line and the language
 server refuse it, and a `scope` to `/v1/search` sent blank, `?scope=` or spaces, which searched the whole workspace
@@ -107,7 +113,7 @@ back; `/healthz` does not ask the database, and `/readyz` answers 503 with the r
 a check made at most once a second, which a probe waits up to a second for). `serve --store` lists the shared
 index's repositories again as requests come, at most every 5 seconds, on a worker thread (the request that finds
 it due waits for it): a repository indexed since is served (with `--repo`, only those it names), and one dropped
-(`codeloupe admin drop`) no longer is, a root naming it then refused as not served; one dropped and indexed again
+(`codeloupe admin drop`) no longer is, a `repo` naming it then refused as not served; one dropped and indexed again
 under its name is served as it is now. Between two listings a request reading a dropped repository answers 503
 saying so, except a search across repositories (`/v1/search/all`, MCP's `search` with `repos`): it has them
 listed at once and answers from the others.

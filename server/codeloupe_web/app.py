@@ -77,15 +77,28 @@ StartLine = Annotated[int | None, Query(ge=1, description="first line (1-based)"
 EndLine = Annotated[int | None, Query(ge=1, description="last line, inclusive (clipped to the file)")]
 OlderStart = Annotated[int | None, Query(ge=1, deprecated=True, description="deprecated: HTTP's earlier name of `start_line`")]
 OlderEnd = Annotated[int | None, Query(ge=1, deprecated=True, description="deprecated: HTTP's earlier name of `end_line`")]
-RootParam = Annotated[str | None, Query(max_length=4096, description=(
+RepoParam = Annotated[str | None, Query(max_length=4096, description=(
     "a served workspace: its path, or its folder's name where no other served root has that name (a name two "
-    "share is refused, naming them); default: the first"))]
+    "share is refused, naming them), or a hit's `repository` of a search across them; default: the first"))]
+OlderRoot = Annotated[str | None, Query(max_length=4096, deprecated=True,
+                                        description="deprecated: HTTP's earlier name of `repo`")]
 ModeParam = Annotated[Literal["code", "docs", "both"], Query(description="code, docs, or both")]
 LimitParam = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="candidate files")]
-ReposParam = Annotated[str, Query(max_length=65536, description=(
-    "served workspaces to search, comma-separated (names or paths, as `root` takes them; a hit's `repository` "
-    "is one); `*` or nothing: every one"))]
+# MCP's `repos`, a list: a parameter repeated (`?repos=a&repos=b`), or a JSON list in a body.
+ReposDescription = ("served workspaces to search as one ranking, each a name or a path as `repo` takes them (a "
+                    "hit's `repository` is one); `*`: every one")
+ReposParam = Annotated[list[Annotated[str, Field(max_length=4096)]] | None, Query(max_length=1000, description=(
+    f"{ReposDescription}; given, one ranking across them, as `/v1/search/all` answers"))]
+# `/v1/search/all` took one comma-separated string: a value holding commas is still read so (deprecated).
+AllReposParam = Annotated[list[Annotated[str, Field(max_length=65536)]] | None, Query(max_length=1000, description=(
+    f"{ReposDescription}, as nothing is; one value holding commas is read as a comma-separated list (deprecated: "
+    "HTTP's earlier form)"))]
 ScopeParam = Annotated[str, Query(max_length=4096, description="confine retrieval to this sub-path of the workspace")]
+
+
+# A body field under HTTP's earlier name, marked deprecated in the schema only: pydantic's own `deprecated` warns on
+# every read of it, which the handler does to take it.
+OLDER_FIELD: dict[str, Any] = {"deprecated": True}
 
 
 class SearchBody(BaseModel):
@@ -94,20 +107,26 @@ class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    root: str | None = Field(default=None, max_length=4096)
+    repo: str | None = Field(default=None, max_length=4096)
     scope: str = Field(default="", max_length=4096)
     mode: Literal["code", "docs", "both"] = "code"
     limit: int = Field(default=12, ge=1, le=MAX_LIMIT)
+    repos: list[Annotated[str, Field(max_length=4096)]] | None = Field(default=None, max_length=1000,
+                                                                       description=ReposDescription)
+    root: str | None = Field(default=None, max_length=4096, json_schema_extra=OLDER_FIELD,
+                             description="deprecated: HTTP's earlier name of `repo`")
 
 
 class AskBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # `"agents": "yes"` was read as true
 
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    root: str | None = Field(default=None, max_length=4096)
+    repo: str | None = Field(default=None, max_length=4096)
     mode: Literal["code", "docs"] = "code"
     agents: bool | None = None
     best: bool = False
+    root: str | None = Field(default=None, max_length=4096, json_schema_extra=OLDER_FIELD,
+                             description="deprecated: HTTP's earlier name of `repo`")
 
 
 # Every answer read from the index carries these: an answer given while a first index runs lacks files.
@@ -220,57 +239,69 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
             said = f"{request.method} is not a method of {request.url.path}, which takes {allowed}"
         return JSONResponse({"error": said}, status_code=exc.status_code, headers=exc.headers)
 
-    async def served(root: str | None) -> WarmWorkspace:
-        """The workspace `root` names (`WarmWorkspaces.get`), from the shared index's repositories as listed now
+    async def served(repo: str | None) -> WarmWorkspace:
+        """The workspace `repo` names (`WarmWorkspaces.get`), from the shared index's repositories as listed now
         (`relisted`)."""
         await pool.relisted()
-        return pool.get(root)
+        return pool.get(repo)
+
+    async def across(request: Request, repos: list[str], query: str, mode: str, limit: int) -> Any:
+        """One ranking across the workspaces `repos` names (`WarmWorkspaces.search_across`), as listed now."""
+        await pool.relisted()
+        return await when_indexed(request, pool.select(repos), lambda: dataclasses.asdict(
+            pool.search_across(repos, query, mode=mode, limit=limit)))
 
     # Every call that reads an index is a coroutine that waits for its workspace's first index on the event loop
     # (`when_indexed`), then answers on a worker thread: one waiting in a thread held it for up to two minutes,
     # after its client had gone too, and 40 of them kept every other call waiting.
     @app.get("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="The bundle for a query (the JSON of `codeloupe search --json`)")
-    async def search_get(request: Request, query: QueryText = None, root: RootParam = None, scope: ScopeParam = "",
-                         mode: ModeParam = "code", limit: LimitParam = 12, q: OlderQuery = None) -> Any:
+    async def search_get(request: Request, query: QueryText = None, repo: RepoParam = None, scope: ScopeParam = "",
+                         mode: ModeParam = "code", limit: LimitParam = 12, repos: ReposParam = None,
+                         q: OlderQuery = None, root: OlderRoot = None) -> Any:
         text = _query_text(query, q)  # blank: refused before the wait for the first index (no index would answer it)
+        chosen = _one_name("repo", repo, "root", root)
+        if repos:
+            _one_ranking(chosen, scope)
+            return await across(request, repos, text, mode, limit)
         if "scope" in request.query_params:  # `?scope=`: a folder meant and none named (left out: the whole)
             check_scope(scope)
-        warm = await served(root)
+        warm = await served(chosen)
         return await when_indexed(request, [warm], lambda: _search(warm, text, scope, mode, limit))
 
     @app.post("/v1/search", response_model=Bundle, responses=_ERRORS, tags=["search"],
               summary="The bundle for a query sent as JSON (a long bug report)")
     async def search_post(request: Request, body: SearchBody) -> Any:
         check_query(body.query)
+        chosen = _one_name("repo", body.repo, "root", body.root)
+        if body.repos:
+            _one_ranking(chosen, body.scope)
+            return await across(request, body.repos, body.query, body.mode, body.limit)
         if "scope" in body.model_fields_set:  # sent blank, as `?scope=`; left out: the whole workspace
             check_scope(body.scope)
-        warm = await served(body.root)
+        warm = await served(chosen)
         return await when_indexed(request, [warm], lambda: _search(warm, body.query, body.scope, body.mode,
                                                                    body.limit))
 
     @app.get("/v1/search/all", response_model=Bundle, responses=_ERRORS, tags=["search"],
              summary="One ranking across the served workspaces (the repositories of a shared index): each "
                      "file names its `repository` and the `revision` it is pinned to")
-    async def search_all(request: Request, query: QueryText = None, repos: ReposParam = "", mode: ModeParam = "code",
-                         limit: LimitParam = 12, q: OlderQuery = None) -> Any:
+    async def search_all(request: Request, query: QueryText = None, repos: AllReposParam = None,
+                         mode: ModeParam = "code", limit: LimitParam = 12, q: OlderQuery = None) -> Any:
         text = _query_text(query, q)
-        await pool.relisted()
-        roots = repos.split(",")
-        return await when_indexed(request, pool.select(roots), lambda: dataclasses.asdict(
-            pool.search_across(roots, text, mode=mode, limit=limit)))
+        return await across(request, [name for value in repos or () for name in value.split(",")], text, mode, limit)
 
-    async def noted(request: Request, root: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
-        """`call`'s JSON answer from the workspace `root` names, with its `notes` (`WarmWorkspace.noted_json`)."""
-        warm = await served(root)
+    async def noted(request: Request, repo: str | None, call: Callable[[Workspace], dict[str, Any]]) -> dict[str, Any]:
+        """`call`'s JSON answer from the workspace `repo` names, with its `notes` (`WarmWorkspace.noted_json`)."""
+        warm = await served(repo)
         return await when_indexed(request, [warm], lambda: warm.noted_json(call))
 
     @app.get("/v1/docsearch", response_model=DocSearch, responses=_ERRORS, tags=["search"],
              summary="A documentation site's search box: docs only, the best section per page (`hits`)")
-    async def docsearch(request: Request, query: QueryText = None, root: RootParam = None, limit: LimitParam = 10,
-                        q: OlderQuery = None) -> Any:
+    async def docsearch(request: Request, query: QueryText = None, repo: RepoParam = None, limit: LimitParam = 10,
+                        q: OlderQuery = None, root: OlderRoot = None) -> Any:
         text = _query_text(query, q)
-        warm = await served(root)
+        warm = await served(_one_name("repo", repo, "root", root))
         bundle = await when_indexed(request, [warm], lambda: warm.search(text, mode="docs", limit=limit))
         return DocSearch(hits=[_doc_hit(hit) for hit in bundle.files if hit.chunks], notes=bundle.notes)
 
@@ -278,40 +309,42 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
              summary="Lines of an indexed file verbatim from disk: a range, a symbol, or the definition at a line")
     async def expand(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                           description="an indexed file, relative to the workspace root")],
-               root: RootParam = None, start_line: StartLine = None, end_line: EndLine = None,
+               repo: RepoParam = None, start_line: StartLine = None, end_line: EndLine = None,
                symbol: Annotated[str, Query(max_length=512, description="a definition: `name` or `Class.method`")] = "",
                anchor_line: Annotated[int | None, Query(ge=1, description="a line: the definition around it")] = None,
                start: OlderStart = None, end: OlderEnd = None,
                line: Annotated[int | None, Query(ge=1, deprecated=True,
-                                                 description="deprecated: HTTP's earlier name of `anchor_line`")] = None) -> Any:
+                                                 description="deprecated: HTTP's earlier name of `anchor_line`")] = None,
+               root: OlderRoot = None) -> Any:
         first, last = _one_name("start_line", start_line, "start", start), _one_name("end_line", end_line, "end", end)
         anchor = _one_name("anchor_line", anchor_line, "line", line)
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.expand(path, first, last, symbol=symbol,
+        return await noted(request, _one_name("repo", repo, "root", root), lambda ws: dataclasses.asdict(ws.expand(path, first, last, symbol=symbol,
                                                                                   line=anchor)))
 
     @app.get("/v1/locate", response_model=NotedLocated, responses=_ERRORS, tags=["read"],
              summary="Every indexed line holding a string exactly (or a whole identifier)")
     async def locate(request: Request, text: Annotated[str, Query(min_length=1, max_length=1000, description="one line, case-sensitive")],
-               root: RootParam = None,
+               repo: RepoParam = None,
                identifier: Annotated[bool, Query(description="match whole identifiers only")] = False,
-               limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100) -> Any:
+               limit: Annotated[int, Query(ge=1, le=MAX_LOCATE, description="locations returned")] = 100,
+               root: OlderRoot = None) -> Any:
         check_locate_text(text)  # before the wait for the first index: no index would answer it
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
+        return await noted(request, _one_name("repo", repo, "root", root), lambda ws: dataclasses.asdict(ws.locate(text, identifier=identifier, limit=limit)))
 
     @app.get("/v1/related", responses=_ERRORS, tags=["read"],
              summary="The chunks nearest to a span (or a whole file) in its language, its own chunks left out")
     async def related(request: Request, path: Annotated[str, Query(min_length=1, max_length=4096,
                                            description="an indexed file, relative to the workspace root")],
-                root: RootParam = None, start_line: StartLine = None, end_line: EndLine = None,
+                repo: RepoParam = None, start_line: StartLine = None, end_line: EndLine = None,
                 limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="chunks returned")] = 10,
-                start: OlderStart = None, end: OlderEnd = None) -> Any:
+                start: OlderStart = None, end: OlderEnd = None, root: OlderRoot = None) -> Any:
         first, last = _one_name("start_line", start_line, "start", start), _one_name("end_line", end_line, "end", end)
-        return await noted(request, root, lambda ws: dataclasses.asdict(ws.find_related(path, first, last,
+        return await noted(request, _one_name("repo", repo, "root", root), lambda ws: dataclasses.asdict(ws.find_related(path, first, last,
                                                                                         limit=limit)))
 
     @app.get("/v1/graph", responses=_ERRORS, tags=["graph"],
              summary="The map; one node (`node`); or a route (`source`, `target`) as in `codeloupe graph --json`")
-    async def graph(request: Request, root: RootParam = None,
+    async def graph(request: Request, repo: RepoParam = None,
               node: Annotated[str | None, Query(max_length=1000, description="a file, a file name, a concept, or a folder "
                                                                  "(its files and their edges across it). Each edge's "
                                                                  "`use` (`{path, startLine, endLine}`) is where the "
@@ -322,37 +355,38 @@ def create_app(pool: WarmWorkspaces, guard: GuardConfig | None = None) -> FastAP
                                                                  "line")] = None,
               source: Annotated[str | None, Query(max_length=1000, description="a route's start")] = None,
               target: Annotated[str | None, Query(max_length=1000, description="a route's end")] = None,
-              ) -> dict[str, Any]:
+              root: OlderRoot = None) -> dict[str, Any]:
         # A parameter given empty (`?node=`) is a blank part, as the command line's `--node ""` is: it used to count
         # as left out, and the answer was the whole map.
         for part, value in (("node", node), ("source", source), ("target", target)):
             if value == "":
                 raise GraphRequestError.blank(part)
         asked = GraphRequest(node or "", source or "", target or "")  # refused before waiting for the first index
-        return await noted(request, root, lambda ws: ws.graph(asked).to_dict())
+        return await noted(request, _one_name("repo", repo, "root", root), lambda ws: ws.graph(asked).to_dict())
 
     @app.get("/v1/tour", responses=_ERRORS, tags=["graph"],
              summary="Where to start reading: entry points, then the names most files mention (`codeloupe tour`)")
-    async def tour(request: Request, root: RootParam = None,
+    async def tour(request: Request, repo: RepoParam = None,
              limit: Annotated[int, Query(ge=1, le=MAX_TOUR_NAMES, description=(
                  "names listed (as MCP's `codeloupe://tour?limit=N`)"))] = TOUR_NAMES,
              entry_points: Annotated[int, Query(ge=1, le=MAX_TOUR_ENTRY_POINTS, description=(
                  "entry points listed, strongest signal first; `entry_points_not_shown` counts the rest "
-                 "(as MCP's `codeloupe://tour?entry_points=N`)"))] = TOUR_ENTRY_POINTS) -> dict[str, Any]:
-        warm = await served(root)
+                 "(as MCP's `codeloupe://tour?entry_points=N`)"))] = TOUR_ENTRY_POINTS,
+             root: OlderRoot = None) -> dict[str, Any]:
+        warm = await served(_one_name("repo", repo, "root", root))
         return await when_indexed(request, [warm], lambda: warm.tour(limit=limit, entry_points=entry_points))
 
     @app.get("/v1/flows", response_model=CachedFlows, responses=_ERRORS, tags=["ask"],
              summary="The cached walkthroughs (flows), newest first, stale ones marked (`codeloupe flows --json` "
                      "as `flows`)")
-    async def flows(request: Request, root: RootParam = None) -> Any:
-        return await noted(request, root, lambda ws: {"flows": [dataclasses.asdict(f) for f in ws.flows()]})
+    async def flows(request: Request, repo: RepoParam = None, root: OlderRoot = None) -> Any:
+        return await noted(request, _one_name("repo", repo, "root", root), lambda ws: {"flows": [dataclasses.asdict(f) for f in ws.flows()]})
 
     async def start_ask(request: Request, body: AskBody) -> tuple[AskRun, list[str]]:
         """The ask and the notes its bundle gets (`WarmWorkspace.start_ask`), once the workspace's first index
         ended; refused with 499 when the client hangs up first."""
         check_query(body.question, "question")
-        warm = await served(body.root)
+        warm = await served(_one_name("repo", body.repo, "root", body.root))
         return await when_indexed(request, [warm], lambda: warm.start_ask(body.question, mode=body.mode,
                                                                           agents=body.agents, best=body.best))
 
@@ -471,7 +505,7 @@ async def _known_parameters(request: Request) -> None:
     if unknown:
         taken = [param.alias for param in params if not param.field_info.deprecated]  # MCP's names, not HTTP's older
         body = " (its JSON body carries its arguments)" if route.dependant.body_params else ""
-        raise StarletteHTTPException(400, not_taken(f"{request.method} {route.path}", unknown, taken, "parameter") + body)
+        raise StarletteHTTPException(422, not_taken(f"{request.method} {route.path}", unknown, taken, "parameter") + body)
 
 
 def _one_name(name: str, value: T | None, older: str, older_value: T | None) -> T | None:
@@ -480,6 +514,15 @@ def _one_name(name: str, value: T | None, older: str, older_value: T | None) -> 
     if value is not None and older_value is not None:
         raise InvalidArgument(older, f"is HTTP's earlier name of `{name}`: send `{name}` alone")
     return older_value if value is None else value
+
+
+def _one_ranking(repo: str | None, scope: str) -> None:
+    """Refuse what names one repository beside `repos` (MCP refuses `scope` so): neither can apply to a ranking
+    across several."""
+    if scope:
+        raise InvalidArgument("scope", "is a path inside one repository: not with `repos`")
+    if repo:
+        raise InvalidArgument("repo", "names one repository to search: not with `repos`")
 
 
 def _query_text(query: str | None, q: str | None) -> str:
@@ -502,7 +545,8 @@ def _malformed(request: Request, errors: Sequence[dict[str, Any]]) -> str:
                                for error in errors if error["type"] != "extra_forbidden"], "the JSON body")]
     route = request.scope.get("route")
     if unknown and isinstance(route, APIRoute) and route.body_field is not None:
-        fields = list(route.body_field.field_info.annotation.model_fields)
+        fields = [name for name, field in route.body_field.field_info.annotation.model_fields.items()
+                  if field.json_schema_extra is not OLDER_FIELD]  # MCP's names, not HTTP's older
         said.append(not_taken(f"the JSON body of {request.method} {route.path}", unknown, fields, "field"))
     return "; ".join(part for part in said if part)
 

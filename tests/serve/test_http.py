@@ -88,7 +88,7 @@ def test_a_malformed_request_is_refused_in_a_sentence_naming_each_parameter(proj
     now one sentence naming each parameter or body field with the rule it breaks, as MCP refuses a tool's
     arguments, still 422 (a request to correct, where a 400 is the engine refusing what the request asks)."""
     base = serve([project])
-    takes = "which takes `query`, `root`, `scope`, `mode`, `limit`"
+    takes = "which takes `query`, `repo`, `scope`, `mode`, `limit`, `repos`"
     for method, path, request, error in (
             ("GET", "/v1/search", {"params": {"q": "token", "limit": "x"}}, "`limit` must be a whole number"),
             ("GET", "/v1/search", {"params": {"q": "token", "limit": "0"}}, "`limit` must be at least 1"),
@@ -162,24 +162,24 @@ def test_a_query_parameter_an_endpoint_does_not_take_is_refused_naming_those_it_
     refuses a parameter it does not take, naming it and those it takes, as MCP refuses an argument; the pages,
     whose scripts read their own address (`/?q=...&file=...`), take any."""
     base = serve([project])
-    takes = "which takes `query`, `root`, `scope`, `mode`, `limit`"
+    takes = "which takes `query`, `repo`, `scope`, `mode`, `limit`, `repos`"
     for url, params, error in (
             ("/v1/search", {"q": "token", "limt": "5"}, f"`limt` is not a parameter of GET /v1/search, {takes}"),
             ("/v1/search", {"qq": "token"}, f"`qq` is not a parameter of GET /v1/search, {takes}"),
             ("/v1/search", {"q": "token", "b": "1", "a": "2"}, f"`b`, `a` are not parameters of GET /v1/search, {takes}"),
             # The names HTTP had first (`start`, `q`) are still taken, but a refusal names MCP's, which both share.
             ("/v1/expand", {"path": "app/auth.py", "begin": "3"},
-             "`begin` is not a parameter of GET /v1/expand, which takes `path`, `root`, `start_line`, `end_line`, "
+             "`begin` is not a parameter of GET /v1/expand, which takes `path`, `repo`, `start_line`, `end_line`, "
              "`symbol`, `anchor_line`"),
             ("/v1/status", {"root": "project"}, "`root` is not a parameter of GET /v1/status, which takes no parameter")):
         answer = httpx.get(base + url, params=params)
-        assert (answer.status_code, answer.json()) == (400, {"error": error}), answer.text[:300]
+        assert (answer.status_code, answer.json()) == (422, {"error": error}), answer.text[:300]
     posted = httpx.post(f"{base}/v1/search", params={"root": "project"}, json={"query": "token"})
     assert (posted.status_code, posted.json()["error"]) == (
-        400, "`root` is not a parameter of POST /v1/search, which takes no parameter (its JSON body carries its "
+        422, "`root` is not a parameter of POST /v1/search, which takes no parameter (its JSON body carries its "
              "arguments)")
     long = httpx.get(f"{base}/v1/search", params={"q": "token", "x" * 5_000: "1", **{f"p{n}": "1" for n in range(9)}})
-    assert long.status_code == 400 and len(long.text) < 1_000 and " and 5 more are not parameters" in long.text
+    assert long.status_code == 422 and len(long.text) < 1_000 and " and 5 more are not parameters" in long.text
     # The pages and their files take what their scripts read (or a cache-busting parameter), as before.
     for url, params in (("/", {"q": "token", "file": "app/auth.py", "line": "3"}), ("/graph", {"root": "project"}),
                         ("/static/page.js", {"v": "2"})):
@@ -190,39 +190,47 @@ def test_a_query_parameter_an_endpoint_does_not_take_is_refused_naming_those_it_
     assert httpx.get(f"{base}/readyz", params={"nocache": "1", "x": "y"}).json() == {"ready": True}
 
 
-async def test_every_argument_of_an_mcp_tool_is_a_parameter_of_its_endpoint(project: Path, serve) -> None:
+async def test_every_argument_of_an_mcp_tool_is_a_parameter_of_its_endpoint(project: Path, serve,
+                                                                            tmp_path: Path) -> None:
     """HTTP's `/v1/expand` took `start`, `end` and `line` where MCP's `expand` takes `start_line`, `end_line` and
-    `anchor_line` (and `/v1/search` `q` where `search` takes `query`): an agent that learnt one surface got the
-    other wrong. Each tool's arguments are now parameters of its endpoint under the same names, but those that
-    shape MCP's text answer or pick among its servers' repositories, which HTTP has no use for."""
+    `anchor_line` (and `/v1/search` `q` where `search` takes `query`; on a server of several repositories every
+    endpoint `root` where MCP's tools take `repo`, and `/v1/search/all` a comma-separated string where `search`
+    takes a list, `repos`): an agent that learnt one surface got the other wrong. Each tool's arguments are now
+    parameters of its endpoint under the same names, but those that shape MCP's text answer, which HTTP has no
+    use for; with one repository and with several (MCP's `repo` and `repos` then)."""
     from mcp import Client
 
     from codeloupe_mcp.server import build_server
-    from codeloupe_serving.warm import WarmWorkspace
+    from codeloupe_serving.warm import WarmWorkspaces
 
     mcp_only = {"max_bytes", "flat"}  # a text answer's byte budget and its flat form: HTTP answers JSON
-    warm = WarmWorkspace(project)
-    try:
-        async with Client(build_server(warm)) as client:
-            tools = {tool.name: set(tool.input_schema["properties"]) - mcp_only
-                     for tool in (await client.list_tools()).tools}
-    finally:
-        warm.close()
-    schema = httpx.get(f"{serve([project])}/openapi.json").json()
+    fork, _ = fork_and_lone(tmp_path)
+    for roots in ([project], [project, fork]):
+        pool = WarmWorkspaces(list(roots))
+        try:
+            async with Client(build_server(pool.all[0], pool)) as client:
+                tools = {tool.name: set(tool.input_schema["properties"]) - mcp_only
+                         for tool in (await client.list_tools()).tools}
+        finally:
+            pool.close()
+        schema = httpx.get(f"{serve(roots)}/openapi.json").json()
 
-    def taken(method: str, path: str) -> set[str]:
-        op = schema["paths"][path][method]
-        if "requestBody" in op:
-            name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
-            return set(schema["components"]["schemas"][name]["properties"])
-        return {p["name"] for p in op.get("parameters", []) if not p.get("deprecated")}
+        def taken(method: str, path: str) -> set[str]:
+            op = schema["paths"][path][method]  # noqa: B023 (the schema of this very server)
+            if "requestBody" in op:
+                name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+                fields = schema["components"]["schemas"][name]["properties"]  # noqa: B023
+                return {field for field, node in fields.items() if not node.get("deprecated")}
+            return {p["name"] for p in op.get("parameters", []) if not p.get("deprecated")}
 
-    for tool, method, path in (("search", "get", "/v1/search"), ("search", "post", "/v1/search"),
-                               ("expand", "get", "/v1/expand"), ("locate", "get", "/v1/locate"),
-                               ("graph", "get", "/v1/graph")):
-        assert tools[tool] <= taken(method, path), (tool, path, tools[tool] - taken(method, path))
-    assert "status" in tools and "ask" not in tools  # no chat model here; `/v1/ask`'s body: `question`, `mode`
-    assert {"question", "mode"} <= taken("post", "/v1/ask")
+        for tool, method, path in (("search", "get", "/v1/search"), ("search", "post", "/v1/search"),
+                                   ("expand", "get", "/v1/expand"), ("locate", "get", "/v1/locate"),
+                                   ("graph", "get", "/v1/graph")):
+            assert tools[tool] <= taken(method, path), (tool, path, tools[tool] - taken(method, path))
+        assert ({"repos", "repo"} & set().union(*tools.values())) == ({"repos", "repo"} if len(roots) > 1 else set())
+        assert "repos" in taken("get", "/v1/search/all") and "root" not in taken("get", "/v1/expand")
+        assert "status" in tools and "ask" not in tools  # no chat model here; `/v1/ask`'s body: `question`, `mode`
+        assert {"question", "mode", "repo"} <= taken("post", "/v1/ask")
 
 
 def test_http_takes_mcps_names_and_still_its_own_earlier_ones(project: Path, serve) -> None:
@@ -256,6 +264,45 @@ def test_http_takes_mcps_names_and_still_its_own_earlier_ones(project: Path, ser
             ("/v1/search", {"query": " "}, "`query` must not be blank (whitespace or control characters only)")):
         answer = httpx.get(f"{base}{path}", params=params)
         assert (answer.status_code, answer.json()) == (422, {"error": error}), (path, answer.text)
+
+
+def test_http_takes_mcps_repo_and_repos_and_still_root_and_the_comma_string(project: Path, serve,
+                                                                            tmp_path: Path) -> None:
+    """On a server of several repositories MCP's tools take `repo` and `search` a list, `repos`, where every
+    endpoint took `root` and `/v1/search/all` a comma-separated string: the endpoints take `repo`, and `repos` as
+    a repeated parameter or a JSON list in a body (`/v1/search` too, as MCP's `search` takes it); `root` and a
+    comma-separated value still answer the same (deprecated), and both names at once are refused, as is `repos`
+    with one repository's `repo` or `scope`."""
+    fork, lone = fork_and_lone(tmp_path)
+    base = serve([project, fork, lone])
+    both = "fork_only_marker lone_marker"
+    across = httpx.get(f"{base}/v1/search/all", params={"query": both, "repos": ["lone", str(fork)]})
+    for mcps, https in (
+            (httpx.get(f"{base}/v1/search", params={"query": "lone_marker", "repo": "lone"}),
+             httpx.get(f"{base}/v1/search", params={"query": "lone_marker", "root": "lone"})),
+            (httpx.post(f"{base}/v1/search", json={"query": "lone_marker", "repo": "lone"}),
+             httpx.post(f"{base}/v1/search", json={"query": "lone_marker", "root": "lone"})),
+            (httpx.get(f"{base}/v1/expand", params={"path": "app/fork_only.py", "repo": str(fork)}),
+             httpx.get(f"{base}/v1/expand", params={"path": "app/fork_only.py", "root": str(fork)})),
+            (across, httpx.get(f"{base}/v1/search/all", params={"query": both, "repos": f"lone,{fork}"})),
+            (httpx.get(f"{base}/v1/search", params={"query": both, "repos": ["lone", str(fork)]}), across),
+            (httpx.post(f"{base}/v1/search", json={"query": both, "repos": ["lone", str(fork)]}), across)):
+        assert mcps.status_code == https.status_code == 200, (mcps.text[:300], https.text[:300])
+        assert without_timing(mcps.json()) == without_timing(https.json())
+    labels = {hit["repository"] for hit in across.json()["core"] + across.json()["related"]}
+    assert labels == {"lone", str(fork.resolve())}, labels  # the two named, not the third
+    for answer, error in (
+            (httpx.get(f"{base}/v1/search", params={"query": "x", "repo": "lone", "root": "lone"}),
+             "`root` is HTTP's earlier name of `repo`: send `repo` alone"),
+            (httpx.post(f"{base}/v1/search", json={"query": "x", "repo": "lone", "root": "lone"}),
+             "`root` is HTTP's earlier name of `repo`: send `repo` alone"),
+            (httpx.post(f"{base}/v1/ask", json={"question": "x", "repo": "lone", "root": "lone"}),
+             "`root` is HTTP's earlier name of `repo`: send `repo` alone"),
+            (httpx.get(f"{base}/v1/search", params={"query": "x", "repos": ["lone"], "scope": "app"}),
+             "`scope` is a path inside one repository: not with `repos`"),
+            (httpx.post(f"{base}/v1/search", json={"query": "x", "repos": ["lone"], "repo": "lone"}),
+             "`repo` names one repository to search: not with `repos`")):
+        assert (answer.status_code, answer.json()) == (422, {"error": error}), answer.text[:300]
 
 
 def test_every_answer_read_from_the_index_says_when_its_first_index_is_still_running(

@@ -4,8 +4,9 @@
 "use strict";
 
 (async () => {
-  const root = new URLSearchParams(location.search).get("root");
-  const scope = new URLSearchParams(root ? { root } : {});
+  const address = new URLSearchParams(location.search);
+  const repo = address.get("repo") || address.get("root");  // `root` in an address bookmarked before
+  const scope = new URLSearchParams(repo ? { repo } : {});
   try {
     const map = await (await api("/v1/graph?" + scope)).json();
     scope.set("file", "");

@@ -117,7 +117,7 @@ const MAX_ADDRESS_QUERY = 8000;
 
 function params(extra) {
   const p = new URLSearchParams(extra);
-  if ($("root").value) p.set("root", $("root").value);
+  if ($("root").value) p.set("repo", $("root").value);
   return p;
 }
 
@@ -143,7 +143,7 @@ async function search(event) {
     // words (a 422), where a request line that long was cut off with "400 Bad Request".
     showBundle(await (await api("/v1/search", {
       method: "POST", headers: { "content-type": "application/json" },
-      body: JSON.stringify({ query: q, root: $("root").value || null }),
+      body: JSON.stringify({ query: q, repo: $("root").value || null }),
     })).json());
   } catch (err) {
     showError(err);
@@ -159,7 +159,7 @@ async function ask() {
   try {
     const response = await api("/v1/ask/stream", {
       method: "POST", headers: { "content-type": "application/json" },
-      body: JSON.stringify({ question, root: $("root").value || null }),
+      body: JSON.stringify({ question, repo: $("root").value || null }),
     });
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
@@ -237,7 +237,9 @@ $("ask").addEventListener("click", ask);
 $("root").addEventListener("change", showGraphLink);
 loadRoots().then(() => {
   const url = new URLSearchParams(location.search);
-  if (url.get("root")) $("root").value = url.get("root");
+  // `repo`, as the API names it; `root` in an address bookmarked before.
+  const repo = url.get("repo") || url.get("root");
+  if (repo) $("root").value = repo;
   showGraphLink();
   const q = url.get("q"), file = url.get("file");
   if (file) showFile(file, Number(url.get("line")), Number(url.get("end")));
