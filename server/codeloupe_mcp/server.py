@@ -41,6 +41,7 @@ from codeloupe.api import (
     TOUR_NAMES,
     GraphFolder,
     GraphRequest,
+    IndexStopped,
     StoreError,
     UnreadableFile,
     WorkspaceError,
@@ -53,7 +54,7 @@ from codeloupe.api import (
 )
 from codeloupe.types import elided, one_line, package_version, visible
 from codeloupe_serving import first_index
-from codeloupe_serving.refusals import argument_problems, not_taken
+from codeloupe_serving.refusals import WORKSPACE_CLOSED, argument_problems, not_taken
 from codeloupe_serving.warm import WarmWorkspace, WarmWorkspaces
 
 from . import sized
@@ -488,13 +489,16 @@ def _graph_text(warm: WarmWorkspace, asked: GraphRequest, max_bytes: int) -> str
 def _refusals() -> Iterator[None]:
     """Engine refusals become tool errors with the engine's message (the agent can correct its call), and so does
     a shared index that cannot be read (HTTP's 503; the call may succeed later). On one line (`one_line`): the
-    message names the file asked for, whose name may hold a line break that would forge lines of the answer."""
+    message names the file asked for, whose name may hold a line break that would forge lines of the answer. A
+    workspace closed under the call says so (the SDK answered "Error executing tool search" alone)."""
     try:
         yield
     except ToolError:
         raise
     except (WorkspaceError, ValueError, OSError, StoreError) as exc:
         raise ToolError(one_line(str(exc))) from exc
+    except IndexStopped as exc:
+        raise ToolError(WORKSPACE_CLOSED) from exc
 
 
 @contextmanager
@@ -511,6 +515,8 @@ def _resource_refusals() -> Iterator[None]:
         raise ResourceError(one_line(str(exc))) from exc
     except (WorkspaceError, ValueError) as exc:
         raise ResourceNotFoundError(one_line(str(exc))) from exc
+    except IndexStopped as exc:
+        raise ResourceError(WORKSPACE_CLOSED) from exc
 
 
 def _search_across(pool: WarmWorkspaces, repos: list[str], query: str, flat: bool, mode: str, limit: int,

@@ -10,6 +10,9 @@ from codeloupe.api import InvalidArgument
 from codeloupe.types import elided
 
 NAMES_SHOWN = 5  # unknown argument names said, the rest counted
+# A call whose workspace closed under it (`IndexStopped`: the server stopping stops the graph build it waits for or
+# runs), which is no fault of the engine's nor of the call's.
+WORKSPACE_CLOSED = "the workspace closed while the call ran (the server is stopping): ask again once it is back"
 NAME_CHARS = 40  # of each, the start (`elided`)
 
 

@@ -1320,3 +1320,24 @@ async def test_a_refusal_names_a_long_path_or_name_sent_by_its_start(project: Pa
         assert "…" in said and ("deep/deep/" in said or "xxxx" in said or "zzzz" in said), (arguments, said[:300])
     assert f"{long[:200]}…: no such file in the index" in text_of(refused[str({"path": long + "missing.py"})])
     assert len(str(resource.value)) < 500 and f"{long[:200]}…: no such file" in str(resource.value)
+
+
+async def test_a_call_whose_workspace_closes_under_it_is_refused_in_a_sentence(project: Path) -> None:
+    """A search meeting its workspace's close (`codeloupe mcp` ending on SIGTERM or a closed stdin while it ran)
+    stops with the graph build it waits for or runs (`IndexStopped`, 1f794d5): the SDK answered "Error executing
+    tool search" and nothing more, and logged a traceback. It answers a sentence saying the workspace closed. The
+    close is caught where it starts: `Workspace.close` marks the workspace closed first, then waits for its graph
+    builds before it closes the index (the graph not built yet here: the first index leaves it to the first
+    search)."""
+    warm = WarmWorkspace(project)
+    try:
+        async with Client(build_server(warm)) as client:
+            assert not (await client.call_tool("locate", {"text": "SessionStore"})).is_error  # the first index done
+            warm.ws.closed = True
+            refused = await client.call_tool("search", {"query": "check the bearer token against the session store"})
+            warm.ws.closed = False  # for the close below, which marks it itself
+    finally:
+        warm.close()
+    assert refused.is_error and text_of(refused) == (
+        "Error executing tool search: the workspace closed while the call ran (the server is stopping): ask again"
+        " once it is back"), text_of(refused)
