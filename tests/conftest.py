@@ -57,12 +57,15 @@ def isolated_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 
 @pytest.fixture(autouse=True)
 def no_strategy_worker_left() -> Iterator[None]:
-    """A test that chunked with a workspace strategy leaves this process's strategy worker running (it is kept for
-    the files after): ended after each test, so that no later test finds a child process it did not start."""
+    """A test that chunked with a workspace strategy leaves this process's strategy worker running, and one that
+    chunked a few files its kept parsing worker (each is kept for the files after): ended after each test, so that no
+    later test finds a child process it did not start."""
     yield
     from codeloupe.chunk.strategy_process import stop_worker
+    from codeloupe.parallel import stop_kept_workers
 
     stop_worker()
+    stop_kept_workers()
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -129,3 +130,44 @@ def at_a_terminal(start: Callable[[int], subprocess.Popen], timeout: float = 120
         seen += read
     os.close(main)
     return proc.wait(timeout=timeout), seen
+
+
+# A grammar that fails on one file: the grammar pack's parsers, wrapped, crash their worker on that file's text
+# (SIGSEGV, as tree-sitter-bash's scanner did on `{` then a character past U+FFFF: tree-sitter/tree-sitter-bash#337,
+# in about half the processes, by where their memory lay) or never end there (a loop in C that only a kill stops, as
+# tree-sitter-cobol's on "x\n"); in the indexing process they end it at once, saying so, where the real grammar
+# would crash or hang it. Top level, so that spawned workers wrap theirs too; `with_short_timeouts()` gives the
+# index's maps 5 s.
+FAILING_GRAMMAR = textwrap.dedent("""
+    import functools, os, signal, sys, time
+    from pathlib import Path
+
+    import tree_sitter_language_pack as pack
+
+    import codeloupe.graph.build as build
+    import codeloupe.index as index
+    from codeloupe import parallel
+
+    INDEXING = os.environ.setdefault("INDEXING_PID", str(os.getpid()))  # a spawned worker's parent set it
+    FAILURE = sys.argv[-1]  # crash | hang: the script's last argument
+    REAL_GET_PARSER = pack.get_parser
+
+    class FailingParser:
+        def __init__(self, real):
+            self.real, self.language = real, real.language
+
+        def parse(self, source):
+            if b"fails its grammar" in source:
+                if str(os.getpid()) == INDEXING:
+                    print("parsed in the indexing process", flush=True)
+                    os._exit(3)
+                if FAILURE == "crash":
+                    os.kill(os.getpid(), signal.SIGSEGV)
+                time.sleep(600)
+            return self.real.parse(source)
+
+    pack.get_parser = lambda language: FailingParser(REAL_GET_PARSER(language))
+
+    def with_short_timeouts():
+        index.map_in_workers = build.map_in_workers = functools.partial(parallel.map_in_workers, timeout_s=5)
+""")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import assert_workers_die_with_their_parent, children_of
+from processes import FAILING_GRAMMAR, alive, assert_workers_die_with_their_parent, children_of
 
 # A real index over enough files for the worker pool, with workers that block in their first task, so they are
 # certainly alive (and idle parents of nothing) when the parent is killed or the index stopped.
@@ -83,72 +83,60 @@ def test_a_stop_while_the_workers_start_ends_the_index_without_waiting_for_their
     assert index.returncode == 0 and out.strip() == "indexing stopped after 0 of 220 files", out
 
 
-# A grammar that fails on one file: the grammar pack's parsers, wrapped, crash their worker on that file's text
-# (SIGSEGV, as tree-sitter-bash's scanner did on `{` then a character past U+FFFF: tree-sitter/tree-sitter-bash#337,
-# in about half the processes, by where their memory lay) or never end there (a loop in C that only a kill stops, as
-# tree-sitter-cobol's on "x\n"); in the indexing process they end it at once, saying so, where the real grammar
-# would crash or hang it. Top level, so that spawned workers wrap theirs too; the index's maps get a short timeout.
-FAILING_GRAMMAR = textwrap.dedent("""
-    import functools, os, signal, sys, time
-    from pathlib import Path
-
-    import tree_sitter_language_pack as pack
-
-    import codeloupe.graph.build as build
-    import codeloupe.index as index
-    from codeloupe import parallel
+# A small workspace's index in a script whose grammar fails on one file (`FAILING_GRAMMAR`).
+INDEX_FAILING_GRAMMAR = FAILING_GRAMMAR + textwrap.dedent("""
     from codeloupe.api import Workspace
-
-    INDEXING = os.environ.setdefault("INDEXING_PID", str(os.getpid()))  # a spawned worker's parent set it
-    FAILURE = sys.argv[2]  # crash | hang
-    REAL_GET_PARSER = pack.get_parser
-
-    class FailingParser:
-        def __init__(self, real):
-            self.real, self.language = real, real.language
-
-        def parse(self, source):
-            if b"fails its grammar" in source:
-                if str(os.getpid()) == INDEXING:
-                    print("parsed in the indexing process", flush=True)
-                    os._exit(3)
-                if FAILURE == "crash":
-                    os.kill(os.getpid(), signal.SIGSEGV)
-                time.sleep(600)
-            return self.real.parse(source)
-
-    pack.get_parser = lambda language: FailingParser(REAL_GET_PARSER(language))
 
     if __name__ == "__main__":
         os.cpu_count = lambda: 2
-        index.map_in_workers = build.map_in_workers = functools.partial(parallel.map_in_workers, timeout_s=5)
+        with_short_timeouts()
         ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
         report = ws.index()  # its chunks, then its graph's facts, both in workers
         rows = ws.store.file_rows()
         print(report.files_indexed, [(p.path, p.reason) for p in ws.chunking_problems()],
               len(ws.store.symbols_of_file(rows["m8.py"].id)), len(ws.store.symbols_of_file(rows["m7.py"].id)))
         ws.close()
+        print(*[child.pid for child in parallel.multiprocessing.active_children()])  # kept for the files after
 """)
 
 
 @pytest.mark.parametrize(("failure", "said"), [("crash", "crashed: its worker process was killed by SIGSEGV"),
                                                ("hang", "did not finish: its worker process took longer than 5 s")])
+@pytest.mark.parametrize("files", [220, 9])  # over POOL_MIN_ITEMS (a pool), and under it (the kept worker)
 def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_named(
-        tmp_path: Path, failure: str, said: str) -> None:
+        tmp_path: Path, failure: str, said: str, files: int) -> None:
     # The broken (or stuck, then killed) pool left every file in flight to the indexing process, which then crashed
     # or hung for good, a core at 100%, on the same file: the language server or `serve` died on a file of the
     # workspace (untrusted input). The graph's facts, taken in workers too, parse the same file with the same grammar.
+    # Under POOL_MIN_ITEMS every file was chunked, and its facts taken, in the indexing process itself.
     root = tmp_path / "repo"
     root.mkdir()
-    for i in range(220):  # over POOL_MIN_ITEMS
+    for i in range(files):
         (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
     (root / "m7.py").write_text("def f7(a):\n    return 'fails its grammar'\n")
     script = tmp_path / "index.py"
-    script.write_text(FAILING_GRAMMAR)
+    script.write_text(INDEX_FAILING_GRAMMAR)
     done = subprocess.run([sys.executable, str(script), str(root), failure], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.split(maxsplit=1)[0] == "220"
-    assert done.stdout.split(maxsplit=1)[1].strip() == f"[('m7.py', 'grammar {said}')] 1 0"
+    report, kept = done.stdout.splitlines()
+    assert report.split(maxsplit=1)[0] == str(files)
+    assert report.split(maxsplit=1)[1] == f"[('m7.py', 'grammar {said}')] 1 0"
+    assert all(not alive(int(pid)) for pid in kept.split()), "a worker outlived the indexing process"
     assert f"chunking m7.py {said}" in done.stderr
     assert f"taking the graph's facts of m7.py {said}" in done.stderr
+
+
+def test_codeloupe_chunks_on_a_file_that_crashes_its_grammar_shows_its_line_windows_and_why(tmp_path: Path) -> None:
+    # `codeloupe chunks` chunked the file in its own process: a grammar's crash on it ended the command with no word.
+    (tmp_path / "m7.py").write_text("def f7(a):\n    return 'fails its grammar'\n")
+    script = tmp_path / "chunks.py"
+    script.write_text(FAILING_GRAMMAR + textwrap.dedent("""
+        if __name__ == "__main__":
+            from codeloupe.cli import main
+            sys.exit(main(["chunks", sys.argv[1]]))
+    """))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "m7.py"), "crash"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(fallback: grammar crashed: its worker process was killed by SIGSEGV)" in done.stdout.splitlines()[0]

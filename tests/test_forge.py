@@ -1416,14 +1416,15 @@ def test_the_time_bound_counts_the_strategy_not_its_worker_starting(tmp_path: Pa
 
 # A program whose strategy worker cannot start (spawned, it imports the program's script again, which here ends
 # that process at once, as a crashing import would) indexes the workspace on a thread, as the language server
-# does; each worker it tried to start leaves a line in `starts`.
+# does; each worker it tried to start leaves a line in `starts`, its name (a strategy worker's, or the kept worker's
+# that parses the files, which cannot start either: they are then parsed in the indexing process).
 CANNOT_START = '''
-import json, os, sys, threading
+import json, multiprocessing, os, sys, threading
 from pathlib import Path
 
 if __name__ == "__mp_main__":  # a spawned strategy worker importing this script again
     with open(Path(__file__).with_name("starts"), "a") as starts:
-        starts.write("started\\\\n")
+        starts.write(multiprocessing.current_process().name + "\\\\n")
     os._exit(3)
 
 
@@ -1437,7 +1438,7 @@ def index(repo, told):
         told["reasons"] = dict(ws.store.query("SELECT path, fallback_reason FROM files"))
         (Path(repo) / "rules" / "beta.zog").write_text("rule changed {\\\\n}\\\\n")
         told["saved_warnings"] = ws.update_files([Path(repo) / "rules" / "beta.zog"]).strategy_warnings
-        told["starts_before_the_next_run"] = Path(__file__).with_name("starts").read_text().count("started")
+        told["starts_before_the_next_run"] = Path(__file__).with_name("starts").read_text().count("strategy-worker")
         (Path(repo) / "rules" / "gamma.zog").write_text("rule changed {\\\\n}\\\\n")
         told["next_run_warnings"] = ws.index().strategy_warnings
     finally:
@@ -1480,7 +1481,7 @@ def test_a_strategy_worker_that_cannot_start_is_not_waited_for_again_in_the_same
     assert told["saved_warnings"] == [warning]  # a file saved after the run falls back at once too
     assert told["starts_before_the_next_run"] == 1
     assert told["next_run_warnings"] == [warning]  # the next index run tries a worker again, once
-    assert (tmp_path / "starts").read_text().count("started") == 2
+    assert (tmp_path / "starts").read_text().count("strategy-worker") == 2
 
 
 def test_files_chunked_without_their_strategy_because_no_worker_started_are_chunked_by_it_once_one_does(

@@ -47,7 +47,7 @@ from codeloupe.discover import (
 )
 from codeloupe.lanes.lexical import KeptCounts, count_chunk_terms
 from codeloupe.lanes.tokens import path_tokens
-from codeloupe.parallel import map_in_workers, until
+from codeloupe.parallel import map_in_workers, retry_kept_worker_start, until
 from codeloupe.settings import Settings
 from codeloupe.store import FileRow, SkippedFile, StoreRebuilt
 from codeloupe.store.protocol import IndexStore
@@ -127,6 +127,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
                      should_stop: Callable[[], bool] | None = None, written: WrittenFn | None = None) -> IndexReport:
     started = time.perf_counter()
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
+    retry_kept_worker_start()  # as may a worker for the grammars of a few files
     root = Path(root)
     found = found or walk(root, settings, should_stop)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
@@ -155,7 +156,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
         report.files_deleted = store.delete_files(gone)
         total = len(found.candidates)
         done = total - len(work)
-        prepared_all = _prepare_all([(c, _known_hash(r)) for c, r in work], settings, strategies, should_stop)
+        prepared_all = prepare_files([(c, _known_hash(r)) for c, r in work], settings, strategies, should_stop)
         # Each file is asked for only once `should_stop` said go on: a stop is seen within a file's chunking (a group
         # of 32 takes seconds on a loaded machine), and closing `prepared_all` kills the workers' files in flight.
         prepared_files = zip(work, prepared_all if should_stop is None else until(should_stop, prepared_all))
@@ -328,13 +329,20 @@ def index_files(store: IndexStore, settings: Settings, files: list[tuple[Candida
     existing = store.file_rows()
     present = {candidate.rel_path for candidate, _ in files}
     report.files_deleted = store.delete_files([path for path in existing if path not in present])
-    for done, (candidate, raw) in enumerate(files, 1):
-        row = existing.get(candidate.rel_path)
-        outcome = _apply(prepare_bytes(candidate, raw, _known_hash(row), settings, strategies), row, store, report)
-        if outcome:
-            counted[outcome] += 1
-        if progress and (done % PROGRESS_EVERY == 0 or done == len(files)):
-            progress(Progress("chunk", done, len(files), candidate.rel_path))
+    # In worker processes, as `index_workspace` chunks: a grammar's crash or loop on a file costs that file only.
+    prepared_all = map_in_workers(prepare_bytes, ((c, raw, _known_hash(existing.get(c.rel_path)), settings, strategies)
+                                                  for c, raw in files), len(files), what="chunking",
+                                  size=lambda _, raw, *__: len(raw), crashed=prepare_bytes_crashed)
+    try:
+        for done, ((candidate, _), prepared) in enumerate(zip(files, prepared_all), 1):
+            row = existing.get(candidate.rel_path)
+            outcome = _apply(prepared, row, store, report)
+            if outcome:
+                counted[outcome] += 1
+            if progress and (done % PROGRESS_EVERY == 0 or done == len(files)):
+                progress(Progress("chunk", done, len(files), candidate.rel_path))
+    finally:
+        prepared_all.close()  # failed (a full disk): no worker goes on chunking for no one
     return _finish_report(report, store, counted, started)
 
 
@@ -448,7 +456,9 @@ def _index_paths(root: Path, store: IndexStore, settings: Settings, rel_paths: I
         if _is_current(candidate, row):
             report.files_unchanged += 1
             continue
-        prepared = prepare(candidate, _known_hash(row), settings, strategies)
+        # In a kept worker process: a grammar that crashes or never finishes on the file costs that file, not the
+        # language server.
+        [prepared] = prepare_files([(candidate, _known_hash(row))], settings, strategies)
         outcome = _apply(prepared, row, store, report)
         if outcome:
             skipped[outcome] += 1
@@ -524,9 +534,21 @@ def prepare_crashed(cause: str, candidate: Candidate, known_hash: str, settings:
     it, as far as seen): the file is chunked in this process as with no grammar, never parsed here, where its
     grammar would crash or hang the language server or `serve` in turn; the log names it, and its fallback reason
     ("grammar crashed: ...", "grammar did not finish: ...") lists it among the chunking problems."""
+    return prepare(candidate, known_hash, settings, strategies, grammar_crashed=_grammar_failed(candidate, cause))
+
+
+def prepare_bytes_crashed(cause: str, candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
+                          strategies: tuple[Strategy, ...] = ()) -> Prepared:
+    """`prepare_crashed` for bytes already in hand (`prepare_bytes`)."""
+    return prepare_bytes(candidate, raw, known_hash, settings, strategies,
+                         grammar_crashed=_grammar_failed(candidate, cause))
+
+
+def _grammar_failed(candidate: Candidate, cause: str) -> str:
+    """The fallback reason of a file whose grammar failed in its worker (`cause`), said in the log."""
     log.warning("chunking %s %s (its grammar's doing, as far as known): it is chunked in line windows, without its"
                 " grammar", candidate.rel_path, cause)
-    return prepare(candidate, known_hash, settings, strategies, grammar_crashed=f"grammar {cause}")
+    return f"grammar {cause}"
 
 
 def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: Settings,
@@ -548,9 +570,11 @@ def prepare_bytes(candidate: Candidate, raw: bytes, known_hash: str, settings: S
                     line_count=len(split_lines(text)), terms=terms)
 
 
-def _prepare_all(jobs: list[tuple[Candidate, str]], settings: Settings, strategies: tuple[Strategy, ...],
-                 should_stop: Callable[[], bool] | None) -> Generator[Prepared, None, None]:
-    """Prepare files in order; in worker processes when there are enough to pay for starting them. `should_stop` is
+def prepare_files(jobs: list[tuple[Candidate, str]], settings: Settings, strategies: tuple[Strategy, ...],
+                  should_stop: Callable[[], bool] | None = None) -> Generator[Prepared, None, None]:
+    """Prepare files in order; in worker processes when there are enough to pay for starting them, else each in a
+    kept worker process (`map_in_workers`' `crashed`): never in this process, which a grammar's crash on a file would
+    end, or its loop hang for good (where no worker can start at all, here, as said in the log). `should_stop` is
     asked while a result is awaited too: between results alone (`until`), a stop as the workers started waited for
     their start and first task (seconds on a loaded machine), past the 1.5 s a language server's exit allows, which
     then left with the pool never let go (the resource tracker's leaked semaphores on the editor's output)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import ctypes
 import functools
+import importlib
 import logging
 import multiprocessing
 import os
@@ -17,6 +19,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
+from multiprocessing.connection import Connection
 from typing import TypeVar
 
 log = logging.getLogger("codeloupe.parallel")
@@ -83,9 +86,12 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     row a task, in turn, until each is done: a worker that dies there, or runs past `timeout_s`, did so on the
     row it was given, which gets `crashed(...)` and is never run in this process; the other rows get their
     results, in order, and the work goes on in a pool of `size` again. A timeout before any worker gave a result
-    is the workers' (stuck), not a row's: the rest is done here, as without `crashed`."""
+    is the workers' (stuck), not a row's: the rest is done here, as without `crashed`. With too few rows for a pool
+    (a save's file, a small workspace), each row goes to a worker process kept for the maps after (`_apart`), with
+    the same outcome for a row it dies or runs late on; only where none can start are the rows done here."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
+    pooled = False  # a pool was started: rows it leaves to this process are done here, as ever
     pending: deque[tuple[list[tuple], Future]] = deque()
     # The rows drawn and on no worker's `pending` task: the task being handed over, and those `_tasks` holds for
     # the next one. A pool that fails leaves them, with `pending`'s, to this process, in order.
@@ -98,6 +104,7 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     alone = False
     answered = False  # a worker gave a result: a pool that then runs past `timeout_s` is not stuck, a task is
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
+        pooled = True
         tasks = _tasks(rows, size, held)
         while True:
             dead: list[multiprocessing.process.BaseProcess] = []
@@ -180,13 +187,18 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
                              " a time", what, cause)
                     alone = True
+    # Too few rows for a pool, with `crashed`: each in the kept worker, where a crash or a loop costs that row only.
+    here = (fn(*row) for row in chain(unsent, held, rows)) if pooled or crashed is None else \
+        _apart(fn, rows, what, timeout_s, should_stop, crashed)
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
-    for result in chain(_results_left(fn, pending, crashed if alone else None),
-                        (fn(*row) for row in chain(unsent, held, rows))):
-        if last is not _END:
-            yield last
-        last = result
+    try:
+        for result in chain(_results_left(fn, pending, crashed if alone else None), here):
+            if last is not _END:
+                yield last
+            last = result
+    except _Stopped:
+        return
     other.run()
     other.raise_error()
     if last is not _END:
@@ -276,6 +288,212 @@ def _tasks(rows: Iterator[tuple], size: Callable[..., int] | None, held: list[tu
 def _run_task(fn: Callable[..., T], task: list[tuple]) -> list[T]:
     """A worker's task: `fn(*row)` for each of its rows."""
     return [fn(*row) for row in task]
+
+
+def _apart(fn: Callable[..., T], rows: Iterator[tuple], what: str, timeout_s: float,
+           should_stop: Callable[[], bool] | None, crashed: Callable[..., T]) -> Iterator[T]:
+    """`fn(*row)` for each row, each in a kept worker (`_KeptWorker`): a row its worker dies on, or runs past
+    `timeout_s` on, gets `crashed(cause, *row)` (the pool's wording) and the worker is replaced for the next. Where
+    no worker can start, the rows are done in this process, as before. `_Stopped` once `should_stop()` is true."""
+    for row in rows:
+        worker = _take_kept_worker(what)
+        if worker is None:  # none can start: this row and the rest here, not asked again for each
+            yield fn(*row)
+            yield from (fn(*rest) for rest in rows)
+            return
+        try:
+            status, value = worker.run(fn, row, timeout_s, should_stop)
+        except BaseException:  # Ctrl-C, a stop, a row that cannot be pickled: the worker may be mid-row
+            worker.stop()
+            raise
+        _give_back_kept_worker(worker)
+        if status == "ok":
+            yield value
+        elif status == "error":
+            raise value
+        elif status == "exited":  # not a row's doing (see `_crash`): done here, as a pool's failure leaves it
+            log.warning("%s in a worker process failed (%s); continuing in this process", what, value)
+            yield fn(*row)
+        else:
+            yield crashed(value, *row)
+
+
+# How long a kept worker may take to be ready, and to import the module of a map's function (a spawned one imports
+# Python and the engine first): none of it counts against a row's `timeout_s`.
+KEPT_START_S = 60.0
+KEPT_REAP_S = 5.0  # how long a killed kept worker may take to be reaped
+# Idle kept workers held for later rows: one a thread at a time (a save on the language server's writer thread, a
+# graph build on a request's), so that one thread's file never waits on another's.
+KEPT_IDLE = 2
+
+
+class _KeptWorker:
+    """A worker process kept for the rows of small maps (`_apart`), one row at a time, and this process's end of the
+    pipe to it. Started on first use and reused for every row after (a save's re-chunk has ~0.4 s, far less than a
+    spawned worker's start); killed on a row it runs late on, and replaced on the next one."""
+
+    def __init__(self, context: multiprocessing.context.BaseContext) -> None:
+        self.connection, child_end = context.Pipe()
+        # Not a daemon: a daemonic process may start none, and a workspace strategy runs in a process of its own.
+        # `stop_kept_workers` ends it at exit instead, before multiprocessing's own exit handler would wait for it.
+        self.process: multiprocessing.process.BaseProcess = context.Process(  # type: ignore[attr-defined]
+            target=_serve_rows, args=(child_end, os.getpid()), name="codeloupe-parse-worker")
+        self.imported: set[str] = set()  # the modules of the functions it was given
+        self.stopped = False
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") \
+            else None  # a terminal's Ctrl-C is this process's to handle (see `submit`)
+        try:
+            self.process.start()
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            child_end.close()
+        if self._answer(KEPT_START_S)[0] != "ok":  # (stopped already)
+            raise OSError(f"its worker process did not start within {KEPT_START_S:g} s")
+
+    def run(self, fn: Callable[..., T], row: tuple, timeout_s: float,
+            should_stop: Callable[[], bool] | None) -> tuple[str, object]:
+        """("ok", `fn(*row)`), ("error", what it raised), or, the worker then stopped: ("crashed", why) where a
+        signal killed it or it ran past `timeout_s` (the row's doing), ("exited", why) where it ended by itself."""
+        module = getattr(fn, "__module__", None) or "__main__"
+        if module not in self.imported:  # imported first, apart: a spawned worker's import is no row's time
+            status, value = self._answer(KEPT_START_S, request=("import", module, None, KEPT_START_S))
+            if status == "crashed":  # not a row's doing
+                return "exited", value
+            if status != "ok":
+                return status, value
+            self.imported.add(module)
+        return self._answer(timeout_s, should_stop, ("run", fn, row, timeout_s))
+
+    def _answer(self, timeout_s: float, should_stop: Callable[[], bool] | None = None,
+                request: tuple | None = None) -> tuple[str, object]:
+        """The worker's answer to `request` (None: to its start), within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            if request is not None:
+                self.connection.send(request)
+            while not self.connection.poll(max(0.0, min(STOP_POLL_S, deadline - time.monotonic()))
+                                           if should_stop is not None else timeout_s):
+                if should_stop is not None and should_stop():
+                    raise _Stopped
+                if time.monotonic() >= deadline:
+                    self.stop()
+                    return "crashed", f"did not finish: its worker process took longer than {timeout_s:g} s"
+            status, value = self.connection.recv()
+        except (EOFError, OSError):  # it died: by a signal (a grammar's crash), or it exited
+            self.stop()
+            if request is None:
+                raise OSError(f"its worker process ended while starting (exit code {self.process.exitcode})") from None
+            killer = _crash([self.process])
+            if killer is not None:
+                return "crashed", f"crashed: its worker process was killed by {killer}"
+            return "exited", f"its worker process ended (exit code {self.process.exitcode})"
+        return status, value
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.process.kill()
+        self.process.join(KEPT_REAP_S)
+        self.connection.close()
+
+
+_kept: list[_KeptWorker] = []  # idle, alive as last seen
+_kept_lock = threading.Lock()
+# Why the last kept worker failed to start, while none is to be tried again (`retry_kept_worker_start`): each small
+# map would otherwise wait for a start that fails as long again.
+_kept_unstarted: str | None = None
+
+
+def _take_kept_worker(what: str) -> _KeptWorker | None:
+    """An idle kept worker, or a new one; None where none can start (said once in the log: the rows are then done in
+    this process, as before kept workers)."""
+    global _kept_unstarted
+    with _kept_lock:
+        while _kept:
+            worker = _kept.pop()
+            if worker.process.is_alive():
+                return worker
+            worker.stop()
+        if _kept_unstarted is not None:
+            return None
+    context = pool_context()
+    if not may_start(context, what):
+        return None
+    try:
+        worker = _KeptWorker(context)
+    except (OSError, RuntimeError, ValueError) as exc:
+        with _kept_lock:
+            _kept_unstarted = str(exc)
+        log.warning("%s in this process: no worker process could start (%s), so a grammar that crashes or never"
+                    " finishes on a file takes this process with it", what, exc)
+        return None
+    atexit.register(stop_kept_workers)  # once (atexit keeps one of each); after multiprocessing's, so run before it
+    return worker
+
+
+def _give_back_kept_worker(worker: _KeptWorker) -> None:
+    with _kept_lock:
+        if not worker.stopped and len(_kept) < KEPT_IDLE:
+            _kept.append(worker)
+            return
+    if not worker.stopped:
+        worker.stop()
+
+
+def stop_kept_workers() -> None:
+    """End this process's idle kept workers (they are otherwise kept for the rows after, and end with this process):
+    at exit, and for tests, whose process outlives each test."""
+    with _kept_lock:
+        idle = _kept[:]
+        _kept.clear()
+    for worker in idle:
+        worker.stop()
+
+
+def retry_kept_worker_start() -> None:
+    """Let the next small map try to start a kept worker again, where the last one failed to: at the start of an
+    index run of the whole workspace."""
+    global _kept_unstarted
+    with _kept_lock:
+        _kept_unstarted = None
+
+
+def _serve_rows(connection: Connection, parent_pid: int) -> None:
+    """A kept worker's loop: one request at a time, ("import", module) or ("run", fn, row), each answered (status,
+    value). Should the parent die, it ends too: idle, it looks every `PARENT_POLL_S` whether it has another parent
+    (a pipe's end alone would not tell: a forked worker holds a copy of the parent's); running a row, an alarm (left to
+    its default action, which ends the process even inside a call into C) goes off a little after the parent would
+    have killed it. (`exit_with_parent`'s PR_SET_PDEATHSIG fires when the *thread* that started it ends, and a
+    language server's threads come and go.) Ctrl-C in a terminal is the parent's to handle."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        connection.send(("ok", None))
+    except OSError:  # the parent died while this worker started
+        return
+    while True:
+        try:
+            while not connection.poll(PARENT_POLL_S):
+                if os.getppid() != parent_pid:
+                    return
+            kind, target, row, timeout_s = connection.recv()
+        except (EOFError, OSError):  # the parent closed its end, or died
+            return
+        signal.setitimer(signal.ITIMER_REAL, timeout_s + KEPT_REAP_S)
+        try:
+            answer: tuple[str, object] = ("ok", importlib.import_module(target) and None) if kind == "import" \
+                else ("ok", target(*row))
+        except Exception as exc:
+            answer = ("error", exc)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            connection.send(answer)
+        except OSError:
+            return
+        except Exception as exc:  # an answer that does not pickle: its error does, as text
+            connection.send(("error", RuntimeError(f"{answer[0]} that could not be sent back: {exc!r}")))
 
 
 def until(should_stop: Callable[[], bool], items: Iterator[T]) -> Iterator[T]:

@@ -38,7 +38,7 @@ from codeloupe.index import (
     Prepared,
     content_rules,
     files_a_save_writes,
-    prepare,
+    prepare_files,
     remember_walk,
     skipped_unchanged,
     strategies_in_force,
@@ -549,7 +549,7 @@ def _read_and_write(store: PgStore, item: WorkItem, settings: Settings, provider
             continue
         row = existing.get(rel)
         known = row.hash if row is not None and row.chunker_version == CHUNKER_VERSION else ""
-        prepared = prepare(Candidate.from_stat(rel, path, st), known, settings, strategies)
+        [prepared] = prepare_files([(Candidate.from_stat(rel, path, st), known)], settings, strategies)
         if prepared.chunked is not None and prepared.chunked.strategy_warning:
             warnings.add(prepared.chunked.strategy_warning)
         batch_file = _batch_file(prepared)

@@ -188,9 +188,10 @@ CAPABILITIES = lsp.ClientCapabilities(
 
 
 async def start_server(roots: list[Path], options: dict[str, Any] | None = None,
-                       env: dict[str, str] | None = None) -> Client:
+                       env: dict[str, str] | None = None, command: tuple[str, ...] = ("-m", "codeloupe_lsp")) -> Client:
+    """The server (`command`: Python's arguments, a script that runs it in its own way) started on `roots`."""
     client = make_client()
-    await client.start_io(sys.executable, "-m", "codeloupe_lsp", env={**os.environ, **(env or {})})
+    await client.start_io(sys.executable, *command, env={**os.environ, **(env or {})})
     init_options = {"embedProvider": "none", **(options or {})}
     client.init_result = await client.initialize_session(lsp.InitializeParams(
         capabilities=CAPABILITIES, process_id=os.getpid(),

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
-from lsp_helpers import disk_lines, start_server, stop_server, uri, write_project
+from lsp_helpers import disk_lines, location_paths, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 
 from chat_server import ChatServer, Reply, cite
 from full_disk import disk_full
+from processes import FAILING_GRAMMAR
 
 
 async def test_a_corrupt_index_is_rebuilt_with_a_warning(project: Path) -> None:
@@ -79,6 +81,35 @@ async def test_an_unreachable_embedding_endpoint_degrades_with_one_warning(proje
         await client.wait_ready()
         warnings = [m.message for m in client.messages if m.type == lsp.MessageType.Warning]
         assert len([w for w in warnings if "embeddings unavailable" in w]) == 1, warnings
+    finally:
+        await stop_server(client)
+
+
+@pytest.mark.parametrize("failure", ["crash", "hang"])
+async def test_a_saved_file_whose_grammar_crashes_or_never_finishes_costs_that_file_not_the_server(
+        project: Path, failure: str) -> None:
+    """A saved file was chunked, and its graph facts taken, in the server's own process: a grammar's crash on it
+    killed the server, and its loop froze it for good (py-tree-sitter holds the interpreter lock while it parses,
+    so no other request was answered). Both now happen in a kept worker process; the file gets line windows."""
+    script = project.parent / "server.py"
+    script.write_text(FAILING_GRAMMAR + textwrap.dedent("""
+        if __name__ == "__main__":
+            with_short_timeouts()
+            from codeloupe_lsp.__main__ import main
+            main([])
+    """))
+    client = await start_server([project], command=(str(script), failure))
+    try:
+        await client.wait_ready()
+        saved = project / "app/billing.py"
+        saved.write_text("def refund(invoice):\n    return 'zanzibar fails its grammar'\n")
+        client.text_document_did_save(lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(
+            uri=uri(saved))))
+        found = await client.search_until("zanzibar", lambda r: "app/billing.py" in location_paths(r),
+                                          "the saved file")
+        assert found["core"][0]["path"] == "app/billing.py"
+        assert await client.request("codeloupe/search", {"query": "load_user"})  # still answering after the save
+        await client.wait_ready()
     finally:
         await stop_server(client)
 

@@ -5,7 +5,7 @@ per-grammar data (`specs.py`); prose is cut at scored heading/fence/paragraph bo
 Whatever happens, `validate_partition` holds for the result of `chunk_file`.
 """
 
-from codeloupe.chunk.chunker import CHUNKER_VERSION, chunk_file, chunked_version
+from codeloupe.chunk.chunker import CHUNKER_VERSION, chunk_file, chunk_file_apart, chunked_version
 from codeloupe.chunk.languages import available_languages, detect_language, is_doc_language
 from codeloupe.chunk.lines import PartitionError, validate_partition
 
@@ -14,6 +14,7 @@ __all__ = [
     "PartitionError",
     "available_languages",
     "chunk_file",
+    "chunk_file_apart",
     "chunked_version",
     "detect_language",
     "is_doc_language",

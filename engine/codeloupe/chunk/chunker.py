@@ -23,6 +23,7 @@ from codeloupe.chunk.strategies import (
     strategy_for,
 )
 from codeloupe.chunk.syntax import Definition, DefinitionFinder, Piece, SyntaxChunker
+from codeloupe.parallel import map_in_workers
 from codeloupe.types import Chunk, ChunkedFile, FileSkeleton, Symbol
 
 log = logging.getLogger("codeloupe.chunk")
@@ -42,6 +43,21 @@ STRATEGY_NOT_RUN_VERSION = 0
 GIANT_LINE_CHARS = 20_000
 
 _DOC_PLANS = {"markdown": markdown_plan, "rst": rst_plan, "asciidoc": asciidoc_plan, "text": rst_plan}
+
+
+def chunk_file_apart(path: str, text: str, language: str, budget: int = 4000,
+                     strategies: Sequence[Strategy] = ()) -> ChunkedFile:
+    """`chunk_file` in a kept worker process (`parallel.map_in_workers`' `crashed`), never in this one, which its
+    grammar's crash on the file would end, or its loop hang for good: the file is then chunked as with no grammar
+    and `fallback_reason` says why ("grammar crashed: ...", "grammar did not finish: ...")."""
+    [chunked] = map_in_workers(chunk_file, [(path, text, language, budget, tuple(strategies))], 1, what="chunking",
+                               crashed=_chunked_without_grammar)
+    return chunked
+
+
+def _chunked_without_grammar(cause: str, path: str, text: str, language: str, budget: int,
+                             strategies: Sequence[Strategy]) -> ChunkedFile:
+    return chunk_file(path, text, language, budget, strategies, grammar_crashed=f"grammar {cause}")
 
 
 def chunk_file(path: str, text: str, language: str, budget: int = 4000,

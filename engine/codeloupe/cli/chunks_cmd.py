@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codeloupe.chunk import chunk_file, detect_language
+    from codeloupe.chunk import chunk_file_apart, detect_language
     from codeloupe.regular_file import read_head
     from codeloupe.settings import MAX_FILE_BYTES_CEILING
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # `.codeloupe/`). A link is named where it lies, not where it points (maybe out of the workspace).
     rel_path = (path.parent.resolve() / path.name).relative_to(root).as_posix()
     _tell_skip(root, rel_path, settings, path)
-    result = chunk_file(rel_path, text, detect_language(rel_path, text[:256]), budget, strategies)
+    result = chunk_file_apart(rel_path, text, detect_language(rel_path, text[:256]), budget, strategies)
     if args.json:
         rows = [{k: v for k, v in asdict(chunk).items() if k != "text"} | {"symbols": list(chunk.symbols)}
                 for chunk in result.chunks]
