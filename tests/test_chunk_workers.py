@@ -90,6 +90,8 @@ INDEX_FAILING_GRAMMAR = FAILING_GRAMMAR + textwrap.dedent("""
     if __name__ == "__main__":
         os.cpu_count = lambda: 2
         with_short_timeouts()
+        if FAILURE == "fixed":  # the grammars were upgraded since the file's failure
+            index.grammar_versions = lambda: "upgraded"
         ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
         report = ws.index()  # its chunks, then its graph's facts, both in workers
         rows = ws.store.file_rows()
@@ -125,6 +127,25 @@ def test_a_file_that_fails_its_grammar_in_a_worker_is_chunked_without_it_and_nam
     assert all(not alive(int(pid)) for pid in kept.split()), "a worker outlived the indexing process"
     assert f"chunking m7.py {said}" in done.stderr
     assert f"taking the graph's facts of m7.py {said}" in done.stderr
+
+
+def test_a_file_whose_grammar_crashed_is_parsed_again_once_the_grammars_are_upgraded(tmp_path: Path) -> None:
+    # Stored in line windows as current, it was never chunked again until it changed, even once the grammar pack was
+    # upgraded to one that parses it.
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(9):
+        (root / f"m{i}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
+    (root / "m7.py").write_text("def f7(a):\n    return 'fails its grammar'\n")
+    script = tmp_path / "index.py"
+    script.write_text(INDEX_FAILING_GRAMMAR)
+    runs = [subprocess.run([sys.executable, str(script), str(root), failure], capture_output=True, text=True,
+                           timeout=120) for failure in ("crash", "fixed", "fixed")]
+    assert all(run.returncode == 0 for run in runs), [run.stdout + run.stderr for run in runs]
+    crashed, upgraded, again = (run.stdout.splitlines()[0] for run in runs)
+    assert crashed == "9 [('m7.py', 'grammar crashed: its worker process was killed by SIGSEGV')] 1 0"
+    assert upgraded == "1 [] 1 1"
+    assert again == "0 [] 1 1"
 
 
 def test_codeloupe_chunks_on_a_file_that_crashes_its_grammar_shows_its_line_windows_and_why(tmp_path: Path) -> None:

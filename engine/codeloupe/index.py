@@ -27,6 +27,7 @@ from pathlib import Path
 
 from codeloupe.chunk import CHUNKER_VERSION, chunk_file, chunked_version, detect_language, is_doc_language
 from codeloupe.chunk.chunker import STRATEGY_NOT_RUN_VERSION
+from codeloupe.chunk.languages import grammar_versions
 from codeloupe.chunk.strategies import Strategy
 from codeloupe.chunk.strategy_process import retry_worker_start
 from codeloupe.discover import (
@@ -128,6 +129,7 @@ def _index_workspace(root: Path, store: IndexStore, settings: Settings, progress
     started = time.perf_counter()
     retry_worker_start()  # a strategy worker that failed to start during the last run may start now
     retry_kept_worker_start()  # as may a worker for the grammars of a few files
+    grammars_in_force(store)
     root = Path(root)
     found = found or walk(root, settings, should_stop)
     report = IndexReport(root=str(root.resolve()), index_path=str(store.path), files_seen=len(found.candidates))
@@ -505,6 +507,25 @@ def strategies_in_force(store: IndexStore, strategies: tuple[Strategy, ...]) -> 
                                   STRATEGY_NOT_RUN_VERSION)
         store.set_meta(_STRATEGIES_KEY, json.dumps(current))
     return strategies
+
+
+# Index meta: the grammars' versions (`grammar_versions`) the index was last chunked under.
+_GRAMMARS_KEY = "grammar_versions"
+# The fallback reasons of a file whose grammar crashed or never finished on it (`prepare_crashed`, `map_in_workers`).
+_GRAMMAR_FAILED = ("grammar crashed:", "grammar did not finish:", "grammar was not run:")
+
+
+def grammars_in_force(store: IndexStore) -> None:
+    """Where the grammars differ from those the index was last chunked under (the grammar pack or tree-sitter
+    upgraded), the files chunked in line windows because their grammar crashed or never finished on them are marked
+    as chunked by no chunker (`STRATEGY_NOT_RUN_VERSION`), so that this run parses them again: stored as current,
+    they stayed in line windows until they changed, even once a new grammar parsed them. (A new chunker's version
+    chunks every file again.) A grammar that still fails on one costs its worker again, once per upgrade."""
+    current = grammar_versions()
+    if store.get_meta(_GRAMMARS_KEY) != current:
+        failed = [path for path, reason in store.chunking_problems() if reason.startswith(_GRAMMAR_FAILED)]
+        store.set_chunker_version(failed, STRATEGY_NOT_RUN_VERSION)
+        store.set_meta(_GRAMMARS_KEY, current)
 
 
 def _function_name(strategy: Strategy) -> str:

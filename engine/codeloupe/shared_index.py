@@ -38,6 +38,7 @@ from codeloupe.index import (
     Prepared,
     content_rules,
     files_a_save_writes,
+    grammars_in_force,
     prepare_files,
     remember_walk,
     skipped_unchanged,
@@ -301,6 +302,7 @@ def enqueue_workspace(store: PgStore, root: Path, settings: Settings, *,
     claim_source(store, root)
     commit = workspace_commit(root)
     strategies_in_force(store, _trusted_strategies(root))  # files a changed strategy set claims are queued again
+    grammars_in_force(store)  # and those whose grammar failed, where this process has other grammars
     found = walk(root, settings)
     existing = store.file_rows()
     remembered = store.skipped_files()

@@ -36,7 +36,8 @@ CHUNKER_VERSION = 2
 # it did not run on it (`StrategyNotRun`: no worker process could start, ...): no chunker's version, so the file
 # is never current and the next index run chunks it again, its strategy first. A version bump would chunk every
 # file of every index again; this chunks those files only. Recorded too for the files a changed set of strategies
-# claims (`index.strategies_in_force`): no strategy in force ran on them yet.
+# claims (`index.strategies_in_force`): no strategy in force ran on them yet; and for the files chunked without their
+# grammar because it crashed or never finished on them, once the grammars are upgraded (`index.grammars_in_force`).
 STRATEGY_NOT_RUN_VERSION = 0
 
 # A line this long is a minified bundle or a data blob: parsing it buys nothing, windows it is.

@@ -140,6 +140,21 @@ _LOOPING_GRAMMARS = frozenset({
 })
 
 
+@lru_cache(maxsize=1)
+def grammar_versions() -> str:
+    """The installed versions of the grammar pack and of tree-sitter itself, as one string: what decides whether a
+    grammar that crashed or never finished on a file may now parse it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("tree-sitter-language-pack", "tree-sitter"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} none")
+    return ", ".join(found)
+
+
 def get_parser(language: str) -> typing.Any | None:
     """A cached tree-sitter parser for `language`, or None when the pack has no loadable grammar, or one that
     loops on ordinary text (`_LOOPING_GRAMMARS`)."""
