@@ -21,7 +21,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -572,6 +572,8 @@ class LaneScores:
     chunks: dict[str, list[np.ndarray]] = field(default_factory=dict)
     files: dict[str, list[np.ndarray]] = field(default_factory=dict)
     terms: dict[str, TermStats] = field(default_factory=dict)  # BM25 lane -> the query terms' statistics
+    # lane -> the weight of each call of it that ran, rows found or not: what scales a search across repositories
+    ran: dict[str, list[float]] = field(default_factory=dict)
 
 
 class Fusion:
@@ -609,7 +611,10 @@ class Fusion:
     def add_lane(self, name: str, rows: list[int], weight: float, *, record: bool,
                  scores: np.ndarray | None = None) -> None:
         """`rows` best first; `scores` (the lane's score of every row) place them among the peers' rows."""
-        if not rows or weight <= 0:
+        if weight <= 0:
+            return
+        self.scores.ran.setdefault(name, []).append(weight)
+        if not rows:
             return
         row_scores = None if scores is None else scores[rows]
         ranks = self._ranks("chunks", name, row_scores, len(rows))
@@ -623,14 +628,20 @@ class Fusion:
         # A file's rank in the lane is its best chunk's: the first row of each file, in order.
         file_of = self._chunk_file_ids[rows]
         first = np.sort(np.unique(file_of, return_index=True)[1])
-        self.add_file_lane(name, file_of[first].tolist(), weight, record=record,
-                           scores=None if row_scores is None else row_scores[first])
+        self._add_files(name, file_of[first].tolist(), weight, record=record,
+                        scores=None if row_scores is None else row_scores[first])
 
     def add_file_lane(self, name: str, file_ids: list[int], weight: float, *, record: bool = True,
                       scores: np.ndarray | None = None) -> None:
         """`file_ids` best first; `scores` (each file's score in the lane) place them among the peers'."""
-        if not file_ids or weight <= 0:
+        if weight <= 0:
             return
+        self.scores.ran.setdefault(name, []).append(weight)
+        if file_ids:
+            self._add_files(name, file_ids, weight, record=record, scores=scores)
+
+    def _add_files(self, name: str, file_ids: list[int], weight: float, *, record: bool,
+                   scores: np.ndarray | None) -> None:
         ranks = self._ranks("files", name, scores, len(file_ids)).tolist()
         if record and scores is not None and name not in self.file_scores:
             self.file_scores[name] = (np.asarray(file_ids, np.int64), np.asarray(scores, np.float64))
@@ -697,12 +708,23 @@ class Fusion:
             self.file_ranks[name].setdefault(file_id, rank)
 
     def normalise(self) -> None:
-        """Scale so a file ranked first by every lane scores 1.0 (bonuses are set on that scale)."""
-        if self._norm > 0:
+        """Scale so a file ranked first by every lane that found rows scores 1.0 (bonuses are set on that scale).
+
+        Beside peers, by one total for every repository: the weight of every lane call that ran in any of them,
+        rows found or not. Each repository's own total of the lanes that found rows in it would scale up the
+        one where fewer did: four click files that only the dense and feedback lanes found (no word of `router`
+        in click) outranked express's router, ranked first or second by every lane. The feedback lane runs after
+        the peers recorded what ran (it scores nothing they rank among), and in every one of them, so its weight
+        here is its weight there."""
+        norm = self._norm if not self._peers else sum(
+            max(calls) / (R.RRF_K + 1)
+            for lane in sorted({name for scores in (self.scores, *self._peers) for name in scores.ran})
+            for calls in zip_longest(*(s.ran.get(lane, []) for s in (self.scores, *self._peers)), fillvalue=0.0))
+        if norm > 0:
             rows = self.added_rows()
-            self.chunk[rows] /= self._norm
+            self.chunk[rows] /= norm
             for file_id in self.file:
-                self.file[file_id] /= self._norm
+                self.file[file_id] /= norm
 
 
 @dataclass
@@ -1443,7 +1465,8 @@ class Searcher:
         `terms_scores`: BM25 of `terms` alone, if the lexical lane scored them (only the expansion is scored
         then)."""
         top = top_rows(fusion.chunk, fusion.scored_rows(mask), R.FEEDBACK_CHUNKS)
-        if not top:
+        if not top:  # nothing to expand the query with; the lane still ran (see `Fusion.normalise`)
+            fusion.add_lane("feedback", [], weight, record=True)
             return
         asked = set(terms)
         counts = Counter(chain.from_iterable(snap.terms_of(top)))
