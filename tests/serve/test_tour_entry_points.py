@@ -1,4 +1,4 @@
-"""MCP's `codeloupe://tour` and HTTP's `/v1/tour` list the same entry points: MCP kept the 30 strongest and
+"""MCP's `codeloupe://tour`, HTTP's `/v1/tour` and `codeloupe tour --json` list the same entry points: MCP kept the 30 strongest and
 counted the rest, `/v1/tour` returned every one. The cut is `Workspace.tour`'s, and the answer is built by one
 serving function (`WarmWorkspace.tour`) for both; `/v1/tour` takes `entry_points` to list more and `limit` for
 the names, and so does MCP's `codeloupe://tour{?entry_points,limit}`."""
@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 from mcp import Client
 
 from codeloupe.api import MAX_TOUR_ENTRY_POINTS, TOUR_ENTRY_POINTS
+from codeloupe.cli import main as cli_main
 from codeloupe_mcp.server import build_server
 from codeloupe_serving.warm import WarmWorkspace
 
@@ -27,7 +29,8 @@ def add_guard_scripts(project: Path) -> None:
             f"def run_{i}():\n    return {i}\n\n\nif __name__ == '__main__':\n    run_{i}()\n")
 
 
-async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> None:
+async def test_mcp_http_and_the_cli_list_the_same_entry_points(project: Path, serve,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     add_guard_scripts(project)
     warm = WarmWorkspace(project)
     try:
@@ -47,6 +50,8 @@ async def test_mcp_and_http_list_the_same_entry_points(project: Path, serve) -> 
     assert http["entry_points"] == mcp["entry_points"] and http["entry_points_not_shown"] == not_shown
     assert http["stops"] == mcp["stops"]
     assert http == mcp  # every field alike, `notes` too
+    assert cli_main(["tour", str(project), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == http  # `codeloupe tour --json` had no `notes`
 
     listed = httpx.get(f"{base}/v1/tour", params={"entry_points": ENTRY_POINTS}).json()
     assert mcp_listed == listed and "codeloupe://tour{?entry_points,limit}" in templates

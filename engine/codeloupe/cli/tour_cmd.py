@@ -32,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ws.close()
     if args.json:
-        print(json.dumps(dataclasses.asdict(tour), indent=2))
+        # `/v1/tour`'s and MCP's JSON, `notes` too: theirs note an index still being built; this one answers after
+        # indexing, so it has none.
+        print(json.dumps({**dataclasses.asdict(tour), "notes": []}, indent=2))
         return 0
     print(f"Where to start reading {one_line(str(tour.root))}\n")
     print("Entry points" if tour.entry_points else "No entry points found (no manifest, main, guard or shebang)")
