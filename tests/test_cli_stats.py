@@ -109,13 +109,25 @@ def test_stats_counts_and_lists_the_files_index_counts(tmp_path: Path) -> None:
                                                                               "minified": 2}
 
 
+def never_indexed(repo: Path, cache: Path) -> str:
+    """`codeloupe stats` of `repo`, never indexed, with its index in `cache`: refused, naming the command that
+    indexes it, and no index left behind (stats created an empty one, as if the folder had been indexed)."""
+    refused = subprocess.run([sys.executable, "-m", "codeloupe", "stats", str(repo), "--embed-provider", "none"],
+                             capture_output=True, text=True, env={**os.environ, "CODELOUPE_CACHE_DIR": str(cache)})
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert not cache.exists() or not any(cache.rglob("*.sqlite*")), list(cache.rglob("*"))
+    return refused.stderr
+
+
 def test_stats_says_when_nothing_is_indexed_or_skipped_for_its_content(tmp_path: Path) -> None:
     """Of a folder never indexed, stats showed 'files 0' as if it were empty; `--skipped` with nothing skipped for
     its content printed nothing, though `index` points there."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "app.py").write_text("def main():\n    return 1\n")
-    assert "(nothing indexed yet: `codeloupe index` indexes it)" in codeloupe("stats", str(repo))
+    said = never_indexed(repo, tmp_path / "cache")
+    assert said.startswith(f"codeloupe: {repo}: not indexed (no index at ") and \
+        said.endswith(f": `codeloupe index {repo}` indexes it\n"), said
     codeloupe("index", str(repo))
     shown = codeloupe("stats", str(repo), "--skipped")
     assert "nothing indexed yet" not in shown and "  no file is skipped (the files ignore rules leave out" in shown
@@ -133,7 +145,7 @@ def test_stats_says_an_index_that_holds_no_file_ran_and_why_it_holds_none(tmp_pa
     (skipped / "blob.dat").write_bytes(b"\x00\x01" * 100)
     (skipped / "bom.py").write_bytes(b"\xff\xfe\xfa\xfb not utf-16 \xc3\x28\n")  # a BOM, then an odd length
     for repo in (empty, skipped):
-        assert "nothing indexed yet" in codeloupe("stats", str(repo))  # never indexed: so it says
+        assert "not indexed" in never_indexed(repo, tmp_path / "cache")
         codeloupe("index", str(repo))
     shown = codeloupe("stats", str(empty)).splitlines()
     assert "  files     0   chunks 0   symbols 0   (indexed: no file found to index; ignore rules and the folders " \

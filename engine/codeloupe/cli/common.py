@@ -43,11 +43,13 @@ COMMAND_LINE = "the command line"
 
 
 def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, create_repository: bool = False,
-                   **overrides: object) -> Workspace:
+                   indexed: bool = False, **overrides: object) -> Workspace:
     """The workspace named by `args.path`, on its settings with the command's flags (and `overrides`) on top;
     a remote repository's index when the command takes one (`args.remote_refresh` set: it downloads afresh).
     `replace_source`, `create_repository`: `Workspace`'s (`index`, `index --replace`: every other command
-    refuses a repository the shared index does not hold)."""
+    refuses a repository the shared index does not hold). `indexed`: a folder with no index is refused, as the
+    shared index refuses a repository it does not hold, not given an empty index (a command that only reads it:
+    `stats` left one behind)."""
     from codeloupe.api import Workspace, is_remote_source, open_remote
     from codeloupe.discover import DiscoverError, check_root
     from codeloupe.settings import SettingsError, load_settings
@@ -79,6 +81,9 @@ def open_workspace(args: argparse.Namespace, *, replace_source: bool = False, cr
         located = locate_workspace(root, load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE))
         root, args.subpath = located.root, located.subpath
         settings = load_settings(root, {**flags, **overrides}, overrides_from=COMMAND_LINE)
+        if indexed and not settings.store_url and not settings.index_path(root).exists():
+            raise CliError(one_line(f"{root}: not indexed (no index at {settings.index_path(root)}):"
+                                    f" `codeloupe index {root}` indexes it"))
         ws = Workspace(root, settings, replace_source=replace_source, create_repository=create_repository)
     except (SettingsError, WorkspaceError, StoreError) as exc:
         raise CliError(str(exc)) from exc

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from codeloupe.discover import UNREADABLE_FOLDER
     from codeloupe.index import UNREADABLE_FOLDERS_NAMED, WALK_SKIPS_NAMED
 
-    ws = open_workspace(args)
+    ws = open_workspace(args, indexed=True)
     try:
         status = ws.status()
         skipped = ws.skipped_files() if args.skipped else []
