@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="do not compute missing vectors first (search with whatever lanes are ready)")
     parser.add_argument("--json", action="store_true", help="print the bundle as JSON")
     parser.add_argument("--prune", action="store_true",
-                        help="print only the ranked chunks as JSON (path, lines, anchor line, text): for scripts")
+                        help="print only the ranked chunks as JSON (path, lines, anchor line, text), then in `tail`"
+                             " every candidate with no chunk to list (rank, path, best lines): for scripts")
     parser.add_argument("--all", action="store_true",
                         help="with no PATH: every repository of the shared index (--store) as one ranking;"
                              " --repo A,B searches those")
