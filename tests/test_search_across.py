@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from codeloupe import ranking
 from codeloupe.api import Workspace, search_repositories
 
 # Every lane finds both billing files, but for the symbol lane, which finds the first by the name the question
@@ -63,3 +66,20 @@ def test_a_repository_fewer_lanes_answer_in_is_not_scaled_above_one_every_lane_r
     assert ranked == [("billing", "billing/rounding.py"), ("billing", "billing/totals.py"), ("cli", "cli/wrap.py")]
     wrap = bundle.files[2]
     assert "dense #3" in wrap.why and "feedback #1" in wrap.why and "bm25" not in wrap.why
+
+
+def test_a_lane_call_that_found_nothing_keeps_the_peers_next_calls_matched() -> None:
+    """An issue's variants call each lane once each, and a peer's calls are matched to ours by their order. A call
+    that found nothing here was not recorded, so the next variant's rows were ranked among the peer's rows of the
+    variant before: here billing's match of the title, above the cli's, was ranked second, below the cli's match
+    of the report's full text."""
+    from codeloupe.search import Fusion
+
+    cli = Fusion(np.array([0, 1]))
+    cli.add_lane("symbol", [0], 1.0, record=True, scores=np.array([5.0, 0.0]))  # the full text: a strong match
+    cli.add_lane("symbol", [1], 1.0, record=True, scores=np.array([0.0, 1.0]))  # the title: a weak one
+    billing = Fusion(np.array([7]), peers=[cli.scores])
+    billing.add_lane("symbol", [], 1.0, record=True, scores=np.array([0.0]))  # the full text: nothing
+    billing.add_lane("symbol", [0], 1.0, record=True, scores=np.array([3.0]))  # the title: above the cli's 1.0
+    assert billing.chunk_ranks["symbol"] == {0: 1} and billing.file_ranks["symbol"] == {7: 1}
+    assert billing.chunk[0] == np.float32(1.0 / (ranking.RRF_K + 1))

@@ -615,6 +615,9 @@ class Fusion:
             return
         self.scores.ran.setdefault(name, []).append(weight)
         if not rows:
+            if scores is not None:  # still a call of the lane: the peers' calls are matched to ours by their order
+                self._ranks("chunks", name, scores[:0], 0)
+                self._ranks("files", name, scores[:0], 0)
             return
         row_scores = None if scores is None else scores[rows]
         ranks = self._ranks("chunks", name, row_scores, len(rows))
@@ -639,6 +642,8 @@ class Fusion:
         self.scores.ran.setdefault(name, []).append(weight)
         if file_ids:
             self._add_files(name, file_ids, weight, record=record, scores=scores)
+        elif scores is not None:  # as in `add_lane`
+            self._ranks("files", name, scores[:0], 0)
 
     def _add_files(self, name: str, file_ids: list[int], weight: float, *, record: bool,
                    scores: np.ndarray | None) -> None:
