@@ -406,8 +406,16 @@ class CodeloupeServer(LanguageServer):
         except IndexStopped as exc:  # its folder closed, which stops a graph build the call waited for or ran
             raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc
         except Exception as exc:
+            if _reads_a_closed_workspace(fn, args):  # closed under it: its store answers "closed database" and the like
+                raise JsonRpcContentModified(message=FOLDER_CLOSED) from exc
             log.exception("engine call %s failed", getattr(fn, "__qualname__", fn))
             raise RequestFailed(message=f"codeloupe engine error: {type(exc).__name__}: {exc}") from exc
+
+
+def _reads_a_closed_workspace(fn: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """Whether an engine call reads a folder closed since (its bound workspace or one of its arguments): a request in
+    flight as its folder is removed fails on the closed store, which is the folder's closing, not an engine fault."""
+    return any(isinstance(read, Workspace) and read.closed for read in (getattr(fn, "__self__", None), *args))
 
 
 def build_server() -> CodeloupeServer:

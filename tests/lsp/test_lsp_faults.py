@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from lsp_helpers import disk_lines, location_paths, start_server, stop_server, uri, write_project
 from lsprotocol import types as lsp
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 
 from chat_server import ChatServer, Reply, cite
+from codeloupe.api import Workspace
+from codeloupe_lsp.server import FOLDER_CLOSED, build_server
 from full_disk import disk_full
 from processes import FAILING_GRAMMAR
 
@@ -112,6 +114,22 @@ async def test_a_saved_file_whose_grammar_crashes_or_never_finishes_costs_that_f
         await client.wait_ready()
     finally:
         await stop_server(client)
+
+
+async def test_a_request_reading_a_folder_closed_under_it_is_answered_content_modified(tmp_path: Path) -> None:
+    """A request in flight as its folder is removed (a hover, a search past the graph build) reads a closed store:
+    it was answered as an engine fault, -32803 "codeloupe engine error: ProgrammingError: Cannot operate on a closed
+    database." with a traceback logged as an error. It is the folder's closing, answered -32801 as a search stopped
+    by the close is (`IndexStopped`), through the server's one conversion of engine calls."""
+    (tmp_path / "auth.py").write_text("def login(user):\n    return user\n")
+    ws = Workspace(tmp_path)
+    ws.index()
+    ws.close()
+    server = build_server()
+    for call, arguments in ((ws.search, ("login",)), (ws.expand, ("auth.py", 1, 2))):
+        with pytest.raises(JsonRpcContentModified) as refused:
+            await server.engine(call, *arguments)
+        assert refused.value.message == FOLDER_CLOSED
 
 
 async def test_ask_streams_events_and_returns_verbatim_citations(project: Path) -> None:
