@@ -94,6 +94,20 @@ def test_serve_refuses_a_port_or_rate_it_cannot_use(tmp_path: Path, flag: str, v
     assert problem in last
 
 
+@pytest.mark.parametrize(("flag", "value", "problem"), [
+    ("--lease-s", "0", "--lease-s: expected a number of seconds above 0, got '0'"),
+    ("--lease-s", "-5", "above 0"),
+    ("--lease-s", "inf", "above 0"),
+    ("--exit-when-idle", "-1", "--exit-when-idle: expected a number of seconds of at least 0, got '-1'"),
+])
+def test_worker_refuses_a_lease_or_idle_wait_it_cannot_use(tmp_path: Path, flag: str, value: str, problem: str) -> None:
+    """A --lease-s of 0 was taken for the default without a word, and a negative one made every claim expire as it
+    was made (each batch claimed again by the next worker while still being written)."""
+    last = _usage_error([sys.executable, "-m", "codeloupe", "worker", "--store", "postgresql://127.0.0.1:9/none",
+                         f"{flag}={value}"], tmp_path)
+    assert problem in last
+
+
 def test_serve_names_a_file_given_for_a_workspace_folder(tmp_path: Path) -> None:
     (tmp_path / "app.py").write_text("x = 1\n", encoding="utf-8")
     last = _usage_error([sys.executable, "-m", "codeloupe", "serve", str(tmp_path / "app.py"), "--port", "0"],

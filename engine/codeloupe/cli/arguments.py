@@ -4,6 +4,7 @@ a mistyped command) imports no part of the engine."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 
@@ -71,6 +72,22 @@ def positive_count(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value!r}")
     return number
+
+
+def number_of(unit: str, *, zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of `unit` above 0, or from 0 where `zero` (serve's --rate of 0 was read as
+    the default and a negative one refused every request; a worker's --lease-s of 0 was taken for the default without
+    a word, and a negative one made every claim expire at once)."""
+    def read(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"expected a number of {unit} {'of at least 0' if zero else 'above 0'},"
+                                             f" got {value!r}")
+        return number
+    return read
 
 
 def count_up_to(most: int) -> Callable[[str], int]:

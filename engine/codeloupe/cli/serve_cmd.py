@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import CliError
-from .arguments import add_store_url, repository_list
+from .arguments import add_store_url, number_of, repository_list
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                         "CODELOUPE_SERVE_TOKEN also sets it)")
     parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                         help="allow browser pages from this origin to call the API (repeatable; default none)")
-    parser.add_argument("--rate", type=_rate, help="requests per second per client (default 100)")
+    parser.add_argument("--rate", type=number_of("requests per second"),
+                        help="requests per second per client (default 100)")
     parser.set_defaults(func=run)
 
 
@@ -41,16 +42,6 @@ def _port(value: str) -> int:
     if not value.isdigit() or int(value) > 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {value!r}")
     return int(value)
-
-
-def _rate(value: str) -> float:
-    try:
-        rate = float(value)
-    except ValueError:
-        rate = -1.0
-    if not 0 < rate < float("inf"):  # 0 read as "the default", a negative rate refused every request for good
-        raise argparse.ArgumentTypeError(f"expected a number of requests per second above 0, got {value!r}")
-    return rate
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from . import CliError
-from .arguments import add_store_url
+from .arguments import add_store_url, number_of
 from .stopping import StopBySignal
 
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--embed-provider", choices=["local", "openai", "onnx", "none"])
     parser.add_argument("--embed-model")
     parser.add_argument("--embed-base-url")
-    parser.add_argument("--lease-s", type=float, help="seconds a claim lasts (default 120)")
-    parser.add_argument("--exit-when-idle", type=float, metavar="S",
+    parser.add_argument("--lease-s", type=number_of("seconds"), help="seconds a claim lasts (default 120)")
+    parser.add_argument("--exit-when-idle", type=number_of("seconds", zero=True), metavar="S",
                         help="stop once the queue has been empty for S seconds (a batch under a claim's"
                              " lease is waited for, then taken), or the database unreachable for S seconds"
                              " (default: run until stopped, reconnecting)")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     print("worker: taking the batches queued in the shared index"
           + ("" if args.exit_when_idle is not None else " until stopped (Ctrl-C)"), file=sys.stderr, flush=True)
     try:
-        report = run_worker(url, flags, lease_s=args.lease_s or LEASE_S, idle_exit_s=args.exit_when_idle,
+        report = run_worker(url, flags, lease_s=LEASE_S if args.lease_s is None else args.lease_s, idle_exit_s=args.exit_when_idle,
                             on_batch=taking,
                             global_index_min_vectors=None if args.no_global_index else GLOBAL_INDEX_MIN_VECTORS)
     except (SettingsError, StoreError) as exc:
