@@ -158,7 +158,7 @@ def run_script(name: str, workspace: Path, scratch: Path, extra_env: dict[str, s
 
 
 def test_plugin_units_on_real_files(workspace: Path, tmp_path: Path) -> None:
-    """Range conversion, settings, quickfix items, the ask view's citation jumps, graph trees, completion."""
+    """Range conversion, settings, setup() options it does not take (one warning), quickfix items, the ask view's citation jumps, graph trees, completion."""
     run_script("unit.lua", workspace, tmp_path)
 
 

@@ -25,10 +25,27 @@ H.equal({ locations.lines({ start = { line = 4, character = 0 }, ['end'] = { lin
 H.equal(config.server_settings({ embed_provider = 'none', chatModel = 'm', chat_timeout_s = 5 }),
   { embedProvider = 'none', chatModel = 'm', chatTimeoutS = 5 }, 'server settings')
 H.equal(config.merge({ cmd = { 'x' } }).cmd, { 'x' }, 'cmd replaces the default list')
-local ok, err = pcall(config.merge, { picker = 'fzf' })
-H.check(not ok and tostring(err):find('invalid picker', 1, true), 'a bad picker is refused: ' .. tostring(err))
-ok, err = pcall(config.merge, { settings = 'none' })
-H.check(not ok and tostring(err):find('settings', 1, true), 'settings must be a table: ' .. tostring(err))
+-- Options setup() does not take: it raised a Lua error (a traceback that stopped the user's init.lua there, the
+-- server never started) for some, and said nothing for a misspelt name, a wrong-typed boolean or a bad search limit,
+-- which were then ignored or sent as they were. Now one message names each, and the rest of the options apply.
+H.notifications = {}
+require('codeloupe').setup({ cmd = { 'true' }, picker = 'fzf', settings = 'none', serach = { limit = 3 },
+  search = { limit = 'ten', docs = 'both', limt = 2 }, codelens = 'no', ask = { agents = 'yes' }, layout = 'tab' })
+H.equal(#H.notifications, 1, 'notifications for the bad options')
+local said = H.notifications[1].msg
+for _, expected in ipairs({ "picker takes one of 'auto', 'telescope', 'select', not 'fzf'", 'settings takes a table',
+  'unknown option serach', 'search.limit takes a whole number', 'unknown option search.limt',
+  'codelens takes true or false', 'ask.agents takes true or false or nil' }) do
+  H.check(said:find(expected, 1, true), ('the message should say %q:\n%s'):format(expected, said))
+end
+H.equal(H.notifications[1].level, vim.log.levels.WARN, 'level of the bad options message')
+H.equal({ config.options.picker, config.options.settings, config.options.serach, config.options.search,
+  config.options.codelens, config.options.ask.agents, config.options.layout },
+  { 'auto', {}, nil, { docs = 'both' }, true, nil, 'tab' }, 'options after bad ones: defaults, and the good ones')
+H.equal(select(2, config.merge({ cmd = { 'x' }, search = { limit = 5 }, ask = { agents = false } })), {},
+  'problems with good options')
+H.notifications = {}
+H.setup({ cmd = { 'true' } })
 
 -- Search results -> quickfix items: CORE then RELATED, every chunk, label and anchor line in the text.
 local auth_uri = vim.uri_from_fname(H.path('shop/auth.py'))

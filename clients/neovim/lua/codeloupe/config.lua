@@ -7,7 +7,7 @@ local M = {}
 ---@field root_markers (string|string[])[]  Workspace root markers, in priority order.
 ---@field filetypes string[]?  Restrict attaching to these filetypes; nil attaches to every file buffer.
 ---@field codelens boolean  Refresh code lenses on BufEnter/BufWritePost.
----@field progress boolean  Report indexing progress through |vim.notify()|.
+---@field progress boolean  Also echo indexing progress in the command line (never through |vim.notify()|).
 ---@field picker 'auto'|'telescope'|'select'  Where `:Codeloupe search` shows its results.
 ---@field search { limit: integer?, docs: ('code'|'docs'|'both')? }
 ---@field ask { docs: ('code'|'docs'|'both')?, agents: boolean? }
@@ -47,12 +47,6 @@ M.options = vim.deepcopy(M.defaults)
 --- Whether setup() has run (health reports it).
 M.configured = false
 
-local enums = {
-  picker = { auto = true, telescope = true, select = true },
-  locations = { quickfix = true, loclist = true },
-  layout = { split = true, vsplit = true, float = true, tab = true },
-}
-
 --- `embed_provider` -> `embedProvider`; camelCase keys pass through unchanged.
 ---@param key string
 ---@return string
@@ -72,21 +66,167 @@ function M.server_settings(settings)
   return out
 end
 
--- vim.validate changed signature in 0.11; this works the same on 0.10.
----@param name string
----@param value any
----@param kinds string[]
-local function expect(name, value, kinds)
-  if not vim.tbl_contains(kinds, type(value)) then
-    error(('codeloupe: option %s: expected %s, got %s'):format(name, table.concat(kinds, ' or '), type(value)), 0)
+---@alias codeloupe.Check fun(value: any): string?  nil when `value` is fine, else what the option takes
+
+--- A check that `value`'s type is one of `kinds`.
+---@param ... string
+---@return codeloupe.Check
+local function kinds(...)
+  local allowed = { ... }
+  local words = { table = 'a table', boolean = 'true or false', ['function'] = 'a function', ['nil'] = 'nil' }
+  return function(value)
+    if not vim.tbl_contains(allowed, type(value)) then
+      return table.concat(vim.tbl_map(function(kind)
+        return words[kind]
+      end, allowed), ' or ')
+    end
   end
 end
 
----@param opts table?
----@return codeloupe.Options
+--- A check that `value` is one of `names` (or nil, when `optional`).
+---@param names string[]
+---@param optional boolean?
+---@return codeloupe.Check
+local function one_of(names, optional)
+  return function(value)
+    if not (vim.tbl_contains(names, value) or (optional and value == nil)) then
+      return ('one of %s%s'):format(table.concat(vim.tbl_map(function(name)
+        return ("'%s'"):format(name)
+      end, names), ', '), optional and ' (or nil)' or '')
+    end
+  end
+end
+
+--- A check that `value` is a list whose entries pass `entry` (or nil, when `optional`).
+---@param what string  what the option takes, for the message
+---@param entry fun(item: any): boolean
+---@param optional boolean?
+---@return codeloupe.Check
+local function list_of(what, entry, optional)
+  return function(value)
+    if optional and value == nil then
+      return nil
+    end
+    if type(value) ~= 'table' or not vim.islist(value) or #value == 0 then
+      return what
+    end
+    for _, item in ipairs(value) do
+      if not entry(item) then
+        return what
+      end
+    end
+  end
+end
+
+---@param item any
+---@return boolean
+local function is_string(item)
+  return type(item) == 'string'
+end
+
+local DOCS = { 'code', 'docs', 'both' }
+
+--- What each option takes; a table of checks is an option that is itself a table of these fields.
+---@type table<string, codeloupe.Check|table<string, codeloupe.Check>>
+local CHECKS = {
+  cmd = function(value)
+    if type(value) ~= 'function' then
+      return list_of('a list of strings (the command and its arguments) or a function', is_string)(value)
+    end
+  end,
+  settings = kinds('table'),
+  root_markers = list_of('a list of file names (an entry may be a list of names of equal priority)', function(item)
+    return is_string(item) or (type(item) == 'table' and list_of('', is_string)(item) == nil)
+  end),
+  filetypes = list_of('a list of filetypes (or nil)', is_string, true),
+  codelens = kinds('boolean'),
+  progress = kinds('boolean'),
+  picker = one_of({ 'auto', 'telescope', 'select' }),
+  search = {
+    limit = function(value)
+      if value ~= nil and not (type(value) == 'number' and value >= 1 and value == math.floor(value)) then
+        return 'a whole number of files, 1 or more (or nil)'
+      end
+    end,
+    docs = one_of(DOCS, true),
+  },
+  ask = { docs = one_of(DOCS, true), agents = kinds('boolean', 'nil') },
+  layout = one_of({ 'vsplit', 'split', 'float', 'tab' }),
+  locations = one_of({ 'quickfix', 'loclist' }),
+  capabilities = kinds('table', 'nil'),
+  on_attach = kinds('function', 'nil'),
+}
+
+---@param value any
+---@return string
+local function show(value)
+  if type(value) == 'string' then
+    return ("'%s'"):format(value)
+  end
+  if type(value) == 'table' then
+    return next(value) == nil and 'an empty table' or 'a table'
+  end
+  return tostring(value)
+end
+
+---@param checks table<string, any>
+---@return string
+local function known(checks)
+  local names = vim.tbl_keys(checks)
+  table.sort(names)
+  return table.concat(names, ', ')
+end
+
+--- Check `merged` (the defaults with `given` over them) against `checks`; a value it does not take is reported and
+--- replaced by the default, an unknown name is reported and dropped, so that setup() still starts what it can.
+---@param merged table
+---@param given table
+---@param defaults table
+---@param checks table<string, any>
+---@param prefix string  the parent option's name and a dot, or ''
+---@param problems string[]  appended to
+local function check(merged, given, defaults, checks, prefix, problems)
+  local names = vim.tbl_keys(given)
+  table.sort(names, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  for _, name in ipairs(names) do
+    local option = checks[name]
+    if option == nil then
+      problems[#problems + 1] = ('unknown option %s%s (the options are: %s)'):format(prefix, tostring(name),
+        known(checks))
+      merged[name] = nil
+    elseif type(option) == 'table' then
+      if type(merged[name]) ~= 'table' then
+        problems[#problems + 1] = ('%s%s takes a table, not %s; using the default'):format(prefix, name,
+          show(merged[name]))
+        merged[name] = vim.deepcopy(defaults[name])
+      else
+        check(merged[name], given[name], defaults[name], option, prefix .. name .. '.', problems)
+      end
+    else
+      local takes = option(merged[name])
+      if takes then
+        problems[#problems + 1] = ('%s%s takes %s, not %s; using the default'):format(prefix, name, takes,
+          show(merged[name]))
+        merged[name] = vim.deepcopy(defaults[name])
+      end
+    end
+  end
+end
+
+--- The options: the defaults with `opts` over them, and what was wrong in `opts` (each such option left at its
+--- default), for setup() to say in one message rather than stop the user's config with a Lua error.
+---@param opts any
+---@return codeloupe.Options options, string[] problems
 function M.merge(opts)
-  opts = opts or {}
-  expect('opts', opts, { 'table' })
+  if opts == nil then
+    opts = {}
+  end
+  if type(opts) ~= 'table' then
+    return vim.deepcopy(M.defaults), { ('setup() takes a table of options, not %s; using the defaults'):format(
+      show(opts)) }
+  end
   -- Lists replace the defaults rather than merging index by index.
   local merged = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
   for _, list_key in ipairs({ 'cmd', 'root_markers', 'filetypes' }) do
@@ -94,19 +234,9 @@ function M.merge(opts)
       merged[list_key] = opts[list_key]
     end
   end
-  expect('cmd', merged.cmd, { 'table', 'function' })
-  expect('settings', merged.settings, { 'table' })
-  expect('root_markers', merged.root_markers, { 'table' })
-  expect('filetypes', merged.filetypes, { 'table', 'nil' })
-  expect('capabilities', merged.capabilities, { 'table', 'nil' })
-  expect('on_attach', merged.on_attach, { 'function', 'nil' })
-  for key, allowed in pairs({ picker = merged.picker, locations = merged.locations, layout = merged.layout }) do
-    if not enums[key][allowed] then
-      error(('codeloupe: invalid %s %q (expected one of: %s)'):format(
-        key, tostring(allowed), table.concat(vim.tbl_keys(enums[key]), ', ')), 0)
-    end
-  end
-  return merged
+  local problems = {}
+  check(merged, opts, M.defaults, CHECKS, '', problems)
+  return merged, problems
 end
 
 return M

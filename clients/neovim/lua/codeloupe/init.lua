@@ -62,8 +62,15 @@ end
 ---@param opts table?  see |codeloupe-options|
 function M.setup(opts)
   local reconfigure = config.configured
-  config.options = config.merge(opts)
+  local options, problems = config.merge(opts)
+  config.options = options
   config.configured = true
+  if #problems > 0 then
+    -- One message, and the rest of the options still apply: an error raised here would stop the user's init.lua
+    -- with a Lua traceback, and everything after this call in it with it.
+    local text = #problems == 1 and problems[1] or ('\n- ' .. table.concat(problems, '\n- '))
+    vim.notify('codeloupe: setup(): ' .. text, vim.log.levels.WARN)
+  end
 
   vim.api.nvim_clear_autocmds({ group = group })
   vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = progress.on_progress })
