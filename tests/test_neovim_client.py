@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -413,4 +414,19 @@ def test_the_server_starts_before_filetype_plugins_and_progress_precedes_the_wat
     run_script("start_order.lua", workspace, tmp_path, {
         "PATH": f"{server_bin}{os.pathsep}{os.environ.get('PATH', '')}",
         "CODELOUPE_EMBED_PROVIDER": "none",
+    })
+
+
+@pytest.mark.parametrize("manager", ["lazy", "packer"])
+def test_the_readmes_plugin_manager_specs_give_help(workspace: Path, tmp_path: Path, manager: str) -> None:
+    """The README's lazy.nvim and packer specs, run on a checkout as their manager runs them: `:help codeloupe` was
+    E149 (each manager makes help tags for the repository root's doc/, not clients/neovim/doc)."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "clients" / "neovim", checkout / "clients" / "neovim",
+                    ignore=shutil.ignore_patterns("tags"))
+    server_bin = Path(server_command()[0]).parent
+    run_script("install_specs.lua", workspace, tmp_path, {
+        "CODELOUPE_TEST_INSTALL": manager,
+        "CODELOUPE_TEST_CHECKOUT": str(checkout),
+        "PATH": f"{server_bin}{os.pathsep}{os.environ.get('PATH', '')}",
     })
