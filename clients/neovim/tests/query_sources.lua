@@ -47,3 +47,21 @@ quickfix_titled('codeloupe: Login fails for every user after the upgrade …')
 local top = vim.fn.getqflist()[1]
 H.equal(vim.api.nvim_buf_get_name(top.bufnr), H.path('shop/auth.py'), 'the traceback pins shop/auth.py first')
 H.check(not H.notified('failed', vim.log.levels.ERROR), 'no errors')
+
+-- The Lua API mapped as it is (a mapping calls it with no argument): search() raised "s: expected string, got nil";
+-- it takes the word under the cursor as :Codeloupe search does.
+vim.keymap.set('n', '<Space>w', require('codeloupe').search)
+vim.api.nvim_set_current_buf(auth)
+vim.api.nvim_win_set_cursor(0, { H.line_of('shop/auth.py', 'def hash_password'), 6 })
+local offered
+vim.ui.select = function(items, opts)
+  offered = { prompt = opts.prompt, count = #items }
+end
+H.press('<Space>w')
+H.wait(function() return offered ~= nil end, 20000, 'the picker of require("codeloupe").search()')
+H.equal(offered.prompt, 'codeloupe: hash_password', 'the query of search() without one')
+-- ask() without a question offers the cached questions, as :Codeloupe ask does (here only "new question…").
+offered = nil
+H.check(pcall(require('codeloupe').ask), 'ask() without a question')
+H.wait(function() return offered ~= nil end, 20000, 'the picker of require("codeloupe").ask()')
+H.equal(offered.prompt, 'codeloupe ask', 'ask() without a question offers the cached ones')

@@ -451,4 +451,11 @@ function M.run(question)
   end)
 end
 
+--- `:Codeloupe ask` without a question: offer the cached ones (or a new one) instead of guessing from the cursor.
+function M.pick()
+  lsp.with_client(function(client)
+    require('codeloupe.flows').pick(client, M.run)
+  end)
+end
+
 return M

@@ -67,10 +67,7 @@ function M.run(opts)
   -- The query keeps its own spacing; only the subcommand word is removed.
   local rest = opts.args:match('^%s*%S+%s*(.-)%s*$') or ''
   if name == 'ask' and rest == '' and (opts.range or 0) == 0 then
-    -- No question: offer the cached ones (or a new one) instead of guessing from the cursor.
-    require('codeloupe.lsp').with_client(function(client)
-      require('codeloupe.flows').pick(client, subcommand)
-    end)
+    require('codeloupe.ask').pick()
     return
   end
   if takes_query[name] and rest == '' then

@@ -100,10 +100,12 @@ function M.status()
   return progress.status()
 end
 
---- `:Codeloupe search[!] {query}` as a function.
----@param query string
+--- `:Codeloupe search[!] [{query}]` as a function: without a query (a mapping calls it with none), the word under
+--- the cursor, as the command takes it.
+---@param query string?
 ---@param to_quickfix boolean?
 function M.search(query, to_quickfix)
+  query = query or require('codeloupe.commands').implicit_query({ range = 0, line1 = 0, line2 = 0 })
   require('codeloupe.search').run(query, to_quickfix == true)
 end
 
@@ -113,10 +115,15 @@ function M.live(query)
   require('codeloupe.live').open(query or '')
 end
 
---- `:Codeloupe ask {question}` as a function.
----@param question string
+--- `:Codeloupe ask [{question}]` as a function: without a question (a mapping calls it with none), the cached
+--- questions to choose from, as the command offers them.
+---@param question string?
 function M.ask(question)
-  require('codeloupe.ask').run(question)
+  if question == nil then
+    require('codeloupe.ask').pick()
+  else
+    require('codeloupe.ask').run(question)
+  end
 end
 
 --- `:Codeloupe graph [map | node X | path A B]` as a function.
