@@ -430,3 +430,7 @@ def test_the_readmes_plugin_manager_specs_give_help(workspace: Path, tmp_path: P
         "CODELOUPE_TEST_CHECKOUT": str(checkout),
         "PATH": f"{server_bin}{os.pathsep}{os.environ.get('PATH', '')}",
     })
+
+
+def test_commands_in_a_second_workspace_folder_are_about_that_folder(workspace: Path, tmp_path: Path) -> None:
+    run_script("second_folder.lua", workspace, tmp_path)

@@ -370,8 +370,9 @@ local in_flight
 --- Send `question` to `client`, streaming its progress into the ask view.
 ---@param client vim.lsp.Client
 ---@param question string
----@param folder_uri string?  the shared repository of the buffer the question was asked from
-local function start(client, question, folder_uri)
+---@param folder_uri string?  the shared repository or workspace folder of the buffer the question was asked from
+---@param root string?  the folder the answer's paths are relative to
+local function start(client, question, folder_uri, root)
   if in_flight then
     progress.unlisten(in_flight.token)
     if in_flight.request_id then
@@ -416,7 +417,7 @@ local function start(client, question, folder_uri)
     if err and err.code == method_not_found then
       -- An older server without ask: the bundle is still the answer.
       search.request(client, question, function(bundle)
-        show(M.render(question, { fallback = 'the server has no codeloupe/ask', bundle = bundle }, client.root_dir))
+        show(M.render(question, { fallback = 'the server has no codeloupe/ask', bundle = bundle }, root))
       end)
       return
     end
@@ -430,7 +431,7 @@ local function start(client, question, folder_uri)
       show(doc)
       return
     end
-    show(M.render(question, result or {}, client.root_dir))
+    show(M.render(question, result or {}, root))
   end)
   if in_flight and in_flight.token == token then
     in_flight.request_id = request_id
@@ -446,8 +447,10 @@ function M.run(question)
   end
   -- Read before the answer view opens: asked from a shared-index document, the question is about its repository.
   local repository = require('codeloupe.indexdoc').repository()
+  local here = lsp.file()
   lsp.with_client(function(client)
-    start(client, question, repository)
+    local root = lsp.folder(client, here)
+    start(client, question, repository or (root and vim.uri_from_fname(root)), root)
   end)
 end
 

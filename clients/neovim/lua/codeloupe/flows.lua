@@ -26,7 +26,8 @@ end
 ---@param client vim.lsp.Client
 ---@return table
 local function params(client)
-  return client.root_dir and { folderUri = vim.uri_from_fname(client.root_dir) } or {}
+  local root = lsp.folder(client, lsp.file())
+  return root and { folderUri = vim.uri_from_fname(root) } or {}
 end
 
 --- Offer the cached questions, then "new question…" (which prompts for one); `on_question` gets the choice.

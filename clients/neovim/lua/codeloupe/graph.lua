@@ -365,19 +365,21 @@ function M.run(args)
     return
   end
   local repository = indexdoc.repository()
+  local here = file or lsp.file()
   lsp.with_client(function(client)
-    if repository or client.root_dir then
-      params.folderUri = repository or vim.uri_from_fname(client.root_dir)
+    local root = lsp.folder(client, here)
+    if repository or root then
+      params.folderUri = repository or vim.uri_from_fname(root)
     end
     if file then
-      params.node = repository and file or locations.relative(client.root_dir, file)
+      params.node = repository and file or locations.relative(root, file)
     end
     lsp.request(client, 'codeloupe/graph', params, function(err, result)
       if err then
         vim.notify(lsp.error_message('codeloupe/graph', err), vim.log.levels.ERROR)
         return
       end
-      local tree = M.render(mode, result or {}, client.root_dir, mode == 'node' and params.node or nil)
+      local tree = M.render(mode, result or {}, root, mode == 'node' and params.node or nil)
       view.show({
         name = M.buffer_name,
         filetype = 'codeloupe',

@@ -88,11 +88,13 @@ function M.status()
   end)
 end
 
---- `:Codeloupe reindex`: re-scan the current buffer's workspace. Progress shows in the statusline;
+--- `:Codeloupe reindex`: re-scan the current buffer's workspace folder. Progress shows in the statusline;
 --- the one message is the result.
 function M.reindex()
+  local here = lsp.file()
   lsp.with_client(function(client)
-    local arguments = client.root_dir and { vim.uri_from_fname(client.root_dir) } or {}
+    local root = lsp.folder(client, here)
+    local arguments = root and { vim.uri_from_fname(root) } or {}
     lsp.request(client, 'workspace/executeCommand', { command = 'codeloupe.reindex', arguments = arguments },
       function(err, result)
         if err then

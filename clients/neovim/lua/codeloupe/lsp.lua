@@ -303,6 +303,36 @@ function M.client(bufnr)
   return all[1]
 end
 
+--- The file of buffer `bufnr` (the current one by default), or nil for a buffer that is no file on disk (a view,
+--- the quickfix list, a `codeloupe-index:` document).
+---@param bufnr integer?
+---@return string?
+function M.file(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == '' or vim.bo[bufnr].buftype ~= '' or name:match('^%a[%w+.-]+:') then
+    return nil
+  end
+  return vim.fs.normalize(name)
+end
+
+--- The workspace folder of `client` that holds `file` (the deepest, when folders nest), else the client's root. A
+--- client may serve several folders (|vim.lsp.buf.add_workspace_folder()|); a command given in a file is about
+--- that file's folder, which the server otherwise takes to be its first.
+---@param client vim.lsp.Client
+---@param file string?  an absolute path
+---@return string?
+function M.folder(client, file)
+  local best
+  for _, folder in ipairs(file and client.workspace_folders or {}) do
+    local path = vim.fs.normalize(vim.uri_to_fname(folder.uri))
+    if (file == path or vim.startswith(file, path .. '/')) and (best == nil or #path > #best) then
+      best = path
+    end
+  end
+  return best or client.root_dir
+end
+
 --- How long a command waits for the server to attach before it gives up.
 M.start_timeout_ms = 30000
 

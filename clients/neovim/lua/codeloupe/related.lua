@@ -40,7 +40,8 @@ function M.run(opts)
         vim.notify(lsp.error_message('codeloupe/related', err), vim.log.levels.ERROR)
         return
       end
-      local shown = shared and name:gsub('%?.*$', '') or locations.relative(client.root_dir, vim.fs.normalize(name))
+      local file = vim.fs.normalize(name)
+      local shown = shared and name:gsub('%?.*$', '') or locations.relative(lsp.folder(client, file), file)
       -- The file's name is a repository's: on one line, escaped, in the notification as in the quickfix title.
       local title = ('related to %s:%d-%d'):format(text_lines.one_line(shown), opts.line1, opts.line2)
       local items = M.items(result or {})

@@ -67,8 +67,10 @@ function M.run(args)
     end
   end
   local repository = require('codeloupe.indexdoc').repository()
+  local here = lsp.file()
   lsp.with_client(function(client)
-    local folder = repository or (client.root_dir and vim.uri_from_fname(client.root_dir))
+    local root = lsp.folder(client, here)
+    local folder = repository or (root and vim.uri_from_fname(root))
     lsp.request(client, 'codeloupe/tour', { folderUri = folder, entryPoints = entry_points }, function(err, result)
       if err then
         vim.notify(lsp.error_message('codeloupe/tour', err), vim.log.levels.ERROR)
