@@ -81,8 +81,14 @@ function M.check()
     check_client(client)
   end
 
-  if pcall(require, 'telescope') then
+  -- The picker searches use: the option decides, not only whether Telescope is installed.
+  local picker, problem = require('codeloupe.search').picker()
+  if problem then
+    health.warn(problem, { "install telescope.nvim, or set picker = 'auto' or 'select' in setup()" })
+  elseif picker == 'telescope' then
     health.ok('picker: telescope.nvim')
+  elseif config.options.picker == 'select' then
+    health.info("picker: vim.ui.select (picker = 'select')")
   else
     health.info('picker: vim.ui.select (install telescope.nvim for a previewing picker)')
   end

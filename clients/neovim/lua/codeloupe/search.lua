@@ -274,18 +274,21 @@ local function telescope(client, query, items)
   }):find()
 end
 
----@param picker 'auto'|'telescope'|'select'
----@return boolean
-local function use_telescope(picker)
+--- The picker searches use, as the `picker` option and what is installed decide (:checkhealth reports it), and why
+--- it is not the one the option names, when it is not.
+---@return 'telescope'|'select' picker, string? problem
+function M.picker()
+  local picker = config.options.picker
   if picker == 'select' then
-    return false
+    return 'select'
   end
-  local available = pcall(require, 'telescope.pickers')
-  if not available and picker == 'telescope' then
-    vim.notify('codeloupe: picker "telescope" is set but telescope.nvim is not installed; using vim.ui.select',
-      vim.log.levels.WARN)
+  if pcall(require, 'telescope.pickers') then
+    return 'telescope'
   end
-  return available
+  if picker == 'telescope' then
+    return 'select', 'picker "telescope" is set but telescope.nvim is not installed; using vim.ui.select'
+  end
+  return 'select'
 end
 
 --- The parameters of a `codeloupe/search` request for `query`, with the user's search settings.
@@ -330,7 +333,13 @@ function M.run(query, to_quickfix)
       local title = M.title(query) .. (notes ~= '' and (' (' .. notes .. ')') or '')
       if to_quickfix then
         M.to_quickfix(title, M.folded(items))
-      elseif use_telescope(config.options.picker) then
+        return
+      end
+      local picker, problem = M.picker()
+      if problem then
+        vim.notify('codeloupe: ' .. problem, vim.log.levels.WARN)
+      end
+      if picker == 'telescope' then
         telescope(client, title, items)
       else
         select(client, title, M.folded(items))
