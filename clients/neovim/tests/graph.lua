@@ -112,3 +112,13 @@ for _, concept in ipairs({ 'password', 'password hashing' }) do
     return ('a note that %q was resolved to the closest file:\n'):format(concept) .. H.text(view)
   end)
 end
+
+-- <Tab> completes paths relative to the workspace folder, as the server takes them: it completed them relative to
+-- the current directory, so from a subdirectory `shop/` completed to nothing and names came without their folder.
+vim.cmd('silent! only')
+vim.api.nvim_set_current_buf(cart_buf)
+vim.cmd.cd(vim.fn.fnameescape(H.path('shop')))
+H.equal(vim.fn.getcompletion('Codeloupe graph node shop/ca', 'cmdline'), { 'shop/cart.py' }, 'graph node completion')
+H.equal(vim.fn.getcompletion('Codeloupe graph path shop/cart.py w', 'cmdline'), { 'web/' }, 'graph path completion')
+H.equal(vim.fn.getcompletion('Codeloupe graph node .codel', 'cmdline'), { '.codeloupe.toml' }, 'a hidden name')
+vim.cmd.cd(vim.fn.fnameescape(H.root))

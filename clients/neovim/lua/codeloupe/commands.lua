@@ -76,6 +76,36 @@ function M.run(opts)
   subcommand(rest, vim.list_slice(opts.fargs, 2), opts.bang or bang == '!', opts)
 end
 
+--- Paths for `:Codeloupe graph node|path`, which takes them relative to the workspace folder of the current buffer
+--- (not to the current directory, which may be another): the names under that folder starting with `arg_lead`, a
+--- folder's ending in `/`, hidden ones only once a `.` is typed, a space escaped as the command line splits on it.
+--- A name `%`, `#` or `~` and absolute paths, and a buffer with no workspace, complete as files do.
+---@param arg_lead string
+---@return string[]
+function M.complete_path(arg_lead)
+  local lsp = require('codeloupe.lsp')
+  local client = lsp.client()
+  local root = client and lsp.folder(client, lsp.file())
+  if not root or arg_lead:match('^[%%#~/]') then
+    return vim.fn.getcompletion(arg_lead, 'file')
+  end
+  local typed = arg_lead:gsub('\\ ', ' ')
+  local dir, prefix = typed:match('^(.*/)([^/]*)$')
+  dir, prefix = dir or '', prefix or typed
+  local path = vim.fs.joinpath(root, dir)
+  local out = {}
+  if vim.fn.isdirectory(path) == 0 then
+    return out
+  end
+  for name, kind in vim.fs.dir(path) do
+    if name:sub(1, #prefix) == prefix and (name:sub(1, 1) ~= '.' or prefix:sub(1, 1) == '.') then
+      out[#out + 1] = ((dir .. name):gsub(' ', '\\ ')) .. (kind == 'directory' and '/' or '')
+    end
+  end
+  table.sort(out)
+  return out
+end
+
 --- Completion for `:Codeloupe`.
 ---@param arg_lead string
 ---@param cmdline string
@@ -93,7 +123,7 @@ function M.complete(arg_lead, cmdline)
   elseif words[2] == 'graph' and position == 3 then
     candidates = { 'map', 'node', 'path' }
   elseif words[2] == 'graph' and (words[3] == 'node' or words[3] == 'path') then
-    return vim.fn.getcompletion(arg_lead, 'file')
+    return M.complete_path(arg_lead)
   end
   return vim.tbl_filter(function(candidate)
     return candidate:sub(1, #arg_lead) == arg_lead
