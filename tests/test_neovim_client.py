@@ -434,3 +434,7 @@ def test_the_readmes_plugin_manager_specs_give_help(workspace: Path, tmp_path: P
 
 def test_commands_in_a_second_workspace_folder_are_about_that_folder(workspace: Path, tmp_path: Path) -> None:
     run_script("second_folder.lua", workspace, tmp_path)
+
+
+def test_a_command_says_when_the_server_exits_while_starting(workspace: Path, tmp_path: Path) -> None:
+    run_script("server_exits.lua", workspace, tmp_path)

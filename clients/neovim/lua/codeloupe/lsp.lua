@@ -146,6 +146,9 @@ function M.client_config(opts)
     capabilities = M.capabilities(opts.capabilities),
     commands = { ['codeloupe.showLocations'] = show_locations },
     on_attach = opts.on_attach,
+    on_exit = function(code, signal, client_id)
+      M.exited(code, signal, client_id)
+    end,
   }
 end
 
@@ -363,6 +366,34 @@ function M.flush_waiting(client)
   for _, entry in ipairs(ready) do
     entry.run(client)
   end
+end
+
+--- A client exited (|vim.lsp.ClientConfig| on_exit, in a fast event). When it exited while starting (a server that
+--- fails at once: a broken install, a bad `cmd` argument), the commands waiting for it would wait for nothing and say
+--- after 30 s that it "did not start within 30 s"; they are dropped now, saying it exited.
+---@param code integer
+---@param signal integer
+---@param client_id integer
+function M.exited(code, signal, client_id)
+  local client = vim.lsp.get_client_by_id(client_id)
+  if not client or client.initialized then
+    return -- a running server that stopped: commands given since wait for the one they start
+  end
+  vim.schedule(function()
+    local still = {}
+    for _, entry in ipairs(waiting) do
+      if not serves(client, entry.root) then
+        still[#still + 1] = entry
+      end
+    end
+    if #still == #waiting then
+      return
+    end
+    waiting = still
+    vim.notify(('codeloupe: the language server exited while starting (exit code %d%s), so the command did not run; '
+      .. 'see :checkhealth codeloupe and :LspLog'):format(code, signal ~= 0 and (', signal ' .. signal) or ''),
+      vim.log.levels.ERROR)
+  end)
 end
 
 --- Why no client can serve `bufnr` (nil when one is starting for it).
