@@ -1,7 +1,9 @@
 -- Against the real server and a real shared index (PostgreSQL): a repository the user has not cloned
 -- (`store_url`, `repositories`) answers searches with codeloupe-index: URIs; the quickfix list and the
 -- picker open them at their line, filled from codeloupe/read, read-only; a path escaping the repository
--- leaves an empty buffer and an error.
+-- leaves an empty buffer and an error. No read holds up the editor: with the server stopped (SIGSTOP) while a
+-- document opens, a preview shows or a lens lists its locations, the command returns at once and the editor
+-- goes on; the text comes once the server runs again (SIGCONT).
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
 H.setup({
   picker = 'select',
@@ -17,6 +19,43 @@ H.wait(function() -- the server opens the shared repositories after `initialized
   local response = client:request_sync('codeloupe/search', { query = query, folderUri = 'codeloupe-index:///billing' }, 5000)
   return response and not response.err
 end, 30000, 'the shared repository to be searchable')
+
+local indexdoc = require('codeloupe.indexdoc')
+
+--- The language server's process (the editor's only child).
+---@return integer
+local function server_pid()
+  local children = vim.api.nvim_get_proc_children(vim.fn.getpid())
+  H.equal(#children, 1, 'one child process, the server: ' .. vim.inspect(children))
+  return children[1]
+end
+
+--- Run `fn` with the server stopped: it gets no request answered meanwhile, so whatever `fn` opens is still being
+--- read when `fn` returns (a command that waited for the answer would wait until its timeout). A timer then
+--- runs, as it does while the editor is free, before the server goes on. A failure in between is reported once
+--- the server runs again (exiting with it stopped would leave it stopped).
+---@param fn fun()
+local function with_server_stopped(fn)
+  local pid = server_pid()
+  local fail = H.fail
+  H.fail = function(message)
+    error(message, 0)
+  end
+  H.equal(vim.uv.kill(pid, 'sigstop'), 0, 'the server stopped')
+  local ok, err = pcall(function()
+    fn()
+    local ticked = false
+    vim.defer_fn(function()
+      ticked = true
+    end, 0)
+    H.wait(function()
+      return ticked
+    end, 5000, 'a timer to run while the read is outstanding')
+  end)
+  vim.uv.kill(pid, 'sigcont')
+  H.fail = fail
+  H.check(ok, tostring(err))
+end
 
 --- The text of a billing file as it was indexed (its checkout is deleted; the test saved a copy).
 ---@param path string
@@ -62,7 +101,15 @@ end
 H.check(shared_item, 'a quickfix item from the shared repository: ' .. vim.inspect(vim.fn.getqflist()))
 local name = vim.api.nvim_buf_get_name(shared_item.bufnr)
 H.check(name:find('?rev=', 1, true), 'the URI pins the commit: ' .. name)
-vim.cmd('cc ' .. shared_index)
+with_server_stopped(function()
+  vim.cmd('cc ' .. shared_index)
+  H.equal(vim.api.nvim_buf_get_name(0), name, 'the buffer opened at once')
+  H.equal({ H.text(0), vim.bo.readonly, vim.bo.modifiable }, { indexdoc.loading, true, false },
+    'read-only, saying it is loading while the server has not answered')
+end)
+H.wait(function()
+  return H.text(0) ~= indexdoc.loading
+end, 20000, 'the answer to fill the buffer')
 shows(name, shared_item.lnum)
 
 -- The picker opens it too (a fresh buffer: wipe the one :cc read).
@@ -81,7 +128,7 @@ vim.ui.select = function(items, _, on_choice)
 end
 vim.cmd('Codeloupe search ' .. query)
 H.wait(function()
-  return picked ~= nil and vim.api.nvim_buf_get_name(0) == picked.filename
+  return picked ~= nil and vim.api.nvim_buf_get_name(0) == picked.filename and H.text(0) ~= indexdoc.loading
 end, 20000, 'the picker to open the shared result')
 shows(picked.filename, picked.lnum)
 
@@ -102,8 +149,11 @@ H.check(row, 'a shared result in the live picker')
 H.press('A' .. string.rep('<C-n>', row - 1))
 H.equal(live.state.selected, row, 'the shared row is selected')
 local previewed = live.state.items[row]
-H.equal(table.concat(vim.api.nvim_buf_get_lines(live.state.preview.buf, 0, -1, false), '\n') .. '\n',
-  indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the preview holds the indexed text')
+H.wait(function()
+  return H.text(live.state.preview.buf) ~= indexdoc.loading
+end, 20000, 'the live preview to be read')
+H.equal(H.text(live.state.preview.buf) .. '\n', indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')),
+  'the preview holds the indexed text')
 H.press('<Esc>')
 
 -- The Telescope previewer function previews a shared result from the server too (Telescope's own loader reads
@@ -111,9 +161,15 @@ H.press('<Esc>')
 local preview_buf = vim.api.nvim_create_buf(false, true)
 local preview_win = vim.api.nvim_open_win(preview_buf, false, { relative = 'editor', row = 1, col = 1, width = 60,
   height = 5 })
-require('codeloupe.search').preview(previewed, preview_buf, preview_win, function(filename)
-  H.fail('the disk loader was asked for ' .. filename)
+with_server_stopped(function()
+  require('codeloupe.search').preview(previewed, preview_buf, preview_win, function(filename)
+    H.fail('the disk loader was asked for ' .. filename)
+  end)
+  H.equal(H.text(preview_buf), indexdoc.loading, 'the Telescope preview says it is loading')
 end)
+H.wait(function()
+  return H.text(preview_buf) ~= indexdoc.loading
+end, 20000, 'the Telescope preview to be read')
 H.equal(table.concat(vim.api.nvim_buf_get_lines(preview_buf, 0, -1, false), '\n') .. '\n',
   indexed_text(previewed.filename:sub(#prefix + 1):gsub('%?.*$', '')), 'the Telescope preview holds the indexed text')
 H.equal(vim.api.nvim_win_get_cursor(preview_win)[1], previewed.lnum, 'the Telescope preview sits on the match line')
@@ -143,10 +199,15 @@ end, 20000, function()
   return 'the "used in 2 files" lens on def charge: ' .. vim.inspect(vim.lsp.codelens.get(card_buf))
 end)
 vim.api.nvim_win_set_cursor(0, { charge_line, 0 })
-vim.lsp.codelens.run()
+local lens_title = 'codeloupe: used in 2 files'
+with_server_stopped(function()
+  vim.lsp.codelens.run()
+  H.check(vim.fn.getqflist({ title = 0 }).title ~= lens_title, 'the list waits for the lines of its documents')
+end)
 H.wait(function()
-  return #vim.fn.getqflist() == 2
+  return vim.fn.getqflist({ title = 0 }).title == lens_title
 end, 10000, 'the lens locations in quickfix')
+H.equal(#vim.fn.getqflist(), 2, 'both lens locations')
 for _, item in ipairs(vim.fn.getqflist()) do
   H.check(vim.startswith(vim.api.nvim_buf_get_name(item.bufnr), prefix), 'a lens location in the repository')
   H.check(item.text:find('charge', 1, true), 'the use line, read from the server: ' .. item.text)
@@ -214,7 +275,9 @@ H.check(H.notified('shared repository billing at ' .. commit, vim.log.levels.INF
 
 -- A path escaping the repository: an error, an empty read-only buffer.
 vim.cmd.edit(vim.fn.fnameescape('codeloupe-index:///billing/../../../etc/passwd'))
+H.wait(function()
+  return H.notified('traversal', vim.log.levels.ERROR)
+end, 20000, 'the refusal to be shown')
 H.equal(H.text(0), '', 'nothing read for an escaping path')
 H.check(vim.bo.readonly and not vim.bo.modifiable, 'the refused buffer is read-only too')
-H.check(H.notified('traversal', vim.log.levels.ERROR), 'the refusal is shown')
 os.exit(0)

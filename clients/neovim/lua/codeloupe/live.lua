@@ -57,7 +57,15 @@ local function show_preview(state)
   local lines = state.files[item.filename]
   if not lines then
     if indexdoc.is_document(item.filename) then
-      lines = indexdoc.lines(item.filename)
+      -- Asked once; the placeholder shows until the server answers, then the preview again if still on the file.
+      lines = { indexdoc.loading }
+      indexdoc.lines(item.filename, state.client, function(read)
+        state.files[item.filename] = read
+        local selected = state.items[state.selected]
+        if M.state == state and selected and selected.filename == item.filename then
+          show_preview(state)
+        end
+      end)
     else
       lines = vim.fn.filereadable(item.filename) == 1 and vim.fn.readfile(item.filename) or {}
     end

@@ -74,9 +74,18 @@ function M.jump(item, win)
   if vim.fs.normalize(current) ~= vim.fs.normalize(item.filename) then
     vim.cmd.edit(vim.fn.fnameescape(item.filename))
   end
-  local last = vim.api.nvim_buf_line_count(0)
-  vim.api.nvim_win_set_cursor(win, { math.max(1, math.min(item.lnum, last)), 0 })
-  vim.cmd('normal! zvzz')
+  -- A shared-index document opened just now holds its lines only once the server has answered.
+  local bufnr = vim.api.nvim_win_get_buf(win)
+  require('codeloupe.indexdoc').when_read(bufnr, function() -- required here: it requires this module (via lsp)
+    if not (vim.api.nvim_win_is_valid(win) and vim.api.nvim_win_get_buf(win) == bufnr) then
+      return
+    end
+    local last = vim.api.nvim_buf_line_count(bufnr)
+    vim.api.nvim_win_set_cursor(win, { math.max(1, math.min(item.lnum, last)), 0 })
+    vim.api.nvim_win_call(win, function()
+      vim.cmd('normal! zvzz')
+    end)
+  end)
 end
 
 return M

@@ -44,31 +44,23 @@ function M.capabilities(extra)
   return vim.tbl_deep_extend('force', capabilities, extra or {})
 end
 
---- `codeloupe.showLocations` [uri, position, Location[]] (the code-lens command): list the locations.
+--- List `items` (quickfix items of the code-lens command `command`) with their lines as text: a file's from disk, a
+--- shared-index document's from `documents` (its lines by URI).
 ---@param command lsp.Command
----@param ctx table
-local function show_locations(command, ctx)
-  local found = (command.arguments or {})[3] or {}
-  local client = vim.lsp.get_client_by_id(ctx.client_id)
-  local root = client and client.root_dir
-  local items = {}
-  local indexdoc = require('codeloupe.indexdoc') -- required here: it requires this module
-  for _, location in ipairs(found) do
-    local item = locations.item(location)
+---@param client vim.lsp.Client?
+---@param items codeloupe.Item[]
+---@param documents table<string, string[]>
+local function list_locations(command, client, items, documents)
+  for _, item in ipairs(items) do
     local line
-    if indexdoc.is_document(item.filename) then
-      line = indexdoc.lines(item.filename)[item.lnum] -- no file on disk: the lines come from the server
+    if documents[item.filename] then
+      line = documents[item.filename][item.lnum]
     else
       line = vim.fn.readfile(item.filename, '', item.lnum)[item.lnum]
     end
     item.text = text_lines.one_line(vim.trim(line or '')) -- shown as `locations.item` shows a text
-    items[#items + 1] = item
   end
-  if #items == 0 then
-    vim.notify('codeloupe: no locations', vim.log.levels.INFO)
-    return
-  end
-  local title = command.title or locations.relative(root, items[1].filename)
+  local title = command.title or locations.relative(client and client.root_dir, items[1].filename)
   local what = { title = 'codeloupe: ' .. text_lines.one_line(title), items = items }
   if config.options.locations == 'loclist' then
     vim.fn.setloclist(0, {}, ' ', what)
@@ -76,6 +68,44 @@ local function show_locations(command, ctx)
   else
     vim.fn.setqflist({}, ' ', what)
     vim.cmd('botright copen')
+  end
+end
+
+--- `codeloupe.showLocations` [uri, position, Location[]] (the code-lens command): list the locations. A shared-index
+--- document has no file on disk: its lines come from the server, every document asked at once, without waiting;
+--- the list opens when the last has answered.
+---@param command lsp.Command
+---@param ctx table
+local function show_locations(command, ctx)
+  local items = {}
+  for _, location in ipairs((command.arguments or {})[3] or {}) do
+    items[#items + 1] = locations.item(location)
+  end
+  if #items == 0 then
+    vim.notify('codeloupe: no locations', vim.log.levels.INFO)
+    return
+  end
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  local indexdoc = require('codeloupe.indexdoc') -- required here: it requires this module
+  local documents, asked = {}, {}
+  for _, item in ipairs(items) do
+    if indexdoc.is_document(item.filename) then
+      asked[item.filename] = true
+    end
+  end
+  local left = vim.tbl_count(asked)
+  if left == 0 then
+    list_locations(command, client, items, documents)
+    return
+  end
+  for uri in pairs(asked) do
+    indexdoc.lines(uri, client, function(lines)
+      documents[uri] = lines
+      left = left - 1
+      if left == 0 then
+        list_locations(command, client, items, documents)
+      end
+    end)
   end
 end
 

@@ -207,10 +207,14 @@ function M.tail_last(sorter)
   return sorter
 end
 
+--- Preview buffers waiting for a shared-index document's lines: bufnr -> the request's token (the latest one shows).
+---@type table<integer, table>
+local previewing = {}
+
 --- Show `item` in a picker's preview buffer `bufnr` (window `winid`) at its match line, that one line
 --- highlighted. A file on disk is loaded by `load_file(filename, done)` (Telescope's buffer_previewer_maker,
 --- which calls `done(bufnr)`); a shared-index document has no file: its lines come from the server
---- (`codeloupe/read`).
+--- (`codeloupe/read`), shown when it answers (`indexdoc.loading` until then).
 ---@param item codeloupe.Item
 ---@param bufnr integer
 ---@param winid integer
@@ -227,14 +231,27 @@ function M.preview(item, bufnr, winid, load_file)
     end)
   end
   if not indexdoc.is_document(item.filename) then
+    previewing[bufnr] = nil
     load_file(item.filename, mark)
     return
   end
-  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, indexdoc.lines(item.filename))
-  -- Syntax only: a filetype would run ftplugins and could attach language servers to the preview buffer.
-  local path = item.user_data and item.user_data.path or item.filename:gsub('%?.*$', '')
-  vim.bo[bufnr].syntax = vim.filetype.match({ filename = path }) or ''
-  mark(bufnr)
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, { indexdoc.loading })
+  local asked = {}
+  previewing[bufnr] = asked
+  indexdoc.lines(item.filename, lsp.client(), function(lines)
+    -- The preview buffer gone, or asked for another item since: that answer shows.
+    if previewing[bufnr] ~= asked or not vim.api.nvim_buf_is_valid(bufnr) then
+      return
+    end
+    previewing[bufnr] = nil
+    vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+    -- Syntax only: a filetype would run ftplugins and could attach language servers to the preview buffer.
+    local path = item.user_data and item.user_data.path or item.filename:gsub('%?.*$', '')
+    vim.bo[bufnr].syntax = vim.filetype.match({ filename = path }) or ''
+    if vim.api.nvim_win_is_valid(winid) and vim.api.nvim_win_get_buf(winid) == bufnr then
+      mark(bufnr)
+    end
+  end)
 end
 
 ---@param client vim.lsp.Client
