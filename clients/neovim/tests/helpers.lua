@@ -220,4 +220,39 @@ function H.where()
   return vim.api.nvim_buf_get_name(0), vim.api.nvim_win_get_cursor(0)[1]
 end
 
+--- The language server's process (the editor's only child).
+---@return integer
+function H.server_pid()
+  local children = vim.api.nvim_get_proc_children(vim.fn.getpid())
+  H.equal(#children, 1, 'one child process, the server: ' .. vim.inspect(children))
+  return children[1]
+end
+
+--- Run `fn` with the server stopped (SIGSTOP): no request is answered meanwhile, so whatever `fn` asks for is still
+--- outstanding when `fn` returns (a command that waited for the answer would wait until its timeout). A timer then
+--- runs, as it does while the editor is free, before the server goes on. A failure in between is reported once
+--- the server runs again (exiting with it stopped would leave it stopped).
+---@param fn fun()
+function H.with_server_stopped(fn)
+  local pid = H.server_pid()
+  local fail = H.fail
+  H.fail = function(message)
+    error(message, 0)
+  end
+  H.equal(vim.uv.kill(pid, 'sigstop'), 0, 'the server stopped')
+  local ok, err = pcall(function()
+    fn()
+    local ticked = false
+    vim.defer_fn(function()
+      ticked = true
+    end, 0)
+    H.wait(function()
+      return ticked
+    end, 5000, 'a timer to run while the request is outstanding')
+  end)
+  vim.uv.kill(pid, 'sigcont')
+  H.fail = fail
+  H.check(ok, tostring(err))
+end
+
 return H

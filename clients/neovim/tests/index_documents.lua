@@ -22,41 +22,6 @@ end, 30000, 'the shared repository to be searchable')
 
 local indexdoc = require('codeloupe.indexdoc')
 
---- The language server's process (the editor's only child).
----@return integer
-local function server_pid()
-  local children = vim.api.nvim_get_proc_children(vim.fn.getpid())
-  H.equal(#children, 1, 'one child process, the server: ' .. vim.inspect(children))
-  return children[1]
-end
-
---- Run `fn` with the server stopped: it gets no request answered meanwhile, so whatever `fn` opens is still being
---- read when `fn` returns (a command that waited for the answer would wait until its timeout). A timer then
---- runs, as it does while the editor is free, before the server goes on. A failure in between is reported once
---- the server runs again (exiting with it stopped would leave it stopped).
----@param fn fun()
-local function with_server_stopped(fn)
-  local pid = server_pid()
-  local fail = H.fail
-  H.fail = function(message)
-    error(message, 0)
-  end
-  H.equal(vim.uv.kill(pid, 'sigstop'), 0, 'the server stopped')
-  local ok, err = pcall(function()
-    fn()
-    local ticked = false
-    vim.defer_fn(function()
-      ticked = true
-    end, 0)
-    H.wait(function()
-      return ticked
-    end, 5000, 'a timer to run while the read is outstanding')
-  end)
-  vim.uv.kill(pid, 'sigcont')
-  H.fail = fail
-  H.check(ok, tostring(err))
-end
-
 --- The text of a billing file as it was indexed (its checkout is deleted; the test saved a copy).
 ---@param path string
 ---@return string
@@ -101,7 +66,7 @@ end
 H.check(shared_item, 'a quickfix item from the shared repository: ' .. vim.inspect(vim.fn.getqflist()))
 local name = vim.api.nvim_buf_get_name(shared_item.bufnr)
 H.check(name:find('?rev=', 1, true), 'the URI pins the commit: ' .. name)
-with_server_stopped(function()
+H.with_server_stopped(function()
   vim.cmd('cc ' .. shared_index)
   H.equal(vim.api.nvim_buf_get_name(0), name, 'the buffer opened at once')
   H.equal({ H.text(0), vim.bo.readonly, vim.bo.modifiable }, { indexdoc.loading, true, false },
@@ -161,7 +126,7 @@ H.press('<Esc>')
 local preview_buf = vim.api.nvim_create_buf(false, true)
 local preview_win = vim.api.nvim_open_win(preview_buf, false, { relative = 'editor', row = 1, col = 1, width = 60,
   height = 5 })
-with_server_stopped(function()
+H.with_server_stopped(function()
   require('codeloupe.search').preview(previewed, preview_buf, preview_win, function(filename)
     H.fail('the disk loader was asked for ' .. filename)
   end)
@@ -200,7 +165,7 @@ end, 20000, function()
 end)
 vim.api.nvim_win_set_cursor(0, { charge_line, 0 })
 local lens_title = 'codeloupe: used in 2 files'
-with_server_stopped(function()
+H.with_server_stopped(function()
   vim.lsp.codelens.run()
   H.check(vim.fn.getqflist({ title = 0 }).title ~= lens_title, 'the list waits for the lines of its documents')
 end)

@@ -51,6 +51,10 @@ H.equal(vim.fn.getcompletion('Codeloupe ask ', 'cmdline'), { question }, 'comple
 H.equal(vim.fn.getcompletion('Codeloupe ask how are pass', 'cmdline'), { 'passwords verified at login' },
   'completion replaces the word being typed with the rest of the question')
 H.equal(vim.fn.getcompletion('Codeloupe ask why', 'cmdline'), {}, 'a question not cached completes to nothing')
+-- <Tab> does not wait for a busy server: the list last heard of is offered at once (and asked for again).
+H.with_server_stopped(function()
+  H.equal(vim.fn.getcompletion('Codeloupe ask ', 'cmdline'), { question }, 'completion with the server stopped')
+end)
 offered = nil
 vim.ui.select = function(items, _, on_choice)
   offered = items

@@ -1,5 +1,6 @@
 --- `:Codeloupe ask`: the answer in a markdown view whose cited code opens with <CR> / gd.
 local config = require('codeloupe.config')
+local flows = require('codeloupe.flows')
 local locations = require('codeloupe.locations')
 local text_lines = require('codeloupe.lines')
 local lsp = require('codeloupe.lsp')
@@ -414,6 +415,7 @@ local function start(client, question, folder_uri, root)
     end
     in_flight = nil
     progress.unlisten(token)
+    flows.forget() -- the question answered is cached now: completion offers it next
     if err and err.code == method_not_found then
       -- An older server without ask: the bundle is still the answer.
       search.request(client, question, function(bundle)
@@ -457,7 +459,7 @@ end
 --- `:Codeloupe ask` without a question: offer the cached ones (or a new one) instead of guessing from the cursor.
 function M.pick()
   lsp.with_client(function(client)
-    require('codeloupe.flows').pick(client, M.run)
+    flows.pick(client, M.run)
   end)
 end
 

@@ -7,8 +7,15 @@ local M = {}
 --- The label of the picker entry that asks for a question not in the cache.
 M.new_question = 'new question…'
 
---- How long command-line completion waits for the server's list.
+--- How long command-line completion waits for the server's list when it has none to offer yet.
 local complete_timeout_ms = 500
+
+--- The cached questions last heard of, by client and folder (`key`): completion offers them at once.
+---@type table<string, string[]>
+local known = {}
+
+--- Bumped by `forget`: a list asked for before it is not kept.
+local generation = 0
 
 --- The cached questions of `result`, fresh ones first (the server's newest-first order kept within each).
 ---@param result table? codeloupe/flows result
@@ -30,13 +37,43 @@ local function params(client)
   return root and { folderUri = vim.uri_from_fname(root) } or {}
 end
 
+---@param client vim.lsp.Client
+---@param request table  the `codeloupe/flows` params
+---@return string
+local function key(client, request)
+  return client.id .. ' ' .. (request.folderUri or '')
+end
+
+--- Ask for the cached questions of `request`'s folder; `on_list` (if any) gets them, and completion keeps them.
+---@param client vim.lsp.Client
+---@param request table
+---@param on_list (fun(questions: string[]?))?  nil questions: the server has no flow cache
+local function ask_list(client, request, on_list)
+  local asked = generation
+  lsp.request(client, 'codeloupe/flows', request, function(err, result)
+    local questions = not err and M.questions(result) or nil
+    if questions and asked == generation then
+      known[key(client, request)] = questions
+    end
+    if on_list then
+      on_list(questions)
+    end
+  end)
+end
+
+--- Forget the questions heard of (an ask was answered: the server has cached it), so that the next completion asks.
+function M.forget()
+  known = {}
+  generation = generation + 1
+end
+
 --- Offer the cached questions, then "new question…" (which prompts for one); `on_question` gets the choice.
 ---@param client vim.lsp.Client
 ---@param on_question fun(question: string)
 function M.pick(client, on_question)
-  lsp.request(client, 'codeloupe/flows', params(client), function(err, result)
+  ask_list(client, params(client), function(questions)
     -- A server without the flow cache still lets the user type a question.
-    local choices = err and {} or M.questions(result)
+    local choices = questions or {}
     choices[#choices + 1] = M.new_question
     -- A question is shown on one line, escaped (a pasted one may hold line breaks); the choice is the question.
     local shown = { prompt = 'codeloupe ask', kind = 'codeloupe.flows', format_item = text_lines.one_line }
@@ -55,7 +92,9 @@ function M.pick(client, on_question)
 end
 
 --- Completion of `:Codeloupe ask {typed}`: the cached questions that start with what is typed, each cut to
---- what replaces `arg_lead` (the last word typed), since a question holds spaces.
+--- what replaces `arg_lead` (the last word typed), since a question holds spaces. The list last heard of is
+--- offered at once and asked for again (a busy server would hold up every <Tab>); only with none heard of yet in
+--- the folder (or since an ask was answered) does completion wait for it, at most `complete_timeout_ms`.
 ---@param typed string  the whole question typed so far
 ---@param arg_lead string
 ---@return string[]
@@ -64,10 +103,20 @@ function M.complete(typed, arg_lead)
   if not (client and client.initialized) then
     return {}
   end
-  local result = lsp.request_sync(client, 'codeloupe/flows', params(client), complete_timeout_ms)
+  local request = params(client)
+  local questions = known[key(client, request)]
+  if questions then
+    ask_list(client, request)
+  else
+    local result = lsp.request_sync(client, 'codeloupe/flows', request, complete_timeout_ms)
+    questions = M.questions(result)
+    if result then
+      known[key(client, request)] = questions
+    end
+  end
   local kept = #typed - #arg_lead
   local candidates = {}
-  for _, question in ipairs(M.questions(result)) do
+  for _, question in ipairs(questions) do
     if question:sub(1, #typed) == typed then
       candidates[#candidates + 1] = question:sub(kept + 1)
     end

@@ -501,7 +501,8 @@ function M.cancel(client, request_id)
   end
 end
 
---- A synchronous request (for :checkhealth); nil result and an error message on failure or timeout.
+--- A synchronous request (for :checkhealth's report, and the first ask completion in a folder); nil result and an
+--- error message on failure or timeout.
 ---@param client vim.lsp.Client
 ---@param method string
 ---@param params table
