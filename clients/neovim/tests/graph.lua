@@ -22,6 +22,13 @@ vim.api.nvim_win_set_cursor(0, { importer, 0 })
 H.press('<CR>')
 H.equal(vim.api.nvim_buf_get_name(0), H.path('shop/sessions.py'), '<CR> on an importer opens it')
 
+-- The function takes the command's words as one string too (it raised a Lua error), and says what it takes when
+-- given neither a list of words nor a string.
+require('codeloupe').graph('node  shop/cart.py')
+graph_view('# shop/cart.py')
+require('codeloupe').graph(42)
+H.check(H.notified("graph%(%) takes the command's words", vim.log.levels.ERROR), 'a wrong argument is named')
+
 vim.cmd('Codeloupe graph path shop/cart.py shop/auth.py')
 view = graph_view('# Path: shop/cart.py -> shop/auth.py')
 text = H.text(view)

@@ -17,6 +17,31 @@ function M.implicit_query(opts)
   return vim.fn.expand('<cword>')
 end
 
+--- `line` split into words as the command line splits `:Codeloupe`'s arguments (its fargs): at whitespace, except
+--- whitespace or a backslash after a backslash, which is kept in the word without that backslash (`my\ file.py`).
+---@param line string
+---@return string[]
+function M.words(line)
+  local words, word = {}, nil
+  local i = 1
+  while i <= #line do
+    local c = line:sub(i, i)
+    local escaped = c == '\\' and line:sub(i + 1, i + 1):match('[%s\\]')
+    if escaped then
+      word, i = (word or '') .. escaped, i + 2
+    else
+      if c:match('%s') then
+        words[#words + 1], word = word, nil
+      else
+        word = (word or '') .. c
+      end
+      i = i + 1
+    end
+  end
+  words[#words + 1] = word
+  return words
+end
+
 ---@type table<string, fun(args: string, fargs: string[], bang: boolean, opts: { line1: integer, line2: integer })>
 local subcommands = {
   search = function(args, _, bang)

@@ -126,9 +126,19 @@ function M.ask(question)
   end
 end
 
---- `:Codeloupe graph [map | node X | path A B]` as a function.
----@param args string[]?
+--- `:Codeloupe graph [map | node X | path A B]` as a function: `args` the command's words, as a list or as the
+--- command line gives them (`'node shop/cart.py'`, split as the command splits them).
+---@param args (string[]|string)?
 function M.graph(args)
+  if type(args) == 'string' then
+    args = require('codeloupe.commands').words(args)
+  elseif args ~= nil and not (type(args) == 'table' and vim.iter(args):all(function(arg)
+    return type(arg) == 'string'
+  end)) then
+    vim.notify(("codeloupe: graph() takes the command's words as a list of strings or one string, such as "
+      .. "{ 'node', 'shop/cart.py' } or 'node shop/cart.py'; got %s"):format(vim.inspect(args)), vim.log.levels.ERROR)
+    return
+  end
   require('codeloupe.graph').run(args or {})
 end
 
