@@ -243,6 +243,13 @@ H.equal(commands.complete('s', 'Codeloupe s'), { 'search', 'status' }, 'subcomma
 H.equal(commands.complete('i', 'Codeloupe i'), { 'issue' }, 'issue completion')
 H.equal(commands.complete('', 'Codeloupe graph '), { 'map', 'node', 'path' }, 'graph mode completion')
 
+-- A subcommand that takes no argument refuses words after it (they were dropped without a word).
+for _, subcommand in ipairs({ 'reindex', 'status', 'related', 'issue' }) do
+  vim.cmd('Codeloupe ' .. subcommand .. ' extra words')
+  local refusal = ('^codeloupe: %s takes no arguments %%(got "extra words"%%)$'):format(subcommand)
+  H.check(H.notified(refusal, vim.log.levels.ERROR), subcommand .. ' with extra words says they are not taken')
+end
+
 -- :Codeloupe status: a folder's lines name what was skipped for its content, counted by reason.
 local described = require('codeloupe.index').describe_folder({
   root = '/w', state = 'ready', files = 3, chunks = 5, symbols = 2, vectors = { done = 0, total = 5 },

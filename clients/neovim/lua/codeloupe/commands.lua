@@ -76,6 +76,10 @@ local subcommands = {
 --- Subcommands whose argument is a query, taken from the selection or <cword> when it is left out.
 local takes_query = { search = true, ask = true }
 
+--- Subcommands that take no argument: words after one are refused, not dropped (`:Codeloupe reindex shop/` would
+--- read as re-scanning shop/ alone while the whole folder is).
+local takes_none = { related = true, reindex = true, status = true, issue = true }
+
 --- Handler of the user command.
 ---@param opts { args: string, fargs: string[], bang: boolean, range: integer, line1: integer, line2: integer }
 function M.run(opts)
@@ -91,6 +95,10 @@ function M.run(opts)
   end
   -- The query keeps its own spacing; only the subcommand word is removed.
   local rest = opts.args:match('^%s*%S+%s*(.-)%s*$') or ''
+  if takes_none[name] and rest ~= '' then
+    vim.notify(('codeloupe: %s takes no arguments (got %q)'):format(name, rest), vim.log.levels.ERROR)
+    return
+  end
   if name == 'ask' and rest == '' and (opts.range or 0) == 0 then
     require('codeloupe.ask').pick()
     return
