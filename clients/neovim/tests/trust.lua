@@ -1,5 +1,6 @@
 -- Against the real server: the workspace's settings file is trusted or denied through vim.secure, and the
--- server applies or ignores its endpoint/resource settings accordingly (CODELOUPE_TEST_TRUST=allow|deny).
+-- server applies or ignores its endpoint/resource settings accordingly (CODELOUPE_TEST_TRUST=allow|deny); with
+-- no codeloupe settings in its files (none) nothing is asked and :Codeloupe status says there is nothing to trust.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'helpers.lua'))
 local decision = os.getenv('CODELOUPE_TEST_TRUST')
 local settings_file = vim.fs.joinpath(H.root, '.codeloupe.toml')
@@ -9,7 +10,7 @@ if decision == 'allow' then
   vim.cmd.edit(vim.fn.fnameescape(settings_file))
   H.check(vim.secure.trust({ action = 'allow', bufnr = 0 }), 'allow the settings file')
   vim.cmd('bwipeout')
-else
+elseif decision == 'deny' then
   H.check(vim.secure.trust({ action = 'deny', path = settings_file }), 'deny the settings file')
 end
 
@@ -23,8 +24,8 @@ H.ready(H.client(H.open('shop/auth.py')))
 local warnings = vim.tbl_filter(function(message)
   return message:find('ignoring settings', 1, true) ~= nil
 end, shown)
-if decision == 'allow' then
-  H.equal(warnings, {}, 'a trusted settings file applies without a warning')
+if decision ~= 'deny' then
+  H.equal(warnings, {}, 'a trusted settings file, or none, applies without a warning')
 else
   H.equal(#warnings, 1, 'one warning for the denied settings file: ' .. vim.inspect(shown))
   H.check(warnings[1]:find('embed_threads', 1, true), 'the warning names the ignored key: ' .. warnings[1])
@@ -42,6 +43,11 @@ local how = ('codeloupe trust %s` lets them'):format(vim.fn.shellescape(H.root))
 if decision == 'allow' then
   H.check(status:find(H.root .. ': ready, trusted\n', 1, true), 'status says the folder is trusted:\n' .. status)
   H.check(not status:find('untrusted', 1, true), 'a trusted folder is not called untrusted:\n' .. status)
+elseif decision == 'none' then
+  -- It said "untrusted" and what trusting would let its settings files set, for a folder with none to trust.
+  H.check(status:find(H.root .. ': ready, no workspace settings\n', 1, true), 'nothing to trust:\n' .. status)
+  H.check(not status:find('untrusted', 1, true) and not status:find('codeloupe trust', 1, true),
+    'no word of trusting it:\n' .. status)
 else
   H.check(status:find(H.root .. ': ready, untrusted\n', 1, true), 'status says the folder is untrusted:\n' .. status)
   H.check(status:find('may not set endpoints, keys, models or resource settings; `' .. how, 1, true),

@@ -21,14 +21,20 @@ end
 function M.describe_folder(folder)
   local vectors = folder.vectors or {}
   local root = folder.root or folder.uri or '?'
+  local trust = folder.trusted and 'trusted' or 'untrusted'
+  -- Trust is about the folder's own settings files (README, Trusting a workspace): with none holding codeloupe
+  -- settings, "untrusted" and what trusting would allow read as something to do where there is nothing to trust.
+  if not folder.trusted and folder.root and #lsp.settings_files(folder.root) == 0 then
+    trust = 'no workspace settings'
+  end
   local lines = {
-    ('%s: %s, %s'):format(root, folder.state or 'unknown', folder.trusted and 'trusted' or 'untrusted'),
+    ('%s: %s, %s'):format(root, folder.state or 'unknown', trust),
     ('  %d files, %d chunks, %d symbols, vectors %d/%d'):format(
       folder.files or 0, folder.chunks or 0, folder.symbols or 0, vectors.done or 0, vectors.total or 0),
     ('  embeddings: %s%s'):format(folder.provider or '?',
       (folder.model and folder.model ~= '') and (' (' .. folder.model .. ')') or ''),
   }
-  if not folder.trusted then
+  if trust == 'untrusted' then
     -- Said only ", trusted" for a trusted folder and nothing for the others, which read as nothing to know.
     table.insert(lines, 2, ('  untrusted: its own settings files may not set endpoints, keys, models or resource '
       .. 'settings; `codeloupe trust %s` lets them'):format(vim.fn.shellescape(root)))

@@ -123,13 +123,12 @@ local function holds_settings(name, text)
   return text:find('^%s*[^#%s]') ~= nil or text:find('\n%s*[^#%s]') ~= nil
 end
 
---- Whether the user trusts the codeloupe settings files of `root`, asking through |vim.secure.read()| (which
---- remembers the answer per file and content, like 'exrc'). Files without codeloupe settings are not asked
---- about; with none at all there is nothing to trust.
+--- The settings files of `root` that hold codeloupe settings: the ones trusting the workspace is about (files
+--- without any are not asked about).
 ---@param root string
----@return boolean
-function M.trusts_settings(root)
-  local asked = false
+---@return string[]
+function M.settings_files(root)
+  local found = {}
   for _, name in ipairs(SETTINGS_FILES) do
     local path = vim.fs.joinpath(root, name)
     local file = io.open(path, 'r')
@@ -138,13 +137,24 @@ function M.trusts_settings(root)
       file:close()
     end
     if text and holds_settings(name, text) then
-      asked = true
-      if not vim.secure.read(path) then
-        return false
-      end
+      found[#found + 1] = path
     end
   end
-  return asked
+  return found
+end
+
+--- Whether the user trusts the codeloupe settings files of `root`, asking through |vim.secure.read()| (which
+--- remembers the answer per file and content, like 'exrc'). With none at all there is nothing to trust.
+---@param root string
+---@return boolean
+function M.trusts_settings(root)
+  local files = M.settings_files(root)
+  for _, path in ipairs(files) do
+    if not vim.secure.read(path) then
+      return false
+    end
+  end
+  return #files > 0
 end
 
 --- The client configuration shared by the 0.11 and the 0.10 start paths.
