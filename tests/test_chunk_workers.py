@@ -161,3 +161,52 @@ def test_codeloupe_chunks_on_a_file_that_crashes_its_grammar_shows_its_line_wind
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(fallback: grammar crashed: its worker process was killed by SIGSEGV)" in done.stdout.splitlines()[0]
+
+
+# A first index whose grammar never finishes on chosen files (`FAILING_GRAMMAR`, "hang"), the rest honest Python: each
+# file's chunking problem, whether it has symbols, and the workers left once the workspace is closed.
+INDEX_LOOPING_FILES = FAILING_GRAMMAR + textwrap.dedent("""
+    from codeloupe.api import Workspace
+
+    if __name__ == "__main__":
+        os.cpu_count = lambda: 2
+        with_short_timeouts()
+        ws = Workspace(Path(sys.argv[1]), overrides={"embed_provider": "none"})
+        report = ws.index()
+        rows = ws.store.file_rows()
+        print(report.files_indexed, sum(1 for path in rows if not ws.store.symbols_of_file(rows[path].id)))
+        for problem in ws.chunking_problems():
+            print(f"{problem.path}: {problem.reason}")
+        ws.close()
+        parallel.stop_kept_workers()
+        print("left:", *[child.pid for child in parallel.multiprocessing.active_children()])
+""")
+
+
+def looping_workspace(root: Path, files: int, looping: set[int]) -> None:
+    """`files` files named in the order they are indexed: Python, but the `looping` ones, Ruby whose grammar never
+    finishes (`FAILING_GRAMMAR`)."""
+    root.mkdir()
+    for i in range(files):
+        if i in looping:
+            (root / f"m{i:03d}.rb").write_text(f"def f{i}(a)\n  'fails its grammar'\nend\n")
+        else:
+            (root / f"m{i:03d}.py").write_text(f"def f{i}(a):\n    return a + {i}\n")
+
+
+def test_a_pool_whose_every_task_in_flight_loops_leaves_its_files_to_a_worker_never_to_the_indexing_process(
+        tmp_path: Path) -> None:
+    # With two workers, the first file of each of the first two tasks (64 files a task) loops: no task gave a result
+    # before the timeout, the pool was taken for stuck and the rest chunked in the indexing process, which hung for
+    # good on the first looping file, a core at 100% (the language server, `codeloupe index`, `serve`).
+    root = tmp_path / "repo"
+    looping_workspace(root, 220, {0, 64})
+    script = tmp_path / "index.py"
+    script.write_text(INDEX_LOOPING_FILES)
+    done = subprocess.run([sys.executable, str(script), str(root), "hang"], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = "grammar did not finish: its worker process took longer than 5 s"
+    assert done.stdout.splitlines() == ["220 2", f"m000.rb: {said}", f"m064.rb: {said}", "left:"], done.stderr
+    assert "continuing in this process" not in done.stderr
+

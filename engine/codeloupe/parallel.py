@@ -86,12 +86,13 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     row a task, in turn, until each is done: a worker that dies there, or runs past `timeout_s`, did so on the
     row it was given, which gets `crashed(...)` and is never run in this process; the other rows get their
     results, in order, and the work goes on in a pool of `size` again. A timeout before any worker gave a result
-    is the workers' (stuck), not a row's: the rest is done here, as without `crashed`. With too few rows for a pool
-    (a save's file, a small workspace), each row goes to a worker process kept for the maps after (`_apart`), with
-    the same outcome for a row it dies or runs late on; only where none can start are the rows done here."""
+    is the workers' (stuck), not a row's; but as the rows in flight may be what holds them (a grammar that loops on
+    the first file of every task), the rows the pool leaves go to a worker process kept for the maps after
+    (`_apart`), a row at a time. With too few rows for a pool (a save's file, a small workspace), each row goes to
+    that kept worker too, with the same outcome for a row it dies or runs late on; only where none can start are
+    the rows done here."""
     rows = iter(rows)
     workers = min(os.cpu_count() or 1, POOL_MAX_WORKERS)
-    pooled = False  # a pool was started: rows it leaves to this process are done here, as ever
     pending: deque[tuple[list[tuple], Future]] = deque()
     # The rows drawn and on no worker's `pending` task: the task being handed over, and those `_tasks` holds for
     # the next one. A pool that fails leaves them, with `pending`'s, to this process, in order.
@@ -104,7 +105,6 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
     alone = False
     answered = False  # a worker gave a result: a pool that then runs past `timeout_s` is not stuck, a task is
     if count >= (POOL_MIN_ITEMS if min_items is None else min_items) and workers >= 2 and may_start(context, what):
-        pooled = True
         tasks = _tasks(rows, size, held)
         while True:
             dead: list[multiprocessing.process.BaseProcess] = []
@@ -174,8 +174,10 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     cause = f"did not finish: its worker process took longer than {timeout_s:g} s"
                 if cause is None:
                     # A worker could not start (a script without a __main__ guard under spawn, no /dev/shm, ...) or
-                    # is stuck: finish in this process rather than fail or wait forever.
-                    log.warning("%s in worker processes failed (%r); continuing in this process", what, exc)
+                    # is stuck: finish without a pool rather than fail or wait forever; with `crashed`, in a kept
+                    # worker, a row at a time, as what held them may be rows that never end.
+                    log.warning("%s in worker processes failed (%r); continuing %s", what, exc,
+                                "in this process" if crashed is None else "in a worker process, a row at a time")
                     break
                 if alone:  # one worker, given one row at a time, in turn: it died on the first it did not finish
                     while pending and _succeeded(pending[0][1]):
@@ -187,13 +189,16 @@ def map_in_workers(fn: Callable[..., T], rows: Iterable[tuple], count: int, *, w
                     log.info("%s: a task %s; its rows and the others' in flight go to a worker of their own, one at"
                              " a time", what, cause)
                     alone = True
-    # Too few rows for a pool, with `crashed`: each in the kept worker, where a crash or a loop costs that row only.
-    here = (fn(*row) for row in chain(unsent, held, rows)) if pooled or crashed is None else \
-        _apart(fn, rows, what, timeout_s, should_stop, crashed)
+    # Too few rows for a pool, or the rows a failed pool leaves: with `crashed`, each in the kept worker, where a crash
+    # or a loop costs that row only; without, here.
+    def rest(left: Iterator[tuple]) -> Iterator[T]:
+        return (fn(*row) for row in left) if crashed is None else \
+            _apart(fn, left, what, timeout_s, should_stop, crashed)
+
     # One result ahead, so that `meanwhile` runs (and its error is raised) before the last one is handed over.
     last = _END
     try:
-        for result in chain(_results_left(fn, pending, crashed if alone else None), here):
+        for result in chain(_results_left(pending, rest), rest(chain(unsent, held, rows))):
             if last is not _END:
                 yield last
             last = result
@@ -226,19 +231,15 @@ def _hand_out_again(pool: Executor, fn: Callable[..., T], pending: deque[tuple[l
         pending.extend(again)
 
 
-def _results_left(fn: Callable[..., T], pending: deque[tuple[list[tuple], Future]],
-                  crashed: Callable[..., T] | None) -> Iterator[T]:
-    """The results of a failed pool's tasks, in this process: those it finished, theirs; of the others, `fn`'s, or
-    with `crashed` (they were suspects of a worker's crash or timeout, which another failure of the pool left
-    unsettled), `crashed`'s: never run here, where one of them would crash or hang this process."""
+def _results_left(pending: deque[tuple[list[tuple], Future]],
+                  rest: Callable[[Iterator[tuple]], Iterator[T]]) -> Iterator[T]:
+    """The results of a failed pool's tasks, in order: those it finished, theirs; of the others, `rest`'s (with
+    `crashed`, a kept worker's: never run here, where one of them would crash or hang this process)."""
     for task, future in pending:
         if _succeeded(future):
             yield from future.result()
         else:
-            for row in task:
-                yield fn(*row) if crashed is None else crashed(
-                    "was not run: its worker pool failed while the rows a worker was lost on were run one at a time",
-                    *row)
+            yield from rest(iter(task))
 
 
 def _succeeded(future: Future) -> bool:
